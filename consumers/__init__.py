@@ -1,0 +1,1 @@
+"""Durable JetStream consumers; each module owns one concern and exposes its router."""

@@ -1,0 +1,1 @@
+"""Shared core: settings, bus event schema and subjects, database models, CLI and API."""

@@ -1,0 +1,1 @@
+"""The small read API (FastAPI): history, runs, timelines, metrics and health."""

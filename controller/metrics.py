@@ -1,0 +1,72 @@
+"""Prometheus metrics of the pipeline, on an explicit registry made by each entry point.
+
+Nothing is registered at import time: :class:`PipelineMetrics` is built once per process
+and passed down, and tests build their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+@dataclass
+class PipelineMetrics:
+    """Counters and histograms shared by watchers, consumers and the API."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.watch_events = Counter(
+            "mpijc_watch_events",
+            "Watch events received, by resource and type.",
+            ["resource", "type"],
+            registry=r,
+        )
+        self.watch_relists = Counter(
+            "mpijc_watch_relists", "Relists after 410 Gone.", ["resource"], registry=r
+        )
+        self.skipped_objects = Counter(
+            "mpijc_skipped_objects",
+            "Objects skipped as malformed or unknown, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.published = Counter(
+            "mpijc_published",
+            "Events published to the bus (new, not duplicates), by type.",
+            ["type"],
+            registry=r,
+        )
+        self.uncorrelated = Counter(
+            "mpijc_uncorrelated", "Pods and events dropped because no run claimed them.", registry=r
+        )
+        self.consumed = Counter(
+            "mpijc_consumed", "Messages processed and acknowledged, by consumer.", ["consumer"], registry=r
+        )
+        self.dead_letters = Counter(
+            "mpijc_dead_letters",
+            "Messages sent to the dead-letter subject, by consumer and reason.",
+            ["consumer", "reason"],
+            registry=r,
+        )
+        self.redeliveries = Counter(
+            "mpijc_redeliveries",
+            "Messages negatively acknowledged for redelivery, by consumer.",
+            ["consumer"],
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            "mpijc_batch_seconds",
+            "Time to process one pulled batch, by consumer.",
+            ["consumer"],
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.watcher_lag = Gauge(
+            "mpijc_watcher_lag_seconds",
+            "Observed time minus the object's last change, last event.",
+            registry=r,
+        )

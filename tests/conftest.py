@@ -1,0 +1,177 @@
+"""Real PostgreSQL and real NATS JetStream for every integration test.
+
+Where they come from, in order: testcontainers when a Docker engine answers; else the URLs
+in ``DATABASE_URL`` / ``NATS_URL``; else the embedded binaries from the project's own wheels
+on free loopback ports. Isolation per test: a fresh database cloned from a migrated template,
+and a uuid prefix for every stream and subject on the shared NATS server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller import migrate
+from controller.bus import FAMILIES, connect, ensure_streams
+from controller.db import make_engine
+from controller.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from controller.metrics import PipelineMetrics
+from controller.settings import ConsumerSettings, DatabaseSettings, NatsSettings, Settings, WatcherSettings
+from controller.subjects import Topology
+
+TEMPLATE = "mpijc_template"
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+    except Exception:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Services:
+    """Base URLs of the PostgreSQL server (its admin database) and the NATS server."""
+
+    postgres_admin_url: str
+    nats_url: str
+
+
+@contextlib.contextmanager
+def _containers() -> Iterator[Services]:
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+    from testcontainers.postgres import PostgresContainer
+
+    with PostgresContainer("postgres:16-alpine", username="postgres", password="postgres") as pg, \
+            DockerContainer("nats:2.10-alpine").with_command("-js").with_exposed_ports(4222) as nats_c:
+        wait_for_logs(nats_c, "Server is ready")
+        host, port = pg.get_container_host_ip(), pg.get_exposed_port(5432)
+        yield Services(
+            f"postgresql://postgres:postgres@{host}:{port}/postgres",
+            f"nats://{nats_c.get_container_host_ip()}:{nats_c.get_exposed_port(4222)}",
+        )
+
+
+@contextlib.contextmanager
+def _embedded(base: Path) -> Iterator[Services]:
+    pg = EmbeddedPostgres(base / "postgres", free_port())
+    nats_server = EmbeddedNats(base / "nats", free_port())
+    try:
+        pg.start()
+        nats_server.start()
+        yield Services(f"postgresql://postgres@127.0.0.1:{pg.port}/postgres", nats_server.url)
+    finally:
+        nats_server.stop()
+        pg.stop()
+
+
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    """One PostgreSQL and one NATS server for the whole session."""
+    if _docker_answers():
+        with _containers() as found:
+            yield found
+    elif os.environ.get("DATABASE_URL") and os.environ.get("NATS_URL"):
+        yield Services(os.environ["DATABASE_URL"], os.environ["NATS_URL"])
+    else:
+        with _embedded(tmp_path_factory.mktemp("services")) as found:
+            yield found
+
+
+def _with_database(url: str, database: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{database}"
+
+
+@pytest.fixture(scope="session")
+async def template_database(services: Services) -> str:
+    """A database migrated to head, cloned by every test."""
+    admin = await asyncpg.connect(services.postgres_admin_url)
+    try:
+        await admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+        await admin.execute(f"CREATE DATABASE {TEMPLATE}")
+    finally:
+        await admin.close()
+    url = _with_database(services.postgres_admin_url, TEMPLATE)
+    await migrate.upgrade_async(url)
+    return url
+
+
+@pytest.fixture
+async def database_url(services: Services, template_database: str) -> AsyncIterator[str]:
+    """A fresh, migrated database of this test's own."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(services.postgres_admin_url)
+    try:
+        await admin.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+        yield _with_database(services.postgres_admin_url, name)
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = make_engine(database_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def topology() -> Topology:
+    """Streams and subjects of this test only."""
+    return Topology(prefix=f"t{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture
+async def nats_client(services: Services, topology: Topology) -> AsyncIterator[NATS]:
+    nc = await connect(services.nats_url, "mpijc-tests")
+    yield nc
+    js = nc.jetstream()
+    for family in FAMILIES:
+        with contextlib.suppress(Exception):
+            await js.delete_stream(topology.stream(family))
+    await nc.close()
+
+
+@pytest.fixture
+async def js(nats_client: NATS, topology: Topology, settings: Settings) -> JetStreamContext:
+    """JetStream with this test's streams declared."""
+    context = nats_client.jetstream()
+    await ensure_streams(context, topology, settings.nats)
+    return context
+
+
+@pytest.fixture
+def settings(services: Services, database_url: str, topology: Topology) -> Settings:
+    """Settings pointing at this test's database and stream prefix, with short test timings."""
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        database=DatabaseSettings(url=database_url),  # type: ignore[arg-type]
+        nats=NatsSettings(url=services.nats_url, prefix=topology.prefix),
+        consumer=ConsumerSettings(batch_timeout_s=0.02, retry_delay_s=0.2, ack_wait_s=5, max_deliver=3),
+        watcher=WatcherSettings(pending_ttl_s=5, watch_timeout_s=5, backoff_initial_s=0.05, backoff_max_s=0.5),
+    )
+
+
+@pytest.fixture
+def metrics() -> PipelineMetrics:
+    return PipelineMetrics()
+
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "examples" / "scenarios"

@@ -1,0 +1,1 @@
+"""List+watch Kubernetes, normalize, correlate and publish to the bus."""

@@ -1,0 +1,164 @@
+"""Attach every pod and Kubernetes event to the run (job uid) it belongs to.
+
+Jobs, pods and events come from independent watches, so a worker pod or a
+``FailedScheduling`` event can arrive before its MPIJob. The correlator keeps a small index
+(job name → uid, pod name → job) and holds what it cannot place yet for
+``pending_ttl_s``; anything still unplaced after that is not ours (a pod of another
+workload, an event about some Deployment) and is dropped and counted. Deleted jobs and pods
+stay in the index for the same grace period, so late events about them still find their run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from controller.events import BusEvent, Change, JobKind, JobRef
+from watchers.normalizing import (
+    JOB_KINDS,
+    involved_object,
+    normalize_event,
+    normalize_job,
+    normalize_pod,
+    pod_owner,
+)
+
+log = logging.getLogger(__name__)
+
+ObjectKind = Literal["job", "pod", "event"]
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One raw object change as a watch (or a replayed file) delivered it."""
+
+    kind: ObjectKind
+    change: Change
+    object: Mapping[str, Any]
+    observed_at: datetime
+    log_tail: tuple[str, ...] = ()
+
+
+@dataclass
+class _Held:
+    observation: Observation
+    deadline: float
+
+
+@dataclass
+class Correlator:
+    """Turns observations into bus events, in an order where every job precedes its pods."""
+
+    pending_ttl_s: float
+    clock: Clock
+    jobs: dict[tuple[str, JobKind, str], JobRef] = field(default_factory=dict)
+    jobs_by_uid: dict[str, JobRef] = field(default_factory=dict)
+    pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)
+    dropped: int = 0
+    _held: list[_Held] = field(default_factory=list)
+    _forget: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
+
+    def observe(self, observation: Observation) -> list[BusEvent]:
+        """Events ready to publish now; what cannot be placed yet is held."""
+        if observation.kind == "job":
+            return self._job(observation)
+        placed = self._place(observation)
+        if placed is None:
+            self._held.append(_Held(observation, self.clock() + self.pending_ttl_s))
+            return []
+        return placed
+
+    def expire(self) -> int:
+        """Drop held observations and forget deleted objects past their grace period."""
+        now = self.clock()
+        expired = [held for held in self._held if held.deadline <= now]
+        self._held = [held for held in self._held if held.deadline > now]
+        for held in expired:
+            log.debug("no run for %s %s; dropped", held.observation.kind, _name(held.observation.object))
+        self.dropped += len(expired)
+        due = [forget for at, forget in self._forget if at <= now]
+        self._forget = [(at, forget) for at, forget in self._forget if at > now]
+        for forget in due:
+            forget()
+        return len(expired)
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def _job(self, observation: Observation) -> list[BusEvent]:
+        event = normalize_job(observation.object, observation.change, observation.observed_at)
+        ref = event.ref
+        key = (ref.namespace, ref.kind, ref.name)
+        self.jobs[key] = ref
+        self.jobs_by_uid[ref.uid] = ref
+        if observation.change == "DELETED":
+            self._later(lambda: self._forget_job(key, ref))
+        released: list[BusEvent] = [event]
+        still: list[_Held] = []
+        for held in self._held:
+            placed = self._place(held.observation)
+            if placed is None:
+                still.append(held)
+            else:
+                released += placed
+        self._held = still
+        return released
+
+    def _forget_job(self, key: tuple[str, JobKind, str], ref: JobRef) -> None:
+        if self.jobs.get(key) == ref:
+            del self.jobs[key]
+        self.jobs_by_uid.pop(ref.uid, None)
+
+    def _later(self, forget: Callable[[], None]) -> None:
+        self._forget.append((self.clock() + self.pending_ttl_s, forget))
+
+    def _pod_job(self, obj: Mapping[str, Any]) -> JobRef | None:
+        owner = pod_owner(obj)
+        if owner is None:
+            return None
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+            if ref.get("kind") == owner["kind"] and ref.get("uid") in self.jobs_by_uid:
+                return self.jobs_by_uid[ref["uid"]]
+        namespace = (obj.get("metadata") or {}).get("namespace", "default")
+        return self.jobs.get((namespace, owner["kind"], owner["name"]))
+
+    def _place(self, observation: Observation) -> list[BusEvent] | None:
+        obj = observation.object
+        if observation.kind == "pod":
+            if pod_owner(obj) is None:
+                return []  # not a launcher or worker: someone else's pod
+            job = self._pod_job(obj)
+            if job is None:
+                return None
+            meta = obj.get("metadata") or {}
+            pod_key = (str(meta.get("namespace", job.namespace)), str(meta.get("name")))
+            self.pods[pod_key] = job
+            if observation.change == "DELETED":
+                self._later(lambda: self.pods.pop(pod_key, None) and None)
+            return [
+                normalize_pod(obj, observation.change, job, observation.observed_at, observation.log_tail)
+            ]
+        involved = involved_object(obj)
+        namespace = str((obj.get("metadata") or {}).get("namespace", "default"))
+        event_job: JobRef | None = None
+        if involved.kind in JOB_KINDS:
+            event_job = self.jobs_by_uid.get(involved.uid or "") or self.jobs.get(
+                (namespace, JOB_KINDS[involved.kind], involved.name)
+            )
+        elif involved.kind == "Pod":
+            event_job = self.pods.get((namespace, involved.name))
+        else:
+            return []  # about a Deployment, a Node, …: not ours
+        if event_job is None:
+            return None
+        return [normalize_event(obj, observation.change, event_job, observation.observed_at)]
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '?')}"

@@ -1,0 +1,376 @@
+"""Raw Kubernetes objects → typed bus events.
+
+The only place that knows the shapes of MPIJob ``kubeflow.org/v2beta1``, TrainJob
+``trainer.kubeflow.org/v1alpha1``, their pods (mpi-operator and JobSet labels) and core/v1
+Events. Everything after this speaks :mod:`controller.events`.
+
+A malformed object raises :class:`MalformedObject` with a message naming what is missing;
+an object that is not ours (a pod of some other workload, an event about a Deployment)
+makes the functions return ``None``. Neither ever crashes the watcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal, NotRequired, TypedDict, cast
+
+from pydantic import ValidationError
+
+from controller.events import (
+    Change,
+    Condition,
+    ContainerState,
+    JobKind,
+    JobObserved,
+    JobPhase,
+    JobRef,
+    JobSpecSummary,
+    K8sEventObserved,
+    ObjectRef,
+    PodObserved,
+    PodRole,
+    Resources,
+    RoleSpec,
+)
+
+# mpi-operator (kubeflow/common) pod labels
+MPI_JOB_NAME = "training.kubeflow.org/job-name"
+MPI_JOB_ROLE = "training.kubeflow.org/job-role"
+MPI_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+# Trainer v2 runs a JobSet named after the TrainJob
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+TRAINJOB_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+
+JOB_KINDS: dict[str, JobKind] = {"MPIJob": "MPIJob", "TrainJob": "TrainJob"}
+
+
+class ObjectMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    creationTimestamp: str
+    deletionTimestamp: str
+    labels: dict[str, str]
+
+
+class KubeObject(TypedDict):
+    apiVersion: NotRequired[str]
+    kind: NotRequired[str]
+    metadata: ObjectMeta
+    spec: NotRequired[dict[str, Any]]
+    status: NotRequired[dict[str, Any]]
+
+
+class MalformedObject(ValueError):
+    """A watched object lacks what every Kubernetes object has, or has the wrong types."""
+
+
+def _meta(obj: Mapping[str, Any]) -> ObjectMeta:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise MalformedObject("object has no metadata")
+    for key in ("name", "uid", "resourceVersion"):
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            raise MalformedObject(f"object has no metadata.{key}")
+    return cast(ObjectMeta, meta)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """RFC 3339 timestamp (``2026-11-20T10:00:05Z``, MicroTime too) → aware datetime."""
+    if not value:
+        return None
+    if not isinstance(value, str):
+        raise MalformedObject(f"not a timestamp: {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise MalformedObject(f"not a timestamp: {value!r}") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _conditions(status: Mapping[str, Any]) -> tuple[Condition, ...]:
+    return tuple(
+        Condition(
+            type=str(c.get("type", "")),
+            status=str(c.get("status", "Unknown")),
+            reason=c.get("reason"),
+            message=c.get("message"),
+            last_transition_time=parse_time(c.get("lastTransitionTime")),
+        )
+        for c in status.get("conditions") or ()
+        if isinstance(c, dict)
+    )
+
+
+def _true(conditions: tuple[Condition, ...], kind: str) -> Condition | None:
+    return next((c for c in conditions if c.type == kind and c.status == "True"), None)
+
+
+def job_phase(kind: JobKind, spec: Mapping[str, Any], status: Mapping[str, Any]) -> JobPhase:
+    """Phase from the conditions of either kind (terminal wins, then suspension, then running)."""
+    conditions = _conditions(status)
+    if _true(conditions, "Failed"):
+        return "Failed"
+    if _true(conditions, "Succeeded") or _true(conditions, "Complete"):
+        return "Succeeded"
+    suspended = (spec.get("runPolicy") or {}).get("suspend") if kind == "MPIJob" else spec.get("suspend")
+    if _true(conditions, "Suspended") or suspended:
+        return "Suspended"
+    if kind == "MPIJob":
+        return "Running" if _true(conditions, "Running") or _true(conditions, "Restarting") else "Pending"
+    jobs_status = status.get("jobsStatus") or ()
+    if any(
+        (js.get("active") or 0) + (js.get("ready") or 0) > 0 for js in jobs_status if isinstance(js, dict)
+    ):
+        return "Running"
+    return "Pending"
+
+
+def _resources(container: Mapping[str, Any] | None) -> Resources:
+    res = (container or {}).get("resources") or {}
+    return Resources(
+        requests={k: str(v) for k, v in (res.get("requests") or {}).items()},
+        limits={k: str(v) for k, v in (res.get("limits") or {}).items()},
+    )
+
+
+def _main_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    containers = pod_spec.get("containers") or []
+    return containers[0] if containers and isinstance(containers[0], dict) else None
+
+
+def _role_spec(replica: Mapping[str, Any] | None) -> RoleSpec | None:
+    if not replica:
+        return None
+    container = _main_container(((replica.get("template") or {}).get("spec")) or {})
+    return RoleSpec(
+        replicas=replica.get("replicas"),
+        image=(container or {}).get("image"),
+        command=tuple(
+            str(c) for c in [*(container or {}).get("command", []), *(container or {}).get("args", [])]
+        ),
+        resources=_resources(container),
+    )
+
+
+def _mpijob_spec(spec: Mapping[str, Any]) -> JobSpecSummary:
+    replicas = spec.get("mpiReplicaSpecs") or {}
+    worker = _role_spec(replicas.get("Worker"))
+    return JobSpecSummary(
+        workers=worker.replicas if worker else 0,
+        slots_per_worker=spec.get("slotsPerWorker"),
+        mpi_implementation=spec.get("mpiImplementation", "OpenMPI"),
+        suspend=bool((spec.get("runPolicy") or {}).get("suspend")),
+        launcher=_role_spec(replicas.get("Launcher")),
+        worker=worker,
+    )
+
+
+def _trainjob_spec(spec: Mapping[str, Any]) -> JobSpecSummary:
+    trainer = spec.get("trainer") or {}
+    per_node = trainer.get("resourcesPerNode") or {}
+    node = RoleSpec(
+        replicas=trainer.get("numNodes"),
+        image=trainer.get("image"),
+        command=tuple(str(c) for c in [*trainer.get("command", []), *trainer.get("args", [])]),
+        resources=Resources(
+            requests={k: str(v) for k, v in (per_node.get("requests") or {}).items()},
+            limits={k: str(v) for k, v in (per_node.get("limits") or {}).items()},
+        ),
+    )
+    procs = trainer.get("numProcPerNode")
+    return JobSpecSummary(
+        workers=trainer.get("numNodes"),
+        slots_per_worker=int(procs) if isinstance(procs, int | str) and str(procs).isdigit() else None,
+        runtime=(spec.get("runtimeRef") or {}).get("name"),
+        suspend=bool(spec.get("suspend")),
+        worker=node,
+    )
+
+
+def _job_times(status: Mapping[str, Any], conditions: tuple[Condition, ...]) -> tuple[datetime | None, ...]:
+    running = _true(conditions, "Running")
+    terminal = _true(conditions, "Succeeded") or _true(conditions, "Complete") or _true(conditions, "Failed")
+    started = parse_time(status.get("startTime")) or (running.last_transition_time if running else None)
+    finished = parse_time(status.get("completionTime")) or (
+        terminal.last_transition_time if terminal else None
+    )
+    return started, finished
+
+
+def normalize_job(obj: Mapping[str, Any], change: Change, observed_at: datetime) -> JobObserved:
+    """An MPIJob or TrainJob as a :class:`JobObserved`."""
+    meta = _meta(obj)
+    kind = JOB_KINDS.get(str(obj.get("kind")))
+    if kind is None:
+        raise MalformedObject(f"unknown job kind {obj.get('kind')!r}")
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    conditions = _conditions(status)
+    started, finished = _job_times(status, conditions)
+    try:
+        return JobObserved(
+            change=change,
+            uid=meta["uid"],
+            kind=kind,
+            namespace=meta.get("namespace", "default"),
+            name=meta["name"],
+            resource_version=meta["resourceVersion"],
+            phase=job_phase(kind, spec, status),
+            conditions=conditions,
+            spec=_mpijob_spec(spec) if kind == "MPIJob" else _trainjob_spec(spec),
+            labels=meta.get("labels") or {},
+            created_at=parse_time(meta.get("creationTimestamp")) or observed_at,
+            started_at=started,
+            finished_at=finished,
+            observed_at=observed_at,
+        )
+    except (ValidationError, AttributeError, TypeError) as exc:
+        raise MalformedObject(f"{kind} {meta['name']}: {exc}") from exc
+
+
+class PodOwner(TypedDict):
+    """Which job a pod belongs to, read from its labels."""
+
+    kind: JobKind
+    name: str
+    role: PodRole
+    index: int | None
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def pod_owner(obj: Mapping[str, Any]) -> PodOwner | None:
+    """The MPIJob/TrainJob a pod belongs to, from its labels; ``None`` for any other pod."""
+    labels: Mapping[str, str] = (obj.get("metadata") or {}).get("labels") or {}
+    if MPI_JOB_NAME in labels:
+        role: Literal["launcher", "worker"] = (
+            "launcher" if labels.get(MPI_JOB_ROLE) == "launcher" else "worker"
+        )
+        return {
+            "kind": "MPIJob",
+            "name": labels[MPI_JOB_NAME],
+            "role": role,
+            "index": _int(labels.get(MPI_REPLICA_INDEX)) if role == "worker" else None,
+        }
+    if JOBSET_NAME in labels and labels.get(TRAINJOB_ANCESTOR, "trainer") == "trainer":
+        replicated = labels.get(JOBSET_REPLICATED_JOB, "")
+        role = "launcher" if replicated == "launcher" else "worker"
+        return {
+            "kind": "TrainJob",
+            "name": labels[JOBSET_NAME],
+            "role": role,
+            "index": _int(labels.get(COMPLETION_INDEX)) if role == "worker" else None,
+        }
+    return None
+
+
+def _state(status: Mapping[str, Any], init: bool) -> ContainerState:
+    state = status.get("state") or {}
+    last = (status.get("lastState") or {}).get("terminated") or {}
+    which = next((k for k in ("terminated", "waiting", "running") if k in state), "unknown")
+    detail = state.get(which) or {}
+    return ContainerState(
+        name=str(status.get("name", "")),
+        init=init,
+        ready=bool(status.get("ready")),
+        restart_count=int(status.get("restartCount") or 0),
+        state=which,  # type: ignore[arg-type]
+        reason=detail.get("reason"),
+        message=detail.get("message"),
+        exit_code=detail.get("exitCode"),
+        signal=detail.get("signal"),
+        started_at=parse_time(detail.get("startedAt")),
+        finished_at=parse_time(detail.get("finishedAt")),
+        last_reason=last.get("reason"),
+        last_exit_code=last.get("exitCode"),
+        last_finished_at=parse_time(last.get("finishedAt")),
+    )
+
+
+def normalize_pod(
+    obj: Mapping[str, Any], change: Change, job: JobRef, observed_at: datetime, log_tail: tuple[str, ...] = ()
+) -> PodObserved:
+    """A launcher or worker pod of ``job`` as a :class:`PodObserved`."""
+    meta = _meta(obj)
+    owner = pod_owner(obj)
+    if owner is None:
+        raise MalformedObject(f"pod {meta['name']} carries no MPIJob/TrainJob labels")
+    status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    try:
+        return PodObserved(
+            change=change,
+            job=job,
+            uid=meta["uid"],
+            name=meta["name"],
+            namespace=meta.get("namespace", job.namespace),
+            resource_version=meta["resourceVersion"],
+            role=owner["role"],
+            index=owner["index"],
+            phase=status.get("phase") or "Pending",
+            reason=status.get("reason"),
+            message=status.get("message"),
+            node=spec.get("nodeName"),
+            conditions=_conditions(status),
+            containers=(
+                *(_state(s, init=True) for s in status.get("initContainerStatuses") or ()),
+                *(_state(s, init=False) for s in status.get("containerStatuses") or ()),
+            ),
+            resources=_resources(_main_container(spec)),
+            log_tail=log_tail,
+            created_at=parse_time(meta.get("creationTimestamp")) or observed_at,
+            observed_at=observed_at,
+        )
+    except (ValidationError, AttributeError, TypeError) as exc:
+        raise MalformedObject(f"pod {meta['name']}: {exc}") from exc
+
+
+def involved_object(obj: Mapping[str, Any]) -> ObjectRef:
+    """``involvedObject`` of a core/v1 Event."""
+    involved = obj.get("involvedObject")
+    if not isinstance(involved, dict) or not involved.get("kind") or not involved.get("name"):
+        raise MalformedObject("event has no involvedObject kind/name")
+    return ObjectRef(kind=str(involved["kind"]), name=str(involved["name"]), uid=involved.get("uid"))
+
+
+def normalize_event(
+    obj: Mapping[str, Any], change: Change, job: JobRef, observed_at: datetime
+) -> K8sEventObserved:
+    """A core/v1 Event about ``job`` or one of its pods as a :class:`K8sEventObserved`."""
+    meta = _meta(obj)
+    try:
+        return K8sEventObserved(
+            change=change,
+            job=job,
+            uid=meta["uid"],
+            resource_version=meta["resourceVersion"],
+            reason=str(obj.get("reason") or ""),
+            message=str(obj.get("message") or ""),
+            event_type=str(obj.get("type") or "Normal"),
+            involved=involved_object(obj),
+            count=int(obj.get("count") or 1),
+            first_timestamp=parse_time(obj.get("firstTimestamp") or obj.get("eventTime")),
+            last_timestamp=parse_time(obj.get("lastTimestamp") or obj.get("eventTime")),
+            source=(obj.get("source") or {}).get("component") or obj.get("reportingComponent"),
+            observed_at=observed_at,
+        )
+    except (ValidationError, AttributeError, TypeError) as exc:
+        raise MalformedObject(f"event {meta['name']}: {exc}") from exc
+
+
+def error_terminated(obj: Mapping[str, Any]) -> list[str]:
+    """Names of containers that terminated with a non-zero exit: their log tail explains why."""
+    statuses = (obj.get("status") or {}).get("containerStatuses") or ()
+    return [
+        str(s.get("name"))
+        for s in statuses
+        if isinstance(s, dict) and ((s.get("state") or {}).get("terminated") or {}).get("exitCode", 0) != 0
+    ]
