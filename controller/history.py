@@ -108,7 +108,7 @@ def _pod_label(event: PodObserved) -> str:
     return event.role if event.index is None else f"{event.role}-{event.index}"
 
 
-def _pod_row(event: PodObserved) -> Row:
+def _pod_row(event: PodObserved, containers: list[Any]) -> Row:
     return {
         "uid": event.uid,
         "run_uid": event.job.uid,
@@ -121,7 +121,7 @@ def _pod_row(event: PodObserved) -> Row:
         "node": event.node,
         "resource_version": rv_number(event.resource_version),
         "restart_count": sum(c.restart_count for c in event.containers),
-        "containers": _dump(event.containers),
+        "containers": containers,
         "resources": event.resources.model_dump(mode="json"),
         "created_at": event.created_at,
         "last_observed_at": event.observed_at,
@@ -129,7 +129,7 @@ def _pod_row(event: PodObserved) -> Row:
     }
 
 
-def _pod_state_row(event: PodObserved) -> Row:
+def _pod_state_row(event: PodObserved, containers: list[Any]) -> Row:
     return {
         "pod_uid": event.uid,
         "run_uid": event.job.uid,
@@ -137,7 +137,7 @@ def _pod_state_row(event: PodObserved) -> Row:
         "phase": event.phase,
         "reason": event.reason,
         "node": event.node,
-        "containers": _dump(event.containers),
+        "containers": containers,
         "log_tail": list(event.log_tail),
         "observed_at": event.observed_at,
     }
@@ -298,16 +298,21 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
         await _renumber_attempts(conn, jobs)
         timeline += [_job_timeline(e) for e in events if isinstance(e, JobObserved)]
     if pods:
-        rows = [_pod_row(p) for p in _latest(pods)]
+        containers = {id(p): _dump(p.containers) for p in pods}
+        rows = [_pod_row(p, containers[id(p)]) for p in _latest(pods)]
         await conn.execute(_upsert(Pod, rows), rows)
-        await conn.execute(insert(PodState).on_conflict_do_nothing(), [_pod_state_row(p) for p in pods])
+        states = [_pod_state_row(p, containers[id(p)]) for p in pods]
+        await conn.execute(insert(PodState).on_conflict_do_nothing(), states)
         timeline += [row for pod in pods for row in _pod_timeline(pod)]
     if k8s_events:
         rows = [_k8s_event_row(e) for e in _latest(k8s_events)]
         await conn.execute(_upsert(K8sEvent, rows), rows)
         timeline += [_k8s_event_timeline(e) for e in k8s_events]
     if timeline:
-        await conn.execute(insert(TimelineEntry).on_conflict_do_nothing(), timeline)
+        unique: dict[str, Row] = {}
+        for row in timeline:
+            unique.setdefault(row["dedup_key"], row)
+        await conn.execute(insert(TimelineEntry).on_conflict_do_nothing(), list(unique.values()))
 
 
 async def ping(conn: AsyncConnection) -> None:

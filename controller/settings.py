@@ -105,7 +105,7 @@ class ConsumerSettings(BaseModel):
 
     batch_size: int = Field(default=500, description="Messages pulled per batch; one transaction per batch.")
     batch_timeout_s: float = Field(
-        default=0.05, description="Longest wait to fill a batch; bounds added latency."
+        default=0.01, description="Longest wait to fill a batch; bounds added latency."
     )
     max_deliver: int = Field(
         default=5, description="Deliveries before a message goes to the dead-letter subject."

@@ -57,8 +57,10 @@ def _containers() -> Iterator[Services]:
     from testcontainers.core.waiting_utils import wait_for_logs
     from testcontainers.postgres import PostgresContainer
 
-    with PostgresContainer("postgres:16-alpine", username="postgres", password="postgres") as pg, \
-            DockerContainer("nats:2.10-alpine").with_command("-js").with_exposed_ports(4222) as nats_c:
+    with (
+        PostgresContainer("postgres:16-alpine", username="postgres", password="postgres") as pg,
+        DockerContainer("nats:2.10-alpine").with_command("-js").with_exposed_ports(4222) as nats_c,
+    ):
         wait_for_logs(nats_c, "Server is ready")
         host, port = pg.get_container_host_ip(), pg.get_exposed_port(5432)
         yield Services(
@@ -165,7 +167,9 @@ def settings(services: Services, database_url: str, topology: Topology) -> Setti
         database=DatabaseSettings(url=database_url),  # type: ignore[arg-type]
         nats=NatsSettings(url=services.nats_url, prefix=topology.prefix),
         consumer=ConsumerSettings(batch_timeout_s=0.02, retry_delay_s=0.2, ack_wait_s=5, max_deliver=3),
-        watcher=WatcherSettings(pending_ttl_s=5, watch_timeout_s=5, backoff_initial_s=0.05, backoff_max_s=0.5),
+        watcher=WatcherSettings(
+            pending_ttl_s=5, watch_timeout_s=5, backoff_initial_s=0.05, backoff_max_s=0.5
+        ),
     )
 
 

