@@ -58,17 +58,17 @@ def workload(jobs: int, updates_per_pod: int) -> list[Observation]:
             k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(8)
         ]
         for version in range(updates_per_pod):
-            for pod in pods:
+            for n, pod in enumerate(pods):
                 state = (
                     {"running": {"startedAt": "2026-11-20T10:00:20Z"}}
                     if version
                     else {"waiting": {"reason": "ContainerCreating"}}
                 )
-                pod = k.with_container_state(
+                pods[n] = k.with_container_state(
                     pod, state, phase="Running" if version else "Pending", restarts=version // 3
                 )
-                pod["metadata"]["annotations"] = {"bench/padding": "x" * 900}  # ~2 KB per pod event
-                out.append(Observation("pod", "ADDED" if version == 0 else "MODIFIED", pod, now))
+                pods[n]["metadata"]["annotations"] = {"bench/padding": "x" * 900}  # ~2 KB per pod event
+                out.append(Observation("pod", "ADDED" if version == 0 else "MODIFIED", pods[n], now))
     return out
 
 
@@ -88,7 +88,7 @@ async def pipeline_services(data_dir: Path) -> AsyncIterator[dict[str, Any]]:
             "MPIJC_NATS__PREFIX": topology.prefix,
             "MPIJC_LOG_LEVEL": "WARNING",
         }
-        consumer = subprocess.Popen(
+        consumer = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
             [sys.executable, "-m", "controller.cli", "consume"], env=env, cwd=data_dir
         )
         for _ in range(300):  # until the consumer process has created its durable consumer
