@@ -265,12 +265,12 @@ def _upsert(model: type[Run] | type[Pod] | type[K8sEvent], rows: list[Row], keep
 async def _renumber_attempts(conn: AsyncConnection, jobs: list[JobObserved]) -> None:
     """Attempt n of a job name is its n-th run by creation time; link each to the one before."""
     keys = {(job.namespace, job.kind, job.name) for job in jobs}
-    window = {"partition_by": (Run.namespace, Run.kind, Run.name), "order_by": (Run.created_at, Run.uid)}
+    partition, order = (Run.namespace, Run.kind, Run.name), (Run.created_at, Run.uid)
     ranked = (
         select(
             Run.uid.label("uid"),
-            func.row_number().over(**window).label("attempt"),
-            func.lag(Run.uid).over(**window).label("previous_uid"),
+            func.row_number().over(partition_by=partition, order_by=order).label("attempt"),
+            func.lag(Run.uid).over(partition_by=partition, order_by=order).label("previous_uid"),
         )
         .where(tuple_(Run.namespace, Run.kind, Run.name).in_(list(keys)))
         .subquery()

@@ -114,6 +114,10 @@ class Correlator:
             del self.jobs[key]
         self.jobs_by_uid.pop(ref.uid, None)
 
+    def _forget_pod(self, key: tuple[str, str], job: JobRef) -> None:
+        if self.pods.get(key) == job:
+            del self.pods[key]
+
     def _later(self, forget: Callable[[], None]) -> None:
         self._forget.append((self.clock() + self.pending_ttl_s, forget))
 
@@ -139,7 +143,7 @@ class Correlator:
             pod_key = (str(meta.get("namespace", job.namespace)), str(meta.get("name")))
             self.pods[pod_key] = job
             if observation.change == "DELETED":
-                self._later(lambda: self.pods.pop(pod_key, None) and None)
+                self._later(lambda: self._forget_pod(pod_key, job))
             return [
                 normalize_pod(obj, observation.change, job, observation.observed_at, observation.log_tail)
             ]

@@ -282,7 +282,7 @@ def _state(status: Mapping[str, Any], init: bool) -> ContainerState:
         init=init,
         ready=bool(status.get("ready")),
         restart_count=int(status.get("restartCount") or 0),
-        state=which,  # type: ignore[arg-type]
+        state=which,
         reason=detail.get("reason"),
         message=detail.get("message"),
         exit_code=detail.get("exitCode"),

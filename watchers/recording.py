@@ -31,7 +31,7 @@ from watchers.normalizing import MalformedObject, error_terminated, parse_time
 log = logging.getLogger(__name__)
 
 KINDS: dict[str, ObjectKind] = {"MPIJob": "job", "TrainJob": "job", "Pod": "pod", "Event": "event"}
-CHANGES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
+CHANGES: dict[str, Change] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
 
 
 @dataclass
@@ -122,8 +122,8 @@ def _observation(
     if kind is None:
         return str(obj.get("kind", "?"))
     uid = (obj.get("metadata") or {}).get("uid")
-    change = envelope.get("type") or ("MODIFIED" if uid in seen else "ADDED")
-    if not isinstance(uid, str) or change not in CHANGES:
+    change: Change | None = CHANGES.get(envelope.get("type") or ("MODIFIED" if uid in seen else "ADDED"))
+    if not isinstance(uid, str) or change is None:
         return None
     seen.add(uid)
     try:
