@@ -94,5 +94,5 @@ def test_a_recreated_job_name_gets_its_own_pods() -> None:
 def test_malformed_jobs_raise_a_clear_error(breakage: object) -> None:
     job = k.mpijob()
     breakage(job)  # type: ignore[operator]
-    with pytest.raises(MalformedObject, match="metadata|timestamp"):
+    with pytest.raises(MalformedObject, match=r"metadata|timestamp"):
         observe(Correlator(30, FakeClock()), "job", job)
