@@ -30,7 +30,12 @@ async def run_consumers(
     """Consume until ``stop`` is set; streams must exist (:func:`controller.bus.ensure_streams`)."""
     nc = await connect(nats_url, "mpijc-consumers")
     js = nc.jetstream()
-    broker = NatsBroker(nats_url, log_level=logging.DEBUG, max_reconnect_attempts=-1)
+    broker = NatsBroker(
+        nats_url,
+        logger=logging.getLogger("consumers.broker"),
+        log_level=logging.DEBUG,
+        max_reconnect_attempts=-1,
+    )
     broker.include_router(
         history.build_router(
             topology, settings, engine, DeadLetterer(js, topology, history.CONSUMER, metrics), metrics

@@ -157,7 +157,7 @@ async def cmd_api(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def _replay(rt: Runtime, files: Sequence[Path]) -> int:
-    from watchers.service import replay_files
+    from watchers.pipeline import replay_files
 
     stats = await replay_files(files, rt.settings, Publisher(rt.js, rt.topology), rt.metrics)
     print(
@@ -247,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     settings = Settings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("faststream", "alembic", "nats"):
+    for noisy in ("faststream", "consumers.broker", "alembic", "nats"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     result: int = asyncio.run(args.handler(settings, args))
     return result

@@ -346,6 +346,7 @@ def normalize_event(
 ) -> K8sEventObserved:
     """A core/v1 Event about ``job`` or one of its pods as a :class:`K8sEventObserved`."""
     meta = _meta(obj)
+    series = obj.get("series") or {}  # events.k8s.io-style repeats (scheduler events)
     try:
         return K8sEventObserved(
             change=change,
@@ -356,9 +357,11 @@ def normalize_event(
             message=str(obj.get("message") or ""),
             event_type=str(obj.get("type") or "Normal"),
             involved=involved_object(obj),
-            count=int(obj.get("count") or 1),
+            count=int(obj.get("count") or series.get("count") or 1),
             first_timestamp=parse_time(obj.get("firstTimestamp") or obj.get("eventTime")),
-            last_timestamp=parse_time(obj.get("lastTimestamp") or obj.get("eventTime")),
+            last_timestamp=parse_time(
+                obj.get("lastTimestamp") or series.get("lastObservedTime") or obj.get("eventTime")
+            ),
             source=(obj.get("source") or {}).get("component") or obj.get("reportingComponent"),
             observed_at=observed_at,
         )
