@@ -1,70 +1,68 @@
-"""History consumer: every job, pod and Kubernetes event into the PostgreSQL history store.
+"""History consumer: every job, pod, Kubernetes event and finding into the PostgreSQL history.
 
-A batch pull subscriber (the ingest path: one transaction per pulled batch, acks after
-commit) on ``jobs.>``; writes are idempotent (:mod:`controller.history`), so redelivery
-after a crash between commit and ack writes nothing twice.
+Two batch pull subscribers (the ingest path: one transaction per pulled batch, acks after
+commit): ``jobs.>`` for observations and ``findings.>`` for what the rules concluded. Writes
+are idempotent (:mod:`controller.history`), so a redelivery after a crash between commit and
+ack writes nothing twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from faststream import Context
-from faststream.middlewares import AckPolicy
-from faststream.nats import JStream, NatsRouter, PullSub
-from faststream.nats.message import NatsBatchMessage
-from nats.js.api import AckPolicy as JsAckPolicy
-from nats.js.api import ConsumerConfig, DeliverPolicy
+from faststream.nats import NatsRouter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.consuming import BatchSettler, DeadLetterer
+from controller.consuming import BatchSettler, DeadLetterer, subscribe_batches
 from controller.events import BusEvent, parse_event
-from controller.history import apply_events
+from controller.findings import Finding, parse_finding
+from controller.history import apply_events, apply_findings
 from controller.metrics import PipelineMetrics
 from controller.settings import ConsumerSettings
 from controller.subjects import Topology
 
 CONSUMER = "history"
-
-
-def consumer_config(settings: ConsumerSettings) -> ConsumerConfig:
-    """Explicit acks, bounded redelivery, from the start of the stream on first creation."""
-    return ConsumerConfig(
-        ack_policy=JsAckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL,
-        max_deliver=settings.max_deliver,
-        ack_wait=settings.ack_wait_s,
-        max_ack_pending=max(settings.batch_size * 4, 1000),
-    )
+FINDINGS_CONSUMER = "history-findings"
 
 
 def build_router(
     topology: Topology,
     settings: ConsumerSettings,
     engine: AsyncEngine,
-    dead_letter: DeadLetterer,
+    dead_letter: Callable[[str], DeadLetterer],
     metrics: PipelineMetrics,
 ) -> NatsRouter:
-    """The history subscriber, ready to be included in a broker."""
+    """The history subscribers, ready to be included in a broker."""
 
-    async def apply(events: Sequence[BusEvent]) -> None:
+    async def store_events(events: Sequence[BusEvent]) -> None:
         async with engine.begin() as conn:
             await apply_events(conn, events)
 
-    settler = BatchSettler(
-        CONSUMER, parse_event, apply, dead_letter, metrics, settings.max_deliver, settings.retry_delay_s
-    )
-    router = NatsRouter()
+    async def store_findings(findings: Sequence[Finding]) -> None:
+        async with engine.begin() as conn:
+            await apply_findings(conn, findings)
 
-    @router.subscriber(
-        topology.wildcard("jobs"),
-        stream=JStream(topology.stream("jobs"), declare=False),
-        durable=topology.durable(CONSUMER),
-        config=consumer_config(settings),
-        pull_sub=PullSub(batch_size=settings.batch_size, timeout=settings.batch_timeout_s, batch=True),
-        ack_policy=AckPolicy.MANUAL,
+    router = NatsRouter()
+    events = BatchSettler(
+        CONSUMER,
+        parse_event,
+        store_events,
+        dead_letter(CONSUMER),
+        metrics,
+        settings.max_deliver,
+        settings.retry_delay_s,
     )
-    async def on_jobs(msg: NatsBatchMessage = Context("message")) -> None:
-        await settler.settle(msg.raw_message)
+    findings = BatchSettler(
+        FINDINGS_CONSUMER,
+        parse_finding,
+        store_findings,
+        dead_letter(FINDINGS_CONSUMER),
+        metrics,
+        settings.max_deliver,
+        settings.retry_delay_s,
+    )
+
+    subscribe_batches(router, topology, "jobs", CONSUMER, settings, events)
+    subscribe_batches(router, topology, "findings", FINDINGS_CONSUMER, settings, findings)
 
     return router

@@ -36,11 +36,11 @@ async def run_consumers(
         log_level=logging.DEBUG,
         max_reconnect_attempts=-1,
     )
-    broker.include_router(
-        history.build_router(
-            topology, settings, engine, DeadLetterer(js, topology, history.CONSUMER, metrics), metrics
-        )
-    )
+
+    def dead_letter(consumer: str) -> DeadLetterer:
+        return DeadLetterer(js, topology, consumer, metrics)
+
+    broker.include_router(history.build_router(topology, settings, engine, dead_letter, metrics))
     await broker.start()
     log.info("consumers running: %s", history.CONSUMER)
     if started:

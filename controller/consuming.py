@@ -18,15 +18,22 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from faststream import Context
+from faststream.middlewares import AckPolicy
+from faststream.nats import JStream, NatsRouter, PullSub
+from faststream.nats.message import NatsBatchMessage
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import AckPolicy as JsAckPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from controller.events import DeadLetter
 from controller.metrics import PipelineMetrics
-from controller.subjects import Topology
+from controller.settings import ConsumerSettings
+from controller.subjects import StreamFamily, Topology
 
 log = logging.getLogger(__name__)
 
@@ -126,3 +133,41 @@ class BatchSettler(Generic[T]):
     async def _give_up(self, msg: Msg, error: str, reason: str) -> None:
         await self.dead_letter(msg, error, reason)
         await msg.ack()
+
+
+def consumer_config(settings: ConsumerSettings) -> ConsumerConfig:
+    """Explicit acks, bounded redelivery, from the start of the stream on first creation."""
+    return ConsumerConfig(
+        ack_policy=JsAckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        max_deliver=settings.max_deliver,
+        ack_wait=settings.ack_wait_s,
+        max_ack_pending=max(settings.batch_size * 4, 1000),
+    )
+
+
+def subscribe_batches(
+    router: NatsRouter,
+    topology: Topology,
+    family: StreamFamily,
+    consumer: str,
+    settings: ConsumerSettings,
+    settler: BatchSettler[Any],
+) -> None:
+    """Declare a durable batch pull subscriber on a stream family whose batches ``settler`` settles.
+
+    Acks are manual: FastStream hands over the raw batch and :class:`BatchSettler` acks,
+    naks or dead-letters each message itself.
+    """
+
+    async def handle(msg: NatsBatchMessage = Context("message")) -> None:
+        await settler.settle(msg.raw_message)
+
+    router.subscriber(
+        topology.wildcard(family),
+        stream=JStream(topology.stream(family), declare=False),
+        durable=topology.durable(consumer),
+        config=consumer_config(settings),
+        pull_sub=PullSub(batch_size=settings.batch_size, timeout=settings.batch_timeout_s, batch=True),
+        ack_policy=AckPolicy.MANUAL,
+    )(handle)

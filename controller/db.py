@@ -129,6 +129,31 @@ class TimelineEntry(Base):
     __table_args__ = (Index("ix_timeline_run_at", "run_uid", "at"),)
 
 
+class FindingRow(Base):
+    """Latest revision of one finding (one per run and rule)."""
+
+    __tablename__ = "findings"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_uid: Mapped[str] = mapped_column(String(64), index=True)
+    namespace: Mapped[str] = mapped_column(String(253))
+    job_name: Mapped[str] = mapped_column(String(253))
+    rule: Mapped[str] = mapped_column(String(32), index=True)
+    severity: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    root_cause: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[list[Any]]
+    remediation: Mapped[list[Any]]
+    doc_anchor: Mapped[str] = mapped_column(Text)
+    revision: Mapped[int] = mapped_column(Integer)
+    superseded_by: Mapped[str | None] = mapped_column(String(32))
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+
+    __table_args__ = (Index("ix_findings_ns_status", "namespace", "status"),)
+
+
 def make_engine(url: str, pool_size: int = 5) -> AsyncEngine:
     """An asyncpg engine; ``postgresql://`` URLs are switched to the asyncpg driver."""
     return create_async_engine(async_url(url), pool_size=pool_size, pool_pre_ping=True)

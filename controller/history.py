@@ -21,7 +21,7 @@ from sqlalchemy import func, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from controller.db import K8sEvent, Pod, PodState, Run, TimelineEntry
+from controller.db import FindingRow, K8sEvent, Pod, PodState, Run, TimelineEntry
 from controller.events import (
     BusEvent,
     ContainerState,
@@ -29,6 +29,7 @@ from controller.events import (
     K8sEventObserved,
     PodObserved,
 )
+from controller.findings import Finding
 
 Row = dict[str, Any]
 _E = TypeVar("_E", JobObserved, PodObserved, K8sEventObserved)
@@ -242,23 +243,24 @@ def _timeline(run_uid: str, at: datetime, source: str, summary: str, detail: Row
     }
 
 
-def _upsert(model: type[Run] | type[Pod] | type[K8sEvent], rows: list[Row], keep: Sequence[str] = ()) -> Any:
-    """INSERT … ON CONFLICT (uid) DO UPDATE unless the stored row is newer."""
+def _upsert(
+    model: type[Run] | type[Pod] | type[K8sEvent] | type[FindingRow],
+    rows: list[Row],
+    keep: Sequence[str] = (),
+    key: str = "uid",
+    version: str = "resource_version",
+) -> Any:
+    """INSERT … ON CONFLICT (key) DO UPDATE unless the stored row has a newer ``version``."""
     stmt = insert(model)
     coalesced = {"started_at", "finished_at", "deleted_at"}
+    table = model.__table__.c
     updated = {
-        name: (
-            func.coalesce(stmt.excluded[name], model.__table__.c[name])
-            if name in coalesced
-            else stmt.excluded[name]
-        )
+        name: (func.coalesce(stmt.excluded[name], table[name]) if name in coalesced else stmt.excluded[name])
         for name in rows[0]
-        if name not in {"uid", *keep}
+        if name not in {key, *keep}
     }
     return stmt.on_conflict_do_update(
-        index_elements=["uid"],
-        set_=updated,
-        where=model.__table__.c.resource_version <= stmt.excluded.resource_version,
+        index_elements=[key], set_=updated, where=table[version] <= stmt.excluded[version]
     )
 
 
@@ -313,6 +315,52 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
         for row in timeline:
             unique.setdefault(row["dedup_key"], row)
         await conn.execute(insert(TimelineEntry).on_conflict_do_nothing(), list(unique.values()))
+
+
+def _finding_row(finding: Finding) -> Row:
+    return {
+        "id": finding.id,
+        "run_uid": finding.job.uid,
+        "namespace": finding.job.namespace,
+        "job_name": finding.job.name,
+        "rule": finding.rule,
+        "severity": finding.severity,
+        "status": finding.status,
+        "root_cause": finding.root_cause,
+        "evidence": _dump(finding.evidence),
+        "remediation": list(finding.remediation),
+        "doc_anchor": finding.doc_anchor,
+        "revision": finding.revision,
+        "superseded_by": finding.superseded_by,
+        "first_seen": finding.first_seen,
+        "last_seen": finding.last_seen,
+        "resolved_at": finding.resolved_at,
+    }
+
+
+def _finding_timeline(finding: Finding) -> Row:
+    at = finding.resolved_at if finding.status == "resolved" and finding.resolved_at else finding.last_seen
+    verb = "resolved" if finding.status == "resolved" else f"{finding.severity}"
+    return _timeline(
+        finding.job.uid,
+        at,
+        "finding",
+        f"Finding {finding.rule} ({verb}): {finding.root_cause}",
+        {"finding": finding.id, "rule": finding.rule, "status": finding.status, "revision": finding.revision},
+        f"finding:{finding.id}:{finding.revision}",
+    )
+
+
+async def apply_findings(conn: AsyncConnection, findings: Sequence[Finding]) -> None:
+    """Store the newest revision of each finding and add every change to its run's timeline."""
+    latest: dict[str, Finding] = {}
+    for finding in findings:
+        if finding.id not in latest or latest[finding.id].revision <= finding.revision:
+            latest[finding.id] = finding
+    rows = [_finding_row(f) for f in latest.values()]
+    await conn.execute(_upsert(FindingRow, rows, key="id", version="revision"), rows)
+    timeline = list({row["dedup_key"]: row for row in map(_finding_timeline, findings)}.values())
+    await conn.execute(insert(TimelineEntry).on_conflict_do_nothing(), timeline)
 
 
 async def ping(conn: AsyncConnection) -> None:

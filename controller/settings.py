@@ -17,6 +17,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from controller.thresholds import RuleThresholds
+
 
 class DatabaseSettings(BaseModel):
     """PostgreSQL history store."""
@@ -138,4 +140,5 @@ class Settings(BaseSettings):
     leader: LeaderSettings = Field(default_factory=LeaderSettings)
     consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    rules: RuleThresholds = Field(default_factory=RuleThresholds)
     log_level: str = Field(default="INFO", description="Python logging level name.")

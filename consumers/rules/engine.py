@@ -1,0 +1,255 @@
+"""The rules engine: per-run state in, changes of findings out.
+
+:func:`evaluate` is the pure core: given a run's state and ``now`` it returns the findings
+whose condition holds, after dropping those another finding explains. :class:`RuleEngine`
+wraps it for a stream of events: it folds each event into the run's state, keeps the
+findings that are firing, and returns only what changed —
+
+- a rule starts to hold → a new ``firing`` finding (revision 1, or the next revision of
+  the same id when the problem comes back);
+- it still holds with the same :attr:`Detection.key` → nothing is returned, ``last_seen``
+  moves (a repeated OOM event is the same OOM);
+- it holds with another key (another pod, another host, another cause) → the finding
+  again, ``firing``, with the new sentence and evidence and the next revision;
+- it stops holding → ``resolved``, unless its rule asks to settle first (crash loops
+  flap) or it is a cause of a finished run: a failed run's cause stays its verdict.
+  Stalls of a finished run resolve. A finding explained by another is resolved with
+  ``superseded_by``.
+
+``observe(event, now)`` re-evaluates the event's run; ``tick(now)`` re-evaluates every
+live run, which drives the time-based rules. ``now`` is always injected. Finished runs
+are forgotten ``forget_after_s`` after their last event, at most ``max_runs`` runs are
+held (finished ones are dropped first), and events of a forgotten run are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from consumers.rules.catalog import CATALOG
+from consumers.rules.rule import Context, Detection, Rule
+from consumers.rules.state import RunState
+from consumers.rules.thresholds import RuleThresholds
+from controller.events import BusEvent, job_of
+from controller.findings import Finding, RuleId, dedup_key, finding_id
+
+log = logging.getLogger(__name__)
+
+
+def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> dict[RuleId, Detection]:
+    """Every rule whose condition holds now, explained or not (stalls only while live)."""
+    found: dict[RuleId, Detection] = {}
+    for rule in rules:
+        if rule.kind == "stall" and state.finished:
+            continue
+        detection = rule.detect(state, ctx)
+        if detection is not None:
+            found[rule.id] = detection
+    return found
+
+
+def explanation(rule: Rule, active: Iterable[RuleId], rules: Sequence[Rule] = CATALOG) -> RuleId | None:
+    """The first rule (in catalog order) among ``active`` that explains ``rule``, if any."""
+    present = set(active) & rule.explained_by
+    return next((r.id for r in rules if r.id in present), None)
+
+
+def evaluate(
+    state: RunState,
+    now: datetime,
+    thresholds: RuleThresholds | None = None,
+    rules: Sequence[Rule] = CATALOG,
+) -> list[Finding]:
+    """The findings that hold for ``state`` at ``now``, as a stateless snapshot."""
+    ctx = Context(now, (thresholds or RuleThresholds()).for_namespace(state.ref.namespace))
+    found = detect(state, ctx, rules)
+    return [
+        _finding(state, rule, found[rule.id], now, revision=1)
+        for rule in rules
+        if rule.id in found and explanation(rule, found, rules) is None
+    ]
+
+
+def _finding(
+    state: RunState,
+    rule: Rule,
+    detection: Detection,
+    now: datetime,
+    *,
+    revision: int,
+    first_seen: datetime | None = None,
+) -> Finding:
+    remediation = detection.remediation if detection.remediation is not None else rule.remediation
+    job = state.ref
+    return Finding(
+        id=finding_id(job.uid, rule.id),
+        rule=rule.id,
+        severity=detection.severity or rule.severity,
+        status="firing",
+        job=job,
+        root_cause=detection.root_cause,
+        evidence=detection.evidence,
+        remediation=tuple(step.format(namespace=job.namespace, job=job.name) for step in remediation),
+        doc_anchor=rule.doc_anchor,
+        dedup_key=dedup_key(job.uid, rule.id),
+        revision=revision,
+        first_seen=first_seen or now,
+        last_seen=now,
+    )
+
+
+@dataclass
+class _Run:
+    """One run's state, its firing findings and the bookkeeping to deduplicate them."""
+
+    state: RunState
+    touched_at: datetime
+    firing: dict[RuleId, Finding] = field(default_factory=dict)
+    keys: dict[RuleId, tuple[str, ...]] = field(default_factory=dict)
+    revisions: dict[RuleId, int] = field(default_factory=dict)
+
+    def next_revision(self, rule: RuleId) -> int:
+        self.revisions[rule] = self.revisions.get(rule, 0) + 1
+        return self.revisions[rule]
+
+
+class RuleEngine:
+    """Keeps per-run state and firing findings; returns the changes each event or tick makes."""
+
+    def __init__(self, thresholds: RuleThresholds | None = None, rules: Sequence[Rule] = CATALOG) -> None:
+        self._thresholds = thresholds or RuleThresholds()
+        self._rules = tuple(rules)
+        self._by_id = {rule.id: rule for rule in self._rules}
+        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._forgotten: OrderedDict[str, None] = OrderedDict()
+        self._by_namespace: dict[str, RuleThresholds] = {}
+
+    # ------------------------------------------------------------------ public
+
+    def observe(self, event: BusEvent, now: datetime) -> list[Finding]:
+        """Fold ``event`` into its run and return the findings that changed."""
+        uid = job_of(event).uid
+        if uid in self._forgotten:
+            return []
+        run = self._runs.get(uid)
+        if run is None:
+            run = self._admit(uid, RunState.for_event(event), now)
+        run.state.apply(event)
+        run.touched_at = now
+        self._runs.move_to_end(uid)
+        return self._evaluate(run, now)
+
+    def tick(self, now: datetime) -> list[Finding]:
+        """Re-evaluate every live run at ``now`` and forget runs finished long enough ago."""
+        changes: list[Finding] = []
+        for uid, run in list(self._runs.items()):
+            if self._stale(run, now):
+                self._forget(uid, tombstone=run.state.finished)
+            elif not run.state.finished:  # a finished run's findings no longer change with time
+                changes.extend(self._evaluate(run, now))
+        return changes
+
+    def firing(self, job_uid: str | None = None) -> list[Finding]:
+        """Findings firing now, of one run or of all."""
+        if job_uid is None:
+            return [f for run in self._runs.values() for f in run.firing.values()]
+        run = self._runs.get(job_uid)
+        return list(run.firing.values()) if run is not None else []
+
+    def state(self, job_uid: str) -> RunState | None:
+        """The state held for a run, if any (for inspection and tests)."""
+        run = self._runs.get(job_uid)
+        return run.state if run is not None else None
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    # ----------------------------------------------------------------- private
+
+    def _thresholds_for(self, namespace: str) -> RuleThresholds:
+        held = self._by_namespace.get(namespace)
+        if held is None:
+            held = self._by_namespace[namespace] = self._thresholds.for_namespace(namespace)
+        return held
+
+    def _evaluate(self, run: _Run, now: datetime) -> list[Finding]:
+        state = run.state
+        thresholds = self._thresholds_for(state.ref.namespace)
+        found = detect(state, Context(now, thresholds), self._rules)
+        kept = {rid for rid in run.firing if rid not in found and self._keeps(rid, run, now, thresholds)}
+        active = found.keys() | kept
+        changes: list[Finding] = []
+        for rule in self._rules:
+            current = run.firing.get(rule.id)
+            detection = found.get(rule.id)
+            because = explanation(rule, active, self._rules)
+            if detection is not None and because is None:
+                change = self._fire(run, rule, detection, now)
+                if change is not None:
+                    changes.append(change)
+            elif current is not None and (because is not None or rule.id not in kept):
+                changes.append(self._resolve(run, rule.id, now, because))
+        return changes
+
+    def _keeps(self, rule_id: RuleId, run: _Run, now: datetime, thresholds: RuleThresholds) -> bool:
+        """Whether a firing finding whose condition no longer holds stays firing."""
+        rule = self._by_id[rule_id]
+        if rule.kind == "cause" and run.state.finished:
+            return True
+        if rule.kind == "stall" and run.state.finished:
+            return False
+        return (now - run.firing[rule_id].last_seen).total_seconds() < rule.settle_s(thresholds)
+
+    def _fire(self, run: _Run, rule: Rule, detection: Detection, now: datetime) -> Finding | None:
+        current = run.firing.get(rule.id)
+        severity = detection.severity or rule.severity
+        if current is not None and run.keys.get(rule.id) == detection.key and current.severity == severity:
+            run.firing[rule.id] = current.model_copy(update={"last_seen": now})
+            return None
+        first_seen = current.first_seen if current is not None else None
+        finding = _finding(
+            run.state, rule, detection, now, revision=run.next_revision(rule.id), first_seen=first_seen
+        )
+        run.firing[rule.id] = finding
+        run.keys[rule.id] = detection.key
+        return finding
+
+    def _resolve(self, run: _Run, rule_id: RuleId, now: datetime, because: RuleId | None) -> Finding:
+        current = run.firing.pop(rule_id)
+        run.keys.pop(rule_id, None)
+        return current.model_copy(
+            update={
+                "status": "resolved",
+                "resolved_at": now,
+                "superseded_by": because,
+                "revision": run.next_revision(rule_id),
+            }
+        )
+
+    def _admit(self, uid: str, state: RunState, now: datetime) -> _Run:
+        if len(self._runs) >= self._thresholds.max_runs:
+            victim = next((u for u, r in self._runs.items() if r.state.finished), None)
+            if victim is None:
+                victim = next(iter(self._runs))
+                log.warning("rules engine holds %d runs; dropping live run %s", len(self._runs), victim)
+            self._forget(victim, tombstone=self._runs[victim].state.finished)
+        run = self._runs[uid] = _Run(state=state, touched_at=now)
+        return run
+
+    def _stale(self, run: _Run, now: datetime) -> bool:
+        """Finished, or never seen as a job, and quiet for ``forget_after_s``."""
+        if not run.state.finished and run.state.job is not None:
+            return False
+        return (now - run.touched_at).total_seconds() >= self._thresholds.forget_after_s
+
+    def _forget(self, uid: str, *, tombstone: bool) -> None:
+        """Drop a run; a finished one is remembered as such, so its late events are ignored."""
+        self._runs.pop(uid, None)
+        if tombstone:
+            self._forgotten[uid] = None
+            while len(self._forgotten) > self._thresholds.max_runs:
+                self._forgotten.popitem(last=False)

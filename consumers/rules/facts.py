@@ -1,0 +1,96 @@
+"""Facts read off pods and job specs that several rules share.
+
+- :func:`terminations`: how each container last ended, if that still describes the pod.
+  The kubelet may restart a container before any watcher sees it terminated, so the
+  failure then only shows as ``lastState`` of a running container; it counts while the
+  restart is recent (``settle_s``), so a restart-and-recover is neither missed nor kept.
+- GPU and memory figures from pod resources, falling back to the job's role spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from consumers.rules.rule import Context
+from consumers.rules.state import PodState, RunState
+from controller.events import ContainerState, Resources, RoleSpec
+
+
+@dataclass(frozen=True)
+class Termination:
+    """How one container ended: now (``state``) or before its latest restart (``lastState``)."""
+
+    container: ContainerState
+    reason: str | None
+    exit_code: int | None
+    finished_at: datetime | None
+    field: str
+
+
+def terminations(pod: PodState, ctx: Context) -> list[Termination]:
+    """The terminations that still describe ``pod`` now, one per container at most."""
+    found: list[Termination] = []
+    for c in pod.containers:
+        if c.state == "terminated":
+            found.append(Termination(c, c.reason, c.exit_code, c.finished_at, "state.terminated"))
+        elif c.last_reason is not None or c.last_exit_code is not None:
+            last = Termination(c, c.last_reason, c.last_exit_code, c.last_finished_at, "lastState.terminated")
+            if c.state != "running" or _recent(last, pod, ctx):
+                found.append(last)
+    return found
+
+
+def _recent(last: Termination, pod: PodState, ctx: Context) -> bool:
+    since = last.finished_at or last.container.started_at or pod.changed_at
+    return pod.deleted or ctx.age(since) < ctx.thresholds.settle_s
+
+
+def role_spec(state: RunState, pod: PodState) -> RoleSpec | None:
+    """The job spec of the pod's role."""
+    if state.job is None:
+        return None
+    return state.job.spec.launcher if pod.role == "launcher" else state.job.spec.worker
+
+
+def gpu_count(resources: Resources) -> int:
+    """GPUs in a resource list (``nvidia.com/gpu``, ``amd.com/gpu``, …); limits win."""
+    total = 0
+    for key in {*resources.limits, *resources.requests}:
+        if "gpu" not in key.lower():
+            continue
+        value = resources.limits.get(key) or resources.requests.get(key) or "0"
+        total += int(value) if value.isdigit() else 0
+    return total
+
+
+def pod_gpus(state: RunState, pod: PodState) -> int:
+    """GPUs one pod asks for."""
+    own = gpu_count(pod.observed.resources)
+    if own:
+        return own
+    spec = role_spec(state, pod)
+    return gpu_count(spec.resources) if spec is not None else 0
+
+
+def gpus_per_worker(state: RunState) -> int:
+    """GPUs each worker asks for, from the spec, else from any worker pod."""
+    if state.job is not None and state.job.spec.worker is not None:
+        from_spec = gpu_count(state.job.spec.worker.resources)
+        if from_spec:
+            return from_spec
+    return max((gpu_count(w.observed.resources) for w in state.workers()), default=0)
+
+
+def requested_gpus(state: RunState) -> int:
+    """GPUs the whole run asks for: workers x GPUs per worker."""
+    return state.expected_workers() * gpus_per_worker(state)
+
+
+def memory_limit(state: RunState, pod: PodState) -> str | None:
+    """The memory limit that applied to the pod, as written (``16Gi``)."""
+    limit = pod.observed.resources.limits.get("memory")
+    if limit:
+        return limit
+    spec = role_spec(state, pod)
+    return spec.resources.limits.get("memory") if spec is not None else None

@@ -1,0 +1,343 @@
+"""What the rules know about one run, folded from its bus events.
+
+:class:`RunState` holds the latest job object, every pod of the run by uid (deleted pods
+stay, marked, so a finished run keeps its final evidence), a bounded set of recent
+Kubernetes Events, and the few timestamps the time-based rules need: since when the job
+has been in its phase, when a pod last changed, when log output last changed, since when
+the launcher has been waiting for workers.
+
+Events may arrive twice or out of order (a watcher relist, JetStream redelivery, two
+watch streams). Each object's ``resourceVersion`` is kept and an event older than the
+stored one is ignored; resourceVersions are compared as integers when both are numeric
+(as on every Kubernetes API server today), otherwise any different version is accepted.
+All timestamps recorded here come from ``observed_at`` (the watcher's clock), never from
+the machine clock, so replays are deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controller.events import (
+    TERMINAL_PHASES,
+    BusEvent,
+    Condition,
+    ContainerState,
+    JobObserved,
+    JobPhase,
+    JobRef,
+    K8sEventObserved,
+    PodObserved,
+    PodPhase,
+    PodRole,
+    job_of,
+)
+
+MAX_EVENTS_PER_RUN = 64
+"""Recent Kubernetes Events kept per run; the rules only read the latest few per pod."""
+
+
+def is_newer(new: str, old: str | None) -> bool:
+    """Whether resourceVersion ``new`` supersedes ``old`` (``None``: nothing stored yet)."""
+    if old is None:
+        return True
+    if new.isdigit() and old.isdigit():
+        return int(new) > int(old)
+    return new != old
+
+
+def _accepts(stored_version: str, stored_deleted: bool, event: BusEvent) -> bool:
+    if is_newer(event.resource_version, stored_version):
+        return True
+    # A DELETED notification may repeat the last version; it still tells us something new.
+    return event.change == "DELETED" and not stored_deleted and event.resource_version == stored_version
+
+
+@dataclass
+class PodState:
+    """The latest observation of one pod plus what the rules derived from its history."""
+
+    observed: PodObserved
+    changed_at: datetime
+    deleted: bool = False
+    log_tail: tuple[str, ...] = ()
+    log_changed_at: datetime | None = None
+    log_from_failure: bool = False
+    failed_since: datetime | None = None
+
+    @property
+    def uid(self) -> str:
+        return self.observed.uid
+
+    @property
+    def name(self) -> str:
+        return self.observed.name
+
+    @property
+    def role(self) -> PodRole:
+        return self.observed.role
+
+    @property
+    def index(self) -> int | None:
+        return self.observed.index
+
+    @property
+    def phase(self) -> PodPhase:
+        return self.observed.phase
+
+    @property
+    def node(self) -> str | None:
+        return self.observed.node
+
+    @property
+    def containers(self) -> tuple[ContainerState, ...]:
+        return self.observed.containers
+
+    def condition(self, kind: str) -> Condition | None:
+        """The pod condition of type ``kind`` (``Ready``, ``PodScheduled``, …), if reported."""
+        return next((c for c in self.observed.conditions if c.type == kind), None)
+
+    @property
+    def ready(self) -> bool:
+        """Ready as Kubernetes says (condition ``Ready``), else all main containers ready."""
+        if self.deleted:
+            return False
+        ready = self.condition("Ready")
+        if ready is not None:
+            return ready.status == "True"
+        main = [c for c in self.containers if not c.init]
+        return self.phase == "Running" and bool(main) and all(c.ready for c in main)
+
+    @property
+    def scheduled(self) -> bool:
+        """Bound to a node."""
+        if self.node:
+            return True
+        scheduled = self.condition("PodScheduled")
+        return scheduled is not None and scheduled.status == "True"
+
+    @property
+    def healthy(self) -> bool:
+        """Running with every main container running: nothing left to explain."""
+        main = [c for c in self.containers if not c.init]
+        return self.phase == "Running" and bool(main) and all(c.state == "running" for c in main)
+
+    def signature(self) -> tuple[object, ...]:
+        """What counts as a transition of this pod (not metadata or heartbeat updates)."""
+        return (
+            self.phase,
+            self.observed.reason,
+            self.node,
+            self.ready,
+            self.deleted,
+            tuple((c.name, c.state, c.reason, c.ready, c.restart_count) for c in self.containers),
+        )
+
+
+def _errored(pod: PodObserved) -> bool:
+    """Some container is down after a failure (the watcher attaches log tails then)."""
+    if pod.phase == "Failed":
+        return True
+    return any(
+        (c.state == "terminated" and c.exit_code not in (None, 0))
+        or (c.state == "waiting" and c.last_exit_code not in (None, 0))
+        for c in pod.containers
+    )
+
+
+@dataclass
+class RunState:
+    """Everything known about one run (one job uid)."""
+
+    ref: JobRef
+    job: JobObserved | None = None
+    phase_since: datetime | None = None
+    finished_since: datetime | None = None
+    deleted: bool = False
+    pods: dict[str, PodState] = field(default_factory=dict)
+    events: dict[str, K8sEventObserved] = field(default_factory=dict)
+    last_pod_change_at: datetime | None = None
+    last_log_at: datetime | None = None
+    log_feed: bool = False
+    mesh_wait_since: datetime | None = None
+    _current: list[PodState] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def for_event(cls, event: BusEvent) -> RunState:
+        """An empty state for the run ``event`` belongs to."""
+        return cls(ref=job_of(event))
+
+    # ----------------------------------------------------------------- reading
+
+    @property
+    def phase(self) -> JobPhase | None:
+        return self.job.phase if self.job is not None else None
+
+    @property
+    def finished(self) -> bool:
+        """Terminal phase reached, or the job was deleted: nothing will progress any more."""
+        return self.finished_since is not None
+
+    def current_pods(self) -> list[PodState]:
+        """The newest pod per (role, index): a replaced pod no longer speaks for its slot.
+
+        Cached until the next pod event: the rules ask for it many times per evaluation."""
+        if self._current is None:
+            self._current = self._newest_per_slot()
+        return list(self._current)
+
+    def _newest_per_slot(self) -> list[PodState]:
+        newest: dict[tuple[str, str], PodState] = {}
+        for pod in self.pods.values():
+            slot = (pod.role, str(pod.index) if pod.index is not None else pod.name)
+            held = newest.get(slot)
+            if held is None or (pod.observed.created_at, pod.observed.observed_at) > (
+                held.observed.created_at,
+                held.observed.observed_at,
+            ):
+                newest[slot] = pod
+        return sorted(newest.values(), key=pod_order)
+
+    def workers(self) -> list[PodState]:
+        return [p for p in self.current_pods() if p.role == "worker"]
+
+    def launcher(self) -> PodState | None:
+        return next((p for p in self.current_pods() if p.role == "launcher"), None)
+
+    def expected_workers(self) -> int:
+        """Workers the spec asks for, else as many as exist."""
+        spec = self.job.spec if self.job is not None else None
+        if spec is not None:
+            if spec.workers is not None:
+                return spec.workers
+            if spec.worker is not None and spec.worker.replicas is not None:
+                return spec.worker.replicas
+        return len(self.workers())
+
+    def events_about(self, pod: PodState) -> list[K8sEventObserved]:
+        """Kubernetes Events whose involved object is ``pod``, oldest first."""
+        found = [
+            e
+            for e in self.events.values()
+            if e.involved.kind == "Pod"
+            and e.involved.name == pod.name
+            and (e.involved.uid is None or e.involved.uid == pod.uid)
+        ]
+        return sorted(found, key=_event_time)
+
+    # ----------------------------------------------------------------- folding
+
+    def apply(self, event: BusEvent) -> bool:
+        """Fold one event in; returns False when it was stale or a duplicate."""
+        if isinstance(event, JobObserved):
+            applied = self._apply_job(event)
+        elif isinstance(event, PodObserved):
+            applied = self._apply_pod(event)
+        else:
+            applied = self._apply_k8s_event(event)
+        if applied:
+            self._update_mesh_wait(event.observed_at)
+        return applied
+
+    def _apply_job(self, job: JobObserved) -> bool:
+        if self.job is not None and not _accepts(self.job.resource_version, self.deleted, job):
+            return False
+        if self.job is None:
+            self.phase_since = _initial_phase_since(job)
+        elif job.phase != self.job.phase:
+            self.phase_since = job.observed_at
+        self.job = job
+        self.ref = job.ref
+        self.deleted = self.deleted or job.change == "DELETED"
+        if (job.phase in TERMINAL_PHASES or self.deleted) and self.finished_since is None:
+            self.finished_since = job.observed_at
+        return True
+
+    def _apply_pod(self, pod: PodObserved) -> bool:
+        held = self.pods.get(pod.uid)
+        if held is not None and not _accepts(held.observed.resource_version, held.deleted, pod):
+            return False
+        at = pod.observed_at
+        self._current = None
+        if held is None:
+            held = PodState(observed=pod, changed_at=at)
+            self.pods[pod.uid] = held
+            before: tuple[object, ...] | None = None
+        else:
+            before = held.signature()
+            held.observed = pod
+        held.deleted = held.deleted or pod.change == "DELETED"
+        if before is None or held.signature() != before:
+            held.changed_at = at
+            self.last_pod_change_at = _latest(self.last_pod_change_at, at)
+        held.failed_since = (held.failed_since or at) if pod.phase == "Failed" else None
+        self._apply_log(held, pod)
+        return True
+
+    def _apply_log(self, held: PodState, pod: PodObserved) -> None:
+        at = pod.observed_at
+        if pod.log_tail:
+            if pod.log_tail != held.log_tail:
+                held.log_tail = pod.log_tail
+                held.log_changed_at = at
+                self.last_log_at = _latest(self.last_log_at, at)
+            held.log_from_failure = _errored(pod)
+            if not held.log_from_failure:
+                self.log_feed = True
+        elif held.log_from_failure and held.healthy:
+            # The container came back: the failure's log no longer describes the pod.
+            held.log_tail = ()
+            held.log_from_failure = False
+
+    def _apply_k8s_event(self, event: K8sEventObserved) -> bool:
+        held = self.events.get(event.uid)
+        if held is not None and not _accepts(held.resource_version, False, event):
+            return False
+        self.events.pop(event.uid, None)
+        if event.change != "DELETED":  # an Event expiring (TTL) says nothing about the run
+            self.events[event.uid] = event
+        while len(self.events) > MAX_EVENTS_PER_RUN:
+            del self.events[next(iter(self.events))]
+        return True
+
+    def _update_mesh_wait(self, at: datetime) -> None:
+        launcher = self.launcher()
+        waiting = (
+            launcher is not None
+            and not launcher.deleted
+            and launcher.phase == "Running"
+            and not self.finished
+            and sum(1 for w in self.workers() if w.ready) < max(self.expected_workers(), 1)
+        )
+        if not waiting:
+            self.mesh_wait_since = None
+        elif self.mesh_wait_since is None:
+            self.mesh_wait_since = at
+
+
+def pod_order(pod: PodState) -> tuple[int, int, str]:
+    """Launcher first, then workers by index: the order pods are named in sentences."""
+    return (0 if pod.role == "launcher" else 1, pod.index if pod.index is not None else -1, pod.name)
+
+
+def _event_time(event: K8sEventObserved) -> datetime:
+    return event.last_timestamp or event.first_timestamp or event.observed_at
+
+
+def _latest(held: datetime | None, at: datetime) -> datetime:
+    return at if held is None or at > held else held
+
+
+def _initial_phase_since(job: JobObserved) -> datetime:
+    """Best guess, on first sight, of when the job entered its current phase."""
+    if job.phase == "Pending":
+        return job.created_at
+    for condition in job.conditions:
+        if condition.type == job.phase and condition.status == "True" and condition.last_transition_time:
+            return condition.last_transition_time
+    if job.phase == "Running" and job.started_at is not None:
+        return job.started_at
+    if job.phase == "Suspended":
+        return job.created_at
+    return job.finished_at or job.observed_at

@@ -1,0 +1,89 @@
+"""How long each time-based rule waits before it fires, globally and per namespace.
+
+Thresholds trade alert latency for false alarms, and teams differ: a research namespace
+that queues for hours behind Kueue wants a longer ``hang_pending_s`` than a production
+namespace. :class:`RuleThresholds` holds the defaults plus ``overrides`` keyed by
+namespace, each a partial set of the same fields; :meth:`RuleThresholds.for_namespace`
+resolves them. It is a plain pydantic model so the process settings can nest it
+(``MPIJC_RULES__HANG_PENDING_S=1200``, ``MPIJC_RULES__OVERRIDES='{"research": {...}}'``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ThresholdOverride(BaseModel):
+    """A partial set of thresholds for one namespace; unset fields keep the global value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hang_pending_s: float | None = Field(default=None, gt=0)
+    hang_init_s: float | None = Field(default=None, gt=0)
+    hang_progress_s: float | None = Field(default=None, gt=0)
+    failure_propagation_s: float | None = Field(default=None, gt=0)
+    settle_s: float | None = Field(default=None, ge=0)
+
+
+class RuleThresholds(BaseModel):
+    """Thresholds of the time-based rules and the engine's memory bounds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hang_pending_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="Seconds a job may stay Pending or Suspended before hang-pending fires; "
+        "15 min covers image pulls and a cluster-autoscaler scale-up.",
+    )
+    hang_init_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds the launcher may run while workers are not all ready before "
+        "hang-init fires; 5 min covers sshd start and DNS propagation of worker hostnames.",
+    )
+    hang_progress_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="Seconds a Running job may go without a pod transition or new log output "
+        "before hang-progress fires; 30 min is longer than a typical checkpoint or eval pause.",
+    )
+    failure_propagation_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds after a worker failed by which the job should be Failed; the "
+        "operator normally reacts within a few seconds, 30 s is the platform's goal.",
+    )
+    settle_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Seconds a restarted container's failure still counts, and a crash loop must "
+        "stay cleared before its finding resolves: CrashLoopBackOff alternates with short "
+        "Running spells, and the kubelet's restart back-off caps at 5 min.",
+    )
+    progress_needs_log_feed: bool = Field(
+        default=True,
+        description="Judge hang-progress only for runs whose watcher reports log output of running "
+        "pods; without that feed a quiet healthy job and a hung one look the same.",
+    )
+    forget_after_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds a finished or deleted run (or one never seen as a job) is kept in "
+        "memory after its last event; late pod deletions and events arrive within minutes.",
+    )
+    max_runs: int = Field(
+        default=20_000,
+        gt=0,
+        description="Runs held in memory at most; the least recently updated finished run goes "
+        "first. A few KiB each, so the default stays well under 100 MiB.",
+    )
+    overrides: dict[str, ThresholdOverride] = Field(
+        default_factory=dict, description="Per-namespace thresholds, keyed by namespace."
+    )
+
+    def for_namespace(self, namespace: str) -> RuleThresholds:
+        """The thresholds that apply in ``namespace`` (overrides applied, none left over)."""
+        override = self.overrides.get(namespace)
+        changes = override.model_dump(exclude_none=True) if override is not None else {}
+        return self.model_copy(update={**changes, "overrides": {}})
