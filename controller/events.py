@@ -177,7 +177,31 @@ class K8sEventObserved(_Model):
     observed_at: datetime
 
 
-BusEvent = Annotated[JobObserved | PodObserved | K8sEventObserved, Field(discriminator="type")]
+class LogProbed(_Model):
+    """A bounded probe of a running container's recent log output (``sinceSeconds``), never a stream.
+
+    The watcher probes each running launcher now and then; "no new lines for 30 minutes" is
+    what tells a hung MPI job from a quiet healthy one. ``resource_version`` is the probe's
+    own sequence (milliseconds since the epoch), so every probe is its own message.
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["log"] = "log"
+    change: Change = "MODIFIED"
+    job: JobRef
+    uid: str
+    name: str
+    role: PodRole
+    index: int | None = None
+    container: str
+    resource_version: str
+    since_s: float
+    new_lines: int
+    tail: tuple[str, ...] = ()
+    observed_at: datetime
+
+
+BusEvent = Annotated[JobObserved | PodObserved | K8sEventObserved | LogProbed, Field(discriminator="type")]
 
 _BUS_EVENT: TypeAdapter[BusEvent] = TypeAdapter(BusEvent)
 

@@ -8,26 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 
 @dataclass
 class PipelineMetrics:
-    """Counters and histograms shared by watchers, consumers and the API."""
+    """Counters and histograms of the pipeline stages (the watch loops add theirs to the same registry)."""
 
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
         r = self.registry
-        self.watch_events = Counter(
-            "mpijc_watch_events",
-            "Watch events received, by resource and type.",
-            ["resource", "type"],
-            registry=r,
-        )
-        self.watch_relists = Counter(
-            "mpijc_watch_relists", "Relists after 410 Gone.", ["resource"], registry=r
-        )
         self.skipped_objects = Counter(
             "mpijc_skipped_objects",
             "Objects skipped as malformed or unknown, by reason.",
@@ -64,9 +55,4 @@ class PipelineMetrics:
             ["consumer"],
             registry=r,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
-        )
-        self.watcher_lag = Gauge(
-            "mpijc_watcher_lag_seconds",
-            "Observed time minus the object's last change, last event.",
-            registry=r,
         )

@@ -81,6 +81,11 @@ class WatcherSettings(BaseModel):
         description="How long a pod or event whose job is not known yet is held before it is dropped; "
         "covers the race between the job watch and the pod/event watches.",
     )
+    progress_probe_s: float = Field(
+        default=300.0,
+        description="How often each running launcher's log is probed for new lines (sinceSeconds); "
+        "well under the 30-minute hang-progress threshold, and one small request per job.",
+    )
     log_tail_lines: int = Field(
         default=50, description="Lines of an error-terminated container's log attached."
     )

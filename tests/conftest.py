@@ -29,6 +29,8 @@ from controller.metrics import PipelineMetrics
 from controller.settings import ConsumerSettings, DatabaseSettings, NatsSettings, Settings, WatcherSettings
 from controller.subjects import Topology
 
+pytest_plugins = ["tests.kube_fixtures"]
+
 TEMPLATE = "mpijc_template"
 
 

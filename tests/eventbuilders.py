@@ -24,6 +24,7 @@ from controller.events import (
     JobRef,
     JobSpecSummary,
     K8sEventObserved,
+    LogProbed,
     ObjectRef,
     PodObserved,
     PodPhase,
@@ -263,6 +264,22 @@ def k8s_event(
         count=count,
         first_timestamp=observed_at,
         last_timestamp=observed_at,
+        observed_at=observed_at,
+    )
+
+
+def log_probe(new_lines: int, *, observed_at: datetime = T0, since_s: float = 300.0) -> LogProbed:
+    """The watcher's probe of the launcher's recent output: ``new_lines`` in ``since_s``."""
+    return LogProbed(
+        job=REF,
+        uid="uid-pi-launcher",
+        name="pi-launcher",
+        role="launcher",
+        container="launcher",
+        resource_version=str(int(observed_at.timestamp() * 1000)),
+        since_s=since_s,
+        new_lines=new_lines,
+        tail=(f"step {new_lines}",) if new_lines else (),
         observed_at=observed_at,
     )
 

@@ -73,7 +73,9 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 
 def _parse_time(value: str, where: str) -> datetime:
-    assert isinstance(value, str) and RFC3339.match(value), f"{where}: not an RFC 3339 UTC timestamp: {value!r}"
+    assert isinstance(value, str) and RFC3339.match(value), (
+        f"{where}: not an RFC 3339 UTC timestamp: {value!r}"
+    )
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
@@ -234,7 +236,9 @@ def test_mpijob_pods_carry_mpi_operator_labels_and_owners(records: tuple[str, li
             index = labels.get(MPI_INDEX)
             assert index is not None and index.isdigit(), f"{where}: {MPI_INDEX} missing"
             assert pod["metadata"]["name"] == f"{job}-worker-{index}", f"{where}: worker name/index mismatch"
-            assert int(index) < mpijobs[job]["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"], f"{where}: index"
+            assert int(index) < mpijobs[job]["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"], (
+                f"{where}: index"
+            )
             assert (owner["apiVersion"], owner["kind"], owner["name"], owner["uid"]) == (
                 "kubeflow.org/v2beta1",
                 "MPIJob",
@@ -245,14 +249,18 @@ def test_mpijob_pods_carry_mpi_operator_labels_and_owners(records: tuple[str, li
             assert pod["spec"].get("subdomain") == f"{job}-worker", f"{where}: subdomain"
         elif role == "launcher":
             assert MPI_INDEX not in labels, f"{where}: the launcher has no replica index"
-            assert re.fullmatch(rf"{re.escape(job)}-launcher-[bcdfghjklmnpqrstvwxz2456789]{{5}}", pod["metadata"]["name"]), (
-                f"{where}: launcher pod name"
-            )
-            assert (owner["apiVersion"], owner["kind"], owner["name"]) == ("batch/v1", "Job", f"{job}-launcher"), (
-                f"{where}: the launcher pod is owned by the launcher batch/v1 Job"
-            )
+            assert re.fullmatch(
+                rf"{re.escape(job)}-launcher-[bcdfghjklmnpqrstvwxz2456789]{{5}}", pod["metadata"]["name"]
+            ), f"{where}: launcher pod name"
+            assert (owner["apiVersion"], owner["kind"], owner["name"]) == (
+                "batch/v1",
+                "Job",
+                f"{job}-launcher",
+            ), f"{where}: the launcher pod is owned by the launcher batch/v1 Job"
             assert labels.get("batch.kubernetes.io/job-name") == f"{job}-launcher", f"{where}: job-name label"
-            assert labels.get("batch.kubernetes.io/controller-uid") == owner["uid"], f"{where}: controller-uid"
+            assert labels.get("batch.kubernetes.io/controller-uid") == owner["uid"], (
+                f"{where}: controller-uid"
+            )
         else:
             pytest.fail(f"{where}: {MPI_JOB_ROLE}={role!r}")
 
@@ -277,18 +285,24 @@ def test_trainjob_pods_carry_jobset_labels(records: tuple[str, list[dict[str, An
         assert (owner["kind"], owner["name"]) == ("Job", f"{job}-{rjob}-{index}"), f"{where}: owner Job"
 
 
-def test_logs_only_where_a_container_terminated_with_an_error(records: tuple[str, list[dict[str, Any]]]) -> None:
+def test_logs_only_where_a_container_terminated_with_an_error(
+    records: tuple[str, list[dict[str, Any]]],
+) -> None:
     name, recs = records
     for number, rec in enumerate(recs, start=1):
         if "logs" not in rec:
             continue
         where = f"{name}:{number}"
         obj = rec["object"]
-        assert obj["kind"] == "Pod" and rec["type"] == "MODIFIED", f"{where}: logs on a {rec['type']} {obj['kind']}"
+        assert obj["kind"] == "Pod" and rec["type"] == "MODIFIED", (
+            f"{where}: logs on a {rec['type']} {obj['kind']}"
+        )
         failed = {
             s["name"]
             for s in obj["status"].get("containerStatuses") or []
             if (s.get("state", {}).get("terminated") or {}).get("exitCode", 0) != 0
         }
-        assert rec["logs"] and set(rec["logs"]) <= failed, f"{where}: logs for {set(rec['logs'])}, failed {failed}"
+        assert rec["logs"] and set(rec["logs"]) <= failed, (
+            f"{where}: logs for {set(rec['logs'])}, failed {failed}"
+        )
         assert all(isinstance(v, str) and v for v in rec["logs"].values()), f"{where}: empty log"

@@ -1,0 +1,235 @@
+"""The watcher process: one watch per resource kind → correlate → publish, under leader election.
+
+Watch loops run concurrently and feed one queue; a single publisher task drains it in
+batches, so the order in which the correlator releases events (a job before its pods) is
+the order they reach the bus. Two bounded log reads, never a log stream:
+
+- a pod update where a container just terminated with an error gets its log tail attached,
+  fetched once per container restart (:class:`LogTails`);
+- every ``progress_probe_s`` each running launcher's log is probed with ``sinceSeconds``
+  and a :class:`~controller.events.LogProbed` says how many new lines it wrote
+  (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from controller.bus import Publisher
+from controller.events import LogProbed
+from controller.metrics import PipelineMetrics
+from controller.settings import Settings, WatcherSettings
+from watchers.correlating import Correlator, Observation
+from watchers.kube import KubeGateway
+from watchers.leader import LeaderElector
+from watchers.metrics import WatchMetrics
+from watchers.normalizing import error_terminated, pod_owner
+from watchers.pipeline import MAX_BATCH, Pipeline
+from watchers.recording import object_kind, write_record
+from watchers.resources import WATCHED
+from watchers.watching import WatchChange, watch_resource
+
+log = logging.getLogger(__name__)
+
+PROBE_TAIL_LINES = 5
+
+
+class LogTails:
+    """Fetches the log tail of error-terminated containers, once per container restart."""
+
+    def __init__(self, gateway: KubeGateway, lines: int, limit_bytes: int) -> None:
+        self._gateway = gateway
+        self._lines = lines
+        self._bytes = limit_bytes
+        self._fetched: set[tuple[str, str, int]] = set()
+
+    async def for_pod(self, pod: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+        """Log tail per newly error-terminated container of ``pod`` (empty when nothing is new)."""
+        meta = pod.get("metadata") or {}
+        statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or ()}
+        tails: dict[str, tuple[str, ...]] = {}
+        for name in error_terminated(pod):
+            key = (str(meta.get("uid")), name, int(statuses.get(name, {}).get("restartCount") or 0))
+            if key in self._fetched:
+                continue
+            self._fetched.add(key)
+            try:
+                lines = await asyncio.to_thread(
+                    self._gateway.read_log_tail,
+                    str(meta.get("namespace")),
+                    str(meta.get("name")),
+                    name,
+                    self._lines,
+                    self._bytes,
+                )
+            except Exception as exc:  # a missing log must not hold the event back
+                log.info("no log tail for %s/%s: %s", meta.get("name"), name, exc)
+                continue
+            tails[name] = tuple(lines)
+        return tails
+
+
+class ProgressProbe:
+    """Knows the running launchers and probes their recent log output on demand."""
+
+    def __init__(self, gateway: KubeGateway, correlator: Correlator, settings: WatcherSettings) -> None:
+        self._gateway = gateway
+        self._correlator = correlator
+        self._settings = settings
+        self._running: dict[str, Mapping[str, Any]] = {}
+
+    def track(self, change: WatchChange) -> None:
+        """Follow which launcher pods are running."""
+        meta = change.object.get("metadata") or {}
+        owner = pod_owner(change.object)
+        uid = str(meta.get("uid"))
+        running = (change.object.get("status") or {}).get("phase") == "Running"
+        if owner and owner["role"] == "launcher" and running and change.type != "DELETED":
+            self._running[uid] = change.object
+        else:
+            self._running.pop(uid, None)
+
+    async def probe(self) -> list[LogProbed]:
+        """One ``sinceSeconds`` read per running launcher; pods whose run is unknown are skipped."""
+        since = int(self._settings.progress_probe_s)
+        probes: list[LogProbed] = []
+        for uid, pod in list(self._running.items()):
+            meta = pod.get("metadata") or {}
+            namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+            job = self._correlator.pods.get((namespace, name))
+            owner = pod_owner(pod)
+            containers = (pod.get("spec") or {}).get("containers") or [{}]
+            container = str(containers[0].get("name", ""))
+            if job is None or owner is None:
+                continue
+            try:
+                lines = await asyncio.to_thread(
+                    self._gateway.read_log_tail,
+                    namespace,
+                    name,
+                    container,
+                    10_000,
+                    self._settings.log_tail_bytes * 64,
+                    since,
+                )
+            except Exception as exc:
+                log.info("progress probe of %s/%s failed: %s", namespace, name, exc)
+                continue
+            now = datetime.now(UTC)
+            probes.append(
+                LogProbed(
+                    job=job,
+                    uid=uid,
+                    name=name,
+                    role=owner["role"],
+                    index=owner["index"],
+                    container=container,
+                    resource_version=str(int(now.timestamp() * 1000)),
+                    since_s=since,
+                    new_lines=len(lines),
+                    tail=tuple(lines[-PROBE_TAIL_LINES:]),
+                    observed_at=now,
+                )
+            )
+        return probes
+
+
+async def run_watchers(
+    settings: Settings,
+    gateway: KubeGateway,
+    publisher: Publisher,
+    metrics: PipelineMetrics,
+    stop: asyncio.Event,
+    watch_metrics: WatchMetrics | None = None,
+) -> None:
+    """Watch every resource kind and publish until ``stop`` is set."""
+    queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=10_000)
+    pipeline = Pipeline(publisher.publish, metrics, settings.watcher.pending_ttl_s)
+    tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
+    probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
+    watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
+
+    async def sink(change: WatchChange) -> None:
+        kind = object_kind({"kind": change.resource.kind})
+        if kind is None:
+            return
+        log_tail: tuple[str, ...] = ()
+        if kind == "pod":
+            probe.track(change)
+            log_tail = tuple(line for tail in (await tails.for_pod(change.object)).values() for line in tail)
+        await queue.put(Observation(kind, change.type, change.object, datetime.now(UTC), log_tail))
+
+    async def publish_loop() -> None:
+        while not stop.is_set():
+            try:
+                first = await asyncio.wait_for(queue.get(), timeout=1.0)
+            except TimeoutError:
+                await pipeline.feed(())
+                continue
+            batch = [first]
+            while len(batch) < MAX_BATCH and not queue.empty():
+                batch.append(queue.get_nowait())
+            await pipeline.feed(batch)
+
+    async def probe_loop() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=settings.watcher.progress_probe_s)
+            if not stop.is_set():
+                probes = await probe.probe()
+                if probes:
+                    await publisher.publish(probes)
+                    metrics.published.labels("log").inc(len(probes))
+
+    namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
+    async with asyncio.TaskGroup() as group:
+        for resource in WATCHED:
+            for namespace in namespaces:
+                group.create_task(
+                    watch_resource(
+                        gateway, resource, namespace, sink, settings.watcher, stop, metrics=watch_metrics
+                    )
+                )
+        group.create_task(publish_loop())
+        group.create_task(probe_loop())
+
+
+async def run_watchers_elected(
+    settings: Settings,
+    gateway: KubeGateway,
+    publisher: Publisher,
+    metrics: PipelineMetrics,
+    stop: asyncio.Event,
+) -> None:
+    """:func:`run_watchers`, only while this replica holds the Lease (when election is enabled)."""
+    watch_metrics = WatchMetrics(registry=metrics.registry)
+    if not settings.leader.enabled:
+        await run_watchers(settings, gateway, publisher, metrics, stop, watch_metrics)
+        return
+    elector = LeaderElector(gateway, settings.leader)
+    await elector.run(lambda: run_watchers(settings, gateway, publisher, metrics, stop, watch_metrics), stop)
+
+
+async def capture(settings: Settings, gateway: KubeGateway, out: IO[str], stop: asyncio.Event) -> None:
+    """Record the live watch streams (with log tails) to JSON Lines until ``stop`` is set."""
+    tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
+
+    async def sink(change: WatchChange) -> None:
+        logs = None
+        if change.resource.kind == "Pod":
+            logs = {
+                name: "\n".join(tail) for name, tail in (await tails.for_pod(change.object)).items()
+            } or None
+        write_record(out, change.type, change.object, datetime.now(UTC), logs)
+        out.flush()
+
+    namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
+    async with asyncio.TaskGroup() as group:
+        for resource in WATCHED:
+            for namespace in namespaces:
+                group.create_task(watch_resource(gateway, resource, namespace, sink, settings.watcher, stop))

@@ -1,0 +1,375 @@
+"""The list-then-watch loop: one per watched resource, never one per job.
+
+:func:`watch_resource` keeps one resource (say, all pods of MPIJobs, cluster-wide) mirrored
+into a sink of :class:`WatchChange` s, through every disturbance an API server produces:
+
+* list, pass every object on as ``ADDED``, then watch from the list's resourceVersion;
+* a watch that ends normally (its server-side ``timeoutSeconds`` passed) resumes from the
+  last resourceVersion seen, so nothing is missed and nothing repeated;
+* ``BOOKMARK`` events only advance that resourceVersion, so a quiet resource resumes from a
+  recent version instead of an expired one;
+* ``410 Gone`` (the version was compacted away) relists: every object known before but absent
+  now comes out first as a synthetic ``DELETED`` carrying its last known state (the deletion
+  happened while we were not looking), then new objects as ``ADDED`` and changed ones
+  (another resourceVersion) as ``MODIFIED``; unchanged objects are not repeated;
+* connection errors and 5xx answers reconnect with exponential backoff and jitter (reset by
+  the next success); unknown event types and objects without ``metadata.uid`` are logged,
+  counted and skipped, never fatal;
+* setting ``stop`` ends the loop promptly: the open HTTP response is shut down.
+
+The Kubernetes client is synchronous: each watch request is read by a short-lived thread that
+hands events to the event loop through a bounded queue (``call_soon_threadsafe``), so a slow
+sink slows the reading of the socket instead of growing memory. Errors surface as our own
+:mod:`watchers.kube` classes; the gateway is a Protocol so tests can also feed canned streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import random
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, cast
+
+from controller.settings import WatcherSettings
+from watchers.kube import APIError, APIGoneError, APIUnavailableError
+from watchers.metrics import WatchMetrics
+from watchers.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
+
+__all__ = ["Backoff", "WatchChange", "WatchGateway", "WatchStreamLike", "watch_resource"]
+
+log = logging.getLogger(__name__)
+
+HANDOFF_CAPACITY = 1024
+"""Events read ahead of the sink per watch; beyond it the reading thread waits (TCP backpressure)."""
+
+READER_JOIN_TIMEOUT_S = 2.0
+"""How long a finished watch waits for its reading thread, so no request outlives the loop by much."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchChange:
+    """One change of one object, as the sink receives it."""
+
+    resource: Resource
+    type: EventType
+    object: RawObject
+
+
+Sink = Callable[[WatchChange], Awaitable[None]]
+
+
+class WatchStreamLike(Protocol):
+    """Raw watch events that another thread can close (see :class:`watchers.kube.WatchStream`)."""
+
+    def __iter__(self) -> Iterator[RawWatchEvent]: ...
+    def __next__(self) -> RawWatchEvent: ...
+    def close(self) -> None: ...
+
+
+class WatchGateway(Protocol):
+    """The two calls the loop needs (:class:`watchers.kube.KubeGateway` implements them)."""
+
+    def list(self, resource: Resource, namespace: str | None) -> tuple[builtins.list[RawObject], str]: ...
+    def watch(
+        self, resource: Resource, namespace: str | None, resource_version: str, timeout_s: float
+    ) -> WatchStreamLike: ...
+
+
+class Backoff:
+    """Exponential delays with "equal jitter": uniform in [base/2, base], base doubling up to a cap."""
+
+    def __init__(self, initial_s: float, max_s: float, rng: Callable[[], float] = random.random) -> None:
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self._rng = rng
+        self.attempt = 0
+
+    def next_delay(self) -> float:
+        base = min(self.max_s, self.initial_s * 2.0**self.attempt)
+        self.attempt += 1
+        return base / 2 + base / 2 * self._rng()
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+async def watch_resource(
+    gateway: WatchGateway,
+    resource: Resource,
+    namespace: str | None,
+    sink: Sink,
+    settings: WatcherSettings,
+    stop: asyncio.Event,
+    *,
+    metrics: WatchMetrics | None = None,
+    rng: Callable[[], float] = random.random,
+) -> None:
+    """Mirror ``resource`` (cluster-wide when ``namespace`` is None) into ``sink`` until ``stop`` is set.
+
+    Returns when stopped; raises only what it cannot recover from (an exception of the sink,
+    a bug). Every API failure is retried: a 403 or a missing CRD may be fixed while we wait.
+    """
+    await _WatchLoop(gateway, resource, namespace, sink, settings, stop, metrics or WatchMetrics(), rng).run()
+
+
+class _Stopped(Exception):
+    """Unwinds the loop when ``stop`` is set while it waits for the API."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """The last item a reading thread hands over: the stream ended, normally or with ``error``."""
+
+    error: Exception | None = None
+
+
+def _uid(obj: Any) -> str | None:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) and uid else None
+
+
+def _resource_version(obj: Any) -> str | None:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return rv if isinstance(rv, str) and rv else None
+
+
+class _Reader:
+    """Reads one watch stream in a thread and hands events to the event loop through a bounded queue."""
+
+    def __init__(self, stream: WatchStreamLike, loop: asyncio.AbstractEventLoop) -> None:
+        self.stream = stream
+        self.queue: asyncio.Queue[RawWatchEvent | _Ended] = asyncio.Queue()
+        self._loop = loop
+        self._slots = threading.Semaphore(HANDOFF_CAPACITY)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watch-reader", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    async def get(self) -> RawWatchEvent | _Ended:
+        item = await self.queue.get()
+        self._slots.release()
+        return item
+
+    async def wait_closed(self) -> None:
+        """Let the thread finish (it may be in a request the stream could not abort yet), briefly."""
+        if self._thread.is_alive():
+            await asyncio.to_thread(self._thread.join, READER_JOIN_TIMEOUT_S)
+
+    def stop(self) -> None:
+        """From the event loop: close the stream and hand over an end marker at once."""
+        if not self._stopped.is_set():
+            self._stopped.set()
+            self.stream.close()
+            self.queue.put_nowait(_Ended())
+
+    def _run(self) -> None:
+        try:
+            for event in self.stream:
+                while not self._slots.acquire(timeout=0.25):
+                    if self._stopped.is_set():
+                        return
+                self._post(event)
+            self._post(_Ended())
+        except Exception as exc:  # handed over and re-raised in the event loop
+            self._post(_Ended(exc))
+
+    def _post(self, item: RawWatchEvent | _Ended) -> None:
+        if self._stopped.is_set():
+            return
+        try:
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the event loop is closed: nobody is listening any more
+            self._stopped.set()
+
+
+class _WatchLoop:
+    def __init__(
+        self,
+        gateway: WatchGateway,
+        resource: Resource,
+        namespace: str | None,
+        sink: Sink,
+        settings: WatcherSettings,
+        stop: asyncio.Event,
+        metrics: WatchMetrics,
+        rng: Callable[[], float],
+    ) -> None:
+        self.gateway = gateway
+        self.resource = resource
+        self.namespace = namespace
+        self.sink = sink
+        self.settings = settings
+        self.stop = stop
+        self.backoff = Backoff(settings.backoff_initial_s, settings.backoff_max_s, rng)
+        self.known: dict[str, RawObject] = {}  # uid -> last object seen: what a relist compares against
+        self.resource_version: str | None = None  # None: list (again) before watching
+        self.listed = False
+        self.where = "cluster-wide" if namespace is None else f"in {namespace!r}"
+        label = str(resource)
+        self.m_events = {t: metrics.events.labels(label, t) for t in EVENT_TYPES}
+        self.m_bookmarks = metrics.bookmarks.labels(label)
+        self.m_lists = metrics.lists.labels(label)
+        self.m_relists = metrics.relists.labels(label)
+        self.m_known = metrics.known.labels(label)
+        self.m_skipped = metrics.skipped
+        self.m_errors = metrics.errors
+
+    async def run(self) -> None:
+        log.info("watching %s %s", self.resource, self.where)
+        try:
+            while not self.stop.is_set():
+                try:
+                    if self.resource_version is None:
+                        await self._list()
+                    await self._watch()
+                except APIGoneError as exc:
+                    if self.resource_version is None:  # the list itself said 410: do not spin
+                        await self._retry_later(exc)
+                    else:
+                        log.info(
+                            "%s %s: resourceVersion %s expired; relisting",
+                            self.resource,
+                            self.where,
+                            self.resource_version,
+                        )
+                        self.resource_version = None
+                except APIError as exc:
+                    await self._retry_later(exc)
+        except _Stopped:
+            pass
+        finally:
+            log.info("stopped watching %s %s", self.resource, self.where)
+
+    async def _retry_later(self, exc: APIError) -> None:
+        self.m_errors.labels(str(self.resource), type(exc).__name__).inc()
+        delay = self.backoff.next_delay()
+        level = logging.WARNING if isinstance(exc, APIUnavailableError) else logging.ERROR
+        log.log(level, "%s %s: %s; retrying in %.2fs", self.resource, self.where, exc, delay)
+        try:
+            await asyncio.wait_for(self.stop.wait(), timeout=delay)
+        except TimeoutError:
+            return
+
+    async def _in_thread(self, function: Callable[..., T], *args: Any) -> T:
+        """Run a blocking call in a thread; give up waiting (raise _Stopped) as soon as ``stop`` is set."""
+        call = asyncio.ensure_future(asyncio.to_thread(function, *args))
+        stopped = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({call, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if call.done():
+            return call.result()
+        call.add_done_callback(lambda done: done.cancelled() or done.exception())  # nobody waits any more
+        raise _Stopped
+
+    # -- list ---------------------------------------------------------------------------------------
+
+    async def _list(self) -> None:
+        items, resource_version = await self._in_thread(self.gateway.list, self.resource, self.namespace)
+        fresh: dict[str, RawObject] = {}
+        for obj in items:
+            uid = _uid(obj)
+            if uid is None:
+                self._skip("malformed", "listed object without metadata.uid", obj)
+            else:
+                fresh[uid] = obj
+        previous, self.known = self.known, fresh
+        if self.listed:
+            self.m_relists.inc()
+            for uid, last in previous.items():
+                if uid not in fresh:
+                    await self._emit("DELETED", last)
+        for uid, obj in fresh.items():
+            old = previous.get(uid)
+            if old is None:
+                await self._emit("ADDED", obj)
+            elif _resource_version(old) != _resource_version(obj):
+                await self._emit("MODIFIED", obj)
+        self.m_known.set(len(self.known))
+        self.m_lists.inc()
+        self.listed = True
+        self.resource_version = resource_version
+        self.backoff.reset()
+        log.debug(
+            "%s %s: listed %d objects at resourceVersion %s",
+            self.resource,
+            self.where,
+            len(fresh),
+            resource_version,
+        )
+
+    # -- watch --------------------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        """Watch from the current resourceVersion until the server ends the stream, then again."""
+        while not self.stop.is_set() and self.resource_version is not None:
+            stream = self.gateway.watch(
+                self.resource, self.namespace, self.resource_version, self.settings.watch_timeout_s
+            )
+            await self._consume(stream)
+
+    async def _consume(self, stream: WatchStreamLike) -> None:
+        reader = _Reader(stream, asyncio.get_running_loop())
+        stopped = asyncio.ensure_future(self.stop.wait())
+        stopped.add_done_callback(lambda _: reader.stop())
+        reader.start()
+        try:
+            while True:
+                item = await reader.get()
+                if self.stop.is_set():
+                    raise _Stopped
+                if isinstance(item, _Ended):
+                    if item.error is not None:
+                        raise item.error
+                    self.backoff.reset()
+                    return
+                self.backoff.reset()
+                await self._handle(item)
+        finally:
+            stopped.cancel()
+            reader.stop()
+            await reader.wait_closed()
+
+    async def _handle(self, event: RawWatchEvent) -> None:
+        event_type = event.get("type") if isinstance(event, dict) else None
+        obj = event.get("object") if isinstance(event, dict) else None
+        if event_type == "BOOKMARK":
+            self.resource_version = _resource_version(obj) or self.resource_version
+            self.m_bookmarks.inc()
+            return
+        if event_type not in EVENT_TYPES:
+            self._skip("unknown-type", f"unsupported event type {event_type!r}", event)
+            return
+        uid = _uid(obj)
+        if uid is None:
+            self._skip("malformed", f"{event_type} event without metadata.uid", obj)
+            self.resource_version = _resource_version(obj) or self.resource_version
+            return
+        if event_type == "DELETED":
+            self.known.pop(uid, None)
+        else:
+            self.known[uid] = obj
+        self.m_known.set(len(self.known))
+        await self._emit(cast(EventType, event_type), obj)
+        self.resource_version = _resource_version(obj) or self.resource_version
+
+    async def _emit(self, event_type: EventType, obj: RawObject) -> None:
+        if self.stop.is_set():
+            raise _Stopped
+        await self.sink(WatchChange(self.resource, event_type, obj))
+        self.m_events[event_type].inc()
+
+    def _skip(self, reason: str, what: str, payload: object) -> None:
+        self.m_skipped.labels(str(self.resource), reason).inc()
+        log.warning("%s %s: skipping %s: %.300r", self.resource, self.where, what, payload)
