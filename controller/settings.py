@@ -123,6 +123,16 @@ class ConsumerSettings(BaseModel):
     )
 
 
+class ActionSettings(BaseModel):
+    """What the controller may do besides telling people; everything off by default."""
+
+    emit_k8s_events: list[str] = Field(
+        default_factory=list,
+        description='Rule ids whose findings are written as Kubernetes Events on the job ("*" for all), '
+        "so `kubectl describe` shows them; needs RBAC to create events.",
+    )
+
+
 class ApiSettings(BaseModel):
     """The small read API."""
 
@@ -146,4 +156,5 @@ class Settings(BaseSettings):
     consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     rules: RuleThresholds = Field(default_factory=RuleThresholds)
+    actions: ActionSettings = Field(default_factory=ActionSettings)
     log_level: str = Field(default="INFO", description="Python logging level name.")

@@ -9,8 +9,10 @@ and a uuid prefix for every stream and subject on the shared NATS server.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,14 +37,25 @@ TEMPLATE = "mpijc_template"
 
 
 def _docker_answers() -> bool:
-    try:
-        import docker
-
-        client = docker.from_env(timeout=3)
-        client.ping()
-    except Exception:
+    """Whether a Docker engine answers a ping (an installed client alone is not enough)."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://") and not Path(host.removeprefix("unix://")).exists():
         return False
-    return True
+    with warnings.catch_warnings():
+        # a failed ping can leave the client's socket for the garbage collector to close
+        warnings.simplefilter("ignore", ResourceWarning)
+        try:
+            import docker
+
+            client = docker.from_env(timeout=3)
+            try:
+                return bool(client.ping())
+            finally:
+                client.close()
+        except Exception:
+            return False
+        finally:
+            gc.collect()
 
 
 @dataclass(frozen=True)

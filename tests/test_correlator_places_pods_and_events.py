@@ -96,3 +96,13 @@ def test_malformed_jobs_raise_a_clear_error(breakage: object) -> None:
     breakage(job)  # type: ignore[operator]
     with pytest.raises(MalformedObject, match=r"metadata|timestamp"):
         observe(Correlator(30, FakeClock()), "job", job)
+
+
+def test_event_about_a_pod_waits_for_the_pod_even_after_the_job_arrived() -> None:
+    correlator = Correlator(pending_ttl_s=30, clock=FakeClock())
+    job = k.mpijob()
+    worker = k.pod(job, "worker", 0)
+    assert observe(correlator, "event", k.event(worker, "FailedScheduling", "0/3 nodes are available")) == []
+    assert [type(e) for e in observe(correlator, "job", job)] == [JobObserved]
+    assert [type(e) for e in observe(correlator, "pod", worker)] == [PodObserved, K8sEventObserved]
+    assert correlator.held == 0

@@ -59,7 +59,7 @@ class Correlator:
     jobs_by_uid: dict[str, JobRef] = field(default_factory=dict)
     pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)
     dropped: int = 0
-    _held: list[_Held] = field(default_factory=list)
+    _held: dict[tuple[str, ...], list[_Held]] = field(default_factory=dict)  # by what they wait for
     _forget: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
 
     def observe(self, observation: Observation) -> list[BusEvent]:
@@ -68,15 +68,19 @@ class Correlator:
             return self._job(observation)
         placed = self._place(observation)
         if placed is None:
-            self._held.append(_Held(observation, self.clock() + self.pending_ttl_s))
+            held = _Held(observation, self.clock() + self.pending_ttl_s)
+            self._held.setdefault(_waits_for(observation), []).append(held)
             return []
-        return placed
+        return placed + self._release(_pod_key(observation.object)) if observation.kind == "pod" else placed
 
     def expire(self) -> int:
         """Drop held observations and forget deleted objects past their grace period."""
         now = self.clock()
-        expired = [held for held in self._held if held.deadline <= now]
-        self._held = [held for held in self._held if held.deadline > now]
+        expired = [held for waiting in self._held.values() for held in waiting if held.deadline <= now]
+        for key in list(self._held):
+            self._held[key] = [held for held in self._held[key] if held.deadline > now]
+            if not self._held[key]:
+                del self._held[key]
         for held in expired:
             log.debug("no run for %s %s; dropped", held.observation.kind, _name(held.observation.object))
         self.dropped += len(expired)
@@ -88,7 +92,7 @@ class Correlator:
 
     @property
     def held(self) -> int:
-        return len(self._held)
+        return sum(len(waiting) for waiting in self._held.values())
 
     def _job(self, observation: Observation) -> list[BusEvent]:
         event = normalize_job(observation.object, observation.change, observation.observed_at)
@@ -98,15 +102,21 @@ class Correlator:
         self.jobs_by_uid[ref.uid] = ref
         if observation.change == "DELETED":
             self._later(lambda: self._forget_job(key, ref))
-        released: list[BusEvent] = [event]
-        still: list[_Held] = []
-        for held in self._held:
-            placed = self._place(held.observation)
-            if placed is None:
-                still.append(held)
-            else:
+        return [event, *self._release(("job", *key))]
+
+    def _release(self, key: tuple[str, ...]) -> list[BusEvent]:
+        """Place what waited for ``key``: a new job frees its pods and events, a new pod its events."""
+        released: list[BusEvent] = []
+        keys = [key]
+        while keys:
+            for held in self._held.pop(keys.pop(), []):
+                placed = self._place(held.observation)
+                if placed is None:  # waits for something else now (a pod whose job is another uid)
+                    self._held.setdefault(_waits_for(held.observation), []).append(held)
+                    continue
                 released += placed
-        self._held = still
+                if held.observation.kind == "pod":
+                    keys.append(_pod_key(held.observation.object))
         return released
 
     def _forget_job(self, key: tuple[str, JobKind, str], ref: JobRef) -> None:
@@ -161,6 +171,24 @@ class Correlator:
         if event_job is None:
             return None
         return [normalize_event(obj, observation.change, event_job, observation.observed_at)]
+
+
+def _pod_key(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    meta = obj.get("metadata") or {}
+    return ("pod", str(meta.get("namespace", "default")), str(meta.get("name")))
+
+
+def _waits_for(observation: Observation) -> tuple[str, ...]:
+    """The key of the object whose arrival may place a held pod or event."""
+    obj = observation.object
+    namespace = str((obj.get("metadata") or {}).get("namespace", "default"))
+    if observation.kind == "pod":
+        owner = pod_owner(obj)
+        return ("job", namespace, owner["kind"], owner["name"]) if owner else ("none",)
+    involved = involved_object(obj)
+    if involved.kind in JOB_KINDS:
+        return ("job", namespace, JOB_KINDS[involved.kind], involved.name)
+    return ("pod", namespace, involved.name)
 
 
 def _name(obj: Mapping[str, Any]) -> str:

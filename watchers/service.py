@@ -24,6 +24,7 @@ from controller.bus import Publisher
 from controller.events import LogProbed
 from controller.metrics import PipelineMetrics
 from controller.settings import Settings, WatcherSettings
+from watchers.annotating import annotate_jobs
 from watchers.correlating import Correlator, Observation
 from watchers.kube import KubeGateway
 from watchers.leader import LeaderElector
@@ -197,6 +198,16 @@ async def run_watchers(
                 )
         group.create_task(publish_loop())
         group.create_task(probe_loop())
+        group.create_task(
+            annotate_jobs(
+                publisher.js,
+                publisher.topology,
+                gateway,
+                settings.actions.emit_k8s_events,
+                settings.leader.identity,
+                stop,
+            )
+        )
 
 
 async def run_watchers_elected(
