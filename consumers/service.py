@@ -1,33 +1,47 @@
-"""The one place that wires consumers to a broker and runs them until told to stop."""
+"""The one place that wires consumers to a broker and runs them until told to stop.
+
+``history`` scales horizontally (its writes are idempotent); ``rules`` keeps each run's
+state in memory and must run as a single replica (its warm start rebuilds that state from
+the stream after a restart).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Collection
+from datetime import UTC, datetime
 
 from faststream.nats import NatsBroker
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers import history
+from consumers import history, rules
 from controller.bus import connect
 from controller.consuming import DeadLetterer
 from controller.metrics import PipelineMetrics
-from controller.settings import ConsumerSettings
+from controller.settings import Settings
 from controller.subjects import Topology
 
 log = logging.getLogger(__name__)
+
+CONSUMERS = ("history", "rules")
 
 
 async def run_consumers(
     nats_url: str,
     topology: Topology,
-    settings: ConsumerSettings,
+    settings: Settings,
     engine: AsyncEngine,
     metrics: PipelineMetrics,
     stop: asyncio.Event,
     started: asyncio.Event | None = None,
+    only: Collection[str] = CONSUMERS,
 ) -> None:
     """Consume until ``stop`` is set; streams must exist (:func:`controller.bus.ensure_streams`)."""
+    unknown = set(only) - set(CONSUMERS)
+    if unknown:
+        raise ValueError(f"unknown consumers {sorted(unknown)}; choose from {list(CONSUMERS)}")
     nc = await connect(nats_url, "mpijc-consumers")
     js = nc.jetstream()
     broker = NatsBroker(
@@ -40,13 +54,33 @@ async def run_consumers(
     def dead_letter(consumer: str) -> DeadLetterer:
         return DeadLetterer(js, topology, consumer, metrics)
 
-    broker.include_router(history.build_router(topology, settings, engine, dead_letter, metrics))
+    ticker: asyncio.Task[None] | None = None
+    if "history" in only:
+        broker.include_router(history.build_router(topology, settings.consumer, engine, dead_letter, metrics))
+    if "rules" in only:
+        router, service = rules.build_router(
+            topology,
+            settings.consumer,
+            settings.rules,
+            js,
+            dead_letter(rules.CONSUMER),
+            metrics,
+            lambda: datetime.now(UTC),
+        )
+        broker.include_router(router)
+        warm = await service.warm_start()
+        log.info("rules warm start: %s", warm)
     await broker.start()
-    log.info("consumers running: %s", history.CONSUMER)
+    if "rules" in only:
+        ticker = asyncio.create_task(rules.run_ticker(service, settings.consumer.rules_tick_s, stop))
+    log.info("consumers running: %s", ", ".join(only))
     if started:
         started.set()
     try:
         await stop.wait()
     finally:
+        if ticker:
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
         await broker.stop()
         await nc.drain()

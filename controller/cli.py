@@ -37,7 +37,7 @@ from controller.db import make_engine
 from controller.embedded import EmbeddedServices
 from controller.metrics import PipelineMetrics
 from controller.settings import Settings
-from controller.subjects import Topology
+from controller.subjects import StreamFamily, Topology
 
 log = logging.getLogger("mpijob_controller")
 
@@ -96,10 +96,14 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
-async def _consumers(rt: Runtime, stop: asyncio.Event, started: asyncio.Event | None = None) -> None:
-    from consumers.service import run_consumers
+async def _consumers(
+    rt: Runtime, stop: asyncio.Event, started: asyncio.Event | None = None, only: Sequence[str] | None = None
+) -> None:
+    from consumers.service import CONSUMERS, run_consumers
 
-    await run_consumers(rt.nats_url, rt.topology, rt.settings.consumer, rt.engine, rt.metrics, stop, started)
+    await run_consumers(
+        rt.nats_url, rt.topology, rt.settings, rt.engine, rt.metrics, stop, started, only or CONSUMERS
+    )
 
 
 async def _watchers(rt: Runtime, stop: asyncio.Event) -> None:
@@ -144,9 +148,9 @@ async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_consume(settings: Settings, _: argparse.Namespace) -> int:
+async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
     async with runtime(settings, "mpijc-consumers") as rt:
-        await _consumers(rt, _stop_on_signals())
+        await _consumers(rt, _stop_on_signals(), only=args.only)
     return 0
 
 
@@ -205,7 +209,13 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         consumers = asyncio.create_task(_consumers(rt, stop, started))
         await started.wait()
         await _replay(rt, files)
-        await wait_until_consumed(rt.js, rt.topology.stream("jobs"), rt.topology.durable("history"))
+        caught_up: tuple[tuple[StreamFamily, str], ...] = (
+            ("jobs", "history"),
+            ("jobs", "rules"),
+            ("findings", "history-findings"),
+        )
+        for stream, durable in caught_up:
+            await wait_until_consumed(rt.js, rt.topology.stream(stream), rt.topology.durable(durable))
         stop.set()
         await consumers
         async with rt.engine.connect() as conn:
@@ -219,11 +229,18 @@ def _parser() -> argparse.ArgumentParser:
     for name, handler, text in (
         ("up", cmd_up, "watchers + consumers + API in one process"),
         ("watch", cmd_watch, "watchers only"),
-        ("consume", cmd_consume, "consumers only"),
         ("api", cmd_api, "read API only"),
         ("migrate", cmd_migrate, "bring the schema to head"),
     ):
         commands.add_parser(name, help=text).set_defaults(handler=handler)
+    consume = commands.add_parser("consume", help="consumers only")
+    consume.add_argument(
+        "--only",
+        action="append",
+        choices=["history", "rules"],
+        help="run only this consumer (repeatable); rules must run as one replica",
+    )
+    consume.set_defaults(handler=cmd_consume)
     replay = commands.add_parser("replay", help="publish capture files through the pipeline")
     replay.add_argument("files", nargs="+", type=Path)
     replay.set_defaults(handler=cmd_replay)

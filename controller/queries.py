@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from controller.db import K8sEvent, Pod, Run, TimelineEntry
+from controller.db import FindingRow, K8sEvent, Pod, Run, TimelineEntry
 
 
 @dataclass(frozen=True)
@@ -80,3 +80,13 @@ async def run_events(conn: AsyncConnection, uid: str) -> Sequence[K8sEvent]:
         select(K8sEvent).where(K8sEvent.run_uid == uid).order_by(K8sEvent.last_timestamp)
     )
     return [K8sEvent(**row._mapping) for row in rows]
+
+
+async def run_findings(conn: AsyncConnection, uid: str) -> Sequence[FindingRow]:
+    """Findings of a run: firing first, then by when they were first seen."""
+    rows = await conn.execute(
+        select(FindingRow)
+        .where(FindingRow.run_uid == uid)
+        .order_by((FindingRow.status == "firing").desc(), FindingRow.first_seen)
+    )
+    return [FindingRow(**row._mapping) for row in rows]

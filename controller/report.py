@@ -44,6 +44,11 @@ async def history(
                 f"   pod {label:<10} {pod.phase:<10} node={pod.node or '-':<14} "
                 f"restarts={pod.restart_count} {pod.reason or ''}".rstrip()
             )
+        for finding in await queries.run_findings(conn, run.uid):
+            lines.append(f"   >> {finding.status.upper():<8} {finding.rule:<14} {finding.root_cause}")
+            if finding.status == "firing":
+                lines += [f"      - {step}" for step in finding.remediation]
+                lines.append(f"      see {finding.doc_anchor}")
         for entry in await queries.run_timeline(conn, run.uid):
             lines.append(f"   {_when(entry.at)}  {entry.summary}")
     return "\n".join(lines)

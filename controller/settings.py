@@ -118,6 +118,9 @@ class ConsumerSettings(BaseModel):
         default=5, description="Deliveries before a message goes to the dead-letter subject."
     )
     retry_delay_s: float = Field(default=2.0, description="Redelivery delay after a retryable failure.")
+    rules_tick_s: float = Field(
+        default=5.0, description="How often the time-based rules (hangs, failure propagation) are evaluated."
+    )
     ack_wait_s: float = Field(
         default=30.0, description="Seconds before an unacknowledged message is redelivered."
     )

@@ -28,7 +28,7 @@ async def consumers_running(
     stop, started = asyncio.Event(), asyncio.Event()
     assert settings.nats.url
     task = asyncio.create_task(
-        run_consumers(settings.nats.url, topology, settings.consumer, engine, metrics, stop, started)
+        run_consumers(settings.nats.url, topology, settings, engine, metrics, stop, started)
     )
     await asyncio.wait_for(started.wait(), 10)
     try:

@@ -44,15 +44,22 @@ def test_rule_is_documented_under_its_anchor(rule: consumers.rules.Rule) -> None
 def test_package_exports_its_public_api() -> None:
     assert set(consumers.rules.__all__) == {
         "CATALOG",
+        "CONSUMER",
         "RULES",
+        "TICK_INTERVAL_S",
         "Context",
         "Detection",
         "Rule",
         "RuleEngine",
         "RuleThresholds",
+        "RulesMetrics",
+        "RulesService",
         "RunState",
         "ThresholdOverride",
+        "WarmStart",
+        "build_router",
         "evaluate",
+        "run_ticker",
     }
 
 

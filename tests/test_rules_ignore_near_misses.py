@@ -14,6 +14,8 @@ from tests.eventbuilders import (
     job,
     k8s_event,
     launcher,
+    log_probe,
+    pending_worker,
     replay,
     running,
     running_run,
@@ -76,10 +78,37 @@ def _clean_launcher_exit() -> list[BusEvent]:
     return [*running_run(), failed_launcher("done\n", observed_at=at(1)), job("Failed", observed_at=at(1))]
 
 
+def _waiting_for_scale_up() -> list[BusEvent]:
+    # Every pod that waits for a node being added is rejected by the scheduler first.
+    return [
+        job("Pending"),
+        *(worker(i) for i in range(3)),
+        pending_worker(3, "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."),
+        k8s_event(
+            "TriggeredScaleUp",
+            "pod triggered scale-up: [{gpu-pool 3->4 (max: 6)}]",
+            involved="pi-worker-3",
+            event_type="Normal",
+            observed_at=at(0, 12),
+        ),
+    ]
+
+
+def _rejected_then_placed_within_grace() -> list[BusEvent]:
+    return [
+        job("Pending"),
+        *(worker(i) for i in range(3)),
+        pending_worker(3, "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."),
+        worker(3, observed_at=at(0, 25)),
+    ]
+
+
 NEAR_MISSES: dict[str, tuple[Callable[[], list[BusEvent]], tuple[float, ...]]] = {
     "exit-137-error-is-a-sigkill-not-an-oom": (_sigkill_without_oom_evidence, (2,)),
     "completed-worker": (_completed_worker, (2,)),
     "failed-scheduling-then-scheduled": (_failed_scheduling_then_scheduled, (3,)),
+    "waiting-for-scale-up-is-not-unschedulable": (_waiting_for_scale_up, (0.2, 1, 10)),
+    "rejected-then-placed-within-autoscaler-grace": (_rejected_then_placed_within_grace, (1,)),
     "worker-failure-propagates-in-time": (_worker_failure_propagates, (2, 5)),
     "healthy-launcher-output": (_healthy_launcher_output, (2,)),
     "oom-restart-long-ago": (_restarted_long_ago, (2,)),
@@ -146,3 +175,25 @@ def test_launcher_waiting_within_threshold_is_not_a_hang() -> None:
     changes = replay(engine, [*starting, worker(3, observed_at=at(4, 50))], at(4, 59), at(10))
 
     assert changes == []
+
+
+def test_log_probes_with_new_lines_keep_a_long_job_from_being_a_hang() -> None:
+    engine = RuleEngine()
+    replay(engine, running_run())
+    changes = []
+    for minute in range(5, 240, 5):
+        changes += engine.observe(log_probe(12, observed_at=at(minute)), at(minute))
+        changes += engine.tick(at(minute + 4))
+
+    assert changes == []
+
+
+def test_log_probes_that_find_nothing_new_are_a_hang_after_the_threshold() -> None:
+    engine = RuleEngine()
+    replay(engine, [*running_run(), log_probe(40, observed_at=at(1))])
+    for minute in range(6, 30, 5):
+        engine.observe(log_probe(0, observed_at=at(minute)), at(minute))
+
+    assert engine.tick(at(30, 59)) == []
+    (finding,) = engine.tick(at(31))
+    assert finding.rule == "hang-progress"

@@ -285,11 +285,13 @@ CASES = {
             *(worker(i) for i in range(3)),
             pending_worker(3, GPU_SHORTAGE),
         ],
+        at(1),  # no cluster autoscaler claimed the pod within its grace period
     ),
     "unschedulable-gpus-none-placed": Case(
         "unschedulable",
         "Insufficient GPUs: requested 32, no node has 8 free for one worker",
         lambda: [job("Pending"), *(pending_worker(i, GPU_SHORTAGE) for i in range(4))],
+        at(1),
     ),
     "unschedulable-from-event-only": Case(
         "unschedulable",
@@ -300,6 +302,7 @@ CASES = {
             worker(3, phase="Pending", ready=False, node=None, containers=(), conditions=()),
             k8s_event("FailedScheduling", GPU_SHORTAGE, involved="pi-worker-3"),
         ],
+        at(1),
     ),
     "unschedulable-memory": Case(
         "unschedulable",
@@ -309,6 +312,24 @@ CASES = {
             *(worker(i) for i in range(3)),
             pending_worker(3, "0/6 nodes are available: 6 Insufficient memory. preemption: not helpful."),
         ],
+        at(1),
+    ),
+    "unschedulable-autoscaler-cannot-help": Case(
+        "unschedulable",
+        "Insufficient GPUs: requested 32, available 24",
+        lambda: [
+            job("Pending"),
+            *(worker(i) for i in range(3)),
+            pending_worker(3, GPU_SHORTAGE),
+            k8s_event(
+                "NotTriggerScaleUp",
+                "pod didn't trigger scale-up: 1 max node group size reached",
+                involved="pi-worker-3",
+                event_type="Normal",
+                observed_at=at(0, 11),
+            ),
+        ],
+        at(0, 11),  # the autoscaler's "no" is a verdict at once, before the grace period ends
     ),
     "crashloop": Case(
         "crashloop",
@@ -378,6 +399,25 @@ CASES = {
             job("Pending"),
             *(worker(i) for i in range(3)),
             worker(3, phase="Pending", ready=False, node=None, containers=(), conditions=()),
+        ],
+        at(20),
+    ),
+    "hang-pending-autoscaler-backoff": Case(
+        "hang-pending",
+        "Pending 20m: waiting for 8 GPUs; the cluster autoscaler's scale-up failed and is in back-off",
+        lambda: [
+            job("Pending"),
+            *(worker(i) for i in range(3)),
+            pending_worker(
+                3, "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+            ),
+            k8s_event(
+                "NotTriggerScaleUp",
+                "pod didn't trigger scale-up: 1 in backoff after failed scale-up",
+                involved="pi-worker-3",
+                event_type="Normal",
+                observed_at=at(14),
+            ),
         ],
         at(20),
     ),

@@ -8,6 +8,7 @@ same bus messages.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -62,22 +63,29 @@ class Pipeline:
 async def replay_files(
     paths: Iterable[Path], settings: Settings, publisher: Publisher, metrics: PipelineMetrics
 ) -> ReadStats:
-    """Feed capture files (or ``kubectl get -w -o json`` output) through the same pipeline."""
+    """Feed capture files (or ``kubectl get -w -o json`` output) through the same pipeline.
+
+    Several files are merged into one timeline by ``observed_at`` (each file is in time order),
+    as one cluster would have produced them: the rules measure time across all of them.
+    """
     stats = ReadStats()
     pipeline = Pipeline(publisher.publish, metrics, settings.watcher.pending_ttl_s)
-    for path in paths:
-        batch: list[Observation] = []
-        for observation in read_observations(
+    streams = [
+        read_observations(
             path,
             log_tail_lines=settings.watcher.log_tail_lines,
             log_tail_bytes=settings.watcher.log_tail_bytes,
             stats=stats,
-        ):
-            batch.append(observation)
-            if len(batch) >= MAX_BATCH:
-                await pipeline.feed(batch)
-                batch = []
-        await pipeline.feed(batch)
+        )
+        for path in paths
+    ]
+    batch: list[Observation] = []
+    for observation in heapq.merge(*streams, key=lambda o: o.observed_at):
+        batch.append(observation)
+        if len(batch) >= MAX_BATCH:
+            await pipeline.feed(batch)
+            batch = []
+    await pipeline.feed(batch)
     metrics.skipped_objects.labels("malformed").inc(stats.malformed)
     metrics.skipped_objects.labels("unknown_kind").inc(stats.unknown_kind)
     return stats

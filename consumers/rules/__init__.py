@@ -1,8 +1,9 @@
-"""The rules consumer's logic: turn the events of a run into findings.
+"""The rules consumer: turn the events of a run into findings.
 
-Pure and synchronous — no bus, no database, no clock: the consumer feeds
-:meth:`RuleEngine.observe` with each bus event and calls :meth:`RuleEngine.tick`
-periodically, both with the current time, and publishes the findings they return.
+Everything but :mod:`consumers.rules.consumer` is pure and synchronous — no bus, no
+database, no clock: the consumer feeds :meth:`RuleEngine.observe` with each bus event and
+calls :meth:`RuleEngine.tick` periodically, both with the current time, and publishes the
+findings they return.
 
 Layers, each importing only the ones above it::
 
@@ -11,9 +12,19 @@ Layers, each importing only the ones above it::
     memory, containers, nodes, scheduling, mpi, stalls   the rules, one family each
     catalog                    the ordered rules and what explains what
     engine                     evaluate(), RuleEngine
+    consumer                   the bus side: subscriber, ticker, warm start (not pure)
 """
 
 from consumers.rules.catalog import CATALOG, RULES
+from consumers.rules.consumer import (
+    CONSUMER,
+    TICK_INTERVAL_S,
+    RulesMetrics,
+    RulesService,
+    WarmStart,
+    build_router,
+    run_ticker,
+)
 from consumers.rules.engine import RuleEngine, evaluate
 from consumers.rules.rule import Context, Detection, Rule
 from consumers.rules.state import RunState
@@ -21,13 +32,20 @@ from consumers.rules.thresholds import RuleThresholds, ThresholdOverride
 
 __all__ = [
     "CATALOG",
+    "CONSUMER",
     "RULES",
+    "TICK_INTERVAL_S",
     "Context",
     "Detection",
     "Rule",
     "RuleEngine",
     "RuleThresholds",
+    "RulesMetrics",
+    "RulesService",
     "RunState",
     "ThresholdOverride",
+    "WarmStart",
+    "build_router",
     "evaluate",
+    "run_ticker",
 ]

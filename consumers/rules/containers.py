@@ -146,8 +146,17 @@ def _detect_crashloop(state: RunState, ctx: Context) -> Detection | None:
         root_cause=f"{who(pod)} is crash-looping: "
         f"restarted {quantity(c.restart_count, 'time')}{last}{also(others)}",
         evidence=tuple(evidence),
-        key=tuple(f"{p.uid}/{container.name}" for p, container in looping),
+        # a new revision when the restart count doubles: the sentence stays roughly true, the
+        # people told are not told again on every restart of a flapping container
+        key=tuple(
+            f"{p.uid}/{container.name}/{restart_bucket(container.restart_count)}" for p, container in looping
+        ),
     )
+
+
+def restart_bucket(restarts: int) -> int:
+    """The largest power of two not above ``restarts`` (0 for none)."""
+    return 1 << (restarts.bit_length() - 1) if restarts > 0 else 0
 
 
 _PULL_REMEDIATION: dict[str, tuple[str, ...]] = {

@@ -17,7 +17,9 @@ findings that are firing, and returns only what changed —
   ``superseded_by``.
 
 ``observe(event, now)`` re-evaluates the event's run; ``tick(now)`` re-evaluates every
-live run, which drives the time-based rules. ``now`` is always injected. Finished runs
+live run, which drives the time-based rules. ``now`` is always injected. After a restart
+the consumer rebuilds the runs by observing the stream again without publishing, then
+``reconcile`` lines the engine up with the last change published for each finding. Finished runs
 are forgotten ``forget_after_s`` after their last event, at most ``max_runs`` runs are
 held (finished ones are dropped first), and events of a forgotten run are ignored.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -151,6 +153,46 @@ class RuleEngine:
                 self._forget(uid, tombstone=run.state.finished)
             elif not run.state.finished:  # a finished run's findings no longer change with time
                 changes.extend(self._evaluate(run, now))
+        return changes
+
+    def reconcile(self, published: Mapping[str, Finding], now: datetime) -> list[Finding]:
+        """Line up with what the bus last said about each finding of the runs held.
+
+        ``published`` maps finding ids to the last change published for each (the highest
+        revision). Revision counters move past what was published, so no later change is
+        taken downstream for an old one; where the bus and the engine disagree on whether a
+        finding fires (a change lost between computing and publishing it, events that
+        arrived while no consumer ran), the change that makes the bus agree is returned.
+        Sentences and evidence are not compared: a finding that fires on both sides is left
+        as the bus has it until its next real change.
+        """
+        changes: list[Finding] = []
+        for run in self._runs.values():
+            for rule in self._rules:
+                last = published.get(finding_id(run.state.ref.uid, rule.id))
+                if last is not None and last.revision > run.revisions.get(rule.id, 0):
+                    run.revisions[rule.id] = last.revision
+                current = run.firing.get(rule.id)
+                on_bus = last is not None and last.status == "firing"
+                if current is not None and not on_bus:
+                    current = current.model_copy(update={"revision": run.next_revision(rule.id)})
+                    run.firing[rule.id] = current
+                    changes.append(current)
+                elif current is not None and last is not None:
+                    run.firing[rule.id] = current.model_copy(
+                        update={"revision": last.revision, "first_seen": last.first_seen}
+                    )
+                elif current is None and last is not None and on_bus:
+                    changes.append(
+                        last.model_copy(
+                            update={
+                                "status": "resolved",
+                                "resolved_at": now,
+                                "superseded_by": explanation(rule, run.firing, self._rules),
+                                "revision": run.next_revision(rule.id),
+                            }
+                        )
+                    )
         return changes
 
     def firing(self, job_uid: str | None = None) -> list[Finding]:

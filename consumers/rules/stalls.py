@@ -4,7 +4,8 @@
   is not Failed — the operator did not notice, or a restart policy keeps the run alive
   without that worker.
 - ``hang-pending``: Pending or Suspended longer than ``hang_pending_s``; says what the run
-  is waiting for (Kueue admission, N GPUs, pods to be created or to start).
+  is waiting for (Kueue admission, N GPUs, pods to be created or to start) and, for pods
+  without a node, what the cluster autoscaler is doing about it.
 - ``hang-init``: the launcher has been running for ``hang_init_s`` while not all workers
   are ready, so ``mpirun`` cannot build its mesh.
 - ``hang-progress``: Running with no pod transition and no new log output for
@@ -22,6 +23,7 @@ from datetime import datetime
 
 from consumers.rules.facts import pod_gpus, requested_gpus
 from consumers.rules.rule import Context, Detection, Rule, job_fact, pod_fact
+from consumers.rules.scheduling import autoscaler_answer
 from consumers.rules.state import PodState, RunState
 from consumers.rules.wording import also, duration, listing, lower_first, quantity, who
 from controller.events import JobObserved
@@ -66,13 +68,22 @@ def waiting_for(state: RunState, job: JobObserved) -> tuple[str, Severity]:
     unplaced = [p for p in pods if not p.scheduled]
     if unplaced:
         gpus = sum(pod_gpus(state, p) for p in unplaced)
-        if gpus:
-            return f"waiting for {quantity(gpus, 'GPU')}", "warning"
-        return f"waiting for {quantity(len(unplaced), 'pod')} to be scheduled", "warning"
+        what = quantity(gpus, "GPU") if gpus else f"{quantity(len(unplaced), 'pod')} to be scheduled"
+        return f"waiting for {what}{_autoscaling(state, unplaced)}", "warning"
     starting = [lower_first(who(p)) for p in pods if p.phase == "Pending"]
     if starting:
         return f"waiting for {listing(starting)} to start", "warning"
     return "waiting for the operator to mark it Running", "warning"
+
+
+def _autoscaling(state: RunState, unplaced: list[PodState]) -> str:
+    """What the cluster autoscaler does for the unplaced pods, as a clause, or ``""``."""
+    verdicts = {a.verdict for p in unplaced if (a := autoscaler_answer(state, p)) is not None}
+    if "backoff" in verdicts:
+        return "; the cluster autoscaler's scale-up failed and is in back-off"
+    if "adding" in verdicts:
+        return "; the cluster autoscaler is adding nodes"
+    return ""
 
 
 def _detect_hang_pending(state: RunState, ctx: Context) -> Detection | None:

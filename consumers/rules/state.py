@@ -4,7 +4,8 @@
 stay, marked, so a finished run keeps its final evidence), a bounded set of recent
 Kubernetes Events, and the few timestamps the time-based rules need: since when the job
 has been in its phase, when a pod last changed, when log output last changed, since when
-the launcher has been waiting for workers.
+the launcher has been waiting for workers. Log probes of running containers
+(``LogProbed``) only mark that the run has a log feed and when it last printed new lines.
 
 Events may arrive twice or out of order (a watcher relist, JetStream redelivery, two
 watch streams). Each object's ``resourceVersion`` is kept and an event older than the
@@ -28,6 +29,7 @@ from controller.events import (
     JobPhase,
     JobRef,
     K8sEventObserved,
+    LogProbed,
     PodObserved,
     PodPhase,
     PodRole,
@@ -234,6 +236,8 @@ class RunState:
             applied = self._apply_job(event)
         elif isinstance(event, PodObserved):
             applied = self._apply_pod(event)
+        elif isinstance(event, LogProbed):
+            applied = self._apply_log_probe(event)
         else:
             applied = self._apply_k8s_event(event)
         if applied:
@@ -289,6 +293,15 @@ class RunState:
             # The container came back: the failure's log no longer describes the pod.
             held.log_tail = ()
             held.log_from_failure = False
+
+    def _apply_log_probe(self, probe: LogProbed) -> bool:
+        """A probe of a running container's recent output: the feed ``hang-progress`` needs.
+
+        Any probe proves the feed exists; only one that found new lines is progress."""
+        self.log_feed = True
+        if probe.new_lines > 0:
+            self.last_log_at = _latest(self.last_log_at, probe.observed_at)
+        return True
 
     def _apply_k8s_event(self, event: K8sEventObserved) -> bool:
         held = self.events.get(event.uid)
