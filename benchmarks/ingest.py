@@ -1,8 +1,8 @@
 """Ingest benchmark: watch events → normalize/correlate → JetStream → history consumer → PostgreSQL.
 
 Two measurements on the embedded services (fresh data directory, everything on this box);
-the consumer runs as its own process (``mpijob-controller consume``), as it is deployed, and
-the watcher pipeline in this one:
+the history consumer runs as its own process (``consume --only history``), as it is deployed,
+and the watcher pipeline in this one:
 
 - **throughput**: N pod watch events (realistic ~2 KB pods) pushed as fast as the watcher
   pipeline publishes them; events/s until the last one is committed in PostgreSQL;
@@ -17,34 +17,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from nats.js.errors import NotFoundError
-
-from controller import migrate
-from controller.bus import Publisher, connect, ensure_streams, wait_until_consumed
-from controller.db import make_engine
-from controller.embedded import EmbeddedServices, free_port
-from controller.metrics import PipelineMetrics
-from controller.settings import NatsSettings
-from controller.subjects import Topology
+from benchmarks.harness import Bench, pipeline_services, report
+from controller.bus import Publisher, wait_until_consumed
 from tests import k8s_objects as k
 from watchers.correlating import Observation
 from watchers.pipeline import Pipeline
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def workload(jobs: int, updates_per_pod: int) -> list[Observation]:
@@ -72,48 +55,13 @@ def workload(jobs: int, updates_per_pod: int) -> list[Observation]:
     return out
 
 
-@contextlib.asynccontextmanager
-async def pipeline_services(data_dir: Path) -> AsyncIterator[dict[str, Any]]:
-    with EmbeddedServices(data_dir, free_port(), free_port(), None, None) as services:
-        await migrate.upgrade_async(services.database_url)
-        topology = Topology("bench")
-        nc = await connect(services.nats_url, "bench")
-        js = nc.jetstream()
-        await ensure_streams(js, topology, NatsSettings())
-        engine = make_engine(services.database_url)
-        env = {
-            **os.environ,
-            "MPIJC_DATABASE__URL": services.database_url,
-            "MPIJC_NATS__URL": services.nats_url,
-            "MPIJC_NATS__PREFIX": topology.prefix,
-            "MPIJC_LOG_LEVEL": "WARNING",
-        }
-        consumer = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-            [sys.executable, "-m", "controller.cli", "consume"], env=env, cwd=data_dir
-        )
-        for _ in range(300):  # until the consumer process has created its durable consumer
-            with contextlib.suppress(NotFoundError):
-                await js.consumer_info(topology.stream("jobs"), topology.durable("history"))
-                break
-            await asyncio.sleep(0.1)
-        try:
-            yield {"js": js, "topology": topology, "engine": engine, "metrics": PipelineMetrics()}
-        finally:
-            consumer.send_signal(signal.SIGTERM)
-            consumer.wait(30)
-            await engine.dispose()
-            await nc.drain()
-
-
-async def throughput(env: dict[str, Any], events: list[Observation]) -> dict[str, float]:
-    pipeline = Pipeline(Publisher(env["js"], env["topology"]).publish, env["metrics"], 30)
+async def throughput(env: Bench, events: list[Observation]) -> dict[str, float]:
+    pipeline = Pipeline(Publisher(env.js, env.topology).publish, env.metrics, 30)
     start = time.perf_counter()
     for i in range(0, len(events), 500):
         await pipeline.feed(events[i : i + 500])
     published = time.perf_counter()
-    await wait_until_consumed(
-        env["js"], env["topology"].stream("jobs"), env["topology"].durable("history"), 300
-    )
+    await wait_until_consumed(env.js, env.topology.stream("jobs"), env.topology.durable("history"), 300)
     done = time.perf_counter()
     return {
         "events": len(events),
@@ -123,9 +71,9 @@ async def throughput(env: dict[str, Any], events: list[Observation]) -> dict[str
     }
 
 
-async def latency(env: dict[str, Any], events: list[Observation], rate: int) -> dict[str, float]:
+async def latency(env: Bench, events: list[Observation], rate: int) -> dict[str, float]:
     """Offer ``rate`` events/s in 10 ms ticks; watch pod_states for each event's resourceVersion."""
-    pipeline = Pipeline(Publisher(env["js"], env["topology"]).publish, env["metrics"], 30)
+    pipeline = Pipeline(Publisher(env.js, env.topology).publish, env.metrics, 30)
     entered: dict[int, float] = {}
     visible: dict[int, float] = {}
     pods = [o for o in events if o.kind == "pod"]
@@ -135,7 +83,7 @@ async def latency(env: dict[str, Any], events: list[Observation], rate: int) -> 
     done = asyncio.Event()
 
     async def poll() -> None:
-        async with env["engine"].connect() as conn:
+        async with env.engine.connect() as conn:
             seen = 0
             while not done.is_set() or len(visible) < len(entered):
                 result = await conn.exec_driver_sql(
@@ -188,9 +136,7 @@ async def main() -> None:
                 "latency": await latency(env, workload(max(1, args.rate * 5 // 81), 9), args.rate),
                 "target_events_per_s": {"floor": 2000, "goal": 7000},
             }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ingest.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    report("ingest", result)
 
 
 if __name__ == "__main__":
