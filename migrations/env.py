@@ -22,9 +22,13 @@ def _url() -> str:
     return url
 
 
+MIGRATION_LOCK = 7_424_821_019  # pg advisory lock key: replicas starting together migrate one at a time
+
+
 def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=Base.metadata, compare_type=True)
     with context.begin_transaction():
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
         context.run_migrations()
 
 
