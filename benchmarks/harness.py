@@ -61,6 +61,7 @@ async def pipeline_services(data_dir: Path, consumers: Sequence[str] = ("history
             "MPIJC_NATS__URL": services.nats_url,
             "MPIJC_NATS__PREFIX": topology.prefix,
             "MPIJC_LOG_LEVEL": "WARNING",
+            "MPIJC_API__METRICS_PORT": "0",
         }
         processes = [
             subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement

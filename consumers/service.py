@@ -2,13 +2,13 @@
 
 ``history`` scales horizontally (its writes are idempotent); ``rules`` keeps each run's
 state in memory and must run as a single replica (its warm start rebuilds that state from
-the stream after a restart).
+the stream after a restart); ``audit`` appends to the hash chain under an advisory lock and
+runs the SIEM exporters and the retention purge beside its subscribers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Collection
 from datetime import UTC, datetime
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from faststream.nats import NatsBroker
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers import history, rules
+from consumers import audit, exporting, history, rules
 from controller.bus import connect
 from controller.consuming import DeadLetterer
 from controller.metrics import PipelineMetrics
@@ -25,7 +25,7 @@ from controller.subjects import Topology
 
 log = logging.getLogger(__name__)
 
-CONSUMERS = ("history", "rules")
+CONSUMERS = ("history", "rules", "audit")
 
 
 async def run_consumers(
@@ -54,7 +54,6 @@ async def run_consumers(
     def dead_letter(consumer: str) -> DeadLetterer:
         return DeadLetterer(js, topology, consumer, metrics)
 
-    ticker: asyncio.Task[None] | None = None
     if "history" in only:
         broker.include_router(history.build_router(topology, settings.consumer, engine, dead_letter, metrics))
     if "rules" in only:
@@ -70,17 +69,29 @@ async def run_consumers(
         broker.include_router(router)
         warm = await service.warm_start()
         log.info("rules warm start: %s", warm)
+    if "audit" in only:
+        broker.include_router(
+            audit.build_router(
+                topology, settings.consumer, engine, js, dead_letter, metrics, lambda: datetime.now(UTC)
+            )
+        )
     await broker.start()
+    background: list[asyncio.Task[None]] = []
     if "rules" in only:
-        ticker = asyncio.create_task(rules.run_ticker(service, settings.consumer.rules_tick_s, stop))
+        background.append(
+            asyncio.create_task(rules.run_ticker(service, settings.consumer.rules_tick_s, stop))
+        )
+    if "audit" in only:
+        background += [
+            asyncio.create_task(exporting.run_exporters(engine, settings.audit, stop, metrics.registry)),
+            asyncio.create_task(audit.run_retention(engine, settings.audit, stop, lambda: datetime.now(UTC))),
+        ]
     log.info("consumers running: %s", ", ".join(only))
     if started:
         started.set()
     try:
         await stop.wait()
     finally:
-        if ticker:
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
+        await asyncio.gather(*background, return_exceptions=True)
         await broker.stop()
         await nc.drain()

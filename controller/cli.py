@@ -13,6 +13,8 @@ Commands:
   migrate   bring the database schema to head
   history   print stored runs and their timelines
   demo      the whole pipeline on the embedded services with the example scenarios
+  admission the validating admission webhook that records who changed jobs
+  audit     verify, export or purge the audit trail
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import getpass
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
@@ -34,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller import migrate, report
 from controller.bus import Publisher, connect, ensure_streams, wait_until_consumed
 from controller.db import make_engine
+from controller.dbtiming import observe_db_writes
 from controller.embedded import EmbeddedServices
 from controller.metrics import PipelineMetrics
 from controller.settings import Settings
@@ -72,16 +77,11 @@ async def runtime(settings: Settings, name: str) -> AsyncIterator[Runtime]:
         js = nc.jetstream()
         await ensure_streams(js, topology, settings.nats)
         engine = make_engine(services.database_url, settings.database.pool_size)
+        metrics = PipelineMetrics()
+        observe_db_writes(engine, metrics)
         try:
             yield Runtime(
-                settings,
-                topology,
-                services.database_url,
-                services.nats_url,
-                nc,
-                js,
-                engine,
-                PipelineMetrics(),
+                settings, topology, services.database_url, services.nats_url, nc, js, engine, metrics
             )
         finally:
             await engine.dispose()
@@ -117,19 +117,48 @@ async def _watchers(rt: Runtime, stop: asyncio.Event) -> None:
 async def _api(rt: Runtime, stop: asyncio.Event) -> None:
     import uvicorn
 
+    from controller.api import audit as audit_api
+    from controller.api.access import AccessReviewer, build_reviewer
     from controller.api.app import create_app
+    from controller.api.metrics_collectors import JetStreamCollector
 
-    app = create_app(rt.engine, rt.metrics)
+    def kubernetes() -> AccessReviewer:
+        from watchers.kube import KubeGateway
+        from watchers.reviews import KubeAccessReviewer
+
+        gateway = KubeGateway.from_config(rt.settings.kube.kubeconfig, rt.settings.kube.context)
+        return KubeAccessReviewer(gateway, rt.settings.api.token_audiences)
+
+    api = rt.settings.api
+    app = create_app(
+        rt.engine,
+        rt.metrics,
+        build_reviewer(api, kubernetes),
+        routers=[audit_api.router],
+        collectors=[JetStreamCollector(rt.js, rt.topology, rt.metrics.registry, api.metrics_ttl_s)],
+        metrics_ttl_s=api.metrics_ttl_s,
+    )
     server = uvicorn.Server(
-        uvicorn.Config(
-            app, host=rt.settings.api.host, port=rt.settings.api.port, log_level="warning", lifespan="off"
-        )
+        uvicorn.Config(app, host=api.host, port=api.port, log_level="warning", lifespan="off")
     )
     serving = asyncio.create_task(server.serve())
-    log.info("API on http://%s:%d", rt.settings.api.host, rt.settings.api.port)
+    log.info("API on http://%s:%d (auth: %s)", api.host, api.port, api.auth)
     await stop.wait()
     server.should_exit = True
     await serving
+
+
+@contextlib.contextmanager
+def _metrics_server(rt: Runtime) -> Iterator[None]:
+    """/metrics of a watcher or consumer process, for its probes and ServiceMonitor."""
+    from prometheus_client import start_http_server
+
+    server, thread = start_http_server(rt.settings.api.metrics_port, registry=rt.metrics.registry)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        thread.join(5)
 
 
 async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
@@ -144,13 +173,15 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
 
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
     async with runtime(settings, "mpijc-watchers") as rt:
-        await _watchers(rt, _stop_on_signals())
+        with _metrics_server(rt):
+            await _watchers(rt, _stop_on_signals())
     return 0
 
 
 async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
     async with runtime(settings, "mpijc-consumers") as rt:
-        await _consumers(rt, _stop_on_signals(), only=args.only)
+        with _metrics_server(rt):
+            await _consumers(rt, _stop_on_signals(), only=args.only)
     return 0
 
 
@@ -223,6 +254,96 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
+    """The validating admission webhook: needs only NATS (no database in the webhook pod)."""
+    from controller.audit import publish_records
+    from watchers.admission import serve_admission
+
+    if not settings.nats.url:
+        raise SystemExit("the admission webhook needs MPIJC_NATS__URL")
+    topology = Topology(settings.nats.prefix)
+    nc = await connect(settings.nats.url, "mpijc-admission")
+    try:
+        js = nc.jetstream()
+        await ensure_streams(js, topology, settings.nats)
+        await serve_admission(
+            settings.audit,
+            lambda records: publish_records(js, topology, records),
+            PipelineMetrics().registry,
+            _stop_on_signals(),
+        )
+    finally:
+        await nc.drain()
+    return 0
+
+
+async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
+    """``audit verify|export|purge``."""
+    from consumers.audit import purge_once
+    from consumers.exporting import drain, run_exporters, sinks_from_settings
+    from controller.audit import Actor
+    from controller.auditformats import EXPORT_FORMATS
+    from controller.auditlog import AuditFilter, pages, verify
+
+    async with runtime(settings, "mpijc-audit") as rt:
+        if args.audit_command == "verify":
+            result = await verify(rt.engine)
+            print(result.describe())
+            return 0 if result.ok else 1
+        if args.audit_command == "purge":
+            purged = await purge_once(
+                rt.engine,
+                args.older_than_days,
+                Actor(username=args.actor),
+                datetime.now(UTC),
+                respect_cursors=not args.ignore_export_cursors,
+            )
+            print(purged.record.record.message if purged.record else "nothing was due")
+            for name, seq in sorted(purged.held_back_by.items()):
+                print(f"kept records after seq {seq}: not yet exported to {name}", file=sys.stderr)
+            return 0
+        if args.to_sinks:
+            if args.follow:
+                await run_exporters(rt.engine, settings.audit, _stop_on_signals(), rt.metrics.registry)
+                return 0
+            for sink in sinks_from_settings(settings.audit):
+                try:
+                    shipped = await drain(rt.engine, sink, settings.audit.export_batch_size)
+                    print(f"{sink.name}: {shipped} records shipped")
+                finally:
+                    await sink.close()
+            return 0
+        _, render = EXPORT_FORMATS[args.format]
+        where = AuditFilter(namespace=args.namespace, since=args.since, until=args.until)
+        with contextlib.ExitStack() as stack:
+            out = sys.stdout.buffer if args.out is None else stack.enter_context(args.out.open("wb"))
+            async for page in pages(rt.engine, where):
+                out.write(b"".join(render(record) for record in page))
+    return 0
+
+
+def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    commands.add_parser("admission", help="validating admission webhook (audit)").set_defaults(
+        handler=cmd_admission
+    )
+    audit = commands.add_parser("audit", help="verify, export or purge the audit trail")
+    audit.set_defaults(handler=cmd_audit)
+    sub = audit.add_subparsers(dest="audit_command", required=True)
+    sub.add_parser("verify", help="check the hash chain; exit 1 at the first broken record")
+    export = sub.add_parser("export", help="write records as JSON Lines or CEF, or ship them to the sinks")
+    export.add_argument("--format", choices=["jsonl", "cef"], default="jsonl")
+    export.add_argument("--out", type=Path)
+    export.add_argument("--namespace")
+    export.add_argument("--since", type=datetime.fromisoformat)
+    export.add_argument("--until", type=datetime.fromisoformat)
+    export.add_argument("--to-sinks", action="store_true", help="ship to the configured SIEM sinks")
+    export.add_argument("--follow", action="store_true", help="with --to-sinks: keep shipping until stopped")
+    purge = sub.add_parser("purge", help="remove old records through the audited purge path")
+    purge.add_argument("--older-than-days", type=int, required=True)
+    purge.add_argument("--actor", default=getpass.getuser())
+    purge.add_argument("--ignore-export-cursors", action="store_true")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mpijob-controller", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -237,7 +358,7 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument(
         "--only",
         action="append",
-        choices=["history", "rules"],
+        choices=["history", "rules", "audit"],
         help="run only this consumer (repeatable); rules must run as one replica",
     )
     consume.set_defaults(handler=cmd_consume)
@@ -256,6 +377,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--scenarios", type=Path, default=EXAMPLES)
     demo.add_argument("--limit", type=int, default=50)
     demo.set_defaults(handler=cmd_demo)
+    _audit_parser(commands)
     return parser
 
 

@@ -56,3 +56,18 @@ class PipelineMetrics:
             registry=r,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )
+        self.watch_lag = Histogram(
+            "mpijc_watch_lag_seconds",
+            "Seconds from a watcher observing a change to its publication on the bus (includes the "
+            "wait for an unknown job's pods/events to be claimed), by event type.",
+            ["type"],
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.db_write_seconds = Histogram(
+            "mpijc_db_write_seconds",
+            "Seconds one INSERT/UPDATE/DELETE statement (or executemany batch) took, by statement.",
+            ["statement"],
+            registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+        )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -136,11 +137,229 @@ class ActionSettings(BaseModel):
     )
 
 
+class StaticUser(BaseModel):
+    """Who a static bearer token stands for, and the namespaces they may read."""
+
+    username: str
+    groups: list[str] = Field(default_factory=list)
+    namespaces: list[str] = Field(
+        default_factory=list, description='Namespaces this user may read; "*" for all of them.'
+    )
+
+
 class ApiSettings(BaseModel):
-    """The small read API."""
+    """The small read API: where it listens, and who may read what."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8480, description="Not 8080, which local tools often hold.")
+    auth: Literal["static", "kubernetes", "off"] = Field(
+        default="static",
+        description="How bearer tokens are checked: `static` against `tokens` below (local use), "
+        "`kubernetes` by TokenReview + SubjectAccessReview (in a cluster), `off` lets everyone read "
+        "everything (local development only; must be chosen explicitly).",
+    )
+    tokens: dict[str, StaticUser] = Field(
+        default_factory=dict,
+        repr=False,
+        description='Static bearer tokens: `{"token": {"username": "alice", "groups": ["team-a"], '
+        '"namespaces": ["team-a"]}}`. Empty with `auth=static` means nobody gets in.',
+    )
+    review_ttl_s: float = Field(
+        default=30.0,
+        description="Seconds a TokenReview or SubjectAccessReview answer is reused; short, so a "
+        "revoked token or RoleBinding stops working within half a minute, long enough that a "
+        "page of requests costs one review.",
+    )
+    review_cache_size: int = Field(
+        default=10_000, description="Most cached review answers kept; the oldest are dropped beyond it."
+    )
+    metrics_ttl_s: float = Field(
+        default=10.0,
+        description="Seconds the database and JetStream figures behind /metrics are reused, so "
+        "several Prometheus replicas scraping every 15-30 s cost one query each.",
+    )
+    metrics_port: int = Field(
+        default=9464,
+        description="Port of /metrics of the `watch` and `consume` commands (the API serves it on its "
+        "own port); 9464 is Prometheus's registered default for exporters of this kind.",
+    )
+    token_audiences: list[str] = Field(
+        default_factory=list,
+        description="Audiences a TokenReview must find in the token; empty accepts the API server's own.",
+    )
+
+
+class SmtpSettings(BaseModel):
+    """The SMTP server email notifications go through."""
+
+    host: str | None = Field(default=None, description="SMTP server; unset turns email subscriptions off.")
+    port: int = Field(default=587, description="587 is the submission port (STARTTLS); 465 is implicit TLS.")
+    security: Literal["starttls", "tls", "none"] = Field(
+        default="starttls",
+        description="`starttls` upgrades a plain connection (port 587), `tls` connects over TLS (port "
+        "465), `none` sends in clear (a local relay or a test server only).",
+    )
+    username: str | None = Field(default=None, description="Login, if the server wants one.")
+    password: SecretStr | None = Field(default=None, description="Password for `username`.")
+    sender: str = Field(
+        default="mpijob-controller <mpijob-controller@localhost>", description="The From: header."
+    )
+    timeout_s: float = Field(default=30.0, description="Seconds one SMTP conversation may take.")
+    validate_certs: bool = Field(default=True, description="Check the server's TLS certificate.")
+
+
+class NotifySettings(BaseModel):
+    """Webhook and email notifications: retries, isolation, SSRF guard, throttling."""
+
+    public_url: str = Field(
+        default="",
+        description="Base URL of this API as receivers reach it (https://mpijc.example.com); links in "
+        "webhooks and emails are built on it. Empty: links are paths such as /api/v1/runs/<uid>.",
+    )
+    docs_url: str = Field(
+        default="",
+        description="Base URL docs/ is published under, for the troubleshooting links of findings; "
+        "empty: the repository path (docs/troubleshooting.md#oom).",
+    )
+    retry_schedule_s: list[float] = Field(
+        default_factory=lambda: [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0],
+        description="Seconds before each retry after a failed attempt; one attempt plus one per entry, "
+        "then the delivery is dead. The default is Standard Webhooks' example: 10 attempts over ~3 days.",
+    )
+    retry_jitter: float = Field(
+        default=0.2,
+        ge=0.0,
+        lt=1.0,
+        description="Each delay is scaled by a random factor in [1 - jitter, 1 + jitter], so endpoints "
+        "that failed together are not retried in lockstep.",
+    )
+    max_retry_after_s: float = Field(
+        default=3600.0, description="Longest Retry-After (429/503) honoured; a longer one is cut to this."
+    )
+    request_timeout_s: float = Field(
+        default=15.0,
+        description="Seconds one attempt may take, connect to response headers; the low end of the "
+        "15-30 s the Standard Webhooks spec recommends.",
+    )
+    endpoint_concurrency: int = Field(
+        default=2,
+        ge=1,
+        description="Requests in flight to one subscription at once: a slow endpoint holds at most this "
+        "many of the dispatcher's slots, so it never delays the others.",
+    )
+    max_in_flight: int = Field(default=512, ge=1, description="Requests in flight in one dispatcher.")
+    claim_batch: int = Field(default=500, ge=1, description="Most due deliveries claimed per query.")
+    poll_interval_s: float = Field(
+        default=0.5,
+        description="Seconds between looks for due deliveries when idle (an in-process consumer wakes "
+        "the dispatcher at once); bounds the delay of a retry or of a delivery enqueued by another process.",
+    )
+    lease_s: float = Field(
+        default=120.0,
+        description="A claimed delivery is hidden from other dispatchers this long; if its process dies "
+        "mid-send it is retried after it. Must exceed request_timeout_s x endpoint_concurrency.",
+    )
+    disable_after_s: float = Field(
+        default=5 * 24 * 3600.0,
+        description="An endpoint whose every attempt failed for this long is disabled (with a notice), "
+        "so a decommissioned receiver stops costing retries; five days outlasts a long weekend.",
+    )
+    allow_cidrs: list[str] = Field(
+        default_factory=list,
+        description='Private ranges webhooks may reach anyway (e.g. ["10.20.0.0/16"]); everything not '
+        "globally routable is refused otherwise (SSRF guard).",
+    )
+    rotation_overlap_s: float = Field(
+        default=24 * 3600.0,
+        description="After a secret rotation the old secret still signs (a second signature) this long, "
+        "so receivers can switch without dropping webhooks.",
+    )
+    digest_window_s: float = Field(
+        default=600.0,
+        description="Emails about one job are sent at most once per window; what happens in between is "
+        "grouped into one digest, so a flapping job does not send a storm.",
+    )
+    queue_depth_interval_s: float = Field(
+        default=5.0, description="How often the pending-deliveries gauge is refreshed and old rows purged."
+    )
+    retention_s: float = Field(
+        default=30 * 24 * 3600.0,
+        description="Delivered and dead deliveries (with their attempt logs) are kept this long for the "
+        "delivery log and redelivery, then deleted.",
+    )
+    smtp: SmtpSettings = Field(default_factory=SmtpSettings)
+
+
+class AuditSettings(BaseModel):
+    """Audit trail: the admission webhook that records who, retention, and the SIEM exporters.
+
+    An exporter runs for each destination that is set (``jsonl_path``, ``syslog_address``,
+    ``hec_url``); each keeps its own cursor in PostgreSQL, keyed by kind and destination.
+    """
+
+    webhook_host: str = Field(default="0.0.0.0", description="Listen address of the admission webhook.")
+    webhook_port: int = Field(default=8443, description="HTTPS port; the Service maps 443 to it.")
+    webhook_cert_file: Path | None = Field(
+        default=None, description="PEM certificate (chain) the webhook serves, e.g. a cert-manager Secret."
+    )
+    webhook_key_file: Path | None = Field(default=None, description="PEM private key of that certificate.")
+    webhook_client_ca_file: Path | None = Field(
+        default=None,
+        description="CA bundle the API server's client certificate must chain to; set it (and give the "
+        "API server a client certificate) so nobody else can post reviews and forge records.",
+    )
+    cert_reload_s: float = Field(
+        default=60.0,
+        description="How often the certificate files are checked for a renewal and reloaded; well "
+        "inside cert-manager's renewal margin (a third of the lifetime).",
+    )
+    publish_timeout_s: float = Field(
+        default=1.0,
+        description="Longest wait for JetStream to store a record before the webhook answers anyway "
+        "and retries in the background; the API server gives the webhook timeoutSeconds (3) in all.",
+    )
+    backlog: int = Field(
+        default=10_000,
+        description="Records held in memory for retry while NATS is unreachable; beyond it the oldest "
+        "are dropped and counted (mpijc_admission_dropped_total).",
+    )
+    retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        description="Records older than this many days are purged (audited); unset keeps everything.",
+    )
+    purge_interval_s: float = Field(
+        default=3600.0, description="How often the retention purge runs when retention_days is set."
+    )
+    export_poll_s: float = Field(
+        default=1.0, description="How often an idle exporter looks for new records; bounds SIEM latency."
+    )
+    export_batch_size: int = Field(
+        default=500, description="Records per export batch: one cursor update (and one HEC request) each."
+    )
+    export_backoff_max_s: float = Field(
+        default=30.0, description="Cap of the exponential retry delay after a failed export batch."
+    )
+    jsonl_path: Path | None = Field(default=None, description="Append every record to this JSON Lines file.")
+    syslog_address: str | None = Field(
+        default=None, description="host:port of a syslog receiver (RFC 5424 over TCP, octet counting)."
+    )
+    syslog_tls: bool = Field(default=False, description="Speak TLS to the syslog receiver (RFC 5425).")
+    syslog_ca_file: Path | None = Field(
+        default=None, description="CA bundle for the syslog receiver's certificate; unset uses the system's."
+    )
+    syslog_facility: int = Field(
+        default=13, ge=0, le=23, description="Syslog facility; 13 is 'log audit' (RFC 5424)."
+    )
+    hec_url: str | None = Field(
+        default=None, description="Base URL of a Splunk-HEC-compatible collector, e.g. https://splunk:8088."
+    )
+    hec_token: SecretStr | None = Field(default=None, description="HEC token (Authorization: Splunk …).")
+    hec_index: str | None = Field(default=None, description="HEC index; unset uses the token's default.")
+    hec_sourcetype: str = Field(default="mpijob-controller:audit", description="HEC sourcetype.")
+    hec_ca_file: Path | None = Field(
+        default=None, description="CA bundle for the collector's certificate; unset uses the system's."
+    )
 
 
 class Settings(BaseSettings):
@@ -160,4 +379,6 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     rules: RuleThresholds = Field(default_factory=RuleThresholds)
     actions: ActionSettings = Field(default_factory=ActionSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
     log_level: str = Field(default="INFO", description="Python logging level name.")

@@ -31,7 +31,7 @@ from controller.metrics import PipelineMetrics
 from controller.settings import ConsumerSettings, DatabaseSettings, NatsSettings, Settings, WatcherSettings
 from controller.subjects import Topology
 
-pytest_plugins = ["tests.kube_fixtures"]
+pytest_plugins = ["tests.kube_fixtures", "tests.api_fixtures"]
 
 TEMPLATE = "mpijc_template"
 

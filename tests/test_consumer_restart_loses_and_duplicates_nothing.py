@@ -35,6 +35,7 @@ def start_consumer(settings: Settings, tmp_path: Path, log_name: str) -> subproc
         "MPIJC_CONSUMER__BATCH_SIZE": "20",
         "MPIJC_CONSUMER__ACK_WAIT_S": "2",
         "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path),
+        "MPIJC_API__METRICS_PORT": "0",
     }
     with (tmp_path / log_name).open("wb") as log:
         return subprocess.Popen(

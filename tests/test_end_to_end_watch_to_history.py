@@ -151,6 +151,7 @@ def start_watcher(settings: Settings, config: Path, log: Path) -> subprocess.Pop
         "MPIJC_NATS__PREFIX": settings.nats.prefix,
         "MPIJC_KUBE__KUBECONFIG": str(config),
         "MPIJC_EMBEDDED__DATA_DIR": str(config.parent),
+        "MPIJC_API__METRICS_PORT": "0",
     }
     with log.open("ab") as out:
         return subprocess.Popen(

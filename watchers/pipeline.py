@@ -12,6 +12,7 @@ import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from controller.bus import Publisher
@@ -35,10 +36,13 @@ class Pipeline:
         publish: Callable[[list[BusEvent]], Awaitable[int]],
         metrics: PipelineMetrics,
         pending_ttl_s: float,
+        *,
+        live: bool = True,
     ) -> None:
         self._publish = publish
         self.metrics = metrics
         self.correlator = Correlator(pending_ttl_s, time.monotonic)
+        self._live = live  # replayed observations carry historic times: no lag to measure
 
     async def feed(self, observations: Iterable[Observation]) -> int:
         """Correlate and publish a batch of observations; returns how many events were new."""
@@ -55,8 +59,12 @@ class Pipeline:
         if not ready:
             return 0
         new = await self._publish(ready)
+        now = datetime.now(UTC)
         for event in ready:
             self.metrics.published.labels(event.type).inc()
+            if self._live:
+                lag = max(0.0, (now - event.observed_at).total_seconds())
+                self.metrics.watch_lag.labels(event.type).observe(lag)
         return new
 
 
@@ -69,7 +77,7 @@ async def replay_files(
     as one cluster would have produced them: the rules measure time across all of them.
     """
     stats = ReadStats()
-    pipeline = Pipeline(publisher.publish, metrics, settings.watcher.pending_ttl_s)
+    pipeline = Pipeline(publisher.publish, metrics, settings.watcher.pending_ttl_s, live=False)
     streams = [
         read_observations(
             path,

@@ -6,6 +6,8 @@ selectors and a list ``resourceVersion``), WATCH (newline-delimited JSON over a 
 response, resumable from a ``resourceVersion``, ``BOOKMARK`` events, ``timeoutSeconds``, and the
 ``410 Expired`` ``ERROR`` event once history is compacted), GET/POST/PUT/DELETE of single
 objects with ``resourceVersion`` conflicts, and ``pods/log`` with ``tailLines``/``limitBytes``.
+TokenReviews and SubjectAccessReviews are answered from a table a test sets with
+:meth:`SimCluster.set_access`.
 
 State is one object store keyed by (group, version, plural, namespace, name) and one global,
 monotonically increasing resourceVersion; every change is appended to a history that watches
@@ -33,7 +35,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,6 +55,8 @@ Key = tuple[str, str, str, str, str]
 """(group, version, plural, namespace, name) of one object; namespace is "" for cluster-scoped ones."""
 
 DEFAULT_KINDS: tuple[Resource, ...] = (PODS, EVENTS, LEASES, MPIJOBS, TRAINJOBS)
+_REVIEWS = {("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
+"""(group, plural) of the reviews answered by :meth:`SimCluster.set_access`'s table."""
 DEFAULT_WATCH_TIMEOUT_S = 1800
 """A watch without ``timeoutSeconds`` ends after this long, like the API server's default range."""
 
@@ -220,6 +224,8 @@ class SimCluster:
         self._failures: list[tuple[RawStatus, str | None]] = []
         self._logs: dict[tuple[str, str, str], list[tuple[float, str]]] = {}  # (written at, line)
         self._open_watches: Counter[str] = Counter()
+        self._tokens: dict[str, RawObject] = {}  # bearer token -> TokenReview status.user
+        self._grants: set[tuple[str, str, str]] = set()  # (user or group:NAME, plural, namespace or *)
         self._generation = 0  # bumped by drop_watches(): streams of older generations end
         self._abrupt_drop = True
         self._closing = False
@@ -358,6 +364,39 @@ class SimCluster:
             self._logs.setdefault((namespace, pod, container), []).extend(
                 (now, line) for line in text.splitlines(keepends=True)
             )
+
+    def set_access(
+        self, tokens: Mapping[str, RawObject], grants: Iterable[tuple[str, str, str]] = ()
+    ) -> None:
+        """Answer TokenReviews from ``tokens`` (token → ``status.user``) and SubjectAccessReviews for
+        ``list`` from ``grants``: (username or ``group:NAME``, resource plural, namespace or ``*``).
+
+        A ``*`` grant is a ClusterRoleBinding: it allows every namespace and the cluster-wide
+        question (no namespace); a namespaced grant allows that namespace only.
+        """
+        with self._cond:
+            self._tokens = {token: copy.deepcopy(dict(user)) for token, user in tokens.items()}
+            self._grants = set(grants)
+
+    def _review(self, plural: str, body: RawObject) -> RawObject:
+        spec = body.get("spec") or {}
+        with self._cond:
+            if plural == "tokenreviews":
+                user = self._tokens.get(str(spec.get("token") or ""))
+                status: RawObject = (
+                    {"authenticated": True, "user": user} if user else {"authenticated": False}
+                )
+            else:
+                attributes = spec.get("resourceAttributes") or {}
+                subjects = {spec.get("user"), *(f"group:{g}" for g in spec.get("groups") or ())}
+                places = {"*", attributes["namespace"]} if attributes.get("namespace") else {"*"}
+                allowed = attributes.get("verb") == "list" and any(
+                    (subject, attributes.get("resource"), place) in self._grants
+                    for subject in subjects
+                    for place in places
+                )
+                status = {"allowed": allowed}
+        return {**body, "status": status}
 
     def open_watches(self) -> Counter[str]:
         """Live watch connections by resource, named like ``str(Resource)``.
@@ -770,6 +809,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, method: str, parts: list[str], query: dict[str, str], raw_body: bytes) -> None:
         cluster = self.server.cluster
+        if method == "POST" and len(parts) == 4 and (parts[1], parts[3]) in _REVIEWS:
+            self.send_json(201, cluster._review(parts[3], json.loads(raw_body or b"{}")))
+            return
         if parts[:1] == ["api"] and len(parts) >= 3:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 4:

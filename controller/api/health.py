@@ -1,31 +1,48 @@
-"""Liveness, readiness and Prometheus metrics."""
+"""Liveness, readiness and Prometheus metrics (no authentication: probes and scrapers call these)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
 
-from controller.api.deps import engine_of, metrics_of
+from controller.api.deps import collectors_of, engine_of, metrics_of
+from controller.api.metrics_collectors import refresh_all
+from controller.api.params import Problem
 from controller.history import ping
 
 router = APIRouter(tags=["health"])
 
 
+class Status(BaseModel):
+    """A probe's answer."""
+
+    status: str
+
+
 @router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+async def healthz() -> Status:
+    """The process is up."""
+    return Status(status="ok")
 
 
-@router.get("/readyz")
-async def readyz(request: Request) -> dict[str, str]:
+@router.get("/readyz", responses={503: {"model": Problem, "description": "The database does not answer."}})
+async def readyz(request: Request) -> Status:
+    """The database answers."""
     try:
         async with engine_of(request).connect() as conn:
             await ping(conn)
     except Exception as exc:
         raise HTTPException(503, f"database unavailable: {type(exc).__name__}") from exc
-    return {"status": "ready"}
+    return Status(status="ready")
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format."}},
+)
 async def prometheus(request: Request) -> Response:
+    """Prometheus metrics of this process, plus the store's and JetStream's figures."""
+    await refresh_all(collectors_of(request))
     return Response(generate_latest(metrics_of(request).registry), media_type=CONTENT_TYPE_LATEST)

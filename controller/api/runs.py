@@ -1,94 +1,150 @@
-"""Runs, their pods and timelines (``/api/v1/runs…``); reads go through :mod:`controller.queries`."""
+"""Runs, their pods, timelines and findings (``/api/v1/runs…``), read through :mod:`controller.queries`."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+import dataclasses
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller import queries
+from controller.api import models
 from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
 from controller.api.deps import engine_of
-
-router = APIRouter(prefix="/api/v1", tags=["runs"])
-
-RUN_FIELDS = (
-    "uid",
-    "kind",
-    "namespace",
-    "name",
-    "attempt",
-    "previous_uid",
-    "phase",
-    "created_at",
-    "started_at",
-    "finished_at",
-    "deleted_at",
-    "spec",
-    "labels",
-    "conditions",
+from controller.api.params import (
+    AUTH_ERRORS,
+    BAD_REQUEST,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    NOT_FOUND,
+    Cursor,
+    Instant,
+    Label,
+    Limit,
+    UidPath,
+    decode_cursor,
+    encode_cursor,
+    known_query_only,
+    labels_of,
 )
-POD_FIELDS = ("uid", "name", "role", "index", "phase", "node", "reason", "restart_count", "containers")
+from controller.db import Run
+from controller.events import JobKind, JobPhase
+
+router = APIRouter(prefix="/api/v1", tags=["runs"], dependencies=[Depends(known_query_only)])
 
 
-def _fields(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in names}
+async def run_page(
+    request: Request, principal: Principal, where: queries.RunFilter, limit: int, cursor: str | None
+) -> models.RunPage:
+    """One page of runs matching ``where`` that ``principal`` may see, and the next page's cursor."""
+    before = decode_cursor(cursor)
+    if where.namespace is not None:
+        await require_namespace(request, principal, where.namespace)
+    else:
+        where = dataclasses.replace(where, namespaces=await visible_namespaces(request, principal))
+    async with engine_of(request).connect() as conn:
+        runs = await queries.list_runs(conn, where, limit + 1, before)
+    page = runs[:limit]
+    return models.RunPage(
+        items=[models.RunSummary.model_validate(run) for run in page],
+        next_cursor=encode_cursor(page[-1]) if len(runs) > limit else None,
+    )
 
 
-@router.get("/runs")
+async def readable_run(conn: AsyncConnection, request: Request, principal: Principal, uid: str) -> Run:
+    """The run ``uid`` if ``principal`` may read its namespace: 404 if there is none, 403 if not allowed."""
+    run = await queries.get_run(conn, uid)
+    if run is None:
+        raise HTTPException(404, f"no run with uid {uid!r}")
+    await require_namespace(request, principal, run.namespace)
+    return run
+
+
+@router.get("/runs", responses={**AUTH_ERRORS, **BAD_REQUEST})
 async def list_runs(
     request: Request,
     principal: Annotated[Principal, Depends(current_principal)],
-    namespace: str | None = None,
-    name: str | None = None,
-    kind: str | None = None,
-    phase: str | None = None,
-    created_after: datetime | None = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-) -> dict[str, Any]:
-    """Runs newest first, filtered."""
-    if namespace is not None:
-        await require_namespace(request, principal, namespace)
-    allowed = await visible_namespaces(request, principal)
+    namespace: Annotated[str | None, Query(pattern=DNS_LABEL, max_length=63)] = None,
+    name: Annotated[str | None, Query(pattern=DNS_SUBDOMAIN, max_length=253)] = None,
+    kind: JobKind | None = None,
+    phase: JobPhase | None = None,
+    label: Annotated[
+        list[Label] | None, Query(description="`key=value`; repeat for several (all must match).")
+    ] = None,
+    created_after: Annotated[Instant | None, Query(description="Created at or after (RFC 3339).")] = None,
+    created_before: Annotated[Instant | None, Query(description="Created before (RFC 3339).")] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> models.RunPage:
+    """Runs newest first, filtered; only namespaces the caller may list MPIJobs/TrainJobs in."""
     where = queries.RunFilter(
-        namespace=namespace, name=name, kind=kind, phase=phase, created_after=created_after
+        namespace=namespace,
+        name=name,
+        kind=kind,
+        phase=phase,
+        created_after=created_after,
+        created_before=created_before,
+        labels=labels_of(label or ()),
     )
-    async with engine_of(request).connect() as conn:
-        runs = await queries.list_runs(conn, where, limit)
-    return {"items": [_fields(r, RUN_FIELDS) for r in runs if allowed is None or r.namespace in allowed]}
+    return await run_page(request, principal, where, limit, cursor)
 
 
-@router.get("/runs/{uid}")
+@router.get("/runs/{uid}", responses={**AUTH_ERRORS, **BAD_REQUEST, **NOT_FOUND})
 async def get_run(
-    uid: str, request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> dict[str, Any]:
-    """One run with its pods and findings."""
+    uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
+) -> models.RunDetail:
+    """One run with its spec, conditions, pods and findings."""
     async with engine_of(request).connect() as conn:
-        run = await queries.get_run(conn, uid)
-        if run is None:
-            raise HTTPException(404, f"no run with uid {uid!r}")
-        await require_namespace(request, principal, run.namespace)
+        run = await readable_run(conn, request, principal, uid)
         pods = await queries.run_pods(conn, uid)
         findings = await queries.run_findings(conn, uid)
-    return {
-        **_fields(run, RUN_FIELDS),
-        "pods": [_fields(p, POD_FIELDS) for p in pods],
-        "findings": [{c.name: getattr(f, c.name) for c in f.__table__.columns} for f in findings],
-    }
+    return models.RunDetail.model_validate(
+        {
+            **models.RunSummary.model_validate(run).model_dump(),
+            "spec": run.spec,
+            "conditions": run.conditions,
+            "pods": [models.Pod.model_validate(p) for p in pods],
+            "findings": [models.Finding.model_validate(f) for f in findings],
+        }
+    )
 
 
-@router.get("/runs/{uid}/timeline")
+@router.get("/runs/{uid}/timeline", responses={**AUTH_ERRORS, **BAD_REQUEST, **NOT_FOUND})
 async def timeline(
-    uid: str, request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> dict[str, Any]:
-    """A run's timeline: phases, pod changes, Kubernetes events and findings, in time order."""
+    uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
+) -> models.Timeline:
+    """Phases, pod changes, Kubernetes events and findings in time order; and every pod's state history."""
     async with engine_of(request).connect() as conn:
-        run = await queries.get_run(conn, uid)
-        if run is None:
-            raise HTTPException(404, f"no run with uid {uid!r}")
-        await require_namespace(request, principal, run.namespace)
+        await readable_run(conn, request, principal, uid)
         entries = await queries.run_timeline(conn, uid)
-    return {
-        "items": [{"at": e.at, "source": e.source, "summary": e.summary, "detail": e.detail} for e in entries]
-    }
+        pods = await queries.run_pods(conn, uid)
+        states = await queries.run_pod_states(conn, uid)
+        events = await queries.run_events(conn, uid)
+        findings = await queries.run_findings(conn, uid)
+    by_pod: dict[str, list[models.PodStateEntry]] = {}
+    for state in states:
+        by_pod.setdefault(state.pod_uid, []).append(models.PodStateEntry.model_validate(state))
+    return models.Timeline(
+        uid=uid,
+        entries=[models.TimelineEntry.model_validate(e) for e in entries],
+        pods=[
+            models.PodHistory(
+                uid=p.uid, name=p.name, role=p.role, index=p.index, states=by_pod.get(p.uid, [])
+            )
+            for p in pods
+        ],
+        events=[models.K8sEvent.model_validate(e) for e in events],
+        findings=[models.Finding.model_validate(f) for f in findings],
+    )
+
+
+@router.get("/runs/{uid}/findings", responses={**AUTH_ERRORS, **BAD_REQUEST, **NOT_FOUND})
+async def findings(
+    uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
+) -> models.FindingList:
+    """A run's findings, firing first."""
+    async with engine_of(request).connect() as conn:
+        await readable_run(conn, request, principal, uid)
+        rows = await queries.run_findings(conn, uid)
+    return models.FindingList(items=[models.Finding.model_validate(f) for f in rows])

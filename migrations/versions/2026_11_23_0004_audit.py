@@ -1,4 +1,10 @@
-"""audit (placeholder: filled in by the audit work)
+"""audit: the append-only, hash-chained audit table and the exporters' cursors
+
+The table refuses UPDATE, DELETE and TRUNCATE through a trigger. The one exception is the
+audited retention purge (:func:`controller.auditlog.purge`): inside its own transaction it
+sets ``mpijc.audit_purge`` to ``on`` with ``set_config(..., true)`` (transaction-local), deletes
+the oldest records and appends a purge record stating what it removed, all in one commit.
+UPDATE stays refused even then. See ``docs/audit.md``.
 
 Revision ID: 0004
 Revises: 0003
@@ -7,15 +13,75 @@ Create Date: 2026-11-23 07:35:00
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
 revision: str = "0004"
 down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+APPEND_ONLY = """
+CREATE FUNCTION audit_records_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND current_setting('mpijc.audit_purge', true) = 'on' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'audit_records is append-only: % refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege',
+              HINT = 'records leave only through the audited purge (docs/audit.md)';
+END
+$$
+"""
+
 
 def upgrade() -> None:
-    pass
+    op.create_table(
+        "audit_records",
+        sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column("event_id", sa.String(length=255), nullable=False),
+        sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("namespace", sa.String(length=253), nullable=True),
+        sa.Column("source", sa.String(length=16), nullable=False),
+        sa.Column("verb", sa.String(length=16), nullable=False),
+        sa.Column("kind", sa.String(length=64), nullable=True),
+        sa.Column("name", sa.String(length=253), nullable=True),
+        sa.Column("object_uid", sa.String(length=64), nullable=True),
+        sa.Column("username", sa.Text(), nullable=True),
+        sa.Column("record", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
+        sa.Column("prev_hash", sa.String(length=64), nullable=False),
+        sa.Column("hash", sa.String(length=64), nullable=False),
+        sa.PrimaryKeyConstraint("seq"),
+        sa.UniqueConstraint("event_id"),
+    )
+    op.create_index("ix_audit_records_at", "audit_records", ["at"], unique=False)
+    op.create_index("ix_audit_records_ns_at", "audit_records", ["namespace", "at"], unique=False)
+    op.create_index("ix_audit_records_object_uid", "audit_records", ["object_uid"], unique=False)
+    op.create_table(
+        "audit_export_cursors",
+        sa.Column("sink", sa.String(length=512), nullable=False),
+        sa.Column("last_seq", sa.BigInteger(), nullable=False),
+        sa.Column("exported", sa.BigInteger(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("sink"),
+    )
+    op.execute(APPEND_ONLY)
+    op.execute(
+        "CREATE TRIGGER audit_records_append_only BEFORE UPDATE OR DELETE ON audit_records "
+        "FOR EACH ROW EXECUTE FUNCTION audit_records_append_only()"
+    )
+    op.execute(
+        "CREATE TRIGGER audit_records_no_truncate BEFORE TRUNCATE ON audit_records "
+        "FOR EACH STATEMENT EXECUTE FUNCTION audit_records_append_only()"
+    )
 
 
 def downgrade() -> None:
-    pass
+    op.drop_table("audit_export_cursors")
+    op.drop_index("ix_audit_records_object_uid", table_name="audit_records")
+    op.drop_index("ix_audit_records_ns_at", table_name="audit_records")
+    op.drop_index("ix_audit_records_at", table_name="audit_records")
+    op.drop_table("audit_records")  # its triggers go with it
+    op.execute("DROP FUNCTION audit_records_append_only()")

@@ -1,0 +1,198 @@
+"""Who a bearer token stands for, and which namespaces they may read (no web framework here).
+
+The API asks one :class:`AccessReviewer` two questions: *whose token is this?* and *may this
+principal list MPIJobs/TrainJobs in that namespace* (``None``: in every namespace)? Three
+answers ship here, chosen by ``api.auth``:
+
+- :class:`StaticAccess` (``static``): tokens and per-user namespace allowlists from settings,
+  for a laptop or a CI job;
+- :class:`OpenAccess` (``off``): everyone is ``anonymous`` and reads everything, for local
+  development only — it must be chosen explicitly, never by default;
+- a Kubernetes-backed reviewer (``kubernetes``): TokenReview + SubjectAccessReview through the
+  Kubernetes gateway (``watchers.reviews``, wired by the CLI, since the core never imports
+  the watchers), wrapped in :class:`CachedAccess` so a page of requests costs one review.
+
+This module imports no FastAPI, so the watchers can implement the protocol without pulling
+the web stack in; :mod:`controller.api.auth` is the FastAPI seam on top of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from controller.settings import ApiSettings, StaticUser
+
+__all__ = [
+    "ALL_NAMESPACES",
+    "AccessReviewer",
+    "CachedAccess",
+    "OpenAccess",
+    "Principal",
+    "ReviewUnavailableError",
+    "StaticAccess",
+    "build_reviewer",
+]
+
+ALL_NAMESPACES = "*"
+"""In a static allowlist: every namespace."""
+
+
+class ReviewUnavailableError(Exception):
+    """The reviewer could not answer (the Kubernetes API did not): neither yes nor no."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: a user (or service account) name, its uid and groups."""
+
+    username: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+class AccessReviewer(Protocol):
+    """The two questions every request asks (implementations: this module, ``watchers.reviews``)."""
+
+    async def review_token(self, token: str) -> Principal | None:
+        """The principal ``token`` authenticates, or ``None`` if it authenticates nobody (or is empty).
+
+        Raises :class:`ReviewUnavailableError` when it cannot tell.
+        """
+        ...
+
+    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        """Whether ``principal`` may list MPIJobs or TrainJobs in ``namespace`` (``None``: in all).
+
+        Raises :class:`ReviewUnavailableError` when it cannot tell.
+        """
+        ...
+
+
+def _digest(token: str) -> bytes:
+    """Tokens are looked up and cached by digest: equal-time lookups, no secret kept as a key."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+class StaticAccess:
+    """Tokens and namespace allowlists from settings (``MPIJC_API__TOKENS``)."""
+
+    def __init__(self, tokens: Mapping[str, StaticUser]) -> None:
+        self._users = {_digest(token): user for token, user in tokens.items() if token}
+        self._namespaces = {user.username: frozenset(user.namespaces) for user in tokens.values()}
+
+    async def review_token(self, token: str) -> Principal | None:
+        user = self._users.get(_digest(token)) if token else None
+        return Principal(user.username, tuple(user.groups)) if user else None
+
+    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        allowed = self._namespaces.get(principal.username, frozenset())
+        return ALL_NAMESPACES in allowed or (namespace is not None and namespace in allowed)
+
+
+class OpenAccess:
+    """No authentication: everyone is ``anonymous`` and may read every namespace (``api.auth=off``)."""
+
+    ANONYMOUS = Principal("anonymous", ("system:unauthenticated",))
+
+    async def review_token(self, token: str) -> Principal | None:
+        return self.ANONYMOUS
+
+    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        return True
+
+
+Clock = Callable[[], float]
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _TTLCache(Generic[K, V]):
+    """Answers kept for ``ttl_s`` seconds, at most ``size`` of them (the oldest go first).
+
+    An answer is cached as the future of its computation, so concurrent callers asking the
+    same question await one computation instead of each starting their own. A failed
+    computation is not kept: the next caller asks again.
+    """
+
+    def __init__(self, ttl_s: float, size: int, clock: Clock) -> None:
+        self._ttl_s = ttl_s
+        self._size = size
+        self._clock = clock
+        self._entries: OrderedDict[K, tuple[float, asyncio.Future[V]]] = OrderedDict()
+
+    async def get(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
+        now = self._clock()
+        held = self._entries.get(key)
+        if held is not None and now - held[0] < self._ttl_s and not _failed(held[1]):
+            return await asyncio.shield(held[1])
+        future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        self._entries[key] = (now, future)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        try:
+            value = await compute()
+        except BaseException as exc:
+            self._forget(key, future)
+            if isinstance(exc, Exception):
+                future.set_exception(exc)
+                future.exception()  # marked retrieved: waiters re-raise it, the loop does not warn
+            else:
+                future.cancel()
+            raise
+        future.set_result(value)
+        return value
+
+    def _forget(self, key: K, future: asyncio.Future[V]) -> None:
+        held = self._entries.get(key)
+        if held is not None and held[1] is future:
+            del self._entries[key]
+
+
+def _failed(future: asyncio.Future[V]) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+class CachedAccess:
+    """Remembers another reviewer's answers for ``ttl_s`` seconds.
+
+    Denials are cached too: a client retrying a bad token must not become a TokenReview storm
+    on the API server. Tokens are kept by digest, never as themselves.
+    """
+
+    def __init__(
+        self, inner: AccessReviewer, ttl_s: float, size: int = 10_000, clock: Clock = time.monotonic
+    ) -> None:
+        self._inner = inner
+        self._tokens: _TTLCache[bytes, Principal | None] = _TTLCache(ttl_s, size, clock)
+        self._decisions: _TTLCache[tuple[Principal, str | None], bool] = _TTLCache(ttl_s, size, clock)
+
+    async def review_token(self, token: str) -> Principal | None:
+        if not token:
+            return None
+        return await self._tokens.get(_digest(token), lambda: self._inner.review_token(token))
+
+    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        return await self._decisions.get(
+            (principal, namespace), lambda: self._inner.can_list(principal, namespace)
+        )
+
+
+def build_reviewer(
+    settings: ApiSettings, kubernetes: Callable[[], AccessReviewer] | None = None
+) -> AccessReviewer:
+    """The reviewer ``settings.auth`` asks for; ``kubernetes`` builds the cluster-backed one."""
+    if settings.auth == "off":
+        return OpenAccess()
+    if settings.auth == "static":
+        return StaticAccess(settings.tokens)
+    if kubernetes is None:
+        raise ValueError("api.auth=kubernetes needs a Kubernetes reviewer; none was given")
+    return CachedAccess(kubernetes(), settings.review_ttl_s, settings.review_cache_size)

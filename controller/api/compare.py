@@ -1,0 +1,62 @@
+"""Runs side by side (``/api/v1/compare?runs=a,b[,c…]``): spec differences, durations, outcome, pods."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+
+from controller import queries
+from controller.api import models
+from controller.api.auth import Principal, current_principal, require_namespace
+from controller.api.deps import engine_of
+from controller.api.params import AUTH_ERRORS, BAD_REQUEST, MAX_COMPARED, NOT_FOUND, UID, known_query_only
+
+router = APIRouter(prefix="/api/v1", tags=["compare"], dependencies=[Depends(known_query_only)])
+
+_UID_BODY = UID.strip("^$")
+RUN_LIST = rf"^{_UID_BODY}(,{_UID_BODY}){{1,{MAX_COMPARED - 1}}}$"
+
+
+def _summary(run: queries.ComparedRun) -> models.ComparedRun:
+    return models.ComparedRun(
+        run=models.RunSummary.model_validate(run.run),
+        outcome=run.run.phase,
+        durations=models.Durations.model_validate(run.durations),
+        failure_causes=[models.FailureCause.model_validate(f) for f in run.failure_causes],
+        pods=[models.PodSummary.model_validate(p) for p in run.pods],
+    )
+
+
+@router.get("/compare", responses={**AUTH_ERRORS, **BAD_REQUEST, **NOT_FOUND})
+async def compare(
+    request: Request,
+    principal: Annotated[Principal, Depends(current_principal)],
+    runs: Annotated[
+        str,
+        Query(
+            pattern=RUN_LIST,
+            max_length=MAX_COMPARED * 65,
+            description=f"2 to {MAX_COMPARED} run uids, comma-separated, in the order to show them.",
+        ),
+    ],
+) -> models.Comparison:
+    """Spec diff, durations (queued, to all workers running, running, total), outcome, failure causes
+    and per-pod restarts and terminations of 2 to 5 runs."""
+    uids = runs.split(",")
+    if len(set(uids)) != len(uids):
+        raise HTTPException(400, "runs: each uid may appear once")
+    async with engine_of(request).connect() as conn:
+        found = await queries.get_runs(conn, uids)
+        missing = [uid for uid in uids if uid not in found]
+        if missing:
+            raise HTTPException(404, f"no run with uid {', '.join(map(repr, missing))}")
+        for namespace in sorted({run.namespace for run in found.values()}):
+            await require_namespace(request, principal, namespace)
+        comparison = await queries.compare_runs(conn, uids)
+    spec = [models.SpecField(path=f.path, values=list(f.values), differs=f.differs) for f in comparison.spec]
+    return models.Comparison(
+        runs=[_summary(run) for run in comparison.runs],
+        spec=spec,
+        differences=[f.path for f in spec if f.differs],
+    )

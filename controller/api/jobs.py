@@ -1,0 +1,97 @@
+"""One job name's history: its attempts and how they trend (``/api/v1/namespaces/{ns}/jobs/{name}/…``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from controller import queries
+from controller.api import models
+from controller.api.auth import Principal, current_principal, require_namespace
+from controller.api.deps import engine_of
+from controller.api.params import (
+    AUTH_ERRORS,
+    BAD_REQUEST,
+    Cursor,
+    Limit,
+    NamePath,
+    NamespacePath,
+    known_query_only,
+)
+from controller.api.runs import run_page
+from controller.events import JobKind, JobPhase
+
+router = APIRouter(
+    prefix="/api/v1/namespaces/{namespace}/jobs/{name}",
+    tags=["jobs"],
+    dependencies=[Depends(known_query_only)],
+)
+
+MAX_TREND_RUNS = 200
+
+
+@router.get("/runs", responses={**AUTH_ERRORS, **BAD_REQUEST})
+async def attempts(
+    namespace: NamespacePath,
+    name: NamePath,
+    request: Request,
+    principal: Annotated[Principal, Depends(current_principal)],
+    kind: JobKind | None = None,
+    phase: JobPhase | None = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> models.RunPage:
+    """Every run (attempt) of one job name, newest first."""
+    where = queries.RunFilter(namespace=namespace, name=name, kind=kind, phase=phase)
+    return await run_page(request, principal, where, limit, cursor)
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """Nearest-rank quantile of an ascending, non-empty list."""
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _stats(totals: list[float]) -> models.DurationStats | None:
+    if not totals:
+        return None
+    return models.DurationStats(
+        mean=sum(totals) / len(totals),
+        p50=_quantile(totals, 0.5),
+        p95=_quantile(totals, 0.95),
+        max=totals[-1],
+    )
+
+
+@router.get("/trends", responses={**AUTH_ERRORS, **BAD_REQUEST})
+async def trends(
+    namespace: NamespacePath,
+    name: NamePath,
+    request: Request,
+    principal: Annotated[Principal, Depends(current_principal)],
+    last: Annotated[int, Query(ge=1, le=MAX_TREND_RUNS, description="How many of the latest runs.")] = 20,
+) -> models.Trend:
+    """Duration and failure rate of the job's last ``last`` runs (none yet: an empty trend)."""
+    await require_namespace(request, principal, namespace)
+    async with engine_of(request).connect() as conn:
+        trend = await queries.job_trend(conn, namespace, name, last)
+    return models.Trend(
+        namespace=namespace,
+        name=name,
+        runs=len(trend.points),
+        finished=trend.finished,
+        failed=trend.failed,
+        failure_rate=trend.failure_rate,
+        total_duration_s=_stats(trend.totals()),
+        points=[
+            models.TrendPoint(
+                uid=p.run.uid,
+                attempt=p.run.attempt,
+                phase=p.run.phase,
+                created_at=p.run.created_at,
+                durations=models.Durations.model_validate(p.durations),
+            )
+            for p in trend.points
+        ],
+    )

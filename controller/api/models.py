@@ -1,0 +1,246 @@
+"""Response models of the API: what the OpenAPI schema promises, field by field.
+
+Built from the read side's rows and dataclasses (:mod:`controller.queries`) with
+``from_attributes``; the job spec, conditions and evidence reuse the bus's own models, so a
+field means the same thing on the bus, in the database and here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from controller.events import Condition, ContainerState, JobKind, JobPhase, JobSpecSummary
+from controller.findings import Evidence, FindingStatus, Severity
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True, frozen=True)
+
+
+class Durations(_Out):
+    """Where a run's time went, in seconds; null where the run has not got that far."""
+
+    queued_s: float | None = Field(description="Created → started (scheduler, quota, suspension).")
+    to_all_workers_running_s: float | None = Field(
+        default=None, description="Created → the last worker pod seen Running (only in comparisons)."
+    )
+    running_s: float | None = Field(description="Started → finished.")
+    total_s: float | None = Field(description="Created → finished.")
+
+
+class RunSummary(_Out):
+    """One run (one MPIJob/TrainJob object, by uid) as lists show it."""
+
+    uid: str
+    kind: JobKind
+    namespace: str
+    name: str
+    attempt: int = Field(description="n-th run of this job name in its namespace, by creation time.")
+    previous_uid: str | None = Field(description="The attempt before this one.")
+    phase: JobPhase
+    labels: dict[str, str]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    deleted_at: datetime | None
+
+
+class RunPage(_Out):
+    """One page of runs, newest first."""
+
+    items: list[RunSummary]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` to get the next page; null on the last page."
+    )
+
+
+class Pod(_Out):
+    """Latest known state of a launcher or worker pod."""
+
+    uid: str
+    name: str
+    role: str
+    index: int | None
+    phase: str
+    node: str | None
+    reason: str | None
+    restart_count: int
+    containers: list[ContainerState]
+
+
+class Finding(_Out):
+    """What the rules concluded about a run: one per rule, firing or resolved."""
+
+    id: str
+    rule: str
+    severity: Severity
+    status: FindingStatus
+    root_cause: str
+    evidence: list[Evidence]
+    remediation: list[str]
+    doc_anchor: str
+    revision: int
+    superseded_by: str | None
+    first_seen: datetime
+    last_seen: datetime
+    resolved_at: datetime | None
+
+
+class RunDetail(RunSummary):
+    """One run with its spec, conditions, pods and findings."""
+
+    spec: JobSpecSummary
+    conditions: list[Condition]
+    pods: list[Pod]
+    findings: list[Finding]
+
+
+class FindingList(_Out):
+    """A run's findings, firing first."""
+
+    items: list[Finding]
+
+
+class TimelineEntry(_Out):
+    """One line of a run's timeline: a phase change, a pod change, a Kubernetes event or a finding."""
+
+    at: datetime
+    source: str = Field(description="`job`, `pod`, `event` or `finding`.")
+    summary: str
+    detail: dict[str, Any]
+
+
+class PodStateEntry(_Out):
+    """One observed version of a pod."""
+
+    observed_at: datetime
+    phase: str
+    reason: str | None
+    node: str | None
+    containers: list[ContainerState]
+
+
+class PodHistory(_Out):
+    """Every observed state of one pod, oldest first."""
+
+    uid: str
+    name: str
+    role: str
+    index: int | None
+    states: list[PodStateEntry]
+
+
+class K8sEvent(_Out):
+    """A Kubernetes Event about the run or one of its pods (latest version)."""
+
+    reason: str
+    message: str
+    event_type: str
+    involved_kind: str
+    involved_name: str
+    count: int
+    first_timestamp: datetime | None
+    last_timestamp: datetime | None
+
+
+class Timeline(_Out):
+    """Everything that happened to a run, in time order, and the same facts per pod."""
+
+    uid: str
+    entries: list[TimelineEntry]
+    pods: list[PodHistory]
+    events: list[K8sEvent]
+    findings: list[Finding]
+
+
+class Termination(_Out):
+    """One container termination."""
+
+    container: str
+    reason: str | None
+    exit_code: int | None
+    signal: int | None
+    at: datetime | None
+
+
+class PodSummary(_Out):
+    """A launcher or worker of a compared run."""
+
+    role: str
+    index: int | None
+    name: str
+    phase: str
+    node: str | None
+    restarts: int
+    running_at: datetime | None = Field(description="When the pod was first seen Running.")
+    terminations: list[Termination]
+
+
+class FailureCause(_Out):
+    """A firing finding: why the run failed or is stuck."""
+
+    rule: str
+    severity: Severity
+    root_cause: str
+    doc_anchor: str
+
+
+class ComparedRun(_Out):
+    """One column of a comparison."""
+
+    run: RunSummary
+    outcome: JobPhase
+    durations: Durations
+    failure_causes: list[FailureCause]
+    pods: list[PodSummary]
+
+
+class SpecField(_Out):
+    """One spec field across the compared runs, in the order of `runs` (null: not recorded)."""
+
+    path: str = Field(description="Dotted path, e.g. `worker.resources.limits.memory`.")
+    values: list[Any]
+    differs: bool
+
+
+class Comparison(_Out):
+    """2 to 5 runs side by side."""
+
+    runs: list[ComparedRun]
+    spec: list[SpecField] = Field(description="Every recorded spec field; `differs` marks the differences.")
+    differences: list[str] = Field(description="Paths of the spec fields that differ.")
+
+
+class TrendPoint(_Out):
+    """One run of the job, with its durations."""
+
+    uid: str
+    attempt: int
+    phase: JobPhase
+    created_at: datetime
+    durations: Durations
+
+
+class DurationStats(_Out):
+    """Created → finished of the finished runs, in seconds."""
+
+    mean: float
+    p50: float
+    p95: float
+    max: float
+
+
+class Trend(_Out):
+    """How one job name did over its last runs."""
+
+    namespace: str
+    name: str
+    runs: int
+    finished: int
+    failed: int
+    failure_rate: float | None = Field(description="failed / finished; null while none has finished.")
+    total_duration_s: DurationStats | None = Field(description="Null while none has finished.")
+    points: list[TrendPoint] = Field(description="Oldest first.")

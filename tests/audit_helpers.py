@@ -1,0 +1,174 @@
+"""Builders for the audit tests: AdmissionReview bodies in their real shapes, audit records,
+self-signed certificates (``openssl`` CLI), and a way to write records into the chain."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.audit import Actor, AuditRecord, Verb, audited_object, service_account_of
+from controller.auditlog import StoredRecord, append
+from tests.k8s_objects import mpijob
+
+T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A self-signed server certificate for ``localhost`` / ``127.0.0.1`` (also its own CA)."""
+
+    cert: Path
+    key: Path
+
+
+def make_certificate(directory: Path, name: str = "server") -> Certificate:
+    """A fresh P-256 certificate, valid for a day, with the SANs a loopback test needs."""
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+            "-subj", f"/CN=localhost/O={name}",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return Certificate(cert, key)
+
+
+def trainjob(name: str = "bert", namespace: str = "team-b", uid: str | None = None) -> Obj:
+    """A TrainJob ``trainer.kubeflow.org/v1alpha1`` as the API server stores it."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or str(uuid.uuid4()),
+            "resourceVersion": "48213",
+            "generation": 1,
+            "creationTimestamp": "2026-11-23T08:55:00Z",
+        },
+        "spec": {
+            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "image": "registry.example.com/team-b/bert:1.4"},
+        },
+    }  # fmt: skip
+
+
+USERS: dict[str, Obj] = {
+    "alice": {
+        "username": "alice@example.com",
+        "uid": "4f6c1d2e-alice",
+        "groups": ["team-a", "system:authenticated"],
+        "extra": {"authentication.kubernetes.io/credential-id": ["JTI=3c9b"], "scopes": ["openid", "groups"]},
+    },
+    "pipeline": {
+        "username": "system:serviceaccount:team-b:pipeline-runner",
+        "uid": "9a1e7f30-sa",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:team-b", "system:authenticated"],
+        "extra": {"authentication.kubernetes.io/pod-name": ["pipeline-7d9f-x2k"]},
+    },
+}
+
+_GROUPS = {
+    "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
+    "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+}
+_OPTIONS = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+
+
+def admission_review(
+    operation: str,
+    obj: Obj,
+    *,
+    user: str = "alice",
+    old: Obj | None = None,
+    dry_run: bool = False,
+    uid: str | None = None,
+) -> Obj:
+    """The AdmissionReview the API server sends: ``object`` is null for DELETE, ``oldObject`` for UPDATE/DELETE."""
+    group, version, resource = _GROUPS.get(obj["kind"], ("", "v1", obj["kind"].lower() + "s"))
+    meta = obj["metadata"]
+    options: Obj = {"apiVersion": "meta.k8s.io/v1", "kind": _OPTIONS.get(operation, "CreateOptions")}
+    if operation == "DELETE":
+        options["propagationPolicy"] = "Background"
+    else:
+        options["fieldManager"] = "kubectl-client-side-apply"
+    gvk = {"group": group, "version": version, "kind": obj["kind"]}
+    gvr = {"group": group, "version": version, "resource": resource}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid or str(uuid.uuid4()),
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "operation": operation,
+            "userInfo": copy.deepcopy(USERS[user]),
+            "object": None if operation == "DELETE" else obj,
+            "oldObject": old if operation == "UPDATE" else (obj if operation == "DELETE" else None),
+            "dryRun": dry_run,
+            "options": options,
+        },
+    }
+
+
+def a_mpijob(name: str = "pi", namespace: str = "team-a", uid: str | None = None) -> Obj:
+    return mpijob(name, namespace, uid=uid)
+
+
+def audit_record(
+    n: int,
+    *,
+    namespace: str = "team-a",
+    verb: Verb = "create",
+    at: datetime | None = None,
+    user: str | None = "alice@example.com",
+    name: str | None = None,
+    uid: str | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+) -> AuditRecord:
+    """Record number ``n``: a distinct id, an event time ``n`` minutes after :data:`T0`."""
+    return AuditRecord(
+        id=f"test/{n}",
+        source="lifecycle" if verb in {"completed", "failed", "deleted"} else "admission",
+        verb=verb,
+        at=at or T0 + timedelta(minutes=n),
+        namespace=namespace,
+        actor=Actor(
+            username=user,
+            uid="u-1",
+            groups=("team-a", "system:authenticated"),
+            service_account=service_account_of(user),
+        )
+        if user
+        else None,
+        object=audited_object("MPIJob", name or f"job-{n}", uid or f"uid-{n}"),
+        outcome="allowed" if user else "Failed",
+        reason=reason,
+        message=message,
+    )
+
+
+async def write(
+    engine: AsyncEngine, records: Sequence[AuditRecord], now: datetime = T0
+) -> list[StoredRecord]:
+    """Append ``records`` to the chain in one transaction, recorded at ``now``."""
+    async with engine.begin() as conn:
+        return await append(conn, records, now)

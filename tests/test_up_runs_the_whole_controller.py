@@ -1,0 +1,98 @@
+"""``mpijob-controller up`` as a person starts it: watchers, consumers and API in one process,
+against a (simulated) cluster from a kubeconfig; a job created there shows up in the API with
+its finding, and the process stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from controller.embedded import free_port
+from controller.settings import Settings
+from tests import k8s_objects as k
+from tests.test_end_to_end_watch_to_history import kubeconfig
+from watchers.simcluster import SimCluster
+
+pytestmark = pytest.mark.slow
+
+
+async def eventually(
+    client: httpx.AsyncClient, path: str, check: object, timeout_s: float = 30
+) -> httpx.Response:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            response = await client.get(path)
+            if response.status_code == 200 and check(response.json()):  # type: ignore[operator]
+                return response
+        except httpx.TransportError:
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"GET {path} never satisfied the check")
+        await asyncio.sleep(0.1)
+
+
+async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings, tmp_path: Path) -> None:
+    assert settings.database.url and settings.nats.url
+    port = free_port()
+    env = {
+        **os.environ,
+        "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
+        "MPIJC_NATS__URL": settings.nats.url,
+        "MPIJC_NATS__PREFIX": settings.nats.prefix,
+        "MPIJC_KUBE__KUBECONFIG": str(kubeconfig(sim, tmp_path / "kubeconfig")),
+        "MPIJC_API__PORT": str(port),
+        "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path),
+        "MPIJC_API__AUTH": "off",  # a local single-user start; auth itself is tested elsewhere
+    }
+    log = tmp_path / "up.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "up"],
+            env=env,
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+            await eventually(client, "/healthz", lambda body: body == {"status": "ok"})
+            job = k.mpijob("served", workers=1)
+            worker = k.pod(job, "worker", 0, node="gpu-0")
+            sim.create(job)
+            sim.create(worker)
+            sim.update(
+                k.with_container_state(
+                    worker, {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}, phase="Failed"
+                )
+            )
+
+            runs = await eventually(
+                client,
+                "/api/v1/runs?namespace=team-a",
+                lambda body: [r["name"] for r in body["items"]] == ["served"],
+            )
+            uid = runs.json()["items"][0]["uid"]
+            detail = await eventually(
+                client, f"/api/v1/runs/{uid}", lambda body: any(f["rule"] == "oom" for f in body["findings"])
+            )
+            metrics = (await client.get("/metrics")).text
+            missing = await client.get("/api/v1/runs/no-such-uid")
+            bad_limit = await client.get("/api/v1/runs?limit=0")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+
+    assert process.returncode == 0, log.read_text()[-3000:]
+    findings = {f["rule"]: f for f in detail.json()["findings"]}
+    assert findings["oom"]["root_cause"] == "Worker 0 failed: out of memory (limit 16Gi)"
+    assert 'mpijc_watch_events_total{resource="pods[training.kubeflow.org/job-name]"' in metrics
+    assert missing.status_code == 404 and "no run with uid" in missing.json()["detail"]
+    assert bad_limit.status_code == 422
