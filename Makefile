@@ -36,6 +36,8 @@ pytest: $(STAMP)
 
 bench: $(STAMP)  ## benchmarks, JSON results under benchmarks/results/
 	$(BIN)/python -m benchmarks.ingest
+	$(BIN)/python -m benchmarks.findings
+	$(BIN)/python -m benchmarks.api
 
 up: $(STAMP)
 	$(BIN)/mpijob-controller up
