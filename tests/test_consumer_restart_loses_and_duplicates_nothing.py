@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from controller.db import K8sEvent, PodState, Run
 from controller.metrics import PipelineMetrics
 from controller.settings import Settings
 from controller.subjects import Topology
+from tests.cli_processes import cli_env, start_cli
 from tests.stories import oom_story
 from watchers.pipeline import Pipeline
 
@@ -26,25 +25,8 @@ pytestmark = pytest.mark.slow
 
 
 def start_consumer(settings: Settings, tmp_path: Path, log_name: str) -> subprocess.Popen[bytes]:
-    assert settings.database.url and settings.nats.url
-    env = {
-        **os.environ,
-        "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
-        "MPIJC_NATS__URL": settings.nats.url,
-        "MPIJC_NATS__PREFIX": settings.nats.prefix,
-        "MPIJC_CONSUMER__BATCH_SIZE": "20",
-        "MPIJC_CONSUMER__ACK_WAIT_S": "2",
-        "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path),
-        "MPIJC_API__METRICS_PORT": "0",
-    }
-    with (tmp_path / log_name).open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "consume"],
-            env=env,
-            cwd=tmp_path,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    env = cli_env(settings, tmp_path, MPIJC_CONSUMER__BATCH_SIZE="20", MPIJC_CONSUMER__ACK_WAIT_S="2")
+    return start_cli(["consume"], env, tmp_path, tmp_path / log_name)
 
 
 async def stored(engine: AsyncEngine, model: type[Run] | type[PodState] | type[K8sEvent]) -> int:

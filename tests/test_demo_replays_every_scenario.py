@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.db import Run
 from controller.settings import Settings
+from tests.cli_processes import cli_env
 from tests.conftest import SCENARIOS
 
 pytestmark = pytest.mark.slow
@@ -33,13 +33,7 @@ def scenario_jobs() -> dict[str, str]:
 async def test_demo_command_stores_and_prints_every_scenario_job(
     settings: Settings, engine: AsyncEngine, tmp_path: Path
 ) -> None:
-    assert settings.database.url and settings.nats.url
-    env = {
-        **os.environ,
-        "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
-        "MPIJC_NATS__URL": settings.nats.url,
-        "MPIJC_NATS__PREFIX": settings.nats.prefix,
-    }
+    env = cli_env(settings, tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "controller.cli", "demo"],
         env=env,

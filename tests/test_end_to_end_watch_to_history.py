@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from controller.metrics import PipelineMetrics
 from controller.settings import Settings
 from controller.subjects import Topology
 from tests import k8s_objects as k
+from tests.cli_processes import cli_env, start_cli
 from tests.kube_fixtures import until
 from tests.test_history_consumer_stores_runs import consumers_running
 from watchers.kube import KubeGateway
@@ -143,24 +142,9 @@ def kubeconfig(sim: SimCluster, path: Path) -> Path:
 
 
 def start_watcher(settings: Settings, config: Path, log: Path) -> subprocess.Popen[bytes]:
-    assert settings.database.url and settings.nats.url
-    env = {
-        **os.environ,
-        "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
-        "MPIJC_NATS__URL": settings.nats.url,
-        "MPIJC_NATS__PREFIX": settings.nats.prefix,
-        "MPIJC_KUBE__KUBECONFIG": str(config),
-        "MPIJC_EMBEDDED__DATA_DIR": str(config.parent),
-        "MPIJC_API__METRICS_PORT": "0",
-    }
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "watch"],
-            env=env,
-            cwd=config.parent,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    return start_cli(
+        ["watch"], cli_env(settings, config.parent, MPIJC_KUBE__KUBECONFIG=str(config)), config.parent, log
+    )
 
 
 @pytest.mark.slow

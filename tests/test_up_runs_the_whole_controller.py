@@ -5,10 +5,7 @@ its finding, and the process stops cleanly on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -17,6 +14,7 @@ import pytest
 from controller.embedded import free_port
 from controller.settings import Settings
 from tests import k8s_objects as k
+from tests.cli_processes import cli_env, start_cli
 from tests.test_end_to_end_watch_to_history import kubeconfig
 from watchers.simcluster import SimCluster
 
@@ -40,27 +38,16 @@ async def eventually(
 
 
 async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings, tmp_path: Path) -> None:
-    assert settings.database.url and settings.nats.url
     port = free_port()
-    env = {
-        **os.environ,
-        "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
-        "MPIJC_NATS__URL": settings.nats.url,
-        "MPIJC_NATS__PREFIX": settings.nats.prefix,
-        "MPIJC_KUBE__KUBECONFIG": str(kubeconfig(sim, tmp_path / "kubeconfig")),
-        "MPIJC_API__PORT": str(port),
-        "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path),
-        "MPIJC_API__AUTH": "off",  # a local single-user start; auth itself is tested elsewhere
-    }
+    env = cli_env(
+        settings,
+        tmp_path,
+        MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
+        MPIJC_API__PORT=str(port),
+        MPIJC_API__AUTH="off",  # a local single-user start; auth itself is tested elsewhere
+    )
     log = tmp_path / "up.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "up"],
-            env=env,
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_cli(["up"], env, tmp_path, log)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
             await eventually(client, "/healthz", lambda body: body == {"status": "ok"})
