@@ -3,7 +3,9 @@
 ``history`` scales horizontally (its writes are idempotent); ``rules`` keeps each run's
 state in memory and must run as a single replica (its warm start rebuilds that state from
 the stream after a restart); ``audit`` appends to the hash chain under an advisory lock and
-runs the SIEM exporters and the retention purge beside its subscribers.
+runs the SIEM exporters and the retention purge beside its subscribers; ``notify`` matches
+events to subscriptions into a PostgreSQL outbox (one replica) and runs the dispatcher that
+sends webhooks and email from it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from datetime import UTC, datetime
 from faststream.nats import NatsBroker
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers import audit, exporting, history, rules
+from consumers import audit, exporting, history, notify, rules
 from controller.bus import connect
 from controller.consuming import DeadLetterer
 from controller.metrics import PipelineMetrics
@@ -25,7 +27,7 @@ from controller.subjects import Topology
 
 log = logging.getLogger(__name__)
 
-CONSUMERS = ("history", "rules", "audit")
+CONSUMERS = ("history", "rules", "audit", "notify")
 
 
 async def run_consumers(
@@ -75,8 +77,26 @@ async def run_consumers(
                 topology, settings.consumer, engine, js, dead_letter, metrics, lambda: datetime.now(UTC)
             )
         )
+    dispatcher: notify.Dispatcher | None = None
+    if "notify" in only:
+        dispatcher = notify.Dispatcher(
+            engine, settings.notify, metrics, mailer=notify.smtp_mailer(settings.notify.smtp)
+        )
+        broker.include_router(
+            notify.build_router(
+                topology,
+                settings.consumer,
+                settings.notify,
+                engine,
+                dead_letter,
+                metrics,
+                wake=dispatcher.wake,
+            )
+        )
     await broker.start()
     background: list[asyncio.Task[None]] = []
+    if dispatcher is not None:
+        background.append(asyncio.create_task(dispatcher.run(stop)))
     if "rules" in only:
         background.append(
             asyncio.create_task(rules.run_ticker(service, settings.consumer.rules_tick_s, stop))

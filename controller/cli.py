@@ -118,6 +118,7 @@ async def _api(rt: Runtime, stop: asyncio.Event) -> None:
     import uvicorn
 
     from controller.api import audit as audit_api
+    from controller.api import webhooks as webhooks_api
     from controller.api.access import AccessReviewer, build_reviewer
     from controller.api.app import create_app
     from controller.api.metrics_collectors import JetStreamCollector
@@ -134,7 +135,7 @@ async def _api(rt: Runtime, stop: asyncio.Event) -> None:
         rt.engine,
         rt.metrics,
         build_reviewer(api, kubernetes),
-        routers=[audit_api.router],
+        routers=[webhooks_api.build_router(rt.settings.notify), audit_api.router],
         collectors=[JetStreamCollector(rt.js, rt.topology, rt.metrics.registry, api.metrics_ttl_s)],
         metrics_ttl_s=api.metrics_ttl_s,
     )
@@ -358,7 +359,7 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument(
         "--only",
         action="append",
-        choices=["history", "rules", "audit"],
+        choices=["history", "rules", "audit", "notify"],
         help="run only this consumer (repeatable); rules must run as one replica",
     )
     consume.set_defaults(handler=cmd_consume)

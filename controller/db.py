@@ -279,7 +279,7 @@ class Delivery(Base):
     last_latency_ms: Mapped[float | None] = mapped_column(Float)
 
     __table_args__ = (
-        Index("ix_deliveries_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
+        Index("ix_deliveries_due", "next_attempt_at", "seq", postgresql_where=text("status = 'pending'")),
         Index(
             "ix_deliveries_chain",
             "subscription_id",

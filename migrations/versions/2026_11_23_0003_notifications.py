@@ -78,7 +78,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_deliveries_due",
         "deliveries",
-        ["next_attempt_at"],
+        ["next_attempt_at", "seq"],
         unique=False,
         postgresql_where=sa.text("status = 'pending'"),
     )

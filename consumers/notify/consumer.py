@@ -1,0 +1,360 @@
+"""The notify consumer: job phase transitions and finding changes in, outbox rows out.
+
+Two durable batch pull subscribers (``notify`` on ``jobs.>``, ``notify-findings`` on
+``findings.>``; acks, redelivery and dead letters by :class:`controller.consuming.BatchSettler`).
+Each batch is one transaction that
+
+1. compares every job observation with the last state stored for its uid (``notify_jobs``)
+   and every finding with its last status (``notify_findings``), so a relist, a replay or
+   a late, older message announces nothing: only *transitions* become events —
+   ``job.created`` (first sight), ``job.running``/``job.succeeded``/``job.failed`` (phase
+   changes), ``job.deleted``, ``finding.firing`` (new or again after resolving) and
+   ``finding.resolved``;
+2. matches the events against the active subscriptions (:class:`controller.notifications.Filters`),
+   expiring a one-shot subscription as it fires — the subscriptions and their parsed filters
+   are cached between batches and reloaded when their fingerprint (ids, ``updated_at``)
+   changes, so a batch of one event does not read and parse a thousand subscriptions;
+3. writes one outbox row per (subscription, event), its id derived from both;
+
+and commits before the messages are acknowledged. The dispatcher sends from the outbox.
+A transaction-scoped advisory lock serializes batches across replicas; one replica is
+still recommended, since two may see one job's observations in either order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from faststream.nats import NatsRouter
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from consumers.notify.metrics import NotifyMetrics
+from controller import outbox, subscriptions
+from controller.consuming import BatchSettler, DeadLetterer, RetryableError, subscribe_batches
+from controller.db import NotifyFinding, NotifyJob
+from controller.events import BusEvent, JobObserved, parse_event
+from controller.findings import Finding, parse_finding
+from controller.history import rv_number
+from controller.metrics import PipelineMetrics
+from controller.notifications import (
+    EventData,
+    EventType,
+    FilterError,
+    Filters,
+    FindingInfo,
+    JobInfo,
+    WebhookEvent,
+    links,
+)
+from controller.settings import ConsumerSettings, NotifySettings
+from controller.subjects import Topology
+from controller.subscriptions import SubscriptionRecord
+
+log = logging.getLogger(__name__)
+
+CONSUMER = "notify"
+FINDINGS_CONSUMER = "notify-findings"
+Clock = Callable[[], datetime]
+Row = outbox.Row
+
+_LOCK_KEY = 0x6D706A63_0003  # one advisory lock for all notify batches ("mpjc", migration 0003)
+_PHASE_EVENTS: dict[str, EventType] = {
+    "Running": "job.running",
+    "Succeeded": "job.succeeded",
+    "Failed": "job.failed",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """An event worth telling subscribers about, before it is addressed to any."""
+
+    type: EventType
+    key: str
+    at: datetime
+    job: JobInfo
+    finding: FindingInfo | None = None
+
+
+def _job_info(event: JobObserved) -> JobInfo:
+    return JobInfo(
+        uid=event.uid,
+        kind=event.kind,
+        namespace=event.namespace,
+        name=event.name,
+        phase=event.phase,
+        labels=event.labels,
+        created_at=event.created_at,
+        started_at=event.started_at,
+        finished_at=event.finished_at,
+    )
+
+
+def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[list[Occurrence], Row | None]:
+    """The transitions ``event`` makes from ``previous``, and the state to store (``None``: keep)."""
+    rv = rv_number(event.resource_version)
+    if previous is not None and (previous.deleted or (rv and rv <= previous.resource_version)):
+        return [], None
+    types: list[EventType] = []
+    deleted = event.change == "DELETED"
+    if previous is None and not deleted:
+        types.append("job.created")
+    phase_event = _PHASE_EVENTS.get(event.phase)
+    if phase_event and not deleted and (previous is None or previous.phase != event.phase):
+        types.append(phase_event)
+    if deleted:
+        types.append("job.deleted")
+    when: dict[EventType, datetime | None] = {
+        "job.created": event.created_at,
+        "job.running": event.started_at,
+        "job.succeeded": event.finished_at,
+        "job.failed": event.finished_at,
+    }
+    info = _job_info(event)
+    occurrences = [
+        Occurrence(t, f"{t}:{event.uid}:{event.resource_version}", when.get(t) or event.observed_at, info)
+        for t in types
+    ]
+    state = {
+        "uid": event.uid,
+        "namespace": event.namespace,
+        "name": event.name,
+        "kind": event.kind,
+        "phase": event.phase,
+        "labels": event.labels,
+        "resource_version": rv,
+        "deleted": deleted,
+    }
+    return occurrences, state
+
+
+def finding_occurrence(
+    previous: NotifyFinding | None, finding: Finding, job: JobInfo
+) -> tuple[Occurrence | None, Row | None]:
+    """``finding.firing``/``finding.resolved`` if ``finding`` changes its status, and the state to store."""
+    if previous is not None and finding.revision <= previous.revision:
+        return None, None
+    state = {"id": finding.id, "status": finding.status, "revision": finding.revision}
+    was = previous.status if previous is not None else None
+    kind: EventType | None = None
+    if finding.status == "firing" and was != "firing":
+        kind = "finding.firing"
+    elif finding.status == "resolved" and was == "firing":
+        kind = "finding.resolved"
+    if kind is None:
+        return None, state
+    info = FindingInfo(**finding.model_dump(include=set(FindingInfo.model_fields)))
+    at = finding.resolved_at if kind == "finding.resolved" and finding.resolved_at else finding.last_seen
+    return Occurrence(kind, f"{kind}:{finding.id}:{finding.revision}", at, job, info), state
+
+
+class Notifier:
+    """Turns batches of bus messages into outbox rows (see the module docstring)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        settings: NotifySettings,
+        metrics: NotifyMetrics,
+        clock: Clock = utcnow,
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._engine = engine
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._wake = wake
+        self._fingerprint: tuple[int, int] | None = None
+        self._by_name: dict[str | None, list[tuple[SubscriptionRecord, Filters]]] = {}
+
+    async def observe_jobs(self, events: Sequence[BusEvent]) -> int:
+        """Fold job observations in; returns how many deliveries were enqueued."""
+        jobs = [e for e in events if isinstance(e, JobObserved)]
+        if not jobs:
+            return 0
+        async with self._batch() as conn:
+            known: dict[str, NotifyJob | None] = dict(await outbox.job_states(conn, {j.uid for j in jobs}))
+            occurrences: list[Occurrence] = []
+            changed: dict[str, Row] = {}
+            for job in jobs:
+                found, state = job_occurrences(known.get(job.uid), job)
+                occurrences += found
+                if state is not None:
+                    changed[job.uid] = state
+                    known[job.uid] = NotifyJob(**state)
+            await outbox.save_job_states(conn, list(changed.values()))
+            enqueued = await self._fan_out(conn, occurrences)
+        return self._enqueued(enqueued)
+
+    async def observe_findings(self, findings: Sequence[Finding]) -> int:
+        """Fold finding changes in; returns how many deliveries were enqueued."""
+        if not findings:
+            return 0
+        async with self._batch() as conn:
+            known: dict[str, NotifyFinding | None] = dict(
+                await outbox.finding_states(conn, {f.id for f in findings})
+            )
+            jobs = await outbox.job_states(conn, {f.job.uid for f in findings})
+            occurrences: list[Occurrence] = []
+            changed: dict[str, Row] = {}
+            for finding in sorted(findings, key=lambda f: f.revision):
+                job = jobs.get(finding.job.uid)
+                info = JobInfo(
+                    **finding.job.model_dump(),
+                    phase=job.phase if job else None,
+                    labels=job.labels if job else {},
+                )
+                found, state = finding_occurrence(known.get(finding.id), finding, info)
+                if found is not None:
+                    occurrences.append(found)
+                if state is not None:
+                    changed[finding.id] = state
+                    known[finding.id] = NotifyFinding(**state)
+            await outbox.save_finding_states(conn, list(changed.values()))
+            enqueued = await self._fan_out(conn, occurrences)
+        return self._enqueued(enqueued)
+
+    @contextlib.asynccontextmanager
+    async def _batch(self) -> AsyncIterator[AsyncConnection]:
+        """One batch's transaction, serialized across replicas by an advisory lock."""
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+                yield conn
+        except IntegrityError as exc:  # a subscription was deleted while its rows were written
+            self._fingerprint = None
+            raise RetryableError(f"outbox write raced a subscription change: {exc.orig}") from exc
+
+    def _enqueued(self, rows: list[Row]) -> int:
+        for row in rows:
+            self._metrics.enqueued.labels(row["channel"], row["event_type"]).inc()
+        if rows:
+            self._wake()
+        return len(rows)
+
+    async def _fan_out(self, conn: AsyncConnection, occurrences: Sequence[Occurrence]) -> list[Row]:
+        """Address every occurrence to the subscriptions that want it; returns the new rows."""
+        if not occurrences:
+            return []
+        now = self._clock()
+        by_name = await self._subscribers(conn)
+        fired: set[str] = set()
+        rows: list[Row] = []
+        for occurrence in occurrences:
+            for sub, filters in by_name.get(occurrence.job.name, []) + by_name.get(None, []):
+                if sub.id in fired or (sub.expires_at is not None and sub.expires_at <= now):
+                    continue
+                if not filters.matches(occurrence.type, occurrence.job, occurrence.finding):
+                    continue
+                if sub.one_shot:
+                    fired.add(sub.id)
+                    if not await subscriptions.expire_one_shot(conn, sub.id, now):
+                        continue
+                    log.info("one-shot subscription %s fired on %s and expired", sub.id, occurrence.type)
+                rows.append(self._row(sub, occurrence, now))
+        new = await outbox.enqueue(conn, rows)
+        return [row for row in rows if row["id"] in new]
+
+    async def _subscribers(
+        self, conn: AsyncConnection
+    ) -> dict[str | None, list[tuple[SubscriptionRecord, Filters]]]:
+        """Active subscriptions with parsed filters, by job name (a pipeline's are not tried on every job)."""
+        fingerprint = await subscriptions.active_fingerprint(conn)
+        if fingerprint != self._fingerprint:
+            by_name: dict[str | None, list[tuple[SubscriptionRecord, Filters]]] = {}
+            for sub in sorted(await subscriptions.active_subscriptions(conn), key=lambda s: s.id):
+                try:
+                    by_name.setdefault(sub.job_name, []).append((sub, _filters(sub)))
+                except FilterError as exc:  # stored before a validation change: skip it, loudly
+                    log.error("subscription %s has a filter that no longer parses: %s", sub.id, exc)
+            self._fingerprint, self._by_name = fingerprint, by_name
+        return self._by_name
+
+    def _row(self, sub: SubscriptionRecord, occurrence: Occurrence, now: datetime) -> Row:
+        job = occurrence.job
+        anchor = occurrence.finding.doc_anchor if occurrence.finding else None
+        body = WebhookEvent(
+            type=occurrence.type,
+            timestamp=occurrence.at,
+            data=EventData(
+                subscription_id=sub.id,
+                job=job,
+                finding=occurrence.finding,
+                links=links(self._settings.public_url, self._settings.docs_url, job.uid, anchor),
+            ),
+        )
+        return {
+            "id": outbox.delivery_id(sub.id, occurrence.key),
+            "subscription_id": sub.id,
+            "channel": sub.channel,
+            "event_type": occurrence.type,
+            "order_key": job.uid if sub.channel == "webhook" else f"{job.namespace}/{job.name}",
+            "namespace": job.namespace,
+            "job_name": job.name,
+            "job_uid": job.uid,
+            "body": body.model_dump_json(),
+            "status": "pending",
+            "attempts": 0,
+            "next_attempt_at": now,
+            "event_at": occurrence.at,
+            "created_at": now,
+        }
+
+
+def _filters(sub: SubscriptionRecord) -> Filters:
+    return Filters.of(
+        sub.namespace, sub.job_name, sub.label_selector, sub.event_types, sub.rules, sub.severities
+    )
+
+
+def build_router(
+    topology: Topology,
+    settings: ConsumerSettings,
+    notify: NotifySettings,
+    engine: AsyncEngine,
+    dead_letter: Callable[[str], DeadLetterer],
+    metrics: PipelineMetrics,
+    clock: Clock = utcnow,
+    wake: Callable[[], None] = lambda: None,
+) -> NatsRouter:
+    """The notify subscribers, ready to be included in a broker; ``wake`` nudges an in-process dispatcher."""
+    notifier = Notifier(engine, notify, NotifyMetrics.on(metrics.registry), clock, wake)
+
+    async def jobs(events: Sequence[BusEvent]) -> None:
+        await notifier.observe_jobs(events)
+
+    async def findings(batch: Sequence[Finding]) -> None:
+        await notifier.observe_findings(batch)
+
+    router = NatsRouter()
+    observations = BatchSettler(
+        CONSUMER,
+        parse_event,
+        jobs,
+        dead_letter(CONSUMER),
+        metrics,
+        settings.max_deliver,
+        settings.retry_delay_s,
+    )
+    changes = BatchSettler(
+        FINDINGS_CONSUMER,
+        parse_finding,
+        findings,
+        dead_letter(FINDINGS_CONSUMER),
+        metrics,
+        settings.max_deliver,
+        settings.retry_delay_s,
+    )
+    subscribe_batches(router, topology, "jobs", CONSUMER, settings, observations)
+    subscribe_batches(router, topology, "findings", FINDINGS_CONSUMER, settings, changes)
+    return router

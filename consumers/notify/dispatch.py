@@ -1,0 +1,332 @@
+"""The dispatcher: sends due deliveries from the outbox, isolated per endpoint, and settles them.
+
+One loop claims due rows (:func:`controller.outbox.claim`: oldest first, one job's events
+in order, at most ``endpoint_concurrency`` per subscription, none for a subscription that
+already has that many in flight) and starts one task per row. Each task waits for its
+endpoint's semaphore, makes one attempt with a whole-request timeout, and queues the
+outcome; a writer settles queued outcomes in batches (:func:`controller.outbox.record`)
+and wakes the loop, since a settled row may unblock the next event of the same job.
+
+Isolation follows from three bounds: a slow or dead endpoint holds at most
+``endpoint_concurrency`` of the ``max_in_flight`` slots, each for at most
+``request_timeout_s``, and its later rows are not even claimed meanwhile — other
+endpoints' rows are claimed and sent past it.
+
+Nothing lives only in memory: a row is leased while in flight, so if the process dies the
+row is sent again after ``lease_s`` (same ``webhook-id``: at least once); retries are rows
+with a later ``next_attempt_at``. Email rows go through :meth:`Dispatcher._email`, which
+throttles per job and groups what is pending into one digest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from consumers.notify.mailing import Mailer, MailError, compose
+from consumers.notify.metrics import NotifyMetrics
+from consumers.notify.sending import Attempt, Backoff, EndpointClients, Verdict, WebhookSender
+from controller import outbox
+from controller.egress import EgressPolicy, Resolver, system_resolver
+from controller.metrics import PipelineMetrics
+from controller.notifications import parse_payload
+from controller.outbox import Claim, Outcome
+from controller.settings import NotifySettings
+from controller.subscriptions import SubscriptionRecord
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+_FLUSH_MAX = 1000
+PURGE_EVERY_S = 600.0
+"""Seconds between purges of settled deliveries past ``notify.retention_s``."""
+_WRITE_RETRY_S = 0.5
+_WRITE_TRIES = 5
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def current_secrets(sub: SubscriptionRecord, now: datetime) -> list[str]:
+    """The secrets a webhook is signed with: the current one, and the previous during the overlap."""
+    found = [sub.secret] if sub.secret else []
+    if sub.previous_secret and sub.previous_secret_until and sub.previous_secret_until > now:
+        found.append(sub.previous_secret)
+    return found
+
+
+class Dispatcher:
+    """Sends what the outbox holds; run one or more per installation (claims never overlap)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        settings: NotifySettings,
+        metrics: PipelineMetrics,
+        *,
+        mailer: Mailer | None = None,
+        client: httpx.AsyncClient | None = None,
+        resolver: Resolver = system_resolver,
+        clock: Clock = utcnow,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._engine = engine
+        self._settings = settings
+        self._metrics = NotifyMetrics.on(metrics.registry)
+        self._mailer = mailer
+        self._client = client
+        self._policy = EgressPolicy(settings.allow_cidrs, resolver)
+        self._backoff = Backoff(
+            settings.retry_schedule_s,
+            settings.retry_jitter,
+            settings.max_retry_after_s,
+            rng or random.Random(),
+        )
+        self._clock = clock
+        self._wakeup = asyncio.Event()
+        self._outcomes: asyncio.Queue[Outcome | None] = asyncio.Queue()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[str, int] = {}
+        self._gates: dict[str, asyncio.Semaphore] = {}
+
+    def wake(self) -> None:
+        """Look for due deliveries now (the consumer enqueued some)."""
+        self._wakeup.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Dispatch until ``stop`` is set, then finish what is in flight and settle it."""
+        s = self._settings
+        clients = EndpointClients(s.endpoint_concurrency, shared=self._client)
+        sender = WebhookSender(clients, self._policy, s.request_timeout_s)
+        helpers = [
+            asyncio.create_task(self._write_outcomes()),
+            asyncio.create_task(self._housekeeping(stop, clients)),
+            asyncio.create_task(self._wake_on(stop)),
+        ]
+        try:
+            await self._claim_loop(stop, sender)
+        finally:
+            if self._tasks:
+                _, late = await asyncio.wait(self._tasks, timeout=s.request_timeout_s + 1)
+                for task in late:
+                    task.cancel()  # its lease expires and another dispatcher sends it again
+            await self._outcomes.put(None)
+            await helpers[0]
+            for helper in helpers[1:]:
+                helper.cancel()
+            await asyncio.gather(*helpers[1:], return_exceptions=True)
+            await clients.aclose()
+
+    # ----------------------------------------------------------------- claiming
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wakeup.set()
+
+    async def _claim_loop(self, stop: asyncio.Event, sender: WebhookSender) -> None:
+        s = self._settings
+        while not stop.is_set():
+            self._wakeup.clear()
+            room = min(s.max_in_flight - len(self._tasks), s.claim_batch)
+            claimed = 0
+            if room > 0:
+                try:
+                    claimed = await self._claim(room, sender)
+                except (OSError, SQLAlchemyError) as exc:
+                    log.warning("notify dispatcher: cannot claim deliveries: %s", exc)
+            if claimed < room or room <= 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), s.poll_interval_s)
+
+    async def _claim(self, room: int, sender: WebhookSender) -> int:
+        s = self._settings
+        saturated = {sub for sub, n in self._in_flight.items() if n >= s.endpoint_concurrency}
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            claims = await outbox.claim(
+                conn, now, now + timedelta(seconds=s.lease_s), room, s.endpoint_concurrency, saturated
+            )
+            subs = await outbox.endpoints(conn, {c.subscription_id for c in claims}) if claims else {}
+        for claim in claims:
+            sub = subs.get(claim.subscription_id)
+            if sub is None:  # deleted between claim and read: its rows are gone too
+                continue
+            self._in_flight[sub.id] = self._in_flight.get(sub.id, 0) + 1
+            task = asyncio.create_task(self._deliver(claim, sub, sender))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._metrics.in_flight.set(len(self._tasks))
+        return len(claims)
+
+    async def _deliver(self, claim: Claim, sub: SubscriptionRecord, sender: WebhookSender) -> None:
+        gate = self._gates.setdefault(sub.id, asyncio.Semaphore(self._settings.endpoint_concurrency))
+        try:
+            async with gate:
+                if claim.channel == "email":
+                    outcomes = await self._email(claim, sub)
+                else:
+                    attempt = await sender.send(
+                        sub.id,
+                        sub.url or "",
+                        claim.id,
+                        claim.body.encode(),
+                        current_secrets(sub, self._clock()),
+                    )
+                    outcomes = [self._settle(claim, sub, attempt)]
+            for outcome in outcomes:
+                self._outcomes.put_nowait(outcome)
+        except Exception:  # the lease brings it back; one bad row must not stop the others
+            log.exception("notify dispatcher: delivery %s to %s failed unexpectedly", claim.id, sub.id)
+        finally:
+            left = self._in_flight[sub.id] = self._in_flight[sub.id] - 1
+            if left <= 0:
+                del self._in_flight[sub.id]
+                self._gates.pop(sub.id, None)
+
+    def _settle(self, claim: Claim, sub: SubscriptionRecord, attempt: Attempt) -> Outcome:
+        """The outcome of ``attempt``: delivered, retried after a backoff, or dead."""
+        number, now = claim.attempts + 1, self._clock()
+        self._metrics.attempt_seconds.labels(claim.channel).observe(attempt.latency_s)
+        outcome = Outcome(
+            seq=claim.seq,
+            subscription_id=sub.id,
+            attempt=number,
+            at=now,
+            result="failed",
+            order_key=claim.order_key,
+            status_code=attempt.status_code,
+            latency_ms=round(attempt.latency_s * 1000, 3),
+            error=attempt.error,
+            endpoint_failed=True,
+        )
+        delay = self._backoff.delay(number, attempt.retry_after_s) if attempt.verdict == "retry" else None
+        if attempt.verdict == "delivered":
+            outcome = replace(outcome, result="delivered", endpoint_failed=False)
+        elif delay is not None:
+            outcome = replace(outcome, result="retry", next_attempt_at=now + timedelta(seconds=delay))
+        else:
+            if attempt.verdict == "gone":
+                outcome = replace(outcome, disable="the endpoint answered 410 Gone")
+            log.warning(
+                "notify: %s delivery %s to subscription %s is dead after %d attempt(s): %s",
+                claim.channel,
+                claim.id,
+                sub.id,
+                number,
+                f"HTTP {attempt.status_code}" if attempt.status_code else attempt.error,
+            )
+        self._metrics.deliveries.labels(claim.channel, outcome.result).inc()
+        return outcome
+
+    # ----------------------------------------------------------------- email
+
+    async def _email(self, claim: Claim, sub: SubscriptionRecord) -> list[Outcome]:
+        """Send the job's pending emails as one message, unless one went out within the digest window."""
+        now = self._clock()
+        window = timedelta(seconds=self._settings.digest_window_s)
+        async with self._engine.begin() as conn:
+            last = await outbox.last_delivered(conn, sub.id, claim.order_key)
+            if last is not None and now < last + window:
+                await outbox.defer(conn, [claim.seq], last + window)
+                return []
+            group = [claim] + [
+                c for c in await outbox.pending_group(conn, sub.id, claim.order_key) if c.seq > claim.seq
+            ]
+        started = time.perf_counter()
+        if self._mailer is None:
+            attempt = Attempt("failed", None, 0.0, "email is not configured (notify.smtp.host is unset)")
+        else:
+            message = compose(
+                [parse_payload(c.body) for c in group],
+                sub.recipients,
+                self._settings.smtp.sender,
+                [c.id for c in group],
+            )
+            try:
+                await self._mailer.send(message)
+                attempt = Attempt("delivered", None, time.perf_counter() - started)
+            except MailError as exc:
+                verdict: Verdict = "failed" if exc.permanent else "retry"
+                attempt = Attempt(verdict, None, time.perf_counter() - started, str(exc))
+        head = self._settle(claim, sub, attempt)
+        if head.result != "delivered":
+            return [head]
+        return [head] + [
+            Outcome(
+                seq=c.seq,
+                subscription_id=sub.id,
+                attempt=c.attempts + 1,
+                at=head.at,
+                result="delivered",
+                latency_ms=head.latency_ms,
+                error=f"sent in the digest of {claim.id}",
+            )
+            for c in group[1:]
+        ]
+
+    # ----------------------------------------------------------------- settling
+
+    async def _write_outcomes(self) -> None:
+        """Settle queued outcomes in batches until the ``None`` sentinel arrives."""
+        done = False
+        while not done:
+            first = await self._outcomes.get()
+            batch: list[Outcome] = [] if first is None else [first]
+            done = first is None
+            while not self._outcomes.empty() and len(batch) < _FLUSH_MAX:
+                item = self._outcomes.get_nowait()
+                if item is None:
+                    done = True
+                    break
+                batch.append(item)
+            if batch:
+                await self._flush(batch)
+                self._metrics.in_flight.set(len(self._tasks))
+                self._wakeup.set()
+
+    async def _flush(self, batch: Sequence[Outcome]) -> None:
+        disable_after = timedelta(seconds=self._settings.disable_after_s)
+        for attempt in range(1, _WRITE_TRIES + 1):
+            try:
+                async with self._engine.begin() as conn:
+                    disabled = await outbox.record(conn, batch, self._clock(), disable_after)
+                break
+            except (OSError, SQLAlchemyError) as exc:
+                log.warning(
+                    "notify dispatcher: cannot settle %d outcomes (try %d): %s", len(batch), attempt, exc
+                )
+                await asyncio.sleep(_WRITE_RETRY_S * attempt)
+        else:  # the leases expire and the rows are sent again: at least once
+            log.error("notify dispatcher: dropped %d outcomes; their deliveries will be repeated", len(batch))
+            return
+        for gone in disabled:
+            self._metrics.disabled.inc()
+            log.warning("notify: subscription %s %s", gone.subscription_id, gone.reason)
+
+    async def _housekeeping(self, stop: asyncio.Event, clients: EndpointClients) -> None:
+        """Refresh the queue-depth gauge, purge settled rows past retention, close idle clients."""
+        s = self._settings
+        purged_at = float("-inf")
+        while not stop.is_set():
+            await clients.sweep(set(self._in_flight))
+            try:
+                async with self._engine.begin() as conn:
+                    self._metrics.queue_depth.set(await outbox.pending_count(conn))
+                    if time.monotonic() - purged_at >= PURGE_EVERY_S:  # a scan of the log: rarely
+                        purged_at = time.monotonic()
+                        await outbox.purge(conn, self._clock() - timedelta(seconds=s.retention_s))
+            except (OSError, SQLAlchemyError) as exc:
+                log.warning("notify dispatcher: housekeeping failed: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), s.queue_depth_interval_s)

@@ -1,0 +1,213 @@
+"""One webhook attempt over HTTP, what its answer means, and when to try again.
+
+What an answer means (Standard Webhooks, "Delivery success and failure"):
+
+=================================  =========================================================
+``2xx``                            delivered
+``408``, ``429``, ``5xx``          retried; a ``Retry-After`` (seconds or HTTP date) is honoured
+timeout, connection error          retried
+``410 Gone``                       dead at once, and the subscription is disabled
+other ``3xx``/``4xx``              dead at once: redirects are not followed, and the receiver
+                                   said the request itself is wrong, so repeating it won't help
+address refused by the SSRF guard  dead at once
+=================================  =========================================================
+
+Retries follow ``notify.retry_schedule_s`` with jitter (:class:`Backoff`). Every attempt is
+re-signed with a fresh ``webhook-timestamp`` and the same ``webhook-id``, and goes to the
+address the guard just checked (:meth:`controller.egress.Target.pinned_url`), with the
+original ``Host`` and TLS server name.
+
+Each endpoint gets its own small ``httpx.AsyncClient`` (:class:`EndpointClients`): a slow
+endpoint's connections never share a pool with the others', and no pool grows large —
+httpcore scans its whole pool on every request, so one pool of 500 connections costs more
+CPU than the requests themselves (measured: 260 vs 670 requests/s at 64 in flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Literal
+
+import httpx
+
+from controller.egress import EgressPolicy, EgressRefusedError
+from controller.webhooks import signed_headers
+
+Verdict = Literal["delivered", "retry", "failed", "gone"]
+
+USER_AGENT = "mpijob-controller-webhooks/1"
+_SNIPPET_BYTES = 512
+_DRAIN_BYTES = 64 * 1024  # read this much of an answer so its connection can be reused
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The result of one try."""
+
+    verdict: Verdict
+    status_code: int | None
+    latency_s: float
+    error: str | None = None
+    retry_after_s: float | None = None
+
+
+def verdict_of(status: int) -> Verdict:
+    """What an HTTP status means for a webhook (see the module docstring)."""
+    if 200 <= status < 300:
+        return "delivered"
+    if status == 410:
+        return "gone"
+    if status in {408, 429} or status >= 500:
+        return "retry"
+    return "failed"
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """``Retry-After`` as seconds from now (delta-seconds or an HTTP date); ``None`` if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+@dataclass
+class Backoff:
+    """When to try again after failed attempt ``n`` (1-based): the schedule, jittered, or never."""
+
+    schedule: Sequence[float]
+    jitter: float
+    max_retry_after_s: float
+    rng: random.Random
+
+    @property
+    def attempts(self) -> int:
+        """Attempts in all, the first included."""
+        return len(self.schedule) + 1
+
+    def delay(self, attempt: int, retry_after_s: float | None = None) -> float | None:
+        """Seconds to wait before attempt ``attempt + 1``; ``None`` when ``attempt`` was the last."""
+        if attempt > len(self.schedule):
+            return None
+        delay = self.schedule[attempt - 1] * self.rng.uniform(1 - self.jitter, 1 + self.jitter)
+        if retry_after_s is not None:  # never earlier than the receiver asked
+            delay = max(delay, min(retry_after_s, self.max_retry_after_s))
+        return delay
+
+
+class EndpointClients:
+    """One ``httpx.AsyncClient`` per endpoint (keyed by subscription), closed after ``idle_s`` unused.
+
+    ``shared`` replaces them all with one client (a test's mock transport).
+    """
+
+    def __init__(
+        self, connections: int, idle_s: float = 60.0, shared: httpx.AsyncClient | None = None
+    ) -> None:
+        self._connections = connections
+        self._idle_s = idle_s
+        self._shared = shared
+        self._tls = ssl.create_default_context()  # loaded once, not per client
+        self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
+
+    def get(self, key: str) -> httpx.AsyncClient:
+        if self._shared is not None:
+            return self._shared
+        held = self._clients.get(key)
+        client = held[0] if held else self._new()
+        self._clients[key] = (client, time.monotonic())
+        return client
+
+    def _new(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            verify=self._tls,
+            limits=httpx.Limits(
+                max_connections=self._connections, max_keepalive_connections=self._connections
+            ),
+            follow_redirects=False,
+            trust_env=False,  # a proxy from the environment would bypass the SSRF guard's pinning
+        )
+
+    async def sweep(self, busy: set[str]) -> None:
+        """Close the clients of endpoints idle for ``idle_s`` (not those in ``busy``)."""
+        cutoff = time.monotonic() - self._idle_s
+        idle = [key for key, (_, used) in self._clients.items() if used < cutoff and key not in busy]
+        for key in idle:
+            client, _ = self._clients.pop(key)
+            await client.aclose()
+
+    async def aclose(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client, _ in clients.values():
+            await client.aclose()
+
+
+class WebhookSender:
+    """Sends signed webhook requests, each endpoint through its own client."""
+
+    def __init__(self, clients: EndpointClients, policy: EgressPolicy, timeout_s: float) -> None:
+        self._clients = clients
+        self._policy = policy
+        self._timeout_s = timeout_s
+
+    async def send(
+        self, endpoint: str, url: str, msg_id: str, body: bytes, secrets: Sequence[str]
+    ) -> Attempt:
+        """POST ``body`` to ``url`` once; never raises for what the endpoint or network does."""
+        started = time.perf_counter()
+        try:
+            target = await self._policy.check(url)
+        except EgressRefusedError as exc:
+            return Attempt("failed", None, time.perf_counter() - started, f"refused: {exc}")
+        headers = {
+            "content-type": "application/json",
+            "user-agent": USER_AGENT,
+            "host": target.host_header,
+            **signed_headers(secrets, msg_id, body),
+        }
+        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+        try:
+            async with (
+                asyncio.timeout(self._timeout_s),
+                self._clients.get(endpoint).stream(
+                    "POST", target.pinned_url(), content=body, headers=headers, extensions=extensions
+                ) as response,
+            ):
+                latency = time.perf_counter() - started
+                answer = await _read_some(response)
+        except (TimeoutError, httpx.TimeoutException):
+            return Attempt(
+                "retry", None, time.perf_counter() - started, f"timed out after {self._timeout_s:g} s"
+            )
+        except httpx.TransportError as exc:
+            return Attempt(
+                "retry", None, time.perf_counter() - started, f"{type(exc).__name__}: {exc or 'failed'}"
+            )
+        verdict = verdict_of(response.status_code)
+        error = None if verdict == "delivered" else answer or response.reason_phrase or None
+        retry_after = parse_retry_after(response.headers.get("retry-after")) if verdict == "retry" else None
+        return Attempt(verdict, response.status_code, latency, error, retry_after)
+
+
+async def _read_some(response: httpx.Response) -> str:
+    """The start of the answer (for the delivery log); reads a little more so the connection is reused."""
+    read = bytearray()
+    async for chunk in response.aiter_raw():
+        read += chunk
+        if len(read) >= _DRAIN_BYTES:
+            break
+    return read[:_SNIPPET_BYTES].decode(errors="replace").strip()

@@ -1,0 +1,153 @@
+"""Where outbound webhooks may go: the SSRF guard.
+
+A subscription's URL is input from whoever may create subscriptions, and the controller
+runs inside the cluster; without a guard a webhook could reach the cloud metadata service,
+the Kubernetes API or a database. So an address that is not globally routable — loopback,
+private (RFC 1918, IPv6 ULA), link-local (including ``169.254.169.254``), shared/CGNAT,
+multicast, reserved, unspecified, or an IPv4-mapped IPv6 form of any of those — is refused
+unless it lies in a CIDR the operator allowlisted (``notify.allow_cidrs``).
+
+The host is resolved and *every* address it resolves to is checked: a name answering one
+public and one private address is refused. The check runs when a subscription is created
+and again before every attempt, and the sender then connects to the address that was
+checked (:meth:`Target.pinned_url`), so a DNS answer that changes between the check and the
+connection (rebinding) cannot redirect a webhook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+__all__ = ["EgressPolicy", "EgressRefusedError", "Target", "system_resolver"]
+
+_LITERAL_CACHE = 10_000
+
+
+class EgressRefusedError(ValueError):
+    """The URL may not be called; the message says why, in words fit for an API client."""
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to, through the system resolver (off the event loop)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _kind(address: IPAddress) -> str | None:
+    """Why ``address`` is not public, or ``None`` when it is globally routable."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return _kind(address.ipv4_mapped)
+    for kind, test in (
+        ("unspecified", address.is_unspecified),
+        ("loopback", address.is_loopback),
+        ("link-local", address.is_link_local),
+        ("multicast", address.is_multicast),
+        ("private", address.is_private),
+        ("reserved", address.is_reserved),
+    ):
+        if test:
+            return kind
+    return None if address.is_global else "non-public"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A URL whose addresses passed the guard."""
+
+    url: str
+    scheme: str
+    host: str
+    port: int
+    addresses: tuple[IPAddress, ...]
+
+    def pinned_url(self) -> str:
+        """The URL with its host replaced by the first checked address (send ``Host: host``)."""
+        parts = urlsplit(self.url)
+        address = self.addresses[0]
+        literal = f"[{address}]" if address.version == 6 else str(address)
+        return urlunsplit((parts.scheme, f"{literal}:{self.port}", parts.path or "/", parts.query, ""))
+
+    @property
+    def host_header(self) -> str:
+        default = {"http": 80, "https": 443}[self.scheme]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+class EgressPolicy:
+    """Which URLs webhooks may call: http(s), no credentials, public addresses or allowlisted ones."""
+
+    def __init__(self, allow_cidrs: Iterable[str] = (), resolver: Resolver = system_resolver) -> None:
+        try:
+            self._allowed: tuple[IPNetwork, ...] = tuple(
+                ipaddress.ip_network(cidr, strict=False) for cidr in allow_cidrs
+            )
+        except ValueError as exc:
+            raise ValueError(f"notify.allow_cidrs: {exc}") from exc
+        self._resolve = resolver
+        self._literals: dict[str, Target] = {}  # URLs with an IP address for a host never change
+
+    def _allowlisted(self, address: IPAddress) -> bool:
+        return any(address in network for network in self._allowed if network.version == address.version)
+
+    def refusal(self, address: IPAddress) -> str | None:
+        """Why ``address`` may not be called (``None``: it may)."""
+        kind = _kind(address)
+        if kind is None or self._allowlisted(address):
+            return None
+        article = "an" if kind[0] in "aeiou" else "a"
+        return f"{address} is {article} {kind} address"
+
+    @staticmethod
+    def parse(url: str) -> tuple[str, str, int]:
+        """(scheme, host, port) of a URL a webhook may be sent to; raises :class:`EgressRefusedError`."""
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise EgressRefusedError(f"not a valid URL: {exc}") from exc
+        if parts.scheme not in {"http", "https"}:
+            raise EgressRefusedError(f"the URL must be http or https, not {parts.scheme or 'empty'!r}")
+        if parts.username is not None or parts.password is not None:
+            raise EgressRefusedError("the URL may not carry credentials (user:password@)")
+        if not parts.hostname:
+            raise EgressRefusedError("the URL has no host")
+        if parts.fragment:
+            raise EgressRefusedError("the URL may not have a #fragment")
+        return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+    async def check(self, url: str) -> Target:
+        """Resolve the URL's host and check every address; raises :class:`EgressRefusedError`."""
+        known = self._literals.get(url)
+        if known is not None:
+            return known
+        scheme, host, port = self.parse(url)
+        try:
+            found: list[str] = [str(ipaddress.ip_address(host))]
+        except ValueError:
+            try:
+                found = await self._resolve(host, port)
+            except OSError as exc:
+                raise EgressRefusedError(f"host {host!r} does not resolve: {exc}") from exc
+        if not found:
+            raise EgressRefusedError(f"host {host!r} resolves to no address")
+        addresses = tuple(ipaddress.ip_address(a.split("%", 1)[0]) for a in found)
+        refused = [reason for address in addresses if (reason := self.refusal(address))]
+        if refused:
+            raise EgressRefusedError(
+                f"{url} may not be called: {'; '.join(refused)}; webhooks go to public addresses only "
+                "unless the operator allowlists the range (notify.allow_cidrs)"
+            )
+        target = Target(url, scheme, host, port, addresses)
+        if found == [host] and len(self._literals) < _LITERAL_CACHE:
+            self._literals[url] = target
+        return target

@@ -1,0 +1,137 @@
+"""A real loopback HTTP/1.1 webhook receiver for tests and the benchmark (plain asyncio, keep-alive).
+
+Every request is recorded with its arrival time and checked with
+:func:`controller.webhooks.verify` against the secret registered for its path; what each
+path answers is scripted (status, headers, delay), one reply per request, then ``answer(path)``
+(200 unless told otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.webhooks import WebhookVerificationError, verify
+
+_REASONS = {200: "OK", 204: "No Content", 400: "Bad Request", 408: "Request Timeout", 410: "Gone"}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one request gets."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as it arrived."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+    status: int
+    verified: bool
+    error: str | None = None
+
+    @property
+    def payload(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def webhook_id(self) -> str:
+        return self.headers["webhook-id"]
+
+
+class Receiver:
+    """Serves ``http://127.0.0.1:<port>/<path>``; start with ``async with Receiver() as r``."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        answer: Callable[[str], Reply] = lambda path: Reply(),
+        port: int = 0,
+    ) -> None:
+        self.requests: list[Received] = []
+        self.secrets: dict[str, str] = {}
+        self._scripts: dict[str, list[Reply]] = defaultdict(list)
+        self._clock = clock
+        self._answer = answer
+        self._server: asyncio.Server | None = None
+        self.port = port
+        self._arrived = asyncio.Condition()
+
+    async def __aenter__(self) -> Receiver:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, backlog=4096)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._server.wait_closed(), 1)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def script(self, path: str, *replies: Reply) -> None:
+        """The next requests to ``path`` get ``replies``, in order; later ones get 200."""
+        self._scripts["/" + path.lstrip("/")].extend(replies)
+
+    def at(self, path: str) -> list[Received]:
+        return [r for r in self.requests if r.path == "/" + path.lstrip("/")]
+
+    async def wait_for(self, path: str, count: int, timeout_s: float = 10.0) -> list[Received]:
+        """The first ``count`` requests to ``path``, waiting for them to arrive."""
+        async with self._arrived:
+            await asyncio.wait_for(self._arrived.wait_for(lambda: len(self.at(path)) >= count), timeout_s)
+        return self.at(path)[:count]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                request_line, *lines = head.decode("latin-1").split("\r\n")
+                path = request_line.split(" ")[1]
+                headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines if h)}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                reply = self._scripts[path].pop(0) if self._scripts[path] else self._answer(path)
+                await self._record(path, headers, body, self._clock(), reply.status)
+                if reply.delay_s:
+                    await asyncio.sleep(reply.delay_s)
+                extra = "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())
+                writer.write(
+                    f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}\r\n"
+                    f"content-length: {len(reply.body)}\r\n{extra}\r\n".encode()
+                    + reply.body
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def _record(self, path: str, headers: dict[str, str], body: bytes, at: float, status: int) -> None:
+        secret = self.secrets.get(path.lstrip("/"))
+        verified = False
+        error: str | None = "no secret registered"
+        if secret is not None:
+            try:
+                verify(secret, body, headers)
+                verified, error = True, None
+            except WebhookVerificationError as exc:
+                error = str(exc)
+        async with self._arrived:
+            self.requests.append(Received(path, headers, body, at, status, verified, error))
+            self._arrived.notify_all()
