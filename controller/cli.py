@@ -233,25 +233,57 @@ async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from controller import outbox
+    from controller.auditlog import AuditFilter, pages, verify
+    from controller.demo import MailInbox, WebhookInbox, subscribe, summary
+
     files = sorted(args.scenarios.glob("*.jsonl")) if args.scenarios.is_dir() else [args.scenarios]
-    async with runtime(settings, "mpijc-demo") as rt:
+    hooks, mail = WebhookInbox(), MailInbox()
+    settings.notify.allow_cidrs = ["127.0.0.0/8"]  # the demo's receivers live on loopback
+    settings.notify.smtp.host, settings.notify.smtp.port, settings.notify.smtp.security = (
+        "127.0.0.1",
+        mail.port,
+        "none",
+    )
+    async with runtime(settings, "mpijc-demo") as rt, hooks.running():
         print(f"PostgreSQL: {rt.database_url}\nNATS:       {rt.nats_url}\n")
-        stop = asyncio.Event()
-        started = asyncio.Event()
-        consumers = asyncio.create_task(_consumers(rt, stop, started))
-        await started.wait()
-        await _replay(rt, files)
-        caught_up: tuple[tuple[StreamFamily, str], ...] = (
-            ("jobs", "history"),
-            ("jobs", "rules"),
-            ("findings", "history-findings"),
-        )
-        for stream, durable in caught_up:
-            await wait_until_consumed(rt.js, rt.topology.stream(stream), rt.topology.durable(durable))
-        stop.set()
-        await consumers
+        with mail.running():
+            hooks.secret = await subscribe(rt.engine, settings, hooks.url, "ml-team@example.com")
+            stop, started = asyncio.Event(), asyncio.Event()
+            consumers = asyncio.create_task(_consumers(rt, stop, started))
+            await started.wait()
+            await _replay(rt, files)
+            caught_up: tuple[tuple[StreamFamily, str], ...] = (
+                ("jobs", "history"),
+                ("jobs", "rules"),
+                ("jobs", "notify"),
+                ("jobs", "audit-lifecycle"),
+                ("findings", "history-findings"),
+                ("findings", "notify-findings"),
+                ("audit", "audit"),
+            )
+            for stream, durable in caught_up:
+                await wait_until_consumed(rt.js, rt.topology.stream(stream), rt.topology.durable(durable))
+            for _ in range(600):  # the dispatcher sends what the notify consumer queued
+                async with rt.engine.connect() as conn:
+                    if not await outbox.pending_count(conn):
+                        break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)  # digests and the last responses
+            stop.set()
+            await consumers
         async with rt.engine.connect() as conn:
             print(await report.history(conn, limit=args.limit))
+        print("\n== deliveries\n" + summary(hooks, mail))
+        records = [r for page in [p async for p in pages(rt.engine, AuditFilter())] for r in page]
+        print(f"\n== audit trail: {len(records)} records; {(await verify(rt.engine)).describe()}")
+        for stored in records[:10]:
+            record = stored.record
+            name = record.object.name if record.object else "-"
+            print(
+                f"   #{stored.seq} {record.at:%Y-%m-%d %H:%M:%S} {record.verb} {record.namespace}/{name} "
+                f"{record.reason or ''} hash={stored.hash[:12]}"
+            )
     return 0
 
 

@@ -55,3 +55,10 @@ async def test_demo_command_stores_and_prints_every_scenario_job(
     assert set(stored) == set(expected)
     assert stored["team-a/pi"] == "Failed"
     assert "Succeeded" in stored.values() and "Pending" in stored.values()
+    # deliveries reached the demo's own receivers, signed, and the audit chain verifies
+    assert "0 rejected" in result.stdout and " x finding.firing" in result.stdout
+    assert (
+        "ml-team@example.com: [mpijob-controller] [critical] team-a/llm-sft-13b: Worker 2 failed: out of memory"
+        in (result.stdout)
+    )
+    assert "== audit trail: 10 records; ok: 10 records" in result.stdout
