@@ -2,26 +2,25 @@
 
 The same matrix runs against both reviewers: static tokens with namespace allowlists, and
 TokenReview + SubjectAccessReview answered by the simulated API server (through the real
-gateway). The webhook and audit routers go through the same seam; until theirs land, two
-stub routers here use it exactly as they must (``require_namespace`` for one namespace,
-``visible_namespaces`` for lists).
+gateway). The webhook and audit routers are mounted as the API mounts them and go through
+the same seam.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
-from typing import Annotated
 
 import httpx
 import pytest
-from fastapi import APIRouter, Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.api import audit as audit_api
+from controller.api import webhooks as webhooks_api
 from controller.api.access import AccessReviewer, CachedAccess, OpenAccess
 from controller.api.app import create_app
-from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
 from controller.metrics import PipelineMetrics
+from controller.settings import NotifySettings
 from tests.api_fixtures import T0, USERS, bearer, insert_runs, run_row
 from watchers.kube import KubeGateway
 from watchers.reviews import KubeAccessReviewer
@@ -40,24 +39,6 @@ KUBE_GRANTS = [  # the same permissions, as RBAC bindings would give them
     ("bob", "trainjobs", "team-b"),  # either kind of job is enough
     ("bob", "mpijobs", "shared"),
 ]
-
-stubs = APIRouter(prefix="/stub")
-
-
-@stubs.get("/namespaces/{namespace}/webhooks")
-async def stub_webhooks(
-    namespace: str, request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> dict[str, str]:
-    await require_namespace(request, principal, namespace)
-    return {"namespace": namespace}
-
-
-@stubs.get("/audit")
-async def stub_audit(
-    request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> dict[str, list[str]]:
-    visible = await visible_namespaces(request, principal)
-    return {"namespaces": sorted(NAMESPACES if visible is None else visible)}
 
 
 @pytest.fixture(params=["static", "kubernetes"])
@@ -97,8 +78,8 @@ async def world(engine: AsyncEngine) -> dict[str, list[str]]:
 
 @pytest.fixture
 async def client(engine: AsyncEngine, reviewer: AccessReviewer) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(engine, PipelineMetrics(), reviewer)
-    app.include_router(stubs)
+    routers = [webhooks_api.build_router(NotifySettings()), audit_api.router]
+    app = create_app(engine, PipelineMetrics(), reviewer, routers=routers)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as c:
         yield c
 
@@ -111,7 +92,9 @@ ENDPOINTS: dict[str, Callable[[str, list[str]], str]] = {
     "attempts": lambda ns, uids: f"/api/v1/namespaces/{ns}/jobs/pi/runs",
     "trends": lambda ns, uids: f"/api/v1/namespaces/{ns}/jobs/pi/trends",
     "compare": lambda ns, uids: f"/api/v1/compare?runs={uids[0]},{uids[1]}",
-    "webhooks": lambda ns, uids: f"/stub/namespaces/{ns}/webhooks",
+    "webhooks": lambda ns, uids: f"/api/v1/webhooks?namespace={ns}",
+    "audit": lambda ns, uids: f"/api/v1/audit?namespace={ns}",
+    "audit-export": lambda ns, uids: f"/api/v1/audit/export?namespace={ns}",
 }
 
 
@@ -133,8 +116,6 @@ async def test_each_user_reads_exactly_their_namespaces(
     listed = (await client.get("/api/v1/runs", headers=bearer(token))).json()["items"]
     assert {r["namespace"] for r in listed} == ALLOWED[user]
     assert len(listed) == 2 * len(ALLOWED[user])
-    audit = (await client.get("/stub/audit", headers=bearer(token))).json()
-    assert set(audit["namespaces"]) == ALLOWED[user]
 
 
 async def test_a_forbidden_namespace_says_who_and_where(
@@ -163,7 +144,13 @@ UNAUTHENTICATED = {
 
 
 async def test_no_or_bad_token_is_401(client: httpx.AsyncClient) -> None:
-    for path in ("/api/v1/runs", "/api/v1/runs/x", "/api/v1/compare?runs=a,b", "/stub/audit"):
+    for path in (
+        "/api/v1/runs",
+        "/api/v1/runs/x",
+        "/api/v1/compare?runs=a,b",
+        "/api/v1/audit",
+        "/api/v1/webhooks",
+    ):
         for case, (headers, detail) in UNAUTHENTICATED.items():
             response = await client.get(path, headers=headers)
             assert response.status_code == 401, (path, case)
