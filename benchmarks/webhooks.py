@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -68,7 +69,7 @@ NOTIFY_ENV = {
     "MPIJC_NOTIFY__POLL_INTERVAL_S": "0.2",
     "MPIJC_NOTIFY__ENDPOINT_CONCURRENCY": "2",
     "MPIJC_NOTIFY__MAX_IN_FLIGHT": "512",
-    "MPIJC_LOG_LEVEL": "WARNING",
+    "MPIJC_LOG_LEVEL": "ERROR",  # dead letters of the dead endpoints are expected, by the hundred
 }
 
 
@@ -121,6 +122,7 @@ def _receive(port: int, secrets: dict[str, str], pipe: Connection) -> None:
 async def _serve_notify() -> None:
     """The notify consumer and dispatcher until SIGTERM (settings from the environment)."""
     settings = Settings()
+    logging.basicConfig(level=settings.log_level)
     assert settings.database.url and settings.nats.url
     topology = Topology(settings.nats.prefix)
     nc = await connect(settings.nats.url, "bench-notify")

@@ -119,6 +119,8 @@ class Receiver:
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:  # the server is closing under a slow reply: nothing to report
+            pass
         finally:
             writer.close()
 
