@@ -6,7 +6,10 @@ and passed down, and tests build their own.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -71,3 +74,19 @@ class PipelineMetrics:
             registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
+
+
+T = TypeVar("T")
+
+
+def once_per_registry(build: Callable[[CollectorRegistry], T]) -> Callable[[CollectorRegistry], T]:
+    """``build(registry)`` at most once per registry: a consumer built twice on one registry
+    (a restart in-process, a test) reuses its series instead of failing on duplicates."""
+    held: weakref.WeakKeyDictionary[CollectorRegistry, T] = weakref.WeakKeyDictionary()
+
+    def on(registry: CollectorRegistry) -> T:
+        if registry not in held:
+            held[registry] = build(registry)
+        return held[registry]
+
+    return on

@@ -46,7 +46,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -66,7 +65,7 @@ from controller.bus import MSG_ID
 from controller.consuming import BatchSettler, DeadLetterer, RetryableError, subscribe_batches
 from controller.events import BusEvent, parse_event
 from controller.findings import Finding, message_id, parse_finding
-from controller.metrics import PipelineMetrics
+from controller.metrics import PipelineMetrics, once_per_registry
 from controller.settings import ConsumerSettings
 from controller.subjects import StreamFamily, Topology
 
@@ -96,32 +95,33 @@ class RulesMetrics:
 
     @classmethod
     def on(cls, registry: CollectorRegistry) -> RulesMetrics:
-        """The series on ``registry``, registered once however often a consumer is built."""
-        held = _METRICS.get(registry)
-        if held is None:
-            held = _METRICS[registry] = cls(
-                findings=Counter(
-                    "mpijc_findings_published",
-                    "Finding changes stored on the bus (not duplicates), by rule and status.",
-                    ["rule", "status"],
-                    registry=registry,
-                ),
-                duplicates=Counter(
-                    "mpijc_findings_duplicates",
-                    "Finding changes JetStream dropped as duplicates of a published message id.",
-                    registry=registry,
-                ),
-                runs=Gauge("mpijc_rules_runs", "Runs the rules engine holds in memory.", registry=registry),
-                replayed=Counter(
-                    "mpijc_rules_replayed",
-                    "Events folded into the rules engine by warm starts, unpublished.",
-                    registry=registry,
-                ),
-            )
-        return held
+        """The series on ``registry``, registered once however often a consumer is built on it."""
+        return _rulesmetrics_on(registry)
 
 
-_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, RulesMetrics] = weakref.WeakKeyDictionary()
+def _build_rulesmetrics(registry: CollectorRegistry) -> RulesMetrics:
+    return RulesMetrics(
+        findings=Counter(
+            "mpijc_findings_published",
+            "Finding changes stored on the bus (not duplicates), by rule and status.",
+            ["rule", "status"],
+            registry=registry,
+        ),
+        duplicates=Counter(
+            "mpijc_findings_duplicates",
+            "Finding changes JetStream dropped as duplicates of a published message id.",
+            registry=registry,
+        ),
+        runs=Gauge("mpijc_rules_runs", "Runs the rules engine holds in memory.", registry=registry),
+        replayed=Counter(
+            "mpijc_rules_replayed",
+            "Events folded into the rules engine by warm starts, unpublished.",
+            registry=registry,
+        ),
+    )
+
+
+_rulesmetrics_on = once_per_registry(_build_rulesmetrics)
 
 
 @dataclass(frozen=True)
