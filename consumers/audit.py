@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -30,11 +30,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.audit import Actor, AuditRecord, lifecycle_record, parse_audit_record, publish_records
 from controller.auditlog import PurgeResult, append, purge
-from controller.consuming import BatchSettler, DeadLetterer, RetryableError, subscribe_batches
+from controller.consuming import DeadLetterer, RetryableError, subscribe_batches
 from controller.events import BusEvent, JobObserved, parse_event
 from controller.metrics import PipelineMetrics
 from controller.settings import AuditSettings, ConsumerSettings
-from controller.subjects import StreamFamily, Topology
+from controller.subjects import Topology
 
 log = logging.getLogger(__name__)
 
@@ -76,36 +76,29 @@ def build_router(
             await append(conn, records, clock())
 
     router = NatsRouter()
-    _subscribe(
+    subscribe_batches(
         router,
         topology,
-        settings,
         "jobs",
         LIFECYCLE_CONSUMER,
+        settings,
         parse_event,
         publish_lifecycle,
-        dead_letter,
+        dead_letter(LIFECYCLE_CONSUMER),
         metrics,
     )
-    _subscribe(router, topology, settings, "audit", CONSUMER, parse_audit_record, store, dead_letter, metrics)
-    return router
-
-
-def _subscribe(
-    router: NatsRouter,
-    topology: Topology,
-    settings: ConsumerSettings,
-    family: StreamFamily,
-    consumer: str,
-    decode: Callable[[bytes], T],
-    apply: Callable[[Sequence[T]], Awaitable[None]],
-    dead_letter: Callable[[str], DeadLetterer],
-    metrics: PipelineMetrics,
-) -> None:
-    settler = BatchSettler(
-        consumer, decode, apply, dead_letter(consumer), metrics, settings.max_deliver, settings.retry_delay_s
+    subscribe_batches(
+        router,
+        topology,
+        "audit",
+        CONSUMER,
+        settings,
+        parse_audit_record,
+        store,
+        dead_letter(CONSUMER),
+        metrics,
     )
-    subscribe_batches(router, topology, family, consumer, settings, settler)
+    return router
 
 
 async def purge_once(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from faststream.nats import NatsRouter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.consuming import BatchSettler, DeadLetterer, subscribe_batches
+from controller.consuming import DeadLetterer, subscribe_batches
 from controller.events import BusEvent, parse_event
 from controller.findings import Finding, parse_finding
 from controller.history import apply_events, apply_findings
@@ -43,26 +43,26 @@ def build_router(
             await apply_findings(conn, findings)
 
     router = NatsRouter()
-    events = BatchSettler(
+    subscribe_batches(
+        router,
+        topology,
+        "jobs",
         CONSUMER,
+        settings,
         parse_event,
         store_events,
         dead_letter(CONSUMER),
         metrics,
-        settings.max_deliver,
-        settings.retry_delay_s,
     )
-    findings = BatchSettler(
+    subscribe_batches(
+        router,
+        topology,
+        "findings",
         FINDINGS_CONSUMER,
+        settings,
         parse_finding,
         store_findings,
         dead_letter(FINDINGS_CONSUMER),
         metrics,
-        settings.max_deliver,
-        settings.retry_delay_s,
     )
-
-    subscribe_batches(router, topology, "jobs", CONSUMER, settings, events)
-    subscribe_batches(router, topology, "findings", FINDINGS_CONSUMER, settings, findings)
-
     return router

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from faststream import Context
 from faststream.middlewares import AckPolicy
@@ -152,13 +152,19 @@ def subscribe_batches(
     family: StreamFamily,
     consumer: str,
     settings: ConsumerSettings,
-    settler: BatchSettler[Any],
+    decode: Callable[[bytes], T],
+    apply: Callable[[Sequence[T]], Awaitable[None]],
+    dead_letter: DeadLetterer,
+    metrics: PipelineMetrics,
 ) -> None:
-    """Declare a durable batch pull subscriber on a stream family whose batches ``settler`` settles.
+    """Declare a durable batch pull subscriber on a stream family, settled by a :class:`BatchSettler`.
 
-    Acks are manual: FastStream hands over the raw batch and :class:`BatchSettler` acks,
-    naks or dead-letters each message itself.
+    Acks are manual: FastStream hands over the raw batch and the settler acks, naks or
+    dead-letters each message itself, with the retry bounds of ``settings``.
     """
+    settler = BatchSettler(
+        consumer, decode, apply, dead_letter, metrics, settings.max_deliver, settings.retry_delay_s
+    )
 
     async def handle(msg: NatsBatchMessage = Context("message")) -> None:
         await settler.settle(msg.raw_message)

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from consumers.notify.metrics import NotifyMetrics
 from controller import outbox, subscriptions
-from controller.consuming import BatchSettler, DeadLetterer, RetryableError, subscribe_batches
+from controller.consuming import DeadLetterer, RetryableError, subscribe_batches
 from controller.db import NotifyFinding, NotifyJob
 from controller.events import BusEvent, JobObserved, parse_event
 from controller.findings import Finding, parse_finding
@@ -337,24 +337,18 @@ def build_router(
         await notifier.observe_findings(batch)
 
     router = NatsRouter()
-    observations = BatchSettler(
-        CONSUMER,
-        parse_event,
-        jobs,
-        dead_letter(CONSUMER),
-        metrics,
-        settings.max_deliver,
-        settings.retry_delay_s,
+    subscribe_batches(
+        router, topology, "jobs", CONSUMER, settings, parse_event, jobs, dead_letter(CONSUMER), metrics
     )
-    changes = BatchSettler(
+    subscribe_batches(
+        router,
+        topology,
+        "findings",
         FINDINGS_CONSUMER,
+        settings,
         parse_finding,
         findings,
         dead_letter(FINDINGS_CONSUMER),
         metrics,
-        settings.max_deliver,
-        settings.retry_delay_s,
     )
-    subscribe_batches(router, topology, "jobs", CONSUMER, settings, observations)
-    subscribe_batches(router, topology, "findings", FINDINGS_CONSUMER, settings, changes)
     return router

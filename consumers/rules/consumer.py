@@ -62,7 +62,7 @@ from pydantic import ValidationError
 from consumers.rules.engine import RuleEngine
 from consumers.rules.thresholds import RuleThresholds
 from controller.bus import MSG_ID
-from controller.consuming import BatchSettler, DeadLetterer, RetryableError, subscribe_batches
+from controller.consuming import DeadLetterer, RetryableError, subscribe_batches
 from controller.events import BusEvent, parse_event
 from controller.findings import Finding, message_id, parse_finding
 from controller.metrics import PipelineMetrics, once_per_registry
@@ -378,9 +378,6 @@ def build_router(
     async def apply(events: Sequence[BusEvent]) -> None:
         await service.observe(events)
 
-    settler = BatchSettler(
-        CONSUMER, parse_event, apply, dead_letter, metrics, settings.max_deliver, settings.retry_delay_s
-    )
     router = NatsRouter()
-    subscribe_batches(router, topology, "jobs", CONSUMER, settings, settler)
+    subscribe_batches(router, topology, "jobs", CONSUMER, settings, parse_event, apply, dead_letter, metrics)
     return router, service
