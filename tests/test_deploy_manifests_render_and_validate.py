@@ -2,9 +2,10 @@
 
 Built-in kinds are checked by ``kubernetes-validate`` against the Kubernetes OpenAPI schemas
 (strict: unknown fields fail); the custom resources against :mod:`tests.deploy_schemas`.
-Then what matters about the objects: least-privilege RBAC, leader election, one rules
-replica, the database URL from a Secret, hardened containers, and the metrics the alerts and
-the dashboard query exist in the code.
+Then what matters about the objects: least-privilege RBAC, leader election, one Deployment
+per consumer role (one replica of rules and notify), open egress for the delivering roles only,
+the database URL from a Secret, hardened containers, and the metrics the alerts and the
+dashboard query exist in the code.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from consumers.service import CONSUMERS
 from tests.deploy_schemas import CUSTOM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +51,7 @@ def render(path: Path) -> list[Obj]:
 
 @pytest.fixture(scope="module")
 def overlays(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Obj]]:
-    """Each shipped overlay, and the base with both optional components."""
+    """Each shipped overlay, and the base with the optional components and the admission webhook."""
     everything = tmp_path_factory.mktemp("with-components")
     (everything / "kustomization.yaml").write_text(
         yaml.safe_dump(
@@ -58,8 +60,11 @@ def overlays(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Obj]]:
                 "kind": "Kustomization",
                 "resources": [os.path.relpath(DEPLOY / "base", everything)],
                 "components": [
-                    os.path.relpath(DEPLOY / "components" / c, everything)
-                    for c in ("k8s-events", "external-nats")
+                    *(
+                        os.path.relpath(DEPLOY / "components" / c, everything)
+                        for c in ("k8s-events", "external-nats")
+                    ),
+                    os.path.relpath(DEPLOY / "admission", everything),
                 ],
             }
         )
@@ -160,11 +165,6 @@ def test_components_run_as_designed(overlays: dict[str, list[Obj]]) -> None:
     assert watchers["spec"]["replicas"] == 2
     assert _env(watchers)["MPIJC_LEADER__ENABLED"] == "true"
     assert _env(watchers)["MPIJC_LEADER__IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    history = find(objs, "Deployment", "mpijc-history")
-    assert history["spec"]["template"]["spec"]["containers"][0]["args"] == ["consume", "--only", "history"]
-    rules = find(objs, "Deployment", "mpijc-rules")
-    assert (rules["spec"]["replicas"], rules["spec"]["strategy"]["type"]) == (1, "Recreate")
-    assert rules["spec"]["template"]["spec"]["containers"][0]["args"] == ["consume", "--only", "rules"]
     assert find(objs, "Deployment", "mpijc-api")["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "api"
     ]
@@ -180,6 +180,93 @@ def test_components_run_as_designed(overlays: dict[str, list[Obj]]) -> None:
         }
         image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
         assert image.startswith("ghcr.io/mpijob-controller/mpijob-controller:"), image
+
+
+OVERLAYS = ["base", "kubernetes", "openshift", "with-components"]
+SINGLE_REPLICA = ("rules", "notify")
+"""Roles that keep per-job state in order: two replicas (even briefly, in a rolling update) may
+see one job's observations in either order."""
+DELIVERING = {"dispatch", "audit"}
+"""Roles that connect to destinations outside the cluster (webhooks, SMTP, the SIEM)."""
+
+
+def _consumer_deployments(objs: list[Obj]) -> dict[str, list[Obj]]:
+    """Deployments running ``consume``, by the role after ``--only``."""
+    by_role: dict[str, list[Obj]] = {}
+    for obj in objs:
+        if obj["kind"] != "Deployment":
+            continue
+        args = obj["spec"]["template"]["spec"]["containers"][0].get("args", [])
+        if args[:1] == ["consume"]:
+            assert args[1:2] == ["--only"] and len(args) == 3, (obj["metadata"]["name"], args)
+            by_role.setdefault(args[2], []).append(obj)
+    return by_role
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_consumer_role_runs_in_a_deployment_of_its_own(
+    overlays: dict[str, list[Obj]], overlay: str
+) -> None:
+    by_role = _consumer_deployments(overlays[overlay])
+    assert set(by_role) == set(CONSUMERS), "a role of consumers.service.CONSUMERS without a Deployment"
+    for role, deployments in by_role.items():
+        assert [d["metadata"]["name"] for d in deployments] == [f"mpijc-{role}"]
+        (deployment,) = deployments
+        spec = deployment["spec"]
+        labels = spec["template"]["metadata"]["labels"]
+        assert spec["selector"]["matchLabels"]["app.kubernetes.io/component"] == role
+        assert labels["app.kubernetes.io/component"] == role
+        assert labels["mpijc.kubeflow.org/metrics"] == "true"  # scraped through Service mpijc-metrics
+        pod = spec["template"]["spec"]
+        assert (pod["serviceAccountName"], pod["automountServiceAccountToken"]) == ("mpijc-consumers", False)
+        assert {"name": "metrics", "containerPort": 9464} in pod["containers"][0]["ports"]
+        if role in SINGLE_REPLICA:
+            assert (spec["replicas"], spec["strategy"]["type"]) == (1, "Recreate"), role
+    assert by_role["dispatch"][0]["spec"]["replicas"] >= 2
+    assert by_role["history"][0]["spec"]["replicas"] >= 2
+
+
+def _matches(selector: Obj, labels: dict[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels and matchExpressions) against a pod's labels."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expr in selector.get("matchExpressions", []):
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def _egress_anywhere(objs: list[Obj], labels: dict[str, str]) -> bool:
+    """Whether the NetworkPolicies let a pod with these labels connect to any address on any port."""
+    return any(
+        _matches(policy["spec"]["podSelector"], labels)
+        and "Egress" in policy["spec"]["policyTypes"]
+        and any(not rule.get("to") and not rule.get("ports") for rule in policy["spec"].get("egress", []))
+        for policy in objs
+        if policy["kind"] == "NetworkPolicy"
+    )
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_delivering_roles_may_connect_anywhere(overlays: dict[str, list[Obj]], overlay: str) -> None:
+    objs = overlays[overlay]
+    pods = {
+        o["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: o["spec"]["template"][
+            "metadata"
+        ]["labels"]
+        for o in objs
+        if o["kind"] in {"Deployment", "StatefulSet"}
+    }
+    assert DELIVERING | {"history", "rules", "notify", "watchers", "api"} <= set(pods)
+    open_egress = {component for component, labels in pods.items() if _egress_anywhere(objs, labels)}
+    assert open_egress == DELIVERING
 
 
 def test_containers_are_hardened(overlays: dict[str, list[Obj]]) -> None:
