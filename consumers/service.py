@@ -4,8 +4,9 @@
 state in memory and must run as a single replica (its warm start rebuilds that state from
 the stream after a restart); ``audit`` appends to the hash chain under an advisory lock and
 runs the SIEM exporters and the retention purge beside its subscribers; ``notify`` matches
-events to subscriptions into a PostgreSQL outbox (one replica) and runs the dispatcher that
-sends webhooks and email from it.
+events to subscriptions into a PostgreSQL outbox (one replica); ``dispatch`` sends webhooks
+and email from that outbox (scales horizontally: claims are leases, and the consumer wakes
+dispatchers in any process through PostgreSQL ``NOTIFY``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from controller.subjects import Topology
 
 log = logging.getLogger(__name__)
 
-CONSUMERS = ("history", "rules", "audit", "notify")
+CONSUMERS = ("history", "rules", "audit", "notify", "dispatch")
 
 
 async def run_consumers(
@@ -78,10 +79,11 @@ async def run_consumers(
             )
         )
     dispatcher: notify.Dispatcher | None = None
-    if "notify" in only:
+    if "dispatch" in only:
         dispatcher = notify.Dispatcher(
             engine, settings.notify, metrics, mailer=notify.smtp_mailer(settings.notify.smtp)
         )
+    if "notify" in only:
         broker.include_router(
             notify.build_router(
                 topology,
@@ -90,7 +92,7 @@ async def run_consumers(
                 engine,
                 dead_letter,
                 metrics,
-                wake=dispatcher.wake,
+                wake=dispatcher.wake if dispatcher else lambda: None,
             )
         )
     await broker.start()

@@ -391,8 +391,9 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument(
         "--only",
         action="append",
-        choices=["history", "rules", "audit", "notify"],
-        help="run only this consumer (repeatable); rules must run as one replica",
+        choices=["history", "rules", "audit", "notify", "dispatch"],
+        help="run only this consumer (repeatable); rules and notify must run as one replica each, "
+        "dispatch (webhook and email sending) scales out",
     )
     consume.set_defaults(handler=cmd_consume)
     replay = commands.add_parser("replay", help="publish capture files through the pipeline")

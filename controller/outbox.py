@@ -34,9 +34,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.db import Delivery, DeliveryAttempt, NotifyFinding, NotifyJob, Subscription
 from controller.subscriptions import SubscriptionRecord, add_notices
+from controller.wakeups import announce
 
 Row = dict[str, Any]
 AttemptResult = Literal["delivered", "retry", "failed"]
+
+WAKE_CHANNEL = "mpijc_outbox"
+"""PostgreSQL channel announced when deliveries become due now (new, redelivered, resumed)."""
 
 # Fixed namespace of delivery ids; never change it, or redelivered bus messages enqueue twice.
 _DELIVERY_NAMESPACE = uuid.UUID("2b0f7c8e-5d1a-4c47-9e3b-6a2d8f1c0e55")
@@ -78,7 +82,10 @@ async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
     if not rows:
         return set()
     result = await conn.execute(_ENQUEUE, {c: [row[c] for row in rows] for c in _ENQUEUE_COLUMNS})
-    return set(result.scalars().all())
+    new = set(result.scalars().all())
+    if new:
+        await announce(conn, WAKE_CHANNEL)
+    return new
 
 
 # --------------------------------------------------------------------------- consumer state
@@ -397,6 +404,7 @@ async def resume(conn: AsyncConnection, subscription_id: str, now: datetime) -> 
         )
         .values(next_attempt_at=now)
     )
+    await announce(conn, WAKE_CHANNEL)
 
 
 async def pending_group(conn: AsyncConnection, subscription_id: str, order_key: str) -> list[Claim]:
@@ -503,4 +511,7 @@ async def redeliver(conn: AsyncConnection, delivery: str, now: datetime) -> Deli
             .returning(*Delivery.__table__.c)
         )
     ).first()
-    return Delivery(**row._mapping) if row else None
+    if row is None:
+        return None
+    await announce(conn, WAKE_CHANNEL)
+    return Delivery(**row._mapping)

@@ -99,10 +99,27 @@ async def notify_running(
     mailer: Mailer | None = None,
     resolver: Resolver = system_resolver,
 ) -> AsyncIterator[Dispatcher]:
-    """The notify consumer on a broker of its own and a dispatcher beside it, as a process runs them."""
+    """The notify consumer and a dispatcher beside it that it wakes, as one process runs them."""
+    async with (
+        dispatcher_running(settings, engine, metrics, clock=clock, mailer=mailer, resolver=resolver) as d,
+        consumer_running(settings, topology, js, engine, metrics, clock=clock, wake=d.wake),
+    ):
+        yield d
+
+
+@contextlib.asynccontextmanager
+async def consumer_running(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    *,
+    clock: Callable[[], datetime] | None = None,
+    wake: Callable[[], None] = lambda: None,
+) -> AsyncIterator[None]:
+    """The notify consumer on a broker of its own (``wake``: an in-process dispatcher)."""
     assert settings.nats.url
-    now = clock or (lambda: datetime.now(UTC))
-    dispatcher = Dispatcher(engine, settings.notify, metrics, mailer=mailer, resolver=resolver, clock=now)
     router = build_router(
         topology,
         settings.consumer,
@@ -110,12 +127,31 @@ async def notify_running(
         engine,
         lambda consumer: DeadLetterer(js, topology, consumer, metrics),
         metrics,
-        now,
-        dispatcher.wake,
+        clock or (lambda: datetime.now(UTC)),
+        wake,
     )
     broker = NatsBroker(settings.nats.url, logger=logging.getLogger("tests.notify.broker"))
     broker.include_router(router)
     await broker.start()
+    try:
+        yield
+    finally:
+        await broker.stop()
+
+
+@contextlib.asynccontextmanager
+async def dispatcher_running(
+    settings: Settings,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    *,
+    clock: Callable[[], datetime] | None = None,
+    mailer: Mailer | None = None,
+    resolver: Resolver = system_resolver,
+) -> AsyncIterator[Dispatcher]:
+    """A dispatcher running until the block ends, then finishing what it has in flight."""
+    now = clock or (lambda: datetime.now(UTC))
+    dispatcher = Dispatcher(engine, settings.notify, metrics, mailer=mailer, resolver=resolver, clock=now)
     stop = asyncio.Event()
     running = asyncio.create_task(dispatcher.run(stop))
     try:
@@ -123,7 +159,6 @@ async def notify_running(
     finally:
         stop.set()
         await running
-        await broker.stop()
 
 
 @contextlib.asynccontextmanager

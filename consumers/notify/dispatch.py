@@ -6,6 +6,9 @@ already has that many in flight) and starts one task per row. Each task waits fo
 endpoint's semaphore, makes one attempt with a whole-request timeout, and queues the
 outcome; a writer settles queued outcomes in batches (:func:`controller.outbox.record`)
 and wakes the loop, since a settled row may unblock the next event of the same job.
+The loop also wakes when PostgreSQL announces new due rows (:mod:`controller.wakeups`:
+the notify consumer, a redelivery or a re-enabled subscription, in whatever process), and
+polls every ``poll_interval_s`` for retries coming due.
 
 Isolation follows from three bounds: a slow or dead endpoint holds at most
 ``endpoint_concurrency`` of the ``max_in_flight`` slots, each for at most
@@ -36,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from consumers.notify.mailing import Mailer, MailError, compose
 from consumers.notify.metrics import NotifyMetrics
 from consumers.notify.sending import Attempt, Backoff, EndpointClients, Verdict, WebhookSender
-from controller import outbox
+from controller import outbox, wakeups
 from controller.egress import EgressPolicy, Resolver, system_resolver
 from controller.metrics import PipelineMetrics
 from controller.notifications import parse_payload
@@ -95,13 +98,15 @@ class Dispatcher:
         )
         self._clock = clock
         self._wakeup = asyncio.Event()
+        self.listening = asyncio.Event()
+        """Set while a connection listens for the consumer's wake-ups (:data:`outbox.WAKE_CHANNEL`)."""
         self._outcomes: asyncio.Queue[Outcome | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, int] = {}
         self._gates: dict[str, asyncio.Semaphore] = {}
 
     def wake(self) -> None:
-        """Look for due deliveries now (the consumer enqueued some)."""
+        """Look for due deliveries now (something enqueued or redelivered some)."""
         self._wakeup.set()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -114,6 +119,9 @@ class Dispatcher:
             asyncio.create_task(self._housekeeping(stop, clients)),
             asyncio.create_task(self._wake_on(stop)),
         ]
+        listener = asyncio.create_task(
+            wakeups.listen(self._engine, outbox.WAKE_CHANNEL, self.wake, stop, self.listening)
+        )
         try:
             await self._claim_loop(stop, sender)
         finally:
@@ -125,7 +133,7 @@ class Dispatcher:
             await helpers[0]
             for helper in helpers[1:]:
                 helper.cancel()
-            await asyncio.gather(*helpers[1:], return_exceptions=True)
+            await asyncio.gather(*helpers[1:], listener, return_exceptions=True)
             await clients.aclose()
 
     # ----------------------------------------------------------------- claiming

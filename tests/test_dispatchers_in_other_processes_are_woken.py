@@ -1,0 +1,129 @@
+"""Dispatchers running apart from the notify consumer (``consume --only dispatch``) hear of new
+deliveries through PostgreSQL ``NOTIFY`` at commit, not at their next poll; a redelivery made
+through the API wakes them the same way, and a lost listening connection is replaced.
+
+Every dispatcher here polls once a minute: a delivery arriving within seconds was woken."""
+
+from __future__ import annotations
+
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.metrics import PipelineMetrics
+from controller.settings import Settings
+from controller.subjects import Topology
+from tests.notify_support import (
+    api_client,
+    consumer_running,
+    dispatcher_running,
+    eventually,
+    job,
+    publish_jobs,
+    settled_log,
+    subscribe,
+    with_notify,
+)
+from tests.webhook_receiver import Receiver, Reply
+
+POLL_S = 60.0
+WOKEN_WITHIN_S = 10.0
+
+_LISTENERS = text(
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN %'"
+)
+
+
+async def listener_pids(engine: AsyncEngine) -> set[int]:
+    async with engine.connect() as conn:
+        return set((await conn.execute(_LISTENERS)).scalars())
+
+
+@pytest.fixture
+def slow_polling(settings: Settings) -> Settings:
+    return with_notify(settings, poll_interval_s=POLL_S)
+
+
+async def test_a_consumer_in_another_process_wakes_the_dispatchers(
+    slow_polling: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    settings = slow_polling
+    async with (
+        Receiver() as rx,
+        api_client(settings, engine, metrics) as api,
+        dispatcher_running(settings, engine, metrics) as first,
+        dispatcher_running(settings, engine, metrics) as second,
+        consumer_running(settings, topology, js, engine, metrics),  # no in-process wake-up
+    ):
+        await first.listening.wait()
+        await second.listening.wait()
+        await subscribe(api, rx, "ci")
+        await publish_jobs(js, topology, job("Pending", change="ADDED"), job("Running"), job("Succeeded"))
+        received = await rx.wait_for("ci", 3, timeout_s=WOKEN_WITHIN_S)
+
+    # the two dispatchers shared the work without sending anything twice or out of order
+    assert [r.payload["type"] for r in received] == ["job.created", "job.running", "job.succeeded"]
+    assert len({r.webhook_id for r in rx.at("ci")}) == len(rx.at("ci")) == 3
+    assert all(r.verified for r in received)
+
+
+async def test_a_redelivery_through_the_api_wakes_a_dispatcher(
+    slow_polling: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    settings = slow_polling
+    async with (
+        Receiver() as rx,
+        api_client(settings, engine, metrics) as api,
+        dispatcher_running(settings, engine, metrics) as dispatcher,
+        consumer_running(settings, topology, js, engine, metrics),
+    ):
+        await dispatcher.listening.wait()
+        rx.script("ci", Reply(400))
+        sub = await subscribe(api, rx, "ci", event_types=["job.created"])
+        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        (dead,) = await settled_log(api, sub["id"], 1)
+        queued = await api.post(f"/api/v1/deliveries/{dead['id']}/redeliver")
+        first, second = await rx.wait_for("ci", 2, timeout_s=WOKEN_WITHIN_S)
+
+    assert dead["status"] == "failed" and queued.status_code == 202
+    assert (first.status, second.status) == (400, 200)
+    assert first.webhook_id == second.webhook_id == dead["id"]
+
+
+async def test_a_lost_listening_connection_is_replaced(
+    slow_polling: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    settings = slow_polling
+    async with (
+        Receiver() as rx,
+        api_client(settings, engine, metrics) as api,
+        dispatcher_running(settings, engine, metrics) as dispatcher,
+        consumer_running(settings, topology, js, engine, metrics),
+    ):
+        await dispatcher.listening.wait()
+        (old,) = await listener_pids(engine)
+        async with engine.connect() as conn:  # as a database failover or an idle-connection reaper would
+            assert (await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})).scalar()
+
+        async def listening_again() -> bool:
+            return dispatcher.listening.is_set() and bool(await listener_pids(engine) - {old})
+
+        await eventually(listening_again)
+        await subscribe(api, rx, "ci")
+        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        (received,) = await rx.wait_for("ci", 1, timeout_s=WOKEN_WITHIN_S)
+
+    assert received.payload["type"] == "job.created" and received.verified
