@@ -1,9 +1,11 @@
 """Webhooks benchmark: 1,000 subscribers on loopback, 10 % of them slow or dead.
 
-Processes, all on this box: embedded PostgreSQL and NATS; the notify consumer + dispatcher
-(``python -m benchmarks.webhooks notify``, wired as a consumer process wires it); one receiver
-process serving every subscriber's path (plain asyncio HTTP/1.1, verifying every signature,
-keeping arrival times); and this process, which creates the subscriptions through the API,
+Processes, all on this box, as ``deploy/`` runs them: embedded PostgreSQL and NATS; the notify
+consumer (``mpijob-controller consume --only notify``) and ``--dispatchers`` dispatcher
+processes (``consume --only dispatch``, woken by the consumer through PostgreSQL ``NOTIFY``);
+one receiver process serving every subscriber's path (plain asyncio HTTP/1.1, verifying every
+signature, keeping arrival times and counting arrivals, so the benchmark never queries the
+database it measures); and this process, which creates the subscriptions through the API,
 publishes ``JobObserved`` phase transitions to JetStream and measures.
 
 Subscribers filter on a job name (100 names, 10 subscribers each, as pipelines watch their
@@ -27,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import multiprocessing
 import os
 import signal
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,6 +44,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 from sqlalchemy import text
 
 from benchmarks.harness import report
@@ -52,9 +56,9 @@ from controller.embedded import EmbeddedServices, free_port
 from controller.events import JobObserved, JobRef
 from controller.metrics import PipelineMetrics
 from controller.settings import NatsSettings, Settings
-from controller.subjects import Topology
+from controller.subjects import StreamFamily, Topology
 from tests import eventbuilders as eb
-from tests.notify_support import api_client, notify_running, offline_settings
+from tests.notify_support import api_client, offline_settings
 from tests.webhook_receiver import Receiver, Reply
 
 JOBS = 100
@@ -98,16 +102,36 @@ def subscribers(receiver_port: int, dead_port: int) -> list[Subscriber]:
 
 
 def _receive(port: int, secrets: dict[str, str], pipe: Connection) -> None:
-    """Serve until told to stop, then send back (path, type, job uid, arrival, verified) per request."""
+    """Serve and answer arrival counts until told to stop, then send back every request.
+
+    Requests on the pipe: ``("count", prefix)`` → verified healthy deliveries (distinct
+    ``webhook-id`` per path) of job uids starting with ``prefix``; ``"stop"`` → the list of
+    (path, type, job uid, arrival, verified) per request.
+    """
 
     def answer(path: str) -> Reply:
         return Reply(delay_s=SLOW_REPLY_S) if path.startswith("/slow/") else Reply()
 
+    seen: set[tuple[str, str]] = set()
+    per_phase: Counter[str] = Counter()  # "burst-", "steady500-": the uid's first part
+    read = 0
+
+    def arrived(receiver: Receiver, prefix: str) -> int:
+        nonlocal read
+        for r in receiver.requests[read:]:
+            if r.path.startswith("/healthy/") and r.verified and (r.path, r.webhook_id) not in seen:
+                seen.add((r.path, r.webhook_id))
+                per_phase[r.payload["data"]["job"]["uid"].split("-")[0] + "-"] += 1
+        read = len(receiver.requests)
+        return per_phase[prefix]
+
     async def serve() -> list[tuple[str, str, str, float, bool]]:
+        loop = asyncio.get_running_loop()
         async with Receiver(answer=answer, port=port) as receiver:
             receiver.secrets = secrets
             pipe.send("ready")
-            await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
+            while (request := await loop.run_in_executor(None, pipe.recv)) != "stop":
+                pipe.send(arrived(receiver, request[1]))
         return [
             (r.path, r.payload["type"], r.payload["data"]["job"]["uid"], r.at, r.verified)
             for r in receiver.requests
@@ -116,23 +140,26 @@ def _receive(port: int, secrets: dict[str, str], pipe: Connection) -> None:
     pipe.send(asyncio.run(serve()))
 
 
-# ------------------------------------------------------------------ notify process
+# ------------------------------------------------------------------ controller processes
 
 
-async def _serve_notify() -> None:
-    """The notify consumer and dispatcher until SIGTERM (settings from the environment)."""
-    settings = Settings()
-    logging.basicConfig(level=settings.log_level)
-    assert settings.database.url and settings.nats.url
-    topology = Topology(settings.nats.prefix)
-    nc = await connect(settings.nats.url, "bench-notify")
-    engine = make_engine(settings.database.url.get_secret_value(), pool_size=10)
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with notify_running(settings, topology, nc.jetstream(), engine, PipelineMetrics()):
-        await stop.wait()
-    await engine.dispose()
-    await nc.drain()
+def start_controller(roles: Sequence[str], env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+    """``mpijob-controller consume --only <role>`` per role, each with its own metrics port."""
+    started = []
+    for n, role in enumerate(roles):
+        command = [
+            sys.executable,
+            *_profiled(f"{role}{n}"),
+            "-m",
+            "controller.cli",
+            "consume",
+            "--only",
+            role,
+        ]
+        started.append(
+            subprocess.Popen(command, env={**os.environ, **env, "MPIJC_API__METRICS_PORT": str(free_port())})
+        )
+    return started
 
 
 # ------------------------------------------------------------------ measuring
@@ -141,9 +168,19 @@ async def _serve_notify() -> None:
 @dataclass
 class Env:
     topology: Topology
+    js: JetStreamContext
     publisher: Publisher
     engine: Any
     settings: Settings
+    receiver: Connection | None = None
+    """The pipe to the receiver process (arrival counts)."""
+
+    def arrived(self, prefix: str) -> int:
+        """Verified healthy deliveries of the job uids starting with ``prefix`` so far."""
+        assert self.receiver is not None
+        self.receiver.send(("count", prefix))
+        count: int = self.receiver.recv()
+        return count
 
 
 @contextlib.asynccontextmanager
@@ -163,7 +200,7 @@ async def services(data_dir: Path) -> AsyncIterator[tuple[Env, dict[str, str]]]:
         }
         settings = offline_settings()  # the API's view: loopback allowlisted, as for the receiver
         try:
-            yield Env(topology, Publisher(js, topology), engine, settings), env
+            yield Env(topology, js, Publisher(js, topology), engine, settings), env
         finally:
             await engine.dispose()
             await nc.drain()
@@ -186,20 +223,10 @@ def runs(prefix: str, count: int) -> list[list[JobObserved]]:
     return out
 
 
-async def delivered(env: Env) -> int:
-    async with env.engine.connect() as conn:
-        found = await conn.execute(
-            text(
-                "SELECT count(*) FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id "
-                "WHERE d.status = 'delivered' AND s.url NOT LIKE '%/slow/%' AND s.url NOT LIKE '%/dead/%'"
-            )
-        )
-        return int(found.scalar_one())
-
-
-async def until_delivered(env: Env, expected: int, timeout_s: float = 300) -> None:
+async def until_arrived(env: Env, prefix: str, expected: int, timeout_s: float = 300) -> None:
+    """Wait until the receiver has ``expected`` healthy deliveries of ``prefix``; explain a timeout."""
     deadline = time.monotonic() + timeout_s
-    while await delivered(env) < expected:
+    while env.arrived(prefix) < expected:
         if time.monotonic() > deadline:
             async with env.engine.connect() as conn:
                 states = (
@@ -211,18 +238,35 @@ async def until_delivered(env: Env, expected: int, timeout_s: float = 300) -> No
                         )
                     )
                 ).all()
-                errors = (
-                    await conn.execute(
-                        text(
-                            "SELECT split_part(s.url, '/', 4), a.outcome, left(a.error, 60), count(*) "
-                            "FROM delivery_attempts a JOIN deliveries d ON d.seq = a.delivery_seq "
-                            "JOIN subscriptions s ON s.id = d.subscription_id "
-                            "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
-                        )
-                    )
-                ).all()
-            raise TimeoutError(f"only {await delivered(env)} of {expected} delivered: {states} {errors}")
+            raise TimeoutError(f"only {env.arrived(prefix)} of {expected} arrived; outbox: {states}")
+        await asyncio.sleep(0.1)
+
+
+_NOTIFY_DURABLES: tuple[tuple[StreamFamily, str], ...] = (("jobs", "notify"), ("findings", "notify-findings"))
+
+
+async def until_ready(env: Env, dispatchers: int, timeout_s: float = 60) -> None:
+    """Wait until the notify consumer's durables exist and every dispatcher listens for wake-ups."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        async with env.engine.connect() as conn:
+            listening = (
+                await conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN %'"))
+            ).scalar_one()
+        try:
+            durables: tuple[tuple[StreamFamily, str], ...] = (
+                ("jobs", "notify"),
+                ("findings", "notify-findings"),
+            )
+            for family, durable in durables:
+                await env.js.consumer_info(env.topology.stream(family), env.topology.durable(durable))
+        except NotFoundError:
+            pass
+        else:
+            if listening >= dispatchers:
+                return
         await asyncio.sleep(0.2)
+    raise TimeoutError("the notify consumer or the dispatchers did not start")
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -232,13 +276,12 @@ def percentile(samples: Sequence[float], q: float) -> float:
 
 async def throughput(env: Env, count: int, published: dict[tuple[str, str], float]) -> dict[str, Any]:
     stories = runs("burst", count)
-    before = await delivered(env)
     started = time.time()
     for story in stories:
         for event in story:
             published[(event.uid, _type(event))] = time.time()
     await env.publisher.publish([e for story in stories for e in story])
-    await until_delivered(env, before + HEALTHY * count * 3)
+    await until_arrived(env, "burst-", HEALTHY * count * 3)
     return {"runs": len(stories), "events": len(stories) * 3, "started": started}
 
 
@@ -249,14 +292,13 @@ async def latency(
     events_per_s = rate / (HEALTHY / JOBS)
     stories = runs(f"steady{rate}", max(1, int(events_per_s * seconds / 3 / JOBS) + 1))
     order = [event for step in range(3) for story in stories for event in story[step : step + 1]]
-    before = await delivered(env)
     start = time.perf_counter()
     for n, event in enumerate(order):
         await asyncio.sleep(max(0.0, start + n / events_per_s - time.perf_counter()))
         published[(event.uid, _type(event))] = time.time()
         await env.publisher.publish([event])
     expected = sum(PER_JOB - (len(BAD_SLOTS) if int(e.name.split("-")[1]) >= JOBS // 2 else 0) for e in order)
-    await until_delivered(env, before + expected)
+    await until_arrived(env, f"steady{rate}-", expected)
     return {"offered_deliveries_per_s": rate, "events": len(order), "seconds": seconds}
 
 
@@ -337,30 +379,31 @@ async def main(args: argparse.Namespace) -> None:
             )
             receiver.start()
             assert parent.recv() == "ready"
-            notify = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-                [sys.executable, *_profiled(), "-m", "benchmarks.webhooks", "notify"],
-                env={**os.environ, **process_env},
-            )
+            env.receiver = parent
+            controller = start_controller(["notify"] + ["dispatch"] * args.dispatchers, process_env)
             try:
-                await asyncio.sleep(2.0)  # the notify process declares its durables
+                await until_ready(env, args.dispatchers)
                 published: dict[tuple[str, str], float] = {}
                 await throughput(env, args.runs, published)
                 for rate in args.rates:
                     await latency(env, rate, args.seconds, published)
                 enqueued = await enqueue_times(env)
             finally:
-                notify.send_signal(signal.SIGTERM)
-                notify.wait(60)
+                for process in controller:
+                    process.send_signal(signal.SIGTERM)
+                for process in controller:
+                    process.wait(60)
                 parent.send("stop")
                 arrivals = parent.recv()
                 receiver.join(10)
     bad = [s for s in subs if s.kind != "healthy"]
     result = {
         "benchmark": "webhooks",
-        "path": "JobObserved → JetStream → notify consumer → PostgreSQL outbox → dispatcher → "
+        "path": "JobObserved → JetStream → notify consumer → PostgreSQL outbox → dispatchers → "
         "signed HTTP POST",
-        "machine": "this box: embedded PostgreSQL + NATS, receiver and notify in their own processes, "
-        f"{os.cpu_count()} cores",
+        "machine": "this box: embedded PostgreSQL + NATS, the receiver, the notify consumer and each "
+        f"dispatcher in a process of its own, {os.cpu_count()} cores",
+        "dispatchers": args.dispatchers,
         "subscribers": len(subs),
         "bad_subscribers": {
             "slow": sum(s.kind == "slow" for s in bad),
@@ -379,15 +422,14 @@ async def main(args: argparse.Namespace) -> None:
     report("webhooks", result)
 
 
-def _profiled() -> list[str]:
-    """``BENCH_PROFILE=<file>`` runs the notify process under cProfile, writing to that file."""
-    target = os.environ.get("BENCH_PROFILE")
-    return ["-m", "cProfile", "-o", target] if target else []
+def _profiled(name: str) -> list[str]:
+    """``BENCH_PROFILE=<prefix>`` runs each controller process under cProfile, into ``<prefix>.<name>``."""
+    prefix = os.environ.get("BENCH_PROFILE")
+    return ["-m", "cProfile", "-o", f"{prefix}.{name}"] if prefix else []
 
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("role", nargs="?", default="bench", choices=["bench", "notify"])
     parser.add_argument("--runs", type=int, default=6, help="runs of each of the 100 jobs in the burst")
     parser.add_argument(
         "--rates",
@@ -396,8 +438,8 @@ def cli() -> None:
         help="offered healthy deliveries/s of the latency runs, comma-separated",
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency run")
-    args = parser.parse_args()
-    asyncio.run(_serve_notify() if args.role == "notify" else main(args))
+    parser.add_argument("--dispatchers", type=int, default=2, help="dispatcher processes (deploy/ runs two)")
+    asyncio.run(main(parser.parse_args()))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,12 @@ nothing and retries survive restarts:
   a dispatcher that dies mid-send is superseded after the lease;
 - a row is claimable only when no earlier row of the same subscription and ``order_key``
   (the job uid; for email, the job name) is pending: one job's events reach an endpoint in
-  order, while other jobs and other endpoints go on; when the earlier row is retried later,
-  the rows behind it are postponed with it, so they are not scanned again meanwhile;
+  order, while other jobs and other endpoints go on. A row enqueued behind a pending one is
+  *parked* (``next_attempt_at`` = infinity) and made due when the row ahead settles
+  (:func:`record`), so waiting rows are never scanned by a claim — with a slow endpoint
+  holding thousands of them, claims would otherwise cost milliseconds each. A sweep
+  (:func:`unpark_heads`) frees a row parked just as the row ahead settled in another
+  transaction;
 - due rows are read oldest first along an index and the scan stops after a window of
   candidates, so a claim costs the same with 100 or 100,000 rows waiting;
 - at most ``per_endpoint`` rows of one subscription per claim, none of a saturated one;
@@ -25,7 +29,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import delete, func, insert, select, text, update
@@ -41,6 +45,14 @@ AttemptResult = Literal["delivered", "retry", "failed"]
 
 WAKE_CHANNEL = "mpijc_outbox"
 """PostgreSQL channel announced when deliveries become due now (new, redelivered, resumed)."""
+
+_INFINITY = datetime.max.replace(tzinfo=UTC)  # asyncpg sends it as PostgreSQL's 'infinity'
+
+
+def is_parked(next_attempt_at: datetime) -> bool:
+    """Whether a pending delivery waits behind an earlier one (asyncpg reads 'infinity' as max)."""
+    return next_attempt_at.replace(tzinfo=None) == datetime.max
+
 
 # Fixed namespace of delivery ids; never change it, or redelivered bus messages enqueue twice.
 _DELIVERY_NAMESPACE = uuid.UUID("2b0f7c8e-5d1a-4c47-9e3b-6a2d8f1c0e55")
@@ -74,16 +86,29 @@ _ENQUEUE = text(
 )
 
 
-async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
-    """Insert deliveries, skipping ids already there; returns the ids that were new.
+_PARK_BEHIND = text(
+    """
+    UPDATE deliveries d SET next_attempt_at = 'infinity'
+    WHERE d.id = ANY(CAST(:ids AS varchar[])) AND EXISTS (
+        SELECT 1 FROM deliveries e
+        WHERE e.subscription_id = d.subscription_id AND e.order_key = d.order_key
+          AND e.status = 'pending' AND e.seq < d.seq)
+    """
+)
 
-    One statement of column arrays, whatever the number of rows: a multi-row VALUES list
-    would be parsed anew for every batch size (tens of ms for a thousand rows)."""
+
+async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
+    """Insert deliveries, skipping ids already there, parking those behind a pending one.
+
+    Returns the ids that were new. One statement of column arrays, whatever the number of
+    rows: a multi-row VALUES list would be parsed anew for every batch size (tens of ms for
+    a thousand rows)."""
     if not rows:
         return set()
     result = await conn.execute(_ENQUEUE, {c: [row[c] for row in rows] for c in _ENQUEUE_COLUMNS})
     new = set(result.scalars().all())
     if new:
+        await conn.execute(_PARK_BEHIND, {"ids": sorted(new)})
         await announce(conn, WAKE_CHANNEL)
     return new
 
@@ -237,14 +262,26 @@ class Disabled:
 CLAIM_WINDOW = 4
 """A claim of ``limit`` rows looks at up to ``limit`` x this many candidate rows (per-endpoint caps)."""
 
-_POSTPONE_BEHIND = text(
+_UNPARK_NEXT = text(
     """
-    UPDATE deliveries d SET next_attempt_at = greatest(d.next_attempt_at, v.next_at)
-    FROM unnest(
-        CAST(:subs AS varchar[]), CAST(:keys AS text[]),
-        CAST(:seqs AS bigint[]), CAST(:nexts AS timestamptz[])
-    ) AS v(sub, key, seq, next_at)
-    WHERE d.subscription_id = v.sub AND d.order_key = v.key AND d.status = 'pending' AND d.seq > v.seq
+    UPDATE deliveries d SET next_attempt_at = :now
+    FROM (
+        SELECT DISTINCT ON (v.sub, v.key) e.seq
+        FROM unnest(CAST(:subs AS varchar[]), CAST(:keys AS text[])) AS v(sub, key)
+        JOIN deliveries e ON e.subscription_id = v.sub AND e.order_key = v.key AND e.status = 'pending'
+        ORDER BY v.sub, v.key, e.seq
+    ) AS head
+    WHERE d.seq = head.seq AND d.next_attempt_at = 'infinity'
+    """
+)
+_UNPARK_HEADS = text(
+    """
+    UPDATE deliveries d SET next_attempt_at = :now
+    WHERE d.status = 'pending' AND d.next_attempt_at = 'infinity' AND NOT EXISTS (
+        SELECT 1 FROM deliveries e
+        WHERE e.subscription_id = d.subscription_id AND e.order_key = d.order_key
+          AND e.status = 'pending' AND e.seq < d.seq)
+    RETURNING d.seq
     """
 )
 _SETTLE = text(
@@ -289,15 +326,14 @@ async def record(
             "latencies": [o.latency_ms for o in outcomes],
         },
     )
-    retried = [o for o in outcomes if o.result == "retry" and o.next_attempt_at is not None]
-    if retried:
+    settled = [o for o in outcomes if o.result != "retry"]
+    if settled:  # the next row of each settled row's chain is due now
         await conn.execute(
-            _POSTPONE_BEHIND,
+            _UNPARK_NEXT,
             {
-                "subs": [o.subscription_id for o in retried],
-                "keys": [o.order_key for o in retried],
-                "seqs": [o.seq for o in retried],
-                "nexts": [o.next_attempt_at for o in retried],
+                "subs": [o.subscription_id for o in settled],
+                "keys": [o.order_key for o in settled],
+                "now": now,
             },
         )
     await conn.execute(
@@ -394,13 +430,15 @@ async def defer(conn: AsyncConnection, seqs: Collection[int], until: datetime) -
 
 
 async def resume(conn: AsyncConnection, subscription_id: str, now: datetime) -> None:
-    """Make a re-enabled subscription's pending deliveries due now, not at their old retry times."""
+    """Make a re-enabled subscription's pending deliveries due now, not at their old retry times
+    (parked ones stay parked behind them)."""
     await conn.execute(
         update(Delivery)
         .where(
             Delivery.subscription_id == subscription_id,
             Delivery.status == "pending",
             Delivery.next_attempt_at > now,
+            Delivery.next_attempt_at < _INFINITY,
         )
         .values(next_attempt_at=now)
     )
@@ -442,6 +480,14 @@ async def last_delivered(conn: AsyncConnection, subscription_id: str, order_key:
         )
     ).scalar_one()
     return value
+
+
+async def unpark_heads(conn: AsyncConnection, now: datetime) -> int:
+    """Make parked rows with nothing pending ahead of them due; returns how many there were.
+
+    Parking and settling race in one case: a row is parked because the row ahead is
+    pending, and that row settles in a transaction that cannot see the new one yet."""
+    return len((await conn.execute(_UNPARK_HEADS, {"now": now})).all())
 
 
 async def pending_count(conn: AsyncConnection) -> int:

@@ -323,12 +323,17 @@ class Dispatcher:
             log.warning("notify: subscription %s %s", gone.subscription_id, gone.reason)
 
     async def _housekeeping(self, stop: asyncio.Event, clients: EndpointClients) -> None:
-        """Refresh the queue-depth gauge, purge settled rows past retention, close idle clients."""
+        """Free rows parked by a race, refresh the queue-depth gauge, purge old rows, close idle clients."""
         s = self._settings
         purged_at = float("-inf")
         while not stop.is_set():
             await clients.sweep(set(self._in_flight))
             try:
+                async with self._engine.begin() as conn:
+                    freed = await outbox.unpark_heads(conn, self._clock())
+                if freed:  # woken once committed, or the claim would not see them yet
+                    log.info("notify dispatcher: %d deliveries parked behind settled ones are due", freed)
+                    self._wakeup.set()
                 async with self._engine.begin() as conn:
                     self._metrics.queue_depth.set(await outbox.pending_count(conn))
                     if time.monotonic() - purged_at >= PURGE_EVERY_S:  # a scan of the log: rarely

@@ -125,7 +125,11 @@ def _delivery_view(delivery: Delivery, attempts: list[DeliveryAttempt]) -> dict[
         "job": {"namespace": delivery.namespace, "name": delivery.job_name, "uid": delivery.job_uid},
         "status": delivery.status,
         "attempts": delivery.attempts,
-        "next_attempt_at": delivery.next_attempt_at if delivery.status == "pending" else None,
+        "next_attempt_at": (
+            delivery.next_attempt_at
+            if delivery.status == "pending" and not outbox.is_parked(delivery.next_attempt_at)
+            else None
+        ),
         "event_at": delivery.event_at,
         "created_at": delivery.created_at,
         "finished_at": delivery.finished_at,
