@@ -38,6 +38,7 @@ bench: $(STAMP)  ## benchmarks, JSON results under benchmarks/results/
 	$(BIN)/python -m benchmarks.ingest
 	$(BIN)/python -m benchmarks.findings
 	$(BIN)/python -m benchmarks.api
+	$(BIN)/python -m benchmarks.webhooks
 
 up: $(STAMP)
 	$(BIN)/mpijob-controller up
