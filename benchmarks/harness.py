@@ -1,7 +1,9 @@
 """Shared benchmark harness: the embedded services and consumer processes, as deployed.
 
 Each consumer runs as its own ``mpijob-controller consume --only NAME`` process (history
-scales out, rules is a single replica), the watcher side runs in the benchmark process.
+scales out, rules is a single replica, dispatchers as many as asked), the watcher side runs in
+the benchmark process. ``BENCH_PROFILE=<prefix>`` runs each consumer process under cProfile,
+writing ``<prefix>.<name><n>``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller import migrate
@@ -46,8 +49,12 @@ class Bench:
 
 
 @contextlib.asynccontextmanager
-async def pipeline_services(data_dir: Path, consumers: Sequence[str] = ("history",)) -> AsyncIterator[Bench]:
-    """Embedded PostgreSQL + NATS in ``data_dir``, migrated, streams declared, consumers running."""
+async def pipeline_services(
+    data_dir: Path, consumers: Sequence[str] = ("history",), env: Mapping[str, str] | None = None
+) -> AsyncIterator[Bench]:
+    """Embedded PostgreSQL + NATS in ``data_dir``, migrated, streams declared, consumers running.
+
+    ``consumers`` may repeat a name (two ``dispatch`` processes); ``env`` adds settings."""
     with EmbeddedServices(data_dir, free_port(), free_port(), None, None) as services:
         await migrate.upgrade_async(services.database_url)
         topology = Topology("bench")
@@ -55,28 +62,27 @@ async def pipeline_services(data_dir: Path, consumers: Sequence[str] = ("history
         js = nc.jetstream()
         await ensure_streams(js, topology, NatsSettings())
         engine = make_engine(services.database_url)
-        env = {
+        process_env = {
             **os.environ,
             "MPIJC_DATABASE__URL": services.database_url,
             "MPIJC_NATS__URL": services.nats_url,
             "MPIJC_NATS__PREFIX": topology.prefix,
             "MPIJC_LOG_LEVEL": "WARNING",
             "MPIJC_API__METRICS_PORT": "0",
+            **(env or {}),
         }
         processes = [
             subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-                [sys.executable, "-m", "controller.cli", "consume", "--only", name], env=env, cwd=data_dir
+                [sys.executable, *_profiled(f"{name}{n}"), "-m", "controller.cli", "consume", "--only", name],
+                env=process_env,
+                cwd=data_dir,
             )
-            for name in consumers
+            for n, name in enumerate(consumers)
         ]
-        for name in consumers:  # until each process has created its durable consumer
-            for _ in range(300):
-                with contextlib.suppress(NotFoundError):
-                    await js.consumer_info(topology.stream("jobs"), topology.durable(name))
-                    break
-                await asyncio.sleep(0.1)
+        bench = Bench(nc, js, topology, engine, PipelineMetrics())
         try:
-            yield Bench(nc, js, topology, engine, PipelineMetrics())
+            await _until_ready(bench, consumers)
+            yield bench
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
@@ -84,6 +90,31 @@ async def pipeline_services(data_dir: Path, consumers: Sequence[str] = ("history
                 process.wait(30)
             await engine.dispose()
             await nc.drain()
+
+
+async def _until_ready(bench: Bench, consumers: Sequence[str], timeout_s: float = 60) -> None:
+    """Until every consumer process has created its durable, and every dispatcher listens."""
+    durables = [name for name in set(consumers) if name != "dispatch"]
+    for _ in range(int(timeout_s * 10)):
+        async with bench.engine.connect() as conn:
+            listening = (
+                await conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN %'"))
+            ).scalar_one()
+        try:
+            for name in durables:
+                await bench.js.consumer_info(bench.topology.stream("jobs"), bench.topology.durable(name))
+        except NotFoundError:
+            pass
+        else:
+            if listening >= consumers.count("dispatch"):
+                return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"consumers {list(consumers)} did not start in {timeout_s:g} s")
+
+
+def _profiled(name: str) -> list[str]:
+    prefix = os.environ.get("BENCH_PROFILE")
+    return ["-m", "cProfile", "-o", f"{prefix}.{name}"] if prefix else []
 
 
 def report(name: str, result: dict[str, Any]) -> None:

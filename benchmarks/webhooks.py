@@ -6,61 +6,56 @@ processes (``consume --only dispatch``, woken by the consumer through PostgreSQL
 one receiver process serving every subscriber's path (plain asyncio HTTP/1.1, verifying every
 signature, keeping arrival times and counting arrivals, so the benchmark never queries the
 database it measures); and this process, which creates the subscriptions through the API,
-publishes ``JobObserved`` phase transitions to JetStream and measures.
+feeds the watcher pipeline (or, for the burst, publishes to JetStream) and measures.
 
 Subscribers filter on a job name (100 names, 10 subscribers each, as pipelines watch their
 jobs). The 100 bad ones (10 %) are two subscribers of each of jobs 50-99: half *slow* (answer
 after 5 s; the request timeout is 2 s, so every attempt times out and is retried), half
 *dead* (nothing listens). Measured on the healthy endpoints only:
 
-- **throughput**: ``--runs`` runs of every job (created → running → succeeded) published at
-  once; healthy deliveries per second from the first publish to the last arrival;
-- **latency**: the same at a fixed offered rate (``--rate`` deliveries/s to healthy
-  endpoints); per delivery, publish → arrival at the receiver, p50/p99, reported for all
+- **throughput**: ``--runs`` runs of every job (created → running → succeeded) published to
+  JetStream at once; healthy deliveries per second from the first publish to the last arrival;
+- **latency**: ``--events-per-s`` Kubernetes watch events per second (real MPIJob and pod
+  objects) fed to the watcher pipeline in 10 ms ticks: MPIJob transitions enough to offer the
+  healthy endpoints each of ``--rates`` deliveries/s, pod updates of 100 other running jobs
+  the rest; per delivery, watch event → arrival at the receiver, p50/p99, reported for all
   healthy endpoints and split into jobs whose subscribers are all healthy and jobs that
   share subscribers with bad endpoints — equal numbers mean the bad ones delay nobody.
 
 Prints one JSON document and writes ``benchmarks/results/webhooks.json``.
-Targets (DESIGN.md): ≥ 500 deliveries/s; p99 watch event → delivery < 500 ms at 500/s; a slow or
-dead endpoint does not delay the others.
+Targets (DESIGN.md): ≥ 500 deliveries/s; p99 watch event → webhook delivered < 500 ms at 500
+watch events/s; a slow or dead endpoint does not delay the others.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import multiprocessing
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 from sqlalchemy import text
 
-from benchmarks.harness import report
-from controller import migrate
-from controller.bus import Publisher, connect, ensure_streams
-from controller.db import make_engine
-from controller.embedded import EmbeddedServices, free_port
+from benchmarks.harness import Bench, pipeline_services, report
+from controller.bus import Publisher
+from controller.embedded import free_port
 from controller.events import JobObserved, JobRef
 from controller.metrics import PipelineMetrics
-from controller.settings import NatsSettings, Settings
-from controller.subjects import StreamFamily, Topology
 from tests import eventbuilders as eb
+from tests import k8s_objects as k
 from tests.notify_support import api_client, offline_settings
 from tests.webhook_receiver import Receiver, Reply
+from watchers.correlating import Observation
+from watchers.pipeline import Pipeline
 
 JOBS = 100
 PER_JOB = 10
@@ -141,70 +136,21 @@ def _receive(port: int, secrets: dict[str, str], pipe: Connection) -> None:
     pipe.send(asyncio.run(serve()))
 
 
-# ------------------------------------------------------------------ controller processes
-
-
-def start_controller(roles: Sequence[str], env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
-    """``mpijob-controller consume --only <role>`` per role, each with its own metrics port."""
-    started = []
-    for n, role in enumerate(roles):
-        command = [
-            sys.executable,
-            *_profiled(f"{role}{n}"),
-            "-m",
-            "controller.cli",
-            "consume",
-            "--only",
-            role,
-        ]
-        started.append(
-            subprocess.Popen(command, env={**os.environ, **env, "MPIJC_API__METRICS_PORT": str(free_port())})
-        )
-    return started
-
-
 # ------------------------------------------------------------------ measuring
 
 
 @dataclass
 class Env:
-    topology: Topology
-    js: JetStreamContext
+    bench: Bench
     publisher: Publisher
-    engine: Any
-    settings: Settings
-    receiver: Connection | None = None
+    receiver: Connection
     """The pipe to the receiver process (arrival counts)."""
 
     def arrived(self, prefix: str) -> int:
         """Verified healthy deliveries of the job uids starting with ``prefix`` so far."""
-        assert self.receiver is not None
         self.receiver.send(("count", prefix))
         count: int = self.receiver.recv()
         return count
-
-
-@contextlib.asynccontextmanager
-async def services(data_dir: Path) -> AsyncIterator[tuple[Env, dict[str, str]]]:
-    with EmbeddedServices(data_dir, free_port(), free_port(), None, None) as found:
-        await migrate.upgrade_async(found.database_url)
-        topology = Topology("bench")
-        nc = await connect(found.nats_url, "bench")
-        js = nc.jetstream()
-        await ensure_streams(js, topology, NatsSettings())
-        engine = make_engine(found.database_url)
-        env = {
-            "MPIJC_DATABASE__URL": found.database_url,
-            "MPIJC_NATS__URL": found.nats_url,
-            "MPIJC_NATS__PREFIX": topology.prefix,
-            **NOTIFY_ENV,
-        }
-        settings = offline_settings()  # the API's view: loopback allowlisted, as for the receiver
-        try:
-            yield Env(topology, js, Publisher(js, topology), engine, settings), env
-        finally:
-            await engine.dispose()
-            await nc.drain()
 
 
 def runs(prefix: str, count: int) -> list[list[JobObserved]]:
@@ -229,7 +175,7 @@ async def until_arrived(env: Env, prefix: str, expected: int, timeout_s: float =
     deadline = time.monotonic() + timeout_s
     while env.arrived(prefix) < expected:
         if time.monotonic() > deadline:
-            async with env.engine.connect() as conn:
+            async with env.bench.engine.connect() as conn:
                 states = (
                     await conn.execute(
                         text(
@@ -241,33 +187,6 @@ async def until_arrived(env: Env, prefix: str, expected: int, timeout_s: float =
                 ).all()
             raise TimeoutError(f"only {env.arrived(prefix)} of {expected} arrived; outbox: {states}")
         await asyncio.sleep(0.1)
-
-
-_NOTIFY_DURABLES: tuple[tuple[StreamFamily, str], ...] = (("jobs", "notify"), ("findings", "notify-findings"))
-
-
-async def until_ready(env: Env, dispatchers: int, timeout_s: float = 60) -> None:
-    """Wait until the notify consumer's durables exist and every dispatcher listens for wake-ups."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        async with env.engine.connect() as conn:
-            listening = (
-                await conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN %'"))
-            ).scalar_one()
-        try:
-            durables: tuple[tuple[StreamFamily, str], ...] = (
-                ("jobs", "notify"),
-                ("findings", "notify-findings"),
-            )
-            for family, durable in durables:
-                await env.js.consumer_info(env.topology.stream(family), env.topology.durable(durable))
-        except NotFoundError:
-            pass
-        else:
-            if listening >= dispatchers:
-                return
-        await asyncio.sleep(0.2)
-    raise TimeoutError("the notify consumer or the dispatchers did not start")
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -286,21 +205,84 @@ async def throughput(env: Env, count: int, published: dict[tuple[str, str], floa
     return {"runs": len(stories), "events": len(stories) * 3, "started": started}
 
 
-async def latency(
-    env: Env, rate: int, seconds: float, published: dict[tuple[str, str], float]
+def job_transitions(prefix: str, count: int) -> list[list[k.Obj]]:
+    """``count`` runs of every job as the MPIJob objects a watch sees: created, running, succeeded."""
+    out: list[list[k.Obj]] = []
+    for r in range(count):
+        for j in range(JOBS):
+            created = k.mpijob(f"job-{j}", namespace="bench", uid=f"{prefix}-{j}-{r}")
+            running = k.with_conditions(created, ("Running", "MPIJobRunning", "2026-11-23T10:00:20Z"))
+            done = k.with_conditions(running, ("Succeeded", "MPIJobSucceeded", "2026-11-23T11:00:00Z"))
+            out.append([created, running, done])
+    return out
+
+
+def running_pods(jobs: int) -> tuple[list[Observation], list[k.Obj]]:
+    """Background: ``jobs`` running MPIJobs nobody subscribed to, and their launcher and worker pods."""
+    now = datetime.now(UTC)
+    setup: list[Observation] = []
+    pods: list[k.Obj] = []
+    for n in range(jobs):
+        job = k.with_conditions(
+            k.mpijob(f"noise-{n}", namespace="noise"), ("Running", "MPIJobRunning", "2026-11-23T10:00:20Z")
+        )
+        setup.append(Observation("job", "ADDED", job, now))
+        for role, index in [("launcher", None), *(("worker", i) for i in range(4))]:
+            pod = k.with_container_state(
+                k.pod(job, role, index, node=f"node-{n}"), {"running": {}}, phase="Running", ready=True
+            )
+            setup.append(Observation("pod", "ADDED", pod, now))
+            pods.append(pod)
+    return setup, pods
+
+
+async def watched(
+    env: Env,
+    pipeline: Pipeline,
+    pods: list[k.Obj],
+    rate: int,
+    events_per_s: int,
+    seconds: float,
+    entered: dict[Key, float],
 ) -> dict[str, Any]:
-    """Publish transitions so healthy endpoints are offered ``rate`` deliveries/s."""
-    events_per_s = rate / (HEALTHY / JOBS)
-    stories = runs(f"steady{rate}", max(1, int(events_per_s * seconds / 3 / JOBS) + 1))
-    order = [event for step in range(3) for story in stories for event in story[step : step + 1]]
-    start = time.perf_counter()
-    for n, event in enumerate(order):
-        await asyncio.sleep(max(0.0, start + n / events_per_s - time.perf_counter()))
-        published[(event.uid, _type(event))] = time.time()
-        await env.publisher.publish([event])
-    expected = sum(PER_JOB - (len(BAD_SLOTS) if int(e.name.split("-")[1]) >= JOBS // 2 else 0) for e in order)
+    """``events_per_s`` watch events into the watcher pipeline, of which job transitions enough to
+    offer healthy endpoints ``rate`` deliveries/s and pod updates the rest; in 10 ms ticks."""
+    transitions_per_s = rate / (HEALTHY / JOBS)
+    stories = job_transitions(f"steady{rate}", max(1, int(transitions_per_s * seconds / 3 / JOBS) + 1))
+    order = [(step, story[step]) for step in range(3) for story in stories]
+    pods_per_tick = max(0, round((events_per_s - transitions_per_s) / 100))
+    start, tick, sent = time.perf_counter(), 0, 0
+    while sent < len(order):
+        await asyncio.sleep(max(0.0, start + tick / 100 - time.perf_counter()))
+        due = min(len(order), int((tick + 1) / 100 * transitions_per_s))
+        chunk = [
+            Observation(
+                "pod",
+                "MODIFIED",
+                k.with_container_state(
+                    pods[(tick * pods_per_tick + i) % len(pods)], {"running": {}}, phase="Running", ready=True
+                ),
+                datetime.now(UTC),
+            )
+            for i in range(pods_per_tick)
+        ]
+        for step, job in order[sent:due]:
+            entered[(job["metadata"]["uid"], STEPS[step])] = time.time()
+            chunk.append(Observation("job", "ADDED" if step == 0 else "MODIFIED", job, datetime.now(UTC)))
+        sent = due
+        await pipeline.feed(chunk)
+        tick += 1
+    expected = sum(healthy_of(int(job["metadata"]["name"].split("-")[1])) for _, job in order)
     await until_arrived(env, f"steady{rate}-", expected)
-    return {"offered_deliveries_per_s": rate, "events": len(order), "seconds": seconds}
+    return {"offered_deliveries_per_s": rate, "transitions": len(order), "seconds": seconds}
+
+
+def healthy_of(job_index: int) -> int:
+    """Healthy subscribers of job ``job_index``."""
+    return PER_JOB - (len(BAD_SLOTS) if job_index >= JOBS // 2 else 0)
+
+
+STEPS = ("job.created", "job.running", "job.succeeded")
 
 
 def _type(event: JobObserved) -> str:
@@ -342,8 +324,8 @@ def summarize(
         "p99_ms_jobs_sharing_subscribers_with_bad_ones": percentile(
             [ms(a) for a in healthy if job_index(a) >= JOBS // 2], 0.99
         ),
-        "publish_to_outbox_p50_ms": percentile(to_outbox, 0.5),
-        "publish_to_outbox_p99_ms": percentile(to_outbox, 0.99),
+        "entry_to_outbox_p50_ms": percentile(to_outbox, 0.5),
+        "entry_to_outbox_p99_ms": percentile(to_outbox, 0.99),
         "attempts_to_slow_endpoints": sum(
             1 for a in arrivals if a[0].startswith("/slow/") and a[2].startswith(prefix)
         ),
@@ -352,56 +334,59 @@ def summarize(
 
 async def enqueue_times(env: Env) -> dict[Key, float]:
     """When the consumer wrote each event's outbox rows."""
-    async with env.engine.connect() as conn:
+    async with env.bench.engine.connect() as conn:
         rows = await conn.execute(
             text("SELECT job_uid, event_type, min(created_at) FROM deliveries GROUP BY 1, 2")
         )
         return {(uid, kind): at.timestamp() for uid, kind, at in rows}
 
 
+async def subscribe_all(bench: Bench, subs: Sequence[Subscriber]) -> dict[str, str]:
+    """Create every subscription through the API; returns each path's signing secret."""
+    secrets: dict[str, str] = {}
+    settings = offline_settings()  # the API's view: loopback allowlisted, as for the receiver
+    async with api_client(settings, bench.engine, PipelineMetrics()) as api:
+        for sub in subs:
+            created = await api.post(
+                "/api/v1/webhooks", json={"url": sub.url, "namespace": "bench", "job_name": sub.job}
+            )
+            assert created.status_code == 201, created.text
+            secrets[sub.path] = created.json()["secret"]
+    return secrets
+
+
 async def main(args: argparse.Namespace) -> None:
     receiver_port, dead_port = free_port(), free_port()
     subs = subscribers(receiver_port, dead_port)
+    roles = ["notify"] + ["dispatch"] * args.dispatchers
     with tempfile.TemporaryDirectory(prefix="mpijc-bench-webhooks-") as tmp:
-        async with services(Path(tmp)) as (env, process_env):
-            metrics = PipelineMetrics()
-            secrets: dict[str, str] = {}
-            async with api_client(env.settings, env.engine, metrics) as api:
-                for sub in subs:
-                    created = await api.post(
-                        "/api/v1/webhooks",
-                        json={"url": sub.url, "namespace": "bench", "job_name": sub.job},
-                    )
-                    assert created.status_code == 201, created.text
-                    secrets[sub.path] = created.json()["secret"]
+        async with pipeline_services(Path(tmp), roles, NOTIFY_ENV) as bench:
+            secrets = await subscribe_all(bench, subs)
             parent, child = multiprocessing.get_context("spawn").Pipe()
             receiver = multiprocessing.get_context("spawn").Process(
                 target=_receive, args=(receiver_port, secrets, child), daemon=True
             )
             receiver.start()
             assert parent.recv() == "ready"
-            env.receiver = parent
-            controller = start_controller(["notify"] + ["dispatch"] * args.dispatchers, process_env)
+            env = Env(bench, Publisher(bench.js, bench.topology), parent)
+            pipeline = Pipeline(env.publisher.publish, bench.metrics, 30)
             try:
-                await until_ready(env, args.dispatchers)
-                published: dict[tuple[str, str], float] = {}
+                published: dict[Key, float] = {}
                 await throughput(env, args.runs, published)
+                setup, pods = running_pods(JOBS)
+                await pipeline.feed(setup)
                 for rate in args.rates:
-                    await latency(env, rate, args.seconds, published)
+                    await watched(env, pipeline, pods, rate, args.events_per_s, args.seconds, published)
                 enqueued = await enqueue_times(env)
             finally:
-                for process in controller:
-                    process.send_signal(signal.SIGTERM)
-                for process in controller:
-                    process.wait(60)
                 parent.send("stop")
                 arrivals = parent.recv()
                 receiver.join(10)
     bad = [s for s in subs if s.kind != "healthy"]
     result = {
         "benchmark": "webhooks",
-        "path": "JobObserved → JetStream → notify consumer → PostgreSQL outbox → dispatchers → "
-        "signed HTTP POST",
+        "path": "watch event → watcher pipeline → JetStream → notify consumer → PostgreSQL outbox → "
+        "dispatchers → signed HTTP POST (the burst enters at JetStream)",
         "machine": "this box: embedded PostgreSQL + NATS, the receiver, the notify consumer and each "
         f"dispatcher in a process of its own, {os.cpu_count()} cores",
         "dispatchers": args.dispatchers,
@@ -411,16 +396,20 @@ async def main(args: argparse.Namespace) -> None:
             "dead": sum(s.kind == "dead" for s in bad),
         },
         "settings": {
-            k.removeprefix("MPIJC_NOTIFY__").lower(): v for k, v in NOTIFY_ENV.items() if "NOTIFY" in k
+            key.removeprefix("MPIJC_NOTIFY__").lower(): v for key, v in NOTIFY_ENV.items() if "NOTIFY" in key
         },
         "throughput": summarize(arrivals, published, enqueued, "burst-"),
         "latency": [
-            {"offered_deliveries_per_s": rate, **summarize(arrivals, published, enqueued, f"steady{rate}-")}
+            {
+                "offered_deliveries_per_s": rate,
+                "watch_events_per_s": args.events_per_s,
+                **summarize(arrivals, published, enqueued, f"steady{rate}-"),
+            }
             for rate in args.rates
         ],
         "target": {
             "deliveries_per_s": 500,
-            "p99_ms_at_500_per_s": 500,
+            "p99_ms_at_500_watch_events_per_s": 500,
             "slow_or_dead_endpoint_delays_others": False,
         },
     }
@@ -443,6 +432,7 @@ def cli() -> None:
         help="offered healthy deliveries/s of the latency runs, comma-separated",
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency run")
+    parser.add_argument("--events-per-s", type=int, default=500, help="watch events/s in latency runs")
     parser.add_argument("--dispatchers", type=int, default=2, help="dispatcher processes (deploy/ runs two)")
     asyncio.run(main(parser.parse_args()))
 

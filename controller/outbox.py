@@ -198,6 +198,9 @@ _CLAIM = text(
 )
 
 
+_CUSTOM_PLAN = text("SET LOCAL plan_cache_mode = force_custom_plan")
+
+
 async def claim(
     conn: AsyncConnection,
     now: datetime,
@@ -206,7 +209,13 @@ async def claim(
     per_endpoint: int,
     saturated: Collection[str] = (),
 ) -> list[Claim]:
-    """Lease up to ``limit`` due deliveries, oldest first (see the module docstring for which)."""
+    """Lease up to ``limit`` due deliveries, oldest first (see the module docstring for which).
+
+    Planned anew each time (in the caller's transaction): the outbox swings from empty to tens
+    of thousands of rows, and a generic plan cached while it was empty (asyncpg prepares the
+    statement; PostgreSQL switches to a generic plan after five executions) costs seconds per
+    claim once it is full."""
+    await conn.execute(_CUSTOM_PLAN)
     rows = await conn.execute(
         _CLAIM,
         {
