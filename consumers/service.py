@@ -84,6 +84,7 @@ async def run_consumers(
             engine, settings.notify, metrics, mailer=notify.smtp_mailer(settings.notify.smtp)
         )
     if "notify" in only:
+        await notify.prepare(js, topology)
         broker.include_router(
             notify.build_router(
                 topology,

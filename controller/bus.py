@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import nats
 from nats.aio.client import Client as NATS
@@ -52,6 +52,23 @@ async def ensure_streams(js: JetStreamContext, topology: Topology, settings: Nat
             log.info("created stream %s for %s", config.name, config.subjects)
         else:
             await js.update_stream(config)
+
+
+async def narrow_durable(js: JetStreamContext, stream: str, durable: str, subject: str) -> bool:
+    """Give an existing durable consumer the filter ``subject``; returns whether it changed.
+
+    Subscribing binds to a durable as it was declared, so a filter narrowed in a later
+    version would never reach a running installation; the server keeps the consumer's
+    position across the update. A durable that does not exist yet is left to be created."""
+    try:
+        info = await js.consumer_info(stream, durable)
+    except NotFoundError:
+        return False
+    if info.config.filter_subject == subject and not info.config.filter_subjects:
+        return False
+    await js.add_consumer(stream, replace(info.config, filter_subject=subject, filter_subjects=None))
+    log.info("durable %s on %s now filters %s", durable, stream, subject)
+    return True
 
 
 async def connect(url: str, name: str) -> NATS:

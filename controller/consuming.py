@@ -156,11 +156,14 @@ def subscribe_batches(
     apply: Callable[[Sequence[T]], Awaitable[None]],
     dead_letter: DeadLetterer,
     metrics: PipelineMetrics,
+    subject: str | None = None,
 ) -> None:
     """Declare a durable batch pull subscriber on a stream family, settled by a :class:`BatchSettler`.
 
-    Acks are manual: FastStream hands over the raw batch and the settler acks, naks or
-    dead-letters each message itself, with the retry bounds of ``settings``.
+    ``subject`` narrows what the durable receives (default: the whole family); the server
+    filters, so messages the consumer would ignore never reach it. Acks are manual:
+    FastStream hands over the raw batch and the settler acks, naks or dead-letters each
+    message itself, with the retry bounds of ``settings``.
     """
     settler = BatchSettler(
         consumer, decode, apply, dead_letter, metrics, settings.max_deliver, settings.retry_delay_s
@@ -170,7 +173,7 @@ def subscribe_batches(
         await settler.settle(msg.raw_message)
 
     router.subscriber(
-        topology.wildcard(family),
+        subject or topology.wildcard(family),
         stream=JStream(topology.stream(family), declare=False),
         durable=topology.durable(consumer),
         config=consumer_config(settings),

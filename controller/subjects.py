@@ -76,6 +76,10 @@ class Topology:
         """All subjects of a family, e.g. ``jobs.>``."""
         return self._subject(family, ">")
 
+    def job_observations(self) -> str:
+        """Subjects of job observations only (no pods, no Kubernetes events): ``jobs.*.*.job``."""
+        return self._subject("jobs", "*", "*", "job")
+
     def job_event(self, event: BusEvent) -> str:
         """Subject of a watcher observation: ``jobs.<ns>.<job>.<type>``."""
         job = job_of(event)

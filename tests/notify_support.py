@@ -28,7 +28,7 @@ from faststream.nats import NatsBroker
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.notify import Dispatcher, Mailer, build_router
+from consumers.notify import Dispatcher, Mailer, build_router, prepare
 from controller.api import webhooks as webhooks_api
 from controller.api.access import AccessReviewer, OpenAccess
 from controller.bus import MSG_ID, Publisher
@@ -120,6 +120,7 @@ async def consumer_running(
 ) -> AsyncIterator[None]:
     """The notify consumer on a broker of its own (``wake``: an in-process dispatcher)."""
     assert settings.nats.url
+    await prepare(js, topology)
     router = build_router(
         topology,
         settings.consumer,

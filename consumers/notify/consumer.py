@@ -1,6 +1,6 @@
 """The notify consumer: job phase transitions and finding changes in, outbox rows out.
 
-Two durable batch pull subscribers (``notify`` on ``jobs.>``, ``notify-findings`` on
+Two durable batch pull subscribers (``notify`` on ``jobs.*.*.job``, ``notify-findings`` on
 ``findings.>``; acks, redelivery and dead letters by :class:`controller.consuming.BatchSettler`).
 Each batch is one transaction that
 
@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from faststream.nats import NatsRouter
+from nats.js import JetStreamContext
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from consumers.notify.metrics import NotifyMetrics
 from controller import outbox, subscriptions
+from controller.bus import narrow_durable
 from controller.consuming import DeadLetterer, RetryableError, subscribe_batches
 from controller.db import NotifyFinding, NotifyJob
 from controller.events import BusEvent, JobObserved, parse_event
@@ -317,6 +319,11 @@ def _filters(sub: SubscriptionRecord) -> Filters:
     )
 
 
+async def prepare(js: JetStreamContext, topology: Topology) -> None:
+    """Before subscribing: narrow a ``notify`` durable declared on all of ``jobs.>`` by an earlier version."""
+    await narrow_durable(js, topology.stream("jobs"), topology.durable(CONSUMER), topology.job_observations())
+
+
 def build_router(
     topology: Topology,
     settings: ConsumerSettings,
@@ -337,8 +344,17 @@ def build_router(
         await notifier.observe_findings(batch)
 
     router = NatsRouter()
-    subscribe_batches(
-        router, topology, "jobs", CONSUMER, settings, parse_event, jobs, dead_letter(CONSUMER), metrics
+    subscribe_batches(  # job observations only: pods and Kubernetes events never make a notification
+        router,
+        topology,
+        "jobs",
+        CONSUMER,
+        settings,
+        parse_event,
+        jobs,
+        dead_letter(CONSUMER),
+        metrics,
+        subject=topology.job_observations(),
     )
     subscribe_batches(
         router,
