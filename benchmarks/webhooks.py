@@ -433,7 +433,9 @@ def cli() -> None:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency run")
     parser.add_argument("--events-per-s", type=int, default=500, help="watch events/s in latency runs")
-    parser.add_argument("--dispatchers", type=int, default=2, help="dispatcher processes (deploy/ runs two)")
+    parser.add_argument(
+        "--dispatchers", type=int, default=1, help="dispatcher processes (one: best latency on 2 cores)"
+    )
     asyncio.run(main(parser.parse_args()))
 
 
