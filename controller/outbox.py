@@ -86,13 +86,16 @@ _ENQUEUE = text(
 )
 
 
+_AHEAD_PENDING = """EXISTS (
+    SELECT 1 FROM deliveries e
+    WHERE e.subscription_id = d.subscription_id AND e.order_key = d.order_key
+      AND e.status = 'pending' AND e.seq < d.seq)"""
+"""SQL: an earlier delivery of row ``d``'s subscription and order key is pending (``d`` waits)."""
+
 _PARK_BEHIND = text(
-    """
+    f"""
     UPDATE deliveries d SET next_attempt_at = 'infinity'
-    WHERE d.id = ANY(CAST(:ids AS varchar[])) AND EXISTS (
-        SELECT 1 FROM deliveries e
-        WHERE e.subscription_id = d.subscription_id AND e.order_key = d.order_key
-          AND e.status = 'pending' AND e.seq < d.seq)
+    WHERE d.id = ANY(CAST(:ids AS varchar[])) AND {_AHEAD_PENDING}
     """
 )
 
@@ -172,16 +175,13 @@ class Claim:
 
 
 _CLAIM = text(
-    """
+    f"""
     WITH heads AS (
         SELECT d.seq, d.subscription_id
         FROM deliveries d
         WHERE d.status = 'pending' AND d.next_attempt_at <= :now
           AND NOT (d.subscription_id = ANY(CAST(:saturated AS varchar[])))
-          AND NOT EXISTS (
-              SELECT 1 FROM deliveries e
-              WHERE e.subscription_id = d.subscription_id AND e.order_key = d.order_key
-                AND e.status = 'pending' AND e.seq < d.seq)
+          AND NOT {_AHEAD_PENDING}
           AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id AND s.state <> 'disabled')
         ORDER BY d.next_attempt_at, d.seq
         LIMIT :window
@@ -284,12 +284,9 @@ _UNPARK_NEXT = text(
     """
 )
 _UNPARK_HEADS = text(
-    """
+    f"""
     UPDATE deliveries d SET next_attempt_at = :now
-    WHERE d.status = 'pending' AND d.next_attempt_at = 'infinity' AND NOT EXISTS (
-        SELECT 1 FROM deliveries e
-        WHERE e.subscription_id = d.subscription_id AND e.order_key = d.order_key
-          AND e.status = 'pending' AND e.seq < d.seq)
+    WHERE d.status = 'pending' AND d.next_attempt_at = 'infinity' AND NOT {_AHEAD_PENDING}
     RETURNING d.seq
     """
 )

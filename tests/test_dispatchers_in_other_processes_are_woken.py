@@ -6,11 +6,17 @@ Every dispatcher here polls once a minute: a delivery arriving within seconds wa
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import httpx
 import pytest
 from nats.js import JetStreamContext
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from consumers.notify import Dispatcher
 from controller.metrics import PipelineMetrics
 from controller.settings import Settings
 from controller.subjects import Topology
@@ -40,59 +46,70 @@ async def listener_pids(engine: AsyncEngine) -> set[int]:
         return set((await conn.execute(_LISTENERS)).scalars())
 
 
+@dataclass
+class Apart:
+    """A receiver, the API, and dispatchers listening in processes of their own (as it were)."""
+
+    rx: Receiver
+    api: httpx.AsyncClient
+    dispatchers: list[Dispatcher]
+
+
+Start = Callable[[int], contextlib.AbstractAsyncContextManager[Apart]]
+
+
 @pytest.fixture
-def slow_polling(settings: Settings) -> Settings:
-    return with_notify(settings, poll_interval_s=POLL_S)
-
-
-async def test_a_consumer_in_another_process_wakes_the_dispatchers(
-    slow_polling: Settings,
+def apart(
+    settings: Settings,
     topology: Topology,
     js: JetStreamContext,
     engine: AsyncEngine,
     metrics: PipelineMetrics,
+) -> Start:
+    """Start ``n`` slowly polling dispatchers and a notify consumer that cannot wake them in process."""
+    with_notify(settings, poll_interval_s=POLL_S)
+
+    @contextlib.asynccontextmanager
+    async def running(n: int = 1) -> AsyncIterator[Apart]:
+        async with contextlib.AsyncExitStack() as stack:
+            rx = await stack.enter_async_context(Receiver())
+            api = await stack.enter_async_context(api_client(settings, engine, metrics))
+            dispatchers = [
+                await stack.enter_async_context(dispatcher_running(settings, engine, metrics))
+                for _ in range(n)
+            ]
+            await stack.enter_async_context(consumer_running(settings, topology, js, engine, metrics))
+            for dispatcher in dispatchers:
+                await dispatcher.listening.wait()
+            yield Apart(rx, api, dispatchers)
+
+    return running
+
+
+async def test_a_consumer_in_another_process_wakes_the_dispatchers(
+    apart: Start, topology: Topology, js: JetStreamContext
 ) -> None:
-    settings = slow_polling
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        dispatcher_running(settings, engine, metrics) as first,
-        dispatcher_running(settings, engine, metrics) as second,
-        consumer_running(settings, topology, js, engine, metrics),  # no in-process wake-up
-    ):
-        await first.listening.wait()
-        await second.listening.wait()
-        await subscribe(api, rx, "ci")
+    async with apart(2) as it:
+        await subscribe(it.api, it.rx, "ci")
         await publish_jobs(js, topology, job("Pending", change="ADDED"), job("Running"), job("Succeeded"))
-        received = await rx.wait_for("ci", 3, timeout_s=WOKEN_WITHIN_S)
+        received = await it.rx.wait_for("ci", 3, timeout_s=WOKEN_WITHIN_S)
 
     # the two dispatchers shared the work without sending anything twice or out of order
     assert [r.payload["type"] for r in received] == ["job.created", "job.running", "job.succeeded"]
-    assert len({r.webhook_id for r in rx.at("ci")}) == len(rx.at("ci")) == 3
+    assert len({r.webhook_id for r in it.rx.at("ci")}) == len(it.rx.at("ci")) == 3
     assert all(r.verified for r in received)
 
 
 async def test_a_redelivery_through_the_api_wakes_a_dispatcher(
-    slow_polling: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    apart: Start, topology: Topology, js: JetStreamContext
 ) -> None:
-    settings = slow_polling
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        dispatcher_running(settings, engine, metrics) as dispatcher,
-        consumer_running(settings, topology, js, engine, metrics),
-    ):
-        await dispatcher.listening.wait()
-        rx.script("ci", Reply(400))
-        sub = await subscribe(api, rx, "ci", event_types=["job.created"])
+    async with apart(1) as it:
+        it.rx.script("ci", Reply(400))
+        sub = await subscribe(it.api, it.rx, "ci", event_types=["job.created"])
         await publish_jobs(js, topology, job("Pending", change="ADDED"))
-        (dead,) = await settled_log(api, sub["id"], 1)
-        queued = await api.post(f"/api/v1/deliveries/{dead['id']}/redeliver")
-        first, second = await rx.wait_for("ci", 2, timeout_s=WOKEN_WITHIN_S)
+        (dead,) = await settled_log(it.api, sub["id"], 1)
+        queued = await it.api.post(f"/api/v1/deliveries/{dead['id']}/redeliver")
+        first, second = await it.rx.wait_for("ci", 2, timeout_s=WOKEN_WITHIN_S)
 
     assert dead["status"] == "failed" and queued.status_code == 202
     assert (first.status, second.status) == (400, 200)
@@ -100,20 +117,10 @@ async def test_a_redelivery_through_the_api_wakes_a_dispatcher(
 
 
 async def test_a_lost_listening_connection_is_replaced(
-    slow_polling: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    apart: Start, topology: Topology, js: JetStreamContext, engine: AsyncEngine
 ) -> None:
-    settings = slow_polling
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        dispatcher_running(settings, engine, metrics) as dispatcher,
-        consumer_running(settings, topology, js, engine, metrics),
-    ):
-        await dispatcher.listening.wait()
+    async with apart(1) as it:
+        (dispatcher,) = it.dispatchers
         (old,) = await listener_pids(engine)
         async with engine.connect() as conn:  # as a database failover or an idle-connection reaper would
             assert (await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})).scalar()
@@ -122,8 +129,8 @@ async def test_a_lost_listening_connection_is_replaced(
             return dispatcher.listening.is_set() and bool(await listener_pids(engine) - {old})
 
         await eventually(listening_again)
-        await subscribe(api, rx, "ci")
+        await subscribe(it.api, it.rx, "ci")
         await publish_jobs(js, topology, job("Pending", change="ADDED"))
-        (received,) = await rx.wait_for("ci", 1, timeout_s=WOKEN_WITHIN_S)
+        (received,) = await it.rx.wait_for("ci", 1, timeout_s=WOKEN_WITHIN_S)
 
     assert received.payload["type"] == "job.created" and received.verified

@@ -331,14 +331,13 @@ class Dispatcher:
             try:
                 async with self._engine.begin() as conn:
                     freed = await outbox.unpark_heads(conn, self._clock())
-                if freed:  # woken once committed, or the claim would not see them yet
-                    log.info("notify dispatcher: %d deliveries parked behind settled ones are due", freed)
-                    self._wakeup.set()
-                async with self._engine.begin() as conn:
                     self._metrics.queue_depth.set(await outbox.pending_count(conn))
                     if time.monotonic() - purged_at >= PURGE_EVERY_S:  # a scan of the log: rarely
                         purged_at = time.monotonic()
                         await outbox.purge(conn, self._clock() - timedelta(seconds=s.retention_s))
+                if freed:  # woken once committed, or the claim would not see them yet
+                    log.info("notify dispatcher: %d deliveries parked behind settled ones are due", freed)
+                    self._wakeup.set()
             except (OSError, SQLAlchemyError) as exc:
                 log.warning("notify dispatcher: housekeeping failed: %s", exc)
             with contextlib.suppress(TimeoutError):
