@@ -13,7 +13,7 @@ COPY watchers ./watchers
 COPY consumers ./consumers
 COPY migrations ./migrations
 # Installs the dependencies and the `mpijob-controller` command; the code itself runs from
-# /app (PYTHONPATH), where controller/migrate.py finds alembic.ini and migrations/ beside it.
+# /app (PYTHONPATH), where controller/store/migrate.py finds alembic.ini and migrations/ beside it.
 RUN python -m pip install --upgrade "pip>=25.1" && python -m pip install . && rm -rf build
 # A numeric non-root user, so runAsNonRoot can verify it; OpenShift assigns one of its range.
 USER 10001:0

@@ -28,13 +28,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from benchmarks.harness import report
-from controller import migrate
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
-from controller.db import make_engine
-from controller.embedded import EmbeddedPostgres, free_port
+from controller.cli.embedded import EmbeddedPostgres
+from controller.contract.settings import StaticUser
 from controller.metrics import PipelineMetrics
-from controller.settings import StaticUser
+from controller.store import migrate
+from controller.store.engine import make_engine
+from controller.testing.ports import free_port
 
 NAMESPACES = 200
 JOB_NAMES = 5_000

@@ -24,9 +24,10 @@ from pathlib import Path
 from nats.aio.msg import Msg
 
 from benchmarks.harness import Bench, pipeline_services, report
-from controller.bus import Publisher, wait_until_consumed
-from controller.findings import parse_finding
-from tests import k8s_objects as k
+from controller.bus.publishing import Publisher
+from controller.bus.streams import wait_until_consumed
+from controller.contract.findings import parse_finding
+from controller.testing import objects as k
 from watchers.correlating import Observation
 from watchers.pipeline import Pipeline
 

@@ -26,13 +26,14 @@ from nats.js.errors import NotFoundError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller import migrate
-from controller.bus import connect, ensure_streams
-from controller.db import make_engine
-from controller.embedded import EmbeddedServices, free_port
+from controller.bus.streams import connect, ensure_streams
+from controller.cli.embedded import EmbeddedServices
+from controller.contract.settings import NatsSettings
+from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.settings import NatsSettings
-from controller.subjects import Topology
+from controller.store import migrate
+from controller.store.engine import make_engine
+from controller.testing.ports import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -73,7 +74,15 @@ async def pipeline_services(
         }
         processes = [
             subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-                [sys.executable, *_profiled(f"{name}{n}"), "-m", "controller.cli", "consume", "--only", name],
+                [
+                    sys.executable,
+                    *_profiled(f"{name}{n}"),
+                    "-m",
+                    "controller.cli",
+                    "consume",
+                    "--only",
+                    name,
+                ],
                 env=process_env,
                 cwd=data_dir,
             )

@@ -24,8 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.harness import Bench, pipeline_services, report
-from controller.bus import Publisher, wait_until_consumed
-from tests import k8s_objects as k
+from controller.bus.publishing import Publisher
+from controller.bus.streams import wait_until_consumed
+from controller.testing import objects as k
 from watchers.correlating import Observation
 from watchers.pipeline import Pipeline
 

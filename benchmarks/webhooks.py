@@ -46,14 +46,14 @@ from typing import Any
 from sqlalchemy import text
 
 from benchmarks.harness import Bench, pipeline_services, report
-from controller.bus import Publisher
-from controller.embedded import free_port
-from controller.events import JobObserved, JobRef
+from controller.bus.publishing import Publisher
+from controller.contract.events import JobObserved, JobRef
 from controller.metrics import PipelineMetrics
-from tests import eventbuilders as eb
-from tests import k8s_objects as k
-from tests.notify_support import api_client, offline_settings
-from tests.webhook_receiver import Receiver, Reply
+from controller.testing import events as eb
+from controller.testing import objects as k
+from controller.testing.notify import api_client, offline_settings
+from controller.testing.ports import free_port
+from controller.testing.receivers import Receiver, Reply
 from watchers.correlating import Observation
 from watchers.pipeline import Pipeline
 

@@ -2,7 +2,7 @@
 
 Two batch pull subscribers (the ingest path: one transaction per pulled batch, acks after
 commit): ``jobs.>`` for observations and ``findings.>`` for what the rules concluded. Writes
-are idempotent (:mod:`controller.history`), so a redelivery after a crash between commit and
+are idempotent (:mod:`controller.store.history`), so a redelivery after a crash between commit and
 ack writes nothing twice.
 """
 
@@ -13,13 +13,14 @@ from collections.abc import Callable, Sequence
 from faststream.nats import NatsRouter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.consuming import DeadLetterer, subscribe_batches
-from controller.events import BusEvent, parse_event
-from controller.findings import Finding, parse_finding
-from controller.history import apply_events, apply_findings
+from consumers.wiring import Role, Wiring
+from controller.bus.settling import DeadLetterer, subscribe_batches
+from controller.contract.events import BusEvent, parse_event
+from controller.contract.findings import Finding, parse_finding
+from controller.contract.settings import ConsumerSettings
+from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.settings import ConsumerSettings
-from controller.subjects import Topology
+from controller.store.history import apply_events, apply_findings
 
 CONSUMER = "history"
 FINDINGS_CONSUMER = "history-findings"
@@ -66,3 +67,12 @@ def build_router(
         metrics,
     )
     return router
+
+
+async def attach(wiring: Wiring) -> Role:
+    """The history role: every observation and finding into PostgreSQL (scales out: idempotent writes)."""
+    return Role(
+        build_router(
+            wiring.topology, wiring.settings.consumer, wiring.engine, wiring.dead_letter, wiring.metrics
+        )
+    )

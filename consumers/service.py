@@ -1,34 +1,32 @@
-"""The one place that wires consumers to a broker and runs them until told to stop.
+"""The one place that runs consumer roles on a broker until told to stop.
 
-``history`` scales horizontally (its writes are idempotent); ``rules`` keeps each run's
-state in memory and must run as a single replica (its warm start rebuilds that state from
-the stream after a restart); ``audit`` appends to the hash chain under an advisory lock and
-runs the SIEM exporters and the retention purge beside its subscribers; ``notify`` matches
-events to subscriptions into a PostgreSQL outbox (one replica); ``dispatch`` sends webhooks
-and email from that outbox (scales horizontally: claims are leases, and the consumer wakes
-dispatchers in any process through PostgreSQL ``NOTIFY``).
+Which roles run is the caller's choice (``consume --only``; all of them by default, as
+``up`` runs them). How each role scales: ``history`` horizontally (idempotent writes);
+``rules`` as one replica (its state is in memory; a warm start rebuilds it); ``audit``
+appends under an advisory lock and runs the SIEM exporters and the retention purge beside
+its subscribers; ``notify`` as one replica writing the outbox; ``dispatch`` horizontally
+(claims are leases, and the outbox wakes dispatchers in any process through PostgreSQL
+``NOTIFY``); ``k8s-events`` horizontally (one shared durable).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
-from datetime import UTC, datetime
+from collections.abc import Callable, Collection
 
 from faststream.nats import NatsBroker
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers import audit, exporting, history, notify, rules
-from controller.bus import connect
-from controller.consuming import DeadLetterer
+from consumers.registry import CONSUMERS
+from consumers.wiring import Wiring
+from controller.bus.streams import connect, servers
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.kube.gateway import KubeGateway
 from controller.metrics import PipelineMetrics
-from controller.settings import Settings
-from controller.subjects import Topology
 
 log = logging.getLogger(__name__)
-
-CONSUMERS = ("history", "rules", "audit", "notify", "dispatch")
 
 
 async def run_consumers(
@@ -39,77 +37,35 @@ async def run_consumers(
     metrics: PipelineMetrics,
     stop: asyncio.Event,
     started: asyncio.Event | None = None,
-    only: Collection[str] = CONSUMERS,
+    only: Collection[str] = tuple(CONSUMERS),
+    kube: Callable[[], KubeGateway] | None = None,
 ) -> None:
-    """Consume until ``stop`` is set; streams must exist (:func:`controller.bus.ensure_streams`)."""
+    """Consume until ``stop`` is set; streams must exist (:func:`controller.bus.streams.ensure_streams`)."""
     unknown = set(only) - set(CONSUMERS)
     if unknown:
         raise ValueError(f"unknown consumers {sorted(unknown)}; choose from {list(CONSUMERS)}")
     nc = await connect(nats_url, "mpijc-consumers")
-    js = nc.jetstream()
     broker = NatsBroker(
-        nats_url,
+        servers(nats_url),
         logger=logging.getLogger("consumers.broker"),
         log_level=logging.DEBUG,
         max_reconnect_attempts=-1,
     )
-
-    def dead_letter(consumer: str) -> DeadLetterer:
-        return DeadLetterer(js, topology, consumer, metrics)
-
-    if "history" in only:
-        broker.include_router(history.build_router(topology, settings.consumer, engine, dead_letter, metrics))
-    if "rules" in only:
-        router, service = rules.build_router(
-            topology,
-            settings.consumer,
-            settings.rules,
-            js,
-            dead_letter(rules.CONSUMER),
-            metrics,
-            lambda: datetime.now(UTC),
-        )
-        broker.include_router(router)
-        warm = await service.warm_start()
-        log.info("rules warm start: %s", warm)
-    if "audit" in only:
-        broker.include_router(
-            audit.build_router(
-                topology, settings.consumer, engine, js, dead_letter, metrics, lambda: datetime.now(UTC)
-            )
-        )
-    dispatcher: notify.Dispatcher | None = None
-    if "dispatch" in only:
-        dispatcher = notify.Dispatcher(
-            engine, settings.notify, metrics, mailer=notify.smtp_mailer(settings.notify.smtp)
-        )
-    if "notify" in only:
-        await notify.prepare(js, topology)
-        broker.include_router(
-            notify.build_router(
-                topology,
-                settings.consumer,
-                settings.notify,
-                engine,
-                dead_letter,
-                metrics,
-                wake=dispatcher.wake if dispatcher else lambda: None,
-            )
-        )
+    wiring = Wiring(
+        settings,
+        topology,
+        nc.jetstream(),
+        engine,
+        metrics,
+        kube or (lambda: KubeGateway.from_config(settings.kube.kubeconfig, settings.kube.context)),
+    )
+    roles = [await CONSUMERS[name].attach(wiring) for name in CONSUMERS if name in only]
+    for role in roles:
+        if role.router is not None:
+            broker.include_router(role.router)
     await broker.start()
-    background: list[asyncio.Task[None]] = []
-    if dispatcher is not None:
-        background.append(asyncio.create_task(dispatcher.run(stop)))
-    if "rules" in only:
-        background.append(
-            asyncio.create_task(rules.run_ticker(service, settings.consumer.rules_tick_s, stop))
-        )
-    if "audit" in only:
-        background += [
-            asyncio.create_task(exporting.run_exporters(engine, settings.audit, stop, metrics.registry)),
-            asyncio.create_task(audit.run_retention(engine, settings.audit, stop, lambda: datetime.now(UTC))),
-        ]
-    log.info("consumers running: %s", ", ".join(only))
+    background = [asyncio.create_task(loop(stop)) for role in roles for loop in role.background]
+    log.info("consumers running: %s", ", ".join(name for name in CONSUMERS if name in only))
     if started:
         started.set()
     try:

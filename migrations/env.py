@@ -1,6 +1,6 @@
 """Alembic environment: runs migrations over the asyncpg engine of the history store.
 
-The URL is the ``sqlalchemy.url`` set by the caller (:func:`controller.migrate.upgrade`),
+The URL is the ``sqlalchemy.url`` set by the caller (:func:`controller.store.migrate.upgrade`),
 else ``MPIJC_DATABASE__URL``.
 """
 
@@ -10,7 +10,8 @@ import os
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from controller.db import Base, make_engine
+from controller.store.engine import make_engine
+from controller.store.models import Base
 
 config = context.config
 

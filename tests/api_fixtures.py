@@ -1,7 +1,7 @@
 """Runs in the history store and an API client over them, for the API tests.
 
 Two ways in: whole job stories written through the real write side (correlator →
-:func:`controller.history.apply_events`, findings through ``apply_findings``), for detail,
+:func:`controller.store.history.apply_events`, findings through ``apply_findings``), for detail,
 timeline and comparison; and plain run rows, for list filters, pagination and authorization
 across many namespaces.
 """
@@ -20,14 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import AccessReviewer, StaticAccess
 from controller.api.app import create_app
-from controller.db import Run
-from controller.events import JobRef
-from controller.findings import Evidence, Finding, RuleId, doc_anchor, finding_id
-from controller.findings import dedup_key as finding_key
-from controller.history import apply_events, apply_findings
+from controller.contract.events import JobRef
+from controller.contract.findings import Evidence, Finding, RuleId, doc_anchor, finding_id
+from controller.contract.findings import dedup_key as finding_key
+from controller.contract.settings import StaticUser
 from controller.metrics import PipelineMetrics
-from controller.settings import StaticUser
-from tests import k8s_objects as k
+from controller.store.history import apply_events, apply_findings
+from controller.store.models import Run
+from controller.testing import objects as k
 from watchers.correlating import Correlator, Observation
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)

@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.audit import Actor, AuditRecord, Verb, audited_object, service_account_of
-from controller.auditlog import StoredRecord, append
-from tests.k8s_objects import mpijob
+from controller.contract.audit import Actor, AuditRecord, Verb, audited_object, service_account_of
+from controller.store.auditchain import StoredRecord, append
+from controller.testing.objects import mpijob
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 Obj = dict[str, Any]

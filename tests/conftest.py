@@ -23,13 +23,20 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller import migrate
-from controller.bus import FAMILIES, connect, ensure_streams
-from controller.db import make_engine
-from controller.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from controller.bus.streams import FAMILIES, connect, ensure_streams
+from controller.cli.embedded import EmbeddedNats, EmbeddedPostgres
+from controller.contract.settings import (
+    ConsumerSettings,
+    DatabaseSettings,
+    NatsSettings,
+    Settings,
+    WatcherSettings,
+)
+from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.settings import ConsumerSettings, DatabaseSettings, NatsSettings, Settings, WatcherSettings
-from controller.subjects import Topology
+from controller.store import migrate
+from controller.store.engine import make_engine
+from controller.testing.ports import free_port
 
 pytest_plugins = ["tests.kube_fixtures", "tests.api_fixtures"]
 
@@ -193,4 +200,4 @@ def metrics() -> PipelineMetrics:
     return PipelineMetrics()
 
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "examples" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[1] / "examples" / "scenarios"

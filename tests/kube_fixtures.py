@@ -1,10 +1,10 @@
 """Fixtures and helpers for tests against the simulated Kubernetes API server.
 
-``sim`` is a fresh :class:`~watchers.simcluster.SimCluster` per test (real HTTP on a free
-loopback port), ``gateway`` the real :class:`~watchers.kube.KubeGateway` pointed at it, and
+``sim`` is a fresh :class:`~controller.testing.simcluster.SimCluster` per test (real HTTP on a free
+loopback port), ``gateway`` the real :class:`~controller.kube.gateway.KubeGateway` pointed at it, and
 :func:`watching` runs one :func:`~watchers.watching.watch_resource` loop into a
 :class:`Recorder` for the duration of a ``async with``. Objects come from
-:mod:`tests.k8s_objects`, in their real shapes. Load with ``pytest_plugins``.
+:mod:`controller.testing.objects`, in their real shapes. Load with ``pytest_plugins``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.settings import WatcherSettings
-from watchers.kube import KubeGateway
+from controller.contract.settings import WatcherSettings
+from controller.kube.gateway import KubeGateway
+from controller.kube.resources import Resource
+from controller.testing.simcluster import RecordedRequest, SimCluster
+from controller.testing.waits import until
 from watchers.metrics import WatchMetrics
-from watchers.resources import Resource
-from watchers.simcluster import RecordedRequest, SimCluster
 from watchers.watching import WatchChange, watch_resource
 
 BOOKMARK_INTERVAL_S = 0.1
@@ -65,15 +66,6 @@ class Recorder:
 
     async def wait_for_count(self, count: int, timeout_s: float = 5.0) -> None:
         await self.wait_for(lambda changes: len(changes) >= count, timeout_s)
-
-
-async def until(condition: Callable[[], bool], timeout_s: float = 5.0, what: Callable[[], str] = str) -> None:
-    """Poll ``condition`` every few milliseconds; fail after ``timeout_s``."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s}s: {what()}")
-        await asyncio.sleep(0.005)
 
 
 async def watches_open(sim: SimCluster, count: int = 1, timeout_s: float = 5.0) -> None:

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from controller.events import BusEvent, Change, JobKind, JobRef
+from controller.contract.clock import Monotonic
+from controller.contract.events import BusEvent, Change, JobRef
+from controller.contract.kubeflow import JobKind
 from watchers.normalizing import (
     JOB_KINDS,
     involved_object,
@@ -29,7 +31,6 @@ from watchers.normalizing import (
 log = logging.getLogger(__name__)
 
 ObjectKind = Literal["job", "pod", "event"]
-Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Correlator:
     """Turns observations into bus events, in an order where every job precedes its pods."""
 
     pending_ttl_s: float
-    clock: Clock
+    clock: Monotonic
     jobs: dict[tuple[str, JobKind, str], JobRef] = field(default_factory=dict)
     jobs_by_uid: dict[str, JobRef] = field(default_factory=dict)
     pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)

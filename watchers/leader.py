@@ -28,20 +28,16 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from controller.settings import LeaderSettings
-from watchers.kube import APIConflictError, APIError, APINotFoundError
-from watchers.resources import LEASES, Lease, LeaseSpec
+from controller.contract.clock import Clock, utcnow
+from controller.contract.settings import LeaderSettings
+from controller.kube.gateway import APIConflictError, APIError, APINotFoundError
+from controller.kube.resources import LEASES, Lease, LeaseSpec
 
-__all__ = ["Clock", "LeaderElector", "LeaseGateway", "format_micro_time", "parse_micro_time", "utc_now"]
+__all__ = ["LeaderElector", "LeaseGateway", "format_micro_time", "parse_micro_time"]
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware."""
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def format_micro_time(moment: datetime) -> str:
@@ -55,7 +51,7 @@ def parse_micro_time(text: str) -> datetime:
 
 
 class LeaseGateway(Protocol):
-    """The Lease calls the elector makes (:class:`watchers.kube.KubeGateway` implements them)."""
+    """The Lease calls the elector makes (:class:`controller.kube.gateway.KubeGateway` implements them)."""
 
     def get_lease(self, namespace: str, name: str) -> Lease: ...
     def create_lease(self, namespace: str, body: Lease) -> Lease: ...
@@ -65,7 +61,7 @@ class LeaseGateway(Protocol):
 class LeaderElector:
     """Competes for one Lease; runs a coroutine only while holding it."""
 
-    def __init__(self, gateway: LeaseGateway, settings: LeaderSettings, *, clock: Clock = utc_now) -> None:
+    def __init__(self, gateway: LeaseGateway, settings: LeaderSettings, *, clock: Clock = utcnow) -> None:
         self.gateway = gateway
         self.settings = settings
         self.identity = settings.identity

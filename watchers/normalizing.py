@@ -2,7 +2,7 @@
 
 The only place that knows the shapes of MPIJob ``kubeflow.org/v2beta1``, TrainJob
 ``trainer.kubeflow.org/v1alpha1``, their pods (mpi-operator and JobSet labels) and core/v1
-Events. Everything after this speaks :mod:`controller.events`.
+Events. Everything after this speaks :mod:`controller.contract.events`.
 
 A malformed object raises :class:`MalformedObject` with a message naming what is missing;
 an object that is not ours (a pod of some other workload, an event about a Deployment)
@@ -17,11 +17,10 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from pydantic import ValidationError
 
-from controller.events import (
+from controller.contract.events import (
     Change,
     Condition,
     ContainerState,
-    JobKind,
     JobObserved,
     JobPhase,
     JobRef,
@@ -33,17 +32,16 @@ from controller.events import (
     Resources,
     RoleSpec,
 )
-
-# mpi-operator (kubeflow/common) pod labels
-MPI_JOB_NAME = "training.kubeflow.org/job-name"
-MPI_JOB_ROLE = "training.kubeflow.org/job-role"
-MPI_REPLICA_INDEX = "training.kubeflow.org/replica-index"
-# Trainer v2 runs a JobSet named after the TrainJob
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
-JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-TRAINJOB_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+from controller.contract.kubeflow import (
+    COMPLETION_INDEX,
+    JOBSET_NAME,
+    JOBSET_REPLICATED_JOB,
+    MPI_JOB_NAME,
+    MPI_JOB_ROLE,
+    MPI_REPLICA_INDEX,
+    TRAINJOB_ANCESTOR,
+    JobKind,
+)
 
 JOB_KINDS: dict[str, JobKind] = {"MPIJob": "MPIJob", "TrainJob": "TrainJob"}
 

@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from controller.bus import Publisher
-from controller.events import BusEvent
+from controller.bus.publishing import Publisher
+from controller.contract.events import BusEvent
+from controller.contract.settings import Settings
 from controller.metrics import PipelineMetrics
-from controller.settings import Settings
 from watchers.correlating import Correlator, Observation
 from watchers.normalizing import MalformedObject
 from watchers.recording import ReadStats, read_observations

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from controller.events import Change
+from controller.contract.events import Change
 from watchers.correlating import ObjectKind, Observation
 from watchers.normalizing import MalformedObject, error_terminated, parse_time
 

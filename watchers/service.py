@@ -7,7 +7,7 @@ the order they reach the bus. Two bounded log reads, never a log stream:
 - a pod update where a container just terminated with an error gets its log tail attached,
   fetched once per container restart (:class:`LogTails`);
 - every ``progress_probe_s`` each running launcher's log is probed with ``sinceSeconds``
-  and a :class:`~controller.events.LogProbed` says how many new lines it wrote
+  and a :class:`~controller.contract.events.LogProbed` says how many new lines it wrote
   (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
 """
 
@@ -20,19 +20,18 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from controller.bus import Publisher
-from controller.events import LogProbed
+from controller.bus.publishing import Publisher
+from controller.contract.events import LogProbed
+from controller.contract.settings import Settings, WatcherSettings
+from controller.kube.gateway import KubeGateway
+from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
-from controller.settings import Settings, WatcherSettings
-from watchers.annotating import annotate_jobs
 from watchers.correlating import Correlator, Observation
-from watchers.kube import KubeGateway
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import error_terminated, pod_owner
 from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.recording import object_kind, write_record
-from watchers.resources import WATCHED
 from watchers.watching import WatchChange, watch_resource
 
 log = logging.getLogger(__name__)
@@ -198,16 +197,6 @@ async def run_watchers(
                 )
         group.create_task(publish_loop())
         group.create_task(probe_loop())
-        group.create_task(
-            annotate_jobs(
-                publisher.js,
-                publisher.topology,
-                gateway,
-                settings.actions.emit_k8s_events,
-                settings.leader.identity,
-                stop,
-            )
-        )
 
 
 async def run_watchers_elected(

@@ -20,7 +20,7 @@ into a sink of :class:`WatchChange` s, through every disturbance an API server p
 The Kubernetes client is synchronous: each watch request is read by a short-lived thread that
 hands events to the event loop through a bounded queue (``call_soon_threadsafe``), so a slow
 sink slows the reading of the socket instead of growing memory. Errors surface as our own
-:mod:`watchers.kube` classes; the gateway is a Protocol so tests can also feed canned streams.
+:mod:`controller.kube.gateway` classes; the gateway is a Protocol so tests can also feed canned streams.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
-from controller.settings import WatcherSettings
-from watchers.kube import APIError, APIGoneError, APIUnavailableError
+from controller.contract.settings import WatcherSettings
+from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError
+from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
 from watchers.metrics import WatchMetrics
-from watchers.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
 
 __all__ = ["Backoff", "WatchChange", "WatchGateway", "WatchStreamLike", "watch_resource"]
 
@@ -65,7 +65,7 @@ Sink = Callable[[WatchChange], Awaitable[None]]
 
 
 class WatchStreamLike(Protocol):
-    """Raw watch events that another thread can close (see :class:`watchers.kube.WatchStream`)."""
+    """Raw watch events that another thread can close (see :class:`controller.kube.gateway.WatchStream`)."""
 
     def __iter__(self) -> Iterator[RawWatchEvent]: ...
     def __next__(self) -> RawWatchEvent: ...
@@ -73,7 +73,7 @@ class WatchStreamLike(Protocol):
 
 
 class WatchGateway(Protocol):
-    """The two calls the loop needs (:class:`watchers.kube.KubeGateway` implements them)."""
+    """The two calls the loop needs (:class:`controller.kube.gateway.KubeGateway` implements them)."""
 
     def list(self, resource: Resource, namespace: str | None) -> tuple[builtins.list[RawObject], str]: ...
     def watch(

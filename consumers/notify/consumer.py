@@ -1,7 +1,7 @@
 """The notify consumer: job phase transitions and finding changes in, outbox rows out.
 
 Two durable batch pull subscribers (``notify`` on ``jobs.*.*.job``, ``notify-findings`` on
-``findings.>``; acks, redelivery and dead letters by :class:`controller.consuming.BatchSettler`).
+``findings.>``; acks, redelivery and dead letters by :class:`controller.bus.settling.BatchSettler`).
 Each batch is one transaction that
 
 1. compares every job observation with the last state stored for its uid (``notify_jobs``)
@@ -10,7 +10,7 @@ Each batch is one transaction that
    ``job.created`` (first sight), ``job.running``/``job.succeeded``/``job.failed`` (phase
    changes), ``job.deleted``, ``finding.firing`` (new or again after resolving) and
    ``finding.resolved``;
-2. matches the events against the active subscriptions (:class:`controller.notifications.Filters`),
+2. matches the events against the active subscriptions (:class:`controller.contract.notifications.Filters`),
    expiring a one-shot subscription as it fires — the subscriptions and their parsed filters
    are cached between batches and reloaded when their fingerprint (ids, ``updated_at``)
    changes, so a batch of one event does not read and parse a thousand subscriptions;
@@ -27,7 +27,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from faststream.nats import NatsRouter
 from nats.js import JetStreamContext
@@ -36,15 +36,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from consumers.notify.metrics import NotifyMetrics
-from controller import outbox, subscriptions
-from controller.bus import narrow_durable
-from controller.consuming import DeadLetterer, RetryableError, subscribe_batches
-from controller.db import NotifyFinding, NotifyJob
-from controller.events import BusEvent, JobObserved, parse_event
-from controller.findings import Finding, parse_finding
-from controller.history import rv_number
-from controller.metrics import PipelineMetrics
-from controller.notifications import (
+from consumers.wiring import Role, Wiring
+from controller.bus.settling import DeadLetterer, subscribe_batches
+from controller.bus.streams import narrow_durable
+from controller.contract.clock import Clock, utcnow
+from controller.contract.errors import RetryableError
+from controller.contract.events import BusEvent, JobObserved, parse_event
+from controller.contract.findings import Finding, parse_finding
+from controller.contract.kubeflow import resource_version_order
+from controller.contract.notifications import (
     EventData,
     EventType,
     FilterError,
@@ -54,15 +54,17 @@ from controller.notifications import (
     WebhookEvent,
     links,
 )
-from controller.settings import ConsumerSettings, NotifySettings
-from controller.subjects import Topology
-from controller.subscriptions import SubscriptionRecord
+from controller.contract.settings import ConsumerSettings, NotifySettings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.store import outbox, subscriptions
+from controller.store.models import NotifyFinding, NotifyJob
+from controller.store.subscriptions import SubscriptionRecord
 
 log = logging.getLogger(__name__)
 
 CONSUMER = "notify"
 FINDINGS_CONSUMER = "notify-findings"
-Clock = Callable[[], datetime]
 Row = outbox.Row
 
 _LOCK_KEY = 0x6D706A63_0003  # one advisory lock for all notify batches ("mpjc", migration 0003)
@@ -71,10 +73,6 @@ _PHASE_EVENTS: dict[str, EventType] = {
     "Succeeded": "job.succeeded",
     "Failed": "job.failed",
 }
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,7 @@ def _job_info(event: JobObserved) -> JobInfo:
 
 def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[list[Occurrence], Row | None]:
     """The transitions ``event`` makes from ``previous``, and the state to store (``None``: keep)."""
-    rv = rv_number(event.resource_version)
+    rv = resource_version_order(event.resource_version)
     if previous is not None and (previous.deleted or (rv and rv <= previous.resource_version)):
         return [], None
     types: list[EventType] = []
@@ -368,3 +366,21 @@ def build_router(
         metrics,
     )
     return router
+
+
+async def attach(wiring: Wiring) -> Role:
+    """The notify role: phase transitions and finding changes into the outbox.
+
+    Dispatchers in any process hear of new rows through PostgreSQL ``NOTIFY`` at commit."""
+    await prepare(wiring.js, wiring.topology)
+    return Role(
+        build_router(
+            wiring.topology,
+            wiring.settings.consumer,
+            wiring.settings.notify,
+            wiring.engine,
+            wiring.dead_letter,
+            wiring.metrics,
+            wiring.clock,
+        )
+    )

@@ -1,12 +1,12 @@
 """The dispatcher: sends due deliveries from the outbox, isolated per endpoint, and settles them.
 
-One loop claims due rows (:func:`controller.outbox.claim`: oldest first, one job's events
+One loop claims due rows (:func:`controller.store.outbox.claim`: oldest first, one job's events
 in order, at most ``endpoint_concurrency`` per subscription, none for a subscription that
 already has that many in flight) and starts one task per row. Each task waits for its
 endpoint's semaphore, makes one attempt with a whole-request timeout, and queues the
-outcome; a writer settles queued outcomes in batches (:func:`controller.outbox.record`)
+outcome; a writer settles queued outcomes in batches (:func:`controller.store.outbox.record`)
 and wakes the loop, since a settled row may unblock the next event of the same job.
-The loop also wakes when PostgreSQL announces new due rows (:mod:`controller.wakeups`:
+The loop also wakes when PostgreSQL announces new due rows (:mod:`controller.store.wakeups`:
 the notify consumer, a redelivery or a re-enabled subscription, in whatever process), and
 polls every ``poll_interval_s`` for retries coming due.
 
@@ -28,37 +28,34 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import httpx
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.notify.mailing import Mailer, MailError, compose
+from consumers.notify.mailing import Mailer, MailError, compose, smtp_mailer
 from consumers.notify.metrics import NotifyMetrics
 from consumers.notify.sending import Attempt, Backoff, EndpointClients, Verdict, WebhookSender
-from controller import outbox, wakeups
-from controller.egress import EgressPolicy, Resolver, system_resolver
+from consumers.wiring import Role, Wiring
+from controller.contract.clock import Clock, utcnow
+from controller.contract.egress import EgressPolicy, Resolver, system_resolver
+from controller.contract.notifications import parse_payload
+from controller.contract.settings import NotifySettings
 from controller.metrics import PipelineMetrics
-from controller.notifications import parse_payload
-from controller.outbox import Claim, Outcome
-from controller.settings import NotifySettings
-from controller.subscriptions import SubscriptionRecord
+from controller.store import outbox, wakeups
+from controller.store.outbox import Claim, Outcome
+from controller.store.subscriptions import SubscriptionRecord
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], datetime]
 _FLUSH_MAX = 1000
 PURGE_EVERY_S = 600.0
 """Seconds between purges of settled deliveries past ``notify.retention_s``."""
 _WRITE_RETRY_S = 0.5
 _WRITE_TRIES = 5
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def current_secrets(sub: SubscriptionRecord, now: datetime) -> list[str]:
@@ -342,3 +339,10 @@ class Dispatcher:
                 log.warning("notify dispatcher: housekeeping failed: %s", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), s.queue_depth_interval_s)
+
+
+async def attach(wiring: Wiring) -> Role:
+    """The dispatch role: sends webhooks and email from the outbox (scales out: claims are leases)."""
+    notify = wiring.settings.notify
+    dispatcher = Dispatcher(wiring.engine, notify, wiring.metrics, mailer=smtp_mailer(notify.smtp))
+    return Role(background=(dispatcher.run,))

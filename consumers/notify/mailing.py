@@ -1,15 +1,11 @@
 """Email notifications: the message (text and HTML, single or digest) and the SMTP mailer.
 
-An email is rendered from the same JSON a webhook carries (:class:`controller.notifications.WebhookEvent`),
-so both channels say the same thing: for a finding its root cause in one sentence, the
-remediation steps, the evidence, and links to the run, its timeline and the troubleshooting
-section; for a job its new phase. Several events about one job inside the digest window
-(``notify.digest_window_s``) become one digest, newest last — the dispatcher decides when.
-
-:class:`Mailer` is the seam (tests and other transports implement it); :class:`SmtpMailer`
-speaks SMTP through aiosmtplib with STARTTLS, implicit TLS or neither, and optional login.
-Failures raise :class:`MailError`, ``permanent`` for a 5xx answer (a refused recipient),
-otherwise retried.
+An email is rendered from the same JSON a webhook carries
+(:class:`controller.contract.notifications.WebhookEvent`), so both channels say the same
+thing: for a finding its root cause in one sentence, the remediation steps, the evidence,
+and links to the run, its timeline and the troubleshooting section; for a job its new
+phase. Several events about one job inside the digest window (``notify.digest_window_s``)
+become one digest, newest last — the dispatcher decides when.
 """
 
 from __future__ import annotations
@@ -22,8 +18,8 @@ from typing import Protocol
 
 import aiosmtplib
 
-from controller.notifications import WebhookEvent
-from controller.settings import SmtpSettings
+from controller.contract.notifications import WebhookEvent
+from controller.contract.settings import SmtpSettings
 
 SUBJECT_PREFIX = "[mpijob-controller]"
 _VERBS = {

@@ -14,7 +14,7 @@ address refused by the SSRF guard  dead at once
 
 Retries follow ``notify.retry_schedule_s`` with jitter (:class:`Backoff`). Every attempt is
 re-signed with a fresh ``webhook-timestamp`` and the same ``webhook-id``, and goes to the
-address the guard just checked (:meth:`controller.egress.Target.pinned_url`), with the
+address the guard just checked (:meth:`controller.contract.egress.Target.pinned_url`), with the
 original ``Host`` and TLS server name.
 
 Each endpoint gets its own small ``httpx.AsyncClient`` (:class:`EndpointClients`): a slow
@@ -37,8 +37,8 @@ from typing import Literal
 
 import httpx
 
-from controller.egress import EgressPolicy, EgressRefusedError
-from controller.webhooks import signed_headers
+from controller.contract.egress import EgressPolicy, EgressRefusedError
+from controller.contract.signing import signed_headers
 
 Verdict = Literal["delivered", "retry", "failed", "gone"]
 

@@ -26,7 +26,7 @@ from consumers.rules.nodes import EVICTED, NODE_LOST
 from consumers.rules.rule import Rule
 from consumers.rules.scheduling import UNSCHEDULABLE
 from consumers.rules.stalls import FAILURE_PROPAGATION, HANG_INIT, HANG_PENDING, HANG_PROGRESS
-from controller.findings import RuleId
+from controller.contract.findings import RuleId
 
 POD_CAUSES: frozenset[RuleId] = frozenset(
     {"oom", "gpu-oom", "image-pull", "unschedulable", "crashloop", "evicted", "node-lost"}

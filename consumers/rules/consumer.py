@@ -1,10 +1,10 @@
 """The rules consumer: bus events in, findings out, at least once.
 
 A batch pull subscriber on ``jobs.>`` (durable ``rules``, explicit acks, bounded
-redelivery, dead letters through :class:`controller.consuming.BatchSettler`) folds each
+redelivery, dead letters through :class:`controller.bus.settling.BatchSettler`) folds each
 event into a :class:`RuleEngine` at the injected clock's ``now`` and publishes every
 change of a finding to ``findings.<ns>.<job>.<rule>`` with ``Nats-Msg-Id`` from
-:func:`controller.findings.message_id`. A batch is acknowledged only after JetStream has
+:func:`controller.contract.findings.message_id`. A batch is acknowledged only after JetStream has
 acknowledged every finding computed so far: changes that could not be published wait in
 an outbox, the batch is negatively acknowledged (retryable), and the outbox is published
 first on the next batch or tick. Duplicates collapse on the message id (within the
@@ -55,24 +55,26 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
-from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import ValidationError
 
 from consumers.rules.engine import RuleEngine
 from consumers.rules.thresholds import RuleThresholds
-from controller.bus import MSG_ID
-from controller.consuming import DeadLetterer, RetryableError, subscribe_batches
-from controller.events import BusEvent, parse_event
-from controller.findings import Finding, message_id, parse_finding
+from consumers.wiring import Role, Wiring
+from controller.bus.publishing import Publisher, publish
+from controller.bus.settling import DeadLetterer, subscribe_batches
+from controller.contract.clock import Clock
+from controller.contract.errors import RetryableError
+from controller.contract.events import BusEvent, parse_event
+from controller.contract.findings import Finding, parse_finding
+from controller.contract.settings import ConsumerSettings
+from controller.contract.subjects import StreamFamily, Topology
 from controller.metrics import PipelineMetrics, once_per_registry
-from controller.settings import ConsumerSettings
-from controller.subjects import StreamFamily, Topology
 
 log = logging.getLogger(__name__)
 
 CONSUMER = "rules"
-Clock = Callable[[], datetime]
 
 TICK_INTERVAL_S = 5.0
 """Seconds between ticks: the time-based rules fire at most this late (thresholds are minutes)."""
@@ -175,6 +177,7 @@ class RulesService:
         self.engine = engine
         self._js = js
         self._topology = topology
+        self._publisher = Publisher(js, topology)
         self._metrics = metrics
         self._clock = EventClock(clock)
         self._lock = asyncio.Lock()
@@ -238,24 +241,11 @@ class RulesService:
         if not self._outbox:
             return 0
         pending, self._outbox = self._outbox, []
-        futures: list[asyncio.Future[PubAck]] = []
+        results = await publish(self._js, [self._publisher.finding(finding) for finding in pending])
         error: BaseException | None = None
-        for finding in pending:
-            try:
-                futures.append(
-                    await self._js.publish_async(
-                        self._topology.finding(finding.job.namespace, finding.job.name, finding.rule),
-                        finding.model_dump_json().encode(),
-                        headers={MSG_ID: message_id(finding)},
-                    )
-                )
-            except Exception as exc:  # not sent: this one and the rest stay queued
-                error = exc
-                break
-        results = await asyncio.gather(*futures, return_exceptions=True)
         stored = 0
         failed: list[Finding] = []
-        for finding, result in zip(pending, results, strict=False):
+        for finding, result in zip(pending, results, strict=True):
             if isinstance(result, BaseException):
                 failed.append(finding)
                 error = error or result
@@ -264,7 +254,6 @@ class RulesService:
             else:
                 stored += 1
                 self._metrics.findings.labels(finding.rule, finding.status).inc()
-        failed.extend(pending[len(results) :])
         if failed:
             self._outbox = failed + self._outbox
             raise RetryableError(f"{len(failed)} finding changes not published: {error!r}")
@@ -381,3 +370,19 @@ def build_router(
     router = NatsRouter()
     subscribe_batches(router, topology, "jobs", CONSUMER, settings, parse_event, apply, dead_letter, metrics)
     return router, service
+
+
+async def attach(wiring: Wiring) -> Role:
+    """The rules role: warm-started before its subscriber runs, ticking beside it."""
+    settings = wiring.settings
+    router, service = build_router(
+        wiring.topology,
+        settings.consumer,
+        settings.rules,
+        wiring.js,
+        wiring.dead_letter(CONSUMER),
+        wiring.metrics,
+        wiring.clock,
+    )
+    log.info("rules warm start: %s", await service.warm_start())
+    return Role(router, (lambda stop: run_ticker(service, settings.consumer.rules_tick_s, stop),))

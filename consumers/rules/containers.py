@@ -21,8 +21,8 @@ from consumers.rules.memory import oom_kill
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact
 from consumers.rules.state import PodState, RunState
 from consumers.rules.wording import also, listing, quantity, who
-from controller.events import ContainerState
-from controller.findings import Evidence
+from controller.contract.events import ContainerState
+from controller.contract.findings import Evidence
 
 PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
 _IMAGE = re.compile(r"image \\?\"(?P<image>[^\"\\]+)\\?\"")

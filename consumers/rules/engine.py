@@ -36,8 +36,8 @@ from consumers.rules.catalog import CATALOG
 from consumers.rules.rule import Context, Detection, Rule
 from consumers.rules.state import RunState
 from consumers.rules.thresholds import RuleThresholds
-from controller.events import BusEvent, job_of
-from controller.findings import Finding, RuleId, dedup_key, finding_id
+from controller.contract.events import BusEvent, job_of
+from controller.contract.findings import Finding, RuleId, dedup_key, finding_id
 
 log = logging.getLogger(__name__)
 

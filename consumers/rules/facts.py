@@ -14,7 +14,7 @@ from datetime import datetime
 
 from consumers.rules.rule import Context
 from consumers.rules.state import PodState, RunState
-from controller.events import ContainerState, Resources, RoleSpec
+from controller.contract.events import ContainerState, Resources, RoleSpec
 
 
 @dataclass(frozen=True)

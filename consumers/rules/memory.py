@@ -21,7 +21,7 @@ from consumers.rules.logs import GpuOom, gpu_oom_lines
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.state import PodState, RunState
 from consumers.rules.wording import also, who
-from controller.findings import Evidence
+from controller.contract.findings import Evidence
 
 OOM_EVENT_REASONS = frozenset({"OOMKilling", "OOMKilled", "SystemOOM"})
 _OOM_TEXT = re.compile(r"out of memory|oom[-_ ]?kill|\bOOM\b", re.IGNORECASE)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from consumers.rules.rule import Context, Detection, Rule, event_fact, pod_fact
 from consumers.rules.state import PodState, RunState
 from consumers.rules.wording import also, first_sentence, lower_first, who
-from controller.findings import Evidence
+from controller.contract.findings import Evidence
 
 _TAINT_EVICTION = frozenset({"DeletionByTaintManager"})
 

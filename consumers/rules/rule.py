@@ -23,8 +23,8 @@ from typing import Literal
 
 from consumers.rules.state import PodState, RunState
 from consumers.rules.thresholds import RuleThresholds
-from controller.events import ContainerState, K8sEventObserved
-from controller.findings import Evidence, RuleId, Severity, doc_anchor
+from controller.contract.events import ContainerState, K8sEventObserved
+from controller.contract.findings import Evidence, RuleId, Severity, doc_anchor
 
 RuleKind = Literal["cause", "stall"]
 

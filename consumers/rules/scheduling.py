@@ -29,8 +29,8 @@ from consumers.rules.facts import gpus_per_worker, pod_gpus, requested_gpus
 from consumers.rules.rule import Context, Detection, Rule, event_fact, job_fact, pod_fact
 from consumers.rules.state import PodState, RunState
 from consumers.rules.wording import also, who
-from controller.events import K8sEventObserved
-from controller.findings import Evidence
+from controller.contract.events import K8sEventObserved
+from controller.contract.findings import Evidence
 
 AUTOSCALER_GRACE_S = 30.0
 """Seconds a rejected pod waits for the cluster autoscaler's answer before it counts as

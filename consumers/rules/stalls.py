@@ -26,8 +26,8 @@ from consumers.rules.rule import Context, Detection, Rule, job_fact, pod_fact
 from consumers.rules.scheduling import autoscaler_answer
 from consumers.rules.state import PodState, RunState
 from consumers.rules.wording import also, duration, listing, lower_first, quantity, who
-from controller.events import JobObserved
-from controller.findings import Evidence, Severity
+from controller.contract.events import JobObserved
+from controller.contract.findings import Evidence, Severity
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from controller.events import (
+from controller.contract.events import (
     TERMINAL_PHASES,
     BusEvent,
     Condition,

@@ -1,5 +1,5 @@
-"""Rule thresholds live with the other settings in :mod:`controller.thresholds`; re-exported here."""
+"""Rule thresholds live with the other settings in :mod:`controller.contract.thresholds`; re-exported here."""
 
-from controller.thresholds import RuleThresholds, ThresholdOverride
+from controller.contract.thresholds import RuleThresholds, ThresholdOverride
 
 __all__ = ["RuleThresholds", "ThresholdOverride"]

@@ -2,5 +2,5 @@
 
 Routers per concern (``runs``, ``jobs``, ``compare``, ``health``), wired in :mod:`controller.api.app`;
 every route goes through the auth seam (:mod:`controller.api.auth`) and reads through
-:mod:`controller.queries`.
+:mod:`controller.store.queries`.
 """

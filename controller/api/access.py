@@ -9,7 +9,7 @@ answers ship here, chosen by ``api.auth``:
 - :class:`OpenAccess` (``off``): everyone is ``anonymous`` and reads everything, for local
   development only — it must be chosen explicitly, never by default;
 - a Kubernetes-backed reviewer (``kubernetes``): TokenReview + SubjectAccessReview through the
-  Kubernetes gateway (``watchers.reviews``, wired by the CLI, since the core never imports
+  Kubernetes gateway (``controller.kube.reviews``, wired by the CLI, since the core never imports
   the watchers), wrapped in :class:`CachedAccess` so a page of requests costs one review.
 
 This module imports no FastAPI, so the watchers can implement the protocol without pulling
@@ -23,10 +23,10 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
-from controller.settings import ApiSettings, StaticUser
+from controller.contract.access import AccessReviewer, Principal, ReviewUnavailableError
+from controller.contract.settings import ApiSettings, StaticUser
 
 __all__ = [
     "ALL_NAMESPACES",
@@ -41,38 +41,6 @@ __all__ = [
 
 ALL_NAMESPACES = "*"
 """In a static allowlist: every namespace."""
-
-
-class ReviewUnavailableError(Exception):
-    """The reviewer could not answer (the Kubernetes API did not): neither yes nor no."""
-
-
-@dataclass(frozen=True)
-class Principal:
-    """An authenticated caller: a user (or service account) name, its uid and groups."""
-
-    username: str
-    groups: tuple[str, ...] = ()
-    uid: str = ""
-    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-
-class AccessReviewer(Protocol):
-    """The two questions every request asks (implementations: this module, ``watchers.reviews``)."""
-
-    async def review_token(self, token: str) -> Principal | None:
-        """The principal ``token`` authenticates, or ``None`` if it authenticates nobody (or is empty).
-
-        Raises :class:`ReviewUnavailableError` when it cannot tell.
-        """
-        ...
-
-    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
-        """Whether ``principal`` may list MPIJobs or TrainJobs in ``namespace`` (``None``: in all).
-
-        Raises :class:`ReviewUnavailableError` when it cannot tell.
-        """
-        ...
 
 
 def _digest(token: str) -> bytes:

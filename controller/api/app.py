@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from fastapi import APIRouter, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.api import compare, health, jobs, runs
+from controller.api import audit, compare, health, jobs, runs, webhooks
 from controller.api.access import AccessReviewer, StaticAccess
 from controller.api.metrics_collectors import ScrapeCollector, StoreCollector
+from controller.contract.settings import NotifySettings
 from controller.metrics import PipelineMetrics
 
 
@@ -18,7 +19,8 @@ def create_app(
     metrics: PipelineMetrics,
     reviewer: AccessReviewer | None = None,
     *,
-    routers: Sequence[APIRouter] = (),
+    notify: NotifySettings | None = None,
+    webhooks_router: APIRouter | None = None,
     collectors: Sequence[ScrapeCollector] = (),
     metrics_ttl_s: float = 10.0,
 ) -> FastAPI:
@@ -28,9 +30,9 @@ def create_app(
     answer. The registry gains the store's figures (jobs by phase, run durations, findings),
     computed from the database when ``/metrics`` is scraped at most every ``metrics_ttl_s``;
     ``collectors`` adds others (:class:`~controller.api.metrics_collectors.JetStreamCollector`),
-    already registered on ``metrics.registry``. ``routers`` are mounted after the built-in ones
-    (webhooks and audit, which the entry point builds from its settings); they must go through
-    :mod:`controller.api.auth` like the others.
+    already registered on ``metrics.registry``. Every router is mounted here; the webhooks
+    router follows ``notify`` (its quotas, SSRF allowlist, public URL), or is given whole as
+    ``webhooks_router`` by a test that needs its own resolver or clock.
     """
     app = FastAPI(
         title="mpijob-controller",
@@ -41,6 +43,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.reviewer = reviewer if reviewer is not None else StaticAccess({})
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
-    for router in (health.router, runs.router, jobs.router, compare.router, *routers):
+    subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings())
+    for router in (health.router, runs.router, jobs.router, compare.router, subscriptions, audit.router):
         app.include_router(router)
     return app

@@ -1,6 +1,6 @@
 """Audit records: query, streaming export and chain verification (``/api/v1/audit…``).
 
-Reads go through :mod:`controller.auditlog` and formats through :mod:`controller.auditformats`
+Reads go through :mod:`controller.store.auditchain` and formats through :mod:`controller.store.auditformats`
 (the exporters use the same ones). Authorization is the API's usual seam: a ``namespace``
 filter needs read access to it (403), and without one the caller sees the namespaces
 :func:`~controller.api.auth.visible_namespaces` allows. Records without a namespace (the
@@ -24,12 +24,12 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller import auditlog
 from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
 from controller.api.deps import engine_of
-from controller.audit import Verb
-from controller.auditformats import EXPORT_FORMATS, ExportFormat
-from controller.auditlog import AuditFilter, StoredRecord
+from controller.contract.audit import Verb
+from controller.store import auditchain as auditlog
+from controller.store.auditchain import AuditFilter, StoredRecord
+from controller.store.auditformats import EXPORT_FORMATS, ExportFormat
 
 router = APIRouter(prefix="/api/v1/audit", tags=["audit"])
 

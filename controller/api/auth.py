@@ -20,9 +20,9 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from controller import queries
 from controller.api.access import Principal, ReviewUnavailableError
 from controller.api.deps import engine_of, reviewer_of
+from controller.store import queries
 
 __all__ = ["Principal", "current_principal", "require_namespace", "visible_namespaces"]
 

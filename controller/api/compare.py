@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
-from controller import queries
 from controller.api import models
 from controller.api.auth import Principal, current_principal, require_namespace
 from controller.api.deps import engine_of
 from controller.api.params import AUTH_ERRORS, BAD_REQUEST, MAX_COMPARED, NOT_FOUND, UID, known_query_only
+from controller.store import queries
 
 router = APIRouter(prefix="/api/v1", tags=["compare"], dependencies=[Depends(known_query_only)])
 

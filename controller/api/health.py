@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from controller.api.deps import collectors_of, engine_of, metrics_of
 from controller.api.metrics_collectors import refresh_all
 from controller.api.params import Problem
-from controller.history import ping
+from controller.store.history import ping
 
 router = APIRouter(tags=["health"])
 

@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from controller import queries
 from controller.api import models
 from controller.api.auth import Principal, current_principal, require_namespace
 from controller.api.deps import engine_of
@@ -21,7 +20,9 @@ from controller.api.params import (
     known_query_only,
 )
 from controller.api.runs import run_page
-from controller.events import JobKind, JobPhase
+from controller.contract.events import JobPhase
+from controller.contract.kubeflow import JobKind
+from controller.store import queries
 
 router = APIRouter(
     prefix="/api/v1/namespaces/{namespace}/jobs/{name}",

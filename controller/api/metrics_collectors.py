@@ -26,9 +26,9 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller import queries
-from controller.bus import FAMILIES
-from controller.subjects import Topology
+from controller.bus.streams import FAMILIES
+from controller.contract.subjects import Topology
+from controller.store import queries
 
 __all__ = ["RUN_DURATION_BUCKETS", "JetStreamCollector", "ScrapeCollector", "StoreCollector"]
 

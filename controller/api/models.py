@@ -1,6 +1,6 @@
 """Response models of the API: what the OpenAPI schema promises, field by field.
 
-Built from the read side's rows and dataclasses (:mod:`controller.queries`) with
+Built from the read side's rows and dataclasses (:mod:`controller.store.queries`) with
 ``from_attributes``; the job spec, conditions and evidence reuse the bus's own models, so a
 field means the same thing on the bus, in the database and here.
 """
@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from controller.events import Condition, ContainerState, JobKind, JobPhase, JobSpecSummary
-from controller.findings import Evidence, FindingStatus, Severity
+from controller.contract.events import Condition, ContainerState, JobPhase, JobSpecSummary
+from controller.contract.findings import Evidence, FindingStatus, Severity
+from controller.contract.kubeflow import JobKind
 
 
 class _Out(BaseModel):

@@ -21,7 +21,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, BeforeValidator, StringConstraints
 
-from controller.db import Run
+from controller.store.models import Run
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """A namespace: an RFC 1123 label."""

@@ -1,4 +1,4 @@
-"""Runs, their pods, timelines and findings (``/api/v1/runs…``), read through :mod:`controller.queries`."""
+"""Runs, their pods, timelines and findings (``/api/v1/runs…``), read from the history store."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from controller import queries
 from controller.api import models
 from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
 from controller.api.deps import engine_of
@@ -28,8 +27,10 @@ from controller.api.params import (
     known_query_only,
     labels_of,
 )
-from controller.db import Run
-from controller.events import JobKind, JobPhase
+from controller.contract.events import JobPhase
+from controller.contract.kubeflow import JobKind
+from controller.store import queries
+from controller.store.models import Run
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], dependencies=[Depends(known_query_only)])
 

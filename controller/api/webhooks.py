@@ -7,8 +7,8 @@ namespace; a cluster-wide subscription (no namespace) needs access to every name
 
 Bad input is a 4xx that says what is wrong — an unknown event type or rule, a label
 selector that does not parse, a URL the SSRF guard refuses (422), a redelivery of a
-delivery still pending (409) — never a 5xx. Queries live in :mod:`controller.subscriptions`
-and :mod:`controller.outbox`.
+delivery still pending (409) — never a 5xx. Queries live in :mod:`controller.store.subscriptions`
+and :mod:`controller.store.outbox`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from controller import outbox, subscriptions
 from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
 from controller.api.deps import engine_of
-from controller.db import Delivery, DeliveryAttempt
-from controller.egress import EgressPolicy, EgressRefusedError, Resolver, system_resolver
-from controller.notifications import Channel, DeliveryStatus, FilterError, Filters
-from controller.settings import NotifySettings
-from controller.subscriptions import SubscriptionRecord
-from controller.webhooks import generate_secret
+from controller.contract.egress import EgressPolicy, EgressRefusedError, Resolver, system_resolver
+from controller.contract.notifications import Channel, DeliveryStatus, FilterError, Filters
+from controller.contract.settings import NotifySettings
+from controller.contract.signing import generate_secret
+from controller.store import outbox, subscriptions
+from controller.store.models import Delivery, DeliveryAttempt
+from controller.store.subscriptions import SubscriptionRecord
 
 Clock = Callable[[], datetime]
 Caller = Annotated[Principal, Depends(current_principal)]

@@ -1,7 +1,7 @@
 """audit: the append-only, hash-chained audit table and the exporters' cursors
 
 The table refuses UPDATE, DELETE and TRUNCATE through a trigger. The one exception is the
-audited retention purge (:func:`controller.auditlog.purge`): inside its own transaction it
+audited retention purge (:func:`controller.store.auditchain.purge`): inside its own transaction it
 sets ``mpijc.audit_purge`` to ``on`` with ``set_config(..., true)`` (transaction-local), deletes
 the oldest records and appends a purge record stating what it removed, all in one commit.
 UPDATE stays refused even then. See ``docs/audit.md``.

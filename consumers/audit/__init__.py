@@ -1,0 +1,26 @@
+"""The audit role: every audit record into the hash chain, lifecycle records from the watch
+stream, the SIEM exporters and the retention purge beside them."""
+
+from consumers.audit import consumer, export
+from consumers.wiring import Role, Wiring
+
+
+async def attach(wiring: Wiring) -> Role:
+    """Subscribers for the chain, and the exporters and purge as background loops."""
+    settings = wiring.settings
+    router = consumer.build_router(
+        wiring.topology,
+        settings.consumer,
+        wiring.engine,
+        wiring.js,
+        wiring.dead_letter,
+        wiring.metrics,
+        wiring.clock,
+    )
+    return Role(
+        router,
+        (
+            lambda stop: export.run_exporters(wiring.engine, settings.audit, stop, wiring.metrics.registry),
+            lambda stop: consumer.run_retention(wiring.engine, settings.audit, stop, wiring.clock),
+        ),
+    )

@@ -1,0 +1,144 @@
+"""Audit consumer: lifecycle records from the watch stream, and every audit record into the chain.
+
+Two batch pull subscribers:
+
+- ``audit-lifecycle`` on ``jobs.>``: a job observed entering Succeeded or Failed, or deleted,
+  becomes an :class:`~controller.contract.audit.AuditRecord` published on ``audit.<ns>``
+  (:func:`controller.contract.audit.lifecycle_record`). Its id is ``<job uid>/<verb>``, so JetStream
+  drops repeats within its duplicate window and the table's unique key drops later ones:
+  one ``failed`` record per run however often the Failed job is observed.
+- ``audit`` on ``audit.>``: admission and lifecycle records appended to the hash-chained
+  table (:func:`controller.store.auditchain.append`), one transaction per batch, acked after commit;
+  a redelivered record is recognised by its id and appended once.
+
+Appends take the chain's advisory lock, so replicas are safe (they take turns).
+:func:`run_retention` runs the audited purge periodically when ``audit.retention_days`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TypeVar
+
+from faststream.nats import NatsRouter
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus.publishing import Publisher
+from controller.bus.settling import DeadLetterer, subscribe_batches
+from controller.contract.audit import (
+    Actor,
+    AuditRecord,
+    lifecycle_record,
+    parse_audit_record,
+)
+from controller.contract.clock import Clock
+from controller.contract.errors import RetryableError
+from controller.contract.events import BusEvent, JobObserved, parse_event
+from controller.contract.settings import AuditSettings, ConsumerSettings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.store.auditchain import PurgeResult, append, purge
+
+log = logging.getLogger(__name__)
+
+CONSUMER = "audit"
+LIFECYCLE_CONSUMER = "audit-lifecycle"
+RETENTION_ACTOR = Actor(username="system:mpijob-controller:retention")
+"""Who the scheduled purge is recorded as."""
+
+T = TypeVar("T")
+
+
+def build_router(
+    topology: Topology,
+    settings: ConsumerSettings,
+    engine: AsyncEngine,
+    js: JetStreamContext,
+    dead_letter: Callable[[str], DeadLetterer],
+    metrics: PipelineMetrics,
+    clock: Clock,
+) -> NatsRouter:
+    """The audit subscribers, ready to be included in a broker."""
+
+    async def publish_lifecycle(events: Sequence[BusEvent]) -> None:
+        records = [
+            record
+            for event in events
+            if isinstance(event, JobObserved) and (record := lifecycle_record(event)) is not None
+        ]
+        if not records:
+            return
+        try:
+            await Publisher(js, topology).publish_records(records)
+        except Exception as exc:  # not stored on the bus: redeliver the batch, ids keep it idempotent
+            raise RetryableError(f"could not publish {len(records)} lifecycle audit records: {exc}") from exc
+
+    async def store(records: Sequence[AuditRecord]) -> None:
+        async with engine.begin() as conn:
+            await append(conn, records, clock())
+
+    router = NatsRouter()
+    subscribe_batches(
+        router,
+        topology,
+        "jobs",
+        LIFECYCLE_CONSUMER,
+        settings,
+        parse_event,
+        publish_lifecycle,
+        dead_letter(LIFECYCLE_CONSUMER),
+        metrics,
+    )
+    subscribe_batches(
+        router,
+        topology,
+        "audit",
+        CONSUMER,
+        settings,
+        parse_audit_record,
+        store,
+        dead_letter(CONSUMER),
+        metrics,
+    )
+    return router
+
+
+async def purge_once(
+    engine: AsyncEngine,
+    retention_days: int,
+    actor: Actor,
+    now: datetime,
+    *,
+    respect_cursors: bool = True,
+) -> PurgeResult:
+    """One audited purge in its own transaction; logs what it removed and what it had to keep."""
+    async with engine.begin() as conn:
+        result = await purge(conn, retention_days, actor, now, respect_cursors=respect_cursors)
+    if result.record is not None:
+        log.info("audit retention: %s", result.record.record.message)
+    if result.held_back_by:
+        log.warning(
+            "audit retention: kept records not yet exported by %s",
+            ", ".join(f"{sink} (at seq {seq})" for sink, seq in sorted(result.held_back_by.items())),
+        )
+    return result
+
+
+async def run_retention(
+    engine: AsyncEngine, settings: AuditSettings, stop: asyncio.Event, clock: Clock
+) -> None:
+    """Purge records older than ``retention_days`` every ``purge_interval_s`` until ``stop`` is set."""
+    if settings.retention_days is None:
+        return
+    while not stop.is_set():
+        try:
+            await purge_once(engine, settings.retention_days, RETENTION_ACTOR, clock())
+        except Exception:
+            log.exception("audit retention purge failed; trying again in %.0fs", settings.purge_interval_s)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=settings.purge_interval_s)

@@ -1,0 +1,63 @@
+"""What every consumer role is given and gives back: the one shape the registry wires.
+
+A role's :data:`Attach` receives the process's :class:`Wiring` (settings, bus, database,
+metrics, clock, and the Kubernetes gateway on demand) and returns a :class:`Role`: the
+FastStream router of its durable subscribers, if any, and the background loops it runs
+beside them until told to stop (tickers, dispatchers, exporters). Nothing else is shared
+between roles; they meet only on the bus and in the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from faststream.nats import NatsRouter
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus.settling import DeadLetterer
+from controller.contract.clock import Clock, utcnow
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.kube.gateway import KubeGateway
+from controller.metrics import PipelineMetrics
+
+__all__ = ["Attach", "Background", "Role", "Wiring"]
+
+Background = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+"""A loop that runs until the event is set."""
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a consumer process offers each role it runs."""
+
+    settings: Settings
+    topology: Topology
+    js: JetStreamContext
+    engine: AsyncEngine
+    metrics: PipelineMetrics
+    kube: Callable[[], KubeGateway]
+    """The Kubernetes gateway, built on first call (only roles that write to Kubernetes ask)."""
+    clock: Clock = utcnow
+
+    def dead_letter(self, consumer: str) -> DeadLetterer:
+        """The dead-letter publisher of durable ``consumer``."""
+        return DeadLetterer(self.js, self.topology, consumer, self.metrics)
+
+
+@dataclass(frozen=True)
+class Role:
+    """A role ready to run: its subscribers and its background loops."""
+
+    router: NatsRouter | None = None
+    background: tuple[Background, ...] = field(default=())
+
+
+class Attach(Protocol):
+    """Prepares one role (declares what it needs on the bus) and returns it."""
+
+    async def __call__(self, wiring: Wiring) -> Role: ...

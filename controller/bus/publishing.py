@@ -1,0 +1,111 @@
+"""The one way anything goes onto the bus: pipelined, each message deduplicated by its id.
+
+Watchers publish job, pod and event observations, the rules consumer finding changes, the
+admission webhook and the audit consumer audit records; all of them go through
+:func:`publish`, which hands every message to the client without waiting (``publish_async``)
+and then gathers the acknowledgements. Every message carries ``Nats-Msg-Id`` (the id each
+message model derives from what it describes), so a message published twice within the
+stream's duplicate window is stored once and the second ack says ``duplicate``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+
+from controller.contract import audit, events, findings
+from controller.contract.audit import AuditRecord
+from controller.contract.events import BusEvent
+from controller.contract.findings import Finding
+from controller.contract.subjects import Topology
+
+__all__ = ["MSG_ID", "Outgoing", "Publisher", "publish"]
+
+MSG_ID = "Nats-Msg-Id"
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message to publish: where, what, and the id JetStream deduplicates it by."""
+
+    subject: str
+    payload: bytes
+    msg_id: str
+
+
+async def publish(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[PubAck | BaseException]:
+    """Publish ``messages`` in order, pipelined; one result each, in order: its ack, or its error.
+
+    A message the client would not even take stops the rest, which get the same error: a
+    caller retrying the failed ones keeps the order of what it publishes.
+    """
+    futures: list[asyncio.Future[PubAck]] = []
+    refused: BaseException | None = None
+    for message in messages:
+        try:
+            futures.append(
+                await js.publish_async(message.subject, message.payload, headers={MSG_ID: message.msg_id})
+            )
+        except Exception as exc:  # not handed to the client: this one and the rest are not sent
+            refused = exc
+            break
+    results: list[PubAck | BaseException] = list(await asyncio.gather(*futures, return_exceptions=True))
+    if refused is not None:
+        results += [refused] * (len(messages) - len(results))
+    return results
+
+
+def _new(results: Sequence[PubAck | BaseException]) -> int:
+    """How many were stored anew; raises the first error if any message was not stored."""
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return sum(1 for ack in results if isinstance(ack, PubAck) and not ack.duplicate)
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """Publishes the project's messages, each on its subject, with its deduplication id."""
+
+    js: JetStreamContext
+    topology: Topology
+
+    async def publish(self, observed: Sequence[BusEvent]) -> int:
+        """Publish watch observations; returns how many were new (not duplicates)."""
+        return _new(await publish(self.js, [self.event(event) for event in observed]))
+
+    async def publish_records(self, records: Sequence[AuditRecord]) -> int:
+        """Publish namespaced audit records to ``audit.<ns>``; returns how many were new."""
+        return _new(await publish(self.js, [self.record(record) for record in records]))
+
+    async def publish_findings(self, changes: Sequence[Finding]) -> int:
+        """Publish finding changes to ``findings.<ns>.<job>.<rule>``; returns how many were new."""
+        return _new(await publish(self.js, [self.finding(finding) for finding in changes]))
+
+    def event(self, event: BusEvent) -> Outgoing:
+        """An observation as it goes out."""
+        return Outgoing(
+            self.topology.job_event(event),
+            event.model_dump_json(exclude_defaults=False).encode(),
+            events.message_id(event),
+        )
+
+    def finding(self, finding: Finding) -> Outgoing:
+        """A change of a finding as it goes out."""
+        return Outgoing(
+            self.topology.finding(finding.job.namespace, finding.job.name, finding.rule),
+            finding.model_dump_json().encode(),
+            findings.message_id(finding),
+        )
+
+    def record(self, record: AuditRecord) -> Outgoing:
+        """An audit record as it goes out; cluster-wide records (no namespace) are not published."""
+        if record.namespace is None:
+            raise ValueError(f"record {record.id} has no namespace; cluster-wide records are not published")
+        return Outgoing(
+            self.topology.audit(record.namespace), record.model_dump_json().encode(), audit.message_id(record)
+        )

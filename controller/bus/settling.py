@@ -1,0 +1,178 @@
+"""Settling a pulled batch: ack what worked, retry what may work later, dead-letter the rest.
+
+Every consumer hands its batch of raw JetStream messages to :func:`settle_batch` with a
+decoder and an apply function; the mapping from failure kind to ack action lives here only:
+
+- a payload that does not decode is **poison**: published to ``dlq.<consumer>`` with the
+  error, then acknowledged (it would fail the same way forever);
+- a **transient** failure (connection lost, database restarting, timeout) negatively
+  acknowledges the batch with a delay, until ``max_deliver`` deliveries, after which each
+  message goes to the dead-letter subject instead of being redelivered once more;
+- any other failure of a whole batch is isolated: each message is applied alone, so one
+  bad message cannot hold back the good ones in its batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+from faststream import Context
+from faststream.middlewares import AckPolicy
+from faststream.nats import JStream, NatsRouter, PullSub
+from faststream.nats.message import NatsBatchMessage
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy as JsAckPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from controller.contract.errors import RetryableError
+from controller.contract.events import DeadLetter
+from controller.contract.settings import ConsumerSettings
+from controller.contract.subjects import StreamFamily, Topology
+from controller.metrics import PipelineMetrics
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failure is worth a redelivery rather than a dead letter.
+
+    The store's engine raises its transient errors as :class:`RetryableError` already."""
+    return isinstance(exc, RetryableError | OSError | TimeoutError)
+
+
+@dataclass
+class DeadLetterer:
+    """Publishes dead letters for one consumer."""
+
+    js: JetStreamContext
+    topology: Topology
+    consumer: str
+    metrics: PipelineMetrics
+
+    async def __call__(self, msg: Msg, error: str, reason: str) -> None:
+        meta = msg.metadata
+        letter = DeadLetter(
+            consumer=self.consumer,
+            subject=msg.subject,
+            payload=msg.data.decode(errors="replace"),
+            error=error,
+            deliveries=meta.num_delivered or 1,
+            stream_sequence=meta.sequence.stream if meta.sequence else None,
+            failed_at=datetime.now(UTC),
+        )
+        await self.js.publish(self.topology.dead_letter(self.consumer), letter.model_dump_json().encode())
+        self.metrics.dead_letters.labels(self.consumer, reason).inc()
+        log.warning(
+            "dead-lettered %s (seq %s) from %s: %s", msg.subject, letter.stream_sequence, self.consumer, error
+        )
+
+
+@dataclass
+class BatchSettler(Generic[T]):
+    """The ack policy of one consumer."""
+
+    consumer: str
+    decode: Callable[[bytes], T]
+    apply: Callable[[Sequence[T]], Awaitable[None]]
+    dead_letter: DeadLetterer
+    metrics: PipelineMetrics
+    max_deliver: int
+    retry_delay_s: float
+
+    async def settle(self, msgs: Sequence[Msg]) -> None:
+        """Process one pulled batch and settle every message in it."""
+        with self.metrics.batch_seconds.labels(self.consumer).time():
+            good: list[tuple[Msg, T]] = []
+            for msg in msgs:
+                try:
+                    good.append((msg, self.decode(msg.data)))
+                except ValueError as exc:  # pydantic.ValidationError is a ValueError
+                    await self._give_up(msg, f"undecodable payload: {exc}", "poison")
+            if good:
+                await self._apply(good)
+
+    async def _apply(self, items: list[tuple[Msg, T]]) -> None:
+        try:
+            await self.apply([item for _, item in items])
+        except Exception as exc:
+            if is_transient(exc):
+                await self._retry([msg for msg, _ in items], exc)
+            elif len(items) > 1:
+                log.info("%s: batch of %d failed (%s); applying one by one", self.consumer, len(items), exc)
+                for item in items:
+                    await self._apply([item])
+            else:
+                await self._give_up(items[0][0], f"{type(exc).__name__}: {exc}", "failed")
+            return
+        for msg, _ in items:
+            await msg.ack()
+        self.metrics.consumed.labels(self.consumer).inc(len(items))
+
+    async def _retry(self, msgs: list[Msg], exc: BaseException) -> None:
+        log.warning("%s: transient failure, %d messages to be redelivered: %s", self.consumer, len(msgs), exc)
+        for msg in msgs:
+            if (msg.metadata.num_delivered or 1) >= self.max_deliver:
+                await self._give_up(
+                    msg, f"still failing after {self.max_deliver} deliveries: {exc}", "exhausted"
+                )
+            else:
+                await msg.nak(delay=self.retry_delay_s)
+                self.metrics.redeliveries.labels(self.consumer).inc()
+
+    async def _give_up(self, msg: Msg, error: str, reason: str) -> None:
+        await self.dead_letter(msg, error, reason)
+        await msg.ack()
+
+
+def consumer_config(settings: ConsumerSettings) -> ConsumerConfig:
+    """Explicit acks, bounded redelivery, from the start of the stream on first creation."""
+    return ConsumerConfig(
+        ack_policy=JsAckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        max_deliver=settings.max_deliver,
+        ack_wait=settings.ack_wait_s,
+        max_ack_pending=max(settings.batch_size * 4, 1000),
+    )
+
+
+def subscribe_batches(
+    router: NatsRouter,
+    topology: Topology,
+    family: StreamFamily,
+    consumer: str,
+    settings: ConsumerSettings,
+    decode: Callable[[bytes], T],
+    apply: Callable[[Sequence[T]], Awaitable[None]],
+    dead_letter: DeadLetterer,
+    metrics: PipelineMetrics,
+    subject: str | None = None,
+) -> None:
+    """Declare a durable batch pull subscriber on a stream family, settled by a :class:`BatchSettler`.
+
+    ``subject`` narrows what the durable receives (default: the whole family); the server
+    filters, so messages the consumer would ignore never reach it. Acks are manual:
+    FastStream hands over the raw batch and the settler acks, naks or dead-letters each
+    message itself, with the retry bounds of ``settings``.
+    """
+    settler = BatchSettler(
+        consumer, decode, apply, dead_letter, metrics, settings.max_deliver, settings.retry_delay_s
+    )
+
+    async def handle(msg: NatsBatchMessage = Context("message")) -> None:
+        await settler.settle(msg.raw_message)
+
+    router.subscriber(
+        subject or topology.wildcard(family),
+        stream=JStream(topology.stream(family), declare=False),
+        durable=topology.durable(consumer),
+        config=consumer_config(settings),
+        pull_sub=PullSub(batch_size=settings.batch_size, timeout=settings.batch_timeout_s, batch=True),
+        ack_policy=AckPolicy.MANUAL,
+    )(handle)

@@ -1,0 +1,107 @@
+"""JetStream streams and durables: connecting, declaring, narrowing, and waiting for consumers.
+
+Streams are declared idempotently (created, or updated to the configured limits) before
+anything is published or consumed; publishing itself is :mod:`controller.bus.publishing`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+
+from controller.contract.settings import NatsSettings
+from controller.contract.subjects import StreamFamily, Topology
+
+log = logging.getLogger(__name__)
+
+FAMILIES: tuple[StreamFamily, ...] = ("jobs", "findings", "audit", "dlq")
+
+
+def stream_config(topology: Topology, family: StreamFamily, settings: NatsSettings) -> StreamConfig:
+    """The configuration each stream is kept at."""
+    return StreamConfig(
+        name=topology.stream(family),
+        subjects=[topology.wildcard(family)],
+        storage=StorageType.FILE,
+        duplicate_window=settings.duplicate_window_s,
+        max_age=settings.max_age_s,
+        discard=DiscardPolicy.OLD,
+    )
+
+
+async def ensure_streams(js: JetStreamContext, topology: Topology, settings: NatsSettings) -> None:
+    """Create every stream, or bring an existing one to the configured limits."""
+    for family in FAMILIES:
+        config = stream_config(topology, family, settings)
+        try:
+            await js.stream_info(config.name or "")
+        except NotFoundError:
+            await js.add_stream(config)
+            log.info("created stream %s for %s", config.name, config.subjects)
+        else:
+            await js.update_stream(config)
+
+
+async def narrow_durable(js: JetStreamContext, stream: str, durable: str, subject: str) -> bool:
+    """Give an existing durable consumer the filter ``subject``; returns whether it changed.
+
+    Subscribing binds to a durable as it was declared, so a filter narrowed in a later
+    version would never reach a running installation; the server keeps the consumer's
+    position across the update. A durable that does not exist yet is left to be created."""
+    try:
+        info = await js.consumer_info(stream, durable)
+    except NotFoundError:
+        return False
+    if info.config.filter_subject == subject and not info.config.filter_subjects:
+        return False
+    await js.add_consumer(stream, replace(info.config, filter_subject=subject, filter_subjects=None))
+    log.info("durable %s on %s now filters %s", durable, stream, subject)
+    return True
+
+
+async def connect(url: str, name: str) -> NATS:
+    """Connect, then reconnect without limit: a restarting NATS must not kill a watcher.
+
+    ``url`` may list several servers of a cluster, comma-separated (``nats://a:4222,nats://b:4222``);
+    the client tries them in turn and learns the rest of the cluster from the one it reaches.
+    Connection errors are logged as one line each, not as tracebacks. The first connection is
+    retried until it succeeds; callers bound that wait (``startup_timeout_s``)."""
+
+    async def error(exc: Exception) -> None:
+        log.warning("NATS %s: %s", name, exc or type(exc).__name__)
+
+    return await nats.connect(
+        servers=servers(url),
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=1,
+        error_cb=error,
+    )
+
+
+def servers(url: str) -> list[str]:
+    """The server URLs of a comma-separated list."""
+    return [server.strip() for server in url.split(",") if server.strip()]
+
+
+async def wait_until_consumed(
+    js: JetStreamContext, stream: str, durable: str, timeout_s: float = 60.0
+) -> None:
+    """Block until a durable consumer has acknowledged everything in its stream."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        info = await js.consumer_info(stream, durable)
+        if not info.num_pending and not info.num_ack_pending:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(
+                f"{durable} still has {info.num_pending} pending, {info.num_ack_pending} unacked"
+            )
+        await asyncio.sleep(0.05)

@@ -1,0 +1,287 @@
+"""``mpijob-controller`` command line: one command per part, as the Deployments run them.
+
+Each command builds its settings once, reaches only the services it uses (starting the
+embedded PostgreSQL/NATS where no URL is configured), and passes everything down.
+
+Commands:
+  up        watchers, consumers and API in one process (the local/dev shape)
+  watch     watchers only (the watcher Deployment, leader-elected)
+  consume   consumer roles (one Deployment per role, ``--only``)
+  api       the read API only
+  admission the validating admission webhook that records who changed jobs (NATS only)
+  replay    feed capture files / ``kubectl get -w -o json`` output through the pipeline
+  capture   record a live cluster's watch streams to JSON Lines (Kubernetes only)
+  migrate   bring the database schema to head (database only)
+  history   print stored runs and their timelines (database only)
+  audit     verify, export or purge the audit trail (database only)
+  demo      the whole pipeline on the embedded services with the example scenarios
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from importlib.resources import files
+from pathlib import Path
+
+from consumers.registry import CONSUMERS
+from controller.bus.streams import connect, ensure_streams
+from controller.cli import report
+from controller.cli.embedded import EmbeddedServiceError
+from controller.cli.runtime import (
+    metrics_server,
+    replay,
+    run_consumers,
+    run_watchers,
+    runtime,
+    serve_api,
+    stop_on_signals,
+)
+from controller.contract.errors import StartupError
+from controller.contract.settings import Settings, SettingsError, load_settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+
+EXAMPLES = Path(str(files("controller.testing.scenarios")))
+
+
+def _version() -> str:
+    try:
+        return version("mpijob-controller")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "unknown"
+
+
+def _invoking_user() -> str:
+    """Who runs the command, for the audit record of a purge; a uid without a passwd entry
+    (containers run as an arbitrary uid) is named by its number."""
+    with contextlib.suppress(KeyError, OSError):
+        return getpass.getuser()
+    return f"uid:{os.getuid()}"
+
+
+async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
+    async with runtime(settings, "mpijc-up") as rt:
+        stop = stop_on_signals()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run_consumers(rt, stop))
+            group.create_task(run_watchers(rt, stop))
+            group.create_task(serve_api(rt, stop))
+    return 0
+
+
+async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
+    async with runtime(settings, "mpijc-watchers", database=False) as rt:
+        with metrics_server(rt):
+            await run_watchers(rt, stop_on_signals())
+    return 0
+
+
+async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
+    async with runtime(settings, "mpijc-consumers") as rt:
+        with metrics_server(rt):
+            await run_consumers(rt, stop_on_signals(), only=args.only or ())
+    return 0
+
+
+async def cmd_api(settings: Settings, _: argparse.Namespace) -> int:
+    async with runtime(settings, "mpijc-api") as rt:
+        await serve_api(rt, stop_on_signals())
+    return 0
+
+
+async def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    async with runtime(settings, "mpijc-replay", database=False) as rt:
+        return await replay(rt, args.files)
+
+
+async def cmd_capture(settings: Settings, args: argparse.Namespace) -> int:
+    from controller.kube.gateway import KubeGateway
+    from watchers.service import capture
+
+    gateway = KubeGateway.from_config(settings.kube.kubeconfig, settings.kube.context)
+    stop = stop_on_signals()
+    with args.out.open("a") as out:
+        print(f"capturing watch streams to {args.out}; Ctrl-C to stop", file=sys.stderr)
+        await capture(settings, gateway, out, stop)
+    return 0
+
+
+async def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
+    async with runtime(settings, "mpijc-migrate", bus=False):
+        print("schema is at head")
+    return 0
+
+
+async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
+    async with runtime(settings, "mpijc-history", bus=False) as rt, rt.engine.connect() as conn:
+        print(await report.history(conn, namespace=args.namespace, name=args.name, limit=args.limit))
+    return 0
+
+
+async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from controller.cli.demo import run_demo
+
+    return await run_demo(settings, args.scenarios, args.limit)
+
+
+async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
+    """The validating admission webhook: needs only NATS (no database in the webhook pod)."""
+    from controller.bus.publishing import Publisher
+    from watchers.admission.webhook import serve_admission
+
+    if not settings.nats.url:
+        raise StartupError("MPIJC_NATS__URL: the admission webhook needs the installation's NATS")
+    topology = Topology(settings.nats.prefix)
+    try:
+        async with asyncio.timeout(settings.startup_timeout_s):
+            nc = await connect(settings.nats.url, "mpijc-admission")
+    except TimeoutError as exc:
+        raise StartupError(
+            f"MPIJC_NATS__URL: NATS did not answer within {settings.startup_timeout_s:g} s"
+        ) from exc
+    try:
+        js = nc.jetstream()
+        await ensure_streams(js, topology, settings.nats)
+        await serve_admission(
+            settings.audit,
+            Publisher(js, topology).publish_records,
+            PipelineMetrics().registry,
+            stop_on_signals(),
+        )
+    finally:
+        await nc.drain()
+    return 0
+
+
+async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
+    """``audit verify|export|purge``: the database only."""
+    from consumers.audit.consumer import purge_once
+    from consumers.audit.export import drain, run_exporters, sinks_from_settings
+    from controller.contract.audit import Actor
+    from controller.store.auditchain import AuditFilter, pages, verify
+    from controller.store.auditformats import EXPORT_FORMATS
+
+    async with runtime(settings, "mpijc-audit", bus=False) as rt:
+        if args.audit_command == "verify":
+            result = await verify(rt.engine)
+            print(result.describe())
+            return 0 if result.ok else 1
+        if args.audit_command == "purge":
+            purged = await purge_once(
+                rt.engine,
+                args.older_than_days,
+                Actor(username=args.actor or _invoking_user()),
+                datetime.now(UTC),
+                respect_cursors=not args.ignore_export_cursors,
+            )
+            print(purged.record.record.message if purged.record else "nothing was due")
+            for name, seq in sorted(purged.held_back_by.items()):
+                print(f"kept records after seq {seq}: not yet exported to {name}", file=sys.stderr)
+            return 0
+        if args.to_sinks:
+            if args.follow:
+                await run_exporters(rt.engine, settings.audit, stop_on_signals(), rt.metrics.registry)
+                return 0
+            for sink in sinks_from_settings(settings.audit):
+                try:
+                    shipped = await drain(rt.engine, sink, settings.audit.export_batch_size)
+                    print(f"{sink.name}: {shipped} records shipped")
+                finally:
+                    await sink.close()
+            return 0
+        _, render = EXPORT_FORMATS[args.format]
+        where = AuditFilter(namespace=args.namespace, since=args.since, until=args.until)
+        with contextlib.ExitStack() as stack:
+            out = sys.stdout.buffer if args.out is None else stack.enter_context(args.out.open("wb"))
+            async for page in pages(rt.engine, where):
+                out.write(b"".join(render(record) for record in page))
+    return 0
+
+
+def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    commands.add_parser("admission", help="validating admission webhook (audit)").set_defaults(
+        handler=cmd_admission
+    )
+    audit = commands.add_parser("audit", help="verify, export or purge the audit trail")
+    audit.set_defaults(handler=cmd_audit)
+    sub = audit.add_subparsers(dest="audit_command", required=True)
+    sub.add_parser("verify", help="check the hash chain; exit 1 at the first broken record")
+    export = sub.add_parser("export", help="write records as JSON Lines or CEF, or ship them to the sinks")
+    export.add_argument("--format", choices=["jsonl", "cef"], default="jsonl")
+    export.add_argument("--out", type=Path)
+    export.add_argument("--namespace")
+    export.add_argument("--since", type=datetime.fromisoformat)
+    export.add_argument("--until", type=datetime.fromisoformat)
+    export.add_argument("--to-sinks", action="store_true", help="ship to the configured SIEM sinks")
+    export.add_argument("--follow", action="store_true", help="with --to-sinks: keep shipping until stopped")
+    purge = sub.add_parser("purge", help="remove old records through the audited purge path")
+    purge.add_argument("--older-than-days", type=int, required=True)
+    purge.add_argument("--actor", help="who asks for the purge (default: the invoking user)")
+    purge.add_argument("--ignore-export-cursors", action="store_true")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mpijob-controller", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, handler, text in (
+        ("up", cmd_up, "watchers + consumers + API in one process"),
+        ("watch", cmd_watch, "watchers only"),
+        ("api", cmd_api, "read API only"),
+        ("migrate", cmd_migrate, "bring the schema to head"),
+    ):
+        commands.add_parser(name, help=text).set_defaults(handler=handler)
+    consume = commands.add_parser("consume", help="consumer roles (all, or those named with --only)")
+    consume.add_argument(
+        "--only",
+        action="append",
+        choices=list(CONSUMERS),
+        help="run only this consumer role (repeatable): "
+        + "; ".join(f"{role.name}: {role.help}" for role in CONSUMERS.values()),
+    )
+    consume.set_defaults(handler=cmd_consume)
+    replay_cmd = commands.add_parser("replay", help="publish capture files through the pipeline")
+    replay_cmd.add_argument("files", nargs="+", type=Path)
+    replay_cmd.set_defaults(handler=cmd_replay)
+    cap = commands.add_parser("capture", help="record live watch streams to JSON Lines")
+    cap.add_argument("--out", type=Path, required=True)
+    cap.set_defaults(handler=cmd_capture)
+    hist = commands.add_parser("history", help="print stored runs and timelines")
+    hist.add_argument("--namespace")
+    hist.add_argument("--name")
+    hist.add_argument("--limit", type=int, default=20)
+    hist.set_defaults(handler=cmd_history)
+    demo = commands.add_parser("demo", help="replay the example scenarios end to end and print the results")
+    demo.add_argument("--scenarios", type=Path, default=EXAMPLES)
+    demo.add_argument("--limit", type=int, default=50)
+    demo.set_defaults(handler=cmd_demo)
+    _audit_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: exit status 2 with one line on stderr when settings or services are wrong."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"mpijob-controller: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("faststream", "consumers.broker", "alembic", "nats"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        result: int = asyncio.run(args.handler(settings, args))
+    except (StartupError, EmbeddedServiceError) as exc:
+        print(f"mpijob-controller {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return result

@@ -1,0 +1,250 @@
+"""What a command runs on: the services it uses, reached or started, and the parts it wires.
+
+Each command asks only for what it uses — the database, the bus, or both — so ``history``
+or ``audit verify`` never wait for NATS and the watchers never wait for PostgreSQL.
+:func:`runtime` starts the embedded services where no URL is configured, waits at most
+``startup_timeout_s`` for each, migrates, declares the streams, and on failure raises
+:class:`~controller.contract.errors.StartupError` with one line naming the setting to
+check. Once running, lost connections reconnect with backoff as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus.publishing import Publisher
+from controller.bus.streams import connect, ensure_streams
+from controller.cli.embedded import EmbeddedServices
+from controller.contract.errors import StartupError
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.store import migrate
+from controller.store.engine import make_engine
+from controller.store.timing import observe_db_writes
+
+log = logging.getLogger("mpijob_controller")
+
+_UNUSED = "unused://"
+"""Given to the embedded launcher for a service the command does not use: nothing is started."""
+
+
+@dataclass
+class Runtime:
+    """What a command gets: settings, metrics, and the services it asked for."""
+
+    settings: Settings
+    topology: Topology
+    metrics: PipelineMetrics
+    database_url: str = ""
+    nats_url: str = ""
+    _engine: AsyncEngine | None = None
+    _nc: NATS | None = None
+
+    @property
+    def engine(self) -> AsyncEngine:
+        assert self._engine is not None, "this command did not ask for the database"
+        return self._engine
+
+    @property
+    def nc(self) -> NATS:
+        assert self._nc is not None, "this command did not ask for the bus"
+        return self._nc
+
+    @property
+    def js(self) -> JetStreamContext:
+        return self.nc.jetstream()
+
+    @property
+    def publisher(self) -> Publisher:
+        return Publisher(self.js, self.topology)
+
+
+def _where(url: str) -> str:
+    """``host:port`` of a URL, without credentials (for error messages)."""
+    parts = urlsplit(url.split(",", maxsplit=1)[0])
+    return parts.netloc.rpartition("@")[2] or url
+
+
+async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncEngine:
+    engine = make_engine(url, settings.database.pool_size)
+    try:
+        async with asyncio.timeout(settings.startup_timeout_s):
+            while True:
+                try:
+                    async with engine.connect() as conn:
+                        await conn.execute(text("SELECT 1"))
+                    break
+                except Exception as exc:
+                    if "password authentication" in str(exc) or "does not exist" in str(exc):
+                        raise StartupError(
+                            f"{variable}: PostgreSQL at {_where(url)} refused us: {exc}"
+                        ) from exc
+                    log.info("waiting for PostgreSQL at %s: %s", _where(url), exc)
+                    await asyncio.sleep(1.0)
+        await migrate.upgrade_async(url)
+    except TimeoutError as exc:
+        await engine.dispose()
+        raise StartupError(
+            f"{variable}: PostgreSQL at {_where(url)} did not answer within {settings.startup_timeout_s:g} s "
+            "(MPIJC_STARTUP_TIMEOUT_S)"
+        ) from exc
+    except BaseException:
+        await engine.dispose()
+        raise
+    return engine
+
+
+async def _reach_bus(url: str, settings: Settings, name: str, variable: str) -> NATS:
+    try:
+        async with asyncio.timeout(settings.startup_timeout_s):
+            nc = await connect(url, name)
+    except TimeoutError as exc:
+        raise StartupError(
+            f"{variable}: NATS at {_where(url)} did not answer within {settings.startup_timeout_s:g} s "
+            "(MPIJC_STARTUP_TIMEOUT_S)"
+        ) from exc
+    try:
+        await ensure_streams(nc.jetstream(), Topology(settings.nats.prefix), settings.nats)
+    except Exception as exc:
+        await nc.close()
+        raise StartupError(f"{variable}: NATS at {_where(url)} has no usable JetStream: {exc}") from exc
+    return nc
+
+
+@contextlib.asynccontextmanager
+async def runtime(
+    settings: Settings, name: str, *, database: bool = True, bus: bool = True
+) -> AsyncIterator[Runtime]:
+    """Reach (or start) the services asked for, migrate, declare streams; tear down in reverse."""
+    db_url = settings.database.url.get_secret_value() if settings.database.url else None
+    embedded = settings.embedded
+    with EmbeddedServices(
+        embedded.data_dir.resolve(),
+        embedded.postgres_port,
+        embedded.nats_port,
+        db_url if database else _UNUSED,
+        settings.nats.url if bus else _UNUSED,
+    ) as services:
+        rt = Runtime(settings, Topology(settings.nats.prefix), PipelineMetrics())
+        db_variable = (
+            "MPIJC_DATABASE__URL" if db_url else "the embedded PostgreSQL (MPIJC_EMBEDDED__POSTGRES_PORT)"
+        )
+        nats_variable = (
+            "MPIJC_NATS__URL" if settings.nats.url else "the embedded NATS (MPIJC_EMBEDDED__NATS_PORT)"
+        )
+        try:
+            if database:
+                rt.database_url = services.database_url
+                rt._engine = await _reach_database(rt.database_url, settings, db_variable)
+                observe_db_writes(rt._engine, rt.metrics)
+            if bus:
+                rt.nats_url = services.nats_url
+                rt._nc = await _reach_bus(rt.nats_url, settings, name, nats_variable)
+            yield rt
+        finally:
+            if rt._engine is not None:
+                await rt._engine.dispose()
+            if rt._nc is not None:
+                await rt._nc.drain()
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def run_consumers(
+    rt: Runtime, stop: asyncio.Event, started: asyncio.Event | None = None, only: Sequence[str] = ()
+) -> None:
+    """The consumer roles ``only`` (all when empty) until ``stop`` is set."""
+    from consumers.registry import CONSUMERS
+    from consumers.service import run_consumers as run
+
+    await run(
+        rt.nats_url, rt.topology, rt.settings, rt.engine, rt.metrics, stop, started, only or tuple(CONSUMERS)
+    )
+
+
+async def run_watchers(rt: Runtime, stop: asyncio.Event) -> None:
+    """The watchers, under leader election, until ``stop`` is set."""
+    from controller.kube.gateway import KubeGateway
+    from watchers.service import run_watchers_elected
+
+    gateway = KubeGateway.from_config(rt.settings.kube.kubeconfig, rt.settings.kube.context)
+    await run_watchers_elected(rt.settings, gateway, rt.publisher, rt.metrics, stop)
+
+
+async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
+    """The read API until ``stop`` is set."""
+    import uvicorn
+
+    from controller.api.access import AccessReviewer, build_reviewer
+    from controller.api.app import create_app
+    from controller.api.metrics_collectors import JetStreamCollector
+
+    def kubernetes() -> AccessReviewer:
+        from controller.kube.gateway import KubeGateway
+        from controller.kube.reviews import KubeAccessReviewer
+
+        gateway = KubeGateway.from_config(rt.settings.kube.kubeconfig, rt.settings.kube.context)
+        return KubeAccessReviewer(gateway, rt.settings.api.token_audiences)
+
+    api = rt.settings.api
+    app = create_app(
+        rt.engine,
+        rt.metrics,
+        build_reviewer(api, kubernetes),
+        notify=rt.settings.notify,
+        collectors=[JetStreamCollector(rt.js, rt.topology, rt.metrics.registry, api.metrics_ttl_s)],
+        metrics_ttl_s=api.metrics_ttl_s,
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=api.host, port=api.port, log_level="warning", lifespan="off")
+    )
+    serving = asyncio.create_task(server.serve())
+    log.info("API on http://%s:%d (auth: %s)", api.host, api.port, api.auth)
+    await stop.wait()
+    server.should_exit = True
+    await serving
+
+
+@contextlib.contextmanager
+def metrics_server(rt: Runtime) -> Iterator[None]:
+    """/metrics of a watcher or consumer process, for its probes and ServiceMonitor."""
+    from prometheus_client import start_http_server
+
+    server, thread = start_http_server(rt.settings.api.metrics_port, registry=rt.metrics.registry)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        thread.join(5)
+
+
+async def replay(rt: Runtime, files: Sequence[Path]) -> int:
+    """Feed capture files through the watcher pipeline; prints what it read. Exit status."""
+    from watchers.pipeline import replay_files
+
+    stats = await replay_files(files, rt.settings, rt.publisher, rt.metrics)
+    print(
+        f"replayed {stats.records} records from {len(files)} file(s); skipped {stats.malformed} malformed "
+        f"and {stats.unknown_kind} of other kinds {dict(stats.skipped_kinds) or ''}".rstrip()
+    )
+    return 0 if stats.records or not files else 1

@@ -1,0 +1,44 @@
+"""Who a caller is, and the two questions every read asks about them: the authorization contract.
+
+:class:`AccessReviewer` is implemented by the API (static tokens, open access, a cache) and
+by the Kubernetes gateway (TokenReview + SubjectAccessReview), so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["AccessReviewer", "Principal", "ReviewUnavailableError"]
+
+
+class ReviewUnavailableError(Exception):
+    """The reviewer could not answer (the Kubernetes API did not): neither yes nor no."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: a user (or service account) name, its uid and groups."""
+
+    username: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+class AccessReviewer(Protocol):
+    """The two questions every request asks (implementations: this module, ``controller.kube.reviews``)."""
+
+    async def review_token(self, token: str) -> Principal | None:
+        """The principal ``token`` authenticates, or ``None`` if it authenticates nobody (or is empty).
+
+        Raises :class:`ReviewUnavailableError` when it cannot tell.
+        """
+        ...
+
+    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        """Whether ``principal`` may list MPIJobs or TrainJobs in ``namespace`` (``None``: in all).
+
+        Raises :class:`ReviewUnavailableError` when it cannot tell.
+        """
+        ...

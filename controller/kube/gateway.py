@@ -1,0 +1,434 @@
+"""The Kubernetes API gateway: the one module that imports ``kubernetes``.
+
+Everything the controller asks of the API server goes through :class:`KubeGateway`: list and
+watch (raw JSON, never the client's models — they are far too slow for thousands of pods),
+container log tails, Lease get/create/replace for leader election, and Event creation. The
+official client still does what it is good at: configuration (in-cluster service account,
+kubeconfig contexts, exec/OIDC token refresh, TLS, proxies) and the HTTP connection pool; we
+call its generic ``param_serialize``/``call_api`` layer so one code path serves core and custom
+resources alike.
+
+Methods are synchronous and may block; the async watch loop and leader elector call them from
+threads. The client's ``ApiException`` and urllib3's transport errors are translated here, and
+only here, into our own classes, raised ``from`` the original so tracebacks keep it::
+
+    APIError                  a call failed: .status (HTTP or Status code; 0: no answer), .reason, .message
+    ├── APIForbiddenError     403: RBAC denies it; retrying will not help until someone grants it
+    ├── APINotFoundError      404: no such object (or the CRD is not installed)
+    ├── APIConflictError      409: the name exists (create) or the resourceVersion is stale (replace)
+    ├── APIGoneError          410: the watch's resourceVersion was compacted away; relist
+    └── APIUnavailableError   no answer (refused, reset, timed out), a broken stream, 429 or 5xx: retry
+
+:class:`KubeConfigError` (not an ``APIError``) says that no usable configuration was found.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, cast
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from controller.kube.resources import (
+    EVENTS,
+    JOBSET_PODS,
+    LEASES,
+    MPI_PODS,
+    MPIJOBS,
+    PODS,
+    TRAINJOBS,
+    Lease,
+    RawObject,
+    RawStatus,
+    RawWatchEvent,
+    Resource,
+)
+
+__all__ = [  # the resource names are re-exported for callers that only need the gateway module
+    "EVENTS",
+    "JOBSET_PODS",
+    "LEASES",
+    "MPIJOBS",
+    "MPI_PODS",
+    "PODS",
+    "TRAINJOBS",
+    "APIConflictError",
+    "APIError",
+    "APIForbiddenError",
+    "APIGoneError",
+    "APINotFoundError",
+    "APIUnavailableError",
+    "KubeConfigError",
+    "KubeGateway",
+    "Resource",
+    "WatchStream",
+    "error_from_status",
+]
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds to establish a connection; an API server that takes longer is treated as down."""
+READ_TIMEOUT_S = 60.0
+"""Seconds of silence tolerated on a non-watch response (a 5,000-pod list streams well within it)."""
+WATCH_READ_GRACE_S = 30.0
+"""Extra seconds of silence on a watch beyond its server-side timeout before the stream counts as dead."""
+_READ_SIZE = 64 * 1024
+"""Bytes asked of the socket per read; lines longer than this are joined across reads."""
+
+Method = Literal["GET", "POST", "PUT", "DELETE"]
+Query = list[tuple[str, str]]
+
+
+class KubeConfigError(Exception):
+    """Neither in-cluster nor kubeconfig configuration could be loaded."""
+
+
+class APIError(Exception):
+    """A Kubernetes API call failed. ``status`` is the HTTP status (or the Status ``code``)."""
+
+    def __init__(
+        self, status: int, message: str, *, reason: str | None = None, body: RawStatus | None = None
+    ):
+        super().__init__(f"({status}{' ' + reason if reason else ''}) {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body
+
+
+class APIForbiddenError(APIError):
+    """403 Forbidden."""
+
+
+class APINotFoundError(APIError):
+    """404 Not Found."""
+
+
+class APIConflictError(APIError):
+    """409 Conflict: AlreadyExists on create, stale ``resourceVersion`` on replace."""
+
+
+class APIGoneError(APIError):
+    """410 Gone/Expired: the requested ``resourceVersion`` is older than the server keeps."""
+
+
+class APIUnavailableError(APIError):
+    """The server could not be reached or answered 429/5xx; the call may succeed later."""
+
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    403: APIForbiddenError,
+    404: APINotFoundError,
+    409: APIConflictError,
+    410: APIGoneError,
+    429: APIUnavailableError,
+}
+
+
+def error_from_status(status: int, body: RawStatus | None, fallback: str = "") -> APIError:
+    """The most specific :class:`APIError` for an HTTP status and its ``Status`` body (if any)."""
+    cls = _BY_STATUS.get(status) or (APIUnavailableError if status == 0 or status >= 500 else APIError)
+    message = (body or {}).get("message") or fallback or "no message"
+    return cls(status, message, reason=(body or {}).get("reason"), body=body)
+
+
+def _status_body(text: str | bytes | None) -> RawStatus | None:
+    """Parse a response body as a ``Status``; anything else (HTML from a proxy, a blob) is not kept."""
+    if not text:
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return cast(RawStatus, parsed) if isinstance(parsed, dict) and parsed.get("kind") == "Status" else None
+
+
+def _from_api_exception(exc: ApiException) -> APIError:
+    status = int(exc.status or 0)
+    return error_from_status(status, _status_body(exc.body), fallback=str(exc.reason or ""))
+
+
+def _unavailable(what: str, exc: BaseException) -> APIUnavailableError:
+    return APIUnavailableError(0, f"{what}: {type(exc).__name__}: {exc}")
+
+
+class WatchStream:
+    """One watch request: iterate it in one thread, :meth:`close` it from any other.
+
+    The request is sent on the first ``next()``. Lines are parsed as they arrive; ``ERROR``
+    events are raised as :class:`APIError` (410 as :class:`APIGoneError`), a broken connection
+    as :class:`APIUnavailableError`. The iterator ends when the server ends the stream (its
+    ``timeoutSeconds`` passed) or after :meth:`close`, which shuts the socket down so a read
+    blocked in another thread returns at once.
+    """
+
+    def __init__(
+        self, gateway: KubeGateway, resource: Resource, path: str, query: Query, read_timeout_s: float
+    ) -> None:
+        self._gateway = gateway
+        self._resource = resource
+        self._path = path
+        self._query = query
+        self._read_timeout_s = read_timeout_s
+        self._lock = threading.Lock()
+        self._closed = False
+        self._response: urllib3.BaseHTTPResponse | None = None
+        self._events = self._generate()
+
+    def __iter__(self) -> Iterator[RawWatchEvent]:
+        return self
+
+    def __next__(self) -> RawWatchEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        """Stop the stream: safe to call from any thread, any number of times."""
+        with self._lock:
+            self._closed = True
+            response = self._response
+        if response is not None:
+            # shutdown() unblocks a read in progress; it refuses if the stream already ended.
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                response.shutdown()
+
+    def _generate(self) -> Iterator[RawWatchEvent]:
+        if self._closed:
+            return
+        response = self._gateway.request(
+            "GET", self._path, query=self._query, read_timeout_s=self._read_timeout_s
+        )
+        with self._lock:
+            self._response = response
+            closed = self._closed
+        try:
+            if closed:
+                return
+            for line in _iter_lines(response):
+                try:
+                    event = json.loads(line)
+                except ValueError as exc:
+                    raise _unavailable(f"watch {self._resource}: unparseable line", exc) from exc
+                if isinstance(event, dict) and event.get("type") == "ERROR":
+                    status = cast(RawStatus, event.get("object") or {})
+                    raise error_from_status(int(status.get("code") or 0), status, "watch ERROR event")
+                yield cast(RawWatchEvent, event)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if not self._closed:
+                raise _unavailable(f"watch {self._resource}", exc) from exc
+        finally:
+            response.close()
+
+
+def _iter_lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """Newline-delimited lines of a streamed body, yielded as soon as each is complete.
+
+    ``read1`` returns whatever has arrived (chunked or not), where ``read(n)`` would wait for
+    ``n`` bytes; a watch line can be larger than one read, so partial lines are buffered.
+    """
+    pending = b""
+    while chunk := response.read1(_READ_SIZE):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from (line for line in lines if line.strip())
+    if pending.strip():
+        yield pending
+
+
+class KubeGateway:
+    """Synchronous, raw-JSON access to the Kubernetes API through one ``kubernetes.client.ApiClient``."""
+
+    def __init__(self, api_client: Any) -> None:
+        """Wrap a ``kubernetes.client.ApiClient`` (typed ``Any``: the client's annotations are partial)."""
+        self._api = api_client
+
+    @staticmethod
+    def _configuration(**kwargs: Any) -> Any:
+        configuration = client.Configuration(**kwargs)
+        configuration.keep_alive = True  # TCP keepalive: idle watches through proxies are probed, not lost
+        return configuration
+
+    @classmethod
+    def from_config(cls, kubeconfig: Path | None = None, context: str | None = None) -> KubeGateway:
+        """In-cluster service account first, then kubeconfig; a given file or context: kubeconfig only."""
+        configuration = cls._configuration()
+        try:
+            if kubeconfig is None and context is None:
+                try:
+                    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                except ConfigException:
+                    log.debug("not in a cluster; loading kubeconfig")
+                else:
+                    return cls(client.ApiClient(configuration))
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig) if kubeconfig is not None else None,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (ConfigException, OSError) as exc:
+            raise KubeConfigError(f"no usable Kubernetes configuration: {exc}") from exc
+        return cls(client.ApiClient(configuration))
+
+    @classmethod
+    def for_url(cls, url: str) -> KubeGateway:
+        """A gateway to a plain-HTTP API server without auth (a simulated cluster, kubectl proxy)."""
+        configuration = cls._configuration(host=url.rstrip("/"))
+        return cls(client.ApiClient(configuration))
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._api.close()
+
+    def __enter__(self) -> KubeGateway:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- the one request path -------------------------------------------------------------------
+
+    def request(
+        self,
+        method: Method,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: object = None,
+        accept: str = "application/json",
+        read_timeout_s: float = READ_TIMEOUT_S,
+    ) -> urllib3.BaseHTTPResponse:
+        """Send one request; return the 2xx response unread, or raise the matching :class:`APIError`."""
+        headers = {"Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        serialized = self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or None,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        what = f"{method} {path}"
+        try:
+            response = self._api.call_api(*serialized, _request_timeout=(CONNECT_TIMEOUT_S, read_timeout_s))
+            if not 200 <= response.status <= 299:
+                response.read()
+                ApiException.from_response(http_resp=response, body=None, data=None)  # always raises
+        except ApiException as exc:
+            raise _from_api_exception(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _unavailable(what, exc) from exc
+        return cast(urllib3.BaseHTTPResponse, response.response)
+
+    def _json(self, method: Method, path: str, *, query: Query | None = None, body: object = None) -> Any:
+        response = self.request(method, path, query=query, body=body)
+        try:
+            return json.loads(response.data)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _unavailable(f"{method} {path}", exc) from exc
+        except ValueError as exc:
+            raise APIError(response.status, f"{method} {path}: response is not JSON") from exc
+
+    # -- list and watch -------------------------------------------------------------------------
+
+    def list(self, resource: Resource, namespace: str | None) -> tuple[builtins.list[RawObject], str]:
+        """All objects of ``resource`` (cluster-wide if ``namespace`` is None) and the list's resourceVersion.
+
+        The API server omits ``apiVersion``/``kind`` on the items of built-in lists; they are
+        filled in so listed objects look exactly like watched ones.
+        """
+        query: Query = [("labelSelector", resource.label_selector)] if resource.label_selector else []
+        body = self._json("GET", resource.path(namespace), query=query)
+        items = cast(builtins.list[RawObject], body.get("items") or [])
+        for item in items:
+            if isinstance(item, dict):
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+        return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(
+        self, resource: Resource, namespace: str | None, resource_version: str, timeout_s: float
+    ) -> WatchStream:
+        """Watch changes after ``resource_version`` for at most ``timeout_s`` seconds, with bookmarks."""
+        query: Query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(max(1, int(timeout_s)))),
+        ]
+        if resource.label_selector:
+            query.append(("labelSelector", resource.label_selector))
+        return WatchStream(self, resource, resource.path(namespace), query, timeout_s + WATCH_READ_GRACE_S)
+
+    # -- objects ----------------------------------------------------------------------------------
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> RawObject:
+        """One object by name."""
+        return cast(RawObject, self._json("GET", resource.path(namespace, name)))
+
+    def create(self, resource: Resource, namespace: str | None, body: RawObject) -> RawObject:
+        """Create an object; :class:`APIConflictError` if the name is taken."""
+        return cast(RawObject, self._json("POST", resource.path(namespace), body=body))
+
+    def replace(self, resource: Resource, namespace: str | None, name: str, body: RawObject) -> RawObject:
+        """Replace an object; :class:`APIConflictError` if ``body``'s metadata.resourceVersion is stale."""
+        return cast(RawObject, self._json("PUT", resource.path(namespace, name), body=body))
+
+    def get_lease(self, namespace: str, name: str) -> Lease:
+        """A ``coordination.k8s.io/v1`` Lease; :class:`APINotFoundError` if absent."""
+        return cast(Lease, self.get(LEASES, namespace, name))
+
+    def create_lease(self, namespace: str, body: Lease) -> Lease:
+        """Create a Lease; :class:`APIConflictError` if another replica created it first."""
+        return cast(Lease, self.create(LEASES, namespace, cast(RawObject, body)))
+
+    def replace_lease(self, namespace: str, name: str, body: Lease) -> Lease:
+        """Replace a Lease, guarded by its ``metadata.resourceVersion``."""
+        return cast(Lease, self.replace(LEASES, namespace, name, cast(RawObject, body)))
+
+    def create_event(self, namespace: str, body: RawObject) -> RawObject:
+        """Create a core/v1 Event (to annotate a job with what the controller found)."""
+        return self.create(EVENTS, namespace, body)
+
+    # -- logs -------------------------------------------------------------------------------------
+
+    def read_log_tail(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        tail_lines: int,
+        limit_bytes: int,
+        since_s: int | None = None,
+    ) -> builtins.list[str]:
+        """The last ``tail_lines`` lines of a container's current log, at most ``limit_bytes`` bytes;
+        with ``since_s``, only lines written in the last ``since_s`` seconds (a progress probe)."""
+        query: Query = [
+            ("container", container),
+            ("tailLines", str(tail_lines)),
+            ("limitBytes", str(limit_bytes)),
+            ("previous", "false"),
+        ]
+        if since_s is not None:
+            query.append(("sinceSeconds", str(max(1, since_s))))
+        path = PODS.path(namespace, pod, "log")
+        response = self.request("GET", path, query=query, accept="text/plain")
+        try:
+            data = response.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _unavailable(f"GET {path}", exc) from exc
+        return data.decode("utf-8", errors="replace").splitlines()

@@ -1,0 +1,91 @@
+"""Access reviews by the Kubernetes API server: whose token is this, and may they list jobs there.
+
+The API's :class:`~controller.api.access.AccessReviewer`, answered by the cluster itself:
+
+- a ``TokenReview`` (``authentication.k8s.io/v1``) turns a bearer token into a user, its uid,
+  groups and extra attributes — the same identity ``kubectl`` would act as;
+- a ``SubjectAccessReview`` (``authorization.k8s.io/v1``) asks whether that user may ``list``
+  MPIJobs, else TrainJobs, in a namespace (or, with no namespace, in every namespace), so
+  the API shows exactly the namespaces whose jobs the user could already read with kubectl.
+
+Both go through :class:`~controller.kube.gateway.KubeGateway` (this module never imports
+``kubernetes``), from a thread; the controller's service account needs ``create`` on
+``tokenreviews`` and ``subjectaccessreviews`` (``deploy/base/rbac.yaml``). A call that fails
+— the API server is down, or RBAC forbids the review — is neither a yes nor a no: it raises
+:class:`~controller.api.access.ReviewUnavailableError`, which the API answers with 503.
+Answers are not cached here; the API wraps this in :class:`~controller.api.access.CachedAccess`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from controller.contract.access import Principal, ReviewUnavailableError
+from controller.kube.gateway import APIError, KubeGateway
+from controller.kube.resources import MPIJOBS, TRAINJOBS, RawObject, Resource
+
+__all__ = ["LISTED", "SUBJECT_ACCESS_REVIEWS", "TOKEN_REVIEWS", "KubeAccessReviewer"]
+
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+LISTED: tuple[Resource, ...] = (MPIJOBS, TRAINJOBS)
+"""A namespace is readable if the user may list either kind of job in it."""
+
+
+class KubeAccessReviewer:
+    """TokenReview and SubjectAccessReview through one gateway."""
+
+    def __init__(self, gateway: KubeGateway, audiences: Sequence[str] = ()) -> None:
+        """``audiences``: the token audiences to accept; empty accepts the API server's own."""
+        self._gateway = gateway
+        self._audiences = list(audiences)
+
+    async def review_token(self, token: str) -> Principal | None:
+        if not token:
+            return None
+        spec: dict[str, Any] = {"token": token}
+        if self._audiences:
+            spec["audiences"] = self._audiences
+        status = await self._review(TOKEN_REVIEWS, spec)
+        user = status.get("user") or {}
+        if not status.get("authenticated") or not user.get("username"):
+            return None
+        return Principal(
+            username=str(user["username"]),
+            groups=tuple(str(g) for g in user.get("groups") or ()),
+            uid=str(user.get("uid") or ""),
+            extra=tuple(sorted((str(k), tuple(map(str, v))) for k, v in (user.get("extra") or {}).items())),
+        )
+
+    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        for resource in LISTED:
+            attributes = {"verb": "list", "group": resource.group, "resource": resource.plural}
+            if namespace is not None:
+                attributes["namespace"] = namespace
+            spec: dict[str, Any] = {
+                "user": principal.username,
+                "groups": list(principal.groups),
+                "resourceAttributes": attributes,
+            }
+            if principal.uid:
+                spec["uid"] = principal.uid
+            if principal.extra:
+                spec["extra"] = {key: list(values) for key, values in principal.extra}
+            status = await self._review(SUBJECT_ACCESS_REVIEWS, spec)
+            if status.get("allowed") and not status.get("denied"):
+                return True
+        return False
+
+    async def _review(self, resource: Resource, spec: dict[str, Any]) -> dict[str, Any]:
+        """POST a review and return its ``status``; any failure is :class:`ReviewUnavailableError`."""
+        body: RawObject = {"apiVersion": resource.api_version, "kind": resource.kind, "spec": spec}
+        try:
+            answer = await asyncio.to_thread(self._gateway.create, resource, None, body)
+        except APIError as exc:
+            raise ReviewUnavailableError(f"{resource.kind} failed: {exc}") from exc
+        status = answer.get("status")
+        return status if isinstance(status, dict) else {}

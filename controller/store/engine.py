@@ -1,0 +1,55 @@
+"""The store's engine, and the one place transient database errors become retryable.
+
+Every engine of the project comes from :func:`make_engine`: asyncpg, pre-pinged pooled
+connections, and a ``handle_error`` hook that raises a lost connection, a server shutting
+down or refusing connections, a serialization failure or a deadlock as
+:class:`~controller.contract.errors.RetryableError` (chained to the original). Consumers
+then redeliver instead of dead-lettering, and no other module needs to know SQLAlchemy's or
+asyncpg's exception classes to decide.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+from sqlalchemy.engine import ExceptionContext
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from controller.contract.errors import RetryableError
+
+__all__ = ["TransientDatabaseError", "async_url", "make_engine"]
+
+_RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "08000", "08003", "08006"})
+"""Serialization failure, deadlock, admin/crash shutdown, cannot connect now, connection failures."""
+
+
+class TransientDatabaseError(RetryableError):
+    """The database failed in a way that may pass: the same work is worth trying again."""
+
+
+def make_engine(url: str, pool_size: int = 5) -> AsyncEngine:
+    """An asyncpg engine; ``postgresql://`` URLs are switched to the asyncpg driver."""
+    engine = create_async_engine(async_url(url), pool_size=pool_size, pool_pre_ping=True)
+    event.listen(engine.sync_engine, "handle_error", _translate)
+    return engine
+
+
+def async_url(url: str) -> str:
+    """``postgresql://…`` → ``postgresql+asyncpg://…`` (other drivers are replaced too)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme.startswith("postgres"):
+        raise ValueError(f"not a PostgreSQL URL: {url!r}")
+    return f"postgresql+asyncpg://{rest}"
+
+
+def _translate(context: ExceptionContext) -> None:
+    if context.is_pre_ping:  # the pool's own liveness check handles its failures
+        return
+    error = context.sqlalchemy_exception
+    state = getattr(context.original_exception, "sqlstate", None)
+    if (
+        context.is_disconnect
+        or isinstance(error, OperationalError | InterfaceError)
+        or state in _RETRYABLE_SQLSTATES
+    ):
+        raise TransientDatabaseError(str(context.original_exception)) from context.original_exception

@@ -1,0 +1,569 @@
+"""The delivery outbox in PostgreSQL: what the notify consumer owes, claimed and settled by dispatchers.
+
+The notify consumer inserts one row per (subscription, event) in the same transaction that
+records the job and finding states it compared, then acknowledges the bus messages; the
+row's id (the ``webhook-id``) is derived from both, so a redelivered bus message inserts
+nothing twice. Dispatchers then work from this table alone, which is why a crash loses
+nothing and retries survive restarts:
+
+- :func:`claim` takes due rows atomically (a conditional ``UPDATE … RETURNING`` pushes
+  ``next_attempt_at`` out by a lease), so several dispatchers never send one row at once and
+  a dispatcher that dies mid-send is superseded after the lease;
+- a row is claimable only when no earlier row of the same subscription and ``order_key``
+  (the job uid; for email, the job name) is pending: one job's events reach an endpoint in
+  order, while other jobs and other endpoints go on. A row enqueued behind a pending one is
+  *parked* (``next_attempt_at`` = infinity) and made due when the row ahead settles
+  (:func:`record`), so waiting rows are never scanned by a claim — with a slow endpoint
+  holding thousands of them, claims would otherwise cost milliseconds each. A sweep
+  (:func:`unpark_heads`) frees a row parked just as the row ahead settled in another
+  transaction;
+- due rows are read oldest first along an index and the scan stops after a window of
+  candidates, so a claim costs the same with 100 or 100,000 rows waiting;
+- at most ``per_endpoint`` rows of one subscription per claim, none of a saturated one;
+- :func:`record` settles attempts in batches, keeps the attempt log, tracks how long each
+  endpoint has been failing and disables those failing past the threshold, with a notice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from controller.store.models import Delivery, DeliveryAttempt, NotifyFinding, NotifyJob, Subscription
+from controller.store.subscriptions import SubscriptionRecord, add_notices
+from controller.store.wakeups import announce
+
+Row = dict[str, Any]
+AttemptResult = Literal["delivered", "retry", "failed"]
+
+WAKE_CHANNEL = "mpijc_outbox"
+"""PostgreSQL channel announced when deliveries become due now (new, redelivered, resumed)."""
+
+_INFINITY = datetime.max.replace(tzinfo=UTC)  # asyncpg sends it as PostgreSQL's 'infinity'
+
+
+def is_parked(next_attempt_at: datetime) -> bool:
+    """Whether a pending delivery waits behind an earlier one (asyncpg reads 'infinity' as max)."""
+    return next_attempt_at.replace(tzinfo=None) == datetime.max
+
+
+# Fixed namespace of delivery ids; never change it, or redelivered bus messages enqueue twice.
+_DELIVERY_NAMESPACE = uuid.UUID("2b0f7c8e-5d1a-4c47-9e3b-6a2d8f1c0e55")
+
+
+def delivery_id(subscription_id: str, event_key: str) -> str:
+    """The ``webhook-id`` of one event for one subscription: stable, so it is the idempotency key."""
+    return "msg_" + uuid.uuid5(_DELIVERY_NAMESPACE, f"{subscription_id}/{event_key}").hex
+
+
+_ENQUEUE_COLUMNS: dict[str, str] = {
+    "id": "varchar",
+    "subscription_id": "varchar",
+    "channel": "varchar",
+    "event_type": "varchar",
+    "order_key": "text",
+    "namespace": "varchar",
+    "job_name": "varchar",
+    "job_uid": "varchar",
+    "body": "text",
+    "status": "varchar",
+    "attempts": "integer",
+    "next_attempt_at": "timestamptz",
+    "event_at": "timestamptz",
+    "created_at": "timestamptz",
+}
+_ENQUEUE = text(
+    f"INSERT INTO deliveries ({', '.join(_ENQUEUE_COLUMNS)}) "
+    f"SELECT * FROM unnest({', '.join(f'CAST(:{c} AS {t}[])' for c, t in _ENQUEUE_COLUMNS.items())}) "
+    "ON CONFLICT (id) DO NOTHING RETURNING id"
+)
+
+
+_AHEAD_PENDING = """EXISTS (
+    SELECT 1 FROM deliveries e
+    WHERE e.subscription_id = d.subscription_id AND e.order_key = d.order_key
+      AND e.status = 'pending' AND e.seq < d.seq)"""
+"""SQL: an earlier delivery of row ``d``'s subscription and order key is pending (``d`` waits)."""
+
+_PARK_BEHIND = text(
+    f"""
+    UPDATE deliveries d SET next_attempt_at = 'infinity'
+    WHERE d.id = ANY(CAST(:ids AS varchar[])) AND {_AHEAD_PENDING}
+    """
+)
+
+
+async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
+    """Insert deliveries, skipping ids already there, parking those behind a pending one.
+
+    Returns the ids that were new. One statement of column arrays, whatever the number of
+    rows: a multi-row VALUES list would be parsed anew for every batch size (tens of ms for
+    a thousand rows)."""
+    if not rows:
+        return set()
+    result = await conn.execute(_ENQUEUE, {c: [row[c] for row in rows] for c in _ENQUEUE_COLUMNS})
+    new = set(result.scalars().all())
+    if new:
+        await conn.execute(_PARK_BEHIND, {"ids": sorted(new)})
+        await announce(conn, WAKE_CHANNEL)
+    return new
+
+
+# --------------------------------------------------------------------------- consumer state
+
+
+async def job_states(conn: AsyncConnection, uids: Collection[str]) -> dict[str, NotifyJob]:
+    rows = await conn.execute(select(NotifyJob).where(NotifyJob.uid.in_(sorted(uids))))
+    return {row.uid: NotifyJob(**row._mapping) for row in rows}
+
+
+async def save_job_states(conn: AsyncConnection, rows: Sequence[Row]) -> None:
+    """Upsert job states; a stored newer resourceVersion wins."""
+    if rows:
+        stmt = pg_insert(NotifyJob)
+        await conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["uid"],
+                set_={c: stmt.excluded[c] for c in ("phase", "labels", "resource_version", "deleted")},
+                where=NotifyJob.resource_version <= stmt.excluded.resource_version,
+            ),
+            list(rows),
+        )
+
+
+async def finding_states(conn: AsyncConnection, ids: Collection[str]) -> dict[str, NotifyFinding]:
+    rows = await conn.execute(select(NotifyFinding).where(NotifyFinding.id.in_(sorted(ids))))
+    return {row.id: NotifyFinding(**row._mapping) for row in rows}
+
+
+async def save_finding_states(conn: AsyncConnection, rows: Sequence[Row]) -> None:
+    """Upsert finding states; a stored newer revision wins."""
+    if rows:
+        stmt = pg_insert(NotifyFinding)
+        await conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["id"],
+                set_={"status": stmt.excluded.status, "revision": stmt.excluded.revision},
+                where=NotifyFinding.revision <= stmt.excluded.revision,
+            ),
+            list(rows),
+        )
+
+
+# --------------------------------------------------------------------------- dispatching
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A delivery a dispatcher holds the lease of."""
+
+    seq: int
+    id: str
+    subscription_id: str
+    channel: str
+    event_type: str
+    order_key: str
+    body: str
+    attempts: int
+
+
+_CLAIM = text(
+    f"""
+    WITH heads AS (
+        SELECT d.seq, d.subscription_id
+        FROM deliveries d
+        WHERE d.status = 'pending' AND d.next_attempt_at <= :now
+          AND NOT (d.subscription_id = ANY(CAST(:saturated AS varchar[])))
+          AND NOT {_AHEAD_PENDING}
+          AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id AND s.state <> 'disabled')
+        ORDER BY d.next_attempt_at, d.seq
+        LIMIT :window
+    ), ranked AS (
+        SELECT seq, row_number() OVER (PARTITION BY subscription_id ORDER BY seq) AS rank FROM heads
+    ), chosen AS (
+        SELECT seq FROM ranked WHERE rank <= :per_endpoint ORDER BY seq LIMIT :limit
+    )
+    UPDATE deliveries d SET next_attempt_at = :lease_until
+    FROM chosen
+    WHERE d.seq = chosen.seq AND d.status = 'pending' AND d.next_attempt_at <= :now
+    RETURNING d.seq, d.id, d.subscription_id, d.channel, d.event_type, d.order_key, d.body, d.attempts
+    """
+)
+
+
+_CUSTOM_PLAN = text("SET LOCAL plan_cache_mode = force_custom_plan")
+
+
+async def claim(
+    conn: AsyncConnection,
+    now: datetime,
+    lease_until: datetime,
+    limit: int,
+    per_endpoint: int,
+    saturated: Collection[str] = (),
+) -> list[Claim]:
+    """Lease up to ``limit`` due deliveries, oldest first (see the module docstring for which).
+
+    Planned anew each time (in the caller's transaction): the outbox swings from empty to tens
+    of thousands of rows, and a generic plan cached while it was empty (asyncpg prepares the
+    statement; PostgreSQL switches to a generic plan after five executions) costs seconds per
+    claim once it is full."""
+    await conn.execute(_CUSTOM_PLAN)
+    rows = await conn.execute(
+        _CLAIM,
+        {
+            "now": now,
+            "lease_until": lease_until,
+            "limit": limit,
+            "per_endpoint": per_endpoint,
+            "saturated": sorted(saturated),
+            "window": limit * CLAIM_WINDOW,
+        },
+    )
+    return sorted((Claim(**row._mapping) for row in rows), key=lambda c: c.seq)
+
+
+async def endpoints(conn: AsyncConnection, ids: Collection[str]) -> dict[str, SubscriptionRecord]:
+    """The subscriptions claimed deliveries go to (their URL, secrets, recipients)."""
+    rows = await conn.execute(select(*Subscription.__table__.c).where(Subscription.id.in_(sorted(ids))))
+    return {row.id: SubscriptionRecord(**row._mapping) for row in rows}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt of one delivery ended, and what happens to the delivery next."""
+
+    seq: int
+    subscription_id: str
+    attempt: int
+    at: datetime
+    result: AttemptResult
+    order_key: str = ""
+    next_attempt_at: datetime | None = None
+    status_code: int | None = None
+    latency_ms: float = 0.0
+    error: str | None = None
+    endpoint_failed: bool | None = None
+    """True: counts toward auto-disable; False: the endpoint works; None: says nothing of it."""
+    disable: str | None = None
+    """Disable the subscription at once, for this reason (the endpoint answered 410 Gone)."""
+
+    @property
+    def status(self) -> str:
+        return "pending" if self.result == "retry" else self.result
+
+
+@dataclass(frozen=True)
+class Disabled:
+    """A subscription :func:`record` switched off."""
+
+    subscription_id: str
+    reason: str
+
+
+CLAIM_WINDOW = 4
+"""A claim of ``limit`` rows looks at up to ``limit`` x this many candidate rows (per-endpoint caps)."""
+
+_UNPARK_NEXT = text(
+    """
+    UPDATE deliveries d SET next_attempt_at = :now
+    FROM (
+        SELECT DISTINCT ON (v.sub, v.key) e.seq
+        FROM unnest(CAST(:subs AS varchar[]), CAST(:keys AS text[])) AS v(sub, key)
+        JOIN deliveries e ON e.subscription_id = v.sub AND e.order_key = v.key AND e.status = 'pending'
+        ORDER BY v.sub, v.key, e.seq
+    ) AS head
+    WHERE d.seq = head.seq AND d.next_attempt_at = 'infinity'
+    """
+)
+_UNPARK_HEADS = text(
+    f"""
+    UPDATE deliveries d SET next_attempt_at = :now
+    WHERE d.status = 'pending' AND d.next_attempt_at = 'infinity' AND NOT {_AHEAD_PENDING}
+    RETURNING d.seq
+    """
+)
+_SETTLE = text(
+    """
+    UPDATE deliveries d SET
+        status = v.status, attempts = v.attempt,
+        next_attempt_at = coalesce(v.next_at, d.next_attempt_at), finished_at = v.finished_at,
+        last_status_code = v.code, last_error = v.error, last_latency_ms = v.latency_ms
+    FROM unnest(
+        CAST(:seqs AS bigint[]), CAST(:statuses AS varchar[]), CAST(:attempts AS integer[]),
+        CAST(:nexts AS timestamptz[]), CAST(:finished AS timestamptz[]), CAST(:codes AS integer[]),
+        CAST(:errors AS text[]), CAST(:latencies AS float8[])
+    ) AS v(seq, status, attempt, next_at, finished_at, code, error, latency_ms)
+    WHERE d.seq = v.seq
+    """
+)
+_MARK_FAILING = text(
+    """
+    UPDATE subscriptions s SET failing_since = v.since
+    FROM unnest(CAST(:ids AS varchar[]), CAST(:sinces AS timestamptz[])) AS v(id, since)
+    WHERE s.id = v.id AND s.failing_since IS NULL
+    """
+)
+
+
+async def record(
+    conn: AsyncConnection, outcomes: Sequence[Outcome], now: datetime, disable_after: timedelta
+) -> list[Disabled]:
+    """Settle attempts, log them, and track endpoint health; returns what was disabled."""
+    if not outcomes:
+        return []
+    await conn.execute(  # one statement for the batch, not one per row
+        _SETTLE,
+        {
+            "seqs": [o.seq for o in outcomes],
+            "statuses": [o.status for o in outcomes],
+            "attempts": [o.attempt for o in outcomes],
+            "nexts": [o.next_attempt_at for o in outcomes],
+            "finished": [None if o.result == "retry" else o.at for o in outcomes],
+            "codes": [o.status_code for o in outcomes],
+            "errors": [o.error for o in outcomes],
+            "latencies": [o.latency_ms for o in outcomes],
+        },
+    )
+    settled = [o for o in outcomes if o.result != "retry"]
+    if settled:  # the next row of each settled row's chain is due now
+        await conn.execute(
+            _UNPARK_NEXT,
+            {
+                "subs": [o.subscription_id for o in settled],
+                "keys": [o.order_key for o in settled],
+                "now": now,
+            },
+        )
+    await conn.execute(
+        insert(DeliveryAttempt),
+        [
+            {
+                "delivery_seq": o.seq,
+                "attempt": o.attempt,
+                "at": o.at,
+                "outcome": o.result,
+                "status_code": o.status_code,
+                "latency_ms": o.latency_ms,
+                "error": o.error,
+            }
+            for o in outcomes
+        ],
+    )
+    return await _track_health(conn, outcomes, now, disable_after)
+
+
+async def _track_health(
+    conn: AsyncConnection, outcomes: Sequence[Outcome], now: datetime, disable_after: timedelta
+) -> list[Disabled]:
+    last: dict[str, Outcome] = {}
+    first_failure: dict[str, datetime] = {}
+    for o in sorted(outcomes, key=lambda o: o.at):
+        if o.endpoint_failed is None:
+            continue
+        last[o.subscription_id] = o
+        if o.endpoint_failed:
+            first_failure.setdefault(o.subscription_id, o.at)
+        else:
+            first_failure.pop(o.subscription_id, None)
+    healthy = [s for s, o in last.items() if not o.endpoint_failed]
+    if healthy:
+        await conn.execute(
+            update(Subscription)
+            .where(Subscription.id.in_(healthy), Subscription.failing_since.is_not(None))
+            .values(failing_since=None)
+        )
+    failing = {s: first_failure[s] for s, o in last.items() if o.endpoint_failed}
+    if not failing:
+        return []
+    await conn.execute(_MARK_FAILING, {"ids": list(failing), "sinces": list(failing.values())})
+    reasons = {s: f"disabled automatically: {last[s].disable}" for s in failing if last[s].disable}
+    stale = (
+        await conn.execute(
+            select(Subscription.id, Subscription.failing_since).where(
+                Subscription.id.in_(sorted(failing)),
+                Subscription.state == "active",
+                Subscription.failing_since <= now - disable_after,
+            )
+        )
+    ).all()
+    for sub_id, since in stale:
+        reasons.setdefault(
+            sub_id,
+            f"disabled automatically: every attempt failed since {since:%Y-%m-%d %H:%M:%S} UTC "
+            f"(more than {disable_after}); last error: {_describe(last[sub_id])}",
+        )
+    disabled: list[Disabled] = []
+    for sub_id, reason in sorted(reasons.items()):
+        result = await conn.execute(
+            update(Subscription)
+            .where(Subscription.id == sub_id, Subscription.state == "active")
+            .values(state="disabled", disabled_at=now, disabled_reason=reason, updated_at=now)
+            .returning(Subscription.id)
+        )
+        if result.first() is not None:
+            disabled.append(Disabled(sub_id, reason))
+    await add_notices(
+        conn,
+        [
+            {"subscription_id": d.subscription_id, "kind": "disabled", "message": d.reason, "at": now}
+            for d in disabled
+        ],
+    )
+    return disabled
+
+
+def _describe(outcome: Outcome) -> str:
+    if outcome.status_code is not None:
+        return f"HTTP {outcome.status_code}" + (f" ({outcome.error})" if outcome.error else "")
+    return outcome.error or "unknown"
+
+
+async def defer(conn: AsyncConnection, seqs: Collection[int], until: datetime) -> None:
+    """Hold pending deliveries until ``until`` without counting an attempt (email throttling)."""
+    await conn.execute(
+        update(Delivery)
+        .where(Delivery.seq.in_(sorted(seqs)), Delivery.status == "pending")
+        .values(next_attempt_at=until)
+    )
+
+
+async def resume(conn: AsyncConnection, subscription_id: str, now: datetime) -> None:
+    """Make a re-enabled subscription's pending deliveries due now, not at their old retry times
+    (parked ones stay parked behind them)."""
+    await conn.execute(
+        update(Delivery)
+        .where(
+            Delivery.subscription_id == subscription_id,
+            Delivery.status == "pending",
+            Delivery.next_attempt_at > now,
+            Delivery.next_attempt_at < _INFINITY,
+        )
+        .values(next_attempt_at=now)
+    )
+    await announce(conn, WAKE_CHANNEL)
+
+
+async def pending_group(conn: AsyncConnection, subscription_id: str, order_key: str) -> list[Claim]:
+    """Every pending delivery of one subscription and order key, oldest first (an email digest)."""
+    rows = await conn.execute(
+        select(
+            Delivery.seq,
+            Delivery.id,
+            Delivery.subscription_id,
+            Delivery.channel,
+            Delivery.event_type,
+            Delivery.order_key,
+            Delivery.body,
+            Delivery.attempts,
+        )
+        .where(
+            Delivery.subscription_id == subscription_id,
+            Delivery.order_key == order_key,
+            Delivery.status == "pending",
+        )
+        .order_by(Delivery.seq)
+    )
+    return [Claim(**row._mapping) for row in rows]
+
+
+async def last_delivered(conn: AsyncConnection, subscription_id: str, order_key: str) -> datetime | None:
+    """When the last delivery of this subscription and order key went out."""
+    value: datetime | None = (
+        await conn.execute(
+            select(func.max(Delivery.finished_at)).where(
+                Delivery.subscription_id == subscription_id,
+                Delivery.order_key == order_key,
+                Delivery.status == "delivered",
+            )
+        )
+    ).scalar_one()
+    return value
+
+
+async def unpark_heads(conn: AsyncConnection, now: datetime) -> int:
+    """Make parked rows with nothing pending ahead of them due; returns how many there were.
+
+    Parking and settling race in one case: a row is parked because the row ahead is
+    pending, and that row settles in a transaction that cannot see the new one yet."""
+    return len((await conn.execute(_UNPARK_HEADS, {"now": now})).all())
+
+
+async def pending_count(conn: AsyncConnection) -> int:
+    """Deliveries not yet settled (the queue depth)."""
+    count: int = (
+        await conn.execute(select(func.count()).select_from(Delivery).where(Delivery.status == "pending"))
+    ).scalar_one()
+    return count
+
+
+async def purge(conn: AsyncConnection, before: datetime) -> int:
+    """Delete settled deliveries (and their attempts) finished before ``before``."""
+    result = await conn.execute(
+        delete(Delivery)
+        .where(Delivery.status != "pending", Delivery.finished_at < before)
+        .returning(Delivery.seq)
+    )
+    return len(result.all())
+
+
+# --------------------------------------------------------------------------- delivery log
+
+
+async def list_deliveries(
+    conn: AsyncConnection,
+    subscription_id: str,
+    *,
+    status: str | None = None,
+    before: int | None = None,
+    limit: int = 50,
+) -> list[Delivery]:
+    """A subscription's deliveries, newest first; ``before`` is the ``seq`` cursor of the last row seen."""
+    query = select(Delivery).where(Delivery.subscription_id == subscription_id)
+    if status is not None:
+        query = query.where(Delivery.status == status)
+    if before is not None:
+        query = query.where(Delivery.seq < before)
+    rows = await conn.execute(query.order_by(Delivery.seq.desc()).limit(limit))
+    return [Delivery(**row._mapping) for row in rows]
+
+
+async def attempts_of(conn: AsyncConnection, seqs: Collection[int]) -> dict[int, list[DeliveryAttempt]]:
+    """The attempt log of deliveries, oldest attempt first."""
+    found: dict[int, list[DeliveryAttempt]] = {seq: [] for seq in seqs}
+    rows = await conn.execute(
+        select(DeliveryAttempt)
+        .where(DeliveryAttempt.delivery_seq.in_(sorted(seqs)))
+        .order_by(DeliveryAttempt.delivery_seq, DeliveryAttempt.id)
+    )
+    for row in rows:
+        found[row.delivery_seq].append(DeliveryAttempt(**row._mapping))
+    return found
+
+
+async def get_delivery(conn: AsyncConnection, delivery: str) -> Delivery | None:
+    row = (await conn.execute(select(Delivery).where(Delivery.id == delivery))).first()
+    return Delivery(**row._mapping) if row else None
+
+
+async def redeliver(conn: AsyncConnection, delivery: str, now: datetime) -> Delivery | None:
+    """Queue a settled delivery again, same ``webhook-id``, with a fresh retry schedule."""
+    row = (
+        await conn.execute(
+            update(Delivery)
+            .where(Delivery.id == delivery, Delivery.status != "pending")
+            .values(status="pending", attempts=0, next_attempt_at=now, finished_at=None)
+            .returning(*Delivery.__table__.c)
+        )
+    ).first()
+    if row is None:
+        return None
+    await announce(conn, WAKE_CHANNEL)
+    return Delivery(**row._mapping)

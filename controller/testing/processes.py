@@ -1,0 +1,37 @@
+"""Starting ``mpijob-controller`` commands as separate processes against this test's services."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from controller.contract.settings import Settings
+
+
+def cli_env(settings: Settings, workdir: Path, **overrides: str) -> dict[str, str]:
+    """The environment of a CLI process using this test's database, NATS prefix and a private data dir;
+    ``overrides`` are further ``MPIJC_…`` variables."""
+    assert settings.database.url and settings.nats.url
+    return {
+        **os.environ,
+        "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
+        "MPIJC_NATS__URL": settings.nats.url,
+        "MPIJC_NATS__PREFIX": settings.nats.prefix,
+        "MPIJC_EMBEDDED__DATA_DIR": str(workdir),
+        "MPIJC_API__METRICS_PORT": "0",  # several processes on one machine: any free port
+        **overrides,
+    }
+
+
+def start_cli(args: list[str], env: dict[str, str], workdir: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``mpijob-controller ARGS…`` in the background, output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", *args],
+            env=env,
+            cwd=workdir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )

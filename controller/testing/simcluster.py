@@ -1,0 +1,811 @@
+"""A simulated Kubernetes API server, over real HTTP, for tests, benchmarks and demos.
+
+It speaks the subset of the API server protocol the controller uses, so the real
+``kubernetes`` client path runs end to end: LIST (cluster-wide and namespaced, with label
+selectors and a list ``resourceVersion``), WATCH (newline-delimited JSON over a chunked
+response, resumable from a ``resourceVersion``, ``BOOKMARK`` events, ``timeoutSeconds``, and the
+``410 Expired`` ``ERROR`` event once history is compacted), GET/POST/PUT/DELETE of single
+objects with ``resourceVersion`` conflicts, and ``pods/log`` with ``tailLines``/``limitBytes``.
+TokenReviews and SubjectAccessReviews are answered from a table a test sets with
+:meth:`SimCluster.set_access`.
+
+State is one object store keyed by (group, version, plural, namespace, name) and one global,
+monotonically increasing resourceVersion; every change is appended to a history that watches
+replay and follow. The test drives the cluster through :meth:`SimCluster.create`,
+:meth:`SimCluster.update` and :meth:`SimCluster.delete`, and breaks it on purpose with
+:meth:`SimCluster.compact`, :meth:`SimCluster.fail_next` and :meth:`SimCluster.drop_watches`.
+:meth:`SimCluster.open_watches` counts live watch connections per resource, to check that the
+controller holds a constant number of them.
+
+Deliberately simple: one lock, a thread per connection, no authentication, no field
+selectors, no pagination (``limit`` is ignored, which the API allows).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import copy
+import json
+import logging
+import secrets
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from controller.contract.selectors import parse_selector
+from controller.kube.resources import EVENTS, LEASES, MPIJOBS, PODS, TRAINJOBS, RawObject, RawStatus, Resource
+
+__all__ = ["RecordedRequest", "SimCluster", "SimStatusError"]
+
+log = logging.getLogger(__name__)
+
+GVP = tuple[str, str, str]
+"""(group, version, plural) of a resource type."""
+Key = tuple[str, str, str, str, str]
+"""(group, version, plural, namespace, name) of one object; namespace is "" for cluster-scoped ones."""
+
+DEFAULT_KINDS: tuple[Resource, ...] = (PODS, EVENTS, LEASES, MPIJOBS, TRAINJOBS)
+_REVIEWS = {("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
+"""(group, plural) of the reviews answered by :meth:`SimCluster.set_access`'s table."""
+DEFAULT_WATCH_TIMEOUT_S = 1800
+"""A watch without ``timeoutSeconds`` ends after this long, like the API server's default range."""
+
+
+# -- statuses -------------------------------------------------------------------------------------
+
+
+def status(code: int, reason: str, message: str, **details: Any) -> RawStatus:
+    """A ``meta/v1 Status`` failure body as the API server writes it."""
+    body: RawStatus = {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+class SimStatusError(Exception):
+    """A request the simulated server refuses; carries the ``Status`` it answers with."""
+
+    def __init__(self, body: RawStatus) -> None:
+        super().__init__(body.get("message"))
+        self.status = body
+
+
+def _qualified(kind: Resource) -> str:
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def _not_found(kind: Resource, name: str) -> SimStatusError:
+    return SimStatusError(
+        status(
+            404,
+            "NotFound",
+            f'{_qualified(kind)} "{name}" not found',
+            name=name,
+            group=kind.group,
+            kind=kind.plural,
+        )
+    )
+
+
+LabelPredicate = Callable[[Mapping[str, str]], bool]
+
+
+# -- store and history ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """One entry of the history: the object after the change (before it, for a label-selector watch)."""
+
+    rv: int
+    type: str
+    namespace: str
+    object: RawObject
+    previous: RawObject | None
+    line: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """A request the server received, for assertions such as "resumed from resourceVersion 7"."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    authorization: str | None = None
+
+
+_RAW = "RAW"
+"""Type of a history entry made by :meth:`SimCluster.inject`: its line goes out unfiltered."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _labels(obj: RawObject | None) -> Mapping[str, str]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+def _event_line(event_type: str, obj: RawObject) -> bytes:
+    return json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+class SimCluster:
+    """The simulated API server. Use as a context manager, or call :meth:`start` and :meth:`stop`."""
+
+    def __init__(
+        self,
+        *,
+        bookmark_interval_s: float = 1.0,
+        history_limit: int = 100_000,
+        kinds: tuple[Resource, ...] = DEFAULT_KINDS,
+    ) -> None:
+        self.bookmark_interval_s = bookmark_interval_s
+        self.history_limit = history_limit
+        """Changes kept per resource type; older ones are compacted away, as etcd does over time."""
+        self.requests: list[RecordedRequest] = []
+        self._cond = threading.Condition()
+        self._kinds: dict[GVP, Resource] = {}
+        self._plurals: dict[tuple[str, str, str], str] = {}  # (group, version, Kind) -> plural
+        self._objects: dict[Key, RawObject] = {}
+        self._history: dict[GVP, list[_Change]] = {}
+        self._history_rvs: dict[GVP, list[int]] = {}
+        self._rv = 0
+        self._compacted_rv = 0  # a new watch from an older version gets 410 Expired
+        self._dropped_upto: dict[
+            GVP, int
+        ] = {}  # newest compacted change per type: a live watch behind it expires
+        self._failures: list[tuple[RawStatus, str | None]] = []
+        self._logs: dict[tuple[str, str, str], list[tuple[float, str]]] = {}  # (written at, line)
+        self._open_watches: Counter[str] = Counter()
+        self._tokens: dict[str, RawObject] = {}  # bearer token -> TokenReview status.user
+        self._grants: set[tuple[str, str, str]] = set()  # (user or group:NAME, plural, namespace or *)
+        self._generation = 0  # bumped by drop_watches(): streams of older generations end
+        self._abrupt_drop = True
+        self._closing = False
+        self._connections: set[socket.socket] = set()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        for kind in kinds:
+            self.register(kind)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def start(self) -> SimCluster:
+        """Listen on 127.0.0.1, on a free port; :attr:`url` says where."""
+        self._server = _Server(("127.0.0.1", 0), _Handler, self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="simcluster", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """End every stream and connection, and stop listening."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> SimCluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the running server."""
+        if self._server is None:
+            raise RuntimeError("SimCluster is not started")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    # -- driving the cluster ------------------------------------------------------------------------
+
+    def register(self, kind: Resource) -> None:
+        """Serve another resource type (a CRD, in a real cluster); the label selector is ignored."""
+        self._kinds[(kind.group, kind.version, kind.plural)] = kind
+        self._plurals[(kind.group, kind.version, kind.kind)] = kind.plural
+
+    @property
+    def resource_version(self) -> int:
+        """The current global resourceVersion."""
+        with self._cond:
+            return self._rv
+
+    def create(self, obj: RawObject) -> RawObject:
+        """Store a new object (uid, resourceVersion, creationTimestamp assigned); return a copy as stored."""
+        kind, namespace, _ = self._locate(obj)
+        return self._create(kind, namespace, obj)
+
+    def update(self, obj: RawObject) -> RawObject:
+        """Replace an object unconditionally (a controller's or kubelet's write); return it as stored."""
+        kind, namespace, name = self._locate(obj)
+        return self._replace(kind, namespace, name, obj, check_version=False)
+
+    def delete(self, obj: RawObject) -> RawObject:
+        """Delete an object (identified by apiVersion, kind, namespace, name); return its last state."""
+        kind, namespace, name = self._locate(obj)
+        return self._delete(kind, namespace, name)
+
+    def get(self, obj: RawObject) -> RawObject | None:
+        """The stored state of an object identified like :meth:`delete`, or None."""
+        kind, namespace, name = self._locate(obj)
+        with self._cond:
+            stored = self._objects.get(self._key(kind, namespace, name))
+            return copy.deepcopy(stored) if stored is not None else None
+
+    def compact(self, upto_rv: int | None = None) -> None:
+        """Forget history up to ``upto_rv`` (default: now); watches from older versions get 410 Expired."""
+        with self._cond:
+            self._compacted_rv = max(self._compacted_rv, self._rv if upto_rv is None else upto_rv)
+            for gvp in self._history:
+                self._drop(gvp, bisect.bisect_right(self._history_rvs[gvp], self._compacted_rv))
+            self._cond.notify_all()
+
+    def fail_next(self, count: int, code: int = 503, *, match: str | None = None) -> None:
+        """Answer the next ``count`` requests (whose path+query has ``match``, if given) with ``code``."""
+        reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}.get(
+            code, "Failure"
+        )
+        with self._cond:
+            self._failures.extend([(status(code, reason, f"injected failure {code}"), match)] * count)
+
+    def clear_failures(self) -> None:
+        """Forget the failures :meth:`fail_next` queued and that no request has consumed yet."""
+        with self._cond:
+            self._failures.clear()
+
+    def inject(self, kind: Resource, event: Mapping[str, Any]) -> None:
+        """Send a raw watch event, as is, to every watch of ``kind`` (malformed objects, unknown types).
+
+        The store does not change; the event only takes a resourceVersion in the history, so
+        it is replayed to watches that resume from before it, like any other change.
+        """
+        with self._cond:
+            self._rv += 1
+            line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+            self._append(kind, _Change(self._rv, _RAW, "", {}, None, line))
+
+    def drop_watches(self, *, abrupt: bool = True) -> None:
+        """End every live watch: ``abrupt`` cuts the connection mid-stream, else the stream ends cleanly."""
+        with self._cond:
+            self._generation += 1
+            self._abrupt_drop = abrupt
+            self._cond.notify_all()
+
+    def set_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """The log ``pods/log`` serves for this container, all written now."""
+        with self._cond:
+            now = time.monotonic()
+            self._logs[(namespace, pod, container)] = [(now, line) for line in text.splitlines(keepends=True)]
+
+    def append_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """Lines the container writes now (``sinceSeconds`` sees them as new)."""
+        with self._cond:
+            now = time.monotonic()
+            self._logs.setdefault((namespace, pod, container), []).extend(
+                (now, line) for line in text.splitlines(keepends=True)
+            )
+
+    def set_access(
+        self, tokens: Mapping[str, RawObject], grants: Iterable[tuple[str, str, str]] = ()
+    ) -> None:
+        """Answer TokenReviews from ``tokens`` (token → ``status.user``) and SubjectAccessReviews for
+        ``list`` from ``grants``: (username or ``group:NAME``, resource plural, namespace or ``*``).
+
+        A ``*`` grant is a ClusterRoleBinding: it allows every namespace and the cluster-wide
+        question (no namespace); a namespaced grant allows that namespace only.
+        """
+        with self._cond:
+            self._tokens = {token: copy.deepcopy(dict(user)) for token, user in tokens.items()}
+            self._grants = set(grants)
+
+    def _review(self, plural: str, body: RawObject) -> RawObject:
+        spec = body.get("spec") or {}
+        with self._cond:
+            if plural == "tokenreviews":
+                user = self._tokens.get(str(spec.get("token") or ""))
+                status: RawObject = (
+                    {"authenticated": True, "user": user} if user else {"authenticated": False}
+                )
+            else:
+                attributes = spec.get("resourceAttributes") or {}
+                subjects = {spec.get("user"), *(f"group:{g}" for g in spec.get("groups") or ())}
+                places = {"*", attributes["namespace"]} if attributes.get("namespace") else {"*"}
+                allowed = attributes.get("verb") == "list" and any(
+                    (subject, attributes.get("resource"), place) in self._grants
+                    for subject in subjects
+                    for place in places
+                )
+                status = {"allowed": allowed}
+        return {**body, "status": status}
+
+    def open_watches(self) -> Counter[str]:
+        """Live watch connections by resource, named like ``str(Resource)``.
+
+        For example ``pods[training.kubeflow.org/job-name]`` or ``mpijobs.kubeflow.org``.
+        """
+        with self._cond:
+            return +self._open_watches
+
+    # -- store internals ----------------------------------------------------------------------------
+
+    def _locate(self, obj: RawObject) -> tuple[Resource, str, str]:
+        group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+        plural = self._plurals.get((group, version, str(obj.get("kind", ""))))
+        if plural is None:
+            raise SimStatusError(
+                status(404, "NotFound", f"no resource for {obj.get('apiVersion')} {obj.get('kind')}")
+            )
+        kind = self._kinds[(group, version, plural)]
+        meta = obj.get("metadata") or {}
+        namespace = (meta.get("namespace") or "default") if kind.namespaced else ""
+        return kind, namespace, str(meta.get("name", ""))
+
+    @staticmethod
+    def _key(kind: Resource, namespace: str, name: str) -> Key:
+        return (kind.group, kind.version, kind.plural, namespace, name)
+
+    def _record(self, kind: Resource, event_type: str, obj: RawObject, previous: RawObject | None) -> None:
+        """Append a change of a stored object at the current resourceVersion (under the lock)."""
+        namespace = obj["metadata"].get("namespace", "")
+        self._append(
+            kind, _Change(self._rv, event_type, namespace, obj, previous, _event_line(event_type, obj))
+        )
+
+    def _append(self, kind: Resource, change: _Change) -> None:
+        """Add to the history (under the lock), compacting the oldest tenth past the limit; wake watches."""
+        gvp = (kind.group, kind.version, kind.plural)
+        changes, rvs = self._history.setdefault(gvp, []), self._history_rvs.setdefault(gvp, [])
+        changes.append(change)
+        rvs.append(change.rv)
+        if len(changes) > self.history_limit:
+            cut = len(changes) - self.history_limit * 9 // 10
+            self._compacted_rv = max(self._compacted_rv, rvs[cut - 1])
+            self._drop(gvp, cut)
+        self._cond.notify_all()
+
+    def _drop(self, gvp: GVP, count: int) -> None:
+        """Forget the oldest ``count`` changes of one type (under the lock)."""
+        if count > 0:
+            rvs = self._history_rvs[gvp]
+            self._dropped_upto[gvp] = max(self._dropped_upto.get(gvp, 0), rvs[count - 1])
+            del self._history[gvp][:count], rvs[:count]
+
+    def _create(self, kind: Resource, namespace: str, body: RawObject) -> RawObject:
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
+        if not meta.get("name"):
+            raise SimStatusError(status(422, "Invalid", "metadata.name: Required value"))
+        obj.setdefault("apiVersion", kind.api_version)
+        obj.setdefault("kind", kind.kind)
+        if kind.namespaced:
+            meta["namespace"] = namespace
+        with self._cond:
+            key = self._key(kind, namespace, meta["name"])
+            if key in self._objects:
+                raise SimStatusError(
+                    status(
+                        409,
+                        "AlreadyExists",
+                        f'{_qualified(kind)} "{meta["name"]}" already exists',
+                        name=meta["name"],
+                    )
+                )
+            self._rv += 1
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", _now())
+            meta["resourceVersion"] = str(self._rv)
+            self._objects[key] = obj
+            self._record(kind, "ADDED", obj, None)
+            return copy.deepcopy(obj)
+
+    def _replace(
+        self, kind: Resource, namespace: str, name: str, body: RawObject, *, check_version: bool
+    ) -> RawObject:
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        with self._cond:
+            key = self._key(kind, namespace, name)
+            current = self._objects.get(key)
+            if current is None:
+                raise _not_found(kind, name)
+            sent_rv = meta.get("resourceVersion")
+            if check_version and sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
+                raise SimStatusError(
+                    status(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on {_qualified(kind)} "{name}": the object has been '
+                        "modified; please apply your changes to the latest version and try again",
+                        name=name,
+                    )
+                )
+            self._rv += 1
+            obj.setdefault("apiVersion", kind.api_version)
+            obj.setdefault("kind", kind.kind)
+            for immutable in ("uid", "creationTimestamp", "namespace", "name"):
+                if immutable in current["metadata"]:
+                    meta[immutable] = current["metadata"][immutable]
+            meta["resourceVersion"] = str(self._rv)
+            self._objects[key] = obj
+            self._record(kind, "MODIFIED", obj, current)
+            return copy.deepcopy(obj)
+
+    def _delete(self, kind: Resource, namespace: str, name: str) -> RawObject:
+        with self._cond:
+            current = self._objects.pop(self._key(kind, namespace, name), None)
+            if current is None:
+                raise _not_found(kind, name)
+            self._rv += 1
+            final = copy.deepcopy(current)
+            final["metadata"]["resourceVersion"] = str(self._rv)
+            self._record(kind, "DELETED", final, current)
+            return copy.deepcopy(final)
+
+    def _take_failure(self, target: str) -> RawStatus | None:
+        with self._cond:
+            for i, (body, match) in enumerate(self._failures):
+                if match is None or match in target:
+                    del self._failures[i]
+                    return body
+        return None
+
+    # -- request handling (called from handler threads) --------------------------------------------
+
+    def _list(self, kind: Resource, namespace: str | None, selector: LabelPredicate) -> RawObject:
+        with self._cond:
+            items = [
+                copy.deepcopy(obj)
+                for (g, v, p, ns, _), obj in sorted(self._objects.items())
+                if (g, v, p) == (kind.group, kind.version, kind.plural)
+                and (namespace is None or ns == namespace)
+                and selector(_labels(obj))
+            ]
+            rv = self._rv
+        if not kind.group:  # built-in lists omit apiVersion/kind on their items, as the real server does
+            for item in items:
+                item.pop("apiVersion", None)
+                item.pop("kind", None)
+        return {
+            "apiVersion": kind.api_version,
+            "kind": f"{kind.kind}List",
+            "metadata": {"resourceVersion": str(rv)},
+            "items": items,
+        }
+
+    def _pod_log(self, namespace: str, pod: str, query: dict[str, str]) -> bytes:
+        with self._cond:
+            obj = self._objects.get(self._key(PODS, namespace, pod))
+            if obj is None:
+                raise _not_found(PODS, pod)
+            spec = obj.get("spec") or {}
+            names = [
+                c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+            ]
+            container = query.get("container") or (names[0] if len(names) == 1 else None)
+            if container is None or container not in names:
+                raise SimStatusError(
+                    status(
+                        400,
+                        "BadRequest",
+                        f"container {container!r} is not valid for pod {pod}; choose one of {names}",
+                    )
+                )
+            written = self._logs.get((namespace, pod, container), [])
+            since = time.monotonic() - float(query["sinceSeconds"]) if "sinceSeconds" in query else None
+            lines = [line for at, line in written if since is None or at >= since]
+        if "tailLines" in query:
+            lines = lines[len(lines) - min(len(lines), int(query["tailLines"])) :]
+        data = "".join(lines).encode()
+        return data[: int(query["limitBytes"])] if "limitBytes" in query else data
+
+    def _watch(self, handler: _Handler, kind: Resource, namespace: str | None, query: dict[str, str]) -> None:
+        """Stream a watch: replay history after resourceVersion, then follow, with bookmarks, to timeout."""
+        selector = parse_selector(query.get("labelSelector") or "").matches
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        timeout_s = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT_S)
+        gvp = (kind.group, kind.version, kind.plural)
+        name = _qualified(kind) + (f"[{query['labelSelector']}]" if query.get("labelSelector") else "")
+        since = query.get("resourceVersion") or "0"
+        if not since.isdigit():
+            raise SimStatusError(status(400, "BadRequest", f"invalid resourceVersion {since!r}"))
+
+        handler.start_chunked()
+        with self._cond:
+            self._open_watches[name] += 1
+            self._cond.notify_all()
+            generation = self._generation
+            last, initial = self._starting_point(gvp, namespace, selector, int(since))
+        try:
+            handler.write_chunk(initial)
+            deadline = time.monotonic() + timeout_s
+            next_bookmark = time.monotonic() + self.bookmark_interval_s
+            while True:
+                with self._cond:
+                    lines, last, end = self._next_lines(
+                        gvp, last, namespace, selector, generation, deadline, next_bookmark
+                    )
+                if lines:
+                    handler.write_chunk(b"".join(lines))
+                if end == "timeout":
+                    break
+                if end == "dropped":
+                    if self._abrupt_drop:
+                        handler.cut()
+                        return
+                    break
+                if end == "expired":
+                    message = f"too old resource version: {since} ({self._compacted_rv})"
+                    body = status(410, "Expired", message)
+                    handler.write_chunk(_event_line("ERROR", dict(body)))
+                    break
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    handler.write_chunk(_bookmark_line(kind, last))
+                    next_bookmark = time.monotonic() + self.bookmark_interval_s
+            handler.end_chunked()
+        except OSError:
+            log.debug("watch client went away: %s", name)
+        finally:
+            with self._cond:
+                self._open_watches[name] -= 1
+                self._cond.notify_all()
+
+    def _starting_point(
+        self, gvp: GVP, namespace: str | None, selector: LabelPredicate, since: int
+    ) -> tuple[int, bytes]:
+        """Under the lock: the version a new watch continues from, and what it is sent first.
+
+        Version 0 (none given) sends the current state as ADDED events; a version older than
+        the compacted history comes back as -1, which the stream answers with 410 Expired.
+        """
+        if 0 < since < self._compacted_rv:
+            return -1, b""
+        if since > 0:
+            return since, b""
+        return self._rv, b"".join(
+            _event_line("ADDED", obj)
+            for (g, v, p, ns, _), obj in sorted(self._objects.items())
+            if (g, v, p) == gvp and (namespace is None or ns == namespace) and selector(_labels(obj))
+        )
+
+    def _next_lines(
+        self,
+        gvp: GVP,
+        last: int,
+        namespace: str | None,
+        selector: LabelPredicate,
+        generation: int,
+        deadline: float,
+        next_bookmark: float,
+    ) -> tuple[list[bytes], int, str | None]:
+        """Under the lock: wait for changes after ``last`` (or a reason to stop waiting), render them.
+
+        Returns the lines, the resourceVersion they bring the watch to, and why the stream
+        should end (``timeout``, ``dropped``, ``expired``) or None to go on.
+        """
+        while True:
+            if self._closing or generation != self._generation:
+                return [], last, "dropped"
+            if last < 0 or last < self._dropped_upto.get(gvp, 0):
+                return [], last, "expired"
+            rvs = self._history_rvs.get(gvp, [])
+            start = bisect.bisect_right(rvs, last)
+            if start < len(rvs):
+                changes = self._history[gvp][start:]
+                return [line for c in changes if (line := _render(c, namespace, selector))], self._rv, None
+            now = time.monotonic()
+            if now >= deadline:
+                return [], last, "timeout"
+            if now >= next_bookmark:
+                return [], self._rv, None
+            self._cond.wait(timeout=min(deadline, next_bookmark) - now)
+
+
+def _bookmark_line(kind: Resource, rv: int) -> bytes:
+    """A BOOKMARK: an object with only its kind and the resourceVersion the watch has reached."""
+    return _event_line(
+        "BOOKMARK",
+        {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": {"resourceVersion": str(rv)}},
+    )
+
+
+def _render(change: _Change, namespace: str | None, selector: LabelPredicate) -> bytes | None:
+    """The line a watch with this namespace and selector sees for a change, if any.
+
+    Like the API server's watch cache, an object entering the selector shows up as ADDED and
+    one leaving it as DELETED.
+    """
+    if change.type == _RAW:
+        return change.line
+    if namespace is not None and change.namespace != namespace:
+        return None
+    now_in = selector(_labels(change.object))
+    was_in = change.previous is not None and selector(_labels(change.previous))
+    if change.type == "MODIFIED" and now_in != was_in:
+        return _event_line("ADDED" if now_in else "DELETED", change.object)
+    if change.type == "DELETED":
+        return change.line if was_in else None
+    return change.line if now_in else None
+
+
+# -- HTTP -----------------------------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], cluster: SimCluster) -> None:
+        self.cluster = cluster
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes: without this, Nagle + delayed ACK add ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.server.cluster._cond:
+            self.server.cluster._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.cluster._cond:
+            self.server.cluster._connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("simcluster: " + format, *args)
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    # -- responses ------------------------------------------------------------------------------
+
+    def send_body(self, code: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def send_json(self, code: int, body: object) -> None:
+        self.send_body(code, json.dumps(body).encode())
+
+    def start_chunked(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def write_chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    def end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def cut(self) -> None:
+        """Drop the connection mid-response, as a crashed API server or a broken network would."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    # -- routing --------------------------------------------------------------------------------
+
+    def _dispatch(self, method: str) -> None:
+        cluster = self.server.cluster
+        target = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(target.query, keep_blank_values=True).items()}
+        cluster.requests.append(
+            RecordedRequest(method, target.path, query, self.headers.get("Authorization"))
+        )
+        length = int(self.headers.get("Content-Length") or 0)
+        raw_body = self.rfile.read(length) if length else b""
+        try:
+            injected = cluster._take_failure(self.path)
+            if injected is not None:
+                raise SimStatusError(injected)
+            self._route(method, [unquote(p) for p in target.path.strip("/").split("/")], query, raw_body)
+        except SimStatusError as exc:
+            self.send_json(int(exc.status.get("code", 500)), exc.status)
+        except (ValueError, KeyError, TypeError) as exc:
+            self.send_json(400, status(400, "BadRequest", f"{type(exc).__name__}: {exc}"))
+
+    def _route(self, method: str, parts: list[str], query: dict[str, str], raw_body: bytes) -> None:
+        cluster = self.server.cluster
+        if method == "POST" and len(parts) == 4 and (parts[1], parts[3]) in _REVIEWS:
+            self.send_json(201, cluster._review(parts[3], json.loads(raw_body or b"{}")))
+            return
+        if parts[:1] == ["api"] and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise SimStatusError(status(404, "NotFound", "the server could not find the requested resource"))
+        namespace: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        kind = cluster._kinds.get((group, version, rest[0]))
+        if kind is None or len(rest) > 3:
+            raise SimStatusError(status(404, "NotFound", "the server could not find the requested resource"))
+        name = rest[1] if len(rest) >= 2 else None
+        subresource = rest[2] if len(rest) == 3 else None
+        body: RawObject = json.loads(raw_body) if raw_body else {}
+
+        if subresource == "log" and kind is PODS and method == "GET" and namespace and name:
+            self.send_body(200, cluster._pod_log(namespace, name, query), "text/plain")
+        elif subresource is not None:
+            raise SimStatusError(status(404, "NotFound", "the server could not find the requested resource"))
+        elif name is None and method == "GET" and query.get("watch") in ("true", "1"):
+            cluster._watch(self, kind, namespace, query)
+        elif name is None and method == "GET":
+            self.send_json(
+                200, cluster._list(kind, namespace, parse_selector(query.get("labelSelector") or "").matches)
+            )
+        elif name is None and method == "POST":
+            self.send_json(201, cluster._create(kind, namespace or "", body))
+        elif name is not None and method == "GET":
+            stored = cluster.get(
+                {
+                    "apiVersion": kind.api_version,
+                    "kind": kind.kind,
+                    "metadata": {"namespace": namespace, "name": name},
+                }
+            )
+            if stored is None:
+                raise _not_found(kind, name)
+            self.send_json(200, stored)
+        elif name is not None and method == "PUT":
+            self.send_json(200, cluster._replace(kind, namespace or "", name, body, check_version=True))
+        elif name is not None and method == "DELETE":
+            self.send_json(200, cluster._delete(kind, namespace or "", name))
+        else:
+            raise SimStatusError(status(405, "MethodNotAllowed", f"{method} is not supported here"))

@@ -1,0 +1,1 @@
+"""Recorded job stories (JSON Lines watch streams), shipped as ``controller.testing.scenarios``."""

@@ -1,0 +1,1 @@
+"""Alembic migrations of the history store, shipped as ``controller.store.migrations``."""

@@ -1,0 +1,1 @@
+"""Revisions, oldest first by the date in their file name."""

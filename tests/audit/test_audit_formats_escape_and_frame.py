@@ -1,0 +1,136 @@
+"""CEF escaping, RFC 5424 messages, RFC 6587 octet counting and HEC events, character for character."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.contract.audit import Actor, AuditRecord, audited_object, service_account_of
+from controller.store.auditchain import GENESIS, StoredRecord, chain_hash
+from controller.store.auditformats import cef, hec_event, jsonl_line, octet_frame, syslog_message
+from tests.audit_helpers import T0
+
+HASH = "ab" * 32
+
+
+def link(record: AuditRecord, seq: int = 7) -> StoredRecord:
+    return StoredRecord(seq, T0, GENESIS, HASH, record.model_dump(mode="json"))
+
+
+def admission(**overrides: object) -> AuditRecord:
+    fields: dict[str, object] = {
+        "id": "admission/705ab4f5-6393-11e8-b7cc-42010a800002",
+        "source": "admission",
+        "verb": "delete",
+        "at": T0,
+        "namespace": "team-b",
+        "actor": Actor(
+            username="system:serviceaccount:team-b:pipeline-runner",
+            uid="9a1e7f30",
+            groups=("system:serviceaccounts", "system:authenticated"),
+            service_account=service_account_of("system:serviceaccount:team-b:pipeline-runner"),
+        ),
+        "object": audited_object("TrainJob", "bert", "uid-bert"),
+        "outcome": "allowed",
+    }
+    return AuditRecord.model_validate({**fields, **overrides})
+
+
+def test_a_delete_by_a_service_account_as_cef() -> None:
+    assert cef(link(admission()), version="0.1.0") == (
+        "CEF:0|Kubeflow|mpijob-controller|0.1.0|job-delete|TrainJob deletion requested|5|"
+        "rt=1795424400000 act=delete outcome=allowed "
+        "suser=system:serviceaccount:team-b:pipeline-runner suid=9a1e7f30 "
+        "cs1Label=namespace cs1=team-b cs2Label=object cs2=TrainJob/bert cs3Label=objectUid cs3=uid-bert "
+        "cs4Label=groups cs4=system:serviceaccounts,system:authenticated "
+        "cs5Label=serviceAccount cs5=team-b/pipeline-runner "
+        f"cs6Label=hash cs6={HASH} cn1Label=seq cn1=7 "
+        "externalId=admission/705ab4f5-6393-11e8-b7cc-42010a800002"
+    )
+
+
+def test_a_failure_without_a_user_leaves_the_user_fields_out() -> None:
+    record = admission(
+        id="uid-pi/failed",
+        source="lifecycle",
+        verb="failed",
+        namespace="team-a",
+        actor=None,
+        object=audited_object("MPIJob", "pi", "uid-pi"),
+        outcome="Failed",
+        reason="MPIJobFailed",
+        message="worker-2: OOMKilled\nexit=137 path C:\\tmp",
+    )
+    line = cef(link(record), version="0.1.0")
+    assert line.startswith("CEF:0|Kubeflow|mpijob-controller|0.1.0|job-failed|MPIJob failed|6|")
+    assert "suser=" not in line and "cs4Label" not in line and "cs5Label" not in line
+    assert (
+        "reason=MPIJobFailed msg=worker-2: OOMKilled\\nexit\\=137 path C:\\\\tmp cs1Label=namespace" in line
+    )
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("value", "escaped"),
+    [
+        ("a=b", "a\\=b"),
+        ("back\\slash", "back\\\\slash"),
+        ("pipe|stays", "pipe|stays"),
+        ("two\r\nlines", "two\\nlines"),
+        ("cr\ronly", "cr\\ronly"),
+        ("ünïcode ✓", "ünïcode ✓"),
+    ],
+    ids=["equals", "backslash", "pipe-in-extension", "crlf", "cr", "unicode"],
+)
+def test_extension_values_are_escaped(value: str, escaped: str) -> None:
+    line = cef(link(admission(reason=value)), version="1")
+    assert f" reason={escaped} suser=" in line
+
+
+def test_header_fields_escape_pipes_and_backslashes() -> None:
+    line = cef(link(admission()), version="1|2\\3")
+    assert line.startswith("CEF:0|Kubeflow|mpijob-controller|1\\|2\\\\3|job-delete|")
+
+
+def test_syslog_message_is_rfc5424_with_cef_and_octet_counted() -> None:
+    message = syslog_message(link(admission()), "ctrl-0.example.com", facility=13, version="0.1.0")
+    head = b"<109>1 2026-11-23T09:00:00.000000Z ctrl-0.example.com mpijob-controller - job-delete - "
+    assert message.startswith(head)
+    assert message[len(head) :] == cef(link(admission()), version="0.1.0").encode()
+    assert octet_frame(b"<109>1 x \xc3\xbc") == b"11 <109>1 x \xc3\xbc", (
+        "the count is in bytes, not characters"
+    )
+
+
+@pytest.mark.parametrize(
+    ("verb", "pri"),
+    [("create", 13 * 8 + 6), ("failed", 13 * 8 + 4), ("purge", 13 * 8 + 5)],
+    ids=["info", "warning", "notice"],
+)
+def test_syslog_severity_follows_the_verb(verb: str, pri: int) -> None:
+    record = admission(verb=verb, **({"namespace": None, "object": None} if verb == "purge" else {}))
+    assert syslog_message(link(record), "h").startswith(f"<{pri}>1 ".encode())
+
+
+def test_hostname_is_cleaned_to_printable_ascii() -> None:
+    assert syslog_message(link(admission()), "bad host\u00e9").split(b" ")[2] == b"badhost"
+    assert syslog_message(link(admission()), "").split(b" ")[2] == b"-"
+
+
+def test_jsonl_and_hec_carry_the_verifiable_link() -> None:
+    record = admission()
+    raw = record.model_dump(mode="json")
+    stored = StoredRecord(1, T0, GENESIS, chain_hash(1, GENESIS, T0, raw), raw)
+    line = jsonl_line(stored)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == stored.export()
+    event = hec_event(stored, "ctrl-0", "mpijob-controller:audit", "audit")
+    assert event == {
+        "time": 1795424400.0,
+        "host": "ctrl-0",
+        "source": "mpijob-controller",
+        "sourcetype": "mpijob-controller:audit",
+        "index": "audit",
+        "event": stored.export(),
+    }

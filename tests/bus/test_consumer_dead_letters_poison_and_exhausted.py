@@ -1,0 +1,110 @@
+"""Bad input loses nothing: poison goes to ``dlq.history`` (counted), good messages still land,
+and a database outage is retried, then dead-lettered when it outlasts ``max_deliver``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from nats.js import JetStreamContext
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus.publishing import Publisher
+from controller.bus.streams import wait_until_consumed
+from controller.contract.events import DeadLetter
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.store.engine import make_engine
+from controller.store.models import Run
+from controller.testing.ports import free_port
+from controller.testing.stories import oom_story
+from tests.history.test_history_consumer_stores_runs import consumers_running
+from watchers.pipeline import Pipeline
+
+
+async def dead_letters(js: JetStreamContext, topology: Topology, expected: int) -> list[DeadLetter]:
+    sub = await js.pull_subscribe(topology.dead_letter("history"), stream=topology.stream("dlq"))
+    letters: list[DeadLetter] = []
+    while len(letters) < expected:
+        msgs = await sub.fetch(expected - len(letters), timeout=10)
+        letters += [DeadLetter.model_validate_json(m.data) for m in msgs]
+    await sub.unsubscribe()
+    return letters
+
+
+def count(metrics: PipelineMetrics, reason: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "mpijc_dead_letters_total", {"consumer": "history", "reason": reason}
+    )
+    return value or 0.0
+
+
+async def test_poison_messages_are_dead_lettered_and_good_ones_stored(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    subject = f"{topology.prefix}.jobs.team-a.pi.job"
+    poison = [
+        b"not json at all",
+        b'{"schema_version": 1, "type": "job", "uid": "x"}',
+        b'{"type": "sculpture"}',
+    ]
+    async with consumers_running(settings, topology, engine, metrics):
+        for payload in poison[:2]:
+            await js.publish(subject, payload)
+        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(oom_story())
+        await js.publish(subject, poison[2])
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+
+    letters = await dead_letters(js, topology, 3)
+    assert sorted(letter.payload.encode() for letter in letters) == sorted(poison)
+    assert all(letter.consumer == "history" and letter.subject == subject for letter in letters)
+    assert all("undecodable payload" in letter.error for letter in letters)
+    assert count(metrics, "poison") == 3
+    async with engine.connect() as conn:
+        assert (await conn.execute(select(Run.phase))).scalar_one() == "Failed"
+
+
+async def test_database_outage_is_retried_then_dead_lettered(
+    settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
+) -> None:
+    unreachable = make_engine(f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere")
+    story = oom_story()[:3]
+    async with consumers_running(settings, topology, unreachable, metrics):
+        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
+        letters = await dead_letters(js, topology, len(story))
+    await unreachable.dispose()
+
+    assert len(letters) == len(story)
+    assert all(letter.deliveries == settings.consumer.max_deliver for letter in letters)
+    assert all("still failing after 3 deliveries" in letter.error for letter in letters)
+    assert count(metrics, "exhausted") == len(story)
+    redelivered = metrics.registry.get_sample_value("mpijc_redeliveries_total", {"consumer": "history"})
+    assert redelivered == len(story) * (settings.consumer.max_deliver - 1)
+
+
+async def test_messages_survive_an_outage_shorter_than_the_retry_budget(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    """Nacked during the outage, the same messages land once the database is back."""
+    unreachable = make_engine(f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere")
+    settings.consumer.max_deliver = 50
+    async with consumers_running(settings, topology, unreachable, metrics):
+        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(oom_story())
+        await asyncio.sleep(0.5)  # a few failed deliveries
+    await unreachable.dispose()
+    assert (metrics.registry.get_sample_value("mpijc_redeliveries_total", {"consumer": "history"}) or 0) > 0
+
+    async with consumers_running(settings, topology, engine, metrics):
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+    async with engine.connect() as conn:
+        assert (await conn.execute(select(func.count()).select_from(Run))).scalar_one() == 1
+    assert count(metrics, "exhausted") == 0

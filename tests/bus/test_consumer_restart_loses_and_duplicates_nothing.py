@@ -1,0 +1,78 @@
+"""Kill -9 the consumer process mid-stream, start it again: every event is stored exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus.publishing import Publisher
+from controller.bus.streams import wait_until_consumed
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.store.models import K8sEvent, PodState, Run
+from controller.testing.processes import cli_env, start_cli
+from controller.testing.stories import oom_story
+from watchers.pipeline import Pipeline
+
+pytestmark = pytest.mark.slow
+
+
+def start_consumer(settings: Settings, tmp_path: Path, log_name: str) -> subprocess.Popen[bytes]:
+    env = cli_env(settings, tmp_path, MPIJC_CONSUMER__BATCH_SIZE="20", MPIJC_CONSUMER__ACK_WAIT_S="2")
+    return start_cli(["consume"], env, tmp_path, tmp_path / log_name)
+
+
+async def stored(engine: AsyncEngine, model: type[Run] | type[PodState] | type[K8sEvent]) -> int:
+    async with engine.connect() as conn:
+        return (await conn.execute(select(func.count()).select_from(model))).scalar_one()
+
+
+async def test_consumer_killed_mid_stream_resumes_without_loss_or_duplicates(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    tmp_path: Path,
+) -> None:
+    stories = [oom_story(name=f"job-{i}") for i in range(60)]
+    observations = [o for story in stories for o in story]
+    await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(observations)
+
+    first = start_consumer(settings, tmp_path, "first.log")
+    try:
+        for _ in range(600):  # until part of the stream is stored
+            if await stored(engine, PodState) > 100:
+                break
+            await asyncio.sleep(0.02)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    partial = await stored(engine, PodState)
+    pod_observations = sum(1 for o in observations if o.kind == "pod")
+    assert 0 < partial < pod_observations, "the kill must land mid-stream"
+
+    second = start_consumer(settings, tmp_path, "second.log")
+    try:
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"), timeout_s=60)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    assert second.returncode == 0, (tmp_path / "second.log").read_text()[-2000:]
+
+    assert await stored(engine, PodState) == pod_observations
+    assert await stored(engine, Run) == len(stories)
+    assert await stored(engine, K8sEvent) == len(stories)
+    async with engine.connect() as conn:
+        phases = set((await conn.execute(select(Run.phase))).scalars())
+    assert phases == {"Failed"}

@@ -1,0 +1,209 @@
+"""From a Kubernetes watch event to PostgreSQL: the real client against the simulated API server,
+real NATS JetStream, the history consumer and real PostgreSQL; then the watcher killed and
+restarted while the cluster changes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy import func, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus.publishing import Publisher
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.kube.gateway import KubeGateway
+from controller.metrics import PipelineMetrics
+from controller.store.models import Pod, PodState, Run
+from controller.testing import objects as k
+from controller.testing.processes import cli_env, start_cli
+from controller.testing.simcluster import SimCluster
+from controller.testing.waits import until
+from tests.history.test_history_consumer_stores_runs import consumers_running
+from watchers.service import run_watchers
+
+
+@contextlib.asynccontextmanager
+async def watchers_running(
+    settings: Settings, sim: SimCluster, js: JetStreamContext, topology: Topology, metrics: PipelineMetrics
+) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    with KubeGateway.for_url(sim.url) as gateway:
+        task = asyncio.create_task(run_watchers(settings, gateway, Publisher(js, topology), metrics, stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+
+
+async def scalar(engine: AsyncEngine, sql: str) -> object:
+    async with engine.connect() as conn:
+        return (await conn.execute(text(sql))).scalar()
+
+
+async def wait_for_sql(engine: AsyncEngine, sql: str, expected: object, timeout_s: float = 15) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while (got := await scalar(engine, sql)) != expected:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{sql!r} gave {got!r}, expected {expected!r}")
+        await asyncio.sleep(0.05)
+
+
+async def test_worker_oom_travels_from_watch_to_history(
+    sim: SimCluster,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    async with (
+        consumers_running(settings, topology, engine, metrics),
+        watchers_running(settings, sim, js, topology, metrics),
+    ):
+        await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
+        # pods and a scheduling event first: the correlator must hold them until the job shows up
+        job = k.mpijob("llm", workers=2)
+        pods = [k.pod(job, "launcher", node="cpu-1")] + [
+            k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(2)
+        ]
+        for pod in pods:
+            sim.create(pod)
+        sim.create(
+            k.event(
+                pods[2], "Scheduled", "Successfully assigned team-a/llm-worker-1 to gpu-1", type_="Normal"
+            )
+        )
+        sim.create(job)
+        sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
+        for pod in pods:
+            sim.update(
+                k.with_container_state(
+                    pod, {"running": {"startedAt": "2026-11-20T10:01:00Z"}}, phase="Running", ready=True
+                )
+            )
+        sim.set_log("team-a", "llm-worker-1", "worker", "step 99 loss 1.7\nKilled\n")
+        sim.update(
+            k.with_container_state(
+                sim.get(pods[2]),
+                {
+                    "terminated": {
+                        "exitCode": 137,
+                        "reason": "OOMKilled",
+                        "finishedAt": "2026-11-20T10:09:00Z",
+                    }
+                },
+                phase="Failed",
+            )
+        )
+        sim.update(k.with_conditions(sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z")))
+
+        await wait_for_sql(engine, "SELECT phase FROM runs", "Failed")
+        await wait_for_sql(
+            engine, "SELECT count(*) FROM timeline WHERE summary LIKE '%OOMKilled (exit 137)'", 1
+        )
+        await wait_for_sql(engine, "SELECT count(*) FROM k8s_events", 1)
+        # one watch connection per resource kind, however many jobs and pods there are
+        assert sorted(sim.open_watches().values()) == [1, 1, 1, 1, 1]
+
+    async with engine.connect() as conn:
+        worker = (await conn.execute(select(Pod).where(Pod.name == "llm-worker-1"))).one()
+        tail = (
+            (
+                await conn.execute(
+                    select(PodState.log_tail)
+                    .where(PodState.pod_uid == worker.uid)
+                    .order_by(PodState.resource_version.desc())
+                )
+            )
+            .scalars()
+            .first()
+        )
+    assert (worker.role, worker.index, worker.phase) == ("worker", 1, "Failed")
+    assert tail == ["step 99 loss 1.7", "Killed"]
+
+
+def kubeconfig(sim: SimCluster, path: Path) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
+        f"clusters:\n- name: sim\n  cluster:\n    server: {sim.url}\n"
+        "users:\n- name: nobody\n  user: {}\n"
+        "contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: nobody\n"
+    )
+    return path
+
+
+def start_watcher(settings: Settings, config: Path, log: Path) -> subprocess.Popen[bytes]:
+    return start_cli(
+        ["watch"], cli_env(settings, config.parent, MPIJC_KUBE__KUBECONFIG=str(config)), config.parent, log
+    )
+
+
+@pytest.mark.slow
+async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
+    sim: SimCluster,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    tmp_path: Path,
+) -> None:
+    config, log = kubeconfig(sim, tmp_path / "kubeconfig"), tmp_path / "watcher.log"
+    jobs = [k.mpijob(f"job-{i}", workers=3) for i in range(20)]
+    pods = {j["metadata"]["name"]: [k.pod(j, "worker", w) for w in range(3)] for j in jobs}
+    async with consumers_running(settings, topology, engine, metrics):
+        first = start_watcher(settings, config, log)
+        try:
+            await until(lambda: sum(sim.open_watches().values()) == 5, 30, lambda: log.read_text()[-2000:])
+            for job in jobs:
+                sim.create(job)
+                for pod in pods[job["metadata"]["name"]]:
+                    sim.create(pod)
+            await wait_for_sql(engine, "SELECT count(*) FROM pods", 60)
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+
+        # the cluster moves on while no watcher runs: every pod runs, half the jobs finish
+        for job in jobs:
+            for pod in pods[job["metadata"]["name"]]:
+                sim.update(
+                    k.with_container_state(
+                        sim.get(pod),
+                        {"running": {"startedAt": "2026-11-20T10:01:00Z"}},
+                        phase="Running",
+                        ready=True,
+                    )
+                )
+        for job in jobs[:10]:
+            sim.update(
+                k.with_conditions(sim.get(job), ("Succeeded", "MPIJobSucceeded", "2026-11-20T11:00:00Z"))
+            )
+
+        second = start_watcher(settings, config, log)
+        try:
+            await wait_for_sql(engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 60, timeout_s=30)
+            await wait_for_sql(engine, "SELECT count(*) FROM runs WHERE phase = 'Succeeded'", 10)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(20)
+    assert second.returncode == 0, log.read_text()[-3000:]
+
+    async with engine.connect() as conn:
+        assert (await conn.execute(select(func.count()).select_from(Run))).scalar_one() == 20
+        # exactly two versions of every pod (created, running): relisting duplicated nothing
+        per_pod = (
+            (await conn.execute(select(func.count()).select_from(PodState).group_by(PodState.pod_uid)))
+            .scalars()
+            .all()
+        )
+    assert sorted(set(per_pod)) == [2] and len(per_pod) == 60

@@ -1,0 +1,164 @@
+"""Watch observations → real JetStream → history consumer → real PostgreSQL rows."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy import func, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from consumers.service import run_consumers
+from controller.bus.publishing import Publisher
+from controller.bus.streams import wait_until_consumed
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.store.models import Pod, PodState, Run, TimelineEntry
+from controller.testing.stories import oom_story
+from watchers.pipeline import Pipeline
+
+
+@contextlib.asynccontextmanager
+async def consumers_running(
+    settings: Settings, topology: Topology, engine: AsyncEngine, metrics: PipelineMetrics
+) -> AsyncIterator[None]:
+    stop, started = asyncio.Event(), asyncio.Event()
+    assert settings.nats.url
+    task = asyncio.create_task(
+        run_consumers(settings.nats.url, topology, settings, engine, metrics, stop, started)
+    )
+    await asyncio.wait_for(started.wait(), 10)
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+async def counts(engine: AsyncEngine) -> dict[str, int]:
+    async with engine.connect() as conn:
+        return {
+            model.__tablename__: (await conn.execute(select(func.count()).select_from(model))).scalar_one()
+            for model in (Run, Pod, PodState, TimelineEntry)
+        }
+
+
+async def test_oom_story_lands_in_history(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    story = oom_story()
+    async with consumers_running(settings, topology, engine, metrics):
+        published = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+
+    assert published == len(story)
+    async with engine.connect() as conn:
+        run = (await conn.execute(select(Run))).one()
+        assert (run.name, run.phase, run.attempt) == ("pi", "Failed", 1)
+        assert run.spec["workers"] == 4 and run.spec["worker"]["resources"]["limits"]["memory"] == "16Gi"
+        assert run.started_at is not None and run.finished_at is not None
+        pods = {(p.role, p.index): p for p in (await conn.execute(select(Pod))).all()}
+        assert len(pods) == 5
+        assert pods[("worker", 2)].phase == "Failed"
+        assert pods[("worker", 2)].containers[0]["reason"] == "OOMKilled"
+        summaries = (
+            (await conn.execute(select(TimelineEntry.summary).order_by(TimelineEntry.at, TimelineEntry.id)))
+            .scalars()
+            .all()
+        )
+    assert "worker-2 container worker terminated: OOMKilled (exit 137)" in summaries
+    assert summaries[-1] == "MPIJob pi is Failed (MPIJobFailed)"
+    assert any("Scheduled on Pod pi-worker-0" in s for s in summaries)
+
+
+async def test_publishing_the_same_story_twice_adds_nothing(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    story = oom_story()
+    async with consumers_running(settings, topology, engine, metrics):
+        first = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+        before = await counts(engine)
+        second = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+    assert (first, second) == (len(story), 0)  # JetStream collapsed every duplicate by Nats-Msg-Id
+    assert await counts(engine) == before
+
+
+async def test_redelivered_batches_write_nothing_twice(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    """Beyond the duplicate window (simulated by purging it), the store itself is idempotent."""
+    story = oom_story()
+    async with consumers_running(settings, topology, engine, metrics):
+        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+        before = await counts(engine)
+        await js.purge_stream(topology.stream("jobs"))  # forgets message ids, as an expired window would
+        await js.update_stream(
+            name=topology.stream("jobs"), subjects=[topology.wildcard("jobs")], duplicate_window=0.1
+        )
+        await asyncio.sleep(0.2)
+        again = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+    assert again == len(story)
+    assert await counts(engine) == before
+
+
+@pytest.mark.parametrize("order", ["forward", "reversed"], ids=["in-order", "out-of-order"])
+async def test_state_never_regresses(
+    order: str,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    story = [o for o in oom_story() if o.kind == "job"]
+    if order == "reversed":
+        story = [story[0], *reversed(story[1:])]
+    async with consumers_running(settings, topology, engine, metrics):
+        for observation in story:  # one message per batch, so each arrives on its own
+            await Pipeline(Publisher(js, topology).publish, metrics, 5).feed([observation])
+            await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+    async with engine.connect() as conn:
+        phase = (await conn.execute(text("SELECT phase FROM runs"))).scalar_one()
+    assert phase == "Failed"
+
+
+async def test_attempts_of_one_job_name_are_numbered_and_linked(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    second = oom_story(created="2026-11-20T12:00:00Z")
+    first = oom_story(created="2026-11-20T09:00:00Z")
+    async with consumers_running(settings, topology, engine, metrics):
+        # the later attempt is seen first: numbering must follow creation time, not arrival
+        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(second)
+        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(first)
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(select(Run.uid, Run.attempt, Run.previous_uid).order_by(Run.created_at))
+        ).all()
+    assert [r.attempt for r in rows] == [1, 2]
+    assert rows[0].previous_uid is None and rows[1].previous_uid == rows[0].uid

@@ -1,0 +1,85 @@
+"""One job's events reach an endpoint in order, even across retries, while other jobs go on; a slow
+or dead endpoint holds only its own slots and never delays deliveries to the others."""
+
+from __future__ import annotations
+
+import time
+
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.testing.notify import api_client, job, notify_running, publish_jobs, subscribe, with_notify
+from controller.testing.ports import free_port
+from controller.testing.receivers import Receiver, Reply
+
+
+async def test_one_jobs_events_arrive_in_order_across_a_retry_while_other_jobs_pass(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    with_notify(settings, retry_schedule_s=[0.4])
+    async with (
+        Receiver() as rx,
+        api_client(settings, engine, metrics) as api,
+        notify_running(settings, topology, js, engine, metrics),
+    ):
+        rx.script("ordered", Reply(503))  # the first event of job pi fails once
+        await subscribe(api, rx, "ordered")
+        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await rx.wait_for("ordered", 1)
+        await publish_jobs(
+            js, topology, job("Running"), job("Failed"), job("Pending", name="other", change="ADDED")
+        )
+        received = await rx.wait_for("ordered", 5)
+
+    def seen(r: object) -> tuple[str, str, int]:
+        payload = r.payload  # type: ignore[attr-defined]
+        return payload["data"]["job"]["name"], payload["type"], r.status  # type: ignore[attr-defined]
+
+    assert [seen(r) for r in received if seen(r)[0] == "pi"] == [
+        ("pi", "job.created", 503),
+        ("pi", "job.created", 200),
+        ("pi", "job.running", 200),
+        ("pi", "job.failed", 200),
+    ]
+    other = next(r for r in received if seen(r)[0] == "other")
+    retried = [r for r in received if seen(r)[0] == "pi"][1]
+    assert other.at < retried.at  # not stuck behind pi's backoff
+
+
+async def test_a_slow_and_a_dead_endpoint_do_not_delay_the_others(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    with_notify(
+        settings, request_timeout_s=1.0, endpoint_concurrency=2, max_in_flight=6, retry_schedule_s=[5.0]
+    )
+    fast = [f"fast-{n}" for n in range(5)]
+    jobs = [job("Pending", name=f"job-{n}", change="ADDED") for n in range(6)]
+    async with (
+        Receiver() as rx,
+        api_client(settings, engine, metrics) as api,
+        notify_running(settings, topology, js, engine, metrics),
+    ):
+        rx.script("slow", *(Reply(delay_s=3.0) for _ in jobs))
+        await subscribe(api, rx, "slow")
+        dead = await api.post("/api/v1/webhooks", json={"url": f"http://127.0.0.1:{free_port()}/gone"})
+        assert dead.status_code == 201
+        for path in fast:
+            await subscribe(api, rx, path)
+        published = time.time()
+        await publish_jobs(js, topology, *jobs)
+        arrivals = [r.at for path in fast for r in await rx.wait_for(path, len(jobs), timeout_s=5)]
+        slow_started = len(rx.at("slow"))
+
+    assert max(arrivals) - published < 0.9  # all 30, before the slow endpoint's first timeout
+    assert slow_started <= 2  # the slow endpoint held its 2 slots, never more

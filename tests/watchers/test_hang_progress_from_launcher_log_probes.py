@@ -1,0 +1,104 @@
+"""The watcher probes running launchers' logs (``sinceSeconds``, never a stream); the rules tell a
+quiet-but-working job from a hung one by it: no finding while lines keep coming, "No progress"
+once they stop. Real client → simulated API server → NATS → rules consumer, short thresholds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.contract.events import LogProbed, parse_event
+from controller.contract.findings import Finding, parse_finding
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.contract.thresholds import RuleThresholds
+from controller.metrics import PipelineMetrics
+from controller.testing import objects as k
+from controller.testing.simcluster import SimCluster
+from tests.history.test_end_to_end_watch_to_history import watchers_running
+from tests.history.test_history_consumer_stores_runs import consumers_running
+
+
+def running_job(sim: SimCluster) -> k.Obj:
+    job = k.with_conditions(
+        k.mpijob("quiet", workers=2), ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")
+    )
+    sim.create(job)
+    for pod in [
+        k.pod(job, "launcher", node="cpu-1"),
+        *(k.pod(job, "worker", i, node=f"gpu-{i}") for i in (0, 1)),
+    ]:
+        sim.create(
+            k.with_container_state(
+                pod, {"running": {"startedAt": "2026-11-20T10:01:00Z"}}, phase="Running", ready=True
+            )
+        )
+    return job
+
+
+@contextlib.asynccontextmanager
+async def writing_log(sim: SimCluster, every_s: float) -> AsyncIterator[None]:
+    async def write() -> None:
+        step = 0
+        while True:
+            step += 1
+            sim.append_log("team-a", "quiet-launcher-x7k2p", "launcher", f"step {step} loss 1.{step}\n")
+            await asyncio.sleep(every_s)
+
+    task = asyncio.create_task(write())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+async def test_no_progress_fires_only_when_the_launcher_stops_writing(
+    sim: SimCluster,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    settings.watcher.progress_probe_s = 0.3
+    settings.consumer.rules_tick_s = 0.1
+    settings.rules = RuleThresholds(hang_progress_s=2.0)
+    findings = await js.pull_subscribe(topology.wildcard("findings"), stream=topology.stream("findings"))
+    probes = await js.pull_subscribe(
+        f"{topology.prefix}.jobs.team-a.quiet.log", stream=topology.stream("jobs")
+    )
+
+    async def new_findings() -> list[Finding]:
+        try:
+            return [parse_finding(m.data) for m in await findings.fetch(10, timeout=0.2)]
+        except TimeoutError:
+            return []
+
+    async with (
+        consumers_running(settings, topology, engine, metrics),
+        watchers_running(settings, sim, js, topology, metrics),
+    ):
+        running_job(sim)
+        async with writing_log(sim, every_s=0.1):
+            await asyncio.sleep(3.0)  # longer than the 2 s threshold, with output all along
+            assert [f.rule for f in await new_findings()] == []
+        probe = parse_event((await probes.fetch(1, timeout=5))[0].data)
+        assert isinstance(probe, LogProbed) and probe.role == "launcher" and probe.new_lines > 0
+        assert probe.tail[-1].startswith("step ")
+
+        fired: list[Finding] = []
+
+        async def hang_reported() -> bool:
+            fired.extend(await new_findings())
+            return any(f.rule == "hang-progress" for f in fired)
+
+        for _ in range(100):
+            if await hang_reported():
+                break
+        hang = next(f for f in fired if f.rule == "hang-progress")
+    assert hang.status == "firing" and hang.root_cause.startswith("No progress for")
+    assert hang.job.name == "quiet"
