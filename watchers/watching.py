@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
+from controller.contract.backoff import Backoff
 from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError
 from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
@@ -79,24 +80,6 @@ class WatchGateway(Protocol):
     def watch(
         self, resource: Resource, namespace: str | None, resource_version: str, timeout_s: float
     ) -> WatchStreamLike: ...
-
-
-class Backoff:
-    """Exponential delays with "equal jitter": uniform in [base/2, base], base doubling up to a cap."""
-
-    def __init__(self, initial_s: float, max_s: float, rng: Callable[[], float] = random.random) -> None:
-        self.initial_s = initial_s
-        self.max_s = max_s
-        self._rng = rng
-        self.attempt = 0
-
-    def next_delay(self) -> float:
-        base = min(self.max_s, self.initial_s * 2.0**self.attempt)
-        self.attempt += 1
-        return base / 2 + base / 2 * self._rng()
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 async def watch_resource(

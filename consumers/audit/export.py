@@ -33,6 +33,7 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.contract.backoff import Backoff
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import AuditSettings
 from controller.store.auditchain import StoredRecord, claim_cursor, move_cursor, records_after
@@ -328,18 +329,18 @@ async def run_exporter(
     clock: Clock = utcnow,
 ) -> None:
     """Keep ``sink`` caught up until ``stop`` is set, retrying failed batches with backoff; closes it."""
-    delay = 0.0
+    backoff = Backoff(BACKOFF_INITIAL_S, settings.export_backoff_max_s)
     try:
         while not stop.is_set():
             try:
                 shipped = await export_batch(engine, sink, settings.export_batch_size, clock)
             except Exception as exc:
                 metrics.failures.labels(sink.name).inc()
-                delay = min(max(delay * 2, BACKOFF_INITIAL_S), settings.export_backoff_max_s)
+                delay = backoff.next_delay()
                 log.warning("export to %s failed, retrying in %.1fs: %s", sink.name, delay, exc)
                 await _pause(stop, delay)
                 continue
-            delay = 0.0
+            backoff.reset()
             metrics.exported.labels(sink.name).inc(shipped)
             if shipped < settings.export_batch_size:
                 await _pause(stop, settings.export_poll_s)

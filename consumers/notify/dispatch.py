@@ -38,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify.mailing import Mailer, MailError, compose, smtp_mailer
 from consumers.notify.metrics import NotifyMetrics
-from consumers.notify.sending import Attempt, Backoff, EndpointClients, Verdict, WebhookSender
+from consumers.notify.sending import Attempt, EndpointClients, RetrySchedule, Verdict, WebhookSender
 from consumers.wiring import Role, Wiring
 from controller.contract.clock import Clock, utcnow
 from controller.contract.egress import EgressPolicy, Resolver, system_resolver
@@ -87,7 +87,7 @@ class Dispatcher:
         self._mailer = mailer
         self._client = client
         self._policy = EgressPolicy(settings.allow_cidrs, resolver)
-        self._backoff = Backoff(
+        self._backoff = RetrySchedule(
             settings.retry_schedule_s,
             settings.retry_jitter,
             settings.max_retry_after_s,

@@ -12,7 +12,7 @@ other ``3xx``/``4xx``              dead at once: redirects are not followed, and
 address refused by the SSRF guard  dead at once
 =================================  =========================================================
 
-Retries follow ``notify.retry_schedule_s`` with jitter (:class:`Backoff`). Every attempt is
+Retries follow ``notify.retry_schedule_s`` with jitter (:class:`RetrySchedule`). Every attempt is
 re-signed with a fresh ``webhook-timestamp`` and the same ``webhook-id``, and goes to the
 address the guard just checked (:meth:`controller.contract.egress.Target.pinned_url`), with the
 original ``Host`` and TLS server name.
@@ -86,7 +86,7 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
 
 
 @dataclass
-class Backoff:
+class RetrySchedule:
     """When to try again after failed attempt ``n`` (1-based): the schedule, jittered, or never."""
 
     schedule: Sequence[float]

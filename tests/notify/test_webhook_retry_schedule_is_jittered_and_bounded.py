@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from consumers.notify.sending import Backoff, parse_retry_after, verdict_of
+from consumers.notify.sending import RetrySchedule, parse_retry_after, verdict_of
 
 
 def test_delays_follow_the_schedule_with_jitter_then_stop() -> None:
-    backoff = Backoff([5.0, 300.0], jitter=0.2, max_retry_after_s=3600, rng=random.Random(7))
+    backoff = RetrySchedule([5.0, 300.0], jitter=0.2, max_retry_after_s=3600, rng=random.Random(7))
     firsts = [backoff.delay(1) for _ in range(200)]
     assert all(d is not None and 4.0 <= d <= 6.0 for d in firsts)
     assert len({round(d or 0, 3) for d in firsts}) > 100  # spread, not lockstep
@@ -22,7 +22,7 @@ def test_delays_follow_the_schedule_with_jitter_then_stop() -> None:
 
 
 def test_retry_after_wins_when_later_and_is_capped() -> None:
-    backoff = Backoff([1.0], jitter=0.0, max_retry_after_s=60, rng=random.Random(1))
+    backoff = RetrySchedule([1.0], jitter=0.0, max_retry_after_s=60, rng=random.Random(1))
     assert backoff.delay(1, retry_after_s=30) == 30
     assert backoff.delay(1, retry_after_s=0.5) == 1.0
     assert backoff.delay(1, retry_after_s=86400) == 60

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from controller.contract.backoff import Backoff
 from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import KubeGateway
 from controller.kube.resources import MPI_PODS, MPIJOBS
@@ -14,7 +15,6 @@ from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.kube_fixtures import list_requests, watch_requests, watches_open, watching
-from watchers.watching import Backoff
 
 
 @pytest.mark.parametrize(

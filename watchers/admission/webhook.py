@@ -55,6 +55,7 @@ from controller.contract.audit import (
     audited_object,
     service_account_of,
 )
+from controller.contract.backoff import Backoff
 from controller.contract.clock import Clock, utcnow
 from controller.contract.kubeflow import API_GROUPS, JobKind
 from controller.contract.settings import AuditSettings
@@ -315,7 +316,7 @@ class RecordPublisher:
 
     async def run(self, stop: asyncio.Event, backoff_max_s: float = 10.0) -> None:
         """Retry the backlog, oldest first, until ``stop`` is set."""
-        delay = 0.1
+        backoff = Backoff(0.1, backoff_max_s)
         while not stop.is_set():
             if not self._backlog:
                 self._waiting.clear()
@@ -327,10 +328,9 @@ class RecordPublisher:
             except Exception as exc:
                 log.info("audit backlog of %d still not publishable: %s", len(self._backlog), exc)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
-                delay = min(delay * 2, backoff_max_s)
+                    await asyncio.wait_for(stop.wait(), timeout=backoff.next_delay())
                 continue
-            delay = 0.1
+            backoff.reset()
             for _ in batch:
                 self._backlog.popleft()
             self._metrics.backlog.set(len(self._backlog))
