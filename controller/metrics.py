@@ -1,26 +1,50 @@
-"""Prometheus metrics of the pipeline, on an explicit registry made by each entry point.
+"""Prometheus metrics: every group of series has one shape, on a registry the entry point makes.
 
-Nothing is registered at import time: :class:`PipelineMetrics` is built once per process
-and passed down, and tests build their own.
+Nothing is registered at import time. A :class:`MetricGroup` subclass declares its series in
+``__init__`` on the registry it is given; :meth:`MetricGroup.on` returns the group already
+registered on a registry (a consumer built twice on one registry, in a restart in-process or
+a test, reuses its series instead of failing on duplicates). :class:`PipelineMetrics` is the
+process's group, built once per process and passed down; its registry is the one served on
+``/metrics``.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import ClassVar, Self
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+__all__ = ["MetricGroup", "PipelineMetrics"]
 
-@dataclass
-class PipelineMetrics:
-    """Counters and histograms of the pipeline stages (the watch loops add theirs to the same registry)."""
 
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+class MetricGroup:
+    """Series registered together on one registry."""
 
-    def __post_init__(self) -> None:
+    _held: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, dict[type, MetricGroup]]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        MetricGroup._held.setdefault(self.registry, {})[type(self)] = self
+
+    @classmethod
+    def on(cls, registry: CollectorRegistry) -> Self:
+        """This group on ``registry``: the one registered there already, or a new one."""
+        held = MetricGroup._held.get(registry, {}).get(cls)
+        return held if isinstance(held, cls) else cls(registry)
+
+    def sample(self, name: str, **labels: str) -> float:
+        """The current value of one sample (``mpijc_watch_events_total``, …), 0 if never set."""
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+
+class PipelineMetrics(MetricGroup):
+    """Counters and histograms of the pipeline stages (other groups add theirs to the same registry)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
         r = self.registry
         self.skipped_objects = Counter(
             "mpijc_skipped_objects",
@@ -74,19 +98,3 @@ class PipelineMetrics:
             registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
-
-
-T = TypeVar("T")
-
-
-def once_per_registry(build: Callable[[CollectorRegistry], T]) -> Callable[[CollectorRegistry], T]:
-    """``build(registry)`` at most once per registry: a consumer built twice on one registry
-    (a restart in-process, a test) reuses its series instead of failing on duplicates."""
-    held: weakref.WeakKeyDictionary[CollectorRegistry, T] = weakref.WeakKeyDictionary()
-
-    def on(registry: CollectorRegistry) -> T:
-        if registry not in held:
-            held[registry] = build(registry)
-        return held[registry]
-
-    return on

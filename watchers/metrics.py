@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from controller.metrics import MetricGroup
+
 __all__ = ["WatchMetrics"]
 
 
-class WatchMetrics:
+class WatchMetrics(MetricGroup):
     """Counters and gauges of the watch loops, labelled by resource (``str(Resource)``)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
+        super().__init__(registry)
         self.events = Counter(
             "mpijc_watch_events",
             "Changes passed on by the watch loops, by resource and type (ADDED/MODIFIED/DELETED).",
@@ -59,7 +61,3 @@ class WatchMetrics:
             ["resource"],
             registry=self.registry,
         )
-
-    def sample(self, name: str, **labels: str) -> float:
-        """The current value of one sample (``mpijc_watch_events_total``, …), 0 if never set."""
-        return self.registry.get_sample_value(name, labels) or 0.0

@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.contract.backoff import Backoff
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import AuditSettings
+from controller.metrics import MetricGroup
 from controller.store.auditchain import StoredRecord, claim_cursor, move_cursor, records_after
 from controller.store.auditformats import hec_event, jsonl_line, octet_frame, syslog_message
 
@@ -270,18 +271,19 @@ def sinks_from_settings(settings: AuditSettings, hostname: str | None = None) ->
     return sinks
 
 
-class ExportMetrics:
-    """The exporters' series; build once per registry."""
+class ExportMetrics(MetricGroup):
+    """The exporters' series."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
         self.exported = Counter(
-            "mpijc_audit_exported", "Audit records shipped, by sink.", ["sink"], registry=registry
+            "mpijc_audit_exported", "Audit records shipped, by sink.", ["sink"], registry=self.registry
         )
         self.failures = Counter(
             "mpijc_audit_export_failures",
             "Export batches that failed and wait for a retry, by sink.",
             ["sink"],
-            registry=registry,
+            registry=self.registry,
         )
 
 
@@ -359,7 +361,7 @@ async def run_exporters(
     sinks = sinks_from_settings(settings)
     if not sinks:
         return
-    metrics = ExportMetrics(registry)
+    metrics = ExportMetrics.on(registry)
     log.info("audit exporters: %s", ", ".join(sink.name for sink in sinks))
     async with asyncio.TaskGroup() as group:
         for sink in sinks:

@@ -70,7 +70,7 @@ from controller.contract.events import BusEvent, parse_event
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.settings import ConsumerSettings
 from controller.contract.subjects import StreamFamily, Topology
-from controller.metrics import PipelineMetrics, once_per_registry
+from controller.metrics import MetricGroup, PipelineMetrics
 
 log = logging.getLogger(__name__)
 
@@ -86,44 +86,29 @@ _REPLAY_FETCH_TIMEOUT_S = 2.0
 _REPLAY_IDLE_S = 30.0  # the server deletes an abandoned replay consumer after this
 
 
-@dataclass(frozen=True)
-class RulesMetrics:
-    """The rules consumer's own series, on the process registry."""
+class RulesMetrics(MetricGroup):
+    """The rules consumer's own series."""
 
-    findings: Counter
-    duplicates: Counter
-    runs: Gauge
-    replayed: Counter
-
-    @classmethod
-    def on(cls, registry: CollectorRegistry) -> RulesMetrics:
-        """The series on ``registry``, registered once however often a consumer is built on it."""
-        return _rulesmetrics_on(registry)
-
-
-def _build_rulesmetrics(registry: CollectorRegistry) -> RulesMetrics:
-    return RulesMetrics(
-        findings=Counter(
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        r = self.registry
+        self.findings = Counter(
             "mpijc_findings_published",
             "Finding changes stored on the bus (not duplicates), by rule and status.",
             ["rule", "status"],
-            registry=registry,
-        ),
-        duplicates=Counter(
+            registry=r,
+        )
+        self.duplicates = Counter(
             "mpijc_findings_duplicates",
             "Finding changes JetStream dropped as duplicates of a published message id.",
-            registry=registry,
-        ),
-        runs=Gauge("mpijc_rules_runs", "Runs the rules engine holds in memory.", registry=registry),
-        replayed=Counter(
+            registry=r,
+        )
+        self.runs = Gauge("mpijc_rules_runs", "Runs the rules engine holds in memory.", registry=r)
+        self.replayed = Counter(
             "mpijc_rules_replayed",
             "Events folded into the rules engine by warm starts, unpublished.",
-            registry=registry,
-        ),
-    )
-
-
-_rulesmetrics_on = once_per_registry(_build_rulesmetrics)
+            registry=r,
+        )
 
 
 @dataclass(frozen=True)
