@@ -2,7 +2,8 @@
 
 ``kubernetes-validate`` knows the built-in kinds only. These follow the upstream CRDs
 (prometheus-operator ``monitoring.coreos.com/v1`` ServiceMonitor and PrometheusRule,
-OpenShift ``route.openshift.io/v1`` Route): types, required fields, enums and duration
+OpenShift ``route.openshift.io/v1`` Route, cert-manager ``cert-manager.io/v1`` Issuer and
+Certificate): types, required fields, enums and duration
 patterns, and no unknown fields where the manifests set them, so a typo fails the test.
 """
 
@@ -39,6 +40,26 @@ LABEL_SELECTOR = {
     "properties": {"matchLabels": STRINGS, "matchExpressions": {"type": "array"}},
 }
 
+SECRET_OR_CONFIGMAP = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "secret": {"type": "object", "required": ["name", "key"]},
+        "configMap": {"type": "object", "required": ["name", "key"]},
+    },
+}
+TLS_CONFIG = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "insecureSkipVerify": {"type": "boolean"},
+        "serverName": {"type": "string"},
+        "ca": SECRET_OR_CONFIGMAP,
+        "cert": SECRET_OR_CONFIGMAP,
+        "keySecret": {"type": "object", "required": ["name", "key"]},
+    },
+}
+
 SERVICE_MONITOR = _resource(
     "monitoring.coreos.com/v1",
     "ServiceMonitor",
@@ -49,7 +70,16 @@ SERVICE_MONITOR = _resource(
         "properties": {
             "selector": LABEL_SELECTOR,
             "jobLabel": {"type": "string"},
-            "namespaceSelector": {"type": "object"},
+            "podTargetLabels": {"type": "array", "items": {"type": "string"}},
+            "targetLabels": {"type": "array", "items": {"type": "string"}},
+            "namespaceSelector": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "any": {"type": "boolean"},
+                    "matchNames": {"type": "array", "items": {"type": "string"}},
+                },
+            },
             "endpoints": {
                 "type": "array",
                 "items": {
@@ -63,6 +93,7 @@ SERVICE_MONITOR = _resource(
                         "interval": {"type": "string", "pattern": DURATION},
                         "scrapeTimeout": {"type": "string", "pattern": DURATION},
                         "honorLabels": {"type": "boolean"},
+                        "tlsConfig": TLS_CONFIG,
                     },
                 },
             },
@@ -149,8 +180,78 @@ ROUTE = _resource(
     },
 )
 
+ISSUER_REF = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "kind": {"enum": ["Issuer", "ClusterIssuer"]},
+        "group": {"type": "string"},
+    },
+}
+
+ISSUER = _resource(
+    "cert-manager.io/v1",
+    "Issuer",
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "minProperties": 1,
+        "maxProperties": 1,
+        "properties": {
+            "selfSigned": {"type": "object"},
+            "ca": {
+                "type": "object",
+                "required": ["secretName"],
+                "additionalProperties": False,
+                "properties": {"secretName": {"type": "string"}},
+            },
+        },
+    },
+)
+
+KEY_USAGES = [
+    "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+    "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+    "server auth", "client auth", "code signing", "email protection", "s/mime", "ipsec end system",
+    "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc",
+]  # fmt: skip
+
+CERTIFICATE = _resource(
+    "cert-manager.io/v1",
+    "Certificate",
+    {
+        "type": "object",
+        "required": ["secretName", "issuerRef"],
+        "additionalProperties": False,
+        "properties": {
+            "secretName": {"type": "string"},
+            "issuerRef": ISSUER_REF,
+            "isCA": {"type": "boolean"},
+            "commonName": {"type": "string"},
+            "dnsNames": {"type": "array", "items": {"type": "string"}},
+            "duration": {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s))+$"},
+            "renewBefore": {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s))+$"},
+            "usages": {"type": "array", "items": {"enum": KEY_USAGES}},
+            "privateKey": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                    "size": {"type": "integer"},
+                    "encoding": {"enum": ["PKCS1", "PKCS8"]},
+                    "rotationPolicy": {"enum": ["Never", "Always"]},
+                },
+            },
+        },
+    },
+)
+
 CUSTOM: dict[tuple[str, str], dict[str, Any]] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SERVICE_MONITOR,
     ("monitoring.coreos.com/v1", "PrometheusRule"): PROMETHEUS_RULE,
     ("route.openshift.io/v1", "Route"): ROUTE,
+    ("cert-manager.io/v1", "Issuer"): ISSUER,
+    ("cert-manager.io/v1", "Certificate"): CERTIFICATE,
 }
