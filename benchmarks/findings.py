@@ -5,7 +5,7 @@ watcher pipeline runs here and, besides the failures, keeps up a background of o
 updates at ``--background`` events/s, so the rules see a busy cluster. For each of
 ``--failures`` jobs, the OOMKilled pod update is fed to the watcher pipeline at a known
 instant and the arrival of its ``oom`` finding on ``findings.>`` (a core NATS subscription)
-is timed. Target (DESIGN.md): p99 < 1 s (the platform goal is 30 s).
+is timed. Target (docs/architecture.md): p99 < 1 s (the platform goal is 30 s).
 
 Prints one JSON document and writes ``benchmarks/results/findings.json``.
 """

@@ -10,7 +10,7 @@ and the watcher pipeline in this one:
   watcher pipeline to its row being visible in PostgreSQL (polled every 2 ms), p50/p99.
 
 Prints one JSON document and writes it to ``benchmarks/results/ingest.json``.
-Target (DESIGN.md): ≥ 2,000 events/s floor, ≥ 7,000/s goal.
+Target (docs/architecture.md): ≥ 2,000 events/s floor, ≥ 7,000/s goal.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ after 5 s; the request timeout is 2 s, so every attempt times out and is retried
   share subscribers with bad endpoints — equal numbers mean the bad ones delay nobody.
 
 Prints one JSON document and writes ``benchmarks/results/webhooks.json``.
-Targets (DESIGN.md): ≥ 500 deliveries/s; p99 watch event → webhook delivered < 500 ms at 500
+Targets (docs/architecture.md): ≥ 500 deliveries/s; p99 watch event → webhook delivered < 500 ms at 500
 watch events/s; a slow or dead endpoint does not delay the others.
 """
 

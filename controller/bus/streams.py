@@ -71,19 +71,25 @@ async def connect(url: str, name: str) -> NATS:
 
     ``url`` may list several servers of a cluster, comma-separated (``nats://a:4222,nats://b:4222``);
     the client tries them in turn and learns the rest of the cluster from the one it reaches.
-    Connection errors are logged as one line each, not as tracebacks. The first connection is
-    retried until it succeeds; callers bound that wait (``startup_timeout_s``)."""
+    Once connected, connection errors are logged as one line each, not as tracebacks. The first
+    connection is retried quietly until it succeeds; callers bound that wait
+    (``startup_timeout_s``) and say why they gave up."""
+    connected = False
 
     async def error(exc: Exception) -> None:
-        log.warning("NATS %s: %s", name, exc or type(exc).__name__)
+        log.log(
+            logging.WARNING if connected else logging.DEBUG, "NATS %s: %s", name, exc or type(exc).__name__
+        )
 
-    return await nats.connect(
+    nc = await nats.connect(
         servers=servers(url),
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=1,
         error_cb=error,
     )
+    connected = True
+    return nc
 
 
 def servers(url: str) -> list[str]:

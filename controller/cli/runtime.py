@@ -92,7 +92,7 @@ async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncE
                         raise StartupError(
                             f"{variable}: PostgreSQL at {_where(url)} refused us: {exc}"
                         ) from exc
-                    log.info("waiting for PostgreSQL at %s: %s", _where(url), exc)
+                    log.debug("waiting for PostgreSQL at %s: %s", _where(url), exc)
                     await asyncio.sleep(1.0)
         await migrate.upgrade_async(url)
     except TimeoutError as exc:
@@ -130,13 +130,8 @@ async def runtime(
 ) -> AsyncIterator[Runtime]:
     """Reach (or start) the services asked for, migrate, declare streams; tear down in reverse."""
     db_url = settings.database.url.get_secret_value() if settings.database.url else None
-    embedded = settings.embedded
-    with EmbeddedServices(
-        embedded.data_dir.resolve(),
-        embedded.postgres_port,
-        embedded.nats_port,
-        db_url if database else _UNUSED,
-        settings.nats.url if bus else _UNUSED,
+    with _services(
+        settings, db_url if database else _UNUSED, settings.nats.url if bus else _UNUSED
     ) as services:
         rt = Runtime(settings, Topology(settings.nats.prefix), PipelineMetrics())
         db_variable = (
@@ -159,6 +154,29 @@ async def runtime(
                 await rt._engine.dispose()
             if rt._nc is not None:
                 await rt._nc.drain()
+
+
+@contextlib.contextmanager
+def _services(settings: Settings, db_url: str | None, nats_url: str | None) -> Iterator[EmbeddedServices]:
+    """The embedded services for each URL left unset; a one-line error if they are not installed."""
+    embedded = settings.embedded
+    services = EmbeddedServices(
+        embedded.data_dir.resolve(), embedded.postgres_port, embedded.nats_port, db_url, nats_url
+    )
+    try:
+        services.__enter__()
+    except ModuleNotFoundError as exc:
+        unset = " and ".join(
+            name for name, url in (("MPIJC_DATABASE__URL", db_url), ("MPIJC_NATS__URL", nats_url)) if not url
+        )
+        raise StartupError(
+            f"{unset}: not set, and the embedded services are not installed "
+            "(pip install 'mpijob-controller[embedded]', or set the URL)"
+        ) from exc
+    try:
+        yield services
+    finally:
+        services.__exit__(None, None, None)
 
 
 def stop_on_signals() -> asyncio.Event:

@@ -1,8 +1,8 @@
 """Every NATS subject, stream and durable consumer name, built in one place.
 
-Subjects (DESIGN.md "Event model"):
+Subjects (``docs/architecture.md``, "Flow"):
 
-- ``jobs.<ns>.<job>.job|pod|event`` — observations from the watchers (stream ``JOBS``)
+- ``jobs.<ns>.<job>.<type>`` (``job``, ``pod``, ``event``, ``log``) — observations from the watchers (stream ``JOBS``)
 - ``findings.<ns>.<job>.<rule>`` — findings from the rules consumer (stream ``FINDINGS``)
 - ``audit.<ns>`` — audit records (stream ``AUDIT``)
 - ``dlq.<consumer>`` — dead letters with the original payload and the error (stream ``DLQ``)

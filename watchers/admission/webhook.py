@@ -59,6 +59,7 @@ from controller.contract.backoff import Backoff
 from controller.contract.clock import Clock, utcnow
 from controller.contract.kubeflow import API_GROUPS, JobKind
 from controller.contract.settings import AuditSettings
+from controller.metrics import MetricGroup
 
 __all__ = [
     "AdmissionMetrics",
@@ -246,11 +247,12 @@ def _bounded(paths: list[str]) -> tuple[str, ...]:
 # ----------------------------------------------------------------------------------- metrics
 
 
-class AdmissionMetrics:
+class AdmissionMetrics(MetricGroup):
     """The webhook's series, on the registry it serves at ``/metrics``."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        registry = self.registry
         self.reviews = Counter(
             "mpijc_admission_reviews",
             "AdmissionReviews answered, by operation and outcome (recorded, dry_run, ignored, malformed).",

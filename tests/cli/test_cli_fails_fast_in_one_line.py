@@ -1,0 +1,130 @@
+"""A command that cannot start says why in one line naming the variable, and exits non-zero
+within a bounded time; each command reaches only the services it uses; any user id runs it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.contract.settings import Settings
+from controller.testing.ports import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def run(args: list[str], tmp_path: Path, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with only ``env`` set (no MPIJC_ variables inherited), from ``tmp_path``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
+    clean.update({"MPIJC_EMBEDDED__DATA_DIR": str(tmp_path / "data"), **env})
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        cwd=tmp_path,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{result.stderr}"
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"MPIJC_API__PORT": "abc"}, "MPIJC_API__PORT: Input should be a valid integer"),
+        ({"MPIJC_NOTIFY__ALLOW_CIDRS": "10.0.0.0/8"}, "MPIJC_NOTIFY__ALLOW_CIDRS: not valid JSON"),
+        ({"MPIJC_DATABSE__URL": "postgresql://x"}, "MPIJC_DATABSE__URL (did you mean MPIJC_DATABASE__URL?)"),
+        ({"MPIJC_STARTUP_TIMEOUT_S": "0"}, "MPIJC_STARTUP_TIMEOUT_S: Input should be greater than 0"),
+    ],
+    ids=["not-an-integer", "list-not-json", "misspelled", "out-of-range"],
+)
+def test_bad_settings_are_one_line_naming_the_variable(env: dict[str, str], says: str, tmp_path: Path) -> None:
+    assert says in one_line(run(["history"], tmp_path, **env))
+
+
+def test_an_unreachable_nats_is_one_line_after_the_startup_timeout(tmp_path: Path) -> None:
+    result = run(
+        ["replay", str(tmp_path / "none.jsonl")],
+        tmp_path,
+        MPIJC_NATS__URL=f"nats://127.0.0.1:{free_port()}",
+        MPIJC_STARTUP_TIMEOUT_S="2",
+    )
+    line = one_line(result)
+    assert "MPIJC_NATS__URL" in line and "did not answer within 2 s" in line
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_an_unreachable_database_is_one_line_after_the_startup_timeout(tmp_path: Path) -> None:
+    result = run(
+        ["history"],
+        tmp_path,
+        MPIJC_DATABASE__URL=f"postgresql://nobody@127.0.0.1:{free_port()}/none",
+        MPIJC_STARTUP_TIMEOUT_S="2",
+    )
+    line = one_line(result)
+    assert "MPIJC_DATABASE__URL" in line and "did not answer within 2 s" in line
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_reading_the_history_needs_no_nats(settings: Settings, tmp_path: Path) -> None:
+    assert settings.database.url is not None
+    result = run(
+        ["history"],
+        tmp_path,
+        MPIJC_DATABASE__URL=settings.database.url.get_secret_value(),
+        MPIJC_NATS__URL=f"nats://127.0.0.1:{free_port()}",  # nothing listens: it must not be asked
+        MPIJC_STARTUP_TIMEOUT_S="2",
+    )
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "data").exists(), "no embedded service may start for a command that needs none"
+
+
+def test_verifying_the_audit_trail_needs_no_nats(settings: Settings, tmp_path: Path) -> None:
+    assert settings.database.url is not None
+    result = run(
+        ["audit", "verify"],
+        tmp_path,
+        MPIJC_DATABASE__URL=settings.database.url.get_secret_value(),
+        MPIJC_NATS__URL=f"nats://127.0.0.1:{free_port()}",
+        MPIJC_STARTUP_TIMEOUT_S="2",
+    )
+    assert result.returncode == 0, result.stderr
+
+
+SETPRIV = shutil.which("setpriv")
+
+
+@pytest.mark.skipif(SETPRIV is None or os.geteuid() != 0, reason="needs setpriv and root to switch user id")
+def test_any_command_runs_as_a_user_id_without_a_passwd_entry(settings: Settings, tmp_path: Path) -> None:
+    """Containers run as an arbitrary uid with group 0 and no passwd entry (OpenShift, USER 10001:0)."""
+    assert SETPRIV is not None and settings.database.url is not None
+    uid = 10_001
+    with pytest.raises(KeyError):
+        import pwd
+
+        pwd.getpwuid(uid)
+    tmp_path.chmod(0o777)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/",
+        "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
+        "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path / "data"),
+    }
+    as_user = [SETPRIV, "--reuid", str(uid), "--regid", "0", "--clear-groups", sys.executable, "-m", "controller.cli"]
+    for args in (["--help"], ["--version"], ["consume", "--help"], ["history"]):
+        result = subprocess.run(
+            [*as_user, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert result.returncode == 0, f"{args}: {result.stderr}"
+        assert "getpwuid" not in result.stderr
