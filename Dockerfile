@@ -1,22 +1,27 @@
 # mpijob-controller: one image for every component; the Deployment's args choose which
-# (`watch`, `consume --only history|rules`, `api`; see deploy/).
-#   docker build -t mpijob-controller:0.1.0 .
+# (`watch`, `consume --only <role>`, `api`, `admission`; see deploy/ and docs/deploy.md).
+#   docker build -t <registry>/mpijob-controller:<version> .
+# The dependencies come from requirements.lock (pinned, hash-checked: `make lock` writes it),
+# then the project's own wheel, which carries its migrations: nothing runs from the sources,
+# and nothing of the embedded services or the tests is installed.
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PYTHONPATH=/app
-WORKDIR /app
-COPY pyproject.toml README.md alembic.ini ./
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY requirements.lock ./
+RUN python -m pip install --require-hashes --no-deps -r requirements.lock
+COPY pyproject.toml setup.py README.md LICENSE ./
 COPY controller ./controller
 COPY watchers ./watchers
 COPY consumers ./consumers
 COPY migrations ./migrations
-# Installs the dependencies and the `mpijob-controller` command; the code itself runs from
-# /app (PYTHONPATH), where controller/store/migrate.py finds alembic.ini and migrations/ beside it.
-RUN python -m pip install --upgrade "pip>=25.1" && python -m pip install . && rm -rf build
-# A numeric non-root user, so runAsNonRoot can verify it; OpenShift assigns one of its range.
+COPY examples/scenarios ./examples/scenarios
+RUN python -m pip install --no-deps . && cd / && rm -rf /src
+WORKDIR /
+# A numeric non-root user with group 0 and no passwd entry, as OpenShift runs it; runAsNonRoot can verify it.
 USER 10001:0
-EXPOSE 8480 9464
+EXPOSE 8480 8443 9464
 ENTRYPOINT ["mpijob-controller"]
 CMD ["--help"]

@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck imports pytest bench up clean
+.PHONY: demo test check lint typecheck imports pytest bench up lock clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,9 @@ bench: $(STAMP)  ## benchmarks, JSON results under benchmarks/results/
 
 up: $(STAMP)
 	$(BIN)/mpijob-controller up
+
+lock: $(STAMP)  ## pin the image's runtime dependencies (requirements.lock) after changing pyproject.toml
+	$(BIN)/python deploy/image/lock.py
 
 clean:
 	rm -rf $(VENV) .mpijc .pytest_cache .mypy_cache .ruff_cache
