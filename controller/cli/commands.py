@@ -4,7 +4,7 @@ Each command builds its settings once, reaches only the services it uses (starti
 embedded PostgreSQL/NATS where no URL is configured), and passes everything down.
 
 Commands:
-  up        watchers, consumers and API in one process (the local/dev shape)
+  up        watchers, each consumer role and the API, each in its own process, supervised
   watch     watchers only (the watcher Deployment, leader-elected)
   consume   consumer roles (one Deployment per role, ``--only``)
   api       the read API only
@@ -45,6 +45,7 @@ from controller.cli.runtime import (
     serve_api,
     stop_on_signals,
 )
+from controller.cli.supervisor import Child, supervise
 from controller.contract.errors import StartupError
 from controller.contract.settings import Settings, SettingsError, load_settings
 from controller.contract.subjects import Topology
@@ -69,13 +70,17 @@ def _invoking_user() -> str:
 
 
 async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
+    """Watchers, every consumer role and the API, each in its own process (see :mod:`.supervisor`)."""
+    roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
+    others = {"MPIJC_API__METRICS_PORT": "0"}  # one process serves the fixed metrics port: the API
+    children = [
+        Child("watchers", ("watch",), others),
+        *(Child(role, ("consume", "--only", role), others) for role in roles),
+        Child("api", ("api",)),
+    ]
     async with runtime(settings, "mpijc-up") as rt:
-        stop = stop_on_signals()
-        async with asyncio.TaskGroup() as group:
-            group.create_task(run_consumers(rt, stop))
-            group.create_task(run_watchers(rt, stop))
-            group.create_task(serve_api(rt, stop))
-    return 0
+        env = {**os.environ, "MPIJC_DATABASE__URL": rt.database_url, "MPIJC_NATS__URL": rt.nats_url}
+        return await supervise(children, env, stop_on_signals())
 
 
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
@@ -234,7 +239,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, handler, text in (
-        ("up", cmd_up, "watchers + consumers + API in one process"),
+        ("up", cmd_up, "watchers, consumers and API, each in its own process"),
         ("watch", cmd_watch, "watchers only"),
         ("api", cmd_api, "read API only"),
         ("migrate", cmd_migrate, "bring the schema to head"),

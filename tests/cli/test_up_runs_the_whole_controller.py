@@ -1,11 +1,15 @@
-"""``mpijob-controller up`` as a person starts it: watchers, consumers and API in one process,
-against a (simulated) cluster from a kubeconfig; a job created there shows up in the API with
-its finding, and the process stops cleanly on SIGTERM."""
+"""``mpijob-controller up`` as a person starts it: watchers, each consumer role and the API in
+their own processes, against a (simulated) cluster from a kubeconfig; a job created there shows
+up in the API with its finding; ``up`` stops every child on SIGTERM, and a child that dies takes
+the others down with a message naming it."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
@@ -80,6 +84,78 @@ async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings,
     assert process.returncode == 0, log.read_text()[-3000:]
     findings = {f["rule"]: f for f in detail.json()["findings"]}
     assert findings["oom"]["root_cause"] == "Worker 0 failed: out of memory (limit 16Gi)"
-    assert 'mpijc_watch_events_total{resource="pods[training.kubeflow.org/job-name]"' in metrics
+    assert "mpijc_jobs" in metrics
     assert missing.status_code == 404 and "no run with uid" in missing.json()["detail"]
     assert bad_limit.status_code == 422
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """Live child processes of ``pid``: their command lines, by pid."""
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and "controller.cli" in cmdline:
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def alive(pids: Iterable[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+async def started_children(process: subprocess.Popen[bytes], count: int) -> dict[int, str]:
+    for _ in range(600):
+        children = children_of(process.pid)
+        if len(children) >= count:
+            return children
+        assert process.poll() is None, "up exited early"
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"up started {len(children_of(process.pid))} children, not {count}")
+
+
+async def test_up_runs_each_part_in_its_own_process_and_stops_them_all(
+    sim: SimCluster, settings: Settings, tmp_path: Path
+) -> None:
+    env = cli_env(settings, tmp_path, MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")))
+    env["MPIJC_API__PORT"] = str(free_port())
+    log = tmp_path / "up.log"
+    process = start_cli(["up"], env, tmp_path, log)
+    try:
+        children = await started_children(process, 7)  # watchers, 5 consumer roles, API
+        commands = sorted(cmd.split("controller.cli ", 1)[1].strip() for cmd in children.values())
+        assert commands == sorted(
+            ["watch", "api"]
+            + [f"consume --only {r}" for r in ("history", "rules", "audit", "notify", "dispatch")]
+        )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    assert process.returncode == 0, log.read_text()[-3000:]
+    assert not alive(children), "a child outlived up"
+
+
+async def test_a_crashed_child_is_named_and_takes_the_others_down(
+    sim: SimCluster, settings: Settings, tmp_path: Path
+) -> None:
+    env = cli_env(settings, tmp_path, MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")))
+    env["MPIJC_API__PORT"] = str(free_port())
+    log = tmp_path / "up.log"
+    process = start_cli(["up"], env, tmp_path, log)
+    try:
+        children = await started_children(process, 7)
+        rules = next(pid for pid, cmd in children.items() if cmd.rstrip().endswith("--only rules"))
+        os.kill(rules, signal.SIGKILL)
+        process.wait(60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert process.returncode == 1
+    assert "up: rules exited with status -9; stopping the others" in log.read_text()
+    assert not alive(children), "a child outlived up"
