@@ -170,6 +170,10 @@ async def nats_client(services: Services, topology: Topology) -> AsyncIterator[N
     for family in FAMILIES:
         with contextlib.suppress(Exception):
             await js.delete_stream(topology.stream(family))
+    with contextlib.suppress(Exception):  # this test's key-value buckets too
+        for name in await js.streams_info():
+            if name.config.name and name.config.name.startswith(f"KV_{topology.bucket('')}"):
+                await js.delete_stream(name.config.name)
     await nc.close()
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from controller.bus.publishing import Publisher
+from controller.bus.versions import versioned
 from controller.contract.events import LogProbed
 from controller.contract.settings import Settings, WatcherSettings
 from controller.kube.gateway import KubeGateway
@@ -149,7 +150,8 @@ async def run_watchers(
 ) -> None:
     """Watch every resource kind and publish until ``stop`` is set."""
     queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=10_000)
-    pipeline = Pipeline(publisher.publish, metrics, settings.watcher.pending_ttl_s)
+    changes = await versioned(publisher, settings.nats, metrics)  # a relist republishes only what changed
+    pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s)
     tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)

@@ -30,11 +30,11 @@ MSG_ID = "Nats-Msg-Id"
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One message to publish: where, what, and the id JetStream deduplicates it by."""
+    """One message to publish: where, what, and the id JetStream deduplicates it by (if any)."""
 
     subject: str
     payload: bytes
-    msg_id: str
+    msg_id: str | None = None
 
 
 async def publish(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[PubAck | BaseException]:
@@ -47,9 +47,8 @@ async def publish(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[Pu
     refused: BaseException | None = None
     for message in messages:
         try:
-            futures.append(
-                await js.publish_async(message.subject, message.payload, headers={MSG_ID: message.msg_id})
-            )
+            headers = {MSG_ID: message.msg_id} if message.msg_id else None
+            futures.append(await js.publish_async(message.subject, message.payload, headers=headers))
         except Exception as exc:  # not handed to the client: this one and the rest are not sent
             refused = exc
             break

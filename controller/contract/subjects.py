@@ -18,6 +18,7 @@ share one NATS server: prefix ``t1`` gives subjects ``t1.jobs.…`` and streams 
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -100,3 +101,35 @@ class Topology:
     def durable(self, consumer: str) -> str:
         """Durable consumer name (no dots allowed by JetStream)."""
         return f"{self.prefix}_{consumer}" if self.prefix else consumer
+
+    def partition_durable(self, consumer: str, partition: int) -> str:
+        """Durable of one partition of a partitioned consumer: ``<consumer>_p<partition>``."""
+        return self.durable(f"{consumer}_p{partition}")
+
+    def bucket(self, name: str) -> str:
+        """JetStream key-value bucket name (``RULES_STATE``, ``RULES_LEASES``; prefixed like streams)."""
+        upper = name.upper().replace("-", "_")
+        return f"{self.prefix}_{upper}" if self.prefix else upper
+
+    def job_partition(self, subject: str, count: int) -> int | None:
+        """The partition (of ``count``) a ``jobs.<ns>.<job>.<type>`` subject belongs to.
+
+        A stable hash (CRC-32) of the escaped ``<ns>.<job>`` tokens, so every event of a job,
+        whichever run or type, lands in one partition, in every process and every version.
+        ``None`` for a subject that is not a job observation of this installation."""
+        tokens = subject.split(".")
+        if self.prefix:
+            if not tokens or tokens[0] != self.prefix:
+                return None
+            tokens = tokens[1:]
+        if len(tokens) != 4 or tokens[0] != "jobs" or count < 1:
+            return None
+        return zlib.crc32(f"{tokens[1]}.{tokens[2]}".encode()) % count
+
+    def partition_of(self, namespace: str, job: str, count: int) -> int:
+        """The partition (of ``count``) of job ``namespace/job``; as :meth:`job_partition`."""
+        return zlib.crc32(f"{escape_token(namespace)}.{escape_token(job)}".encode()) % max(count, 1)
+
+    def bucket(self, name: str) -> str:
+        """JetStream key-value bucket name, e.g. ``published`` → ``t1_published``."""
+        return f"{self.prefix}_{name}" if self.prefix else name
