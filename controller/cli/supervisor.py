@@ -12,17 +12,15 @@ without a chance to stop them (``PR_SET_PDEATHSIG``), so a killed ``up`` leaves 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import logging
 import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-log = logging.getLogger("mpijob_controller.up")
+from controller.cli.embedded import die_with_this_process
 
-_PR_SET_PDEATHSIG = 1
+log = logging.getLogger("mpijob_controller.up")
 
 
 @dataclass(frozen=True)
@@ -34,12 +32,6 @@ class Child:
     env: Mapping[str, str] | None = None
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the parent dies (Linux; elsewhere a no-op)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 async def _start(child: Child, env: Mapping[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -47,7 +39,7 @@ async def _start(child: Child, env: Mapping[str, str]) -> asyncio.subprocess.Pro
         "controller.cli",
         *child.args,
         env={**env, **(child.env or {})},
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_this_process(signal.SIGTERM),
     )
 
 
