@@ -1,13 +1,14 @@
 """Who a bearer token stands for, and which namespaces they may read (no web framework here).
 
-The API asks one :class:`AccessReviewer` two questions: *whose token is this?* and *may this
-principal list MPIJobs/TrainJobs in that namespace* (``None``: in every namespace)? Three
-answers ship here, chosen by ``api.auth``:
+The API asks one :class:`AccessReviewer` three questions: *whose token is this?*, *may this
+principal list MPIJobs/TrainJobs in that namespace* (``None``: in every namespace)? and, before
+someone changes a notification subscription they did not create, *may they update
+MPIJobs/TrainJobs there*? Three answers ship here, chosen by ``api.auth``:
 
 - :class:`StaticAccess` (``static``): tokens and per-user namespace allowlists from settings,
-  for a laptop or a CI job;
-- :class:`OpenAccess` (``off``): everyone is ``anonymous`` and reads everything, for local
-  development only — it must be chosen explicitly, never by default;
+  for a laptop or a CI job; a static user's namespaces grant update as well as read there;
+- :class:`OpenAccess` (``off``): everyone is ``anonymous`` and reads and changes everything, for
+  local development only — it must be chosen explicitly, never by default;
 - a Kubernetes-backed reviewer (``kubernetes``): TokenReview + SubjectAccessReview through the
   Kubernetes gateway (``controller.kube.reviews``, wired by the CLI, since the core never imports
   the watchers), wrapped in :class:`CachedAccess` so a page of requests costs one review.
@@ -37,31 +38,39 @@ __all__ = [
     "ReviewUnavailableError",
     "StaticAccess",
     "build_reviewer",
+    "token_digest",
 ]
 
 ALL_NAMESPACES = "*"
 """In a static allowlist: every namespace."""
 
 
-def _digest(token: str) -> bytes:
-    """Tokens are looked up and cached by digest: equal-time lookups, no secret kept as a key."""
+def token_digest(token: str) -> bytes:
+    """Tokens are looked up, cached and rate-limited by digest: equal-time lookups, no secret as a key."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
 class StaticAccess:
-    """Tokens and namespace allowlists from settings (``MPIJC_API__TOKENS``)."""
+    """Tokens and namespace allowlists from settings (``MPIJC_API__TOKENS``).
+
+    There is no separate write allowlist: a static user may update jobs (for the API: change
+    others' subscriptions) exactly where they may read them.
+    """
 
     def __init__(self, tokens: Mapping[str, StaticUser]) -> None:
-        self._users = {_digest(token): user for token, user in tokens.items() if token}
+        self._users = {token_digest(token): user for token, user in tokens.items() if token}
         self._namespaces = {user.username: frozenset(user.namespaces) for user in tokens.values()}
 
     async def review_token(self, token: str) -> Principal | None:
-        user = self._users.get(_digest(token)) if token else None
+        user = self._users.get(token_digest(token)) if token else None
         return Principal(user.username, tuple(user.groups)) if user else None
 
     async def can_list(self, principal: Principal, namespace: str | None) -> bool:
         allowed = self._namespaces.get(principal.username, frozenset())
         return ALL_NAMESPACES in allowed or (namespace is not None and namespace in allowed)
+
+    async def can_update(self, principal: Principal, namespace: str | None) -> bool:
+        return await self.can_list(principal, namespace)
 
 
 class OpenAccess:
@@ -73,6 +82,9 @@ class OpenAccess:
         return self.ANONYMOUS
 
     async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        return True
+
+    async def can_update(self, principal: Principal, namespace: str | None) -> bool:
         return True
 
 
@@ -140,16 +152,21 @@ class CachedAccess:
     ) -> None:
         self._inner = inner
         self._tokens: _TTLCache[bytes, Principal | None] = _TTLCache(ttl_s, size, clock)
-        self._decisions: _TTLCache[tuple[Principal, str | None], bool] = _TTLCache(ttl_s, size, clock)
+        self._decisions: _TTLCache[tuple[str, Principal, str | None], bool] = _TTLCache(ttl_s, size, clock)
 
     async def review_token(self, token: str) -> Principal | None:
         if not token:
             return None
-        return await self._tokens.get(_digest(token), lambda: self._inner.review_token(token))
+        return await self._tokens.get(token_digest(token), lambda: self._inner.review_token(token))
 
     async def can_list(self, principal: Principal, namespace: str | None) -> bool:
         return await self._decisions.get(
-            (principal, namespace), lambda: self._inner.can_list(principal, namespace)
+            ("list", principal, namespace), lambda: self._inner.can_list(principal, namespace)
+        )
+
+    async def can_update(self, principal: Principal, namespace: str | None) -> bool:
+        return await self._decisions.get(
+            ("update", principal, namespace), lambda: self._inner.can_update(principal, namespace)
         )
 
 

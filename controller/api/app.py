@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.routing import Match, Route
 
 from controller.api import audit, compare, health, jobs, runs, webhooks
 from controller.api.access import AccessReviewer, StaticAccess
+from controller.api.bodylimit import BodyLimit
+from controller.api.limits import DEFAULT_LIMITS, DEFAULT_QUOTAS, ApiLimits, SubscriptionQuotas
 from controller.api.metrics_collectors import ScrapeCollector, StoreCollector
+from controller.api.ratelimit import ClientLimiter
 from controller.contract.settings import NotifySettings
 from controller.metrics import PipelineMetrics
 
@@ -23,6 +28,8 @@ def create_app(
     webhooks_router: APIRouter | None = None,
     collectors: Sequence[ScrapeCollector] = (),
     metrics_ttl_s: float = 10.0,
+    limits: ApiLimits = DEFAULT_LIMITS,
+    quotas: SubscriptionQuotas = DEFAULT_QUOTAS,
 ) -> FastAPI:
     """The API over one database engine, one metrics registry and one access reviewer.
 
@@ -31,8 +38,12 @@ def create_app(
     computed from the database when ``/metrics`` is scraped at most every ``metrics_ttl_s``;
     ``collectors`` adds others (:class:`~controller.api.metrics_collectors.JetStreamCollector`),
     already registered on ``metrics.registry``. Every router is mounted here; the webhooks
-    router follows ``notify`` (its quotas, SSRF allowlist, public URL), or is given whole as
-    ``webhooks_router`` by a test that needs its own resolver or clock.
+    router follows ``notify`` (its SSRF allowlist, public URL) and ``quotas``, or is given whole
+    as ``webhooks_router`` by a test that needs its own resolver or clock.
+
+    ``limits`` bound what a request and a client may cost: bodies over ``max_body_bytes`` are
+    answered 413 by a middleware before any route (or authentication) runs, and every
+    authentication goes through per-client rate limits (429).
     """
     app = FastAPI(
         title="mpijob-controller",
@@ -42,8 +53,34 @@ def create_app(
     app.state.engine = engine
     app.state.metrics = metrics
     app.state.reviewer = reviewer if reviewer is not None else StaticAccess({})
+    app.state.limiter = ClientLimiter(limits)
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
-    subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings())
+    subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings(), quotas=quotas)
     for router in (health.router, runs.router, jobs.router, compare.router, subscriptions, audit.router):
         app.include_router(router)
+    app.add_exception_handler(405, _method_not_allowed)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     return app
+
+
+def metrics_app(api: FastAPI) -> FastAPI:
+    """``/metrics`` (and ``/healthz``) of ``api``'s process, on an app of its own for the metrics
+    port: the figures name every namespace with jobs, so they stay off the public port."""
+    app = FastAPI(title="mpijob-controller metrics", openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.engine, app.state.metrics = api.state.engine, api.state.metrics
+    app.state.collectors = api.state.collectors
+    app.include_router(health.metrics_router)
+    app.include_router(health.router)
+    return app
+
+
+async def _method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
+    """405 whose ``Allow`` lists the methods of every route on the path, not only the first one's
+    (``GET /webhooks`` and ``POST /webhooks`` are two routes)."""
+    allowed = {
+        method
+        for route in request.app.router.routes
+        if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE
+        for method in route.methods or ()
+    }
+    return JSONResponse({"detail": "Method Not Allowed"}, 405, headers={"Allow": ", ".join(sorted(allowed))})

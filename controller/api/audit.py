@@ -2,74 +2,76 @@
 
 Reads go through :mod:`controller.store.auditchain` and formats through :mod:`controller.store.auditformats`
 (the exporters use the same ones). Authorization is the API's usual seam: a ``namespace``
-filter needs read access to it (403), and without one the caller sees the namespaces
-:func:`~controller.api.auth.visible_namespaces` allows. Records without a namespace (the
-retention purges) and verification, which walks the one global chain, need access to every
-namespace.
+filter needs read access to it (403, whether or not it holds records), and without one the
+caller sees the namespaces :func:`~controller.api.auth.visible_namespaces` allows. Records
+without a namespace (the retention purges) and verification, which walks the one global
+chain, need access to every namespace.
 
-Times are ISO 8601 with a timezone; ``since`` is inclusive and ``until`` exclusive, on the
-time the audited thing happened. Lists are newest first with an opaque ``cursor``; exports
-are in chain order (oldest first), streamed page by page.
+Times are RFC 3339 with an offset; ``since`` is inclusive and ``until`` exclusive, on the
+time the audited thing happened. Lists are newest first, paged as every list is
+(:mod:`controller.api.paging`); exports are in chain order (oldest first), streamed page by page.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.api import models
 from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
 from controller.api.deps import engine_of
+from controller.api.paging import Cursor, Keyset, Limit, page_of
+from controller.api.params import (
+    AUTHENTICATED,
+    Instant,
+    NamespaceQuery,
+    Uid,
+    Username,
+    errors,
+    known_query_only,
+)
 from controller.contract.audit import Verb
 from controller.store import auditchain as auditlog
 from controller.store.auditchain import AuditFilter, StoredRecord
 from controller.store.auditformats import EXPORT_FORMATS, ExportFormat
 
-router = APIRouter(prefix="/api/v1/audit", tags=["audit"])
+router = APIRouter(
+    prefix="/api/v1/audit",
+    tags=["audit"],
+    dependencies=[Depends(known_query_only)],
+    responses={**AUTHENTICATED, **errors(400, 403)},
+)
 
 EXPORT_PAGE = 500
-_CURSOR_PREFIX = "seq:"
+_MAX_SEQ = 2**63 - 1
 
 
-def _encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{seq}".encode()).decode().rstrip("=")
+def _load_seq(key: list[Any]) -> int:
+    (seq,) = key
+    if type(seq) is not int or not 1 <= seq <= _MAX_SEQ:
+        raise ValueError("not a sequence number")
+    return seq
 
 
-def _decode_cursor(cursor: str) -> int:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        text = ""
-    seq = text.removeprefix(_CURSOR_PREFIX)
-    if not text.startswith(_CURSOR_PREFIX) or not seq.isdigit():
-        raise HTTPException(400, "cursor is not one this API handed out; pass next_cursor unchanged")
-    return int(seq)
-
-
-def _aware(name: str, value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        raise HTTPException(400, f"{name} needs a timezone, e.g. 2026-11-23T06:00:00Z")
-    return value
+AUDIT = Keyset[int]("audit", lambda seq: [seq], _load_seq)
+"""Audit records are ordered newest first by their place in the chain."""
 
 
 async def audit_filter(
     request: Request,
     principal: Annotated[Principal, Depends(current_principal)],
-    namespace: Annotated[str | None, Query(min_length=1, max_length=253)] = None,
-    since: Annotated[datetime | None, Query(description="Inclusive; ISO 8601 with a timezone.")] = None,
-    until: Annotated[datetime | None, Query(description="Exclusive; ISO 8601 with a timezone.")] = None,
+    namespace: NamespaceQuery = None,
+    since: Annotated[Instant | None, Query(description="Inclusive; RFC 3339 with an offset.")] = None,
+    until: Annotated[Instant | None, Query(description="Exclusive; RFC 3339 with an offset.")] = None,
     verb: Verb | None = None,
-    user: Annotated[str | None, Query(min_length=1, description="Exact username.")] = None,
-    uid: Annotated[str | None, Query(min_length=1, description="Job (run) uid.")] = None,
+    user: Annotated[Username | None, Query(description="Exact username.")] = None,
+    uid: Annotated[Uid | None, Query(description="Job (run) uid.")] = None,
 ) -> AuditFilter:
     """The filters every audit route shares, checked and narrowed to what the caller may read."""
-    since, until = _aware("since", since), _aware("until", until)
     if since is not None and until is not None and since >= until:
         raise HTTPException(400, f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
     if namespace is not None:
@@ -93,19 +95,16 @@ Filter = Annotated[AuditFilter, Depends(audit_filter)]
 
 @router.get("")
 async def list_audit(
-    request: Request,
-    where: Filter,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
-) -> dict[str, Any]:
+    request: Request, where: Filter, limit: Limit = 100, cursor: Cursor = None
+) -> models.AuditPage:
     """Audit records newest first, one page; ``next_cursor`` is null on the last page."""
-    before = _decode_cursor(cursor) if cursor is not None else None
+    before = AUDIT.decode(cursor)
     async with engine_of(request).connect() as conn:
-        rows = await auditlog.list_records(conn, where, limit, before)
-    return {
-        "items": [stored.export() for stored in rows],
-        "next_cursor": _encode_cursor(rows[-1].seq) if len(rows) == limit else None,
-    }
+        rows = await auditlog.list_records(conn, where, limit + 1, before)
+    page, next_cursor = page_of(rows, limit, AUDIT, lambda stored: stored.seq)
+    return models.AuditPage(
+        items=[models.AuditLink.model_validate(stored.export()) for stored in page], next_cursor=next_cursor
+    )
 
 
 async def _rendered(
@@ -115,7 +114,16 @@ async def _rendered(
         yield b"".join(render(stored) for stored in page)
 
 
-@router.get("/export")
+@router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {media_type: {} for media_type, _ in EXPORT_FORMATS.values()},
+            "description": "Every matching record in chain order, one per line.",
+        }
+    },
+)
 async def export_audit(
     request: Request,
     where: Filter,
@@ -133,19 +141,21 @@ async def export_audit(
 @router.get("/verify")
 async def verify_audit(
     request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> dict[str, Any]:
+) -> models.ChainVerification:
     """Walk the hash chain; ``broken`` names the first record where it does not hold."""
     if await visible_namespaces(request, principal) is not None:
         raise HTTPException(
             403, "verifying the audit chain needs read access to every namespace: the chain is global"
         )
     result = await auditlog.verify(engine_of(request))
-    return {
-        "ok": result.ok,
-        "checked": result.checked,
-        "first_seq": result.first_seq,
-        "last_seq": result.last_seq,
-        "head_hash": result.head_hash,
-        "anchor": result.anchor,
-        "broken": {"seq": result.broken.seq, "reason": result.broken.reason} if result.broken else None,
-    }
+    return models.ChainVerification(
+        ok=result.ok,
+        checked=result.checked,
+        first_seq=result.first_seq,
+        last_seq=result.last_seq,
+        head_hash=result.head_hash,
+        anchor=result.anchor,
+        broken=models.BrokenLink(seq=result.broken.seq, reason=result.broken.reason)
+        if result.broken
+        else None,
+    )

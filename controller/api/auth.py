@@ -1,14 +1,23 @@
-"""Who is asking, and which namespaces they may read: the seam every route goes through.
+"""Who is asking, what they may read and change: the seam every route goes through.
 
-Every route takes ``principal: Annotated[Principal, Depends(current_principal)]``; a route
-returning data of one namespace first awaits :func:`require_namespace` (403 otherwise), and a
-route listing across namespaces filters with :func:`visible_namespaces`. The answers come from
-the application's :class:`~controller.api.access.AccessReviewer` (static tokens, Kubernetes
-TokenReview/SubjectAccessReview, or explicitly off), so routers never know which one runs.
+Every route takes ``principal: Annotated[Principal, Depends(current_principal)]``. Then:
+
+- a route **listing** one namespace first awaits :func:`require_namespace` (403 naming the
+  namespace the caller named: it reveals nothing about what is in it);
+- a route listing across namespaces filters with :func:`visible_namespaces`;
+- a route returning **one object** (a run, a subscription, a delivery) asks :func:`may_read`
+  about the object's namespace and answers 404, exactly as for an object that does not exist,
+  when the answer is no: a 403 would confirm the object exists;
+- a route **changing** an object someone else created asks :func:`may_update`.
+
+The answers come from the application's :class:`~controller.api.access.AccessReviewer` (static
+tokens, Kubernetes TokenReview/SubjectAccessReview, or explicitly off), so routers never know
+which one runs.
 
 Errors: no or a malformed ``Authorization`` header, or a token nobody accepts → 401 with
-``WWW-Authenticate: Bearer``; a namespace the principal may not list MPIJobs/TrainJobs in →
-403; a reviewer that cannot answer (the Kubernetes API is down) → 503.
+``WWW-Authenticate: Bearer``; a client over its rate (:mod:`controller.api.ratelimit`) → 429
+with ``Retry-After``; a namespace the principal may not list MPIJobs/TrainJobs in → 403; a
+reviewer that cannot answer (the Kubernetes API is down) → 503.
 """
 
 from __future__ import annotations
@@ -20,16 +29,26 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from controller.api.access import Principal, ReviewUnavailableError
-from controller.api.deps import engine_of, reviewer_of
+from controller.api.access import Principal, ReviewUnavailableError, token_digest
+from controller.api.deps import engine_of, limiter_of, reviewer_of
+from controller.api.ratelimit import RateLimited
 from controller.store import queries
 
-__all__ = ["Principal", "current_principal", "require_namespace", "visible_namespaces"]
+__all__ = [
+    "Principal",
+    "current_principal",
+    "may_read",
+    "may_update",
+    "require_namespace",
+    "visible_namespaces",
+]
 
 _T = TypeVar("_T")
 
 REVIEW_CONCURRENCY = 16
 """Namespace reviews sent at once when a list is filtered (a cold cache with many namespaces)."""
+MAX_TOKEN = 16 * 1024
+"""Longest bearer token sent for review (service-account and OIDC tokens are a few kilobytes)."""
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -48,21 +67,44 @@ async def _answer(question: Awaitable[_T]) -> _T:
 async def current_principal(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> Principal:
-    """The caller of ``request``; 401 unless its bearer token is accepted."""
+    """The caller of ``request``; 401 unless its bearer token is accepted, 429 over its rate."""
     token = credentials.credentials if credentials is not None else ""
-    principal = await _answer(reviewer_of(request).review_token(token))
-    if principal is None:
-        detail = "the bearer token was not accepted" if token else "a bearer token is required"
-        raise HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
+    limiter = limiter_of(request)
+    address = request.client.host if request.client is not None else "unknown"
+    digest = token_digest(token) if token else None
+    try:
+        limiter.before_review(address, digest)
+        principal = None
+        if len(token) <= MAX_TOKEN:
+            principal = await _answer(reviewer_of(request).review_token(token))
+        if principal is None:
+            limiter.failed(address)
+            detail = "the bearer token was not accepted" if token else "a bearer token is required"
+            raise HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
+        if digest is not None:
+            limiter.admitted(digest)
+    except RateLimited as exc:
+        raise HTTPException(429, exc.detail, headers={"Retry-After": exc.retry_after}) from exc
     return principal
 
 
 async def require_namespace(request: Request, principal: Principal, namespace: str) -> None:
-    """Raise ``HTTPException(403)`` unless ``principal`` may read ``namespace``."""
-    if not await _answer(reviewer_of(request).can_list(principal, namespace)):
+    """Raise ``HTTPException(403)`` unless ``principal`` may read ``namespace`` (for lists of it)."""
+    if not await may_read(request, principal, namespace):
         raise HTTPException(
             403, f"{principal.username} may not list MPIJobs or TrainJobs in namespace {namespace!r}"
         )
+
+
+async def may_read(request: Request, principal: Principal, namespace: str | None) -> bool:
+    """Whether ``principal`` may read ``namespace`` (``None``: every namespace, as a cluster-wide
+    object needs)."""
+    return await _answer(reviewer_of(request).can_list(principal, namespace))
+
+
+async def may_update(request: Request, principal: Principal, namespace: str | None) -> bool:
+    """Whether ``principal`` may update MPIJobs or TrainJobs in ``namespace`` (``None``: in all)."""
+    return await _answer(reviewer_of(request).can_update(principal, namespace))
 
 
 async def visible_namespaces(request: Request, principal: Principal) -> frozenset[str] | None:

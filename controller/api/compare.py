@@ -7,12 +7,17 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from controller.api import models
-from controller.api.auth import Principal, current_principal, require_namespace
+from controller.api.auth import Principal, current_principal, may_read
 from controller.api.deps import engine_of
-from controller.api.params import AUTH_ERRORS, BAD_REQUEST, MAX_COMPARED, NOT_FOUND, UID, known_query_only
+from controller.api.params import AUTHENTICATED, MAX_COMPARED, MAX_UID, UID, errors, known_query_only
 from controller.store import queries
 
-router = APIRouter(prefix="/api/v1", tags=["compare"], dependencies=[Depends(known_query_only)])
+router = APIRouter(
+    prefix="/api/v1",
+    tags=["compare"],
+    dependencies=[Depends(known_query_only)],
+    responses={**AUTHENTICATED, **errors(400)},
+)
 
 _UID_BODY = UID.strip("^$")
 RUN_LIST = rf"^{_UID_BODY}(,{_UID_BODY}){{1,{MAX_COMPARED - 1}}}$"
@@ -28,7 +33,7 @@ def _summary(run: queries.ComparedRun) -> models.ComparedRun:
     )
 
 
-@router.get("/compare", responses={**AUTH_ERRORS, **BAD_REQUEST, **NOT_FOUND})
+@router.get("/compare", responses=errors(404))
 async def compare(
     request: Request,
     principal: Annotated[Principal, Depends(current_principal)],
@@ -36,23 +41,29 @@ async def compare(
         str,
         Query(
             pattern=RUN_LIST,
-            max_length=MAX_COMPARED * 65,
+            max_length=MAX_COMPARED * (MAX_UID + 1),
             description=f"2 to {MAX_COMPARED} run uids, comma-separated, in the order to show them.",
         ),
     ],
 ) -> models.Comparison:
     """Spec diff, durations (queued, to all workers running, running, total), outcome, failure causes
-    and per-pod restarts and terminations of 2 to 5 runs."""
+    and per-pod restarts and terminations of 2 to 5 runs.
+
+    A run in a namespace the caller may not read is answered as if it did not exist (404)."""
     uids = runs.split(",")
     if len(set(uids)) != len(uids):
         raise HTTPException(400, "runs: each uid may appear once")
+    if any(len(uid) > MAX_UID for uid in uids):
+        raise HTTPException(422, f"runs: a uid has at most {MAX_UID} characters")
     async with engine_of(request).connect() as conn:
         found = await queries.get_runs(conn, uids)
-        missing = [uid for uid in uids if uid not in found]
+        readable = {
+            namespace: await may_read(request, principal, namespace)
+            for namespace in sorted({run.namespace for run in found.values()})
+        }
+        missing = [uid for uid in uids if uid not in found or not readable[found[uid].namespace]]
         if missing:
             raise HTTPException(404, f"no run with uid {', '.join(map(repr, missing))}")
-        for namespace in sorted({run.namespace for run in found.values()}):
-            await require_namespace(request, principal, namespace)
         comparison = await queries.compare_runs(conn, uids)
     spec = [models.SpecField(path=f.path, values=list(f.values), differs=f.differs) for f in comparison.spec]
     return models.Comparison(

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import AccessReviewer
 from controller.api.metrics_collectors import ScrapeCollector
+from controller.api.ratelimit import ClientLimiter
 from controller.metrics import PipelineMetrics
 
 
@@ -29,7 +30,7 @@ def metrics_of(request: Request) -> PipelineMetrics:
 
 
 def reviewer_of(request: Request) -> AccessReviewer:
-    """Who answers "whose token is this" and "may they read that namespace"."""
+    """Who answers "whose token is this", "may they read (update jobs in) that namespace"."""
     reviewer: AccessReviewer = request.app.state.reviewer
     return reviewer
 
@@ -38,3 +39,9 @@ def collectors_of(request: Request) -> Sequence[ScrapeCollector]:
     """Collectors to refresh before ``/metrics`` renders."""
     collectors: Sequence[ScrapeCollector] = request.app.state.collectors
     return collectors
+
+
+def limiter_of(request: Request) -> ClientLimiter:
+    """The per-client rate limits every authentication goes through."""
+    limiter: ClientLimiter = request.app.state.limiter
+    return limiter

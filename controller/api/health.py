@@ -1,4 +1,8 @@
-"""Liveness, readiness and Prometheus metrics (no authentication: probes and scrapers call these)."""
+"""Liveness, readiness and Prometheus metrics (no authentication: probes and scrapers call these).
+
+``/metrics`` lists every namespace with jobs, so it is not on the API's public port: it is
+served by :func:`controller.api.app.metrics_app` on the metrics port, which the Route and the
+public Service leave out and the NetworkPolicy opens to Prometheus only."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from controller.api.params import Problem
 from controller.store.history import ping
 
 router = APIRouter(tags=["health"])
+metrics_router = APIRouter(tags=["metrics"])
 
 
 class Status(BaseModel):
@@ -37,7 +42,7 @@ async def readyz(request: Request) -> Status:
     return Status(status="ready")
 
 
-@router.get(
+@metrics_router.get(
     "/metrics",
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format."}},

@@ -10,15 +10,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from controller.api import models
 from controller.api.auth import Principal, current_principal, require_namespace
 from controller.api.deps import engine_of
-from controller.api.params import (
-    AUTH_ERRORS,
-    BAD_REQUEST,
-    Cursor,
-    Limit,
-    NamePath,
-    NamespacePath,
-    known_query_only,
-)
+from controller.api.paging import Cursor, Limit
+from controller.api.params import AUTHENTICATED, NamePath, NamespacePath, errors, known_query_only
 from controller.api.runs import run_page
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
@@ -28,12 +21,13 @@ router = APIRouter(
     prefix="/api/v1/namespaces/{namespace}/jobs/{name}",
     tags=["jobs"],
     dependencies=[Depends(known_query_only)],
+    responses={**AUTHENTICATED, **errors(400, 403)},
 )
 
 MAX_TREND_RUNS = 200
 
 
-@router.get("/runs", responses={**AUTH_ERRORS, **BAD_REQUEST})
+@router.get("/runs")
 async def attempts(
     namespace: NamespacePath,
     name: NamePath,
@@ -65,7 +59,7 @@ def _stats(totals: list[float]) -> models.DurationStats | None:
     )
 
 
-@router.get("/trends", responses={**AUTH_ERRORS, **BAD_REQUEST})
+@router.get("/trends")
 async def trends(
     namespace: NamespacePath,
     name: NamePath,

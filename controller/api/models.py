@@ -1,8 +1,10 @@
-"""Response models of the API: what the OpenAPI schema promises, field by field.
+"""Response models of the API: what the OpenAPI schema promises, field by field, for every route.
 
-Built from the read side's rows and dataclasses (:mod:`controller.store.queries`) with
-``from_attributes``; the job spec, conditions and evidence reuse the bus's own models, so a
-field means the same thing on the bus, in the database and here.
+Built from the read side's rows and dataclasses (:mod:`controller.store.queries`,
+:mod:`controller.store.subscriptions`, :mod:`controller.store.outbox`,
+:mod:`controller.store.auditchain`) with ``from_attributes``; the job spec, conditions and
+evidence reuse the bus's own models, so a field means the same thing on the bus, in the
+database and here. Every list is a :class:`~controller.api.paging.Page`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.api.paging import Page
 from controller.contract.events import Condition, ContainerState, JobPhase, JobSpecSummary
 from controller.contract.findings import Evidence, FindingStatus, Severity
 from controller.contract.kubeflow import JobKind
+from controller.contract.notifications import Channel, DeliveryStatus, SubscriptionState
 
 
 class _Out(BaseModel):
@@ -49,13 +53,8 @@ class RunSummary(_Out):
     deleted_at: datetime | None
 
 
-class RunPage(_Out):
+class RunPage(Page[RunSummary]):
     """One page of runs, newest first."""
-
-    items: list[RunSummary]
-    next_cursor: str | None = Field(
-        description="Pass as `cursor` to get the next page; null on the last page."
-    )
 
 
 class Pod(_Out):
@@ -245,3 +244,164 @@ class Trend(_Out):
     failure_rate: float | None = Field(description="failed / finished; null while none has finished.")
     total_duration_s: DurationStats | None = Field(description="Null while none has finished.")
     points: list[TrendPoint] = Field(description="Oldest first.")
+
+
+# --------------------------------------------------------------------------- subscriptions
+
+_DEPRECATED_NEXT = (
+    "Deprecated alias kept for existing clients: the same position as `next_cursor`, for the "
+    "deprecated `{param}` parameter. Use `next_cursor` and `cursor`."
+)
+
+
+class Notice(_Out):
+    """Something the notifier wants the subscription's owner to know (e.g. why it was disabled)."""
+
+    kind: str
+    message: str
+    at: datetime
+
+
+class Subscription(_Out):
+    """A notification subscription as it is listed and read; its secret is never shown here."""
+
+    id: str
+    channel: Channel
+    state: SubscriptionState
+    namespace: str | None = Field(description="Only jobs in this namespace; null: every namespace.")
+    job_name: str | None
+    label_selector: str | None
+    event_types: list[str]
+    rules: list[str]
+    severities: list[str]
+    url: str | None = Field(
+        description="The webhook endpoint. Only its creator sees it whole; everyone else sees its "
+        "scheme and host (endpoints of chat systems carry credentials in the URL)."
+    )
+    recipients: list[str]
+    one_shot: bool
+    expires_at: datetime | None
+    fired_at: datetime | None
+    description: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    failing_since: datetime | None
+    disabled_at: datetime | None
+    disabled_reason: str | None
+    previous_secret_until: datetime | None
+
+
+class CreatedSubscription(Subscription):
+    """A new subscription, with its signing secret: shown in this answer and never again."""
+
+    secret: str | None = Field(description="`whsec_…` signing secret of a webhook; null for email.")
+
+
+class SubscriptionDetail(Subscription):
+    """One subscription with its recent notices, newest first."""
+
+    notices: list[Notice]
+
+
+class SubscriptionPage(Page[Subscription]):
+    """Subscriptions the caller may read, by id."""
+
+    next: str | None = Field(
+        description=_DEPRECATED_NEXT.format(param="after"), json_schema_extra={"deprecated": True}
+    )
+
+
+class RotatedSecret(_Out):
+    """A new signing secret, shown once; the old one keeps signing until ``previous_secret_valid_until``."""
+
+    id: str
+    secret: str
+    previous_secret_valid_until: datetime
+
+
+class DeliveryJob(_Out):
+    """The job (one run) a delivery is about."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+class DeliveryAttempt(_Out):
+    """One attempt to deliver."""
+
+    attempt: int
+    at: datetime
+    outcome: str
+    status_code: int | None
+    latency_ms: float
+    error: str | None
+
+
+class Delivery(_Out):
+    """One event owed to one subscription, with every attempt made so far."""
+
+    id: str = Field(description="The `webhook-id` (the receiver's idempotency key).")
+    cursor: int = Field(description="The delivery's position in the log.")
+    subscription_id: str
+    channel: Channel
+    event_type: str
+    job: DeliveryJob
+    status: DeliveryStatus
+    attempts: int
+    next_attempt_at: datetime | None = Field(
+        description="When a pending delivery is tried next; null once settled or while it waits "
+        "behind an earlier delivery of the same job."
+    )
+    event_at: datetime
+    created_at: datetime
+    finished_at: datetime | None
+    last_status_code: int | None
+    last_error: str | None
+    last_latency_ms: float | None
+    attempt_log: list[DeliveryAttempt]
+
+
+class DeliveryPage(Page[Delivery]):
+    """A subscription's deliveries, newest first."""
+
+    next: int | None = Field(
+        description=_DEPRECATED_NEXT.format(param="before"), json_schema_extra={"deprecated": True}
+    )
+
+
+# --------------------------------------------------------------------------- audit
+
+
+class AuditLink(_Out):
+    """One link of the audit chain, exactly as exported (re-verifiable: see docs/audit.md)."""
+
+    seq: int
+    recorded_at: str = Field(description="RFC 3339 in UTC, microseconds, as hashed.")
+    prev_hash: str
+    hash: str
+    record: dict[str, Any] = Field(description="The audit record exactly as stored and hashed.")
+
+
+class AuditPage(Page[AuditLink]):
+    """Audit records, newest first."""
+
+
+class BrokenLink(_Out):
+    """Where the chain breaks, and why."""
+
+    seq: int
+    reason: str
+
+
+class ChainVerification(_Out):
+    """The outcome of walking the whole audit chain."""
+
+    ok: bool
+    checked: int = Field(description="Records checked (before the break, if there is one).")
+    first_seq: int | None
+    last_seq: int | None
+    head_hash: str | None
+    anchor: str = Field(description="What the first record was checked against: `genesis` or a purge record.")
+    broken: BrokenLink | None

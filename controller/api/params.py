@@ -1,27 +1,37 @@
-"""Request parameters every router shares: their types, checks and error responses.
+"""Request parameters every router shares: their types, bounds, checks and error responses.
 
-Each parameter is checked where it is declared (a pattern, a range, a timezone), so a bad one
-is answered 422 with the parameter's name before a handler runs, and the OpenAPI schema
-says exactly what is accepted. The pagination cursor is opaque to clients: URL-safe base64 of
-the last row's (created_at, uid); one that does not decode is a 400.
+Each parameter is checked where it is declared, so a bad one is answered 422 naming it before
+a handler runs, and the OpenAPI schema says exactly what is accepted. Every string a client
+sends has a maximum length, checked before any pattern runs, so no check costs more than a
+bounded, linear amount of work:
+
+- :data:`Namespace` (an RFC 1123 label, at most 63) for every namespace, in a path, a query or
+  a body; :data:`JobName` (an RFC 1123 subdomain, at most 253) for every job name;
+- :data:`Instant` for every timestamp: RFC 3339 with an offset, compared in UTC;
+- pagination (``limit``, ``cursor``) is in :mod:`controller.api.paging`.
+
+Errors are ``{"detail": …}`` (:class:`Problem`); :func:`errors` gives a route the documented
+answers for the statuses it may return.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import HTTPException, Path, Query, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
-from pydantic import AfterValidator, BaseModel, BeforeValidator, StringConstraints
-
-from controller.store.models import Run
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    StringConstraints,
+    WithJsonSchema,
+)
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """A namespace: an RFC 1123 label."""
@@ -33,6 +43,16 @@ LABEL = r"^([A-Za-z0-9][-A-Za-z0-9_./]*)=([-A-Za-z0-9_.]*)$"
 """One ``key=value`` label requirement."""
 MAX_COMPARED = 5
 
+# Bounds of every string parameter and body field (characters).
+MAX_NAMESPACE = 63
+MAX_NAME = 253
+MAX_UID = 64
+MAX_LABEL = 317
+MAX_LABELS = 32
+"""``label`` requirements on one runs list (as many as a subscription's selector may have)."""
+MAX_USERNAME = 512
+MAX_TIMESTAMP = 64
+
 
 class Problem(BaseModel):
     """An error: what was wrong, in one sentence."""
@@ -40,29 +60,125 @@ class Problem(BaseModel):
     detail: str
 
 
-def _problem(description: str) -> dict[str, Any]:
-    return {"model": Problem, "description": description}
+class InvalidField(BaseModel):
+    """One field that broke its declared form."""
+
+    model_config = ConfigDict(extra="allow")
+
+    loc: list[str | int]
+    msg: str
+    type: str
 
 
-AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: _problem("No bearer token, or one that is not accepted."),
-    403: _problem("The caller may not list MPIJobs or TrainJobs in that namespace."),
-    503: _problem("Access could not be checked (the Kubernetes API did not answer)."),
+class Unprocessable(BaseModel):
+    """A parameter or body field that breaks its declared form (a list naming each), or a value
+    the route checks itself (one sentence)."""
+
+    detail: str | list[InvalidField]
+
+
+_DESCRIPTIONS: dict[int, str] = {
+    400: "A parameter is well-formed but unusable: a cursor this API did not issue, an unknown query "
+    "parameter, an empty time range.",
+    401: "No bearer token, or one that is not accepted.",
+    403: "The caller may not list MPIJobs or TrainJobs in the namespace they named, or may not change "
+    "that subscription.",
+    404: "No such object, or one in a namespace the caller may not read: the same answer.",
+    409: "The object is not in a state that allows this.",
+    413: "The request body is larger than the API accepts.",
+    429: "Too many requests from this client (`Retry-After` says when to try again), or a quota is full.",
+    503: "Access could not be checked (the Kubernetes API did not answer).",
 }
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _problem("No such run.")}
-BAD_REQUEST: dict[int | str, dict[str, Any]] = {400: _problem("A parameter is well-formed but unusable.")}
 
 
-RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The documented error answers of a route: each status with its model and meaning."""
+    documented: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        if status == 422:
+            documented[422] = {
+                "model": Unprocessable,
+                "description": "A parameter or body field that breaks its declared form or its checks.",
+            }
+            continue
+        answer: dict[str, Any] = {"model": Problem, "description": _DESCRIPTIONS[status]}
+        if status == 429:
+            answer["headers"] = {
+                "Retry-After": {
+                    "description": "Seconds to wait (rate limits only).",
+                    "schema": {"type": "integer"},
+                }
+            }
+        documented[status] = answer
+    return documented
+
+
+AUTHENTICATED = errors(401, 422, 429, 503)
+"""What any authenticated route may answer besides its own errors."""
+
+
+def _shaped(pattern: str, what: str) -> Callable[[str], str]:
+    """A check that ``value`` (already bounded in length) matches ``pattern``, naming ``what`` it is not."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if compiled.fullmatch(value) is None:
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return check
+
+
+def _bounded_pattern(max_length: int, pattern: str) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "minLength": 1, "maxLength": max_length, "pattern": pattern})
+
+
+Namespace = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_NAMESPACE),
+    AfterValidator(
+        _shaped(
+            DNS_LABEL,
+            "a valid Kubernetes namespace name (an RFC 1123 label: lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit)",
+        )
+    ),
+    _bounded_pattern(MAX_NAMESPACE, DNS_LABEL),
+]
+"""A namespace, wherever one is taken: an RFC 1123 label of at most 63 characters."""
+
+JobName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_NAME),
+    AfterValidator(
+        _shaped(
+            DNS_SUBDOMAIN,
+            "a valid Kubernetes object name (an RFC 1123 subdomain: lowercase letters, digits, '-' and "
+            "'.', starting and ending with a letter or digit)",
+        )
+    ),
+    _bounded_pattern(MAX_NAME, DNS_SUBDOMAIN),
+]
+"""A job name: an RFC 1123 subdomain of at most 253 characters."""
+
+Uid = Annotated[str, StringConstraints(min_length=1, max_length=MAX_UID, pattern=UID)]
+"""A run (or other object) uid."""
+
+Username = Annotated[str, StringConstraints(min_length=1, max_length=MAX_USERNAME)]
+
+RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+_NOT_RFC3339 = (
+    "expected an RFC 3339 date-time with an offset, that is with a timezone, e.g. 2026-11-20T10:00:00Z "
+    "or 2026-11-20T11:00:00+01:00 (in a URL, write a + offset as %2B)"
+)
 
 
 def _rfc3339(value: object) -> object:
     """Only RFC 3339 date-times, as the schema says (pydantic alone would take 0.5 as a Unix time)."""
-    if not isinstance(value, str) or not RFC3339.fullmatch(value):
-        raise ValueError(
-            "expected an RFC 3339 date-time with an offset, e.g. 2026-11-20T10:00:00Z "
-            "(in a URL, write a + offset as %2B)"
-        )
+    if not isinstance(value, str) or len(value) > MAX_TIMESTAMP or not RFC3339.fullmatch(value):
+        raise ValueError(_NOT_RFC3339)
     return value
 
 
@@ -73,8 +189,13 @@ def _utc(value: datetime) -> datetime:
         raise ValueError("time is out of range once converted to UTC") from exc
 
 
-Instant = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_utc)]
-"""An RFC 3339 date-time with an offset, compared in UTC."""
+Instant = Annotated[
+    datetime,
+    BeforeValidator(_rfc3339),
+    AfterValidator(_utc),
+    WithJsonSchema({"type": "string", "format": "date-time", "maxLength": MAX_TIMESTAMP}),
+]
+"""A timestamp, wherever one is taken: an RFC 3339 date-time with an offset, compared in UTC."""
 
 
 def _query_names(dependant: Dependant) -> Iterator[str]:
@@ -90,46 +211,18 @@ async def known_query_only(request: Request) -> None:
     if isinstance(route, APIRoute):
         unknown = sorted(set(request.query_params) - set(_query_names(route.dependant)))
         if unknown:
-            raise HTTPException(400, f"unknown query parameter(s): {', '.join(map(repr, unknown))}")
+            shown = ", ".join(repr(name[:64]) for name in unknown[:10])
+            raise HTTPException(400, f"unknown query parameter(s): {shown}")
 
 
-NamespacePath = Annotated[
-    str, Path(pattern=DNS_LABEL, max_length=63, description="Namespace (an RFC 1123 label).")
+NamespacePath = Annotated[Namespace, Path(description="Namespace (an RFC 1123 label).")]
+NamespaceQuery = Annotated[
+    Namespace | None,
+    Query(description="Only this namespace (an RFC 1123 label); 403 if the caller may not read it."),
 ]
-NamePath = Annotated[
-    str, Path(pattern=DNS_SUBDOMAIN, max_length=253, description="Job name (an RFC 1123 subdomain).")
-]
-UidPath = Annotated[str, Path(pattern=UID, max_length=64, description="Run uid (the job object's uid).")]
-Label = Annotated[str, StringConstraints(pattern=LABEL, max_length=317)]
-Limit = Annotated[int, Query(ge=1, le=500, description="Most runs on one page.")]
-Cursor = Annotated[
-    str | None,
-    Query(
-        max_length=512,
-        pattern=r"^[-A-Za-z0-9_=]+$",
-        description="`next_cursor` of the previous page; omit for the first page.",
-    ),
-]
-
-
-def encode_cursor(run: Run) -> str:
-    """The cursor of the page that follows ``run``."""
-    raw = json.dumps([run.created_at.isoformat(), run.uid], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
-    """(created_at, uid) of the last row already seen; 400 if ``cursor`` is not one of ours."""
-    if cursor is None:
-        return None
-    try:
-        created_at, uid = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        when = datetime.fromisoformat(created_at)
-        if when.tzinfo is None or not isinstance(uid, str) or not re.fullmatch(UID, uid):
-            raise ValueError("not a cursor")
-        return when, uid
-    except (ValueError, TypeError, binascii.Error) as exc:
-        raise HTTPException(400, "cursor is not valid: pass the next_cursor of a previous page") from exc
+NamePath = Annotated[JobName, Path(description="Job name (an RFC 1123 subdomain).")]
+UidPath = Annotated[Uid, Path(description="Run uid (the job object's uid).")]
+Label = Annotated[str, StringConstraints(pattern=LABEL, max_length=MAX_LABEL)]
 
 
 def labels_of(labels: Sequence[str]) -> tuple[tuple[str, str], ...]:

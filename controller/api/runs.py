@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+import re
+from datetime import datetime
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.api import models
-from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
+from controller.api.auth import Principal, current_principal, may_read, require_namespace, visible_namespaces
 from controller.api.deps import engine_of
+from controller.api.paging import Cursor, Keyset, Limit, page_of
 from controller.api.params import (
-    AUTH_ERRORS,
-    BAD_REQUEST,
-    DNS_LABEL,
-    DNS_SUBDOMAIN,
-    NOT_FOUND,
-    Cursor,
+    AUTHENTICATED,
+    MAX_LABELS,
+    MAX_UID,
+    UID,
     Instant,
+    JobName,
     Label,
-    Limit,
+    NamespaceQuery,
     UidPath,
-    decode_cursor,
-    encode_cursor,
+    errors,
     known_query_only,
     labels_of,
 )
@@ -32,46 +33,66 @@ from controller.contract.kubeflow import JobKind
 from controller.store import queries
 from controller.store.models import Run
 
-router = APIRouter(prefix="/api/v1", tags=["runs"], dependencies=[Depends(known_query_only)])
+router = APIRouter(
+    prefix="/api/v1",
+    tags=["runs"],
+    dependencies=[Depends(known_query_only)],
+    responses={**AUTHENTICATED, **errors(400)},
+)
+
+
+def _load_run_key(key: list[Any]) -> tuple[datetime, str]:
+    created_at, uid = key
+    when = datetime.fromisoformat(created_at)
+    if when.tzinfo is None or not isinstance(uid, str) or len(uid) > MAX_UID or not re.fullmatch(UID, uid):
+        raise ValueError("not a run position")
+    return when, uid
+
+
+RUNS = Keyset[tuple[datetime, str]]("runs", lambda key: [key[0].isoformat(), key[1]], _load_run_key)
+"""Runs are ordered newest first by (created_at, uid)."""
 
 
 async def run_page(
     request: Request, principal: Principal, where: queries.RunFilter, limit: int, cursor: str | None
 ) -> models.RunPage:
     """One page of runs matching ``where`` that ``principal`` may see, and the next page's cursor."""
-    before = decode_cursor(cursor)
+    before = RUNS.decode(cursor)
     if where.namespace is not None:
         await require_namespace(request, principal, where.namespace)
     else:
         where = dataclasses.replace(where, namespaces=await visible_namespaces(request, principal))
     async with engine_of(request).connect() as conn:
         runs = await queries.list_runs(conn, where, limit + 1, before)
-    page = runs[:limit]
+    page, next_cursor = page_of(runs, limit, RUNS, lambda run: (run.created_at, run.uid))
     return models.RunPage(
-        items=[models.RunSummary.model_validate(run) for run in page],
-        next_cursor=encode_cursor(page[-1]) if len(runs) > limit else None,
+        items=[models.RunSummary.model_validate(run) for run in page], next_cursor=next_cursor
     )
 
 
 async def readable_run(conn: AsyncConnection, request: Request, principal: Principal, uid: str) -> Run:
-    """The run ``uid`` if ``principal`` may read its namespace: 404 if there is none, 403 if not allowed."""
+    """The run ``uid`` if ``principal`` may read its namespace; 404 otherwise, the same whether
+    there is no such run or it is in a namespace the caller may not read."""
     run = await queries.get_run(conn, uid)
-    if run is None:
+    if run is None or not await may_read(request, principal, run.namespace):
         raise HTTPException(404, f"no run with uid {uid!r}")
-    await require_namespace(request, principal, run.namespace)
     return run
 
 
-@router.get("/runs", responses={**AUTH_ERRORS, **BAD_REQUEST})
+@router.get("/runs", responses=errors(403))
 async def list_runs(
     request: Request,
     principal: Annotated[Principal, Depends(current_principal)],
-    namespace: Annotated[str | None, Query(pattern=DNS_LABEL, max_length=63)] = None,
-    name: Annotated[str | None, Query(pattern=DNS_SUBDOMAIN, max_length=253)] = None,
+    namespace: NamespaceQuery = None,
+    name: Annotated[JobName | None, Query(description="Only jobs of this name.")] = None,
     kind: JobKind | None = None,
     phase: JobPhase | None = None,
     label: Annotated[
-        list[Label] | None, Query(description="`key=value`; repeat for several (all must match).")
+        list[Label] | None,
+        Query(
+            max_length=MAX_LABELS,
+            description=f"`key=value`; repeat for several, at most {MAX_LABELS} (all must match).",
+        ),
     ] = None,
     created_after: Annotated[Instant | None, Query(description="Created at or after (RFC 3339).")] = None,
     created_before: Annotated[Instant | None, Query(description="Created before (RFC 3339).")] = None,
@@ -91,7 +112,7 @@ async def list_runs(
     return await run_page(request, principal, where, limit, cursor)
 
 
-@router.get("/runs/{uid}", responses={**AUTH_ERRORS, **BAD_REQUEST, **NOT_FOUND})
+@router.get("/runs/{uid}", responses=errors(404))
 async def get_run(
     uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
 ) -> models.RunDetail:
@@ -111,7 +132,7 @@ async def get_run(
     )
 
 
-@router.get("/runs/{uid}/timeline", responses={**AUTH_ERRORS, **BAD_REQUEST, **NOT_FOUND})
+@router.get("/runs/{uid}/timeline", responses=errors(404))
 async def timeline(
     uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
 ) -> models.Timeline:
@@ -140,7 +161,7 @@ async def timeline(
     )
 
 
-@router.get("/runs/{uid}/findings", responses={**AUTH_ERRORS, **BAD_REQUEST, **NOT_FOUND})
+@router.get("/runs/{uid}/findings", responses=errors(404))
 async def findings(
     uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
 ) -> models.FindingList:

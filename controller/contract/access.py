@@ -1,4 +1,4 @@
-"""Who a caller is, and the two questions every read asks about them: the authorization contract.
+"""Who a caller is, and the questions the API asks about them: the authorization contract.
 
 :class:`AccessReviewer` is implemented by the API (static tokens, open access, a cache) and
 by the Kubernetes gateway (TokenReview + SubjectAccessReview), so neither imports the other.
@@ -27,7 +27,10 @@ class Principal:
 
 
 class AccessReviewer(Protocol):
-    """The two questions every request asks (implementations: this module, ``controller.kube.reviews``)."""
+    """Who is asking, what may they read, what may they change.
+
+    Implementations: ``controller.api.access`` and ``controller.kube.reviews``.
+    """
 
     async def review_token(self, token: str) -> Principal | None:
         """The principal ``token`` authenticates, or ``None`` if it authenticates nobody (or is empty).
@@ -40,5 +43,13 @@ class AccessReviewer(Protocol):
         """Whether ``principal`` may list MPIJobs or TrainJobs in ``namespace`` (``None``: in all).
 
         Raises :class:`ReviewUnavailableError` when it cannot tell.
+        """
+        ...
+
+    async def can_update(self, principal: Principal, namespace: str | None) -> bool:
+        """Whether ``principal`` may update MPIJobs or TrainJobs in ``namespace`` (``None``: in all).
+
+        Asked before someone changes or deletes a notification subscription they did not
+        create. Raises :class:`ReviewUnavailableError` when it cannot tell.
         """
         ...

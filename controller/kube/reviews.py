@@ -1,4 +1,4 @@
-"""Access reviews by the Kubernetes API server: whose token is this, and may they list jobs there.
+"""Access reviews by the Kubernetes API server: whose token is this, may they list (or update) jobs there.
 
 The API's :class:`~controller.api.access.AccessReviewer`, answered by the cluster itself:
 
@@ -6,7 +6,9 @@ The API's :class:`~controller.api.access.AccessReviewer`, answered by the cluste
   groups and extra attributes — the same identity ``kubectl`` would act as;
 - a ``SubjectAccessReview`` (``authorization.k8s.io/v1``) asks whether that user may ``list``
   MPIJobs, else TrainJobs, in a namespace (or, with no namespace, in every namespace), so
-  the API shows exactly the namespaces whose jobs the user could already read with kubectl.
+  the API shows exactly the namespaces whose jobs the user could already read with kubectl;
+  the same review with verb ``update`` decides who may change a notification subscription
+  someone else created in that namespace.
 
 Both go through :class:`~controller.kube.gateway.KubeGateway` (this module never imports
 ``kubernetes``), from a thread; the controller's service account needs ``create`` on
@@ -33,7 +35,7 @@ SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
 LISTED: tuple[Resource, ...] = (MPIJOBS, TRAINJOBS)
-"""A namespace is readable if the user may list either kind of job in it."""
+"""A namespace is readable (changeable) if the user may list (update) either kind of job in it."""
 
 
 class KubeAccessReviewer:
@@ -62,8 +64,15 @@ class KubeAccessReviewer:
         )
 
     async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        return await self._allowed("list", principal, namespace)
+
+    async def can_update(self, principal: Principal, namespace: str | None) -> bool:
+        return await self._allowed("update", principal, namespace)
+
+    async def _allowed(self, verb: str, principal: Principal, namespace: str | None) -> bool:
+        """Whether a SubjectAccessReview allows ``verb`` on MPIJobs, else on TrainJobs, in ``namespace``."""
         for resource in LISTED:
-            attributes = {"verb": "list", "group": resource.group, "resource": resource.plural}
+            attributes = {"verb": verb, "group": resource.group, "resource": resource.plural}
             if namespace is not None:
                 attributes["namespace"] = namespace
             spec: dict[str, Any] = {

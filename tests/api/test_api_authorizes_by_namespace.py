@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import AccessReviewer, CachedAccess, OpenAccess
-from controller.api.app import create_app
+from controller.api.app import create_app, metrics_app
 from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
@@ -80,6 +80,9 @@ async def client(engine: AsyncEngine, reviewer: AccessReviewer) -> AsyncIterator
         yield c
 
 
+OBJECTS = {"run", "timeline", "findings", "compare"}
+"""Answer 404 for an unreadable namespace, exactly as for a run that does not exist; lists of a
+namespace the caller named answer 403."""
 ENDPOINTS: dict[str, Callable[[str, list[str]], str]] = {
     "runs?namespace": lambda ns, uids: f"/api/v1/runs?namespace={ns}",
     "run": lambda ns, uids: f"/api/v1/runs/{uids[0]}",
@@ -105,7 +108,9 @@ async def test_each_user_reads_exactly_their_namespaces(
         for ns in NAMESPACES
     }
     expected = {
-        (endpoint, ns): 200 if ns in ALLOWED[user] else 403 for endpoint in ENDPOINTS for ns in NAMESPACES
+        (endpoint, ns): 200 if ns in ALLOWED[user] else 404 if endpoint in OBJECTS else 403
+        for endpoint in ENDPOINTS
+        for ns in NAMESPACES
     }
     assert outcomes == expected
 
@@ -128,7 +133,9 @@ async def test_comparing_across_namespaces_needs_all_of_them(
     runs = f"{world['team-b'][0]},{world['shared'][0]}"
     assert (await client.get(f"/api/v1/compare?runs={runs}", headers=bearer("token-bob"))).status_code == 200
     runs = f"{world['team-a'][0]},{world['shared'][0]}"
-    assert (await client.get(f"/api/v1/compare?runs={runs}", headers=bearer("token-bob"))).status_code == 403
+    hidden = await client.get(f"/api/v1/compare?runs={runs}", headers=bearer("token-bob"))
+    assert hidden.status_code == 404
+    assert hidden.json()["detail"] == f"no run with uid {world['team-a'][0]!r}"
 
 
 UNAUTHENTICATED = {
@@ -154,9 +161,18 @@ async def test_no_or_bad_token_is_401(client: httpx.AsyncClient) -> None:
             assert response.headers["www-authenticate"] == "Bearer", (path, case)
 
 
-async def test_probes_and_metrics_need_no_token(client: httpx.AsyncClient) -> None:
-    for path in ("/healthz", "/readyz", "/metrics"):
+async def test_probes_need_no_token_and_metrics_are_not_on_the_api_port(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    for path in ("/healthz", "/readyz"):
         assert (await client.get(path)).status_code == 200, path
+    assert (await client.get("/metrics")).status_code == 404, (
+        "the namespaces with jobs stay off the public port"
+    )
+    metrics_port = metrics_app(create_app(engine, PipelineMetrics()))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=metrics_port), base_url="http://m") as m:
+        scraped = await m.get("/metrics")
+    assert scraped.status_code == 200 and "mpijc_jobs" in scraped.text
 
 
 async def test_auth_off_lets_everyone_read_everything(

@@ -1,4 +1,4 @@
-"""/metrics: jobs by phase, run durations and findings from the store; JetStream backlog; DB writes."""
+"""/metrics (on the metrics port): jobs by phase, run durations and findings from the store; JetStream backlog; DB writes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import StaticAccess
-from controller.api.app import create_app
+from controller.api.app import create_app, metrics_app
 from controller.api.metrics_collectors import JetStreamCollector, ScrapeCollector
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -40,7 +40,7 @@ def client_of(
     metrics_ttl_s: float = 0,
 ) -> httpx.AsyncClient:
     app = create_app(engine, metrics, StaticAccess(USERS), collectors=collectors, metrics_ttl_s=metrics_ttl_s)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=metrics_app(app)), base_url="http://metrics")
 
 
 async def test_store_figures_come_from_the_database(engine: AsyncEngine) -> None:

@@ -42,12 +42,13 @@ async def eventually(
 
 
 async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings, tmp_path: Path) -> None:
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     env = cli_env(
         settings,
         tmp_path,
         MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
         MPIJC_API__PORT=str(port),
+        MPIJC_API__METRICS_PORT=str(metrics_port),
         MPIJC_API__AUTH="off",  # a local single-user start; auth itself is tested elsewhere
     )
     log = tmp_path / "up.log"
@@ -74,7 +75,9 @@ async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings,
             detail = await eventually(
                 client, f"/api/v1/runs/{uid}", lambda body: any(f["rule"] == "oom" for f in body["findings"])
             )
-            metrics = (await client.get("/metrics")).text
+            async with httpx.AsyncClient(timeout=5) as scraper:
+                metrics = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+            hidden = await client.get("/metrics")
             missing = await client.get("/api/v1/runs/no-such-uid")
             bad_limit = await client.get("/api/v1/runs?limit=0")
     finally:
@@ -85,6 +88,7 @@ async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings,
     findings = {f["rule"]: f for f in detail.json()["findings"]}
     assert findings["oom"]["root_cause"] == "Worker 0 failed: out of memory (limit 16Gi)"
     assert "mpijc_jobs" in metrics
+    assert hidden.status_code == 404
     assert missing.status_code == 404 and "no run with uid" in missing.json()["detail"]
     assert bad_limit.status_code == 422
 

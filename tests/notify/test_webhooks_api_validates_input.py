@@ -31,7 +31,7 @@ def as_(token: str) -> dict[str, str]:
         ({"url": HOOK, "event_types": ["job.exploded"]}, 422, "unknown event types ['job.exploded']"),
         ({"url": HOOK, "rules": ["oops"]}, 422, "unknown rules ['oops']"),
         ({"url": HOOK, "severities": ["fatal"]}, 422, "unknown severities ['fatal']"),
-        ({"url": HOOK, "label_selector": "team in (a,b)"}, 422, "only =, ==, != and existence"),
+        ({"url": HOOK, "label_selector": "team in a"}, 422, "is not key, !key, key=value"),
         ({"url": HOOK, "namespace": "Team_A"}, 422, "not a valid Kubernetes namespace name"),
         ({"url": HOOK, "job_name": "-pi"}, 422, "not a valid Kubernetes object name"),
         ({}, 422, "a webhook subscription needs a url"),
@@ -103,7 +103,7 @@ async def test_a_subscription_is_created_read_changed_rotated_and_deleted(
         read = (await api.get(url)).json()
         listed = (await api.get("/api/v1/webhooks")).json()["items"]
         changed = await api.patch(url, json={"label_selector": "team=nlp", "event_types": ["job.failed"]})
-        refused = await api.patch(url, json={"label_selector": "team in (x)"})
+        refused = await api.patch(url, json={"label_selector": "team in x"})
         paused = await api.patch(url, json={"state": "disabled"})
         rotated = await api.post(f"{url}/rotate-secret")
         deliveries = await api.get(f"{url}/deliveries")
@@ -119,12 +119,12 @@ async def test_a_subscription_is_created_read_changed_rotated_and_deleted(
     assert [s["id"] for s in listed] == [sub["id"]] and "secret" not in listed[0]
     assert changed.status_code == 200
     assert (changed.json()["label_selector"], changed.json()["event_types"]) == ("team=nlp", ["job.failed"])
-    assert refused.status_code == 422 and "only =, ==, != and existence" in refused.json()["detail"]
+    assert refused.status_code == 422 and "is not key, !key, key=value" in refused.json()["detail"]
     assert (
         paused.json()["state"] == "disabled" and paused.json()["disabled_reason"] == "disabled by anonymous"
     )
     assert rotated.status_code == 200 and rotated.json()["secret"] not in (sub["secret"], None)
-    assert deliveries.json() == {"items": [], "next": None}
+    assert deliveries.json() == {"items": [], "next_cursor": None, "next": None}
     assert (deleted.status_code, gone.status_code) == (204, 404)
     assert email_off.status_code == 422 and "not configured" in email_off.json()["detail"]
 
@@ -208,7 +208,8 @@ async def test_a_user_sees_and_manages_only_the_namespaces_they_may_read(
     assert (admin_b.status_code, admin_all.status_code, alice_a.status_code) == (201, 201, 201)
     assert alice_b.status_code == 403 and "namespace 'team-b'" in alice_b.json()["detail"]
     assert alice_all.status_code == 403 and "needs read access to all of them" in alice_all.json()["detail"]
-    assert (alice_reads_b.status_code, alice_moves_a.status_code) == (403, 403)
+    assert (alice_reads_b.status_code, alice_moves_a.status_code) == (404, 403)
+    assert alice_reads_b.json()["detail"] == f"no subscription with id {admin_b.json()['id']!r}"
     assert [s["id"] for s in alice_list.json()["items"]] == [alice_a.json()["id"]]
     assert len(admin_page.json()["items"]) == 2 and len(admin_rest.json()["items"]) == 1
     assert anonymous.status_code == 401
