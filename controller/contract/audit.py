@@ -108,6 +108,13 @@ class AuditRecord(Message):
     message: str | None = None
     changes: tuple[str, ...] = Field(default=(), description="UPDATE: the field paths that changed.")
     request_uid: str | None = Field(default=None, description="The AdmissionReview uid (API server logs).")
+    caller: Literal["mtls", "unverified"] | None = Field(
+        default=None,
+        description="Admission: how the webhook's caller was authenticated. ``mtls``: it presented a "
+        "client certificate from ``audit.webhook_client_ca_file`` (the API server); ``unverified``: "
+        "no client certificate was required, so anyone who reached the webhook could have sent it "
+        "(corroborate against the watch stream). None for other sources and older records.",
+    )
     purge: PurgeSummary | None = None
 
 

@@ -115,6 +115,7 @@ async def test_create_is_allowed_and_records_the_user(client: httpx.AsyncClient,
         "allowed",
         body["request"]["uid"],
     )
+    assert record.caller == "unverified", "no client certificate was asked for: anyone could have sent it"
     assert record.object is not None
     assert record.object.model_dump() == {
         "api_group": "kubeflow.org",
@@ -286,9 +287,10 @@ async def test_wrong_requests_get_4xx_that_say_why(
 
 async def test_an_oversized_body_is_refused(client: httpx.AsyncClient) -> None:
     response = await client.post(
-        "/validate", content=b" " * (8 << 20 | 1), headers={"content-type": "application/json"}
+        "/validate", content=b" " * (3 << 20 | 1), headers={"content-type": "application/json"}
     )
     assert response.status_code == 413
+    assert "at most 3145728" in response.json()["error"]
 
 
 async def test_health_and_metrics_are_served(client: httpx.AsyncClient) -> None:
@@ -364,7 +366,7 @@ async def test_with_a_client_ca_only_the_api_server_gets_in(
         async with httpx.AsyncClient(verify=trusting(certificate)) as client:
             with pytest.raises(httpx.HTTPError):
                 await client.post(url, json=admission_review("DELETE", a_mpijob()))
-    assert [r.verb for r in bus.records] == ["create"]
+    assert [(r.verb, r.caller) for r in bus.records] == [("create", "mtls")]
 
 
 async def test_records_reach_the_audit_stream(
