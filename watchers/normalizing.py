@@ -7,6 +7,11 @@ Events. Everything after this speaks :mod:`controller.contract.events`.
 A malformed object raises :class:`MalformedObject` with a message naming what is missing;
 an object that is not ours (a pod of some other workload, an event about a Deployment)
 makes the functions return ``None``. Neither ever crashes the watcher.
+
+Free text that a workload controls (log tails, termination and status messages, reasons) is
+scrubbed here, at the watcher boundary, before anything is published: control characters
+(NUL above all, which PostgreSQL cannot store) go and well-known secret shapes become
+``[REDACTED]`` (:mod:`controller.contract.redaction`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from controller.contract.kubeflow import (
     TRAINJOB_ANCESTOR,
     JobKind,
 )
+from controller.contract.redaction import scrub, scrub_lines
 
 JOB_KINDS: dict[str, JobKind] = {"MPIJob": "MPIJob", "TrainJob": "TrainJob"}
 
@@ -78,6 +84,11 @@ def _meta(obj: Mapping[str, Any]) -> ObjectMeta:
     return cast(ObjectMeta, meta)
 
 
+def _text(value: Any) -> Any:
+    """Free text from the cluster, scrubbed (controls, secrets); anything else as is (pydantic judges)."""
+    return scrub(value) if isinstance(value, str) else value
+
+
 def parse_time(value: Any) -> datetime | None:
     """RFC 3339 timestamp (``2026-11-20T10:00:05Z``, MicroTime too) → aware datetime."""
     if not value:
@@ -96,8 +107,8 @@ def _conditions(status: Mapping[str, Any]) -> tuple[Condition, ...]:
         Condition(
             type=str(c.get("type", "")),
             status=str(c.get("status", "Unknown")),
-            reason=c.get("reason"),
-            message=c.get("message"),
+            reason=_text(c.get("reason")),
+            message=_text(c.get("message")),
             last_transition_time=parse_time(c.get("lastTransitionTime")),
         )
         for c in status.get("conditions") or ()
@@ -281,13 +292,13 @@ def _state(status: Mapping[str, Any], init: bool) -> ContainerState:
         ready=bool(status.get("ready")),
         restart_count=int(status.get("restartCount") or 0),
         state=which,
-        reason=detail.get("reason"),
-        message=detail.get("message"),
+        reason=_text(detail.get("reason")),
+        message=_text(detail.get("message")),
         exit_code=detail.get("exitCode"),
         signal=detail.get("signal"),
         started_at=parse_time(detail.get("startedAt")),
         finished_at=parse_time(detail.get("finishedAt")),
-        last_reason=last.get("reason"),
+        last_reason=_text(last.get("reason")),
         last_exit_code=last.get("exitCode"),
         last_finished_at=parse_time(last.get("finishedAt")),
     )
@@ -314,8 +325,8 @@ def normalize_pod(
             role=owner["role"],
             index=owner["index"],
             phase=status.get("phase") or "Pending",
-            reason=status.get("reason"),
-            message=status.get("message"),
+            reason=_text(status.get("reason")),
+            message=_text(status.get("message")),
             node=spec.get("nodeName"),
             conditions=_conditions(status),
             containers=(
@@ -323,7 +334,7 @@ def normalize_pod(
                 *(_state(s, init=False) for s in status.get("containerStatuses") or ()),
             ),
             resources=_resources(_main_container(spec)),
-            log_tail=log_tail,
+            log_tail=scrub_lines(log_tail),
             created_at=parse_time(meta.get("creationTimestamp")) or observed_at,
             observed_at=observed_at,
         )
@@ -351,8 +362,8 @@ def normalize_event(
             job=job,
             uid=meta["uid"],
             resource_version=meta["resourceVersion"],
-            reason=str(obj.get("reason") or ""),
-            message=str(obj.get("message") or ""),
+            reason=_text(str(obj.get("reason") or "")) or "",
+            message=_text(str(obj.get("message") or "")) or "",
             event_type=str(obj.get("type") or "Normal"),
             involved=involved_object(obj),
             count=int(obj.get("count") or series.get("count") or 1),

@@ -18,7 +18,10 @@ endpoints' rows are claimed and sent past it.
 Nothing lives only in memory: a row is leased while in flight, so if the process dies the
 row is sent again after ``lease_s`` (same ``webhook-id``: at least once); retries are rows
 with a later ``next_attempt_at``. Email rows go through :meth:`Dispatcher._email`, which
-throttles per job and groups what is pending into one digest.
+throttles per job and groups what is pending into one digest. An email that cannot even be
+composed (a payload that no longer parses, a header the mail library refuses) can never be
+sent: it is settled dead at once with the reason, the rest of the digest goes out without it,
+and the job's later emails are not held behind it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from email.message import EmailMessage
 
 import httpx
 from sqlalchemy.exc import SQLAlchemyError
@@ -47,7 +51,7 @@ from controller.contract.settings import NotifySettings
 from controller.metrics import PipelineMetrics
 from controller.store import outbox, wakeups
 from controller.store.outbox import Claim, Outcome
-from controller.store.subscriptions import SubscriptionRecord
+from controller.store.subscriptions import SecretBox, SubscriptionRecord, secret_box, use_secret_keys
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +62,14 @@ _WRITE_RETRY_S = 0.5
 _WRITE_TRIES = 5
 
 
-def current_secrets(sub: SubscriptionRecord, now: datetime) -> list[str]:
-    """The secrets a webhook is signed with: the current one, and the previous during the overlap."""
-    found = [sub.secret] if sub.secret else []
+def current_secrets(sub: SubscriptionRecord, now: datetime, box: SecretBox | None = None) -> list[str]:
+    """The secrets a webhook is signed with: the current one, and the previous during the overlap
+    (decrypted when stored encrypted)."""
+    box = box or secret_box()
+    stored = [sub.secret] if sub.secret else []
     if sub.previous_secret and sub.previous_secret_until and sub.previous_secret_until > now:
-        found.append(sub.previous_secret)
-    return found
+        stored.append(sub.previous_secret)
+    return [secret for value in stored if (secret := box.open(value, sub.id))]
 
 
 class Dispatcher:
@@ -83,6 +89,7 @@ class Dispatcher:
     ) -> None:
         self._engine = engine
         self._settings = settings
+        self._secrets = use_secret_keys(settings.secret_keys)  # warns at start when there are none
         self._metrics = NotifyMetrics.on(metrics.registry)
         self._mailer = mailer
         self._client = client
@@ -186,7 +193,7 @@ class Dispatcher:
                         sub.url or "",
                         claim.id,
                         claim.body.encode(),
-                        current_secrets(sub, self._clock()),
+                        current_secrets(sub, self._clock(), self._secrets),
                     )
                     outcomes = [self._settle(claim, sub, attempt)]
             for outcome in outcomes:
@@ -249,15 +256,13 @@ class Dispatcher:
                 c for c in await outbox.pending_group(conn, sub.id, claim.order_key) if c.seq > claim.seq
             ]
         started = time.perf_counter()
+        broken: list[Outcome] = []
         if self._mailer is None:
             attempt = Attempt("failed", None, 0.0, "email is not configured (notify.smtp.host is unset)")
         else:
-            message = compose(
-                [parse_payload(c.body) for c in group],
-                sub.recipients,
-                self._settings.smtp.sender,
-                [c.id for c in group],
-            )
+            message, group, broken = self._compose(group, sub)
+            if message is None or group[0] is not claim:  # the head itself cannot be composed
+                return broken
             try:
                 await self._mailer.send(message)
                 attempt = Attempt("delivered", None, time.perf_counter() - started)
@@ -266,8 +271,8 @@ class Dispatcher:
                 attempt = Attempt(verdict, None, time.perf_counter() - started, str(exc))
         head = self._settle(claim, sub, attempt)
         if head.result != "delivered":
-            return [head]
-        return [head] + [
+            return [head, *broken]
+        return [head, *broken] + [
             Outcome(
                 seq=c.seq,
                 subscription_id=sub.id,
@@ -279,6 +284,56 @@ class Dispatcher:
             )
             for c in group[1:]
         ]
+
+    def _compose(
+        self, group: list[Claim], sub: SubscriptionRecord
+    ) -> tuple[EmailMessage | None, list[Claim], list[Outcome]]:
+        """The email for ``group``, the deliveries it carries, and dead outcomes for those that can
+        never be composed (each is tried alone once the whole group fails)."""
+
+        def build(claims: list[Claim]) -> EmailMessage:
+            return compose(
+                [parse_payload(c.body) for c in claims],
+                sub.recipients,
+                self._settings.smtp.sender,
+                [c.id for c in claims],
+            )
+
+        try:
+            return build(group), group, []
+        except Exception as exc:  # whatever it is, retrying the same rows cannot help
+            if len(group) == 1:
+                return None, [], [self._uncomposable(group[0], sub, exc)]
+        good: list[Claim] = []
+        broken: list[Outcome] = []
+        for c in group:
+            try:
+                build([c])
+                good.append(c)
+            except Exception as exc:
+                broken.append(self._uncomposable(c, sub, exc))
+        if not good:
+            return None, [], broken
+        try:
+            return build(good), good, broken
+        except Exception:  # each composes alone, not together: send the first alone
+            return build(good[:1]), good[:1], broken
+
+    def _uncomposable(self, claim: Claim, sub: SubscriptionRecord, exc: Exception) -> Outcome:
+        """A dead outcome for a delivery whose email cannot be composed (no attempt can succeed)."""
+        error = f"cannot compose the email: {type(exc).__name__}: {exc}"[:1000]
+        log.warning("notify: email delivery %s to subscription %s is dead: %s", claim.id, sub.id, error)
+        self._metrics.deliveries.labels(claim.channel, "failed").inc()
+        return Outcome(
+            seq=claim.seq,
+            subscription_id=sub.id,
+            attempt=claim.attempts + 1,
+            at=self._clock(),
+            result="failed",
+            order_key=claim.order_key,
+            error=error,
+            endpoint_failed=None,  # says nothing about the mail server
+        )
 
     # ----------------------------------------------------------------- settling
 

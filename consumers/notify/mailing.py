@@ -6,11 +6,17 @@ thing: for a finding its root cause in one sentence, the remediation steps, the 
 and links to the run, its timeline and the troubleshooting section; for a job its new
 phase. Several events about one job inside the digest window (``notify.digest_window_s``)
 become one digest, newest last — the dispatcher decides when.
+
+Header values are built from what a finding says (its root cause quotes the workload), so
+they are sanitized: every control character and line break (CR, LF, NEL, U+2028 …) becomes a
+space and the value is bounded (:data:`MAX_SUBJECT`), so a root cause can neither add a
+header (``\r\nBcc: …``) nor make the message impossible to compose.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
@@ -22,6 +28,9 @@ from controller.contract.notifications import WebhookEvent
 from controller.contract.settings import SmtpSettings
 
 SUBJECT_PREFIX = "[mpijob-controller]"
+MAX_SUBJECT = 200
+"""Characters of a subject; a longer one is cut and ends with an ellipsis."""
+_UNSAFE_IN_HEADER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\s]+")
 _VERBS = {
     "job.created": "was created",
     "job.running": "is running",
@@ -91,6 +100,13 @@ def headline(event: WebhookEvent) -> str:
     return f"[{finding.severity}] {who}: {finding.root_cause}"
 
 
+def header_value(text: str, limit: int = MAX_SUBJECT) -> str:
+    """``text`` fit for one header line: controls and line breaks collapsed to single spaces, at
+    most ``limit`` characters."""
+    value = _UNSAFE_IN_HEADER.sub(" ", text).strip()
+    return value if len(value) <= limit else value[: limit - 1].rstrip() + "…"
+
+
 def _text(event: WebhookEvent) -> str:
     finding, link = event.data.finding, event.data.links
     lines = [headline(event), f"When: {event.timestamp:%Y-%m-%d %H:%M:%S %Z}".rstrip()]
@@ -147,9 +163,9 @@ def compose(
         intro_html = f"<p>{html.escape(intro_text.strip())}</p>\n"
     separator = "\n\n" + "-" * 60 + "\n\n"
     message = EmailMessage()
-    message["Subject"] = subject[:250]
-    message["From"] = sender
-    message["To"] = ", ".join(recipients)
+    message["Subject"] = header_value(subject)
+    message["From"] = header_value(sender, 998)
+    message["To"] = header_value(", ".join(recipients), 10_000)
     message["Date"] = formatdate(localtime=False)
     message["Message-ID"] = make_msgid(idstring=delivery_ids[0], domain="mpijob-controller")
     message["X-MPIJC-Delivery-Ids"] = " ".join(delivery_ids)

@@ -4,8 +4,17 @@ A subscription's URL is input from whoever may create subscriptions, and the con
 runs inside the cluster; without a guard a webhook could reach the cloud metadata service,
 the Kubernetes API or a database. So an address that is not globally routable — loopback,
 private (RFC 1918, IPv6 ULA), link-local (including ``169.254.169.254``), shared/CGNAT,
-multicast, reserved, unspecified, or an IPv4-mapped IPv6 form of any of those — is refused
-unless it lies in a CIDR the operator allowlisted (``notify.allow_cidrs``).
+multicast, reserved, unspecified, IPv6 site-local (``fec0::/10``) — is refused unless it lies
+in a CIDR the operator allowlisted (``notify.allow_cidrs``). IPv6 forms that carry an IPv4
+address are decoded and the IPv4 rules applied to what they carry: IPv4-mapped
+(``::ffff:0:0/96``), IPv4-compatible (``::/96``), 6to4 (``2002::/16``), Teredo (``2001::/32``,
+server and client) and NAT64 (``64:ff9b::/96``; the local-use ``64:ff9b:1::/48`` is refused
+outright), so ``2002:a00:1::`` is refused like ``10.0.0.1``.
+
+Ports are restricted too: 80 and 443 (:data:`ALLOWED_PORTS`), except towards addresses the
+operator allowlisted, which may use any port (an in-cluster receiver on 8080). The refusal
+says only that the host "resolves to a private, loopback or link-local address", never the
+address: the API must not become a way to learn what internal names resolve to.
 
 The host is resolved and *every* address it resolves to is checked: a name answering one
 public and one private address is refused. The check runs when a subscription is created
@@ -31,6 +40,16 @@ __all__ = ["EgressPolicy", "EgressRefusedError", "Target", "system_resolver"]
 
 _LITERAL_CACHE = 10_000
 
+ALLOWED_PORTS: frozenset[int] = frozenset({80, 443})
+"""Ports a webhook may be sent to, unless every address is in ``notify.allow_cidrs``."""
+
+REFUSED = "resolves to a private, loopback or link-local address"
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+_SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
 
 class EgressRefusedError(ValueError):
     """The URL may not be called; the message says why, in words fit for an API client."""
@@ -42,10 +61,33 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 transition form carries (mapped, 6to4, Teredo, NAT64, compatible)."""
+    if address.ipv4_mapped is not None:
+        return (address.ipv4_mapped,)
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        return address.teredo
+    if address in _NAT64 or (address in _COMPATIBLE and int(address) > 1):
+        return (ipaddress.IPv4Address(int(address) & 0xFFFFFFFF),)
+    return ()
+
+
 def _kind(address: IPAddress) -> str | None:
     """Why ``address`` is not public, or ``None`` when it is globally routable."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return _kind(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in _SITE_LOCAL:
+            return "site-local"
+        if address in _NAT64_LOCAL:
+            return "private"
+        embedded = _embedded_ipv4(address)
+        for inner in embedded:
+            kind = _kind(inner)
+            if kind is not None:
+                return kind
+        if embedded and address.teredo is None and address not in _COMPATIBLE:
+            return None  # mapped, 6to4, NAT64 of public IPv4 addresses: as public as those
     for kind, test in (
         ("unspecified", address.is_unspecified),
         ("loopback", address.is_loopback),
@@ -100,7 +142,7 @@ class EgressPolicy:
         return any(address in network for network in self._allowed if network.version == address.version)
 
     def refusal(self, address: IPAddress) -> str | None:
-        """Why ``address`` may not be called (``None``: it may)."""
+        """Why ``address`` may not be called (``None``: it may); for logs, it names the address."""
         kind = _kind(address)
         if kind is None or self._allowlisted(address):
             return None
@@ -141,11 +183,16 @@ class EgressPolicy:
         if not found:
             raise EgressRefusedError(f"host {host!r} resolves to no address")
         addresses = tuple(ipaddress.ip_address(a.split("%", 1)[0]) for a in found)
-        refused = [reason for address in addresses if (reason := self.refusal(address))]
-        if refused:
-            raise EgressRefusedError(
-                f"{url} may not be called: {'; '.join(refused)}; webhooks go to public addresses only "
+        if any(self.refusal(address) for address in addresses):
+            raise EgressRefusedError(  # never which address: that would tell what internal names are
+                f"{url} may not be called: it {REFUSED}; webhooks go to public addresses only "
                 "unless the operator allowlists the range (notify.allow_cidrs)"
+            )
+        if port not in ALLOWED_PORTS and not all(self._allowlisted(a) for a in addresses):
+            raise EgressRefusedError(
+                f"{url} may not be called: port {port} is not allowed; webhooks go to ports "
+                f"{' and '.join(map(str, sorted(ALLOWED_PORTS)))} only, unless the operator allowlists "
+                "the address range (notify.allow_cidrs)"
             )
         target = Target(url, scheme, host, port, addresses)
         if found == [host] and len(self._literals) < _LITERAL_CACHE:

@@ -3,8 +3,20 @@
 A subscription is ``active`` (matched and delivered), ``disabled`` (by its owner, or
 automatically after failing for ``notify.disable_after_s``; its pending deliveries wait)
 or ``expired`` (a one-shot that fired, or past ``expires_at``; what it already owes is
-still delivered). Secrets are kept in clear because HMAC signing needs them; they are
-shown to the API client once, at creation or rotation, and never listed.
+still delivered). Secrets are shown to the API client once, at creation or rotation, and
+never listed.
+
+Signing secrets are encrypted at rest when keys are configured (``notify.secret_keys``,
+``MPIJC_NOTIFY__SECRET_KEYS``): :func:`insert_subscription` and :func:`update_subscription`
+store ``enc:v1:<key id>:<token>`` in the same columns (AES-256-GCM, a random nonce per value,
+bound to the key id and the subscription id), and :meth:`SecretBox.open` turns a stored value
+back into the secret where a webhook is signed. Records keep the stored form, so reading every
+active subscription decrypts nothing. Values without the prefix — written before keys were
+set, or while none are — are read as they are, and are encrypted when the secret is next
+rotated (the old one moves to ``previous_secret``). The first key encrypts, every key
+decrypts: put a new key first, rotate the secrets (or wait for them to be rotated), then drop
+the old key. Without keys, secrets are stored in clear, as HMAC signing needs them, and a
+warning says so once at start.
 
 Reads return :class:`SubscriptionRecord`, a plain frozen record rather than an ORM instance:
 the consumer reads every active subscription per batch and the dispatcher its endpoints per
@@ -13,18 +25,150 @@ claim, and building instrumented ORM objects cost more CPU than the rest of the 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import logging
+import os
+import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, text, update
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.store.models import Subscription, SubscriptionNotice
 
+log = logging.getLogger(__name__)
+
 Row = dict[str, Any]
+
+ENCRYPTED_PREFIX = "enc:v1:"
+"""Stored secrets starting with this are ``enc:v1:<key id>:<base64url(nonce | ciphertext | tag)>``."""
+KEYS_VARIABLE = "MPIJC_NOTIFY__SECRET_KEYS"
+_KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_SECRET_COLUMNS = ("secret", "previous_secret")
+
+
+class SecretKeyError(ValueError):
+    """The secret keys are malformed, or a stored secret cannot be decrypted with them."""
+
+
+class SecretBox:
+    """Encrypts signing secrets for storage and decrypts them for signing (AES-256-GCM)."""
+
+    def __init__(self, keys: Mapping[str, bytes]) -> None:
+        for key_id, key in keys.items():
+            if not _KEY_ID.match(key_id):
+                raise SecretKeyError(f"{KEYS_VARIABLE}: key id {key_id!r} is not letters, digits and _.-")
+            if len(key) != 32:
+                raise SecretKeyError(f"{KEYS_VARIABLE}: key {key_id!r} has {len(key)} bytes, not 32")
+        self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
+        self._writer = next(iter(keys), None)
+
+    @classmethod
+    def from_settings(cls, keys: Mapping[str, Any]) -> SecretBox:
+        """From ``notify.secret_keys``: key id → base64 of 32 bytes (``SecretStr`` or ``str``)."""
+        decoded: dict[str, bytes] = {}
+        for key_id, value in keys.items():
+            text = value.get_secret_value() if hasattr(value, "get_secret_value") else str(value)
+            try:
+                decoded[key_id] = base64.b64decode(text.strip(), validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise SecretKeyError(f"{KEYS_VARIABLE}: key {key_id!r} is not base64") from exc
+        return cls(decoded)
+
+    @property
+    def encrypts(self) -> bool:
+        """Whether values are encrypted when written (some key is configured)."""
+        return self._writer is not None
+
+    @staticmethod
+    def _context(key_id: str, subscription_id: str) -> bytes:
+        return f"mpijc/webhook-secret/v1/{key_id}/{subscription_id}".encode()
+
+    def seal(self, secret: str | None, subscription_id: str) -> str | None:
+        """The stored form of ``secret`` (already stored forms and ``None`` pass as they are)."""
+        if secret is None or self._writer is None or secret.startswith(ENCRYPTED_PREFIX):
+            return secret
+        nonce = os.urandom(12)
+        sealed = self._ciphers[self._writer].encrypt(
+            nonce, secret.encode(), self._context(self._writer, subscription_id)
+        )
+        token = base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
+        return f"{ENCRYPTED_PREFIX}{self._writer}:{token}"
+
+    def open(self, stored: str | None, subscription_id: str) -> str | None:
+        """The secret a stored value holds; a value stored in clear is returned as it is."""
+        if stored is None or not stored.startswith(ENCRYPTED_PREFIX):
+            return stored
+        key_id, _, token = stored.removeprefix(ENCRYPTED_PREFIX).partition(":")
+        cipher = self._ciphers.get(key_id)
+        if cipher is None:
+            raise SecretKeyError(
+                f"the signing secret of {subscription_id} is encrypted with key {key_id!r}, "
+                f"which {KEYS_VARIABLE} does not hold"
+            )
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            plain = cipher.decrypt(raw[:12], raw[12:], self._context(key_id, subscription_id))
+        except (InvalidTag, ValueError, binascii.Error) as exc:
+            raise SecretKeyError(
+                f"the signing secret of {subscription_id} does not decrypt with key {key_id!r}"
+            ) from exc
+        return plain.decode()
+
+
+@dataclass
+class _Installed:
+    box: SecretBox | None = None
+    warned_clear: bool = False
+
+
+_installed = _Installed()
+
+
+def use_secret_keys(keys: Mapping[str, Any]) -> SecretBox:
+    """Install the keys this process encrypts and decrypts signing secrets with (at start, from
+    ``notify.secret_keys``); warns once per process when there are none."""
+    box = _installed.box = SecretBox.from_settings(keys)
+    if not box.encrypts and not _installed.warned_clear:
+        _installed.warned_clear = True
+        log.warning(
+            "webhook signing secrets are stored in clear: set %s (JSON: key id -> base64 of 32 random "
+            "bytes) to encrypt them at rest",
+            KEYS_VARIABLE,
+        )
+    return box
+
+
+def secret_box() -> SecretBox:
+    """The installed :class:`SecretBox`; if none was, one from ``MPIJC_NOTIFY__SECRET_KEYS``."""
+    if _installed.box is not None:
+        return _installed.box
+    raw = os.environ.get(KEYS_VARIABLE, "").strip()
+    try:
+        keys = json.loads(raw) if raw else {}
+    except ValueError as exc:
+        raise SecretKeyError(f"{KEYS_VARIABLE}: not valid JSON") from exc
+    if not isinstance(keys, dict):
+        raise SecretKeyError(f"{KEYS_VARIABLE}: not a JSON object of key id -> base64 key")
+    return use_secret_keys(keys)
+
+
+def _sealed(values: Row, subscription_id: str) -> Row:
+    if not any(values.get(column) for column in _SECRET_COLUMNS):
+        return values
+    box = secret_box()
+    return {
+        **values,
+        **{c: box.seal(values[c], subscription_id) for c in _SECRET_COLUMNS if c in values},
+    }
 
 
 def new_id(prefix: str) -> str:
@@ -67,7 +211,8 @@ def _subscription(row: Any) -> SubscriptionRecord:
 
 
 async def insert_subscription(conn: AsyncConnection, row: Row) -> SubscriptionRecord:
-    """Store a new subscription (every column given)."""
+    """Store a new subscription (every column given); its secret is encrypted when keys are set."""
+    row = _sealed(row, str(row.get("id", "")))
     stored = (await conn.execute(insert(Subscription).values(row).returning(*Subscription.__table__.c))).one()
     return _subscription(stored)
 
@@ -104,10 +249,35 @@ async def list_subscriptions(
     return [_subscription(row) for row in rows]
 
 
+QUOTA_LOCK = 0x6D706A63_0005
+"""``pg_advisory_xact_lock`` key that serializes quota checks with the inserts they guard ("mpjc")."""
+
+
+async def quota_usage(conn: AsyncConnection, created_by: str, namespace: str | None) -> tuple[int, int]:
+    """Live (not expired) subscriptions created by ``created_by``, and live ones in ``namespace``
+    (``None``: the cluster-wide ones).
+
+    Takes a transaction-scoped advisory lock first, so concurrent creations are counted one
+    after another: call it in the transaction that inserts (or moves) the subscription.
+    """
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": QUOTA_LOCK})
+    live = Subscription.state != "expired"
+    in_namespace = (
+        Subscription.namespace.is_(None) if namespace is None else Subscription.namespace == namespace
+    )
+    by_user = (
+        select(func.count()).select_from(Subscription).where(live, Subscription.created_by == created_by)
+    )
+    there = select(func.count()).select_from(Subscription).where(live, in_namespace)
+    row = (await conn.execute(select(by_user.scalar_subquery(), there.scalar_subquery()))).one()
+    return int(row[0]), int(row[1])
+
+
 async def update_subscription(
     conn: AsyncConnection, subscription_id: str, changes: Row
 ) -> SubscriptionRecord | None:
-    """Apply ``changes``; ``None`` if there is no such subscription."""
+    """Apply ``changes`` (secrets encrypted when keys are set); ``None`` if there is no such subscription."""
+    changes = _sealed(changes, subscription_id)
     row = (
         await conn.execute(
             update(Subscription)

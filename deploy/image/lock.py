@@ -23,9 +23,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         requirements, lock = Path(tmp, "requirements.in"), Path(tmp, "pylock.toml")
         requirements.write_text("\n".join(dependencies) + "\n")
-        subprocess.run(
-            [sys.executable, "-m", "pip", "lock", "--quiet", "-r", str(requirements), "-o", str(lock)], check=True
-        )
+        command = [sys.executable, "-m", "pip", "lock", "--quiet", "-r", str(requirements), "-o", str(lock)]
+        subprocess.run(command, check=True)
         packages = tomllib.loads(lock.read_text())["packages"]
     lines = [
         "# The image's runtime dependencies, pinned with hashes: `make lock` writes this file",

@@ -88,6 +88,33 @@ def test_extension_values_are_escaped(value: str, escaped: str) -> None:
     assert f" reason={escaped} suser=" in line
 
 
+LINE_BREAKS = ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+CONTROLS = ["\x00", "\x01", "\x07", "\x08", "\t", "\x1b", "\x1f", "\x7f", "\x80", "\x9b", "\x9f"]
+
+
+@pytest.mark.parametrize(
+    "brk", LINE_BREAKS, ids=["-".join(f"U+{ord(c):04X}" for c in brk) for brk in LINE_BREAKS]
+)
+def test_every_line_terminator_is_escaped_in_cef_and_syslog(brk: str) -> None:
+    record = admission(reason=f"first{brk}second", message=f"msg{brk}<13>1 forged syslog line")
+    line = cef(link(record), version=f"1{brk}2")
+    frame = syslog_message(link(record), "h", version=f"1{brk}2")
+    for text in (line, frame.decode()):
+        assert len(text.splitlines()) == 1, repr(text)
+        assert brk not in text
+    escaped = "\\r" if brk == "\r" else "\\n"
+    assert f" reason=first{escaped}second msg=msg{escaped}<13>1 forged syslog line suser=" in line
+    assert line.startswith(f"CEF:0|Kubeflow|mpijob-controller|1{' ' * len(brk)}2|")
+
+
+@pytest.mark.parametrize("control", CONTROLS, ids=[f"U+{ord(c):04X}" for c in CONTROLS])
+def test_other_control_characters_are_replaced(control: str) -> None:
+    record = admission(reason=f"a{control}b", message=f"x{control}y")
+    line = cef(link(record), version=f"v{control}1")
+    assert control not in line and control.encode() not in syslog_message(link(record), "h")
+    assert " reason=a b " in line and " msg=x y " in line and "|v 1|" in line
+
+
 def test_header_fields_escape_pipes_and_backslashes() -> None:
     line = cef(link(admission()), version="1|2\\3")
     assert line.startswith("CEF:0|Kubeflow|mpijob-controller|1\\|2\\\\3|job-delete|")

@@ -1,6 +1,8 @@
-"""The SSRF guard: loopback, private, link-local and other non-public addresses are refused at
-subscription time (422 naming the reason) and again at send time, every resolved address
-checked, unless the operator allowlisted the range; a checked address is the one connected to."""
+"""The SSRF guard: loopback, private, link-local and other non-public addresses — IPv6 forms
+carrying one included (mapped, compatible, 6to4, Teredo, NAT64), site-local too — are refused at
+subscription time (422 that never names the address a host resolves to) and again at send time,
+every resolved address checked, unless the operator allowlisted the range; ports other than 80
+and 443 only towards allowlisted ranges; a checked address is the one connected to."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.contract.egress import EgressPolicy, EgressRefusedError
+from controller.contract.egress import REFUSED, EgressPolicy, EgressRefusedError
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -44,23 +46,39 @@ DNS = FakeDns(
     localhost=["127.0.0.1", "::1"],
     split_example_com=[PUBLIC, "10.0.0.7"],
     metadata_example_com=["169.254.169.254"],
+    sixtofour_example_com=["2002:a00:1::1"],
+    kube_example_com=["10.96.0.1"],
 )
 
 
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
-        ("http://127.0.0.1:8080/hook", "127.0.0.1 is a loopback address"),
-        ("http://localhost/hook", "127.0.0.1 is a loopback address; ::1 is a loopback address"),
-        ("http://[::ffff:127.0.0.1]/hook", "is a loopback address"),
-        ("http://10.1.2.3/hook", "10.1.2.3 is a private address"),
-        ("http://192.168.1.10/hook", "is a private address"),
-        ("http://100.64.0.1/hook", "100.64.0.1 is a"),
-        ("http://169.254.169.254/latest/meta-data", "169.254.169.254 is a link-local address"),
-        ("http://metadata.example.com/", "169.254.169.254 is a link-local address"),
-        ("http://split.example.com/hook", "10.0.0.7 is a private address"),
-        ("http://0.0.0.0/hook", "0.0.0.0 is an unspecified address"),
-        ("http://[fd00::1]/hook", "is a private address"),
+        ("http://127.0.0.1:8080/hook", REFUSED),
+        ("http://localhost/hook", REFUSED),
+        ("http://[::ffff:127.0.0.1]/hook", REFUSED),
+        ("http://10.1.2.3/hook", REFUSED),
+        ("http://192.168.1.10/hook", REFUSED),
+        ("http://100.64.0.1/hook", REFUSED),
+        ("http://169.254.169.254/latest/meta-data", REFUSED),
+        ("http://metadata.example.com/", REFUSED),
+        ("http://split.example.com/hook", REFUSED),
+        ("http://0.0.0.0/hook", REFUSED),
+        ("http://[fd00::1]/hook", REFUSED),
+        ("http://[2002:a00:1::1]/hook", REFUSED),
+        ("http://[2002:a9fe:a9fe::]/hook", REFUSED),
+        ("http://sixtofour.example.com/hook", REFUSED),
+        ("http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook", REFUSED),
+        ("http://[64:ff9b::a00:1]/hook", REFUSED),
+        ("http://[64:ff9b::a9fe:a9fe]/hook", REFUSED),
+        ("http://[64:ff9b:1::5db8:d822]/hook", REFUSED),
+        ("http://[fec0::1]/hook", REFUSED),
+        ("http://[::ffff:10.0.0.1]/hook", REFUSED),
+        ("http://[::ffff:169.254.169.254]/hook", REFUSED),
+        ("http://[::10.0.0.1]/hook", REFUSED),
+        ("http://[::127.0.0.1]/hook", REFUSED),
+        ("http://public.example.com:8080/hook", "port 8080 is not allowed"),
+        ("https://public.example.com:22/hook", "port 22 is not allowed"),
         ("http://nowhere.invalid/hook", "does not resolve"),
         ("ftp://public.example.com/hook", "must be http or https"),
         ("http://user:pw@public.example.com/hook", "may not carry credentials"),
@@ -78,6 +96,20 @@ DNS = FakeDns(
         "one-private-answer-of-two",
         "unspecified",
         "ipv6-ula",
+        "6to4-of-rfc1918",
+        "6to4-of-metadata",
+        "6to4-by-name",
+        "teredo",
+        "nat64-of-rfc1918",
+        "nat64-of-metadata",
+        "nat64-local-use",
+        "site-local",
+        "ipv4-mapped-rfc1918",
+        "ipv4-mapped-metadata",
+        "ipv4-compatible-rfc1918",
+        "ipv4-compatible-loopback",
+        "public-odd-port",
+        "public-ssh-port",
         "unresolvable",
         "not-http",
         "credentials",
@@ -90,6 +122,36 @@ async def test_a_non_public_url_is_refused(url: str, reason: str) -> None:
     assert reason in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://public.example.com/hook",
+        "http://public.example.com:80/hook",
+        "https://[2002:5db8:d822::1]/hook",
+        "https://[64:ff9b::5db8:d822]/hook",
+        "https://[::ffff:93.184.216.34]/hook",
+    ],
+    ids=["https", "http-80", "6to4-of-public", "nat64-of-public", "ipv4-mapped-public"],
+)
+async def test_public_addresses_on_web_ports_are_accepted(url: str) -> None:
+    target = await EgressPolicy([], DNS).check(url)
+    assert target.port in (80, 443)
+
+
+async def test_an_allowlisted_range_may_use_any_port() -> None:
+    target = await EgressPolicy(["10.0.0.0/8"], DNS).check("http://kube.example.com:8080/hook")
+    assert target.pinned_url() == "http://10.96.0.1:8080/hook"
+
+
+async def test_the_refusal_never_says_what_a_name_resolves_to() -> None:
+    for url in ("http://kube.example.com/hook", "http://sixtofour.example.com/", "http://split.example.com/"):
+        with pytest.raises(EgressRefusedError) as refused:
+            await EgressPolicy([], DNS).check(url)
+        message = str(refused.value)
+        assert REFUSED in message
+        assert not any(a in message for a in ("10.96.0.1", "2002:a00:1::1", "10.0.0.7", PUBLIC)), message
+
+
 async def test_the_api_refuses_a_private_url_with_a_clear_422(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
 ) -> None:
@@ -99,11 +161,21 @@ async def test_the_api_refuses_a_private_url_with_a_clear_422(
         listed = (await api.get("/api/v1/webhooks")).json()["items"]
     assert response.status_code == 422
     assert response.json()["detail"] == (
-        "http://169.254.169.254/latest/meta-data may not be called: 169.254.169.254 is a link-local "
-        "address; webhooks go to public addresses only unless the operator allowlists the range "
-        "(notify.allow_cidrs)"
+        "http://169.254.169.254/latest/meta-data may not be called: it resolves to a private, loopback "
+        "or link-local address; webhooks go to public addresses only unless the operator allowlists "
+        "the range (notify.allow_cidrs)"
     )
     assert listed == []
+
+
+async def test_the_api_does_not_reveal_what_an_internal_name_resolves_to(
+    settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
+) -> None:
+    with_notify(settings, allow_cidrs=[])
+    async with api_client(settings, engine, metrics, resolver=DNS) as api:
+        response = await api.post("/api/v1/webhooks", json={"url": "http://kube.example.com/hook"})
+    assert response.status_code == 422
+    assert REFUSED in response.json()["detail"] and "10.96.0.1" not in response.json()["detail"]
 
 
 async def test_public_and_allowlisted_urls_are_accepted(
@@ -143,9 +215,7 @@ async def test_a_name_that_turns_private_after_subscription_is_refused_at_send_t
     with_notify(settings, allow_cidrs=[])
     dns = FakeDns(rebind_example_com=[PUBLIC])
     async with Receiver() as rx, api_client(settings, engine, metrics, resolver=dns) as api:
-        created = await api.post(
-            "/api/v1/webhooks", json={"url": f"http://rebind.example.com:{rx.port}/hook"}
-        )
+        created = await api.post("/api/v1/webhooks", json={"url": "http://rebind.example.com/hook"})
         assert created.status_code == 201
         dns.hosts["rebind.example.com"] = ["127.0.0.1"]
         async with notify_running(settings, topology, js, engine, metrics, resolver=dns):
@@ -154,7 +224,8 @@ async def test_a_name_that_turns_private_after_subscription_is_refused_at_send_t
 
     assert rx.requests == []
     assert (refused["status"], refused["attempts"]) == ("failed", 1)
-    assert "refused" in refused["last_error"] and "127.0.0.1 is a loopback address" in refused["last_error"]
+    assert "refused" in refused["last_error"] and REFUSED in refused["last_error"]
+    assert "127.0.0.1" not in refused["last_error"]
 
 
 async def test_an_allowlisted_name_is_called_on_its_checked_address_with_its_own_host_header(

@@ -1,0 +1,121 @@
+"""Redaction of well-known secret shapes, and of control characters, in text the controller republishes.
+
+Container log tails and termination messages travel from the watcher to the history (and the
+API), the rules' findings, webhooks and e-mail. Training jobs print credentials more often
+than anyone would like (a ``boto3`` debug line, a ``curl -v``, an ``env`` dump), so the watcher
+passes every such text through :func:`scrub` / :func:`scrub_lines` before publishing:
+
+- secrets of well-known shapes become ``[REDACTED]``: AWS access key ids (``AKIA…``/``ASIA…``)
+  and the value after ``aws_secret_access_key``; ``Authorization:`` credentials and
+  ``Bearer …`` tokens; ``password=``/``passwd=``/``secret=``/``token=``/``api_key=`` values
+  (``=`` or ``:``, quoted or not, any prefix such as ``DB_PASSWORD``); passwords in URLs
+  (``scheme://user:password@host``); GitHub tokens (``ghp_…``, ``github_pat_…``); Slack
+  tokens (``xox[baprs]-…``); private key blocks (``-----BEGIN … PRIVATE KEY-----`` through
+  the matching ``END`` line, or to the end of the text when it was cut off); JWTs
+  (``eyJ….….…``). The key name is kept, only the value goes: ``password=[REDACTED]``.
+- control characters go: ANSI colour sequences are removed, and every other C0 control
+  (NUL included: PostgreSQL text and JSONB cannot hold ``\\x00``, so one NUL would make the
+  history write fail for good), DEL and C1 controls becomes a space; ``\\t`` stays, and in
+  multi-line messages ``\\n`` too (``\\r\\n`` becomes ``\\n``).
+
+Every pattern is linear in the length of the text: no nested quantifiers, quantified runs
+bounded or followed by a character they cannot match, and token patterns anchored to the
+start of a run (a look-behind), so a hostile log line costs one scan. What is *not* caught:
+secrets of no recognisable shape (a bare password on a line of its own), and a private key
+whose ``BEGIN`` line fell before the start of the tail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["REDACTED", "clean_controls", "redact", "scrub", "scrub_lines"]
+
+REDACTED = "[REDACTED]"
+
+_Q = "[\"']?"  # an optional quote around a key or a value
+_SEP = rf"{_Q}[ \t]{{0,16}}[:=][ \t]{{0,16}}{_Q}"  # key, then = or :, then the value
+_VALUE = r"[^\s\"'&,;]+"
+
+_SECRETS = re.compile(
+    "|".join(
+        (
+            # a private key block: to its END line, or to the end of the text when that was cut off
+            r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----(?s:.*?-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|.*)",
+            # scheme://user:password@host
+            r"(?P<url>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s:/@]{1,256}:)[^\s/@]{1,256}(?=@)",
+            # Authorization: Basic dXNlcjpwYXNz, "authorization": "Bearer …"
+            rf"(?P<auth>(?i:authorization){_SEP}(?:(?i:basic|bearer|token|digest|negotiate)[ \t]{{1,16}})?)"
+            rf"{_VALUE}",
+            # Bearer <token> anywhere (curl -H, a printed header dict)
+            r"(?P<bearer>(?<![A-Za-z0-9_])(?i:bearer)[ \t]{1,16})[A-Za-z0-9._~+/-]+=*",
+            # aws_secret_access_key = …
+            rf"(?P<aws>(?i:aws_secret_access_key){_SEP}){_VALUE}",
+            # password=…, DB_PASSWORD: …, "token": "…", client_secret=…, api-key=…
+            rf"(?P<kv>(?i:password|passwd|secret|token|api[_-]?key){_SEP}){_VALUE}",
+            # AWS access key ids
+            r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+            # GitHub tokens (classic and fine-grained)
+            r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
+            # Slack tokens
+            r"(?<![A-Za-z0-9])xox[baprs]-[A-Za-z0-9-]{10,}",
+            # JWTs: base64url header (always starts {"), payload, signature
+            r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}",
+        )
+    )
+)
+_KEEP = ("url", "auth", "bearer", "aws", "kv")
+_TRIGGERS = (  # lower case; a text containing none of them cannot match (the usual case: one cheap pass)
+    "-----begin", "://", "authorization", "bearer", "password", "passwd", "secret", "token", "api_key",
+    "api-key", "apikey", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "eyj",
+)  # fmt: skip
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]")
+_CONTROLS_IN_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]+")
+_CONTROLS_IN_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]+")
+_HINT = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _replace(match: re.Match[str]) -> str:
+    for name in _KEEP:
+        kept = match.group(name)
+        if kept is not None:
+            return kept + REDACTED
+    return REDACTED
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret of a well-known shape replaced by ``[REDACTED]``."""
+    lowered = text.lower()
+    if not any(trigger in lowered for trigger in _TRIGGERS):
+        return text
+    return _SECRETS.sub(_replace, text)
+
+
+def clean_controls(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` without ANSI colour sequences, each other run of control characters (NUL, CR, ESC,
+    DEL, C1 …) a single space; ``\\t`` is kept, and ``\\n`` when ``keep_newlines``."""
+    if _HINT.search(text) is None:  # the common case: nothing to do
+        return text
+    text = _ANSI.sub("", text)
+    if keep_newlines:
+        text = text.replace("\r\n", "\n")
+        return _CONTROLS_IN_TEXT.sub(" ", text)
+    return _CONTROLS_IN_LINE.sub(" ", text)
+
+
+def scrub(text: str | None) -> str | None:
+    """A message (possibly several lines) fit to publish: controls cleaned, secrets redacted."""
+    if not text:
+        return text
+    return redact(clean_controls(text, keep_newlines=True))
+
+
+def scrub_lines(lines: Iterable[str]) -> tuple[str, ...]:
+    """Log lines fit to publish: controls cleaned per line, secrets redacted; a private key block
+    spanning lines is replaced by one ``[REDACTED]`` line (so there may be fewer lines)."""
+    cleaned = [clean_controls(line) for line in lines]
+    if not cleaned:
+        return ()
+    return tuple(redact("\n".join(cleaned)).split("\n"))
