@@ -13,6 +13,10 @@ half-written one) and moves the cursor up to it. The network sinks cannot know w
 so they may send that one batch again; every event carries ``seq`` and the record id
 (``cn1``/``externalId`` in CEF) for the receiving side to drop repeats.
 
+Every event also carries the chain's head (newest ``seq`` and ``hash``) when its batch was read:
+a checkpoint outside the database, so records removed from the end of the chain are visible
+against what the SIEM holds (``audit verify --against``).
+
 Formats are in :mod:`controller.store.auditformats`; the API's streaming export uses the same ones.
 """
 
@@ -37,7 +41,14 @@ from controller.contract.backoff import Backoff
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import AuditSettings
 from controller.metrics import MetricGroup
-from controller.store.auditchain import StoredRecord, claim_cursor, move_cursor, records_after
+from controller.store.auditchain import (
+    ChainHead,
+    StoredRecord,
+    chain_head,
+    claim_cursor,
+    move_cursor,
+    records_after,
+)
 from controller.store.auditformats import hec_event, jsonl_line, octet_frame, syslog_message
 
 __all__ = [
@@ -74,8 +85,9 @@ class Sink(Protocol):
         """The cursor key: kind and destination (a new destination starts from the beginning)."""
         ...
 
-    async def send(self, batch: Sequence[StoredRecord]) -> None:
-        """Deliver ``batch`` (in chain order) or raise."""
+    async def send(self, batch: Sequence[StoredRecord], head: ChainHead | None = None) -> None:
+        """Deliver ``batch`` (in chain order) or raise; every record carries ``head``, the chain's
+        newest link when the batch was read (a checkpoint the SIEM keeps)."""
         ...
 
     async def delivered_upto(self) -> int | None:
@@ -95,8 +107,8 @@ class JsonlFileSink:
     def name(self) -> str:
         return f"jsonl:{self.path}"
 
-    async def send(self, batch: Sequence[StoredRecord]) -> None:
-        await asyncio.to_thread(self._write, b"".join(jsonl_line(stored) for stored in batch))
+    async def send(self, batch: Sequence[StoredRecord], head: ChainHead | None = None) -> None:
+        await asyncio.to_thread(self._write, b"".join(jsonl_line(stored, head) for stored in batch))
 
     def _write(self, data: bytes) -> None:
         with self.path.open("ab") as out:
@@ -169,9 +181,9 @@ class SyslogSink:
             )
         return self._stream[1]
 
-    async def send(self, batch: Sequence[StoredRecord]) -> None:
+    async def send(self, batch: Sequence[StoredRecord], head: ChainHead | None = None) -> None:
         frames = b"".join(
-            octet_frame(syslog_message(stored, self.hostname, self.facility)) for stored in batch
+            octet_frame(syslog_message(stored, self.hostname, self.facility, head=head)) for stored in batch
         )
         try:
             writer = await self._connected()
@@ -215,9 +227,10 @@ class HecSink:
     def name(self) -> str:
         return f"hec:{self.url}"
 
-    async def send(self, batch: Sequence[StoredRecord]) -> None:
+    async def send(self, batch: Sequence[StoredRecord], head: ChainHead | None = None) -> None:
         body = b"\n".join(
-            json.dumps(hec_event(stored, self.host, self.sourcetype, self.index)).encode() for stored in batch
+            json.dumps(hec_event(stored, self.host, self.sourcetype, self.index, head)).encode()
+            for stored in batch
         )
         try:
             response = await self._client.post(
@@ -304,7 +317,7 @@ async def export_batch(engine: AsyncEngine, sink: Sink, batch_size: int, clock: 
         batch = await records_after(conn, held, batch_size)
         if not batch:
             return 0
-        await sink.send(batch)
+        await sink.send(batch, await chain_head(conn))
         await move_cursor(conn, sink.name, batch[-1].seq, len(batch), clock())
     return len(batch)
 

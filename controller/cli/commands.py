@@ -33,7 +33,6 @@ from importlib.resources import files
 from pathlib import Path
 
 from consumers.registry import CONSUMERS
-from controller.bus.streams import connect, ensure_streams
 from controller.cli import report
 from controller.cli.embedded import EmbeddedServiceError
 from controller.cli.runtime import (
@@ -48,7 +47,6 @@ from controller.cli.runtime import (
 from controller.cli.supervisor import Child, supervise
 from controller.contract.errors import StartupError
 from controller.contract.settings import Settings, SettingsError, load_settings
-from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 
 EXAMPLES = Path(str(files("controller.testing.scenarios")))
@@ -78,9 +76,12 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
         *(Child(role, ("consume", "--only", role), others) for role in roles),
         Child("api", ("api",)),
     ]
+    stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
     async with runtime(settings, "mpijc-up") as rt:
+        if stop.is_set():
+            return 0
         env = {**os.environ, "MPIJC_DATABASE__URL": rt.database_url, "MPIJC_NATS__URL": rt.nats_url}
-        return await supervise(children, env, stop_on_signals())
+        return await supervise(children, env, stop)
 
 
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
@@ -121,7 +122,14 @@ async def cmd_capture(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
-    async with runtime(settings, "mpijc-migrate", bus=False):
+    """Bring the schema to head; with ``MPIJC_DATABASE__OWNER_URL`` as the owner role only
+    (the migration Job needs no runtime credentials)."""
+    database = settings.database
+    if database.owner_url is not None:
+        database = database.model_copy(update={"url": database.owner_url, "migrate": True})
+    else:
+        database = database.model_copy(update={"migrate": True})
+    async with runtime(settings.model_copy(update={"database": database}), "mpijc-migrate", bus=False):
         print("schema is at head")
     return 0
 
@@ -139,31 +147,27 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
-    """The validating admission webhook: needs only NATS (no database in the webhook pod)."""
-    from controller.bus.publishing import Publisher
+    """The validating admission webhook: needs only NATS (no database in the webhook pod).
+
+    It starts without waiting for NATS: until NATS answers (and whenever it is away), records
+    go to the spool (``audit.spool_dir``) and are published once it is back.
+    """
+    from watchers.admission.spool import FileSpool, LazyJetStream
     from watchers.admission.webhook import serve_admission
 
     if not settings.nats.url:
         raise StartupError("MPIJC_NATS__URL: the admission webhook needs the installation's NATS")
-    topology = Topology(settings.nats.prefix)
+    spool_dir = settings.audit.spool_dir
     try:
-        async with asyncio.timeout(settings.startup_timeout_s):
-            nc = await connect(settings.nats.url, "mpijc-admission")
-    except TimeoutError as exc:
-        raise StartupError(
-            f"MPIJC_NATS__URL: NATS did not answer within {settings.startup_timeout_s:g} s"
-        ) from exc
+        spool = FileSpool(spool_dir) if spool_dir is not None else None
+    except OSError as exc:
+        raise StartupError(f"MPIJC_AUDIT__SPOOL_DIR: {exc}") from exc
+    bus = LazyJetStream(settings.nats.url, settings.nats)
+    bus.start()
     try:
-        js = nc.jetstream()
-        await ensure_streams(js, topology, settings.nats)
-        await serve_admission(
-            settings.audit,
-            Publisher(js, topology).publish_records,
-            PipelineMetrics().registry,
-            stop_on_signals(),
-        )
+        await serve_admission(settings.audit, bus, PipelineMetrics().registry, stop_on_signals(), spool=spool)
     finally:
-        await nc.drain()
+        await bus.close()
     return 0
 
 
@@ -172,14 +176,18 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     from consumers.audit.consumer import purge_once
     from consumers.audit.export import drain, run_exporters, sinks_from_settings
     from controller.contract.audit import Actor
-    from controller.store.auditchain import AuditFilter, pages, verify
+    from controller.store.auditchain import AuditFilter, compare_with_export, pages, verify
     from controller.store.auditformats import EXPORT_FORMATS
 
     async with runtime(settings, "mpijc-audit", bus=False) as rt:
         if args.audit_command == "verify":
             result = await verify(rt.engine)
             print(result.describe())
-            return 0 if result.ok else 1
+            if args.against is None:
+                return 0 if result.ok else 1
+            compared = await compare_with_export(rt.engine, args.against.read_bytes().splitlines())
+            print(compared.describe())
+            return 0 if result.ok and compared.ok else 1
         if args.audit_command == "purge":
             purged = await purge_once(
                 rt.engine,
@@ -219,7 +227,14 @@ def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     audit = commands.add_parser("audit", help="verify, export or purge the audit trail")
     audit.set_defaults(handler=cmd_audit)
     sub = audit.add_subparsers(dest="audit_command", required=True)
-    sub.add_parser("verify", help="check the hash chain; exit 1 at the first broken record")
+    check = sub.add_parser("verify", help="check the hash chain; exit 1 at the first broken record")
+    check.add_argument(
+        "--against",
+        type=Path,
+        metavar="JSONL",
+        help="also compare with a SIEM's JSON Lines export: records it received that the database "
+        "no longer has (or that changed), and the newest chain head it was told",
+    )
     export = sub.add_parser("export", help="write records as JSON Lines or CEF, or ship them to the sinks")
     export.add_argument("--format", choices=["jsonl", "cef"], default="jsonl")
     export.add_argument("--out", type=Path)

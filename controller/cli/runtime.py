@@ -94,7 +94,7 @@ async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncE
                         ) from exc
                     log.debug("waiting for PostgreSQL at %s: %s", _where(url), exc)
                     await asyncio.sleep(1.0)
-        await migrate.upgrade_async(url)
+        await _migrate_or_check(engine, url, settings)
     except TimeoutError as exc:
         await engine.dispose()
         raise StartupError(
@@ -105,6 +105,34 @@ async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncE
         await engine.dispose()
         raise
     return engine
+
+
+async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -> None:
+    """Migrate as the owner (``owner_url``; else, single-role mode, as ``url``), or with
+    ``MPIJC_DATABASE__MIGRATE=false`` only check that someone did: a one-line error if not."""
+    database = settings.database
+    if database.migrate:
+        if database.owner_url is not None:
+            await migrate.upgrade_async(database.owner_url.get_secret_value(), database.runtime_role)
+        else:
+            await migrate.upgrade_async(url, single_role=True)
+        return
+    head = migrate.head_revision()
+    deadline = asyncio.get_running_loop().time() + settings.startup_timeout_s
+    while True:  # the migrate Job may be running right now: wait for it, within the startup timeout
+        async with engine.connect() as conn:
+            at = await migrate.current_revision(conn)
+        if at == head:
+            return
+        if asyncio.get_running_loop().time() >= deadline:
+            break
+        log.info("waiting for the migrate Job: schema at %s, expected %s", at or "none", head)
+        await asyncio.sleep(min(2.0, settings.startup_timeout_s))
+    if at != head:
+        raise StartupError(
+            f"MPIJC_DATABASE__MIGRATE=false: the schema at {_where(url)} is at revision {at or 'none'}, "
+            f"not {head}; run the migrate Job (mpijob-controller migrate, MPIJC_DATABASE__OWNER_URL) first"
+        )
 
 
 async def _reach_bus(url: str, settings: Settings, name: str, variable: str) -> NATS:
@@ -214,7 +242,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     import uvicorn
 
     from controller.api.access import AccessReviewer, build_reviewer
-    from controller.api.app import create_app
+    from controller.api.app import create_app, metrics_app
     from controller.api.metrics_collectors import JetStreamCollector
 
     def kubernetes() -> AccessReviewer:
@@ -233,14 +261,24 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         collectors=[JetStreamCollector(rt.js, rt.topology, rt.metrics.registry, api.metrics_ttl_s)],
         metrics_ttl_s=api.metrics_ttl_s,
     )
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=api.host, port=api.port, log_level="warning", lifespan="off")
+    servers = [
+        uvicorn.Server(
+            uvicorn.Config(app, host=api.host, port=api.port, log_level="warning", lifespan="off")
+        ),
+        uvicorn.Server(
+            uvicorn.Config(
+                metrics_app(app), host=api.host, port=api.metrics_port, log_level="warning", lifespan="off"
+            )
+        ),
+    ]
+    serving = [asyncio.create_task(server.serve()) for server in servers]
+    log.info(
+        "API on http://%s:%d (auth: %s), metrics on port %d", api.host, api.port, api.auth, api.metrics_port
     )
-    serving = asyncio.create_task(server.serve())
-    log.info("API on http://%s:%d (auth: %s)", api.host, api.port, api.auth)
     await stop.wait()
-    server.should_exit = True
-    await serving
+    for server in servers:
+        server.should_exit = True
+    await asyncio.gather(*serving)
 
 
 @contextlib.contextmanager

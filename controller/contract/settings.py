@@ -34,6 +34,25 @@ class DatabaseSettings(BaseModel):
         description="SQLAlchemy URL (postgresql+asyncpg://…); unset starts the embedded PostgreSQL.",
     )
     pool_size: int = Field(default=5, description="Connections per process; consumers batch, so few suffice.")
+    owner_url: SecretStr | None = Field(
+        default=None,
+        description="URL of the schema owner role that runs migrations (the `migrate` command / Job); "
+        "unset: migrations use `url`, the single-role mode for a laptop, where the application's own "
+        "role owns the audit table and could rewrite it (docs/audit.md).",
+    )
+    runtime_role: str = Field(
+        default="mpijc_runtime",
+        pattern=r"^[a-z_][a-z0-9_$]{0,62}$",
+        description="Role the processes connect as (the user of `url`); migrations grant it what it "
+        "needs, and on the audit table only SELECT and INSERT (created, LOGIN, when missing and the "
+        "owner may create roles).",
+    )
+    migrate: bool = Field(
+        default=True,
+        description="Bring the schema to head at start. Set false where a migration Job runs with "
+        "the owner credentials: the process then only checks the schema is at head, and stops with "
+        "one line if it is not.",
+    )
 
 
 class NatsSettings(BaseModel):
@@ -51,6 +70,13 @@ class NatsSettings(BaseModel):
         "a 5-minute watch timeout, so a relisted object is not published twice.",
     )
     max_age_s: float = Field(default=7 * 24 * 3600.0, description="Seconds a message stays in a stream.")
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=5,
+        description="Copies JetStream keeps of every stream and key-value bucket: 1 on a single server, "
+        "3 on a 3-node JetStream cluster so the loss of any one server loses nothing and stops nothing.",
+    )
 
 
 class EmbeddedSettings(BaseModel):
@@ -129,6 +155,22 @@ class ConsumerSettings(BaseModel):
     )
     ack_wait_s: float = Field(
         default=30.0, description="Seconds before an unacknowledged message is redelivered."
+    )
+    rules_partitions: int = Field(
+        default=2,
+        ge=1,
+        le=256,
+        description="Partitions of the rules consumer's work, by a stable hash of namespace/job; "
+        "each is claimed by one replica at a time (lease in the RULES_LEASES bucket), so replicas "
+        "share the load and take over a dead replica's partitions. Changing it re-partitions: "
+        "every partition then warm-starts from the stream once.",
+    )
+    rules_lease_ttl_s: float = Field(
+        default=6.0,
+        gt=0,
+        description="Seconds a rules partition lease (and a replica's membership) lives without "
+        "renewal: a killed replica's partitions are taken over after at most this long. Leases are "
+        "renewed every third of it.",
     )
 
 
@@ -279,6 +321,15 @@ class NotifySettings(BaseModel):
         description="After a secret rotation the old secret still signs (a second signature) this long, "
         "so receivers can switch without dropping webhooks.",
     )
+    secret_keys: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Keys that encrypt webhook signing secrets at rest (AES-256-GCM), as JSON "
+        '{"<key id>": "<base64 of 32 random bytes>"}: the first entry encrypts what is written, every '
+        "entry decrypts, so a key is rotated by putting a new one first and dropping the old one once "
+        "no row uses it. Key ids: letters, digits, `_.-`. Empty: secrets are stored in clear (a "
+        "database dump or a read-only SQL user then reveals every signing secret) and a warning is "
+        "logged at start; secrets written in clear before keys were set are still read.",
+    )
     digest_window_s: float = Field(
         default=600.0,
         description="Emails about one job are sent at most once per window; what happens in between is "
@@ -325,8 +376,35 @@ class AuditSettings(BaseModel):
     )
     backlog: int = Field(
         default=10_000,
-        description="Records held in memory for retry while NATS is unreachable; beyond it the oldest "
-        "are dropped and counted (mpijc_admission_dropped_total).",
+        description="Records held in memory for retry while NATS is unreachable and the spool "
+        "(``spool_dir``) is unset or failing; beyond it the oldest are dropped and counted "
+        "(mpijc_admission_dropped_total).",
+    )
+    spool_dir: Path | None = Field(
+        default=None,
+        description="Directory where the admission webhook writes (fsynced, one file per record) the "
+        "records JetStream did not store in time, and from which it publishes them again once NATS "
+        "answers, also after a restart. Put it on a volume that outlives the container.",
+    )
+    max_body_bytes: int = Field(
+        default=3 << 20,
+        ge=1024,
+        description="Largest AdmissionReview body the webhook reads (the API server's own request limit "
+        "is 3 MiB); a larger Content-Length, or a chunked body that grows past it, is answered 413.",
+    )
+    request_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Deadline for one request's headers and body to arrive, counted from its first "
+        "byte; a slower client is answered 408 and disconnected.",
+    )
+    max_json_depth: int = Field(
+        default=200,
+        ge=8,
+        le=400,
+        description="Deepest nesting of arrays and objects accepted in a review (checked by a linear scan "
+        "before parsing); deeper bodies are answered 400. At most 400: comparing the objects of an "
+        "UPDATE recurses once per level, inside Python's recursion limit.",
     )
     retention_days: int | None = Field(
         default=None,

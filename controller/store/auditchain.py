@@ -11,11 +11,13 @@ namespace's records, or reordering across namespaces, as visible as any other ch
 several consumer replicas and the purge can write without forking the chain; the lock is
 released at commit, when the next writer can read the new head.
 
-**Append-only.** A trigger refuses UPDATE, DELETE and TRUNCATE (migration 0004). The only
-way out is :func:`purge`: in one transaction it sets the transaction-local flag
-``mpijc.audit_purge``, removes the oldest records (a prefix of the chain), and appends a
-``purge`` record naming what it removed and the hash of the last removed record, so
-:func:`verify` can start from the purge point.
+**Append-only.** The runtime role may only SELECT and INSERT (migration 0007; migrations run
+as a separate owner role), and a trigger refuses UPDATE, DELETE and TRUNCATE even to the owner
+(migration 0004). The only way out is :func:`purge`, which calls the owner's ``SECURITY
+DEFINER`` function ``audit_purge``: in one transaction it removes the oldest records (a prefix
+of the chain recorded before a cutoff at least a day ago) and appends the ``purge`` record
+naming what it removed and the hash of the last removed record — after checking the record says
+exactly that — so :func:`verify` can start from the purge point.
 
 **Verification** (:func:`verify`) walks the chain in one snapshot and names the first record
 where it breaks: a changed record (hash mismatch), a removed one (seq gap or a prev_hash that
@@ -27,6 +29,7 @@ exporters ship to the SIEM (with ``seq`` and ``hash``) are for.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select, text, update
+from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -47,13 +50,17 @@ __all__ = [
     "GENESIS",
     "AuditFilter",
     "Break",
+    "ChainHead",
+    "Comparison",
     "PurgeResult",
     "StoredRecord",
     "Verification",
     "append",
     "canonical_json",
     "chain_hash",
+    "chain_head",
     "claim_cursor",
+    "compare_with_export",
     "export_cursors",
     "list_records",
     "move_cursor",
@@ -68,7 +75,7 @@ GENESIS = "0" * 64
 CHAIN_LOCK = 0x6D706A6361756474
 """``pg_advisory_xact_lock`` key that serializes appends ("mpjcaudt")."""
 PURGE_FLAG = "mpijc.audit_purge"
-"""Transaction-local setting that lets the trigger pass the purge's DELETE (and nothing else)."""
+"""Transaction-local setting that lets the trigger pass the purge's DELETE (set by ``audit_purge``)."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -116,6 +123,24 @@ class StoredRecord:
             "hash": self.hash,
             "record": dict(self.raw),
         }
+
+
+@dataclass(frozen=True)
+class ChainHead:
+    """The newest link when a batch was exported: shipped with it, so the SIEM holds a checkpoint
+    of how far the chain reached, and removing the newest records is visible against it."""
+
+    seq: int
+    hash: str
+
+    def export(self) -> dict[str, Any]:
+        return {"seq": self.seq, "hash": self.hash}
+
+
+async def chain_head(conn: AsyncConnection) -> ChainHead | None:
+    """The newest link; None while the chain is empty."""
+    seq, digest = await _head(conn)
+    return ChainHead(seq, digest) if seq else None
 
 
 def _columns(record: AuditRecord) -> dict[str, Any]:
@@ -372,10 +397,7 @@ async def purge(
     if not removed:
         return PurgeResult(0, None, held_back)
     last_hash = (await conn.execute(select(AuditRow.hash).where(AuditRow.seq == last_seq))).scalar_one()
-    head = await _head(conn)  # the purge may remove every record: the chain goes on from here
-    await conn.execute(text("SELECT set_config(:flag, 'on', true)"), {"flag": PURGE_FLAG})
-    await conn.execute(delete(AuditRow).where(AuditRow.seq <= upto))
-    await conn.execute(text("SELECT set_config(:flag, 'off', true)"), {"flag": PURGE_FLAG})
+    head_seq, head_hash = await _head(conn)  # the purge may remove every record: the chain goes on from here
     summary = PurgeSummary(
         retention_days=retention_days,
         before=before,
@@ -398,7 +420,24 @@ async def purge(
         f"recorded before {instant(before)}",
         purge=summary,
     )
-    (appended,) = await append(conn, [record], now, head=head)
+    raw = record.model_dump(mode="json")
+    seq = head_seq + 1
+    appended = StoredRecord(seq, now, head_hash, chain_hash(seq, head_hash, now, raw), raw)
+    # The owner's SECURITY DEFINER function deletes and appends: the runtime role has no DELETE.
+    stored = (
+        await conn.execute(
+            text("SELECT audit_purge(:before, :upto, :recorded_at, CAST(:record AS jsonb), :hash)"),
+            {
+                "before": before,
+                "upto": upto,
+                "recorded_at": now,
+                "record": json.dumps(raw),
+                "hash": appended.hash,
+            },
+        )
+    ).scalar_one()
+    if stored != seq:  # pragma: no cover - the chain lock makes this impossible
+        raise RuntimeError(f"audit_purge appended seq {stored}, expected {seq}")
     return PurgeResult(removed, appended, held_back)
 
 
@@ -513,3 +552,121 @@ async def export_cursors(conn: AsyncConnection) -> dict[str, int]:
     """Every sink's cursor: the last seq it shipped."""
     rows = await conn.execute(select(AuditExportCursor.sink, AuditExportCursor.last_seq))
     return {sink: last_seq for sink, last_seq in rows}
+
+
+# ------------------------------------------------------------------- against the SIEM's copy
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What a SIEM's JSON Lines export says that the database no longer does (:func:`compare_with_export`)."""
+
+    lines: int
+    missing: list[int] = field(default_factory=list)
+    """Seqs the SIEM received that the database no longer has and no purge record accounts for."""
+    changed: list[int] = field(default_factory=list)
+    """Seqs whose hash in the database differs from the one the SIEM received."""
+    head: ChainHead | None = None
+    """The furthest chain head the SIEM was told about."""
+    head_problem: str | None = None
+    unreadable: list[int] = field(default_factory=list)
+    """Line numbers (1-based) that are not exported audit links."""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.changed or self.head_problem or self.unreadable)
+
+    def describe(self) -> str:
+        if self.ok:
+            reached = f"; chain head seen by the SIEM: seq {self.head.seq}" if self.head else ""
+            return f"ok: the database still has all {self.lines} records of the export{reached}"
+        parts = []
+        if self.missing:
+            parts.append(
+                f"{len(self.missing)} records the SIEM received are gone from the database: "
+                f"seq {_ranges(self.missing)}"
+            )
+        if self.changed:
+            parts.append(
+                f"{len(self.changed)} records differ from what the SIEM received: seq {_ranges(self.changed)}"
+            )
+        if self.head_problem:
+            parts.append(self.head_problem)
+        if self.unreadable:
+            parts.append(
+                f"{len(self.unreadable)} lines are not exported audit records: "
+                f"line {_ranges(self.unreadable)}"
+            )
+        return "MISMATCH with the export: " + "; ".join(parts)
+
+
+def _ranges(numbers: Sequence[int], shown: int = 10) -> str:
+    """``1-3, 7, 9-12`` for people, the first ``shown`` runs only."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text_runs = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:shown]]
+    return ", ".join(text_runs) + (" …" if len(runs) > shown else "")
+
+
+async def compare_with_export(engine: AsyncEngine, lines: Sequence[bytes | str]) -> Comparison:
+    """Compare a SIEM's JSON Lines copy of the chain (the ``jsonl`` sink's file, or the same lines
+    from any SIEM) with the database: records the SIEM received that the database no longer has
+    (and no purge record accounts for), records that changed, and whether the database still
+    reaches the furthest chain head the exports carried.
+    """
+    shipped: dict[int, str] = {}
+    unreadable: list[int] = []
+    head: ChainHead | None = None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            link = json.loads(line)
+            shipped[int(link["seq"])] = str(link["hash"])
+            if isinstance(link.get("head"), dict):
+                seen = ChainHead(int(link["head"]["seq"]), str(link["head"]["hash"]))
+                if head is None or seen.seq > head.seq:
+                    head = seen
+        except (ValueError, KeyError, TypeError):
+            unreadable.append(number)
+    wanted = set(shipped) | ({head.seq} if head else set())
+    stored: dict[int, str] = {}
+    purged: list[tuple[int, int]] = []
+    async with engine.connect() as conn:
+        snapshot = await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with snapshot.begin():
+            ordered = sorted(wanted)
+            for start in range(0, len(ordered), 5000):
+                chunk = ordered[start : start + 5000]
+                rows = await snapshot.execute(
+                    select(AuditRow.seq, AuditRow.hash).where(AuditRow.seq.in_(chunk))
+                )
+                stored.update({seq: digest for seq, digest in rows})
+            purges = await snapshot.execute(select(AuditRow.record).where(AuditRow.verb == "purge"))
+            for (record,) in purges:
+                summary = record.get("purge") or {}
+                with contextlib.suppress(KeyError, TypeError, ValueError):
+                    purged.append((int(summary["first_seq"]), int(summary["last_seq"])))
+            newest = (await _head(snapshot))[0]
+
+    def accounted(seq: int) -> bool:
+        return any(first <= seq <= last for first, last in purged)
+
+    missing = [seq for seq in sorted(shipped) if seq not in stored and not accounted(seq)]
+    changed = [seq for seq in sorted(shipped) if seq in stored and stored[seq] != shipped[seq]]
+    problem = None
+    if head is not None:
+        if head.seq not in stored and not accounted(head.seq):
+            problem = (
+                f"the SIEM was told the chain reached seq {head.seq}, "
+                f"but the database ends at seq {newest}: the newest records were removed"
+            )
+        elif head.seq in stored and stored[head.seq] != head.hash:
+            problem = (
+                f"the chain head the SIEM was told (seq {head.seq}) has a different hash in the database"
+            )
+    return Comparison(sum(1 for line in lines if line.strip()), missing, changed, head, problem, unreadable)

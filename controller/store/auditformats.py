@@ -8,7 +8,11 @@ wherever it lands:
   as canonical JSON, one per line; anyone can re-verify it (``docs/audit.md``).
 - **CEF**: ``CEF:0|Kubeflow|mpijob-controller|<version>|<signature id>|<name>|<severity>|<extension>``
   with header fields escaped (``\\`` and ``|``) and extension values escaped (``\\``, ``=``,
-  line breaks as ``\\n``/``\\r``).
+  line breaks as ``\\n``/``\\r``). Every other character :meth:`str.splitlines` breaks on
+  (VT, FF, FS, GS, RS, NEL, U+2028, U+2029) is written as ``\\n`` in an extension value (a space
+  in a header field), and every other C0/C1 control (NUL, ESC, DEL …, tab included) as a space
+  (a lone surrogate as U+FFFD), so one record is always exactly one line, whatever a SIEM's
+  reader splits lines on.
 - **syslog**: RFC 5424 (``<PRI>1 TIMESTAMP HOSTNAME APP-NAME - MSGID - MSG``) carrying the CEF
   text, framed by octet counting (RFC 6587 §3.4.1, the framing RFC 5425 mandates over TLS).
 - **HEC**: one JSON event per record for ``POST /services/collector/event``.
@@ -23,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from controller.contract.audit import AuditRecord, Verb
-from controller.store.auditchain import StoredRecord, canonical_json
+from controller.store.auditchain import ChainHead, StoredRecord, canonical_json
 
 __all__ = [
     "APP_NAME",
@@ -69,14 +73,32 @@ def signature(record: AuditRecord) -> tuple[str, str]:
     return sig, name.format(kind=record.object.kind if record.object else "Job")
 
 
-def jsonl_line(stored: StoredRecord) -> bytes:
-    """One JSON Lines line: the chain link as canonical JSON."""
-    return canonical_json(stored.export()) + b"\n"
+def jsonl_line(stored: StoredRecord, head: ChainHead | None = None) -> bytes:
+    """One JSON Lines line: the chain link as canonical JSON.
+
+    With ``head`` (what the exporters ship) the line also carries ``"head": {"seq", "hash"}``, the
+    chain's newest link when the batch was read: a checkpoint outside the database. It is not
+    part of the hashed link (drop it with ``hash`` before checking).
+    """
+    link = stored.export()
+    if head is not None:
+        link["head"] = head.export()
+    return canonical_json(link) + b"\n"
+
+
+_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+"""What :meth:`str.splitlines` breaks on besides ``\\n`` and ``\\r``."""
+_CONTROLS = "".join(chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\r" + _LINE_BREAKS)
+_SURROGATES = dict.fromkeys(map(chr, range(0xD800, 0xE000)), "\ufffd")  # lone ones cannot be UTF-8
+_HEADER_TABLE = str.maketrans({**dict.fromkeys("\n\r" + _LINE_BREAKS + _CONTROLS, " "), **_SURROGATES})
+_VALUE_TABLE = str.maketrans(
+    {**dict.fromkeys(_LINE_BREAKS, "\\n"), **dict.fromkeys(_CONTROLS, " "), **_SURROGATES}
+)
 
 
 def _header(value: str) -> str:
     value = value.replace("\\", "\\\\").replace("|", "\\|")
-    return " ".join(value.splitlines())
+    return value.translate(_HEADER_TABLE)
 
 
 def _value(value: str) -> str:
@@ -86,6 +108,7 @@ def _value(value: str) -> str:
         .replace("\r\n", "\\n")
         .replace("\n", "\\n")
         .replace("\r", "\\r")
+        .translate(_VALUE_TABLE)
     )
 
 
@@ -93,7 +116,9 @@ def _millis(at: datetime) -> str:
     return str(int(at.timestamp() * 1000))
 
 
-def _extension(stored: StoredRecord, record: AuditRecord) -> list[tuple[str, str | None]]:
+def _extension(
+    stored: StoredRecord, record: AuditRecord, head: ChainHead | None = None
+) -> list[tuple[str, str | None]]:
     actor, obj = record.actor, record.object
     account = actor.service_account if actor else None
     return [
@@ -118,16 +143,23 @@ def _extension(stored: StoredRecord, record: AuditRecord) -> list[tuple[str, str
         ("cs6", stored.hash),
         ("cn1Label", "seq"),
         ("cn1", str(stored.seq)),
+        ("cn2Label", "headSeq"),
+        ("cn2", str(head.seq) if head else None),
+        ("flexString1Label", "headHash"),
+        ("flexString1", head.hash if head else None),
         ("externalId", record.id),
     ]
 
 
-def cef(stored: StoredRecord, version: str | None = None) -> str:
-    """The record as one CEF line (no line break); labels are left out with their empty values."""
+def cef(stored: StoredRecord, version: str | None = None, head: ChainHead | None = None) -> str:
+    """The record as one CEF line (no line break); labels are left out with their empty values.
+
+    With ``head``: ``cn2`` (headSeq) and ``flexString1`` (headHash), the chain's newest link.
+    """
     record = stored.record
     sig, name = signature(record)
     severity = _SIGNATURES[record.verb][2]
-    pairs = _extension(stored, record)
+    pairs = _extension(stored, record, head)
     present = {key for key, value in pairs if value}
     extension = " ".join(
         f"{key}={_value(value)}"
@@ -147,15 +179,19 @@ def _syslog_token(value: str, limit: int) -> str:
 
 
 def syslog_message(
-    stored: StoredRecord, hostname: str, facility: int = 13, version: str | None = None
+    stored: StoredRecord,
+    hostname: str,
+    facility: int = 13,
+    version: str | None = None,
+    head: ChainHead | None = None,
 ) -> bytes:
     """An RFC 5424 message carrying the record's CEF text (UTF-8, no BOM, no structured data)."""
     record = stored.record
     sig = _SIGNATURES[record.verb][0]
     pri = facility * 8 + _SIGNATURES[record.verb][3]
     timestamp = record.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    head = f"<{pri}>1 {timestamp} {_syslog_token(hostname, 255)} {APP_NAME} - {sig} -"
-    return f"{head} {cef(stored, version)}".encode()
+    prefix = f"<{pri}>1 {timestamp} {_syslog_token(hostname, 255)} {APP_NAME} - {sig} -"
+    return f"{prefix} {cef(stored, version, head)}".encode()
 
 
 def octet_frame(message: bytes) -> bytes:
@@ -163,8 +199,17 @@ def octet_frame(message: bytes) -> bytes:
     return b"%d %s" % (len(message), message)
 
 
-def hec_event(stored: StoredRecord, host: str, sourcetype: str, index: str | None = None) -> dict[str, Any]:
-    """One Splunk HEC event (``/services/collector/event``): the JSON Lines link as ``event``."""
+def hec_event(
+    stored: StoredRecord,
+    host: str,
+    sourcetype: str,
+    index: str | None = None,
+    head: ChainHead | None = None,
+) -> dict[str, Any]:
+    """One Splunk HEC event (``/services/collector/event``): the JSON Lines link as ``event``.
+
+    With ``head``: indexed ``fields`` ``head_seq`` and ``head_hash``, the chain's newest link.
+    """
     event: dict[str, Any] = {
         "time": round(stored.record.at.timestamp(), 3),
         "host": host,
@@ -174,6 +219,8 @@ def hec_event(stored: StoredRecord, host: str, sourcetype: str, index: str | Non
     }
     if index:
         event["index"] = index
+    if head is not None:
+        event["fields"] = {"head_seq": head.seq, "head_hash": head.hash}
     return event
 
 

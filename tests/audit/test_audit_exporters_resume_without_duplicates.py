@@ -26,7 +26,7 @@ from consumers.audit.export import (
     sinks_from_settings,
 )
 from controller.contract.settings import AuditSettings
-from controller.store.auditchain import StoredRecord, export_cursors
+from controller.store.auditchain import ChainHead, StoredRecord, export_cursors
 from controller.store.auditformats import hec_event, jsonl_line, octet_frame, syslog_message
 from tests.audit_helpers import T0, audit_record, make_certificate, write
 
@@ -153,6 +153,11 @@ async def chain(engine: AsyncEngine, numbers: Sequence[int]) -> list[StoredRecor
     return await write(engine, [audit_record(n, reason="quota=8 GPUs\\node") for n in numbers], T0)
 
 
+def head(stored: StoredRecord) -> ChainHead:
+    """The chain head an export of a batch carries, when ``stored`` is the newest link."""
+    return ChainHead(stored.seq, stored.hash)
+
+
 async def until(condition: Callable[[], bool], what: Callable[[], object] = str) -> None:
     for _ in range(500):
         if condition():
@@ -196,8 +201,12 @@ async def test_syslog_frames_are_exact_and_a_restart_resumes(
     )
 
     assert len(syslog.connections) == 2, "one connection per exporter run"
-    assert bytes(syslog.connections[0]) == b"".join(octet_frame(syslog_message(s, HOST)) for s in first)
-    assert bytes(syslog.connections[1]) == b"".join(octet_frame(syslog_message(s, HOST)) for s in later)
+    assert bytes(syslog.connections[0]) == b"".join(
+        octet_frame(syslog_message(s, HOST, head=head(first[-1]))) for s in first
+    )
+    assert bytes(syslog.connections[1]) == b"".join(
+        octet_frame(syslog_message(s, HOST, head=head(later[-1]))) for s in later
+    )
     frame = syslog.frames()[0]
     assert frame.startswith(
         b"<110>1 2026-11-23T09:01:00.000000Z ctrl-0 mpijob-controller - job-create - CEF:0|"
@@ -223,7 +232,7 @@ async def test_syslog_over_tls(engine: AsyncEngine, tmp_path: Path) -> None:
         assert await drain(engine, sink, 2) == 3
         await sink.close()
         await until(lambda: len(receiver.frames()) == 3, receiver.frames)
-    assert receiver.frames() == [syslog_message(s, HOST) for s in stored]
+    assert receiver.frames() == [syslog_message(s, HOST, head=head(stored[-1])) for s in stored]
 
 
 async def test_syslog_refused_connection_moves_nothing(engine: AsyncEngine) -> None:
@@ -254,7 +263,8 @@ async def test_hec_batches_with_the_token_and_retries_a_busy_collector(engine: A
     assert headers["authorization"] == "Splunk s3cr3t-t0ken"
     assert headers["content-type"] == "application/json"
     assert [json.loads(line) for line in body.splitlines()] == [
-        json.loads(json.dumps(hec_event(s, HOST, "mpijob-controller:audit", "k8s"))) for s in stored[:2]
+        json.loads(json.dumps(hec_event(s, HOST, "mpijob-controller:audit", "k8s", head(stored[-1]))))
+        for s in stored[:2]
     ]
 
 
@@ -274,7 +284,7 @@ async def test_jsonl_file_resumes_after_a_crash_without_duplicates(
     assert await drain(engine, JsonlFileSink(path), 2) == 1
     lines = path.read_bytes().splitlines(keepends=True)
     assert [json.loads(line)["seq"] for line in lines] == [1, 2, 3, 4, 5, 6]
-    assert lines[-1] == jsonl_line(later[2])
+    assert lines[-1] == jsonl_line(later[2], head(later[2]))
     async with engine.connect() as conn:
         assert (await export_cursors(conn)) == {f"jsonl:{path}": 6}
 

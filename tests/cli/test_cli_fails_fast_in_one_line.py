@@ -17,7 +17,9 @@ from controller.testing.ports import free_port
 pytestmark = pytest.mark.slow
 
 
-def run(args: list[str], tmp_path: Path, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], tmp_path: Path, timeout_s: float = 60, **env: str
+) -> subprocess.CompletedProcess[str]:
     """The CLI with only ``env`` set (no MPIJC_ variables inherited), from ``tmp_path``."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
     clean.update({"MPIJC_EMBEDDED__DATA_DIR": str(tmp_path / "data"), **env})
@@ -49,7 +51,9 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
     ],
     ids=["not-an-integer", "list-not-json", "misspelled", "out-of-range"],
 )
-def test_bad_settings_are_one_line_naming_the_variable(env: dict[str, str], says: str, tmp_path: Path) -> None:
+def test_bad_settings_are_one_line_naming_the_variable(
+    env: dict[str, str], says: str, tmp_path: Path
+) -> None:
     assert says in one_line(run(["history"], tmp_path, **env))
 
 
@@ -121,7 +125,17 @@ def test_any_command_runs_as_a_user_id_without_a_passwd_entry(settings: Settings
         "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
         "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path / "data"),
     }
-    as_user = [SETPRIV, "--reuid", str(uid), "--regid", "0", "--clear-groups", sys.executable, "-m", "controller.cli"]
+    as_user = [
+        SETPRIV,
+        "--reuid",
+        str(uid),
+        "--regid",
+        "0",
+        "--clear-groups",
+        sys.executable,
+        "-m",
+        "controller.cli",
+    ]
     for args in (["--help"], ["--version"], ["consume", "--help"], ["history"]):
         result = subprocess.run(
             [*as_user, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False

@@ -1,0 +1,106 @@
+"""The migrate command runs as a non-superuser owner role and grants the runtime role; runtime
+processes with ``MPIJC_DATABASE__MIGRATE=false`` never migrate and refuse a schema not at head."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from sqlalchemy import make_url
+
+from tests.conftest import Services
+
+OWNER, RUNTIME = "mpijc_test_owner", "mpijc_test_runtime"
+PASSWORD = "mpijc-test-password"
+
+
+def _url(admin_url: str, database: str, user: str | None = None) -> str:
+    url = make_url(admin_url).set(database=database)
+    if user is not None:
+        url = url.set(username=user, password=PASSWORD)
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture
+async def empty_database(services: Services) -> AsyncIterator[str]:
+    """A database never migrated, owned by a non-superuser owner role that may create roles."""
+    name = f"r_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(services.postgres_admin_url)
+    try:
+        for role, extra in ((OWNER, " CREATEROLE"), (RUNTIME, "")):
+            if not await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", role):
+                await admin.execute(f"CREATE ROLE {role}")
+            await admin.execute(f"ALTER ROLE {role} LOGIN{extra} PASSWORD '{PASSWORD}'")
+        await admin.execute(f"CREATE DATABASE {name} OWNER {OWNER}")
+        yield name
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        env={**clean, "MPIJC_STARTUP_TIMEOUT_S": "2", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+async def test_the_migrate_job_owns_the_schema_and_the_runtime_role_only_appends(
+    services: Services, empty_database: str
+) -> None:
+    admin_url = services.postgres_admin_url
+    owner_url = _url(admin_url, empty_database, OWNER)
+    runtime_url = _url(admin_url, empty_database, RUNTIME)
+    runtime_env = {"MPIJC_DATABASE__URL": runtime_url, "MPIJC_DATABASE__MIGRATE": "false"}
+
+    refused = cli("audit", "verify", **runtime_env)
+    assert refused.returncode == 2
+    line = refused.stderr.strip().splitlines()[-1]  # after the "waiting for the migrate Job" log lines
+    assert "MPIJC_DATABASE__MIGRATE=false" in line and "is at revision none" in line
+    assert "run the migrate Job" in line
+
+    for _ in range(2):  # idempotent: the second run finds the schema at head
+        migrated = cli(
+            "migrate",
+            MPIJC_DATABASE__OWNER_URL=owner_url,
+            MPIJC_DATABASE__RUNTIME_ROLE=RUNTIME,
+            MPIJC_DATABASE__MIGRATE="false",
+        )
+        assert migrated.returncode == 0, migrated.stderr
+        assert "schema is at head" in migrated.stdout
+
+    admin = await asyncpg.connect(_url(admin_url, empty_database))
+    try:
+        owners = await admin.fetch("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'")
+        assert [row["tableowner"] for row in owners] == [OWNER]
+    finally:
+        await admin.close()
+
+    verified = cli("audit", "verify", **runtime_env)
+    assert verified.returncode == 0, verified.stderr
+    assert "the audit chain is empty" in verified.stdout
+
+    runtime = await asyncpg.connect(runtime_url)
+    try:
+        await runtime.execute("INSERT INTO audit_export_cursors VALUES ('s', 0, 0, now())")
+        for statement in (
+            "DELETE FROM audit_records",
+            "TRUNCATE audit_records",
+            "ALTER TABLE audit_records DISABLE TRIGGER ALL",
+            "UPDATE alembic_version SET version_num = '0001'",
+            "CREATE TABLE public.x (a int)",
+        ):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await runtime.execute(statement)
+    finally:
+        await runtime.close()

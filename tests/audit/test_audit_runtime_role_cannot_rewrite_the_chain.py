@@ -1,0 +1,294 @@
+"""The runtime role may only read and append audit records; purging goes through the owner's
+function; what a more powerful role does anyway shows against the SIEM's copy.
+
+The test databases are migrated by the admin role (the owner), which grants ``mpijc_runtime``
+(migration 0007); these tests connect as ``mpijc_runtime`` and try every way of rewriting the
+chain the security finding listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from consumers.audit.export import JsonlFileSink, drain
+from controller.contract.audit import Actor
+from controller.store.auditchain import (
+    AuditFilter,
+    chain_hash,
+    compare_with_export,
+    list_records,
+    purge,
+    verify,
+)
+from controller.store.auditformats import jsonl_line
+from controller.store.engine import make_engine
+from tests.audit_helpers import T0, audit_record, write
+
+RUNTIME_ROLE = "mpijc_runtime"
+PASSWORD = "mpijc-runtime-test"
+OPERATOR = Actor(username="ops@example.com")
+DAY = timedelta(days=1)
+
+
+def _as(url: str, user: str, password: str) -> str:
+    return make_url(url).set(username=user, password=password).render_as_string(hide_password=False)
+
+
+@pytest.fixture
+async def runtime_url(database_url: str) -> str:
+    """This test's database, as the runtime role (the migration created and granted it)."""
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute(f"ALTER ROLE {RUNTIME_ROLE} LOGIN PASSWORD '{PASSWORD}'")
+    finally:
+        await admin.close()
+    return _as(database_url, RUNTIME_ROLE, PASSWORD)
+
+
+@pytest.fixture
+async def runtime_engine(runtime_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = make_engine(runtime_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def runtime_db(runtime_url: str) -> AsyncIterator[asyncpg.Connection]:
+    db = await asyncpg.connect(runtime_url)
+    yield db
+    await db.close()
+
+
+async def _history(engine: AsyncEngine) -> None:
+    """Records 1-3 recorded 40 days before T0, 4-5 twenty days before, 6 at T0."""
+    await write(engine, [audit_record(n) for n in (1, 2, 3)], T0 - 40 * DAY)
+    await write(engine, [audit_record(n) for n in (4, 5)], T0 - 20 * DAY)
+    await write(engine, [audit_record(6)], T0)
+
+
+async def test_the_runtime_role_appends_reads_verifies_and_purges(runtime_engine: AsyncEngine) -> None:
+    await _history(runtime_engine)
+    async with runtime_engine.begin() as conn:
+        result = await purge(conn, 30, OPERATOR, T0)
+    assert result.removed == 3 and result.record is not None and result.record.seq == 7
+    outcome = await verify(runtime_engine)
+    assert outcome.ok, outcome.broken
+    assert outcome.anchor == "purge record 7"
+
+
+async def test_the_runtime_role_cannot_own_or_change_anything_of_the_audit_table(
+    runtime_engine: AsyncEngine, runtime_db: asyncpg.Connection
+) -> None:
+    await _history(runtime_engine)
+    attempts = {
+        "disable the trigger": "ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only",
+        "disable all triggers": "ALTER TABLE audit_records DISABLE TRIGGER ALL",
+        "drop the trigger": "DROP TRIGGER audit_records_append_only ON audit_records",
+        "update a record": 'UPDATE audit_records SET record = record || \'{"verb": "update"}\' WHERE seq = 2',
+        "recompute a hash": "UPDATE audit_records SET hash = repeat('0', 64) WHERE seq = 6",
+        "delete the newest": "DELETE FROM audit_records WHERE seq >= 5",
+        "truncate": "TRUNCATE audit_records",
+        "alter the table": "ALTER TABLE audit_records ADD COLUMN note text",
+        "give it away": f"ALTER TABLE audit_records OWNER TO {RUNTIME_ROLE}",
+        "drop the table": "DROP TABLE audit_records",
+        "replace the trigger function": (
+            "CREATE OR REPLACE FUNCTION audit_records_append_only() RETURNS trigger "
+            "LANGUAGE plpgsql AS $$ BEGIN RETURN OLD; END $$"
+        ),
+        "replace the purge function": (
+            "CREATE OR REPLACE FUNCTION audit_purge(timestamptz, bigint, timestamptz, jsonb, text) "
+            "RETURNS bigint LANGUAGE sql AS $$ SELECT 0::bigint $$"
+        ),
+        "shadow the table in its own schema": "CREATE SCHEMA shadow",
+    }
+    for what, statement in attempts.items():
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await runtime_db.execute(statement)
+            pytest.fail(f"{what}: allowed")
+    # granting itself more is a no-op with a warning, not an error: check it has nothing more
+    await runtime_db.execute(f"GRANT UPDATE, DELETE, TRUNCATE ON audit_records TO {RUNTIME_ROLE}")
+    for privilege in ("UPDATE", "DELETE", "TRUNCATE", "TRIGGER", "REFERENCES"):
+        assert not await runtime_db.fetchval(
+            "SELECT has_table_privilege(current_user, 'audit_records', $1)", privilege
+        ), privilege
+    async with runtime_db.transaction():  # flip the purge flag, then delete: still no DELETE privilege
+        await runtime_db.execute("SELECT set_config('mpijc.audit_purge', 'on', true)")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+            await runtime_db.execute("DELETE FROM audit_records WHERE seq >= 5")
+    count = await runtime_db.fetchval("SELECT count(*) FROM audit_records")
+    assert count == 6
+    assert (await verify(runtime_engine)).ok
+
+
+async def test_the_purge_function_removes_only_an_old_prefix_it_records_truthfully(
+    runtime_engine: AsyncEngine, runtime_db: asyncpg.Connection
+) -> None:
+    await _history(runtime_engine)
+    now = datetime.now(UTC)
+    await write(runtime_engine, [audit_record(7)], now)
+    async with runtime_engine.connect() as conn:
+        links = {s.seq: s for s in await list_records(conn, AuditFilter(), 100)}
+    honest = {
+        **json.loads(jsonl_line(links[1]))["record"],
+        "id": "purge/1-3",
+        "source": "retention",
+        "verb": "purge",
+        "namespace": None,
+        "object": None,
+        "purge": {
+            "retention_days": 30,
+            "before": (T0 - 30 * DAY).isoformat(),
+            "removed": 3,
+            "first_seq": 1,
+            "last_seq": 3,
+            "last_removed_hash": links[3].hash,
+            "oldest_recorded_at": (T0 - 40 * DAY).isoformat(),
+            "newest_recorded_at": (T0 - 40 * DAY).isoformat(),
+        },
+    }
+    call = "SELECT audit_purge($1, $2, $3, $4::jsonb, $5)"
+    # the newest records: recorded after any cutoff at least a day old
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="less than a day ago"):
+        await runtime_db.fetchval(call, now, 7, now, json.dumps(honest), "0" * 64)
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="recorded after"):
+        await runtime_db.fetchval(call, T0 - 30 * DAY, 7, now, json.dumps(honest), "0" * 64)
+    # a purge record that hides what was removed
+    lying = {**honest, "purge": {**honest["purge"], "removed": 1, "last_seq": 1}}
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="does not describe this purge"):
+        await runtime_db.fetchval(call, T0 - 30 * DAY, 3, now, json.dumps(lying), "0" * 64)
+    assert await runtime_db.fetchval("SELECT count(*) FROM audit_records") == 7
+    # the honest one goes through; a wrong hash on it would be verify's to find
+    seq = await runtime_db.fetchval(call, T0 - 30 * DAY, 3, now, json.dumps(honest), "0" * 64)
+    assert seq == 8
+    outcome = await verify(runtime_engine)
+    assert outcome.broken is not None and outcome.broken.seq == 8
+    assert "does not match its hash" in outcome.broken.reason
+
+
+async def _export(engine: AsyncEngine, path: Path) -> int:
+    return await drain(engine, JsonlFileSink(path), 100)
+
+
+async def test_removing_the_newest_records_is_detected_against_the_siem_copy(
+    engine: AsyncEngine, runtime_engine: AsyncEngine, database_url: str, tmp_path: Path
+) -> None:
+    """A role that can disable the trigger (a superuser) deletes the newest records: the chain
+    that is left verifies, but the SIEM holds them and the chain head it was told."""
+    path = tmp_path / "siem.jsonl"
+    await write(runtime_engine, [audit_record(n) for n in (1, 2, 3, 4, 5)], T0)
+    assert await _export(runtime_engine, path) == 5
+    await write(runtime_engine, [audit_record(n) for n in (6, 7)], T0)
+    assert await _export(runtime_engine, path) == 2
+    lines = path.read_bytes().splitlines()
+    assert json.loads(lines[-1])["head"] == {"seq": 7, "hash": json.loads(lines[-1])["hash"]}
+    assert (await compare_with_export(runtime_engine, lines)).ok
+
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
+        await admin.execute("DELETE FROM audit_records WHERE seq >= 6")
+    finally:
+        await admin.close()
+
+    assert (await verify(runtime_engine)).ok, "a clean cut at the end leaves a consistent chain"
+    compared = await compare_with_export(runtime_engine, lines)
+    assert not compared.ok
+    assert compared.missing == [6, 7]
+    assert compared.head_problem is not None and "reached seq 7" in compared.head_problem
+    assert "ends at seq 5" in compared.head_problem
+    assert "gone from the database: seq 6-7" in compared.describe()
+
+
+async def test_the_head_checkpoint_reveals_records_removed_before_they_were_shipped(
+    engine: AsyncEngine, runtime_engine: AsyncEngine, database_url: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "siem.jsonl"
+    await write(runtime_engine, [audit_record(n) for n in (1, 2, 3, 4)], T0)
+    assert await drain(runtime_engine, JsonlFileSink(path), 2) == 4  # head seq 4 with every batch
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
+        await admin.execute("DELETE FROM audit_records WHERE seq = 4")
+    finally:
+        await admin.close()
+    lines = path.read_bytes().splitlines()[:2]  # the SIEM got only the first batch (seq 1, 2)
+    compared = await compare_with_export(runtime_engine, lines)
+    assert compared.missing == []
+    assert compared.head is not None and compared.head.seq == 4
+    assert compared.head_problem is not None and "the newest records were removed" in compared.head_problem
+
+
+async def test_a_rewritten_and_rehashed_chain_is_detected_against_the_siem_copy(
+    engine: AsyncEngine, runtime_engine: AsyncEngine, database_url: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "siem.jsonl"
+    await write(runtime_engine, [audit_record(n) for n in (1, 2, 3)], T0)
+    await _export(runtime_engine, path)
+    admin = await asyncpg.connect(database_url)
+    try:  # change record 2 and recompute every hash after it: verify cannot tell
+        await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
+        rows = await admin.fetch("SELECT seq, recorded_at, prev_hash, record FROM audit_records ORDER BY seq")
+        prev = rows[0]["prev_hash"]
+        for row in rows:
+            record = json.loads(row["record"])
+            if row["seq"] == 2:
+                record["actor"]["username"] = "someone-else@example.com"
+            digest = chain_hash(row["seq"], prev, row["recorded_at"], record)
+            await admin.execute(
+                "UPDATE audit_records SET record = $2::jsonb, prev_hash = $3, hash = $4, username = $5 "
+                "WHERE seq = $1",
+                row["seq"],
+                json.dumps(record),
+                prev,
+                digest,
+                record["actor"]["username"],
+            )
+            prev = digest
+    finally:
+        await admin.close()
+    assert (await verify(runtime_engine)).ok
+    compared = await compare_with_export(runtime_engine, path.read_bytes().splitlines())
+    assert compared.changed == [2, 3]
+    assert compared.head_problem is not None and "different hash" in compared.head_problem
+
+
+async def test_purged_records_are_not_reported_missing(runtime_engine: AsyncEngine, tmp_path: Path) -> None:
+    path = tmp_path / "siem.jsonl"
+    await _history(runtime_engine)
+    await _export(runtime_engine, path)
+    async with runtime_engine.begin() as conn:
+        await purge(conn, 30, OPERATOR, T0)
+    compared = await compare_with_export(runtime_engine, path.read_bytes().splitlines())
+    assert compared.ok, compared.describe()
+
+
+def test_audit_verify_against_exits_1_when_the_siem_saw_more(database_url: str, tmp_path: Path) -> None:
+    export = tmp_path / "siem.jsonl"
+    export.write_text(json.dumps({"seq": 1, "hash": "a" * 64, "head": {"seq": 1, "hash": "a" * 64}}) + "\n")
+    env = {
+        **os.environ,
+        "MPIJC_DATABASE__URL": database_url.replace("postgresql://", "postgresql+asyncpg://", 1),
+        "MPIJC_DATABASE__MIGRATE": "false",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "audit", "verify", "--against", str(export)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "the audit chain is empty" in result.stdout
+    assert "gone from the database: seq 1" in result.stdout
