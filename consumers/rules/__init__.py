@@ -8,11 +8,14 @@ findings they return.
 Layers, each importing only the ones above it::
 
     thresholds, state          what is configured, what is known about a run
-    rule, wording, facts, logs what a rule is; how findings speak; shared readings
-    memory, containers, nodes, scheduling, mpi, stalls   the rules, one family each
+    rule, wording, facts, logs, signatures   what a rule is; how findings speak; shared readings
+    memory, gpu, segfaults, disks, quota, containers, nodes, scheduling, mpi, stalls
+                               the rules, one family each
+    catchall                   the rule for a failure no other rule explains
     catalog                    the ordered rules and what explains what
     engine                     evaluate(), RuleEngine
-    consumer                   the bus side: subscriber, ticker, warm start (not pure)
+    consumer                   the bus side: subscriber, ticker, warm start, replicas (not pure)
+    snapshot, partitions       the bus side: state kept in a key-value bucket; partition leases
 """
 
 from consumers.rules.catalog import CATALOG, RULES
@@ -20,6 +23,7 @@ from consumers.rules.consumer import (
     CONSUMER,
     TICK_INTERVAL_S,
     RulesMetrics,
+    RulesReplica,
     RulesService,
     WarmStart,
     build_router,
@@ -41,6 +45,7 @@ __all__ = [
     "RuleEngine",
     "RuleThresholds",
     "RulesMetrics",
+    "RulesReplica",
     "RulesService",
     "RunState",
     "ThresholdOverride",

@@ -4,38 +4,67 @@ One failure shows up in several places: a worker killed for memory makes mpirun 
 "rank 5 exited on signal 9" and may make the launcher lose its daemon. Each rule lists
 the rules whose finding *explains* it (``explained_by``); when both hold, only the
 explanation is reported, and an already-firing symptom is resolved with
-``superseded_by`` naming it. The relation must stay acyclic (a test checks it).
+``superseded_by`` naming it (the first explanation in catalog order, so the most specific
+cause is named). The relation must stay acyclic (a test checks it).
 
-- MPI symptoms (``mpi-comm``, ``mpi-abort``) are explained by any pod-level cause;
-  a lost daemon also explains the ranks it took down.
+- Communication symptoms (``mpi-comm``, ``mpi-abort``) are explained by any pod-level
+  cause: an OOM kill, a GPU out of memory or failing, a segfault, a full disk, a quota
+  refusal, an image that cannot be pulled, a lost or evicted pod. A segfault or a GPU error
+  reported through NCCL's watchdog or mpirun's abort summary is that error; an NCCL timeout
+  on the surviving ranks is explained by the peer's own cause. A broken mesh also explains
+  the ranks it took down.
 - Stalls are explained by any cause that says why the run cannot move on, and by the
   stalls before them (a mesh that never formed explains a lack of progress).
 - One exception: ``unschedulable`` does not hide ``hang-pending``. Waiting for capacity
   may end by itself; the first says why the run waits, the second for how long
   ("Pending 20m: waiting for 8 GPUs").
+- The catch-all ``failed`` is explained by every other rule: it speaks only when nothing
+  more specific does, and steps aside when a specific finding arrives later.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from consumers.rules.catchall import FAILED
 from consumers.rules.containers import CRASHLOOP, IMAGE_PULL
+from consumers.rules.disks import DISK_FULL
+from consumers.rules.gpu import GPU_ERROR
 from consumers.rules.memory import GPU_OOM, OOM
 from consumers.rules.mpi import MPI_ABORT, MPI_COMM
 from consumers.rules.nodes import EVICTED, NODE_LOST
+from consumers.rules.quota import QUOTA
 from consumers.rules.rule import Rule
 from consumers.rules.scheduling import UNSCHEDULABLE
+from consumers.rules.segfaults import SEGFAULT
 from consumers.rules.stalls import FAILURE_PROPAGATION, HANG_INIT, HANG_PENDING, HANG_PROGRESS
 from controller.contract.findings import RuleId
 
 POD_CAUSES: frozenset[RuleId] = frozenset(
-    {"oom", "gpu-oom", "image-pull", "unschedulable", "crashloop", "evicted", "node-lost"}
+    {
+        "oom",
+        "gpu-oom",
+        "gpu-error",
+        "segfault",
+        "disk-full",
+        "quota",
+        "image-pull",
+        "unschedulable",
+        "crashloop",
+        "evicted",
+        "node-lost",
+    }
 )
 CAUSES: frozenset[RuleId] = POD_CAUSES | {"mpi-comm", "mpi-abort"}
+STALLS: frozenset[RuleId] = frozenset({"failure-propagation", "hang-init", "hang-pending", "hang-progress"})
 
 CATALOG: tuple[Rule, ...] = (
     OOM,
     GPU_OOM,
+    GPU_ERROR,
+    SEGFAULT,
+    DISK_FULL,
+    QUOTA,
     IMAGE_PULL,
     UNSCHEDULABLE,
     CRASHLOOP,
@@ -47,6 +76,7 @@ CATALOG: tuple[Rule, ...] = (
     replace(HANG_INIT, explained_by=CAUSES | {"failure-propagation"}),
     replace(HANG_PENDING, explained_by=(CAUSES - {"unschedulable"}) | {"failure-propagation", "hang-init"}),
     replace(HANG_PROGRESS, explained_by=CAUSES | {"failure-propagation", "hang-init", "hang-pending"}),
+    replace(FAILED, explained_by=CAUSES | STALLS),
 )
 
 RULES: dict[RuleId, Rule] = {rule.id: rule for rule in CATALOG}

@@ -36,8 +36,27 @@ subscriber runs, :meth:`RulesService.warm_start` therefore
    downstream as stale.
 
 Changes that fired and cleared while no consumer ran collapse into the present state.
-One replica only: the engine's state is per process, and two replicas would split each
-run's events between them.
+
+Snapshots. With a :class:`SnapshotStore` (:mod:`consumers.rules.snapshot`) the engine's runs,
+firing findings and revision counters are written to the key-value bucket ``rules-state``
+after every batch or tick that changed them — once every change they produced is
+acknowledged by JetStream, and before the batch is acknowledged — with the JOBS sequence
+they cover. The warm start then loads the snapshot and reads JOBS only after that
+sequence: a restart costs the tail, not the history.
+
+Partitions (:class:`RulesReplica`, what ``consume --only rules`` runs). The jobs are split
+into ``rules_partitions`` partitions by a stable hash of namespace/job
+(:meth:`Topology.job_partition`); each partition has its own engine, snapshot, durable
+``rules_p<n>`` and ticker, and is run by the one replica holding its lease
+(:mod:`consumers.rules.partitions`). A partition's durable reads all of ``jobs.>`` and
+acknowledges other partitions' events unread (NATS 2.9 has no server-side partitioning;
+2.10's stream subject transforms could remove that read amplification). Taking a partition
+over, a replica loads its snapshot, replays silently what the previous holder had
+acknowledged after it (the durable's ack floor: published already), and observes the rest
+*as if live*, publishing with the revisions the previous holder would have used, so a change
+it had published before dying collapses on its ``Nats-Msg-Id``; then it reconciles with
+FINDINGS as above. Events at or below the folded sequence are acknowledged without being
+folded twice.
 """
 
 from __future__ import annotations
@@ -46,6 +65,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -56,17 +76,21 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import ValidationError
 
 from consumers.rules.engine import RuleEngine
+from consumers.rules.partitions import Leases, lease_bucket, replica_name
+from consumers.rules.snapshot import Snapshot, SnapshotStore, held_runs, state_bucket
 from consumers.rules.thresholds import RuleThresholds
 from consumers.wiring import Role, Wiring
 from controller.bus.publishing import Publisher, publish
-from controller.bus.settling import DeadLetterer, subscribe_batches
+from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config, subscribe_batches
 from controller.contract.clock import Clock
 from controller.contract.errors import RetryableError
-from controller.contract.events import BusEvent, parse_event
+from controller.contract.events import BusEvent, job_of, parse_event
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.settings import ConsumerSettings
 from controller.contract.subjects import StreamFamily, Topology
@@ -83,7 +107,9 @@ REPLAY_BATCH = 1000
 REPLAY_TICK_S = 300.0
 """Event-time seconds between ticks of the replay: only to forget finished runs on the way."""
 _REPLAY_FETCH_TIMEOUT_S = 2.0
+_REPLAY_IDLE_FETCHES = 3  # fetches in a row that bring nothing before a replay gives up
 _REPLAY_IDLE_S = 30.0  # the server deletes an abandoned replay consumer after this
+_PULL_TIMEOUT_S = 1.0  # longest wait of a partition's fetch: how soon it notices a stop
 
 
 class RulesMetrics(MetricGroup):
@@ -109,6 +135,9 @@ class RulesMetrics(MetricGroup):
             "Events folded into the rules engine by warm starts, unpublished.",
             registry=r,
         )
+        self.partitions = Gauge(
+            "mpijc_rules_partitions", "Partitions of the rules this replica runs.", registry=r
+        )
 
 
 @dataclass(frozen=True)
@@ -121,6 +150,12 @@ class WarmStart:
     published_known: int
     reconciled: int
     seconds: float
+    partition: int | None = None
+    snapshot_sequence: int = 0
+    """JOBS sequence the loaded snapshot covered (0: none, a full replay)."""
+    snapshot_runs: int = 0
+    caught_up: int = 0
+    """Of ``replayed``, events the previous holder had not acknowledged: their changes were published."""
 
 
 class EventClock:
@@ -136,6 +171,11 @@ class EventClock:
         self._monotonic = monotonic
         self._newest: datetime | None = None
         self._arrived = 0.0
+
+    @property
+    def newest(self) -> datetime | None:
+        """The newest ``observed_at`` seen."""
+        return self._newest
 
     def advance(self, observed_at: datetime) -> None:
         """An event observed at ``observed_at`` arrived."""
@@ -158,6 +198,9 @@ class RulesService:
         topology: Topology,
         metrics: RulesMetrics,
         clock: Clock,
+        *,
+        partition: tuple[int, int] | None = None,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.engine = engine
         self._js = js
@@ -167,50 +210,119 @@ class RulesService:
         self._clock = EventClock(clock)
         self._lock = asyncio.Lock()
         self._outbox: list[Finding] = []
+        self._partition = partition
+        self._snapshots = snapshots
+        self._dirty: set[str] = set()
+        self.folded = 0
+        """JOBS stream sequence up to which every event of this service's partition is folded in."""
 
     @property
     def unpublished(self) -> int:
         """Finding changes computed but not yet acknowledged by JetStream."""
         return len(self._outbox)
 
-    async def observe(self, events: Sequence[BusEvent]) -> int:
+    def owns(self, subject: str) -> bool:
+        """Whether a JOBS subject belongs to this service's partition (any, if not partitioned)."""
+        if self._partition is None:
+            return True
+        index, count = self._partition
+        return self._topology.job_partition(subject, count) == index
+
+    async def observe(self, events: Sequence[BusEvent], upto: int | None = None) -> int:
         """Fold a batch in and publish its changes; raises :class:`RetryableError` if any
-        change could not be published (it stays queued and goes out with the next call)."""
+        change could not be published (it stays queued and goes out with the next call).
+
+        ``upto``: the JOBS stream sequence the batch reaches; with a snapshot store, the runs
+        it changed and that sequence are written once every change is published."""
         async with self._lock:
             for event in events:
                 self._clock.advance(event.observed_at)
                 self._outbox.extend(self.engine.observe(event, self._clock()))
-            return await self._flush()
+                self._dirty.add(job_of(event).uid)
+            if upto is not None:
+                self.folded = max(self.folded, upto)
+            stored = await self._flush()
+            await self._save()
+            return stored
+
+    async def advance(self, upto: int) -> None:
+        """Nothing of this partition up to JOBS sequence ``upto`` is left to fold (saved next time)."""
+        async with self._lock:
+            self.folded = max(self.folded, upto)
+
+    async def checkpoint(self) -> None:
+        """Publish what is owed and write the snapshot now (before handing the partition over)."""
+        async with self._lock:
+            await self._flush()
+            await self._save()
 
     async def tick(self) -> int:
         """Re-evaluate the live runs at the clock's ``now`` and publish what changed."""
         async with self._lock:
-            self._outbox.extend(self.engine.tick(self._clock()))
-            return await self._flush()
+            changes = self.engine.tick(self._clock())
+            self._dirty.update(f.job.uid for f in changes)
+            self._outbox.extend(changes)
+            stored = await self._flush()
+            await self._save()
+            return stored
 
-    async def warm_start(self, batch: int = REPLAY_BATCH) -> WarmStart:
-        """Rebuild the engine from the JOBS stream, then publish only what the bus lacks.
+    async def warm_start(self, batch: int = REPLAY_BATCH, live_after: int | None = None) -> WarmStart:
+        """Rebuild the engine (from the snapshot, then the JOBS stream after it), then publish
+        only what the bus lacks.
+
+        ``live_after``: the JOBS sequence up to which the events were handled (their findings
+        published) by whoever ran this partition before — the ack floor of its durable. Events
+        after it are observed as they would have been live, and what they change is published
+        with the revisions the previous holder gave it (duplicates collapse on ``Nats-Msg-Id``);
+        ``None`` replays everything silently (then reconciling catches up, as on a first start).
 
         Call before the durable subscriber starts (see the module docstring)."""
         started = time.monotonic()
         async with self._lock:
+            held = Snapshot(0, 0, None)
+            if self._snapshots is not None:
+                held = await self._snapshots.load(self.engine)
+                if held.newest is not None:
+                    self._clock.advance(held.newest)
             upto = await self._last_sequence("jobs")
-            replayed, skipped = await self._replay(upto, batch)
+            live = upto if live_after is None else max(live_after, held.sequence)
+            replayed, skipped, caught_up = await self._replay(held.sequence + 1, upto, batch, live)
+            if self._outbox:
+                await self._flush()  # on the bus before it is compared with the bus
             now = self._clock()
             self.engine.tick(now)  # the present, compared with the bus below
             published = await self._published(batch)
             owed = self.engine.reconcile(published, now)
             self._outbox.extend(owed)
+            self.folded = max(upto, held.sequence)
+            self._dirty.update(held_runs(self.engine))
             try:
                 await self._flush()
+                await self._save()
             except RetryableError as exc:
                 log.warning("warm start: %s; they go out with the first batch or tick", exc)
-        report = WarmStart(replayed, skipped, upto, len(published), len(owed), time.monotonic() - started)
+        report = WarmStart(
+            replayed,
+            skipped,
+            upto,
+            len(published),
+            len(owed),
+            time.monotonic() - started,
+            partition=self._partition[0] if self._partition else None,
+            snapshot_sequence=held.sequence,
+            snapshot_runs=held.runs,
+            caught_up=caught_up,
+        )
         log.info(
-            "rules warm start: %d events replayed (%d skipped) up to sequence %d, %d findings on the "
-            "bus, %d published to catch up, %.2fs",
+            "rules warm start%s: %d runs from the snapshot up to sequence %d, %d events replayed "
+            "(%d skipped, %d of them new) up to sequence %d, %d findings on the bus, %d published to "
+            "catch up, %.2fs",
+            f" of partition {report.partition}" if report.partition is not None else "",
+            report.snapshot_runs,
+            report.snapshot_sequence,
             report.replayed,
             report.skipped,
+            report.caught_up,
             report.upto_sequence,
             report.published_known,
             report.reconciled,
@@ -220,9 +332,24 @@ class RulesService:
 
     # ----------------------------------------------------------------- private
 
+    async def _save(self) -> None:
+        """Write the snapshot, if there is a store and every computed change is on the bus."""
+        if self._snapshots is None:
+            self._dirty.clear()
+            return
+        if self._outbox:
+            return
+        dirty, self._dirty = self._dirty, set()
+        try:
+            await self._snapshots.save(self.engine, self.folded, self._clock.newest, dirty)
+        except Exception as exc:
+            self._dirty |= dirty
+            raise RetryableError(f"rules snapshot not written: {exc!r}") from exc
+
     async def _flush(self) -> int:
         """Publish the outbox, pipelined; keep what failed. Returns how many were stored."""
-        self._metrics.runs.set(len(self.engine))
+        if self._partition is None:
+            self._metrics.runs.set(len(self.engine))
         if not self._outbox:
             return 0
         pending, self._outbox = self._outbox, []
@@ -244,11 +371,15 @@ class RulesService:
             raise RetryableError(f"{len(failed)} finding changes not published: {error!r}")
         return stored
 
-    async def _replay(self, upto: int, batch: int) -> tuple[int, int]:
-        """Observe the JOBS stream up to ``upto`` at event time, unpublished: (events, skipped)."""
-        replayed = skipped = 0
+    async def _replay(self, start: int, upto: int, batch: int, live: int) -> tuple[int, int, int]:
+        """Observe the JOBS stream from ``start`` up to ``upto`` at event time, only this
+        service's partition; the changes of events after sequence ``live`` go to the outbox,
+        the others are dropped (already published). Returns (events, skipped, events after ``live``)."""
+        replayed = skipped = caught_up = 0
         last_tick: datetime | None = None
-        async for msg in self._read("jobs", upto, batch):
+        async for msg in self._read("jobs", upto, batch, start):
+            if not self.owns(msg.subject):
+                continue
             try:
                 event = parse_event(msg.data)
             except ValidationError:
@@ -257,6 +388,12 @@ class RulesService:
             # Event time, never going back: roughly what the first process saw when live.
             self._clock.advance(event.observed_at)
             now = self._clock()
+            self._dirty.add(job_of(event).uid)
+            if msg.metadata.sequence.stream > live:
+                self._outbox.extend(self.engine.observe(event, now))
+                caught_up += 1
+                replayed += 1
+                continue
             if last_tick is None:
                 last_tick = now
             elif now - last_tick >= timedelta(seconds=REPLAY_TICK_S):
@@ -265,7 +402,7 @@ class RulesService:
             self.engine.observe(event, now)
             replayed += 1
         self._metrics.replayed.inc(replayed)
-        return replayed, skipped
+        return replayed, skipped, caught_up
 
     async def _published(self, batch: int) -> dict[str, Finding]:
         """The last change on the bus of each finding id, from the FINDINGS stream."""
@@ -284,9 +421,9 @@ class RulesService:
         info = await self._js.stream_info(self._topology.stream(family))
         return info.state.last_seq if info.state.messages else 0
 
-    async def _read(self, family: StreamFamily, upto: int, batch: int) -> AsyncIterator[Msg]:
-        """Messages of a stream from its first up to sequence ``upto``, without acks."""
-        if upto <= 0:
+    async def _read(self, family: StreamFamily, upto: int, batch: int, start: int = 1) -> AsyncIterator[Msg]:
+        """Messages of a stream from sequence ``start`` (or its first) up to ``upto``, without acks."""
+        if upto <= 0 or start > upto:
             return
         stream = self._topology.stream(family)
         sub = await self._js.pull_subscribe(
@@ -294,25 +431,34 @@ class RulesService:
             stream=stream,
             config=ConsumerConfig(
                 ack_policy=JsAckPolicy.NONE,
-                deliver_policy=DeliverPolicy.ALL,
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start > 1 else DeliverPolicy.ALL,
+                opt_start_seq=start if start > 1 else None,
                 mem_storage=True,
                 num_replicas=1,
                 inactive_threshold=_REPLAY_IDLE_S,
             ),
         )
         name = (await sub.consumer_info()).name
+        idle = 0
         try:
             while True:
                 try:
                     msgs = await sub.fetch(batch, timeout=_REPLAY_FETCH_TIMEOUT_S)
                 except NatsTimeoutError:
-                    return  # the rest aged out of the stream while we read
+                    # Nothing came: the rest aged out of the stream while we read, or the server
+                    # is slow to answer. ``num_pending`` is not trusted to say so (it can read 0
+                    # before the end), so only ``upto`` or repeated silence ends the read.
+                    idle += 1
+                    if idle >= _REPLAY_IDLE_FETCHES or (await self._last_sequence(family)) < upto:
+                        return
+                    continue
+                idle = 0
                 for msg in msgs:
                     meta = msg.metadata
                     if meta.sequence.stream > upto:
                         return
                     yield msg
-                    if meta.sequence.stream == upto or meta.num_pending == 0:
+                    if meta.sequence.stream == upto:
                         return
         finally:
             with contextlib.suppress(Exception):
@@ -357,10 +503,242 @@ def build_router(
     return router, service
 
 
+@dataclass
+class _Claimed:
+    """A partition this replica runs: its service, its durable subscription and its loops."""
+
+    service: RulesService
+    warm: WarmStart
+    stop: asyncio.Event
+    tasks: list[asyncio.Task[None]]
+    sub: JetStreamContext.PullSubscription
+    fetching: asyncio.Event
+    """Set while the partition's subscriber waits for messages: stopping it then loses nothing."""
+
+
+class RulesReplica:
+    """One replica of the partitioned rules consumer (see the module docstring, "Partitions").
+
+    :meth:`start` joins the lease bucket and claims a fair share of the partitions (each
+    warm-started from its snapshot); :meth:`run` keeps renewing, rebalancing and taking over
+    expired partitions every third of the lease TTL until ``stop`` is set, then hands its
+    partitions back. Cancelling :meth:`run` instead is a crash: nothing is handed back, the
+    leases expire and other replicas take the partitions over."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        settings: ConsumerSettings,
+        thresholds: RuleThresholds,
+        js: JetStreamContext,
+        dead_letter: DeadLetterer,
+        metrics: PipelineMetrics,
+        clock: Clock,
+        replica: str | None = None,
+        tick_s: float | None = None,
+        replicas: int = 1,
+    ) -> None:
+        self._topology = topology
+        self._settings = settings
+        self._thresholds = thresholds
+        self._js = js
+        self._dead_letter = dead_letter
+        self._metrics = metrics
+        self._rules_metrics = RulesMetrics.on(metrics.registry)
+        self._clock = clock
+        self._tick_s = tick_s if tick_s is not None else settings.rules_tick_s
+        self.replica = replica or replica_name()
+        self.partitions = settings.rules_partitions
+        self.claimed: dict[int, _Claimed] = {}
+        self.warm_starts: list[WarmStart] = []
+        self._leases: Leases | None = None
+        self._state: KeyValue | None = None
+        self._turn = asyncio.Lock()
+        self._replicas = replicas
+
+    @property
+    def heartbeat_s(self) -> float:
+        return self._settings.rules_lease_ttl_s / 3
+
+    def service(self, partition: int) -> RulesService | None:
+        """The service of a partition this replica runs, if it does."""
+        claimed = self.claimed.get(partition)
+        return claimed.service if claimed is not None else None
+
+    async def start(self) -> None:
+        """Open the buckets, retire the unpartitioned durable, claim a first share."""
+        self._state = await state_bucket(self._js, self._topology, self._replicas)
+        self._leases = Leases(
+            await lease_bucket(self._js, self._topology, self._settings.rules_lease_ttl_s, self._replicas),
+            self.replica,
+            self.partitions,
+        )
+        with contextlib.suppress(NotFoundError):  # the single-replica durable of earlier versions
+            await self._js.delete_consumer(self._topology.stream("jobs"), self._topology.durable(CONSUMER))
+            log.info("rules: removed the unpartitioned durable %s", self._topology.durable(CONSUMER))
+        await self.rebalance()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Renew and rebalance until ``stop``; then hand every partition back."""
+        try:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.heartbeat_s)
+                if stop.is_set():
+                    break
+                try:
+                    await self.rebalance()
+                except Exception:  # NATS restarting: the next heartbeat tries again
+                    log.exception("rules replica %s: rebalancing failed", self.replica)
+        except asyncio.CancelledError:
+            for claimed in self.claimed.values():  # a crash: the leases simply expire
+                claimed.stop.set()
+                for task in claimed.tasks:
+                    task.cancel()
+            raise
+        await self.leave()
+
+    async def leave(self) -> None:
+        """Stop every partition and hand it back."""
+        async with self._turn:
+            for partition in list(self.claimed):
+                await self._drop(partition, release=True)
+            if self._leases is not None:
+                with contextlib.suppress(Exception):
+                    await self._leases.leave()
+
+    async def rebalance(self) -> None:
+        """Say we are alive, keep our leases, give up the surplus, claim our share."""
+        assert self._leases is not None, "start() first"
+        async with self._turn:
+            leases = self._leases
+            share = await leases.heartbeat()
+            for partition in list(self.claimed):
+                if not await leases.renew(partition):
+                    await self._drop(partition, release=False)
+            for partition in sorted(self.claimed, reverse=True)[: max(len(self.claimed) - share, 0)]:
+                await self._drop(partition, release=True)
+            # start where this replica's name points, so replicas starting together spread out
+            first = zlib.crc32(self.replica.encode()) % self.partitions
+            for step in range(self.partitions):
+                if len(self.claimed) >= share:
+                    break
+                partition = (first + step) % self.partitions
+                if partition not in self.claimed and await leases.claim(partition):
+                    try:
+                        await self._run_partition(partition)
+                    except Exception:  # NATS trouble: let it go, try again next heartbeat
+                        log.exception(
+                            "rules replica %s: partition %d failed to start", self.replica, partition
+                        )
+                        await leases.release(partition)
+            self._rules_metrics.partitions.set(len(self.claimed))
+            self._rules_metrics.runs.set(sum(len(c.service.engine) for c in self.claimed.values()))
+
+    async def _run_partition(self, partition: int) -> None:
+        assert self._state is not None
+        service = RulesService(
+            RuleEngine(self._thresholds),
+            self._js,
+            self._topology,
+            self._rules_metrics,
+            self._clock,
+            partition=(partition, self.partitions),
+            snapshots=SnapshotStore(self._state, partition),
+        )
+        durable = self._topology.partition_durable(CONSUMER, partition)
+        try:
+            info = await self._js.consumer_info(self._topology.stream("jobs"), durable)
+        except NotFoundError:
+            live_after = None  # a new partition: everything before now is old news
+        else:
+            live_after = info.ack_floor.stream_seq if info.ack_floor else 0
+        warm = await service.warm_start(live_after=live_after)
+        self.warm_starts.append(warm)
+        sub = await self._js.pull_subscribe(
+            self._topology.wildcard("jobs"),
+            durable=durable,
+            stream=self._topology.stream("jobs"),
+            config=consumer_config(self._settings),
+        )
+        stop, fetching = asyncio.Event(), asyncio.Event()
+        tasks = [
+            asyncio.create_task(self._pull(service, sub, stop, fetching), name=f"rules-p{partition}"),
+            asyncio.create_task(run_ticker(service, self._tick_s, stop), name=f"rules-tick-p{partition}"),
+        ]
+        self.claimed[partition] = _Claimed(service, warm, stop, tasks, sub, fetching)
+
+    async def _drop(self, partition: int, *, release: bool) -> None:
+        claimed = self.claimed.pop(partition)
+        claimed.stop.set()
+        if claimed.fetching.is_set():  # waiting for messages: nothing half done to finish
+            claimed.tasks[0].cancel()
+        _, pending = await asyncio.wait(claimed.tasks, timeout=_PULL_TIMEOUT_S * 3)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*claimed.tasks, return_exceptions=True)
+        if release:  # the next holder resumes from here
+            with contextlib.suppress(Exception):
+                await claimed.service.checkpoint()
+        with contextlib.suppress(Exception):
+            await claimed.sub.unsubscribe()
+        if release and self._leases is not None:
+            await self._leases.release(partition)
+        log.info("rules replica %s stopped partition %d", self.replica, partition)
+
+    async def _pull(
+        self,
+        service: RulesService,
+        sub: JetStreamContext.PullSubscription,
+        stop: asyncio.Event,
+        fetching: asyncio.Event,
+    ) -> None:
+        """The durable of one partition: fold its events, acknowledge the others'."""
+        settings = self._settings
+        while not stop.is_set():
+            fetching.set()
+            try:
+                msgs = await sub.fetch(settings.batch_size, timeout=_PULL_TIMEOUT_S)
+            except NatsTimeoutError:
+                continue
+            except Exception as exc:  # connection trouble: the client reconnects
+                log.warning("rules: fetch failed: %r", exc)
+                await asyncio.sleep(_PULL_TIMEOUT_S)
+                continue
+            finally:
+                fetching.clear()
+            mine: list[Msg] = []
+            top = 0
+            for msg in msgs:
+                seq = msg.metadata.sequence.stream
+                top = max(top, seq)
+                if not service.owns(msg.subject) or (seq <= service.folded and not service.unpublished):
+                    await msg.ack()  # another partition's, or folded in already (and published)
+                else:
+                    mine.append(msg)
+            if not mine:
+                await service.advance(top)
+                continue
+
+            async def apply(events: Sequence[BusEvent], upto: int = top) -> None:
+                await service.observe(events, upto)
+
+            settler = BatchSettler(
+                CONSUMER,
+                parse_event,
+                apply,
+                self._dead_letter,
+                self._metrics,
+                settings.max_deliver,
+                settings.retry_delay_s,
+            )
+            await settler.settle(mine)
+
+
 async def attach(wiring: Wiring) -> Role:
-    """The rules role: warm-started before its subscriber runs, ticking beside it."""
+    """The rules role: one replica of the partitioned consumer, claiming its share before it returns."""
     settings = wiring.settings
-    router, service = build_router(
+    replica = RulesReplica(
         wiring.topology,
         settings.consumer,
         settings.rules,
@@ -368,6 +746,8 @@ async def attach(wiring: Wiring) -> Role:
         wiring.dead_letter(CONSUMER),
         wiring.metrics,
         wiring.clock,
+        replicas=settings.nats.replicas,
     )
-    log.info("rules warm start: %s", await service.warm_start())
-    return Role(router, (lambda stop: run_ticker(service, settings.consumer.rules_tick_s, stop),))
+    await replica.start()
+    log.info("rules replica %s runs partitions %s", replica.replica, sorted(replica.claimed))
+    return Role(None, (replica.run,))

@@ -6,19 +6,21 @@ The back-off message only says "Back-off pulling image"; the registry's answer i
 down to a short cause: authentication required, not found, timeout, …
 
 ``crashloop`` fires on ``CrashLoopBackOff`` unless a more specific rule already explains
-that pod (an OOM kill, a CUDA OOM or an MPI failure in its log): the loop is then only the
-kubelet restarting the consequence. It alternates with short Running spells, so the
-engine keeps it firing for ``settle_s`` after the back-off clears.
+that pod (an OOM kill; a GPU out of memory or failing, a segfault, a full disk, an MPI or
+NCCL failure in its log): the loop is then only the kubelet restarting the consequence.
+It alternates with short Running spells, so the engine keeps it firing for ``settle_s``
+after the back-off clears.
 """
 
 from __future__ import annotations
 
 import re
 
-from consumers.rules.facts import role_spec
+from consumers.rules.facts import pod_text, role_spec
 from consumers.rules.logs import comm_failures, gpu_oom_lines, rank_failures
 from consumers.rules.memory import oom_kill
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact
+from consumers.rules.signatures import disk_full, gpu_errors, native_crashes, transport_failures
 from consumers.rules.state import PodState, RunState
 from consumers.rules.wording import also, listing, quantity, who
 from controller.contract.events import ContainerState
@@ -108,14 +110,18 @@ def _spec_image(state: RunState, pod: PodState) -> str | None:
 
 
 def _explained_elsewhere(state: RunState, pod: PodState, ctx: Context) -> bool:
-    """Another rule names the reason this pod keeps restarting: its own OOM, or for the
-    launcher an MPI failure in its log or workers that cannot start (no node, no image)."""
-    if oom_kill(state, pod, ctx) is not None or gpu_oom_lines(pod.log_tail):
+    """Another rule names the reason this pod keeps restarting: its own OOM, a GPU, crash,
+    disk or communication failure in its own log, or for the launcher an MPI failure in its
+    log or workers that cannot start (no node, no image)."""
+    text = pod_text(pod)
+    if oom_kill(state, pod, ctx) is not None or gpu_oom_lines(text):
+        return True
+    if gpu_errors(text) or native_crashes(text) or disk_full(text) or transport_failures(text):
+        return True
+    if comm_failures(text) or rank_failures(text):
         return True
     if pod.role != "launcher":
         return False
-    if comm_failures(pod.log_tail) or rank_failures(pod.log_tail):
-        return True
     return any(not w.scheduled or _pulling(w) for w in state.workers() if not w.deleted)
 
 

@@ -12,7 +12,8 @@ findings that are firing, and returns only what changed —
 - it holds with another key (another pod, another host, another cause) → the finding
   again, ``firing``, with the new sentence and evidence and the next revision;
 - it stops holding → ``resolved``, unless its rule asks to settle first (crash loops
-  flap) or it is a cause of a finished run: a failed run's cause stays its verdict.
+  flap) or it is a cause of a finished run: a failed run's cause stays its verdict
+  (the catch-all ``failed`` excepted, see :attr:`Rule.keeps_verdict`).
   Stalls of a finished run resolve. A finding explained by another is resolved with
   ``superseded_by``.
 
@@ -240,7 +241,7 @@ class RuleEngine:
     def _keeps(self, rule_id: RuleId, run: _Run, now: datetime, thresholds: RuleThresholds) -> bool:
         """Whether a firing finding whose condition no longer holds stays firing."""
         rule = self._by_id[rule_id]
-        if rule.kind == "cause" and run.state.finished:
+        if rule.kind == "cause" and run.state.finished and rule.keeps_verdict:
             return True
         if rule.kind == "stall" and run.state.finished:
             return False

@@ -5,6 +5,9 @@
   failure then only shows as ``lastState`` of a running container; it counts while the
   restart is recent (``settle_s``), so a restart-and-recover is neither missed nor kept.
 - GPU and memory figures from pod resources, falling back to the job's role spec.
+- :func:`pod_text`: what a pod said when it failed — its log tail, then the termination
+  messages of its containers (``terminationMessagePolicy: FallbackToLogsOnError`` puts the
+  end of the log there) — for the log-reading rules.
 """
 
 from __future__ import annotations
@@ -94,3 +97,19 @@ def memory_limit(state: RunState, pod: PodState) -> str | None:
         return limit
     spec = role_spec(state, pod)
     return spec.resources.limits.get("memory") if spec is not None else None
+
+
+def pod_text(pod: PodState) -> tuple[str, ...]:
+    """The pod's log tail followed by its containers' termination messages, line by line
+    (a message that repeats the end of the log adds nothing)."""
+    if not any(c.state == "terminated" and c.message for c in pod.containers):
+        return pod.log_tail
+    logged = set(pod.log_tail)
+    messages = tuple(
+        line
+        for c in pod.containers
+        if c.state == "terminated" and c.message
+        for line in c.message.splitlines()
+        if line not in logged
+    )
+    return pod.log_tail + messages if messages else pod.log_tail

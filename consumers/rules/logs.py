@@ -1,20 +1,32 @@
-"""Recognising failures in log tails: GPU out-of-memory, lost MPI peers, failed ranks.
+"""Reading log tails: GPU out-of-memory, lost MPI peers, failed ranks, the last error.
 
 The watcher attaches a bounded tail (a few dozen lines) of a container's log when it
 ends in error, and the launcher's tail carries every rank's output (mpirun forwards it).
-Three readers turn a tail into structured facts:
+The readers here turn a tail into structured facts:
 
-- :func:`gpu_oom_lines` — PyTorch / CUDA / cuBLAS / XLA out-of-memory errors, with the
-  rank when the line carries an output tag (``[1,5]<stderr>:``, ``[rank5]:``, ``[5] ``);
+- :func:`gpu_oom_lines` — GPU memory ran out, as PyTorch / CUDA, ROCm, TensorFlow, JAX/XLA,
+  cuBLAS, cuDNN or NCCL say it, with the rank when the line carries an output tag
+  (``[1,5]<stderr>:``, ``[rank5]:``, ``[5] ``);
 - :func:`comm_failures` — the launcher could not reach or lost a worker: ssh refused,
-  timed out, key rejected, host not resolved (OpenSSH); daemons not started or lost
-  (Open MPI ORTE, PRRTE); Hydra could not connect (MPICH, Intel MPI);
+  timed out, closed, key rejected, host not resolved (OpenSSH); daemons not started, failed
+  or lost (Open MPI ORTE, PRRTE); Hydra could not connect or lost a proxy (MPICH, Intel MPI);
+  an MPI error stack naming a communication error;
 - :func:`rank_failures` — a rank aborted (``MPI_ABORT``/``MPI_Abort``), was killed by a
-  signal, or exited non-zero, with the host it ran on when the log names it.
+  signal, or exited non-zero, with the host it ran on when the log names it — as Open MPI,
+  MPICH (Hydra and the older MPD), Intel MPI, torch elastic (``ChildFailedError``) and the
+  DeepSpeed launcher report it;
+- :func:`last_error` — the line that says what went wrong: the exception closing the last
+  Python traceback, else the last exception or error line.
 
-Messages are matched on their stable wording across Open MPI 4/5, MPICH 4 and Intel MPI
-2021; multi-line blocks (``Remote daemon: … on node X``, ``RUNNING AT X``) are read from
-the few lines after the headline. Tails are immutable tuples, so results are cached.
+Messages are matched on their stable wording; multi-line blocks (``Remote daemon: … on
+node X``, ``RUNNING AT X``, torch elastic's ``Root Cause`` block) are read from the few
+lines after the headline.
+
+Reading stays bounded and linear whatever a workload prints: :func:`bounded` keeps at most
+:data:`MAX_TAIL_LINES` lines of at most :data:`MAX_LINE_CHARS` characters, and every pattern
+in this package starts with a literal or an anchor and uses bounded quantifiers only, so no
+pattern backtracks over a long line (``tests/rules/test_rules_read_logs_in_linear_time.py``).
+Tails are immutable tuples, so results are cached.
 """
 
 from __future__ import annotations
@@ -27,67 +39,147 @@ from typing import Literal
 
 _CONTEXT_LINES = 10
 
+MAX_LINE_CHARS = 4096
+"""Longer lines keep their first and last halves: messages start a line, and some end it
+(DeepSpeed's ``… exits with return code = 1`` after the whole command line)."""
+MAX_TAIL_LINES = 400
+"""Lines of a tail read at most (the last ones); the watcher sends far fewer."""
+
+_HALF = MAX_LINE_CHARS // 2
+
+
+@lru_cache(maxsize=1024)
+def bounded(tail: tuple[str, ...]) -> tuple[str, ...]:
+    """``tail`` as the readers see it: the last lines, each at most :data:`MAX_LINE_CHARS`."""
+    lines = tail[-MAX_TAIL_LINES:]
+    if all(len(line) <= MAX_LINE_CHARS for line in lines):
+        return lines
+    return tuple(
+        line if len(line) <= MAX_LINE_CHARS else f"{line[:_HALF]} … {line[-_HALF:]}" for line in lines
+    )
+
+
+# ------------------------------------------------------------------ output tags
+
+_RANK_TAGS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\[rank(\d{1,7})\]:"),  # torchrun --tee / log prefixes
+    re.compile(r"^\s{0,8}\[\d{1,7},(\d{1,7})\]<std(?:out|err)>:"),  # mpirun --tag-output
+    re.compile(r"^\s{0,8}\[(\d{1,5})\]\s"),  # MPICH / Intel MPI -prepend-rank
+)
+_TAG = re.compile(r"^\s{0,8}(?:\[\d{1,7},\d{1,7}\]<std(?:out|err)>:|\[rank\d{1,7}\]: ?)")
+
+
+def output_rank(line: str) -> int | None:
+    """The rank an output tag attributes ``line`` to, if any."""
+    head = line[:128]
+    for pattern in _RANK_TAGS:
+        match = pattern.search(head)
+        if match is not None:
+            return int(match.group(1))
+    return None
+
+
+def strip_tag(line: str) -> str:
+    """``line`` without mpirun's or torchrun's output tag."""
+    match = _TAG.match(line)
+    return line[match.end() :] if match is not None else line
+
+
 # ------------------------------------------------------------------ GPU memory
 
-_GPU_OOM = re.compile(
-    r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED"
-    r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|RESOURCE_EXHAUSTED: Out of memory"
+# (what ran out, in the user's words; the wording of the stack that says it)
+_GPU_OOM: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "CUDA out of memory",
+        re.compile(
+            r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory"
+            r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
+        ),
+    ),
+    ("GPU out of memory (ROCm: HIP out of memory)", re.compile(r"HIP out of memory|hipErrorOutOfMemory")),
+    ("GPU out of memory (TensorFlow: OOM when allocating tensor)", re.compile(r"OOM when allocating tensor")),
+    ("GPU out of memory (JAX/XLA: RESOURCE_EXHAUSTED)", re.compile(r"RESOURCE_EXHAUSTED: Out of memory")),
+    (
+        "GPU out of memory (cuBLAS could not allocate its workspace)",
+        re.compile(r"CUBLAS_STATUS_ALLOC_FAILED"),
+    ),
+    ("GPU out of memory (cuDNN could not allocate its workspace)", re.compile(r"CUDNN_STATUS_ALLOC_FAILED")),
+    (
+        "GPU out of memory (NCCL could not allocate its buffers)",
+        re.compile(r"NCCL WARN Cuda failure 'out of memory'"),
+    ),
 )
-_RANK_TAG = re.compile(r"^\s*\[(?:\d+,)?(\d+)\]<std(?:out|err)>:|^\s*\[rank(\d+)\]:|^\s*\[(\d+)\]\s")
 
 
 @dataclass(frozen=True)
 class GpuOom:
-    """One out-of-GPU-memory line, and the rank that printed it if tagged."""
+    """One out-of-GPU-memory line, the rank that printed it if tagged, and what said it."""
 
     line: str
     rank: int | None
+    what: str = "CUDA out of memory"
 
 
 @lru_cache(maxsize=512)
 def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
     """Every line of ``tail`` reporting that GPU memory ran out."""
-    return tuple(GpuOom(line, output_rank(line)) for line in tail if _GPU_OOM.search(line))
-
-
-def output_rank(line: str) -> int | None:
-    """The rank an output tag attributes ``line`` to, if any."""
-    match = _RANK_TAG.search(line)
-    if match is None:
-        return None
-    return int(next(group for group in match.groups() if group is not None))
+    found: list[GpuOom] = []
+    for line in bounded(tail):
+        what = next((what for what, pattern in _GPU_OOM if pattern.search(line)), None)
+        if what is not None:
+            found.append(GpuOom(line, output_rank(line), what))
+    return tuple(found)
 
 
 # ------------------------------------------------------------ communication
 
 CommKind = Literal[
-    "refused", "timed-out", "no-route", "unresolved", "publickey", "hydra", "daemon-lost", "daemon-start",
-    "bad-termination",
+    "refused", "timed-out", "no-route", "unresolved", "ssh-closed", "publickey", "hydra", "hydra-proxy",
+    "hydra-write", "daemon-lost", "daemon-start", "daemon-failed", "mpi-error", "bad-termination",
 ]  # fmt: skip
 
+# The first pattern that matches a line names its kind: specific wordings come first.
 _COMM: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
-    ("refused", re.compile(r"ssh: connect to host (?P<host>\S+) port \d+: Connection refused")),
+    ("refused", re.compile(r"ssh: connect to host (?P<host>\S{1,253}) port \d{1,5}: Connection refused")),
     (
         "timed-out",
-        re.compile(r"ssh: connect to host (?P<host>\S+) port \d+: (?:Connection|Operation) timed out"),
+        re.compile(
+            r"ssh: connect to host (?P<host>\S{1,253}) port \d{1,5}: (?:Connection|Operation) timed out"
+        ),
     ),
-    ("no-route", re.compile(r"ssh: connect to host (?P<host>\S+) port \d+: No route to host")),
-    ("unresolved", re.compile(r"ssh: Could not resolve hostname (?P<host>[^\s:]+)")),
-    ("publickey", re.compile(r"(?:(?:[\w.-]+@)?(?P<host>[\w.-]+): )?Permission denied \(publickey")),
+    ("no-route", re.compile(r"ssh: connect to host (?P<host>\S{1,253}) port \d{1,5}: No route to host")),
+    ("unresolved", re.compile(r"ssh: Could not resolve hostname (?P<host>[^\s:]{1,253})")),
+    (
+        "ssh-closed",
+        re.compile(
+            r"(?:ssh|kex)_exchange_identification: "
+            r"(?:Connection closed by remote host|read: Connection reset)"
+        ),
+    ),
+    ("publickey", re.compile(r"Permission denied \(publickey")),  # the host is read before it
     (
         "hydra",
         re.compile(
-            r"HYDU_sock_connect.*?unable to (?:connect from \"[^\"]*\" to \"(?P<host>[^\"]+)\""
-            r"|get host address for (?P<host_addr>[^\s(]+))"
+            r"HYDU_sock_connect \(.{0,200}?unable to "
+            r"(?:connect from \"[^\"]{0,253}\" to \"(?P<host>[^\"]{1,253})\""
+            r"|get host address for (?P<host_addr>[^\s(]{1,253}))"
         ),
     ),
+    ("hydra-proxy", re.compile(r"connection to proxy \d{1,7} at host (?P<host>\S{1,253}) failed")),
+    ("hydra-write", re.compile(r"HYDU_sock_write \(.{0,200}?\): write error \((?P<detail>[^)]{1,80})\)")),
     ("daemon-lost", re.compile(r"(?:ORTE|PRTE) has lost communication with (?:a )?remote daemon")),
     ("daemon-start", re.compile(r"(?:ORTE|PRTE) was unable to reliably start one or more daemons")),
+    ("daemon-failed", re.compile(r"An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch")),
+    ("mpi-error", re.compile(r"Fatal error in P?MPI_\w{1,40}: (?:Other MPI error|Unknown error class)")),
     ("bad-termination", re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")),
 )
-_REMOTE_DAEMON = re.compile(r"Remote daemon\s*:\s*\S+ on node (?P<host>\S+)")
-_RUNNING_AT = re.compile(r"RUNNING AT (?P<host>\S+)")
-_BAD_TERMINATION_RANK = re.compile(r"RANK \d+ PID \d+ RUNNING AT")
+_REMOTE_DAEMON = re.compile(r"Remote daemon\s{0,10}:\s{0,10}\S{1,100} on node (?P<host>\S{1,253})")
+_RUNNING_AT = re.compile(r"RUNNING AT (?P<host>\S{1,253})")
+_BAD_TERMINATION_RANK = re.compile(r"RANK \d{1,7} PID \d{1,10} RUNNING AT")
+# one line of an MPICH / Intel MPI error stack: ``MPID_nem_tcp_connpoll(1845): Communication error …``
+_STACK_LINE = re.compile(r"^\s{0,8}\w{1,80}\(\d{1,6}\)\.{0,80}:\s?(?P<detail>.{0,300})$")
+_STACK_UNINFORMATIVE = re.compile(r"^(?:fail failed|\S{1,80}\(.{0,300}\) failed)?$")
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 @dataclass(frozen=True)
@@ -97,18 +189,20 @@ class CommFailure:
     kind: CommKind
     host: str | None
     lines: tuple[str, ...]
+    detail: str | None = None
 
 
 @lru_cache(maxsize=512)
 def comm_failures(tail: tuple[str, ...]) -> tuple[CommFailure, ...]:
     """Every communication failure in ``tail``, in log order."""
+    lines = bounded(tail)
     found: list[CommFailure] = []
-    for i, line in enumerate(tail):
+    for i, line in enumerate(lines):
         for kind, pattern in _COMM:
             match = pattern.search(line)
             if match is None:
                 continue
-            failure = _comm_failure(kind, match, tail, i)
+            failure = _comm_failure(kind, match, lines, i)
             if failure is not None:
                 found.append(failure)
             break
@@ -116,10 +210,16 @@ def comm_failures(tail: tuple[str, ...]) -> tuple[CommFailure, ...]:
 
 
 def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: int) -> CommFailure | None:
+    after = tail[i + 1 : i + 1 + _CONTEXT_LINES]
+    if kind == "publickey":
+        return CommFailure(kind, _host_before(tail[i], match.start()), (tail[i],))
+    if kind == "hydra-write":
+        return CommFailure(kind, None, (tail[i],), match.group("detail"))
+    if kind == "mpi-error":
+        return _error_stack(tail[i], after)
     host = match.groupdict().get("host") or match.groupdict().get("host_addr")
     if host is not None:
         return CommFailure(kind, host, (tail[i],))
-    after = tail[i + 1 : i + 1 + _CONTEXT_LINES]
     if kind == "bad-termination":
         if any(_BAD_TERMINATION_RANK.search(line) for line in after):
             return None  # a named rank died: that is a rank failure, see rank_failures
@@ -127,6 +227,35 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
     if kind == "daemon-lost":
         return _with_context(kind, tail[i], after, _REMOTE_DAEMON)
     return CommFailure(kind, None, (tail[i],))
+
+
+def _host_before(line: str, start: int) -> str | None:
+    """The host of ``user@host: Permission denied (publickey…``, read back from the message."""
+    before = line[max(0, start - 320) : start]
+    if not before.endswith(": ") or not before[:-2].strip():
+        return None
+    host = before[:-2].split()[-1].rsplit("@", 1)[-1]
+    return host if host and set(host) <= _HOST_CHARS else None
+
+
+def _error_stack(headline: str, after: Sequence[str]) -> CommFailure:
+    """An MPICH / Intel MPI error stack: its deepest informative frame says what failed."""
+    frames: list[str] = []
+    for line in after:
+        if _STACK_LINE.match(line) is None and not line.strip().startswith("failed"):
+            break
+        frames.append(line)
+    details = [
+        m.group("detail").strip()
+        for line in frames
+        if (m := _STACK_LINE.match(line)) is not None
+        and not _STACK_UNINFORMATIVE.match(m.group("detail").strip())
+    ]
+    detail = details[-1] if details else None
+    if detail is None and any("OFI" in line for line in frames):
+        detail = "the OFI (libfabric) network layer failed to initialise"
+    evidence = (headline, *(line for line in frames if detail and detail in line))
+    return CommFailure("mpi-error", None, evidence, detail)
 
 
 def _with_context(
@@ -143,47 +272,83 @@ def _with_context(
 
 RankHow = Literal["aborted", "killed", "exited"]
 
-_ABORT_OMPI = re.compile(r"MPI_ABORT was invoked on rank (?P<rank>\d+)")
-_ABORT_MPICH = re.compile(r"application called MPI_Abort\([^,]+, (?P<code>-?\d+)\) - process (?P<rank>\d+)")
+_ABORT_OMPI = re.compile(r"MPI_ABORT was invoked on rank (?P<rank>\d{1,7})")
+_ABORT_MPICH = re.compile(
+    r"application called MPI_Abort\([^,]{1,100}, (?P<code>-?\d{1,10})\) - process (?P<rank>\d{1,7})"
+)
+_ABORT_INTEL = re.compile(
+    r"Abort\((?P<code>-?\d{1,10})\) on node \d{1,7} \(rank (?P<rank>\d{1,7}) in comm \d{1,10}\)"
+)
 _SIGNALED_OMPI = re.compile(
-    r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited on signal (?P<signal>\d+)"
-    r"(?: \((?P<name>[^)]+)\))?"
+    r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) exited on signal "
+    r"(?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?"
 )
 _NONZERO_OMPI = re.compile(r"exited with non-zero status")
+_PRIMARY_JOB = re.compile(r"Primary job {1,4}terminated normally, but \d{1,7} process(?:es)? returned")
 _BAD_TERMINATION = re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")
+_COLLECTIVE_ABORT = re.compile(
+    r"rank (?P<rank>\d{1,7}) in job \d{1,10} {1,4}(?P<host>\S{1,253}?)_\d{1,10} {1,10}caused collective abort"
+)
+_RANK_EXIT_STATUS = re.compile(
+    r"exit status of rank (?P<rank>\d{1,7}): "
+    r"(?:killed by signal (?P<signal>\d{1,3})|return code (?P<code>-?\d{1,10}))"
+)
+_ELASTIC_ROOT = re.compile(r"Root Cause \(first observed failure\):")
+_ELASTIC_CHILD = re.compile(r"ChildFailedError:")
+_ELASTIC_API = re.compile(
+    r"elastic\.multiprocessing\.api:failed \(exitcode: (?P<code>-?\d{1,10})\) local_rank: (?P<local>\d{1,7})"
+)
+_ELASTIC_RANK = re.compile(r"rank\s{0,10}: (?P<rank>\d{1,7}) \(local_rank: (?P<local>\d{1,7})\)")
+_ELASTIC_EXITCODE = re.compile(r"exitcode\s{0,10}: (?P<code>-?\d{1,10})")
+_ELASTIC_HOST = re.compile(r"host\s{0,10}: (?P<host>\S{1,253})")
+_DEEPSPEED_EXIT = re.compile(r"\] exits with return code = (?P<code>-?\d{1,10})")
+_LOCAL_RANK_ARG = re.compile(r"--local_rank=(?P<local>\d{1,7})")
 
-_ERRORCODE = re.compile(r"(?:with errorcode|Errorcode:)\s*(?P<code>-?\d+)")
-_RANK_NODE = re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>[^\s,]+)")
-_PROCESS_NAME = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\]|[^\],]*),(?P<rank>\d+)\]\]?")
-_EXIT_CODE = re.compile(r"Exit code:\s*(?P<code>-?\d+)")
-_RANK_AT = re.compile(r"RANK (?P<rank>\d+) PID \d+ RUNNING AT (?P<host>\S+)")
-_KILLED_BY = re.compile(r"KILLED BY SIGNAL: (?P<signal>\d+)(?: \((?P<name>[^)]+)\))?")
-_EXIT_STATUS = re.compile(r"EXIT (?:CODE|STATUS): (?P<code>-?\d+)")
+_ERRORCODE = re.compile(r"(?:with errorcode|Errorcode:)\s{0,10}(?P<code>-?\d{1,10})")
+_RANK_NODE = re.compile(
+    r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>[^\s,]{1,253})"
+)
+_PROCESS_NAME = re.compile(
+    r"Process name:\s{0,10}\[(?:\[\d{1,10},\d{1,10}\]|[^\],]{0,100}),(?P<rank>\d{1,7})\]\]?"
+)
+_EXIT_CODE = re.compile(r"Exit code:\s{0,10}(?P<code>-?\d{1,10})")
+_RANK_AT = re.compile(r"RANK (?P<rank>\d{1,7}) PID \d{1,10} RUNNING AT (?P<host>\S{1,253})")
+_KILLED_BY = re.compile(r"KILLED BY SIGNAL: (?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?")
+_EXIT_STATUS = re.compile(r"EXIT (?:CODE|STATUS): (?P<code>-?\d{1,10})")
 
 
 @dataclass(frozen=True)
 class RankFailure:
-    """One rank that aborted, was killed, or exited non-zero."""
+    """One rank that aborted, was killed, or exited non-zero.
 
-    rank: int
+    ``rank`` is the global rank when the log names it; launchers that only know the local
+    rank (torch elastic's agent, DeepSpeed's launcher) give ``local_rank``; Open MPI's
+    "Primary job terminated normally, but 1 process returned a non-zero exit code" names none.
+    """
+
+    rank: int | None
     how: RankHow
     code: int | None
     signal: str | None
     host: str | None
     lines: tuple[str, ...]
+    local_rank: int | None = None
+    launcher: str | None = None
 
 
 @lru_cache(maxsize=512)
 def rank_failures(tail: tuple[str, ...]) -> tuple[RankFailure, ...]:
-    """Every failed rank in ``tail``: aborts first, then in log order."""
+    """Every failed rank in ``tail``: aborts first, then those naming a rank, in log order."""
+    lines = bounded(tail)
     found: list[RankFailure] = []
-    whole = " ".join(tail)
-    for i, line in enumerate(tail):
-        after = tail[i + 1 : i + 1 + _CONTEXT_LINES]
+    whole = " ".join(lines)
+    for i, line in enumerate(lines):
+        after = lines[i + 1 : i + 1 + _CONTEXT_LINES]
         failure = _rank_failure(line, after, whole)
         if failure is not None:
             found.append(failure)
-    return tuple(sorted(found, key=lambda f: f.how != "aborted"))
+    found.extend(_elastic_failures(lines))
+    return tuple(sorted(found, key=lambda f: (f.how != "aborted", f.rank is None and f.local_rank is None)))
 
 
 def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | None:
@@ -195,11 +360,11 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         code = _search_int(_ERRORCODE, block, "code")
         host = _host_of(rank, _RANK_NODE, whole)
         return RankFailure(rank, "aborted", code, None, host, _lines(line, after, _ERRORCODE))
-    if (match := _ABORT_MPICH.search(line)) is not None:
+    if (match := _ABORT_MPICH.search(line) or _ABORT_INTEL.search(line)) is not None:
         rank = int(match.group("rank"))
         host = _host_of(rank, _RANK_AT, whole)
         return RankFailure(rank, "aborted", int(match.group("code")), None, host, (line,))
-    if (match := _SIGNALED_OMPI.search(" ".join((line, *after[:1])))) is not None and "process rank" in line:
+    if "process rank" in line and (match := _SIGNALED_OMPI.search(" ".join((line, *after[:1])))) is not None:
         signal = match.group("signal") + (f" ({match.group('name')})" if match.group("name") else "")
         return RankFailure(int(match.group("rank")), "killed", None, signal, match.group("host"), (line,))
     if _NONZERO_OMPI.search(line) and (name := _PROCESS_NAME.search(block)) is not None:
@@ -208,14 +373,88 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         return RankFailure(rank, "exited", code, None, None, _lines(line, after, _PROCESS_NAME, _EXIT_CODE))
     if _BAD_TERMINATION.search(line) and (at := _RANK_AT.search(block)) is not None:
         killed = _KILLED_BY.search(block)
-        signal = None
-        if killed is not None:
-            signal = killed.group("signal") + (f" ({killed.group('name')})" if killed.group("name") else "")
         how: RankHow = "killed" if killed is not None else "exited"
         code = _search_int(_EXIT_STATUS, block, "code")
         lines = _lines(line, after, _RANK_AT, _KILLED_BY, _EXIT_STATUS)
-        return RankFailure(int(at.group("rank")), how, code, signal, at.group("host"), lines)
+        return RankFailure(int(at.group("rank")), how, code, _signal(killed), at.group("host"), lines)
+    if (match := _COLLECTIVE_ABORT.search(line)) is not None:
+        return _collective_abort(match, line, after)
+    if _PRIMARY_JOB.search(line):
+        return RankFailure(None, "exited", None, None, None, (line,), launcher="Open MPI")
+    if "sigkill_handler" in line and (match := _DEEPSPEED_EXIT.search(line)) is not None:
+        code = int(match.group("code"))
+        local = _search_int(_LOCAL_RANK_ARG, line, "local")
+        if code < 0:
+            return RankFailure(None, "killed", None, str(-code), None, (line,), local, "DeepSpeed")
+        return RankFailure(None, "exited", code, None, None, (line,), local, "DeepSpeed")
     return None
+
+
+def _collective_abort(match: re.Match[str], line: str, after: Sequence[str]) -> RankFailure:
+    """MPICH's process manager (MPD): ``rank 59 in job 1 host_port caused collective abort``."""
+    rank = int(match.group("rank"))
+    for status_line in after[:3]:
+        status = _RANK_EXIT_STATUS.search(status_line)
+        if status is not None and int(status.group("rank")) == rank:
+            if status.group("signal") is not None:
+                return RankFailure(
+                    rank, "killed", None, status.group("signal"), match.group("host"), (line, status_line)
+                )
+            return RankFailure(
+                rank, "exited", int(status.group("code")), None, match.group("host"), (line, status_line)
+            )
+    return RankFailure(rank, "exited", None, None, match.group("host"), (line,))
+
+
+def _elastic_failures(lines: Sequence[str]) -> list[RankFailure]:
+    """torch elastic (torchrun): the ``Root Cause`` block of ``ChildFailedError``, else the
+    agent's ``failed (exitcode: 1) local_rank: 0`` line, else the bare ``ChildFailedError``."""
+    found: list[RankFailure] = []
+    for i, line in enumerate(lines):
+        if _ELASTIC_ROOT.search(line) is None:
+            continue
+        block = lines[i + 1 : i + 1 + _CONTEXT_LINES]
+        text = " ".join(block)
+        rank = _ELASTIC_RANK.search(text)
+        code = _search_int(_ELASTIC_EXITCODE, text, "code")
+        host = _ELASTIC_HOST.search(text)
+        how: RankHow = "killed" if code is not None and code < 0 else "exited"
+        evidence = _lines(line, block, _ELASTIC_RANK, _ELASTIC_EXITCODE, _ELASTIC_HOST)
+        found.append(
+            RankFailure(
+                int(rank.group("rank")) if rank is not None else None,
+                how,
+                code if how == "exited" else None,
+                str(-code) if how == "killed" and code is not None else None,
+                host.group("host") if host is not None else None,
+                evidence,
+                int(rank.group("local")) if rank is not None else None,
+                "torch elastic",
+            )
+        )
+    if found:
+        return found
+    for line in lines:
+        if (match := _ELASTIC_API.search(line)) is not None:
+            code = int(match.group("code"))
+            how = "killed" if code < 0 else "exited"
+            signal = str(-code) if code < 0 else None
+            local = int(match.group("local"))
+            found.append(
+                RankFailure(
+                    None, how, None if code < 0 else code, signal, None, (line,), local, "torch elastic"
+                )
+            )
+    if found:
+        return found
+    child = next((line for line in lines if _ELASTIC_CHILD.search(line)), None)
+    return [RankFailure(None, "exited", None, None, None, (child,), None, "torch elastic")] if child else []
+
+
+def _signal(match: re.Match[str] | None) -> str | None:
+    if match is None:
+        return None
+    return match.group("signal") + (f" ({match.group('name')})" if match.group("name") else "")
 
 
 def _host_of(rank: int, pattern: re.Pattern[str], text: str) -> str | None:
@@ -233,3 +472,52 @@ def _search_int(pattern: re.Pattern[str], text: str, group: str) -> int | None:
 def _lines(headline: str, after: Sequence[str], *patterns: re.Pattern[str]) -> tuple[str, ...]:
     """The headline plus the following lines that supplied details, as evidence."""
     return (headline, *(line for line in after if any(p.search(line) for p in patterns)))
+
+
+# -------------------------------------------------------------- last error
+
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]{0,200}?(?:Error|Exception|Exit|Interrupt|Failure|Fault))(?::|$)"
+)
+_WRAPPERS = ("ChildFailedError", "CalledProcessError")
+_ERRORISH = re.compile(
+    r"\b(?:[Ee]rror|ERROR|[Ff]atal|FATAL|[Ff]ailed|FAILED|[Ee]xception|[Aa]bort(?:ed)?|[Kk]illed"
+    r"|[Ss]egmentation fault)\b"
+)
+
+
+def python_exception(line: str) -> str | None:
+    """``line`` without its output tag if it is a Python exception line (``ValueError: …``)."""
+    text = strip_tag(line).rstrip()
+    return text if _EXCEPTION.match(text) else None
+
+
+@lru_cache(maxsize=512)
+def last_exception(tail: tuple[str, ...]) -> str | None:
+    """The exception that ended the program: the one closing the last traceback (not a
+    launcher's wrapper such as ``ChildFailedError`` when a rank's own traceback is there),
+    else the last exception line of a traceback whose head was cut off."""
+    lines = bounded(tail)
+    closing: list[str] = []
+    for i, line in enumerate(lines):
+        if _TRACEBACK in line:
+            exception = next((e for later in lines[i + 1 :] if (e := python_exception(later))), None)
+            if exception is not None:
+                closing.append(exception)
+    for exception in reversed(closing):
+        if not exception.split(":", 1)[0].endswith(_WRAPPERS):
+            return exception
+    if closing:
+        return closing[-1]
+    return next((e for line in reversed(lines) if (e := python_exception(line))), None)
+
+
+@lru_cache(maxsize=512)
+def last_error(tail: tuple[str, ...]) -> str | None:
+    """The line that best says what went wrong: :func:`last_exception`, else the last line
+    with an error word in it (``error``, ``fatal``, ``failed``, ``abort``, ``killed``, …)."""
+    exception = last_exception(tail)
+    if exception is not None:
+        return exception
+    return next((strip_tag(line).strip() for line in reversed(bounded(tail)) if _ERRORISH.search(line)), None)

@@ -3,29 +3,44 @@
 ``oom`` trusts the kubelet's ``OOMKilled`` reason. Exit code 137 alone only says SIGKILL
 (a deliberate ``kill -9``, a failed liveness probe, a preemption), so it counts as an OOM
 kill only when the container had a memory limit *and* something else says memory ran out:
-an OOM Kubernetes Event about the pod or an OOM message on the container.
+an OOM Kubernetes Event about the pod or its node, or an OOM message on the container.
+A container that failed with any other code counts too when the kernel's OOM killer shows
+in its own log (``Memory cgroup out of memory: Killed process 1234 (python)``: a rank or a
+data-loader worker was killed, and the program died of it), or when its node reported a
+kernel OOM kill (``SystemOOM``, ``OOMKilling`` Events about the Node) within
+:data:`NODE_OOM_WINDOW_S` of the failure. Open MPI's "rank 5 … exited on signal 9 (Killed)"
+about that worker is then evidence of the OOM, not a second problem.
 
-``gpu-oom`` reads the failed container's log tail. In an MPIJob the ranks' output reaches
-the launcher through mpirun, so a CUDA OOM usually shows in the launcher's log, tagged
-with the rank; the rank is mapped to its worker by ``slotsPerWorker`` (ranks fill each
-worker's slots in order, as mpi-operator's hostfile asks).
+``gpu-oom`` reads the failed container's log tail, whatever framework said it (PyTorch,
+TensorFlow, JAX/XLA, cuBLAS, cuDNN, NCCL). In an MPIJob the ranks' output reaches the
+launcher through mpirun, so a CUDA OOM usually shows in the launcher's log, tagged with the
+rank; the rank is mapped to its worker by ``slotsPerWorker`` (ranks fill each worker's slots
+in order, as mpi-operator's hostfile asks).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
-from consumers.rules.facts import Termination, memory_limit, terminations
-from consumers.rules.logs import GpuOom, gpu_oom_lines
+from consumers.rules.facts import Termination, memory_limit, pod_text, terminations
+from consumers.rules.logs import GpuOom, gpu_oom_lines, rank_failures
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
-from consumers.rules.state import PodState, RunState
-from consumers.rules.wording import also, who
+from consumers.rules.signatures import Hit, kernel_oom
+from consumers.rules.state import PodState, RunState, event_time
+from consumers.rules.wording import also, host_label, rank_subject, who
+from controller.contract.events import K8sEventObserved
 from controller.contract.findings import Evidence
 
 OOM_EVENT_REASONS = frozenset({"OOMKilling", "OOMKilled", "SystemOOM"})
 _OOM_TEXT = re.compile(r"out of memory|oom[-_ ]?kill|\bOOM\b", re.IGNORECASE)
+_VICTIM = re.compile(r"(?:victim process: |Kill(?:ed)? process \d{1,10} \()(?P<victim>[\w.-]{1,64})")
 _SIGKILL_EXIT = 137
+NODE_OOM_WINDOW_S = 300.0
+"""How far apart a node's OOM Event and a pod's failure may be and still be one story."""
+
+OomWhere = Literal["limit", "node"]
 
 
 @dataclass(frozen=True)
@@ -35,11 +50,14 @@ class OomKill:
     pod: PodState
     termination: Termination
     evidence: tuple[Evidence, ...]
+    where: OomWhere = "limit"
+    victim: str | None = None
 
 
 def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
     """The memory kill that still describes ``pod``, if any."""
-    for t in terminations(pod, ctx):
+    failed = [t for t in terminations(pod, ctx) if t.reason == "OOMKilled" or t.exit_code not in (None, 0)]
+    for t in failed:
         exit_fact = container_fact(pod, t.container, f"{t.field}.exitCode", t.exit_code)
         if t.reason == "OOMKilled":
             reason_fact = container_fact(pod, t.container, f"{t.field}.reason", t.reason)
@@ -48,7 +66,34 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
             signs = _oom_signs(state, pod, t)
             if signs:
                 return OomKill(pod, t, (exit_fact, *signs))
+    if not failed:
+        return None
+    first = failed[0]
+    exit_fact = container_fact(pod, first.container, f"{first.field}.exitCode", first.exit_code)
+    hits = kernel_oom(pod_text(pod))
+    if hits:
+        where: OomWhere = "limit" if any(h.name in ("cgroup", "slurm") for h in hits) else "node"
+        return OomKill(pod, first, (exit_fact, *log_facts(pod, [h.line for h in hits])), where, _victim(hits))
+    events = node_oom_events(state, pod, first)
+    if events:
+        victim = next((m.group("victim") for e in events if (m := _VICTIM.search(e.message))), None)
+        return OomKill(pod, first, (exit_fact, *(event_fact(e) for e in events)), "node", victim)
     return None
+
+
+def _victim(hits: tuple[Hit, ...]) -> str | None:
+    return next((v for h in hits if (v := h.group("victim")) is not None), None)
+
+
+def node_oom_events(state: RunState, pod: PodState, t: Termination) -> list[K8sEventObserved]:
+    """OOM Events about the pod's node from around the time the container ended."""
+    ended = t.finished_at or pod.changed_at
+    return [
+        e
+        for e in state.events_about_node(pod.node)
+        if (e.reason in OOM_EVENT_REASONS or _OOM_TEXT.search(e.message))
+        and abs((event_time(e) - ended).total_seconds()) <= NODE_OOM_WINDOW_S
+    ]
 
 
 def _oom_signs(state: RunState, pod: PodState, t: Termination) -> tuple[Evidence, ...]:
@@ -58,10 +103,31 @@ def _oom_signs(state: RunState, pod: PodState, t: Termination) -> tuple[Evidence
         for e in state.events_about(pod)
         if e.reason in OOM_EVENT_REASONS or _OOM_TEXT.search(e.message)
     ]
+    signs.extend(event_fact(e) for e in node_oom_events(state, pod, t))
     message = t.container.message if t.field == "state.terminated" else None
     if message and _OOM_TEXT.search(message):
         signs.append(container_fact(pod, t.container, f"{t.field}.message", message))
     return tuple(signs)
+
+
+def _ranks_killed_on(state: RunState, pod: PodState) -> list[str]:
+    """The launcher's lines about ranks on ``pod`` killed by signal 9: the OOM kill seen by mpirun."""
+    launcher = state.launcher()
+    if launcher is None or pod.role != "worker" or pod.index is None:
+        return []
+    slots = state.job.spec.slots_per_worker if state.job is not None else None
+    label = f"worker-{pod.index}"
+    lines: list[str] = []
+    for failure in rank_failures(launcher.log_tail):
+        if failure.how != "killed" or (failure.signal or "").split(" ")[0] != "9":
+            continue
+        on_host = failure.host is not None and host_label(failure.host, state) == label
+        by_slot = (
+            failure.host is None and failure.rank is not None and slots and failure.rank // slots == pod.index
+        )
+        if on_host or by_slot:
+            lines.extend(failure.lines)
+    return lines
 
 
 def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
@@ -69,42 +135,51 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
     if not kills:
         return None
     first = kills[0]
-    limit = memory_limit(state, first.pod)
-    detail = f" (limit {limit})" if limit else ""
     evidence: list[Evidence] = []
     for kill in kills:
         evidence.extend(kill.evidence)
         pod_limit = memory_limit(state, kill.pod)
         if pod_limit:
             evidence.append(pod_fact(kill.pod, "resources.limits.memory", pod_limit))
+        if kill.where == "node" and kill.pod.node:
+            evidence.append(pod_fact(kill.pod, "spec.nodeName", kill.pod.node))
+        launcher = state.launcher()
+        if launcher is not None:
+            evidence.extend(log_facts(launcher, _ranks_killed_on(state, kill.pod)))
     return Detection(
-        root_cause=f"{who(first.pod)} failed: out of memory{detail}{also([k.pod for k in kills[1:]])}",
-        evidence=tuple(evidence),
+        root_cause=f"{who(first.pod)} failed: out of memory{_detail(state, first)}"
+        f"{also([k.pod for k in kills[1:]])}",
+        evidence=tuple(dict.fromkeys(evidence)),
         key=tuple(f"{k.pod.uid}/{k.termination.container.name}" for k in kills),
     )
 
 
+def _detail(state: RunState, kill: OomKill) -> str:
+    victim = f"the kernel killed {kill.victim}" if kill.victim else None
+    if kill.where == "node":
+        node = f"node {kill.pod.node}" if kill.pod.node else "its node"
+        return f" — {node} ran out of memory" + (f" ({victim})" if victim else "")
+    limit = memory_limit(state, kill.pod)
+    parts = [part for part in (f"limit {limit}" if limit else None, victim) if part]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def gpu_oom_subject(state: RunState, pod: PodState, hit: GpuOom) -> str:
     """Who ran out of GPU memory: the worker pod, or the rank named in the launcher log."""
-    if pod.role != "launcher":
-        return who(pod)
-    if hit.rank is None:
-        return "A rank"
-    slots = state.job.spec.slots_per_worker if state.job is not None else None
-    return f"Rank {hit.rank} on worker-{hit.rank // slots}" if slots else f"Rank {hit.rank}"
+    return rank_subject(state, pod, hit.rank)
 
 
 def _detect_gpu_oom(state: RunState, ctx: Context) -> Detection | None:
-    found = [(pod, hits) for pod in state.current_pods() if (hits := gpu_oom_lines(pod.log_tail))]
+    found = [(pod, hits) for pod in state.current_pods() if (hits := gpu_oom_lines(pod_text(pod)))]
     if not found:
         return None
     found.sort(key=lambda item: item[0].role == "launcher")  # a worker's own log is the most direct
     pod, hits = found[0]
     subject = gpu_oom_subject(state, pod, hits[0])
     others = [p for p, _ in found[1:] if p.role != "launcher"]
-    evidence = tuple(e for p, h in found for e in log_facts(p, [hit.line for hit in h]))
+    evidence = tuple(e for p, h in found for e in log_facts(p, dict.fromkeys(hit.line for hit in h)))
     return Detection(
-        root_cause=f"{subject} failed: CUDA out of memory{also(others)}",
+        root_cause=f"{subject} failed: {hits[0].what}{also(others)}",
         evidence=evidence,
         key=(subject, *(p.uid for p, _ in found)),
     )
@@ -114,11 +189,13 @@ OOM = Rule(
     id="oom",
     kind="cause",
     severity="critical",
-    summary="A container was killed for exceeding its memory limit.",
+    summary="A container was killed for exceeding its memory limit, or its node ran out of memory.",
     remediation=(
         "Raise the memory limit of the role that failed (resources.limits.memory in its pod "
         "template), or lower per-rank memory use: batch size, data-loader workers, prefetching.",
         "All ranks on one worker share its limit: with slotsPerWorker > 1 size it for every rank.",
+        "When the node ran out (SystemOOM), set memory requests equal to limits so the scheduler "
+        "does not overcommit the node: kubectl describe node <node> (Allocated resources).",
         "Measure peak usage while it runs: kubectl -n {namespace} top pod -l "
         "training.kubeflow.org/job-name={job}",
     ),
@@ -129,11 +206,14 @@ GPU_OOM = Rule(
     id="gpu-oom",
     kind="cause",
     severity="critical",
-    summary="A rank ran out of GPU memory (CUDA out of memory).",
+    summary="A rank ran out of GPU memory (CUDA out of memory, or its TensorFlow / XLA / cuDNN / NCCL "
+    "wording).",
     remediation=(
         "Lower the per-GPU batch size, or use gradient accumulation to keep the global batch.",
         "Enable activation checkpointing, mixed precision (bf16/fp16) or sharded optimizer states.",
         "Check that each rank uses its own GPU (CUDA_VISIBLE_DEVICES / local rank), not GPU 0.",
+        "For JAX/XLA, check XLA_PYTHON_CLIENT_MEM_FRACTION / preallocation; for TensorFlow, "
+        "memory growth (tf.config.experimental.set_memory_growth).",
     ),
     detect=_detect_gpu_oom,
 )

@@ -1,31 +1,63 @@
-"""Rules ``mpi-comm`` and ``mpi-abort``: what the launcher's log says about the MPI job.
+"""Rules ``mpi-comm`` and ``mpi-abort``: the ranks could not talk, or one of them failed.
 
-``mpi-comm``: the launcher could not reach its workers or lost them — the MPI mesh broke
-at the transport level (ssh, DNS, daemons). The sentence names the unreachable hosts and
-the usual culprit: a NetworkPolicy or an injected service-mesh sidecar for refused or
-lost connections, the SSH key Secret for a rejected key, pods not running or the
-headless Service for unresolved names. An ssh-level line is preferred over the daemon
-lines that follow it, because it says *why* the daemon was lost.
+``mpi-comm``: communication between the ranks broke, whichever library carried it. At the
+MPI level the launcher could not reach its workers or lost them (ssh, DNS, daemons, Hydra
+proxies, an MPI error stack naming a connection); below it the collective library or the
+fabric failed — NCCL (watchdog timeouts, ``ncclRemoteError``, ``ncclSystemError``, sockets,
+InfiniBand, a ``/dev/shm`` too small for its shared-memory transport), Gloo, Horovod, UCX,
+InfiniBand verbs, libfabric / aws-ofi-nccl. The sentence names the library and the usual
+culprit: a NetworkPolicy or an injected service-mesh sidecar for refused or lost
+connections, the SSH key Secret for a rejected key, pods not running or the headless Service
+for unresolved names, the fabric for InfiniBand errors, the size of ``/dev/shm`` (and how to
+enlarge it) for shared memory. Of several failures in one log the most telling is reported:
+a too-small ``/dev/shm`` first, then ssh-level lines (they say *why* a daemon was lost), then
+fabric and socket errors, then the daemons, and last what only says that a peer went away —
+a collective timeout, ``ncclRemoteError``, Horovod shutting down. For those the sentence
+points at the peer when another pod of the run had already failed.
 
 ``mpi-abort``: the mesh was fine but a rank failed — called ``MPI_Abort``, was killed by a
-signal, or exited non-zero. The sentence names the rank and the worker it ran on.
+signal, or exited non-zero, as mpirun / Hydra / MPD, torch elastic (``ChildFailedError``)
+or the DeepSpeed launcher report it. The sentence names the rank and the worker it ran on,
+and the exception the rank raised when its log shows it.
 
-Both are symptoms of a worker-level cause when there is one (an OOM kill, an evicted
-pod, a lost node, …); the catalog lets those explain them away.
+Both are symptoms of a pod-level cause when there is one (an OOM kill, a segfault, a GPU
+error, a full disk, an evicted pod, a lost node, …); the catalog lets those explain them
+away, and ``mpi-comm`` explains ``mpi-abort``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from consumers.rules.logs import CommFailure, CommKind, RankFailure, comm_failures, rank_failures
-from consumers.rules.rule import Context, Detection, Rule, log_facts
-from consumers.rules.state import PodState, RunState
-from consumers.rules.wording import host_label, listing, short_host
+from consumers.rules.facts import Termination, pod_text, terminations
+from consumers.rules.logs import (
+    CommFailure,
+    CommKind,
+    RankFailure,
+    comm_failures,
+    last_exception,
+    rank_failures,
+)
+from consumers.rules.rule import Context, Detection, Rule, container_fact, log_facts
+from consumers.rules.signatures import Hit, is_peer_symptom, is_shared_memory, transport_failures
+from consumers.rules.state import PodState, RunState, pod_order
+from consumers.rules.wording import (
+    duration,
+    host_label,
+    listing,
+    lower_first,
+    rank_subject,
+    short_host,
+    signal_name,
+    who,
+)
 
 _SSH_LEVEL: frozenset[CommKind] = frozenset(
-    {"refused", "timed-out", "no-route", "unresolved", "publickey", "hydra"}
+    {"refused", "timed-out", "no-route", "unresolved", "ssh-closed", "publickey", "hydra"}
 )
+_UNREACHABLE: frozenset[CommKind] = _SSH_LEVEL | {"daemon-lost", "daemon-start", "bad-termination"}
 
 # kind -> (problem with hosts named, problem without hosts)
 _PROBLEMS: dict[CommKind, tuple[str, str]] = {
@@ -33,10 +65,18 @@ _PROBLEMS: dict[CommKind, tuple[str, str]] = {
     "timed-out": ("ssh to {hosts} timed out", "ssh timed out"),
     "no-route": ("no route to {hosts}", "no route to a worker"),
     "unresolved": ("cannot resolve {hosts}", "cannot resolve a worker's hostname"),
+    "ssh-closed": ("ssh to {hosts} was closed by the remote side", "ssh was closed by the remote side"),
     "publickey": ("ssh to {hosts} rejected the key", "ssh rejected the key"),
     "hydra": ("cannot connect to {hosts}", "cannot connect to a worker"),
+    "hydra-proxy": ("lost the Hydra proxy on {hosts}", "lost a Hydra proxy"),
+    "hydra-write": ("lost the Hydra proxy on {hosts}", "lost a Hydra proxy"),
     "daemon-lost": ("lost the MPI daemon on {hosts}", "lost a remote MPI daemon"),
     "daemon-start": ("MPI daemons did not start on {hosts}", "MPI daemons did not start on the workers"),
+    "daemon-failed": (
+        "the MPI daemon on {hosts} failed before it reached mpirun",
+        "an MPI daemon failed after launch, before it reached mpirun",
+    ),
+    "mpi-error": ("a rank's MPI call failed on {hosts}", "a rank's MPI call failed"),
     "bad-termination": ("a process on {hosts} ended unexpectedly", "a process ended unexpectedly"),
 }
 _NETWORK_HINT = "check NetworkPolicies / sidecar injection"
@@ -45,31 +85,63 @@ _HINTS: dict[CommKind, str] = {
     "unresolved": "check that the worker pods are running and the job's headless Service exists",
 }
 
+_LEVEL_SHM, _LEVEL_SSH, _LEVEL_FABRIC, _LEVEL_MPI, _LEVEL_PEER = range(5)
 
-def _launcher_tail(state: RunState) -> tuple[PodState, tuple[str, ...]] | None:
-    launcher = state.launcher()
-    if launcher is None or not launcher.log_tail:
-        return None
-    return launcher, launcher.log_tail
+
+@dataclass(frozen=True)
+class _Comm:
+    """One communication failure found in one pod's text, and how telling it is."""
+
+    level: int
+    pod: PodState
+    mpi: CommFailure | None = None
+    hit: Hit | None = None
+
+
+def _candidates(state: RunState) -> list[_Comm]:
+    found: list[_Comm] = []
+    for pod in state.current_pods():
+        text = pod_text(pod)
+        for failure in comm_failures(text):
+            found.append(_Comm(_LEVEL_SSH if failure.kind in _SSH_LEVEL else _LEVEL_MPI, pod, mpi=failure))
+        for hit in transport_failures(text):
+            level = (
+                _LEVEL_SHM
+                if is_shared_memory(hit)
+                else _LEVEL_PEER
+                if is_peer_symptom(hit)
+                else _LEVEL_FABRIC
+            )
+            found.append(_Comm(level, pod, hit=hit))
+    return found
 
 
 def _detect_comm(state: RunState, ctx: Context) -> Detection | None:
-    found = _launcher_tail(state)
-    if found is None:
+    candidates = _candidates(state)
+    if not candidates:
         return None
-    launcher, tail = found
-    failures = comm_failures(tail)
-    if not failures:
-        return None
-    kind = min(failures, key=lambda f: f.kind not in _SSH_LEVEL).kind
+    best = min(candidates, key=lambda c: (c.level, c.pod.role != "launcher", pod_order(c.pod)))
+    if best.hit is not None:
+        same = [c.hit for c in candidates if c.pod is best.pod and c.hit is not None]
+        return _transport_comm(state, ctx, best.pod, best.hit, same)
+    failures = [c.mpi for c in candidates if c.pod is best.pod and c.mpi is not None]
+    return _mpi_comm(best.pod, failures)
+
+
+def _mpi_comm(pod: PodState, failures: Sequence[CommFailure]) -> Detection:
+    chosen = min(failures, key=lambda f: f.kind not in _SSH_LEVEL)
+    kind = chosen.kind
     hosts = _hosts([f for f in failures if f.kind == kind]) or _hosts(failures)
     with_hosts, without_hosts = _PROBLEMS[kind]
     problem = with_hosts.format(hosts=listing(hosts)) if hosts else without_hosts
+    if chosen.detail:
+        problem += f" ({chosen.detail})" if kind == "hydra-write" else f": {chosen.detail}"
     hint = _HINTS.get(kind, _NETWORK_HINT)
+    lead = "workers unreachable: " if kind in _UNREACHABLE else ""
     lines = [line for f in failures for line in f.lines]
     return Detection(
-        root_cause=f"MPI communication failure — workers unreachable: {problem}; {hint}",
-        evidence=log_facts(launcher, dict.fromkeys(lines)),
+        root_cause=f"MPI communication failure — {lead}{problem}; {hint}",
+        evidence=log_facts(pod, dict.fromkeys(lines)),
         key=(kind, *hosts),
         remediation=_COMM_REMEDIATION.get(kind),
     )
@@ -79,38 +151,156 @@ def _hosts(failures: Sequence[CommFailure]) -> list[str]:
     return list(dict.fromkeys(short_host(f.host) for f in failures if f.host))
 
 
-def _where(state: RunState, failure: RankFailure) -> str:
-    """`` on worker-1`` from the host the log names, else from the rank and slotsPerWorker."""
+# ------------------------------------------------------------------ transports
+
+_WORK_FIELD = re.compile(r"(?P<key>OpType|Timeout\(ms\))=(?P<value>[^,]{1,40})")
+_WC_STATUS: dict[str, str] = {
+    "4": "local protection error",
+    "5": "work request flushed",
+    "10": "remote access error",
+    "12": "transport retry counter exceeded",
+    "13": "RNR retry counter exceeded",
+}
+_SHM_FIX = "mount an emptyDir with medium: Memory at /dev/shm to enlarge it"
+
+
+def _transport_what(hit: Hit) -> str:
+    """The failure in plain words, with what the line adds (operation, device, reason)."""
+    what = hit.signature.what
+    if hit.name == "nccl-timeout":
+        fields = {m.group("key"): m.group("value") for m in _WORK_FIELD.finditer(hit.group("work") or "")}
+        op = fields.get("OpType", "").strip("_")
+        ms = hit.group("ms")
+        after = f" after {duration(int(ms) / 1000)}" if ms else ""
+        return f"collective {op or 'operation'} timed out{after}: a peer rank stopped taking part"
+    if hit.name == "nccl-shm":
+        size = hit.group("bytes")
+        grow = f" (a segment could not grow to {int(size) / 2**20:.1f} MiB)" if size else ""
+        return f"{what}{grow}; {_SHM_FIX}"
+    if hit.name == "nccl-shm-bus":
+        return f"{what}; {_SHM_FIX}"
+    status = hit.group("status")
+    if status is not None:
+        return f"{what} (status {status}: {_WC_STATUS.get(status, 'see ibv_wc_status')})"
+    detail = hit.group("detail") or hit.group("call") or hit.group("device")
+    if hit.group("closed"):
+        detail = "connection closed by remote peer"
+    elif hit.name == "ucx-error" and detail and "): " in detail:
+        detail = detail.split("): ", 1)[1]  # ``tcp_ep 0x… (state=CONNECTED): recv(42) failed: …``
+    return f"{what}: {detail.strip()}" if detail else what
+
+
+def _peer_failure(state: RunState, ctx: Context, pod: PodState) -> tuple[PodState, Termination] | None:
+    """Another pod of the run that had already ended in error when ``pod`` reported the symptom."""
+    own = [t for t in terminations(pod, ctx) if t.exit_code not in (None, 0)]
+    until = own[0].finished_at if own else None
+    ended = [
+        (other, t)
+        for other in state.current_pods()
+        if other.uid != pod.uid
+        for t in terminations(other, ctx)
+        if t.exit_code not in (None, 0)
+        and (until is None or t.finished_at is None or t.finished_at <= until)
+        and not (pod.role == "launcher" and other.role == "launcher")
+    ]
+    ended.sort(
+        key=lambda item: (item[1].finished_at is None, item[1].finished_at or ctx.now, pod_order(item[0]))
+    )
+    return ended[0] if ended else None
+
+
+def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same: Sequence[Hit]) -> Detection:
+    subject = rank_subject(state, pod, hit.rank)
+    what = _transport_what(hit)
+    lines = list(dict.fromkeys(h.line for h in same))[:8]
+    evidence = list(log_facts(pod, lines))
+    peer = _peer_failure(state, ctx, pod) if is_peer_symptom(hit) else None
+    if peer is not None:
+        other, t = peer
+        what += f"; {lower_first(who(other))} had already exited with code {t.exit_code} — look there first"
+        evidence.append(container_fact(other, t.container, f"{t.field}.exitCode", t.exit_code))
+        exception = last_exception(pod_text(other))
+        if exception:
+            evidence.extend(log_facts(other, [exception]))
+    library = hit.signature.library
+    if subject == "A rank":
+        sentence = f"Communication failure ({library}): {what}"
+    else:
+        sentence = f"{subject}: communication failure ({library}) — {what}"
+    return Detection(
+        root_cause=sentence,
+        evidence=tuple(evidence),
+        key=(hit.name, pod.uid, *((peer[0].uid,) if peer is not None else ())),
+        remediation=_transport_remediation(hit),
+    )
+
+
+def _transport_remediation(hit: Hit) -> tuple[str, ...]:
+    if is_shared_memory(hit):
+        return _SHM_STEPS
+    if is_peer_symptom(hit):
+        return _PEER_STEPS
+    if hit.name in ("nccl-ib", "nccl-ibv", "ucx-retry", "ib-completion", "ucx-diag", "ucx-error", "ompi-ucx"):
+        return _FABRIC_STEPS
+    if hit.name in ("nccl-ofi", "libfabric-cq"):
+        return _OFI_STEPS
+    return _SOCKET_STEPS
+
+
+# ------------------------------------------------------------------------ ranks
+
+
+def _where(state: RunState, failure: RankFailure, pod: PodState | None) -> str:
+    """`` on worker-1``: from the host the log names, the pod it came from, or the rank and
+    slotsPerWorker when mpirun forwarded it to the launcher."""
     if failure.host:
         return f" on {host_label(failure.host, state)}"
+    if pod is not None and pod.role == "worker":
+        return f" on worker-{pod.index}" if pod.index is not None else f" on {pod.name}"
     slots = state.job.spec.slots_per_worker if state.job is not None else None
-    return f" on worker-{failure.rank // slots}" if slots else ""
+    return f" on worker-{failure.rank // slots}" if slots and failure.rank is not None else ""
 
 
-def rank_sentence(state: RunState, failure: RankFailure) -> str:
+def rank_sentence(state: RunState, failure: RankFailure, pod: PodState | None = None) -> str:
     """``Rank 5 on worker-1 aborted (exit 1)`` and its killed / exited variants."""
-    subject = f"Rank {failure.rank}{_where(state, failure)}"
+    if failure.rank is not None:
+        subject = f"Rank {failure.rank}"
+    elif failure.local_rank is not None:
+        subject = f"Local rank {failure.local_rank}"
+    else:
+        subject = "A rank"
+    subject += _where(state, failure, pod)
     if failure.how == "aborted":
         return f"{subject} aborted" + (f" (exit {failure.code})" if failure.code is not None else "")
     if failure.how == "killed":
-        return f"{subject} was killed by signal {failure.signal}"
-    return f"{subject} exited with code {failure.code}" if failure.code is not None else f"{subject} failed"
+        signal = failure.signal or "?"
+        if signal.isdigit():
+            signal += f" ({signal_name(int(signal))})"
+        return f"{subject} was killed by signal {signal}"
+    if failure.code is not None:
+        return f"{subject} exited with code {failure.code}"
+    return f"{subject} exited with a non-zero code" + (
+        " and mpirun aborted the job" if failure.launcher == "Open MPI" else ""
+    )
 
 
 def _detect_abort(state: RunState, ctx: Context) -> Detection | None:
-    found = _launcher_tail(state)
-    if found is None:
+    found = [(pod, failures) for pod in state.current_pods() if (failures := rank_failures(pod_text(pod)))]
+    if not found:
         return None
-    launcher, tail = found
-    failures = rank_failures(tail)
-    if not failures:
-        return None
+    found.sort(key=lambda item: item[0].role != "launcher")
+    pod, failures = found[0]
     first = failures[0]
+    sentence = rank_sentence(state, first, pod)
+    exception = last_exception(pod_text(pod))
     lines = [line for f in failures for line in f.lines]
+    if exception and not exception.split(":", 1)[0].endswith(("ChildFailedError", "CalledProcessError")):
+        sentence += f": {exception}"
+        lines.insert(0, exception)
     return Detection(
-        root_cause=rank_sentence(state, first),
-        evidence=log_facts(launcher, dict.fromkeys(lines)),
-        key=(first.how, str(first.rank), first.host or ""),
+        root_cause=sentence,
+        evidence=log_facts(pod, dict.fromkeys(lines)),
+        key=(first.how, str(first.rank if first.rank is not None else ""), first.host or "", pod.uid),
     )
 
 
@@ -135,12 +325,50 @@ _COMM_REMEDIATION: dict[CommKind, tuple[str, ...]] = {
         "Start the launcher only once workers are ready: spec.launcherCreationPolicy: WaitForWorkersReady.",
     ),
 }
+_SHM_STEPS = (
+    "Mount a memory-backed emptyDir at /dev/shm in every worker template — volumes: "
+    "[{{name: dshm, emptyDir: {{medium: Memory, sizeLimit: 16Gi}}}}], volumeMounts: "
+    "[{{name: dshm, mountPath: /dev/shm}}]; a container's own /dev/shm is 64 MiB.",
+    "The emptyDir is RAM and counts against the pod's memory limit: raise the limit by its size.",
+    "Check the size the pods got: kubectl -n {namespace} exec <worker pod> -- df -h /dev/shm "
+    "(NCCL_SHM_DISABLE=1 avoids /dev/shm at the cost of speed).",
+)
+_PEER_STEPS = (
+    "Find the rank that failed first — its own error is the cause, the others time out waiting "
+    "for it: kubectl -n {namespace} get pods -o wide | grep {job}; "
+    "kubectl -n {namespace} logs <pod> --previous",
+    "If no rank failed, one hung or the ranks diverged (a different order of collectives): dump the "
+    "stacks (py-spy dump) or set TORCH_NCCL_TRACE_BUFFER_SIZE and NCCL_DEBUG=INFO to see where.",
+    "A slow step that is not a hang (a long checkpoint, an evaluation on one rank) needs a longer "
+    "timeout: torch.distributed.init_process_group(timeout=…).",
+)
+_FABRIC_STEPS = (
+    "Check the InfiniBand / RoCE fabric of the nodes involved (ibstat, ibv_devinfo, link errors): "
+    "kubectl -n {namespace} get pods -o wide | grep {job} shows which nodes; ask the cluster admins.",
+    "Check the pods get their RDMA devices (the RDMA device plugin's resources, IPC_LOCK) and that "
+    "NCCL_IB_HCA / UCX_NET_DEVICES name devices that exist on every node.",
+    "Set NCCL_DEBUG=INFO (or UCX_LOG_LEVEL=info) and retry; if the same node fails again, cordon it.",
+)
+_OFI_STEPS = (
+    "Check the pods request the EFA / libfabric devices (e.g. vpc.amazonaws.com/efa) and that the "
+    "aws-ofi-nccl plugin matches the NCCL and libfabric in the image.",
+    "Set FI_LOG_LEVEL=warn and NCCL_DEBUG=INFO to see which provider and device failed; check "
+    "FI_PROVIDER and the security group allowing all traffic between the nodes.",
+)
+_SOCKET_STEPS = (
+    "Check that NetworkPolicies in {namespace} allow all TCP traffic between the job's pods (NCCL and "
+    "Gloo use ephemeral ports): kubectl -n {namespace} get networkpolicy",
+    "Pin the interface the ranks use (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME=eth0) and turn off "
+    'service-mesh sidecar injection for training pods (sidecar.istio.io/inject: "false").',
+    "Set NCCL_DEBUG=INFO to see which connection failed.",
+)
 
 MPI_COMM = Rule(
     id="mpi-comm",
     kind="cause",
     severity="critical",
-    summary="The launcher cannot reach its workers, or lost them (ssh, DNS, MPI daemons).",
+    summary="The ranks cannot talk to each other: ssh / MPI daemons, or NCCL, Gloo, Horovod, UCX, "
+    "InfiniBand or libfabric failed.",
     remediation=_NETWORK_STEPS,
     detect=_detect_comm,
 )
@@ -149,12 +377,15 @@ MPI_ABORT = Rule(
     id="mpi-abort",
     kind="cause",
     severity="critical",
-    summary="An MPI rank aborted, was killed by a signal, or exited with an error.",
+    summary="A rank aborted, was killed by a signal, or exited with an error (MPI, torch elastic, "
+    "DeepSpeed).",
     remediation=(
         "Read the failing rank's own error above the abort: kubectl -n {namespace} logs "
         "job/{job}-launcher (ranks' output is forwarded there; add --tag-output to see which rank).",
         "MPI_Abort is called by the program or its framework (e.g. Horovod) after an error; "
         "a rank killed by signal 9 without an OOM finding was killed from outside (preemption, kill -9).",
+        "For torchrun / DeepSpeed, the rank's traceback is in the log of the pod that ran it: "
+        "kubectl -n {namespace} logs <worker pod> --previous",
     ),
     detect=_detect_abort,
 )

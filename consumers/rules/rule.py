@@ -10,8 +10,10 @@ counters or durations: a different key is a material change worth publishing, th
 key with a longer duration or a higher restart count is just the same problem still there.
 
 Rules come in two kinds. A ``cause`` explains a failure; once the run has finished it is
-the final verdict and stays firing. A ``stall`` (hangs, a failure that does not propagate)
-only means something while the run is live, and resolves when it finishes.
+the final verdict and stays firing (unless the rule says ``keeps_verdict=False``: the
+catch-all ``failed`` holds only while its condition does, so a run retried into success
+sheds it). A ``stall`` (hangs, a failure that does not propagate) only means something
+while the run is live, and resolves when it finishes.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Rule:
     detect: Detector
     explained_by: frozenset[RuleId] = frozenset()
     settle_s: Callable[[RuleThresholds], float] = _no_settle
+    keeps_verdict: bool = True
 
     @property
     def doc_anchor(self) -> str:

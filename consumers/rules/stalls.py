@@ -7,7 +7,9 @@
   is waiting for (Kueue admission, N GPUs, pods to be created or to start) and, for pods
   without a node, what the cluster autoscaler is doing about it.
 - ``hang-init``: the launcher has been running for ``hang_init_s`` while not all workers
-  are ready, so ``mpirun`` cannot build its mesh.
+  are ready, so ``mpirun`` cannot build its mesh. A TrainJob whose runtime has no launcher
+  (torchrun, JAX: every process runs on the worker pods) forms its mesh among the workers:
+  it waits from the first worker Running until all are ready.
 - ``hang-progress``: Running with no pod transition and no new log output for
   ``hang_progress_s``. Only judged for runs whose watcher reports log output of running
   pods (``RunState.log_feed``): without that feed a quiet healthy job and a hung one look
@@ -113,18 +115,19 @@ def _detect_hang_init(state: RunState, ctx: Context) -> Detection | None:
     if since is None or ctx.age(since) < ctx.thresholds.hang_init_s:
         return None
     launcher = state.launcher()
-    if launcher is None:
-        return None
     workers = state.workers()
+    starter = launcher or next((w for w in workers if w.phase == "Running" and not w.deleted), None)
+    if starter is None or (launcher is None and not state.all_workers()):
+        return None
     expected = max(state.expected_workers(), len(workers))
     ready = sum(1 for w in workers if w.ready)
-    evidence: list[Evidence] = [pod_fact(launcher, "status.phase", launcher.phase)]
+    evidence: list[Evidence] = [pod_fact(starter, "status.phase", starter.phase)]
     evidence.extend(_not_ready_fact(w) for w in workers if not w.ready)
     if len(workers) < expected:
         evidence.append(job_fact(state, "worker pods", f"{len(workers)} of {expected} created"))
+    mesh = "MPI mesh" if launcher is not None else "Process group"
     return Detection(
-        root_cause=f"MPI mesh not formed after {duration(ctx.age(since))}: "
-        f"{ready} of {expected} workers ready",
+        root_cause=f"{mesh} not formed after {duration(ctx.age(since))}: {ready} of {expected} workers ready",
         evidence=tuple(evidence),
         key=(*(w.uid for w in workers if not w.ready), str(expected - len(workers))),
     )
@@ -191,7 +194,8 @@ HANG_INIT = Rule(
     id="hang-init",
     kind="stall",
     severity="warning",
-    summary="The launcher is running but not all workers are ready: the MPI mesh cannot form.",
+    summary="The launcher (or, without one, the first worker) is running but not all workers are "
+    "ready: the MPI mesh or process group cannot form.",
     remediation=(
         "List the workers that are not ready: kubectl -n {namespace} get pods -l "
         "training.kubeflow.org/job-name={job},training.kubeflow.org/job-role=worker",

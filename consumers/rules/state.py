@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from controller.contract.events import (
     TERMINAL_PHASES,
@@ -226,7 +227,22 @@ class RunState:
             and e.involved.name == pod.name
             and (e.involved.uid is None or e.involved.uid == pod.uid)
         ]
-        return sorted(found, key=_event_time)
+        return sorted(found, key=event_time)
+
+    def events_about_node(self, node: str | None) -> list[K8sEventObserved]:
+        """Kubernetes Events about the Node ``node`` that reached this run, oldest first.
+
+        Node events (``SystemOOM``, ``OOMKilling`` from the kernel's OOM killer) are about no
+        pod; the watcher attaches them to the runs with a pod on that node."""
+        if not node:
+            return []
+        found = [e for e in self.events.values() if e.involved.kind == "Node" and e.involved.name == node]
+        return sorted(found, key=event_time)
+
+    def all_workers(self) -> bool:
+        """A run without a launcher role: a TrainJob whose runtime starts every process on
+        the worker (node) pods — torchrun, JAX, … — so they form the mesh among themselves."""
+        return self.ref.kind == "TrainJob" and self.launcher() is None
 
     # ----------------------------------------------------------------- folding
 
@@ -315,13 +331,18 @@ class RunState:
         return True
 
     def _update_mesh_wait(self, at: datetime) -> None:
+        """The mesh waits while its starter runs and not every worker is ready: the launcher,
+        or for an all-worker run (:meth:`all_workers`) the first worker that is Running."""
         launcher = self.launcher()
+        workers = self.workers()
+        if launcher is not None:
+            started = not launcher.deleted and launcher.phase == "Running"
+        else:
+            started = self.all_workers() and any(w.phase == "Running" and not w.deleted for w in workers)
         waiting = (
-            launcher is not None
-            and not launcher.deleted
-            and launcher.phase == "Running"
+            started
             and not self.finished
-            and sum(1 for w in self.workers() if w.ready) < max(self.expected_workers(), 1)
+            and sum(1 for w in workers if w.ready) < max(self.expected_workers(), 1)
         )
         if not waiting:
             self.mesh_wait_since = None
@@ -334,7 +355,8 @@ def pod_order(pod: PodState) -> tuple[int, int, str]:
     return (0 if pod.role == "launcher" else 1, pod.index if pod.index is not None else -1, pod.name)
 
 
-def _event_time(event: K8sEventObserved) -> datetime:
+def event_time(event: K8sEventObserved) -> datetime:
+    """When an Event last happened, as its source says, else when the watcher saw it."""
     return event.last_timestamp or event.first_timestamp or event.observed_at
 
 
@@ -354,3 +376,74 @@ def _initial_phase_since(job: JobObserved) -> datetime:
     if job.phase == "Suspended":
         return job.created_at
     return job.finished_at or job.observed_at
+
+
+# ----------------------------------------------------------------- snapshots
+# (De)serialization of a run's state for the rules snapshot (``consumers/rules/snapshot.py``):
+# plain JSON-able dicts; events keep their bus form, so a snapshot reads like the stream.
+
+
+def _when(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _parse_when(value: object) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def run_state_to_dict(state: RunState) -> dict[str, object]:
+    """``state`` as JSON-able data; :func:`run_state_from_dict` reverses it."""
+    return {
+        "ref": state.ref.model_dump(mode="json"),
+        "job": state.job.model_dump(mode="json") if state.job is not None else None,
+        "phase_since": _when(state.phase_since),
+        "finished_since": _when(state.finished_since),
+        "deleted": state.deleted,
+        "pods": [
+            {
+                "observed": pod.observed.model_dump(mode="json"),
+                "changed_at": _when(pod.changed_at),
+                "deleted": pod.deleted,
+                "log_tail": list(pod.log_tail),
+                "log_changed_at": _when(pod.log_changed_at),
+                "log_from_failure": pod.log_from_failure,
+                "failed_since": _when(pod.failed_since),
+            }
+            for pod in state.pods.values()
+        ],
+        "events": [event.model_dump(mode="json") for event in state.events.values()],
+        "last_pod_change_at": _when(state.last_pod_change_at),
+        "last_log_at": _when(state.last_log_at),
+        "log_feed": state.log_feed,
+        "mesh_wait_since": _when(state.mesh_wait_since),
+    }
+
+
+def run_state_from_dict(data: dict[str, Any]) -> RunState:
+    """The :class:`RunState` :func:`run_state_to_dict` wrote."""
+    state = RunState(
+        ref=JobRef.model_validate(data["ref"]),
+        job=JobObserved.model_validate(data["job"]) if data.get("job") is not None else None,
+        phase_since=_parse_when(data.get("phase_since")),
+        finished_since=_parse_when(data.get("finished_since")),
+        deleted=bool(data.get("deleted")),
+        last_pod_change_at=_parse_when(data.get("last_pod_change_at")),
+        last_log_at=_parse_when(data.get("last_log_at")),
+        log_feed=bool(data.get("log_feed")),
+        mesh_wait_since=_parse_when(data.get("mesh_wait_since")),
+    )
+    for raw in data.get("pods", ()):
+        observed = PodObserved.model_validate(raw["observed"])
+        state.pods[observed.uid] = PodState(
+            observed=observed,
+            changed_at=_parse_when(raw.get("changed_at")) or observed.observed_at,
+            deleted=bool(raw.get("deleted")),
+            log_tail=tuple(raw.get("log_tail", ())),
+            log_changed_at=_parse_when(raw.get("log_changed_at")),
+            log_from_failure=bool(raw.get("log_from_failure")),
+            failed_since=_parse_when(raw.get("failed_since")),
+        )
+    for raw in data.get("events", ()):
+        event = K8sEventObserved.model_validate(raw)
+        state.events[event.uid] = event
+    return state

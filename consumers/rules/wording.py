@@ -87,3 +87,70 @@ def _slot_label(pod: PodState) -> str:
 def lower_first(text: str) -> str:
     """Lower-case the first letter, for a name or message put mid-sentence."""
     return text[:1].lower() + text[1:]
+
+
+def rank_subject(state: RunState, pod: PodState, rank: int | None) -> str:
+    """Who a log line speaks for: ``Worker 2``, ``Worker 1 (rank 11)``, or for the launcher,
+    which carries every rank's output under mpirun, ``Rank 17 on worker-2`` / ``A rank``."""
+    if pod.role != "launcher":
+        return who(pod) + (f" (rank {rank})" if rank is not None else "")
+    if rank is None:
+        return "A rank"
+    slots = state.job.spec.slots_per_worker if state.job is not None else None
+    return f"Rank {rank} on worker-{rank // slots}" if slots else f"Rank {rank}"
+
+
+SIGNALS: dict[int, str] = {
+    1: "SIGHUP",
+    2: "SIGINT",
+    3: "SIGQUIT",
+    4: "SIGILL",
+    5: "SIGTRAP",
+    6: "SIGABRT",
+    7: "SIGBUS",
+    8: "SIGFPE",
+    9: "SIGKILL",
+    10: "SIGUSR1",
+    11: "SIGSEGV",
+    12: "SIGUSR2",
+    13: "SIGPIPE",
+    14: "SIGALRM",
+    15: "SIGTERM",
+}
+"""Linux signal numbers (x86 and arm64 agree on these), for exit codes 128 + N."""
+
+_SIGNAL_MEANINGS: dict[int, str] = {
+    4: "illegal instruction: a binary built for another CPU",
+    6: "aborted: a failed assertion, abort() or an uncaught C++ exception",
+    7: "bus error: a bad memory access, often a full /dev/shm",
+    8: "arithmetic error",
+    9: "killed from outside: the OOM killer, a deletion or preemption past its grace period, or kill -9",
+    11: "segmentation fault in native code",
+    13: "wrote to a closed pipe or socket",
+    15: "asked to stop: a deletion, a preemption, or the launcher stopping the ranks after another failed",
+}
+_EXIT_MEANINGS: dict[int, str] = {
+    1: "a general error",
+    2: "misuse of a command: bad arguments or a shell syntax error",
+    126: "the command is not executable",
+    127: "command not found",
+    255: "exit status 255: ssh, mpirun and exit(-1) all use it for any failure",
+}
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9, ``signal 42`` for a number without a name here."""
+    return SIGNALS.get(number, f"signal {number}")
+
+
+def exit_signal(code: int | None) -> int | None:
+    """The signal an exit code reports (128 + N, as the shell and the kubelet say), if any."""
+    return code - 128 if code is not None and 128 < code < 160 else None
+
+
+def exit_meaning(code: int) -> str:
+    """What an exit code usually means, in a few words."""
+    signal = exit_signal(code)
+    if signal is not None:
+        return _SIGNAL_MEANINGS.get(signal, f"killed by {signal_name(signal)}")
+    return _EXIT_MEANINGS.get(code, "an error code of the program")

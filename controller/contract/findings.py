@@ -26,6 +26,10 @@ from controller.contract.message import Message
 RuleId = Literal[
     "oom",
     "gpu-oom",
+    "gpu-error",
+    "segfault",
+    "disk-full",
+    "quota",
     "mpi-comm",
     "mpi-abort",
     "image-pull",
@@ -37,6 +41,7 @@ RuleId = Literal[
     "hang-pending",
     "hang-init",
     "hang-progress",
+    "failed",
 ]
 Severity = Literal["info", "warning", "critical"]
 FindingStatus = Literal["firing", "resolved"]

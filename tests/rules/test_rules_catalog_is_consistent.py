@@ -53,6 +53,7 @@ def test_package_exports_its_public_api() -> None:
         "RuleEngine",
         "RuleThresholds",
         "RulesMetrics",
+        "RulesReplica",
         "RulesService",
         "RunState",
         "ThresholdOverride",

@@ -1,4 +1,7 @@
-"""Signals that look like a failure but are not one raise no finding."""
+"""Signals that look like a failure but are not one raise no finding.
+
+Where the run does fail for a reason no rule knows, only the catch-all ``failed`` speaks:
+the near miss's own rule stays quiet."""
 
 from __future__ import annotations
 
@@ -74,6 +77,35 @@ def _restarted_long_ago() -> list[BusEvent]:
     return [*running_run(), worker(0, containers=(old,), observed_at=at(1))]
 
 
+def _preempted_and_replaced() -> list[BusEvent]:
+    # SIGKILLed after the grace period of a preemption, then recreated under a new uid at once.
+    return [
+        *running_run(),
+        worker(1, phase="Failed", ready=False, containers=(terminated("Error", 137),), observed_at=at(1)),
+        worker(
+            1,
+            phase="Failed",
+            ready=False,
+            containers=(terminated("Error", 137),),
+            change="DELETED",
+            observed_at=at(1, 1),
+        ),
+        worker(1, uid="uid-pi-worker-1-again", created_at=at(1, 1), observed_at=at(1, 2)),
+        job("Succeeded", observed_at=at(4)),
+    ]
+
+
+def _retried_into_success() -> list[BusEvent]:
+    # The launcher failed once (restartPolicy OnFailure), was restarted, and the job succeeded.
+    restarted = running("launcher", restarts=1, last_reason="Error", last_exit_code=1, last_finished_at=at(1))
+    return [
+        *running_run(),
+        failed_launcher("RuntimeError: connection to the dataset server reset\n", observed_at=at(1)),
+        launcher(containers=(restarted,), observed_at=at(1, 10)),
+        job("Succeeded", observed_at=at(3)),
+    ]
+
+
 def _clean_launcher_exit() -> list[BusEvent]:
     return [*running_run(), failed_launcher("done\n", observed_at=at(1)), job("Failed", observed_at=at(1))]
 
@@ -104,16 +136,22 @@ def _rejected_then_placed_within_grace() -> list[BusEvent]:
 
 
 NEAR_MISSES: dict[str, tuple[Callable[[], list[BusEvent]], tuple[float, ...]]] = {
-    "exit-137-error-is-a-sigkill-not-an-oom": (_sigkill_without_oom_evidence, (2,)),
     "completed-worker": (_completed_worker, (2,)),
     "failed-scheduling-then-scheduled": (_failed_scheduling_then_scheduled, (3,)),
     "waiting-for-scale-up-is-not-unschedulable": (_waiting_for_scale_up, (0.2, 1, 10)),
     "rejected-then-placed-within-autoscaler-grace": (_rejected_then_placed_within_grace, (1,)),
-    "worker-failure-propagates-in-time": (_worker_failure_propagates, (2, 5)),
     "healthy-launcher-output": (_healthy_launcher_output, (2,)),
     "oom-restart-long-ago": (_restarted_long_ago, (2,)),
     "healthy-run-for-hours-without-log-feed": (running_run, (30, 60, 120, 240)),
-    "launcher-error-without-known-pattern": (_clean_launcher_exit, (2,)),
+    "preempted-worker-replaced-at-once": (_preempted_and_replaced, (2, 5)),
+    "worker-retried-into-success": (_retried_into_success, (2, 5)),
+}
+
+# Runs that do fail, for a reason no rule recognises: the catch-all explains them, nothing else.
+FAILED_UNEXPLAINED: dict[str, Callable[[], list[BusEvent]]] = {
+    "exit-137-error-is-a-sigkill-not-an-oom": _sigkill_without_oom_evidence,
+    "worker-failure-propagates-in-time": _worker_failure_propagates,
+    "launcher-error-without-known-pattern": _clean_launcher_exit,
 }
 
 
@@ -124,6 +162,15 @@ def test_no_finding(events: Callable[[], list[BusEvent]], ticks: tuple[float, ..
     changes = replay(engine, events(), *(at(minutes) for minutes in ticks))
 
     assert changes == []
+
+
+@pytest.mark.parametrize("events", FAILED_UNEXPLAINED.values(), ids=FAILED_UNEXPLAINED.keys())
+def test_only_the_catch_all_speaks_for_an_unexplained_failure(events: Callable[[], list[BusEvent]]) -> None:
+    engine = RuleEngine()
+
+    changes = replay(engine, events(), at(2), at(5))
+
+    assert [(f.rule, f.status) for f in changes] == [("failed", "firing")]
 
 
 @pytest.mark.parametrize("every_minutes", [5, 10, 29], ids=["every-5m", "every-10m", "every-29m"])

@@ -123,7 +123,17 @@ OMPI_ABORT_NO_HOST = """
 MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD
 with errorcode 3.
 """
+OMPI_SIGNAL = """
+--------------------------------------------------------------------------
+mpirun noticed that process rank 3 with PID 0 on node pi-worker-0 exited on signal 6 (Aborted).
+--------------------------------------------------------------------------
+"""
 OMPI_SEGFAULT = """
+[pi-worker-0:4242:0:4242] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x8)
+==== backtrace (tid:   4242) ====
+ 0 0x0000000000042520 __sigaction()  ???:0
+ 1 0x000000000067af0e fused_adam_step()  adam.cpp:0
+=================================
 --------------------------------------------------------------------------
 mpirun noticed that process rank 3 with PID 0 on node pi-worker-0 exited on signal 11 (Segmentation fault).
 --------------------------------------------------------------------------
@@ -247,7 +257,13 @@ CASES = {
     ),
     "mpi-abort-signal": Case(
         "mpi-abort",
-        "Rank 3 on worker-0 was killed by signal 11 (Segmentation fault)",
+        "Rank 3 on worker-0 was killed by signal 6 (Aborted)",
+        _launcher_log(OMPI_SIGNAL),
+        at(1),
+    ),
+    "segfault-through-mpirun": Case(
+        "segfault",
+        "Rank 3 on worker-0 crashed with a segmentation fault (SIGSEGV) in fused_adam_step()",
         _launcher_log(OMPI_SEGFAULT),
         at(1),
     ),

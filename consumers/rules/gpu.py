@@ -1,0 +1,92 @@
+"""Rule ``gpu-error``: the GPU, or a kernel running on it, failed.
+
+Read from the failed container's log tail (a rank's output reaches the launcher under
+mpirun): CUDA's illegal memory access, misaligned address, illegal instruction and
+unspecified launch failure; a device-side assert; uncorrectable ECC and NVLink errors; the
+driver's Xid events (``NVRM: Xid (PCI:…): 79``) and a GPU that fell off the bus. NCCL's
+watchdog re-raises such an error ("watchdog thread terminated with exception: CUDA error:
+an illegal memory access"): that is this error, not a communication failure.
+
+Errors of the hardware (ECC, NVLink, Xid 48/63/64/74/79/9x, fallen off the bus) name the
+node and say to take it out of service; errors of a kernel (illegal access, device-side
+assert) say how to find the bug. Running out of GPU memory is ``gpu-oom``.
+"""
+
+from __future__ import annotations
+
+from consumers.rules.facts import pod_text
+from consumers.rules.rule import Context, Detection, Rule, log_facts, pod_fact
+from consumers.rules.signatures import GPU_ERRORS, Hit, gpu_error_words, gpu_errors
+from consumers.rules.state import PodState, RunState
+from consumers.rules.wording import also, rank_subject
+
+
+def node_of(state: RunState, pod: PodState, rank: int | None) -> str | None:
+    """The node a log line's process ran on: the pod's own, or for a rank in the launcher's
+    log the node of the worker its slot maps to."""
+    if pod.role != "launcher":
+        return pod.node
+    slots = state.job.spec.slots_per_worker if state.job is not None else None
+    if rank is None or not slots:
+        return None
+    return next((w.node for w in state.workers() if w.index == rank // slots), None)
+
+
+def _most_telling(hits: tuple[Hit, ...]) -> Hit:
+    order = {signature.name: i for i, signature in enumerate(GPU_ERRORS)}
+    return min(hits, key=lambda h: order.get(h.name, len(order)))
+
+
+def _detect_gpu_error(state: RunState, ctx: Context) -> Detection | None:
+    found = [(pod, hits) for pod in state.current_pods() if (hits := gpu_errors(pod_text(pod)))]
+    if not found:
+        return None
+    found.sort(key=lambda item: item[0].role == "launcher")  # a worker's own log is the most direct
+    pod, hits = found[0]
+    hit = _most_telling(hits)
+    words, hardware = gpu_error_words(hit)
+    subject = rank_subject(state, pod, hit.rank)
+    node = node_of(state, pod, hit.rank)
+    others = [p for p, _ in found[1:] if p.role != "launcher"]
+    evidence = [e for p, h in found for e in log_facts(p, dict.fromkeys(x.line for x in h[:6]))]
+    if hardware:
+        where = f"node {node}" if node else "its node"
+        sentence = f"{subject} failed: GPU hardware error on {where} — {words}{also(others)}"
+        if node:
+            evidence.append(pod_fact(pod, "spec.nodeName", node))
+        remediation = tuple(step.replace("<node>", node or "<node>") for step in _HARDWARE_STEPS)
+    else:
+        sentence = f"{subject} failed: {words}{also(others)}"
+        remediation = _KERNEL_STEPS
+    return Detection(
+        root_cause=sentence,
+        evidence=tuple(evidence),
+        key=(hit.name, hit.group("previous") or hit.group("xid") or "", *(p.uid for p, _ in found)),
+        remediation=remediation,
+    )
+
+
+_HARDWARE_STEPS = (
+    "Take the node out of service and report it to the cluster admins: kubectl cordon <node>; "
+    "they can check it with nvidia-smi -q -d ECC,ROW_REMAPPER and dcgmi diag -r 3.",
+    "Resubmit the job (from its last checkpoint); with the node cordoned it lands elsewhere.",
+    "See what else the node reported: kubectl describe node <node> (Conditions, Events).",
+)
+_KERNEL_STEPS = (
+    "Rerun with CUDA_LAUNCH_BLOCKING=1 so the error is raised at the kernel that caused it; "
+    "compute-sanitizer finds the offending access.",
+    "For a device-side assert, check indices and labels are in range (class labels < number of "
+    "classes, embedding ids < vocabulary size): on CPU the same code raises a readable error.",
+    "If the error moves between nodes or comes with Xid or ECC messages, suspect the hardware: "
+    "kubectl -n {namespace} get pods -o wide | grep {job} shows the nodes.",
+)
+
+GPU_ERROR = Rule(
+    id="gpu-error",
+    kind="cause",
+    severity="critical",
+    summary="The GPU or a GPU kernel failed: illegal memory access, device-side assert, ECC or "
+    "NVLink error, an Xid event, a GPU fallen off the bus.",
+    remediation=_KERNEL_STEPS,
+    detect=_detect_gpu_error,
+)

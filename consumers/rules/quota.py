@@ -1,0 +1,232 @@
+"""Rule ``quota``: Kubernetes refused to create a pod of the run — ResourceQuota or LimitRange.
+
+The refusal is a Kubernetes Event, usually not about a pod (there is none) but about what
+tried to create it: the MPIJob (mpi-operator: "worker pod created failed: pods … is
+forbidden: …"), the launcher's batch Job or a TrainJob's Jobs (the Job controller's
+``FailedCreate``). Whatever the reason and the involved object, the message's wording says
+it, in its forms since Kubernetes 1.2:
+
+- ``is forbidden: exceeded quota: <name>, requested: …, used: …, limited: …`` — the
+  sentence names the quota and each resource that would go over (``requested 2, used 2 of 2``);
+- ``is forbidden: failed quota: <name>: must specify limits.cpu for: <container>; …`` — the
+  quota needs requests/limits the pod does not set;
+- ``cpu quota is 200m, current usage is 200m, requesting 100m`` — the oldest wording;
+- a LimitRange bound: ``maximum memory usage per Container is 4Gi, but limit is 8Gi``.
+
+The finding fires as soon as the Event arrives — a refusal is a verdict, no need to wait
+for ``hang-pending`` — and clears once every pod of the run exists and the newest was
+created after the last refusal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from consumers.rules.rule import Context, Detection, Rule, event_fact
+from consumers.rules.state import RunState, event_time
+from consumers.rules.wording import listing
+from controller.contract.events import K8sEventObserved
+
+_EXCEEDED = re.compile(
+    r"exceeded quota: (?P<name>[^,]{1,253}), requested: (?P<requested>[^\s]{1,500}), "
+    r"used: (?P<used>[^\s]{1,500}), limited: (?P<limited>[^\s]{1,500})"
+)
+_MUST_SPECIFY = re.compile(r"failed quota: (?P<name>[^:]{1,253}): must specify (?P<what>[^\n]{1,500})")
+_OLD_QUOTA = re.compile(  # the resource is the word before the match
+    r" quota is (?P<limited>[^,\s]{1,64}), current usage is (?P<used>[^,\s]{1,64}), "
+    r"requesting (?P<requested>[^\s]{1,64})"
+)
+_LIMIT_RANGE = re.compile(
+    r"(?P<bound>maximum|minimum) (?P<resource>[\w./-]{1,64}) usage per (?P<scope>Container|Pod) is "
+    r"(?P<allowed>[^,\s]{1,64}), but (?P<which>request|limit) is (?P<value>[^,\s\]]{1,64})"
+)
+_LIMIT_RATIO = re.compile(  # the resource is the word before the match
+    r" max limit to request ratio per (?P<scope>Container|Pod) is "
+    r"(?P<allowed>[^,\s]{1,64}), but provided ratio is (?P<value>[^,\s\]]{1,64})"
+)
+_POD = re.compile(r"[Pp]ods? \\?\"(?P<pod>[^\"\\]{1,253})\\?\" is forbidden")
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?\d{1,20}(?:\.\d{1,20})?)(?P<suffix>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+)
+_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate(("k", "M", "G", "T", "P", "E"))},
+    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One refused pod creation: in words, which object refused it, and how to fix it."""
+
+    event: K8sEventObserved
+    pod: str | None
+    problem: str
+    kind: str
+    name: str | None
+
+
+def quantity(text: str) -> Decimal | None:
+    """A Kubernetes quantity (``500m``, ``16Gi``, ``2``) as a number, or ``None``."""
+    match = _QUANTITY.match(text.strip())
+    if match is None:
+        return None
+    try:
+        return Decimal(match.group("number")) * _SUFFIXES[match.group("suffix") or ""]
+    except InvalidOperation:
+        return None
+
+
+def _word_before(text: str, end: int) -> str:
+    """The word of ``text`` that ends at ``end`` (``cpu`` in ``… forbidden: cpu quota is …``)."""
+    words = text[max(0, end - 128) : end].split()
+    return words[-1] if words else "?"
+
+
+def _pairs(text: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+
+
+def _exceeded(match: re.Match[str]) -> str:
+    requested, used, limited = (_pairs(match.group(g)) for g in ("requested", "used", "limited"))
+    over: list[str] = []
+    for resource, amount in requested.items():
+        want, have, cap = (
+            quantity(amount),
+            quantity(used.get(resource, "0")),
+            quantity(limited.get(resource, "")),
+        )
+        if want is not None and have is not None and cap is not None and want + have > cap:
+            over.append(
+                f"{resource} (requested {amount}, used {used.get(resource, '0')} of {limited[resource]})"
+            )
+    name = match.group("name").strip()
+    if over:
+        return f"ResourceQuota {name} is exhausted for {listing(over)}"
+    return (
+        f"ResourceQuota {name} is exhausted (requested {match.group('requested')}, used "
+        f"{match.group('used')}, limited {match.group('limited')})"
+    )
+
+
+def _must_specify(match: re.Match[str]) -> str:
+    resources: list[str] = []
+    containers: list[str] = []
+    for item in match.group("what").split(";"):  # ``limits.cpu for: crd; limits.memory for: crd``
+        names, _, owners = item.partition(" for: ")
+        resources.extend(r.strip() for r in names.split(",") if r.strip())
+        containers.extend(c.strip() for c in owners.split(",") if c.strip())
+    names = list(dict.fromkeys(containers))
+    who = f"container {listing(names)} does" if len(names) == 1 else f"containers {listing(names)} do"
+    if not names:
+        who = "the pod's containers do"
+    return (
+        f"ResourceQuota {match.group('name').strip()} requires {listing(list(dict.fromkeys(resources)))} "
+        f"on every container and {who} not set them"
+    )
+
+
+def refusal(event: K8sEventObserved) -> Refusal | None:
+    """The quota or LimitRange refusal an Event reports, if it reports one."""
+    message = event.message
+    pod_match = _POD.search(message)
+    pod = pod_match.group("pod") if pod_match is not None else None
+    if (match := _EXCEEDED.search(message)) is not None:
+        return Refusal(event, pod, _exceeded(match), "exceeded", match.group("name").strip())
+    if (match := _MUST_SPECIFY.search(message)) is not None:
+        return Refusal(event, pod, _must_specify(match), "must-specify", match.group("name").strip())
+    if (match := _OLD_QUOTA.search(message)) is not None:
+        problem = (
+            f"the {_word_before(message, match.start())} quota is exhausted "
+            f"(requested {match.group('requested').rstrip('.')}, "
+            f"used {match.group('used')} of {match.group('limited')})"
+        )
+        return Refusal(event, pod, problem, "exceeded", None)
+    bounds = [
+        f"at {'most' if m.group('bound') == 'maximum' else 'least'} "
+        f"{m.group('allowed')} {m.group('resource')} "
+        f"per {m.group('scope')}, but the {m.group('which')} is {m.group('value').rstrip('.')}"
+        for m in _LIMIT_RANGE.finditer(message)
+    ]
+    bounds.extend(
+        f"a {_word_before(message, m.start())} limit/request ratio of at most {m.group('allowed')} "
+        f"per {m.group('scope')}, "
+        f"but it is {m.group('value').rstrip('.')}"
+        for m in _LIMIT_RATIO.finditer(message)
+    )
+    if bounds:
+        return Refusal(
+            event, pod, f"the namespace's LimitRange allows {'; '.join(bounds)}", "limit-range", None
+        )
+    return None
+
+
+def _stale(state: RunState, at: datetime) -> bool:
+    """Every pod of the run exists and one was created after the refusal: it no longer holds."""
+    pods = [p for p in state.current_pods() if not p.deleted]
+    workers = [p for p in pods if p.role == "worker"]
+    if not pods or len(workers) < state.expected_workers():
+        return False
+    return max(p.observed.created_at for p in pods) > at
+
+
+def _detect_quota(state: RunState, ctx: Context) -> Detection | None:
+    refusals = sorted(
+        (r for e in state.events.values() if (r := refusal(e)) is not None), key=lambda r: event_time(r.event)
+    )
+    if not refusals or _stale(state, event_time(refusals[-1].event)):
+        return None
+    latest = refusals[-1]
+    what = f"pod {latest.pod}" if latest.pod and not latest.pod.endswith("-") else "a pod of the job"
+    problems = list(dict.fromkeys(r.problem for r in refusals))
+    sentence = f"Kubernetes refused to create {what}: {problems[-1]}"
+    if len(problems) > 1:
+        sentence += f" (and {len(problems) - 1} other refusal{'s' if len(problems) > 2 else ''})"
+    return Detection(
+        root_cause=sentence,
+        evidence=tuple(dict.fromkeys(event_fact(r.event) for r in refusals[-5:])),
+        key=tuple(dict.fromkeys(f"{r.kind}:{r.name or ''}" for r in refusals)),
+        remediation=_remediation(latest),
+    )
+
+
+def _remediation(latest: Refusal) -> tuple[str, ...]:
+    if latest.kind == "limit-range":
+        return _LIMIT_RANGE_STEPS
+    name = latest.name or "<quota>"
+    steps = _MUST_SPECIFY_STEPS if latest.kind == "must-specify" else _EXCEEDED_STEPS
+    return tuple(step.replace("<quota>", name) for step in steps)
+
+
+_EXCEEDED_STEPS = (
+    "See the quota and what uses it: kubectl -n {namespace} describe resourcequota <quota>",
+    "Ask for less (fewer or smaller workers, lower requests/limits) or for a larger quota; pods of "
+    "finished jobs that were not cleaned up (cleanPodPolicy: None) still count: delete them.",
+    "With Kueue, submit through a LocalQueue (label kueue.x-k8s.io/queue-name): the job then waits "
+    "for quota instead of failing to create its pods.",
+)
+_MUST_SPECIFY_STEPS = (
+    "Set resources.requests and resources.limits for every resource the quota names on every "
+    "container of every role — launcher and worker templates, init containers and sidecars too.",
+    "See what the quota covers: kubectl -n {namespace} describe resourcequota <quota>",
+    "Or ask the namespace admins for a LimitRange that sets defaults for them.",
+)
+_LIMIT_RANGE_STEPS = (
+    "See the namespace's bounds: kubectl -n {namespace} describe limitrange",
+    "Keep each container's requests and limits within them (launcher and worker templates), or ask "
+    "the namespace admins to change the LimitRange.",
+)
+
+QUOTA = Rule(
+    id="quota",
+    kind="cause",
+    severity="critical",
+    summary="Kubernetes refused to create a pod of the job: a ResourceQuota is exhausted or a "
+    "LimitRange forbids its requests.",
+    remediation=_EXCEEDED_STEPS,
+    detect=_detect_quota,
+)

@@ -1,0 +1,123 @@
+"""Rule ``segfault``: a process died of a segmentation fault (SIGSEGV) or a bus error (SIGBUS).
+
+Read from the failed container's log tail — UCX's ``Caught signal 11 (Segmentation
+fault: …)``, Open MPI's ``*** Process received signal *** / Signal: Segmentation fault
+(11)``, Python's faulthandler (``Fatal Python error: Segmentation fault``), the shell's
+``Segmentation fault (core dumped)``, mpirun's or Hydra's account of a rank that died of
+signal 11, the kernel's ``segfault at … ip …`` — or from the container's own exit code 139
+(SIGSEGV) or 135 (SIGBUS). The sentence names the rank and, when a backtrace follows, the
+function it crashed in. mpirun's abort summary that follows is this crash (the catalog lets
+it explain ``mpi-abort``). A bus error while NCCL runs is NCCL's ``/dev/shm`` being too small
+(``mpi-comm``).
+"""
+
+from __future__ import annotations
+
+from consumers.rules.facts import pod_text, terminations
+from consumers.rules.logs import rank_failures
+from consumers.rules.rule import Context, Detection, Rule, container_fact, log_facts
+from consumers.rules.signatures import (
+    Hit,
+    crash_frame,
+    crash_host,
+    crash_is_bus_error,
+    native_crashes,
+    transport_failures,
+)
+from consumers.rules.state import PodState, RunState
+from consumers.rules.wording import also, host_label, rank_subject, who
+from controller.contract.findings import Evidence
+
+_SEGV_EXIT, _BUS_EXIT = 139, 135
+
+
+def _crash_subject(state: RunState, pod: PodState, tail: tuple[str, ...], hits: tuple[Hit, ...]) -> str:
+    """Who crashed: the worker, or the rank mpirun / Hydra says died of the signal, or the
+    host the crash line names."""
+    rank = next((h.rank for h in hits if h.rank is not None), None)
+    if pod.role != "launcher" or rank is not None:
+        return rank_subject(state, pod, rank)
+    for failure in rank_failures(tail):
+        if failure.how == "killed" and (failure.signal or "").split(" ")[0] in ("11", "7"):
+            if failure.rank is not None and failure.host:
+                return f"Rank {failure.rank} on {host_label(failure.host, state)}"
+            if failure.rank is not None:
+                return rank_subject(state, pod, failure.rank)
+    host = next((h for hit in hits if (h := crash_host(hit)) is not None), None)
+    return f"A rank on {host_label(host, state)}" if host else "A rank"
+
+
+def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...], str] | None:
+    tail = pod_text(pod)
+    hits = native_crashes(tail)
+    if not hits:
+        return None
+    first = hits[0]
+    bus = crash_is_bus_error(first)
+    frame = next((f for h in hits if (f := crash_frame(tail, h.index)) is not None), None)
+    what = "a bus error (SIGBUS)" if bus else "a segmentation fault (SIGSEGV)"
+    where = f" in {frame}" if frame else ""
+    subject = _crash_subject(state, pod, tail, hits)
+    sentence = f"{subject} crashed with {what}{where}"
+    return sentence, log_facts(pod, dict.fromkeys(h.line for h in hits[:6])), "bus" if bus else "segv"
+
+
+def _from_exit(pod: PodState, ctx: Context) -> tuple[str, tuple[Evidence, ...], str] | None:
+    for t in terminations(pod, ctx):
+        if t.exit_code in (_SEGV_EXIT, _BUS_EXIT):
+            bus = t.exit_code == _BUS_EXIT
+            if bus and any(h.name == "nccl-shm-bus" for h in transport_failures(pod_text(pod))):
+                return None
+            what = "a bus error (SIGBUS" if bus else "a segmentation fault (SIGSEGV"
+            fact = container_fact(pod, t.container, f"{t.field}.exitCode", t.exit_code)
+            return (
+                f"{who(pod)} crashed with {what}, exit code {t.exit_code})",
+                (fact,),
+                "bus" if bus else "segv",
+            )
+    return None
+
+
+def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
+    found: list[tuple[PodState, tuple[str, tuple[Evidence, ...], str]]] = []
+    for pod in state.current_pods():
+        crash = _from_log(state, pod) or _from_exit(pod, ctx)
+        if crash is not None:
+            found.append((pod, crash))
+    if not found:
+        return None
+    found.sort(key=lambda item: item[0].role == "launcher")
+    pod, (sentence, _, kind) = found[0]
+    others = [p for p, _ in found[1:] if p.role != "launcher"]
+    return Detection(
+        root_cause=sentence + also(others),
+        evidence=tuple(e for _, (_, facts, _) in found for e in facts),
+        key=(kind, *(p.uid for p, _ in found)),
+        remediation=_BUS_STEPS if kind == "bus" else None,
+    )
+
+
+_SEGV_STEPS = (
+    "Read the backtrace after the signal in the log: kubectl -n {namespace} logs <pod> --previous "
+    "(set PYTHONFAULTHANDLER=1 for Python stacks; ulimit -c unlimited for a core dump).",
+    "A crash inside MPI, UCX, NCCL or a compiled extension often means builds that do not belong "
+    "together: check the CUDA, NCCL, MPI and framework versions of the image; for UCX try "
+    "UCX_MEMTYPE_CACHE=n or another UCX_TLS.",
+    "If it happens on one node only, suspect that node's hardware or driver: kubectl -n {namespace} "
+    "get pods -o wide | grep {job}.",
+)
+_BUS_STEPS = (
+    "A bus error usually means shared memory ran out: mount an emptyDir with medium: Memory at "
+    "/dev/shm in the pod template (the container default is 64 MiB) and size the memory limit for it.",
+    "Otherwise a memory-mapped file shrank or its disk filled up while in use: check the volumes.",
+    *_SEGV_STEPS[:1],
+)
+
+SEGFAULT = Rule(
+    id="segfault",
+    kind="cause",
+    severity="critical",
+    summary="A process crashed with a segmentation fault (SIGSEGV) or a bus error (SIGBUS) in native code.",
+    remediation=_SEGV_STEPS,
+    detect=_detect_segfault,
+)

@@ -1,0 +1,574 @@
+"""Signatures of failures in log text beyond MPI's own words, one family per rule.
+
+A :class:`Signature` is one stable wording of one failure by one library, with the library
+named and the failure said in plain words. The readers return :class:`Hit` s, one per line
+at most (the first signature of the family that matches), in log order:
+
+- :func:`transport_failures` (``mpi-comm``) — communication between ranks broke, as NCCL
+  (watchdog timeouts, ``ncclRemoteError``, ``ncclSystemError``, socket and InfiniBand
+  errors, its ``/dev/shm`` segments), Gloo, Horovod, UCX, InfiniBand verbs, libfabric and
+  aws-ofi-nccl say it. A ``Bus error`` in a tail that shows NCCL at work is NCCL's
+  shared-memory transport hitting a too-small ``/dev/shm``, not a crash of its own;
+- :func:`native_crashes` (``segfault``) — SIGSEGV / SIGBUS in native code, as UCX, Open
+  MPI, Python's faulthandler, the shell, mpirun, Hydra and the kernel report it;
+- :func:`gpu_errors` (``gpu-error``) — the GPU or a kernel on it failed: illegal memory
+  access, launch failure, device-side assert, ECC errors, NVLink errors, Xid events, a GPU
+  fallen off the bus. GPU *memory* running out is ``gpu-oom`` (:mod:`consumers.rules.logs`);
+- :func:`disk_full` (``disk-full``) — ``ENOSPC`` / ``EDQUOT`` while writing, and PyTorch
+  DataLoader workers filling ``/dev/shm``. NCCL's own ``/dev/shm`` failures belong to
+  :func:`transport_failures`;
+- :func:`kernel_oom` (``oom``) — the kernel's OOM killer (cgroup or whole node), and
+  Slurm's account of it, printed into a log or a node Event.
+
+Like every pattern of the package, these start with a literal and use bounded quantifiers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from consumers.rules.logs import bounded, gpu_oom_lines, output_rank
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One wording of one failure: which library says it, what it means."""
+
+    name: str
+    library: str
+    what: str
+    pattern: re.Pattern[str]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A line of a tail that matched a signature."""
+
+    signature: Signature
+    line: str
+    index: int
+    rank: int | None
+    groups: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def group(self, name: str) -> str | None:
+        """A named group of the match, if it took part in it."""
+        return next((value for key, value in self.groups if key == name), None)
+
+
+def _scan(tail: tuple[str, ...], family: tuple[Signature, ...]) -> tuple[Hit, ...]:
+    found: list[Hit] = []
+    for i, line in enumerate(bounded(tail)):
+        for signature in family:
+            match = signature.pattern.search(line)
+            if match is not None:
+                groups = tuple((k, v) for k, v in match.groupdict().items() if v is not None)
+                rank = output_rank(line)
+                found.append(
+                    Hit(signature, line, i, rank if rank is not None else _message_rank(line), groups)
+                )
+                break
+    return tuple(found)
+
+
+_MESSAGE_RANK = re.compile(r"\[(?:PG [^\]]{0,60}? )?Rank (\d{1,7})\]")
+
+
+def _message_rank(line: str) -> int | None:
+    """The rank NCCL's watchdog names in its message (``[Rank 3] Watchdog caught …``)."""
+    match = _MESSAGE_RANK.search(line[:400])
+    return int(match.group(1)) if match is not None else None
+
+
+# ----------------------------------------------------------------- transports
+
+_NCCL_AT_WORK = re.compile(r"NCCL (?:INFO|WARN)|NCCL version|ProcessGroupNCCL|ncclCommInit")
+
+NCCL_SHM = Signature(
+    "nccl-shm",
+    "NCCL",
+    "/dev/shm is too small for NCCL's shared-memory transport",
+    re.compile(
+        r"NCCL WARN (?:Error: failed to extend (?P<path>/dev/shm/\S{1,200}) to (?P<bytes>\d{1,15}) bytes"
+        r"|Error while creating shared memory segment (?P<segment>\S{1,200})"
+        r"|Call to posix_fallocate failed)"
+    ),
+)
+NCCL_SHM_BUS = Signature(
+    "nccl-shm-bus",
+    "NCCL",
+    "/dev/shm is too small for NCCL's shared-memory transport (a Bus error while NCCL ran)",
+    re.compile(r"Bus error"),
+)
+
+TRANSPORTS: tuple[Signature, ...] = (
+    NCCL_SHM,
+    Signature(
+        "nccl-ib",
+        "NCCL over InfiniBand",
+        "an InfiniBand work completion failed: the peer or the link went away",
+        re.compile(
+            r"NET/IB ?: Got completion (?:from peer (?P<peer>\S{1,100}) )?with error (?P<status>\d{1,4})"
+        ),
+    ),
+    Signature(
+        "nccl-ibv",
+        "NCCL over InfiniBand",
+        "an InfiniBand verbs call failed",
+        re.compile(r"NCCL WARN Call to (?P<call>ibv_\w{1,40}) failed"),
+    ),
+    Signature(
+        "nccl-ofi",
+        "NCCL over libfabric / aws-ofi-nccl",
+        "the libfabric / EFA network plugin failed",
+        re.compile(r"NCCL WARN NET/OFI (?P<detail>.{1,200})"),
+    ),
+    Signature(
+        "ucx-retry",
+        "UCX over InfiniBand / RoCE",
+        "InfiniBand transport retries ran out: the peer or the link stopped answering",
+        re.compile(r"[Tt]ransport retry count(?:er)? exceeded(?: on (?P<device>\S{1,60}))?"),
+    ),
+    Signature(
+        "ib-completion",
+        "InfiniBand verbs",
+        "an InfiniBand work completion failed: the peer or the link went away",
+        re.compile(r"(?i:got completion with error)(?: (?P<status>\d{1,4}))?"),
+    ),
+    Signature(
+        "libfabric-cq",
+        "libfabric",
+        "a libfabric completion failed",
+        re.compile(r"fi_cq_readerr: err: \d{1,6}, prov_err: (?P<detail>[^\n]{1,100})"),
+    ),
+    Signature(
+        "nccl-socket",
+        "NCCL",
+        "a socket to another rank failed",
+        re.compile(
+            r"(?:NCCL WARN (?:Net|NET/Socket) ?: |socketProgress\w{0,20}: )"
+            r"(?:Call to \w{1,20} (?:from|to) (?P<peer>\S{1,200}) failed ?: (?P<detail>[^\n]{1,100})"
+            r"|(?P<closed>Connection closed by remote peer))"
+        ),
+    ),
+    Signature(
+        "gloo-mesh",
+        "Gloo",
+        "Gloo could not connect all ranks (connectFullMesh failed)",
+        re.compile(r"Gloo connectFullMesh failed"),
+    ),
+    Signature(
+        "gloo-pair",
+        "Gloo",
+        "a TCP connection between ranks failed",
+        re.compile(r"gloo/transport/tcp/pair\.cc:\d{1,6}\] (?P<detail>[^\n]{1,200})"),
+    ),
+    Signature(
+        "ucx-diag",
+        "UCX",
+        "an endpoint to another rank failed",
+        re.compile(r"UCX {1,3}DIAG {1,3}ep \S{1,40}: error '(?P<detail>[^']{1,100})'"),
+    ),
+    Signature(
+        "ucx-error", "UCX", "a UCX transport error", re.compile(r"UCX {1,3}ERROR (?P<detail>.{1,300})")
+    ),
+    Signature(
+        "ompi-ucx",
+        "Open MPI over UCX",
+        "the UCX transport failed",
+        re.compile(r"pml_ucx\.c:\d{1,6} {1,4}Error: (?P<detail>.{1,200})"),
+    ),
+    Signature(
+        "nccl-remote",
+        "NCCL",
+        "a peer rank exited or the network between ranks failed (ncclRemoteError)",
+        re.compile(r"remote process exited or there was a network error|ncclRemoteError"),
+    ),
+    Signature(
+        "nccl-system",
+        "NCCL",
+        "a system call failed (ncclSystemError: sockets, shared memory or another OS resource)",
+        re.compile(r"unhandled system error|ncclSystemError"),
+    ),
+    Signature(
+        "nccl-timeout",
+        "NCCL",
+        "a collective timed out: a peer rank stopped taking part",
+        re.compile(
+            r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>.{0,300}?)\) "
+            r"ran for (?P<ms>\d{1,12}) milliseconds"
+        ),
+    ),
+    Signature(
+        "nccl-watchdog",
+        "NCCL",
+        "the NCCL watchdog saw a collective fail or time out",
+        re.compile(r"detected by watchdog"),
+    ),
+    Signature(
+        "horovod-shutdown",
+        "Horovod",
+        "Horovod shut down because a rank failed or left early",
+        re.compile(r"Horovod has been shut down"),
+    ),
+)
+"""In order of preference: the first family member found in a tail is its root cause."""
+
+_SHM_SIGNATURES = frozenset({"nccl-shm", "nccl-shm-bus"})
+_PEER_SYMPTOMS = frozenset({"nccl-timeout", "nccl-watchdog", "nccl-remote", "horovod-shutdown", "gloo-pair"})
+
+
+def is_shared_memory(hit: Hit) -> bool:
+    """Whether a transport failure is NCCL's ``/dev/shm`` being too small."""
+    return hit.name in _SHM_SIGNATURES
+
+
+def is_peer_symptom(hit: Hit) -> bool:
+    """Whether a transport failure typically means *another* rank died first."""
+    return hit.name in _PEER_SYMPTOMS
+
+
+@lru_cache(maxsize=512)
+def transport_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
+    """Communication failures between ranks carried by NCCL, Gloo, Horovod, UCX, verbs, libfabric."""
+    hits = list(_scan(tail, TRANSPORTS))
+    if _nccl_at_work(tail):
+        hits.extend(
+            Hit(NCCL_SHM_BUS, h.line, h.index, h.rank, h.groups)
+            for h in _scan(tail, CRASHES)
+            if _bus_error(h)
+        )
+    return tuple(sorted(hits, key=lambda h: h.index))
+
+
+def _nccl_at_work(tail: tuple[str, ...]) -> bool:
+    return any(_NCCL_AT_WORK.search(line) for line in bounded(tail))
+
+
+# ------------------------------------------------------------------- crashes
+
+CRASHES: tuple[Signature, ...] = (
+    Signature(
+        "ucx-signal",
+        "UCX",
+        "",
+        re.compile(r"Caught signal (?P<signal>\d{1,3}) \((?P<kind>Segmentation fault|Bus error)"),
+    ),
+    Signature(
+        "ompi-signal",
+        "Open MPI",
+        "",
+        re.compile(r"Signal: (?P<kind>Segmentation fault|Bus error) \((?P<signal>\d{1,3})\)"),
+    ),
+    Signature(
+        "python", "Python", "", re.compile(r"Fatal Python error: (?P<kind>Segmentation fault|Bus error)")
+    ),
+    Signature("shell", "", "", re.compile(r"(?P<kind>Segmentation fault|Bus error) \(core dumped\)")),
+    Signature(
+        "mpirun-signal",
+        "",
+        "",
+        re.compile(
+            r"(?:exited on\s{1,4}|^\s{0,4})signal (?P<signal>11|7) "
+            r"\((?P<kind>Segmentation fault|Bus error)\)"
+        ),
+    ),
+    Signature(
+        "hydra-signal",
+        "",
+        "",
+        re.compile(r"KILLED BY SIGNAL: (?P<signal>11|7) \((?P<kind>Segmentation fault|Bus error)\)"),
+    ),
+    Signature("signal-name", "", "", re.compile(r"\bSIG(?P<kind>SEGV|BUS)\b")),
+    Signature("kernel", "", "", re.compile(r"segfault at [0-9a-f]{1,16} ip ")),
+)
+_FRAME_PY = re.compile(r"File \"(?P<file>[^\"]{1,300})\", line (?P<line>\d{1,7}) in (?P<func>[\w<>.]{1,100})")
+_FRAME_NATIVE = re.compile(r"^\s{0,8}\d{1,3} {1,4}0x[0-9a-f]{1,16} (?P<func>[\w:~<>.]{1,200})\(\)")
+_SIGNAL_FRAMES = (
+    "__sigaction",
+    "__funlockfile",
+    "__restore_rt",
+    "ucs_",
+    "killpg",
+    "__GI_raise",
+    "<signal handler",
+)
+
+
+_HOST_PREFIX = re.compile(r"^\s{0,8}\[(?P<host>[A-Za-z][\w.-]{0,252}):\d{1,10}[:\] ]")
+
+
+def crash_host(hit: Hit) -> str | None:
+    """The host a UCX or Open MPI crash line names in its ``[host:pid…]`` prefix."""
+    match = _HOST_PREFIX.match(hit.line)
+    return match.group("host") if match is not None else None
+
+
+def _bus_error(hit: Hit) -> bool:
+    return (hit.group("kind") or "").upper() in ("BUS ERROR", "BUS")
+
+
+@lru_cache(maxsize=512)
+def native_crashes(tail: tuple[str, ...]) -> tuple[Hit, ...]:
+    """Segmentation faults and bus errors (unless NCCL's ``/dev/shm`` explains the bus error)."""
+    hits = _scan(tail, CRASHES)
+    if _nccl_at_work(tail):
+        hits = tuple(h for h in hits if not _bus_error(h))
+    return hits
+
+
+def crash_is_bus_error(hit: Hit) -> bool:
+    """SIGBUS rather than SIGSEGV."""
+    return _bus_error(hit)
+
+
+@lru_cache(maxsize=512)
+def crash_frame(tail: tuple[str, ...], index: int) -> str | None:
+    """Where it crashed, from the backtrace after line ``index``: the first native frame
+    that is not the signal handler, or the innermost Python frame of faulthandler's dump."""
+    after = bounded(tail)[index + 1 : index + 40]
+    current = next((i for i, line in enumerate(after) if line.startswith("Current thread")), None)
+    for line in after[current or 0 :]:
+        if (native := _FRAME_NATIVE.match(line)) is not None:
+            if not native.group("func").startswith(_SIGNAL_FRAMES):
+                return f"{native.group('func')}()"
+        elif (python := _FRAME_PY.search(line)) is not None:
+            path = "/".join(python.group("file").split("/")[-4:])
+            return f"{python.group('func')} ({path}:{python.group('line')})"
+    return None
+
+
+# --------------------------------------------------------------------- GPUs
+
+XID_MEANINGS: dict[int, tuple[str, bool]] = {
+    13: ("graphics engine exception, usually an illegal access by the program", False),
+    31: ("GPU memory page fault, usually an illegal memory access by the program", False),
+    32: ("invalid or corrupted push buffer stream (driver or PCIe)", True),
+    38: ("driver firmware error", True),
+    43: ("the GPU stopped processing a faulting program", False),
+    45: ("preemptive cleanup after earlier errors", False),
+    48: ("double-bit ECC error: the GPU's memory is failing", True),
+    61: ("internal micro-controller breakpoint (firmware)", True),
+    62: ("internal micro-controller halt (firmware)", True),
+    63: ("ECC page retirement or row remapping recorded", True),
+    64: ("ECC page retirement or row remapping failed", True),
+    74: ("NVLink error", True),
+    79: ("the GPU has fallen off the bus", True),
+    92: ("high single-bit ECC error rate", True),
+    94: ("contained ECC error: the affected program was stopped", True),
+    95: ("uncontained ECC error: every program on the GPU is affected, the GPU needs a reset", True),
+    109: ("context switch timeout", True),
+    119: ("GSP firmware RPC timeout", True),
+    120: ("GSP firmware error", True),
+    140: ("unrecovered ECC error", True),
+    **{xid: ("NVLink error", True) for xid in range(144, 151)},
+    154: ("the GPU needs a reset or the node a reboot to recover", True),
+}
+
+GPU_ERRORS: tuple[Signature, ...] = (
+    Signature(
+        "xid",
+        "NVIDIA driver",
+        "",
+        re.compile(
+            r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f:.]{1,20})\): (?P<xid>\d{1,4})"
+            r"(?:.{0,200}?caused by previous Xid (?P<previous>\d{1,4}))?"
+        ),
+    ),
+    Signature(
+        "off-bus",
+        "NVIDIA driver",
+        "the GPU fell off the bus and no longer answers (PCIe, power or hardware fault)",
+        re.compile(r"fallen off the bus"),
+    ),
+    Signature(
+        "gpu-lost",
+        "NVIDIA driver",
+        "the GPU is lost and no longer answers (hardware or driver fault)",
+        re.compile(r"GPU is lost|Unable to determine the device handle for GPU"),
+    ),
+    Signature(
+        "ecc",
+        "CUDA",
+        "uncorrectable ECC error: the GPU's memory is failing (hardware)",
+        re.compile(r"uncorrectable ECC error|ECC_UNCORRECTABLE|cudaErrorECCUncorrectable"),
+    ),
+    Signature(
+        "nvlink",
+        "CUDA",
+        "uncorrectable NVLink error (hardware or link fault)",
+        re.compile(r"uncorrectable NVLink error|NVLINK_UNCORRECTABLE"),
+    ),
+    Signature(
+        "device-assert",
+        "CUDA",
+        "an assertion failed inside a GPU kernel (device-side assert), typically an index or a "
+        "class label out of range",
+        re.compile(
+            r"device-side assert triggered|\.cu:\d{1,6}: \w{1,200}: block: \[\d{1,6},\d{1,6},\d{1,6}\], "
+            r"thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion"
+        ),
+    ),
+    Signature(
+        "illegal-address",
+        "CUDA",
+        "illegal memory access: a GPU kernel read or wrote memory it does not own, usually a bug "
+        "in a kernel or an extension (wrong index or shape), sometimes failing hardware",
+        re.compile(r"illegal memory access|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress"),
+    ),
+    Signature(
+        "illegal-instruction",
+        "CUDA",
+        "a GPU kernel executed an illegal instruction (a kernel built for another GPU, or a bug)",
+        re.compile(r"illegal instruction was encountered|CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+    ),
+    Signature(
+        "misaligned",
+        "CUDA",
+        "a GPU kernel made a misaligned memory access (a bug in a kernel)",
+        re.compile(r"misaligned address|CUDA_ERROR_MISALIGNED_ADDRESS"),
+    ),
+    Signature(
+        "launch-failure",
+        "CUDA",
+        "a GPU kernel crashed (unspecified launch failure)",
+        re.compile(r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure"),
+    ),
+    Signature(
+        "nccl-cuda",
+        "NCCL",
+        "a CUDA call inside NCCL failed (unhandled cuda error)",
+        re.compile(r"unhandled cuda error"),
+    ),
+)
+
+
+def gpu_error_words(hit: Hit) -> tuple[str, bool]:
+    """What a GPU error means in plain words, and whether it points at the hardware."""
+    if hit.name != "xid":
+        hardware = hit.name in ("off-bus", "gpu-lost", "ecc", "nvlink")
+        return hit.signature.what, hardware
+    xid = int(hit.group("xid") or 0)
+    previous = hit.group("previous")
+    if previous is not None:
+        xid = int(previous)  # Xid 45 "caused by previous Xid 149": the earlier one is the cause
+    meaning, hardware = XID_MEANINGS.get(xid, ("a GPU error reported by the driver", True))
+    return f"Xid {xid}: {meaning}", hardware
+
+
+@lru_cache(maxsize=512)
+def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
+    """Errors of the GPU or of a kernel on it (not running out of GPU memory)."""
+    oom = {hit.line for hit in gpu_oom_lines(tail)}
+    return tuple(hit for hit in _scan(tail, GPU_ERRORS) if hit.line not in oom)
+
+
+# -------------------------------------------------------------------- disks
+
+SHM_DATALOADER = Signature(
+    "shm-dataloader",
+    "PyTorch DataLoader",
+    "/dev/shm is full: DataLoader workers hand batches over through shared memory",
+    re.compile(
+        r"unable to write to file </torch_\w{1,100}>"
+        r"|bus error encountered in worker\. This might be caused by insufficient shared memory"
+    ),
+)
+DISKS: tuple[Signature, ...] = (
+    SHM_DATALOADER,
+    Signature(
+        "enospc",
+        "",
+        "no space left on device",
+        re.compile(r"No space left on device|\[Errno 28\]|ENOSPC|StorageFull"),
+    ),
+    Signature("edquot", "", "disk quota exceeded", re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT")),
+    Signature(
+        "torch-write",
+        "PyTorch",
+        "a checkpoint file could not be written (file write failed)",
+        re.compile(r"PytorchStreamWriter failed writing file"),
+    ),
+)
+_NOT_DISK = re.compile(r"NCCL WARN|shared memory segment|/dev/shm/nccl")
+_WRITING_CHECKPOINT = re.compile(
+    r"torch/serialization\.py|torch\.save|safetensors|PytorchStreamWriter|save_checkpoint|save_pretrained"
+)
+_QUOTED_PATH = re.compile(r"No space left on device: '(?P<path>[^']{1,300})'")
+
+
+@lru_cache(maxsize=512)
+def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
+    """A write failed for lack of space (NCCL's own ``/dev/shm`` segments excepted)."""
+    return tuple(hit for hit in _scan(tail, DISKS) if not _NOT_DISK.search(hit.line))
+
+
+def is_dataloader_shm(hit: Hit) -> bool:
+    """The full device is ``/dev/shm``, filled by DataLoader workers."""
+    return hit.signature is SHM_DATALOADER
+
+
+@lru_cache(maxsize=512)
+def disk_write(tail: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """(what was being written, the path) when the tail tells: ``a checkpoint``, ``/ckpt/x.pt``."""
+    lines = bounded(tail)
+    what = "a checkpoint" if any(_WRITING_CHECKPOINT.search(line) for line in lines) else None
+    path = next((m.group("path") for line in lines if (m := _QUOTED_PATH.search(line))), None)
+    return what, path
+
+
+# -------------------------------------------------------------- kernel OOM
+
+KERNEL_OOM: tuple[Signature, ...] = (
+    Signature(
+        "cgroup",
+        "the kernel (cgroup)",
+        "the container's memory cgroup ran out and the kernel killed a process",
+        re.compile(
+            r"Memory cgroup out of memory: Kill(?:ed)? process (?P<pid>\d{1,10}) \((?P<victim>[^)]{1,64})\)"
+        ),
+    ),
+    Signature(
+        "node",
+        "the kernel",
+        "the node ran out of memory and the kernel killed a process",
+        re.compile(r"Out of memory: Kill(?:ed)? process (?P<pid>\d{1,10}) \((?P<victim>[^)]{1,64})\)"),
+    ),
+    Signature(
+        "system",
+        "the kubelet",
+        "the node ran out of memory and the kernel killed a process",
+        re.compile(
+            r"System OOM encountered(?:, victim process: (?P<victim>[^,]{1,64}), pid: (?P<pid>\d{1,10}))?"
+        ),
+    ),
+    Signature(
+        "reaper",
+        "the kernel",
+        "the kernel's OOM killer killed a process",
+        re.compile(r"oom_reaper: reaped process (?P<pid>\d{1,10}) \((?P<victim>[^)]{1,64})\)"),
+    ),
+    Signature(
+        "invoked",
+        "the kernel",
+        "the kernel's OOM killer ran",
+        re.compile(r"invoked oom-killer|oom-kill:constraint="),
+    ),
+    Signature(
+        "slurm",
+        "Slurm",
+        "the job step's memory cgroup ran out and the OOM killer killed a process",
+        re.compile(r"Detected \d{1,7} oom-kill event|task \d{1,7}: Out Of Memory"),
+    ),
+)
+
+
+@lru_cache(maxsize=512)
+def kernel_oom(tail: tuple[str, ...]) -> tuple[Hit, ...]:
+    """The kernel's OOM killer at work, as the kernel, the kubelet or Slurm print it."""
+    return _scan(tail, KERNEL_OOM)

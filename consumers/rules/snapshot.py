@@ -1,0 +1,193 @@
+"""The rules engine's state, kept in a JetStream key-value bucket so a restart costs nothing.
+
+Bucket ``RULES_STATE`` (:meth:`Topology.bucket`), one key per run and one per partition:
+
+- ``p<partition>.run.<job uid>``: the run's :class:`RunState`, its firing findings, the keys
+  that deduplicate them and its **revision counters** (so a takeover numbers the next change
+  of a finding as the previous owner would have: same ``Nats-Msg-Id``, dropped as a duplicate
+  if it was already published);
+- ``p<partition>.meta``: the JOBS stream sequence the snapshot covers (every event of the
+  partition up to it is folded in), the newest event time (the event clock) and the
+  tombstones of forgotten finished runs.
+
+The consumer writes the runs a batch or tick changed, then the meta key, only once every
+finding those changes produced is acknowledged by JetStream (the outbox is empty): a snapshot
+never holds a change the bus lacks. Restoring loads the keys of one partition; the warm start
+then replays only the JOBS messages after the meta's sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, NotFoundError
+from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+
+from consumers.rules.engine import RuleEngine, _Run
+from consumers.rules.state import run_state_from_dict, run_state_to_dict
+from controller.contract.findings import Finding
+from controller.contract.subjects import Topology
+
+log = logging.getLogger(__name__)
+
+STATE_BUCKET = "rules-state"
+SNAPSHOT_FORMAT = 1
+MAX_TOMBSTONES = 2000
+"""Forgotten finished runs remembered in a snapshot (their late events stay ignored)."""
+_LOAD_TIMEOUT_S = 5.0
+_EMPTY_WAIT_S = 0.5  # after the client says "no more", how long an entry may still take to come
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a partition's snapshot said when it was loaded."""
+
+    sequence: int
+    runs: int
+    newest: datetime | None
+
+
+def _run_to_json(run: _Run) -> bytes:
+    return json.dumps(
+        {
+            "format": SNAPSHOT_FORMAT,
+            "state": run_state_to_dict(run.state),
+            "touched_at": run.touched_at.isoformat(),
+            "firing": {rule: f.model_dump(mode="json") for rule, f in run.firing.items()},
+            "keys": {rule: list(key) for rule, key in run.keys.items()},
+            "revisions": dict(run.revisions),
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def _run_from_json(payload: bytes) -> _Run:
+    data: dict[str, Any] = json.loads(payload)
+    return _Run(
+        state=run_state_from_dict(data["state"]),
+        touched_at=datetime.fromisoformat(data["touched_at"]),
+        firing={rule: Finding.model_validate(f) for rule, f in data.get("firing", {}).items()},
+        keys={rule: tuple(key) for rule, key in data.get("keys", {}).items()},
+        revisions={rule: int(n) for rule, n in data.get("revisions", {}).items()},
+    )
+
+
+def held_runs(engine: RuleEngine) -> list[str]:
+    """The job uids of the runs ``engine`` holds."""
+    return list(engine._runs)
+
+
+async def state_bucket(js: JetStreamContext, topology: Topology, replicas: int = 1) -> KeyValue:
+    """The snapshot bucket, created on first use (file storage, one value per key)."""
+    name = topology.bucket(STATE_BUCKET)
+    try:
+        return await js.key_value(name)
+    except (BucketNotFoundError, NotFoundError):
+        return await js.create_key_value(
+            KeyValueConfig(
+                bucket=name,
+                history=1,
+                storage=StorageType.FILE,
+                replicas=replicas,
+                description="rules snapshots",
+            )
+        )
+
+
+class SnapshotStore:
+    """Reads and writes the snapshot of one partition of the rules engine."""
+
+    def __init__(self, kv: KeyValue, partition: int) -> None:
+        self._kv = kv
+        self._prefix = f"p{partition}"
+        self._saved: set[str] = set()
+        self._tombstones: tuple[str, ...] = ()
+
+    def _run_key(self, uid: str) -> str:
+        return f"{self._prefix}.run.{uid}"
+
+    async def load(self, engine: RuleEngine) -> Snapshot:
+        """Fill an empty ``engine`` with the partition's runs; returns what the snapshot covers."""
+        runs: list[tuple[str, _Run]] = []
+        meta: dict[str, Any] = {}
+        tombstones: tuple[str, ...] = ()
+        watcher = await self._kv.watch(f"{self._prefix}.>")
+        # The client's "no more" marker (None) may come before the entries already delivered
+        # (it is sent from consumer info, the entries wait for the watch to be set up), so the
+        # end is the entry with nothing pending after it; the marker only shortens the wait
+        # when the partition has no keys at all.
+        wait = _LOAD_TIMEOUT_S
+        try:
+            while True:
+                try:
+                    entry = await watcher.updates(timeout=wait)  # type: ignore[no-untyped-call]
+                except NatsTimeoutError:
+                    break
+                if entry is None:
+                    wait = _EMPTY_WAIT_S
+                    continue
+                last = not entry.delta  # nothing pending after it: the watch has caught up
+                if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
+                    if last:
+                        break
+                    continue
+                if entry.key == f"{self._prefix}.meta":
+                    meta = json.loads(entry.value)
+                elif entry.key == f"{self._prefix}.tombstones":
+                    tombstones = tuple(json.loads(entry.value))
+                else:
+                    try:
+                        runs.append((entry.key.rsplit(".", 1)[-1], _run_from_json(entry.value)))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        log.warning("rules snapshot: unreadable run %s skipped: %s", entry.key, exc)
+                if last:
+                    break
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        if meta.get("format") != SNAPSHOT_FORMAT:
+            return Snapshot(0, 0, None)  # none yet (or of another format): a full replay
+        runs.sort(key=lambda item: item[1].touched_at)
+        held = engine._runs
+        for uid, run in runs:
+            held[uid] = run
+        for uid in tombstones:
+            engine._forgotten[uid] = None
+        self._saved = {uid for uid, _ in runs}
+        self._tombstones = tombstones
+        newest = meta.get("newest")
+        return Snapshot(
+            int(meta.get("sequence", 0)), len(runs), datetime.fromisoformat(newest) if newest else None
+        )
+
+    async def save(
+        self, engine: RuleEngine, sequence: int, newest: datetime | None, dirty: Iterable[str] | None = None
+    ) -> int:
+        """Write the runs in ``dirty`` (every run if ``None``), delete forgotten ones, then the meta
+        key saying the snapshot covers the stream up to ``sequence``. Returns the runs written."""
+        runs = engine._runs
+        uids = set(runs) if dirty is None else {uid for uid in dirty if uid in runs}
+        gone = self._saved - set(runs)
+        writes = [self._kv.put(self._run_key(uid), _run_to_json(runs[uid])) for uid in uids]
+        writes += [self._kv.delete(self._run_key(uid)) for uid in gone]
+        await asyncio.gather(*writes)
+        self._saved = (self._saved - gone) | uids
+        tombstones = tuple(engine._forgotten)[-MAX_TOMBSTONES:]
+        if tombstones != self._tombstones:  # only when a run was forgotten: it is the big one
+            await self._kv.put(f"{self._prefix}.tombstones", json.dumps(tombstones).encode())
+            self._tombstones = tombstones
+        meta = {
+            "format": SNAPSHOT_FORMAT,
+            "sequence": sequence,
+            "newest": newest.isoformat() if newest is not None else None,
+        }
+        await self._kv.put(f"{self._prefix}.meta", json.dumps(meta, separators=(",", ":")).encode())
+        return len(uids)

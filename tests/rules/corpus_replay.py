@@ -1,0 +1,193 @@
+"""Replay the texts of ``tests/rules/corpus`` through the real rules engine.
+
+Each entry becomes a short run, the way the watchers would report it:
+
+- a text of an MPI stack (Open MPI, MPICH, Intel MPI, MVAPICH, Horovod, UCX, libfabric,
+  InfiniBand) is the log tail of the *launcher* of an MPIJob (mpirun forwards every rank's
+  output there), which then fails;
+- any other log text is the log tail of worker 0 of a TrainJob without a launcher
+  (torchrun, DeepSpeed, TensorFlow, JAX: each node pod logs its own ranks), which then fails;
+- ``where: termination`` puts the text in the failed container's termination message instead;
+- ``where: event`` is a Kubernetes Event with the entry's reason (the watcher's empty reason
+  when the source shows none): about the Node of worker 0 for the kernel's OOM reasons
+  (``SystemOOM``, ``OOMKilling``), with worker 0 failing on that node at the same time; else
+  about the job, whose pods could not be created;
+
+and the job then ``Failed``. A near-miss (``expect: null``) is replayed twice: in a run that
+*succeeds* (the text in the log of a pod that exited 0), where no finding at all may fire,
+and in a run that fails, where only the catch-all ``failed`` may.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast, get_args
+
+import yaml
+
+from consumers.rules import RuleEngine
+from controller.contract.events import (
+    BusEvent,
+    JobRef,
+    JobSpecSummary,
+    PodObserved,
+    Resources,
+    RoleSpec,
+)
+from controller.contract.findings import Finding, RuleId
+from controller.testing.events import at, job, k8s_event, launcher, replay, running_run, terminated, worker
+
+CORPUS = Path(__file__).parent / "corpus"
+RULE_IDS: frozenset[str] = frozenset(get_args(RuleId))
+
+LAUNCHER_STACKS = frozenset(
+    {"openmpi", "mpich", "intel-mpi", "mvapich", "horovod", "ucx", "libfabric", "infiniband"}
+)
+NODE_OOM_REASONS = frozenset({"SystemOOM", "OOMKilling"})
+
+TRAINJOB = JobRef(uid="0b7c5d1e-4f2a-4c1b-9d3e-0000000000tj", kind="TrainJob", namespace="team-a", name="llm")
+TRAINJOB_LIMITS = {"memory": "64Gi", "cpu": "32", "nvidia.com/gpu": "8"}
+TRAINJOB_SPEC = JobSpecSummary(
+    workers=2,
+    slots_per_worker=8,
+    runtime="torch-distributed",
+    worker=RoleSpec(
+        replicas=2,
+        image="registry.example.com/team-a/llm:1",
+        resources=Resources(limits=TRAINJOB_LIMITS, requests=TRAINJOB_LIMITS),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One corpus text and what the rules should make of it."""
+
+    id: str
+    file: str
+    stack: str
+    where: str
+    expect: RuleId | None
+    text: str
+    reason: str | None = None
+    exit_code: int | None = None
+    also_not: tuple[RuleId, ...] = ()
+
+    @property
+    def on_launcher(self) -> bool:
+        return self.stack in LAUNCHER_STACKS
+
+
+def _rule(value: object, entry_id: str) -> RuleId:
+    if value not in RULE_IDS:
+        raise ValueError(f"{entry_id}: unknown rule id {value!r}")
+    return cast(RuleId, value)
+
+
+def load() -> list[Entry]:
+    """Every entry of every corpus file, in file order."""
+    entries: list[Entry] = []
+    for path in sorted(CORPUS.glob("*.yaml")):
+        for raw in yaml.safe_load(path.read_text()) or ():
+            item = cast(dict[str, Any], raw)
+            expect = item.get("expect")
+            entries.append(
+                Entry(
+                    id=str(item["id"]),
+                    file=path.name,
+                    stack=str(item["stack"]),
+                    where=str(item["where"]),
+                    expect=_rule(expect, item["id"]) if expect is not None else None,
+                    text=str(item["text"]),
+                    reason=item.get("reason"),
+                    exit_code=item.get("exit_code"),
+                    also_not=tuple(_rule(r, item["id"]) for r in item.get("also_not") or ()),
+                )
+            )
+    return entries
+
+
+def _lines(text: str) -> tuple[str, ...]:
+    return tuple(text.splitlines())
+
+
+def _failing_pod(entry: Entry, *, succeed: bool) -> PodObserved:
+    """The pod whose log (or termination message) holds the text."""
+    code = 0 if succeed else (entry.exit_code if entry.exit_code is not None else 1)
+    reason = "Completed" if succeed else "Error"
+    phase = "Succeeded" if succeed else "Failed"
+    as_message = entry.where == "termination"
+    tail = () if as_message else _lines(entry.text)
+    message = entry.text if as_message else None
+    if entry.on_launcher:
+        container = terminated(reason, code, name="launcher", message=message)
+        return launcher(observed_at=at(1), phase=phase, ready=False, containers=(container,), log_tail=tail)
+    container = terminated(reason, code, name="node", message=message)
+    return worker(
+        0, job=TRAINJOB, observed_at=at(1), phase=phase, ready=False, containers=(container,), log_tail=tail
+    )
+
+
+def _trainjob_running() -> list[BusEvent]:
+    return [
+        job("Running", job=TRAINJOB, job_spec=TRAINJOB_SPEC),
+        *(worker(i, job=TRAINJOB, limits=TRAINJOB_LIMITS) for i in range(2)),
+    ]
+
+
+def events_for(entry: Entry, *, succeed: bool = False) -> list[BusEvent]:
+    """The run that carries ``entry``'s text, ending Failed (or Succeeded)."""
+    ending = "Succeeded" if succeed else "Failed"
+    if entry.where == "event":
+        reason = entry.reason or ""  # the watcher's normalization of an Event without a reason
+        if reason in NODE_OOM_REASONS:
+            running = _trainjob_running()  # first: resourceVersions grow in the order events are built
+            node_oom = k8s_event(
+                reason, entry.text, kind="Node", involved="gpu-node-0", job=TRAINJOB, observed_at=at(1)
+            )
+            code = 0 if succeed else (entry.exit_code if entry.exit_code is not None else 1)
+            ended = terminated("Completed" if succeed else "Error", code, name="node")
+            on_node = worker(
+                0, job=TRAINJOB, observed_at=at(1), phase=ending, ready=False, containers=(ended,)
+            )
+            return [
+                *running,
+                node_oom,
+                on_node,
+                job(ending, job=TRAINJOB, job_spec=TRAINJOB_SPEC, observed_at=at(1, 5)),
+            ]
+        refused = k8s_event(
+            reason, entry.text, kind="TrainJob", involved=TRAINJOB.name, job=TRAINJOB, observed_at=at(0, 5)
+        )
+        return [
+            job("Pending", job=TRAINJOB, job_spec=TRAINJOB_SPEC),
+            refused,
+            job(ending, job=TRAINJOB, job_spec=TRAINJOB_SPEC, observed_at=at(1, 5)),
+        ]
+    if entry.on_launcher:
+        return [*running_run(), _failing_pod(entry, succeed=succeed), job(ending, observed_at=at(1, 5))]
+    return [
+        *_trainjob_running(),
+        _failing_pod(entry, succeed=succeed),
+        job(ending, job=TRAINJOB, job_spec=TRAINJOB_SPEC, observed_at=at(1, 5)),
+    ]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the engine published while replaying one entry, and what fires at the end."""
+
+    changes: tuple[Finding, ...]
+    firing: tuple[Finding, ...]
+
+    @property
+    def rules(self) -> frozenset[RuleId]:
+        return frozenset(f.rule for f in self.firing)
+
+
+def run(entry: Entry, *, succeed: bool = False) -> Outcome:
+    """Replay ``entry`` through a fresh engine."""
+    engine = RuleEngine()
+    changes = replay(engine, events_for(entry, succeed=succeed), at(2))
+    return Outcome(tuple(changes), tuple(engine.firing()))

@@ -1,0 +1,165 @@
+"""A ResourceQuota or LimitRange refusing a pod of the run is a finding at once, not a hang later.
+
+The refusal is an Event about whatever tried to create the pod — mpi-operator records it on
+the MPIJob ("worker pod created failed: pods … is forbidden: exceeded quota: …"), the Job
+controller on the launcher's Job or a TrainJob's Jobs (``FailedCreate``). The finding names
+the quota and what would go over, fires as soon as the Event arrives, and clears once the
+run's pods all exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import pytest
+
+from consumers.rules import RuleEngine
+from controller.contract.events import BusEvent
+from controller.testing import objects as k
+from controller.testing.events import at, job, k8s_event, launcher, replay, worker
+from watchers.correlating import Correlator, Observation
+
+GPU_QUOTA = (
+    'worker pod created failed: pods "pi-worker-3" is forbidden: exceeded quota: team-a-gpus, '
+    "requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=24, limited: requests.nvidia.com/gpu=24"
+)
+GPU_SENTENCE = (
+    "Kubernetes refused to create pod pi-worker-3: ResourceQuota team-a-gpus is exhausted for "
+    "requests.nvidia.com/gpu (requested 8, used 24 of 24)"
+)
+
+
+def _refused(at_minute: float = 0.1) -> BusEvent:
+    return k8s_event("MPIJobFailed", GPU_QUOTA, kind="MPIJob", involved="pi", observed_at=at(at_minute))
+
+
+def test_the_refusal_is_a_finding_the_moment_it_arrives() -> None:
+    engine = RuleEngine()
+    replay(engine, [job("Pending"), *(worker(i) for i in range(3))])
+
+    (finding,) = engine.observe(_refused(), at(0.1))
+
+    assert (finding.rule, finding.root_cause) == ("quota", GPU_SENTENCE)
+    assert finding.evidence[0].source == "mpijob/pi" and finding.evidence[0].field == "event[MPIJobFailed]"
+    assert (
+        finding.remediation[0]
+        == "See the quota and what uses it: kubectl -n team-a describe resourcequota team-a-gpus"
+    )
+
+
+def test_a_long_wait_behind_the_quota_is_the_quota() -> None:
+    engine = RuleEngine()
+
+    replay(engine, [job("Pending"), *(worker(i) for i in range(3)), _refused()], at(20), at(40))
+
+    assert [f.rule for f in engine.firing()] == ["quota"]
+
+
+def test_it_clears_once_every_pod_is_created() -> None:
+    engine = RuleEngine()
+    replay(engine, [job("Pending"), *(worker(i) for i in range(3)), _refused()])
+
+    changes = replay(
+        engine,
+        [worker(3, created_at=at(2), observed_at=at(2)), launcher(created_at=at(2), observed_at=at(2))],
+    )
+
+    assert [(f.rule, f.status) for f in changes] == [("quota", "resolved")]
+
+
+@pytest.mark.parametrize(
+    ("message", "sentence"),
+    [
+        (
+            'Error creating: pods "pi-launcher-x7k2p" is forbidden: failed quota: compute: must specify '
+            "limits.memory for: launcher,ssh-init; requests.memory for: launcher",
+            "Kubernetes refused to create pod pi-launcher-x7k2p: ResourceQuota compute requires limits.memory "
+            "and requests.memory on every container and containers launcher and ssh-init do not set them",
+        ),
+        (
+            'Error creating: pods "pi-worker-0" is forbidden: maximum memory usage per Container is 64Gi, but limit is 128Gi',
+            "Kubernetes refused to create pod pi-worker-0: the namespace's LimitRange allows at most 64Gi memory "
+            "per Container, but the limit is 128Gi",
+        ),
+        (
+            'Error creating: pods "pi-worker-0" is forbidden: memory max limit to request ratio per Container '
+            "is 2, but provided ratio is 4.000000",
+            "Kubernetes refused to create pod pi-worker-0: the namespace's LimitRange allows a memory limit/request "
+            "ratio of at most 2 per Container, but it is 4.000000",
+        ),
+    ],
+    ids=["must-specify", "limit-range", "limit-ratio"],
+)
+def test_the_refusal_is_said_in_words(message: str, sentence: str) -> None:
+    engine = RuleEngine()
+
+    replay(engine, [job("Pending"), k8s_event("FailedCreate", message, kind="Job", involved="pi-launcher")])
+
+    assert [(f.rule, f.root_cause) for f in engine.firing()] == [("quota", sentence)]
+
+
+def test_other_events_about_the_job_are_no_refusal() -> None:
+    engine = RuleEngine()
+    created = k8s_event(
+        "SuccessfulCreate", "Created pod: pi-worker-0", kind="MPIJob", involved="pi", event_type="Normal"
+    )
+
+    assert replay(engine, [job("Pending"), created], at(5)) == []
+
+
+# ------------------------------------------------------------ through the watcher's correlator
+
+
+def _observe(correlator: Correlator, engine: RuleEngine, observations: Iterable[Observation]) -> list[str]:
+    fired: list[str] = []
+    for observation in observations:
+        for event in correlator.observe(observation):
+            fired += [f.rule for f in engine.observe(event, event.observed_at) if f.status == "firing"]
+    return fired
+
+
+def _raw_event(about: k.Obj, reason: str, message: str) -> Observation:
+    now = datetime(2026, 11, 20, 10, 0, 5, tzinfo=UTC)
+    return Observation("event", "ADDED", k.event(about, reason, message), now)
+
+
+def test_mpi_operators_refusal_on_the_mpijob_reaches_the_rules() -> None:
+    mpijob = k.mpijob()
+    correlator = Correlator(30, lambda: 0.0)
+    engine = RuleEngine()
+    created = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+
+    fired = _observe(
+        correlator,
+        engine,
+        [Observation("job", "ADDED", mpijob, created), _raw_event(mpijob, "MPIJobFailed", GPU_QUOTA)],
+    )
+
+    assert fired == ["quota"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="watchers/correlating.py drops Events about a batch Job (the launcher's Job, a TrainJob's Jobs): "
+    "FailedCreate from the Job controller never reaches the run until the watcher maps Jobs to their run",
+)
+def test_the_job_controllers_refusal_on_the_launchers_job_reaches_the_rules() -> None:
+    mpijob = k.mpijob()
+    launcher_job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "pi-launcher", "namespace": "team-a", "uid": "uid-launcher-job"},
+    }
+    correlator = Correlator(30, lambda: 0.0)
+    engine = RuleEngine()
+    created = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+    refused = 'Error creating: pods "pi-launcher-x7k2p" is forbidden: ' + GPU_QUOTA.split("forbidden: ", 1)[1]
+
+    fired = _observe(
+        correlator,
+        engine,
+        [Observation("job", "ADDED", mpijob, created), _raw_event(launcher_job, "FailedCreate", refused)],
+    )
+
+    assert fired == ["quota"]
