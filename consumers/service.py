@@ -2,7 +2,11 @@
 
 Which roles run is the caller's choice (``consume --only``; all of them by default, as
 ``up`` runs them). How each role scales: ``history`` horizontally (idempotent writes);
-``rules`` as one replica (its state is in memory; a warm start rebuilds it); ``audit``
+``rules`` horizontally by partitions: the jobs are split into ``rules_partitions`` partitions
+by a stable hash of namespace/job, each replica claims a fair share under leases in a JetStream
+key-value bucket and takes over the partitions of a replica that stops renewing them, and each
+partition's state lives in a snapshot bucket, so a restart or a takeover replays only the tail
+of the JOBS stream (``consumers/rules/consumer.py``); ``audit``
 appends under an advisory lock and runs the SIEM exporters and the retention purge beside
 its subscribers; ``notify`` as one replica writing the outbox; ``dispatch`` horizontally
 (claims are leases, and the outbox wakes dispatchers in any process through PostgreSQL

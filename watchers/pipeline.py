@@ -8,6 +8,8 @@ same bus messages.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import heapq
 import logging
 import time
@@ -16,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from controller.bus.publishing import Publisher
+from controller.contract.backoff import Backoff
+from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent
 from controller.contract.settings import Settings
 from controller.metrics import PipelineMetrics
@@ -38,8 +42,10 @@ class Pipeline:
         pending_ttl_s: float,
         *,
         live: bool = True,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self._publish = publish
+        self._stop = stop or asyncio.Event()
         self.metrics = metrics
         self.correlator = Correlator(pending_ttl_s, time.monotonic)
         self._live = live  # replayed observations carry historic times: no lag to measure
@@ -58,7 +64,7 @@ class Pipeline:
             self.metrics.uncorrelated.inc(dropped)
         if not ready:
             return 0
-        new = await self._publish(ready)
+        new = await self._publish_until_stored(ready)
         now = datetime.now(UTC)
         for event in ready:
             self.metrics.published.labels(event.type).inc()
@@ -66,6 +72,21 @@ class Pipeline:
                 lag = max(0.0, (now - event.observed_at).total_seconds())
                 self.metrics.watch_lag.labels(event.type).observe(lag)
         return new
+
+    async def _publish_until_stored(self, ready: list[BusEvent]) -> int:
+        """Publish, retrying with backoff while the bus cannot store (a server lost, a leader
+        moving): nothing observed is dropped, and JetStream drops what a retry repeats."""
+        backoff = Backoff(0.05, 5.0)
+        while True:
+            try:
+                return await self._publish(ready)
+            except RetryableError as exc:
+                if self._stop.is_set():
+                    raise
+                delay = backoff.next_delay()
+                log.warning("%d events not published yet, retrying in %.2fs: %s", len(ready), delay, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
 
 
 async def replay_files(

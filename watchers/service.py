@@ -23,6 +23,7 @@ from typing import IO, Any
 from controller.bus.publishing import Publisher
 from controller.bus.versions import versioned
 from controller.contract.events import LogProbed
+from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
 from controller.kube.gateway import KubeGateway
 from controller.kube.resources import WATCHED
@@ -133,7 +134,7 @@ class ProgressProbe:
                     resource_version=str(int(now.timestamp() * 1000)),
                     since_s=since,
                     new_lines=len(lines),
-                    tail=tuple(lines[-PROBE_TAIL_LINES:]),
+                    tail=scrub_lines(lines[-PROBE_TAIL_LINES:]),  # secrets and NULs never leave
                     observed_at=now,
                 )
             )
@@ -151,7 +152,7 @@ async def run_watchers(
     """Watch every resource kind and publish until ``stop`` is set."""
     queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=10_000)
     changes = await versioned(publisher, settings.nats, metrics)  # a relist republishes only what changed
-    pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s)
+    pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
     tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)

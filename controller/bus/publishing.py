@@ -14,11 +14,13 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
 from controller.contract import audit, events, findings
 from controller.contract.audit import AuditRecord
+from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent
 from controller.contract.findings import Finding
 from controller.contract.subjects import Topology
@@ -59,8 +61,14 @@ async def publish(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[Pu
 
 
 def _new(results: Sequence[PubAck | BaseException]) -> int:
-    """How many were stored anew; raises the first error if any message was not stored."""
+    """How many were stored anew; raises the first error if any message was not stored.
+
+    The bus's own failures (no server, no stream leader answering in time during a fail-over,
+    a lost connection) are :class:`RetryableError`: publishing the same messages again is safe,
+    JetStream drops what it already stored by their ids."""
     for result in results:
+        if isinstance(result, NatsError | OSError | TimeoutError):
+            raise RetryableError(f"not published: {result!r}") from result
         if isinstance(result, BaseException):
             raise result
     return sum(1 for ack in results if isinstance(ack, PubAck) and not ack.duplicate)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import replace
 
 import nats
@@ -33,6 +34,7 @@ def stream_config(topology: Topology, family: StreamFamily, settings: NatsSettin
         duplicate_window=settings.duplicate_window_s,
         max_age=settings.max_age_s,
         discard=DiscardPolicy.OLD,
+        num_replicas=settings.replicas,
     )
 
 
@@ -100,14 +102,36 @@ def servers(url: str) -> list[str]:
 async def wait_until_consumed(
     js: JetStreamContext, stream: str, durable: str, timeout_s: float = 60.0
 ) -> None:
-    """Block until a durable consumer has acknowledged everything in its stream."""
+    """Block until a durable consumer has acknowledged everything in its stream.
+
+    A consumer split into partitions (the rules: durables ``<durable>_p<n>``,
+    :meth:`Topology.partition_durable`) has consumed everything when each of its partitions has;
+    until the first of them is declared, it has not."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        info = await js.consumer_info(stream, durable)
-        if not info.num_pending and not info.num_ack_pending:
+        names = await _durables(js, stream, durable)
+        waiting = ""
+        for name in names:
+            info = await js.consumer_info(stream, name)
+            if info.num_pending or info.num_ack_pending:
+                waiting = f"{name} still has {info.num_pending} pending, {info.num_ack_pending} unacked"
+                break
+        if names and not waiting:
             return
         if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(
-                f"{durable} still has {info.num_pending} pending, {info.num_ack_pending} unacked"
-            )
+            raise TimeoutError(waiting or f"no durable {durable} (nor partitions of it) on {stream}")
         await asyncio.sleep(0.05)
+
+
+async def _durables(js: JetStreamContext, stream: str, durable: str) -> list[str]:
+    """``durable`` if it exists, else the durables of its partitions."""
+    try:
+        await js.consumer_info(stream, durable)
+    except NotFoundError:
+        pass
+    else:
+        return [durable]
+    partition = re.compile(re.escape(durable) + r"_p[0-9]+")
+    return sorted(
+        info.name for info in await js.consumers_info(stream) if info.name and partition.fullmatch(info.name)
+    )

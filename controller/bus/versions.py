@@ -63,6 +63,7 @@ class PublishedVersions:
                     history=1,
                     ttl=settings.max_age_s,
                     storage=StorageType.FILE,
+                    replicas=settings.replicas,
                 )
             )
         stream = f"KV_{self._bucket}"

@@ -2,7 +2,9 @@
 
 Subjects (``docs/architecture.md``, "Flow"):
 
-- ``jobs.<ns>.<job>.<type>`` (``job``, ``pod``, ``event``, ``log``) — observations from the watchers (stream ``JOBS``)
+- ``jobs.<ns>.<job>.<type>`` (``job``, ``pod``, ``event``, ``log``) — observations from the
+  watchers (stream ``JOBS``); the rules split them into partitions by a stable hash of
+  ``<ns>.<job>`` (:meth:`Topology.job_partition`)
 - ``findings.<ns>.<job>.<rule>`` — findings from the rules consumer (stream ``FINDINGS``)
 - ``audit.<ns>`` — audit records (stream ``AUDIT``)
 - ``dlq.<consumer>`` — dead letters with the original payload and the error (stream ``DLQ``)
@@ -106,11 +108,6 @@ class Topology:
         """Durable of one partition of a partitioned consumer: ``<consumer>_p<partition>``."""
         return self.durable(f"{consumer}_p{partition}")
 
-    def bucket(self, name: str) -> str:
-        """JetStream key-value bucket name (``RULES_STATE``, ``RULES_LEASES``; prefixed like streams)."""
-        upper = name.upper().replace("-", "_")
-        return f"{self.prefix}_{upper}" if self.prefix else upper
-
     def job_partition(self, subject: str, count: int) -> int | None:
         """The partition (of ``count``) a ``jobs.<ns>.<job>.<type>`` subject belongs to.
 
@@ -131,5 +128,6 @@ class Topology:
         return zlib.crc32(f"{escape_token(namespace)}.{escape_token(job)}".encode()) % max(count, 1)
 
     def bucket(self, name: str) -> str:
-        """JetStream key-value bucket name, e.g. ``published`` → ``t1_published``."""
+        """JetStream key-value bucket name, e.g. ``published`` → ``t1_published``
+        (``rules-state``, ``rules-leases``: the rules' snapshots and partition leases)."""
         return f"{self.prefix}_{name}" if self.prefix else name

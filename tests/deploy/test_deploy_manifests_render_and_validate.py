@@ -55,16 +55,17 @@ CLUSTER_SCOPED = {
 }
 
 ADMISSION = ("admission", "admission/cert-manager")
+OPENSHIFT_ADMISSION = (*ADMISSION, "admission/openshift")
 EVERYTHING = ("components/k8s-events", "components/external-nats", *ADMISSION)
 RENDERS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "base": (None, ()),
     "kubernetes": ("kubernetes", ()),
     "openshift": ("openshift", ()),
     "kubernetes+admission": ("kubernetes", ADMISSION),
-    "openshift+admission": ("openshift", ADMISSION),
+    "openshift+admission": ("openshift", OPENSHIFT_ADMISSION),
     "kubernetes+admission-self-signed": ("kubernetes", ("admission",)),
     "kubernetes+everything": ("kubernetes", EVERYTHING),
-    "openshift+everything": ("openshift", EVERYTHING),
+    "openshift+everything": ("openshift", (*EVERYTHING, "admission/openshift")),
     "base+components": (None, ("components/k8s-events", "components/external-nats")),
 }
 """name → (overlay under deploy/overlays or None for the bare base, components under deploy/).
@@ -362,7 +363,7 @@ def test_the_webhook_configuration_reaches_the_webhook_and_its_certificate(
 ) -> None:
     objs = renders[name]
     configuration = find(objs, "ValidatingWebhookConfiguration", "mpijob-controller-audit")
-    webhook = find(objs, "Deployment", "mpijc-admission")
+    webhook = find(objs, "StatefulSet", "mpijc-admission")
     serving_secret = next(
         v["secret"]["secretName"] for v in webhook["spec"]["template"]["spec"]["volumes"] if "secret" in v
     )
@@ -547,7 +548,7 @@ def test_service_accounts_get_least_privilege(renders: dict[str, list[Obj]], nam
     if _with_admission(name):
         assert _rules_of(objs, "mpijc-admission") == set()
         assert (
-            find(objs, "Deployment", "mpijc-admission")["spec"]["template"]["spec"][
+            find(objs, "StatefulSet", "mpijc-admission")["spec"]["template"]["spec"][
                 "automountServiceAccountToken"
             ]
             is False
@@ -610,9 +611,10 @@ def test_components_run_as_designed(renders: dict[str, list[Obj]]) -> None:
         }
 
 
-SINGLE_REPLICA = ("rules", "notify")
+SINGLE_REPLICA = ("notify",)
 """Roles that keep per-job state in order: two replicas (even briefly, in a rolling update) may
-see one job's observations in either order."""
+see one job's observations in either order. (The rules partition their work by job and claim each
+partition under a lease, so they run several replicas.)"""
 DELIVERING = {"dispatch", "audit"}
 """Roles that connect to destinations outside the cluster (webhooks, SMTP, the SIEM)."""
 
@@ -665,6 +667,14 @@ def test_every_consumer_role_runs_in_a_deployment_of_its_own(
             assert (spec["replicas"], spec["strategy"]["type"]) == (1, "Recreate"), role
     assert by_role["dispatch"][0]["spec"]["replicas"] >= 2
     assert by_role["history"][0]["spec"]["replicas"] >= 2
+    rules = by_role["rules"][0]["spec"]
+    assert rules["replicas"] >= 2 and rules.get("strategy", {}).get("type") != "Recreate"
+    spread = rules["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert spread["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"][
+        "labelSelector"
+    ] == {"matchLabels": rules["selector"]["matchLabels"]}
+    budget = find(objs, "PodDisruptionBudget", "mpijc-rules")["spec"]
+    assert budget == {"minAvailable": 1, "selector": rules["selector"]}
 
 
 def _egress_allows(objs: list[Obj], labels: dict[str, str], port: int, to: dict[str, str] | None) -> bool:
@@ -752,9 +762,14 @@ def test_openshift_leaves_ids_to_the_scc_and_adds_a_route(renders: dict[str, lis
 def test_external_nats_replaces_the_bundled_one(renders: dict[str, list[Obj]]) -> None:
     for name in (n for n in RENDERS if _has_component(n, "components/external-nats")):
         objs = renders[name]
-        assert not [
-            o for o in objs if o["kind"] == "StatefulSet" or o["metadata"]["name"].startswith("mpijc-nats")
-        ]
+        assert (
+            not [  # the admission webhook's StatefulSet holds its spool, not NATS
+                o
+                for o in objs
+                if (o["kind"] == "StatefulSet" and o["metadata"]["name"] != "mpijc-admission")
+                or o["metadata"]["name"].startswith("mpijc-nats")
+            ]
+        )
         assert (
             find(objs, "ConfigMap", "mpijc-config")["data"]["MPIJC_NATS__URL"] == "nats://nats.nats.svc:4222"
         )
@@ -955,6 +970,35 @@ def test_alerts_cover_deliveries_dead_letters_the_siem_and_admission(
     assert {
         what for what, pattern in wanted.items() if not any(re.search(pattern, e) for e in exprs)
     } == set()
+
+
+@pytest.mark.parametrize("name", [n for n in RENDERS if _with_admission(n)])
+def test_the_admission_webhook_spools_to_a_volume_and_admits_only_the_api_server_where_it_can(
+    renders: dict[str, list[Obj]], name: str
+) -> None:
+    objs = renders[name]
+    webhook = find(objs, "StatefulSet", "mpijc-admission")
+    pod = webhook["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    claims = {c["metadata"]["name"] for c in webhook["spec"]["volumeClaimTemplates"]}
+    assert "spool" in claims and env["MPIJC_AUDIT__SPOOL_DIR"] == mounts["spool"]
+    policy = find(objs, "NetworkPolicy", "mpijc-admission")
+    peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
+    assert all(peer for peer in peers) and all(rule.get("from") for rule in policy["spec"]["ingress"])
+    if RENDERS[name][0] == "openshift":
+        assert "fsGroup" not in pod["securityContext"]
+        assert not [peer for peer in peers if "ipBlock" in peer]
+        names = {
+            peer["namespaceSelector"].get("matchLabels", {}).get("kubernetes.io/metadata.name")
+            for peer in peers
+        }
+        assert "openshift-kube-apiserver" in names
+    else:
+        assert [peer["ipBlock"]["cidr"] for peer in peers if "ipBlock" in peer] == ["0.0.0.0/0"], (
+            "the documented placeholder for the control plane CIDR"
+        )
 
 
 def _absent_up_selectors(objs: list[Obj]) -> list[dict[str, str]]:
