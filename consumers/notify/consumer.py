@@ -17,8 +17,16 @@ Each batch is one transaction that
 3. writes one outbox row per (subscription, event), its id derived from both;
 
 and commits before the messages are acknowledged. The dispatcher sends from the outbox.
-A transaction-scoped advisory lock serializes batches across replicas; one replica is
-still recommended, since two may see one job's observations in either order.
+
+Replicas share both durables. Batches are serialized by a transaction-scoped advisory lock
+and outbox ids derive from (subscription, event), so a redelivered batch enqueues nothing
+twice. Two replicas may still take one job's observations in either order; a job's
+announcements do not depend on it: the newest observation announces every transition it
+implies that was not announced yet (a job seen Succeeded with a start time has been running),
+and older ones announce nothing. A finding's episodes (firing, resolved, firing again…) are
+not implied by its newest revision, so the findings durable is *ordered*
+(:func:`controller.bus.settling.consumer_config`): JetStream hands out one finding at a
+time, and whichever replica takes it sees the state the previous one left.
 """
 
 from __future__ import annotations
@@ -37,8 +45,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from consumers.notify.metrics import NotifyMetrics
 from consumers.wiring import Role, Wiring
-from controller.bus.settling import DeadLetterer, subscribe_batches
-from controller.bus.streams import narrow_durable
+from controller.bus.settling import DeadLetterer, max_ack_pending, subscribe_batches
+from controller.bus.streams import align_durable
 from controller.contract.clock import Clock, utcnow
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, JobObserved, parse_event
@@ -111,6 +119,8 @@ def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[lis
         types.append("job.created")
     phase_event = _PHASE_EVENTS.get(event.phase)
     if phase_event and not deleted and (previous is None or previous.phase != event.phase):
+        if phase_event != "job.running" and event.started_at is not None and not _has_run(previous):
+            types.append("job.running")  # it ran meanwhile: the Running observation was missed or is late
         types.append(phase_event)
     if deleted:
         types.append("job.deleted")
@@ -136,6 +146,11 @@ def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[lis
         "deleted": deleted,
     }
     return occurrences, state
+
+
+def _has_run(previous: NotifyJob | None) -> bool:
+    """Whether ``job.running`` was announced (or implied) for the job already."""
+    return previous is not None and previous.phase in _PHASE_EVENTS
 
 
 def finding_occurrence(
@@ -317,9 +332,23 @@ def _filters(sub: SubscriptionRecord) -> Filters:
     )
 
 
-async def prepare(js: JetStreamContext, topology: Topology) -> None:
-    """Before subscribing: narrow a ``notify`` durable declared on all of ``jobs.>`` by an earlier version."""
-    await narrow_durable(js, topology.stream("jobs"), topology.durable(CONSUMER), topology.job_observations())
+async def prepare(js: JetStreamContext, topology: Topology, settings: ConsumerSettings) -> None:
+    """Before subscribing: bring durables declared by an earlier version to today's shape — the
+    jobs durable filtered to job observations, the findings durable ordered."""
+    await align_durable(
+        js,
+        topology.stream("jobs"),
+        topology.durable(CONSUMER),
+        subject=topology.job_observations(),
+        max_ack_pending=max_ack_pending(settings, ordered=False),
+    )
+    await align_durable(
+        js,
+        topology.stream("findings"),
+        topology.durable(FINDINGS_CONSUMER),
+        subject=topology.wildcard("findings"),
+        max_ack_pending=max_ack_pending(settings, ordered=True),
+    )
 
 
 def build_router(
@@ -364,6 +393,7 @@ def build_router(
         findings,
         dead_letter(FINDINGS_CONSUMER),
         metrics,
+        ordered=True,
     )
     return router
 
@@ -372,7 +402,7 @@ async def attach(wiring: Wiring) -> Role:
     """The notify role: phase transitions and finding changes into the outbox.
 
     Dispatchers in any process hear of new rows through PostgreSQL ``NOTIFY`` at commit."""
-    await prepare(wiring.js, wiring.topology)
+    await prepare(wiring.js, wiring.topology, wiring.settings.consumer)
     return Role(
         build_router(
             wiring.topology,

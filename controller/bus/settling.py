@@ -131,15 +131,27 @@ class BatchSettler(Generic[T]):
         await msg.ack()
 
 
-def consumer_config(settings: ConsumerSettings) -> ConsumerConfig:
-    """Explicit acks, bounded redelivery, from the start of the stream on first creation."""
+def consumer_config(settings: ConsumerSettings, *, ordered: bool = False) -> ConsumerConfig:
+    """Explicit acks, bounded redelivery, from the start of the stream on first creation.
+
+    ``ordered``: one message is out at a time (``max_ack_pending`` 1), so replicas sharing
+    the durable take turns and process the stream strictly in its order — the next message
+    is handed out only once the previous one is acknowledged, i.e. committed. A replica
+    killed holding one stalls the others for ``ack_wait_s``, then that message is redelivered
+    first. For low-rate consumers that compare each message with the state the previous one
+    left (notify's findings); the others get many messages ahead, in batches, for throughput."""
     return ConsumerConfig(
         ack_policy=JsAckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
         max_deliver=settings.max_deliver,
         ack_wait=settings.ack_wait_s,
-        max_ack_pending=max(settings.batch_size * 4, 1000),
+        max_ack_pending=max_ack_pending(settings, ordered=ordered),
     )
+
+
+def max_ack_pending(settings: ConsumerSettings, *, ordered: bool) -> int:
+    """Messages a durable hands out before any is acknowledged (see :func:`consumer_config`)."""
+    return 1 if ordered else max(settings.batch_size * 4, 1000)
 
 
 def subscribe_batches(
@@ -153,6 +165,8 @@ def subscribe_batches(
     dead_letter: DeadLetterer,
     metrics: PipelineMetrics,
     subject: str | None = None,
+    *,
+    ordered: bool = False,
 ) -> None:
     """Declare a durable batch pull subscriber on a stream family, settled by a :class:`BatchSettler`.
 
@@ -172,7 +186,7 @@ def subscribe_batches(
         subject or topology.wildcard(family),
         stream=JStream(topology.stream(family), declare=False),
         durable=topology.durable(consumer),
-        config=consumer_config(settings),
+        config=consumer_config(settings, ordered=ordered),
         pull_sub=PullSub(batch_size=settings.batch_size, timeout=settings.batch_timeout_s, batch=True),
         ack_policy=AckPolicy.MANUAL,
     )(handle)

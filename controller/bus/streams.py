@@ -1,4 +1,4 @@
-"""JetStream streams and durables: connecting, declaring, narrowing, and waiting for consumers.
+"""JetStream streams and durables: connecting, declaring, aligning, and waiting for consumers.
 
 Streams are declared idempotently (created, or updated to the configured limits) before
 anything is published or consumed; publishing itself is :mod:`controller.bus.publishing`.
@@ -51,20 +51,31 @@ async def ensure_streams(js: JetStreamContext, topology: Topology, settings: Nat
             await js.update_stream(config)
 
 
-async def narrow_durable(js: JetStreamContext, stream: str, durable: str, subject: str) -> bool:
-    """Give an existing durable consumer the filter ``subject``; returns whether it changed.
+async def align_durable(
+    js: JetStreamContext, stream: str, durable: str, *, subject: str, max_ack_pending: int
+) -> bool:
+    """Give an existing durable consumer the filter ``subject`` and ``max_ack_pending``; returns
+    whether it changed.
 
-    Subscribing binds to a durable as it was declared, so a filter narrowed in a later
-    version would never reach a running installation; the server keeps the consumer's
-    position across the update. A durable that does not exist yet is left to be created."""
+    Subscribing binds to a durable as it was declared, so a filter narrowed or a hand-out
+    made ordered (:func:`controller.bus.settling.consumer_config`) in a later version would
+    never reach a running installation; the server keeps the consumer's position across the
+    update. A durable that does not exist yet is left to be created."""
     try:
         info = await js.consumer_info(stream, durable)
     except NotFoundError:
         return False
-    if info.config.filter_subject == subject and not info.config.filter_subjects:
+    config = info.config
+    if (
+        config.filter_subject == subject
+        and not config.filter_subjects
+        and config.max_ack_pending == max_ack_pending
+    ):
         return False
-    await js.add_consumer(stream, replace(info.config, filter_subject=subject, filter_subjects=None))
-    log.info("durable %s on %s now filters %s", durable, stream, subject)
+    await js.add_consumer(
+        stream, replace(config, filter_subject=subject, filter_subjects=None, max_ack_pending=max_ack_pending)
+    )
+    log.info("durable %s on %s now filters %s, %d pending at most", durable, stream, subject, max_ack_pending)
     return True
 
 

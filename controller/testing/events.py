@@ -95,7 +95,7 @@ def job(
         spec=job_spec or spec(suspend=phase == "Suspended"),
         labels=labels or {"training.kubeflow.org/job-name": job.name},
         created_at=created_at,
-        started_at=created_at if phase == "Running" else None,
+        started_at=created_at if phase in ("Running", "Succeeded") else None,  # a success has run
         observed_at=observed_at,
     )
 

@@ -113,7 +113,7 @@ async def consumer_running(
 ) -> AsyncIterator[None]:
     """The notify consumer on a broker of its own (``wake``: an in-process dispatcher)."""
     assert settings.nats.url
-    await prepare(js, topology)
+    await prepare(js, topology, settings.consumer)
     router = build_router(
         topology,
         settings.consumer,

@@ -85,3 +85,15 @@ def test_a_finding_first_seen_resolved_is_not_announced() -> None:
     info = JobInfo(uid=of.uid, kind=of.kind, namespace=of.namespace, name=of.name)
     found, row = finding_occurrence(None, finding(of, status="resolved"), info)
     assert found is None and row == {"id": finding(of).id, "status": "resolved", "revision": 1}
+
+
+def test_an_end_that_implies_a_missed_start_announces_the_start_first() -> None:
+    assert replay(
+        job("Pending", change="ADDED", resource_version="10"),
+        job("Succeeded", resource_version="12"),  # it ran: the job has a start time
+        job("Running", resource_version="11"),  # the Running observation, late
+    ) == [["job.created"], ["job.running", "job.succeeded"], []]
+
+
+def test_a_job_that_failed_without_starting_is_never_announced_running() -> None:
+    assert replay(job("Pending", change="ADDED"), job("Failed")) == [["job.created"], ["job.failed"]]

@@ -1,0 +1,170 @@
+"""Two notify replicas share the durables, and killing one with SIGKILL mid-stream loses and repeats
+no announcement: a job's newest observation announces every transition it implies, whichever
+replica took the older ones, and findings are handed out one at a time, so each episode
+(firing, resolved, firing again) is announced once, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from consumers.notify import CONSUMER, FINDINGS_CONSUMER
+from controller.bus.settling import consumer_config
+from controller.bus.streams import wait_until_consumed
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.store.models import Delivery
+from controller.testing.notify import (
+    api_client,
+    consumer_running,
+    finding,
+    job,
+    publish_findings,
+    publish_jobs,
+    subscribe,
+    with_notify,
+)
+from controller.testing.processes import cli_env, start_cli
+from controller.testing.receivers import Receiver
+
+pytestmark = pytest.mark.slow
+
+JOBS = 120
+STORY = ("job.created", "job.running", "job.succeeded")
+EPISODES = ("finding.firing", "finding.resolved", "finding.firing", "finding.resolved")
+
+
+def start_notify(settings: Settings, tmp_path: Path, name: str) -> subprocess.Popen[bytes]:
+    """``consume --only notify`` in a process of its own; batches of two, so that a job's
+    three observations always straddle two batches, which two replicas could take at once."""
+    env = cli_env(settings, tmp_path, MPIJC_CONSUMER__BATCH_SIZE="2", MPIJC_CONSUMER__ACK_WAIT_S="2")
+    return start_cli(["consume", "--only", "notify"], env, tmp_path, tmp_path / f"{name}.log")
+
+
+async def announced(engine: AsyncEngine, prefix: str) -> dict[str, list[str]]:
+    """Event types ``prefix…`` enqueued per job, in the order they were enqueued."""
+    by_job: dict[str, list[str]] = defaultdict(list)
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(Delivery.job_uid, Delivery.event_type)
+            .where(Delivery.event_type.startswith(prefix))
+            .order_by(Delivery.seq)
+        )
+        for uid, event_type in rows:
+            by_job[uid].append(event_type)
+    return by_job
+
+
+async def both_waiting(js: JetStreamContext, topology: Topology) -> None:
+    """Until both replicas have a pull request open on the jobs durable (they compete from the start)."""
+    for _ in range(1500):
+        with contextlib.suppress(NotFoundError):
+            info = await js.consumer_info(topology.stream("jobs"), topology.durable(CONSUMER))
+            if (info.num_waiting or 0) >= 2:
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the two notify replicas did not start pulling")
+
+
+async def enqueued(engine: AsyncEngine) -> int:
+    async with engine.connect() as conn:
+        return (await conn.execute(select(func.count()).select_from(Delivery))).scalar_one()
+
+
+async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    tmp_path: Path,
+) -> None:
+    with_notify(settings)
+    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+        await subscribe(api, rx, "ci")
+    stories = [
+        event
+        for k in range(JOBS)
+        for event in (
+            job("Pending", name=f"job-{k}", change="ADDED", resource_version=f"{10 * k + 1}"),
+            job("Running", name=f"job-{k}", resource_version=f"{10 * k + 2}"),
+            job("Succeeded", name=f"job-{k}", resource_version=f"{10 * k + 3}"),
+        )
+    ]
+    ends = [event for event in stories if event.phase == "Succeeded"]
+    episodes = [
+        finding(of, status=status, revision=revision)
+        for of in ends
+        for revision, status in enumerate(("firing", "resolved", "firing", "resolved"), start=1)
+    ]
+    doomed = start_notify(settings, tmp_path, "doomed")
+    survivor = start_notify(settings, tmp_path, "survivor")
+    try:
+        await both_waiting(js, topology)
+        await publish_jobs(js, topology, *stories)
+        await publish_findings(js, topology, *episodes)
+        for _ in range(1200):  # until part of the stream is announced
+            if await enqueued(engine) > len(stories) + len(episodes) // 4:
+                break
+            await asyncio.sleep(0.02)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(10)
+        at_kill = await enqueued(engine)
+        assert 0 < at_kill < len(stories) + len(episodes), "the kill must land mid-stream"
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable(CONSUMER), timeout_s=90)
+        await wait_until_consumed(
+            js, topology.stream("findings"), topology.durable(FINDINGS_CONSUMER), timeout_s=90
+        )
+    finally:
+        for process in (doomed, survivor):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(20)
+    assert survivor.returncode == 0, (tmp_path / "survivor.log").read_text()[-2000:]
+
+    for prefix, expected in (("job.", STORY), ("finding.", EPISODES)):
+        by_job = await announced(engine, prefix)
+        wrong = {uid: types for uid, types in by_job.items() if tuple(types) != expected}
+        assert len(by_job) == JOBS and not wrong, (
+            f"{len(wrong)} jobs announced out of order or twice: {wrong}"
+        )
+
+
+async def test_the_findings_durable_of_an_earlier_version_is_made_ordered_keeping_its_place(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    with_notify(settings)
+    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+        await subscribe(api, rx, "ci")
+    stream, durable = topology.stream("findings"), topology.durable(FINDINGS_CONSUMER)
+    old = consumer_config(settings.consumer)
+    old.durable_name, old.filter_subject = durable, topology.wildcard("findings")
+    await js.add_consumer(stream, old)  # as the version before this one declared it
+    of = job("Failed", change="ADDED")
+    await publish_findings(js, topology, finding(of), finding(of, status="resolved", revision=2))
+
+    async with consumer_running(settings, topology, js, engine, metrics):
+        await wait_until_consumed(js, stream, durable)
+        info = await js.consumer_info(stream, durable)
+
+    assert (old.max_ack_pending, info.config.max_ack_pending) == (
+        max(settings.consumer.batch_size * 4, 1000),
+        1,
+    )
+    assert info.delivered.consumer_seq == 2 and info.num_ack_pending == 0
+    assert await announced(engine, "finding.") == {of.uid: ["finding.firing", "finding.resolved"]}
