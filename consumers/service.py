@@ -8,7 +8,8 @@ key-value bucket and takes over the partitions of a replica that stops renewing 
 partition's state lives in a snapshot bucket, so a restart or a takeover replays only the tail
 of the JOBS stream (``consumers/rules/consumer.py``); ``audit``
 appends under an advisory lock and runs the SIEM exporters and the retention purge beside
-its subscribers; ``notify`` as one replica writing the outbox; ``dispatch`` horizontally
+its subscribers; ``notify`` horizontally (the newest observation of a job announces every
+transition it implies, and findings are handed out one at a time); ``dispatch`` horizontally
 (claims are leases, and the outbox wakes dispatchers in any process through PostgreSQL
 ``NOTIFY``); ``k8s-events`` horizontally (one shared durable).
 """
@@ -16,10 +17,12 @@ its subscribers; ``notify`` as one replica writing the outbox; ``dispatch`` hori
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Collection
 
 from faststream.nats import NatsBroker
+from nats.aio.client import Client as NATS
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.registry import CONSUMERS
@@ -63,18 +66,30 @@ async def run_consumers(
         metrics,
         kube or (lambda: KubeGateway.from_config(settings.kube.kubeconfig, settings.kube.context)),
     )
-    roles = [await CONSUMERS[name].attach(wiring) for name in CONSUMERS if name in only]
-    for role in roles:
-        if role.router is not None:
-            broker.include_router(role.router)
-    await broker.start()
-    background = [asyncio.create_task(loop(stop)) for role in roles for loop in role.background]
-    log.info("consumers running: %s", ", ".join(name for name in CONSUMERS if name in only))
-    if started:
-        started.set()
+    background: list[asyncio.Task[None]] = []
     try:
+        for name in (name for name in CONSUMERS if name in only):
+            role = await CONSUMERS[name].attach(wiring)
+            background += [asyncio.create_task(loop(stop), name=name) for loop in role.background]
+            if role.router is not None:
+                broker.include_router(role.router)
+        await broker.start()
+        log.info("consumers running: %s", ", ".join(name for name in CONSUMERS if name in only))
+        if started:
+            started.set()
         await stop.wait()
-    finally:
+    finally:  # stopping, or failing to start: either way nothing may be left running
+        stop.set()
         await asyncio.gather(*background, return_exceptions=True)
-        await broker.stop()
+        with contextlib.suppress(Exception):
+            await broker.stop()
+        await _close(nc)
+
+
+async def _close(nc: NATS) -> None:
+    """Drain the connection, or close it if draining fails (the server it was on is gone):
+    a connection left open keeps reconnecting, and its tasks keep the process from exiting."""
+    try:
         await nc.drain()
+    except Exception:
+        await nc.close()

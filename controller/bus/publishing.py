@@ -39,11 +39,20 @@ class Outgoing:
     msg_id: str | None = None
 
 
-async def publish(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[PubAck | BaseException]:
+ACK_TIMEOUT_S = 5.0
+
+
+async def publish(
+    js: JetStreamContext, messages: Sequence[Outgoing], ack_timeout_s: float = ACK_TIMEOUT_S
+) -> list[PubAck | BaseException]:
     """Publish ``messages`` in order, pipelined; one result each, in order: its ack, or its error.
 
     A message the client would not even take stops the rest, which get the same error: a
-    caller retrying the failed ones keeps the order of what it publishes.
+    caller retrying the failed ones keeps the order of what it publishes. An ack that has not
+    come ``ack_timeout_s`` after the last message was handed over is a :class:`TimeoutError`:
+    the client keeps no deadline of its own for them, and an ack lost with the server that
+    led the stream (killed in the middle of a publish) would otherwise be awaited for ever,
+    holding one of the client's pending-publish slots.
     """
     futures: list[asyncio.Future[PubAck]] = []
     refused: BaseException | None = None
@@ -54,10 +63,20 @@ async def publish(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[Pu
         except Exception as exc:  # not handed to the client: this one and the rest are not sent
             refused = exc
             break
-    results: list[PubAck | BaseException] = list(await asyncio.gather(*futures, return_exceptions=True))
+    if futures:
+        _, late = await asyncio.wait(futures, timeout=ack_timeout_s)
+        for future in late:
+            future.cancel()  # frees the client's slot; the message is retried under the same id
+    results: list[PubAck | BaseException] = [_outcome(future, ack_timeout_s) for future in futures]
     if refused is not None:
         results += [refused] * (len(messages) - len(results))
     return results
+
+
+def _outcome(future: asyncio.Future[PubAck], ack_timeout_s: float) -> PubAck | BaseException:
+    if future.cancelled():
+        return TimeoutError(f"no ack within {ack_timeout_s}s")
+    return future.exception() or future.result()
 
 
 def _new(results: Sequence[PubAck | BaseException]) -> int:
