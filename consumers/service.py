@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Collection
+from typing import Any
 
 from faststream.nats import NatsBroker
 from nats.aio.client import Client as NATS
@@ -77,13 +78,31 @@ async def run_consumers(
         log.info("consumers running: %s", ", ".join(name for name in CONSUMERS if name in only))
         if started:
             started.set()
-        await stop.wait()
+        await _until_stopped_or_failed(stop, background)
     finally:  # stopping, or failing to start: either way nothing may be left running
         stop.set()
         await asyncio.gather(*background, return_exceptions=True)
         with contextlib.suppress(Exception):
             await broker.stop()
         await _close(nc)
+
+
+async def _until_stopped_or_failed(stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
+    """Until ``stop`` is set. A background loop (dispatcher, rules replica, exporter…) that
+    raises takes the process down with it (its supervisor restarts it) rather than leaving
+    its role silently undone; one that returns had nothing to do (no retention configured)."""
+    stopping = asyncio.create_task(stop.wait())
+    watched: set[asyncio.Task[Any]] = {stopping, *background}
+    try:
+        while not stop.is_set():
+            done, watched = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                failure = None if task.cancelled() else task.exception()
+                if failure is not None and not stop.is_set():
+                    log.error("consumer loop %s failed: %r; stopping the process", task.get_name(), failure)
+                    raise RuntimeError(f"consumer loop {task.get_name()} failed: {failure!r}") from failure
+    finally:
+        stopping.cancel()
 
 
 async def _close(nc: NATS) -> None:

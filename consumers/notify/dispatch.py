@@ -37,7 +37,6 @@ from datetime import datetime, timedelta
 from email.message import EmailMessage
 
 import httpx
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify.mailing import Mailer, MailError, compose, smtp_mailer
@@ -50,6 +49,7 @@ from controller.contract.notifications import parse_payload
 from controller.contract.settings import NotifySettings
 from controller.metrics import PipelineMetrics
 from controller.store import outbox, wakeups
+from controller.store.engine import UNAVAILABLE
 from controller.store.outbox import Claim, Outcome
 from controller.store.subscriptions import SecretBox, SubscriptionRecord, secret_box, use_secret_keys
 
@@ -155,7 +155,7 @@ class Dispatcher:
             if room > 0:
                 try:
                     claimed = await self._claim(room, sender)
-                except (OSError, SQLAlchemyError) as exc:
+                except UNAVAILABLE as exc:
                     log.warning("notify dispatcher: cannot claim deliveries: %s", exc)
             if claimed < room or room <= 0:
                 with contextlib.suppress(TimeoutError):
@@ -362,7 +362,7 @@ class Dispatcher:
                 async with self._engine.begin() as conn:
                     disabled = await outbox.record(conn, batch, self._clock(), disable_after)
                 break
-            except (OSError, SQLAlchemyError) as exc:
+            except UNAVAILABLE as exc:
                 log.warning(
                     "notify dispatcher: cannot settle %d outcomes (try %d): %s", len(batch), attempt, exc
                 )
@@ -390,7 +390,7 @@ class Dispatcher:
                 if freed:  # woken once committed, or the claim would not see them yet
                     log.info("notify dispatcher: %d deliveries parked behind settled ones are due", freed)
                     self._wakeup.set()
-            except (OSError, SQLAlchemyError) as exc:
+            except UNAVAILABLE as exc:
                 log.warning("notify dispatcher: housekeeping failed: %s", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), s.queue_depth_interval_s)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from sqlalchemy import event
 from sqlalchemy.engine import ExceptionContext
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from controller.contract.errors import RetryableError
 
-__all__ = ["TransientDatabaseError", "async_url", "make_engine"]
+__all__ = ["UNAVAILABLE", "TransientDatabaseError", "async_url", "make_engine"]
 
 _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "08000", "08003", "08006"})
 """Serialization failure, deadlock, admin/crash shutdown, cannot connect now, connection failures."""
@@ -25,6 +25,11 @@ _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "
 
 class TransientDatabaseError(RetryableError):
     """The database failed in a way that may pass: the same work is worth trying again."""
+
+
+UNAVAILABLE: tuple[type[BaseException], ...] = (OSError, SQLAlchemyError, TransientDatabaseError)
+"""What a loop that must outlive a database restart catches (and tries again after): the
+transient errors as :func:`make_engine` raises them, and whatever else the driver raises."""
 
 
 def make_engine(url: str, pool_size: int = 5) -> AsyncEngine:

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from controller.store.engine import UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ async def listen(
     while not stop.is_set():
         try:
             await _listen_once(engine, channel, callback, stop, listening)
-        except (OSError, SQLAlchemyError) as exc:
+        except UNAVAILABLE as exc:
             log.warning("cannot listen on PostgreSQL channel %s: %s", channel, exc)
         if listening is not None:
             listening.clear()

@@ -17,7 +17,7 @@ from consumers.rules.snapshot import STATE_BUCKET
 from controller.bus.settling import DeadLetterer
 from controller.contract.clock import utcnow
 from controller.contract.events import BusEvent
-from controller.contract.findings import Finding, parse_finding
+from controller.contract.findings import Finding
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -93,21 +93,6 @@ def fresh_replay(events: list[BusEvent]) -> tuple[list[Finding], list[Finding]]:
     engine = RuleEngine()
     changes = [change for event in events for change in engine.observe(event, event.observed_at)]
     return changes, engine.firing()
-
-
-async def findings_on_bus(js: JetStreamContext, topology: Topology) -> list[Finding]:
-    """Every finding change in this test's FINDINGS stream."""
-    info = await js.stream_info(topology.stream("findings"))
-    if not info.state.messages:
-        return []
-    sub = await js.pull_subscribe(topology.wildcard("findings"), stream=topology.stream("findings"))
-    found: list[Finding] = []
-    while len(found) < info.state.messages:
-        found.extend(
-            parse_finding(m.data) for m in await sub.fetch(info.state.messages - len(found), timeout=5)
-        )
-    await sub.unsubscribe()
-    return found
 
 
 def key(finding: Finding) -> tuple[str, int, str]:

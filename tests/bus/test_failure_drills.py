@@ -1,0 +1,99 @@
+"""Failure drills on real NATS and PostgreSQL, each in the middle of a burst of job stories:
+SIGKILL of one of two consumer processes (every role runs in both), and a PostgreSQL restart.
+Each time every event is in the history, every finding is published once, and every expected
+webhook is delivered under one id. (Losing a NATS server: test_nats_cluster_survives_a_lost_server.)
+The benchmark ``benchmarks.drills`` times the recovery of the same drills."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.cli.embedded import EmbeddedPostgres
+from controller.contract.settings import DatabaseSettings, Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.store.engine import make_engine
+from controller.store.migrate import upgrade_async
+from controller.testing.drills import Drill, stories
+from controller.testing.ports import free_port
+from controller.testing.receivers import Receiver
+from controller.testing.waits import until
+
+pytestmark = pytest.mark.slow
+
+JOBS = 40
+
+
+async def test_a_consumer_process_killed_mid_burst_loses_and_repeats_nothing(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    tmp_path: Path,
+) -> None:
+    async with Receiver() as rx:
+        drill = Drill(settings, topology, js, engine, metrics, tmp_path, rx)
+        await drill.subscribe()
+        doomed, survivor = drill.start("doomed"), drill.start("survivor")
+        try:
+            await drill.running("doomed")
+            await drill.running("survivor")
+            await drill.feed(stories(0, JOBS // 2))
+            await until(drill.stored_pod_states, 60)
+            doomed.send_signal(signal.SIGKILL)  # with batches, leases and deliveries in hand
+            doomed.wait(10)
+            await drill.feed(stories(JOBS // 2, JOBS // 2))
+            await drill.settled()
+            survived = survivor.poll() is None
+            outcome = await drill.outcome()
+        finally:
+            codes = drill.stop()
+
+    assert survived and codes["survivor"] == 0, drill.log("survivor").read_text()[-3000:]
+    assert codes["doomed"] == -signal.SIGKILL
+    assert outcome.complete, outcome
+
+
+async def test_a_postgresql_restart_mid_burst_loses_and_repeats_nothing(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    metrics: PipelineMetrics,
+    tmp_path: Path,
+) -> None:
+    postgres = EmbeddedPostgres(tmp_path / "postgres", free_port())
+    url = postgres.start()
+    try:
+        await upgrade_async(url)
+        settings.database = DatabaseSettings(url=url)  # type: ignore[arg-type]
+        engine = make_engine(url)
+        async with Receiver() as rx:
+            drill = Drill(settings, topology, js, engine, metrics, tmp_path, rx)
+            await drill.subscribe()
+            consumers = drill.start("consumers")
+            try:
+                await drill.running("consumers")
+                await drill.feed(stories(0, JOBS // 2))
+                await until(drill.stored_pod_states, 60)
+                postgres.stop()  # mid-burst: batches fail, are redelivered, deliveries wait
+                await drill.feed(stories(JOBS // 2, JOBS // 2))
+                await asyncio.sleep(2)
+                postgres.start()
+                await drill.settled()
+                survived = consumers.poll() is None
+                outcome = await drill.outcome()
+            finally:
+                codes = drill.stop()
+        await engine.dispose()
+    finally:
+        postgres.stop()
+
+    assert survived and codes == {"consumers": 0}, drill.log("consumers").read_text()[-3000:]
+    assert outcome.complete, outcome
