@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any
 
+import h11
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
@@ -30,7 +31,12 @@ from controller.contract.signing import WebhookVerificationError, verify
 from controller.testing.ports import free_port
 from controller.testing.waits import until
 
-_REASONS = {200: "OK", 204: "No Content", 400: "Bad Request", 408: "Request Timeout", 410: "Gone"}
+
+async def _next_event(conn: h11.Connection, reader: asyncio.StreamReader) -> object:
+    """The next HTTP event of ``conn``, reading from ``reader`` as h11 asks for more bytes."""
+    while (event := conn.next_event()) is h11.NEED_DATA:
+        conn.receive_data(await reader.read(65536))
+    return event
 
 
 @dataclass(frozen=True)
@@ -110,25 +116,33 @@ class Receiver:
         return self.at(path)[:count]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One connection: requests parsed by ``h11`` (keep-alive, as webhook senders use it)."""
+        conn = h11.Connection(h11.SERVER)
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                request_line, *lines = head.decode("latin-1").split("\r\n")
-                path = request_line.split(" ")[1]
-                headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines if h)}
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                request = await _next_event(conn, reader)
+                if not isinstance(request, h11.Request):
+                    return  # closed, or the peer is done with the connection
+                body = b""
+                while isinstance(event := await _next_event(conn, reader), h11.Data):
+                    body += bytes(event.data)
+                if not isinstance(event, h11.EndOfMessage):
+                    return
+                path = request.target.decode("latin-1")
+                headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in request.headers}
                 reply = self._scripts[path].pop(0) if self._scripts[path] else self._answer(path)
                 await self._record(path, headers, body, self._clock(), reply.status)
                 if reply.delay_s:
                     await asyncio.sleep(reply.delay_s)
-                extra = "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())
-                writer.write(
-                    f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}\r\n"
-                    f"content-length: {len(reply.body)}\r\n{extra}\r\n".encode()
-                    + reply.body
-                )
+                head = [("content-length", str(len(reply.body))), *reply.headers.items()]
+                writer.write(conn.send(h11.Response(status_code=reply.status, headers=head)) or b"")
+                writer.write(conn.send(h11.Data(data=reply.body)) or b"")
+                writer.write(conn.send(h11.EndOfMessage()) or b"")
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return
+                conn.start_next_cycle()
+        except (h11.ProtocolError, ConnectionError):
             pass
         except asyncio.CancelledError:  # the server is closing under a slow reply: nothing to report
             pass
