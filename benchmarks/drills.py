@@ -24,9 +24,8 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import statistics
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -39,14 +38,10 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
 from controller.store.migrate import upgrade_async
-from controller.testing.drills import Drill, stories
+from controller.testing.drills import Drill, Fault
 from controller.testing.natscluster import NatsCluster
 from controller.testing.ports import free_port
 from controller.testing.receivers import Receiver
-from controller.testing.waits import until
-
-Fault = Callable[[Drill], Awaitable[Awaitable[None] | None]]
-"""Injects the fault; returns what ends it (a server started again), run beside the probe."""
 
 
 @contextlib.asynccontextmanager
@@ -66,7 +61,6 @@ async def drill_on(workdir: Path, nats_url: str, replicas: int, database_url: st
     try:
         async with Receiver() as rx:
             drill = Drill(settings, topology, js, engine, PipelineMetrics(), workdir, rx)
-            drill.env["MPIJC_LOG_LEVEL"] = "WARNING"
             await drill.subscribe()
             try:
                 yield drill
@@ -78,42 +72,40 @@ async def drill_on(workdir: Path, nats_url: str, replicas: int, database_url: st
 
 
 async def run_drill(drill: Drill, jobs: int, processes: int, fault: Fault) -> dict[str, Any]:
-    """Burst, fault, burst; time probes before and at the fault; the outcome."""
+    """Start ``processes`` consumer processes, then the timed burst with ``fault`` in it."""
     for n in range(processes):
         drill.start(f"consumers{n}")
         await drill.running(f"consumers{n}")
-    await drill.feed(stories(0, jobs // 2))
-    await until(drill.stored_pod_states, 60)
-    baseline = statistics.median([await drill.probe(f"baseline-{n}") for n in range(3)])
-    ending = await fault(drill)
-    recovery, _ = await asyncio.gather(drill.probe("at-fault"), ending or asyncio.sleep(0))
-    await drill.feed(stories(jobs // 2, jobs // 2))
-    await drill.settled(timeout_s=300)
-    outcome = await drill.outcome()
+    burst = await drill.burst(jobs, fault, timed=True)
+    outcome = asdict(burst.outcome)
     return {
-        "baseline_s": round(baseline, 3),
-        "recovery_s": round(recovery, 3),
-        "complete": outcome.complete,
-        "outcome": {k: v for k, v in asdict(outcome).items() if not isinstance(v, dict | list) or v},
+        "baseline_s": round(burst.baseline_s or 0, 3),
+        "recovery_s": round(burst.recovery_s or 0, 3),
+        "complete": burst.outcome.complete,
+        "outcome": {k: v for k, v in outcome.items() if not isinstance(v, dict | list) or v},
     }
 
 
-async def consumer_kill(workdir: Path, jobs: int) -> dict[str, Any]:
-    postgres, nats = (
-        EmbeddedPostgres(workdir / "pg", free_port()),
-        EmbeddedNats(workdir / "nats", free_port()),
-    )
+@contextlib.contextmanager
+def single_servers(workdir: Path) -> Iterator[tuple[EmbeddedPostgres, str, str]]:
+    """One PostgreSQL and one NATS server: the PostgreSQL object, its URL and NATS's URL."""
+    postgres = EmbeddedPostgres(workdir / "pg", free_port())
+    nats = EmbeddedNats(workdir / "nats", free_port())
     try:
-        database_url, nats_url = postgres.start(), nats.start()
-        async with drill_on(workdir, nats_url, 1, database_url) as drill:
-
-            async def kill(d: Drill) -> None:
-                d.processes["consumers0"].send_signal(signal.SIGKILL)
-
-            return await run_drill(drill, jobs, 2, kill)
+        yield postgres, postgres.start(), nats.start()
     finally:
         nats.stop()
         postgres.stop()
+
+
+async def consumer_kill(workdir: Path, jobs: int) -> dict[str, Any]:
+    with single_servers(workdir) as (_, database_url, nats_url):
+        async with drill_on(workdir, nats_url, 1, database_url) as drill:
+
+            async def kill() -> None:
+                drill.processes["consumers0"].send_signal(signal.SIGKILL)
+
+            return await run_drill(drill, jobs, 2, kill)
 
 
 async def nats_server_kill(workdir: Path, jobs: int) -> dict[str, Any]:
@@ -123,8 +115,8 @@ async def nats_server_kill(workdir: Path, jobs: int) -> dict[str, Any]:
         with NatsCluster(workdir / "nats") as cluster:
             async with drill_on(workdir, cluster.url, 3, database_url) as drill:
 
-                async def kill(d: Drill) -> None:
-                    cluster.kill(cluster.leader_of(d.topology.stream("jobs")))
+                async def kill() -> None:
+                    cluster.kill(cluster.leader_of(drill.topology.stream("jobs")))
 
                 return await run_drill(drill, jobs, 1, kill)
     finally:
@@ -132,26 +124,18 @@ async def nats_server_kill(workdir: Path, jobs: int) -> dict[str, Any]:
 
 
 async def postgres_restart(workdir: Path, jobs: int) -> dict[str, Any]:
-    postgres, nats = (
-        EmbeddedPostgres(workdir / "pg", free_port()),
-        EmbeddedNats(workdir / "nats", free_port()),
-    )
-    try:
-        database_url, nats_url = postgres.start(), nats.start()
+    with single_servers(workdir) as (postgres, database_url, nats_url):
         async with drill_on(workdir, nats_url, 1, database_url) as drill:
 
             async def start_again() -> None:
                 await asyncio.sleep(2)
                 await asyncio.to_thread(postgres.start)
 
-            async def restart(_: Drill) -> Awaitable[None]:
+            async def restart() -> Awaitable[None]:
                 await asyncio.to_thread(postgres.stop)
                 return start_again()
 
             return await run_drill(drill, jobs, 1, restart)
-    finally:
-        nats.stop()
-        postgres.stop()
 
 
 DRILLS = {

@@ -14,9 +14,11 @@ only the benchmark reports times.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import subprocess
 import time
 from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +44,8 @@ from watchers.pipeline import Pipeline
 PATH = "drill"
 EXPECTED = (("job.failed", ""), ("finding.firing", "oom"))
 """Webhooks every story must cause: (event type, rule of the finding)."""
+PROBES = 6
+"""Failures fed at the moment of a fault: enough to land in every rules partition, most likely."""
 DURABLES = ("history", "notify", "audit-lifecycle", "rules")
 """Durables on JOBS that must have consumed everything before the outcome is read."""
 
@@ -77,6 +81,21 @@ class Outcome:
             and not self.resent_webhooks
             and not self.unverified_webhooks
         )
+
+
+Fault = Callable[[], Awaitable[Awaitable[None] | None]]
+"""Injects the fault; may return what ends it (a server started again), awaited beside the burst."""
+
+
+@dataclass
+class Burst:
+    """A burst with a fault in the middle: what came out, and (if timed) how long failures waited."""
+
+    outcome: Outcome
+    baseline_s: float | None = None
+    """Median of three failures fed before the fault, each until its ``finding.firing`` webhook."""
+    recovery_s: float | None = None
+    """The same for a failure fed at the moment of the fault."""
 
 
 @dataclass
@@ -138,6 +157,10 @@ class Drill:
     async def stored_pod_states(self) -> int:
         return await _count(self.engine, PodState)
 
+    async def storing(self) -> bool:
+        """Whether the history holds anything of the burst yet."""
+        return await self.stored_pod_states() > 0
+
     async def settled(self, timeout_s: float = 120) -> None:
         """Until every durable consumed the burst and every expected webhook arrived."""
         for durable in DURABLES:
@@ -157,6 +180,25 @@ class Drill:
             lambda: ("finding.firing", name, "oom") in self._delivered(), timeout_s, lambda: name, 0.01
         )
         return time.monotonic() - started
+
+    async def burst(self, jobs: int, fault: Fault, *, timed: bool = False) -> Burst:
+        """Half of ``jobs`` stories, the fault once some are stored, the other half; settled.
+
+        ``timed``: once the first half has settled, time failures on the idle controller, then
+        at the moment of the fault — one per rules partition, or a partition whose replica
+        died may be missed (:attr:`Burst.recovery_s` is the slowest)."""
+        await self.feed(stories(0, jobs // 2))
+        await until(self.storing, 60)
+        baseline = None
+        if timed:
+            await self.settled()
+            baseline = statistics.median([await self.probe(f"baseline-{n}") for n in range(3)])
+        ending = await fault()
+        probes = [self.probe(f"at-fault-{n}") for n in range(PROBES)] if timed else []
+        times, _ = await asyncio.gather(asyncio.gather(*probes), ending or asyncio.sleep(0))
+        await self.feed(stories(jobs // 2, jobs - jobs // 2))
+        await self.settled(timeout_s=300)
+        return Burst(await self.outcome(), baseline, max(times) if times else None)
 
     async def outcome(self) -> Outcome:
         """What the burst left: compare with what it should have (see :class:`Outcome`)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,9 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
 from controller.store.migrate import upgrade_async
-from controller.testing.drills import Drill, stories
+from controller.testing.drills import Drill
 from controller.testing.ports import free_port
 from controller.testing.receivers import Receiver
-from controller.testing.waits import until
 
 pytestmark = pytest.mark.slow
 
@@ -45,20 +45,19 @@ async def test_a_consumer_process_killed_mid_burst_loses_and_repeats_nothing(
         try:
             await drill.running("doomed")
             await drill.running("survivor")
-            await drill.feed(stories(0, JOBS // 2))
-            await until(drill.stored_pod_states, 60)
-            doomed.send_signal(signal.SIGKILL)  # with batches, leases and deliveries in hand
-            doomed.wait(10)
-            await drill.feed(stories(JOBS // 2, JOBS // 2))
-            await drill.settled()
+
+            async def kill() -> None:
+                doomed.send_signal(signal.SIGKILL)  # with batches, leases and deliveries in hand
+                doomed.wait(10)
+
+            burst = await drill.burst(JOBS, kill)
             survived = survivor.poll() is None
-            outcome = await drill.outcome()
         finally:
             codes = drill.stop()
 
     assert survived and codes["survivor"] == 0, drill.log("survivor").read_text()[-3000:]
     assert codes["doomed"] == -signal.SIGKILL
-    assert outcome.complete, outcome
+    assert burst.outcome.complete, burst.outcome
 
 
 async def test_a_postgresql_restart_mid_burst_loses_and_repeats_nothing(
@@ -80,15 +79,17 @@ async def test_a_postgresql_restart_mid_burst_loses_and_repeats_nothing(
             consumers = drill.start("consumers")
             try:
                 await drill.running("consumers")
-                await drill.feed(stories(0, JOBS // 2))
-                await until(drill.stored_pod_states, 60)
-                postgres.stop()  # mid-burst: batches fail, are redelivered, deliveries wait
-                await drill.feed(stories(JOBS // 2, JOBS // 2))
-                await asyncio.sleep(2)
-                postgres.start()
-                await drill.settled()
+
+                async def start_again() -> None:
+                    await asyncio.sleep(2)
+                    await asyncio.to_thread(postgres.start)
+
+                async def restart() -> Awaitable[None]:
+                    await asyncio.to_thread(postgres.stop)  # batches fail and are redelivered
+                    return start_again()
+
+                burst = await drill.burst(JOBS, restart)
                 survived = consumers.poll() is None
-                outcome = await drill.outcome()
             finally:
                 codes = drill.stop()
         await engine.dispose()
@@ -96,4 +97,4 @@ async def test_a_postgresql_restart_mid_burst_loses_and_repeats_nothing(
         postgres.stop()
 
     assert survived and codes == {"consumers": 0}, drill.log("consumers").read_text()[-3000:]
-    assert outcome.complete, outcome
+    assert burst.outcome.complete, burst.outcome

@@ -14,10 +14,9 @@ from controller.bus.streams import connect, ensure_streams
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.testing.drills import Drill, stories
+from controller.testing.drills import Drill
 from controller.testing.natscluster import NatsCluster
 from controller.testing.receivers import Receiver
-from controller.testing.waits import until
 
 pytestmark = pytest.mark.slow
 
@@ -39,16 +38,15 @@ async def test_killing_the_jobs_stream_leader_mid_burst_loses_and_repeats_nothin
             consumers = drill.start("consumers")
             try:
                 await drill.running("consumers")
-                await drill.feed(stories(0, JOBS // 2))
-                await until(drill.stored_pod_states, 60)
-                cluster.kill(cluster.leader_of(topology.stream("jobs")))  # the consumers are mid-burst
-                await drill.feed(stories(JOBS // 2, JOBS // 2))  # retried until a new leader answers
-                await drill.settled()
+
+                async def kill() -> None:  # the rest of the burst is retried until a new leader answers
+                    cluster.kill(cluster.leader_of(topology.stream("jobs")))
+
+                burst = await drill.burst(JOBS, kill)
                 survived = consumers.poll() is None
-                outcome = await drill.outcome()
             finally:
                 codes = drill.stop()
         await nc.close()
 
     assert survived and codes == {"consumers": 0}, drill.log("consumers").read_text()[-3000:]
-    assert outcome.complete, outcome
+    assert burst.outcome.complete, burst.outcome
