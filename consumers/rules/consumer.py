@@ -138,6 +138,11 @@ class RulesMetrics(MetricGroup):
         self.partitions = Gauge(
             "mpijc_rules_partitions", "Partitions of the rules this replica runs.", registry=r
         )
+        self.urgent = Counter(
+            "mpijc_rules_urgent",
+            "Failure signals folded in through the urgent lane, ahead of the partition's durable.",
+            registry=r,
+        )
 
 
 @dataclass(frozen=True)
@@ -228,16 +233,25 @@ class RulesService:
         index, count = self._partition
         return self._topology.job_partition(subject, count) == index
 
-    async def observe(self, events: Sequence[BusEvent], upto: int | None = None) -> int:
+    async def observe(
+        self, events: Sequence[BusEvent], upto: int | None = None, *, ahead: bool = False
+    ) -> int:
         """Fold a batch in and publish its changes; raises :class:`RetryableError` if any
         change could not be published (it stays queued and goes out with the next call).
 
         ``upto``: the JOBS stream sequence the batch reaches; with a snapshot store, the runs
-        it changed and that sequence are written once every change is published."""
+        it changed and that sequence are written once every change is published.
+        ``ahead``: the events come before their turn (the urgent lane): each is judged at its
+        own time, but the clock of the runs still behind them does not move, or a backlog
+        of ordinary updates would look minutes late and fire hang rules."""
         async with self._lock:
             for event in events:
-                self._clock.advance(event.observed_at)
-                self._outbox.extend(self.engine.observe(event, self._clock()))
+                if ahead:
+                    now = event.observed_at
+                else:
+                    self._clock.advance(event.observed_at)
+                    now = self._clock()
+                self._outbox.extend(self.engine.observe(event, now))
                 self._dirty.add(job_of(event).uid)
             if upto is not None:
                 self.folded = max(self.folded, upto)
@@ -514,6 +528,8 @@ class _Claimed:
     sub: JetStreamContext.PullSubscription
     fetching: asyncio.Event
     """Set while the partition's subscriber waits for messages: stopping it then loses nothing."""
+    urgent: JetStreamContext.PullSubscription
+    """The partition's lane for failure signals (:meth:`RulesReplica._pull_urgent`)."""
 
 
 class RulesReplica:
@@ -661,12 +677,24 @@ class RulesReplica:
             stream=self._topology.stream("jobs"),
             config=consumer_config(self._settings),
         )
+        urgent = await self._js.pull_subscribe(
+            self._topology.urgent_job_events(),
+            durable=f"{durable}_urgent",
+            stream=self._topology.stream("jobs"),
+            config=ConsumerConfig(
+                ack_policy=JsAckPolicy.EXPLICIT,
+                deliver_policy=DeliverPolicy.NEW,  # a lane ahead of the durable, never instead of it
+                ack_wait=self._settings.ack_wait_s,
+                max_deliver=1,
+            ),
+        )
         stop, fetching = asyncio.Event(), asyncio.Event()
         tasks = [
             asyncio.create_task(self._pull(service, sub, stop, fetching), name=f"rules-p{partition}"),
             asyncio.create_task(run_ticker(service, self._tick_s, stop), name=f"rules-tick-p{partition}"),
+            asyncio.create_task(self._pull_urgent(service, urgent, stop), name=f"rules-urgent-p{partition}"),
         ]
-        self.claimed[partition] = _Claimed(service, warm, stop, tasks, sub, fetching)
+        self.claimed[partition] = _Claimed(service, warm, stop, tasks, sub, fetching, urgent)
 
     async def _drop(self, partition: int, *, release: bool) -> None:
         claimed = self.claimed.pop(partition)
@@ -680,11 +708,47 @@ class RulesReplica:
         if release:  # the next holder resumes from here
             with contextlib.suppress(Exception):
                 await claimed.service.checkpoint()
-        with contextlib.suppress(Exception):
-            await claimed.sub.unsubscribe()
+        for sub in (claimed.sub, claimed.urgent):
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
         if release and self._leases is not None:
             await self._leases.release(partition)
         log.info("rules replica %s stopped partition %d", self.replica, partition)
+
+    async def _pull_urgent(
+        self, service: RulesService, sub: JetStreamContext.PullSubscription, stop: asyncio.Event
+    ) -> None:
+        """The lane of failure signals (``jobs.*.*.urgent``) of one partition: fold them in at once.
+
+        Behind a relist of thousands of pods, a pod OOM-killed now would wait its turn on the
+        partition's durable. This lane folds it in as soon as it is published, without moving
+        the folded sequence: the durable still reaches it in stream order and folds it again,
+        which changes nothing (the state keeps the newest version of each object), and a
+        restart replays it from the snapshot's sequence like any other event. So the lane may
+        lose nothing that matters: whatever fails here is acknowledged and left to the durable."""
+        while not stop.is_set():
+            try:
+                msgs = await sub.fetch(self._settings.batch_size, timeout=_PULL_TIMEOUT_S)
+            except NatsTimeoutError:
+                continue
+            except Exception as exc:  # connection trouble: the client reconnects
+                log.debug("rules: urgent fetch failed: %r", exc)
+                await asyncio.sleep(_PULL_TIMEOUT_S)
+                continue
+            events: list[BusEvent] = []
+            for msg in msgs:
+                if service.owns(msg.subject) and msg.metadata.sequence.stream > service.folded:
+                    with contextlib.suppress(ValidationError):  # the durable dead-letters it
+                        events.append(parse_event(msg.data))
+            if events:
+                try:
+                    await service.observe(events, ahead=True)
+                    self._rules_metrics.urgent.inc(len(events))
+                except Exception as exc:  # left to the durable; unpublished changes stay queued
+                    log.warning("rules: urgent lane: %r", exc)
+            for msg in msgs:
+                with contextlib.suppress(Exception):
+                    await msg.ack()
 
     async def _pull(
         self,

@@ -4,7 +4,9 @@ Subjects (``docs/architecture.md``, "Flow"):
 
 - ``jobs.<ns>.<job>.<type>`` (``job``, ``pod``, ``event``, ``log``) — observations from the
   watchers (stream ``JOBS``); the rules split them into partitions by a stable hash of
-  ``<ns>.<job>`` (:meth:`Topology.job_partition`)
+  ``<ns>.<job>`` (:meth:`Topology.job_partition`). A pod that failed or a Warning event has
+  the type token ``urgent`` instead (:func:`urgent`): the rules read those through a lane
+  of their own as well, so a failure does not wait behind a relist of thousands of pods
 - ``findings.<ns>.<job>.<rule>`` — findings from the rules consumer (stream ``FINDINGS``)
 - ``audit.<ns>`` — audit records (stream ``AUDIT``)
 - ``dlq.<consumer>`` — dead letters with the original payload and the error (stream ``DLQ``)
@@ -24,7 +26,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Literal
 
-from controller.contract.events import BusEvent, job_of
+from controller.contract.events import BusEvent, K8sEventObserved, PodObserved, job_of
 
 _PLAIN = re.compile(r"[a-z0-9-]")
 _ESCAPED = re.compile(r"_|~([0-9a-f]{2})")
@@ -61,6 +63,24 @@ def unescape_token(token: str) -> str:
     return raw.decode()
 
 
+URGENT = "urgent"
+"""Type token of the subjects of failure signals (:func:`urgent`)."""
+
+
+def urgent(event: BusEvent) -> bool:
+    """Whether ``event`` signals a failure the rules should see before any backlog: a pod that
+    failed or has a container that ended non-zero (or OOMKilled), or a Warning event. Job
+    observations keep their ``job`` subject, which the notify consumer filters on."""
+    if isinstance(event, K8sEventObserved):
+        return event.event_type == "Warning"
+    if isinstance(event, PodObserved):
+        return event.phase == "Failed" or any(
+            (c.state == "terminated" and (c.exit_code or 0) != 0) or c.reason == "OOMKilled"
+            for c in event.containers
+        )
+    return False
+
+
 @dataclass(frozen=True)
 class Topology:
     """Names on the bus for one installation."""
@@ -84,9 +104,15 @@ class Topology:
         return self._subject("jobs", "*", "*", "job")
 
     def job_event(self, event: BusEvent) -> str:
-        """Subject of a watcher observation: ``jobs.<ns>.<job>.<type>``."""
+        """Subject of a watcher observation: ``jobs.<ns>.<job>.<type>`` (type ``urgent`` for a
+        failure signal)."""
         job = job_of(event)
-        return self._subject("jobs", escape_token(job.namespace), escape_token(job.name), event.type)
+        kind = URGENT if urgent(event) else event.type
+        return self._subject("jobs", escape_token(job.namespace), escape_token(job.name), kind)
+
+    def urgent_job_events(self) -> str:
+        """Subjects of failure signals only: ``jobs.*.*.urgent``."""
+        return self._subject("jobs", "*", "*", URGENT)
 
     def finding(self, namespace: str, job: str, rule: str) -> str:
         """Subject of a finding: ``findings.<ns>.<job>.<rule>``."""

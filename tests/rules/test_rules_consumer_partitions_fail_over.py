@@ -16,7 +16,8 @@ from controller.bus.publishing import Publisher
 from controller.bus.streams import connect, wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from tests.rules.replicas import counted, drop_buckets, findings_on_bus, fresh_replay, replica, story
+from controller.testing.drills import findings_on_bus
+from tests.rules.replicas import counted, drop_buckets, fresh_replay, replica, story
 
 JOBS = 80
 

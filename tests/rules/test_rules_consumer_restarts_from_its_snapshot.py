@@ -13,7 +13,8 @@ from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from tests.rules.replicas import counted, drop_buckets, findings_on_bus, fresh_replay, replica, running, story
+from controller.testing.drills import findings_on_bus
+from tests.rules.replicas import counted, drop_buckets, fresh_replay, replica, running, story
 
 JOBS = 100
 BEATS = 44  # 100 jobs x (6 + 44) events = 5,000, a fifth of them ending in an OOM
