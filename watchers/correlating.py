@@ -6,11 +6,23 @@ Jobs, pods and events come from independent watches, so a worker pod or a
 ``pending_ttl_s``; anything still unplaced after that is not ours (a pod of another
 workload, an event about some Deployment) and is dropped and counted. Deleted jobs and pods
 stay in the index for the same grace period, so late events about them still find their run.
+
+Two kinds of Events are about neither a job nor a pod, yet explain a run:
+
+- Events about a **Node** (``SystemOOM``, ``OOMKilling``: the kernel's OOM killer) reach every
+  run with a pod on that node (``spec.nodeName``), one copy each, its uid derived from the
+  Event's and the run's so neither JetStream nor the history collapses the copies. A Node
+  event with no pod of ours on the node is not ours.
+- Events about a **batch Job** (``FailedCreate`` from the Job controller when a quota refuses
+  the pods) reach the run that Job serves: ``<mpijob>-launcher`` is an MPIJob's launcher Job, and
+  a TrainJob's JobSet names its Jobs ``<trainjob>-<replicatedJob>-<index>`` (the longest
+  TrainJob name of the namespace that prefixes the Job's wins).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +43,8 @@ from watchers.normalizing import (
 log = logging.getLogger(__name__)
 
 ObjectKind = Literal["job", "pod", "event"]
+LAUNCHER_JOB_SUFFIX = "-launcher"
+"""The MPI operator names an MPIJob's launcher Job ``<mpijob>-launcher``."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,7 @@ class Correlator:
     jobs: dict[tuple[str, JobKind, str], JobRef] = field(default_factory=dict)
     jobs_by_uid: dict[str, JobRef] = field(default_factory=dict)
     pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)
+    nodes: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # node → pod keys on it
     dropped: int = 0
     _held: dict[tuple[str, ...], list[_Held]] = field(default_factory=dict)  # by what they wait for
     _forget: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
@@ -103,7 +118,7 @@ class Correlator:
         self.jobs_by_uid[ref.uid] = ref
         if observation.change == "DELETED":
             self._later(lambda: self._forget_job(key, ref))
-        return [event, *self._release(("job", *key))]
+        return [event, *self._release(("job", *key)), *self._release(("batch", ref.namespace))]
 
     def _release(self, key: tuple[str, ...]) -> list[BusEvent]:
         """Place what waited for ``key``: a new job frees its pods and events, a new pod its events."""
@@ -125,9 +140,25 @@ class Correlator:
             del self.jobs[key]
         self.jobs_by_uid.pop(ref.uid, None)
 
-    def _forget_pod(self, key: tuple[str, str], job: JobRef) -> None:
+    def _forget_pod(self, key: tuple[str, str], job: JobRef, node: str) -> None:
         if self.pods.get(key) == job:
             del self.pods[key]
+            self._off_node(key, node)
+
+    def _on_node(self, key: tuple[str, str], node: str) -> None:
+        """Index pod ``key`` under ``node`` only (a recreated pod may land elsewhere)."""
+        for other, keys in list(self.nodes.items()):
+            if other != node and key in keys:
+                self._off_node(key, other)
+        if node:
+            self.nodes.setdefault(node, set()).add(key)
+
+    def _off_node(self, key: tuple[str, str], node: str) -> None:
+        keys = self.nodes.get(node)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self.nodes[node]
 
     def _later(self, forget: Callable[[], None]) -> None:
         self._forget.append((self.clock() + self.pending_ttl_s, forget))
@@ -152,9 +183,11 @@ class Correlator:
                 return None
             meta = obj.get("metadata") or {}
             pod_key = (str(meta.get("namespace", job.namespace)), str(meta.get("name")))
+            node = str((obj.get("spec") or {}).get("nodeName") or "")
             self.pods[pod_key] = job
+            self._on_node(pod_key, node)
             if observation.change == "DELETED":
-                self._later(lambda: self._forget_pod(pod_key, job))
+                self._later(lambda: self._forget_pod(pod_key, job, node))
             return [
                 normalize_pod(obj, observation.change, job, observation.observed_at, observation.log_tail)
             ]
@@ -167,11 +200,37 @@ class Correlator:
             )
         elif involved.kind == "Pod":
             event_job = self.pods.get((namespace, involved.name))
+        elif involved.kind == "Node":
+            return self._node_event(observation, involved.name)
+        elif involved.kind == "Job":
+            event_job = self._batch_job(namespace, involved.name)
         else:
-            return []  # about a Deployment, a Node, …: not ours
+            return []  # about a Deployment, a Service, …: not ours
         if event_job is None:
             return None
         return [normalize_event(obj, observation.change, event_job, observation.observed_at)]
+
+    def _node_event(self, observation: Observation, node: str) -> list[BusEvent]:
+        """One copy of a Node's event for each run with a pod on ``node`` (none: not ours)."""
+        runs = {self.pods[key].uid: self.pods[key] for key in self.nodes.get(node, ()) if key in self.pods}
+        copies: list[BusEvent] = []
+        for job in sorted(runs.values(), key=lambda ref: ref.uid):
+            event = normalize_event(observation.object, observation.change, job, observation.observed_at)
+            copies.append(event.model_copy(update={"uid": node_event_uid(event.uid, job.uid)}))
+        return copies
+
+    def _batch_job(self, namespace: str, name: str) -> JobRef | None:
+        """The run a batch Job serves: an MPIJob's launcher Job, or a Job of a TrainJob's JobSet."""
+        if name.endswith(LAUNCHER_JOB_SUFFIX):
+            mpijob = self.jobs.get((namespace, "MPIJob", name.removesuffix(LAUNCHER_JOB_SUFFIX)))
+            if mpijob is not None:
+                return mpijob
+        trainjobs = [
+            ref
+            for (ns, kind, job), ref in self.jobs.items()
+            if ns == namespace and kind == "TrainJob" and name.startswith(f"{job}-")
+        ]
+        return max(trainjobs, key=lambda ref: len(ref.name), default=None)
 
 
 def _pod_key(obj: Mapping[str, Any]) -> tuple[str, ...]:
@@ -189,7 +248,14 @@ def _waits_for(observation: Observation) -> tuple[str, ...]:
     involved = involved_object(obj)
     if involved.kind in JOB_KINDS:
         return ("job", namespace, JOB_KINDS[involved.kind], involved.name)
+    if involved.kind == "Job":  # which run it serves is known once that run's job arrives
+        return ("batch", namespace)
     return ("pod", namespace, involved.name)
+
+
+def node_event_uid(event_uid: str, job_uid: str) -> str:
+    """The uid of a Node event's copy for one run: stable, and distinct per run."""
+    return str(uuid.uuid5(uuid.NAMESPACE_OID, f"{event_uid}/{job_uid}"))
 
 
 def _name(obj: Mapping[str, Any]) -> str:

@@ -15,7 +15,15 @@ from datetime import UTC, datetime
 import pytest
 
 from consumers.rules import RuleEngine
-from controller.contract.events import BusEvent, ContainerState, JobRef, JobSpecSummary, Resources, RoleSpec
+from controller.contract.events import (
+    BusEvent,
+    ContainerState,
+    JobRef,
+    JobSpecSummary,
+    Resources,
+    RoleSpec,
+    message_id,
+)
 from controller.testing import objects as k
 from controller.testing.events import (
     at,
@@ -286,30 +294,66 @@ def test_a_node_oom_elsewhere_or_long_before_is_not_this_runs_oom(event: object)
     assert _rules(engine) == ["failed"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="watchers/correlating.py drops Events whose involved object is a Node ('not ours'): a SystemOOM "
-    "never reaches the runs with a pod on that node until the watcher attaches it to them",
-)
+NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "gpu-node-a1", "namespace": "", "uid": "uid-node"},
+}
+
+
+def _node_oom_reaches(*jobs_and_nodes: tuple[dict[str, object], str]) -> dict[str, list[BusEvent]]:
+    """Through the correlator: each MPIJob with a worker on its node, then a SystemOOM on gpu-node-a1;
+    the events each run received about the node."""
+    correlator = Correlator(30, lambda: 0.0)
+    created = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+    events: list[BusEvent] = []
+    for mpijob, node in jobs_and_nodes:
+        events += correlator.observe(Observation("job", "ADDED", mpijob, created))
+        events += correlator.observe(
+            Observation("pod", "ADDED", k.pod(mpijob, "worker", 0, node=node), created)
+        )
+    events += correlator.observe(
+        Observation("event", "ADDED", k.event(NODE, "SystemOOM", SYSTEM_OOM), created)
+    )
+    about: dict[str, list[BusEvent]] = {}
+    for event in events:
+        if event.type == "event":
+            about.setdefault(event.job.uid, []).append(event)
+    return about
+
+
 def test_a_raw_node_oom_event_reaches_the_run_of_the_pod_on_that_node() -> None:
     mpijob = k.mpijob()
     correlator = Correlator(30, lambda: 0.0)
     engine = RuleEngine()
     created = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "gpu-node-a1", "namespace": "", "uid": "uid-node"},
-    }
-    oom = k.event(node, "SystemOOM", SYSTEM_OOM)
+    oom = k.event(NODE, "SystemOOM", SYSTEM_OOM)
 
     events = correlator.observe(Observation("job", "ADDED", mpijob, created))
+    events += correlator.observe(
+        Observation("pod", "ADDED", k.pod(mpijob, "worker", 0, node="gpu-node-a1"), created)
+    )
     events += correlator.observe(Observation("event", "ADDED", oom, created))
     for event in events:
         engine.observe(event, event.observed_at)
 
     state = engine.state(mpijob["metadata"]["uid"])
     assert state is not None and [e.reason for e in state.events.values()] == ["SystemOOM"]
+
+
+def test_a_node_oom_reaches_only_runs_on_that_node_each_with_its_own_copy() -> None:
+    here, also_here, elsewhere = (k.mpijob(name) for name in ("here", "also-here", "elsewhere"))
+    about = _node_oom_reaches((here, "gpu-node-a1"), (also_here, "gpu-node-a1"), (elsewhere, "gpu-node-b7"))
+
+    uid = lambda job: job["metadata"]["uid"]  # noqa: E731
+    assert set(about) == {uid(here), uid(also_here)}
+    (first,), (second,) = about[uid(here)], about[uid(also_here)]
+    assert first.reason == second.reason == "SystemOOM"
+    assert first.uid != second.uid and message_id(first) != message_id(second)
+
+
+def test_a_node_oom_on_a_node_without_pods_of_ours_is_not_ours() -> None:
+    assert _node_oom_reaches((k.mpijob(), "gpu-node-b7")) == {}
 
 
 # ------------------------------------------------------------------- a mesh without launcher

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from consumers.rules import RuleEngine
-from controller.contract.events import BusEvent
+from controller.contract.events import BusEvent, job_of
 from controller.testing import objects as k
 from controller.testing.events import at, job, k8s_event, launcher, replay, worker
 from watchers.correlating import Correlator, Observation
@@ -139,11 +139,6 @@ def test_mpi_operators_refusal_on_the_mpijob_reaches_the_rules() -> None:
     assert fired == ["quota"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="watchers/correlating.py drops Events about a batch Job (the launcher's Job, a TrainJob's Jobs): "
-    "FailedCreate from the Job controller never reaches the run until the watcher maps Jobs to their run",
-)
 def test_the_job_controllers_refusal_on_the_launchers_job_reaches_the_rules() -> None:
     mpijob = k.mpijob()
     launcher_job = {
@@ -163,3 +158,73 @@ def test_the_job_controllers_refusal_on_the_launchers_job_reaches_the_rules() ->
     )
 
     assert fired == ["quota"]
+
+
+def batch_job(name: str, namespace: str) -> k.Obj:
+    meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta}
+
+
+def test_a_refusal_on_a_job_of_a_trainjobs_jobset_reaches_that_trainjob() -> None:
+    short, long = trainjob("llama"), trainjob("llama-node")  # both prefix "llama-node-node-0"
+    correlator = Correlator(30, lambda: 0.0)
+    engine = RuleEngine()
+    created = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+    refused = (
+        'Error creating: pods "llama-node-node-0-0-x7k2p" is forbidden: '
+        + GPU_QUOTA.split("forbidden: ", 1)[1]
+    )
+    refusal = _raw_event(batch_job("llama-node-node-0", "team-b"), "FailedCreate", refused)
+
+    events = [
+        e for job in (short, long) for e in correlator.observe(Observation("job", "ADDED", job, created))
+    ]
+    events += correlator.observe(refusal)
+
+    (placed,) = [e for e in events if e.type == "event"]
+    assert placed.job.name == "llama-node"  # the longest TrainJob name that prefixes the Job's
+    assert [f.rule for e in events for f in engine.observe(e, e.observed_at) if f.status == "firing"] == [
+        "quota"
+    ]
+
+
+def test_a_refusal_before_its_trainjob_is_held_until_the_trainjob_arrives() -> None:
+    correlator = Correlator(30, lambda: 0.0)
+    refusal = _raw_event(batch_job("llama-node-0", "team-b"), "FailedCreate", GPU_QUOTA)
+
+    assert correlator.observe(refusal) == [] and correlator.held == 1
+    created = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+    events = correlator.observe(Observation("job", "ADDED", trainjob("llama"), created))
+
+    assert [(e.type, job_of(e).name) for e in events] == [("job", "llama"), ("event", "llama")]
+    assert correlator.held == 0
+
+
+def test_a_refusal_about_a_batch_job_of_nobody_is_dropped_after_the_grace_period() -> None:
+    now = [0.0]
+    correlator = Correlator(30, lambda: now[0])
+    correlator.observe(_raw_event(batch_job("nightly-backup", "team-a"), "FailedCreate", "quota"))
+    correlator.observe(Observation("job", "ADDED", k.mpijob(), datetime(2026, 11, 20, 10, 0, tzinfo=UTC)))
+    assert correlator.held == 1  # still waiting: some TrainJob of team-a may yet claim it
+
+    now[0] = 31.0
+    assert correlator.expire() == 1 and correlator.held == 0 and correlator.dropped == 1
+
+
+def trainjob(name: str) -> k.Obj:
+    """A TrainJob as Kubeflow Trainer v2 stores it, in namespace team-b."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": "team-b",
+            "uid": f"uid-{name}",
+            "resourceVersion": "4001",
+            "creationTimestamp": "2026-11-20T10:00:00Z",
+        },
+        "spec": {
+            "runtimeRef": {"name": "mpi-distributed", "kind": "ClusterTrainingRuntime"},
+            "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {"nvidia.com/gpu": 8}}},
+        },
+    }
