@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from benchmarks.harness import report
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
-from controller.api.limits import ApiLimits
+from controller.api.limits import DEFAULT_LIMITS
 from controller.cli.embedded import EmbeddedPostgres
 from controller.contract.settings import StaticUser
 from controller.metrics import PipelineMetrics
@@ -233,7 +234,10 @@ async def main() -> None:
             fill_s = await fill(engine, args.runs)
             # one client sends thousands of requests: the per-token rate limit is what it does not measure
             app = create_app(
-                engine, PipelineMetrics(), StaticAccess(TOKENS), limits=ApiLimits(per_token=None)
+                engine,
+                PipelineMetrics(),
+                StaticAccess(TOKENS),
+                limits=replace(DEFAULT_LIMITS, per_token=None),
             )
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:

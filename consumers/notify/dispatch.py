@@ -93,7 +93,7 @@ class Dispatcher:
         self._metrics = NotifyMetrics.on(metrics.registry)
         self._mailer = mailer
         self._client = client
-        self._policy = EgressPolicy(settings.allow_cidrs, resolver)
+        self._policy = EgressPolicy(settings.allow_cidrs, resolver, settings.allow_ports)
         self._backoff = RetrySchedule(
             settings.retry_schedule_s,
             settings.retry_jitter,

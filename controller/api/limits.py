@@ -1,18 +1,18 @@
 """The API's operational limits: request body size, per-client rate limits, subscription quotas.
 
-Constants for now, gathered in two frozen records so they can be read from settings later
-(``ApiSettings`` and ``NotifySettings``) without touching the routes: :func:`create_app`
-takes an :class:`ApiLimits`, the webhooks router a :class:`SubscriptionQuotas`.
+Read from the settings (``MPIJC_API__MAX_BODY_BYTES``, ``MPIJC_API__RATE_PER_S``, …,
+``MPIJC_NOTIFY__MAX_SUBSCRIPTIONS_PER_USER``, …), whose fields hold the defaults, into two
+frozen records: :func:`create_app` takes an :class:`ApiLimits`, the webhooks router a
+:class:`SubscriptionQuotas`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from controller.contract.settings import ApiSettings, NotifySettings
 
 __all__ = ["DEFAULT_LIMITS", "DEFAULT_QUOTAS", "ApiLimits", "Rate", "SubscriptionQuotas"]
-
-MAX_BODY_BYTES = 1 << 20
-"""1 MiB: a subscription is a few kilobytes; nothing the API takes comes near it."""
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,28 @@ class ApiLimits:
     - ``tracked_clients``: buckets kept in memory per kind; the least recently used go first.
     """
 
-    max_body_bytes: int = MAX_BODY_BYTES
-    per_token: Rate | None = field(default_factory=lambda: Rate(per_s=50.0, burst=200))
-    per_address_failures: Rate | None = field(default_factory=lambda: Rate(per_s=1.0, burst=30))
-    tracked_clients: int = 10_000
+    max_body_bytes: int
+    per_token: Rate | None
+    per_address_failures: Rate | None
+    tracked_clients: int
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1 or self.tracked_clients < 1:
             raise ValueError("max_body_bytes and tracked_clients must be at least 1")
+
+    @classmethod
+    def from_settings(cls, api: ApiSettings) -> ApiLimits:
+        """The limits ``api`` configures (a rate of 0 turns that limit off)."""
+        return cls(
+            max_body_bytes=api.max_body_bytes,
+            per_token=Rate(api.rate_per_s, api.rate_burst) if api.rate_per_s else None,
+            per_address_failures=(
+                Rate(api.auth_failure_rate_per_s, api.auth_failure_burst)
+                if api.auth_failure_rate_per_s
+                else None
+            ),
+            tracked_clients=api.rate_tracked_clients,
+        )
 
 
 @dataclass(frozen=True)
@@ -60,10 +74,19 @@ class SubscriptionQuotas:
     subscription) is a bound on one request, answered 422.
     """
 
-    per_user: int = 50
-    per_namespace: int = 200
-    recipients: int = 50
+    per_user: int
+    per_namespace: int
+    recipients: int
+
+    @classmethod
+    def from_settings(cls, notify: NotifySettings) -> SubscriptionQuotas:
+        """The quotas ``notify`` configures."""
+        return cls(
+            per_user=notify.max_subscriptions_per_user,
+            per_namespace=notify.max_subscriptions_per_namespace,
+            recipients=notify.max_recipients,
+        )
 
 
-DEFAULT_LIMITS = ApiLimits()
-DEFAULT_QUOTAS = SubscriptionQuotas()
+DEFAULT_LIMITS = ApiLimits.from_settings(ApiSettings())
+DEFAULT_QUOTAS = SubscriptionQuotas.from_settings(NotifySettings())

@@ -358,7 +358,7 @@ class _NotificationsApi:
         self._settings = settings
         self._now = clock
         self._quotas = quotas
-        policy = EgressPolicy(settings.allow_cidrs, resolver)
+        policy = EgressPolicy(settings.allow_cidrs, resolver, settings.allow_ports)
         self._validator = _Validator(settings, policy, clock, quotas)
 
     async def _readable(

@@ -243,6 +243,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
 
     from controller.api.access import AccessReviewer, build_reviewer
     from controller.api.app import create_app, metrics_app
+    from controller.api.limits import ApiLimits, SubscriptionQuotas
     from controller.api.metrics_collectors import JetStreamCollector
 
     def kubernetes() -> AccessReviewer:
@@ -260,6 +261,8 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         notify=rt.settings.notify,
         collectors=[JetStreamCollector(rt.js, rt.topology, rt.metrics.registry, api.metrics_ttl_s)],
         metrics_ttl_s=api.metrics_ttl_s,
+        limits=ApiLimits.from_settings(api),
+        quotas=SubscriptionQuotas.from_settings(rt.settings.notify),
     )
     servers = [
         uvicorn.Server(

@@ -128,7 +128,13 @@ class Target:
 class EgressPolicy:
     """Which URLs webhooks may call: http(s), no credentials, public addresses or allowlisted ones."""
 
-    def __init__(self, allow_cidrs: Iterable[str] = (), resolver: Resolver = system_resolver) -> None:
+    def __init__(
+        self,
+        allow_cidrs: Iterable[str] = (),
+        resolver: Resolver = system_resolver,
+        allow_ports: Iterable[int] = ALLOWED_PORTS,
+    ) -> None:
+        self._ports = frozenset(allow_ports)
         try:
             self._allowed: tuple[IPNetwork, ...] = tuple(
                 ipaddress.ip_network(cidr, strict=False) for cidr in allow_cidrs
@@ -188,11 +194,11 @@ class EgressPolicy:
                 f"{url} may not be called: it {REFUSED}; webhooks go to public addresses only "
                 "unless the operator allowlists the range (notify.allow_cidrs)"
             )
-        if port not in ALLOWED_PORTS and not all(self._allowlisted(a) for a in addresses):
+        if port not in self._ports and not all(self._allowlisted(a) for a in addresses):
             raise EgressRefusedError(
                 f"{url} may not be called: port {port} is not allowed; webhooks go to ports "
-                f"{' and '.join(map(str, sorted(ALLOWED_PORTS)))} only, unless the operator allowlists "
-                "the address range (notify.allow_cidrs)"
+                f"{', '.join(map(str, sorted(self._ports)))} only (notify.allow_ports), unless the "
+                "operator allowlists the address range (notify.allow_cidrs)"
             )
         target = Target(url, scheme, host, port, addresses)
         if found == [host] and len(self._literals) < _LITERAL_CACHE:

@@ -17,7 +17,7 @@ import socket
 from collections.abc import Mapping
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Literal, get_origin
+from typing import Annotated, Literal, get_origin
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -234,6 +234,35 @@ class ApiSettings(BaseModel):
         default_factory=list,
         description="Audiences a TokenReview must find in the token; empty accepts the API server's own.",
     )
+    max_body_bytes: int = Field(
+        default=1 << 20,
+        ge=1024,
+        le=64 << 20,
+        description="Largest request body; a larger one is answered 413 before it is read whole and "
+        "before authentication (a subscription is a few kilobytes).",
+    )
+    rate_per_s: float = Field(
+        default=50.0,
+        ge=0,
+        description="Requests a second one authenticated client (by its token's digest) may make on "
+        "average; 0 turns the limit off. Over it: 429.",
+    )
+    rate_burst: int = Field(default=200, ge=1, description="Requests one client may make at once.")
+    auth_failure_rate_per_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="Requests a second from one address without a token, or with one nobody accepts "
+        "(the brake on token guessing and TokenReview storms); 0 turns it off.",
+    )
+    auth_failure_burst: int = Field(
+        default=30, ge=1, description="Such requests one address may make at once."
+    )
+    rate_tracked_clients: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Clients whose rate is tracked in memory, per kind; the least recently seen go first.",
+    )
 
 
 class SmtpSettings(BaseModel):
@@ -315,6 +344,24 @@ class NotifySettings(BaseModel):
         default_factory=list,
         description='Private ranges webhooks may reach anyway (e.g. ["10.20.0.0/16"]); everything not '
         "globally routable is refused otherwise (SSRF guard).",
+    )
+    allow_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default_factory=lambda: [80, 443],
+        min_length=1,
+        description="Ports webhooks may call on public addresses (e.g. [443, 8443]); addresses in "
+        "allow_cidrs may be called on any port.",
+    )
+    max_subscriptions_per_user: int = Field(
+        default=50, ge=1, description="Live subscriptions one user may own; over it, 429."
+    )
+    max_subscriptions_per_namespace: int = Field(
+        default=200,
+        ge=1,
+        description="Live subscriptions of one namespace (cluster-wide ones count as one namespace of "
+        "their own); over it, 429.",
+    )
+    max_recipients: int = Field(
+        default=50, ge=1, le=1000, description="Recipients of one email subscription; over it, 422."
     )
     rotation_overlap_s: float = Field(
         default=24 * 3600.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -136,7 +137,7 @@ SLOW = 0.001
 
 async def test_failed_authentications_are_limited_per_address_and_known_tokens_pass() -> None:
     reviewer = CountingAccess()
-    limits = ApiLimits(per_address_failures=Rate(per_s=SLOW, burst=3))
+    limits = replace(DEFAULT_LIMITS, per_address_failures=Rate(per_s=SLOW, burst=3))
     async with client_of(reviewer, limits) as api:
         assert (await api.get(NO_DATABASE, headers=bearer("token-bob"))).status_code == 400
         failures = [
@@ -162,7 +163,7 @@ async def test_failed_authentications_are_limited_per_address_and_known_tokens_p
 
 
 async def test_each_address_has_its_own_failure_bucket() -> None:
-    limits = ApiLimits(per_address_failures=Rate(per_s=SLOW, burst=2))
+    limits = replace(DEFAULT_LIMITS, per_address_failures=Rate(per_s=SLOW, burst=2))
     reviewer = StaticAccess(USERS)
     app = create_app(make_engine(NOWHERE), PipelineMetrics(), reviewer, limits=limits)
     clients = {
@@ -179,7 +180,7 @@ async def test_each_address_has_its_own_failure_bucket() -> None:
 
 
 async def test_an_authenticated_client_is_limited_by_its_token() -> None:
-    limits = ApiLimits(per_token=Rate(per_s=SLOW, burst=4))
+    limits = replace(DEFAULT_LIMITS, per_token=Rate(per_s=SLOW, burst=4))
     async with client_of(StaticAccess(USERS), limits) as api:
         # /compare with one uid twice is refused (400) before the database is asked
         bob = [(await api.get(NO_DATABASE, headers=bearer("token-bob"))).status_code for _ in range(4)]

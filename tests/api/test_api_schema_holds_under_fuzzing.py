@@ -10,6 +10,7 @@ sharing pooled ones across loops).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,12 +23,12 @@ from sqlalchemy.pool import NullPool
 
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
-from controller.api.limits import ApiLimits
+from controller.api.limits import DEFAULT_LIMITS
 from controller.metrics import PipelineMetrics
 from controller.store.engine import async_url
 from tests.api_fixtures import ADMIN, T0, USERS, fire, insert_runs, job_story, run_row, store
 
-UNLIMITED = ApiLimits(per_token=None, per_address_failures=None)
+UNLIMITED = replace(DEFAULT_LIMITS, per_token=None, per_address_failures=None)
 """A fuzzer is one client sending thousands of requests, half of them without a valid token: with
 the per-client rate limits on, it would (rightly) be answered 429. They have tests of their own
 (test_api_limits_bodies_and_clients.py); here every answer must be the route's own."""

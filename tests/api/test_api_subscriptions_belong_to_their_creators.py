@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -190,7 +191,7 @@ async def test_a_subscription_bob_may_not_read_is_404_like_a_missing_one(
 
 
 async def test_quotas_cap_subscriptions_per_user_and_per_namespace(engine: AsyncEngine) -> None:
-    async with client(engine, SubscriptionQuotas(per_user=2, per_namespace=3)) as api:
+    async with client(engine, replace(DEFAULT_QUOTAS, per_user=2, per_namespace=3)) as api:
         first, _ = [await subscribe(api, ALICE) for _ in range(2)]
         third = await api.post("/api/v1/webhooks", json={"url": HOOK, "namespace": "team-a"}, headers=ALICE)
         await subscribe(api, UMA)

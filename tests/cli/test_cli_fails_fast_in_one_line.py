@@ -48,8 +48,13 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
         ({"MPIJC_NOTIFY__ALLOW_CIDRS": "10.0.0.0/8"}, "MPIJC_NOTIFY__ALLOW_CIDRS: not valid JSON"),
         ({"MPIJC_DATABSE__URL": "postgresql://x"}, "MPIJC_DATABSE__URL (did you mean MPIJC_DATABASE__URL?)"),
         ({"MPIJC_STARTUP_TIMEOUT_S": "0"}, "MPIJC_STARTUP_TIMEOUT_S: Input should be greater than 0"),
+        (
+            {"MPIJC_API__MAX_BODY_BYTES": "-1"},
+            "MPIJC_API__MAX_BODY_BYTES: Input should be greater than or equal",
+        ),
+        ({"MPIJC_NOTIFY__ALLOW_PORTS": "[443, 70000]"}, "MPIJC_NOTIFY__ALLOW_PORTS"),
     ],
-    ids=["not-an-integer", "list-not-json", "misspelled", "out-of-range"],
+    ids=["not-an-integer", "list-not-json", "misspelled", "out-of-range", "limit-negative", "port-too-high"],
 )
 def test_bad_settings_are_one_line_naming_the_variable(
     env: dict[str, str], says: str, tmp_path: Path
