@@ -1,5 +1,6 @@
 """The audit role: every audit record into the hash chain, lifecycle records from the watch
-stream, the SIEM exporters and the retention purge beside them."""
+stream, the SIEM exporters, the retention purge and the corroboration of admission records
+beside them."""
 
 from consumers.audit import consumer, export
 from consumers.wiring import Role, Wiring
@@ -22,5 +23,12 @@ async def attach(wiring: Wiring) -> Role:
         (
             lambda stop: export.run_exporters(wiring.engine, settings.audit, stop, wiring.metrics.registry),
             lambda stop: consumer.run_retention(wiring.engine, settings.audit, stop, wiring.clock),
+            lambda stop: consumer.run_corroboration(
+                wiring.engine,
+                settings.audit,
+                stop,
+                wiring.clock,
+                consumer.CorroborationMetrics.on(wiring.metrics.registry),
+            ),
         ),
     )

@@ -21,11 +21,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from faststream.nats import NatsRouter
 from nats.js import JetStreamContext
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.publishing import Publisher
@@ -41,8 +42,10 @@ from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, JobObserved, parse_event
 from controller.contract.settings import AuditSettings, ConsumerSettings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
+from controller.metrics import MetricGroup, PipelineMetrics
+from controller.store import corroboration
 from controller.store.auditchain import PurgeResult, append, purge
+from controller.store.engine import UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +69,11 @@ def build_router(
     """The audit subscribers, ready to be included in a broker."""
 
     async def publish_lifecycle(events: Sequence[BusEvent]) -> None:
-        records = [
-            record
-            for event in events
-            if isinstance(event, JobObserved) and (record := lifecycle_record(event)) is not None
-        ]
+        jobs = [event for event in events if isinstance(event, JobObserved)]
+        if jobs:  # what admission records are corroborated against
+            async with engine.begin() as conn:
+                await corroboration.record_changes(conn, jobs)
+        records = [record for job in jobs if (record := lifecycle_record(job)) is not None]
         if not records:
             return
         try:
@@ -127,6 +130,56 @@ async def purge_once(
             ", ".join(f"{sink} (at seq {seq})" for sink, seq in sorted(result.held_back_by.items())),
         )
     return result
+
+
+class CorroborationMetrics(MetricGroup):
+    """Verdicts on admission records from callers without a client certificate."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        self.decided = Counter(
+            "mpijc_admission_corroborations",
+            "Admission records from callers without a client certificate, judged against the watch "
+            "stream: verified (the change was seen) or unmatched (it was not: possibly forged).",
+            ["status"],
+            registry=self.registry,
+        )
+        self.pending = Gauge(
+            "mpijc_admission_uncorroborated",
+            "Such records not judged yet (younger than the corroboration window).",
+            registry=self.registry,
+        )
+
+
+async def run_corroboration(
+    engine: AsyncEngine,
+    settings: AuditSettings,
+    stop: asyncio.Event,
+    clock: Clock,
+    metrics: CorroborationMetrics,
+) -> None:
+    """Judge pending admission records every ``corroboration_interval_s`` until ``stop`` is set
+    (:mod:`controller.store.corroboration`); an unmatched one is logged as a warning."""
+    window = timedelta(seconds=settings.corroboration_window_s)
+    while not stop.is_set():
+        try:
+            async with engine.begin() as conn:
+                decided = await corroboration.decide(conn, clock(), window)
+                metrics.pending.set(await corroboration.pending(conn))
+            for status, count in decided.items():
+                metrics.decided.labels(status).inc(count)
+            if decided["unmatched"]:
+                log.warning(
+                    "audit: %d admission record(s) from callers without a client certificate were not "
+                    "borne out by the watch stream within %.0fs: possibly forged (corroboration "
+                    "'unmatched' in GET /api/v1/audit)",
+                    decided["unmatched"],
+                    settings.corroboration_window_s,
+                )
+        except UNAVAILABLE as exc:
+            log.warning("audit: corroboration failed, trying again: %s", exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), settings.corroboration_interval_s)
 
 
 async def run_retention(

@@ -36,6 +36,7 @@ from controller.api.params import (
 )
 from controller.contract.audit import Verb
 from controller.store import auditchain as auditlog
+from controller.store import corroboration
 from controller.store.auditchain import AuditFilter, StoredRecord
 from controller.store.auditformats import EXPORT_FORMATS, ExportFormat
 
@@ -101,10 +102,26 @@ async def list_audit(
     before = AUDIT.decode(cursor)
     async with engine_of(request).connect() as conn:
         rows = await auditlog.list_records(conn, where, limit + 1, before)
-    page, next_cursor = page_of(rows, limit, AUDIT, lambda stored: stored.seq)
-    return models.AuditPage(
-        items=[models.AuditLink.model_validate(stored.export()) for stored in page], next_cursor=next_cursor
-    )
+        page, next_cursor = page_of(rows, limit, AUDIT, lambda stored: stored.seq)
+        verdicts = await corroboration.verdicts(conn, [stored.seq for stored in page])
+    items = [
+        models.AuditLink.model_validate(
+            {**stored.export(), "corroboration": _corroboration(stored, verdicts)}
+        )
+        for stored in page
+    ]
+    return models.AuditPage(items=items, next_cursor=next_cursor)
+
+
+def _corroboration(stored: StoredRecord, verdicts: dict[int, corroboration.Verdict]) -> str | None:
+    """How far an admission record's claim is borne out (see ``models.AuditLink.corroboration``)."""
+    caller = stored.record.caller if stored.record.source == "admission" else None
+    if caller == "mtls":
+        return "authenticated"
+    if caller == "unverified":
+        verdict = verdicts.get(stored.seq)
+        return verdict.status if verdict is not None else "pending"
+    return None
 
 
 async def _rendered(

@@ -10,7 +10,7 @@ database and here. Every list is a :class:`~controller.api.paging.Page`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -382,6 +382,12 @@ class AuditLink(_Out):
     prev_hash: str
     hash: str
     record: dict[str, Any] = Field(description="The audit record exactly as stored and hashed.")
+    corroboration: Literal["authenticated", "verified", "unmatched", "pending"] | None = Field(
+        default=None,
+        description="Admission records only (not hashed): `authenticated`, the caller presented the API "
+        "server's client certificate; from a caller without one, `verified` (the watch stream showed "
+        "the change), `unmatched` (it did not within the window: possibly forged) or `pending`.",
+    )
 
 
 class AuditPage(Page[AuditLink]):

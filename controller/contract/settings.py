@@ -433,6 +433,17 @@ class AuditSettings(BaseModel):
         "records JetStream did not store in time, and from which it publishes them again once NATS "
         "answers, also after a restart. Put it on a volume that outlives the container.",
     )
+    corroboration_window_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=86_400,
+        description="An admission record from a caller without a client certificate is marked verified "
+        "when the watch stream shows the change it claims within this many seconds of it, and "
+        "flagged unmatched once this long has passed without it.",
+    )
+    corroboration_interval_s: float = Field(
+        default=5.0, gt=0, description="How often pending admission records are judged."
+    )
     max_body_bytes: int = Field(
         default=3 << 20,
         ge=1024,

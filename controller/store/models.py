@@ -11,7 +11,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -187,6 +199,37 @@ class AuditRow(Base):
         Index("ix_audit_records_ns_at", "namespace", "at"),
         Index("ix_audit_records_at", "at"),
         Index("ix_audit_records_object_uid", "object_uid"),
+    )
+
+
+class WatchChange(Base):
+    """A job change the watch stream showed, kept a day to corroborate admission records against."""
+
+    __tablename__ = "watch_changes"
+
+    uid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    resource_version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    change: Mapped[str] = mapped_column(String(16), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253))
+    kind: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(253))
+    observed_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_watch_changes_object", "namespace", "kind", "name", "observed_at"),)
+
+
+class AdmissionCorroboration(Base):
+    """The verdict on one admission record from a caller without a client certificate."""
+
+    __tablename__ = "admission_corroborations"
+
+    audit_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    status: Mapped[str] = mapped_column(String(16))
+    observed_at: Mapped[datetime | None]
+    decided_at: Mapped[datetime]
+
+    __table_args__ = (
+        CheckConstraint("status IN ('verified', 'unmatched')", name="ck_admission_corroborations_status"),
     )
 
 

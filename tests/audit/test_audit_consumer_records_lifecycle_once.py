@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 from faststream.nats import NatsBroker
 from nats.js import JetStreamContext
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.audit.consumer import CONSUMER, LIFECYCLE_CONSUMER, build_router
@@ -133,6 +133,14 @@ async def test_one_failed_record_per_run_however_often_it_is_seen(
     assert records["uid-pi/deleted"].outcome == "Failed"
     assert records["uid-bert/completed"].namespace == "team-b"
     assert (await verify(engine)).ok
+    async with engine.connect() as conn:  # what admission records are corroborated against
+        changes = (await conn.execute(text("SELECT name, change FROM watch_changes"))).all()
+    assert sorted(set(changes)) == [
+        ("bert", "MODIFIED"),
+        ("pi", "ADDED"),
+        ("pi", "DELETED"),
+        ("pi", "MODIFIED"),
+    ]
 
 
 async def test_admission_records_on_the_bus_are_chained_once(
