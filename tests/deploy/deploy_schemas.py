@@ -3,7 +3,7 @@
 ``kubernetes-validate`` knows the built-in kinds only. These follow the upstream CRDs
 (prometheus-operator ``monitoring.coreos.com/v1`` ServiceMonitor and PrometheusRule,
 OpenShift ``route.openshift.io/v1`` Route, cert-manager ``cert-manager.io/v1`` Issuer and
-Certificate): types, required fields, enums and duration
+Certificate, CloudNativePG ``postgresql.cnpg.io/v1`` Cluster): types, required fields, enums and duration
 patterns, and no unknown fields where the manifests set them, so a typo fails the test.
 """
 
@@ -248,7 +248,79 @@ CERTIFICATE = _resource(
     },
 )
 
+_OBJECT_REF = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {"name": {"type": "string"}},
+}
+CNPG_CLUSTER = _resource(
+    "postgresql.cnpg.io/v1",
+    "Cluster",
+    {
+        "type": "object",
+        "required": ["instances", "storage"],
+        "additionalProperties": False,
+        "properties": {
+            "instances": {"type": "integer", "minimum": 1},
+            "primaryUpdateStrategy": {"enum": ["unsupervised", "supervised"]},
+            "enableSuperuserAccess": {"type": "boolean"},
+            "bootstrap": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "initdb": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"database": {"type": "string"}, "owner": {"type": "string"}},
+                    }
+                },
+            },
+            "managed": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "roles": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["name"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": {"type": "string"},
+                                "ensure": {"enum": ["present", "absent"]},
+                                "login": {"type": "boolean"},
+                                "passwordSecret": _OBJECT_REF,
+                            },
+                        },
+                    }
+                },
+            },
+            "affinity": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "enablePodAntiAffinity": {"type": "boolean"},
+                    "topologyKey": {"type": "string"},
+                },
+            },
+            "storage": {
+                "type": "object",
+                "required": ["size"],
+                "additionalProperties": False,
+                "properties": {"size": {"type": "string"}, "storageClass": {"type": "string"}},
+            },
+            "resources": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"requests": STRINGS, "limits": STRINGS},
+            },
+        },
+    },
+)
+
 CUSTOM: dict[tuple[str, str], dict[str, Any]] = {
+    ("postgresql.cnpg.io/v1", "Cluster"): CNPG_CLUSTER,
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SERVICE_MONITOR,
     ("monitoring.coreos.com/v1", "PrometheusRule"): PROMETHEUS_RULE,
     ("route.openshift.io/v1", "Route"): ROUTE,

@@ -67,6 +67,8 @@ RENDERS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "kubernetes+everything": ("kubernetes", EVERYTHING),
     "openshift+everything": ("openshift", (*EVERYTHING, "admission/openshift")),
     "base+components": (None, ("components/k8s-events", "components/external-nats")),
+    "ha": ("ha", ()),
+    "ha+admission": ("ha", ("components/k8s-events", *ADMISSION)),
 }
 """name → (overlay under deploy/overlays or None for the bare base, components under deploy/).
 ``base+components`` is a kustomization of one's own without monitoring, namespace or images."""
@@ -611,10 +613,6 @@ def test_components_run_as_designed(renders: dict[str, list[Obj]]) -> None:
         }
 
 
-SINGLE_REPLICA = ("notify",)
-"""Roles that keep per-job state in order: two replicas (even briefly, in a rolling update) may
-see one job's observations in either order. (The rules partition their work by job and claim each
-partition under a lease, so they run several replicas.)"""
 DELIVERING = {"dispatch", "audit"}
 """Roles that connect to destinations outside the cluster (webhooks, SMTP, the SIEM)."""
 
@@ -663,8 +661,7 @@ def test_every_consumer_role_runs_in_a_deployment_of_its_own(
         assert _env(deployment)["MPIJC_DATABASE__URL"] == {
             "secretKeyRef": {"name": "mpijc-database", "key": "url"}
         }
-        if role in SINGLE_REPLICA:
-            assert (spec["replicas"], spec["strategy"]["type"]) == (1, "Recreate"), role
+        assert spec["replicas"] >= 2 and spec.get("strategy", {}).get("type") != "Recreate", role
     assert by_role["dispatch"][0]["spec"]["replicas"] >= 2
     assert by_role["history"][0]["spec"]["replicas"] >= 2
     rules = by_role["rules"][0]["spec"]
@@ -721,17 +718,58 @@ def test_only_the_delivering_roles_may_connect_anywhere(renders: dict[str, list[
 
 @pytest.mark.parametrize("name", list(RENDERS))
 def test_every_pod_may_reach_nats(renders: dict[str, list[Obj]], name: str) -> None:
+    """Every server of MPIJC_NATS__URL (``nats://<service>:<port>``, or ``<pod>.<headless service>``
+    of a clustered NATS, comma-separated) is reachable from every pod of the controller."""
     objs = renders[name]
-    url = re.fullmatch(
-        r"nats://([^:/]+):(\d+)", find(objs, "ConfigMap", "mpijc-config")["data"]["MPIJC_NATS__URL"]
-    )
-    assert url is not None
-    host, port = url.group(1), int(url.group(2))
-    bundled = [o for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == host]
-    to = bundled[0]["spec"]["selector"] if bundled else None
-    for owner in _pod_owners(objs):
-        if _labels(owner)["app.kubernetes.io/component"] != "nats":
-            assert _egress_allows(objs, _labels(owner), port, to), owner["metadata"]["name"]
+    urls = find(objs, "ConfigMap", "mpijc-config")["data"]["MPIJC_NATS__URL"].split(",")
+    for server in urls:
+        url = re.fullmatch(r"nats://([^:/]+):(\d+)", server)
+        assert url is not None, server
+        host, port = url.group(1), int(url.group(2))
+        service = host.split(".")[1] if host.count(".") == 1 else host  # <pod>.<headless service>
+        bundled = [o for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == service]
+        to = bundled[0]["spec"]["selector"] if bundled else None
+        for owner in _pod_owners(objs):
+            if _labels(owner)["app.kubernetes.io/component"] != "nats":
+                assert _egress_allows(objs, _labels(owner), port, to), owner["metadata"]["name"]
+
+
+def test_the_ha_variant_replicates_nats_postgresql_and_every_role(renders: dict[str, list[Obj]]) -> None:
+    objs = renders["ha"]
+    config = find(objs, "ConfigMap", "mpijc-config")["data"]
+    nats = find(objs, "StatefulSet", "mpijc-nats")
+    pod = nats["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    routes = args[args.index("--routes") + 1].split(",")
+
+    assert nats["spec"]["replicas"] == 3 and config["MPIJC_NATS__REPLICAS"] == "3"
+    assert routes == [f"nats://mpijc-nats-{i}.mpijc-nats-headless:6222" for i in range(3)]
+    assert config["MPIJC_NATS__URL"].split(",") == [
+        f"nats://mpijc-nats-{i}.mpijc-nats-headless:4222" for i in range(3)
+    ]
+    assert args[args.index("--server_name") + 1] == "$(POD_NAME)"
+    assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert find(objs, "PodDisruptionBudget", "mpijc-nats")["spec"]["maxUnavailable"] == 1
+    assert find(objs, "Service", "mpijc-nats-headless")["spec"]["publishNotReadyAddresses"] is True
+    routes_policy = find(objs, "NetworkPolicy", "mpijc-nats-routes")["spec"]
+    assert [p["port"] for rule in routes_policy["ingress"] for p in rule["ports"]] == [6222]
+
+    cluster = find(objs, "Cluster", "mpijc-postgres")["spec"]
+    assert cluster["instances"] == 3 and cluster["enableSuperuserAccess"] is False
+    migrate = find(objs, "Job", "mpijc-migrate")
+    assert _env(migrate)["MPIJC_DATABASE__OWNER_URL"] == {
+        "secretKeyRef": {"name": "mpijc-postgres-app", "key": "uri"}
+    }
+
+    budgets = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
+    for deployment in (o for o in objs if o["kind"] == "Deployment"):
+        spec = deployment["spec"]
+        assert spec["replicas"] >= 2, deployment["metadata"]["name"]
+        assert any(b["spec"]["selector"] == spec["selector"] for b in budgets), deployment["metadata"]["name"]
+        spread = spec["template"]["spec"]["topologySpreadConstraints"]
+        assert {c["topologyKey"] for c in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    for config_map in (o for o in objs if o["kind"] == "ConfigMap"):
+        assert not any("password" in k.lower() or "@" in v for k, v in config_map.get("data", {}).items())
 
 
 @pytest.mark.parametrize("name", OVERLAID)
