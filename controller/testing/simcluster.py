@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -230,6 +231,16 @@ class SimCluster:
         return f"http://{host!s}:{port}"
 
     # -- driving the cluster ------------------------------------------------------------------------
+
+    def kubeconfig(self, path: Path) -> Path:
+        """Write a kubeconfig that points the official client at this server; returns ``path``."""
+        path.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
+            f"clusters:\n- name: sim\n  cluster:\n    server: {self.url}\n"
+            "users:\n- name: nobody\n  user: {}\n"
+            "contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: nobody\n"
+        )
+        return path
 
     def register(self, kind: Resource) -> None:
         """Serve another resource type (a CRD, in a real cluster); the label selector is ignored."""

@@ -132,13 +132,7 @@ async def test_worker_oom_travels_from_watch_to_history(
 
 
 def kubeconfig(sim: SimCluster, path: Path) -> Path:
-    path.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
-        f"clusters:\n- name: sim\n  cluster:\n    server: {sim.url}\n"
-        "users:\n- name: nobody\n  user: {}\n"
-        "contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: nobody\n"
-    )
-    return path
+    return sim.kubeconfig(path)
 
 
 def start_watcher(settings: Settings, config: Path, log: Path) -> subprocess.Popen[bytes]:
