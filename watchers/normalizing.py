@@ -378,6 +378,17 @@ def normalize_event(
         raise MalformedObject(f"event {meta['name']}: {exc}") from exc
 
 
+def failure_signal(kind: str, obj: Mapping[str, Any]) -> bool:
+    """Whether a raw pod or event says something failed (a pod Failed or with a container that
+    ended non-zero, a Warning event): published ahead of ordinary updates, as the rules read
+    them ahead (:func:`controller.contract.subjects.urgent`)."""
+    if kind == "event":
+        return obj.get("type") == "Warning"
+    if kind == "pod":
+        return (obj.get("status") or {}).get("phase") == "Failed" or bool(error_terminated(obj))
+    return False
+
+
 def error_terminated(obj: Mapping[str, Any]) -> list[str]:
     """Names of containers that terminated with a non-zero exit: their log tail explains why."""
     statuses = (obj.get("status") or {}).get("containerStatuses") or ()

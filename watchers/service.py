@@ -31,10 +31,16 @@ from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, Observation
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
-from watchers.normalizing import error_terminated, pod_owner
+from watchers.normalizing import error_terminated, failure_signal, pod_owner
 from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.recording import object_kind, write_record
 from watchers.watching import WatchChange, watch_resource
+
+QUEUE_LIMIT = 50_000
+"""Observations waiting to be published, per lane. Large enough that a relist of a big cluster
+is taken whole and its watch starts at once (an OOM kill during the relist is seen then, not
+after it is published); bounded so that a long NATS outage stops the watches instead of
+exhausting memory."""
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +156,9 @@ async def run_watchers(
     watch_metrics: WatchMetrics | None = None,
 ) -> None:
     """Watch every resource kind and publish until ``stop`` is set."""
-    queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=10_000)
+    queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
+    urgent: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
+    arrived = asyncio.Event()
     changes = await versioned(publisher, settings.nats, metrics)  # a relist republishes only what changed
     pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
     tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
@@ -165,18 +173,25 @@ async def run_watchers(
         if kind == "pod":
             probe.track(change)
             log_tail = tuple(line for tail in (await tails.for_pod(change.object)).values() for line in tail)
-        await queue.put(Observation(kind, change.type, change.object, datetime.now(UTC), log_tail))
+        lane = urgent if failure_signal(kind, change.object) else queue
+        await lane.put(Observation(kind, change.type, change.object, datetime.now(UTC), log_tail))
+        arrived.set()
 
     async def publish_loop() -> None:
+        """Batches of up to MAX_BATCH, failure signals first: an OOM kill seen during a relist of
+        thousands of pods goes out with the next batch, not after the relist."""
         while not stop.is_set():
-            try:
-                first = await asyncio.wait_for(queue.get(), timeout=1.0)
-            except TimeoutError:
-                await pipeline.feed(())
-                continue
-            batch = [first]
-            while len(batch) < MAX_BATCH and not queue.empty():
-                batch.append(queue.get_nowait())
+            if queue.empty() and urgent.empty():
+                arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), timeout=1.0)
+                if queue.empty() and urgent.empty():
+                    await pipeline.feed(())
+                    continue
+            batch: list[Observation] = []
+            for lane in (urgent, queue):
+                while len(batch) < MAX_BATCH and not lane.empty():
+                    batch.append(lane.get_nowait())
             await pipeline.feed(batch)
 
     async def probe_loop() -> None:
