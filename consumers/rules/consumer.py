@@ -727,14 +727,7 @@ class RulesReplica:
         restart replays it from the snapshot's sequence like any other event. So the lane may
         lose nothing that matters: whatever fails here is acknowledged and left to the durable."""
         while not stop.is_set():
-            try:
-                msgs = await sub.fetch(self._settings.batch_size, timeout=_PULL_TIMEOUT_S)
-            except NatsTimeoutError:
-                continue
-            except Exception as exc:  # connection trouble: the client reconnects
-                log.debug("rules: urgent fetch failed: %r", exc)
-                await asyncio.sleep(_PULL_TIMEOUT_S)
-                continue
+            msgs = await _fetch(sub, self._settings.batch_size, "urgent lane")
             events: list[BusEvent] = []
             for msg in msgs:
                 if service.owns(msg.subject) and msg.metadata.sequence.stream > service.folded:
@@ -762,15 +755,11 @@ class RulesReplica:
         while not stop.is_set():
             fetching.set()
             try:
-                msgs = await sub.fetch(settings.batch_size, timeout=_PULL_TIMEOUT_S)
-            except NatsTimeoutError:
-                continue
-            except Exception as exc:  # connection trouble: the client reconnects
-                log.warning("rules: fetch failed: %r", exc)
-                await asyncio.sleep(_PULL_TIMEOUT_S)
-                continue
+                msgs = await _fetch(sub, settings.batch_size, "durable")
             finally:
                 fetching.clear()
+            if not msgs:
+                continue
             mine: list[Msg] = []
             top = 0
             for msg in msgs:
@@ -797,6 +786,19 @@ class RulesReplica:
                 settings.retry_delay_s,
             )
             await settler.settle(mine)
+
+
+async def _fetch(sub: JetStreamContext.PullSubscription, batch: int, lane: str) -> list[Msg]:
+    """Up to ``batch`` messages, or none after ``_PULL_TIMEOUT_S``; connection trouble is logged
+    and waited out (the client reconnects)."""
+    try:
+        return await sub.fetch(batch, timeout=_PULL_TIMEOUT_S)
+    except NatsTimeoutError:
+        return []
+    except Exception as exc:
+        log.warning("rules: %s fetch failed: %r", lane, exc)
+        await asyncio.sleep(_PULL_TIMEOUT_S)
+        return []
 
 
 async def attach(wiring: Wiring) -> Role:
