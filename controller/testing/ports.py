@@ -1,15 +1,40 @@
-"""Free loopback ports for the servers tests, benchmarks and the demo start."""
+"""Free loopback ports for the servers tests, benchmarks and the demo start.
+
+A port is picked *below* the kernel's ephemeral range (``ip_local_port_range``), where the
+kernel never hands out ports on its own: a port taken from that range (by binding port 0)
+could be given to any process that binds port 0 or opens a connection between the pick and
+its use — another of the controller's processes, say, serving its metrics on "any free port".
+"""
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
 
 __all__ = ["free_port"]
 
+_LOWEST = 10_000
+_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default
+
 
 def free_port() -> int:
-    """A currently unused loopback port (for tests)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A currently unused loopback port outside the ephemeral range (for tests)."""
+    highest = _ephemeral_start() - 1
+    for _ in range(200):
+        port = random.randint(_LOWEST, highest) if highest > _LOWEST else 0
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            bound: int = sock.getsockname()[1]
+            return bound
+    raise RuntimeError(f"no free loopback port between {_LOWEST} and {highest}")
