@@ -245,19 +245,23 @@ class RulesService:
         own time, but the clock of the runs still behind them does not move, or a backlog
         of ordinary updates would look minutes late and fire hang rules."""
         async with self._lock:
-            for event in events:
-                if ahead:
-                    now = event.observed_at
-                else:
-                    self._clock.advance(event.observed_at)
-                    now = self._clock()
-                self._outbox.extend(self.engine.observe(event, now))
-                self._dirty.add(job_of(event).uid)
+            self._outbox.extend(
+                self.engine.observe_all((event, self._time_of(event, ahead)) for event in events)
+            )
+            self._dirty.update(job_of(event).uid for event in events)
             if upto is not None:
                 self.folded = max(self.folded, upto)
             stored = await self._flush()
             await self._save()
             return stored
+
+    def _time_of(self, event: BusEvent, ahead: bool) -> datetime:
+        """When ``event`` is judged: its own time when it comes ahead of its turn, else the clock
+        advanced by it."""
+        if ahead:
+            return event.observed_at
+        self._clock.advance(event.observed_at)
+        return self._clock()
 
     async def advance(self, upto: int) -> None:
         """Nothing of this partition up to JOBS sequence ``upto`` is left to fold (saved next time)."""

@@ -17,7 +17,8 @@ findings that are firing, and returns only what changed —
   Stalls of a finished run resolve. A finding explained by another is resolved with
   ``superseded_by``.
 
-``observe(event, now)`` re-evaluates the event's run; ``tick(now)`` re-evaluates every
+``observe(event, now)`` re-evaluates the event's run (``observe_all`` once per streak of
+one run's events); ``tick(now)`` re-evaluates every
 live run, which drives the time-based rules. ``now`` is always injected. After a restart
 the consumer rebuilds the runs by observing the stream again without publishing, then
 ``reconcile`` lines the engine up with the last change published for each finding. Finished runs
@@ -135,16 +136,26 @@ class RuleEngine:
 
     def observe(self, event: BusEvent, now: datetime) -> list[Finding]:
         """Fold ``event`` into its run and return the findings that changed."""
-        uid = job_of(event).uid
-        if uid in self._forgotten:
-            return []
-        run = self._runs.get(uid)
-        if run is None:
-            run = self._admit(uid, RunState.for_event(event), now)
-        run.state.apply(event)
-        run.touched_at = now
-        self._runs.move_to_end(uid)
-        return self._evaluate(run, now)
+        run = self._fold(event, now)
+        return self._evaluate(run, now) if run is not None else []
+
+    def observe_all(self, timed: Iterable[tuple[BusEvent, datetime]]) -> list[Finding]:
+        """Fold events in order, each at its time, judging a run once per streak of its events.
+
+        Consecutive events of one run (a relist passes a job's pods one after the other) are
+        folded before the run is judged, at the last one's time: they were observed together,
+        and the state keeps what the rules read from the ones in between (terminations,
+        restarts, recent Events). Where runs alternate, each event is judged as it comes."""
+        changes: list[Finding] = []
+        streak: tuple[_Run, datetime] | None = None
+        for event, now in timed:
+            run = self._fold(event, now)
+            if streak is not None and streak[0] is not run:
+                changes += self._evaluate(*streak)
+            streak = (run, now) if run is not None else None
+        if streak is not None:
+            changes += self._evaluate(*streak)
+        return changes
 
     def tick(self, now: datetime) -> list[Finding]:
         """Re-evaluate every live run at ``now`` and forget runs finished long enough ago."""
@@ -212,6 +223,19 @@ class RuleEngine:
         return len(self._runs)
 
     # ----------------------------------------------------------------- private
+
+    def _fold(self, event: BusEvent, now: datetime) -> _Run | None:
+        """Apply ``event`` to its run (admitted if new); None for a forgotten run."""
+        uid = job_of(event).uid
+        if uid in self._forgotten:
+            return None
+        run = self._runs.get(uid)
+        if run is None:
+            run = self._admit(uid, RunState.for_event(event), now)
+        run.state.apply(event)
+        run.touched_at = now
+        self._runs.move_to_end(uid)
+        return run
 
     def _thresholds_for(self, namespace: str) -> RuleThresholds:
         held = self._by_namespace.get(namespace)
