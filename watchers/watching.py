@@ -3,7 +3,8 @@
 :func:`watch_resource` keeps one resource (say, all pods of MPIJobs, cluster-wide) mirrored
 into a sink of :class:`WatchChange` s, through every disturbance an API server produces:
 
-* list, pass every object on as ``ADDED``, then watch from the list's resourceVersion;
+* list in pages of ``list_page_size`` (as client-go's pager does), pass every object on as
+  ``ADDED`` page by page, then watch from the list's resourceVersion;
 * a watch that ends normally (its server-side ``timeoutSeconds`` passed) resumes from the
   last resourceVersion seen, so nothing is missed and nothing repeated;
 * ``BOOKMARK`` events only advance that resourceVersion, so a quiet resource resumes from a
@@ -26,17 +27,17 @@ sink slows the reading of the socket instead of growing memory. Errors surface a
 from __future__ import annotations
 
 import asyncio
-import builtins
 import logging
 import random
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 from controller.contract.backoff import Backoff
 from controller.contract.settings import WatcherSettings
-from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError
+from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError, ListPage
 from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
 from watchers.metrics import WatchMetrics
 
@@ -46,6 +47,9 @@ log = logging.getLogger(__name__)
 
 HANDOFF_CAPACITY = 1024
 """Events read ahead of the sink per watch; beyond it the reading thread waits (TCP backpressure)."""
+
+LIST_RESTARTS = 3
+"""How often a paginated list whose ``continue`` token expired starts again before it counts as an error."""
 
 READER_JOIN_TIMEOUT_S = 2.0
 """How long a finished watch waits for its reading thread, so no request outlives the loop by much."""
@@ -76,7 +80,9 @@ class WatchStreamLike(Protocol):
 class WatchGateway(Protocol):
     """The two calls the loop needs (:class:`controller.kube.gateway.KubeGateway` implements them)."""
 
-    def list(self, resource: Resource, namespace: str | None) -> tuple[builtins.list[RawObject], str]: ...
+    def list_page(
+        self, resource: Resource, namespace: str | None, limit: int = 0, continue_token: str | None = None
+    ) -> ListPage: ...
     def watch(
         self, resource: Resource, namespace: str | None, resource_version: str, timeout_s: float
     ) -> WatchStreamLike: ...
@@ -259,38 +265,82 @@ class _WatchLoop:
     # -- list ---------------------------------------------------------------------------------------
 
     async def _list(self) -> None:
-        items, resource_version = await self._in_thread(self.gateway.list, self.resource, self.namespace)
+        """List in pages; the first list passes each page on as it comes (a cold start's first
+        objects go out while the rest is still being listed), a relist compares the whole list
+        with what was known, so what vanished comes out first."""
+        started = time.monotonic()
+        relist = self.listed
         fresh: dict[str, RawObject] = {}
-        for obj in items:
-            uid = _uid(obj)
-            if uid is None:
-                self._skip("malformed", "listed object without metadata.uid", obj)
-            else:
-                fresh[uid] = obj
-        previous, self.known = self.known, fresh
-        if self.listed:
+        resource_version, pages = await self._pages(fresh, on_page=None if relist else self._pass_on)
+        if relist:
             self.m_relists.inc()
+            previous, self.known = self.known, fresh
             for uid, last in previous.items():
                 if uid not in fresh:
                     await self._emit("DELETED", last)
-        for uid, obj in fresh.items():
-            old = previous.get(uid)
-            if old is None:
-                await self._emit("ADDED", obj)
-            elif _resource_version(old) != _resource_version(obj):
-                await self._emit("MODIFIED", obj)
+            for uid, obj in fresh.items():
+                await self._pass_on(uid, obj, previous.get(uid))
         self.m_known.set(len(self.known))
         self.m_lists.inc()
         self.listed = True
         self.resource_version = resource_version
         self.backoff.reset()
-        log.debug(
-            "%s %s: listed %d objects at resourceVersion %s",
+        log.info(
+            "%s %s: listed %d objects in %d pages at resourceVersion %s in %.2fs",
             self.resource,
             self.where,
             len(fresh),
+            pages,
             resource_version,
+            time.monotonic() - started,
         )
+
+    async def _pages(
+        self, fresh: dict[str, RawObject], on_page: Callable[[str, RawObject], Awaitable[None]] | None
+    ) -> tuple[str, int]:
+        """Read every page of one consistent list into ``fresh`` (passing each object to
+        ``on_page``); returns the list's resourceVersion and how many pages it took. A list whose
+        ``continue`` token expired midway starts again, a few times, before that counts as an error."""
+        token: str | None = None
+        resource_version, pages, restarts = "", 0, 0
+        while True:
+            try:
+                page = await self._in_thread(
+                    self.gateway.list_page, self.resource, self.namespace, self.settings.list_page_size, token
+                )
+            except APIGoneError:
+                if token is None or restarts >= LIST_RESTARTS:
+                    raise
+                restarts += 1
+                log.info(
+                    "%s %s: list expired after %d pages; listing again", self.resource, self.where, pages
+                )
+                token, pages = None, 0
+                fresh.clear()
+                continue
+            if token is None:
+                resource_version = page.resource_version
+            pages += 1
+            for obj in page.items:
+                uid = _uid(obj)
+                if uid is None:
+                    self._skip("malformed", "listed object without metadata.uid", obj)
+                    continue
+                fresh[uid] = obj
+                if on_page is not None:
+                    await on_page(uid, obj)
+            token = page.continue_token
+            if not token:
+                return resource_version, pages
+
+    async def _pass_on(self, uid: str, obj: RawObject, old: RawObject | None = None) -> None:
+        """Pass a listed object on if it is new or changed (against ``old``, else the known one)."""
+        old = old if old is not None or self.listed else self.known.get(uid)
+        self.known[uid] = obj
+        if old is None:
+            await self._emit("ADDED", obj)
+        elif _resource_version(old) != _resource_version(obj):
+            await self._emit("MODIFIED", obj)
 
     # -- watch --------------------------------------------------------------------------------------
 

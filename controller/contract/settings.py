@@ -106,6 +106,13 @@ class WatcherSettings(BaseModel):
     watch_timeout_s: int = Field(
         default=300, description="Server-side timeoutSeconds of one watch request; the loop resumes after it."
     )
+    list_page_size: int = Field(
+        default=500,
+        ge=1,
+        le=10_000,
+        description="Objects per page of a list (limit/continue): the first objects of a big cluster go out "
+        "while the rest is still listed, and no answer has to hold 17,000 pods at once.",
+    )
     backoff_initial_s: float = Field(default=0.5, description="First reconnect delay after an error.")
     backoff_max_s: float = Field(default=30.0, description="Cap of the exponential reconnect delay.")
     pending_ttl_s: float = Field(

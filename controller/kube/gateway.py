@@ -30,6 +30,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, cast
@@ -70,6 +71,7 @@ __all__ = [  # the resource names are re-exported for callers that only need the
     "APIUnavailableError",
     "KubeConfigError",
     "KubeGateway",
+    "ListPage",
     "Resource",
     "WatchStream",
     "error_from_status",
@@ -88,6 +90,15 @@ _READ_SIZE = 64 * 1024
 
 Method = Literal["GET", "POST", "PUT", "DELETE"]
 Query = list[tuple[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a list: its objects, the list's resourceVersion, the token of the next page."""
+
+    items: builtins.list[RawObject]
+    resource_version: str
+    continue_token: str | None = None
 
 
 class KubeConfigError(Exception):
@@ -346,19 +357,34 @@ class KubeGateway:
     # -- list and watch -------------------------------------------------------------------------
 
     def list(self, resource: Resource, namespace: str | None) -> tuple[builtins.list[RawObject], str]:
-        """All objects of ``resource`` (cluster-wide if ``namespace`` is None) and the list's resourceVersion.
+        """All objects of ``resource`` (cluster-wide if ``namespace`` is None) in one answer, and
+        the list's resourceVersion."""
+        page = self.list_page(resource, namespace)
+        return page.items, page.resource_version
 
-        The API server omits ``apiVersion``/``kind`` on the items of built-in lists; they are
-        filled in so listed objects look exactly like watched ones.
+    def list_page(
+        self, resource: Resource, namespace: str | None, limit: int = 0, continue_token: str | None = None
+    ) -> ListPage:
+        """One page of at most ``limit`` objects (0: all), the first or the one ``continue_token`` names.
+
+        Every page of a list is of the first one's resourceVersion; a token the server no longer
+        honours (its snapshot compacted away) is :class:`APIGoneError`. The API server omits
+        ``apiVersion``/``kind`` on the items of built-in lists; they are filled in so listed
+        objects look exactly like watched ones.
         """
         query: Query = [("labelSelector", resource.label_selector)] if resource.label_selector else []
+        if limit > 0:
+            query.append(("limit", str(limit)))
+        if continue_token:
+            query.append(("continue", continue_token))
         body = self._json("GET", resource.path(namespace), query=query)
         items = cast(builtins.list[RawObject], body.get("items") or [])
         for item in items:
             if isinstance(item, dict):
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
-        return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
+        metadata = body.get("metadata") or {}
+        return ListPage(items, str(metadata.get("resourceVersion") or ""), metadata.get("continue") or None)
 
     def watch(
         self, resource: Resource, namespace: str | None, resource_version: str, timeout_s: float

@@ -18,7 +18,10 @@ replay and follow. The test drives the cluster through :meth:`SimCluster.create`
 controller holds a constant number of them.
 
 Deliberately simple: one lock, a thread per connection, no authentication, no field
-selectors, no pagination (``limit`` is ignored, which the API allows).
+selectors. Lists are paginated as the API server does it (``limit`` and ``continue``): the
+first page takes a consistent snapshot at the list's resourceVersion, later pages serve from
+it, and a ``continue`` token older than the compacted history (or one of the
+``CONTINUE_SNAPSHOTS`` newest snapshots no longer) answers ``410 Expired``.
 """
 
 from __future__ import annotations
@@ -58,6 +61,12 @@ Key = tuple[str, str, str, str, str]
 DEFAULT_KINDS: tuple[Resource, ...] = (PODS, EVENTS, LEASES, MPIJOBS, TRAINJOBS)
 _REVIEWS = {("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
 """(group, plural) of the reviews answered by :meth:`SimCluster.set_access`'s table."""
+CONTINUE_SNAPSHOTS = 64
+"""Paginated lists in progress kept at once; an older ``continue`` token has expired."""
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start "
+    "a new list without the continue parameter."
+)
 DEFAULT_WATCH_TIMEOUT_S = 1800
 """A watch without ``timeoutSeconds`` ends after this long, like the API server's default range."""
 
@@ -124,6 +133,14 @@ class _Change:
 
 
 @dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """The rest of a paginated list: what later pages serve, as it was at ``rv``."""
+
+    rv: int
+    items: list[RawObject]
+
+
+@dataclass(frozen=True, slots=True)
 class RecordedRequest:
     """A request the server received, for assertions such as "resumed from resourceVersion 7"."""
 
@@ -169,6 +186,7 @@ class SimCluster:
         self._objects: dict[Key, RawObject] = {}
         self._history: dict[GVP, list[_Change]] = {}
         self._history_rvs: dict[GVP, list[int]] = {}
+        self._continues: dict[str, _Snapshot] = {}  # continue token -> the rest of that list
         self._rv = 0
         self._compacted_rv = 0  # a new watch from an older version gets 410 Expired
         self._dropped_upto: dict[
@@ -496,25 +514,46 @@ class SimCluster:
 
     # -- request handling (called from handler threads) --------------------------------------------
 
-    def _list(self, kind: Resource, namespace: str | None, selector: LabelPredicate) -> RawObject:
+    def _list(
+        self,
+        kind: Resource,
+        namespace: str | None,
+        selector: LabelPredicate,
+        limit: int | None = None,
+        token: str | None = None,
+    ) -> RawObject:
+        """One page of a list (all of it without ``limit``); stored objects are never changed in
+        place, so a snapshot holds them as they are."""
         with self._cond:
-            items = [
-                copy.deepcopy(obj)
-                for (g, v, p, ns, _), obj in sorted(self._objects.items())
-                if (g, v, p) == (kind.group, kind.version, kind.plural)
-                and (namespace is None or ns == namespace)
-                and selector(_labels(obj))
-            ]
-            rv = self._rv
+            if token is None:
+                rv = self._rv
+                items = [
+                    obj
+                    for (g, v, p, ns, _), obj in sorted(self._objects.items())
+                    if (g, v, p) == (kind.group, kind.version, kind.plural)
+                    and (namespace is None or ns == namespace)
+                    and selector(_labels(obj))
+                ]
+            else:
+                snapshot = self._continues.pop(token, None)
+                if snapshot is None or snapshot.rv < self._compacted_rv:
+                    raise SimStatusError(status(410, "Expired", CONTINUE_EXPIRED))
+                rv, items = snapshot.rv, snapshot.items
+            page, rest = (items, []) if limit is None else (items[:limit], items[limit:])
+            metadata: RawObject = {"resourceVersion": str(rv)}
+            if rest:
+                metadata["continue"] = secrets.token_urlsafe(16)
+                metadata["remainingItemCount"] = len(rest)
+                self._continues[metadata["continue"]] = _Snapshot(rv, rest)
+                while len(self._continues) > CONTINUE_SNAPSHOTS:
+                    del self._continues[next(iter(self._continues))]
         if not kind.group:  # built-in lists omit apiVersion/kind on their items, as the real server does
-            for item in items:
-                item.pop("apiVersion", None)
-                item.pop("kind", None)
+            page = [{k: v for k, v in item.items() if k not in ("apiVersion", "kind")} for item in page]
         return {
             "apiVersion": kind.api_version,
             "kind": f"{kind.kind}List",
-            "metadata": {"resourceVersion": str(rv)},
-            "items": items,
+            "metadata": metadata,
+            "items": page,
         }
 
     def _pod_log(self, namespace: str, pod: str, query: dict[str, str]) -> bytes:
@@ -798,8 +837,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif name is None and method == "GET" and query.get("watch") in ("true", "1"):
             cluster._watch(self, kind, namespace, query)
         elif name is None and method == "GET":
+            selector = parse_selector(query.get("labelSelector") or "").matches
+            limit = int(query["limit"]) if int(query.get("limit") or 0) > 0 else None
             self.send_json(
-                200, cluster._list(kind, namespace, parse_selector(query.get("labelSelector") or "").matches)
+                200, cluster._list(kind, namespace, selector, limit, query.get("continue") or None)
             )
         elif name is None and method == "POST":
             self.send_json(201, cluster._create(kind, namespace or "", body))

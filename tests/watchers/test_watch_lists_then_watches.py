@@ -80,7 +80,7 @@ async def test_watch_starts_at_the_list_resource_version_with_bookmarks_and_sele
     [listing] = list_requests(sim, "pods")
     [request] = watch_requests(sim, "pods")
     assert listing.path == request.path == "/api/v1/namespaces/team-a/pods"
-    assert listing.query == {"labelSelector": "training.kubeflow.org/job-name"}
+    assert listing.query == {"labelSelector": "training.kubeflow.org/job-name", "limit": "500"}
     assert request.query["resourceVersion"] == str(listed_at)
     assert request.query["allowWatchBookmarks"] == "true"
     assert request.query["labelSelector"] == "training.kubeflow.org/job-name"
