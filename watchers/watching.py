@@ -3,8 +3,9 @@
 :func:`watch_resource` keeps one resource (say, all pods of MPIJobs, cluster-wide) mirrored
 into a sink of :class:`WatchChange` s, through every disturbance an API server produces:
 
-* list in pages of ``list_page_size`` (as client-go's pager does), pass every object on as
-  ``ADDED`` page by page, then watch from the list's resourceVersion;
+* list in pages of ``list_page_size`` (as client-go's pager does; the pages are read back to
+  back, so the watch starts as soon as the API server has answered), pass every object on as
+  ``ADDED``, then watch from the list's resourceVersion;
 * a watch that ends normally (its server-side ``timeoutSeconds`` passed) resumes from the
   last resourceVersion seen, so nothing is missed and nothing repeated;
 * ``BOOKMARK`` events only advance that resourceVersion, so a quiet resource resumes from a
@@ -265,21 +266,27 @@ class _WatchLoop:
     # -- list ---------------------------------------------------------------------------------------
 
     async def _list(self) -> None:
-        """List in pages; the first list passes each page on as it comes (a cold start's first
-        objects go out while the rest is still being listed), a relist compares the whole list
-        with what was known, so what vanished comes out first."""
         started = time.monotonic()
-        relist = self.listed
+        items, resource_version, pages = await self._in_thread(self._read_pages)
         fresh: dict[str, RawObject] = {}
-        resource_version, pages = await self._pages(fresh, on_page=None if relist else self._pass_on)
-        if relist:
+        for obj in items:
+            uid = _uid(obj)
+            if uid is None:
+                self._skip("malformed", "listed object without metadata.uid", obj)
+            else:
+                fresh[uid] = obj
+        previous, self.known = self.known, fresh
+        if self.listed:
             self.m_relists.inc()
-            previous, self.known = self.known, fresh
             for uid, last in previous.items():
                 if uid not in fresh:
                     await self._emit("DELETED", last)
-            for uid, obj in fresh.items():
-                await self._pass_on(uid, obj, previous.get(uid))
+        for uid, obj in fresh.items():
+            old = previous.get(uid)
+            if old is None:
+                await self._emit("ADDED", obj)
+            elif _resource_version(old) != _resource_version(obj):
+                await self._emit("MODIFIED", obj)
         self.m_known.set(len(self.known))
         self.m_lists.inc()
         self.listed = True
@@ -295,18 +302,17 @@ class _WatchLoop:
             time.monotonic() - started,
         )
 
-    async def _pages(
-        self, fresh: dict[str, RawObject], on_page: Callable[[str, RawObject], Awaitable[None]] | None
-    ) -> tuple[str, int]:
-        """Read every page of one consistent list into ``fresh`` (passing each object to
-        ``on_page``); returns the list's resourceVersion and how many pages it took. A list whose
-        ``continue`` token expired midway starts again, a few times, before that counts as an error."""
+    def _read_pages(self) -> tuple[list[RawObject], str, int]:
+        """Every page of one consistent list, read back to back (in a thread): the objects, the
+        list's resourceVersion and how many pages it took. A list whose ``continue`` token
+        expired midway starts again, a few times, before that counts as an error."""
+        items: list[RawObject] = []
         token: str | None = None
         resource_version, pages, restarts = "", 0, 0
         while True:
             try:
-                page = await self._in_thread(
-                    self.gateway.list_page, self.resource, self.namespace, self.settings.list_page_size, token
+                page = self.gateway.list_page(
+                    self.resource, self.namespace, self.settings.list_page_size, token
                 )
             except APIGoneError:
                 if token is None or restarts >= LIST_RESTARTS:
@@ -315,32 +321,15 @@ class _WatchLoop:
                 log.info(
                     "%s %s: list expired after %d pages; listing again", self.resource, self.where, pages
                 )
-                token, pages = None, 0
-                fresh.clear()
+                items, token, pages = [], None, 0
                 continue
             if token is None:
                 resource_version = page.resource_version
+            items += page.items
             pages += 1
-            for obj in page.items:
-                uid = _uid(obj)
-                if uid is None:
-                    self._skip("malformed", "listed object without metadata.uid", obj)
-                    continue
-                fresh[uid] = obj
-                if on_page is not None:
-                    await on_page(uid, obj)
             token = page.continue_token
             if not token:
-                return resource_version, pages
-
-    async def _pass_on(self, uid: str, obj: RawObject, old: RawObject | None = None) -> None:
-        """Pass a listed object on if it is new or changed (against ``old``, else the known one)."""
-        old = old if old is not None or self.listed else self.known.get(uid)
-        self.known[uid] = obj
-        if old is None:
-            await self._emit("ADDED", obj)
-        elif _resource_version(old) != _resource_version(obj):
-            await self._emit("MODIFIED", obj)
+                return items, resource_version, pages
 
     # -- watch --------------------------------------------------------------------------------------
 

@@ -110,8 +110,8 @@ class WatcherSettings(BaseModel):
         default=500,
         ge=1,
         le=10_000,
-        description="Objects per page of a list (limit/continue): the first objects of a big cluster go out "
-        "while the rest is still listed, and no answer has to hold 17,000 pods at once.",
+        description="Objects per page of a list (limit/continue, as client-go's pager): no answer of the API "
+        "server has to hold a big cluster's 17,000 pods at once.",
     )
     backoff_initial_s: float = Field(default=0.5, description="First reconnect delay after an error.")
     backoff_max_s: float = Field(default=30.0, description="Cap of the exponential reconnect delay.")

@@ -1,9 +1,9 @@
-"""Lists come in pages (``limit``/``continue``), each page passed on as it arrives.
+"""Lists come in pages (``limit``/``continue``).
 
-On a cluster of 17,000 pods one list answer is tens of megabytes: parsed whole, nothing goes
-out until all of it is read. The watch loop lists in pages of ``list_page_size`` as client-go's
-pager does; every page belongs to the first one's consistent snapshot, so the watch starts from
-that resourceVersion and a change made during the list arrives through it. A ``continue``
+On a cluster of 17,000 pods one list answer is tens of megabytes. The watch loop lists in
+pages of ``list_page_size`` as client-go's pager does; every page belongs to the first one's
+consistent snapshot, so the watch starts from that resourceVersion and a change made during
+the list arrives through it. A ``continue``
 token that expired midway (its snapshot compacted away: 410) starts the list again, and
 nothing listed before comes out twice.
 """
@@ -54,7 +54,7 @@ def test_a_continue_token_older_than_the_compacted_history_has_expired(
     assert gone.value.reason == "Expired"
 
 
-async def test_every_object_comes_out_once_page_by_page_then_the_watch_follows(
+async def test_every_object_of_every_page_comes_out_once_then_the_watch_follows(
     sim: SimCluster, gateway: KubeGateway
 ) -> None:
     pods = _pods(sim, 7)
