@@ -159,7 +159,7 @@ async def run_watchers(
     queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     urgent: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     arrived = asyncio.Event()
-    changes = await versioned(publisher, settings.nats, metrics)  # a relist republishes only what changed
+    changes = versioned(publisher, settings.nats, metrics)  # a relist republishes only what changed
     pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
     tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)

@@ -640,18 +640,26 @@ class RulesReplica:
                 await self._drop(partition, release=True)
             # start where this replica's name points, so replicas starting together spread out
             first = zlib.crc32(self.replica.encode()) % self.partitions
+            won: list[int] = []
             for step in range(self.partitions):
-                if len(self.claimed) >= share:
+                if len(self.claimed) + len(won) >= share:
                     break
                 partition = (first + step) % self.partitions
                 if partition not in self.claimed and await leases.claim(partition):
-                    try:
-                        await self._run_partition(partition)
-                    except Exception:  # NATS trouble: let it go, try again next heartbeat
-                        log.exception(
-                            "rules replica %s: partition %d failed to start", self.replica, partition
-                        )
-                        await leases.release(partition)
+                    won.append(partition)
+            # the partitions won warm-start side by side: a restart is as long as the longest one
+            started = await asyncio.gather(*(self._run_partition(p) for p in won), return_exceptions=True)
+            for partition, outcome in zip(won, started, strict=True):
+                if isinstance(outcome, Exception):  # NATS trouble: let it go, try again next heartbeat
+                    log.error(
+                        "rules replica %s: partition %d failed to start",
+                        self.replica,
+                        partition,
+                        exc_info=outcome,
+                    )
+                    await leases.release(partition)
+                elif isinstance(outcome, BaseException):
+                    raise outcome
             self._rules_metrics.partitions.set(len(self.claimed))
             self._rules_metrics.runs.set(sum(len(c.service.engine) for c in self.claimed.values()))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -118,13 +118,22 @@ class PublishedVersions:
 class VersionedPublisher:
     """Publishes observations whose object changed since it was last published, then remembers them."""
 
-    def __init__(self, publisher: Publisher, versions: PublishedVersions, metrics: PipelineMetrics) -> None:
+    def __init__(
+        self,
+        publisher: Publisher,
+        versions: PublishedVersions,
+        metrics: PipelineMetrics,
+        loaded: Awaitable[object] | None = None,
+    ) -> None:
         self._publisher = publisher
         self._versions = versions
         self._metrics = metrics
+        self._loaded = loaded
 
     async def publish(self, observed: Sequence[BusEvent]) -> int:
-        """Publish what changed; returns how many were new to the stream."""
+        """Publish what changed (once the versions are loaded); returns how many were new to the stream."""
+        if self._loaded is not None:
+            await self._loaded
         changed = self._versions.changed(observed)
         if len(changed) < len(observed):
             self._metrics.skipped_objects.labels("unchanged").inc(len(observed) - len(changed))
@@ -135,12 +144,14 @@ class VersionedPublisher:
         return new
 
 
-async def versioned(
-    publisher: Publisher, settings: NatsSettings, metrics: PipelineMetrics
-) -> VersionedPublisher:
-    """A publisher that skips what was published before the last restart (the bucket loaded)."""
+def versioned(publisher: Publisher, settings: NatsSettings, metrics: PipelineMetrics) -> VersionedPublisher:
+    """A publisher that skips what was published before the last restart. The bucket is loaded
+    in the background, while the watchers list: the first publish waits for it."""
     versions = PublishedVersions(publisher.js, publisher.topology)
-    started = asyncio.get_running_loop().time()
-    held = await versions.load(settings)
-    log.info("%d published versions loaded in %.2fs", held, asyncio.get_running_loop().time() - started)
-    return VersionedPublisher(publisher, versions, metrics)
+
+    async def load() -> None:
+        started = asyncio.get_running_loop().time()
+        held = await versions.load(settings)
+        log.info("%d published versions loaded in %.2fs", held, asyncio.get_running_loop().time() - started)
+
+    return VersionedPublisher(publisher, versions, metrics, asyncio.ensure_future(load()))
