@@ -13,7 +13,8 @@ NATS. Printed:
   each kill to its ``oom`` finding on the FINDINGS stream, p50/p99/max;
 - ``restart``: every process stopped (SIGTERM) and started again on the unchanged cluster:
   messages the new relist put on JOBS (objects already published at that version are not
-  published again), then the latency of ``--failures`` more OOM kills right after the start;
+  published again), then the latency of ``--failures`` more OOM kills 1, 3 and 5 s after the
+  start (how soon findings are prompt again);
 - ``peak_rss_mib`` per process and ``watcher_bytes_per_pod``.
 
     .venv/bin/python -m benchmarks.coldstart [--jobs 1000] [--workers 16] [--failures 20]
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -31,17 +33,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nats
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
-from benchmarks.harness import report
+from benchmarks.harness import profiled, report
 from controller.bus.streams import ensure_streams
 from controller.cli.embedded import EmbeddedServices
 from controller.contract.findings import parse_finding
-from controller.contract.settings import NatsSettings
+from controller.contract.settings import ConsumerSettings, NatsSettings
 from controller.contract.subjects import Topology
 from controller.store import migrate
 from controller.testing import objects as k
@@ -55,6 +59,8 @@ PARTS = {
     "rules": ["consume", "--only", "rules"],
 }
 Obj = dict[str, Any]
+RESTART_DELAYS_S = (1.0, 3.0, 5.0)
+"""After a restart, ``--failures`` OOM kills are injected this long after the processes start, each."""
 
 
 def populate(sim: SimCluster, jobs: int, workers: int) -> dict[str, Obj]:
@@ -89,15 +95,15 @@ def oom_kill(sim: SimCluster, pod: Obj) -> None:
 class Controller:
     """The three processes, with the environment of one installation."""
 
-    def __init__(self, env: dict[str, str], workdir: Path) -> None:
-        self.env, self.workdir = env, workdir
+    def __init__(self, env: dict[str, str], workdir: Path, run: str) -> None:
+        self.env, self.workdir, self.run = env, workdir, run
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self) -> None:
         for name, args in PARTS.items():
             with (self.workdir / f"{name}.log").open("ab") as log:
                 self.processes[name] = subprocess.Popen(
-                    [sys.executable, "-m", "controller.cli", *args],
+                    [sys.executable, *profiled(f"{self.run}.{name}"), "-m", "controller.cli", *args],
                     env=self.env,
                     cwd=self.workdir,
                     stdout=log,
@@ -153,12 +159,103 @@ def percentiles(injected: dict[str, float], arrived: dict[str, float]) -> dict[s
     }
 
 
-async def measure(jobs: int, workers: int, failures: int) -> dict[str, Any]:
+@dataclass
+class Installation:
+    """One simulated cluster and one installation of the controller on the embedded services."""
+
+    sim: SimCluster
+    js: JetStreamContext
+    topology: Topology
+    env: dict[str, str]
+    workdir: Path
+    victims: dict[str, Obj]
+    findings: Findings
+
+    async def messages(self) -> int:
+        return int((await self.js.stream_info(self.topology.stream("jobs"))).state.messages)
+
+    async def has_messages(self) -> bool:
+        return await self.messages() > 0
+
+    def inject(self, names: list[str]) -> dict[str, float]:
+        """OOM-kill worker 1 of each job named; when each was killed."""
+        at = {}
+        for name in names:
+            oom_kill(self.sim, self.victims[name])
+            at[name] = time.monotonic()
+        return at
+
+    async def found(self, injected: dict[str, float]) -> dict[str, float]:
+        """Wait for the ``oom`` finding of every kill; their latencies."""
+        await until(lambda: all(n in self.findings.arrived for n in injected), 120, interval_s=0.05)
+        return percentiles(injected, self.findings.arrived)
+
+    async def cold_start(self, failures: int) -> dict[str, Any]:
+        """Start on the populated cluster with nothing published yet; kill workers as the relist begins."""
+        caught: dict[str, float] = {}
+        relisted = asyncio.Event()
+        durables = {self.topology.durable("history")} | {
+            self.topology.durable(f"rules_p{n}") for n in range(ConsumerSettings().rules_partitions)
+        }
+
+        async def caught_up() -> bool:
+            """Whether history and every rules partition consumed the whole relist (noting when
+            each last became idle: it may be idle for a while between batches)."""
+            for info in await self.js.consumers_info(self.topology.stream("jobs")):
+                if info.name in durables and info.num_pending == 0 and info.num_ack_pending == 0:
+                    caught.setdefault(info.name, round(time.monotonic() - started, 2))
+                elif info.name in durables:
+                    caught.pop(info.name, None)
+            return relisted.is_set() and caught.keys() == durables
+
+        controller = Controller(self.env, self.workdir, "cold")
+        started = time.monotonic()
+        controller.start()
+        try:
+            await until(self.has_messages, 120, interval_s=0.05)  # the relist is under way
+            first = time.monotonic()
+            cold = self.inject([f"job-{j}" for j in range(failures)])
+            catching_up = asyncio.create_task(until(caught_up, 600, interval_s=0.2))
+            relist = {"first_message_s": round(first - started, 2), **await relist_rate(self.messages, first)}
+            relisted.set()
+            await catching_up
+            latency = await self.found(cold)
+            return {
+                "relist": relist,
+                "caught_up_s": max(caught.values()),
+                "caught_up_s_by_durable": dict(caught),
+                "cold_oom_latency_s": latency,
+                "peak_rss_mib": controller.peak_rss_mib(),
+            }
+        finally:
+            controller.stop()
+
+    async def restart(self, failures: int) -> dict[str, Any]:
+        """Start again on the unchanged cluster; kill workers 1, 3 and 5 s after the start."""
+        before = await self.messages()
+        controller = Controller(self.env, self.workdir, "restart")
+        restarted = time.monotonic()
+        controller.start()
+        try:
+            latency: dict[str, dict[str, float]] = {}
+            for n, delay in enumerate(RESTART_DELAYS_S, start=1):
+                await asyncio.sleep(max(0.0, restarted + delay - time.monotonic()))
+                injected = self.inject([f"job-{j}" for j in range(n * failures, (n + 1) * failures)])
+                latency[f"kill_{delay:g}s_after_start"] = await self.found(injected)
+            await asyncio.sleep(3)
+            return {
+                "new_messages": await self.messages() - before - failures * len(RESTART_DELAYS_S),
+                "oom_latency_s": latency,
+            }
+        finally:
+            controller.stop()
+
+
+async def measure(jobs: int, workers: int, failures: int, logs: Path | None = None) -> dict[str, Any]:
     topology = Topology("cold")
     with tempfile.TemporaryDirectory(prefix="mpijc-coldstart-") as tmp, SimCluster() as sim:
         workdir = Path(tmp)
         victims = populate(sim, jobs, workers)
-        pods = jobs * (workers + 1)
         with EmbeddedServices(workdir, free_port(), free_port(), None, None) as services:
             await migrate.upgrade_async(services.database_url)
             nc = await nats.connect(services.nats_url)
@@ -175,67 +272,28 @@ async def measure(jobs: int, workers: int, failures: int) -> dict[str, Any]:
                 "MPIJC_API__METRICS_PORT": "0",
                 "MPIJC_LOG_LEVEL": "INFO",
             }
-            stream = topology.stream("jobs")
-
-            async def messages() -> int:
-                return int((await js.stream_info(stream)).state.messages)
-
-            async def caught_up() -> bool:
-                infos = [
-                    i for i in await js.consumers_info(stream) if i.name and not i.name.endswith("_urgent")
-                ]
-                durables = [
-                    i for i in infos if i.name in (topology.durable("history"),) or "_rules_p" in i.name
-                ]
-                return len(durables) >= 2 and all(
-                    i.num_pending == 0 and i.num_ack_pending == 0 for i in durables
-                )
-
-            async def inject(names: list[str]) -> dict[str, float]:
-                at = {}
-                for name in names:
-                    oom_kill(sim, victims[name])
-                    at[name] = time.monotonic()
-                return at
-
-            controller = Controller(env, workdir)
-            started = time.monotonic()
-            controller.start()
-            await until(messages, 120, interval_s=0.05)  # the relist is under way
-            first = time.monotonic()
-            cold = await inject([f"job-{j}" for j in range(failures)])
-            relist = await relist_rate(messages, first)
-            await until(caught_up, 600, interval_s=0.2)
-            caught_up_s = round(time.monotonic() - started, 2)
-            await until(lambda: all(n in findings.arrived for n in cold), 120, interval_s=0.05)
-            cold_latency = percentiles(cold, findings.arrived)
-            rss = controller.peak_rss_mib()
-            controller.stop()
-
-            before = await messages()
-            controller = Controller(env, workdir)
-            controller.start()
-            await asyncio.sleep(1.0)  # the warm start is under way
-            warm = await inject([f"job-{j}" for j in range(failures, 2 * failures)])
-            await until(lambda: all(n in findings.arrived for n in warm), 120, interval_s=0.05)
-            await asyncio.sleep(3)
-            restart = {
-                "new_messages": await messages() - before - failures,
-                "oom_latency_s": percentiles(warm, findings.arrived),
-            }
-            controller.stop()
+            installation = Installation(sim, js, topology, env, workdir, victims, findings)
+            cold = await installation.cold_start(failures)
+            restart = await installation.restart(failures)
             await nc.close()
+        if logs is not None:
+            keep_logs(workdir, logs)
+    pods = jobs * (workers + 1)
     return {
         "jobs": jobs,
         "workers": workers,
         "pods": pods,
-        "relist": relist,
-        "caught_up_s": caught_up_s,
-        "cold_oom_latency_s": cold_latency,
+        **cold,
         "restart": restart,
-        "peak_rss_mib": rss,
-        "watcher_bytes_per_pod": round(rss["watcher"] * 1024 * 1024 / pods),
+        "watcher_bytes_per_pod": round(cold["peak_rss_mib"]["watcher"] * 1024 * 1024 / pods),
     }
+
+
+def keep_logs(workdir: Path, logs: Path) -> None:
+    """Copy each process's log out of the temporary directory."""
+    logs.mkdir(parents=True, exist_ok=True)
+    for name in PARTS:
+        shutil.copy(workdir / f"{name}.log", logs / f"{name}.log")
 
 
 if __name__ == "__main__":
@@ -243,5 +301,6 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--failures", type=int, default=20)
+    parser.add_argument("--logs", type=Path, help="keep each process's log in this directory")
     args = parser.parse_args()
-    report("coldstart", asyncio.run(measure(args.jobs, args.workers, args.failures)))
+    report("coldstart", asyncio.run(measure(args.jobs, args.workers, args.failures, args.logs)))

@@ -76,7 +76,7 @@ async def pipeline_services(
             subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
                 [
                     sys.executable,
-                    *_profiled(f"{name}{n}"),
+                    *profiled(f"{name}{n}"),
                     "-m",
                     "controller.cli",
                     "consume",
@@ -121,7 +121,7 @@ async def _until_ready(bench: Bench, consumers: Sequence[str], timeout_s: float 
     raise TimeoutError(f"consumers {list(consumers)} did not start in {timeout_s:g} s")
 
 
-def _profiled(name: str) -> list[str]:
+def profiled(name: str) -> list[str]:
     prefix = os.environ.get("BENCH_PROFILE")
     return ["-m", "cProfile", "-o", f"{prefix}.{name}"] if prefix else []
 
