@@ -47,6 +47,8 @@ class Bench:
     topology: Topology
     engine: AsyncEngine
     metrics: PipelineMetrics
+    database_url: str
+    nats_url: str
 
 
 @contextlib.asynccontextmanager
@@ -88,7 +90,7 @@ async def pipeline_services(
             )
             for n, name in enumerate(consumers)
         ]
-        bench = Bench(nc, js, topology, engine, PipelineMetrics())
+        bench = Bench(nc, js, topology, engine, PipelineMetrics(), services.database_url, services.nats_url)
         try:
             await _until_ready(bench, consumers)
             yield bench

@@ -1,15 +1,18 @@
 """Ingest benchmark: watch events → normalize/correlate → JetStream → history consumer → PostgreSQL.
 
 Two measurements on the embedded services (fresh data directory, everything on this box);
-the history consumer runs as its own process (``consume --only history``), as it is deployed,
-and the watcher pipeline in this one:
+the history consumer runs as its own processes (``consume --only history``; ``--history``, 2 by
+default, as the base deploys it), and the watcher pipeline in this one:
 
 - **throughput**: N pod watch events (realistic ~2 KB pods) pushed as fast as the watcher
   pipeline publishes them; events/s until the last one is committed in PostgreSQL;
 - **latency**: the same path at a fixed offered rate; per event, the time from entering the
   watcher pipeline to its row being visible in PostgreSQL (polled every 2 ms), p50/p99.
 
-Prints one JSON document and writes it to ``benchmarks/results/ingest.json``.
+In the same run, the same objects go through :mod:`benchmarks.reference` (publish → JetStream →
+fetch → one upsert per batch → ack, the least a pipeline can do here); ``ratio`` is the
+project's throughput over the reference's. Prints one JSON document and writes it to
+``benchmarks/results/ingest.json``.
 Target (docs/architecture.md): ≥ 2,000 events/s floor, ≥ 7,000/s goal.
 """
 
@@ -24,11 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.harness import Bench, pipeline_services, report
+from benchmarks.reference import payloads, reference_throughput
 from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
 from controller.testing import objects as k
 from watchers.correlating import Observation
-from watchers.pipeline import Pipeline
+from watchers.pipeline import MAX_BATCH, Pipeline
 
 
 def workload(jobs: int, updates_per_pod: int) -> list[Observation]:
@@ -59,8 +63,8 @@ def workload(jobs: int, updates_per_pod: int) -> list[Observation]:
 async def throughput(env: Bench, events: list[Observation]) -> dict[str, float]:
     pipeline = Pipeline(Publisher(env.js, env.topology).publish, env.metrics, 30)
     start = time.perf_counter()
-    for i in range(0, len(events), 500):
-        await pipeline.feed(events[i : i + 500])
+    for i in range(0, len(events), MAX_BATCH):  # as the watcher's publish loop hands them over
+        await pipeline.feed(events[i : i + MAX_BATCH])
     published = time.perf_counter()
     await wait_until_consumed(env.js, env.topology.stream("jobs"), env.topology.durable("history"), 300)
     done = time.perf_counter()
@@ -126,14 +130,23 @@ async def main() -> None:
     parser.add_argument("--jobs", type=int, default=250, help="jobs in the throughput workload (9 pods each)")
     parser.add_argument("--updates", type=int, default=9, help="versions per pod")
     parser.add_argument("--rate", type=int, default=1000, help="offered events/s for the latency run")
+    parser.add_argument(
+        "--history", type=int, default=2, help="history consumer processes (the base deploys 2 replicas)"
+    )
     args = parser.parse_args()
+    events = workload(args.jobs, args.updates)
     with tempfile.TemporaryDirectory(prefix="mpijc-bench-") as tmp:
-        async with pipeline_services(Path(tmp)) as env:
+        async with pipeline_services(Path(tmp), ("history",) * args.history) as env:
+            project = await throughput(env, events)
+            reference = await reference_throughput(env, payloads(o.object for o in events))
             result = {
                 "benchmark": "ingest",
                 "path": "watch observation → normalize/correlate → JetStream → history consumer → PostgreSQL",
                 "machine": "this box: embedded PostgreSQL + NATS, 2 cores",
-                "throughput": await throughput(env, workload(args.jobs, args.updates)),
+                "history_consumers": args.history,
+                "throughput": project,
+                "reference": reference,
+                "ratio": round(project["events_per_s"] / reference["events_per_s"], 2),
                 "latency": await latency(env, workload(max(1, args.rate * 5 // 81), 9), args.rate),
                 "target_events_per_s": {"floor": 2000, "goal": 7000},
             }
