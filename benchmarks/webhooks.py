@@ -22,6 +22,10 @@ after 5 s; the request timeout is 2 s, so every attempt times out and is retried
   healthy endpoints and split into jobs whose subscribers are all healthy and jobs that
   share subscribers with bad endpoints — equal numbers mean the bad ones delay nobody.
 
+Then, in the same run and to the same receiver, a **reference**: as many signed POSTs as the
+burst delivered, sent by this one process as directly as it can (:func:`reference_sender`);
+``ratio`` is the burst's deliveries/s over the reference's.
+
 Prints one JSON document and writes ``benchmarks/results/webhooks.json``.
 Targets (docs/architecture.md): ≥ 500 deliveries/s; p99 watch event → webhook delivered < 500 ms at 500
 watch events/s; a slow or dead endpoint does not delay the others.
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import os
 import tempfile
@@ -43,11 +48,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy import text
 
 from benchmarks.harness import Bench, pipeline_services, report
 from controller.bus.publishing import Publisher
 from controller.contract.events import JobObserved, JobRef
+from controller.contract.signing import signed_headers
 from controller.metrics import PipelineMetrics
 from controller.testing import events as eb
 from controller.testing import objects as k
@@ -62,13 +69,14 @@ PER_JOB = 10
 BAD_SLOTS = (2, 7)  # subscriber indexes that are bad, for jobs 50-99
 HEALTHY = JOBS * PER_JOB - JOBS // 2 * len(BAD_SLOTS)
 SLOW_REPLY_S = 5.0
+MAX_IN_FLIGHT = 512
 NOTIFY_ENV = {
     "MPIJC_NOTIFY__ALLOW_CIDRS": '["127.0.0.0/8"]',
     "MPIJC_NOTIFY__REQUEST_TIMEOUT_S": "2",
     "MPIJC_NOTIFY__RETRY_SCHEDULE_S": "[1, 2, 4]",
     "MPIJC_NOTIFY__POLL_INTERVAL_S": "0.2",
     "MPIJC_NOTIFY__ENDPOINT_CONCURRENCY": "2",
-    "MPIJC_NOTIFY__MAX_IN_FLIGHT": "512",
+    "MPIJC_NOTIFY__MAX_IN_FLIGHT": str(MAX_IN_FLIGHT),
     "MPIJC_LOG_LEVEL": "ERROR",  # dead letters of the dead endpoints are expected, by the hundred
 }
 
@@ -187,6 +195,44 @@ async def until_arrived(env: Env, prefix: str, expected: int, timeout_s: float =
                 ).all()
             raise TimeoutError(f"only {env.arrived(prefix)} of {expected} arrived; outbox: {states}")
         await asyncio.sleep(0.1)
+
+
+async def reference_sender(
+    env: Env, subs: Sequence[Subscriber], secrets: dict[str, str], count: int, in_flight: int
+) -> dict[str, float]:
+    """The least one process can do per delivery, to the same receiver: ``count`` signed POSTs
+    round the healthy subscribers, ``in_flight`` at once, each endpoint through its own client
+    of ``MPIJC_NOTIFY__ENDPOINT_CONCURRENCY`` connections, as the dispatcher sends them — no
+    bus, no database, no retries."""
+    healthy = [s for s in subs if s.kind == "healthy"]
+    connections = int(NOTIFY_ENV["MPIJC_NOTIFY__ENDPOINT_CONCURRENCY"])
+    clients = {s.path: httpx.AsyncClient(limits=httpx.Limits(max_connections=connections)) for s in healthy}
+    slots = asyncio.Semaphore(in_flight)
+
+    async def send(n: int) -> None:
+        sub = healthy[n % len(healthy)]
+        body = json.dumps(
+            {
+                "type": "job.succeeded",
+                "timestamp": datetime.now(UTC).isoformat(),
+                "data": {"job": {"uid": f"reference-{n}", "namespace": "bench", "name": sub.job}},
+            }
+        ).encode()
+        headers = {
+            "content-type": "application/json",
+            **signed_headers([secrets[sub.path]], f"ref_{n}", body),
+        }
+        async with slots:
+            await clients[sub.path].post(sub.url, content=body, headers=headers)
+
+    started = time.monotonic()
+    try:
+        await asyncio.gather(*(send(n) for n in range(count)))
+        await until_arrived(env, "reference-", count)
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients.values()))
+    seconds = time.monotonic() - started
+    return {"deliveries": count, "seconds": round(seconds, 2), "deliveries_per_s": round(count / seconds, 1)}
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -344,7 +390,10 @@ async def enqueue_times(env: Env) -> dict[Key, float]:
 async def subscribe_all(bench: Bench, subs: Sequence[Subscriber]) -> dict[str, str]:
     """Create every subscription through the API; returns each path's signing secret."""
     secrets: dict[str, str] = {}
-    settings = offline_settings()  # the API's view: loopback allowlisted, as for the receiver
+    # the API's view: loopback allowlisted, as for the receiver; one tenant owns all 1,000
+    settings = offline_settings(
+        max_subscriptions_per_user=len(subs), max_subscriptions_per_namespace=len(subs)
+    )
     async with api_client(settings, bench.engine, PipelineMetrics()) as api:
         for sub in subs:
             created = await api.post(
@@ -378,11 +427,13 @@ async def main(args: argparse.Namespace) -> None:
                 for rate in args.rates:
                     await watched(env, pipeline, pods, rate, args.events_per_s, args.seconds, published)
                 enqueued = await enqueue_times(env)
+                reference = await reference_sender(env, subs, secrets, HEALTHY * args.runs * 3, MAX_IN_FLIGHT)
             finally:
                 parent.send("stop")
                 arrivals = parent.recv()
                 receiver.join(10)
     bad = [s for s in subs if s.kind != "healthy"]
+    burst = summarize(arrivals, published, enqueued, "burst-")
     result = {
         "benchmark": "webhooks",
         "path": "watch event → watcher pipeline → JetStream → notify consumer → PostgreSQL outbox → "
@@ -398,7 +449,9 @@ async def main(args: argparse.Namespace) -> None:
         "settings": {
             key.removeprefix("MPIJC_NOTIFY__").lower(): v for key, v in NOTIFY_ENV.items() if "NOTIFY" in key
         },
-        "throughput": summarize(arrivals, published, enqueued, "burst-"),
+        "throughput": burst,
+        "reference": reference,
+        "ratio": round(burst["deliveries_per_s"] / reference["deliveries_per_s"], 2),
         "latency": [
             {
                 "offered_deliveries_per_s": rate,
@@ -414,12 +467,6 @@ async def main(args: argparse.Namespace) -> None:
         },
     }
     report("webhooks", result)
-
-
-def _profiled(name: str) -> list[str]:
-    """``BENCH_PROFILE=<prefix>`` runs each controller process under cProfile, into ``<prefix>.<name>``."""
-    prefix = os.environ.get("BENCH_PROFILE")
-    return ["-m", "cProfile", "-o", f"{prefix}.{name}"] if prefix else []
 
 
 def cli() -> None:

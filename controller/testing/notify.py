@@ -25,6 +25,7 @@ from consumers.notify import Dispatcher, Mailer, build_router, prepare
 from controller.api import webhooks as webhooks_api
 from controller.api.access import AccessReviewer, OpenAccess
 from controller.api.app import create_app
+from controller.api.limits import SubscriptionQuotas
 from controller.bus.publishing import Publisher
 from controller.bus.settling import DeadLetterer
 from controller.contract.egress import Resolver, system_resolver
@@ -165,12 +166,18 @@ async def api_client(
     resolver: Resolver = system_resolver,
     clock: Callable[[], datetime] | None = None,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client of the API, its webhooks router resolving and telling time as told."""
+    """An HTTP client of the API, its webhooks router resolving and telling time as told, with the
+    subscription quotas ``settings`` configure."""
     app = create_app(
         engine,
         metrics,
         reviewer or OpenAccess(),
-        webhooks_router=webhooks_api.build_router(settings.notify, resolver=resolver, clock=clock),
+        webhooks_router=webhooks_api.build_router(
+            settings.notify,
+            resolver=resolver,
+            clock=clock,
+            quotas=SubscriptionQuotas.from_settings(settings.notify),
+        ),
     )
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://api") as client:
         yield client
