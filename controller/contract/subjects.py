@@ -21,6 +21,7 @@ share one NATS server: prefix ``t1`` gives subjects ``t1.jobs.…`` and streams 
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from dataclasses import dataclass
@@ -29,15 +30,19 @@ from typing import Literal
 from controller.contract.events import BusEvent, K8sEventObserved, PodObserved, job_of
 
 _PLAIN = re.compile(r"[a-z0-9-]")
+_PLAIN_TOKEN = re.compile(r"[a-z0-9-]+")
 _ESCAPED = re.compile(r"_|~([0-9a-f]{2})")
 
 StreamFamily = Literal["jobs", "findings", "audit", "dlq"]
 
 
+@functools.lru_cache(maxsize=65_536)  # namespaces and job names repeat with every event of a run
 def escape_token(value: str) -> str:
     """Make ``value`` one NATS subject token; :func:`unescape_token` reverses it."""
     if not value:
         return "~"
+    if _PLAIN_TOKEN.fullmatch(value):
+        return value
     out: list[str] = []
     for char in value:
         if _PLAIN.fullmatch(char):
