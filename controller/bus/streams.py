@@ -13,6 +13,8 @@ from dataclasses import replace
 
 import nats
 from nats.aio.client import Client as NATS
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
@@ -120,18 +122,25 @@ async def wait_until_consumed(
     until the first of them is declared, it has not."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        names = await _durables(js, stream, durable)
-        waiting = ""
-        for name in names:
-            info = await js.consumer_info(stream, name)
-            if info.num_pending or info.num_ack_pending:
-                waiting = f"{name} still has {info.num_pending} pending, {info.num_ack_pending} unacked"
-                break
+        try:
+            names, waiting = await _waiting(js, stream, durable)
+        except (NatsTimeoutError, NoRespondersError) as exc:  # a stream leader being elected: ask again
+            names, waiting = [], f"no answer from JetStream: {exc!r}"
         if names and not waiting:
             return
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(waiting or f"no durable {durable} (nor partitions of it) on {stream}")
         await asyncio.sleep(0.05)
+
+
+async def _waiting(js: JetStreamContext, stream: str, durable: str) -> tuple[list[str], str]:
+    """The durables (or partitions) of ``durable``, and what the first with work left still has."""
+    names = await _durables(js, stream, durable)
+    for name in names:
+        info = await js.consumer_info(stream, name)
+        if info.num_pending or info.num_ack_pending:
+            return names, f"{name} still has {info.num_pending} pending, {info.num_ack_pending} unacked"
+    return names, ""
 
 
 async def _durables(js: JetStreamContext, stream: str, durable: str) -> list[str]:
