@@ -1,0 +1,42 @@
+"""A process imports the roles it runs and no more: the CLI loads no consumer until one runs.
+
+Every Deployment starts ``python -m controller.cli <command>``; a watcher or a rules replica that
+imported every consumer role (the audit chain, the dispatcher's HTTP and SMTP clients) took a
+third of a second longer to start, which a restart pays before its first finding.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+ROLE_MODULES = (
+    "consumers.history",
+    "consumers.rules.consumer",
+    "consumers.audit",
+    "consumers.notify.consumer",
+    "consumers.notify.dispatch",
+    "consumers.kube_events",
+)
+
+
+def _loaded_after(statement: str) -> set[str]:
+    probe = f"import sys; {statement}; print(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    return set(out.stdout.split())
+
+
+def test_the_command_line_loads_no_consumer_role() -> None:
+    loaded = _loaded_after("import controller.cli.commands")
+
+    assert loaded.isdisjoint(ROLE_MODULES), sorted(loaded & set(ROLE_MODULES))
+
+
+def test_a_role_is_loaded_when_it_is_attached() -> None:
+    loaded = _loaded_after(
+        "import importlib; from consumers.registry import CONSUMERS; "
+        "importlib.import_module(CONSUMERS['rules'].module)"
+    )
+
+    assert "consumers.rules.consumer" in loaded
+    assert loaded.isdisjoint(set(ROLE_MODULES) - {"consumers.rules.consumer"})
