@@ -18,9 +18,10 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from faststream import Context
+from faststream.message import StreamMessage
 from faststream.middlewares import AckPolicy
 from faststream.nats import JStream, NatsRouter, PullSub
 from faststream.nats.message import NatsBatchMessage
@@ -189,4 +190,12 @@ def subscribe_batches(
         config=consumer_config(settings, ordered=ordered),
         pull_sub=PullSub(batch_size=settings.batch_size, timeout=settings.batch_timeout_s, batch=True),
         ack_policy=AckPolicy.MANUAL,
+        decoder=_undecoded,
     )(handle)
+
+
+async def _undecoded(msg: StreamMessage[Any]) -> None:
+    """FastStream's decoder for the batch subscribers: none. The settler decodes each message
+    from its bytes with its own model; FastStream would parse every message of the batch as
+    JSON (and wrap it) first, only for that to be thrown away."""
+    return None
