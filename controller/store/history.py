@@ -1,6 +1,9 @@
 """Write side of the history store: apply a batch of bus events in one transaction.
 
-Idempotent and order-tolerant by construction:
+Idempotent and order-tolerant by construction, and safe side by side (the history consumer
+runs as several replicas, each writing its own batches): every statement writes its rows
+in key order, so two batches that touch the same pods lock them in the same order and never
+deadlock.
 
 - current-state rows (runs, pods, Kubernetes events) are upserted only when the incoming
   ``resourceVersion`` is not older than the stored one, so a late, out-of-order message
@@ -37,7 +40,7 @@ _E = TypeVar("_E", JobObserved, PodObserved, K8sEventObserved)
 
 
 def _latest(events: Iterable[_E]) -> list[_E]:
-    """One event per uid: the newest resourceVersion (the later one on a tie)."""
+    """One event per uid: the newest resourceVersion (the later one on a tie), in uid order."""
     latest: dict[str, _E] = {}
     for event in events:
         held = latest.get(event.uid)
@@ -45,7 +48,7 @@ def _latest(events: Iterable[_E]) -> list[_E]:
             event.resource_version
         ):
             latest[event.uid] = event
-    return list(latest.values())
+    return [latest[uid] for uid in sorted(latest)]
 
 
 def _dump(items: Sequence[Any]) -> list[Any]:
@@ -301,7 +304,10 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
         containers = {id(p): _dump(p.containers) for p in pods}
         rows = [_pod_row(p, containers[id(p)]) for p in _latest(pods)]
         await conn.execute(_upsert(Pod, rows), rows)
-        states = [_pod_state_row(p, containers[id(p)]) for p in pods]
+        states = sorted(
+            (_pod_state_row(p, containers[id(p)]) for p in pods),
+            key=lambda row: (row["pod_uid"], row["resource_version"]),
+        )
         await conn.execute(insert(PodState).on_conflict_do_nothing(), states)
         timeline += [row for pod in pods for row in _pod_timeline(pod)]
     if k8s_events:
@@ -309,10 +315,15 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
         await conn.execute(_upsert(K8sEvent, rows), rows)
         timeline += [_k8s_event_timeline(e) for e in k8s_events]
     if timeline:
-        unique: dict[str, Row] = {}
-        for row in timeline:
-            unique.setdefault(row["dedup_key"], row)
-        await conn.execute(insert(TimelineEntry).on_conflict_do_nothing(), list(unique.values()))
+        await conn.execute(insert(TimelineEntry).on_conflict_do_nothing(), _unique_timeline(timeline))
+
+
+def _unique_timeline(rows: Iterable[Row]) -> list[Row]:
+    """The first row of each ``dedup_key``, in key order."""
+    unique: dict[str, Row] = {}
+    for row in rows:
+        unique.setdefault(row["dedup_key"], row)
+    return [unique[key] for key in sorted(unique)]
 
 
 def _finding_row(finding: Finding) -> Row:
@@ -355,10 +366,11 @@ async def apply_findings(conn: AsyncConnection, findings: Sequence[Finding]) -> 
     for finding in findings:
         if finding.id not in latest or latest[finding.id].revision <= finding.revision:
             latest[finding.id] = finding
-    rows = [_finding_row(f) for f in latest.values()]
+    rows = [_finding_row(latest[key]) for key in sorted(latest)]
     await conn.execute(_upsert(FindingRow, rows, key="id", version="revision"), rows)
-    timeline = list({row["dedup_key"]: row for row in map(_finding_timeline, findings)}.values())
-    await conn.execute(insert(TimelineEntry).on_conflict_do_nothing(), timeline)
+    await conn.execute(
+        insert(TimelineEntry).on_conflict_do_nothing(), _unique_timeline(map(_finding_timeline, findings))
+    )
 
 
 async def ping(conn: AsyncConnection) -> None:
