@@ -1,6 +1,6 @@
 """History consumer: every job, pod, Kubernetes event and finding into the PostgreSQL history.
 
-Two batch pull subscribers (the ingest path: one transaction per pulled batch, acks after
+Two durable batch consumers (the ingest path: one transaction per pulled batch, acks after
 commit): ``jobs.>`` for observations and ``findings.>`` for what the rules concluded. Writes
 are idempotent (:mod:`controller.store.history`), so a redelivery after a crash between commit and
 ack writes nothing twice.
@@ -8,32 +8,22 @@ ack writes nothing twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from faststream.nats import NatsRouter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.wiring import Role, Wiring
-from controller.bus.settling import DeadLetterer, subscribe_batches
+from controller.bus.consuming import Durable
 from controller.contract.events import BusEvent, parse_event
 from controller.contract.findings import Finding, parse_finding
-from controller.contract.settings import ConsumerSettings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.store.history import apply_events, apply_findings
 
 CONSUMER = "history"
 FINDINGS_CONSUMER = "history-findings"
 
 
-def build_router(
-    topology: Topology,
-    settings: ConsumerSettings,
-    engine: AsyncEngine,
-    dead_letter: Callable[[str], DeadLetterer],
-    metrics: PipelineMetrics,
-) -> NatsRouter:
-    """The history subscribers, ready to be included in a broker."""
+def durables(engine: AsyncEngine) -> tuple[Durable[BusEvent], Durable[Finding]]:
+    """The history durables: every observation, every finding."""
 
     async def store_events(events: Sequence[BusEvent]) -> None:
         async with engine.begin() as conn:
@@ -43,36 +33,12 @@ def build_router(
         async with engine.begin() as conn:
             await apply_findings(conn, findings)
 
-    router = NatsRouter()
-    subscribe_batches(
-        router,
-        topology,
-        "jobs",
-        CONSUMER,
-        settings,
-        parse_event,
-        store_events,
-        dead_letter(CONSUMER),
-        metrics,
+    return (
+        Durable("jobs", CONSUMER, parse_event, store_events),
+        Durable("findings", FINDINGS_CONSUMER, parse_finding, store_findings),
     )
-    subscribe_batches(
-        router,
-        topology,
-        "findings",
-        FINDINGS_CONSUMER,
-        settings,
-        parse_finding,
-        store_findings,
-        dead_letter(FINDINGS_CONSUMER),
-        metrics,
-    )
-    return router
 
 
 async def attach(wiring: Wiring) -> Role:
     """The history role: every observation and finding into PostgreSQL (scales out: idempotent writes)."""
-    return Role(
-        build_router(
-            wiring.topology, wiring.settings.consumer, wiring.engine, wiring.dead_letter, wiring.metrics
-        )
-    )
+    return Role(durables(wiring.engine))

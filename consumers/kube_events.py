@@ -2,7 +2,8 @@
 
 Off by default (``MPIJC_ACTIONS__EMIT_K8S_EVENTS='["oom","mpi-comm"]'``, or ``["*"]`` for every
 rule); the consumer role ``k8s-events``. It reads findings from the bus through one durable
-pull consumer, so several replicas share the work and each finding revision is written once.
+(:class:`~controller.bus.consuming.Durable`), so several replicas share the work and each finding
+revision is written once; a payload that is no finding is dead-lettered like any other.
 The Event name is derived from the finding id and revision: a redelivered message meets 409
 Conflict and is done.
 """
@@ -10,19 +11,14 @@ Conflict and is done.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
 from consumers.wiring import Role, Wiring
+from controller.bus.consuming import Durable
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.kubeflow import api_version
-from controller.contract.subjects import Topology
 from controller.kube.gateway import APIConflictError, APIError, KubeGateway
 
 log = logging.getLogger(__name__)
@@ -68,45 +64,19 @@ def wanted(finding: Finding, rules: Collection[str]) -> bool:
     return "*" in rules or finding.rule in rules
 
 
-async def annotate_jobs(
-    js: JetStreamContext,
-    topology: Topology,
-    gateway: KubeGateway,
-    rules: Collection[str],
-    instance: str,
-    stop: asyncio.Event,
-) -> None:
-    """Write Events for findings of ``rules`` until ``stop`` is set; returns at once if none are wanted."""
-    if not rules:
-        return
-    sub = await js.pull_subscribe(
-        topology.wildcard("findings"),
-        durable=topology.durable(CONSUMER),
-        stream=topology.stream("findings"),
-        config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.NEW, max_deliver=5),
-    )
-    try:
-        while not stop.is_set():
-            try:
-                msgs = await sub.fetch(50, timeout=1)
-            except (NatsTimeoutError, TimeoutError):
-                continue
-            for msg in msgs:
-                await _annotate(msg.data, gateway, rules, instance)
-                await msg.ack()
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+def durable(gateway: KubeGateway, rules: Collection[str], instance: str) -> Durable[Finding]:
+    """The durable that writes findings of ``rules`` as Events (new findings only: a durable
+    created now does not announce the past on every job)."""
+
+    async def annotate(findings: Sequence[Finding]) -> None:
+        for finding in findings:
+            if wanted(finding, rules):
+                await _annotate(finding, gateway, instance)
+
+    return Durable("findings", CONSUMER, parse_finding, annotate, new_only=True)
 
 
-async def _annotate(payload: bytes, gateway: KubeGateway, rules: Collection[str], instance: str) -> None:
-    try:
-        finding = parse_finding(payload)
-    except ValueError as exc:
-        log.warning("not a finding, skipped: %s", exc)
-        return
-    if not wanted(finding, rules):
-        return
+async def _annotate(finding: Finding, gateway: KubeGateway, instance: str) -> None:
     try:
         await asyncio.to_thread(gateway.create_event, finding.job.namespace, event_for(finding, instance))
     except APIConflictError:
@@ -120,7 +90,4 @@ async def attach(wiring: Wiring) -> Role:
     rules = wiring.settings.actions.emit_k8s_events
     if not rules:
         return Role()
-    gateway, identity = wiring.kube(), wiring.settings.leader.identity
-    return Role(
-        background=(lambda stop: annotate_jobs(wiring.js, wiring.topology, gateway, rules, identity, stop),)
-    )
+    return Role(durables=(durable(wiring.kube(), rules, wiring.settings.leader.identity),))

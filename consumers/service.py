@@ -17,18 +17,17 @@ transition it implies, and findings are handed out one at a time); ``dispatch`` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
-from faststream.nats import NatsBroker
 from nats.aio.client import Client as NATS
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.registry import CONSUMERS
 from consumers.wiring import Wiring
-from controller.bus.streams import connect, servers
+from controller.bus.consuming import open_durables, run_durable
+from controller.bus.streams import connect
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
@@ -53,46 +52,39 @@ async def run_consumers(
     if unknown:
         raise ValueError(f"unknown consumers {sorted(unknown)}; choose from {list(CONSUMERS)}")
     nc = await connect(nats_url, "mpijc-consumers")
-    broker = NatsBroker(
-        servers(nats_url),
-        logger=logging.getLogger("consumers.broker"),
-        log_level=logging.DEBUG,
-        max_reconnect_attempts=-1,
-    )
     wiring = Wiring(
         settings,
         topology,
+        nc,
         nc.jetstream(),
         engine,
         metrics,
         kube or (lambda: KubeGateway.from_config(settings.kube.kubeconfig, settings.kube.context)),
     )
-    background: list[asyncio.Task[None]] = []
+    loops: list[asyncio.Task[None]] = []
     try:
         for name in (name for name in CONSUMERS if name in only):
             role = await CONSUMERS[name].attach(wiring)
-            background += [asyncio.create_task(loop(stop), name=name) for loop in role.background]
-            if role.router is not None:
-                broker.include_router(role.router)
-        await broker.start()
+            loops += [asyncio.create_task(loop(stop), name=name) for loop in role.background]
+            for opened in await open_durables(nc, topology, settings.consumer, role.durables, metrics):
+                loops.append(asyncio.create_task(run_durable(opened, stop), name=opened.puller.durable))
         log.info("consumers running: %s", ", ".join(name for name in CONSUMERS if name in only))
         if started:
             started.set()
-        await _until_stopped_or_failed(stop, background)
+        await _until_stopped_or_failed(stop, loops)
     finally:  # stopping, or failing to start: either way nothing may be left running
         stop.set()
-        await asyncio.gather(*background, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await broker.stop()
+        await asyncio.gather(*loops, return_exceptions=True)
         await _close(nc)
 
 
-async def _until_stopped_or_failed(stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
-    """Until ``stop`` is set. A background loop (dispatcher, rules replica, exporter…) that
-    raises takes the process down with it (its supervisor restarts it) rather than leaving
-    its role silently undone; one that returns had nothing to do (no retention configured)."""
+async def _until_stopped_or_failed(stop: asyncio.Event, loops: list[asyncio.Task[None]]) -> None:
+    """Until ``stop`` is set. A loop (a durable's, a dispatcher, a rules replica, an exporter…)
+    that raises takes the process down with it (its supervisor restarts it) rather than
+    leaving its role silently undone; one that returns had nothing to do (no retention
+    configured)."""
     stopping = asyncio.create_task(stop.wait())
-    watched: set[asyncio.Task[Any]] = {stopping, *background}
+    watched: set[asyncio.Task[Any]] = {stopping, *loops}
     try:
         while not stop.is_set():
             done, watched = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)

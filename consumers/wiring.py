@@ -2,9 +2,10 @@
 
 A role's :data:`Attach` receives the process's :class:`Wiring` (settings, bus, database,
 metrics, clock, and the Kubernetes gateway on demand) and returns a :class:`Role`: the
-FastStream router of its durable subscribers, if any, and the background loops it runs
-beside them until told to stop (tickers, dispatchers, exporters). Nothing else is shared
-between roles; they meet only on the bus and in the database.
+durable batch consumers it declares (:class:`~controller.bus.consuming.Durable`), if any, and
+the background loops it runs beside them until told to stop (tickers, dispatchers,
+exporters). Nothing else is shared between roles; they meet only on the bus and in the
+database.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from faststream.nats import NatsRouter
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.consuming import Durable
 from controller.bus.settling import DeadLetterer
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import Settings
@@ -37,6 +39,7 @@ class Wiring:
 
     settings: Settings
     topology: Topology
+    nc: NATS
     js: JetStreamContext
     engine: AsyncEngine
     metrics: PipelineMetrics
@@ -51,9 +54,9 @@ class Wiring:
 
 @dataclass(frozen=True)
 class Role:
-    """A role ready to run: its subscribers and its background loops."""
+    """A role ready to run: its durable consumers and its background loops."""
 
-    router: NatsRouter | None = None
+    durables: tuple[Durable[Any], ...] = field(default=())
     background: tuple[Background, ...] = field(default=())
 
 

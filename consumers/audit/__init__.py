@@ -7,19 +7,10 @@ from consumers.wiring import Role, Wiring
 
 
 async def attach(wiring: Wiring) -> Role:
-    """Subscribers for the chain, and the exporters and purge as background loops."""
+    """Durables for the chain, and the exporters and purge as background loops."""
     settings = wiring.settings
-    router = consumer.build_router(
-        wiring.topology,
-        settings.consumer,
-        wiring.engine,
-        wiring.js,
-        wiring.dead_letter,
-        wiring.metrics,
-        wiring.clock,
-    )
     return Role(
-        router,
+        consumer.durables(wiring.topology, wiring.engine, wiring.js, wiring.clock),
         (
             lambda stop: export.run_exporters(wiring.engine, settings.audit, stop, wiring.metrics.registry),
             lambda stop: consumer.run_retention(wiring.engine, settings.audit, stop, wiring.clock),

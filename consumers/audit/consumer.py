@@ -1,6 +1,6 @@
 """Audit consumer: lifecycle records from the watch stream, and every audit record into the chain.
 
-Two batch pull subscribers:
+Two durable batch consumers:
 
 - ``audit-lifecycle`` on ``jobs.>``: a job observed entering Succeeded or Failed, or deleted,
   becomes an :class:`~controller.contract.audit.AuditRecord` published on ``audit.<ns>``
@@ -20,17 +20,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from faststream.nats import NatsRouter
 from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.consuming import Durable
 from controller.bus.publishing import Publisher
-from controller.bus.settling import DeadLetterer, subscribe_batches
 from controller.contract.audit import (
     Actor,
     AuditRecord,
@@ -40,9 +39,9 @@ from controller.contract.audit import (
 from controller.contract.clock import Clock
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, JobObserved, parse_event
-from controller.contract.settings import AuditSettings, ConsumerSettings
+from controller.contract.settings import AuditSettings
 from controller.contract.subjects import Topology
-from controller.metrics import MetricGroup, PipelineMetrics
+from controller.metrics import MetricGroup
 from controller.store import corroboration
 from controller.store.auditchain import PurgeResult, append, purge
 from controller.store.engine import UNAVAILABLE
@@ -57,16 +56,10 @@ RETENTION_ACTOR = Actor(username="system:mpijob-controller:retention")
 T = TypeVar("T")
 
 
-def build_router(
-    topology: Topology,
-    settings: ConsumerSettings,
-    engine: AsyncEngine,
-    js: JetStreamContext,
-    dead_letter: Callable[[str], DeadLetterer],
-    metrics: PipelineMetrics,
-    clock: Clock,
-) -> NatsRouter:
-    """The audit subscribers, ready to be included in a broker."""
+def durables(
+    topology: Topology, engine: AsyncEngine, js: JetStreamContext, clock: Clock
+) -> tuple[Durable[BusEvent], Durable[AuditRecord]]:
+    """The audit durables: lifecycle records from the watch stream, every record into the chain."""
 
     async def publish_lifecycle(events: Sequence[BusEvent]) -> None:
         jobs = [event for event in events if isinstance(event, JobObserved)]
@@ -85,30 +78,10 @@ def build_router(
         async with engine.begin() as conn:
             await append(conn, records, clock())
 
-    router = NatsRouter()
-    subscribe_batches(
-        router,
-        topology,
-        "jobs",
-        LIFECYCLE_CONSUMER,
-        settings,
-        parse_event,
-        publish_lifecycle,
-        dead_letter(LIFECYCLE_CONSUMER),
-        metrics,
+    return (
+        Durable("jobs", LIFECYCLE_CONSUMER, parse_event, publish_lifecycle),
+        Durable("audit", CONSUMER, parse_audit_record, store),
     )
-    subscribe_batches(
-        router,
-        topology,
-        "audit",
-        CONSUMER,
-        settings,
-        parse_audit_record,
-        store,
-        dead_letter(CONSUMER),
-        metrics,
-    )
-    return router
 
 
 async def purge_once(

@@ -1,6 +1,6 @@
 """The notify consumer: job phase transitions and finding changes in, outbox rows out.
 
-Two durable batch pull subscribers (``notify`` on ``jobs.*.*.job``, ``notify-findings`` on
+Two durable batch consumers (``notify`` on ``jobs.*.*.job``, ``notify-findings`` on
 ``findings.>``; acks, redelivery and dead letters by :class:`controller.bus.settling.BatchSettler`).
 Each batch is one transaction that
 
@@ -37,7 +37,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from faststream.nats import NatsRouter
 from nats.js import JetStreamContext
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
@@ -45,7 +44,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from consumers.notify.metrics import NotifyMetrics
 from consumers.wiring import Role, Wiring
-from controller.bus.settling import DeadLetterer, max_ack_pending, subscribe_batches
+from controller.bus.consuming import Durable
+from controller.bus.settling import max_ack_pending
 from controller.bus.streams import align_durable
 from controller.contract.clock import Clock, utcnow
 from controller.contract.errors import RetryableError
@@ -351,17 +351,15 @@ async def prepare(js: JetStreamContext, topology: Topology, settings: ConsumerSe
     )
 
 
-def build_router(
+def durables(
     topology: Topology,
-    settings: ConsumerSettings,
     notify: NotifySettings,
     engine: AsyncEngine,
-    dead_letter: Callable[[str], DeadLetterer],
     metrics: PipelineMetrics,
     clock: Clock = utcnow,
     wake: Callable[[], None] = lambda: None,
-) -> NatsRouter:
-    """The notify subscribers, ready to be included in a broker; ``wake`` nudges an in-process dispatcher."""
+) -> tuple[Durable[BusEvent], Durable[Finding]]:
+    """The notify durables; ``wake`` nudges an in-process dispatcher."""
     notifier = Notifier(engine, notify, NotifyMetrics.on(metrics.registry), clock, wake)
 
     async def jobs(events: Sequence[BusEvent]) -> None:
@@ -370,32 +368,11 @@ def build_router(
     async def findings(batch: Sequence[Finding]) -> None:
         await notifier.observe_findings(batch)
 
-    router = NatsRouter()
-    subscribe_batches(  # job observations only: pods and Kubernetes events never make a notification
-        router,
-        topology,
-        "jobs",
-        CONSUMER,
-        settings,
-        parse_event,
-        jobs,
-        dead_letter(CONSUMER),
-        metrics,
-        subject=topology.job_observations(),
+    return (
+        # job observations only: pods and Kubernetes events never make a notification
+        Durable("jobs", CONSUMER, parse_event, jobs, subject=topology.job_observations()),
+        Durable("findings", FINDINGS_CONSUMER, parse_finding, findings, ordered=True),
     )
-    subscribe_batches(
-        router,
-        topology,
-        "findings",
-        FINDINGS_CONSUMER,
-        settings,
-        parse_finding,
-        findings,
-        dead_letter(FINDINGS_CONSUMER),
-        metrics,
-        ordered=True,
-    )
-    return router
 
 
 async def attach(wiring: Wiring) -> Role:
@@ -404,13 +381,5 @@ async def attach(wiring: Wiring) -> Role:
     Dispatchers in any process hear of new rows through PostgreSQL ``NOTIFY`` at commit."""
     await prepare(wiring.js, wiring.topology, wiring.settings.consumer)
     return Role(
-        build_router(
-            wiring.topology,
-            wiring.settings.consumer,
-            wiring.settings.notify,
-            wiring.engine,
-            wiring.dead_letter,
-            wiring.metrics,
-            wiring.clock,
-        )
+        durables(wiring.topology, wiring.settings.notify, wiring.engine, wiring.metrics, wiring.clock)
     )

@@ -26,7 +26,7 @@ from consumers.rules.consumer import (
     RulesReplica,
     RulesService,
     WarmStart,
-    build_router,
+    durable,
     run_ticker,
 )
 from consumers.rules.engine import RuleEngine, evaluate
@@ -50,7 +50,7 @@ __all__ = [
     "RunState",
     "ThresholdOverride",
     "WarmStart",
-    "build_router",
+    "durable",
     "evaluate",
     "run_ticker",
 ]

@@ -67,10 +67,10 @@ import logging
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from faststream.nats import NatsRouter
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -86,8 +86,10 @@ from consumers.rules.partitions import Leases, lease_bucket, replica_name
 from consumers.rules.snapshot import Snapshot, SnapshotStore, held_runs, state_bucket
 from consumers.rules.thresholds import RuleThresholds
 from consumers.wiring import Role, Wiring
+from controller.bus.consuming import Durable
 from controller.bus.publishing import Publisher, publish
-from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config, subscribe_batches
+from controller.bus.pulling import Puller
+from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config
 from controller.contract.clock import Clock
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, job_of, parse_event
@@ -109,7 +111,7 @@ REPLAY_TICK_S = 300.0
 _REPLAY_FETCH_TIMEOUT_S = 2.0
 _REPLAY_IDLE_FETCHES = 3  # fetches in a row that bring nothing before a replay gives up
 _REPLAY_IDLE_S = 30.0  # the server deletes an abandoned replay consumer after this
-_PULL_TIMEOUT_S = 1.0  # longest wait of a partition's fetch: how soon it notices a stop
+_STOP_TIMEOUT_S = 3.0  # longest wait for a partition's loops to finish the batch in hand
 
 
 class RulesMetrics(MetricGroup):
@@ -498,42 +500,42 @@ async def run_ticker(service: RulesService, interval_s: float, stop: asyncio.Eve
             await asyncio.wait_for(stop.wait(), interval_s)
 
 
-def build_router(
+def durable(
     topology: Topology,
-    settings: ConsumerSettings,
     thresholds: RuleThresholds,
     js: JetStreamContext,
-    dead_letter: DeadLetterer,
     metrics: PipelineMetrics,
     clock: Clock,
-) -> tuple[NatsRouter, RulesService]:
-    """The rules subscriber, ready to be included in a broker, and the service behind it.
+) -> tuple[Durable[BusEvent], RulesService]:
+    """One unpartitioned durable ``rules`` on ``jobs.>``, and the service behind it.
 
-    Await :meth:`RulesService.warm_start` before starting the broker, and run
-    :func:`run_ticker` beside it."""
+    Await :meth:`RulesService.warm_start` before running it, and run :func:`run_ticker` beside
+    it. (``consume --only rules`` runs the partitioned :class:`RulesReplica` instead.)"""
     service = RulesService(RuleEngine(thresholds), js, topology, RulesMetrics.on(metrics.registry), clock)
 
     async def apply(events: Sequence[BusEvent]) -> None:
         await service.observe(events)
 
-    router = NatsRouter()
-    subscribe_batches(router, topology, "jobs", CONSUMER, settings, parse_event, apply, dead_letter, metrics)
-    return router, service
+    return Durable("jobs", CONSUMER, parse_event, apply), service
 
 
 @dataclass
 class _Claimed:
-    """A partition this replica runs: its service, its durable subscription and its loops."""
+    """A partition this replica runs: its service, its pullers and its loops."""
 
     service: RulesService
     warm: WarmStart
     stop: asyncio.Event
     tasks: list[asyncio.Task[None]]
-    sub: JetStreamContext.PullSubscription
-    fetching: asyncio.Event
-    """Set while the partition's subscriber waits for messages: stopping it then loses nothing."""
-    urgent: JetStreamContext.PullSubscription
+    durable: Puller
+    urgent: Puller
     """The partition's lane for failure signals (:meth:`RulesReplica._pull_urgent`)."""
+
+    def interrupt(self) -> None:
+        """Stop the loops: a wait for messages ends at once, a batch in hand is finished."""
+        self.stop.set()
+        self.durable.interrupt()
+        self.urgent.interrupt()
 
 
 class RulesReplica:
@@ -550,7 +552,7 @@ class RulesReplica:
         topology: Topology,
         settings: ConsumerSettings,
         thresholds: RuleThresholds,
-        js: JetStreamContext,
+        nc: NATS,
         dead_letter: DeadLetterer,
         metrics: PipelineMetrics,
         clock: Clock,
@@ -561,7 +563,8 @@ class RulesReplica:
         self._topology = topology
         self._settings = settings
         self._thresholds = thresholds
-        self._js = js
+        self._nc = nc
+        self._js = nc.jetstream()
         self._dead_letter = dead_letter
         self._metrics = metrics
         self._rules_metrics = RulesMetrics.on(metrics.registry)
@@ -606,6 +609,7 @@ class RulesReplica:
                     await asyncio.wait_for(stop.wait(), self.heartbeat_s)
                 if stop.is_set():
                     break
+                self._raise_if_a_loop_failed()
                 try:
                     await self.rebalance()
                 except Exception:  # NATS restarting: the next heartbeat tries again
@@ -617,6 +621,14 @@ class RulesReplica:
                     task.cancel()
             raise
         await self.leave()
+
+    def _raise_if_a_loop_failed(self) -> None:
+        """A partition's loop that died (its durable deleted, say) takes the replica down with it
+        rather than leaving the partition claimed and unread."""
+        for partition, claimed in self.claimed.items():
+            for task in claimed.tasks:
+                if task.done() and not task.cancelled() and (failure := task.exception()) is not None:
+                    raise RuntimeError(f"rules partition {partition}: {task.get_name()} failed") from failure
 
     async def leave(self) -> None:
         """Stop every partition and hand it back."""
@@ -683,53 +695,56 @@ class RulesReplica:
             live_after = info.ack_floor.stream_seq if info.ack_floor else 0
         warm = await service.warm_start(live_after=live_after)
         self.warm_starts.append(warm)
-        sub = await self._js.pull_subscribe(
-            self._topology.wildcard("jobs"),
-            durable=durable,
-            stream=self._topology.stream("jobs"),
-            config=consumer_config(self._settings),
+        jobs, settings = self._topology.stream("jobs"), self._settings
+        pulled = await Puller.open(
+            self._nc,
+            jobs,
+            durable,
+            replace(consumer_config(settings), filter_subject=self._topology.wildcard("jobs")),
+            batch=settings.batch_size,
+            wait_s=settings.pull_wait_s,
+            heartbeat_s=settings.pull_heartbeat_s,
         )
-        urgent = await self._js.pull_subscribe(
-            self._topology.urgent_job_events(),
-            durable=f"{durable}_urgent",
-            stream=self._topology.stream("jobs"),
-            config=ConsumerConfig(
+        urgent = await Puller.open(
+            self._nc,
+            jobs,
+            f"{durable}_urgent",
+            ConsumerConfig(
                 ack_policy=JsAckPolicy.EXPLICIT,
                 deliver_policy=DeliverPolicy.NEW,  # a lane ahead of the durable, never instead of it
-                ack_wait=self._settings.ack_wait_s,
+                ack_wait=settings.ack_wait_s,
                 max_deliver=1,
+                filter_subject=self._topology.urgent_job_events(),
             ),
+            batch=settings.batch_size,
+            wait_s=settings.pull_wait_s,
+            heartbeat_s=settings.pull_heartbeat_s,
         )
-        stop, fetching = asyncio.Event(), asyncio.Event()
+        stop = asyncio.Event()
         tasks = [
-            asyncio.create_task(self._pull(service, sub, stop, fetching), name=f"rules-p{partition}"),
+            asyncio.create_task(self._pull(service, pulled, stop), name=f"rules-p{partition}"),
             asyncio.create_task(run_ticker(service, self._tick_s, stop), name=f"rules-tick-p{partition}"),
             asyncio.create_task(self._pull_urgent(service, urgent, stop), name=f"rules-urgent-p{partition}"),
         ]
-        self.claimed[partition] = _Claimed(service, warm, stop, tasks, sub, fetching, urgent)
+        self.claimed[partition] = _Claimed(service, warm, stop, tasks, pulled, urgent)
 
     async def _drop(self, partition: int, *, release: bool) -> None:
         claimed = self.claimed.pop(partition)
-        claimed.stop.set()
-        if claimed.fetching.is_set():  # waiting for messages: nothing half done to finish
-            claimed.tasks[0].cancel()
-        _, pending = await asyncio.wait(claimed.tasks, timeout=_PULL_TIMEOUT_S * 3)
+        claimed.interrupt()
+        _, pending = await asyncio.wait(claimed.tasks, timeout=_STOP_TIMEOUT_S)
         for task in pending:
             task.cancel()
         await asyncio.gather(*claimed.tasks, return_exceptions=True)
         if release:  # the next holder resumes from here
             with contextlib.suppress(Exception):
                 await claimed.service.checkpoint()
-        for sub in (claimed.sub, claimed.urgent):
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+        for puller in (claimed.durable, claimed.urgent):
+            await puller.close()
         if release and self._leases is not None:
             await self._leases.release(partition)
         log.info("rules replica %s stopped partition %d", self.replica, partition)
 
-    async def _pull_urgent(
-        self, service: RulesService, sub: JetStreamContext.PullSubscription, stop: asyncio.Event
-    ) -> None:
+    async def _pull_urgent(self, service: RulesService, urgent: Puller, stop: asyncio.Event) -> None:
         """The lane of failure signals (``jobs.*.*.urgent``) of one partition: fold them in at once.
 
         Behind a relist of thousands of pods, a pod OOM-killed now would wait its turn on the
@@ -739,7 +754,7 @@ class RulesReplica:
         restart replays it from the snapshot's sequence like any other event. So the lane may
         lose nothing that matters: whatever fails here is acknowledged and left to the durable."""
         while not stop.is_set():
-            msgs = await _fetch(sub, self._settings.batch_size, "urgent lane")
+            msgs = await urgent.pull()
             events: list[BusEvent] = []
             for msg in msgs:
                 if service.owns(msg.subject) and msg.metadata.sequence.stream > service.folded:
@@ -755,21 +770,11 @@ class RulesReplica:
                 with contextlib.suppress(Exception):
                     await msg.ack()
 
-    async def _pull(
-        self,
-        service: RulesService,
-        sub: JetStreamContext.PullSubscription,
-        stop: asyncio.Event,
-        fetching: asyncio.Event,
-    ) -> None:
+    async def _pull(self, service: RulesService, durable: Puller, stop: asyncio.Event) -> None:
         """The durable of one partition: fold its events, acknowledge the others'."""
         settings = self._settings
         while not stop.is_set():
-            fetching.set()
-            try:
-                msgs = await _fetch(sub, settings.batch_size, "durable")
-            finally:
-                fetching.clear()
+            msgs = await durable.pull()
             if not msgs:
                 continue
             mine: list[Msg] = []
@@ -800,19 +805,6 @@ class RulesReplica:
             await settler.settle(mine)
 
 
-async def _fetch(sub: JetStreamContext.PullSubscription, batch: int, lane: str) -> list[Msg]:
-    """Up to ``batch`` messages, or none after ``_PULL_TIMEOUT_S``; connection trouble is logged
-    and waited out (the client reconnects)."""
-    try:
-        return await sub.fetch(batch, timeout=_PULL_TIMEOUT_S)
-    except NatsTimeoutError:
-        return []
-    except Exception as exc:
-        log.warning("rules: %s fetch failed: %r", lane, exc)
-        await asyncio.sleep(_PULL_TIMEOUT_S)
-        return []
-
-
 async def attach(wiring: Wiring) -> Role:
     """The rules role: one replica of the partitioned consumer, claiming its share before it returns."""
     settings = wiring.settings
@@ -820,7 +812,7 @@ async def attach(wiring: Wiring) -> Role:
         wiring.topology,
         settings.consumer,
         settings.rules,
-        wiring.js,
+        wiring.nc,
         wiring.dead_letter(CONSUMER),
         wiring.metrics,
         wiring.clock,
@@ -828,4 +820,4 @@ async def attach(wiring: Wiring) -> Role:
     )
     await replica.start()
     log.info("rules replica %s runs partitions %s", replica.replica, sorted(replica.claimed))
-    return Role(None, (replica.run,))
+    return Role(background=(replica.run,))

@@ -1,7 +1,7 @@
 """Settling a pulled batch: ack what worked, retry what may work later, dead-letter the rest.
 
-Every consumer hands its batch of raw JetStream messages to :func:`settle_batch` with a
-decoder and an apply function; the mapping from failure kind to ack action lives here only:
+Every consumer hands its batch of raw JetStream messages to a :class:`BatchSettler`, made with
+a decoder and an apply function; the mapping from failure kind to ack action lives here only:
 
 - a payload that does not decode is **poison**: published to ``dlq.<consumer>`` with the
   error, then acknowledged (it would fail the same way forever);
@@ -18,13 +18,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from faststream import Context
-from faststream.message import StreamMessage
-from faststream.middlewares import AckPolicy
-from faststream.nats import JStream, NatsRouter, PullSub
-from faststream.nats.message import NatsBatchMessage
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
@@ -33,7 +28,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from controller.contract.errors import RetryableError
 from controller.contract.events import DeadLetter
 from controller.contract.settings import ConsumerSettings
-from controller.contract.subjects import StreamFamily, Topology
+from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 
 log = logging.getLogger(__name__)
@@ -153,49 +148,3 @@ def consumer_config(settings: ConsumerSettings, *, ordered: bool = False) -> Con
 def max_ack_pending(settings: ConsumerSettings, *, ordered: bool) -> int:
     """Messages a durable hands out before any is acknowledged (see :func:`consumer_config`)."""
     return 1 if ordered else max(settings.batch_size * 4, 1000)
-
-
-def subscribe_batches(
-    router: NatsRouter,
-    topology: Topology,
-    family: StreamFamily,
-    consumer: str,
-    settings: ConsumerSettings,
-    decode: Callable[[bytes], T],
-    apply: Callable[[Sequence[T]], Awaitable[None]],
-    dead_letter: DeadLetterer,
-    metrics: PipelineMetrics,
-    subject: str | None = None,
-    *,
-    ordered: bool = False,
-) -> None:
-    """Declare a durable batch pull subscriber on a stream family, settled by a :class:`BatchSettler`.
-
-    ``subject`` narrows what the durable receives (default: the whole family); the server
-    filters, so messages the consumer would ignore never reach it. Acks are manual:
-    FastStream hands over the raw batch and the settler acks, naks or dead-letters each
-    message itself, with the retry bounds of ``settings``.
-    """
-    settler = BatchSettler(
-        consumer, decode, apply, dead_letter, metrics, settings.max_deliver, settings.retry_delay_s
-    )
-
-    async def handle(msg: NatsBatchMessage = Context("message")) -> None:
-        await settler.settle(msg.raw_message)
-
-    router.subscriber(
-        subject or topology.wildcard(family),
-        stream=JStream(topology.stream(family), declare=False),
-        durable=topology.durable(consumer),
-        config=consumer_config(settings, ordered=ordered),
-        pull_sub=PullSub(batch_size=settings.batch_size, timeout=settings.batch_timeout_s, batch=True),
-        ack_policy=AckPolicy.MANUAL,
-        decoder=_undecoded,
-    )(handle)
-
-
-async def _undecoded(msg: StreamMessage[Any]) -> None:
-    """FastStream's decoder for the batch subscribers: none. The settler decodes each message
-    from its bytes with its own model; FastStream would parse every message of the batch as
-    JSON (and wrap it) first, only for that to be thrown away."""
-    return None

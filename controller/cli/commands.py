@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mpijob-controller: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("faststream", "consumers.broker", "alembic", "nats"):
+    for noisy in ("alembic", "nats"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         result: int = asyncio.run(args.handler(settings, args))

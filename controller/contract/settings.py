@@ -19,7 +19,7 @@ from difflib import get_close_matches
 from pathlib import Path
 from typing import Annotated, Literal, get_origin
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
@@ -149,10 +149,32 @@ class LeaderSettings(BaseModel):
 class ConsumerSettings(BaseModel):
     """Durable JetStream consumers."""
 
-    batch_size: int = Field(default=500, description="Messages pulled per batch; one transaction per batch.")
-    batch_timeout_s: float = Field(
-        default=0.01, description="Longest wait to fill a batch; bounds added latency."
+    batch_size: int = Field(
+        default=500, ge=1, le=10_000, description="Most messages pulled at once; one transaction per batch."
     )
+    pull_wait_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="How long an idle consumer's pull request waits for the first message: one "
+        "request per this long when nothing happens (a batch is handed over as soon as anything "
+        "is there, so this adds no latency).",
+    )
+    pull_heartbeat_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Idle heartbeats of a waiting pull request; two missed and the request is taken "
+        "as lost with its server and asked again (at most half of pull_wait_s).",
+    )
+
+    @field_validator("pull_heartbeat_s")
+    @classmethod
+    def _heartbeat_within_wait(cls, value: float, info: ValidationInfo) -> float:
+        wait = info.data.get("pull_wait_s")
+        if wait is not None and value * 2 > wait:
+            raise ValueError(f"at most half of pull_wait_s ({wait:g})")
+        return value
+
     max_deliver: int = Field(
         default=5, description="Deliveries before a message goes to the dead-letter subject."
     )

@@ -10,24 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from faststream.nats import NatsBroker
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.notify import Dispatcher, Mailer, build_router, prepare
+from consumers.notify import Dispatcher, Mailer, durables, prepare
 from controller.api import webhooks as webhooks_api
 from controller.api.access import AccessReviewer, OpenAccess
 from controller.api.app import create_app
 from controller.api.limits import SubscriptionQuotas
+from controller.bus.consuming import consuming
 from controller.bus.publishing import Publisher
-from controller.bus.settling import DeadLetterer
+from controller.bus.streams import connect
 from controller.contract.egress import Resolver, system_resolver
 from controller.contract.events import JobObserved, JobRef
 from controller.contract.findings import (
@@ -112,26 +111,16 @@ async def consumer_running(
     clock: Callable[[], datetime] | None = None,
     wake: Callable[[], None] = lambda: None,
 ) -> AsyncIterator[None]:
-    """The notify consumer on a broker of its own (``wake``: an in-process dispatcher)."""
+    """The notify consumer on a connection of its own (``wake``: an in-process dispatcher)."""
     assert settings.nats.url
     await prepare(js, topology, settings.consumer)
-    router = build_router(
-        topology,
-        settings.consumer,
-        settings.notify,
-        engine,
-        lambda consumer: DeadLetterer(js, topology, consumer, metrics),
-        metrics,
-        clock or (lambda: datetime.now(UTC)),
-        wake,
-    )
-    broker = NatsBroker(settings.nats.url, logger=logging.getLogger("tests.notify.broker"))
-    broker.include_router(router)
-    await broker.start()
+    nc = await connect(settings.nats.url, "tests-notify")
+    notify = durables(topology, settings.notify, engine, metrics, clock or (lambda: datetime.now(UTC)), wake)
     try:
-        yield
+        async with consuming(nc, topology, settings.consumer, notify, metrics):
+            yield
     finally:
-        await broker.stop()
+        await nc.close()
 
 
 @contextlib.asynccontextmanager

@@ -9,14 +9,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from faststream.nats import NatsBroker
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.audit.consumer import CONSUMER, LIFECYCLE_CONSUMER, build_router
+from consumers.audit.consumer import CONSUMER, LIFECYCLE_CONSUMER, durables
+from controller.bus.consuming import consuming
 from controller.bus.publishing import Publisher
-from controller.bus.settling import DeadLetterer
 from controller.bus.streams import wait_until_consumed
 from controller.contract.audit import AuditRecord, lifecycle_record
 from controller.contract.events import Condition, JobObserved, JobRef
@@ -41,28 +41,15 @@ COMPLETE = Condition(type="Complete", status="True", reason="JobSetCompleted", m
 async def audit_consumer(
     settings: Settings,
     topology: Topology,
+    nats_client: NATS,
     js: JetStreamContext,
     engine: AsyncEngine,
     metrics: PipelineMetrics,
 ) -> AsyncIterator[None]:
-    assert settings.nats.url
-    broker = NatsBroker(settings.nats.url)
-    broker.include_router(
-        build_router(
-            topology,
-            settings.consumer,
-            engine,
-            js,
-            lambda consumer: DeadLetterer(js, topology, consumer, metrics),
-            metrics,
-            lambda: T0,
-        )
-    )
-    await broker.start()
-    try:
+    async with consuming(
+        nats_client, topology, settings.consumer, durables(topology, engine, js, lambda: T0), metrics
+    ):
         yield
-    finally:
-        await broker.stop()
 
 
 async def caught_up(js: JetStreamContext, topology: Topology) -> None:
@@ -100,6 +87,7 @@ def test_lifecycle_records_name_the_outcome_and_its_reason() -> None:
 async def test_one_failed_record_per_run_however_often_it_is_seen(
     settings: Settings,
     topology: Topology,
+    nats_client: NATS,
     js: JetStreamContext,
     engine: AsyncEngine,
     metrics: PipelineMetrics,
@@ -113,7 +101,7 @@ async def test_one_failed_record_per_run_however_often_it_is_seen(
         job("Succeeded", job=BERT, conditions=[COMPLETE], observed_at=at(20)),
         job("Succeeded", job=BERT, conditions=[COMPLETE], observed_at=at(21)),
     ]
-    async with audit_consumer(settings, topology, js, engine, metrics):
+    async with audit_consumer(settings, topology, nats_client, js, engine, metrics):
         await Publisher(js, topology).publish(events)
         await caught_up(js, topology)
         # the same record again, after JetStream's duplicate window (no Nats-Msg-Id): the table drops it
@@ -146,12 +134,13 @@ async def test_one_failed_record_per_run_however_often_it_is_seen(
 async def test_admission_records_on_the_bus_are_chained_once(
     settings: Settings,
     topology: Topology,
+    nats_client: NATS,
     js: JetStreamContext,
     engine: AsyncEngine,
     metrics: PipelineMetrics,
 ) -> None:
     records = [audit_record(n, namespace=ns) for n, ns in enumerate(["team-a", "team-b", "team-a"], 1)]
-    async with audit_consumer(settings, topology, js, engine, metrics):
+    async with audit_consumer(settings, topology, nats_client, js, engine, metrics):
         assert await Publisher(js, topology).publish_records(records) == 3
         assert await Publisher(js, topology).publish_records(records[:1]) == 0, "JetStream drops the repeat"
         await caught_up(js, topology)

@@ -53,8 +53,22 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
             "MPIJC_API__MAX_BODY_BYTES: Input should be greater than or equal",
         ),
         ({"MPIJC_NOTIFY__ALLOW_PORTS": "[443, 70000]"}, "MPIJC_NOTIFY__ALLOW_PORTS"),
+        (
+            {"MPIJC_CONSUMER__PULL_WAIT_S": "10", "MPIJC_CONSUMER__PULL_HEARTBEAT_S": "6"},
+            "MPIJC_CONSUMER__PULL_HEARTBEAT_S: Value error, at most half of pull_wait_s (10)",
+        ),
+        ({"MPIJC_CONSUMER__BATCH_TIMEOUT_S": "0.01"}, "MPIJC_CONSUMER__BATCH_TIMEOUT_S"),
     ],
-    ids=["not-an-integer", "list-not-json", "misspelled", "out-of-range", "limit-negative", "port-too-high"],
+    ids=[
+        "not-an-integer",
+        "list-not-json",
+        "misspelled",
+        "out-of-range",
+        "limit-negative",
+        "port-too-high",
+        "heartbeat-longer-than-the-wait",
+        "setting-of-earlier-versions",
+    ],
 )
 def test_bad_settings_are_one_line_naming_the_variable(
     env: dict[str, str], says: str, tmp_path: Path

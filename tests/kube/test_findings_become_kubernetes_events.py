@@ -2,40 +2,48 @@
 
 from __future__ import annotations
 
-import asyncio
-
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from consumers.kube_events import annotate_jobs
+from consumers.kube_events import attach, durable
+from consumers.wiring import Wiring
+from controller.bus.consuming import consuming
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.resources import EVENTS
+from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.history.test_history_stores_findings import JOB, oom, publish
 
 
 async def test_oom_finding_is_written_on_the_mpijob(
-    sim: SimCluster, gateway: KubeGateway, settings: Settings, topology: Topology, js: JetStreamContext
+    sim: SimCluster,
+    gateway: KubeGateway,
+    settings: Settings,
+    topology: Topology,
+    nats_client: NATS,
+    js: JetStreamContext,
+    metrics: PipelineMetrics,
 ) -> None:
-    stop = asyncio.Event()
-    task = asyncio.create_task(annotate_jobs(js, topology, gateway, ["oom"], "replica-0", stop))
-    await asyncio.sleep(0.3)  # the durable consumer exists; it starts with new findings
-    other = oom(1).model_copy(update={"rule": "hang-init", "id": "another", "revision": 1})
-    for finding in (oom(1), oom(1), other, oom(2, "resolved")):  # the first one redelivered
-        await publish(js, topology, finding)
+    await publish(
+        js, topology, oom(1).model_copy(update={"id": "before", "rule": "oom"})
+    )  # before: not written
+    written_on = [durable(gateway, ["oom"], "replica-0")]
+    async with consuming(nats_client, topology, settings.consumer, written_on, metrics):
+        other = oom(1).model_copy(update={"rule": "hang-init", "id": "another", "revision": 1})
+        for finding in (oom(1), oom(1), other, oom(2, "resolved")):  # the first one redelivered
+            await publish(js, topology, finding)
 
-    def written() -> list[dict[str, object]]:
-        return [
-            e
-            for e in gateway.list(EVENTS, JOB.namespace)[0]
-            if e.get("source", {}).get("component") == "mpijob-controller"
-        ]
+        def written() -> list[dict[str, object]]:
+            return [
+                e
+                for e in gateway.list(EVENTS, JOB.namespace)[0]
+                if e.get("source", {}).get("component") == "mpijob-controller"
+            ]
 
-    await until(lambda: len(written()) == 2, 10, lambda: str(written()))
-    stop.set()
-    await asyncio.wait_for(task, 5)
+        await until(lambda: len(written()) == 2, 10, lambda: str(written()))
 
     firing, resolved = sorted(written(), key=lambda e: str(e["reason"]))
     assert firing["reason"] == "Oom" and firing["type"] == "Warning"
@@ -53,7 +61,11 @@ async def test_oom_finding_is_written_on_the_mpijob(
 
 
 async def test_nothing_is_consumed_when_the_action_is_off(
-    gateway: KubeGateway, topology: Topology, js: JetStreamContext
+    settings: Settings, topology: Topology, nats_client: NATS, js: JetStreamContext, metrics: PipelineMetrics
 ) -> None:
-    await asyncio.wait_for(annotate_jobs(js, topology, gateway, [], "replica-0", asyncio.Event()), 1)
+    def no_gateway() -> KubeGateway:
+        raise AssertionError("the role asked for Kubernetes although it has nothing to write")
+
+    role = await attach(Wiring(settings, topology, nats_client, js, None, metrics, no_gateway))  # type: ignore[arg-type]
+    assert role.durables == () and role.background == ()
     assert await js.consumers_info(topology.stream("findings")) == []

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from consumers.rules import CONSUMER, RuleEngine, RulesReplica
@@ -58,15 +59,15 @@ def story(k: int, beats: int, *, oom: bool, failed_at: timedelta | None = None) 
     return events
 
 
-def replica(settings: Settings, topology: Topology, js: JetStreamContext, name: str) -> RulesReplica:
+def replica(settings: Settings, topology: Topology, nc: NATS, name: str) -> RulesReplica:
     """One replica of the rules, with metrics of its own."""
     metrics = PipelineMetrics()
     return RulesReplica(
         topology,
         settings.consumer,
         settings.rules,
-        js,
-        DeadLetterer(js, topology, CONSUMER, metrics),
+        nc,
+        DeadLetterer(nc.jetstream(), topology, CONSUMER, metrics),
         metrics,
         utcnow,
         replica=name,

@@ -58,7 +58,7 @@ def test_package_exports_its_public_api() -> None:
         "RunState",
         "ThresholdOverride",
         "WarmStart",
-        "build_router",
+        "durable",
         "evaluate",
         "run_ticker",
     }

@@ -49,8 +49,8 @@ async def test_a_killed_replicas_partitions_are_taken_over_and_no_finding_is_los
     assert settings.nats.url
     doomed_nc = await connect(settings.nats.url, "rules-doomed")
     survivor_nc = await connect(settings.nats.url, "rules-survivor")
-    doomed = replica(settings, topology, doomed_nc.jetstream(), "doomed")
-    survivor = replica(settings, topology, survivor_nc.jetstream(), "survivor")
+    doomed = replica(settings, topology, doomed_nc, "doomed")
+    survivor = replica(settings, topology, survivor_nc, "survivor")
     stop = asyncio.Event()
     publisher = Publisher(js, topology)
     tasks: list[asyncio.Task[None]] = []

@@ -1,6 +1,6 @@
 """Scenario files → watcher pipeline → real JetStream → rules consumer → ``findings.*``.
 
-The consumer runs in process on a FastStream broker with a clock the test moves along the
+The consumer runs in process, on a connection of its own, with a clock the test moves along the
 scenario's own timeline (``observed_at``), so thresholds are crossed when the story says.
 """
 
@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pytest
-from faststream.nats import NatsBroker
 from nats.js import JetStreamContext
 
-from consumers.rules import CONSUMER, RuleEngine, RulesService, WarmStart, build_router, run_ticker
+from consumers.rules import CONSUMER, RuleEngine, RulesService, WarmStart, run_ticker
+from consumers.rules import durable as rules_durable
+from controller.bus.consuming import consuming
 from controller.bus.publishing import MSG_ID, Publisher
-from controller.bus.settling import DeadLetterer
-from controller.bus.streams import ensure_streams, wait_until_consumed
+from controller.bus.streams import connect, ensure_streams, wait_until_consumed
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, DeadLetter
 from controller.contract.findings import Finding, message_id, parse_finding
@@ -66,29 +65,22 @@ async def rules_running(
     metrics: PipelineMetrics,
     clock: ScenarioClock,
 ) -> AsyncIterator[tuple[RulesService, WarmStart]]:
-    """One rules consumer process: warm start, then the durable subscriber and the ticker."""
+    """One rules consumer process (a connection of its own): warm start, then the durable and the ticker."""
     assert settings.nats.url
-    router, service = build_router(
-        topology,
-        settings.consumer,
-        settings.rules,
-        js,
-        DeadLetterer(js, topology, CONSUMER, metrics),
-        metrics,
-        clock,
-    )
+    nc = await connect(settings.nats.url, "tests-rules")
+    durable, service = rules_durable(topology, settings.rules, nc.jetstream(), metrics, clock)
     warm = await service.warm_start()
-    broker = NatsBroker(settings.nats.url, logger=logging.getLogger("tests.rules.broker"))
-    broker.include_router(router)
-    await broker.start()
     stop = asyncio.Event()
-    ticker = asyncio.create_task(run_ticker(service, 0.1, stop))
     try:
-        yield service, warm
+        async with consuming(nc, topology, settings.consumer, [durable], metrics):
+            ticker = asyncio.create_task(run_ticker(service, 0.1, stop))
+            try:
+                yield service, warm
+            finally:
+                stop.set()
+                await ticker
     finally:
-        stop.set()
-        await ticker
-        await broker.stop()
+        await nc.close()
 
 
 async def feed(pipeline: Pipeline, clock: ScenarioClock, chunk: Sequence[Observation]) -> None:
@@ -180,18 +172,7 @@ async def test_findings_computed_twice_are_stored_once(
     story = observations("mpijob-worker-oomkilled.jsonl")
     clock = ScenarioClock(story[-1].observed_at)
     events = bus_events(story)
-    services = [
-        build_router(
-            topology,
-            settings.consumer,
-            settings.rules,
-            js,
-            DeadLetterer(js, topology, CONSUMER, metrics),
-            metrics,
-            clock,
-        )[1]
-        for _ in range(2)
-    ]
+    services = [rules_durable(topology, settings.rules, js, metrics, clock)[1] for _ in range(2)]
 
     stored = [await service.observe(events) for service in services]
 
@@ -279,15 +260,7 @@ async def test_findings_that_cannot_be_published_wait_and_the_batch_is_retried(
 ) -> None:
     story = observations("mpijob-worker-oomkilled.jsonl")
     clock = ScenarioClock(story[-1].observed_at)
-    _, service = build_router(
-        topology,
-        settings.consumer,
-        settings.rules,
-        js,
-        DeadLetterer(js, topology, CONSUMER, metrics),
-        metrics,
-        clock,
-    )
+    _, service = rules_durable(topology, settings.rules, js, metrics, clock)
     await js.delete_stream(topology.stream("findings"))  # nothing takes findings: a NATS outage
 
     with pytest.raises(RetryableError, match="1 finding changes not published"):

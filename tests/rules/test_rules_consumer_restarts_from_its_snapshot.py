@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from consumers.rules import CONSUMER
@@ -21,7 +22,7 @@ BEATS = 44  # 100 jobs x (6 + 44) events = 5,000, a fifth of them ending in an O
 
 
 async def test_a_restarted_consumer_replays_only_the_tail_and_publishes_like_a_fresh_one(
-    settings: Settings, topology: Topology, js: JetStreamContext
+    settings: Settings, topology: Topology, nats_client: NATS, js: JetStreamContext
 ) -> None:
     history = [e for k in range(JOBS) for e in story(k, BEATS, oom=False)]
     # minutes later, while no consumer runs: every fifth job fails (OOM), and a new job comes and fails
@@ -37,7 +38,7 @@ async def test_a_restarted_consumer_replays_only_the_tail_and_publishes_like_a_f
     settings.consumer.rules_lease_ttl_s = 60  # nor a late heartbeat into a partition changing hands
     consumed = (js, topology.stream("jobs"), topology.durable(CONSUMER), 240)
     try:
-        first = replica(settings, topology, js, "first")
+        first = replica(settings, topology, nats_client, "first")
         async with running(first):
             assert len(first.claimed) == settings.consumer.rules_partitions
             assert await publisher.publish(history) == 5_000
@@ -46,7 +47,7 @@ async def test_a_restarted_consumer_replays_only_the_tail_and_publishes_like_a_f
 
         assert await publisher.publish(tail) == len(tail)  # the consumer is down: they wait in JOBS
 
-        second = replica(settings, topology, js, "second")
+        second = replica(settings, topology, nats_client, "second")
         async with running(second):
             await wait_until_consumed(*consumed)
             held = [f for partition in second.claimed.values() for f in partition.service.engine.firing()]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from consumers.rules import CONSUMER
@@ -60,12 +61,12 @@ def test_failures_take_the_urgent_subject_and_ordinary_updates_do_not(topology: 
 
 
 async def test_an_oom_kill_is_found_while_the_backlog_is_still_pending(
-    settings: Settings, topology: Topology, js: JetStreamContext
+    settings: Settings, topology: Topology, nats_client: NATS, js: JetStreamContext
 ) -> None:
     settings.consumer.rules_partitions = 1
     publisher = Publisher(js, topology)
     started, killed = oom_killed()
-    rules = replica(settings, topology, js, "only")
+    rules = replica(settings, topology, nats_client, "only")
     try:
         async with running(rules):
             await publisher.publish([started, *relist()])
