@@ -27,6 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.streams import connect, ensure_streams
+from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServices
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
@@ -57,7 +58,9 @@ async def pipeline_services(
 ) -> AsyncIterator[Bench]:
     """Embedded PostgreSQL + NATS in ``data_dir``, migrated, streams declared, consumers running.
 
-    ``consumers`` may repeat a name (two ``dispatch`` processes); ``env`` adds settings."""
+    ``consumers`` may repeat a name (two ``dispatch`` processes); ``env`` adds settings. This
+    process plays the watcher, so it collects garbage at the pace every command sets."""
+    pace_collector()
     with EmbeddedServices(data_dir, free_port(), free_port(), None, None) as services:
         await migrate.upgrade_async(services.database_url)
         topology = Topology("bench")

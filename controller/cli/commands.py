@@ -34,6 +34,7 @@ from pathlib import Path
 
 from consumers.registry import CONSUMERS
 from controller.cli import report
+from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServiceError
 from controller.cli.runtime import (
     metrics_server,
@@ -296,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"mpijob-controller: {exc}", file=sys.stderr)
         return 2
+    pace_collector()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("alembic", "nats"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
