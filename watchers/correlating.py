@@ -74,6 +74,7 @@ class Correlator:
     jobs_by_uid: dict[str, JobRef] = field(default_factory=dict)
     pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)
     nodes: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # node → pod keys on it
+    pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)  # pod key → its node
     dropped: int = 0
     _held: dict[tuple[str, ...], list[_Held]] = field(default_factory=dict)  # by what they wait for
     _forget: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
@@ -146,14 +147,18 @@ class Correlator:
             self._off_node(key, node)
 
     def _on_node(self, key: tuple[str, str], node: str) -> None:
-        """Index pod ``key`` under ``node`` only (a recreated pod may land elsewhere)."""
-        for other, keys in list(self.nodes.items()):
-            if other != node and key in keys:
-                self._off_node(key, other)
+        """Index pod ``key`` under ``node`` only (a recreated pod may land elsewhere); constant
+        time, whatever the number of nodes."""
+        before = self.pod_nodes.get(key)
+        if before is not None and before != node:
+            self._off_node(key, before)
         if node:
             self.nodes.setdefault(node, set()).add(key)
+            self.pod_nodes[key] = node
 
     def _off_node(self, key: tuple[str, str], node: str) -> None:
+        if self.pod_nodes.get(key) == node:
+            del self.pod_nodes[key]
         keys = self.nodes.get(node)
         if keys is not None:
             keys.discard(key)
