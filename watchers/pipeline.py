@@ -13,6 +13,7 @@ import contextlib
 import heapq
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,13 +66,22 @@ class Pipeline:
         if not ready:
             return 0
         new = await self._publish_until_stored(ready)
-        now = datetime.now(UTC)
-        for event in ready:
-            self.metrics.published.labels(event.type).inc()
-            if self._live:
-                lag = max(0.0, (now - event.observed_at).total_seconds())
-                self.metrics.watch_lag.labels(event.type).observe(lag)
+        self._count(ready)
         return new
+
+    def _count(self, published: list[BusEvent]) -> None:
+        """Published events by type, and (live) each one's watch lag: one series lookup per type."""
+        for kind, count in Counter(event.type for event in published).items():
+            self.metrics.published.labels(kind).inc(count)
+        if not self._live:
+            return
+        now = datetime.now(UTC)
+        lag: dict[str, Callable[[float], None]] = {}
+        for event in published:
+            observe = lag.get(event.type) or lag.setdefault(
+                event.type, self.metrics.watch_lag.labels(event.type).observe
+            )
+            observe(max(0.0, (now - event.observed_at).total_seconds()))
 
     async def _publish_until_stored(self, ready: list[BusEvent]) -> int:
         """Publish, retrying with backoff while the bus cannot store (a server lost, a leader
