@@ -5,7 +5,9 @@ the history consumer runs as its own processes (``consume --only history``; ``--
 default, as the base deploys it), and the watcher pipeline in this one:
 
 - **throughput**: N pod watch events (realistic ~2 KB pods) pushed as fast as the watcher
-  pipeline publishes them; events/s until the last one is committed in PostgreSQL;
+  pipeline publishes them (as the watchers run it: what changed is published and its version
+  remembered in the ``published`` bucket); events/s until the last one is committed in
+  PostgreSQL;
 - **latency**: the same path at a fixed offered rate; per event, the time from entering the
   watcher pipeline to its row being visible in PostgreSQL (polled every 2 ms), p50/p99.
 
@@ -29,8 +31,9 @@ from pathlib import Path
 
 from benchmarks.harness import Bench, pipeline_services, report
 from benchmarks.reference import payloads, reference_throughput
-from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
+from controller.bus.versions import versioned
+from controller.contract.settings import NatsSettings
 from controller.testing import objects as k
 from watchers.correlating import Observation
 from watchers.pipeline import MAX_BATCH, Pipeline
@@ -61,8 +64,13 @@ def workload(jobs: int, updates_per_pod: int) -> list[Observation]:
     return out
 
 
+def watcher_pipeline(env: Bench) -> Pipeline:
+    """The pipeline as the watchers run it: correlate, publish what changed, remember it."""
+    return Pipeline(versioned(env.nc, env.topology, NatsSettings(), env.metrics).publish, env.metrics, 30)
+
+
 async def throughput(env: Bench, events: list[Observation]) -> dict[str, float]:
-    pipeline = Pipeline(Publisher(env.js, env.topology).publish, env.metrics, 30)
+    pipeline = watcher_pipeline(env)
     start = time.perf_counter()
     for i in range(0, len(events), MAX_BATCH):  # as the watcher's publish loop hands them over
         await pipeline.feed(events[i : i + MAX_BATCH])
@@ -79,7 +87,7 @@ async def throughput(env: Bench, events: list[Observation]) -> dict[str, float]:
 
 async def latency(env: Bench, events: list[Observation], rate: int) -> dict[str, float]:
     """Offer ``rate`` events/s in 10 ms ticks; watch pod_states for each event's resourceVersion."""
-    pipeline = Pipeline(Publisher(env.js, env.topology).publish, env.metrics, 30)
+    pipeline = watcher_pipeline(env)
     entered: dict[int, float] = {}
     visible: dict[int, float] = {}
     pods = [o for o in events if o.kind == "pod"]

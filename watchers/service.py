@@ -20,11 +20,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from nats.aio.client import Client as NATS
+
 from controller.bus.publishing import Publisher
 from controller.bus.versions import versioned
 from controller.contract.events import LogProbed
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
+from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
@@ -150,7 +153,8 @@ class ProgressProbe:
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
-    publisher: Publisher,
+    nc: NATS,
+    topology: Topology,
     metrics: PipelineMetrics,
     stop: asyncio.Event,
     watch_metrics: WatchMetrics | None = None,
@@ -159,7 +163,8 @@ async def run_watchers(
     queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     urgent: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     arrived = asyncio.Event()
-    changes = versioned(publisher, settings.nats, metrics)  # a relist republishes only what changed
+    publisher = Publisher(nc.jetstream(), topology)
+    changes = versioned(nc, topology, settings.nats, metrics)  # a relist republishes only what changed
     pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
     tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
@@ -220,17 +225,20 @@ async def run_watchers(
 async def run_watchers_elected(
     settings: Settings,
     gateway: KubeGateway,
-    publisher: Publisher,
+    nc: NATS,
+    topology: Topology,
     metrics: PipelineMetrics,
     stop: asyncio.Event,
 ) -> None:
     """:func:`run_watchers`, only while this replica holds the Lease (when election is enabled)."""
     watch_metrics = WatchMetrics(registry=metrics.registry)
     if not settings.leader.enabled:
-        await run_watchers(settings, gateway, publisher, metrics, stop, watch_metrics)
+        await run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics)
         return
     elector = LeaderElector(gateway, settings.leader)
-    await elector.run(lambda: run_watchers(settings, gateway, publisher, metrics, stop, watch_metrics), stop)
+    await elector.run(
+        lambda: run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics), stop
+    )
 
 
 async def capture(settings: Settings, gateway: KubeGateway, out: IO[str], stop: asyncio.Event) -> None:

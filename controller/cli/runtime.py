@@ -234,7 +234,7 @@ async def run_watchers(rt: Runtime, stop: asyncio.Event) -> None:
     from watchers.service import run_watchers_elected
 
     gateway = KubeGateway.from_config(rt.settings.kube.kubeconfig, rt.settings.kube.context)
-    await run_watchers_elected(rt.settings, gateway, rt.publisher, rt.metrics, stop)
+    await run_watchers_elected(rt.settings, gateway, rt.nc, rt.topology, rt.metrics, stop)
 
 
 async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:

@@ -16,7 +16,7 @@ from nats.js import JetStreamContext
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.publishing import Publisher
+from controller.bus.streams import connect
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
@@ -34,14 +34,17 @@ from watchers.service import run_watchers
 async def watchers_running(
     settings: Settings, sim: SimCluster, js: JetStreamContext, topology: Topology, metrics: PipelineMetrics
 ) -> AsyncIterator[None]:
-    stop = asyncio.Event()
+    """The watchers, on a connection of their own as in their process."""
+    assert settings.nats.url
+    stop, nc = asyncio.Event(), await connect(settings.nats.url, "tests-watchers")
     with KubeGateway.for_url(sim.url) as gateway:
-        task = asyncio.create_task(run_watchers(settings, gateway, Publisher(js, topology), metrics, stop))
+        task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
         try:
             yield
         finally:
             stop.set()
             await asyncio.wait_for(task, 10)
+            await nc.drain()
 
 
 async def scalar(engine: AsyncEngine, sql: str) -> object:

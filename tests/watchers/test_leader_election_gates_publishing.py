@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from controller.bus.publishing import Publisher
 from controller.contract.settings import LeaderSettings, Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
@@ -17,7 +17,7 @@ from watchers.service import run_watchers_elected
 
 
 async def test_only_the_leader_watches_and_a_follower_takes_over(
-    sim: SimCluster, settings: Settings, topology: Topology, js: JetStreamContext
+    sim: SimCluster, settings: Settings, topology: Topology, nats_client: NATS, js: JetStreamContext
 ) -> None:
     stops = [asyncio.Event(), asyncio.Event()]
     replicas = []
@@ -36,7 +36,7 @@ async def test_only_the_leader_watches_and_a_follower_takes_over(
             )
             replicas.append(
                 asyncio.create_task(
-                    run_watchers_elected(replica, gateway, Publisher(js, topology), PipelineMetrics(), stop)
+                    run_watchers_elected(replica, gateway, nats_client, topology, PipelineMetrics(), stop)
                 )
             )
             if n == 0:

@@ -8,8 +8,7 @@ import asyncio
 
 from nats.js import JetStreamContext
 
-from controller.bus.publishing import Publisher
-from controller.bus.streams import ensure_streams
+from controller.bus.streams import connect, ensure_streams
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
@@ -28,9 +27,11 @@ async def watch_until_quiet(
     settings: Settings, sim: SimCluster, js: JetStreamContext, topology: Topology, expected: int
 ) -> PipelineMetrics:
     """Run the watchers until the JOBS stream holds ``expected`` messages, then stop them."""
+    assert settings.nats.url
     metrics, stop = PipelineMetrics(), asyncio.Event()
+    nc = await connect(settings.nats.url, "tests-watchers")  # as the watcher process has its own
     with KubeGateway.for_url(sim.url) as gateway:
-        task = asyncio.create_task(run_watchers(settings, gateway, Publisher(js, topology), metrics, stop))
+        task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
         try:
             await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
 
@@ -42,6 +43,7 @@ async def watch_until_quiet(
         finally:
             stop.set()
             await asyncio.wait_for(task, 10)
+            await nc.drain()
     return metrics
 
 
