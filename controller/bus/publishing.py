@@ -2,21 +2,28 @@
 
 Watchers publish job, pod and event observations, the rules consumer finding changes, the
 admission webhook and the audit consumer audit records; all of them go through
-:func:`publish`, which hands every message to the client without waiting (``publish_async``)
-and then gathers the acknowledgements. Every message carries ``Nats-Msg-Id`` (the id each
-message model derives from what it describes), so a message published twice within the
-stream's duplicate window is stored once and the second ack says ``duplicate``.
+:func:`publish`, which hands every message to the client without waiting for its ack, then
+gathers the acknowledgements of the whole batch on one inbox subscription of the connection.
+Every message carries ``Nats-Msg-Id`` (the id each message model derives from what it
+describes), so a message published twice within the stream's duplicate window is stored
+once and the second ack says ``duplicate``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
+from nats.js.errors import APIError, NoStreamResponseError
+from pydantic_core import from_json
 
 from controller.contract import audit, events, findings
 from controller.contract.audit import AuditRecord
@@ -28,6 +35,8 @@ from controller.contract.subjects import Topology
 __all__ = ["MSG_ID", "Outgoing", "Publisher", "publish"]
 
 MSG_ID = "Nats-Msg-Id"
+_STATUS = "Status"
+_NO_RESPONDERS = "503"
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class Outgoing:
 
 
 ACK_TIMEOUT_S = 5.0
+_ACKS: WeakKeyDictionary[NATS, _Acks] = WeakKeyDictionary()
 
 
 async def publish(
@@ -49,34 +59,112 @@ async def publish(
 
     A message the client would not even take stops the rest, which get the same error: a
     caller retrying the failed ones keeps the order of what it publishes. An ack that has not
-    come ``ack_timeout_s`` after the last message was handed over is a :class:`TimeoutError`:
-    the client keeps no deadline of its own for them, and an ack lost with the server that
-    led the stream (killed in the middle of a publish) would otherwise be awaited for ever,
-    holding one of the client's pending-publish slots.
+    come ``ack_timeout_s`` after the last message was handed over is a :class:`TimeoutError`
+    (an ack lost with the server that led the stream, killed in the middle of a publish, never
+    comes), and the message is published again under the same id by whoever retries.
     """
-    futures: list[asyncio.Future[PubAck]] = []
-    refused: BaseException | None = None
-    for message in messages:
+    if not messages:
+        return []
+    nc: NATS = js._nc  # nats-py keeps a context's connection there and offers no accessor
+    acks = _ACKS.get(nc)
+    if acks is None:
+        acks = _ACKS.setdefault(nc, _Acks(nc))
+    return await acks.publish(messages, ack_timeout_s)
+
+
+class _Acks:
+    """The acknowledgements of one connection's publishes, on one inbox subscription.
+
+    nats-py's ``publish_async`` does the same per message, with a future, a random reply token
+    (a system call), a semaphore and a parsed ack object each: about half of a watcher's CPU
+    per event went there. Here a batch of messages shares one record of outcomes, each message
+    replies to ``<inbox>.<batch>.<index>``, and the batch is done when every index has
+    answered (or its time is up)."""
+
+    def __init__(self, nc: NATS) -> None:
+        self._nc = nc
+        self._inbox = f"{self._nc.new_inbox()}."
+        self._batches: dict[int, _Batch] = {}
+        self._count = 0
+        self._subscribing = asyncio.Lock()
+        self._subscribed = False
+
+    async def publish(
+        self, messages: Sequence[Outgoing], ack_timeout_s: float
+    ) -> list[PubAck | BaseException]:
+        await self._subscribe()
+        self._count += 1
+        number, batch = self._count, _Batch(len(messages))
+        self._batches[number] = batch
+        reply = f"{self._inbox}{number}."
         try:
-            headers = {MSG_ID: message.msg_id} if message.msg_id else None
-            futures.append(await js.publish_async(message.subject, message.payload, headers=headers))
-        except Exception as exc:  # not handed to the client: this one and the rest are not sent
-            refused = exc
-            break
-    if futures:
-        _, late = await asyncio.wait(futures, timeout=ack_timeout_s)
-        for future in late:
-            future.cancel()  # frees the client's slot; the message is retried under the same id
-    results: list[PubAck | BaseException] = [_outcome(future, ack_timeout_s) for future in futures]
-    if refused is not None:
-        results += [refused] * (len(messages) - len(results))
-    return results
+            for index, message in enumerate(messages):
+                headers = {MSG_ID: message.msg_id} if message.msg_id else None
+                try:
+                    await self._nc.publish(message.subject, message.payload, f"{reply}{index}", headers)
+                except Exception as exc:  # not handed to the client: this one and the rest are not sent
+                    batch.refuse(index, exc)
+                    break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(batch.done.wait(), ack_timeout_s)
+        finally:
+            del self._batches[number]
+        return batch.outcomes(ack_timeout_s)
+
+    async def _subscribe(self) -> None:
+        async with self._subscribing:
+            if not self._subscribed:
+                await self._nc.subscribe(f"{self._inbox}>", cb=self._receive)
+                self._subscribed = True
+
+    async def _receive(self, msg: Msg) -> None:
+        number, _, index = msg.subject[len(self._inbox) :].partition(".")
+        batch = self._batches.get(int(number)) if number.isdigit() and index.isdigit() else None
+        if batch is not None:  # else answered after its time was up: retried under the same id
+            batch.settle(int(index), _outcome(msg))
 
 
-def _outcome(future: asyncio.Future[PubAck], ack_timeout_s: float) -> PubAck | BaseException:
-    if future.cancelled():
-        return TimeoutError(f"no ack within {ack_timeout_s}s")
-    return future.exception() or future.result()
+class _Batch:
+    """The outcome of each message of one :func:`publish`, as the acks come."""
+
+    def __init__(self, size: int) -> None:
+        self._results: list[PubAck | BaseException | None] = [None] * size
+        self._missing = size
+        self.done = asyncio.Event()
+
+    def settle(self, index: int, result: PubAck | BaseException) -> None:
+        if 0 <= index < len(self._results) and self._results[index] is None:
+            self._results[index] = result
+            self._missing -= 1
+            if not self._missing:
+                self.done.set()
+
+    def refuse(self, index: int, error: BaseException) -> None:
+        """Message ``index`` and the rest were not sent."""
+        for later in range(index, len(self._results)):
+            self.settle(later, error)
+
+    def outcomes(self, ack_timeout_s: float) -> list[PubAck | BaseException]:
+        late = TimeoutError(f"no ack within {ack_timeout_s}s")
+        return [late if result is None else result for result in self._results]
+
+
+def _outcome(msg: Msg) -> PubAck | BaseException:
+    """What JetStream answered to one message."""
+    if msg.headers and msg.headers.get(_STATUS) == _NO_RESPONDERS:  # no stream takes this subject
+        return NoStreamResponseError()
+    try:
+        answer = from_json(msg.data)
+        if "error" in answer:
+            APIError.from_error(answer["error"])  # raises the error's own class
+        return PubAck(
+            stream=answer["stream"],
+            seq=answer["seq"],
+            domain=answer.get("domain"),
+            duplicate=answer.get("duplicate"),
+        )
+    except (APIError, ValueError, KeyError, TypeError) as exc:
+        return exc
 
 
 def _new(results: Sequence[PubAck | BaseException]) -> int:
