@@ -66,9 +66,10 @@ import contextlib
 import logging
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -99,6 +100,8 @@ from controller.contract.subjects import StreamFamily, Topology
 from controller.metrics import MetricGroup, PipelineMetrics
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CONSUMER = "rules"
 
@@ -660,7 +663,9 @@ class RulesReplica:
                 if partition not in self.claimed and await leases.claim(partition):
                     won.append(partition)
             # the partitions won warm-start side by side: a restart is as long as the longest one
-            started = await asyncio.gather(*(self._run_partition(p) for p in won), return_exceptions=True)
+            started = await self._renewing(
+                leases, asyncio.gather(*(self._run_partition(p) for p in won), return_exceptions=True)
+            )
             for partition, outcome in zip(won, started, strict=True):
                 if isinstance(outcome, Exception):  # NATS trouble: let it go, try again next heartbeat
                     log.error(
@@ -674,6 +679,31 @@ class RulesReplica:
                     raise outcome
             self._rules_metrics.partitions.set(len(self.claimed))
             self._rules_metrics.runs.set(sum(len(c.service.engine) for c in self.claimed.values()))
+
+    async def _renewing(self, leases: Leases, work: Awaitable[T]) -> T:
+        """``work`` (warm starts: seconds on a big cluster), renewing every lease held meanwhile;
+        a warm start longer than the lease TTL lost the partitions it was starting, and the
+        replica started them all over again."""
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.heartbeat_s)
+                try:
+                    await leases.heartbeat()
+                    for partition in leases.held:
+                        await leases.renew(partition)
+                except Exception as exc:  # NATS restarting: the next heartbeat tries again
+                    log.warning(
+                        "rules replica %s: renewing leases during a warm start: %r", self.replica, exc
+                    )
+
+        renewer = asyncio.create_task(renew())
+        try:
+            return await work
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
 
     async def _run_partition(self, partition: int) -> None:
         assert self._state is not None
