@@ -118,11 +118,22 @@ class Controller:
                     peaks[name] = round(int(line.split()[1]) / 1024, 1)
         return peaks
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 60) -> None:
+        """SIGTERM each, as Kubernetes stops a pod; one still running after ``grace_s`` is killed
+        and named, with the end of its log (a process must stop when told)."""
         for process in self.processes.values():
             process.send_signal(signal.SIGTERM)
-        for process in self.processes.values():
-            process.wait(60)
+        stuck = []
+        for name, process in self.processes.items():
+            try:
+                process.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                tail = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()[-20:]
+                stuck.append(f"{name} did not stop on SIGTERM within {grace_s:g} s:\n" + "\n".join(tail))
+        if stuck:
+            raise RuntimeError("\n".join(stuck))
 
 
 class Findings:

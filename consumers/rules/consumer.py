@@ -84,7 +84,7 @@ from pydantic import ValidationError
 
 from consumers.rules.engine import RuleEngine
 from consumers.rules.partitions import Leases, lease_bucket, replica_name
-from consumers.rules.snapshot import Snapshot, SnapshotStore, held_runs, state_bucket
+from consumers.rules.snapshot import Snapshot, SnapshotStore, state_bucket
 from consumers.rules.thresholds import RuleThresholds
 from consumers.wiring import Role, Wiring
 from controller.bus.consuming import Durable
@@ -313,12 +313,15 @@ class RulesService:
             if self._outbox:
                 await self._flush()  # on the bus before it is compared with the bus
             now = self._clock()
-            self.engine.tick(now)  # the present, compared with the bus below
+            ticked = self.engine.tick(now)  # the present, compared with the bus below
             published = await self._published(batch)
             owed = self.engine.reconcile(published, now)
             self._outbox.extend(owed)
             self.folded = max(upto, held.sequence)
-            self._dirty.update(held_runs(self.engine))
+            # what changed since the snapshot: the runs replayed (marked as they were folded),
+            # those whose findings moved with time or were lined up with the bus; the others
+            # are in the snapshot as they are (rewriting them all took seconds on a big cluster)
+            self._dirty.update(f.job.uid for f in (*ticked, *owed, *published.values()))
             try:
                 await self._flush()
                 await self._save()
@@ -490,8 +493,14 @@ class RulesService:
                 await self._js.delete_consumer(stream, name)
 
 
-async def run_ticker(service: RulesService, interval_s: float, stop: asyncio.Event) -> None:
-    """Tick at once, then every ``interval_s``, until ``stop`` is set."""
+async def run_ticker(
+    service: RulesService, interval_s: float, stop: asyncio.Event, *, at_once: bool = True
+) -> None:
+    """Tick at once (or, ``at_once`` False, after ``interval_s``: a warm start has just ticked),
+    then every ``interval_s``, until ``stop`` is set."""
+    if not at_once:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
     while not stop.is_set():
         try:
             await service.tick()
@@ -683,27 +692,29 @@ class RulesReplica:
     async def _renewing(self, leases: Leases, work: Awaitable[T]) -> T:
         """``work`` (warm starts: seconds on a big cluster), renewing every lease held meanwhile;
         a warm start longer than the lease TTL lost the partitions it was starting, and the
-        replica started them all over again."""
+        replica started them all over again. A renewal in flight when the work ends is finished,
+        not cancelled: cancelled, its new revision would be unknown and the next renewal fail."""
+        finished = asyncio.Event()
 
         async def renew() -> None:
-            while True:
-                await asyncio.sleep(self.heartbeat_s)
+            while not finished.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(finished.wait(), self.heartbeat_s)
+                if finished.is_set():
+                    return
                 try:
                     await leases.heartbeat()
                     for partition in leases.held:
                         await leases.renew(partition)
                 except Exception as exc:  # NATS restarting: the next heartbeat tries again
-                    log.warning(
-                        "rules replica %s: renewing leases during a warm start: %r", self.replica, exc
-                    )
+                    log.warning("rules replica %s: renewing leases while warming: %r", self.replica, exc)
 
         renewer = asyncio.create_task(renew())
         try:
             return await work
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            finished.set()
+            await renewer
 
     async def _run_partition(self, partition: int) -> None:
         assert self._state is not None
@@ -753,7 +764,9 @@ class RulesReplica:
         stop = asyncio.Event()
         tasks = [
             asyncio.create_task(self._pull(service, pulled, stop), name=f"rules-p{partition}"),
-            asyncio.create_task(run_ticker(service, self._tick_s, stop), name=f"rules-tick-p{partition}"),
+            asyncio.create_task(
+                run_ticker(service, self._tick_s, stop, at_once=False), name=f"rules-tick-p{partition}"
+            ),
             asyncio.create_task(self._pull_urgent(service, urgent, stop), name=f"rules-urgent-p{partition}"),
         ]
         self.claimed[partition] = _Claimed(service, warm, stop, tasks, pulled, urgent)

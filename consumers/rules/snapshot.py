@@ -31,6 +31,7 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from pydantic_core import from_json, to_json
 
 from consumers.rules.engine import RuleEngine, _Run
 from consumers.rules.state import run_state_from_dict, run_state_to_dict
@@ -57,7 +58,7 @@ class Snapshot:
 
 
 def _run_to_json(run: _Run) -> bytes:
-    return json.dumps(
+    return to_json(
         {
             "format": SNAPSHOT_FORMAT,
             "state": run_state_to_dict(run.state),
@@ -66,12 +67,11 @@ def _run_to_json(run: _Run) -> bytes:
             "keys": {rule: list(key) for rule, key in run.keys.items()},
             "revisions": dict(run.revisions),
         },
-        separators=(",", ":"),
-    ).encode()
+    )
 
 
 def _run_from_json(payload: bytes) -> _Run:
-    data: dict[str, Any] = json.loads(payload)
+    data: dict[str, Any] = from_json(payload)
     return _Run(
         state=run_state_from_dict(data["state"]),
         touched_at=datetime.fromisoformat(data["touched_at"]),
@@ -79,11 +79,6 @@ def _run_from_json(payload: bytes) -> _Run:
         keys={rule: tuple(key) for rule, key in data.get("keys", {}).items()},
         revisions={rule: int(n) for rule, n in data.get("revisions", {}).items()},
     )
-
-
-def held_runs(engine: RuleEngine) -> list[str]:
-    """The job uids of the runs ``engine`` holds."""
-    return list(engine._runs)
 
 
 async def state_bucket(js: JetStreamContext, topology: Topology, replicas: int = 1) -> KeyValue:

@@ -13,6 +13,7 @@ import asyncio
 import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
 
 from consumers.rules import RulesService, WarmStart
 from controller.contract.settings import Settings
@@ -41,3 +42,44 @@ async def test_partitions_warming_up_longer_than_their_lease_are_kept(
         await asyncio.sleep(2.0)  # a few heartbeats on: nothing was lost and started again
         assert sorted(rules.claimed) == list(range(settings.consumer.rules_partitions))
         assert len(rules.warm_starts) == settings.consumer.rules_partitions
+
+
+async def test_a_renewal_under_way_when_the_warm_start_ends_is_not_lost(
+    settings: Settings,
+    topology: Topology,
+    nats_client: NATS,
+    js: JetStreamContext,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The warm start ends while a renewal is applied on the server and its answer is on the
+    way: cut off there, the replica kept the old revision and lost the lease at its next renewal."""
+    settings.consumer.rules_lease_ttl_s = 1.5  # renewed every 0.5 s
+    warm_start, update = RulesService.warm_start, KeyValue.update
+    applied, all_warm, answered = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    warmed: list[WarmStart] = []
+
+    async def warming(self: RulesService, live_after: int | None = None) -> WarmStart:
+        await applied.wait()  # ends right after a renewal reached the server
+        warmed.append(await warm_start(self, live_after=live_after))
+        if len(warmed) == settings.consumer.rules_partitions:
+            all_warm.set()
+        return warmed[-1]
+
+    async def late_answer(self: KeyValue, key: str, value: bytes, last: int | None = None) -> int:
+        revision = await update(self, key, value, last=last)
+        if not applied.is_set():
+            applied.set()
+            await all_warm.wait()  # the answer comes after every warm start is over
+            await asyncio.sleep(0.05)
+            answered.set()
+        return revision
+
+    monkeypatch.setattr(RulesService, "warm_start", warming)
+    monkeypatch.setattr(KeyValue, "update", late_answer)
+    rules = replica(settings, topology, nats_client, "renewing")
+    async with running(rules):
+        await asyncio.sleep(2.0)  # several renewals on
+        assert answered.is_set()
+        assert sorted(rules.claimed) == list(range(settings.consumer.rules_partitions))
+    assert "lost the lease" not in caplog.text
