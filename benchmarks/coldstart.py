@@ -43,7 +43,7 @@ from nats.js import JetStreamContext
 
 from benchmarks.harness import profiled, report
 from controller.bus.streams import ensure_streams
-from controller.cli.embedded import EmbeddedServices
+from controller.cli.embedded import EmbeddedServices, die_with_this_process
 from controller.contract.findings import parse_finding
 from controller.contract.settings import ConsumerSettings, NatsSettings
 from controller.contract.subjects import Topology
@@ -108,6 +108,7 @@ class Controller:
                     cwd=self.workdir,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    preexec_fn=die_with_this_process(signal.SIGTERM),  # noqa: PLW1509 - only prctl
                 )
 
     def peak_rss_mib(self) -> dict[str, float]:

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.streams import connect, ensure_streams
 from controller.cli.collecting import pace_collector
-from controller.cli.embedded import EmbeddedServices
+from controller.cli.embedded import EmbeddedServices, die_with_this_process
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -90,6 +90,7 @@ async def pipeline_services(
                 ],
                 env=process_env,
                 cwd=data_dir,
+                preexec_fn=die_with_this_process(signal.SIGTERM),  # noqa: PLW1509 - only prctl
             )
             for n, name in enumerate(consumers)
         ]

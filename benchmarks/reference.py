@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +38,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
 from benchmarks.harness import Bench
 from controller.bus.streams import wait_until_consumed
+from controller.cli.embedded import die_with_this_process
 
 STREAM = "REFERENCE"
 SUBJECT = "reference.pods"
@@ -109,6 +111,7 @@ async def reference_throughput(env: Bench, sent: list[Payload]) -> dict[str, flo
         [sys.executable, "-m", "benchmarks.reference", "consume", env.nats_url, env.database_url],
         stdout=subprocess.PIPE,
         env=os.environ,
+        preexec_fn=die_with_this_process(signal.SIGTERM),  # noqa: PLW1509 - only prctl
     )
     try:
         assert consumer.stdout is not None
