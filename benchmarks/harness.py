@@ -107,9 +107,13 @@ async def pipeline_services(
             await nc.drain()
 
 
+READY_DURABLE = {"history": "history", "rules": "rules_p0", "notify": "notify", "audit": "audit-lifecycle"}
+"""The durable on JOBS whose existence says a role's process is running (dispatchers: a LISTEN)."""
+
+
 async def _until_ready(bench: Bench, consumers: Sequence[str], timeout_s: float = 60) -> None:
     """Until every consumer process has created its durable, and every dispatcher listens."""
-    durables = [name for name in set(consumers) if name != "dispatch"]
+    durables = [READY_DURABLE[name] for name in set(consumers) if name != "dispatch"]
     for _ in range(int(timeout_s * 10)):
         async with bench.engine.connect() as conn:
             listening = (
