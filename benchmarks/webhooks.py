@@ -38,6 +38,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import ssl
 import tempfile
 import time
 from collections import Counter
@@ -201,12 +202,16 @@ async def reference_sender(
     env: Env, subs: Sequence[Subscriber], secrets: dict[str, str], count: int, in_flight: int
 ) -> dict[str, float]:
     """The least one process can do per delivery, to the same receiver: ``count`` signed POSTs
-    round the healthy subscribers, ``in_flight`` at once, each endpoint through its own client
-    of ``MPIJC_NOTIFY__ENDPOINT_CONCURRENCY`` connections, as the dispatcher sends them — no
-    bus, no database, no retries."""
+    round the healthy subscribers, ``in_flight`` at once, each endpoint through its own pool
+    of ``MPIJC_NOTIFY__ENDPOINT_CONCURRENCY`` connections (an ``httpx`` transport, as the
+    dispatcher sends them) — no bus, no database, no retries."""
     healthy = [s for s in subs if s.kind == "healthy"]
     connections = int(NOTIFY_ENV["MPIJC_NOTIFY__ENDPOINT_CONCURRENCY"])
-    clients = {s.path: httpx.AsyncClient(limits=httpx.Limits(max_connections=connections)) for s in healthy}
+    tls = ssl.create_default_context()  # loaded once, as the dispatcher does
+    pools = {
+        s.path: httpx.AsyncHTTPTransport(verify=tls, limits=httpx.Limits(max_connections=connections))
+        for s in healthy
+    }
     slots = asyncio.Semaphore(in_flight)
 
     async def send(n: int) -> None:
@@ -223,14 +228,18 @@ async def reference_sender(
             **signed_headers([secrets[sub.path]], f"ref_{n}", body),
         }
         async with slots:
-            await clients[sub.path].post(sub.url, content=body, headers=headers)
+            response = await pools[sub.path].handle_async_request(
+                httpx.Request("POST", sub.url, content=body, headers=headers)
+            )
+            await response.aread()
+            await response.aclose()
 
     started = time.monotonic()
     try:
         await asyncio.gather(*(send(n) for n in range(count)))
         await until_arrived(env, "reference-", count)
     finally:
-        await asyncio.gather(*(client.aclose() for client in clients.values()))
+        await asyncio.gather(*(pool.aclose() for pool in pools.values()))
     seconds = time.monotonic() - started
     return {"deliveries": count, "seconds": round(seconds, 2), "deliveries_per_s": round(count / seconds, 1)}
 

@@ -24,21 +24,23 @@ Obj = dict[str, Any]
 
 @dataclass(frozen=True)
 class Certificate:
-    """A self-signed server certificate for ``localhost`` / ``127.0.0.1`` (also its own CA)."""
+    """A self-signed server certificate (also its own CA)."""
 
     cert: Path
     key: Path
 
 
-def make_certificate(directory: Path, name: str = "server") -> Certificate:
-    """A fresh P-256 certificate, valid for a day, with the SANs a loopback test needs."""
+def make_certificate(
+    directory: Path, name: str = "server", names: Sequence[str] = ("DNS:localhost", "IP:127.0.0.1")
+) -> Certificate:
+    """A fresh P-256 certificate, valid for a day, for ``names`` (subjectAltName entries)."""
     cert, key = directory / f"{name}.crt", directory / f"{name}.key"
     subprocess.run(
         [
             "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
             "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
             "-subj", f"/CN=localhost/O={name}",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-addext", f"subjectAltName={','.join(names)}",
         ],
         check=True,
         capture_output=True,

@@ -36,12 +36,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 
-import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify.mailing import Mailer, MailError, compose, smtp_mailer
 from consumers.notify.metrics import NotifyMetrics
-from consumers.notify.sending import Attempt, EndpointClients, RetrySchedule, Verdict, WebhookSender
+from consumers.notify.sending import Attempt, EndpointTransports, RetrySchedule, Verdict, WebhookSender
 from consumers.wiring import Role, Wiring
 from controller.contract.clock import Clock, utcnow
 from controller.contract.egress import EgressPolicy, Resolver, system_resolver
@@ -82,7 +81,6 @@ class Dispatcher:
         metrics: PipelineMetrics,
         *,
         mailer: Mailer | None = None,
-        client: httpx.AsyncClient | None = None,
         resolver: Resolver = system_resolver,
         clock: Clock = utcnow,
         rng: random.Random | None = None,
@@ -92,7 +90,6 @@ class Dispatcher:
         self._secrets = use_secret_keys(settings.secret_keys)  # warns at start when there are none
         self._metrics = NotifyMetrics.on(metrics.registry)
         self._mailer = mailer
-        self._client = client
         self._policy = EgressPolicy(settings.allow_cidrs, resolver, settings.allow_ports)
         self._backoff = RetrySchedule(
             settings.retry_schedule_s,
@@ -116,11 +113,11 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event) -> None:
         """Dispatch until ``stop`` is set, then finish what is in flight and settle it."""
         s = self._settings
-        clients = EndpointClients(s.endpoint_concurrency, shared=self._client)
-        sender = WebhookSender(clients, self._policy, s.request_timeout_s)
+        transports = EndpointTransports(s.endpoint_concurrency)
+        sender = WebhookSender(transports, self._policy, s.request_timeout_s)
         helpers = [
             asyncio.create_task(self._write_outcomes()),
-            asyncio.create_task(self._housekeeping(stop, clients)),
+            asyncio.create_task(self._housekeeping(stop, transports)),
             asyncio.create_task(self._wake_on(stop)),
         ]
         listener = asyncio.create_task(
@@ -138,7 +135,7 @@ class Dispatcher:
             for helper in helpers[1:]:
                 helper.cancel()
             await asyncio.gather(*helpers[1:], listener, return_exceptions=True)
-            await clients.aclose()
+            await transports.aclose()
 
     # ----------------------------------------------------------------- claiming
 
@@ -374,12 +371,12 @@ class Dispatcher:
             self._metrics.disabled.inc()
             log.warning("notify: subscription %s %s", gone.subscription_id, gone.reason)
 
-    async def _housekeeping(self, stop: asyncio.Event, clients: EndpointClients) -> None:
-        """Free rows parked by a race, refresh the queue-depth gauge, purge old rows, close idle clients."""
+    async def _housekeeping(self, stop: asyncio.Event, transports: EndpointTransports) -> None:
+        """Free rows parked by a race, refresh the queue-depth gauge, purge old rows, close idle pools."""
         s = self._settings
         purged_at = float("-inf")
         while not stop.is_set():
-            await clients.sweep(set(self._in_flight))
+            await transports.sweep(set(self._in_flight))
             try:
                 async with self._engine.begin() as conn:
                     freed = await outbox.unpark_heads(conn, self._clock())

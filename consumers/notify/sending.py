@@ -17,10 +17,15 @@ re-signed with a fresh ``webhook-timestamp`` and the same ``webhook-id``, and go
 address the guard just checked (:meth:`controller.contract.egress.Target.pinned_url`), with the
 original ``Host`` and TLS server name.
 
-Each endpoint gets its own small ``httpx.AsyncClient`` (:class:`EndpointClients`): a slow
-endpoint's connections never share a pool with the others', and no pool grows large —
-httpcore scans its whole pool on every request, so one pool of 500 connections costs more
-CPU than the requests themselves (measured: 260 vs 670 requests/s at 64 in flight).
+Each endpoint gets its own small connection pool, an ``httpx.AsyncHTTPTransport``
+(:class:`EndpointTransports`): a slow endpoint's connections never share a pool with the
+others', and no pool grows large — httpcore scans its whole pool on every request, so one pool
+of 500 connections costs more CPU than the requests themselves (measured: 260 vs 670
+requests/s at 64 in flight). Requests go to the transport itself, not through an
+``httpx.AsyncClient``: what the client adds — redirects (never followed here), cookies,
+authentication, proxies from the environment (which would bypass the SSRF guard's pinning),
+default headers — is unwanted, and skipping it costs a third less CPU per request (measured
+on loopback: 0.93 to 1.0 ms against 1.34 to 1.40 ms).
 """
 
 from __future__ import annotations
@@ -109,60 +114,44 @@ class RetrySchedule:
         return delay
 
 
-class EndpointClients:
-    """One ``httpx.AsyncClient`` per endpoint (keyed by subscription), closed after ``idle_s`` unused.
+class EndpointTransports:
+    """One ``httpx.AsyncHTTPTransport`` per endpoint (keyed by subscription), closed after
+    ``idle_s`` unused."""
 
-    ``shared`` replaces them all with one client (a test's mock transport).
-    """
-
-    def __init__(
-        self, connections: int, idle_s: float = 60.0, shared: httpx.AsyncClient | None = None
-    ) -> None:
-        self._connections = connections
+    def __init__(self, connections: int, idle_s: float = 60.0) -> None:
+        self._limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         self._idle_s = idle_s
-        self._shared = shared
-        self._tls = ssl.create_default_context()  # loaded once, not per client
-        self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
+        self._tls = ssl.create_default_context()  # loaded once, not per endpoint
+        self._transports: dict[str, tuple[httpx.AsyncHTTPTransport, float]] = {}
 
-    def get(self, key: str) -> httpx.AsyncClient:
-        if self._shared is not None:
-            return self._shared
-        held = self._clients.get(key)
-        client = held[0] if held else self._new()
-        self._clients[key] = (client, time.monotonic())
-        return client
-
-    def _new(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            verify=self._tls,
-            limits=httpx.Limits(
-                max_connections=self._connections, max_keepalive_connections=self._connections
-            ),
-            follow_redirects=False,
-            trust_env=False,  # a proxy from the environment would bypass the SSRF guard's pinning
-        )
+    def get(self, key: str) -> httpx.AsyncHTTPTransport:
+        held = self._transports.get(key)
+        transport = held[0] if held else httpx.AsyncHTTPTransport(verify=self._tls, limits=self._limits)
+        self._transports[key] = (transport, time.monotonic())
+        return transport
 
     async def sweep(self, busy: set[str]) -> None:
-        """Close the clients of endpoints idle for ``idle_s`` (not those in ``busy``)."""
+        """Close the pools of endpoints idle for ``idle_s`` (not those in ``busy``)."""
         cutoff = time.monotonic() - self._idle_s
-        idle = [key for key, (_, used) in self._clients.items() if used < cutoff and key not in busy]
+        idle = [key for key, (_, used) in self._transports.items() if used < cutoff and key not in busy]
         for key in idle:
-            client, _ = self._clients.pop(key)
-            await client.aclose()
+            transport, _ = self._transports.pop(key)
+            await transport.aclose()
 
     async def aclose(self) -> None:
-        clients, self._clients = self._clients, {}
-        for client, _ in clients.values():
-            await client.aclose()
+        transports, self._transports = self._transports, {}
+        for transport, _ in transports.values():
+            await transport.aclose()
 
 
 class WebhookSender:
-    """Sends signed webhook requests, each endpoint through its own client."""
+    """Sends signed webhook requests, each endpoint through its own pool."""
 
-    def __init__(self, clients: EndpointClients, policy: EgressPolicy, timeout_s: float) -> None:
-        self._clients = clients
+    def __init__(self, transports: EndpointTransports, policy: EgressPolicy, timeout_s: float) -> None:
+        self._transports = transports
         self._policy = policy
         self._timeout_s = timeout_s
+        self._timeouts = httpx.Timeout(timeout_s).as_dict()  # connect, read, write, pool: each bounded
 
     async def send(
         self, endpoint: str, url: str, msg_id: str, body: bytes, secrets: Sequence[str]
@@ -179,16 +168,20 @@ class WebhookSender:
             "host": target.host_header,
             **signed_headers(secrets, msg_id, body),
         }
-        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+        extensions: dict[str, object] = {"timeout": self._timeouts}
+        if target.scheme == "https":
+            extensions["sni_hostname"] = target.host
+        request = httpx.Request(
+            "POST", target.pinned_url(), content=body, headers=headers, extensions=extensions
+        )
         try:
-            async with (
-                asyncio.timeout(self._timeout_s),
-                self._clients.get(endpoint).stream(
-                    "POST", target.pinned_url(), content=body, headers=headers, extensions=extensions
-                ) as response,
-            ):
-                latency = time.perf_counter() - started
-                answer = await _read_some(response)
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._transports.get(endpoint).handle_async_request(request)
+                try:
+                    latency = time.perf_counter() - started
+                    answer = await _read_some(response)
+                finally:
+                    await response.aclose()
         except (TimeoutError, httpx.TimeoutException):
             return Attempt(
                 "retry", None, time.perf_counter() - started, f"timed out after {self._timeout_s:g} s"

@@ -14,6 +14,7 @@ import contextlib
 import email
 import email.policy
 import json
+import ssl
 import threading
 import time
 from collections import defaultdict
@@ -71,13 +72,15 @@ class Received:
 
 
 class Receiver:
-    """Serves ``http://127.0.0.1:<port>/<path>``; start with ``async with Receiver() as r``."""
+    """Serves ``http://127.0.0.1:<port>/<path>`` (``https`` with ``tls``, a server context);
+    start with ``async with Receiver() as r``."""
 
     def __init__(
         self,
         clock: Callable[[], float] = time.time,
         answer: Callable[[str], Reply] = lambda path: Reply(),
         port: int = 0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.requests: list[Received] = []
         self.secrets: dict[str, str] = {}
@@ -86,10 +89,13 @@ class Receiver:
         self._answer = answer
         self._server: asyncio.Server | None = None
         self.port = port
+        self._tls = tls
         self._arrived = asyncio.Condition()
 
     async def __aenter__(self) -> Receiver:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, backlog=4096)
+        self._server = await asyncio.start_server(
+            self._serve, "127.0.0.1", self.port, backlog=4096, ssl=self._tls
+        )
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self
 
@@ -100,7 +106,8 @@ class Receiver:
             await asyncio.wait_for(self._server.wait_closed(), 1)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+        scheme = "https" if self._tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/{path.lstrip('/')}"
 
     def script(self, path: str, *replies: Reply) -> None:
         """The next requests to ``path`` get ``replies``, in order; later ones get 200."""

@@ -7,6 +7,8 @@ and 443 only towards allowlisted ranges; a checked address is the one connected 
 from __future__ import annotations
 
 import ipaddress
+import ssl
+from pathlib import Path
 
 import pytest
 from nats.js import JetStreamContext
@@ -25,6 +27,7 @@ from controller.testing.notify import (
     with_notify,
 )
 from controller.testing.receivers import Receiver
+from tests.audit_helpers import make_certificate
 
 PUBLIC = "93.184.216.34"
 
@@ -248,3 +251,42 @@ async def test_an_allowlisted_name_is_called_on_its_checked_address_with_its_own
 
     assert request.headers["host"] == f"hooks.internal.test:{rx.port}"
     assert request.verified
+
+
+async def test_an_https_endpoint_is_called_on_its_checked_address_with_its_own_name_for_tls(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The connection goes to the checked address, the TLS handshake names the host (SNI) and
+    verifies its certificate against the trusted CAs (here a private CA, as ``SSL_CERT_FILE``
+    names it), and a proxy from the environment is not used: it would bypass the check."""
+    cert = make_certificate(tmp_path, "hooks", names=("DNS:hooks.internal.test",))
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert.cert))
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    server_names: list[str | None] = []
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert.cert, cert.key)
+    tls.sni_callback = lambda _sock, name, _ctx: server_names.append(name)  # type: ignore[assignment,misc,return-value]
+    with_notify(settings)  # loopback allowlisted
+    dns = FakeDns(hooks_internal_test=["127.0.0.1"])
+    async with Receiver(tls=tls) as rx, api_client(settings, engine, metrics, resolver=dns) as api:
+        created = await api.post(
+            "/api/v1/webhooks", json={"url": f"https://hooks.internal.test:{rx.port}/hook"}
+        )
+        rx.secrets["hook"] = created.json()["secret"]
+        async with notify_running(settings, topology, js, engine, metrics, resolver=dns):
+            await publish_jobs(js, topology, job("Pending", change="ADDED"), job("Running"))
+            requests = await rx.wait_for("hook", 2)
+            log = await settled_log(api, created.json()["id"], 2)
+
+    assert [r.headers["host"] for r in requests] == [f"hooks.internal.test:{rx.port}"] * 2
+    assert all(r.verified for r in requests)
+    assert server_names and set(server_names) == {"hooks.internal.test"}
+    assert len(server_names) == 1  # one handshake: the second request reused the connection
+    assert [d["status"] for d in log] == ["delivered", "delivered"]
