@@ -41,8 +41,10 @@ Snapshots. With a :class:`SnapshotStore` (:mod:`consumers.rules.snapshot`) the e
 firing findings and revision counters are written to the key-value bucket ``rules-state``
 after every batch or tick that changed them — once every change they produced is
 acknowledged by JetStream, and before the batch is acknowledged — with the JOBS sequence
-they cover. The warm start then loads the snapshot and reads JOBS only after that
-sequence: a restart costs the tail, not the history.
+they cover and the FINDINGS sequence up to which they agree with the bus. The warm start then
+loads the snapshot, reads JOBS only after its sequence, and compares with FINDINGS only after
+its findings sequence (the snapshot's firing findings standing for the bus before it): a
+restart costs the tail, not the history.
 
 Partitions (:class:`RulesReplica`, what ``consume --only rules`` runs). The jobs are split
 into ``rules_partitions`` partitions by a stable hash of namespace/job
@@ -158,6 +160,7 @@ class WarmStart:
     skipped: int
     upto_sequence: int
     published_known: int
+    """Finding ids read from FINDINGS (after the snapshot's findings sequence, if there is one)."""
     reconciled: int
     seconds: float
     partition: int | None = None
@@ -225,6 +228,9 @@ class RulesService:
         self._dirty: set[str] = set()
         self.folded = 0
         """JOBS stream sequence up to which every event of this service's partition is folded in."""
+        self._findings_seen = 0
+        """FINDINGS stream sequence up to which the engine's findings are the bus's (each change
+        published is acknowledged at a sequence; a warm start reads the bus up to one)."""
 
     @property
     def unpublished(self) -> int:
@@ -277,6 +283,7 @@ class RulesService:
         """Publish what is owed and write the snapshot now (before handing the partition over)."""
         async with self._lock:
             await self._flush()
+            await self._pass_findings()
             await self._save()
 
     async def tick(self) -> int:
@@ -286,6 +293,7 @@ class RulesService:
             self._dirty.update(f.job.uid for f in changes)
             self._outbox.extend(changes)
             stored = await self._flush()
+            await self._pass_findings()
             await self._save()
             return stored
 
@@ -307,6 +315,9 @@ class RulesService:
                 held = await self._snapshots.load(self.engine)
                 if held.newest is not None:
                     self._clock.advance(held.newest)
+            # the bus up to the snapshot's findings sequence: the snapshot's firing findings
+            # (it is written only once all its changes are on the bus)
+            on_bus = {finding.id: finding for finding in self.engine.firing()}
             upto = await self._last_sequence("jobs")
             live = upto if live_after is None else max(live_after, held.sequence)
             replayed, skipped, caught_up = await self._replay(held.sequence + 1, upto, batch, live)
@@ -314,8 +325,9 @@ class RulesService:
                 await self._flush()  # on the bus before it is compared with the bus
             now = self._clock()
             ticked = self.engine.tick(now)  # the present, compared with the bus below
-            published = await self._published(batch)
-            owed = self.engine.reconcile(published, now)
+            published, seen = await self._published(batch, held.findings_sequence)
+            self._findings_seen = max(self._findings_seen, seen)
+            owed = self.engine.reconcile(on_bus | published, now)
             self._outbox.extend(owed)
             self.folded = max(upto, held.sequence)
             # what changed since the snapshot: the runs replayed (marked as they were folded),
@@ -341,8 +353,8 @@ class RulesService:
         )
         log.info(
             "rules warm start%s: %d runs from the snapshot up to sequence %d, %d events replayed "
-            "(%d skipped, %d of them new) up to sequence %d, %d findings on the bus, %d published to "
-            "catch up, %.2fs",
+            "(%d skipped, %d of them new) up to sequence %d, %d findings read from the bus, %d published "
+            "to catch up, %.2fs",
             f" of partition {report.partition}" if report.partition is not None else "",
             report.snapshot_runs,
             report.snapshot_sequence,
@@ -367,10 +379,19 @@ class RulesService:
             return
         dirty, self._dirty = self._dirty, set()
         try:
-            await self._snapshots.save(self.engine, self.folded, self._clock.newest, dirty)
+            await self._snapshots.save(
+                self.engine, self.folded, self._clock.newest, dirty, self._findings_seen
+            )
         except Exception as exc:
             self._dirty |= dirty
             raise RetryableError(f"rules snapshot not written: {exc!r}") from exc
+
+    async def _pass_findings(self) -> None:
+        """Move the findings sequence to the end of FINDINGS: with nothing owed (just flushed,
+        under the lock), what is there of this partition is in the engine, and what other
+        partitions published need not be read by the next warm start. On ticks, not per batch:
+        a partition that publishes nothing for a week would otherwise leave the week to read."""
+        self._findings_seen = max(self._findings_seen, await self._last_sequence("findings"))
 
     async def _flush(self) -> int:
         """Publish the outbox, pipelined; keep what failed. Returns how many were stored."""
@@ -387,7 +408,9 @@ class RulesService:
             if isinstance(result, BaseException):
                 failed.append(finding)
                 error = error or result
-            elif result.duplicate:
+                continue
+            self._findings_seen = max(self._findings_seen, result.seq)
+            if result.duplicate:
                 self._metrics.duplicates.inc()
             else:
                 stored += 1
@@ -430,10 +453,13 @@ class RulesService:
         self._metrics.replayed.inc(replayed)
         return replayed, skipped, caught_up
 
-    async def _published(self, batch: int) -> dict[str, Finding]:
-        """The last change on the bus of each finding id, from the FINDINGS stream."""
+    async def _published(self, batch: int, after: int = 0) -> tuple[dict[str, Finding], int]:
+        """The last change of each finding id on the FINDINGS stream after sequence ``after``
+        (a snapshot's findings sequence: the bus up to it is in the snapshot), and the
+        sequence read up to."""
         published: dict[str, Finding] = {}
-        async for msg in self._read("findings", await self._last_sequence("findings"), batch):
+        upto = await self._last_sequence("findings")
+        async for msg in self._read("findings", upto, batch, after + 1):
             try:
                 finding = parse_finding(msg.data)
             except ValidationError:
@@ -441,7 +467,7 @@ class RulesService:
             held = published.get(finding.id)
             if held is None or finding.revision >= held.revision:
                 published[finding.id] = finding
-        return published
+        return published, max(upto, after)
 
     async def _last_sequence(self, family: StreamFamily) -> int:
         info = await self._js.stream_info(self._topology.stream(family))

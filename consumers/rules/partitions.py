@@ -30,14 +30,13 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import (
     APIError,
-    BucketNotFoundError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     NoKeysError,
-    NotFoundError,
 )
 from nats.js.kv import KeyValue
 
+from controller.bus.buckets import open_bucket
 from controller.contract.subjects import Topology
 
 log = logging.getLogger(__name__)
@@ -53,20 +52,17 @@ def replica_name() -> str:
 
 async def lease_bucket(js: JetStreamContext, topology: Topology, ttl_s: float, replicas: int = 1) -> KeyValue:
     """The lease bucket, created on first use (memory storage: leases need not survive NATS)."""
-    name = topology.bucket(LEASE_BUCKET)
-    try:
-        return await js.key_value(name)
-    except (BucketNotFoundError, NotFoundError):
-        return await js.create_key_value(
-            KeyValueConfig(
-                bucket=name,
-                history=1,
-                ttl=ttl_s,
-                storage=StorageType.MEMORY,
-                replicas=replicas,
-                description="rules leases",
-            )
-        )
+    return await open_bucket(
+        js,
+        KeyValueConfig(
+            bucket=topology.bucket(LEASE_BUCKET),
+            history=1,
+            ttl=ttl_s,
+            storage=StorageType.MEMORY,
+            replicas=replicas,
+            description="rules leases",
+        ),
+    )
 
 
 class Leases:

@@ -1,19 +1,23 @@
 """The rules engine's state, kept in a JetStream key-value bucket so a restart costs nothing.
 
-Bucket ``RULES_STATE`` (:meth:`Topology.bucket`), one key per run and one per partition:
+Bucket ``RULES_STATE`` (:meth:`Topology.bucket`), one key per run and a few per partition:
 
 - ``p<partition>.run.<job uid>``: the run's :class:`RunState`, its firing findings, the keys
   that deduplicate them and its **revision counters** (so a takeover numbers the next change
   of a finding as the previous owner would have: same ``Nats-Msg-Id``, dropped as a duplicate
   if it was already published);
 - ``p<partition>.meta``: the JOBS stream sequence the snapshot covers (every event of the
-  partition up to it is folded in), the newest event time (the event clock) and the
-  tombstones of forgotten finished runs.
+  partition up to it is folded in), the FINDINGS stream sequence up to which its findings are
+  the bus's, and the newest event time (the event clock);
+- ``p<partition>.tombstones``: the last forgotten finished runs (their late events stay ignored).
 
 The consumer writes the runs a batch or tick changed, then the meta key, only once every
 finding those changes produced is acknowledged by JetStream (the outbox is empty): a snapshot
 never holds a change the bus lacks. Restoring loads the keys of one partition; the warm start
-then replays only the JOBS messages after the meta's sequence.
+then replays only the JOBS messages after the meta's sequence, and compares with only the
+FINDINGS messages after its findings sequence. A forgotten run's key is purged, not deleted
+(:func:`controller.bus.buckets.forget`): a delete marker would be read by every later start,
+so the load would grow with every run the partition ever finished.
 """
 
 from __future__ import annotations
@@ -29,12 +33,12 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from pydantic_core import from_json, to_json
 
 from consumers.rules.engine import RuleEngine, _Run
 from consumers.rules.state import run_state_from_dict, run_state_to_dict
+from controller.bus.buckets import forget, open_bucket
 from controller.contract.findings import Finding
 from controller.contract.subjects import Topology
 
@@ -55,6 +59,8 @@ class Snapshot:
     sequence: int
     runs: int
     newest: datetime | None
+    findings_sequence: int = 0
+    """FINDINGS stream sequence up to which the runs agree with the bus (0: unknown, read it all)."""
 
 
 def _run_to_json(run: _Run) -> bytes:
@@ -83,19 +89,16 @@ def _run_from_json(payload: bytes) -> _Run:
 
 async def state_bucket(js: JetStreamContext, topology: Topology, replicas: int = 1) -> KeyValue:
     """The snapshot bucket, created on first use (file storage, one value per key)."""
-    name = topology.bucket(STATE_BUCKET)
-    try:
-        return await js.key_value(name)
-    except (BucketNotFoundError, NotFoundError):
-        return await js.create_key_value(
-            KeyValueConfig(
-                bucket=name,
-                history=1,
-                storage=StorageType.FILE,
-                replicas=replicas,
-                description="rules snapshots",
-            )
-        )
+    return await open_bucket(
+        js,
+        KeyValueConfig(
+            bucket=topology.bucket(STATE_BUCKET),
+            history=1,
+            storage=StorageType.FILE,
+            replicas=replicas,
+            description="rules snapshots",
+        ),
+    )
 
 
 class SnapshotStore:
@@ -115,6 +118,7 @@ class SnapshotStore:
         runs: list[tuple[str, _Run]] = []
         meta: dict[str, Any] = {}
         tombstones: tuple[str, ...] = ()
+        markers: list[str] = []  # deleted keys of earlier versions, which left markers
         watcher = await self._kv.watch(f"{self._prefix}.>")
         # The client's "no more" marker (None) may come before the entries already delivered
         # (it is sent from consumer info, the entries wait for the watch to be set up), so the
@@ -132,6 +136,7 @@ class SnapshotStore:
                     continue
                 last = not entry.delta  # nothing pending after it: the watch has caught up
                 if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
+                    markers.append(entry.key)
                     if last:
                         break
                     continue
@@ -148,6 +153,9 @@ class SnapshotStore:
                     break
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
+        if markers:  # read by every start until gone
+            await forget(self._kv, markers)
+            log.info("rules snapshot %s: %d delete markers removed", self._prefix, len(markers))
         if meta.get("format") != SNAPSHOT_FORMAT:
             return Snapshot(0, 0, None)  # none yet (or of another format): a full replay
         runs.sort(key=lambda item: item[1].touched_at)
@@ -160,20 +168,30 @@ class SnapshotStore:
         self._tombstones = tombstones
         newest = meta.get("newest")
         return Snapshot(
-            int(meta.get("sequence", 0)), len(runs), datetime.fromisoformat(newest) if newest else None
+            int(meta.get("sequence", 0)),
+            len(runs),
+            datetime.fromisoformat(newest) if newest else None,
+            int(meta.get("findings", 0)),
         )
 
     async def save(
-        self, engine: RuleEngine, sequence: int, newest: datetime | None, dirty: Iterable[str] | None = None
+        self,
+        engine: RuleEngine,
+        sequence: int,
+        newest: datetime | None,
+        dirty: Iterable[str] | None = None,
+        findings_sequence: int = 0,
     ) -> int:
-        """Write the runs in ``dirty`` (every run if ``None``), delete forgotten ones, then the meta
-        key saying the snapshot covers the stream up to ``sequence``. Returns the runs written."""
+        """Write the runs in ``dirty`` (every run if ``None``), remove forgotten ones, then the meta
+        key saying the snapshot covers JOBS up to ``sequence`` and agrees with FINDINGS up to
+        ``findings_sequence``. Returns the runs written."""
         runs = engine._runs
         uids = set(runs) if dirty is None else {uid for uid in dirty if uid in runs}
         gone = self._saved - set(runs)
-        writes = [self._kv.put(self._run_key(uid), _run_to_json(runs[uid])) for uid in uids]
-        writes += [self._kv.delete(self._run_key(uid)) for uid in gone]
-        await asyncio.gather(*writes)
+        await asyncio.gather(
+            *(self._kv.put(self._run_key(uid), _run_to_json(runs[uid])) for uid in uids),
+            forget(self._kv, [self._run_key(uid) for uid in gone]),
+        )
         self._saved = (self._saved - gone) | uids
         tombstones = tuple(engine._forgotten)[-MAX_TOMBSTONES:]
         if tombstones != self._tombstones:  # only when a run was forgotten: it is the big one
@@ -182,6 +200,7 @@ class SnapshotStore:
         meta = {
             "format": SNAPSHOT_FORMAT,
             "sequence": sequence,
+            "findings": findings_sequence,
             "newest": newest.isoformat() if newest is not None else None,
         }
         await self._kv.put(f"{self._prefix}.meta", json.dumps(meta, separators=(",", ":")).encode())

@@ -67,3 +67,36 @@ async def test_a_restarted_consumer_replays_only_the_tail_and_publishes_like_a_f
         assert on_bus == counted(changes)  # each change once: none lost, none repeated
     finally:
         await drop_buckets(js, topology)
+
+
+async def test_a_restart_reads_only_the_findings_published_after_its_snapshot(
+    settings: Settings, topology: Topology, nats_client: NATS, js: JetStreamContext
+) -> None:
+    """A week of findings on the bus costs a restart nothing: the snapshot stands for the bus up
+    to its findings sequence, so a restart with nothing new reads no finding, and republishes
+    none of those still firing."""
+    history = [e for k in range(JOBS) for e in story(k, 4, oom=k % 5 == 0)]
+    publisher = Publisher(js, topology)
+    settings.consumer.ack_wait_s = 120
+    settings.consumer.rules_lease_ttl_s = 60
+    consumed = (js, topology.stream("jobs"), topology.durable(CONSUMER), 240)
+    try:
+        first = replica(settings, topology, nats_client, "first")
+        async with running(first):
+            assert await publisher.publish(history) == len(history)
+            await wait_until_consumed(*consumed)
+            firing = sorted(f.id for p in first.claimed.values() for f in p.service.engine.firing())
+        on_bus = await findings_on_bus(js, topology)
+        assert len(firing) == JOBS // 5 and len(on_bus) >= len(firing)
+
+        second = replica(settings, topology, nats_client, "second")
+        async with running(second):
+            held = sorted(f.id for p in second.claimed.values() for f in p.service.engine.firing())
+        warm = second.warm_starts
+        assert len(warm) == settings.consumer.rules_partitions
+        assert sum(w.published_known for w in warm) == 0  # nothing on FINDINGS after the snapshots
+        assert sum(w.reconciled for w in warm) == 0
+        assert held == firing
+        assert len(await findings_on_bus(js, topology)) == len(on_bus)  # nothing published again
+    finally:
+        await drop_buckets(js, topology)

@@ -1,0 +1,50 @@
+"""JetStream key-value buckets: opened (or created) in one place, and keys removed without a trace.
+
+A bucket is a stream ``KV_<bucket>`` whose subjects are ``$KV.<bucket>.<key>`` (the KV layout
+every NATS client shares). ``KeyValue.delete`` and ``purge`` leave a marker message per key,
+kept until the bucket's ``ttl`` (for ever in a bucket without one), and every reader that walks
+the bucket at start-up reads each of them: on a cluster with churn — a week of finished runs,
+thousands of deleted pods — a start would grow with history. :func:`forget` purges the key's
+subject from the stream instead (JetStream's stream purge with a subject filter, on every
+server version), which leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig
+from nats.js.errors import BucketNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
+
+__all__ = ["forget", "open_bucket"]
+
+_PURGES_IN_FLIGHT = 64
+
+
+async def open_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
+    """The bucket ``config.bucket``, created with ``config`` if it does not exist yet."""
+    try:
+        return await js.key_value(config.bucket)
+    except (BucketNotFoundError, NotFoundError):
+        return await js.create_key_value(config)
+
+
+async def forget(kv: KeyValue, keys: Iterable[str]) -> None:
+    """Remove ``keys`` from the bucket with every revision, leaving no delete marker.
+
+    Raises what JetStream answered to the first purge that failed (the others are still tried)."""
+    # nats-py keeps a bucket's context and name there and offers no accessor
+    js, bucket = kv._js, kv._name
+    stream, slots = f"KV_{bucket}", asyncio.Semaphore(_PURGES_IN_FLIGHT)
+
+    async def purge(key: str) -> None:
+        async with slots:
+            await js.purge_stream(stream, subject=f"$KV.{bucket}.{key}")
+
+    results = await asyncio.gather(*(purge(key) for key in keys), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
