@@ -7,7 +7,10 @@ pod and job would reach every consumer again (34,000 messages for 1,000 jobs of 
 key-value bucket (``published``: key ``<type>.<uid>``, value ``<resourceVersion>:<change>``,
 one revision kept, entries expiring with the streams' ``max_age``). It is loaded once at
 start and consulted before publishing: an observation whose object is at the version already
-published is dropped. Log probes are never remembered (each is new by nature).
+published is dropped. Log probes are never remembered (each is new by nature), and a deleted
+object is forgotten, its key purged from the bucket (:func:`controller.bus.buckets.forget`): the
+bucket, each start's load and the watcher's memory hold the objects that exist, not every pod
+the cluster deleted in a week.
 
 The versions are written after their observations are stored, as plain NATS publishes to the
 bucket's subjects: JetStream stores them all the same, and nobody waits for, or parses, an
@@ -27,8 +30,9 @@ from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError
+from nats.js.kv import KeyValue
 
+from controller.bus.buckets import forget, open_bucket
 from controller.bus.publishing import Publisher
 from controller.contract.events import BusEvent
 from controller.contract.settings import NatsSettings
@@ -41,6 +45,7 @@ log = logging.getLogger(__name__)
 
 BUCKET = "published"
 _UNREMEMBERED = frozenset({"log"})
+_GONE = ":DELETED"
 
 
 def _key(event: BusEvent) -> str:
@@ -58,22 +63,21 @@ class PublishedVersions:
         self._nc = nc
         self._js = nc.jetstream()
         self._bucket = topology.bucket(BUCKET)
+        self._kv: KeyValue | None = None
         self._known: dict[str, str] = {}
 
     async def load(self, settings: NatsSettings, batch: int = 1000) -> int:
         """Create the bucket if needed and read it whole; returns how many objects it holds."""
-        try:
-            await self._js.key_value(self._bucket)
-        except BucketNotFoundError:
-            await self._js.create_key_value(
-                KeyValueConfig(
-                    bucket=self._bucket,
-                    history=1,
-                    ttl=settings.max_age_s,
-                    storage=StorageType.FILE,
-                    replicas=settings.replicas,
-                )
-            )
+        self._kv = await open_bucket(
+            self._js,
+            KeyValueConfig(
+                bucket=self._bucket,
+                history=1,
+                ttl=settings.max_age_s,
+                storage=StorageType.FILE,
+                replicas=settings.replicas,
+            ),
+        )
         stream = f"KV_{self._bucket}"
         info = await self._js.stream_info(stream)
         if not info.state.messages:
@@ -89,6 +93,7 @@ class PublishedVersions:
             ),
         )
         prefix = f"$KV.{self._bucket}."
+        gone: list[str] = []
         try:
             while True:
                 try:
@@ -96,17 +101,18 @@ class PublishedVersions:
                 except (NatsTimeoutError, TimeoutError):
                     break
                 for msg in msgs:
-                    operation = (msg.headers or {}).get("KV-Operation")
-                    key = msg.subject.removeprefix(prefix)
-                    if operation in ("DEL", "PURGE"):
+                    key, value = msg.subject.removeprefix(prefix), msg.data.decode()
+                    if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or value.endswith(_GONE):
+                        gone.append(key)  # an earlier version kept deleted objects: never needed again
                         self._known.pop(key, None)
                     else:
-                        self._known[key] = msg.data.decode()
+                        self._known[key] = value
                 if msgs and msgs[-1].metadata.num_pending == 0:
                     break
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+        await self._forget(gone)
         return len(self._known)
 
     def changed(self, events: Sequence[BusEvent]) -> list[BusEvent]:
@@ -114,16 +120,32 @@ class PublishedVersions:
         return [e for e in events if e.type in _UNREMEMBERED or self._known.get(_key(e)) != _value(e)]
 
     async def remember(self, events: Sequence[BusEvent]) -> None:
-        """Record ``events`` as published (puts nobody waits for); a lost one costs a republish later."""
+        """Record ``events`` as published (puts nobody waits for); a lost one costs a republish later.
+        A deleted object is forgotten: no relist lists it again, and kept it would grow the bucket,
+        each start's load and the watcher's memory with every pod the cluster ever deleted."""
         prefix = f"$KV.{self._bucket}."
+        latest = {_key(event): event for event in events if event.type not in _UNREMEMBERED}
+        gone = [key for key, event in latest.items() if event.change == "DELETED"]
         try:
-            for event in events:
-                if event.type not in _UNREMEMBERED:
-                    key, value = _key(event), _value(event)
+            for key, event in latest.items():
+                if event.change != "DELETED":
+                    value = _value(event)
                     await self._nc.publish(prefix + key, value.encode())
                     self._known[key] = value
         except NatsError as exc:  # the client's buffer is full while it reconnects: known next time
             log.warning("published versions not recorded: %r", exc)
+        for key in gone:
+            self._known.pop(key, None)
+        await self._forget(gone)
+
+    async def _forget(self, keys: list[str]) -> None:
+        """Remove ``keys`` from the bucket; one left behind only takes room until it expires."""
+        if not keys or self._kv is None:
+            return
+        try:
+            await forget(self._kv, keys)
+        except (NatsError, TimeoutError) as exc:
+            log.warning("versions of %d deleted objects not removed: %r", len(keys), exc)
 
 
 class VersionedPublisher:

@@ -5,10 +5,13 @@ a JetStream key-value bucket, not in memory."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from controller.bus.streams import connect, ensure_streams
+from controller.bus.versions import BUCKET, PublishedVersions
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
@@ -24,9 +27,15 @@ async def jobs_stream_size(js: JetStreamContext, topology: Topology) -> int:
 
 
 async def watch_until_quiet(
-    settings: Settings, sim: SimCluster, js: JetStreamContext, topology: Topology, expected: int
+    settings: Settings,
+    sim: SimCluster,
+    js: JetStreamContext,
+    topology: Topology,
+    expected: int,
+    meanwhile: Callable[[], object] = lambda: None,
 ) -> PipelineMetrics:
-    """Run the watchers until the JOBS stream holds ``expected`` messages, then stop them."""
+    """Run the watchers until the JOBS stream holds ``expected`` messages, then stop them;
+    ``meanwhile`` changes the cluster once they watch."""
     assert settings.nats.url
     metrics, stop = PipelineMetrics(), asyncio.Event()
     nc = await connect(settings.nats.url, "tests-watchers")  # as the watcher process has its own
@@ -34,6 +43,7 @@ async def watch_until_quiet(
         task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
         try:
             await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
+            meanwhile()
 
             async def settled() -> bool:
                 return await jobs_stream_size(js, topology) >= expected
@@ -71,3 +81,44 @@ async def test_a_restart_past_the_duplicate_window_republishes_only_changes(
     assert await jobs_stream_size(js, topology) == first + 1, "only the changed pod was published again"
     skipped = metrics.sample("mpijc_skipped_objects_total", reason="unchanged")
     assert skipped == len(jobs) + len(pods) - 1
+
+
+async def bucket_keys(js: JetStreamContext, topology: Topology) -> set[str]:
+    """The keys the ``published`` bucket's stream holds any message for (values and markers)."""
+    bucket = topology.bucket(BUCKET)
+    info = await js.stream_info(f"KV_{bucket}", subjects_filter=">")
+    return {subject.removeprefix(f"$KV.{bucket}.") for subject in info.state.subjects or {}}
+
+
+async def test_deleted_objects_leave_the_bucket(
+    sim: SimCluster, settings: Settings, topology: Topology, js: JetStreamContext, nats_client: NATS
+) -> None:
+    """The bucket holds the objects that exist: a week of deleted pods would otherwise grow it,
+    every start's load and the watcher's memory."""
+    await ensure_streams(js, topology, settings.nats)
+    jobs = [k.mpijob(f"train-{n}", workers=3) for n in range(4)]
+    pods = [k.pod(job, "worker", i, node=f"gpu-{i}") for job in jobs for i in range(3)]
+    for obj in [*jobs, *pods]:
+        sim.create(obj)
+    await watch_until_quiet(settings, sim, js, topology, expected=len(jobs) + len(pods))
+    assert len(await bucket_keys(js, topology)) == len(jobs) + len(pods)
+
+    finished, kept = jobs[:3], jobs[3:]
+    gone = [*finished, *pods[:9]]  # three jobs and their nine pods
+    await watch_until_quiet(
+        settings, sim, js, topology, len(jobs) + len(pods) + len(gone), lambda: [sim.delete(o) for o in gone]
+    )
+
+    left = {f"job.{job['metadata']['uid']}" for job in kept} | {
+        f"pod.{p['metadata']['uid']}" for p in pods[9:]
+    }
+    assert await bucket_keys(js, topology) == left  # neither values nor delete markers of the others
+    assert await PublishedVersions(nats_client, topology).load(settings.nats) == len(left)
+
+    # what earlier versions left of deleted objects (their last version, a delete marker) goes at load
+    kv = await js.key_value(topology.bucket(BUCKET))
+    await kv.put("pod.deleted-long-ago", b"41:DELETED")
+    await kv.put("pod.removed-long-ago", b"42:MODIFIED")
+    await kv.delete("pod.removed-long-ago")
+    assert await PublishedVersions(nats_client, topology).load(settings.nats) == len(left)
+    assert await bucket_keys(js, topology) == left
