@@ -12,31 +12,46 @@ deadlock.
   ``ON CONFLICT DO NOTHING``, so replaying a stream twice yields the same rows;
 - attempt numbers of runs that share a job name are recomputed from creation times, so
   they do not depend on which run was seen first.
+
+Each table gets one statement per batch, whatever its size: ``INSERT … SELECT * FROM
+unnest(…)`` with one array per column (:mod:`controller.store.bulk`), its rows deduplicated
+per conflict key (an ``ON CONFLICT DO UPDATE`` may not touch a row twice) and sorted by it.
+JSON columns are serialized once per value by pydantic-core, straight from the messages (a
+pod's containers serve its pod row and its state row). Instead of SQLAlchemy's
+``executemany`` (a parameter dict and a Bind/Execute per row), this cut ``apply_events`` on
+500-event batches of the ingest workload from 0.45 to 0.32 s of client CPU and 0.33 to
+0.27 s of PostgreSQL CPU per 20,500 events, and the history consumer's CPU in the ingest
+benchmark by a sixth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from pydantic import TypeAdapter
+from pydantic_core import to_json
 from sqlalchemy import func, select, text, tuple_, update
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.events import (
     BusEvent,
+    Condition,
     ContainerState,
     JobObserved,
     K8sEventObserved,
     PodObserved,
 )
-from controller.contract.findings import Finding
+from controller.contract.findings import Evidence, Finding
 from controller.contract.kubeflow import resource_version_order
-from controller.store.models import FindingRow, K8sEvent, Pod, PodState, Run, TimelineEntry
+from controller.store.bulk import UnnestInsert, unnest_insert
+from controller.store.models import Base, FindingRow, K8sEvent, Pod, PodState, Run, TimelineEntry
 
 Row = dict[str, Any]
 _E = TypeVar("_E", JobObserved, PodObserved, K8sEventObserved)
+_R = TypeVar("_R")
+_M = TypeVar("_M", Condition, ContainerState, Evidence)
 
 
 def _latest(events: Iterable[_E]) -> list[_E]:
@@ -51,8 +66,19 @@ def _latest(events: Iterable[_E]) -> list[_E]:
     return [latest[uid] for uid in sorted(latest)]
 
 
-def _dump(items: Sequence[Any]) -> list[Any]:
-    return [item.model_dump(mode="json", exclude_defaults=True) for item in items]
+_CONDITIONS = TypeAdapter(tuple[Condition, ...])
+_CONTAINERS = TypeAdapter(tuple[ContainerState, ...])
+_EVIDENCE = TypeAdapter(tuple[Evidence, ...])
+
+
+def _dump(adapter: TypeAdapter[tuple[_M, ...]], items: tuple[_M, ...]) -> str:
+    """A list of messages as JSON text, each without the fields left at their defaults."""
+    return adapter.dump_json(items, exclude_defaults=True).decode()
+
+
+def _json(value: object) -> str:
+    """JSON text for a JSONB column, as the engine's ``json_serializer`` writes it."""
+    return to_json(value).decode()
 
 
 def _job_row(event: JobObserved) -> Row:
@@ -64,9 +90,9 @@ def _job_row(event: JobObserved) -> Row:
         "attempt": 1,
         "phase": event.phase,
         "resource_version": resource_version_order(event.resource_version),
-        "conditions": _dump(event.conditions),
-        "spec": event.spec.model_dump(mode="json", exclude_none=True),
-        "labels": event.labels,
+        "conditions": _dump(_CONDITIONS, event.conditions),
+        "spec": event.spec.model_dump_json(exclude_none=True),
+        "labels": _json(event.labels),
         "created_at": event.created_at,
         "started_at": event.started_at,
         "finished_at": event.finished_at,
@@ -110,7 +136,7 @@ def _pod_label(event: PodObserved) -> str:
     return event.role if event.index is None else f"{event.role}-{event.index}"
 
 
-def _pod_row(event: PodObserved, containers: list[Any]) -> Row:
+def _pod_row(event: PodObserved, containers: str) -> Row:
     return {
         "uid": event.uid,
         "run_uid": event.job.uid,
@@ -124,14 +150,14 @@ def _pod_row(event: PodObserved, containers: list[Any]) -> Row:
         "resource_version": resource_version_order(event.resource_version),
         "restart_count": sum(c.restart_count for c in event.containers),
         "containers": containers,
-        "resources": event.resources.model_dump(mode="json"),
+        "resources": event.resources.model_dump_json(),
         "created_at": event.created_at,
         "last_observed_at": event.observed_at,
         "deleted_at": event.observed_at if event.change == "DELETED" else None,
     }
 
 
-def _pod_state_row(event: PodObserved, containers: list[Any]) -> Row:
+def _pod_state_row(event: PodObserved, containers: str) -> Row:
     return {
         "pod_uid": event.uid,
         "run_uid": event.job.uid,
@@ -140,7 +166,7 @@ def _pod_state_row(event: PodObserved, containers: list[Any]) -> Row:
         "reason": event.reason,
         "node": event.node,
         "containers": containers,
-        "log_tail": list(event.log_tail),
+        "log_tail": _json(event.log_tail),
         "observed_at": event.observed_at,
     }
 
@@ -148,7 +174,6 @@ def _pod_state_row(event: PodObserved, containers: list[Any]) -> Row:
 def _container_timeline(event: PodObserved, container: ContainerState) -> Row | None:
     who = f"{_pod_label(event)} container {container.name}"
     key = f"pod:{event.uid}:{container.name}:{container.restart_count}"
-    detail = container.model_dump(mode="json", exclude_none=True)
     if container.state == "terminated":
         how = container.reason or "terminated"
         code = f" (exit {container.exit_code})" if container.exit_code is not None else ""
@@ -157,7 +182,7 @@ def _container_timeline(event: PodObserved, container: ContainerState) -> Row | 
             container.finished_at or event.observed_at,
             "pod",
             f"{who} terminated: {how}{code}",
-            detail,
+            container,
             f"{key}:terminated",
         )
     if container.state == "waiting" and container.reason not in {
@@ -170,7 +195,7 @@ def _container_timeline(event: PodObserved, container: ContainerState) -> Row | 
             event.observed_at,
             "pod",
             f"{who} waiting: {container.reason}",
-            detail,
+            container,
             f"{key}:waiting:{container.reason}",
         )
     return None
@@ -233,7 +258,10 @@ def _k8s_event_timeline(event: K8sEventObserved) -> Row:
     )
 
 
-def _timeline(run_uid: str, at: datetime, source: str, summary: str, detail: Row, key: str) -> Row:
+def _timeline(
+    run_uid: str, at: datetime, source: str, summary: str, detail: Row | ContainerState, key: str
+) -> Row:
+    """A timeline row; ``detail`` becomes JSON once the row survives :func:`_unique_timeline`."""
     return {
         "run_uid": run_uid,
         "at": at,
@@ -244,25 +272,41 @@ def _timeline(run_uid: str, at: datetime, source: str, summary: str, detail: Row
     }
 
 
+_COALESCED = frozenset({"started_at", "finished_at", "deleted_at"})
+
+
+def _columns(model: type[Base], *generated: str) -> list[str]:
+    """The columns a row of ``model`` carries: all but those the database fills in."""
+    return [c.name for c in model.__table__.c if c.name not in generated]
+
+
 def _upsert(
     model: type[Run] | type[Pod] | type[K8sEvent] | type[FindingRow],
-    rows: list[Row],
+    columns: Sequence[str],
     keep: Sequence[str] = (),
     key: str = "uid",
     version: str = "resource_version",
-) -> Any:
+) -> UnnestInsert:
     """INSERT … ON CONFLICT (key) DO UPDATE unless the stored row has a newer ``version``."""
-    stmt = insert(model)
-    coalesced = {"started_at", "finished_at", "deleted_at"}
-    table = model.__table__.c
-    updated = {
-        name: (func.coalesce(stmt.excluded[name], table[name]) if name in coalesced else stmt.excluded[name])
-        for name in rows[0]
-        if name not in {key, *keep}
-    }
-    return stmt.on_conflict_do_update(
-        index_elements=[key], set_=updated, where=table[version] <= stmt.excluded[version]
+    table = model.__tablename__
+    updated = ", ".join(
+        f'"{c}" = coalesce(excluded."{c}", {table}."{c}")' if c in _COALESCED else f'"{c}" = excluded."{c}"'
+        for c in columns
+        if c not in {key, *keep}
     )
+    return unnest_insert(
+        model,
+        columns,
+        f'ON CONFLICT ("{key}") DO UPDATE SET {updated} WHERE {table}."{version}" <= excluded."{version}"',
+    )
+
+
+_RUNS = _upsert(Run, _columns(Run, "previous_uid"), keep=("first_observed_at", "attempt"))
+_PODS = _upsert(Pod, _columns(Pod))
+_K8S_EVENTS = _upsert(K8sEvent, _columns(K8sEvent))
+_FINDINGS = _upsert(FindingRow, _columns(FindingRow), key="id", version="revision")
+_POD_STATES = unnest_insert(PodState, _columns(PodState, "id"), "ON CONFLICT DO NOTHING")
+_TIMELINE = unnest_insert(TimelineEntry, _columns(TimelineEntry, "id"), "ON CONFLICT DO NOTHING")
 
 
 async def _renumber_attempts(conn: AsyncConnection, jobs: list[JobObserved]) -> None:
@@ -294,36 +338,42 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
     timeline: list[Row] = []
 
     if jobs:
-        await conn.execute(
-            _upsert(Run, [_job_row(j) for j in jobs], keep=("first_observed_at", "attempt")),
-            [_job_row(j) for j in jobs],
-        )
+        await _RUNS.execute(conn, [_job_row(j) for j in jobs])
         await _renumber_attempts(conn, jobs)
         timeline += [_job_timeline(e) for e in events if isinstance(e, JobObserved)]
-    if pods:
-        containers = {id(p): _dump(p.containers) for p in pods}
-        rows = [_pod_row(p, containers[id(p)]) for p in _latest(pods)]
-        await conn.execute(_upsert(Pod, rows), rows)
-        states = sorted(
+    if pods:  # the containers' JSON serves both the pod row and its state row
+        containers = {id(p): _dump(_CONTAINERS, p.containers) for p in pods}
+        await _PODS.execute(conn, [_pod_row(p, containers[id(p)]) for p in _latest(pods)])
+        states = _first_per_key(
             (_pod_state_row(p, containers[id(p)]) for p in pods),
-            key=lambda row: (row["pod_uid"], row["resource_version"]),
+            lambda row: (row["pod_uid"], row["resource_version"]),
         )
-        await conn.execute(insert(PodState).on_conflict_do_nothing(), states)
+        await _POD_STATES.execute(conn, states)
         timeline += [row for pod in pods for row in _pod_timeline(pod)]
     if k8s_events:
-        rows = [_k8s_event_row(e) for e in _latest(k8s_events)]
-        await conn.execute(_upsert(K8sEvent, rows), rows)
+        await _K8S_EVENTS.execute(conn, [_k8s_event_row(e) for e in _latest(k8s_events)])
         timeline += [_k8s_event_timeline(e) for e in k8s_events]
     if timeline:
-        await conn.execute(insert(TimelineEntry).on_conflict_do_nothing(), _unique_timeline(timeline))
+        await _TIMELINE.execute(conn, _unique_timeline(timeline))
+
+
+def _first_per_key(rows: Iterable[_R], key: Callable[[_R], Any]) -> list[_R]:
+    """The first row of each key, in key order."""
+    first: dict[Any, _R] = {}
+    for row in rows:
+        first.setdefault(key(row), row)
+    return [first[k] for k in sorted(first)]
 
 
 def _unique_timeline(rows: Iterable[Row]) -> list[Row]:
-    """The first row of each ``dedup_key``, in key order."""
-    unique: dict[str, Row] = {}
-    for row in rows:
-        unique.setdefault(row["dedup_key"], row)
-    return [unique[key] for key in sorted(unique)]
+    """The first row of each ``dedup_key``, in key order, its detail as JSON."""
+    unique = _first_per_key(rows, lambda row: row["dedup_key"])
+    for row in unique:
+        detail = row["detail"]
+        row["detail"] = (
+            detail.model_dump_json(exclude_none=True) if isinstance(detail, ContainerState) else _json(detail)
+        )
+    return unique
 
 
 def _finding_row(finding: Finding) -> Row:
@@ -336,8 +386,8 @@ def _finding_row(finding: Finding) -> Row:
         "severity": finding.severity,
         "status": finding.status,
         "root_cause": finding.root_cause,
-        "evidence": _dump(finding.evidence),
-        "remediation": list(finding.remediation),
+        "evidence": _dump(_EVIDENCE, finding.evidence),
+        "remediation": _json(finding.remediation),
         "doc_anchor": finding.doc_anchor,
         "revision": finding.revision,
         "superseded_by": finding.superseded_by,
@@ -366,11 +416,9 @@ async def apply_findings(conn: AsyncConnection, findings: Sequence[Finding]) -> 
     for finding in findings:
         if finding.id not in latest or latest[finding.id].revision <= finding.revision:
             latest[finding.id] = finding
-    rows = [_finding_row(latest[key]) for key in sorted(latest)]
-    await conn.execute(_upsert(FindingRow, rows, key="id", version="revision"), rows)
-    await conn.execute(
-        insert(TimelineEntry).on_conflict_do_nothing(), _unique_timeline(map(_finding_timeline, findings))
-    )
+    if findings:
+        await _FINDINGS.execute(conn, [_finding_row(latest[key]) for key in sorted(latest)])
+        await _TIMELINE.execute(conn, _unique_timeline(map(_finding_timeline, findings)))
 
 
 async def ping(conn: AsyncConnection) -> None:

@@ -36,6 +36,7 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from controller.store.bulk import unnest_insert
 from controller.store.models import Delivery, DeliveryAttempt, NotifyFinding, NotifyJob, Subscription
 from controller.store.subscriptions import SubscriptionRecord, add_notices
 from controller.store.wakeups import announce
@@ -63,26 +64,25 @@ def delivery_id(subscription_id: str, event_key: str) -> str:
     return "msg_" + uuid.uuid5(_DELIVERY_NAMESPACE, f"{subscription_id}/{event_key}").hex
 
 
-_ENQUEUE_COLUMNS: dict[str, str] = {
-    "id": "varchar",
-    "subscription_id": "varchar",
-    "channel": "varchar",
-    "event_type": "varchar",
-    "order_key": "text",
-    "namespace": "varchar",
-    "job_name": "varchar",
-    "job_uid": "varchar",
-    "body": "text",
-    "status": "varchar",
-    "attempts": "integer",
-    "next_attempt_at": "timestamptz",
-    "event_at": "timestamptz",
-    "created_at": "timestamptz",
-}
-_ENQUEUE = text(
-    f"INSERT INTO deliveries ({', '.join(_ENQUEUE_COLUMNS)}) "
-    f"SELECT * FROM unnest({', '.join(f'CAST(:{c} AS {t}[])' for c, t in _ENQUEUE_COLUMNS.items())}) "
-    "ON CONFLICT (id) DO NOTHING RETURNING id"
+_ENQUEUE = unnest_insert(
+    Delivery,
+    (
+        "id",
+        "subscription_id",
+        "channel",
+        "event_type",
+        "order_key",
+        "namespace",
+        "job_name",
+        "job_uid",
+        "body",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "event_at",
+        "created_at",
+    ),
+    "ON CONFLICT (id) DO NOTHING RETURNING id",
 )
 
 
@@ -108,7 +108,7 @@ async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
     a thousand rows)."""
     if not rows:
         return set()
-    result = await conn.execute(_ENQUEUE, {c: [row[c] for row in rows] for c in _ENQUEUE_COLUMNS})
+    result = await _ENQUEUE.execute(conn, rows)
     new = set(result.scalars().all())
     if new:
         await conn.execute(_PARK_BEHIND, {"ids": sorted(new)})
