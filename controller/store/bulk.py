@@ -1,4 +1,5 @@
-"""Many rows in one statement: ``INSERT … SELECT * FROM unnest(<one array per column>)``.
+"""Many rows or values in one statement: ``INSERT … SELECT * FROM unnest(<one array per column>)``,
+and ``column = ANY(<one array>)``.
 
 SQLAlchemy's ``executemany`` turns a batch into one parameter dict and one Bind/Execute per
 row (asyncpg); this shape sends one array per column instead, so a batch of any size costs
@@ -8,6 +9,10 @@ The array types come from the table's own column types (lengths dropped: a cast 
 text (serialize it once, with pydantic-core, as :mod:`controller.store.engine` does) and
 PostgreSQL parses it. Rows are inserted in the order given, so callers that need a lock
 order sort them; an ``ON CONFLICT … DO UPDATE`` must not see one key twice in a batch.
+
+For the same reason a hot path filters by a set of values with :func:`among` rather than
+``in_``: ``IN (…)`` renders one bind parameter per value, so every batch size is a statement
+of its own, prepared (a round trip) and planned anew.
 """
 
 from __future__ import annotations
@@ -17,14 +22,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, TextClause, text
+from sqlalchemy import ColumnElement, String, Table, TextClause, any_, bindparam, text
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, QueryableAttribute
 from sqlalchemy.types import JSON
 
-__all__ = ["UnnestInsert", "unnest_insert"]
+__all__ = ["UnnestInsert", "among", "unnest_insert"]
 
 _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
 _LENGTH = re.compile(r"\(\d+(?:,\s*\d+)?\)")
@@ -60,3 +66,10 @@ def _array(name: str, sqltype: Any) -> str:
     if isinstance(sqltype, JSON):  # JSON text in, parsed by PostgreSQL
         return f"CAST(CAST(:{name} AS text[]) AS {element}[])"
     return f"CAST(:{name} AS {element}[])"
+
+
+def among(column: QueryableAttribute[Any], values: Iterable[Any]) -> ColumnElement[bool]:
+    """``column = ANY(:values)``: one statement whatever the number of values (sorted, so rows
+    are locked in key order); strings as ``varchar[]`` without a length (a cast would truncate)."""
+    element = String() if isinstance(column.type, String) else column.type
+    return column == any_(bindparam(None, sorted(values), type_=ARRAY(element)))

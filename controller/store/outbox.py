@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from controller.store.bulk import unnest_insert
+from controller.store.bulk import among, unnest_insert
 from controller.store.models import Delivery, DeliveryAttempt, NotifyFinding, NotifyJob, Subscription
 from controller.store.subscriptions import SubscriptionRecord, add_notices
 from controller.store.wakeups import announce
@@ -120,7 +120,7 @@ async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
 
 
 async def job_states(conn: AsyncConnection, uids: Collection[str]) -> dict[str, NotifyJob]:
-    rows = await conn.execute(select(NotifyJob).where(NotifyJob.uid.in_(sorted(uids))))
+    rows = await conn.execute(select(NotifyJob).where(among(NotifyJob.uid, uids)))
     return {row.uid: NotifyJob(**row._mapping) for row in rows}
 
 
@@ -139,7 +139,7 @@ async def save_job_states(conn: AsyncConnection, rows: Sequence[Row]) -> None:
 
 
 async def finding_states(conn: AsyncConnection, ids: Collection[str]) -> dict[str, NotifyFinding]:
-    rows = await conn.execute(select(NotifyFinding).where(NotifyFinding.id.in_(sorted(ids))))
+    rows = await conn.execute(select(NotifyFinding).where(among(NotifyFinding.id, ids)))
     return {row.id: NotifyFinding(**row._mapping) for row in rows}
 
 
@@ -232,7 +232,7 @@ async def claim(
 
 async def endpoints(conn: AsyncConnection, ids: Collection[str]) -> dict[str, SubscriptionRecord]:
     """The subscriptions claimed deliveries go to (their URL, secrets, recipients)."""
-    rows = await conn.execute(select(*Subscription.__table__.c).where(Subscription.id.in_(sorted(ids))))
+    rows = await conn.execute(select(*Subscription.__table__.c).where(among(Subscription.id, ids)))
     return {row.id: SubscriptionRecord(**row._mapping) for row in rows}
 
 
@@ -304,6 +304,9 @@ _SETTLE = text(
     WHERE d.seq = v.seq
     """
 )
+_LOG_ATTEMPTS = unnest_insert(
+    DeliveryAttempt, ("delivery_seq", "attempt", "at", "outcome", "status_code", "latency_ms", "error")
+)
 _MARK_FAILING = text(
     """
     UPDATE subscriptions s SET failing_since = v.since
@@ -342,8 +345,8 @@ async def record(
                 "now": now,
             },
         )
-    await conn.execute(
-        insert(DeliveryAttempt),
+    await _LOG_ATTEMPTS.execute(
+        conn,
         [
             {
                 "delivery_seq": o.seq,
@@ -377,7 +380,7 @@ async def _track_health(
     if healthy:
         await conn.execute(
             update(Subscription)
-            .where(Subscription.id.in_(healthy), Subscription.failing_since.is_not(None))
+            .where(among(Subscription.id, healthy), Subscription.failing_since.is_not(None))
             .values(failing_since=None)
         )
     failing = {s: first_failure[s] for s, o in last.items() if o.endpoint_failed}
@@ -388,7 +391,7 @@ async def _track_health(
     stale = (
         await conn.execute(
             select(Subscription.id, Subscription.failing_since).where(
-                Subscription.id.in_(sorted(failing)),
+                among(Subscription.id, failing),
                 Subscription.state == "active",
                 Subscription.failing_since <= now - disable_after,
             )
@@ -430,7 +433,7 @@ async def defer(conn: AsyncConnection, seqs: Collection[int], until: datetime) -
     """Hold pending deliveries until ``until`` without counting an attempt (email throttling)."""
     await conn.execute(
         update(Delivery)
-        .where(Delivery.seq.in_(sorted(seqs)), Delivery.status == "pending")
+        .where(among(Delivery.seq, seqs), Delivery.status == "pending")
         .values(next_attempt_at=until)
     )
 
@@ -540,7 +543,7 @@ async def attempts_of(conn: AsyncConnection, seqs: Collection[int]) -> dict[int,
     found: dict[int, list[DeliveryAttempt]] = {seq: [] for seq in seqs}
     rows = await conn.execute(
         select(DeliveryAttempt)
-        .where(DeliveryAttempt.delivery_seq.in_(sorted(seqs)))
+        .where(among(DeliveryAttempt.delivery_seq, seqs))
         .order_by(DeliveryAttempt.delivery_seq, DeliveryAttempt.id)
     )
     for row in rows:
