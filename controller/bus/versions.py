@@ -65,6 +65,9 @@ class PublishedVersions:
         self._bucket = topology.bucket(BUCKET)
         self._kv: KeyValue | None = None
         self._known: dict[str, str] = {}
+        self._gone: list[str] = []
+        """Keys of deleted objects, to be purged from the bucket."""
+        self._forgetting: asyncio.Task[None] | None = None
 
     async def load(self, settings: NatsSettings, batch: int = 1000) -> int:
         """Create the bucket if needed and read it whole; returns how many objects it holds."""
@@ -121,22 +124,33 @@ class PublishedVersions:
 
     async def remember(self, events: Sequence[BusEvent]) -> None:
         """Record ``events`` as published (puts nobody waits for); a lost one costs a republish later.
-        A deleted object is forgotten: no relist lists it again, and kept it would grow the bucket,
-        each start's load and the watcher's memory with every pod the cluster ever deleted."""
+
+        A deleted object is forgotten: no relist lists it again, and kept it would grow the
+        bucket, each start's load and the watcher's memory with every pod the cluster ever
+        deleted. Its key is purged in the background (a purge is a request; awaited here it held
+        the publish loop back and observations queued up); its last value says ``DELETED``, so a
+        purge lost with the process is done by the next load."""
         prefix = f"$KV.{self._bucket}."
-        latest = {_key(event): event for event in events if event.type not in _UNREMEMBERED}
-        gone = [key for key, event in latest.items() if event.change == "DELETED"]
         try:
-            for key, event in latest.items():
-                if event.change != "DELETED":
-                    value = _value(event)
+            for event in events:
+                if event.type not in _UNREMEMBERED:
+                    key, value = _key(event), _value(event)
                     await self._nc.publish(prefix + key, value.encode())
-                    self._known[key] = value
+                    if event.change == "DELETED":
+                        self._known.pop(key, None)
+                        self._gone.append(key)
+                    else:
+                        self._known[key] = value
         except NatsError as exc:  # the client's buffer is full while it reconnects: known next time
             log.warning("published versions not recorded: %r", exc)
-        for key in gone:
-            self._known.pop(key, None)
-        await self._forget(gone)
+        if self._gone and (self._forgetting is None or self._forgetting.done()):
+            self._forgetting = asyncio.create_task(self._forget_gone())
+
+    async def _forget_gone(self) -> None:
+        """Purge the keys of deleted objects until none is left to purge."""
+        while self._gone:
+            keys, self._gone = self._gone, []
+            await self._forget(keys)
 
     async def _forget(self, keys: list[str]) -> None:
         """Remove ``keys`` from the bucket; one left behind only takes room until it expires."""

@@ -10,13 +10,7 @@ from consumers.rules import RuleEngine
 from consumers.rules.snapshot import STATE_BUCKET, SnapshotStore, state_bucket
 from controller.contract.subjects import Topology
 from controller.testing.events import JOB_UID, replay, running_run
-
-
-async def _subjects(js: JetStreamContext, topology: Topology) -> set[str]:
-    """The keys the bucket's stream holds any message for (values and markers alike)."""
-    bucket = topology.bucket(STATE_BUCKET)
-    info = await js.stream_info(f"KV_{bucket}", subjects_filter=">")
-    return {subject.removeprefix(f"$KV.{bucket}.") for subject in info.state.subjects or {}}
+from tests.buckets import bucket_keys
 
 
 async def test_a_forgotten_run_leaves_nothing_in_the_bucket(js: JetStreamContext, topology: Topology) -> None:
@@ -26,12 +20,12 @@ async def test_a_forgotten_run_leaves_nothing_in_the_bucket(js: JetStreamContext
     store = SnapshotStore(kv, 0)
     try:
         await store.save(engine, 10, None)
-        assert f"p0.run.{JOB_UID}" in await _subjects(js, topology)
+        assert f"p0.run.{JOB_UID}" in await bucket_keys(js, topology.bucket(STATE_BUCKET))
 
         engine._forget(JOB_UID, tombstone=True)
         await store.save(engine, 11, None)
 
-        assert await _subjects(js, topology) == {"p0.meta", "p0.tombstones"}
+        assert await bucket_keys(js, topology.bucket(STATE_BUCKET)) == {"p0.meta", "p0.tombstones"}
         again = RuleEngine()
         assert (await SnapshotStore(kv, 0).load(again)).runs == 0
     finally:
@@ -47,11 +41,11 @@ async def test_markers_left_by_deletes_are_removed_on_load(js: JetStreamContext,
         for n in range(50):  # as earlier versions removed forgotten runs
             await kv.put(f"p0.run.old-{n}", b"{}")
             await kv.delete(f"p0.run.old-{n}")
-        assert len(await _subjects(js, topology)) == 52
+        assert len(await bucket_keys(js, topology.bucket(STATE_BUCKET))) == 52
 
         loaded = await SnapshotStore(kv, 0).load(RuleEngine())
 
         assert loaded.runs == 1 and loaded.sequence == 10
-        assert await _subjects(js, topology) == {"p0.meta", f"p0.run.{JOB_UID}"}
+        assert await bucket_keys(js, topology.bucket(STATE_BUCKET)) == {"p0.meta", f"p0.run.{JOB_UID}"}
     finally:
         await js.delete_key_value(topology.bucket(STATE_BUCKET))

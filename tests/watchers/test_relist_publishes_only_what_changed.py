@@ -5,7 +5,7 @@ a JetStream key-value bucket, not in memory."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
@@ -19,6 +19,7 @@ from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
+from tests.buckets import bucket_keys
 from watchers.service import run_watchers
 
 
@@ -33,9 +34,10 @@ async def watch_until_quiet(
     topology: Topology,
     expected: int,
     meanwhile: Callable[[], object] = lambda: None,
+    also: Callable[[], Awaitable[bool]] | None = None,
 ) -> PipelineMetrics:
-    """Run the watchers until the JOBS stream holds ``expected`` messages, then stop them;
-    ``meanwhile`` changes the cluster once they watch."""
+    """Run the watchers until the JOBS stream holds ``expected`` messages (and ``also`` holds),
+    then stop them; ``meanwhile`` changes the cluster once they watch."""
     assert settings.nats.url
     metrics, stop = PipelineMetrics(), asyncio.Event()
     nc = await connect(settings.nats.url, "tests-watchers")  # as the watcher process has its own
@@ -49,6 +51,8 @@ async def watch_until_quiet(
                 return await jobs_stream_size(js, topology) >= expected
 
             await until(settled, 15, lambda: f"stream never reached {expected} messages")
+            if also is not None:
+                await until(also, 15, lambda: "the watchers never got there")
             await asyncio.sleep(0.5)  # and nothing more arrives
         finally:
             stop.set()
@@ -57,16 +61,24 @@ async def watch_until_quiet(
     return metrics
 
 
+async def watched_cluster(
+    settings: Settings, sim: SimCluster, js: JetStreamContext, topology: Topology, count: int
+) -> tuple[list[k.Obj], list[k.Obj]]:
+    """``count`` MPIJobs of three workers each, watched until every object was published once."""
+    jobs = [k.mpijob(f"train-{n}", workers=3) for n in range(count)]
+    pods = [k.pod(job, "worker", i, node=f"gpu-{i}") for job in jobs for i in range(3)]
+    for obj in [*jobs, *pods]:
+        sim.create(obj)
+    await watch_until_quiet(settings, sim, js, topology, expected=len(jobs) + len(pods))
+    return jobs, pods
+
+
 async def test_a_restart_past_the_duplicate_window_republishes_only_changes(
     sim: SimCluster, settings: Settings, topology: Topology, js: JetStreamContext
 ) -> None:
     settings.nats.duplicate_window_s = 0.5  # past it, JetStream would store every relisted object again
     await ensure_streams(js, topology, settings.nats)
-    jobs = [k.mpijob(f"train-{n}", workers=3) for n in range(5)]
-    pods = [k.pod(job, "worker", i, node=f"gpu-{i}") for job in jobs for i in range(3)]
-    for obj in [*jobs, *pods]:
-        sim.create(obj)
-    await watch_until_quiet(settings, sim, js, topology, expected=len(jobs) + len(pods))
+    jobs, pods = await watched_cluster(settings, sim, js, topology, 5)
     first = await jobs_stream_size(js, topology)
     assert first == len(jobs) + len(pods)
 
@@ -83,36 +95,30 @@ async def test_a_restart_past_the_duplicate_window_republishes_only_changes(
     assert skipped == len(jobs) + len(pods) - 1
 
 
-async def bucket_keys(js: JetStreamContext, topology: Topology) -> set[str]:
-    """The keys the ``published`` bucket's stream holds any message for (values and markers)."""
-    bucket = topology.bucket(BUCKET)
-    info = await js.stream_info(f"KV_{bucket}", subjects_filter=">")
-    return {subject.removeprefix(f"$KV.{bucket}.") for subject in info.state.subjects or {}}
-
-
 async def test_deleted_objects_leave_the_bucket(
     sim: SimCluster, settings: Settings, topology: Topology, js: JetStreamContext, nats_client: NATS
 ) -> None:
     """The bucket holds the objects that exist: a week of deleted pods would otherwise grow it,
     every start's load and the watcher's memory."""
     await ensure_streams(js, topology, settings.nats)
-    jobs = [k.mpijob(f"train-{n}", workers=3) for n in range(4)]
-    pods = [k.pod(job, "worker", i, node=f"gpu-{i}") for job in jobs for i in range(3)]
-    for obj in [*jobs, *pods]:
-        sim.create(obj)
-    await watch_until_quiet(settings, sim, js, topology, expected=len(jobs) + len(pods))
-    assert len(await bucket_keys(js, topology)) == len(jobs) + len(pods)
+    jobs, pods = await watched_cluster(settings, sim, js, topology, 4)
+    assert len(await bucket_keys(js, topology.bucket(BUCKET))) == len(jobs) + len(pods)
 
-    finished, kept = jobs[:3], jobs[3:]
-    gone = [*finished, *pods[:9]]  # three jobs and their nine pods
+    gone = [*jobs[:3], *pods[:9]]  # three jobs and their nine pods
+    left = {f"job.{jobs[3]['metadata']['uid']}"} | {f"pod.{p['metadata']['uid']}" for p in pods[9:]}
+
+    async def only_what_exists() -> bool:  # neither values nor delete markers of the others
+        return await bucket_keys(js, topology.bucket(BUCKET)) == left
+
     await watch_until_quiet(
-        settings, sim, js, topology, len(jobs) + len(pods) + len(gone), lambda: [sim.delete(o) for o in gone]
+        settings,
+        sim,
+        js,
+        topology,
+        len(jobs) + len(pods) + len(gone),
+        lambda: [sim.delete(o) for o in gone],
+        only_what_exists,
     )
-
-    left = {f"job.{job['metadata']['uid']}" for job in kept} | {
-        f"pod.{p['metadata']['uid']}" for p in pods[9:]
-    }
-    assert await bucket_keys(js, topology) == left  # neither values nor delete markers of the others
     assert await PublishedVersions(nats_client, topology).load(settings.nats) == len(left)
 
     # what earlier versions left of deleted objects (their last version, a delete marker) goes at load
@@ -121,4 +127,4 @@ async def test_deleted_objects_leave_the_bucket(
     await kv.put("pod.removed-long-ago", b"42:MODIFIED")
     await kv.delete("pod.removed-long-ago")
     assert await PublishedVersions(nats_client, topology).load(settings.nats) == len(left)
-    assert await bucket_keys(js, topology) == left
+    assert await bucket_keys(js, topology.bucket(BUCKET)) == left
