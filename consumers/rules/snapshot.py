@@ -33,6 +33,7 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from pydantic_core import from_json, to_json
 
@@ -119,6 +120,10 @@ class SnapshotStore:
         meta: dict[str, Any] = {}
         tombstones: tuple[str, ...] = ()
         markers: list[str] = []  # deleted keys of earlier versions, which left markers
+        try:  # without a meta key there is no snapshot to load (it is written last)
+            await self._kv.get(f"{self._prefix}.meta")
+        except (KeyNotFoundError, KeyDeletedError):
+            return Snapshot(0, 0, None)  # and no watch whose end of an empty partition takes a wait
         watcher = await self._kv.watch(f"{self._prefix}.>")
         # The client's "no more" marker (None) may come before the entries already delivered
         # (it is sent from consumer info, the entries wait for the watch to be set up), so the

@@ -76,7 +76,9 @@ class RuleThresholds(BaseModel):
         default=20_000,
         gt=0,
         description="Runs held in memory at most; the least recently updated finished run goes "
-        "first. A few KiB each, so the default stays well under 100 MiB.",
+        "first. A run costs about 8 KiB per pod held (measured: 1,000 runs of 17 pods, 150 MiB "
+        "over the process's own 60): size this and the rules' memory limit by the pods of the "
+        "runs finished within forget_after_s plus those running.",
     )
     overrides: dict[str, ThresholdOverride] = Field(
         default_factory=dict, description="Per-namespace thresholds, keyed by namespace."
