@@ -11,13 +11,19 @@ NATS. Printed:
 - ``cold_oom_latency_s``: one worker in each of ``--failures`` jobs is OOM-killed as soon as
   the relist's first message is on the stream, while the rest is still being published: from
   each kill to its ``oom`` finding on the FINDINGS stream, p50/p99/max;
+- ``history``: before the restart, ``--history`` past runs go through the cluster while the
+  controller watches — created, running, one in five OOM-killed, finished, deleted with their
+  pods — so the restart has a long stream behind it (what a week of churn leaves: JOBS and
+  FINDINGS messages, finished runs the rules forgot, deleted objects the watcher published);
 - ``restart``: every process stopped (SIGTERM) and started again on the unchanged cluster:
   messages the new relist put on JOBS (objects already published at that version are not
   published again), then the latency of ``--failures`` more OOM kills 1, 3 and 5 s after the
-  start (how soon findings are prompt again);
+  start (how soon findings are prompt again), and what the restart read of the history: events
+  the rules replayed and findings they read (from their warm-start log lines), published
+  versions the watcher loaded;
 - ``peak_rss_mib`` per process and ``watcher_bytes_per_pod``.
 
-    .venv/bin/python -m benchmarks.coldstart [--jobs 1000] [--workers 16] [--failures 20]
+    .venv/bin/python -m benchmarks.coldstart [--jobs 1000] [--workers 16] [--failures 20] [--history 1000]
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -43,6 +50,7 @@ from nats.js import JetStreamContext
 
 from benchmarks.harness import profiled, report
 from controller.bus.streams import ensure_streams
+from controller.bus.versions import BUCKET
 from controller.cli.embedded import EmbeddedServices, die_with_this_process
 from controller.contract.findings import parse_finding
 from controller.contract.settings import ConsumerSettings, NatsSettings
@@ -92,6 +100,31 @@ def oom_kill(sim: SimCluster, pod: Obj) -> None:
     )
 
 
+def churn(sim: SimCluster, runs: int, workers: int) -> int:
+    """``runs`` past runs through the cluster: created, running, one in five OOM-killed, finished,
+    deleted with their pods. Returns how many objects were deleted."""
+    running = {"running": {"startedAt": "2026-11-19T10:00:20Z"}}
+    deleted = 0
+    for n in range(runs):
+        job = sim.create(k.mpijob(f"past-{n}", workers=workers))
+        pods = [
+            sim.create(k.pod(job, role, index, node=f"node-{n % 64}"))
+            for role, index in [("launcher", None), *(("worker", i) for i in range(workers))]
+        ]
+        job = sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-19T10:00:21Z")))
+        pods = [sim.update(k.with_container_state(p, running, phase="Running", ready=True)) for p in pods]
+        if n % 5 == 0:
+            oom_kill(sim, pods[2])
+            end = ("Failed", "MPIJobFailed", "2026-11-19T11:00:01Z")
+        else:
+            end = ("Succeeded", "MPIJobSucceeded", "2026-11-19T11:00:01Z")
+        job = sim.update(k.with_conditions(job, end))
+        for obj in [*pods, job]:
+            sim.delete(obj)
+        deleted += len(pods) + 1
+    return deleted
+
+
 class Controller:
     """The three processes, with the environment of one installation."""
 
@@ -110,6 +143,15 @@ class Controller:
                     stderr=subprocess.STDOUT,
                     preexec_fn=die_with_this_process(signal.SIGTERM),  # noqa: PLW1509 - only prctl
                 )
+
+    def log_size(self, name: str) -> int:
+        path = self.workdir / f"{name}.log"
+        return path.stat().st_size if path.exists() else 0
+
+    def log_since(self, name: str, offset: int) -> str:
+        with (self.workdir / f"{name}.log").open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
 
     def peak_rss_mib(self) -> dict[str, float]:
         peaks: dict[str, float] = {}
@@ -161,6 +203,28 @@ async def relist_rate(messages: Callable[[], Awaitable[int]], first: float) -> d
     return {"messages": last_count, "per_s": round(last_count / max(last_growth - first, 1e-3))}
 
 
+WARM_START = re.compile(
+    r"rules warm start of partition \d+: (?P<runs>\d+) runs from the snapshot .*?, (?P<replayed>\d+) events "
+    r"replayed .*?, (?P<findings>\d+) findings read from the bus, .*?, (?P<seconds>[\d.]+)s"
+)
+VERSIONS = re.compile(r"(?P<versions>\d+) published versions loaded in (?P<seconds>[\d.]+)s")
+
+
+def read_of_history(controller: Controller, offsets: dict[str, int]) -> dict[str, Any]:
+    """What the restarted processes read of the history, from their logs: per rules partition
+    the runs its snapshot held, the JOBS events it replayed and the FINDINGS changes it read,
+    and the published versions the watcher loaded."""
+    warm = [m.groupdict() for m in WARM_START.finditer(controller.log_since("rules", offsets["rules"]))]
+    loaded = VERSIONS.search(controller.log_since("watcher", offsets["watcher"]))
+    return {
+        "rules_warm_starts": [
+            {key: float(value) if key == "seconds" else int(value) for key, value in w.items()} for w in warm
+        ],
+        "watcher_versions_loaded": int(loaded["versions"]) if loaded else None,
+        "watcher_versions_load_s": float(loaded["seconds"]) if loaded else None,
+    }
+
+
 def percentiles(injected: dict[str, float], arrived: dict[str, float]) -> dict[str, float]:
     """p50, p99 and max of the time from each injection to its finding."""
     waits = sorted(arrived[name] - at for name, at in injected.items())
@@ -202,13 +266,28 @@ class Installation:
         await until(lambda: all(n in self.findings.arrived for n in injected), 120, interval_s=0.05)
         return percentiles(injected, self.findings.arrived)
 
-    async def cold_start(self, failures: int) -> dict[str, Any]:
-        """Start on the populated cluster with nothing published yet; kill workers as the relist begins."""
-        caught: dict[str, float] = {}
-        relisted = asyncio.Event()
-        durables = {self.topology.durable("history")} | {
+    @property
+    def durables(self) -> set[str]:
+        """The durables on JOBS that must have consumed everything: history and each rules partition."""
+        return {self.topology.durable("history")} | {
             self.topology.durable(f"rules_p{n}") for n in range(ConsumerSettings().rules_partitions)
         }
+
+    async def stream_size(self, stream: str) -> int:
+        return int((await self.js.stream_info(stream)).state.messages)
+
+    async def consumed(self) -> bool:
+        """Whether history and every rules partition have consumed the whole JOBS stream."""
+        infos = await self.js.consumers_info(self.topology.stream("jobs"))
+        idle = {i.name for i in infos if i.num_pending == 0 and i.num_ack_pending == 0}
+        return self.durables <= idle
+
+    async def cold_start(self, failures: int, history: int, workers: int) -> dict[str, Any]:
+        """Start on the populated cluster with nothing published yet; kill workers as the relist
+        begins; then put ``history`` past runs through the cluster."""
+        caught: dict[str, float] = {}
+        relisted = asyncio.Event()
+        durables = self.durables
 
         async def caught_up() -> bool:
             """Whether history and every rules partition consumed the whole relist (noting when
@@ -232,20 +311,42 @@ class Installation:
             relisted.set()
             await catching_up
             latency = await self.found(cold)
-            return {
+            result = {
                 "relist": relist,
                 "caught_up_s": max(caught.values()),
                 "caught_up_s_by_durable": dict(caught),
                 "cold_oom_latency_s": latency,
                 "peak_rss_mib": controller.peak_rss_mib(),
             }
+            if history:
+                result["history"] = {
+                    **await self.churn(history, workers),
+                    "peak_rss_mib": controller.peak_rss_mib(),
+                }
+            return result
         finally:
             controller.stop()
+
+    async def churn(self, runs: int, workers: int) -> dict[str, Any]:
+        """Past runs through the cluster while the controller watches, until all is consumed."""
+        started = time.monotonic()
+        deleted = await asyncio.to_thread(churn, self.sim, runs, workers)
+        await relist_rate(self.messages, started)  # until the watcher has published all of it
+        await until(self.consumed, 600, interval_s=0.2)
+        return {
+            "runs": runs,
+            "objects_deleted": deleted,
+            "seconds": round(time.monotonic() - started, 1),
+            "jobs_messages": await self.stream_size(self.topology.stream("jobs")),
+            "findings_messages": await self.stream_size(self.topology.stream("findings")),
+            "published_versions_kept": await self.stream_size(f"KV_{self.topology.bucket(BUCKET)}"),
+        }
 
     async def restart(self, failures: int) -> dict[str, Any]:
         """Start again on the unchanged cluster; kill workers 1, 3 and 5 s after the start."""
         before = await self.messages()
         controller = Controller(self.env, self.workdir, "restart")
+        logs = {name: controller.log_size(name) for name in PARTS}
         restarted = time.monotonic()
         controller.start()
         try:
@@ -258,12 +359,15 @@ class Installation:
             return {
                 "new_messages": await self.messages() - before - failures * len(RESTART_DELAYS_S),
                 "oom_latency_s": latency,
+                **read_of_history(controller, logs),
             }
         finally:
             controller.stop()
 
 
-async def measure(jobs: int, workers: int, failures: int, logs: Path | None = None) -> dict[str, Any]:
+async def measure(
+    jobs: int, workers: int, failures: int, history: int, logs: Path | None = None
+) -> dict[str, Any]:
     topology = Topology("cold")
     with tempfile.TemporaryDirectory(prefix="mpijc-coldstart-") as tmp, SimCluster() as sim:
         workdir = Path(tmp)
@@ -285,7 +389,7 @@ async def measure(jobs: int, workers: int, failures: int, logs: Path | None = No
                 "MPIJC_LOG_LEVEL": "INFO",
             }
             installation = Installation(sim, js, topology, env, workdir, victims, findings)
-            cold = await installation.cold_start(failures)
+            cold = await installation.cold_start(failures, history, workers)
             restart = await installation.restart(failures)
             await nc.close()
         if logs is not None:
@@ -313,6 +417,9 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--failures", type=int, default=20)
+    parser.add_argument(
+        "--history", type=int, default=1000, help="past runs put through the cluster before the restart"
+    )
     parser.add_argument("--logs", type=Path, help="keep each process's log in this directory")
     args = parser.parse_args()
-    report("coldstart", asyncio.run(measure(args.jobs, args.workers, args.failures, args.logs)))
+    report("coldstart", asyncio.run(measure(args.jobs, args.workers, args.failures, args.history, args.logs)))
