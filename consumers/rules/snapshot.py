@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
@@ -158,9 +159,7 @@ class SnapshotStore:
                     break
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
-        if markers:  # read by every start until gone
-            await forget(self._kv, markers)
-            log.info("rules snapshot %s: %d delete markers removed", self._prefix, len(markers))
+        await self._remove(markers)
         if meta.get("format") != SNAPSHOT_FORMAT:
             return Snapshot(0, 0, None)  # none yet (or of another format): a full replay
         runs.sort(key=lambda item: item[1].touched_at)
@@ -178,6 +177,17 @@ class SnapshotStore:
             datetime.fromisoformat(newest) if newest else None,
             int(meta.get("findings", 0)),
         )
+
+    async def _remove(self, markers: list[str]) -> None:
+        """Purge delete markers earlier versions left (read by every start until gone); best
+        effort: the next start tries again."""
+        if not markers:
+            return
+        try:
+            await forget(self._kv, markers)
+            log.info("rules snapshot %s: %d delete markers removed", self._prefix, len(markers))
+        except (NatsError, TimeoutError) as exc:
+            log.warning("rules snapshot %s: delete markers not removed: %r", self._prefix, exc)
 
     async def save(
         self,
