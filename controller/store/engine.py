@@ -41,14 +41,15 @@ def make_engine(url: str, pool_size: int = 5) -> AsyncEngine:
         async_url(url),
         pool_size=pool_size,
         pool_pre_ping=True,
-        json_serializer=_to_json,
+        json_serializer=json_text,
         json_deserializer=from_json,
     )
     event.listen(engine.sync_engine, "handle_error", _translate)
     return engine
 
 
-def _to_json(value: object) -> str:
+def json_text(value: object) -> str:
+    """JSON text for a JSON/JSONB column, as the engine serializes every JSON parameter."""
     return to_json(value).decode()
 
 

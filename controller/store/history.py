@@ -31,7 +31,6 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
-from pydantic_core import to_json
 from sqlalchemy import func, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -46,6 +45,7 @@ from controller.contract.events import (
 from controller.contract.findings import Evidence, Finding
 from controller.contract.kubeflow import resource_version_order
 from controller.store.bulk import UnnestInsert, unnest_insert
+from controller.store.engine import json_text
 from controller.store.models import Base, FindingRow, K8sEvent, Pod, PodState, Run, TimelineEntry
 
 Row = dict[str, Any]
@@ -76,11 +76,6 @@ def _dump(adapter: TypeAdapter[tuple[_M, ...]], items: tuple[_M, ...]) -> str:
     return adapter.dump_json(items, exclude_defaults=True).decode()
 
 
-def _json(value: object) -> str:
-    """JSON text for a JSONB column, as the engine's ``json_serializer`` writes it."""
-    return to_json(value).decode()
-
-
 def _job_row(event: JobObserved) -> Row:
     return {
         "uid": event.uid,
@@ -92,7 +87,7 @@ def _job_row(event: JobObserved) -> Row:
         "resource_version": resource_version_order(event.resource_version),
         "conditions": _dump(_CONDITIONS, event.conditions),
         "spec": event.spec.model_dump_json(exclude_none=True),
-        "labels": _json(event.labels),
+        "labels": json_text(event.labels),
         "created_at": event.created_at,
         "started_at": event.started_at,
         "finished_at": event.finished_at,
@@ -166,7 +161,7 @@ def _pod_state_row(event: PodObserved, containers: str) -> Row:
         "reason": event.reason,
         "node": event.node,
         "containers": containers,
-        "log_tail": _json(event.log_tail),
+        "log_tail": json_text(event.log_tail),
         "observed_at": event.observed_at,
     }
 
@@ -371,7 +366,9 @@ def _unique_timeline(rows: Iterable[Row]) -> list[Row]:
     for row in unique:
         detail = row["detail"]
         row["detail"] = (
-            detail.model_dump_json(exclude_none=True) if isinstance(detail, ContainerState) else _json(detail)
+            detail.model_dump_json(exclude_none=True)
+            if isinstance(detail, ContainerState)
+            else json_text(detail)
         )
     return unique
 
@@ -387,7 +384,7 @@ def _finding_row(finding: Finding) -> Row:
         "status": finding.status,
         "root_cause": finding.root_cause,
         "evidence": _dump(_EVIDENCE, finding.evidence),
-        "remediation": _json(finding.remediation),
+        "remediation": json_text(finding.remediation),
         "doc_anchor": finding.doc_anchor,
         "revision": finding.revision,
         "superseded_by": finding.superseded_by,
