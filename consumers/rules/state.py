@@ -9,8 +9,10 @@ the launcher has been waiting for workers. Log probes of running containers
 
 Events may arrive twice or out of order (a watcher relist, JetStream redelivery, two
 watch streams). Each object's ``resourceVersion`` is kept and an event older than the
-stored one is ignored; resourceVersions are compared as integers when both are numeric
-(as on every Kubernetes API server today), otherwise any different version is accepted.
+stored one is ignored — except a pod's log tail that arrives after its version (read late by
+the watcher and delivered again with the same version): the tail is taken. resourceVersions
+are compared as integers when both are numeric (as on every Kubernetes API server today),
+otherwise any different version is accepted.
 All timestamps recorded here come from ``observed_at`` (the watcher's clock), never from
 the machine clock, so replays are deterministic.
 """
@@ -277,7 +279,7 @@ class RunState:
     def _apply_pod(self, pod: PodObserved) -> bool:
         held = self.pods.get(pod.uid)
         if held is not None and not _accepts(held.observed.resource_version, held.deleted, pod):
-            return False
+            return self._late_tail(held, pod)
         at = pod.observed_at
         self._current = None
         if held is None:
@@ -309,6 +311,16 @@ class RunState:
             # The container came back: the failure's log no longer describes the pod.
             held.log_tail = ()
             held.log_from_failure = False
+
+    def _late_tail(self, held: PodState, pod: PodObserved) -> bool:
+        """A log tail delivered after its pod version (the watcher read it late): the tail
+        is news, the status is not. A re-delivery without a tail keeps the one held."""
+        if pod.resource_version != held.observed.resource_version or not pod.log_tail:
+            return False
+        if pod.log_tail == held.log_tail:
+            return False
+        self._apply_log(held, pod)
+        return True
 
     def _apply_log_probe(self, probe: LogProbed) -> bool:
         """A probe of a running container's recent output: the feed ``hang-progress`` needs.
