@@ -174,3 +174,20 @@ def test_a_redelivered_event_without_a_tail_keeps_the_tail_already_held() -> Non
     assert engine.observe(again, at(3)) == []
 
     assert _named(engine, error).revision == before.revision
+
+
+def test_a_catch_all_published_before_the_tail_is_republished_with_its_error() -> None:
+    """No launcher and no rule that knows the error: the catch-all speaks, and says more once it can."""
+    engine = RuleEngine()
+    run = [e for e in running_run() if not (isinstance(e, PodObserved) and e.role == "launcher")]
+    error = "imagenet.data.ShardMissing: shard 7 of 64 is missing"
+    without_tail = _worker_ended(error, True, tail=False)
+    _judge(engine, [*run, without_tail, job("Failed", observed_at=at(1, 10))], batch=False)
+    (before,) = engine.firing()
+    assert (before.rule, before.root_cause) == ("failed", "Worker 0 exited with code 1 (a general error)")
+
+    changes = engine.observe(_worker_ended(error, True, version=without_tail.resource_version), at(2))
+
+    assert [(c.rule, c.revision, c.root_cause) for c in changes] == [
+        ("failed", before.revision + 1, f"Worker 0 exited with code 1: {error}")
+    ]
