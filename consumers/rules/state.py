@@ -59,6 +59,12 @@ def _accepts(stored_version: str, stored_deleted: bool, event: BusEvent) -> bool
     return event.change == "DELETED" and not stored_deleted and event.resource_version == stored_version
 
 
+def _brings_tail(held: PodObserved, pod: PodObserved) -> bool:
+    """The version held, again, with the log tail it lacked: the watcher read it late (the API
+    server refused the first read), so the rules learn what the failed container said."""
+    return pod.resource_version == held.resource_version and bool(pod.log_tail) and not held.log_tail
+
+
 @dataclass
 class PodState:
     """The latest observation of one pod plus what the rules derived from its history."""
@@ -278,8 +284,10 @@ class RunState:
 
     def _apply_pod(self, pod: PodObserved) -> bool:
         held = self.pods.get(pod.uid)
-        if held is not None and not _accepts(held.observed.resource_version, held.deleted, pod):
-            return self._late_tail(held, pod)
+        if held is not None and not (
+            _accepts(held.observed.resource_version, held.deleted, pod) or _brings_tail(held.observed, pod)
+        ):
+            return False
         at = pod.observed_at
         self._current = None
         if held is None:
@@ -311,16 +319,6 @@ class RunState:
             # The container came back: the failure's log no longer describes the pod.
             held.log_tail = ()
             held.log_from_failure = False
-
-    def _late_tail(self, held: PodState, pod: PodObserved) -> bool:
-        """A log tail delivered after its pod version (the watcher read it late): the tail
-        is news, the status is not. A re-delivery without a tail keeps the one held."""
-        if pod.resource_version != held.observed.resource_version or not pod.log_tail:
-            return False
-        if pod.log_tail == held.log_tail:
-            return False
-        self._apply_log(held, pod)
-        return True
 
     def _apply_log_probe(self, probe: LogProbed) -> bool:
         """A probe of a running container's recent output: the feed ``hang-progress`` needs.
