@@ -137,6 +137,15 @@ class _Held(OrderedDict[str, "_Run"]):
         self.pods -= len(run.state.pods)
         return run
 
+    def popitem(self, last: bool = True) -> tuple[str, _Run]:
+        uid, run = super().popitem(last)
+        self.pods -= len(run.state.pods)
+        return uid, run
+
+    def clear(self) -> None:
+        super().clear()
+        self.pods = 0
+
 
 @dataclass
 class _Run:
