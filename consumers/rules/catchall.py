@@ -6,7 +6,11 @@ one of its current pods has been down with a non-zero exit for ``failure_propaga
 says which pod and container ended first, with what exit code and what that code usually
 means (1, 2, 126, 127; 128 + N for signal N: 134 SIGABRT, 135 SIGBUS, 137 SIGKILL, 139
 SIGSEGV, 143 SIGTERM), the termination message, and the line of its log that says what went
-wrong — the exception closing a Python traceback, not the last lines of noise. With no
+wrong — the exception closing a Python traceback or a CUDA / NCCL / MPI error line
+(:func:`consumers.rules.errors.own_error`), not the last lines of noise. When the pod that
+ended first printed none (a launcher whose tail only has mpirun's summary) and a pod that
+ended after it did, that pod's line is named too: the sentence is the same whichever pod's
+event came first, and the line is part of the key, so a tail that arrives later republishes it. With no
 container to blame it quotes the job's ``Failed`` condition.
 
 Every other rule explains it (see the catalog): a specific finding that arrives later —
@@ -20,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from consumers.rules.errors import OwnError, own_error
 from consumers.rules.facts import Termination, pod_text, terminations
 from consumers.rules.logs import bounded, last_error
 from consumers.rules.rule import Context, Detection, Rule, container_fact, job_fact, log_facts, pod_fact
@@ -74,9 +79,18 @@ def _ended(e: Exit, error: str | None) -> str:
         sentence = f"{subject} exited with code 1"
     else:
         sentence = f"{subject} exited with code {code} ({exit_meaning(code)})"
-    if error and len(error) > _SENTENCE_ERROR_CHARS:
-        error = error[: _SENTENCE_ERROR_CHARS - 1].rstrip() + "…"
-    return f"{sentence}: {error}" if error else sentence
+    return f"{sentence}: {_clip(error)}" if error else sentence
+
+
+def _clip(error: str) -> str:
+    if len(error) > _SENTENCE_ERROR_CHARS:
+        return error[: _SENTENCE_ERROR_CHARS - 1].rstrip() + "…"
+    return error
+
+
+def _own(pod: PodState) -> OwnError | None:
+    line = own_error(pod_text(pod))
+    return OwnError(pod, line) if line is not None else None
 
 
 def _exit_evidence(e: Exit) -> list[Evidence]:
@@ -138,8 +152,12 @@ def _detect_failed(state: RunState, ctx: Context) -> Detection | None:
     if not found:
         return _without_exit(state)
     first = found[0]
-    error = last_error(pod_text(first.pod))
+    own = own_error(pod_text(first.pod))
+    error = own or last_error(pod_text(first.pod))
+    elsewhere = None if own else next((o for e in found[1:] if (o := _own(e.pod)) is not None), None)
     evidence = [*_exit_evidence(first), *_log_evidence(first.pod, error)]
+    if elsewhere is not None:
+        evidence.extend(log_facts(elsewhere.pod, [elsewhere.line]))
     for later in found[1:4]:
         evidence.append(
             container_fact(
@@ -157,10 +175,17 @@ def _detect_failed(state: RunState, ctx: Context) -> Detection | None:
         sentence += f"; it ended first, then {lower_first(who(state.pods[after[0]]))}"
         if len(after) > 1:
             sentence += " and others"
+    if elsewhere is not None:
+        sentence += f"; {lower_first(who(elsewhere.pod))} said: {_clip(elsewhere.line)}"
     return Detection(
         root_cause=sentence,
         evidence=tuple(dict.fromkeys(evidence)),
-        key=(first.pod.uid, first.termination.container.name, str(first.termination.exit_code)),
+        key=(
+            first.pod.uid,
+            first.termination.container.name,
+            str(first.termination.exit_code),
+            (elsewhere.line if elsewhere is not None else error) or "",
+        ),
         remediation=_remediation(first),
     )
 

@@ -22,8 +22,13 @@ one run's events); ``tick(now)`` re-evaluates every
 live run, which drives the time-based rules. ``now`` is always injected. After a restart
 the consumer rebuilds the runs by observing the stream again without publishing, then
 ``reconcile`` lines the engine up with the last change published for each finding. Finished runs
-are forgotten ``forget_after_s`` after their last event, at most ``max_runs`` runs are
-held (finished ones are dropped first), and events of a forgotten run are ignored.
+are forgotten ``forget_after_s`` after their last event, and events of a forgotten run are
+ignored. Memory is bounded twice: at most ``max_runs`` runs and ``max_pods`` pods held (a run
+costs about 8 KiB per pod, so runs of many pods reach the memory limit long before the runs
+bound). Over either bound the least recently updated finished run goes first (remembered as
+forgotten); with none left, the least recently updated live run is dropped with a warning — its
+next event admits it again, rebuilt from that event on. The run an event is being folded into
+is never dropped for it, so one run larger than ``max_pods`` is still judged.
 """
 
 from __future__ import annotations
@@ -106,6 +111,42 @@ def _finding(
     )
 
 
+class _Held(OrderedDict[str, "_Run"]):
+    """The runs held, least recently updated first, and how many pods they hold together.
+
+    Runs grow by pods after they are admitted: :meth:`RuleEngine._fold` adds what an event
+    added; a run put in or taken out counts with the pods it holds then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pods = 0
+
+    def __setitem__(self, uid: str, run: _Run) -> None:
+        old = self.get(uid)
+        self.pods += len(run.state.pods) - (len(old.state.pods) if old is not None else 0)
+        super().__setitem__(uid, run)
+
+    def __delitem__(self, uid: str) -> None:
+        self.pods -= len(self[uid].state.pods)
+        super().__delitem__(uid)
+
+    def pop(self, uid: str, default: _Run | None = None) -> _Run | None:  # type: ignore[override]
+        run = super().pop(uid, None)
+        if run is None:
+            return default
+        self.pods -= len(run.state.pods)
+        return run
+
+    def popitem(self, last: bool = True) -> tuple[str, _Run]:
+        uid, run = super().popitem(last)
+        self.pods -= len(run.state.pods)
+        return uid, run
+
+    def clear(self) -> None:
+        super().clear()
+        self.pods = 0
+
+
 @dataclass
 class _Run:
     """One run's state, its firing findings and the bookkeeping to deduplicate them."""
@@ -128,7 +169,7 @@ class RuleEngine:
         self._thresholds = thresholds or RuleThresholds()
         self._rules = tuple(rules)
         self._by_id = {rule.id: rule for rule in self._rules}
-        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._runs = _Held()
         self._forgotten: OrderedDict[str, None] = OrderedDict()
         self._by_namespace: dict[str, RuleThresholds] = {}
 
@@ -222,6 +263,11 @@ class RuleEngine:
     def __len__(self) -> int:
         return len(self._runs)
 
+    @property
+    def pods_held(self) -> int:
+        """Pods of every run held (the unit of ``max_pods``)."""
+        return self._runs.pods
+
     # ----------------------------------------------------------------- private
 
     def _fold(self, event: BusEvent, now: datetime) -> _Run | None:
@@ -232,9 +278,13 @@ class RuleEngine:
         run = self._runs.get(uid)
         if run is None:
             run = self._admit(uid, RunState.for_event(event), now)
+        pods = len(run.state.pods)
         run.state.apply(event)
+        self._runs.pods += len(run.state.pods) - pods
         run.touched_at = now
         self._runs.move_to_end(uid)
+        if self._runs.pods > self._thresholds.max_pods:
+            self._shed(keep=uid)
         return run
 
     def _thresholds_for(self, namespace: str) -> RuleThresholds:
@@ -299,13 +349,31 @@ class RuleEngine:
 
     def _admit(self, uid: str, state: RunState, now: datetime) -> _Run:
         if len(self._runs) >= self._thresholds.max_runs:
-            victim = next((u for u, r in self._runs.items() if r.state.finished), None)
-            if victim is None:
-                victim = next(iter(self._runs))
-                log.warning("rules engine holds %d runs; dropping live run %s", len(self._runs), victim)
-            self._forget(victim, tombstone=self._runs[victim].state.finished)
+            self._drop_one(keep=None, bound="runs")
         run = self._runs[uid] = _Run(state=state, touched_at=now)
         return run
+
+    def _shed(self, keep: str) -> None:
+        """Drop runs until the pods held fit ``max_pods`` again (never the run ``keep``)."""
+        while self._runs.pods > self._thresholds.max_pods and self._drop_one(keep, bound="pods"):
+            pass
+
+    def _drop_one(self, keep: str | None, *, bound: str) -> bool:
+        """Forget the least recently updated finished run, else live run, other than ``keep``."""
+        victim = next((u for u, r in self._runs.items() if u != keep and r.state.finished), None)
+        if victim is None:
+            victim = next((u for u in self._runs if u != keep), None)
+            if victim is None:
+                return False
+            log.warning(
+                "rules engine holds %d runs of %d pods (over max_%s); dropping live run %s",
+                len(self._runs),
+                self._runs.pods,
+                bound,
+                victim,
+            )
+        self._forget(victim, tombstone=self._runs[victim].state.finished)
+        return True
 
     def _stale(self, run: _Run, now: datetime) -> bool:
         """Finished, or never seen as a job, and quiet for ``forget_after_s``."""

@@ -18,7 +18,11 @@ points at the peer when another pod of the run had already failed.
 ``mpi-abort``: the mesh was fine but a rank failed — called ``MPI_Abort``, was killed by a
 signal, or exited non-zero, as mpirun / Hydra / MPD, torch elastic (``ChildFailedError``)
 or the DeepSpeed launcher report it. The sentence names the rank and the worker it ran on,
-and the exception the rank raised when its log shows it.
+and the rank's own error line (a Python exception, a CUDA / NCCL / MPI error) wherever the
+run shows it — the rank's tagged output in the launcher's tail, the pod it ran on, or the pods
+that ended in error — so the sentence does not depend on which pod's event came first
+(:func:`consumers.rules.errors.rank_error`). That line is part of the finding's key: a
+log tail that arrives later republishes the finding with it.
 
 Both are symptoms of a pod-level cause when there is one (an OOM kill, a segfault, a GPU
 error, a full disk, an evicted pod, a lost node, …); the catalog lets those explain them
@@ -31,6 +35,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from consumers.rules.catchall import exits
+from consumers.rules.errors import rank_error
 from consumers.rules.facts import Termination, pod_text, terminations
 from consumers.rules.logs import (
     CommFailure,
@@ -292,15 +298,21 @@ def _detect_abort(state: RunState, ctx: Context) -> Detection | None:
     pod, failures = found[0]
     first = failures[0]
     sentence = rank_sentence(state, first, pod)
-    exception = last_exception(pod_text(pod))
-    lines = [line for f in failures for line in f.lines]
-    if exception and not exception.split(":", 1)[0].endswith(("ChildFailedError", "CalledProcessError")):
-        sentence += f": {exception}"
-        lines.insert(0, exception)
+    error = rank_error(state, first, pod, [e.pod for e in exits(state, ctx)])
+    evidence = log_facts(pod, dict.fromkeys(line for f in failures for line in f.lines))
+    if error is not None:
+        sentence += f": {error.line}"
+        evidence = (*log_facts(error.pod, [error.line]), *evidence)
     return Detection(
         root_cause=sentence,
-        evidence=log_facts(pod, dict.fromkeys(lines)),
-        key=(first.how, str(first.rank if first.rank is not None else ""), first.host or "", pod.uid),
+        evidence=tuple(dict.fromkeys(evidence)),
+        key=(
+            first.how,
+            str(first.rank if first.rank is not None else ""),
+            first.host or "",
+            pod.uid,
+            error.line if error is not None else "",
+        ),
     )
 
 

@@ -9,8 +9,10 @@ the launcher has been waiting for workers. Log probes of running containers
 
 Events may arrive twice or out of order (a watcher relist, JetStream redelivery, two
 watch streams). Each object's ``resourceVersion`` is kept and an event older than the
-stored one is ignored; resourceVersions are compared as integers when both are numeric
-(as on every Kubernetes API server today), otherwise any different version is accepted.
+stored one is ignored — except a pod's log tail that arrives after its version (read late by
+the watcher and delivered again with the same version): the tail is taken. resourceVersions
+are compared as integers when both are numeric (as on every Kubernetes API server today),
+otherwise any different version is accepted.
 All timestamps recorded here come from ``observed_at`` (the watcher's clock), never from
 the machine clock, so replays are deterministic.
 """
@@ -55,6 +57,12 @@ def _accepts(stored_version: str, stored_deleted: bool, event: BusEvent) -> bool
         return True
     # A DELETED notification may repeat the last version; it still tells us something new.
     return event.change == "DELETED" and not stored_deleted and event.resource_version == stored_version
+
+
+def _brings_tail(held: PodObserved, pod: PodObserved) -> bool:
+    """The version held, again, with the log tail it lacked: the watcher read it late (the API
+    server refused the first read), so the rules learn what the failed container said."""
+    return pod.resource_version == held.resource_version and bool(pod.log_tail) and not held.log_tail
 
 
 @dataclass
@@ -276,7 +284,9 @@ class RunState:
 
     def _apply_pod(self, pod: PodObserved) -> bool:
         held = self.pods.get(pod.uid)
-        if held is not None and not _accepts(held.observed.resource_version, held.deleted, pod):
+        if held is not None and not (
+            _accepts(held.observed.resource_version, held.deleted, pod) or _brings_tail(held.observed, pod)
+        ):
             return False
         at = pod.observed_at
         self._current = None

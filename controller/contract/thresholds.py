@@ -80,6 +80,17 @@ class RuleThresholds(BaseModel):
         "over the process's own 60): size this and the rules' memory limit by the pods of the "
         "runs finished within forget_after_s plus those running.",
     )
+    max_pods: int = Field(
+        default=10_000,
+        gt=0,
+        description="Pods held in memory at most, summed over the runs of one partition's engine; "
+        "the least recently updated finished run goes first, then (with a warning) the least "
+        "recently updated live run. A run costs about 8 KiB per pod held, and one replica may hold "
+        "all 8 partitions (MPIJC_CONSUMER__RULES_PARTITIONS): 8 x 10,000 pods is about 625 MiB, "
+        "which with the process's own 60 MiB and room for snapshots and bus buffers fits the "
+        "rules Deployment's 1 GiB limit (deploy/base/consumers.yaml). Scale it with that limit "
+        "and inversely with the partitions.",
+    )
     overrides: dict[str, ThresholdOverride] = Field(
         default_factory=dict, description="Per-namespace thresholds, keyed by namespace."
     )

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import consumers.rules
-from consumers.rules import logs, signatures
+from consumers.rules import errors, logs, signatures
 
 SMALL, LARGE = 8 * 1024, 64 * 1024
 MAX_RATIO = 16.0
@@ -185,6 +185,7 @@ READERS: dict[str, Callable[[tuple[str, ...]], Any]] = {
     "comm_failures": logs.comm_failures,
     "rank_failures": logs.rank_failures,
     "last_error": logs.last_error,
+    "own_error": errors.own_error,
     "transport_failures": signatures.transport_failures,
     "native_crashes": signatures.native_crashes,
     "gpu_errors": signatures.gpu_errors,
