@@ -57,6 +57,12 @@ def _accepts(stored_version: str, stored_deleted: bool, event: BusEvent) -> bool
     return event.change == "DELETED" and not stored_deleted and event.resource_version == stored_version
 
 
+def _brings_tail(held: PodObserved, pod: PodObserved) -> bool:
+    """The version held, again, with the log tail it lacked: the watcher read it late (the API
+    server refused the first read), so the rules learn what the failed container said."""
+    return pod.resource_version == held.resource_version and bool(pod.log_tail) and not held.log_tail
+
+
 @dataclass
 class PodState:
     """The latest observation of one pod plus what the rules derived from its history."""
@@ -276,7 +282,9 @@ class RunState:
 
     def _apply_pod(self, pod: PodObserved) -> bool:
         held = self.pods.get(pod.uid)
-        if held is not None and not _accepts(held.observed.resource_version, held.deleted, pod):
+        if held is not None and not (
+            _accepts(held.observed.resource_version, held.deleted, pod) or _brings_tail(held.observed, pod)
+        ):
             return False
         at = pod.observed_at
         self._current = None
