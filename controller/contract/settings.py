@@ -152,6 +152,14 @@ class WatcherSettings(BaseModel):
         default=50, description="Lines of an error-terminated container's log attached."
     )
     log_tail_bytes: int = Field(default=16384, description="Byte cap of that log tail.")
+    log_tail_retry_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="Seconds a log tail the API server would not serve (429/5xx, no answer) is read "
+        "again, with the reconnect backoff above, while its pod exists; the pod's observation then "
+        "goes out again with it. A Failed pod keeps its logs until it is deleted; ten minutes carry "
+        "the read over an API server restart or a control-plane upgrade. 0: never read again.",
+    )
 
 
 class LeaderSettings(BaseModel):
