@@ -77,6 +77,7 @@ from controller.kube.resources import (
 )
 
 __all__ = [  # the resource names are re-exported for callers that only need the gateway module
+    "DEFAULT_RETRIES",
     "EVENTS",
     "JOBSET_PODS",
     "LEASES",

@@ -7,10 +7,7 @@ once. (Before the watcher read refused tails again, those runs kept the catch-al
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -18,10 +15,10 @@ from nats.js import JetStreamContext
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.streams import connect, wait_until_consumed
+from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.kube.gateway import KubeGateway, RetryPolicy
+from controller.kube.gateway import RetryPolicy
 from controller.metrics import PipelineMetrics
 from controller.store.models import FindingRow, Pod, PodState
 from controller.testing import objects as k
@@ -30,10 +27,9 @@ from controller.testing.notify import api_client, settled_log, subscribe, with_n
 from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql
+from tests.history.test_end_to_end_watch_to_history import wait_for_sql, watchers_running
 from tests.history.test_history_consumer_stores_runs import consumers_running
 from tests.rules.corpus_replay import Entry, load
-from watchers.service import run_watchers
 
 CAUSES = {
     "nccl": "nccl-watchdog-allreduce-timeout-llamafactory",
@@ -45,23 +41,6 @@ CAUSES = {
 DOOR = RetryPolicy(retries=2, backoff_s=0.05, retry_after_max_s=1)
 """The gateway's retries, shorter than the outage: the watcher must read the tails again itself."""
 PATH = "outage"
-
-
-@contextlib.asynccontextmanager
-async def watchers_running(
-    settings: Settings, sim: SimCluster, topology: Topology, metrics: PipelineMetrics
-) -> AsyncIterator[None]:
-    """The watchers, on a connection of their own as in their process."""
-    assert settings.nats.url
-    stop, nc = asyncio.Event(), await connect(settings.nats.url, "tests-watchers")
-    with KubeGateway.for_url(sim.url, retries=DOOR) as gateway:
-        task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
-        try:
-            yield
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 10)
-            await nc.drain()
 
 
 def failing_pod(sim: SimCluster, name: str, entry: Entry) -> dict[str, object]:
@@ -109,7 +88,7 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
         Receiver() as rx,
         api_client(settings, engine, metrics) as api,
         consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, topology, metrics),
+        watchers_running(settings, sim, js, topology, metrics, DOOR),
     ):
         sub = await subscribe(api, rx, PATH, event_types=["job.failed", "finding.firing", "finding.resolved"])
         await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
