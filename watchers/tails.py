@@ -11,10 +11,11 @@ its container runs again, or ``log_tail_retry_s`` has passed; then ``late`` is c
 pod's newest version and the tails read, and the watcher publishes that version again with
 them (a message of its own: :func:`controller.contract.events.version_of`).
 
-While any read is being retried (the API server is struggling), a newly failed container is
-not read in the pod's update but handed to the background at once, so an outage delays each
-pod update by at most one read's retries, not one per failed pod. Any other error (the log or
-the pod is gone, RBAC refuses it) is final, as before.
+While the last read was refused as unavailable (the API server is struggling), a newly failed
+container is not read in the pod's update but handed to the background at once, so an outage
+holds the pod watch back by one read's retries, not one per failed pod; the next read that is
+answered (one node's kubelet unreachable fails only its pods' reads) ends that. Any other error
+(the log or the pod is gone, RBAC refuses it) is final, as before.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class LogTails:
         self._fetched: dict[str, set[tuple[str, int]]] = {}
         """(container, restart count) of each tail read or given up, by pod uid."""
         self._retrying: dict[str, _Retry] = {}
+        self._struggling = False
+        """The last read was refused as unavailable."""
 
     @property
     def retrying(self) -> int:
@@ -112,7 +115,7 @@ class LogTails:
         for name, restarts in _failures(pod):
             if (name, restarts) in fetched or (retry and retry.missing.get(name) == restarts):
                 continue
-            if self._late is not None and self._retrying:  # the API server struggles: do not wait
+            if self._late is not None and self._struggling:  # do not wait: read it in the background
                 unavailable[name] = restarts
                 continue
             try:
@@ -211,14 +214,22 @@ class LogTails:
 
     async def _read(self, pod: Mapping[str, Any], container: str) -> tuple[str, ...]:
         meta = pod.get("metadata") or {}
-        lines = await asyncio.to_thread(
-            self._gateway.read_log_tail,
-            str(meta.get("namespace")),
-            str(meta.get("name")),
-            container,
-            self._settings.log_tail_lines,
-            self._settings.log_tail_bytes,
-        )
+        try:
+            lines = await asyncio.to_thread(
+                self._gateway.read_log_tail,
+                str(meta.get("namespace")),
+                str(meta.get("name")),
+                container,
+                self._settings.log_tail_lines,
+                self._settings.log_tail_bytes,
+            )
+        except APIUnavailableError:
+            self._struggling = True
+            raise
+        except Exception:
+            self._struggling = False  # answered, if not with a log
+            raise
+        self._struggling = False
         return tuple(lines)
 
 
