@@ -59,7 +59,7 @@ async def run_consumers(
         nc.jetstream(),
         engine,
         metrics,
-        kube or (lambda: KubeGateway.from_config(settings.kube.kubeconfig, settings.kube.context)),
+        kube or (lambda: KubeGateway.from_settings(settings.kube)),
     )
     loops: list[asyncio.Task[None]] = []
     try:

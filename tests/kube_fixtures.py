@@ -1,7 +1,8 @@
 """Fixtures and helpers for tests against the simulated Kubernetes API server.
 
 ``sim`` is a fresh :class:`~controller.testing.simcluster.SimCluster` per test (real HTTP on a free
-loopback port), ``gateway`` the real :class:`~controller.kube.gateway.KubeGateway` pointed at it, and
+loopback port), ``gateway`` the real :class:`~controller.kube.gateway.KubeGateway` pointed at it
+(without retries), and
 :func:`watching` runs one :func:`~watchers.watching.watch_resource` loop into a
 :class:`Recorder` for the duration of a ``async with``. Objects come from
 :mod:`controller.testing.objects`, in their real shapes. Load with ``pytest_plugins``.
@@ -18,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller.contract.settings import WatcherSettings
-from controller.kube.gateway import KubeGateway
+from controller.kube.gateway import NO_RETRIES, KubeGateway
 from controller.kube.resources import Resource
 from controller.testing.simcluster import RecordedRequest, SimCluster
 from controller.testing.waits import until
@@ -37,7 +38,9 @@ def sim() -> Iterator[SimCluster]:
 
 @pytest.fixture
 def gateway(sim: SimCluster) -> Iterator[KubeGateway]:
-    with KubeGateway.for_url(sim.url) as kube:
+    """Answers every failure at once (:data:`NO_RETRIES`): what the tests of a caller's own recovery
+    (the watch loop, the elector) inject must reach the caller, not be absorbed by the gateway."""
+    with KubeGateway.for_url(sim.url, retries=NO_RETRIES) as kube:
         yield kube
 
 

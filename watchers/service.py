@@ -5,7 +5,8 @@ batches, so the order in which the correlator releases events (a job before its 
 the order they reach the bus. Two bounded log reads, never a log stream:
 
 - a pod update where a container just terminated with an error gets its log tail attached,
-  fetched once per container restart (:class:`LogTails`);
+  fetched once per container restart; one the API server would not serve is read again while
+  the pod exists, and the pod goes out again with it (:class:`watchers.tails.LogTails`);
 - every ``progress_probe_s`` each running launcher's log is probed with ``sinceSeconds``
   and a :class:`~controller.contract.events.LogProbed` says how many new lines it wrote
   (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
@@ -15,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -24,20 +26,21 @@ from nats.aio.client import Client as NATS
 
 from controller.bus.publishing import Publisher
 from controller.bus.versions import versioned
-from controller.contract.events import LogProbed
+from controller.contract.events import Change, LogProbed
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
-from watchers.correlating import Correlator, Observation
+from watchers.correlating import Correlator, ObjectKind, Observation
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
-from watchers.normalizing import error_terminated, failure_signal, pod_owner
+from watchers.normalizing import failure_signal, pod_owner
 from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.recording import object_kind, write_record
-from watchers.watching import WatchChange, watch_resource
+from watchers.tails import LogTails, Tails
+from watchers.watching import Sink, WatchChange, watch_resource
 
 QUEUE_LIMIT = 50_000
 """Observations waiting to be published, per lane. Large enough that a relist of a big cluster
@@ -48,41 +51,6 @@ exhausting memory."""
 log = logging.getLogger(__name__)
 
 PROBE_TAIL_LINES = 5
-
-
-class LogTails:
-    """Fetches the log tail of error-terminated containers, once per container restart."""
-
-    def __init__(self, gateway: KubeGateway, lines: int, limit_bytes: int) -> None:
-        self._gateway = gateway
-        self._lines = lines
-        self._bytes = limit_bytes
-        self._fetched: set[tuple[str, str, int]] = set()
-
-    async def for_pod(self, pod: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-        """Log tail per newly error-terminated container of ``pod`` (empty when nothing is new)."""
-        meta = pod.get("metadata") or {}
-        statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or ()}
-        tails: dict[str, tuple[str, ...]] = {}
-        for name in error_terminated(pod):
-            key = (str(meta.get("uid")), name, int(statuses.get(name, {}).get("restartCount") or 0))
-            if key in self._fetched:
-                continue
-            self._fetched.add(key)
-            try:
-                lines = await asyncio.to_thread(
-                    self._gateway.read_log_tail,
-                    str(meta.get("namespace")),
-                    str(meta.get("name")),
-                    name,
-                    self._lines,
-                    self._bytes,
-                )
-            except Exception as exc:  # a missing log must not hold the event back
-                log.info("no log tail for %s/%s: %s", meta.get("name"), name, exc)
-                continue
-            tails[name] = tuple(lines)
-        return tails
 
 
 class ProgressProbe:
@@ -150,6 +118,33 @@ class ProgressProbe:
         return probes
 
 
+async def _watch_all(
+    gateway: KubeGateway,
+    settings: Settings,
+    sink: Sink,
+    stop: asyncio.Event,
+    tails: LogTails,
+    *beside: Coroutine[Any, Any, None],
+    metrics: WatchMetrics | None = None,
+) -> None:
+    """One watch per resource kind (and namespace) into ``sink``, and ``beside`` them, until
+    ``stop`` is set; then the log tails still being read again are let go."""
+    namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
+    try:
+        async with asyncio.TaskGroup() as group:
+            for resource in WATCHED:
+                for namespace in namespaces:
+                    group.create_task(
+                        watch_resource(
+                            gateway, resource, namespace, sink, settings.watcher, stop, metrics=metrics
+                        )
+                    )
+            for task in beside:
+                group.create_task(task)
+    finally:
+        await tails.close()
+
+
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
@@ -166,21 +161,26 @@ async def run_watchers(
     publisher = Publisher(nc.jetstream(), topology)
     changes = versioned(nc, topology, settings.nats, metrics)  # a relist republishes only what changed
     pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
-    tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
+
+    async def put(kind: ObjectKind, change: Change, obj: Mapping[str, Any], log_tail: Tails) -> None:
+        lane = urgent if failure_signal(kind, obj) else queue
+        lines = tuple(line for tail in log_tail.values() for line in tail)
+        await lane.put(Observation(kind, change, obj, datetime.now(UTC), lines))
+        arrived.set()
+
+    tails = LogTails(gateway, settings.watcher, functools.partial(put, "pod"))  # late: the version again
 
     async def sink(change: WatchChange) -> None:
         kind = object_kind({"kind": change.resource.kind})
         if kind is None:
             return
-        log_tail: tuple[str, ...] = ()
+        log_tail: Tails = {}
         if kind == "pod":
             probe.track(change)
-            log_tail = tuple(line for tail in (await tails.for_pod(change.object)).values() for line in tail)
-        lane = urgent if failure_signal(kind, change.object) else queue
-        await lane.put(Observation(kind, change.type, change.object, datetime.now(UTC), log_tail))
-        arrived.set()
+            log_tail = await tails.for_pod(change.type, change.object)
+        await put(kind, change.type, change.object, log_tail)
 
     async def publish_loop() -> None:
         """Batches of up to MAX_BATCH, failure signals first: an OOM kill seen during a relist of
@@ -209,17 +209,9 @@ async def run_watchers(
                     await publisher.publish(probes)
                     metrics.published.labels("log").inc(len(probes))
 
-    namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
-    async with asyncio.TaskGroup() as group:
-        for resource in WATCHED:
-            for namespace in namespaces:
-                group.create_task(
-                    watch_resource(
-                        gateway, resource, namespace, sink, settings.watcher, stop, metrics=watch_metrics
-                    )
-                )
-        group.create_task(publish_loop())
-        group.create_task(probe_loop())
+    await _watch_all(
+        gateway, settings, sink, stop, tails, publish_loop(), probe_loop(), metrics=watch_metrics
+    )
 
 
 async def run_watchers_elected(
@@ -243,19 +235,19 @@ async def run_watchers_elected(
 
 async def capture(settings: Settings, gateway: KubeGateway, out: IO[str], stop: asyncio.Event) -> None:
     """Record the live watch streams (with log tails) to JSON Lines until ``stop`` is set."""
-    tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
 
-    async def sink(change: WatchChange) -> None:
-        logs = None
-        if change.resource.kind == "Pod":
-            logs = {
-                name: "\n".join(tail) for name, tail in (await tails.for_pod(change.object)).items()
-            } or None
-        write_record(out, change.type, change.object, datetime.now(UTC), logs)
+    def record(change: Change, obj: Mapping[str, Any], tails: Tails) -> None:
+        logs = {name: "\n".join(tail) for name, tail in tails.items()} or None
+        write_record(out, change, obj, datetime.now(UTC), logs)
         out.flush()
 
-    namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
-    async with asyncio.TaskGroup() as group:
-        for resource in WATCHED:
-            for namespace in namespaces:
-                group.create_task(watch_resource(gateway, resource, namespace, sink, settings.watcher, stop))
+    async def late(change: Change, pod: Mapping[str, Any], log_tail: Tails) -> None:
+        record(change, pod, log_tail)  # the same version again, now with its tail
+
+    tails = LogTails(gateway, settings.watcher, late)
+
+    async def sink(change: WatchChange) -> None:
+        log_tail = await tails.for_pod(change.type, change.object) if change.resource.kind == "Pod" else {}
+        record(change.type, change.object, log_tail)
+
+    await _watch_all(gateway, settings, sink, stop, tails)

@@ -34,7 +34,7 @@ from nats.js.kv import KeyValue
 
 from controller.bus.buckets import forget, open_bucket
 from controller.bus.publishing import Publisher
-from controller.contract.events import BusEvent
+from controller.contract.events import BusEvent, version_of
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -53,7 +53,7 @@ def _key(event: BusEvent) -> str:
 
 
 def _value(event: BusEvent) -> str:
-    return f"{event.resource_version}:{event.change}"
+    return version_of(event)  # a pod version republished with its late log tail is a change
 
 
 class PublishedVersions:

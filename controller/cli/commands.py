@@ -114,7 +114,7 @@ async def cmd_capture(settings: Settings, args: argparse.Namespace) -> int:
     from controller.kube.gateway import KubeGateway
     from watchers.service import capture
 
-    gateway = KubeGateway.from_config(settings.kube.kubeconfig, settings.kube.context)
+    gateway = KubeGateway.from_settings(settings.kube)
     stop = stop_on_signals()
     with args.out.open("a") as out:
         print(f"capturing watch streams to {args.out}; Ctrl-C to stop", file=sys.stderr)

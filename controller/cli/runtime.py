@@ -233,7 +233,7 @@ async def run_watchers(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.kube.gateway import KubeGateway
     from watchers.service import run_watchers_elected
 
-    gateway = KubeGateway.from_config(rt.settings.kube.kubeconfig, rt.settings.kube.context)
+    gateway = KubeGateway.from_settings(rt.settings.kube)
     await run_watchers_elected(rt.settings, gateway, rt.nc, rt.topology, rt.metrics, stop)
 
 
@@ -250,7 +250,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         from controller.kube.gateway import KubeGateway
         from controller.kube.reviews import KubeAccessReviewer
 
-        gateway = KubeGateway.from_config(rt.settings.kube.kubeconfig, rt.settings.kube.context)
+        gateway = KubeGateway.from_settings(rt.settings.kube)
         return KubeAccessReviewer(gateway, rt.settings.api.token_audiences)
 
     api = rt.settings.api

@@ -7,7 +7,8 @@ objects never cross the bus; the watchers normalize them first.
 
 Message ids (``Nats-Msg-Id``) are derived from the object uid and resourceVersion, so the
 same observation published twice (a relist, a replay, a restarted watcher) collapses in
-JetStream's duplicate window and is written once downstream.
+JetStream's duplicate window and is written once downstream; a pod version republished with
+the log tail it lacked is another observation (:func:`version_of`).
 """
 
 from __future__ import annotations
@@ -209,9 +210,19 @@ def parse_event(payload: bytes | str) -> BusEvent:
     return _BUS_EVENT.validate_json(payload)
 
 
+def version_of(event: BusEvent) -> str:
+    """What a message says of its object: ``<resourceVersion>:<change>``, with ``+log`` after the
+    version when a pod observation carries a log tail. A tail that could not be read at first
+    (the API server answering 503) is read later and the same pod version goes out again with
+    it: a message of its own, not a duplicate of the one without the tail."""
+    tail = "+log" if isinstance(event, PodObserved) and event.log_tail else ""
+    return f"{event.resource_version}{tail}:{event.change}"
+
+
 def message_id(event: BusEvent) -> str:
-    """The JetStream ``Nats-Msg-Id``: one per observed object version."""
-    return f"{event.type}:{event.uid}:{event.resource_version}:{event.change}"
+    """The JetStream ``Nats-Msg-Id``: one per observed object version (and log tail, see
+    :func:`version_of`)."""
+    return f"{event.type}:{event.uid}:{version_of(event)}"
 
 
 def job_of(event: BusEvent) -> JobRef:

@@ -98,6 +98,29 @@ class KubeSettings(BaseModel):
         default_factory=list,
         description="Namespaces to watch; empty watches the whole cluster with one connection per kind.",
     )
+    read_retries: int = Field(
+        default=4,
+        ge=0,
+        le=20,
+        description="Retries (requests after the first) of a read answered 429 or 5xx, or not answered, "
+        "before the caller sees APIUnavailableError. Four, with the backoff below, carry a read through "
+        "an API server restarting or a control-plane load balancer switching over (a few seconds) while "
+        "a read still ends within the leader's 10-second renew deadline.",
+    )
+    retry_backoff_s: float = Field(
+        default=0.25,
+        ge=0,
+        le=10,
+        description="Seconds of the exponential backoff between read retries (urllib3's factor: 0, 0.5, "
+        "1, 2 s … plus up to this much jitter): about 4 s of waiting in all with four retries.",
+    )
+    retry_after_max_s: int = Field(
+        default=2,
+        ge=0,
+        le=60,
+        description="Most seconds a server's Retry-After is honoured (and longest backoff wait): the API "
+        "server's priority and fairness asks 1 s; a longer ask is cut so a read stays bounded.",
+    )
 
 
 class WatcherSettings(BaseModel):
@@ -129,6 +152,14 @@ class WatcherSettings(BaseModel):
         default=50, description="Lines of an error-terminated container's log attached."
     )
     log_tail_bytes: int = Field(default=16384, description="Byte cap of that log tail.")
+    log_tail_retry_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="Seconds a log tail the API server would not serve (429/5xx, no answer) is read "
+        "again, with the reconnect backoff above, while its pod exists; the pod's observation then "
+        "goes out again with it. A Failed pod keeps its logs until it is deleted; ten minutes carry "
+        "the read over an API server restart or a control-plane upgrade. 0: never read again.",
+    )
 
 
 class LeaderSettings(BaseModel):

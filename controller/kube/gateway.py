@@ -9,8 +9,27 @@ call its generic ``param_serialize``/``call_api`` layer so one code path serves 
 resources alike.
 
 Methods are synchronous and may block; the async watch loop and leader elector call them from
-threads. The client's ``ApiException`` and urllib3's transport errors are translated here, and
-only here, into our own classes, raised ``from`` the original so tracebacks keep it::
+threads.
+
+What may pass is retried here, in the one request path, by urllib3's own ``Retry`` (the client
+hands ``Configuration.retries`` to its pool manager), bounded by :class:`RetryPolicy`
+(``MPIJC_KUBE__READ_RETRIES``, ``…__RETRY_BACKOFF_S``, ``…__RETRY_AFTER_MAX_S``):
+
+* reads (GET: lists, gets, log tails, the initial request of a watch) answered 429, 500, 502,
+  503 or 504, or not answered (refused, reset, timed out), are sent again after an exponential,
+  jittered backoff, or after the server's ``Retry-After`` (capped), at most ``read_retries``
+  times; then the last answer is raised as :class:`APIUnavailableError`. Reads change nothing,
+  so repeating them is safe;
+* writes (Lease create/replace, Event create) are sent again only when no connection could be
+  made (nothing reached the server); an answer, or a connection lost after the request went
+  out, is the caller's to judge: a Lease replace is guarded by its resourceVersion and the
+  elector decides with its own clock, an Event is best effort;
+* a watch stream that breaks once it has been answered is not retried here: the watch loop
+  (:mod:`watchers.watching`) resumes or relists, as only it knows from where;
+* 403, 404, 409, 410 and every other 4xx but 429 are answers, never retried.
+
+The client's ``ApiException`` and urllib3's transport errors are translated here, and only
+here, into our own classes, raised ``from`` the original so tracebacks keep it::
 
     APIError                  a call failed: .status (HTTP or Status code; 0: no answer), .reason, .message
     ├── APIForbiddenError     403: RBAC denies it; retrying will not help until someone grants it
@@ -39,7 +58,9 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from urllib3.util.retry import Retry
 
+from controller.contract.settings import KubeSettings
 from controller.kube.resources import (
     EVENTS,
     JOBSET_PODS,
@@ -56,11 +77,13 @@ from controller.kube.resources import (
 )
 
 __all__ = [  # the resource names are re-exported for callers that only need the gateway module
+    "DEFAULT_RETRIES",
     "EVENTS",
     "JOBSET_PODS",
     "LEASES",
     "MPIJOBS",
     "MPI_PODS",
+    "NO_RETRIES",
     "PODS",
     "TRAINJOBS",
     "APIConflictError",
@@ -73,6 +96,7 @@ __all__ = [  # the resource names are re-exported for callers that only need the
     "KubeGateway",
     "ListPage",
     "Resource",
+    "RetryPolicy",
     "WatchStream",
     "error_from_status",
 ]
@@ -90,6 +114,47 @@ _READ_SIZE = 64 * 1024
 
 Method = Literal["GET", "POST", "PUT", "DELETE"]
 Query = list[tuple[str, str]]
+
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""Answers that say "not now": throttled, or the API server (or the load balancer before it) failing."""
+RETRIED_METHODS = frozenset({"GET"})
+"""Methods retried after an answer or a lost connection; a write is retried only when never sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently a read is retried (see the module docstring for what is)."""
+
+    retries: int
+    """Requests after the first; 0 answers every failure at once."""
+    backoff_s: float
+    """urllib3's backoff factor: waits of 0, 2, 4, 8 times this, plus up to this much jitter."""
+    retry_after_max_s: int
+    """Most seconds one wait lasts, a server's ``Retry-After`` included."""
+
+    @classmethod
+    def from_settings(cls, kube: KubeSettings) -> RetryPolicy:
+        return cls(kube.read_retries, kube.retry_backoff_s, kube.retry_after_max_s)
+
+    def urllib3_retry(self) -> Retry:
+        """The policy as the ``Retry`` the client's pool manager applies to every request."""
+        return Retry(
+            total=self.retries,
+            allowed_methods=RETRIED_METHODS,
+            status_forcelist=RETRIED_STATUSES,
+            backoff_factor=self.backoff_s,
+            backoff_jitter=self.backoff_s,
+            backoff_max=self.retry_after_max_s,
+            respect_retry_after_header=True,
+            retry_after_max=self.retry_after_max_s,
+            raise_on_status=False,  # the last answer is returned, and raised with its Status body
+        )
+
+
+DEFAULT_RETRIES = RetryPolicy.from_settings(KubeSettings())
+"""The policy of the settings' defaults."""
+NO_RETRIES = RetryPolicy(retries=0, backoff_s=0.0, retry_after_max_s=0)
+"""Every failure raised at once (tests of the callers' own recovery)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,15 +329,27 @@ class KubeGateway:
         self._api = api_client
 
     @staticmethod
-    def _configuration(**kwargs: Any) -> Any:
+    def _configuration(retries: RetryPolicy, **kwargs: Any) -> Any:
         configuration = client.Configuration(**kwargs)
         configuration.keep_alive = True  # TCP keepalive: idle watches through proxies are probed, not lost
+        configuration.retries = retries.urllib3_retry()
         return configuration
 
     @classmethod
-    def from_config(cls, kubeconfig: Path | None = None, context: str | None = None) -> KubeGateway:
+    def from_settings(cls, kube: KubeSettings) -> KubeGateway:
+        """:meth:`from_config` with the kubeconfig, context and retry policy of ``kube``."""
+        return cls.from_config(kube.kubeconfig, kube.context, retries=RetryPolicy.from_settings(kube))
+
+    @classmethod
+    def from_config(
+        cls,
+        kubeconfig: Path | None = None,
+        context: str | None = None,
+        *,
+        retries: RetryPolicy = DEFAULT_RETRIES,
+    ) -> KubeGateway:
         """In-cluster service account first, then kubeconfig; a given file or context: kubeconfig only."""
-        configuration = cls._configuration()
+        configuration = cls._configuration(retries)
         try:
             if kubeconfig is None and context is None:
                 try:
@@ -292,9 +369,9 @@ class KubeGateway:
         return cls(client.ApiClient(configuration))
 
     @classmethod
-    def for_url(cls, url: str) -> KubeGateway:
+    def for_url(cls, url: str, *, retries: RetryPolicy = DEFAULT_RETRIES) -> KubeGateway:
         """A gateway to a plain-HTTP API server without auth (a simulated cluster, kubectl proxy)."""
-        configuration = cls._configuration(host=url.rstrip("/"))
+        configuration = cls._configuration(retries, host=url.rstrip("/"))
         return cls(client.ApiClient(configuration))
 
     def close(self) -> None:
@@ -321,7 +398,8 @@ class KubeGateway:
         accept: str = "application/json",
         read_timeout_s: float = READ_TIMEOUT_S,
     ) -> urllib3.BaseHTTPResponse:
-        """Send one request; return the 2xx response unread, or raise the matching :class:`APIError`."""
+        """Send one request (retried as the module docstring says); return the 2xx response unread,
+        or raise the matching :class:`APIError`."""
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = "application/json"

@@ -152,6 +152,9 @@ def _pod_row(event: PodObserved, containers: str) -> Row:
     }
 
 
+_NO_TAIL = json_text(())
+
+
 def _pod_state_row(event: PodObserved, containers: str) -> Row:
     return {
         "pod_uid": event.uid,
@@ -300,7 +303,13 @@ _RUNS = _upsert(Run, _columns(Run, "previous_uid"), keep=("first_observed_at", "
 _PODS = _upsert(Pod, _columns(Pod))
 _K8S_EVENTS = _upsert(K8sEvent, _columns(K8sEvent))
 _FINDINGS = _upsert(FindingRow, _columns(FindingRow), key="id", version="revision")
-_POD_STATES = unnest_insert(PodState, _columns(PodState, "id"), "ON CONFLICT DO NOTHING")
+_POD_STATES = unnest_insert(
+    PodState,
+    _columns(PodState, "id"),
+    # a pod version stored without its log tail takes the tail when it comes (read after an API outage)
+    "ON CONFLICT (pod_uid, resource_version) DO UPDATE SET log_tail = excluded.log_tail "
+    "WHERE pod_states.log_tail = '[]'::jsonb AND excluded.log_tail <> '[]'::jsonb",
+)
 _TIMELINE = unnest_insert(TimelineEntry, _columns(TimelineEntry, "id"), "ON CONFLICT DO NOTHING")
 
 
@@ -339,8 +348,9 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
     if pods:  # the containers' JSON serves both the pod row and its state row
         containers = {id(p): _dump(_CONTAINERS, p.containers) for p in pods}
         await _PODS.execute(conn, [_pod_row(p, containers[id(p)]) for p in _latest(pods)])
-        states = _first_per_key(
-            (_pod_state_row(p, containers[id(p)]) for p in pods),
+        rows = (_pod_state_row(p, containers[id(p)]) for p in pods)
+        states = _first_per_key(  # of one pod version twice in a batch, the one with its log tail
+            sorted(rows, key=lambda row: row["log_tail"] == _NO_TAIL),
             lambda row: (row["pod_uid"], row["resource_version"]),
         )
         await _POD_STATES.execute(conn, states)

@@ -13,7 +13,8 @@ State is one object store keyed by (group, version, plural, namespace, name) and
 monotonically increasing resourceVersion; every change is appended to a history that watches
 replay and follow. The test drives the cluster through :meth:`SimCluster.create`,
 :meth:`SimCluster.update` and :meth:`SimCluster.delete`, and breaks it on purpose with
-:meth:`SimCluster.compact`, :meth:`SimCluster.fail_next` and :meth:`SimCluster.drop_watches`.
+:meth:`SimCluster.compact`, :meth:`SimCluster.fail_next`, :meth:`SimCluster.outage` and
+:meth:`SimCluster.drop_watches`; :attr:`SimCluster.refused` lists the requests a failure answered.
 :meth:`SimCluster.open_watches` counts live watch connections per resource, to check that the
 controller holds a constant number of them.
 
@@ -69,6 +70,8 @@ CONTINUE_EXPIRED = (
 )
 DEFAULT_WATCH_TIMEOUT_S = 1800
 """A watch without ``timeoutSeconds`` ends after this long, like the API server's default range."""
+_REASONS = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}
+"""The ``Status`` reason of an injected failure, by code."""
 
 
 # -- statuses -------------------------------------------------------------------------------------
@@ -90,11 +93,30 @@ def status(code: int, reason: str, message: str, **details: Any) -> RawStatus:
 
 
 class SimStatusError(Exception):
-    """A request the simulated server refuses; carries the ``Status`` it answers with."""
+    """A request the simulated server refuses; carries the ``Status`` it answers with (and how
+    many seconds its ``Retry-After`` header asks the client to wait, if it sends one)."""
 
-    def __init__(self, body: RawStatus) -> None:
+    def __init__(self, body: RawStatus, retry_after_s: int | None = None) -> None:
         super().__init__(body.get("message"))
         self.status = body
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """A failure queued by :meth:`SimCluster.fail_next`."""
+
+    body: RawStatus
+    match: str | None
+    retry_after_s: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Outage:
+    """Every request answered 503 until :meth:`SimCluster.end_outage` (or ``until``, monotonic)."""
+
+    retry_after_s: int | None
+    until: float | None
 
 
 def _qualified(kind: Resource) -> str:
@@ -180,6 +202,8 @@ class SimCluster:
         self.history_limit = history_limit
         """Changes kept per resource type; older ones are compacted away, as etcd does over time."""
         self.requests: list[RecordedRequest] = []
+        self.refused: list[RecordedRequest] = []
+        """The requests answered with an injected failure (:meth:`fail_next`, :meth:`outage`)."""
         self._cond = threading.Condition()
         self._kinds: dict[GVP, Resource] = {}
         self._plurals: dict[tuple[str, str, str], str] = {}  # (group, version, Kind) -> plural
@@ -192,7 +216,8 @@ class SimCluster:
         self._dropped_upto: dict[
             GVP, int
         ] = {}  # newest compacted change per type: a live watch behind it expires
-        self._failures: list[tuple[RawStatus, str | None]] = []
+        self._failures: list[_Failure] = []
+        self._outage: _Outage | None = None
         self._logs: dict[tuple[str, str, str], list[tuple[float, str]]] = {}  # (written at, line)
         self._open_watches: Counter[str] = Counter()
         self._tokens: dict[str, RawObject] = {}  # bearer token -> TokenReview status.user
@@ -301,13 +326,27 @@ class SimCluster:
                 self._drop(gvp, bisect.bisect_right(self._history_rvs[gvp], self._compacted_rv))
             self._cond.notify_all()
 
-    def fail_next(self, count: int, code: int = 503, *, match: str | None = None) -> None:
-        """Answer the next ``count`` requests (whose path+query has ``match``, if given) with ``code``."""
-        reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}.get(
-            code, "Failure"
+    def fail_next(
+        self, count: int, code: int = 503, *, match: str | None = None, retry_after_s: int | None = None
+    ) -> None:
+        """Answer the next ``count`` requests (whose path+query has ``match``, if given) with ``code``,
+        with a ``Retry-After: retry_after_s`` header if given."""
+        failure = _Failure(
+            status(code, _REASONS.get(code, "Failure"), f"injected failure {code}"), match, retry_after_s
         )
         with self._cond:
-            self._failures.extend([(status(code, reason, f"injected failure {code}"), match)] * count)
+            self._failures.extend([failure] * count)
+
+    def outage(self, *, retry_after_s: int | None = None, for_s: float | None = None) -> None:
+        """Answer every new request 503 ServiceUnavailable (``Retry-After: retry_after_s`` if given)
+        until :meth:`end_outage`, or for ``for_s`` seconds. Streams already open go on."""
+        with self._cond:
+            self._outage = _Outage(retry_after_s, None if for_s is None else time.monotonic() + for_s)
+
+    def end_outage(self) -> None:
+        """Answer requests again."""
+        with self._cond:
+            self._outage = None
 
     def clear_failures(self) -> None:
         """Forget the failures :meth:`fail_next` queued and that no request has consumed yet."""
@@ -504,12 +543,16 @@ class SimCluster:
             self._record(kind, "DELETED", final, current)
             return copy.deepcopy(final)
 
-    def _take_failure(self, target: str) -> RawStatus | None:
+    def _take_failure(self, target: str) -> SimStatusError | None:
         with self._cond:
-            for i, (body, match) in enumerate(self._failures):
-                if match is None or match in target:
+            outage = self._outage
+            if outage is not None and (outage.until is None or time.monotonic() < outage.until):
+                body = status(503, _REASONS[503], "the server is currently unable to handle the request")
+                return SimStatusError(body, outage.retry_after_s)
+            for i, failure in enumerate(self._failures):
+                if failure.match is None or failure.match in target:
                     del self._failures[i]
-                    return body
+                    return SimStatusError(failure.body, failure.retry_after_s)
         return None
 
     # -- request handling (called from handler threads) --------------------------------------------
@@ -757,9 +800,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- responses ------------------------------------------------------------------------------
 
-    def send_body(self, code: int, body: bytes, content_type: str = "application/json") -> None:
+    def send_body(
+        self, code: int, body: bytes, content_type: str = "application/json", retry_after_s: int | None = None
+    ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
+        if retry_after_s is not None:
+            self.send_header("Retry-After", str(retry_after_s))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -794,18 +841,19 @@ class _Handler(BaseHTTPRequestHandler):
         cluster = self.server.cluster
         target = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(target.query, keep_blank_values=True).items()}
-        cluster.requests.append(
-            RecordedRequest(method, target.path, query, self.headers.get("Authorization"))
-        )
+        request = RecordedRequest(method, target.path, query, self.headers.get("Authorization"))
+        cluster.requests.append(request)
         length = int(self.headers.get("Content-Length") or 0)
         raw_body = self.rfile.read(length) if length else b""
         try:
             injected = cluster._take_failure(self.path)
             if injected is not None:
-                raise SimStatusError(injected)
+                cluster.refused.append(request)
+                raise injected
             self._route(method, [unquote(p) for p in target.path.strip("/").split("/")], query, raw_body)
         except SimStatusError as exc:
-            self.send_json(int(exc.status.get("code", 500)), exc.status)
+            code = int(exc.status.get("code", 500))
+            self.send_body(code, json.dumps(exc.status).encode(), retry_after_s=exc.retry_after_s)
         except (ValueError, KeyError, TypeError) as exc:
             self.send_json(400, status(400, "BadRequest", f"{type(exc).__name__}: {exc}"))
 

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.bus.streams import connect
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.kube.gateway import KubeGateway
+from controller.kube.gateway import DEFAULT_RETRIES, KubeGateway, RetryPolicy
 from controller.metrics import PipelineMetrics
 from controller.store.models import Pod, PodState, Run
 from controller.testing import objects as k
@@ -32,12 +32,17 @@ from watchers.service import run_watchers
 
 @contextlib.asynccontextmanager
 async def watchers_running(
-    settings: Settings, sim: SimCluster, js: JetStreamContext, topology: Topology, metrics: PipelineMetrics
+    settings: Settings,
+    sim: SimCluster,
+    js: JetStreamContext,
+    topology: Topology,
+    metrics: PipelineMetrics,
+    retries: RetryPolicy = DEFAULT_RETRIES,
 ) -> AsyncIterator[None]:
     """The watchers, on a connection of their own as in their process."""
     assert settings.nats.url
     stop, nc = asyncio.Event(), await connect(settings.nats.url, "tests-watchers")
-    with KubeGateway.for_url(sim.url) as gateway:
+    with KubeGateway.for_url(sim.url, retries=retries) as gateway:
         task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
         try:
             yield

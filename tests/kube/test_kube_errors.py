@@ -10,6 +10,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from controller.kube.gateway import (
+    NO_RETRIES,
     APIConflictError,
     APIError,
     APIForbiddenError,
@@ -75,7 +76,10 @@ def test_creating_an_existing_object_conflicts(sim: SimCluster, gateway: KubeGat
 def test_an_unreachable_server_is_unavailable(gateway: KubeGateway) -> None:
     with SimCluster() as gone:
         url = gone.url
-    with KubeGateway.for_url(url) as unreachable, pytest.raises(APIUnavailableError) as raised:
+    with (
+        KubeGateway.for_url(url, retries=NO_RETRIES) as unreachable,
+        pytest.raises(APIUnavailableError) as raised,
+    ):
         unreachable.list(MPI_PODS, None)
     assert raised.value.status == 0
     assert isinstance(raised.value.__cause__, urllib3.exceptions.HTTPError)

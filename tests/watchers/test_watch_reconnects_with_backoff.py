@@ -9,7 +9,7 @@ import pytest
 
 from controller.contract.backoff import Backoff
 from controller.contract.settings import WatcherSettings
-from controller.kube.gateway import KubeGateway
+from controller.kube.gateway import NO_RETRIES, KubeGateway
 from controller.kube.resources import MPI_PODS, MPIJOBS
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
@@ -103,7 +103,7 @@ async def test_stop_interrupts_a_backoff_wait(sim: SimCluster, gateway: KubeGate
 async def test_an_unreachable_server_is_retried_not_fatal(watcher_settings: WatcherSettings) -> None:
     with SimCluster() as gone:
         url = gone.url
-    with KubeGateway.for_url(url) as unreachable:
+    with KubeGateway.for_url(url, retries=NO_RETRIES) as unreachable:
         async with watching(unreachable, MPIJOBS, watcher_settings) as watch:
             await until(lambda: watch.sample("mpijc_watch_errors_total", error="APIUnavailableError") >= 2)
             assert not watch.task.done()

@@ -1,0 +1,174 @@
+"""Drill: the Kubernetes API server answers 503 for all requests while runs fail with distinct
+causes. The watcher (real client, simulated API server), the history, the rules and a webhook
+subscription run on real NATS and PostgreSQL. Every run first gets the catch-all (its log could
+not be read), and once the API server answers again, the cause its log names: the late log tail
+is in the history, the specific finding supersedes the catch-all, and every webhook arrives
+once. (Before the watcher read refused tails again, those runs kept the catch-all for good.)"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus.streams import wait_until_consumed
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.kube.gateway import RetryPolicy
+from controller.metrics import PipelineMetrics
+from controller.store.models import FindingRow, Pod, PodState
+from controller.testing import objects as k
+from controller.testing.drills import findings_on_bus
+from controller.testing.notify import api_client, settled_log, subscribe, with_notify
+from controller.testing.receivers import Receiver
+from controller.testing.simcluster import SimCluster
+from controller.testing.waits import until
+from tests.history.test_end_to_end_watch_to_history import wait_for_sql, watchers_running
+from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.rules.corpus_replay import Entry, load
+
+CAUSES = {
+    "nccl": "nccl-watchdog-allreduce-timeout-llamafactory",
+    "cuda": "pytorch-cuda-illegal-memory-access",
+    "mpich": "mpich-hydu-sock-connect-connection-refused",
+    "shm": "dataloader-dev-shm-unable-to-write-no-space",
+}
+"""Job name → the corpus text its failing pod logs (a real failure, with the rule it names)."""
+DOOR = RetryPolicy(retries=2, backoff_s=0.05, retry_after_max_s=1)
+"""The gateway's retries, shorter than the outage: the watcher must read the tails again itself."""
+PATH = "outage"
+
+
+def failing_pod(sim: SimCluster, name: str, entry: Entry) -> dict[str, object]:
+    """MPIJob ``name`` running a launcher and one worker; the one whose log the text is in."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # just created: no run waits for long
+    job = sim.create(
+        k.with_conditions(k.mpijob(name, workers=1, created=now), ("Running", "MPIJobRunning", now))
+    )
+    launcher = sim.create(k.pod(job, "launcher", created=now))
+    worker = sim.create(k.pod(job, "worker", 0, created=now))
+    running = {"running": {"startedAt": now}}
+    for pod in (launcher, worker):
+        sim.update(k.with_container_state(pod, running, phase="Running", ready=True))
+    return sim.get(launcher if entry.on_launcher else worker) or {}
+
+
+def log_refused(sim: SimCluster, pod: str) -> int:
+    return sum(1 for r in sim.refused if r.path.endswith(f"/pods/{pod}/log"))
+
+
+def delivered(rx: Receiver) -> dict[tuple[str, str, str], set[str]]:
+    """Webhook ids received per (event type, job, rule of the finding)."""
+    ids: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for request in rx.at(PATH):
+        rule = (request.payload["data"].get("finding") or {}).get("rule", "")
+        ids[(request.payload["type"], request.payload["data"]["job"]["name"], rule)].add(request.webhook_id)
+    return ids
+
+
+@pytest.mark.parametrize("retry_after_s", [None, 1], ids=["no-retry-after", "retry-after-1s"])
+async def test_runs_failing_during_an_api_outage_are_told_their_cause(
+    sim: SimCluster,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    retry_after_s: int | None,
+) -> None:
+    corpus = {entry.id: entry for entry in load()}
+    entries = {name: corpus[entry_id] for name, entry_id in CAUSES.items()}
+    settings.watcher.log_tail_retry_s = 60
+    with_notify(settings)
+    async with (
+        Receiver() as rx,
+        api_client(settings, engine, metrics) as api,
+        consumers_running(settings, topology, engine, metrics),
+        watchers_running(settings, sim, js, topology, metrics, DOOR),
+    ):
+        sub = await subscribe(api, rx, PATH, event_types=["job.failed", "finding.firing", "finding.resolved"])
+        await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
+        failing = {name: failing_pod(sim, name, entry) for name, entry in entries.items()}
+        await wait_for_sql(engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 2 * len(entries))
+        await wait_for_sql(engine, "SELECT count(*) FROM runs WHERE phase = 'Running'", len(entries))
+
+        sim.outage(retry_after_s=retry_after_s)
+        for name, pod in failing.items():
+            meta, container = pod["metadata"], pod["spec"]["containers"][0]["name"]  # type: ignore[index]
+            sim.set_log("team-a", meta["name"], container, entries[name].text)
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            ended = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now}}
+            sim.update(k.with_container_state(pod, ended, phase="Failed"))
+            job = sim.get(k.mpijob(name)) or {}
+            sim.update(k.with_conditions(job, ("Failed", "MPIJobFailed", now)))
+        names = {name: str(pod["metadata"]["name"]) for name, pod in failing.items()}  # type: ignore[index]
+        await until(  # the gateway gave up on a read, and every tail was refused at least once
+            lambda: (
+                all(log_refused(sim, pod) for pod in names.values())
+                and max(log_refused(sim, pod) for pod in names.values()) > DOOR.retries
+            ),
+            30,
+            lambda: {pod: log_refused(sim, pod) for pod in names.values()},
+        )
+        await wait_for_sql(  # what the user was told while the logs could not be read
+            engine,
+            "SELECT count(*) FROM findings WHERE rule = 'failed' AND status = 'firing'",
+            len(entries),
+            30,
+        )
+        sim.end_outage()
+
+        expected = {
+            (kind, name, rule)
+            for name, entry in entries.items()
+            for kind, rule in [
+                ("job.failed", ""),
+                ("finding.firing", "failed"),
+                ("finding.firing", str(entry.expect)),
+                ("finding.resolved", "failed"),
+            ]
+        }
+        await until(
+            lambda: expected <= delivered(rx).keys(), 60, lambda: sorted(expected - delivered(rx).keys())
+        )
+        for durable in ("history", "rules", "notify"):
+            await wait_until_consumed(js, topology.stream("jobs"), topology.durable(durable), 30)
+        await settled_log(api, sub["id"], len(expected))
+        findings = await findings_on_bus(js, topology)
+        dead = (await js.stream_info(topology.stream("dlq"))).state.messages
+
+    got = delivered(rx)
+    assert got.keys() == expected, sorted(got.keys() ^ expected)
+    assert all(len(ids) == 1 for ids in got.values()), "each webhook once"
+    assert all(r.verified for r in rx.at(PATH))
+    assert dead == 0
+
+    revisions = [(f.id, f.revision) for f in findings]
+    assert len(set(revisions)) == len(revisions), "each change of a finding published once"
+    last = {(f.job.name, f.rule): f for f in sorted(findings, key=lambda f: f.revision)}
+    assert {key: (f.status, f.superseded_by) for key, f in last.items()} == {
+        **{(name, "failed"): ("resolved", entry.expect) for name, entry in entries.items()},
+        **{(name, str(entry.expect)): ("firing", None) for name, entry in entries.items()},
+    }
+
+    async with engine.connect() as conn:
+        rows = (await conn.execute(select(FindingRow.job_name, FindingRow.rule, FindingRow.status))).all()
+        tails = dict(
+            (
+                await conn.execute(
+                    select(Pod.name, PodState.log_tail)
+                    .join(PodState, PodState.pod_uid == Pod.uid)
+                    .where(PodState.phase == "Failed")
+                )
+            ).all()
+        )
+    assert sorted(rows) == sorted(
+        [(name, entry.expect, "firing") for name, entry in entries.items()]
+        + [(name, "failed", "resolved") for name in entries]
+    )
+    for name, entry in entries.items():
+        assert tails[names[name]] == entry.text.splitlines()[-50:], name
