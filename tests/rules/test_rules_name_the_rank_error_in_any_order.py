@@ -51,7 +51,10 @@ ERRORS = {
 }
 
 
-def _worker_ended(error: str, traceback: bool, *, tail: bool = True, version: str = "9001") -> PodObserved:
+def _worker_ended(
+    error: str, traceback: bool, *, tail: bool = True, version: str | None = None
+) -> PodObserved:
+    """The worker's end: a version newer than any built so far, unless ``version`` repeats one."""
     text = TRACEBACK.format(error=error) if traceback else f"step 1200 loss 2.31\n{error}"
     return worker(
         0,
