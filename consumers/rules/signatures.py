@@ -314,7 +314,8 @@ CRASHES: tuple[Signature, ...] = (
         "",
         "",
         re.compile(
-            r"(?:[Rr]eceived|[Cc]aught|[Gg]ot|[Kk]illed by|[Tt]erminated by|[Dd]ied (?:of|with)|[Ff]atal)"
+            r"(?:[Rr]eceived|[Cc]aught|[Gg]ot|[Kk]illed by|[Tt]erminated (?:by|with)|[Ee]xited (?:on|with)"
+            r"|[Dd]ied (?:of|with)|[Ff]atal)"
             r"(?: signal)?:? {0,2}<?(?:Signals\.)?SIG(?P<kind>SEGV|BUS)\b"
         ),
     ),
