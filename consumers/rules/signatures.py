@@ -329,6 +329,15 @@ CRASHES: tuple[Signature, ...] = (
         ),
     ),
     Signature("kernel", "", "", re.compile(r"segfault at [0-9a-f]{1,16} ip ")),
+    Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
+        "dataloader",
+        "PyTorch DataLoader",
+        "",
+        re.compile(
+            r"DataLoader worker \(pids? [^)]{1,100}\) is killed by signal: (?P<kind>Segmentation fault)"
+            r"|Unexpected (?P<kind2>segmentation fault) encountered in worker"
+        ),
+    ),
 )
 _FRAME_PY = re.compile(r"File \"(?P<file>[^\"]{1,300})\", line (?P<line>\d{1,7}) in (?P<func>[\w<>.]{1,100})")
 _FRAME_NATIVE = re.compile(r"^\s{0,8}\d{1,3} {1,4}0x[0-9a-f]{1,16} (?P<func>[\w:~<>.]{1,200})\(\)")
