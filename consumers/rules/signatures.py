@@ -164,8 +164,8 @@ TRANSPORTS: tuple[Signature, ...] = (
         "NCCL",
         "a socket to another rank failed",
         re.compile(
-            r"(?:NCCL WARN (?:Net|NET/Socket) ?: |socketProgress\w{0,20}: )"
-            r"(?:Call to \w{1,20} (?:from|to) (?P<peer>\S{1,200}) failed ?: (?P<detail>[^\n]{1,100})"
+            r"(?:NCCL WARN (?:Net|NET/Socket) ?: |socketProgress\w{0,20}: |include/socket\.h:\d{1,5} WARN )"
+            r"(?:Call to \w{1,20} (?:(?:from|to) (?P<peer>\S{1,200}) )?failed ?: (?P<detail>[^\n]{1,100})"
             r"|(?P<closed>Connection closed by remote peer))"
         ),
     ),
