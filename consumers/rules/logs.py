@@ -168,7 +168,7 @@ _COMM: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
         ),
     ),
     ("hydra-proxy", re.compile(r"connection to proxy \d{1,7} at host (?P<host>\S{1,253}) failed")),
-    ("hydra-write", re.compile(r"HYDU_sock_write \(.{0,200}?\): write error \((?P<detail>[^)]{1,80})\)")),
+    ("hydra-write", re.compile(r"HYDU_sock_write \([^)]{0,200}\): write error \((?P<detail>[^)]{1,80})\)")),
     ("daemon-lost", re.compile(r"(?:ORTE|PRTE) has lost communication with (?:a )?remote daemon")),
     ("daemon-start", re.compile(r"(?:ORTE|PRTE) was unable to reliably start one or more daemons")),
     ("daemon-failed", re.compile(r"An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch")),
