@@ -134,8 +134,9 @@ def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
 # ------------------------------------------------------------ communication
 
 CommKind = Literal[
-    "refused", "timed-out", "no-route", "unresolved", "ssh-closed", "publickey", "hydra", "hydra-proxy",
-    "hydra-write", "daemon-lost", "daemon-start", "daemon-failed", "mpi-error", "bad-termination",
+    "refused", "timed-out", "no-route", "unresolved", "ssh-closed", "publickey", "host-key", "hydra",
+    "hydra-proxy", "hydra-write", "daemon-lost", "daemon-start", "daemon-failed", "mpi-error",
+    "bad-termination",
 ]  # fmt: skip
 
 # The first pattern that matches a line names its kind: specific wordings come first.
@@ -157,6 +158,7 @@ _COMM: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
         ),
     ),
     ("publickey", re.compile(r"Permission denied \(publickey")),  # the host is read before it
+    ("host-key", re.compile(r"Host key verification failed")),  # OpenSSH: known_hosts refused the host
     (
         "hydra",
         re.compile(
@@ -166,11 +168,22 @@ _COMM: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
         ),
     ),
     ("hydra-proxy", re.compile(r"connection to proxy \d{1,7} at host (?P<host>\S{1,253}) failed")),
-    ("hydra-write", re.compile(r"HYDU_sock_write \(.{0,200}?\): write error \((?P<detail>[^)]{1,80})\)")),
+    ("hydra-write", re.compile(r"HYDU_sock_write \([^)]{0,200}\): write error \((?P<detail>[^)]{1,80})\)")),
     ("daemon-lost", re.compile(r"(?:ORTE|PRTE) has lost communication with (?:a )?remote daemon")),
     ("daemon-start", re.compile(r"(?:ORTE|PRTE) was unable to reliably start one or more daemons")),
     ("daemon-failed", re.compile(r"An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch")),
-    ("mpi-error", re.compile(r"Fatal error in P?MPI_\w{1,40}: (?:Other MPI error|Unknown error class)")),
+    (
+        "mpi-error",
+        re.compile(
+            r"Fatal error in (?P<call>\w{1,60}): (?P<class>Other MPI error|Unknown error class"
+            r"|[^,\n]{1,100}, error stack:)"
+        ),
+    ),
+    # a frame of MPICH's TCP netmod (nemesis) naming the failure, with or without the headline
+    (
+        "mpi-error",
+        re.compile(r"MPID_nem_\w{1,40}\(\d{1,6}\)\.{0,80}: ?(?P<detail>Communication error[^\n]{0,200})"),
+    ),
     ("bad-termination", re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")),
 )
 _REMOTE_DAEMON = re.compile(r"Remote daemon\s{0,10}:\s{0,10}\S{1,100} on node (?P<host>\S{1,253})")
@@ -179,6 +192,12 @@ _BAD_TERMINATION_RANK = re.compile(r"RANK \d{1,7} PID \d{1,10} RUNNING AT")
 # one line of an MPICH / Intel MPI error stack: ``MPID_nem_tcp_connpoll(1845): Communication error …``
 _STACK_LINE = re.compile(r"^\s{0,8}\w{1,80}\(\d{1,6}\)\.{0,80}:\s?(?P<detail>.{0,300})$")
 _STACK_UNINFORMATIVE = re.compile(r"^(?:fail failed|\S{1,80}\(.{0,300}\) failed)?$")
+# an error stack that says the failure was in talking to other ranks (sockets, nemesis, OFI)
+_STACK_COMM = re.compile(
+    r"MPID_nem_|MPIDI_CH3I_|MPIDI_OFI_|\bOFI\b|[Cc]ommunication error|socket"
+    r"|[Cc]onnection (?:refused|reset|closed)"
+)
+_KNOWN_CLASSES = ("Other MPI error", "Unknown error class")
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -216,7 +235,9 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
     if kind == "hydra-write":
         return CommFailure(kind, None, (tail[i],), match.group("detail"))
     if kind == "mpi-error":
-        return _error_stack(tail[i], after)
+        if match.groupdict().get("detail") is not None:
+            return CommFailure(kind, None, (tail[i],), match.group("detail").strip())
+        return _error_stack(tail[i], after, known=match.group("class") in _KNOWN_CLASSES)
     host = match.groupdict().get("host") or match.groupdict().get("host_addr")
     if host is not None:
         return CommFailure(kind, host, (tail[i],))
@@ -238,13 +259,17 @@ def _host_before(line: str, start: int) -> str | None:
     return host if host and set(host) <= _HOST_CHARS else None
 
 
-def _error_stack(headline: str, after: Sequence[str]) -> CommFailure:
-    """An MPICH / Intel MPI error stack: its deepest informative frame says what failed."""
+def _error_stack(headline: str, after: Sequence[str], *, known: bool = True) -> CommFailure | None:
+    """An MPICH / Intel MPI error stack: its deepest informative frame says what failed. A
+    headline of another error class (``Invalid root``…) counts only when a frame shows the
+    failure was in reaching other ranks."""
     frames: list[str] = []
     for line in after:
         if _STACK_LINE.match(line) is None and not line.strip().startswith("failed"):
             break
         frames.append(line)
+    if not known and not any(_STACK_COMM.search(line) for line in (headline, *frames)):
+        return None
     details = [
         m.group("detail").strip()
         for line in frames

@@ -61,7 +61,7 @@ from consumers.rules.wording import (
 )
 
 _SSH_LEVEL: frozenset[CommKind] = frozenset(
-    {"refused", "timed-out", "no-route", "unresolved", "ssh-closed", "publickey", "hydra"}
+    {"refused", "timed-out", "no-route", "unresolved", "ssh-closed", "publickey", "host-key", "hydra"}
 )
 _UNREACHABLE: frozenset[CommKind] = _SSH_LEVEL | {"daemon-lost", "daemon-start", "bad-termination"}
 
@@ -73,6 +73,10 @@ _PROBLEMS: dict[CommKind, tuple[str, str]] = {
     "unresolved": ("cannot resolve {hosts}", "cannot resolve a worker's hostname"),
     "ssh-closed": ("ssh to {hosts} was closed by the remote side", "ssh was closed by the remote side"),
     "publickey": ("ssh to {hosts} rejected the key", "ssh rejected the key"),
+    "host-key": (
+        "ssh refused the host key of {hosts} (Host key verification failed)",
+        "ssh refused the workers' host keys (Host key verification failed)",
+    ),
     "hydra": ("cannot connect to {hosts}", "cannot connect to a worker"),
     "hydra-proxy": ("lost the Hydra proxy on {hosts}", "lost a Hydra proxy"),
     "hydra-write": ("lost the Hydra proxy on {hosts}", "lost a Hydra proxy"),
@@ -86,8 +90,12 @@ _PROBLEMS: dict[CommKind, tuple[str, str]] = {
     "bad-termination": ("a process on {hosts} ended unexpectedly", "a process ended unexpectedly"),
 }
 _NETWORK_HINT = "check NetworkPolicies / sidecar injection"
+_OFI = re.compile(r"\bOFI\b|libfabric|\bfi_\w{1,30}")
+_OFI_HINT = "the libfabric (OFI) provider failed: check FI_PROVIDER and the fabric devices the pods get"
 _HINTS: dict[CommKind, str] = {
     "publickey": "check the SSH key Secret mounted in launcher and workers",
+    "host-key": "the launcher's ssh checks host keys it has no known_hosts for: set StrictHostKeyChecking no "
+    "and UserKnownHostsFile /dev/null in the image's ssh_config",
     "unresolved": "check that the worker pods are running and the job's headless Service exists",
 }
 
@@ -143,13 +151,16 @@ def _mpi_comm(pod: PodState, failures: Sequence[CommFailure]) -> Detection:
     if chosen.detail:
         problem += f" ({chosen.detail})" if kind == "hydra-write" else f": {chosen.detail}"
     hint = _HINTS.get(kind, _NETWORK_HINT)
+    remediation = _COMM_REMEDIATION.get(kind)
+    if kind == "mpi-error" and _OFI.search(chosen.detail or ""):
+        hint, remediation = _OFI_HINT, _OFI_STEPS
     lead = "workers unreachable: " if kind in _UNREACHABLE else ""
     lines = [line for f in failures for line in f.lines]
     return Detection(
         root_cause=f"MPI communication failure — {lead}{problem}; {hint}",
         evidence=log_facts(pod, dict.fromkeys(lines)),
         key=(kind, *hosts),
-        remediation=_COMM_REMEDIATION.get(kind),
+        remediation=remediation,
     )
 
 
@@ -166,6 +177,13 @@ _WC_STATUS: dict[str, str] = {
     "10": "remote access error",
     "12": "transport retry counter exceeded",
     "13": "RNR retry counter exceeded",
+}
+_WC_NAMES: dict[str, str] = {  # ibv_wc_status names, as verbs users print them
+    "LOC_PROT_ERR": "local protection error",
+    "WR_FLUSH_ERR": "work request flushed",
+    "REM_ACCESS_ERR": "remote access error",
+    "RETRY_EXC_ERR": "transport retry counter exceeded",
+    "RNR_RETRY_EXC_ERR": "RNR retry counter exceeded",
 }
 _SHM_FIX = "mount an emptyDir with medium: Memory at /dev/shm to enlarge it"
 
@@ -185,6 +203,9 @@ def _transport_what(hit: Hit) -> str:
         return f"{what}{grow}; {_SHM_FIX}"
     if hit.name == "nccl-shm-bus":
         return f"{what}; {_SHM_FIX}"
+    wc = hit.group("wc")
+    if wc is not None:
+        return f"{what} (IBV_WC_{wc}: {_WC_NAMES.get(wc, 'see ibv_wc_status')})"
     status = hit.group("status")
     if status is not None:
         return f"{what} (status {status}: {_WC_STATUS.get(status, 'see ibv_wc_status')})"
@@ -246,7 +267,10 @@ def _transport_remediation(hit: Hit) -> tuple[str, ...]:
         return _SHM_STEPS
     if is_peer_symptom(hit):
         return _PEER_STEPS
-    if hit.name in ("nccl-ib", "nccl-ibv", "ucx-retry", "ib-completion", "ucx-diag", "ucx-error", "ompi-ucx"):
+    if hit.name in (
+        "nccl-ib", "nccl-ibv", "ucx-retry", "ib-completion", "openib-cq", "ibv-wc", "ucx-diag", "ucx-error",
+        "ompi-ucx",
+    ):  # fmt: skip
         return _FABRIC_STEPS
     if hit.name in ("nccl-ofi", "libfabric-cq"):
         return _OFI_STEPS
@@ -328,6 +352,16 @@ _COMM_REMEDIATION: dict[CommKind, tuple[str, ...]] = {
         "Check the SSH Secret the operator created for the job (kubectl -n {namespace} get secret "
         "{job}-ssh) is mounted in both launcher and workers with mode 0600.",
         "If the image overrides ~/.ssh or runs as another user, point sshd at the mounted key.",
+    ),
+    "host-key": (
+        "ssh on the launcher refused the workers' host keys: mpi-operator mounts only the key pair and "
+        "authorized_keys from the Secret {job}-ssh (read-only, no known_hosts), so the image must not "
+        "check host keys.",
+        "In the launcher image's /etc/ssh/ssh_config set, under Host *, StrictHostKeyChecking no and "
+        "UserKnownHostsFile /dev/null — mpi-operator's base image (build/base/Dockerfile) does exactly this.",
+        'Or pass the options to the launcher: mpirun --mca plm_rsh_args "-o StrictHostKeyChecking=no -o '
+        'UserKnownHostsFile=/dev/null" (Open MPI); check with kubectl -n {namespace} exec <launcher pod> -- '
+        "ssh -o BatchMode=yes <worker host> true.",
     ),
     "unresolved": (
         "Check the worker pods are Running: kubectl -n {namespace} get pods -l "

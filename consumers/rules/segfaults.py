@@ -4,7 +4,8 @@ Read from the failed container's log tail — UCX's ``Caught signal 11 (Segmenta
 fault: …)``, Open MPI's ``*** Process received signal *** / Signal: Segmentation fault
 (11)``, Python's faulthandler (``Fatal Python error: Segmentation fault``), the shell's
 ``Segmentation fault (core dumped)``, mpirun's or Hydra's account of a rank that died of
-signal 11, the kernel's ``segfault at … ip …`` — or from the container's own exit code 139
+signal 11, the kernel's ``segfault at … ip …``, a PyTorch DataLoader worker killed by SIGSEGV
+— or from the container's own exit code 139
 (SIGSEGV) or 135 (SIGBUS). The sentence names the rank and, when a backtrace follows, the
 function it crashed in. mpirun's abort summary that follows is this crash (the catalog lets
 it explain ``mpi-abort``). A bus error while NCCL runs is NCCL's ``/dev/shm`` being too small
@@ -57,6 +58,8 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
     frame = next((f for h in hits if (f := crash_frame(tail, h.index)) is not None), None)
     what = "a bus error (SIGBUS)" if bus else "a segmentation fault (SIGSEGV)"
     where = f" in {frame}" if frame else ""
+    if not frame and first.name == "dataloader":
+        where = " in a PyTorch DataLoader worker process (rerun with num_workers=0 for its stack)"
     subject = _crash_subject(state, pod, tail, hits)
     sentence = f"{subject} crashed with {what}{where}"
     return sentence, log_facts(pod, dict.fromkeys(h.line for h in hits[:6])), "bus" if bus else "segv"

@@ -112,8 +112,9 @@ TRANSPORTS: tuple[Signature, ...] = (
         "nccl-ib",
         "NCCL over InfiniBand",
         "an InfiniBand work completion failed: the peer or the link went away",
-        re.compile(
-            r"NET/IB ?: Got completion (?:from peer (?P<peer>\S{1,100}) )?with error (?P<status>\d{1,4})"
+        re.compile(  # ``with error 12, opcode …`` (older NCCL) or ``with status=12 opcode=…`` (newer)
+            r"NET/IB ?: Got completion (?:from peer (?P<peer>\S{1,100}) )?"
+            r"with (?:error |status=)(?P<status>\d{1,4})"
         ),
     ),
     Signature(
@@ -141,6 +142,18 @@ TRANSPORTS: tuple[Signature, ...] = (
         re.compile(r"(?i:got completion with error)(?: (?P<status>\d{1,4}))?"),
     ),
     Signature(
+        "openib-cq",
+        "Open MPI over InfiniBand (openib)",
+        "an InfiniBand work completion failed: the peer or the link went away",
+        re.compile(r"error polling [HL]P CQ with status [A-Z ]{1,60} status number (?P<status>\d{1,4})"),
+    ),
+    Signature(
+        "ibv-wc",
+        "InfiniBand verbs",
+        "an InfiniBand work completion failed: the peer or the link went away",
+        re.compile(r"\bIBV_WC_(?P<wc>[A-Z_]{1,30}_ERR)\b"),
+    ),
+    Signature(
         "libfabric-cq",
         "libfabric",
         "a libfabric completion failed",
@@ -151,9 +164,19 @@ TRANSPORTS: tuple[Signature, ...] = (
         "NCCL",
         "a socket to another rank failed",
         re.compile(
-            r"(?:NCCL WARN (?:Net|NET/Socket) ?: |socketProgress\w{0,20}: )"
-            r"(?:Call to \w{1,20} (?:from|to) (?P<peer>\S{1,200}) failed ?: (?P<detail>[^\n]{1,100})"
+            r"(?:NCCL WARN (?:Net|NET/Socket) ?: |socketProgress\w{0,20}: |include/socket\.h:\d{1,5} WARN )"
+            r"(?:Call to \w{1,20} (?:(?:from|to) (?P<peer>\S{1,200}) )?failed ?: (?P<detail>[^\n]{1,100})"
             r"|(?P<closed>Connection closed by remote peer))"
+        ),
+    ),
+    Signature(
+        "ompi-tcp",
+        "Open MPI over TCP",
+        "a TCP connection to another rank failed (the peer process died or the network dropped it)",
+        re.compile(
+            r"mca_btl_tcp_\w{1,40}\]? (?:mca_btl_tcp_\w{1,40}: )?"
+            r"(?:\w{1,20}\(\d{1,6}\) failed|readv failed|writev failed)"
+            r": (?P<detail>Connection (?:reset by peer|refused|timed out)|No route to host|Broken pipe)"
         ),
     ),
     Signature(
@@ -284,8 +307,37 @@ CRASHES: tuple[Signature, ...] = (
         "",
         re.compile(r"KILLED BY SIGNAL: (?P<signal>11|7) \((?P<kind>Segmentation fault|Bus error)\)"),
     ),
-    Signature("signal-name", "", "", re.compile(r"\bSIG(?P<kind>SEGV|BUS)\b")),
+    # The signal's name counts where a process is said to have received it or died of it —
+    # not where a banner, a handler table or a hint merely names it.
+    Signature(
+        "signal-name",
+        "",
+        "",
+        re.compile(
+            r"(?:[Rr]eceived|[Cc]aught|[Gg]ot|[Kk]illed by|[Tt]erminated (?:by|with)|[Ee]xited (?:on|with)"
+            r"|[Dd]ied (?:of|with)|[Ff]atal)"
+            r"(?: signal)?:? {0,2}<?(?:Signals\.)?SIG(?P<kind>SEGV|BUS)\b"
+        ),
+    ),
+    Signature(
+        "signal-name-after",
+        "",
+        "",
+        re.compile(
+            r"\bSIG(?P<kind>SEGV|BUS)(?: \(@| \(0x[0-9a-f]{1,4}\)|: segmentation violation| received)"
+            r"|[Ss]ignal \d{1,2} \(SIG(?P<kind2>SEGV|BUS)\)"
+        ),
+    ),
     Signature("kernel", "", "", re.compile(r"segfault at [0-9a-f]{1,16} ip ")),
+    Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
+        "dataloader",
+        "PyTorch DataLoader",
+        "",
+        re.compile(
+            r"DataLoader worker \(pids? [^)]{1,100}\) is killed by signal: (?P<kind>Segmentation fault)"
+            r"|Unexpected (?P<kind2>segmentation fault) encountered in worker"
+        ),
+    ),
 )
 _FRAME_PY = re.compile(r"File \"(?P<file>[^\"]{1,300})\", line (?P<line>\d{1,7}) in (?P<func>[\w<>.]{1,100})")
 _FRAME_NATIVE = re.compile(r"^\s{0,8}\d{1,3} {1,4}0x[0-9a-f]{1,16} (?P<func>[\w:~<>.]{1,200})\(\)")
@@ -310,7 +362,7 @@ def crash_host(hit: Hit) -> str | None:
 
 
 def _bus_error(hit: Hit) -> bool:
-    return (hit.group("kind") or "").upper() in ("BUS ERROR", "BUS")
+    return (hit.group("kind") or hit.group("kind2") or "").upper() in ("BUS ERROR", "BUS")
 
 
 @lru_cache(maxsize=512)
@@ -419,7 +471,9 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "CUDA",
         "illegal memory access: a GPU kernel read or wrote memory it does not own, usually a bug "
         "in a kernel or an extension (wrong index or shape), sometimes failing hardware",
-        re.compile(r"illegal memory access|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress"),
+        re.compile(
+            r"illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress"
+        ),
     ),
     Signature(
         "illegal-instruction",
@@ -461,11 +515,23 @@ def gpu_error_words(hit: Hit) -> tuple[str, bool]:
     return f"Xid {xid}: {meaning}", hardware
 
 
+# A line that warns what *could* happen or says how to avoid it reports nothing that happened.
+_HINT = re.compile(
+    r"\b(?:may|might|can|could|will likely) (?:cause|lead to|result in|trigger)\b|\b[Tt]o avoid\b"
+    r"|\b[Ii]f you (?:see|get|hit|encounter)\b"
+)
+
+
+def is_hint(line: str) -> bool:
+    """Whether ``line`` advises about a failure rather than reports one."""
+    return _HINT.search(line) is not None
+
+
 @lru_cache(maxsize=512)
 def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
-    """Errors of the GPU or of a kernel on it (not running out of GPU memory)."""
+    """Errors of the GPU or of a kernel on it (not running out of GPU memory, not hints)."""
     oom = {hit.line for hit in gpu_oom_lines(tail)}
-    return tuple(hit for hit in _scan(tail, GPU_ERRORS) if hit.line not in oom)
+    return tuple(hit for hit in _scan(tail, GPU_ERRORS) if hit.line not in oom and not is_hint(hit.line))
 
 
 # -------------------------------------------------------------------- disks
@@ -496,6 +562,12 @@ DISKS: tuple[Signature, ...] = (
     ),
 )
 _NOT_DISK = re.compile(r"NCCL WARN|shared memory segment|/dev/shm/nccl")
+# ENOSPC also means "no inotify watch left" (the watch limit, not the disk) …
+_WATCH_LIMIT = re.compile(
+    r"[Ff]ile watchers|inotify|\bwatch\b[^\n]{0,40}ENOSPC|ENOSPC[^\n]{0,80}(?:\bwatch\b|syscall: 'watch')"
+)
+# … and a write error the program says it handled (retried, ignored) did not end it.
+_HANDLED = re.compile(r"Exception ignored|[Rr]etrying|[Ww]ill retry|[Ii]gnoring|[Rr]ecovered")
 _WRITING_CHECKPOINT = re.compile(
     r"torch/serialization\.py|torch\.save|safetensors|PytorchStreamWriter|save_checkpoint|save_pretrained"
 )
@@ -505,7 +577,13 @@ _QUOTED_PATH = re.compile(r"No space left on device: '(?P<path>[^']{1,300})'")
 @lru_cache(maxsize=512)
 def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     """A write failed for lack of space (NCCL's own ``/dev/shm`` segments excepted)."""
-    return tuple(hit for hit in _scan(tail, DISKS) if not _NOT_DISK.search(hit.line))
+    return tuple(
+        hit
+        for hit in _scan(tail, DISKS)
+        if not _NOT_DISK.search(hit.line)
+        and not _WATCH_LIMIT.search(hit.line)
+        and not _HANDLED.search(hit.line)
+    )
 
 
 def is_dataloader_shm(hit: Hit) -> bool:

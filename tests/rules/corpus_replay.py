@@ -39,6 +39,8 @@ from controller.contract.findings import Finding, RuleId
 from controller.testing.events import at, job, k8s_event, launcher, replay, running_run, terminated, worker
 
 CORPUS = Path(__file__).parent / "corpus"
+HELD_OUT = CORPUS / "held_out"
+"""Texts from threads the signatures were not written from, scored apart (never in ``load()``)."""
 RULE_IDS: frozenset[str] = frozenset(get_args(RuleId))
 
 LAUNCHER_STACKS = frozenset(
@@ -70,6 +72,7 @@ class Entry:
     where: str
     expect: RuleId | None
     text: str
+    source: str = ""
     reason: str | None = None
     exit_code: int | None = None
     also_not: tuple[RuleId, ...] = ()
@@ -85,10 +88,10 @@ def _rule(value: object, entry_id: str) -> RuleId:
     return cast(RuleId, value)
 
 
-def load() -> list[Entry]:
-    """Every entry of every corpus file, in file order."""
+def load(directory: Path = CORPUS) -> list[Entry]:
+    """Every entry of every corpus file in ``directory`` (not its subfolders), in file order."""
     entries: list[Entry] = []
-    for path in sorted(CORPUS.glob("*.yaml")):
+    for path in sorted(directory.glob("*.yaml")):
         for raw in yaml.safe_load(path.read_text()) or ():
             item = cast(dict[str, Any], raw)
             expect = item.get("expect")
@@ -100,6 +103,7 @@ def load() -> list[Entry]:
                     where=str(item["where"]),
                     expect=_rule(expect, item["id"]) if expect is not None else None,
                     text=str(item["text"]),
+                    source=str(item.get("source") or ""),
                     reason=item.get("reason"),
                     exit_code=item.get("exit_code"),
                     also_not=tuple(_rule(r, item["id"]) for r in item.get("also_not") or ()),

@@ -103,6 +103,16 @@ PARTIAL_MATCHES = (
     'image "',
     "Insufficient ",
     "oom-kill",
+    "Fatal error in a: ",
+    "MPID_nem_tcp_connpoll(1).",
+    "mca_btl_tcp_frag_recv] mca_btl_tcp_frag_recv: ",
+    "error polling HP CQ with status ",
+    "IBV_WC_",
+    "received signal SIG",
+    "SIGSEGV",
+    "NET/IB : Got completion from peer x with status=",
+    "ENOSPC watch ",
+    "may cause ",
 )
 
 

@@ -59,7 +59,26 @@ COMM = {
         "bad-termination",
         "pi-worker-2",
     ),
+    "openssh-host-key": ("Host key verification failed.", "host-key", None),
+    "mpich-nemesis-frame-alone": (
+        "MPID_nem_tcp_connpoll(1845): Communication error with rank 1: Connection refused",
+        "mpi-error",
+        None,
+    ),
+    "mpich-error-stack-of-another-class-naming-a-socket": (
+        "Fatal error in PMPI_Barrier: Message truncated, error stack:\n"
+        "MPIR_Barrier_impl(291).: Failure during collective\n"
+        "MPIDI_CH3I_Progress(180): read from socket failed",
+        "mpi-error",
+        None,
+    ),
 }
+
+
+def test_an_error_stack_of_a_program_error_is_not_a_communication_failure() -> None:
+    log = "Fatal error in PMPI_Bcast: Invalid root, error stack:\nPMPI_Bcast(1478): MPI_Bcast(root=9) failed"
+
+    assert comm_failures(_tail(log)) == ()
 
 
 @pytest.mark.parametrize(("log", "kind", "host"), COMM.values(), ids=COMM.keys())
