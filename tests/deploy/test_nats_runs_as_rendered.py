@@ -236,6 +236,7 @@ async def test_an_anonymous_client_or_a_wrong_password_is_refused(
 async def test_the_watchers_publish_observations_and_nothing_else(
     bundled: str, passwords: dict[str, str]
 ) -> None:
+    before = await _counts(bundled, passwords)
     async with _as(bundled, "watchers", passwords) as (nc, errors):
         js = nc.jetstream(timeout=2)
         await ensure_streams(js, TOPOLOGY, NatsSettings())  # at their configuration: only looked up
@@ -259,11 +260,16 @@ async def test_the_watchers_publish_observations_and_nothing_else(
         await nc.subscribe("_INBOX_history.>")  # another identity's replies
         await _refused(errors, "_INBOX_history.>")
 
-    async with _as(bundled, "admin", passwords) as (admin, _):
+    assert await _counts(bundled, passwords) == {**before, "JOBS": before["JOBS"] + 1}
+
+
+async def _counts(url: str, passwords: dict[str, str]) -> dict[str, int]:
+    """Messages in each stream, as the admin sees them."""
+    async with _as(url, "admin", passwords) as (admin, _):
         js = admin.jetstream()
-        assert (await js.stream_info("JOBS")).state.messages == 2
-        assert (await js.stream_info("AUDIT")).state.messages == 0
-        assert (await js.stream_info("FINDINGS")).state.messages == 0
+        return {
+            name: (await js.stream_info(name)).state.messages for name in ("JOBS", "FINDINGS", "AUDIT", "DLQ")
+        }
 
 
 async def test_a_consumer_reads_and_acks_with_its_own_durable_only(
@@ -277,7 +283,7 @@ async def test_a_consumer_reads_and_acks_with_its_own_durable_only(
         messages = await sub.fetch(100, timeout=5)
         assert messages
         for msg in messages:
-            await msg.ack()
+            await msg.ack_sync()  # the server has taken the ack
         await nc.flush()
         info = await js.consumer_info("JOBS", "history")
         assert info.num_ack_pending == 0 and info.num_pending == 0 and info.delivered.stream_seq >= 1
@@ -332,3 +338,20 @@ async def test_the_embedded_server_has_the_limits_of_the_manifests(tmp_path: Pat
             await nc.close()
     finally:
         server.stop()
+
+
+async def test_a_password_file_is_read_at_each_connection(
+    bundled: str, passwords: dict[str, str], tmp_path: Path
+) -> None:
+    secret = tmp_path / "password"
+    secret.write_text(passwords["notify"] + "\n")  # as a mounted Secret's file may end
+    nc = await asyncio.wait_for(
+        connect(bundled, "test-file", NatsSettings(user="notify", password_file=secret)), 30
+    )
+    try:
+        assert nc.is_connected
+        js = nc.jetstream(timeout=2)
+        await js.add_consumer("JOBS", durable_name="notify", filter_subject="jobs.*.*.job")
+        assert (await js.consumer_info("JOBS", "notify")).config.filter_subject == "jobs.*.*.job"
+    finally:
+        await nc.close()
