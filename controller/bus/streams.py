@@ -48,7 +48,9 @@ def stream_config(topology: Topology, family: StreamFamily, settings: NatsSettin
 async def ensure_streams(js: JetStreamContext, topology: Topology, settings: NatsSettings) -> None:
     """Create every stream, or bring an existing one to the configured limits; one already at
     them is left alone, so an identity that may only look streams up (every one but ``admin``,
-    :mod:`controller.bus.serverconfig`) starts once the admin has declared them."""
+    :mod:`controller.bus.serverconfig`) starts once the admin has declared them. An update it
+    may not make (a new release's limits before the migrate Job has run) is logged, and the
+    stream used as it is."""
     for family in FAMILIES:
         config = stream_config(topology, family, settings)
         try:
@@ -58,7 +60,10 @@ async def ensure_streams(js: JetStreamContext, topology: Topology, settings: Nat
             log.info("created stream %s for %s", config.name, config.subjects)
         else:
             if _differs(info.config, config):
-                await _declared(js.update_stream(config), config, "update")
+                try:
+                    await _declared(js.update_stream(config), config, "update")
+                except PermissionError as exc:
+                    log.warning("%s; using it as it is", exc)
 
 
 _DECLARED = ("subjects", "storage", "duplicate_window", "max_age", "discard", "num_replicas", "max_msg_size")
@@ -76,7 +81,7 @@ async def _declared(request: Awaitable[object], config: StreamConfig, verb: str)
     try:
         await request
     except (NatsTimeoutError, NoRespondersError) as exc:
-        raise RuntimeError(
+        raise PermissionError(
             f"could not {verb} stream {config.name} ({exc!r}): with NATS authorization only the admin "
             "identity may, and the migrate Job declares them (docs/security.md)"
         ) from exc

@@ -11,6 +11,7 @@ roles do, and what they must not.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import subprocess
 import time
@@ -355,3 +356,26 @@ async def test_a_password_file_is_read_at_each_connection(
         assert (await js.consumer_info("JOBS", "notify")).config.filter_subject == "jobs.*.*.job"
     finally:
         await nc.close()
+
+
+async def test_only_the_admin_declares_streams(
+    bundled: str, passwords: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    week = NatsSettings().max_age_s
+    async with _as(bundled, "watchers", passwords) as (nc, errors):
+        js = nc.jetstream(timeout=1)
+        with caplog.at_level(logging.WARNING, logger="controller.bus.streams"):  # a new release's limits
+            await ensure_streams(js, TOPOLOGY, NatsSettings(max_age_s=week / 7))
+        assert caplog.text.count("could not update stream") == 4 and "using it as it is" in caplog.text
+        await _refused(errors, "$JS.API.STREAM.UPDATE.JOBS")
+
+        async with _as(bundled, "admin", passwords) as (admin, _):
+            assert (await admin.jetstream().stream_info("JOBS")).config.max_age == week
+            await admin.jetstream().delete_stream("DLQ")
+        with pytest.raises(PermissionError, match="could not create stream DLQ"):
+            await ensure_streams(js, TOPOLOGY, NatsSettings())
+        await _refused(errors, "$JS.API.STREAM.CREATE.DLQ")
+
+    async with _as(bundled, "admin", passwords) as (admin, _):
+        await ensure_streams(admin.jetstream(), TOPOLOGY, NatsSettings())
+        assert (await admin.jetstream().stream_info("DLQ")).config.max_msg_size == MAX_MSG_BYTES
