@@ -24,12 +24,13 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
-from nats.js.api import KeyValueConfig
+from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig
 from nats.js.errors import NotFoundError
 
 from controller.bus.buckets import open_bucket
+from controller.bus.pulling import Puller
 from controller.bus.server import nats_server_binary
-from controller.bus.serverconfig import IDENTITIES, MAX_MSG_BYTES, render
+from controller.bus.serverconfig import IDENTITIES, MAX_MSG_BYTES, PULL_MAX_BYTES, render
 from controller.bus.streams import connect, ensure_streams
 from controller.cli.embedded import EmbeddedNats, port_open
 from controller.contract.settings import NatsSettings
@@ -325,16 +326,31 @@ def test_every_identity_has_a_password_variable_in_the_statefulset() -> None:
 
 
 async def test_the_embedded_server_has_the_limits_of_the_manifests(tmp_path: Path) -> None:
+    """Thirty 4 MB messages: taken (nats-server's default max_payload is 1 MiB), and pulled in
+    batches under ``max_bytes``, so the consumer's connection is never cut as a slow consumer."""
     server = EmbeddedNats(tmp_path, free_port())
     server.start()
     try:
         nc = await connect(server.url, "test-embedded")
         try:
-            assert nc.max_payload == MAX_MSG_BYTES  # nats-server's default is 1 MiB
+            assert nc.max_payload == MAX_MSG_BYTES
             js = nc.jetstream()
             await ensure_streams(js, TOPOLOGY, NatsSettings())
-            ack = await js.publish("jobs.ns.job.log", b"x" * (MAX_MSG_BYTES // 2))
-            assert ack.stream == "JOBS"
+            for n in range(30):
+                assert (await js.publish(f"jobs.ns.job{n}.log", b"x" * 4_000_000)).stream == "JOBS"
+            with pytest.raises(NatsError):  # over the streams' max_msg_size
+                await js.publish("jobs.ns.big.log", b"x" * (MAX_MSG_BYTES + 1))
+            config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT)
+            puller = await Puller.open(nc, "JOBS", "big", config, batch=500, wait_s=1, heartbeat_s=0.5)
+            batches: list[int] = []
+            while sum(batches) < 30:
+                batch = await puller.pull()
+                assert sum(len(m.data) for m in batch) <= PULL_MAX_BYTES
+                for msg in batch:
+                    await msg.ack()
+                batches.append(len(batch))
+            await puller.close()
+            assert len(batches) > 1 and nc.is_connected
         finally:
             await nc.close()
     finally:
