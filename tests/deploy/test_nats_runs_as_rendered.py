@@ -27,6 +27,13 @@ from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig
 from nats.js.errors import NotFoundError
 
+from consumers import history, kube_events
+from consumers.audit import consumer as audit
+from consumers.notify import consumer as notify
+from consumers.registry import CONSUMERS
+from consumers.rules import consumer as rules
+from consumers.rules import partitions, snapshot
+from controller.bus import versions
 from controller.bus.buckets import open_bucket
 from controller.bus.pulling import Puller
 from controller.bus.server import nats_server_binary
@@ -395,3 +402,19 @@ async def test_only_the_admin_declares_streams(
     async with _as(bundled, "admin", passwords) as (admin, _):
         await ensure_streams(admin.jetstream(), TOPOLOGY, NatsSettings())
         assert (await admin.jetstream().stream_info("DLQ")).config.max_msg_size == MAX_MSG_BYTES
+
+
+def test_the_identities_name_the_roles_durables_and_buckets() -> None:
+    """The permissions name what the code uses: a durable or bucket renamed in a role without
+    its identity would be refused at once in a cluster."""
+    reads = {who.name: who.reads for who in IDENTITIES}
+    assert set(CONSUMERS) <= set(reads)
+    assert reads["history"] == {"jobs": (history.CONSUMER,), "findings": (history.FINDINGS_CONSUMER,)}
+    assert reads["notify"] == {"jobs": (notify.CONSUMER,), "findings": (notify.FINDINGS_CONSUMER,)}
+    assert reads["audit"] == {"jobs": (audit.LIFECYCLE_CONSUMER,), "audit": (audit.CONSUMER,)}
+    assert reads["k8s-events"] == {"findings": (kube_events.CONSUMER,)}
+    assert rules.CONSUMER == "rules" and reads["rules"] == {"jobs": ("*",), "findings": ("*",)}
+    buckets = {who.name: who.buckets for who in IDENTITIES}
+    assert buckets["watchers"] == (versions.BUCKET,)
+    assert buckets["rules"] == (snapshot.STATE_BUCKET, partitions.LEASE_BUCKET)
+    assert {who.name for who in IDENTITIES if who.buckets} == {"watchers", "rules"}
