@@ -44,8 +44,10 @@ from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.testing.ports import free_port
 from controller.testing.waits import until
+from tests.audit_helpers import audit_record
 from tests.deploy.test_deploy_manifests_render_and_validate import DEPLOY, Obj, find
 from tests.deploy.test_deploy_manifests_render_and_validate import render as kustomize
+from watchers.admission.spool import LazyJetStream
 
 TOPOLOGY = Topology()
 """The topology of the rendered manifests (no MPIJC_NATS__PREFIX)."""
@@ -418,3 +420,18 @@ def test_the_identities_name_the_roles_durables_and_buckets() -> None:
     assert buckets["watchers"] == (versions.BUCKET,)
     assert buckets["rules"] == (snapshot.STATE_BUCKET, partitions.LEASE_BUCKET)
     assert {who.name for who in IDENTITIES if who.buckets} == {"watchers", "rules"}
+
+
+async def test_the_admission_webhook_publishes_audit_records_as_its_identity(
+    bundled: str, passwords: dict[str, str]
+) -> None:
+    before = await _counts(bundled, passwords)
+    settings = NatsSettings(user="admission", password=passwords["admission"])
+    bus = LazyJetStream(bundled, settings)
+    bus.start()
+    try:
+        await until(lambda: bus.ready, 30, lambda: "the admission webhook never connected")
+        assert await bus([audit_record(1), audit_record(2)]) == 2
+    finally:
+        await bus.close()
+    assert await _counts(bundled, passwords) == {**before, "AUDIT": before["AUDIT"] + 2}
