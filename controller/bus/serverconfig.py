@@ -2,8 +2,8 @@
 
 One rendering serves every topology: ``deploy/base/nats.conf`` (the ConfigMap of the bundled
 NATS, ``deploy/components/ha-nats`` too) is this module's output, and the embedded server of
-``up`` and the tests is started with it (``-c``). Render it with
-``python -m controller.bus.serverconfig`` (``--help``: prefix, partitions, no users).
+``up`` and the tests is started with its limits (``-c``, no users). Render it with
+``python -m controller.bus.serverconfig`` (``--prefix``, ``--no-users``).
 
 Every process connects as the identity of its role (:data:`IDENTITIES`); each may publish only
 the subjects it writes, use only the consumers it reads with, and keep only its own key-value
