@@ -51,7 +51,7 @@ async def run_consumers(
     unknown = set(only) - set(CONSUMERS)
     if unknown:
         raise ValueError(f"unknown consumers {sorted(unknown)}; choose from {list(CONSUMERS)}")
-    nc = await connect(nats_url, "mpijc-consumers")
+    nc = await connect(nats_url, "mpijc-consumers", settings.nats)
     wiring = Wiring(
         settings,
         topology,

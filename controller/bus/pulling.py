@@ -50,6 +50,8 @@ from nats.aio.subscription import Subscription
 from nats.js.api import DEFAULT_PREFIX, ConsumerConfig
 from nats.js.errors import NotFoundError
 
+from controller.bus.serverconfig import PULL_MAX_BYTES
+
 __all__ = ["PullError", "Puller"]
 
 log = logging.getLogger(__name__)
@@ -170,6 +172,7 @@ class Puller:
             "batch": self._batch,
             "expires": int(self._wait_s * _NS),
             "no_wait": True,
+            "max_bytes": PULL_MAX_BYTES,
             "idle_heartbeat": int(self._heartbeat_s * _NS),
         }
         await self._nc.publish(self._next_subject, json.dumps(request).encode(), reply=self._reply)

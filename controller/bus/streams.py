@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
+from collections.abc import Awaitable
 from dataclasses import replace
+from typing import Any
 
 import nats
 from nats.aio.client import Client as NATS
@@ -19,6 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from controller.bus.serverconfig import MAX_MSG_BYTES, inbox_prefix
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import StreamFamily, Topology
 
@@ -37,20 +41,50 @@ def stream_config(topology: Topology, family: StreamFamily, settings: NatsSettin
         max_age=settings.max_age_s,
         discard=DiscardPolicy.OLD,
         num_replicas=settings.replicas,
+        max_msg_size=MAX_MSG_BYTES,
     )
 
 
 async def ensure_streams(js: JetStreamContext, topology: Topology, settings: NatsSettings) -> None:
-    """Create every stream, or bring an existing one to the configured limits."""
+    """Create every stream, or bring an existing one to the configured limits; one already at
+    them is left alone, so an identity that may only look streams up (every one but ``admin``,
+    :mod:`controller.bus.serverconfig`) starts once the admin has declared them. An update it
+    may not make (a new release's limits before the migrate Job has run) is logged, and the
+    stream used as it is."""
     for family in FAMILIES:
         config = stream_config(topology, family, settings)
         try:
-            await js.stream_info(config.name or "")
+            info = await js.stream_info(config.name or "")
         except NotFoundError:
-            await js.add_stream(config)
+            await _declared(js.add_stream(config), config, "create")
             log.info("created stream %s for %s", config.name, config.subjects)
         else:
-            await js.update_stream(config)
+            if _differs(info.config, config):
+                try:
+                    await _declared(js.update_stream(config), config, "update")
+                except PermissionError as exc:
+                    log.warning("%s; using it as it is", exc)
+
+
+_DECLARED = ("subjects", "storage", "duplicate_window", "max_age", "discard", "num_replicas", "max_msg_size")
+"""The fields of :func:`stream_config`, compared with what the server has."""
+
+
+def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
+    """Whether a stream's configuration differs from ``wanted`` in a field that declares."""
+    return any(getattr(current, key) != getattr(wanted, key) for key in _DECLARED)
+
+
+async def _declared(request: Awaitable[object], config: StreamConfig, verb: str) -> None:
+    """Await a stream's creation or update; a refusal (or no answer: a request the server's
+    permissions drop is never answered) says who may declare streams."""
+    try:
+        await request
+    except (NatsTimeoutError, NoRespondersError) as exc:
+        raise PermissionError(
+            f"could not {verb} stream {config.name} ({exc!r}): with NATS authorization only the admin "
+            "identity may, and the migrate Job declares them (docs/security.md)"
+        ) from exc
 
 
 async def align_durable(
@@ -81,14 +115,15 @@ async def align_durable(
     return True
 
 
-async def connect(url: str, name: str) -> NATS:
+async def connect(url: str, name: str, settings: NatsSettings | None = None) -> NATS:
     """Connect, then reconnect without limit: a restarting NATS must not kill a watcher.
 
     ``url`` may list several servers of a cluster, comma-separated (``nats://a:4222,nats://b:4222``);
     the client tries them in turn and learns the rest of the cluster from the one it reaches.
     Once connected, connection errors are logged as one line each, not as tracebacks. The first
     connection is retried quietly until it succeeds; callers bound that wait
-    (``startup_timeout_s``) and say why they gave up."""
+    (``startup_timeout_s``) and say why they gave up. ``settings`` carries the identity
+    (:func:`credentials`)."""
     connected = False
 
     async def error(exc: Exception) -> None:
@@ -102,9 +137,30 @@ async def connect(url: str, name: str) -> NATS:
         max_reconnect_attempts=-1,
         reconnect_time_wait=1,
         error_cb=error,
+        **credentials(settings or NatsSettings()),
     )
     connected = True
     return nc
+
+
+def credentials(settings: NatsSettings) -> dict[str, Any]:
+    """nats-py's connect options for the identity of ``settings``: user and password (a password
+    file is read at every connection, so a rotated one is taken on the next reconnect) or a
+    credentials file, the identity's own inboxes, and TLS verified against ``tls_ca_file``."""
+    options: dict[str, Any] = {}
+    if settings.user:
+        options["user"] = settings.user
+        options["inbox_prefix"] = inbox_prefix(settings.user)
+        if settings.password_file is not None:
+            path = settings.password_file
+            options["password"] = lambda: path.read_text().strip()
+        elif settings.password is not None:
+            options["password"] = settings.password.get_secret_value()
+    if settings.creds_file is not None:
+        options["user_credentials"] = str(settings.creds_file)
+    if settings.tls_ca_file is not None:
+        options["tls"] = ssl.create_default_context(cafile=str(settings.tls_ca_file))
+    return options
 
 
 def servers(url: str) -> list[str]:

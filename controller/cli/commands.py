@@ -124,14 +124,16 @@ async def cmd_capture(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
     """Bring the schema to head; with ``MPIJC_DATABASE__OWNER_URL`` as the owner role only
-    (the migration Job needs no runtime credentials)."""
+    (the migration Job needs no runtime credentials). With ``MPIJC_NATS__URL`` set it declares
+    the streams too: with NATS authorization only its identity, ``admin``, may (docs/security.md)."""
     database = settings.database
     if database.owner_url is not None:
         database = database.model_copy(update={"url": database.owner_url, "migrate": True})
     else:
         database = database.model_copy(update={"migrate": True})
-    async with runtime(settings.model_copy(update={"database": database}), "mpijc-migrate", bus=False):
-        print("schema is at head")
+    bus = settings.nats.url is not None
+    async with runtime(settings.model_copy(update={"database": database}), "mpijc-migrate", bus=bus):
+        print("schema is at head" + (", streams declared" if bus else ""))
     return 0
 
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from types import TracebackType
 
 from controller.bus.server import nats_server_binary
+from controller.bus.serverconfig import write_embedded
 
 log = logging.getLogger(__name__)
 
@@ -640,6 +641,8 @@ class EmbeddedNats:
                 str(self._pidfile),
                 "-l",
                 str(self._logfile),
+                "-c",
+                str(write_embedded(self.data_dir)),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

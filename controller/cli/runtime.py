@@ -138,7 +138,7 @@ async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -
 async def _reach_bus(url: str, settings: Settings, name: str, variable: str) -> NATS:
     try:
         async with asyncio.timeout(settings.startup_timeout_s):
-            nc = await connect(url, name)
+            nc = await connect(url, name, settings.nats)
     except TimeoutError as exc:
         raise StartupError(
             f"{variable}: NATS at {_where(url)} did not answer within {settings.startup_timeout_s:g} s "

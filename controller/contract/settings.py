@@ -77,6 +77,28 @@ class NatsSettings(BaseModel):
         description="Copies JetStream keeps of every stream and key-value bucket: 1 on a single server, "
         "3 on a 3-node JetStream cluster so the loss of any one server loses nothing and stops nothing.",
     )
+    user: str | None = Field(
+        default=None,
+        description="The process's identity on the bus (docs/security.md: admin, watchers, admission, "
+        "history, rules, …); unset connects anonymously, as to the embedded NATS. Its replies come "
+        "to inboxes `_INBOX_<user>.…`, the only ones its permissions let it read.",
+    )
+    password: SecretStr | None = Field(
+        default=None, description="Password of `user` (from Secret mpijc-nats-users in a cluster)."
+    )
+    password_file: Path | None = Field(
+        default=None,
+        description="File holding the password of `user` instead (a mounted Secret), read at each "
+        "connection, so a rotated password is taken on the next reconnect.",
+    )
+    creds_file: Path | None = Field(
+        default=None, description="NATS credentials file (JWT and NKEY seed) instead of user and password."
+    )
+    tls_ca_file: Path | None = Field(
+        default=None,
+        description="CA bundle to verify the servers' TLS certificates with; set, the connection uses "
+        "TLS (`tls://` URLs do too, with the system's CAs when unset).",
+    )
 
 
 class EmbeddedSettings(BaseModel):

@@ -72,6 +72,7 @@ async def test_an_idle_durable_holds_one_request_instead_of_polling(nats_client:
         "expires": 30_000_000_000,
         "no_wait": True,
         "idle_heartbeat": 200_000_000,
+        "max_bytes": 32 * 1024 * 1024,  # a batch of large messages cannot make it a slow consumer
     }
 
 

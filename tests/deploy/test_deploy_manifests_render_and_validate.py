@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from consumers.registry import CONSUMERS
+from controller.bus.serverconfig import IDENTITIES
 from tests.deploy.deploy_schemas import CUSTOM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -601,16 +602,34 @@ def test_components_run_as_designed(renders: dict[str, list[Obj]]) -> None:
     assert find(objs, "Deployment", "mpijc-api")["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "api"
     ]
-    assert (
-        find(objs, "StatefulSet", "mpijc-nats")["spec"]["template"]["spec"]["containers"][0]["args"][0]
-        == "--jetstream"
-    )
+    nats_args = find(objs, "StatefulSet", "mpijc-nats")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--jetstream" in nats_args and nats_args[nats_args.index("--config") + 1] == "/etc/nats/nats.conf"
     config = find(objs, "ConfigMap", "mpijc-config")["data"]
     assert (config["MPIJC_API__AUTH"], config["MPIJC_NATS__URL"]) == ("kubernetes", "nats://mpijc-nats:4222")
     for deployment in (o for o in objs if o["kind"] == "Deployment"):
         assert _env(deployment)["MPIJC_DATABASE__URL"] == {
             "secretKeyRef": {"name": "mpijc-database", "key": "url"}
         }
+
+
+def _identity(args: list[str]) -> str:
+    """The bus identity (docs/security.md) of a controller container, by its arguments."""
+    if args[:2] == ["consume", "--only"]:
+        return args[2]
+    return {"watch": "watchers", "api": "api", "admission": "admission", "migrate": "admin"}[args[0]]
+
+
+@pytest.mark.parametrize("name", list(RENDERS))
+def test_every_process_connects_to_nats_as_its_own_identity(renders: dict[str, list[Obj]], name: str) -> None:
+    identities = {who.name for who in IDENTITIES}
+    for owner, container in containers(renders[name]):
+        if container["name"] == "nats":
+            continue
+        env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+        who = _identity(container["args"])
+        assert who in identities, owner["metadata"]["name"]
+        assert env["MPIJC_NATS__USER"] == who, owner["metadata"]["name"]
+        assert env["MPIJC_NATS__PASSWORD"] == {"secretKeyRef": {"name": "mpijc-nats-users", "key": who}}
 
 
 DELIVERING = {"dispatch", "audit"}

@@ -163,7 +163,7 @@ class LazyJetStream:
         topology = Topology(self._settings.prefix)
         while True:
             try:
-                nc = self._client = await connect(self._url, self._name)
+                nc = self._client = await connect(self._url, self._name, self._settings)
                 break
             except Exception as exc:  # the client gave up on this round: start another
                 log.warning("NATS not reachable yet (%s); records are spooled meanwhile", exc)

@@ -1,0 +1,238 @@
+"""The nats-server configuration file: message and JetStream limits, and who may do what.
+
+One rendering serves every topology: ``deploy/base/nats.conf`` (the ConfigMap of the bundled
+NATS, ``deploy/components/ha-nats`` too) is this module's output, and the embedded server of
+``up`` and the tests is started with its limits (``-c``, no users). Render it with
+``python -m controller.bus.serverconfig`` (``--prefix``, ``--no-users``).
+
+Every process connects as the identity of its role (:data:`IDENTITIES`); each may publish only
+the subjects it writes, use only the consumers it reads with, and keep only its own key-value
+buckets. Only ``admin`` (the migrate Job, operators) may create, update, purge or delete the
+streams ``JOBS``, ``FINDINGS``, ``AUDIT`` and ``DLQ`` — the other identities may only look them
+up (every process checks at start that they are at their configuration, and leaves them alone
+when they are). Each identity's inboxes are ``_INBOX_<identity>.…`` (:func:`inbox_prefix`), so
+no identity can read the replies and pulled messages meant for another. Passwords are never in
+the file: it names environment variables (``$NATS_PASSWORD_<IDENTITY>``) that nats-server
+resolves at start, filled from Secret ``mpijc-nats-users`` (``docs/security.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.contract.subjects import StreamFamily, Topology
+
+ANY = "*"
+"""In :attr:`Identity.reads`: any consumer of the stream (ephemeral readers, partitions)."""
+
+STREAMS: tuple[StreamFamily, ...] = ("jobs", "findings", "audit", "dlq")
+
+MAX_PAYLOAD = "8MB"
+"""Largest message the server takes: an event with a pod's log tail stays far below it."""
+MAX_MSG_BYTES = 8 * 1024 * 1024
+"""The same, in bytes (``MB`` is 2**20 to nats-server): the streams' ``max_msg_size``."""
+PULL_MAX_BYTES = 4 * MAX_MSG_BYTES
+"""Most bytes one pull request is handed (JetStream's ``max_bytes``): a batch of large messages
+stays under the 64 MiB a nats-py subscription holds before it is a slow consumer, whose
+connection the server cuts; at least one largest message, so every message can be pulled."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What one role does on the bus; names are those of :mod:`controller.contract.subjects`
+    before the topology's prefix is applied."""
+
+    name: str
+    publishes: tuple[StreamFamily, ...] = ()
+    reads: Mapping[StreamFamily, tuple[str, ...]] = field(default_factory=dict)
+    """Stream family → the consumers (durable names) it reads with, or :data:`ANY`."""
+    dead_letters: tuple[str, ...] = ()
+    """Consumers whose dead letters (``dlq.<consumer>``) it publishes."""
+    buckets: tuple[str, ...] = ()
+    """Key-value buckets it keeps (creates, reads, writes, purges keys of)."""
+    admin: bool = False
+
+    @property
+    def variable(self) -> str:
+        """The environment variable nats-server reads this identity's password from."""
+        return "NATS_PASSWORD_" + self.name.upper().replace("-", "_")
+
+
+IDENTITIES: tuple[Identity, ...] = (
+    Identity("admin", admin=True),
+    Identity("watchers", publishes=("jobs",), buckets=("published",)),
+    Identity("admission", publishes=("audit",)),
+    Identity(
+        "history",
+        reads={"jobs": ("history",), "findings": ("history-findings",)},
+        dead_letters=("history", "history-findings"),
+    ),
+    Identity(
+        "rules",
+        publishes=("findings",),
+        reads={"jobs": (ANY,), "findings": (ANY,)},
+        dead_letters=("rules",),
+        buckets=("rules-state", "rules-leases"),
+    ),
+    Identity(
+        "notify",
+        reads={"jobs": ("notify",), "findings": ("notify-findings",)},
+        dead_letters=("notify", "notify-findings"),
+    ),
+    Identity("dispatch"),
+    Identity(
+        "audit",
+        publishes=("audit",),
+        reads={"jobs": ("audit-lifecycle",), "audit": ("audit",)},
+        dead_letters=("audit", "audit-lifecycle"),
+    ),
+    Identity("k8s-events", reads={"findings": ("k8s-events",)}, dead_letters=("k8s-events",)),
+    Identity("api"),
+)
+"""Every identity on the bus: ``admin``, and one per process kind (the watchers, the admission
+webhook, each consumer role of ``consumers.registry.CONSUMERS``, the API)."""
+
+
+def identity(name: str) -> Identity:
+    """The identity called ``name``; a clear error for an unknown one."""
+    for known in IDENTITIES:
+        if known.name == name:
+            return known
+    raise KeyError(f"no NATS identity {name!r}; known: {', '.join(i.name for i in IDENTITIES)}")
+
+
+def inbox_prefix(user: str) -> str:
+    """The inbox prefix of ``user``'s connections: its replies come to ``_INBOX_<user>.…`` only."""
+    return f"_INBOX_{user}"
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """Subjects an identity may publish to and subscribe to."""
+
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+
+
+_API = "$JS.API"
+
+
+def _consumer_subjects(stream: str, consumer: str) -> list[str]:
+    """What reading ``stream`` through ``consumer`` (a durable name, or ``*`` for any) takes."""
+    named = [
+        f"{_API}.CONSUMER.CREATE.{stream}.{consumer}",
+        f"{_API}.CONSUMER.CREATE.{stream}.{consumer}.>",  # with a filter subject
+        f"{_API}.CONSUMER.DURABLE.CREATE.{stream}.{consumer}",
+        f"{_API}.CONSUMER.INFO.{stream}.{consumer}",
+        f"{_API}.CONSUMER.MSG.NEXT.{stream}.{consumer}",
+        f"$JS.ACK.{stream}.{consumer}.>",
+    ]
+    if consumer != ANY:
+        return named
+    return [  # ephemeral readers: created without a name, removed again, flow-controlled
+        *named,
+        f"{_API}.CONSUMER.CREATE.{stream}",
+        f"{_API}.CONSUMER.DELETE.{stream}.*",
+        f"{_API}.CONSUMER.LIST.{stream}",
+        f"{_API}.CONSUMER.NAMES.{stream}",
+        f"$JS.FC.{stream}.>",
+    ]
+
+
+def _bucket_subjects(bucket: str) -> list[str]:
+    """Keeping key-value bucket ``bucket``: its stream ``KV_<bucket>`` and its keys."""
+    stream = f"KV_{bucket}"
+    return [
+        f"$KV.{bucket}.>",
+        *(f"{_API}.STREAM.{verb}.{stream}" for verb in ("CREATE", "UPDATE", "INFO", "PURGE")),
+        f"{_API}.STREAM.MSG.GET.{stream}",
+        f"{_API}.DIRECT.GET.{stream}",
+        f"{_API}.DIRECT.GET.{stream}.>",
+        *_consumer_subjects(stream, ANY),
+    ]
+
+
+def permissions(topology: Topology, who: Identity) -> Permissions:
+    """The subjects ``who`` may publish and subscribe to in ``topology``."""
+    if who.admin:
+        return Permissions(publish=(">",), subscribe=(">",))
+    publish = [f"{_API}.INFO", *(f"{_API}.STREAM.INFO.{topology.stream(family)}" for family in STREAMS)]
+    publish += [topology.wildcard(family) for family in who.publishes]
+    publish += [topology.dead_letter(consumer) for consumer in who.dead_letters]
+    for family, consumers in who.reads.items():
+        for consumer in consumers:
+            name = consumer if consumer == ANY else topology.durable(consumer)
+            publish += _consumer_subjects(topology.stream(family), name)
+    for bucket in who.buckets:
+        publish += _bucket_subjects(topology.bucket(bucket))
+    return Permissions(publish=tuple(dict.fromkeys(publish)), subscribe=(f"{inbox_prefix(who.name)}.>",))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The server's limits; the defaults suit the bundled NATS (a 10 GiB volume, 1 GiB of memory)."""
+
+    max_payload: str = MAX_PAYLOAD
+    max_file_store: str = "9GB"
+    """JetStream's file store, below the 10 GiB volume so the server refuses writes rather than
+    failing on a full disk."""
+    max_memory_store: str = "256MB"
+    """Memory-backed streams: none of ours are; kept small under the pod's 1 GiB limit."""
+
+
+def render(topology: Topology, *, users: bool = True, limits: Limits | None = None) -> str:
+    """The configuration file's text: limits, and (``users``) the identities' permissions."""
+    limits = limits or Limits()
+    lines = [
+        "# The nats-server configuration of mpijob-controller, rendered by",
+        "# `python -m controller.bus.serverconfig` (controller/bus/serverconfig.py): do not edit,",
+        "# render again. Passwords come from the environment ($NATS_PASSWORD_<IDENTITY>).",
+        f"max_payload: {limits.max_payload}",
+        "jetstream {",
+        f"  max_file_store: {limits.max_file_store}",
+        f"  max_memory_store: {limits.max_memory_store}",
+        "}",
+    ]
+    if users:
+        lines += ["authorization {", "  users: ["]
+        for who in IDENTITIES:
+            allowed = permissions(topology, who)
+            lines += [
+                "    {",
+                f"      user: {json.dumps(who.name)}",
+                f"      password: ${who.variable}",
+                "      permissions: {",
+                f"        publish: {{allow: {json.dumps(list(allowed.publish))}}}",
+                f"        subscribe: {{allow: {json.dumps(list(allowed.subscribe))}}}",
+                "      }",
+                "    }",
+            ]
+        lines += ["  ]", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_embedded(directory: Path) -> Path:
+    """Write the configuration file of the embedded server (``up``, the tests) into ``directory``:
+    the limits, no users (it listens on 127.0.0.1 only); returns its path."""
+    path = directory / "nats.conf"
+    path.write_text(render(Topology(), users=False))
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the configuration file (``deploy/base/nats.conf`` is this with no arguments)."""
+    parser = argparse.ArgumentParser(prog="python -m controller.bus.serverconfig", description=__doc__)
+    parser.add_argument("--prefix", default="", help="the installation's MPIJC_NATS__PREFIX")
+    parser.add_argument("--no-users", action="store_true", help="limits only, no authorization")
+    args = parser.parse_args(argv)
+    sys.stdout.write(render(Topology(args.prefix), users=not args.no_users))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
