@@ -49,7 +49,9 @@ class Wiring:
 
     def dead_letter(self, consumer: str) -> DeadLetterer:
         """The dead-letter publisher of durable ``consumer``."""
-        return DeadLetterer(self.js, self.topology, consumer, self.metrics)
+        return DeadLetterer(
+            self.js, self.topology, consumer, self.metrics, self.settings.nats.publish_retry_s
+        )
 
 
 @dataclass(frozen=True)

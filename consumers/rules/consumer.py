@@ -90,7 +90,7 @@ from consumers.rules.snapshot import Snapshot, SnapshotStore, state_bucket
 from consumers.rules.thresholds import RuleThresholds
 from consumers.wiring import Role, Wiring
 from controller.bus.consuming import Durable
-from controller.bus.publishing import Publisher, publish
+from controller.bus.publishing import PUBLISH_RETRY_S, Publisher
 from controller.bus.pulling import Puller
 from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config
 from controller.contract.clock import Clock
@@ -214,11 +214,12 @@ class RulesService:
         *,
         partition: tuple[int, int] | None = None,
         snapshots: SnapshotStore | None = None,
+        publish_retry_s: float = PUBLISH_RETRY_S,
     ) -> None:
         self.engine = engine
         self._js = js
         self._topology = topology
-        self._publisher = Publisher(js, topology)
+        self._publisher = Publisher(js, topology, publish_retry_s)
         self._metrics = metrics
         self._clock = EventClock(clock)
         self._lock = asyncio.Lock()
@@ -400,7 +401,7 @@ class RulesService:
         if not self._outbox:
             return 0
         pending, self._outbox = self._outbox, []
-        results = await publish(self._js, [self._publisher.finding(finding) for finding in pending])
+        results = await self._publisher.acked([self._publisher.finding(finding) for finding in pending])
         error: BaseException | None = None
         stored = 0
         failed: list[Finding] = []
@@ -597,6 +598,7 @@ class RulesReplica:
         replica: str | None = None,
         tick_s: float | None = None,
         replicas: int = 1,
+        publish_retry_s: float = PUBLISH_RETRY_S,
     ) -> None:
         self._topology = topology
         self._settings = settings
@@ -616,6 +618,7 @@ class RulesReplica:
         self._state: KeyValue | None = None
         self._turn = asyncio.Lock()
         self._replicas = replicas
+        self._publish_retry_s = publish_retry_s
 
     @property
     def heartbeat_s(self) -> float:
@@ -752,6 +755,7 @@ class RulesReplica:
             self._clock,
             partition=(partition, self.partitions),
             snapshots=SnapshotStore(self._state, partition),
+            publish_retry_s=self._publish_retry_s,
         )
         durable = self._topology.partition_durable(CONSUMER, partition)
         try:
@@ -886,6 +890,7 @@ async def attach(wiring: Wiring) -> Role:
         wiring.metrics,
         wiring.clock,
         replicas=settings.nats.replicas,
+        publish_retry_s=settings.nats.publish_retry_s,
     )
     await replica.start()
     log.info("rules replica %s runs partitions %s", replica.replica, sorted(replica.claimed))

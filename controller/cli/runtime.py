@@ -69,7 +69,7 @@ class Runtime:
 
     @property
     def publisher(self) -> Publisher:
-        return Publisher(self.js, self.topology)
+        return Publisher(self.js, self.topology, self.settings.nats.publish_retry_s)
 
 
 def _where(url: str) -> str:

@@ -77,6 +77,15 @@ class NatsSettings(BaseModel):
         description="Copies JetStream keeps of every stream and key-value bucket: 1 on a single server, "
         "3 on a 3-node JetStream cluster so the loss of any one server loses nothing and stops nothing.",
     )
+    publish_retry_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds a publish keeps retrying what JetStream did not acknowledge (no stream "
+        "leader answering, an ack lost with a killed server, a connection being re-established) "
+        "before it fails with RetryableError. Covers a stream leader election in a 3-server "
+        "cluster (a few seconds) and a reconnect (1 s apart), and stays well under ack_wait_s "
+        "(30 s), so a consumer publishing inside a batch still settles it before redelivery.",
+    )
 
 
 class EmbeddedSettings(BaseModel):

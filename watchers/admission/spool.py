@@ -177,7 +177,7 @@ class LazyJetStream:
                 log.warning("JetStream streams not declared yet: %s", exc)
                 await asyncio.sleep(1.0)
         log.info("admission webhook connected to NATS")
-        return Publisher(js, topology)
+        return Publisher(js, topology, self._settings.publish_retry_s)
 
     @property
     def ready(self) -> bool:
