@@ -24,6 +24,7 @@ from nats.aio.client import Client as NATS
 
 from controller.bus.publishing import Publisher
 from controller.bus.versions import versioned
+from controller.contract.errors import RetryableError
 from controller.contract.events import LogProbed
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
@@ -150,6 +151,32 @@ class ProgressProbe:
         return probes
 
 
+async def probe_loop(
+    probe: ProgressProbe,
+    publisher: Publisher,
+    metrics: PipelineMetrics,
+    interval_s: float,
+    stop: asyncio.Event,
+) -> None:
+    """Probe every ``interval_s`` until ``stop``. A probe the bus did not store within its retries
+    is counted and dropped, never fatal: the next probe reads the same lines again."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        if stop.is_set():
+            return
+        probes = await probe.probe()
+        if not probes:
+            continue
+        try:
+            metrics.published.labels("log").inc(await publisher.publish(probes))
+        except RetryableError as exc:
+            metrics.unpublished.labels("log").inc(len(probes))
+            log.warning(
+                "%d progress probes not published, next probe in %gs: %s", len(probes), interval_s, exc
+            )
+
+
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
@@ -163,7 +190,7 @@ async def run_watchers(
     queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     urgent: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     arrived = asyncio.Event()
-    publisher = Publisher(nc.jetstream(), topology)
+    publisher = Publisher(nc.jetstream(), topology, settings.nats.publish_retry_s)
     changes = versioned(nc, topology, settings.nats, metrics)  # a relist republishes only what changed
     pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
     tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
@@ -199,16 +226,6 @@ async def run_watchers(
                     batch.append(lane.get_nowait())
             await pipeline.feed(batch)
 
-    async def probe_loop() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=settings.watcher.progress_probe_s)
-            if not stop.is_set():
-                probes = await probe.probe()
-                if probes:
-                    await publisher.publish(probes)
-                    metrics.published.labels("log").inc(len(probes))
-
     namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
     async with asyncio.TaskGroup() as group:
         for resource in WATCHED:
@@ -219,7 +236,7 @@ async def run_watchers(
                     )
                 )
         group.create_task(publish_loop())
-        group.create_task(probe_loop())
+        group.create_task(probe_loop(probe, publisher, metrics, settings.watcher.progress_probe_s, stop))
 
 
 async def run_watchers_elected(
