@@ -21,11 +21,11 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
-from nats.aio.client import Client as NATS
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.registry import CONSUMERS
 from consumers.wiring import Wiring
+from controller.bus.client import NATS
 from controller.bus.consuming import open_durables, run_durable
 from controller.bus.streams import connect
 from controller.contract.settings import Settings

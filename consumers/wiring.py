@@ -15,10 +15,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.client import NATS, JetStreamContext
 from controller.bus.consuming import Durable
 from controller.bus.settling import DeadLetterer
 from controller.contract.clock import Clock, utcnow

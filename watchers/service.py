@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from nats.aio.client import Client as NATS
-
+from controller.bus.client import NATS
 from controller.bus.publishing import Publisher
 from controller.bus.versions import versioned
 from controller.contract.errors import RetryableError

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.client import JetStreamContext
 from controller.bus.consuming import Durable
 from controller.bus.publishing import PUBLISH_RETRY_S, Publisher
 from controller.contract.audit import (

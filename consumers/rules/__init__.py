@@ -15,7 +15,8 @@ Layers, each importing only the ones above it::
     catalog                    the ordered rules and what explains what
     engine                     evaluate(), RuleEngine
     consumer                   the bus side: subscriber, ticker, warm start, replicas (not pure)
-    snapshot, partitions       the bus side: state kept in a key-value bucket; partition leases
+    snapshot                   the bus side: state kept in a key-value bucket (partition leases
+                               are :mod:`controller.bus.leases`)
 """
 
 from consumers.rules.catalog import CATALOG, RULES

@@ -50,7 +50,7 @@ Partitions (:class:`RulesReplica`, what ``consume --only rules`` runs). The jobs
 into ``rules_partitions`` partitions by a stable hash of namespace/job
 (:meth:`Topology.job_partition`); each partition has its own engine, snapshot, durable
 ``rules_p<n>`` and ticker, and is run by the one replica holding its lease
-(:mod:`consumers.rules.partitions`). A partition's durable reads all of ``jobs.>`` and
+(:mod:`controller.bus.leases`). A partition's durable reads all of ``jobs.>`` and
 acknowledges other partitions' events unread (NATS 2.9 has no server-side partitioning;
 2.10's stream subject transforms could remove that read amplification). Taking a partition
 over, a replica loads its snapshot, replays silently what the previous holder had
@@ -73,26 +73,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
-from nats.js.api import AckPolicy as JsAckPolicy
-from nats.js.api import ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
-from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import ValidationError
 
 from consumers.rules.engine import RuleEngine
-from consumers.rules.partitions import Leases, lease_bucket, replica_name
 from consumers.rules.snapshot import Snapshot, SnapshotStore, state_bucket
 from consumers.rules.thresholds import RuleThresholds
 from consumers.wiring import Role, Wiring
+from controller.bus.client import NATS, JetStreamContext, KeyValue, Msg
 from controller.bus.consuming import Durable
+from controller.bus.leases import Leases, lease_bucket, replica_name
 from controller.bus.publishing import PUBLISH_RETRY_S, Publisher
 from controller.bus.pulling import Puller
-from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config
+from controller.bus.reading import last_sequence, read_stream
+from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config, lane_config
+from controller.bus.streams import ack_floor, remove_durable
 from controller.contract.clock import Clock
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, job_of, parse_event
@@ -106,6 +101,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CONSUMER = "rules"
+LEASE_BUCKET = "rules-leases"
 
 TICK_INTERVAL_S = 5.0
 """Seconds between ticks: the time-based rules fire at most this late (thresholds are minutes)."""
@@ -113,9 +109,6 @@ REPLAY_BATCH = 1000
 """Messages per fetch while warm-starting."""
 REPLAY_TICK_S = 300.0
 """Event-time seconds between ticks of the replay: only to forget finished runs on the way."""
-_REPLAY_FETCH_TIMEOUT_S = 2.0
-_REPLAY_IDLE_FETCHES = 3  # fetches in a row that bring nothing before a replay gives up
-_REPLAY_IDLE_S = 30.0  # the server deletes an abandoned replay consumer after this
 _STOP_TIMEOUT_S = 3.0  # longest wait for a partition's loops to finish the batch in hand
 
 
@@ -471,53 +464,12 @@ class RulesService:
         return published, max(upto, after)
 
     async def _last_sequence(self, family: StreamFamily) -> int:
-        info = await self._js.stream_info(self._topology.stream(family))
-        return info.state.last_seq if info.state.messages else 0
+        return await last_sequence(self._js, self._topology.stream(family))
 
-    async def _read(self, family: StreamFamily, upto: int, batch: int, start: int = 1) -> AsyncIterator[Msg]:
+    def _read(self, family: StreamFamily, upto: int, batch: int, start: int = 1) -> AsyncIterator[Msg]:
         """Messages of a stream from sequence ``start`` (or its first) up to ``upto``, without acks."""
-        if upto <= 0 or start > upto:
-            return
-        stream = self._topology.stream(family)
-        sub = await self._js.pull_subscribe(
-            self._topology.wildcard(family),
-            stream=stream,
-            config=ConsumerConfig(
-                ack_policy=JsAckPolicy.NONE,
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start > 1 else DeliverPolicy.ALL,
-                opt_start_seq=start if start > 1 else None,
-                mem_storage=True,
-                num_replicas=1,
-                inactive_threshold=_REPLAY_IDLE_S,
-            ),
-        )
-        name = (await sub.consumer_info()).name
-        idle = 0
-        try:
-            while True:
-                try:
-                    msgs = await sub.fetch(batch, timeout=_REPLAY_FETCH_TIMEOUT_S)
-                except NatsTimeoutError:
-                    # Nothing came: the rest aged out of the stream while we read, or the server
-                    # is slow to answer. ``num_pending`` is not trusted to say so (it can read 0
-                    # before the end), so only ``upto`` or repeated silence ends the read.
-                    idle += 1
-                    if idle >= _REPLAY_IDLE_FETCHES or (await self._last_sequence(family)) < upto:
-                        return
-                    continue
-                idle = 0
-                for msg in msgs:
-                    meta = msg.metadata
-                    if meta.sequence.stream > upto:
-                        return
-                    yield msg
-                    if meta.sequence.stream == upto:
-                        return
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-            with contextlib.suppress(Exception):
-                await self._js.delete_consumer(stream, name)
+        stream, subject = self._topology.stream(family), self._topology.wildcard(family)
+        return read_stream(self._js, stream, subject, upto, batch, start)
 
 
 async def run_ticker(
@@ -633,13 +585,20 @@ class RulesReplica:
         """Open the buckets, retire the unpartitioned durable, claim a first share."""
         self._state = await state_bucket(self._js, self._topology, self._replicas)
         self._leases = Leases(
-            await lease_bucket(self._js, self._topology, self._settings.rules_lease_ttl_s, self._replicas),
+            await lease_bucket(
+                self._js,
+                self._topology.bucket(LEASE_BUCKET),
+                self._settings.rules_lease_ttl_s,
+                self._replicas,
+                "rules leases",
+            ),
             self.replica,
             self.partitions,
+            "rules",
         )
-        with contextlib.suppress(NotFoundError):  # the single-replica durable of earlier versions
-            await self._js.delete_consumer(self._topology.stream("jobs"), self._topology.durable(CONSUMER))
-            log.info("rules: removed the unpartitioned durable %s", self._topology.durable(CONSUMER))
+        old = self._topology.durable(CONSUMER)  # the single-replica durable of earlier versions
+        if await remove_durable(self._js, self._topology.stream("jobs"), old):
+            log.info("rules: removed the unpartitioned durable %s", old)
         await self.rebalance()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -758,12 +717,8 @@ class RulesReplica:
             publish_retry_s=self._publish_retry_s,
         )
         durable = self._topology.partition_durable(CONSUMER, partition)
-        try:
-            info = await self._js.consumer_info(self._topology.stream("jobs"), durable)
-        except NotFoundError:
-            live_after = None  # a new partition: everything before now is old news
-        else:
-            live_after = info.ack_floor.stream_seq if info.ack_floor else 0
+        # None, a new partition: everything before now is old news
+        live_after = await ack_floor(self._js, self._topology.stream("jobs"), durable)
         warm = await service.warm_start(live_after=live_after)
         self.warm_starts.append(warm)
         jobs, settings = self._topology.stream("jobs"), self._settings
@@ -780,13 +735,7 @@ class RulesReplica:
             self._nc,
             jobs,
             f"{durable}_urgent",
-            ConsumerConfig(
-                ack_policy=JsAckPolicy.EXPLICIT,
-                deliver_policy=DeliverPolicy.NEW,  # a lane ahead of the durable, never instead of it
-                ack_wait=settings.ack_wait_s,
-                max_deliver=1,
-                filter_subject=self._topology.urgent_job_events(),
-            ),
+            lane_config(settings, self._topology.urgent_job_events()),
             batch=settings.batch_size,
             wait_s=settings.pull_wait_s,
             heartbeat_s=settings.pull_heartbeat_s,

@@ -161,3 +161,15 @@ def consumer_config(settings: ConsumerSettings, *, ordered: bool = False) -> Con
 def max_ack_pending(settings: ConsumerSettings, *, ordered: bool) -> int:
     """Messages a durable hands out before any is acknowledged (see :func:`consumer_config`)."""
     return 1 if ordered else max(settings.batch_size * 4, 1000)
+
+
+def lane_config(settings: ConsumerSettings, subject: str) -> ConsumerConfig:
+    """A lane ahead of a durable, never instead of it: ``subject`` from now on, each message
+    delivered once (whatever fails there is left to the durable, which reads it in turn)."""
+    return ConsumerConfig(
+        ack_policy=JsAckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.NEW,
+        ack_wait=settings.ack_wait_s,
+        max_deliver=1,
+        filter_subject=subject,
+    )
