@@ -6,7 +6,7 @@ Which roles run is the caller's choice (``consume --only``; all of them by defau
 by a stable hash of namespace/job, each replica claims a fair share under leases in a JetStream
 key-value bucket and takes over the partitions of a replica that stops renewing them, and each
 partition's state lives in a snapshot bucket, so a restart or a takeover replays only the tail
-of the JOBS stream (``consumers/rules/consumer.py``); ``audit``
+of the JOBS stream (``consumers/rules/replica.py``); ``audit``
 appends under an advisory lock and runs the SIEM exporters and the retention purge beside
 its subscribers; ``notify`` horizontally (the newest observation of a job announces every
 transition it implies, and findings are handed out one at a time); ``dispatch`` horizontally
