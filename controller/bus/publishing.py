@@ -27,6 +27,7 @@ from weakref import WeakKeyDictionary
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
+from nats.errors import MaxPayloadError
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import APIError, NoStreamResponseError
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 MSG_ID = "Nats-Msg-Id"
 _STATUS = "Status"
 _NO_RESPONDERS = "503"
+_TEMPORARILY_UNAVAILABLE = 10008  # "JetStream system temporarily unavailable"; stream limits are 503s too
 
 
 @dataclass(frozen=True)
@@ -199,13 +201,13 @@ async def publish_acked(
     deadline = loop.time() + retry_s
     results = await publish(js, messages, ack_timeout_s)
     backoff = Backoff(_RETRY_FIRST_S, _RETRY_MAX_S)
-    while (first := next((i for i, r in enumerate(results) if _retryable(r)), None)) is not None:
+    while (first := next((i for i, r in enumerate(results) if _passes(r)), None)) is not None:
         delay = backoff.next_delay()
         if loop.time() + delay > deadline:
             break
         log.info(
             "%d of %d messages not stored yet, publishing again in %.2fs: %r",
-            sum(1 for r in results if _retryable(r)),
+            sum(1 for r in results if _passes(r)),
             len(results),
             delay,
             results[first],
@@ -225,6 +227,15 @@ async def publish_stored(
     if the bus still had not stored one of them after ``retry_s`` (and a refused message's own
     error)."""
     return _new(await publish_acked(js, messages, retry_s))
+
+
+def _passes(result: PubAck | BaseException) -> bool:
+    """Worth publishing again at once: the bus's own failures (:func:`_retryable`), not a message
+    the client or the stream refused (too big, a stream limit), which the next try would refuse
+    again."""
+    if isinstance(result, APIError):
+        return result.err_code == _TEMPORARILY_UNAVAILABLE
+    return _retryable(result) and not isinstance(result, MaxPayloadError)
 
 
 def _retryable(result: PubAck | BaseException) -> TypeGuard[BaseException]:

@@ -1,6 +1,7 @@
 """The bus's door retries what JetStream did not store: no stream answering (a leader being
 elected) is published again with backoff until the bound, then a RetryableError; a stream that
-answers again before the bound stores every message once."""
+answers again before the bound stores every message once; a message the stream refuses is not
+retried."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 from nats.js import JetStreamContext
-from nats.js.api import StreamConfig
-from nats.js.errors import NoStreamResponseError
+from nats.js.api import DiscardPolicy, PubAck, StreamConfig
+from nats.js.errors import APIError, NoStreamResponseError
 
 from controller.bus.publishing import Outgoing, publish_acked, publish_stored
 from controller.contract.errors import RetryableError
@@ -65,3 +66,17 @@ async def test_a_publish_waiting_for_its_stream_stores_each_message_once_when_it
     assert [getattr(result, "seq", result) for result in results] == [1, 2, 3]
     assert (await js.stream_info(stream.name or "")).state.messages == 3
     assert await publish_stored(js, messages(topology, 3)) == 0  # stored before: duplicates only
+
+
+async def test_a_message_the_stream_refuses_is_not_published_again(
+    js: JetStreamContext, topology: Topology, stream: StreamConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="controller.bus.publishing")
+    stream.max_msgs, stream.discard = 1, DiscardPolicy.NEW  # a second message is refused
+    await js.add_stream(stream)
+
+    results = await publish_acked(js, messages(topology, 2), retry_s=60.0)
+
+    assert isinstance(results[0], PubAck)
+    assert isinstance(results[1], APIError) and "maximum messages exceeded" in str(results[1])
+    assert retries(caplog) == 0
