@@ -78,13 +78,15 @@ class NatsSettings(BaseModel):
         "3 on a 3-node JetStream cluster so the loss of any one server loses nothing and stops nothing.",
     )
     publish_retry_s: float = Field(
-        default=10.0,
+        default=20.0,
         gt=0,
         description="Seconds a publish keeps retrying what JetStream did not acknowledge (no stream "
         "leader answering, an ack lost with a killed server, a connection being re-established) "
-        "before it fails with RetryableError. Covers a stream leader election in a 3-server "
-        "cluster (a few seconds) and a reconnect (1 s apart), and stays well under ack_wait_s "
-        "(30 s), so a consumer publishing inside a batch still settles it before redelivery.",
+        "before it fails with RetryableError. A stream leader election after a lost server took "
+        "5 s in the drill (tests/bus/test_watcher_survives_a_lost_jobs_leader.py), and a publish "
+        "caught in it waits up to 5 s for each lost ack: 20 s leaves room for three tries, and "
+        "with the last ack wait stays under ack_wait_s (30 s), so a consumer publishing inside a "
+        "batch still settles it before redelivery.",
     )
 
 
