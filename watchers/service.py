@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -151,20 +151,21 @@ class ProgressProbe:
 
 
 async def probe_loop(
-    probe: ProgressProbe,
+    probe: Callable[[], Awaitable[list[LogProbed]]],
     publisher: Publisher,
     metrics: PipelineMetrics,
     interval_s: float,
     stop: asyncio.Event,
 ) -> None:
-    """Probe every ``interval_s`` until ``stop``. A probe the bus did not store within its retries
+    """Call ``probe`` (:meth:`ProgressProbe.probe`) every ``interval_s`` until ``stop`` and publish
+    what it read. A probe the bus did not store within its retries
     is counted and dropped, never fatal: the next probe reads the same lines again."""
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval_s)
         if stop.is_set():
             return
-        probes = await probe.probe()
+        probes = await probe()
         if not probes:
             continue
         try:
@@ -235,7 +236,9 @@ async def run_watchers(
                     )
                 )
         group.create_task(publish_loop())
-        group.create_task(probe_loop(probe, publisher, metrics, settings.watcher.progress_probe_s, stop))
+        group.create_task(
+            probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop)
+        )
 
 
 async def run_watchers_elected(
