@@ -12,7 +12,7 @@ import pytest
 from nats.aio.msg import Msg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.streams import connect, ensure_streams
+from controller.bus.streams import connect
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -23,6 +23,7 @@ from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from controller.testing.stories import oom_story
 from controller.testing.waits import until
+from tests.bus.cluster import declare_streams
 from watchers.correlating import Observation
 
 pytestmark = pytest.mark.slow
@@ -55,7 +56,7 @@ async def test_the_watcher_probing_running_jobs_survives_the_jobs_leader_killed(
         topology = Topology(settings.nats.prefix)
         nc = await connect(cluster.url, "drill-observer")
         js = nc.jetstream()
-        await ensure_streams(js, topology, settings.nats)
+        await declare_streams(js, topology, settings.nats)
         probes: list[Msg] = []
 
         async def probed(msg: Msg) -> None:
