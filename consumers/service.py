@@ -66,7 +66,10 @@ async def run_consumers(
         for name in (name for name in CONSUMERS if name in only):
             role = await CONSUMERS[name].attach(wiring)
             loops += [asyncio.create_task(loop(stop), name=name) for loop in role.background]
-            for opened in await open_durables(nc, topology, settings.consumer, role.durables, metrics):
+            durables = await open_durables(
+                nc, topology, settings.consumer, role.durables, metrics, settings.nats.publish_retry_s
+            )
+            for opened in durables:
                 loops.append(asyncio.create_task(run_durable(opened, stop), name=opened.puller.durable))
         log.info("consumers running: %s", ", ".join(name for name in CONSUMERS if name in only))
         if started:
