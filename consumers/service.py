@@ -6,7 +6,7 @@ Which roles run is the caller's choice (``consume --only``; all of them by defau
 by a stable hash of namespace/job, each replica claims a fair share under leases in a JetStream
 key-value bucket and takes over the partitions of a replica that stops renewing them, and each
 partition's state lives in a snapshot bucket, so a restart or a takeover replays only the tail
-of the JOBS stream (``consumers/rules/consumer.py``); ``audit``
+of the JOBS stream (``consumers/rules/replica.py``); ``audit``
 appends under an advisory lock and runs the SIEM exporters and the retention purge beside
 its subscribers; ``notify`` horizontally (the newest observation of a job announces every
 transition it implies, and findings are handed out one at a time); ``dispatch`` horizontally
@@ -21,11 +21,11 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
-from nats.aio.client import Client as NATS
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.registry import CONSUMERS
 from consumers.wiring import Wiring
+from controller.bus.client import NATS
 from controller.bus.consuming import open_durables, run_durable
 from controller.bus.streams import connect
 from controller.contract.settings import Settings
@@ -66,7 +66,10 @@ async def run_consumers(
         for name in (name for name in CONSUMERS if name in only):
             role = await CONSUMERS[name].attach(wiring)
             loops += [asyncio.create_task(loop(stop), name=name) for loop in role.background]
-            for opened in await open_durables(nc, topology, settings.consumer, role.durables, metrics):
+            durables = await open_durables(
+                nc, topology, settings.consumer, role.durables, metrics, settings.nats.publish_retry_s
+            )
+            for opened in durables:
                 loops.append(asyncio.create_task(run_durable(opened, stop), name=opened.puller.durable))
         log.info("consumers running: %s", ", ".join(name for name in CONSUMERS if name in only))
         if started:

@@ -15,10 +15,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.client import NATS, JetStreamContext
 from controller.bus.consuming import Durable
 from controller.bus.settling import DeadLetterer
 from controller.contract.clock import Clock, utcnow
@@ -49,7 +48,9 @@ class Wiring:
 
     def dead_letter(self, consumer: str) -> DeadLetterer:
         """The dead-letter publisher of durable ``consumer``."""
-        return DeadLetterer(self.js, self.topology, consumer, self.metrics)
+        return DeadLetterer(
+            self.js, self.topology, consumer, self.metrics, self.settings.nats.publish_retry_s
+        )
 
 
 @dataclass(frozen=True)

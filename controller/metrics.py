@@ -58,6 +58,13 @@ class PipelineMetrics(MetricGroup):
             ["type"],
             registry=r,
         )
+        self.unpublished = Counter(
+            "mpijc_unpublished",
+            "Events given up on after the bus's publish retries, by type (progress probes: the "
+            "next probe reports the same lines).",
+            ["type"],
+            registry=r,
+        )
         self.uncorrelated = Counter(
             "mpijc_uncorrelated", "Pods and events dropped because no run claimed them.", registry=r
         )

@@ -9,7 +9,6 @@ same bus messages.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import logging
 import time
@@ -19,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from controller.bus.publishing import Publisher
-from controller.contract.backoff import Backoff
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent
 from controller.contract.settings import Settings
@@ -84,19 +82,16 @@ class Pipeline:
             observe(max(0.0, (now - event.observed_at).total_seconds()))
 
     async def _publish_until_stored(self, ready: list[BusEvent]) -> int:
-        """Publish, retrying with backoff while the bus cannot store (a server lost, a leader
-        moving): nothing observed is dropped, and JetStream drops what a retry repeats."""
-        backoff = Backoff(0.05, 5.0)
+        """Publish until stored, past the bus's own bounded retry (a server lost, a leader moving:
+        :func:`controller.bus.publishing.publish_acked` backs off between tries): nothing observed
+        is dropped, and JetStream drops what a retry repeats. Gives up only once ``stop`` is set."""
         while True:
             try:
                 return await self._publish(ready)
             except RetryableError as exc:
                 if self._stop.is_set():
                     raise
-                delay = backoff.next_delay()
-                log.warning("%d events not published yet, retrying in %.2fs: %s", len(ready), delay, exc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), delay)
+                log.warning("%d events not published yet, retrying: %s", len(ready), exc)
 
 
 async def replay_files(

@@ -18,14 +18,14 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from nats.aio.client import Client as NATS
-
+from controller.bus.client import NATS
 from controller.bus.publishing import Publisher
 from controller.bus.versions import versioned
+from controller.contract.errors import RetryableError
 from controller.contract.events import Change, LogProbed
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
@@ -145,6 +145,33 @@ async def _watch_all(
         await tails.close()
 
 
+async def probe_loop(
+    probe: Callable[[], Awaitable[list[LogProbed]]],
+    publisher: Publisher,
+    metrics: PipelineMetrics,
+    interval_s: float,
+    stop: asyncio.Event,
+) -> None:
+    """Call ``probe`` (:meth:`ProgressProbe.probe`) every ``interval_s`` until ``stop`` and publish
+    what it read. A probe the bus did not store within its retries
+    is counted and dropped, never fatal: the next probe reads the same lines again."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        if stop.is_set():
+            return
+        probes = await probe()
+        if not probes:
+            continue
+        try:
+            metrics.published.labels("log").inc(await publisher.publish(probes))
+        except RetryableError as exc:
+            metrics.unpublished.labels("log").inc(len(probes))
+            log.warning(
+                "%d progress probes not published, next probe in %gs: %s", len(probes), interval_s, exc
+            )
+
+
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
@@ -158,7 +185,7 @@ async def run_watchers(
     queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     urgent: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     arrived = asyncio.Event()
-    publisher = Publisher(nc.jetstream(), topology)
+    publisher = Publisher(nc.jetstream(), topology, settings.nats.publish_retry_s)
     changes = versioned(nc, topology, settings.nats, metrics)  # a relist republishes only what changed
     pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
@@ -199,18 +226,15 @@ async def run_watchers(
                     batch.append(lane.get_nowait())
             await pipeline.feed(batch)
 
-    async def probe_loop() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=settings.watcher.progress_probe_s)
-            if not stop.is_set():
-                probes = await probe.probe()
-                if probes:
-                    await publisher.publish(probes)
-                    metrics.published.labels("log").inc(len(probes))
-
     await _watch_all(
-        gateway, settings, sink, stop, tails, publish_loop(), probe_loop(), metrics=watch_metrics
+        gateway,
+        settings,
+        sink,
+        stop,
+        tails,
+        publish_loop(),
+        probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
+        metrics=watch_metrics,
     )
 
 

@@ -10,7 +10,9 @@ async def attach(wiring: Wiring) -> Role:
     """Durables for the chain, and the exporters and purge as background loops."""
     settings = wiring.settings
     return Role(
-        consumer.durables(wiring.topology, wiring.engine, wiring.js, wiring.clock),
+        consumer.durables(
+            wiring.topology, wiring.engine, wiring.js, wiring.clock, settings.nats.publish_retry_s
+        ),
         (
             lambda stop: export.run_exporters(wiring.engine, settings.audit, stop, wiring.metrics.registry),
             lambda stop: consumer.run_retention(wiring.engine, settings.audit, stop, wiring.clock),

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.client import JetStreamContext
 from controller.bus.consuming import Durable
-from controller.bus.publishing import Publisher
+from controller.bus.publishing import PUBLISH_RETRY_S, Publisher
 from controller.contract.audit import (
     Actor,
     AuditRecord,
@@ -57,7 +57,11 @@ T = TypeVar("T")
 
 
 def durables(
-    topology: Topology, engine: AsyncEngine, js: JetStreamContext, clock: Clock
+    topology: Topology,
+    engine: AsyncEngine,
+    js: JetStreamContext,
+    clock: Clock,
+    publish_retry_s: float = PUBLISH_RETRY_S,
 ) -> tuple[Durable[BusEvent], Durable[AuditRecord]]:
     """The audit durables: lifecycle records from the watch stream, every record into the chain."""
 
@@ -70,7 +74,7 @@ def durables(
         if not records:
             return
         try:
-            await Publisher(js, topology).publish_records(records)
+            await Publisher(js, topology, publish_retry_s).publish_records(records)
         except Exception as exc:  # not stored on the bus: redeliver the batch, ids keep it idempotent
             raise RetryableError(f"could not publish {len(records)} lifecycle audit records: {exc}") from exc
 

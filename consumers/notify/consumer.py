@@ -37,13 +37,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from nats.js import JetStreamContext
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from consumers.notify.metrics import NotifyMetrics
 from consumers.wiring import Role, Wiring
+from controller.bus.client import JetStreamContext
 from controller.bus.consuming import Durable
 from controller.bus.settling import max_ack_pending
 from controller.bus.streams import align_durable

@@ -30,17 +30,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from nats.errors import Error as NatsError
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import KeyDeletedError, KeyNotFoundError
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from pydantic_core import from_json, to_json
 
 from consumers.rules.engine import RuleEngine, _Run
 from consumers.rules.state import run_state_from_dict, run_state_to_dict
-from controller.bus.buckets import forget, open_bucket
+from controller.bus.buckets import forget
+from controller.bus.client import JetStreamContext, KeyValue, NatsError
+from controller.bus.keyspace import has_key, read_prefix
+from controller.bus.keyspace import state_bucket as open_state_bucket
 from controller.contract.findings import Finding
 from controller.contract.subjects import Topology
 
@@ -50,8 +47,6 @@ STATE_BUCKET = "rules-state"
 SNAPSHOT_FORMAT = 1
 MAX_TOMBSTONES = 2000
 """Forgotten finished runs remembered in a snapshot (their late events stay ignored)."""
-_LOAD_TIMEOUT_S = 5.0
-_EMPTY_WAIT_S = 0.5  # after the client says "no more", how long an entry may still take to come
 
 
 @dataclass(frozen=True)
@@ -91,16 +86,7 @@ def _run_from_json(payload: bytes) -> _Run:
 
 async def state_bucket(js: JetStreamContext, topology: Topology, replicas: int = 1) -> KeyValue:
     """The snapshot bucket, created on first use (file storage, one value per key)."""
-    return await open_bucket(
-        js,
-        KeyValueConfig(
-            bucket=topology.bucket(STATE_BUCKET),
-            history=1,
-            storage=StorageType.FILE,
-            replicas=replicas,
-            description="rules snapshots",
-        ),
-    )
+    return await open_state_bucket(js, topology.bucket(STATE_BUCKET), replicas, "rules snapshots")
 
 
 class SnapshotStore:
@@ -120,45 +106,22 @@ class SnapshotStore:
         runs: list[tuple[str, _Run]] = []
         meta: dict[str, Any] = {}
         tombstones: tuple[str, ...] = ()
-        markers: list[str] = []  # deleted keys of earlier versions, which left markers
-        try:  # without a meta key there is no snapshot to load (it is written last)
-            await self._kv.get(f"{self._prefix}.meta")
-        except (KeyNotFoundError, KeyDeletedError):
-            return Snapshot(0, 0, None)  # and no watch whose end of an empty partition takes a wait
-        watcher = await self._kv.watch(f"{self._prefix}.>")
-        # The client's "no more" marker (None) may come before the entries already delivered
-        # (it is sent from consumer info, the entries wait for the watch to be set up), so the
-        # end is the entry with nothing pending after it; the marker only shortens the wait
-        # when the partition has no keys at all.
-        wait = _LOAD_TIMEOUT_S
-        try:
-            while True:
+        # without a meta key there is no snapshot to load (it is written last), and no watch
+        # whose end of an empty partition takes a wait
+        if not await has_key(self._kv, f"{self._prefix}.meta"):
+            return Snapshot(0, 0, None)
+        read = await read_prefix(self._kv, self._prefix)
+        markers = read.markers  # deleted keys of earlier versions, which left markers
+        for key, value in read.values:
+            if key == f"{self._prefix}.meta":
+                meta = json.loads(value)
+            elif key == f"{self._prefix}.tombstones":
+                tombstones = tuple(json.loads(value))
+            else:
                 try:
-                    entry = await watcher.updates(timeout=wait)  # type: ignore[no-untyped-call]
-                except NatsTimeoutError:
-                    break
-                if entry is None:
-                    wait = _EMPTY_WAIT_S
-                    continue
-                last = not entry.delta  # nothing pending after it: the watch has caught up
-                if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
-                    markers.append(entry.key)
-                    if last:
-                        break
-                    continue
-                if entry.key == f"{self._prefix}.meta":
-                    meta = json.loads(entry.value)
-                elif entry.key == f"{self._prefix}.tombstones":
-                    tombstones = tuple(json.loads(entry.value))
-                else:
-                    try:
-                        runs.append((entry.key.rsplit(".", 1)[-1], _run_from_json(entry.value)))
-                    except (ValueError, KeyError, TypeError) as exc:
-                        log.warning("rules snapshot: unreadable run %s skipped: %s", entry.key, exc)
-                if last:
-                    break
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
+                    runs.append((key.rsplit(".", 1)[-1], _run_from_json(value)))
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("rules snapshot: unreadable run %s skipped: %s", key, exc)
         await self._remove(markers)
         if meta.get("format") != SNAPSHOT_FORMAT:
             return Snapshot(0, 0, None)  # none yet (or of another format): a full replay

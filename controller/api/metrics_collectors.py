@@ -20,12 +20,12 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 
-from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.client import JetStreamContext
 from controller.bus.streams import FAMILIES
 from controller.contract.subjects import Topology
 from controller.store import queries

@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from nats.aio.client import Client as NATS
 from nats.js.api import DeliverPolicy
 
+from controller.bus.publishing import PUBLISH_RETRY_S
 from controller.bus.pulling import Puller
 from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config
 from controller.contract.settings import ConsumerSettings
@@ -66,9 +67,11 @@ async def open_durables(
     settings: ConsumerSettings,
     durables: Sequence[Durable[Any]],
     metrics: PipelineMetrics,
+    publish_retry_s: float = PUBLISH_RETRY_S,
 ) -> list[Opened]:
     """Declare every durable that does not exist yet (each filtered to its subject, with the
-    retry bounds of ``settings``) and bind a puller to it; on failure the ones bound are closed."""
+    retry bounds of ``settings``) and bind a puller to it; on failure the ones bound are closed.
+    Dead letters are published with the bound ``publish_retry_s``."""
     opened: list[Opened] = []
     js = nc.jetstream()
     try:
@@ -92,7 +95,7 @@ async def open_durables(
                 durable.consumer,
                 durable.decode,
                 durable.apply,
-                DeadLetterer(js, topology, durable.consumer, metrics),
+                DeadLetterer(js, topology, durable.consumer, metrics, publish_retry_s),
                 metrics,
                 settings.max_deliver,
                 settings.retry_delay_s,

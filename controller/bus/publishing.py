@@ -1,25 +1,33 @@
-"""The one way anything goes onto the bus: pipelined, each message deduplicated by its id.
+"""The one way anything goes onto the bus: pipelined, deduplicated by id, retried while it may pass.
 
-Watchers publish job, pod and event observations, the rules consumer finding changes, the
-admission webhook and the audit consumer audit records; all of them go through
-:func:`publish`, which hands every message to the client without waiting for its ack, then
-gathers the acknowledgements of the whole batch on one inbox subscription of the connection.
-Every message carries ``Nats-Msg-Id`` (the id each message model derives from what it
-describes), so a message published twice within the stream's duplicate window is stored
-once and the second ack says ``duplicate``.
+Watchers publish job, pod and event observations (progress probes included), the rules
+consumer finding changes, the admission webhook and the audit consumer audit records; all of
+them go through :func:`publish_acked` (:class:`Publisher` for the project's messages). It hands
+every message to the client without waiting for its ack, gathers the acknowledgements of the
+whole batch on one inbox subscription of the connection (:func:`publish`), and publishes again,
+with backoff, whatever the bus could not store yet — no stream leader answering during an
+election, an ack lost with a killed server, a connection being re-established — until
+``NatsSettings.publish_retry_s`` has passed. Every message carries ``Nats-Msg-Id`` (the id each
+message model derives from what it describes), so a message published twice within the
+stream's duplicate window is stored once and the second ack says ``duplicate``: retrying is
+safe. What still failed after the bound is a :class:`RetryableError` for the caller to decide
+on (keep trying, nak the batch, or count it and go on).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 from weakref import WeakKeyDictionary
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
+from nats.errors import MaxPayloadError
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import APIError, NoStreamResponseError
@@ -27,16 +35,21 @@ from pydantic_core import from_json
 
 from controller.contract import audit, events, findings
 from controller.contract.audit import AuditRecord
+from controller.contract.backoff import Backoff
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent
 from controller.contract.findings import Finding
+from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 
-__all__ = ["MSG_ID", "Outgoing", "Publisher", "publish"]
+__all__ = ["MSG_ID", "PUBLISH_RETRY_S", "Outgoing", "Publisher", "publish", "publish_acked", "publish_stored"]
+
+log = logging.getLogger(__name__)
 
 MSG_ID = "Nats-Msg-Id"
 _STATUS = "Status"
 _NO_RESPONDERS = "503"
+_TEMPORARILY_UNAVAILABLE = 10008  # "JetStream system temporarily unavailable"; stream limits are 503s too
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,10 @@ class Outgoing:
 
 
 ACK_TIMEOUT_S = 5.0
+PUBLISH_RETRY_S: float = NatsSettings.model_fields["publish_retry_s"].default
+"""The bound of :func:`publish_acked` where no settings are at hand (tests, tools)."""
+_RETRY_FIRST_S = 0.05
+_RETRY_MAX_S = 1.0  # a leader elected or a connection back is seen within a second
 _ACKS: WeakKeyDictionary[NATS, _Acks] = WeakKeyDictionary()
 
 
@@ -167,14 +184,73 @@ def _outcome(msg: Msg) -> PubAck | BaseException:
         return exc
 
 
+async def publish_acked(
+    js: JetStreamContext,
+    messages: Sequence[Outgoing],
+    retry_s: float = PUBLISH_RETRY_S,
+    ack_timeout_s: float = ACK_TIMEOUT_S,
+) -> list[PubAck | BaseException]:
+    """:func:`publish`, then publish again what the bus could not store yet, until ``retry_s``.
+
+    A retry publishes again from the first message not stored, in order (what was stored
+    since collapses on its id), after a jittered backoff of 50 ms doubling up to 1 s; none
+    starts after ``retry_s`` (one more ``ack_timeout_s`` may pass waiting for its acks). Each
+    message's result is its first ack, or its last error: an error that will not pass by
+    trying again (a refused message) is returned at once."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + retry_s
+    results = await publish(js, messages, ack_timeout_s)
+    backoff = Backoff(_RETRY_FIRST_S, _RETRY_MAX_S)
+    while (first := next((i for i, r in enumerate(results) if _passes(r)), None)) is not None:
+        delay = backoff.next_delay()
+        if loop.time() + delay > deadline:
+            break
+        log.info(
+            "%d of %d messages not stored yet, publishing again in %.2fs: %r",
+            sum(1 for r in results if _passes(r)),
+            len(results),
+            delay,
+            results[first],
+        )
+        await asyncio.sleep(delay)
+        again = await publish(js, messages[first:], ack_timeout_s)
+        for index, result in enumerate(again, start=first):
+            if not isinstance(results[index], PubAck):  # the first ack says whether it was new
+                results[index] = result
+    return results
+
+
+async def publish_stored(
+    js: JetStreamContext, messages: Sequence[Outgoing], retry_s: float = PUBLISH_RETRY_S
+) -> int:
+    """:func:`publish_acked`; returns how many were stored anew, raises :class:`RetryableError`
+    if the bus still had not stored one of them after ``retry_s`` (and a refused message's own
+    error)."""
+    return _new(await publish_acked(js, messages, retry_s))
+
+
+def _passes(result: PubAck | BaseException) -> bool:
+    """Worth publishing again at once: the bus's own failures (:func:`_retryable`), not a message
+    the client or the stream refused (too big, a stream limit), which the next try would refuse
+    again."""
+    if isinstance(result, APIError):
+        return result.err_code == _TEMPORARILY_UNAVAILABLE
+    return _retryable(result) and not isinstance(result, MaxPayloadError)
+
+
+def _retryable(result: PubAck | BaseException) -> TypeGuard[BaseException]:
+    """The bus's own failures, which pass: no server, no stream leader answering in time during
+    a fail-over, a lost connection."""
+    return isinstance(result, NatsError | OSError | TimeoutError)
+
+
 def _new(results: Sequence[PubAck | BaseException]) -> int:
     """How many were stored anew; raises the first error if any message was not stored.
 
-    The bus's own failures (no server, no stream leader answering in time during a fail-over,
-    a lost connection) are :class:`RetryableError`: publishing the same messages again is safe,
-    JetStream drops what it already stored by their ids."""
+    The bus's own failures are :class:`RetryableError`: publishing the same messages again is
+    safe, JetStream drops what it already stored by their ids."""
     for result in results:
-        if isinstance(result, NatsError | OSError | TimeoutError):
+        if _retryable(result):
             raise RetryableError(f"not published: {result!r}") from result
         if isinstance(result, BaseException):
             raise result
@@ -183,22 +259,29 @@ def _new(results: Sequence[PubAck | BaseException]) -> int:
 
 @dataclass(frozen=True)
 class Publisher:
-    """Publishes the project's messages, each on its subject, with its deduplication id."""
+    """Publishes the project's messages, each on its subject, with its deduplication id, retrying
+    for up to ``retry_s`` (:func:`publish_acked`); what is still not stored then raises
+    :class:`RetryableError`."""
 
     js: JetStreamContext
     topology: Topology
+    retry_s: float = PUBLISH_RETRY_S
 
     async def publish(self, observed: Sequence[BusEvent]) -> int:
         """Publish watch observations; returns how many were new (not duplicates)."""
-        return _new(await publish(self.js, [self.event(event) for event in observed]))
+        return await publish_stored(self.js, [self.event(event) for event in observed], self.retry_s)
 
     async def publish_records(self, records: Sequence[AuditRecord]) -> int:
         """Publish namespaced audit records to ``audit.<ns>``; returns how many were new."""
-        return _new(await publish(self.js, [self.record(record) for record in records]))
+        return await publish_stored(self.js, [self.record(record) for record in records], self.retry_s)
 
     async def publish_findings(self, changes: Sequence[Finding]) -> int:
         """Publish finding changes to ``findings.<ns>.<job>.<rule>``; returns how many were new."""
-        return _new(await publish(self.js, [self.finding(finding) for finding in changes]))
+        return await publish_stored(self.js, [self.finding(finding) for finding in changes], self.retry_s)
+
+    async def acked(self, messages: Sequence[Outgoing]) -> list[PubAck | BaseException]:
+        """Each message's ack or its error after the retries (:func:`publish_acked`)."""
+        return await publish_acked(self.js, messages, self.retry_s)
 
     def event(self, event: BusEvent) -> Outgoing:
         """An observation as it goes out."""

@@ -25,6 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from controller.bus.publishing import PUBLISH_RETRY_S, Outgoing, publish_stored
 from controller.contract.errors import RetryableError
 from controller.contract.events import DeadLetter
 from controller.contract.settings import ConsumerSettings
@@ -51,6 +52,7 @@ class DeadLetterer:
     topology: Topology
     consumer: str
     metrics: PipelineMetrics
+    retry_s: float = PUBLISH_RETRY_S
 
     async def __call__(self, msg: Msg, error: str, reason: str) -> None:
         meta = msg.metadata
@@ -63,7 +65,18 @@ class DeadLetterer:
             stream_sequence=meta.sequence.stream if meta.sequence else None,
             failed_at=datetime.now(UTC),
         )
-        await self.js.publish(self.topology.dead_letter(self.consumer), letter.model_dump_json().encode())
+        sequence = letter.stream_sequence
+        await publish_stored(  # retried under one id: a retry stores the letter once
+            self.js,
+            [
+                Outgoing(
+                    self.topology.dead_letter(self.consumer),
+                    letter.model_dump_json().encode(),
+                    f"dlq:{self.consumer}:{sequence}:{letter.deliveries}" if sequence else None,
+                )
+            ],
+            self.retry_s,
+        )
         self.metrics.dead_letters.labels(self.consumer, reason).inc()
         log.warning(
             "dead-lettered %s (seq %s) from %s: %s", msg.subject, letter.stream_sequence, self.consumer, error
@@ -148,3 +161,15 @@ def consumer_config(settings: ConsumerSettings, *, ordered: bool = False) -> Con
 def max_ack_pending(settings: ConsumerSettings, *, ordered: bool) -> int:
     """Messages a durable hands out before any is acknowledged (see :func:`consumer_config`)."""
     return 1 if ordered else max(settings.batch_size * 4, 1000)
+
+
+def lane_config(settings: ConsumerSettings, subject: str) -> ConsumerConfig:
+    """A lane ahead of a durable, never instead of it: ``subject`` from now on, each message
+    delivered once (whatever fails there is left to the durable, which reads it in turn)."""
+    return ConsumerConfig(
+        ack_policy=JsAckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.NEW,
+        ack_wait=settings.ack_wait_s,
+        max_deliver=1,
+        filter_subject=subject,
+    )

@@ -115,6 +115,25 @@ async def align_durable(
     return True
 
 
+async def ack_floor(js: JetStreamContext, stream: str, durable: str) -> int | None:
+    """The stream sequence up to which durable ``durable`` acknowledged everything (None: no such
+    durable)."""
+    try:
+        info = await js.consumer_info(stream, durable)
+    except NotFoundError:
+        return None
+    return info.ack_floor.stream_seq if info.ack_floor else 0
+
+
+async def remove_durable(js: JetStreamContext, stream: str, durable: str) -> bool:
+    """Delete durable ``durable`` of ``stream``; False if there was none."""
+    try:
+        await js.delete_consumer(stream, durable)
+    except NotFoundError:
+        return False
+    return True
+
+
 async def connect(url: str, name: str, settings: NatsSettings | None = None) -> NATS:
     """Connect, then reconnect without limit: a restarting NATS must not kill a watcher.
 

@@ -196,7 +196,7 @@ def versioned(
 ) -> VersionedPublisher:
     """A publisher that skips what was published before the last restart. The bucket is loaded
     in the background, while the watchers list: the first publish waits for it."""
-    publisher = Publisher(nc.jetstream(), topology)
+    publisher = Publisher(nc.jetstream(), topology, settings.publish_retry_s)
     versions = PublishedVersions(nc, topology)
 
     async def load() -> None:

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.client import NATS, JetStreamContext
 from controller.bus.publishing import Publisher
 from controller.bus.streams import connect, ensure_streams
 from controller.cli.embedded import EmbeddedServices
@@ -69,7 +68,7 @@ class Runtime:
 
     @property
     def publisher(self) -> Publisher:
-        return Publisher(self.js, self.topology)
+        return Publisher(self.js, self.topology, self.settings.nats.publish_retry_s)
 
 
 def _where(url: str) -> str:

@@ -99,6 +99,17 @@ class NatsSettings(BaseModel):
         description="CA bundle to verify the servers' TLS certificates with; set, the connection uses "
         "TLS (`tls://` URLs do too, with the system's CAs when unset).",
     )
+    publish_retry_s: float = Field(
+        default=20.0,
+        gt=0,
+        description="Seconds a publish keeps retrying what JetStream did not acknowledge (no stream "
+        "leader answering, an ack lost with a killed server, a connection being re-established) "
+        "before it fails with RetryableError. A stream leader election after a lost server took "
+        "5 s in the drill (tests/bus/test_watcher_survives_a_lost_jobs_leader.py), and a publish "
+        "caught in it waits up to 5 s for each lost ack: 20 s leaves room for three tries, and "
+        "with the last ack wait stays under ack_wait_s (30 s), so a consumer publishing inside a "
+        "batch still settles it before redelivery.",
+    )
 
 
 class EmbeddedSettings(BaseModel):

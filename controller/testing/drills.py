@@ -27,6 +27,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.publishing import Publisher
+from controller.bus.reading import last_sequence, read_stream
 from controller.bus.streams import wait_until_consumed
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.settings import Settings
@@ -264,16 +265,12 @@ async def _count(engine: AsyncEngine, model: type[Run] | type[PodState]) -> int:
 
 
 async def findings_on_bus(js: JetStreamContext, topology: Topology) -> list[Finding]:
-    """Every finding change in the FINDINGS stream."""
-    info = await js.stream_info(topology.stream("findings"))
-    if not info.state.messages:
-        return []
-    sub = await js.pull_subscribe(topology.wildcard("findings"), stream=topology.stream("findings"))
-    found: list[Finding] = []
-    try:
-        while len(found) < info.state.messages:
-            batch = await sub.fetch(min(info.state.messages - len(found), 1000), timeout=5)
-            found.extend(parse_finding(m.data) for m in batch)
-    finally:
-        await sub.unsubscribe()
-    return found
+    """Every finding change in the FINDINGS stream (read by one in-memory, single-replica reader:
+    one of three replicas, with a server killed, took a fetch's time to elect its leader and
+    answered it ``503``)."""
+    stream = topology.stream("findings")
+    upto = await last_sequence(js, stream)
+    return [
+        parse_finding(msg.data)
+        async for msg in read_stream(js, stream, topology.wildcard("findings"), upto, 1000)
+    ]

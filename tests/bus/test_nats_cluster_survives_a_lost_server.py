@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.streams import connect, ensure_streams
+from controller.bus.streams import connect
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.testing.drills import Drill
 from controller.testing.natscluster import NatsCluster
 from controller.testing.receivers import Receiver
+from tests.bus.cluster import declare_streams
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ async def test_killing_the_jobs_stream_leader_mid_burst_loses_and_repeats_nothin
         topology = Topology(settings.nats.prefix)
         nc = await connect(cluster.url, "drill-watcher")
         js = nc.jetstream()
-        await ensure_streams(js, topology, settings.nats)
+        await declare_streams(js, topology, settings.nats)
         async with Receiver() as rx:
             drill = Drill(settings, topology, js, engine, metrics, tmp_path, rx)
             await drill.subscribe()

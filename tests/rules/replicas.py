@@ -13,7 +13,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from consumers.rules import CONSUMER, RuleEngine, RulesReplica
-from consumers.rules.partitions import LEASE_BUCKET
+from consumers.rules.replica import LEASE_BUCKET
 from consumers.rules.snapshot import STATE_BUCKET
 from controller.bus.settling import DeadLetterer
 from controller.contract.clock import utcnow

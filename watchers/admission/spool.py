@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from nats.aio.client import Client as NATS
 from pydantic import ValidationError
 
+from controller.bus.client import NATS
 from controller.bus.publishing import Publisher
 from controller.bus.streams import connect, ensure_streams
 from controller.contract.audit import AuditRecord, parse_audit_record
@@ -177,7 +177,7 @@ class LazyJetStream:
                 log.warning("JetStream streams not declared yet: %s", exc)
                 await asyncio.sleep(1.0)
         log.info("admission webhook connected to NATS")
-        return Publisher(js, topology)
+        return Publisher(js, topology, self._settings.publish_retry_s)
 
     @property
     def ready(self) -> bool:

@@ -1,7 +1,7 @@
-"""Who runs which partition of the rules: leases in a JetStream key-value bucket.
+"""Who runs which partition of a partitioned role: leases in a JetStream key-value bucket.
 
-Bucket ``RULES_LEASES`` (:meth:`Topology.bucket`) with a TTL (``rules_lease_ttl_s``): every
-entry disappears that long after its last write, which is all the failure detection there is.
+A lease bucket (:func:`lease_bucket`) has a TTL: every entry disappears that long after its
+last write, which is all the failure detection there is.
 
 - ``member.<replica>``: each replica rewrites its own key every heartbeat; the live keys say
   how many replicas share the work, hence each one's fair share, ``ceil(partitions / members)``;
@@ -11,9 +11,10 @@ entry disappears that long after its last write, which is all the failure detect
 
 A replica that stops renewing (killed, partitioned off, paused) loses its leases after the TTL
 and the others claim them; a replica holding more than its share releases the surplus, so a
-newcomer gets work. The engine of each partition lives in its own snapshot
-(:mod:`consumers.rules.snapshot`), so whoever claims a partition resumes where its last
-holder left it.
+newcomer gets work. The rules consumer (:mod:`consumers.rules.replica`) partitions its work
+this way; the engine of each partition lives in its own snapshot
+(:mod:`consumers.rules.snapshot`), so whoever claims a partition resumes where its last holder
+left it.
 """
 
 from __future__ import annotations
@@ -37,11 +38,10 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 from controller.bus.buckets import open_bucket
-from controller.contract.subjects import Topology
+
+__all__ = ["Leases", "lease_bucket", "replica_name"]
 
 log = logging.getLogger(__name__)
-
-LEASE_BUCKET = "rules-leases"
 
 
 def replica_name() -> str:
@@ -50,26 +50,29 @@ def replica_name() -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", raw)
 
 
-async def lease_bucket(js: JetStreamContext, topology: Topology, ttl_s: float, replicas: int = 1) -> KeyValue:
-    """The lease bucket, created on first use (memory storage: leases need not survive NATS)."""
+async def lease_bucket(
+    js: JetStreamContext, name: str, ttl_s: float, replicas: int = 1, description: str = "leases"
+) -> KeyValue:
+    """Lease bucket ``name``, created on first use (memory storage: leases need not survive NATS)."""
     return await open_bucket(
         js,
         KeyValueConfig(
-            bucket=topology.bucket(LEASE_BUCKET),
+            bucket=name,
             history=1,
             ttl=ttl_s,
             storage=StorageType.MEMORY,
             replicas=replicas,
-            description="rules leases",
+            description=description,
         ),
     )
 
 
 class Leases:
-    """One replica's view of the lease bucket."""
+    """One replica's view of the lease bucket; ``role`` names it in the log."""
 
-    def __init__(self, kv: KeyValue, replica: str, partitions: int) -> None:
+    def __init__(self, kv: KeyValue, replica: str, partitions: int, role: str) -> None:
         self._kv = kv
+        self._role = role
         self.replica = replica
         self.partitions = partitions
         self._revisions: dict[int, int] = {}
@@ -94,7 +97,7 @@ class Leases:
             self._revisions[partition] = await self._kv.create(f"lease.p{partition}", self.replica.encode())
         except KeyWrongLastSequenceError:
             return False
-        log.info("rules replica %s claimed partition %d", self.replica, partition)
+        log.info("%s replica %s claimed partition %d", self._role, self.replica, partition)
         return True
 
     async def renew(self, partition: int) -> bool:
@@ -108,7 +111,7 @@ class Leases:
             )
         except (KeyWrongLastSequenceError, KeyNotFoundError):
             del self._revisions[partition]
-            log.warning("rules replica %s lost the lease on partition %d", self.replica, partition)
+            log.warning("%s replica %s lost the lease on partition %d", self._role, self.replica, partition)
             return False
         return True
 
@@ -119,7 +122,7 @@ class Leases:
             return
         with contextlib.suppress(APIError):  # taken over meanwhile: not ours to delete
             await self._kv.delete(f"lease.p{partition}", last=revision)
-        log.info("rules replica %s released partition %d", self.replica, partition)
+        log.info("%s replica %s released partition %d", self._role, self.replica, partition)
 
     async def leave(self) -> None:
         """Release everything and stop counting as a member."""

@@ -1,0 +1,371 @@
+"""The partitions one replica of the rules consumer runs, and handing them over.
+
+:class:`RulesReplica` is what ``consume --only rules`` runs. The jobs are split
+into ``rules_partitions`` partitions by a stable hash of namespace/job
+(:meth:`Topology.job_partition`); each partition has its own engine, snapshot, durable
+``rules_p<n>`` and ticker, and is run by the one replica holding its lease
+(:mod:`controller.bus.leases`). A partition's durable reads all of ``jobs.>`` and
+acknowledges other partitions' events unread (NATS 2.9 has no server-side partitioning;
+2.10's stream subject transforms could remove that read amplification). Taking a partition
+over, a replica loads its snapshot, replays silently what the previous holder had
+acknowledged after it (the durable's ack floor: published already), and observes the rest
+*as if live*, publishing with the revisions the previous holder would have used, so a change
+it had published before dying collapses on its ``Nats-Msg-Id``; then it reconciles with
+FINDINGS as a warm start does (:mod:`consumers.rules.service`). Events at or below the folded
+sequence are acknowledged without being folded twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from pydantic import ValidationError
+
+from consumers.rules.engine import RuleEngine
+from consumers.rules.metrics import RulesMetrics
+from consumers.rules.service import CONSUMER, RulesService, WarmStart, run_ticker
+from consumers.rules.snapshot import SnapshotStore, state_bucket
+from consumers.rules.thresholds import RuleThresholds
+from controller.bus.client import NATS, KeyValue, Msg
+from controller.bus.leases import Leases, lease_bucket, replica_name
+from controller.bus.publishing import PUBLISH_RETRY_S
+from controller.bus.pulling import Puller
+from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config, lane_config
+from controller.bus.streams import ack_floor, remove_durable
+from controller.contract.clock import Clock
+from controller.contract.events import BusEvent, parse_event
+from controller.contract.settings import ConsumerSettings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+
+__all__ = ["LEASE_BUCKET", "RulesReplica"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LEASE_BUCKET = "rules-leases"
+_STOP_TIMEOUT_S = 3.0  # longest wait for a partition's loops to finish the batch in hand
+
+
+@dataclass
+class _Claimed:
+    """A partition this replica runs: its service, its pullers and its loops."""
+
+    service: RulesService
+    warm: WarmStart
+    stop: asyncio.Event
+    tasks: list[asyncio.Task[None]]
+    durable: Puller
+    urgent: Puller
+    """The partition's lane for failure signals (:meth:`RulesReplica._pull_urgent`)."""
+
+    def interrupt(self) -> None:
+        """Stop the loops: a wait for messages ends at once, a batch in hand is finished."""
+        self.stop.set()
+        self.durable.interrupt()
+        self.urgent.interrupt()
+
+
+class RulesReplica:
+    """One replica of the partitioned rules consumer (see the module docstring).
+
+    :meth:`start` joins the lease bucket and claims a fair share of the partitions (each
+    warm-started from its snapshot); :meth:`run` keeps renewing, rebalancing and taking over
+    expired partitions every third of the lease TTL until ``stop`` is set, then hands its
+    partitions back. Cancelling :meth:`run` instead is a crash: nothing is handed back, the
+    leases expire and other replicas take the partitions over."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        settings: ConsumerSettings,
+        thresholds: RuleThresholds,
+        nc: NATS,
+        dead_letter: DeadLetterer,
+        metrics: PipelineMetrics,
+        clock: Clock,
+        replica: str | None = None,
+        tick_s: float | None = None,
+        replicas: int = 1,
+        publish_retry_s: float = PUBLISH_RETRY_S,
+    ) -> None:
+        self._topology = topology
+        self._settings = settings
+        self._thresholds = thresholds
+        self._nc = nc
+        self._js = nc.jetstream()
+        self._dead_letter = dead_letter
+        self._metrics = metrics
+        self._rules_metrics = RulesMetrics.on(metrics.registry)
+        self._clock = clock
+        self._tick_s = tick_s if tick_s is not None else settings.rules_tick_s
+        self.replica = replica or replica_name()
+        self.partitions = settings.rules_partitions
+        self.claimed: dict[int, _Claimed] = {}
+        self.warm_starts: list[WarmStart] = []
+        self._leases: Leases | None = None
+        self._state: KeyValue | None = None
+        self._turn = asyncio.Lock()
+        self._replicas = replicas
+        self._publish_retry_s = publish_retry_s
+
+    @property
+    def heartbeat_s(self) -> float:
+        return self._settings.rules_lease_ttl_s / 3
+
+    def service(self, partition: int) -> RulesService | None:
+        """The service of a partition this replica runs, if it does."""
+        claimed = self.claimed.get(partition)
+        return claimed.service if claimed is not None else None
+
+    async def start(self) -> None:
+        """Open the buckets, retire the unpartitioned durable, claim a first share."""
+        self._state = await state_bucket(self._js, self._topology, self._replicas)
+        self._leases = Leases(
+            await lease_bucket(
+                self._js,
+                self._topology.bucket(LEASE_BUCKET),
+                self._settings.rules_lease_ttl_s,
+                self._replicas,
+                "rules leases",
+            ),
+            self.replica,
+            self.partitions,
+            "rules",
+        )
+        old = self._topology.durable(CONSUMER)  # the single-replica durable of earlier versions
+        if await remove_durable(self._js, self._topology.stream("jobs"), old):
+            log.info("rules: removed the unpartitioned durable %s", old)
+        await self.rebalance()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Renew and rebalance until ``stop``; then hand every partition back."""
+        try:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.heartbeat_s)
+                if stop.is_set():
+                    break
+                self._raise_if_a_loop_failed()
+                try:
+                    await self.rebalance()
+                except Exception:  # NATS restarting: the next heartbeat tries again
+                    log.exception("rules replica %s: rebalancing failed", self.replica)
+        except asyncio.CancelledError:
+            for claimed in self.claimed.values():  # a crash: the leases simply expire
+                claimed.stop.set()
+                for task in claimed.tasks:
+                    task.cancel()
+            raise
+        await self.leave()
+
+    def _raise_if_a_loop_failed(self) -> None:
+        """A partition's loop that died (its durable deleted, say) takes the replica down with it
+        rather than leaving the partition claimed and unread."""
+        for partition, claimed in self.claimed.items():
+            for task in claimed.tasks:
+                if task.done() and not task.cancelled() and (failure := task.exception()) is not None:
+                    raise RuntimeError(f"rules partition {partition}: {task.get_name()} failed") from failure
+
+    async def leave(self) -> None:
+        """Stop every partition and hand it back."""
+        async with self._turn:
+            for partition in list(self.claimed):
+                await self._drop(partition, release=True)
+            if self._leases is not None:
+                with contextlib.suppress(Exception):
+                    await self._leases.leave()
+
+    async def rebalance(self) -> None:
+        """Say we are alive, keep our leases, give up the surplus, claim our share."""
+        assert self._leases is not None, "start() first"
+        async with self._turn:
+            leases = self._leases
+            share = await leases.heartbeat()
+            for partition in list(self.claimed):
+                if not await leases.renew(partition):
+                    await self._drop(partition, release=False)
+            for partition in sorted(self.claimed, reverse=True)[: max(len(self.claimed) - share, 0)]:
+                await self._drop(partition, release=True)
+            # start where this replica's name points, so replicas starting together spread out
+            first = zlib.crc32(self.replica.encode()) % self.partitions
+            won: list[int] = []
+            for step in range(self.partitions):
+                if len(self.claimed) + len(won) >= share:
+                    break
+                partition = (first + step) % self.partitions
+                if partition not in self.claimed and await leases.claim(partition):
+                    won.append(partition)
+            # the partitions won warm-start side by side: a restart is as long as the longest one
+            started = await self._renewing(
+                leases, asyncio.gather(*(self._run_partition(p) for p in won), return_exceptions=True)
+            )
+            for partition, outcome in zip(won, started, strict=True):
+                if isinstance(outcome, Exception):  # NATS trouble: let it go, try again next heartbeat
+                    log.error(
+                        "rules replica %s: partition %d failed to start",
+                        self.replica,
+                        partition,
+                        exc_info=outcome,
+                    )
+                    await leases.release(partition)
+                elif isinstance(outcome, BaseException):
+                    raise outcome
+            self._rules_metrics.partitions.set(len(self.claimed))
+            self._rules_metrics.runs.set(sum(len(c.service.engine) for c in self.claimed.values()))
+
+    async def _renewing(self, leases: Leases, work: Awaitable[T]) -> T:
+        """``work`` (warm starts: seconds on a big cluster), renewing every lease held meanwhile;
+        a warm start longer than the lease TTL lost the partitions it was starting, and the
+        replica started them all over again. A renewal in flight when the work ends is finished,
+        not cancelled: cancelled, its new revision would be unknown and the next renewal fail."""
+        finished = asyncio.Event()
+
+        async def renew() -> None:
+            while not finished.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(finished.wait(), self.heartbeat_s)
+                if finished.is_set():
+                    return
+                try:
+                    await leases.heartbeat()
+                    for partition in leases.held:
+                        await leases.renew(partition)
+                except Exception as exc:  # NATS restarting: the next heartbeat tries again
+                    log.warning("rules replica %s: renewing leases while warming: %r", self.replica, exc)
+
+        renewer = asyncio.create_task(renew())
+        try:
+            return await work
+        finally:
+            finished.set()
+            await renewer
+
+    async def _run_partition(self, partition: int) -> None:
+        assert self._state is not None
+        service = RulesService(
+            RuleEngine(self._thresholds),
+            self._js,
+            self._topology,
+            self._rules_metrics,
+            self._clock,
+            partition=(partition, self.partitions),
+            snapshots=SnapshotStore(self._state, partition),
+            publish_retry_s=self._publish_retry_s,
+        )
+        durable = self._topology.partition_durable(CONSUMER, partition)
+        # None, a new partition: everything before now is old news
+        live_after = await ack_floor(self._js, self._topology.stream("jobs"), durable)
+        warm = await service.warm_start(live_after=live_after)
+        self.warm_starts.append(warm)
+        jobs, settings = self._topology.stream("jobs"), self._settings
+        pulled = await Puller.open(
+            self._nc,
+            jobs,
+            durable,
+            replace(consumer_config(settings), filter_subject=self._topology.wildcard("jobs")),
+            batch=settings.batch_size,
+            wait_s=settings.pull_wait_s,
+            heartbeat_s=settings.pull_heartbeat_s,
+        )
+        urgent = await Puller.open(
+            self._nc,
+            jobs,
+            f"{durable}_urgent",
+            lane_config(settings, self._topology.urgent_job_events()),
+            batch=settings.batch_size,
+            wait_s=settings.pull_wait_s,
+            heartbeat_s=settings.pull_heartbeat_s,
+        )
+        stop = asyncio.Event()
+        tasks = [
+            asyncio.create_task(self._pull(service, pulled, stop), name=f"rules-p{partition}"),
+            asyncio.create_task(
+                run_ticker(service, self._tick_s, stop, at_once=False), name=f"rules-tick-p{partition}"
+            ),
+            asyncio.create_task(self._pull_urgent(service, urgent, stop), name=f"rules-urgent-p{partition}"),
+        ]
+        self.claimed[partition] = _Claimed(service, warm, stop, tasks, pulled, urgent)
+
+    async def _drop(self, partition: int, *, release: bool) -> None:
+        claimed = self.claimed.pop(partition)
+        claimed.interrupt()
+        _, pending = await asyncio.wait(claimed.tasks, timeout=_STOP_TIMEOUT_S)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*claimed.tasks, return_exceptions=True)
+        if release:  # the next holder resumes from here
+            with contextlib.suppress(Exception):
+                await claimed.service.checkpoint()
+        for puller in (claimed.durable, claimed.urgent):
+            await puller.close()
+        if release and self._leases is not None:
+            await self._leases.release(partition)
+        log.info("rules replica %s stopped partition %d", self.replica, partition)
+
+    async def _pull_urgent(self, service: RulesService, urgent: Puller, stop: asyncio.Event) -> None:
+        """The lane of failure signals (``jobs.*.*.urgent``) of one partition: fold them in at once.
+
+        Behind a relist of thousands of pods, a pod OOM-killed now would wait its turn on the
+        partition's durable. This lane folds it in as soon as it is published, without moving
+        the folded sequence: the durable still reaches it in stream order and folds it again,
+        which changes nothing (the state keeps the newest version of each object), and a
+        restart replays it from the snapshot's sequence like any other event. So the lane may
+        lose nothing that matters: whatever fails here is acknowledged and left to the durable."""
+        while not stop.is_set():
+            msgs = await urgent.pull()
+            events: list[BusEvent] = []
+            for msg in msgs:
+                if service.owns(msg.subject) and msg.metadata.sequence.stream > service.folded:
+                    with contextlib.suppress(ValidationError):  # the durable dead-letters it
+                        events.append(parse_event(msg.data))
+            if events:
+                try:
+                    await service.observe(events, ahead=True)
+                    self._rules_metrics.urgent.inc(len(events))
+                except Exception as exc:  # left to the durable; unpublished changes stay queued
+                    log.warning("rules: urgent lane: %r", exc)
+            for msg in msgs:
+                with contextlib.suppress(Exception):
+                    await msg.ack()
+
+    async def _pull(self, service: RulesService, durable: Puller, stop: asyncio.Event) -> None:
+        """The durable of one partition: fold its events, acknowledge the others'."""
+        settings = self._settings
+        while not stop.is_set():
+            msgs = await durable.pull()
+            if not msgs:
+                continue
+            mine: list[Msg] = []
+            top = 0
+            for msg in msgs:
+                seq = msg.metadata.sequence.stream
+                top = max(top, seq)
+                if not service.owns(msg.subject) or (seq <= service.folded and not service.unpublished):
+                    await msg.ack()  # another partition's, or folded in already (and published)
+                else:
+                    mine.append(msg)
+            if not mine:
+                await service.advance(top)
+                continue
+
+            async def apply(events: Sequence[BusEvent], upto: int = top) -> None:
+                await service.observe(events, upto)
+
+            settler = BatchSettler(
+                CONSUMER,
+                parse_event,
+                apply,
+                self._dead_letter,
+                self._metrics,
+                settings.max_deliver,
+                settings.retry_delay_s,
+            )
+            await settler.settle(mine)
