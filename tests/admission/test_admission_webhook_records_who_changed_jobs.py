@@ -25,7 +25,9 @@ from controller.contract.settings import AuditSettings
 from controller.contract.subjects import Topology
 from controller.testing.waits import until
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate, trainjob
-from watchers.admission.webhook import AdmissionMetrics, AdmissionWebhook, review
+from watchers.admission.metrics import AdmissionMetrics
+from watchers.admission.reviews import review
+from watchers.admission.webhook import AdmissionWebhook
 
 
 class Bus:
