@@ -43,9 +43,10 @@ from controller.cli.runtime import (
     run_watchers,
     runtime,
     serve_api,
+    served_metrics,
     stop_on_signals,
 )
-from controller.cli.supervisor import Child, supervise
+from controller.cli.supervisor import Child, UpMetrics, supervise
 from controller.contract.errors import StartupError
 from controller.contract.settings import Settings, SettingsError, load_settings
 from controller.metrics import PipelineMetrics
@@ -78,11 +79,13 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
         Child("api", ("api",)),
     ]
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
-    async with runtime(settings, "mpijc-up") as rt:
-        if stop.is_set():
-            return 0
-        env = {**os.environ, "MPIJC_DATABASE__URL": rt.database_url, "MPIJC_NATS__URL": rt.nats_url}
-        return await supervise(children, env, stop)
+    metrics = UpMetrics()
+    with served_metrics(metrics.registry, settings.up.metrics_port, "MPIJC_UP__METRICS_PORT"):
+        async with runtime(settings, "mpijc-up") as rt:
+            if stop.is_set():
+                return 0
+            env = {**os.environ, "MPIJC_DATABASE__URL": rt.database_url, "MPIJC_NATS__URL": rt.nats_url}
+            return await supervise(children, env, stop, settings.up, metrics)
 
 
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
+from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -285,16 +286,27 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
 
 
 @contextlib.contextmanager
-def metrics_server(rt: Runtime) -> Iterator[None]:
-    """/metrics of a watcher or consumer process, for its probes and ServiceMonitor."""
+def served_metrics(registry: CollectorRegistry, port: int, variable: str) -> Iterator[None]:
+    """/metrics of ``registry`` on ``port`` while inside; a port that cannot be had is a
+    :class:`StartupError` naming ``variable``."""
     from prometheus_client import start_http_server
 
-    server, thread = start_http_server(rt.settings.api.metrics_port, registry=rt.metrics.registry)
+    try:
+        server, thread = start_http_server(port, registry=registry)
+    except OSError as exc:
+        raise StartupError(f"{variable}: cannot serve /metrics on port {port}: {exc}") from exc
     try:
         yield
     finally:
         server.shutdown()
         thread.join(5)
+
+
+@contextlib.contextmanager
+def metrics_server(rt: Runtime) -> Iterator[None]:
+    """/metrics of a watcher or consumer process, for its probes and ServiceMonitor."""
+    with served_metrics(rt.metrics.registry, rt.settings.api.metrics_port, "MPIJC_API__METRICS_PORT"):
+        yield
 
 
 async def replay(rt: Runtime, files: Sequence[Path]) -> int:
