@@ -13,6 +13,10 @@ delay, and each restart's log line says how many starts in a row failed at once,
 in the log and the part comes back on its own once the cause is fixed. Every restart counts in
 ``mpijc_up_restarts_total{part}``, served by ``up`` on ``MPIJC_UP__METRICS_PORT``.
 
+The API is started first and the other parts once it answers (:attr:`Child.serves`): a
+restart on a small machine answers reads in about the time one process takes to start, not
+the time seven take to start together.
+
 SIGINT/SIGTERM stops them all: SIGTERM, then SIGKILL after ``MPIJC_UP__STOP_GRACE_S``; ``up``
 then exits 0. Children are asked by the kernel to stop if ``up`` dies without a chance to stop
 them (``PR_SET_PDEATHSIG``), so a killed ``up`` leaves no orphans.
@@ -38,6 +42,8 @@ from controller.metrics import MetricGroup
 log = logging.getLogger("mpijob_controller.up")
 
 FAILING_AT_ONCE = 3
+READY_WAIT_S = 15.0
+"""Longest wait for a part's ``serves`` port before the parts after it are started anyway."""
 """Starts in a row that ended before ``healthy_after_s`` after which the log calls the part failing."""
 
 
@@ -48,6 +54,9 @@ class Child:
     name: str
     args: tuple[str, ...]
     env: Mapping[str, str] | None = None
+    serves: tuple[str, int] | None = None
+    """Where the part accepts connections once it is ready (host, port): the parts listed after
+    it are started once it does, so on a busy machine it does not share the start with them."""
 
 
 class UpMetrics(MetricGroup):
@@ -160,5 +169,25 @@ async def supervise(
 ) -> int:
     """Keep ``children`` running until ``stop`` is set, then stop them all. Exit status for ``up``."""
     log.info("up: starting %s", ", ".join(child.name for child in children))
-    await asyncio.gather(*(_keep_running(child, env, stop, policy, metrics) for child in children))
+    running: list[asyncio.Task[None]] = []
+    for child in children:
+        running.append(asyncio.create_task(_keep_running(child, env, stop, policy, metrics)))
+        if child.serves is not None:
+            await _until_serving(*child.serves, stop)
+    await asyncio.gather(*running)
     return 0
+
+
+async def _until_serving(host: str, port: int, stop: asyncio.Event) -> None:
+    """Wait until ``host:port`` accepts a connection, ``stop`` is set, or :data:`READY_WAIT_S`."""
+    address = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(READY_WAIT_S):
+            while not stop.is_set():
+                try:
+                    _, writer = await asyncio.open_connection(address, port)
+                except OSError:
+                    await asyncio.sleep(0.02)
+                    continue
+                writer.close()
+                return
