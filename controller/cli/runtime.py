@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from nats.aio.client import Client as NATS
@@ -170,19 +171,45 @@ async def runtime(
             "MPIJC_NATS__URL" if settings.nats.url else "the embedded NATS (MPIJC_EMBEDDED__NATS_PORT)"
         )
         try:
-            if database:
-                rt.database_url = services.database_url
-                rt._engine = await _reach_database(rt.database_url, settings, db_variable)
+            rt.database_url = services.database_url if database else ""
+            rt.nats_url = services.nats_url if bus else ""
+            rt._engine, rt._nc = await _reach_both(
+                _reach_database(rt.database_url, settings, db_variable) if database else None,
+                _reach_bus(rt.nats_url, settings, name, nats_variable) if bus else None,
+            )
+            if rt._engine is not None:
                 observe_db_writes(rt._engine, rt.metrics)
-            if bus:
-                rt.nats_url = services.nats_url
-                rt._nc = await _reach_bus(rt.nats_url, settings, name, nats_variable)
             yield rt
         finally:
             if rt._engine is not None:
                 await rt._engine.dispose()
             if rt._nc is not None:
                 await rt._nc.drain()
+
+
+async def _reach_both(
+    database: Coroutine[Any, Any, AsyncEngine] | None, bus: Coroutine[Any, Any, NATS] | None
+) -> tuple[AsyncEngine | None, NATS | None]:
+    """Reach the database (and migrate) and the bus (and declare the streams) side by side, so a
+    start waits for the slower of the two, not their sum; if either fails, what the other
+    reached is closed and the first failure raised."""
+    engine, nc = await asyncio.gather(
+        database if database is not None else _nothing(),
+        bus if bus is not None else _nothing(),
+        return_exceptions=True,
+    )
+    failure = next((r for r in (engine, nc) if isinstance(r, BaseException)), None)
+    if failure is None:
+        return engine, nc
+    if isinstance(engine, AsyncEngine):
+        await engine.dispose()
+    if isinstance(nc, NATS):
+        await nc.close()
+    raise failure
+
+
+async def _nothing() -> None:
+    return None
 
 
 @contextlib.contextmanager
