@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from benchmarks.harness import report
+from controller.cli.embedded.processes import alive
 from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.simcluster import SimCluster
@@ -66,9 +67,7 @@ def kill_everything(up: subprocess.Popen[bytes], data_dir: Path) -> None:
             os.kill(pid, signal.SIGKILL)
     up.wait()
     deadline = time.monotonic() + 10
-    while any(Path(f"/proc/{pid}").exists() and _parent(pid) not in (None, 1) for pid in pids):
-        if time.monotonic() > deadline:
-            break
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:  # gone, not just orphaned
         time.sleep(0.01)
 
 

@@ -28,6 +28,7 @@ from controller.cli.embedded.processes import (
     program,
     same_path,
     terminate,
+    zombie,
 )
 from controller.cli.embedded.server import EmbeddedServer, EmbeddedServiceError, Running
 
@@ -174,15 +175,20 @@ class EmbeddedPostgres(EmbeddedServer):
 
     def _remove_stale_pid_file(self) -> None:
         """A ``postmaster.pid`` naming a live process of another program (its pid reused after a
-        crash or reboot) would make PostgreSQL refuse to start; one naming nothing live is left to
-        PostgreSQL, which clears it itself."""
-        pidfile = self.served / "postmaster.pid"
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            pid = int(pidfile.read_text().splitlines()[0])
-            args = cmdline(pid)
-            if alive(pid) and args and Path(args[0]).name != "postgres":
-                log.warning("removing %s: pid %d is %s, not PostgreSQL", pidfile, pid, program(pid))
-                pidfile.unlink()
+        crash or reboot) would make PostgreSQL refuse to start; so would it and the socket's lock
+        file naming a killed postmaster its parent has not reaped yet (a zombie holds nothing, but
+        answers PostgreSQL's ``kill(0)``). One naming nothing is left to PostgreSQL, which clears
+        it itself."""
+        for lockfile in (self.served / "postmaster.pid", *self.served.glob(".s.PGSQL.*.lock")):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                pid = int(lockfile.read_text().splitlines()[0])
+                args = cmdline(pid)
+                if zombie(pid):
+                    log.warning("removing %s: pid %d ended and is not reaped yet", lockfile, pid)
+                    lockfile.unlink()
+                elif alive(pid) and args and Path(args[0]).name != "postgres":
+                    log.warning("removing %s: pid %d is %s, not PostgreSQL", lockfile, pid, program(pid))
+                    lockfile.unlink()
 
     def _ready(self) -> None:
         created = subprocess.run(

@@ -28,6 +28,7 @@ __all__ = [
     "program",
     "same_path",
     "terminate",
+    "zombie",
 ]
 
 PROC = Path("/proc")
@@ -65,6 +66,15 @@ def alive(pid: int) -> bool:
     except OSError:
         return not PROC.is_dir()  # no /proc: kill(0) is all there is
     return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
+
+
+def zombie(pid: int) -> bool:
+    """Whether ``pid`` has ended but its parent has not reaped it yet (it still answers ``kill(0)``)."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
 
 
 def cmdline(pid: int) -> list[str]:
