@@ -2,15 +2,18 @@
 
 A simulated cluster of ``--jobs`` running MPIJobs x ``--workers`` running workers + launcher is
 in place before the controller starts. The controller runs as deployed, one process per part
-(``watch``, ``consume --only history``, ``consume --only rules``) on embedded PostgreSQL and
-NATS. Printed:
+(``watch``, ``consume --only history``, ``consume --only rules``, ``api``) on embedded PostgreSQL
+and NATS. Every failure latency is measured twice: ``bus``, until the finding is on the FINDINGS
+stream, and ``api``, until it is readable through the API (``GET /api/v1/runs/{uid}/findings``
+lists it, polled every 50 ms), which is what a user waits for. Printed:
 
 - ``relist``: messages the relist put on the JOBS stream, and at what rate;
 - ``caught_up_s``: from the start until the history and every rules partition have consumed
   everything;
 - ``cold_oom_latency_s``: one worker in each of ``--failures`` jobs is OOM-killed as soon as
   the relist's first message is on the stream, while the rest is still being published: from
-  each kill to its ``oom`` finding on the FINDINGS stream, p50/p99/max;
+  each kill to its ``oom`` finding, p50/p99/max;
+- ``steady_oom_latency_s``: once caught up, ``--failures`` more OOM kills at once, the same way;
 - ``history``: before the restart, ``--history`` past runs go through the cluster while the
   controller watches — created, running, one in five OOM-killed, finished, deleted with their
   pods — so the restart has a long stream behind it (what a week of churn leaves: JOBS and
@@ -18,7 +21,8 @@ NATS. Printed:
 - ``restart``: every process stopped (SIGTERM) and started again on the unchanged cluster:
   messages the new relist put on JOBS (objects already published at that version are not
   published again), then the latency of ``--failures`` more OOM kills 1, 3 and 5 s after the
-  start (how soon findings are prompt again), and what the restart read of the history: events
+  start, each batch at its time whatever the earlier ones still wait for (how soon findings are
+  prompt again), and what the restart read of the history: events
   the rules replayed and findings they read (from their warm-start log lines), published
   versions the watcher loaded;
 - ``peak_rss_mib`` per process and ``watcher_bytes_per_pod``.
@@ -44,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import nats
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -65,21 +70,23 @@ PARTS = {
     "watcher": ["watch"],
     "history": ["consume", "--only", "history"],
     "rules": ["consume", "--only", "rules"],
+    "api": ["api"],
 }
 Obj = dict[str, Any]
 RESTART_DELAYS_S = (1.0, 3.0, 5.0)
 """After a restart, ``--failures`` OOM kills are injected this long after the processes start, each."""
 
 
-def populate(sim: SimCluster, jobs: int, workers: int) -> dict[str, Obj]:
-    """Running jobs with running pods; returns worker 1 of each job, by job name."""
+def populate(sim: SimCluster, jobs: int, workers: int) -> tuple[dict[str, Obj], dict[str, str]]:
+    """Running jobs with running pods; returns worker 1 of each job and each job's uid, by job name."""
     victims: dict[str, Obj] = {}
+    uids: dict[str, str] = {}
     running = {"running": {"startedAt": "2026-11-20T10:00:20Z"}}
     for j in range(jobs):
         job = k.with_conditions(
             k.mpijob(f"job-{j}", workers=workers), ("Running", "MPIJobRunning", "2026-11-20T10:00:21Z")
         )
-        sim.create(job)
+        uids[f"job-{j}"] = sim.create(job)["metadata"]["uid"]
         for role, index in [("launcher", None), *(("worker", i) for i in range(workers))]:
             pod = k.with_container_state(
                 k.pod(job, role, index, node=f"node-{j % 64}"), running, phase="Running", ready=True
@@ -87,7 +94,7 @@ def populate(sim: SimCluster, jobs: int, workers: int) -> dict[str, Obj]:
             sim.create(pod)
             if index == 1:
                 victims[f"job-{j}"] = pod
-    return victims
+    return victims, uids
 
 
 def oom_kill(sim: SimCluster, pod: Obj) -> None:
@@ -191,6 +198,34 @@ class Findings:
             self.arrived.setdefault(finding.job.name, time.monotonic())
 
 
+class ApiFindings:
+    """When the first firing ``oom`` finding of each job became readable through the API."""
+
+    POLL_S = 0.05
+
+    def __init__(self, base_url: str, uids: dict[str, str]) -> None:
+        self.base_url, self.uids = base_url, uids
+
+    async def watch(self, names: list[str], timeout_s: float = 120) -> dict[str, float]:
+        """Poll ``GET /api/v1/runs/{uid}/findings`` of each job until it lists the finding."""
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=5) as client:
+
+            async def arrival(name: str) -> float:
+                while True:
+                    try:
+                        response = await client.get(f"/api/v1/runs/{self.uids[name]}/findings")
+                        items = response.json()["items"] if response.status_code == 200 else []
+                        if any(f["rule"] == "oom" and f["status"] == "firing" for f in items):
+                            return time.monotonic()
+                    except httpx.TransportError:
+                        pass  # the API is (re)starting
+                    await asyncio.sleep(self.POLL_S)
+
+            async with asyncio.timeout(timeout_s):
+                times = await asyncio.gather(*(arrival(name) for name in names))
+        return dict(zip(names, times, strict=True))
+
+
 async def relist_rate(messages: Callable[[], Awaitable[int]], first: float) -> dict[str, int]:
     """Watch the JOBS stream grow until it has been still for 3 s: how much the relist put
     there, and how fast from its first message (at ``first``)."""
@@ -246,6 +281,7 @@ class Installation:
     workdir: Path
     victims: dict[str, Obj]
     findings: Findings
+    api: ApiFindings
 
     async def messages(self) -> int:
         return int((await self.js.stream_info(self.topology.stream("jobs"))).state.messages)
@@ -261,10 +297,14 @@ class Installation:
             at[name] = time.monotonic()
         return at
 
-    async def found(self, injected: dict[str, float]) -> dict[str, float]:
-        """Wait for the ``oom`` finding of every kill; their latencies."""
+    async def found(self, injected: dict[str, float]) -> dict[str, dict[str, float]]:
+        """Wait for the ``oom`` finding of every kill on the bus and through the API; their latencies."""
+        through_api = asyncio.create_task(self.api.watch(list(injected)))
         await until(lambda: all(n in self.findings.arrived for n in injected), 120, interval_s=0.05)
-        return percentiles(injected, self.findings.arrived)
+        return {
+            "bus": percentiles(injected, self.findings.arrived),
+            "api": percentiles(injected, await through_api),
+        }
 
     @property
     def durables(self) -> set[str]:
@@ -311,11 +351,13 @@ class Installation:
             relisted.set()
             await catching_up
             latency = await self.found(cold)
+            steady = await self.found(self.inject([f"job-{j}" for j in range(4 * failures, 5 * failures)]))
             result = {
                 "relist": relist,
                 "caught_up_s": max(caught.values()),
                 "caught_up_s_by_durable": dict(caught),
                 "cold_oom_latency_s": latency,
+                "steady_oom_latency_s": steady,
                 "peak_rss_mib": controller.peak_rss_mib(),
             }
             if history:
@@ -350,11 +392,20 @@ class Installation:
         restarted = time.monotonic()
         controller.start()
         try:
-            latency: dict[str, dict[str, float]] = {}
-            for n, delay in enumerate(RESTART_DELAYS_S, start=1):
+
+            async def kill_after(n: int, delay: float) -> dict[str, Any]:
+                """Kill the n-th batch ``delay`` after the start, whatever the batches before it wait."""
                 await asyncio.sleep(max(0.0, restarted + delay - time.monotonic()))
                 injected = self.inject([f"job-{j}" for j in range(n * failures, (n + 1) * failures)])
-                latency[f"kill_{delay:g}s_after_start"] = await self.found(injected)
+                at = round(min(injected.values()) - restarted, 2)
+                return {"injected_s_after_start": at, **await self.found(injected)}
+
+            batches = await asyncio.gather(
+                *(kill_after(n, delay) for n, delay in enumerate(RESTART_DELAYS_S, start=1))
+            )
+            latency = {
+                f"kill_{delay:g}s_after_start": b for delay, b in zip(RESTART_DELAYS_S, batches, strict=True)
+            }
             await asyncio.sleep(3)
             return {
                 "new_messages": await self.messages() - before - failures * len(RESTART_DELAYS_S),
@@ -371,13 +422,14 @@ async def measure(
     topology = Topology("cold")
     with tempfile.TemporaryDirectory(prefix="mpijc-coldstart-") as tmp, SimCluster() as sim:
         workdir = Path(tmp)
-        victims = populate(sim, jobs, workers)
+        victims, uids = populate(sim, jobs, workers)
         with EmbeddedServices(workdir, free_port(), free_port(), None, None) as services:
             await migrate.upgrade_async(services.database_url)
             nc = await nats.connect(services.nats_url)
             js = nc.jetstream()
             await ensure_streams(js, topology, NatsSettings())
             findings = Findings()
+            api_port = free_port()
             await nc.subscribe(topology.wildcard("findings"), cb=findings.on)
             env = {
                 **os.environ,
@@ -386,9 +438,13 @@ async def measure(
                 "MPIJC_NATS__PREFIX": topology.prefix,
                 "MPIJC_KUBE__KUBECONFIG": str(sim.kubeconfig(workdir / "kubeconfig")),
                 "MPIJC_API__METRICS_PORT": "0",
+                "MPIJC_API__PORT": str(api_port),
+                "MPIJC_API__AUTH": "off",  # one local reader; auth is measured in benchmarks.api
+                "MPIJC_API__RATE_PER_S": "0",
                 "MPIJC_LOG_LEVEL": "INFO",
             }
-            installation = Installation(sim, js, topology, env, workdir, victims, findings)
+            api = ApiFindings(f"http://127.0.0.1:{api_port}", uids)
+            installation = Installation(sim, js, topology, env, workdir, victims, findings, api)
             cold = await installation.cold_start(failures, history, workers)
             restart = await installation.restart(failures)
             await nc.close()

@@ -33,7 +33,6 @@ from importlib.resources import files
 from pathlib import Path
 
 from consumers.registry import CONSUMERS
-from controller.cli import report
 from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServiceError
 from controller.cli.runtime import (
@@ -43,9 +42,10 @@ from controller.cli.runtime import (
     run_watchers,
     runtime,
     serve_api,
+    served_metrics,
     stop_on_signals,
 )
-from controller.cli.supervisor import Child, supervise
+from controller.cli.supervisor import Child, UpMetrics, supervise
 from controller.contract.errors import StartupError
 from controller.contract.settings import Settings, SettingsError, load_settings
 from controller.metrics import PipelineMetrics
@@ -72,17 +72,24 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     """Watchers, every consumer role and the API, each in its own process (see :mod:`.supervisor`)."""
     roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
     others = {"MPIJC_API__METRICS_PORT": "0"}  # one process serves the fixed metrics port: the API
-    children = [
+    children = [  # the API first: reads are answered while the others start (see .supervisor)
+        Child("api", ("api",), serves=(settings.api.host, settings.api.port)),
         Child("watchers", ("watch",), others),
         *(Child(role, ("consume", "--only", role), others) for role in roles),
-        Child("api", ("api",)),
     ]
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
-    async with runtime(settings, "mpijc-up") as rt:
-        if stop.is_set():
-            return 0
-        env = {**os.environ, "MPIJC_DATABASE__URL": rt.database_url, "MPIJC_NATS__URL": rt.nats_url}
-        return await supervise(children, env, stop)
+    metrics = UpMetrics()
+    with served_metrics(metrics.registry, settings.up.metrics_port, "MPIJC_UP__METRICS_PORT"):
+        async with runtime(settings, "mpijc-up") as rt:
+            if stop.is_set():
+                return 0
+            env = {
+                **os.environ,
+                "MPIJC_DATABASE__URL": rt.database_url,
+                "MPIJC_NATS__URL": rt.nats_url,
+                "MPIJC_DATABASE__MIGRATE": "false",  # migrated above: the parts only check it is at head
+            }
+            return await supervise(children, env, stop, settings.up, metrics)
 
 
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
@@ -138,6 +145,8 @@ async def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
+    from controller.cli import report
+
     async with runtime(settings, "mpijc-history", bus=False) as rt, rt.engine.connect() as conn:
         print(await report.history(conn, namespace=args.namespace, name=args.name, limit=args.limit))
     return 0

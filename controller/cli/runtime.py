@@ -14,11 +14,13 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -168,19 +170,45 @@ async def runtime(
             "MPIJC_NATS__URL" if settings.nats.url else "the embedded NATS (MPIJC_EMBEDDED__NATS_PORT)"
         )
         try:
-            if database:
-                rt.database_url = services.database_url
-                rt._engine = await _reach_database(rt.database_url, settings, db_variable)
+            rt.database_url = services.database_url if database else ""
+            rt.nats_url = services.nats_url if bus else ""
+            rt._engine, rt._nc = await _reach_both(
+                _reach_database(rt.database_url, settings, db_variable) if database else None,
+                _reach_bus(rt.nats_url, settings, name, nats_variable) if bus else None,
+            )
+            if rt._engine is not None:
                 observe_db_writes(rt._engine, rt.metrics)
-            if bus:
-                rt.nats_url = services.nats_url
-                rt._nc = await _reach_bus(rt.nats_url, settings, name, nats_variable)
             yield rt
         finally:
             if rt._engine is not None:
                 await rt._engine.dispose()
             if rt._nc is not None:
                 await rt._nc.drain()
+
+
+async def _reach_both(
+    database: Coroutine[Any, Any, AsyncEngine] | None, bus: Coroutine[Any, Any, NATS] | None
+) -> tuple[AsyncEngine | None, NATS | None]:
+    """Reach the database (and migrate) and the bus (and declare the streams) side by side, so a
+    start waits for the slower of the two, not their sum; if either fails, what the other
+    reached is closed and the first failure raised."""
+    engine, nc = await asyncio.gather(
+        database if database is not None else _nothing(),
+        bus if bus is not None else _nothing(),
+        return_exceptions=True,
+    )
+    failure = next((r for r in (engine, nc) if isinstance(r, BaseException)), None)
+    if failure is None:
+        return engine, nc
+    if isinstance(engine, AsyncEngine):
+        await engine.dispose()
+    if isinstance(nc, NATS):
+        await nc.close()
+    raise failure
+
+
+async def _nothing() -> None:
+    return None
 
 
 @contextlib.contextmanager
@@ -284,16 +312,27 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
 
 
 @contextlib.contextmanager
-def metrics_server(rt: Runtime) -> Iterator[None]:
-    """/metrics of a watcher or consumer process, for its probes and ServiceMonitor."""
+def served_metrics(registry: CollectorRegistry, port: int, variable: str) -> Iterator[None]:
+    """/metrics of ``registry`` on ``port`` while inside; a port that cannot be had is a
+    :class:`StartupError` naming ``variable``."""
     from prometheus_client import start_http_server
 
-    server, thread = start_http_server(rt.settings.api.metrics_port, registry=rt.metrics.registry)
+    try:
+        server, thread = start_http_server(port, registry=registry)
+    except OSError as exc:
+        raise StartupError(f"{variable}: cannot serve /metrics on port {port}: {exc}") from exc
     try:
         yield
     finally:
         server.shutdown()
         thread.join(5)
+
+
+@contextlib.contextmanager
+def metrics_server(rt: Runtime) -> Iterator[None]:
+    """/metrics of a watcher or consumer process, for its probes and ServiceMonitor."""
+    with served_metrics(rt.metrics.registry, rt.settings.api.metrics_port, "MPIJC_API__METRICS_PORT"):
+        yield
 
 
 async def replay(rt: Runtime, files: Sequence[Path]) -> int:

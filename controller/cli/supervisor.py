@@ -1,26 +1,50 @@
-"""``up``: every part of the controller in its own process, as the Deployments run them.
+"""``up``: every part of the controller in its own process, as the Deployments run them, kept running.
 
 The watchers, each consumer role and the API run as child processes of ``up`` (``watch``,
-``consume --only <role>``, ``api``), so a laptop uses every core the way a cluster does. ``up``
-starts the embedded services once, migrates and declares the streams, then passes the
-services' URLs to the children. It stops them all on SIGINT/SIGTERM (SIGTERM, then SIGKILL
-after a grace period); when a child exits on its own, ``up`` says which and with what status,
-stops the others and exits non-zero. Children are asked by the kernel to stop if ``up`` dies
-without a chance to stop them (``PR_SET_PDEATHSIG``), so a killed ``up`` leaves no orphans.
+``consume --only <role>``, ``api``), so a laptop uses every core the way a cluster does.
+
+``up`` supervises them as Kubernetes supervises the pods: a part that exits on its own (a
+crash, an OOM kill, a ``kill -9``) is logged with its status and started again after a
+jittered backoff (:class:`~controller.contract.backoff.Backoff`, ``MPIJC_UP__RESTART_INITIAL_S``
+doubling up to ``MPIJC_UP__RESTART_MAX_S``), never taking the other parts down. A part that ran
+``MPIJC_UP__HEALTHY_AFTER_S`` before it exited starts over from the initial delay. A part that
+keeps exiting at once (bad settings, an unreachable cluster) keeps being restarted at the capped
+delay, and each restart's log line says how many starts in a row failed at once, so the cause is
+in the log and the part comes back on its own once the cause is fixed. Every restart counts in
+``mpijc_up_restarts_total{part}``, served by ``up`` on ``MPIJC_UP__METRICS_PORT``.
+
+The API is started first and the other parts once it answers (:attr:`Child.serves`): a
+restart on a small machine answers reads in about the time one process takes to start, not
+the time seven take to start together.
+
+SIGINT/SIGTERM stops them all: SIGTERM, then SIGKILL after ``MPIJC_UP__STOP_GRACE_S``; ``up``
+then exits 0. Children are asked by the kernel to stop if ``up`` dies without a chance to stop
+them (``PR_SET_PDEATHSIG``), so a killed ``up`` leaves no orphans.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.cli.embedded import die_with_this_process
+from prometheus_client import CollectorRegistry, Counter
+
+from controller.cli.embedded.processes import die_with_this_process
+from controller.contract.backoff import Backoff
+from controller.contract.settings import UpSettings
+from controller.metrics import MetricGroup
 
 log = logging.getLogger("mpijob_controller.up")
+
+FAILING_AT_ONCE = 3
+READY_WAIT_S = 15.0
+"""Longest wait for a part's ``serves`` port before the parts after it are started anyway."""
+"""Starts in a row that ended before ``healthy_after_s`` after which the log calls the part failing."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +54,22 @@ class Child:
     name: str
     args: tuple[str, ...]
     env: Mapping[str, str] | None = None
+    serves: tuple[str, int] | None = None
+    """Where the part accepts connections once it is ready (host, port): the parts listed after
+    it are started once it does, so on a busy machine it does not share the start with them."""
+
+
+class UpMetrics(MetricGroup):
+    """What ``up`` itself reports: how often it restarted each part."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        self.restarts = Counter(
+            "mpijc_up_restarts_total",
+            "Parts of `up` started again after they exited on their own, by part",
+            ["part"],
+            registry=self.registry,
+        )
 
 
 async def _start(child: Child, env: Mapping[str, str]) -> asyncio.subprocess.Process:
@@ -43,31 +83,111 @@ async def _start(child: Child, env: Mapping[str, str]) -> asyncio.subprocess.Pro
     )
 
 
-async def supervise(
-    children: Sequence[Child], env: Mapping[str, str], stop: asyncio.Event, grace_s: float = 20.0
-) -> int:
-    """Run ``children`` until ``stop`` is set or one exits; stop the rest. Exit status for ``up``."""
-    processes = {child.name: await _start(child, env) for child in children}
-    log.info("up: %s", ", ".join(f"{name} (pid {p.pid})" for name, p in processes.items()))
-    exits = {asyncio.create_task(process.wait()): name for name, process in processes.items()}
-    stopping = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([*exits, stopping], return_when=asyncio.FIRST_COMPLETED)
-    ended = [(exits[task], task.result()) for task in done if task in exits]
-    for name, status in ended:
-        print(
-            f"mpijob-controller up: {name} exited with status {status}; stopping the others", file=sys.stderr
-        )
-    for process in processes.values():
-        if process.returncode is None:
+async def _stop(child: Child, process: asyncio.subprocess.Process, grace_s: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``; returns once the process is gone."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGTERM)
     try:
         async with asyncio.timeout(grace_s):
-            await asyncio.gather(*(process.wait() for process in processes.values()))
+            await process.wait()
     except TimeoutError:
-        for name, process in processes.items():
-            if process.returncode is None:
-                print(f"mpijob-controller up: {name} did not stop in {grace_s:g} s; killed", file=sys.stderr)
-                process.kill()
-        await asyncio.gather(*(process.wait() for process in processes.values()))
-    stopping.cancel()
-    return 1 if ended else 0
+        log.warning("up: %s (pid %d) did not stop in %g s; killed", child.name, process.pid, grace_s)
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait ``seconds`` unless ``stop`` is set first; whether it was."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
+
+
+async def _keep_running(
+    child: Child, env: Mapping[str, str], stop: asyncio.Event, policy: UpSettings, metrics: UpMetrics
+) -> None:
+    """Run ``child`` until ``stop`` is set, starting it again (backed off) whenever it exits."""
+    loop = asyncio.get_running_loop()
+    backoff = Backoff(policy.restart_initial_s, policy.restart_max_s)
+    at_once = 0  # starts in a row that ended before healthy_after_s
+    restarted = False
+    while not stop.is_set():
+        try:
+            process = await _start(child, env)
+        except OSError as exc:
+            log.error("up: %s could not be started: %s", child.name, exc)
+            status, ran_s = f"not started ({exc})", 0.0
+        else:
+            if restarted:
+                metrics.restarts.labels(child.name).inc()
+                log.info("up: %s started again (pid %d)", child.name, process.pid)
+            started = loop.time()
+            exited = asyncio.ensure_future(process.wait())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([exited, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if process.returncode is None:  # stop is set
+                exited.cancel()
+                await _stop(child, process, policy.stop_grace_s)
+                return
+            status, ran_s = f"status {process.returncode}", loop.time() - started
+        if stop.is_set():
+            return
+        if ran_s >= policy.healthy_after_s:
+            backoff.reset()
+            at_once = 0
+        else:
+            at_once += 1
+        delay = backoff.next_delay()
+        why = (
+            f"; it failed {at_once} times in a row within {policy.healthy_after_s:g} s of starting: "
+            f"check its settings and the lines above (retrying every {policy.restart_max_s:g} s at most)"
+            if at_once >= FAILING_AT_ONCE
+            else ""
+        )
+        log.warning(
+            "up: %s exited with %s after %.1f s; starting it again in %.1f s%s",
+            child.name,
+            status,
+            ran_s,
+            delay,
+            why,
+        )
+        restarted = True
+        if await _stopped_within(stop, delay):
+            return
+
+
+async def supervise(
+    children: Sequence[Child],
+    env: Mapping[str, str],
+    stop: asyncio.Event,
+    policy: UpSettings,
+    metrics: UpMetrics,
+) -> int:
+    """Keep ``children`` running until ``stop`` is set, then stop them all. Exit status for ``up``."""
+    log.info("up: starting %s", ", ".join(child.name for child in children))
+    running: list[asyncio.Task[None]] = []
+    for child in children:
+        running.append(asyncio.create_task(_keep_running(child, env, stop, policy, metrics)))
+        if child.serves is not None:
+            await _until_serving(*child.serves, stop)
+    await asyncio.gather(*running)
+    return 0
+
+
+async def _until_serving(host: str, port: int, stop: asyncio.Event) -> None:
+    """Wait until ``host:port`` accepts a connection, ``stop`` is set, or :data:`READY_WAIT_S`."""
+    address = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(READY_WAIT_S):
+            while not stop.is_set():
+                try:
+                    _, writer = await asyncio.open_connection(address, port)
+                except OSError:
+                    await asyncio.sleep(0.02)
+                    continue
+                writer.close()
+                return

@@ -120,6 +120,43 @@ class EmbeddedSettings(BaseModel):
     nats_port: int = Field(default=14222, description="Not 4222, so a system NATS can coexist.")
 
 
+class UpSettings(BaseModel):
+    """How ``up`` keeps its parts running (``up`` only: in a cluster, Kubernetes restarts pods)."""
+
+    restart_initial_s: float = Field(
+        default=0.5,
+        gt=0,
+        description="Seconds before a part that exited is started again (jittered, doubling while it "
+        "keeps exiting): short, so a crash costs about a second, long enough not to spin a core.",
+    )
+    restart_max_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest wait in seconds between starts of a part that keeps exiting (bad settings): "
+        "it costs one failed start a half-minute, and it is back within 30 s of the cause being fixed.",
+    )
+    healthy_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a part must run before its next exit counts as new and is restarted after "
+        "restart_initial_s again: well past any part's start (a few seconds), so a part that fails "
+        "once started is still backed off.",
+    )
+    stop_grace_s: float = Field(
+        default=20.0,
+        gt=0,
+        description="Seconds the parts get to stop after SIGTERM before they are killed: a consumer "
+        "finishes its batch and a watcher hands back its lease in well under that.",
+    )
+    metrics_port: int = Field(
+        default=9465,
+        ge=0,
+        le=65535,
+        description="Port of ``up``'s own /metrics (mpijc_up_restarts_total{part}); next to the API's "
+        "9464 so a scrape of one host finds both; 0 takes any free port.",
+    )
+
+
 class KubeSettings(BaseModel):
     """How the watchers reach the Kubernetes API."""
 
@@ -606,6 +643,7 @@ class Settings(BaseSettings):
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     nats: NatsSettings = Field(default_factory=NatsSettings)
     embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+    up: UpSettings = Field(default_factory=UpSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
     watcher: WatcherSettings = Field(default_factory=WatcherSettings)
     leader: LeaderSettings = Field(default_factory=LeaderSettings)

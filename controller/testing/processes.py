@@ -21,6 +21,7 @@ def cli_env(settings: Settings, workdir: Path, **overrides: str) -> dict[str, st
         "MPIJC_NATS__PREFIX": settings.nats.prefix,
         "MPIJC_EMBEDDED__DATA_DIR": str(workdir),
         "MPIJC_API__METRICS_PORT": "0",  # several processes on one machine: any free port
+        "MPIJC_UP__METRICS_PORT": "0",
         **overrides,
     }
 

@@ -30,8 +30,10 @@ from controller.contract.settings import AuditSettings, NatsSettings
 from controller.contract.subjects import Topology
 from controller.testing.ports import free_port
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate, trainjob
+from watchers.admission.metrics import AdmissionMetrics
+from watchers.admission.reviews import review
 from watchers.admission.spool import FileSpool, LazyJetStream
-from watchers.admission.webhook import AdmissionMetrics, AdmissionWebhook, review
+from watchers.admission.webhook import AdmissionWebhook
 
 
 class NatsServer:

@@ -25,7 +25,9 @@ from prometheus_client import CollectorRegistry
 from controller.contract.audit import AuditRecord, parse_audit_record
 from controller.contract.settings import AuditSettings
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate
-from watchers.admission.webhook import AdmissionMetrics, AdmissionWebhook, json_depth, review
+from watchers.admission.metrics import AdmissionMetrics
+from watchers.admission.reviews import json_depth, review
+from watchers.admission.webhook import AdmissionWebhook
 
 LIMIT = 64 << 10
 DEADLINE_S = 1.0

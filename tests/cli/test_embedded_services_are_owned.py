@@ -259,6 +259,32 @@ def test_a_clean_stop_stops_everything_and_the_next_start_is_fresh(
     assert processes_of(tmp_path) == {}
 
 
+def test_lock_files_naming_a_killed_postmaster_not_yet_reaped_are_stale(
+    tmp_path: Path, ports: tuple[int, int], nothing_left: None
+) -> None:
+    """After everything was SIGKILLed, the postmaster may be a zombie for a while (its parent,
+    init, has not reaped it): it holds nothing, but answers PostgreSQL's kill(0)."""
+    with EmbeddedServices(tmp_path, *ports, None, None):
+        pass
+    # as PostgreSQL's user: a process of another user answers its kill(0) with EPERM, read as gone
+    corpse = subprocess.Popen(["sleep", "60"], user="embedded_postgres" if os.geteuid() == 0 else None)
+    corpse.kill()  # not waited for: a zombie of this process until the end of the test
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{corpse.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the killed process never became a zombie"
+        time.sleep(0.01)
+    pgdata = tmp_path / "postgres" / "pgdata"
+    (pgdata / "postmaster.pid").write_text(f"{corpse.pid}\n{pgdata}\n0\n{ports[0]}\n")
+    (pgdata / f".s.PGSQL.{ports[0]}.lock").write_text(f"{corpse.pid}\n{pgdata}\n0\n{ports[0]}\n")
+    try:
+        with EmbeddedServices(tmp_path, *ports, None, None) as services:
+            assert services.database_url.endswith(f":{ports[0]}/mpijc")
+            assert postmaster_pid(tmp_path) != corpse.pid
+    finally:
+        corpse.wait()
+    assert processes_of(tmp_path) == {}
+
+
 def test_servers_left_by_a_killed_owner_are_taken_over_and_stopped_with_the_new_owner(
     tmp_path: Path, ports: tuple[int, int], nothing_left: None
 ) -> None:

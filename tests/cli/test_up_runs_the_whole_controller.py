@@ -1,7 +1,7 @@
 """``mpijob-controller up`` as a person starts it: watchers, each consumer role and the API in
 their own processes, against a (simulated) cluster from a kubeconfig; a job created there shows
-up in the API with its finding; ``up`` stops every child on SIGTERM, and a child that dies takes
-the others down with a message naming it."""
+up in the API with its finding; ``up`` stops every child on SIGTERM, and a child that dies is
+started again, counted, while the others run on."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
+from controller.testing.waits import until
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
 
 pytestmark = pytest.mark.slow
@@ -144,22 +145,48 @@ async def test_up_runs_each_part_in_its_own_process_and_stops_them_all(
     assert not alive(children), "a child outlived up"
 
 
-async def test_a_crashed_child_is_named_and_takes_the_others_down(
+def restarts(metrics: str, part: str) -> float:
+    """``mpijc_up_restarts_total{part=...}`` in a /metrics page; 0 when absent."""
+    line = f'mpijc_up_restarts_total{{part="{part}"}} '
+    return next((float(row.removeprefix(line)) for row in metrics.splitlines() if row.startswith(line)), 0.0)
+
+
+async def test_a_killed_part_comes_back_and_the_others_run_on(
     sim: SimCluster, settings: Settings, tmp_path: Path
 ) -> None:
-    env = cli_env(settings, tmp_path, MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")))
-    env["MPIJC_API__PORT"] = str(free_port())
+    metrics_port = free_port()
+    env = cli_env(
+        settings,
+        tmp_path,
+        MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
+        MPIJC_API__PORT=str(free_port()),
+        MPIJC_UP__METRICS_PORT=str(metrics_port),
+        MPIJC_UP__RESTART_INITIAL_S="0.2",
+    )
     log = tmp_path / "up.log"
     process = start_cli(["up"], env, tmp_path, log)
     try:
         children = await started_children(process, 7)
         rules = next(pid for pid, cmd in children.items() if cmd.rstrip().endswith("--only rules"))
         os.kill(rules, signal.SIGKILL)
-        process.wait(60)
+
+        def back() -> bool:
+            now = children_of(process.pid)
+            return len(now) == 7 and rules not in now
+
+        await until(back, 60, what=lambda: children_of(process.pid))
+        again = children_of(process.pid)
+        async with httpx.AsyncClient(timeout=5) as scraper:
+            page = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-    assert process.returncode == 1
-    assert "up: rules exited with status -9; stopping the others" in log.read_text()
-    assert not alive(children), "a child outlived up"
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    assert process.returncode == 0, log.read_text()[-3000:]
+    restarted = {pid: cmd for pid, cmd in again.items() if pid not in children}
+    assert [cmd.rstrip().rsplit(" ", 1)[1] for cmd in restarted.values()] == ["rules"]
+    assert {pid: cmd for pid, cmd in again.items() if pid in children} == {
+        pid: cmd for pid, cmd in children.items() if pid != rules
+    }, "the other parts kept running"
+    assert restarts(page, "rules") == 1 and restarts(page, "api") == 0
+    assert "up: rules exited with status -9" in log.read_text()
+    assert not alive([*children, *again]), "a child outlived up"

@@ -1,0 +1,51 @@
+"""The admission webhook's series, on the registry it serves at ``/metrics``."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from controller.metrics import MetricGroup
+
+__all__ = ["AdmissionMetrics"]
+
+
+class AdmissionMetrics(MetricGroup):
+    """The webhook's series, on the registry it serves at ``/metrics``."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        registry = self.registry
+        self.reviews = Counter(
+            "mpijc_admission_reviews",
+            "AdmissionReviews answered, by operation and outcome (recorded, dry_run, ignored, malformed).",
+            ["operation", "outcome"],
+            registry=registry,
+        )
+        self.rejected = Counter(
+            "mpijc_admission_bad_requests", "Requests answered 4xx, by status.", ["status"], registry=registry
+        )
+        self.publish_failures = Counter(
+            "mpijc_admission_publish_failures",
+            "Audit records JetStream did not store in time (spooled, or kept in the backlog).",
+            registry=registry,
+        )
+        self.backlog = Gauge(
+            "mpijc_admission_backlog",
+            "Audit records held in memory to be published again (the spool is unset or failing).",
+            registry=registry,
+        )
+        self.spooled = Gauge(
+            "mpijc_admission_spooled",
+            "Audit records in the durable spool (audit.spool_dir), waiting for JetStream.",
+            registry=registry,
+        )
+        self.spool_failures = Counter(
+            "mpijc_admission_spool_failures",
+            "Audit records the spool could not store (kept in memory instead).",
+            registry=registry,
+        )
+        self.dropped = Counter(
+            "mpijc_admission_dropped",
+            "Audit records dropped because the backlog was full.",
+            registry=registry,
+        )
