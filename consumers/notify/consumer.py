@@ -125,10 +125,13 @@ def _finding_job(finding: Finding, job: NotifyJob | None) -> JobInfo:
 def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[list[Occurrence], Row | None]:
     """The transitions ``event`` makes from ``previous``, and the state to store (``None``: keep)."""
     rv = resource_version_order(event.resource_version)
-    if previous is not None and (previous.deleted or (rv and rv <= previous.resource_version)):
+    deleted = event.change == "DELETED"
+    if previous is not None and (
+        previous.deleted
+        or (rv and (rv < previous.resource_version or (rv == previous.resource_version and not deleted)))
+    ):  # a deletion may repeat the last version (told after a restart of the watcher): still news
         return [], None
     types: list[EventType] = []
-    deleted = event.change == "DELETED"
     if previous is None and not deleted:
         types.append("job.created")
     phase_event = _PHASE_EVENTS.get(event.phase)

@@ -275,20 +275,35 @@ def _columns(model: type[Base], *generated: str) -> list[str]:
     return [c.name for c in model.__table__.c if c.name not in generated]
 
 
+_NOTICED = frozenset({*_COALESCED, "last_observed_at"})
+"""What a deletion notice (see :func:`_upsert`) changes of a stored row."""
+
+
 def _upsert(
     model: type[Run] | type[Pod] | type[K8sEvent] | type[FindingRow],
     columns: Sequence[str],
     keep: Sequence[str] = (),
     key: str = "uid",
     version: str = "resource_version",
+    *,
+    notices: bool = False,
 ) -> UnnestInsert:
-    """INSERT … ON CONFLICT (key) DO UPDATE unless the stored row has a newer ``version``."""
+    """INSERT … ON CONFLICT (key) DO UPDATE unless the stored row has a newer ``version``.
+
+    With ``notices``, a deletion at the version already stored is a notice that the object is
+    gone, not a new state of it: it sets ``deleted_at`` and keeps the rest (a watcher that
+    restarts tells a deletion that happened while it was down with no more than the object's
+    identity, :mod:`controller.bus.versions`)."""
     table = model.__tablename__
-    updated = ", ".join(
-        f'"{c}" = coalesce(excluded."{c}", {table}."{c}")' if c in _COALESCED else f'"{c}" = excluded."{c}"'
-        for c in columns
-        if c not in {key, *keep}
-    )
+    notice = f'excluded."deleted_at" IS NOT NULL AND {table}."{version}" = excluded."{version}"'
+
+    def value(c: str) -> str:
+        new = f'coalesce(excluded."{c}", {table}."{c}")' if c in _COALESCED else f'excluded."{c}"'
+        return (
+            new if not notices or c in _NOTICED else f'CASE WHEN {notice} THEN {table}."{c}" ELSE {new} END'
+        )
+
+    updated = ", ".join(f'"{c}" = {value(c)}' for c in columns if c not in {key, *keep})
     return unnest_insert(
         model,
         columns,
@@ -296,8 +311,8 @@ def _upsert(
     )
 
 
-_RUNS = _upsert(Run, _columns(Run, "previous_uid"), keep=("first_observed_at", "attempt"))
-_PODS = _upsert(Pod, _columns(Pod))
+_RUNS = _upsert(Run, _columns(Run, "previous_uid"), keep=("first_observed_at", "attempt"), notices=True)
+_PODS = _upsert(Pod, _columns(Pod), notices=True)
 _K8S_EVENTS = _upsert(K8sEvent, _columns(K8sEvent))
 _FINDINGS = _upsert(FindingRow, _columns(FindingRow), key="id", version="revision")
 _POD_STATES = unnest_insert(PodState, _columns(PodState, "id"), "ON CONFLICT DO NOTHING")
