@@ -18,18 +18,19 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from nats.aio.client import Client as NATS
 
 from controller.bus.publishing import Publisher
-from controller.bus.versions import versioned
-from controller.contract.events import LogProbed
+from controller.bus.versions import VersionedPublisher, versioned
+from controller.contract.events import BusEvent, LogProbed
+from controller.contract.kubeflow import JobKind
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
-from controller.kube.resources import WATCHED
+from controller.kube.resources import JOBSET_PODS, MPI_PODS, MPIJOBS, TRAINJOBS, WATCHED, Resource
 from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, Observation
 from watchers.leader import LeaderElector
@@ -150,6 +151,48 @@ class ProgressProbe:
         return probes
 
 
+class UnwatchedDeletions:
+    """Deletions of objects deleted while no watcher ran, told after each resource's first
+    complete list (what was published of it and is gone now), published ahead of the queues.
+    Kubernetes Events are not told: one expiring says nothing about a run."""
+
+    LISTS: Mapping[Resource, tuple[Literal["job", "pod"], JobKind]] = {
+        MPIJOBS: ("job", "MPIJob"),
+        TRAINJOBS: ("job", "TrainJob"),
+        MPI_PODS: ("pod", "MPIJob"),
+        JOBSET_PODS: ("pod", "TrainJob"),
+    }
+    """What a list of each resource covers: the jobs of a kind, or the pods of its jobs."""
+
+    def __init__(self, changes: VersionedPublisher, arrived: asyncio.Event) -> None:
+        self._changes = changes
+        self._arrived = arrived
+        self._pending: list[BusEvent] = []
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    async def listed(self, resource: Resource, namespace: str | None, uids: frozenset[str]) -> None:
+        """The first complete list of ``resource`` in ``namespace`` found ``uids``."""
+        covers = self.LISTS.get(resource)
+        if covers is None:
+            return
+        gone = (await self._changes.loaded()).gone(*covers, namespace, uids)
+        if gone:
+            where = "cluster-wide" if namespace is None else f"in {namespace!r}"
+            log.info(
+                "%s %s: %d deleted while not watched; publishing their deletion", resource, where, len(gone)
+            )
+            self._pending += gone
+            self._arrived.set()
+
+    def take(self, limit: int) -> list[BusEvent]:
+        """Up to ``limit`` deletions to publish now."""
+        taken, self._pending = self._pending[:limit], self._pending[limit:]
+        return taken
+
+
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
@@ -169,6 +212,7 @@ async def run_watchers(
     tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
+    unwatched = UnwatchedDeletions(changes, arrived)
 
     async def sink(change: WatchChange) -> None:
         kind = object_kind({"kind": change.resource.kind})
@@ -186,18 +230,18 @@ async def run_watchers(
         """Batches of up to MAX_BATCH, failure signals first: an OOM kill seen during a relist of
         thousands of pods goes out with the next batch, not after the relist."""
         while not stop.is_set():
-            if queue.empty() and urgent.empty():
+            if queue.empty() and urgent.empty() and not unwatched.pending:
                 arrived.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(arrived.wait(), timeout=1.0)
-                if queue.empty() and urgent.empty():
+                if queue.empty() and urgent.empty() and not unwatched.pending:
                     await pipeline.feed(())
                     continue
             batch: list[Observation] = []
             for lane in (urgent, queue):
                 while len(batch) < MAX_BATCH and not lane.empty():
                     batch.append(lane.get_nowait())
-            await pipeline.feed(batch)
+            await pipeline.feed(batch, unwatched.take(MAX_BATCH))
 
     async def probe_loop() -> None:
         while not stop.is_set():
@@ -215,7 +259,14 @@ async def run_watchers(
             for namespace in namespaces:
                 group.create_task(
                     watch_resource(
-                        gateway, resource, namespace, sink, settings.watcher, stop, metrics=watch_metrics
+                        gateway,
+                        resource,
+                        namespace,
+                        sink,
+                        settings.watcher,
+                        stop,
+                        metrics=watch_metrics,
+                        listed=unwatched.listed,
                     )
                 )
         group.create_task(publish_loop())

@@ -4,13 +4,23 @@ After a restart, an upgrade or a leader change the watchers list everything agai
 stream's duplicate window JetStream drops what it already holds; past it, every unchanged
 pod and job would reach every consumer again (34,000 messages for 1,000 jobs of 16 workers).
 :class:`PublishedVersions` remembers, per object, the version last published in a JetStream
-key-value bucket (``published``: key ``<type>.<uid>``, value ``<resourceVersion>:<change>``,
-one revision kept, entries expiring with the streams' ``max_age``). It is loaded once at
-start and consulted before publishing: an observation whose object is at the version already
-published is dropped. Log probes are never remembered (each is new by nature), and a deleted
-object is forgotten, its key purged from the bucket (:func:`controller.bus.buckets.forget`): the
-bucket, each start's load and the watcher's memory hold the objects that exist, not every pod
-the cluster deleted in a week.
+key-value bucket (``published``: key ``<type>.<uid>``, one revision kept, entries expiring with
+the streams' ``max_age``). It is loaded once at start and consulted before publishing: an
+observation whose object is at the version already published is dropped. Log probes are never
+remembered (each is new by nature), and a deleted object is forgotten, its key purged from the
+bucket (:func:`controller.bus.buckets.forget`): the bucket, each start's load and the watcher's
+memory hold the objects that exist, not every pod the cluster deleted in a week.
+
+A value is ``<resourceVersion>:<change>``, then for a job or a pod a newline and its identity
+as JSON: what a deletion of it says besides uid and version (a job's kind, namespace, name,
+phase, labels and times; a pod's job, name, namespace, role, index, phase, node and creation
+time). The identity is what lets a start publish the deletion of an object deleted while no
+watcher was running (:meth:`PublishedVersions.gone`): a relist has no earlier list to compare
+with, only this bucket. Kubernetes Events carry none: an Event expiring says nothing about a
+run. A value an earlier version wrote (no identity) still counts as a version; the object's
+value is rewritten with its identity the next time a relist sees it (:meth:`VersionedPublisher.publish`),
+and one already gone by then cannot be told deleted: it is left to expire with the bucket's
+``max_age``.
 
 The versions are written after their observations are stored, as plain NATS publishes to the
 bucket's subjects: JetStream stores them all the same, and nobody waits for, or parses, an
@@ -23,18 +33,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Collection, Sequence
+from datetime import UTC, datetime
+from typing import Literal
 
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
+from pydantic import ValidationError
 
 from controller.bus.buckets import forget, open_bucket
 from controller.bus.publishing import Publisher
-from controller.contract.events import BusEvent
+from controller.contract.events import BusEvent, JobObserved, PodObserved
+from controller.contract.kubeflow import JobKind
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -48,12 +63,30 @@ _UNREMEMBERED = frozenset({"log"})
 _GONE = ":DELETED"
 
 
+_IDENTITIES: dict[str, tuple[type[JobObserved] | type[PodObserved], set[str]]] = {
+    "job": (
+        JobObserved,
+        {"kind", "namespace", "name", "phase", "labels", "created_at", "started_at", "finished_at"},
+    ),
+    "pod": (PodObserved, {"job", "name", "namespace", "role", "index", "phase", "node", "created_at"}),
+}
+"""Per event type, the model and the fields a deletion of the object needs besides uid and version."""
+
+
 def _key(event: BusEvent) -> str:
     return f"{event.type}.{event.uid}"
 
 
-def _value(event: BusEvent) -> str:
+def _version(event: BusEvent) -> str:
     return f"{event.resource_version}:{event.change}"
+
+
+def _value(event: BusEvent) -> str:
+    """The bucket's value for ``event``: its version, then (a job, a pod) its identity."""
+    identity = _IDENTITIES.get(event.type)
+    if identity is None:
+        return _version(event)
+    return f"{_version(event)}\n{event.model_dump_json(include=identity[1], exclude_none=True)}"
 
 
 class PublishedVersions:
@@ -65,6 +98,14 @@ class PublishedVersions:
         self._bucket = topology.bucket(BUCKET)
         self._kv: KeyValue | None = None
         self._known: dict[str, str] = {}
+        """Key → the version last published (no identity: that is only read at start)."""
+        self._identities: dict[str, str] | None = None
+        """Key → the identity, as loaded, of the objects a start has not compared with a list yet."""
+        self._by_kind: dict[tuple[str, str, str], dict[str, tuple[str, dict[str, object]]]] = {}
+        """(kind, job kind, namespace) → uid → (key, identity) of those objects, once :meth:`gone`
+        parsed them."""
+        self._legacy: set[str] = set()
+        """Keys of jobs and pods whose value an earlier version wrote, without identity."""
         self._gone: list[str] = []
         """Keys of deleted objects, to be purged from the bucket."""
         self._forgetting: asyncio.Task[None] | None = None
@@ -83,6 +124,7 @@ class PublishedVersions:
         )
         stream = f"KV_{self._bucket}"
         info = await self._js.stream_info(stream)
+        self._identities = {}
         if not info.state.messages:
             return 0
         sub = await self._js.pull_subscribe(
@@ -97,6 +139,8 @@ class PublishedVersions:
         )
         prefix = f"$KV.{self._bucket}."
         gone: list[str] = []
+        identities: dict[str, str] = {}
+        self._identities = identities
         try:
             while True:
                 try:
@@ -105,22 +149,95 @@ class PublishedVersions:
                     break
                 for msg in msgs:
                     key, value = msg.subject.removeprefix(prefix), msg.data.decode()
-                    if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or value.endswith(_GONE):
+                    version, _, identity = value.partition("\n")
+                    if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or version.endswith(_GONE):
                         gone.append(key)  # an earlier version kept deleted objects: never needed again
                         self._known.pop(key, None)
-                    else:
-                        self._known[key] = value
+                        identities.pop(key, None)
+                        self._legacy.discard(key)
+                        continue
+                    self._known[key] = version
+                    if identity:
+                        identities[key] = identity
+                    elif key.partition(".")[0] in _IDENTITIES:
+                        self._legacy.add(key)
                 if msgs and msgs[-1].metadata.num_pending == 0:
                     break
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
         await self._forget(gone)
+        if self._legacy:
+            log.info(
+                "%d published versions were written by an earlier version without identity: rewritten "
+                "as their objects are listed; a deletion while no watcher ran cannot be told for them",
+                len(self._legacy),
+            )
         return len(self._known)
 
     def changed(self, events: Sequence[BusEvent]) -> list[BusEvent]:
         """``events`` less those whose object was already published at that version."""
-        return [e for e in events if e.type in _UNREMEMBERED or self._known.get(_key(e)) != _value(e)]
+        return [e for e in events if e.type in _UNREMEMBERED or self._known.get(_key(e)) != _version(e)]
+
+    def legacy(self, events: Sequence[BusEvent]) -> list[BusEvent]:
+        """Those of ``events`` already published at that version, but whose stored value an
+        earlier version wrote (without identity)."""
+        if not self._legacy:
+            return []
+        return [e for e in events if _key(e) in self._legacy and self._known.get(_key(e)) == _version(e)]
+
+    def gone(
+        self, kind: Literal["job", "pod"], job_kind: JobKind, namespace: str | None, listed: Collection[str]
+    ) -> list[BusEvent]:
+        """The deletions of the jobs of ``job_kind``, or the pods of such jobs, in ``namespace``
+        (``None``: in all) published before this start and not in ``listed`` (the uids a
+        complete list of them found): deleted while no watcher was running.
+
+        Asked once per kind and namespace, after the first complete list of them since
+        :meth:`load`; later lists compare with the watch's own memory, so those objects are
+        dropped from here. An identity that does not parse is logged and skipped."""
+        if self._identities is None:
+            raise RuntimeError("gone() before load()")
+        if self._identities:
+            self._sort_identities(self._identities)
+            self._identities = {}
+        scopes = [s for s in self._by_kind if s[:2] == (kind, job_kind) and namespace in (None, s[2])]
+        now = datetime.now(UTC)
+        deletions: list[BusEvent] = []
+        for scope in scopes:
+            for uid, (key, identity) in self._by_kind.pop(scope).items():
+                if uid in listed or key not in self._known:
+                    continue
+                model = _IDENTITIES[kind][0]
+                version = self._known.get(key, "")
+                try:
+                    deletions.append(
+                        model.model_validate(
+                            {
+                                **identity,
+                                "uid": uid,
+                                "resource_version": version.rpartition(":")[0],
+                                "change": "DELETED",
+                                "observed_at": now,
+                            }
+                        )
+                    )
+                except ValidationError as exc:
+                    log.warning("published identity of %s does not parse; no deletion for it: %s", key, exc)
+        return deletions
+
+    def _sort_identities(self, identities: dict[str, str]) -> None:
+        """Group loaded identities by what a list of them covers: kind, job kind and namespace."""
+        for key, text in identities.items():
+            kind, _, uid = key.partition(".")
+            try:
+                identity = json.loads(text)
+                job_kind = str((identity["job"] if kind == "pod" else identity)["kind"])
+                namespace = str(identity["namespace"])
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("published identity of %s does not parse; no deletion for it: %r", key, exc)
+                continue
+            self._by_kind.setdefault((kind, job_kind, namespace), {})[uid] = (key, identity)
 
     async def remember(self, events: Sequence[BusEvent]) -> None:
         """Record ``events`` as published (puts nobody waits for); a lost one costs a republish later.
@@ -134,13 +251,14 @@ class PublishedVersions:
         try:
             for event in events:
                 if event.type not in _UNREMEMBERED:
-                    key, value = _key(event), _value(event)
-                    await self._nc.publish(prefix + key, value.encode())
+                    key = _key(event)
+                    await self._nc.publish(prefix + key, _value(event).encode())
+                    self._legacy.discard(key)
                     if event.change == "DELETED":
                         self._known.pop(key, None)
                         self._gone.append(key)
                     else:
-                        self._known[key] = value
+                        self._known[key] = _version(event)
         except NatsError as exc:  # the client's buffer is full while it reconnects: known next time
             log.warning("published versions not recorded: %r", exc)
         if self._gone and (self._forgetting is None or self._forgetting.done()):
@@ -179,16 +297,23 @@ class VersionedPublisher:
 
     async def publish(self, observed: Sequence[BusEvent]) -> int:
         """Publish what changed (once the versions are loaded); returns how many were new to the stream."""
-        if self._loaded is not None:
-            await self._loaded
+        await self.loaded()
         changed = self._versions.changed(observed)
         if len(changed) < len(observed):
             self._metrics.skipped_objects.labels("unchanged").inc(len(observed) - len(changed))
+            # values an earlier version wrote get their identity now, without a republish
+            await self._versions.remember(self._versions.legacy(observed))
         if not changed:
             return 0
         new = await self._publisher.publish(changed)
         await self._versions.remember(changed)
         return new
+
+    async def loaded(self) -> PublishedVersions:
+        """The published versions, once loaded."""
+        if self._loaded is not None:
+            await self._loaded
+        return self._versions
 
 
 def versioned(
