@@ -11,10 +11,12 @@ remembered (each is new by nature), and a deleted object is forgotten, its key p
 bucket (:func:`controller.bus.buckets.forget`): the bucket, each start's load and the watcher's
 memory hold the objects that exist, not every pod the cluster deleted in a week.
 
-A value is ``<resourceVersion>:<change>``, then for a job or a pod a newline and its identity
-as JSON: what a deletion of it says besides uid and version (a job's kind, namespace, name,
-phase, labels and times; a pod's job, name, namespace, role, index, phase, node and creation
-time). The identity is what lets a start publish the deletion of an object deleted while no
+A value is ``<resourceVersion>:<change>``, then for a job or a pod two more lines: which list
+covers it (``<job kind>/<namespace>``: an MPIJob's pods are listed apart from a TrainJob's) and
+its identity as JSON, what a deletion of it says besides uid and version (a job's kind,
+namespace, name, phase, labels and times; a pod's job, name, namespace, role, index, phase,
+node and creation time). A start keeps them as read and parses the identities of the objects
+that are gone only. The identity is what lets a start publish the deletion of an object deleted while no
 watcher was running (:meth:`PublishedVersions.gone`): a relist has no earlier list to compare
 with, only this bucket. Kubernetes Events carry none: an Event expiring says nothing about a
 run. A value an earlier version wrote (no identity) still counts as a version; the object's
@@ -44,7 +46,6 @@ from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
-from pydantic import ValidationError
 
 from controller.bus.buckets import forget, open_bucket
 from controller.bus.publishing import Publisher
@@ -82,11 +83,15 @@ def _version(event: BusEvent) -> str:
 
 
 def _value(event: BusEvent) -> str:
-    """The bucket's value for ``event``: its version, then (a job, a pod) its identity."""
-    identity = _IDENTITIES.get(event.type)
-    if identity is None:
+    """The bucket's value for ``event``: its version, then (a job, a pod) its list and identity."""
+    if isinstance(event, JobObserved):
+        scope = f"{event.kind}/{event.namespace}"
+    elif isinstance(event, PodObserved):
+        scope = f"{event.job.kind}/{event.namespace}"
+    else:
         return _version(event)
-    return f"{_version(event)}\n{event.model_dump_json(include=identity[1], exclude_none=True)}"
+    identity = event.model_dump_json(include=_IDENTITIES[event.type][1], exclude_none=True)
+    return f"{_version(event)}\n{scope}\n{identity}"
 
 
 class PublishedVersions:
@@ -100,10 +105,10 @@ class PublishedVersions:
         self._known: dict[str, str] = {}
         """Key → the version last published (no identity: that is only read at start)."""
         self._identities: dict[str, str] | None = None
-        """Key → the identity, as loaded, of the objects a start has not compared with a list yet."""
-        self._by_kind: dict[tuple[str, str, str], dict[str, tuple[str, dict[str, object]]]] = {}
-        """(kind, job kind, namespace) → uid → (key, identity) of those objects, once :meth:`gone`
-        parsed them."""
+        """Key → list and identity, as loaded, of the objects a start has not compared with a list yet."""
+        self._by_list: dict[tuple[str, str, str], dict[str, tuple[str, str]]] = {}
+        """(kind, job kind, namespace) → uid → (key, identity JSON) of those objects, once
+        :meth:`gone` sorted them."""
         self._legacy: set[str] = set()
         """Keys of jobs and pods whose value an earlier version wrote, without identity."""
         self._gone: list[str] = []
@@ -201,11 +206,11 @@ class PublishedVersions:
         if self._identities:
             self._sort_identities(self._identities)
             self._identities = {}
-        scopes = [s for s in self._by_kind if s[:2] == (kind, job_kind) and namespace in (None, s[2])]
+        scopes = [s for s in self._by_list if s[:2] == (kind, job_kind) and namespace in (None, s[2])]
         now = datetime.now(UTC)
         deletions: list[BusEvent] = []
         for scope in scopes:
-            for uid, (key, identity) in self._by_kind.pop(scope).items():
+            for uid, (key, identity) in self._by_list.pop(scope).items():
                 if uid in listed or key not in self._known:
                     continue
                 model = _IDENTITIES[kind][0]
@@ -214,7 +219,7 @@ class PublishedVersions:
                     deletions.append(
                         model.model_validate(
                             {
-                                **identity,
+                                **json.loads(identity),
                                 "uid": uid,
                                 "resource_version": version.rpartition(":")[0],
                                 "change": "DELETED",
@@ -222,22 +227,17 @@ class PublishedVersions:
                             }
                         )
                     )
-                except ValidationError as exc:
+                except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                     log.warning("published identity of %s does not parse; no deletion for it: %s", key, exc)
         return deletions
 
     def _sort_identities(self, identities: dict[str, str]) -> None:
-        """Group loaded identities by what a list of them covers: kind, job kind and namespace."""
+        """Group loaded identities by the list that covers them: kind, job kind and namespace."""
         for key, text in identities.items():
             kind, _, uid = key.partition(".")
-            try:
-                identity = json.loads(text)
-                job_kind = str((identity["job"] if kind == "pod" else identity)["kind"])
-                namespace = str(identity["namespace"])
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("published identity of %s does not parse; no deletion for it: %r", key, exc)
-                continue
-            self._by_kind.setdefault((kind, job_kind, namespace), {})[uid] = (key, identity)
+            scope, _, identity = text.partition("\n")
+            job_kind, _, namespace = scope.partition("/")
+            self._by_list.setdefault((kind, job_kind, namespace), {})[uid] = (key, identity)
 
     async def remember(self, events: Sequence[BusEvent]) -> None:
         """Record ``events`` as published (puts nobody waits for); a lost one costs a republish later.

@@ -122,7 +122,8 @@ async def test_versions_written_without_identity_still_count_and_gain_it(
     sim: SimCluster, settings: Settings, topology: Topology, js: JetStreamContext, nats_client: NATS
 ) -> None:
     """A value an earlier version wrote (``<rv>:<change>``) is a version like any: the object is
-    not republished, its value gains the identity, and one already gone is left alone."""
+    not republished, its value gains the identity, and one already gone is left alone; an
+    identity that does not parse makes up no deletion and stops nothing."""
     await ensure_streams(js, topology, settings.nats)
     job = sim.create(k.mpijob("old", workers=1))
     pod = sim.create(k.pod(job, "worker", 0))
@@ -131,6 +132,7 @@ async def test_versions_written_without_identity_still_count_and_gain_it(
     await kv.put(f"job.{job['metadata']['uid']}", f"{job['metadata']['resourceVersion']}:ADDED".encode())
     await kv.put(f"pod.{pod['metadata']['uid']}", f"{pod['metadata']['resourceVersion']}:ADDED".encode())
     await kv.put("job.deleted-during-the-upgrade", b"7:MODIFIED")
+    await kv.put("job.garbled", b"8:MODIFIED\nMPIJob/team-a\n{not json")  # logged and skipped
 
     metrics = await watch_until_quiet(settings, sim, js, topology, expected=0)
 
@@ -138,5 +140,6 @@ async def test_versions_written_without_identity_still_count_and_gain_it(
     assert metrics.sample("mpijc_skipped_objects_total", reason="unchanged") == 2
     for obj, kind in ((job, "job"), (pod, "pod")):
         value = (await kv.get(f"{kind}.{obj['metadata']['uid']}")).value or b""
-        assert value.decode().startswith(f"{obj['metadata']['resourceVersion']}:ADDED\n{{"), value
+        version = f"{obj['metadata']['resourceVersion']}:ADDED"
+        assert value.decode().startswith(f"{version}\nMPIJob/team-a\n{{"), value
     assert "job.deleted-during-the-upgrade" in await bucket_keys(js, topology.bucket(BUCKET))
