@@ -168,17 +168,36 @@ class UnwatchedDeletions:
         self._changes = changes
         self._arrived = arrived
         self._pending: list[BusEvent] = []
+        self._telling: set[asyncio.Task[None]] = set()
 
     @property
     def pending(self) -> bool:
         return bool(self._pending)
 
     async def listed(self, resource: Resource, namespace: str | None, uids: frozenset[str]) -> None:
-        """The first complete list of ``resource`` in ``namespace`` found ``uids``."""
+        """The first complete list of ``resource`` in ``namespace`` found ``uids``: compared with
+        what was published once that is loaded, so the watch starts at once all the same."""
         covers = self.LISTS.get(resource)
-        if covers is None:
+        if covers is not None:
+            task = asyncio.create_task(self._tell(resource, namespace, covers, uids))
+            self._telling.add(task)
+            task.add_done_callback(self._telling.discard)
+
+    async def _tell(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        covers: tuple[Literal["job", "pod"], JobKind],
+        uids: frozenset[str],
+    ) -> None:
+        try:
+            versions = await self._changes.loaded()
+        except Exception as exc:  # the publish loop, which waits for the same load, fails with it
+            log.warning(
+                "%s: deletions while not watched not told, the versions did not load: %r", resource, exc
+            )
             return
-        gone = (await self._changes.loaded()).gone(*covers, namespace, uids)
+        gone = versions.gone(*covers, namespace, uids)
         if gone:
             where = "cluster-wide" if namespace is None else f"in {namespace!r}"
             log.info(
@@ -191,6 +210,15 @@ class UnwatchedDeletions:
         """Up to ``limit`` deletions to publish now."""
         taken, self._pending = self._pending[:limit], self._pending[limit:]
         return taken
+
+    async def __aenter__(self) -> UnwatchedDeletions:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """The watchers stop: comparisons still waiting for the versions are dropped (the next
+        start compares again)."""
+        for task in self._telling:
+            task.cancel()
 
 
 async def run_watchers(
@@ -212,7 +240,6 @@ async def run_watchers(
     tails = LogTails(gateway, settings.watcher.log_tail_lines, settings.watcher.log_tail_bytes)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
-    unwatched = UnwatchedDeletions(changes, arrived)
 
     async def sink(change: WatchChange) -> None:
         kind = object_kind({"kind": change.resource.kind})
@@ -254,7 +281,7 @@ async def run_watchers(
                     metrics.published.labels("log").inc(len(probes))
 
     namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
-    async with asyncio.TaskGroup() as group:
+    async with UnwatchedDeletions(changes, arrived) as unwatched, asyncio.TaskGroup() as group:
         for resource in WATCHED:
             for namespace in namespaces:
                 group.create_task(

@@ -16,13 +16,17 @@ covers it (``<job kind>/<namespace>``: an MPIJob's pods are listed apart from a 
 its identity as JSON, what a deletion of it says besides uid and version (a job's kind,
 namespace, name, phase, labels and times; a pod's job, name, namespace, role, index, phase,
 node and creation time). A start keeps them as read and parses the identities of the objects
-that are gone only. The identity is what lets a start publish the deletion of an object deleted while no
-watcher was running (:meth:`PublishedVersions.gone`): a relist has no earlier list to compare
-with, only this bucket. Kubernetes Events carry none: an Event expiring says nothing about a
-run. A value an earlier version wrote (no identity) still counts as a version; the object's
-value is rewritten with its identity the next time a relist sees it (:meth:`VersionedPublisher.publish`),
-and one already gone by then cannot be told deleted: it is left to expire with the bucket's
-``max_age``.
+that are gone only. The identity is what lets a start publish the deletion of an object
+deleted while no watcher was running (:meth:`PublishedVersions.gone`): a relist has no earlier
+list to compare with, only this bucket. Kubernetes Events carry none: an Event expiring says
+nothing about a run.
+
+A value an earlier version wrote (no identity) still counts as a version, and is rewritten
+with the identity the next time a relist sees its object (:meth:`VersionedPublisher.publish`).
+For a job already gone by then (deleted during the upgrade that brought identities) the last
+observation of its name on the JOBS stream gives the identity, unless the name was reused
+since; a pod, or a job whose name was reused, cannot be told deleted, and its key expires with
+the bucket's ``max_age``.
 
 The versions are written after their observations are stored, as plain NATS publishes to the
 bucket's subjects: JetStream stores them all the same, and nobody waits for, or parses, an
@@ -37,11 +41,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType
@@ -49,7 +54,7 @@ from nats.js.kv import KeyValue
 
 from controller.bus.buckets import forget, open_bucket
 from controller.bus.publishing import Publisher
-from controller.contract.events import BusEvent, JobObserved, PodObserved
+from controller.contract.events import BusEvent, JobObserved, PodObserved, parse_event
 from controller.contract.kubeflow import JobKind
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
@@ -100,6 +105,7 @@ class PublishedVersions:
     def __init__(self, nc: NATS, topology: Topology) -> None:
         self._nc = nc
         self._js = nc.jetstream()
+        self._topology = topology
         self._bucket = topology.bucket(BUCKET)
         self._kv: KeyValue | None = None
         self._known: dict[str, str] = {}
@@ -129,11 +135,63 @@ class PublishedVersions:
         )
         stream = f"KV_{self._bucket}"
         info = await self._js.stream_info(stream)
-        self._identities = {}
+        identities: dict[str, str] = {}
+        self._identities = identities
         if not info.state.messages:
             return 0
+        prefix = f"$KV.{self._bucket}."
+        gone: list[str] = []
+        async for msg in self._last_per_subject(stream, f"{prefix}>", batch):
+            key, value = msg.subject.removeprefix(prefix), msg.data.decode()
+            version, _, identity = value.partition("\n")
+            if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or version.endswith(_GONE):
+                gone.append(key)  # an earlier version kept deleted objects: never needed again
+                self._known.pop(key, None)
+                identities.pop(key, None)
+                self._legacy.discard(key)
+                continue
+            self._known[key] = version
+            if identity:
+                identities[key] = identity
+            elif key.partition(".")[0] in _IDENTITIES:
+                self._legacy.add(key)
+        await self._forget(gone)
+        if self._legacy:
+            recovered = await self._recover_jobs(identities, batch)
+            log.info(
+                "%d published versions were written by an earlier version without identity: rewritten "
+                "as their objects are listed; %d of them jobs whose identity their last observation on "
+                "the bus gave; a deletion while no watcher ran cannot be told for the others",
+                len(self._legacy),
+                recovered,
+            )
+        return len(self._known)
+
+    async def _recover_jobs(self, identities: dict[str, str], batch: int) -> int:
+        """Identities of jobs whose value an earlier version wrote, from the last observation of
+        each job name on the bus (a name since reused by another run gives none); how many."""
+        legacy = {key.partition(".")[2]: key for key in self._legacy if key.startswith("job.")}
+        if not legacy:
+            return 0
+        recovered = 0
+        try:
+            async for msg in self._last_per_subject(
+                self._topology.stream("jobs"), self._topology.job_observations(), batch
+            ):
+                with contextlib.suppress(ValueError):  # not ours to judge here: the consumers dead-letter it
+                    event = parse_event(msg.data)
+                    key = legacy.get(event.uid)
+                    if key is not None and isinstance(event, JobObserved) and event.change != "DELETED":
+                        identities[key] = _value(event).partition("\n")[2]
+                        recovered += 1
+        except (NatsError, TimeoutError) as exc:  # the JOBS stream missing or out of reach: none
+            log.warning("identities of jobs published by an earlier version not read: %r", exc)
+        return recovered
+
+    async def _last_per_subject(self, stream: str, subject: str, batch: int) -> AsyncIterator[Msg]:
+        """The last message of each subject matching ``subject`` in ``stream``."""
         sub = await self._js.pull_subscribe(
-            f"$KV.{self._bucket}.>",
+            subject,
             stream=stream,
             config=ConsumerConfig(
                 ack_policy=AckPolicy.NONE,
@@ -142,43 +200,19 @@ class PublishedVersions:
                 inactive_threshold=30.0,
             ),
         )
-        prefix = f"$KV.{self._bucket}."
-        gone: list[str] = []
-        identities: dict[str, str] = {}
-        self._identities = identities
         try:
             while True:
                 try:
                     msgs = await sub.fetch(batch, timeout=2.0)
                 except (NatsTimeoutError, TimeoutError):
-                    break
+                    return
                 for msg in msgs:
-                    key, value = msg.subject.removeprefix(prefix), msg.data.decode()
-                    version, _, identity = value.partition("\n")
-                    if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or version.endswith(_GONE):
-                        gone.append(key)  # an earlier version kept deleted objects: never needed again
-                        self._known.pop(key, None)
-                        identities.pop(key, None)
-                        self._legacy.discard(key)
-                        continue
-                    self._known[key] = version
-                    if identity:
-                        identities[key] = identity
-                    elif key.partition(".")[0] in _IDENTITIES:
-                        self._legacy.add(key)
+                    yield msg
                 if msgs and msgs[-1].metadata.num_pending == 0:
-                    break
+                    return
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-        await self._forget(gone)
-        if self._legacy:
-            log.info(
-                "%d published versions were written by an earlier version without identity: rewritten "
-                "as their objects are listed; a deletion while no watcher ran cannot be told for them",
-                len(self._legacy),
-            )
-        return len(self._known)
 
     def changed(self, events: Sequence[BusEvent]) -> list[BusEvent]:
         """``events`` less those whose object was already published at that version."""

@@ -13,12 +13,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.rules import RuleEngine
+from controller.bus.publishing import Publisher
 from controller.bus.streams import ensure_streams
 from controller.bus.versions import BUCKET, PublishedVersions
 from controller.contract.events import BusEvent, parse_event
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
+from controller.testing import events as eb
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from tests.buckets import bucket_keys
@@ -122,24 +124,36 @@ async def test_versions_written_without_identity_still_count_and_gain_it(
     sim: SimCluster, settings: Settings, topology: Topology, js: JetStreamContext, nats_client: NATS
 ) -> None:
     """A value an earlier version wrote (``<rv>:<change>``) is a version like any: the object is
-    not republished, its value gains the identity, and one already gone is left alone; an
-    identity that does not parse makes up no deletion and stops nothing."""
+    not republished and its value gains the identity. A job deleted during the upgrade gets its
+    identity from its last observation on the bus and is deleted; a pod cannot be told and is
+    left alone; an identity that does not parse makes up no deletion and stops nothing."""
     await ensure_streams(js, topology, settings.nats)
     job = sim.create(k.mpijob("old", workers=1))
     pod = sim.create(k.pod(job, "worker", 0))
+    upgraded_away = eb.job("Running", job=eb.ref(name="upgraded-away", uid="uid-upgraded-away"))
+    await Publisher(js, topology).publish([upgraded_away])  # by the version before
     await PublishedVersions(nats_client, topology).load(settings.nats)  # the bucket, empty
     kv = await js.key_value(topology.bucket(BUCKET))  # values as the version before wrote them
-    await kv.put(f"job.{job['metadata']['uid']}", f"{job['metadata']['resourceVersion']}:ADDED".encode())
-    await kv.put(f"pod.{pod['metadata']['uid']}", f"{pod['metadata']['resourceVersion']}:ADDED".encode())
-    await kv.put("job.deleted-during-the-upgrade", b"7:MODIFIED")
-    await kv.put("job.garbled", b"8:MODIFIED\nMPIJob/team-a\n{not json")  # logged and skipped
+    for key, version in (
+        (f"job.{job['metadata']['uid']}", f"{job['metadata']['resourceVersion']}:ADDED"),
+        (f"pod.{pod['metadata']['uid']}", f"{pod['metadata']['resourceVersion']}:ADDED"),
+        ("job.uid-upgraded-away", f"{upgraded_away.resource_version}:MODIFIED"),
+        ("pod.deleted-during-the-upgrade", "7:MODIFIED"),
+        ("job.garbled", "8:MODIFIED\nMPIJob/team-a\n{not json"),
+    ):
+        await kv.put(key, version.encode())
 
-    metrics = await watch_until_quiet(settings, sim, js, topology, expected=0)
+    async def forgotten() -> bool:  # a deleted object's key is purged in the background
+        return "job.uid-upgraded-away" not in await bucket_keys(js, topology.bucket(BUCKET))
 
-    assert await published(js, topology) == [], "nothing republished, no deletion made up"
-    assert metrics.sample("mpijc_skipped_objects_total", reason="unchanged") == 2
+    metrics = await watch_until_quiet(settings, sim, js, topology, expected=2, also=forgotten)
+
+    (deleted,) = (await published(js, topology))[1:]
+    assert (deleted.type, deleted.uid, deleted.change) == ("job", "uid-upgraded-away", "DELETED")
+    assert (deleted.name, deleted.resource_version) == ("upgraded-away", upgraded_away.resource_version)
+    assert metrics.sample("mpijc_skipped_objects_total", reason="unchanged") == 2, "nothing republished"
     for obj, kind in ((job, "job"), (pod, "pod")):
         value = (await kv.get(f"{kind}.{obj['metadata']['uid']}")).value or b""
         version = f"{obj['metadata']['resourceVersion']}:ADDED"
         assert value.decode().startswith(f"{version}\nMPIJob/team-a\n{{"), value
-    assert "job.deleted-during-the-upgrade" in await bucket_keys(js, topology.bucket(BUCKET))
+    assert "pod.deleted-during-the-upgrade" in await bucket_keys(js, topology.bucket(BUCKET))
