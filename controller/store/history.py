@@ -55,14 +55,28 @@ _M = TypeVar("_M", Condition, ContainerState, Evidence)
 
 
 def _latest(events: Iterable[_E]) -> list[_E]:
-    """One event per uid: the newest resourceVersion (the later one on a tie), in uid order."""
+    """One event per uid: the newest resourceVersion (the later one on a tie), in uid order.
+
+    On a tie between a deletion and an observation, the observation marked deleted: a deletion
+    at a version already observed is a notice (see :func:`_upsert`), which must not stand in
+    for the state it repeats when both arrive in one batch."""
     latest: dict[str, _E] = {}
     for event in events:
         held = latest.get(event.uid)
-        if held is None or resource_version_order(held.resource_version) <= resource_version_order(
-            event.resource_version
-        ):
+        if held is None:
             latest[event.uid] = event
+            continue
+        old, new = (
+            resource_version_order(held.resource_version),
+            resource_version_order(event.resource_version),
+        )
+        if old < new or (old == new and (held.change == "DELETED") == (event.change == "DELETED")):
+            latest[event.uid] = event
+        elif old == new:
+            state, deletion = (event, held) if held.change == "DELETED" else (held, event)
+            latest[event.uid] = state.model_copy(
+                update={"change": "DELETED", "observed_at": deletion.observed_at}
+            )
     return [latest[uid] for uid in sorted(latest)]
 
 
@@ -353,7 +367,8 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
         timeline += [_job_timeline(e) for e in events if isinstance(e, JobObserved)]
     if pods:  # the containers' JSON serves both the pod row and its state row
         containers = {id(p): _dump(_CONTAINERS, p.containers) for p in pods}
-        await _PODS.execute(conn, [_pod_row(p, containers[id(p)]) for p in _latest(pods)])
+        rows = [_pod_row(p, containers.get(id(p)) or _dump(_CONTAINERS, p.containers)) for p in _latest(pods)]
+        await _PODS.execute(conn, rows)  # (a deletion notice merged into a state is a new copy)
         states = _first_per_key(
             (_pod_state_row(p, containers[id(p)]) for p in pods),
             lambda row: (row["pod_uid"], row["resource_version"]),
