@@ -117,7 +117,7 @@ class PublishedVersions:
         :meth:`gone` sorted them."""
         self._legacy: set[str] = set()
         """Keys of jobs and pods whose value an earlier version wrote, without identity."""
-        self._gone: list[str] = []
+        self._gone: list[tuple[str, bytes]] = []
         """Keys of deleted objects, to be purged from the bucket."""
         self._forgetting: asyncio.Task[None] | None = None
 
@@ -285,12 +285,12 @@ class PublishedVersions:
         try:
             for event in events:
                 if event.type not in _UNREMEMBERED:
-                    key = _key(event)
-                    await self._nc.publish(prefix + key, _value(event).encode())
+                    key, value = _key(event), _value(event).encode()
+                    await self._nc.publish(prefix + key, value)
                     self._legacy.discard(key)
                     if event.change == "DELETED":
                         self._known.pop(key, None)
-                        self._gone.append(key)
+                        self._gone.append((key, value))
                     else:
                         self._known[key] = _version(event)
         except NatsError as exc:  # the client's buffer is full while it reconnects: known next time
@@ -299,10 +299,21 @@ class PublishedVersions:
             self._forgetting = asyncio.create_task(self._forget_gone())
 
     async def _forget_gone(self) -> None:
-        """Purge the keys of deleted objects until none is left to purge."""
+        """Purge the keys of deleted objects until none is left to purge.
+
+        The values were plain publishes: the server stores them from the stream's inbound queue,
+        which a purge request does not wait for, so a purge could run first and the value stay.
+        One acknowledged write after them (the last value again) comes back once they are all
+        stored; the purges follow it."""
         while self._gone:
-            keys, self._gone = self._gone, []
-            await self._forget(keys)
+            gone, self._gone = self._gone, []
+            last, value = gone[-1]
+            try:
+                await self._js.publish(f"$KV.{self._bucket}.{last}", value)
+            except (NatsError, TimeoutError) as exc:
+                log.warning("versions of %d deleted objects not removed: %r", len(gone), exc)
+                continue
+            await self._forget([key for key, _ in gone])
 
     async def _forget(self, keys: list[str]) -> None:
         """Remove ``keys`` from the bucket; one left behind only takes room until it expires."""
