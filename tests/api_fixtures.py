@@ -33,12 +33,13 @@ from watchers.correlating import Correlator, Observation
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 
 USERS = {
-    "token-admin": StaticUser(username="admin", namespaces=["*"]),
-    "token-alice": StaticUser(username="alice", groups=["team-a"], namespaces=["team-a"]),
+    "token-admin": StaticUser(username="admin", namespaces=["*"], manage=["*"]),
+    "token-alice": StaticUser(username="alice", groups=["team-a"], namespaces=["team-a"], manage=["team-a"]),
     "token-bob": StaticUser(username="bob", groups=["team-b"], namespaces=["team-b", "shared"]),
     "token-nobody": StaticUser(username="nobody"),
 }
-"""Static tokens of the tests: admin sees everything, alice team-a, bob team-b and shared."""
+"""Static tokens of the tests: admin sees and manages everything, alice team-a; bob reads team-b
+and shared (read-only)."""
 
 
 def bearer(token: str) -> dict[str, str]:

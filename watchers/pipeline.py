@@ -49,9 +49,10 @@ class Pipeline:
         self.correlator = Correlator(pending_ttl_s, time.monotonic)
         self._live = live  # replayed observations carry historic times: no lag to measure
 
-    async def feed(self, observations: Iterable[Observation]) -> int:
-        """Correlate and publish a batch of observations; returns how many events were new."""
-        ready: list[BusEvent] = []
+    async def feed(self, observations: Iterable[Observation], ready: Iterable[BusEvent] = ()) -> int:
+        """Correlate and publish a batch of observations, after events ``ready`` as they are (the
+        deletions a start tells from what was published); returns how many events were new."""
+        ready = list(ready)
         for observation in observations:
             try:
                 ready += self.correlator.observe(observation)

@@ -20,18 +20,19 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from controller.bus.client import NATS
 from controller.bus.publishing import Publisher
-from controller.bus.versions import versioned
+from controller.bus.versions import VersionedPublisher, versioned
 from controller.contract.errors import RetryableError
-from controller.contract.events import Change, LogProbed
+from controller.contract.events import BusEvent, Change, LogProbed
+from controller.contract.kubeflow import JobKind
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
-from controller.kube.resources import WATCHED
+from controller.kube.resources import JOBSET_PODS, MPI_PODS, MPIJOBS, TRAINJOBS, WATCHED, Resource
 from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, ObjectKind, Observation
 from watchers.leader import LeaderElector
@@ -40,7 +41,7 @@ from watchers.normalizing import failure_signal, pod_owner
 from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.recording import object_kind, write_record
 from watchers.tails import LogTails, Tails
-from watchers.watching import Sink, WatchChange, watch_resource
+from watchers.watching import Listed, Sink, WatchChange, watch_resource
 
 QUEUE_LIMIT = 50_000
 """Observations waiting to be published, per lane. Large enough that a relist of a big cluster
@@ -126,9 +127,11 @@ async def _watch_all(
     tails: LogTails,
     *beside: Coroutine[Any, Any, None],
     metrics: WatchMetrics | None = None,
+    listed: Listed | None = None,
 ) -> None:
     """One watch per resource kind (and namespace) into ``sink``, and ``beside`` them, until
-    ``stop`` is set; then the log tails still being read again are let go."""
+    ``stop`` is set (``listed`` hears of each first complete list); then the log tails still
+    being read again are let go."""
     namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
     try:
         async with asyncio.TaskGroup() as group:
@@ -136,7 +139,14 @@ async def _watch_all(
                 for namespace in namespaces:
                     group.create_task(
                         watch_resource(
-                            gateway, resource, namespace, sink, settings.watcher, stop, metrics=metrics
+                            gateway,
+                            resource,
+                            namespace,
+                            sink,
+                            settings.watcher,
+                            stop,
+                            metrics=metrics,
+                            listed=listed,
                         )
                     )
             for task in beside:
@@ -170,6 +180,76 @@ async def probe_loop(
             log.warning(
                 "%d progress probes not published, next probe in %gs: %s", len(probes), interval_s, exc
             )
+
+
+class UnwatchedDeletions:
+    """Deletions of objects deleted while no watcher ran, told after each resource's first
+    complete list (what was published of it and is gone now), published ahead of the queues.
+    Kubernetes Events are not told: one expiring says nothing about a run."""
+
+    LISTS: Mapping[Resource, tuple[Literal["job", "pod"], JobKind]] = {
+        MPIJOBS: ("job", "MPIJob"),
+        TRAINJOBS: ("job", "TrainJob"),
+        MPI_PODS: ("pod", "MPIJob"),
+        JOBSET_PODS: ("pod", "TrainJob"),
+    }
+    """What a list of each resource covers: the jobs of a kind, or the pods of its jobs."""
+
+    def __init__(self, changes: VersionedPublisher, arrived: asyncio.Event) -> None:
+        self._changes = changes
+        self._arrived = arrived
+        self._pending: list[BusEvent] = []
+        self._telling: set[asyncio.Task[None]] = set()
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    async def listed(self, resource: Resource, namespace: str | None, uids: frozenset[str]) -> None:
+        """The first complete list of ``resource`` in ``namespace`` found ``uids``: compared with
+        what was published once that is loaded, so the watch starts at once all the same."""
+        covers = self.LISTS.get(resource)
+        if covers is not None:
+            task = asyncio.create_task(self._tell(resource, namespace, covers, uids))
+            self._telling.add(task)
+            task.add_done_callback(self._telling.discard)
+
+    async def _tell(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        covers: tuple[Literal["job", "pod"], JobKind],
+        uids: frozenset[str],
+    ) -> None:
+        try:
+            versions = await self._changes.loaded()
+        except Exception as exc:  # the publish loop, which waits for the same load, fails with it
+            log.warning(
+                "%s: deletions while not watched not told, the versions did not load: %r", resource, exc
+            )
+            return
+        gone = versions.gone(*covers, namespace, uids)
+        if gone:
+            where = "cluster-wide" if namespace is None else f"in {namespace!r}"
+            log.info(
+                "%s %s: %d deleted while not watched; publishing their deletion", resource, where, len(gone)
+            )
+            self._pending += gone
+            self._arrived.set()
+
+    def take(self, limit: int) -> list[BusEvent]:
+        """Up to ``limit`` deletions to publish now."""
+        taken, self._pending = self._pending[:limit], self._pending[limit:]
+        return taken
+
+    async def __aenter__(self) -> UnwatchedDeletions:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """The watchers stop: comparisons still waiting for the versions are dropped (the next
+        start compares again)."""
+        for task in self._telling:
+            task.cancel()
 
 
 async def run_watchers(
@@ -213,29 +293,31 @@ async def run_watchers(
         """Batches of up to MAX_BATCH, failure signals first: an OOM kill seen during a relist of
         thousands of pods goes out with the next batch, not after the relist."""
         while not stop.is_set():
-            if queue.empty() and urgent.empty():
+            if queue.empty() and urgent.empty() and not unwatched.pending:
                 arrived.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(arrived.wait(), timeout=1.0)
-                if queue.empty() and urgent.empty():
+                if queue.empty() and urgent.empty() and not unwatched.pending:
                     await pipeline.feed(())
                     continue
             batch: list[Observation] = []
             for lane in (urgent, queue):
                 while len(batch) < MAX_BATCH and not lane.empty():
                     batch.append(lane.get_nowait())
-            await pipeline.feed(batch)
+            await pipeline.feed(batch, unwatched.take(MAX_BATCH))
 
-    await _watch_all(
-        gateway,
-        settings,
-        sink,
-        stop,
-        tails,
-        publish_loop(),
-        probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
-        metrics=watch_metrics,
-    )
+    async with UnwatchedDeletions(changes, arrived) as unwatched:
+        await _watch_all(
+            gateway,
+            settings,
+            sink,
+            stop,
+            tails,
+            publish_loop(),
+            probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
+            metrics=watch_metrics,
+            listed=unwatched.listed,
+        )
 
 
 async def run_watchers_elected(

@@ -14,6 +14,10 @@ into a sink of :class:`WatchChange` s, through every disturbance an API server p
   now comes out first as a synthetic ``DELETED`` carrying its last known state (the deletion
   happened while we were not looking), then new objects as ``ADDED`` and changed ones
   (another resourceVersion) as ``MODIFIED``; unchanged objects are not repeated;
+* the first list has nothing of its own to compare with: once it is complete (every page),
+  ``listed`` is told which uids it found, so the caller can compare them with what it published
+  before the loop started (objects deleted while no watcher ran; see
+  :meth:`controller.bus.versions.PublishedVersions.gone`);
 * connection errors and 5xx answers reconnect with exponential backoff and jitter (reset by
   the next success); unknown event types and objects without ``metadata.uid`` are logged,
   counted and skipped, never fatal;
@@ -42,7 +46,7 @@ from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError,
 from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
 from watchers.metrics import WatchMetrics
 
-__all__ = ["Backoff", "WatchChange", "WatchGateway", "WatchStreamLike", "watch_resource"]
+__all__ = ["Backoff", "Listed", "WatchChange", "WatchGateway", "WatchStreamLike", "watch_resource"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,8 @@ class WatchChange:
 
 
 Sink = Callable[[WatchChange], Awaitable[None]]
+Listed = Callable[[Resource, str | None, frozenset[str]], Awaitable[None]]
+"""Told the resource, the namespace (``None``: cluster-wide) and the uids of a first complete list."""
 
 
 class WatchStreamLike(Protocol):
@@ -99,13 +105,18 @@ async def watch_resource(
     *,
     metrics: WatchMetrics | None = None,
     rng: Callable[[], float] = random.random,
+    listed: Listed | None = None,
 ) -> None:
     """Mirror ``resource`` (cluster-wide when ``namespace`` is None) into ``sink`` until ``stop`` is set.
 
-    Returns when stopped; raises only what it cannot recover from (an exception of the sink,
-    a bug). Every API failure is retried: a 403 or a missing CRD may be fixed while we wait.
+    ``listed`` hears of the first complete list's uids, after its objects went to ``sink``.
+    Returns when stopped; raises only what it cannot recover from (an exception of the sink or
+    of ``listed``, a bug). Every API failure is retried: a 403 or a missing CRD may be fixed
+    while we wait.
     """
-    await _WatchLoop(gateway, resource, namespace, sink, settings, stop, metrics or WatchMetrics(), rng).run()
+    await _WatchLoop(
+        gateway, resource, namespace, sink, settings, stop, metrics or WatchMetrics(), rng, listed
+    ).run()
 
 
 class _Stopped(Exception):
@@ -193,6 +204,7 @@ class _WatchLoop:
         stop: asyncio.Event,
         metrics: WatchMetrics,
         rng: Callable[[], float],
+        listed: Listed | None = None,
     ) -> None:
         self.gateway = gateway
         self.resource = resource
@@ -204,6 +216,7 @@ class _WatchLoop:
         self.known: dict[str, RawObject] = {}  # uid -> last object seen: what a relist compares against
         self.resource_version: str | None = None  # None: list (again) before watching
         self.listed = False
+        self.on_listed = listed
         self.where = "cluster-wide" if namespace is None else f"in {namespace!r}"
         label = str(resource)
         self.m_events = {t: metrics.events.labels(label, t) for t in EVENT_TYPES}
@@ -287,6 +300,8 @@ class _WatchLoop:
                 await self._emit("ADDED", obj)
             elif _resource_version(old) != _resource_version(obj):
                 await self._emit("MODIFIED", obj)
+        if not self.listed and self.on_listed is not None:
+            await self.on_listed(self.resource, self.namespace, frozenset(fresh))
         self.m_known.set(len(self.known))
         self.m_lists.inc()
         self.listed = True

@@ -108,13 +108,30 @@ def _job_info(event: JobObserved) -> JobInfo:
     )
 
 
+def _finding_job(finding: Finding, job: NotifyJob | None) -> JobInfo:
+    """The job context of a finding: what was last seen of its job (only its identity if unseen)."""
+    if job is None:
+        return JobInfo(**finding.job.model_dump())
+    return JobInfo(
+        **finding.job.model_dump(),
+        phase=job.phase,
+        labels=job.labels,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
 def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[list[Occurrence], Row | None]:
     """The transitions ``event`` makes from ``previous``, and the state to store (``None``: keep)."""
     rv = resource_version_order(event.resource_version)
-    if previous is not None and (previous.deleted or (rv and rv <= previous.resource_version)):
+    deleted = event.change == "DELETED"
+    if previous is not None and (
+        previous.deleted
+        or (rv and (rv < previous.resource_version or (rv == previous.resource_version and not deleted)))
+    ):  # a deletion may repeat the last version (told after a restart of the watcher): still news
         return [], None
     types: list[EventType] = []
-    deleted = event.change == "DELETED"
     if previous is None and not deleted:
         types.append("job.created")
     phase_event = _PHASE_EVENTS.get(event.phase)
@@ -144,6 +161,9 @@ def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[lis
         "labels": event.labels,
         "resource_version": rv,
         "deleted": deleted,
+        "created_at": event.created_at,
+        "started_at": event.started_at,
+        "finished_at": event.finished_at,
     }
     return occurrences, state
 
@@ -224,11 +244,7 @@ class Notifier:
             changed: dict[str, Row] = {}
             for finding in sorted(findings, key=lambda f: f.revision):
                 job = jobs.get(finding.job.uid)
-                info = JobInfo(
-                    **finding.job.model_dump(),
-                    phase=job.phase if job else None,
-                    labels=job.labels if job else {},
-                )
+                info = _finding_job(finding, job)
                 found, state = finding_occurrence(known.get(finding.id), finding, info)
                 if found is not None:
                     occurrences.append(found)

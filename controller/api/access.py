@@ -1,12 +1,14 @@
 """Who a bearer token stands for, and which namespaces they may read (no web framework here).
 
-The API asks one :class:`AccessReviewer` three questions: *whose token is this?*, *may this
-principal list MPIJobs/TrainJobs in that namespace* (``None``: in every namespace)? and, before
-someone changes a notification subscription they did not create, *may they update
-MPIJobs/TrainJobs there*? Three answers ship here, chosen by ``api.auth``:
+The API asks one :class:`AccessReviewer` four questions: *whose token is this?*, *may this
+principal list MPIJobs/TrainJobs in that namespace* (``None``: in every namespace)?, before
+someone creates a notification subscription or changes their own, *may they subscribe there*
+(no for a read-only caller)? and, before someone changes a subscription they did not create,
+*may they update MPIJobs/TrainJobs there*? Three answers ship here, chosen by ``api.auth``:
 
-- :class:`StaticAccess` (``static``): tokens and per-user namespace allowlists from settings,
-  for a laptop or a CI job; a static user's namespaces grant update as well as read there;
+- :class:`StaticAccess` (``static``): tokens with per-user namespace allowlists from settings,
+  for a laptop or a CI job: ``namespaces`` to read, ``manage`` to subscribe and change anyone's
+  subscriptions (empty by default: a read-only token);
 - :class:`OpenAccess` (``off``): everyone is ``anonymous`` and reads and changes everything, for
   local development only — it must be chosen explicitly, never by default;
 - a Kubernetes-backed reviewer (``kubernetes``): TokenReview + SubjectAccessReview through the
@@ -53,24 +55,32 @@ def token_digest(token: str) -> bytes:
 class StaticAccess:
     """Tokens and namespace allowlists from settings (``MPIJC_API__TOKENS``).
 
-    There is no separate write allowlist: a static user may update jobs (for the API: change
-    others' subscriptions) exactly where they may read them.
+    ``namespaces`` are read; ``manage`` (a subset in practice, empty by default) are where the
+    user may subscribe and change anyone's subscriptions: a token without it is read-only.
     """
 
     def __init__(self, tokens: Mapping[str, StaticUser]) -> None:
         self._users = {token_digest(token): user for token, user in tokens.items() if token}
         self._namespaces = {user.username: frozenset(user.namespaces) for user in tokens.values()}
+        self._managed = {user.username: frozenset(user.manage) for user in tokens.values()}
 
     async def review_token(self, token: str) -> Principal | None:
         user = self._users.get(token_digest(token)) if token else None
         return Principal(user.username, tuple(user.groups)) if user else None
 
     async def can_list(self, principal: Principal, namespace: str | None) -> bool:
-        allowed = self._namespaces.get(principal.username, frozenset())
-        return ALL_NAMESPACES in allowed or (namespace is not None and namespace in allowed)
+        return _allows(self._namespaces.get(principal.username, frozenset()), namespace)
 
     async def can_update(self, principal: Principal, namespace: str | None) -> bool:
-        return await self.can_list(principal, namespace)
+        return _allows(self._managed.get(principal.username, frozenset()), namespace)
+
+    async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
+        return await self.can_update(principal, namespace)
+
+
+def _allows(allowlist: frozenset[str], namespace: str | None) -> bool:
+    """Whether ``allowlist`` covers ``namespace`` (``None``, every namespace, needs ``"*"``)."""
+    return ALL_NAMESPACES in allowlist or (namespace is not None and namespace in allowlist)
 
 
 class OpenAccess:
@@ -85,6 +95,9 @@ class OpenAccess:
         return True
 
     async def can_update(self, principal: Principal, namespace: str | None) -> bool:
+        return True
+
+    async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
         return True
 
 
@@ -167,6 +180,11 @@ class CachedAccess:
     async def can_update(self, principal: Principal, namespace: str | None) -> bool:
         return await self._decisions.get(
             ("update", principal, namespace), lambda: self._inner.can_update(principal, namespace)
+        )
+
+    async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
+        return await self._decisions.get(
+            ("subscribe", principal, namespace), lambda: self._inner.can_subscribe(principal, namespace)
         )
 
 

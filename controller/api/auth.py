@@ -8,6 +8,8 @@ Every route takes ``principal: Annotated[Principal, Depends(current_principal)]`
 - a route returning **one object** (a run, a subscription, a delivery) asks :func:`may_read`
   about the object's namespace and answers 404, exactly as for an object that does not exist,
   when the answer is no: a 403 would confirm the object exists;
+- a route **creating** a subscription, or changing one, first asks :func:`may_subscribe` (403
+  for a read-only caller: a static token without ``manage``);
 - a route **changing** an object someone else created asks :func:`may_update`.
 
 The answers come from the application's :class:`~controller.api.access.AccessReviewer` (static
@@ -38,6 +40,7 @@ __all__ = [
     "Principal",
     "current_principal",
     "may_read",
+    "may_subscribe",
     "may_update",
     "require_namespace",
     "visible_namespaces",
@@ -105,6 +108,12 @@ async def may_read(request: Request, principal: Principal, namespace: str | None
 async def may_update(request: Request, principal: Principal, namespace: str | None) -> bool:
     """Whether ``principal`` may update MPIJobs or TrainJobs in ``namespace`` (``None``: in all)."""
     return await _answer(reviewer_of(request).can_update(principal, namespace))
+
+
+async def may_subscribe(request: Request, principal: Principal, namespace: str | None) -> bool:
+    """Whether ``principal`` may create subscriptions in ``namespace`` (``None``: cluster-wide)
+    and change their own there."""
+    return await _answer(reviewer_of(request).can_subscribe(principal, namespace))
 
 
 async def visible_namespaces(request: Request, principal: Principal) -> frozenset[str] | None:

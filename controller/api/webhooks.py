@@ -36,7 +36,14 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.api import models
-from controller.api.auth import Principal, current_principal, may_read, may_update, visible_namespaces
+from controller.api.auth import (
+    Principal,
+    current_principal,
+    may_read,
+    may_subscribe,
+    may_update,
+    visible_namespaces,
+)
 from controller.api.deps import engine_of
 from controller.api.limits import DEFAULT_QUOTAS, SubscriptionQuotas
 from controller.api.paging import Cursor, Keyset, Limit, page_of
@@ -407,6 +414,7 @@ class _NotificationsApi:
         """Subscribe; a webhook's signing secret is in this answer and never shown again."""
         _reject_nul(body.model_dump())
         await _authorize(request, principal, body.namespace)
+        await _may_subscribe(request, principal, body.namespace)
         fields = await self._validator.check(body.model_dump())
         at = self._now()
         secret = generate_secret() if body.channel == "webhook" else None
@@ -610,10 +618,23 @@ class _NotificationsApi:
         return _delivery_view(queued, attempts[queued.seq])
 
 
+async def _may_subscribe(request: Request, principal: Principal, namespace: str | None) -> None:
+    """403 unless ``principal`` may subscribe in ``namespace`` (a read-only caller may not)."""
+    if not await may_subscribe(request, principal, namespace):
+        where = f"namespace {namespace!r}" if namespace is not None else "every namespace"
+        raise HTTPException(
+            403,
+            f"{principal.username} has read-only access to {where}: may not create or change "
+            "subscriptions there",
+        )
+
+
 async def _may_change(
     request: Request, principal: Principal, created_by: str, namespace: str | None, subscription_id: str
 ) -> None:
-    """403 unless ``principal`` created the subscription or may update jobs in ``namespace``."""
+    """403 unless ``principal`` may subscribe in ``namespace`` and either created the subscription
+    or may update jobs there."""
+    await _may_subscribe(request, principal, namespace)
     if created_by == principal.username or await may_update(request, principal, namespace):
         return
     where = f"namespace {namespace!r}" if namespace is not None else "every namespace"

@@ -4,13 +4,29 @@ After a restart, an upgrade or a leader change the watchers list everything agai
 stream's duplicate window JetStream drops what it already holds; past it, every unchanged
 pod and job would reach every consumer again (34,000 messages for 1,000 jobs of 16 workers).
 :class:`PublishedVersions` remembers, per object, the version last published in a JetStream
-key-value bucket (``published``: key ``<type>.<uid>``, value ``<resourceVersion>:<change>``,
-one revision kept, entries expiring with the streams' ``max_age``). It is loaded once at
-start and consulted before publishing: an observation whose object is at the version already
-published is dropped. Log probes are never remembered (each is new by nature), and a deleted
-object is forgotten, its key purged from the bucket (:func:`controller.bus.buckets.forget`): the
-bucket, each start's load and the watcher's memory hold the objects that exist, not every pod
-the cluster deleted in a week.
+key-value bucket (``published``: key ``<type>.<uid>``, one revision kept, entries expiring with
+the streams' ``max_age``). It is loaded once at start and consulted before publishing: an
+observation whose object is at the version already published is dropped. Log probes are never
+remembered (each is new by nature), and a deleted object is forgotten, its key purged from the
+bucket (:func:`controller.bus.buckets.forget`): the bucket, each start's load and the watcher's
+memory hold the objects that exist, not every pod the cluster deleted in a week.
+
+A value is ``<resourceVersion>:<change>``, then for a job or a pod two more lines: which list
+covers it (``<job kind>/<namespace>``: an MPIJob's pods are listed apart from a TrainJob's) and
+its identity as JSON, what a deletion of it says besides uid and version (a job's kind,
+namespace, name, phase, labels and times; a pod's job, name, namespace, role, index, phase,
+node and creation time). A start keeps them as read and parses the identities of the objects
+that are gone only. The identity is what lets a start publish the deletion of an object
+deleted while no watcher was running (:meth:`PublishedVersions.gone`): a relist has no earlier
+list to compare with, only this bucket. Kubernetes Events carry none: an Event expiring says
+nothing about a run.
+
+A value an earlier version wrote (no identity) still counts as a version, and is rewritten
+with the identity the next time a relist sees its object (:meth:`VersionedPublisher.publish`).
+For a job already gone by then (deleted during the upgrade that brought identities) the last
+observation of its name on the JOBS stream gives the identity, unless the name was reused
+since; a pod, or a job whose name was reused, cannot be told deleted, and its key expires with
+the bucket's ``max_age``.
 
 The versions are written after their observations are stored, as plain NATS publishes to the
 bucket's subjects: JetStream stores them all the same, and nobody waits for, or parses, an
@@ -23,10 +39,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
+from datetime import UTC, datetime
+from typing import Literal
 
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType
@@ -34,7 +54,15 @@ from nats.js.kv import KeyValue
 
 from controller.bus.buckets import forget, open_bucket
 from controller.bus.publishing import Publisher
-from controller.contract.events import BusEvent, version_of
+from controller.contract.events import (
+    BusEvent,
+    JobObserved,
+    PodObserved,
+    parse_event,
+    resource_version_in,
+    version_of,
+)
+from controller.contract.kubeflow import JobKind
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -48,12 +76,34 @@ _UNREMEMBERED = frozenset({"log"})
 _GONE = ":DELETED"
 
 
+_IDENTITIES: dict[str, tuple[type[JobObserved] | type[PodObserved], set[str]]] = {
+    "job": (
+        JobObserved,
+        {"kind", "namespace", "name", "phase", "labels", "created_at", "started_at", "finished_at"},
+    ),
+    "pod": (PodObserved, {"job", "name", "namespace", "role", "index", "phase", "node", "created_at"}),
+}
+"""Per event type, the model and the fields a deletion of the object needs besides uid and version."""
+
+
 def _key(event: BusEvent) -> str:
     return f"{event.type}.{event.uid}"
 
 
-def _value(event: BusEvent) -> str:
+def _version(event: BusEvent) -> str:
     return version_of(event)  # a pod version republished with its late log tail is a change
+
+
+def _value(event: BusEvent) -> str:
+    """The bucket's value for ``event``: its version, then (a job, a pod) its list and identity."""
+    if isinstance(event, JobObserved):
+        scope = f"{event.kind}/{event.namespace}"
+    elif isinstance(event, PodObserved):
+        scope = f"{event.job.kind}/{event.namespace}"
+    else:
+        return _version(event)
+    identity = event.model_dump_json(include=_IDENTITIES[event.type][1], exclude_none=True)
+    return f"{_version(event)}\n{scope}\n{identity}"
 
 
 class PublishedVersions:
@@ -62,10 +112,19 @@ class PublishedVersions:
     def __init__(self, nc: NATS, topology: Topology) -> None:
         self._nc = nc
         self._js = nc.jetstream()
+        self._topology = topology
         self._bucket = topology.bucket(BUCKET)
         self._kv: KeyValue | None = None
         self._known: dict[str, str] = {}
-        self._gone: list[str] = []
+        """Key → the version last published (no identity: that is only read at start)."""
+        self._identities: dict[str, str] | None = None
+        """Key → list and identity, as loaded, of the objects a start has not compared with a list yet."""
+        self._by_list: dict[tuple[str, str, str], dict[str, tuple[str, str]]] = {}
+        """(kind, job kind, namespace) → uid → (key, identity JSON) of those objects, once
+        :meth:`gone` sorted them."""
+        self._legacy: set[str] = set()
+        """Keys of jobs and pods whose value an earlier version wrote, without identity."""
+        self._gone: list[tuple[str, bytes]] = []
         """Keys of deleted objects, to be purged from the bucket."""
         self._forgetting: asyncio.Task[None] | None = None
 
@@ -83,10 +142,63 @@ class PublishedVersions:
         )
         stream = f"KV_{self._bucket}"
         info = await self._js.stream_info(stream)
+        identities: dict[str, str] = {}
+        self._identities = identities
         if not info.state.messages:
             return 0
+        prefix = f"$KV.{self._bucket}."
+        gone: list[str] = []
+        async for msg in self._last_per_subject(stream, f"{prefix}>", batch):
+            key, value = msg.subject.removeprefix(prefix), msg.data.decode()
+            version, _, identity = value.partition("\n")
+            if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or version.endswith(_GONE):
+                gone.append(key)  # an earlier version kept deleted objects: never needed again
+                self._known.pop(key, None)
+                identities.pop(key, None)
+                self._legacy.discard(key)
+                continue
+            self._known[key] = version
+            if identity:
+                identities[key] = identity
+            elif key.partition(".")[0] in _IDENTITIES:
+                self._legacy.add(key)
+        await self._forget(gone)
+        if self._legacy:
+            recovered = await self._recover_jobs(identities, batch)
+            log.info(
+                "%d published versions were written by an earlier version without identity: rewritten "
+                "as their objects are listed; %d of them jobs whose identity their last observation on "
+                "the bus gave; a deletion while no watcher ran cannot be told for the others",
+                len(self._legacy),
+                recovered,
+            )
+        return len(self._known)
+
+    async def _recover_jobs(self, identities: dict[str, str], batch: int) -> int:
+        """Identities of jobs whose value an earlier version wrote, from the last observation of
+        each job name on the bus (a name since reused by another run gives none); how many."""
+        legacy = {key.partition(".")[2]: key for key in self._legacy if key.startswith("job.")}
+        if not legacy:
+            return 0
+        recovered = 0
+        try:
+            async for msg in self._last_per_subject(
+                self._topology.stream("jobs"), self._topology.job_observations(), batch
+            ):
+                with contextlib.suppress(ValueError):  # not ours to judge here: the consumers dead-letter it
+                    event = parse_event(msg.data)
+                    key = legacy.get(event.uid)
+                    if key is not None and isinstance(event, JobObserved) and event.change != "DELETED":
+                        identities[key] = _value(event).partition("\n")[2]
+                        recovered += 1
+        except (NatsError, TimeoutError) as exc:  # the JOBS stream missing or out of reach: none
+            log.warning("identities of jobs published by an earlier version not read: %r", exc)
+        return recovered
+
+    async def _last_per_subject(self, stream: str, subject: str, batch: int) -> AsyncIterator[Msg]:
+        """The last message of each subject matching ``subject`` in ``stream``."""
         sub = await self._js.pull_subscribe(
-            f"$KV.{self._bucket}.>",
+            subject,
             stream=stream,
             config=ConsumerConfig(
                 ack_policy=AckPolicy.NONE,
@@ -95,32 +207,78 @@ class PublishedVersions:
                 inactive_threshold=30.0,
             ),
         )
-        prefix = f"$KV.{self._bucket}."
-        gone: list[str] = []
         try:
             while True:
                 try:
                     msgs = await sub.fetch(batch, timeout=2.0)
                 except (NatsTimeoutError, TimeoutError):
-                    break
+                    return
                 for msg in msgs:
-                    key, value = msg.subject.removeprefix(prefix), msg.data.decode()
-                    if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or value.endswith(_GONE):
-                        gone.append(key)  # an earlier version kept deleted objects: never needed again
-                        self._known.pop(key, None)
-                    else:
-                        self._known[key] = value
+                    yield msg
                 if msgs and msgs[-1].metadata.num_pending == 0:
-                    break
+                    return
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-        await self._forget(gone)
-        return len(self._known)
 
     def changed(self, events: Sequence[BusEvent]) -> list[BusEvent]:
         """``events`` less those whose object was already published at that version."""
-        return [e for e in events if e.type in _UNREMEMBERED or self._known.get(_key(e)) != _value(e)]
+        return [e for e in events if e.type in _UNREMEMBERED or self._known.get(_key(e)) != _version(e)]
+
+    def legacy(self, events: Sequence[BusEvent]) -> list[BusEvent]:
+        """Those of ``events`` already published at that version, but whose stored value an
+        earlier version wrote (without identity)."""
+        if not self._legacy:
+            return []
+        return [e for e in events if _key(e) in self._legacy and self._known.get(_key(e)) == _version(e)]
+
+    def gone(
+        self, kind: Literal["job", "pod"], job_kind: JobKind, namespace: str | None, listed: Collection[str]
+    ) -> list[BusEvent]:
+        """The deletions of the jobs of ``job_kind``, or the pods of such jobs, in ``namespace``
+        (``None``: in all) published before this start and not in ``listed`` (the uids a
+        complete list of them found): deleted while no watcher was running.
+
+        Asked once per kind and namespace, after the first complete list of them since
+        :meth:`load`; later lists compare with the watch's own memory, so those objects are
+        dropped from here. An identity that does not parse is logged and skipped."""
+        if self._identities is None:
+            raise RuntimeError("gone() before load()")
+        if self._identities:
+            self._sort_identities(self._identities)
+            self._identities = {}
+        scopes = [s for s in self._by_list if s[:2] == (kind, job_kind) and namespace in (None, s[2])]
+        now = datetime.now(UTC)
+        deletions: list[BusEvent] = []
+        for scope in scopes:
+            for uid, (key, identity) in self._by_list.pop(scope).items():
+                if uid in listed or key not in self._known:
+                    continue
+                model = _IDENTITIES[kind][0]
+                version = self._known.get(key, "")
+                try:
+                    deletions.append(
+                        model.model_validate(
+                            {
+                                **json.loads(identity),
+                                "uid": uid,
+                                "resource_version": resource_version_in(version),
+                                "change": "DELETED",
+                                "observed_at": now,
+                            }
+                        )
+                    )
+                except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+                    log.warning("published identity of %s does not parse; no deletion for it: %s", key, exc)
+        return deletions
+
+    def _sort_identities(self, identities: dict[str, str]) -> None:
+        """Group loaded identities by the list that covers them: kind, job kind and namespace."""
+        for key, text in identities.items():
+            kind, _, uid = key.partition(".")
+            scope, _, identity = text.partition("\n")
+            job_kind, _, namespace = scope.partition("/")
+            self._by_list.setdefault((kind, job_kind, namespace), {})[uid] = (key, identity)
 
     async def remember(self, events: Sequence[BusEvent]) -> None:
         """Record ``events`` as published (puts nobody waits for); a lost one costs a republish later.
@@ -134,23 +292,35 @@ class PublishedVersions:
         try:
             for event in events:
                 if event.type not in _UNREMEMBERED:
-                    key, value = _key(event), _value(event)
-                    await self._nc.publish(prefix + key, value.encode())
+                    key, value = _key(event), _value(event).encode()
+                    await self._nc.publish(prefix + key, value)
+                    self._legacy.discard(key)
                     if event.change == "DELETED":
                         self._known.pop(key, None)
-                        self._gone.append(key)
+                        self._gone.append((key, value))
                     else:
-                        self._known[key] = value
+                        self._known[key] = _version(event)
         except NatsError as exc:  # the client's buffer is full while it reconnects: known next time
             log.warning("published versions not recorded: %r", exc)
         if self._gone and (self._forgetting is None or self._forgetting.done()):
             self._forgetting = asyncio.create_task(self._forget_gone())
 
     async def _forget_gone(self) -> None:
-        """Purge the keys of deleted objects until none is left to purge."""
+        """Purge the keys of deleted objects until none is left to purge.
+
+        The values were plain publishes: the server stores them from the stream's inbound queue,
+        which a purge request does not wait for, so a purge could run first and the value stay.
+        One acknowledged write after them (the last value again) comes back once they are all
+        stored; the purges follow it."""
         while self._gone:
-            keys, self._gone = self._gone, []
-            await self._forget(keys)
+            gone, self._gone = self._gone, []
+            last, value = gone[-1]
+            try:
+                await self._js.publish(f"$KV.{self._bucket}.{last}", value)
+            except (NatsError, TimeoutError) as exc:
+                log.warning("versions of %d deleted objects not removed: %r", len(gone), exc)
+                continue
+            await self._forget([key for key, _ in gone])
 
     async def _forget(self, keys: list[str]) -> None:
         """Remove ``keys`` from the bucket; one left behind only takes room until it expires."""
@@ -179,16 +349,23 @@ class VersionedPublisher:
 
     async def publish(self, observed: Sequence[BusEvent]) -> int:
         """Publish what changed (once the versions are loaded); returns how many were new to the stream."""
-        if self._loaded is not None:
-            await self._loaded
+        await self.loaded()
         changed = self._versions.changed(observed)
         if len(changed) < len(observed):
             self._metrics.skipped_objects.labels("unchanged").inc(len(observed) - len(changed))
+            # values an earlier version wrote get their identity now, without a republish
+            await self._versions.remember(self._versions.legacy(observed))
         if not changed:
             return 0
         new = await self._publisher.publish(changed)
         await self._versions.remember(changed)
         return new
+
+    async def loaded(self) -> PublishedVersions:
+        """The published versions, once loaded."""
+        if self._loaded is not None:
+            await self._loaded
+        return self._versions
 
 
 def versioned(

@@ -53,3 +53,11 @@ class AccessReviewer(Protocol):
         create. Raises :class:`ReviewUnavailableError` when it cannot tell.
         """
         ...
+
+    async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
+        """Whether ``principal`` may create notification subscriptions in ``namespace`` (``None``:
+        cluster-wide) and change their own there: ``False`` for a read-only caller.
+
+        Raises :class:`ReviewUnavailableError` when it cannot tell.
+        """
+        ...

@@ -219,6 +219,11 @@ def version_of(event: BusEvent) -> str:
     return f"{event.resource_version}{tail}:{event.change}"
 
 
+def resource_version_in(version: str) -> str:
+    """The resourceVersion a :func:`version_of` string names (without its ``+log`` mark)."""
+    return version.rpartition(":")[0].removesuffix("+log")
+
+
 def message_id(event: BusEvent) -> str:
     """The JetStream ``Nats-Msg-Id``: one per observed object version (and log tail, see
     :func:`version_of`)."""

@@ -315,12 +315,18 @@ class ActionSettings(BaseModel):
 
 
 class StaticUser(BaseModel):
-    """Who a static bearer token stands for, and the namespaces they may read."""
+    """Who a static bearer token stands for, the namespaces they may read and those they manage."""
 
     username: str
     groups: list[str] = Field(default_factory=list)
     namespaces: list[str] = Field(
         default_factory=list, description='Namespaces this user may read; "*" for all of them.'
+    )
+    manage: list[str] = Field(
+        default_factory=list,
+        description="Namespaces where this user may create notification subscriptions and change or "
+        'delete anyone\'s; "*" for all of them. Empty by default: a token is read-only unless it says '
+        "otherwise, so handing out a token to read never hands out the right to change.",
     )
 
 
@@ -339,7 +345,8 @@ class ApiSettings(BaseModel):
         default_factory=dict,
         repr=False,
         description='Static bearer tokens: `{"token": {"username": "alice", "groups": ["team-a"], '
-        '"namespaces": ["team-a"]}}`. Empty with `auth=static` means nobody gets in.',
+        '"namespaces": ["team-a"], "manage": ["team-a"]}}` (without `manage`, read-only). Empty '
+        "with `auth=static` means nobody gets in.",
     )
     review_ttl_s: float = Field(
         default=30.0,

@@ -69,6 +69,10 @@ class KubeAccessReviewer:
     async def can_update(self, principal: Principal, namespace: str | None) -> bool:
         return await self._allowed("update", principal, namespace)
 
+    async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
+        """Whoever may read jobs may be told about them: subscribing needs only ``list``."""
+        return await self.can_list(principal, namespace)
+
     async def _allowed(self, verb: str, principal: Principal, namespace: str | None) -> bool:
         """Whether a SubjectAccessReview allows ``verb`` on MPIJobs, else on TrainJobs, in ``namespace``."""
         for resource in LISTED:

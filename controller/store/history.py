@@ -55,14 +55,28 @@ _M = TypeVar("_M", Condition, ContainerState, Evidence)
 
 
 def _latest(events: Iterable[_E]) -> list[_E]:
-    """One event per uid: the newest resourceVersion (the later one on a tie), in uid order."""
+    """One event per uid: the newest resourceVersion (the later one on a tie), in uid order.
+
+    On a tie between a deletion and an observation, the observation marked deleted: a deletion
+    at a version already observed is a notice (see :func:`_upsert`), which must not stand in
+    for the state it repeats when both arrive in one batch."""
     latest: dict[str, _E] = {}
     for event in events:
         held = latest.get(event.uid)
-        if held is None or resource_version_order(held.resource_version) <= resource_version_order(
-            event.resource_version
-        ):
+        if held is None:
             latest[event.uid] = event
+            continue
+        old, new = (
+            resource_version_order(held.resource_version),
+            resource_version_order(event.resource_version),
+        )
+        if old < new or (old == new and (held.change == "DELETED") == (event.change == "DELETED")):
+            latest[event.uid] = event
+        elif old == new:
+            state, deletion = (event, held) if held.change == "DELETED" else (held, event)
+            latest[event.uid] = state.model_copy(
+                update={"change": "DELETED", "observed_at": deletion.observed_at}
+            )
     return [latest[uid] for uid in sorted(latest)]
 
 
@@ -278,20 +292,35 @@ def _columns(model: type[Base], *generated: str) -> list[str]:
     return [c.name for c in model.__table__.c if c.name not in generated]
 
 
+_NOTICED = frozenset({*_COALESCED, "last_observed_at"})
+"""What a deletion notice (see :func:`_upsert`) changes of a stored row."""
+
+
 def _upsert(
     model: type[Run] | type[Pod] | type[K8sEvent] | type[FindingRow],
     columns: Sequence[str],
     keep: Sequence[str] = (),
     key: str = "uid",
     version: str = "resource_version",
+    *,
+    notices: bool = False,
 ) -> UnnestInsert:
-    """INSERT … ON CONFLICT (key) DO UPDATE unless the stored row has a newer ``version``."""
+    """INSERT … ON CONFLICT (key) DO UPDATE unless the stored row has a newer ``version``.
+
+    With ``notices``, a deletion at the version already stored is a notice that the object is
+    gone, not a new state of it: it sets ``deleted_at`` and keeps the rest (a watcher that
+    restarts tells a deletion that happened while it was down with no more than the object's
+    identity, :mod:`controller.bus.versions`)."""
     table = model.__tablename__
-    updated = ", ".join(
-        f'"{c}" = coalesce(excluded."{c}", {table}."{c}")' if c in _COALESCED else f'"{c}" = excluded."{c}"'
-        for c in columns
-        if c not in {key, *keep}
-    )
+    notice = f'excluded."deleted_at" IS NOT NULL AND {table}."{version}" = excluded."{version}"'
+
+    def value(c: str) -> str:
+        new = f'coalesce(excluded."{c}", {table}."{c}")' if c in _COALESCED else f'excluded."{c}"'
+        return (
+            new if not notices or c in _NOTICED else f'CASE WHEN {notice} THEN {table}."{c}" ELSE {new} END'
+        )
+
+    updated = ", ".join(f'"{c}" = {value(c)}' for c in columns if c not in {key, *keep})
     return unnest_insert(
         model,
         columns,
@@ -299,8 +328,8 @@ def _upsert(
     )
 
 
-_RUNS = _upsert(Run, _columns(Run, "previous_uid"), keep=("first_observed_at", "attempt"))
-_PODS = _upsert(Pod, _columns(Pod))
+_RUNS = _upsert(Run, _columns(Run, "previous_uid"), keep=("first_observed_at", "attempt"), notices=True)
+_PODS = _upsert(Pod, _columns(Pod), notices=True)
 _K8S_EVENTS = _upsert(K8sEvent, _columns(K8sEvent))
 _FINDINGS = _upsert(FindingRow, _columns(FindingRow), key="id", version="revision")
 _POD_STATES = unnest_insert(
@@ -347,10 +376,13 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
         timeline += [_job_timeline(e) for e in events if isinstance(e, JobObserved)]
     if pods:  # the containers' JSON serves both the pod row and its state row
         containers = {id(p): _dump(_CONTAINERS, p.containers) for p in pods}
-        await _PODS.execute(conn, [_pod_row(p, containers[id(p)]) for p in _latest(pods)])
-        rows = (_pod_state_row(p, containers[id(p)]) for p in pods)
+        rows = [_pod_row(p, containers.get(id(p)) or _dump(_CONTAINERS, p.containers)) for p in _latest(pods)]
+        await _PODS.execute(conn, rows)  # (a deletion notice merged into a state is a new copy)
         states = _first_per_key(  # of one pod version twice in a batch, the one with its log tail
-            sorted(rows, key=lambda row: row["log_tail"] == _NO_TAIL),
+            sorted(
+                (_pod_state_row(p, containers[id(p)]) for p in pods),
+                key=lambda row: row["log_tail"] == _NO_TAIL,
+            ),
             lambda row: (row["pod_uid"], row["resource_version"]),
         )
         await _POD_STATES.execute(conn, states)

@@ -364,6 +364,9 @@ class NotifyJob(Base):
     labels: Mapped[JSON]
     resource_version: Mapped[int] = mapped_column(BigInteger)
     deleted: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
 
 
 class NotifyFinding(Base):

@@ -119,6 +119,9 @@ async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
 # --------------------------------------------------------------------------- consumer state
 
 
+_JOB_TIMES = ("created_at", "started_at", "finished_at")
+
+
 async def job_states(conn: AsyncConnection, uids: Collection[str]) -> dict[str, NotifyJob]:
     rows = await conn.execute(select(NotifyJob).where(among(NotifyJob.uid, uids)))
     return {row.uid: NotifyJob(**row._mapping) for row in rows}
@@ -131,7 +134,10 @@ async def save_job_states(conn: AsyncConnection, rows: Sequence[Row]) -> None:
         await conn.execute(
             stmt.on_conflict_do_update(
                 index_elements=["uid"],
-                set_={c: stmt.excluded[c] for c in ("phase", "labels", "resource_version", "deleted")},
+                set_={
+                    c: stmt.excluded[c]
+                    for c in ("phase", "labels", "resource_version", "deleted", *_JOB_TIMES)
+                },
                 where=NotifyJob.resource_version <= stmt.excluded.resource_version,
             ),
             list(rows),

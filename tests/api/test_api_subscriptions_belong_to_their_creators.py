@@ -59,6 +59,9 @@ class SplitAccess(StaticAccess):
         allowed = self._updaters.get(principal.username, set())
         return "*" in allowed or (namespace is not None and namespace in allowed)
 
+    async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
+        return await self.can_list(principal, namespace)  # as in Kubernetes: reading jobs is enough
+
 
 def client(engine: AsyncEngine, quotas: SubscriptionQuotas = DEFAULT_QUOTAS) -> httpx.AsyncClient:
     app = create_app(
@@ -143,6 +146,46 @@ async def test_only_the_creator_or_someone_who_may_update_jobs_there_changes_a_s
     assert sub["label_selector"] is None, "blank padding is no selector, not one that matches all"
     assert (await api.patch(url, json={"state": "disabled"}, headers=ALICE)).status_code == 200
     assert (await api.delete(url, headers=ALICE)).status_code == 204
+
+
+async def test_a_static_token_without_manage_only_reads(engine: AsyncEngine) -> None:
+    users = {
+        "t-alice": StaticUser(username="alice", namespaces=["team-a"], manage=["team-a"]),
+        "t-reader": StaticUser(username="reader", namespaces=["team-a"]),
+    }
+    app = create_app(
+        engine, PipelineMetrics(), StaticAccess(users), notify=NotifySettings(allow_cidrs=["127.0.0.0/8"])
+    )
+    reader = as_("t-reader")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as api:
+        sub = await subscribe(api, ALICE)
+        url = f"/api/v1/webhooks/{sub['id']}"
+        (delivery,) = await add_deliveries(engine, sub["id"], 1)
+        writes = [
+            await api.post("/api/v1/webhooks", json={"url": HOOK, "namespace": "team-a"}, headers=reader),
+            await api.patch(url, json={"description": "mine now"}, headers=reader),
+            await api.post(f"{url}/rotate-secret", headers=reader),
+            await api.post(f"/api/v1/deliveries/{delivery}/redeliver", headers=reader),
+            await api.delete(url, headers=reader),
+        ]
+        reads = [
+            await api.get(url, headers=reader),
+            await api.get(LIST, headers=reader),
+            await api.get(f"{url}/deliveries", headers=reader),
+        ]
+        async with engine.begin() as conn:  # made before the token lost the right to manage
+            await subscriptions.update_subscription(conn, sub["id"], {"created_by": "reader"})
+        own = await api.patch(url, json={"description": "still mine?"}, headers=reader)
+        kept = await api.get(url, headers=ALICE)
+
+    assert [r.status_code for r in writes] == [403] * 5
+    assert writes[0].json()["detail"] == (
+        "reader has read-only access to namespace 'team-a': may not create or change subscriptions there"
+    )
+    assert [r.status_code for r in reads] == [200] * 3
+    assert [s["id"] for s in reads[1].json()["items"]] == [sub["id"]]
+    assert own.status_code == 403, "read-only covers the token's own subscriptions too"
+    assert kept.status_code == 200 and kept.json()["description"] == sub["description"]
 
 
 async def test_only_the_creator_sees_the_whole_webhook_url(api: httpx.AsyncClient) -> None:
@@ -270,6 +313,8 @@ async def test_kubernetes_decides_who_may_update_with_a_subject_access_review() 
     reviewer = KubeAccessReviewer(cast(KubeGateway, gateway))
     alice = Principal("alice", ("team-a",))
     assert await reviewer.can_list(alice, "team-a")
+    gateway.asked.clear()
+    assert await reviewer.can_subscribe(alice, "team-a"), "who may read jobs may be told about them"
     gateway.asked.clear()
     assert not await reviewer.can_update(alice, "team-a")
     assert gateway.asked == [

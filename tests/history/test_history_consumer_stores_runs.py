@@ -14,10 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from consumers.service import run_consumers
 from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
+from controller.contract.events import Condition, JobObserved, PodObserved
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
+from controller.store.history import apply_events
 from controller.store.models import Pod, PodState, Run, TimelineEntry
+from controller.testing import events as eb
 from controller.testing.stories import oom_story
 from watchers.pipeline import Pipeline
 
@@ -168,3 +171,43 @@ async def test_attempts_of_one_job_name_are_numbered_and_linked(
         ).all()
     assert [r.attempt for r in rows] == [1, 2]
     assert rows[0].previous_uid is None and rows[1].previous_uid == rows[0].uid
+
+
+@pytest.mark.parametrize("batches", ["apart", "together"])
+async def test_a_deletion_at_the_stored_version_marks_the_run_deleted_and_keeps_it(
+    batches: str, engine: AsyncEngine
+) -> None:
+    """A watcher back from a restart tells a deletion it missed with the object's identity only
+    (no spec, conditions or containers), at the version last published."""
+    running = eb.job("Running", resource_version="5", conditions=[Condition(type="Running", status="True")])
+    pod = eb.worker(0, resource_version="6")
+    notices = [
+        JobObserved(**running.model_dump(include=_JOB_IDENTITY), change="DELETED", observed_at=eb.at(9)),
+        PodObserved(**pod.model_dump(include=_POD_IDENTITY), change="DELETED", observed_at=eb.at(9)),
+    ]
+    async with engine.begin() as conn:
+        if batches == "apart":
+            await apply_events(conn, [running, pod])
+            await apply_events(conn, notices)
+        else:
+            await apply_events(conn, [running, pod, *notices])
+    async with engine.connect() as conn:
+        run = (await conn.execute(text("SELECT phase, spec, conditions, deleted_at FROM runs"))).one()
+        pods = (await conn.execute(text("SELECT containers, deleted_at FROM pods"))).one()
+    assert (run.phase, run.spec["workers"], run.deleted_at) == ("Running", 4, eb.at(9))
+    assert [c["type"] for c in run.conditions] == ["Running"]
+    assert pods.containers and pods.deleted_at == eb.at(9)
+
+
+_JOB_IDENTITY = {"uid", "kind", "namespace", "name", "resource_version", "phase", "labels", "created_at"}
+_POD_IDENTITY = {
+    "job",
+    "uid",
+    "name",
+    "namespace",
+    "resource_version",
+    "role",
+    "index",
+    "phase",
+    "created_at",
+}

@@ -37,6 +37,15 @@ def test_a_job_story_announces_each_transition_once() -> None:
     ) == [["job.created"], [], ["job.running"], [], [], ["job.failed"], ["job.deleted"], []]
 
 
+def test_a_deletion_at_the_last_version_is_announced_once() -> None:
+    """A watcher back from a restart tells a deletion it missed at the version last published."""
+    assert replay(
+        job("Running", change="ADDED", resource_version="10"),
+        job("Running", change="DELETED", resource_version="10"),
+        job("Running", change="DELETED", resource_version="10"),
+    ) == [["job.created", "job.running"], ["job.deleted"], []]
+
+
 def test_a_job_first_seen_running_is_created_and_running() -> None:
     assert replay(job("Running", change="ADDED"), job("Succeeded")) == [
         ["job.created", "job.running"],

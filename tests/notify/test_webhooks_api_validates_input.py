@@ -16,8 +16,8 @@ from controller.testing.notify import api_client, offline_settings, with_notify
 
 HOOK = "http://127.0.0.1:9/hook"
 USERS = {
-    "t-admin": StaticUser(username="admin", namespaces=["*"]),
-    "t-alice": StaticUser(username="alice", namespaces=["team-a"]),
+    "t-admin": StaticUser(username="admin", namespaces=["*"], manage=["*"]),
+    "t-alice": StaticUser(username="alice", namespaces=["team-a"], manage=["team-a"]),
 }
 
 

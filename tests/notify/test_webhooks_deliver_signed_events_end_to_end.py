@@ -158,6 +158,8 @@ async def test_filters_pick_events_by_namespace_name_labels_types_and_rules(
         "Reduce the per-rank batch size",
     ]
     assert firing["job"]["labels"] == labels and firing["links"]["docs"] == "docs/troubleshooting.md#oom"
+    created = story[-1].created_at.isoformat().replace("+00:00", "Z")
+    assert (firing["job"]["phase"], firing["job"]["created_at"]) == ("Failed", created)
 
 
 async def test_a_rotated_secret_signs_twice_until_the_overlap_ends(
