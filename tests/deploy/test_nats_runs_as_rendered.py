@@ -32,7 +32,7 @@ from consumers.audit import consumer as audit
 from consumers.notify import consumer as notify
 from consumers.registry import CONSUMERS
 from consumers.rules import consumer as rules
-from consumers.rules import partitions, snapshot
+from consumers.rules import replica, snapshot
 from controller.bus import versions
 from controller.bus.buckets import open_bucket
 from controller.bus.pulling import Puller
@@ -418,7 +418,7 @@ def test_the_identities_name_the_roles_durables_and_buckets() -> None:
     assert rules.CONSUMER == "rules" and reads["rules"] == {"jobs": ("*",), "findings": ("*",)}
     buckets = {who.name: who.buckets for who in IDENTITIES}
     assert buckets["watchers"] == (versions.BUCKET,)
-    assert buckets["rules"] == (snapshot.STATE_BUCKET, partitions.LEASE_BUCKET)
+    assert buckets["rules"] == (snapshot.STATE_BUCKET, replica.LEASE_BUCKET)
     assert {who.name for who in IDENTITIES if who.buckets} == {"watchers", "rules"}
 
 
