@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from consumers.rules.errors import OwnError, own_error
-from consumers.rules.facts import Termination, pod_text, terminations
+from consumers.rules.facts import ContainerEnd, pod_text, terminations
 from consumers.rules.logs import bounded, last_error
 from consumers.rules.rule import Context, Detection, Rule, container_fact, job_fact, log_facts, pod_fact
 from consumers.rules.state import PodState, RunState, pod_order
@@ -42,7 +42,7 @@ class Exit:
     """One container that ended in error, and since when the run has known it."""
 
     pod: PodState
-    termination: Termination
+    termination: ContainerEnd
     since: datetime
 
     @property

@@ -21,7 +21,7 @@ from controller.contract.events import ContainerState, Resources, RoleSpec
 
 
 @dataclass(frozen=True)
-class Termination:
+class ContainerEnd:
     """How one container ended: now (``state``) or before its latest restart (``lastState``)."""
 
     container: ContainerState
@@ -31,20 +31,22 @@ class Termination:
     field: str
 
 
-def terminations(pod: PodState, ctx: Context) -> list[Termination]:
+def terminations(pod: PodState, ctx: Context) -> list[ContainerEnd]:
     """The terminations that still describe ``pod`` now, one per container at most."""
-    found: list[Termination] = []
+    found: list[ContainerEnd] = []
     for c in pod.containers:
         if c.state == "terminated":
-            found.append(Termination(c, c.reason, c.exit_code, c.finished_at, "state.terminated"))
+            found.append(ContainerEnd(c, c.reason, c.exit_code, c.finished_at, "state.terminated"))
         elif c.last_reason is not None or c.last_exit_code is not None:
-            last = Termination(c, c.last_reason, c.last_exit_code, c.last_finished_at, "lastState.terminated")
+            last = ContainerEnd(
+                c, c.last_reason, c.last_exit_code, c.last_finished_at, "lastState.terminated"
+            )
             if c.state != "running" or _recent(last, pod, ctx):
                 found.append(last)
     return found
 
 
-def _recent(last: Termination, pod: PodState, ctx: Context) -> bool:
+def _recent(last: ContainerEnd, pod: PodState, ctx: Context) -> bool:
     since = last.finished_at or last.container.started_at or pod.changed_at
     return pod.deleted or ctx.age(since) < ctx.thresholds.settle_s
 

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from consumers.rules.facts import Termination, memory_limit, pod_text, terminations
+from consumers.rules.facts import ContainerEnd, memory_limit, pod_text, terminations
 from consumers.rules.logs import GpuOom, gpu_oom_lines, rank_failures
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
@@ -48,7 +48,7 @@ class OomKill:
     """One container of one pod killed for memory, and why we believe it."""
 
     pod: PodState
-    termination: Termination
+    termination: ContainerEnd
     evidence: tuple[Evidence, ...]
     where: OomWhere = "limit"
     victim: str | None = None
@@ -85,7 +85,7 @@ def _victim(hits: tuple[Hit, ...]) -> str | None:
     return next((v for h in hits if (v := h.group("victim")) is not None), None)
 
 
-def node_oom_events(state: RunState, pod: PodState, t: Termination) -> list[K8sEventObserved]:
+def node_oom_events(state: RunState, pod: PodState, t: ContainerEnd) -> list[K8sEventObserved]:
     """OOM Events about the pod's node from around the time the container ended."""
     ended = t.finished_at or pod.changed_at
     return [
@@ -96,7 +96,7 @@ def node_oom_events(state: RunState, pod: PodState, t: Termination) -> list[K8sE
     ]
 
 
-def _oom_signs(state: RunState, pod: PodState, t: Termination) -> tuple[Evidence, ...]:
+def _oom_signs(state: RunState, pod: PodState, t: ContainerEnd) -> tuple[Evidence, ...]:
     """What besides SIGKILL says memory ran out."""
     signs = [
         event_fact(e)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from consumers.rules.catchall import exits
 from consumers.rules.errors import rank_error
-from consumers.rules.facts import Termination, pod_text, terminations
+from consumers.rules.facts import ContainerEnd, pod_text, terminations
 from consumers.rules.logs import (
     CommFailure,
     CommKind,
@@ -217,7 +217,7 @@ def _transport_what(hit: Hit) -> str:
     return f"{what}: {detail.strip()}" if detail else what
 
 
-def _peer_failure(state: RunState, ctx: Context, pod: PodState) -> tuple[PodState, Termination] | None:
+def _peer_failure(state: RunState, ctx: Context, pod: PodState) -> tuple[PodState, ContainerEnd] | None:
     """Another pod of the run that had already ended in error when ``pod`` reported the symptom."""
     own = [t for t in terminations(pod, ctx) if t.exit_code not in (None, 0)]
     until = own[0].finished_at if own else None

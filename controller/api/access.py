@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Generic, TypeVar
 
 from controller.contract.access import AccessReviewer, Principal, ReviewUnavailableError
+from controller.contract.clock import Monotonic
 from controller.contract.settings import ApiSettings, StaticUser
 
 __all__ = [
@@ -101,7 +102,6 @@ class OpenAccess:
         return True
 
 
-Clock = Callable[[], float]
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -114,7 +114,7 @@ class _TTLCache(Generic[K, V]):
     computation is not kept: the next caller asks again.
     """
 
-    def __init__(self, ttl_s: float, size: int, clock: Clock) -> None:
+    def __init__(self, ttl_s: float, size: int, clock: Monotonic) -> None:
         self._ttl_s = ttl_s
         self._size = size
         self._clock = clock
@@ -161,7 +161,7 @@ class CachedAccess:
     """
 
     def __init__(
-        self, inner: AccessReviewer, ttl_s: float, size: int = 10_000, clock: Clock = time.monotonic
+        self, inner: AccessReviewer, ttl_s: float, size: int = 10_000, clock: Monotonic = time.monotonic
     ) -> None:
         self._inner = inner
         self._tokens: _TTLCache[bytes, Principal | None] = _TTLCache(ttl_s, size, clock)

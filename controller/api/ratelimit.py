@@ -18,14 +18,14 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from controller.api.limits import ApiLimits, Rate
+from controller.contract.clock import Monotonic
 
 __all__ = ["ClientLimiter", "RateLimited", "TokenBuckets"]
 
-Clock = Callable[[], float]
 K = TypeVar("K", bound=Hashable)
 
 
@@ -46,7 +46,7 @@ class RateLimited(Exception):
 class TokenBuckets(Generic[K]):
     """One token bucket per key, at most ``size`` of them (least recently used dropped first)."""
 
-    def __init__(self, rate: Rate, size: int, clock: Clock) -> None:
+    def __init__(self, rate: Rate, size: int, clock: Monotonic) -> None:
         self._rate = rate
         self._size = size
         self._clock = clock
@@ -83,7 +83,7 @@ class TokenBuckets(Generic[K]):
 class ClientLimiter:
     """The API's per-client limits: authenticated clients by token digest, failures by address."""
 
-    def __init__(self, limits: ApiLimits, clock: Clock = time.monotonic) -> None:
+    def __init__(self, limits: ApiLimits, clock: Monotonic = time.monotonic) -> None:
         self._limits = limits
         self._tokens: TokenBuckets[bytes] | None = (
             TokenBuckets(limits.per_token, limits.tracked_clients, clock) if limits.per_token else None

@@ -26,7 +26,6 @@ checked, and every check is linear in its input. Queries live in
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -56,6 +55,7 @@ from controller.api.params import (
     errors,
     known_query_only,
 )
+from controller.contract.clock import Clock
 from controller.contract.egress import EgressPolicy, EgressRefusedError, Resolver, system_resolver
 from controller.contract.notifications import Channel, DeliveryStatus, FilterError, Filters
 from controller.contract.settings import NotifySettings
@@ -64,7 +64,6 @@ from controller.store import outbox, subscriptions
 from controller.store.models import Delivery, DeliveryAttempt
 from controller.store.subscriptions import SubscriptionRecord
 
-Clock = Callable[[], datetime]
 Caller = Annotated[Principal, Depends(current_principal)]
 
 # Bounds of every field a client sends (characters, or items of a list).

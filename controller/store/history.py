@@ -46,7 +46,7 @@ from controller.contract.findings import Evidence, Finding
 from controller.contract.kubeflow import resource_version_order
 from controller.store.bulk import UnnestInsert, unnest_insert
 from controller.store.engine import json_text
-from controller.store.models import Base, FindingRow, K8sEvent, Pod, PodState, Run, TimelineEntry
+from controller.store.models import Base, FindingRow, K8sEvent, Pod, PodStateRow, Run, TimelineEntry
 
 Row = dict[str, Any]
 _E = TypeVar("_E", JobObserved, PodObserved, K8sEventObserved)
@@ -333,8 +333,8 @@ _PODS = _upsert(Pod, _columns(Pod), notices=True)
 _K8S_EVENTS = _upsert(K8sEvent, _columns(K8sEvent))
 _FINDINGS = _upsert(FindingRow, _columns(FindingRow), key="id", version="revision")
 _POD_STATES = unnest_insert(
-    PodState,
-    _columns(PodState, "id"),
+    PodStateRow,
+    _columns(PodStateRow, "id"),
     # a pod version stored without its log tail takes the tail when it comes (read after an API outage)
     "ON CONFLICT (pod_uid, resource_version) DO UPDATE SET log_tail = excluded.log_tail "
     "WHERE pod_states.log_tail = '[]'::jsonb AND excluded.log_tail <> '[]'::jsonb",

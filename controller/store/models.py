@@ -92,7 +92,7 @@ class Pod(Base):
     deleted_at: Mapped[datetime | None]
 
 
-class PodState(Base):
+class PodStateRow(Base):
     """Every observed version of a pod: the pod state history."""
 
     __tablename__ = "pod_states"

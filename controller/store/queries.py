@@ -16,7 +16,7 @@ from sqlalchemy import Select, false, func, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.events import TERMINAL_PHASES
-from controller.store.models import FindingRow, K8sEvent, Pod, PodState, Run, TimelineEntry
+from controller.store.models import FindingRow, K8sEvent, Pod, PodStateRow, Run, TimelineEntry
 
 
 @dataclass(frozen=True)
@@ -107,14 +107,14 @@ async def run_findings(conn: AsyncConnection, uid: str) -> Sequence[FindingRow]:
     return [FindingRow(**row._mapping) for row in rows]
 
 
-async def run_pod_states(conn: AsyncConnection, uid: str) -> Sequence[PodState]:
+async def run_pod_states(conn: AsyncConnection, uid: str) -> Sequence[PodStateRow]:
     """Every observed state of a run's pods, oldest first."""
     rows = await conn.execute(
-        select(PodState)
-        .where(PodState.run_uid == uid)
-        .order_by(PodState.observed_at, PodState.resource_version)
+        select(PodStateRow)
+        .where(PodStateRow.run_uid == uid)
+        .order_by(PodStateRow.observed_at, PodStateRow.resource_version)
     )
-    return [PodState(**row._mapping) for row in rows]
+    return [PodStateRow(**row._mapping) for row in rows]
 
 
 async def get_runs(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, Run]:
@@ -177,7 +177,7 @@ class Durations:
 
 
 @dataclass(frozen=True)
-class Termination:
+class TerminationRecord:
     """One container termination, as the pod states recorded it."""
 
     container: str
@@ -198,7 +198,7 @@ class PodSummary:
     node: str | None
     restarts: int
     running_at: datetime | None
-    terminations: tuple[Termination, ...]
+    terminations: tuple[TerminationRecord, ...]
 
 
 @dataclass(frozen=True)
@@ -280,16 +280,16 @@ def _parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
-def _terminations(states: Sequence[Any]) -> tuple[Termination, ...]:
+def _terminations(states: Sequence[Any]) -> tuple[TerminationRecord, ...]:
     """Container terminations found in a pod's states, one per (container, restart), in time order."""
-    seen: dict[tuple[str, int], Termination] = {}
+    seen: dict[tuple[str, int], TerminationRecord] = {}
     for state in states:
         for c in state.containers:
             name, restarts = str(c.get("name", "")), int(c.get("restart_count", 0))
             if c.get("last_reason") or c.get("last_exit_code") is not None:
                 seen.setdefault(
                     (name, restarts - 1),
-                    Termination(
+                    TerminationRecord(
                         name,
                         c.get("last_reason"),
                         c.get("last_exit_code"),
@@ -298,7 +298,7 @@ def _terminations(states: Sequence[Any]) -> tuple[Termination, ...]:
                     ),
                 )
             if c.get("state") == "terminated":
-                seen[(name, restarts)] = Termination(
+                seen[(name, restarts)] = TerminationRecord(
                     name,
                     c.get("reason"),
                     c.get("exit_code"),
@@ -314,9 +314,9 @@ async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str
     )
     pods = [Pod(**row._mapping) for row in rows]
     states = await conn.execute(
-        select(PodState.pod_uid, PodState.phase, PodState.containers, PodState.observed_at)
-        .where(PodState.run_uid.in_(list(uids)))
-        .order_by(PodState.observed_at, PodState.resource_version)
+        select(PodStateRow.pod_uid, PodStateRow.phase, PodStateRow.containers, PodStateRow.observed_at)
+        .where(PodStateRow.run_uid.in_(list(uids)))
+        .order_by(PodStateRow.observed_at, PodStateRow.resource_version)
     )
     by_pod: dict[str, list[Any]] = {}
     for state in states:

@@ -33,7 +33,7 @@ from controller.contract.findings import Finding, parse_finding
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store.models import FindingRow, PodState, Run
+from controller.store.models import FindingRow, PodStateRow, Run
 from controller.testing.notify import api_client, subscribe, with_notify
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.receivers import Receiver
@@ -156,7 +156,7 @@ class Drill:
         await Pipeline(Publisher(self.js, self.topology).publish, self.metrics, 5).feed(observations)
 
     async def stored_pod_states(self) -> int:
-        return await _count(self.engine, PodState)
+        return await _count(self.engine, PodStateRow)
 
     async def storing(self) -> bool:
         """Whether the history holds anything of the burst yet."""
@@ -259,7 +259,7 @@ class Drill:
         return codes
 
 
-async def _count(engine: AsyncEngine, model: type[Run] | type[PodState]) -> int:
+async def _count(engine: AsyncEngine, model: type[Run] | type[PodStateRow]) -> int:
     async with engine.connect() as conn:
         return (await conn.execute(select(func.count()).select_from(model))).scalar_one()
 

@@ -17,7 +17,7 @@ from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store.models import K8sEvent, PodState, Run
+from controller.store.models import K8sEvent, PodStateRow, Run
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.stories import oom_story
 from watchers.pipeline import Pipeline
@@ -30,7 +30,7 @@ def start_consumer(settings: Settings, tmp_path: Path, log_name: str) -> subproc
     return start_cli(["consume"], env, tmp_path, tmp_path / log_name)
 
 
-async def stored(engine: AsyncEngine, model: type[Run] | type[PodState] | type[K8sEvent]) -> int:
+async def stored(engine: AsyncEngine, model: type[Run] | type[PodStateRow] | type[K8sEvent]) -> int:
     async with engine.connect() as conn:
         return (await conn.execute(select(func.count()).select_from(model))).scalar_one()
 
@@ -50,7 +50,7 @@ async def test_consumer_killed_mid_stream_resumes_without_loss_or_duplicates(
     first = start_consumer(settings, tmp_path, "first.log")
     try:
         for _ in range(600):  # until part of the stream is stored
-            if await stored(engine, PodState) > 100:
+            if await stored(engine, PodStateRow) > 100:
                 break
             await asyncio.sleep(0.02)
         first.send_signal(signal.SIGKILL)
@@ -58,7 +58,7 @@ async def test_consumer_killed_mid_stream_resumes_without_loss_or_duplicates(
     finally:
         if first.poll() is None:
             first.kill()
-    partial = await stored(engine, PodState)
+    partial = await stored(engine, PodStateRow)
     pod_observations = sum(1 for o in observations if o.kind == "pod")
     assert 0 < partial < pod_observations, "the kill must land mid-stream"
 
@@ -70,7 +70,7 @@ async def test_consumer_killed_mid_stream_resumes_without_loss_or_duplicates(
         second.wait(20)
     assert second.returncode == 0, (tmp_path / "second.log").read_text()[-2000:]
 
-    assert await stored(engine, PodState) == pod_observations
+    assert await stored(engine, PodStateRow) == pod_observations
     assert await stored(engine, Run) == len(stories)
     assert await stored(engine, K8sEvent) == len(stories)
     async with engine.connect() as conn:

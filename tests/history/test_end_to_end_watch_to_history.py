@@ -21,7 +21,7 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import DEFAULT_RETRIES, KubeGateway, RetryPolicy
 from controller.metrics import PipelineMetrics
-from controller.store.models import Pod, PodState, Run
+from controller.store.models import Pod, PodStateRow, Run
 from controller.testing import objects as k
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
@@ -127,9 +127,9 @@ async def test_worker_oom_travels_from_watch_to_history(
         tail = (
             (
                 await conn.execute(
-                    select(PodState.log_tail)
-                    .where(PodState.pod_uid == worker.uid)
-                    .order_by(PodState.resource_version.desc())
+                    select(PodStateRow.log_tail)
+                    .where(PodStateRow.pod_uid == worker.uid)
+                    .order_by(PodStateRow.resource_version.desc())
                 )
             )
             .scalars()
@@ -204,7 +204,7 @@ async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
         assert (await conn.execute(select(func.count()).select_from(Run))).scalar_one() == 20
         # exactly two versions of every pod (created, running): relisting duplicated nothing
         per_pod = (
-            (await conn.execute(select(func.count()).select_from(PodState).group_by(PodState.pod_uid)))
+            (await conn.execute(select(func.count()).select_from(PodStateRow).group_by(PodStateRow.pod_uid)))
             .scalars()
             .all()
         )

@@ -19,7 +19,7 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.history import apply_events
-from controller.store.models import Pod, PodState, Run, TimelineEntry
+from controller.store.models import Pod, PodStateRow, Run, TimelineEntry
 from controller.testing import events as eb
 from controller.testing.stories import oom_story
 from watchers.pipeline import Pipeline
@@ -46,7 +46,7 @@ async def counts(engine: AsyncEngine) -> dict[str, int]:
     async with engine.connect() as conn:
         return {
             model.__tablename__: (await conn.execute(select(func.count()).select_from(model))).scalar_one()
-            for model in (Run, Pod, PodState, TimelineEntry)
+            for model in (Run, Pod, PodStateRow, TimelineEntry)
         }
 
 

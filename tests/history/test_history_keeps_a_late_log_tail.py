@@ -7,7 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.store.history import apply_events
-from controller.store.models import PodState
+from controller.store.models import PodStateRow
 from controller.testing.events import at, failed_launcher, job
 
 TAIL = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'horovod'\n"
@@ -15,7 +15,7 @@ TAIL = "Traceback (most recent call last):\nModuleNotFoundError: No module named
 
 async def stored_tails(engine: AsyncEngine) -> list[tuple[int, list[str]]]:
     async with engine.connect() as conn:
-        rows = await conn.execute(select(PodState.resource_version, PodState.log_tail))
+        rows = await conn.execute(select(PodStateRow.resource_version, PodStateRow.log_tail))
         return [(rv, tail) for rv, tail in rows]
 
 

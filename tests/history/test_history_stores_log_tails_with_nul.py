@@ -14,7 +14,7 @@ from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store.models import PodState
+from controller.store.models import PodStateRow
 from controller.testing.stories import oom_story
 from tests.history.test_history_consumer_stores_runs import consumers_running
 from watchers.pipeline import Pipeline
@@ -37,6 +37,6 @@ async def test_a_log_tail_with_nul_is_stored_clean(
         await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
         dead = await js.stream_info(topology.stream("dlq"))
     async with engine.connect() as conn:
-        tails = [t for t in (await conn.execute(select(PodState.log_tail))).scalars() if t]
+        tails = [t for t in (await conn.execute(select(PodStateRow.log_tail))).scalars() if t]
     assert tails == [["Epoch 3 step 1200 loss 2.31", "binary garbage here", "token=[REDACTED]", "Killed"]]
     assert dead.state.messages == 0

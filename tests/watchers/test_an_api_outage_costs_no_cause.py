@@ -20,7 +20,7 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import RetryPolicy
 from controller.metrics import PipelineMetrics
-from controller.store.models import FindingRow, Pod, PodState
+from controller.store.models import FindingRow, Pod, PodStateRow
 from controller.testing import objects as k
 from controller.testing.drills import findings_on_bus
 from controller.testing.notify import api_client, settled_log, subscribe, with_notify
@@ -160,9 +160,9 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
         tails = dict(
             (
                 await conn.execute(
-                    select(Pod.name, PodState.log_tail)
-                    .join(PodState, PodState.pod_uid == Pod.uid)
-                    .where(PodState.phase == "Failed")
+                    select(Pod.name, PodStateRow.log_tail)
+                    .join(PodStateRow, PodStateRow.pod_uid == Pod.uid)
+                    .where(PodStateRow.phase == "Failed")
                 )
             ).all()
         )
