@@ -20,8 +20,8 @@ one inbox subscription per durable, each request answered on an inbox subject of
 
 How a request ends (the server's status, in the message headers):
 
-- ``batch`` messages delivered, ``404 No Messages`` after some, ``408 Request Timeout``:
-  the normal ends;
+- ``batch`` messages delivered, ``404 No Messages`` after some, ``408 Request Timeout``,
+  ``409 Batch Completed`` (its ``max_bytes`` reached): the normal ends;
 - ``408 Requests Pending``, ``409 Exceeded MaxWaiting``: other replicas' requests are served
   first (a sign of load, not of trouble); asked again after ``busy_s``;
 - ``409 Leadership Change``, ``404`` with nothing, ``503`` (no responders: a stream leader
@@ -61,6 +61,7 @@ _DESCRIPTION = "Description"
 _HEARTBEAT = "100"
 _BUSY = frozenset({"Requests Pending", "Exceeded MaxWaiting"})
 _LEADER_CHANGE = "Leadership Change"
+_COMPLETED = "Batch Completed"  # the request's max_bytes were reached: it ended, as one that expired
 _AGAIN = frozenset({"404", "503"})  # nothing for now (an old server), or no stream leader yet
 _NS = 1_000_000_000
 
@@ -196,7 +197,7 @@ class Puller:
         status, description = ended
         if description in _BUSY:  # other replicas' requests take what is there: ours comes next
             await self._pause(self._busy_s)
-        elif status == "408":  # an idle wait that ran out: ask again
+        elif status == "408" or description == _COMPLETED:  # the request ran its course: ask again
             self._backoff = self._busy_s
         elif status in _AGAIN or description == _LEADER_CHANGE:  # the server is not ready yet
             await self._pause(self._backoff)

@@ -19,7 +19,8 @@ async def declare_streams(
     async def declared() -> bool:
         try:
             await ensure_streams(js, topology, settings)
-        except (NatsError, TimeoutError) as exc:
+        except (NatsError, TimeoutError, PermissionError) as exc:  # a create not answered in time
+            # reads as refused (ensure_streams cannot tell a forming cluster from a denied identity)
             failures.append(exc)
             return False
         return True

@@ -196,6 +196,21 @@ async def test_no_responders_is_waited_out_with_backoff(nats_client: NATS) -> No
     assert arrived[1] - arrived[0] >= 0.05 and arrived[2] - arrived[1] >= 0.1, "waits, doubling"
 
 
+async def test_a_request_ended_at_its_max_bytes_is_followed_by_the_next(nats_client: NATS) -> None:
+    # a request that reached its max_bytes ends with 409 Batch Completed: not a refusal (seen while
+    # a JOBS leader was killed under a notify consumer, which exited with PullError)
+    answers = [[{"Status": "409", "Description": "Batch Completed"}], [{}, {"Status": "404"}]]
+    async with fake_jetstream(nats_client, answers) as arrived:
+        puller = Puller(nats_client, "S", "D", batch=10, wait_s=30, heartbeat_s=5)
+        await puller.start()
+        batch = await asyncio.wait_for(puller.pull(), 10)
+        while not batch:
+            batch = await asyncio.wait_for(puller.pull(), 10)
+        await puller.close()
+    assert [msg.data for msg in batch] == [b"payload"]
+    assert len(arrived) == 2
+
+
 async def test_an_unknown_refusal_is_an_error(nats_client: NATS) -> None:
     answers = [[{"Status": "400", "Description": "Bad Request - heartbeat value too large"}]]
     async with fake_jetstream(nats_client, answers):
