@@ -477,7 +477,7 @@ def test_api_metrics_are_scraped_on_their_own_port_that_only_prometheus_reaches(
     api = find(objs, "Deployment", "mpijc-api")
     env = _effective_env(objs, api)
     ports = {p["name"]: p["containerPort"] for p in _container_ports(api)}
-    assert ports == {"http": int(env["MPIJC_API__PORT"]), "metrics": int(env["MPIJC_API__METRICS_PORT"])}
+    assert ports == {"http": int(env["MPIJC_API__PORT"]), "metrics": int(env["MPIJC_METRICS__PORT"])}
     scraped_api_ports = {
         endpoint["port"]
         for monitor in _monitors(objs)
@@ -1040,7 +1040,7 @@ def test_the_admission_webhook_spools_to_a_volume_and_admits_only_the_api_server
     env = {e["name"]: e.get("value") for e in container["env"]}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     claims = {c["metadata"]["name"] for c in webhook["spec"]["volumeClaimTemplates"]}
-    assert "spool" in claims and env["MPIJC_AUDIT__SPOOL_DIR"] == mounts["spool"]
+    assert "spool" in claims and env["MPIJC_ADMISSION__SPOOL_DIR"] == mounts["spool"]
     policy = find(objs, "NetworkPolicy", "mpijc-admission")
     peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
     assert all(peer for peer in peers) and all(rule.get("from") for rule in policy["spec"]["ingress"])
