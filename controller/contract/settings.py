@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Annotated, Literal, get_origin
+from typing import Annotated, Final, Literal, get_origin
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -682,6 +682,26 @@ class Settings(BaseSettings):
     )
 
 
+RENAMED: Final[Mapping[str, str]] = {
+    "MPIJC_AUDIT__WEBHOOK_HOST": "MPIJC_ADMISSION__HOST",
+    "MPIJC_AUDIT__WEBHOOK_PORT": "MPIJC_ADMISSION__PORT",
+    "MPIJC_AUDIT__WEBHOOK_CERT_FILE": "MPIJC_ADMISSION__CERT_FILE",
+    "MPIJC_AUDIT__WEBHOOK_KEY_FILE": "MPIJC_ADMISSION__KEY_FILE",
+    "MPIJC_AUDIT__WEBHOOK_CLIENT_CA_FILE": "MPIJC_ADMISSION__CLIENT_CA_FILE",
+    "MPIJC_AUDIT__CERT_RELOAD_S": "MPIJC_ADMISSION__CERT_RELOAD_S",
+    "MPIJC_AUDIT__PUBLISH_TIMEOUT_S": "MPIJC_ADMISSION__PUBLISH_TIMEOUT_S",
+    "MPIJC_AUDIT__BACKLOG": "MPIJC_ADMISSION__BACKLOG",
+    "MPIJC_AUDIT__SPOOL_DIR": "MPIJC_ADMISSION__SPOOL_DIR",
+    "MPIJC_AUDIT__MAX_BODY_BYTES": "MPIJC_ADMISSION__MAX_BODY_BYTES",
+    "MPIJC_AUDIT__REQUEST_TIMEOUT_S": "MPIJC_ADMISSION__REQUEST_TIMEOUT_S",
+    "MPIJC_AUDIT__MAX_JSON_DEPTH": "MPIJC_ADMISSION__MAX_JSON_DEPTH",
+    "MPIJC_API__METRICS_PORT": "MPIJC_METRICS__PORT",
+    "MPIJC_UP__METRICS_PORT": "MPIJC_METRICS__UP_PORT",
+}
+"""Variables of earlier versions and their names now: setting one fails with a line naming the new one
+(an upgrade that kept the old name would otherwise silently run on the default)."""
+
+
 class SettingsError(ValueError):
     """Settings that cannot be used; the message is one line naming the environment variable."""
 
@@ -701,28 +721,29 @@ def _known_variables(model: type[BaseModel], prefix: str = "MPIJC_") -> set[str]
     return known
 
 
+def refuse_unknown(names: Iterable[str]) -> None:
+    """:class:`SettingsError` naming each ``MPIJC_`` variable in ``names`` that is no setting, with
+    its new name if it was renamed (:data:`RENAMED`), else the closest setting, if any."""
+    known = _known_variables(Settings)
+    unknown = sorted(
+        name
+        for name in names
+        if name.upper().startswith("MPIJC_")
+        and name.upper() not in known
+        and not any(name.upper().startswith(f"{k}__") for k in known if _is_mapping_setting(k))
+    )
+    if unknown:
+        hints = ", ".join(_hint(name, known) for name in unknown)
+        raise SettingsError(f"unknown setting {hints}; see controller/contract/settings.py")
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings from the environment, or :class:`SettingsError` saying which variable is wrong.
 
     A variable with the ``MPIJC_`` prefix that names no setting is an error too: a misspelled
     database URL would otherwise start the embedded PostgreSQL in its place."""
     environ = os.environ if environ is None else environ
-    known = _known_variables(Settings)
-    unknown = sorted(
-        name
-        for name in environ
-        if name.upper().startswith("MPIJC_")
-        and name.upper() not in known
-        and not any(name.upper().startswith(f"{k}__") for k in known if _is_mapping_setting(k))
-    )
-    if unknown:
-        hints = [
-            f"{name} (did you mean {close[0]}?)"
-            if (close := get_close_matches(name.upper(), known, 1))
-            else name
-            for name in unknown
-        ]
-        raise SettingsError(f"unknown setting {', '.join(hints)}; see controller/contract/settings.py")
+    refuse_unknown(environ)
     try:
         return Settings()
     except PydanticSettingsError as exc:
@@ -738,8 +759,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ) from exc
 
 
-def _closest(name: str, known: set[str]) -> list[str]:
-    return get_close_matches(name.upper(), known, 1)
+def _hint(name: str, known: set[str]) -> str:
+    """``name`` with its new name if it was renamed, else with the closest known one, if any."""
+    if renamed := RENAMED.get(name.upper()):
+        return f"{name} (renamed {renamed})"
+    close = get_close_matches(name.upper(), known, 1)
+    return f"{name} (did you mean {close[0]}?)" if close else name
 
 
 def _needs_json(variable: str) -> bool:

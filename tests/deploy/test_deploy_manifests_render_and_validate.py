@@ -35,6 +35,7 @@ import yaml
 
 from consumers.registry import CONSUMERS
 from controller.bus.serverconfig import IDENTITIES
+from controller.contract.settings import refuse_unknown
 from tests.deploy.deploy_schemas import CUSTOM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -467,6 +468,14 @@ def _effective_env(objs: list[Obj], owner: Obj) -> dict[str, Any]:
             ]
             env |= found[0]["data"] if found else {}
     return env | {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+@pytest.mark.parametrize("name", list(RENDERS))
+def test_every_variable_a_pod_gets_is_a_setting(renders: dict[str, list[Obj]], name: str) -> None:
+    """A renamed or misspelled ``MPIJC_`` variable would stop the pod at start (see load_settings)."""
+    objs = renders[name]
+    for owner in _pod_owners(objs):
+        refuse_unknown(_effective_env(objs, owner))
 
 
 @pytest.mark.parametrize("name", OVERLAID)
