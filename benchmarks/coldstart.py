@@ -437,7 +437,7 @@ async def measure(
                 "MPIJC_NATS__URL": services.nats_url,
                 "MPIJC_NATS__PREFIX": topology.prefix,
                 "MPIJC_KUBE__KUBECONFIG": str(sim.kubeconfig(workdir / "kubeconfig")),
-                "MPIJC_API__METRICS_PORT": "0",
+                "MPIJC_METRICS__PORT": "0",
                 "MPIJC_API__PORT": str(api_port),
                 "MPIJC_API__AUTH": "off",  # one local reader; auth is measured in benchmarks.api
                 "MPIJC_API__RATE_PER_S": "0",

@@ -74,7 +74,7 @@ async def pipeline_services(
             "MPIJC_NATS__URL": services.nats_url,
             "MPIJC_NATS__PREFIX": topology.prefix,
             "MPIJC_LOG_LEVEL": "WARNING",
-            "MPIJC_API__METRICS_PORT": "0",
+            "MPIJC_METRICS__PORT": "0",
             **(env or {}),
         }
         processes = [

@@ -114,9 +114,9 @@ def measure(rounds: int, jobs: int, log_to: Path | None = None) -> dict[str, Any
             "MPIJC_EMBEDDED__NATS_PORT": str(free_port()),
             "MPIJC_KUBE__KUBECONFIG": str(sim.kubeconfig(workdir / "kubeconfig")),
             "MPIJC_API__PORT": str(port),
-            "MPIJC_API__METRICS_PORT": str(free_port()),
+            "MPIJC_METRICS__PORT": str(free_port()),
             "MPIJC_API__AUTH": "off",
-            "MPIJC_UP__METRICS_PORT": str(free_port()),
+            "MPIJC_METRICS__UP_PORT": str(free_port()),
         }
         started = time.monotonic()
         up = start_up(env, workdir)

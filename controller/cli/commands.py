@@ -71,7 +71,7 @@ def _invoking_user() -> str:
 async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     """Watchers, every consumer role and the API, each in its own process (see :mod:`.supervisor`)."""
     roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
-    others = {"MPIJC_API__METRICS_PORT": "0"}  # one process serves the fixed metrics port: the API
+    others = {"MPIJC_METRICS__PORT": "0"}  # one process serves the fixed metrics port: the API
     children = [  # the API first: reads are answered while the others start (see .supervisor)
         Child("api", ("api",), serves=(settings.api.host, settings.api.port)),
         Child("watchers", ("watch",), others),
@@ -79,7 +79,7 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     ]
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
     metrics = UpMetrics()
-    with served_metrics(metrics.registry, settings.up.metrics_port, "MPIJC_UP__METRICS_PORT"):
+    with served_metrics(metrics.registry, settings.metrics.up_port, "MPIJC_METRICS__UP_PORT"):
         async with runtime(settings, "mpijc-up") as rt:
             if stop.is_set():
                 return 0
@@ -162,22 +162,24 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     """The validating admission webhook: needs only NATS (no database in the webhook pod).
 
     It starts without waiting for NATS: until NATS answers (and whenever it is away), records
-    go to the spool (``audit.spool_dir``) and are published once it is back.
+    go to the spool (``admission.spool_dir``) and are published once it is back.
     """
     from watchers.admission.spool import FileSpool, LazyJetStream
     from watchers.admission.webhook import serve_admission
 
     if not settings.nats.url:
         raise StartupError("MPIJC_NATS__URL: the admission webhook needs the installation's NATS")
-    spool_dir = settings.audit.spool_dir
+    spool_dir = settings.admission.spool_dir
     try:
         spool = FileSpool(spool_dir) if spool_dir is not None else None
     except OSError as exc:
-        raise StartupError(f"MPIJC_AUDIT__SPOOL_DIR: {exc}") from exc
+        raise StartupError(f"MPIJC_ADMISSION__SPOOL_DIR: {exc}") from exc
     bus = LazyJetStream(settings.nats.url, settings.nats)
     bus.start()
     try:
-        await serve_admission(settings.audit, bus, PipelineMetrics().registry, stop_on_signals(), spool=spool)
+        await serve_admission(
+            settings.admission, bus, PipelineMetrics().registry, stop_on_signals(), spool=spool
+        )
     finally:
         await bus.close()
     return 0

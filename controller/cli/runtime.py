@@ -280,7 +280,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         gateway = KubeGateway.from_settings(rt.settings.kube)
         return KubeAccessReviewer(gateway, rt.settings.api.token_audiences)
 
-    api = rt.settings.api
+    api, metrics_port = rt.settings.api, rt.settings.metrics.port
     app = create_app(
         rt.engine,
         rt.metrics,
@@ -297,14 +297,12 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         ),
         uvicorn.Server(
             uvicorn.Config(
-                metrics_app(app), host=api.host, port=api.metrics_port, log_level="warning", lifespan="off"
+                metrics_app(app), host=api.host, port=metrics_port, log_level="warning", lifespan="off"
             )
         ),
     ]
     serving = [asyncio.create_task(server.serve()) for server in servers]
-    log.info(
-        "API on http://%s:%d (auth: %s), metrics on port %d", api.host, api.port, api.auth, api.metrics_port
-    )
+    log.info("API on http://%s:%d (auth: %s), metrics on port %d", api.host, api.port, api.auth, metrics_port)
     await stop.wait()
     for server in servers:
         server.should_exit = True
@@ -331,7 +329,7 @@ def served_metrics(registry: CollectorRegistry, port: int, variable: str) -> Ite
 @contextlib.contextmanager
 def metrics_server(rt: Runtime) -> Iterator[None]:
     """/metrics of a watcher or consumer process, for its probes and ServiceMonitor."""
-    with served_metrics(rt.metrics.registry, rt.settings.api.metrics_port, "MPIJC_API__METRICS_PORT"):
+    with served_metrics(rt.metrics.registry, rt.settings.metrics.port, "MPIJC_METRICS__PORT"):
         yield
 
 

@@ -11,7 +11,7 @@ doubling up to ``MPIJC_UP__RESTART_MAX_S``), never taking the other parts down. 
 keeps exiting at once (bad settings, an unreachable cluster) keeps being restarted at the capped
 delay, and each restart's log line says how many starts in a row failed at once, so the cause is
 in the log and the part comes back on its own once the cause is fixed. Every restart counts in
-``mpijc_up_restarts_total{part}``, served by ``up`` on ``MPIJC_UP__METRICS_PORT``.
+``mpijc_up_restarts_total{part}``, served by ``up`` on ``MPIJC_METRICS__UP_PORT``.
 
 The API is started first and the other parts once it answers (:attr:`Child.serves`): a
 restart on a small machine answers reads in about the time one process takes to start, not

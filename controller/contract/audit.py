@@ -111,7 +111,7 @@ class AuditRecord(Message):
     caller: Literal["mtls", "unverified"] | None = Field(
         default=None,
         description="Admission: how the webhook's caller was authenticated. ``mtls``: it presented a "
-        "client certificate from ``audit.webhook_client_ca_file`` (the API server); ``unverified``: "
+        "client certificate from ``admission.client_ca_file`` (the API server); ``unverified``: "
         "no client certificate was required, so anyone who reached the webhook could have sent it "
         "(corroborate against the watch stream). None for other sources and older records.",
     )

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Annotated, Literal, get_origin
+from typing import Annotated, Final, Literal, get_origin
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -147,13 +147,6 @@ class UpSettings(BaseModel):
         gt=0,
         description="Seconds the parts get to stop after SIGTERM before they are killed: a consumer "
         "finishes its batch and a watcher hands back its lease in well under that.",
-    )
-    metrics_port: int = Field(
-        default=9465,
-        ge=0,
-        le=65535,
-        description="Port of ``up``'s own /metrics (mpijc_up_restarts_total{part}); next to the API's "
-        "9464 so a scrape of one host finds both; 0 takes any free port.",
     )
 
 
@@ -362,11 +355,6 @@ class ApiSettings(BaseModel):
         description="Seconds the database and JetStream figures behind /metrics are reused, so "
         "several Prometheus replicas scraping every 15-30 s cost one query each.",
     )
-    metrics_port: int = Field(
-        default=9464,
-        description="Port of /metrics of the `watch` and `consume` commands (the API serves it on its "
-        "own port); 9464 is Prometheus's registered default for exporters of this kind.",
-    )
     token_audiences: list[str] = Field(
         default_factory=list,
         description="Audiences a TokenReview must find in the token; empty accepts the API server's own.",
@@ -399,6 +387,23 @@ class ApiSettings(BaseModel):
         ge=1,
         le=1_000_000,
         description="Clients whose rate is tracked in memory, per kind; the least recently seen go first.",
+    )
+
+
+class MetricsSettings(BaseModel):
+    """Where the processes serve Prometheus's /metrics."""
+
+    port: int = Field(
+        default=9464,
+        description="Port of /metrics of the `api`, `watch` and `consume` commands (the API's answers "
+        "stay on `api.port`); 9464 is Prometheus's registered default for exporters of this kind.",
+    )
+    up_port: int = Field(
+        default=9465,
+        ge=0,
+        le=65535,
+        description="Port of ``up``'s own /metrics (mpijc_up_restarts_total{part}); next to `port`'s "
+        "9464 so a scrape of one host finds both; 0 takes any free port.",
     )
 
 
@@ -530,20 +535,17 @@ class NotifySettings(BaseModel):
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
 
 
-class AuditSettings(BaseModel):
-    """Audit trail: the admission webhook that records who, retention, and the SIEM exporters.
+class AdmissionSettings(BaseModel):
+    """The admission webhook server (the ``admission`` command): where it listens, its TLS, and
+    how it holds records JetStream has not stored yet."""
 
-    An exporter runs for each destination that is set (``jsonl_path``, ``syslog_address``,
-    ``hec_url``); each keeps its own cursor in PostgreSQL, keyed by kind and destination.
-    """
-
-    webhook_host: str = Field(default="0.0.0.0", description="Listen address of the admission webhook.")
-    webhook_port: int = Field(default=8443, description="HTTPS port; the Service maps 443 to it.")
-    webhook_cert_file: Path | None = Field(
+    host: str = Field(default="0.0.0.0", description="Listen address of the admission webhook.")
+    port: int = Field(default=8443, description="HTTPS port; the Service maps 443 to it.")
+    cert_file: Path | None = Field(
         default=None, description="PEM certificate (chain) the webhook serves, e.g. a cert-manager Secret."
     )
-    webhook_key_file: Path | None = Field(default=None, description="PEM private key of that certificate.")
-    webhook_client_ca_file: Path | None = Field(
+    key_file: Path | None = Field(default=None, description="PEM private key of that certificate.")
+    client_ca_file: Path | None = Field(
         default=None,
         description="CA bundle the API server's client certificate must chain to; set it (and give the "
         "API server a client certificate) so nobody else can post reviews and forge records.",
@@ -570,17 +572,6 @@ class AuditSettings(BaseModel):
         "records JetStream did not store in time, and from which it publishes them again once NATS "
         "answers, also after a restart. Put it on a volume that outlives the container.",
     )
-    corroboration_window_s: float = Field(
-        default=120.0,
-        gt=0,
-        le=86_400,
-        description="An admission record from a caller without a client certificate is marked verified "
-        "when the watch stream shows the change it claims within this many seconds of it, and "
-        "flagged unmatched once this long has passed without it.",
-    )
-    corroboration_interval_s: float = Field(
-        default=5.0, gt=0, description="How often pending admission records are judged."
-    )
     max_body_bytes: int = Field(
         default=3 << 20,
         ge=1024,
@@ -600,6 +591,26 @@ class AuditSettings(BaseModel):
         description="Deepest nesting of arrays and objects accepted in a review (checked by a linear scan "
         "before parsing); deeper bodies are answered 400. At most 400: comparing the objects of an "
         "UPDATE recurses once per level, inside Python's recursion limit.",
+    )
+
+
+class AuditSettings(BaseModel):
+    """Audit trail: corroboration of admission records, retention, and the SIEM exporters.
+
+    An exporter runs for each destination that is set (``jsonl_path``, ``syslog_address``,
+    ``hec_url``); each keeps its own cursor in PostgreSQL, keyed by kind and destination.
+    """
+
+    corroboration_window_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=86_400,
+        description="An admission record from a caller without a client certificate is marked verified "
+        "when the watch stream shows the change it claims within this many seconds of it, and "
+        "flagged unmatched once this long has passed without it.",
+    )
+    corroboration_interval_s: float = Field(
+        default=5.0, gt=0, description="How often pending admission records are judged."
     )
     retention_days: int | None = Field(
         default=None,
@@ -656,8 +667,10 @@ class Settings(BaseSettings):
     leader: LeaderSettings = Field(default_factory=LeaderSettings)
     consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     rules: RuleThresholds = Field(default_factory=RuleThresholds)
     actions: ActionSettings = Field(default_factory=ActionSettings)
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     log_level: str = Field(default="INFO", description="Python logging level name.")
@@ -667,6 +680,26 @@ class Settings(BaseSettings):
         description="Seconds a command waits for PostgreSQL and NATS at start before it stops with one "
         "line naming the setting to check; once running, lost connections reconnect with backoff.",
     )
+
+
+RENAMED: Final[Mapping[str, str]] = {
+    "MPIJC_AUDIT__WEBHOOK_HOST": "MPIJC_ADMISSION__HOST",
+    "MPIJC_AUDIT__WEBHOOK_PORT": "MPIJC_ADMISSION__PORT",
+    "MPIJC_AUDIT__WEBHOOK_CERT_FILE": "MPIJC_ADMISSION__CERT_FILE",
+    "MPIJC_AUDIT__WEBHOOK_KEY_FILE": "MPIJC_ADMISSION__KEY_FILE",
+    "MPIJC_AUDIT__WEBHOOK_CLIENT_CA_FILE": "MPIJC_ADMISSION__CLIENT_CA_FILE",
+    "MPIJC_AUDIT__CERT_RELOAD_S": "MPIJC_ADMISSION__CERT_RELOAD_S",
+    "MPIJC_AUDIT__PUBLISH_TIMEOUT_S": "MPIJC_ADMISSION__PUBLISH_TIMEOUT_S",
+    "MPIJC_AUDIT__BACKLOG": "MPIJC_ADMISSION__BACKLOG",
+    "MPIJC_AUDIT__SPOOL_DIR": "MPIJC_ADMISSION__SPOOL_DIR",
+    "MPIJC_AUDIT__MAX_BODY_BYTES": "MPIJC_ADMISSION__MAX_BODY_BYTES",
+    "MPIJC_AUDIT__REQUEST_TIMEOUT_S": "MPIJC_ADMISSION__REQUEST_TIMEOUT_S",
+    "MPIJC_AUDIT__MAX_JSON_DEPTH": "MPIJC_ADMISSION__MAX_JSON_DEPTH",
+    "MPIJC_API__METRICS_PORT": "MPIJC_METRICS__PORT",
+    "MPIJC_UP__METRICS_PORT": "MPIJC_METRICS__UP_PORT",
+}
+"""Variables of earlier versions and their names now: setting one fails with a line naming the new one
+(an upgrade that kept the old name would otherwise silently run on the default)."""
 
 
 class SettingsError(ValueError):
@@ -688,28 +721,29 @@ def _known_variables(model: type[BaseModel], prefix: str = "MPIJC_") -> set[str]
     return known
 
 
+def refuse_unknown(names: Iterable[str]) -> None:
+    """:class:`SettingsError` naming each ``MPIJC_`` variable in ``names`` that is no setting, with
+    its new name if it was renamed (:data:`RENAMED`), else the closest setting, if any."""
+    known = _known_variables(Settings)
+    unknown = sorted(
+        name
+        for name in names
+        if name.upper().startswith("MPIJC_")
+        and name.upper() not in known
+        and not any(name.upper().startswith(f"{k}__") for k in known if _is_mapping_setting(k))
+    )
+    if unknown:
+        hints = ", ".join(_hint(name, known) for name in unknown)
+        raise SettingsError(f"unknown setting {hints}; see controller/contract/settings.py")
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings from the environment, or :class:`SettingsError` saying which variable is wrong.
 
     A variable with the ``MPIJC_`` prefix that names no setting is an error too: a misspelled
     database URL would otherwise start the embedded PostgreSQL in its place."""
     environ = os.environ if environ is None else environ
-    known = _known_variables(Settings)
-    unknown = sorted(
-        name
-        for name in environ
-        if name.upper().startswith("MPIJC_")
-        and name.upper() not in known
-        and not any(name.upper().startswith(f"{k}__") for k in known if _is_mapping_setting(k))
-    )
-    if unknown:
-        hints = [
-            f"{name} (did you mean {close[0]}?)"
-            if (close := get_close_matches(name.upper(), known, 1))
-            else name
-            for name in unknown
-        ]
-        raise SettingsError(f"unknown setting {', '.join(hints)}; see controller/contract/settings.py")
+    refuse_unknown(environ)
     try:
         return Settings()
     except PydanticSettingsError as exc:
@@ -725,8 +759,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ) from exc
 
 
-def _closest(name: str, known: set[str]) -> list[str]:
-    return get_close_matches(name.upper(), known, 1)
+def _hint(name: str, known: set[str]) -> str:
+    """``name`` with its new name if it was renamed, else with the closest known one, if any."""
+    if renamed := RENAMED.get(name.upper()):
+        return f"{name} (renamed {renamed})"
+    close = get_close_matches(name.upper(), known, 1)
+    return f"{name} (did you mean {close[0]}?)" if close else name
 
 
 def _needs_json(variable: str) -> bool:

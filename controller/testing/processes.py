@@ -20,8 +20,8 @@ def cli_env(settings: Settings, workdir: Path, **overrides: str) -> dict[str, st
         "MPIJC_NATS__URL": settings.nats.url,
         "MPIJC_NATS__PREFIX": settings.nats.prefix,
         "MPIJC_EMBEDDED__DATA_DIR": str(workdir),
-        "MPIJC_API__METRICS_PORT": "0",  # several processes on one machine: any free port
-        "MPIJC_UP__METRICS_PORT": "0",
+        "MPIJC_METRICS__PORT": "0",  # several processes on one machine: any free port
+        "MPIJC_METRICS__UP_PORT": "0",
         **overrides,
     }
 

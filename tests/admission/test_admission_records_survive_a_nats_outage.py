@@ -26,7 +26,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.contract.audit import AuditRecord, parse_audit_record
-from controller.contract.settings import AuditSettings, NatsSettings
+from controller.contract.settings import AdmissionSettings, NatsSettings
 from controller.contract.subjects import Topology
 from controller.testing.ports import free_port
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate, trainjob
@@ -101,11 +101,11 @@ async def until(condition: Callable[[], bool | Awaitable[bool]], seconds: float,
 async def a_webhook(
     certificate: Certificate, bus: LazyJetStream, spool: FileSpool
 ) -> AsyncIterator[tuple[AdmissionWebhook, httpx.AsyncClient]]:
-    settings = AuditSettings(
-        webhook_host="127.0.0.1",
-        webhook_port=0,
-        webhook_cert_file=certificate.cert,
-        webhook_key_file=certificate.key,
+    settings = AdmissionSettings(
+        host="127.0.0.1",
+        port=0,
+        cert_file=certificate.cert,
+        key_file=certificate.key,
         publish_timeout_s=0.2,
     )
     metrics = AdmissionMetrics(CollectorRegistry())

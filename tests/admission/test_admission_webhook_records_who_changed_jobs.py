@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.bus.publishing import Publisher
 from controller.contract.audit import AuditRecord, ServiceAccount, parse_audit_record
-from controller.contract.settings import AuditSettings
+from controller.contract.settings import AdmissionSettings
 from controller.contract.subjects import Topology
 from controller.testing.waits import until
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate, trainjob
@@ -60,12 +60,12 @@ def bus() -> Bus:
     return Bus()
 
 
-def webhook_settings(certificate: Certificate) -> AuditSettings:
-    return AuditSettings(
-        webhook_host="127.0.0.1",
-        webhook_port=0,
-        webhook_cert_file=certificate.cert,
-        webhook_key_file=certificate.key,
+def webhook_settings(certificate: Certificate) -> AdmissionSettings:
+    return AdmissionSettings(
+        host="127.0.0.1",
+        port=0,
+        cert_file=certificate.cert,
+        key_file=certificate.key,
         publish_timeout_s=0.2,
         cert_reload_s=0.05,
     )
@@ -357,7 +357,7 @@ async def test_with_a_client_ca_only_the_api_server_gets_in(
 ) -> None:
     (tmp_path / "apiserver").mkdir()
     apiserver = make_certificate(tmp_path / "apiserver", name="kube-apiserver")
-    settings = webhook_settings(certificate).model_copy(update={"webhook_client_ca_file": apiserver.cert})
+    settings = webhook_settings(certificate).model_copy(update={"client_ca_file": apiserver.cert})
     with_cert = trusting(certificate)
     with_cert.load_cert_chain(apiserver.cert, apiserver.key)
     body = admission_review("CREATE", a_mpijob())

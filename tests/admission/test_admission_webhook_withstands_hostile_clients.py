@@ -23,7 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.contract.audit import AuditRecord, parse_audit_record
-from controller.contract.settings import AuditSettings
+from controller.contract.settings import AdmissionSettings
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.reviews import json_depth, review
@@ -54,11 +54,11 @@ def bus() -> Bus:
 
 @pytest.fixture
 async def webhook(certificate: Certificate, bus: Bus) -> AsyncIterator[AdmissionWebhook]:
-    settings = AuditSettings(
-        webhook_host="127.0.0.1",
-        webhook_port=0,
-        webhook_cert_file=certificate.cert,
-        webhook_key_file=certificate.key,
+    settings = AdmissionSettings(
+        host="127.0.0.1",
+        port=0,
+        cert_file=certificate.cert,
+        key_file=certificate.key,
         publish_timeout_s=0.2,
         max_body_bytes=LIMIT,
         request_timeout_s=DEADLINE_S,
@@ -206,11 +206,11 @@ async def test_slow_headers_are_timed_out_too(webhook: AdmissionWebhook, certifi
 async def test_twelve_stalled_uploads_neither_block_reviews_nor_stay(
     certificate: Certificate, bus: Bus, deadline_s: float
 ) -> None:
-    settings = AuditSettings(
-        webhook_host="127.0.0.1",
-        webhook_port=0,
-        webhook_cert_file=certificate.cert,
-        webhook_key_file=certificate.key,
+    settings = AdmissionSettings(
+        host="127.0.0.1",
+        port=0,
+        cert_file=certificate.cert,
+        key_file=certificate.key,
         request_timeout_s=deadline_s,
     )
     async with AdmissionWebhook(
@@ -271,11 +271,11 @@ DEEP = 100_000
 async def test_deep_nesting_gets_a_400_not_a_recursion_error(
     certificate: Certificate, bus: Bus, content: bytes
 ) -> None:
-    settings = AuditSettings(
-        webhook_host="127.0.0.1",
-        webhook_port=0,
-        webhook_cert_file=certificate.cert,
-        webhook_key_file=certificate.key,
+    settings = AdmissionSettings(
+        host="127.0.0.1",
+        port=0,
+        cert_file=certificate.cert,
+        key_file=certificate.key,
     )
     async with (
         AdmissionWebhook(settings, bus, AdmissionMetrics(CollectorRegistry()), clock=lambda: T0) as hook,

@@ -169,8 +169,10 @@ async def test_probes_need_no_token_and_metrics_are_not_on_the_api_port(
     assert (await client.get("/metrics")).status_code == 404, (
         "the namespaces with jobs stay off the public port"
     )
-    metrics_port = metrics_app(create_app(engine, PipelineMetrics()))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=metrics_port), base_url="http://m") as m:
+    on_metrics_port = metrics_app(create_app(engine, PipelineMetrics()))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=on_metrics_port), base_url="http://m"
+    ) as m:
         scraped = await m.get("/metrics")
     assert scraped.status_code == 200 and "mpijc_jobs" in scraped.text
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.contract.settings import Settings
+from controller.contract.settings import RENAMED, Settings, SettingsError, load_settings
 from controller.testing.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -58,6 +58,11 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
             "MPIJC_CONSUMER__PULL_HEARTBEAT_S: Value error, at most half of pull_wait_s (10)",
         ),
         ({"MPIJC_CONSUMER__BATCH_TIMEOUT_S": "0.01"}, "MPIJC_CONSUMER__BATCH_TIMEOUT_S"),
+        (
+            {"MPIJC_AUDIT__WEBHOOK_PORT": "8443"},
+            "unknown setting MPIJC_AUDIT__WEBHOOK_PORT (renamed MPIJC_ADMISSION__PORT)",
+        ),
+        ({"MPIJC_API__METRICS_PORT": "9464"}, "MPIJC_API__METRICS_PORT (renamed MPIJC_METRICS__PORT)"),
     ],
     ids=[
         "not-an-integer",
@@ -68,12 +73,22 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
         "port-too-high",
         "heartbeat-longer-than-the-wait",
         "setting-of-earlier-versions",
+        "renamed-to-the-admission-group",
+        "renamed-to-the-metrics-group",
     ],
 )
 def test_bad_settings_are_one_line_naming_the_variable(
     env: dict[str, str], says: str, tmp_path: Path
 ) -> None:
     assert says in one_line(run(["history"], tmp_path, **env))
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(RENAMED.items()))
+def test_a_variable_of_an_earlier_version_names_its_new_name(old: str, new: str) -> None:
+    with pytest.raises(SettingsError, match=rf"^unknown setting {old} \(renamed {new}\);"):
+        load_settings({old: "1"})
+    group, field = new.removeprefix("MPIJC_").lower().split("__")
+    assert field in getattr(Settings.model_fields[group].annotation, "model_fields", {}), new
 
 
 def test_an_unreachable_nats_is_one_line_after_the_startup_timeout(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def up_env(data_dir: Path, pg_port: int, nats_port: int, **more: str) -> dict[st
         "MPIJC_EMBEDDED__POSTGRES_PORT": str(pg_port),
         "MPIJC_EMBEDDED__NATS_PORT": str(nats_port),
         "MPIJC_API__AUTH": "off",
-        "MPIJC_API__METRICS_PORT": str(free_port()),
+        "MPIJC_METRICS__PORT": str(free_port()),
         **more,
     }
 

@@ -49,7 +49,7 @@ async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings,
         tmp_path,
         MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
         MPIJC_API__PORT=str(port),
-        MPIJC_API__METRICS_PORT=str(metrics_port),
+        MPIJC_METRICS__PORT=str(metrics_port),
         MPIJC_API__AUTH="off",  # a local single-user start; auth itself is tested elsewhere
     )
     log = tmp_path / "up.log"
@@ -160,7 +160,7 @@ async def test_a_killed_part_comes_back_and_the_others_run_on(
         tmp_path,
         MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
         MPIJC_API__PORT=str(free_port()),
-        MPIJC_UP__METRICS_PORT=str(metrics_port),
+        MPIJC_METRICS__UP_PORT=str(metrics_port),
         MPIJC_UP__RESTART_INITIAL_S="0.2",
     )
     log = tmp_path / "up.log"

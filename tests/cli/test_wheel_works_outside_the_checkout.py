@@ -170,7 +170,7 @@ def test_up_on_the_embedded_services_runs_from_the_installed_wheel(
         "MPIJC_EMBEDDED__POSTGRES_PORT": str(free_port()),
         "MPIJC_EMBEDDED__NATS_PORT": str(free_port()),
         "MPIJC_API__PORT": str(port),
-        "MPIJC_API__METRICS_PORT": str(free_port()),
+        "MPIJC_METRICS__PORT": str(free_port()),
         "MPIJC_API__AUTH": "off",
         "MPIJC_KUBE__KUBECONFIG": str(kubeconfig(sim, tmp_path / "kubeconfig")),
     }

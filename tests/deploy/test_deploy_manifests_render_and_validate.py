@@ -35,6 +35,7 @@ import yaml
 
 from consumers.registry import CONSUMERS
 from controller.bus.serverconfig import IDENTITIES
+from controller.contract.settings import refuse_unknown
 from tests.deploy.deploy_schemas import CUSTOM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -469,6 +470,14 @@ def _effective_env(objs: list[Obj], owner: Obj) -> dict[str, Any]:
     return env | {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
+@pytest.mark.parametrize("name", list(RENDERS))
+def test_every_variable_a_pod_gets_is_a_setting(renders: dict[str, list[Obj]], name: str) -> None:
+    """A renamed or misspelled ``MPIJC_`` variable would stop the pod at start (see load_settings)."""
+    objs = renders[name]
+    for owner in _pod_owners(objs):
+        refuse_unknown(_effective_env(objs, owner))
+
+
 @pytest.mark.parametrize("name", OVERLAID)
 def test_api_metrics_are_scraped_on_their_own_port_that_only_prometheus_reaches(
     renders: dict[str, list[Obj]], name: str
@@ -477,7 +486,7 @@ def test_api_metrics_are_scraped_on_their_own_port_that_only_prometheus_reaches(
     api = find(objs, "Deployment", "mpijc-api")
     env = _effective_env(objs, api)
     ports = {p["name"]: p["containerPort"] for p in _container_ports(api)}
-    assert ports == {"http": int(env["MPIJC_API__PORT"]), "metrics": int(env["MPIJC_API__METRICS_PORT"])}
+    assert ports == {"http": int(env["MPIJC_API__PORT"]), "metrics": int(env["MPIJC_METRICS__PORT"])}
     scraped_api_ports = {
         endpoint["port"]
         for monitor in _monitors(objs)
@@ -1040,7 +1049,7 @@ def test_the_admission_webhook_spools_to_a_volume_and_admits_only_the_api_server
     env = {e["name"]: e.get("value") for e in container["env"]}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     claims = {c["metadata"]["name"] for c in webhook["spec"]["volumeClaimTemplates"]}
-    assert "spool" in claims and env["MPIJC_AUDIT__SPOOL_DIR"] == mounts["spool"]
+    assert "spool" in claims and env["MPIJC_ADMISSION__SPOOL_DIR"] == mounts["spool"]
     policy = find(objs, "NetworkPolicy", "mpijc-admission")
     peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
     assert all(peer for peer in peers) and all(rule.get("from") for rule in policy["spec"]["ingress"])

@@ -36,7 +36,7 @@ class AdmissionMetrics(MetricGroup):
         )
         self.spooled = Gauge(
             "mpijc_admission_spooled",
-            "Audit records in the durable spool (audit.spool_dir), waiting for JetStream.",
+            "Audit records in the durable spool (admission.spool_dir), waiting for JetStream.",
             registry=registry,
         )
         self.spool_failures = Counter(

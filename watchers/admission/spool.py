@@ -7,7 +7,7 @@ record published twice (acknowledged, then the process died before removing it) 
 within the stream's duplicate window.
 
 :class:`FileSpool` is the shipped implementation: one JSON file per record in a directory on a
-volume (``audit.spool_dir``), written to a temporary name, fsynced and renamed, so a crash
+volume (``admission.spool_dir``), written to a temporary name, fsynced and renamed, so a crash
 leaves either the whole record or nothing. It needs neither NATS nor a database, which is the
 point: it is what remains when NATS is away, and the admission pod has no database
 credentials (docs/admission.md).

@@ -21,7 +21,7 @@ this process being down or slow never blocks a user. What it does is publish an
   is a 400 found by a linear scan (:func:`json_depth`) before ``json.loads`` could recurse.
   Every refusal is a JSON ``{"error": …}``.
 - Every record says how the connection was authenticated (``caller``): ``mtls`` when the
-  handshake required a client certificate from ``webhook_client_ca_file``, else ``unverified``.
+  handshake required a client certificate from ``admission.client_ca_file``, else ``unverified``.
 - Publishing waits at most ``publish_timeout_s`` for JetStream; a record it could not store
   is written to the durable spool (:mod:`watchers.admission.spool`, ``spool_dir``) before the
   review is answered, or, without one (or when it fails), kept in a bounded in-memory backlog;
@@ -31,7 +31,7 @@ this process being down or slow never blocks a user. What it does is publish an
 The server is plain asyncio with ``h11`` for HTTP/1.1 (keep-alive, as the API server uses
 it) and an ``ssl.SSLContext`` this module owns, so a renewed certificate (cert-manager
 rewrites the Secret) is loaded without a restart (:class:`CertificateReloader`). With
-``webhook_client_ca_file`` set it requires a client certificate from that CA, so only the API
+``admission.client_ca_file`` set it requires a client certificate from that CA, so only the API
 server (configured to present one) can post reviews: anyone else who can reach the Service
 could otherwise forge "who did it". Besides the webhook path it serves ``GET /healthz`` and
 ``GET /metrics``.
@@ -57,7 +57,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from controller.contract.clock import Clock, utcnow
-from controller.contract.settings import AuditSettings
+from controller.contract.settings import AdmissionSettings
 from watchers.admission.certificates import CertificateReloader
 from watchers.admission.http import CLOSE, Http, Reply, TooSlow, content_length, error
 from watchers.admission.metrics import AdmissionMetrics
@@ -77,7 +77,7 @@ class AdmissionWebhook:
 
     def __init__(
         self,
-        settings: AuditSettings,
+        settings: AdmissionSettings,
         publish: Publish,
         metrics: AdmissionMetrics,
         *,
@@ -85,14 +85,12 @@ class AdmissionWebhook:
         path: str = WEBHOOK_PATH,
         spool: Spool | None = None,
     ) -> None:
-        if settings.webhook_cert_file is None or settings.webhook_key_file is None:
-            raise ValueError("the admission webhook needs audit.webhook_cert_file and audit.webhook_key_file")
+        if settings.cert_file is None or settings.key_file is None:
+            raise ValueError("the admission webhook needs admission.cert_file and admission.key_file")
         self.settings = settings
         self.metrics = metrics
         self.path = path
-        self.certificate = CertificateReloader(
-            settings.webhook_cert_file, settings.webhook_key_file, settings.webhook_client_ca_file
-        )
+        self.certificate = CertificateReloader(settings.cert_file, settings.key_file, settings.client_ca_file)
         self.publisher = RecordPublisher(
             publish, settings.publish_timeout_s, settings.backlog, metrics, spool
         )
@@ -104,7 +102,7 @@ class AdmissionWebhook:
 
     @property
     def port(self) -> int:
-        """The bound port (useful with ``webhook_port=0``)."""
+        """The bound port (useful with ``port=0``)."""
         assert self._server is not None, "not started"
         port: int = self._server.sockets[0].getsockname()[1]
         return port
@@ -112,8 +110,8 @@ class AdmissionWebhook:
     async def start(self) -> None:
         self._server = await asyncio.start_server(
             self._connection,
-            self.settings.webhook_host,
-            self.settings.webhook_port,
+            self.settings.host,
+            self.settings.port,
             ssl=self.certificate.context,
             ssl_handshake_timeout=10.0,
         )
@@ -121,7 +119,7 @@ class AdmissionWebhook:
             asyncio.create_task(self.publisher.run(self._stop)),
             asyncio.create_task(self.certificate.run(self._stop, self.settings.cert_reload_s)),
         ]
-        log.info("admission webhook on https://%s:%d%s", self.settings.webhook_host, self.port, self.path)
+        log.info("admission webhook on https://%s:%d%s", self.settings.host, self.port, self.path)
 
     async def close(self) -> None:
         self._stop.set()
@@ -176,7 +174,7 @@ class AdmissionWebhook:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        # with webhook_client_ca_file the handshake required a certificate from that CA
+        # with client_ca_file the handshake required a certificate from that CA
         caller: Caller = "mtls" if writer.get_extra_info("peercert") else "unverified"
         try:
             await self._serve(reader, writer, caller)
@@ -239,7 +237,7 @@ class AdmissionWebhook:
 
 
 async def serve_admission(
-    settings: AuditSettings,
+    settings: AdmissionSettings,
     publish: Publish,
     registry: CollectorRegistry,
     stop: asyncio.Event,
