@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import CachedAccess, Principal, StaticAccess
@@ -26,7 +26,7 @@ from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
 from controller.store import subscriptions
-from controller.store.models import Delivery
+from controller.store.models import Delivery, DeliveryAttempt
 
 HOOK = "http://127.0.0.1:9/services/T000/B000/XXXXXXXXsecretXXXXXXXX?token=abc"
 ORIGIN = "http://127.0.0.1:9"
@@ -201,6 +201,35 @@ async def test_only_the_creator_sees_the_whole_webhook_url(api: httpx.AsyncClien
     changed = await api.patch(url, json={"description": "x"}, headers=UMA)
     assert changed.json()["url"] == ORIGIN
     assert (await api.get(url, headers=ALICE)).json()["url"] == HOOK, "a change by another keeps the URL"
+
+
+async def test_only_the_creator_sees_the_webhook_url_in_the_delivery_log(
+    api: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    sub = await subscribe(api, ALICE)
+    (delivery,) = await add_deliveries(engine, sub["id"], 1)
+    echoed = "Cannot POST /services/T000/B000/XXXXXXXXsecretXXXXXXXX?token=abc (404)"
+    async with engine.begin() as conn:
+        seq = (await conn.execute(select(Delivery.seq).where(Delivery.id == delivery))).scalar_one()
+        await conn.execute(update(Delivery).where(Delivery.seq == seq).values(last_error=echoed))
+        await conn.execute(
+            insert(DeliveryAttempt).values(
+                delivery_seq=seq, attempt=1, at=datetime.now(UTC), outcome="failed", latency_ms=1.0,
+                error=f"POST {HOOK} failed; path /services/T000/B000/XXXXXXXXsecretXXXXXXXX",
+            )
+        )  # fmt: skip
+    log = f"/api/v1/webhooks/{sub['id']}/deliveries"
+
+    (own,) = (await api.get(log, headers=ALICE)).json()["items"]
+    assert own["last_error"] == echoed and HOOK in own["attempt_log"][0]["error"]
+    for who in (RITA, UMA, ADMIN):
+        (seen,) = (await api.get(log, headers=who)).json()["items"]
+        assert "secret" not in seen["last_error"] and "token=abc" not in seen["last_error"], seen
+        assert seen["last_error"].startswith("Cannot POST [REDACTED]")
+        (attempt,) = seen["attempt_log"]
+        assert "secret" not in attempt["error"] and attempt["error"].startswith(f"POST {ORIGIN} failed")
+    redelivered = await api.post(f"/api/v1/deliveries/{delivery}/redeliver", headers=UMA)
+    assert redelivered.status_code == 202 and "secret" not in redelivered.json()["last_error"]
 
 
 async def test_a_subscription_bob_may_not_read_is_404_like_a_missing_one(
