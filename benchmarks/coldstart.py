@@ -434,6 +434,7 @@ async def measure(
             env = {
                 **os.environ,
                 "MPIJC_DATABASE__URL": services.database_url,
+                "MPIJC_DATABASE__SINGLE_ROLE": "true",
                 "MPIJC_NATS__URL": services.nats_url,
                 "MPIJC_NATS__PREFIX": topology.prefix,
                 "MPIJC_KUBE__KUBECONFIG": str(sim.kubeconfig(workdir / "kubeconfig")),

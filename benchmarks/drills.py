@@ -50,7 +50,7 @@ async def drill_on(workdir: Path, nats_url: str, replicas: int, database_url: st
     await upgrade_async(database_url)
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
-        database=DatabaseSettings(url=database_url),  # type: ignore[arg-type]
+        database=DatabaseSettings(url=database_url, single_role=True),  # type: ignore[arg-type]
         nats=NatsSettings(url=nats_url, prefix="drill", replicas=replicas),
     )
     topology = Topology("drill")

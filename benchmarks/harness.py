@@ -71,6 +71,7 @@ async def pipeline_services(
         process_env = {
             **os.environ,
             "MPIJC_DATABASE__URL": services.database_url,
+            "MPIJC_DATABASE__SINGLE_ROLE": "true",
             "MPIJC_NATS__URL": services.nats_url,
             "MPIJC_NATS__PREFIX": topology.prefix,
             "MPIJC_LOG_LEVEL": "WARNING",

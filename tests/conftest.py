@@ -190,7 +190,8 @@ def settings(services: Services, database_url: str, topology: Topology) -> Setti
     """Settings pointing at this test's database and stream prefix, with short test timings."""
     return Settings(
         _env_file=None,  # type: ignore[call-arg]
-        database=DatabaseSettings(url=database_url),  # type: ignore[arg-type]
+        # the fixtures create and migrate the databases as one role (the server's superuser)
+        database=DatabaseSettings(url=database_url, single_role=True),  # type: ignore[arg-type]
         nats=NatsSettings(url=services.nats_url, prefix=topology.prefix),
         consumer=ConsumerSettings(batch_timeout_s=0.02, retry_delay_s=0.2, ack_wait_s=5, max_deliver=3),
         watcher=WatcherSettings(

@@ -26,9 +26,10 @@ checked, and every check is linear in its input. Queries live in
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -58,6 +59,7 @@ from controller.api.params import (
 from controller.contract.clock import Clock
 from controller.contract.egress import EgressPolicy, EgressRefusedError, Resolver, system_resolver
 from controller.contract.notifications import Channel, DeliveryStatus, FilterError, Filters
+from controller.contract.redaction import REDACTED
 from controller.contract.settings import NotifySettings
 from controller.contract.signing import generate_secret
 from controller.store import outbox, subscriptions
@@ -177,7 +179,33 @@ def _view(sub: SubscriptionRecord, principal: Principal) -> models.Subscription:
     return models.Subscription.model_validate(_fields(sub, principal))
 
 
-def _delivery_view(delivery: Delivery, attempts: list[DeliveryAttempt]) -> models.Delivery:
+def _masker(sub: SubscriptionRecord, principal: Principal) -> Callable[[str | None], str | None]:
+    """What the delivery log's error texts become for ``principal``: as in :func:`_fields`, callers
+    other than the creator see the webhook URL only to its origin, so its path and query (often the
+    endpoint's own secret, as in Slack's) are cut from errors too (an endpoint's 404 page, a client
+    error, may quote them)."""
+    if sub.url is None or sub.created_by == principal.username:
+        return lambda text: text
+    origin, parts = _origin(sub.url), urlsplit(sub.url)
+    rest = parts.path + (f"?{parts.query}" if parts.query else "")
+    shown = {sub.url: origin, rest: REDACTED, parts.path: REDACTED, parts.query: REDACTED}
+    shown |= {unquote(hidden): mask for hidden, mask in shown.items()}
+    hidden = sorted((h for h in shown if len(h) > 1), key=len, reverse=True)  # "/" hides nothing
+
+    def mask(text: str | None) -> str | None:
+        if text:
+            for part in hidden:
+                text = text.replace(part, shown[part])
+        return text
+
+    return mask
+
+
+def _delivery_view(
+    delivery: Delivery,
+    attempts: list[DeliveryAttempt],
+    mask: Callable[[str | None], str | None],
+) -> models.Delivery:
     return models.Delivery(
         id=delivery.id,
         cursor=delivery.seq,
@@ -196,9 +224,12 @@ def _delivery_view(delivery: Delivery, attempts: list[DeliveryAttempt]) -> model
         created_at=delivery.created_at,
         finished_at=delivery.finished_at,
         last_status_code=delivery.last_status_code,
-        last_error=delivery.last_error,
+        last_error=mask(delivery.last_error),
         last_latency_ms=delivery.last_latency_ms,
-        attempt_log=[models.DeliveryAttempt.model_validate(a) for a in attempts],
+        attempt_log=[
+            models.DeliveryAttempt.model_validate(a).model_copy(update={"error": mask(a.error)})
+            for a in attempts
+        ],
     )
 
 
@@ -589,7 +620,7 @@ class _NotificationsApi:
             page, next_cursor = page_of(rows, limit, DELIVERIES, lambda delivery: delivery.seq)
             attempts = await outbox.attempts_of(conn, [d.seq for d in page])
         return models.DeliveryPage(
-            items=[_delivery_view(d, attempts[d.seq]) for d in page],
+            items=[_delivery_view(d, attempts[d.seq], _masker(sub, principal)) for d in page],
             next_cursor=next_cursor,
             next=page[-1].seq if next_cursor else None,
         )
@@ -614,7 +645,7 @@ class _NotificationsApi:
             attempts = await outbox.attempts_of(conn, [queued.seq]) if queued else {}
         if queued is None:
             raise HTTPException(409, f"delivery {delivery_id} is already pending; it will be attempted again")
-        return _delivery_view(queued, attempts[queued.seq])
+        return _delivery_view(queued, attempts[queued.seq], _masker(sub, principal))
 
 
 async def _may_subscribe(request: Request, principal: Principal, namespace: str | None) -> None:

@@ -109,14 +109,26 @@ async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncE
 
 
 async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -> None:
-    """Migrate as the owner (``owner_url``; else, single-role mode, as ``url``), or with
+    """Migrate as the owner (``owner_url``; else, single-role mode, as ``url``: always for the embedded
+    PostgreSQL, elsewhere only with ``single_role``, else a one-line refusal), or with
     ``MPIJC_DATABASE__MIGRATE=false`` only check that someone did: a one-line error if not."""
     database = settings.database
     if database.migrate:
         if database.owner_url is not None:
             await migrate.upgrade_async(database.owner_url.get_secret_value(), database.runtime_role)
-        else:
-            await migrate.upgrade_async(url, single_role=True)
+            return
+        if database.url is not None and not database.single_role:
+            raise StartupError(
+                "MPIJC_DATABASE__OWNER_URL is unset: migrations need the schema owner's URL (the "
+                "Secret mpijc-database-owner), so the runtime role cannot rewrite the audit table; "
+                "set MPIJC_DATABASE__SINGLE_ROLE=true to migrate as the runtime role anyway (docs/audit.md)"
+            )
+        if database.url is not None:
+            log.warning(
+                "single-role mode (MPIJC_DATABASE__SINGLE_ROLE=true): migrating as the runtime role, which "
+                "owns the audit table and could rewrite it; set MPIJC_DATABASE__OWNER_URL to separate them"
+            )
+        await migrate.upgrade_async(url, single_role=True)
         return
     head = migrate.head_revision()
     deadline = asyncio.get_running_loop().time() + settings.startup_timeout_s

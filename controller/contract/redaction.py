@@ -10,7 +10,9 @@ passes every such text through :func:`scrub` / :func:`scrub_lines` before publis
   ``Bearer …`` tokens; ``password=``/``passwd=``/``secret=``/``token=``/``api_key=`` values
   (``=`` or ``:``, quoted or not, any prefix such as ``DB_PASSWORD``); passwords in URLs
   (``scheme://user:password@host``); GitHub tokens (``ghp_…``, ``github_pat_…``); Slack
-  tokens (``xox[baprs]-…``); private key blocks (``-----BEGIN … PRIVATE KEY-----`` through
+  tokens (``xox[baprs]-…``); Hugging Face tokens (``hf_…``, ``api_org_…``); OpenAI-style keys
+  (``sk-…``, ``sk-proj-…``, ``sk-ant-…``) and Stripe keys (``sk_live_…``); Google API keys
+  (``AIza…``); private key blocks (``-----BEGIN … PRIVATE KEY-----`` through
   the matching ``END`` line, or to the end of the text when it was cut off); JWTs
   (``eyJ….….…``). The key name is kept, only the value goes: ``password=[REDACTED]``.
 - control characters go: ANSI colour sequences are removed, and every other C0 control
@@ -58,6 +60,13 @@ _SECRETS = re.compile(
             r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
             # GitHub tokens (classic and fine-grained)
             r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
+            # Hugging Face tokens: user access (hf_ + 34 letters) and the older org API tokens
+            r"(?<![A-Za-z0-9_])(?:hf|api_org)_[A-Za-z0-9]{30,}",
+            # OpenAI-style keys: sk-… (legacy), sk-proj-…, sk-svcacct-…, sk-admin-…, Anthropic sk-ant-…;
+            # Stripe secret and restricted keys (sk_live_…, rk_test_…)
+            r"(?<![A-Za-z0-9_-])(?:sk-[A-Za-z0-9_-]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{10,})",
+            # Google API keys (Maps, Gemini, Firebase …): AIza + 35
+            r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35,}",
             # Slack tokens
             r"(?<![A-Za-z0-9])xox[baprs]-[A-Za-z0-9-]{10,}",
             # JWTs: base64url header (always starts {"), payload, signature
@@ -69,6 +78,7 @@ _KEEP = ("url", "auth", "bearer", "aws", "kv")
 _TRIGGERS = (  # lower case; a text containing none of them cannot match (the usual case: one cheap pass)
     "-----begin", "://", "authorization", "bearer", "password", "passwd", "secret", "token", "api_key",
     "api-key", "apikey", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "eyj",
+    "hf_", "api_org_", "sk-", "k_live_", "k_test_", "aiza",
 )  # fmt: skip
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]")

@@ -37,8 +37,14 @@ class DatabaseSettings(BaseModel):
     owner_url: SecretStr | None = Field(
         default=None,
         description="URL of the schema owner role that runs migrations (the `migrate` command / Job); "
-        "unset: migrations use `url`, the single-role mode for a laptop, where the application's own "
-        "role owns the audit table and could rewrite it (docs/audit.md).",
+        "unset: the processes refuse to migrate unless `single_role` is true (docs/audit.md).",
+    )
+    single_role: bool = Field(
+        default=False,
+        description="Migrate with `url` when `owner_url` is unset: the single-role mode, where the "
+        "application's own role owns the audit table and could rewrite it (a warning is logged). "
+        "False by default so a missing owner Secret stops the start instead of silently dropping "
+        "the separation; the embedded PostgreSQL (`url` unset) is always single-role.",
     )
     runtime_role: str = Field(
         default="mpijc_runtime",

@@ -8,7 +8,7 @@ The API's :class:`~controller.api.access.AccessReviewer`, answered by the cluste
   MPIJobs, else TrainJobs, in a namespace (or, with no namespace, in every namespace), so
   the API shows exactly the namespaces whose jobs the user could already read with kubectl;
   the same review with verb ``update`` decides who may change a notification subscription
-  someone else created in that namespace.
+  someone else created in that namespace, and with verb ``create`` who may subscribe there.
 
 Both go through :class:`~controller.kube.gateway.KubeGateway` (this module never imports
 ``kubernetes``), from a thread; the controller's service account needs ``create`` on
@@ -70,8 +70,9 @@ class KubeAccessReviewer:
         return await self._allowed("update", principal, namespace)
 
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
-        """Whoever may read jobs may be told about them: subscribing needs only ``list``."""
-        return await self.can_list(principal, namespace)
+        """Subscribing needs ``create`` on jobs there, as a static token needs ``manage``: a
+        read-only user (the ``view`` role) could otherwise fill the namespace's subscription quota."""
+        return await self._allowed("create", principal, namespace)
 
     async def _allowed(self, verb: str, principal: Principal, namespace: str | None) -> bool:
         """Whether a SubjectAccessReview allows ``verb`` on MPIJobs, else on TrainJobs, in ``namespace``."""

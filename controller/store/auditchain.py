@@ -570,11 +570,15 @@ class Comparison:
     """The furthest chain head the SIEM was told about."""
     head_problem: str | None = None
     unreadable: list[int] = field(default_factory=list)
-    """Line numbers (1-based) that are not exported audit links."""
+    """Line numbers (1-based) that are not exported audit links (a seq beyond BIGINT included)."""
+    unverified: list[int] = field(default_factory=list)
+    """Seqs the SIEM received that are gone, accounted for only by purge records it has not received."""
+    unconfirmed_purges: list[int] = field(default_factory=list)
+    """Seqs of the purge records the database holds and the SIEM's copy does not (yet)."""
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.changed or self.head_problem or self.unreadable)
+        return not (self.missing or self.changed or self.head_problem or self.unreadable or self.unverified)
 
     def describe(self) -> str:
         if self.ok:
@@ -589,6 +593,13 @@ class Comparison:
         if self.changed:
             parts.append(
                 f"{len(self.changed)} records differ from what the SIEM received: seq {_ranges(self.changed)}"
+            )
+        if self.unverified:
+            parts.append(
+                f"{len(self.unverified)} records the SIEM received are gone and accounted for only by "
+                f"purge record seq {_ranges(self.unconfirmed_purges)}, which the SIEM has not received: "
+                "unverified (a retention purge and a cut look alike until it has): "
+                f"seq {_ranges(self.unverified)}"
             )
         if self.head_problem:
             parts.append(self.head_problem)
@@ -617,6 +628,11 @@ async def compare_with_export(engine: AsyncEngine, lines: Sequence[bytes | str])
     from any SIEM) with the database: records the SIEM received that the database no longer has
     (and no purge record accounts for), records that changed, and whether the database still
     reaches the furthest chain head the exports carried.
+
+    A purge record excuses a removed record only if the SIEM's copy has that purge record too (same
+    hash) and it purged records before itself: whoever can write the table could otherwise cut the
+    newest records and append a purge record "accounting" for them while the SIEM lags. Removed
+    records covered only by purge records the SIEM lacks are reported as unverified.
     """
     shipped: dict[int, str] = {}
     unreadable: list[int] = []
@@ -626,16 +642,18 @@ async def compare_with_export(engine: AsyncEngine, lines: Sequence[bytes | str])
             continue
         try:
             link = json.loads(line)
-            shipped[int(link["seq"])] = str(link["hash"])
+            seq = _seq(link["seq"])
+            seen = None
             if isinstance(link.get("head"), dict):
-                seen = ChainHead(int(link["head"]["seq"]), str(link["head"]["hash"]))
-                if head is None or seen.seq > head.seq:
-                    head = seen
+                seen = ChainHead(_seq(link["head"]["seq"]), str(link["head"]["hash"]))
+            shipped[seq] = str(link["hash"])
+            if seen is not None and (head is None or seen.seq > head.seq):
+                head = seen
         except (ValueError, KeyError, TypeError):
             unreadable.append(number)
     wanted = set(shipped) | ({head.seq} if head else set())
     stored: dict[int, str] = {}
-    purged: list[tuple[int, int]] = []
+    purges: list[tuple[int, int, int]] = []  # (the purge record's seq, first and last seq it removed)
     async with engine.connect() as conn:
         snapshot = await conn.execution_options(isolation_level="REPEATABLE READ")
         async with snapshot.begin():
@@ -646,21 +664,35 @@ async def compare_with_export(engine: AsyncEngine, lines: Sequence[bytes | str])
                     select(AuditRow.seq, AuditRow.hash).where(AuditRow.seq.in_(chunk))
                 )
                 stored.update({seq: digest for seq, digest in rows})
-            purges = await snapshot.execute(select(AuditRow.record).where(AuditRow.verb == "purge"))
-            for (record,) in purges:
+            purge_rows = await snapshot.execute(
+                select(AuditRow.seq, AuditRow.record).where(AuditRow.verb == "purge")
+            )
+            for purge_seq, record in purge_rows:
                 summary = record.get("purge") or {}
                 with contextlib.suppress(KeyError, TypeError, ValueError):
-                    purged.append((int(summary["first_seq"]), int(summary["last_seq"])))
+                    purges.append((purge_seq, int(summary["first_seq"]), int(summary["last_seq"])))
             newest = (await _head(snapshot))[0]
+    purges = [(s, first, last) for s, first, last in purges if last < s]  # a purge removes records before it
+    received = {s for s, _, _ in purges if s in stored and shipped.get(s) == stored[s]}
 
     def accounted(seq: int) -> bool:
-        return any(first <= seq <= last for first, last in purged)
+        return any(first <= seq <= last for s, first, last in purges if s in received)
 
-    missing = [seq for seq in sorted(shipped) if seq not in stored and not accounted(seq)]
+    def maybe_purged(seq: int) -> list[int]:
+        return [s for s, first, last in purges if s not in received and first <= seq <= last]
+
+    gone = [seq for seq in sorted(shipped) if seq not in stored and not accounted(seq)]
+    missing = [seq for seq in gone if not maybe_purged(seq)]
+    unverified = [seq for seq in gone if maybe_purged(seq)]
     changed = [seq for seq in sorted(shipped) if seq in stored and stored[seq] != shipped[seq]]
     problem = None
     if head is not None:
-        if head.seq not in stored and not accounted(head.seq):
+        if head.seq not in stored and maybe_purged(head.seq):
+            problem = (
+                f"the chain head the SIEM was told (seq {head.seq}) is gone, accounted for only by purge "
+                f"record seq {_ranges(maybe_purged(head.seq))}, which the SIEM has not received: unverified"
+            )
+        elif head.seq not in stored and not accounted(head.seq):
             problem = (
                 f"the SIEM was told the chain reached seq {head.seq}, "
                 f"but the database ends at seq {newest}: the newest records were removed"
@@ -669,4 +701,25 @@ async def compare_with_export(engine: AsyncEngine, lines: Sequence[bytes | str])
             problem = (
                 f"the chain head the SIEM was told (seq {head.seq}) has a different hash in the database"
             )
-    return Comparison(sum(1 for line in lines if line.strip()), missing, changed, head, problem, unreadable)
+    return Comparison(
+        lines=sum(1 for line in lines if line.strip()),
+        missing=missing,
+        changed=changed,
+        head=head,
+        head_problem=problem,
+        unreadable=unreadable,
+        unverified=unverified,
+        unconfirmed_purges=sorted({s for seq in unverified for s in maybe_purged(seq)}),
+    )
+
+
+_MAX_SEQ = 2**63 - 1
+"""The largest seq a BIGINT column holds."""
+
+
+def _seq(value: Any) -> int:
+    """A seq from an export line; ValueError for one no chain can have (a BIGINT holds it)."""
+    seq = int(value)
+    if not 1 <= seq <= _MAX_SEQ:
+        raise ValueError(f"seq {seq} is outside 1 to {_MAX_SEQ}")
+    return seq

@@ -17,6 +17,7 @@ def cli_env(settings: Settings, workdir: Path, **overrides: str) -> dict[str, st
     return {
         **os.environ,
         "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
+        "MPIJC_DATABASE__SINGLE_ROLE": str(settings.database.single_role).lower(),
         "MPIJC_NATS__URL": settings.nats.url,
         "MPIJC_NATS__PREFIX": settings.nats.prefix,
         "MPIJC_EMBEDDED__DATA_DIR": str(workdir),

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import CachedAccess, Principal, StaticAccess
@@ -26,7 +26,7 @@ from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
 from controller.store import subscriptions
-from controller.store.models import Delivery
+from controller.store.models import Delivery, DeliveryAttempt
 
 HOOK = "http://127.0.0.1:9/services/T000/B000/XXXXXXXXsecretXXXXXXXX?token=abc"
 ORIGIN = "http://127.0.0.1:9"
@@ -60,7 +60,9 @@ class SplitAccess(StaticAccess):
         return "*" in allowed or (namespace is not None and namespace in allowed)
 
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
-        return await self.can_list(principal, namespace)  # as in Kubernetes: reading jobs is enough
+        return await self.can_list(
+            principal, namespace
+        )  # here: who reads may create jobs (RBAC can grant create without update)
 
 
 def client(engine: AsyncEngine, quotas: SubscriptionQuotas = DEFAULT_QUOTAS) -> httpx.AsyncClient:
@@ -203,6 +205,35 @@ async def test_only_the_creator_sees_the_whole_webhook_url(api: httpx.AsyncClien
     assert (await api.get(url, headers=ALICE)).json()["url"] == HOOK, "a change by another keeps the URL"
 
 
+async def test_only_the_creator_sees_the_webhook_url_in_the_delivery_log(
+    api: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    sub = await subscribe(api, ALICE)
+    (delivery,) = await add_deliveries(engine, sub["id"], 1)
+    echoed = "Cannot POST /services/T000/B000/XXXXXXXXsecretXXXXXXXX?token=abc (404)"
+    async with engine.begin() as conn:
+        seq = (await conn.execute(select(Delivery.seq).where(Delivery.id == delivery))).scalar_one()
+        await conn.execute(update(Delivery).where(Delivery.seq == seq).values(last_error=echoed))
+        await conn.execute(
+            insert(DeliveryAttempt).values(
+                delivery_seq=seq, attempt=1, at=datetime.now(UTC), outcome="failed", latency_ms=1.0,
+                error=f"POST {HOOK} failed; path /services/T000/B000/XXXXXXXXsecretXXXXXXXX",
+            )
+        )  # fmt: skip
+    log = f"/api/v1/webhooks/{sub['id']}/deliveries"
+
+    (own,) = (await api.get(log, headers=ALICE)).json()["items"]
+    assert own["last_error"] == echoed and HOOK in own["attempt_log"][0]["error"]
+    for who in (RITA, UMA, ADMIN):
+        (seen,) = (await api.get(log, headers=who)).json()["items"]
+        assert "secret" not in seen["last_error"] and "token=abc" not in seen["last_error"], seen
+        assert seen["last_error"].startswith("Cannot POST [REDACTED]")
+        (attempt,) = seen["attempt_log"]
+        assert "secret" not in attempt["error"] and attempt["error"].startswith(f"POST {ORIGIN} failed")
+    redelivered = await api.post(f"/api/v1/deliveries/{delivery}/redeliver", headers=UMA)
+    assert redelivered.status_code == 202 and "secret" not in redelivered.json()["last_error"]
+
+
 async def test_a_subscription_bob_may_not_read_is_404_like_a_missing_one(
     api: httpx.AsyncClient, engine: AsyncEngine
 ) -> None:
@@ -314,13 +345,35 @@ async def test_kubernetes_decides_who_may_update_with_a_subject_access_review() 
     alice = Principal("alice", ("team-a",))
     assert await reviewer.can_list(alice, "team-a")
     gateway.asked.clear()
-    assert await reviewer.can_subscribe(alice, "team-a"), "who may read jobs may be told about them"
-    gateway.asked.clear()
     assert not await reviewer.can_update(alice, "team-a")
     assert gateway.asked == [
         {"verb": "update", "group": "kubeflow.org", "resource": "mpijobs", "namespace": "team-a"},
         {"verb": "update", "group": "trainer.kubeflow.org", "resource": "trainjobs", "namespace": "team-a"},
     ]
+
+
+async def test_in_kubernetes_only_who_may_create_jobs_subscribes_so_readers_cannot_fill_the_quota(
+    engine: AsyncEngine,
+) -> None:
+    alice = Principal("alice", ("team-a",))
+    reader = RecordingGateway(allowed={"list"})  # the `view` role
+    assert not await KubeAccessReviewer(cast(KubeGateway, reader)).can_subscribe(alice, "team-a")
+    assert [a["verb"] for a in reader.asked] == ["create", "create"]
+    editor = RecordingGateway(allowed={"list", "create"})  # the `edit` role
+    assert await KubeAccessReviewer(cast(KubeGateway, editor)).can_subscribe(alice, "team-a")
+
+    app = create_app(
+        engine,
+        PipelineMetrics(),
+        KubeAccess(RecordingGateway(allowed={"list"})),
+        notify=NotifySettings(allow_cidrs=["127.0.0.0/8"]),
+        quotas=replace(DEFAULT_QUOTAS, per_namespace=1),
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as api:
+        refused = await api.post("/api/v1/webhooks", json={"url": HOOK, "namespace": "team-a"}, headers=RITA)
+    assert refused.status_code == 403, refused.text
+    async with engine.connect() as conn:
+        assert await subscriptions.quota_usage(conn, "rita", "team-a") == (0, 0)
 
 
 async def test_cached_answers_to_list_and_update_are_kept_apart() -> None:
@@ -331,3 +384,13 @@ async def test_cached_answers_to_list_and_update_are_kept_apart() -> None:
     answers += [await cached.can_list(alice, "team-a"), await cached.can_update(alice, "team-a")]
     assert answers == [True, False, True, False]
     assert [a["verb"] for a in gateway.asked] == ["list", "update", "update"]
+
+
+class KubeAccess(KubeAccessReviewer):
+    """The Kubernetes reviewer over a recording gateway, every token standing for its name."""
+
+    def __init__(self, gateway: RecordingGateway) -> None:
+        super().__init__(cast(KubeGateway, gateway))
+
+    async def review_token(self, token: str) -> Principal | None:
+        return Principal(token.removeprefix("t-"), ("system:authenticated",))

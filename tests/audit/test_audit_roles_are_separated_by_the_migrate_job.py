@@ -104,3 +104,26 @@ async def test_the_migrate_job_owns_the_schema_and_the_runtime_role_only_appends
                 await runtime.execute(statement)
     finally:
         await runtime.close()
+
+
+async def test_without_the_owner_url_migrating_refuses_unless_single_role_is_asked_for(
+    services: Services, empty_database: str
+) -> None:
+    admin_url = services.postgres_admin_url
+    owner_url = _url(admin_url, empty_database, OWNER)
+
+    refused = cli("migrate", MPIJC_DATABASE__URL=owner_url)  # the Job, its owner Secret missing
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert "MPIJC_DATABASE__OWNER_URL is unset" in line and "MPIJC_DATABASE__SINGLE_ROLE=true" in line
+    admin = await asyncpg.connect(_url(admin_url, empty_database))
+    try:
+        assert await admin.fetchval("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == 0
+
+        single = cli("migrate", MPIJC_DATABASE__URL=owner_url, MPIJC_DATABASE__SINGLE_ROLE="true")
+        assert single.returncode == 0, single.stderr
+        assert "single-role mode" in single.stderr and "could rewrite it" in single.stderr
+        owners = await admin.fetch("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'")
+        assert [row["tableowner"] for row in owners] == [OWNER]
+    finally:
+        await admin.close()

@@ -22,9 +22,10 @@ from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.audit.export import JsonlFileSink, drain
-from controller.contract.audit import Actor
+from controller.contract.audit import Actor, AuditRecord, PurgeSummary
 from controller.store.auditchain import (
     AuditFilter,
+    append,
     chain_hash,
     compare_with_export,
     list_records,
@@ -263,14 +264,69 @@ async def test_a_rewritten_and_rehashed_chain_is_detected_against_the_siem_copy(
     assert compared.head_problem is not None and "different hash" in compared.head_problem
 
 
-async def test_purged_records_are_not_reported_missing(runtime_engine: AsyncEngine, tmp_path: Path) -> None:
+async def test_purged_records_are_excused_once_the_siem_has_the_purge_record(
+    runtime_engine: AsyncEngine, tmp_path: Path
+) -> None:
     path = tmp_path / "siem.jsonl"
     await _history(runtime_engine)
     await _export(runtime_engine, path)
     async with runtime_engine.begin() as conn:
-        await purge(conn, 30, OPERATOR, T0)
+        done = await purge(conn, 30, OPERATOR, T0)
+    assert done.record is not None and done.record.seq == 7
+
+    lagging = await compare_with_export(runtime_engine, path.read_bytes().splitlines())
+    assert not lagging.ok and lagging.missing == [], lagging.describe()
+    assert lagging.unverified == [1, 2, 3] and lagging.unconfirmed_purges == [7]
+    assert "accounted for only by purge record seq 7, which the SIEM has not received" in lagging.describe()
+
+    await _export(runtime_engine, path)  # the SIEM receives the purge record
     compared = await compare_with_export(runtime_engine, path.read_bytes().splitlines())
     assert compared.ok, compared.describe()
+
+
+async def test_a_purge_record_written_over_a_cut_tail_excuses_nothing(
+    engine: AsyncEngine, runtime_engine: AsyncEngine, database_url: str, tmp_path: Path
+) -> None:
+    """Whoever can write the table cuts the newest records and appends, where they were, a purge
+    record claiming them; the SIEM, lagging, has seen them only in the chain head it was told."""
+    path = tmp_path / "siem.jsonl"
+    kept = await write(runtime_engine, [audit_record(n) for n in (1, 2, 3, 4)], T0)
+    assert await drain(runtime_engine, JsonlFileSink(path), 2) == 4  # head seq 4 with every batch
+    lines = path.read_bytes().splitlines()[:2]  # the SIEM got only the first batch (seq 1, 2)
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
+        await admin.execute("DELETE FROM audit_records WHERE seq >= 3")
+    finally:
+        await admin.close()
+    forged = AuditRecord(
+        id="purge/3-4", source="retention", verb="purge", at=T0, namespace=None, actor=OPERATOR,
+        outcome="removed", message="removed 2 records",
+        purge=PurgeSummary(
+            retention_days=1, before=T0, removed=2, first_seq=3, last_seq=4, last_removed_hash=kept[3].hash,
+            oldest_recorded_at=T0, newest_recorded_at=T0,
+        ),
+    )  # fmt: skip
+    async with engine.begin() as conn:
+        (appended,) = await append(conn, [forged], T0)
+    assert appended.seq == 3 and (await verify(runtime_engine)).ok, "the chain alone cannot tell"
+
+    compared = await compare_with_export(runtime_engine, lines)
+    assert not compared.ok
+    assert compared.head_problem is not None and "the newest records were removed" in compared.head_problem
+
+
+async def test_a_seq_beyond_bigint_in_the_export_is_an_unreadable_line_not_a_crash(
+    runtime_engine: AsyncEngine,
+) -> None:
+    (link,) = await write(runtime_engine, [audit_record(1)], T0)
+    good = jsonl_line(link)
+    huge = json.dumps({"seq": 1, "hash": link.hash, "head": {"seq": 2**63, "hash": "b" * 64}})
+    compared = await compare_with_export(
+        runtime_engine, [good, huge, json.dumps({"seq": 2**64, "hash": "c"})]
+    )
+    assert compared.unreadable == [2, 3] and compared.missing == [] and compared.head_problem is None
+    assert "2 lines are not exported audit records: line 2-3" in compared.describe()
 
 
 def test_audit_verify_against_exits_1_when_the_siem_saw_more(database_url: str, tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ async def test_a_postgresql_restart_mid_burst_loses_and_repeats_nothing(
     url = postgres.start()
     try:
         await upgrade_async(url)
-        settings.database = DatabaseSettings(url=url)  # type: ignore[arg-type]
+        settings.database = DatabaseSettings(url=url, single_role=True)  # type: ignore[arg-type]
         engine = make_engine(url)
         async with Receiver() as rx:
             drill = Drill(settings, topology, js, engine, metrics, tmp_path, rx)

@@ -121,6 +121,7 @@ def test_reading_the_history_needs_no_nats(settings: Settings, tmp_path: Path) -
         ["history"],
         tmp_path,
         MPIJC_DATABASE__URL=settings.database.url.get_secret_value(),
+        MPIJC_DATABASE__SINGLE_ROLE="true",
         MPIJC_NATS__URL=f"nats://127.0.0.1:{free_port()}",  # nothing listens: it must not be asked
         MPIJC_STARTUP_TIMEOUT_S="2",
     )
@@ -134,6 +135,7 @@ def test_verifying_the_audit_trail_needs_no_nats(settings: Settings, tmp_path: P
         ["audit", "verify"],
         tmp_path,
         MPIJC_DATABASE__URL=settings.database.url.get_secret_value(),
+        MPIJC_DATABASE__SINGLE_ROLE="true",
         MPIJC_NATS__URL=f"nats://127.0.0.1:{free_port()}",
         MPIJC_STARTUP_TIMEOUT_S="2",
     )
@@ -157,6 +159,7 @@ def test_any_command_runs_as_a_user_id_without_a_passwd_entry(settings: Settings
         "PATH": "/usr/bin:/bin",
         "HOME": "/",
         "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
+        "MPIJC_DATABASE__SINGLE_ROLE": "true",
         "MPIJC_EMBEDDED__DATA_DIR": str(tmp_path / "data"),
     }
     as_user = [

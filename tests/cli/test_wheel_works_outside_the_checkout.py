@@ -114,6 +114,7 @@ def test_the_commands_work_from_anywhere_without_the_checkout(
     assert settings.database.url is not None and settings.nats.url is not None
     services = {
         "MPIJC_DATABASE__URL": settings.database.url.get_secret_value(),
+        "MPIJC_DATABASE__SINGLE_ROLE": "true",
         "MPIJC_NATS__URL": settings.nats.url,
         "MPIJC_NATS__PREFIX": settings.nats.prefix,
     }

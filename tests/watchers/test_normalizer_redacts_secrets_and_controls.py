@@ -102,13 +102,53 @@ def test_ordinary_lines_pass_unchanged(text: str) -> None:
     assert redact(text) == text and scrub(text) == text and scrub_lines([text]) == (text,)
 
 
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("login with hf_" + "AbCdEfGhIj" * 3 + "KlMn now", "hf_" + "AbCdEfGhIj" * 3 + "KlMn"),
+        ("using api_org_" + "kLmNoPqRsT" * 3 + "uvwx", "api_org_" + "kLmNoPqRsT" * 3 + "uvwx"),
+        ("openai key sk-" + "A1b2C3d4E5" * 4 + "T3BlbkFJ" + "x" * 20, "sk-" + "A1b2C3d4E5" * 4),
+        ("client(sk-proj-" + "Ab_9-Zy8Xw" * 8 + ")", "sk-proj-" + "Ab_9-Zy8Xw" * 8),
+        ("ANTHROPIC sk-ant-api03-" + "q" * 93 + "AA", "sk-ant-api03-" + "q" * 93),
+        ("stripe.api = sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+        ("maps?k=AIzaSy" + "D-9tSrke72PouQMnMX7a_7k1OpQ3PaKhH", "AIzaSyD-9tSrke72PouQMnMX7a_7k1OpQ3PaKhH"),
+    ],
+)
+def test_hugging_face_openai_style_and_google_keys_are_redacted(line: str, secret: str) -> None:
+    (published,) = scrub_lines([line])
+    assert secret not in published and REDACTED in published, published
+
+
+@pytest.mark.parametrize(
+    "text", ["task-1234567890abcdefghij done", "disk-pressure on node-sk-12345678901234567890"]
+)
+def test_words_ending_in_sk_are_not_keys(text: str) -> None:
+    assert redact(text) == text
+
+
 def test_a_cut_off_private_key_is_redacted_to_the_end() -> None:
     assert scrub_lines(["ok", "-----BEGIN RSA PRIVATE KEY-----", "MIIEow", "MIIEpA"]) == ("ok", REDACTED)
 
 
 @pytest.mark.parametrize(
     "unit",
-    ["eyJ", "a", "-----BEGIN ", "password", "token=  ", "x://", "a:", "AKIA", "bearer ", "ghp_", "xoxb-"],
+    [
+        "eyJ",
+        "a",
+        "-----BEGIN ",
+        "password",
+        "token=  ",
+        "x://",
+        "a:",
+        "AKIA",
+        "bearer ",
+        "ghp_",
+        "xoxb-",
+        "hf_",
+        "sk-",
+        "sk_live_",
+        "AIza",
+    ],
 )
 def test_hostile_lines_cost_linear_time(unit: str) -> None:
     def cost(n: int) -> float:
