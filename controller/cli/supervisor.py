@@ -42,9 +42,9 @@ from controller.metrics import MetricGroup
 log = logging.getLogger("mpijob_controller.up")
 
 FAILING_AT_ONCE = 3
+"""Starts in a row that ended before ``healthy_after_s`` after which the log calls the part failing."""
 READY_WAIT_S = 15.0
 """Longest wait for a part's ``serves`` port before the parts after it are started anyway."""
-"""Starts in a row that ended before ``healthy_after_s`` after which the log calls the part failing."""
 
 
 @dataclass(frozen=True)
