@@ -272,6 +272,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.api.app import create_app, metrics_app
     from controller.api.limits import ApiLimits, SubscriptionQuotas
     from controller.api.metrics_collectors import JetStreamCollector
+    from controller.api.server import server_config
 
     def kubernetes() -> AccessReviewer:
         from controller.kube.gateway import KubeGateway
@@ -292,14 +293,8 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         quotas=SubscriptionQuotas.from_settings(rt.settings.notify),
     )
     servers = [
-        uvicorn.Server(
-            uvicorn.Config(app, host=api.host, port=api.port, log_level="warning", lifespan="off")
-        ),
-        uvicorn.Server(
-            uvicorn.Config(
-                metrics_app(app), host=api.host, port=api.metrics_port, log_level="warning", lifespan="off"
-            )
-        ),
+        uvicorn.Server(server_config(app, api, api.port)),
+        uvicorn.Server(server_config(metrics_app(app), api, api.metrics_port, capped=False)),
     ]
     serving = [asyncio.create_task(server.serve()) for server in servers]
     log.info(
