@@ -1,13 +1,14 @@
 """The API's HTTP server: uvicorn (h11) with deadlines, a connection cap and trusted proxies.
 
 What uvicorn offers is used as it is: ``limit_concurrency`` (a request on a connection beyond
-``max_connections`` is answered 503), ``timeout_keep_alive``, ``h11_max_incomplete_event_size``
-(a request head over ``max_header_bytes`` is 400) and its proxy-headers middleware, given the
-proxies of ``forwarded_allow_ips`` only (uvicorn would trust 127.0.0.1 by default; nobody
-is trusted without the setting). What it lacks is a deadline for a request's headers: its
-only timer runs between a response and the next request's first byte, so a client that sends
-half a request line is held forever. :class:`HeaderDeadline` adds one. The deadline for a
-body is the body gate's (:class:`~controller.api.bodylimit.BodyLimit`).
+``max_connections`` is answered 503; uvicorn counts the asking connection too, hence the one
+added), ``timeout_keep_alive``, ``h11_max_incomplete_event_size`` (a request head over
+``max_header_bytes`` is 400) and its proxy-headers middleware, given the proxies of
+``forwarded_allow_ips`` only (uvicorn would trust 127.0.0.1 by default; nobody is trusted
+without the setting). What it lacks is a deadline for a request's headers: its only timer runs
+between a response and the next request's first byte, so a client that sends half a request
+line is held forever. :class:`HeaderDeadline` adds one. The deadline for a body is the body
+gate's (:class:`~controller.api.bodylimit.BodyLimit`).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def server_config(app: Any, api: ApiSettings, port: int, *, capped: bool = True)
         http=Protocol,
         log_level="warning",
         lifespan="off",
-        limit_concurrency=api.max_connections if capped else None,
+        limit_concurrency=api.max_connections + 1 if capped else None,  # uvicorn counts the one asking
         timeout_keep_alive=api.keep_alive_s,
         h11_max_incomplete_event_size=api.max_header_bytes,
         proxy_headers=bool(api.forwarded_allow_ips),
