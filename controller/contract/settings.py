@@ -416,10 +416,11 @@ class ApiSettings(BaseModel):
     max_connections: int = Field(
         default=200,
         ge=2,
-        description="Connections the API port holds at once; a request on one more is answered 503. "
-        "A connection costs at most its headers (max_header_bytes) and body (twice max_body_bytes "
-        "while it is joined): 200 of them stay under 50 MiB of the Deployment's 512 Mi limit "
-        "(deploy/base/api.yaml), and one router or a few hundred clients fit in it.",
+        description="Connections the API port serves at once; a request on one more is answered 503 "
+        "(a connection that has not sent its headers yet is bounded by header_timeout_s instead). "
+        "One stalled on a body at the 64 KiB limit costs about 85 KiB (benchmarks/api_exhaustion.py): "
+        "200 stay under 20 MiB of the Deployment's 512 Mi limit (deploy/base/api.yaml, 107 MiB idle), "
+        "and a router's pool or a few hundred clients fit in it.",
     )
     max_header_bytes: int = Field(
         default=32 << 10,
