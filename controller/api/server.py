@@ -29,7 +29,7 @@ class HeaderDeadline(H11Protocol):
     """uvicorn's h11 protocol closing a connection whose request head is not whole within
     ``header_timeout_s`` of the connection (or of its previous response)."""
 
-    header_timeout_s: float = 10.0
+    header_timeout_s: float  # set by server_config's subclass (MPIJC_API__HEADER_TIMEOUT_S)
     _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
