@@ -21,8 +21,8 @@ import uvicorn
 from controller.api.access import Principal, StaticAccess
 from controller.api.app import create_app
 from controller.api.limits import ApiLimits
-from controller.api.server import server_config
-from controller.contract.settings import ApiSettings
+from controller.api.server import HeaderDeadline, server_config
+from controller.contract.settings import ApiSettings, Settings
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
@@ -231,3 +231,26 @@ async def test_from_an_untrusted_peer_the_forwarded_address_is_ignored() -> None
 def test_a_proxy_is_named_by_address_never_by_wildcard() -> None:
     with pytest.raises(pydantic.ValidationError, match="not an IP address or network"):
         ApiSettings(forwarded_allow_ips=["*"])
+
+
+def test_the_server_takes_its_bounds_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "MPIJC_API__FORWARDED_ALLOW_IPS": '["10.128.0.0/14", "192.0.2.7"]',
+        "MPIJC_API__MAX_CONNECTIONS": "50",
+        "MPIJC_API__KEEP_ALIVE_S": "3",
+        "MPIJC_API__MAX_HEADER_BYTES": "8192",
+        "MPIJC_API__HEADER_TIMEOUT_S": "2.5",
+    }.items():
+        monkeypatch.setenv(name, value)
+    api = Settings(_env_file=None).api  # type: ignore[call-arg]
+    config = server_config(object(), api, 8480)
+
+    assert config.forwarded_allow_ips == ["10.128.0.0/14", "192.0.2.7"] and config.proxy_headers
+    assert config.limit_concurrency == 51, (
+        "uvicorn counts the asking connection: 50 served, the 51st gets 503"
+    )
+    assert (config.timeout_keep_alive, config.h11_max_incomplete_event_size) == (3, 8192)
+    assert isinstance(config.http, type) and issubclass(config.http, HeaderDeadline)
+    assert config.http.header_timeout_s == 2.5
+    assert server_config(object(), ApiSettings(), 9464, capped=False).limit_concurrency is None
+    assert not server_config(object(), ApiSettings(), 8480).proxy_headers, "nobody trusted by default"
