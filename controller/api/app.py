@@ -11,6 +11,7 @@ from starlette.routing import Match, Route
 
 from controller.api import audit, compare, health, jobs, runs, webhooks
 from controller.api.access import AccessReviewer, StaticAccess
+from controller.api.auth import authenticate
 from controller.api.bodylimit import BodyLimit
 from controller.api.limits import DEFAULT_LIMITS, DEFAULT_QUOTAS, ApiLimits, SubscriptionQuotas
 from controller.api.metrics_collectors import ScrapeCollector, StoreCollector
@@ -41,8 +42,9 @@ def create_app(
     router follows ``notify`` (its SSRF allowlist, public URL) and ``quotas``, or is given whole
     as ``webhooks_router`` by a test that needs its own resolver or clock.
 
-    ``limits`` bound what a request and a client may cost: bodies over ``max_body_bytes`` are
-    answered 413 by a middleware before any route (or authentication) runs, and every
+    ``limits`` bound what a request and a client may cost: a body is read only once its
+    caller is authenticated, and only within its size, deadline and item budget
+    (:class:`~controller.api.bodylimit.BodyLimit`, before any route runs), and every
     authentication goes through per-client rate limits (429).
     """
     app = FastAPI(
@@ -59,7 +61,7 @@ def create_app(
     for router in (health.router, runs.router, jobs.router, compare.router, subscriptions, audit.router):
         app.include_router(router)
     app.add_exception_handler(405, _method_not_allowed)
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(BodyLimit, limits=limits, gate=authenticate)
     return app
 
 

@@ -38,6 +38,7 @@ from controller.store import queries
 
 __all__ = [
     "Principal",
+    "authenticate",
     "current_principal",
     "may_read",
     "may_subscribe",
@@ -52,6 +53,8 @@ REVIEW_CONCURRENCY = 16
 """Namespace reviews sent at once when a list is filtered (a cold cache with many namespaces)."""
 MAX_TOKEN = 16 * 1024
 """Longest bearer token sent for review (service-account and OIDC tokens are a few kilobytes)."""
+_PRINCIPAL = "mpijc.principal"
+"""Where a request's scope keeps its caller once authenticated."""
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -70,7 +73,25 @@ async def _answer(question: Awaitable[_T]) -> _T:
 async def current_principal(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> Principal:
-    """The caller of ``request``; 401 unless its bearer token is accepted, 429 over its rate."""
+    """The caller of ``request``; 401 unless its bearer token is accepted, 429 over its rate.
+
+    Asked once per request: a request with a body was already authenticated by
+    :func:`authenticate` before its body was read, and that answer is reused."""
+    known = request.scope.get(_PRINCIPAL)
+    if isinstance(known, Principal):
+        return known
+    principal = await _review(request, credentials)
+    request.scope[_PRINCIPAL] = principal
+    return principal
+
+
+async def authenticate(request: Request) -> Principal:
+    """:func:`current_principal` outside a route: for the body gate
+    (:class:`~controller.api.bodylimit.BodyLimit`), before any of the body is read."""
+    return await current_principal(request, await bearer(request))
+
+
+async def _review(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Principal:
     token = credentials.credentials if credentials is not None else ""
     limiter = limiter_of(request)
     address = request.client.host if request.client is not None else "unknown"

@@ -1,31 +1,52 @@
-"""Request bodies over a limit are answered 413 before they are read whole, and before any route runs.
+"""Request bodies are read only from authenticated callers, within a size, a deadline and a budget.
 
-A pure ASGI middleware, outside routing and authentication: a declared ``Content-Length``
-over the limit is refused without reading a byte; a body without one (chunked) is counted
-as it streams in and refused as soon as the count passes the limit, so an unauthenticated
-client can make the server hold at most ``max_bytes`` plus one chunk. A body within the
-limit is read here (it would be read whole by the route anyway) and handed on unchanged.
-The 413 closes the connection, so the unread rest of the body is never waited for.
+A pure ASGI middleware in front of routing, so before FastAPI reads and parses a body (it
+does so before it solves a route's dependencies, authentication included):
+
+1. a declared ``Content-Length`` over ``max_body_bytes`` is 413 without reading a byte;
+2. a request that carries a body is authenticated (``gate``) before any of the body is read:
+   a caller without an accepted token gets its 401 (429, 503) while its body is still on
+   the wire, so an unauthenticated client never makes the server read or parse one;
+3. the body is read as it streams in, 413 as soon as the count passes ``max_body_bytes``
+   and 408 if it is not whole within ``body_timeout_s``, so a stalled upload holds its
+   connection and memory that long at most;
+4. a body with more JSON items (commas and opening brackets) or containers (brackets) than
+   its budget is 413 before it is parsed: counting bytes costs microseconds, where parsing,
+   validating and echoing a 64 KiB list of ten thousand values costs tens of milliseconds.
+
+A body within every bound is handed on unchanged. A refusal closes the connection, so the
+unread rest of a body is never waited for. The gate leaves what it learnt on the scope for
+the route's own authentication (:func:`controller.api.auth.current_principal`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable, Callable, Mapping
 
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from controller.api.limits import ApiLimits
 
 __all__ = ["BodyLimit"]
 
 _MAX_LENGTH_DIGITS = 18
 """More digits than this is over any limit (and ``int()`` refuses very long digit strings)."""
 
+Gate = Callable[[Request], Awaitable[object]]
+"""Raises :class:`HTTPException` for a caller who may not send a body."""
+
 
 class BodyLimit:
-    """Answers 413 to a request whose body is larger than ``max_bytes``."""
+    """Bounds, and gates, the body of every HTTP request (see the module)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, limits: ApiLimits, gate: Gate) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.limits = limits
+        self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -35,24 +56,32 @@ class BodyLimit:
         if len(lengths) > 1 or (lengths and not lengths[0].isdigit()):
             await _answer(send, 400, "the Content-Length header is not one non-negative integer")
             return
-        if lengths and (len(lengths[0]) > _MAX_LENGTH_DIGITS or int(lengths[0]) > self.max_bytes):
+        if lengths and (len(lengths[0]) > _MAX_LENGTH_DIGITS or int(lengths[0]) > self.limits.max_body_bytes):
             await _answer(send, 413, self._too_large())
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client left before sending its whole request: nobody to answer
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await _answer(send, 413, self._too_large())
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        whole: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        chunked = any(name == b"transfer-encoding" for name, _ in scope["headers"])
+        if not (chunked or (lengths and int(lengths[0]) > 0)):
+            await self.app(scope, receive, send)  # no body: nothing to bound
+            return
+        try:
+            await self.gate(Request(scope))
+        except HTTPException as refused:
+            await _answer(send, refused.status_code, refused.detail, refused.headers)
+            return
+        try:
+            async with asyncio.timeout(self.limits.body_timeout_s):
+                body = await self._read(receive)
+        except TimeoutError:
+            await _answer(
+                send, 408, f"the request body did not arrive within {self.limits.body_timeout_s:g} s"
+            )
+            return
+        if body is None:
+            return  # the client left before sending its whole request: nobody to answer
+        if isinstance(body, str):
+            await _answer(send, 413, body)
+            return
+        whole: Message | None = {"type": "http.request", "body": body, "more_body": False}
 
         async def replay() -> Message:
             nonlocal whole
@@ -63,11 +92,42 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
+    async def _read(self, receive: Receive) -> bytes | str | None:
+        """The whole body; a string saying which bound it broke; ``None`` if the client left."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limits.max_body_bytes:
+                return self._too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        containers = body.count(b"[") + body.count(b"{")
+        most = self.limits.max_body_containers
+        if containers > most:
+            return (
+                f"the request body has {containers} arrays and objects, more than the {most} this API parses"
+            )
+        items, most = containers + body.count(b","), self.limits.max_body_items
+        if items > most:
+            return (
+                f"the request body has {items} items (commas, brackets), more than the {most} this API parses"
+            )
+        return body
+
     def _too_large(self) -> str:
-        return f"the request body is larger than {self.max_bytes} bytes, the most this API accepts"
+        return (
+            f"the request body is larger than {self.limits.max_body_bytes} bytes, the most this API accepts"
+        )
 
 
-async def _answer(send: Send, status: int, detail: str) -> None:
+async def _answer(send: Send, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
     body = json.dumps({"detail": detail}).encode()
     await send(
         {
@@ -77,6 +137,7 @@ async def _answer(send: Send, status: int, detail: str) -> None:
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
+                *((name.lower().encode(), value.encode()) for name, value in (headers or {}).items()),
             ],
         }
     )

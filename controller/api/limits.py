@@ -39,12 +39,20 @@ class ApiLimits:
       token nobody accepts (``MPIJC_API__AUTH_FAILURE_RATE_PER_S`` / ``…_BURST``): the brake on
       token guessing and on TokenReview storms; ``None`` turns it off.
     - ``tracked_clients``: buckets kept in memory per kind; the least recently used go first.
+    - ``max_body_items`` / ``max_body_containers``: a body with more commas and opening brackets
+      (or more brackets), counted before it is parsed, is 413: what parsing and validating it
+      may cost (``MPIJC_API__MAX_BODY_ITEMS`` / ``…_CONTAINERS``).
+    - ``body_timeout_s``: a body not whole this long after its headers is 408
+      (``MPIJC_API__BODY_TIMEOUT_S``).
     """
 
     max_body_bytes: int
     per_token: Rate | None
     per_address_failures: Rate | None
     tracked_clients: int
+    max_body_items: int
+    max_body_containers: int
+    body_timeout_s: float
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1 or self.tracked_clients < 1:
@@ -62,6 +70,9 @@ class ApiLimits:
                 else None
             ),
             tracked_clients=api.rate_tracked_clients,
+            max_body_items=api.max_body_items,
+            max_body_containers=api.max_body_containers,
+            body_timeout_s=api.body_timeout_s,
         )
 
 

@@ -284,6 +284,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.api.app import create_app, metrics_app
     from controller.api.limits import ApiLimits, SubscriptionQuotas
     from controller.api.metrics_collectors import JetStreamCollector
+    from controller.api.server import server_config
 
     def kubernetes() -> AccessReviewer:
         from controller.kube.gateway import KubeGateway
@@ -304,14 +305,8 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         quotas=SubscriptionQuotas.from_settings(rt.settings.notify),
     )
     servers = [
-        uvicorn.Server(
-            uvicorn.Config(app, host=api.host, port=api.port, log_level="warning", lifespan="off")
-        ),
-        uvicorn.Server(
-            uvicorn.Config(
-                metrics_app(app), host=api.host, port=metrics_port, log_level="warning", lifespan="off"
-            )
-        ),
+        uvicorn.Server(server_config(app, api, api.port)),
+        uvicorn.Server(server_config(metrics_app(app), api, metrics_port, capped=False)),
     ]
     serving = [asyncio.create_task(server.serve()) for server in servers]
     log.info("API on http://%s:%d (auth: %s), metrics on port %d", api.host, api.port, api.auth, metrics_port)

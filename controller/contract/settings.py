@@ -11,6 +11,7 @@ local ports below, so a fresh machine needs nothing else.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
@@ -366,11 +367,67 @@ class ApiSettings(BaseModel):
         description="Audiences a TokenReview must find in the token; empty accepts the API server's own.",
     )
     max_body_bytes: int = Field(
-        default=1 << 20,
+        default=64 << 10,
         ge=1024,
         le=64 << 20,
-        description="Largest request body; a larger one is answered 413 before it is read whole and "
-        "before authentication (a subscription is a few kilobytes).",
+        description="Largest request body, in bytes; a larger one is answered 413 before it is read "
+        "whole and before authentication. The largest subscription (50 recipients, every list full) "
+        "is about 17 KiB; 64 KiB keeps parsing one body under a millisecond.",
+    )
+    max_body_items: int = Field(
+        default=1000,
+        ge=16,
+        description="Most JSON items in a body, counted before it is parsed as its commas and opening "
+        "brackets (those inside strings too, so the count errs high); more is answered 413. A full "
+        "subscription has under 200; what a body costs to parse and validate grows with its items.",
+    )
+    max_body_containers: int = Field(
+        default=64,
+        ge=4,
+        description="Most JSON arrays and objects in a body (so its deepest nesting), counted before it "
+        "is parsed; more is answered 413. A subscription has fewer than 10.",
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds a connection has to send a request's whole headers, from connecting or "
+        "from its previous response; then it is closed. Any client sends them in one packet; 10 s "
+        "forgives a slow mobile link, and a client holding headers open costs a connection slot only "
+        "that long.",
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a request's body has, from its headers, to arrive whole; then it is "
+        "answered 408 and the connection closed. 64 KiB arrives within 30 s over 20 kbit/s.",
+    )
+    keep_alive_s: int = Field(
+        default=5,
+        ge=1,
+        description="Seconds an idle kept-alive connection is held for its next request (uvicorn's "
+        "default, below the 60 s of the usual ingress controllers so the router closes first).",
+    )
+    max_connections: int = Field(
+        default=200,
+        ge=2,
+        description="Connections the API port serves at once; a request on one more is answered 503 "
+        "(a connection that has not sent its headers yet is bounded by header_timeout_s instead). "
+        "One stalled on a body at the 64 KiB limit costs about 85 KiB (benchmarks/api_exhaustion.py): "
+        "200 stay under 20 MiB of the Deployment's 512 Mi limit (deploy/base/api.yaml, 107 MiB idle), "
+        "and a router's pool or a few hundred clients fit in it.",
+    )
+    max_header_bytes: int = Field(
+        default=32 << 10,
+        ge=4096,
+        description="Largest request head (request line and headers), in bytes; more is answered 400. "
+        "Room for a 16 KiB bearer token (an OIDC token with many groups) and the rest.",
+    )
+    forwarded_allow_ips: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks (CIDR) of the proxies in front of the API (the ingress "
+        "controller's pods, the OpenShift router) whose X-Forwarded-For names the client, so "
+        "per-client rate limits key on the real client. Empty (the default) trusts nobody: the "
+        "header could then be set by any client to dodge its limits.",
     )
     rate_per_s: float = Field(
         default=50.0,
@@ -394,6 +451,19 @@ class ApiSettings(BaseModel):
         le=1_000_000,
         description="Clients whose rate is tracked in memory, per kind; the least recently seen go first.",
     )
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxy_networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an IP address or network (CIDR); name the proxies' addresses, "
+                    "never '*' (any client could then choose the address its limits key on)"
+                ) from None
+        return value
 
 
 class MetricsSettings(BaseModel):

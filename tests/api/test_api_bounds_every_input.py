@@ -58,11 +58,12 @@ async def test_a_patch_of_30000_spaces_is_422_and_the_api_keeps_answering(api: h
 
 
 @pytest.mark.parametrize("method", ["POST", "PATCH"])
-async def test_a_1_mb_selector_is_422_and_the_api_keeps_answering(
+async def test_a_60_kb_selector_is_422_and_the_api_keeps_answering(
     api: httpx.AsyncClient, method: str
 ) -> None:
+    """Near the 64 KiB body limit (a larger body is 413 before it is read: test_api_withstands_exhaustion)."""
     path = "/api/v1/webhooks" if method == "POST" else SUBSCRIPTION
-    selector = "a=b," * 250_000
+    selector = "a=b" * 20_000
     answer = await refused_while_healthz_answers(
         api, method, path, {"url": "http://127.0.0.1:9/x", "label_selector": selector}
     )
