@@ -94,6 +94,18 @@ def _version(event: BusEvent) -> str:
     return version_of(event)  # a pod version republished with its late log tail is a change
 
 
+def _same(held: str | None, version: str) -> bool:
+    """Whether the version published (``held``) already says what ``version`` says: the same
+    resourceVersion (and log tail), listed (``ADDED``) or watched (``MODIFIED``) alike — a
+    relist reports as ADDED what the last watch published as MODIFIED. A deletion is news unless
+    it was the deletion that was published."""
+    if held is None:
+        return False
+    held_state, _, held_change = held.rpartition(":")
+    state, _, change = version.rpartition(":")
+    return held_state == state and (held_change == "DELETED") == (change == "DELETED")
+
+
 def _value(event: BusEvent) -> str:
     """The bucket's value for ``event``: its version, then (a job, a pod) its list and identity."""
     if isinstance(event, JobObserved):
@@ -223,14 +235,16 @@ class PublishedVersions:
 
     def changed(self, events: Sequence[BusEvent]) -> list[BusEvent]:
         """``events`` less those whose object was already published at that version."""
-        return [e for e in events if e.type in _UNREMEMBERED or self._known.get(_key(e)) != _version(e)]
+        return [
+            e for e in events if e.type in _UNREMEMBERED or not _same(self._known.get(_key(e)), _version(e))
+        ]
 
     def legacy(self, events: Sequence[BusEvent]) -> list[BusEvent]:
         """Those of ``events`` already published at that version, but whose stored value an
         earlier version wrote (without identity)."""
         if not self._legacy:
             return []
-        return [e for e in events if _key(e) in self._legacy and self._known.get(_key(e)) == _version(e)]
+        return [e for e in events if _key(e) in self._legacy and _same(self._known.get(_key(e)), _version(e))]
 
     def gone(
         self, kind: Literal["job", "pod"], job_kind: JobKind, namespace: str | None, listed: Collection[str]

@@ -95,6 +95,27 @@ async def test_a_restart_past_the_duplicate_window_republishes_only_changes(
     assert skipped == len(jobs) + len(pods) - 1
 
 
+async def test_a_relist_reports_as_added_what_the_watch_published_as_modified(
+    sim: SimCluster, settings: Settings, topology: Topology, js: JetStreamContext
+) -> None:
+    """A pod changed while watched was published as MODIFIED; after a restart the list reports it
+    ADDED at the same resourceVersion: the same state, not news (it was published again)."""
+    settings.nats.duplicate_window_s = 0.5
+    await ensure_streams(js, topology, settings.nats)
+    jobs, pods = await watched_cluster(settings, sim, js, topology, 2)
+    failed = k.with_container_state(
+        pods[0], {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}, phase="Failed"
+    )
+    first = len(jobs) + len(pods)
+    await watch_until_quiet(settings, sim, js, topology, first + 1, lambda: sim.update(failed))
+
+    await asyncio.sleep(1.0)  # the duplicate window is over
+    metrics = await watch_until_quiet(settings, sim, js, topology, expected=first + 1)
+
+    assert await jobs_stream_size(js, topology) == first + 1, "the relist published nothing again"
+    assert metrics.sample("mpijc_skipped_objects_total", reason="unchanged") == first
+
+
 async def test_deleted_objects_leave_the_bucket(
     sim: SimCluster, settings: Settings, topology: Topology, js: JetStreamContext, nats_client: NATS
 ) -> None:
