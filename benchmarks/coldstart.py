@@ -98,13 +98,7 @@ def populate(sim: SimCluster, jobs: int, workers: int) -> tuple[dict[str, Obj], 
 
 
 def oom_kill(sim: SimCluster, pod: Obj) -> None:
-    sim.update(
-        k.with_container_state(
-            pod,
-            {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2026-11-20T11:00:00Z"}},
-            phase="Failed",
-        )
-    )
+    sim.update(k.oom_killed(pod, finished_at="2026-11-20T11:00:00Z"))
 
 
 def churn(sim: SimCluster, runs: int, workers: int) -> int:

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.api.access import AccessReviewer, StaticAccess
+from controller.api.access import AccessReviewer, Principal, StaticAccess
 from controller.api.app import create_app
 from controller.contract.events import JobRef
 from controller.contract.findings import Evidence, Finding, RuleId, doc_anchor, finding_id
@@ -38,6 +38,20 @@ USERS = {
     "token-bob": StaticUser(username="bob", groups=["team-b"], namespaces=["team-b", "shared"]),
     "token-nobody": StaticUser(username="nobody"),
 }
+
+
+class CountingAccess(StaticAccess):
+    """The static tokens, counting every token review asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(USERS)
+        self.reviews = 0
+
+    async def review_token(self, token: str) -> Principal | None:
+        self.reviews += 1
+        return await super().review_token(token)
+
+
 """Static tokens of the tests: admin sees and manages everything, alice team-a; bob reads team-b
 and shared (read-only)."""
 

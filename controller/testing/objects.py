@@ -186,6 +186,14 @@ def with_container_state(
     return pod_obj
 
 
+def oom_killed(pod_obj: Obj, finished_at: str | None = None) -> Obj:
+    """A new version of a pod whose container the kernel killed for memory (exit 137), Failed."""
+    terminated: Obj = {"exitCode": 137, "reason": "OOMKilled"}
+    if finished_at:
+        terminated["finishedAt"] = finished_at
+    return with_container_state(pod_obj, {"terminated": terminated}, phase="Failed")
+
+
 def event(
     about: Obj,
     reason: str,

@@ -14,31 +14,19 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from controller.api.access import CachedAccess, Principal, StaticAccess
+from controller.api.access import CachedAccess, StaticAccess
 from controller.api.app import create_app
 from controller.api.limits import DEFAULT_LIMITS, ApiLimits, Rate
 from controller.api.ratelimit import TokenBuckets
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
-from tests.api_fixtures import USERS, bearer
+from tests.api_fixtures import USERS, CountingAccess, bearer
 
 MIB = 1 << 20
 LIMIT = DEFAULT_LIMITS.max_body_bytes
 NOWHERE = "postgresql://nobody@127.0.0.1:1/none"
 NO_DATABASE = "/api/v1/compare?runs=a,a"
 """Authenticated, then refused (400: a uid listed twice) before the database is asked."""
-
-
-class CountingAccess(StaticAccess):
-    """The static tokens, counting every token review asked for."""
-
-    def __init__(self) -> None:
-        super().__init__(USERS)
-        self.reviews = 0
-
-    async def review_token(self, token: str) -> Principal | None:
-        self.reviews += 1
-        return await super().review_token(token)
 
 
 def client_of(

@@ -18,7 +18,7 @@ import pydantic
 import pytest
 import uvicorn
 
-from controller.api.access import Principal, StaticAccess
+from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.limits import ApiLimits
 from controller.api.server import HeaderDeadline, server_config
@@ -27,24 +27,12 @@ from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
 from controller.testing.waits import until
-from tests.api_fixtures import USERS, bearer
+from tests.api_fixtures import USERS, CountingAccess, bearer
 
 NOWHERE = "postgresql://nobody@127.0.0.1:1/none"
 GUARD_S = 10.0
 """Longest any exchange here may take before the test fails (deadlines here are under 1 s)."""
 MIB = 1 << 20
-
-
-class CountingAccess(StaticAccess):
-    """The static tokens, counting every token review asked for."""
-
-    def __init__(self) -> None:
-        super().__init__(USERS)
-        self.reviews = 0
-
-    async def review_token(self, token: str) -> Principal | None:
-        self.reviews += 1
-        return await super().review_token(token)
 
 
 @contextlib.asynccontextmanager

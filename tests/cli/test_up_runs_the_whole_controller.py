@@ -61,11 +61,7 @@ async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings,
             worker = k.pod(job, "worker", 0, node="gpu-0")
             sim.create(job)
             sim.create(worker)
-            sim.update(
-                k.with_container_state(
-                    worker, {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}, phase="Failed"
-                )
-            )
+            sim.update(k.oom_killed(worker))
 
             runs = await eventually(
                 client,

@@ -127,11 +127,7 @@ async def test_each_process_works_as_its_identity_without_a_violation(
         worker = k.pod(job, "worker", 0, node="gpu-0")
         sim.create(job)
         sim.create(worker)
-        sim.update(
-            k.with_container_state(
-                worker, {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}, phase="Failed"
-            )
-        )
+        sim.update(k.oom_killed(worker))
         await wait_for_sql(engine, "SELECT count(*) FROM findings WHERE rule = 'oom'", 1, timeout_s=60)
         await wait_for_sql(engine, "SELECT count(*) FROM runs WHERE name = 'guarded'", 1)
         sim.update(k.with_conditions(sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z")))

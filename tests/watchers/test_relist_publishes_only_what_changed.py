@@ -83,11 +83,7 @@ async def test_a_restart_past_the_duplicate_window_republishes_only_changes(
     assert first == len(jobs) + len(pods)
 
     await asyncio.sleep(1.0)  # the duplicate window is over
-    sim.update(
-        k.with_container_state(
-            pods[0], {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}, phase="Failed"
-        )
-    )
+    sim.update(k.oom_killed(pods[0]))
     metrics = await watch_until_quiet(settings, sim, js, topology, expected=first + 1)
 
     assert await jobs_stream_size(js, topology) == first + 1, "only the changed pod was published again"
@@ -103,9 +99,7 @@ async def test_a_relist_reports_as_added_what_the_watch_published_as_modified(
     settings.nats.duplicate_window_s = 0.5
     await ensure_streams(js, topology, settings.nats)
     jobs, pods = await watched_cluster(settings, sim, js, topology, 2)
-    failed = k.with_container_state(
-        pods[0], {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}, phase="Failed"
-    )
+    failed = k.oom_killed(pods[0])
     first = len(jobs) + len(pods)
     await watch_until_quiet(settings, sim, js, topology, first + 1, lambda: sim.update(failed))
 
