@@ -24,6 +24,7 @@ from controller.kube.resources import Resource
 from controller.testing.simcluster import RecordedRequest, SimCluster
 from controller.testing.waits import until
 from watchers.metrics import WatchMetrics
+from watchers.positions import WatchPositions
 from watchers.watching import WatchChange, watch_resource
 
 BOOKMARK_INTERVAL_S = 0.1
@@ -98,11 +99,22 @@ async def watching(
     *,
     namespace: str | None = None,
     rng: Callable[[], float] = lambda: 0.5,
+    positions: WatchPositions | None = None,
 ) -> AsyncIterator[RunningWatch]:
     """Run ``watch_resource`` for the body of the ``async with``; stop it (promptly) afterwards."""
     recorder, metrics, stop = Recorder(), WatchMetrics(), asyncio.Event()
     task = asyncio.create_task(
-        watch_resource(gateway, resource, namespace, recorder, settings, stop, metrics=metrics, rng=rng)
+        watch_resource(
+            gateway,
+            resource,
+            namespace,
+            recorder,
+            settings,
+            stop,
+            metrics=metrics,
+            rng=rng,
+            positions=positions,
+        )
     )
     try:
         yield RunningWatch(resource, recorder, metrics, stop, task)

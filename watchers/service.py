@@ -18,11 +18,13 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
 from controller.bus.client import NATS
+from controller.bus.positions import read_positions, save_positions
 from controller.bus.publishing import Publisher
 from controller.bus.versions import VersionedPublisher, versioned
 from controller.contract.errors import RetryableError
@@ -39,6 +41,7 @@ from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
 from watchers.pipeline import MAX_BATCH, Pipeline
+from watchers.positions import WatchPositions, position_name
 from watchers.recording import object_kind, write_record
 from watchers.tails import LogTails, Tails
 from watchers.watching import Listed, Sink, WatchChange, watch_resource
@@ -48,6 +51,9 @@ QUEUE_LIMIT = 50_000
 is taken whole and its watch starts at once (an OOM kill during the relist is seen then, not
 after it is published); bounded so that a long NATS outage stops the watches instead of
 exhausting memory."""
+
+POSITIONS_SAVE_S = 1.0
+"""How often, at most, the watches' positions are stored (a plain publish per watch that moved)."""
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +134,12 @@ async def _watch_all(
     *beside: Coroutine[Any, Any, None],
     metrics: WatchMetrics | None = None,
     listed: Listed | None = None,
+    positions: WatchPositions | None = None,
 ) -> None:
     """One watch per resource kind (and namespace) into ``sink``, and ``beside`` them, until
-    ``stop`` is set (``listed`` hears of each first complete list); then the log tails still
-    being read again are let go."""
-    namespaces: list[str | None] = list(settings.kube.namespaces) or [None]
+    ``stop`` is set (``listed`` hears of each first complete list, ``positions`` tells where
+    each may resume); then the log tails still being read again are let go."""
+    namespaces = _namespaces(settings)
     try:
         async with asyncio.TaskGroup() as group:
             for resource in WATCHED:
@@ -147,12 +154,18 @@ async def _watch_all(
                             stop,
                             metrics=metrics,
                             listed=listed,
+                            positions=positions,
                         )
                     )
             for task in beside:
                 group.create_task(task)
     finally:
         await tails.close()
+
+
+def _namespaces(settings: Settings) -> list[str | None]:
+    """The namespaces watched one by one, or ``[None]``: cluster-wide."""
+    return list(settings.kube.namespaces) or [None]
 
 
 async def probe_loop(
@@ -270,6 +283,15 @@ async def run_watchers(
     pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
+    names = [position_name(r, ns) for r in WATCHED for ns in _namespaces(settings)]
+    positions = WatchPositions(await read_positions(nc, topology, settings.nats, names))
+
+    async def save_positions_if_published() -> None:
+        """Once everything handed on is published (both lanes empty), store where the watches stand."""
+        due = positions.due(time.monotonic(), POSITIONS_SAVE_S) if queue.empty() and urgent.empty() else {}
+        if due:
+            await save_positions(nc, topology, due)
+            positions.saved(due)
 
     async def put(kind: ObjectKind, change: Change, obj: Mapping[str, Any], log_tail: Tails) -> None:
         lane = urgent if failure_signal(kind, obj) else queue
@@ -299,12 +321,14 @@ async def run_watchers(
                     await asyncio.wait_for(arrived.wait(), timeout=1.0)
                 if queue.empty() and urgent.empty() and not unwatched.pending:
                     await pipeline.feed(())
+                    await save_positions_if_published()
                     continue
             batch: list[Observation] = []
             for lane in (urgent, queue):
                 while len(batch) < MAX_BATCH and not lane.empty():
                     batch.append(lane.get_nowait())
             await pipeline.feed(batch, unwatched.take(MAX_BATCH))
+            await save_positions_if_published()
 
     async with UnwatchedDeletions(changes, arrived) as unwatched:
         await _watch_all(
@@ -317,6 +341,7 @@ async def run_watchers(
             probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
             metrics=watch_metrics,
             listed=unwatched.listed,
+            positions=positions,
         )
 
 

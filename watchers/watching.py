@@ -18,6 +18,15 @@ into a sink of :class:`WatchChange` s, through every disturbance an API server p
   ``listed`` is told which uids it found, so the caller can compare them with what it published
   before the loop started (objects deleted while no watcher ran; see
   :meth:`controller.bus.versions.PublishedVersions.gone`);
+* a watch with a stored position (``positions``: where the previous watcher had handed every
+  change on, :mod:`watchers.positions`) does not wait for that list: it watches from the
+  position at once — a failure right after a restart is seen at once, not after a list of
+  thousands of pods — and lists beside it. The two are merged by resourceVersion, which
+  Kubernetes defines as comparable within a resource (KEP-5504; :mod:`controller.kube.resourceversions`):
+  a listed object goes on only if it is newer than what the watch already gave for it, and a
+  watched change only if it is newer than what the list gave; an object the watch saw deleted
+  is not brought back by the older list. A position the server no longer serves (``410 Gone``)
+  lists first, as a first start does;
 * connection errors and 5xx answers reconnect with exponential backoff and jitter (reset by
   the next success); unknown event types and objects without ``metadata.uid`` are logged,
   counted and skipped, never fatal;
@@ -32,6 +41,7 @@ sink slows the reading of the socket instead of growing memory. Errors surface a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import threading
@@ -44,7 +54,9 @@ from controller.contract.backoff import Backoff
 from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError, ListPage
 from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
+from controller.kube.resourceversions import compare
 from watchers.metrics import WatchMetrics
+from watchers.positions import WatchPositions
 
 __all__ = ["Backoff", "Listed", "WatchChange", "WatchGateway", "WatchStreamLike", "watch_resource"]
 
@@ -106,16 +118,18 @@ async def watch_resource(
     metrics: WatchMetrics | None = None,
     rng: Callable[[], float] = random.random,
     listed: Listed | None = None,
+    positions: WatchPositions | None = None,
 ) -> None:
     """Mirror ``resource`` (cluster-wide when ``namespace`` is None) into ``sink`` until ``stop`` is set.
 
     ``listed`` hears of the first complete list's uids, after its objects went to ``sink``.
+    ``positions`` gives where to resume the watch without listing first, and hears how far it got.
     Returns when stopped; raises only what it cannot recover from (an exception of the sink or
     of ``listed``, a bug). Every API failure is retried: a 403 or a missing CRD may be fixed
     while we wait.
     """
     await _WatchLoop(
-        gateway, resource, namespace, sink, settings, stop, metrics or WatchMetrics(), rng, listed
+        gateway, resource, namespace, sink, settings, stop, metrics or WatchMetrics(), rng, listed, positions
     ).run()
 
 
@@ -205,6 +219,7 @@ class _WatchLoop:
         metrics: WatchMetrics,
         rng: Callable[[], float],
         listed: Listed | None = None,
+        positions: WatchPositions | None = None,
     ) -> None:
         self.gateway = gateway
         self.resource = resource
@@ -217,6 +232,11 @@ class _WatchLoop:
         self.resource_version: str | None = None  # None: list (again) before watching
         self.listed = False
         self.on_listed = listed
+        self.positions = positions
+        self.resumable = positions is not None  # the first start may resume from a stored position
+        self.beside: asyncio.Task[None] | None = None  # the list beside a resumed watch
+        self.tombstones: dict[str, str | None] | None = None
+        """While a list runs beside the watch: uid → resourceVersion of the deletions it watched."""
         self.where = "cluster-wide" if namespace is None else f"in {namespace!r}"
         label = str(resource)
         self.m_events = {t: metrics.events.labels(label, t) for t in EVENT_TYPES}
@@ -232,10 +252,11 @@ class _WatchLoop:
         try:
             while not self.stop.is_set():
                 try:
-                    if self.resource_version is None:
+                    if self.resource_version is None and not self._resume():
                         await self._list()
                     await self._watch()
                 except APIGoneError as exc:
+                    await self._end_beside()
                     if self.resource_version is None:  # the list itself said 410: do not spin
                         await self._retry_later(exc)
                     else:
@@ -251,7 +272,28 @@ class _WatchLoop:
         except _Stopped:
             pass
         finally:
+            await self._end_beside()
             log.info("stopped watching %s %s", self.resource, self.where)
+
+    def _resume(self) -> bool:
+        """Watch from the stored position with a list beside, once, on the first start only."""
+        position = self.positions.resume_from(self.resource, self.namespace) if self.positions else None
+        if not self.resumable or position is None:
+            return False
+        self.resumable = False
+        log.info("%s %s: resuming the watch from resourceVersion %s", self.resource, self.where, position)
+        self.resource_version = position
+        self.tombstones = {}
+        self.beside = asyncio.create_task(self._list_beside(position), name=f"list {self.resource}")
+        return True
+
+    async def _end_beside(self) -> None:
+        """Stop a list still running beside the watch (the watch failed or stops)."""
+        beside, self.beside, self.tombstones = self.beside, None, None
+        if beside is not None and not beside.done():
+            beside.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beside
 
     async def _retry_later(self, exc: APIError) -> None:
         self.m_errors.labels(str(self.resource), type(exc).__name__).inc()
@@ -305,7 +347,7 @@ class _WatchLoop:
         self.m_known.set(len(self.known))
         self.m_lists.inc()
         self.listed = True
-        self.resource_version = resource_version
+        self._advance(resource_version)
         self.backoff.reset()
         log.info(
             "%s %s: listed %d objects in %d pages at resourceVersion %s in %.2fs",
@@ -316,6 +358,70 @@ class _WatchLoop:
             resource_version,
             time.monotonic() - started,
         )
+
+    async def _list_beside(self, position: str) -> None:
+        """List while the watch resumed from ``position`` runs, and hand on only what the watch
+        has not already given newer (see the module's docstring)."""
+        started = time.monotonic()
+        while True:
+            try:
+                items, resource_version, pages = await self._in_thread(self._read_pages)
+                break
+            except APIError as exc:
+                await self._retry_later(exc)
+            except _Stopped:
+                return
+            if self.stop.is_set():
+                return
+        fresh: dict[str, RawObject] = {}
+        for obj in items:
+            uid = _uid(obj)
+            if uid is None:
+                self._skip("malformed", "listed object without metadata.uid", obj)
+            else:
+                fresh[uid] = obj
+        handed = 0
+        try:
+            for uid, obj in fresh.items():
+                if not self._listed_is_newer(uid, obj):
+                    continue
+                old = self.known.get(uid)
+                self.known[uid] = obj
+                await self._emit("ADDED" if old is None else "MODIFIED", obj)
+                handed += 1
+            self.tombstones = None
+            if not self.listed and self.on_listed is not None:
+                await self.on_listed(self.resource, self.namespace, frozenset(fresh) | frozenset(self.known))
+        except _Stopped:
+            return
+        self.m_known.set(len(self.known))
+        self.m_lists.inc()
+        self.listed = True
+        log.info(
+            "%s %s: listed %d objects in %d pages at resourceVersion %s beside the watch resumed from %s "
+            "in %.2fs; %d were newer than what the watch had given",
+            self.resource,
+            self.where,
+            len(fresh),
+            pages,
+            resource_version,
+            position,
+            time.monotonic() - started,
+            handed,
+        )
+
+    def _listed_is_newer(self, uid: str, obj: RawObject) -> bool:
+        """Whether a listed object is newer than what the resumed watch gave for it (its change
+        or its deletion); ``True`` when the versions cannot be ordered."""
+        old = self.known.get(uid)
+        if old is not None:
+            order = compare(_resource_version(obj), _resource_version(old))
+            return order is None or order > 0
+        tombstones = self.tombstones or {}
+        if uid not in tombstones:
+            return True
+        order = compare(_resource_version(obj), tombstones[uid])
+        return order is not None and order > 0  # a recreation can't reuse the uid: never, in practice
 
     def _read_pages(self) -> tuple[list[RawObject], str, int]:
         """Every page of one consistent list, read back to back (in a thread): the objects, the
@@ -382,7 +488,7 @@ class _WatchLoop:
         event_type = event.get("type") if isinstance(event, dict) else None
         obj = event.get("object") if isinstance(event, dict) else None
         if event_type == "BOOKMARK":
-            self.resource_version = _resource_version(obj) or self.resource_version
+            self._advance(_resource_version(obj))
             self.m_bookmarks.inc()
             return
         if event_type not in EVENT_TYPES:
@@ -391,15 +497,28 @@ class _WatchLoop:
         uid = _uid(obj)
         if uid is None:
             self._skip("malformed", f"{event_type} event without metadata.uid", obj)
-            self.resource_version = _resource_version(obj) or self.resource_version
+            self._advance(_resource_version(obj))
             return
         if event_type == "DELETED":
             self.known.pop(uid, None)
+            if self.tombstones is not None:
+                self.tombstones[uid] = _resource_version(obj)
         else:
+            old = self.known.get(uid)
+            if old is not None and compare(_resource_version(obj), _resource_version(old)) in (-1, 0):
+                self._advance(_resource_version(obj))  # the list beside gave it newer already
+                return
             self.known[uid] = obj
         self.m_known.set(len(self.known))
         await self._emit(cast(EventType, event_type), obj)
-        self.resource_version = _resource_version(obj) or self.resource_version
+        self._advance(_resource_version(obj))
+
+    def _advance(self, resource_version: str | None) -> None:
+        """Every change up to ``resource_version`` was handed to the sink."""
+        if resource_version:
+            self.resource_version = resource_version
+            if self.positions is not None:
+                self.positions.handed(self.resource, self.namespace, resource_version)
 
     async def _emit(self, event_type: EventType, obj: RawObject) -> None:
         if self.stop.is_set():

@@ -49,6 +49,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
@@ -67,11 +68,13 @@ from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 
-__all__ = ["PublishedVersions", "VersionedPublisher", "versioned"]
+__all__ = ["POSITIONS", "PublishedVersions", "VersionedPublisher", "open_published", "versioned"]
 
 log = logging.getLogger(__name__)
 
 BUCKET = "published"
+POSITIONS = "watch."
+"""Prefix of the bucket's keys that hold where each watch stood (:mod:`controller.bus.positions`)."""
 _UNREMEMBERED = frozenset({"log"})
 _GONE = ":DELETED"
 
@@ -118,6 +121,20 @@ def _value(event: BusEvent) -> str:
     return f"{_version(event)}\n{scope}\n{identity}"
 
 
+async def open_published(js: JetStreamContext, topology: Topology, settings: NatsSettings) -> KeyValue:
+    """The ``published`` bucket, created if it does not exist yet."""
+    return await open_bucket(
+        js,
+        KeyValueConfig(
+            bucket=topology.bucket(BUCKET),
+            history=1,
+            ttl=settings.max_age_s,
+            storage=StorageType.FILE,
+            replicas=settings.replicas,
+        ),
+    )
+
+
 class PublishedVersions:
     """The last published version of every object, mirrored from a KV bucket."""
 
@@ -138,20 +155,14 @@ class PublishedVersions:
         """Keys of jobs and pods whose value an earlier version wrote, without identity."""
         self._gone: list[tuple[str, bytes]] = []
         """Keys of deleted objects, to be purged from the bucket."""
+        self._told_gone: dict[str, str] = {}
+        """Key → resourceVersion of the deletion :meth:`gone` told: a watch resumed from before
+        it may still bring the real one (at another version), which then says nothing new."""
         self._forgetting: asyncio.Task[None] | None = None
 
     async def load(self, settings: NatsSettings, batch: int = 1000) -> int:
         """Create the bucket if needed and read it whole; returns how many objects it holds."""
-        self._kv = await open_bucket(
-            self._js,
-            KeyValueConfig(
-                bucket=self._bucket,
-                history=1,
-                ttl=settings.max_age_s,
-                storage=StorageType.FILE,
-                replicas=settings.replicas,
-            ),
-        )
+        self._kv = await open_published(self._js, self._topology, settings)
         stream = f"KV_{self._bucket}"
         info = await self._js.stream_info(stream)
         identities: dict[str, str] = {}
@@ -162,6 +173,8 @@ class PublishedVersions:
         gone: list[str] = []
         async for msg in self._last_per_subject(stream, f"{prefix}>", batch):
             key, value = msg.subject.removeprefix(prefix), msg.data.decode()
+            if key.startswith(POSITIONS):
+                continue  # where a watch stood, not an object
             version, _, identity = value.partition("\n")
             if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or version.endswith(_GONE):
                 gone.append(key)  # an earlier version kept deleted objects: never needed again
@@ -234,10 +247,20 @@ class PublishedVersions:
                 await sub.unsubscribe()
 
     def changed(self, events: Sequence[BusEvent]) -> list[BusEvent]:
-        """``events`` less those whose object was already published at that version."""
-        return [
-            e for e in events if e.type in _UNREMEMBERED or not _same(self._known.get(_key(e)), _version(e))
-        ]
+        """``events`` less those whose object was already published at that version, or whose
+        deletion was already told."""
+        changed: list[BusEvent] = []
+        for event in events:
+            if event.type in _UNREMEMBERED:
+                changed.append(event)
+                continue
+            key = _key(event)
+            told = self._told_gone.get(key) if event.change == "DELETED" else None
+            if told is not None and told != event.resource_version:
+                del self._told_gone[key]
+            elif not _same(self._known.get(key), _version(event)):
+                changed.append(event)
+        return changed
 
     def legacy(self, events: Sequence[BusEvent]) -> list[BusEvent]:
         """Those of ``events`` already published at that version, but whose stored value an
@@ -270,6 +293,7 @@ class PublishedVersions:
                     continue
                 model = _IDENTITIES[kind][0]
                 version = self._known.get(key, "")
+                self._told_gone[key] = resource_version_in(version)
                 try:
                     deletions.append(
                         model.model_validate(

@@ -1,12 +1,14 @@
-"""A job deleted while no watcher ran is deleted downstream once one runs again: the first list
-after a start is compared with what was published before it (the ``published`` bucket keeps
-each object's identity), and what is gone gets its deletion published, once. Real NATS, the
-simulated API server, the history consumer on real PostgreSQL."""
+"""A job deleted while no watcher ran is deleted downstream once one runs again, once: a watch
+resumed from where the last watcher stood brings the deletion itself; when that position was
+compacted away, the first list after a start is compared with what was published before it
+(the ``published`` bucket keeps each object's identity), and what is gone gets its deletion
+published. Real NATS, the simulated API server, the history consumer on real PostgreSQL."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy import text
@@ -15,15 +17,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from consumers.rules import RuleEngine
 from controller.bus.publishing import Publisher
 from controller.bus.streams import ensure_streams
-from controller.bus.versions import BUCKET, PublishedVersions
+from controller.bus.versions import BUCKET, POSITIONS, PublishedVersions
 from controller.contract.events import BusEvent, parse_event
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
+from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.testing import events as eb
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
-from tests.buckets import bucket_keys
+from tests.buckets import bucket_keys, object_keys
 from tests.history.test_end_to_end_watch_to_history import scalar
 from tests.history.test_history_consumer_stores_runs import consumers_running
 from tests.watchers.test_relist_publishes_only_what_changed import watch_until_quiet
@@ -45,7 +48,9 @@ def hangs(events: list[BusEvent], job_uid: str, hours_later: float) -> list[str]
     return [f.rule for f in engine.firing(job_uid) if f.rule.startswith("hang")]
 
 
+@pytest.mark.parametrize("compacted", [False, True], ids=["watch-resumed", "position-compacted"])
 async def test_a_job_deleted_while_the_watcher_was_down_is_deleted_once_it_is_back(
+    compacted: bool,
     sim: SimCluster,
     settings: Settings,
     topology: Topology,
@@ -69,8 +74,9 @@ async def test_a_job_deleted_while_the_watcher_was_down_is_deleted_once_it_is_ba
         before = await published(js, topology)
         assert hangs(before, uid, hours_later=2), "a job left pending is a hang: the check below can fail"
 
-        for obj in [gone, *gone_pods]:  # while no watcher runs
-            sim.delete(obj)
+        deleted = [sim.delete(obj) for obj in [gone, *gone_pods]]  # while no watcher runs
+        if compacted:  # the watchers' positions are too old now: they list first
+            sim.compact()
 
         async def history_has_it_deleted() -> bool:
             return await scalar(engine, run.format("deleted_at IS NOT NULL")) is True
@@ -108,7 +114,10 @@ async def test_a_job_deleted_while_the_watcher_was_down_is_deleted_once_it_is_ba
         {"team": "a"},
     )
     (last,) = [e for e in before if e.uid == uid]
-    assert job.resource_version == last.resource_version, "the version last published"
+    if compacted:
+        assert job.resource_version == last.resource_version, "the version last published"
+    else:
+        assert job.resource_version == deleted[0]["metadata"]["resourceVersion"], "the deletion's own"
     assert (deleted_pods, kept_deleted) == (2, None)
     assert workers == "2", "the deletion notice keeps what history knew of the run"
     assert "MPIJob gone deleted" in summaries
@@ -117,7 +126,9 @@ async def test_a_job_deleted_while_the_watcher_was_down_is_deleted_once_it_is_ba
     assert again == after, "a restart with nothing deleted publishes nothing"
     assert restarted.sample("mpijc_skipped_objects_total", reason="unchanged") == len(objects) - 3
     survivors = {f"job.{kept['metadata']['uid']}", f"pod.{kept_pods[0]['metadata']['uid']}"}
-    assert await bucket_keys(js, topology.bucket(BUCKET)) == survivors
+    assert await object_keys(js, topology.bucket(BUCKET), POSITIONS) == survivors
+    keys = await bucket_keys(js, topology.bucket(BUCKET))
+    assert len(keys - survivors) == len(WATCHED), "and where each watch stood"
 
 
 async def test_versions_written_without_identity_still_count_and_gain_it(

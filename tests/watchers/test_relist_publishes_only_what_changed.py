@@ -11,7 +11,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from controller.bus.streams import connect, ensure_streams
-from controller.bus.versions import BUCKET, PublishedVersions
+from controller.bus.versions import BUCKET, POSITIONS, PublishedVersions
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
@@ -19,7 +19,7 @@ from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.buckets import bucket_keys
+from tests.buckets import object_keys
 from watchers.service import run_watchers
 
 
@@ -117,13 +117,13 @@ async def test_deleted_objects_leave_the_bucket(
     every start's load and the watcher's memory."""
     await ensure_streams(js, topology, settings.nats)
     jobs, pods = await watched_cluster(settings, sim, js, topology, 4)
-    assert len(await bucket_keys(js, topology.bucket(BUCKET))) == len(jobs) + len(pods)
+    assert len(await object_keys(js, topology.bucket(BUCKET), POSITIONS)) == len(jobs) + len(pods)
 
     gone = [*jobs[:3], *pods[:9]]  # three jobs and their nine pods
     left = {f"job.{jobs[3]['metadata']['uid']}"} | {f"pod.{p['metadata']['uid']}" for p in pods[9:]}
 
     async def only_what_exists() -> bool:  # neither values nor delete markers of the others
-        return await bucket_keys(js, topology.bucket(BUCKET)) == left
+        return await object_keys(js, topology.bucket(BUCKET), POSITIONS) == left
 
     await watch_until_quiet(
         settings,
@@ -142,4 +142,4 @@ async def test_deleted_objects_leave_the_bucket(
     await kv.put("pod.removed-long-ago", b"42:MODIFIED")
     await kv.delete("pod.removed-long-ago")
     assert await PublishedVersions(nats_client, topology).load(settings.nats) == len(left)
-    assert await bucket_keys(js, topology.bucket(BUCKET)) == left
+    assert await object_keys(js, topology.bucket(BUCKET), POSITIONS) == left

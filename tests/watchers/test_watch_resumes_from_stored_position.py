@@ -1,0 +1,140 @@
+"""A watch with a stored position resumes from it at once and lists beside it: what changed
+while no watcher ran comes out first, the list adds only what the watch did not already give
+newer, and a position the server has compacted away lists first, as a first start does."""
+
+from __future__ import annotations
+
+import threading
+
+from controller.contract.settings import WatcherSettings
+from controller.kube.gateway import KubeGateway, ListPage
+from controller.kube.resources import MPI_PODS, Resource
+from controller.testing import objects as k
+from controller.testing.simcluster import SimCluster
+from controller.testing.waits import until
+from tests.kube_fixtures import list_requests, watch_requests, watching
+from watchers.positions import WatchPositions, position_name
+
+
+class HeldList:
+    """The gateway, with each list page held until the test releases it: taken from the
+    server ``before`` holding (an old snapshot) or after it (a fresh one)."""
+
+    def __init__(self, gateway: KubeGateway, *, snapshot_first: bool) -> None:
+        self._gateway = gateway
+        self._snapshot_first = snapshot_first
+        self.release = threading.Event()
+        self.asked = threading.Event()
+
+    def list_page(
+        self, resource: Resource, namespace: str | None, limit: int = 0, continue_token: str | None = None
+    ) -> ListPage:
+        def read() -> ListPage:
+            return self._gateway.list_page(resource, namespace, limit, continue_token)
+
+        page = read() if self._snapshot_first else None
+        self.asked.set()
+        self.release.wait(10)
+        return page or read()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._gateway, name)
+
+
+def stored_at(version: int) -> WatchPositions:
+    return WatchPositions({position_name(MPI_PODS, None): str(version)})
+
+
+async def test_changes_while_down_come_first_and_the_list_adds_only_the_rest(
+    sim: SimCluster, gateway: KubeGateway, watcher_settings: WatcherSettings
+) -> None:
+    job = k.mpijob("pi", workers=3)
+    launcher, w0, w1 = (
+        sim.create(k.pod(job, *role)) for role in (("launcher",), ("worker", 0), ("worker", 1))
+    )
+    position = sim.resource_version
+    sim.update(k.oom_killed(w0))  # while no watcher runs
+    sim.delete(w1)
+    sim.create(k.pod(job, "worker", 2))
+
+    held = HeldList(gateway, snapshot_first=False)
+    async with watching(held, MPI_PODS, watcher_settings, positions=stored_at(position)) as watch:  # type: ignore[arg-type]
+        await watch.recorder.wait_for_count(3)
+        assert held.asked.is_set() or not list_requests(sim, "pods"), "the list waits; the watch did not"
+        held.release.set()
+        await watch.recorder.wait_for_count(4)
+        await until(lambda: watch.sample("mpijc_watch_lists_total") == 1)
+
+    assert watch_requests(sim, "pods")[0].query["resourceVersion"] == str(position)
+    assert watch.recorder.seen() == [
+        ("MODIFIED", w0["metadata"]["name"]),
+        ("DELETED", w1["metadata"]["name"]),
+        ("ADDED", "pi-worker-2"),
+        ("ADDED", launcher["metadata"]["name"]),  # from the list: unchanged since the position
+    ], "each object once, the newest first; nothing listed again that the watch gave"
+
+
+async def test_an_older_list_neither_undoes_a_change_nor_brings_back_a_deletion(
+    sim: SimCluster, gateway: KubeGateway, watcher_settings: WatcherSettings
+) -> None:
+    job = k.mpijob("pi", workers=2)
+    launcher, w0, w1 = (
+        sim.create(k.pod(job, *role)) for role in (("launcher",), ("worker", 0), ("worker", 1))
+    )
+    held = HeldList(gateway, snapshot_first=True)
+    async with watching(held, MPI_PODS, watcher_settings, positions=stored_at(sim.resource_version)) as watch:  # type: ignore[arg-type]
+        await until(held.asked.is_set)  # the list's snapshot is taken: everything below is newer
+        killed = sim.update(k.oom_killed(w0))
+        sim.delete(launcher)
+        await watch.recorder.wait_for_count(2)
+        held.release.set()
+        await watch.recorder.wait_for_count(3)
+        await until(lambda: watch.sample("mpijc_watch_lists_total") == 1)
+        sim.update(k.with_container_state(sim.get(w1) or {}, {"running": {}}, phase="Running", ready=True))
+        await watch.recorder.wait_for_count(4)
+
+    assert watch.recorder.seen() == [
+        ("MODIFIED", w0["metadata"]["name"]),
+        ("DELETED", launcher["metadata"]["name"]),
+        ("ADDED", w1["metadata"]["name"]),  # the only listed object the watch had not given newer
+        ("MODIFIED", w1["metadata"]["name"]),
+    ]
+    assert (
+        watch.recorder.changes[0].object["metadata"]["resourceVersion"]
+        == killed["metadata"]["resourceVersion"]
+    )
+
+
+async def test_a_compacted_position_lists_first(
+    sim: SimCluster, gateway: KubeGateway, watcher_settings: WatcherSettings
+) -> None:
+    job = k.mpijob("pi", workers=1)
+    launcher = sim.create(k.pod(job, "launcher"))
+    position = sim.resource_version
+    sim.delete(launcher)
+    worker = sim.create(k.pod(job, "worker", 0))
+    sim.compact()
+    async with watching(gateway, MPI_PODS, watcher_settings, positions=stored_at(position)) as watch:
+        await watch.recorder.wait_for_count(1)
+        await until(lambda: len(watch_requests(sim, "pods")) == 2)
+        sim.delete(worker)
+        await watch.recorder.wait_for_count(2)
+
+    first, then = watch_requests(sim, "pods")
+    assert first.query["resourceVersion"] == str(position), "tried the stored position first"
+    assert int(then.query["resourceVersion"]) >= int(worker["metadata"]["resourceVersion"]), (
+        "then from the list"
+    )
+    assert watch.recorder.seen() == [
+        ("ADDED", worker["metadata"]["name"]),
+        ("DELETED", worker["metadata"]["name"]),
+    ]
+    assert watch.sample("mpijc_watch_lists_total") == 1
+
+
+def test_positions_not_in_the_comparable_form_are_not_resumed_from() -> None:
+    assert stored_at(41).resume_from(MPI_PODS, None) == "41"
+    for stored in ("", "0", "041", "abc", "12a"):
+        positions = WatchPositions({position_name(MPI_PODS, None): stored})
+        assert positions.resume_from(MPI_PODS, None) is None, stored
+    assert position_name(MPI_PODS, None) != position_name(MPI_PODS, "team-a")
