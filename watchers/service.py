@@ -43,7 +43,7 @@ from watchers.normalizing import failure_signal, pod_owner
 from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.positions import WatchPositions, position_name
 from watchers.recording import object_kind, write_record
-from watchers.tails import LogTails, Tails
+from watchers.tails import LogTails, PodHandover, Tails
 from watchers.watching import Listed, Sink, WatchChange, watch_resource
 
 QUEUE_LIMIT = 50_000
@@ -51,6 +51,10 @@ QUEUE_LIMIT = 50_000
 is taken whole and its watch starts at once (an OOM kill during the relist is seen then, not
 after it is published); bounded so that a long NATS outage stops the watches instead of
 exhausting memory."""
+
+TAIL_READS_IN_FLIGHT = 16
+"""Log tails read side by side, each for another pod (the threads of the default executor bound
+it further)."""
 
 POSITIONS_SAVE_S = 1.0
 """How often, at most, the watches' positions are stored (a plain publish per watch that moved)."""
@@ -130,7 +134,7 @@ async def _watch_all(
     settings: Settings,
     sink: Sink,
     stop: asyncio.Event,
-    tails: LogTails,
+    tails: LogTails | PodHandover,
     *beside: Coroutine[Any, Any, None],
     metrics: WatchMetrics | None = None,
     listed: Listed | None = None,
@@ -166,6 +170,12 @@ async def _watch_all(
 def _namespaces(settings: Settings) -> list[str | None]:
     """The namespaces watched one by one, or ``[None]``: cluster-wide."""
     return list(settings.kube.namespaces) or [None]
+
+
+async def _stored_positions(nc: NATS, topology: Topology, settings: Settings) -> WatchPositions:
+    """Where the watches of the last watcher stood, as far as stored."""
+    names = [position_name(r, ns) for r in WATCHED for ns in _namespaces(settings)]
+    return WatchPositions(await read_positions(nc, topology, settings.nats, names))
 
 
 async def probe_loop(
@@ -283,12 +293,12 @@ async def run_watchers(
     pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
-    names = [position_name(r, ns) for r in WATCHED for ns in _namespaces(settings)]
-    positions = WatchPositions(await read_positions(nc, topology, settings.nats, names))
+    positions = await _stored_positions(nc, topology, settings)
 
     async def save_positions_if_published() -> None:
         """Once everything handed on is published (both lanes empty), store where the watches stand."""
-        due = positions.due(time.monotonic(), POSITIONS_SAVE_S) if queue.empty() and urgent.empty() else {}
+        drained = queue.empty() and urgent.empty() and not handover.busy
+        due = positions.due(time.monotonic(), POSITIONS_SAVE_S) if drained else {}
         if due:
             await save_positions(nc, topology, due)
             positions.saved(due)
@@ -299,17 +309,16 @@ async def run_watchers(
         await lane.put(Observation(kind, change, obj, datetime.now(UTC), lines))
         arrived.set()
 
-    tails = LogTails(gateway, settings.watcher, functools.partial(put, "pod"))  # late: the version again
+    pods = functools.partial(put, "pod")
+    handover = PodHandover(LogTails(gateway, settings.watcher, pods), pods, TAIL_READS_IN_FLIGHT)
 
     async def sink(change: WatchChange) -> None:
         kind = object_kind({"kind": change.resource.kind})
-        if kind is None:
-            return
-        log_tail: Tails = {}
         if kind == "pod":
             probe.track(change)
-            log_tail = await tails.for_pod(change.type, change.object)
-        await put(kind, change.type, change.object, log_tail)
+            await handover(change.type, change.object)
+        elif kind is not None:
+            await put(kind, change.type, change.object, {})
 
     async def publish_loop() -> None:
         """Batches of up to MAX_BATCH, failure signals first: an OOM kill seen during a relist of
@@ -329,6 +338,7 @@ async def run_watchers(
                     batch.append(lane.get_nowait())
             await pipeline.feed(batch, unwatched.take(MAX_BATCH))
             await save_positions_if_published()
+            await asyncio.sleep(0)  # a batch of unchanged objects publishes nothing: let the watches in
 
     async with UnwatchedDeletions(changes, arrived) as unwatched:
         await _watch_all(
@@ -336,7 +346,7 @@ async def run_watchers(
             settings,
             sink,
             stop,
-            tails,
+            handover,
             publish_loop(),
             probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
             metrics=watch_metrics,

@@ -16,6 +16,10 @@ container is not read in the pod's update but handed to the background at once, 
 holds the pod watch back by one read's retries, not one per failed pod; the next read that is
 answered (one node's kubelet unreachable fails only its pods' reads) ends that. Any other error
 (the log or the pod is gone, RBAC refuses it) is final, as before.
+
+:class:`PodHandover` reads the tails of several pods side by side (a job whose sixteen workers
+fail together costs one read's time, not sixteen), while each pod's changes still go on in the
+order they were watched.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import APIUnavailableError
 from watchers.normalizing import error_terminated
 
-__all__ = ["LateTails", "LogReader", "LogTails", "Tails"]
+__all__ = ["LateTails", "LogReader", "LogTails", "PodHandover", "Tails"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +104,19 @@ class LogTails:
         """Pods whose tails are being read again."""
         return len(self._retrying)
 
+    def wants(self, change: Change, pod: Mapping[str, Any]) -> bool:
+        """Whether :meth:`for_pod` would read a tail (or forget a pod) for this change."""
+        return change == "DELETED" or any(True for _ in self._new_failures(pod))
+
+    def _new_failures(self, pod: Mapping[str, Any]) -> Iterator[tuple[str, int]]:
+        """(name, restart count) of each failed container whose tail is neither read nor being read again."""
+        uid = _uid(pod)
+        retry = self._retrying.get(uid)
+        fetched: Collection[tuple[str, int]] = self._fetched.get(uid) or ()
+        for name, restarts in _failures(pod):
+            if (name, restarts) not in fetched and not (retry and retry.missing.get(name) == restarts):
+                yield name, restarts
+
     async def for_pod(self, change: Change, pod: Mapping[str, Any]) -> Tails:
         """Log tail per newly error-terminated container of ``pod`` (empty when nothing is new)."""
         uid = _uid(pod)
@@ -109,12 +126,9 @@ class LogTails:
         retry = self._retrying.get(uid)
         if retry is not None:
             retry.change, retry.pod = change, pod
-        fetched: Collection[tuple[str, int]] = self._fetched.get(uid) or ()
         tails: Tails = {}
         unavailable: dict[str, int] = {}
-        for name, restarts in _failures(pod):
-            if (name, restarts) in fetched or (retry and retry.missing.get(name) == restarts):
-                continue
+        for name, restarts in list(self._new_failures(pod)):
             if self._late is not None and self._struggling:  # do not wait: read it in the background
                 unavailable[name] = restarts
                 continue
@@ -235,3 +249,54 @@ class LogTails:
 
 def _name(pod: Mapping[str, Any]) -> str:
     return str((pod.get("metadata") or {}).get("name"))
+
+
+HandOn = Callable[[Change, Mapping[str, Any], Tails], Awaitable[None]]
+"""Takes a pod's change with the tails read for it."""
+
+
+class PodHandover:
+    """Hands each pod change on with its new log tails: in watch order per pod, the tail reads of
+    different pods side by side (at most ``reads_in_flight`` at once). A change that needs no
+    read and has no earlier change of its pod still waiting goes on at once."""
+
+    def __init__(self, tails: LogTails, hand_on: HandOn, reads_in_flight: int) -> None:
+        self._tails = tails
+        self._hand_on = hand_on
+        self._slots = asyncio.Semaphore(reads_in_flight)
+        self._waiting: dict[str, asyncio.Task[None]] = {}
+        """The last change still waiting, by pod uid."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether some change was taken but not handed on yet."""
+        return bool(self._waiting)
+
+    async def __call__(self, change: Change, pod: Mapping[str, Any]) -> None:
+        uid = _uid(pod)
+        before = self._waiting.get(uid)
+        if before is None and not self._tails.wants(change, pod):
+            await self._hand_on(change, pod, {})
+            return
+        task = asyncio.create_task(self._in_order(before, change, pod), name=f"pod-{uid}")
+        self._waiting[uid] = task
+        task.add_done_callback(lambda done: self._waiting.get(uid) is done and self._waiting.pop(uid))
+
+    async def _in_order(
+        self, before: asyncio.Task[None] | None, change: Change, pod: Mapping[str, Any]
+    ) -> None:
+        if before is not None:
+            await asyncio.wait([before])  # the pod's earlier change first; its failure is its own
+        async with self._slots:
+            tails = await self._tails.for_pod(change, pod)
+        await self._hand_on(change, pod, tails)
+
+    async def close(self) -> None:
+        """Drop what is still waiting (the watchers stop; the next start lists again), and stop
+        the tails' reads in the background."""
+        tasks = list(self._waiting.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._waiting.clear()
+        await self._tails.close()

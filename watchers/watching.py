@@ -68,6 +68,10 @@ HANDOFF_CAPACITY = 1024
 LIST_RESTARTS = 3
 """How often a paginated list whose ``continue`` token expired starts again before it counts as an error."""
 
+YIELD_EVERY = 100
+"""Listed objects handed to the sink between two turns of the event loop: a sink that never
+has to wait would otherwise hold every other watch, and the publish loop, for the whole list."""
+
 READER_JOIN_TIMEOUT_S = 2.0
 """How long a finished watch waits for its reading thread, so no request outlives the loop by much."""
 
@@ -336,7 +340,9 @@ class _WatchLoop:
             for uid, last in previous.items():
                 if uid not in fresh:
                     await self._emit("DELETED", last)
-        for uid, obj in fresh.items():
+        for n, (uid, obj) in enumerate(fresh.items(), 1):
+            if n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # the other watches (a failure) and the publish loop go on meanwhile
             old = previous.get(uid)
             if old is None:
                 await self._emit("ADDED", obj)
@@ -382,7 +388,9 @@ class _WatchLoop:
                 fresh[uid] = obj
         handed = 0
         try:
-            for uid, obj in fresh.items():
+            for n, (uid, obj) in enumerate(fresh.items(), 1):
+                if n % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # the watch beside (a failure) goes on meanwhile
                 if not self._listed_is_newer(uid, obj):
                     continue
                 old = self.known.get(uid)
