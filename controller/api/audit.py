@@ -22,7 +22,13 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api import models
-from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
+from controller.api.auth import (
+    Principal,
+    current_principal,
+    may_read,
+    require_namespace,
+    visible_namespaces,
+)
 from controller.api.deps import engine_of
 from controller.api.paging import Cursor, Keyset, Limit, page_of
 from controller.api.params import (
@@ -160,7 +166,7 @@ async def verify_audit(
     request: Request, principal: Annotated[Principal, Depends(current_principal)]
 ) -> models.ChainVerification:
     """Walk the hash chain; ``broken`` names the first record where it does not hold."""
-    if await visible_namespaces(request, principal) is not None:
+    if not await may_read(request, principal, None):
         raise HTTPException(
             403, "verifying the audit chain needs read access to every namespace: the chain is global"
         )

@@ -255,7 +255,8 @@ _DEPRECATED_NEXT = (
 
 
 class Notice(_Out):
-    """Something the notifier wants the subscription's owner to know (e.g. why it was disabled)."""
+    """Something the notifier wants the subscription's owner to know: why it was disabled,
+    suspended or resumed (``kind``)."""
 
     kind: str
     message: str
@@ -267,7 +268,11 @@ class Subscription(_Out):
 
     id: str
     channel: Channel
-    state: SubscriptionState
+    state: SubscriptionState = Field(
+        description="`active`; `disabled` (by someone, or after failing too long); `suspended` (its "
+        "creator may no longer read where it points; it resumes by itself when they may again); "
+        "`expired`. Neither a disabled nor a suspended one is matched or sent."
+    )
     namespace: str | None = Field(description="Only jobs in this namespace; null: every namespace.")
     job_name: str | None
     label_selector: str | None
@@ -287,8 +292,8 @@ class Subscription(_Out):
     created_at: datetime
     updated_at: datetime
     failing_since: datetime | None
-    disabled_at: datetime | None
-    disabled_reason: str | None
+    disabled_at: datetime | None = Field(description="Since when it is disabled or suspended.")
+    disabled_reason: str | None = Field(description="Why it is disabled or suspended.")
     previous_secret_until: datetime | None
 
 

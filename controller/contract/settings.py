@@ -350,12 +350,38 @@ class ApiSettings(BaseModel):
     )
     review_ttl_s: float = Field(
         default=30.0,
-        description="Seconds a TokenReview or SubjectAccessReview answer is reused; short, so a "
-        "revoked token or RoleBinding stops working within half a minute, long enough that a "
-        "page of requests costs one review.",
+        gt=0,
+        description="Seconds a TokenReview answer, and a SubjectAccessReview that allowed, is reused "
+        "(the authorized TTL); short, so a revoked token or RoleBinding stops working within half "
+        "a minute, long enough that a page of requests costs one review. Decisions are kept per "
+        "identity (user or service account, uid, groups), not per token.",
+    )
+    review_denied_ttl_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a SubjectAccessReview that denied is reused (the unauthorized TTL): how "
+        "long a new RoleBinding may wait to be seen. Denials are most of the reviews (a user of a "
+        "few namespaces is denied in all the others), so they are kept twice as long as grants.",
     )
     review_cache_size: int = Field(
         default=10_000, description="Most cached review answers kept; the oldest are dropped beyond it."
+    )
+    max_reviews_per_request: int = Field(
+        default=256,
+        ge=8,
+        description="Access decisions one request may ask for beyond the cache, each one or two "
+        "SubjectAccessReviews (MPIJobs, then TrainJobs); a list across namespaces needs one per "
+        "namespace with runs. Beyond it the request is answered 503 with Retry-After: 1 and the "
+        "decisions it got are kept, so the retry goes further. 256 answers a cold list across 255 "
+        "namespaces at once; any other request needs at most 6.",
+    )
+    subscription_recheck_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds between re-checks of every subscription's creator: one whose creator "
+        "may no longer list MPIJobs or TrainJobs where it points is suspended (not deleted) and "
+        "resumes when they may again. With review_ttl_s, how long a revoked user can go on "
+        "receiving notifications: at most the sum.",
     )
     metrics_ttl_s: float = Field(
         default=10.0,

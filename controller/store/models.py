@@ -276,6 +276,9 @@ class Subscription(Base):
     failing_since: Mapped[datetime | None]
     disabled_at: Mapped[datetime | None]
     disabled_reason: Mapped[str | None] = mapped_column(Text)
+    creator: Mapped[JSON | None]
+    """The creator's identity as the API authenticated them (uid, groups, extra attributes),
+    to re-check their access; ``None`` for subscriptions made before it was recorded."""
 
     __table_args__ = (Index("ix_subscriptions_state_ns", "state", "namespace"),)
 
