@@ -1088,10 +1088,10 @@ def test_the_admission_webhook_requires_a_client_certificate_unless_opted_out(
     assert (source, mark) == (("mpijc-admission-client-ca", "ca.crt"), "required")
     if "admission/cert-manager" not in RENDERS[name][1]:
         return  # self-signed-ca.sh makes the Secret (tests/deploy/test_admission_runs_as_rendered.py)
-    client_ca = _certificate_writing(objs, source[0])
-    assert client_ca["spec"]["isCA"] is True
+    secret = "mpijc-admission-client-ca"
+    assert _certificate_writing(objs, secret)["spec"]["isCA"] is True
     issuers = [
-        o for o in objs if o["kind"] == "Issuer" and o["spec"].get("ca", {}).get("secretName") == source[0]
+        o for o in objs if o["kind"] == "Issuer" and o["spec"].get("ca", {}).get("secretName") == secret
     ]
     (issuer,) = issuers
     (apiserver,) = [
