@@ -164,6 +164,7 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     It starts without waiting for NATS: until NATS answers (and whenever it is away), records
     go to the spool (``admission.spool_dir``) and are published once it is back.
     """
+    from watchers.admission.certificates import UnreadableCertificate
     from watchers.admission.spool import FileSpool, LazyJetStream
     from watchers.admission.webhook import serve_admission
 
@@ -174,12 +175,16 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
         spool = FileSpool(spool_dir) if spool_dir is not None else None
     except OSError as exc:
         raise StartupError(f"MPIJC_ADMISSION__SPOOL_DIR: {exc}") from exc
+    registry = PipelineMetrics().registry
     bus = LazyJetStream(settings.nats.url, settings.nats)
     bus.start()
     try:
-        await serve_admission(
-            settings.admission, bus, PipelineMetrics().registry, stop_on_signals(), spool=spool
-        )
+        # the probes and Prometheus use the metrics port: with a client CA the HTTPS port lets in
+        # only callers with a client certificate, which neither the kubelet nor Prometheus has
+        with served_metrics(registry, settings.metrics.port, "MPIJC_METRICS__PORT"):
+            await serve_admission(settings.admission, bus, registry, stop_on_signals(), spool=spool)
+    except UnreadableCertificate as exc:
+        raise StartupError(f"MPIJC_ADMISSION__{exc.setting.upper()}: {exc}") from exc
     finally:
         await bus.close()
     return 0

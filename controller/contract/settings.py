@@ -497,8 +497,9 @@ class MetricsSettings(BaseModel):
 
     port: int = Field(
         default=9464,
-        description="Port of /metrics of the `api`, `watch` and `consume` commands (the API's answers "
-        "stay on `api.port`); 9464 is Prometheus's registered default for exporters of this kind.",
+        description="Port of /metrics of the `api`, `watch`, `consume` and `admission` commands (the API's "
+        "answers stay on `api.port`, the webhook's on `admission.port`); plain HTTP, for the probes and "
+        "Prometheus; 9464 is Prometheus's registered default for exporters of this kind.",
     )
     up_port: int = Field(
         default=9465,
@@ -650,7 +651,10 @@ class AdmissionSettings(BaseModel):
     client_ca_file: Path | None = Field(
         default=None,
         description="CA bundle the API server's client certificate must chain to; set it (and give the "
-        "API server a client certificate) so nobody else can post reviews and forge records.",
+        "API server a client certificate) so nobody else can post reviews and forge records. The shipped "
+        "manifests set it; unset, every caller is accepted and records say `caller: unverified`. A "
+        "changed bundle is added to the trusted CAs within `cert_reload_s`; a removed CA stays trusted "
+        "until restart.",
     )
     cert_reload_s: float = Field(
         default=60.0,
