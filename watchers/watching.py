@@ -22,7 +22,7 @@ into a sink of :class:`WatchChange` s, through every disturbance an API server p
   change on, :mod:`watchers.positions`) does not wait for that list: it watches from the
   position at once — a failure right after a restart is seen at once, not after a list of
   thousands of pods — and lists beside it. The two are merged by resourceVersion, which
-  Kubernetes defines as comparable within a resource (KEP-5504; :mod:`controller.kube.resourceversions`):
+  Kubernetes defines as comparable within a resource (KEP-5504; :func:`controller.contract.kubeflow.compare`):
   a listed object goes on only if it is newer than what the watch already gave for it, and a
   watched change only if it is newer than what the list gave; an object the watch saw deleted
   is not brought back by the older list. A position the server no longer serves (``410 Gone``)
@@ -51,10 +51,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 from controller.contract.backoff import Backoff
+from controller.contract.kubeflow import compare
 from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError, ListPage
 from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
-from controller.kube.resourceversions import compare
 from watchers.metrics import WatchMetrics
 from watchers.positions import WatchPositions
 
