@@ -171,11 +171,13 @@ async def run_corroboration(
     """Judge pending admission records every ``corroboration_interval_s`` until ``stop`` is set
     (:mod:`controller.store.corroboration`); a :func:`suspect` verdict is logged as a warning."""
     window = timedelta(seconds=settings.corroboration_window_s)
+    settled = 0  # every admission record up to this seq has a verdict: not looked at again
     while not stop.is_set():
         try:
             async with engine.begin() as conn:
-                decided = await corroboration.decide(conn, clock(), window)
-                metrics.pending.set(await corroboration.pending(conn))
+                decided = await corroboration.decide(conn, clock(), window, after=settled)
+                metrics.pending.set(await corroboration.pending(conn, settled))
+                settled = await corroboration.settled(conn, settled)
             for d in decided:
                 metrics.decided.labels(d.status, d.caller or "none").inc()
             _report(decided)

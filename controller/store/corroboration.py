@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -46,7 +47,7 @@ from controller.contract.events import JobObserved
 from controller.contract.redaction import clean_controls
 from controller.store.models import AdmissionCorroboration, AuditRow, WatchChange
 
-__all__ = ["Decision", "Verdict", "decide", "pending", "record_changes", "verdicts"]
+__all__ = ["Decision", "Verdict", "decide", "pending", "record_changes", "settled", "verdicts"]
 
 KEEP_CHANGES = timedelta(days=1)
 """How long job versions are kept to judge records against (the newest of a live job: always)."""
@@ -65,6 +66,9 @@ _PENDING = (
         .exists()
     )
 )
+_CUSTOM_PLANS = text("SET LOCAL plan_cache_mode = force_custom_plan")
+"""``seq > :after`` is a range scan for a recent seq and the whole table for 0: after a few rounds
+a prepared statement's generic plan would scan the whole table every round."""
 _PRUNE = text(
     """
     DELETE FROM watch_changes w WHERE w.observed_at < :cutoff
@@ -254,6 +258,19 @@ class _Round:
         window = f"within {self.window.total_seconds():.0f}s of the record"
         return self._decide(seq, record, "unmatched", f"the watch saw no change of {what} {window}")
 
+    def unreadable(self, seq: int, why: str) -> Decision:
+        """``unmatched``: a record that does not parse claims nothing that can be borne out."""
+        self.rows[seq] = {
+            "audit_seq": seq,
+            "status": "unmatched",
+            "observed_at": None,
+            "decided_at": self.now,
+            "claim": None,
+            "resource_version": None,
+            "detail": why,
+        }
+        return Decision(seq, "unmatched", None, why)
+
     def _taken(self, seq: int, record: AuditRecord, version: _Version, rival: int) -> Decision:
         why = (
             f"the change it claims (resourceVersion {version.resource_version}) bore out "
@@ -287,14 +304,23 @@ class _Round:
 
 
 async def decide(
-    conn: AsyncConnection, now: datetime, window: timedelta, batch: int = BATCH
+    conn: AsyncConnection, now: datetime, window: timedelta, batch: int = BATCH, after: int = 0
 ) -> list[Decision]:
     """Judge what can be judged now (see the module docstring); returns the verdicts stored.
-    Versions older than a day go, except the newest of each job that still exists."""
+    Only records after seq ``after`` are looked at (:func:`settled`). Versions older than a day
+    go, except the newest of each job that still exists."""
     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": DECIDE_LOCK})
+    await conn.execute(_CUSTOM_PLANS)
     mtls_first = func.coalesce(AuditRow.record["caller"].astext, "") == "mtls"
-    rows = (await conn.execute(_PENDING.order_by(mtls_first.desc(), AuditRow.seq).limit(batch))).all()
-    records = [(seq, recorded_at, AuditRecord.model_validate(raw)) for seq, recorded_at, raw in rows]
+    query = _PENDING.where(AuditRow.seq > after).order_by(mtls_first.desc(), AuditRow.seq).limit(batch)
+    rows = (await conn.execute(query)).all()
+    records: list[tuple[int, datetime, AuditRecord]] = []
+    unreadable: list[tuple[int, str]] = []
+    for seq, recorded_at, raw in rows:
+        try:
+            records.append((seq, recorded_at, AuditRecord.model_validate(raw)))
+        except ValidationError as exc:  # chained by an older release, or by hand: judged all the same
+            unreadable.append((seq, f"the record cannot be read: {exc.error_count()} invalid fields"))
     uids = sorted({r.object.uid for _, _, r in records if r.object and r.object.uid})
     versions: dict[str, list[_Version]] = defaultdict(list)
     if uids:
@@ -316,6 +342,7 @@ async def decide(
         taken = {claim: seq for claim, seq in claimed if claim is not None}
     judging = _Round(versions, taken, now, window)
     decisions = [d for seq, at, record in records if (d := judging.judge(seq, at, record)) is not None]
+    decisions += [judging.unreadable(seq, why) for seq, why in unreadable]
     stored: set[int] = set()
     if decisions:
         result = await conn.execute(
@@ -329,9 +356,24 @@ async def decide(
     return [d for d in decisions if d.seq in stored]
 
 
-async def pending(conn: AsyncConnection) -> int:
-    """Admission records without a verdict yet."""
-    return int((await conn.execute(select(func.count()).select_from(_PENDING.subquery()))).scalar_one())
+async def pending(conn: AsyncConnection, after: int = 0) -> int:
+    """Admission records after seq ``after`` without a verdict yet."""
+    await conn.execute(_CUSTOM_PLANS)
+    waiting = _PENDING.where(AuditRow.seq > after).subquery()
+    return int((await conn.execute(select(func.count()).select_from(waiting))).scalar_one())
+
+
+async def settled(conn: AsyncConnection, after: int = 0) -> int:
+    """A seq up to which every admission record has a verdict, given that all up to ``after``
+    have: the next round need not look further back (verdicts are never removed, and new records
+    are chained after every existing one). Keeps a round's cost to the records still waiting."""
+    await conn.execute(_CUSTOM_PLANS)
+    waiting = _PENDING.where(AuditRow.seq > after).subquery()
+    first = (await conn.execute(select(func.min(waiting.c.seq)))).scalar_one()
+    if first is not None:
+        return int(first) - 1
+    newest = (await conn.execute(select(func.max(AuditRow.seq)))).scalar_one()
+    return max(after, int(newest or 0))
 
 
 async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, Verdict]:

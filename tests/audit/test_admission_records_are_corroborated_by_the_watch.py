@@ -414,3 +414,34 @@ async def test_the_migration_marks_records_it_cannot_judge_any_more(
     finally:
         await conn.close()
     assert [tuple(r) for r in rows] == [(stored[0].seq, "unjudged")], "the unverified one is still judged"
+
+
+async def test_a_round_looks_only_after_what_is_settled(engine: AsyncEngine) -> None:
+    job = train_b(uid="uid-s")
+    old = await write(
+        engine, [claim("DELETE", job), claim("DELETE", job).model_copy(update={"id": "admission/b"})]
+    )
+    async with engine.begin() as conn:
+        assert await corroboration.settled(conn) == 0, "nothing judged yet"
+        await corroboration.decide(conn, DUE, WINDOW)
+        assert await corroboration.settled(conn) == old[-1].seq
+    later = await write(
+        engine, [claim("DELETE", job).model_copy(update={"id": "admission/c", "at": DUE})], DUE
+    )
+    async with engine.begin() as conn:
+        assert await corroboration.settled(conn, old[-1].seq) == old[-1].seq, "the new one waits"
+        assert await corroboration.pending(conn, old[-1].seq) == 1
+        await corroboration.decide(conn, DUE + WINDOW * 2, WINDOW, after=old[-1].seq)
+        assert await corroboration.settled(conn, old[-1].seq) == later[-1].seq
+
+
+async def test_a_record_that_does_not_parse_is_unmatched_not_a_stuck_loop(engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql(
+            "INSERT INTO audit_records (seq, event_id, recorded_at, record, prev_hash, hash, at, source, verb) "
+            "VALUES (1, 'odd', now(), '{\"verb\": \"scale\"}', repeat('0', 64), repeat('0', 64), now(), "
+            "'admission', 'update')"
+        )
+    assert await judge(engine, datetime.now(T0.tzinfo)) == {"unmatched": 1}
+    found = await verdict(engine, 1)
+    assert found is not None and "cannot be read" in (found.detail or "")
