@@ -24,7 +24,7 @@ the record (its ``at``, or when it was chained if that is earlier) without one, 
 (the watch saw the object change, differently), ``unobservable`` (it saw the object change, but
 the record claims only what the watch does not carry, or the change cannot be compared) or
 ``unmatched`` (nothing, or only a change another record already took). ``unjudged`` marks records
-chained before every record was judged (migration 0009). Verdicts live in
+chained before every record was judged (migration 0010). Verdicts live in
 ``admission_corroborations``; the audit chain is never updated.
 """
 

@@ -402,7 +402,7 @@ async def test_the_migration_marks_records_it_cannot_judge_any_more(
     database_url: str, engine: AsyncEngine
 ) -> None:
     await engine.dispose()
-    await asyncio.to_thread(migrate.downgrade, database_url, "0008")
+    await asyncio.to_thread(migrate.downgrade, database_url, "0009")
     mtls, unverified = claim("DELETE", train_b(uid="u1"), caller="mtls"), claim("DELETE", train_b(uid="u2"))
     stored = await write(engine, [mtls, unverified, audit_record(3, verb="failed")])
     await engine.dispose()

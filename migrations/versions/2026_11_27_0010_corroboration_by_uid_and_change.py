@@ -16,9 +16,9 @@ of records. Now (``controller.store.corroboration``):
 
 Verdicts decided before this revision stay as they were (by name and verb).
 
-Revision ID: 0009
-Revises: 0008
-Create Date: 2026-11-26 12:00:00
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-11-27 12:00:00
 """
 
 from collections.abc import Sequence
@@ -27,8 +27,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-revision: str = "0009"
-down_revision: str | None = "0008"
+revision: str = "0010"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
