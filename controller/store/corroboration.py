@@ -184,7 +184,11 @@ class _Round:
         due = self.now > min(record.at, recorded_at) + self.window
         obj = record.object
         if obj is None or obj.uid is None:
-            return self._decide(seq, record, "unmatched", "the record names no object uid") if due else None
+            return (
+                self._decide(seq, record.caller, "unmatched", "the record names no object uid")
+                if due
+                else None
+            )
         ours = [
             v
             for v in self.versions.get(obj.uid, ())
@@ -193,7 +197,10 @@ class _Round:
         what = f"{obj.kind} {record.namespace}/{obj.name} (uid {obj.uid})"
         if record.verb in ("create", "delete"):
             return self._judge_once(seq, record, obj.uid, ours, due, what)
-        return self._judge_update(seq, record, obj.uid, ours, due, what)
+        if record.verb == "update":
+            return self._judge_update(seq, record, obj.uid, ours, due, what)
+        why = f"an admission record cannot claim {record.verb!r}: the webhook records create, update, delete"
+        return self._decide(seq, record.caller, "unmatched", why) if due else None
 
     def _within(self, at: datetime | None, record: AuditRecord) -> bool:
         return at is not None and record.at - self.window <= at <= record.at + self.window
@@ -214,7 +221,7 @@ class _Round:
             first = next(v for v in self.ordered(uid) if v in hits)
             if claim not in self.taken:
                 why = f"the watch saw {what} {saw} (resourceVersion {first.resource_version})"
-                return self._decide(seq, record, "verified", why, first, claim)
+                return self._decide(seq, record.caller, "verified", why, first, claim)
             return self._taken(seq, record, first, self.taken[claim]) if due else None
         if not due:
             return None
@@ -223,8 +230,8 @@ class _Round:
         if record.verb == "create" and created is not None:
             assert created.created_at is not None
             why = f"the watch saw {what} created at {created.created_at.isoformat()}, not {window}"
-            return self._decide(seq, record, "contradicted", why, created)
-        return self._decide(seq, record, "unmatched", f"the watch did not see {what} {saw} {window}")
+            return self._decide(seq, record.caller, "contradicted", why, created)
+        return self._decide(seq, record.caller, "unmatched", f"the watch did not see {what} {saw} {window}")
 
     def _judge_update(
         self, seq: int, record: AuditRecord, uid: str, ours: list[_Version], due: bool, what: str
@@ -244,44 +251,35 @@ class _Round:
         for v, judgement in judged:
             claim = f"{uid}/{v.resource_version}"
             if judgement.outcome is Outcome.MATCH and claim not in self.taken:
-                return self._decide(seq, record, "verified", f"{what}: {judgement.why}", v, claim)
+                return self._decide(seq, record.caller, "verified", f"{what}: {judgement.why}", v, claim)
         if not due:
             return None
         if matches:
             return self._taken(seq, record, matches[0], self.taken[f"{uid}/{matches[0].resource_version}"])
         for v, judgement in judged:
             if judgement.outcome in (Outcome.INVISIBLE, Outcome.UNKNOWN):
-                return self._decide(seq, record, "unobservable", f"{what}: {judgement.why}", v)
+                return self._decide(seq, record.caller, "unobservable", f"{what}: {judgement.why}", v)
         if judged:  # every change of it in the window is another one
             v, judgement = judged[0]
-            return self._decide(seq, record, "contradicted", f"{what}: {judgement.why}", v)
+            return self._decide(seq, record.caller, "contradicted", f"{what}: {judgement.why}", v)
         window = f"within {self.window.total_seconds():.0f}s of the record"
-        return self._decide(seq, record, "unmatched", f"the watch saw no change of {what} {window}")
+        return self._decide(seq, record.caller, "unmatched", f"the watch saw no change of {what} {window}")
 
     def unreadable(self, seq: int, why: str) -> Decision:
         """``unmatched``: a record that does not parse claims nothing that can be borne out."""
-        self.rows[seq] = {
-            "audit_seq": seq,
-            "status": "unmatched",
-            "observed_at": None,
-            "decided_at": self.now,
-            "claim": None,
-            "resource_version": None,
-            "detail": why,
-        }
-        return Decision(seq, "unmatched", None, why)
+        return self._decide(seq, None, "unmatched", why)
 
     def _taken(self, seq: int, record: AuditRecord, version: _Version, rival: int) -> Decision:
         why = (
             f"the change it claims (resourceVersion {version.resource_version}) bore out "
             f"record seq {rival} already"
         )
-        return self._decide(seq, record, "unmatched", why, version, rival=rival)
+        return self._decide(seq, record.caller, "unmatched", why, version, rival=rival)
 
     def _decide(
         self,
         seq: int,
-        record: AuditRecord,
+        caller: str | None,
         status: str,
         why: str,
         version: _Version | None = None,
@@ -300,7 +298,7 @@ class _Round:
             "resource_version": version.resource_version if version else None,
             "detail": why,
         }
-        return Decision(seq, status, record.caller, why, rival)
+        return Decision(seq, status, caller, why, rival)
 
 
 async def decide(
