@@ -387,11 +387,19 @@ class AuditLink(_Out):
     prev_hash: str
     hash: str
     record: dict[str, Any] = Field(description="The audit record exactly as stored and hashed.")
-    corroboration: Literal["authenticated", "verified", "unmatched", "pending"] | None = Field(
+    corroboration: (
+        Literal["verified", "contradicted", "unmatched", "unobservable", "unjudged", "pending"] | None
+    ) = Field(
         default=None,
-        description="Admission records only (not hashed): `authenticated`, the caller presented the API "
-        "server's client certificate; from a caller without one, `verified` (the watch stream showed "
-        "the change), `unmatched` (it did not within the window: possibly forged) or `pending`.",
+        description="Admission records only (not hashed), whatever their `caller`: `verified` (the watch "
+        "stream showed this uid change as claimed, and that change bore out no other record), "
+        "`contradicted` (it showed the object change differently), `unmatched` (no such change, or "
+        "one another record had taken, within the window), `unobservable` (the claim is not what the "
+        "watch can see, e.g. annotations only), `unjudged` (chained before every record was judged), "
+        "`pending` (not judged yet). See docs/audit.md, 'Corroboration'.",
+    )
+    corroboration_detail: str | None = Field(
+        default=None, description="Why the verdict is what it is, in words (admission records only)."
     )
 
 

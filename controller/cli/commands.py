@@ -193,10 +193,11 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
 async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     """``audit verify|export|purge``: the database only."""
     from consumers.audit.consumer import purge_once
-    from consumers.audit.export import drain, run_exporters, sinks_from_settings
+    from consumers.audit.export import drain, run_exporters, sinks_from_settings, verdict_wait
     from controller.contract.audit import Actor
     from controller.store.auditchain import AuditFilter, compare_with_export, pages, verify
     from controller.store.auditformats import EXPORT_FORMATS
+    from controller.store.corroboration import verdicts
 
     async with runtime(settings, "mpijc-audit", bus=False) as rt:
         if args.audit_command == "verify":
@@ -225,7 +226,12 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
                 return 0
             for sink in sinks_from_settings(settings.audit):
                 try:
-                    shipped = await drain(rt.engine, sink, settings.audit.export_batch_size)
+                    shipped = await drain(
+                        rt.engine,
+                        sink,
+                        settings.audit.export_batch_size,
+                        wait=verdict_wait(settings.audit),
+                    )
                     print(f"{sink.name}: {shipped} records shipped")
                 finally:
                     await sink.close()
@@ -235,7 +241,9 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
         with contextlib.ExitStack() as stack:
             out = sys.stdout.buffer if args.out is None else stack.enter_context(args.out.open("wb"))
             async for page in pages(rt.engine, where):
-                out.write(b"".join(render(record) for record in page))
+                async with rt.engine.connect() as conn:
+                    found = await verdicts(conn, [record.seq for record in page])
+                out.write(b"".join(render(record, found.get(record.seq)) for record in page))
     return 0
 
 

@@ -711,12 +711,13 @@ class AuditSettings(BaseModel):
         default=120.0,
         gt=0,
         le=86_400,
-        description="An admission record from a caller without a client certificate is marked verified "
-        "when the watch stream shows the change it claims within this many seconds of it, and "
-        "flagged unmatched once this long has passed without it.",
+        description="An admission record is verified when the watch stream shows the change it claims "
+        "(that uid, that change) within this many seconds of it, and judged contradicted, unmatched or "
+        "unobservable once this long has passed without it; exporters hold such a record for its "
+        "verdict up to this plus three corroboration_interval_s.",
     )
     corroboration_interval_s: float = Field(
-        default=5.0, gt=0, description="How often pending admission records are judged."
+        default=5.0, gt=0, description="How often admission records without a verdict are judged, in seconds."
     )
     retention_days: int | None = Field(
         default=None,
