@@ -17,7 +17,8 @@ into a sink of :class:`WatchChange` s, through every disturbance an API server p
 * the first list has nothing of its own to compare with: once it is complete (every page),
   ``listed`` is told which uids it found, so the caller can compare them with what it published
   before the loop started (objects deleted while no watcher ran; see
-  :meth:`controller.bus.versions.PublishedVersions.gone`);
+  :meth:`controller.bus.versions.PublishedVersions.gone`) — unless the watch resumed (below),
+  which brings those deletions itself;
 * a watch with a stored position (``positions``: where the previous watcher had handed every
   change on, :mod:`watchers.positions`) does not wait for that list: it watches from the
   position at once — a failure right after a restart is seen at once, not after a list of
@@ -88,8 +89,10 @@ class WatchChange:
 
 
 Sink = Callable[[WatchChange], Awaitable[None]]
-Listed = Callable[[Resource, str | None, frozenset[str]], Awaitable[None]]
-"""Told the resource, the namespace (``None``: cluster-wide) and the uids of a first complete list."""
+Listed = Callable[[Resource, str | None, frozenset[str] | None], Awaitable[None]]
+"""Told the resource, the namespace (``None``: cluster-wide) and the uids of a first complete
+list; ``None`` instead of the uids when the watch resumed from its position, so it tells what
+was deleted meanwhile itself."""
 
 
 class WatchStreamLike(Protocol):
@@ -399,7 +402,7 @@ class _WatchLoop:
                 handed += 1
             self.tombstones = None
             if not self.listed and self.on_listed is not None:
-                await self.on_listed(self.resource, self.namespace, frozenset(fresh) | frozenset(self.known))
+                await self.on_listed(self.resource, self.namespace, None)
         except _Stopped:
             return
         self.m_known.set(len(self.known))
