@@ -330,13 +330,7 @@ class _WatchLoop:
     async def _list(self) -> None:
         started = time.monotonic()
         items, resource_version, pages = await self._in_thread(self._read_pages)
-        fresh: dict[str, RawObject] = {}
-        for obj in items:
-            uid = _uid(obj)
-            if uid is None:
-                self._skip("malformed", "listed object without metadata.uid", obj)
-            else:
-                fresh[uid] = obj
+        fresh = self._by_uid(items)
         previous, self.known = self.known, fresh
         if self.listed:
             self.m_relists.inc()
@@ -382,13 +376,7 @@ class _WatchLoop:
                 return
             if self.stop.is_set():
                 return
-        fresh: dict[str, RawObject] = {}
-        for obj in items:
-            uid = _uid(obj)
-            if uid is None:
-                self._skip("malformed", "listed object without metadata.uid", obj)
-            else:
-                fresh[uid] = obj
+        fresh = self._by_uid(items)
         handed = 0
         try:
             for n, (uid, obj) in enumerate(fresh.items(), 1):
@@ -433,6 +421,17 @@ class _WatchLoop:
             return True
         order = compare(_resource_version(obj), tombstones[uid])
         return order is not None and order > 0  # a recreation can't reuse the uid: never, in practice
+
+    def _by_uid(self, items: list[RawObject]) -> dict[str, RawObject]:
+        """Listed objects by uid; one without a uid is skipped and counted."""
+        fresh: dict[str, RawObject] = {}
+        for obj in items:
+            uid = _uid(obj)
+            if uid is None:
+                self._skip("malformed", "listed object without metadata.uid", obj)
+            else:
+                fresh[uid] = obj
+        return fresh
 
     def _read_pages(self) -> tuple[list[RawObject], str, int]:
         """Every page of one consistent list, read back to back (in a thread): the objects, the
