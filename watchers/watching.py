@@ -244,6 +244,8 @@ class _WatchLoop:
         self.beside: asyncio.Task[None] | None = None  # the list beside a resumed watch
         self.tombstones: dict[str, str | None] | None = None
         """While a list runs beside the watch: uid → resourceVersion of the deletions it watched."""
+        self.unproven = False  # resumed, and the server has not yet accepted the position
+        self.merged = False  # the list beside the resumed watch is merged
         self.where = "cluster-wide" if namespace is None else f"in {namespace!r}"
         label = str(resource)
         self.m_events = {t: metrics.events.labels(label, t) for t in EVENT_TYPES}
@@ -291,12 +293,16 @@ class _WatchLoop:
         log.info("%s %s: resuming the watch from resourceVersion %s", self.resource, self.where, position)
         self.resource_version = position
         self.tombstones = {}
+        self.unproven, self.merged = True, False
         self.beside = asyncio.create_task(self._list_beside(position), name=f"list {self.resource}")
         return True
 
     async def _end_beside(self) -> None:
-        """Stop a list still running beside the watch (the watch failed or stops)."""
+        """Stop a list still running beside the watch (the watch failed or stops). A resume the
+        server refused is void: what follows is a first list."""
         beside, self.beside, self.tombstones = self.beside, None, None
+        if self.unproven:
+            self.unproven = self.merged = False
         if beside is not None and not beside.done():
             beside.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -389,13 +395,12 @@ class _WatchLoop:
                 await self._emit("ADDED" if old is None else "MODIFIED", obj)
                 handed += 1
             self.tombstones = None
-            if not self.listed and self.on_listed is not None:
-                await self.on_listed(self.resource, self.namespace, None)
+            self.merged = True
+            await self._settle_resume()
         except _Stopped:
             return
         self.m_known.set(len(self.known))
         self.m_lists.inc()
-        self.listed = True
         log.info(
             "%s %s: listed %d objects in %d pages at resourceVersion %s beside the watch resumed from %s "
             "in %.2fs; %d were newer than what the watch had given",
@@ -408,6 +413,16 @@ class _WatchLoop:
             time.monotonic() - started,
             handed,
         )
+
+    async def _settle_resume(self) -> None:
+        """Once the list beside is merged and the server took the position (the watch delivered
+        something), the resume stands: this counts as the first list, and ``listed`` hears that
+        the watch tells the deletions made meanwhile itself. Until then a ``410 Gone`` can still
+        void it, and the list that follows is compared with what was published, as on any start."""
+        if self.merged and not self.unproven and not self.listed:
+            self.listed = True
+            if self.on_listed is not None:
+                await self.on_listed(self.resource, self.namespace, None)
 
     def _listed_is_newer(self, uid: str, obj: RawObject) -> bool:
         """Whether a listed object is newer than what the resumed watch gave for it (its change
@@ -482,12 +497,14 @@ class _WatchLoop:
                 item = await reader.get()
                 if self.stop.is_set():
                     raise _Stopped
-                if isinstance(item, _Ended):
-                    if item.error is not None:
-                        raise item.error
-                    self.backoff.reset()
-                    return
+                if isinstance(item, _Ended) and item.error is not None:
+                    raise item.error
                 self.backoff.reset()
+                if self.unproven:  # the server took the position
+                    self.unproven = False
+                    await self._settle_resume()
+                if isinstance(item, _Ended):
+                    return
                 await self._handle(item)
         finally:
             stopped.cancel()
