@@ -4,7 +4,8 @@ Anyone who reaches the webhook's port can open connections and start uploads (un
 TLS is on, and even then during the handshake), so what they all hold at once is bounded:
 
 - **Connections**: at most ``max_connections``. A connection is *waiting* while the webhook
-  waits for its client (TLS handshake, idle between requests, a request still arriving) and
+  waits for its client (TLS handshake, idle between requests, a request still arriving, the
+  client's answer to the TLS close) and
   *working* while the webhook reads its review and answers. A connection beyond the cap closes
   the one that has waited longest: an idle or stalled connection is older than the API server's,
   which sends its request whole as soon as it connects. Only when every connection is working is

@@ -218,6 +218,7 @@ class AdmissionWebhook:
         except asyncio.CancelledError:  # closed to make room, or by close(): the task ends quietly
             graceful = False
         finally:
+            slot.wait()  # for the client's close: a closing connection makes room like an idle one
             await self._close(writer, graceful)
             self.capacity.leave(slot)
             self._connections.discard(task)
