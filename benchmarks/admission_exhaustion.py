@@ -41,7 +41,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import report
 from controller.contract.settings import Settings
 from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
@@ -58,6 +57,7 @@ def serve(port: int, cert: str, key: str) -> None:
     """The webhook, as ``mpijob-controller admission`` serves it, with a bus that takes everything."""
     from prometheus_client import CollectorRegistry
 
+    import controller.cli.commands  # noqa: F401  # what the admission command's process has loaded
     from controller.contract.audit import AuditRecord
     from watchers.admission.webhook import serve_admission
 
@@ -190,6 +190,26 @@ def deep_update(fields: int, changed: int, depth: int = 185) -> bytes:
     new = copy.deepcopy(old)
     old["spec"] = nest({f"k{i:06d}": 1 for i in range(fields)})
     new["spec"] = nest({f"k{i:06d}": 2 if i < changed else 1 for i in range(fields)})
+    return review("UPDATE", new, old)
+
+
+def nested_update(objects: int) -> bytes:
+    """An MPIJob UPDATE whose spec holds ``objects`` small objects two deep, one of them changed:
+    the most objects for the fewest items (three each), every one compared."""
+    old = mpijob("pi", "team-a")
+    new = copy.deepcopy(old)
+    old["spec"] = {f"k{i:05d}": {"a": {"b": 1}} for i in range(objects)}
+    new["spec"] = {f"k{i:05d}": {"a": {"b": 2 if i == 0 else 1}} for i in range(objects)}
+    return review("UPDATE", new, old)
+
+
+def escaped_update(size: int) -> bytes:
+    """An MPIJob UPDATE of about ``size`` bytes, nearly all of it one annotation of ``\\u00e9``
+    escapes: what costs the JSON parser most per byte."""
+    old = mpijob("pi", "team-a")
+    new = copy.deepcopy(old)
+    plain = len(review("UPDATE", new, old))
+    new["metadata"]["annotations"] = {"note": "\u00e9" * ((size - plain) // 6)}
     return review("UPDATE", new, old)
 
 
@@ -364,18 +384,26 @@ async def fresh_server(cert: Path, key: Path) -> AsyncIterator[Server]:
         server.stop()
 
 
-async def bodies(server: Server, repeat: int, budget: int) -> dict[str, Any]:
+async def bodies(server: Server, repeat: int, budget: int, limit: int) -> dict[str, Any]:
     issue = deep_update(fields=116_000, changed=116_000)
     within = deep_update(fields=(budget - 600) // 2, changed=1)  # both objects hold the fields
-    ordinary = ordinary_update()
-    return {
-        "issue_update": {"bytes": len(issue), **await cpu_per_request(server, post(issue), repeat)},
-        "within_budget_update": {"bytes": len(within), **await cpu_per_request(server, post(within), repeat)},
-        "ordinary_update": {"bytes": len(ordinary), **await cpu_per_request(server, post(ordinary), repeat)},
-        "reviews_alone": await reviews_under(server, b"", 0, 20),
-        "reviews_under_4_clients_issue_update": await reviews_under(server, post(issue), 4, 20),
-        "reviews_under_4_clients_within_budget": await reviews_under(server, post(within), 4, 20),
+    shapes = {
+        "issue_update": issue,
+        "deep_update_within_budget": within,
+        "nested_update_within_budget": nested_update((budget - 600) // 6),
+        "escaped_update_at_the_limit": escaped_update(limit - 4096),
+        "ordinary_update": ordinary_update(),
     }
+    result: dict[str, Any] = {
+        name: {"bytes": len(body), **await cpu_per_request(server, post(body), repeat)}
+        for name, body in shapes.items()
+    }
+    result["reviews_alone"] = await reviews_under(server, b"", 0, 20)
+    result["reviews_under_4_clients_issue_update"] = await reviews_under(server, post(issue), 4, 20)
+    result["reviews_under_4_clients_deep_update_within_budget"] = await reviews_under(
+        server, post(within), 4, 20
+    )
+    return result
 
 
 async def measure(idle: int, uploads: int, repeat: int) -> dict[str, Any]:
@@ -401,7 +429,7 @@ async def measure(idle: int, uploads: int, repeat: int) -> dict[str, Any]:
             "stalled_uploads": lambda server: stalled_uploads(
                 server, uploads, admission.max_body_bytes, admission.request_timeout_s
             ),
-            "bodies": lambda server: bodies(server, repeat, budget),
+            "bodies": lambda server: bodies(server, repeat, budget, admission.max_body_bytes),
         }
         result: dict[str, Any] = {"settings": settings}
         for name, probe in probes.items():
@@ -421,6 +449,8 @@ def main() -> None:
     if args.serve:
         serve(int(args.serve[0]), args.serve[1], args.serve[2])
         return
+    from benchmarks.harness import report  # not in the server's process: it would weigh on its memory
+
     report("admission_exhaustion", asyncio.run(measure(args.idle, args.uploads, args.repeat)))
 
 

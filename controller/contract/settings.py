@@ -675,7 +675,7 @@ class AdmissionSettings(BaseModel):
         "brackets (those inside strings too, so the count errs high); more is answered 413 and the "
         "review goes unrecorded. What a review costs to parse, validate and compare grows with its "
         "items: at 10,000 a few milliseconds of CPU at most (benchmarks/admission_exhaustion.py); an "
-        "MPIJob UPDATE with managed fields has several hundred.",
+        "ordinary MPIJob UPDATE has about 130.",
     )
     max_connections: int = Field(
         default=64,
