@@ -694,9 +694,48 @@ class AdmissionSettings(BaseModel):
         default=200,
         ge=8,
         le=400,
-        description="Deepest nesting of arrays and objects accepted in a review (checked by a linear scan "
-        "before parsing); deeper bodies are answered 400. At most 400: comparing the objects of an "
-        "UPDATE recurses once per level, inside Python's recursion limit.",
+        description="Deepest nesting of arrays and objects accepted in a review; deeper bodies are "
+        "answered 400. At most 400: comparing the objects of an UPDATE recurses once per level, "
+        "inside Python's recursion limit.",
+    )
+    max_json_items: int = Field(
+        default=10_000,
+        ge=100,
+        description="Most JSON items in a review, counted before it is parsed as its commas and opening "
+        "brackets (those inside strings too, so the count errs high); more is answered 413 and the "
+        "review goes unrecorded. What a review costs to parse, validate and compare grows with its "
+        "items: at 10,000 a few milliseconds of CPU at most (benchmarks/admission_exhaustion.py); an "
+        "ordinary MPIJob UPDATE has about 130.",
+    )
+    max_connections: int = Field(
+        default=64,
+        ge=2,
+        description="Connections the webhook holds at once. A new connection beyond it closes the one "
+        "that has waited longest for its client (idle between requests, in its TLS handshake, or with "
+        "its request still arriving); only when every connection is being answered is the new one "
+        "closed unserved. A connection costs about 300 KiB idle (most of it asyncio's TLS read "
+        "buffer) and up to about 1 MiB while its client streams a body: 64 stay within the "
+        "Deployment's 256 Mi with the body pool (benchmarks/admission_exhaustion.py).",
+    )
+    max_buffered_bytes: int = Field(
+        default=32 << 20,
+        ge=0,
+        description="Bytes of request bodies larger than 64 KiB held at once, over all connections (a "
+        "body is held from its headers until it is answered or dropped). A large body that does not "
+        "fit is answered 503 before it is read; reviews of up to 64 KiB (nearly all) never wait on it.",
+    )
+    handshake_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds a new connection has to complete its TLS handshake; then it is dropped.",
+    )
+    keep_alive_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds an idle kept-alive connection (or a new one that sent nothing yet) is held "
+        "for its next request. Above the 90 s after which the API server's HTTP client closes idle "
+        "connections itself (Go's default), so the client, not the webhook, closes them and no request "
+        "races a close; an idle connection is closed sooner when max_connections is reached.",
     )
 
 

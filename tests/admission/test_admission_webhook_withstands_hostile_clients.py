@@ -69,6 +69,18 @@ async def webhook(certificate: Certificate, bus: Bus) -> AsyncIterator[Admission
         yield hook
 
 
+@pytest.fixture
+async def default_webhook(certificate: Certificate, bus: Bus) -> AsyncIterator[AdmissionWebhook]:
+    """The webhook with its default limits (3 MiB bodies, 10,000 JSON items, depth 200)."""
+    settings = AdmissionSettings(
+        host="127.0.0.1", port=0, cert_file=certificate.cert, key_file=certificate.key
+    )
+    async with AdmissionWebhook(
+        settings, bus, AdmissionMetrics(CollectorRegistry()), clock=lambda: T0
+    ) as hook:
+        yield hook
+
+
 class Raw:
     """One TLS connection speaking bytes."""
 
@@ -268,37 +280,63 @@ DEEP = 100_000
     ],
     ids=["arrays", "objects", "inside-a-review", "unterminated"],
 )
-async def test_deep_nesting_gets_a_400_not_a_recursion_error(
-    certificate: Certificate, bus: Bus, content: bytes
+async def test_deep_nesting_is_refused_before_it_is_parsed(
+    default_webhook: AdmissionWebhook, certificate: Certificate, bus: Bus, content: bytes
 ) -> None:
-    settings = AdmissionSettings(
-        host="127.0.0.1",
-        port=0,
-        cert_file=certificate.cert,
-        key_file=certificate.key,
-    )
-    async with (
-        AdmissionWebhook(settings, bus, AdmissionMetrics(CollectorRegistry()), clock=lambda: T0) as hook,
-        httpx.AsyncClient(
-            base_url=f"https://localhost:{hook.port}",
-            verify=ssl.create_default_context(cafile=str(certificate.cert)),
-        ) as client,
-    ):
+    """100,000 levels are 100,000 items: over the item budget, refused by counting bytes."""
+    async with httpx.AsyncClient(
+        base_url=f"https://localhost:{default_webhook.port}",
+        verify=ssl.create_default_context(cafile=str(certificate.cert)),
+    ) as client:
         response = await client.post(
             "/validate", content=content, headers={"content-type": "application/json"}
         )
-        assert response.status_code == 400
-        assert re.search(r"JSON nested 10000\d deep; at most 200 is accepted", response.json()["error"])
+        assert response.status_code == 413
+        assert re.search(r"has 10000\d JSON items .*; at most 10000 are read", response.json()["error"])
         assert (await client.get("/healthz")).text == "ok\n", "the server is still there"
     assert bus.records == []
 
 
+@pytest.mark.parametrize(
+    ("depth", "message"),
+    [
+        (300, "JSON nested 303 deep; at most 200 is accepted"),
+        (5000, "JSON nested deeper than the parser goes"),
+    ],
+)
+async def test_deep_nesting_within_the_item_budget_gets_a_400_not_a_recursion_error(
+    default_webhook: AdmissionWebhook, certificate: Certificate, bus: Bus, depth: int, message: str
+) -> None:
+    body = admission_review("UPDATE", a_mpijob(), old=a_mpijob())
+    deep: Any = 1
+    for _ in range(depth):
+        deep = {"k": deep}
+    body["request"]["object"]["spec"] = deep
+    async with httpx.AsyncClient(
+        base_url=f"https://localhost:{default_webhook.port}",
+        verify=ssl.create_default_context(cafile=str(certificate.cert)),
+    ) as client:
+        content = json.dumps(body).encode() if depth < 900 else _deep_json(body, depth)
+        response = await client.post(
+            "/validate", content=content, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 400
+        assert message in response.json()["error"]
+    assert bus.records == []
+
+
+def _deep_json(body: dict[str, Any], depth: int) -> bytes:
+    """``body`` with its object's spec ``depth`` objects deep (json.dumps would recurse that deep)."""
+    body["request"]["object"]["spec"] = "SPEC"
+    return json.dumps(body).encode().replace(b'"SPEC"', b'{"k":' * depth + b"1" + b"}" * depth)
+
+
 def test_brackets_inside_strings_are_text() -> None:
     job = a_mpijob()
-    plain = json_depth(json.dumps(admission_review("CREATE", job)).encode())
-    job["metadata"]["labels"]["note"] = "[" * 5000 + '\\"{' * 5000
+    plain = json_depth(admission_review("CREATE", job))
+    job["metadata"]["labels"]["note"] = "[" * 2000 + '\\"{' * 2000  # 4,000 items counted, none nested
     body = json.dumps(admission_review("CREATE", job)).encode()
-    assert json_depth(body) == plain == 12
+    assert json_depth(json.loads(body)) == plain == 12
     reviewed = review(body, T0)
     assert reviewed.outcome == "recorded"
 

@@ -1,5 +1,5 @@
-"""One HTTP/1.1 connection of the webhook (h11): bounded headers, a deadline per request,
-JSON error answers."""
+"""One HTTP/1.1 connection of the webhook (h11): bounded headers, a deadline per request, an
+idle timeout between requests, JSON error answers."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ from typing import Any, Final
 
 import h11
 
+from watchers.admission.capacity import Slot
 from watchers.admission.metrics import AdmissionMetrics
 
 __all__ = ["CLOSE", "Http", "Reply", "TooSlow", "content_length", "error"]
 
 MAX_HEADER_BYTES = 64 << 10
-IDLE_TIMEOUT_S = 120.0
-"""Keep-alive connections idle longer than this are closed."""
 
 
 Reply = tuple[int, bytes, str, list[tuple[str, str]]]
@@ -36,17 +35,21 @@ class TooSlow(Exception):
 
 
 class Http:
-    """One HTTP/1.1 connection (h11) with a deadline per request, from its first byte to its last."""
+    """One HTTP/1.1 connection (h11) with a deadline per request, from its first byte to its last,
+    and ``idle_s`` for the first byte of the next; ``slot`` learns when the client is waited for."""
 
     def __init__(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         budget_s: float,
+        idle_s: float,
         metrics: AdmissionMetrics,
+        slot: Slot,
     ) -> None:
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
-        self.reader, self.writer, self.budget_s, self.metrics = reader, writer, budget_s, metrics
+        self.reader, self.writer, self.metrics, self.slot = reader, writer, metrics, slot
+        self.budget_s, self.idle_s = budget_s, idle_s
         self.deadline: float | None = None
         """Loop time by which the current request must be complete; None between requests."""
         self._loop = asyncio.get_running_loop()
@@ -56,8 +59,9 @@ class Http:
             event = self.conn.next_event()
             if event is not h11.NEED_DATA:
                 return event
+            self.slot.wait()
             if self.deadline is None:  # between requests: wait for the next one's first bytes
-                data = await asyncio.wait_for(self.reader.read(65536), IDLE_TIMEOUT_S)
+                data = await asyncio.wait_for(self.reader.read(65536), self.idle_s)
                 self.deadline = self._loop.time() + self.budget_s
             else:
                 left = max(self.deadline - self._loop.time(), 0.0)

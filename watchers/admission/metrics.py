@@ -22,7 +22,26 @@ class AdmissionMetrics(MetricGroup):
             registry=registry,
         )
         self.rejected = Counter(
-            "mpijc_admission_bad_requests", "Requests answered 4xx, by status.", ["status"], registry=registry
+            "mpijc_admission_bad_requests",
+            "Requests refused, by status: 4xx, and 503 for a large body the pool could not hold.",
+            ["status"],
+            registry=registry,
+        )
+        self.connections = Gauge(
+            "mpijc_admission_connections",
+            "Connections open (at most admission.max_connections).",
+            registry=registry,
+        )
+        self.connections_evicted = Counter(
+            "mpijc_admission_connections_evicted",
+            "Connections closed to make room for a new one beyond admission.max_connections (the one that "
+            "had waited longest for its client).",
+            registry=registry,
+        )
+        self.connections_refused = Counter(
+            "mpijc_admission_connections_refused",
+            "New connections closed unserved: admission.max_connections were all being answered.",
+            registry=registry,
         )
         self.publish_failures = Counter(
             "mpijc_admission_publish_failures",

@@ -17,9 +17,15 @@ this process being down or slow never blocks a user. What it does is publish an
 - Input is bounded before it is read (docs/admission.md): a ``Content-Length`` over
   ``max_body_bytes`` is a 413 before any of the body is read, a chunked body is counted as it
   streams; a request whose headers and body do not arrive within ``request_timeout_s`` of its
-  first byte is a 408 and the connection is dropped; JSON nested deeper than ``max_json_depth``
-  is a 400 found by a linear scan (:func:`json_depth`) before ``json.loads`` could recurse.
-  Every refusal is a JSON ``{"error": …}``.
+  first byte is a 408 and the connection is dropped; a body with more JSON items than
+  ``max_json_items`` is a 413 found by counting bytes before it is parsed, one nested deeper than
+  ``max_json_depth`` a 400. Every refusal is a JSON ``{"error": …}``.
+- What all connections hold at once is bounded (:mod:`.capacity`): at most ``max_connections``
+  (a new one beyond it closes the one that waited longest for its client), TLS handshakes within
+  ``handshake_timeout_s`` (connections are accepted as plain TCP and counted before their
+  handshake, which costs the TLS layer's buffers), idle connections for ``keep_alive_s``, and the
+  bytes of bodies over 64 KiB within ``max_buffered_bytes`` (a 503 before reading one that does
+  not fit).
 - Every record says how the connection was authenticated (``caller``): ``mtls`` when the
   handshake required a client certificate from ``admission.client_ca_file``, else ``unverified``.
 - Publishing waits at most ``publish_timeout_s`` for JetStream; a record it could not store
@@ -38,16 +44,17 @@ could otherwise forge "who did it". Besides the webhook path it serves ``GET /he
 
 This module is the server; the parts it wires are one module each: :mod:`.reviews` (what a
 review says and the record it yields), :mod:`.publishing` (spool and backlog),
-:mod:`.certificates`, :mod:`.http` (one connection), :mod:`.metrics`.
+:mod:`.certificates`, :mod:`.http` (one connection), :mod:`.capacity` (all connections
+together), :mod:`.metrics`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import ssl
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Final
@@ -58,11 +65,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import AdmissionSettings
+from watchers.admission.capacity import SMALL_BODY_BYTES, BodyPool, Connections, Slot
 from watchers.admission.certificates import CertificateReloader
 from watchers.admission.http import CLOSE, Http, Reply, TooSlow, content_length, error
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.publishing import Publish, RecordPublisher
-from watchers.admission.reviews import BadReview, Caller, review
+from watchers.admission.reviews import BadReview, Caller, TooCostly, review
 from watchers.admission.spool import Spool
 
 __all__ = ["AdmissionWebhook", "serve_admission"]
@@ -70,6 +78,9 @@ __all__ = ["AdmissionWebhook", "serve_admission"]
 log = logging.getLogger(__name__)
 
 WEBHOOK_PATH: Final = "/validate"
+CLOSE_TIMEOUT_S: Final = 1.0
+"""How long a closing TLS connection waits for the client's close_notify before it is aborted
+(asyncio would wait 30 s, holding the connection's buffers outside the cap)."""
 
 
 class AdmissionWebhook:
@@ -99,6 +110,9 @@ class AdmissionWebhook:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
+        """Every connection's task, until it has closed its connection."""
+        self.capacity = Connections(settings.max_connections, time.monotonic)
+        self.bodies = BodyPool(settings.max_buffered_bytes)
 
     @property
     def port(self) -> int:
@@ -108,13 +122,8 @@ class AdmissionWebhook:
         return port
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._connection,
-            self.settings.host,
-            self.settings.port,
-            ssl=self.certificate.context,
-            ssl_handshake_timeout=10.0,
-        )
+        # plain TCP: a connection is counted, and may be refused, before its TLS handshake
+        self._server = await asyncio.start_server(self._connection, self.settings.host, self.settings.port)
         self._tasks = [
             asyncio.create_task(self.publisher.run(self._stop)),
             asyncio.create_task(self.certificate.run(self._stop, self.settings.cert_reload_s)),
@@ -141,7 +150,7 @@ class AdmissionWebhook:
         await self.close()
 
     async def _route(
-        self, method: str, target: str, headers: Mapping[str, str], body: bytes, caller: Caller
+        self, method: str, target: str, headers: Mapping[str, str], body: bytearray, caller: Caller
     ) -> Reply:
         path = target.partition("?")[0]
         if path == "/healthz" and method == "GET":
@@ -158,7 +167,15 @@ class AdmissionWebhook:
         if content_type != "application/json":
             return error(415, f"content-type must be application/json, not {content_type or 'missing'!r}")
         try:
-            reviewed = review(body, self._clock(), caller=caller, max_depth=self.settings.max_json_depth)
+            reviewed = review(
+                body,
+                self._clock(),
+                caller=caller,
+                max_depth=self.settings.max_json_depth,
+                max_items=self.settings.max_json_items,
+            )
+        except TooCostly as exc:
+            return error(413, f"not read: {exc}")
         except BadReview as exc:
             return error(400, f"not an AdmissionReview: {exc}")
         except RecursionError:  # max_json_depth bounds it; this is the belt to those braces
@@ -173,67 +190,124 @@ class AdmissionWebhook:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        slot, evicted = self.capacity.admit(task)
+        if evicted is not None:
+            self.metrics.connections_evicted.inc()
+        if slot is None:  # every connection is being answered: this one is closed unserved
+            self.metrics.connections_refused.inc()
+            writer.close()
+            return
         self._connections.add(task)
-        # with client_ca_file the handshake required a certificate from that CA
-        caller: Caller = "mtls" if writer.get_extra_info("peercert") else "unverified"
+        self.metrics.connections.set(len(self.capacity))
+        graceful = True  # answered, timed out or closed by the client: let the answer reach it
         try:
-            await self._serve(reader, writer, caller)
-        except (ConnectionError, TimeoutError, ssl.SSLError, h11.ProtocolError) as exc:
+            await writer.start_tls(
+                self.certificate.context, ssl_handshake_timeout=self.settings.handshake_timeout_s
+            )
+            # with client_ca_file the handshake required a certificate from that CA
+            caller: Caller = "mtls" if writer.get_extra_info("peercert") else "unverified"
+            await self._serve(reader, writer, caller, slot)
+        except TimeoutError as exc:  # idle for keep_alive_s, or a client that does not read its answer
+            log.debug("webhook connection timed out: %s", exc)
+        except (ConnectionError, ssl.SSLError, h11.ProtocolError) as exc:
+            graceful = False
             log.debug("webhook connection ended: %s", exc)
         except Exception:
+            graceful = False
             log.exception("webhook connection failed")
-        except asyncio.CancelledError:  # close() ends the connections; the task ends quietly
-            pass
+        except asyncio.CancelledError:  # closed to make room, or by close(): the task ends quietly
+            graceful = False
         finally:
+            slot.wait()  # for the client's close: a closing connection makes room like an idle one
+            await self._close(writer, graceful)
+            self.capacity.leave(slot)
             self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(writer.wait_closed(), 5.0)
+            self.metrics.connections.set(len(self.capacity))
+
+    @staticmethod
+    async def _close(writer: asyncio.StreamWriter, graceful: bool) -> None:
+        """Close the connection: ``graceful``, waiting for the client's TLS close_notify at most
+        ``CLOSE_TIMEOUT_S``; else (or then) aborted, so that its buffers go at once."""
+        try:
+            if graceful:
+                writer.close()
+                await asyncio.wait_for(writer.wait_closed(), CLOSE_TIMEOUT_S)
+                return
+        except (ConnectionError, ssl.SSLError, TimeoutError, asyncio.CancelledError):
+            pass
+        writer.transport.abort()
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller, slot: Slot
     ) -> None:
         """Serve requests on one connection: each must arrive whole within ``request_timeout_s``."""
-        http = Http(reader, writer, self.settings.request_timeout_s, self.metrics)
-        limit, budget = self.settings.max_body_bytes, self.settings.request_timeout_s
+        settings = self.settings
+        http = Http(reader, writer, settings.request_timeout_s, settings.keep_alive_s, self.metrics, slot)
+        limit, budget = settings.max_body_bytes, settings.request_timeout_s
         while True:
+            held = 0  # bytes of the pool this request's body holds
             try:
-                request = await http.next_event()
-                if not isinstance(request, h11.Request):
-                    return  # the client closed the connection
-                length = content_length(request.headers)
-                if length is not None and length > limit:
-                    await http.refuse(413, f"request body of {length} bytes; at most {limit} are read")
-                    await http.linger(2 * limit)
-                    return
-                body = bytearray()
-                while not isinstance(event := await http.next_event(), h11.EndOfMessage):
-                    if not isinstance(event, h11.Data):
-                        return
-                    body += event.data
-                    if len(body) > limit:
-                        await http.refuse(413, f"request body over {limit} bytes")
+                try:
+                    request = await http.next_event()
+                    if not isinstance(request, h11.Request):
+                        return  # the client closed the connection
+                    length = content_length(request.headers)
+                    if length is not None and length > limit:
+                        await http.refuse(413, f"request body of {length} bytes; at most {limit} are read")
                         await http.linger(2 * limit)
                         return
-            except h11.RemoteProtocolError as exc:
-                await http.refuse(exc.error_status_hint, f"bad HTTP request: {exc}")
-                return
-            except TooSlow:
-                await http.refuse(408, f"the request did not arrive within {budget:g} s")
-                return
-            http.deadline = None
-            headers = {name.decode().lower(): value.decode("latin-1") for name, value in request.headers}
-            try:
-                reply = await self._route(
-                    request.method.decode(), request.target.decode(), headers, bytes(body), caller
-                )
-            except Exception:
-                log.exception("review failed")
-                reply = error(500, "the webhook failed to read the review (logged)", CLOSE)
+                    if length is not None and length > SMALL_BODY_BYTES:
+                        if not self.bodies.take(length):
+                            await self._busy(http, length)
+                            return
+                        held = length
+                    body = bytearray()
+                    while not isinstance(event := await http.next_event(), h11.EndOfMessage):
+                        if not isinstance(event, h11.Data):
+                            return
+                        body += event.data
+                        if len(body) > limit:
+                            await http.refuse(413, f"request body over {limit} bytes")
+                            await http.linger(2 * limit)
+                            return
+                        if len(body) > SMALL_BODY_BYTES and not held:  # chunked: it may grow to the limit
+                            if not self.bodies.take(limit):
+                                await self._busy(http, limit)
+                                return
+                            held = limit
+                except h11.RemoteProtocolError as exc:
+                    await http.refuse(exc.error_status_hint, f"bad HTTP request: {exc}")
+                    return
+                except TooSlow:
+                    await http.refuse(408, f"the request did not arrive within {budget:g} s")
+                    return
+                slot.work()
+                http.deadline = None
+                headers = {name.decode().lower(): value.decode("latin-1") for name, value in request.headers}
+                try:
+                    reply = await self._route(
+                        request.method.decode(), request.target.decode(), headers, body, caller
+                    )
+                except Exception:
+                    log.exception("review failed")
+                    reply = error(500, "the webhook failed to read the review (logged)", CLOSE)
+                del body
+            finally:
+                self.bodies.give(held)
             await http.send(reply)
             if http.conn.our_state is h11.MUST_CLOSE:
                 return
             http.conn.start_next_cycle()
+
+    async def _busy(self, http: Http, size: int) -> None:
+        """Answer 503 for a large body the pool cannot hold now, and close."""
+        pool = self.bodies
+        await http.refuse(
+            503,
+            f"request body of up to {size} bytes not read: the webhook holds {pool.held} of its "
+            f"{pool.most} bytes for large bodies already; try again",
+        )
+        await http.linger(2 * self.settings.max_body_bytes)
 
 
 async def serve_admission(

@@ -1,0 +1,379 @@
+"""No unauthenticated exhaustion of the admission webhook: what all connections hold together is
+bounded, and so is what one review costs.
+
+Without mutual TLS anyone who reaches the port can open connections, start uploads and send
+costly bodies. Here the webhook (on a loopback port, raw TLS sockets sending what an attacker
+would) keeps at most ``max_connections`` (a new one closes the one that waited longest for its
+client; only when every connection is being answered is it refused), drops handshakes and idle
+connections at their deadlines, holds large bodies within a pool and lets go of a stalled one at
+its deadline, refuses a body of too many JSON items before parsing it, and keeps answering the
+API server's reviews while costly bodies are being sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from controller.contract.audit import AuditRecord
+from controller.contract.settings import AdmissionSettings
+from controller.testing.waits import until
+from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate
+from watchers.admission.metrics import AdmissionMetrics
+from watchers.admission.reviews import MAX_PATH_CHARS, TooCostly, review
+from watchers.admission.webhook import AdmissionWebhook
+
+GUARD_S = 10.0
+"""Longest any exchange here may take before the test fails (deadlines here are 1 s or less)."""
+KIB = 1 << 10
+
+
+class Bus:
+    """Takes every record; with ``hold`` set, keeps each publish waiting until it is cleared."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+        self.hold = False
+        self.waiting = 0
+        self._released = asyncio.Event()
+
+    async def __call__(self, records: Sequence[AuditRecord]) -> int:
+        if self.hold:
+            self.waiting += 1
+            await self._released.wait()
+        self.records += records
+        return len(records)
+
+    def release(self) -> None:
+        self.hold = False
+        self._released.set()
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> Certificate:
+    return make_certificate(tmp_path)
+
+
+@pytest.fixture
+def bus() -> Bus:
+    return Bus()
+
+
+@contextlib.asynccontextmanager
+async def serving(certificate: Certificate, bus: Bus, **limits: Any) -> AsyncIterator[AdmissionWebhook]:
+    settings = AdmissionSettings(
+        host="127.0.0.1", port=0, cert_file=certificate.cert, key_file=certificate.key, **limits
+    )
+    async with AdmissionWebhook(
+        settings, bus, AdmissionMetrics(CollectorRegistry()), clock=lambda: T0
+    ) as hook:
+        yield hook
+
+
+class Client:
+    """One connection speaking bytes, TLS unless ``tls`` is False."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, webhook: AdmissionWebhook, certificate: Certificate, tls: bool = True) -> Client:
+        context = ssl.create_default_context(cafile=str(certificate.cert)) if tls else None
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                "127.0.0.1", webhook.port, ssl=context, server_hostname="localhost" if tls else None
+            ),
+            GUARD_S,
+        )
+        return cls(reader, writer)
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def answer(self) -> tuple[int, Any]:
+        """Status and JSON body of the next response."""
+        async with asyncio.timeout(GUARD_S):
+            head = await self.reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            headers = {
+                k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
+            }
+            body = await self.reader.readexactly(int(headers["content-length"]))
+        return int(lines[0].split()[1]), json.loads(body)
+
+    async def closed(self) -> bool:
+        """Whether the server closes the connection (EOF or reset) within the guard."""
+        try:
+            async with asyncio.timeout(GUARD_S):
+                while await self.reader.read(65536):
+                    pass
+        except TimeoutError:
+            return False
+        except (ConnectionError, ssl.SSLError):
+            pass
+        return True
+
+    async def still_open(self) -> bool:
+        """Whether the connection is open with nothing to read (looked at for a moment)."""
+        try:
+            async with asyncio.timeout(0.2):
+                await self.reader.read(1)
+        except TimeoutError:
+            return True
+        except (ConnectionError, ssl.SSLError):
+            pass
+        return False
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
+            await asyncio.wait_for(self.writer.wait_closed(), 2)
+
+
+def counted(webhook: AdmissionWebhook, name: str) -> float | None:
+    return webhook.metrics.registry.get_sample_value(name)
+
+
+def post(body: bytes, *, length: int | None = None) -> bytes:
+    head = (
+        "POST /validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body) if length is None else length}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def a_review(uid: str | None = None) -> bytes:
+    return json.dumps(admission_review("CREATE", a_mpijob(), uid=uid)).encode()
+
+
+async def reviewed(webhook: AdmissionWebhook, certificate: Certificate, body: bytes) -> tuple[int, Any]:
+    """Send one review on a new connection and read its answer."""
+    client = await Client.open(webhook, certificate)
+    try:
+        await client.send(post(body))
+        return await client.answer()
+    finally:
+        await client.close()
+
+
+def deep_update(fields: int, changed: int, depth: int = 185) -> bytes:
+    """An MPIJob UPDATE whose spec nests ``depth`` objects over ``fields`` fields, the first
+    ``changed`` of which differ between the old and the new object (the security review's
+    probe had 116,000 of them, all changed, 190 levels deep: 2.75 MiB)."""
+
+    def nest(leaf: dict[str, int]) -> dict[str, Any]:
+        node: dict[str, Any] = leaf
+        for _ in range(depth):
+            node = {"k": node}
+        return node
+
+    old = a_mpijob()
+    new = copy.deepcopy(old)
+    old["spec"] = nest({f"f{i:06d}": 1 for i in range(fields)})
+    new["spec"] = nest({f"f{i:06d}": 2 if i < changed else 1 for i in range(fields)})
+    return json.dumps(admission_review("UPDATE", new, old=old), separators=(",", ":")).encode()
+
+
+# --------------------------------------------------------------------------- connections
+
+
+async def test_a_connection_beyond_the_cap_closes_the_one_that_waited_longest(
+    certificate: Certificate, bus: Bus
+) -> None:
+    async with serving(certificate, bus, max_connections=2) as webhook:
+        oldest = await Client.open(webhook, certificate)  # handshake done, nothing sent: idle
+        younger = await Client.open(webhook, certificate)
+        try:
+            status, answer = await reviewed(webhook, certificate, a_review(uid="real"))
+            assert (status, answer["response"]) == (200, {"uid": "real", "allowed": True})
+            assert await oldest.closed(), "the longest-waiting connection made room"
+            assert await younger.still_open()
+            await younger.send(post(a_review(uid="younger")))
+            assert (await younger.answer())[0] == 200
+            assert [record.request_uid for record in bus.records] == ["real", "younger"]
+            assert counted(webhook, "mpijc_admission_connections_evicted_total") == 1
+        finally:
+            await oldest.close()
+            await younger.close()
+
+
+async def test_when_every_connection_is_being_answered_a_new_one_is_refused(
+    certificate: Certificate, bus: Bus
+) -> None:
+    bus.hold = True  # both reviews wait for NATS: their connections are being answered
+    async with serving(certificate, bus, max_connections=2, publish_timeout_s=GUARD_S) as webhook:
+        first, second = [await Client.open(webhook, certificate) for _ in range(2)]
+        try:
+            await first.send(post(a_review(uid="first")))
+            await second.send(post(a_review(uid="second")))
+            await until(lambda: bus.waiting == 2, what=lambda: f"{bus.waiting} reviews publishing")
+            with pytest.raises((ConnectionError, ssl.SSLError)):  # closed before its TLS handshake
+                await Client.open(webhook, certificate)
+            assert counted(webhook, "mpijc_admission_connections_refused_total") == 1
+            bus.release()
+            assert (await first.answer())[1]["response"]["uid"] == "first"
+            assert (await second.answer())[1]["response"]["uid"] == "second"
+        finally:
+            await first.close()
+            await second.close()
+        await until(lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections")
+        assert (await reviewed(webhook, certificate, a_review(uid="later")))[0] == 200
+
+
+async def test_a_connection_that_does_not_finish_its_handshake_is_dropped(
+    certificate: Certificate, bus: Bus
+) -> None:
+    async with serving(certificate, bus, handshake_timeout_s=0.3) as webhook:
+        silent = await Client.open(webhook, certificate, tls=False)
+        halfway = await Client.open(webhook, certificate, tls=False)
+        try:
+            await halfway.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
+            assert await silent.closed()
+            assert await halfway.closed()
+            await until(
+                lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections"
+            )
+        finally:
+            await silent.close()
+            await halfway.close()
+
+
+async def test_an_idle_connection_is_closed_after_keep_alive(certificate: Certificate, bus: Bus) -> None:
+    async with serving(certificate, bus, keep_alive_s=0.3) as webhook:
+        fresh = await Client.open(webhook, certificate)  # never sends a byte
+        served = await Client.open(webhook, certificate)
+        try:
+            await served.send(post(a_review()))
+            assert (await served.answer())[0] == 200
+            assert await fresh.closed()
+            assert await served.closed()
+            await until(
+                lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections"
+            )
+        finally:
+            await fresh.close()
+            await served.close()
+
+
+# --------------------------------------------------------------------------- large bodies
+
+
+def padded_review(size: int, uid: str) -> bytes:
+    """A valid review of ``size`` bytes (a long annotation)."""
+    job = a_mpijob()
+    job["metadata"]["annotations"] = {"note": ""}
+    plain = len(json.dumps(admission_review("CREATE", job, uid=uid)).encode())
+    job["metadata"]["annotations"]["note"] = "x" * (size - plain)
+    body = json.dumps(admission_review("CREATE", job, uid=uid)).encode()
+    assert len(body) == size
+    return body
+
+
+async def test_a_stalled_large_upload_holds_the_pool_until_its_deadline_then_lets_go(
+    certificate: Certificate, bus: Bus
+) -> None:
+    limits = {"max_body_bytes": 256 * KIB, "max_buffered_bytes": 300 * KIB, "request_timeout_s": 1.0}
+    async with serving(certificate, bus, **limits) as webhook:
+        size = 200 * KIB
+        stalled = await Client.open(webhook, certificate)
+        try:
+            await stalled.send(post(padded_review(size, uid="stalled")[: size // 2], length=size))
+            await until(lambda: webhook.bodies.held == size, what=lambda: f"{webhook.bodies.held} held")
+
+            status, answer = await reviewed(webhook, certificate, padded_review(size, uid="second"))
+            assert status == 503, "a second large body does not fit beside the stalled one"
+            assert f"holds {size} of its {300 * KIB} bytes for large bodies" in answer["error"]
+            status, answer = await reviewed(webhook, certificate, a_review(uid="small"))
+            assert (status, answer["response"]["uid"]) == (200, "small"), (
+                "a small review never waits on the pool"
+            )
+
+            status, answer = await stalled.answer()
+            assert status == 408
+            assert await stalled.closed()
+        finally:
+            await stalled.close()
+        await until(lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections")
+        assert webhook.bodies.held == 0, "the stalled body's bytes were let go"
+        assert (await reviewed(webhook, certificate, padded_review(size, uid="later")))[0] == 200
+        assert [record.request_uid for record in bus.records] == ["small", "later"]
+
+
+# --------------------------------------------------------------------------- costly bodies
+
+
+def test_the_security_reviews_update_is_refused_by_counting_before_it_is_parsed() -> None:
+    body = deep_update(fields=116_000, changed=116_000, depth=188)
+    assert len(body) > 2 << 20
+    with pytest.raises(TooCostly, match=r"has 23\d{4} JSON items .*; at most 10000 are read"):
+        review(body, T0)
+
+
+def test_an_update_changed_everywhere_lists_its_first_paths_cut_short() -> None:
+    reviewed_ = review(deep_update(fields=4000, changed=4000), T0)
+    assert reviewed_.record is not None
+    changes = reviewed_.record.changes
+    assert len(changes) == 50 and changes[-1] == "…"
+    assert changes[0] == "spec." + "k." * 185 + "f000000"
+    assert changes[48].endswith(".f000048")
+
+
+def test_a_record_stays_small_however_long_the_keys() -> None:
+    old = a_mpijob()
+    new = copy.deepcopy(old)
+    key = "k" * (512 * KIB)
+    old["spec"] = {key: {f"f{i}": 1 for i in range(60)}}
+    new["spec"] = {key: {f"f{i}": 2 for i in range(60)}}
+    record = review(json.dumps(admission_review("UPDATE", new, old=old)).encode(), T0).record
+    assert record is not None
+    assert len(record.changes) == 50
+    assert all(len(path) <= MAX_PATH_CHARS and path.endswith("…") for path in record.changes)
+    assert len(record.model_dump_json()) < 64 * KIB
+
+
+async def test_reviews_are_answered_while_costly_bodies_are_being_sent(
+    certificate: Certificate, bus: Bus
+) -> None:
+    over = post(deep_update(fields=116_000, changed=116_000))  # the security review's 2.75 MiB
+    within = post(deep_update(fields=4700, changed=1))  # the costliest shape within the budget
+    answers: dict[bytes, list[int]] = {over: [], within: []}
+    stop = asyncio.Event()
+    async with serving(certificate, bus) as webhook:
+
+        async def attacker(data: bytes) -> None:
+            while not stop.is_set():
+                client = await Client.open(webhook, certificate)
+                try:
+                    await client.send(data)
+                    answers[data].append((await client.answer())[0])
+                finally:
+                    await client.close()
+
+        attackers = [asyncio.create_task(attacker(data)) for data in (over, over, within, within)]
+        try:
+            await until(lambda: all(answers.values()), what=lambda: "no costly body answered yet")
+            before = {data: len(got) for data, got in answers.items()}
+            for n in range(5):
+                status, answer = await reviewed(webhook, certificate, a_review(uid=f"real-{n}"))
+                assert (status, answer["response"]) == (200, {"uid": f"real-{n}", "allowed": True})
+            await until(lambda: all(len(got) > before[data] for data, got in answers.items()))
+            assert not any(task.done() for task in attackers), "the costly bodies kept coming meanwhile"
+        finally:
+            stop.set()
+            await asyncio.gather(*attackers)
+    assert set(answers[over]) == {413}
+    assert set(answers[within]) == {200}
+    real = [record.request_uid for record in bus.records if (record.request_uid or "").startswith("real-")]
+    assert real == [f"real-{n}" for n in range(5)]
+    deep = [record for record in bus.records if not (record.request_uid or "").startswith("real-")]
+    assert deep and all(record.changes == ("spec." + "k." * 185 + "f000000",) for record in deep)
