@@ -417,7 +417,8 @@ async def measure(
     with tempfile.TemporaryDirectory(prefix="mpijc-coldstart-") as tmp, SimCluster() as sim:
         workdir = Path(tmp)
         victims, uids = populate(sim, jobs, workers)
-        with EmbeddedServices(workdir, free_port(), free_port(), None, None) as services:
+        # no NATS users: the bench reads the findings itself (up_restart measures `up` with them)
+        with EmbeddedServices(workdir, free_port(), free_port(), None, None, nats_users=False) as services:
             await migrate.upgrade_async(services.database_url)
             nc = await nats.connect(services.nats_url)
             js = nc.jetstream()

@@ -90,7 +90,7 @@ async def run_drill(drill: Drill, jobs: int, processes: int, fault: Fault) -> di
 def single_servers(workdir: Path) -> Iterator[tuple[EmbeddedPostgres, str, str]]:
     """One PostgreSQL and one NATS server: the PostgreSQL object, its URL and NATS's URL."""
     postgres = EmbeddedPostgres(workdir / "pg", free_port())
-    nats = EmbeddedNats(workdir / "nats", free_port())
+    nats = EmbeddedNats(workdir / "nats", free_port(), users=False)  # the drill reads every stream itself
     try:
         yield postgres, postgres.start(), nats.start()
     finally:

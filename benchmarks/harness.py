@@ -61,7 +61,9 @@ async def pipeline_services(
     ``consumers`` may repeat a name (two ``dispatch`` processes); ``env`` adds settings. This
     process plays the watcher, so it collects garbage at the pace every command sets."""
     pace_collector()
-    with EmbeddedServices(data_dir, free_port(), free_port(), None, None) as services:
+    # no NATS users: this process plays the watchers and reads what every role reads (up_restart
+    # measures `up` with them)
+    with EmbeddedServices(data_dir, free_port(), free_port(), None, None, nats_users=False) as services:
         await migrate.upgrade_async(services.database_url)
         topology = Topology("bench")
         nc = await connect(services.nats_url, "bench")

@@ -28,7 +28,7 @@ from consumers.wiring import Wiring
 from controller.bus.client import NATS
 from controller.bus.consuming import open_durables, run_durable
 from controller.bus.streams import connect
-from controller.contract.settings import Settings
+from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.metrics import PipelineMetrics
@@ -46,39 +46,49 @@ async def run_consumers(
     started: asyncio.Event | None = None,
     only: Collection[str] = tuple(CONSUMERS),
     kube: Callable[[], KubeGateway] | None = None,
+    nats_for: Callable[[str], NatsSettings] | None = None,
 ) -> None:
-    """Consume until ``stop`` is set; streams must exist (:func:`controller.bus.streams.ensure_streams`)."""
+    """Consume until ``stop`` is set; streams must exist (:func:`controller.bus.streams.ensure_streams`).
+
+    All roles share one connection, as ``settings.nats``; with ``nats_for`` (role → the settings
+    of its identity: the embedded NATS, where each role has its own), each role has its own."""
     unknown = set(only) - set(CONSUMERS)
     if unknown:
         raise ValueError(f"unknown consumers {sorted(unknown)}; choose from {list(CONSUMERS)}")
-    nc = await connect(nats_url, "mpijc-consumers", settings.nats)
-    wiring = Wiring(
-        settings,
-        topology,
-        nc,
-        nc.jetstream(),
-        engine,
-        metrics,
-        kube or (lambda: KubeGateway.from_settings(settings.kube)),
-    )
+    names = [name for name in CONSUMERS if name in only]
+    groups = [(settings.nats, names)] if nats_for is None else [(nats_for(name), [name]) for name in names]
+    connections: list[NATS] = []
     loops: list[asyncio.Task[None]] = []
     try:
-        for name in (name for name in CONSUMERS if name in only):
-            role = await CONSUMERS[name].attach(wiring)
-            loops += [asyncio.create_task(loop(stop), name=name) for loop in role.background]
-            durables = await open_durables(
-                nc, topology, settings.consumer, role.durables, metrics, settings.nats.publish_retry_s
+        for nats, roles in groups:
+            nc = await connect(nats_url, "mpijc-consumers", nats)
+            connections.append(nc)
+            wiring = Wiring(
+                settings,
+                topology,
+                nc,
+                nc.jetstream(),
+                engine,
+                metrics,
+                kube or (lambda: KubeGateway.from_settings(settings.kube)),
             )
-            for opened in durables:
-                loops.append(asyncio.create_task(run_durable(opened, stop), name=opened.puller.durable))
-        log.info("consumers running: %s", ", ".join(name for name in CONSUMERS if name in only))
+            for name in roles:
+                role = await CONSUMERS[name].attach(wiring)
+                loops += [asyncio.create_task(loop(stop), name=name) for loop in role.background]
+                durables = await open_durables(
+                    nc, topology, settings.consumer, role.durables, metrics, settings.nats.publish_retry_s
+                )
+                for opened in durables:
+                    loops.append(asyncio.create_task(run_durable(opened, stop), name=opened.puller.durable))
+        log.info("consumers running: %s", ", ".join(names))
         if started:
             started.set()
         await _until_stopped_or_failed(stop, loops)
     finally:  # stopping, or failing to start: either way nothing may be left running
         stop.set()
         await asyncio.gather(*loops, return_exceptions=True)
-        await _close(nc)
+        for nc in connections:
+            await _close(nc)
 
 
 async def _until_stopped_or_failed(stop: asyncio.Event, loops: list[asyncio.Task[None]]) -> None:

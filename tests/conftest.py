@@ -94,7 +94,9 @@ def _containers() -> Iterator[Services]:
 @contextlib.contextmanager
 def _embedded(base: Path) -> Iterator[Services]:
     pg = EmbeddedPostgres(base / "postgres", free_port())
-    nats_server = EmbeddedNats(base / "nats", free_port())
+    # no users: the session's tests share it, each under its own prefix, and connect as they need
+    # (the users and permissions are tested where roles run: tests/deploy, tests/cli)
+    nats_server = EmbeddedNats(base / "nats", free_port(), users=False)
     try:
         pg.start()
         nats_server.start()

@@ -2,8 +2,8 @@
 
 One rendering serves every topology: ``deploy/base/nats.conf`` (the ConfigMap of the bundled
 NATS, ``deploy/components/ha-nats`` too) is this module's output, and the embedded server of
-``up`` and the tests is started with its limits (``-c``, no users). Render it with
-``python -m controller.bus.serverconfig`` (``--prefix``, ``--no-users``).
+``up`` and ``demo`` is started with the same limits and users (``-c``, :func:`write_embedded`).
+Render it with ``python -m controller.bus.serverconfig`` (``--prefix``, ``--no-users``).
 
 Every process connects as the identity of its role (:data:`IDENTITIES`); each may publish only
 the subjects it writes, use only the consumers it reads with, and keep only its own key-value
@@ -12,14 +12,16 @@ streams ``JOBS``, ``FINDINGS``, ``AUDIT`` and ``DLQ`` — the other identities m
 up (every process checks at start that they are at their configuration, and leaves them alone
 when they are). Each identity's inboxes are ``_INBOX_<identity>.…`` (:func:`inbox_prefix`), so
 no identity can read the replies and pulled messages meant for another. Passwords are never in
-the file: it names environment variables (``$NATS_PASSWORD_<IDENTITY>``) that nats-server
-resolves at start, filled from Secret ``mpijc-nats-users`` (``docs/security.md``).
+the file: the manifests' names environment variables (``$NATS_PASSWORD_<IDENTITY>``) that
+nats-server resolves at start, filled from Secret ``mpijc-nats-users``; the embedded server's
+holds bcrypt hashes of the passwords generated in its data directory (``docs/security.md``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +57,8 @@ class Identity:
     """Consumers whose dead letters (``dlq.<consumer>``) it publishes."""
     buckets: tuple[str, ...] = ()
     """Key-value buckets it keeps (creates, reads, writes, purges keys of)."""
+    monitors: bool = False
+    """Reads the state of the streams and of their consumers (the API's JetStream metrics)."""
     admin: bool = False
 
     @property
@@ -92,7 +96,7 @@ IDENTITIES: tuple[Identity, ...] = (
         dead_letters=("audit", "audit-lifecycle"),
     ),
     Identity("k8s-events", reads={"findings": ("k8s-events",)}, dead_letters=("k8s-events",)),
-    Identity("api"),
+    Identity("api", monitors=True),
 )
 """Every identity on the bus: ``admin``, and one per process kind (the watchers, the admission
 webhook, each consumer role of ``consumers.registry.CONSUMERS``, the API)."""
@@ -170,6 +174,8 @@ def permissions(topology: Topology, who: Identity) -> Permissions:
             publish += _consumer_subjects(topology.stream(family), name)
     for bucket in who.buckets:
         publish += _bucket_subjects(topology.bucket(bucket))
+    if who.monitors:  # read-only: what exists, how far behind each consumer is
+        publish += [f"{_API}.STREAM.LIST", *(f"{_API}.CONSUMER.LIST.{topology.stream(f)}" for f in STREAMS)]
     return Permissions(publish=tuple(dict.fromkeys(publish)), subscribe=(f"{inbox_prefix(who.name)}.>",))
 
 
@@ -185,8 +191,16 @@ class Limits:
     """Memory-backed streams: none of ours are; kept small under the pod's 1 GiB limit."""
 
 
-def render(topology: Topology, *, users: bool = True, limits: Limits | None = None) -> str:
-    """The configuration file's text: limits, and (``users``) the identities' permissions."""
+def render(
+    topology: Topology,
+    *,
+    users: bool = True,
+    limits: Limits | None = None,
+    hashes: Mapping[str, str] | None = None,
+) -> str:
+    """The configuration file's text: limits, and (``users``) the identities' permissions, each
+    password the identity's environment variable or, in ``hashes`` (identity → bcrypt hash, which
+    nats-server compares a client's password with), its hash."""
     limits = limits or Limits()
     lines = [
         "# The nats-server configuration of mpijob-controller, rendered by",
@@ -205,7 +219,7 @@ def render(topology: Topology, *, users: bool = True, limits: Limits | None = No
             lines += [
                 "    {",
                 f"      user: {json.dumps(who.name)}",
-                f"      password: ${who.variable}",
+                f"      password: {json.dumps(hashes[who.name]) if hashes else '$' + who.variable}",
                 "      permissions: {",
                 f"        publish: {{allow: {json.dumps(list(allowed.publish))}}}",
                 f"        subscribe: {{allow: {json.dumps(list(allowed.subscribe))}}}",
@@ -216,11 +230,17 @@ def render(topology: Topology, *, users: bool = True, limits: Limits | None = No
     return "\n".join(lines) + "\n"
 
 
-def write_embedded(directory: Path) -> Path:
-    """Write the configuration file of the embedded server (``up``, the tests) into ``directory``:
-    the limits, no users (it listens on 127.0.0.1 only); returns its path."""
+def write_embedded(directory: Path, topology: Topology, hashes: Mapping[str, str] | None) -> Path:
+    """Write the configuration file of the embedded server into ``directory`` (readable by its
+    owner only): the limits and, with ``hashes`` (identity → bcrypt hash of its password), the
+    users and permissions of ``topology``; without, no users (a test session's server, shared by
+    tests under many prefixes). Returns its path."""
     path = directory / "nats.conf"
-    path.write_text(render(Topology(), users=False))
+    text = render(topology, users=hashes is not None, hashes=hashes)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(text)
+    path.chmod(0o600)  # a file an earlier version wrote may have been readable by others
     return path
 
 

@@ -69,13 +69,17 @@ def _invoking_user() -> str:
 
 
 async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
-    """Watchers, every consumer role and the API, each in its own process (see :mod:`.supervisor`)."""
+    """Watchers, every consumer role and the API, each in its own process (see :mod:`.supervisor`).
+
+    ``up`` itself declares the streams (as ``admin`` on the embedded NATS); each part connects as
+    the identity of its role: on the embedded NATS ``up`` hands it that identity's password file
+    (``MPIJC_NATS__USER``, ``MPIJC_NATS__PASSWORD_FILE``) and no other."""
     roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
     others = {"MPIJC_METRICS__PORT": "0"}  # one process serves the fixed metrics port: the API
-    children = [  # the API first: reads are answered while the others start (see .supervisor)
-        Child("api", ("api",), serves=(settings.api.host, settings.api.port)),
-        Child("watchers", ("watch",), others),
-        *(Child(role, ("consume", "--only", role), others) for role in roles),
+    parts = [  # the API first: reads are answered while the others start (see .supervisor)
+        ("api", ("api",), {}, "api"),
+        ("watchers", ("watch",), others, "watchers"),
+        *((role, ("consume", "--only", role), others, role) for role in roles),
     ]
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
     metrics = UpMetrics()
@@ -89,31 +93,46 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
                 "MPIJC_NATS__URL": rt.nats_url,
                 "MPIJC_DATABASE__MIGRATE": "false",  # migrated above: the parts only check it is at head
             }
+            if rt.nats_for is not None:  # the embedded NATS: each part gets its identity's password only
+                for configured in ("MPIJC_NATS__PASSWORD", "MPIJC_NATS__CREDS_FILE"):
+                    env.pop(configured, None)
+            children = [
+                Child(
+                    name,
+                    args,
+                    {**more, **rt.nats_environment(identity)},
+                    serves=(settings.api.host, settings.api.port) if name == "api" else None,
+                )
+                for name, args, more, identity in parts
+            ]
             return await supervise(children, env, stop, settings.up, metrics)
 
 
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
-    async with runtime(settings, "mpijc-watchers", database=False) as rt:
+    async with runtime(settings, "mpijc-watchers", database=False, identity="watchers") as rt:
         with metrics_server(rt):
             await run_watchers(rt, stop_on_signals())
     return 0
 
 
 async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
-    async with runtime(settings, "mpijc-consumers") as rt:
+    only: Sequence[str] = args.only or ()
+    # on the embedded NATS the roles connect as their own identities; this connection only
+    # checks the streams, as the one role's identity when there is one
+    async with runtime(settings, "mpijc-consumers", identity=only[0] if len(only) == 1 else "admin") as rt:
         with metrics_server(rt):
-            await run_consumers(rt, stop_on_signals(), only=args.only or ())
+            await run_consumers(rt, stop_on_signals(), only=only)
     return 0
 
 
 async def cmd_api(settings: Settings, _: argparse.Namespace) -> int:
-    async with runtime(settings, "mpijc-api") as rt:
+    async with runtime(settings, "mpijc-api", identity="api") as rt:
         await serve_api(rt, stop_on_signals())
     return 0
 
 
 async def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
-    async with runtime(settings, "mpijc-replay", database=False) as rt:
+    async with runtime(settings, "mpijc-replay", database=False, identity="watchers") as rt:
         return await replay(rt, args.files)
 
 

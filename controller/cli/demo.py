@@ -1,5 +1,8 @@
 """What ``mpijob-controller demo`` shows besides the history: deliveries landing somewhere real.
 
+On the embedded NATS the demo is the ``admin`` identity (it waits for every consumer to catch
+up), the replay publishes as the watchers and each consumer role reads as its own identity.
+
 The test doubles' loopback receivers stand in for a user's: an HTTP endpoint that checks
 every request's Standard Webhooks signature (as a CI/CD pipeline receiving our webhooks
 would, with :func:`controller.contract.signing.verify`) and an SMTP server that keeps the
@@ -17,6 +20,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
 from controller.cli import report
 from controller.cli.runtime import Runtime, replay, run_consumers, runtime
@@ -43,7 +47,9 @@ async def run_demo(settings: Settings, scenarios: Path, limit: int) -> int:
             stop, started = asyncio.Event(), asyncio.Event()
             consumers = asyncio.create_task(run_consumers(rt, stop, started))
             await started.wait()
-            await replay(rt, files)
+            async with rt.connected_as("watchers") as watchers:  # each part as its own identity
+                publisher = Publisher(watchers.jetstream(), rt.topology, settings.nats.publish_retry_s)
+                await replay(rt, files, publisher)
             await _caught_up(rt)
             stop.set()
             await consumers

@@ -6,6 +6,11 @@ or ``audit verify`` never wait for NATS and the watchers never wait for PostgreS
 ``startup_timeout_s`` for each, migrates, declares the streams, and on failure raises
 :class:`~controller.contract.errors.StartupError` with one line naming the setting to
 check. Once running, lost connections reconnect with backoff as before.
+
+On the embedded NATS each command connects as the identity of its role (``identity``, from
+:mod:`controller.bus.serverconfig`), with the password made in the data directory, after the
+``admin`` identity declared the streams; a configured NATS (``MPIJC_NATS__URL``) is reached as
+its settings say (``MPIJC_NATS__USER`` …), and the migrate Job declares the streams there.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +33,9 @@ from controller.bus.client import NATS, JetStreamContext
 from controller.bus.publishing import Publisher
 from controller.bus.streams import connect, ensure_streams
 from controller.cli.embedded import EmbeddedServices
+from controller.cli.embedded.nats_users import EmbeddedNatsUsers
 from controller.contract.errors import StartupError
-from controller.contract.settings import Settings
+from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store import migrate
@@ -44,7 +50,8 @@ _UNUSED = "unused://"
 
 @dataclass
 class Runtime:
-    """What a command gets: settings, metrics, and the services it asked for."""
+    """What a command gets: settings (on the embedded NATS, with its identity's credentials),
+    metrics, and the services it asked for."""
 
     settings: Settings
     topology: Topology
@@ -53,6 +60,34 @@ class Runtime:
     nats_url: str = ""
     _engine: AsyncEngine | None = None
     _nc: NATS | None = None
+    _nats_users: EmbeddedNatsUsers | None = None
+
+    def nats_as(self, identity: str) -> NatsSettings:
+        """How to connect as ``identity``: on the embedded NATS with its password; a configured
+        NATS has one identity per process, the settings'."""
+        if self._nats_users is None:
+            return self.settings.nats
+        return self._nats_users.settings(identity, self.settings.nats)
+
+    @property
+    def nats_for(self) -> Callable[[str], NatsSettings] | None:
+        """Role → its identity's settings where each role has its own (the embedded NATS), else
+        None: one identity, the settings', for all."""
+        return self.nats_as if self._nats_users is not None else None
+
+    def nats_environment(self, identity: str) -> dict[str, str]:
+        """What a child process needs to connect as ``identity``: on the embedded NATS its user
+        and password file; nothing for a configured NATS (the child has the settings)."""
+        return {} if self._nats_users is None else self._nats_users.environment(identity)
+
+    @contextlib.asynccontextmanager
+    async def connected_as(self, identity: str) -> AsyncIterator[NATS]:
+        """A further connection as ``identity`` (:meth:`nats_as`), drained on leaving."""
+        nc = await connect(self.nats_url, f"mpijc-{identity}", self.nats_as(identity))
+        try:
+            yield nc
+        finally:
+            await nc.drain()
 
     @property
     def engine(self) -> AsyncEngine:
@@ -148,33 +183,60 @@ async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -
         )
 
 
-async def _reach_bus(url: str, settings: Settings, name: str, variable: str) -> NATS:
+async def _reach_bus(
+    url: str, settings: Settings, name: str, variable: str, declare_as: NatsSettings | None = None
+) -> NATS:
+    """Connect as ``settings.nats`` and check the streams; ``declare_as`` (the embedded NATS's
+    admin) declares them first, as the migrate Job does in a cluster."""
+    if declare_as is not None:
+        admin = await _connect_bus(url, settings, declare_as, name, variable)
+        try:
+            await _declare(admin, settings, url, variable)
+        finally:
+            await admin.close()
+    nc = await _connect_bus(url, settings, settings.nats, name, variable)
+    try:
+        await _declare(nc, settings, url, variable)
+    except BaseException:
+        await nc.close()
+        raise
+    return nc
+
+
+async def _connect_bus(url: str, settings: Settings, nats: NatsSettings, name: str, variable: str) -> NATS:
     try:
         async with asyncio.timeout(settings.startup_timeout_s):
-            nc = await connect(url, name, settings.nats)
+            return await connect(url, name, nats)
     except TimeoutError as exc:
         raise StartupError(
             f"{variable}: NATS at {_where(url)} did not answer within {settings.startup_timeout_s:g} s "
             "(MPIJC_STARTUP_TIMEOUT_S)"
         ) from exc
+
+
+async def _declare(nc: NATS, settings: Settings, url: str, variable: str) -> None:
     try:
         await ensure_streams(nc.jetstream(), Topology(settings.nats.prefix), settings.nats)
     except Exception as exc:
-        await nc.close()
         raise StartupError(f"{variable}: NATS at {_where(url)} has no usable JetStream: {exc}") from exc
-    return nc
 
 
 @contextlib.asynccontextmanager
 async def runtime(
-    settings: Settings, name: str, *, database: bool = True, bus: bool = True
+    settings: Settings, name: str, *, database: bool = True, bus: bool = True, identity: str = "admin"
 ) -> AsyncIterator[Runtime]:
-    """Reach (or start) the services asked for, migrate, declare streams; tear down in reverse."""
+    """Reach (or start) the services asked for, migrate, declare streams; tear down in reverse.
+    On the embedded NATS the command connects as ``identity``, the identity of its role."""
     db_url = settings.database.url.get_secret_value() if settings.database.url else None
     with _services(
         settings, db_url if database else _UNUSED, settings.nats.url if bus else _UNUSED
     ) as services:
-        rt = Runtime(settings, Topology(settings.nats.prefix), PipelineMetrics())
+        users = services.nats_users
+        declare_as = None
+        if users is not None:
+            declare_as = None if identity == "admin" else users.settings("admin", settings.nats)
+            settings = settings.model_copy(update={"nats": users.settings(identity, settings.nats)})
+        rt = Runtime(settings, Topology(settings.nats.prefix), PipelineMetrics(), _nats_users=users)
         db_variable = (
             "MPIJC_DATABASE__URL" if db_url else "the embedded PostgreSQL (MPIJC_EMBEDDED__POSTGRES_PORT)"
         )
@@ -186,7 +248,7 @@ async def runtime(
             rt.nats_url = services.nats_url if bus else ""
             rt._engine, rt._nc = await _reach_both(
                 _reach_database(rt.database_url, settings, db_variable) if database else None,
-                _reach_bus(rt.nats_url, settings, name, nats_variable) if bus else None,
+                _reach_bus(rt.nats_url, settings, name, nats_variable, declare_as) if bus else None,
             )
             if rt._engine is not None:
                 observe_db_writes(rt._engine, rt.metrics)
@@ -228,7 +290,12 @@ def _services(settings: Settings, db_url: str | None, nats_url: str | None) -> I
     """The embedded services for each URL left unset; a one-line error if they are not installed."""
     embedded = settings.embedded
     services = EmbeddedServices(
-        embedded.data_dir.resolve(), embedded.postgres_port, embedded.nats_port, db_url, nats_url
+        embedded.data_dir.resolve(),
+        embedded.postgres_port,
+        embedded.nats_port,
+        db_url,
+        nats_url,
+        nats_prefix=settings.nats.prefix,
     )
     try:
         services.__enter__()
@@ -263,7 +330,15 @@ async def run_consumers(
     from consumers.service import run_consumers as run
 
     await run(
-        rt.nats_url, rt.topology, rt.settings, rt.engine, rt.metrics, stop, started, only or tuple(CONSUMERS)
+        rt.nats_url,
+        rt.topology,
+        rt.settings,
+        rt.engine,
+        rt.metrics,
+        stop,
+        started,
+        only or tuple(CONSUMERS),
+        nats_for=rt.nats_for,
     )
 
 
@@ -344,11 +419,12 @@ def metrics_server(rt: Runtime) -> Iterator[None]:
         yield
 
 
-async def replay(rt: Runtime, files: Sequence[Path]) -> int:
-    """Feed capture files through the watcher pipeline; prints what it read. Exit status."""
+async def replay(rt: Runtime, files: Sequence[Path], publisher: Publisher | None = None) -> int:
+    """Feed capture files through the watcher pipeline, publishing with ``publisher`` (the
+    runtime's connection's by default); prints what it read. Exit status."""
     from watchers.pipeline import replay_files
 
-    stats = await replay_files(files, rt.settings, rt.publisher, rt.metrics)
+    stats = await replay_files(files, rt.settings, publisher or rt.publisher, rt.metrics)
     print(
         f"replayed {stats.records} records from {len(files)} file(s); skipped {stats.malformed} malformed "
         f"and {stats.unknown_kind} of other kinds {dict(stats.skipped_kinds) or ''}".rstrip()

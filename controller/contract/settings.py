@@ -87,8 +87,9 @@ class NatsSettings(BaseModel):
     user: str | None = Field(
         default=None,
         description="The process's identity on the bus (docs/security.md: admin, watchers, admission, "
-        "history, rules, …); unset connects anonymously, as to the embedded NATS. Its replies come "
-        "to inboxes `_INBOX_<user>.…`, the only ones its permissions let it read.",
+        "history, rules, …) on the NATS of `url`; unset connects anonymously. The embedded NATS "
+        "ignores it: each command is its role's identity there, with the password in the data dir. "
+        "Its replies come to inboxes `_INBOX_<user>.…`, the only ones its permissions let it read.",
     )
     password: SecretStr | None = Field(
         default=None, description="Password of `user` (from Secret mpijc-nats-users in a cluster)."

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.settings import Settings
 from controller.store.models import Run
+from controller.testing.ports import free_port
 from controller.testing.processes import cli_env
 from tests.conftest import SCENARIOS
 
@@ -30,10 +31,14 @@ def scenario_jobs() -> dict[str, str]:
     return jobs
 
 
+@pytest.mark.parametrize("nats", ["configured", "embedded"])
 async def test_demo_command_stores_and_prints_every_scenario_job(
-    settings: Settings, engine: AsyncEngine, tmp_path: Path
+    settings: Settings, engine: AsyncEngine, tmp_path: Path, nats: str
 ) -> None:
     env = cli_env(settings, tmp_path)
+    if nats == "embedded":  # as `make demo` runs it: each part as its identity, with its password
+        del env["MPIJC_NATS__URL"]
+        env["MPIJC_EMBEDDED__NATS_PORT"] = str(free_port())
     result = subprocess.run(
         [sys.executable, "-m", "controller.cli", "demo"],
         env=env,
@@ -62,3 +67,10 @@ async def test_demo_command_stores_and_prints_every_scenario_job(
         in (result.stdout)
     )
     assert "== audit trail: 10 records; ok: 10 records" in result.stdout
+    if nats == "embedded":
+        users = tmp_path / "nats" / "users"
+        assert not [
+            line for line in (tmp_path / "nats" / "nats.log").read_text().splitlines() if "Violation" in line
+        ]
+        for password in (path.read_text().strip() for path in users.iterdir()):
+            assert password not in result.stdout + result.stderr

