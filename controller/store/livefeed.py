@@ -1,0 +1,159 @@
+"""A run's timeline as it grows, read in id order without gaps: the source of the live event streams.
+
+Timeline ids come from one sequence, so they order a run's entries durably (the same on every API
+replica) and a reader can resume after the last id it handed on. One catch: several history
+consumer replicas write side by side, so a transaction holding id 100 may commit after another
+holding id 101; a reader that saw 101 and moved its cursor past it would never see 100.
+
+:class:`TimelineTail` closes that gap with PostgreSQL's snapshots (``pg_current_snapshot()``):
+each poll reads the entries after its cursor and the transactions still in progress in the same
+snapshot. Entries are handed on only up to an id below which nothing can still appear: at once
+when no writing transaction was in progress, or else once every transaction then in progress has
+ended (the next poll that sees them gone rereads the range, late commits included). It relies on
+what :mod:`controller.store.history` does: every transaction writes another table before its
+timeline rows, so it holds a transaction id before it draws timeline ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Select, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from controller.store.models import FindingRow, Run, TimelineEntry
+
+__all__ = [
+    "TERMINAL",
+    "Snapshot",
+    "TailPoll",
+    "TimelineTail",
+    "attempt",
+    "firing_findings",
+    "newest_attempt",
+    "next_attempt",
+]
+
+TERMINAL = frozenset({"Succeeded", "Failed"})
+"""Phases a run does not leave."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """Which transactions a PostgreSQL snapshot saw as still in progress."""
+
+    xmin: int
+    xmax: int
+    in_progress: frozenset[int]
+
+    @classmethod
+    def parse(cls, value: str) -> Snapshot:
+        """``pg_current_snapshot()::text``: ``xmin:xmax:xip,xip,…``."""
+        xmin, xmax, xip = value.split(":")
+        return cls(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
+
+    def ended(self, xids: frozenset[int]) -> bool:
+        """Whether every one of ``xids`` (in progress in an earlier snapshot) has ended in this one."""
+        return all(x < self.xmin or (x < self.xmax and x not in self.in_progress) for x in xids)
+
+
+@dataclasses.dataclass(frozen=True)
+class TailPoll:
+    """One poll: the run as it is now, its new timeline entries, and the findings they name."""
+
+    run: Run | None
+    entries: Sequence[TimelineEntry]
+    findings: dict[str, FindingRow]
+    settled: bool
+    """No entry is held back: everything this run's timeline holds up to now has been handed on."""
+
+
+@dataclasses.dataclass
+class TimelineTail:
+    """The entries of run ``uid``'s timeline after ``cursor`` (a timeline id), each handed on once."""
+
+    uid: str
+    cursor: int = 0
+    _held: tuple[int, frozenset[int]] | None = None
+    """Entries up to this id were seen while these transactions were in progress."""
+
+    async def poll(self, engine: AsyncEngine) -> TailPoll:
+        """The entries that can be handed on now, in id order; advances the cursor past them."""
+        async with engine.connect() as plain:
+            conn = await plain.execution_options(isolation_level="REPEATABLE READ")
+            async with conn.begin():
+                return await self._poll(conn)
+
+    async def _poll(self, conn: AsyncConnection) -> TailPoll:
+        now = await conn.execute(text("SELECT pg_current_snapshot()::text"))
+        snapshot = Snapshot.parse(now.scalar_one())
+        run_row = (await conn.execute(select(Run).where(Run.uid == self.uid))).first()
+        rows = await conn.execute(
+            select(TimelineEntry)
+            .where(TimelineEntry.run_uid == self.uid, TimelineEntry.id > self.cursor)
+            .order_by(TimelineEntry.id)
+        )
+        seen = [TimelineEntry(**row._mapping) for row in rows]
+        newest = seen[-1].id if seen else self.cursor
+        upto = self.cursor
+        resolved = self._held is None or snapshot.ended(self._held[1])
+        if self._held is not None and resolved:
+            upto = self._held[0]
+        if not snapshot.in_progress:
+            upto = newest
+        if resolved or upto >= newest:
+            self._held = (newest, snapshot.in_progress) if newest > upto else None
+        entries = [entry for entry in seen if entry.id <= upto]
+        if entries:
+            self.cursor = entries[-1].id
+        self.cursor = max(self.cursor, upto)
+        named = {str(e.detail.get("finding")) for e in entries if e.source == "finding" and e.detail}
+        findings: dict[str, FindingRow] = {}
+        if named:
+            found = await conn.execute(select(FindingRow).where(FindingRow.id.in_(sorted(named))))
+            findings = {row.id: FindingRow(**row._mapping) for row in found}
+        run = Run(**run_row._mapping) if run_row else None
+        return TailPoll(run, entries, findings, settled=self._held is None)
+
+
+async def firing_findings(conn: AsyncConnection, uid: str) -> Sequence[FindingRow]:
+    """A run's firing findings, most recently seen first."""
+    rows = await conn.execute(
+        select(FindingRow)
+        .where(FindingRow.run_uid == uid, FindingRow.status == "firing")
+        .order_by(FindingRow.last_seen.desc(), FindingRow.id)
+    )
+    return [FindingRow(**row._mapping) for row in rows]
+
+
+def _attempts(namespace: str, name: str) -> Select[Run]:
+    return select(Run).where(Run.namespace == namespace, Run.name == name)
+
+
+async def newest_attempt(conn: AsyncConnection, namespace: str, name: str) -> Run | None:
+    """The latest run of a job name (by creation), if any."""
+    query = _attempts(namespace, name).order_by(Run.created_at.desc(), Run.uid.desc()).limit(1)
+    row = (await conn.execute(query)).first()
+    return Run(**row._mapping) if row else None
+
+
+async def attempt(conn: AsyncConnection, namespace: str, name: str, number: int) -> Run | None:
+    """Attempt ``number`` of a job name, if it has been seen."""
+    query = _attempts(namespace, name).where(Run.attempt == number).order_by(Run.created_at).limit(1)
+    row = (await conn.execute(query)).first()
+    return Run(**row._mapping) if row else None
+
+
+async def next_attempt(
+    conn: AsyncConnection, namespace: str, name: str, after: tuple[datetime, str] | None
+) -> Run | None:
+    """The first run of a job name created after ``after`` (``(created_at, uid)``; None: the first)."""
+    query = _attempts(namespace, name)
+    if after is not None:
+        query = query.where(
+            (Run.created_at > after[0]) | ((Run.created_at == after[0]) & (Run.uid > after[1]))
+        )
+    row = (await conn.execute(query.order_by(Run.created_at, Run.uid).limit(1))).first()
+    return Run(**row._mapping) if row else None
