@@ -75,9 +75,7 @@ async def test_the_by_name_stream_follows_a_re_run_under_the_same_name(engine: A
         before = await read_events(api.url + url, ADMIN, of_type("end"))
         second, rerun = job_story("nightly", start=T0 + timedelta(hours=1))
         await writer.write(rerun)
-        after = await read_events(
-            api.url + url, {**ADMIN, "Last-Event-ID": before[-1].id}, of_type("end")
-        )
+        after = await read_events(api.url + url, {**ADMIN, "Last-Event-ID": before[-1].id}, of_type("end"))
         latest = await read_events(api.url + url, ADMIN, of_type("end"))
     assert {e.data["uid"] for e in before} == {first}
     assert before[-1].data["phase"] == "Failed"
@@ -109,7 +107,6 @@ async def test_a_job_name_stream_waits_for_an_attempt_not_seen_yet(engine: Async
     assert {d["uid"] for d in data} == {new}  # `next`: the first attempt created after the stream opened
     assert data[-1]["phase"] == "Succeeded"
     assert {e.data["uid"] for e in again} == {old}
-
 
 
 async def test_callers_who_may_not_read_the_run_get_what_the_runs_api_answers(engine: AsyncEngine) -> None:
