@@ -6,12 +6,14 @@ consumer replicas write side by side, so a transaction holding id 100 may commit
 holding id 101; a reader that saw 101 and moved its cursor past it would never see 100.
 
 :class:`TimelineTail` closes that gap with PostgreSQL's snapshots (``pg_current_snapshot()``):
-each poll reads the entries after its cursor and the transactions still in progress in the same
-snapshot. Entries are handed on only up to an id below which nothing can still appear: at once
-when no writing transaction was in progress, or else once every transaction then in progress has
-ended (the next poll that sees them gone rereads the range, late commits included). It relies on
-what :mod:`controller.store.history` does: every transaction writes another table before its
-timeline rows, so it holds a transaction id before it draws timeline ids.
+each poll reads the entries after its cursor and, in the same snapshot, the transactions still in
+progress that hold the timeline table's insert lock (only they can have drawn ids not yet
+visible; the snapshot's transaction ids are cluster-wide, so unrelated writers in other databases
+or tables must not hold a stream up). Entries are handed on only up to an id below which nothing
+can still appear: at once when no such transaction was in progress, or else once every one of
+them has ended (the next poll that sees them gone rereads the range, late commits included). It
+relies on what :mod:`controller.store.history` does: every transaction writes another table before
+its timeline rows, so it holds a transaction id before it draws timeline ids.
 """
 
 from __future__ import annotations
@@ -59,6 +61,23 @@ class Snapshot:
         return all(x < self.xmin or (x < self.xmax and x not in self.in_progress) for x in xids)
 
 
+_WRITERS = text("""
+SELECT x::text FROM pg_snapshot_xip(pg_current_snapshot()) AS x
+WHERE pg_xact_status(x) <> 'in progress'
+   OR x::text::bigint % 4294967296 IN (
+      SELECT held.transactionid::text::bigint
+      FROM pg_locks AS lock JOIN pg_locks AS held
+        ON held.virtualtransaction = lock.virtualtransaction AND held.locktype = 'transactionid'
+      WHERE lock.locktype = 'relation' AND lock.relation = to_regclass('timeline')
+        AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND lock.mode = 'RowExclusiveLock')
+""")
+"""Of the transactions in progress in this transaction's snapshot, those that matter: any that
+holds the timeline table's insert lock (it may have drawn timeline ids), and any that has ended
+since (it may have held it; the next poll sees its rows). A transaction still in progress without
+the lock has drawn no timeline id yet, so every id it draws will be above those visible now."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TailPoll:
     """One poll: the run as it is now, its new timeline entries, and the findings they name."""
@@ -89,6 +108,9 @@ class TimelineTail:
     async def _poll(self, conn: AsyncConnection) -> TailPoll:
         now = await conn.execute(text("SELECT pg_current_snapshot()::text"))
         snapshot = Snapshot.parse(now.scalar_one())
+        if snapshot.in_progress:
+            writers = await conn.execute(_WRITERS)
+            snapshot = dataclasses.replace(snapshot, in_progress=frozenset(int(x) for x in writers.scalars()))
         run_row = (await conn.execute(select(Run).where(Run.uid == self.uid))).first()
         rows = await conn.execute(
             select(TimelineEntry)
