@@ -187,6 +187,7 @@ async def run_events(
 Attempt = Annotated[
     str,
     Query(
+        max_length=9,
         pattern=r"^(latest|next|[1-9][0-9]{0,8})$",
         description="Which attempt to start with: `latest` (the newest, or the first to be seen), "
         "`next` (the first created after the newest seen now) or its number.",
