@@ -12,9 +12,11 @@ data's ``seq``. A client reconnecting with ``Last-Event-ID``, to this API replic
 resumes right after the last id it got: nothing skipped, and nothing twice unless the connection
 broke within a poll's entries (those come again; ``(uid, seq)`` tells them apart).
 Event types: ``phase`` (the run entered a phase), ``deleted``, ``finding`` (a finding fired,
-changed or resolved), ``timeline`` (any other timeline line: pods, Kubernetes events) and ``end``
+changed or resolved), ``timeline`` (any other timeline line: pods, Kubernetes events), ``end``
 (the attempt is over: terminal and, for a failure, explained by a firing finding or given
-``events_finding_grace_s`` to be). Comment lines keep an idle stream open through proxies.
+``events_finding_grace_s`` to be) and, on a job name's stream that waits for the attempt after a
+known one, ``waiting`` (its id resumes after that attempt: a reconnect waits for the same one).
+Comment lines keep an idle stream open through proxies.
 
 Authorization is the run API's: a run the caller may not read is 404 (as if absent), a namespace
 they may not list is 403. Streams are counted: over ``events_max_streams_per_client`` for one
@@ -289,6 +291,9 @@ async def _attempts(
     """Each attempt's frames in turn, from ``start``, waiting for attempts not seen yet."""
     run, cursor, number = start.run, start.cursor, start.number
     after = (start.after.created_at, start.after.uid) if start.after is not None else None
+    if run is None and start.after is not None:  # a reconnect resumes after the same attempt
+        data = {"namespace": namespace, "name": name, "after": start.after.uid}
+        yield _event(f"{start.after.uid}:end", "waiting", data)
     while True:
         while run is None:
             async with engine.connect() as conn:

@@ -92,6 +92,8 @@ class Watch:
             ], None
         if kind == "deleted":
             return [f"{data.get('at')}  {job}: deleted"], None
+        if kind == "waiting":
+            return [f"waiting for the next attempt of {data.get('namespace')}/{data.get('name')}"], None
         if kind == "end":
             return [], self._end(job, data)
         return [], None

@@ -75,13 +75,15 @@ async def test_the_by_name_stream_follows_a_re_run_under_the_same_name(engine: A
         before = await read_events(api.url + url, ADMIN, of_type("end"))
         second, rerun = job_story("nightly", start=T0 + timedelta(hours=1))
         await writer.write(rerun)
-        after = await read_events(api.url + url, {**ADMIN, "Last-Event-ID": before[-1].id}, of_type("end"))
+        resumed = await read_events(api.url + url, {**ADMIN, "Last-Event-ID": before[-1].id}, of_type("end"))
         latest = await read_events(api.url + url, ADMIN, of_type("end"))
     assert {e.data["uid"] for e in before} == {first}
     assert before[-1].data["phase"] == "Failed"
+    assert (resumed[0].event, resumed[0].data["after"]) == ("waiting", first)
+    after = resumed[1:]
     assert {(e.data["uid"], e.data["attempt"]) for e in after} == {(second, 2)}
     assert [e.data["phase"] for e in after if e.event == "phase"] == ["Pending", "Running", "Succeeded"]
-    assert [e.id for e in latest] == [e.id for e in after]  # attempt=latest: the re-run
+    assert [e.data.get("seq") for e in latest] == [e.data.get("seq") for e in after]  # latest: the re-run
 
 
 async def test_a_job_name_stream_waits_for_an_attempt_not_seen_yet(engine: AsyncEngine) -> None:
@@ -93,6 +95,8 @@ async def test_a_job_name_stream_waits_for_an_attempt_not_seen_yet(engine: Async
         async with client.stream("GET", api.url + url, headers=ADMIN, params={"attempt": "next"}) as response:
             lines = response.aiter_lines()
             assert await anext(lines) == "retry: 2000"
+            assert await anext(lines) == ""
+            waiting = [await anext(lines) for _ in range(3)]
             while (await anext(lines)) != ": keepalive":  # a heartbeat while the attempt is awaited
                 pass
             new, rerun = job_story("nightly", start=T0 + timedelta(hours=1))
@@ -104,6 +108,7 @@ async def test_a_job_name_stream_waits_for_an_attempt_not_seen_yet(engine: Async
                     if data and "findings" in data[-1]:  # the end event
                         break
         again = await read_events(api.url + url, ADMIN, of_type("end"), params={"attempt": "1"})
+    assert waiting[:2] == [f"id: {old}:end", "event: waiting"]  # a reconnect waits for the same attempt
     assert {d["uid"] for d in data} == {new}  # `next`: the first attempt created after the stream opened
     assert data[-1]["phase"] == "Succeeded"
     assert {e.data["uid"] for e in again} == {old}
