@@ -40,6 +40,7 @@ from starlette.background import BackgroundTask
 
 from controller.api.auth import Principal, current_principal, require_namespace
 from controller.api.deps import engine_of
+from controller.api.feeds import RunFeeds
 from controller.api.params import (
     AUTHENTICATED,
     MAX_UID,
@@ -85,10 +86,12 @@ class StreamLimits:
 
 
 class StreamGate:
-    """Open streams, counted in all and per caller; :meth:`open` refuses one too many."""
+    """Open streams, counted in all and per caller (:meth:`open` refuses one too many), and the
+    runs' shared feeds they read."""
 
-    def __init__(self, limits: StreamLimits) -> None:
+    def __init__(self, limits: StreamLimits, engine: AsyncEngine) -> None:
         self.limits = limits
+        self.feeds = RunFeeds(engine, limits.poll_s)
         self.open_streams = 0
         self._per_client: dict[str, int] = {}
 
@@ -181,9 +184,11 @@ async def run_events(
         raise HTTPException(400, f"Last-Event-ID {last_event_id!r} is not an event of run {uid!r}")
     if resume is not None and resume[1] is None:
         return Response(status_code=204)
-    tail = livefeed.TimelineTail(uid, resume[1] if resume and resume[1] is not None else 0)
-    limits = gate_of(request).limits
-    return _stream(request, principal, _heartbeats(_one_run(engine, limits, tail), limits))
+    gate = gate_of(request)
+    cursor = resume[1] if resume and resume[1] is not None else 0
+    return _stream(
+        request, principal, _heartbeats(_one_run(gate.feeds, gate.limits, uid, cursor), gate.limits)
+    )
 
 
 Attempt = Annotated[
@@ -225,9 +230,9 @@ async def job_events(
             start = _Start(after=await livefeed.newest_attempt(conn, namespace, name))
         else:
             start = _Start(number=int(attempt))
-    limits = gate_of(request).limits
-    frames = _attempts(engine, limits, namespace, name, start)
-    return _stream(request, principal, _heartbeats(frames, limits))
+    gate = gate_of(request)
+    frames = _attempts(engine, gate, namespace, name, start)
+    return _stream(request, principal, _heartbeats(frames, gate.limits))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,12 +286,8 @@ async def _heartbeats(frames: AsyncIterator[str | None], limits: StreamLimits) -
             last = now
 
 
-async def _sleep(limits: StreamLimits) -> None:
-    await asyncio.sleep(limits.poll_s)
-
-
 async def _attempts(
-    engine: AsyncEngine, limits: StreamLimits, namespace: str, name: str, start: _Start
+    engine: AsyncEngine, gate: StreamGate, namespace: str, name: str, start: _Start
 ) -> AsyncIterator[str | None]:
     """Each attempt's frames in turn, from ``start``, waiting for attempts not seen yet."""
     run, cursor, number = start.run, start.cursor, start.number
@@ -303,42 +304,41 @@ async def _attempts(
                     run = await livefeed.next_attempt(conn, namespace, name, after)
             if run is None:
                 yield None
-                await _sleep(limits)
-        async for frame in _one_run(engine, limits, livefeed.TimelineTail(run.uid, cursor)):
+                await asyncio.sleep(gate.limits.poll_s)
+        async for frame in _one_run(gate.feeds, gate.limits, run.uid, cursor):
             yield frame
         after, run, cursor, number = (run.created_at, run.uid), None, 0, None
 
 
-async def _one_run(
-    engine: AsyncEngine, limits: StreamLimits, tail: livefeed.TimelineTail
-) -> AsyncIterator[str | None]:
-    """Frames of one run from ``tail``'s cursor to its ``end``; ``None`` for each poll without news."""
-    over_since: float | None = None
-    while True:
-        poll = await tail.poll(engine)
-        run = poll.run
-        ordered = sorted(poll.entries, key=lambda e: (e.at, e.id))
-        last_id = f"{tail.uid}:{tail.cursor}"
-        for n, entry in enumerate(ordered, 1):
-            yield _frame(entry, run, poll.findings, last_id if n == len(ordered) else None)
-        if run is None:  # purged from the store while watched
-            yield _event(f"{tail.uid}:end", "end", {"uid": tail.uid, "phase": None, "findings": []})
-            return
-        over = run.phase in livefeed.TERMINAL or run.deleted_at is not None
-        if over and poll.settled:
-            now = time.monotonic()
-            over_since = now if over_since is None else over_since
-            async with engine.connect() as conn:
-                firing = await livefeed.firing_findings(conn, run.uid)
-            explained = run.phase != "Failed" or run.deleted_at is not None or bool(firing)
-            if explained or now - over_since >= limits.finding_grace_s:
-                data = {**_about(run), "deleted": run.deleted_at is not None}
-                data["findings"] = [_finding(f) for f in firing]
-                yield _event(f"{run.uid}:end", "end", data)
+async def _one_run(feeds: RunFeeds, limits: StreamLimits, uid: str, cursor: int) -> AsyncIterator[str | None]:
+    """Frames of run ``uid`` after timeline id ``cursor`` to its ``end``, from the process's shared
+    feed of the run; ``None`` for each poll without news."""
+    feed = feeds.watch(uid)
+    try:
+        read = 0
+        while True:
+            tick = feed.tick
+            sent = False
+            for batch in feed.batches[read:]:
+                entries = [entry for entry in batch.entries if entry.id > cursor]
+                for n, entry in enumerate(entries, 1):
+                    event_id = f"{uid}:{batch.cursor}" if n == len(entries) else None
+                    yield _frame(entry, feed.run, batch.findings, event_id)
+                sent = sent or bool(entries)
+            read = len(feed.batches)
+            if feed.polls and feed.run is None:  # purged from the store while watched
+                yield _event(f"{uid}:end", "end", {"uid": uid, "phase": None, "findings": []})
                 return
-        if not poll.entries:
-            yield None
-        await _sleep(limits)
+            if feed.run is not None and feed.explained(limits.finding_grace_s):
+                data = {**_about(feed.run), "deleted": feed.run.deleted_at is not None}
+                data["findings"] = [_finding(f) for f in feed.firing]
+                yield _event(f"{uid}:end", "end", data)
+                return
+            if not sent:
+                yield None
+            await tick.wait()
+    finally:
+        feeds.leave(feed)
 
 
 def _about(run: Run) -> dict[str, Any]:

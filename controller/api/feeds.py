@@ -1,0 +1,124 @@
+"""One poll of the history store per watched run, shared by every stream of that run in this process.
+
+A thousand ``wait`` clients on a hundred runs cost a hundred polls a second, not a thousand: each
+:class:`RunFeed` polls its run's timeline (:class:`~controller.store.livefeed.TimelineTail`) every
+``poll_s`` while anyone watches, keeps what it found as batches (in the order found, each in time
+order, each ending at a timeline id), and wakes its streams. A stream reads the batches from the
+start, skipping entries at or below its own resume point, so a stream joining late, or resuming
+with an id another replica sent, gets what it lacks and nothing twice. A failed poll (the
+database away, the pool exhausted) is logged and retried at the next tick; the streams stay open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.store import livefeed
+from controller.store.models import FindingRow, Run, TimelineEntry
+
+__all__ = ["Batch", "RunFeed", "RunFeeds"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """Entries one poll handed on, in time order; ``cursor`` is the highest timeline id among them."""
+
+    cursor: int
+    entries: Sequence[TimelineEntry]
+    findings: dict[str, FindingRow]
+
+
+class RunFeed:
+    """A run's timeline as this process has seen it so far, polled while anyone watches."""
+
+    def __init__(self, uid: str) -> None:
+        self.uid = uid
+        self.batches: list[Batch] = []
+        self.run: Run | None = None
+        self.polls = 0
+        """Polls that succeeded; nothing is known of the run before the first."""
+        self.settled = False
+        self.firing: Sequence[FindingRow] = ()
+        self.over_since: float | None = None
+        self.tick = asyncio.Event()
+        """Set (and replaced) after every poll, failed ones too."""
+        self.watchers = 0
+        self._tail = livefeed.TimelineTail(uid)
+
+    @property
+    def over(self) -> bool:
+        """The run ended (or was deleted) and every entry up to now has been handed on."""
+        run = self.run
+        return (
+            run is not None
+            and self.settled
+            and (run.phase in livefeed.TERMINAL or run.deleted_at is not None)
+        )
+
+    def explained(self, grace_s: float) -> bool:
+        """Over, and nothing more to wait for: not a failure, a failure with a firing finding, or a
+        failure that no finding explained within ``grace_s`` of the feed seeing it end."""
+        run = self.run
+        if run is None or not self.over or self.over_since is None:
+            return False
+        if run.phase != "Failed" or run.deleted_at is not None or self.firing:
+            return True
+        return time.monotonic() - self.over_since >= grace_s
+
+    async def poll(self, engine: AsyncEngine) -> None:
+        """Look once for news; wake every stream of the run whatever happened."""
+        try:
+            found = await self._tail.poll(engine)
+            if found.entries:
+                ordered = sorted(found.entries, key=lambda e: (e.at, e.id))
+                self.batches.append(Batch(self._tail.cursor, ordered, found.findings))
+            self.run, self.settled = found.run, found.settled
+            if self.over and self.run is not None:
+                self.over_since = self.over_since or time.monotonic()
+                async with engine.connect() as conn:
+                    self.firing = await livefeed.firing_findings(conn, self.run.uid)
+            self.polls += 1
+        except Exception as exc:  # the streams stay open; the next tick tries again
+            log.warning("event stream poll of run %s failed: %s", self.uid, exc)
+        tick, self.tick = self.tick, asyncio.Event()
+        tick.set()
+
+
+class RunFeeds:
+    """The feeds of every run watched in this process; each polls in a task of its own."""
+
+    def __init__(self, engine: AsyncEngine, poll_s: float) -> None:
+        self._engine = engine
+        self._poll_s = poll_s
+        self._feeds: dict[str, RunFeed] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def watch(self, uid: str) -> RunFeed:
+        """The feed of run ``uid``, started if nobody watched it; pair with :meth:`leave`."""
+        feed = self._feeds.get(uid)
+        if feed is None:
+            feed = self._feeds[uid] = RunFeed(uid)
+            task = asyncio.get_running_loop().create_task(self._follow(feed), name=f"feed {uid}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        feed.watchers += 1
+        return feed
+
+    def leave(self, feed: RunFeed) -> None:
+        feed.watchers -= 1
+
+    async def _follow(self, feed: RunFeed) -> None:
+        while True:
+            await feed.poll(self._engine)
+            await asyncio.sleep(self._poll_s)
+            if feed.watchers <= 0:  # checked and dropped with no await between: a new watcher
+                del self._feeds[feed.uid]  # either found this feed alive or will start a new one
+                return
