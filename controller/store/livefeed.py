@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, select, text
+from sqlalchemy import ARRAY, Select, String, column, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from controller.store.models import FindingRow, Run, TimelineEntry
@@ -61,18 +61,27 @@ class Snapshot:
         return all(x < self.xmin or (x < self.xmax and x not in self.in_progress) for x in xids)
 
 
-_WRITERS = text("""
-SELECT x::text FROM pg_snapshot_xip(pg_current_snapshot()) AS x
-WHERE pg_xact_status(x) <> 'in progress'
-   OR x::text::bigint % 4294967296 IN (
-      SELECT held.transactionid::text::bigint
-      FROM pg_locks AS lock JOIN pg_locks AS held
-        ON held.virtualtransaction = lock.virtualtransaction AND held.locktype = 'transactionid'
-      WHERE lock.locktype = 'relation' AND lock.relation = to_regclass('timeline')
-        AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-        AND lock.mode = 'RowExclusiveLock')
-""")
-"""Of the transactions in progress in this transaction's snapshot, those that matter: any that
+_NEWS = text("""
+WITH now AS MATERIALIZED (SELECT pg_current_snapshot() AS snapshot)
+SELECT now.snapshot::text AS snapshot, writers.xids AS writers, entry.*
+FROM now
+CROSS JOIN LATERAL (
+    SELECT coalesce(array_agg(x::text), '{}') AS xids
+    FROM pg_snapshot_xip(now.snapshot) AS x
+    WHERE pg_xact_status(x) <> 'in progress'
+       OR x::text::bigint % 4294967296 IN (
+          SELECT held.transactionid::text::bigint
+          FROM pg_locks AS lock JOIN pg_locks AS held
+            ON held.virtualtransaction = lock.virtualtransaction AND held.locktype = 'transactionid'
+          WHERE lock.locktype = 'relation' AND lock.relation = to_regclass('timeline')
+            AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND lock.mode = 'RowExclusiveLock')
+) AS writers
+LEFT JOIN timeline AS entry ON entry.run_uid = :uid AND entry.id > :cursor
+ORDER BY entry.id
+""").columns(column("snapshot", String), column("writers", ARRAY(String)), *TimelineEntry.__table__.columns)
+"""A run's entries after a cursor, with the snapshot they were read in and, of the transactions in
+progress in it, those that matter: any that
 holds the timeline table's insert lock (it may have drawn timeline ids), and any that has ended
 since (it may have held it; the next poll sees its rows). A transaction still in progress without
 the lock has drawn no timeline id yet, so every id it draws will be above those visible now."""
@@ -99,25 +108,22 @@ class TimelineTail:
     """Entries up to this id were seen while these transactions were in progress."""
 
     async def poll(self, engine: AsyncEngine) -> TailPoll:
-        """The entries that can be handed on now, in id order; advances the cursor past them."""
+        """The entries that can be handed on now, in id order; advances the cursor past them.
+
+        Two statements, each its own snapshot, one round trip each: the run first, then its new
+        entries with the snapshot they were read in, so a run seen ended has no entry of its end
+        left unread."""
         async with engine.connect() as plain:
-            conn = await plain.execution_options(isolation_level="REPEATABLE READ")
-            async with conn.begin():
-                return await self._poll(conn)
+            conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
+            return await self._poll(conn)
 
     async def _poll(self, conn: AsyncConnection) -> TailPoll:
-        now = await conn.execute(text("SELECT pg_current_snapshot()::text"))
-        snapshot = Snapshot.parse(now.scalar_one())
-        if snapshot.in_progress:
-            writers = await conn.execute(_WRITERS)
-            snapshot = dataclasses.replace(snapshot, in_progress=frozenset(int(x) for x in writers.scalars()))
         run_row = (await conn.execute(select(Run).where(Run.uid == self.uid))).first()
-        rows = await conn.execute(
-            select(TimelineEntry)
-            .where(TimelineEntry.run_uid == self.uid, TimelineEntry.id > self.cursor)
-            .order_by(TimelineEntry.id)
-        )
-        seen = [TimelineEntry(**row._mapping) for row in rows]
+        rows = (await conn.execute(_NEWS, {"uid": self.uid, "cursor": self.cursor})).all()
+        snapshot = Snapshot.parse(rows[0].snapshot)
+        snapshot = dataclasses.replace(snapshot, in_progress=frozenset(int(x) for x in rows[0].writers))
+        columns = [c.name for c in TimelineEntry.__table__.columns]
+        seen = [TimelineEntry(**{c: row._mapping[c] for c in columns}) for row in rows if row.id is not None]
         newest = seen[-1].id if seen else self.cursor
         upto = self.cursor
         resolved = self._held is None or snapshot.ended(self._held[1])
