@@ -1,9 +1,10 @@
 """One poll of the history store per watched run, shared by every stream of that run in this process.
 
-A thousand ``wait`` clients on a hundred runs cost a hundred polls a second, not a thousand: each
-:class:`RunFeed` polls its run's timeline (:class:`~controller.store.livefeed.TimelineTail`) every
-``poll_s`` while anyone watches, keeps what it found as batches (in the order found, each in time
-order, each ending at a timeline id), and wakes its streams. A stream reads the batches from the
+A thousand ``wait`` clients cost one poll a tick, whatever runs they watch: every ``poll_s``, the
+timelines of every watched run (:class:`~controller.store.livefeed.TimelineTail`) are read together
+(:func:`~controller.store.livefeed.poll_tails`); each :class:`RunFeed` keeps what was found for its
+run as batches (in the order found, each in time order, each ending at a timeline id), and wakes
+its streams. A stream reads the batches from the
 start, skipping entries at or below its own resume point, so a stream joining late, or resuming
 with an id another replica sent, gets what it lacks and nothing twice. A failed poll (the
 database away, the pool exhausted) is logged and retried at the next tick; the streams stay open.
@@ -51,7 +52,7 @@ class RunFeed:
         self.tick = asyncio.Event()
         """Set (and replaced) after every poll, failed ones too."""
         self.watchers = 0
-        self._tail = livefeed.TimelineTail(uid)
+        self.tail = livefeed.TimelineTail(uid)
 
     @property
     def over(self) -> bool:
@@ -73,52 +74,65 @@ class RunFeed:
             return True
         return time.monotonic() - self.over_since >= grace_s
 
-    async def poll(self, engine: AsyncEngine) -> None:
-        """Look once for news; wake every stream of the run whatever happened."""
-        try:
-            found = await self._tail.poll(engine)
-            if found.entries:
-                ordered = sorted(found.entries, key=lambda e: (e.at, e.id))
-                self.batches.append(Batch(self._tail.cursor, ordered, found.findings))
-            self.run, self.settled = found.run, found.settled
-            if self.over and self.run is not None:
-                self.over_since = self.over_since or time.monotonic()
-                async with engine.connect() as conn:
-                    self.firing = await livefeed.firing_findings(conn, self.run.uid)
-            self.polls += 1
-        except Exception as exc:  # the streams stay open; the next tick tries again
-            log.warning("event stream poll of run %s failed: %s", self.uid, exc)
+    def absorb(self, found: livefeed.TailPoll) -> None:
+        """What one poll found."""
+        if found.entries:
+            ordered = sorted(found.entries, key=lambda e: (e.at, e.id))
+            self.batches.append(Batch(self.tail.cursor, ordered, found.findings))
+        self.run, self.settled = found.run, found.settled
+        if self.over:
+            self.over_since = self.over_since or time.monotonic()
+        self.polls += 1
+
+    def wake(self) -> None:
+        """Wake the streams of this run (after every poll, failed ones too)."""
         tick, self.tick = self.tick, asyncio.Event()
         tick.set()
 
 
 class RunFeeds:
-    """The feeds of every run watched in this process; each polls in a task of its own."""
+    """The feeds of every run watched in this process, all polled together once a tick (three
+    statements whatever their number) by one task that runs while any is watched."""
 
     def __init__(self, engine: AsyncEngine, poll_s: float) -> None:
         self._engine = engine
         self._poll_s = poll_s
         self._feeds: dict[str, RunFeed] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
 
     def watch(self, uid: str) -> RunFeed:
-        """The feed of run ``uid``, started if nobody watched it; pair with :meth:`leave`."""
+        """The feed of run ``uid``, polled from the next tick on; pair with :meth:`leave`."""
         feed = self._feeds.get(uid)
         if feed is None:
             feed = self._feeds[uid] = RunFeed(uid)
-            task = asyncio.get_running_loop().create_task(self._follow(feed), name=f"feed {uid}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
         feed.watchers += 1
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._follow(), name="event feeds")
         return feed
 
     def leave(self, feed: RunFeed) -> None:
         feed.watchers -= 1
 
-    async def _follow(self, feed: RunFeed) -> None:
+    async def _follow(self) -> None:
         while True:
-            await feed.poll(self._engine)
-            await asyncio.sleep(self._poll_s)
-            if feed.watchers <= 0:  # checked and dropped with no await between: a new watcher
-                del self._feeds[feed.uid]  # either found this feed alive or will start a new one
+            for uid in [uid for uid, feed in self._feeds.items() if feed.watchers <= 0]:
+                del self._feeds[uid]
+            if not self._feeds:  # checked and stopped with no await between: a new watcher starts anew
+                self._task = None
                 return
+            feeds = list(self._feeds.values())
+            try:
+                found = await livefeed.poll_tails(self._engine, [feed.tail for feed in feeds])
+                for feed, poll in zip(feeds, found, strict=True):
+                    feed.absorb(poll)
+                ended = [feed for feed in feeds if feed.over]
+                if ended:
+                    async with self._engine.connect() as conn:
+                        firing = await livefeed.firing_findings(conn, [feed.uid for feed in ended])
+                    for feed in ended:
+                        feed.firing = firing.get(feed.uid, [])
+            except Exception as exc:  # the streams stay open; the next tick tries again
+                log.warning("event stream poll of %d runs failed: %s", len(feeds), exc)
+            for feed in feeds:
+                feed.wake()
+            await asyncio.sleep(self._poll_s)

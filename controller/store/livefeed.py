@@ -36,6 +36,7 @@ __all__ = [
     "firing_findings",
     "newest_attempt",
     "next_attempt",
+    "poll_tails",
 ]
 
 TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -77,10 +78,14 @@ CROSS JOIN LATERAL (
             AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
             AND lock.mode = 'RowExclusiveLock')
 ) AS writers
-LEFT JOIN timeline AS entry ON entry.run_uid = :uid AND entry.id > :cursor
+LEFT JOIN (
+    SELECT entry.*
+    FROM unnest(CAST(:uids AS text[]), CAST(:cursors AS bigint[])) AS watched(uid, cursor)
+    JOIN timeline AS entry ON entry.run_uid = watched.uid AND entry.id > watched.cursor
+) AS entry ON true
 ORDER BY entry.id
 """).columns(column("snapshot", String), column("writers", ARRAY(String)), *TimelineEntry.__table__.columns)
-"""A run's entries after a cursor, with the snapshot they were read in and, of the transactions in
+"""Watched runs' entries after their cursors, with the snapshot they were read in and, of the transactions in
 progress in it, those that matter: any that
 holds the timeline table's insert lock (it may have drawn timeline ids), and any that has ended
 since (it may have held it; the next poll sees its rows). A transaction still in progress without
@@ -108,22 +113,12 @@ class TimelineTail:
     """Entries up to this id were seen while these transactions were in progress."""
 
     async def poll(self, engine: AsyncEngine) -> TailPoll:
-        """The entries that can be handed on now, in id order; advances the cursor past them.
+        """The entries that can be handed on now, in id order; advances the cursor past them."""
+        return (await poll_tails(engine, [self]))[0]
 
-        Two statements, each its own snapshot, one round trip each: the run first, then its new
-        entries with the snapshot they were read in, so a run seen ended has no entry of its end
-        left unread."""
-        async with engine.connect() as plain:
-            conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
-            return await self._poll(conn)
-
-    async def _poll(self, conn: AsyncConnection) -> TailPoll:
-        run_row = (await conn.execute(select(Run).where(Run.uid == self.uid))).first()
-        rows = (await conn.execute(_NEWS, {"uid": self.uid, "cursor": self.cursor})).all()
-        snapshot = Snapshot.parse(rows[0].snapshot)
-        snapshot = dataclasses.replace(snapshot, in_progress=frozenset(int(x) for x in rows[0].writers))
-        columns = [c.name for c in TimelineEntry.__table__.columns]
-        seen = [TimelineEntry(**{c: row._mapping[c] for c in columns}) for row in rows if row.id is not None]
+    def absorb(self, snapshot: Snapshot, seen: Sequence[TimelineEntry]) -> tuple[list[TimelineEntry], bool]:
+        """Of ``seen`` (this run's entries after the cursor, read in ``snapshot``, in id order), those
+        that can be handed on now, and whether none is held back; advances the cursor past them."""
         newest = seen[-1].id if seen else self.cursor
         upto = self.cursor
         resolved = self._held is None or snapshot.ended(self._held[1])
@@ -134,26 +129,63 @@ class TimelineTail:
         if resolved or upto >= newest:
             self._held = (newest, snapshot.in_progress) if newest > upto else None
         entries = [entry for entry in seen if entry.id <= upto]
-        if entries:
-            self.cursor = entries[-1].id
         self.cursor = max(self.cursor, upto)
-        named = {str(e.detail.get("finding")) for e in entries if e.source == "finding" and e.detail}
+        return entries, self._held is None
+
+
+async def poll_tails(engine: AsyncEngine, tails: Sequence[TimelineTail]) -> list[TailPoll]:
+    """One poll of many runs' tails (each a distinct run), in three statements whatever their number:
+    the runs, then their new entries with the snapshot they were read in (a run seen ended so has
+    no entry of its end left unread), then the findings the entries name."""
+    uids = [tail.uid for tail in tails]
+    async with engine.connect() as plain:
+        conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
+        runs = {
+            row.uid: Run(**row._mapping) for row in await conn.execute(select(Run).where(Run.uid.in_(uids)))
+        }
+        rows = (await conn.execute(_NEWS, {"uids": uids, "cursors": [tail.cursor for tail in tails]})).all()
+        snapshot = Snapshot.parse(rows[0].snapshot)
+        snapshot = dataclasses.replace(snapshot, in_progress=frozenset(int(x) for x in rows[0].writers))
+        columns = [c.name for c in TimelineEntry.__table__.columns]
+        seen: dict[str, list[TimelineEntry]] = {}
+        for row in rows:
+            if row.id is not None:
+                seen.setdefault(row.run_uid, []).append(
+                    TimelineEntry(**{c: row._mapping[c] for c in columns})
+                )
+        absorbed = [tail.absorb(snapshot, seen.get(tail.uid, [])) for tail in tails]
+        named = {
+            str(e.detail.get("finding"))
+            for entries, _ in absorbed
+            for e in entries
+            if e.source == "finding" and e.detail
+        }
         findings: dict[str, FindingRow] = {}
         if named:
             found = await conn.execute(select(FindingRow).where(FindingRow.id.in_(sorted(named))))
             findings = {row.id: FindingRow(**row._mapping) for row in found}
-        run = Run(**run_row._mapping) if run_row else None
-        return TailPoll(run, entries, findings, settled=self._held is None)
+    return [
+        TailPoll(
+            runs.get(tail.uid),
+            entries,
+            {f: findings[f] for e in entries if (f := str((e.detail or {}).get("finding"))) in findings},
+            settled,
+        )
+        for tail, (entries, settled) in zip(tails, absorbed, strict=True)
+    ]
 
 
-async def firing_findings(conn: AsyncConnection, uid: str) -> Sequence[FindingRow]:
-    """A run's firing findings, most recently seen first."""
+async def firing_findings(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[FindingRow]]:
+    """Runs' firing findings, each run's most recently seen first; runs without any are absent."""
     rows = await conn.execute(
         select(FindingRow)
-        .where(FindingRow.run_uid == uid, FindingRow.status == "firing")
+        .where(FindingRow.run_uid.in_(list(uids)), FindingRow.status == "firing")
         .order_by(FindingRow.last_seen.desc(), FindingRow.id)
     )
-    return [FindingRow(**row._mapping) for row in rows]
+    firing: dict[str, list[FindingRow]] = {}
+    for row in rows:
+        firing.setdefault(row.run_uid, []).append(FindingRow(**row._mapping))
+    return firing
 
 
 def _attempts(namespace: str, name: str) -> Select[Run]:
