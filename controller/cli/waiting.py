@@ -73,6 +73,7 @@ class Watch:
 
     goal: Goal
     phase: str | None = None
+    said_waiting: bool = False
 
     def on(self, kind: str, data: dict[str, Any]) -> tuple[list[str], Outcome | None]:
         """Lines to print for one event, and the outcome if the event settles the wait."""
@@ -92,8 +93,10 @@ class Watch:
             ], None
         if kind == "deleted":
             return [f"{data.get('at')}  {job}: deleted"], None
-        if kind == "waiting":
-            return [f"waiting for the next attempt of {data.get('namespace')}/{data.get('name')}"], None
+        if kind == "waiting":  # sent again at each reconnect: said once
+            line = f"waiting for the next attempt of {data.get('namespace')}/{data.get('name')}"
+            said, self.said_waiting = self.said_waiting, True
+            return ([] if said else [line]), None
         if kind == "end":
             return [], self._end(job, data)
         return [], None
