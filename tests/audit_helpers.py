@@ -4,6 +4,7 @@ self-signed certificates (``openssl`` CLI), and a way to write records into the 
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import uuid
 from collections.abc import Sequence
@@ -174,3 +175,40 @@ async def write(
     """Append ``records`` to the chain in one transaction, recorded at ``now``."""
     async with engine.begin() as conn:
         return await append(conn, records, now)
+
+
+_CEF_PAIR = re.compile(r"(\w+)=((?:\\.|[^\\])*?)(?= \w+=|$)")
+_CEF_UNESCAPE = {"\\": "\\", "=": "=", "|": "|", "n": "\n", "r": "\r"}
+
+
+def parse_cef(line: str) -> tuple[list[str], dict[str, str]]:
+    """A CEF line read back as a SIEM reads it: the six header fields (``\\|`` and ``\\\\``
+    unescaped) after ``CEF:0``, and the extension's keys and values (``\\=``, ``\\\\``, ``\\n``,
+    ``\\r`` unescaped; a value runs to the next unescaped `` key=``)."""
+    assert line.startswith("CEF:0|"), line[:20]
+    header: list[str] = []
+    field, i = "", len("CEF:0|")
+    while len(header) < 6:
+        if line[i] == "\\":
+            field, i = field + line[i + 1], i + 2
+        elif line[i] == "|":
+            header, field, i = [*header, field], "", i + 1
+        else:
+            field, i = field + line[i], i + 1
+    extension = line[i:]
+    pairs = {
+        key: re.sub(r"\\(.)", lambda m: _CEF_UNESCAPE.get(m.group(1), m.group(1)), value)
+        for key, value in _CEF_PAIR.findall(extension)
+    }
+    return header, pairs
+
+
+_RFC5424 = re.compile(rb"<(\d{1,3})>1 (\S+) (\S+) (\S+) (\S+) (\S+) (-|\[.*?\]) (.*)", re.DOTALL)
+
+
+def parse_syslog(message: bytes) -> tuple[int, int, str, str]:
+    """An RFC 5424 message's facility, severity, MSGID and MSG (UTF-8)."""
+    match = _RFC5424.fullmatch(message)
+    assert match is not None, message[:80]
+    pri = int(match.group(1))
+    return pri // 8, pri % 8, match.group(6).decode(), match.group(8).decode()

@@ -57,6 +57,7 @@ class ObjectMeta(TypedDict, total=False):
     namespace: str
     uid: str
     resourceVersion: str
+    generation: int
     creationTimestamp: str
     deletionTimestamp: str
     labels: dict[str, str]
@@ -230,6 +231,7 @@ def normalize_job(obj: Mapping[str, Any], change: Change, observed_at: datetime)
             namespace=meta.get("namespace", "default"),
             name=meta["name"],
             resource_version=meta["resourceVersion"],
+            generation=meta.get("generation"),
             phase=job_phase(kind, spec, status),
             conditions=conditions,
             spec=_mpijob_spec(spec) if kind == "MPIJob" else _trainjob_spec(spec),

@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
+from controller.contract.kubeflow import comparable
 from controller.kube.resources import Resource
-from controller.kube.resourceversions import comparable
 
 __all__ = ["WatchPositions", "position_name"]
 

@@ -228,9 +228,11 @@ class UnwatchedDeletions:
     def pending(self) -> bool:
         return bool(self._pending)
 
-    async def listed(self, resource: Resource, namespace: str | None, uids: frozenset[str]) -> None:
+    async def listed(self, resource: Resource, namespace: str | None, uids: frozenset[str] | None) -> None:
         """The first complete list of ``resource`` in ``namespace`` found ``uids``: compared with
-        what was published once that is loaded, so the watch starts at once all the same."""
+        what was published once that is loaded, so the watch starts at once all the same
+        (``None``: the watch resumed and tells its deletions itself; what was published of this
+        list is let go)."""
         covers = self.LISTS.get(resource)
         if covers is not None:
             task = asyncio.create_task(self._tell(resource, namespace, covers, uids))
@@ -242,7 +244,7 @@ class UnwatchedDeletions:
         resource: Resource,
         namespace: str | None,
         covers: tuple[Literal["job", "pod"], JobKind],
-        uids: frozenset[str],
+        uids: frozenset[str] | None,
     ) -> None:
         try:
             versions = await self._changes.loaded()

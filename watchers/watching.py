@@ -17,12 +17,13 @@ into a sink of :class:`WatchChange` s, through every disturbance an API server p
 * the first list has nothing of its own to compare with: once it is complete (every page),
   ``listed`` is told which uids it found, so the caller can compare them with what it published
   before the loop started (objects deleted while no watcher ran; see
-  :meth:`controller.bus.versions.PublishedVersions.gone`);
+  :meth:`controller.bus.versions.PublishedVersions.gone`) — unless the watch resumed (below),
+  which brings those deletions itself;
 * a watch with a stored position (``positions``: where the previous watcher had handed every
   change on, :mod:`watchers.positions`) does not wait for that list: it watches from the
   position at once — a failure right after a restart is seen at once, not after a list of
   thousands of pods — and lists beside it. The two are merged by resourceVersion, which
-  Kubernetes defines as comparable within a resource (KEP-5504; :mod:`controller.kube.resourceversions`):
+  Kubernetes defines as comparable within a resource (KEP-5504; :func:`controller.contract.kubeflow.compare`):
   a listed object goes on only if it is newer than what the watch already gave for it, and a
   watched change only if it is newer than what the list gave; an object the watch saw deleted
   is not brought back by the older list. A position the server no longer serves (``410 Gone``)
@@ -51,10 +52,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 from controller.contract.backoff import Backoff
+from controller.contract.kubeflow import compare
 from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError, ListPage
 from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
-from controller.kube.resourceversions import compare
 from watchers.metrics import WatchMetrics
 from watchers.positions import WatchPositions
 
@@ -88,8 +89,10 @@ class WatchChange:
 
 
 Sink = Callable[[WatchChange], Awaitable[None]]
-Listed = Callable[[Resource, str | None, frozenset[str]], Awaitable[None]]
-"""Told the resource, the namespace (``None``: cluster-wide) and the uids of a first complete list."""
+Listed = Callable[[Resource, str | None, frozenset[str] | None], Awaitable[None]]
+"""Told the resource, the namespace (``None``: cluster-wide) and the uids of a first complete
+list; ``None`` instead of the uids when the watch resumed from its position, so it tells what
+was deleted meanwhile itself."""
 
 
 class WatchStreamLike(Protocol):
@@ -327,13 +330,7 @@ class _WatchLoop:
     async def _list(self) -> None:
         started = time.monotonic()
         items, resource_version, pages = await self._in_thread(self._read_pages)
-        fresh: dict[str, RawObject] = {}
-        for obj in items:
-            uid = _uid(obj)
-            if uid is None:
-                self._skip("malformed", "listed object without metadata.uid", obj)
-            else:
-                fresh[uid] = obj
+        fresh = self._by_uid(items)
         previous, self.known = self.known, fresh
         if self.listed:
             self.m_relists.inc()
@@ -379,13 +376,7 @@ class _WatchLoop:
                 return
             if self.stop.is_set():
                 return
-        fresh: dict[str, RawObject] = {}
-        for obj in items:
-            uid = _uid(obj)
-            if uid is None:
-                self._skip("malformed", "listed object without metadata.uid", obj)
-            else:
-                fresh[uid] = obj
+        fresh = self._by_uid(items)
         handed = 0
         try:
             for n, (uid, obj) in enumerate(fresh.items(), 1):
@@ -399,7 +390,7 @@ class _WatchLoop:
                 handed += 1
             self.tombstones = None
             if not self.listed and self.on_listed is not None:
-                await self.on_listed(self.resource, self.namespace, frozenset(fresh) | frozenset(self.known))
+                await self.on_listed(self.resource, self.namespace, None)
         except _Stopped:
             return
         self.m_known.set(len(self.known))
@@ -430,6 +421,17 @@ class _WatchLoop:
             return True
         order = compare(_resource_version(obj), tombstones[uid])
         return order is not None and order > 0  # a recreation can't reuse the uid: never, in practice
+
+    def _by_uid(self, items: list[RawObject]) -> dict[str, RawObject]:
+        """Listed objects by uid; one without a uid is skipped and counted."""
+        fresh: dict[str, RawObject] = {}
+        for obj in items:
+            uid = _uid(obj)
+            if uid is None:
+                self._skip("malformed", "listed object without metadata.uid", obj)
+            else:
+                fresh[uid] = obj
+        return fresh
 
     def _read_pages(self) -> tuple[list[RawObject], str, int]:
         """Every page of one consistent list, read back to back (in a thread): the objects, the

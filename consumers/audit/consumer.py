@@ -110,22 +110,55 @@ async def purge_once(
 
 
 class CorroborationMetrics(MetricGroup):
-    """Verdicts on admission records from callers without a client certificate."""
+    """Verdicts on admission records (:mod:`controller.store.corroboration`)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
         self.decided = Counter(
             "mpijc_admission_corroborations",
-            "Admission records from callers without a client certificate, judged against the watch "
-            "stream: verified (the change was seen) or unmatched (it was not: possibly forged).",
-            ["status"],
+            "Admission records judged against the watch stream, by verdict (verified, contradicted, "
+            "unmatched, unobservable) and how the webhook's caller was authenticated (mtls, "
+            "unverified, none: the record did not say).",
+            ["status", "caller"],
             registry=self.registry,
         )
         self.pending = Gauge(
             "mpijc_admission_uncorroborated",
-            "Such records not judged yet (younger than the corroboration window).",
+            "Admission records not judged yet (younger than the corroboration window).",
             registry=self.registry,
         )
+
+
+SHOWN_SUSPECTS = 10
+"""Suspect verdicts logged one by one per round; the rest are counted in one line."""
+
+
+def suspect(decision: corroboration.Decision) -> bool:
+    """A verdict that may mean a forged record: not borne out, from a caller without the API
+    server's certificate, or an authenticated record whose change another record had taken."""
+    return decision.status in {"contradicted", "unmatched"} and (
+        decision.caller != "mtls" or decision.rival is not None
+    )
+
+
+def _report(decisions: Sequence[corroboration.Decision]) -> None:
+    suspects = [d for d in decisions if suspect(d)]
+    for d in suspects[:SHOWN_SUSPECTS]:
+        log.warning(
+            "audit: admission record seq %d (caller %s) is %s, possibly forged: %s",
+            d.seq,
+            d.caller or "not stated",
+            d.status,
+            d.detail,
+        )
+    if len(suspects) > SHOWN_SUSPECTS:
+        log.warning(
+            "audit: %d more admission records contradicted or unmatched (GET /api/v1/audit)",
+            len(suspects) - SHOWN_SUSPECTS,
+        )
+    for d in decisions:
+        if d.status in {"contradicted", "unmatched"} and not suspect(d):
+            log.info("audit: authenticated admission record seq %d is %s: %s", d.seq, d.status, d.detail)
 
 
 async def run_corroboration(
@@ -136,23 +169,18 @@ async def run_corroboration(
     metrics: CorroborationMetrics,
 ) -> None:
     """Judge pending admission records every ``corroboration_interval_s`` until ``stop`` is set
-    (:mod:`controller.store.corroboration`); an unmatched one is logged as a warning."""
+    (:mod:`controller.store.corroboration`); a :func:`suspect` verdict is logged as a warning."""
     window = timedelta(seconds=settings.corroboration_window_s)
+    settled = 0  # every admission record up to this seq has a verdict: not looked at again
     while not stop.is_set():
         try:
             async with engine.begin() as conn:
-                decided = await corroboration.decide(conn, clock(), window)
-                metrics.pending.set(await corroboration.pending(conn))
-            for status, count in decided.items():
-                metrics.decided.labels(status).inc(count)
-            if decided["unmatched"]:
-                log.warning(
-                    "audit: %d admission record(s) from callers without a client certificate were not "
-                    "borne out by the watch stream within %.0fs: possibly forged (corroboration "
-                    "'unmatched' in GET /api/v1/audit)",
-                    decided["unmatched"],
-                    settings.corroboration_window_s,
-                )
+                decided = await corroboration.decide(conn, clock(), window, after=settled)
+                metrics.pending.set(await corroboration.pending(conn, settled))
+                settled = await corroboration.settled(conn, settled)
+            for d in decided:
+                metrics.decided.labels(d.status, d.caller or "none").inc()
+            _report(decided)
         except UNAVAILABLE as exc:
             log.warning("audit: corroboration failed, trying again: %s", exc)
         with contextlib.suppress(TimeoutError):

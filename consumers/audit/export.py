@@ -17,6 +17,11 @@ Every event also carries the chain's head (newest ``seq`` and ``hash``) when its
 a checkpoint outside the database, so records removed from the end of the chain are visible
 against what the SIEM holds (``audit verify --against``).
 
+An admission record is shipped with its verdict (:mod:`controller.store.corroboration`), so a
+batch ends before the first admission record still waiting for one; it waits at most
+:func:`verdict_wait` after it was chained (the corroboration window and three rounds of judging),
+then goes out as ``pending``. The chain is not touched: the verdict travels beside the hashed link.
+
 Formats are in :mod:`controller.store.auditformats`; the API's streaming export uses the same ones.
 """
 
@@ -29,7 +34,8 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -50,6 +56,7 @@ from controller.store.auditchain import (
     records_after,
 )
 from controller.store.auditformats import hec_event, jsonl_line, octet_frame, syslog_message
+from controller.store.corroboration import Verdict, verdicts
 
 __all__ = [
     "ExportError",
@@ -63,6 +70,7 @@ __all__ = [
     "run_exporter",
     "run_exporters",
     "sinks_from_settings",
+    "verdict_wait",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,9 +93,15 @@ class Sink(Protocol):
         """The cursor key: kind and destination (a new destination starts from the beginning)."""
         ...
 
-    async def send(self, batch: Sequence[StoredRecord], head: ChainHead | None = None) -> None:
+    async def send(
+        self,
+        batch: Sequence[StoredRecord],
+        head: ChainHead | None = None,
+        verdicts: Mapping[int, Verdict] | None = None,
+    ) -> None:
         """Deliver ``batch`` (in chain order) or raise; every record carries ``head``, the chain's
-        newest link when the batch was read (a checkpoint the SIEM keeps)."""
+        newest link when the batch was read (a checkpoint the SIEM keeps), and an admission
+        record its verdict from ``verdicts`` (by seq; ``pending`` when absent)."""
         ...
 
     async def delivered_upto(self) -> int | None:
@@ -107,8 +121,15 @@ class JsonlFileSink:
     def name(self) -> str:
         return f"jsonl:{self.path}"
 
-    async def send(self, batch: Sequence[StoredRecord], head: ChainHead | None = None) -> None:
-        await asyncio.to_thread(self._write, b"".join(jsonl_line(stored, head) for stored in batch))
+    async def send(
+        self,
+        batch: Sequence[StoredRecord],
+        head: ChainHead | None = None,
+        verdicts: Mapping[int, Verdict] | None = None,
+    ) -> None:
+        found = verdicts or {}
+        lines = b"".join(jsonl_line(stored, head, found.get(stored.seq)) for stored in batch)
+        await asyncio.to_thread(self._write, lines)
 
     def _write(self, data: bytes) -> None:
         with self.path.open("ab") as out:
@@ -181,9 +202,18 @@ class SyslogSink:
             )
         return self._stream[1]
 
-    async def send(self, batch: Sequence[StoredRecord], head: ChainHead | None = None) -> None:
+    async def send(
+        self,
+        batch: Sequence[StoredRecord],
+        head: ChainHead | None = None,
+        verdicts: Mapping[int, Verdict] | None = None,
+    ) -> None:
+        found = verdicts or {}
         frames = b"".join(
-            octet_frame(syslog_message(stored, self.hostname, self.facility, head=head)) for stored in batch
+            octet_frame(
+                syslog_message(stored, self.hostname, self.facility, head=head, verdict=found.get(stored.seq))
+            )
+            for stored in batch
         )
         try:
             writer = await self._connected()
@@ -227,9 +257,17 @@ class HecSink:
     def name(self) -> str:
         return f"hec:{self.url}"
 
-    async def send(self, batch: Sequence[StoredRecord], head: ChainHead | None = None) -> None:
+    async def send(
+        self,
+        batch: Sequence[StoredRecord],
+        head: ChainHead | None = None,
+        verdicts: Mapping[int, Verdict] | None = None,
+    ) -> None:
+        found = verdicts or {}
         body = b"\n".join(
-            json.dumps(hec_event(stored, self.host, self.sourcetype, self.index, head)).encode()
+            json.dumps(
+                hec_event(stored, self.host, self.sourcetype, self.index, head, found.get(stored.seq))
+            ).encode()
             for stored in batch
         )
         try:
@@ -300,10 +338,38 @@ class ExportMetrics(MetricGroup):
         )
 
 
-async def export_batch(engine: AsyncEngine, sink: Sink, batch_size: int, clock: Clock = utcnow) -> int:
+def verdict_wait(settings: AuditSettings) -> timedelta:
+    """How long after it was chained an admission record may wait for its verdict before it is
+    shipped as ``pending``: the corroboration window and three rounds of judging."""
+    return timedelta(seconds=settings.corroboration_window_s + 3 * settings.corroboration_interval_s)
+
+
+def _ready(
+    batch: Sequence[StoredRecord], found: Mapping[int, Verdict], now: datetime, wait: timedelta
+) -> Sequence[StoredRecord]:
+    """``batch`` up to the first admission record still waiting for its verdict."""
+    for i, stored in enumerate(batch):
+        if (
+            stored.record.source == "admission"
+            and stored.seq not in found
+            and stored.recorded_at > now - wait
+        ):
+            return batch[:i]
+    return batch
+
+
+async def export_batch(
+    engine: AsyncEngine,
+    sink: Sink,
+    batch_size: int,
+    clock: Clock = utcnow,
+    wait: timedelta = timedelta(0),
+) -> int:
     """Ship the next batch after ``sink``'s cursor and move the cursor; returns how many were shipped.
 
-    Returns 0 when there is nothing new, or when another exporter holds this sink's cursor.
+    The batch ends before the first admission record without a verdict chained less than ``wait``
+    ago (:func:`verdict_wait`). Returns 0 when there is nothing (ready), or when another exporter
+    holds this sink's cursor.
     """
     async with engine.begin() as conn:
         held = await claim_cursor(conn, sink.name)
@@ -315,17 +381,26 @@ async def export_batch(engine: AsyncEngine, sink: Sink, batch_size: int, clock: 
             await move_cursor(conn, sink.name, delivered, 0, clock())
             held = delivered
         batch = await records_after(conn, held, batch_size)
-        if not batch:
+        found = await verdicts(conn, [s.seq for s in batch if s.record.source == "admission"])
+        ready = _ready(batch, found, clock(), wait)
+        if not ready:
             return 0
-        await sink.send(batch, await chain_head(conn))
-        await move_cursor(conn, sink.name, batch[-1].seq, len(batch), clock())
-    return len(batch)
+        await sink.send(ready, await chain_head(conn), found)
+        await move_cursor(conn, sink.name, ready[-1].seq, len(ready), clock())
+    return len(ready)
 
 
-async def drain(engine: AsyncEngine, sink: Sink, batch_size: int, clock: Clock = utcnow) -> int:
-    """Ship batches until ``sink`` has caught up with the chain; returns how many were shipped."""
+async def drain(
+    engine: AsyncEngine,
+    sink: Sink,
+    batch_size: int,
+    clock: Clock = utcnow,
+    wait: timedelta = timedelta(0),
+) -> int:
+    """Ship batches until ``sink`` has caught up with the chain, or reached an admission record
+    waiting for its verdict (see :func:`export_batch`); returns how many were shipped."""
     total = 0
-    while shipped := await export_batch(engine, sink, batch_size, clock):
+    while shipped := await export_batch(engine, sink, batch_size, clock, wait):
         total += shipped
     return total
 
@@ -348,7 +423,9 @@ async def run_exporter(
     try:
         while not stop.is_set():
             try:
-                shipped = await export_batch(engine, sink, settings.export_batch_size, clock)
+                shipped = await export_batch(
+                    engine, sink, settings.export_batch_size, clock, verdict_wait(settings)
+                )
             except Exception as exc:
                 metrics.failures.labels(sink.name).inc()
                 delay = backoff.next_delay()

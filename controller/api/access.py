@@ -22,10 +22,12 @@ the web stack in; :mod:`controller.api.auth` is the FastAPI seam on top of it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Generic, TypeVar
 
 from controller.contract.access import AccessReviewer, Principal, ReviewUnavailableError
@@ -38,9 +40,12 @@ __all__ = [
     "CachedAccess",
     "OpenAccess",
     "Principal",
+    "ReviewBudget",
+    "ReviewBudgetExceededError",
     "ReviewUnavailableError",
     "StaticAccess",
     "build_reviewer",
+    "spending",
     "token_digest",
 ]
 
@@ -106,16 +111,54 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
+class ReviewBudgetExceededError(ReviewUnavailableError):
+    """A request asked for more access decisions than its budget allows; those it already
+    got are kept, so the same request made again goes further."""
+
+
+class ReviewBudget:
+    """How many access decisions one request may still ask the reviewer for beyond its cache."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+
+    def spend(self) -> None:
+        """Count one decision; :class:`ReviewBudgetExceededError` once ``limit`` are spent."""
+        if self.spent >= self.limit:
+            raise ReviewBudgetExceededError(
+                f"this request needs more than {self.limit} access reviews (api.max_reviews_per_request)"
+            )
+        self.spent += 1
+
+
+_budget: ContextVar[ReviewBudget | None] = ContextVar("mpijc_review_budget", default=None)
+
+
+@contextlib.contextmanager
+def spending(budget: ReviewBudget | None) -> Iterator[None]:
+    """Decisions a :class:`CachedAccess` computes inside this block (and in tasks started in it)
+    are counted against ``budget``; ``None`` counts nothing."""
+    token = _budget.set(budget)
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
 class _TTLCache(Generic[K, V]):
-    """Answers kept for ``ttl_s`` seconds, at most ``size`` of them (the oldest go first).
+    """Answers kept for ``ttl_s`` seconds (``ttl_of(answer)`` when given), at most ``size`` of
+    them (the oldest go first); a lifetime counts from when the question was asked.
 
     An answer is cached as the future of its computation, so concurrent callers asking the
     same question await one computation instead of each starting their own. A failed
     computation is not kept: the next caller asks again.
     """
 
-    def __init__(self, ttl_s: float, size: int, clock: Monotonic) -> None:
-        self._ttl_s = ttl_s
+    def __init__(
+        self, ttl_s: float, size: int, clock: Monotonic, ttl_of: Callable[[V], float] | None = None
+    ) -> None:
+        self._ttl_of = ttl_of or (lambda _: ttl_s)
         self._size = size
         self._clock = clock
         self._entries: OrderedDict[K, tuple[float, asyncio.Future[V]]] = OrderedDict()
@@ -123,7 +166,7 @@ class _TTLCache(Generic[K, V]):
     async def get(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
         now = self._clock()
         held = self._entries.get(key)
-        if held is not None and now - held[0] < self._ttl_s and not _failed(held[1]):
+        if held is not None and not _failed(held[1]) and (not held[1].done() or now < held[0]):
             return await asyncio.shield(held[1])
         future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
         self._entries[key] = (now, future)
@@ -140,6 +183,8 @@ class _TTLCache(Generic[K, V]):
             else:
                 future.cancel()
             raise
+        if self._entries.get(key, (0.0, None))[1] is future:
+            self._entries[key] = (now + self._ttl_of(value), future)
         future.set_result(value)
         return value
 
@@ -154,18 +199,34 @@ def _failed(future: asyncio.Future[V]) -> bool:
 
 
 class CachedAccess:
-    """Remembers another reviewer's answers for ``ttl_s`` seconds.
+    """Remembers another reviewer's answers: tokens and allowed decisions for ``ttl_s`` seconds,
+    denied decisions for ``denied_ttl_s`` (``ttl_s`` unless given), like the API server's own
+    webhook authorizer cache (authorized and unauthorized TTLs).
 
     Denials are cached too: a client retrying a bad token must not become a TokenReview storm
-    on the API server. Tokens are kept by digest, never as themselves.
+    on the API server. Tokens are kept by digest, never as themselves. Decisions are kept per
+    :class:`Principal` — the identity a token stands for, not the token — so every token of one
+    user or service account shares them; a freshly minted token costs one TokenReview.
+
+    A decision not in the cache is counted against the budget of the request asking
+    (:func:`spending`); past it, :class:`ReviewBudgetExceededError` and no review is sent.
     """
 
     def __init__(
-        self, inner: AccessReviewer, ttl_s: float, size: int = 10_000, clock: Monotonic = time.monotonic
+        self,
+        inner: AccessReviewer,
+        ttl_s: float,
+        size: int = 10_000,
+        clock: Monotonic = time.monotonic,
+        *,
+        denied_ttl_s: float | None = None,
     ) -> None:
         self._inner = inner
+        denied = ttl_s if denied_ttl_s is None else denied_ttl_s
         self._tokens: _TTLCache[bytes, Principal | None] = _TTLCache(ttl_s, size, clock)
-        self._decisions: _TTLCache[tuple[str, Principal, str | None], bool] = _TTLCache(ttl_s, size, clock)
+        self._decisions: _TTLCache[tuple[str, Principal, str | None], bool] = _TTLCache(
+            ttl_s, size, clock, lambda allowed: ttl_s if allowed else denied
+        )
 
     async def review_token(self, token: str) -> Principal | None:
         if not token:
@@ -173,19 +234,28 @@ class CachedAccess:
         return await self._tokens.get(token_digest(token), lambda: self._inner.review_token(token))
 
     async def can_list(self, principal: Principal, namespace: str | None) -> bool:
-        return await self._decisions.get(
-            ("list", principal, namespace), lambda: self._inner.can_list(principal, namespace)
-        )
+        return await self._decide("list", principal, namespace, self._inner.can_list)
 
     async def can_update(self, principal: Principal, namespace: str | None) -> bool:
-        return await self._decisions.get(
-            ("update", principal, namespace), lambda: self._inner.can_update(principal, namespace)
-        )
+        return await self._decide("update", principal, namespace, self._inner.can_update)
 
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
-        return await self._decisions.get(
-            ("subscribe", principal, namespace), lambda: self._inner.can_subscribe(principal, namespace)
-        )
+        return await self._decide("subscribe", principal, namespace, self._inner.can_subscribe)
+
+    async def _decide(
+        self,
+        verb: str,
+        principal: Principal,
+        namespace: str | None,
+        ask: Callable[[Principal, str | None], Awaitable[bool]],
+    ) -> bool:
+        async def compute() -> bool:
+            budget = _budget.get()
+            if budget is not None:
+                budget.spend()
+            return await ask(principal, namespace)
+
+        return await self._decisions.get((verb, principal, namespace), compute)
 
 
 def build_reviewer(
@@ -198,4 +268,9 @@ def build_reviewer(
         return StaticAccess(settings.tokens)
     if kubernetes is None:
         raise ValueError("api.auth=kubernetes needs a Kubernetes reviewer; none was given")
-    return CachedAccess(kubernetes(), settings.review_ttl_s, settings.review_cache_size)
+    return CachedAccess(
+        kubernetes(),
+        settings.review_ttl_s,
+        settings.review_cache_size,
+        denied_ttl_s=settings.review_denied_ttl_s,
+    )

@@ -57,6 +57,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.reviewer = reviewer if reviewer is not None else StaticAccess({})
     app.state.limiter = ClientLimiter(limits)
+    app.state.review_limit = limits.reviews_per_request
     app.state.streams = events.StreamGate(streams, engine)
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
     subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings(), quotas=quotas)

@@ -14,7 +14,7 @@ time the audited thing happened. Lists are newest first, paged as every list is
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -22,7 +22,13 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api import models
-from controller.api.auth import Principal, current_principal, require_namespace, visible_namespaces
+from controller.api.auth import (
+    Principal,
+    current_principal,
+    may_read,
+    require_namespace,
+    visible_namespaces,
+)
 from controller.api.deps import engine_of
 from controller.api.paging import Cursor, Keyset, Limit, page_of
 from controller.api.params import (
@@ -36,9 +42,9 @@ from controller.api.params import (
 )
 from controller.contract.audit import Verb
 from controller.store import auditchain as auditlog
-from controller.store import corroboration
+from controller.store import auditformats, corroboration
 from controller.store.auditchain import AuditFilter, StoredRecord
-from controller.store.auditformats import EXPORT_FORMATS, ExportFormat
+from controller.store.auditformats import EXPORT_FORMATS, ExportFormat, Render
 
 router = APIRouter(
     prefix="/api/v1/audit",
@@ -104,31 +110,27 @@ async def list_audit(
         rows = await auditlog.list_records(conn, where, limit + 1, before)
         page, next_cursor = page_of(rows, limit, AUDIT, lambda stored: stored.seq)
         verdicts = await corroboration.verdicts(conn, [stored.seq for stored in page])
-    items = [
-        models.AuditLink.model_validate(
-            {**stored.export(), "corroboration": _corroboration(stored, verdicts)}
-        )
-        for stored in page
-    ]
+    items = [_link(stored, verdicts.get(stored.seq)) for stored in page]
     return models.AuditPage(items=items, next_cursor=next_cursor)
 
 
-def _corroboration(stored: StoredRecord, verdicts: dict[int, corroboration.Verdict]) -> str | None:
-    """How far an admission record's claim is borne out (see ``models.AuditLink.corroboration``)."""
-    caller = stored.record.caller if stored.record.source == "admission" else None
-    if caller == "mtls":
-        return "authenticated"
-    if caller == "unverified":
-        verdict = verdicts.get(stored.seq)
-        return verdict.status if verdict is not None else "pending"
-    return None
+def _link(stored: StoredRecord, verdict: corroboration.Verdict | None) -> models.AuditLink:
+    """The link and, for an admission record, how far its claim is borne out (``pending``: not yet)."""
+    standing = auditformats.corroboration(stored, verdict)
+    return models.AuditLink.model_validate(
+        {
+            **stored.export(),
+            "corroboration": standing["status"] if standing else None,
+            "corroboration_detail": standing["detail"] if standing else None,
+        }
+    )
 
 
-async def _rendered(
-    engine: AsyncEngine, where: AuditFilter, render: Callable[[StoredRecord], bytes]
-) -> AsyncIterator[bytes]:
+async def _rendered(engine: AsyncEngine, where: AuditFilter, render: Render) -> AsyncIterator[bytes]:
     async for page in auditlog.pages(engine, where, EXPORT_PAGE):
-        yield b"".join(render(stored) for stored in page)
+        async with engine.connect() as conn:
+            found = await corroboration.verdicts(conn, [stored.seq for stored in page])
+        yield b"".join(render(stored, found.get(stored.seq)) for stored in page)
 
 
 @router.get(
@@ -160,7 +162,7 @@ async def verify_audit(
     request: Request, principal: Annotated[Principal, Depends(current_principal)]
 ) -> models.ChainVerification:
     """Walk the hash chain; ``broken`` names the first record where it does not hold."""
-    if await visible_namespaces(request, principal) is not None:
+    if not await may_read(request, principal, None):
         raise HTTPException(
             403, "verifying the audit chain needs read access to every namespace: the chain is global"
         )

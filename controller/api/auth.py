@@ -25,14 +25,21 @@ reviewer that cannot answer (the Kubernetes API is down) → 503.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from controller.api.access import Principal, ReviewUnavailableError, token_digest
-from controller.api.deps import engine_of, limiter_of, reviewer_of
+from controller.api.access import (
+    Principal,
+    ReviewBudget,
+    ReviewBudgetExceededError,
+    ReviewUnavailableError,
+    spending,
+    token_digest,
+)
+from controller.api.deps import engine_of, limiter_of, review_limit_of, reviewer_of
 from controller.api.ratelimit import RateLimited
 from controller.store import queries
 
@@ -55,6 +62,8 @@ MAX_TOKEN = 16 * 1024
 """Longest bearer token sent for review (service-account and OIDC tokens are a few kilobytes)."""
 _PRINCIPAL = "mpijc.principal"
 """Where a request's scope keeps its caller once authenticated."""
+_BUDGET = "mpijc.review_budget"
+"""Where a request's scope keeps what is left of its access-review budget."""
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -63,9 +72,26 @@ bearer = HTTPBearer(
 )
 
 
-async def _answer(question: Awaitable[_T]) -> _T:
+def _budget(request: Request) -> ReviewBudget:
+    """The request's budget of access decisions (``api.max_reviews_per_request``), made on first use."""
+    budget = request.scope.get(_BUDGET)
+    if not isinstance(budget, ReviewBudget):
+        budget = request.scope[_BUDGET] = ReviewBudget(review_limit_of(request))
+    return budget
+
+
+async def _answer(request: Request, question: Callable[[], Awaitable[_T]]) -> _T:
+    """``question()``'s answer, its uncached decisions counted against the request's budget; a
+    reviewer that cannot answer, or a spent budget, is 503."""
     try:
-        return await question
+        with spending(_budget(request)):
+            return await question()
+    except ReviewBudgetExceededError as exc:
+        raise HTTPException(
+            503,
+            f"cannot check access in one go: {exc}; the answers it got are kept, retry",
+            headers={"Retry-After": "1"},
+        ) from exc
     except ReviewUnavailableError as exc:
         raise HTTPException(503, f"cannot check access right now: {exc}") from exc
 
@@ -100,7 +126,7 @@ async def _review(request: Request, credentials: HTTPAuthorizationCredentials | 
         limiter.before_review(address, digest)
         principal = None
         if len(token) <= MAX_TOKEN:
-            principal = await _answer(reviewer_of(request).review_token(token))
+            principal = await _answer(request, lambda: reviewer_of(request).review_token(token))
         if principal is None:
             limiter.failed(address)
             detail = "the bearer token was not accepted" if token else "a bearer token is required"
@@ -123,28 +149,30 @@ async def require_namespace(request: Request, principal: Principal, namespace: s
 async def may_read(request: Request, principal: Principal, namespace: str | None) -> bool:
     """Whether ``principal`` may read ``namespace`` (``None``: every namespace, as a cluster-wide
     object needs)."""
-    return await _answer(reviewer_of(request).can_list(principal, namespace))
+    return await _answer(request, lambda: reviewer_of(request).can_list(principal, namespace))
 
 
 async def may_update(request: Request, principal: Principal, namespace: str | None) -> bool:
     """Whether ``principal`` may update MPIJobs or TrainJobs in ``namespace`` (``None``: in all)."""
-    return await _answer(reviewer_of(request).can_update(principal, namespace))
+    return await _answer(request, lambda: reviewer_of(request).can_update(principal, namespace))
 
 
 async def may_subscribe(request: Request, principal: Principal, namespace: str | None) -> bool:
     """Whether ``principal`` may create subscriptions in ``namespace`` (``None``: cluster-wide)
     and change their own there."""
-    return await _answer(reviewer_of(request).can_subscribe(principal, namespace))
+    return await _answer(request, lambda: reviewer_of(request).can_subscribe(principal, namespace))
 
 
 async def visible_namespaces(request: Request, principal: Principal) -> frozenset[str] | None:
     """Namespaces ``principal`` may read; ``None`` means all of them (a cluster-wide grant).
 
     Without a cluster-wide grant, each namespace that has runs is reviewed (answers are cached
-    by the reviewer), at most :data:`REVIEW_CONCURRENCY` at a time.
+    per identity by the reviewer), at most :data:`REVIEW_CONCURRENCY` at a time, within the
+    request's budget of decisions: past it, 503 with ``Retry-After`` (the decisions already
+    got are kept, so the retry goes further); a partial list is never answered.
     """
     reviewer = reviewer_of(request)
-    if await _answer(reviewer.can_list(principal, None)):
+    if await may_read(request, principal, None):
         return None
     async with engine_of(request).connect() as conn:
         candidates = await queries.run_namespaces(conn)
@@ -154,5 +182,12 @@ async def visible_namespaces(request: Request, principal: Principal) -> frozense
         async with gate:
             return await reviewer.can_list(principal, namespace)
 
-    verdicts = await _answer(asyncio.gather(*(allowed(ns) for ns in candidates)))
+    async def every() -> list[bool]:
+        verdicts = await asyncio.gather(*(allowed(ns) for ns in candidates), return_exceptions=True)
+        for verdict in verdicts:  # every review ends (and is cached) before any failure is told
+            if isinstance(verdict, BaseException):
+                raise verdict
+        return [bool(v) for v in verdicts]
+
+    verdicts = await _answer(request, every)
     return frozenset(ns for ns, ok in zip(candidates, verdicts, strict=True) if ok)

@@ -35,6 +35,12 @@ def reviewer_of(request: Request) -> AccessReviewer:
     return reviewer
 
 
+def review_limit_of(request: Request) -> int:
+    """Access decisions one request may ask for beyond the reviewer's cache."""
+    limit: int = request.app.state.review_limit
+    return limit
+
+
 def collectors_of(request: Request) -> Sequence[ScrapeCollector]:
     """Collectors to refresh before ``/metrics`` renders."""
     collectors: Sequence[ScrapeCollector] = request.app.state.collectors

@@ -44,6 +44,8 @@ class ApiLimits:
       may cost (``MPIJC_API__MAX_BODY_ITEMS`` / ``…_CONTAINERS``).
     - ``body_timeout_s``: a body not whole this long after its headers is 408
       (``MPIJC_API__BODY_TIMEOUT_S``).
+    - ``reviews_per_request``: access decisions one request may ask for beyond the reviewer's
+      cache; more is 503 with ``Retry-After`` (``MPIJC_API__MAX_REVIEWS_PER_REQUEST``).
     """
 
     max_body_bytes: int
@@ -53,6 +55,7 @@ class ApiLimits:
     max_body_items: int
     max_body_containers: int
     body_timeout_s: float
+    reviews_per_request: int
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1 or self.tracked_clients < 1:
@@ -73,6 +76,7 @@ class ApiLimits:
             max_body_items=api.max_body_items,
             max_body_containers=api.max_body_containers,
             body_timeout_s=api.body_timeout_s,
+            reviews_per_request=api.max_reviews_per_request,
         )
 
 

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.bus.client import JetStreamContext
 from controller.bus.streams import FAMILIES
 from controller.contract.subjects import Topology
-from controller.store import queries
+from controller.store import queries, subscriptions
 
 __all__ = ["RUN_DURATION_BUCKETS", "JetStreamCollector", "ScrapeCollector", "StoreCollector"]
 
@@ -82,7 +82,7 @@ class ScrapeCollector(Collector):
 
 
 class StoreCollector(ScrapeCollector):
-    """Jobs by phase, run durations and findings by rule, from the history store."""
+    """Jobs by phase, run durations, findings by rule and subscriptions by state, from the store."""
 
     source = "database"
 
@@ -95,6 +95,7 @@ class StoreCollector(ScrapeCollector):
             phases = await queries.jobs_by_phase(conn)
             durations = await queries.run_duration_histogram(conn, RUN_DURATION_BUCKETS)
             findings = await queries.findings_by_rule(conn)
+            states = await subscriptions.count_by_state(conn)
         jobs = GaugeMetricFamily(
             "mpijc_jobs",
             "Runs not deleted yet, by namespace, kind and phase.",
@@ -119,7 +120,15 @@ class StoreCollector(ScrapeCollector):
         )
         for rule, severity, status, count in findings:
             by_rule.add_metric([rule, severity, status], count)
-        return [jobs, histogram, by_rule]
+        subs = GaugeMetricFamily(
+            "mpijc_subscriptions",
+            "Notification subscriptions by state (active, disabled, suspended: their creator lost "
+            "read access, expired) and channel.",
+            labels=["state", "channel"],
+        )
+        for state, channel, count in states:
+            subs.add_metric([state, channel], count)
+        return [jobs, histogram, by_rule, subs]
 
 
 def _le(bound: float) -> str:

@@ -255,7 +255,8 @@ _DEPRECATED_NEXT = (
 
 
 class Notice(_Out):
-    """Something the notifier wants the subscription's owner to know (e.g. why it was disabled)."""
+    """Something the notifier wants the subscription's owner to know: why it was disabled,
+    suspended or resumed (``kind``)."""
 
     kind: str
     message: str
@@ -267,7 +268,11 @@ class Subscription(_Out):
 
     id: str
     channel: Channel
-    state: SubscriptionState
+    state: SubscriptionState = Field(
+        description="`active`; `disabled` (by someone, or after failing too long); `suspended` (its "
+        "creator may no longer read where it points; it resumes by itself when they may again); "
+        "`expired`. Neither a disabled nor a suspended one is matched or sent."
+    )
     namespace: str | None = Field(description="Only jobs in this namespace; null: every namespace.")
     job_name: str | None
     label_selector: str | None
@@ -287,8 +292,8 @@ class Subscription(_Out):
     created_at: datetime
     updated_at: datetime
     failing_since: datetime | None
-    disabled_at: datetime | None
-    disabled_reason: str | None
+    disabled_at: datetime | None = Field(description="Since when it is disabled or suspended.")
+    disabled_reason: str | None = Field(description="Why it is disabled or suspended.")
     previous_secret_until: datetime | None
 
 
@@ -382,11 +387,19 @@ class AuditLink(_Out):
     prev_hash: str
     hash: str
     record: dict[str, Any] = Field(description="The audit record exactly as stored and hashed.")
-    corroboration: Literal["authenticated", "verified", "unmatched", "pending"] | None = Field(
+    corroboration: (
+        Literal["verified", "contradicted", "unmatched", "unobservable", "unjudged", "pending"] | None
+    ) = Field(
         default=None,
-        description="Admission records only (not hashed): `authenticated`, the caller presented the API "
-        "server's client certificate; from a caller without one, `verified` (the watch stream showed "
-        "the change), `unmatched` (it did not within the window: possibly forged) or `pending`.",
+        description="Admission records only (not hashed), whatever their `caller`: `verified` (the watch "
+        "stream showed this uid change as claimed, and that change bore out no other record), "
+        "`contradicted` (it showed the object change differently), `unmatched` (no such change, or "
+        "one another record had taken, within the window), `unobservable` (the claim is not what the "
+        "watch can see, e.g. annotations only), `unjudged` (chained before every record was judged), "
+        "`pending` (not judged yet). See docs/audit.md, 'Corroboration'.",
+    )
+    corroboration_detail: str | None = Field(
+        default=None, description="Why the verdict is what it is, in words (admission records only)."
     )
 
 

@@ -13,6 +13,9 @@ Who may do what, through the auth seam:
   who can read it gets 403;
 - **create**: read access to the namespace it covers, within the quotas
   (:class:`~controller.api.limits.SubscriptionQuotas`: per creator and per namespace, 429);
+  the creator's identity (uid, groups, extra attributes) is kept with it, and their read
+  access is re-checked for as long as it lives (:mod:`controller.api.rechecks`): ``suspended``
+  while they have lost it;
 - a webhook's **URL** is shown whole only to its creator (chat systems put credentials in
   it); everyone else sees its scheme and host.
 
@@ -56,9 +59,16 @@ from controller.api.params import (
     errors,
     known_query_only,
 )
+from controller.api.rechecks import creator_of, lost_access
 from controller.contract.clock import Clock
 from controller.contract.egress import EgressPolicy, EgressRefusedError, Resolver, system_resolver
-from controller.contract.notifications import Channel, DeliveryStatus, FilterError, Filters
+from controller.contract.notifications import (
+    Channel,
+    DeliveryStatus,
+    FilterError,
+    Filters,
+    SubscriptionState,
+)
 from controller.contract.redaction import REDACTED
 from controller.contract.settings import NotifySettings
 from controller.contract.signing import generate_secret
@@ -138,7 +148,10 @@ class SubscriptionIn(_Body):
 
 
 class SubscriptionPatch(_Body):
-    """Changes to a subscription; ``state`` re-enables (``active``) or pauses (``disabled``) it."""
+    """Changes to a subscription; ``state`` re-enables (``active``) or pauses (``disabled``) it.
+
+    A ``suspended`` subscription (its creator lost read access where it points) becomes active
+    only if its creator may read there again; a change by its creator records who they are now."""
 
     url: Url | None = Field(default=None, description=_URL_DOC)
     recipients: list[Address] | None = Field(
@@ -260,7 +273,7 @@ async def _authorize(request: Request, principal: Principal, namespace: str | No
             raise HTTPException(
                 403, f"{principal.username} may not list MPIJobs or TrainJobs in namespace {namespace!r}"
             )
-    elif await visible_namespaces(request, principal) is not None:
+    elif not await may_read(request, principal, None):
         raise HTTPException(
             403,
             "a subscription without a namespace covers every namespace; it needs read access to all of them",
@@ -456,6 +469,7 @@ class _NotificationsApi:
             "state": "active",
             "secret": secret,
             "created_by": principal.username,
+            "creator": principal.identity(),
             "created_at": at,
             "updated_at": at,
         }
@@ -470,7 +484,7 @@ class _NotificationsApi:
         principal: Caller,
         namespace: NamespaceQuery = None,
         channel: Channel | None = None,
-        state: Literal["active", "disabled", "expired"] | None = None,
+        state: SubscriptionState | None = None,
         cursor: Cursor = None,
         after: Annotated[
             str | None,
@@ -542,6 +556,12 @@ class _NotificationsApi:
         at = self._now()
         values = {**changes, **{k: checked[k] for k in merged if k != "channel"}, "updated_at": at}
         reviving = state == "active" and sub.state == "expired"
+        if sub.created_by == principal.username:  # its creator, as they are now, is who is re-checked
+            values["creator"] = principal.identity()
+        if state == "active" and sub.state == "suspended":
+            creator = principal if sub.created_by == principal.username else creator_of(sub)
+            if not await may_read(request, creator, checked["namespace"]):
+                raise HTTPException(409, f"subscription {sub.id} is {lost_access(sub)}")
         if state == "active" and sub.state != "active":
             cleared = ("failing_since", "disabled_at", "disabled_reason", "fired_at")
             values |= {"state": "active", **dict.fromkeys(cleared)}
@@ -640,6 +660,8 @@ class _NotificationsApi:
         await _may_change(request, principal, sub.created_by, sub.namespace, sub.id)
         if sub.state == "disabled":
             raise HTTPException(409, f"subscription {sub.id} is disabled; PATCH it to state active first")
+        if sub.state == "suspended":
+            raise HTTPException(409, f"subscription {sub.id} is {lost_access(sub)}")
         async with engine_of(request).begin() as conn:
             queued = await outbox.redeliver(conn, delivery_id, self._now())
             attempts = await outbox.attempts_of(conn, [queued.seq]) if queued else {}

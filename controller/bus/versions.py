@@ -155,9 +155,6 @@ class PublishedVersions:
         """Keys of jobs and pods whose value an earlier version wrote, without identity."""
         self._gone: list[tuple[str, bytes]] = []
         """Keys of deleted objects, to be purged from the bucket."""
-        self._told_gone: dict[str, str] = {}
-        """Key → resourceVersion of the deletion :meth:`gone` told: a watch resumed from before
-        it may still bring the real one (at another version), which then says nothing new."""
         self._forgetting: asyncio.Task[None] | None = None
 
     async def load(self, settings: NatsSettings, batch: int = 1000) -> int:
@@ -247,20 +244,10 @@ class PublishedVersions:
                 await sub.unsubscribe()
 
     def changed(self, events: Sequence[BusEvent]) -> list[BusEvent]:
-        """``events`` less those whose object was already published at that version, or whose
-        deletion was already told."""
-        changed: list[BusEvent] = []
-        for event in events:
-            if event.type in _UNREMEMBERED:
-                changed.append(event)
-                continue
-            key = _key(event)
-            told = self._told_gone.get(key) if event.change == "DELETED" else None
-            if told is not None and told != event.resource_version:
-                del self._told_gone[key]
-            elif not _same(self._known.get(key), _version(event)):
-                changed.append(event)
-        return changed
+        """``events`` less those whose object was already published at that version."""
+        return [
+            e for e in events if e.type in _UNREMEMBERED or not _same(self._known.get(_key(e)), _version(e))
+        ]
 
     def legacy(self, events: Sequence[BusEvent]) -> list[BusEvent]:
         """Those of ``events`` already published at that version, but whose stored value an
@@ -270,11 +257,16 @@ class PublishedVersions:
         return [e for e in events if _key(e) in self._legacy and _same(self._known.get(_key(e)), _version(e))]
 
     def gone(
-        self, kind: Literal["job", "pod"], job_kind: JobKind, namespace: str | None, listed: Collection[str]
+        self,
+        kind: Literal["job", "pod"],
+        job_kind: JobKind,
+        namespace: str | None,
+        listed: Collection[str] | None,
     ) -> list[BusEvent]:
         """The deletions of the jobs of ``job_kind``, or the pods of such jobs, in ``namespace``
         (``None``: in all) published before this start and not in ``listed`` (the uids a
-        complete list of them found): deleted while no watcher was running.
+        complete list of them found): deleted while no watcher was running. ``listed`` ``None``:
+        the watch resumed from where the last one stood and tells those deletions itself; none.
 
         Asked once per kind and namespace, after the first complete list of them since
         :meth:`load`; later lists compare with the watch's own memory, so those objects are
@@ -289,11 +281,10 @@ class PublishedVersions:
         deletions: list[BusEvent] = []
         for scope in scopes:
             for uid, (key, identity) in self._by_list.pop(scope).items():
-                if uid in listed or key not in self._known:
+                if listed is None or uid in listed or key not in self._known:
                     continue
                 model = _IDENTITIES[kind][0]
                 version = self._known.get(key, "")
-                self._told_gone[key] = resource_version_in(version)
                 try:
                     deletions.append(
                         model.model_validate(

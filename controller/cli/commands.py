@@ -166,6 +166,7 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     It starts without waiting for NATS: until NATS answers (and whenever it is away), records
     go to the spool (``admission.spool_dir``) and are published once it is back.
     """
+    from watchers.admission.certificates import UnreadableCertificate
     from watchers.admission.spool import FileSpool, LazyJetStream
     from watchers.admission.webhook import serve_admission
 
@@ -176,12 +177,16 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
         spool = FileSpool(spool_dir) if spool_dir is not None else None
     except OSError as exc:
         raise StartupError(f"MPIJC_ADMISSION__SPOOL_DIR: {exc}") from exc
+    registry = PipelineMetrics().registry
     bus = LazyJetStream(settings.nats.url, settings.nats)
     bus.start()
     try:
-        await serve_admission(
-            settings.admission, bus, PipelineMetrics().registry, stop_on_signals(), spool=spool
-        )
+        # the probes and Prometheus use the metrics port: with a client CA the HTTPS port lets in
+        # only callers with a client certificate, which neither the kubelet nor Prometheus has
+        with served_metrics(registry, settings.metrics.port, "MPIJC_METRICS__PORT"):
+            await serve_admission(settings.admission, bus, registry, stop_on_signals(), spool=spool)
+    except UnreadableCertificate as exc:
+        raise StartupError(f"MPIJC_ADMISSION__{exc.setting.upper()}: {exc}") from exc
     finally:
         await bus.close()
     return 0
@@ -190,10 +195,11 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
 async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     """``audit verify|export|purge``: the database only."""
     from consumers.audit.consumer import purge_once
-    from consumers.audit.export import drain, run_exporters, sinks_from_settings
+    from consumers.audit.export import drain, run_exporters, sinks_from_settings, verdict_wait
     from controller.contract.audit import Actor
     from controller.store.auditchain import AuditFilter, compare_with_export, pages, verify
     from controller.store.auditformats import EXPORT_FORMATS
+    from controller.store.corroboration import verdicts
 
     async with runtime(settings, "mpijc-audit", bus=False) as rt:
         if args.audit_command == "verify":
@@ -222,7 +228,12 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
                 return 0
             for sink in sinks_from_settings(settings.audit):
                 try:
-                    shipped = await drain(rt.engine, sink, settings.audit.export_batch_size)
+                    shipped = await drain(
+                        rt.engine,
+                        sink,
+                        settings.audit.export_batch_size,
+                        wait=verdict_wait(settings.audit),
+                    )
                     print(f"{sink.name}: {shipped} records shipped")
                 finally:
                     await sink.close()
@@ -232,7 +243,9 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
         with contextlib.ExitStack() as stack:
             out = sys.stdout.buffer if args.out is None else stack.enter_context(args.out.open("wb"))
             async for page in pages(rt.engine, where):
-                out.write(b"".join(render(record) for record in page))
+                async with rt.engine.connect() as conn:
+                    found = await verdicts(conn, [record.seq for record in page])
+                out.write(b"".join(render(record, found.get(record.seq)) for record in page))
     return 0
 
 

@@ -285,6 +285,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.api.events import StreamLimits
     from controller.api.limits import ApiLimits, SubscriptionQuotas
     from controller.api.metrics_collectors import JetStreamCollector
+    from controller.api.rechecks import CreatorRecheck
     from controller.api.server import server_config
 
     def kubernetes() -> AccessReviewer:
@@ -295,10 +296,11 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         return KubeAccessReviewer(gateway, rt.settings.api.token_audiences)
 
     api, metrics_port = rt.settings.api, rt.settings.metrics.port
+    reviewer = build_reviewer(api, kubernetes)
     app = create_app(
         rt.engine,
         rt.metrics,
-        build_reviewer(api, kubernetes),
+        reviewer,
         notify=rt.settings.notify,
         collectors=[JetStreamCollector(rt.js, rt.topology, rt.metrics.registry, api.metrics_ttl_s)],
         metrics_ttl_s=api.metrics_ttl_s,
@@ -311,11 +313,13 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         uvicorn.Server(server_config(metrics_app(app), api, metrics_port, capped=False)),
     ]
     serving = [asyncio.create_task(server.serve()) for server in servers]
+    recheck = CreatorRecheck(rt.engine, reviewer, api.subscription_recheck_s)
+    rechecking = asyncio.create_task(recheck.run(stop))
     log.info("API on http://%s:%d (auth: %s), metrics on port %d", api.host, api.port, api.auth, metrics_port)
     await stop.wait()
     for server in servers:
         server.should_exit = True
-    await asyncio.gather(*serving)
+    await asyncio.gather(*serving, rechecking)
 
 
 @contextlib.contextmanager

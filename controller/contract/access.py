@@ -6,8 +6,9 @@ by the Kubernetes gateway (TokenReview + SubjectAccessReview), so neither import
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = ["AccessReviewer", "Principal", "ReviewUnavailableError"]
 
@@ -24,6 +25,25 @@ class Principal:
     groups: tuple[str, ...] = ()
     uid: str = ""
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def identity(self) -> dict[str, Any]:
+        """Everything but the username, as JSON: what a subscription keeps of its creator to
+        ask about them again later (:meth:`recorded` reads it back)."""
+        return {"uid": self.uid, "groups": list(self.groups), "extra": {k: list(v) for k, v in self.extra}}
+
+    @classmethod
+    def recorded(cls, username: str, identity: Mapping[str, Any] | None) -> Principal:
+        """The principal :meth:`identity` recorded for ``username``; ``None`` (nothing was
+        recorded): the username alone, without groups."""
+        if not identity:
+            return cls(username)
+        extra = identity.get("extra") or {}
+        return cls(
+            username=username,
+            groups=tuple(str(g) for g in identity.get("groups") or ()),
+            uid=str(identity.get("uid") or ""),
+            extra=tuple(sorted((str(k), tuple(str(v) for v in values)) for k, values in extra.items())),
+        )
 
 
 class AccessReviewer(Protocol):

@@ -90,6 +90,11 @@ class JobObserved(Message):
     namespace: str
     name: str
     resource_version: str
+    generation: int | None = Field(
+        default=None,
+        description="``metadata.generation``: the API server raises it for every change of the spec, "
+        "never for status or metadata alone (what tells a spec change from a status update).",
+    )
     phase: JobPhase
     conditions: tuple[Condition, ...] = ()
     spec: JobSpecSummary = Field(default_factory=JobSpecSummary)

@@ -22,6 +22,8 @@ __all__ = [
     "TRAINJOB_ANCESTOR",
     "JobKind",
     "api_version",
+    "comparable",
+    "compare",
     "resource_version_order",
 ]
 
@@ -54,6 +56,30 @@ def api_version(kind: JobKind) -> str:
 def resource_version_order(resource_version: str) -> int:
     """A resourceVersion as a number to order changes of one object by.
 
-    Kubernetes promises only that resourceVersions are opaque strings; etcd-backed API servers
-    hand out increasing integers, which is what ordering relies on. Anything else orders first (0)."""
+    Kubernetes long defined resourceVersions as opaque strings compared for equality only;
+    KEP-5504 ("Comparable Resource Version", stable in Kubernetes 1.35) makes them positive
+    decimal integers without leading zeros within a resource, the larger the later (client-go's
+    ``CompareResourceVersion``), which etcd-backed API servers always handed out. Anything else
+    orders first (0)."""
     return int(resource_version) if resource_version.isdigit() else 0
+
+
+def comparable(resource_version: str | None) -> bool:
+    """Whether ``resource_version`` has KEP-5504's comparable form: a positive integer without
+    leading zeros."""
+    return (
+        resource_version is not None
+        and resource_version.isascii()
+        and resource_version.isdigit()
+        and resource_version[:1] != "0"
+    )
+
+
+def compare(a: str | None, b: str | None) -> int | None:
+    """-1, 0 or 1 as resourceVersion ``a`` is older than, the same as or newer than ``b`` (of the
+    same resource); ``None`` when either is not :func:`comparable`."""
+    if a is None or b is None or not (comparable(a) and comparable(b)):
+        return None
+    if len(a) != len(b):
+        return -1 if len(a) < len(b) else 1
+    return (a > b) - (a < b)

@@ -35,7 +35,7 @@ EventType = Literal[
     "finding.resolved",
 ]
 Channel = Literal["webhook", "email"]
-SubscriptionState = Literal["active", "disabled", "expired"]
+SubscriptionState = Literal["active", "disabled", "suspended", "expired"]
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

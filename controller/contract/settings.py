@@ -350,12 +350,38 @@ class ApiSettings(BaseModel):
     )
     review_ttl_s: float = Field(
         default=30.0,
-        description="Seconds a TokenReview or SubjectAccessReview answer is reused; short, so a "
-        "revoked token or RoleBinding stops working within half a minute, long enough that a "
-        "page of requests costs one review.",
+        gt=0,
+        description="Seconds a TokenReview answer, and a SubjectAccessReview that allowed, is reused "
+        "(the authorized TTL); short, so a revoked token or RoleBinding stops working within half "
+        "a minute, long enough that a page of requests costs one review. Decisions are kept per "
+        "identity (user or service account, uid, groups), not per token.",
+    )
+    review_denied_ttl_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a SubjectAccessReview that denied is reused (the unauthorized TTL): how "
+        "long a new RoleBinding may wait to be seen. Denials are most of the reviews (a user of a "
+        "few namespaces is denied in all the others), so they are kept twice as long as grants.",
     )
     review_cache_size: int = Field(
         default=10_000, description="Most cached review answers kept; the oldest are dropped beyond it."
+    )
+    max_reviews_per_request: int = Field(
+        default=256,
+        ge=8,
+        description="Access decisions one request may ask for beyond the cache, each one or two "
+        "SubjectAccessReviews (MPIJobs, then TrainJobs); a list across namespaces needs one per "
+        "namespace with runs. Beyond it the request is answered 503 with Retry-After: 1 and the "
+        "decisions it got are kept, so the retry goes further. 256 answers a cold list across 255 "
+        "namespaces at once; any other request needs at most 6.",
+    )
+    subscription_recheck_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds between re-checks of every subscription's creator: one whose creator "
+        "may no longer list MPIJobs or TrainJobs where it points is suspended (not deleted) and "
+        "resumes when they may again. With review_ttl_s, how long a revoked user can go on "
+        "receiving notifications: at most the sum.",
     )
     metrics_ttl_s: float = Field(
         default=10.0,
@@ -526,8 +552,9 @@ class MetricsSettings(BaseModel):
 
     port: int = Field(
         default=9464,
-        description="Port of /metrics of the `api`, `watch` and `consume` commands (the API's answers "
-        "stay on `api.port`); 9464 is Prometheus's registered default for exporters of this kind.",
+        description="Port of /metrics of the `api`, `watch`, `consume` and `admission` commands (the API's "
+        "answers stay on `api.port`, the webhook's on `admission.port`); plain HTTP, for the probes and "
+        "Prometheus; 9464 is Prometheus's registered default for exporters of this kind.",
     )
     up_port: int = Field(
         default=9465,
@@ -679,7 +706,10 @@ class AdmissionSettings(BaseModel):
     client_ca_file: Path | None = Field(
         default=None,
         description="CA bundle the API server's client certificate must chain to; set it (and give the "
-        "API server a client certificate) so nobody else can post reviews and forge records.",
+        "API server a client certificate) so nobody else can post reviews and forge records. The shipped "
+        "manifests set it; unset, every caller is accepted and records say `caller: unverified`. A "
+        "changed bundle is added to the trusted CAs within `cert_reload_s`; a removed CA stays trusted "
+        "until restart.",
     )
     cert_reload_s: float = Field(
         default=60.0,
@@ -736,12 +766,13 @@ class AuditSettings(BaseModel):
         default=120.0,
         gt=0,
         le=86_400,
-        description="An admission record from a caller without a client certificate is marked verified "
-        "when the watch stream shows the change it claims within this many seconds of it, and "
-        "flagged unmatched once this long has passed without it.",
+        description="An admission record is verified when the watch stream shows the change it claims "
+        "(that uid, that change) within this many seconds of it, and judged contradicted, unmatched or "
+        "unobservable once this long has passed without it; exporters hold such a record for its "
+        "verdict up to this plus three corroboration_interval_s.",
     )
     corroboration_interval_s: float = Field(
-        default=5.0, gt=0, description="How often pending admission records are judged."
+        default=5.0, gt=0, description="How often admission records without a verdict are judged, in seconds."
     )
     retention_days: int | None = Field(
         default=None,

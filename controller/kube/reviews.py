@@ -3,7 +3,8 @@
 The API's :class:`~controller.api.access.AccessReviewer`, answered by the cluster itself:
 
 - a ``TokenReview`` (``authentication.k8s.io/v1``) turns a bearer token into a user, its uid,
-  groups and extra attributes — the same identity ``kubectl`` would act as;
+  groups and extra attributes — the same identity ``kubectl`` would act as, less the attributes
+  that name the token itself (:data:`CREDENTIAL_EXTRA`);
 - a ``SubjectAccessReview`` (``authorization.k8s.io/v1``) asks whether that user may ``list``
   MPIJobs, else TrainJobs, in a namespace (or, with no namespace, in every namespace), so
   the API shows exactly the namespaces whose jobs the user could already read with kubectl;
@@ -28,7 +29,7 @@ from controller.contract.access import Principal, ReviewUnavailableError
 from controller.kube.gateway import APIError, KubeGateway
 from controller.kube.resources import MPIJOBS, TRAINJOBS, RawObject, Resource
 
-__all__ = ["LISTED", "SUBJECT_ACCESS_REVIEWS", "TOKEN_REVIEWS", "KubeAccessReviewer"]
+__all__ = ["CREDENTIAL_EXTRA", "LISTED", "SUBJECT_ACCESS_REVIEWS", "TOKEN_REVIEWS", "KubeAccessReviewer"]
 
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
 SUBJECT_ACCESS_REVIEWS = Resource(
@@ -36,6 +37,15 @@ SUBJECT_ACCESS_REVIEWS = Resource(
 )
 LISTED: tuple[Resource, ...] = (MPIJOBS, TRAINJOBS)
 """A namespace is readable (changeable) if the user may list (update) either kind of job in it."""
+CREDENTIAL_EXTRA = frozenset(
+    f"authentication.kubernetes.io/{key}"
+    for key in ("credential-id", "pod-name", "pod-uid", "node-name", "node-uid")
+)
+"""Extra attributes of a TokenReview that name the credential, not the user: a service-account
+token's id and the pod (and node) it was issued for. Each freshly minted token has its own, so
+they are left out of the principal: every token of one service account is one identity, whose
+access decisions are reviewed and cached once. RBAC never reads extra attributes; other ones
+(an OpenShift token's scopes) are kept and sent with every SubjectAccessReview."""
 
 
 class KubeAccessReviewer:
@@ -60,7 +70,13 @@ class KubeAccessReviewer:
             username=str(user["username"]),
             groups=tuple(str(g) for g in user.get("groups") or ()),
             uid=str(user.get("uid") or ""),
-            extra=tuple(sorted((str(k), tuple(map(str, v))) for k, v in (user.get("extra") or {}).items())),
+            extra=tuple(
+                sorted(
+                    (str(k), tuple(map(str, v)))
+                    for k, v in (user.get("extra") or {}).items()
+                    if str(k) not in CREDENTIAL_EXTRA
+                )
+            ),
         )
 
     async def can_list(self, principal: Principal, namespace: str | None) -> bool:

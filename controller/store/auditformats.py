@@ -16,6 +16,12 @@ wherever it lands:
 - **syslog**: RFC 5424 (``<PRI>1 TIMESTAMP HOSTNAME APP-NAME - MSGID - MSG``) carrying the CEF
   text, framed by octet counting (RFC 6587 §3.4.1, the framing RFC 5425 mandates over TLS).
 - **HEC**: one JSON event per record for ``POST /services/collector/event``.
+
+Every format carries an admission record's ``caller`` and its verdict
+(:mod:`controller.store.corroboration`; ``pending`` while there is none): JSON Lines and HEC as
+``corroboration`` beside the hashed link (and HEC indexed ``fields``), CEF as ``flexString2``
+(labelled ``caller``) and ``cat``. A record from a caller without the API server's certificate that
+was ``contradicted`` or ``unmatched`` gets a higher severity.
 """
 
 from __future__ import annotations
@@ -27,14 +33,18 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from controller.contract.audit import AuditRecord, Verb
-from controller.store.auditchain import ChainHead, StoredRecord, canonical_json
+from controller.store.auditchain import ChainHead, StoredRecord, canonical_json, instant
+from controller.store.corroboration import Verdict
 
 __all__ = [
     "APP_NAME",
     "EXPORT_FORMATS",
+    "SUSPECT",
     "ExportFormat",
+    "Render",
     "cef",
     "cef_line",
+    "corroboration",
     "hec_event",
     "jsonl_line",
     "octet_frame",
@@ -73,16 +83,40 @@ def signature(record: AuditRecord) -> tuple[str, str]:
     return sig, name.format(kind=record.object.kind if record.object else "Job")
 
 
-def jsonl_line(stored: StoredRecord, head: ChainHead | None = None) -> bytes:
+SUSPECT = frozenset({"contradicted", "unmatched"})
+"""Verdicts that raise the severity of a record from a caller without the API server's certificate."""
+_SUSPECT_SEVERITY = (8, 4)
+"""CEF and syslog severity of such a record (at least)."""
+
+
+def corroboration(stored: StoredRecord, verdict: Verdict | None) -> dict[str, Any] | None:
+    """An admission record's verdict as exported (``status`` ``pending`` without one); None for
+    other records."""
+    if stored.record.source != "admission":
+        return None
+    if verdict is None:
+        return {"status": "pending", "observed_at": None, "detail": None}
+    observed = instant(verdict.observed_at) if verdict.observed_at else None
+    return {"status": verdict.status, "observed_at": observed, "detail": verdict.detail}
+
+
+def _suspect(record: AuditRecord, verdict: Verdict | None) -> bool:
+    return verdict is not None and verdict.status in SUSPECT and record.caller != "mtls"
+
+
+def jsonl_line(stored: StoredRecord, head: ChainHead | None = None, verdict: Verdict | None = None) -> bytes:
     """One JSON Lines line: the chain link as canonical JSON.
 
     With ``head`` (what the exporters ship) the line also carries ``"head": {"seq", "hash"}``, the
-    chain's newest link when the batch was read: a checkpoint outside the database. It is not
-    part of the hashed link (drop it with ``hash`` before checking).
+    chain's newest link when the batch was read: a checkpoint outside the database. An admission
+    record's line carries ``"corroboration": {"status", "observed_at", "detail"}`` (``verdict``, or
+    ``pending``). Neither is part of the hashed link (drop them with ``hash`` before checking).
     """
     link = stored.export()
     if head is not None:
         link["head"] = head.export()
+    if (standing := corroboration(stored, verdict)) is not None:
+        link["corroboration"] = standing
     return canonical_json(link) + b"\n"
 
 
@@ -117,10 +151,11 @@ def _millis(at: datetime) -> str:
 
 
 def _extension(
-    stored: StoredRecord, record: AuditRecord, head: ChainHead | None = None
+    stored: StoredRecord, record: AuditRecord, head: ChainHead | None = None, verdict: Verdict | None = None
 ) -> list[tuple[str, str | None]]:
     actor, obj = record.actor, record.object
     account = actor.service_account if actor else None
+    standing = corroboration(stored, verdict)
     return [
         ("rt", _millis(record.at)),
         ("act", record.verb),
@@ -147,19 +182,30 @@ def _extension(
         ("cn2", str(head.seq) if head else None),
         ("flexString1Label", "headHash"),
         ("flexString1", head.hash if head else None),
+        ("flexString2Label", "caller"),
+        ("flexString2", record.caller),
+        ("cat", standing["status"] if standing else None),
         ("externalId", record.id),
     ]
 
 
-def cef(stored: StoredRecord, version: str | None = None, head: ChainHead | None = None) -> str:
+def cef(
+    stored: StoredRecord,
+    version: str | None = None,
+    head: ChainHead | None = None,
+    verdict: Verdict | None = None,
+) -> str:
     """The record as one CEF line (no line break); labels are left out with their empty values.
 
-    With ``head``: ``cn2`` (headSeq) and ``flexString1`` (headHash), the chain's newest link.
+    With ``head``: ``cn2`` (headSeq) and ``flexString1`` (headHash), the chain's newest link. An
+    admission record has ``flexString2`` (caller) and ``cat`` (``verdict``'s status, or ``pending``).
     """
     record = stored.record
     sig, name = signature(record)
     severity = _SIGNATURES[record.verb][2]
-    pairs = _extension(stored, record, head)
+    if _suspect(record, verdict):
+        severity = max(severity, _SUSPECT_SEVERITY[0])
+    pairs = _extension(stored, record, head, verdict)
     present = {key for key, value in pairs if value}
     extension = " ".join(
         f"{key}={_value(value)}"
@@ -184,14 +230,17 @@ def syslog_message(
     facility: int = 13,
     version: str | None = None,
     head: ChainHead | None = None,
+    verdict: Verdict | None = None,
 ) -> bytes:
     """An RFC 5424 message carrying the record's CEF text (UTF-8, no BOM, no structured data)."""
     record = stored.record
-    sig = _SIGNATURES[record.verb][0]
-    pri = facility * 8 + _SIGNATURES[record.verb][3]
+    sig, _, _, severity = _SIGNATURES[record.verb]
+    if _suspect(record, verdict):
+        severity = min(severity, _SUSPECT_SEVERITY[1])
+    pri = facility * 8 + severity
     timestamp = record.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     prefix = f"<{pri}>1 {timestamp} {_syslog_token(hostname, 255)} {APP_NAME} - {sig} -"
-    return f"{prefix} {cef(stored, version, head)}".encode()
+    return f"{prefix} {cef(stored, version, head, verdict)}".encode()
 
 
 def octet_frame(message: bytes) -> bytes:
@@ -205,33 +254,51 @@ def hec_event(
     sourcetype: str,
     index: str | None = None,
     head: ChainHead | None = None,
+    verdict: Verdict | None = None,
 ) -> dict[str, Any]:
     """One Splunk HEC event (``/services/collector/event``): the JSON Lines link as ``event``.
 
-    With ``head``: indexed ``fields`` ``head_seq`` and ``head_hash``, the chain's newest link.
+    With ``head``: indexed ``fields`` ``head_seq`` and ``head_hash``, the chain's newest link. An
+    admission record's ``event`` has ``corroboration`` as in JSON Lines, and ``fields`` ``caller``
+    and ``corroboration`` (the status).
     """
+    link = stored.export()
+    fields: dict[str, Any] = {}
+    if head is not None:
+        fields.update(head_seq=head.seq, head_hash=head.hash)
+    if (standing := corroboration(stored, verdict)) is not None:
+        link["corroboration"] = standing
+        fields["corroboration"] = standing["status"]
+        if stored.record.caller is not None:
+            fields["caller"] = stored.record.caller
     event: dict[str, Any] = {
         "time": round(stored.record.at.timestamp(), 3),
         "host": host,
         "source": APP_NAME,
         "sourcetype": sourcetype,
-        "event": stored.export(),
+        "event": link,
     }
     if index:
         event["index"] = index
-    if head is not None:
-        event["fields"] = {"head_seq": head.seq, "head_hash": head.hash}
+    if fields:
+        event["fields"] = fields
     return event
 
 
-def cef_line(stored: StoredRecord) -> bytes:
+def cef_line(stored: StoredRecord, verdict: Verdict | None = None) -> bytes:
     """One CEF line with its line break, for a file or a stream of them."""
-    return cef(stored).encode() + b"\n"
+    return cef(stored, verdict=verdict).encode() + b"\n"
 
 
+def _jsonl_file_line(stored: StoredRecord, verdict: Verdict | None = None) -> bytes:
+    return jsonl_line(stored, verdict=verdict)
+
+
+Render = Callable[[StoredRecord, Verdict | None], bytes]
+"""How one record (and its verdict, for an admission record) is written."""
 ExportFormat = Literal["jsonl", "cef"]
-EXPORT_FORMATS: dict[ExportFormat, tuple[str, Callable[[StoredRecord], bytes]]] = {
-    "jsonl": ("application/x-ndjson", jsonl_line),
+EXPORT_FORMATS: dict[ExportFormat, tuple[str, Render]] = {
+    "jsonl": ("application/x-ndjson", _jsonl_file_line),
     "cef": ("text/plain; charset=utf-8", cef_line),
 }
 """File formats of an ad-hoc export (API, CLI): media type and how one record is written."""

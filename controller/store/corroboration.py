@@ -1,72 +1,79 @@
-"""Corroboration of admission records: does the watch stream show the change a record claims?
+"""Corroboration of admission records: did the watch stream see the change a record claims?
 
-A record the admission webhook took from a caller without a client certificate
-(``caller: unverified``) could have been sent by anyone who reached the webhook. It is kept
-in the chain as it came, and judged here, once:
+Anyone who reaches the admission webhook without the API server's client certificate
+(``caller: unverified``), and anyone who can publish on ``audit.>``, can put an admission record
+into the chain. It is kept as it came, and judged here, once, whatever its ``caller``:
 
-- the audit consumer stores every job change the watch stream shows (:func:`record_changes`,
-  table ``watch_changes``);
-- :func:`decide` (run periodically) marks a pending record ``verified`` as soon as a change
-  of the same object (namespace, kind, name) with the matching operation (create ↔ ``ADDED``,
-  update ↔ ``MODIFIED``, delete ↔ ``DELETED``) was observed within ``window`` of it, and
-  ``unmatched`` once ``window`` has passed without one. Either order of arrival works, and
-  since the verdict is an ``INSERT … ON CONFLICT DO NOTHING`` keyed by the record, replicas
-  deciding at once agree on one verdict.
+- the audit consumer keeps every job version the watch stream shows (:func:`record_changes`,
+  table ``watch_changes``): uid, resourceVersion, generation, creation time, spec summary and labels;
+- :func:`decide` (run periodically, one decider at a time under an advisory lock) compares each
+  record without a verdict with the versions of **the object uid it names** (and the same
+  namespace, kind and name) seen within ``window`` of it:
 
-Verdicts live in ``admission_corroborations``: the audit chain is never updated.
+  - ``create`` — the object was created (``creationTimestamp``) within the window;
+  - ``delete`` — the watch saw that uid ``DELETED`` within the window;
+  - ``update`` — a version within the window differs from the one before it the way the record
+    says (:func:`controller.contract.claims.judge_update`: spec or not, summary fields, labels);
+
+  and one watched change bears out **one** record: ``<uid>/create``, ``<uid>/delete`` or
+  ``<uid>/<resourceVersion>`` is stored as the verdict's ``claim``, unique. Records from the API
+  server's certificate (``caller: mtls``) are judged first, then the rest in chain order.
+
+Verdicts: ``verified`` as soon as a matching change is seen; once ``window`` has passed since
+the record (its ``at``, or when it was chained if that is earlier) without one, ``contradicted``
+(the watch saw the object change, differently), ``unobservable`` (it saw the object change, but
+the record claims only what the watch does not carry, or the change cannot be compared) or
+``unmatched`` (nothing, or only a change another record already took). ``unjudged`` marks records
+chained before every record was judged (migration 0010). Verdicts live in
+``admission_corroborations``; the audit chain is never updated.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import text
+from pydantic import ValidationError
+from sqlalchemy import func, select, text
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from controller.contract.audit import AuditRecord
+from controller.contract.claims import Outcome, Seen, judge_update
 from controller.contract.events import JobObserved
+from controller.contract.redaction import clean_controls
+from controller.store.models import AdmissionCorroboration, AuditRow, WatchChange
 
-__all__ = ["Verdict", "decide", "pending", "record_changes", "verdicts"]
+__all__ = ["Decision", "Verdict", "decide", "pending", "record_changes", "settled", "verdicts"]
 
 KEEP_CHANGES = timedelta(days=1)
-"""How long observed job changes are kept to match admission records against."""
+"""How long job versions are kept to judge records against (the newest of a live job: always)."""
+BATCH = 1000
+"""Records judged per :func:`decide`, oldest first (mTLS ones before the others)."""
+DECIDE_LOCK = 0x6D706A63636F7272
+"""Advisory lock key (``mpjccorr``): one decider at a time, so verdicts and claims never race."""
+MAX_DETAIL = 500
 
-_DECIDE = text(
-    """
-    WITH candidates AS (
-        SELECT a.seq, a.at, (
-            SELECT min(w.observed_at) FROM watch_changes w
-            WHERE w.namespace = a.namespace AND w.kind = a.kind AND w.name = a.name
-              AND w.change = CASE a.verb WHEN 'create' THEN 'ADDED' WHEN 'update' THEN 'MODIFIED'
-                                         WHEN 'delete' THEN 'DELETED' END
-              AND w.observed_at BETWEEN a.at - CAST(:window AS interval) AND a.at + CAST(:window AS interval)
-        ) AS seen
-        FROM audit_records a
-        WHERE a.source = 'admission' AND a.record->>'caller' = 'unverified'
-          AND NOT EXISTS (SELECT 1 FROM admission_corroborations c WHERE c.audit_seq = a.seq)
+_PENDING = (
+    select(AuditRow.seq, AuditRow.recorded_at, AuditRow.record)
+    .where(AuditRow.source == "admission")
+    .where(
+        ~select(AdmissionCorroboration.audit_seq)
+        .where(AdmissionCorroboration.audit_seq == AuditRow.seq)
+        .exists()
     )
-    INSERT INTO admission_corroborations (audit_seq, status, observed_at, decided_at)
-    SELECT seq, CASE WHEN seen IS NULL THEN 'unmatched' ELSE 'verified' END, seen, CAST(:now AS timestamptz)
-    FROM candidates WHERE seen IS NOT NULL OR at < CAST(:now AS timestamptz) - CAST(:window AS interval)
-    ON CONFLICT (audit_seq) DO NOTHING
-    RETURNING audit_seq, status
+)
+_CUSTOM_PLANS = text("SET LOCAL plan_cache_mode = force_custom_plan")
+"""``seq > :after`` is a range scan for a recent seq and the whole table for 0: after a few rounds
+a prepared statement's generic plan would scan the whole table every round."""
+_PRUNE = text(
     """
-)
-_RECORD = text(
-    "INSERT INTO watch_changes (uid, resource_version, change, namespace, kind, name, observed_at) "
-    "VALUES (:uid, :resource_version, :change, :namespace, :kind, :name, :observed_at) ON CONFLICT DO NOTHING"
-)
-_FORGET = text("DELETE FROM watch_changes WHERE observed_at < :cutoff")
-_VERDICTS = text(
-    "SELECT audit_seq, status, observed_at FROM admission_corroborations WHERE audit_seq = ANY(:seqs)"
-)
-_PENDING = text(
-    """
-    SELECT count(*) FROM audit_records a
-    WHERE a.source = 'admission' AND a.record->>'caller' = 'unverified'
-      AND NOT EXISTS (SELECT 1 FROM admission_corroborations c WHERE c.audit_seq = a.seq)
+    DELETE FROM watch_changes w WHERE w.observed_at < :cutoff
+      AND (w.change = 'DELETED' OR EXISTS (
+        SELECT 1 FROM watch_changes n WHERE n.uid = w.uid AND n.observed_at > w.observed_at))
     """
 )
 
@@ -76,13 +83,54 @@ class Verdict:
     """What was decided about one admission record."""
 
     status: str
-    """``verified`` or ``unmatched``."""
+    """``verified``, ``contradicted``, ``unmatched``, ``unobservable`` or ``unjudged``."""
     observed_at: datetime | None
-    """When the watch saw the change (``verified`` only)."""
+    """When the watch saw the change that bore it out (``verified``) or contradicted it."""
+    detail: str | None = None
+    """Why, in words."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict :func:`decide` stored."""
+
+    seq: int
+    status: str
+    caller: str | None
+    detail: str
+    rival: int | None = None
+    """The record that had already taken the change this one claims (``unmatched`` only)."""
+
+
+@dataclass(frozen=True)
+class _Version:
+    """One row of ``watch_changes``."""
+
+    uid: str
+    resource_version: str
+    change: str
+    namespace: str
+    kind: str
+    name: str
+    observed_at: datetime
+    generation: int | None
+    created_at: datetime | None
+    spec: dict[str, Any] | None
+    labels: dict[str, str] | None
+
+    @property
+    def comparable(self) -> bool:
+        """A resourceVersion in KEP-5504's comparable form (a positive integer without leading
+        zeros; stable in Kubernetes 1.35): the larger is the later change of the object."""
+        rv = self.resource_version
+        return rv.isascii() and rv.isdigit() and rv[:1] != "0"
+
+    def seen(self) -> Seen:
+        return Seen(self.resource_version, self.generation, self.spec, self.labels)
 
 
 async def record_changes(conn: AsyncConnection, events: Iterable[JobObserved]) -> int:
-    """Keep the job changes of ``events`` to match admission records against; returns how many."""
+    """Keep the job versions of ``events`` to judge admission records against; returns how many."""
     rows = [
         {
             "uid": e.uid,
@@ -92,29 +140,238 @@ async def record_changes(conn: AsyncConnection, events: Iterable[JobObserved]) -
             "kind": e.kind,
             "name": e.name,
             "observed_at": e.observed_at,
+            "generation": e.generation,
+            "created_at": e.created_at,
+            "spec": e.spec.model_dump(mode="json"),
+            "labels": dict(e.labels),
         }
         for e in events
     ]
     if rows:
-        await conn.execute(
-            _RECORD,
-            rows,
-        )
+        await conn.execute(insert(WatchChange).on_conflict_do_nothing(), rows)
     return len(rows)
 
 
-async def decide(conn: AsyncConnection, now: datetime, window: timedelta) -> Counter[str]:
-    """Judge what can be judged now; returns how many records got each verdict. Old changes go."""
-    decided = Counter(status for _, status in await conn.execute(_DECIDE, {"now": now, "window": window}))
-    await conn.execute(
-        text("DELETE FROM watch_changes WHERE observed_at < :cutoff"), {"cutoff": now - KEEP_CHANGES}
-    )
-    return decided
+class _Round:
+    """One :func:`decide`: what the watch saw of the objects in question, and whose claims are taken."""
+
+    def __init__(
+        self, versions: dict[str, list[_Version]], taken: dict[str, int], now: datetime, window: timedelta
+    ) -> None:
+        self.versions, self.taken, self.now, self.window = versions, taken, now, window
+        self.rows: dict[int, dict[str, Any]] = {}
+        """The ``admission_corroborations`` row of each decision, by seq."""
+
+    def ordered(self, uid: str) -> list[_Version]:
+        """The versions of ``uid`` oldest first: by resourceVersion where every one is comparable
+        (KEP-5504), else by when the watch saw them."""
+        kept = self.versions[uid]
+        if all(v.comparable for v in kept):
+            return sorted(kept, key=lambda v: (len(v.resource_version), v.resource_version, v.change))
+        return sorted(kept, key=lambda v: (v.observed_at, v.resource_version, v.change))
+
+    def before(self, version: _Version) -> _Version | None:
+        """The version the watch showed before ``version`` (another resourceVersion), if kept."""
+        previous = None
+        for v in self.ordered(version.uid):
+            if v.resource_version == version.resource_version:
+                return previous
+            previous = v
+        return previous
+
+    def judge(self, seq: int, recorded_at: datetime, record: AuditRecord) -> Decision | None:
+        """The verdict on one record, or None while it may still be borne out."""
+        due = self.now > min(record.at, recorded_at) + self.window
+        obj = record.object
+        if obj is None or obj.uid is None:
+            return (
+                self._decide(seq, record.caller, "unmatched", "the record names no object uid")
+                if due
+                else None
+            )
+        ours = [
+            v
+            for v in self.versions.get(obj.uid, ())
+            if (v.namespace, v.kind, v.name) == (record.namespace, obj.kind, obj.name)
+        ]
+        what = f"{obj.kind} {record.namespace}/{obj.name} (uid {obj.uid})"
+        if record.verb in ("create", "delete"):
+            return self._judge_once(seq, record, obj.uid, ours, due, what)
+        if record.verb == "update":
+            return self._judge_update(seq, record, obj.uid, ours, due, what)
+        why = f"an admission record cannot claim {record.verb!r}: the webhook records create, update, delete"
+        return self._decide(seq, record.caller, "unmatched", why) if due else None
+
+    def _within(self, at: datetime | None, record: AuditRecord) -> bool:
+        return at is not None and record.at - self.window <= at <= record.at + self.window
+
+    def _judge_once(
+        self, seq: int, record: AuditRecord, uid: str, ours: list[_Version], due: bool, what: str
+    ) -> Decision | None:
+        """A create or a delete happens once to a uid: the change it claims is ``<uid>/<verb>``."""
+        if record.verb == "create":
+            saw, hits = "created", [v for v in ours if self._within(v.created_at, record)]
+        else:
+            saw, hits = (
+                "deleted",
+                [v for v in ours if v.change == "DELETED" and self._within(v.observed_at, record)],
+            )
+        claim = f"{uid}/{record.verb}"
+        if hits:
+            first = next(v for v in self.ordered(uid) if v in hits)
+            if claim not in self.taken:
+                why = f"the watch saw {what} {saw} (resourceVersion {first.resource_version})"
+                return self._decide(seq, record.caller, "verified", why, first, claim)
+            return self._taken(seq, record, first, self.taken[claim]) if due else None
+        if not due:
+            return None
+        window = f"within {self.window.total_seconds():.0f}s of the record"
+        created = next((v for v in ours if v.created_at is not None), None)
+        if record.verb == "create" and created is not None:
+            assert created.created_at is not None
+            why = f"the watch saw {what} created at {created.created_at.isoformat()}, not {window}"
+            return self._decide(seq, record.caller, "contradicted", why, created)
+        return self._decide(seq, record.caller, "unmatched", f"the watch did not see {what} {saw} {window}")
+
+    def _judge_update(
+        self, seq: int, record: AuditRecord, uid: str, ours: list[_Version], due: bool, what: str
+    ) -> Decision | None:
+        """An update is borne out by one version whose change from the one before is the claimed one."""
+        assert record.object is not None
+        judged = []
+        for v in ours:
+            previous = self.before(v)
+            if v.change == "DELETED" or (v.change == "ADDED" and previous is None):
+                continue  # its deletion or its creation: not an update
+            if self._within(v.observed_at, record):
+                seen = previous.seen() if previous else None
+                judged.append((v, judge_update(record.object.kind, record.changes, seen, v.seen())))
+        judged.sort(key=lambda vj: (abs(vj[0].observed_at - record.at), vj[0].resource_version))
+        matches = [v for v, j in judged if j.outcome is Outcome.MATCH]
+        for v, judgement in judged:
+            claim = f"{uid}/{v.resource_version}"
+            if judgement.outcome is Outcome.MATCH and claim not in self.taken:
+                return self._decide(seq, record.caller, "verified", f"{what}: {judgement.why}", v, claim)
+        if not due:
+            return None
+        if matches:
+            return self._taken(seq, record, matches[0], self.taken[f"{uid}/{matches[0].resource_version}"])
+        for v, judgement in judged:
+            if judgement.outcome in (Outcome.INVISIBLE, Outcome.UNKNOWN):
+                return self._decide(seq, record.caller, "unobservable", f"{what}: {judgement.why}", v)
+        if judged:  # every change of it in the window is another one
+            v, judgement = judged[0]
+            return self._decide(seq, record.caller, "contradicted", f"{what}: {judgement.why}", v)
+        window = f"within {self.window.total_seconds():.0f}s of the record"
+        return self._decide(seq, record.caller, "unmatched", f"the watch saw no change of {what} {window}")
+
+    def unreadable(self, seq: int, why: str) -> Decision:
+        """``unmatched``: a record that does not parse claims nothing that can be borne out."""
+        return self._decide(seq, None, "unmatched", why)
+
+    def _taken(self, seq: int, record: AuditRecord, version: _Version, rival: int) -> Decision:
+        why = (
+            f"the change it claims (resourceVersion {version.resource_version}) bore out "
+            f"record seq {rival} already"
+        )
+        return self._decide(seq, record.caller, "unmatched", why, version, rival=rival)
+
+    def _decide(
+        self,
+        seq: int,
+        caller: str | None,
+        status: str,
+        why: str,
+        version: _Version | None = None,
+        claim: str | None = None,
+        rival: int | None = None,
+    ) -> Decision:
+        if claim is not None:
+            self.taken[claim] = seq
+        why = clean_controls(why)[:MAX_DETAIL]  # names and paths come from the record: one line
+        self.rows[seq] = {
+            "audit_seq": seq,
+            "status": status,
+            "observed_at": version.observed_at if version else None,
+            "decided_at": self.now,
+            "claim": claim,
+            "resource_version": version.resource_version if version else None,
+            "detail": why,
+        }
+        return Decision(seq, status, caller, why, rival)
 
 
-async def pending(conn: AsyncConnection) -> int:
-    """Unverified admission records without a verdict yet."""
-    return int((await conn.execute(_PENDING)).scalar_one())
+async def decide(
+    conn: AsyncConnection, now: datetime, window: timedelta, batch: int = BATCH, after: int = 0
+) -> list[Decision]:
+    """Judge what can be judged now (see the module docstring); returns the verdicts stored.
+    Only records after seq ``after`` are looked at (:func:`settled`). Versions older than a day
+    go, except the newest of each job that still exists."""
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": DECIDE_LOCK})
+    await conn.execute(_CUSTOM_PLANS)
+    mtls_first = func.coalesce(AuditRow.record["caller"].astext, "") == "mtls"
+    query = _PENDING.where(AuditRow.seq > after).order_by(mtls_first.desc(), AuditRow.seq).limit(batch)
+    rows = (await conn.execute(query)).all()
+    records: list[tuple[int, datetime, AuditRecord]] = []
+    unreadable: list[tuple[int, str]] = []
+    for seq, recorded_at, raw in rows:
+        try:
+            records.append((seq, recorded_at, AuditRecord.model_validate(raw)))
+        except ValidationError as exc:  # chained by an older release, or by hand: judged all the same
+            unreadable.append((seq, f"the record cannot be read: {exc.error_count()} invalid fields"))
+    uids = sorted({r.object.uid for _, _, r in records if r.object and r.object.uid})
+    versions: dict[str, list[_Version]] = defaultdict(list)
+    if uids:
+        found = await conn.execute(select(WatchChange).where(WatchChange.uid.in_(uids)))
+        for row in found:
+            versions[row.uid].append(_Version(**row._asdict()))
+    keys = [
+        key
+        for uid, kept in versions.items()
+        for key in (f"{uid}/create", f"{uid}/delete", *(f"{uid}/{v.resource_version}" for v in kept))
+    ]
+    taken: dict[str, int] = {}
+    if keys:
+        claimed = await conn.execute(
+            select(AdmissionCorroboration.claim, AdmissionCorroboration.audit_seq).where(
+                AdmissionCorroboration.claim.in_(keys)
+            )
+        )
+        taken = {claim: seq for claim, seq in claimed if claim is not None}
+    judging = _Round(versions, taken, now, window)
+    decisions = [d for seq, at, record in records if (d := judging.judge(seq, at, record)) is not None]
+    decisions += [judging.unreadable(seq, why) for seq, why in unreadable]
+    stored: set[int] = set()
+    if decisions:
+        result = await conn.execute(
+            insert(AdmissionCorroboration)
+            .values([judging.rows[d.seq] for d in decisions])
+            .on_conflict_do_nothing()
+            .returning(AdmissionCorroboration.audit_seq)
+        )
+        stored = set(result.scalars())
+    await conn.execute(_PRUNE, {"cutoff": now - KEEP_CHANGES})
+    return [d for d in decisions if d.seq in stored]
+
+
+async def pending(conn: AsyncConnection, after: int = 0) -> int:
+    """Admission records after seq ``after`` without a verdict yet."""
+    await conn.execute(_CUSTOM_PLANS)
+    waiting = _PENDING.where(AuditRow.seq > after).subquery()
+    return int((await conn.execute(select(func.count()).select_from(waiting))).scalar_one())
+
+
+async def settled(conn: AsyncConnection, after: int = 0) -> int:
+    """A seq up to which every admission record has a verdict, given that all up to ``after``
+    have: the next round need not look further back (verdicts are never removed, and new records
+    are chained after every existing one). Keeps a round's cost to the records still waiting."""
+    await conn.execute(_CUSTOM_PLANS)
+    waiting = _PENDING.where(AuditRow.seq > after).subquery()
+    first = (await conn.execute(select(func.min(waiting.c.seq)))).scalar_one()
+    if first is not None:
+        return int(first) - 1
+    newest = (await conn.execute(select(func.max(AuditRow.seq)))).scalar_one()
+    return max(after, int(newest or 0))
 
 
 async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, Verdict]:
@@ -122,9 +379,11 @@ async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, Verd
     if not seqs:
         return {}
     rows = await conn.execute(
-        text(
-            "SELECT audit_seq, status, observed_at FROM admission_corroborations WHERE audit_seq = ANY(:seqs)"
-        ),
-        {"seqs": list(seqs)},
+        select(
+            AdmissionCorroboration.audit_seq,
+            AdmissionCorroboration.status,
+            AdmissionCorroboration.observed_at,
+            AdmissionCorroboration.detail,
+        ).where(AdmissionCorroboration.audit_seq.in_(list(seqs)))
     )
-    return {seq: Verdict(status, observed_at) for seq, status, observed_at in rows}
+    return {seq: Verdict(status, observed_at, detail) for seq, status, observed_at, detail in rows}

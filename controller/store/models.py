@@ -203,7 +203,11 @@ class AuditRow(Base):
 
 
 class WatchChange(Base):
-    """A job change the watch stream showed, kept a day to corroborate admission records against."""
+    """A job version the watch stream showed, to corroborate admission records against.
+
+    Kept a day (and the newest version of every job that still exists, the base its next change
+    is compared with); see :mod:`controller.store.corroboration`.
+    """
 
     __tablename__ = "watch_changes"
 
@@ -214,12 +218,24 @@ class WatchChange(Base):
     kind: Mapped[str] = mapped_column(String(64))
     name: Mapped[str] = mapped_column(String(253))
     observed_at: Mapped[datetime]
+    generation: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime | None]
+    spec: Mapped[JSON | None]
+    labels: Mapped[JSON | None]
 
-    __table_args__ = (Index("ix_watch_changes_object", "namespace", "kind", "name", "observed_at"),)
+    __table_args__ = (
+        Index("ix_watch_changes_object", "namespace", "kind", "name", "observed_at"),
+        Index("ix_watch_changes_uid", "uid", "observed_at"),
+    )
+
+
+VERDICTS = ("verified", "contradicted", "unmatched", "unobservable", "unjudged")
+"""What :mod:`controller.store.corroboration` can decide about an admission record."""
 
 
 class AdmissionCorroboration(Base):
-    """The verdict on one admission record from a caller without a client certificate."""
+    """The verdict on one admission record; ``claim`` names the watched change that bore it out,
+    unique: one change bears out one record."""
 
     __tablename__ = "admission_corroborations"
 
@@ -227,9 +243,15 @@ class AdmissionCorroboration(Base):
     status: Mapped[str] = mapped_column(String(16))
     observed_at: Mapped[datetime | None]
     decided_at: Mapped[datetime]
+    claim: Mapped[str | None] = mapped_column(String(160))
+    resource_version: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
-        CheckConstraint("status IN ('verified', 'unmatched')", name="ck_admission_corroborations_status"),
+        CheckConstraint(
+            f"status IN ({', '.join(repr(v) for v in VERDICTS)})", name="ck_admission_corroborations_status"
+        ),
+        Index("uq_admission_corroborations_claim", "claim", unique=True),
     )
 
 
@@ -276,6 +298,9 @@ class Subscription(Base):
     failing_since: Mapped[datetime | None]
     disabled_at: Mapped[datetime | None]
     disabled_reason: Mapped[str | None] = mapped_column(Text)
+    creator: Mapped[JSON | None]
+    """The creator's identity as the API authenticated them (uid, groups, extra attributes),
+    to re-check their access; ``None`` for subscriptions made before it was recorded."""
 
     __table_args__ = (Index("ix_subscriptions_state_ns", "state", "namespace"),)
 

@@ -188,7 +188,10 @@ _CLAIM = text(
         WHERE d.status = 'pending' AND d.next_attempt_at <= :now
           AND NOT (d.subscription_id = ANY(CAST(:saturated AS varchar[])))
           AND NOT {_AHEAD_PENDING}
-          AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id AND s.state <> 'disabled')
+          AND EXISTS (
+              SELECT 1 FROM subscriptions s
+              WHERE s.id = d.subscription_id AND s.state NOT IN ('disabled', 'suspended')
+          )
         ORDER BY d.next_attempt_at, d.seq
         LIMIT :window
     ), ranked AS (

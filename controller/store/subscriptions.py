@@ -1,9 +1,12 @@
 """Subscriptions in PostgreSQL: the queries the API and the notify consumer share.
 
 A subscription is ``active`` (matched and delivered), ``disabled`` (by its owner, or
-automatically after failing for ``notify.disable_after_s``; its pending deliveries wait)
-or ``expired`` (a one-shot that fired, or past ``expires_at``; what it already owes is
-still delivered). Secrets are shown to the API client once, at creation or rotation, and
+automatically after failing for ``notify.disable_after_s``; its pending deliveries wait),
+``suspended`` (its creator may no longer read where it points: :func:`suspend` and
+:func:`resume`, called by the API's re-check; not matched, its pending deliveries wait) or
+``expired`` (a one-shot that fired, or past ``expires_at``; what it already owes is still
+delivered). ``disabled_at`` and ``disabled_reason`` say since when and why a disabled or
+suspended one is not active. Secrets are shown to the API client once, at creation or rotation, and
 never listed.
 
 Signing secrets are encrypted at rest when keys are configured (``notify.secret_keys``,
@@ -204,6 +207,7 @@ class SubscriptionRecord:
     failing_since: datetime | None
     disabled_at: datetime | None
     disabled_reason: str | None
+    creator: dict[str, Any] | None
 
 
 def _subscription(row: Any) -> SubscriptionRecord:
@@ -343,3 +347,63 @@ async def notices_of(
         .limit(limit)
     )
     return [SubscriptionNotice(**row._mapping) for row in rows]
+
+
+RECHECKED = ("active", "suspended")
+"""States whose creator is re-checked: an active subscription may be suspended, a suspended one resumed."""
+
+
+async def rechecked_subscriptions(conn: AsyncConnection) -> list[SubscriptionRecord]:
+    """Every active or suspended subscription (:data:`RECHECKED`), by id."""
+    rows = await conn.execute(
+        select(*Subscription.__table__.c).where(Subscription.state.in_(RECHECKED)).order_by(Subscription.id)
+    )
+    return [_subscription(row) for row in rows]
+
+
+async def suspend(conn: AsyncConnection, reasons: Mapping[str, str], now: datetime) -> list[str]:
+    """Suspend the subscriptions ``reasons`` names (id → why) that are still active, each with a
+    notice; the ids suspended."""
+    done: list[str] = []
+    for subscription_id, reason in sorted(reasons.items()):
+        row = await conn.execute(
+            update(Subscription)
+            .where(Subscription.id == subscription_id, Subscription.state == "active")
+            .values(state="suspended", disabled_at=now, disabled_reason=reason, updated_at=now)
+            .returning(Subscription.id)
+        )
+        if row.first() is not None:
+            done.append(subscription_id)
+    await add_notices(
+        conn, [{"subscription_id": i, "kind": "suspended", "message": reasons[i], "at": now} for i in done]
+    )
+    return done
+
+
+async def resume(conn: AsyncConnection, ids: Mapping[str, str], now: datetime) -> list[str]:
+    """Make the subscriptions ``ids`` names (id → why) active again if they are still suspended,
+    each with a notice; the ids resumed (the caller makes their pending deliveries due)."""
+    done: list[str] = []
+    for subscription_id in sorted(ids):
+        row = await conn.execute(
+            update(Subscription)
+            .where(Subscription.id == subscription_id, Subscription.state == "suspended")
+            .values(state="active", disabled_at=None, disabled_reason=None, updated_at=now)
+            .returning(Subscription.id)
+        )
+        if row.first() is not None:
+            done.append(subscription_id)
+    await add_notices(
+        conn, [{"subscription_id": i, "kind": "resumed", "message": ids[i], "at": now} for i in done]
+    )
+    return done
+
+
+async def count_by_state(conn: AsyncConnection) -> list[tuple[str, str, int]]:
+    """(state, channel, count) of every subscription."""
+    rows = await conn.execute(
+        select(Subscription.state, Subscription.channel, func.count())
+        .group_by(Subscription.state, Subscription.channel)
+        .order_by(Subscription.state, Subscription.channel)
+    )
+    return [(str(state), str(channel), int(count)) for state, channel, count in rows]

@@ -81,6 +81,7 @@ def job(
     job_spec: JobSpecSummary | None = None,
     created_at: datetime = T0,
     resource_version: str | None = None,
+    generation: int | None = 1,
 ) -> JobObserved:
     """The job object as last seen."""
     return JobObserved(
@@ -90,6 +91,7 @@ def job(
         namespace=job.namespace,
         name=job.name,
         resource_version=resource_version or rv(),
+        generation=generation,
         phase=phase,
         conditions=tuple(conditions),
         spec=job_spec or spec(suspend=phase == "Suspended"),

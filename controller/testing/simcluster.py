@@ -221,7 +221,7 @@ class SimCluster:
         self._logs: dict[tuple[str, str, str], list[tuple[float, str]]] = {}  # (written at, line)
         self._open_watches: Counter[str] = Counter()
         self._tokens: dict[str, RawObject] = {}  # bearer token -> TokenReview status.user
-        self._grants: set[tuple[str, str, str]] = set()  # (user or group:NAME, plural, namespace or *)
+        self._grants: set[tuple[str, str, str, str]] = set()  # (user or group:NAME, plural, ns or *, verb)
         self._generation = 0  # bumped by drop_watches(): streams of older generations end
         self._abrupt_drop = True
         self._closing = False
@@ -386,17 +386,24 @@ class SimCluster:
             )
 
     def set_access(
-        self, tokens: Mapping[str, RawObject], grants: Iterable[tuple[str, str, str]] = ()
+        self,
+        tokens: Mapping[str, RawObject],
+        grants: Iterable[tuple[str, str, str] | tuple[str, str, str, str]] = (),
     ) -> None:
-        """Answer TokenReviews from ``tokens`` (token → ``status.user``) and SubjectAccessReviews for
-        ``list`` from ``grants``: (username or ``group:NAME``, resource plural, namespace or ``*``).
+        """Answer TokenReviews from ``tokens`` (token → ``status.user``) and SubjectAccessReviews
+        from ``grants``: (username or ``group:NAME``, resource plural, namespace or ``*``, and
+        optionally the verbs, comma-separated; ``list`` when left out).
 
         A ``*`` grant is a ClusterRoleBinding: it allows every namespace and the cluster-wide
         question (no namespace); a namespaced grant allows that namespace only.
         """
         with self._cond:
             self._tokens = {token: copy.deepcopy(dict(user)) for token, user in tokens.items()}
-            self._grants = set(grants)
+            self._grants = {
+                (subject, plural, place, verb)
+                for subject, plural, place, *verbs in grants
+                for verb in (verbs[0] if verbs else "list").split(",")
+            }
 
     def _review(self, plural: str, body: RawObject) -> RawObject:
         spec = body.get("spec") or {}
@@ -410,8 +417,8 @@ class SimCluster:
                 attributes = spec.get("resourceAttributes") or {}
                 subjects = {spec.get("user"), *(f"group:{g}" for g in spec.get("groups") or ())}
                 places = {"*", attributes["namespace"]} if attributes.get("namespace") else {"*"}
-                allowed = attributes.get("verb") == "list" and any(
-                    (subject, attributes.get("resource"), place) in self._grants
+                allowed = any(
+                    (subject, attributes.get("resource"), place, attributes.get("verb")) in self._grants
                     for subject in subjects
                     for place in places
                 )

@@ -22,7 +22,7 @@ NOWHERE = "postgresql://nobody@127.0.0.1:1/none"
 
 
 def test_the_defaults_are_the_settings_defaults() -> None:
-    assert ApiLimits(64 << 10, Rate(50.0, 200), Rate(1.0, 30), 10_000, 1000, 64, 30.0) == DEFAULT_LIMITS
+    assert ApiLimits(64 << 10, Rate(50.0, 200), Rate(1.0, 30), 10_000, 1000, 64, 30.0, 256) == DEFAULT_LIMITS
     assert SubscriptionQuotas(per_user=50, per_namespace=200, recipients=50) == DEFAULT_QUOTAS
 
 

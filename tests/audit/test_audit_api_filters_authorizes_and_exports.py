@@ -103,7 +103,11 @@ async def test_filters(
 async def test_items_are_the_verifiable_links(client: httpx.AsyncClient, trail: list[StoredRecord]) -> None:
     body = (await client.get("/api/v1/audit?verb=failed", headers=ADMIN)).json()
     (item,) = body["items"]
-    assert item == {**json.loads(jsonl_line(trail[4])), "corroboration": None}  # not an admission claim
+    assert item == {  # not an admission claim
+        **json.loads(jsonl_line(trail[4])),
+        "corroboration": None,
+        "corroboration_detail": None,
+    }
     assert item["record"]["reason"] == "MPIJobFailed" and item["record"]["actor"] is None
 
 

@@ -8,6 +8,7 @@ import json
 import re
 import ssl
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 
 import h11
@@ -20,15 +21,18 @@ from consumers.audit.export import (
     ExportMetrics,
     HecSink,
     JsonlFileSink,
+    Sink,
     SyslogSink,
     drain,
     run_exporter,
     sinks_from_settings,
+    verdict_wait,
 )
 from controller.contract.settings import AuditSettings
-from controller.store.auditchain import ChainHead, StoredRecord, export_cursors
+from controller.store import corroboration
+from controller.store.auditchain import ChainHead, StoredRecord, compare_with_export, export_cursors, verify
 from controller.store.auditformats import hec_event, jsonl_line, octet_frame, syslog_message
-from tests.audit_helpers import T0, audit_record, make_certificate, write
+from tests.audit_helpers import T0, audit_record, make_certificate, parse_cef, parse_syslog, write
 
 HOST = "ctrl-0"
 
@@ -295,6 +299,73 @@ async def test_two_exporters_of_one_sink_take_turns(engine: AsyncEngine, tmp_pat
     shipped = await asyncio.gather(*(drain(engine, JsonlFileSink(path), 3) for _ in range(3)))
     assert sum(shipped) == 40
     assert [json.loads(line)["seq"] for line in path.read_bytes().splitlines()] == list(range(1, 41))
+
+
+async def test_admission_records_wait_for_their_verdict_and_ship_with_it_in_every_format(
+    engine: AsyncEngine, syslog: SyslogReceiver, tmp_path: Path
+) -> None:
+    """The exporters hold an admission record until it is judged (at most ``verdict_wait``), then
+    every sink carries its caller and verdict; the SIEM's copy still verifies against the chain."""
+    config = settings(corroboration_window_s=120, corroboration_interval_s=5)
+    wait = verdict_wait(config)
+    assert wait == timedelta(seconds=135)
+    forged = audit_record(1, at=T0, verb="delete").model_copy(update={"caller": "unverified"})
+    lifecycle = audit_record(2, at=T0, verb="failed")
+    unjudged = audit_record(3, at=T0 + timedelta(minutes=1), verb="create").model_copy(
+        update={"caller": "mtls"}
+    )
+    stored = await write(engine, [forged, lifecycle], T0)
+    stored += await write(engine, [unjudged], T0 + timedelta(minutes=1))
+    path = tmp_path / "siem.jsonl"
+    async with HecReceiver() as collector:
+        sinks: list[Sink] = [
+            JsonlFileSink(path),
+            SyslogSink("127.0.0.1", syslog.port, hostname=HOST),
+            HecSink(collector.url, "t", host=HOST, sourcetype="mpijob-controller:audit"),
+        ]
+        early = T0 + timedelta(seconds=10)
+        for sink in sinks:
+            assert await drain(engine, sink, 10, lambda: early, wait) == 0, (
+                "the first record is not judged yet"
+            )
+
+        async with engine.begin() as conn:  # the window has passed: no deletion was seen
+            decided = await corroboration.decide(
+                conn, T0 + timedelta(minutes=2, seconds=1), timedelta(minutes=2)
+            )
+        assert [d.status for d in decided] == ["unmatched"], "only the record chained first is due"
+        for sink in sinks:
+            assert await drain(engine, sink, 10, lambda: early, wait) == 2, "up to the unjudged one"
+        late = T0 + timedelta(minutes=1) + wait + timedelta(seconds=1)
+        for sink in sinks:
+            assert await drain(engine, sink, 10, lambda: late, wait) == 1, "waited long enough: pending"
+            await sink.close()
+        await until(lambda: len(syslog.frames()) == 3, syslog.frames)
+
+    expected = [("unverified", "unmatched"), (None, None), ("mtls", "pending")]
+    shipped = []
+    for frame in syslog.frames():
+        _, severity, _, text = parse_syslog(frame)
+        pairs = parse_cef(text)[1]
+        shipped.append((pairs.get("flexString2"), pairs.get("cat"), severity))
+    assert shipped == [("unverified", "unmatched", 4), (None, None, 4), ("mtls", "pending", 6)]
+    events = [json.loads(line) for *_, body, _ in collector.requests for line in body.splitlines()]
+    assert [
+        (e.get("fields", {}).get("caller"), e.get("fields", {}).get("corroboration")) for e in events
+    ] == expected
+    lines = path.read_bytes().splitlines()
+    file_links = [json.loads(line) for line in lines]
+    assert [
+        (f["record"].get("caller"), f.get("corroboration", {}).get("status")) for f in file_links
+    ] == expected
+    assert "did not see MPIJob team-a/job-1 (uid uid-1) deleted" in file_links[0]["corroboration"]["detail"]
+    assert [e["event"] for e in events] == [
+        {k: v for k, v in link.items() if k != "head"} for link in file_links
+    ], "HEC carries the same link and verdict"
+    assert (await verify(engine)).ok
+    compared = await compare_with_export(engine, lines)
+    assert compared.ok, compared.describe()
+    assert [link["hash"] for link in file_links] == [s.hash for s in stored]
 
 
 def test_sinks_follow_the_settings(tmp_path: Path) -> None:

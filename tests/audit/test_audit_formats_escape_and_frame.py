@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -9,7 +10,8 @@ import pytest
 from controller.contract.audit import Actor, AuditRecord, audited_object, service_account_of
 from controller.store.auditchain import GENESIS, StoredRecord, chain_hash
 from controller.store.auditformats import cef, hec_event, jsonl_line, octet_frame, syslog_message
-from tests.audit_helpers import T0
+from controller.store.corroboration import Verdict
+from tests.audit_helpers import T0, parse_cef, parse_syslog
 
 HASH = "ab" * 32
 
@@ -38,7 +40,8 @@ def admission(**overrides: object) -> AuditRecord:
 
 
 def test_a_delete_by_a_service_account_as_cef() -> None:
-    assert cef(link(admission()), version="0.1.0") == (
+    verified = Verdict("verified", T0, "the watch saw it deleted")
+    assert cef(link(admission(caller="unverified")), version="0.1.0", verdict=verified) == (
         "CEF:0|Kubeflow|mpijob-controller|0.1.0|job-delete|TrainJob deletion requested|5|"
         "rt=1795424400000 act=delete outcome=allowed "
         "suser=system:serviceaccount:team-b:pipeline-runner suid=9a1e7f30 "
@@ -46,6 +49,7 @@ def test_a_delete_by_a_service_account_as_cef() -> None:
         "cs4Label=groups cs4=system:serviceaccounts,system:authenticated "
         "cs5Label=serviceAccount cs5=team-b/pipeline-runner "
         f"cs6Label=hash cs6={HASH} cn1Label=seq cn1=7 "
+        "flexString2Label=caller flexString2=unverified cat=verified "
         "externalId=admission/705ab4f5-6393-11e8-b7cc-42010a800002"
     )
 
@@ -151,7 +155,8 @@ def test_jsonl_and_hec_carry_the_verifiable_link() -> None:
     stored = StoredRecord(1, T0, GENESIS, chain_hash(1, GENESIS, T0, raw), raw)
     line = jsonl_line(stored)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
-    assert json.loads(line) == stored.export()
+    pending = {"status": "pending", "observed_at": None, "detail": None}
+    assert json.loads(line) == {**stored.export(), "corroboration": pending}
     event = hec_event(stored, "ctrl-0", "mpijob-controller:audit", "audit")
     assert event == {
         "time": 1795424400.0,
@@ -159,5 +164,53 @@ def test_jsonl_and_hec_carry_the_verifiable_link() -> None:
         "source": "mpijob-controller",
         "sourcetype": "mpijob-controller:audit",
         "index": "audit",
-        "event": stored.export(),
+        "event": {**stored.export(), "corroboration": pending},
+        "fields": {"corroboration": "pending"},
     }
+    lifecycle = admission(source="lifecycle", verb="failed", actor=None, outcome="Failed")
+    other = StoredRecord(2, T0, stored.hash, HASH, lifecycle.model_dump(mode="json"))
+    assert json.loads(jsonl_line(other)) == other.export(), "only admission records have a verdict"
+    assert "fields" not in hec_event(other, "ctrl-0", "t") and "cat=" not in cef(other)
+
+
+VERDICTS = [
+    ("unverified", Verdict("contradicted", T0, "claims spec.x=1 changed;\nthe watch | saw \\ status only")),
+    ("mtls", Verdict("verified", T0, "the watch saw it")),
+    ("unverified", None),
+]
+
+
+@pytest.mark.parametrize(("caller", "verdict"), VERDICTS, ids=["contradicted", "mtls-verified", "pending"])
+def test_every_format_carries_the_caller_and_the_verdict(caller: str, verdict: Verdict | None) -> None:
+    record = admission(caller=caller, message="a=b | c\\d\ne")
+    raw = record.model_dump(mode="json")
+    stored = StoredRecord(1, T0, GENESIS, chain_hash(1, GENESIS, T0, raw), raw)
+    status = verdict.status if verdict else "pending"
+    suspect = status == "contradicted"
+
+    header, pairs = parse_cef(cef(stored, verdict=verdict))
+    assert (pairs["flexString2Label"], pairs["flexString2"], pairs["cat"]) == ("caller", caller, status)
+    assert pairs["msg"] == "a=b | c\\d\ne" and pairs["externalId"] == record.id, "the rest reads back too"
+    assert header[5] == ("8" if suspect else "5"), (
+        "a contradicted record from an unverified caller stands out"
+    )
+
+    facility, severity, msgid, text = parse_syslog(syslog_message(stored, "ctrl-0", verdict=verdict))
+    assert (facility, severity, msgid) == (13, 4 if suspect else 5, "job-delete")
+    assert parse_cef(text)[1] == pairs
+
+    for link_json in (
+        json.loads(jsonl_line(stored, verdict=verdict)),
+        hec_event(stored, "h", "t", verdict=verdict)["event"],
+    ):
+        assert link_json["record"]["caller"] == caller
+        assert link_json.pop("corroboration") == {
+            "status": status,
+            "observed_at": "2026-11-23T09:00:00.000000+00:00" if verdict else None,
+            "detail": verdict.detail if verdict else None,
+        }
+        digest = link_json.pop("hash")
+        body = json.dumps(link_json, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        assert hashlib.sha256(body).hexdigest() == digest, "the link still verifies without the verdict"
+    fields = hec_event(stored, "h", "t", verdict=verdict)["fields"]
+    assert fields == {"caller": caller, "corroboration": status}

@@ -57,7 +57,10 @@ CLUSTER_SCOPED = {
 }
 
 ADMISSION = ("admission", "admission/cert-manager")
-OPENSHIFT_ADMISSION = (*ADMISSION, "admission/openshift")
+NO_CLIENT_AUTH = "admission/no-client-auth"
+ON_OPENSHIFT = (NO_CLIENT_AUTH, "admission/openshift")
+"""OpenShift's kube-apiserver presents no client certificate: the opt-out is required there."""
+OPENSHIFT_ADMISSION = (*ADMISSION, *ON_OPENSHIFT)
 EVERYTHING = ("components/k8s-events", "components/external-nats", *ADMISSION)
 RENDERS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "base": (None, ()),
@@ -66,8 +69,9 @@ RENDERS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "kubernetes+admission": ("kubernetes", ADMISSION),
     "openshift+admission": ("openshift", OPENSHIFT_ADMISSION),
     "kubernetes+admission-self-signed": ("kubernetes", ("admission",)),
+    "kubernetes+admission-no-client-auth": ("kubernetes", (*ADMISSION, NO_CLIENT_AUTH)),
     "kubernetes+everything": ("kubernetes", EVERYTHING),
-    "openshift+everything": ("openshift", (*EVERYTHING, "admission/openshift")),
+    "openshift+everything": ("openshift", (*EVERYTHING, *ON_OPENSHIFT)),
     "base+components": (None, ("components/k8s-events", "components/external-nats")),
     "ha": ("ha", ()),
     "ha+admission": ("ha", ("components/k8s-events", *ADMISSION)),
@@ -1021,6 +1025,7 @@ ALERTED = {
     "SIEM export falling behind": r"mpijc_audit_exported_total",
 }
 ALERTED_WITH_ADMISSION = {
+    "admission webhook not reached while jobs change": r"mpijc_admission_reviews_total",
     "admission bad requests": r"mpijc_admission_bad_requests_total",
     "admission publish failures": r"mpijc_admission_publish_failures_total",
     "admission records dropped": r"mpijc_admission_dropped_total",
@@ -1039,32 +1044,169 @@ def test_alerts_cover_deliveries_dead_letters_the_siem_and_admission(
 
 
 @pytest.mark.parametrize("name", [n for n in RENDERS if _with_admission(n)])
-def test_the_admission_webhook_spools_to_a_volume_and_admits_only_the_api_server_where_it_can(
-    renders: dict[str, list[Obj]], name: str
-) -> None:
-    objs = renders[name]
-    webhook = find(objs, "StatefulSet", "mpijc-admission")
-    pod = webhook["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
+def test_the_admission_webhook_spools_to_a_volume(renders: dict[str, list[Obj]], name: str) -> None:
+    webhook = find(renders[name], "StatefulSet", "mpijc-admission")
+    (container,) = webhook["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     claims = {c["metadata"]["name"] for c in webhook["spec"]["volumeClaimTemplates"]}
     assert "spool" in claims and env["MPIJC_ADMISSION__SPOOL_DIR"] == mounts["spool"]
-    policy = find(objs, "NetworkPolicy", "mpijc-admission")
-    peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
-    assert all(peer for peer in peers) and all(rule.get("from") for rule in policy["spec"]["ingress"])
-    if RENDERS[name][0] == "openshift":
-        assert "fsGroup" not in pod["securityContext"]
-        assert not [peer for peer in peers if "ipBlock" in peer]
-        names = {
-            peer["namespaceSelector"].get("matchLabels", {}).get("kubernetes.io/metadata.name")
-            for peer in peers
-        }
-        assert "openshift-kube-apiserver" in names
-    else:
-        assert [peer["ipBlock"]["cidr"] for peer in peers if "ipBlock" in peer] == ["0.0.0.0/0"], (
-            "the documented placeholder for the control plane CIDR"
+
+
+def _client_ca_source(webhook: Obj) -> tuple[str, str] | None:
+    """(Secret, key) the webhook's MPIJC_ADMISSION__CLIENT_CA_FILE is read from, None without one."""
+    pod = webhook["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    path = {e["name"]: e.get("value") for e in container["env"]}.get("MPIJC_ADMISSION__CLIENT_CA_FILE")
+    if path is None:
+        return None
+    mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    relative = path.removeprefix(mount["mountPath"] + "/")
+    key = next(item["key"] for item in volume["secret"].get("items", []) if item["path"] == relative)
+    return volume["secret"]["secretName"], key
+
+
+def _certificate_writing(objs: list[Obj], secret: str) -> Obj:
+    (certificate,) = [o for o in objs if o["kind"] == "Certificate" and o["spec"]["secretName"] == secret]
+    return certificate
+
+
+@pytest.mark.parametrize("name", [n for n in RENDERS if _with_admission(n)])
+def test_the_admission_webhook_requires_a_client_certificate_unless_opted_out(
+    renders: dict[str, list[Obj]], name: str
+) -> None:
+    """Mutual TLS is the default; only the named no-client-auth component turns it off, visibly."""
+    objs = renders[name]
+    webhook = find(objs, "StatefulSet", "mpijc-admission")
+    source = _client_ca_source(webhook)
+    mark = webhook["metadata"]["annotations"]["mpijc.kubeflow.org/admission-client-auth"]
+    volumes = {v["name"] for v in webhook["spec"]["template"]["spec"]["volumes"]}
+    if NO_CLIENT_AUTH in RENDERS[name][1]:
+        assert (source, mark, "client-ca" in volumes) == (None, "off", False)
+        return
+    assert (source, mark) == (("mpijc-admission-client-ca", "ca.crt"), "required")
+    if "admission/cert-manager" not in RENDERS[name][1]:
+        return  # self-signed-ca.sh makes the Secret (tests/deploy/test_admission_runs_as_rendered.py)
+    secret = "mpijc-admission-client-ca"
+    assert _certificate_writing(objs, secret)["spec"]["isCA"] is True
+    issuers = [
+        o for o in objs if o["kind"] == "Issuer" and o["spec"].get("ca", {}).get("secretName") == secret
+    ]
+    (issuer,) = issuers
+    (apiserver,) = [
+        o
+        for o in objs
+        if o["kind"] == "Certificate" and o["spec"]["issuerRef"]["name"] == issuer["metadata"]["name"]
+    ]
+    assert "client auth" in apiserver["spec"]["usages"] and "server auth" not in apiserver["spec"]["usages"]
+    assert apiserver["spec"]["secretName"] == "mpijc-admission-apiserver-client"  # docs/admission.md
+    # the serving certificate comes from another CA: the webhook trusts no certificate made to serve
+    serving_secret = next(
+        v["secret"]["secretName"]
+        for v in webhook["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == "tls"
+    )
+    assert (
+        _certificate_writing(objs, serving_secret)["spec"]["issuerRef"]["name"] != issuer["metadata"]["name"]
+    )
+
+
+def _ingress_peers_of(objs: list[Obj], owner: Obj, port: int) -> list[Obj] | None:
+    """Every peer that may open ``port`` of ``owner``'s pods; None when any source may."""
+    peers: list[Obj] = []
+    for policy in (
+        o for o in objs if o["kind"] == "NetworkPolicy" and _matches(o["spec"]["podSelector"], _labels(owner))
+    ):
+        for rule in policy["spec"].get("ingress", []):
+            if rule.get("ports") and not any(p.get("port") in (port, "https") for p in rule["ports"]):
+                continue
+            if not rule.get("from"):
+                return None
+            peers += rule["from"]
+    return peers
+
+
+@pytest.mark.parametrize("name", [n for n in RENDERS if _with_admission(n)])
+def test_only_the_api_server_may_reach_the_admission_webhook_where_the_platform_lets_it_be_named(
+    renders: dict[str, list[Obj]], name: str
+) -> None:
+    objs = renders[name]
+    webhook = find(objs, "StatefulSet", "mpijc-admission")
+    peers = _ingress_peers_of(objs, webhook, 8443)
+    assert peers is not None, "port 8443 open to every source"
+    assert [p for p in peers if "ipBlock" in p and p["ipBlock"]["cidr"].endswith("/0")] == []
+    if RENDERS[name][0] == "openshift":  # the kube-apiserver's namespace and the host network, nothing else
+        assert all(
+            p.get("podSelector") == {} and set(p) == {"namespaceSelector", "podSelector"} for p in peers
         )
+        assert [p["namespaceSelector"]["matchLabels"] for p in peers] == [
+            {"kubernetes.io/metadata.name": "openshift-kube-apiserver"},
+            {"policy-group.network.openshift.io/host-network": ""},
+        ]
+    else:  # closed until the overlay names the control plane (docs/admission.md)
+        assert peers == []
+
+
+def _documented_cidr_patch() -> Obj:
+    """The patch docs/admission.md gives for naming the control plane on Kubernetes."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "admission.md").read_text(), re.S)
+    (block,) = [
+        b for b in blocks if "ipBlock" in b and "target: {kind: NetworkPolicy, name: mpijc-admission}" in b
+    ]
+    patches: list[Obj] = yaml.safe_load(block)["patches"]
+    (patch,) = patches
+    return patch
+
+
+def test_the_documented_patch_opens_the_webhook_to_the_control_plane_only(tmp_path: Path) -> None:
+    patch = _documented_cidr_patch()
+    where = _overlay_copy("kubernetes", ADMISSION, tmp_path / "overlay")
+    kustomization = yaml.safe_load((where / "kustomization.yaml").read_text())
+    kustomization["patches"] = [*kustomization.get("patches", []), patch]
+    (where / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    objs = render(where)
+    cidr = yaml.safe_load(patch["patch"])[0]["value"]["from"][0]["ipBlock"]["cidr"]
+    assert _ingress_peers_of(objs, find(objs, "StatefulSet", "mpijc-admission"), 8443) == [
+        {"ipBlock": {"cidr": cidr}}
+    ]
+
+
+def test_openshift_cannot_be_rendered_with_a_client_ca_nobody_can_satisfy(tmp_path: Path) -> None:
+    where = _overlay_copy("openshift", (*ADMISSION, "admission/openshift"), tmp_path / "overlay")
+    done = subprocess.run([_kubectl(), "kustomize", str(where)], capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "mpijc.kubeflow.org~1admission-client-auth" in done.stderr
+
+
+def test_the_api_server_is_told_to_present_its_certificate_to_this_webhook(
+    renders: dict[str, list[Obj]],
+) -> None:
+    """deploy/admission/apiserver/: the AdmissionConfiguration names the kubeconfig, whose user is the
+    webhook's Service as the API server looks it up, with the certificate as files (reloaded)."""
+    shipped = DEPLOY / "admission" / "apiserver"
+    admission = yaml.safe_load((shipped / "admission-configuration.yaml").read_text())
+    kubeconfig = yaml.safe_load((shipped / "webhook-kubeconfig.yaml").read_text())
+    assert (admission["apiVersion"], admission["kind"]) == (
+        "apiserver.config.k8s.io/v1",
+        "AdmissionConfiguration",
+    )
+    (plugin,) = admission["plugins"]
+    assert plugin["name"] == "ValidatingAdmissionWebhook"
+    path = Path(plugin["configuration"]["kubeConfigFile"])
+    assert path.name == "webhook-kubeconfig.yaml"
+    configuration = find(
+        renders["kubernetes+admission"], "ValidatingWebhookConfiguration", "mpijob-controller-audit"
+    )
+    names = set()
+    for hook in configuration["webhooks"]:
+        ref = hook["clientConfig"]["service"]
+        port = ref.get("port", 443)
+        names.add(f"{ref['name']}.{ref['namespace']}.svc" + ("" if port == 443 else f":{port}"))
+    (user,) = kubeconfig["users"]
+    assert {user["name"]} == names
+    assert set(user["user"]) == {"client-certificate", "client-key"}  # files, not -data: reloaded
+    assert {Path(f).parent for f in user["user"].values()} == {path.parent}
 
 
 def _absent_up_selectors(objs: list[Obj]) -> list[dict[str, str]]:

@@ -135,7 +135,7 @@ async def test_a_subscription_is_created_read_changed_rotated_and_deleted(
         ("/api/v1/webhooks?limit=0", "greater than or equal to 1"),
         ("/api/v1/webhooks?limit=501", "less than or equal to 500"),
         ("/api/v1/webhooks?channel=fax", "'webhook' or 'email'"),
-        ("/api/v1/webhooks?state=asleep", "'active', 'disabled' or 'expired'"),
+        ("/api/v1/webhooks?state=asleep", "'active', 'disabled', 'suspended' or 'expired'"),
         ("/api/v1/webhooks/sub_x/deliveries?status=lost", "'pending', 'delivered' or 'failed'"),
         ("/api/v1/webhooks/sub_x/deliveries?before=abc", "valid integer"),
         ("/api/v1/webhooks/sub_x/deliveries?before=99999999999999999999", "less than or equal to"),

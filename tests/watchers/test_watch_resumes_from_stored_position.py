@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 
+from controller.contract.kubeflow import compare
 from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import KubeGateway, ListPage
 from controller.kube.resources import MPI_PODS, Resource
@@ -138,3 +139,8 @@ def test_positions_not_in_the_comparable_form_are_not_resumed_from() -> None:
         positions = WatchPositions({position_name(MPI_PODS, None): stored})
         assert positions.resume_from(MPI_PODS, None) is None, stored
     assert position_name(MPI_PODS, None) != position_name(MPI_PODS, "team-a")
+
+
+def test_resource_versions_compare_as_integers_of_any_length() -> None:
+    assert (compare("9", "10"), compare("10", "10"), compare("100000000000000000001", "99")) == (-1, 0, 1)
+    assert compare("010", "10") is None and compare("a", "1") is None and compare(None, "1") is None
