@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.routing import Match, Route
 
-from controller.api import audit, compare, health, jobs, runs, webhooks
+from controller.api import audit, compare, events, health, jobs, runs, webhooks
 from controller.api.access import AccessReviewer, StaticAccess
 from controller.api.auth import authenticate
 from controller.api.bodylimit import BodyLimit
@@ -31,6 +31,7 @@ def create_app(
     metrics_ttl_s: float = 10.0,
     limits: ApiLimits = DEFAULT_LIMITS,
     quotas: SubscriptionQuotas = DEFAULT_QUOTAS,
+    streams: events.StreamLimits = events.DEFAULT_STREAMS,
 ) -> FastAPI:
     """The API over one database engine, one metrics registry and one access reviewer.
 
@@ -57,9 +58,11 @@ def create_app(
     app.state.reviewer = reviewer if reviewer is not None else StaticAccess({})
     app.state.limiter = ClientLimiter(limits)
     app.state.review_limit = limits.reviews_per_request
+    app.state.streams = events.StreamGate(streams, engine)
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
     subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings(), quotas=quotas)
-    for router in (health.router, runs.router, jobs.router, compare.router, subscriptions, audit.router):
+    routers = (health.router, runs.router, jobs.router, events.router, compare.router)
+    for router in (*routers, subscriptions, audit.router):
         app.include_router(router)
     app.add_exception_handler(405, _method_not_allowed)
     app.add_middleware(BodyLimit, limits=limits, gate=authenticate)

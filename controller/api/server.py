@@ -14,6 +14,7 @@ gate's (:class:`~controller.api.bodylimit.BodyLimit`).
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import h11
@@ -81,6 +82,7 @@ def server_config(app: Any, api: ApiSettings, port: int, *, capped: bool = True)
         lifespan="off",
         limit_concurrency=api.max_connections + 1 if capped else None,  # uvicorn counts the one asking
         timeout_keep_alive=api.keep_alive_s,
+        timeout_graceful_shutdown=math.ceil(api.shutdown_grace_s),  # event streams never end by themselves
         h11_max_incomplete_event_size=api.max_header_bytes,
         proxy_headers=bool(api.forwarded_allow_ips),
         forwarded_allow_ips=list(api.forwarded_allow_ips),

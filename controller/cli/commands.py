@@ -15,6 +15,7 @@ Commands:
   history   print stored runs and their timelines (database only)
   audit     verify, export or purge the audit trail (database only)
   demo      the whole pipeline on the embedded services with the example scenarios
+  wait      follow a job through the API until it ends (API URL and token only)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from consumers.registry import CONSUMERS
+from controller.cli import waiting
 from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServiceError
 from controller.cli.runtime import (
@@ -266,6 +268,18 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
+    """Follow a job's events through the API; 0 succeeded, 1 failed, 2 timed out, 3 refused."""
+    try:
+        client = waiting.client_of(settings.client, args)
+    except ValueError as exc:
+        print(f"mpijob-controller wait: {exc}", file=sys.stderr)
+        return waiting.EXIT_ERROR
+    return await waiting.wait(
+        args.target, client, goal=args.goal, attempt=args.attempt, timeout_s=args.timeout
+    )
+
+
 def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands.add_parser("admission", help="validating admission webhook (audit)").set_defaults(
         handler=cmd_admission
@@ -331,6 +345,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--limit", type=int, default=50)
     demo.set_defaults(handler=cmd_demo)
     _audit_parser(commands)
+    waiting.add_parser(commands).set_defaults(handler=cmd_wait)
     return parser
 
 

@@ -357,6 +357,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
 
     from controller.api.access import AccessReviewer, build_reviewer
     from controller.api.app import create_app, metrics_app
+    from controller.api.events import StreamLimits
     from controller.api.limits import ApiLimits, SubscriptionQuotas
     from controller.api.metrics_collectors import JetStreamCollector
     from controller.api.rechecks import CreatorRecheck
@@ -380,6 +381,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         metrics_ttl_s=api.metrics_ttl_s,
         limits=ApiLimits.from_settings(api),
         quotas=SubscriptionQuotas.from_settings(rt.settings.notify),
+        streams=StreamLimits.from_settings(api),
     )
     servers = [
         uvicorn.Server(server_config(app, api, api.port)),

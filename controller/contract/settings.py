@@ -478,6 +478,42 @@ class ApiSettings(BaseModel):
         le=1_000_000,
         description="Clients whose rate is tracked in memory, per kind; the least recently seen go first.",
     )
+    events_poll_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds between an event stream's looks at the history store for news (one indexed "
+        "query of the run's new timeline entries); an event reaches its clients within about this.",
+    )
+    events_heartbeat_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="Seconds of quiet after which an event stream sends a comment line, so proxies and "
+        "load balancers (60 s idle timeouts are usual) keep it open.",
+    )
+    events_max_streams: int = Field(
+        default=100,
+        ge=1,
+        description="Event streams one API process serves at once; one more is answered 503 with "
+        "Retry-After. Each holds a connection, so keep it under `max_connections`.",
+    )
+    events_max_streams_per_client: int = Field(
+        default=10,
+        ge=1,
+        description="Event streams one caller (by user name) may hold open at once; one more is 429.",
+    )
+    events_finding_grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Seconds a failed run's stream waits for a finding to explain the failure before "
+        "it sends `end` without one (the rules usually explain it within seconds).",
+    )
+    shutdown_grace_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds a stopping API gives open requests to finish; event streams never do, "
+        "so they are then closed and their clients reconnect (with Last-Event-ID) elsewhere.",
+    )
 
     @field_validator("forwarded_allow_ips")
     @classmethod
@@ -491,6 +527,25 @@ class ApiSettings(BaseModel):
                     "never '*' (any client could then choose the address its limits key on)"
                 ) from None
         return value
+
+
+class ClientSettings(BaseModel):
+    """How the commands that ask the API (``wait``) reach it."""
+
+    api_url: str = Field(
+        default="http://127.0.0.1:8480",
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        description="Base URL of the API (http or https), e.g. the Service "
+        "`http://mpijob-controller-api.mpijob-system:8480` inside the cluster.",
+    )
+    token_file: str = Field(
+        default="/var/run/secrets/kubernetes.io/serviceaccount/token",
+        description="File holding the bearer token (read again at each reconnect, as a projected "
+        "service-account token rotates); the default is a pod's service-account token.",
+    )
+    ca_file: str | None = Field(
+        default=None, description="CA bundle that signs an https API's certificate; unset: the system's."
+    )
 
 
 class MetricsSettings(BaseModel):
@@ -820,6 +875,7 @@ class Settings(BaseSettings):
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    client: ClientSettings = Field(default_factory=ClientSettings)
     log_level: str = Field(default="INFO", description="Python logging level name.")
     startup_timeout_s: float = Field(
         default=30.0,

@@ -50,7 +50,9 @@ class Serving:
 
 
 SERVING = Serving(_app("postgresql://unused@127.0.0.1:1/unused"))
-schema = schemathesis.openapi.from_asgi("/openapi.json", SERVING)
+schema = schemathesis.openapi.from_asgi("/openapi.json", SERVING).exclude(path_regex=r"/events$")
+"""Event streams are left out: one that is accepted never ends, and the fuzzer reads answers whole
+(test_api_streams_live_events.py covers them, their refusals included)."""
 
 
 @pytest.fixture

@@ -1,0 +1,156 @@
+"""``mpijob-controller wait``: the one line a pipeline runs after ``kubectl apply``. It follows the
+job through the API's live events and exits 0 succeeded, 1 failed (printing the root cause), 2
+timed out, 3 refused; it rides out an API restart without printing anything twice."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.cli import waiting
+from controller.cli.waiting import EXIT_ERROR, EXIT_FAILED, EXIT_SUCCESS, EXIT_TIMEOUT, Goal
+from controller.contract.settings import ClientSettings
+from controller.testing.waits import until
+from tests.api_fixtures import T0, fire, job_story
+from tests.live_events import GUARD_S, Served, Writer, serving
+
+OOM = "Worker 1 was OOM-killed: its 16Gi limit is below what the job uses."
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "token"
+    path.write_text("token-alice\n")  # a service account's projected token, as a file
+    return path
+
+
+class Waiting:
+    """One ``wait`` running against ``api``, its output kept."""
+
+    def __init__(self, api: Served, token_file: Path, target: str, **options: object) -> None:
+        self.out, self.err = io.StringIO(), io.StringIO()
+        client = ClientSettings(api_url=api.url, token_file=str(token_file))
+        self.task = asyncio.create_task(
+            waiting.wait(target, client, out=self.out, err=self.err, **options)  # type: ignore[arg-type]
+        )
+
+    async def status(self) -> int:
+        return await asyncio.wait_for(self.task, GUARD_S)
+
+    async def printed(self, text: str) -> None:
+        await until(lambda: text in self.out.getvalue() or self.task.done(), GUARD_S, self.out.getvalue)
+
+
+async def test_a_job_that_fails_with_an_oom_exits_1_with_its_root_cause(
+    engine: AsyncEngine, token_file: Path
+) -> None:
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    writer = Writer(engine)
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train")  # before the job is even seen
+        await writer.write(story[:-2])
+        await wait.printed(": Running")
+        await writer.write(story[-2:])
+        await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+        status = await wait.status()
+    assert status == EXIT_FAILED
+    out, err = wait.out.getvalue(), wait.err.getvalue()
+    assert [line.split(": ", 1)[1] for line in out.splitlines() if " attempt 1: " in line][:3] == [
+        "Pending",
+        "Running (MPIJobRunning)",
+        "Failed (MPIJobFailed)",
+    ]
+    assert f"root cause (oom, critical): {OOM}" in err
+    assert "  - Increase worker memory." in err
+
+
+@pytest.mark.parametrize(("goal", "expected"), [("succeeded", EXIT_SUCCESS), ("running", EXIT_SUCCESS)])
+async def test_a_job_that_succeeds_exits_0(
+    engine: AsyncEngine, token_file: Path, goal: Goal, expected: int
+) -> None:
+    _, story = job_story("train")
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train", goal=goal)
+        await Writer(engine).write(story)
+        assert await wait.status() == expected
+    assert ("is Succeeded" in wait.out.getvalue()) == (goal == "succeeded")
+
+
+async def test_finished_is_met_by_a_failure_too(engine: AsyncEngine, token_file: Path) -> None:
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    await Writer(engine).write(story)
+    await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train", goal="finished")
+        assert await wait.status() == EXIT_SUCCESS
+    assert OOM in wait.out.getvalue()
+
+
+async def test_a_job_still_running_at_the_timeout_exits_2(engine: AsyncEngine, token_file: Path) -> None:
+    _, story = job_story("train")
+    await Writer(engine).write(story[:-1])
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train", timeout_s=0.5)
+        assert await wait.status() == EXIT_TIMEOUT
+    assert "did not reach succeeded within 0h00m00s" in wait.err.getvalue()
+
+
+async def test_a_token_that_may_not_read_the_namespace_exits_3(engine: AsyncEngine, tmp_path: Path) -> None:
+    bob = tmp_path / "bob"
+    bob.write_text("token-bob")
+    async with serving(engine) as api:
+        refused = await Waiting(api, bob, "team-a/train").status()
+        missing = await Waiting(api, tmp_path / "absent", "team-a/train").status()
+    assert (refused, missing) == (EXIT_ERROR, EXIT_ERROR)
+
+
+async def test_wait_rides_out_an_api_restart_and_prints_every_change_once(
+    engine: AsyncEngine, token_file: Path
+) -> None:
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    writer = Writer(engine)
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train")
+        await writer.write(story[:-2])
+        await wait.printed(": Running")
+        await api.stop()  # the API goes away while the job runs on
+        await writer.write(story[-2:])
+        await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+        await until(lambda: "reconnecting" in wait.err.getvalue(), GUARD_S, wait.err.getvalue)
+        await api.start()  # on the same port, as a restarted pod behind its Service
+        assert await wait.status() == EXIT_FAILED
+    lines = wait.out.getvalue().splitlines()
+    assert len(lines) == len(set(lines))
+    phases = [line.split(": ", 1)[1] for line in lines if " attempt 1: " in line and "finding" not in line]
+    assert phases == ["Pending", "Running (MPIJobRunning)", "Failed (MPIJobFailed)"]
+    assert OOM in wait.err.getvalue()
+
+
+def test_the_command_line_takes_its_settings_from_the_environment(tmp_path: Path) -> None:
+    """The installed entry point: an API that cannot be reached is retried until the timeout (2);
+    a token file that cannot be read is named by its variable (3)."""
+    token = tmp_path / "token"
+    token.write_text("token-alice")
+    env = {
+        **os.environ,
+        "MPIJC_CLIENT__API_URL": "http://127.0.0.1:1",
+        "MPIJC_CLIENT__TOKEN_FILE": str(token),
+    }
+    command = [sys.executable, "-m", "controller.cli", "wait", "team-a/train", "--timeout", "1s"]
+    unreachable = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
+    env["MPIJC_CLIENT__TOKEN_FILE"] = str(tmp_path / "absent")
+    no_token = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
+    assert unreachable.returncode == EXIT_TIMEOUT, unreachable.stderr
+    assert "reconnecting" in unreachable.stderr
+    assert no_token.returncode == EXIT_ERROR
+    assert no_token.stderr.strip().endswith(
+        f"MPIJC_CLIENT__TOKEN_FILE: cannot read {tmp_path / 'absent'}: No such file or directory"
+    )
