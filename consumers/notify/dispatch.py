@@ -38,8 +38,9 @@ from email.message import EmailMessage
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from consumers.notify.alertmanager import AlertmanagerPusher
 from consumers.notify.mailing import Mailer, MailError, compose, smtp_mailer
-from consumers.notify.metrics import NotifyMetrics
+from consumers.notify.metrics import AlertmanagerMetrics, NotifyMetrics
 from consumers.notify.sending import Attempt, EndpointTransports, RetrySchedule, Verdict, WebhookSender
 from consumers.wiring import Role, Wiring
 from controller.contract.clock import Clock, utcnow
@@ -394,7 +395,13 @@ class Dispatcher:
 
 
 async def attach(wiring: Wiring) -> Role:
-    """The dispatch role: sends webhooks and email from the outbox (scales out: claims are leases)."""
+    """The dispatch role: sends webhooks and email from the outbox (scales out: claims are leases),
+    and pushes alerts to the Alertmanagers when ``notify.alertmanager.urls`` names any."""
     notify = wiring.settings.notify
     dispatcher = Dispatcher(wiring.engine, notify, wiring.metrics, mailer=smtp_mailer(notify.smtp))
-    return Role(background=(dispatcher.run,))
+    if not notify.alertmanager.urls:
+        return Role(background=(dispatcher.run,))
+    pusher = AlertmanagerPusher(
+        wiring.engine, notify.alertmanager, AlertmanagerMetrics.on(wiring.metrics.registry)
+    )
+    return Role(background=(dispatcher.run, pusher.run))

@@ -377,3 +377,20 @@ class NotifyFinding(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     status: Mapped[str] = mapped_column(String(16))
     revision: Mapped[int] = mapped_column(Integer)
+
+
+class NotifyAlert(Base):
+    """A finding pushed to the Alertmanagers: firing (``ends_at`` null) or resolved and not yet
+    accepted by every Alertmanager (``resolved_to`` lists those that did)."""
+
+    __tablename__ = "notify_alerts"
+    __table_args__ = (Index("ix_notify_alerts_updated_at", "updated_at"),)
+
+    finding_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    labels: Mapped[JSON]
+    annotations: Mapped[JSON]
+    generator_url: Mapped[str] = mapped_column(Text)
+    starts_at: Mapped[datetime]
+    ends_at: Mapped[datetime | None]
+    resolved_to: Mapped[list[Any]] = mapped_column(server_default=text("'[]'::jsonb"))
+    updated_at: Mapped[datetime]
