@@ -15,6 +15,8 @@ Each batch is one transaction that
    are cached between batches and reloaded when their fingerprint (ids, ``updated_at``)
    changes, so a batch of one event does not read and parse a thousand subscriptions;
 3. writes one outbox row per (subscription, event), its id derived from both;
+4. when Alertmanagers are configured, records each finding's alert (firing, changed, resolved)
+   for the Alertmanager sink (:mod:`controller.store.alerts`, :mod:`.alertmanager`);
 
 and commits before the messages are acknowledged. The dispatcher sends from the outbox.
 

@@ -4,6 +4,7 @@ annotations, its resolve, a highly available pair notifying once, and an outage 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from controller.store.models import NotifyAlert
 from controller.testing.alertmanager import Alertmanager, alertmanager_binary, pusher_running
 from controller.testing.notify import consumer_running, finding, job, publish_findings, with_notify
 from controller.testing.ports import free_port
-from controller.testing.receivers import Receiver
+from controller.testing.receivers import Receiver, Reply
 from controller.testing.waits import until
 
 
@@ -212,3 +213,55 @@ async def test_an_alertmanager_outage_loses_neither_the_alert_nor_its_resolve(
 
     assert len(notifications(rx, "firing")) == 1
     assert metrics.registry.get_sample_value("mpijc_alertmanager_up", {"alertmanager": am.url}) == 1
+
+
+async def test_credentials_go_with_every_post_and_only_outages_are_retried(
+    tmp_path: Path,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    """An HTTP receiver stands in for an Alertmanager here, to see the headers and script answers."""
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\n")
+    password = tmp_path / "password"
+    password.write_text("pa:ss\n")
+    failed = job("Failed")
+    resolved = finding(failed, status="resolved", revision=2)
+    async with Receiver() as bearer, Receiver() as basic:
+        bearer.script("api/v2/alerts", Reply(503), Reply(400, body=b"bad alert"))
+        urls = [bearer.url(""), basic.url("")]
+        with_notify(
+            settings,
+            alertmanager=AlertmanagerSettings(
+                urls=urls[:1], resend_interval_s=3600, retry_initial_s=0.05, bearer_token_file=token
+            ),
+        )
+        basic_settings = AlertmanagerSettings(
+            urls=urls[1:], basic_auth_username="mpijc", basic_auth_password_file=password
+        )
+        async with (
+            pusher_running(engine, settings.notify.alertmanager, metrics),
+            pusher_running(engine, basic_settings, metrics),
+            consumer_running(settings, topology, js, engine, metrics),
+        ):
+            await publish_findings(js, topology, finding(failed))
+            first, again = await bearer.wait_for("api/v2/alerts", 2)  # 503, so repeated: 400
+            await publish_findings(js, topology, resolved)
+            *_, resolve = await bearer.wait_for("api/v2/alerts", 3)
+            (basic_first,) = await basic.wait_for("api/v2/alerts", 1)
+
+    assert first.headers["authorization"] == again.headers["authorization"] == "Bearer s3cret-token"
+    assert first.payload[0]["labels"] == again.payload[0]["labels"] == resolve.payload[0]["labels"]
+    assert resolved.resolved_at is not None
+    assert resolve.payload[0]["endsAt"] == resolved.resolved_at.isoformat()
+    assert basic_first.headers["authorization"] == "Basic " + base64.b64encode(b"mpijc:pa:ss").decode()
+    outcomes = {
+        o: metrics.registry.get_sample_value(
+            "mpijc_alertmanager_requests_total", {"alertmanager": urls[0].rstrip("/"), "outcome": o}
+        )
+        for o in ("retry", "rejected", "sent")
+    }
+    assert outcomes == {"retry": 1, "rejected": 1, "sent": 1}
