@@ -9,7 +9,7 @@ Labels (what routes, silences, inhibitions and grouping match on; one alert per 
 ``uid``        the run (job uid): two attempts of one job are two alerts
 ``rule``       the finding's rule (``oom``, ``image-pull``…)
 ``severity``   ``info``, ``warning`` or ``critical``
-``cluster``    ``notify.alertmanager.cluster``
+``cluster``    ``notify.cluster``
 =============  ===========================================================================
 
 Annotations: ``summary`` and ``description`` (the root cause; ``description`` adds the
@@ -57,7 +57,7 @@ def alert_row(
         "uid": job.uid,
         "rule": finding.rule,
         "severity": finding.severity,
-        "cluster": settings.alertmanager.cluster,
+        "cluster": settings.cluster,
     }
     return {
         "finding_id": finding.id,

@@ -510,10 +510,6 @@ class AlertmanagerSettings(BaseModel):
         description='Base URLs of the Alertmanagers, as JSON (["http://alertmanager-0.monitoring:9093"]); '
         "each gets every alert (a highly available pair deduplicates by gossip). Empty: no alerts.",
     )
-    cluster: str = Field(
-        default="default",
-        description="Value of the `cluster` label on every alert, so one route can tell clusters apart.",
-    )
     timeout_s: float = Field(default=10.0, gt=0, description="Seconds one POST to one Alertmanager may take.")
     resend_interval_s: float = Field(
         default=60.0,
@@ -563,6 +559,12 @@ class NotifySettings(BaseModel):
         default="",
         description="Base URL docs/ is published under, for the troubleshooting links of findings; "
         "empty: the repository path (docs/troubleshooting.md#oom).",
+    )
+    cluster: str = Field(
+        default="default",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+        description="Name of this cluster: the `cluster` label of Alertmanager alerts and part of the "
+        "`source` of CloudEvents, so receivers of several clusters can tell them apart.",
     )
     retry_schedule_s: list[float] = Field(
         default_factory=lambda: [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0],

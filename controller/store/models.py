@@ -276,6 +276,7 @@ class Subscription(Base):
     failing_since: Mapped[datetime | None]
     disabled_at: Mapped[datetime | None]
     disabled_reason: Mapped[str | None] = mapped_column(Text)
+    format: Mapped[str] = mapped_column(String(32), server_default="standard")
 
     __table_args__ = (Index("ix_subscriptions_state_ns", "state", "namespace"),)
 

@@ -204,6 +204,7 @@ class SubscriptionRecord:
     failing_since: datetime | None
     disabled_at: datetime | None
     disabled_reason: str | None
+    format: str = "standard"
 
 
 def _subscription(row: Any) -> SubscriptionRecord:

@@ -35,9 +35,7 @@ def binary() -> Iterator[str]:
 
 def sink(urls: list[str]) -> AlertmanagerSettings:
     """Fast timings: resent every second, retried after 50-200 ms."""
-    return AlertmanagerSettings(
-        urls=urls, cluster="test-cluster", resend_interval_s=1.0, retry_initial_s=0.05, retry_max_s=0.2
-    )
+    return AlertmanagerSettings(urls=urls, resend_interval_s=1.0, retry_initial_s=0.05, retry_max_s=0.2)
 
 
 def notifications(rx: Receiver, status: str) -> list[dict[str, Any]]:
@@ -65,7 +63,12 @@ async def test_a_finding_fires_and_resolves_through_alertmanager(
         am = Alertmanager(binary, tmp_path / "am", rx.url("am"))
         await am.start()
         try:
-            with_notify(settings, public_url="https://mpijc.example.com", alertmanager=sink([am.url]))
+            with_notify(
+                settings,
+                public_url="https://mpijc.example.com",
+                cluster="test-cluster",
+                alertmanager=sink([am.url]),
+            )
             async with (
                 pusher_running(engine, settings.notify.alertmanager, metrics),
                 consumer_running(settings, topology, js, engine, metrics),
