@@ -29,7 +29,6 @@ import logging
 import random
 import ssl
 import time
-from datetime import datetime, timedelta
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -46,7 +45,6 @@ log = logging.getLogger(__name__)
 
 PATH = "/api/v2/alerts"
 USER_AGENT = "mpijob-controller-alertmanager/1"
-_OVERLAP = timedelta(seconds=5)  # a change committed late with an earlier updated_at is still sent
 _SNIPPET = 300
 
 
@@ -131,15 +129,14 @@ class AlertmanagerPusher:
         """One Alertmanager: a full send every resend interval, changes in between, retries."""
         s = self._settings
         wakeup = self._wakeups[url]
-        synced: datetime | None = None  # changes up to here were accepted
+        synced: int | None = None  # every change up to this number was sent
         full_at = float("-inf")
         failures = 0
         while not stop.is_set():
             wakeup.clear()
             full = time.monotonic() - full_at >= s.resend_interval_s
-            started = self._clock()
             try:
-                sent = await self._push(url, client, None if full or synced is None else synced - _OVERLAP)
+                sent = await self._push(url, client, None if full else synced)
             except _RETRIED as exc:
                 failures += 1
                 delay = min(s.retry_max_s, s.retry_initial_s * 2 ** (failures - 1))
@@ -150,18 +147,20 @@ class AlertmanagerPusher:
                 continue
             failures = 0
             if sent is not None:
-                synced = max(synced or sent, sent)
-            synced = synced or started
+                synced = max(synced or 0, sent)
+            elif synced is None:
+                synced = 0
             if full:
                 full_at = time.monotonic()
             wait = max(0.0, full_at + s.resend_interval_s - time.monotonic())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_either(wakeup, stop), wait)
 
-    async def _push(self, url: str, client: httpx.AsyncClient, since: datetime | None) -> datetime | None:
-        """Send what ``url`` is owed (changed after ``since``, if given); returns the newest change sent."""
+    async def _push(self, url: str, client: httpx.AsyncClient, after: int | None) -> int | None:
+        """Send what ``url`` is owed (changes numbered above ``after``, if given); returns the
+        highest change number sent, ``None`` if there was nothing."""
         async with self._engine.connect() as conn:
-            owed = await alerts.owed(conn, url, since)
+            owed = await alerts.owed(conn, url, after)
         if not owed:
             return None
         s = self._settings
@@ -176,7 +175,7 @@ class AlertmanagerPusher:
                 async with self._engine.begin() as conn:
                     await alerts.resolve_taken(conn, url, batch)
                     await alerts.purge_resolved(conn, s.urls)
-        return max(a.updated_at for a in owed)
+        return max(a.change for a in owed)
 
     async def _post(self, url: str, client: httpx.AsyncClient, batch: list[NotifyAlert]) -> None:
         now = self._clock()

@@ -7,6 +7,10 @@ restart of either side, or an Alertmanager that was down, loses nothing: firing 
 sent again every resend interval, and a resolved row stays until every configured
 Alertmanager accepted its resolve (:func:`resolve_taken`), then it is deleted
 (:func:`purge_resolved`).
+
+Every write takes the next ``change`` number (a sequence). The consumer writes under its
+advisory lock, one batch after another, so changes commit in ``change`` order: a pusher that
+has sent everything up to N asks for ``change > N`` and misses nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ WAKE_CHANNEL = "mpijc_alerts"
 """PostgreSQL channel announced when an alert starts, changes or resolves."""
 
 Row = dict[str, Any]
+_NEXT = func.nextval("notify_alerts_change")
 
 
 async def fire(conn: AsyncConnection, rows: Sequence[Row]) -> None:
@@ -46,6 +51,7 @@ async def fire(conn: AsyncConnection, rows: Sequence[Row]) -> None:
                 "ends_at": None,
                 "resolved_to": [],
                 "updated_at": stmt.excluded.updated_at,
+                "change": _NEXT,
             },
         )
     )
@@ -57,20 +63,20 @@ async def resolve(conn: AsyncConnection, finding_id: str, ends_at: datetime, now
     result = await conn.execute(
         update(NotifyAlert)
         .where(NotifyAlert.finding_id == finding_id, NotifyAlert.ends_at.is_(None))
-        .values(ends_at=ends_at, updated_at=now)
+        .values(ends_at=ends_at, updated_at=now, change=_NEXT)
     )
     if result.rowcount:
         await announce(conn, WAKE_CHANNEL)
     return bool(result.rowcount)
 
 
-async def owed(conn: AsyncConnection, url: str, since: datetime | None = None) -> list[NotifyAlert]:
-    """What ``url`` is owed: firing alerts and resolves it has not taken (only those changed
-    after ``since``, when given), oldest change first."""
+async def owed(conn: AsyncConnection, url: str, after: int | None = None) -> list[NotifyAlert]:
+    """What ``url`` is owed: firing alerts and resolves it has not taken (only changes numbered
+    above ``after``, when given), in change order."""
     query = select(NotifyAlert).where(NotifyAlert.ends_at.is_(None) | ~NotifyAlert.resolved_to.has_key(url))
-    if since is not None:
-        query = query.where(NotifyAlert.updated_at > since)
-    rows = await conn.execute(query.order_by(NotifyAlert.updated_at, NotifyAlert.finding_id))
+    if after is not None:
+        query = query.where(NotifyAlert.change > after)
+    rows = await conn.execute(query.order_by(NotifyAlert.change))
     return [NotifyAlert(**row._mapping) for row in rows]
 
 
@@ -83,7 +89,7 @@ async def resolve_taken(conn: AsyncConnection, url: str, sent: Collection[Notify
             update(NotifyAlert)
             .where(
                 NotifyAlert.finding_id == alert.finding_id,
-                NotifyAlert.updated_at == alert.updated_at,
+                NotifyAlert.change == alert.change,
                 ~NotifyAlert.resolved_to.has_key(url),
             )
             .values(resolved_to=NotifyAlert.resolved_to.concat(func.jsonb_build_array(url)))

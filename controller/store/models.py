@@ -385,7 +385,7 @@ class NotifyAlert(Base):
     accepted by every Alertmanager (``resolved_to`` lists those that did)."""
 
     __tablename__ = "notify_alerts"
-    __table_args__ = (Index("ix_notify_alerts_updated_at", "updated_at"),)
+    __table_args__ = (Index("ix_notify_alerts_change", "change"),)
 
     finding_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     labels: Mapped[JSON]
@@ -395,3 +395,4 @@ class NotifyAlert(Base):
     ends_at: Mapped[datetime | None]
     resolved_to: Mapped[list[Any]] = mapped_column(server_default=text("'[]'::jsonb"))
     updated_at: Mapped[datetime]
+    change: Mapped[int] = mapped_column(BigInteger, server_default=text("nextval('notify_alerts_change')"))

@@ -78,12 +78,20 @@ def alertmanager_binary() -> tuple[str | None, str]:
     return None, f"cannot install {PACKAGE}: " + "; ".join(tried or ["no binary after extracting it"])
 
 
-def config(receiver_url: str, group_wait: str = "0s", group_interval: str = "1s") -> str:
-    """A config routing every alert, grouped by (alertname, namespace, job, rule), to one webhook."""
+GROUP_BY = ("alertname", "namespace", "job", "rule")
+
+
+def config(
+    receiver_url: str,
+    group_wait: str = "0s",
+    group_interval: str = "1s",
+    group_by: tuple[str, ...] = GROUP_BY,
+) -> str:
+    """A config routing every alert to one webhook, grouped by ``group_by``."""
     return (
         "route:\n"
         "  receiver: hook\n"
-        "  group_by: [alertname, namespace, job, rule]\n"
+        f"  group_by: [{', '.join(group_by)}]\n"
         f"  group_wait: {group_wait}\n"
         f"  group_interval: {group_interval}\n"
         "  repeat_interval: 1h\n"
@@ -108,6 +116,7 @@ class Alertmanager:
         peers: list[int] | None = None,
         group_interval: str = "1s",
         peer_timeout: str = "1s",
+        group_by: tuple[str, ...] = GROUP_BY,
     ) -> None:
         self.binary = binary
         self.workdir = workdir
@@ -116,7 +125,9 @@ class Alertmanager:
         self.peers = peers or []
         self.peer_timeout = peer_timeout
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "alertmanager.yml").write_text(config(receiver_url, group_interval=group_interval))
+        (workdir / "alertmanager.yml").write_text(
+            config(receiver_url, group_interval=group_interval, group_by=group_by)
+        )
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
