@@ -30,7 +30,7 @@ from consumers.notify.alertmanager import PATH, AlertmanagerPusher
 from consumers.notify.metrics import AlertmanagerMetrics
 from controller.contract.settings import AlertmanagerSettings
 from controller.store import alerts
-from controller.store.models import NotifyAlert
+from controller.store.alerts import Alert
 from controller.testing.alertmanager import Alertmanager, alertmanager_binary
 from controller.testing.receivers import Receiver
 from controller.testing.waits import until
@@ -120,7 +120,7 @@ async def run(count: int, samples: int) -> dict[str, Any]:
     }
 
 
-async def _reference(url: str, stored: list[NotifyAlert], batch: int) -> float:
+async def _reference(url: str, stored: list[Alert], batch: int) -> float:
     """Seconds one client takes to POST the same alerts in the same batches from memory."""
     now = datetime.now(UTC)
     bodies = [[payload(a, now, 3600.0) for a in stored[i : i + batch]] for i in range(0, len(stored), batch)]

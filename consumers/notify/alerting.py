@@ -29,7 +29,7 @@ from typing import Any
 from controller.contract.findings import Finding
 from controller.contract.notifications import JobInfo, links
 from controller.contract.settings import NotifySettings
-from controller.store.models import NotifyAlert
+from controller.store.alerts import Alert
 
 ALERTNAME = "MPIJobFinding"
 VALID_FOR = 4
@@ -69,7 +69,7 @@ def alert_row(
     }
 
 
-def payload(alert: NotifyAlert, now: datetime, resend_interval_s: float) -> dict[str, Any]:
+def payload(alert: Alert, now: datetime, resend_interval_s: float) -> dict[str, Any]:
     """One entry of ``POST /api/v2/alerts`` (Alertmanager's ``postableAlert``)."""
     ends = alert.ends_at or now + timedelta(seconds=VALID_FOR * resend_interval_s)
     return {

@@ -38,8 +38,8 @@ from consumers.notify.metrics import AlertmanagerMetrics
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import AlertmanagerSettings
 from controller.store import alerts, wakeups
+from controller.store.alerts import Alert
 from controller.store.engine import UNAVAILABLE
-from controller.store.models import NotifyAlert
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class AlertmanagerPusher:
                     await alerts.purge_resolved(conn, s.urls)
         return max(a.change for a in owed)
 
-    async def _post(self, url: str, client: httpx.AsyncClient, batch: list[NotifyAlert]) -> None:
+    async def _post(self, url: str, client: httpx.AsyncClient, batch: list[Alert]) -> None:
         now = self._clock()
         body = [payload(alert, now, self._settings.resend_interval_s) for alert in batch]
         started = time.perf_counter()

@@ -16,6 +16,7 @@ has sent everything up to N asks for ``change > N`` and misses nothing.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +31,24 @@ WAKE_CHANNEL = "mpijc_alerts"
 """PostgreSQL channel announced when an alert starts, changes or resolves."""
 
 Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One row of ``notify_alerts`` (see :class:`controller.store.models.NotifyAlert`), as read:
+    a plain record, several times cheaper to build than an ORM instance."""
+
+    finding_id: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    generator_url: str
+    starts_at: datetime
+    ends_at: datetime | None
+    resolved_to: list[str]
+    updated_at: datetime
+    change: int
+
+
 _NEXT = func.nextval("notify_alerts_change")
 
 
@@ -70,17 +89,17 @@ async def resolve(conn: AsyncConnection, finding_id: str, ends_at: datetime, now
     return bool(result.rowcount)
 
 
-async def owed(conn: AsyncConnection, url: str, after: int | None = None) -> list[NotifyAlert]:
+async def owed(conn: AsyncConnection, url: str, after: int | None = None) -> list[Alert]:
     """What ``url`` is owed: firing alerts and resolves it has not taken (only changes numbered
     above ``after``, when given), in change order."""
     query = select(NotifyAlert).where(NotifyAlert.ends_at.is_(None) | ~NotifyAlert.resolved_to.has_key(url))
     if after is not None:
         query = query.where(NotifyAlert.change > after)
     rows = await conn.execute(query.order_by(NotifyAlert.change))
-    return [NotifyAlert(**row._mapping) for row in rows]
+    return [Alert(**row._mapping) for row in rows]
 
 
-async def resolve_taken(conn: AsyncConnection, url: str, sent: Collection[NotifyAlert]) -> None:
+async def resolve_taken(conn: AsyncConnection, url: str, sent: Collection[Alert]) -> None:
     """Record that ``url`` accepted these resolves (unless the alert changed since it was read)."""
     for alert in sent:
         if alert.ends_at is None:
