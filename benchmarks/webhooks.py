@@ -26,7 +26,11 @@ Then, in the same run and to the same receiver, a **reference**: as many signed 
 burst delivered, sent by this one process as directly as it can (:func:`reference_sender`);
 ``ratio`` is the burst's deliveries/s over the reference's.
 
-Prints one JSON document and writes ``benchmarks/results/webhooks.json``.
+``--format cloudevents`` (or ``cloudevents-structured``) subscribes every endpoint to CloudEvents
+instead, to compare with standard webhooks run for run.
+
+Prints one JSON document and writes ``benchmarks/results/webhooks.json``
+(``webhooks-<format>.json`` for a CloudEvents run).
 Targets (docs/architecture.md): ≥ 500 deliveries/s; p99 watch event → webhook delivered < 500 ms at 500
 watch events/s; a slow or dead endpoint does not delay the others.
 """
@@ -54,6 +58,7 @@ from sqlalchemy import text
 
 from benchmarks.harness import Bench, pipeline_services, report
 from controller.bus.publishing import Publisher
+from controller.contract.cloudevents import FORMATS, TYPE_PREFIX
 from controller.contract.events import JobObserved, JobRef
 from controller.contract.signing import signed_headers
 from controller.metrics import PipelineMetrics
@@ -61,7 +66,7 @@ from controller.testing import events as eb
 from controller.testing import objects as k
 from controller.testing.notify import api_client, offline_settings
 from controller.testing.ports import free_port
-from controller.testing.receivers import Receiver, Reply
+from controller.testing.receivers import Received, Receiver, Reply
 from watchers.correlating import Observation
 from watchers.pipeline import Pipeline
 
@@ -106,6 +111,17 @@ def subscribers(receiver_port: int, dead_port: int) -> list[Subscriber]:
 # ------------------------------------------------------------------ receiver process
 
 
+def _type_uid(r: Received) -> tuple[str, str]:
+    """The event type and job uid of a delivery in any format (standard, CloudEvents binary or
+    structured)."""
+    body = r.payload
+    if "ce-type" in r.headers:
+        return r.headers["ce-type"].removeprefix(TYPE_PREFIX), body["job"]["uid"]
+    if "specversion" in body:
+        return body["type"].removeprefix(TYPE_PREFIX), body["data"]["job"]["uid"]
+    return body["type"], body["data"]["job"]["uid"]
+
+
 def _receive(port: int, secrets: dict[str, str], pipe: Connection) -> None:
     """Serve and answer arrival counts until told to stop, then send back every request.
 
@@ -126,7 +142,7 @@ def _receive(port: int, secrets: dict[str, str], pipe: Connection) -> None:
         for r in receiver.requests[read:]:
             if r.path.startswith("/healthy/") and r.verified and (r.path, r.webhook_id) not in seen:
                 seen.add((r.path, r.webhook_id))
-                per_phase[r.payload["data"]["job"]["uid"].split("-")[0] + "-"] += 1
+                per_phase[_type_uid(r)[1].split("-")[0] + "-"] += 1
         read = len(receiver.requests)
         return per_phase[prefix]
 
@@ -137,10 +153,7 @@ def _receive(port: int, secrets: dict[str, str], pipe: Connection) -> None:
             pipe.send("ready")
             while (request := await loop.run_in_executor(None, pipe.recv)) != "stop":
                 pipe.send(arrived(receiver, request[1]))
-        return [
-            (r.path, r.payload["type"], r.payload["data"]["job"]["uid"], r.at, r.verified)
-            for r in receiver.requests
-        ]
+        return [(r.path, *_type_uid(r), r.at, r.verified) for r in receiver.requests]
 
     pipe.send(asyncio.run(serve()))
 
@@ -396,8 +409,8 @@ async def enqueue_times(env: Env) -> dict[Key, float]:
         return {(uid, kind): at.timestamp() for uid, kind, at in rows}
 
 
-async def subscribe_all(bench: Bench, subs: Sequence[Subscriber]) -> dict[str, str]:
-    """Create every subscription through the API; returns each path's signing secret."""
+async def subscribe_all(bench: Bench, subs: Sequence[Subscriber], fmt: str = "standard") -> dict[str, str]:
+    """Create every subscription (in format ``fmt``) through the API; returns each path's signing secret."""
     secrets: dict[str, str] = {}
     # the API's view: loopback allowlisted, as for the receiver; one tenant owns all 1,000
     settings = offline_settings(
@@ -406,7 +419,8 @@ async def subscribe_all(bench: Bench, subs: Sequence[Subscriber]) -> dict[str, s
     async with api_client(settings, bench.engine, PipelineMetrics()) as api:
         for sub in subs:
             created = await api.post(
-                "/api/v1/webhooks", json={"url": sub.url, "namespace": "bench", "job_name": sub.job}
+                "/api/v1/webhooks",
+                json={"url": sub.url, "namespace": "bench", "job_name": sub.job, "format": fmt},
             )
             assert created.status_code == 201, created.text
             secrets[sub.path] = created.json()["secret"]
@@ -419,7 +433,7 @@ async def main(args: argparse.Namespace) -> None:
     roles = ["notify"] + ["dispatch"] * args.dispatchers
     with tempfile.TemporaryDirectory(prefix="mpijc-bench-webhooks-") as tmp:
         async with pipeline_services(Path(tmp), roles, NOTIFY_ENV) as bench:
-            secrets = await subscribe_all(bench, subs)
+            secrets = await subscribe_all(bench, subs, args.format)
             parent, child = multiprocessing.get_context("spawn").Pipe()
             receiver = multiprocessing.get_context("spawn").Process(
                 target=_receive, args=(receiver_port, secrets, child), daemon=True
@@ -475,7 +489,8 @@ async def main(args: argparse.Namespace) -> None:
             "slow_or_dead_endpoint_delays_others": False,
         },
     }
-    report("webhooks", result)
+    result["format"] = args.format
+    report("webhooks" if args.format == "standard" else f"webhooks-{args.format}", result)
 
 
 def cli() -> None:
@@ -489,6 +504,12 @@ def cli() -> None:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency run")
     parser.add_argument("--events-per-s", type=int, default=500, help="watch events/s in latency runs")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="standard",
+        help="what every subscription receives (CloudEvents binary or structured mode next to standard)",
+    )
     parser.add_argument(
         "--dispatchers", type=int, default=1, help="dispatcher processes (one: best latency on 2 cores)"
     )

@@ -4,7 +4,9 @@
   and finding changes, matched to subscriptions, written to the outbox (then acked);
 - :mod:`.dispatch` — sends due outbox rows: per-endpoint isolation, retries, dead letters,
   auto-disable, email digests;
-- :mod:`.sending` / :mod:`.mailing` — one HTTP attempt / one SMTP message.
+- :mod:`.sending` / :mod:`.mailing` — one HTTP attempt / one SMTP message;
+- :mod:`.alerting` / :mod:`.alertmanager` — findings as Alertmanager alerts, and the pusher
+  (run beside the dispatcher) that sends them to every configured Alertmanager.
 
 Wiring (``consumers/service.py``): await :func:`prepare`, run the :func:`durables` (``wake``
 nudges a dispatcher in the same process; others hear of new rows through PostgreSQL

@@ -15,6 +15,8 @@ Each batch is one transaction that
    are cached between batches and reloaded when their fingerprint (ids, ``updated_at``)
    changes, so a batch of one event does not read and parse a thousand subscriptions;
 3. writes one outbox row per (subscription, event), its id derived from both;
+4. when Alertmanagers are configured, records each finding's alert (firing, changed, resolved)
+   for the Alertmanager sink (:mod:`controller.store.alerts`, :mod:`.alertmanager`);
 
 and commits before the messages are acknowledged. The dispatcher sends from the outbox.
 
@@ -41,6 +43,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from consumers.notify.alerting import alert_row
 from consumers.notify.metrics import NotifyMetrics
 from consumers.wiring import Role, Wiring
 from controller.bus.client import JetStreamContext
@@ -65,7 +68,7 @@ from controller.contract.notifications import (
 from controller.contract.settings import ConsumerSettings, NotifySettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store import outbox, subscriptions
+from controller.store import alerts, outbox, subscriptions
 from controller.store.models import NotifyFinding, NotifyJob
 from controller.store.subscriptions import SubscriptionRecord
 
@@ -242,18 +245,34 @@ class Notifier:
             jobs = await outbox.job_states(conn, {f.job.uid for f in findings})
             occurrences: list[Occurrence] = []
             changed: dict[str, Row] = {}
+            alerting = bool(self._settings.alertmanager.urls)
             for finding in sorted(findings, key=lambda f: f.revision):
                 job = jobs.get(finding.job.uid)
                 info = _finding_job(finding, job)
-                found, state = finding_occurrence(known.get(finding.id), finding, info)
+                previous = known.get(finding.id)
+                found, state = finding_occurrence(previous, finding, info)
                 if found is not None:
                     occurrences.append(found)
                 if state is not None:
                     changed[finding.id] = state
                     known[finding.id] = NotifyFinding(**state)
+                    if alerting:
+                        await self._alert(conn, finding, info, previous)
             await outbox.save_finding_states(conn, list(changed.values()))
             enqueued = await self._fan_out(conn, occurrences)
         return self._enqueued(enqueued)
+
+    async def _alert(
+        self, conn: AsyncConnection, finding: Finding, job: JobInfo, previous: NotifyFinding | None
+    ) -> None:
+        """Keep the Alertmanager sink's state of ``finding`` (a newer revision than ``previous``)."""
+        now = self._clock()
+        if finding.status == "firing":
+            again = previous is not None and previous.status == "resolved"
+            await alerts.fire(conn, [alert_row(finding, job, self._settings, now, again=again)])
+        else:
+            ended = min(finding.resolved_at or now, now)  # a resolve in the future would still fire
+            await alerts.resolve(conn, finding.id, ended, now)
 
     @contextlib.asynccontextmanager
     async def _batch(self) -> AsyncIterator[AsyncConnection]:

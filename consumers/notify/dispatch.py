@@ -38,10 +38,12 @@ from email.message import EmailMessage
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from consumers.notify.alertmanager import AlertmanagerPusher
 from consumers.notify.mailing import Mailer, MailError, compose, smtp_mailer
-from consumers.notify.metrics import NotifyMetrics
+from consumers.notify.metrics import AlertmanagerMetrics, NotifyMetrics
 from consumers.notify.sending import Attempt, EndpointTransports, RetrySchedule, Verdict, WebhookSender
 from consumers.wiring import Role, Wiring
+from controller.contract import cloudevents
 from controller.contract.clock import Clock, utcnow
 from controller.contract.egress import EgressPolicy, Resolver, system_resolver
 from controller.contract.notifications import parse_payload
@@ -185,13 +187,7 @@ class Dispatcher:
                 if claim.channel == "email":
                     outcomes = await self._email(claim, sub)
                 else:
-                    attempt = await sender.send(
-                        sub.id,
-                        sub.url or "",
-                        claim.id,
-                        claim.body.encode(),
-                        current_secrets(sub, self._clock(), self._secrets),
-                    )
+                    attempt = await self._webhook(claim, sub, sender)
                     outcomes = [self._settle(claim, sub, attempt)]
             for outcome in outcomes:
                 self._outcomes.put_nowait(outcome)
@@ -202,6 +198,17 @@ class Dispatcher:
             if left <= 0:
                 del self._in_flight[sub.id]
                 self._gates.pop(sub.id, None)
+
+    async def _webhook(self, claim: Claim, sub: SubscriptionRecord, sender: WebhookSender) -> Attempt:
+        """One attempt to POST ``claim`` to ``sub``'s endpoint in the subscription's format."""
+        secrets = current_secrets(sub, self._clock(), self._secrets)
+        if sub.format == "standard":
+            return await sender.send(sub.id, sub.url or "", claim.id, claim.body.encode(), secrets)
+        try:
+            body, headers = cloudevents.encode(claim.body, claim.id, sub.format, self._settings.cluster)
+        except ValueError as exc:  # a payload that no longer parses: no attempt can succeed
+            return Attempt("failed", None, 0.0, f"cannot encode the event as {sub.format}: {exc}"[:1000])
+        return await sender.send(sub.id, sub.url or "", claim.id, body, secrets, headers)
 
     def _settle(self, claim: Claim, sub: SubscriptionRecord, attempt: Attempt) -> Outcome:
         """The outcome of ``attempt``: delivered, retried after a backoff, or dead."""
@@ -394,7 +401,13 @@ class Dispatcher:
 
 
 async def attach(wiring: Wiring) -> Role:
-    """The dispatch role: sends webhooks and email from the outbox (scales out: claims are leases)."""
+    """The dispatch role: sends webhooks and email from the outbox (scales out: claims are leases),
+    and pushes alerts to the Alertmanagers when ``notify.alertmanager.urls`` names any."""
     notify = wiring.settings.notify
     dispatcher = Dispatcher(wiring.engine, notify, wiring.metrics, mailer=smtp_mailer(notify.smtp))
-    return Role(background=(dispatcher.run,))
+    if not notify.alertmanager.urls:
+        return Role(background=(dispatcher.run,))
+    pusher = AlertmanagerPusher(
+        wiring.engine, notify.alertmanager, AlertmanagerMetrics.on(wiring.metrics.registry)
+    )
+    return Role(background=(dispatcher.run, pusher.run))

@@ -43,3 +43,43 @@ class NotifyMetrics(MetricGroup):
             "Subscriptions disabled automatically (failing too long, or 410 Gone).",
             registry=r,
         )
+
+
+class AlertmanagerMetrics(MetricGroup):
+    """The Alertmanager sink: POSTs by outcome, their latency, each Alertmanager's health, alerts owed."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        r = self.registry
+        self.requests = Counter(
+            "mpijc_alertmanager_requests",
+            "POSTs to an Alertmanager by outcome (sent; retry: unreachable, timed out or 5xx/429; "
+            "rejected: 4xx, not repeated).",
+            ["alertmanager", "outcome"],
+            registry=r,
+        )
+        self.alerts_sent = Counter(
+            "mpijc_alertmanager_alerts_sent",
+            "Alerts an Alertmanager accepted, firing and resolved, resends included.",
+            ["alertmanager"],
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "mpijc_alertmanager_request_seconds",
+            "Duration of one POST to an Alertmanager.",
+            ["alertmanager"],
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.up = Gauge(
+            "mpijc_alertmanager_up",
+            "1 when the last POST to this Alertmanager was accepted, 0 while it fails.",
+            ["alertmanager"],
+            registry=r,
+        )
+        self.alerts = Gauge(
+            "mpijc_alertmanager_alerts",
+            "Alerts held for the Alertmanagers: firing, or resolved and not yet taken by all (resolving).",
+            ["state"],
+            registry=r,
+        )

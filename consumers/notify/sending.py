@@ -34,7 +34,7 @@ import asyncio
 import random
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -154,16 +154,24 @@ class WebhookSender:
         self._timeouts = httpx.Timeout(timeout_s).as_dict()  # connect, read, write, pool: each bounded
 
     async def send(
-        self, endpoint: str, url: str, msg_id: str, body: bytes, secrets: Sequence[str]
+        self,
+        endpoint: str,
+        url: str,
+        msg_id: str,
+        body: bytes,
+        secrets: Sequence[str],
+        headers: Mapping[str, str] | None = None,
     ) -> Attempt:
-        """POST ``body`` to ``url`` once; never raises for what the endpoint or network does."""
+        """POST ``body`` to ``url`` once (``headers`` add to or replace the content type); never
+        raises for what the endpoint or network does."""
         started = time.perf_counter()
         try:
             target = await self._policy.check(url)
         except EgressRefusedError as exc:
             return Attempt("failed", None, time.perf_counter() - started, f"refused: {exc}")
-        headers = {
+        sent = {
             "content-type": "application/json",
+            **(headers or {}),
             "user-agent": USER_AGENT,
             "host": target.host_header,
             **signed_headers(secrets, msg_id, body),
@@ -172,7 +180,7 @@ class WebhookSender:
         if target.scheme == "https":
             extensions["sni_hostname"] = target.host
         request = httpx.Request(
-            "POST", target.pinned_url(), content=body, headers=headers, extensions=extensions
+            "POST", target.pinned_url(), content=body, headers=sent, extensions=extensions
         )
         try:
             async with asyncio.timeout(self._timeout_s):

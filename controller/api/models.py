@@ -284,6 +284,10 @@ class Subscription(_Out):
         "scheme and host (endpoints of chat systems carry credentials in the URL)."
     )
     recipients: list[str]
+    format: str = Field(
+        description="What the webhook receives: standard, cloudevents (binary mode) or "
+        "cloudevents-structured."
+    )
     one_shot: bool
     expires_at: datetime | None
     fired_at: datetime | None

@@ -61,6 +61,7 @@ from controller.api.params import (
 )
 from controller.api.rechecks import creator_of, lost_access
 from controller.contract.clock import Clock
+from controller.contract.cloudevents import Format
 from controller.contract.egress import EgressPolicy, EgressRefusedError, Resolver, system_resolver
 from controller.contract.notifications import (
     Channel,
@@ -115,6 +116,12 @@ _SELECTOR_DOC = (
     "requirements)"
 )
 
+_FORMAT_DOC = (
+    "What a webhook receives: `standard` (one JSON event), `cloudevents` (CloudEvents 1.0, binary "
+    "mode: ce-* headers, the data as body) or `cloudevents-structured` (application/cloudevents+json); "
+    "every format is signed alike."
+)
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -125,6 +132,7 @@ class SubscriptionIn(_Body):
 
     channel: Channel = "webhook"
     url: Url | None = Field(default=None, description=_URL_DOC)
+    format: Format = Field(default="standard", description=_FORMAT_DOC)
     recipients: list[Address] = Field(
         default_factory=list, max_length=MAX_RECIPIENTS, description=_RECIPIENTS_DOC
     )
@@ -154,6 +162,7 @@ class SubscriptionPatch(_Body):
     only if its creator may read there again; a change by its creator records who they are now."""
 
     url: Url | None = Field(default=None, description=_URL_DOC)
+    format: Format | None = Field(default=None, description=_FORMAT_DOC)
     recipients: list[Address] | None = Field(
         default=None, max_length=MAX_RECIPIENTS, description=_RECIPIENTS_DOC
     )
@@ -362,6 +371,8 @@ class _Validator:
             await self._webhook(fields, url_changed)
         else:
             self._email(fields)
+            if fields.get("format", "standard") != "standard":
+                raise _unprocessable("format applies to webhooks; an email subscription has none")
         return fields
 
     async def _webhook(self, fields: dict[str, Any], url_changed: bool) -> None:
@@ -549,7 +560,7 @@ class _NotificationsApi:
         state = changes.pop("state", None)
         merged = {
             name: getattr(sub, name)
-            for name in (*_FILTER_FIELDS, "channel", "url", "recipients", "expires_at")
+            for name in (*_FILTER_FIELDS, "channel", "url", "recipients", "expires_at", "format")
         }
         merged.update({k: v for k, v in changes.items() if k in merged})
         checked = await self._validator.check(merged, url_changed=changes.get("url", sub.url) != sub.url)

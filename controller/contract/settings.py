@@ -585,6 +585,51 @@ class SmtpSettings(BaseModel):
     validate_certs: bool = Field(default=True, description="Check the server's TLS certificate.")
 
 
+class AlertmanagerSettings(BaseModel):
+    """Alertmanagers findings are pushed to as alerts (``POST /api/v2/alerts``)."""
+
+    urls: list[str] = Field(
+        default_factory=list,
+        description='Base URLs of the Alertmanagers, as JSON (["http://alertmanager-0.monitoring:9093"]); '
+        "each gets every alert (a highly available pair deduplicates by gossip). Empty: no alerts.",
+    )
+    timeout_s: float = Field(default=10.0, gt=0, description="Seconds one POST to one Alertmanager may take.")
+    resend_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Firing alerts are sent again this often; each says it ends after four intervals "
+        "(endsAt), so an Alertmanager that hears nothing more resolves it by itself, as from Prometheus.",
+    )
+    retry_initial_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Seconds before the first retry after a failed POST; doubles each time.",
+    )
+    retry_max_s: float = Field(
+        default=60.0, gt=0, description="Longest wait between retries while an Alertmanager is unreachable."
+    )
+    max_batch: int = Field(default=500, ge=1, description="Most alerts in one POST.")
+    bearer_token_file: Path | None = Field(
+        default=None,
+        description="File holding a bearer token (read before every POST, so a rotated token is used).",
+    )
+    basic_auth_username: str | None = Field(default=None, description="Basic-auth user name.")
+    basic_auth_password_file: Path | None = Field(
+        default=None, description="File holding the basic-auth password (read before every POST)."
+    )
+    ca_file: Path | None = Field(
+        default=None, description="PEM CA bundle for https URLs; unset: the system's trusted CAs."
+    )
+
+    @field_validator("urls")
+    @classmethod
+    def _http_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1].strip("/")) == 0:
+                raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        return [url.rstrip("/") for url in urls]
+
+
 class NotifySettings(BaseModel):
     """Webhook and email notifications: retries, isolation, SSRF guard, throttling."""
 
@@ -597,6 +642,12 @@ class NotifySettings(BaseModel):
         default="",
         description="Base URL docs/ is published under, for the troubleshooting links of findings; "
         "empty: the repository path (docs/troubleshooting.md#oom).",
+    )
+    cluster: str = Field(
+        default="default",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+        description="Name of this cluster: the `cluster` label of Alertmanager alerts and part of the "
+        "`source` of CloudEvents, so receivers of several clusters can tell them apart.",
     )
     retry_schedule_s: list[float] = Field(
         default_factory=lambda: [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0],
@@ -692,6 +743,7 @@ class NotifySettings(BaseModel):
         "delivery log and redelivery, then deleted.",
     )
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
+    alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
 
 
 class AdmissionSettings(BaseModel):

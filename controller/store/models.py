@@ -301,6 +301,7 @@ class Subscription(Base):
     creator: Mapped[JSON | None]
     """The creator's identity as the API authenticated them (uid, groups, extra attributes),
     to re-check their access; ``None`` for subscriptions made before it was recorded."""
+    format: Mapped[str] = mapped_column(String(32), server_default="standard")
 
     __table_args__ = (Index("ix_subscriptions_state_ns", "state", "namespace"),)
 
@@ -402,3 +403,21 @@ class NotifyFinding(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     status: Mapped[str] = mapped_column(String(16))
     revision: Mapped[int] = mapped_column(Integer)
+
+
+class NotifyAlert(Base):
+    """A finding pushed to the Alertmanagers: firing (``ends_at`` null) or resolved and not yet
+    accepted by every Alertmanager (``resolved_to`` lists those that did)."""
+
+    __tablename__ = "notify_alerts"
+    __table_args__ = (Index("ix_notify_alerts_change", "change"),)
+
+    finding_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    labels: Mapped[JSON]
+    annotations: Mapped[JSON]
+    generator_url: Mapped[str] = mapped_column(Text)
+    starts_at: Mapped[datetime]
+    ends_at: Mapped[datetime | None]
+    resolved_to: Mapped[list[Any]] = mapped_column(server_default=text("'[]'::jsonb"))
+    updated_at: Mapped[datetime]
+    change: Mapped[int] = mapped_column(BigInteger, server_default=text("nextval('notify_alerts_change')"))

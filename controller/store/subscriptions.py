@@ -208,6 +208,7 @@ class SubscriptionRecord:
     disabled_at: datetime | None
     disabled_reason: str | None
     creator: dict[str, Any] | None
+    format: str = "standard"
 
 
 def _subscription(row: Any) -> SubscriptionRecord:

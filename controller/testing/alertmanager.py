@@ -1,0 +1,222 @@
+"""A real Alertmanager for tests: Debian's ``prometheus-alertmanager``, found or installed.
+
+:func:`alertmanager_binary` looks on ``PATH`` (``prometheus-alertmanager``, then
+``alertmanager``), then in a cache where an earlier run extracted the package, then installs
+it (``apt-get install`` as root, else ``apt-get download`` and ``dpkg-deb -x`` into the cache);
+``None`` with the reason when none of that works. :class:`Alertmanager` runs one on loopback
+with a config that routes every alert to one webhook receiver, optionally as a member of a
+gossip cluster (``--cluster.*``); it can be stopped and started again on the same port and
+storage, as an outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from consumers.notify.alertmanager import AlertmanagerPusher
+from consumers.notify.metrics import AlertmanagerMetrics
+from controller.contract.settings import AlertmanagerSettings
+from controller.metrics import PipelineMetrics
+from controller.testing.ports import free_port
+from controller.testing.waits import until
+
+PACKAGE = "prometheus-alertmanager"
+CACHE = Path(tempfile.gettempdir()) / "mpijc-alertmanager"
+
+
+def _extracted() -> str | None:
+    found = CACHE / "usr" / "bin" / PACKAGE
+    return str(found) if found.exists() else None
+
+
+def alertmanager_binary() -> tuple[str | None, str]:
+    """The Alertmanager executable, installing Debian's package when missing; else ``None`` and why."""
+    for name in (PACKAGE, "alertmanager"):
+        if found := shutil.which(name):
+            return found, ""
+    if found := _extracted():
+        return found, ""
+    if shutil.which("apt-get") is None:
+        return None, f"{PACKAGE} is not installed and this machine has no apt-get to install it"
+    tried: list[str] = []
+    if os.geteuid() == 0:
+        done = subprocess.run(
+            ["apt-get", "install", "-y", "-q", PACKAGE], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:  # maybe an empty package list: update once, then try again
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, check=False)
+            done = subprocess.run(
+                ["apt-get", "install", "-y", "-q", PACKAGE], capture_output=True, text=True, check=False
+            )
+        if found := shutil.which(PACKAGE):
+            return found, ""
+        tried.append(f"apt-get install: {done.stderr.strip()[-300:]}")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            ["apt-get", "download", "-q", PACKAGE], cwd=tmp, capture_output=True, text=True, check=False
+        )
+        debs = list(Path(tmp).glob("*.deb"))
+        if debs:
+            subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(CACHE)], capture_output=True, check=False)
+        elif done.returncode != 0:
+            tried.append(f"apt-get download: {done.stderr.strip()[-300:]}")
+    if found := _extracted():
+        return found, ""
+    return None, f"cannot install {PACKAGE}: " + "; ".join(tried or ["no binary after extracting it"])
+
+
+GROUP_BY = ("alertname", "namespace", "job", "rule")
+
+
+def config(
+    receiver_url: str,
+    group_wait: str = "0s",
+    group_interval: str = "1s",
+    group_by: tuple[str, ...] = GROUP_BY,
+) -> str:
+    """A config routing every alert to one webhook, grouped by ``group_by``."""
+    return (
+        "route:\n"
+        "  receiver: hook\n"
+        f"  group_by: [{', '.join(group_by)}]\n"
+        f"  group_wait: {group_wait}\n"
+        f"  group_interval: {group_interval}\n"
+        "  repeat_interval: 1h\n"
+        "receivers:\n"
+        "  - name: hook\n"
+        "    webhook_configs:\n"
+        f"      - url: {receiver_url}\n"
+        "        send_resolved: true\n"
+    )
+
+
+class Alertmanager:
+    """One Alertmanager process on loopback; ``await start()``, ``await stop()`` (again and again)."""
+
+    def __init__(
+        self,
+        binary: str,
+        workdir: Path,
+        receiver_url: str,
+        *,
+        cluster_port: int | None = None,
+        peers: list[int] | None = None,
+        group_interval: str = "1s",
+        peer_timeout: str = "1s",
+        group_by: tuple[str, ...] = GROUP_BY,
+    ) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.port = free_port()
+        self.cluster_port = cluster_port
+        self.peers = peers or []
+        self.peer_timeout = peer_timeout
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "alertmanager.yml").write_text(
+            config(receiver_url, group_interval=group_interval, group_by=group_by)
+        )
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _argv(self) -> list[str]:
+        argv = [
+            self.binary,
+            f"--config.file={self.workdir / 'alertmanager.yml'}",
+            f"--storage.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ]
+        if self.cluster_port is None:
+            return [*argv, "--cluster.listen-address="]
+        return [
+            *argv,
+            f"--cluster.listen-address=127.0.0.1:{self.cluster_port}",
+            f"--cluster.advertise-address=127.0.0.1:{self.cluster_port}",
+            *[f"--cluster.peer=127.0.0.1:{p}" for p in self.peers],
+            "--cluster.gossip-interval=50ms",
+            "--cluster.pushpull-interval=1s",
+            f"--cluster.peer-timeout={self.peer_timeout}",
+            "--cluster.settle-timeout=0s",
+        ]
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with (self.workdir / "alertmanager.log").open("ab") as log:
+            return subprocess.Popen(self._argv(), stdout=log, stderr=subprocess.STDOUT)
+
+    async def start(self) -> None:
+        """Start it and wait until it answers ``/-/ready``."""
+        self._process = self._spawn()
+
+        async def ready() -> bool:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                tail = (self.workdir / "alertmanager.log").read_text()[-2000:]
+                raise RuntimeError(f"alertmanager exited with {self._process.returncode}: {tail}")
+            with contextlib.suppress(httpx.HTTPError):
+                async with httpx.AsyncClient() as client:
+                    return (await client.get(f"{self.url}/-/ready", timeout=1)).status_code == 200
+            return False
+
+        await until(ready, timeout_s=30)
+
+    async def stop(self) -> None:
+        """Stop it gracefully (it writes its notification log to storage)."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(process.wait, 15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
+    async def alerts(self) -> list[dict[str, Any]]:
+        """The alerts it holds (``GET /api/v2/alerts``)."""
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.url}/api/v2/alerts", timeout=5)
+        response.raise_for_status()
+        found: list[dict[str, Any]] = response.json()
+        return found
+
+    async def metric(self, name: str) -> float:
+        """The sum of one of its own Prometheus series over all label sets."""
+        async with httpx.AsyncClient() as client:
+            text = (await client.get(f"{self.url}/metrics", timeout=5)).text
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(name) and line[len(name) : len(name) + 1] in {"{", " "}
+        )
+
+
+@contextlib.asynccontextmanager
+async def pusher_running(
+    engine: AsyncEngine, settings: AlertmanagerSettings, metrics: PipelineMetrics
+) -> AsyncIterator[AlertmanagerPusher]:
+    """An Alertmanager pusher running until the block ends (listening for wake-ups when it starts)."""
+    pusher = AlertmanagerPusher(engine, settings, AlertmanagerMetrics.on(metrics.registry))
+    stop = asyncio.Event()
+    running = asyncio.create_task(pusher.run(stop))
+    try:
+        await until(pusher.listening.is_set, timeout_s=10)
+        yield pusher
+    finally:
+        stop.set()
+        await running
