@@ -70,6 +70,9 @@ class Correlator:
 
     pending_ttl_s: float
     clock: Monotonic
+    unchanged: Callable[[Observation], bool] = lambda observation: False
+    """Whether a pod or event observation says nothing new (already published at this version):
+    it is placed — the index learns the pod — but no event is built for it."""
     jobs: dict[tuple[str, JobKind, str], JobRef] = field(default_factory=dict)
     jobs_by_uid: dict[str, JobRef] = field(default_factory=dict)
     pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)
@@ -193,6 +196,8 @@ class Correlator:
             self._on_node(pod_key, node)
             if observation.change == "DELETED":
                 self._later(lambda: self._forget_pod(pod_key, job, node))
+            if self.unchanged(observation):
+                return []
             return [
                 normalize_pod(obj, observation.change, job, observation.observed_at, observation.log_tail)
             ]
@@ -213,6 +218,8 @@ class Correlator:
             return []  # about a Deployment, a Service, …: not ours
         if event_job is None:
             return None
+        if self.unchanged(observation):
+            return []
         return [normalize_event(obj, observation.change, event_job, observation.observed_at)]
 
     def _node_event(self, observation: Observation, node: str) -> list[BusEvent]:

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 500
 
+Unchanged = Callable[[str, str, str], bool]
+"""Whether the object (event type, uid, resourceVersion) was already published at that version."""
+
 
 class Pipeline:
     """Observations in, bus events out: correlate, publish, count."""
@@ -42,11 +45,17 @@ class Pipeline:
         *,
         live: bool = True,
         stop: asyncio.Event | None = None,
+        unchanged: Unchanged | None = None,
     ) -> None:
+        """``unchanged`` tells an object already published at a version (event type, uid,
+        resourceVersion): its observation is placed but not built, which is most of a restart's
+        list beside a resumed watch (:meth:`controller.bus.versions.VersionedPublisher.unchanged`)."""
         self._publish = publish
         self._stop = stop or asyncio.Event()
         self.metrics = metrics
-        self.correlator = Correlator(pending_ttl_s, time.monotonic)
+        self._unchanged = unchanged
+        self._m_unchanged = metrics.skipped_objects.labels("unchanged")
+        self.correlator = Correlator(pending_ttl_s, time.monotonic, self._is_unchanged)
         self._live = live  # replayed observations carry historic times: no lag to measure
 
     async def feed(self, observations: Iterable[Observation], ready: Iterable[BusEvent] = ()) -> int:
@@ -67,6 +76,15 @@ class Pipeline:
         new = await self._publish_until_stored(ready)
         self._count(ready)
         return new
+
+    def _is_unchanged(self, observation: Observation) -> bool:
+        if self._unchanged is None or observation.change == "DELETED" or observation.log_tail:
+            return False
+        meta = observation.object.get("metadata") or {}
+        if self._unchanged(observation.kind, str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))):
+            self._m_unchanged.inc()
+            return True
+        return False
 
     def _count(self, published: list[BusEvent]) -> None:
         """Published events by type, and (live) each one's watch lag: one series lookup per type."""

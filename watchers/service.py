@@ -292,7 +292,9 @@ async def run_watchers(
     arrived = asyncio.Event()
     publisher = Publisher(nc.jetstream(), topology, settings.nats.publish_retry_s)
     changes = versioned(nc, topology, settings.nats, metrics)  # a relist republishes only what changed
-    pipeline = Pipeline(changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop)
+    pipeline = Pipeline(
+        changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop, unchanged=changes.unchanged
+    )
     probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
     positions = await _stored_positions(nc, topology, settings)

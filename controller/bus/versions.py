@@ -249,6 +249,18 @@ class PublishedVersions:
             e for e in events if e.type in _UNREMEMBERED or not _same(self._known.get(_key(e)), _version(e))
         ]
 
+    def unchanged(self, kind: str, uid: str, resource_version: str) -> bool:
+        """Whether an observation of object ``uid`` (event type ``kind``) at ``resource_version``,
+        without a log tail, says nothing the version published did not: what :meth:`changed`
+        would drop, known before the observation is built. A value an earlier version wrote is
+        never unchanged (it is rewritten with its identity when seen)."""
+        key = f"{kind}.{uid}"
+        held = self._known.get(key)
+        if held is None or key in self._legacy:
+            return False
+        state, _, change = held.rpartition(":")
+        return change != "DELETED" and state in (resource_version, f"{resource_version}+log")
+
     def legacy(self, events: Sequence[BusEvent]) -> list[BusEvent]:
         """Those of ``events`` already published at that version, but whose stored value an
         earlier version wrote (without identity)."""
@@ -389,6 +401,18 @@ class VersionedPublisher:
         new = await self._publisher.publish(changed)
         await self._versions.remember(changed)
         return new
+
+    def unchanged(self, kind: str, uid: str, resource_version: str) -> bool:
+        """:meth:`PublishedVersions.unchanged`, once the versions are loaded (``False`` before)."""
+        loaded = self._loaded
+        if loaded is not None and not (
+            isinstance(loaded, asyncio.Future)
+            and loaded.done()
+            and not loaded.cancelled()
+            and loaded.exception() is None
+        ):
+            return False
+        return self._versions.unchanged(kind, uid, resource_version)
 
     async def loaded(self) -> PublishedVersions:
         """The published versions, once loaded."""
