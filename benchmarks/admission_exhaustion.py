@@ -41,13 +41,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import cpu_s, rss_mib
 from controller.contract.settings import Settings
 from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
 
 MIB = 1 << 20
-PAGE = os.sysconf("SC_PAGE_SIZE")
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --------------------------------------------------------------------------- the server
@@ -108,8 +107,7 @@ class Server:
         )
 
     def rss_mib(self) -> float:
-        statm = Path(f"/proc/{self.process.pid}/statm").read_text()
-        return round(int(statm.split()[1]) * PAGE / MIB, 1)
+        return rss_mib(self.process.pid)
 
     def peak_rss_mib(self) -> float:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -118,8 +116,7 @@ class Server:
         return 0.0
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS
+        return cpu_s(self.process.pid)
 
     def stop(self) -> None:
         self.process.terminate()

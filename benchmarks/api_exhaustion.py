@@ -35,15 +35,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
-from benchmarks.harness import report
+from benchmarks.harness import cpu_s, report, rss_mib
 from controller.contract.settings import Settings
 from controller.testing.ports import free_port
 
 MIB = 1 << 20
 TOKEN = "token-bench"
 NOWHERE = "postgresql://nobody@127.0.0.1:1/none"
-PAGE = os.sysconf("SC_PAGE_SIZE")
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --------------------------------------------------------------------------- the server
@@ -103,12 +101,10 @@ class Server:
         raise RuntimeError("the API did not start")
 
     def rss_mib(self) -> float:
-        statm = Path(f"/proc/{self.process.pid}/statm").read_text()
-        return round(int(statm.split()[1]) * PAGE / MIB, 1)
+        return rss_mib(self.process.pid)
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS
+        return cpu_s(self.process.pid)
 
     def stop(self) -> None:
         """SIGTERM; SIGKILL after 5 s (a server holding stalled requests waits for them)."""

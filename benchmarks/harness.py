@@ -38,6 +38,25 @@ from controller.testing.ports import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def proc_stat(pid: int | str) -> tuple[int, float]:
+    """A process's parent pid and CPU seconds so far (user + system), from ``/proc/<pid>/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def cpu_s(pid: int | str) -> float:
+    """CPU seconds a process has used so far (user + system)."""
+    return proc_stat(pid)[1]
+
+
+def rss_mib(pid: int) -> float:
+    """A process's resident memory now, in MiB (``/proc/<pid>/statm``)."""
+    return round(int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE / (1 << 20), 1)
+
 
 @dataclass
 class Bench:

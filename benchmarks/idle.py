@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import tempfile
 from pathlib import Path
 
 from nats.aio.msg import Msg
 
-from benchmarks.harness import pipeline_services, report
+from benchmarks.harness import cpu_s, pipeline_services, report
 
 ROLES = ("history", "rules", "notify", "dispatch", "audit")
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds() -> dict[str, float]:
@@ -36,10 +34,9 @@ def cpu_seconds() -> dict[str, float]:
             continue
         try:
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            seconds = cpu_s(proc.name)
         except OSError:
             continue
-        seconds = (int(fields[11]) + int(fields[12])) / _TICK
         if "controller.cli consume" in command:
             used["consumers"] += seconds
         elif "nats-server" in command:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,14 +26,13 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
-from benchmarks.harness import report
+from benchmarks.harness import cpu_s, proc_stat, report, rss_mib
 from controller.cli.embedded import EmbeddedPostgres
 from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
 
 TOKEN = "bench"
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def serve(url: str, port: int, clients: int, poll_s: float) -> None:
@@ -66,11 +64,6 @@ def serve(url: str, port: int, clients: int, poll_s: float) -> None:
     uvicorn.Server(server_config(app, settings, port)).run()
 
 
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def postgres_cpu_s(datadir: Path) -> float:
     """CPU seconds of the embedded PostgreSQL: its postmaster (started on ``datadir``) and children."""
     stats: dict[int, tuple[int, float, str]] = {}
@@ -78,21 +71,14 @@ def postgres_cpu_s(datadir: Path) -> float:
         if proc.name.isdigit():
             try:
                 command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                parent, cpu = proc_stat(proc.name)
             except OSError:
                 continue
-            stats[int(proc.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS, command)
+            stats[int(proc.name)] = (parent, cpu, command)
     roots = {
         pid for pid, (_, _, command) in stats.items() if str(datadir) in command and "postgres" in command
     }
     return sum(cpu for pid, (parent, cpu, _) in stats.items() if pid in roots or parent in roots)
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 async def seed(url: str, runs: int) -> None:
