@@ -365,37 +365,39 @@ async def rechecked_subscriptions(conn: AsyncConnection) -> list[SubscriptionRec
 async def suspend(conn: AsyncConnection, reasons: Mapping[str, str], now: datetime) -> list[str]:
     """Suspend the subscriptions ``reasons`` names (id → why) that are still active, each with a
     notice; the ids suspended."""
-    done: list[str] = []
-    for subscription_id, reason in sorted(reasons.items()):
-        row = await conn.execute(
-            update(Subscription)
-            .where(Subscription.id == subscription_id, Subscription.state == "active")
-            .values(state="suspended", disabled_at=now, disabled_reason=reason, updated_at=now)
-            .returning(Subscription.id)
-        )
-        if row.first() is not None:
-            done.append(subscription_id)
-    await add_notices(
-        conn, [{"subscription_id": i, "kind": "suspended", "message": reasons[i], "at": now} for i in done]
-    )
-    return done
+    return await _move(conn, reasons, now, suspending=True)
 
 
 async def resume(conn: AsyncConnection, ids: Mapping[str, str], now: datetime) -> list[str]:
     """Make the subscriptions ``ids`` names (id → why) active again if they are still suspended,
     each with a notice; the ids resumed (the caller makes their pending deliveries due)."""
+    return await _move(conn, ids, now, suspending=False)
+
+
+async def _move(
+    conn: AsyncConnection, reasons: Mapping[str, str], now: datetime, *, suspending: bool
+) -> list[str]:
+    """Suspend (or resume) the subscriptions ``reasons`` names that are still active (suspended),
+    each with a notice saying why; the ids moved."""
+    before, after = ("active", "suspended") if suspending else ("suspended", "active")
     done: list[str] = []
-    for subscription_id in sorted(ids):
+    for subscription_id, reason in sorted(reasons.items()):
         row = await conn.execute(
             update(Subscription)
-            .where(Subscription.id == subscription_id, Subscription.state == "suspended")
-            .values(state="active", disabled_at=None, disabled_reason=None, updated_at=now)
+            .where(Subscription.id == subscription_id, Subscription.state == before)
+            .values(
+                state=after,
+                updated_at=now,
+                disabled_at=now if suspending else None,
+                disabled_reason=reason if suspending else None,
+            )
             .returning(Subscription.id)
         )
         if row.first() is not None:
             done.append(subscription_id)
+    kind = "suspended" if suspending else "resumed"
     await add_notices(
-        conn, [{"subscription_id": i, "kind": "resumed", "message": ids[i], "at": now} for i in done]
+        conn, [{"subscription_id": i, "kind": kind, "message": reasons[i], "at": now} for i in done]
     )
     return done
 
