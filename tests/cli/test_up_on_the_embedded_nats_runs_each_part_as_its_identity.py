@@ -32,7 +32,7 @@ from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.cli.test_up_runs_the_whole_controller import eventually, started_children
+from tests.cli.test_up_runs_the_whole_controller import eventually, oom_killed_run, started_children
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
 
 pytestmark = pytest.mark.slow
@@ -142,20 +142,8 @@ async def test_up_on_the_embedded_nats_runs_each_part_as_its_role(
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
             await eventually(client, "/healthz", lambda body: body == {"status": "ok"})
+            await oom_killed_run(client, sim, "guarded")
             job = k.mpijob("guarded", workers=1)
-            worker = k.pod(job, "worker", 0, node="gpu-0")
-            sim.create(job)
-            sim.create(worker)
-            sim.update(k.oom_killed(worker))
-            runs = await eventually(
-                client,
-                "/api/v1/runs?namespace=team-a",
-                lambda body: [r["name"] for r in body["items"]] == ["guarded"],
-            )
-            uid = runs.json()["items"][0]["uid"]
-            await eventually(
-                client, f"/api/v1/runs/{uid}", lambda body: any(f["rule"] == "oom" for f in body["findings"])
-            )
             # the audit consumer publishes the failure's lifecycle record on AUDIT
             sim.update(k.with_conditions(sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z")))
             async with httpx.AsyncClient(timeout=5) as scraper:

@@ -42,6 +42,24 @@ async def eventually(
         await asyncio.sleep(0.1)
 
 
+async def oom_killed_run(client: httpx.AsyncClient, sim: SimCluster, name: str) -> tuple[str, httpx.Response]:
+    """An MPIJob ``name`` whose worker is OOM-killed, followed through the API until its run
+    carries the ``oom`` finding: the run's uid and its detail."""
+    job = k.mpijob(name, workers=1)
+    worker = k.pod(job, "worker", 0, node="gpu-0")
+    sim.create(job)
+    sim.create(worker)
+    sim.update(k.oom_killed(worker))
+    runs = await eventually(
+        client, "/api/v1/runs?namespace=team-a", lambda body: [r["name"] for r in body["items"]] == [name]
+    )
+    uid = runs.json()["items"][0]["uid"]
+    detail = await eventually(
+        client, f"/api/v1/runs/{uid}", lambda body: any(f["rule"] == "oom" for f in body["findings"])
+    )
+    return uid, detail
+
+
 async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings, tmp_path: Path) -> None:
     port, metrics_port = free_port(), free_port()
     env = cli_env(
@@ -57,21 +75,7 @@ async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings,
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
             await eventually(client, "/healthz", lambda body: body == {"status": "ok"})
-            job = k.mpijob("served", workers=1)
-            worker = k.pod(job, "worker", 0, node="gpu-0")
-            sim.create(job)
-            sim.create(worker)
-            sim.update(k.oom_killed(worker))
-
-            runs = await eventually(
-                client,
-                "/api/v1/runs?namespace=team-a",
-                lambda body: [r["name"] for r in body["items"]] == ["served"],
-            )
-            uid = runs.json()["items"][0]["uid"]
-            detail = await eventually(
-                client, f"/api/v1/runs/{uid}", lambda body: any(f["rule"] == "oom" for f in body["findings"])
-            )
+            _, detail = await oom_killed_run(client, sim, "served")
             async with httpx.AsyncClient(timeout=5) as scraper:
                 metrics = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
             hidden = await client.get("/metrics")
