@@ -57,7 +57,7 @@ import ssl
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 import h11
 from prometheus_client import CollectorRegistry, generate_latest
@@ -70,10 +70,11 @@ from watchers.admission.certificates import CertificateReloader
 from watchers.admission.http import CLOSE, Http, Reply, TooSlow, content_length, error
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.publishing import Publish, RecordPublisher
+from watchers.admission.quota import Judgement, Lookup, QuotaCheck
 from watchers.admission.reviews import BadReview, Caller, TooCostly, review
 from watchers.admission.spool import Spool
 
-__all__ = ["AdmissionWebhook", "serve_admission"]
+__all__ = ["AdmissionWebhook", "answer", "serve_admission"]
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +96,14 @@ class AdmissionWebhook:
         clock: Clock = utcnow,
         path: str = WEBHOOK_PATH,
         spool: Spool | None = None,
+        quota: QuotaCheck | None = None,
     ) -> None:
         if settings.cert_file is None or settings.key_file is None:
             raise ValueError("the admission webhook needs admission.cert_file and admission.key_file")
         self.settings = settings
         self.metrics = metrics
+        self.quota = quota
+        """Judges jobs being created against their namespace's quota; None: not looked at."""
         self.path = path
         self.certificate = CertificateReloader(settings.cert_file, settings.key_file, settings.client_ca_file)
         self.publisher = RecordPublisher(
@@ -139,6 +143,8 @@ class AdmissionWebhook:
             await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
         await asyncio.gather(*self._tasks)
+        if self.quota is not None:
+            self.quota.close()
 
     async def __aenter__(self) -> AdmissionWebhook:
         await self.start()
@@ -185,7 +191,12 @@ class AdmissionWebhook:
             log.warning("allowed a review that could not be recorded: %s", reviewed.why)
         if reviewed.record is not None:
             await self.publisher.submit(reviewed.record)
-        return 200, json.dumps(reviewed.response).encode(), "application/json", []
+        response = reviewed.response
+        if reviewed.created is not None and self.quota is not None:
+            created = reviewed.created
+            judgement = await self.quota.judge(created.kind, created.namespace, created.object)
+            response = answer(response, judgement)
+        return 200, json.dumps(response).encode(), "application/json", []
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -310,6 +321,24 @@ class AdmissionWebhook:
         await http.linger(2 * self.settings.max_body_bytes)
 
 
+def answer(response: dict[str, Any], judgement: Judgement) -> dict[str, Any]:
+    """``response`` (an allowing AdmissionReview) with the quota check's ``warnings``, or refused
+    (403, the problems as its message) when the check denies."""
+    if not judgement.problems:
+        return response
+    inner = dict(response["response"])
+    if judgement.denied:
+        inner["allowed"] = False
+        inner["status"] = {
+            "code": 403,
+            "reason": "Forbidden",
+            "message": "; ".join(judgement.problems),
+        }
+    else:
+        inner["warnings"] = list(judgement.problems)
+    return {**response, "response": inner}
+
+
 async def serve_admission(
     settings: AdmissionSettings,
     publish: Publish,
@@ -317,7 +346,13 @@ async def serve_admission(
     stop: asyncio.Event,
     clock: Clock = utcnow,
     spool: Spool | None = None,
+    lookup: Lookup | None = None,
 ) -> None:
-    """Serve the admission webhook until ``stop`` is set (the ``mpijob-controller admission`` command)."""
-    async with AdmissionWebhook(settings, publish, AdmissionMetrics(registry), clock=clock, spool=spool):
+    """Serve the admission webhook until ``stop`` is set (the ``mpijob-controller admission`` command);
+    with ``lookup`` (and ``quota_check`` not off) jobs being created are judged against their quota."""
+    metrics = AdmissionMetrics(registry)
+    quota = None
+    if lookup is not None and settings.quota_check != "off":
+        quota = QuotaCheck.from_settings(settings, lookup, metrics)
+    async with AdmissionWebhook(settings, publish, metrics, clock=clock, spool=spool, quota=quota):
         await stop.wait()
