@@ -1,6 +1,7 @@
 """AdmissionReview in, answer and audit record out: what the webhook makes of one review.
 
-Every review that has a ``request.uid`` is answered ``allowed: true``; a CREATE, UPDATE or
+Every review that has a ``request.uid`` is answered ``allowed: true`` here (the quota check may
+add warnings or refuse, :mod:`watchers.admission.quota`); a CREATE, UPDATE or
 DELETE of an MPIJob or TrainJob (not a dry run) also yields an
 :class:`~controller.contract.audit.AuditRecord` naming who did it.
 

@@ -2,9 +2,11 @@
 
 The API server calls it (HTTPS, ``AdmissionReview`` ``admission.k8s.io/v1``) for CREATE,
 UPDATE and DELETE of ``kubeflow.org/v2beta1 mpijobs`` and ``trainer.kubeflow.org/v1alpha1
-trainjobs``. It never refuses anything: every review it can read is answered ``allowed: true``
-with the request's ``uid``, and the manifests register it with ``failurePolicy: Ignore``, so
-this process being down or slow never blocks a user. What it does is publish an
+trainjobs``. Every review it can read is answered ``allowed: true`` with the request's ``uid``
+— unless the quota check (:mod:`.quota`, ``admission.quota_check: deny``) refuses a job being
+created that cannot fit its namespace's quota; with ``warn`` (the default) it is allowed with
+``warnings``. The manifests register it with ``failurePolicy: Ignore``, so this process being
+down or slow never blocks a user. What it also does is publish an
 :class:`~controller.contract.audit.AuditRecord` on ``audit.<ns>`` with the request's ``userInfo``
 (username, uid, groups, extra, and the service account parsed from
 ``system:serviceaccount:<ns>:<name>``), the operation, the object (kind, name, uid — from
@@ -43,7 +45,8 @@ could otherwise forge "who did it". Besides the webhook path it serves ``GET /he
 ``GET /metrics``.
 
 This module is the server; the parts it wires are one module each: :mod:`.reviews` (what a
-review says and the record it yields), :mod:`.publishing` (spool and backlog),
+review says and the record it yields), :mod:`.quota` (the quota check, with :mod:`.demand` and
+:mod:`.fit`), :mod:`.publishing` (spool and backlog),
 :mod:`.certificates`, :mod:`.http` (one connection), :mod:`.capacity` (all connections
 together), :mod:`.metrics`.
 """
