@@ -187,7 +187,7 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     """
     from controller.kube.gateway import NO_RETRIES, KubeConfigError, KubeGateway
     from watchers.admission.certificates import UnreadableCertificate
-    from watchers.admission.quota import gateway_lookup
+    from watchers.admission.quota import Lookup, gateway_lookup
     from watchers.admission.spool import FileSpool, LazyJetStream
     from watchers.admission.webhook import serve_admission
 
@@ -199,15 +199,20 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     except OSError as exc:
         raise StartupError(f"MPIJC_ADMISSION__SPOOL_DIR: {exc}") from exc
     registry = PipelineMetrics().registry
-    gateway = None
-    if settings.admission.quota_check != "off":
+    gateways: list[KubeGateway] = []
+
+    def connect() -> Lookup | None:
+        """The quota check's lookup: ResourceQuotas and LimitRanges, no retries within its budget."""
         kube = settings.kube
-        try:  # the quota check lists ResourceQuotas and LimitRanges: no retries within its budget
-            gateway = KubeGateway.from_config(kube.kubeconfig, kube.context, retries=NO_RETRIES)
+        try:
+            gateways.append(KubeGateway.from_config(kube.kubeconfig, kube.context, retries=NO_RETRIES))
         except KubeConfigError as exc:
             logging.getLogger(__name__).warning(
                 "no Kubernetes API for the quota check (MPIJC_ADMISSION__QUOTA_CHECK): %s", exc
             )
+            return None
+        return gateway_lookup(gateways[0])
+
     bus = LazyJetStream(settings.nats.url, settings.nats)
     bus.start()
     try:
@@ -220,13 +225,13 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
                 registry,
                 stop_on_signals(),
                 spool=spool,
-                lookup=gateway_lookup(gateway) if gateway is not None else None,
+                connect=connect,
             )
     except UnreadableCertificate as exc:
         raise StartupError(f"MPIJC_ADMISSION__{exc.setting.upper()}: {exc}") from exc
     finally:
         await bus.close()
-        if gateway is not None:
+        for gateway in gateways:
             gateway.close()
     return 0
 

@@ -58,7 +58,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
@@ -349,13 +349,17 @@ async def serve_admission(
     stop: asyncio.Event,
     clock: Clock = utcnow,
     spool: Spool | None = None,
-    lookup: Lookup | None = None,
+    connect: Callable[[], Lookup | None] | None = None,
 ) -> None:
-    """Serve the admission webhook until ``stop`` is set (the ``mpijob-controller admission`` command);
-    with ``lookup`` (and ``quota_check`` not off) jobs being created are judged against their quota."""
+    """Serve the admission webhook until ``stop`` is set (the ``mpijob-controller admission`` command).
+
+    With ``quota_check`` not off, ``connect`` is called once the certificates are read (so a
+    certificate problem is the one thing a failed start says): the lookup it returns, if any,
+    judges jobs being created against their quota.
+    """
     metrics = AdmissionMetrics(registry)
-    quota = None
-    if lookup is not None and settings.quota_check != "off":
-        quota = QuotaCheck.from_settings(settings, lookup, metrics)
-    async with AdmissionWebhook(settings, publish, metrics, clock=clock, spool=spool, quota=quota):
+    webhook = AdmissionWebhook(settings, publish, metrics, clock=clock, spool=spool)
+    if connect is not None and settings.quota_check != "off" and (lookup := connect()) is not None:
+        webhook.quota = QuotaCheck.from_settings(settings, lookup, metrics)
+    async with webhook:
         await stop.wait()
