@@ -185,7 +185,9 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     It starts without waiting for NATS: until NATS answers (and whenever it is away), records
     go to the spool (``admission.spool_dir``) and are published once it is back.
     """
+    from controller.kube.gateway import NO_RETRIES, KubeConfigError, KubeGateway
     from watchers.admission.certificates import UnreadableCertificate
+    from watchers.admission.quota import Lookup, gateway_lookup
     from watchers.admission.spool import FileSpool, LazyJetStream
     from watchers.admission.webhook import serve_admission
 
@@ -197,17 +199,40 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     except OSError as exc:
         raise StartupError(f"MPIJC_ADMISSION__SPOOL_DIR: {exc}") from exc
     registry = PipelineMetrics().registry
+    gateways: list[KubeGateway] = []
+
+    def connect() -> Lookup | None:
+        """The quota check's lookup: ResourceQuotas and LimitRanges, no retries within its budget."""
+        kube = settings.kube
+        try:
+            gateways.append(KubeGateway.from_config(kube.kubeconfig, kube.context, retries=NO_RETRIES))
+        except KubeConfigError as exc:
+            logging.getLogger(__name__).warning(
+                "no Kubernetes API for the quota check (MPIJC_ADMISSION__QUOTA_CHECK): %s", exc
+            )
+            return None
+        return gateway_lookup(gateways[0])
+
     bus = LazyJetStream(settings.nats.url, settings.nats)
     bus.start()
     try:
         # the probes and Prometheus use the metrics port: with a client CA the HTTPS port lets in
         # only callers with a client certificate, which neither the kubelet nor Prometheus has
         with served_metrics(registry, settings.metrics.port, "MPIJC_METRICS__PORT"):
-            await serve_admission(settings.admission, bus, registry, stop_on_signals(), spool=spool)
+            await serve_admission(
+                settings.admission,
+                bus,
+                registry,
+                stop_on_signals(),
+                spool=spool,
+                connect=connect,
+            )
     except UnreadableCertificate as exc:
         raise StartupError(f"MPIJC_ADMISSION__{exc.setting.upper()}: {exc}") from exc
     finally:
         await bus.close()
+        for gateway in gateways:
+            gateway.close()
     return 0
 
 

@@ -845,6 +845,30 @@ class AdmissionSettings(BaseModel):
         "connections itself (Go's default), so the client, not the webhook, closes them and no request "
         "races a close; an idle connection is closed sooner when max_connections is reached.",
     )
+    quota_check: Literal["off", "warn", "deny"] = Field(
+        default="warn",
+        description="What the webhook does when an MPIJob or TrainJob being created cannot fit its "
+        "namespace's ResourceQuota (replicas x per-pod requests against hard - used) or breaks its "
+        "LimitRange: `warn` answers allowed with a warning naming the quota and the numbers (kubectl "
+        "prints it), `deny` refuses the creation with that message, `off` does not look. Jobs created "
+        "suspended (Kueue's) are not judged. Needs `list` on resourcequotas and limitranges.",
+    )
+    quota_budget_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=2.5,
+        description="Longest wait, in seconds, for the API server's ResourceQuotas and LimitRanges of a "
+        "namespace; then the review is answered allowed without a quota check (counted in "
+        'mpijc_admission_quota_checks_total{outcome="timeout"}). Inside the API server\'s 3 s '
+        "timeoutSeconds.",
+    )
+    quota_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=300,
+        description="Seconds a namespace's ResourceQuotas and LimitRanges are reused for later reviews "
+        "(0: looked up for every review). Jobs created within it are judged against the same `used`.",
+    )
 
 
 class AuditSettings(BaseModel):

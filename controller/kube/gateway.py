@@ -65,9 +65,11 @@ from controller.kube.resources import (
     EVENTS,
     JOBSET_PODS,
     LEASES,
+    LIMITRANGES,
     MPI_PODS,
     MPIJOBS,
     PODS,
+    RESOURCEQUOTAS,
     TRAINJOBS,
     Lease,
     RawObject,
@@ -81,10 +83,12 @@ __all__ = [  # the resource names are re-exported for callers that only need the
     "EVENTS",
     "JOBSET_PODS",
     "LEASES",
+    "LIMITRANGES",
     "MPIJOBS",
     "MPI_PODS",
     "NO_RETRIES",
     "PODS",
+    "RESOURCEQUOTAS",
     "TRAINJOBS",
     "APIConflictError",
     "APIError",
@@ -423,8 +427,16 @@ class KubeGateway:
             raise _unavailable(what, exc) from exc
         return cast(urllib3.BaseHTTPResponse, response.response)
 
-    def _json(self, method: Method, path: str, *, query: Query | None = None, body: object = None) -> Any:
-        response = self.request(method, path, query=query, body=body)
+    def _json(
+        self,
+        method: Method,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: object = None,
+        read_timeout_s: float = READ_TIMEOUT_S,
+    ) -> Any:
+        response = self.request(method, path, query=query, body=body, read_timeout_s=read_timeout_s)
         try:
             return json.loads(response.data)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -434,14 +446,22 @@ class KubeGateway:
 
     # -- list and watch -------------------------------------------------------------------------
 
-    def list(self, resource: Resource, namespace: str | None) -> tuple[builtins.list[RawObject], str]:
+    def list(
+        self, resource: Resource, namespace: str | None, *, read_timeout_s: float = READ_TIMEOUT_S
+    ) -> tuple[builtins.list[RawObject], str]:
         """All objects of ``resource`` (cluster-wide if ``namespace`` is None) in one answer, and
-        the list's resourceVersion."""
-        page = self.list_page(resource, namespace)
+        the list's resourceVersion; ``read_timeout_s`` of silence make it :class:`APIUnavailableError`."""
+        page = self.list_page(resource, namespace, read_timeout_s=read_timeout_s)
         return page.items, page.resource_version
 
     def list_page(
-        self, resource: Resource, namespace: str | None, limit: int = 0, continue_token: str | None = None
+        self,
+        resource: Resource,
+        namespace: str | None,
+        limit: int = 0,
+        continue_token: str | None = None,
+        *,
+        read_timeout_s: float = READ_TIMEOUT_S,
     ) -> ListPage:
         """One page of at most ``limit`` objects (0: all), the first or the one ``continue_token`` names.
 
@@ -455,7 +475,7 @@ class KubeGateway:
             query.append(("limit", str(limit)))
         if continue_token:
             query.append(("continue", continue_token))
-        body = self._json("GET", resource.path(namespace), query=query)
+        body = self._json("GET", resource.path(namespace), query=query, read_timeout_s=read_timeout_s)
         items = cast(builtins.list[RawObject], body.get("items") or [])
         for item in items:
             if isinstance(item, dict):

@@ -110,6 +110,8 @@ JOBSET_PODS = Resource("", "v1", "pods", "Pod", label_selector=JOBSET_NAME)
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PODS = Resource("", "v1", "pods", "Pod")
+RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
+LIMITRANGES = Resource("", "v1", "limitranges", "LimitRange")
 
 WATCHED: tuple[Resource, ...] = (MPIJOBS, TRAINJOBS, MPI_PODS, JOBSET_PODS, EVENTS)
 """Everything the watchers watch: one connection per entry (per namespace, if restricted)."""

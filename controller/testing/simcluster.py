@@ -48,7 +48,18 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from controller.contract.selectors import parse_selector
-from controller.kube.resources import EVENTS, LEASES, MPIJOBS, PODS, TRAINJOBS, RawObject, RawStatus, Resource
+from controller.kube.resources import (
+    EVENTS,
+    LEASES,
+    LIMITRANGES,
+    MPIJOBS,
+    PODS,
+    RESOURCEQUOTAS,
+    TRAINJOBS,
+    RawObject,
+    RawStatus,
+    Resource,
+)
 
 __all__ = ["RecordedRequest", "SimCluster", "SimStatusError"]
 
@@ -59,7 +70,7 @@ GVP = tuple[str, str, str]
 Key = tuple[str, str, str, str, str]
 """(group, version, plural, namespace, name) of one object; namespace is "" for cluster-scoped ones."""
 
-DEFAULT_KINDS: tuple[Resource, ...] = (PODS, EVENTS, LEASES, MPIJOBS, TRAINJOBS)
+DEFAULT_KINDS: tuple[Resource, ...] = (PODS, EVENTS, LEASES, MPIJOBS, TRAINJOBS, RESOURCEQUOTAS, LIMITRANGES)
 _REVIEWS = {("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
 """(group, plural) of the reviews answered by :meth:`SimCluster.set_access`'s table."""
 CONTINUE_SNAPSHOTS = 64

@@ -48,8 +48,10 @@ from controller.bus.streams import ensure_streams
 from controller.contract.audit import AuditRecord, parse_audit_record
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
+from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
 from controller.testing.processes import start_cli
+from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.audit_helpers import a_mpijob, admission_review
 from tests.conftest import Services
@@ -242,9 +244,16 @@ def _serving_ca(objs: list[Obj], secrets: Secrets) -> bytes:
 
 @contextlib.asynccontextmanager
 async def running(
-    objs: list[Obj], secrets: Secrets, serving_ca: bytes, where: Path, nats_url: str, topology: Topology
+    objs: list[Obj],
+    secrets: Secrets,
+    serving_ca: bytes,
+    where: Path,
+    nats_url: str,
+    topology: Topology,
+    extra: dict[str, str] | None = None,
 ) -> AsyncIterator[Webhook]:
-    """``mpijob-controller`` started as the rendered container, until the probes say it is up."""
+    """``mpijob-controller`` started as the rendered container, until the probes say it is up;
+    ``extra`` variables stand for what the pod gets from outside (its API server)."""
     container, mounted = _pod_files(objs, secrets, where / "pod")
     env = _environment(objs, container, mounted, secrets)
     ports = {"https": free_port(), "metrics": free_port()}
@@ -253,6 +262,7 @@ async def running(
         "MPIJC_METRICS__PORT": str(ports["metrics"]),
         "MPIJC_NATS__URL": nats_url,
         "MPIJC_NATS__PREFIX": topology.prefix,
+        **(extra or {}),
     }
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
     log = where / "admission.log"
@@ -421,6 +431,37 @@ async def test_without_client_auth_anyone_gets_in_and_records_say_unverified(
         assert (await post_review(webhook, body, None)).json()["response"]["allowed"] is True
         (record,) = await stored(audit_stream, topology, 1)
     assert (record.request_uid, record.caller) == (body["request"]["uid"], "unverified")
+
+
+async def test_the_rendered_webhook_warns_about_a_job_over_its_namespace_gpu_quota(
+    renders: dict[str, list[Obj]], topology: Topology, services: Services, tmp_path: Path
+) -> None:
+    objs = renders["no-client-auth"]
+    secrets = issue_certificates(objs) | NATS_PASSWORDS
+    with SimCluster() as cluster:
+        cluster.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "gpu-quota", "namespace": "team-a"},
+                "spec": {"hard": {"requests.nvidia.com/gpu": "16"}},
+                "status": {
+                    "hard": {"requests.nvidia.com/gpu": "16"},
+                    "used": {"requests.nvidia.com/gpu": "4"},
+                },
+            }
+        )
+        api = {"MPIJC_KUBE__KUBECONFIG": str(cluster.kubeconfig(tmp_path / "kubeconfig"))}
+        async with running(
+            objs, secrets, _serving_ca(objs, secrets), tmp_path, services.nats_url, topology, api
+        ) as webhook:
+            body = admission_review("CREATE", mpijob("llm", workers=4, gpus=8), user="alice")
+            answer = (await post_review(webhook, body, None)).json()["response"]
+    assert answer["allowed"] is True
+    assert answer["warnings"] == [
+        "ResourceQuota team-a/gpu-quota: this MPIJob requests 32 nvidia.com/gpu (4 Workers x 8), "
+        "12 of 16 are left"
+    ]
 
 
 def _run_self_signed_ca_sh(tmp_path: Path, ca_dir: Path, out_dir: Path) -> tuple[Secrets, bytes]:

@@ -561,13 +561,16 @@ def test_service_accounts_get_least_privilege(renders: dict[str, list[Obj]], nam
     for obj in objs:
         for rule in obj.get("rules", []):
             assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], obj["metadata"]["name"]
-    if _with_admission(name):
-        assert _rules_of(objs, "mpijc-admission") == set()
+    if _with_admission(name):  # the quota check lists ResourceQuotas and LimitRanges, nothing else
+        assert _rules_of(objs, "mpijc-admission") == {
+            ("cluster", "", "resourcequotas", "list"),
+            ("cluster", "", "limitranges", "list"),
+        }
         assert (
             find(objs, "StatefulSet", "mpijc-admission")["spec"]["template"]["spec"][
                 "automountServiceAccountToken"
             ]
-            is False
+            is True
         )
 
 

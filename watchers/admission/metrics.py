@@ -63,6 +63,15 @@ class AdmissionMetrics(MetricGroup):
             "Audit records the spool could not store (kept in memory instead).",
             registry=registry,
         )
+        self.quota_checks = Counter(
+            "mpijc_admission_quota_checks",
+            "MPIJobs and TrainJobs being created, judged against their namespace's ResourceQuota and "
+            "LimitRange, by outcome: fits, warned, denied, suspended (not judged), timeout (the API "
+            "server did not answer within admission.quota_budget_s: allowed unchecked), failed (it "
+            "refused or failed the lookup: allowed unchecked).",
+            ["outcome"],
+            registry=registry,
+        )
         self.dropped = Counter(
             "mpijc_admission_dropped",
             "Audit records dropped because the backlog was full.",

@@ -1,6 +1,7 @@
 """AdmissionReview in, answer and audit record out: what the webhook makes of one review.
 
-Every review that has a ``request.uid`` is answered ``allowed: true``; a CREATE, UPDATE or
+Every review that has a ``request.uid`` is answered ``allowed: true`` here (the quota check may
+add warnings or refuse, :mod:`watchers.admission.quota`); a CREATE, UPDATE or
 DELETE of an MPIJob or TrainJob (not a dry run) also yields an
 :class:`~controller.contract.audit.AuditRecord` naming who did it.
 
@@ -38,6 +39,7 @@ from controller.contract.kubeflow import API_GROUPS, JobKind
 __all__ = [
     "BadReview",
     "Caller",
+    "Created",
     "Outcome",
     "Reviewed",
     "TooCostly",
@@ -124,6 +126,17 @@ class Reviewed:
     operation: str
     record: AuditRecord | None = None
     why: str = ""
+    created: Created | None = None
+    """The MPIJob or TrainJob a CREATE (dry run or not) makes, for the quota check."""
+
+
+@dataclass(frozen=True)
+class Created:
+    """An MPIJob or TrainJob being created: its kind, namespace and object as the review sent it."""
+
+    kind: JobKind
+    namespace: str
+    object: dict[str, Any]
 
 
 _CONTAINERS: Final = frozenset({dict, list})
@@ -256,9 +269,14 @@ def review(
         request = _Request.model_validate(raw)
     except ValidationError as exc:
         return Reviewed(response, "malformed", operation, why=str(exc).replace("\n", "; "))
-    if request.dry_run:
-        return Reviewed(response, "dry_run", operation)
     kind = AUDITED.get((request.kind.group, request.kind.kind))
+    created = None
+    if kind is not None and request.operation == "CREATE" and request.object is not None:
+        meta = request.object.get("metadata")
+        namespace = request.namespace or (str(meta.get("namespace") or "") if isinstance(meta, dict) else "")
+        created = Created(kind, namespace, request.object) if namespace else None
+    if request.dry_run:
+        return Reviewed(response, "dry_run", operation, created=created)
     verb = VERBS.get(request.operation)
     if kind is None or verb is None:
         return Reviewed(response, "ignored", operation, why=f"{request.operation} {request.kind.kind}")
@@ -291,7 +309,7 @@ def review(
         request_uid=request.uid,
         caller=caller,
     )
-    return Reviewed(response, "recorded", operation, record)
+    return Reviewed(response, "recorded", operation, record, created=created)
 
 
 def _bounded(paths: list[str]) -> tuple[str, ...]:

@@ -2,9 +2,11 @@
 
 The API server calls it (HTTPS, ``AdmissionReview`` ``admission.k8s.io/v1``) for CREATE,
 UPDATE and DELETE of ``kubeflow.org/v2beta1 mpijobs`` and ``trainer.kubeflow.org/v1alpha1
-trainjobs``. It never refuses anything: every review it can read is answered ``allowed: true``
-with the request's ``uid``, and the manifests register it with ``failurePolicy: Ignore``, so
-this process being down or slow never blocks a user. What it does is publish an
+trainjobs``. Every review it can read is answered ``allowed: true`` with the request's ``uid``
+— unless the quota check (:mod:`.quota`, ``admission.quota_check: deny``) refuses a job being
+created that cannot fit its namespace's quota; with ``warn`` (the default) it is allowed with
+``warnings``. The manifests register it with ``failurePolicy: Ignore``, so this process being
+down or slow never blocks a user. What it also does is publish an
 :class:`~controller.contract.audit.AuditRecord` on ``audit.<ns>`` with the request's ``userInfo``
 (username, uid, groups, extra, and the service account parsed from
 ``system:serviceaccount:<ns>:<name>``), the operation, the object (kind, name, uid — from
@@ -43,7 +45,8 @@ could otherwise forge "who did it". Besides the webhook path it serves ``GET /he
 ``GET /metrics``.
 
 This module is the server; the parts it wires are one module each: :mod:`.reviews` (what a
-review says and the record it yields), :mod:`.publishing` (spool and backlog),
+review says and the record it yields), :mod:`.quota` (the quota check, with :mod:`.demand` and
+:mod:`.fit`), :mod:`.publishing` (spool and backlog),
 :mod:`.certificates`, :mod:`.http` (one connection), :mod:`.capacity` (all connections
 together), :mod:`.metrics`.
 """
@@ -55,9 +58,9 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 import h11
 from prometheus_client import CollectorRegistry, generate_latest
@@ -70,10 +73,11 @@ from watchers.admission.certificates import CertificateReloader
 from watchers.admission.http import CLOSE, Http, Reply, TooSlow, content_length, error
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.publishing import Publish, RecordPublisher
+from watchers.admission.quota import Judgement, Lookup, QuotaCheck
 from watchers.admission.reviews import BadReview, Caller, TooCostly, review
 from watchers.admission.spool import Spool
 
-__all__ = ["AdmissionWebhook", "serve_admission"]
+__all__ = ["AdmissionWebhook", "answer", "serve_admission"]
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +99,14 @@ class AdmissionWebhook:
         clock: Clock = utcnow,
         path: str = WEBHOOK_PATH,
         spool: Spool | None = None,
+        quota: QuotaCheck | None = None,
     ) -> None:
         if settings.cert_file is None or settings.key_file is None:
             raise ValueError("the admission webhook needs admission.cert_file and admission.key_file")
         self.settings = settings
         self.metrics = metrics
+        self.quota = quota
+        """Judges jobs being created against their namespace's quota; None: not looked at."""
         self.path = path
         self.certificate = CertificateReloader(settings.cert_file, settings.key_file, settings.client_ca_file)
         self.publisher = RecordPublisher(
@@ -139,6 +146,8 @@ class AdmissionWebhook:
             await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
         await asyncio.gather(*self._tasks)
+        if self.quota is not None:
+            self.quota.close()
 
     async def __aenter__(self) -> AdmissionWebhook:
         await self.start()
@@ -185,7 +194,12 @@ class AdmissionWebhook:
             log.warning("allowed a review that could not be recorded: %s", reviewed.why)
         if reviewed.record is not None:
             await self.publisher.submit(reviewed.record)
-        return 200, json.dumps(reviewed.response).encode(), "application/json", []
+        response = reviewed.response
+        if reviewed.created is not None and self.quota is not None:
+            created = reviewed.created
+            judgement = await self.quota.judge(created.kind, created.namespace, created.object)
+            response = answer(response, judgement)
+        return 200, json.dumps(response).encode(), "application/json", []
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -310,6 +324,24 @@ class AdmissionWebhook:
         await http.linger(2 * self.settings.max_body_bytes)
 
 
+def answer(response: dict[str, Any], judgement: Judgement) -> dict[str, Any]:
+    """``response`` (an allowing AdmissionReview) with the quota check's ``warnings``, or refused
+    (403, the problems as its message) when the check denies."""
+    if not judgement.problems:
+        return response
+    inner = dict(response["response"])
+    if judgement.denied:
+        inner["allowed"] = False
+        inner["status"] = {
+            "code": 403,
+            "reason": "Forbidden",
+            "message": "; ".join(judgement.problems),
+        }
+    else:
+        inner["warnings"] = list(judgement.problems)
+    return {**response, "response": inner}
+
+
 async def serve_admission(
     settings: AdmissionSettings,
     publish: Publish,
@@ -317,7 +349,17 @@ async def serve_admission(
     stop: asyncio.Event,
     clock: Clock = utcnow,
     spool: Spool | None = None,
+    connect: Callable[[], Lookup | None] | None = None,
 ) -> None:
-    """Serve the admission webhook until ``stop`` is set (the ``mpijob-controller admission`` command)."""
-    async with AdmissionWebhook(settings, publish, AdmissionMetrics(registry), clock=clock, spool=spool):
+    """Serve the admission webhook until ``stop`` is set (the ``mpijob-controller admission`` command).
+
+    With ``quota_check`` not off, ``connect`` is called once the certificates are read (so a
+    certificate problem is the one thing a failed start says): the lookup it returns, if any,
+    judges jobs being created against their quota.
+    """
+    metrics = AdmissionMetrics(registry)
+    webhook = AdmissionWebhook(settings, publish, metrics, clock=clock, spool=spool)
+    if connect is not None and settings.quota_check != "off" and (lookup := connect()) is not None:
+        webhook.quota = QuotaCheck.from_settings(settings, lookup, metrics)
+    async with webhook:
         await stop.wait()
