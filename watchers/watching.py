@@ -73,11 +73,6 @@ YIELD_EVERY = 100
 """Listed objects handed to the sink between two turns of the event loop: a sink that never
 has to wait would otherwise hold every other watch, and the publish loop, for the whole list."""
 
-BESIDE_PACE_S = 0.005
-"""Pause of the list beside a resumed watch after each ``YIELD_EVERY`` objects: it only refreshes
-what the watcher keeps in memory, so it gives way to the watch and the other processes starting
-(17,000 pods: about 0.85 s longer)."""
-
 READER_JOIN_TIMEOUT_S = 2.0
 """How long a finished watch waits for its reading thread, so no request outlives the loop by much."""
 
@@ -392,7 +387,7 @@ class _WatchLoop:
         try:
             for n, (uid, obj) in enumerate(fresh.items(), 1):
                 if n % YIELD_EVERY == 0:
-                    await asyncio.sleep(BESIDE_PACE_S)  # the watch beside (a failure) goes first
+                    await asyncio.sleep(0)  # the watch beside (a failure) goes on meanwhile
                 if not self._listed_is_newer(uid, obj):
                     continue
                 old = self.known.get(uid)
