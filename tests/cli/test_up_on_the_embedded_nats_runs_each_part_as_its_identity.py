@@ -10,11 +10,8 @@ readable by their owner only, and new ones are made when they are deleted.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import stat
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -23,7 +20,6 @@ from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 
 from controller.bus.serverconfig import IDENTITIES
-from controller.bus.streams import connect
 from controller.cli.embedded import EmbeddedNats
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
@@ -33,6 +29,7 @@ from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.cli.test_up_runs_the_whole_controller import eventually, oom_killed_run, started_children
+from tests.deploy.test_nats_runs_as_rendered import connected, refused
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
 
 pytestmark = pytest.mark.slow
@@ -47,31 +44,6 @@ def environ(pid: int) -> dict[str, str]:
 def refusals(log: Path) -> list[str]:
     """The server's log lines about a refused login or operation."""
     return [line for line in log.read_text().splitlines() if "Violation" in line or "authentication" in line]
-
-
-@asynccontextmanager
-async def connected(url: str, settings: NatsSettings) -> AsyncIterator[tuple[NATS, list[str]]]:
-    """A connection with ``settings``' credentials, and the errors the server sends it."""
-    nc = await asyncio.wait_for(connect(url, "test-embedded", settings), 30)
-    errors: list[str] = []
-
-    async def collect(exc: Exception) -> None:
-        errors.append(str(exc))
-
-    nc._error_cb = collect
-    try:
-        yield nc, errors
-    finally:
-        await nc.close()
-
-
-async def refused(errors: list[str], subject: str) -> None:
-    """Until the server has told the client it may not use ``subject``."""
-    await until(
-        lambda: any("permissions violation" in e.lower() and subject.lower() in e.lower() for e in errors),
-        10,
-        lambda: errors,
-    )
 
 
 async def anonymous_is_refused(url: str) -> None:

@@ -16,7 +16,7 @@ import secrets
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,12 +159,10 @@ def _url(pods: list[Pod]) -> str:
 
 
 @asynccontextmanager
-async def _as(url: str, user: str, passwords: dict[str, str]) -> AsyncIterator[tuple[NATS, list[str]]]:
-    """A connection as ``user`` (:func:`connect` with the user and password of NatsSettings),
-    with the errors the server sent it (permission violations)."""
-    nc = await asyncio.wait_for(
-        connect(url, f"test-{user}", NatsSettings(user=user, password=passwords[user])), 30
-    )
+async def connected(url: str, settings: NatsSettings) -> AsyncIterator[tuple[NATS, list[str]]]:
+    """A connection with ``settings``' credentials, and the errors the server sent it
+    (permission violations)."""
+    nc = await asyncio.wait_for(connect(url, f"test-{settings.user or 'anonymous'}", settings), 30)
     errors: list[str] = []
 
     async def collect(exc: Exception) -> None:
@@ -177,7 +175,14 @@ async def _as(url: str, user: str, passwords: dict[str, str]) -> AsyncIterator[t
         await nc.close()
 
 
-async def _refused(errors: list[str], subject: str) -> None:
+def _as(
+    url: str, user: str, passwords: dict[str, str]
+) -> AbstractAsyncContextManager[tuple[NATS, list[str]]]:
+    """:func:`connected` as ``user`` with its password."""
+    return connected(url, NatsSettings(user=user, password=passwords[user]))
+
+
+async def refused(errors: list[str], subject: str) -> None:
     """Until the server has told the client it may not publish to or subscribe to ``subject``."""
     await until(
         lambda: any("permissions violation" in e.lower() and subject.lower() in e.lower() for e in errors),
@@ -257,19 +262,19 @@ async def test_the_watchers_publish_observations_and_nothing_else(
         assert (await published.get("pod.uid")).value == b"7"
 
         await nc.publish("audit.team-a", b"{}")
-        await _refused(errors, "audit.team-a")
+        await refused(errors, "audit.team-a")
         await nc.publish("findings.team-a.train.oom", b"{}")
-        await _refused(errors, "findings.team-a.train.oom")
+        await refused(errors, "findings.team-a.train.oom")
         with pytest.raises(NatsError):
             await js.purge_stream("JOBS")
-        await _refused(errors, "$JS.API.STREAM.PURGE.JOBS")
+        await refused(errors, "$JS.API.STREAM.PURGE.JOBS")
         with pytest.raises(NatsError):
             await js.delete_stream("FINDINGS")
-        await _refused(errors, "$JS.API.STREAM.DELETE.FINDINGS")
+        await refused(errors, "$JS.API.STREAM.DELETE.FINDINGS")
         await nc.subscribe("jobs.>")
-        await _refused(errors, "jobs.>")
+        await refused(errors, "jobs.>")
         await nc.subscribe("_INBOX_history.>")  # another identity's replies
-        await _refused(errors, "_INBOX_history.>")
+        await refused(errors, "_INBOX_history.>")
 
     assert await _counts(bundled, passwords) == {**before, "JOBS": before["JOBS"] + 1}
 
@@ -300,9 +305,9 @@ async def test_a_consumer_reads_and_acks_with_its_own_durable_only(
         assert info.num_ack_pending == 0 and info.num_pending == 0 and info.delivered.stream_seq >= 1
         with pytest.raises(NatsError):
             await js.pull_subscribe("jobs.>", durable="notify", stream="JOBS")
-        await _refused(errors, "$JS.API.CONSUMER")
+        await refused(errors, "$JS.API.CONSUMER")
         await nc.publish("jobs.team-b.train.job", b"{}")
-        await _refused(errors, "jobs.team-b.train.job")
+        await refused(errors, "jobs.team-b.train.job")
         await nc.publish("dlq.history", b"{}")  # its own dead letters: allowed
         await nc.flush()
         assert not [e for e in errors if "dlq.history" in e]
@@ -322,7 +327,7 @@ async def test_the_rules_keep_their_buckets_and_publish_findings(
         await reader.unsubscribe()
         with pytest.raises((NatsError, NotFoundError)):
             await js.key_value(TOPOLOGY.bucket("published"))  # the watchers' bucket
-        await _refused(errors, "KV_published")
+        await refused(errors, "KV_published")
 
 
 def test_every_identity_has_a_password_variable_in_the_statefulset() -> None:
@@ -393,14 +398,14 @@ async def test_only_the_admin_declares_streams(
         with caplog.at_level(logging.WARNING, logger="controller.bus.streams"):  # a new release's limits
             await ensure_streams(js, TOPOLOGY, NatsSettings(max_age_s=week / 7))
         assert caplog.text.count("could not update stream") == 4 and "using it as it is" in caplog.text
-        await _refused(errors, "$JS.API.STREAM.UPDATE.JOBS")
+        await refused(errors, "$JS.API.STREAM.UPDATE.JOBS")
 
         async with _as(bundled, "admin", passwords) as (admin, _):
             assert (await admin.jetstream().stream_info("JOBS")).config.max_age == week
             await admin.jetstream().delete_stream("DLQ")
         with pytest.raises(PermissionError, match="could not create stream DLQ"):
             await ensure_streams(js, TOPOLOGY, NatsSettings())
-        await _refused(errors, "$JS.API.STREAM.CREATE.DLQ")
+        await refused(errors, "$JS.API.STREAM.CREATE.DLQ")
 
     async with _as(bundled, "admin", passwords) as (admin, _):
         await ensure_streams(admin.jetstream(), TOPOLOGY, NatsSettings())
