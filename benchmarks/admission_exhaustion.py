@@ -29,11 +29,9 @@ import collections
 import contextlib
 import copy
 import json
-import os
 import ssl
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -41,7 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import cpu_s, rss_mib
+from benchmarks.harness import ServedProcess
 from controller.contract.settings import Settings
 from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
@@ -69,62 +67,23 @@ def serve(port: int, cert: str, key: str) -> None:
     asyncio.run(serve_admission(settings, publish, CollectorRegistry(), asyncio.Event()))
 
 
-class Server:
+class Server(ServedProcess):
     """The webhook process: its address, memory and CPU."""
 
     def __init__(self, cert: Path, key: Path) -> None:
-        self.port = free_port()
-        self.context = ssl.create_default_context(cafile=str(cert))
-        env = {**os.environ, "MPIJC_LOG_LEVEL": "WARNING"}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.admission_exhaustion",
-                "--serve",
-                str(self.port),
-                str(cert),
-                str(key),
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        port = free_port()
+        super().__init__(
+            port,
+            ["-m", "benchmarks.admission_exhaustion", "--serve", str(port), str(cert), str(key)],
+            {"MPIJC_LOG_LEVEL": "WARNING"},
+            "the webhook",
         )
-
-    async def started(self) -> None:
-        for _ in range(600):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.close()
-                return
-            except OSError:
-                await asyncio.sleep(0.05)
-        raise RuntimeError("the webhook did not start")
+        self.context = ssl.create_default_context(cafile=str(cert))
 
     async def connect(self) -> Connection:
         return await asyncio.open_connection(
             "127.0.0.1", self.port, ssl=self.context, server_hostname="localhost"
         )
-
-    def rss_mib(self) -> float:
-        return rss_mib(self.process.pid)
-
-    def peak_rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-        return 0.0
-
-    def cpu_s(self) -> float:
-        return cpu_s(self.process.pid)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
 
 
 def certificate(directory: Path) -> tuple[Path, Path]:

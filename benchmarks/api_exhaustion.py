@@ -26,16 +26,12 @@ import asyncio
 import collections
 import contextlib
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any, cast
 
-from benchmarks.harness import cpu_s, report, rss_mib
+from benchmarks.harness import ServedProcess, report
 from controller.contract.settings import Settings
 from controller.testing.ports import free_port
 
@@ -66,14 +62,13 @@ def serve(port: int) -> None:
     asyncio.run(serve_api(cast(Runtime, rt), asyncio.Event()))
 
 
-class Server:
+class Server(ServedProcess):
     """The API process: its address, memory and CPU."""
 
     def __init__(self) -> None:
-        self.port = free_port()
+        port = free_port()
         env = {
-            **os.environ,
-            "MPIJC_API__PORT": str(self.port),
+            "MPIJC_API__PORT": str(port),
             "MPIJC_METRICS__PORT": str(free_port()),
             "MPIJC_API__AUTH": "static",
             "MPIJC_API__TOKENS": json.dumps(
@@ -83,37 +78,7 @@ class Server:
             "MPIJC_API__RATE_PER_S": "0",
             "MPIJC_LOG_LEVEL": "WARNING",
         }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.api_exhaustion", "--serve", str(self.port)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-
-    async def started(self) -> None:
-        for _ in range(600):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.close()
-                return
-            except OSError:
-                await asyncio.sleep(0.05)
-        raise RuntimeError("the API did not start")
-
-    def rss_mib(self) -> float:
-        return rss_mib(self.process.pid)
-
-    def cpu_s(self) -> float:
-        return cpu_s(self.process.pid)
-
-    def stop(self) -> None:
-        """SIGTERM; SIGKILL after 5 s (a server holding stalled requests waits for them)."""
-        self.process.terminate()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
+        super().__init__(port, ["-m", "benchmarks.api_exhaustion", "--serve", str(port)], env, "the API")
 
 
 # --------------------------------------------------------------------------- the probes
@@ -286,7 +251,7 @@ async def measure(uploads: int, idle: int, repeat: int) -> dict[str, Any]:
     for name, probe in probes.items():
         async with fresh_server() as server:
             result[name] = await probe(server)
-            result[name]["rss_peak_mib"] = _peak_rss(server)
+            result[name]["rss_peak_mib"] = server.peak_rss_mib()
     return result
 
 
@@ -301,13 +266,6 @@ async def bodies(
         "healthz_alone": await healthz_under(server, HEALTH, 0, 20),
         "healthz_under_4_clients_1_mib_no_token": await healthz_under(server, post(flat_mib, None), 4, 20),
     }
-
-
-def _peak_rss(server: Server) -> float:
-    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
 
 
 def main() -> None:

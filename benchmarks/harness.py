@@ -58,6 +58,57 @@ def rss_mib(pid: int) -> float:
     return round(int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE / (1 << 20), 1)
 
 
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident memory so far, in MiB (``VmHWM`` of ``/proc/<pid>/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+class ServedProcess:
+    """A server a benchmark starts as a process of its own and probes: ``port`` is where it
+    listens once :meth:`started`; its memory and CPU from ``/proc``."""
+
+    def __init__(self, port: int, command: Sequence[str], env: Mapping[str, str], what: str) -> None:
+        self.port, self.what = port, what
+        self.process = subprocess.Popen(
+            [sys.executable, *command],
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    async def started(self) -> None:
+        """Once the port takes connections (30 s at most)."""
+        for _ in range(600):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.close()
+                return
+            except OSError:
+                await asyncio.sleep(0.05)
+        raise RuntimeError(f"{self.what} did not start")
+
+    def rss_mib(self) -> float:
+        return rss_mib(self.process.pid)
+
+    def peak_rss_mib(self) -> float:
+        return peak_rss_mib(self.process.pid)
+
+    def cpu_s(self) -> float:
+        return cpu_s(self.process.pid)
+
+    def stop(self) -> None:
+        """SIGTERM; SIGKILL after 5 s (a server holding stalled requests waits for them)."""
+        self.process.terminate()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+
+
 @dataclass
 class Bench:
     """Handles a benchmark works with."""
