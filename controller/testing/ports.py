@@ -25,16 +25,25 @@ def _ephemeral_start() -> int:
         return 32_768  # Linux's default
 
 
+_HANDED: set[int] = set()
+"""Ports this process handed out: a test that asks for nine ports before it starts any server
+(three NATS servers' client, monitor and cluster ports) must not get one twice."""
+
+
 def free_port() -> int:
-    """A currently unused loopback port outside the ephemeral range (for tests)."""
+    """A currently unused loopback port outside the ephemeral range (for tests), never one this
+    process handed out before."""
     highest = _ephemeral_start() - 1
     for _ in range(200):
         port = random.randint(_LOWEST, highest) if highest > _LOWEST else 0
+        if port in _HANDED:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
             bound: int = sock.getsockname()[1]
-            return bound
+        _HANDED.add(bound)
+        return bound
     raise RuntimeError(f"no free loopback port between {_LOWEST} and {highest}")
