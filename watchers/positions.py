@@ -29,15 +29,15 @@ class WatchPositions:
     """The stored and the current position of every watch, by :func:`position_name`."""
 
     def __init__(self, stored: Mapping[str, str] | None = None) -> None:
-        self._stored = dict(stored or {})
         self._current: dict[str, str] = {}
-        self._saved = dict(self._stored)
+        self._saved = dict(stored or {})
+        """What is stored: the previous watcher's positions, then those saved since."""
         self._due_at = 0.0
 
     def resume_from(self, resource: Resource, namespace: str | None) -> str | None:
         """Where the watch of ``resource`` may resume without listing first: its stored position,
         if it has the comparable form (the watch orders what it lists beside by it)."""
-        stored = self._stored.get(position_name(resource, namespace))
+        stored = self._saved.get(position_name(resource, namespace))
         return stored if comparable(stored) else None
 
     def handed(self, resource: Resource, namespace: str | None, version: str) -> None:
