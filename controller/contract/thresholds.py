@@ -61,6 +61,14 @@ class RuleThresholds(BaseModel):
         "stay cleared before its finding resolves: CrashLoopBackOff alternates with short "
         "Running spells, and the kubelet's restart back-off caps at 5 min.",
     )
+    failed_hold_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="Seconds the catch-all waits, once a job is Failed, for the end of pods still "
+        "seen running: the job and its pods come on separate watches, and the pod update that "
+        "says why (an OOM kill, with its log tail) often arrives a moment after the job's "
+        "condition. It speaks as soon as every pod's end is seen; 0 speaks at once.",
+    )
     progress_needs_log_feed: bool = Field(
         default=True,
         description="Judge hang-progress only for runs whose watcher reports log output of running "
