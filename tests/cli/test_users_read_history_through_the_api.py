@@ -20,6 +20,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.api.limits import DEFAULT_LIMITS, Rate
 from controller.cli import commands
 from controller.contract.settings import Settings
 from tests.api_fixtures import ADMIN, T0, bearer, fire, insert_runs, job_story, run_row, store
@@ -47,16 +48,21 @@ async def api(engine: AsyncEngine) -> AsyncIterator[Served]:
         yield served
 
 
+async def call(capsys: pytest.CaptureFixture[str], *argv: str) -> Said:
+    """``mpijob-controller ARGS`` as ``main`` runs it (its parser, then its handler), in this event loop."""
+    capsys.readouterr()
+    args = commands.parse(argv)
+    code = await args.handler(Settings(_env_file=None), args)  # type: ignore[call-arg]
+    said = capsys.readouterr()
+    return Said(code, said.out, said.err)
+
+
 @pytest.fixture
 def cli(api: Served, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """``mpijob-controller ARGS --api <the served API>``, as ``main`` runs it, in this event loop."""
+    """``mpijob-controller ARGS --api <the served API> --token TOKEN``."""
 
     async def run(*argv: str, token: str = "token-admin") -> Said:
-        capsys.readouterr()
-        args = commands.parse([*argv, "--api", api.url, *(["--token", token] if token else [])])
-        code = await args.handler(Settings(_env_file=None), args)  # type: ignore[call-arg]
-        said = capsys.readouterr()
-        return Said(code, said.out, said.err)
+        return await call(capsys, *argv, "--api", api.url, *(["--token", token] if token else []))
 
     return run
 
@@ -293,19 +299,31 @@ async def test_a_refusal_is_one_line_and_a_non_zero_exit(
 async def test_an_api_that_does_not_answer_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = commands.parse(["runs", "--api", "http://127.0.0.1:1", "--token", "token-admin"])
-    code = await args.handler(Settings(_env_file=None), args)  # type: ignore[call-arg]
-    said = capsys.readouterr()
-    line = await only_line(Said(code, said.out, said.err))
-    assert code == 1
-    assert line.startswith("mpijob-controller runs: cannot reach the API at http://127.0.0.1:1: ConnectError")
+    unreachable = await call(capsys, "runs", "--api", "http://127.0.0.1:1", "--token", "token-admin")
+    no_token = await call(capsys, "findings", "team-a/pi", "--token-file", str(tmp_path / "absent"))
 
-    args = commands.parse(["findings", "team-a/pi", "--token-file", str(tmp_path / "absent")])
-    assert await args.handler(Settings(_env_file=None), args) == 1  # type: ignore[call-arg]
-    assert capsys.readouterr().err.strip() == (
+    assert unreachable.code == no_token.code == 1
+    assert (await only_line(unreachable)).startswith(
+        "mpijob-controller runs: cannot reach the API at http://127.0.0.1:1: ConnectError"
+    )
+    assert await only_line(no_token) == (
         f"mpijob-controller findings: MPIJC_CLIENT__TOKEN_FILE: cannot read {tmp_path / 'absent'}: "
         "No such file or directory"
     )
+
+
+async def test_a_busy_api_is_asked_again_when_it_says_when(
+    engine: AsyncEngine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One request a second for the token: the second request of ``findings`` (the job's runs, then
+    the run) is a 429 with ``Retry-After``, and is asked again then."""
+    await insert_runs(engine, [run_row("team-a", "pi", T0)])
+    slow = dataclasses.replace(DEFAULT_LIMITS, per_token=Rate(per_s=1, burst=1))
+    async with serving(engine, api_limits=slow) as api:
+        said = await call(capsys, "findings", "team-a/pi", "--api", api.url, "--token", "token-admin")
+
+    assert (said.code, said.err) == (0, "")
+    assert said.out.startswith("team-a/pi attempt 1 (MPIJob, Succeeded) uid ")
 
 
 async def test_the_installed_command_reads_its_token_from_the_environment_or_a_file(
