@@ -105,7 +105,7 @@ def queries(settings: UsageSettings, namespace: str, pods: Sequence[str], step_s
     names = "|".join(escape_regex(p) for p in sorted(pods))
     ns = namespace.replace("\\", "\\\\").replace('"', '\\"')
     step = f"{step_s:g}s"
-    rate_window = f"{max(2 * step_s, 60):g}s"
+    rate_window = f"{2 * max(step_s, settings.scrape_interval_s):g}s"
 
     def dcgm(metric: str) -> tuple[str, str]:
         primary = f'{metric}{{{settings.namespace_label}="{ns}",{settings.pod_label}=~"{names}"}}'
@@ -287,6 +287,8 @@ class UsageProbe:
             return
         held = self.pods.get(uid)
         started = _time(status.get("startTime"))
+        if started is None and status.get("phase") in {"Running", *_ENDED}:
+            started = _time(meta.get("creationTimestamp"))
         if held is None:
             if started is None:  # never ran: nothing to read
                 return

@@ -676,6 +676,13 @@ class UsageSettings(BaseModel):
         description="Resolution of the curves read (query_range step); at least the scrape interval "
         "(DCGM exporter and kubelet default to 30 s and 15-30 s).",
     )
+    scrape_interval_s: float = Field(
+        default=30.0,
+        ge=1,
+        le=600,
+        description="Longest scrape interval of the kubelets' cAdvisor and the DCGM exporters: a CPU "
+        "rate spans two of them (or two steps, if longer), so it always has two samples.",
+    )
     window_s: float = Field(
         default=3600.0,
         ge=60,
