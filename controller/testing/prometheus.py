@@ -18,6 +18,7 @@ import contextlib
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,6 +57,7 @@ class _PodSeries:
     memory_bytes: float | None = None
     cpu_seconds: float = 0.0
     cpu_cores: float = 0.0
+    cpu_at: float = field(default_factory=time.monotonic)
     exported: bool = True
 
 
@@ -101,14 +103,18 @@ class UsageExporter:
 
     def cpu(self, namespace: str, pod: str, cores: float) -> None:
         with self._lock:
-            self._pod(namespace, pod).cpu_cores = cores
+            held = self._pod(namespace, pod)
+            held.cpu_seconds += held.cpu_cores * (time.monotonic() - held.cpu_at)
+            held.cpu_cores, held.cpu_at = cores, time.monotonic()
 
     def render(self) -> str:
         """The exposition text now."""
         lines: list[str] = []
         with self._lock:
+            now = time.monotonic()
             for held in self._pods.values():
-                held.cpu_seconds += held.cpu_cores  # scraped once a second
+                held.cpu_seconds += held.cpu_cores * (now - held.cpu_at)  # a counter of CPU seconds
+                held.cpu_at = now
                 lines.extend(self._lines(held))
         return "\n".join(lines) + "\n"
 
@@ -142,16 +148,16 @@ class UsageExporter:
 
 
 class Prometheus:
-    """One Prometheus on loopback scraping ``targets`` every second; ``await start()``, ``await stop()``."""
+    """One Prometheus on loopback scraping ``targets`` every ``scrape_s``; ``await start()``, ``stop()``."""
 
-    def __init__(self, binary: str, workdir: Path, targets: list[str]) -> None:
+    def __init__(self, binary: str, workdir: Path, targets: list[str], scrape_s: float = 1.0) -> None:
         self.binary = binary
         self.workdir = workdir
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         listed = ", ".join(f"'{t}'" for t in targets)
         (workdir / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"global:\n  scrape_interval: {scrape_s:g}s\n  scrape_timeout: {scrape_s:g}s\n"
             "scrape_configs:\n"
             "  - job_name: usage\n"
             f"    static_configs:\n      - targets: [{listed}]\n"
@@ -161,6 +167,11 @@ class Prometheus:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self._process is not None else None
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         argv = [
