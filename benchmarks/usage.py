@@ -1,14 +1,14 @@
 """Usage reading: what the batched queries cost a real Prometheus, and sample → history time.
 
-1. **Query load.** The leading watcher asks one ``query_range`` per metric (5: GPU utilization,
-   framebuffer used, framebuffer total, memory, CPU) and namespace per refresh, whatever the
-   number of pods; the count for 1,000 running jobs x 16 workers (+ launchers) is computed for
-   1, 50 and 1,000 namespaces, beside what one query per pod would cost.
+1. **Query load.** The leading watcher asks one query per figure (7: GPU utilization mean and
+   p95, framebuffer used and total, per GPU; utilization, memory and CPU curves, per pod) and
+   namespace per refresh, whatever the number of pods; the count for 1,000 running jobs x 16
+   workers (+ launchers) is computed for 1, 50 and 1,000 namespaces, beside one query per pod.
 2. **Query cost, measured.** ``--jobs`` jobs x ``--workers`` workers x ``--gpus`` GPUs in
    ``--namespaces`` namespaces are served by the test exporter (DCGM- and cAdvisor-shaped
    series) to a real Prometheus (Debian's package) scraping every ``--scrape-s``; after
-   ``--fill-s`` of data one refresh (every namespace, a minute's window at the scrape step) is
-   timed, with Prometheus's CPU seconds for it and each query's latency; as the same-run
+   ``--fill-s`` of data one refresh (every namespace over ``--window-s``) is timed, with
+   Prometheus's CPU seconds for it and the watcher's own; as the same-run
    reference, the pods of one namespace are then read with one query per pod and metric.
 3. **Sample → history.** A worker's working set is raised in the exporter; the time until
    Prometheus answers it (scrape), a refresh reads it, it is published and the history consumer
@@ -50,7 +50,7 @@ GIB = 2**30
 
 def query_load(jobs: int, workers: int, refresh_s: float = 60.0) -> dict[str, Any]:
     """Queries per minute for ``jobs`` running jobs, batched per namespace and one per pod."""
-    per_refresh = len(QUERY_NAMES)
+    per_refresh = len(QUERY_NAMES)  # per namespace
     pods = jobs * (workers + 1)
     per_minute = 60.0 / refresh_s
     return {
@@ -96,30 +96,37 @@ def _cluster(
 
 
 async def _timed_refresh(probe: UsageProbe, prometheus_pid: int) -> dict[str, Any]:
-    cpu_before, started = cpu_s(prometheus_pid), time.perf_counter()
+    cpu_before, own_before, started = cpu_s(prometheus_pid), time.process_time(), time.perf_counter()
     readings = await probe.read()
     seconds = time.perf_counter() - started
     return {
         "seconds": round(seconds, 3),
         "prometheus_cpu_s": round(cpu_s(prometheus_pid) - cpu_before, 3),
+        "watcher_cpu_s": round(time.process_time() - own_before, 3),
         "pods_read": sum(len(r.pods) for r in readings),
     }
+
+
+async def _ask(reader: PrometheusReader, settings: UsageSettings, namespace: str, pods: list[str]) -> None:
+    end = datetime.now(UTC)
+    step = max(settings.step_s, settings.window_s / settings.curve_points)
+    for query, ranged in promql(settings, namespace, pods, settings.window_s, step).values():
+        if ranged:
+            await reader.query_range(query, end - timedelta(seconds=settings.window_s), end, step)
+        else:
+            await reader.query(query, end)
 
 
 async def _per_pod_reference(
     reader: PrometheusReader, settings: UsageSettings, namespace: str, pods: list[str], prometheus_pid: int
 ) -> dict[str, Any]:
     """The same figures for one namespace asked one pod at a time."""
-    end = datetime.now(UTC)
-    start = end - timedelta(seconds=60)
     cpu_before, started = cpu_s(prometheus_pid), time.perf_counter()
     for name in pods:
-        for query in promql(settings, namespace, [name], settings.step_s).values():
-            await reader.query_range(query, start, end, settings.step_s)
+        await _ask(reader, settings, namespace, [name])
     batched_started, batched_cpu = time.perf_counter(), cpu_s(prometheus_pid)
     per_pod_s, per_pod_cpu = batched_started - started, batched_cpu - cpu_before
-    for query in promql(settings, namespace, pods, settings.step_s).values():
-        await reader.query_range(query, start, end, settings.step_s)
+    await _ask(reader, settings, namespace, pods)
     return {
         "namespace_pods": len(pods),
         "one_query_per_pod_s": round(per_pod_s, 3),
@@ -225,6 +232,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "series": series,
             "scrape_s": args.scrape_s,
             "queries_per_refresh": len(QUERY_NAMES) * args.namespaces,
+            "window_s": args.window_s,
             "refresh": refresh,
             "query_latency_s": {
                 "count": metrics.sample("mpijc_usage_query_seconds_count"),
@@ -248,6 +256,7 @@ def main() -> None:
     parser.add_argument("--namespaces", type=int, default=10)
     parser.add_argument("--scrape-s", type=float, default=2.0)
     parser.add_argument("--fill-s", type=float, default=20.0)
+    parser.add_argument("--window-s", type=float, default=3600.0)
     parser.add_argument("--samples", type=int, default=20)
     report("usage", asyncio.run(run(parser.parse_args())))
 

@@ -9,12 +9,18 @@ that ended is read once more, a step after its end (the last scrape has landed),
 whole life, and that reading is ``final``. History stores the figures; the rules read the
 curves (``gpu-idle``, ``memory-near-limit``, the memory curve of ``oom``).
 
-Series read (:func:`queries`):
+Series read (:func:`queries`), Prometheus doing the arithmetic so that an answer holds one value
+per GPU and ``curve_points`` values per pod, however long the span:
 
-- GPU utilization: ``avg_over_time(DCGM_FI_DEV_GPU_UTIL[step])``, per pod and GPU;
-- framebuffer: ``max_over_time(DCGM_FI_DEV_FB_USED[step])`` and ``FB_USED + FB_FREE`` (MiB);
-- memory: ``sum by (pod) (max_over_time(container_memory_working_set_bytes[step]))``;
-- CPU: ``sum by (pod) (rate(container_cpu_usage_seconds_total[2 steps]))``.
+- per GPU (instant queries over the span): ``avg_over_time`` and ``quantile_over_time(0.95, …)``
+  of ``DCGM_FI_DEV_GPU_UTIL``, ``max_over_time(DCGM_FI_DEV_FB_USED)``, ``FB_USED + FB_FREE``;
+- per pod (range queries, one point per ``span / curve_points``): the mean utilization of its
+  GPUs, ``sum by (pod) (max_over_time(container_memory_working_set_bytes[step]))`` (whose
+  highest point is the peak: the steps tile the span) and
+  ``sum by (pod) (rate(container_cpu_usage_seconds_total[2 steps]))``.
+
+Running pods are read over the window, in age classes (:data:`AGE_BUCKETS`) so that a young
+pod's figures stay close to its own life; an ended pod is read with the other pods of its run.
 
 DCGM's pod mapping labels its series with the pod's namespace and name, under
 ``usage.namespace_label``/``pod_label`` (a ServiceMonitor's ``exported_*``) or the fallback
@@ -57,7 +63,14 @@ __all__ = ["QUERY_NAMES", "UsageProbe", "queries", "reading_usage", "usage_loop"
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
-QUERY_NAMES = ("gpu_util", "fb_used", "fb_total", "memory", "cpu")
+INSTANT = ("gpu_util_mean", "gpu_util_p95", "fb_used_max", "fb_total")
+"""Per GPU, one value over the span read (instant queries)."""
+CURVES = ("gpu_util_curve", "memory_curve", "cpu_curve")
+"""Per pod, ``curve_points`` values across the span (range queries)."""
+QUERY_NAMES = INSTANT + CURVES
+AGE_BUCKETS = 12
+"""Running pods younger than the window are read in this many age classes per namespace, so a
+young pod's figures do not reach back more than a class before its start."""
 FINAL_TRIES = 5
 """Refreshes a pod's final reading is tried before it is given up (Prometheus down for long)."""
 _ENDED = frozenset({"Succeeded", "Failed"})
@@ -99,13 +112,20 @@ def _total(containers: Iterable[Mapping[str, Any]], kind: str, resource: str) ->
     return float(sum(amounts)) if amounts else None
 
 
-def queries(settings: UsageSettings, namespace: str, pods: Sequence[str], step_s: float) -> dict[str, str]:
-    """The PromQL of one refresh of one namespace, by :data:`QUERY_NAMES` (GPU ones only if
-    ``settings.gpu``): every pod of ``pods`` in each."""
+def _seconds(value: float) -> str:
+    return f"{math.ceil(value)}s"
+
+
+def queries(
+    settings: UsageSettings, namespace: str, pods: Sequence[str], span_s: float, step_s: float
+) -> dict[str, tuple[str, bool]]:
+    """The PromQL of one reading of ``pods`` of one namespace over ``span_s`` (curves at ``step_s``),
+    by :data:`QUERY_NAMES` (GPU ones only if ``settings.gpu``), each with whether it is a range
+    query: every pod in each, one value per GPU, ``curve_points`` values per pod."""
     names = "|".join(escape_regex(p) for p in sorted(pods))
     ns = namespace.replace("\\", "\\\\").replace('"', '\\"')
-    step = f"{step_s:g}s"
-    rate_window = f"{2 * max(step_s, settings.scrape_interval_s):g}s"
+    span, step = _seconds(span_s), _seconds(step_s)
+    rate_window = _seconds(2 * max(step_s, settings.scrape_interval_s))
 
     def dcgm(metric: str) -> tuple[str, str]:
         primary = f'{metric}{{{settings.namespace_label}="{ns}",{settings.pod_label}=~"{names}"}}'
@@ -116,8 +136,14 @@ def queries(settings: UsageSettings, namespace: str, pods: Sequence[str], step_s
 
     cadvisor = f'{{namespace="{ns}",pod=~"{names}",container!="",container!="POD"}}'
     found = {
-        "memory": f"sum by (pod) (max_over_time(container_memory_working_set_bytes{cadvisor}[{step}]))",
-        "cpu": f"sum by (pod) (rate(container_cpu_usage_seconds_total{cadvisor}[{rate_window}]))",
+        "memory_curve": (
+            f"sum by (pod) (max_over_time(container_memory_working_set_bytes{cadvisor}[{step}]))",
+            True,
+        ),
+        "cpu_curve": (
+            f"sum by (pod) (rate(container_cpu_usage_seconds_total{cadvisor}[{rate_window}]))",
+            True,
+        ),
     }
     if settings.gpu:
         util, used, free = (
@@ -125,15 +151,21 @@ def queries(settings: UsageSettings, namespace: str, pods: Sequence[str], step_s
             dcgm("DCGM_FI_DEV_FB_USED"),
             dcgm("DCGM_FI_DEV_FB_FREE"),
         )
-        found["gpu_util"] = f"avg_over_time({util[0]}[{step}]) or avg_over_time({util[1]}[{step}])"
-        found["fb_used"] = f"max_over_time({used[0]}[{step}]) or max_over_time({used[1]}[{step}])"
-        found["fb_total"] = f"({used[0]} + {free[0]}) or ({used[1]} + {free[1]})"
+        by_pod = f"{settings.pod_label}, {settings.fallback_pod_label}"
+        found |= {
+            "gpu_util_mean": (f"avg_over_time({util[0]}[{span}]) or avg_over_time({util[1]}[{span}])", False),
+            "gpu_util_p95": (
+                f"quantile_over_time(0.95, {util[0]}[{span}]) or quantile_over_time(0.95, {util[1]}[{span}])",
+                False,
+            ),
+            "fb_used_max": (f"max_over_time({used[0]}[{span}]) or max_over_time({used[1]}[{span}])", False),
+            "fb_total": (f"({used[0]} + {free[0]}) or ({used[1]} + {free[1]})", False),
+            "gpu_util_curve": (
+                f"avg by ({by_pod}) (avg_over_time({util[0]}[{step}]) or avg_over_time({util[1]}[{step}]))",
+                True,
+            ),
+        }
     return found
-
-
-def _p95(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(math.ceil(0.95 * len(ordered)) - 1, 0)]
 
 
 def _when(t: float) -> datetime:
@@ -159,7 +191,7 @@ def _curve(
 
 
 class _Answers:
-    """The answers of one namespace's queries, by pod (and GPU)."""
+    """The answers of one reading's queries, by pod (and GPU)."""
 
     def __init__(self, settings: UsageSettings, answers: Mapping[str, list[Series]]) -> None:
         self._settings = settings
@@ -171,27 +203,26 @@ class _Answers:
                     self.by_pod[pod][name].append(one)
 
     def _pod_of(self, query: str, labels: Mapping[str, str]) -> str | None:
-        if query in {"memory", "cpu"}:
+        if query in {"memory_curve", "cpu_curve"}:
             return labels.get("pod")
         return labels.get(self._settings.pod_label) or labels.get(self._settings.fallback_pod_label)
 
     def usage(self, pod: _Pod, since: datetime, until: datetime, step_s: float, final: bool) -> PodUsage:
         """The figures of one pod over ``[since, until]``."""
-        lo, hi = since.timestamp(), until.timestamp() + step_s
+        lo, hi = since.timestamp() - step_s, until.timestamp() + step_s
         series = self.by_pod.get(pod.name, {})
 
-        def points(one: Series) -> list[tuple[float, float]]:
-            return [(t, v) for t, v in one.points if lo <= t <= hi and math.isfinite(v)]
+        def curve(name: str) -> list[tuple[float, float]]:
+            """The points of a curve within the pod's span, averaged where several series give one."""
+            at: dict[float, list[float]] = defaultdict(list)
+            for one in series.get(name, ()):
+                for t, v in one.points:
+                    if lo <= t <= hi and math.isfinite(v):
+                        at[t].append(v)
+            return [(t, _mean(vs)) for t, vs in sorted(at.items())]
 
         keep = self._settings.curve_points
-        gpus = self._gpus(series, points)
-        util_at: dict[float, list[float]] = defaultdict(list)
-        for one in series.get("gpu_util", ()):
-            for t, v in points(one):
-                util_at[t].append(v)
-        gpu_curve = _curve([(t, sum(vs) / len(vs)) for t, vs in util_at.items()], keep, _mean)
-        memory = [p for one in series.get("memory", ()) for p in points(one)]
-        cpu = [v for one in series.get("cpu", ()) for _, v in points(one)]
+        memory, cpu = curve("memory_curve"), [v for _, v in curve("cpu_curve")]
         return PodUsage(
             uid=pod.uid,
             name=pod.name,
@@ -200,47 +231,60 @@ class _Answers:
             since=since,
             until=until,
             final=final,
-            gpus=gpus,
-            gpu_util_curve=gpu_curve,
+            gpus=self._gpus(series),
+            gpu_util_curve=_curve(curve("gpu_util_curve"), keep, _mean),
             memory_max_bytes=max((v for _, v in memory), default=None),
             memory_limit_bytes=pod.memory_limit,
             memory_curve=_curve(memory, keep, max),
-            cpu_mean_cores=round(sum(cpu) / len(cpu), 4) if cpu else None,
+            cpu_mean_cores=round(_mean(cpu), 4) if cpu else None,
             cpu_max_cores=round(max(cpu), 4) if cpu else None,
             cpu_requested_cores=pod.cpu_request,
         )
 
     @staticmethod
-    def _gpus(
-        series: Mapping[str, list[Series]], points: Callable[[Series], list[tuple[float, float]]]
-    ) -> tuple[GpuUsage, ...] | None:
+    def _gpus(series: Mapping[str, list[Series]]) -> tuple[GpuUsage, ...] | None:
         per_gpu: dict[str, dict[str, Any]] = defaultdict(dict)
-        for name in ("gpu_util", "fb_used", "fb_total"):
+        for name in INSTANT:
             for one in series.get(name, ()):
                 gpu = one.labels.get("gpu") or one.labels.get("UUID") or "0"
                 held = per_gpu[gpu]
                 held.setdefault("uuid", one.labels.get("UUID"))
                 held.setdefault("model", one.labels.get("modelName"))
-                held.setdefault(name, []).extend(v for _, v in points(one))
+                values = [v for _, v in one.points if math.isfinite(v)]
+                if values:
+                    held[name] = values[-1]
         if not per_gpu:
             return None
-        found: list[GpuUsage] = []
-        for gpu, held in sorted(per_gpu.items()):
-            util: list[float] = held.get("gpu_util", [])
-            used: list[float] = held.get("fb_used", [])
-            total: list[float] = held.get("fb_total", [])
-            found.append(
-                GpuUsage(
-                    gpu=gpu,
-                    uuid=held["uuid"],
-                    model=held["model"],
-                    util_mean_pct=round(sum(util) / len(util), 2) if util else None,
-                    util_p95_pct=_p95(util) if util else None,
-                    fb_used_max_bytes=max(used) * MIB if used else None,
-                    fb_total_bytes=max(total) * MIB if total else None,
-                )
+
+        def mib(value: float | None) -> float | None:
+            return value * MIB if value is not None else None
+
+        return tuple(
+            GpuUsage(
+                gpu=gpu,
+                uuid=held["uuid"],
+                model=held["model"],
+                util_mean_pct=round(held["gpu_util_mean"], 2) if "gpu_util_mean" in held else None,
+                util_p95_pct=round(held["gpu_util_p95"], 2) if "gpu_util_p95" in held else None,
+                fb_used_max_bytes=mib(held.get("fb_used_max")),
+                fb_total_bytes=mib(held.get("fb_total")),
             )
-        return tuple(found)
+            for gpu, held in sorted(per_gpu.items())
+        )
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """Pods of one namespace read together: the span and the curves' step they share."""
+
+    namespace: str
+    final: bool
+    start: datetime
+    end: datetime
+
+    def step_s(self, settings: UsageSettings) -> float:
+        span = (self.end - self.start).total_seconds()
+        return max(settings.step_s, math.ceil(span / settings.curve_points))
 
 
 class UsageProbe:
@@ -311,43 +355,58 @@ class UsageProbe:
             held.ended = self._clock()
         self._metrics.pods.set(len(self.pods))
 
-    async def read(self) -> list[UsageObserved]:
-        """One refresh: every running pod over the last window, every pod ended a step ago over its
-        life; one reading per run."""
+    def _readings(self, now: datetime) -> dict[_Reading, list[_Pod]]:
+        """Running pods by namespace and age class (a class spans its oldest pod, the window at
+        most); ended pods, a step after their end, by namespace and run, over their lives."""
         s = self._settings
-        now = self._clock()
-        groups: dict[tuple[str, bool], list[_Pod]] = defaultdict(list)
+        bucket = max(s.step_s, s.window_s / AGE_BUCKETS)
+        found: dict[_Reading, list[_Pod]] = defaultdict(list)
+        finals: dict[tuple[str, str], list[_Pod]] = defaultdict(list)
         for pod in list(self.pods.values()):
             if pod.job is None:
                 pod.job = self._correlator.pods.get((pod.namespace, pod.name))
             if pod.ended is None:
-                groups[(pod.namespace, False)].append(pod)
+                age = (now - pod.started).total_seconds()
+                span = min(s.window_s, max(math.ceil(age / bucket), 1) * bucket)
+                found[_Reading(pod.namespace, False, now - timedelta(seconds=span), now)].append(pod)
             elif (now - pod.ended).total_seconds() >= s.step_s:
-                groups[(pod.namespace, True)].append(pod)
+                finals[(pod.namespace, pod.job.uid if pod.job else pod.uid)].append(pod)
+        for (namespace, _), pods in finals.items():
+            end = max(p.ended or now for p in pods) + timedelta(seconds=s.step_s)
+            start = max(min(p.started for p in pods), end - timedelta(seconds=s.max_span_s))
+            found[_Reading(namespace, True, start, min(end, now))].extend(pods)
+        return found
+
+    async def read(self) -> list[UsageObserved]:
+        """One refresh: every running pod over the last window, every pod ended a step ago over its
+        life; one reading per run."""
+        now = self._clock()
         readings: dict[str, list[PodUsage]] = defaultdict(list)
         jobs: dict[str, JobRef] = {}
         failed = 0
-        for (namespace, final), pods in sorted(groups.items()):
+        groups = self._readings(now)
+        for group in sorted(groups, key=lambda g: (g.namespace, g.final, g.start)):
+            pods = groups[group]
             try:
-                usages = await self._read_namespace(namespace, pods, final, now)
+                usages = await self._read_group(group, pods)
             except PrometheusError as exc:
                 failed += 1
                 if failed == 1:
-                    log.warning("usage: Prometheus did not answer for namespace %s: %s", namespace, exc)
+                    log.warning("usage: Prometheus did not answer for namespace %s: %s", group.namespace, exc)
                 for pod in pods:
-                    if final:
+                    if group.final:
                         pod.final_tries += 1
                         if pod.final_tries >= FINAL_TRIES:
                             self.pods.pop(pod.uid, None)
                 continue
             for pod, usage in usages:
-                if final:
+                if group.final:
                     self.pods.pop(pod.uid, None)
                 if pod.job is None:
                     continue
                 jobs[pod.job.uid] = pod.job
                 readings[pod.job.uid].append(usage)
-                self._metrics.readings.labels(str(final).lower()).inc()
+                self._metrics.readings.labels(str(group.final).lower()).inc()
         self._metrics.up.set(0 if failed else 1)
         self._metrics.pods.set(len(self.pods))
         version = str(int(now.timestamp() * 1000))
@@ -356,22 +415,24 @@ class UsageProbe:
             for uid, pods in readings.items()
         ]
 
-    async def _read_namespace(
-        self, namespace: str, pods: list[_Pod], final: bool, now: datetime
-    ) -> list[tuple[_Pod, PodUsage]]:
+    async def _read_group(self, group: _Reading, pods: list[_Pod]) -> list[tuple[_Pod, PodUsage]]:
         s = self._settings
-        reach = s.max_span_s if final else s.window_s
-        spans = {
-            pod.uid: (max(pod.started, now - timedelta(seconds=reach)), pod.ended or now) for pod in pods
-        }
-        start = min(since for since, _ in spans.values())
-        step = max(s.step_s, math.ceil((now - start).total_seconds() / s.max_points))
-        asked = queries(s, namespace, [p.name for p in pods], step)
+        step = group.step_s(s)
+        span = (group.end - group.start).total_seconds()
+        asked = queries(s, group.namespace, [p.name for p in pods], span, step)
         answers = await asyncio.gather(
-            *(self._reader.query_range(promql, start, now, step) for promql in asked.values())
+            *(
+                self._reader.query_range(promql, group.start, group.end, step)
+                if ranged
+                else self._reader.query(promql, group.end)
+                for promql, ranged in asked.values()
+            )
         )
         found = _Answers(s, dict(zip(asked, answers, strict=True)))
-        return [(pod, found.usage(pod, *spans[pod.uid], step, final)) for pod in pods]
+        return [
+            (pod, found.usage(pod, max(pod.started, group.start), pod.ended or group.end, step, group.final))
+            for pod in pods
+        ]
 
 
 async def usage_loop(

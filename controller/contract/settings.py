@@ -673,8 +673,9 @@ class UsageSettings(BaseModel):
         default=30.0,
         ge=1,
         le=600,
-        description="Resolution of the curves read (query_range step); at least the scrape interval "
-        "(DCGM exporter and kubelet default to 30 s and 15-30 s).",
+        description="Finest resolution of the curves read (query_range step; a long span is read in "
+        "curve_points steps instead); at least the scrape interval (DCGM exporter and kubelet default "
+        "to 30 s and 15-30 s). An ended pod is read this long after its end (its last scrape landed).",
     )
     scrape_interval_s: float = Field(
         default=30.0,
@@ -695,20 +696,13 @@ class UsageSettings(BaseModel):
         ge=60,
         description="Longest span of a pod read for its final figures; older samples are left out.",
     )
-    max_points: int = Field(
-        default=240,
-        ge=10,
-        le=11000,
-        description="Most points per series in one query (the step grows to keep under it); Prometheus "
-        "refuses more than 11,000.",
-    )
     curve_points: int = Field(
         default=30,
         ge=2,
         le=120,
-        description="Points of the memory and GPU curves kept with each reading, spanning what was read "
-        "(neighbours merged: the max for memory, the mean for utilization): what gpu-idle and "
-        "memory-near-limit judge (so their thresholds must stay under window_s) and oom shows.",
+        description="Points of the memory, GPU and CPU curves read per pod, spanning what was read "
+        "(Prometheus takes the max of each step for memory, the mean for utilization): what gpu-idle "
+        "and memory-near-limit judge (so their thresholds must stay under window_s) and oom shows.",
     )
     namespace_label: str = Field(
         default="exported_namespace",
