@@ -285,15 +285,13 @@ def _probes(
     publisher: Publisher,
     metrics: PipelineMetrics,
     stop: asyncio.Event,
-) -> tuple[list[Coroutine[Any, Any, None]], Callable[[WatchChange], None]]:
-    """The loops that probe running pods (their log output; their usage, when a Prometheus is
-    configured) and what follows each pod change for them."""
+) -> tuple[list[Callable[[], Coroutine[Any, Any, None]]], Callable[[WatchChange], None]]:
+    """What starts the loops that probe running pods (their log output; their usage, when a
+    Prometheus is configured) once the watches start, and what follows each pod change for them."""
     progress = ProgressProbe(gateway, correlator, settings.watcher)
     usage, track = reading_usage(settings.usage, correlator, publisher, metrics, stop, progress.track)
-    return [
-        probe_loop(progress.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
-        *usage,
-    ], track
+    interval = settings.watcher.progress_probe_s
+    return [lambda: probe_loop(progress.probe, publisher, metrics, interval, stop), *usage], track
 
 
 async def run_watchers(
@@ -371,7 +369,7 @@ async def run_watchers(
             stop,
             handover,
             publish_loop(),
-            *probes,
+            *(start() for start in probes),
             metrics=watch_metrics,
             listed=unwatched.listed,
             positions=positions,

@@ -479,9 +479,9 @@ def reading_usage(
     metrics: PipelineMetrics,
     stop: asyncio.Event,
     track: Callable[[WatchChange], None],
-) -> tuple[list[Coroutine[Any, Any, None]], Callable[[WatchChange], None]]:
-    """The watcher's usage loop (none when no Prometheus is configured) and what follows each pod
-    change: ``track``, then the usage probe's."""
+) -> tuple[list[Callable[[], Coroutine[Any, Any, None]]], Callable[[WatchChange], None]]:
+    """What starts the watcher's usage loop (nothing when no Prometheus is configured) and what
+    follows each pod change: ``track``, then the usage probe's."""
     probe = UsageProbe.configured(settings, correlator, metrics.registry)
     if probe is None:
         return [], track
@@ -490,4 +490,4 @@ def reading_usage(
         track(change)
         probe.track(change)
 
-    return [usage_loop(probe, publisher, metrics, settings.refresh_s, stop)], both
+    return [lambda: usage_loop(probe, publisher, metrics, settings.refresh_s, stop)], both
