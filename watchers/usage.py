@@ -101,6 +101,16 @@ def _time(value: object) -> datetime | None:
     return None
 
 
+def _finished(status: Mapping[str, Any]) -> datetime | None:
+    """When the last container of a pod ended, as its status says (``None``: not told)."""
+    ends = [
+        when
+        for c in status.get("containerStatuses") or ()
+        if (when := _time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))) is not None
+    ]
+    return max(ends, default=None)
+
+
 def _total(containers: Iterable[Mapping[str, Any]], kind: str, resource: str) -> float | None:
     """The sum of one resource over the containers that set it; ``None`` when none does."""
     amounts: list[Decimal] = []
@@ -330,11 +340,14 @@ class UsageProbe:
         if owner is None or not uid:
             return
         held = self.pods.get(uid)
+        ended = change.type == "DELETED" or status.get("phase") in _ENDED
         started = _time(status.get("startTime"))
-        if started is None and status.get("phase") in {"Running", *_ENDED}:
+        if started is None and (ended or status.get("phase") == "Running"):
             started = _time(meta.get("creationTimestamp"))
         if held is None:
             if started is None:  # never ran: nothing to read
+                return
+            if ended and self._long_over(status):  # ended before this watcher led: read by its predecessor
                 return
             containers = (obj.get("spec") or {}).get("containers") or ()
             held = _Pod(
@@ -351,9 +364,15 @@ class UsageProbe:
             self.pods[uid] = held
         if held.job is None:
             held.job = self._correlator.pods.get((held.namespace, held.name))
-        if held.ended is None and (change.type == "DELETED" or status.get("phase") in _ENDED):
-            held.ended = self._clock()
+        if held.ended is None and ended:
+            held.ended = _finished(status) or self._clock()
         self._metrics.pods.set(len(self.pods))
+
+    def _long_over(self, status: Mapping[str, Any]) -> bool:
+        """Whether the pod's containers all ended more than a window ago (a relist after a restart
+        or a change of leader shows every finished pod that still exists)."""
+        finished = _finished(status)
+        return finished is not None and (self._clock() - finished).total_seconds() > self._settings.window_s
 
     def _readings(self, now: datetime) -> dict[_Reading, list[_Pod]]:
         """Running pods by namespace and age class (a class spans its oldest pod, the window at

@@ -666,8 +666,8 @@ class UsageSettings(BaseModel):
         default=60.0,
         ge=5,
         le=3600,
-        description="How often the usage of running pods is read: one query per metric and namespace, "
-        "whatever the number of pods (4 DCGM + cAdvisor queries per namespace and minute by default).",
+        description="How often the usage of running pods is read: one query per figure and namespace, "
+        "whatever the number of pods (7 per namespace and minute by default, 2 without GPUs).",
     )
     step_s: float = Field(
         default=30.0,

@@ -177,3 +177,43 @@ async def test_without_a_prometheus_nothing_is_read_and_nothing_logged(
     assert loops == []
     assert len(followed) == 2  # the other probes still follow every pod
     assert not caplog.records
+
+
+def _finished_at(obj: dict[str, Any], when: datetime) -> dict[str, Any]:
+    done = {
+        "terminated": {
+            "reason": "Completed",
+            "exitCode": 0,
+            "finishedAt": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    }
+    return with_container_state(obj, done, phase="Succeeded")
+
+
+async def test_a_relist_after_a_change_of_leader_reads_only_the_pods_that_ended_lately() -> None:
+    """A new leader's relist shows every finished pod that still exists: one that ended within the
+    window gets its final reading (its predecessor may not have read it), older ones are left."""
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(parse_qs(request.content.decode())["query"][0])
+        return _answer([])
+
+    known = correlator()
+    now = datetime.now(UTC)
+    lately = running_job(known, "lately", "team-a", workers=1, started=now - timedelta(hours=2))
+    long_ago = running_job(known, "long-ago", "team-a", workers=1, started=now - timedelta(days=2))
+    reader, _ = _reader(answer)
+    probe = UsageProbe(SETTINGS, known, UsageMetrics(CollectorRegistry()), reader)
+    for run, ended in ((lately, now - timedelta(minutes=5)), (long_ago, now - timedelta(days=1))):
+        for obj in run.pods.values():
+            probe.track(WatchChange(MPI_PODS, "ADDED", _finished_at(obj, ended)))
+    try:
+        readings = await probe.read()
+    finally:
+        await probe.aclose()
+
+    assert {p.name for p in probe.pods.values()} == set()  # read once, then let go
+    (reading,) = readings
+    assert reading.job.name == "lately" and all(p.final for p in reading.pods)
+    assert all("long-ago" not in query for query in asked)
