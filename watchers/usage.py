@@ -48,7 +48,15 @@ from prometheus_client import CollectorRegistry
 
 from controller.bus.publishing import Publisher
 from controller.contract.errors import RetryableError
-from controller.contract.events import GpuUsage, JobRef, PodRole, PodUsage, Sample, UsageObserved
+from controller.contract.events import (
+    MAX_PODS_PER_READING,
+    GpuUsage,
+    JobRef,
+    PodRole,
+    PodUsage,
+    Sample,
+    UsageObserved,
+)
 from controller.contract.settings import UsageSettings
 from controller.kube.quantities import quantity
 from controller.metrics import PipelineMetrics
@@ -430,8 +438,15 @@ class UsageProbe:
         self._metrics.pods.set(len(self.pods))
         version = str(int(now.timestamp() * 1000))
         return [
-            UsageObserved(job=jobs[uid], uid=uid, resource_version=version, pods=tuple(pods), observed_at=now)
+            UsageObserved(
+                job=jobs[uid],
+                uid=uid,
+                resource_version=f"{version}-{part // MAX_PODS_PER_READING}" if part else version,
+                pods=tuple(pods[part : part + MAX_PODS_PER_READING]),
+                observed_at=now,
+            )
             for uid, pods in readings.items()
+            for part in range(0, len(pods), MAX_PODS_PER_READING)
         ]
 
     async def _read_group(self, group: _Reading, pods: list[_Pod]) -> list[tuple[_Pod, PodUsage]]:

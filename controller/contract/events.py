@@ -210,7 +210,8 @@ Sample = tuple[datetime, float]
 
 MAX_CURVE_POINTS = 120
 MAX_GPUS_PER_POD = 64
-MAX_PODS_PER_READING = 4096
+MAX_PODS_PER_READING = 256
+"""Pods in one :class:`UsageObserved` (about 5 KiB each): a larger run is read in several."""
 
 
 class GpuUsage(Message):
@@ -259,7 +260,8 @@ class UsageObserved(Message):
 
     The watcher reads it every ``usage.refresh_s`` while pods run and once more after each pod
     ends (``final``); ``resource_version`` is the reading's own sequence (milliseconds since the
-    epoch), so every reading is its own message."""
+    epoch, and the part for a run of more than :data:`MAX_PODS_PER_READING` pods), so every
+    reading is its own message."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     type: Literal["usage"] = "usage"

@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.bus.publishing import Publisher
+from controller.contract.events import MAX_PODS_PER_READING, message_id
 from controller.contract.settings import UsageSettings
 from controller.kube.resources import MPI_PODS
 from controller.metrics import PipelineMetrics
@@ -217,3 +218,19 @@ async def test_a_relist_after_a_change_of_leader_reads_only_the_pods_that_ended_
     (reading,) = readings
     assert reading.job.name == "lately" and all(p.final for p in reading.pods)
     assert all("long-ago" not in query for query in asked)
+
+
+async def test_a_run_of_hundreds_of_pods_is_read_in_messages_of_bounded_size() -> None:
+    known = correlator()
+    run = running_job(known, "big", "team-a", workers=300)
+    reader, _ = _reader(lambda request: _answer([]))
+    probe = UsageProbe(SETTINGS, known, UsageMetrics(CollectorRegistry()), reader)
+    for obj in run.pods.values():
+        probe.track(WatchChange(MPI_PODS, "ADDED", obj))
+    try:
+        readings = await probe.read()
+    finally:
+        await probe.aclose()
+
+    assert [len(r.pods) for r in readings] == [MAX_PODS_PER_READING, 301 - MAX_PODS_PER_READING]
+    assert len({message_id(r) for r in readings}) == 2  # two messages, neither a duplicate of the other
