@@ -16,6 +16,9 @@ Commands:
   audit     verify, export or purge the audit trail (database only)
   demo      the whole pipeline on the embedded services with the example scenarios
   wait      follow a job through the API until it ends (API URL and token only)
+  runs      list runs through the API (API URL and token only)
+  findings  a run's findings through the API (API URL and token only)
+  compare   2 to 5 runs side by side through the API (API URL and token only)
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from consumers.registry import CONSUMERS
-from controller.cli import waiting
+from controller.cli import apiclient, browsing, waiting
 from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServiceError
 from controller.cli.runtime import (
@@ -296,13 +299,32 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     """Follow a job's events through the API; 0 succeeded, 1 failed, 2 timed out, 3 refused."""
     try:
-        client = waiting.client_of(settings.client, args)
+        client = apiclient.client_of(settings.client, args)
     except ValueError as exc:
         print(f"mpijob-controller wait: {exc}", file=sys.stderr)
         return waiting.EXIT_ERROR
     return await waiting.wait(
         args.target, client, goal=args.goal, attempt=args.attempt, timeout_s=args.timeout
     )
+
+
+async def cmd_browse(settings: Settings, args: argparse.Namespace) -> int:
+    """``runs``, ``findings``, ``compare``: ask the API; 0 answered, 1 refused or unreachable, 2 usage."""
+    problem = browsing.check(args)
+    try:
+        client = apiclient.client_of(settings.client, args)
+    except ValueError as exc:
+        problem = str(exc)
+    if problem is not None:
+        print(f"mpijob-controller {args.command}: {problem}", file=sys.stderr)
+        return 2
+    try:
+        async with apiclient.ApiClient(client) as api:
+            result: int = await args.browse(api, args, sys.stdout, sys.stderr)
+    except apiclient.ApiError as exc:
+        print(f"mpijob-controller {args.command}: {exc}", file=sys.stderr)
+        return browsing.EXIT_REFUSED
+    return result
 
 
 def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -360,7 +382,9 @@ def _parser() -> argparse.ArgumentParser:
     cap = commands.add_parser("capture", help="record live watch streams to JSON Lines")
     cap.add_argument("--out", type=Path, required=True)
     cap.set_defaults(handler=cmd_capture)
-    hist = commands.add_parser("history", help="print stored runs and timelines")
+    hist = commands.add_parser(
+        "history", help="print stored runs and timelines from the database (administrators; users: runs)"
+    )
     hist.add_argument("--namespace")
     hist.add_argument("--name")
     hist.add_argument("--limit", type=int, default=20)
@@ -371,12 +395,20 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cmd_demo)
     _audit_parser(commands)
     waiting.add_parser(commands).set_defaults(handler=cmd_wait)
+    browsing.add_parsers(commands)
+    for name in ("runs", "findings", "compare"):
+        commands.choices[name].set_defaults(handler=cmd_browse)
     return parser
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line's arguments, as :func:`main` reads them (its ``handler`` is the command)."""
+    return _parser().parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: exit status 2 with one line on stderr when settings or services are wrong."""
-    args = _parser().parse_args(argv)
+    args = parse(argv)
     try:
         settings = load_settings()
     except SettingsError as exc:

@@ -530,7 +530,7 @@ class ApiSettings(BaseModel):
 
 
 class ClientSettings(BaseModel):
-    """How the commands that ask the API (``wait``) reach it."""
+    """How the commands that ask the API (``wait``, ``runs``, ``findings``, ``compare``) reach it."""
 
     api_url: str = Field(
         default="http://127.0.0.1:8480",
@@ -542,6 +542,11 @@ class ClientSettings(BaseModel):
         default="/var/run/secrets/kubernetes.io/serviceaccount/token",
         description="File holding the bearer token (read again at each reconnect, as a projected "
         "service-account token rotates); the default is a pod's service-account token.",
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description="The bearer token itself, for a CI secret kept in an environment variable; set, it is "
+        "used instead of `token_file` (a `--token-file` on the command line still wins).",
     )
     ca_file: str | None = Field(
         default=None, description="CA bundle that signs an https API's certificate; unset: the system's."

@@ -96,6 +96,14 @@ class RuleThresholds(BaseModel):
         description="Growth over the curve read (share of the limit, first third to last third) that "
         "counts as rising; a working set flat near its limit (page cache, a steady state) stays quiet.",
     )
+    failed_hold_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="Seconds the catch-all waits, once a job is Failed, for the end of pods still "
+        "seen running: the job and its pods come on separate watches, and the pod update that "
+        "says why (an OOM kill, with its log tail) often arrives a moment after the job's "
+        "condition. It speaks as soon as every pod's end is seen; 0 speaks at once.",
+    )
     progress_needs_log_feed: bool = Field(
         default=True,
         description="Judge hang-progress only for runs whose watcher reports log output of running "

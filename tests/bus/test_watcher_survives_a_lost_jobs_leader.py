@@ -6,6 +6,7 @@ arrives once."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,9 @@ def play(sim: SimCluster, observations: list[Observation]) -> None:
 async def test_the_watcher_probing_running_jobs_survives_the_jobs_leader_killed(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics, sim: SimCluster, tmp_path: Path
 ) -> None:
-    stories = [oom_story(f"job-{i}", workers=3) for i in range(JOBS)]
+    # the cluster's own times, not a recording's: the watcher observes them now
+    begun = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=30)
+    stories = [oom_story(f"job-{i}", workers=3, start=begun) for i in range(JOBS)]
     with NatsCluster(tmp_path / "nats") as cluster:
         settings.nats = NatsSettings(url=cluster.url, prefix=settings.nats.prefix, replicas=3)
         topology = Topology(settings.nats.prefix)
