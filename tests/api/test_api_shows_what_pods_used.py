@@ -10,6 +10,7 @@ import httpx
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.cli.rendering import comparison_table
 from controller.contract.events import JobRef, PodUsage, UsageObserved
 from controller.store.history import apply_events
 from controller.store.models import Pod
@@ -66,6 +67,11 @@ async def test_compare_and_trends_tell_what_each_attempt_used(
         "9.5 GiB of 32.0 GiB",
     ]  # the peak stays
     assert "launcher" not in lines  # nothing read for it
+    table = comparison_table(body).splitlines()  # as `mpijob-controller compare` prints it
+    assert [" ".join(line.split()) for line in table if line.startswith("PEAK MEMORY")] == [
+        "PEAK MEMORY worker-0 9.0 GiB of 16.0 GiB 9.5 GiB of 32.0 GiB",
+        "PEAK MEMORY worker-1 15.8 GiB of 16.0 GiB 17.1 GiB of 32.0 GiB",
+    ]
 
     trend = (await api.get("/api/v1/namespaces/team-a/jobs/train/trends", headers=ADMIN)).json()
     assert [p["memory_peak_ratio"] for p in trend["points"]] == [round(15.8 / 16, 4), round(17.1 / 32, 4)]
