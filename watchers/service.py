@@ -44,6 +44,7 @@ from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.positions import WatchPositions, position_name
 from watchers.recording import object_kind, write_record
 from watchers.tails import LogTails, PodHandover, Tails
+from watchers.usage import reading_usage
 from watchers.watching import Listed, Sink, WatchChange, watch_resource
 
 QUEUE_LIMIT = 50_000
@@ -277,6 +278,22 @@ class UnwatchedDeletions:
             task.cancel()
 
 
+def _probes(
+    gateway: KubeGateway,
+    correlator: Correlator,
+    settings: Settings,
+    publisher: Publisher,
+    metrics: PipelineMetrics,
+    stop: asyncio.Event,
+) -> tuple[list[Callable[[], Coroutine[Any, Any, None]]], Callable[[WatchChange], None]]:
+    """What starts the loops that probe running pods (their log output; their usage, when a
+    Prometheus is configured) once the watches start, and what follows each pod change for them."""
+    progress = ProgressProbe(gateway, correlator, settings.watcher)
+    usage, track = reading_usage(settings.usage, correlator, publisher, metrics, stop, progress.track)
+    interval = settings.watcher.progress_probe_s
+    return [lambda: probe_loop(progress.probe, publisher, metrics, interval, stop), *usage], track
+
+
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
@@ -295,7 +312,7 @@ async def run_watchers(
     pipeline = Pipeline(
         changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop, unchanged=changes.unchanged
     )
-    probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
+    probes, track = _probes(gateway, pipeline.correlator, settings, publisher, metrics, stop)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
     positions = await _stored_positions(nc, topology, settings)
 
@@ -319,7 +336,7 @@ async def run_watchers(
     async def sink(change: WatchChange) -> None:
         kind = object_kind({"kind": change.resource.kind})
         if kind == "pod":
-            probe.track(change)
+            track(change)
             await handover(change.type, change.object)
         elif kind is not None:
             await put(kind, change.type, change.object, {})
@@ -352,7 +369,7 @@ async def run_watchers(
             stop,
             handover,
             publish_loop(),
-            probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
+            *(start() for start in probes),
             metrics=watch_metrics,
             listed=unwatched.listed,
             positions=positions,

@@ -18,6 +18,8 @@ cause is named). The relation must stay acyclic (a test checks it).
 - One exception: ``unschedulable`` does not hide ``hang-pending``. Waiting for capacity
   may end by itself; the first says why the run waits, the second for how long
   ("Pending 20m: waiting for 8 GPUs").
+- The usage warnings step aside for what they warn of: ``memory-near-limit`` for the ``oom``
+  that came, ``gpu-idle`` for any cause that explains why a worker stopped working.
 - The catch-all ``failed`` is explained by every other rule: it speaks only when nothing
   more specific does, and steps aside when a specific finding arrives later.
 """
@@ -38,6 +40,7 @@ from consumers.rules.rule import Rule
 from consumers.rules.scheduling import UNSCHEDULABLE
 from consumers.rules.segfaults import SEGFAULT
 from consumers.rules.stalls import FAILURE_PROPAGATION, HANG_INIT, HANG_PENDING, HANG_PROGRESS
+from consumers.rules.usage import GPU_IDLE, MEMORY_NEAR_LIMIT
 from controller.contract.findings import RuleId
 
 POD_CAUSES: frozenset[RuleId] = frozenset(
@@ -76,6 +79,8 @@ CATALOG: tuple[Rule, ...] = (
     replace(HANG_INIT, explained_by=CAUSES | {"failure-propagation"}),
     replace(HANG_PENDING, explained_by=(CAUSES - {"unschedulable"}) | {"failure-propagation", "hang-init"}),
     replace(HANG_PROGRESS, explained_by=CAUSES | {"failure-propagation", "hang-init", "hang-pending"}),
+    replace(GPU_IDLE, explained_by=CAUSES | {"failure-propagation", "hang-init"}),
+    replace(MEMORY_NEAR_LIMIT, explained_by=frozenset({"oom"})),
     replace(FAILED, explained_by=CAUSES | STALLS),
 )
 

@@ -36,6 +36,8 @@ from controller.contract.events import (
     PodObserved,
     PodPhase,
     PodRole,
+    PodUsage,
+    UsageObserved,
     job_of,
 )
 
@@ -172,6 +174,8 @@ class RunState:
     last_log_at: datetime | None = None
     log_feed: bool = False
     mesh_wait_since: datetime | None = None
+    usage: dict[str, PodUsage] = field(default_factory=dict)
+    """The latest figures of each pod (by uid) read from Prometheus (:class:`UsageObserved`)."""
     _current: list[PodState] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -262,6 +266,8 @@ class RunState:
             applied = self._apply_pod(event)
         elif isinstance(event, LogProbed):
             applied = self._apply_log_probe(event)
+        elif isinstance(event, UsageObserved):
+            return self._apply_usage(event)
         else:
             applied = self._apply_k8s_event(event)
         if applied:
@@ -328,6 +334,20 @@ class RunState:
         if probe.new_lines > 0:
             self.last_log_at = _latest(self.last_log_at, probe.observed_at)
         return True
+
+    def _apply_usage(self, reading: UsageObserved) -> bool:
+        """Keep each pod's newest figures (a reading delivered twice or late changes nothing)."""
+        applied = False
+        for pod in reading.pods:
+            held = self.usage.get(pod.uid)
+            if held is None or (pod.until, pod.final) > (held.until, held.final):
+                self.usage[pod.uid] = pod
+                applied = True
+        return applied
+
+    def usage_of(self, pod: PodState) -> PodUsage | None:
+        """The latest figures read for ``pod``, if any."""
+        return self.usage.get(pod.uid)
 
     def _apply_k8s_event(self, event: K8sEventObserved) -> bool:
         held = self.events.get(event.uid)
@@ -426,6 +446,7 @@ def run_state_to_dict(state: RunState) -> dict[str, object]:
         "last_log_at": _when(state.last_log_at),
         "log_feed": state.log_feed,
         "mesh_wait_since": _when(state.mesh_wait_since),
+        "usage": [usage.model_dump(mode="json") for usage in state.usage.values()],
     }
 
 
@@ -456,4 +477,7 @@ def run_state_from_dict(data: dict[str, Any]) -> RunState:
     for raw in data.get("events", ()):
         event = K8sEventObserved.model_validate(raw)
         state.events[event.uid] = event
+    for raw in data.get("usage", ()):
+        usage = PodUsage.model_validate(raw)
+        state.usage[usage.uid] = usage
     return state

@@ -70,4 +70,13 @@ async def compare(
         runs=[_summary(run) for run in comparison.runs],
         spec=spec,
         differences=[f.path for f in spec if f.differs],
+        usage=[
+            models.UsageLine(
+                slot=line.slot,
+                memory_peaks=list(line.peaks),
+                gpu_util_mean_pct=list(line.gpu_util_mean_pct),
+                sentence=line.sentence,
+            )
+            for line in comparison.usage
+        ],
     )

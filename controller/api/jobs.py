@@ -86,6 +86,8 @@ async def trends(
                 phase=p.run.phase,
                 created_at=p.run.created_at,
                 durations=models.Durations.model_validate(p.durations),
+                memory_peak_ratio=p.memory_peak_ratio,
+                gpu_util_mean_pct=p.gpu_util_mean_pct,
             )
             for p in trend.points
         ],

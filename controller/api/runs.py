@@ -121,6 +121,7 @@ async def get_run(
         run = await readable_run(conn, request, principal, uid)
         pods = await queries.run_pods(conn, uid)
         findings = await queries.run_findings(conn, uid)
+        usage = (await queries.run_usage(conn, [uid]))[uid]
     return models.RunDetail.model_validate(
         {
             **models.RunSummary.model_validate(run).model_dump(),
@@ -128,6 +129,10 @@ async def get_run(
             "conditions": run.conditions,
             "pods": [models.Pod.model_validate(p) for p in pods],
             "findings": [models.Finding.model_validate(f) for f in findings],
+            "usage": [
+                models.PodUsage.model_validate(u).model_copy(update={"memory_peak": queries.memory_peak(u)})
+                for u in usage
+            ],
         }
     )
 

@@ -148,7 +148,8 @@ def _cell(value: Any) -> str:
 
 def comparison_table(comparison: Mapping[str, Any], *, all_spec: bool = False) -> str:
     """One column per run, in the order asked: outcome, durations, restarts and terminations, failure
-    causes, then the spec fields that differ (every field with ``all_spec``) and the causes in words."""
+    causes, each pod's peak memory (when usage was read), then the spec fields that differ (every
+    field with ``all_spec``) and the causes in words."""
     compared = comparison["runs"]
     durations = [c["durations"] for c in compared]
 
@@ -170,6 +171,10 @@ def comparison_table(comparison: Mapping[str, Any], *, all_spec: bool = False) -
         row("RESTARTS", [sum(p.get("restarts") or 0 for p in c["pods"]) for c in compared]),
         row("TERMINATIONS", [_terminations(c["pods"]) for c in compared]),
         row("FAILURE CAUSES", [", ".join(f["rule"] for f in c["failure_causes"]) or "-" for c in compared]),
+        *(
+            row(f"PEAK MEMORY {u['slot']}", [p or "-" for p in u["memory_peaks"]])
+            for u in comparison.get("usage", ())
+        ),
     ]
     shown = [f for f in comparison["spec"] if all_spec or f["differs"]]
     if shown:

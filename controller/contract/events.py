@@ -205,7 +205,77 @@ class LogProbed(Message):
     observed_at: datetime
 
 
-BusEvent = Annotated[JobObserved | PodObserved | K8sEventObserved | LogProbed, Field(discriminator="type")]
+Sample = tuple[datetime, float]
+"""One point of a curve: when, and the value then."""
+
+MAX_CURVE_POINTS = 120
+MAX_GPUS_PER_POD = 64
+MAX_PODS_PER_READING = 256
+"""Pods in one :class:`UsageObserved` (about 5 KiB each): a larger run is read in several."""
+
+
+class GpuUsage(Message):
+    """What one GPU of a pod did over the span read (DCGM exporter's series)."""
+
+    gpu: str = Field(max_length=64, description="DCGM's ``gpu`` label (the index on the node).")
+    uuid: str | None = Field(default=None, max_length=128)
+    model: str | None = Field(default=None, max_length=128)
+    util_mean_pct: float | None = None
+    util_p95_pct: float | None = None
+    fb_used_max_bytes: float | None = None
+    fb_total_bytes: float | None = None
+
+
+class PodUsage(Message):
+    """What one launcher or worker pod used over ``[since, until]``.
+
+    ``gpus`` is ``None`` when no DCGM series names the pod (no GPUs, no DCGM exporter, or its
+    pod mapping off); the memory and CPU figures come from cAdvisor and the pod's spec."""
+
+    uid: str
+    name: str
+    role: PodRole
+    index: int | None = None
+    since: datetime
+    until: datetime
+    final: bool = Field(
+        default=False, description="The pod has ended and these figures cover its whole life."
+    )
+    gpus: tuple[GpuUsage, ...] | None = Field(default=None, max_length=MAX_GPUS_PER_POD)
+    gpu_util_curve: tuple[Sample, ...] = Field(
+        default=(), max_length=MAX_CURVE_POINTS, description="Mean utilization over the pod's GPUs (%)."
+    )
+    memory_max_bytes: float | None = None
+    memory_limit_bytes: float | None = None
+    memory_curve: tuple[Sample, ...] = Field(
+        default=(), max_length=MAX_CURVE_POINTS, description="Working set of the pod's containers (bytes)."
+    )
+    cpu_mean_cores: float | None = None
+    cpu_max_cores: float | None = None
+    cpu_requested_cores: float | None = None
+
+
+class UsageObserved(Message):
+    """What the pods of one run used, read from the cluster's Prometheus (never scraped).
+
+    The watcher reads it every ``usage.refresh_s`` while pods run and once more after each pod
+    ends (``final``); ``resource_version`` is the reading's own sequence (milliseconds since the
+    epoch, and the part for a run of more than :data:`MAX_PODS_PER_READING` pods), so every
+    reading is its own message."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["usage"] = "usage"
+    change: Change = "MODIFIED"
+    job: JobRef
+    uid: str = Field(description="The run's uid: one reading covers the pods of one run.")
+    resource_version: str
+    pods: tuple[PodUsage, ...] = Field(max_length=MAX_PODS_PER_READING)
+    observed_at: datetime
+
+
+BusEvent = Annotated[
+    JobObserved | PodObserved | K8sEventObserved | LogProbed | UsageObserved, Field(discriminator="type")
+]
 
 _BUS_EVENT: TypeAdapter[BusEvent] = TypeAdapter(BusEvent)
 

@@ -41,6 +41,8 @@ RuleId = Literal[
     "hang-pending",
     "hang-init",
     "hang-progress",
+    "gpu-idle",
+    "memory-near-limit",
     "failed",
 ]
 Severity = Literal["info", "warning", "critical"]

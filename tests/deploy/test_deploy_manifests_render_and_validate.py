@@ -61,7 +61,7 @@ NO_CLIENT_AUTH = "admission/no-client-auth"
 ON_OPENSHIFT = (NO_CLIENT_AUTH, "admission/openshift")
 """OpenShift's kube-apiserver presents no client certificate: the opt-out is required there."""
 OPENSHIFT_ADMISSION = (*ADMISSION, *ON_OPENSHIFT)
-EVERYTHING = ("components/k8s-events", "components/external-nats", *ADMISSION)
+EVERYTHING = ("components/k8s-events", "components/external-nats", "components/usage", *ADMISSION)
 RENDERS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "base": (None, ()),
     "kubernetes": ("kubernetes", ()),
