@@ -590,7 +590,7 @@ def cli() -> None:
         "(e.g. standard,cloudevents,standard,cloudevents); no latency runs",
     )
     parser.add_argument(
-        "--dispatchers", type=int, default=1, help="dispatcher processes (one: best latency on 2 cores)"
+        "--dispatchers", type=int, default=2, help="dispatcher processes (two, as up and the base deploy run)"
     )
     asyncio.run(main(parser.parse_args()))
 

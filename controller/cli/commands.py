@@ -85,6 +85,10 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
         ("api", ("api",), {}, "api"),
         ("watchers", ("watch",), others, "watchers"),
         *((role, ("consume", "--only", role), others, role) for role in roles),
+        *(  # more dispatchers use more cores: they share the outbox by leased claims
+            (f"dispatch-{n}", ("consume", "--only", "dispatch"), others, "dispatch")
+            for n in range(2, settings.up.dispatchers + 1)
+        ),
     ]
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
     metrics = UpMetrics()

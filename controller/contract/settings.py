@@ -156,6 +156,14 @@ class UpSettings(BaseModel):
         description="Seconds the parts get to stop after SIGTERM before they are killed: a consumer "
         "finishes its batch and a watcher hands back its lease in well under that.",
     )
+    dispatchers: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="Dispatcher processes (consume --only dispatch): a delivery's HTTP exchange costs "
+        "about a millisecond of CPU, so one process is bound by one core; two share the outbox "
+        "(claims are leases) and use a second core (benchmarks/README.md, webhooks).",
+    )
 
 
 class KubeSettings(BaseModel):
