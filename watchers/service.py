@@ -29,14 +29,15 @@ from controller.bus.publishing import Publisher
 from controller.bus.versions import VersionedPublisher, versioned
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, Change, LogProbed
-from controller.contract.kubeflow import JobKind
+from controller.contract.kinds import JobKind
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
-from controller.kube.resources import JOBSET_PODS, MPI_PODS, MPIJOBS, TRAINJOBS, WATCHED, Resource
+from controller.kube.resources import JOB_RESOURCES, WATCHED, Resource, job_kinds_of
 from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, ObjectKind, Observation
+from watchers.discovery import follow_served
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
@@ -142,11 +143,14 @@ async def _watch_all(
 ) -> None:
     """One watch per resource kind (and namespace) into ``sink``, and ``beside`` them, until
     ``stop`` is set (``listed`` hears of each first complete list, ``positions`` tells where
-    each may resume); then the log tails still being read again are let go."""
+    each may resume); then the log tails still being read again are let go. A job kind is
+    watched once the API server serves its CRD (:func:`watchers.discovery.follow_served`)."""
     namespaces = _namespaces(settings)
+    jobs = set(JOB_RESOURCES.values())
     try:
         async with asyncio.TaskGroup() as group:
-            for resource in WATCHED:
+
+            def start(resource: Resource) -> None:
                 for namespace in namespaces:
                     group.create_task(
                         watch_resource(
@@ -161,6 +165,15 @@ async def _watch_all(
                             positions=positions,
                         )
                     )
+
+            for resource in WATCHED:
+                if resource not in jobs:
+                    start(resource)
+            group.create_task(
+                follow_served(
+                    gateway, [r for r in WATCHED if r in jobs], start, settings.watcher.discovery_s, stop
+                )
+            )
             for task in beside:
                 group.create_task(task)
     finally:
@@ -210,13 +223,11 @@ class UnwatchedDeletions:
     complete list (what was published of it and is gone now), published ahead of the queues.
     Kubernetes Events are not told: one expiring says nothing about a run."""
 
-    LISTS: Mapping[Resource, tuple[Literal["job", "pod"], JobKind]] = {
-        MPIJOBS: ("job", "MPIJob"),
-        TRAINJOBS: ("job", "TrainJob"),
-        MPI_PODS: ("pod", "MPIJob"),
-        JOBSET_PODS: ("pod", "TrainJob"),
-    }
-    """What a list of each resource covers: the jobs of a kind, or the pods of its jobs."""
+    @staticmethod
+    def covers(resource: Resource) -> tuple[Literal["job", "pod"], tuple[JobKind, ...]]:
+        """What a list of ``resource`` covers: the jobs of a kind, or the pods of the jobs of the
+        kinds that share its label (none: Kubernetes Events)."""
+        return ("job" if resource in JOB_RESOURCES.values() else "pod"), job_kinds_of(resource)
 
     def __init__(self, changes: VersionedPublisher, arrived: asyncio.Event) -> None:
         self._changes = changes
@@ -233,8 +244,8 @@ class UnwatchedDeletions:
         what was published once that is loaded, so the watch starts at once all the same
         (``None``: the watch resumed and tells its deletions itself; what was published of this
         list is let go)."""
-        covers = self.LISTS.get(resource)
-        if covers is not None:
+        covers = self.covers(resource)
+        if covers[1]:
             task = asyncio.create_task(self._tell(resource, namespace, covers, uids))
             self._telling.add(task)
             task.add_done_callback(self._telling.discard)
@@ -243,7 +254,7 @@ class UnwatchedDeletions:
         self,
         resource: Resource,
         namespace: str | None,
-        covers: tuple[Literal["job", "pod"], JobKind],
+        covers: tuple[Literal["job", "pod"], tuple[JobKind, ...]],
         uids: frozenset[str] | None,
     ) -> None:
         try:
@@ -253,7 +264,8 @@ class UnwatchedDeletions:
                 "%s: deletions while not watched not told, the versions did not load: %r", resource, exc
             )
             return
-        gone = versions.gone(*covers, namespace, uids)
+        what, kinds = covers
+        gone = [event for kind in kinds for event in versions.gone(what, kind, namespace, uids)]
         if gone:
             where = "cluster-wide" if namespace is None else f"in {namespace!r}"
             log.info(

@@ -15,7 +15,10 @@ from consumers.rules.state import PodState, RunState
 
 
 def who(pod: PodState) -> str:
-    """``Worker 2``, ``Launcher``, or ``Pod <name>`` when the role slot is unknown."""
+    """``Worker 2``, ``Launcher``, a training-operator replica by type and index (``Master-0``,
+    ``Worker-3``, ``PS-1``), or ``Pod <name>`` when the role slot is unknown."""
+    if pod.replica_name is not None:
+        return pod.replica_name
     if pod.role == "launcher":
         return "Launcher"
     if pod.index is not None:
@@ -34,7 +37,12 @@ def also(pods: Sequence[PodState]) -> str:
     """``; also worker 3 and worker 5`` for pods beyond the first one named, else ``""``."""
     if not pods:
         return ""
-    return "; also " + listing([lower_first(who(p)) for p in pods])
+    return "; also " + listing([mention(p) for p in pods])
+
+
+def mention(pod: PodState) -> str:
+    """:func:`who` mid-sentence: ``worker 3``, but a replica's name as it is (``Worker-3``)."""
+    return who(pod) if pod.replica_name is not None else lower_first(who(pod))
 
 
 def duration(seconds: float) -> str:
@@ -81,6 +89,8 @@ def quantity(count: int, noun: str) -> str:
 
 
 def _slot_label(pod: PodState) -> str:
+    if pod.replica_name is not None:
+        return pod.replica_name
     return f"worker-{pod.index}" if pod.index is not None else pod.name
 
 

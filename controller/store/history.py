@@ -142,6 +142,8 @@ def _job_timeline(event: JobObserved) -> Row:
 
 
 def _pod_label(event: PodObserved) -> str:
+    if event.replica_name is not None:
+        return event.replica_name
     return event.role if event.index is None else f"{event.role}-{event.index}"
 
 
