@@ -63,6 +63,9 @@ class Pod(_Out):
     uid: str
     name: str
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     phase: str
     node: str | None
@@ -129,6 +132,9 @@ class PodHistory(_Out):
     uid: str
     name: str
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     states: list[PodStateEntry]
 
@@ -170,6 +176,9 @@ class PodSummary(_Out):
     """A launcher or worker of a compared run."""
 
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     name: str
     phase: str

@@ -154,6 +154,7 @@ def _pod_row(event: PodObserved, containers: str) -> Row:
         "namespace": event.namespace,
         "name": event.name,
         "role": event.role,
+        "replica": event.replica[:16] if event.replica else None,
         "index": event.index,
         "phase": event.phase,
         "reason": event.reason,

@@ -77,7 +77,9 @@ async def get_run(conn: AsyncConnection, uid: str) -> Run | None:
 
 async def run_pods(conn: AsyncConnection, uid: str) -> Sequence[Pod]:
     """Pods of a run: launcher first, then workers by index."""
-    rows = await conn.execute(select(Pod).where(Pod.run_uid == uid).order_by(Pod.role, Pod.index, Pod.name))
+    rows = await conn.execute(
+        select(Pod).where(Pod.run_uid == uid).order_by(Pod.role, Pod.replica, Pod.index, Pod.name)
+    )
     return [Pod(**row._mapping) for row in rows]
 
 
@@ -192,6 +194,7 @@ class PodSummary:
     """One launcher or worker of a compared run: where it ran, how often it restarted and died."""
 
     role: str
+    replica: str | None
     index: int | None
     name: str
     phase: str
@@ -310,7 +313,7 @@ def _terminations(states: Sequence[Any]) -> tuple[TerminationRecord, ...]:
 
 async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[PodSummary]]:
     rows = await conn.execute(
-        select(Pod).where(Pod.run_uid.in_(list(uids))).order_by(Pod.role, Pod.index, Pod.name)
+        select(Pod).where(Pod.run_uid.in_(list(uids))).order_by(Pod.role, Pod.replica, Pod.index, Pod.name)
     )
     pods = [Pod(**row._mapping) for row in rows]
     states = await conn.execute(
@@ -327,6 +330,7 @@ async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str
         summaries[pod.run_uid].append(
             PodSummary(
                 role=pod.role,
+                replica=pod.replica,
                 index=pod.index,
                 name=pod.name,
                 phase=pod.phase,
