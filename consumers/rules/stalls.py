@@ -35,8 +35,8 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def _detect_failure_propagation(state: RunState, ctx: Context) -> Detection | None:
-    if state.job is None or state.phase == "Failed":
-        return None
+    if state.job is None or state.phase == "Failed" or state.restarting() is not None:
+        return None  # a restart is the operator acting on the failure
     limit = ctx.thresholds.failure_propagation_s
     failed = sorted(
         ((w.failed_since, w) for w in state.workers() if w.failed_since and ctx.age(w.failed_since) >= limit),

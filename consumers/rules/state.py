@@ -258,6 +258,13 @@ class RunState:
         found = [e for e in self.events.values() if e.involved.kind == "Node" and e.involved.name == node]
         return sorted(found, key=event_time)
 
+    def restarting(self) -> Condition | None:
+        """The job's ``Restarting`` condition while it holds: the operator is restarting a replica
+        under its restartPolicy (training-operator kinds, mpi-operator)."""
+        if self.job is None or self.finished:
+            return None
+        return next((c for c in self.job.conditions if c.type == "Restarting" and c.status == "True"), None)
+
     def all_workers(self) -> bool:
         """A run without a launcher role: a training-operator job (PyTorchJob, TFJob, …) or a
         TrainJob whose runtime starts every process on the worker (node) pods — torchrun,
