@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.contract.kinds import kind_named
 from controller.contract.settings import Settings
 from controller.store.models import Run
 from controller.testing.ports import free_port
@@ -26,7 +27,7 @@ def scenario_jobs() -> dict[str, str]:
     for path in SCENARIOS.glob("*.jsonl"):
         for line in path.read_text().splitlines():
             obj = json.loads(line)["object"]
-            if obj["kind"] in {"MPIJob", "TrainJob"}:
+            if kind_named(obj["kind"]) is not None:
                 jobs[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = obj["kind"]
     return jobs
 
