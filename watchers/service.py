@@ -7,7 +7,8 @@ the order they reach the bus. Two bounded log reads, never a log stream:
 - a pod update where a container just terminated with an error gets its log tail attached,
   fetched once per container restart; one the API server would not serve is read again while
   the pod exists, and the pod goes out again with it (:class:`watchers.tails.LogTails`);
-- every ``progress_probe_s`` each running launcher's log is probed with ``sinceSeconds``
+- every ``progress_probe_s`` each running launcher's log (for a run without one, its first
+  replica's: Master-0, Worker-0, node 0) is probed with ``sinceSeconds``
   and a :class:`~controller.contract.events.LogProbed` says how many new lines it wrote
   (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
 """
@@ -29,7 +30,7 @@ from controller.bus.publishing import Publisher
 from controller.bus.versions import VersionedPublisher, versioned
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, Change, LogProbed
-from controller.contract.kinds import JobKind
+from controller.contract.kinds import JobKind, speaks_for_run
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
 from controller.contract.subjects import Topology
@@ -66,7 +67,9 @@ PROBE_TAIL_LINES = 5
 
 
 class ProgressProbe:
-    """Knows the running launchers and probes their recent log output on demand."""
+    """Knows the running pods whose log speaks for their run — launchers, and the first replica
+    of a launcher-less run (:func:`controller.contract.kinds.speaks_for_run`) — and probes
+    their recent log output on demand."""
 
     def __init__(self, gateway: KubeGateway, correlator: Correlator, settings: WatcherSettings) -> None:
         self._gateway = gateway
@@ -75,18 +78,18 @@ class ProgressProbe:
         self._running: dict[str, Mapping[str, Any]] = {}
 
     def track(self, change: WatchChange) -> None:
-        """Follow which launcher pods are running."""
+        """Follow which pods that speak for their run are running."""
         meta = change.object.get("metadata") or {}
         owner = pod_owner(change.object)
         uid = str(meta.get("uid"))
         running = (change.object.get("status") or {}).get("phase") == "Running"
-        if owner and owner["role"] == "launcher" and running and change.type != "DELETED":
+        if owner and speaks_for_run(owner) and running and change.type != "DELETED":
             self._running[uid] = change.object
         else:
             self._running.pop(uid, None)
 
     async def probe(self) -> list[LogProbed]:
-        """One ``sinceSeconds`` read per running launcher; pods whose run is unknown are skipped."""
+        """One ``sinceSeconds`` read per pod followed; pods whose run is unknown are skipped."""
         since = int(self._settings.progress_probe_s)
         probes: list[LogProbed] = []
         for uid, pod in list(self._running.items()):
@@ -118,6 +121,7 @@ class ProgressProbe:
                     uid=uid,
                     name=name,
                     role=owner["role"],
+                    replica=owner["replica"],
                     index=owner["index"],
                     container=container,
                     resource_version=str(int(now.timestamp() * 1000)),

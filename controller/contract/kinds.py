@@ -53,6 +53,7 @@ __all__ = [
     "pod_owner",
     "replica_label",
     "replica_order",
+    "speaks_for_run",
 ]
 
 JobKind = Literal["MPIJob", "TrainJob", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"]
@@ -214,3 +215,18 @@ def pod_owner(labels: Mapping[str, str], owners: Sequence[Mapping[str, Any]] = (
             "index": _int(labels.get(COMPLETION_INDEX)) if role == "worker" else None,
         }
     return None
+
+
+_RANK_ZERO: Final = frozenset({"Master", "Chief", "Worker"})
+
+
+def speaks_for_run(owner: PodOwner) -> bool:
+    """Whether a pod's log tells whether its run makes progress: a launcher (mpirun carries
+    every rank's output), else the first replica of a launcher-less run — ``Master-0``,
+    ``Chief-0`` or ``Worker-0`` of a training-operator job, node 0 of a TrainJob (rank 0 of
+    torchrun or JAX). At most a few pods per run, whatever its size."""
+    if owner["role"] == "launcher":
+        return True
+    if owner["index"] != 0:
+        return False
+    return owner["replica"] in _RANK_ZERO if owner["replica"] is not None else owner["kind"] == "TrainJob"

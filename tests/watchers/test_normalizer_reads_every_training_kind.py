@@ -9,7 +9,7 @@ from typing import get_args
 
 import pytest
 
-from controller.contract.kinds import KINDS, JobKind, kind_spec
+from controller.contract.kinds import KINDS, JobKind, kind_spec, speaks_for_run
 from controller.contract.kinds import pod_owner as owner_by_labels
 from controller.kube.resources import JOB_RESOURCES, MPI_PODS, WATCHED, job_kinds_of, pods_of
 from controller.testing import objects as k
@@ -17,6 +17,7 @@ from watchers.normalizing import normalize_job, normalize_pod, pod_owner
 
 NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 V1_KINDS: tuple[JobKind, ...] = ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")
+_V1 = {"training.kubeflow.org/operator-name": "pytorchjob-controller"}
 
 
 def test_registry_names_every_kind_once_and_watches_each() -> None:
@@ -108,3 +109,43 @@ def test_torch_trainjob_nodes_are_workers_and_initializers_are_not_ours() -> Non
         "trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer",
     }
     assert owner_by_labels(initializer) is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "speaks"),
+    [
+        (
+            {
+                "training.kubeflow.org/job-role": "launcher",
+                "training.kubeflow.org/operator-name": "mpi-operator",
+            },
+            True,
+        ),
+        ({"training.kubeflow.org/job-role": "worker", "training.kubeflow.org/replica-index": "0"}, False),
+        (
+            _V1
+            | {"training.kubeflow.org/replica-type": "master", "training.kubeflow.org/replica-index": "0"},
+            True,
+        ),
+        (
+            _V1
+            | {"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0"},
+            True,
+        ),
+        (
+            _V1
+            | {"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "1"},
+            False,
+        ),
+        (
+            _V1 | {"training.kubeflow.org/replica-type": "ps", "training.kubeflow.org/replica-index": "0"},
+            False,
+        ),
+    ],
+    ids=["mpi-launcher", "mpi-worker", "master-0", "worker-0", "worker-1", "ps-0"],
+)
+def test_the_pods_probed_for_progress_are_launchers_and_rank_zero(
+    labels: dict[str, str], speaks: bool
+) -> None:
+    owner = owner_by_labels({"training.kubeflow.org/job-name": "x", **labels})
+    assert owner is not None and speaks_for_run(owner) is speaks
