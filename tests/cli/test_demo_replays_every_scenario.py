@@ -67,7 +67,9 @@ async def test_demo_command_stores_and_prints_every_scenario_job(
         "ml-team@example.com: [mpijob-controller] [critical] team-a/llm-sft-13b: Worker 2 failed: out of memory"
         in (result.stdout)
     )
-    assert "== audit trail: 18 records; ok: 18 records" in result.stdout  # a lifecycle record per finished job
+    assert (
+        "== audit trail: 18 records; ok: 18 records" in result.stdout
+    )  # a lifecycle record per finished job
     if nats == "embedded":
         users = tmp_path / "nats" / "users"
         assert not [
