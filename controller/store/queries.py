@@ -411,9 +411,12 @@ class Trend:
         )
 
 
-async def job_trend(conn: AsyncConnection, namespace: str, name: str, last: int) -> Trend:
-    """The last ``last`` runs of one job name (any kind), oldest first, with their durations."""
-    runs = await list_runs(conn, RunFilter(namespace=namespace, name=name), limit=last)
+async def job_trend(
+    conn: AsyncConnection, namespace: str, name: str, last: int, kind: str | None = None
+) -> Trend:
+    """The last ``last`` runs of one job name (of one ``kind``, else any), oldest first, with
+    their durations."""
+    runs = await list_runs(conn, RunFilter(namespace=namespace, name=name, kind=kind), limit=last)
     return Trend(tuple(TrendPoint(run, Durations.of(run)) for run in reversed(runs)))
 
 

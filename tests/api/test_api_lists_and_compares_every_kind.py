@@ -52,6 +52,22 @@ async def test_compare_within_a_kind_and_refuse_across_kinds(
     )
 
 
+async def test_trends_of_one_name_keep_kinds_apart(api: httpx.AsyncClient, engine: AsyncEngine) -> None:
+    rows = [
+        run_row("team-a", "train", T0, kind="MPIJob", phase="Failed"),
+        run_row("team-a", "train", T0 + timedelta(hours=1), kind="PyTorchJob"),
+        run_row("team-a", "train", T0 + timedelta(hours=2), kind="PyTorchJob", attempt=2),
+    ]
+    await insert_runs(engine, rows)
+    url = "/api/v1/namespaces/team-a/jobs/train/trends"
+
+    torch = await api.get(url, params={"kind": "PyTorchJob"}, headers=ADMIN)
+    every = await api.get(url, headers=ADMIN)
+    assert torch.status_code == every.status_code == 200, torch.text
+    assert (torch.json()["runs"], torch.json()["failed"]) == (2, 0)
+    assert (every.json()["runs"], every.json()["failed"]) == (3, 1)
+
+
 async def test_replicas_are_named_in_the_timeline_and_the_history_report(
     api: httpx.AsyncClient, engine: AsyncEngine
 ) -> None:
