@@ -37,7 +37,7 @@ class Durations(_Out):
 
 
 class RunSummary(_Out):
-    """One run (one MPIJob/TrainJob object, by uid) as lists show it."""
+    """One run (one training job object of any kind, by uid) as lists show it."""
 
     uid: str
     kind: JobKind

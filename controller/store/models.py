@@ -35,7 +35,7 @@ class Base(DeclarativeBase):
 
 
 class Run(Base):
-    """One MPIJob/TrainJob object, identified by its uid."""
+    """One training job object (any kind of :mod:`controller.contract.kinds`), identified by its uid."""
 
     __tablename__ = "runs"
 
