@@ -103,11 +103,6 @@ class KindSpec:
         """The label naming the job on its pods (what the pod watch selects on)."""
         return JOBSET_NAME if self.family == "trainer" else MPI_JOB_NAME
 
-    @property
-    def names_replicas(self) -> bool:
-        """Whether findings name its pods by replica type (``Master-0``) rather than ``Worker 2``."""
-        return self.family == "training-operator"
-
 
 def _v1(kind: JobKind, plural: str, replica_specs: str, operator: str) -> KindSpec:
     return KindSpec(kind, "kubeflow.org", "v1", plural, "training-operator", replica_specs, operator)
