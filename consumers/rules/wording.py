@@ -9,6 +9,7 @@ same problem.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Sequence
 
 from consumers.rules.state import PodState, RunState
@@ -67,12 +68,22 @@ def short_host(host: str) -> str:
     return host
 
 
+_GENERATED = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}")
+"""The suffix ``generateName`` adds: a Job's pods are ``<hostname>-x7k2p``, JobSet's included."""
+
+
+def _named_after(pod_name: str, host: str) -> bool:
+    """Whether a pod was generated from ``host``: a JobSet pod's hostname is its Job's name and
+    completion index (``llm-node-0-1``), the pod's name that plus a random suffix."""
+    return pod_name.startswith(host) and _GENERATED.fullmatch(pod_name[len(host) :]) is not None
+
+
 def host_label(host: str, state: RunState) -> str:
-    """How to call a host named in an MPI log: ``worker-1`` if it is one of the run's pods."""
+    """How to call a host named in an MPI or torch log: ``worker-1`` if it is one of the run's pods."""
     short = short_host(host)
     prefix = f"{state.ref.name}-"
     for pod in state.current_pods():
-        if short in (pod.name, pod.node) or host == pod.node:
+        if short in (pod.name, pod.node) or host == pod.node or _named_after(pod.name, short):
             return "launcher" if pod.role == "launcher" else _slot_label(pod)
     return short.removeprefix(prefix) if short.startswith(prefix) else short
 

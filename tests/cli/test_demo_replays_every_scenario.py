@@ -68,7 +68,7 @@ async def test_demo_command_stores_and_prints_every_scenario_job(
         in (result.stdout)
     )
     assert (
-        "== audit trail: 18 records; ok: 18 records" in result.stdout
+        "== audit trail: 19 records; ok: 19 records" in result.stdout
     )  # a lifecycle record per finished job
     if nats == "embedded":
         users = tmp_path / "nats" / "users"

@@ -28,6 +28,7 @@ EXPECTED = {
     "mpijob-imagepullbackoff.jsonl",
     "mpijob-unschedulable-gpus.jsonl",
     "trainjob-mpi-succeeded.jsonl",
+    "trainjob-torch-rank-failed.jsonl",
     "mpijob-gpu-oom.jsonl",
     "mpijob-ssh-connection-refused.jsonl",
     "mpijob-mpi-abort.jsonl",

@@ -27,6 +27,7 @@ EXPECTED: dict[str, frozenset[RuleId]] = {
     "mpijob-imagepullbackoff.jsonl": frozenset({"image-pull"}),
     "mpijob-unschedulable-gpus.jsonl": frozenset({"unschedulable"}),
     "trainjob-mpi-succeeded.jsonl": frozenset(),
+    "trainjob-torch-rank-failed.jsonl": frozenset({"mpi-abort"}),
     "mpijob-gpu-oom.jsonl": frozenset({"gpu-oom"}),
     "mpijob-ssh-connection-refused.jsonl": frozenset({"mpi-comm"}),
     "mpijob-mpi-abort.jsonl": frozenset({"mpi-abort"}),

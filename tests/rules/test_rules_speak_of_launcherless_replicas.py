@@ -16,12 +16,14 @@ from controller.testing.events import (
     TORCH,
     at,
     job,
+    ref,
     replay,
     replica,
     running,
     terminated,
     torch_run,
     waiting,
+    worker,
 )
 
 ELASTIC_TAIL = """\
@@ -171,3 +173,27 @@ def test_each_restart_is_told_once_and_is_not_a_failure_that_did_not_propagate()
     told = [(f.rule, f.status) for f in changes if f.rule == "restarting"]
     assert told == [("restarting", "resolved"), ("restarting", "firing")]  # once per restart
     assert firing(changes)["oom"] == "Worker-1 failed: out of memory (limit 16Gi)"
+
+
+def test_a_jobset_hostname_in_the_root_cause_names_its_worker() -> None:
+    """JobSet pods are named after their hostname plus a random suffix (``llm-node-0-1-x7k2p``):
+    the host torch elastic names is that worker, not a stranger."""
+    trainjob = ref(name="llm", uid="0b7c5d1e-4f2a-4c1b-9d3e-00000000tj01")
+    trainjob = trainjob.model_copy(update={"kind": "TrainJob"})
+    run = [
+        job("Running", job=trainjob),
+        *(worker(i, job=trainjob, name=f"llm-node-0-{i}-x7k2p") for i in (0, 1)),
+    ]
+    tail = ELASTIC_TAIL.replace("host      : bert-worker-1", "host      : llm-node-0-1.llm")
+    failed = worker(
+        1,
+        job=trainjob,
+        name="llm-node-0-1-x7k2p",
+        phase="Failed",
+        ready=False,
+        containers=(terminated("Error", 1, name="node"),),
+        log_tail=tail.splitlines(),
+        observed_at=at(1),
+    )
+    found = firing(replay(RuleEngine(), [*run, failed], at(1, 10)))
+    assert found["mpi-abort"].startswith("Rank 3 on worker-1 exited with code 1")  # not "node-0-1"
