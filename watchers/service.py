@@ -7,7 +7,8 @@ the order they reach the bus. Two bounded log reads, never a log stream:
 - a pod update where a container just terminated with an error gets its log tail attached,
   fetched once per container restart; one the API server would not serve is read again while
   the pod exists, and the pod goes out again with it (:class:`watchers.tails.LogTails`);
-- every ``progress_probe_s`` each running launcher's log is probed with ``sinceSeconds``
+- every ``progress_probe_s`` each running launcher's log (for a run without one, its first
+  replica's: Master-0, Worker-0, node 0) is probed with ``sinceSeconds``
   and a :class:`~controller.contract.events.LogProbed` says how many new lines it wrote
   (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
 """
@@ -29,14 +30,15 @@ from controller.bus.publishing import Publisher
 from controller.bus.versions import VersionedPublisher, versioned
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, Change, LogProbed
-from controller.contract.kubeflow import JobKind
+from controller.contract.kinds import JobKind, speaks_for_run
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
-from controller.kube.resources import JOBSET_PODS, MPI_PODS, MPIJOBS, TRAINJOBS, WATCHED, Resource
+from controller.kube.resources import JOB_RESOURCES, WATCHED, Resource, job_kinds_of
 from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, ObjectKind, Observation
+from watchers.discovery import follow_served
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
@@ -66,7 +68,9 @@ PROBE_TAIL_LINES = 5
 
 
 class ProgressProbe:
-    """Knows the running launchers and probes their recent log output on demand."""
+    """Knows the running pods whose log speaks for their run — launchers, and the first replica
+    of a launcher-less run (:func:`controller.contract.kinds.speaks_for_run`) — and probes
+    their recent log output on demand."""
 
     def __init__(self, gateway: KubeGateway, correlator: Correlator, settings: WatcherSettings) -> None:
         self._gateway = gateway
@@ -75,18 +79,18 @@ class ProgressProbe:
         self._running: dict[str, Mapping[str, Any]] = {}
 
     def track(self, change: WatchChange) -> None:
-        """Follow which launcher pods are running."""
+        """Follow which pods that speak for their run are running."""
         meta = change.object.get("metadata") or {}
         owner = pod_owner(change.object)
         uid = str(meta.get("uid"))
         running = (change.object.get("status") or {}).get("phase") == "Running"
-        if owner and owner["role"] == "launcher" and running and change.type != "DELETED":
+        if owner and speaks_for_run(owner) and running and change.type != "DELETED":
             self._running[uid] = change.object
         else:
             self._running.pop(uid, None)
 
     async def probe(self) -> list[LogProbed]:
-        """One ``sinceSeconds`` read per running launcher; pods whose run is unknown are skipped."""
+        """One ``sinceSeconds`` read per pod followed; pods whose run is unknown are skipped."""
         since = int(self._settings.progress_probe_s)
         probes: list[LogProbed] = []
         for uid, pod in list(self._running.items()):
@@ -118,6 +122,7 @@ class ProgressProbe:
                     uid=uid,
                     name=name,
                     role=owner["role"],
+                    replica=owner["replica"],
                     index=owner["index"],
                     container=container,
                     resource_version=str(int(now.timestamp() * 1000)),
@@ -143,11 +148,14 @@ async def _watch_all(
 ) -> None:
     """One watch per resource kind (and namespace) into ``sink``, and ``beside`` them, until
     ``stop`` is set (``listed`` hears of each first complete list, ``positions`` tells where
-    each may resume); then the log tails still being read again are let go."""
+    each may resume); then the log tails still being read again are let go. A job kind is
+    watched once the API server serves its CRD (:func:`watchers.discovery.follow_served`)."""
     namespaces = _namespaces(settings)
+    jobs = set(JOB_RESOURCES.values())
     try:
         async with asyncio.TaskGroup() as group:
-            for resource in WATCHED:
+
+            def start(resource: Resource) -> None:
                 for namespace in namespaces:
                     group.create_task(
                         watch_resource(
@@ -162,6 +170,15 @@ async def _watch_all(
                             positions=positions,
                         )
                     )
+
+            for resource in WATCHED:
+                if resource not in jobs:
+                    start(resource)
+            group.create_task(
+                follow_served(
+                    gateway, [r for r in WATCHED if r in jobs], start, settings.watcher.discovery_s, stop
+                )
+            )
             for task in beside:
                 group.create_task(task)
     finally:
@@ -211,13 +228,11 @@ class UnwatchedDeletions:
     complete list (what was published of it and is gone now), published ahead of the queues.
     Kubernetes Events are not told: one expiring says nothing about a run."""
 
-    LISTS: Mapping[Resource, tuple[Literal["job", "pod"], JobKind]] = {
-        MPIJOBS: ("job", "MPIJob"),
-        TRAINJOBS: ("job", "TrainJob"),
-        MPI_PODS: ("pod", "MPIJob"),
-        JOBSET_PODS: ("pod", "TrainJob"),
-    }
-    """What a list of each resource covers: the jobs of a kind, or the pods of its jobs."""
+    @staticmethod
+    def covers(resource: Resource) -> tuple[Literal["job", "pod"], tuple[JobKind, ...]]:
+        """What a list of ``resource`` covers: the jobs of a kind, or the pods of the jobs of the
+        kinds that share its label (none: Kubernetes Events)."""
+        return ("job" if resource in JOB_RESOURCES.values() else "pod"), job_kinds_of(resource)
 
     def __init__(self, changes: VersionedPublisher, arrived: asyncio.Event) -> None:
         self._changes = changes
@@ -234,8 +249,8 @@ class UnwatchedDeletions:
         what was published once that is loaded, so the watch starts at once all the same
         (``None``: the watch resumed and tells its deletions itself; what was published of this
         list is let go)."""
-        covers = self.LISTS.get(resource)
-        if covers is not None:
+        covers = self.covers(resource)
+        if covers[1]:
             task = asyncio.create_task(self._tell(resource, namespace, covers, uids))
             self._telling.add(task)
             task.add_done_callback(self._telling.discard)
@@ -244,7 +259,7 @@ class UnwatchedDeletions:
         self,
         resource: Resource,
         namespace: str | None,
-        covers: tuple[Literal["job", "pod"], JobKind],
+        covers: tuple[Literal["job", "pod"], tuple[JobKind, ...]],
         uids: frozenset[str] | None,
     ) -> None:
         try:
@@ -254,7 +269,8 @@ class UnwatchedDeletions:
                 "%s: deletions while not watched not told, the versions did not load: %r", resource, exc
             )
             return
-        gone = versions.gone(*covers, namespace, uids)
+        what, kinds = covers
+        gone = [event for kind in kinds for event in versions.gone(what, kind, namespace, uids)]
         if gone:
             where = "cluster-wide" if namespace is None else f"in {namespace!r}"
             log.info(

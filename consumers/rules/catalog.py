@@ -7,6 +7,11 @@ explanation is reported, and an already-firing symptom is resolved with
 ``superseded_by`` naming it (the first explanation in catalog order, so the most specific
 cause is named). The relation must stay acyclic (a test checks it).
 
+- A rendezvous that failed (``rendezvous``: torchrun's processes never met) is explained by any
+  pod-level cause (a peer that could not start), and explains the ranks that exited of it
+  (``mpi-abort``) and the communication errors around it (``mpi-comm``).
+- ``restarting`` (the operator restarts a failed replica) is explained by nothing: each restart
+  is told once, beside the replica's own cause.
 - Communication symptoms (``mpi-comm``, ``mpi-abort``) are explained by any pod-level
   cause: an OOM kill, a GPU out of memory or failing, a segfault, a full disk, a quota
   refusal, an image that cannot be pulled, a lost or evicted pod. A segfault or a GPU error
@@ -36,6 +41,8 @@ from consumers.rules.memory import GPU_OOM, OOM
 from consumers.rules.mpi import MPI_ABORT, MPI_COMM
 from consumers.rules.nodes import EVICTED, NODE_LOST
 from consumers.rules.quota import QUOTA
+from consumers.rules.rendezvous import RENDEZVOUS
+from consumers.rules.restarts import RESTARTING
 from consumers.rules.rule import Rule
 from consumers.rules.scheduling import UNSCHEDULABLE
 from consumers.rules.segfaults import SEGFAULT
@@ -58,8 +65,10 @@ POD_CAUSES: frozenset[RuleId] = frozenset(
         "node-lost",
     }
 )
-CAUSES: frozenset[RuleId] = POD_CAUSES | {"mpi-comm", "mpi-abort"}
-STALLS: frozenset[RuleId] = frozenset({"failure-propagation", "hang-init", "hang-pending", "hang-progress"})
+CAUSES: frozenset[RuleId] = POD_CAUSES | {"rendezvous", "mpi-comm", "mpi-abort"}
+STALLS: frozenset[RuleId] = frozenset(
+    {"failure-propagation", "restarting", "hang-init", "hang-pending", "hang-progress"}
+)
 
 CATALOG: tuple[Rule, ...] = (
     OOM,
@@ -73,9 +82,11 @@ CATALOG: tuple[Rule, ...] = (
     CRASHLOOP,
     EVICTED,
     NODE_LOST,
-    replace(MPI_COMM, explained_by=POD_CAUSES),
-    replace(MPI_ABORT, explained_by=POD_CAUSES | {"mpi-comm"}),
+    replace(RENDEZVOUS, explained_by=POD_CAUSES),
+    replace(MPI_COMM, explained_by=POD_CAUSES | {"rendezvous"}),
+    replace(MPI_ABORT, explained_by=POD_CAUSES | {"rendezvous", "mpi-comm"}),
     FAILURE_PROPAGATION,
+    RESTARTING,
     replace(HANG_INIT, explained_by=CAUSES | {"failure-propagation"}),
     replace(HANG_PENDING, explained_by=(CAUSES - {"unschedulable"}) | {"failure-propagation", "hang-init"}),
     replace(HANG_PROGRESS, explained_by=CAUSES | {"failure-propagation", "hang-init", "hang-pending"}),

@@ -35,7 +35,7 @@ from consumers.rules.facts import ContainerEnd, pod_text, terminations
 from consumers.rules.logs import bounded, last_error
 from consumers.rules.rule import Context, Detection, Rule, container_fact, job_fact, log_facts, pod_fact
 from consumers.rules.state import PodState, RunState, pod_order
-from consumers.rules.wording import exit_meaning, exit_signal, lower_first, signal_name, who
+from consumers.rules.wording import exit_meaning, exit_signal, mention, signal_name, who
 from controller.contract.findings import Evidence
 
 _MESSAGE_CHARS = 1000
@@ -178,11 +178,11 @@ def _detect_failed(state: RunState, ctx: Context) -> Detection | None:
     sentence = _ended(first, error)
     after = list(dict.fromkeys(e.pod.uid for e in found if e.pod.uid != first.pod.uid))
     if after:
-        sentence += f"; it ended first, then {lower_first(who(state.pods[after[0]]))}"
+        sentence += f"; it ended first, then {mention(state.pods[after[0]])}"
         if len(after) > 1:
             sentence += " and others"
     if elsewhere is not None:
-        sentence += f"; {lower_first(who(elsewhere.pod))} said: {_clip(elsewhere.line)}"
+        sentence += f"; {mention(elsewhere.pod)} said: {_clip(elsewhere.line)}"
     return Detection(
         root_cause=sentence,
         evidence=tuple(dict.fromkeys(evidence)),

@@ -37,7 +37,7 @@ class Durations(_Out):
 
 
 class RunSummary(_Out):
-    """One run (one MPIJob/TrainJob object, by uid) as lists show it."""
+    """One run (one training job object of any kind, by uid) as lists show it."""
 
     uid: str
     kind: JobKind
@@ -63,6 +63,9 @@ class Pod(_Out):
     uid: str
     name: str
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     phase: str
     node: str | None
@@ -164,6 +167,9 @@ class PodHistory(_Out):
     uid: str
     name: str
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     states: list[PodStateEntry]
 
@@ -205,6 +211,9 @@ class PodSummary(_Out):
     """A launcher or worker of a compared run."""
 
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     name: str
     phase: str

@@ -157,7 +157,12 @@ async def timeline(
         entries=[models.TimelineEntry.model_validate(e) for e in entries],
         pods=[
             models.PodHistory(
-                uid=p.uid, name=p.name, role=p.role, index=p.index, states=by_pod.get(p.uid, [])
+                uid=p.uid,
+                name=p.name,
+                role=p.role,
+                replica=p.replica,
+                index=p.index,
+                states=by_pod.get(p.uid, []),
             )
             for p in pods
         ],

@@ -52,6 +52,7 @@ from controller.cli.runtime import (
 )
 from controller.cli.supervisor import Child, UpMetrics, supervise
 from controller.contract.errors import StartupError
+from controller.contract.kinds import KINDS
 from controller.contract.settings import Settings, SettingsError, load_settings
 from controller.metrics import PipelineMetrics
 
@@ -176,7 +177,11 @@ async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     from controller.cli import report
 
     async with runtime(settings, "mpijc-history", bus=False) as rt, rt.engine.connect() as conn:
-        print(await report.history(conn, namespace=args.namespace, name=args.name, limit=args.limit))
+        print(
+            await report.history(
+                conn, namespace=args.namespace, name=args.name, kind=args.kind, limit=args.limit
+            )
+        )
     return 0
 
 
@@ -391,6 +396,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     hist.add_argument("--namespace")
     hist.add_argument("--name")
+    hist.add_argument(
+        "--kind", choices=[spec.kind for spec in KINDS], help="only runs of this kind (PyTorchJob, TFJob, …)"
+    )
     hist.add_argument("--limit", type=int, default=20)
     hist.set_defaults(handler=cmd_history)
     demo = commands.add_parser("demo", help="replay the example scenarios end to end and print the results")

@@ -18,14 +18,16 @@ from typing import Annotated, Literal, NewType
 
 from pydantic import Field, TypeAdapter
 
-from controller.contract.kubeflow import JobKind
+from controller.contract import kinds
+from controller.contract.kinds import JobKind, replica_label
 from controller.contract.message import Message
 
 SCHEMA_VERSION: Literal[1] = 1
 
 Uid = NewType("Uid", str)
+PodRole = kinds.PodRole
+"""``launcher`` or ``worker`` (:mod:`controller.contract.kinds`): what the rules reason about."""
 JobPhase = Literal["Pending", "Running", "Suspended", "Succeeded", "Failed"]
-PodRole = Literal["launcher", "worker"]
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 Change = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -77,10 +79,15 @@ class JobSpecSummary(Message):
     suspend: bool = False
     launcher: RoleSpec | None = None
     worker: RoleSpec | None = None
+    replicas: dict[str, int] = Field(
+        default_factory=dict,
+        description='Replicas per replica type (``{"Master": 1, "Worker": 3}``) of a '
+        "training-operator job; empty for the kinds that have only a launcher and workers.",
+    )
 
 
 class JobObserved(Message):
-    """An MPIJob or TrainJob as last seen by the job watch."""
+    """A training job of any kind (:mod:`controller.contract.kinds`) as last seen by the job watch."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     type: Literal["job"] = "job"
@@ -140,6 +147,11 @@ class PodObserved(Message):
     namespace: str
     resource_version: str
     role: PodRole
+    replica: str | None = Field(
+        default=None,
+        description="The replica type as the job's spec names it (``Master``, ``Worker``, ``PS``) "
+        "for kinds whose pods say it; None for an MPIJob's or TrainJob's launcher and workers.",
+    )
     index: int | None = None
     phase: PodPhase
     reason: str | None = None
@@ -151,6 +163,11 @@ class PodObserved(Message):
     log_tail: tuple[str, ...] = ()
     created_at: datetime
     observed_at: datetime
+
+    @property
+    def replica_name(self) -> str | None:
+        """``Master-0``, ``Worker-3``, ``PS-1``: the replica this pod is, where its kind names them."""
+        return replica_label(self.replica, self.index)
 
 
 class ObjectRef(Message):
@@ -196,6 +213,7 @@ class LogProbed(Message):
     uid: str
     name: str
     role: PodRole
+    replica: str | None = None
     index: int | None = None
     container: str
     resource_version: str

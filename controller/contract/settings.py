@@ -227,6 +227,14 @@ class WatcherSettings(BaseModel):
         description="How often each running launcher's log is probed for new lines (sinceSeconds); "
         "well under the 30-minute hang-progress threshold, and one small request per job.",
     )
+    discovery_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How often the API server's discovery is asked again which job kinds' CRDs it "
+        "serves; a CRD installed later is watched from then on, without a restart. A minute: an "
+        "install is rare, and each check is one small GET per API group version.",
+    )
     log_tail_lines: int = Field(
         default=50, description="Lines of an error-terminated container's log attached."
     )

@@ -152,6 +152,8 @@ def _job_timeline(event: JobObserved) -> Row:
 
 
 def _pod_label(event: PodObserved) -> str:
+    if event.replica_name is not None:
+        return event.replica_name
     return event.role if event.index is None else f"{event.role}-{event.index}"
 
 
@@ -162,6 +164,7 @@ def _pod_row(event: PodObserved, containers: str) -> Row:
         "namespace": event.namespace,
         "name": event.name,
         "role": event.role,
+        "replica": event.replica[:16] if event.replica else None,
         "index": event.index,
         "phase": event.phase,
         "reason": event.reason,

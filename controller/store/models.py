@@ -35,7 +35,7 @@ class Base(DeclarativeBase):
 
 
 class Run(Base):
-    """One MPIJob/TrainJob object, identified by its uid."""
+    """One training job object (any kind of :mod:`controller.contract.kinds`), identified by its uid."""
 
     __tablename__ = "runs"
 
@@ -79,6 +79,8 @@ class Pod(Base):
     namespace: Mapped[str] = mapped_column(String(253))
     name: Mapped[str] = mapped_column(String(253))
     role: Mapped[str] = mapped_column(String(16))
+    replica: Mapped[str | None] = mapped_column(String(16))
+    """The replica type of a training-operator job's pod (``Master``, ``PS``); None for other kinds."""
     index: Mapped[int | None]
     phase: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)

@@ -78,7 +78,9 @@ async def get_run(conn: AsyncConnection, uid: str) -> Run | None:
 
 async def run_pods(conn: AsyncConnection, uid: str) -> Sequence[Pod]:
     """Pods of a run: launcher first, then workers by index."""
-    rows = await conn.execute(select(Pod).where(Pod.run_uid == uid).order_by(Pod.role, Pod.index, Pod.name))
+    rows = await conn.execute(
+        select(Pod).where(Pod.run_uid == uid).order_by(Pod.role, Pod.replica, Pod.index, Pod.name)
+    )
     return [Pod(**row._mapping) for row in rows]
 
 
@@ -270,6 +272,7 @@ class PodSummary:
     """One launcher or worker of a compared run: where it ran, how often it restarted and died."""
 
     role: str
+    replica: str | None
     index: int | None
     name: str
     phase: str
@@ -389,7 +392,7 @@ def _terminations(states: Sequence[Any]) -> tuple[TerminationRecord, ...]:
 
 async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[PodSummary]]:
     rows = await conn.execute(
-        select(Pod).where(Pod.run_uid.in_(list(uids))).order_by(Pod.role, Pod.index, Pod.name)
+        select(Pod).where(Pod.run_uid.in_(list(uids))).order_by(Pod.role, Pod.replica, Pod.index, Pod.name)
     )
     pods = [Pod(**row._mapping) for row in rows]
     states = await conn.execute(
@@ -406,6 +409,7 @@ async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str
         summaries[pod.run_uid].append(
             PodSummary(
                 role=pod.role,
+                replica=pod.replica,
                 index=pod.index,
                 name=pod.name,
                 phase=pod.phase,
@@ -491,9 +495,12 @@ class Trend:
         )
 
 
-async def job_trend(conn: AsyncConnection, namespace: str, name: str, last: int) -> Trend:
-    """The last ``last`` runs of one job name (any kind), oldest first, with their durations."""
-    runs = await list_runs(conn, RunFilter(namespace=namespace, name=name), limit=last)
+async def job_trend(
+    conn: AsyncConnection, namespace: str, name: str, last: int, kind: str | None = None
+) -> Trend:
+    """The last ``last`` runs of one job name (of one ``kind``, else any), oldest first, with
+    their durations and what their pods used."""
+    runs = await list_runs(conn, RunFilter(namespace=namespace, name=name, kind=kind), limit=last)
     usage = await run_usage(conn, [run.uid for run in runs])
     return Trend(tuple(_trend_point(run, usage[run.uid]) for run in reversed(runs)))
 

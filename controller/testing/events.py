@@ -172,10 +172,13 @@ def pod(
     created_at: datetime = T0,
     limits: dict[str, str] | None = None,
     resource_version: str | None = None,
+    replica: str | None = None,
 ) -> PodObserved:
-    """A launcher or worker pod; by default running, ready and bound to a GPU node."""
+    """A launcher or worker pod (a training-operator ``replica``, if given); by default running,
+    ready and bound to a GPU node."""
     launcher = role == "launcher"
-    name = name or (f"{job.name}-launcher" if launcher else f"{job.name}-worker-{index}")
+    slot = replica.lower() if replica else "launcher" if launcher else "worker"
+    name = name or (f"{job.name}-{slot}" if launcher else f"{job.name}-{slot}-{index}")
     if node == "":
         node = "cpu-node-0" if launcher else f"gpu-node-{index}"
     if containers is None:
@@ -193,7 +196,8 @@ def pod(
         namespace=job.namespace,
         resource_version=resource_version or rv(),
         role=role,
-        index=None if launcher else index,
+        replica=replica,
+        index=None if launcher and replica is None else index,
         phase=phase,
         reason=reason,
         message=message,
@@ -207,6 +211,27 @@ def pod(
         created_at=created_at,
         observed_at=observed_at,
     )
+
+
+TORCH = JobRef(uid="7e1c0f4a-2b3d-4c5e-8f60-0000000000pt", kind="PyTorchJob", namespace="team-a", name="bert")
+"""A PyTorchJob: a Master and Workers, each running its own ranks under torchrun; no launcher."""
+
+
+def replica(kind: str, index: int, **overrides: Any) -> PodObserved:
+    """A pod of a training-operator job's replica (``Master``, ``Worker``, ``PS``), of :data:`TORCH`
+    unless ``job`` says otherwise; by default running and ready."""
+    overrides.setdefault("job", TORCH)
+    return pod("worker", index, replica=kind, **overrides)
+
+
+def torch_run(observed_at: datetime = T0, workers: int = 2) -> list[BusEvent]:
+    """A healthy Running PyTorchJob: Master-0 and ``workers`` Workers, running and ready."""
+    spec = JobSpecSummary(workers=workers + 1, replicas={"Master": 1, "Worker": workers})
+    return [
+        job("Running", observed_at=observed_at, job=TORCH, job_spec=spec),
+        replica("Master", 0, observed_at=observed_at),
+        *(replica("Worker", i, observed_at=observed_at) for i in range(workers)),
+    ]
 
 
 def worker(index: int, **overrides: Any) -> PodObserved:

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.bus.streams import connect
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
+from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.testing.drills import Drill
 from controller.testing.natscluster import NatsCluster
@@ -85,7 +86,7 @@ async def test_the_watcher_probing_running_jobs_survives_the_jobs_leader_killed(
             )
             try:
                 await drill.running("consumers")
-                await until(lambda: sum(sim.open_watches().values()) == 5, 60, watch_log.read_text)
+                await until(lambda: sum(sim.open_watches().values()) == len(WATCHED), 60, watch_log.read_text)
                 for story in stories:  # every job running: its launcher probed every PROBE_S
                     play(sim, story[:-FAILURE])
                     drill.fed += story[:-FAILURE]

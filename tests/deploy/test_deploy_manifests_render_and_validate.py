@@ -35,6 +35,7 @@ import yaml
 
 from consumers.registry import CONSUMERS
 from controller.bus.serverconfig import IDENTITIES
+from controller.contract.kinds import KINDS
 from controller.contract.settings import refuse_unknown
 from tests.deploy.deploy_schemas import CUSTOM
 
@@ -537,8 +538,7 @@ def _rules_of(objs: list[Obj], account: str) -> set[tuple[str, str, str, str]]:
 
 READ = {"get", "list", "watch"}
 WATCHED = {
-    ("kubeflow.org", "mpijobs"),
-    ("trainer.kubeflow.org", "trainjobs"),
+    *((spec.group, spec.plural) for spec in KINDS),  # every kind of the registry, no other
     ("", "pods"),
     ("", "pods/log"),
     ("", "events"),
