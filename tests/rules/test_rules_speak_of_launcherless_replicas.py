@@ -5,6 +5,7 @@ not notice propagates, and a restart is told once per restart, not as a new fail
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 import pytest
@@ -16,6 +17,7 @@ from controller.testing.events import (
     TORCH,
     at,
     job,
+    k8s_event,
     ref,
     replay,
     replica,
@@ -197,3 +199,110 @@ def test_a_jobset_hostname_in_the_root_cause_names_its_worker() -> None:
     )
     found = firing(replay(RuleEngine(), [*run, failed], at(1, 10)))
     assert found["mpi-abort"].startswith("Rank 3 on worker-1 exited with code 1")  # not "node-0-1"
+
+
+GPU_OOM_TAIL = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.15 GiB of which 1.12 GiB is free."
+)
+POD_CAUSES: dict[str, tuple[str, Callable[[], PodObserved], str]] = {  # built after the run: newer
+    "oom": (
+        "oom",
+        lambda: replica(
+            "Worker",
+            1,
+            phase="Failed",
+            ready=False,
+            containers=(terminated("OOMKilled", 137, name="pytorch"),),
+            observed_at=at(1),
+        ),
+        "Worker-1",
+    ),
+    "gpu-oom": (
+        "gpu-oom",
+        lambda: replica(
+            "Worker",
+            0,
+            phase="Failed",
+            ready=False,
+            containers=(terminated("Error", 1, name="pytorch"),),
+            log_tail=(GPU_OOM_TAIL,),
+            observed_at=at(1),
+        ),
+        "Worker-0",
+    ),
+    "evicted": (
+        "evicted",
+        lambda: replica(
+            "PS",
+            0,
+            phase="Failed",
+            ready=False,
+            containers=(terminated("ContainerStatusUnknown", 137, name="tensorflow"),),
+            reason="Evicted",
+            message="The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki.",
+            observed_at=at(1),
+        ),
+        "PS-0",
+    ),
+    "node-lost": (
+        "node-lost",
+        lambda: replica(
+            "Chief",
+            0,
+            phase="Unknown",
+            ready=False,
+            reason="NodeLost",
+            message="Node gpu-node-0 which was running pod bert-chief-0 is unresponsive",
+            observed_at=at(1),
+        ),
+        "Chief-0",
+    ),
+    "crashloop": (
+        "crashloop",
+        lambda: replica(
+            "Master",
+            0,
+            ready=False,
+            containers=(waiting("CrashLoopBackOff", restarts=5, last_reason="Error", last_exit_code=1),),
+            observed_at=at(3),
+        ),
+        "Master-0",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule, failing, named", POD_CAUSES.values(), ids=POD_CAUSES.keys())
+def test_every_pod_cause_names_the_replica_of_a_launcherless_job(
+    rule: str, failing: Callable[[], PodObserved], named: str
+) -> None:
+    engine = RuleEngine()
+    run = torch_run()
+    failed = failing()
+
+    replay(engine, [*run, failed], failed.observed_at)
+
+    causes = {f.rule: f for f in engine.firing()}
+    assert rule in causes, {r: f.root_cause for r, f in causes.items()}
+    assert causes[rule].root_cause.startswith(named), causes[rule].root_cause
+    assert causes[rule].job.kind == "PyTorchJob"
+
+
+def test_a_quota_refusal_of_the_training_operator_is_the_quota() -> None:
+    # training-operator records its pod creation failures on the job (reason FailedCreatePod)
+    refusal = k8s_event(
+        "FailedCreatePod",
+        'Error creating: pods "bert-worker-1" is forbidden: exceeded quota: team-a-gpus, requested: '
+        "requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=16, limited: requests.nvidia.com/gpu=16",
+        kind="PyTorchJob",
+        involved="bert",
+        job=TORCH,
+        observed_at=at(0.1),
+    )
+    engine = RuleEngine()
+
+    replay(engine, [job("Pending", job=TORCH), replica("Master", 0), refusal], at(0.1))
+
+    (finding,) = engine.firing()
+    assert finding.rule == "quota" and finding.job.kind == "PyTorchJob"
+    assert "bert-worker-1" in finding.root_cause and "team-a-gpus" in finding.root_cause
