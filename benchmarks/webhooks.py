@@ -66,6 +66,7 @@ from benchmarks.harness import Bench, pipeline_services, report
 from controller.bus.publishing import Publisher
 from controller.contract.cloudevents import FORMATS, TYPE_PREFIX
 from controller.contract.events import JobObserved, JobRef
+from controller.contract.settings import default_dispatchers
 from controller.contract.signing import signed_headers
 from controller.metrics import PipelineMetrics
 from controller.testing import events as eb
@@ -590,7 +591,10 @@ def cli() -> None:
         "(e.g. standard,cloudevents,standard,cloudevents); no latency runs",
     )
     parser.add_argument(
-        "--dispatchers", type=int, default=2, help="dispatcher processes (two, as up and the base deploy run)"
+        "--dispatchers",
+        type=int,
+        default=default_dispatchers(os.cpu_count()),
+        help="dispatcher processes (default: as many as up runs on this machine)",
     )
     asyncio.run(main(parser.parse_args()))
 

@@ -86,7 +86,7 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
         ("api", ("api",), {}, "api"),
         ("watchers", ("watch",), others, "watchers"),
         *((role, ("consume", "--only", role), others, role) for role in roles),
-        *(  # more dispatchers use more cores: they share the outbox by leased claims
+        *(  # more dispatchers use more cores (MPIJC_UP__DISPATCHERS): they share the outbox by leased claims
             (f"dispatch-{n}", ("consume", "--only", "dispatch"), others, "dispatch")
             for n in range(2, settings.up.dispatchers + 1)
         ),

@@ -127,7 +127,12 @@ async def started_children(process: subprocess.Popen[bytes], count: int) -> dict
 async def test_up_runs_each_part_in_its_own_process_and_stops_them_all(
     sim: SimCluster, settings: Settings, tmp_path: Path
 ) -> None:
-    env = cli_env(settings, tmp_path, MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")))
+    env = cli_env(
+        settings,
+        tmp_path,
+        MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
+        MPIJC_UP__DISPATCHERS="2",  # the default on more than two cores
+    )
     env["MPIJC_API__PORT"] = str(free_port())
     log = tmp_path / "up.log"
     process = start_cli(["up"], env, tmp_path, log)
@@ -162,17 +167,18 @@ async def test_a_killed_part_comes_back_and_the_others_run_on(
         MPIJC_API__PORT=str(free_port()),
         MPIJC_METRICS__UP_PORT=str(metrics_port),
         MPIJC_UP__RESTART_INITIAL_S="0.2",
+        MPIJC_UP__DISPATCHERS="1",
     )
     log = tmp_path / "up.log"
     process = start_cli(["up"], env, tmp_path, log)
     try:
-        children = await started_children(process, 8)
+        children = await started_children(process, 7)
         rules = next(pid for pid, cmd in children.items() if cmd.rstrip().endswith("--only rules"))
         os.kill(rules, signal.SIGKILL)
 
         def back() -> bool:
             now = children_of(process.pid)
-            return len(now) == 8 and rules not in now
+            return len(now) == 7 and rules not in now
 
         await until(back, 60, what=lambda: children_of(process.pid))
         again = children_of(process.pid)
