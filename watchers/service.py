@@ -10,6 +10,11 @@ the order they reach the bus. Two bounded log reads, never a log stream:
 - every ``progress_probe_s`` each running launcher's log is probed with ``sinceSeconds``
   and a :class:`~controller.contract.events.LogProbed` says how many new lines it wrote
   (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
+
+Beside them, and apart from the observations, the containers of running launcher and worker
+pods are followed into the ``LOGS`` stream (:class:`watchers.following.LogFollower`,
+``MPIJC_LOGS__FOLLOW``); the probe tells it of every pod and of the runs that went quiet, so
+those are followed first.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from controller.kube.gateway import KubeGateway
 from controller.kube.resources import JOBSET_PODS, MPI_PODS, MPIJOBS, TRAINJOBS, WATCHED, Resource
 from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, ObjectKind, Observation
+from watchers.following import LogFollower
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
@@ -65,16 +71,26 @@ PROBE_TAIL_LINES = 5
 
 
 class ProgressProbe:
-    """Knows the running launchers and probes their recent log output on demand."""
+    """Knows the running launchers and probes their recent log output on demand; tells the log
+    ``follower`` (if any) of every pod change and of each launcher probed."""
 
-    def __init__(self, gateway: KubeGateway, correlator: Correlator, settings: WatcherSettings) -> None:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        correlator: Correlator,
+        settings: WatcherSettings,
+        follower: LogFollower | None = None,
+    ) -> None:
         self._gateway = gateway
         self._correlator = correlator
         self._settings = settings
         self._running: dict[str, Mapping[str, Any]] = {}
+        self.follower = follower
 
     def track(self, change: WatchChange) -> None:
         """Follow which launcher pods are running."""
+        if self.follower is not None:
+            self.follower.track(change.type, change.object)
         meta = change.object.get("metadata") or {}
         owner = pod_owner(change.object)
         uid = str(meta.get("uid"))
@@ -110,6 +126,8 @@ class ProgressProbe:
             except Exception as exc:
                 log.info("progress probe of %s/%s failed: %s", namespace, name, exc)
                 continue
+            if self.follower is not None:
+                self.follower.quiet(job.uid, len(lines))
             now = datetime.now(UTC)
             probes.append(
                 LogProbed(
@@ -277,6 +295,17 @@ class UnwatchedDeletions:
             task.cancel()
 
 
+def _follower(
+    settings: Settings, gateway: KubeGateway, nc: NATS, topology: Topology, correlator: Correlator
+) -> LogFollower | None:
+    """The log follower of the watches (each pod's run as the correlator placed it), unless
+    following is off."""
+    if not settings.logs.follow or settings.logs.max_follows == 0:
+        return None
+    logs, nats = settings.logs, settings.nats
+    return LogFollower(gateway, nc, topology, logs, nats, correlator.pods, settings.watcher.backoff_max_s)
+
+
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
@@ -295,7 +324,12 @@ async def run_watchers(
     pipeline = Pipeline(
         changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop, unchanged=changes.unchanged
     )
-    probe = ProgressProbe(gateway, pipeline.correlator, settings.watcher)
+    probe = ProgressProbe(
+        gateway,
+        pipeline.correlator,
+        settings.watcher,
+        _follower(settings, gateway, nc, topology, pipeline.correlator),
+    )
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
     positions = await _stored_positions(nc, topology, settings)
 
@@ -353,6 +387,7 @@ async def run_watchers(
             handover,
             publish_loop(),
             probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
+            *([probe.follower.run(stop)] if probe.follower is not None else []),
             metrics=watch_metrics,
             listed=unwatched.listed,
             positions=positions,

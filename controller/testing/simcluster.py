@@ -35,6 +35,7 @@ import copy
 import json
 import logging
 import secrets
+import select
 import socket
 import threading
 import time
@@ -686,7 +687,9 @@ class SimCluster:
                         ended = self._closing or self._container_ended(key)
                         if len(written) > sent or ended:
                             break
-                        self._cond.wait(timeout=1.0)
+                        self._cond.wait(timeout=0.05)
+                        if handler.client_gone():
+                            return
                     entries = _since(written[sent:], query)
                     sent = len(written)
                     cut = self._log_cuts != cuts
@@ -954,6 +957,14 @@ class _Handler(BaseHTTPRequestHandler):
     def end_chunked(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def client_gone(self) -> bool:
+        """Whether the client closed its end (a stream that sends nothing would not notice)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def cut(self) -> None:
         """Drop the connection mid-response, as a crashed API server or a broken network would."""
