@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.events import StreamLimits
+from controller.api.logs import RunLogs
 from controller.api.server import server_config
 from controller.contract.settings import ApiSettings
 from controller.metrics import PipelineMetrics
@@ -54,6 +55,7 @@ class Served:
 
     engine: AsyncEngine
     limits: StreamLimits
+    run_logs: RunLogs | None = None
     port: int = dataclasses.field(default_factory=free_port)
     server: uvicorn.Server | None = None
     task: asyncio.Task[None] | None = None
@@ -63,7 +65,9 @@ class Served:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
-        app = create_app(self.engine, PipelineMetrics(), StaticAccess(USERS), streams=self.limits)
+        app = create_app(
+            self.engine, PipelineMetrics(), StaticAccess(USERS), streams=self.limits, run_logs=self.run_logs
+        )
         settings = ApiSettings(shutdown_grace_s=0.1)
         self.server = server = uvicorn.Server(server_config(app, settings, self.port))
         self.task = task = asyncio.create_task(server.serve())
@@ -81,8 +85,10 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serving(engine: AsyncEngine, limits: StreamLimits = FAST) -> AsyncIterator[Served]:
-    served = Served(engine, limits)
+async def serving(
+    engine: AsyncEngine, limits: StreamLimits = FAST, run_logs: RunLogs | None = None
+) -> AsyncIterator[Served]:
+    served = Served(engine, limits, run_logs)
     await served.start()
     try:
         yield served

@@ -91,9 +91,9 @@ async def stored(nc: NATS, topology: Topology, job: JobRef, pod: str | None = No
     """The batches stored of a run (of one pod), in order."""
     js = nc.jetstream()
     return [
-        batch
-        async for batch in read_run(js, topology, job.namespace, job.name, job.uid, pod=pod)
-        if batch is not None
+        stored.batch
+        async for stored in read_run(js, topology, job.namespace, job.name, job.uid, pod=pod)
+        if stored is not None
     ]
 
 

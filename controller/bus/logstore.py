@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -24,12 +25,21 @@ from controller.bus.publishing import Outgoing, publish_stored
 from controller.contract.logs import LogBatch, LogPosition
 from controller.contract.subjects import Topology
 
-__all__ = ["publish_batches", "read_run", "stored_position"]
+__all__ = ["Stored", "publish_batches", "read_run", "stored_position"]
 
 _FETCH = 16
 """Batches asked for per pull: at most 16 x 256 KiB of text (``batch_max_bytes``), well under
 what a subscription holds before the server counts it a slow consumer."""
 _IDLE_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A batch as the stream holds it: its sequence, when it was stored, what it says."""
+
+    seq: int
+    at: datetime
+    batch: LogBatch
 
 
 def subject_of(topology: Topology, batch: LogBatch) -> str:
@@ -78,7 +88,7 @@ async def read_run(
     start: datetime | None = None,
     follow: bool = False,
     wait_s: float = 1.0,
-) -> AsyncIterator[LogBatch | None]:
+) -> AsyncIterator[Stored | None]:
     """The batches of one run (of one of its pods) in the order they were stored, from those
     stored at ``start`` on (all of them: None). Without ``follow`` the read ends with the last
     batch stored when it began; with it, it goes on, yielding ``None`` after each ``wait_s``
@@ -109,9 +119,10 @@ async def read_run(
                 continue
             for msg in msgs:
                 try:
-                    yield LogBatch.model_validate_json(msg.data)
+                    batch = LogBatch.model_validate_json(msg.data)
                 except ValidationError:
                     continue
+                yield Stored(msg.metadata.sequence.stream, msg.metadata.timestamp, batch)
                 if not follow and msg.metadata.num_pending == 0:
                     return
     finally:

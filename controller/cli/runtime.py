@@ -359,6 +359,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.api.app import create_app, metrics_app
     from controller.api.events import StreamLimits
     from controller.api.limits import ApiLimits, SubscriptionQuotas
+    from controller.api.logs import RunLogs
     from controller.api.metrics_collectors import JetStreamCollector
     from controller.api.rechecks import CreatorRecheck
     from controller.api.server import server_config
@@ -382,6 +383,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         limits=ApiLimits.from_settings(api),
         quotas=SubscriptionQuotas.from_settings(rt.settings.notify),
         streams=StreamLimits.from_settings(api),
+        run_logs=RunLogs(rt.js, rt.topology),
     )
     servers = [
         uvicorn.Server(server_config(app, api, api.port)),

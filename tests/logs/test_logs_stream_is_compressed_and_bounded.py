@@ -66,10 +66,11 @@ async def test_a_containers_last_batch_says_where_its_log_stands(
     assert where == LogPosition(ts=30, ties=1, stored_bytes=1)
     nowhere = await stored_position(js, topology, "team-a", "llm.v2", "uid-2", "llm.v2-launcher", "main")
     assert nowhere == LogPosition()
-    read = [b async for b in read_run(js, topology, "team-a", "llm.v2", "uid-1") if b is not None]
-    assert [b.lines[0].text for b in read] == ["a", "b", "c"]
+    read = [s async for s in read_run(js, topology, "team-a", "llm.v2", "uid-1") if s is not None]
+    assert [s.batch.lines[0].text for s in read] == ["a", "b", "c"]
+    assert [s.seq for s in read] == [1, 2, 3]
     of_pod = [
-        b
+        b.batch
         async for b in read_run(js, topology, "team-a", "llm.v2", "uid-1", pod="llm.v2-worker-0")
         if b is not None
     ]

@@ -1,0 +1,190 @@
+"""``GET /api/v1/runs/{uid}/logs``: a run's launcher and worker lines merged by timestamp (also a
+pod whose lines were stored late, and one whose clock is behind), labelled with pod and rank,
+paged with the API's cursor, filtered by pod, rank and time, searched by keyword or RE2, followed
+as Server-Sent Events, and read only by who may read the run."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.api.access import StaticAccess
+from controller.api.app import create_app
+from controller.api.logs import RunLogs
+from controller.bus.logstore import publish_batches
+from controller.contract.logs import LogBatch, LogLine, LogPosition
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from tests.api_fixtures import ADMIN, T0, USERS, bearer, insert_runs, run_row
+from tests.live_events import read_events, serving
+
+S = 1_000_000_000
+BASE = int(T0.timestamp()) * S
+
+
+def batch(uid: str, pod: str, role: str, lines: list[tuple[float, int | None, str]]) -> LogBatch:
+    """Lines (seconds after T0, rank, text) of one pod's container ``main``."""
+    logged = tuple(LogLine(ts=BASE + int(at * S), rank=rank, text=text) for at, rank, text in lines)
+    end = LogPosition(ts=logged[-1].ts, ties=1, stored_bytes=sum(len(x.text) for x in logged))
+    return LogBatch(
+        run_uid=uid,
+        namespace="team-a",
+        job="llm",
+        pod=pod,
+        container="main",
+        role=role,  # type: ignore[arg-type]
+        index=None if role == "launcher" else int(pod[-1]),
+        lines=logged,
+        position=end,
+    )
+
+
+@pytest.fixture
+async def run_uid(engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings) -> str:
+    """A run of team-a whose launcher and two workers wrote lines, stored pod by pod (worker 1's
+    clock half a second behind: its lines carry earlier stamps)."""
+    uid = str(uuid.uuid4())
+    await insert_runs(engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
+    launcher = [(1.0, 0, "[1,0]<stdout>:step 1 loss 2.0"), (3.0, 1, "[1,1]<stdout>:step 2 NCCL WARN retry")]
+    worker0 = [(2.0, None, "sshd: accepted"), (3.0, None, "orted started")]
+    worker1 = [(0.5, None, "sshd: accepted"), (2.5, None, "CUDA error: an illegal memory access")]
+    stored = [
+        batch(uid, "llm-launcher", "launcher", launcher),
+        batch(uid, "llm-worker-0", "worker", worker0),
+        batch(uid, "llm-worker-1", "worker", worker1),  # stored last, written among the first
+    ]
+    await publish_batches(js, topology, stored, settings.nats.publish_retry_s)
+    return uid
+
+
+@pytest.fixture
+async def client(
+    engine: AsyncEngine, js: JetStreamContext, topology: Topology
+) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(
+        engine, PipelineMetrics(), StaticAccess(USERS), metrics_ttl_s=0, run_logs=RunLogs(js, topology)
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
+        yield http
+
+
+MERGED = [
+    ("llm-worker-1", None, "sshd: accepted"),
+    ("llm-launcher", 0, "[1,0]<stdout>:step 1 loss 2.0"),
+    ("llm-worker-0", None, "sshd: accepted"),
+    ("llm-worker-1", None, "CUDA error: an illegal memory access"),
+    ("llm-launcher", 1, "[1,1]<stdout>:step 2 NCCL WARN retry"),
+    ("llm-worker-0", None, "orted started"),
+]
+
+
+def seen(page: dict[str, object]) -> list[tuple[object, object, object]]:
+    return [(x["pod"], x["rank"], x["text"]) for x in page["items"]]  # type: ignore[attr-defined, index]
+
+
+async def test_lines_of_every_pod_are_merged_by_timestamp_and_labelled(
+    client: httpx.AsyncClient, run_uid: str
+) -> None:
+    answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN)
+    assert answer.status_code == 200, answer.text
+    assert seen(answer.json()) == MERGED
+    assert answer.json()["next_cursor"] is None
+    assert answer.json()["items"][0]["at"] == "2026-11-20T10:00:00.500000000Z"
+
+
+async def test_pages_walk_the_merged_lines_once_each(client: httpx.AsyncClient, run_uid: str) -> None:
+    walked: list[tuple[object, object, object]] = []
+    cursor: str | None = None
+    for _ in range(10):
+        params = {"limit": "4"} | ({"cursor": cursor} if cursor else {})
+        page = (await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params=params)).json()
+        walked += seen(page)
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert walked == MERGED
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"q": "sshd"}, [MERGED[0], MERGED[2]]),
+        ({"q": "nccl warn"}, [MERGED[4]]),  # case-insensitive keyword
+        ({"q": r"^\[1,\d+\]<stdout>:step \d+ loss", "regex": "true"}, [MERGED[1]]),
+        ({"q": "CUDA error|NCCL WARN", "regex": "true"}, [MERGED[3], MERGED[4]]),
+        ({"rank": "1"}, [MERGED[4]]),
+        ({"pod": "llm-worker-0"}, [MERGED[2], MERGED[5]]),
+        ({"since": "2026-11-20T10:00:02Z", "until": "2026-11-20T10:00:03Z"}, [MERGED[2], MERGED[3]]),
+    ],
+    ids=["keyword", "keyword-any-case", "regex", "regex-alternatives", "rank", "pod", "time-window"],
+)
+async def test_lines_are_filtered_and_searched(
+    client: httpx.AsyncClient,
+    run_uid: str,
+    params: dict[str, str],
+    expected: list[tuple[object, object, object]],
+) -> None:
+    answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params=params)
+    assert answer.status_code == 200, answer.text
+    assert seen(answer.json()) == expected
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "says"),
+    [
+        ({"q": "(unclosed", "regex": "true"}, 400, "not a valid RE2 expression"),
+        ({"q": "(a+)+\\1", "regex": "true"}, 400, "not a valid RE2 expression"),  # backreference: not RE2
+        ({"q": "x" * 257}, 422, "q"),
+        ({"rank": "-1"}, 422, "rank"),
+        ({"cursor": "bm90YWN1cnNvcg"}, 400, "cursor"),
+        ({"pod": "Not_A_Pod"}, 422, "pod"),
+    ],
+    ids=["unclosed-group", "backreference", "long-query", "negative-rank", "bad-cursor", "bad-pod"],
+)
+async def test_bad_parameters_are_a_clear_4xx(
+    client: httpx.AsyncClient, run_uid: str, params: dict[str, str], status: int, says: str
+) -> None:
+    answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params=params)
+    assert answer.status_code == status
+    assert says in answer.text
+
+
+async def test_only_who_may_read_the_run_reads_its_logs(client: httpx.AsyncClient, run_uid: str) -> None:
+    assert (await client.get(f"/api/v1/runs/{run_uid}/logs", headers=bearer("token-bob"))).status_code == 404
+    assert (
+        await client.get(f"/api/v1/runs/{run_uid}/logs", headers=bearer("token-alice"))
+    ).status_code == 200
+    assert (await client.get(f"/api/v1/runs/{run_uid}/logs")).status_code == 401
+
+
+async def test_follow_streams_new_lines_as_server_sent_events(
+    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, run_uid: str
+) -> None:
+    later = [(9.0, 3, "[1,3]<stdout>:step 9 loss 1.0")]
+    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+        url = f"{api.url}/api/v1/runs/{run_uid}/logs"
+        params = {
+            "follow": "true",
+            "since": datetime.fromtimestamp(BASE / S + 2.5, UTC).isoformat(),
+            "q": "step",
+        }
+        reading = asyncio.create_task(
+            read_events(url, ADMIN, lambda e: "step 9" in e.data["text"], params=params)
+        )
+        await asyncio.sleep(0.5)
+        await publish_batches(
+            js, topology, [batch(run_uid, "llm-launcher", "launcher", later)], settings.nats.publish_retry_s
+        )
+        events = await reading
+    assert [(e.event, e.data["rank"], e.data["text"]) for e in events] == [
+        ("line", 1, "[1,1]<stdout>:step 2 NCCL WARN retry"),
+        ("line", 3, "[1,3]<stdout>:step 9 loss 1.0"),
+    ]
