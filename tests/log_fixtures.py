@@ -5,20 +5,62 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.logstore import read_run
+from controller.bus.logstore import publish_batches, read_run
 from controller.contract.events import JobRef
-from controller.contract.logs import LogBatch
+from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import LogSettings, NatsSettings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
+from tests.api_fixtures import T0, insert_runs, run_row
 from watchers.following import LogFollower
+
+S = 1_000_000_000
+BASE = int(T0.timestamp()) * S
+
+
+def log_batch(uid: str, pod: str, role: str, lines: list[tuple[float, int | None, str]]) -> LogBatch:
+    """Lines (seconds after T0, rank, text) of one pod's container ``main``."""
+    logged = tuple(LogLine(ts=BASE + int(at * S), rank=rank, text=text) for at, rank, text in lines)
+    end = LogPosition(ts=logged[-1].ts, ties=1, stored_bytes=sum(len(x.text) for x in logged))
+    return LogBatch(
+        run_uid=uid,
+        namespace="team-a",
+        job="llm",
+        pod=pod,
+        container="main",
+        role=role,  # type: ignore[arg-type]
+        index=None if role == "launcher" else int(pod[-1]),
+        lines=logged,
+        position=end,
+    )
+
+
+async def run_with_logs(engine: AsyncEngine, js: JetStreamContext, topology: Topology, retry_s: float) -> str:
+    """A run of team-a whose launcher and two workers wrote lines, stored pod by pod (worker 1's
+    clock half a second behind: its lines carry earlier stamps)."""
+    uid = str(uuid.uuid4())
+    await insert_runs(engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
+    launcher = [(1.0, 0, "[1,0]<stdout>:step 1 loss 2.0"), (3.0, 1, "[1,1]<stdout>:step 2 NCCL WARN retry")]
+    worker0 = [(2.0, None, "sshd: accepted"), (3.0, None, "orted started")]
+    worker1 = [(0.5, None, "sshd: accepted"), (2.5, None, "CUDA error: an illegal memory access")]
+    stored = [
+        log_batch(uid, "llm-launcher", "launcher", launcher),
+        log_batch(uid, "llm-worker-0", "worker", worker0),
+        log_batch(uid, "llm-worker-1", "worker", worker1),  # stored last, written among the first
+    ]
+    await publish_batches(js, topology, stored, retry_s)
+    return uid
+
 
 RUNNING = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
 

@@ -16,6 +16,7 @@ Commands:
   audit     verify, export or purge the audit trail (database only)
   demo      the whole pipeline on the embedded services with the example scenarios
   wait      follow a job through the API until it ends (API URL and token only)
+  logs      a run's launcher and worker logs through the API, merged by time (API URL and token only)
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from consumers.registry import CONSUMERS
-from controller.cli import waiting
+from controller.cli import logs, waiting
 from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServiceError
 from controller.cli.runtime import (
@@ -305,6 +306,18 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     )
 
 
+async def cmd_logs(settings: Settings, args: argparse.Namespace) -> int:
+    """Print a run's logs through the API; 0 printed, 1 no such job or attempt, 3 refused."""
+    try:
+        client = waiting.client_of(settings.client, args)
+    except ValueError as exc:
+        print(f"mpijob-controller logs: {exc}", file=sys.stderr)
+        return waiting.EXIT_ERROR
+    return await logs.print_logs(
+        args.target, client, attempt=args.attempt, grep=args.grep, follow=args.follow
+    )
+
+
 def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands.add_parser("admission", help="validating admission webhook (audit)").set_defaults(
         handler=cmd_admission
@@ -371,6 +384,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cmd_demo)
     _audit_parser(commands)
     waiting.add_parser(commands).set_defaults(handler=cmd_wait)
+    logs.add_parser(commands).set_defaults(handler=cmd_logs)
     return parser
 
 

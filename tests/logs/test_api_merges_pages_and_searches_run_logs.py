@@ -6,7 +6,6 @@ as Server-Sent Events, and read only by who may read the run."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -19,50 +18,17 @@ from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import RunLogs
 from controller.bus.logstore import publish_batches
-from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from tests.api_fixtures import ADMIN, T0, USERS, bearer, insert_runs, run_row
+from tests.api_fixtures import ADMIN, USERS, bearer
 from tests.live_events import read_events, serving
-
-S = 1_000_000_000
-BASE = int(T0.timestamp()) * S
-
-
-def batch(uid: str, pod: str, role: str, lines: list[tuple[float, int | None, str]]) -> LogBatch:
-    """Lines (seconds after T0, rank, text) of one pod's container ``main``."""
-    logged = tuple(LogLine(ts=BASE + int(at * S), rank=rank, text=text) for at, rank, text in lines)
-    end = LogPosition(ts=logged[-1].ts, ties=1, stored_bytes=sum(len(x.text) for x in logged))
-    return LogBatch(
-        run_uid=uid,
-        namespace="team-a",
-        job="llm",
-        pod=pod,
-        container="main",
-        role=role,  # type: ignore[arg-type]
-        index=None if role == "launcher" else int(pod[-1]),
-        lines=logged,
-        position=end,
-    )
+from tests.log_fixtures import BASE, S, log_batch, run_with_logs
 
 
 @pytest.fixture
 async def run_uid(engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings) -> str:
-    """A run of team-a whose launcher and two workers wrote lines, stored pod by pod (worker 1's
-    clock half a second behind: its lines carry earlier stamps)."""
-    uid = str(uuid.uuid4())
-    await insert_runs(engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
-    launcher = [(1.0, 0, "[1,0]<stdout>:step 1 loss 2.0"), (3.0, 1, "[1,1]<stdout>:step 2 NCCL WARN retry")]
-    worker0 = [(2.0, None, "sshd: accepted"), (3.0, None, "orted started")]
-    worker1 = [(0.5, None, "sshd: accepted"), (2.5, None, "CUDA error: an illegal memory access")]
-    stored = [
-        batch(uid, "llm-launcher", "launcher", launcher),
-        batch(uid, "llm-worker-0", "worker", worker0),
-        batch(uid, "llm-worker-1", "worker", worker1),  # stored last, written among the first
-    ]
-    await publish_batches(js, topology, stored, settings.nats.publish_retry_s)
-    return uid
+    return await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
 
 
 @pytest.fixture
@@ -181,7 +147,10 @@ async def test_follow_streams_new_lines_as_server_sent_events(
         )
         await asyncio.sleep(0.5)
         await publish_batches(
-            js, topology, [batch(run_uid, "llm-launcher", "launcher", later)], settings.nats.publish_retry_s
+            js,
+            topology,
+            [log_batch(run_uid, "llm-launcher", "launcher", later)],
+            settings.nats.publish_retry_s,
         )
         events = await reading
     assert [(e.event, e.data["rank"], e.data["text"]) for e in events] == [
