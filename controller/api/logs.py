@@ -80,6 +80,10 @@ class LogEntry(BaseModel):
     """A line of the controller's own (the run's byte cap reached), not of the container."""
 
 
+class LogPage(Page[LogEntry]):
+    """One page of a run's lines, in time order."""
+
+
 Key = tuple[int, str, str, int, int]
 """(timestamp ns, pod, container, stream sequence, line in batch): the total order of a run's lines."""
 
@@ -190,7 +194,7 @@ def _ns(when: datetime | None) -> int | None:
 
 @router.get(
     "/runs/{uid}/logs",
-    response_model=Page[LogEntry],
+    response_model=LogPage,
     responses={**errors(404, 503), 200: {"content": {"text/event-stream": {}}}},
 )
 async def run_logs(
@@ -229,7 +233,7 @@ async def run_logs(
     ordered = heapq.nsmallest(limit + 1, kept, key=_key)
     page = ordered[:limit]
     next_cursor = KEYSET.encode(page[-1][0]) if len(ordered) > limit else None
-    return Page[LogEntry](items=[entry for _, entry in page], next_cursor=next_cursor)
+    return LogPage(items=[entry for _, entry in page], next_cursor=next_cursor)
 
 
 def _key(pair: tuple[Key, LogEntry]) -> Key:
