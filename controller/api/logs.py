@@ -41,7 +41,7 @@ from controller.api.params import AUTHENTICATED, MAX_NAME, Instant, UidPath, err
 from controller.api.runs import readable_run
 from controller.bus.client import JetStreamContext
 from controller.bus.logstore import Stored, read_run
-from controller.contract.logs import LogBatch, format_ns
+from controller.contract.logs import LogBatch, LogLine, format_ns
 from controller.contract.subjects import Topology
 from controller.store.models import Run
 
@@ -127,21 +127,35 @@ def logs_of(request: Request) -> RunLogs:
     return logs
 
 
-def matcher(q: str | None, regex: bool) -> Callable[[str], bool]:
+@dataclass(frozen=True)
+class Matcher:
+    """What ``q`` keeps, line by line, and a test of a whole batch's text that is never false
+    when one of its lines would be kept (so most batches are passed over in one scan)."""
+
+    line: Callable[[str], bool]
+    batch: Callable[[str], bool]
+
+
+def matcher(q: str | None, regex: bool) -> Matcher:
     """What ``q`` keeps: a case-insensitive keyword, or an RE2 expression (400 if invalid)."""
     if q is None:
-        return lambda _: True
+        return Matcher(lambda _: True, lambda _: True)
     if not regex:
         needle = q.casefold()
-        return lambda text: needle in text.casefold()
+        return Matcher(lambda text: needle in text.casefold(), lambda text: needle in text.casefold())
     options = re2.Options()
     options.max_mem = _RE2_MAX_MEM
     options.log_errors = False
     try:
         pattern = re2.compile(q, options)
+        # lines joined by newlines: ^ and $ at each line; text anchors would only match the first
+        joined = re2.compile(f"(?m:{q})", options) if "\\A" not in q and "\\z" not in q else None
     except re2.error as exc:
         raise HTTPException(400, f"q is not a valid RE2 expression: {exc}") from exc
-    return lambda text: pattern.search(text) is not None
+    line = lambda text: pattern.search(text) is not None  # noqa: E731
+    return Matcher(
+        line, (lambda text: joined.search(text) is not None) if joined is not None else lambda _: True
+    )
 
 
 @dataclass(frozen=True)
@@ -149,27 +163,31 @@ class _Filter:
     rank: int | None
     since: int | None
     until: int | None
-    keep: Callable[[str], bool]
+    keep: Matcher
 
     def entries(self, stored: Stored) -> list[tuple[Key, LogEntry]]:
         """The lines of a stored batch this filter keeps, with their keys (and its note, if any)."""
         batch = stored.batch
         kept = []
-        for i, line in enumerate(batch.lines):
+        if not self.keep.batch("\n".join(line.text for line in batch.lines)):
+            lines: tuple[LogLine, ...] = ()
+        else:
+            lines = batch.lines
+        for i, line in enumerate(lines):
             if self.rank is not None and line.rank != self.rank:
                 continue
             if (self.since is not None and line.ts < self.since) or (
                 self.until is not None and line.ts >= self.until
             ):
                 continue
-            if self.keep(line.text):
+            if self.keep.line(line.text):
                 kept.append(
                     (
                         (line.ts, batch.pod, batch.container, stored.seq, i),
                         _entry(batch, line.ts, line.rank, line.text),
                     )
                 )
-        if batch.note is not None and self.rank is None:
+        if batch.note is not None and self.rank is None and self.keep.line(batch.note):
             key = (batch.position.ts, batch.pod, batch.container, stored.seq, len(batch.lines))
             kept.append((key, _entry(batch, batch.position.ts, None, batch.note, note=True)))
         return kept
