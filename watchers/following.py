@@ -42,7 +42,7 @@ from controller.contract.logs import (
     LogLine,
     LogPosition,
     Resume,
-    clean,
+    clean_lines,
     rank_of,
     since_time,
     split_timestamp,
@@ -326,17 +326,18 @@ class _Batches:
         return self._batches(self._splitter.finish(), position)
 
     def _batches(self, raw: Iterable[bytes], position: LogPosition) -> list[LogBatch]:
+        admitted: list[tuple[int, bytes]] = []
+        for line in raw:
+            stamp, rest = split_timestamp(line)
+            if stamp is None:  # no timestamp: a line the kubelet split, keep it at the last one's
+                stamp, rest = admitted[-1][0] if admitted else position.ts, line
+            if self._resume.admit(stamp):
+                admitted.append((stamp, rest))
         batches: list[LogBatch] = []
         lines: list[LogLine] = []
         size = 0
         ts, ties, stored = position.ts, position.ties, position.stored_bytes
-        for line in raw:
-            stamp, rest = split_timestamp(line)
-            if stamp is None:  # no timestamp: a line the kubelet split, keep it at the last one's
-                stamp, rest = ts, line
-            if not self._resume.admit(stamp):
-                continue
-            text = clean(rest)
+        for (stamp, rest), text in zip(admitted, clean_lines([rest for _, rest in admitted]), strict=True):
             ties = ties + 1 if stamp == ts else 1
             ts = stamp
             stored += len(text)

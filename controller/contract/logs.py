@@ -21,15 +21,16 @@ Open MPI's ``--tag-output`` (``[1,3]<stdout>:``), PyTorch's ``[rank3]:`` and tor
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import Field
 
 from controller.contract.message import Message
-from controller.contract.redaction import scrub
+from controller.contract.redaction import REDACTED, scrub
 
 __all__ = [
     "LineSplitter",
@@ -38,6 +39,7 @@ __all__ = [
     "LogPosition",
     "Resume",
     "clean",
+    "clean_lines",
     "format_ns",
     "parse_ns",
     "rank_of",
@@ -49,6 +51,8 @@ SCHEMA_VERSION: Literal[1] = 1
 
 _RANK = re.compile(rb"\[(?:\d+,(\d+)\]<std(?:out|err)>:|rank(\d+)\]:|[a-z_]*?(\d+)\]:)")
 """``[jobid,rank]<stdout>:``, ``[rankN]:``, ``[defaultN]:`` (torchrun's role and local rank)."""
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_KEY_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
 
 
@@ -99,12 +103,18 @@ def parse_ns(stamp: str) -> int | None:
     matched = _STAMP.fullmatch(stamp)
     if matched is None:
         return None
+    seconds = _epoch_seconds(matched[1], matched[3])
+    if seconds is None:
+        return None
+    return seconds * 1_000_000_000 + int((matched[2] or "").ljust(9, "0"))
+
+
+@functools.lru_cache(maxsize=4096)  # the lines of one second share it
+def _epoch_seconds(seconds: str, zone: str) -> int | None:
     try:
-        seconds = datetime.fromisoformat(matched[1] + ("+00:00" if matched[3] == "Z" else matched[3]))
+        return int(datetime.fromisoformat(seconds + ("+00:00" if zone == "Z" else zone)).timestamp())
     except ValueError:
         return None
-    fraction = (matched[2] or "").ljust(9, "0")
-    return int(seconds.timestamp()) * 1_000_000_000 + int(fraction)
 
 
 def format_ns(ns: int) -> str:
@@ -126,7 +136,7 @@ def split_timestamp(line: bytes) -> tuple[int | None, bytes]:
 
 def rank_of(line: bytes) -> int | None:
     """The rank a line's prefix names (see the module), if any."""
-    matched = _RANK.match(line)
+    matched = _RANK.match(line) if line[:1] == b"[" else None
     if matched is None:
         return None
     return int(next(group for group in matched.groups() if group is not None))
@@ -134,7 +144,35 @@ def rank_of(line: bytes) -> int | None:
 
 def clean(line: bytes) -> str:
     """The text kept of a line: invalid UTF-8 replaced, NUL bytes removed, secrets redacted."""
-    return scrub(line.replace(b"\x00", b"").decode("utf-8", errors="replace").rstrip("\r")) or ""
+    return scrub(_decoded(line)) or ""
+
+
+def clean_lines(lines: Sequence[bytes]) -> list[str]:
+    """:func:`clean` of each line, scrubbed together in one pass over their text (what costs is
+    looking for secrets, once per call); line by line when a secret spanned lines."""
+    decoded = [_decoded(line) for line in lines]
+    scrubbed = (scrub("\n".join(decoded)) or "").split("\n") if decoded else []
+    if len(scrubbed) != len(decoded):  # a private key block across lines became one [REDACTED]
+        return _line_by_line(decoded)
+    return scrubbed
+
+
+def _line_by_line(decoded: list[str]) -> list[str]:
+    """Each line scrubbed alone, every line of a private key block (BEGIN to END) redacted whole."""
+    out: list[str] = []
+    inside = False
+    for text in decoded:
+        if inside:
+            out.append(REDACTED)
+            inside = _KEY_END.search(text) is None
+            continue
+        inside = _KEY_BEGIN.search(text) is not None and _KEY_END.search(text) is None
+        out.append(scrub(text) or "")
+    return out
+
+
+def _decoded(line: bytes) -> str:
+    return line.replace(b"\x00", b"").decode("utf-8", errors="replace").rstrip("\r")
 
 
 class LineSplitter:
@@ -150,17 +188,19 @@ class LineSplitter:
 
     def feed(self, chunk: bytes) -> Iterator[bytes]:
         """The lines ``chunk`` completes (without their newline)."""
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            room = self._max - len(self._pending)
-            self._pending += piece[: max(room, 0)]
-            self._dropped += max(len(piece) - max(room, 0), 0)
-            if end < 0:
-                return
-            yield self._take()
-            start = end + 1
+        *whole, rest = chunk.split(b"\n")
+        for piece in whole:
+            if not self._pending and not self._dropped and len(piece) <= self._max:
+                yield piece  # the common case: a line whole in one read
+            else:
+                self._add(piece)
+                yield self._take()
+        self._add(rest)
+
+    def _add(self, piece: bytes) -> None:
+        room = max(self._max - len(self._pending), 0)
+        self._pending += piece[:room]
+        self._dropped += max(len(piece) - room, 0)
 
     def finish(self) -> Iterator[bytes]:
         """The last line of a stream that ended cleanly without a newline (none when empty)."""
