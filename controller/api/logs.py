@@ -22,8 +22,10 @@ Authorization is the run's: a run the caller may not read is 404.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -51,6 +53,8 @@ CLOCK_SKEW_S = 300.0
 """How far a kubelet's clock may run ahead of the bus's and its lines still be found by time."""
 MAX_QUERY = 256
 """Characters of a search term or expression."""
+_PLAIN_NEEDLE = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]+")
+"""A keyword that JSON does not escape: printable ASCII without quote or backslash."""
 _RE2_MAX_MEM = 8 * 1024 * 1024
 """Memory RE2 may use for one compiled expression (its bound on a hostile one)."""
 
@@ -134,6 +138,9 @@ class Matcher:
 
     line: Callable[[str], bool]
     batch: Callable[[str], bool]
+    raw: Callable[[bytes], bool] | None = None
+    """A test of a stored batch's raw JSON, never false when a line of it would be kept (it lets
+    most batches of a keyword search go unparsed); None: none that is safe."""
 
 
 def matcher(q: str | None, regex: bool) -> Matcher:
@@ -142,7 +149,11 @@ def matcher(q: str | None, regex: bool) -> Matcher:
         return Matcher(lambda _: True, lambda _: True)
     if not regex:
         needle = q.casefold()
-        return Matcher(lambda text: needle in text.casefold(), lambda text: needle in text.casefold())
+        keep = Matcher(lambda text: needle in text.casefold(), lambda text: needle in text.casefold())
+        if _PLAIN_NEEDLE.fullmatch(q):  # JSON writes it as it is; ASCII lowercases alike as bytes
+            raw = needle.encode()
+            return dataclasses.replace(keep, raw=lambda data: not data.isascii() or raw in data.lower())
+        return keep
     options = re2.Options()
     options.max_mem = _RE2_MAX_MEM
     options.log_errors = False
@@ -242,7 +253,7 @@ async def run_logs(
     if follow:
         return _followed(request, principal, logs, run, pod, chosen)
     kept: list[tuple[Key, LogEntry]] = []
-    async for stored in _batches(logs, run, pod, since_ns, follow=False):
+    async for stored in _batches(logs, run, pod, since_ns, follow=False, chosen=chosen):
         if stored is None:
             continue
         kept += (pair for pair in chosen.entries(stored) if after is None or pair[0] > after)
@@ -259,13 +270,21 @@ def _key(pair: tuple[Key, LogEntry]) -> Key:
 
 
 def _batches(
-    logs: RunLogs, run: Run, pod: str | None, since_ns: int | None, *, follow: bool
+    logs: RunLogs, run: Run, pod: str | None, since_ns: int | None, *, follow: bool, chosen: _Filter
 ) -> AsyncIterator[Stored | None]:
     start = None
     if since_ns is not None:
         start = datetime.fromtimestamp(since_ns / 1e9, UTC) - timedelta(seconds=CLOCK_SKEW_S)
     return read_run(
-        logs.js, logs.topology, run.namespace, run.name, run.uid, pod=pod, start=start, follow=follow
+        logs.js,
+        logs.topology,
+        run.namespace,
+        run.name,
+        run.uid,
+        pod=pod,
+        start=start,
+        follow=follow,
+        wanted=chosen.keep.raw,
     )
 
 
@@ -281,7 +300,7 @@ def _followed(
             since = _Filter(chosen.rank, start, chosen.until, chosen.keep)
         else:
             since = chosen
-        async for stored in _batches(logs, run, pod, start, follow=True):
+        async for stored in _batches(logs, run, pod, start, follow=True, chosen=since):
             if stored is None:
                 yield None
                 continue

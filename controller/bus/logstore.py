@@ -11,7 +11,7 @@ consumers filtered on one run's subjects, without acks, gone when the read ends 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -88,11 +88,13 @@ async def read_run(
     start: datetime | None = None,
     follow: bool = False,
     wait_s: float = 1.0,
+    wanted: Callable[[bytes], bool] | None = None,
 ) -> AsyncIterator[Stored | None]:
     """The batches of one run (of one of its pods) in the order they were stored, from those
     stored at ``start`` on (all of them: None). Without ``follow`` the read ends with the last
     batch stored when it began; with it, it goes on, yielding ``None`` after each ``wait_s``
-    without news (a stream's heartbeat). Unreadable messages are skipped."""
+    without news (a stream's heartbeat). Unreadable messages are skipped, and so are those
+    ``wanted`` says no to from their raw bytes (a search passing over batches unparsed)."""
     sub = await js.pull_subscribe(
         topology.run_logs(namespace, job, run_uid, pod),
         stream=topology.stream("logs"),
@@ -118,11 +120,13 @@ async def read_run(
                 yield None
                 continue
             for msg in msgs:
-                try:
-                    batch = LogBatch.model_validate_json(msg.data)
-                except ValidationError:
-                    continue
-                yield Stored(msg.metadata.sequence.stream, msg.metadata.timestamp, batch)
+                if wanted is None or wanted(msg.data):
+                    try:
+                        batch = LogBatch.model_validate_json(msg.data)
+                    except ValidationError:
+                        batch = None
+                    if batch is not None:
+                        yield Stored(msg.metadata.sequence.stream, msg.metadata.timestamp, batch)
                 if not follow and msg.metadata.num_pending == 0:
                     return
     finally:

@@ -157,3 +157,34 @@ async def test_follow_streams_new_lines_as_server_sent_events(
         ("line", 1, "[1,1]<stdout>:step 2 NCCL WARN retry"),
         ("line", 3, "[1,3]<stdout>:step 9 loss 1.0"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [
+        ('say "hi"', ['launcher: say "hi"']),
+        ("TEMP", ["GPU Température 80°C"]),
+        ("80°c", ["GPU Température 80°C"]),
+        ("c:\\data", ["saved to C:\\data\\ckpt"]),
+    ],
+    ids=["quotes", "ascii-keyword-in-unicode-line", "unicode-keyword", "backslash"],
+)
+async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
+    client: httpx.AsyncClient,
+    js: JetStreamContext,
+    topology: Topology,
+    settings: Settings,
+    run_uid: str,
+    q: str,
+    expected: list[str],
+) -> None:
+    lines = [
+        (9.0, None, 'launcher: say "hi"'),
+        (9.5, None, "GPU Température 80°C"),
+        (9.7, None, "saved to C:\\data\\ckpt"),
+    ]
+    await publish_batches(
+        js, topology, [log_batch(run_uid, "llm-launcher", "launcher", lines)], settings.nats.publish_retry_s
+    )
+    answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q})
+    assert [x["text"] for x in answer.json()["items"]] == expected
