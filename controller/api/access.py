@@ -83,6 +83,10 @@ class StaticAccess:
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
         return await self.can_update(principal, namespace)
 
+    async def can_read_logs(self, principal: Principal, namespace: str) -> bool:
+        """Who may read a namespace reads its runs' logs."""
+        return await self.can_list(principal, namespace)
+
 
 def _allows(allowlist: frozenset[str], namespace: str | None) -> bool:
     """Whether ``allowlist`` covers ``namespace`` (``None``, every namespace, needs ``"*"``)."""
@@ -104,6 +108,9 @@ class OpenAccess:
         return True
 
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
+        return True
+
+    async def can_read_logs(self, principal: Principal, namespace: str) -> bool:
         return True
 
 
@@ -241,6 +248,12 @@ class CachedAccess:
 
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
         return await self._decide("subscribe", principal, namespace, self._inner.can_subscribe)
+
+    async def can_read_logs(self, principal: Principal, namespace: str) -> bool:
+        async def ask(who: Principal, where: str | None) -> bool:
+            return await self._inner.can_read_logs(who, where or "")
+
+        return await self._decide("logs", principal, namespace, ask)
 
     async def _decide(
         self,

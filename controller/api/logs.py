@@ -17,7 +17,9 @@ matched in time linear in the line (never a backtracking engine), invalid ones a
 ``follow=true`` the answer is Server-Sent Events: each new line (``event: line``) as it is
 stored, in the order stored, filtered the same way, with the stream limits of the events API.
 
-Authorization is the run's: a run the caller may not read is 404.
+Authorization is the run's (a run the caller may not read is 404), and reading container logs in
+its namespace besides (``get pods/log`` in ``kubernetes`` mode; the namespace's read grant with
+static tokens): 403 without it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import re2
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict
 
-from controller.api.auth import Principal, current_principal
+from controller.api.auth import Principal, current_principal, may_read_logs
 from controller.api.events import gate_of, stream_response, with_heartbeats
 from controller.api.paging import Cursor, Keyset, Limit, Page
 from controller.api.params import AUTHENTICATED, MAX_NAME, Instant, UidPath, errors, known_query_only
@@ -224,7 +226,7 @@ def _ns(when: datetime | None) -> int | None:
 @router.get(
     "/runs/{uid}/logs",
     response_model=LogPage,
-    responses={**errors(404, 503), 200: {"content": {"text/event-stream": {}}}},
+    responses={**errors(403, 404, 503), 200: {"content": {"text/event-stream": {}}}},
 )
 async def run_logs(
     uid: UidPath,
@@ -244,6 +246,8 @@ async def run_logs(
     engine = request.app.state.engine
     async with engine.connect() as conn:
         run = await readable_run(conn, request, principal, uid)
+    if not await may_read_logs(request, principal, run.namespace):
+        raise HTTPException(403, f"reading logs needs get on pods/log in namespace {run.namespace!r}")
     logs = logs_of(request)
     after = KEYSET.decode(cursor)
     since_ns = _ns(since)

@@ -20,7 +20,10 @@ from controller.api.logs import RunLogs
 from controller.bus.logstore import publish_batches
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
+from controller.kube.gateway import KubeGateway
+from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
+from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import ADMIN, USERS, bearer
 from tests.live_events import read_events, serving
 from tests.log_fixtures import BASE, S, log_batch, run_with_logs
@@ -188,3 +191,26 @@ async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
     )
     answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q})
     assert [x["text"] for x in answer.json()["items"]] == expected
+
+
+async def test_in_kubernetes_mode_reading_logs_needs_get_pods_log_there(
+    engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str, sim: SimCluster
+) -> None:
+    sim.set_access(
+        {"alice-token": {"username": "alice"}, "carol-token": {"username": "carol"}},
+        [("alice", "mpijobs", "team-a"), ("carol", "mpijobs", "team-a"), ("carol", "pods", "team-a", "get")],
+    )
+    with KubeGateway.for_url(sim.url) as gateway:
+        app = create_app(
+            engine, PipelineMetrics(), KubeAccessReviewer(gateway), run_logs=RunLogs(js, topology)
+        )
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
+            alice = await http.get(f"/api/v1/runs/{run_uid}/logs", headers=bearer("alice-token"))
+            carol = await http.get(f"/api/v1/runs/{run_uid}/logs", headers=bearer("carol-token"))
+    assert (alice.status_code, alice.json()["detail"]) == (
+        403,
+        "reading logs needs get on pods/log in namespace 'team-a'",
+    )
+    assert carol.status_code == 200 and len(carol.json()["items"]) == len(MERGED)
+    reviewed = [r for r in sim.requests if r.path.endswith("/subjectaccessreviews")]
+    assert reviewed, "the API asked Kubernetes"
