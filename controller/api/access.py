@@ -1,10 +1,11 @@
 """Who a bearer token stands for, and which namespaces they may read (no web framework here).
 
-The API asks one :class:`AccessReviewer` four questions: *whose token is this?*, *may this
+The API asks one :class:`AccessReviewer` five questions: *whose token is this?*, *may this
 principal list MPIJobs/TrainJobs in that namespace* (``None``: in every namespace)?, before
 someone creates a notification subscription or changes their own, *may they subscribe there*
-(no for a read-only caller)? and, before someone changes a subscription they did not create,
-*may they update MPIJobs/TrainJobs there*? Three answers ship here, chosen by ``api.auth``:
+(no for a read-only caller)?, before someone changes a subscription they did not create,
+*may they update MPIJobs/TrainJobs there*? and, before a run's logs are served, *may they read
+container logs there*? Three answers ship here, chosen by ``api.auth``:
 
 - :class:`StaticAccess` (``static``): tokens with per-user namespace allowlists from settings,
   for a laptop or a CI job: ``namespaces`` to read, ``manage`` to subscribe and change anyone's
