@@ -114,10 +114,12 @@ class NatsSettings(BaseModel):
         "a weekend's runs and their post-mortems; the history keeps what a run did for longer.",
     )
     logs_max_bytes: int = Field(
-        default=4 * 1024**3,
+        default=1024**3,
         ge=1024**2,
-        description="Bytes the LOGS stream holds at most (S2-compressed on disk); the oldest lines go "
-        "first. 4 GiB fit beside the other streams on the bundled 10 GiB NATS volume.",
+        description="Bytes the LOGS stream holds at most; the oldest lines go first. JetStream reserves "
+        "them on each replica's file store when the stream is declared, so they must fit its "
+        "max_file_store beside the other streams (9 GB on the bundled NATS). Counted before S2: "
+        "1 GiB is about 8 million lines of 80 bytes (docs/logs.md). Raise it with the NATS volume.",
     )
     publish_retry_s: float = Field(
         default=20.0,
