@@ -137,7 +137,7 @@ class LogFollower:
         meta = pod.get("metadata") or {}
         uid, owner = str(meta.get("uid")), pod_owner(pod)
         if change == "DELETED" or owner is None:
-            self._pods.pop(uid, None)
+            self._forget(uid)
             return
         statuses = (pod.get("status") or {}).get("containerStatuses") or ()
         running = {
@@ -157,6 +157,20 @@ class LogFollower:
             running,
             failure_signal("pod", pod) or any(int(s.get("restartCount") or 0) > 0 for s in statuses),
         )
+
+    def _forget(self, uid: str) -> None:
+        """A pod is gone: nothing of it is kept (nor of its run, once its last pod is gone)."""
+        self._pods.pop(uid, None)
+        for key in [key for key in self._done if key[0] == uid]:
+            del self._done[key]
+        for run, stored in list(self._stored.items()):
+            for key in [key for key in stored if key[0] == uid]:
+                del stored[key]
+            if not stored:
+                del self._stored[run]
+        live = {job.uid for pod in self._pods.values() if (job := self._job(pod)) is not None}
+        self._capped &= live
+        self._quiet &= live
 
     def quiet(self, run_uid: str, new_lines: int) -> None:
         """A progress probe of the run's launcher read ``new_lines`` (0: quiet, maybe hanging)."""
@@ -260,6 +274,11 @@ class LogFollower:
                     if position.capped:
                         return
                     backoff.reset()
+                if self._runs(key, restarts):  # ended cleanly, yet the container runs: a proxy closed it
+                    delay = backoff.next_delay()
+                    log.info("the log of %s ended while it runs; following it again in %.1fs", where, delay)
+                    await asyncio.sleep(delay)
+                    continue
                 position = await self._store(batches.finish(position), key, job, position)
                 self._done[key] = restarts
                 log.info("log of %s followed to its end", where)
@@ -274,6 +293,11 @@ class LogFollower:
                 await asyncio.sleep(delay)
             finally:
                 follow.close()
+
+    def _runs(self, key: FollowKey, restarts: int) -> bool:
+        """Whether the container still runs as the instance followed, as far as the watch says."""
+        pod = self._pods.get(key[0])
+        return pod is not None and pod.running.get(key[1]) == restarts
 
     async def _read(self, follow: Follow) -> bytes:
         return await asyncio.get_running_loop().run_in_executor(self._executor, follow.read)

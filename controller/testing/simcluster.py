@@ -235,6 +235,7 @@ class SimCluster:
         self._outage: _Outage | None = None
         self._logs: dict[tuple[str, str, str], list[_LogEntry]] = {}
         self._log_cuts = 0  # bumped by cut_log_follows(): follows of older generations break mid-line
+        self._log_ends = 0  # bumped by end_log_follows(): follows of older generations end cleanly
         self._open_follows: Counter[tuple[str, str]] = Counter()  # (namespace, pod) -> follows
         self._open_watches: Counter[str] = Counter()
         self._tokens: dict[str, RawObject] = {}  # bearer token -> TokenReview status.user
@@ -415,6 +416,13 @@ class SimCluster:
         then the connection is cut."""
         with self._cond:
             self._log_cuts += 1
+            self._cond.notify_all()
+
+    def end_log_follows(self) -> None:
+        """End every open log follow cleanly although its container runs on (a proxy or load
+        balancer closing a long request): only the follower can tell it from the container's end."""
+        with self._cond:
+            self._log_ends += 1
             self._cond.notify_all()
 
     def open_log_follows(self) -> Counter[tuple[str, str]]:
@@ -676,7 +684,7 @@ class SimCluster:
         with self._cond:
             key = self._log_key(namespace, pod, query)
             sent = 0
-            cuts = self._log_cuts
+            cuts, ends = self._log_cuts, self._log_ends
             self._open_follows[(namespace, pod)] += 1
         handler.start_chunked("text/plain")
         try:
@@ -684,7 +692,7 @@ class SimCluster:
                 with self._cond:
                     while True:
                         written = self._logs.get(key, [])
-                        ended = self._closing or self._container_ended(key)
+                        ended = self._closing or self._log_ends != ends or self._container_ended(key)
                         if len(written) > sent or ended:
                             break
                         self._cond.wait(timeout=0.05)

@@ -76,3 +76,22 @@ async def test_a_restarted_follower_resumes_from_the_bus_without_gap_or_duplicat
 
 async def _has(stored_now: object, count: int) -> bool:
     return len(await stored_now()) >= count  # type: ignore[operator]
+
+
+async def test_a_stream_ended_while_the_container_runs_is_followed_again(
+    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+) -> None:
+    run = running_run(sim, "proxied")
+    namespace, pod, container = run.pod(0)
+    sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
+
+    async def stored_now() -> list[str]:
+        return await stored_texts(nats_client, topology, run.job)
+
+    async with following(sim, nats_client, topology, settings.nats) as follow:
+        follow.add(run)
+        await until(lambda: _has(stored_now, 3), 10.0)
+        sim.end_log_follows()  # a clean end, as a load balancer closing a long request
+        sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1)
+        await until(lambda: _has(stored_now, 6), 10.0)
+    assert await stored_now() == [f"step {i} loss 0.{i}" for i in range(6)]
