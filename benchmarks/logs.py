@@ -83,7 +83,7 @@ async def _follower(
     sim: SimCluster, bench: Bench, ref: JobRef, where: list[tuple[str, str, str]]
 ) -> AsyncIterator[LogFollower]:
     jobs = {(ns, pod): ref for ns, pod, _ in where}
-    with KubeGateway.for_url(sim.url) as gateway:
+    with KubeGateway.for_url(sim.url, connections=len(where)) as gateway:
         follower = LogFollower(
             gateway, bench.nc, bench.topology, LogSettings(max_follows=len(where)), NatsSettings(), jobs
         )
@@ -156,7 +156,7 @@ async def reference_round(sim: SimCluster, bench: Bench, pods: int, lines: int) 
         size += len(text)
     cpu, start = time.process_time(), time.perf_counter()
     read = 0
-    with KubeGateway.for_url(sim.url) as gateway:
+    with KubeGateway.for_url(sim.url, connections=len(where)) as gateway:
 
         async def one(ns: str, pod: str, container: str) -> int:
             follow = gateway.follow_log(ns, pod, container)
@@ -208,16 +208,21 @@ async def latency(sim: SimCluster, bench: Bench, pods: int, rate: int, seconds: 
         per_tick = max(1, rate // 20 // pods)
         for tick in range(ticks):
             due = time.perf_counter() + 0.05
-            for p, (ns, pod, container) in enumerate(where):
-                sim.append_log(
-                    ns,
-                    pod,
-                    container,
-                    "".join(f"[1,{p}]<stdout>:tick {tick} {time.time_ns()}\n" for _ in range(per_tick)),
-                )
+            sim.append_logs(
+                {
+                    (ns, pod, container): "".join(
+                        f"[1,{p}]<stdout>:tick {tick} {time.time_ns()}\n" for _ in range(per_tick)
+                    )
+                    for p, (ns, pod, container) in enumerate(where)
+                }
+            )
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
         await asyncio.sleep(2.0)
+        if reading.done():
+            reading.result()  # the reader's failure, if it failed
         reading.cancel()
+    if not arrived:
+        raise RuntimeError(f"no line of the {ticks * per_tick * pods} written was seen")
     ordered = sorted(arrived)
     written = ticks * per_tick * pods
     return {

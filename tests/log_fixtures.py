@@ -117,8 +117,8 @@ async def following(
 ) -> AsyncIterator[Following]:
     """A :class:`LogFollower` running (its schedule, its follows) while inside."""
     jobs: dict[tuple[str, str], JobRef] = {}
-    with KubeGateway.for_url(sim.url) as gateway:
-        settings = settings or LogSettings(retry_s=0.05)
+    settings = settings or LogSettings(retry_s=0.05)
+    with KubeGateway.for_url(sim.url, connections=settings.max_follows) as gateway:
         follower = LogFollower(gateway, nc, topology, settings, nats, jobs, backoff_max_s=0.2)
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))

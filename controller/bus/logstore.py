@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
@@ -114,7 +113,7 @@ async def read_run(
         while True:
             try:
                 msgs = await sub.fetch(_FETCH, timeout=wait_s)
-            except NatsTimeoutError:
+            except TimeoutError:  # nats-py's own, or asyncio's when a pull's answer is late
                 if not follow:
                     return  # the rest aged out of the stream while we read
                 yield None

@@ -347,7 +347,8 @@ async def run_watchers(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.kube.gateway import KubeGateway
     from watchers.service import run_watchers_elected
 
-    gateway = KubeGateway.from_settings(rt.settings.kube)
+    follows = rt.settings.logs.max_follows if rt.settings.logs.follow else 0
+    gateway = KubeGateway.from_settings(rt.settings.kube, connections=follows + 16)  # + watches, reads
     await run_watchers_elected(rt.settings, gateway, rt.nc, rt.topology, rt.metrics, stop)
 
 

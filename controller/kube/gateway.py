@@ -394,16 +394,19 @@ class KubeGateway:
         self._api = api_client
 
     @staticmethod
-    def _configuration(retries: RetryPolicy, **kwargs: Any) -> Any:
+    def _configuration(retries: RetryPolicy, connections: int = 0, **kwargs: Any) -> Any:
         configuration = client.Configuration(**kwargs)
         configuration.keep_alive = True  # TCP keepalive: idle watches through proxies are probed, not lost
         configuration.retries = retries.urllib3_retry()
+        # connections held at once (log follows): beyond the pool's size each one released is closed
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, connections)
         return configuration
 
     @classmethod
-    def from_settings(cls, kube: KubeSettings) -> KubeGateway:
+    def from_settings(cls, kube: KubeSettings, *, connections: int = 0) -> KubeGateway:
         """:meth:`from_config` with the kubeconfig, context and retry policy of ``kube``."""
-        return cls.from_config(kube.kubeconfig, kube.context, retries=RetryPolicy.from_settings(kube))
+        retries = RetryPolicy.from_settings(kube)
+        return cls.from_config(kube.kubeconfig, kube.context, retries=retries, connections=connections)
 
     @classmethod
     def from_config(
@@ -412,9 +415,11 @@ class KubeGateway:
         context: str | None = None,
         *,
         retries: RetryPolicy = DEFAULT_RETRIES,
+        connections: int = 0,
     ) -> KubeGateway:
-        """In-cluster service account first, then kubeconfig; a given file or context: kubeconfig only."""
-        configuration = cls._configuration(retries)
+        """In-cluster service account first, then kubeconfig; a given file or context: kubeconfig only.
+        ``connections``: how many the caller holds at once at most (its log follows), kept pooled."""
+        configuration = cls._configuration(retries, connections)
         try:
             if kubeconfig is None and context is None:
                 try:
@@ -434,9 +439,11 @@ class KubeGateway:
         return cls(client.ApiClient(configuration))
 
     @classmethod
-    def for_url(cls, url: str, *, retries: RetryPolicy = DEFAULT_RETRIES) -> KubeGateway:
+    def for_url(
+        cls, url: str, *, retries: RetryPolicy = DEFAULT_RETRIES, connections: int = 0
+    ) -> KubeGateway:
         """A gateway to a plain-HTTP API server without auth (a simulated cluster, kubectl proxy)."""
-        configuration = cls._configuration(retries, host=url.rstrip("/"))
+        configuration = cls._configuration(retries, connections, host=url.rstrip("/"))
         return cls(client.ApiClient(configuration))
 
     def close(self) -> None:

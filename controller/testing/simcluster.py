@@ -410,6 +410,13 @@ class SimCluster:
             )
             self._cond.notify_all()
 
+    def append_logs(self, texts: Mapping[tuple[str, str, str], str | bytes]) -> None:
+        """:meth:`append_log` of each (namespace, pod, container), written at once (followers are
+        woken once, not once per container)."""
+        with self._cond:
+            for (namespace, pod, container), text in texts.items():
+                self.append_log(namespace, pod, container, text)
+
     def cut_log_follows(self) -> None:
         """Break every open log follow in the middle of the next line it sends (a connection lost
         to a kubelet or an API server restarting): the lines before it go out whole, half of it,
