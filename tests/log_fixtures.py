@@ -23,6 +23,7 @@ from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import T0, insert_runs, run_row
 from watchers.following import LogFollower
+from watchers.metrics import WatchMetrics
 
 S = 1_000_000_000
 BASE = int(T0.timestamp()) * S
@@ -98,9 +99,12 @@ def running_run(
 class Following:
     """A follower over the simulated cluster, told of every pod of the given runs."""
 
-    def __init__(self, follower: LogFollower, jobs: dict[tuple[str, str], JobRef]) -> None:
+    def __init__(
+        self, follower: LogFollower, jobs: dict[tuple[str, str], JobRef], metrics: WatchMetrics
+    ) -> None:
         self.follower = follower
         self.jobs = jobs
+        self.metrics = metrics
 
     def add(self, run: Run, *, change: str = "ADDED") -> None:
         for pod in run.pods:
@@ -119,11 +123,14 @@ async def following(
     jobs: dict[tuple[str, str], JobRef] = {}
     settings = settings or LogSettings(retry_s=0.05)
     with KubeGateway.for_url(sim.url, connections=settings.max_follows) as gateway:
-        follower = LogFollower(gateway, nc, topology, settings, nats, jobs, backoff_max_s=0.2)
+        metrics = WatchMetrics()
+        follower = LogFollower(
+            gateway, nc, topology, settings, nats, jobs, backoff_max_s=0.2, metrics=metrics
+        )
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))
         try:
-            yield Following(follower, jobs)
+            yield Following(follower, jobs, metrics)
         finally:
             stop.set()
             await task

@@ -50,6 +50,7 @@ from controller.contract.logs import (
 from controller.contract.settings import LogSettings, NatsSettings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import APIError, APIForbiddenError, APINotFoundError
+from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
 
 __all__ = ["FollowKey", "LogFollower", "LogSource"]
@@ -105,8 +106,10 @@ class LogFollower:
         nats: NatsSettings,
         jobs: Mapping[tuple[str, str], JobRef],
         backoff_max_s: float = 30.0,
+        metrics: WatchMetrics | None = None,
     ) -> None:
         """``jobs``: the run of each pod known, by (namespace, name) (the correlator's)."""
+        self._metrics = metrics or WatchMetrics()
         self._source = source
         self._js = nc.jetstream()
         self._topology = topology
@@ -123,6 +126,8 @@ class LogFollower:
         self._stored: dict[str, dict[FollowKey, int]] = {}
         """Bytes stored per container, by run uid (what the run's cap counts)."""
         self._capped: set[str] = set()
+        self._beyond = 0
+        """Containers wanted beyond the bound at the last schedule."""
         self._executor = ThreadPoolExecutor(max(1, settings.max_follows), thread_name_prefix="log-follow")
 
     @property
@@ -197,6 +202,7 @@ class LogFollower:
                 order = (urgency, 0 if pod.role == "launcher" else 1, pod.created, pod.name)
                 candidates.append((order, key, pod, job))
         candidates.sort(key=lambda c: (c[0], c[1]))
+        self._beyond = max(len(candidates) - self._settings.max_follows, 0)
         return [(key, pod, job) for _, key, pod, job in candidates[: self._settings.max_follows]]
 
     def _job(self, pod: _Pod) -> JobRef | None:
@@ -206,6 +212,8 @@ class LogFollower:
         """Start the follows wanted and not running; stop those running and no longer wanted
         (a pod gone, or pushed out of the bound by more urgent runs)."""
         wanted = {key: (pod, job) for key, pod, job in self.wanted()}
+        self._metrics.log_follows.labels("followed").set(len(self.following))
+        self._metrics.log_follows.labels("beyond_bound").set(self._beyond)
         for key, task in list(self._tasks.items()):
             if task.done():
                 del self._tasks[key]
@@ -276,6 +284,7 @@ class LogFollower:
                     backoff.reset()
                 if self._runs(key, restarts):  # ended cleanly, yet the container runs: a proxy closed it
                     delay = backoff.next_delay()
+                    self._metrics.log_reopened.labels("ended").inc()
                     log.info("the log of %s ended while it runs; following it again in %.1fs", where, delay)
                     await asyncio.sleep(delay)
                     continue
@@ -289,6 +298,7 @@ class LogFollower:
                 return
             except (APIError, RetryableError) as exc:  # broken stream, API server or bus away
                 delay = backoff.next_delay()
+                self._metrics.log_reopened.labels("broken").inc()
                 log.info("following the log of %s again in %.1fs: %s", where, delay, exc)
                 await asyncio.sleep(delay)
             finally:
@@ -317,12 +327,15 @@ class LogFollower:
                     update={"capped": True, "stored_bytes": stored.get(key, 0)}
                 )
                 kept.append(batch.model_copy(update={"lines": (), "position": capped, "note": note}))
+                if job.uid not in self._capped:
+                    self._metrics.log_capped.inc()
                 self._capped.add(job.uid)
                 break
             kept.append(batch)
             stored[key] = batch.position.stored_bytes
         if kept:
             await publish_batches(self._js, self._topology, kept, self._retry_s)
+            self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
             return kept[-1].position
         return position
 

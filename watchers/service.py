@@ -296,14 +296,20 @@ class UnwatchedDeletions:
 
 
 def _follower(
-    settings: Settings, gateway: KubeGateway, nc: NATS, topology: Topology, correlator: Correlator
+    settings: Settings,
+    gateway: KubeGateway,
+    nc: NATS,
+    topology: Topology,
+    correlator: Correlator,
+    metrics: WatchMetrics,
 ) -> LogFollower | None:
     """The log follower of the watches (each pod's run as the correlator placed it), unless
     following is off."""
     if not settings.logs.follow or settings.logs.max_follows == 0:
         return None
     logs, nats = settings.logs, settings.nats
-    return LogFollower(gateway, nc, topology, logs, nats, correlator.pods, settings.watcher.backoff_max_s)
+    backoff_max_s = settings.watcher.backoff_max_s
+    return LogFollower(gateway, nc, topology, logs, nats, correlator.pods, backoff_max_s, metrics)
 
 
 async def run_watchers(
@@ -324,13 +330,13 @@ async def run_watchers(
     pipeline = Pipeline(
         changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop, unchanged=changes.unchanged
     )
+    watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
     probe = ProgressProbe(
         gateway,
         pipeline.correlator,
         settings.watcher,
-        _follower(settings, gateway, nc, topology, pipeline.correlator),
+        _follower(settings, gateway, nc, topology, pipeline.correlator, watch_metrics),
     )
-    watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
     positions = await _stored_positions(nc, topology, settings)
 
     async def save_positions_if_published() -> None:

@@ -67,6 +67,7 @@ async def test_beyond_the_bound_failing_runs_are_followed_first(
         follow.add(failing)  # a worker restarted: the failing run's launcher takes the one place
         await until(lambda: set(sim.open_log_follows()) == {("team-a", failing.pod(0)[1])}, 10.0)
         assert len(follow.follower.following) == 1
+        await until(lambda: follow.metrics.sample("mpijc_log_follows", state="beyond_bound") == 2, 10.0)
 
 
 async def test_a_run_is_followed_up_to_its_byte_cap_and_says_so(
@@ -82,6 +83,7 @@ async def test_a_run_is_followed_up_to_its_byte_cap_and_says_so(
         sim.append_log(namespace, pod, container, "".join(f"{i:099d}\n" for i in range(20)))  # past the cap
         await until(lambda: _capped(nats_client, topology, run), 10.0)
         await until(lambda: not sim.open_log_follows(), 10.0)
+        assert follow.metrics.sample("mpijc_log_capped_runs_total") == 1
     batches = await stored(nats_client, topology, run.job)
     assert sum(len(line.text) for b in batches for line in b.lines) <= 2000
     assert batches[-1].note and "cap of 2000 bytes" in batches[-1].note

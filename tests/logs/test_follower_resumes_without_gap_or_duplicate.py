@@ -42,6 +42,8 @@ async def test_a_stream_broken_in_mid_line_resumes_without_gap_or_duplicate(
         await until(lambda: _has(stored_now, 9), 10.0)  # step 9 was cut in half: read again
         sim.append_log(namespace, pod, container, lines(10, 12), at_ns=T + 1_500_000_000)
         await until(lambda: _has(stored_now, 12), 10.0)
+        assert follow.metrics.sample("mpijc_log_reopened_total", reason="broken") >= 1
+        assert follow.metrics.sample("mpijc_log_lines_total") == 12
     assert await stored_now() == expected
     resumed = [r for r in sim.requests if r.path.endswith(f"/{pod}/log") and "sinceTime" in r.query]
     assert resumed and resumed[0].query["sinceTime"] == since_time(T) == "2026-11-18T11:06:40Z"
@@ -94,4 +96,5 @@ async def test_a_stream_ended_while_the_container_runs_is_followed_again(
         sim.end_log_follows()  # a clean end, as a load balancer closing a long request
         sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1)
         await until(lambda: _has(stored_now, 6), 10.0)
+        assert follow.metrics.sample("mpijc_log_reopened_total", reason="ended") >= 1
     assert await stored_now() == [f"step {i} loss 0.{i}" for i in range(6)]
