@@ -70,6 +70,21 @@ async def test_beyond_the_bound_failing_runs_are_followed_first(
         await until(lambda: follow.metrics.sample("mpijc_log_follows", state="beyond_bound") == 2, 10.0)
 
 
+async def test_beyond_the_bound_a_run_whose_launcher_went_quiet_comes_before_busy_ones(
+    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+) -> None:
+    busy = running_run(sim, "busy", workers=0, created="2026-11-20T09:00:00Z")
+    quiet = running_run(sim, "quiet", workers=0, created="2026-11-20T10:00:00Z")
+    limits = LogSettings(retry_s=0.05, max_follows=1)
+    async with following(sim, nats_client, topology, settings.nats, limits) as follow:
+        follow.add(busy)
+        follow.add(quiet)
+        await until(lambda: set(sim.open_log_follows()) == {("team-a", busy.pod(0)[1])}, 10.0)  # the oldest
+        follow.follower.quiet(busy.job.uid, 40)
+        follow.follower.quiet(quiet.job.uid, 0)  # the progress probe read nothing new: maybe hanging
+        await until(lambda: set(sim.open_log_follows()) == {("team-a", quiet.pod(0)[1])}, 10.0)
+
+
 async def test_a_run_is_followed_up_to_its_byte_cap_and_says_so(
     sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
 ) -> None:
