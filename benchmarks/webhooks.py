@@ -27,10 +27,15 @@ burst delivered, sent by this one process as directly as it can (:func:`referenc
 ``ratio`` is the burst's deliveries/s over the reference's.
 
 ``--format cloudevents`` (or ``cloudevents-structured``) subscribes every endpoint to CloudEvents
-instead, to compare with standard webhooks run for run.
+instead, to compare with standard webhooks run for run. ``--formats standard,cloudevents,…``
+compares them within one run instead: the same burst, once per format listed and in that order,
+through the same subscriptions, whose format is switched between bursts (the dispatchers read
+a subscription's format at each claim); interleave them (``standard,cloudevents,standard,
+cloudevents``) so that a box getting busier does not favour one. The latency runs are left out
+(``--rates`` is ignored).
 
 Prints one JSON document and writes ``benchmarks/results/webhooks.json``
-(``webhooks-<format>.json`` for a CloudEvents run).
+(``webhooks-<format>.json`` for a CloudEvents run, ``webhooks-formats.json`` for ``--formats``).
 Targets (docs/architecture.md): ≥ 500 deliveries/s; p99 watch event → webhook delivered < 500 ms at 500
 watch events/s; a slow or dead endpoint does not delay the others.
 """
@@ -43,6 +48,7 @@ import json
 import multiprocessing
 import os
 import ssl
+import statistics
 import tempfile
 import time
 from collections import Counter
@@ -262,15 +268,53 @@ def percentile(samples: Sequence[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))], 1)
 
 
-async def throughput(env: Env, count: int, published: dict[tuple[str, str], float]) -> dict[str, Any]:
-    stories = runs("burst", count)
+async def throughput(
+    env: Env, count: int, published: dict[tuple[str, str], float], prefix: str = "burst"
+) -> dict[str, Any]:
+    """``count`` runs of every job published to JetStream at once (job uids ``<prefix>-…``; no
+    ``-`` in ``prefix``), until every healthy delivery arrived."""
+    stories = runs(prefix, count)
     started = time.time()
     for story in stories:
         for event in story:
             published[(event.uid, _type(event))] = time.time()
     await env.publisher.publish([e for story in stories for e in story])
-    await until_arrived(env, "burst-", HEALTHY * count * 3)
+    await until_arrived(env, f"{prefix}-", HEALTHY * count * 3)
     return {"runs": len(stories), "events": len(stories) * 3, "started": started}
+
+
+async def switch_format(env: Env, fmt: str) -> None:
+    """Every subscription's format, from the next claim on (a benchmark's setup, not measured)."""
+    async with env.bench.engine.begin() as conn:
+        await conn.execute(text("UPDATE subscriptions SET format = :fmt"), {"fmt": fmt})
+
+
+async def format_bursts(env: Env, formats: Sequence[str], count: int, published: dict[Key, float]) -> None:
+    """The same burst once per entry of ``formats``, in order (job uids ``burst<i>-…``)."""
+    for n, fmt in enumerate(formats):
+        await switch_format(env, fmt)
+        await throughput(env, count, published, f"burst{n}")
+
+
+def by_format(
+    formats: Sequence[str], arrivals: list[Arrival], published: dict[Key, float], enqueued: dict[Key, float]
+) -> dict[str, Any]:
+    """Each burst of :func:`format_bursts`, and per format the median of its bursts' deliveries/s,
+    also as a ratio to standard webhooks' (when they were run)."""
+    bursts = [
+        {"format": fmt, **summarize(arrivals, published, enqueued, f"burst{n}-")}
+        for n, fmt in enumerate(formats)
+    ]
+    medians = {
+        fmt: statistics.median(b["deliveries_per_s"] for b in bursts if b["format"] == fmt)
+        for fmt in dict.fromkeys(formats)
+    }
+    standard = medians.get("standard")
+    return {
+        "bursts": bursts,
+        "median_deliveries_per_s": medians,
+        "ratio_to_standard": {f: round(v / standard, 2) for f, v in medians.items()} if standard else None,
+    }
 
 
 def job_transitions(prefix: str, count: int) -> list[list[k.Obj]]:
@@ -433,7 +477,8 @@ async def main(args: argparse.Namespace) -> None:
     roles = ["notify"] + ["dispatch"] * args.dispatchers
     with tempfile.TemporaryDirectory(prefix="mpijc-bench-webhooks-") as tmp:
         async with pipeline_services(Path(tmp), roles, NOTIFY_ENV) as bench:
-            secrets = await subscribe_all(bench, subs, args.format)
+            formats = args.formats or [args.format]
+            secrets = await subscribe_all(bench, subs, formats[0])
             parent, child = multiprocessing.get_context("spawn").Pipe()
             receiver = multiprocessing.get_context("spawn").Process(
                 target=_receive, args=(receiver_port, secrets, child), daemon=True
@@ -444,11 +489,14 @@ async def main(args: argparse.Namespace) -> None:
             pipeline = Pipeline(env.publisher.publish, bench.metrics, 30)
             try:
                 published: dict[Key, float] = {}
-                await throughput(env, args.runs, published)
-                setup, pods = running_pods(JOBS)
-                await pipeline.feed(setup)
-                for rate in args.rates:
-                    await watched(env, pipeline, pods, rate, args.events_per_s, args.seconds, published)
+                if args.formats:
+                    await format_bursts(env, args.formats, args.runs, published)
+                else:
+                    await throughput(env, args.runs, published)
+                    setup, pods = running_pods(JOBS)
+                    await pipeline.feed(setup)
+                    for rate in args.rates:
+                        await watched(env, pipeline, pods, rate, args.events_per_s, args.seconds, published)
                 enqueued = await enqueue_times(env)
                 reference = await reference_sender(env, subs, secrets, HEALTHY * args.runs * 3, MAX_IN_FLIGHT)
             finally:
@@ -456,6 +504,24 @@ async def main(args: argparse.Namespace) -> None:
                 arrivals = parent.recv()
                 receiver.join(10)
     bad = [s for s in subs if s.kind != "healthy"]
+    if args.formats:
+        compared = by_format(args.formats, arrivals, published, enqueued)
+        best = max(b["deliveries_per_s"] for b in compared["bursts"])
+        report(
+            "webhooks-formats",
+            {
+                "benchmark": "webhooks-formats",
+                "path": "JetStream → notify consumer → PostgreSQL outbox → dispatchers → signed HTTP POST, "
+                "the same burst once per format through the same 1,000 subscriptions",
+                "machine": f"this box, {os.cpu_count()} cores, as the webhooks benchmark",
+                "dispatchers": args.dispatchers,
+                "formats": args.formats,
+                **compared,
+                "reference": reference,
+                "ratio_of_the_fastest_burst_to_the_reference": round(best / reference["deliveries_per_s"], 2),
+            },
+        )
+        return
     burst = summarize(arrivals, published, enqueued, "burst-")
     result = {
         "benchmark": "webhooks",
@@ -493,6 +559,13 @@ async def main(args: argparse.Namespace) -> None:
     report("webhooks" if args.format == "standard" else f"webhooks-{args.format}", result)
 
 
+def _formats(text: str) -> list[str]:
+    formats = text.split(",")
+    if not formats or any(f not in FORMATS for f in formats):
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of {', '.join(FORMATS)}")
+    return formats
+
+
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=6, help="runs of each of the 100 jobs in the burst")
@@ -511,7 +584,13 @@ def cli() -> None:
         help="what every subscription receives (CloudEvents binary or structured mode next to standard)",
     )
     parser.add_argument(
-        "--dispatchers", type=int, default=1, help="dispatcher processes (one: best latency on 2 cores)"
+        "--formats",
+        type=_formats,
+        help="compare formats within one run: the same burst once per format listed, in order "
+        "(e.g. standard,cloudevents,standard,cloudevents); no latency runs",
+    )
+    parser.add_argument(
+        "--dispatchers", type=int, default=2, help="dispatcher processes (two, as up and the base deploy run)"
     )
     asyncio.run(main(parser.parse_args()))
 

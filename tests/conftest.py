@@ -38,7 +38,7 @@ from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
 
-pytest_plugins = ["tests.kube_fixtures", "tests.api_fixtures"]
+pytest_plugins = ["tests.kube_fixtures", "tests.api_fixtures", "tests.usage_fixtures"]
 
 TEMPLATE = "mpijc_template"
 

@@ -30,9 +30,8 @@ from typing import Any, Literal
 
 from controller.contract.clock import Monotonic
 from controller.contract.events import BusEvent, Change, JobRef
-from controller.contract.kubeflow import JobKind
+from controller.contract.kinds import JobKind, kind_named
 from watchers.normalizing import (
-    JOB_KINDS,
     involved_object,
     normalize_event,
     normalize_job,
@@ -204,9 +203,9 @@ class Correlator:
         involved = involved_object(obj)
         namespace = str((obj.get("metadata") or {}).get("namespace", "default"))
         event_job: JobRef | None = None
-        if involved.kind in JOB_KINDS:
+        if (spec := kind_named(involved.kind)) is not None:
             event_job = self.jobs_by_uid.get(involved.uid or "") or self.jobs.get(
-                (namespace, JOB_KINDS[involved.kind], involved.name)
+                (namespace, spec.kind, involved.name)
             )
         elif involved.kind == "Pod":
             event_job = self.pods.get((namespace, involved.name))
@@ -258,8 +257,8 @@ def _waits_for(observation: Observation) -> tuple[str, ...]:
         owner = pod_owner(obj)
         return ("job", namespace, owner["kind"], owner["name"]) if owner else ("none",)
     involved = involved_object(obj)
-    if involved.kind in JOB_KINDS:
-        return ("job", namespace, JOB_KINDS[involved.kind], involved.name)
+    if (spec := kind_named(involved.kind)) is not None:
+        return ("job", namespace, spec.kind, involved.name)
     if involved.kind == "Job":  # which run it serves is known once that run's job arrives
         return ("batch", namespace)
     return ("pod", namespace, involved.name)

@@ -7,11 +7,11 @@ a fresh registry and reads samples back with :meth:`WatchMetrics.sample`.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from controller.metrics import MetricGroup
 
-__all__ = ["WatchMetrics"]
+__all__ = ["UsageMetrics", "WatchMetrics"]
 
 
 class WatchMetrics(MetricGroup):
@@ -84,3 +84,44 @@ class WatchMetrics(MetricGroup):
             "Runs whose log reached MPIJC_LOGS__RUN_MAX_BYTES: no longer followed.",
             registry=self.registry,
         )
+
+
+class UsageMetrics(MetricGroup):
+    """Queries to the cluster's Prometheus for what the jobs used (:mod:`watchers.usage`)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        self.queries = Counter(
+            "mpijc_usage_queries",
+            "Requests to Prometheus by outcome: ok, retried (timed out or 429/5xx, tried again), "
+            "unavailable (given up after the retries), rejected (4xx, a query it refuses).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.query_seconds = Histogram(
+            "mpijc_usage_query_seconds",
+            "Seconds one request to Prometheus took.",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.up = Gauge(
+            "mpijc_usage_prometheus_up",
+            "1 when the last refresh read every namespace it tried, 0 when Prometheus failed it.",
+            registry=self.registry,
+        )
+        self.pods = Gauge(
+            "mpijc_usage_pods",
+            "Pods whose usage is read: running, and ended awaiting their final reading.",
+            registry=self.registry,
+        )
+        self.readings = Counter(
+            "mpijc_usage_readings",
+            "Pod figures published (final: a pod's whole life, after it ended).",
+            ["final"],
+            registry=self.registry,
+        )
+
+    def observe(self, outcome: str, seconds: float) -> None:
+        """Count one request to Prometheus and how long it took."""
+        self.queries.labels(outcome).inc()
+        self.query_seconds.observe(seconds)

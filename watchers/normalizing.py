@@ -1,8 +1,10 @@
 """Raw Kubernetes objects → typed bus events.
 
-The only place that knows the shapes of MPIJob ``kubeflow.org/v2beta1``, TrainJob
-``trainer.kubeflow.org/v1alpha1``, their pods (mpi-operator and JobSet labels) and core/v1
-Events. Everything after this speaks :mod:`controller.contract.events`.
+The only place that knows the shapes of the job kinds of :mod:`controller.contract.kinds` —
+MPIJob ``kubeflow.org/v2beta1``, the training-operator ``kubeflow.org/v1`` kinds (PyTorchJob,
+TFJob, XGBoostJob, PaddleJob, JAXJob), TrainJob ``trainer.kubeflow.org/v1alpha1`` — of their
+pods (by the registry's labels) and of core/v1 Events. Everything after this speaks
+:mod:`controller.contract.events`.
 
 A malformed object raises :class:`MalformedObject` with a message naming what is missing;
 an object that is not ours (a pod of some other workload, an event about a Deployment)
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from pydantic import ValidationError
 
@@ -33,23 +35,12 @@ from controller.contract.events import (
     K8sEventObserved,
     ObjectRef,
     PodObserved,
-    PodRole,
     Resources,
     RoleSpec,
 )
-from controller.contract.kubeflow import (
-    COMPLETION_INDEX,
-    JOBSET_NAME,
-    JOBSET_REPLICATED_JOB,
-    MPI_JOB_NAME,
-    MPI_JOB_ROLE,
-    MPI_REPLICA_INDEX,
-    TRAINJOB_ANCESTOR,
-    JobKind,
-)
+from controller.contract.kinds import JobKind, KindSpec, PodOwner, kind_named, kind_spec
+from controller.contract.kinds import pod_owner as owner_by_labels
 from controller.contract.redaction import scrub, scrub_lines
-
-JOB_KINDS: dict[str, JobKind] = {"MPIJob": "MPIJob", "TrainJob": "TrainJob"}
 
 
 class ObjectMeta(TypedDict, total=False):
@@ -121,17 +112,23 @@ def _true(conditions: tuple[Condition, ...], kind: str) -> Condition | None:
     return next((c for c in conditions if c.type == kind and c.status == "True"), None)
 
 
-def job_phase(kind: JobKind, spec: Mapping[str, Any], status: Mapping[str, Any]) -> JobPhase:
-    """Phase from the conditions of either kind (terminal wins, then suspension, then running)."""
+def job_phase(kind: JobKind | KindSpec, spec: Mapping[str, Any], status: Mapping[str, Any]) -> JobPhase:
+    """Phase from the conditions of any kind: terminal wins, then suspension, then running.
+
+    The operators' conditions (mpi-operator and training-operator alike: Created, Running,
+    Restarting, Succeeded, Failed, Suspended) say it directly; ``Restarting`` (a replica being
+    restarted under its restartPolicy) is a running job's state. A TrainJob's JobSet says
+    Complete/Failed, and running when any of its Jobs has active or ready pods."""
+    family = (kind if isinstance(kind, KindSpec) else kind_spec(kind)).family
     conditions = _conditions(status)
     if _true(conditions, "Failed"):
         return "Failed"
     if _true(conditions, "Succeeded") or _true(conditions, "Complete"):
         return "Succeeded"
-    suspended = (spec.get("runPolicy") or {}).get("suspend") if kind == "MPIJob" else spec.get("suspend")
+    suspended = (spec.get("runPolicy") or {}).get("suspend") if family != "trainer" else spec.get("suspend")
     if _true(conditions, "Suspended") or suspended:
         return "Suspended"
-    if kind == "MPIJob":
+    if family != "trainer":
         return "Running" if _true(conditions, "Running") or _true(conditions, "Restarting") else "Pending"
     jobs_status = status.get("jobsStatus") or ()
     if any(
@@ -181,6 +178,24 @@ def _mpijob_spec(spec: Mapping[str, Any]) -> JobSpecSummary:
     )
 
 
+def _replica_spec(spec: Mapping[str, Any], field: str) -> JobSpecSummary:
+    """A training-operator job: every replica type but a launcher counts as a worker (rank-bearing
+    process); the Worker replica's template (else the master's) describes what workers run."""
+    replicas = spec.get(field) or {}
+    if not isinstance(replicas, dict):
+        raise MalformedObject(f"spec.{field} is not a map of replica specs")
+    roles = {str(name): _role_spec(r) for name, r in replicas.items() if isinstance(r, dict)}
+    counts = {name: int(r.replicas if r and r.replicas is not None else 1) for name, r in roles.items()}
+    worker = next((roles[n] for n in ("Worker", "Master", "Chief") if roles.get(n)), None)
+    return JobSpecSummary(
+        workers=sum(n for name, n in counts.items() if name != "Launcher"),
+        suspend=bool((spec.get("runPolicy") or {}).get("suspend")),
+        launcher=roles.get("Launcher"),
+        worker=worker,
+        replicas=counts,
+    )
+
+
 def _trainjob_spec(spec: Mapping[str, Any]) -> JobSpecSummary:
     trainer = spec.get("trainer") or {}
     per_node = trainer.get("resourcesPerNode") or {}
@@ -213,10 +228,18 @@ def _job_times(status: Mapping[str, Any], conditions: tuple[Condition, ...]) -> 
     return started, finished
 
 
+def _spec_summary(kind: KindSpec, spec: Mapping[str, Any]) -> JobSpecSummary:
+    if kind.family == "mpi-operator":
+        return _mpijob_spec(spec)
+    if kind.family == "trainer" or kind.replica_specs is None:
+        return _trainjob_spec(spec)
+    return _replica_spec(spec, kind.replica_specs)
+
+
 def normalize_job(obj: Mapping[str, Any], change: Change, observed_at: datetime) -> JobObserved:
-    """An MPIJob or TrainJob as a :class:`JobObserved`."""
+    """A job of any kind of :data:`~controller.contract.kinds.KINDS` as a :class:`JobObserved`."""
     meta = _meta(obj)
-    kind = JOB_KINDS.get(str(obj.get("kind")))
+    kind = kind_named(obj.get("kind"))
     if kind is None:
         raise MalformedObject(f"unknown job kind {obj.get('kind')!r}")
     spec = obj.get("spec") or {}
@@ -227,14 +250,14 @@ def normalize_job(obj: Mapping[str, Any], change: Change, observed_at: datetime)
         return JobObserved(
             change=change,
             uid=meta["uid"],
-            kind=kind,
+            kind=kind.kind,
             namespace=meta.get("namespace", "default"),
             name=meta["name"],
             resource_version=meta["resourceVersion"],
             generation=meta.get("generation"),
             phase=job_phase(kind, spec, status),
             conditions=conditions,
-            spec=_mpijob_spec(spec) if kind == "MPIJob" else _trainjob_spec(spec),
+            spec=_spec_summary(kind, spec),
             labels=meta.get("labels") or {},
             created_at=parse_time(meta.get("creationTimestamp")) or observed_at,
             started_at=started,
@@ -242,45 +265,14 @@ def normalize_job(obj: Mapping[str, Any], change: Change, observed_at: datetime)
             observed_at=observed_at,
         )
     except (ValidationError, AttributeError, TypeError) as exc:
-        raise MalformedObject(f"{kind} {meta['name']}: {exc}") from exc
-
-
-class PodOwner(TypedDict):
-    """Which job a pod belongs to, read from its labels."""
-
-    kind: JobKind
-    name: str
-    role: PodRole
-    index: int | None
-
-
-def _int(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdigit() else None
+        raise MalformedObject(f"{kind.kind} {meta['name']}: {exc}") from exc
 
 
 def pod_owner(obj: Mapping[str, Any]) -> PodOwner | None:
-    """The MPIJob/TrainJob a pod belongs to, from its labels; ``None`` for any other pod."""
-    labels: Mapping[str, str] = (obj.get("metadata") or {}).get("labels") or {}
-    if MPI_JOB_NAME in labels:
-        role: Literal["launcher", "worker"] = (
-            "launcher" if labels.get(MPI_JOB_ROLE) == "launcher" else "worker"
-        )
-        return {
-            "kind": "MPIJob",
-            "name": labels[MPI_JOB_NAME],
-            "role": role,
-            "index": _int(labels.get(MPI_REPLICA_INDEX)) if role == "worker" else None,
-        }
-    if JOBSET_NAME in labels and labels.get(TRAINJOB_ANCESTOR, "trainer") == "trainer":
-        replicated = labels.get(JOBSET_REPLICATED_JOB, "")
-        role = "launcher" if replicated == "launcher" else "worker"
-        return {
-            "kind": "TrainJob",
-            "name": labels[JOBSET_NAME],
-            "role": role,
-            "index": _int(labels.get(COMPLETION_INDEX)) if role == "worker" else None,
-        }
-    return None
+    """The job a pod belongs to and which replica it is, from its labels (and, where a label
+    does not tell the kind, its ownerReferences); ``None`` for any other pod."""
+    meta = obj.get("metadata") or {}
+    return owner_by_labels(meta.get("labels") or {}, meta.get("ownerReferences") or ())
 
 
 def _state(status: Mapping[str, Any], init: bool) -> ContainerState:
@@ -309,11 +301,11 @@ def _state(status: Mapping[str, Any], init: bool) -> ContainerState:
 def normalize_pod(
     obj: Mapping[str, Any], change: Change, job: JobRef, observed_at: datetime, log_tail: tuple[str, ...] = ()
 ) -> PodObserved:
-    """A launcher or worker pod of ``job`` as a :class:`PodObserved`."""
+    """A launcher, worker or other replica pod of ``job`` as a :class:`PodObserved`."""
     meta = _meta(obj)
     owner = pod_owner(obj)
     if owner is None:
-        raise MalformedObject(f"pod {meta['name']} carries no MPIJob/TrainJob labels")
+        raise MalformedObject(f"pod {meta['name']} carries no training job's labels")
     status = obj.get("status") or {}
     spec = obj.get("spec") or {}
     try:
@@ -325,6 +317,7 @@ def normalize_pod(
             namespace=meta.get("namespace", job.namespace),
             resource_version=meta["resourceVersion"],
             role=owner["role"],
+            replica=owner["replica"],
             index=owner["index"],
             phase=status.get("phase") or "Pending",
             reason=_text(status.get("reason")),

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from controller.contract.events import Change
+from controller.contract.kinds import KINDS as JOB_KINDS
 from watchers.correlating import ObjectKind, Observation
 from watchers.normalizing import MalformedObject, error_terminated, parse_time
 
 log = logging.getLogger(__name__)
 
-KINDS: dict[str, ObjectKind] = {"MPIJob": "job", "TrainJob": "job", "Pod": "pod", "Event": "event"}
+KINDS: dict[str, ObjectKind] = {**{spec.kind: "job" for spec in JOB_KINDS}, "Pod": "pod", "Event": "event"}
 CHANGES: dict[str, Change] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
 
 

@@ -7,7 +7,8 @@ the order they reach the bus. Two bounded log reads, never a log stream:
 - a pod update where a container just terminated with an error gets its log tail attached,
   fetched once per container restart; one the API server would not serve is read again while
   the pod exists, and the pod goes out again with it (:class:`watchers.tails.LogTails`);
-- every ``progress_probe_s`` each running launcher's log is probed with ``sinceSeconds``
+- every ``progress_probe_s`` each running launcher's log (for a run without one, its first
+  replica's: Master-0, Worker-0, node 0) is probed with ``sinceSeconds``
   and a :class:`~controller.contract.events.LogProbed` says how many new lines it wrote
   (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
 
@@ -34,14 +35,15 @@ from controller.bus.publishing import Publisher
 from controller.bus.versions import VersionedPublisher, versioned
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, Change, LogProbed
-from controller.contract.kubeflow import JobKind
+from controller.contract.kinds import JobKind, speaks_for_run
 from controller.contract.redaction import scrub_lines
 from controller.contract.settings import Settings, WatcherSettings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
-from controller.kube.resources import JOBSET_PODS, MPI_PODS, MPIJOBS, TRAINJOBS, WATCHED, Resource
+from controller.kube.resources import JOB_RESOURCES, WATCHED, Resource, job_kinds_of
 from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, ObjectKind, Observation
+from watchers.discovery import follow_served
 from watchers.following import LogFollower
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
@@ -50,6 +52,7 @@ from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.positions import WatchPositions, position_name
 from watchers.recording import object_kind, write_record
 from watchers.tails import LogTails, PodHandover, Tails
+from watchers.usage import reading_usage
 from watchers.watching import Listed, Sink, WatchChange, watch_resource
 
 QUEUE_LIMIT = 50_000
@@ -71,8 +74,10 @@ PROBE_TAIL_LINES = 5
 
 
 class ProgressProbe:
-    """Knows the running launchers and probes their recent log output on demand; tells the log
-    ``follower`` (if any) of every pod change and of each launcher probed."""
+    """Knows the running pods whose log speaks for their run — launchers, and the first replica
+    of a launcher-less run (:func:`controller.contract.kinds.speaks_for_run`) — and probes
+    their recent log output on demand; tells the log ``follower`` (if any) of every pod change
+    and of each pod probed."""
 
     def __init__(
         self,
@@ -88,20 +93,20 @@ class ProgressProbe:
         self.follower = follower
 
     def track(self, change: WatchChange) -> None:
-        """Follow which launcher pods are running."""
+        """Follow which pods that speak for their run are running (and tell the follower of all)."""
         if self.follower is not None:
             self.follower.track(change.type, change.object)
         meta = change.object.get("metadata") or {}
         owner = pod_owner(change.object)
         uid = str(meta.get("uid"))
         running = (change.object.get("status") or {}).get("phase") == "Running"
-        if owner and owner["role"] == "launcher" and running and change.type != "DELETED":
+        if owner and speaks_for_run(owner) and running and change.type != "DELETED":
             self._running[uid] = change.object
         else:
             self._running.pop(uid, None)
 
     async def probe(self) -> list[LogProbed]:
-        """One ``sinceSeconds`` read per running launcher; pods whose run is unknown are skipped."""
+        """One ``sinceSeconds`` read per pod followed; pods whose run is unknown are skipped."""
         since = int(self._settings.progress_probe_s)
         probes: list[LogProbed] = []
         for uid, pod in list(self._running.items()):
@@ -135,6 +140,7 @@ class ProgressProbe:
                     uid=uid,
                     name=name,
                     role=owner["role"],
+                    replica=owner["replica"],
                     index=owner["index"],
                     container=container,
                     resource_version=str(int(now.timestamp() * 1000)),
@@ -160,11 +166,14 @@ async def _watch_all(
 ) -> None:
     """One watch per resource kind (and namespace) into ``sink``, and ``beside`` them, until
     ``stop`` is set (``listed`` hears of each first complete list, ``positions`` tells where
-    each may resume); then the log tails still being read again are let go."""
+    each may resume); then the log tails still being read again are let go. A job kind is
+    watched once the API server serves its CRD (:func:`watchers.discovery.follow_served`)."""
     namespaces = _namespaces(settings)
+    jobs = set(JOB_RESOURCES.values())
     try:
         async with asyncio.TaskGroup() as group:
-            for resource in WATCHED:
+
+            def start(resource: Resource) -> None:
                 for namespace in namespaces:
                     group.create_task(
                         watch_resource(
@@ -179,6 +188,15 @@ async def _watch_all(
                             positions=positions,
                         )
                     )
+
+            for resource in WATCHED:
+                if resource not in jobs:
+                    start(resource)
+            group.create_task(
+                follow_served(
+                    gateway, [r for r in WATCHED if r in jobs], start, settings.watcher.discovery_s, stop
+                )
+            )
             for task in beside:
                 group.create_task(task)
     finally:
@@ -228,13 +246,11 @@ class UnwatchedDeletions:
     complete list (what was published of it and is gone now), published ahead of the queues.
     Kubernetes Events are not told: one expiring says nothing about a run."""
 
-    LISTS: Mapping[Resource, tuple[Literal["job", "pod"], JobKind]] = {
-        MPIJOBS: ("job", "MPIJob"),
-        TRAINJOBS: ("job", "TrainJob"),
-        MPI_PODS: ("pod", "MPIJob"),
-        JOBSET_PODS: ("pod", "TrainJob"),
-    }
-    """What a list of each resource covers: the jobs of a kind, or the pods of its jobs."""
+    @staticmethod
+    def covers(resource: Resource) -> tuple[Literal["job", "pod"], tuple[JobKind, ...]]:
+        """What a list of ``resource`` covers: the jobs of a kind, or the pods of the jobs of the
+        kinds that share its label (none: Kubernetes Events)."""
+        return ("job" if resource in JOB_RESOURCES.values() else "pod"), job_kinds_of(resource)
 
     def __init__(self, changes: VersionedPublisher, arrived: asyncio.Event) -> None:
         self._changes = changes
@@ -251,8 +267,8 @@ class UnwatchedDeletions:
         what was published once that is loaded, so the watch starts at once all the same
         (``None``: the watch resumed and tells its deletions itself; what was published of this
         list is let go)."""
-        covers = self.LISTS.get(resource)
-        if covers is not None:
+        covers = self.covers(resource)
+        if covers[1]:
             task = asyncio.create_task(self._tell(resource, namespace, covers, uids))
             self._telling.add(task)
             task.add_done_callback(self._telling.discard)
@@ -261,7 +277,7 @@ class UnwatchedDeletions:
         self,
         resource: Resource,
         namespace: str | None,
-        covers: tuple[Literal["job", "pod"], JobKind],
+        covers: tuple[Literal["job", "pod"], tuple[JobKind, ...]],
         uids: frozenset[str] | None,
     ) -> None:
         try:
@@ -271,7 +287,8 @@ class UnwatchedDeletions:
                 "%s: deletions while not watched not told, the versions did not load: %r", resource, exc
             )
             return
-        gone = versions.gone(*covers, namespace, uids)
+        what, kinds = covers
+        gone = [event for kind in kinds for event in versions.gone(what, kind, namespace, uids)]
         if gone:
             where = "cluster-wide" if namespace is None else f"in {namespace!r}"
             log.info(
@@ -312,6 +329,25 @@ def _follower(
     return LogFollower(gateway, nc, topology, logs, nats, correlator.pods, backoff_max_s, metrics)
 
 
+def _probes(
+    gateway: KubeGateway,
+    correlator: Correlator,
+    settings: Settings,
+    publisher: Publisher,
+    metrics: PipelineMetrics,
+    stop: asyncio.Event,
+    follower: LogFollower | None = None,
+) -> tuple[list[Callable[[], Coroutine[Any, Any, None]]], Callable[[WatchChange], None]]:
+    """What starts the loops that probe running pods (their log output; their usage, when a
+    Prometheus is configured; the log ``follower``'s, if any) once the watches start, and what
+    follows each pod change for them."""
+    progress = ProgressProbe(gateway, correlator, settings.watcher, follower)
+    usage, track = reading_usage(settings.usage, correlator, publisher, metrics, stop, progress.track)
+    interval = settings.watcher.progress_probe_s
+    following = [lambda: follower.run(stop)] if follower is not None else []
+    return [lambda: probe_loop(progress.probe, publisher, metrics, interval, stop), *usage, *following], track
+
+
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
@@ -331,10 +367,13 @@ async def run_watchers(
         changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop, unchanged=changes.unchanged
     )
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
-    probe = ProgressProbe(
+    probes, track = _probes(
         gateway,
         pipeline.correlator,
-        settings.watcher,
+        settings,
+        publisher,
+        metrics,
+        stop,
         _follower(settings, gateway, nc, topology, pipeline.correlator, watch_metrics),
     )
     positions = await _stored_positions(nc, topology, settings)
@@ -359,7 +398,7 @@ async def run_watchers(
     async def sink(change: WatchChange) -> None:
         kind = object_kind({"kind": change.resource.kind})
         if kind == "pod":
-            probe.track(change)
+            track(change)
             await handover(change.type, change.object)
         elif kind is not None:
             await put(kind, change.type, change.object, {})
@@ -392,8 +431,7 @@ async def run_watchers(
             stop,
             handover,
             publish_loop(),
-            probe_loop(probe.probe, publisher, metrics, settings.watcher.progress_probe_s, stop),
-            *([probe.follower.run(stop)] if probe.follower is not None else []),
+            *(start() for start in probes),
             metrics=watch_metrics,
             listed=unwatched.listed,
             positions=positions,

@@ -7,6 +7,11 @@ explanation is reported, and an already-firing symptom is resolved with
 ``superseded_by`` naming it (the first explanation in catalog order, so the most specific
 cause is named). The relation must stay acyclic (a test checks it).
 
+- A rendezvous that failed (``rendezvous``: torchrun's processes never met) is explained by any
+  pod-level cause (a peer that could not start), and explains the ranks that exited of it
+  (``mpi-abort``) and the communication errors around it (``mpi-comm``).
+- ``restarting`` (the operator restarts a failed replica) is explained by nothing: each restart
+  is told once, beside the replica's own cause.
 - Communication symptoms (``mpi-comm``, ``mpi-abort``) are explained by any pod-level
   cause: an OOM kill, a GPU out of memory or failing, a segfault, a full disk, a quota
   refusal, an image that cannot be pulled, a lost or evicted pod. A segfault or a GPU error
@@ -18,6 +23,8 @@ cause is named). The relation must stay acyclic (a test checks it).
 - One exception: ``unschedulable`` does not hide ``hang-pending``. Waiting for capacity
   may end by itself; the first says why the run waits, the second for how long
   ("Pending 20m: waiting for 8 GPUs").
+- The usage warnings step aside for what they warn of: ``memory-near-limit`` for the ``oom``
+  that came, ``gpu-idle`` for any cause that explains why a worker stopped working.
 - The catch-all ``failed`` is explained by every other rule: it speaks only when nothing
   more specific does, and steps aside when a specific finding arrives later.
 """
@@ -34,10 +41,13 @@ from consumers.rules.memory import GPU_OOM, OOM
 from consumers.rules.mpi import MPI_ABORT, MPI_COMM
 from consumers.rules.nodes import EVICTED, NODE_LOST
 from consumers.rules.quota import QUOTA
+from consumers.rules.rendezvous import RENDEZVOUS
+from consumers.rules.restarts import RESTARTING
 from consumers.rules.rule import Rule
 from consumers.rules.scheduling import UNSCHEDULABLE
 from consumers.rules.segfaults import SEGFAULT
 from consumers.rules.stalls import FAILURE_PROPAGATION, HANG_INIT, HANG_PENDING, HANG_PROGRESS
+from consumers.rules.usage import GPU_IDLE, MEMORY_NEAR_LIMIT
 from controller.contract.findings import RuleId
 
 POD_CAUSES: frozenset[RuleId] = frozenset(
@@ -55,8 +65,10 @@ POD_CAUSES: frozenset[RuleId] = frozenset(
         "node-lost",
     }
 )
-CAUSES: frozenset[RuleId] = POD_CAUSES | {"mpi-comm", "mpi-abort"}
-STALLS: frozenset[RuleId] = frozenset({"failure-propagation", "hang-init", "hang-pending", "hang-progress"})
+CAUSES: frozenset[RuleId] = POD_CAUSES | {"rendezvous", "mpi-comm", "mpi-abort"}
+STALLS: frozenset[RuleId] = frozenset(
+    {"failure-propagation", "restarting", "hang-init", "hang-pending", "hang-progress"}
+)
 
 CATALOG: tuple[Rule, ...] = (
     OOM,
@@ -70,12 +82,16 @@ CATALOG: tuple[Rule, ...] = (
     CRASHLOOP,
     EVICTED,
     NODE_LOST,
-    replace(MPI_COMM, explained_by=POD_CAUSES),
-    replace(MPI_ABORT, explained_by=POD_CAUSES | {"mpi-comm"}),
+    replace(RENDEZVOUS, explained_by=POD_CAUSES),
+    replace(MPI_COMM, explained_by=POD_CAUSES | {"rendezvous"}),
+    replace(MPI_ABORT, explained_by=POD_CAUSES | {"rendezvous", "mpi-comm"}),
     FAILURE_PROPAGATION,
+    RESTARTING,
     replace(HANG_INIT, explained_by=CAUSES | {"failure-propagation"}),
     replace(HANG_PENDING, explained_by=(CAUSES - {"unschedulable"}) | {"failure-propagation", "hang-init"}),
     replace(HANG_PROGRESS, explained_by=CAUSES | {"failure-propagation", "hang-init", "hang-pending"}),
+    replace(GPU_IDLE, explained_by=CAUSES | {"failure-propagation", "hang-init"}),
+    replace(MEMORY_NEAR_LIMIT, explained_by=frozenset({"oom"})),
     replace(FAILED, explained_by=CAUSES | STALLS),
 )
 

@@ -13,6 +13,12 @@ ended after it did, that pod's line is named too: the sentence is the same which
 event came first, and the line is part of the key, so a tail that arrives later republishes it. With no
 container to blame it quotes the job's ``Failed`` condition.
 
+A job's ``Failed`` condition and its pods come on separate watches, and the pod update that
+says why often arrives a moment later (with its log tail). When the job failed with no
+container's end seen yet and some pod still seen running, the rule waits up to
+``failed_hold_s`` (10 s) for the pods' last word before it quotes the job's condition; the
+ticker re-evaluates a failed run until it has a finding.
+
 Every other rule explains it (see the catalog): a specific finding that arrives later —
 the OOM event after the job failed — resolves it with ``superseded_by``. Unlike the other
 causes it is not kept on a run that ends ``Succeeded``: a container that failed and was
@@ -29,7 +35,7 @@ from consumers.rules.facts import ContainerEnd, pod_text, terminations
 from consumers.rules.logs import bounded, last_error
 from consumers.rules.rule import Context, Detection, Rule, container_fact, job_fact, log_facts, pod_fact
 from consumers.rules.state import PodState, RunState, pod_order
-from consumers.rules.wording import exit_meaning, exit_signal, lower_first, signal_name, who
+from consumers.rules.wording import exit_meaning, exit_signal, mention, signal_name, who
 from controller.contract.findings import Evidence
 
 _MESSAGE_CHARS = 1000
@@ -150,7 +156,7 @@ def _detect_failed(state: RunState, ctx: Context) -> Detection | None:
         if not found:
             return None
     if not found:
-        return _without_exit(state)
+        return None if _awaiting_pods(state, ctx) else _without_exit(state)
     first = found[0]
     own = own_error(pod_text(first.pod))
     error = own or last_error(pod_text(first.pod))
@@ -172,11 +178,11 @@ def _detect_failed(state: RunState, ctx: Context) -> Detection | None:
     sentence = _ended(first, error)
     after = list(dict.fromkeys(e.pod.uid for e in found if e.pod.uid != first.pod.uid))
     if after:
-        sentence += f"; it ended first, then {lower_first(who(state.pods[after[0]]))}"
+        sentence += f"; it ended first, then {mention(state.pods[after[0]])}"
         if len(after) > 1:
             sentence += " and others"
     if elsewhere is not None:
-        sentence += f"; {lower_first(who(elsewhere.pod))} said: {_clip(elsewhere.line)}"
+        sentence += f"; {mention(elsewhere.pod)} said: {_clip(elsewhere.line)}"
     return Detection(
         root_cause=sentence,
         evidence=tuple(dict.fromkeys(evidence)),
@@ -188,6 +194,15 @@ def _detect_failed(state: RunState, ctx: Context) -> Detection | None:
         ),
         remediation=_remediation(first),
     )
+
+
+def _awaiting_pods(state: RunState, ctx: Context) -> bool:
+    """The job failed a moment ago, no container's end is seen, and some pod still runs: its
+    update may say why."""
+    since = state.finished_since
+    if since is None or ctx.age(since) >= ctx.thresholds.failed_hold_s:
+        return False
+    return any(p.phase in ("Pending", "Running") and not p.deleted for p in state.current_pods())
 
 
 def _without_exit(state: RunState) -> Detection:

@@ -204,7 +204,7 @@ class RuleEngine:
         for uid, run in list(self._runs.items()):
             if self._stale(run, now):
                 self._forget(uid, tombstone=run.state.finished)
-            elif not run.state.finished:  # a finished run's findings no longer change with time
+            elif not run.state.finished or self._awaiting_verdict(run):
                 changes.extend(self._evaluate(run, now))
         return changes
 
@@ -374,6 +374,13 @@ class RuleEngine:
             )
         self._forget(victim, tombstone=self._runs[victim].state.finished)
         return True
+
+    @staticmethod
+    def _awaiting_verdict(run: _Run) -> bool:
+        """A failed run without a finding yet: the catch-all may be holding for its pods.
+
+        Other finished runs' findings no longer change with time."""
+        return run.state.phase == "Failed" and not run.firing
 
     def _stale(self, run: _Run, now: datetime) -> bool:
         """Finished, or never seen as a job, and quiet for ``forget_after_s``."""

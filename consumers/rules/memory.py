@@ -9,7 +9,8 @@ in its own log (``Memory cgroup out of memory: Killed process 1234 (python)``: a
 data-loader worker was killed, and the program died of it), or when its node reported a
 kernel OOM kill (``SystemOOM``, ``OOMKilling`` Events about the Node) within
 :data:`NODE_OOM_WINDOW_S` of the failure. Open MPI's "rank 5 … exited on signal 9 (Killed)"
-about that worker is then evidence of the OOM, not a second problem.
+about that worker is then evidence of the OOM, not a second problem. When the pod's usage was
+read (:mod:`consumers.rules.usage`), its memory curve up to the last reading is evidence too.
 
 ``gpu-oom`` reads the failed container's log tail, whatever framework said it (PyTorch,
 TensorFlow, JAX/XLA, cuBLAS, cuDNN, NCCL). In an MPIJob the ranks' output reaches the
@@ -29,6 +30,7 @@ from consumers.rules.logs import GpuOom, gpu_oom_lines, rank_failures
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
+from consumers.rules.usage import memory_curve_fact
 from consumers.rules.wording import also, host_label, rank_subject, who
 from controller.contract.events import K8sEventObserved
 from controller.contract.findings import Evidence
@@ -141,6 +143,8 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
         pod_limit = memory_limit(state, kill.pod)
         if pod_limit:
             evidence.append(pod_fact(kill.pod, "resources.limits.memory", pod_limit))
+        if (curve := memory_curve_fact(kill.pod, state.usage_of(kill.pod))) is not None:
+            evidence.append(curve)  # the working set up to the last reading before the kill
         if kill.where == "node" and kill.pod.node:
             evidence.append(pod_fact(kill.pod, "spec.nodeName", kill.pod.node))
         launcher = state.launcher()

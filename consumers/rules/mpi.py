@@ -53,11 +53,10 @@ from consumers.rules.wording import (
     duration,
     host_label,
     listing,
-    lower_first,
+    mention,
     rank_subject,
     short_host,
     signal_name,
-    who,
 )
 
 _SSH_LEVEL: frozenset[CommKind] = frozenset(
@@ -244,7 +243,7 @@ def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same
     peer = _peer_failure(state, ctx, pod) if is_peer_symptom(hit) else None
     if peer is not None:
         other, t = peer
-        what += f"; {lower_first(who(other))} had already exited with code {t.exit_code} — look there first"
+        what += f"; {mention(other)} had already exited with code {t.exit_code} — look there first"
         evidence.append(container_fact(other, t.container, f"{t.field}.exitCode", t.exit_code))
         exception = last_exception(pod_text(other))
         if exception:

@@ -27,7 +27,7 @@ from consumers.rules.facts import pod_gpus, requested_gpus
 from consumers.rules.rule import Context, Detection, Rule, job_fact, pod_fact
 from consumers.rules.scheduling import autoscaler_answer
 from consumers.rules.state import PodState, RunState
-from consumers.rules.wording import also, duration, listing, lower_first, quantity, who
+from consumers.rules.wording import also, duration, listing, mention, quantity, who
 from controller.contract.events import JobObserved
 from controller.contract.findings import Evidence, Severity
 
@@ -35,8 +35,8 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def _detect_failure_propagation(state: RunState, ctx: Context) -> Detection | None:
-    if state.job is None or state.phase == "Failed":
-        return None
+    if state.job is None or state.phase == "Failed" or state.restarting() is not None:
+        return None  # a restart is the operator acting on the failure
     limit = ctx.thresholds.failure_propagation_s
     failed = sorted(
         ((w.failed_since, w) for w in state.workers() if w.failed_since and ctx.age(w.failed_since) >= limit),
@@ -72,7 +72,7 @@ def waiting_for(state: RunState, job: JobObserved) -> tuple[str, Severity]:
         gpus = sum(pod_gpus(state, p) for p in unplaced)
         what = quantity(gpus, "GPU") if gpus else f"{quantity(len(unplaced), 'pod')} to be scheduled"
         return f"waiting for {what}{_autoscaling(state, unplaced)}", "warning"
-    starting = [lower_first(who(p)) for p in pods if p.phase == "Pending"]
+    starting = [mention(p) for p in pods if p.phase == "Pending"]
     if starting:
         return f"waiting for {listing(starting)} to start", "warning"
     return "waiting for the operator to mark it Running", "warning"

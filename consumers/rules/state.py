@@ -36,8 +36,11 @@ from controller.contract.events import (
     PodObserved,
     PodPhase,
     PodRole,
+    PodUsage,
+    UsageObserved,
     job_of,
 )
+from controller.contract.kinds import kind_spec, replica_order
 
 MAX_EVENTS_PER_RUN = 64
 """Recent Kubernetes Events kept per run; the rules only read the latest few per pod."""
@@ -92,6 +95,16 @@ class PodState:
     @property
     def index(self) -> int | None:
         return self.observed.index
+
+    @property
+    def replica(self) -> str | None:
+        """The replica type (``Master``, ``Worker``, ``PS``) where the job's kind names it."""
+        return self.observed.replica
+
+    @property
+    def replica_name(self) -> str | None:
+        """``Master-0``, ``Worker-3``: how findings name a replica of a training-operator job."""
+        return self.observed.replica_name
 
     @property
     def phase(self) -> PodPhase:
@@ -172,6 +185,8 @@ class RunState:
     last_log_at: datetime | None = None
     log_feed: bool = False
     mesh_wait_since: datetime | None = None
+    usage: dict[str, PodUsage] = field(default_factory=dict)
+    """The latest figures of each pod (by uid) read from Prometheus (:class:`UsageObserved`)."""
     _current: list[PodState] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -191,7 +206,7 @@ class RunState:
         return self.finished_since is not None
 
     def current_pods(self) -> list[PodState]:
-        """The newest pod per (role, index): a replaced pod no longer speaks for its slot.
+        """The newest pod per (role, replica type, index): a replaced pod no longer speaks for its slot.
 
         Cached until the next pod event: the rules ask for it many times per evaluation."""
         if self._current is None:
@@ -199,9 +214,9 @@ class RunState:
         return list(self._current)
 
     def _newest_per_slot(self) -> list[PodState]:
-        newest: dict[tuple[str, str], PodState] = {}
+        newest: dict[tuple[str, str, str], PodState] = {}
         for pod in self.pods.values():
-            slot = (pod.role, str(pod.index) if pod.index is not None else pod.name)
+            slot = (pod.role, pod.replica or "", str(pod.index) if pod.index is not None else pod.name)
             held = newest.get(slot)
             if held is None or (pod.observed.created_at, pod.observed.observed_at) > (
                 held.observed.created_at,
@@ -247,10 +262,18 @@ class RunState:
         found = [e for e in self.events.values() if e.involved.kind == "Node" and e.involved.name == node]
         return sorted(found, key=event_time)
 
+    def restarting(self) -> Condition | None:
+        """The job's ``Restarting`` condition while it holds: the operator is restarting a replica
+        under its restartPolicy (training-operator kinds, mpi-operator)."""
+        if self.job is None or self.finished:
+            return None
+        return next((c for c in self.job.conditions if c.type == "Restarting" and c.status == "True"), None)
+
     def all_workers(self) -> bool:
-        """A run without a launcher role: a TrainJob whose runtime starts every process on
-        the worker (node) pods — torchrun, JAX, … — so they form the mesh among themselves."""
-        return self.ref.kind == "TrainJob" and self.launcher() is None
+        """A run without a launcher role: a training-operator job (PyTorchJob, TFJob, …) or a
+        TrainJob whose runtime starts every process on the worker (node) pods — torchrun,
+        JAX, … — so they form the mesh among themselves."""
+        return kind_spec(self.ref.kind).family != "mpi-operator" and self.launcher() is None
 
     # ----------------------------------------------------------------- folding
 
@@ -262,6 +285,8 @@ class RunState:
             applied = self._apply_pod(event)
         elif isinstance(event, LogProbed):
             applied = self._apply_log_probe(event)
+        elif isinstance(event, UsageObserved):
+            return self._apply_usage(event)
         else:
             applied = self._apply_k8s_event(event)
         if applied:
@@ -329,6 +354,20 @@ class RunState:
             self.last_log_at = _latest(self.last_log_at, probe.observed_at)
         return True
 
+    def _apply_usage(self, reading: UsageObserved) -> bool:
+        """Keep each pod's newest figures (a reading delivered twice or late changes nothing)."""
+        applied = False
+        for pod in reading.pods:
+            held = self.usage.get(pod.uid)
+            if held is None or (pod.until, pod.final) > (held.until, held.final):
+                self.usage[pod.uid] = pod
+                applied = True
+        return applied
+
+    def usage_of(self, pod: PodState) -> PodUsage | None:
+        """The latest figures read for ``pod``, if any."""
+        return self.usage.get(pod.uid)
+
     def _apply_k8s_event(self, event: K8sEventObserved) -> bool:
         held = self.events.get(event.uid)
         if held is not None and not _accepts(held.resource_version, False, event):
@@ -360,9 +399,15 @@ class RunState:
             self.mesh_wait_since = at
 
 
-def pod_order(pod: PodState) -> tuple[int, int, str]:
-    """Launcher first, then workers by index: the order pods are named in sentences."""
-    return (0 if pod.role == "launcher" else 1, pod.index if pod.index is not None else -1, pod.name)
+def pod_order(pod: PodState) -> tuple[int, int, int, str]:
+    """Launcher first, then the other replicas (master before workers, then parameter servers)
+    by index: the order pods are named in sentences."""
+    return (
+        0 if pod.role == "launcher" else 1,
+        replica_order(pod.replica),
+        pod.index if pod.index is not None else -1,
+        pod.name,
+    )
 
 
 def event_time(event: K8sEventObserved) -> datetime:
@@ -426,6 +471,7 @@ def run_state_to_dict(state: RunState) -> dict[str, object]:
         "last_log_at": _when(state.last_log_at),
         "log_feed": state.log_feed,
         "mesh_wait_since": _when(state.mesh_wait_since),
+        "usage": [usage.model_dump(mode="json") for usage in state.usage.values()],
     }
 
 
@@ -456,4 +502,7 @@ def run_state_from_dict(data: dict[str, Any]) -> RunState:
     for raw in data.get("events", ()):
         event = K8sEventObserved.model_validate(raw)
         state.events[event.uid] = event
+    for raw in data.get("usage", ()):
+        usage = PodUsage.model_validate(raw)
+        state.usage[usage.uid] = usage
     return state

@@ -9,13 +9,17 @@ same problem.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Sequence
 
 from consumers.rules.state import PodState, RunState
 
 
 def who(pod: PodState) -> str:
-    """``Worker 2``, ``Launcher``, or ``Pod <name>`` when the role slot is unknown."""
+    """``Worker 2``, ``Launcher``, a training-operator replica by type and index (``Master-0``,
+    ``Worker-3``, ``PS-1``), or ``Pod <name>`` when the role slot is unknown."""
+    if pod.replica_name is not None:
+        return pod.replica_name
     if pod.role == "launcher":
         return "Launcher"
     if pod.index is not None:
@@ -34,7 +38,12 @@ def also(pods: Sequence[PodState]) -> str:
     """``; also worker 3 and worker 5`` for pods beyond the first one named, else ``""``."""
     if not pods:
         return ""
-    return "; also " + listing([lower_first(who(p)) for p in pods])
+    return "; also " + listing([mention(p) for p in pods])
+
+
+def mention(pod: PodState) -> str:
+    """:func:`who` mid-sentence: ``worker 3``, but a replica's name as it is (``Worker-3``)."""
+    return who(pod) if pod.replica_name is not None else lower_first(who(pod))
 
 
 def duration(seconds: float) -> str:
@@ -59,12 +68,22 @@ def short_host(host: str) -> str:
     return host
 
 
+_GENERATED = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}")
+"""The suffix ``generateName`` adds: a Job's pods are ``<hostname>-x7k2p``, JobSet's included."""
+
+
+def _named_after(pod_name: str, host: str) -> bool:
+    """Whether a pod was generated from ``host``: a JobSet pod's hostname is its Job's name and
+    completion index (``llm-node-0-1``), the pod's name that plus a random suffix."""
+    return pod_name.startswith(host) and _GENERATED.fullmatch(pod_name[len(host) :]) is not None
+
+
 def host_label(host: str, state: RunState) -> str:
-    """How to call a host named in an MPI log: ``worker-1`` if it is one of the run's pods."""
+    """How to call a host named in an MPI or torch log: ``worker-1`` if it is one of the run's pods."""
     short = short_host(host)
     prefix = f"{state.ref.name}-"
     for pod in state.current_pods():
-        if short in (pod.name, pod.node) or host == pod.node:
+        if short in (pod.name, pod.node) or host == pod.node or _named_after(pod.name, short):
             return "launcher" if pod.role == "launcher" else _slot_label(pod)
     return short.removeprefix(prefix) if short.startswith(prefix) else short
 
@@ -81,6 +100,8 @@ def quantity(count: int, noun: str) -> str:
 
 
 def _slot_label(pod: PodState) -> str:
+    if pod.replica_name is not None:
+        return pod.replica_name
     return f"worker-{pod.index}" if pod.index is not None else pod.name
 
 

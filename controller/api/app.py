@@ -53,7 +53,8 @@ def create_app(
     app = FastAPI(
         title="mpijob-controller",
         version="0.1.0",
-        summary="History, comparison and findings of Kubeflow MPIJobs and TrainJobs.",
+        summary="History, comparison and findings of Kubeflow training jobs (MPIJob, PyTorchJob, TFJob, "
+        "XGBoostJob, PaddleJob, JAXJob, TrainJob).",
     )
     app.state.engine = engine
     app.state.metrics = metrics

@@ -49,7 +49,8 @@ async def compare(
     """Spec diff, durations (queued, to all workers running, running, total), outcome, failure causes
     and per-pod restarts and terminations of 2 to 5 runs.
 
-    A run in a namespace the caller may not read is answered as if it did not exist (404)."""
+    A run in a namespace the caller may not read is answered as if it did not exist (404); runs of
+    different kinds (an MPIJob and a PyTorchJob: their specs share no fields) are refused (400)."""
     uids = runs.split(",")
     if len(set(uids)) != len(uids):
         raise HTTPException(400, "runs: each uid may appear once")
@@ -64,10 +65,23 @@ async def compare(
         missing = [uid for uid in uids if uid not in found or not readable[found[uid].namespace]]
         if missing:
             raise HTTPException(404, f"no run with uid {', '.join(map(repr, missing))}")
+        kinds = {found[uid].kind for uid in uids}
+        if len(kinds) > 1:
+            named = ", ".join(f"{uid} is a {found[uid].kind}" for uid in uids)
+            raise HTTPException(400, f"runs: compare runs of one kind only ({named})")
         comparison = await queries.compare_runs(conn, uids)
     spec = [models.SpecField(path=f.path, values=list(f.values), differs=f.differs) for f in comparison.spec]
     return models.Comparison(
         runs=[_summary(run) for run in comparison.runs],
         spec=spec,
         differences=[f.path for f in spec if f.differs],
+        usage=[
+            models.UsageLine(
+                slot=line.slot,
+                memory_peaks=list(line.peaks),
+                gpu_util_mean_pct=list(line.gpu_util_mean_pct),
+                sentence=line.sentence,
+            )
+            for line in comparison.usage
+        ],
     )

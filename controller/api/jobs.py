@@ -66,11 +66,16 @@ async def trends(
     request: Request,
     principal: Annotated[Principal, Depends(current_principal)],
     last: Annotated[int, Query(ge=1, le=MAX_TREND_RUNS, description="How many of the latest runs.")] = 20,
+    kind: Annotated[
+        JobKind | None,
+        Query(description="Only runs of this kind (a PyTorchJob and an MPIJob may share a name)."),
+    ] = None,
 ) -> models.Trend:
-    """Duration and failure rate of the job's last ``last`` runs (none yet: an empty trend)."""
+    """Duration and failure rate of the job's last ``last`` runs (of one ``kind``, if given; none
+    yet: an empty trend)."""
     await require_namespace(request, principal, namespace)
     async with engine_of(request).connect() as conn:
-        trend = await queries.job_trend(conn, namespace, name, last)
+        trend = await queries.job_trend(conn, namespace, name, last, kind)
     return models.Trend(
         namespace=namespace,
         name=name,
@@ -86,6 +91,8 @@ async def trends(
                 phase=p.run.phase,
                 created_at=p.run.created_at,
                 durations=models.Durations.model_validate(p.durations),
+                memory_peak_ratio=p.memory_peak_ratio,
+                gpu_util_mean_pct=p.gpu_util_mean_pct,
             )
             for p in trend.points
         ],

@@ -37,7 +37,7 @@ class Durations(_Out):
 
 
 class RunSummary(_Out):
-    """One run (one MPIJob/TrainJob object, by uid) as lists show it."""
+    """One run (one training job object of any kind, by uid) as lists show it."""
 
     uid: str
     kind: JobKind
@@ -63,6 +63,9 @@ class Pod(_Out):
     uid: str
     name: str
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     phase: str
     node: str | None
@@ -89,13 +92,48 @@ class Finding(_Out):
     resolved_at: datetime | None
 
 
+class GpuUsage(_Out):
+    """One GPU of a pod (DCGM exporter's series)."""
+
+    gpu: str
+    uuid: str | None = None
+    model: str | None = None
+    util_mean_pct: float | None
+    util_p95_pct: float | None
+    fb_used_max_bytes: float | None = Field(description="Highest framebuffer used.")
+    fb_total_bytes: float | None = Field(description="Framebuffer of the GPU (used + free).")
+
+
+class PodUsage(_Out):
+    """What one launcher or worker used, read from the cluster's Prometheus (kept after the pod is
+    deleted). Null figures: not read (no Prometheus configured, no series for the pod)."""
+
+    pod_uid: str
+    name: str
+    role: str
+    index: int | None
+    since: datetime
+    until: datetime
+    final: bool = Field(description="The pod ended and the figures cover its whole life.")
+    gpus: list[GpuUsage] | None = Field(description="Null: no DCGM series for the pod.")
+    gpu_util_curve: list[tuple[datetime, float]] = Field(description="Mean over its GPUs (%), last reading.")
+    memory_max_bytes: float | None = Field(description="Highest working set of its containers.")
+    memory_limit_bytes: float | None
+    memory_curve: list[tuple[datetime, float]] = Field(description="Working set (bytes), last reading.")
+    cpu_mean_cores: float | None
+    cpu_max_cores: float | None
+    cpu_requested_cores: float | None
+    memory_peak: str | None = Field(default=None, description="In words: `15.8 GiB of 16.0 GiB`.")
+
+
 class RunDetail(RunSummary):
-    """One run with its spec, conditions, pods and findings."""
+    """One run with its spec, conditions, pods, findings and what its pods used."""
 
     spec: JobSpecSummary
     conditions: list[Condition]
     pods: list[Pod]
     findings: list[Finding]
+    usage: list[PodUsage] = Field(default_factory=list)
 
 
 class FindingList(_Out):
@@ -129,6 +167,9 @@ class PodHistory(_Out):
     uid: str
     name: str
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     states: list[PodStateEntry]
 
@@ -170,6 +211,9 @@ class PodSummary(_Out):
     """A launcher or worker of a compared run."""
 
     role: str
+    replica: str | None = Field(
+        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
+    )
     index: int | None
     name: str
     phase: str
@@ -206,12 +250,26 @@ class SpecField(_Out):
     differs: bool
 
 
+class UsageLine(_Out):
+    """One launcher or worker slot across the compared runs, in the order of `runs`."""
+
+    slot: str = Field(description="`launcher`, `worker-2`, …")
+    memory_peaks: list[str | None] = Field(description="`15.8 GiB of 16.0 GiB`; null: not read.")
+    gpu_util_mean_pct: list[float | None]
+    sentence: str = Field(
+        description="`worker-2: attempt 1 peaked at 15.8 GiB of 16.0 GiB; attempt 2 at 17.1 GiB of 32.0 GiB`"
+    )
+
+
 class Comparison(_Out):
     """2 to 5 runs side by side."""
 
     runs: list[ComparedRun]
     spec: list[SpecField] = Field(description="Every recorded spec field; `differs` marks the differences.")
     differences: list[str] = Field(description="Paths of the spec fields that differ.")
+    usage: list[UsageLine] = Field(
+        default_factory=list, description="Slot by slot, what each run's pod used (empty: nothing read)."
+    )
 
 
 class TrendPoint(_Out):
@@ -222,6 +280,10 @@ class TrendPoint(_Out):
     phase: JobPhase
     created_at: datetime
     durations: Durations
+    memory_peak_ratio: float | None = Field(
+        default=None, description="Highest working set of any of its pods over that pod's limit."
+    )
+    gpu_util_mean_pct: float | None = Field(default=None, description="Mean GPU utilization of its workers.")
 
 
 class DurationStats(_Out):

@@ -121,6 +121,7 @@ async def get_run(
         run = await readable_run(conn, request, principal, uid)
         pods = await queries.run_pods(conn, uid)
         findings = await queries.run_findings(conn, uid)
+        usage = (await queries.run_usage(conn, [uid]))[uid]
     return models.RunDetail.model_validate(
         {
             **models.RunSummary.model_validate(run).model_dump(),
@@ -128,6 +129,10 @@ async def get_run(
             "conditions": run.conditions,
             "pods": [models.Pod.model_validate(p) for p in pods],
             "findings": [models.Finding.model_validate(f) for f in findings],
+            "usage": [
+                models.PodUsage.model_validate(u).model_copy(update={"memory_peak": queries.memory_peak(u)})
+                for u in usage
+            ],
         }
     )
 
@@ -152,7 +157,12 @@ async def timeline(
         entries=[models.TimelineEntry.model_validate(e) for e in entries],
         pods=[
             models.PodHistory(
-                uid=p.uid, name=p.name, role=p.role, index=p.index, states=by_pod.get(p.uid, [])
+                uid=p.uid,
+                name=p.name,
+                role=p.role,
+                replica=p.replica,
+                index=p.index,
+                states=by_pod.get(p.uid, []),
             )
             for p in pods
         ],

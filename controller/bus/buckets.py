@@ -19,17 +19,31 @@ from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
+from controller.bus.answering import until_answered
+
 __all__ = ["forget", "open_bucket"]
 
 _PURGES_IN_FLIGHT = 64
 
 
 async def open_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
-    """The bucket ``config.bucket``, created with ``config`` if it does not exist yet."""
-    try:
-        return await js.key_value(config.bucket)
-    except (BucketNotFoundError, NotFoundError):
-        return await js.create_key_value(config)
+    """The bucket ``config.bucket``, created with ``config`` if it does not exist yet.
+
+    Asked again while the cluster cannot answer (:func:`controller.bus.answering.until_answered`);
+    a bucket it creates is returned once the cluster knows it: a replicated stream created a
+    moment ago is not yet known to every server, which would answer the next read ``404``."""
+
+    async def bind_or_create() -> tuple[KeyValue, bool]:
+        try:
+            return await js.key_value(config.bucket), False
+        except (BucketNotFoundError, NotFoundError):
+            return await js.create_key_value(config), True
+
+    what = f"bucket {config.bucket}"
+    kv, created = await until_answered(bind_or_create, what)
+    if created:
+        await until_answered(lambda: js.stream_info(f"KV_{config.bucket}"), what, missing=True)
+    return kv
 
 
 async def forget(kv: KeyValue, keys: Iterable[str]) -> None:

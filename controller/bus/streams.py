@@ -7,6 +7,7 @@ anything is published or consumed; publishing itself is :mod:`controller.bus.pub
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import ssl
@@ -22,6 +23,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, StorageType, StoreCompression, StreamConfig
 from nats.js.errors import NotFoundError
 
+from controller.bus.answering import is_unanswered, until_answered
 from controller.bus.serverconfig import MAX_MSG_BYTES, inbox_prefix
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import StreamFamily, Topology
@@ -75,8 +77,9 @@ async def ensure_streams(js: JetStreamContext, topology: Topology, settings: Nat
     stream used as it is."""
     for family in FAMILIES:
         config = stream_config(topology, family, settings)
+        name = config.name or ""
         try:
-            info = await js.stream_info(config.name or "")
+            info = await until_answered(functools.partial(js.stream_info, name), f"stream {name}")
         except NotFoundError:
             await _declared(js.add_stream(config), config, "create")
             log.info("created stream %s for %s", config.name, config.subjects)
@@ -241,7 +244,9 @@ async def wait_until_consumed(
     while True:
         try:
             names, waiting = await _waiting(js, stream, durable)
-        except (NatsTimeoutError, NoRespondersError) as exc:  # a stream leader being elected: ask again
+        except Exception as exc:
+            if not is_unanswered(exc):  # a stream leader being elected: ask again
+                raise
             names, waiting = [], f"no answer from JetStream: {exc!r}"
         if names and not waiting:
             return

@@ -53,6 +53,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy, KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from controller.bus.answering import until_answered
 from controller.bus.buckets import forget, open_bucket
 from controller.bus.publishing import Publisher
 from controller.contract.events import (
@@ -158,10 +159,14 @@ class PublishedVersions:
         self._forgetting: asyncio.Task[None] | None = None
 
     async def load(self, settings: NatsSettings) -> int:
-        """Create the bucket if needed and read it whole; returns how many objects it holds."""
+        """Create the bucket if needed and read it whole; returns how many objects it holds.
+
+        Read again from the start if asked again (a read the cluster cut short)."""
         self._kv = await open_published(self._js, self._topology, settings)
         stream = f"KV_{self._bucket}"
-        info = await self._js.stream_info(stream)
+        info = await until_answered(lambda: self._js.stream_info(stream), stream, missing=True)
+        self._known.clear()
+        self._legacy.clear()
         identities: dict[str, str] = {}
         self._identities = identities
         if not info.state.messages:
@@ -430,7 +435,7 @@ def versioned(
 
     async def load() -> None:
         started = asyncio.get_running_loop().time()
-        held = await versions.load(settings)
+        held = await until_answered(lambda: versions.load(settings), "published versions", missing=True)
         log.info("%d published versions loaded in %.2fs", held, asyncio.get_running_loop().time() - started)
 
     return VersionedPublisher(publisher, versions, metrics, asyncio.ensure_future(load()))

@@ -16,6 +16,9 @@ Commands:
   audit     verify, export or purge the audit trail (database only)
   demo      the whole pipeline on the embedded services with the example scenarios
   wait      follow a job through the API until it ends (API URL and token only)
+  runs      list runs through the API (API URL and token only)
+  findings  a run's findings through the API (API URL and token only)
+  compare   2 to 5 runs side by side through the API (API URL and token only)
   logs      a run's launcher and worker logs through the API, merged by time (API URL and token only)
 """
 
@@ -35,7 +38,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from consumers.registry import CONSUMERS
-from controller.cli import logs, waiting
+from controller.cli import apiclient, browsing, logs, waiting
 from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServiceError
 from controller.cli.runtime import (
@@ -50,6 +53,7 @@ from controller.cli.runtime import (
 )
 from controller.cli.supervisor import Child, UpMetrics, supervise
 from controller.contract.errors import StartupError
+from controller.contract.kinds import KINDS
 from controller.contract.settings import Settings, SettingsError, load_settings
 from controller.metrics import PipelineMetrics
 
@@ -83,6 +87,10 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
         ("api", ("api",), {}, "api"),
         ("watchers", ("watch",), others, "watchers"),
         *((role, ("consume", "--only", role), others, role) for role in roles),
+        *(  # more dispatchers use more cores: they share the outbox by leased claims
+            (f"dispatch-{n}", ("consume", "--only", "dispatch"), others, "dispatch")
+            for n in range(2, settings.up.dispatchers + 1)
+        ),
     ]
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
     metrics = UpMetrics()
@@ -170,7 +178,11 @@ async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     from controller.cli import report
 
     async with runtime(settings, "mpijc-history", bus=False) as rt, rt.engine.connect() as conn:
-        print(await report.history(conn, namespace=args.namespace, name=args.name, limit=args.limit))
+        print(
+            await report.history(
+                conn, namespace=args.namespace, name=args.name, kind=args.kind, limit=args.limit
+            )
+        )
     return 0
 
 
@@ -297,7 +309,7 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     """Follow a job's events through the API; 0 succeeded, 1 failed, 2 timed out, 3 refused."""
     try:
-        client = waiting.client_of(settings.client, args)
+        client = apiclient.client_of(settings.client, args)
     except ValueError as exc:
         print(f"mpijob-controller wait: {exc}", file=sys.stderr)
         return waiting.EXIT_ERROR
@@ -306,10 +318,29 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     )
 
 
+async def cmd_browse(settings: Settings, args: argparse.Namespace) -> int:
+    """``runs``, ``findings``, ``compare``: ask the API; 0 answered, 1 refused or unreachable, 2 usage."""
+    problem = browsing.check(args)
+    try:
+        client = apiclient.client_of(settings.client, args)
+    except ValueError as exc:
+        problem = str(exc)
+    if problem is not None:
+        print(f"mpijob-controller {args.command}: {problem}", file=sys.stderr)
+        return 2
+    try:
+        async with apiclient.ApiClient(client) as api:
+            result: int = await args.browse(api, args, sys.stdout, sys.stderr)
+    except apiclient.ApiError as exc:
+        print(f"mpijob-controller {args.command}: {exc}", file=sys.stderr)
+        return browsing.EXIT_REFUSED
+    return result
+
+
 async def cmd_logs(settings: Settings, args: argparse.Namespace) -> int:
     """Print a run's logs through the API; 0 printed, 1 no such job or attempt, 3 refused."""
     try:
-        client = waiting.client_of(settings.client, args)
+        client = apiclient.client_of(settings.client, args)
     except ValueError as exc:
         print(f"mpijob-controller logs: {exc}", file=sys.stderr)
         return waiting.EXIT_ERROR
@@ -373,9 +404,14 @@ def _parser() -> argparse.ArgumentParser:
     cap = commands.add_parser("capture", help="record live watch streams to JSON Lines")
     cap.add_argument("--out", type=Path, required=True)
     cap.set_defaults(handler=cmd_capture)
-    hist = commands.add_parser("history", help="print stored runs and timelines")
+    hist = commands.add_parser(
+        "history", help="print stored runs and timelines from the database (administrators; users: runs)"
+    )
     hist.add_argument("--namespace")
     hist.add_argument("--name")
+    hist.add_argument(
+        "--kind", choices=[spec.kind for spec in KINDS], help="only runs of this kind (PyTorchJob, TFJob, …)"
+    )
     hist.add_argument("--limit", type=int, default=20)
     hist.set_defaults(handler=cmd_history)
     demo = commands.add_parser("demo", help="replay the example scenarios end to end and print the results")
@@ -384,13 +420,21 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cmd_demo)
     _audit_parser(commands)
     waiting.add_parser(commands).set_defaults(handler=cmd_wait)
+    browsing.add_parsers(commands)
+    for name in ("runs", "findings", "compare"):
+        commands.choices[name].set_defaults(handler=cmd_browse)
     logs.add_parser(commands).set_defaults(handler=cmd_logs)
     return parser
 
 
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line's arguments, as :func:`main` reads them (its ``handler`` is the command)."""
+    return _parser().parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: exit status 2 with one line on stderr when settings or services are wrong."""
-    args = _parser().parse_args(argv)
+    args = parse(argv)
     try:
         settings = load_settings()
     except SettingsError as exc:

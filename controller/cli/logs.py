@@ -5,8 +5,8 @@ Finds the attempt (``--attempt N``, the newest by default) with
 ``GET /api/v1/runs/{uid}/logs`` page by page, as ``TIME POD[rank N] TEXT`` (pods in colours on a
 terminal, unless ``NO_COLOR`` is set); ``--grep`` keeps the lines an RE2 expression matches.
 With ``--follow`` it then prints new lines as they are stored (the same endpoint's Server-Sent
-Events) until interrupted. The bearer token is read from ``MPIJC_CLIENT__TOKEN_FILE`` (or
-``--token-file``) before each request, as ``wait`` does.
+Events) until interrupted. The API and the token are found as for ``wait``
+(:mod:`controller.cli.apiclient`: ``--api-url``, ``--token``, ``--token-file``).
 
 Exit status: 0 when the lines were printed, 1 when there is no such job or attempt, 3 when the
 API refuses (the token, the caller's permissions, the request).
@@ -18,51 +18,26 @@ import json
 import os
 import sys
 import zlib
-from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
 from httpx_sse import aconnect_sse
 
-from controller.cli.waiting import EXIT_ERROR, EXIT_FAILED, EXIT_SUCCESS, client_of
+from controller.cli.apiclient import ApiClient, ApiError, add_client_options, authorization, raise_for
+from controller.cli.waiting import EXIT_ERROR, EXIT_FAILED, EXIT_SUCCESS
 from controller.contract.settings import ClientSettings
 
-__all__ = ["add_parser", "client_of", "print_logs", "render"]
+__all__ = ["add_parser", "print_logs", "render"]
 
 PAGE = 500
 _COLOURS = (31, 32, 33, 34, 35, 36, 91, 92, 93, 94, 95, 96)
 
 
-class _Refused(Exception):
-    """The API answered with an error."""
-
-
-def _token(client: ClientSettings) -> dict[str, str]:
-    try:
-        token = Path(client.token_file).read_text().strip()
-    except OSError as exc:
-        raise _Refused(f"MPIJC_CLIENT__TOKEN_FILE: cannot read {client.token_file}: {exc.strerror}") from exc
-    return {"Authorization": f"Bearer {token}"}
-
-
-async def _get(http: httpx.AsyncClient, client: ClientSettings, path: str, params: dict[str, str]) -> Any:
-    response = await http.get(path, params=params, headers=_token(client))
-    if response.status_code != 200:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text
-        raise _Refused(f"HTTP {response.status_code}: {detail}")
-    return response.json()
-
-
-async def _run_uid(
-    http: httpx.AsyncClient, client: ClientSettings, namespace: str, name: str, attempt: int | None
-) -> str | None:
+async def _run_uid(api: ApiClient, namespace: str, name: str, attempt: int | None) -> str | None:
     """The uid of the attempt (the newest: None), or None when there is none."""
     params = {"limit": "500"}
     while True:
-        page = await _get(http, client, f"/api/v1/namespaces/{namespace}/jobs/{name}/runs", params)
+        page = await api.get(f"/api/v1/namespaces/{namespace}/jobs/{name}/runs", params)
         for run in page["items"]:
             if attempt is None or run.get("attempt") == attempt:
                 return str(run["uid"])
@@ -99,20 +74,17 @@ async def print_logs(
         return EXIT_ERROR
     colour = out.isatty() and "NO_COLOR" not in os.environ
     search = {"q": grep, "regex": "true"} if grep else {}
-    timeout = httpx.Timeout(10.0, read=None if follow else 60.0)
-    async with httpx.AsyncClient(
-        base_url=client.api_url.rstrip("/"), timeout=timeout, verify=client.ca_file or True
-    ) as http:
+    async with ApiClient(client, timeout_s=60.0) as api:
         try:
-            uid = await _run_uid(http, client, namespace, name, attempt)
+            uid = await _run_uid(api, namespace, name, attempt)
             if uid is None:
                 which = f"attempt {attempt}" if attempt is not None else "run"
                 print(f"logs: no {which} of {namespace}/{name}", file=err)
                 return EXIT_FAILED
-            printed = await _pages(http, client, uid, search, colour, out)
+            printed = await _pages(api, uid, search, colour, out)
             if follow:
-                await _follow(http, client, uid, search, printed, colour, out)
-        except _Refused as exc:
+                await _follow(client, uid, search, printed, colour, out)
+        except ApiError as exc:
             print(f"logs: {exc}", file=err)
             return EXIT_ERROR
     return EXIT_SUCCESS
@@ -137,19 +109,12 @@ class _Printed:
         return entry["at"] == self.at and (entry["pod"], entry["container"], entry["text"]) not in self.lines
 
 
-async def _pages(
-    http: httpx.AsyncClient,
-    client: ClientSettings,
-    uid: str,
-    search: dict[str, str],
-    colour: bool,
-    out: TextIO,
-) -> _Printed:
+async def _pages(api: ApiClient, uid: str, search: dict[str, str], colour: bool, out: TextIO) -> _Printed:
     """Print every stored line; what was printed last."""
     params = {"limit": str(PAGE), **search}
     printed = _Printed()
     while True:
-        page = await _get(http, client, f"/api/v1/runs/{uid}/logs", params)
+        page = await api.get(f"/api/v1/runs/{uid}/logs", params)
         for entry in page["items"]:
             print(render(entry, colour), file=out)
             printed.add(entry)
@@ -160,7 +125,6 @@ async def _pages(
 
 
 async def _follow(
-    http: httpx.AsyncClient,
     client: ClientSettings,
     uid: str,
     search: dict[str, str],
@@ -172,12 +136,15 @@ async def _follow(
     params = {"follow": "true", **search}
     if printed.at is not None:
         params["since"] = printed.at
-    async with aconnect_sse(
-        http, "GET", f"/api/v1/runs/{uid}/logs", params=params, headers=_token(client)
-    ) as source:
+    url = f"{client.api_url.rstrip('/')}/api/v1/runs/{uid}/logs"
+    timeout = httpx.Timeout(10.0, read=None)  # the API's heartbeats keep a quiet stream open
+    async with (
+        httpx.AsyncClient(timeout=timeout, verify=client.ca_file or True) as http,
+        aconnect_sse(http, "GET", url, params=params, headers=authorization(client)) as source,
+    ):
         if source.response.status_code != 200:
             await source.response.aread()
-            raise _Refused(f"HTTP {source.response.status_code}: {source.response.text}")
+            raise_for(source.response)
         async for event in source.aiter_sse():
             if event.event != "line":
                 continue
@@ -198,6 +165,5 @@ def add_parser(commands: Any) -> Any:
     parser.add_argument("--attempt", type=int, help="the attempt number (default: the newest)")
     parser.add_argument("--follow", "-f", action="store_true", help="then print new lines as they come")
     parser.add_argument("--grep", metavar="PATTERN", help="only lines this RE2 expression matches")
-    parser.add_argument("--api-url", help="the API's base URL (default: MPIJC_CLIENT__API_URL)")
-    parser.add_argument("--token-file", help="bearer token file (default: MPIJC_CLIENT__TOKEN_FILE)")
+    add_client_options(parser)
     return parser

@@ -21,25 +21,31 @@ def _duration(start: datetime | None, end: datetime | None) -> str:
 
 
 async def history(
-    conn: AsyncConnection, namespace: str | None = None, name: str | None = None, limit: int = 20
+    conn: AsyncConnection,
+    namespace: str | None = None,
+    name: str | None = None,
+    limit: int = 20,
+    kind: str | None = None,
 ) -> str:
-    """Runs table followed by each run's pods and timeline."""
-    runs = await queries.list_runs(conn, queries.RunFilter(namespace=namespace, name=name), limit=limit)
+    """Runs table (of one ``kind``, if given) followed by each run's pods and timeline."""
+    where = queries.RunFilter(namespace=namespace, name=name, kind=kind)
+    runs = await queries.list_runs(conn, where, limit=limit)
     if not runs:
         return "no runs stored yet"
     lines = [
-        f"{'RUN':<40} {'KIND':<9} {'ATTEMPT':>7} {'PHASE':<10} {'CREATED':<19} {'RAN FOR':>10}",
+        f"{'RUN':<40} {'KIND':<10} {'ATTEMPT':>7} {'PHASE':<10} {'CREATED':<19} {'RAN FOR':>10}",
         "-" * 100,
     ]
     lines += [
-        f"{r.namespace + '/' + r.name:<40} {r.kind:<9} {r.attempt:>7} {r.phase:<10} "
+        f"{r.namespace + '/' + r.name:<40} {r.kind:<10} {r.attempt:>7} {r.phase:<10} "
         f"{_when(r.created_at):<19} {_duration(r.started_at, r.finished_at):>10}"
         for r in runs
     ]
     for run in runs:
         lines += ["", f"== {run.namespace}/{run.name} ({run.kind}, uid {run.uid}) — {run.phase}"]
         for pod in await queries.run_pods(conn, run.uid):
-            label = pod.role if pod.index is None else f"{pod.role}-{pod.index}"
+            slot = pod.replica or pod.role
+            label = slot if pod.index is None else f"{slot}-{pod.index}"
             lines.append(
                 f"   pod {label:<10} {pod.phase:<10} node={pod.node or '-':<14} "
                 f"restarts={pod.restart_count} {pod.reason or ''}".rstrip()

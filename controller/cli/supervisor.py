@@ -15,7 +15,7 @@ in the log and the part comes back on its own once the cause is fixed. Every res
 
 The API is started first and the other parts once it answers (:attr:`Child.serves`): a
 restart on a small machine answers reads in about the time one process takes to start, not
-the time seven take to start together.
+the time eight take to start together.
 
 SIGINT/SIGTERM stops them all: SIGTERM, then SIGKILL after ``MPIJC_UP__STOP_GRACE_S``; ``up``
 then exits 0. Children are asked by the kernel to stop if ``up`` dies without a chance to stop

@@ -1,8 +1,8 @@
 """``wait NAMESPACE/JOB``: follow a job's live events through the API until it ends, for pipelines.
 
 Reads ``GET /api/v1/namespaces/{ns}/jobs/{name}/events`` (Server-Sent Events) with a bearer token
-read from a file (a pod's service-account token by default), prints each phase change and each
-finding as it comes, and exits:
+(:mod:`controller.cli.apiclient`: a pod's service-account token by default), prints each phase
+change and each finding as it comes, and exits:
 
 - 0 when the goal is met (``--for succeeded``: the attempt succeeded; ``running``: it runs or
   ran to success; ``finished``: it ended, however);
@@ -23,13 +23,12 @@ import json
 import re
 import sys
 import time
-from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import httpx
 from httpx_sse import SSEError, aconnect_sse
-from pydantic import ValidationError
 
+from controller.cli.apiclient import Refused, Unavailable, add_client_options, authorization, raise_for
 from controller.contract.settings import ClientSettings
 
 __all__ = [
@@ -49,16 +48,16 @@ MAX_BACKOFF_S = 30.0
 READ_TIMEOUT_S = 90.0
 """A connection silent this long (no event, no heartbeat) is taken for lost and reopened."""
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s?)?$")
+_DURATION = re.compile(r"^(?:(\d{1,6})d)?(?:(\d{1,7})h)?(?:(\d{1,9})m)?(?:(\d{1,10}(?:\.\d{1,9})?)s?)?$")
 
 
 def parse_duration(value: str) -> float:
-    """Seconds of ``2h``, ``1h30m``, ``90s``, ``45`` (seconds); ValueError otherwise."""
+    """Seconds of ``2h``, ``1h30m``, ``90s``, ``45`` (seconds), ``7d``; ValueError otherwise."""
     matched = _DURATION.fullmatch(value.strip())
     if not value.strip() or matched is None:
-        raise ValueError(f"{value!r} is not a duration such as 2h, 30m, 90s or 1h30m")
-    hours, minutes, seconds = matched.groups()
-    return int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(seconds or 0)
+        raise ValueError(f"{value!r} is not a duration such as 2h, 30m, 90s, 1h30m or 7d")
+    days, hours, minutes, seconds = matched.groups()
+    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(seconds or 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,23 +123,11 @@ class Watch:
         return Outcome(EXIT_SUCCESS if self.goal == "finished" else EXIT_FAILED, tuple(lines))
 
 
-class _Refused(Exception):
-    """The API answered with an error that retrying does not fix."""
-
-
-class _Retry(Exception):
-    """The API is unreachable or busy; ``after`` seconds suggested."""
-
-    def __init__(self, reason: str, after: float | None = None) -> None:
-        super().__init__(reason)
-        self.after = after
-
-
 @dataclasses.dataclass
 class _Stream:
     url: str
     params: dict[str, str]
-    token_file: Path
+    client: ClientSettings
     watch: Watch
     out: TextIO
     last_id: str | None = None
@@ -148,19 +135,13 @@ class _Stream:
     seen: set[tuple[Any, Any]] = dataclasses.field(default_factory=set)
 
     def headers(self) -> dict[str, str]:
-        try:
-            token = self.token_file.read_text().strip()
-        except OSError as exc:
-            raise _Refused(
-                f"MPIJC_CLIENT__TOKEN_FILE: cannot read {self.token_file}: {exc.strerror}"
-            ) from exc
-        headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+        headers = {**authorization(self.client), "Accept": "text/event-stream"}
         if self.last_id is not None:
             headers["Last-Event-ID"] = self.last_id
         return headers
 
     async def follow(self, client: httpx.AsyncClient) -> Outcome:
-        """Events until one settles the wait; raises :class:`_Retry` when the connection is lost."""
+        """Events until one settles the wait; raises :class:`Unavailable` when the connection is lost."""
         self.received = False
         params = {} if self.last_id is not None else self.params
         try:
@@ -168,7 +149,7 @@ class _Stream:
                 response = source.response
                 if response.status_code != 200:
                     await response.aread()
-                    _raise_for(response)
+                    raise_for(response)
                 async for event in source.aiter_sse():
                     self.received = True
                     outcome = self._on(event.event, event.data)
@@ -177,8 +158,8 @@ class _Stream:
                     if outcome is not None:
                         return outcome
         except (httpx.TransportError, SSEError) as exc:
-            raise _Retry(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
-        raise _Retry("the API closed the stream")
+            raise Unavailable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+        raise Unavailable("the API closed the stream")
 
     def _on(self, kind: str, raw: str) -> Outcome | None:
         try:
@@ -198,18 +179,6 @@ class _Stream:
         return outcome
 
 
-def _raise_for(response: httpx.Response) -> None:
-    status = response.status_code
-    try:
-        detail = response.json().get("detail", response.text)
-    except ValueError:
-        detail = response.text
-    if status == 429 or status >= 500:
-        after = response.headers.get("Retry-After", "")
-        raise _Retry(f"HTTP {status}: {detail}", float(after) if after.isdigit() else None)
-    raise _Refused(f"HTTP {status}: {detail}")
-
-
 async def wait(
     target: str,
     client: ClientSettings,
@@ -226,7 +195,7 @@ async def wait(
         print(f"wait: {target!r} is not NAMESPACE/JOB", file=err)
         return EXIT_ERROR
     url = f"{client.api_url.rstrip('/')}/api/v1/namespaces/{namespace}/jobs/{name}/events"
-    stream = _Stream(url, {"attempt": attempt}, Path(client.token_file), Watch(goal), out)
+    stream = _Stream(url, {"attempt": attempt}, client, Watch(goal), out)
     timeout = httpx.Timeout(10.0, read=READ_TIMEOUT_S)
     deadline = time.monotonic() + timeout_s
     backoff = 0.5
@@ -244,10 +213,10 @@ async def wait(
             except TimeoutError:
                 print(f"wait: {target} did not reach {goal} within {_span(timeout_s)}", file=err, flush=True)
                 return EXIT_TIMEOUT
-            except _Refused as exc:
+            except Refused as exc:
                 print(f"wait: {exc}", file=err, flush=True)
                 return EXIT_ERROR
-            except _Retry as exc:
+            except Unavailable as exc:
                 backoff = 0.5 if stream.received else min(backoff * 2, MAX_BACKOFF_S)
                 pause = min(max(backoff, exc.after or 0.0), max(deadline - time.monotonic(), 0.0))
                 print(f"wait: lost the API ({exc}); reconnecting in {pause:.1f} s", file=err, flush=True)
@@ -278,8 +247,7 @@ def add_parser(commands: Any) -> Any:
         "--for", dest="goal", choices=["finished", "succeeded", "running"], default="succeeded"
     )
     parser.add_argument("--timeout", type=duration, default=7200.0, help="e.g. 2h (default), 30m, 90s")
-    parser.add_argument("--api-url", help="the API's base URL (default: MPIJC_CLIENT__API_URL)")
-    parser.add_argument("--token-file", help="bearer token file (default: MPIJC_CLIENT__TOKEN_FILE)")
+    add_client_options(parser)
     return parser
 
 
@@ -292,16 +260,3 @@ def _attempt(value: str) -> str:
 def duration(value: str) -> float:
     """``--timeout``'s argument type (argparse names it in its error)."""
     return parse_duration(value)
-
-
-def client_of(settings: ClientSettings, args: Any) -> ClientSettings:
-    """``settings`` with the command line's ``--api-url`` and ``--token-file`` over them;
-    ValueError naming the option when one is malformed."""
-    merged = settings.model_dump()
-    for option, field in (("api_url", "api_url"), ("token_file", "token_file")):
-        if getattr(args, option):
-            merged[field] = getattr(args, option)
-    try:
-        return ClientSettings.model_validate(merged)
-    except ValidationError as exc:
-        raise ValueError(f"--api-url {merged['api_url']!r} is not an http(s) URL") from exc

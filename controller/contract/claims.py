@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.contract.kubeflow import JobKind
+from controller.contract.kinds import KINDS, JobKind, KindSpec
 
 __all__ = ["Judgement", "Outcome", "Seen", "judge_update"]
 
@@ -99,18 +99,36 @@ def _mpijob_fields() -> tuple[_Field, ...]:
     )
 
 
-_FIELDS: dict[JobKind, tuple[_Field, ...]] = {
-    "MPIJob": _mpijob_fields(),
-    "TrainJob": (
-        _Field(("worker", "replicas"), ("spec.trainer.numNodes",), True),
-        _Field(("worker", "image"), ("spec.trainer.image",), True),
-        _Field(("worker", "command"), ("spec.trainer.command", "spec.trainer.args")),
-        _Field(("worker", "resources"), ("spec.trainer.resourcesPerNode",)),
-        _Field(("slots_per_worker",), ("spec.trainer.numProcPerNode",)),
-        _Field(("runtime",), ("spec.runtimeRef.name",), True),
-        _Field(("suspend",), ("spec.suspend",)),
-    ),
-}
+def _replica_fields(field: str) -> tuple[_Field, ...]:
+    """A training-operator kind: the replica counts per type, the workers' template, suspension."""
+    specs = f"spec.{field}"
+    return (
+        _Field(("replicas",), (specs,)),
+        *(_Field(("worker", part), (specs,)) for part in ("image", "command", "resources")),
+        _Field(("suspend",), ("spec.runPolicy.suspend",)),
+    )
+
+
+_TRAINJOB_FIELDS = (
+    _Field(("worker", "replicas"), ("spec.trainer.numNodes",), True),
+    _Field(("worker", "image"), ("spec.trainer.image",), True),
+    _Field(("worker", "command"), ("spec.trainer.command", "spec.trainer.args")),
+    _Field(("worker", "resources"), ("spec.trainer.resourcesPerNode",)),
+    _Field(("slots_per_worker",), ("spec.trainer.numProcPerNode",)),
+    _Field(("runtime",), ("spec.runtimeRef.name",), True),
+    _Field(("suspend",), ("spec.suspend",)),
+)
+
+
+def _fields(spec: KindSpec) -> tuple[_Field, ...]:
+    if spec.family == "mpi-operator":
+        return _mpijob_fields()
+    if spec.family == "trainer" or spec.replica_specs is None:
+        return _TRAINJOB_FIELDS
+    return _replica_fields(spec.replica_specs)
+
+
+_FIELDS: dict[JobKind, tuple[_Field, ...]] = {spec.kind: _fields(spec) for spec in KINDS}
 """What :mod:`watchers.normalizing` summarizes, per kind, and from where."""
 
 _LABELS = "metadata.labels"

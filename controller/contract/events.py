@@ -18,14 +18,16 @@ from typing import Annotated, Literal, NewType
 
 from pydantic import Field, TypeAdapter
 
-from controller.contract.kubeflow import JobKind
+from controller.contract import kinds
+from controller.contract.kinds import JobKind, replica_label
 from controller.contract.message import Message
 
 SCHEMA_VERSION: Literal[1] = 1
 
 Uid = NewType("Uid", str)
+PodRole = kinds.PodRole
+"""``launcher`` or ``worker`` (:mod:`controller.contract.kinds`): what the rules reason about."""
 JobPhase = Literal["Pending", "Running", "Suspended", "Succeeded", "Failed"]
-PodRole = Literal["launcher", "worker"]
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 Change = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -77,10 +79,15 @@ class JobSpecSummary(Message):
     suspend: bool = False
     launcher: RoleSpec | None = None
     worker: RoleSpec | None = None
+    replicas: dict[str, int] = Field(
+        default_factory=dict,
+        description='Replicas per replica type (``{"Master": 1, "Worker": 3}``) of a '
+        "training-operator job; empty for the kinds that have only a launcher and workers.",
+    )
 
 
 class JobObserved(Message):
-    """An MPIJob or TrainJob as last seen by the job watch."""
+    """A training job of any kind (:mod:`controller.contract.kinds`) as last seen by the job watch."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     type: Literal["job"] = "job"
@@ -140,6 +147,11 @@ class PodObserved(Message):
     namespace: str
     resource_version: str
     role: PodRole
+    replica: str | None = Field(
+        default=None,
+        description="The replica type as the job's spec names it (``Master``, ``Worker``, ``PS``) "
+        "for kinds whose pods say it; None for an MPIJob's or TrainJob's launcher and workers.",
+    )
     index: int | None = None
     phase: PodPhase
     reason: str | None = None
@@ -151,6 +163,11 @@ class PodObserved(Message):
     log_tail: tuple[str, ...] = ()
     created_at: datetime
     observed_at: datetime
+
+    @property
+    def replica_name(self) -> str | None:
+        """``Master-0``, ``Worker-3``, ``PS-1``: the replica this pod is, where its kind names them."""
+        return replica_label(self.replica, self.index)
 
 
 class ObjectRef(Message):
@@ -196,6 +213,7 @@ class LogProbed(Message):
     uid: str
     name: str
     role: PodRole
+    replica: str | None = None
     index: int | None = None
     container: str
     resource_version: str
@@ -205,7 +223,77 @@ class LogProbed(Message):
     observed_at: datetime
 
 
-BusEvent = Annotated[JobObserved | PodObserved | K8sEventObserved | LogProbed, Field(discriminator="type")]
+Sample = tuple[datetime, float]
+"""One point of a curve: when, and the value then."""
+
+MAX_CURVE_POINTS = 120
+MAX_GPUS_PER_POD = 64
+MAX_PODS_PER_READING = 256
+"""Pods in one :class:`UsageObserved` (about 5 KiB each): a larger run is read in several."""
+
+
+class GpuUsage(Message):
+    """What one GPU of a pod did over the span read (DCGM exporter's series)."""
+
+    gpu: str = Field(max_length=64, description="DCGM's ``gpu`` label (the index on the node).")
+    uuid: str | None = Field(default=None, max_length=128)
+    model: str | None = Field(default=None, max_length=128)
+    util_mean_pct: float | None = None
+    util_p95_pct: float | None = None
+    fb_used_max_bytes: float | None = None
+    fb_total_bytes: float | None = None
+
+
+class PodUsage(Message):
+    """What one launcher or worker pod used over ``[since, until]``.
+
+    ``gpus`` is ``None`` when no DCGM series names the pod (no GPUs, no DCGM exporter, or its
+    pod mapping off); the memory and CPU figures come from cAdvisor and the pod's spec."""
+
+    uid: str
+    name: str
+    role: PodRole
+    index: int | None = None
+    since: datetime
+    until: datetime
+    final: bool = Field(
+        default=False, description="The pod has ended and these figures cover its whole life."
+    )
+    gpus: tuple[GpuUsage, ...] | None = Field(default=None, max_length=MAX_GPUS_PER_POD)
+    gpu_util_curve: tuple[Sample, ...] = Field(
+        default=(), max_length=MAX_CURVE_POINTS, description="Mean utilization over the pod's GPUs (%)."
+    )
+    memory_max_bytes: float | None = None
+    memory_limit_bytes: float | None = None
+    memory_curve: tuple[Sample, ...] = Field(
+        default=(), max_length=MAX_CURVE_POINTS, description="Working set of the pod's containers (bytes)."
+    )
+    cpu_mean_cores: float | None = None
+    cpu_max_cores: float | None = None
+    cpu_requested_cores: float | None = None
+
+
+class UsageObserved(Message):
+    """What the pods of one run used, read from the cluster's Prometheus (never scraped).
+
+    The watcher reads it every ``usage.refresh_s`` while pods run and once more after each pod
+    ends (``final``); ``resource_version`` is the reading's own sequence (milliseconds since the
+    epoch, and the part for a run of more than :data:`MAX_PODS_PER_READING` pods), so every
+    reading is its own message."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["usage"] = "usage"
+    change: Change = "MODIFIED"
+    job: JobRef
+    uid: str = Field(description="The run's uid: one reading covers the pods of one run.")
+    resource_version: str
+    pods: tuple[PodUsage, ...] = Field(max_length=MAX_PODS_PER_READING)
+    observed_at: datetime
+
+
+BusEvent = Annotated[
+    JobObserved | PodObserved | K8sEventObserved | LogProbed | UsageObserved, Field(discriminator="type")
+]
 
 _BUS_EVENT: TypeAdapter[BusEvent] = TypeAdapter(BusEvent)
 

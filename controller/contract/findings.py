@@ -30,6 +30,7 @@ RuleId = Literal[
     "segfault",
     "disk-full",
     "quota",
+    "rendezvous",
     "mpi-comm",
     "mpi-abort",
     "image-pull",
@@ -38,9 +39,12 @@ RuleId = Literal[
     "evicted",
     "node-lost",
     "failure-propagation",
+    "restarting",
     "hang-pending",
     "hang-init",
     "hang-progress",
+    "gpu-idle",
+    "memory-near-limit",
     "failed",
 ]
 Severity = Literal["info", "warning", "critical"]

@@ -1,14 +1,26 @@
 """The Kubeflow and Kubernetes vocabulary every room shares: API groups, labels, resourceVersions.
 
-Label keys are the ones the operators set (checked against upstream): mpi-operator labels
-an MPIJob's launcher and worker pods with ``training.kubeflow.org/*``; Kubeflow Trainer v2
-runs each TrainJob as a JobSet whose pods carry ``jobset.sigs.k8s.io/*`` and the Job's
-completion index.
+The kinds themselves, their groups and their pods' labels live in one registry,
+:mod:`controller.contract.kinds`; this module keeps the names older code imports from here.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
+
+from controller.contract.kinds import (
+    COMPLETION_INDEX,
+    JOBSET_JOB_INDEX,
+    JOBSET_NAME,
+    JOBSET_REPLICATED_JOB,
+    KINDS,
+    MPI_JOB_NAME,
+    MPI_JOB_ROLE,
+    MPI_REPLICA_INDEX,
+    TRAINJOB_ANCESTOR,
+    JobKind,
+    kind_spec,
+)
 
 __all__ = [
     "API_GROUPS",
@@ -27,30 +39,13 @@ __all__ = [
     "resource_version_order",
 ]
 
-JobKind = Literal["MPIJob", "TrainJob"]
-
-API_GROUPS: Final[dict[JobKind, tuple[str, str]]] = {
-    "MPIJob": ("kubeflow.org", "v2beta1"),
-    "TrainJob": ("trainer.kubeflow.org", "v1alpha1"),
-}
+API_GROUPS: Final[dict[JobKind, tuple[str, str]]] = {spec.kind: (spec.group, spec.version) for spec in KINDS}
 """API group and version of each job kind we watch and audit."""
-
-# mpi-operator pod labels
-MPI_JOB_NAME: Final = "training.kubeflow.org/job-name"
-MPI_JOB_ROLE: Final = "training.kubeflow.org/job-role"
-MPI_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
-# Trainer v2: a JobSet named after the TrainJob
-JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
-JOBSET_REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
-JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
-COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
-TRAINJOB_ANCESTOR: Final = "trainer.kubeflow.org/trainjob-ancestor-step"
 
 
 def api_version(kind: JobKind) -> str:
     """``group/version`` of a job kind, as objects carry it in ``apiVersion``."""
-    group, version = API_GROUPS[kind]
-    return f"{group}/{version}"
+    return kind_spec(kind).api_version
 
 
 def resource_version_order(resource_version: str) -> int:

@@ -170,6 +170,14 @@ class UpSettings(BaseModel):
         description="Seconds the parts get to stop after SIGTERM before they are killed: a consumer "
         "finishes its batch and a watcher hands back its lease in well under that.",
     )
+    dispatchers: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="Dispatcher processes (consume --only dispatch): a delivery's HTTP exchange costs "
+        "about a millisecond of CPU, so one process is bound by one core; two share the outbox "
+        "(claims are leases) and use a second core (benchmarks/README.md, webhooks).",
+    )
 
 
 class KubeSettings(BaseModel):
@@ -232,6 +240,14 @@ class WatcherSettings(BaseModel):
         default=300.0,
         description="How often each running launcher's log is probed for new lines (sinceSeconds); "
         "well under the 30-minute hang-progress threshold, and one small request per job.",
+    )
+    discovery_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How often the API server's discovery is asked again which job kinds' CRDs it "
+        "serves; a CRD installed later is watched from then on, without a restart. A minute: an "
+        "install is rare, and each check is one small GET per API group version.",
     )
     log_tail_lines: int = Field(
         default=50, description="Lines of an error-terminated container's log attached."
@@ -586,7 +602,7 @@ class ApiSettings(BaseModel):
 
 
 class ClientSettings(BaseModel):
-    """How the commands that ask the API (``wait``) reach it."""
+    """How the commands that ask the API (``wait``, ``runs``, ``findings``, ``compare``) reach it."""
 
     api_url: str = Field(
         default="http://127.0.0.1:8480",
@@ -598,6 +614,11 @@ class ClientSettings(BaseModel):
         default="/var/run/secrets/kubernetes.io/serviceaccount/token",
         description="File holding the bearer token (read again at each reconnect, as a projected "
         "service-account token rotates); the default is a pod's service-account token.",
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description="The bearer token itself, for a CI secret kept in an environment variable; set, it is "
+        "used instead of `token_file` (a `--token-file` on the command line still wins).",
     )
     ca_file: str | None = Field(
         default=None, description="CA bundle that signs an https API's certificate; unset: the system's."
@@ -684,6 +705,116 @@ class AlertmanagerSettings(BaseModel):
             if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1].strip("/")) == 0:
                 raise ValueError(f"{url!r} is not an http:// or https:// URL")
         return [url.rstrip("/") for url in urls]
+
+
+class UsageSettings(BaseModel):
+    """What the jobs used, read from the cluster's Prometheus (``query``/``query_range``, never a scrape)."""
+
+    url: str = Field(
+        default="",
+        description="Base URL of the Prometheus HTTP API: OpenShift's Thanos querier "
+        "(https://thanos-querier.openshift-monitoring.svc:9091) or kube-prometheus-stack's Prometheus "
+        "(http://prometheus-operated.monitoring:9090). Empty: usage is not read, the fields stay empty.",
+    )
+    bearer_token_file: Path | None = Field(
+        default=None,
+        description="File holding a bearer token, read before every refresh (a rotated service-account "
+        "token is used): /var/run/secrets/kubernetes.io/serviceaccount/token on OpenShift.",
+    )
+    ca_file: Path | None = Field(
+        default=None,
+        description="PEM CA bundle for an https URL (OpenShift: the service CA, "
+        "/var/run/secrets/kubernetes.io/serviceaccount/service-ca.crt); unset: the system's CAs.",
+    )
+    timeout_s: float = Field(
+        default=10.0, gt=0, le=120, description="Seconds one query may take before it is tried again."
+    )
+    retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Retries of a query that timed out or was answered 429/5xx, before the refresh of "
+        "that namespace is given up until the next interval (counted in mpijc_usage_queries_total).",
+    )
+    retry_backoff_s: float = Field(
+        default=0.5, ge=0, le=30, description="Seconds before the first retry; doubles each time."
+    )
+    refresh_s: float = Field(
+        default=60.0,
+        ge=5,
+        le=3600,
+        description="How often the usage of running pods is read: one query per figure and namespace, "
+        "whatever the number of pods (7 per namespace and minute by default, 2 without GPUs).",
+    )
+    step_s: float = Field(
+        default=30.0,
+        ge=1,
+        le=600,
+        description="Finest resolution of the curves read (query_range step; a long span is read in "
+        "curve_points steps instead); at least the scrape interval (DCGM exporter and kubelet default "
+        "to 30 s and 15-30 s). An ended pod is read this long after its end (its last scrape landed).",
+    )
+    scrape_interval_s: float = Field(
+        default=30.0,
+        ge=1,
+        le=600,
+        description="Longest scrape interval of the kubelets' cAdvisor and the DCGM exporters: a CPU "
+        "rate spans two of them (or two steps, if longer), so it always has two samples.",
+    )
+    window_s: float = Field(
+        default=3600.0,
+        ge=60,
+        le=86400,
+        description="Most seconds of a run read at each refresh, ending now; the final reading at a "
+        "pod's end covers its whole life (up to max_span_s).",
+    )
+    max_span_s: float = Field(
+        default=7 * 86400.0,
+        ge=60,
+        description="Longest span of a pod read for its final figures; older samples are left out.",
+    )
+    curve_points: int = Field(
+        default=30,
+        ge=2,
+        le=120,
+        description="Points of the memory, GPU and CPU curves read per pod, spanning what was read "
+        "(Prometheus takes the max of each step for memory, the mean for utilization): what gpu-idle "
+        "and memory-near-limit judge (so their thresholds must stay under window_s) and oom shows.",
+    )
+    namespace_label: str = Field(
+        default="exported_namespace",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$",
+        description="Label holding the pod's namespace on DCGM series (a ServiceMonitor relabels DCGM's "
+        "own 'namespace' to 'exported_namespace'); when no series has it, fallback_namespace_label.",
+    )
+    pod_label: str = Field(
+        default="exported_pod",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$",
+        description="Label holding the pod's name on DCGM series; see namespace_label.",
+    )
+    fallback_namespace_label: str = Field(
+        default="namespace",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$",
+        description="Namespace label tried on DCGM series when namespace_label finds none.",
+    )
+    fallback_pod_label: str = Field(
+        default="pod",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$",
+        description="Pod label tried on DCGM series when pod_label finds none.",
+    )
+    gpu: bool = Field(default=True, description="Read DCGM's GPU series; false leaves the GPU figures null.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if url and (not url.startswith(("http://", "https://")) or not url.split("://", 1)[1].strip("/")):
+            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        return url.rstrip("/")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a Prometheus is configured."""
+        return bool(self.url)
 
 
 class NotifySettings(BaseModel):
@@ -1009,6 +1140,7 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     client: ClientSettings = Field(default_factory=ClientSettings)
+    usage: UsageSettings = Field(default_factory=UsageSettings)
     log_level: str = Field(default="INFO", description="Python logging level name.")
     startup_timeout_s: float = Field(
         default=30.0,

@@ -2,7 +2,7 @@
 
 Subjects (``docs/architecture.md``, "Flow"):
 
-- ``jobs.<ns>.<job>.<type>`` (``job``, ``pod``, ``event``, ``log``) — observations from the
+- ``jobs.<ns>.<job>.<type>`` (``job``, ``pod``, ``event``, ``log``, ``usage``) — observations from the
   watchers (stream ``JOBS``); the rules split them into partitions by a stable hash of
   ``<ns>.<job>`` (:meth:`Topology.job_partition`). A pod that failed or a Warning event has
   the type token ``urgent`` instead (:func:`urgent`): the rules read those through a lane

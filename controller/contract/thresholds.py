@@ -23,6 +23,8 @@ class ThresholdOverride(BaseModel):
     hang_progress_s: float | None = Field(default=None, gt=0)
     failure_propagation_s: float | None = Field(default=None, gt=0)
     settle_s: float | None = Field(default=None, ge=0)
+    gpu_idle_s: float | None = Field(default=None, gt=0)
+    memory_near_limit_ratio: float | None = Field(default=None, gt=0, le=1)
 
 
 class RuleThresholds(BaseModel):
@@ -60,6 +62,47 @@ class RuleThresholds(BaseModel):
         description="Seconds a restarted container's failure still counts, and a crash loop must "
         "stay cleared before its finding resolves: CrashLoopBackOff alternates with short "
         "Running spells, and the kubelet's restart back-off caps at 5 min.",
+    )
+    gpu_idle_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Seconds one worker's GPUs may sit idle while the other workers' are busy before "
+        "gpu-idle fires; 10 min is longer than a data-loader stall or an uneven evaluation step.",
+    )
+    gpu_idle_pct: float = Field(
+        default=5.0,
+        ge=0,
+        le=100,
+        description="Mean GPU utilization (%) at or below which a worker's GPUs count as idle.",
+    )
+    gpu_busy_pct: float = Field(
+        default=40.0,
+        ge=0,
+        le=100,
+        description="Mean GPU utilization (%) the other workers must keep for the idle one to stand out; "
+        "when every worker is idle (a checkpoint, an evaluation on the launcher) nothing fires.",
+    )
+    memory_near_limit_ratio: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="Share of its memory limit a pod's working set must exceed, while still rising, for "
+        "memory-near-limit to fire.",
+    )
+    memory_rise_ratio: float = Field(
+        default=0.02,
+        ge=0,
+        le=1,
+        description="Growth over the curve read (share of the limit, first third to last third) that "
+        "counts as rising; a working set flat near its limit (page cache, a steady state) stays quiet.",
+    )
+    failed_hold_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="Seconds the catch-all waits, once a job is Failed, for the end of pods still "
+        "seen running: the job and its pods come on separate watches, and the pod update that "
+        "says why (an OOM kill, with its log tail) often arrives a moment after the job's "
+        "condition. It speaks as soon as every pod's end is seen; 0 speaks at once.",
     )
     progress_needs_log_feed: bool = Field(
         default=True,

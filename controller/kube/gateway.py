@@ -114,6 +114,10 @@ READ_TIMEOUT_S = 60.0
 """Seconds of silence tolerated on a non-watch response (a 5,000-pod list streams well within it)."""
 WATCH_READ_GRACE_S = 30.0
 """Extra seconds of silence on a watch beyond its server-side timeout before the stream counts as dead."""
+CONNECTION_POOL_SIZE = 48
+"""Connections kept for reuse: one per open watch (a job kind each, two pod watches, events), the
+log tails read side by side, the Lease and reviews; the client's default (5 per CPU) is fewer than
+the watches on a small machine, and every request beyond it opens and drops a connection."""
 _READ_SIZE = 64 * 1024
 """Bytes asked of the socket per read; lines longer than this are joined across reads."""
 
@@ -399,7 +403,8 @@ class KubeGateway:
         configuration.keep_alive = True  # TCP keepalive: idle watches through proxies are probed, not lost
         configuration.retries = retries.urllib3_retry()
         # connections held at once (log follows): beyond the pool's size each one released is closed
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, connections)
+        pool = max(configuration.connection_pool_maxsize, CONNECTION_POOL_SIZE, connections)
+        configuration.connection_pool_maxsize = pool
         return configuration
 
     @classmethod
@@ -565,6 +570,22 @@ class KubeGateway:
         if resource.label_selector:
             query.append(("labelSelector", resource.label_selector))
         return WatchStream(self, resource, resource.path(namespace), query, timeout_s + WATCH_READ_GRACE_S)
+
+    # -- discovery --------------------------------------------------------------------------------
+
+    def served(self, resource: Resource) -> bool:
+        """Whether the API server serves ``resource`` now (its CRD is installed and established):
+        its group version's discovery document (``GET /apis/<group>/<version>``, an
+        ``APIResourceList``) names its plural. The core group is always served; a group version
+        the server does not know answers 404, which is "no"."""
+        if not resource.group:
+            return True
+        try:
+            body = self._json("GET", f"/apis/{resource.group}/{resource.version}")
+        except APINotFoundError:
+            return False
+        listed = body.get("resources") if isinstance(body, dict) else None
+        return any(isinstance(r, dict) and r.get("name") == resource.plural for r in listed or ())
 
     # -- objects ----------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
-from controller.contract.kubeflow import API_GROUPS, JOBSET_NAME, MPI_JOB_NAME
+from controller.contract.kinds import JOBSET_NAME, KINDS, MPI_JOB_NAME, JobKind, KindSpec
 
 RawObject = dict[str, Any]
 """One Kubernetes object exactly as the API server sent it (apiVersion, kind, metadata, spec, status)."""
@@ -103,9 +103,15 @@ class Resource:
         return f"{name}[{self.label_selector}]" if self.label_selector else name
 
 
-MPIJOBS = Resource(*API_GROUPS["MPIJob"], "mpijobs", "MPIJob")
-TRAINJOBS = Resource(*API_GROUPS["TrainJob"], "trainjobs", "TrainJob")
+JOB_RESOURCES: dict[JobKind, Resource] = {
+    spec.kind: Resource(spec.group, spec.version, spec.plural, spec.kind) for spec in KINDS
+}
+"""The collection of each job kind of :data:`controller.contract.kinds.KINDS`."""
+MPIJOBS = JOB_RESOURCES["MPIJob"]
+TRAINJOBS = JOB_RESOURCES["TrainJob"]
 MPI_PODS = Resource("", "v1", "pods", "Pod", label_selector=MPI_JOB_NAME)
+"""Pods of mpi-operator and training-operator jobs: both name their job in
+``training.kubeflow.org/job-name``."""
 JOBSET_PODS = Resource("", "v1", "pods", "Pod", label_selector=JOBSET_NAME)
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
@@ -113,5 +119,21 @@ PODS = Resource("", "v1", "pods", "Pod")
 RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 LIMITRANGES = Resource("", "v1", "limitranges", "LimitRange")
 
-WATCHED: tuple[Resource, ...] = (MPIJOBS, TRAINJOBS, MPI_PODS, JOBSET_PODS, EVENTS)
-"""Everything the watchers watch: one connection per entry (per namespace, if restricted)."""
+POD_RESOURCES: tuple[Resource, ...] = (MPI_PODS, JOBSET_PODS)
+"""The pod watches: one per job-name label, whatever the number of kinds that share it."""
+
+WATCHED: tuple[Resource, ...] = (*JOB_RESOURCES.values(), *POD_RESOURCES, EVENTS)
+"""Everything the watchers may watch: one connection per entry (per namespace, if restricted);
+a job kind whose CRD the API server does not serve is left out until it does."""
+
+
+def pods_of(spec: KindSpec) -> Resource:
+    """The pod watch that sees the pods of ``spec``'s jobs."""
+    return next(r for r in POD_RESOURCES if r.label_selector == spec.pod_label)
+
+
+def job_kinds_of(resource: Resource) -> tuple[JobKind, ...]:
+    """The job kinds whose jobs (a job resource) or pods (a pod resource) a watch of ``resource`` sees."""
+    if resource in POD_RESOURCES:
+        return tuple(spec.kind for spec in KINDS if spec.pod_label == resource.label_selector)
+    return tuple(kind for kind, r in JOB_RESOURCES.items() if r == resource)

@@ -27,7 +27,7 @@ from typing import Any
 
 from controller.contract.access import Principal, ReviewUnavailableError
 from controller.kube.gateway import APIError, KubeGateway
-from controller.kube.resources import MPIJOBS, TRAINJOBS, RawObject, Resource
+from controller.kube.resources import JOB_RESOURCES, RawObject, Resource
 
 __all__ = ["CREDENTIAL_EXTRA", "LISTED", "SUBJECT_ACCESS_REVIEWS", "TOKEN_REVIEWS", "KubeAccessReviewer"]
 
@@ -35,8 +35,9 @@ TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenRe
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
-LISTED: tuple[Resource, ...] = (MPIJOBS, TRAINJOBS)
-"""A namespace is readable (changeable) if the user may list (update) either kind of job in it."""
+LISTED: tuple[Resource, ...] = tuple(JOB_RESOURCES.values())
+"""A namespace is readable (changeable) if the user may list (update) any kind of job in it (asked
+in the registry's order, MPIJobs first: most users are answered by the first review)."""
 CREDENTIAL_EXTRA = frozenset(
     f"authentication.kubernetes.io/{key}"
     for key in ("credential-id", "pod-name", "pod-uid", "node-name", "node-uid")
@@ -96,7 +97,7 @@ class KubeAccessReviewer:
         return await self._review_allows(principal, {**attributes, "namespace": namespace})
 
     async def _allowed(self, verb: str, principal: Principal, namespace: str | None) -> bool:
-        """Whether a SubjectAccessReview allows ``verb`` on MPIJobs, else on TrainJobs, in ``namespace``."""
+        """Whether a SubjectAccessReview allows ``verb`` on a kind of job in ``namespace``."""
         for resource in LISTED:
             attributes = {"verb": verb, "group": resource.group, "resource": resource.plural}
             if namespace is not None:

@@ -41,12 +41,22 @@ from controller.contract.events import (
     JobObserved,
     K8sEventObserved,
     PodObserved,
+    UsageObserved,
 )
 from controller.contract.findings import Evidence, Finding
 from controller.contract.kubeflow import resource_version_order
 from controller.store.bulk import UnnestInsert, unnest_insert
 from controller.store.engine import json_text
-from controller.store.models import Base, FindingRow, K8sEvent, Pod, PodStateRow, Run, TimelineEntry
+from controller.store.models import (
+    Base,
+    FindingRow,
+    K8sEvent,
+    Pod,
+    PodStateRow,
+    PodUsageRow,
+    Run,
+    TimelineEntry,
+)
 
 Row = dict[str, Any]
 _E = TypeVar("_E", JobObserved, PodObserved, K8sEventObserved)
@@ -142,6 +152,8 @@ def _job_timeline(event: JobObserved) -> Row:
 
 
 def _pod_label(event: PodObserved) -> str:
+    if event.replica_name is not None:
+        return event.replica_name
     return event.role if event.index is None else f"{event.role}-{event.index}"
 
 
@@ -152,6 +164,7 @@ def _pod_row(event: PodObserved, containers: str) -> Row:
         "namespace": event.namespace,
         "name": event.name,
         "role": event.role,
+        "replica": event.replica[:16] if event.replica else None,
         "index": event.index,
         "phase": event.phase,
         "reason": event.reason,
@@ -340,6 +353,18 @@ _POD_STATES = unnest_insert(
     "WHERE pod_states.log_tail = '[]'::jsonb AND excluded.log_tail <> '[]'::jsonb",
 )
 _TIMELINE = unnest_insert(TimelineEntry, _columns(TimelineEntry, "id"), "ON CONFLICT DO NOTHING")
+_USAGE_COLUMNS = _columns(PodUsageRow)
+_USAGE = unnest_insert(
+    PodUsageRow,
+    _USAGE_COLUMNS,
+    # a newer reading replaces an older one, a final one any other; while the pod runs each reading
+    # covers the last window, so the peak is the highest seen in any of them
+    'ON CONFLICT ("pod_uid") DO UPDATE SET '
+    + ", ".join(f'"{c}" = excluded."{c}"' for c in _USAGE_COLUMNS if c not in {"pod_uid", "memory_max_bytes"})
+    + ', "memory_max_bytes" = CASE WHEN excluded.final THEN excluded.memory_max_bytes'
+    + " ELSE greatest(pod_usage.memory_max_bytes, excluded.memory_max_bytes) END"
+    + " WHERE (pod_usage.final, pod_usage.until) <= (excluded.final, excluded.until)",
+)
 
 
 async def _renumber_attempts(conn: AsyncConnection, jobs: list[JobObserved]) -> None:
@@ -392,6 +417,42 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
         timeline += [_k8s_event_timeline(e) for e in k8s_events]
     if timeline:
         await _TIMELINE.execute(conn, _unique_timeline(timeline))
+    usage = _usage_rows(e for e in events if isinstance(e, UsageObserved))
+    if usage:
+        await _USAGE.execute(conn, usage)
+
+
+def _usage_rows(readings: Iterable[UsageObserved]) -> list[Row]:
+    """One row per pod, its newest reading of the batch, in pod order (the lock order)."""
+    newest: dict[str, Row] = {}
+    for reading in readings:
+        for pod in reading.pods:
+            held = newest.get(pod.uid)
+            if held is not None and (held["final"], held["until"]) > (pod.final, pod.until):
+                continue
+            newest[pod.uid] = {
+                "pod_uid": pod.uid,
+                "run_uid": reading.uid,
+                "namespace": reading.job.namespace,
+                "name": pod.name,
+                "role": pod.role,
+                "index": pod.index,
+                "since": pod.since,
+                "until": pod.until,
+                "final": pod.final,
+                "gpus": json_text([g.model_dump(mode="json") for g in pod.gpus])
+                if pod.gpus is not None
+                else None,
+                "gpu_util_curve": json_text([[t.isoformat(), v] for t, v in pod.gpu_util_curve]),
+                "memory_max_bytes": pod.memory_max_bytes,
+                "memory_limit_bytes": pod.memory_limit_bytes,
+                "memory_curve": json_text([[t.isoformat(), v] for t, v in pod.memory_curve]),
+                "cpu_mean_cores": pod.cpu_mean_cores,
+                "cpu_max_cores": pod.cpu_max_cores,
+                "cpu_requested_cores": pod.cpu_requested_cores,
+                "observed_at": reading.observed_at,
+            }
+    return [newest[uid] for uid in sorted(newest)]
 
 
 def _first_per_key(rows: Iterable[_R], key: Callable[[_R], Any]) -> list[_R]:

@@ -35,7 +35,7 @@ class Base(DeclarativeBase):
 
 
 class Run(Base):
-    """One MPIJob/TrainJob object, identified by its uid."""
+    """One training job object (any kind of :mod:`controller.contract.kinds`), identified by its uid."""
 
     __tablename__ = "runs"
 
@@ -79,6 +79,8 @@ class Pod(Base):
     namespace: Mapped[str] = mapped_column(String(253))
     name: Mapped[str] = mapped_column(String(253))
     role: Mapped[str] = mapped_column(String(16))
+    replica: Mapped[str | None] = mapped_column(String(16))
+    """The replica type of a training-operator job's pod (``Master``, ``PS``); None for other kinds."""
     index: Mapped[int | None]
     phase: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
@@ -109,6 +111,32 @@ class PodStateRow(Base):
     observed_at: Mapped[datetime]
 
     __table_args__ = (Index("uq_pod_states_pod_rv", "pod_uid", "resource_version", unique=True),)
+
+
+class PodUsageRow(Base):
+    """What one launcher or worker pod used, read from the cluster's Prometheus: refreshed while it
+    runs, ``final`` once read over its whole life after it ended; kept after the pod is deleted."""
+
+    __tablename__ = "pod_usage"
+
+    pod_uid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_uid: Mapped[str] = mapped_column(String(64), index=True)
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    role: Mapped[str] = mapped_column(String(16))
+    index: Mapped[int | None]
+    since: Mapped[datetime]
+    until: Mapped[datetime]
+    final: Mapped[bool] = mapped_column(Boolean)
+    gpus: Mapped[list[Any] | None]
+    gpu_util_curve: Mapped[list[Any]]
+    memory_max_bytes: Mapped[float | None] = mapped_column(Float)
+    memory_limit_bytes: Mapped[float | None] = mapped_column(Float)
+    memory_curve: Mapped[list[Any]]
+    cpu_mean_cores: Mapped[float | None] = mapped_column(Float)
+    cpu_max_cores: Mapped[float | None] = mapped_column(Float)
+    cpu_requested_cores: Mapped[float | None] = mapped_column(Float)
+    observed_at: Mapped[datetime]
 
 
 class K8sEvent(Base):

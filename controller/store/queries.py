@@ -16,7 +16,8 @@ from sqlalchemy import Select, false, func, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.events import TERMINAL_PHASES
-from controller.store.models import FindingRow, K8sEvent, Pod, PodStateRow, Run, TimelineEntry
+from controller.contract.units import gib
+from controller.store.models import FindingRow, K8sEvent, Pod, PodStateRow, PodUsageRow, Run, TimelineEntry
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,9 @@ async def get_run(conn: AsyncConnection, uid: str) -> Run | None:
 
 async def run_pods(conn: AsyncConnection, uid: str) -> Sequence[Pod]:
     """Pods of a run: launcher first, then workers by index."""
-    rows = await conn.execute(select(Pod).where(Pod.run_uid == uid).order_by(Pod.role, Pod.index, Pod.name))
+    rows = await conn.execute(
+        select(Pod).where(Pod.run_uid == uid).order_by(Pod.role, Pod.replica, Pod.index, Pod.name)
+    )
     return [Pod(**row._mapping) for row in rows]
 
 
@@ -115,6 +118,83 @@ async def run_pod_states(conn: AsyncConnection, uid: str) -> Sequence[PodStateRo
         .order_by(PodStateRow.observed_at, PodStateRow.resource_version)
     )
     return [PodStateRow(**row._mapping) for row in rows]
+
+
+async def run_usage(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[PodUsageRow]]:
+    """What the pods of each run used (launcher first, then workers by index); kept after the pods
+    are deleted."""
+    rows = await conn.execute(
+        select(PodUsageRow)
+        .where(PodUsageRow.run_uid.in_(list(uids)))
+        .order_by(PodUsageRow.run_uid, PodUsageRow.role, PodUsageRow.index, PodUsageRow.name)
+    )
+    found: dict[str, list[PodUsageRow]] = {uid: [] for uid in uids}
+    for row in rows:
+        found[row.run_uid].append(PodUsageRow(**row._mapping))
+    return found
+
+
+def pod_slot(role: str, index: int | None, name: str) -> str:
+    """``launcher``, ``worker-2``, or the pod's name when its index is unknown."""
+    if role == "launcher":
+        return "launcher"
+    return f"worker-{index}" if index is not None else name
+
+
+def memory_peak(usage: PodUsageRow) -> str | None:
+    """``15.8 GiB of 16.0 GiB`` (or ``15.8 GiB, no limit``); ``None`` when no memory was read."""
+    if usage.memory_max_bytes is None:
+        return None
+    if usage.memory_limit_bytes:
+        return f"{gib(usage.memory_max_bytes)} of {gib(usage.memory_limit_bytes)}"
+    return f"{gib(usage.memory_max_bytes)}, no limit"
+
+
+def gpu_util_mean(usage: PodUsageRow) -> float | None:
+    """Mean utilization over the pod's GPUs (%), ``None`` without GPU figures."""
+    means = [g["util_mean_pct"] for g in usage.gpus or () if g.get("util_mean_pct") is not None]
+    return round(sum(means) / len(means), 2) if means else None
+
+
+@dataclass(frozen=True)
+class UsageLine:
+    """One launcher or worker slot across the compared runs: its peak memory in each, in words."""
+
+    slot: str
+    runs: tuple[str, ...]
+    """How each run is named: ``attempt 1``, or its uid when the runs are of several job names."""
+    peaks: tuple[str | None, ...]
+    gpu_util_mean_pct: tuple[float | None, ...]
+
+    @property
+    def sentence(self) -> str:
+        """``worker-2: attempt 1 peaked at 15.8 GiB of 16.0 GiB; attempt 2 at 17.1 GiB of 32.0 GiB``."""
+        parts: list[str] = []
+        for label, peak in zip(self.runs, self.peaks, strict=True):
+            if peak is None:
+                parts.append(f"{label}: not read")
+            else:
+                parts.append(f"{label} {'peaked at' if not parts else 'at'} {peak}")
+        return f"{self.slot}: " + "; ".join(parts)
+
+
+def usage_lines(runs: Sequence[Run], usage: dict[str, list[PodUsageRow]]) -> tuple[UsageLine, ...]:
+    """Slot by slot (launcher, then workers by index), what each of ``runs`` used; none when no run
+    has figures."""
+    by_slot: dict[tuple[int, int, str], dict[str, PodUsageRow]] = {}
+    for run in runs:
+        for row in usage.get(run.uid, ()):
+            order = (0 if row.role == "launcher" else 1, row.index if row.index is not None else -1, row.name)
+            key = (order[0], order[1], pod_slot(row.role, row.index, row.name))
+            by_slot.setdefault(key, {})[run.uid] = row
+    one_job = len({(r.namespace, r.kind, r.name) for r in runs}) == 1
+    labels = tuple(f"attempt {r.attempt}" if one_job else r.uid for r in runs)
+    lines: list[UsageLine] = []
+    for (_, _, slot), rows in sorted(by_slot.items()):
+        peaks = tuple(memory_peak(rows[r.uid]) if r.uid in rows else None for r in runs)
+        utils = tuple(gpu_util_mean(rows[r.uid]) if r.uid in rows else None for r in runs)
+        lines.append(UsageLine(slot, labels, peaks, utils))
+    return tuple(lines)
 
 
 async def get_runs(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, Run]:
@@ -192,6 +272,7 @@ class PodSummary:
     """One launcher or worker of a compared run: where it ran, how often it restarted and died."""
 
     role: str
+    replica: str | None
     index: int | None
     name: str
     phase: str
@@ -229,6 +310,7 @@ class Comparison:
 
     runs: tuple[ComparedRun, ...]
     spec: tuple[SpecField, ...]
+    usage: tuple[UsageLine, ...] = ()
 
 
 _SPEC_ORDER = (
@@ -310,7 +392,7 @@ def _terminations(states: Sequence[Any]) -> tuple[TerminationRecord, ...]:
 
 async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[PodSummary]]:
     rows = await conn.execute(
-        select(Pod).where(Pod.run_uid.in_(list(uids))).order_by(Pod.role, Pod.index, Pod.name)
+        select(Pod).where(Pod.run_uid.in_(list(uids))).order_by(Pod.role, Pod.replica, Pod.index, Pod.name)
     )
     pods = [Pod(**row._mapping) for row in rows]
     states = await conn.execute(
@@ -327,6 +409,7 @@ async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str
         summaries[pod.run_uid].append(
             PodSummary(
                 role=pod.role,
+                replica=pod.replica,
                 index=pod.index,
                 name=pod.name,
                 phase=pod.phase,
@@ -368,7 +451,8 @@ async def compare_runs(conn: AsyncConnection, uids: Sequence[str]) -> Comparison
         )
         for uid in uids
     )
-    return Comparison(compared, spec_fields([runs[uid].spec for uid in uids]))
+    usage = usage_lines([runs[uid] for uid in uids], await run_usage(conn, uids))
+    return Comparison(compared, spec_fields([runs[uid].spec for uid in uids]), usage)
 
 
 @dataclass(frozen=True)
@@ -377,6 +461,10 @@ class TrendPoint:
 
     run: Run
     durations: Durations
+    memory_peak_ratio: float | None = None
+    """The highest working set of any of its pods over that pod's memory limit."""
+    gpu_util_mean_pct: float | None = None
+    """Mean GPU utilization over its workers' GPUs."""
 
 
 @dataclass(frozen=True)
@@ -407,10 +495,29 @@ class Trend:
         )
 
 
-async def job_trend(conn: AsyncConnection, namespace: str, name: str, last: int) -> Trend:
-    """The last ``last`` runs of one job name (any kind), oldest first, with their durations."""
-    runs = await list_runs(conn, RunFilter(namespace=namespace, name=name), limit=last)
-    return Trend(tuple(TrendPoint(run, Durations.of(run)) for run in reversed(runs)))
+async def job_trend(
+    conn: AsyncConnection, namespace: str, name: str, last: int, kind: str | None = None
+) -> Trend:
+    """The last ``last`` runs of one job name (of one ``kind``, else any), oldest first, with
+    their durations and what their pods used."""
+    runs = await list_runs(conn, RunFilter(namespace=namespace, name=name, kind=kind), limit=last)
+    usage = await run_usage(conn, [run.uid for run in runs])
+    return Trend(tuple(_trend_point(run, usage[run.uid]) for run in reversed(runs)))
+
+
+def _trend_point(run: Run, usage: Sequence[PodUsageRow]) -> TrendPoint:
+    ratios = [
+        u.memory_max_bytes / u.memory_limit_bytes
+        for u in usage
+        if u.memory_max_bytes and u.memory_limit_bytes
+    ]
+    utils = [m for u in usage if u.role == "worker" and (m := gpu_util_mean(u)) is not None]
+    return TrendPoint(
+        run,
+        Durations.of(run),
+        memory_peak_ratio=round(max(ratios), 4) if ratios else None,
+        gpu_util_mean_pct=round(sum(utils) / len(utils), 2) if utils else None,
+    )
 
 
 # -- aggregates behind /metrics ------------------------------------------------------------------

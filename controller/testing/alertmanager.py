@@ -1,9 +1,8 @@
 """A real Alertmanager for tests: Debian's ``prometheus-alertmanager``, found or installed.
 
 :func:`alertmanager_binary` looks on ``PATH`` (``prometheus-alertmanager``, then
-``alertmanager``), then in a cache where an earlier run extracted the package, then installs
-it (``apt-get install`` as root, else ``apt-get download`` and ``dpkg-deb -x`` into the cache);
-``None`` with the reason when none of that works. :class:`Alertmanager` runs one on loopback
+``alertmanager``), then installs Debian's package (:func:`controller.testing.packages.debian_binary`);
+``None`` with the reason when that does not work. :class:`Alertmanager` runs one on loopback
 with a config that routes every alert to one webhook receiver, optionally as a member of a
 gossip cluster (``--cluster.*``); it can be stopped and started again on the same port and
 storage, as an outage.
@@ -13,11 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,53 +25,16 @@ from consumers.notify.alertmanager import AlertmanagerPusher
 from consumers.notify.metrics import AlertmanagerMetrics
 from controller.contract.settings import AlertmanagerSettings
 from controller.metrics import PipelineMetrics
+from controller.testing.packages import debian_binary
 from controller.testing.ports import free_port
 from controller.testing.waits import until
 
 PACKAGE = "prometheus-alertmanager"
-CACHE = Path(tempfile.gettempdir()) / "mpijc-alertmanager"
-
-
-def _extracted() -> str | None:
-    found = CACHE / "usr" / "bin" / PACKAGE
-    return str(found) if found.exists() else None
 
 
 def alertmanager_binary() -> tuple[str | None, str]:
     """The Alertmanager executable, installing Debian's package when missing; else ``None`` and why."""
-    for name in (PACKAGE, "alertmanager"):
-        if found := shutil.which(name):
-            return found, ""
-    if found := _extracted():
-        return found, ""
-    if shutil.which("apt-get") is None:
-        return None, f"{PACKAGE} is not installed and this machine has no apt-get to install it"
-    tried: list[str] = []
-    if os.geteuid() == 0:
-        done = subprocess.run(
-            ["apt-get", "install", "-y", "-q", PACKAGE], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:  # maybe an empty package list: update once, then try again
-            subprocess.run(["apt-get", "update", "-q"], capture_output=True, check=False)
-            done = subprocess.run(
-                ["apt-get", "install", "-y", "-q", PACKAGE], capture_output=True, text=True, check=False
-            )
-        if found := shutil.which(PACKAGE):
-            return found, ""
-        tried.append(f"apt-get install: {done.stderr.strip()[-300:]}")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(
-            ["apt-get", "download", "-q", PACKAGE], cwd=tmp, capture_output=True, text=True, check=False
-        )
-        debs = list(Path(tmp).glob("*.deb"))
-        if debs:
-            subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(CACHE)], capture_output=True, check=False)
-        elif done.returncode != 0:
-            tried.append(f"apt-get download: {done.stderr.strip()[-300:]}")
-    if found := _extracted():
-        return found, ""
-    return None, f"cannot install {PACKAGE}: " + "; ".join(tried or ["no binary after extracting it"])
+    return debian_binary(PACKAGE, (PACKAGE, "alertmanager"))
 
 
 GROUP_BY = ("alertname", "namespace", "job", "rule")

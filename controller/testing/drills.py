@@ -37,7 +37,7 @@ from controller.store.models import FindingRow, PodStateRow, Run
 from controller.testing.notify import api_client, subscribe, with_notify
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.receivers import Receiver
-from controller.testing.stories import oom_story
+from controller.testing.stories import oom_story, story_start
 from controller.testing.waits import until
 from watchers.correlating import Observation
 from watchers.pipeline import Pipeline
@@ -51,9 +51,15 @@ DURABLES = ("history", "notify", "audit-lifecycle", "rules")
 """Durables on JOBS that must have consumed everything before the outcome is read."""
 
 
-def stories(first: int, count: int, prefix: str = "job") -> list[Observation]:
-    """OOM stories ``prefix-first`` … ``prefix-(first+count-1)``, in the order a cluster shows them."""
-    return [o for i in range(first, first + count) for o in oom_story(name=f"{prefix}-{i}", workers=3)]
+def stories(first: int, count: int, prefix: str = "job", slot: int | None = None) -> list[Observation]:
+    """OOM stories ``prefix-first`` … ``prefix-(first+count-1)``, in the order a cluster shows them,
+    one after another in event time from :func:`story_start` of ``slot`` (default ``first``)."""
+    start = first if slot is None else slot
+    return [
+        o
+        for n, i in enumerate(range(first, first + count))
+        for o in oom_story(name=f"{prefix}-{i}", workers=3, start=story_start(start + n))
+    ]
 
 
 @dataclass
@@ -68,11 +74,14 @@ class Outcome:
     repeated_findings: dict[tuple[str, int, str], int]
     missing_webhooks: list[tuple[str, str, str]]
     resent_webhooks: list[tuple[str, str, str]]
+    unexpected_webhooks: list[tuple[str, str, str]]
+    """Deliveries no story should cause: a stall finding in a burst of OOM stories is a false alarm."""
     unverified_webhooks: int
 
     @property
     def complete(self) -> bool:
-        """Every event stored, every finding once, every webhook delivered once (one id each)."""
+        """Every event stored, every finding once, every webhook delivered once (one id each), and
+        nothing else delivered."""
         return (
             self.runs == self.jobs
             and self.pod_states == self.expected_pod_states
@@ -80,6 +89,7 @@ class Outcome:
             and not self.repeated_findings
             and not self.missing_webhooks
             and not self.resent_webhooks
+            and not self.unexpected_webhooks
             and not self.unverified_webhooks
         )
 
@@ -113,6 +123,8 @@ class Drill:
     env: dict[str, str] = field(default_factory=dict)
     fed: list[Observation] = field(default_factory=list)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    slot: int = 0
+    """The next story's slot of event time: what the drill feeds moves forward, as on a cluster."""
 
     async def subscribe(self) -> None:
         """A webhook subscription of the drill's receiver to failures and findings."""
@@ -173,10 +185,12 @@ class Drill:
         )
         await asyncio.sleep(1)  # a late duplicate delivery would arrive now
 
-    async def probe(self, name: str, timeout_s: float = 120) -> float:
-        """Seconds from feeding one OOM story ``name`` to its ``finding.firing`` webhook."""
+    async def probe(self, name: str, slot: int | None = None, timeout_s: float = 120) -> float:
+        """Seconds from feeding one OOM story ``name`` (in ``slot``, else the next) to its
+        ``finding.firing`` webhook."""
+        slot = self._take(1) if slot is None else slot
         started = time.monotonic()
-        await self.feed(oom_story(name=name, workers=3))
+        await self.feed(oom_story(name=name, workers=3, start=story_start(slot)))
         await until(
             lambda: ("finding.firing", name, "oom") in self._delivered(), timeout_s, lambda: name, 0.01
         )
@@ -188,16 +202,17 @@ class Drill:
         ``timed``: once the first half has settled, time failures on the idle controller, then
         at the moment of the fault — one per rules partition, or a partition whose replica
         died may be missed (:attr:`Burst.recovery_s` is the slowest)."""
-        await self.feed(stories(0, jobs // 2))
+        await self.feed(stories(0, jobs // 2, slot=self._take(jobs // 2)))
         await until(self.storing, 60)
         baseline = None
         if timed:
             await self.settled()
             baseline = statistics.median([await self.probe(f"baseline-{n}") for n in range(3)])
         ending = await fault()
-        probes = [self.probe(f"at-fault-{n}") for n in range(PROBES)] if timed else []
+        together = self._take(1)  # failures at the fault happen at once
+        probes = [self.probe(f"at-fault-{n}", together) for n in range(PROBES)] if timed else []
         times, _ = await asyncio.gather(asyncio.gather(*probes), ending or asyncio.sleep(0))
-        await self.feed(stories(jobs // 2, jobs - jobs // 2))
+        await self.feed(stories(jobs // 2, jobs - jobs // 2, slot=self._take(jobs - jobs // 2)))
         await self.settled(timeout_s=300)
         return Burst(await self.outcome(), baseline, max(times) if times else None)
 
@@ -222,8 +237,14 @@ class Drill:
             repeated_findings={key: n for key, n in changes.items() if n > 1},
             missing_webhooks=self._missing(),
             resent_webhooks=sorted(key for key, ids in delivered.items() if len(ids) > 1),
+            unexpected_webhooks=sorted(key for key in delivered if key[0::2] not in EXPECTED),
             unverified_webhooks=sum(1 for r in self.receiver.at(PATH) if not r.verified),
         )
+
+    def _take(self, stories: int) -> int:
+        """The first of ``stories`` consecutive slots of event time."""
+        first, self.slot = self.slot, self.slot + stories
+        return first
 
     def _delivered(self) -> dict[tuple[str, str, str], set[str]]:
         """Webhook ids received per (event type, job, rule of the finding)."""

@@ -19,6 +19,7 @@ from controller.contract.events import (
     Change,
     Condition,
     ContainerState,
+    GpuUsage,
     JobObserved,
     JobPhase,
     JobRef,
@@ -29,8 +30,10 @@ from controller.contract.events import (
     PodObserved,
     PodPhase,
     PodRole,
+    PodUsage,
     Resources,
     RoleSpec,
+    UsageObserved,
 )
 from controller.contract.findings import Finding
 
@@ -169,10 +172,13 @@ def pod(
     created_at: datetime = T0,
     limits: dict[str, str] | None = None,
     resource_version: str | None = None,
+    replica: str | None = None,
 ) -> PodObserved:
-    """A launcher or worker pod; by default running, ready and bound to a GPU node."""
+    """A launcher or worker pod (a training-operator ``replica``, if given); by default running,
+    ready and bound to a GPU node."""
     launcher = role == "launcher"
-    name = name or (f"{job.name}-launcher" if launcher else f"{job.name}-worker-{index}")
+    slot = replica.lower() if replica else "launcher" if launcher else "worker"
+    name = name or (f"{job.name}-{slot}" if launcher else f"{job.name}-{slot}-{index}")
     if node == "":
         node = "cpu-node-0" if launcher else f"gpu-node-{index}"
     if containers is None:
@@ -190,7 +196,8 @@ def pod(
         namespace=job.namespace,
         resource_version=resource_version or rv(),
         role=role,
-        index=None if launcher else index,
+        replica=replica,
+        index=None if launcher and replica is None else index,
         phase=phase,
         reason=reason,
         message=message,
@@ -204,6 +211,27 @@ def pod(
         created_at=created_at,
         observed_at=observed_at,
     )
+
+
+TORCH = JobRef(uid="7e1c0f4a-2b3d-4c5e-8f60-0000000000pt", kind="PyTorchJob", namespace="team-a", name="bert")
+"""A PyTorchJob: a Master and Workers, each running its own ranks under torchrun; no launcher."""
+
+
+def replica(kind: str, index: int, **overrides: Any) -> PodObserved:
+    """A pod of a training-operator job's replica (``Master``, ``Worker``, ``PS``), of :data:`TORCH`
+    unless ``job`` says otherwise; by default running and ready."""
+    overrides.setdefault("job", TORCH)
+    return pod("worker", index, replica=kind, **overrides)
+
+
+def torch_run(observed_at: datetime = T0, workers: int = 2) -> list[BusEvent]:
+    """A healthy Running PyTorchJob: Master-0 and ``workers`` Workers, running and ready."""
+    spec = JobSpecSummary(workers=workers + 1, replicas={"Master": 1, "Worker": workers})
+    return [
+        job("Running", observed_at=observed_at, job=TORCH, job_spec=spec),
+        replica("Master", 0, observed_at=observed_at),
+        *(replica("Worker", i, observed_at=observed_at) for i in range(workers)),
+    ]
 
 
 def worker(index: int, **overrides: Any) -> PodObserved:
@@ -282,6 +310,51 @@ def log_probe(new_lines: int, *, observed_at: datetime = T0, since_s: float = 30
         since_s=since_s,
         new_lines=new_lines,
         tail=(f"step {new_lines}",) if new_lines else (),
+        observed_at=observed_at,
+    )
+
+
+def pod_usage(
+    index: int | None,
+    *,
+    util: Sequence[float] = (),
+    memory_gib: Sequence[float] = (),
+    end: datetime = T0,
+    step_s: float = 60.0,
+    limit_gib: float = 16.0,
+    final: bool = False,
+) -> PodUsage:
+    """What one pod of the default run used: a point of ``util`` (mean over its GPUs, %) and of
+    ``memory_gib`` every ``step_s`` up to ``end``; no GPU figures when ``util`` is empty."""
+    name = "pi-launcher" if index is None else f"pi-worker-{index}"
+    points = max(len(util), len(memory_gib), 1)
+    times = [end - timedelta(seconds=step_s * (points - 1 - i)) for i in range(points)]
+    gpus = (GpuUsage(gpu="0", util_mean_pct=sum(util) / len(util), util_p95_pct=max(util)),) if util else None
+    return PodUsage(
+        uid=f"uid-{name}",
+        name=name,
+        role="launcher" if index is None else "worker",
+        index=index,
+        since=times[0],
+        until=end,
+        final=final,
+        gpus=gpus,
+        gpu_util_curve=tuple(zip(times[-len(util) :], util, strict=True)) if util else (),
+        memory_max_bytes=max(memory_gib) * 2**30 if memory_gib else None,
+        memory_limit_bytes=limit_gib * 2**30,
+        memory_curve=tuple((t, v * 2**30) for t, v in zip(times[-len(memory_gib) :], memory_gib, strict=True))
+        if memory_gib
+        else (),
+    )
+
+
+def usage(*pods: PodUsage, observed_at: datetime = T0, job: JobRef = REF) -> UsageObserved:
+    """One reading of the run's usage (as the watcher publishes it)."""
+    return UsageObserved(
+        job=job,
+        uid=job.uid,
+        resource_version=str(int(observed_at.timestamp() * 1000)),
+        pods=pods,
         observed_at=observed_at,
     )
 

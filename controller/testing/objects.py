@@ -1,7 +1,8 @@
 """Builders of raw Kubernetes objects in their real shapes, for watcher and pipeline tests.
 
-An MPIJob ``kubeflow.org/v2beta1`` with its launcher and worker pods (mpi-operator labels),
-and core/v1 Events; each builder returns a fresh dict that a test may mutate.
+An MPIJob ``kubeflow.org/v2beta1`` with its launcher and worker pods (mpi-operator labels), a
+training-operator ``kubeflow.org/v1`` job of any kind (PyTorchJob, TFJob, …) with its replica
+pods, and core/v1 Events; each builder returns a fresh dict that a test may mutate.
 """
 
 from __future__ import annotations
@@ -10,6 +11,16 @@ import copy
 import itertools
 import uuid
 from typing import Any
+
+from controller.contract.kinds import (
+    MPI_JOB_NAME,
+    MPI_JOB_ROLE,
+    MPI_REPLICA_INDEX,
+    OPERATOR_NAME,
+    REPLICA_TYPE,
+    JobKind,
+    kind_spec,
+)
 
 Obj = dict[str, Any]
 
@@ -98,7 +109,7 @@ def with_conditions(job: Obj, *conditions: tuple[str, str, str]) -> Obj:
                 "type": t,
                 "status": "True",
                 "reason": r,
-                "message": f"MPIJob {job['metadata']['name']} is {t}",
+                "message": f"{job['kind']} {job['metadata']['name']} is {t}",
                 "lastTransitionTime": at,
                 "lastUpdateTime": at,
             }
@@ -165,6 +176,130 @@ def pod(
                     "ready": False,
                     "restartCount": 0,
                     "image": "img",
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+            ],
+        },
+    }
+
+
+def training_job(
+    kind: JobKind = "PyTorchJob",
+    name: str = "bert",
+    namespace: str = "team-a",
+    replicas: dict[str, int] | None = None,
+    *,
+    uid: str | None = None,
+    created: str = "2026-11-20T10:00:00Z",
+    memory: str = "16Gi",
+    gpus: int = 1,
+    image: str = "registry.example.com/team-a/bert-train:1.4.0",
+    restart_policy: str = "OnFailure",
+) -> Obj:
+    """A freshly created training-operator job (``kubeflow.org/v1``) of ``kind``, with
+    ``replicas`` per replica type (default: one Master and two Workers)."""
+    spec = kind_spec(kind)
+    assert spec.replica_specs is not None and spec.family == "training-operator", kind
+    container = spec.operator_name.split("job-", 1)[0] if spec.operator_name else "main"
+    command = ["torchrun", "train.py"] if kind == "PyTorchJob" else ["python", "train.py"]
+    resources = {
+        "limits": {"memory": memory, "nvidia.com/gpu": str(gpus)},
+        "requests": {"memory": memory, "nvidia.com/gpu": str(gpus)},
+    }
+    return {
+        "apiVersion": spec.api_version,
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or str(uuid.uuid4()),
+            "resourceVersion": next_rv(),
+            "creationTimestamp": created,
+            "generation": 1,
+            "labels": {"team": "a"},
+        },
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 3},
+            spec.replica_specs: {
+                replica: {
+                    "replicas": count,
+                    "restartPolicy": restart_policy,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": container,
+                                    "image": image,
+                                    "command": command,
+                                    "resources": resources,
+                                }
+                            ]
+                        }
+                    },
+                }
+                for replica, count in (replicas or {"Master": 1, "Worker": 2}).items()
+            },
+        },
+    }
+
+
+def replica_pod(
+    job: Obj,
+    replica: str,
+    index: int = 0,
+    *,
+    phase: str = "Pending",
+    node: str | None = None,
+    created: str = "2026-11-20T10:00:02Z",
+) -> Obj:
+    """A pod of one replica of a training-operator job, labelled as the training-operator labels it
+    (replica type lower-cased, ``job-role: master`` on the master or chief)."""
+    spec = kind_spec(job["kind"])
+    assert spec.replica_specs is not None and spec.operator_name is not None
+    job_name = job["metadata"]["name"]
+    labels = {
+        MPI_JOB_NAME: job_name,
+        OPERATOR_NAME: spec.operator_name,
+        REPLICA_TYPE: replica.lower(),
+        MPI_REPLICA_INDEX: str(index),
+    }
+    if replica in ("Master", "Chief"):
+        labels[MPI_JOB_ROLE] = "master"
+    template = job["spec"][spec.replica_specs][replica]["template"]["spec"]["containers"][0]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{job_name}-{replica.lower()}-{index}",
+            "namespace": job["metadata"]["namespace"],
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": next_rv(),
+            "creationTimestamp": created,
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": spec.api_version,
+                    "kind": spec.kind,
+                    "name": job_name,
+                    "uid": job["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": template["name"], "image": template["image"], "resources": template["resources"]}
+            ],
+        },
+        "status": {
+            "phase": phase,
+            "containerStatuses": [
+                {
+                    "name": template["name"],
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": template["image"],
                     "state": {"waiting": {"reason": "ContainerCreating"}},
                 }
             ],

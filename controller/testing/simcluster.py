@@ -54,12 +54,11 @@ from controller.contract.logs import format_ns, parse_ns
 from controller.contract.selectors import parse_selector
 from controller.kube.resources import (
     EVENTS,
+    JOB_RESOURCES,
     LEASES,
     LIMITRANGES,
-    MPIJOBS,
     PODS,
     RESOURCEQUOTAS,
-    TRAINJOBS,
     RawObject,
     RawStatus,
     Resource,
@@ -74,7 +73,15 @@ GVP = tuple[str, str, str]
 Key = tuple[str, str, str, str, str]
 """(group, version, plural, namespace, name) of one object; namespace is "" for cluster-scoped ones."""
 
-DEFAULT_KINDS: tuple[Resource, ...] = (PODS, EVENTS, LEASES, MPIJOBS, TRAINJOBS, RESOURCEQUOTAS, LIMITRANGES)
+DEFAULT_KINDS: tuple[Resource, ...] = (
+    PODS,
+    EVENTS,
+    LEASES,
+    *JOB_RESOURCES.values(),
+    RESOURCEQUOTAS,
+    LIMITRANGES,
+)
+"""What a cluster with mpi-operator, the training-operator and Kubeflow Trainer installed serves."""
 _REVIEWS = {("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
 """(group, plural) of the reviews answered by :meth:`SimCluster.set_access`'s table."""
 CONTINUE_SNAPSHOTS = 64
@@ -305,8 +312,26 @@ class SimCluster:
 
     def register(self, kind: Resource) -> None:
         """Serve another resource type (a CRD, in a real cluster); the label selector is ignored."""
-        self._kinds[(kind.group, kind.version, kind.plural)] = kind
-        self._plurals[(kind.group, kind.version, kind.kind)] = kind.plural
+        with self._cond:
+            self._kinds[(kind.group, kind.version, kind.plural)] = kind
+            self._plurals[(kind.group, kind.version, kind.kind)] = kind.plural
+
+    def discovery(self, group: str, version: str) -> RawObject:
+        """The ``APIResourceList`` of one API group version, as ``GET /apis/<group>/<version>``
+        answers it; 404 when no registered resource is of it (its CRDs are not installed)."""
+        with self._cond:
+            kinds = [k for (g, v, _), k in self._kinds.items() if (g, v) == (group, version)]
+        if not kinds:
+            raise SimStatusError(status(404, "NotFound", "the server could not find the requested resource"))
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}",
+            "resources": [
+                {"name": k.plural, "kind": k.kind, "namespaced": k.namespaced, "verbs": ["list", "watch"]}
+                for k in kinds
+            ],
+        }
 
     @property
     def resource_version(self) -> int:
@@ -1013,6 +1038,9 @@ class _Handler(BaseHTTPRequestHandler):
         cluster = self.server.cluster
         if method == "POST" and len(parts) == 4 and (parts[1], parts[3]) in _REVIEWS:
             self.send_json(201, cluster._review(parts[3], json.loads(raw_body or b"{}")))
+            return
+        if method == "GET" and parts[:1] == ["apis"] and len(parts) == 3:
+            self.send_json(200, cluster.discovery(parts[1], parts[2]))
             return
         if parts[:1] == ["api"] and len(parts) >= 3:
             group, version, rest = "", parts[1], parts[2:]

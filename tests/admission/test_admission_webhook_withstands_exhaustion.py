@@ -13,49 +13,21 @@ API server's reviews while costly bodies are being sent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
 import ssl
-from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from controller.contract.audit import AuditRecord
-from controller.contract.settings import AdmissionSettings
 from controller.testing.waits import until
+from tests.admission.rawtls import GUARD_S, Bus, RawClient, serving
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate
-from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.reviews import MAX_PATH_CHARS, TooCostly, review
 from watchers.admission.webhook import AdmissionWebhook
 
-GUARD_S = 10.0
-"""Longest any exchange here may take before the test fails (deadlines here are 1 s or less)."""
 KIB = 1 << 10
-
-
-class Bus:
-    """Takes every record; with ``hold`` set, keeps each publish waiting until it is cleared."""
-
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-        self.hold = False
-        self.waiting = 0
-        self._released = asyncio.Event()
-
-    async def __call__(self, records: Sequence[AuditRecord]) -> int:
-        if self.hold:
-            self.waiting += 1
-            await self._released.wait()
-        self.records += records
-        return len(records)
-
-    def release(self) -> None:
-        self.hold = False
-        self._released.set()
 
 
 @pytest.fixture
@@ -66,78 +38,6 @@ def certificate(tmp_path: Path) -> Certificate:
 @pytest.fixture
 def bus() -> Bus:
     return Bus()
-
-
-@contextlib.asynccontextmanager
-async def serving(certificate: Certificate, bus: Bus, **limits: Any) -> AsyncIterator[AdmissionWebhook]:
-    settings = AdmissionSettings(
-        host="127.0.0.1", port=0, cert_file=certificate.cert, key_file=certificate.key, **limits
-    )
-    async with AdmissionWebhook(
-        settings, bus, AdmissionMetrics(CollectorRegistry()), clock=lambda: T0
-    ) as hook:
-        yield hook
-
-
-class Client:
-    """One connection speaking bytes, TLS unless ``tls`` is False."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, webhook: AdmissionWebhook, certificate: Certificate, tls: bool = True) -> Client:
-        context = ssl.create_default_context(cafile=str(certificate.cert)) if tls else None
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(
-                "127.0.0.1", webhook.port, ssl=context, server_hostname="localhost" if tls else None
-            ),
-            GUARD_S,
-        )
-        return cls(reader, writer)
-
-    async def send(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
-
-    async def answer(self) -> tuple[int, Any]:
-        """Status and JSON body of the next response."""
-        async with asyncio.timeout(GUARD_S):
-            head = await self.reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            headers = {
-                k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
-            }
-            body = await self.reader.readexactly(int(headers["content-length"]))
-        return int(lines[0].split()[1]), json.loads(body)
-
-    async def closed(self) -> bool:
-        """Whether the server closes the connection (EOF or reset) within the guard."""
-        try:
-            async with asyncio.timeout(GUARD_S):
-                while await self.reader.read(65536):
-                    pass
-        except TimeoutError:
-            return False
-        except (ConnectionError, ssl.SSLError):
-            pass
-        return True
-
-    async def still_open(self) -> bool:
-        """Whether the connection is open with nothing to read (looked at for a moment)."""
-        try:
-            async with asyncio.timeout(0.2):
-                await self.reader.read(1)
-        except TimeoutError:
-            return True
-        except (ConnectionError, ssl.SSLError):
-            pass
-        return False
-
-    async def close(self) -> None:
-        self.writer.close()
-        with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
-            await asyncio.wait_for(self.writer.wait_closed(), 2)
 
 
 def counted(webhook: AdmissionWebhook, name: str) -> float | None:
@@ -158,10 +58,11 @@ def a_review(uid: str | None = None) -> bytes:
 
 async def reviewed(webhook: AdmissionWebhook, certificate: Certificate, body: bytes) -> tuple[int, Any]:
     """Send one review on a new connection and read its answer."""
-    client = await Client.open(webhook, certificate)
+    client = await RawClient.open(webhook, certificate)
     try:
         await client.send(post(body))
-        return await client.answer()
+        status, _, answer = await client.answer()
+        return status, answer
     finally:
         await client.close()
 
@@ -191,8 +92,8 @@ async def test_a_connection_beyond_the_cap_closes_the_one_that_waited_longest(
     certificate: Certificate, bus: Bus
 ) -> None:
     async with serving(certificate, bus, max_connections=2) as webhook:
-        oldest = await Client.open(webhook, certificate)  # handshake done, nothing sent: idle
-        younger = await Client.open(webhook, certificate)
+        oldest = await RawClient.open(webhook, certificate)  # handshake done, nothing sent: idle
+        younger = await RawClient.open(webhook, certificate)
         try:
             status, answer = await reviewed(webhook, certificate, a_review(uid="real"))
             assert (status, answer["response"]) == (200, {"uid": "real", "allowed": True})
@@ -212,17 +113,17 @@ async def test_when_every_connection_is_being_answered_a_new_one_is_refused(
 ) -> None:
     bus.hold = True  # both reviews wait for NATS: their connections are being answered
     async with serving(certificate, bus, max_connections=2, publish_timeout_s=GUARD_S) as webhook:
-        first, second = [await Client.open(webhook, certificate) for _ in range(2)]
+        first, second = [await RawClient.open(webhook, certificate) for _ in range(2)]
         try:
             await first.send(post(a_review(uid="first")))
             await second.send(post(a_review(uid="second")))
             await until(lambda: bus.waiting == 2, what=lambda: f"{bus.waiting} reviews publishing")
             with pytest.raises((ConnectionError, ssl.SSLError)):  # closed before its TLS handshake
-                await Client.open(webhook, certificate)
+                await RawClient.open(webhook, certificate)
             assert counted(webhook, "mpijc_admission_connections_refused_total") == 1
             bus.release()
-            assert (await first.answer())[1]["response"]["uid"] == "first"
-            assert (await second.answer())[1]["response"]["uid"] == "second"
+            assert (await first.answer())[2]["response"]["uid"] == "first"
+            assert (await second.answer())[2]["response"]["uid"] == "second"
         finally:
             await first.close()
             await second.close()
@@ -234,8 +135,8 @@ async def test_a_connection_that_does_not_finish_its_handshake_is_dropped(
     certificate: Certificate, bus: Bus
 ) -> None:
     async with serving(certificate, bus, handshake_timeout_s=0.3) as webhook:
-        silent = await Client.open(webhook, certificate, tls=False)
-        halfway = await Client.open(webhook, certificate, tls=False)
+        silent = await RawClient.open(webhook, certificate, tls=False)
+        halfway = await RawClient.open(webhook, certificate, tls=False)
         try:
             await halfway.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
             assert await silent.closed()
@@ -250,8 +151,8 @@ async def test_a_connection_that_does_not_finish_its_handshake_is_dropped(
 
 async def test_an_idle_connection_is_closed_after_keep_alive(certificate: Certificate, bus: Bus) -> None:
     async with serving(certificate, bus, keep_alive_s=0.3) as webhook:
-        fresh = await Client.open(webhook, certificate)  # never sends a byte
-        served = await Client.open(webhook, certificate)
+        fresh = await RawClient.open(webhook, certificate)  # never sends a byte
+        served = await RawClient.open(webhook, certificate)
         try:
             await served.send(post(a_review()))
             assert (await served.answer())[0] == 200
@@ -285,7 +186,7 @@ async def test_a_stalled_large_upload_holds_the_pool_until_its_deadline_then_let
     limits = {"max_body_bytes": 256 * KIB, "max_buffered_bytes": 300 * KIB, "request_timeout_s": 1.0}
     async with serving(certificate, bus, **limits) as webhook:
         size = 200 * KIB
-        stalled = await Client.open(webhook, certificate)
+        stalled = await RawClient.open(webhook, certificate)
         try:
             await stalled.send(post(padded_review(size, uid="stalled")[: size // 2], length=size))
             await until(lambda: webhook.bodies.held == size, what=lambda: f"{webhook.bodies.held} held")
@@ -298,7 +199,7 @@ async def test_a_stalled_large_upload_holds_the_pool_until_its_deadline_then_let
                 "a small review never waits on the pool"
             )
 
-            status, answer = await stalled.answer()
+            status, _, answer = await stalled.answer()
             assert status == 408
             assert await stalled.closed()
         finally:
@@ -352,7 +253,7 @@ async def test_reviews_are_answered_while_costly_bodies_are_being_sent(
 
         async def attacker(data: bytes) -> None:
             while not stop.is_set():
-                client = await Client.open(webhook, certificate)
+                client = await RawClient.open(webhook, certificate)
                 try:
                     await client.send(data)
                     answers[data].append((await client.answer())[0])

@@ -10,11 +10,10 @@ an attacker would.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,9 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.contract.audit import AuditRecord, parse_audit_record
+from controller.contract.audit import parse_audit_record
 from controller.contract.settings import AdmissionSettings
+from tests.admission.rawtls import Bus, RawClient, serving
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.reviews import json_depth, review
@@ -31,15 +31,6 @@ from watchers.admission.webhook import AdmissionWebhook
 
 LIMIT = 64 << 10
 DEADLINE_S = 1.0
-
-
-class Bus:
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-
-    async def __call__(self, records: Sequence[AuditRecord]) -> int:
-        self.records += records
-        return len(records)
 
 
 @pytest.fixture
@@ -54,17 +45,8 @@ def bus() -> Bus:
 
 @pytest.fixture
 async def webhook(certificate: Certificate, bus: Bus) -> AsyncIterator[AdmissionWebhook]:
-    settings = AdmissionSettings(
-        host="127.0.0.1",
-        port=0,
-        cert_file=certificate.cert,
-        key_file=certificate.key,
-        publish_timeout_s=0.2,
-        max_body_bytes=LIMIT,
-        request_timeout_s=DEADLINE_S,
-    )
-    async with AdmissionWebhook(
-        settings, bus, AdmissionMetrics(CollectorRegistry()), clock=lambda: T0
+    async with serving(
+        certificate, bus, publish_timeout_s=0.2, max_body_bytes=LIMIT, request_timeout_s=DEADLINE_S
     ) as hook:
         yield hook
 
@@ -72,64 +54,8 @@ async def webhook(certificate: Certificate, bus: Bus) -> AsyncIterator[Admission
 @pytest.fixture
 async def default_webhook(certificate: Certificate, bus: Bus) -> AsyncIterator[AdmissionWebhook]:
     """The webhook with its default limits (3 MiB bodies, 10,000 JSON items, depth 200)."""
-    settings = AdmissionSettings(
-        host="127.0.0.1", port=0, cert_file=certificate.cert, key_file=certificate.key
-    )
-    async with AdmissionWebhook(
-        settings, bus, AdmissionMetrics(CollectorRegistry()), clock=lambda: T0
-    ) as hook:
+    async with serving(certificate, bus) as hook:
         yield hook
-
-
-class Raw:
-    """One TLS connection speaking bytes."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, webhook: AdmissionWebhook, certificate: Certificate) -> Raw:
-        context = ssl.create_default_context(cafile=str(certificate.cert))
-        reader, writer = await asyncio.open_connection(
-            "127.0.0.1", webhook.port, ssl=context, server_hostname="localhost"
-        )
-        return cls(reader, writer)
-
-    async def send(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
-
-    async def answer(self, within_s: float) -> tuple[int, dict[str, str], Any]:
-        """Status, headers and JSON body of the next response; the connection must then close."""
-        async with asyncio.timeout(within_s):
-            raw = await self.reader.read(1 << 20)
-            while b"\r\n\r\n" not in raw:
-                more = await self.reader.read(1 << 20)
-                assert more, f"closed before an answer: {raw!r}"
-                raw += more
-            head, _, body = raw.partition(b"\r\n\r\n")
-            status_line, *header_lines = head.decode("latin-1").split("\r\n")
-            headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines)}
-            while len(body) < int(headers["content-length"]):
-                body += await self.reader.read(1 << 20)
-        return int(status_line.split()[1]), headers, json.loads(body)
-
-    async def closed(self, within_s: float) -> bool:
-        """Whether the server closes the connection (EOF or reset) within ``within_s``."""
-        try:
-            async with asyncio.timeout(within_s):
-                while await self.reader.read(65536):
-                    pass
-        except TimeoutError:
-            return False
-        except (ConnectionError, ssl.SSLError):
-            pass
-        return True
-
-    async def close(self) -> None:
-        self.writer.close()
-        with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
-            await asyncio.wait_for(self.writer.wait_closed(), 2)
 
 
 def head(length: int | None = None, chunked: bool = False) -> bytes:
@@ -144,7 +70,7 @@ def head(length: int | None = None, chunked: bool = False) -> bytes:
 async def test_a_declared_oversized_body_is_refused_before_a_byte_of_it_is_read(
     webhook: AdmissionWebhook, certificate: Certificate
 ) -> None:
-    raw = await Raw.open(webhook, certificate)
+    raw = await RawClient.open(webhook, certificate)
     try:
         await raw.send(head(length=3 << 30))  # 3 GiB announced, nothing sent
         status, headers, answer = await raw.answer(within_s=DEADLINE_S / 2)
@@ -158,7 +84,7 @@ async def test_a_declared_oversized_body_is_refused_before_a_byte_of_it_is_read(
 async def test_a_chunked_body_is_counted_as_it_streams(
     webhook: AdmissionWebhook, certificate: Certificate
 ) -> None:
-    raw = await Raw.open(webhook, certificate)
+    raw = await RawClient.open(webhook, certificate)
     try:
         await raw.send(head(chunked=True))
         chunk = b" " * 8192
@@ -172,7 +98,7 @@ async def test_a_chunked_body_is_counted_as_it_streams(
         await raw.close()
 
 
-async def trickle(raw: Raw, stop: asyncio.Event) -> None:
+async def trickle(raw: RawClient, stop: asyncio.Event) -> None:
     """Send a review's headers, then its body one byte per 0.1 s, until told or disconnected."""
     body = json.dumps(admission_review("CREATE", a_mpijob())).encode()
     await raw.send(head(length=len(body)))
@@ -189,7 +115,7 @@ async def trickle(raw: Raw, stop: asyncio.Event) -> None:
 async def test_a_slow_upload_gets_408_and_is_dropped(
     webhook: AdmissionWebhook, certificate: Certificate
 ) -> None:
-    raw = await Raw.open(webhook, certificate)
+    raw = await RawClient.open(webhook, certificate)
     stop = asyncio.Event()
     sender = asyncio.create_task(trickle(raw, stop))
     try:
@@ -205,7 +131,7 @@ async def test_a_slow_upload_gets_408_and_is_dropped(
 
 
 async def test_slow_headers_are_timed_out_too(webhook: AdmissionWebhook, certificate: Certificate) -> None:
-    raw = await Raw.open(webhook, certificate)
+    raw = await RawClient.open(webhook, certificate)
     try:
         await raw.send(b"POST /validate HTTP/1.1\r\nhost: local")  # and nothing more
         status, _, _ = await raw.answer(within_s=DEADLINE_S + 1.5)
@@ -234,7 +160,7 @@ async def test_twelve_stalled_uploads_neither_block_reviews_nor_stay(
 async def twelve_stalled_uploads(
     webhook: AdmissionWebhook, certificate: Certificate, bus: Bus, deadline_s: float
 ) -> None:
-    stalled = [await Raw.open(webhook, certificate) for _ in range(12)]
+    stalled = [await RawClient.open(webhook, certificate) for _ in range(12)]
     stop = asyncio.Event()
     senders = [asyncio.create_task(trickle(raw, stop)) for raw in stalled]
     try:

@@ -6,6 +6,7 @@ arrives once."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.bus.streams import connect
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
+from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.testing.drills import Drill
 from controller.testing.natscluster import NatsCluster
@@ -50,7 +52,9 @@ def play(sim: SimCluster, observations: list[Observation]) -> None:
 async def test_the_watcher_probing_running_jobs_survives_the_jobs_leader_killed(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics, sim: SimCluster, tmp_path: Path
 ) -> None:
-    stories = [oom_story(f"job-{i}", workers=3) for i in range(JOBS)]
+    # the cluster's own times, not a recording's: the watcher observes them now
+    begun = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=30)
+    stories = [oom_story(f"job-{i}", workers=3, start=begun) for i in range(JOBS)]
     with NatsCluster(tmp_path / "nats") as cluster:
         settings.nats = NatsSettings(url=cluster.url, prefix=settings.nats.prefix, replicas=3)
         topology = Topology(settings.nats.prefix)
@@ -82,7 +86,7 @@ async def test_the_watcher_probing_running_jobs_survives_the_jobs_leader_killed(
             )
             try:
                 await drill.running("consumers")
-                await until(lambda: sum(sim.open_watches().values()) == 5, 60, watch_log.read_text)
+                await until(lambda: sum(sim.open_watches().values()) == len(WATCHED), 60, watch_log.read_text)
                 for story in stories:  # every job running: its launcher probed every PROBE_S
                     play(sim, story[:-FAILURE])
                     drill.fed += story[:-FAILURE]

@@ -63,6 +63,11 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
             "unknown setting MPIJC_AUDIT__WEBHOOK_PORT (renamed MPIJC_ADMISSION__PORT)",
         ),
         ({"MPIJC_API__METRICS_PORT": "9464"}, "MPIJC_API__METRICS_PORT (renamed MPIJC_METRICS__PORT)"),
+        (
+            {"MPIJC_USAGE__URL": "prometheus:9090"},
+            "MPIJC_USAGE__URL: Value error, 'prometheus:9090' is not an http",
+        ),
+        ({"MPIJC_USAGE__POD_LABEL": "exported-pod"}, "MPIJC_USAGE__POD_LABEL: String should match pattern"),
     ],
     ids=[
         "not-an-integer",
@@ -75,6 +80,8 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
         "setting-of-earlier-versions",
         "renamed-to-the-admission-group",
         "renamed-to-the-metrics-group",
+        "prometheus-url-without-scheme",
+        "not-a-label-name",
     ],
 )
 def test_bad_settings_are_one_line_naming_the_variable(

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.contract.kinds import kind_named
 from controller.contract.settings import Settings
 from controller.store.models import Run
 from controller.testing.ports import free_port
@@ -26,7 +27,7 @@ def scenario_jobs() -> dict[str, str]:
     for path in SCENARIOS.glob("*.jsonl"):
         for line in path.read_text().splitlines():
             obj = json.loads(line)["object"]
-            if obj["kind"] in {"MPIJob", "TrainJob"}:
+            if kind_named(obj["kind"]) is not None:
                 jobs[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = obj["kind"]
     return jobs
 
@@ -66,7 +67,9 @@ async def test_demo_command_stores_and_prints_every_scenario_job(
         "ml-team@example.com: [mpijob-controller] [critical] team-a/llm-sft-13b: Worker 2 failed: out of memory"
         in (result.stdout)
     )
-    assert "== audit trail: 10 records; ok: 10 records" in result.stdout
+    assert (
+        "== audit trail: 19 records; ok: 19 records" in result.stdout
+    )  # a lifecycle record per finished job
     if nats == "embedded":
         users = tmp_path / "nats" / "users"
         assert not [

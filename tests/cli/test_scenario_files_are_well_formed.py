@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from controller.contract.kinds import KINDS, kind_named
+
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.jsonl"))
 
@@ -26,6 +28,7 @@ EXPECTED = {
     "mpijob-imagepullbackoff.jsonl",
     "mpijob-unschedulable-gpus.jsonl",
     "trainjob-mpi-succeeded.jsonl",
+    "trainjob-torch-rank-failed.jsonl",
     "mpijob-gpu-oom.jsonl",
     "mpijob-ssh-connection-refused.jsonl",
     "mpijob-mpi-abort.jsonl",
@@ -37,11 +40,20 @@ EXPECTED = {
     "nearmiss-sigkill-not-oom.jsonl",
     "nearmiss-slow-but-progressing.jsonl",
     "nearmiss-kueue-queued.jsonl",
+    "pytorchjob-succeeded.jsonl",
+    "pytorchjob-rendezvous-timeout.jsonl",
+    "tfjob-succeeded.jsonl",
+    "tfjob-ps-oomkilled.jsonl",
+    "xgboostjob-succeeded.jsonl",
+    "xgboostjob-imagepullbackoff.jsonl",
+    "paddlejob-succeeded.jsonl",
+    "paddlejob-unschedulable-gpus.jsonl",
+    "jaxjob-succeeded.jsonl",
+    "jaxjob-worker-error.jsonl",
 }
 CHANGES = {"ADDED", "MODIFIED", "DELETED"}
 API_VERSIONS = {
-    "MPIJob": "kubeflow.org/v2beta1",
-    "TrainJob": "trainer.kubeflow.org/v1alpha1",
+    **{spec.kind: spec.api_version for spec in KINDS},
     "Pod": "v1",
     "Event": "v1",
 }
@@ -53,6 +65,7 @@ MPI_JOB_NAME = "training.kubeflow.org/job-name"
 MPI_JOB_ROLE = "training.kubeflow.org/job-role"
 MPI_OPERATOR = "training.kubeflow.org/operator-name"
 MPI_INDEX = "training.kubeflow.org/replica-index"
+REPLICA_TYPE = "training.kubeflow.org/replica-type"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
@@ -220,7 +233,8 @@ def test_mpijob_pods_carry_mpi_operator_labels_and_owners(records: tuple[str, li
     mpijobs = _jobs(recs, "MPIJob")
     for number, rec in enumerate(recs, start=1):
         pod = rec["object"]
-        if pod["kind"] != "Pod" or JOBSET_NAME in (pod["metadata"].get("labels") or {}):
+        labels = pod["metadata"].get("labels") or {}
+        if pod["kind"] != "Pod" or JOBSET_NAME in labels or labels.get(MPI_OPERATOR) != "mpi-operator":
             continue
         where = f"{name}:{number} {pod['metadata']['name']}"
         labels = pod["metadata"].get("labels") or {}
@@ -263,6 +277,43 @@ def test_mpijob_pods_carry_mpi_operator_labels_and_owners(records: tuple[str, li
             )
         else:
             pytest.fail(f"{where}: {MPI_JOB_ROLE}={role!r}")
+
+
+def test_training_operator_pods_carry_its_labels_and_owners(
+    records: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """The training-operator labels each replica's pod with the job, the replica type (lower-cased)
+    and index and its controller's name, and owns it by the job; the master (or chief) also
+    carries ``job-role: master``."""
+    name, recs = records
+    for number, rec in enumerate(recs, start=1):
+        pod = rec["object"]
+        labels = pod["metadata"].get("labels") or {}
+        if pod["kind"] != "Pod" or JOBSET_NAME in labels or labels.get(MPI_OPERATOR) == "mpi-operator":
+            continue
+        where = f"{name}:{number} {pod['metadata']['name']}"
+        kind = next((s for s in KINDS if s.operator_name == labels.get(MPI_OPERATOR)), None)
+        assert kind is not None and kind.replica_specs, (
+            f"{where}: {MPI_OPERATOR}={labels.get(MPI_OPERATOR)!r}"
+        )
+        jobs = _jobs(recs, kind.kind)
+        job = labels.get(MPI_JOB_NAME)
+        assert job in jobs, f"{where}: {MPI_JOB_NAME}={job!r} names no {kind.kind} in the file"
+        replica, index = labels.get(REPLICA_TYPE), labels.get(MPI_INDEX)
+        specs = jobs[job]["spec"][kind.replica_specs]
+        declared = {r.lower(): r for r in specs}
+        assert replica in declared, (
+            f"{where}: {REPLICA_TYPE}={replica!r} is not lower-case of {sorted(specs)}"
+        )
+        assert index is not None and int(index) < specs[declared[replica]]["replicas"], f"{where}: index"
+        assert pod["metadata"]["name"] == f"{job}-{replica}-{index}", f"{where}: name"
+        assert (labels.get(MPI_JOB_ROLE) == "master") == (replica in {"master", "chief"}), (
+            f"{where}: job-role"
+        )
+        (owner,) = [o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")]
+        assert kind_named(owner["kind"]) == kind and owner["uid"] == jobs[job]["metadata"]["uid"], (
+            f"{where}: owner"
+        )
 
 
 def test_trainjob_pods_carry_jobset_labels(records: tuple[str, list[dict[str, Any]]]) -> None:

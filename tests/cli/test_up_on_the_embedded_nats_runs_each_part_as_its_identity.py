@@ -120,7 +120,7 @@ async def test_up_on_the_embedded_nats_runs_each_part_as_its_role(
             sim.update(k.with_conditions(sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z")))
             async with httpx.AsyncClient(timeout=5) as scraper:
                 metrics = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
-        identities = identities_of(await started_children(process, 7), tmp_path / "nats" / "users")
+        identities = identities_of(await started_children(process, 8), tmp_path / "nats" / "users")
         quiet = refusals(server_log)  # before this test tries what the roles may not
         await what_the_roles_may_not_is_refused(url, tmp_path / "nats" / "users", topology)
     finally:

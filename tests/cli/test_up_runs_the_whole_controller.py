@@ -132,11 +132,11 @@ async def test_up_runs_each_part_in_its_own_process_and_stops_them_all(
     log = tmp_path / "up.log"
     process = start_cli(["up"], env, tmp_path, log)
     try:
-        children = await started_children(process, 7)  # watchers, 5 consumer roles, API
+        children = await started_children(process, 8)  # watchers, 5 consumer roles (2 dispatchers), API
         commands = sorted(cmd.split("controller.cli ", 1)[1].strip() for cmd in children.values())
         assert commands == sorted(
             ["watch", "api"]
-            + [f"consume --only {r}" for r in ("history", "rules", "audit", "notify", "dispatch")]
+            + [f"consume --only {r}" for r in ("history", "rules", "audit", "notify", "dispatch", "dispatch")]
         )
     finally:
         process.send_signal(signal.SIGTERM)
@@ -166,13 +166,13 @@ async def test_a_killed_part_comes_back_and_the_others_run_on(
     log = tmp_path / "up.log"
     process = start_cli(["up"], env, tmp_path, log)
     try:
-        children = await started_children(process, 7)
+        children = await started_children(process, 8)
         rules = next(pid for pid, cmd in children.items() if cmd.rstrip().endswith("--only rules"))
         os.kill(rules, signal.SIGKILL)
 
         def back() -> bool:
             now = children_of(process.pid)
-            return len(now) == 7 and rules not in now
+            return len(now) == 8 and rules not in now
 
         await until(back, 60, what=lambda: children_of(process.pid))
         again = children_of(process.pid)

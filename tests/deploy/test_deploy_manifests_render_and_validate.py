@@ -35,6 +35,7 @@ import yaml
 
 from consumers.registry import CONSUMERS
 from controller.bus.serverconfig import IDENTITIES
+from controller.contract.kinds import KINDS
 from controller.contract.settings import refuse_unknown
 from tests.deploy.deploy_schemas import CUSTOM
 
@@ -61,7 +62,7 @@ NO_CLIENT_AUTH = "admission/no-client-auth"
 ON_OPENSHIFT = (NO_CLIENT_AUTH, "admission/openshift")
 """OpenShift's kube-apiserver presents no client certificate: the opt-out is required there."""
 OPENSHIFT_ADMISSION = (*ADMISSION, *ON_OPENSHIFT)
-EVERYTHING = ("components/k8s-events", "components/external-nats", *ADMISSION)
+EVERYTHING = ("components/k8s-events", "components/external-nats", "components/usage", *ADMISSION)
 RENDERS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "base": (None, ()),
     "kubernetes": ("kubernetes", ()),
@@ -537,8 +538,7 @@ def _rules_of(objs: list[Obj], account: str) -> set[tuple[str, str, str, str]]:
 
 READ = {"get", "list", "watch"}
 WATCHED = {
-    ("kubeflow.org", "mpijobs"),
-    ("trainer.kubeflow.org", "trainjobs"),
+    *((spec.group, spec.plural) for spec in KINDS),  # every kind of the registry, no other
     ("", "pods"),
     ("", "pods/log"),
     ("", "events"),

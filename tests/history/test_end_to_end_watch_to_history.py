@@ -20,6 +20,7 @@ from controller.bus.streams import connect
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import DEFAULT_RETRIES, KubeGateway, RetryPolicy
+from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.store.models import Pod, PodStateRow, Run
 from controller.testing import objects as k
@@ -77,7 +78,9 @@ async def test_worker_oom_travels_from_watch_to_history(
         consumers_running(settings, topology, engine, metrics),
         watchers_running(settings, sim, js, topology, metrics),
     ):
-        await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
+        await until(
+            lambda: sum(sim.open_watches().values()) == len(WATCHED), 10, lambda: str(sim.open_watches())
+        )
         # pods and a scheduling event first: the correlator must hold them until the job shows up
         job = k.mpijob("llm", workers=2)
         pods = [k.pod(job, "launcher", node="cpu-1")] + [
@@ -120,7 +123,7 @@ async def test_worker_oom_travels_from_watch_to_history(
         )
         await wait_for_sql(engine, "SELECT count(*) FROM k8s_events", 1)
         # one watch connection per resource kind, however many jobs and pods there are
-        assert sorted(sim.open_watches().values()) == [1, 1, 1, 1, 1]
+        assert sorted(sim.open_watches().values()) == [1] * len(WATCHED)
 
     async with engine.connect() as conn:
         worker = (await conn.execute(select(Pod).where(Pod.name == "llm-worker-1"))).one()
@@ -165,7 +168,9 @@ async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
     async with consumers_running(settings, topology, engine, metrics):
         first = start_watcher(settings, config, log)
         try:
-            await until(lambda: sum(sim.open_watches().values()) == 5, 30, lambda: log.read_text()[-2000:])
+            await until(
+                lambda: sum(sim.open_watches().values()) == len(WATCHED), 30, lambda: log.read_text()[-2000:]
+            )
             for job in jobs:
                 sim.create(job)
                 for pod in pods[job["metadata"]["name"]]:

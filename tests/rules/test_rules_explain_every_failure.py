@@ -204,6 +204,34 @@ def test_without_a_container_to_blame_the_jobs_condition_speaks() -> None:
     )
 
 
+def test_a_job_failed_before_its_pods_ended_waits_for_them_and_names_their_cause() -> None:
+    # The job's condition and its pods come on separate watches: the OOM-killed worker's update
+    # (read with its log tail) arrives after the job's Failed. No catch-all goes out meanwhile.
+    engine = RuleEngine(RuleThresholds(failed_hold_s=10))
+    replay(engine, [*running_run(), job("Failed", observed_at=at(2))])
+    assert engine.firing() == [] and engine.tick(at(2, seconds=9)) == []
+
+    oom = ContainerState(
+        name="worker", state="terminated", reason="OOMKilled", exit_code=137, finished_at=at(2)
+    )
+    late = worker(2, phase="Failed", ready=False, containers=(oom,), observed_at=at(2, seconds=9.5))
+    changes = engine.observe(late, at(2, seconds=9.5))
+
+    assert [(f.rule, f.status) for f in changes] == [("oom", "firing")]
+    assert engine.tick(at(5)) == [] and [f.rule for f in engine.firing()] == ["oom"]
+
+
+def test_a_job_failed_while_its_pods_still_run_speaks_after_the_hold() -> None:
+    engine = RuleEngine(RuleThresholds(failed_hold_s=10))
+    replay(engine, [*running_run(), job("Failed", observed_at=at(2))])
+    assert engine.tick(at(2, seconds=9)) == []
+
+    (fired,) = engine.tick(at(2, seconds=10))
+
+    assert (fired.rule, fired.status) == ("failed", "firing")
+    assert fired.root_cause.startswith("The job failed")
+
+
 def test_a_specific_finding_arriving_later_supersedes_it() -> None:
     engine = RuleEngine()
     (first,) = replay(engine, _failed_run(_worker_ended(2, 137)))

@@ -27,6 +27,7 @@ EXPECTED: dict[str, frozenset[RuleId]] = {
     "mpijob-imagepullbackoff.jsonl": frozenset({"image-pull"}),
     "mpijob-unschedulable-gpus.jsonl": frozenset({"unschedulable"}),
     "trainjob-mpi-succeeded.jsonl": frozenset(),
+    "trainjob-torch-rank-failed.jsonl": frozenset({"mpi-abort"}),
     "mpijob-gpu-oom.jsonl": frozenset({"gpu-oom"}),
     "mpijob-ssh-connection-refused.jsonl": frozenset({"mpi-comm"}),
     "mpijob-mpi-abort.jsonl": frozenset({"mpi-abort"}),
@@ -38,6 +39,17 @@ EXPECTED: dict[str, frozenset[RuleId]] = {
     "nearmiss-sigkill-not-oom.jsonl": frozenset(),
     "nearmiss-slow-but-progressing.jsonl": frozenset(),
     "nearmiss-kueue-queued.jsonl": frozenset(),
+    # the training-operator kinds: a success and a typical failure each
+    "pytorchjob-succeeded.jsonl": frozenset(),
+    "pytorchjob-rendezvous-timeout.jsonl": frozenset({"rendezvous"}),
+    "tfjob-succeeded.jsonl": frozenset(),
+    "tfjob-ps-oomkilled.jsonl": frozenset({"oom"}),
+    "xgboostjob-succeeded.jsonl": frozenset(),
+    "xgboostjob-imagepullbackoff.jsonl": frozenset({"image-pull"}),
+    "paddlejob-succeeded.jsonl": frozenset(),
+    "paddlejob-unschedulable-gpus.jsonl": frozenset({"unschedulable"}),
+    "jaxjob-succeeded.jsonl": frozenset(),
+    "jaxjob-worker-error.jsonl": frozenset({"failed"}),
 }
 
 THRESHOLDS = {

@@ -6,7 +6,9 @@ a pattern such as ``(?:[\\w.-]+@)?[\\w.-]+: Permission denied`` costs O(n²) on 
 Every compiled pattern of ``consumers.rules`` — found in the modules themselves, so a new
 one cannot be forgotten — is fed adversarial lines of 8 KiB and 64 KiB; eight times the
 input may cost at most ``MAX_RATIO`` times the time (linear is 8, quadratic 64). Timings
-are the minimum of several runs and compared as a ratio, never against a wall clock. The
+are the minimum of several runs and compared as a ratio, never against a wall clock; a ratio
+over the bound is measured again, up to ``MEASURES`` times, and the least one counts (a busy
+machine can slow one measurement; a quadratic pattern is over the bound every time). The
 readers, which also bound what they read, are held to the same ratio on whole tails.
 """
 
@@ -30,6 +32,7 @@ from consumers.rules import errors, logs, signatures
 SMALL, LARGE = 8 * 1024, 64 * 1024
 MAX_RATIO = 16.0
 TRIALS = 3
+MEASURES = 3
 
 # Prefixes that almost match some pattern; each is repeated to fill a line.
 PARTIAL_MATCHES = (
@@ -170,6 +173,16 @@ def _cost(call: Callable[[], object]) -> float:
     return best
 
 
+def least_ratio(large: Callable[[], float], small: Callable[[], float]) -> float:
+    """``large() / small()``, measured again while over :data:`MAX_RATIO`; the least one."""
+    least = float("inf")
+    for _ in range(MEASURES):
+        least = min(least, large() / small())
+        if least < MAX_RATIO:
+            break
+    return least
+
+
 def search_cost(pattern: re.Pattern[str], lines: list[str]) -> float:
     return sum(_cost(lambda line=line: pattern.search(line)) for line in lines)
 
@@ -185,7 +198,7 @@ def test_every_pattern_module_is_searched() -> None:
 def test_pattern_cost_grows_linearly_with_the_line(pattern: re.Pattern[str]) -> None:
     small, large = adversarial(SMALL), adversarial(LARGE)
 
-    ratio = search_cost(pattern, large) / search_cost(pattern, small)
+    ratio = least_ratio(lambda: search_cost(pattern, large), lambda: search_cost(pattern, small))
 
     assert ratio < MAX_RATIO, f"{pattern.pattern!r}: 8x the input cost {ratio:.1f}x the time"
 
@@ -218,7 +231,7 @@ def _uncached(reader: Callable[[tuple[str, ...]], Any], tail: tuple[str, ...]) -
 def test_reader_cost_stays_linear_on_whole_tails(reader: Callable[[tuple[str, ...]], Any]) -> None:
     small, large = tuple(adversarial(SMALL)), tuple(adversarial(LARGE))
 
-    ratio = _cost(_uncached(reader, large)) / _cost(_uncached(reader, small))
+    ratio = least_ratio(lambda: _cost(_uncached(reader, large)), lambda: _cost(_uncached(reader, small)))
 
     assert ratio < MAX_RATIO, f"8x the input cost {ratio:.1f}x the time"
 
@@ -238,6 +251,6 @@ def test_the_check_catches_the_publickey_pattern_that_was_quadratic() -> None:
     quadratic = re.compile(r"(?:(?:[\w.-]+@)?(?P<host>[\w.-]+): )?Permission denied \(publickey")
     small, large = ["a" * (SMALL // 8)], ["a" * (LARGE // 8)]  # 1 KiB and 8 KiB keep it quick
 
-    ratio = search_cost(quadratic, large) / search_cost(quadratic, small)
+    ratio = least_ratio(lambda: search_cost(quadratic, large), lambda: search_cost(quadratic, small))
 
     assert ratio > MAX_RATIO

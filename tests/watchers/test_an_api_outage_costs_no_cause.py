@@ -19,6 +19,7 @@ from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import RetryPolicy
+from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.store.models import FindingRow, Pod, PodStateRow
 from controller.testing import objects as k
@@ -91,7 +92,9 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
         watchers_running(settings, sim, js, topology, metrics, DOOR),
     ):
         sub = await subscribe(api, rx, PATH, event_types=["job.failed", "finding.firing", "finding.resolved"])
-        await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
+        await until(
+            lambda: sum(sim.open_watches().values()) == len(WATCHED), 10, lambda: str(sim.open_watches())
+        )
         failing = {name: failing_pod(sim, name, entry) for name, entry in entries.items()}
         await wait_for_sql(engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 2 * len(entries))
         await wait_for_sql(engine, "SELECT count(*) FROM runs WHERE phase = 'Running'", len(entries))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.kube.resources import WATCHED
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
@@ -30,7 +31,7 @@ async def test_capture_then_replay(sim: SimCluster, tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        await until(lambda: sum(sim.open_watches().values()) == 5, 30)
+        await until(lambda: sum(sim.open_watches().values()) == len(WATCHED), 30)
         job = k.mpijob("captured", workers=1)
         worker = k.pod(job, "worker", 0, node="gpu-0")
         sim.create(job)

@@ -102,3 +102,82 @@ async def test_no_progress_fires_only_when_the_launcher_stops_writing(
         hang = next(f for f in fired if f.rule == "hang-progress")
     assert hang.status == "firing" and hang.root_cause.startswith("No progress for")
     assert hang.job.name == "quiet"
+
+
+async def test_a_launcherless_job_is_probed_through_its_master(
+    sim: SimCluster,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    """A PyTorchJob has no launcher: its Master-0 (rank 0 under torchrun) is probed instead, and
+    the rules call it hung once Master-0 stops writing."""
+    settings.watcher.progress_probe_s = 0.3
+    settings.consumer.rules_tick_s = 0.1
+    settings.rules = RuleThresholds(hang_progress_s=2.0)
+    findings = await js.pull_subscribe(topology.wildcard("findings"), stream=topology.stream("findings"))
+    probes = await js.pull_subscribe(
+        f"{topology.prefix}.jobs.team-a.bert.log", stream=topology.stream("jobs")
+    )
+    job = k.with_conditions(
+        k.training_job("PyTorchJob", "bert"), ("Running", "PyTorchJobRunning", "2026-11-20T10:01:00Z")
+    )
+    sim.create(job)
+    pods = [k.replica_pod(job, "Master", 0), *(k.replica_pod(job, "Worker", i) for i in (0, 1))]
+    for pod in pods:
+        sim.create(
+            k.with_container_state(
+                pod, {"running": {"startedAt": "2026-11-20T10:01:00Z"}}, phase="Running", ready=True
+            )
+        )
+
+    async def write() -> None:
+        step = 0
+        while True:
+            step += 1
+            sim.append_log("team-a", "bert-master-0", "pytorch", f"step {step} loss 0.{step}\n")
+            await asyncio.sleep(0.1)
+
+    async with (
+        consumers_running(settings, topology, engine, metrics),
+        watchers_running(settings, sim, js, topology, metrics),
+    ):
+        writer = asyncio.create_task(write())
+        try:
+            probed: list[LogProbed] = []
+            for _ in range(50):
+                probed += [
+                    e
+                    for m in await probes.fetch(10, timeout=5)
+                    if isinstance(e := parse_event(m.data), LogProbed)
+                ]
+                if any(p.new_lines > 0 for p in probed):
+                    break
+        finally:
+            writer.cancel()
+        master = next(p for p in probed if p.new_lines > 0)
+        assert (master.name, master.role, master.replica, master.index) == (
+            "bert-master-0",
+            "worker",
+            "Master",
+            0,
+        )
+        assert {p.name for p in probed} <= {
+            "bert-master-0",
+            "bert-worker-0",
+        }  # rank 0 of each replica type, no more
+
+        hang: Finding | None = None
+        for _ in range(100):
+            try:
+                fetched = [parse_finding(m.data) for m in await findings.fetch(10, timeout=0.2)]
+            except TimeoutError:
+                continue
+            hang = next((f for f in fetched if f.rule == "hang-progress"), hang)
+            if hang is not None:
+                break
+    assert (
+        hang is not None and hang.job.kind == "PyTorchJob" and hang.root_cause.startswith("No progress for")
+    )

@@ -10,6 +10,7 @@ from nats.js import JetStreamContext
 from controller.contract.settings import LeaderSettings, Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
+from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
@@ -40,10 +41,10 @@ async def test_only_the_leader_watches_and_a_follower_takes_over(
                 )
             )
             if n == 0:
-                await until(lambda: sum(sim.open_watches().values()) == 5, 10)
+                await until(lambda: sum(sim.open_watches().values()) == len(WATCHED), 10)
 
         await asyncio.sleep(1.5)  # well past a lease duration: the follower must not start watching
-        assert sum(sim.open_watches().values()) == 5
+        assert sum(sim.open_watches().values()) == len(WATCHED)
         lease = sim.get(
             {
                 "apiVersion": "coordination.k8s.io/v1",
@@ -56,7 +57,7 @@ async def test_only_the_leader_watches_and_a_follower_takes_over(
         stops[0].set()  # the leader shuts down and releases the Lease
         await asyncio.wait_for(replicas[0], 10)
         await until(lambda: sim.get(lease)["spec"]["holderIdentity"] == "replica-1", 10)
-        await until(lambda: sum(sim.open_watches().values()) == 5, 10)
+        await until(lambda: sum(sim.open_watches().values()) == len(WATCHED), 10)
 
         stops[1].set()
         await asyncio.wait_for(replicas[1], 10)

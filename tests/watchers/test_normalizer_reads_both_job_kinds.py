@@ -144,8 +144,20 @@ def test_jobset_pods_get_role_and_index() -> None:
             "labels": {**labels, "trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer"}
         }
     }
-    assert pod_owner(worker) == {"kind": "TrainJob", "name": "llama", "role": "worker", "index": 1}
-    assert pod_owner(launcher) == {"kind": "TrainJob", "name": "llama", "role": "launcher", "index": None}
+    assert pod_owner(worker) == {
+        "kind": "TrainJob",
+        "name": "llama",
+        "role": "worker",
+        "replica": None,
+        "index": 1,
+    }
+    assert pod_owner(launcher) == {
+        "kind": "TrainJob",
+        "name": "llama",
+        "role": "launcher",
+        "replica": None,
+        "index": None,
+    }
     assert pod_owner(initializer) is None
 
 

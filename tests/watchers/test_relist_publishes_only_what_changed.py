@@ -15,6 +15,7 @@ from controller.bus.versions import BUCKET, POSITIONS, PublishedVersions
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
+from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
@@ -44,7 +45,9 @@ async def watch_until_quiet(
     with KubeGateway.for_url(sim.url) as gateway:
         task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
         try:
-            await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
+            await until(
+                lambda: sum(sim.open_watches().values()) == len(WATCHED), 10, lambda: str(sim.open_watches())
+            )
             meanwhile()
 
             async def settled() -> bool:

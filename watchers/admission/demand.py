@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
+from controller.contract.kinds import kind_named
 from controller.kube.quantities import quantity
 
 __all__ = ["Container", "Demand", "Group", "demand", "suspended"]
@@ -73,15 +74,18 @@ def suspended(obj: Mapping[str, Any]) -> bool:
 
 
 def demand(kind: str, obj: Mapping[str, Any], defaults: Mapping[str, Amounts] | None = None) -> Demand:
-    """The pods ``obj`` (an MPIJob or TrainJob) will create and their requests; ``defaults`` are
-    the namespace's LimitRange container defaults (``defaultRequest`` and ``default``, keyed so)."""
+    """The pods ``obj`` (a job of any kind of :mod:`controller.contract.kinds`) will create and
+    their requests; ``defaults`` are the namespace's LimitRange container defaults
+    (``defaultRequest`` and ``default``, keyed so)."""
     spec = _dict(obj.get("spec"))
     defaults = defaults or {}
     groups: list[Group] = []
-    if kind == "MPIJob":
-        for role, raw in sorted(_dict(spec.get("mpiReplicaSpecs")).items()):
+    registered = kind_named(kind)
+    if registered is not None and registered.family != "trainer" and registered.replica_specs:
+        for role, raw in sorted(_dict(spec.get(registered.replica_specs)).items()):
             replica_spec = _dict(raw)
-            replicas = _count(replica_spec.get("replicas"), MPI_DEFAULT_REPLICAS.get(role, 0))
+            default = MPI_DEFAULT_REPLICAS.get(role, 0) if registered.family == "mpi-operator" else 1
+            replicas = _count(replica_spec.get("replicas"), default)
             pod = _dict(_dict(replica_spec.get("template")).get("spec"))
             containers = [_container(c, defaults) for c in _list(pod.get("containers"))]
             inits = _list(pod.get("initContainers"))

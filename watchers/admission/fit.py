@@ -100,7 +100,7 @@ def _outside_limits(demand: Demand, limit_range: Mapping[str, Any]) -> list[str]
     containers = _items([limit_range], "Container")
     pods = _items([limit_range], "Pod")
     for group in demand.groups:
-        pods_of = f"the {group.role} pods" if demand.kind == "MPIJob" else "each node"
+        pods_of = "each node" if demand.kind == "TrainJob" else f"the {group.role} pods"
         for item in containers:
             most, least = _amounts(item.get("max")), _amounts(item.get("min"))
             for container in group.containers:

@@ -1,8 +1,9 @@
-"""Validating admission webhook that records who created, changed or deleted MPIJobs and TrainJobs.
+"""Validating admission webhook that records who created, changed or deleted training jobs.
 
 The API server calls it (HTTPS, ``AdmissionReview`` ``admission.k8s.io/v1``) for CREATE,
-UPDATE and DELETE of ``kubeflow.org/v2beta1 mpijobs`` and ``trainer.kubeflow.org/v1alpha1
-trainjobs``. Every review it can read is answered ``allowed: true`` with the request's ``uid``
+UPDATE and DELETE of every kind of :mod:`controller.contract.kinds` (``kubeflow.org/v2beta1
+mpijobs``, the ``kubeflow.org/v1`` training-operator kinds, ``trainer.kubeflow.org/v1alpha1
+trainjobs``). Every review it can read is answered ``allowed: true`` with the request's ``uid``
 — unless the quota check (:mod:`.quota`, ``admission.quota_check: deny``) refuses a job being
 created that cannot fit its namespace's quota; with ``warn`` (the default) it is allowed with
 ``warnings``. The manifests register it with ``failurePolicy: Ignore``, so this process being

@@ -1,0 +1,114 @@
+"""Rule ``rendezvous``: the processes of a launcher-less job never met.
+
+torchrun (a PyTorchJob's replicas, a TrainJob on the torch runtime) starts by meeting the other
+nodes at a rendezvous: a c10d TCP store that the master (rank 0, ``MASTER_ADDR``/``MASTER_PORT``
+or ``--rdzv-endpoint``) hosts. When that fails, each node says so in its own log, in one of a
+few stable wordings:
+
+- the client side: ``[c10d] The client socket has timed out after 60s while trying to connect
+  to (host, port)``, ``connect() timed out. Original timeout was 60000 ms.``,
+  ``RendezvousConnectionError: The connection to the C10d store has failed``;
+- the store side: ``DistStoreError: Timed out after 901 seconds waiting for clients. 1/3
+  clients joined.`` (the master waited for nodes that never came);
+- torch elastic's own verdict: ``RendezvousTimeoutError``, ``RendezvousClosedError``;
+- the process group's barrier: ``Timed out initializing process group in store based barrier``.
+
+The sentence names the replica that said it, the endpoint when the log gives it, and how many
+joined. A peer that could not start at all (its image, a node, memory, scheduling) is the real
+cause and explains this finding (:mod:`consumers.rules.catalog`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from consumers.rules.facts import pod_text
+from consumers.rules.logs import bounded
+from consumers.rules.rule import Context, Detection, Rule, log_facts
+from consumers.rules.state import PodState, RunState
+from consumers.rules.wording import also, who
+
+_CLIENT_TIMEOUT = re.compile(
+    r"\[c10d\] The client socket has timed out after (?P<after>\d{1,7})s? while trying to connect to "
+    r"\(?(?P<host>[\w.:\[\]-]{1,253}?)(?:, | |:)(?P<port>\d{1,5})\)?"
+)
+_CONNECT_TIMEOUT = re.compile(r"connect\(\) timed out\. Original timeout was (?P<ms>\d{1,10}) ms")
+_STORE_WAIT = re.compile(
+    r"DistStoreError: Timed out after (?P<after>\d{1,7}) seconds waiting for (?:clients|workers)\. "
+    r"(?P<joined>\d{1,7})/(?P<expected>\d{1,7}) (?:clients|workers) joined"
+)
+_CONNECTION_ERROR = re.compile(r"RendezvousConnectionError: The connection to the C10d store has failed")
+_ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed)Error)\b")
+_BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
+
+
+@dataclass(frozen=True)
+class Miss:
+    """What one pod's log says about its rendezvous."""
+
+    pod: PodState
+    what: str
+    lines: tuple[str, ...]
+
+
+def _miss(pod: PodState) -> Miss | None:
+    lines = bounded(pod_text(pod))
+    said = [line for line in lines if _said(line)]
+    if not said:
+        return None
+    text = "\n".join(said)
+    if (m := _STORE_WAIT.search(text)) is not None:
+        joined = f"only {m['joined']} of {m['expected']} joined"
+        what = f"waited {m['after']}s for the others at its c10d store and {joined}"
+    elif (m := _CLIENT_TIMEOUT.search(text)) is not None:
+        what = f"could not reach the c10d store at {m['host']}:{m['port']} within {m['after']}s"
+    elif (m := _CONNECT_TIMEOUT.search(text)) is not None:
+        what = f"could not reach the c10d store within {int(m['ms']) // 1000}s"
+    elif _CONNECTION_ERROR.search(text) is not None:
+        what = "could not connect to the c10d store of the rendezvous"
+    elif (m := _ELASTIC.search(text)) is not None:
+        closed = m["error"] == "RendezvousClosedError"
+        what = "found the rendezvous closed" if closed else "timed out waiting at the rendezvous"
+    else:
+        what = "timed out in the process group's store barrier"
+    return Miss(pod, what, tuple(dict.fromkeys(said))[:6])
+
+
+def _said(line: str) -> bool:
+    return any(
+        p.search(line) is not None
+        for p in (_CLIENT_TIMEOUT, _CONNECT_TIMEOUT, _STORE_WAIT, _CONNECTION_ERROR, _ELASTIC, _BARRIER)
+    )
+
+
+def _detect_rendezvous(state: RunState, ctx: Context) -> Detection | None:
+    misses = [m for pod in state.current_pods() if not pod.deleted and (m := _miss(pod)) is not None]
+    if not misses:
+        return None
+    first = misses[0]
+    return Detection(
+        root_cause=f"{who(first.pod)} {first.what}: the processes never all met"
+        f"{also([m.pod for m in misses[1:]])}",
+        evidence=tuple(e for m in misses for e in log_facts(m.pod, m.lines)),
+        key=tuple(f"{m.pod.uid}/{m.what}" for m in misses),
+    )
+
+
+RENDEZVOUS = Rule(
+    id="rendezvous",
+    kind="cause",
+    severity="critical",
+    summary="The processes of a launcher-less job (torchrun) never met: the c10d store / rendezvous "
+    "timed out or could not be reached.",
+    remediation=(
+        "Check that the master replica (rank 0) is Running and that the endpoint the others use "
+        "(MASTER_ADDR/MASTER_PORT, --rdzv-endpoint) is its Service: kubectl -n {namespace} get pods,svc "
+        "-l training.kubeflow.org/job-name={job}",
+        "Allow pod-to-pod traffic on the rendezvous port between the job's pods (NetworkPolicies, "
+        "sidecar injection).",
+        "If some replicas start much later than others (image pulls, scheduling), use gang scheduling "
+        "or raise the rendezvous timeout (--rdzv-conf timeout=…, init_process_group(timeout=…)).",
+    ),
+    detect=_detect_rendezvous,
+)

@@ -1,0 +1,202 @@
+"""The commands that ask the API (``wait``, ``runs``, ``findings``, ``compare``): where it is, the
+caller's bearer token, and what its answers mean.
+
+Errors, translated here and nowhere else from httpx's and from the API's status codes::
+
+    ApiError
+    ├── Refused       the API answered with an error that asking again does not fix (4xx but 429),
+    │                 or there is no usable token: one line, naming the status or the setting
+    └── Unavailable   the API did not answer, or answered 429/5xx; ``after``: its Retry-After
+
+The token is the ``--token`` option, else the file of ``--token-file``, else
+``MPIJC_CLIENT__TOKEN``, else the file of ``MPIJC_CLIENT__TOKEN_FILE`` (a pod's service-account
+token by default). A file is read again for every request, as projected tokens rotate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from controller.contract.settings import ClientSettings
+
+__all__ = [
+    "MAX_TOKEN_BYTES",
+    "ApiClient",
+    "ApiError",
+    "Refused",
+    "Unavailable",
+    "add_client_options",
+    "authorization",
+    "client_of",
+    "raise_for",
+]
+
+MAX_TOKEN_BYTES = 16 * 1024
+"""A Kubernetes service-account token is 1-2 KiB; the API reads request heads of at most 32 KiB."""
+_TOKEN = re.compile(r"^[\x21-\x7e]+$")
+"""Printable ASCII without spaces: anything else cannot travel in an ``Authorization`` header."""
+
+
+class ApiError(Exception):
+    """The API gave no usable answer; the message is one line for the user."""
+
+
+class Refused(ApiError):
+    """The API answered with an error that asking again does not fix, or there is no token to send."""
+
+
+class Unavailable(ApiError):
+    """The API is unreachable or busy; ``after`` seconds suggested (its ``Retry-After``)."""
+
+    def __init__(self, reason: str, after: float | None = None) -> None:
+        super().__init__(reason)
+        self.after = after
+
+
+def _checked(token: str, where: str) -> str:
+    token = token.strip()
+    if not token:
+        raise Refused(f"{where}: the token is empty")
+    if len(token) > MAX_TOKEN_BYTES:
+        raise Refused(f"{where}: the token is longer than {MAX_TOKEN_BYTES} bytes")
+    if not _TOKEN.fullmatch(token):
+        raise Refused(f"{where}: the token holds spaces or characters an HTTP header cannot carry")
+    return token
+
+
+def authorization(client: ClientSettings) -> dict[str, str]:
+    """The ``Authorization`` header for ``client``'s token, its file read now; :class:`Refused`
+    naming the setting when there is none to send."""
+    if client.token is not None:
+        token = _checked(client.token.get_secret_value(), "--token or MPIJC_CLIENT__TOKEN")
+        return {"Authorization": f"Bearer {token}"}
+    path = Path(client.token_file)
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_TOKEN_BYTES + 1)
+    except OSError as exc:
+        raise Refused(f"MPIJC_CLIENT__TOKEN_FILE: cannot read {path}: {exc.strerror}") from exc
+    text = raw.decode("utf-8", errors="replace")
+    return {"Authorization": f"Bearer {_checked(text, f'MPIJC_CLIENT__TOKEN_FILE {path}')}"}
+
+
+def raise_for(response: httpx.Response) -> None:
+    """Nothing for a 2xx; else the error its status means, with the API's ``detail`` in one line."""
+    status = response.status_code
+    if status < 300:
+        return
+    try:
+        body = response.json()
+        detail = body.get("detail", response.text) if isinstance(body, dict) else response.text
+    except ValueError:
+        detail = response.text
+    if isinstance(detail, list):  # a validation error: FastAPI's list of {loc, msg, type}
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ())[1:])}: {e.get('msg')}"
+            for e in detail
+            if isinstance(e, dict)
+        )
+    line = " ".join(str(detail).split())[:500] or response.reason_phrase
+    if status == 429 or status >= 500:
+        after = response.headers.get("Retry-After", "")
+        raise Unavailable(f"HTTP {status}: {line}", float(after) if after.isdigit() else None)
+    raise Refused(f"HTTP {status}: {line}")
+
+
+class ApiClient:
+    """JSON reads of the API for one command: busy answers (429, 503 with ``Retry-After``, as the
+    API gives while it reviews a caller's access across many namespaces) are asked again up to
+    ``tries`` times, waiting what the API asks, at most ``max_pause_s`` each."""
+
+    def __init__(
+        self, client: ClientSettings, *, timeout_s: float = 30.0, tries: int = 4, max_pause_s: float = 5.0
+    ) -> None:
+        self.client = client
+        self.base = client.api_url.rstrip("/")
+        self.tries = tries
+        self.max_pause_s = max_pause_s
+        self._http = httpx.AsyncClient(timeout=timeout_s, verify=client.ca_file or True)
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self._http.aclose()
+
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """The JSON answer of ``GET {api}{path}``; :class:`ApiError` when there is none to give."""
+        for attempt in range(1, self.tries + 1):
+            try:
+                return await self._get(path, params)
+            except Unavailable as exc:
+                if exc.after is None or attempt == self.tries:
+                    raise
+                await asyncio.sleep(min(exc.after, self.max_pause_s))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _get(self, path: str, params: dict[str, Any] | None) -> Any:
+        url = f"{self.base}{path}"
+        try:
+            response = await self._http.get(url, params=params, headers=authorization(self.client))
+        except httpx.TransportError as exc:
+            raise Unavailable(f"cannot reach the API at {self.base}: {_reason(exc)}") from exc
+        raise_for(response)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise Unavailable(
+                f"the API at {self.base} answered {path} with something that is not JSON"
+            ) from exc
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    cause: BaseException = exc
+    while cause.__cause__ is not None and not str(cause):
+        cause = cause.__cause__
+    text = " ".join(str(cause).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def add_client_options(parser: Any) -> None:
+    """``--api-url`` (alias ``--api``), ``--token`` and ``--token-file`` on an argparse parser."""
+    parser.add_argument(
+        "--api-url",
+        "--api",
+        dest="api_url",
+        metavar="URL",
+        help="the API's base URL (default: MPIJC_CLIENT__API_URL)",
+    )
+    parser.add_argument(
+        "--token",
+        help="the bearer token itself (visible to other users of this machine in its process list: "
+        "prefer MPIJC_CLIENT__TOKEN or a token file)",
+    )
+    parser.add_argument(
+        "--token-file",
+        help="file holding the bearer token (default: MPIJC_CLIENT__TOKEN, else MPIJC_CLIENT__TOKEN_FILE, "
+        "a pod's service-account token)",
+    )
+
+
+def client_of(settings: ClientSettings, args: Any) -> ClientSettings:
+    """``settings`` with the command line's ``--api-url``, ``--token`` and ``--token-file`` over them
+    (either token option replaces both token settings); ValueError naming the option when one is
+    malformed."""
+    merged = settings.model_dump()
+    merged["token"] = settings.token.get_secret_value() if settings.token is not None else None
+    if getattr(args, "api_url", None):
+        merged["api_url"] = args.api_url
+    if getattr(args, "token_file", None):
+        merged["token_file"], merged["token"] = args.token_file, None
+    if getattr(args, "token", None):
+        merged["token"] = args.token
+    try:
+        return ClientSettings.model_validate(merged)
+    except ValidationError as exc:
+        raise ValueError(f"--api-url {merged['api_url']!r} is not an http(s) URL") from exc

@@ -1,0 +1,222 @@
+"""A real Prometheus for tests, scraping DCGM- and cAdvisor-shaped series the test sets.
+
+:func:`prometheus_binary` finds or installs Debian's ``prometheus`` package
+(:func:`controller.testing.packages.debian_binary`). :class:`UsageExporter` serves
+``/metrics`` on loopback with the series of simulated pods — ``DCGM_FI_DEV_GPU_UTIL``,
+``DCGM_FI_DEV_FB_USED``/``FB_FREE`` labelled as a DCGM exporter with its pod mapping on (after
+a ServiceMonitor's relabeling: ``exported_namespace``/``exported_pod``, or plain
+``namespace``/``pod``), ``container_memory_working_set_bytes`` and
+``container_cpu_usage_seconds_total`` as the kubelet's cAdvisor — whatever values the test
+sets now. :class:`Prometheus` runs one server scraping it every second, so the real query
+engine answers the controller's real queries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+
+from controller.testing.packages import debian_binary
+from controller.testing.ports import free_port
+from controller.testing.waits import until
+
+__all__ = ["GpuSeries", "Prometheus", "UsageExporter", "prometheus_binary"]
+
+PACKAGE = "prometheus"
+
+
+def prometheus_binary() -> tuple[str | None, str]:
+    """The Prometheus executable, installing Debian's package when missing; else ``None`` and why."""
+    return debian_binary(PACKAGE, (PACKAGE,))
+
+
+@dataclass
+class GpuSeries:
+    """One GPU of one pod, as DCGM reports it (framebuffer in MiB)."""
+
+    util: float
+    fb_used_mib: float
+    fb_total_mib: float = 81_920.0
+
+
+@dataclass
+class _PodSeries:
+    namespace: str
+    pod: str
+    gpus: dict[str, GpuSeries] = field(default_factory=dict)
+    memory_bytes: float | None = None
+    cpu_seconds: float = 0.0
+    cpu_cores: float = 0.0
+    cpu_at: float = field(default_factory=time.monotonic)
+    exported: bool = True
+
+
+class UsageExporter:
+    """``/metrics`` with the series of simulated pods; set them with :meth:`gpu`, :meth:`memory`,
+    :meth:`cpu` (a counter that grows by ``cores`` per second of wall time)."""
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], _PodSeries] = {}
+        self._lock = threading.Lock()
+        self.port = free_port()
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = exporter.render().encode()
+                self.send_response(200)
+                self.send_header("content-type", "text/plain; version=0.0.4")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._ticker = threading.Event()
+
+    def _pod(self, namespace: str, pod: str) -> _PodSeries:
+        return self._pods.setdefault((namespace, pod), _PodSeries(namespace, pod))
+
+    def gpu(self, namespace: str, pod: str, gpu: str, series: GpuSeries, *, exported: bool = True) -> None:
+        """Set one GPU of a pod; ``exported=False`` labels it ``namespace``/``pod`` (no relabeling)."""
+        with self._lock:
+            held = self._pod(namespace, pod)
+            held.gpus[gpu] = series
+            held.exported = exported
+
+    def memory(self, namespace: str, pod: str, working_set_bytes: float) -> None:
+        with self._lock:
+            self._pod(namespace, pod).memory_bytes = working_set_bytes
+
+    def cpu(self, namespace: str, pod: str, cores: float) -> None:
+        with self._lock:
+            held = self._pod(namespace, pod)
+            held.cpu_seconds += held.cpu_cores * (time.monotonic() - held.cpu_at)
+            held.cpu_cores, held.cpu_at = cores, time.monotonic()
+
+    def render(self) -> str:
+        """The exposition text now."""
+        lines: list[str] = []
+        with self._lock:
+            now = time.monotonic()
+            for held in self._pods.values():
+                held.cpu_seconds += held.cpu_cores * (now - held.cpu_at)  # a counter of CPU seconds
+                held.cpu_at = now
+                lines.extend(self._lines(held))
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _lines(held: _PodSeries) -> Iterator[str]:
+        mapped = (
+            f'exported_namespace="{held.namespace}",exported_pod="{held.pod}",exported_container="main",'
+            'namespace="gpu-operator",pod="nvidia-dcgm-exporter-x7k2p"'
+            if held.exported
+            else f'namespace="{held.namespace}",pod="{held.pod}",container="main"'
+        )
+        for gpu, series in held.gpus.items():
+            labels = f'gpu="{gpu}",UUID="GPU-{held.pod}-{gpu}",modelName="NVIDIA H100 80GB HBM3",{mapped}'
+            yield f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {series.util}"
+            yield f"DCGM_FI_DEV_FB_USED{{{labels}}} {series.fb_used_mib}"
+            yield f"DCGM_FI_DEV_FB_FREE{{{labels}}} {series.fb_total_mib - series.fb_used_mib}"
+        cadvisor = f'namespace="{held.namespace}",pod="{held.pod}",container="main"'
+        if held.memory_bytes is not None:
+            whole_pod = f'namespace="{held.namespace}",pod="{held.pod}",container=""'  # the pod's cgroup
+            yield f"container_memory_working_set_bytes{{{cadvisor}}} {held.memory_bytes}"
+            yield f"container_memory_working_set_bytes{{{whole_pod}}} {held.memory_bytes}"
+        if held.cpu_cores or held.cpu_seconds:
+            yield f"container_cpu_usage_seconds_total{{{cadvisor}}} {held.cpu_seconds}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class Prometheus:
+    """One Prometheus on loopback scraping ``targets`` every ``scrape_s``; ``await start()``, ``stop()``."""
+
+    def __init__(self, binary: str, workdir: Path, targets: list[str], scrape_s: float = 1.0) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.port = free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        listed = ", ".join(f"'{t}'" for t in targets)
+        (workdir / "prometheus.yml").write_text(
+            f"global:\n  scrape_interval: {scrape_s:g}s\n  scrape_timeout: {scrape_s:g}s\n"
+            "scrape_configs:\n"
+            "  - job_name: usage\n"
+            f"    static_configs:\n      - targets: [{listed}]\n"
+        )
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        argv = [
+            self.binary,
+            f"--config.file={self.workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ]
+        with (self.workdir / "prometheus.log").open("ab") as out:
+            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+    async def start(self) -> None:
+        """Start it and wait until it answers ``/-/ready``."""
+        self._process = self._spawn()
+
+        async def ready() -> bool:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                tail = (self.workdir / "prometheus.log").read_text()[-2000:]
+                raise RuntimeError(f"prometheus exited with {self._process.returncode}: {tail}")
+            with contextlib.suppress(httpx.HTTPError):
+                async with httpx.AsyncClient() as client:
+                    return (await client.get(f"{self.url}/-/ready", timeout=1)).status_code == 200
+            return False
+
+        await until(ready, timeout_s=30)
+
+    async def scraped(self, query: str, timeout_s: float = 20) -> None:
+        """Wait until ``query`` has an answer (the exporter was scraped)."""
+
+        async def answered() -> bool:
+            async with httpx.AsyncClient() as client:
+                body = (await client.get(f"{self.url}/api/v1/query", params={"query": query})).json()
+            return bool(body["data"]["result"])
+
+        await until(answered, timeout_s=timeout_s)
+
+    async def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(process.wait, 15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)

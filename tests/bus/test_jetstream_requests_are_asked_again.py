@@ -1,0 +1,83 @@
+"""JetStream API requests are asked again while a cluster cannot answer them
+(:mod:`controller.bus.answering`): a leader being elected, a stream not yet known to the server
+asked. A wrong request is not, and a cluster that never answers is given up on in time."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from nats.errors import NoRespondersError
+from nats.js.api import KeyValueConfig
+from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+
+from controller.bus.answering import until_answered
+from controller.bus.buckets import open_bucket
+from controller.bus.streams import connect
+from controller.testing.natscluster import NatsCluster
+
+
+def _failing(errors: list[Exception]) -> tuple[Callable[[], Awaitable[str]], list[int]]:
+    """A request that raises ``errors`` in turn, then answers ``"answered"``; and its call count."""
+    calls = [0]
+
+    async def request() -> str:
+        calls[0] += 1
+        if errors:
+            raise errors.pop(0)
+        return "answered"
+
+    return request, calls
+
+
+async def test_an_election_in_progress_is_asked_again_until_answered() -> None:
+    request, calls = _failing([ServiceUnavailableError(), NoRespondersError(), TimeoutError()])
+
+    assert await until_answered(request, "test") == "answered"
+    assert calls == [4]
+
+
+async def test_a_missing_stream_is_asked_again_only_where_it_must_exist() -> None:
+    request, calls = _failing([NotFoundError()])
+    with pytest.raises(NotFoundError):
+        await until_answered(request, "test")
+    assert calls == [1]
+
+    request, calls = _failing([NotFoundError()])
+    assert await until_answered(request, "test", missing=True) == "answered"
+    assert calls == [2]
+
+
+async def test_a_wrong_request_is_not_asked_again() -> None:
+    request, calls = _failing([BadRequestError()])
+
+    with pytest.raises(BadRequestError):
+        await until_answered(request, "test")
+    assert calls == [1]
+
+
+async def test_a_cluster_that_never_answers_is_given_up_on() -> None:
+    request, calls = _failing([ServiceUnavailableError() for _ in range(1000)])
+
+    with pytest.raises(ServiceUnavailableError):
+        await until_answered(request, "test", within_s=0.3)
+    assert 1 < calls[0] < 1000
+
+
+@pytest.mark.slow
+async def test_buckets_open_and_read_while_their_leader_is_elected(tmp_path: Path) -> None:
+    with NatsCluster(tmp_path / "nats") as cluster:
+        nc = await connect(cluster.url, "answering")
+        js = nc.jetstream()
+        try:
+            created = await open_bucket(js, KeyValueConfig(bucket="answering", replicas=3))
+            await created.put("key", b"value")  # a bucket just created answers at once
+
+            cluster.kill(cluster.leader_of("KV_answering"))
+            reopened = await open_bucket(js, KeyValueConfig(bucket="answering", replicas=3))
+            entry = await until_answered(lambda: reopened.get("key"), "read")
+        finally:
+            await nc.close()
+
+    assert entry.value == b"value"

@@ -1,0 +1,88 @@
+"""End to end: a run in the simulated cluster whose worker 1 sits idle while worker 0 works and
+creeps up to its memory limit; the watcher reads a real Prometheus scraping the exporter,
+publishes the readings on real NATS, the history stores them and the rules consumer's
+findings (gpu-idle, memory-near-limit) reach the history too."""
+
+from __future__ import annotations
+
+import asyncio
+
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.testing import objects as k
+from controller.testing.prometheus import GpuSeries
+from controller.testing.simcluster import SimCluster
+from controller.testing.waits import until
+from tests.history.test_end_to_end_watch_to_history import wait_for_sql, watchers_running
+from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.usage_fixtures import Served, usage_settings
+
+GIB = 2**30
+
+
+async def test_usage_travels_from_prometheus_through_the_bus_to_history_and_findings(
+    served: Served,
+    sim: SimCluster,
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    settings = settings.model_copy(
+        update={
+            "usage": usage_settings(served.prometheus.url, refresh_s=5),
+            "rules": settings.rules.model_copy(update={"gpu_idle_s": 3.0}),
+        }
+    )
+    exporter = served.exporter
+    exporter.gpu("team-a", "llm-worker-0", "0", GpuSeries(util=95, fb_used_mib=70_000))
+    exporter.gpu("team-a", "llm-worker-1", "0", GpuSeries(util=0, fb_used_mib=2_000))
+    exporter.memory("team-a", "llm-worker-1", 6 * GIB)
+    exporter.memory("team-a", "llm-launcher-x7k2p", GIB)
+    await served.prometheus.scraped('DCGM_FI_DEV_GPU_UTIL{exported_pod="llm-worker-1"}')
+
+    async with (
+        consumers_running(settings, topology, engine, metrics),
+        watchers_running(settings, sim, js, topology, metrics),
+    ):
+        await until(lambda: sum(sim.open_watches().values()) == 5, 10, lambda: str(sim.open_watches()))
+        job = k.mpijob("llm", workers=2, gpus=1)
+        sim.create(job)
+        sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
+        for pod in [k.pod(job, "launcher", node="cpu-1")] + [
+            k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(2)
+        ]:
+            sim.create(pod)
+            sim.update(k.with_container_state(pod, {"running": {}}, phase="Running", ready=True))
+        for step in range(12):  # worker 0: 13.0 GiB creeping to 15.75 GiB of its 16Gi limit
+            exporter.memory("team-a", "llm-worker-0", (13.0 + 0.25 * step) * GIB)
+            await asyncio.sleep(1.0)
+
+        await wait_for_sql(engine, "SELECT count(*) FROM pod_usage", 3, timeout_s=20)
+        await wait_for_sql(
+            engine,
+            "SELECT gpus->0->>'util_mean_pct' FROM pod_usage WHERE name = 'llm-worker-0'",
+            "95.0",
+        )
+        await wait_for_sql(
+            engine, "SELECT gpus IS NULL FROM pod_usage WHERE name = 'llm-launcher-x7k2p'", True
+        )
+        await wait_for_sql(
+            engine,
+            "SELECT count(*) FROM findings WHERE rule = 'gpu-idle' AND status = 'firing' "
+            "AND root_cause LIKE 'Worker 1''s GPUs have been idle for %'",
+            1,
+            timeout_s=20,
+        )
+        await wait_for_sql(
+            engine,
+            "SELECT count(*) FROM findings WHERE rule = 'memory-near-limit' AND status = 'firing' "
+            "AND root_cause LIKE 'Worker 0 is at %'",
+            1,
+            timeout_s=20,
+        )
