@@ -5,8 +5,9 @@ arrive.
 Which containers: those running in a Running pod whose run the correlator knows, at most
 ``max_follows`` at once (``MPIJC_LOGS__MAX_FOLLOWS``). Beyond the bound the order is explicit:
 runs with a failing pod first (Failed, or a container that ended non-zero), then runs whose
-launcher went quiet at the last progress probe (possibly hanging), then the rest, launchers
-before workers, oldest pods first; a follow that falls out of the first ``max_follows`` is
+launcher went quiet at the last progress probe (possibly hanging), then the rest; within each,
+the pods whose log speaks for their run (launchers, the first replica of a launcher-less run)
+first, then the oldest pods; a follow that falls out of the first ``max_follows`` is
 stopped and resumed when a place frees.
 
 Where a follow resumes (after a broken stream, a preemption, a restart of the watcher, or on
@@ -36,6 +37,7 @@ from controller.bus.logstore import publish_batches, stored_position
 from controller.contract.backoff import Backoff
 from controller.contract.errors import RetryableError
 from controller.contract.events import JobRef
+from controller.contract.kinds import speaks_for_run
 from controller.contract.logs import (
     LineSplitter,
     LogBatch,
@@ -92,6 +94,8 @@ class _Pod:
     running: dict[str, int] = field(default_factory=dict)
     """Restart count of each running container, by name."""
     failing: bool = False
+    speaks: bool = False
+    """Its log speaks for its run: a launcher, or the first replica of a launcher-less run."""
 
 
 class LogFollower:
@@ -161,6 +165,7 @@ class LogFollower:
             str(meta.get("creationTimestamp") or ""),
             running,
             failure_signal("pod", pod) or any(int(s.get("restartCount") or 0) > 0 for s in statuses),
+            speaks_for_run(owner),
         )
 
     def _forget(self, uid: str) -> None:
@@ -199,7 +204,7 @@ class LogFollower:
                 key = (pod.uid, container)
                 if self._done.get(key) == restarts:
                     continue
-                order = (urgency, 0 if pod.role == "launcher" else 1, pod.created, pod.name)
+                order = (urgency, 0 if pod.speaks else 1, pod.created, pod.name)
                 candidates.append((order, key, pod, job))
         candidates.sort(key=lambda c: (c[0], c[1]))
         self._beyond = max(len(candidates) - self._settings.max_follows, 0)
