@@ -44,7 +44,7 @@ from controller.api.paging import Cursor, Keyset, Limit, Page
 from controller.api.params import AUTHENTICATED, MAX_NAME, Instant, UidPath, errors, known_query_only
 from controller.api.runs import readable_run
 from controller.bus.client import JetStreamContext
-from controller.bus.logstore import Stored, read_run
+from controller.bus.logstore import LogsUnavailableError, Stored, read_run
 from controller.contract.logs import LogBatch, LogLine, format_ns
 from controller.contract.subjects import Topology
 from controller.store.models import Run
@@ -257,12 +257,15 @@ async def run_logs(
     if follow:
         return _followed(request, principal, logs, run, pod, chosen)
     kept: list[tuple[Key, LogEntry]] = []
-    async for stored in _batches(logs, run, pod, since_ns, follow=False, chosen=chosen):
-        if stored is None:
-            continue
-        kept += (pair for pair in chosen.entries(stored) if after is None or pair[0] > after)
-        if len(kept) > 4 * (limit + 1):  # keep memory to the page: only the earliest can be on it
-            kept = heapq.nsmallest(limit + 1, kept, key=_key)
+    try:
+        async for stored in _batches(logs, run, pod, since_ns, follow=False, chosen=chosen):
+            if stored is None:
+                continue
+            kept += (pair for pair in chosen.entries(stored) if after is None or pair[0] > after)
+            if len(kept) > 4 * (limit + 1):  # keep memory to the page: only the earliest can be on it
+                kept = heapq.nsmallest(limit + 1, kept, key=_key)
+    except LogsUnavailableError as exc:
+        raise HTTPException(503, f"logs are not available: {exc}", headers={"Retry-After": "5"}) from exc
     ordered = heapq.nsmallest(limit + 1, kept, key=_key)
     page = ordered[:limit]
     next_cursor = KEYSET.encode(page[-1][0]) if len(ordered) > limit else None

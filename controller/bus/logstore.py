@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
@@ -24,12 +25,16 @@ from controller.bus.publishing import Outgoing, publish_stored
 from controller.contract.logs import LogBatch, LogPosition
 from controller.contract.subjects import Topology
 
-__all__ = ["Stored", "publish_batches", "read_run", "stored_position"]
+__all__ = ["LogsUnavailableError", "Stored", "publish_batches", "read_run", "stored_position"]
 
 _FETCH = 16
 """Batches asked for per pull: at most 16 x 256 KiB of text (``batch_max_bytes``), well under
 what a subscription holds before the server counts it a slow consumer."""
 _IDLE_S = 30.0
+
+
+class LogsUnavailableError(Exception):
+    """The ``LOGS`` stream cannot be read now (not declared, or the bus not answering)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +99,26 @@ async def read_run(
     batch stored when it began; with it, it goes on, yielding ``None`` after each ``wait_s``
     without news (a stream's heartbeat). Unreadable messages are skipped, and so are those
     ``wanted`` says no to from their raw bytes (a search passing over batches unparsed)."""
-    sub = await js.pull_subscribe(
-        topology.run_logs(namespace, job, run_uid, pod),
-        stream=topology.stream("logs"),
-        config=ConsumerConfig(
-            ack_policy=AckPolicy.NONE,
-            deliver_policy=DeliverPolicy.BY_START_TIME if start is not None else DeliverPolicy.ALL,
-            opt_start_time=start,
-            mem_storage=True,
-            num_replicas=1,
-            inactive_threshold=_IDLE_S,
-        ),
-    )
-    info = await sub.consumer_info()
+    try:
+        sub = await js.pull_subscribe(
+            topology.run_logs(namespace, job, run_uid, pod),
+            stream=topology.stream("logs"),
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.NONE,
+                deliver_policy=DeliverPolicy.BY_START_TIME if start is not None else DeliverPolicy.ALL,
+                opt_start_time=start,
+                mem_storage=True,
+                num_replicas=1,
+                inactive_threshold=_IDLE_S,
+            ),
+        )
+        info = await sub.consumer_info()
+    except NotFoundError as exc:
+        raise LogsUnavailableError(
+            f"stream {topology.stream('logs')} does not exist (yet): the migrate Job declares it"
+        ) from exc
+    except (NatsError, TimeoutError) as exc:
+        raise LogsUnavailableError(f"the bus did not answer: {exc!r}") from exc
     try:
         if not follow and not info.num_pending:
             return

@@ -214,3 +214,14 @@ async def test_in_kubernetes_mode_reading_logs_needs_get_pods_log_there(
     assert carol.status_code == 200 and len(carol.json()["items"]) == len(MERGED)
     reviewed = [r for r in sim.requests if r.path.endswith("/subjectaccessreviews")]
     assert reviewed, "the API asked Kubernetes"
+
+
+async def test_without_a_logs_stream_the_answer_is_503_saying_why(
+    engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str
+) -> None:
+    elsewhere = Topology(prefix=f"{topology.prefix}x")  # an installation whose LOGS was never declared
+    app = create_app(engine, PipelineMetrics(), StaticAccess(USERS), run_logs=RunLogs(js, elsewhere))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
+        answer = await http.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN)
+    assert answer.status_code == 503
+    assert "does not exist (yet): the migrate Job declares it" in answer.json()["detail"]
