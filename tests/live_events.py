@@ -20,6 +20,7 @@ from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.events import StreamLimits
 from controller.api.limits import DEFAULT_LIMITS, ApiLimits
+from controller.api.logs import RunLogs
 from controller.api.server import server_config
 from controller.contract.settings import ApiSettings
 from controller.metrics import PipelineMetrics
@@ -56,6 +57,7 @@ class Served:
     engine: AsyncEngine
     limits: StreamLimits
     api_limits: ApiLimits = DEFAULT_LIMITS
+    run_logs: RunLogs | None = None
     port: int = dataclasses.field(default_factory=free_port)
     server: uvicorn.Server | None = None
     task: asyncio.Task[None] | None = None
@@ -66,7 +68,12 @@ class Served:
 
     async def start(self) -> None:
         app = create_app(
-            self.engine, PipelineMetrics(), StaticAccess(USERS), streams=self.limits, limits=self.api_limits
+            self.engine,
+            PipelineMetrics(),
+            StaticAccess(USERS),
+            streams=self.limits,
+            limits=self.api_limits,
+            run_logs=self.run_logs,
         )
         settings = ApiSettings(shutdown_grace_s=0.1)
         self.server = server = uvicorn.Server(server_config(app, settings, self.port))
@@ -86,9 +93,12 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(
-    engine: AsyncEngine, limits: StreamLimits = FAST, api_limits: ApiLimits = DEFAULT_LIMITS
+    engine: AsyncEngine,
+    limits: StreamLimits = FAST,
+    api_limits: ApiLimits = DEFAULT_LIMITS,
+    run_logs: RunLogs | None = None,
 ) -> AsyncIterator[Served]:
-    served = Served(engine, limits, api_limits)
+    served = Served(engine, limits, api_limits, run_logs)
     await served.start()
     try:
         yield served

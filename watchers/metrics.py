@@ -61,6 +61,29 @@ class WatchMetrics(MetricGroup):
             ["resource"],
             registry=self.registry,
         )
+        self.log_follows = Gauge(
+            "mpijc_log_follows",
+            "Container logs followed now (at most MPIJC_LOGS__MAX_FOLLOWS), and those wanted beyond it.",
+            ["state"],
+            registry=self.registry,
+        )
+        self.log_lines = Counter(
+            "mpijc_log_lines",
+            "Log lines stored on LOGS by the follower.",
+            registry=self.registry,
+        )
+        self.log_reopened = Counter(
+            "mpijc_log_reopened",
+            "Follows opened again from their stored position, by why (broken: the stream or the bus "
+            "failed; ended: it ended while its container ran).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.log_capped = Counter(
+            "mpijc_log_capped_runs",
+            "Runs whose log reached MPIJC_LOGS__RUN_MAX_BYTES: no longer followed.",
+            registry=self.registry,
+        )
 
 
 class UsageMetrics(MetricGroup):

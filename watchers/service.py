@@ -11,6 +11,11 @@ the order they reach the bus. Two bounded log reads, never a log stream:
   replica's: Master-0, Worker-0, node 0) is probed with ``sinceSeconds``
   and a :class:`~controller.contract.events.LogProbed` says how many new lines it wrote
   (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
+
+Beside them, and apart from the observations, the containers of running launcher and worker
+pods are followed into the ``LOGS`` stream (:class:`watchers.following.LogFollower`,
+``MPIJC_LOGS__FOLLOW``); the probe tells it of every pod and of the runs that went quiet, so
+those are followed first.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from controller.kube.resources import JOB_RESOURCES, WATCHED, Resource, job_kind
 from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, ObjectKind, Observation
 from watchers.discovery import follow_served
+from watchers.following import LogFollower
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
@@ -70,16 +76,26 @@ PROBE_TAIL_LINES = 5
 class ProgressProbe:
     """Knows the running pods whose log speaks for their run — launchers, and the first replica
     of a launcher-less run (:func:`controller.contract.kinds.speaks_for_run`) — and probes
-    their recent log output on demand."""
+    their recent log output on demand; tells the log ``follower`` (if any) of every pod change
+    and of each pod probed."""
 
-    def __init__(self, gateway: KubeGateway, correlator: Correlator, settings: WatcherSettings) -> None:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        correlator: Correlator,
+        settings: WatcherSettings,
+        follower: LogFollower | None = None,
+    ) -> None:
         self._gateway = gateway
         self._correlator = correlator
         self._settings = settings
         self._running: dict[str, Mapping[str, Any]] = {}
+        self.follower = follower
 
     def track(self, change: WatchChange) -> None:
-        """Follow which pods that speak for their run are running."""
+        """Follow which pods that speak for their run are running (and tell the follower of all)."""
+        if self.follower is not None:
+            self.follower.track(change.type, change.object)
         meta = change.object.get("metadata") or {}
         owner = pod_owner(change.object)
         uid = str(meta.get("uid"))
@@ -115,6 +131,8 @@ class ProgressProbe:
             except Exception as exc:
                 log.info("progress probe of %s/%s failed: %s", namespace, name, exc)
                 continue
+            if self.follower is not None:
+                self.follower.quiet(job.uid, len(lines))
             now = datetime.now(UTC)
             probes.append(
                 LogProbed(
@@ -294,6 +312,23 @@ class UnwatchedDeletions:
             task.cancel()
 
 
+def _follower(
+    settings: Settings,
+    gateway: KubeGateway,
+    nc: NATS,
+    topology: Topology,
+    correlator: Correlator,
+    metrics: WatchMetrics,
+) -> LogFollower | None:
+    """The log follower of the watches (each pod's run as the correlator placed it), unless
+    following is off."""
+    if not settings.logs.follow or settings.logs.max_follows == 0:
+        return None
+    logs, nats = settings.logs, settings.nats
+    backoff_max_s = settings.watcher.backoff_max_s
+    return LogFollower(gateway, nc, topology, logs, nats, correlator.pods, backoff_max_s, metrics)
+
+
 def _probes(
     gateway: KubeGateway,
     correlator: Correlator,
@@ -301,13 +336,16 @@ def _probes(
     publisher: Publisher,
     metrics: PipelineMetrics,
     stop: asyncio.Event,
+    follower: LogFollower | None = None,
 ) -> tuple[list[Callable[[], Coroutine[Any, Any, None]]], Callable[[WatchChange], None]]:
     """What starts the loops that probe running pods (their log output; their usage, when a
-    Prometheus is configured) once the watches start, and what follows each pod change for them."""
-    progress = ProgressProbe(gateway, correlator, settings.watcher)
+    Prometheus is configured; the log ``follower``'s, if any) once the watches start, and what
+    follows each pod change for them."""
+    progress = ProgressProbe(gateway, correlator, settings.watcher, follower)
     usage, track = reading_usage(settings.usage, correlator, publisher, metrics, stop, progress.track)
     interval = settings.watcher.progress_probe_s
-    return [lambda: probe_loop(progress.probe, publisher, metrics, interval, stop), *usage], track
+    following = [lambda: follower.run(stop)] if follower is not None else []
+    return [lambda: probe_loop(progress.probe, publisher, metrics, interval, stop), *usage, *following], track
 
 
 async def run_watchers(
@@ -328,8 +366,16 @@ async def run_watchers(
     pipeline = Pipeline(
         changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop, unchanged=changes.unchanged
     )
-    probes, track = _probes(gateway, pipeline.correlator, settings, publisher, metrics, stop)
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
+    probes, track = _probes(
+        gateway,
+        pipeline.correlator,
+        settings,
+        publisher,
+        metrics,
+        stop,
+        _follower(settings, gateway, nc, topology, pipeline.correlator, watch_metrics),
+    )
     positions = await _stored_positions(nc, topology, settings)
 
     async def save_positions_if_published() -> None:

@@ -1,10 +1,11 @@
 """Who a bearer token stands for, and which namespaces they may read (no web framework here).
 
-The API asks one :class:`AccessReviewer` four questions: *whose token is this?*, *may this
+The API asks one :class:`AccessReviewer` five questions: *whose token is this?*, *may this
 principal list MPIJobs/TrainJobs in that namespace* (``None``: in every namespace)?, before
 someone creates a notification subscription or changes their own, *may they subscribe there*
-(no for a read-only caller)? and, before someone changes a subscription they did not create,
-*may they update MPIJobs/TrainJobs there*? Three answers ship here, chosen by ``api.auth``:
+(no for a read-only caller)?, before someone changes a subscription they did not create,
+*may they update MPIJobs/TrainJobs there*? and, before a run's logs are served, *may they read
+container logs there*? Three answers ship here, chosen by ``api.auth``:
 
 - :class:`StaticAccess` (``static``): tokens with per-user namespace allowlists from settings,
   for a laptop or a CI job: ``namespaces`` to read, ``manage`` to subscribe and change anyone's
@@ -83,6 +84,10 @@ class StaticAccess:
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
         return await self.can_update(principal, namespace)
 
+    async def can_read_logs(self, principal: Principal, namespace: str) -> bool:
+        """Who may read a namespace reads its runs' logs."""
+        return await self.can_list(principal, namespace)
+
 
 def _allows(allowlist: frozenset[str], namespace: str | None) -> bool:
     """Whether ``allowlist`` covers ``namespace`` (``None``, every namespace, needs ``"*"``)."""
@@ -104,6 +109,9 @@ class OpenAccess:
         return True
 
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
+        return True
+
+    async def can_read_logs(self, principal: Principal, namespace: str) -> bool:
         return True
 
 
@@ -241,6 +249,12 @@ class CachedAccess:
 
     async def can_subscribe(self, principal: Principal, namespace: str | None) -> bool:
         return await self._decide("subscribe", principal, namespace, self._inner.can_subscribe)
+
+    async def can_read_logs(self, principal: Principal, namespace: str) -> bool:
+        async def ask(who: Principal, where: str | None) -> bool:
+            return await self._inner.can_read_logs(who, where or "")
+
+        return await self._decide("logs", principal, namespace, ask)
 
     async def _decide(
         self,

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.routing import Match, Route
 
-from controller.api import audit, compare, events, health, jobs, runs, webhooks
+from controller.api import audit, compare, events, health, jobs, logs, runs, webhooks
 from controller.api.access import AccessReviewer, StaticAccess
 from controller.api.auth import authenticate
 from controller.api.bodylimit import BodyLimit
@@ -32,6 +32,7 @@ def create_app(
     limits: ApiLimits = DEFAULT_LIMITS,
     quotas: SubscriptionQuotas = DEFAULT_QUOTAS,
     streams: events.StreamLimits = events.DEFAULT_STREAMS,
+    run_logs: logs.RunLogs | None = None,
 ) -> FastAPI:
     """The API over one database engine, one metrics registry and one access reviewer.
 
@@ -46,7 +47,8 @@ def create_app(
     ``limits`` bound what a request and a client may cost: a body is read only once its
     caller is authenticated, and only within its size, deadline and item budget
     (:class:`~controller.api.bodylimit.BodyLimit`, before any route runs), and every
-    authentication goes through per-client rate limits (429).
+    authentication goes through per-client rate limits (429). ``run_logs`` is where the runs'
+    followed logs are read (without it, ``…/logs`` answers 503).
     """
     app = FastAPI(
         title="mpijob-controller",
@@ -60,9 +62,10 @@ def create_app(
     app.state.limiter = ClientLimiter(limits)
     app.state.review_limit = limits.reviews_per_request
     app.state.streams = events.StreamGate(streams, engine)
+    app.state.logs = run_logs
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
     subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings(), quotas=quotas)
-    routers = (health.router, runs.router, jobs.router, events.router, compare.router)
+    routers = (health.router, runs.router, jobs.router, events.router, logs.router, compare.router)
     for router in (*routers, subscriptions, audit.router):
         app.include_router(router)
     app.add_exception_handler(405, _method_not_allowed)

@@ -48,6 +48,7 @@ __all__ = [
     "authenticate",
     "current_principal",
     "may_read",
+    "may_read_logs",
     "may_subscribe",
     "may_update",
     "require_namespace",
@@ -161,6 +162,11 @@ async def may_subscribe(request: Request, principal: Principal, namespace: str |
     """Whether ``principal`` may create subscriptions in ``namespace`` (``None``: cluster-wide)
     and change their own there."""
     return await _answer(request, lambda: reviewer_of(request).can_subscribe(principal, namespace))
+
+
+async def may_read_logs(request: Request, principal: Principal, namespace: str) -> bool:
+    """Whether ``principal`` may read container logs in ``namespace`` (``get pods/log``)."""
+    return await _answer(request, lambda: reviewer_of(request).can_read_logs(principal, namespace))
 
 
 async def visible_namespaces(request: Request, principal: Principal) -> frozenset[str] | None:

@@ -56,7 +56,15 @@ from controller.contract.settings import ApiSettings
 from controller.store import livefeed, queries
 from controller.store.models import FindingRow, Run, TimelineEntry
 
-__all__ = ["DEFAULT_STREAMS", "StreamGate", "StreamLimits", "router"]
+__all__ = [
+    "DEFAULT_STREAMS",
+    "StreamGate",
+    "StreamLimits",
+    "gate_of",
+    "router",
+    "stream_response",
+    "with_heartbeats",
+]
 
 MEDIA_TYPE = "text/event-stream"
 _EVENT_ID = re.compile(rf"({UID[1:-1]}):(end|[0-9]{{1,19}})")
@@ -186,8 +194,8 @@ async def run_events(
         return Response(status_code=204)
     gate = gate_of(request)
     cursor = resume[1] if resume and resume[1] is not None else 0
-    return _stream(
-        request, principal, _heartbeats(_one_run(gate.feeds, gate.limits, uid, cursor), gate.limits)
+    return stream_response(
+        request, principal, with_heartbeats(_one_run(gate.feeds, gate.limits, uid, cursor), gate.limits)
     )
 
 
@@ -232,7 +240,7 @@ async def job_events(
             start = _Start(number=int(attempt))
     gate = gate_of(request)
     frames = _attempts(engine, gate, namespace, name, start)
-    return _stream(request, principal, _heartbeats(frames, gate.limits))
+    return stream_response(request, principal, with_heartbeats(frames, gate.limits))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,7 +262,7 @@ async def _of_job(engine: AsyncEngine, uid: str, namespace: str, name: str) -> R
     return run
 
 
-def _stream(request: Request, principal: Principal, frames: AsyncIterator[str]) -> StreamingResponse:
+def stream_response(request: Request, principal: Principal, frames: AsyncIterator[str]) -> StreamingResponse:
     release = gate_of(request).open(principal)
 
     async def counted() -> AsyncIterator[str]:
@@ -272,7 +280,7 @@ def _stream(request: Request, principal: Principal, frames: AsyncIterator[str]) 
     )
 
 
-async def _heartbeats(frames: AsyncIterator[str | None], limits: StreamLimits) -> AsyncIterator[str]:
+async def with_heartbeats(frames: AsyncIterator[str | None], limits: StreamLimits) -> AsyncIterator[str]:
     """``frames`` with ``None`` (a poll with no news) turned into a comment line every ``heartbeat_s``."""
     yield f"retry: {limits.retry_ms}\n\n"
     last = time.monotonic()

@@ -32,7 +32,7 @@ from controller.contract.subjects import StreamFamily, Topology
 ANY = "*"
 """In :attr:`Identity.reads`: any consumer of the stream (ephemeral readers, partitions)."""
 
-STREAMS: tuple[StreamFamily, ...] = ("jobs", "findings", "audit", "dlq")
+STREAMS: tuple[StreamFamily, ...] = ("jobs", "findings", "audit", "dlq", "logs")
 
 MAX_PAYLOAD = "8MB"
 """Largest message the server takes: an event with a pod's log tail stays far below it."""
@@ -55,6 +55,8 @@ class Identity:
     """Stream family → the consumers (durable names) it reads with, or :data:`ANY`."""
     dead_letters: tuple[str, ...] = ()
     """Consumers whose dead letters (``dlq.<consumer>``) it publishes."""
+    gets: tuple[StreamFamily, ...] = ()
+    """Streams whose last message of a subject it reads (a log follower's resume position)."""
     buckets: tuple[str, ...] = ()
     """Key-value buckets it keeps (creates, reads, writes, purges keys of)."""
     monitors: bool = False
@@ -69,7 +71,7 @@ class Identity:
 
 IDENTITIES: tuple[Identity, ...] = (
     Identity("admin", admin=True),
-    Identity("watchers", publishes=("jobs",), buckets=("published",)),
+    Identity("watchers", publishes=("jobs", "logs"), gets=("logs",), buckets=("published",)),
     Identity("admission", publishes=("audit",)),
     Identity(
         "history",
@@ -96,7 +98,7 @@ IDENTITIES: tuple[Identity, ...] = (
         dead_letters=("audit", "audit-lifecycle"),
     ),
     Identity("k8s-events", reads={"findings": ("k8s-events",)}, dead_letters=("k8s-events",)),
-    Identity("api", monitors=True),
+    Identity("api", reads={"logs": (ANY,)}, monitors=True),
 )
 """Every identity on the bus: ``admin``, and one per process kind (the watchers, the admission
 webhook, each consumer role of ``consumers.registry.CONSUMERS``, the API)."""
@@ -172,6 +174,8 @@ def permissions(topology: Topology, who: Identity) -> Permissions:
         for consumer in consumers:
             name = consumer if consumer == ANY else topology.durable(consumer)
             publish += _consumer_subjects(topology.stream(family), name)
+    for family in who.gets:
+        publish.append(f"{_API}.STREAM.MSG.GET.{topology.stream(family)}")
     for bucket in who.buckets:
         publish += _bucket_subjects(topology.bucket(bucket))
     if who.monitors:  # read-only: what exists, how far behind each consumer is

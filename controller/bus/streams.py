@@ -20,7 +20,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, StorageType, StoreCompression, StreamConfig
 from nats.js.errors import NotFoundError
 
 from controller.bus.answering import is_unanswered, until_answered
@@ -30,11 +30,33 @@ from controller.contract.subjects import StreamFamily, Topology
 
 log = logging.getLogger(__name__)
 
-FAMILIES: tuple[StreamFamily, ...] = ("jobs", "findings", "audit", "dlq")
+FAMILIES: tuple[StreamFamily, ...] = ("jobs", "findings", "audit", "dlq", "logs")
+
+LOGS_DUPLICATE_WINDOW_S = 120.0
+"""A log batch is deduplicated only against its own retried publish (a lost ack), never against a
+relist: two minutes, so the ids the server remembers stay few at thousands of batches a minute."""
 
 
 def stream_config(topology: Topology, family: StreamFamily, settings: NatsSettings) -> StreamConfig:
-    """The configuration each stream is kept at."""
+    """The configuration each stream is kept at.
+
+    ``LOGS`` differs: S2-compressed (log text shrinks several times), bounded by age and by
+    bytes (``logs_max_age_s``, ``logs_max_bytes``), the oldest lines discarded first. JetStream
+    has no byte limit per subject (``max_msgs_per_subject`` counts messages, whose size a batch
+    decides), so the per-run cap is the follower's (``MPIJC_LOGS__RUN_MAX_BYTES``, docs/logs.md)."""
+    if family == "logs":
+        return StreamConfig(
+            name=topology.stream(family),
+            subjects=[topology.wildcard(family)],
+            storage=StorageType.FILE,
+            duplicate_window=LOGS_DUPLICATE_WINDOW_S,
+            max_age=settings.logs_max_age_s,
+            max_bytes=settings.logs_max_bytes,
+            discard=DiscardPolicy.OLD,
+            num_replicas=settings.replicas,
+            max_msg_size=MAX_MSG_BYTES,
+            compression=StoreCompression.S2,
+        )
     return StreamConfig(
         name=topology.stream(family),
         subjects=[topology.wildcard(family)],
@@ -69,13 +91,33 @@ async def ensure_streams(js: JetStreamContext, topology: Topology, settings: Nat
                     log.warning("%s; using it as it is", exc)
 
 
-_DECLARED = ("subjects", "storage", "duplicate_window", "max_age", "discard", "num_replicas", "max_msg_size")
+_DECLARED = (
+    "subjects",
+    "storage",
+    "duplicate_window",
+    "max_age",
+    "max_bytes",
+    "discard",
+    "num_replicas",
+    "max_msg_size",
+    "compression",
+)
 """The fields of :func:`stream_config`, compared with what the server has."""
 
 
 def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
     """Whether a stream's configuration differs from ``wanted`` in a field that declares."""
-    return any(getattr(current, key) != getattr(wanted, key) for key in _DECLARED)
+    return any(_declared_value(current, key) != _declared_value(wanted, key) for key in _DECLARED)
+
+
+def _declared_value(config: StreamConfig, key: str) -> object:
+    """A field as compared: unset limits and compression read as the server's defaults."""
+    value = getattr(config, key)
+    if key == "max_bytes" and value is None:
+        return -1
+    if key == "compression" and value is None:
+        return StoreCompression.NONE
+    return value
 
 
 async def _declared(request: Awaitable[object], config: StreamConfig, verb: str) -> None:

@@ -19,6 +19,7 @@ Commands:
   runs      list runs through the API (API URL and token only)
   findings  a run's findings through the API (API URL and token only)
   compare   2 to 5 runs side by side through the API (API URL and token only)
+  logs      a run's launcher and worker logs through the API, merged by time (API URL and token only)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from consumers.registry import CONSUMERS
-from controller.cli import apiclient, browsing, waiting
+from controller.cli import apiclient, browsing, logs, waiting
 from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServiceError
 from controller.cli.runtime import (
@@ -336,6 +337,18 @@ async def cmd_browse(settings: Settings, args: argparse.Namespace) -> int:
     return result
 
 
+async def cmd_logs(settings: Settings, args: argparse.Namespace) -> int:
+    """Print a run's logs through the API; 0 printed, 1 no such job or attempt, 3 refused."""
+    try:
+        client = apiclient.client_of(settings.client, args)
+    except ValueError as exc:
+        print(f"mpijob-controller logs: {exc}", file=sys.stderr)
+        return waiting.EXIT_ERROR
+    return await logs.print_logs(
+        args.target, client, attempt=args.attempt, grep=args.grep, follow=args.follow
+    )
+
+
 def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands.add_parser("admission", help="validating admission webhook (audit)").set_defaults(
         handler=cmd_admission
@@ -410,6 +423,7 @@ def _parser() -> argparse.ArgumentParser:
     browsing.add_parsers(commands)
     for name in ("runs", "findings", "compare"):
         commands.choices[name].set_defaults(handler=cmd_browse)
+    logs.add_parser(commands).set_defaults(handler=cmd_logs)
     return parser
 
 

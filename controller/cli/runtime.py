@@ -347,7 +347,8 @@ async def run_watchers(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.kube.gateway import KubeGateway
     from watchers.service import run_watchers_elected
 
-    gateway = KubeGateway.from_settings(rt.settings.kube)
+    follows = rt.settings.logs.max_follows if rt.settings.logs.follow else 0
+    gateway = KubeGateway.from_settings(rt.settings.kube, connections=follows + 16)  # + watches, reads
     await run_watchers_elected(rt.settings, gateway, rt.nc, rt.topology, rt.metrics, stop)
 
 
@@ -359,6 +360,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.api.app import create_app, metrics_app
     from controller.api.events import StreamLimits
     from controller.api.limits import ApiLimits, SubscriptionQuotas
+    from controller.api.logs import RunLogs
     from controller.api.metrics_collectors import JetStreamCollector
     from controller.api.rechecks import CreatorRecheck
     from controller.api.server import server_config
@@ -382,6 +384,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         limits=ApiLimits.from_settings(api),
         quotas=SubscriptionQuotas.from_settings(rt.settings.notify),
         streams=StreamLimits.from_settings(api),
+        run_logs=RunLogs(rt.js, rt.topology),
     )
     servers = [
         uvicorn.Server(server_config(app, api, api.port)),

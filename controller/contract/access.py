@@ -81,3 +81,11 @@ class AccessReviewer(Protocol):
         Raises :class:`ReviewUnavailableError` when it cannot tell.
         """
         ...
+
+    async def can_read_logs(self, principal: Principal, namespace: str) -> bool:
+        """Whether ``principal`` may read container logs in ``namespace`` (``get pods/log``),
+        asked besides :meth:`can_list` before a run's logs are served.
+
+        Raises :class:`ReviewUnavailableError` when it cannot tell.
+        """
+        ...

@@ -107,6 +107,20 @@ class NatsSettings(BaseModel):
         description="CA bundle to verify the servers' TLS certificates with; set, the connection uses "
         "TLS (`tls://` URLs do too, with the system's CAs when unset).",
     )
+    logs_max_age_s: float = Field(
+        default=3 * 24 * 3600.0,
+        gt=0,
+        description="Seconds the LOGS stream keeps followed log lines (docs/logs.md): three days cover "
+        "a weekend's runs and their post-mortems; the history keeps what a run did for longer.",
+    )
+    logs_max_bytes: int = Field(
+        default=1024**3,
+        ge=1024**2,
+        description="Bytes the LOGS stream holds at most; the oldest lines go first. JetStream reserves "
+        "them on each replica's file store when the stream is declared, so they must fit its "
+        "max_file_store beside the other streams (9 GB on the bundled NATS). Counted before S2: "
+        "1 GiB is about 8 million lines of 80 bytes (docs/logs.md). Raise it with the NATS volume.",
+    )
     publish_retry_s: float = Field(
         default=20.0,
         gt=0,
@@ -254,6 +268,49 @@ class WatcherSettings(BaseModel):
         "again, with the reconnect backoff above, while its pod exists; the pod's observation then "
         "goes out again with it. A Failed pod keeps its logs until it is deleted; ten minutes carry "
         "the read over an API server restart or a control-plane upgrade. 0: never read again.",
+    )
+
+
+class LogSettings(BaseModel):
+    """Following the logs of active runs into the LOGS stream (docs/logs.md)."""
+
+    follow: bool = Field(
+        default=True,
+        description="Follow the containers of running launcher and worker pods: one long "
+        "pods/log request (follow=true) per followed container, held by the leading watcher.",
+    )
+    max_follows: int = Field(
+        default=200,
+        ge=0,
+        le=5000,
+        description="Containers followed at once per watcher replica; each costs one API server "
+        "connection to its kubelet, one thread and about 100 KiB. Beyond it, failing runs are "
+        "followed first, then runs whose launcher went quiet (possibly hanging), then the oldest.",
+    )
+    run_max_bytes: int = Field(
+        default=64 * 1024**2,
+        ge=1024,
+        description="Bytes of log text stored per run (all its containers) before following it stops "
+        "with a note: one chatty job cannot evict the others' lines from LOGS. 64 MiB of text (about "
+        "800,000 lines) take about 100 MiB of the stream's 1 GiB: a tenth of it at most.",
+    )
+    max_line_bytes: int = Field(
+        default=64 * 1024,
+        ge=256,
+        le=1024**2,
+        description="Bytes kept of one line; the rest is dropped with a marker saying how much.",
+    )
+    batch_max_bytes: int = Field(
+        default=256 * 1024,
+        ge=4096,
+        le=1024**2,
+        description="Bytes of text in one message on LOGS at most: a reader pulls 16 at once.",
+    )
+    retry_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Seconds before a follow that broke (or was refused) is opened again, doubling "
+        "while it keeps failing up to the watcher's backoff_max_s.",
     )
 
 
@@ -1081,6 +1138,7 @@ class Settings(BaseSettings):
     up: UpSettings = Field(default_factory=UpSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
     watcher: WatcherSettings = Field(default_factory=WatcherSettings)
+    logs: LogSettings = Field(default_factory=LogSettings)
     leader: LeaderSettings = Field(default_factory=LeaderSettings)
     consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)

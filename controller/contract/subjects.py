@@ -10,6 +10,9 @@ Subjects (``docs/architecture.md``, "Flow"):
 - ``findings.<ns>.<job>.<rule>`` — findings from the rules consumer (stream ``FINDINGS``)
 - ``audit.<ns>`` — audit records (stream ``AUDIT``)
 - ``dlq.<consumer>`` — dead letters with the original payload and the error (stream ``DLQ``)
+- ``logs.<ns>.<job>.<run uid>.<pod>.<container>`` — batches of a followed container's log lines
+  (stream ``LOGS``, :mod:`controller.contract.logs`); the last message of a subject is where
+  following that container resumes
 
 Kubernetes names may contain ``.``, which NATS treats as a token separator. A token is
 escaped reversibly: ``[a-z0-9-]`` stays, ``.`` becomes ``_`` (never valid in a Kubernetes
@@ -33,7 +36,7 @@ _PLAIN = re.compile(r"[a-z0-9-]")
 _PLAIN_TOKEN = re.compile(r"[a-z0-9-]+")
 _ESCAPED = re.compile(r"_|~([0-9a-f]{2})")
 
-StreamFamily = Literal["jobs", "findings", "audit", "dlq"]
+StreamFamily = Literal["jobs", "findings", "audit", "dlq", "logs"]
 
 
 @functools.lru_cache(maxsize=65_536)  # namespaces and job names repeat with every event of a run
@@ -130,6 +133,16 @@ class Topology:
     def dead_letter(self, consumer: str) -> str:
         """Dead-letter subject of one durable consumer: ``dlq.<consumer>``."""
         return self._subject("dlq", escape_token(consumer))
+
+    def log_subject(self, namespace: str, job: str, run_uid: str, pod: str, container: str) -> str:
+        """Subject of one container's log lines: ``logs.<ns>.<job>.<run uid>.<pod>.<container>``."""
+        tokens = (namespace, job, run_uid, pod, container)
+        return self._subject("logs", *(escape_token(token) for token in tokens))
+
+    def run_logs(self, namespace: str, job: str, run_uid: str, pod: str | None = None) -> str:
+        """Subjects of one run's logs (of one of its pods): ``logs.<ns>.<job>.<run uid>.>``."""
+        head = ("logs", escape_token(namespace), escape_token(job), escape_token(run_uid))
+        return self._subject(*head, escape_token(pod), "*") if pod is not None else self._subject(*head, ">")
 
     def durable(self, consumer: str) -> str:
         """Durable consumer name (no dots allowed by JetStream)."""

@@ -99,6 +99,7 @@ __all__ = [  # the resource names are re-exported for callers that only need the
     "KubeConfigError",
     "KubeGateway",
     "ListPage",
+    "LogFollow",
     "Resource",
     "RetryPolicy",
     "WatchStream",
@@ -329,6 +330,66 @@ def _iter_lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
         yield pending
 
 
+FOLLOW_READ_TIMEOUT_S = 300.0
+"""Seconds of silence on a followed log before the follow is given up and opened again (from where
+it stood): a quiet container costs one request per five minutes, a dead connection no longer."""
+
+
+class LogFollow:
+    """One followed container log (``follow=true&timestamps=true``): :meth:`read` what has arrived
+    in one thread, :meth:`close` from any other.
+
+    The request is sent on the first :meth:`read`. ``b""`` is the end: the container ended (or
+    :meth:`close`). A connection that breaks is :class:`APIUnavailableError`, also in the
+    middle of a line: the caller resumes from the last whole line it kept."""
+
+    def __init__(self, gateway: KubeGateway, path: str, query: Query, read_timeout_s: float) -> None:
+        self._gateway = gateway
+        self._path = path
+        self._query = query
+        self._read_timeout_s = read_timeout_s
+        self._lock = threading.Lock()
+        self._closed = False
+        self._response: urllib3.BaseHTTPResponse | None = None
+
+    def read(self, size: int = _READ_SIZE) -> bytes:
+        """The bytes that have arrived (at most ``size``), waiting for some; ``b""`` at the end."""
+        response = self._response or self._open()
+        if response is None:
+            return b""
+        try:
+            return response.read1(size)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if self._closed:
+                return b""
+            raise _unavailable(f"follow {self._path}", exc) from exc
+
+    def _open(self) -> urllib3.BaseHTTPResponse | None:
+        if self._closed:
+            return None
+        response = self._gateway.request(
+            "GET", self._path, query=self._query, accept="text/plain", read_timeout_s=self._read_timeout_s
+        )
+        with self._lock:
+            self._response = response
+            closed = self._closed
+        if closed:
+            response.close()
+            return None
+        return response
+
+    def close(self) -> None:
+        """Stop following: safe from any thread, any number of times."""
+        with self._lock:
+            self._closed = True
+            response = self._response
+        if response is not None:
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                response.shutdown()
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                response.close()
+
+
 class KubeGateway:
     """Synchronous, raw-JSON access to the Kubernetes API through one ``kubernetes.client.ApiClient``."""
 
@@ -337,18 +398,20 @@ class KubeGateway:
         self._api = api_client
 
     @staticmethod
-    def _configuration(retries: RetryPolicy, **kwargs: Any) -> Any:
+    def _configuration(retries: RetryPolicy, connections: int = 0, **kwargs: Any) -> Any:
         configuration = client.Configuration(**kwargs)
         configuration.keep_alive = True  # TCP keepalive: idle watches through proxies are probed, not lost
         configuration.retries = retries.urllib3_retry()
-        pool = max(configuration.connection_pool_maxsize, CONNECTION_POOL_SIZE)
+        # connections held at once (log follows): beyond the pool's size each one released is closed
+        pool = max(configuration.connection_pool_maxsize, CONNECTION_POOL_SIZE, connections)
         configuration.connection_pool_maxsize = pool
         return configuration
 
     @classmethod
-    def from_settings(cls, kube: KubeSettings) -> KubeGateway:
+    def from_settings(cls, kube: KubeSettings, *, connections: int = 0) -> KubeGateway:
         """:meth:`from_config` with the kubeconfig, context and retry policy of ``kube``."""
-        return cls.from_config(kube.kubeconfig, kube.context, retries=RetryPolicy.from_settings(kube))
+        retries = RetryPolicy.from_settings(kube)
+        return cls.from_config(kube.kubeconfig, kube.context, retries=retries, connections=connections)
 
     @classmethod
     def from_config(
@@ -357,9 +420,11 @@ class KubeGateway:
         context: str | None = None,
         *,
         retries: RetryPolicy = DEFAULT_RETRIES,
+        connections: int = 0,
     ) -> KubeGateway:
-        """In-cluster service account first, then kubeconfig; a given file or context: kubeconfig only."""
-        configuration = cls._configuration(retries)
+        """In-cluster service account first, then kubeconfig; a given file or context: kubeconfig only.
+        ``connections``: how many the caller holds at once at most (its log follows), kept pooled."""
+        configuration = cls._configuration(retries, connections)
         try:
             if kubeconfig is None and context is None:
                 try:
@@ -379,9 +444,11 @@ class KubeGateway:
         return cls(client.ApiClient(configuration))
 
     @classmethod
-    def for_url(cls, url: str, *, retries: RetryPolicy = DEFAULT_RETRIES) -> KubeGateway:
+    def for_url(
+        cls, url: str, *, retries: RetryPolicy = DEFAULT_RETRIES, connections: int = 0
+    ) -> KubeGateway:
         """A gateway to a plain-HTTP API server without auth (a simulated cluster, kubectl proxy)."""
-        configuration = cls._configuration(retries, host=url.rstrip("/"))
+        configuration = cls._configuration(retries, connections, host=url.rstrip("/"))
         return cls(client.ApiClient(configuration))
 
     def close(self) -> None:
@@ -578,3 +645,22 @@ class KubeGateway:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise _unavailable(f"GET {path}", exc) from exc
         return data.decode("utf-8", errors="replace").splitlines()
+
+    def follow_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        since_time: str | None = None,
+        *,
+        read_timeout_s: float = FOLLOW_READ_TIMEOUT_S,
+    ) -> LogFollow:
+        """Follow a container's current log, every line stamped by the kubelet (RFC 3339 with
+        nanoseconds), from ``since_time`` (whole seconds, RFC 3339) or its start.
+
+        The client's ``read_namespaced_pod_log`` has no ``sinceTime`` parameter, so the same
+        ``pods/log`` request goes through the one request path (its retries and errors)."""
+        query: Query = [("container", container), ("follow", "true"), ("timestamps", "true")]
+        if since_time is not None:
+            query.append(("sinceTime", since_time))
+        return LogFollow(self, PODS.path(namespace, pod, "log"), query, read_timeout_s)

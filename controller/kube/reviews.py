@@ -91,25 +91,34 @@ class KubeAccessReviewer:
         read-only user (the ``view`` role) could otherwise fill the namespace's subscription quota."""
         return await self._allowed("create", principal, namespace)
 
+    async def can_read_logs(self, principal: Principal, namespace: str) -> bool:
+        """``get`` on ``pods/log`` there, as ``kubectl logs`` needs."""
+        attributes = {"verb": "get", "group": "", "resource": "pods", "subresource": "log"}
+        return await self._review_allows(principal, {**attributes, "namespace": namespace})
+
     async def _allowed(self, verb: str, principal: Principal, namespace: str | None) -> bool:
         """Whether a SubjectAccessReview allows ``verb`` on a kind of job in ``namespace``."""
         for resource in LISTED:
             attributes = {"verb": verb, "group": resource.group, "resource": resource.plural}
             if namespace is not None:
                 attributes["namespace"] = namespace
-            spec: dict[str, Any] = {
-                "user": principal.username,
-                "groups": list(principal.groups),
-                "resourceAttributes": attributes,
-            }
-            if principal.uid:
-                spec["uid"] = principal.uid
-            if principal.extra:
-                spec["extra"] = {key: list(values) for key, values in principal.extra}
-            status = await self._review(SUBJECT_ACCESS_REVIEWS, spec)
-            if status.get("allowed") and not status.get("denied"):
+            if await self._review_allows(principal, attributes):
                 return True
         return False
+
+    async def _review_allows(self, principal: Principal, attributes: dict[str, str]) -> bool:
+        """Whether a SubjectAccessReview of ``attributes`` for ``principal`` allows it."""
+        spec: dict[str, Any] = {
+            "user": principal.username,
+            "groups": list(principal.groups),
+            "resourceAttributes": attributes,
+        }
+        if principal.uid:
+            spec["uid"] = principal.uid
+        if principal.extra:
+            spec["extra"] = {key: list(values) for key, values in principal.extra}
+        status = await self._review(SUBJECT_ACCESS_REVIEWS, spec)
+        return bool(status.get("allowed")) and not status.get("denied")
 
     async def _review(self, resource: Resource, spec: dict[str, Any]) -> dict[str, Any]:
         """POST a review and return its ``status``; any failure is :class:`ReviewUnavailableError`."""

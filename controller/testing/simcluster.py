@@ -5,7 +5,9 @@ It speaks the subset of the API server protocol the controller uses, so the real
 selectors and a list ``resourceVersion``), WATCH (newline-delimited JSON over a chunked
 response, resumable from a ``resourceVersion``, ``BOOKMARK`` events, ``timeoutSeconds``, and the
 ``410 Expired`` ``ERROR`` event once history is compacted), GET/POST/PUT/DELETE of single
-objects with ``resourceVersion`` conflicts, and ``pods/log`` with ``tailLines``/``limitBytes``.
+objects with ``resourceVersion`` conflicts, and ``pods/log`` with ``tailLines``/``limitBytes``,
+``sinceSeconds``/``sinceTime``, ``timestamps`` and ``follow`` (a chunked stream that ends when the
+container or its pod ends, and that :meth:`SimCluster.cut_log_follows` breaks in mid-line).
 TokenReviews and SubjectAccessReviews are answered from a table a test sets with
 :meth:`SimCluster.set_access`.
 
@@ -33,6 +35,7 @@ import copy
 import json
 import logging
 import secrets
+import select
 import socket
 import threading
 import time
@@ -47,6 +50,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from controller.contract.logs import format_ns, parse_ns
 from controller.contract.selectors import parse_selector
 from controller.kube.resources import (
     EVENTS,
@@ -236,7 +240,10 @@ class SimCluster:
         ] = {}  # newest compacted change per type: a live watch behind it expires
         self._failures: list[_Failure] = []
         self._outage: _Outage | None = None
-        self._logs: dict[tuple[str, str, str], list[tuple[float, str]]] = {}  # (written at, line)
+        self._logs: dict[tuple[str, str, str], list[_LogEntry]] = {}
+        self._log_cuts = 0  # bumped by cut_log_follows(): follows of older generations break mid-line
+        self._log_ends = 0  # bumped by end_log_follows(): follows of older generations end cleanly
+        self._open_follows: Counter[tuple[str, str]] = Counter()  # (namespace, pod) -> follows
         self._open_watches: Counter[str] = Counter()
         self._tokens: dict[str, RawObject] = {}  # bearer token -> TokenReview status.user
         self._grants: set[tuple[str, str, str, str]] = set()  # (user or group:NAME, plural, ns or *, verb)
@@ -407,19 +414,53 @@ class SimCluster:
             self._abrupt_drop = abrupt
             self._cond.notify_all()
 
-    def set_log(self, namespace: str, pod: str, container: str, text: str) -> None:
-        """The log ``pods/log`` serves for this container, all written now."""
+    def set_log(
+        self, namespace: str, pod: str, container: str, text: str | bytes, at_ns: int | None = None
+    ) -> None:
+        """The log ``pods/log`` serves for this container, all written now (or stamped ``at_ns``)."""
         with self._cond:
-            now = time.monotonic()
-            self._logs[(namespace, pod, container)] = [(now, line) for line in text.splitlines(keepends=True)]
+            self._logs[(namespace, pod, container)] = []
+        self.append_log(namespace, pod, container, text, at_ns)
 
-    def append_log(self, namespace: str, pod: str, container: str, text: str) -> None:
-        """Lines the container writes now (``sinceSeconds`` sees them as new)."""
+    def append_log(
+        self, namespace: str, pod: str, container: str, text: str | bytes, at_ns: int | None = None
+    ) -> None:
+        """Lines the container writes now (``sinceSeconds`` sees them as new), stamped with the wall
+        clock or, for a kubelet whose clock differs, ``at_ns``; followers see them at once."""
+        data = text.encode() if isinstance(text, str) else text
         with self._cond:
-            now = time.monotonic()
+            now, wall = time.monotonic(), time.time_ns() if at_ns is None else at_ns
             self._logs.setdefault((namespace, pod, container), []).extend(
-                (now, line) for line in text.splitlines(keepends=True)
+                _LogEntry(now, wall, line) for line in data.splitlines(keepends=True)
             )
+            self._cond.notify_all()
+
+    def append_logs(self, texts: Mapping[tuple[str, str, str], str | bytes]) -> None:
+        """:meth:`append_log` of each (namespace, pod, container), written at once (followers are
+        woken once, not once per container)."""
+        with self._cond:
+            for (namespace, pod, container), text in texts.items():
+                self.append_log(namespace, pod, container, text)
+
+    def cut_log_follows(self) -> None:
+        """Break every open log follow in the middle of the next line it sends (a connection lost
+        to a kubelet or an API server restarting): the lines before it go out whole, half of it,
+        then the connection is cut."""
+        with self._cond:
+            self._log_cuts += 1
+            self._cond.notify_all()
+
+    def end_log_follows(self) -> None:
+        """End every open log follow cleanly although its container runs on (a proxy or load
+        balancer closing a long request): only the follower can tell it from the container's end."""
+        with self._cond:
+            self._log_ends += 1
+            self._cond.notify_all()
+
+    def open_log_follows(self) -> Counter[tuple[str, str]]:
+        """Open ``follow=true`` log streams per (namespace, pod)."""
+        with self._cond:
+            return +self._open_follows
 
     def set_access(
         self,
@@ -642,31 +683,86 @@ class SimCluster:
             "items": page,
         }
 
+    def _log_key(self, namespace: str, pod: str, query: dict[str, str]) -> tuple[str, str, str]:
+        """Under the lock: the (namespace, pod, container) a log request names; 404 or 400 if none."""
+        obj = self._objects.get(self._key(PODS, namespace, pod))
+        if obj is None:
+            raise _not_found(PODS, pod)
+        spec = obj.get("spec") or {}
+        names = [c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
+        container = query.get("container") or (names[0] if len(names) == 1 else None)
+        if container is None or container not in names:
+            raise SimStatusError(
+                status(
+                    400,
+                    "BadRequest",
+                    f"container {container!r} is not valid for pod {pod}; choose one of {names}",
+                )
+            )
+        return namespace, pod, str(container)
+
     def _pod_log(self, namespace: str, pod: str, query: dict[str, str]) -> bytes:
         with self._cond:
-            obj = self._objects.get(self._key(PODS, namespace, pod))
-            if obj is None:
-                raise _not_found(PODS, pod)
-            spec = obj.get("spec") or {}
-            names = [
-                c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-            ]
-            container = query.get("container") or (names[0] if len(names) == 1 else None)
-            if container is None or container not in names:
-                raise SimStatusError(
-                    status(
-                        400,
-                        "BadRequest",
-                        f"container {container!r} is not valid for pod {pod}; choose one of {names}",
-                    )
-                )
-            written = self._logs.get((namespace, pod, container), [])
-            since = time.monotonic() - float(query["sinceSeconds"]) if "sinceSeconds" in query else None
-            lines = [line for at, line in written if since is None or at >= since]
+            key = self._log_key(namespace, pod, query)
+            entries = _since(self._logs.get(key, []), query)
         if "tailLines" in query:
-            lines = lines[len(lines) - min(len(lines), int(query["tailLines"])) :]
-        data = "".join(lines).encode()
+            entries = entries[len(entries) - min(len(entries), int(query["tailLines"])) :]
+        data = _rendered(entries, query)
         return data[: int(query["limitBytes"])] if "limitBytes" in query else data
+
+    def _follow_log(self, handler: _Handler, namespace: str, pod: str, query: dict[str, str]) -> None:
+        """Stream a container's log as it is written, until the container or its pod ends (or a
+        :meth:`cut_log_follows` breaks it)."""
+        with self._cond:
+            key = self._log_key(namespace, pod, query)
+            sent = 0
+            cuts, ends = self._log_cuts, self._log_ends
+            self._open_follows[(namespace, pod)] += 1
+        handler.start_chunked("text/plain")
+        try:
+            while True:
+                with self._cond:
+                    while True:
+                        written = self._logs.get(key, [])
+                        ended = self._closing or self._log_ends != ends or self._container_ended(key)
+                        if len(written) > sent or ended:
+                            break
+                        self._cond.wait(timeout=0.05)
+                        if handler.client_gone():
+                            return
+                    entries = _since(written[sent:], query)
+                    sent = len(written)
+                    cut = self._log_cuts != cuts
+                if cut and entries:
+                    whole = _rendered(entries[:-1], query)
+                    last = _rendered(entries[-1:], query)
+                    handler.write_chunk(whole + last[: max(1, len(last) // 2)])
+                    handler.cut()
+                    return
+                handler.write_chunk(_rendered(entries, query))
+                if ended:
+                    handler.end_chunked()
+                    return
+        except OSError:
+            log.debug("log follow client went away: %s/%s", namespace, pod)
+        finally:
+            with self._cond:
+                self._open_follows[(namespace, pod)] -= 1
+                self._cond.notify_all()
+
+    def _container_ended(self, key: tuple[str, str, str]) -> bool:
+        """Under the lock: whether the followed container terminated, or its pod ended or is gone."""
+        namespace, pod, container = key
+        obj = self._objects.get(self._key(PODS, namespace, pod))
+        if obj is None:
+            return True
+        status_ = obj.get("status") or {}
+        if status_.get("phase") in ("Succeeded", "Failed"):
+            return True
+        for state in status_.get("containerStatuses") or ():
+            if state.get("name") == container and "terminated" in (state.get("state") or {}):
+                return True
+        return False
 
     def _watch(self, handler: _Handler, kind: Resource, namespace: str | None, query: dict[str, str]) -> None:
         """Stream a watch: replay history after resourceVersion, then follow, with bookmarks, to timeout."""
@@ -797,6 +893,36 @@ def _render(change: _Change, namespace: str | None, selector: LabelPredicate) ->
     return change.line if now_in else None
 
 
+@dataclass(frozen=True, slots=True)
+class _LogEntry:
+    """One line a container wrote: when (monotonic, for ``sinceSeconds``), its kubelet's
+    timestamp (nanoseconds, for ``sinceTime`` and ``timestamps``), the bytes with their newline."""
+
+    at: float
+    ns: int
+    line: bytes
+
+
+def _since(entries: list[_LogEntry], query: dict[str, str]) -> list[_LogEntry]:
+    """The entries ``sinceSeconds`` or ``sinceTime`` (whole seconds, as the API server reads it) keep."""
+    if "sinceSeconds" in query:
+        since = time.monotonic() - float(query["sinceSeconds"])
+        return [entry for entry in entries if entry.at >= since]
+    if "sinceTime" in query:
+        since_ns = parse_ns(query["sinceTime"])
+        if since_ns is None:
+            raise SimStatusError(status(400, "BadRequest", f"invalid sinceTime {query['sinceTime']!r}"))
+        return [entry for entry in entries if entry.ns >= since_ns]
+    return list(entries)
+
+
+def _rendered(entries: list[_LogEntry], query: dict[str, str]) -> bytes:
+    """The entries as ``pods/log`` sends them: each with its timestamp first under ``timestamps``."""
+    if query.get("timestamps") == "true":
+        return b"".join(format_ns(entry.ns).encode() + b" " + entry.line for entry in entries)
+    return b"".join(entry.line for entry in entries)
+
+
 # -- HTTP -----------------------------------------------------------------------------------------
 
 
@@ -857,9 +983,9 @@ class _Handler(BaseHTTPRequestHandler):
     def send_json(self, code: int, body: object) -> None:
         self.send_body(code, json.dumps(body).encode())
 
-    def start_chunked(self) -> None:
+    def start_chunked(self, content_type: str = "application/json") -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
@@ -871,6 +997,14 @@ class _Handler(BaseHTTPRequestHandler):
     def end_chunked(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def client_gone(self) -> bool:
+        """Whether the client closed its end (a stream that sends nothing would not notice)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def cut(self) -> None:
         """Drop the connection mid-response, as a crashed API server or a broken network would."""
@@ -924,7 +1058,16 @@ class _Handler(BaseHTTPRequestHandler):
         subresource = rest[2] if len(rest) == 3 else None
         body: RawObject = json.loads(raw_body) if raw_body else {}
 
-        if subresource == "log" and kind is PODS and method == "GET" and namespace and name:
+        if (
+            subresource == "log"
+            and kind is PODS
+            and method == "GET"
+            and namespace
+            and name
+            and query.get("follow") == "true"
+        ):
+            cluster._follow_log(self, namespace, name, query)
+        elif subresource == "log" and kind is PODS and method == "GET" and namespace and name:
             self.send_body(200, cluster._pod_log(namespace, name, query), "text/plain")
         elif subresource is not None:
             raise SimStatusError(status(404, "NotFound", "the server could not find the requested resource"))

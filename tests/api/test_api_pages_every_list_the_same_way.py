@@ -99,4 +99,5 @@ def test_every_list_takes_limit_and_cursor_and_answers_items_and_next_cursor() -
         "/api/v1/webhooks": "SubscriptionPage",
         "/api/v1/webhooks/{subscription_id}/deliveries": "DeliveryPage",
         "/api/v1/audit": "AuditPage",
+        "/api/v1/runs/{uid}/logs": "LogPage",
     }

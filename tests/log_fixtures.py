@@ -1,0 +1,151 @@
+"""Runs whose pods write logs on the simulated API server, a follower running over them, and what
+it stored on ``LOGS``, for the log tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.bus.logstore import publish_batches, read_run
+from controller.contract.events import JobRef
+from controller.contract.logs import LogBatch, LogLine, LogPosition
+from controller.contract.settings import LogSettings, NatsSettings
+from controller.contract.subjects import Topology
+from controller.kube.gateway import KubeGateway
+from controller.testing import objects as k
+from controller.testing.simcluster import SimCluster
+from tests.api_fixtures import T0, insert_runs, run_row
+from watchers.following import LogFollower
+from watchers.metrics import WatchMetrics
+
+S = 1_000_000_000
+BASE = int(T0.timestamp()) * S
+
+
+def log_batch(uid: str, pod: str, role: str, lines: list[tuple[float, int | None, str]]) -> LogBatch:
+    """Lines (seconds after T0, rank, text) of one pod's container ``main``."""
+    logged = tuple(LogLine(ts=BASE + int(at * S), rank=rank, text=text) for at, rank, text in lines)
+    end = LogPosition(ts=logged[-1].ts, ties=1, stored_bytes=sum(len(x.text) for x in logged))
+    return LogBatch(
+        run_uid=uid,
+        namespace="team-a",
+        job="llm",
+        pod=pod,
+        container="main",
+        role=role,  # type: ignore[arg-type]
+        index=None if role == "launcher" else int(pod[-1]),
+        lines=logged,
+        position=end,
+    )
+
+
+async def run_with_logs(engine: AsyncEngine, js: JetStreamContext, topology: Topology, retry_s: float) -> str:
+    """A run of team-a whose launcher and two workers wrote lines, stored pod by pod (worker 1's
+    clock half a second behind: its lines carry earlier stamps)."""
+    uid = str(uuid.uuid4())
+    await insert_runs(engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
+    launcher = [(1.0, 0, "[1,0]<stdout>:step 1 loss 2.0"), (3.0, 1, "[1,1]<stdout>:step 2 NCCL WARN retry")]
+    worker0 = [(2.0, None, "sshd: accepted"), (3.0, None, "orted started")]
+    worker1 = [(0.5, None, "sshd: accepted"), (2.5, None, "CUDA error: an illegal memory access")]
+    stored = [
+        log_batch(uid, "llm-launcher", "launcher", launcher),
+        log_batch(uid, "llm-worker-0", "worker", worker0),
+        log_batch(uid, "llm-worker-1", "worker", worker1),  # stored last, written among the first
+    ]
+    await publish_batches(js, topology, stored, retry_s)
+    return uid
+
+
+RUNNING = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
+
+
+@dataclass
+class Run:
+    """A running MPIJob on the simulated cluster: its ref and its pods (launcher first)."""
+
+    job: JobRef
+    pods: list[k.Obj] = field(default_factory=list)
+
+    def pod(self, index: int) -> tuple[str, str, str]:
+        """(namespace, pod name, container) of pod ``index`` (0: the launcher)."""
+        meta = self.pods[index]["metadata"]
+        return meta["namespace"], meta["name"], self.pods[index]["spec"]["containers"][0]["name"]
+
+
+def running_run(
+    sim: SimCluster, name: str, workers: int = 1, *, created: str = "2026-11-20T10:00:02Z"
+) -> Run:
+    """An MPIJob ``name`` whose launcher and workers run (logs empty)."""
+    job = k.mpijob(name, workers=workers)
+    sim.create(job)
+    meta = job["metadata"]
+    run = Run(JobRef(uid=meta["uid"], kind="MPIJob", namespace=meta["namespace"], name=meta["name"]))
+    for role, index in [("launcher", None), *(("worker", i) for i in range(workers))]:
+        pod = k.with_container_state(
+            k.pod(job, role, index, created=created), RUNNING, phase="Running", ready=True
+        )
+        sim.create(pod)
+        run.pods.append(pod)
+    return run
+
+
+class Following:
+    """A follower over the simulated cluster, told of every pod of the given runs."""
+
+    def __init__(
+        self, follower: LogFollower, jobs: dict[tuple[str, str], JobRef], metrics: WatchMetrics
+    ) -> None:
+        self.follower = follower
+        self.jobs = jobs
+        self.metrics = metrics
+
+    def add(self, run: Run, *, change: str = "ADDED") -> None:
+        for pod in run.pods:
+            self.jobs[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = run.job
+            self.follower.track(change, pod)
+
+    def update(self, pod: k.Obj) -> None:
+        self.follower.track("MODIFIED", pod)
+
+
+@contextlib.asynccontextmanager
+async def following(
+    sim: SimCluster, nc: NATS, topology: Topology, nats: NatsSettings, settings: LogSettings | None = None
+) -> AsyncIterator[Following]:
+    """A :class:`LogFollower` running (its schedule, its follows) while inside."""
+    jobs: dict[tuple[str, str], JobRef] = {}
+    settings = settings or LogSettings(retry_s=0.05)
+    with KubeGateway.for_url(sim.url, connections=settings.max_follows) as gateway:
+        metrics = WatchMetrics()
+        follower = LogFollower(
+            gateway, nc, topology, settings, nats, jobs, backoff_max_s=0.2, metrics=metrics
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(follower.run(stop))
+        try:
+            yield Following(follower, jobs, metrics)
+        finally:
+            stop.set()
+            await task
+
+
+async def stored(nc: NATS, topology: Topology, job: JobRef, pod: str | None = None) -> list[LogBatch]:
+    """The batches stored of a run (of one pod), in order."""
+    js = nc.jetstream()
+    return [
+        stored.batch
+        async for stored in read_run(js, topology, job.namespace, job.name, job.uid, pod=pod)
+        if stored is not None
+    ]
+
+
+async def stored_texts(nc: NATS, topology: Topology, job: JobRef, pod: str | None = None) -> list[str]:
+    """The text of every stored line of a run (of one pod), in order."""
+    return [line.text for batch in await stored(nc, topology, job, pod) for line in batch.lines]

@@ -1,0 +1,100 @@
+"""A followed log is stored whole and once: a stream that breaks in the middle of a line resumes
+from the last line stored (``sinceTime`` of its second, the lines of that second already stored
+dropped, also when they share one timestamp), and so does a new follower after a restart, from
+nothing but the bus. Real client → simulated API server → real NATS."""
+
+from __future__ import annotations
+
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from controller.contract.logs import since_time
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.testing.simcluster import SimCluster
+from controller.testing.waits import until
+from tests.log_fixtures import following, running_run, stored_texts
+
+T = 1_795_000_000 * 10**9
+"""A kubelet timestamp (nanoseconds); lines written with it share it exactly."""
+
+
+def lines(first: int, last: int) -> str:
+    return "".join(f"step {i} loss 0.{i}\n" for i in range(first, last))
+
+
+async def test_a_stream_broken_in_mid_line_resumes_without_gap_or_duplicate(
+    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+) -> None:
+    run = running_run(sim, "cut")
+    namespace, pod, container = run.pod(0)
+    sim.set_log(namespace, pod, container, lines(0, 5), at_ns=T)
+    expected = [f"step {i} loss 0.{i}" for i in range(12)]
+
+    async def stored_now() -> list[str]:
+        return await stored_texts(nats_client, topology, run.job)
+
+    async with following(sim, nats_client, topology, settings.nats) as follow:
+        follow.add(run)
+        await until(lambda: _has(stored_now, 5), 10.0)
+        sim.cut_log_follows()  # the next lines go out up to the middle of the last one
+        sim.append_log(namespace, pod, container, lines(5, 10), at_ns=T)  # the same timestamp still
+        await until(lambda: _has(stored_now, 9), 10.0)  # step 9 was cut in half: read again
+        sim.append_log(namespace, pod, container, lines(10, 12), at_ns=T + 1_500_000_000)
+        await until(lambda: _has(stored_now, 12), 10.0)
+        assert follow.metrics.sample("mpijc_log_reopened_total", reason="broken") >= 1
+        assert follow.metrics.sample("mpijc_log_lines_total") == 12
+    assert await stored_now() == expected
+    resumed = [r for r in sim.requests if r.path.endswith(f"/{pod}/log") and "sinceTime" in r.query]
+    assert resumed and resumed[0].query["sinceTime"] == since_time(T) == "2026-11-18T11:06:40Z"
+
+
+async def test_a_restarted_follower_resumes_from_the_bus_without_gap_or_duplicate(
+    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+) -> None:
+    run = running_run(sim, "restart", workers=1)
+    for index in (0, 1):
+        namespace, pod, container = run.pod(index)
+        sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T + index)
+
+    async def stored_now() -> list[str]:
+        return await stored_texts(nats_client, topology, run.job)
+
+    async with following(sim, nats_client, topology, settings.nats) as follow:
+        follow.add(run)
+        await until(lambda: _has(stored_now, 6), 10.0)
+    for index in (0, 1):  # written while no follower ran, some within the same second
+        namespace, pod, container = run.pod(index)
+        sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + index)
+    async with following(sim, nats_client, topology, settings.nats) as follow:
+        follow.add(run)
+        await until(lambda: _has(stored_now, 12), 10.0)
+    for index in (0, 1):
+        pod = run.pod(index)[1]
+        assert await stored_texts(nats_client, topology, run.job, pod) == [
+            f"step {i} loss 0.{i}" for i in range(6)
+        ]
+
+
+async def _has(stored_now: object, count: int) -> bool:
+    return len(await stored_now()) >= count  # type: ignore[operator]
+
+
+async def test_a_stream_ended_while_the_container_runs_is_followed_again(
+    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+) -> None:
+    run = running_run(sim, "proxied")
+    namespace, pod, container = run.pod(0)
+    sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
+
+    async def stored_now() -> list[str]:
+        return await stored_texts(nats_client, topology, run.job)
+
+    async with following(sim, nats_client, topology, settings.nats) as follow:
+        follow.add(run)
+        await until(lambda: _has(stored_now, 3), 10.0)
+        sim.end_log_follows()  # a clean end, as a load balancer closing a long request
+        sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1)
+        await until(lambda: _has(stored_now, 6), 10.0)
+        assert follow.metrics.sample("mpijc_log_reopened_total", reason="ended") >= 1
+    assert await stored_now() == [f"step {i} loss 0.{i}" for i in range(6)]

@@ -1,0 +1,407 @@
+"""Following the logs of active runs into ``LOGS``: one long ``pods/log`` request per running
+container of a launcher or worker pod, its lines batched onto the container's subject as they
+arrive.
+
+Which containers: those running in a Running pod whose run the correlator knows, at most
+``max_follows`` at once (``MPIJC_LOGS__MAX_FOLLOWS``). Beyond the bound the order is explicit:
+runs with a failing pod first (Failed, or a container that ended non-zero), then runs whose
+launcher went quiet at the last progress probe (possibly hanging), then the rest; within each,
+the pods whose log speaks for their run (launchers, the first replica of a launcher-less run)
+first, then the oldest pods; a follow that falls out of the first ``max_follows`` is
+stopped and resumed when a place frees.
+
+Where a follow resumes (after a broken stream, a preemption, a restart of the watcher, or on
+another replica) is read from the bus only: the last batch on the container's subject
+(:func:`controller.bus.logstore.stored_position`). It asks the kubelet for that whole second
+again (``sinceTime`` has seconds) and drops what it already stored
+(:class:`~controller.contract.logs.Resume`): no gap, no duplicate. A line cut by a broken
+connection is dropped and read whole again.
+
+Each run's text is capped (``run_max_bytes``, counted from the containers' stored positions):
+the batch that reaches the cap says so in its note, and the run's containers are no longer
+followed. Threads: one blocking read per follow, on an executor of ``max_follows`` threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from controller.bus.client import NATS
+from controller.bus.logstore import publish_batches, stored_position
+from controller.contract.backoff import Backoff
+from controller.contract.errors import RetryableError
+from controller.contract.events import JobRef
+from controller.contract.kinds import speaks_for_run
+from controller.contract.logs import (
+    LineSplitter,
+    LogBatch,
+    LogLine,
+    LogPosition,
+    Resume,
+    clean_lines,
+    rank_of,
+    since_time,
+    split_timestamp,
+)
+from controller.contract.settings import LogSettings, NatsSettings
+from controller.contract.subjects import Topology
+from controller.kube.gateway import APIError, APIForbiddenError, APINotFoundError
+from watchers.metrics import WatchMetrics
+from watchers.normalizing import failure_signal, pod_owner
+
+__all__ = ["FollowKey", "LogFollower", "LogSource"]
+
+log = logging.getLogger(__name__)
+
+FollowKey = tuple[str, str]
+"""(pod uid, container name)."""
+SCHEDULE_S = 1.0
+"""How often the followed set is brought to what should be followed."""
+
+
+class Follow(Protocol):
+    """One followed log (:class:`controller.kube.gateway.LogFollow`)."""
+
+    def read(self, size: int = ...) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class LogSource(Protocol):
+    """The one call following needs (:meth:`controller.kube.gateway.KubeGateway.follow_log`)."""
+
+    def follow_log(
+        self, namespace: str, pod: str, container: str, since_time: str | None = None
+    ) -> Follow: ...
+
+
+@dataclass
+class _Pod:
+    """What the follower knows of one pod."""
+
+    uid: str
+    namespace: str
+    name: str
+    role: Literal["launcher", "worker"]
+    index: int | None
+    created: str
+    running: dict[str, int] = field(default_factory=dict)
+    """Restart count of each running container, by name."""
+    failing: bool = False
+    speaks: bool = False
+    """Its log speaks for its run: a launcher, or the first replica of a launcher-less run."""
+
+
+class LogFollower:
+    """Follows the containers of active runs' pods into ``LOGS`` (see the module)."""
+
+    def __init__(
+        self,
+        source: LogSource,
+        nc: NATS,
+        topology: Topology,
+        settings: LogSettings,
+        nats: NatsSettings,
+        jobs: Mapping[tuple[str, str], JobRef],
+        backoff_max_s: float = 30.0,
+        metrics: WatchMetrics | None = None,
+    ) -> None:
+        """``jobs``: the run of each pod known, by (namespace, name) (the correlator's)."""
+        self._metrics = metrics or WatchMetrics()
+        self._source = source
+        self._js = nc.jetstream()
+        self._topology = topology
+        self._settings = settings
+        self._retry_s = nats.publish_retry_s
+        self._jobs = jobs
+        self._backoff_max_s = max(backoff_max_s, settings.retry_s)
+        self._pods: dict[str, _Pod] = {}
+        self._tasks: dict[FollowKey, asyncio.Task[None]] = {}
+        self._done: dict[FollowKey, int] = {}
+        """Restart count at which a container's follow ended with its log (not followed again)."""
+        self._quiet: set[str] = set()
+        """Runs whose launcher printed nothing new at the last progress probe."""
+        self._stored: dict[str, dict[FollowKey, int]] = {}
+        """Bytes stored per container, by run uid (what the run's cap counts)."""
+        self._capped: set[str] = set()
+        self._beyond = 0
+        """Containers wanted beyond the bound at the last schedule."""
+        self._executor = ThreadPoolExecutor(max(1, settings.max_follows), thread_name_prefix="log-follow")
+
+    @property
+    def following(self) -> frozenset[FollowKey]:
+        """The containers followed now."""
+        return frozenset(key for key, task in self._tasks.items() if not task.done())
+
+    # -- what the watches and probes tell -------------------------------------------------------
+
+    def track(self, change: str, pod: Mapping[str, Any]) -> None:
+        """Take a pod's change: which of its containers run, whether it is failing."""
+        meta = pod.get("metadata") or {}
+        uid, owner = str(meta.get("uid")), pod_owner(pod)
+        if change == "DELETED" or owner is None:
+            self._forget(uid)
+            return
+        statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+        running = {
+            str(s.get("name")): int(s.get("restartCount") or 0)
+            for s in statuses
+            if isinstance(s, dict) and "running" in (s.get("state") or {})
+        }
+        if (pod.get("status") or {}).get("phase") != "Running":
+            running = {}
+        self._pods[uid] = _Pod(
+            uid,
+            str(meta.get("namespace")),
+            str(meta.get("name")),
+            owner["role"],
+            owner["index"],
+            str(meta.get("creationTimestamp") or ""),
+            running,
+            failure_signal("pod", pod) or any(int(s.get("restartCount") or 0) > 0 for s in statuses),
+            speaks_for_run(owner),
+        )
+
+    def _forget(self, uid: str) -> None:
+        """A pod is gone: nothing of it is kept (nor of its run, once its last pod is gone)."""
+        self._pods.pop(uid, None)
+        for key in [key for key in self._done if key[0] == uid]:
+            del self._done[key]
+        for run, stored in list(self._stored.items()):
+            for key in [key for key in stored if key[0] == uid]:
+                del stored[key]
+            if not stored:
+                del self._stored[run]
+        live = {job.uid for pod in self._pods.values() if (job := self._job(pod)) is not None}
+        self._capped &= live
+        self._quiet &= live
+
+    def quiet(self, run_uid: str, new_lines: int) -> None:
+        """A progress probe of the run's launcher read ``new_lines`` (0: quiet, maybe hanging)."""
+        if new_lines == 0:
+            self._quiet.add(run_uid)
+        else:
+            self._quiet.discard(run_uid)
+
+    # -- scheduling -----------------------------------------------------------------------------
+
+    def wanted(self) -> list[tuple[FollowKey, _Pod, JobRef]]:
+        """The containers to follow now, most urgent first, at most ``max_follows``."""
+        failing = {job.uid for p in self._pods.values() if p.failing and (job := self._job(p)) is not None}
+        candidates: list[tuple[tuple[int, int, str, str], FollowKey, _Pod, JobRef]] = []
+        for pod in self._pods.values():
+            job = self._job(pod)
+            if job is None or job.uid in self._capped:
+                continue
+            urgency = 0 if job.uid in failing else 1 if job.uid in self._quiet else 2
+            for container, restarts in pod.running.items():
+                key = (pod.uid, container)
+                if self._done.get(key) == restarts:
+                    continue
+                order = (urgency, 0 if pod.speaks else 1, pod.created, pod.name)
+                candidates.append((order, key, pod, job))
+        candidates.sort(key=lambda c: (c[0], c[1]))
+        self._beyond = max(len(candidates) - self._settings.max_follows, 0)
+        return [(key, pod, job) for _, key, pod, job in candidates[: self._settings.max_follows]]
+
+    def _job(self, pod: _Pod) -> JobRef | None:
+        return self._jobs.get((pod.namespace, pod.name))
+
+    def schedule(self) -> None:
+        """Start the follows wanted and not running; stop those running and no longer wanted
+        (a pod gone, or pushed out of the bound by more urgent runs)."""
+        wanted = {key: (pod, job) for key, pod, job in self.wanted()}
+        self._metrics.log_follows.labels("followed").set(len(self.following))
+        self._metrics.log_follows.labels("beyond_bound").set(self._beyond)
+        for key, task in list(self._tasks.items()):
+            if task.done():
+                del self._tasks[key]
+            elif key not in wanted and self._stoppable(key):
+                task.cancel()
+                del self._tasks[key]
+        for key, (pod, job) in wanted.items():
+            if key not in self._tasks:
+                restarts = pod.running[key[1]]
+                self._tasks[key] = asyncio.create_task(
+                    self._follow(key, pod, job, restarts), name=f"follow-{key}"
+                )
+
+    def _stoppable(self, key: FollowKey) -> bool:
+        """Whether a follow no longer wanted is stopped: its pod is gone, or it still runs (pushed
+        out of the bound); one whose container ended reads on to the end of its log."""
+        pod = self._pods.get(key[0])
+        return pod is None or key[1] in pod.running
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep the followed set up to date until ``stop``; then stop every follow."""
+        try:
+            while not stop.is_set():
+                self.schedule()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=SCHEDULE_S)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop every follow (each resumes from the bus when followed again)."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- one follow -----------------------------------------------------------------------------
+
+    async def _follow(self, key: FollowKey, pod: _Pod, job: JobRef, restarts: int) -> None:
+        container = key[1]
+        where = f"{pod.namespace}/{pod.name}/{container}"
+        try:
+            position = await stored_position(
+                self._js, self._topology, job.namespace, job.name, job.uid, pod.name, container
+            )
+        except Exception as exc:  # the bus is away: the next schedule tries again
+            log.warning("log of %s not followed yet, its stored position is unreadable: %r", where, exc)
+            await asyncio.sleep(self._settings.retry_s)
+            return
+        if position.capped:
+            self._capped.add(job.uid)
+            return
+        self._stored.setdefault(job.uid, {})[key] = position.stored_bytes
+        backoff = Backoff(self._settings.retry_s, self._backoff_max_s)
+        batches = _Batches(pod, job, container, self._settings)
+        while True:
+            follow = self._source.follow_log(
+                pod.namespace, pod.name, container, since_time(position.ts) if position.ts else None
+            )
+            batches.resume(position)
+            try:
+                while chunk := await self._read(follow):
+                    position = await self._store(batches.feed(chunk, position), key, job, position)
+                    if position.capped:
+                        return
+                    backoff.reset()
+                if self._runs(key, restarts):  # ended cleanly, yet the container runs: a proxy closed it
+                    delay = backoff.next_delay()
+                    self._metrics.log_reopened.labels("ended").inc()
+                    log.info("the log of %s ended while it runs; following it again in %.1fs", where, delay)
+                    await asyncio.sleep(delay)
+                    continue
+                position = await self._store(batches.finish(position), key, job, position)
+                self._done[key] = restarts
+                log.info("log of %s followed to its end", where)
+                return
+            except (APINotFoundError, APIForbiddenError) as exc:
+                log.info("log of %s not followed: %s", where, exc)
+                self._done[key] = restarts
+                return
+            except (APIError, RetryableError) as exc:  # broken stream, API server or bus away
+                delay = backoff.next_delay()
+                self._metrics.log_reopened.labels("broken").inc()
+                log.info("following the log of %s again in %.1fs: %s", where, delay, exc)
+                await asyncio.sleep(delay)
+            finally:
+                follow.close()
+
+    def _runs(self, key: FollowKey, restarts: int) -> bool:
+        """Whether the container still runs as the instance followed, as far as the watch says."""
+        pod = self._pods.get(key[0])
+        return pod is not None and pod.running.get(key[1]) == restarts
+
+    async def _read(self, follow: Follow) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, follow.read)
+
+    async def _store(
+        self, batches: Sequence[LogBatch], key: FollowKey, job: JobRef, position: LogPosition
+    ) -> LogPosition:
+        """Publish ``batches`` within the run's cap; the position they bring the container to from
+        ``position`` (a capped one where the cap was reached)."""
+        stored = self._stored.setdefault(job.uid, {})
+        kept: list[LogBatch] = []
+        for batch in batches:
+            total = sum(stored.values()) - stored.get(key, 0) + batch.position.stored_bytes
+            if total > self._settings.run_max_bytes or job.uid in self._capped:
+                note = f"log cap of {self._settings.run_max_bytes} bytes reached for this run: no more kept"
+                capped = batch.position.model_copy(
+                    update={"capped": True, "stored_bytes": stored.get(key, 0)}
+                )
+                kept.append(batch.model_copy(update={"lines": (), "position": capped, "note": note}))
+                if job.uid not in self._capped:
+                    self._metrics.log_capped.inc()
+                self._capped.add(job.uid)
+                break
+            kept.append(batch)
+            stored[key] = batch.position.stored_bytes
+        if kept:
+            await publish_batches(self._js, self._topology, kept, self._retry_s)
+            self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
+            return kept[-1].position
+        return position
+
+
+class _Batches:
+    """Turns the bytes of one followed container into batches of new, cleaned lines."""
+
+    def __init__(self, pod: _Pod, job: JobRef, container: str, settings: LogSettings) -> None:
+        self._pod = pod
+        self._job = job
+        self._container = container
+        self._limit = settings.batch_max_bytes
+        self._splitter = LineSplitter(settings.max_line_bytes)
+        self._resume = Resume(LogPosition())
+
+    def resume(self, position: LogPosition) -> None:
+        """A new stream starts at ``position``: a partial line from the last is forgotten."""
+        self._splitter.discard()
+        self._resume = Resume(position)
+
+    def feed(self, chunk: bytes, position: LogPosition) -> list[LogBatch]:
+        return self._batches(self._splitter.feed(chunk), position)
+
+    def finish(self, position: LogPosition) -> list[LogBatch]:
+        return self._batches(self._splitter.finish(), position)
+
+    def _batches(self, raw: Iterable[bytes], position: LogPosition) -> list[LogBatch]:
+        admitted: list[tuple[int, bytes]] = []
+        for line in raw:
+            stamp, rest = split_timestamp(line)
+            if stamp is None:  # no timestamp: a line the kubelet split, keep it at the last one's
+                stamp, rest = admitted[-1][0] if admitted else position.ts, line
+            if self._resume.admit(stamp):
+                admitted.append((stamp, rest))
+        batches: list[LogBatch] = []
+        lines: list[LogLine] = []
+        size = 0
+        ts, ties, stored = position.ts, position.ties, position.stored_bytes
+        for (stamp, rest), text in zip(admitted, clean_lines([rest for _, rest in admitted]), strict=True):
+            ties = ties + 1 if stamp == ts else 1
+            ts = stamp
+            stored += len(text)
+            size += len(text)
+            lines.append(LogLine(ts=stamp, rank=rank_of(rest), text=text))
+            if size >= self._limit:
+                batches.append(self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored)))
+                lines, size = [], 0
+        if lines:
+            batches.append(self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored)))
+        return batches
+
+    def _batch(self, lines: list[LogLine], position: LogPosition) -> LogBatch:
+        pod, job = self._pod, self._job
+        return LogBatch(
+            run_uid=job.uid,
+            namespace=job.namespace,
+            job=job.name,
+            pod=pod.name,
+            container=self._container,
+            role=pod.role,
+            index=pod.index,
+            lines=tuple(lines),
+            position=position,
+        )
