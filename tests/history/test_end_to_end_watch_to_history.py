@@ -28,6 +28,7 @@ from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.kube_fixtures import watches_open
 from watchers.service import run_watchers
 
 
@@ -53,6 +54,24 @@ async def watchers_running(
             await nc.drain()
 
 
+@contextlib.asynccontextmanager
+async def controller_running(
+    settings: Settings,
+    sim: SimCluster,
+    js: JetStreamContext,
+    topology: Topology,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> AsyncIterator[None]:
+    """The consumers and the watchers, once every watch the simulated cluster serves is open."""
+    async with (
+        consumers_running(settings, topology, engine, metrics),
+        watchers_running(settings, sim, js, topology, metrics),
+    ):
+        await watches_open(sim, len(WATCHED), timeout_s=30)
+        yield
+
+
 async def scalar(engine: AsyncEngine, sql: str) -> object:
     async with engine.connect() as conn:
         return (await conn.execute(text(sql))).scalar()
@@ -74,13 +93,7 @@ async def test_worker_oom_travels_from_watch_to_history(
     engine: AsyncEngine,
     metrics: PipelineMetrics,
 ) -> None:
-    async with (
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics),
-    ):
-        await until(
-            lambda: sum(sim.open_watches().values()) == len(WATCHED), 10, lambda: str(sim.open_watches())
-        )
+    async with controller_running(settings, sim, js, topology, engine, metrics):
         # pods and a scheduling event first: the correlator must hold them until the job shows up
         job = k.mpijob("llm", workers=2)
         pods = [k.pod(job, "launcher", node="cpu-1")] + [

@@ -17,7 +17,7 @@ from controller.store.models import FindingRow, Pod, Run
 from controller.testing import objects as k
 from controller.testing.simcluster import DEFAULT_KINDS, SimCluster
 from controller.testing.waits import until
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql, watchers_running
+from tests.history.test_end_to_end_watch_to_history import controller_running, wait_for_sql, watchers_running
 from tests.history.test_history_consumer_stores_runs import consumers_running
 
 
@@ -29,13 +29,7 @@ async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(
     engine: AsyncEngine,
     metrics: PipelineMetrics,
 ) -> None:
-    async with (
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics),
-    ):
-        await until(
-            lambda: sum(sim.open_watches().values()) == len(WATCHED), 10, lambda: str(sim.open_watches())
-        )
+    async with controller_running(settings, sim, js, topology, engine, metrics):
         job = sim.create(k.training_job("PyTorchJob", "bert", replicas={"Master": 1, "Worker": 2}))
         pods = [k.replica_pod(job, "Master", 0, node="gpu-0")] + [
             k.replica_pod(job, "Worker", i, node=f"gpu-{i + 1}") for i in range(2)

@@ -21,8 +21,7 @@ from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.api_fixtures import ADMIN, USERS
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql, watchers_running
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.history.test_end_to_end_watch_to_history import controller_running, wait_for_sql
 from tests.log_fixtures import RUNNING, stored_texts
 
 
@@ -40,10 +39,7 @@ async def test_running_pods_are_followed_and_read_back_merged_after_they_are_gon
     ref = JobRef(uid=uid, kind="MPIJob", namespace="team-a", name="llm")
     launcher, worker = k.pod(job, "launcher"), k.pod(job, "worker", 0)
     t0 = 1_795_000_000 * 10**9
-    async with (
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics),
-    ):
+    async with controller_running(settings, sim, js, topology, engine, metrics):
         sim.create(job)
         for pod in (launcher, worker):
             sim.create(pod)

@@ -19,8 +19,7 @@ from controller.contract.thresholds import RuleThresholds
 from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
-from tests.history.test_end_to_end_watch_to_history import watchers_running
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.history.test_end_to_end_watch_to_history import controller_running
 
 
 def running_job(sim: SimCluster) -> k.Obj:
@@ -78,10 +77,7 @@ async def test_no_progress_fires_only_when_the_launcher_stops_writing(
         except TimeoutError:
             return []
 
-    async with (
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics),
-    ):
+    async with controller_running(settings, sim, js, topology, engine, metrics):
         running_job(sim)
         async with writing_log(sim, every_s=0.1):
             await asyncio.sleep(3.0)  # longer than the 2 s threshold, with output all along
@@ -140,10 +136,7 @@ async def test_a_launcherless_job_is_probed_through_its_master(
             sim.append_log("team-a", "bert-master-0", "pytorch", f"step {step} loss 0.{step}\n")
             await asyncio.sleep(0.1)
 
-    async with (
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics),
-    ):
+    async with controller_running(settings, sim, js, topology, engine, metrics):
         writer = asyncio.create_task(write())
         try:
             probed: list[LogProbed] = []

@@ -12,14 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.prometheus import GpuSeries
 from controller.testing.simcluster import SimCluster
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql, watchers_running
-from tests.history.test_history_consumer_stores_runs import consumers_running
-from tests.kube_fixtures import watches_open
+from tests.history.test_end_to_end_watch_to_history import controller_running, wait_for_sql
 from tests.usage_fixtures import Served, usage_settings
 
 GIB = 2**30
@@ -47,11 +44,7 @@ async def test_usage_travels_from_prometheus_through_the_bus_to_history_and_find
     exporter.memory("team-a", "llm-launcher-x7k2p", GIB)
     await served.prometheus.scraped('DCGM_FI_DEV_GPU_UTIL{exported_pod="llm-worker-1"}')
 
-    async with (
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics),
-    ):
-        await watches_open(sim, len(WATCHED), timeout_s=30)
+    async with controller_running(settings, sim, js, topology, engine, metrics):
         job = k.mpijob("llm", workers=2, gpus=1)
         sim.create(job)
         sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
