@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from consumers.notify.alertmanager import AlertmanagerPusher
 from consumers.notify.metrics import AlertmanagerMetrics
 from controller.contract.settings import AlertmanagerSettings
 from controller.metrics import PipelineMetrics
-from controller.testing.packages import debian_binary
+from controller.testing.packages import debian_binary, stop_server, until_ready
 from controller.testing.ports import free_port
 from controller.testing.waits import until
 
@@ -121,30 +120,12 @@ class Alertmanager:
     async def start(self) -> None:
         """Start it and wait until it answers ``/-/ready``."""
         self._process = self._spawn()
-
-        async def ready() -> bool:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                tail = (self.workdir / "alertmanager.log").read_text()[-2000:]
-                raise RuntimeError(f"alertmanager exited with {self._process.returncode}: {tail}")
-            with contextlib.suppress(httpx.HTTPError):
-                async with httpx.AsyncClient() as client:
-                    return (await client.get(f"{self.url}/-/ready", timeout=1)).status_code == 200
-            return False
-
-        await until(ready, timeout_s=30)
+        await until_ready(self._process, self.url, self.workdir / "alertmanager.log", "alertmanager")
 
     async def stop(self) -> None:
         """Stop it gracefully (it writes its notification log to storage)."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(process.wait, 15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            await asyncio.to_thread(process.wait)
+        await stop_server(process)
 
     async def alerts(self) -> list[dict[str, Any]]:
         """The alerts it holds (``GET /api/v2/alerts``)."""

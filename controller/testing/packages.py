@@ -8,13 +8,20 @@ that needs it is skipped saying why.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["debian_binary"]
+import httpx
+
+from controller.testing.waits import until
+
+__all__ = ["debian_binary", "stop_server", "until_ready"]
 
 
 def _cache(package: str) -> Path:
@@ -69,3 +76,34 @@ def debian_binary(package: str, names: tuple[str, ...]) -> tuple[str | None, str
     if found := _extracted(package, names):
         return found, ""
     return None, f"cannot install {package}: " + "; ".join(tried or ["no binary after extracting it"])
+
+
+def _tail(log: Path) -> str:
+    return log.read_text()[-2000:]
+
+
+async def until_ready(process: subprocess.Popen[bytes], url: str, log: Path, name: str) -> None:
+    """Until the server ``process`` answers ``GET {url}/-/ready`` (Prometheus and Alertmanager
+    both serve it); raises with the tail of its ``log`` if it exits first."""
+
+    async def ready() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}: {_tail(log)}")
+        with contextlib.suppress(httpx.HTTPError):
+            async with httpx.AsyncClient() as client:
+                return (await client.get(f"{url}/-/ready", timeout=1)).status_code == 200
+        return False
+
+    await until(ready, timeout_s=30)
+
+
+async def stop_server(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, and SIGKILL if it has not stopped 15 s later; nothing if it is not running."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.to_thread(process.wait, 15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        await asyncio.to_thread(process.wait)

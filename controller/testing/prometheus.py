@@ -13,9 +13,6 @@ engine answers the controller's real queries.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import subprocess
 import threading
 import time
@@ -26,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from controller.testing.packages import debian_binary
+from controller.testing.packages import debian_binary, stop_server, until_ready
 from controller.testing.ports import free_port
 from controller.testing.waits import until
 
@@ -187,18 +184,7 @@ class Prometheus:
     async def start(self) -> None:
         """Start it and wait until it answers ``/-/ready``."""
         self._process = self._spawn()
-
-        async def ready() -> bool:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                tail = (self.workdir / "prometheus.log").read_text()[-2000:]
-                raise RuntimeError(f"prometheus exited with {self._process.returncode}: {tail}")
-            with contextlib.suppress(httpx.HTTPError):
-                async with httpx.AsyncClient() as client:
-                    return (await client.get(f"{self.url}/-/ready", timeout=1)).status_code == 200
-            return False
-
-        await until(ready, timeout_s=30)
+        await until_ready(self._process, self.url, self.workdir / "prometheus.log", "prometheus")
 
     async def scraped(self, query: str, timeout_s: float = 20) -> None:
         """Wait until ``query`` has an answer (the exporter was scraped)."""
@@ -212,11 +198,4 @@ class Prometheus:
 
     async def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(process.wait, 15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            await asyncio.to_thread(process.wait)
+        await stop_server(process)
