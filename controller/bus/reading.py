@@ -12,9 +12,10 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from controller.bus.answering import until_answered
 
 __all__ = ["last_sequence", "read_stream"]
 
@@ -24,8 +25,9 @@ _IDLE_S = 30.0  # the server deletes an abandoned reader after this
 
 
 async def last_sequence(js: JetStreamContext, stream: str) -> int:
-    """The sequence of the last message of ``stream`` (0 when it holds none)."""
-    info = await js.stream_info(stream)
+    """The sequence of the last message of ``stream`` (0 when it holds none); asked again while
+    the cluster cannot answer (:func:`controller.bus.answering.until_answered`)."""
+    info = await until_answered(lambda: js.stream_info(stream), f"stream {stream}")
     return info.state.last_seq if info.state.messages else 0
 
 
@@ -36,25 +38,24 @@ async def read_stream(
     in order, ``batch`` per fetch, without acks."""
     if upto <= 0 or start > upto:
         return
-    sub = await js.pull_subscribe(
-        subject,
-        stream=stream,
-        config=ConsumerConfig(
-            ack_policy=AckPolicy.NONE,
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start > 1 else DeliverPolicy.ALL,
-            opt_start_seq=start if start > 1 else None,
-            mem_storage=True,
-            num_replicas=1,
-            inactive_threshold=_IDLE_S,
-        ),
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.NONE,
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start > 1 else DeliverPolicy.ALL,
+        opt_start_seq=start if start > 1 else None,
+        mem_storage=True,
+        num_replicas=1,
+        inactive_threshold=_IDLE_S,
     )
-    name = (await sub.consumer_info()).name
+    sub = await until_answered(
+        lambda: js.pull_subscribe(subject, stream=stream, config=config), f"reader of {stream}"
+    )
+    name = (await until_answered(sub.consumer_info, f"reader of {stream}")).name
     idle = 0
     try:
         while True:
             try:
                 msgs = await sub.fetch(batch, timeout=_FETCH_TIMEOUT_S)
-            except NatsTimeoutError:
+            except TimeoutError:  # nats-py's own, or asyncio's from inside the client
                 # Nothing came: the rest aged out of the stream while we read, or the server
                 # is slow to answer. ``num_pending`` is not trusted to say so (it can read 0
                 # before the end), so only ``upto`` or repeated silence ends the read.

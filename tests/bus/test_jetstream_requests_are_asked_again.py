@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from nats.errors import NoRespondersError
-from nats.js.api import KeyValueConfig
+from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
 from controller.bus.answering import until_answered
 from controller.bus.buckets import open_bucket
+from controller.bus.reading import last_sequence, read_stream
 from controller.bus.streams import connect
 from controller.testing.natscluster import NatsCluster
 
@@ -81,3 +82,25 @@ async def test_buckets_open_and_read_while_their_leader_is_elected(tmp_path: Pat
             await nc.close()
 
     assert entry.value == b"value"
+
+
+@pytest.mark.slow
+async def test_a_stream_is_read_whole_while_its_leader_is_elected(tmp_path: Path) -> None:
+    with NatsCluster(tmp_path / "nats") as cluster:
+        nc = await connect(cluster.url, "answering")
+        js = nc.jetstream()
+        try:
+            await until_answered(
+                lambda: js.add_stream(StreamConfig(name="READ", subjects=["read.>"], num_replicas=3)),
+                "create",
+            )
+            for n in range(50):
+                await js.publish(f"read.{n}", str(n).encode())
+
+            cluster.kill(cluster.leader_of("READ"))
+            upto = await last_sequence(js, "READ")
+            read = [int(msg.data) async for msg in read_stream(js, "READ", "read.>", upto, 20)]
+        finally:
+            await nc.close()
+
+    assert read == list(range(50))
