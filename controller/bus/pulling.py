@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -50,6 +51,7 @@ from nats.aio.subscription import Subscription
 from nats.js.api import DEFAULT_PREFIX, ConsumerConfig
 from nats.js.errors import NotFoundError
 
+from controller.bus.answering import until_answered
 from controller.bus.serverconfig import PULL_MAX_BYTES
 
 __all__ = ["PullError", "Puller"]
@@ -126,11 +128,13 @@ class Puller:
         """Bind to durable ``durable`` of ``stream``, creating it with ``config`` if it does not exist
         (an existing one keeps its configuration and its position, as nats-py's ``pull_subscribe``
         binds)."""
-        js = nc.jetstream()
+        js, what = nc.jetstream(), f"durable {durable} of {stream}"
         try:
-            await js.consumer_info(stream, durable)
+            await until_answered(functools.partial(js.consumer_info, stream, durable), what)
         except NotFoundError:
-            await js.add_consumer(stream, replace(config, durable_name=durable))
+            await until_answered(
+                functools.partial(js.add_consumer, stream, replace(config, durable_name=durable)), what
+            )
         puller = cls(nc, stream, durable, batch=batch, wait_s=wait_s, heartbeat_s=heartbeat_s)
         await puller.start()
         return puller

@@ -143,7 +143,9 @@ async def align_durable(
     never reach a running installation; the server keeps the consumer's position across the
     update. A durable that does not exist yet is left to be created."""
     try:
-        info = await js.consumer_info(stream, durable)
+        info = await until_answered(
+            functools.partial(js.consumer_info, stream, durable), f"durable {durable} of {stream}"
+        )
     except NotFoundError:
         return False
     config = info.config
@@ -164,7 +166,9 @@ async def ack_floor(js: JetStreamContext, stream: str, durable: str) -> int | No
     """The stream sequence up to which durable ``durable`` acknowledged everything (None: no such
     durable)."""
     try:
-        info = await js.consumer_info(stream, durable)
+        info = await until_answered(
+            functools.partial(js.consumer_info, stream, durable), f"durable {durable} of {stream}"
+        )
     except NotFoundError:
         return None
     return info.ack_floor.stream_seq if info.ack_floor else 0

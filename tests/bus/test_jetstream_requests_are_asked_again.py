@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from nats.errors import NoRespondersError
-from nats.js.api import KeyValueConfig, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
 from controller.bus.answering import until_answered
 from controller.bus.buckets import open_bucket
+from controller.bus.pulling import Puller
 from controller.bus.reading import last_sequence, read_stream
 from controller.bus.streams import connect
 from controller.testing.natscluster import NatsCluster
@@ -104,3 +105,31 @@ async def test_a_stream_is_read_whole_while_its_leader_is_elected(tmp_path: Path
             await nc.close()
 
     assert read == list(range(50))
+
+
+@pytest.mark.slow
+async def test_a_durable_is_bound_and_pulled_while_its_stream_leader_is_elected(tmp_path: Path) -> None:
+    with NatsCluster(tmp_path / "nats") as cluster:
+        nc = await connect(cluster.url, "answering")
+        js = nc.jetstream()
+        try:
+            await until_answered(
+                lambda: js.add_stream(StreamConfig(name="PULL", subjects=["pull.>"], num_replicas=3)),
+                "create",
+            )
+            for n in range(20):
+                await js.publish(f"pull.{n}", str(n).encode())
+
+            cluster.kill(cluster.leader_of("PULL"))
+            config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30, num_replicas=3)
+            puller = await Puller.open(nc, "PULL", "answering", config, batch=50, wait_s=5, heartbeat_s=1)
+            pulled: list[int] = []
+            for _ in range(20):
+                pulled += [int(msg.data) for msg in await puller.pull()]
+                if len(pulled) >= 20:
+                    break
+            await puller.close()
+        finally:
+            await nc.close()
+
+    assert pulled == list(range(20))
