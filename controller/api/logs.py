@@ -15,7 +15,9 @@ point (at most ``MPIJC_LOGS__RUN_MAX_BYTES``).
 ``q`` keeps lines containing it (case-insensitive); with ``regex=true`` it is an RE2 expression,
 matched in time linear in the line (never a backtracking engine), invalid ones a 400. With
 ``follow=true`` the answer is Server-Sent Events: each new line (``event: line``) as it is
-stored, in the order stored, filtered the same way, with the stream limits of the events API.
+stored, in the order stored, filtered the same way, with the stream limits of the events API;
+each event's id is its line's cursor, so a client reconnecting with ``Last-Event-ID`` resumes
+right after the last line it received.
 
 Authorization is the run's (a run the caller may not read is 404), and reading container logs in
 its namespace besides (``get pods/log`` in ``kubernetes`` mode; the namespace's read grant with
@@ -35,12 +37,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import re2
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict
 
 from controller.api.auth import Principal, current_principal, may_read_logs
 from controller.api.events import gate_of, stream_response, with_heartbeats
-from controller.api.paging import Cursor, Keyset, Limit, Page
+from controller.api.paging import MAX_CURSOR, Cursor, Keyset, Limit, Page
 from controller.api.params import AUTHENTICATED, MAX_NAME, Instant, UidPath, errors, known_query_only
 from controller.api.runs import readable_run
 from controller.bus.client import JetStreamContext
@@ -241,6 +243,14 @@ async def run_logs(
     limit: Limit = 200,
     cursor: Cursor = None,
     follow: Annotated[bool, Query(description="Stream new lines as Server-Sent Events.")] = False,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            alias="Last-Event-ID",
+            max_length=MAX_CURSOR,
+            description="With follow: the id of the last line received; the stream resumes after it.",
+        ),
+    ] = None,
 ) -> Any:
     """A run's launcher and worker lines merged by time (a page), or followed as they come."""
     engine = request.app.state.engine
@@ -249,13 +259,13 @@ async def run_logs(
     if not await may_read_logs(request, principal, run.namespace):
         raise HTTPException(403, f"reading logs needs get on pods/log in namespace {run.namespace!r}")
     logs = logs_of(request)
-    after = KEYSET.decode(cursor)
+    after = KEYSET.decode(last_event_id or cursor if follow else cursor)
     since_ns = _ns(since)
     if after is not None:
         since_ns = max(since_ns or 0, after[0])
     chosen = _Filter(rank, since_ns, _ns(until), matcher(q, regex))
     if follow:
-        return _followed(request, principal, logs, run, pod, chosen)
+        return _followed(request, principal, logs, run, pod, chosen, after)
     kept: list[tuple[Key, LogEntry]] = []
     try:
         async for stored in _batches(logs, run, pod, since_ns, follow=False, chosen=chosen):
@@ -296,8 +306,16 @@ def _batches(
 
 
 def _followed(
-    request: Request, principal: Principal, logs: RunLogs, run: Run, pod: str | None, chosen: _Filter
+    request: Request,
+    principal: Principal,
+    logs: RunLogs,
+    run: Run,
+    pod: str | None,
+    chosen: _Filter,
+    after: Key | None,
 ) -> Response:
+    """New lines as events whose id is the line's cursor: a client reconnecting with it as
+    ``Last-Event-ID`` (or as ``cursor``) gets the lines after it, none twice."""
     gate = gate_of(request)
 
     async def frames() -> AsyncIterator[str | None]:
@@ -312,6 +330,8 @@ def _followed(
                 yield None
                 continue
             for key, entry in since.entries(stored):
+                if after is not None and key <= after:
+                    continue
                 data = json.dumps(entry.model_dump(), separators=(",", ":"))
                 yield f"id: {KEYSET.encode(key)}\nevent: line\ndata: {data}\n\n"
 

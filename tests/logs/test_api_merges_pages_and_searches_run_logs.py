@@ -162,6 +162,36 @@ async def test_follow_streams_new_lines_as_server_sent_events(
     ]
 
 
+async def test_a_follow_resumes_after_the_last_line_received(
+    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, run_uid: str
+) -> None:
+    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+        url = f"{api.url}/api/v1/runs/{run_uid}/logs"
+        params = {"follow": "true", "since": datetime.fromtimestamp(BASE / S + 2.5, UTC).isoformat()}
+        (first,) = await read_events(url, ADMIN, lambda e: True, params=params)
+        later = [(9.0, 3, "[1,3]<stdout>:step 9 loss 1.0"), (9.5, 3, "[1,3]<stdout>:step 10 loss 0.9")]
+        await publish_batches(
+            js,
+            topology,
+            [log_batch(run_uid, "llm-launcher", "launcher", later)],
+            settings.nats.publish_retry_s,
+        )
+        resumed = await read_events(
+            url, {**ADMIN, "Last-Event-ID": first.id}, lambda e: "step 10" in e.data["text"], params=params
+        )
+        bad = await read_events_status(url, {**ADMIN, "Last-Event-ID": "not-a-cursor"}, params)
+
+    stored_after = [e.data["text"] for e in resumed]
+    assert first.data["text"] not in stored_after and stored_after[-2:] == [t for _, _, t in later]
+    assert len(stored_after) == len(set(stored_after)), "a line sent twice"
+    assert bad == 400
+
+
+async def read_events_status(url: str, headers: dict[str, str], params: dict[str, str]) -> int:
+    async with httpx.AsyncClient(timeout=10) as client:
+        return (await client.get(url, headers=headers, params=params)).status_code
+
+
 @pytest.mark.parametrize(
     ("q", "expected"),
     [
