@@ -4,11 +4,14 @@ asked. A wrong request is not, and a cluster that never answers is given up on i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
@@ -18,6 +21,27 @@ from controller.bus.pulling import Puller
 from controller.bus.reading import last_sequence, read_stream
 from controller.bus.streams import connect
 from controller.testing.natscluster import NatsCluster
+
+
+@contextlib.asynccontextmanager
+async def _cluster(tmp_path: Path) -> AsyncIterator[tuple[NatsCluster, NATS, JetStreamContext]]:
+    """A 3-server JetStream cluster and a connection to it."""
+    with NatsCluster(tmp_path / "nats") as cluster:
+        nc = await connect(cluster.url, "answering")
+        try:
+            yield cluster, nc, nc.jetstream()
+        finally:
+            await nc.close()
+
+
+async def _replicated_stream(js: JetStreamContext, name: str, messages: int) -> None:
+    """Stream ``name`` (subjects ``<name>.>``, three replicas) holding ``messages`` numbered messages."""
+    subject = name.lower()
+    await until_answered(
+        lambda: js.add_stream(StreamConfig(name=name, subjects=[f"{subject}.>"], num_replicas=3)), "create"
+    )
+    for n in range(messages):
+        await js.publish(f"{subject}.{n}", str(n).encode())
 
 
 def _failing(errors: list[Exception]) -> tuple[Callable[[], Awaitable[str]], list[int]]:
@@ -69,67 +93,42 @@ async def test_a_cluster_that_never_answers_is_given_up_on() -> None:
 
 @pytest.mark.slow
 async def test_buckets_open_and_read_while_their_leader_is_elected(tmp_path: Path) -> None:
-    with NatsCluster(tmp_path / "nats") as cluster:
-        nc = await connect(cluster.url, "answering")
-        js = nc.jetstream()
-        try:
-            created = await open_bucket(js, KeyValueConfig(bucket="answering", replicas=3))
-            await created.put("key", b"value")  # a bucket just created answers at once
+    async with _cluster(tmp_path) as (cluster, _, js):
+        created = await open_bucket(js, KeyValueConfig(bucket="answering", replicas=3))
+        await created.put("key", b"value")  # a bucket just created answers at once
 
-            cluster.kill(cluster.leader_of("KV_answering"))
-            reopened = await open_bucket(js, KeyValueConfig(bucket="answering", replicas=3))
-            entry = await until_answered(lambda: reopened.get("key"), "read")
-        finally:
-            await nc.close()
+        cluster.kill(cluster.leader_of("KV_answering"))
+        reopened = await open_bucket(js, KeyValueConfig(bucket="answering", replicas=3))
+        entry = await until_answered(lambda: reopened.get("key"), "read")
 
     assert entry.value == b"value"
 
 
 @pytest.mark.slow
 async def test_a_stream_is_read_whole_while_its_leader_is_elected(tmp_path: Path) -> None:
-    with NatsCluster(tmp_path / "nats") as cluster:
-        nc = await connect(cluster.url, "answering")
-        js = nc.jetstream()
-        try:
-            await until_answered(
-                lambda: js.add_stream(StreamConfig(name="READ", subjects=["read.>"], num_replicas=3)),
-                "create",
-            )
-            for n in range(50):
-                await js.publish(f"read.{n}", str(n).encode())
+    async with _cluster(tmp_path) as (cluster, _, js):
+        await _replicated_stream(js, "READ", 50)
 
-            cluster.kill(cluster.leader_of("READ"))
-            upto = await last_sequence(js, "READ")
-            read = [int(msg.data) async for msg in read_stream(js, "READ", "read.>", upto, 20)]
-        finally:
-            await nc.close()
+        cluster.kill(cluster.leader_of("READ"))
+        upto = await last_sequence(js, "READ")
+        read = [int(msg.data) async for msg in read_stream(js, "READ", "read.>", upto, 20)]
 
     assert read == list(range(50))
 
 
 @pytest.mark.slow
 async def test_a_durable_is_bound_and_pulled_while_its_stream_leader_is_elected(tmp_path: Path) -> None:
-    with NatsCluster(tmp_path / "nats") as cluster:
-        nc = await connect(cluster.url, "answering")
-        js = nc.jetstream()
-        try:
-            await until_answered(
-                lambda: js.add_stream(StreamConfig(name="PULL", subjects=["pull.>"], num_replicas=3)),
-                "create",
-            )
-            for n in range(20):
-                await js.publish(f"pull.{n}", str(n).encode())
+    async with _cluster(tmp_path) as (cluster, nc, js):
+        await _replicated_stream(js, "PULL", 20)
 
-            cluster.kill(cluster.leader_of("PULL"))
-            config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30, num_replicas=3)
-            puller = await Puller.open(nc, "PULL", "answering", config, batch=50, wait_s=5, heartbeat_s=1)
-            pulled: list[int] = []
-            for _ in range(20):
-                pulled += [int(msg.data) for msg in await puller.pull()]
-                if len(pulled) >= 20:
-                    break
-            await puller.close()
-        finally:
-            await nc.close()
+        cluster.kill(cluster.leader_of("PULL"))
+        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30, num_replicas=3)
+        puller = await Puller.open(nc, "PULL", "answering", config, batch=50, wait_s=5, heartbeat_s=1)
+        pulled: list[int] = []
+        for _ in range(20):
+            pulled += [int(msg.data) for msg in await puller.pull()]
+            if len(pulled) >= 20:
+                break
+        await puller.close()
 
     assert pulled == list(range(20))
