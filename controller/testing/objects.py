@@ -32,6 +32,19 @@ def next_rv() -> str:
     return str(next(_rv))
 
 
+def _job_metadata(name: str, namespace: str, uid: str | None, created: str) -> Obj:
+    """A freshly created job's metadata (a new uid unless given, the next resourceVersion)."""
+    return {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or str(uuid.uuid4()),
+        "resourceVersion": next_rv(),
+        "creationTimestamp": created,
+        "generation": 1,
+        "labels": {"team": "a"},
+    }
+
+
 def mpijob(
     name: str = "pi",
     namespace: str = "team-a",
@@ -61,15 +74,7 @@ def mpijob(
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid or str(uuid.uuid4()),
-            "resourceVersion": next_rv(),
-            "creationTimestamp": created,
-            "generation": 1,
-            "labels": {"team": "a"},
-        },
+        "metadata": _job_metadata(name, namespace, uid, created),
         "spec": {
             "slotsPerWorker": 8,
             "mpiImplementation": "OpenMPI",
@@ -209,15 +214,7 @@ def training_job(
     return {
         "apiVersion": spec.api_version,
         "kind": kind,
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid or str(uuid.uuid4()),
-            "resourceVersion": next_rv(),
-            "creationTimestamp": created,
-            "generation": 1,
-            "labels": {"team": "a"},
-        },
+        "metadata": _job_metadata(name, namespace, uid, created),
         "spec": {
             "runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 3},
             spec.replica_specs: {
