@@ -396,9 +396,11 @@ class _Batches:
         pod, job = self._pod, self._job
         return LogBatch(
             run_uid=job.uid,
+            kind=job.kind,
             namespace=job.namespace,
             job=job.name,
             pod=pod.name,
+            pod_uid=pod.uid,
             container=self._container,
             role=pod.role,
             index=pod.index,

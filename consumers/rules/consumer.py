@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 
+from consumers.rules import logreader
 from consumers.rules.replica import RulesReplica
 from consumers.rules.service import CONSUMER
 from consumers.wiring import Role, Wiring
+from controller.bus.publishing import Publisher
 
 __all__ = ["attach"]
 
@@ -20,7 +22,8 @@ log = logging.getLogger(__name__)
 
 
 async def attach(wiring: Wiring) -> Role:
-    """The rules role: one replica of the partitioned consumer, claiming its share before it returns."""
+    """The rules role: one replica of the partitioned consumer, claiming its share before it
+    returns, and the live log reader (:mod:`consumers.rules.logreader`) beside it."""
     settings = wiring.settings
     replica = RulesReplica(
         wiring.topology,
@@ -35,4 +38,9 @@ async def attach(wiring: Wiring) -> Role:
     )
     await replica.start()
     log.info("rules replica %s runs partitions %s", replica.replica, sorted(replica.claimed))
-    return Role(background=(replica.run,))
+    reader = logreader.LogReader(
+        Publisher(wiring.js, wiring.topology, settings.nats.publish_retry_s),
+        wiring.clock,
+        settings.rules.live_activity_s,
+    )
+    return Role(durables=(logreader.durable(reader),), background=(replica.run,))

@@ -36,21 +36,24 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from consumers.rules.catalog import CATALOG
 from consumers.rules.rule import Context, Detection, Rule
 from consumers.rules.state import RunState
 from consumers.rules.thresholds import RuleThresholds
-from controller.contract.events import BusEvent, job_of
+from controller.contract.events import BusEvent, LogSeen, job_of
 from controller.contract.findings import Finding, RuleId, dedup_key, finding_id
 
 log = logging.getLogger(__name__)
 
 
 def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> dict[RuleId, Detection]:
-    """Every rule whose condition holds now, explained or not (stalls only while live)."""
+    """Every rule whose condition holds now, explained or not (stalls only while live); then, for
+    a live run with lines seen in its output that are not yet a verdict, the causes those lines
+    would show as tentative warnings (:func:`tentative`)."""
+    state.judge_live(ctx.now, ctx.thresholds)
     found: dict[RuleId, Detection] = {}
     for rule in rules:
         if rule.kind == "stall" and state.finished:
@@ -58,7 +61,24 @@ def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> di
         detection = rule.detect(state, ctx)
         if detection is not None:
             found[rule.id] = detection
+    if state.has_pending and not state.finished:
+        view = state.with_pending()
+        for rule in rules:
+            if rule.kind == "cause" and rule.id not in found and rule.keeps_verdict:
+                detection = rule.detect(view, ctx)
+                if detection is not None:
+                    found[rule.id] = tentative(detection)
     return found
+
+
+def tentative(detection: Detection) -> Detection:
+    """A cause read from lines of a running job's output that are still evidence: a warning."""
+    return replace(
+        detection,
+        root_cause=f"Seen in the output while the job runs, not a failure yet: {detection.root_cause}",
+        severity="warning",
+        tentative=True,
+    )
 
 
 def explanation(rule: Rule, active: Iterable[RuleId], rules: Sequence[Rule] = CATALOG) -> RuleId | None:
@@ -111,6 +131,18 @@ def _finding(
     )
 
 
+def _live_only(
+    state: RunState, ctx: Context, found: Mapping[RuleId, Detection], rules: Mapping[RuleId, Rule]
+) -> set[RuleId]:
+    """The causes found that hold only because of lines seen live."""
+    without = state.without_live()
+    return {
+        rid
+        for rid, detection in found.items()
+        if not detection.tentative and rules[rid].kind == "cause" and rules[rid].detect(without, ctx) is None
+    }
+
+
 class _Held(OrderedDict[str, "_Run"]):
     """The runs held, least recently updated first, and how many pods they hold together.
 
@@ -156,6 +188,11 @@ class _Run:
     firing: dict[RuleId, Finding] = field(default_factory=dict)
     keys: dict[RuleId, tuple[str, ...]] = field(default_factory=dict)
     revisions: dict[RuleId, int] = field(default_factory=dict)
+    tentative: set[RuleId] = field(default_factory=set)
+    """Rules firing as a warning read from live lines not yet a verdict (:func:`tentative`)."""
+    live_only: set[RuleId] = field(default_factory=set)
+    """Rules firing on lines seen live alone (no failure-time tail says it): a verdict only of a
+    run that failed."""
 
     def next_revision(self, rule: RuleId) -> int:
         self.revisions[rule] = self.revisions.get(rule, 0) + 1
@@ -276,6 +313,8 @@ class RuleEngine:
         if uid in self._forgotten:
             return None
         run = self._runs.get(uid)
+        if run is None and isinstance(event, LogSeen):
+            return None  # output of a run not held: its pods are not known to judge it by
         if run is None:
             run = self._admit(uid, RunState.for_event(event), now)
         pods = len(run.state.pods)
@@ -296,7 +335,11 @@ class RuleEngine:
     def _evaluate(self, run: _Run, now: datetime) -> list[Finding]:
         state = run.state
         thresholds = self._thresholds_for(state.ref.namespace)
-        found = detect(state, Context(now, thresholds), self._rules)
+        ctx = Context(now, thresholds)
+        found = detect(state, ctx, self._rules)
+        if state.has_live_text or run.live_only:  # what still holds is judged again, the rest kept
+            live = _live_only(state, ctx, found, self._by_id) if state.has_live_text else set()
+            run.live_only = {rid for rid in run.live_only if rid not in found} | live
         kept = {rid for rid in run.firing if rid not in found and self._keeps(rid, run, now, thresholds)}
         active = found.keys() | kept
         changes: list[Finding] = []
@@ -315,6 +358,10 @@ class RuleEngine:
     def _keeps(self, rule_id: RuleId, run: _Run, now: datetime, thresholds: RuleThresholds) -> bool:
         """Whether a firing finding whose condition no longer holds stays firing."""
         rule = self._by_id[rule_id]
+        if rule_id in run.tentative:
+            return False
+        if rule_id in run.live_only and run.state.finished and run.state.phase != "Failed":
+            return False
         if rule.kind == "cause" and run.state.finished and rule.keeps_verdict:
             return True
         if rule.kind == "stall" and run.state.finished:
@@ -324,6 +371,10 @@ class RuleEngine:
     def _fire(self, run: _Run, rule: Rule, detection: Detection, now: datetime) -> Finding | None:
         current = run.firing.get(rule.id)
         severity = detection.severity or rule.severity
+        if detection.tentative:
+            run.tentative.add(rule.id)
+        else:
+            run.tentative.discard(rule.id)
         if current is not None and run.keys.get(rule.id) == detection.key and current.severity == severity:
             run.firing[rule.id] = current.model_copy(update={"last_seen": now})
             return None
@@ -338,6 +389,8 @@ class RuleEngine:
     def _resolve(self, run: _Run, rule_id: RuleId, now: datetime, because: RuleId | None) -> Finding:
         current = run.firing.pop(rule_id)
         run.keys.pop(rule_id, None)
+        run.tentative.discard(rule_id)
+        run.live_only.discard(rule_id)
         return current.model_copy(
             update={
                 "status": "resolved",

@@ -5,9 +5,10 @@
   failure then only shows as ``lastState`` of a running container; it counts while the
   restart is recent (``settle_s``), so a restart-and-recover is neither missed nor kept.
 - GPU and memory figures from pod resources, falling back to the job's role spec.
-- :func:`pod_text`: what a pod said when it failed — its log tail, then the termination
-  messages of its containers (``terminationMessagePolicy: FallbackToLogsOnError`` puts the
-  end of the log there) — for the log-reading rules.
+- :func:`pod_text`: what a pod said when it failed — the lines seen live that were judged
+  fatal, its log tail, then the termination messages of its containers
+  (``terminationMessagePolicy: FallbackToLogsOnError`` puts the end of the log there) — for the
+  log-reading rules; nothing of a pod that exited cleanly.
 """
 
 from __future__ import annotations
@@ -102,16 +103,24 @@ def memory_limit(state: RunState, pod: PodState) -> str | None:
 
 
 def pod_text(pod: PodState) -> tuple[str, ...]:
-    """The pod's log tail followed by its containers' termination messages, line by line
-    (a message that repeats the end of the log adds nothing)."""
-    if not any(c.state == "terminated" and c.message for c in pod.containers):
-        return pod.log_tail
-    logged = set(pod.log_tail)
-    messages = tuple(
-        line
-        for c in pod.containers
-        if c.state == "terminated" and c.message
-        for line in c.message.splitlines()
-        if line not in logged
-    )
-    return pod.log_tail + messages if messages else pod.log_tail
+    """What the pod said that counts as a failure's account: the live lines judged fatal
+    (:class:`~consumers.rules.state.LiveLine`) not in its tail, its log tail, then its containers'
+    termination messages, line by line (a message that repeats the end of the log adds nothing).
+    Nothing of a pod that exited cleanly: a run prints CUDA out-of-memory, NCCL warnings and
+    signal names on its way to success, and a pod that ended with code 0 says none of it was fatal."""
+    if pod.exited_cleanly:
+        return ()
+    tail = pod.log_tail
+    if any(c.state == "terminated" and c.message for c in pod.containers):
+        logged = set(tail)
+        tail += tuple(
+            line
+            for c in pod.containers
+            if c.state == "terminated" and c.message
+            for line in c.message.splitlines()
+            if line not in logged
+        )
+    if not pod.live_text:
+        return tail
+    told = set(tail)
+    return tuple(line for line in pod.live_text if line not in told) + tail

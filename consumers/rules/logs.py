@@ -88,7 +88,7 @@ def strip_tag(line: str) -> str:
 # ------------------------------------------------------------------ GPU memory
 
 # (what ran out, in the user's words; the wording of the stack that says it)
-_GPU_OOM: tuple[tuple[str, re.Pattern[str]], ...] = (
+GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "CUDA out of memory",
         re.compile(
@@ -125,7 +125,7 @@ def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
     """Every line of ``tail`` reporting that GPU memory ran out."""
     found: list[GpuOom] = []
     for line in bounded(tail):
-        what = next((what for what, pattern in _GPU_OOM if pattern.search(line)), None)
+        what = next((what for what, pattern in GPU_OOM_SIGNS if pattern.search(line)), None)
         if what is not None:
             found.append(GpuOom(line, output_rank(line), what))
     return tuple(found)
@@ -140,7 +140,7 @@ CommKind = Literal[
 ]  # fmt: skip
 
 # The first pattern that matches a line names its kind: specific wordings come first.
-_COMM: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
+COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
     ("refused", re.compile(r"ssh: connect to host (?P<host>\S{1,253}) port \d{1,5}: Connection refused")),
     (
         "timed-out",
@@ -217,7 +217,7 @@ def comm_failures(tail: tuple[str, ...]) -> tuple[CommFailure, ...]:
     lines = bounded(tail)
     found: list[CommFailure] = []
     for i, line in enumerate(lines):
-        for kind, pattern in _COMM:
+        for kind, pattern in COMM_SIGNS:
             match = pattern.search(line)
             if match is None:
                 continue
@@ -340,6 +340,25 @@ _EXIT_CODE = re.compile(r"Exit code:\s{0,10}(?P<code>-?\d{1,10})")
 _RANK_AT = re.compile(r"RANK (?P<rank>\d{1,7}) PID \d{1,10} RUNNING AT (?P<host>\S{1,253})")
 _KILLED_BY = re.compile(r"KILLED BY SIGNAL: (?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?")
 _EXIT_STATUS = re.compile(r"EXIT (?:CODE|STATUS): (?P<code>-?\d{1,10})")
+
+
+RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
+    ("abort", _ABORT_OMPI, True),
+    ("abort", _ABORT_MPICH, True),
+    ("abort", _ABORT_INTEL, True),
+    ("signaled", _SIGNALED_OMPI, True),
+    ("nonzero", _NONZERO_OMPI, True),
+    ("bad-termination", _BAD_TERMINATION, True),
+    ("collective-abort", _COLLECTIVE_ABORT, True),
+    ("primary-job", _PRIMARY_JOB, True),
+    ("elastic", _ELASTIC_ROOT, False),
+    ("elastic", _ELASTIC_CHILD, False),
+    ("elastic", _ELASTIC_API, False),
+    ("deepspeed", _DEEPSPEED_EXIT, False),
+)
+"""The headlines :func:`rank_failures` starts from, named, and whether the wording always means the
+job is ending: mpirun and MPICH's process managers print theirs as they take every rank down;
+torch elastic and DeepSpeed restart a failed group where the job allows it."""
 
 
 @dataclass(frozen=True)

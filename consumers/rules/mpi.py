@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from consumers.rules.catchall import exits
+from consumers.rules.culprits import culprit
 from consumers.rules.errors import rank_error
 from consumers.rules.facts import ContainerEnd, pod_text, terminations
 from consumers.rules.logs import (
@@ -241,6 +242,10 @@ def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same
     lines = list(dict.fromkeys(h.line for h in same))[:8]
     evidence = list(log_facts(pod, lines))
     peer = _peer_failure(state, ctx, pod) if is_peer_symptom(hit) else None
+    stopped = culprit(state, ctx) if is_peer_symptom(hit) and peer is None else None
+    if stopped is not None:
+        what += f"; {stopped.words}"
+        evidence.extend(stopped.evidence)
     if peer is not None:
         other, t = peer
         what += f"; {mention(other)} had already exited with code {t.exit_code} — look there first"
@@ -256,7 +261,12 @@ def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same
     return Detection(
         root_cause=sentence,
         evidence=tuple(evidence),
-        key=(hit.name, pod.uid, *((peer[0].uid,) if peer is not None else ())),
+        key=(
+            hit.name,
+            pod.uid,
+            *((peer[0].uid,) if peer is not None else ()),
+            *(str(rank) for rank in (stopped.ranks if stopped is not None else ())),
+        ),
         remediation=_transport_remediation(hit),
     )
 

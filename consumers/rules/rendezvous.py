@@ -41,6 +41,10 @@ _STORE_WAIT = re.compile(
 _CONNECTION_ERROR = re.compile(r"RendezvousConnectionError: The connection to the C10d store has failed")
 _ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed)Error)\b")
 _BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
+RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
+    _CLIENT_TIMEOUT, _CONNECT_TIMEOUT, _STORE_WAIT, _CONNECTION_ERROR, _ELASTIC, _BARRIER,
+)  # fmt: skip
+"""Every wording of a missed rendezvous (the live reader's catalog lists them)."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,7 @@ def _miss(pod: PodState) -> Miss | None:
 
 
 def _said(line: str) -> bool:
-    return any(
-        p.search(line) is not None
-        for p in (_CLIENT_TIMEOUT, _CONNECT_TIMEOUT, _STORE_WAIT, _CONNECTION_ERROR, _ELASTIC, _BARRIER)
-    )
+    return any(p.search(line) is not None for p in RENDEZVOUS_SIGNS)
 
 
 def _detect_rendezvous(state: RunState, ctx: Context) -> Detection | None:

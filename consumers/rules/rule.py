@@ -52,6 +52,9 @@ class Detection:
     key: tuple[str, ...]
     severity: Severity | None = None
     remediation: tuple[str, ...] | None = None
+    tentative: bool = False
+    """Read from lines seen in a running job's output that are not yet a verdict: a warning that
+    resolves as soon as it no longer holds, never kept as a finished run's cause."""
 
 
 Detector = Callable[[RunState, Context], "Detection | None"]

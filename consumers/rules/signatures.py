@@ -70,7 +70,7 @@ def _scan(tail: tuple[str, ...], family: tuple[Signature, ...]) -> tuple[Hit, ..
                 groups = tuple((k, v) for k, v in match.groupdict().items() if v is not None)
                 rank = output_rank(line)
                 found.append(
-                    Hit(signature, line, i, rank if rank is not None else _message_rank(line), groups)
+                    Hit(signature, line, i, rank if rank is not None else message_rank(line), groups)
                 )
                 break
     return tuple(found)
@@ -79,7 +79,7 @@ def _scan(tail: tuple[str, ...], family: tuple[Signature, ...]) -> tuple[Hit, ..
 _MESSAGE_RANK = re.compile(r"\[(?:PG [^\]]{0,60}? )?Rank (\d{1,7})\]")
 
 
-def _message_rank(line: str) -> int | None:
+def message_rank(line: str) -> int | None:
     """The rank NCCL's watchdog names in its message (``[Rank 3] Watchdog caught …``)."""
     match = _MESSAGE_RANK.search(line[:400])
     return int(match.group(1)) if match is not None else None

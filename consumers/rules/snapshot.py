@@ -69,6 +69,8 @@ def _run_to_json(run: _Run) -> bytes:
             "firing": {rule: f.model_dump(mode="json") for rule, f in run.firing.items()},
             "keys": {rule: list(key) for rule, key in run.keys.items()},
             "revisions": dict(run.revisions),
+            "tentative": sorted(run.tentative),
+            "live_only": sorted(run.live_only),
         },
     )
 
@@ -81,6 +83,8 @@ def _run_from_json(payload: bytes) -> _Run:
         firing={rule: Finding.model_validate(f) for rule, f in data.get("firing", {}).items()},
         keys={rule: tuple(key) for rule, key in data.get("keys", {}).items()},
         revisions={rule: int(n) for rule, n in data.get("revisions", {}).items()},
+        tentative=set(data.get("tentative", ())),
+        live_only=set(data.get("live_only", ())),
     )
 
 

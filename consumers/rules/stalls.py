@@ -11,7 +11,8 @@
   (torchrun, JAX: every process runs on the worker pods) forms its mesh among the workers:
   it waits from the first worker Running until all are ready.
 - ``hang-progress``: Running with no pod transition and no new log output for
-  ``hang_progress_s``. Only judged for runs whose watcher reports log output of running
+  ``hang_progress_s``; it names the rank the run waits for where the output tells
+  (:mod:`consumers.rules.culprits`). Only judged for runs whose watcher reports log output of running
   pods (``RunState.log_feed``): without that feed a quiet healthy job and a hung one look
   the same, and a rule that fires on every long job would be ignored.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from consumers.rules.culprits import culprit
 from consumers.rules.facts import pod_gpus, requested_gpus
 from consumers.rules.rule import Context, Detection, Rule, job_fact, pod_fact
 from consumers.rules.scheduling import autoscaler_answer
@@ -152,10 +154,15 @@ def _detect_hang_progress(state: RunState, ctx: Context) -> Detection | None:
     idle = ctx.age(max(at for _, at in marks))
     if idle < ctx.thresholds.hang_progress_s:
         return None
+    evidence = [job_fact(state, label, at.isoformat()) for label, at in marks]
+    stopped = culprit(state, ctx)
+    if stopped is None:
+        sentence = f"No progress for {duration(idle)}: no pod changes and no new log output"
+        return Detection(root_cause=sentence, evidence=tuple(evidence), key=("idle",))
     return Detection(
-        root_cause=f"No progress for {duration(idle)}: no pod changes and no new log output",
-        evidence=tuple(job_fact(state, label, at.isoformat()) for label, at in marks),
-        key=("idle",),
+        root_cause=f"No progress for {duration(idle)}, no pod changes and no new log output: {stopped.words}",
+        evidence=(*stopped.evidence, *evidence),
+        key=("idle", *(str(rank) for rank in stopped.ranks)),
     )
 
 

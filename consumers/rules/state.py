@@ -19,9 +19,9 @@ the machine clock, so replays are deterministic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from controller.contract.events import (
     TERMINAL_PHASES,
@@ -32,7 +32,9 @@ from controller.contract.events import (
     JobPhase,
     JobRef,
     K8sEventObserved,
+    LogMark,
     LogProbed,
+    LogSeen,
     PodObserved,
     PodPhase,
     PodRole,
@@ -41,9 +43,30 @@ from controller.contract.events import (
     job_of,
 )
 from controller.contract.kinds import kind_spec, replica_order
+from controller.contract.thresholds import RuleThresholds
 
 MAX_EVENTS_PER_RUN = 64
 """Recent Kubernetes Events kept per run; the rules only read the latest few per pod."""
+MAX_LIVE_LINES = 128
+"""Lines seen live (:class:`LogSeen`) kept per pod, the latest."""
+MAX_RANKS_PER_POD = 1024
+"""Ranks whose last output is kept per pod."""
+
+LiveStatus = Literal["pending", "confirmed", "recovered"]
+
+
+@dataclass
+class LiveLine:
+    """A line seen in a running container's output, and what it is worth so far.
+
+    A signature line starts ``pending``: evidence, at most a warning. It is ``confirmed`` (the
+    rules read it as they read a failure-time tail) when its wording is fatal, when its pod ends
+    non-zero or the job fails, or when the run prints nothing for ``live_silence_s`` after it; it is
+    ``recovered`` (and no longer read) when the run's output goes on ``live_recovery_s`` past it.
+    A line without a signature follows the signature line before it and shares its status."""
+
+    mark: LogMark
+    status: LiveStatus = "pending"
 
 
 def is_newer(new: str, old: str | None) -> bool:
@@ -79,6 +102,15 @@ class PodState:
     log_changed_at: datetime | None = None
     log_from_failure: bool = False
     failed_since: datetime | None = None
+    live: list[LiveLine] = field(default_factory=list)
+    """Lines seen live, in log order (at most :data:`MAX_LIVE_LINES`)."""
+    rank_output: dict[int | None, datetime] = field(default_factory=dict)
+    """When each rank (None: the untagged output) last printed, as the live reader saw it."""
+    live_text: tuple[str, ...] = ()
+    """The live lines the rules read as a failure's (confirmed), in log order; set by
+    :meth:`RunState.judge_live`."""
+    live_pending: tuple[str, ...] = ()
+    """The confirmed and the pending live lines, in log order: what a warning is read from."""
 
     @property
     def uid(self) -> str:
@@ -147,6 +179,20 @@ class PodState:
         main = [c for c in self.containers if not c.init]
         return self.phase == "Running" and bool(main) and all(c.state == "running" for c in main)
 
+    @property
+    def exited_cleanly(self) -> bool:
+        """Succeeded, or every main container ended with code 0: whatever it printed, it was
+        not a failure."""
+        if self.phase == "Succeeded":
+            return True
+        main = [c for c in self.containers if not c.init]
+        return bool(main) and all(c.state == "terminated" and c.exit_code == 0 for c in main)
+
+    @property
+    def errored(self) -> bool:
+        """Failed, or a container down after a non-zero end."""
+        return _errored(self.observed)
+
     def signature(self) -> tuple[object, ...]:
         """What counts as a transition of this pod (not metadata or heartbeat updates)."""
         return (
@@ -185,6 +231,8 @@ class RunState:
     last_log_at: datetime | None = None
     log_feed: bool = False
     mesh_wait_since: datetime | None = None
+    live_output_at: datetime | None = None
+    """The latest line of the run's output the live reader saw (any pod, any rank)."""
     usage: dict[str, PodUsage] = field(default_factory=dict)
     """The latest figures of each pod (by uid) read from Prometheus (:class:`UsageObserved`)."""
     _current: list[PodState] | None = field(default=None, repr=False, compare=False)
@@ -287,6 +335,8 @@ class RunState:
             applied = self._apply_log_probe(event)
         elif isinstance(event, UsageObserved):
             return self._apply_usage(event)
+        elif isinstance(event, LogSeen):
+            return self._apply_log_seen(event)
         else:
             applied = self._apply_k8s_event(event)
         if applied:
@@ -354,6 +404,67 @@ class RunState:
             self.last_log_at = _latest(self.last_log_at, probe.observed_at)
         return True
 
+    def _apply_log_seen(self, seen: LogSeen) -> bool:
+        """Lines and rank activity from the live reader, for a pod already known (the follower
+        follows pods the watcher has reported, so a pod not known yet is one the rules forgot)."""
+        held = self.pods.get(seen.uid)
+        if held is None:
+            return False
+        self.log_feed = True
+        for output in seen.ranks:
+            if output.rank not in held.rank_output and len(held.rank_output) >= MAX_RANKS_PER_POD:
+                del held.rank_output[min(held.rank_output, key=lambda r: held.rank_output[r])]
+            held.rank_output[output.rank] = _latest(held.rank_output.get(output.rank), output.last_at)
+            self.last_log_at = _latest(self.last_log_at, output.last_at)
+            self.live_output_at = _latest(self.live_output_at, output.last_at)
+        held_marks = {(line.mark.at, line.mark.line) for line in held.live}
+        held.live.extend(LiveLine(m) for m in seen.marks if (m.at, m.line) not in held_marks)
+        del held.live[:-MAX_LIVE_LINES]
+        return True
+
+    def judge_live(self, now: datetime, thresholds: RuleThresholds) -> None:
+        """Bring every pending live line to what it is worth at ``now`` (see :class:`LiveLine`)."""
+        for pod in self.pods.values():
+            if not pod.live:
+                continue
+            for line in pod.live:
+                if line.mark.signature is not None and line.status == "pending":
+                    line.status = self._verdict(pod, line.mark, now, thresholds)
+            pod.live_text, pod.live_pending = _live_texts(pod.live)
+
+    def _verdict(self, pod: PodState, mark: LogMark, now: datetime, thresholds: RuleThresholds) -> LiveStatus:
+        if mark.fatal or pod.errored or self.phase == "Failed":
+            return "confirmed"
+        output = self.live_output_at
+        if output is not None and (output - mark.at).total_seconds() >= thresholds.live_recovery_s:
+            return "recovered"
+        if (now - max(mark.at, output or mark.at)).total_seconds() >= thresholds.live_silence_s:
+            return "confirmed"
+        return "pending"
+
+    def with_pending(self) -> RunState:
+        """This run as the rules would see it if every pending live line were confirmed."""
+        pods = {
+            uid: replace(pod, live_text=pod.live_pending) if pod.live_pending != pod.live_text else pod
+            for uid, pod in self.pods.items()
+        }
+        return replace(self, pods=pods, _current=None)
+
+    def without_live(self) -> RunState:
+        """This run as the rules would see it without any line seen live."""
+        pods = {uid: replace(pod, live_text=()) if pod.live_text else pod for uid, pod in self.pods.items()}
+        return replace(self, pods=pods, _current=None)
+
+    @property
+    def has_live_text(self) -> bool:
+        """Some live line is read as a failure's account now."""
+        return any(pod.live_text for pod in self.pods.values())
+
+    @property
+    def has_pending(self) -> bool:
+        """Some live line is still pending."""
+        return any(pod.live_pending != pod.live_text for pod in self.pods.values())
+
     def _apply_usage(self, reading: UsageObserved) -> bool:
         """Keep each pod's newest figures (a reading delivered twice or late changes nothing)."""
         applied = False
@@ -397,6 +508,22 @@ class RunState:
             self.mesh_wait_since = None
         elif self.mesh_wait_since is None:
             self.mesh_wait_since = at
+
+
+def _live_texts(lines: list[LiveLine]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(confirmed lines, confirmed and pending lines), each a signature line's with the lines
+    following it."""
+    confirmed: list[str] = []
+    pending: list[str] = []
+    status: LiveStatus | None = None
+    for line in lines:
+        if line.mark.signature is not None:
+            status = line.status
+        if status == "confirmed":
+            confirmed.append(line.mark.line)
+        if status in ("confirmed", "pending"):
+            pending.append(line.mark.line)
+    return tuple(confirmed), tuple(pending)
 
 
 def pod_order(pod: PodState) -> tuple[int, int, int, str]:
@@ -463,6 +590,12 @@ def run_state_to_dict(state: RunState) -> dict[str, object]:
                 "log_changed_at": _when(pod.log_changed_at),
                 "log_from_failure": pod.log_from_failure,
                 "failed_since": _when(pod.failed_since),
+                "live": [
+                    {"mark": line.mark.model_dump(mode="json"), "status": line.status} for line in pod.live
+                ],
+                "rank_output": [[rank, _when(at)] for rank, at in pod.rank_output.items()],
+                "live_text": list(pod.live_text),
+                "live_pending": list(pod.live_pending),
             }
             for pod in state.pods.values()
         ],
@@ -471,8 +604,13 @@ def run_state_to_dict(state: RunState) -> dict[str, object]:
         "last_log_at": _when(state.last_log_at),
         "log_feed": state.log_feed,
         "mesh_wait_since": _when(state.mesh_wait_since),
+        "live_output_at": _when(state.live_output_at),
         "usage": [usage.model_dump(mode="json") for usage in state.usage.values()],
     }
+
+
+def _status(value: object) -> LiveStatus:
+    return value if value in ("pending", "confirmed", "recovered") else "pending"
 
 
 def run_state_from_dict(data: dict[str, Any]) -> RunState:
@@ -487,6 +625,7 @@ def run_state_from_dict(data: dict[str, Any]) -> RunState:
         last_log_at=_parse_when(data.get("last_log_at")),
         log_feed=bool(data.get("log_feed")),
         mesh_wait_since=_parse_when(data.get("mesh_wait_since")),
+        live_output_at=_parse_when(data.get("live_output_at")),
     )
     for raw in data.get("pods", ()):
         observed = PodObserved.model_validate(raw["observed"])
@@ -498,6 +637,15 @@ def run_state_from_dict(data: dict[str, Any]) -> RunState:
             log_changed_at=_parse_when(raw.get("log_changed_at")),
             log_from_failure=bool(raw.get("log_from_failure")),
             failed_since=_parse_when(raw.get("failed_since")),
+            live=[
+                LiveLine(LogMark.model_validate(line["mark"]), _status(line.get("status")))
+                for line in raw.get("live", ())
+            ],
+            rank_output={
+                rank: at for rank, when in raw.get("rank_output", ()) if (at := _parse_when(when)) is not None
+            },
+            live_text=tuple(raw.get("live_text", ())),
+            live_pending=tuple(raw.get("live_pending", ())),
         )
     for raw in data.get("events", ()):
         event = K8sEventObserved.model_validate(raw)

@@ -223,6 +223,62 @@ class LogProbed(Message):
     observed_at: datetime
 
 
+MAX_MARKS_PER_READING = 64
+"""Lines in one :class:`LogSeen`: more in one batch of one container are counted, not sent."""
+MAX_MARK_CHARS = 4096
+MAX_RANKS_PER_READING = 256
+
+
+class LogMark(Message):
+    """One line of a running container's output that matched a failure signature of the rules'
+    catalog (:mod:`consumers.rules.live`) — or, with no ``signature``, one of the few lines that
+    followed such a line in the same batch (messages that print a block over several lines) —
+    redacted and bounded like every stored line."""
+
+    at: datetime = Field(description="The kubelet's timestamp of the line.")
+    rank: int | None = Field(default=None, ge=0, description="The rank its output tag names, if any.")
+    signature: str | None = Field(
+        default=None, max_length=64, description="``<family>/<name>`` of the signature it matched."
+    )
+    fatal: bool = Field(
+        default=False, description="The wording always ends the process (MPI_ABORT, NCCL's watchdog timeout)."
+    )
+    line: str = Field(max_length=MAX_MARK_CHARS)
+
+
+class RankOutput(Message):
+    """When one rank of a container (``rank`` None: its untagged output) last printed, as far as read."""
+
+    rank: int | None = Field(default=None, ge=0)
+    last_at: datetime
+
+
+class LogSeen(Message):
+    """What the rules' log reader saw in one stored batch of a running container's output
+    (``LOGS``): the lines that matched a failure signature, and when each rank last printed.
+
+    ``resource_version`` is where the batch ends in the container's log (its last line's
+    timestamp in nanoseconds and ties, :class:`~controller.contract.logs.LogPosition`), so a
+    batch read twice is one message. ``uid`` is the pod's."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["logseen"] = "logseen"
+    change: Change = "MODIFIED"
+    job: JobRef
+    uid: str
+    name: str
+    role: PodRole
+    index: int | None = None
+    container: str
+    resource_version: str
+    marks: tuple[LogMark, ...] = Field(
+        default=(), max_length=MAX_MARKS_PER_READING, description="In log order; see :class:`LogMark`."
+    )
+    ranks: tuple[RankOutput, ...] = Field(default=(), max_length=MAX_RANKS_PER_READING)
+    lines: int = Field(default=0, ge=0, description="Lines the batch held.")
+    observed_at: datetime
+
+
 Sample = tuple[datetime, float]
 """One point of a curve: when, and the value then."""
 
@@ -292,7 +348,8 @@ class UsageObserved(Message):
 
 
 BusEvent = Annotated[
-    JobObserved | PodObserved | K8sEventObserved | LogProbed | UsageObserved, Field(discriminator="type")
+    JobObserved | PodObserved | K8sEventObserved | LogProbed | UsageObserved | LogSeen,
+    Field(discriminator="type"),
 ]
 
 _BUS_EVENT: TypeAdapter[BusEvent] = TypeAdapter(BusEvent)

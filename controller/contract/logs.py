@@ -29,6 +29,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from controller.contract.kinds import JobKind
 from controller.contract.message import Message
 from controller.contract.redaction import REDACTED, scrub
 
@@ -80,9 +81,12 @@ class LogBatch(Message):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     run_uid: str
+    kind: JobKind | None = None
+    """The run's kind (what names a run on the bus beside its uid); None from an older follower."""
     namespace: str
     job: str
     pod: str
+    pod_uid: str | None = None
     container: str
     role: Literal["launcher", "worker"] | None = None
     index: int | None = None

@@ -104,6 +104,35 @@ class RuleThresholds(BaseModel):
         "says why (an OOM kill, with its log tail) often arrives a moment after the job's "
         "condition. It speaks as soon as every pod's end is seen; 0 speaks at once.",
     )
+    live_recovery_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds the run's output must go on after a failure signature seen in a running "
+        "job's output (a CUDA OOM caught by a batch-size search, a retried NCCL connection) for it to "
+        "count as recovered: its warning resolves and it is no longer evidence. A rank that dies "
+        "blocks the others in their next collective, so a run that still prints a minute later "
+        "went on without it failing.",
+    )
+    live_silence_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds of silence from the run after a signature seen live (not yet recovered) "
+        "after which the line is the verdict: the rank stopped, and with it the run. Until then, "
+        "or until its pod ends non-zero or the job fails, it is at most a warning.",
+    )
+    live_activity_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often the rules' log reader tells the rules that a followed container's ranks "
+        "are still printing (batches with a signature line are told at once); the precision of "
+        "live_recovery_s, live_silence_s and of the rank a hang names as stopped first.",
+    )
+    culprit_gap_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How much earlier than every other rank one rank's output must have stopped for a "
+        "hang finding to name it as the rank that stopped first.",
+    )
     progress_needs_log_feed: bool = Field(
         default=True,
         description="Judge hang-progress only for runs whose watcher reports log output of running "

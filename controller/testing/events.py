@@ -26,6 +26,7 @@ from controller.contract.events import (
     JobSpecSummary,
     K8sEventObserved,
     LogProbed,
+    LogSeen,
     ObjectRef,
     PodObserved,
     PodPhase,
@@ -312,6 +313,43 @@ def log_probe(new_lines: int, *, observed_at: datetime = T0, since_s: float = 30
         tail=(f"step {new_lines}",) if new_lines else (),
         observed_at=observed_at,
     )
+
+
+def log_seen(
+    *lines: str,
+    observed_at: datetime = T0,
+    step_s: float = 0.0,
+    pod: PodObserved | None = None,
+    container: str | None = None,
+) -> LogSeen:
+    """What the rules' log reader publishes for a batch of ``lines`` printed by ``pod`` (the
+    default run's launcher): the first at ``observed_at``, each next ``step_s`` later, ranks read
+    from their output tags as the followers read them."""
+    from consumers.rules.logreader import told  # the reader's own scan, not a copy of it
+    from controller.contract.logs import LogBatch, LogLine, LogPosition, rank_of
+
+    held = pod or launcher()
+    start = int(observed_at.timestamp() * 1e9)
+    stamped = [
+        LogLine(ts=start + int(i * step_s * 1e9), rank=rank_of(text.encode()), text=text)
+        for i, text in enumerate(lines)
+    ]
+    batch = LogBatch(
+        run_uid=held.job.uid,
+        kind=held.job.kind,
+        namespace=held.namespace,
+        job=held.job.name,
+        pod=held.name,
+        pod_uid=held.uid,
+        container=container or held.containers[0].name,
+        role=held.role,
+        index=held.index,
+        lines=tuple(stamped),
+        position=LogPosition(ts=stamped[-1].ts, ties=next(_rv)),
+    )
+    seen = told(batch, observed_at + timedelta(seconds=step_s * (len(lines) - 1)))
+    assert seen is not None, "a batch of lines always tells the rules something the first time"
+    return seen
 
 
 def pod_usage(

@@ -13,7 +13,9 @@ Each entry becomes a short run, the way the watchers would report it:
   (``SystemOOM``, ``OOMKilling``), with worker 0 failing on that node at the same time; else
   about the job, whose pods could not be created;
 
-and the job then ``Failed``. A near-miss (``expect: null``) is replayed twice: in a run that
+and the job then ``Failed``. :func:`live_events_for` replays a log text as the rules' live
+reader passes it on while the pod still runs (:class:`~controller.contract.events.LogSeen`),
+before the pod ends. A near-miss (``expect: null``) is replayed twice: in a run that
 *succeeds* (the text in the log of a pod that exited 0), where no finding at all may fire,
 and in a run that fails, where only the catch-all ``failed`` may.
 """
@@ -36,7 +38,17 @@ from controller.contract.events import (
     RoleSpec,
 )
 from controller.contract.findings import Finding, RuleId
-from controller.testing.events import at, job, k8s_event, launcher, replay, running_run, terminated, worker
+from controller.testing.events import (
+    at,
+    job,
+    k8s_event,
+    launcher,
+    log_seen,
+    replay,
+    running_run,
+    terminated,
+    worker,
+)
 
 CORPUS = Path(__file__).parent / "corpus"
 HELD_OUT = CORPUS / "held_out"
@@ -194,4 +206,29 @@ def run(entry: Entry, *, succeed: bool = False) -> Outcome:
     """Replay ``entry`` through a fresh engine."""
     engine = RuleEngine()
     changes = replay(engine, events_for(entry, succeed=succeed), at(2))
+    return Outcome(tuple(changes), tuple(engine.firing()))
+
+
+def live_events_for(entry: Entry, *, succeed: bool = False, end: bool = True) -> list[BusEvent]:
+    """A run whose running pod prints ``entry``'s log text (seen live, at 30 s), then (``end``)
+    ends: the pod with code 0 and the run Succeeded, or as :func:`events_for` ends it."""
+    if entry.where != "log":
+        raise ValueError(f"{entry.id}: only a log text is printed live")
+    running = running_run() if entry.on_launcher else _trainjob_running()
+    printer = cast(PodObserved, running[1])  # the launcher, or worker 0 of the TrainJob
+    seen = log_seen(*_lines(entry.text), observed_at=at(0, 30), pod=printer)
+    if not end:
+        return [*running, seen]
+    ending = "Succeeded" if succeed else "Failed"
+    if entry.on_launcher:
+        return [*running, seen, _failing_pod(entry, succeed=succeed), job(ending, observed_at=at(1, 5))]
+    finished = job(ending, job=TRAINJOB, job_spec=TRAINJOB_SPEC, observed_at=at(1, 5))
+    return [*running, seen, _failing_pod(entry, succeed=succeed), finished]
+
+
+def run_live(entry: Entry, *, succeed: bool = False, end: bool = True) -> Outcome:
+    """Replay :func:`live_events_for` ``entry`` through a fresh engine (ticking at 2 min if it ends)."""
+    engine = RuleEngine()
+    ticks = (at(2),) if end else ()
+    changes = replay(engine, live_events_for(entry, succeed=succeed, end=end), *ticks)
     return Outcome(tuple(changes), tuple(engine.firing()))

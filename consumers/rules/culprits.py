@@ -1,0 +1,145 @@
+"""Which rank a hang is waiting for, where the output tells.
+
+When a distributed run stops making progress, every rank but one is usually blocked in a
+collective, waiting for the one that stopped. Three accounts name it, tried in this order:
+
+- Horovod's stall inspector: after ``One or more tensors were submitted to be reduced, gathered
+  or broadcasted by subset of ranks and are waiting for remainder of ranks for more than N
+  seconds`` it lists ``Missing ranks:``, one ``<rank>: [tensor, …]`` line each;
+- PyTorch's NCCL watchdog counters: each rank whose collective timed out prints ``Timeout at NCCL
+  work: W, last enqueued NCCL work: E, last completed NCCL work: C`` (or ``… detected by watchdog
+  at work: W, …``). The rank that stopped enqueued nothing new and has nothing to time out: it
+  is the rank of the run missing from those lines; where every rank printed them, the one whose
+  ``last enqueued`` (then ``last completed``) is lowest is behind the others;
+- the live output itself: the rank whose last line came first, at least ``culprit_gap_s`` before
+  every other rank's (:attr:`~consumers.rules.state.PodState.rank_output`, from the live reader).
+
+The ranks of the run are those seen printing plus, where the spec says it, every rank of
+``workers x slotsPerWorker``. Lines are read from what was seen live and from failure-time tails.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from consumers.rules.live import HOROVOD_STALL, NCCL_COUNTERS
+from consumers.rules.logs import bounded, output_rank, strip_tag
+from consumers.rules.rule import Context, log_facts, pod_fact
+from consumers.rules.signatures import message_rank
+from consumers.rules.state import PodState, RunState
+from consumers.rules.wording import listing
+from controller.contract.findings import Evidence
+
+_MISSING_HEAD = re.compile(r"^\s{0,8}Missing ranks:")
+_MISSING_RANK = re.compile(r"^\s{0,8}(?P<rank>\d{1,7}): \[")
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """The rank(s) a hang waits for, how we know, and the lines or times that say it."""
+
+    ranks: tuple[int, ...]
+    words: str
+    evidence: tuple[Evidence, ...]
+
+
+def _lines(pod: PodState) -> tuple[str, ...]:
+    return tuple(line.mark.line for line in pod.live) + pod.log_tail
+
+
+def _world(state: RunState) -> set[int]:
+    ranks = {rank for pod in state.pods.values() for rank in pod.rank_output if rank is not None}
+    slots = state.job.spec.slots_per_worker if state.job is not None else None
+    if slots:
+        ranks |= set(range(state.expected_workers() * slots))
+    return ranks
+
+
+def _horovod(state: RunState) -> Culprit | None:
+    for pod in state.current_pods():
+        lines = bounded(_lines(pod))
+        starts = [i for i, line in enumerate(lines) if HOROVOD_STALL.search(line)]
+        if not starts:
+            continue
+        start = starts[-1]
+        missing: list[int] = []
+        evidence = [lines[start]]
+        listed = False
+        for line in lines[start + 1 : start + 12]:
+            text = strip_tag(line)
+            if _MISSING_HEAD.match(text):
+                listed = True
+            elif listed and (m := _MISSING_RANK.match(text)) is not None:
+                missing.append(int(m.group("rank")))
+                evidence.append(line)
+            elif listed:
+                break
+        if missing:
+            ranks = tuple(sorted(set(missing)))
+            words = f"Horovod's stall inspector names {_ranks(ranks)} as missing from the collective"
+            return Culprit(ranks, words, log_facts(pod, evidence))
+    return None
+
+
+def _nccl(state: RunState) -> Culprit | None:
+    counters: dict[int, tuple[int, int, str, PodState]] = {}
+    for pod in state.current_pods():
+        for line in bounded(_lines(pod)):
+            match = NCCL_COUNTERS.search(line)
+            if match is None:
+                continue
+            rank = message_rank(line)
+            rank = rank if rank is not None else output_rank(line)
+            if rank is not None:
+                counters[rank] = (int(match.group("enqueued")), int(match.group("completed")), line, pod)
+    if not counters:
+        return None
+    missing = tuple(sorted(_world(state) - counters.keys()))
+    shown = [(counters[r][3], counters[r][2]) for r in sorted(counters)][:4]
+    evidence = tuple(e for pod, line in shown for e in log_facts(pod, [line]))
+    if missing and len(missing) < len(counters):
+        words = (
+            f"{_ranks(missing)} never reported the collective that {_ranks(tuple(sorted(counters)))} "
+            "timed out on (missing from NCCL's watchdog counters)"
+        )
+        return Culprit(missing, words, evidence)
+    behind = min(counters.values(), key=lambda c: (c[0], c[1]))[:2]
+    lowest = tuple(r for r, c in sorted(counters.items()) if c[:2] == behind)
+    if len(lowest) == 1 and len(counters) > 1:
+        enqueued, completed = behind
+        words = (
+            f"rank {lowest[0]} is behind the others in NCCL's watchdog counters "
+            f"(last enqueued work {enqueued}, last completed {completed})"
+        )
+        return Culprit(lowest, words, evidence)
+    return None
+
+
+def _stopped_first(state: RunState, ctx: Context) -> Culprit | None:
+    last: dict[int, tuple[datetime, PodState]] = {}
+    for pod in state.current_pods():
+        for rank, at in pod.rank_output.items():
+            if rank is not None and (rank not in last or at > last[rank][0]):
+                last[rank] = (at, pod)
+    if len(last) < 2:
+        return None
+    ordered = sorted(last.items(), key=lambda item: item[1][0])
+    (rank, (at, pod)), (_, (next_at, _)) = ordered[0], ordered[1]
+    if (next_at - at).total_seconds() < ctx.thresholds.culprit_gap_s:
+        return None
+    words = (
+        f"rank {rank}'s output stopped first (its last line at {at:%H:%M:%S}, "
+        f"the other ranks' at {next_at:%H:%M:%S} or later)"
+    )
+    return Culprit((rank,), words, (pod_fact(pod, f"rank {rank} last output", at.isoformat()),))
+
+
+def culprit(state: RunState, ctx: Context) -> Culprit | None:
+    """The rank(s) the run's hang waits for, where its output tells (see the module)."""
+    return _horovod(state) or _nccl(state) or _stopped_first(state, ctx)
+
+
+def _ranks(ranks: tuple[int, ...]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + listing([str(r) for r in ranks])

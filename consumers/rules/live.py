@@ -1,0 +1,159 @@
+"""Reading running jobs' output live: which stored lines are evidence for the rules.
+
+The followers store every followed container's output on ``LOGS``
+(:mod:`controller.bus.logstore`). The rules role reads it with its own durable
+(:mod:`consumers.rules.logreader`) and passes each batch through :func:`scan`: the lines that
+match a failure signature of the catalog — the very patterns the log-reading rules read a
+failure-time tail with (:data:`SIGNS`) — are kept with the few lines that follow them in the
+batch (:data:`CONTEXT_LINES`, the blocks some messages print over several lines), and each rank's
+last line is noted. The prefilter is one RE2 set over every pattern: one pass per line, in
+time linear in its length whatever it holds; only a line the set matches is looked at again to
+name its signature.
+
+A signature is *fatal* when its wording always means the process is going down — MPI_ABORT and
+mpirun's or MPICH's account of a rank taken down, NCCL's watchdog timing out a collective
+(PyTorch aborts the process after it), Horovod shutting down — and evidence otherwise: a CUDA
+out-of-memory caught by a batch-size search, a retried NCCL connection, a warning naming a
+signal are printed by runs that go on. What the rules make of each is said in
+:mod:`consumers.rules.state` (``LiveText``) and ``docs/troubleshooting.md``.
+
+Two more wordings are read for hangs, not failures (:mod:`consumers.rules.culprits`): PyTorch's
+watchdog counters (``[PG 1 Rank 0] Timeout at NCCL work: 7753, last enqueued NCCL work: 7755,
+last completed NCCL work: 7752.``, as quoted in hiyouga/LlamaFactory#6269; the same counters
+follow ``Exception (either an error or timeout) detected by watchdog at work: …`` in
+hiyouga/LlamaFactory#7396) and Horovod's stall inspector (``One or more tensors were submitted
+to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks
+…`` then ``Missing ranks:`` and one ``<rank>: [tensors]`` line per missing rank, as printed in
+DEKHTIARJonathan/HVD_TF_Worker_Desync_BugReport).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import re2
+
+from consumers.rules.logs import COMM_SIGNS, GPU_OOM_SIGNS, MAX_LINE_CHARS, RANK_FAILURE_SIGNS
+from consumers.rules.rendezvous import RENDEZVOUS_SIGNS
+from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, TRANSPORTS
+from controller.contract.events import MAX_MARKS_PER_READING, MAX_RANKS_PER_READING, LogMark, RankOutput
+from controller.contract.logs import LogLine
+
+__all__ = ["CONTEXT_LINES", "SIGNS", "Scan", "Sign", "scan"]
+
+CONTEXT_LINES = 8
+"""Lines kept after a matching line (a watchdog's counters, ``Missing ranks:`` and its list,
+Open MPI's ``Process name`` / ``Exit code`` block)."""
+
+NCCL_COUNTERS = re.compile(
+    r"(?:Timeout at NCCL work|detected by watchdog at work): (?P<work>\d{1,19}), "
+    r"last enqueued NCCL work: (?P<enqueued>-?\d{1,19}), last completed NCCL work: (?P<completed>-?\d{1,19})"
+)
+HOROVOD_STALL = re.compile(r"waiting for remainder of ranks for more than \d{1,9} seconds")
+
+_FATAL_TRANSPORTS = frozenset({"nccl-timeout", "nccl-watchdog", "horovod-shutdown"})
+
+
+@dataclass(frozen=True)
+class Sign:
+    """One pattern of the catalog: its ``<family>/<name>`` and whether it is fatal."""
+
+    id: str
+    pattern: re.Pattern[str]
+    fatal: bool = False
+
+
+def _catalog() -> tuple[Sign, ...]:
+    signs: list[Sign] = [Sign("gpu-oom/oom", pattern) for _, pattern in GPU_OOM_SIGNS]
+    signs += [Sign(f"mpi-comm/{s.name}", s.pattern, s.name in _FATAL_TRANSPORTS) for s in TRANSPORTS]
+    signs += [Sign(f"mpi-comm/{kind}", pattern) for kind, pattern in COMM_SIGNS]
+    signs += [Sign(f"mpi-abort/{name}", pattern, fatal) for name, pattern, fatal in RANK_FAILURE_SIGNS]
+    signs += [Sign(f"segfault/{s.name}", s.pattern) for s in CRASHES]
+    signs += [Sign(f"gpu-error/{s.name}", s.pattern) for s in GPU_ERRORS]
+    signs += [Sign(f"disk-full/{s.name}", s.pattern) for s in DISKS]
+    signs += [Sign(f"oom/{s.name}", s.pattern) for s in KERNEL_OOM]
+    signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
+    signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
+    return tuple(signs)
+
+
+SIGNS: tuple[Sign, ...] = _catalog()
+"""Every signature a live line is matched against, in the order the rules prefer them."""
+
+
+def _compile_set(signs: Sequence[Sign]) -> re2.Set:
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    prefilter = re2.Set.SearchSet(options)
+    for sign in signs:
+        try:
+            prefilter.Add(sign.pattern.pattern)
+        except re2.error as exc:
+            raise ValueError(f"signature {sign.id} is not an RE2 pattern: {sign.pattern.pattern!r}") from exc
+    prefilter.Compile()
+    return prefilter
+
+
+_SET = _compile_set(SIGNS)
+
+
+def sign_of(line: str) -> Sign | None:
+    """The first signature of :data:`SIGNS` ``line`` matches (RE2 first, then the one named)."""
+    matched: list[int] = _SET.Match(line[:MAX_LINE_CHARS])
+    if not matched:
+        return None
+    return SIGNS[min(matched)]
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What one batch holds for the rules: evidence lines, when each rank last printed, how many
+    evidence lines did not fit in one message."""
+
+    marks: tuple[LogMark, ...]
+    ranks: tuple[RankOutput, ...]
+    left_out: int = 0
+
+
+def _at(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, UTC)
+
+
+def scan(lines: Sequence[LogLine]) -> Scan:
+    """The signature lines of one batch with the lines following each, and each rank's last line.
+
+    A hang's own account (``hang/…``: a stall warning, watchdog counters, and the lines after
+    them) is not output of the rank: Horovod repeats its stall warning every minute while the
+    run is stuck, and that is no progress."""
+    marks: list[LogMark] = []
+    left_out = 0
+    following = 0
+    quiet = False
+    last: dict[int | None, int] = {}
+    for line in lines:
+        sign = sign_of(line.text)
+        if sign is not None:
+            following, quiet = CONTEXT_LINES + 1, sign.id.startswith("hang/")
+        if not quiet or following == 0:
+            last[line.rank] = max(line.ts, last.get(line.rank, 0))
+        if following == 0:
+            continue
+        following -= 1
+        if len(marks) >= MAX_MARKS_PER_READING:
+            left_out += sign is not None
+            continue
+        marks.append(
+            LogMark(
+                at=_at(line.ts),
+                rank=line.rank,
+                signature=sign.id if sign is not None else None,
+                fatal=sign is not None and sign.fatal,
+                line=line.text[:MAX_LINE_CHARS],
+            )
+        )
+    ranks = sorted(last.items(), key=lambda item: -item[1])[:MAX_RANKS_PER_READING]
+    ranks.sort(key=lambda item: (item[0] is None, item[0] or 0))
+    return Scan(tuple(marks), tuple(RankOutput(rank=rank, last_at=_at(ts)) for rank, ts in ranks), left_out)

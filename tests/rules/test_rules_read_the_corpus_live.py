@@ -1,0 +1,67 @@
+"""Every failure text of the corpus, printed by a run that recovers and succeeds, is no failure;
+printed by a running job, it is seen before the pod ends; printed by a run that fails, it gives
+the same verdict as the failure-time tail alone.
+
+A signature is evidence, not a verdict: runs print CUDA out-of-memory lines a batch-size search
+caught, NCCL connections they retried, warnings naming a signal. Before the rules read output
+live they judged a tail whatever became of its pod, and most of the corpus's failure texts fired
+their rule in a pod that exited 0 in a run that succeeded. Scored here over the whole corpus,
+entry by entry through the real engine (``corpus_replay``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rules.corpus_replay import Entry, live_events_for, load, run, run_live
+
+FAILURES = [e for e in load() if e.expect is not None and e.where in ("log", "termination")]
+LOGGED = [e for e in FAILURES if e.where == "log"]
+LIVE_RECALL_FLOOR = 0.9
+
+
+def _fatal(entry: Entry) -> bool:
+    """The text holds a wording that always ends the process (seen live, it fires at once)."""
+    seen = live_events_for(entry, end=False)[-1]
+    return any(mark.fatal for mark in getattr(seen, "marks", ()))
+
+
+def test_no_failure_text_in_a_pod_that_exited_0_of_a_run_that_succeeded_is_a_finding() -> None:
+    fired = [(e.id, sorted({f.rule for f in run(e, succeed=True).changes})) for e in FAILURES]
+    fired = [(entry, rules) for entry, rules in fired if rules]
+
+    print(
+        f"{len(fired)} of {len(FAILURES)} failure texts fire in a pod that exited 0 of a run that succeeded"
+    )
+    assert fired == []
+
+
+def test_a_failure_text_seen_live_in_a_run_that_succeeds_leaves_nothing_firing() -> None:
+    outcomes = {e.id: (e, run_live(e, succeed=True)) for e in LOGGED}
+    left = [(i, sorted(f.rule for f in o.firing)) for i, (_, o) in outcomes.items() if o.firing]
+    critical = [
+        i
+        for i, (e, o) in outcomes.items()
+        if any(f.severity == "critical" for f in o.changes if f.status == "firing") and not _fatal(e)
+    ]
+
+    assert left == []
+    assert critical == []  # only a fatal wording fires as more than a warning while the run goes on
+
+
+def test_a_failure_text_seen_live_is_found_before_its_pod_ends() -> None:
+    missed = [(e.id, e.expect) for e in LOGGED if e.expect not in run_live(e, end=False).rules]
+    recall = 1 - len(missed) / len(LOGGED)
+
+    print(f"seen live: {len(LOGGED) - len(missed)} of {len(LOGGED)} found before the pod ended", *missed)
+    assert recall >= LIVE_RECALL_FLOOR
+    # the kernel's OOM killer in a log is an OOM kill only once a container fails of it
+    assert {expect for _, expect in missed} <= {"oom", "mpi-abort"}
+
+
+@pytest.mark.parametrize("entry", LOGGED, ids=lambda e: e.id)
+def test_a_failure_text_seen_live_then_failing_gives_the_tails_verdict(entry: Entry) -> None:
+    live, tail = run_live(entry), run(entry)
+
+    assert live.rules == tail.rules
+    assert [f.rule for f in live.changes if f.status == "firing"].count(entry.expect) <= 2  # warning, verdict
