@@ -37,6 +37,7 @@ from controller.contract.events import (
     UsageObserved,
 )
 from controller.contract.findings import Finding
+from controller.contract.logs import LogBatch, LogLine, LogPosition, rank_of
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 JOB_UID = "0b7c5d1e-4f2a-4c1b-9d3e-000000000001"
@@ -315,26 +316,22 @@ def log_probe(new_lines: int, *, observed_at: datetime = T0, since_s: float = 30
     )
 
 
-def log_seen(
+def log_batch(
     *lines: str,
     observed_at: datetime = T0,
     step_s: float = 0.0,
     pod: PodObserved | None = None,
     container: str | None = None,
-) -> LogSeen:
-    """What the rules' log reader publishes for a batch of ``lines`` printed by ``pod`` (the
-    default run's launcher): the first at ``observed_at``, each next ``step_s`` later, ranks read
-    from their output tags as the followers read them."""
-    from consumers.rules.logreader import told  # the reader's own scan, not a copy of it
-    from controller.contract.logs import LogBatch, LogLine, LogPosition, rank_of
-
+) -> LogBatch:
+    """A batch of ``lines`` as a follower stores it for ``pod`` (the default run's launcher): the
+    first printed at ``observed_at``, each next ``step_s`` later, ranks read from their tags."""
     held = pod or launcher()
     start = int(observed_at.timestamp() * 1e9)
     stamped = [
         LogLine(ts=start + int(i * step_s * 1e9), rank=rank_of(text.encode()), text=text)
         for i, text in enumerate(lines)
     ]
-    batch = LogBatch(
+    return LogBatch(
         run_uid=held.job.uid,
         kind=held.job.kind,
         namespace=held.namespace,
@@ -347,6 +344,16 @@ def log_seen(
         lines=tuple(stamped),
         position=LogPosition(ts=stamped[-1].ts, ties=next(_rv)),
     )
+
+
+def log_seen(
+    *lines: str, observed_at: datetime = T0, step_s: float = 0.0, pod: PodObserved | None = None
+) -> LogSeen:
+    """What the rules' log reader publishes for :func:`log_batch` of the same arguments, read
+    when its last line was printed."""
+    from consumers.rules.logreader import told  # the reader's own scan, not a copy of it
+
+    batch = log_batch(*lines, observed_at=observed_at, step_s=step_s, pod=pod)
     seen = told(batch, observed_at + timedelta(seconds=step_s * (len(lines) - 1)))
     assert seen is not None, "a batch of lines always tells the rules something the first time"
     return seen
