@@ -211,3 +211,21 @@ _POD_IDENTITY = {
     "phase",
     "created_at",
 }
+
+
+async def test_output_read_live_is_taken_and_stores_nothing(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> None:
+    """The rules' log reader publishes ``LogSeen`` on the job's subject: the history takes it (no
+    dead letter) and keeps nothing of it — log lines live on ``LOGS``, not in PostgreSQL."""
+    seen = eb.log_seen("[1,3]<stderr>:torch.OutOfMemoryError: CUDA out of memory.", "[1,0]<stdout>:step 9")
+    async with consumers_running(settings, topology, engine, metrics):
+        await Publisher(js, topology).publish([seen])
+        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+
+    assert await counts(engine) == {"runs": 0, "pods": 0, "pod_states": 0, "timeline": 0}
+    assert (await js.stream_info(topology.stream("dlq"))).state.messages == 0
