@@ -80,9 +80,9 @@ IDENTITIES: tuple[Identity, ...] = (
     ),
     Identity(
         "rules",
-        publishes=("findings",),
-        reads={"jobs": (ANY,), "findings": (ANY,)},
-        dead_letters=("rules",),
+        publishes=("findings", "jobs"),  # jobs: what its log reader saw in running jobs' output
+        reads={"jobs": (ANY,), "findings": (ANY,), "logs": ("rules-logs",)},
+        dead_letters=("rules", "rules-logs"),
         buckets=("rules-state", "rules-leases"),
     ),
     Identity(

@@ -32,7 +32,7 @@ from consumers.audit import consumer as audit
 from consumers.notify import consumer as notify
 from consumers.registry import CONSUMERS
 from consumers.rules import consumer as rules
-from consumers.rules import replica, snapshot
+from consumers.rules import logreader, replica, snapshot
 from controller.bus import versions
 from controller.bus.buckets import open_bucket
 from controller.bus.pulling import Puller
@@ -325,6 +325,10 @@ async def test_the_rules_keep_their_buckets_and_publish_findings(
         reader = await js.pull_subscribe("findings.>", stream="FINDINGS")  # an ephemeral reader
         assert [m.subject for m in await reader.fetch(1, timeout=5)] == ["findings.team-a.train.oom"]
         await reader.unsubscribe()
+        # its log reader: its durable on LOGS, what it saw on the job's subject
+        logs = await js.pull_subscribe("logs.>", durable=TOPOLOGY.durable(logreader.CONSUMER), stream="LOGS")
+        await logs.unsubscribe()
+        assert (await js.publish("jobs.team-a.train.logseen", b"{}")).stream == "JOBS"
         with pytest.raises((NatsError, NotFoundError)):
             await js.key_value(TOPOLOGY.bucket("published"))  # the watchers' bucket
         await refused(errors, "KV_published")
@@ -421,7 +425,11 @@ def test_the_identities_name_the_roles_durables_and_buckets() -> None:
     assert reads["notify"] == {"jobs": (notify.CONSUMER,), "findings": (notify.FINDINGS_CONSUMER,)}
     assert reads["audit"] == {"jobs": (audit.LIFECYCLE_CONSUMER,), "audit": (audit.CONSUMER,)}
     assert reads["k8s-events"] == {"findings": (kube_events.CONSUMER,)}
-    assert rules.CONSUMER == "rules" and reads["rules"] == {"jobs": ("*",), "findings": ("*",)}
+    assert rules.CONSUMER == "rules" and reads["rules"] == {
+        "jobs": ("*",),
+        "findings": ("*",),
+        "logs": (logreader.CONSUMER,),
+    }
     buckets = {who.name: who.buckets for who in IDENTITIES}
     assert buckets["watchers"] == (versions.BUCKET,)
     assert buckets["rules"] == (snapshot.STATE_BUCKET, replica.LEASE_BUCKET)
