@@ -25,6 +25,9 @@ class ThresholdOverride(BaseModel):
     settle_s: float | None = Field(default=None, ge=0)
     gpu_idle_s: float | None = Field(default=None, gt=0)
     memory_near_limit_ratio: float | None = Field(default=None, gt=0, le=1)
+    live_recovery_s: float | None = Field(default=None, gt=0)
+    live_silence_s: float | None = Field(default=None, gt=0)
+    culprit_gap_s: float | None = Field(default=None, gt=0)
 
 
 class RuleThresholds(BaseModel):

@@ -8,7 +8,10 @@ one, and a hang names the rank it waits for.
 
 from __future__ import annotations
 
+import json
+
 from consumers.rules import RuleEngine
+from consumers.rules.state import run_state_from_dict, run_state_to_dict
 from controller.contract.events import BusEvent, JobSpecSummary
 from controller.contract.findings import Finding
 from controller.testing.events import (
@@ -169,3 +172,22 @@ def test_a_hang_names_the_ranks_horovod_reports_missing() -> None:
     (hang,) = _firing(changes, "hang-progress")
     assert hang.first_seen == at(35)  # 34 minutes after the last step
     assert "Horovod's stall inspector names rank 3 as missing" in hang.root_cause
+
+
+def test_lines_seen_live_and_what_they_are_worth_survive_a_snapshot() -> None:
+    engine = RuleEngine()
+    replay(engine, running_run())
+    engine.observe(log_seen(OOM, "[1,3]<stderr>:  frame 0", observed_at=at(5)), at(5))
+    engine.observe(log_seen("[1,0]<stdout>:step 9", observed_at=at(7)), at(7))  # went on: recovered
+    engine.observe(log_seen(*ABORT, observed_at=at(8)), at(8))  # fatal: confirmed
+    state = engine.state(running_run()[0].uid)
+    assert state is not None
+
+    data = run_state_to_dict(state)
+    restored = run_state_from_dict(json.loads(json.dumps(data)))
+
+    assert run_state_to_dict(restored) == data
+    launcher_pod = restored.launcher()
+    assert launcher_pod is not None
+    assert [line.status for line in launcher_pod.live if line.mark.signature] == ["recovered", "confirmed"]
+    assert launcher_pod.rank_output.keys() == {0, 3, 5}
