@@ -32,6 +32,9 @@ from consumers.rules.state import PodState, RunState
 from consumers.rules.wording import listing
 from controller.contract.findings import Evidence
 
+_MAX_MISSING = 8
+"""Ranks named as missing from the counters at most (a worker's worth): more missing means the
+output shows only part of the ranks, not which one stopped."""
 _MISSING_HEAD = re.compile(r"^\s{0,8}Missing ranks:")
 _MISSING_RANK = re.compile(r"^\s{0,8}(?P<rank>\d{1,7}): \[")
 
@@ -99,7 +102,7 @@ def _nccl(state: RunState) -> Culprit | None:
     missing = tuple(sorted(_world(state) - counters.keys()))
     shown = [(counters[r][3], counters[r][2]) for r in sorted(counters)][:4]
     evidence = tuple(e for pod, line in shown for e in log_facts(pod, [line]))
-    if missing and len(missing) < len(counters):
+    if missing and len(missing) <= _MAX_MISSING and len(missing) < len(counters):
         words = (
             f"{_ranks(missing)} never reported the collective that {_ranks(tuple(sorted(counters)))} "
             "timed out on (missing from NCCL's watchdog counters)"

@@ -49,6 +49,9 @@ MAX_EVENTS_PER_RUN = 64
 """Recent Kubernetes Events kept per run; the rules only read the latest few per pod."""
 MAX_LIVE_LINES = 128
 """Lines seen live (:class:`LogSeen`) kept per pod, the latest."""
+MAX_LIVE_CHARS = 16_384
+"""Characters of lines seen live kept per pod (a pod printing signature lines all day costs the
+engine at most this): recovered lines go first, then the oldest."""
 MAX_RANKS_PER_POD = 1024
 """Ranks whose last output is kept per pod."""
 
@@ -419,7 +422,7 @@ class RunState:
             self.live_output_at = _latest(self.live_output_at, output.last_at)
         held_marks = {(line.mark.at, line.mark.line) for line in held.live}
         held.live.extend(LiveLine(m) for m in seen.marks if (m.at, m.line) not in held_marks)
-        del held.live[:-MAX_LIVE_LINES]
+        _trim(held.live)
         return True
 
     def judge_live(self, now: datetime, thresholds: RuleThresholds) -> None:
@@ -508,6 +511,24 @@ class RunState:
             self.mesh_wait_since = None
         elif self.mesh_wait_since is None:
             self.mesh_wait_since = at
+
+
+def _trim(lines: list[LiveLine]) -> None:
+    """Bound a pod's live lines (:data:`MAX_LIVE_LINES`, :data:`MAX_LIVE_CHARS`)."""
+    size = sum(len(line.mark.line) for line in lines)
+    if len(lines) <= MAX_LIVE_LINES and size <= MAX_LIVE_CHARS:
+        return
+    status: LiveStatus | None = None
+    kept: list[LiveLine] = []
+    for line in lines:  # a recovered signature line goes with the lines that follow it
+        status = line.status if line.mark.signature is not None else status
+        if status == "recovered":
+            size -= len(line.mark.line)
+        else:
+            kept.append(line)
+    while kept and (len(kept) > MAX_LIVE_LINES or size > MAX_LIVE_CHARS):
+        size -= len(kept.pop(0).mark.line)
+    lines[:] = kept
 
 
 def _live_texts(lines: list[LiveLine]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from consumers.rules import RuleEngine
-from consumers.rules.state import run_state_from_dict, run_state_to_dict
+from consumers.rules.state import MAX_LIVE_CHARS, MAX_LIVE_LINES, run_state_from_dict, run_state_to_dict
 from controller.contract.events import BusEvent, JobSpecSummary
 from controller.contract.findings import Finding
 from controller.testing.events import (
@@ -191,3 +191,16 @@ def test_lines_seen_live_and_what_they_are_worth_survive_a_snapshot() -> None:
     assert launcher_pod is not None
     assert [line.status for line in launcher_pod.live if line.mark.signature] == ["recovered", "confirmed"]
     assert launcher_pod.rank_output.keys() == {0, 3, 5}
+
+
+def test_a_pod_printing_signatures_all_day_holds_a_bounded_account() -> None:
+    engine = RuleEngine()
+    replay(engine, running_run())
+    for minute in range(300):
+        engine.observe(log_seen(*(OOM for _ in range(20)), observed_at=at(minute), step_s=1), at(minute, 20))
+    launcher_pod = engine.state(running_run()[0].uid).launcher()  # type: ignore[union-attr]
+
+    assert launcher_pod is not None
+    assert len(launcher_pod.live) <= MAX_LIVE_LINES
+    assert sum(len(line.mark.line) for line in launcher_pod.live) <= MAX_LIVE_CHARS
+    assert launcher_pod.live[-1].mark.at == at(299, 19)  # the latest are kept
