@@ -17,6 +17,13 @@ findings that are firing, and returns only what changed —
   Stalls of a finished run resolve. A finding explained by another is resolved with
   ``superseded_by``.
 
+Lines seen in a running job's output (``LogSeen``, :mod:`consumers.rules.live`) are judged at
+each evaluation (:meth:`RunState.judge_live`): the confirmed ones are read like a failure-time
+tail; while some are still pending, the causes they alone would show fire as *tentative*
+warnings, which resolve as soon as they stop holding and never stay as a verdict. A cause that
+holds only on lines seen live stays as the verdict of a run that failed, not of one that
+succeeded.
+
 ``observe(event, now)`` re-evaluates the event's run (``observe_all`` once per streak of
 one run's events); ``tick(now)`` re-evaluates every
 live run, which drives the time-based rules. ``now`` is always injected. After a restart

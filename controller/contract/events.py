@@ -5,6 +5,10 @@ discriminator, so a consumer parses any bus payload with :func:`parse_event` and
 producer can never publish a field nobody declared (``extra="forbid"``). Raw Kubernetes
 objects never cross the bus; the watchers normalize them first.
 
+One message does not come from the watchers: :class:`LogSeen`, what the rules' log reader saw in
+a running container's stored output, published on the job's subject so the rules read it in
+order with the job's other events.
+
 Message ids (``Nats-Msg-Id``) are derived from the object uid and resourceVersion, so the
 same observation published twice (a relist, a replay, a restarted watcher) collapses in
 JetStream's duplicate window and is written once downstream; a pod version republished with
