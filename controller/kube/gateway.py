@@ -248,37 +248,42 @@ def _unavailable(what: str, exc: BaseException) -> APIUnavailableError:
     return APIUnavailableError(0, f"{what}: {type(exc).__name__}: {exc}")
 
 
-class WatchStream:
-    """One watch request: iterate it in one thread, :meth:`close` it from any other.
+class _LongRequest:
+    """One long ``GET`` (a watch, a followed log): read in one thread, :meth:`close` from any other.
 
-    The request is sent on the first ``next()``. Lines are parsed as they arrive; ``ERROR``
-    events are raised as :class:`APIError` (410 as :class:`APIGoneError`), a broken connection
-    as :class:`APIUnavailableError`. The iterator ends when the server ends the stream (its
-    ``timeoutSeconds`` passed) or after :meth:`close`, which shuts the socket down so a read
-    blocked in another thread returns at once.
-    """
+    The request is sent on the first read (:meth:`_open`); :meth:`close` shuts the socket down so a
+    read blocked in another thread returns at once. Only the reading thread closes the response
+    (closing it under a read in progress breaks ``http.client`` mid-chunk), once the read ended."""
 
     def __init__(
-        self, gateway: KubeGateway, resource: Resource, path: str, query: Query, read_timeout_s: float
+        self, gateway: KubeGateway, path: str, query: Query, read_timeout_s: float, accept: str
     ) -> None:
         self._gateway = gateway
-        self._resource = resource
         self._path = path
         self._query = query
         self._read_timeout_s = read_timeout_s
+        self._accept = accept
         self._lock = threading.Lock()
         self._closed = False
         self._response: urllib3.BaseHTTPResponse | None = None
-        self._events = self._generate()
 
-    def __iter__(self) -> Iterator[RawWatchEvent]:
-        return self
-
-    def __next__(self) -> RawWatchEvent:
-        return next(self._events)
+    def _open(self) -> urllib3.BaseHTTPResponse | None:
+        """Send the request; ``None`` if :meth:`close` came first (or meanwhile)."""
+        if self._closed:
+            return None
+        response = self._gateway.request(
+            "GET", self._path, query=self._query, accept=self._accept, read_timeout_s=self._read_timeout_s
+        )
+        with self._lock:
+            self._response = response
+            closed = self._closed
+        if closed:
+            response.close()
+            return None
+        return response
 
     def close(self) -> None:
-        """Stop the stream: safe to call from any thread, any number of times."""
+        """Stop reading: safe from any thread, any number of times."""
         with self._lock:
             self._closed = True
             response = self._response
@@ -287,18 +292,34 @@ class WatchStream:
             with contextlib.suppress(ValueError, RuntimeError, OSError):
                 response.shutdown()
 
+
+class WatchStream(_LongRequest):
+    """One watch request: iterate it in one thread, :meth:`close` it from any other.
+
+    The request is sent on the first ``next()``. Lines are parsed as they arrive; ``ERROR``
+    events are raised as :class:`APIError` (410 as :class:`APIGoneError`), a broken connection
+    as :class:`APIUnavailableError`. The iterator ends when the server ends the stream (its
+    ``timeoutSeconds`` passed) or after :meth:`close`.
+    """
+
+    def __init__(
+        self, gateway: KubeGateway, resource: Resource, path: str, query: Query, read_timeout_s: float
+    ) -> None:
+        super().__init__(gateway, path, query, read_timeout_s, "application/json")
+        self._resource = resource
+        self._events = self._generate()
+
+    def __iter__(self) -> Iterator[RawWatchEvent]:
+        return self
+
+    def __next__(self) -> RawWatchEvent:
+        return next(self._events)
+
     def _generate(self) -> Iterator[RawWatchEvent]:
-        if self._closed:
+        response = self._open()
+        if response is None:
             return
-        response = self._gateway.request(
-            "GET", self._path, query=self._query, read_timeout_s=self._read_timeout_s
-        )
-        with self._lock:
-            self._response = response
-            closed = self._closed
         try:
-            if closed:
-                return
             for line in _iter_lines(response):
                 try:
                     event = json.loads(line)
@@ -335,7 +356,7 @@ FOLLOW_READ_TIMEOUT_S = 300.0
 it stood): a quiet container costs one request per five minutes, a dead connection no longer."""
 
 
-class LogFollow:
+class LogFollow(_LongRequest):
     """One followed container log (``follow=true&timestamps=true``): :meth:`read` what has arrived
     in one thread, :meth:`close` from any other.
 
@@ -344,50 +365,39 @@ class LogFollow:
     middle of a line: the caller resumes from the last whole line it kept."""
 
     def __init__(self, gateway: KubeGateway, path: str, query: Query, read_timeout_s: float) -> None:
-        self._gateway = gateway
-        self._path = path
-        self._query = query
-        self._read_timeout_s = read_timeout_s
-        self._lock = threading.Lock()
-        self._closed = False
-        self._response: urllib3.BaseHTTPResponse | None = None
+        super().__init__(gateway, path, query, read_timeout_s, "text/plain")
+        self._reading = False
 
     def read(self, size: int = _READ_SIZE) -> bytes:
         """The bytes that have arrived (at most ``size``), waiting for some; ``b""`` at the end."""
         response = self._response or self._open()
-        if response is None:
-            return b""
+        with self._lock:
+            if response is None or self._closed:
+                return b""
+            self._reading = True
         try:
-            return response.read1(size)
+            data = response.read1(size)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            response.close()
             if self._closed:
                 return b""
             raise _unavailable(f"follow {self._path}", exc) from exc
-
-    def _open(self) -> urllib3.BaseHTTPResponse | None:
-        if self._closed:
-            return None
-        response = self._gateway.request(
-            "GET", self._path, query=self._query, accept="text/plain", read_timeout_s=self._read_timeout_s
-        )
-        with self._lock:
-            self._response = response
-            closed = self._closed
-        if closed:
+        finally:
+            with self._lock:
+                self._reading = False
+        if not data:
             response.close()
-            return None
-        return response
+        return data
 
     def close(self) -> None:
-        """Stop following: safe from any thread, any number of times."""
+        """Stop following: safe from any thread, any number of times; the response is closed here
+        unless a read is in progress (which then ends, and closes it)."""
+        super().close()
         with self._lock:
-            self._closed = True
-            response = self._response
-        if response is not None:
+            idle = None if self._reading else self._response
+        if idle is not None:
             with contextlib.suppress(ValueError, RuntimeError, OSError):
-                response.shutdown()
-            with contextlib.suppress(ValueError, RuntimeError, OSError):
-                response.close()
+                idle.close()
 
 
 class KubeGateway:
