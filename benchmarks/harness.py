@@ -15,8 +15,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +110,54 @@ class ServedProcess:
             self.process.wait(5)
 
 
+def postgres_cpu_s(datadir: Path) -> float:
+    """CPU seconds of an embedded PostgreSQL: its postmaster (started on ``datadir``) and children."""
+    stats: dict[int, tuple[int, float, str]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                parent, cpu = proc_stat(proc.name)
+            except OSError:
+                continue
+            stats[int(proc.name)] = (parent, cpu, command)
+    roots = {
+        pid for pid, (_, _, command) in stats.items() if str(datadir) in command and "postgres" in command
+    }
+    return sum(cpu for pid, (parent, cpu, _) in stats.items() if pid in roots or parent in roots)
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds spent by named groups of processes (``pids``), the embedded PostgreSQL of
+    ``datadir`` and this process, between two :meth:`read` calls: a measure of work done that a
+    busy box distorts far less than wall-clock rates."""
+
+    pids: Mapping[str, Sequence[int]]
+    datadir: Path
+
+    def read(self) -> dict[str, float]:
+        """CPU seconds so far, by group (processes gone meanwhile count as zero)."""
+
+        def alive(pid: int) -> float:
+            try:
+                return cpu_s(pid)
+            except OSError:
+                return 0.0
+
+        spent = {name: sum(alive(pid) for pid in pids) for name, pids in self.pids.items()}
+        return {**spent, "postgres": postgres_cpu_s(self.datadir), "this_process": time.process_time()}
+
+    @staticmethod
+    def per(before: Mapping[str, float], after: Mapping[str, float], units: int) -> dict[str, float]:
+        """Milliseconds of CPU per unit of work, by group, between ``before`` and ``after``."""
+        return {name: round((after[name] - before[name]) * 1000 / max(units, 1), 3) for name in after}
+
+
 @dataclass
 class Bench:
-    """Handles a benchmark works with."""
+    """Handles a benchmark works with: ``pids`` of the consumer processes by role, ``data_dir``
+    where the embedded services keep their data."""
 
     nc: NATS
     js: JetStreamContext
@@ -120,6 +166,14 @@ class Bench:
     metrics: PipelineMetrics
     database_url: str
     nats_url: str
+    pids: dict[str, list[int]] = field(default_factory=dict)
+    data_dir: Path = Path()
+
+    async def transactions(self) -> int:
+        """Transactions PostgreSQL committed so far in the benchmark's database."""
+        async with self.engine.connect() as conn:
+            query = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+            return int((await conn.execute(text(query))).scalar_one())
 
 
 @contextlib.asynccontextmanager
@@ -167,7 +221,11 @@ async def pipeline_services(
             )
             for n, name in enumerate(consumers)
         ]
-        bench = Bench(nc, js, topology, engine, PipelineMetrics(), services.database_url, services.nats_url)
+        pids: dict[str, list[int]] = {}
+        for name, process in zip(consumers, processes, strict=True):
+            pids.setdefault(name, []).append(process.pid)
+        urls = services.database_url, services.nats_url
+        bench = Bench(nc, js, topology, engine, PipelineMetrics(), *urls, pids, data_dir)
         try:
             await _until_ready(bench, consumers)
             yield bench

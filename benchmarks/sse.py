@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
-from benchmarks.harness import cpu_s, proc_stat, report, rss_mib
+from benchmarks.harness import cpu_s, postgres_cpu_s, report, rss_mib
 from controller.cli.embedded import EmbeddedPostgres
 from controller.store import migrate
 from controller.store.engine import make_engine
@@ -62,23 +62,6 @@ def serve(url: str, port: int, clients: int, poll_s: float) -> None:
         streams=StreamLimits.from_settings(settings),
     )
     uvicorn.Server(server_config(app, settings, port)).run()
-
-
-def postgres_cpu_s(datadir: Path) -> float:
-    """CPU seconds of the embedded PostgreSQL: its postmaster (started on ``datadir``) and children."""
-    stats: dict[int, tuple[int, float, str]] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                parent, cpu = proc_stat(proc.name)
-            except OSError:
-                continue
-            stats[int(proc.name)] = (parent, cpu, command)
-    roots = {
-        pid for pid, (_, _, command) in stats.items() if str(datadir) in command and "postgres" in command
-    }
-    return sum(cpu for pid, (parent, cpu, _) in stats.items() if pid in roots or parent in roots)
 
 
 async def seed(url: str, runs: int) -> None:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -52,8 +53,8 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -62,7 +63,7 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
-from benchmarks.harness import Bench, pipeline_services, report
+from benchmarks.harness import Bench, CpuMeter, pipeline_services, report
 from controller.bus.publishing import Publisher
 from controller.contract.cloudevents import FORMATS, TYPE_PREFIX
 from controller.contract.events import JobObserved, JobRef
@@ -174,6 +175,26 @@ class Env:
     publisher: Publisher
     receiver: Connection
     """The pipe to the receiver process (arrival counts)."""
+    meter: CpuMeter
+    spent: dict[str, tuple[dict[str, float], int]] = field(default_factory=dict)
+    """CPU seconds by process group and PostgreSQL transactions of each phase, by job uid prefix."""
+
+    @contextlib.asynccontextmanager
+    async def measured(self, prefix: str) -> AsyncIterator[None]:
+        """Record the CPU and transactions the phase of job uids ``prefix`` costs."""
+        cpu, transactions = self.meter.read(), await self.bench.transactions()
+        yield
+        after, done = self.meter.read(), await self.bench.transactions()
+        self.spent[prefix] = ({k: after[k] - cpu[k] for k in after}, done - transactions)
+
+    def cost(self, prefix: str, deliveries: int) -> dict[str, Any]:
+        """What one delivery of the phase cost: CPU ms by process group, PostgreSQL transactions."""
+        cpu, transactions = self.spent[prefix]
+        zero = dict.fromkeys(cpu, 0.0)
+        return {
+            "cpu_ms_per_delivery": CpuMeter.per(zero, cpu, deliveries),
+            "postgres_transactions_per_delivery": round(transactions / max(deliveries, 1), 2),
+        }
 
     def arrived(self, prefix: str) -> int:
         """Verified healthy deliveries of the job uids starting with ``prefix`` so far."""
@@ -256,12 +277,18 @@ async def reference_sender(
 
     started = time.monotonic()
     try:
-        await asyncio.gather(*(send(n) for n in range(count)))
-        await until_arrived(env, "reference-", count)
+        async with env.measured("reference-"):
+            await asyncio.gather(*(send(n) for n in range(count)))
+            await until_arrived(env, "reference-", count)
     finally:
         await asyncio.gather(*(pool.aclose() for pool in pools.values()))
     seconds = time.monotonic() - started
-    return {"deliveries": count, "seconds": round(seconds, 2), "deliveries_per_s": round(count / seconds, 1)}
+    return {
+        "deliveries": count,
+        "seconds": round(seconds, 2),
+        "deliveries_per_s": round(count / seconds, 1),
+        **env.cost("reference-", count),
+    }
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -279,8 +306,9 @@ async def throughput(
     for story in stories:
         for event in story:
             published[(event.uid, _type(event))] = time.time()
-    await env.publisher.publish([e for story in stories for e in story])
-    await until_arrived(env, f"{prefix}-", HEALTHY * count * 3)
+    async with env.measured(f"{prefix}-"):
+        await env.publisher.publish([e for story in stories for e in story])
+        await until_arrived(env, f"{prefix}-", HEALTHY * count * 3)
     return {"runs": len(stories), "events": len(stories) * 3, "started": started}
 
 
@@ -364,29 +392,33 @@ async def watched(
     stories = job_transitions(f"steady{rate}", max(1, int(transitions_per_s * seconds / 3 / JOBS) + 1))
     order = [(step, story[step]) for step in range(3) for story in stories]
     pods_per_tick = max(0, round((events_per_s - transitions_per_s) / 100))
-    start, tick, sent = time.perf_counter(), 0, 0
-    while sent < len(order):
-        await asyncio.sleep(max(0.0, start + tick / 100 - time.perf_counter()))
-        due = min(len(order), int((tick + 1) / 100 * transitions_per_s))
-        chunk = [
-            Observation(
-                "pod",
-                "MODIFIED",
-                k.with_container_state(
-                    pods[(tick * pods_per_tick + i) % len(pods)], {"running": {}}, phase="Running", ready=True
-                ),
-                datetime.now(UTC),
-            )
-            for i in range(pods_per_tick)
-        ]
-        for step, job in order[sent:due]:
-            entered[(job["metadata"]["uid"], STEPS[step])] = time.time()
-            chunk.append(Observation("job", "ADDED" if step == 0 else "MODIFIED", job, datetime.now(UTC)))
-        sent = due
-        await pipeline.feed(chunk)
-        tick += 1
-    expected = sum(healthy_of(int(job["metadata"]["name"].split("-")[1])) for _, job in order)
-    await until_arrived(env, f"steady{rate}-", expected)
+    async with env.measured(f"steady{rate}-"):
+        start, tick, sent = time.perf_counter(), 0, 0
+        while sent < len(order):
+            await asyncio.sleep(max(0.0, start + tick / 100 - time.perf_counter()))
+            due = min(len(order), int((tick + 1) / 100 * transitions_per_s))
+            chunk = [
+                Observation(
+                    "pod",
+                    "MODIFIED",
+                    k.with_container_state(
+                        pods[(tick * pods_per_tick + i) % len(pods)],
+                        {"running": {}},
+                        phase="Running",
+                        ready=True,
+                    ),
+                    datetime.now(UTC),
+                )
+                for i in range(pods_per_tick)
+            ]
+            for step, job in order[sent:due]:
+                entered[(job["metadata"]["uid"], STEPS[step])] = time.time()
+                chunk.append(Observation("job", "ADDED" if step == 0 else "MODIFIED", job, datetime.now(UTC)))
+            sent = due
+            await pipeline.feed(chunk)
+            tick += 1
+        expected = sum(healthy_of(int(job["metadata"]["name"].split("-")[1])) for _, job in order)
+        await until_arrived(env, f"steady{rate}-", expected)
     return {"offered_deliveries_per_s": rate, "transitions": len(order), "seconds": seconds}
 
 
@@ -486,7 +518,13 @@ async def main(args: argparse.Namespace) -> None:
             )
             receiver.start()
             assert parent.recv() == "ready"
-            env = Env(bench, Publisher(bench.js, bench.topology), parent)
+            groups = {
+                "dispatchers": bench.pids.get("dispatch", []),
+                "notify_consumer": bench.pids.get("notify", []),
+                "receiver": [receiver.pid] if receiver.pid else [],
+            }
+            meter = CpuMeter(groups, bench.data_dir / "postgres")
+            env = Env(bench, Publisher(bench.js, bench.topology), parent, meter)
             pipeline = Pipeline(env.publisher.publish, bench.metrics, 30)
             try:
                 published: dict[Key, float] = {}
@@ -507,6 +545,8 @@ async def main(args: argparse.Namespace) -> None:
     bad = [s for s in subs if s.kind != "healthy"]
     if args.formats:
         compared = by_format(args.formats, arrivals, published, enqueued)
+        for n, one in enumerate(compared["bursts"]):
+            one.update(env.cost(f"burst{n}-", one["healthy_deliveries"]))
         best = max(b["deliveries_per_s"] for b in compared["bursts"])
         report(
             "webhooks-formats",
@@ -524,6 +564,7 @@ async def main(args: argparse.Namespace) -> None:
         )
         return
     burst = summarize(arrivals, published, enqueued, "burst-")
+    burst.update(env.cost("burst-", burst["healthy_deliveries"]))
     result = {
         "benchmark": "webhooks",
         "path": "watch event → watcher pipeline → JetStream → notify consumer → PostgreSQL outbox → "
@@ -546,7 +587,8 @@ async def main(args: argparse.Namespace) -> None:
             {
                 "offered_deliveries_per_s": rate,
                 "watch_events_per_s": args.events_per_s,
-                **summarize(arrivals, published, enqueued, f"steady{rate}-"),
+                **(steady := summarize(arrivals, published, enqueued, f"steady{rate}-")),
+                **env.cost(f"steady{rate}-", steady["healthy_deliveries"]),
             }
             for rate in args.rates
         ],
