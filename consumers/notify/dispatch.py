@@ -164,6 +164,7 @@ class Dispatcher:
         s = self._settings
         saturated = {sub for sub, n in self._in_flight.items() if n >= s.endpoint_concurrency}
         now = self._clock()
+        self._metrics.claims.inc()
         async with self._engine.begin() as conn:
             claims = await outbox.claim(
                 conn, now, now + timedelta(seconds=s.lease_s), room, s.endpoint_concurrency, saturated

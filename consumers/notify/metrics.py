@@ -38,6 +38,11 @@ class NotifyMetrics(MetricGroup):
         self.in_flight = Gauge(
             "mpijc_notify_in_flight", "Deliveries this dispatcher is sending now.", registry=r
         )
+        self.claims = Counter(
+            "mpijc_notify_claims",
+            "Queries a dispatcher ran for due deliveries (each woken dispatcher runs one).",
+            registry=r,
+        )
         self.disabled = Counter(
             "mpijc_notify_endpoints_disabled",
             "Subscriptions disabled automatically (failing too long, or 410 Gone).",

@@ -8,7 +8,8 @@ nothing and retries survive restarts:
 
 - :func:`claim` takes due rows atomically (a conditional ``UPDATE … RETURNING`` pushes
   ``next_attempt_at`` out by a lease), so several dispatchers never send one row at once and
-  a dispatcher that dies mid-send is superseded after the lease;
+  a dispatcher that dies mid-send is superseded after the lease; rows another dispatcher is
+  claiming at that moment are skipped (``FOR UPDATE SKIP LOCKED``), not waited for;
 - a row is claimable only when no earlier row of the same subscription and ``order_key``
   (the job uid; for email, the job name) is pending: one job's events reach an endpoint in
   order, while other jobs and other endpoints go on. A row enqueued behind a pending one is
@@ -198,10 +199,13 @@ _CLAIM = text(
         SELECT seq, row_number() OVER (PARTITION BY subscription_id ORDER BY seq) AS rank FROM heads
     ), chosen AS (
         SELECT seq FROM ranked WHERE rank <= :per_endpoint ORDER BY seq LIMIT :limit
+    ), locked AS (
+        SELECT d.seq FROM deliveries d WHERE d.seq IN (SELECT seq FROM chosen)
+        FOR UPDATE OF d SKIP LOCKED
     )
     UPDATE deliveries d SET next_attempt_at = :lease_until
-    FROM chosen
-    WHERE d.seq = chosen.seq AND d.status = 'pending' AND d.next_attempt_at <= :now
+    FROM locked
+    WHERE d.seq = locked.seq AND d.status = 'pending' AND d.next_attempt_at <= :now
     RETURNING d.seq, d.id, d.subscription_id, d.channel, d.event_type, d.order_key, d.body, d.attempts
     """
 )

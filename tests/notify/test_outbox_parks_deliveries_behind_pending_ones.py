@@ -1,7 +1,8 @@
 """A delivery queued behind a pending one of the same job and subscription is parked — never
 scanned by a claim — and becomes due when the one ahead settles (delivered or dead), not when
 it is retried; a row parked as the row ahead settled in another transaction is freed by the
-dispatcher's sweep; re-enabling a subscription leaves parked rows parked."""
+dispatcher's sweep; re-enabling a subscription leaves parked rows parked; a claim skips the
+rows another dispatcher is claiming at that moment instead of waiting for its transaction."""
 
 from __future__ import annotations
 
@@ -145,3 +146,20 @@ async def test_reenabling_a_subscription_leaves_parked_rows_parked(
     async with engine.begin() as conn:
         await outbox.resume(conn, sub, NOW)
     assert await claimable(engine) == [("pi", "job.created")]
+
+
+async def test_a_claim_skips_rows_another_dispatcher_is_claiming(
+    subscription: str, engine: AsyncEngine
+) -> None:
+    sub = subscription
+    async with engine.begin() as conn:
+        await outbox.enqueue(conn, [row(sub, f"job-{n}", "job.created") for n in range(4)])
+    async with engine.connect() as first, engine.begin() as second:
+        await first.begin()
+        held = await outbox.claim(first, NOW, NOW + timedelta(minutes=1), 2, 100)  # not committed yet
+        await second.execute(text("SET LOCAL lock_timeout = '2s'"))  # waiting would fail, not hang
+        taken = await outbox.claim(second, NOW, NOW + timedelta(minutes=1), 4, 100)
+        await first.commit()
+    assert [c.order_key for c in held] == ["job-0", "job-1"]
+    assert [c.order_key for c in taken] == ["job-2", "job-3"]
+    assert await claimable(engine) == []
