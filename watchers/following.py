@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -41,13 +41,13 @@ from controller.contract.kinds import speaks_for_run
 from controller.contract.logs import (
     LineSplitter,
     LogBatch,
-    LogLine,
     LogPosition,
+    PackedBatch,
     Resume,
-    clean_lines,
-    rank_of,
+    decode_lines,
+    read_lines,
+    redact_lines,
     since_time,
-    split_timestamp,
 )
 from controller.contract.settings import LogSettings, NatsSettings
 from controller.contract.subjects import Topology
@@ -318,30 +318,29 @@ class LogFollower:
         return await asyncio.get_running_loop().run_in_executor(self._executor, follow.read)
 
     async def _store(
-        self, batches: Sequence[LogBatch], key: FollowKey, job: JobRef, position: LogPosition
+        self, batches: Sequence[PackedBatch], key: FollowKey, job: JobRef, position: LogPosition
     ) -> LogPosition:
         """Publish ``batches`` within the run's cap; the position they bring the container to from
         ``position`` (a capped one where the cap was reached)."""
         stored = self._stored.setdefault(job.uid, {})
-        kept: list[LogBatch] = []
+        kept: list[PackedBatch] = []
         for batch in batches:
-            total = sum(stored.values()) - stored.get(key, 0) + batch.position.stored_bytes
+            head = batch.head
+            total = sum(stored.values()) - stored.get(key, 0) + head.position.stored_bytes
             if total > self._settings.run_max_bytes or job.uid in self._capped:
                 note = f"log cap of {self._settings.run_max_bytes} bytes reached for this run: no more kept"
-                capped = batch.position.model_copy(
-                    update={"capped": True, "stored_bytes": stored.get(key, 0)}
-                )
-                kept.append(batch.model_copy(update={"lines": (), "position": capped, "note": note}))
+                capped = head.position.model_copy(update={"capped": True, "stored_bytes": stored.get(key, 0)})
+                kept.append(PackedBatch(head.model_copy(update={"position": capped, "note": note}), []))
                 if job.uid not in self._capped:
                     self._metrics.log_capped.inc()
                 self._capped.add(job.uid)
                 break
             kept.append(batch)
-            stored[key] = batch.position.stored_bytes
+            stored[key] = head.position.stored_bytes
         if kept:
             await publish_batches(self._js, self._topology, kept, self._retry_s)
             self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
-            return kept[-1].position
+            return kept[-1].head.position
         return position
 
 
@@ -361,40 +360,46 @@ class _Batches:
         self._splitter.discard()
         self._resume = Resume(position)
 
-    def feed(self, chunk: bytes, position: LogPosition) -> list[LogBatch]:
+    def feed(self, chunk: bytes, position: LogPosition) -> list[PackedBatch]:
         return self._batches(self._splitter.feed(chunk), position)
 
-    def finish(self, position: LogPosition) -> list[LogBatch]:
-        return self._batches(self._splitter.finish(), position)
+    def finish(self, position: LogPosition) -> list[PackedBatch]:
+        return self._batches(list(self._splitter.finish()), position)
 
-    def _batches(self, raw: Iterable[bytes], position: LogPosition) -> list[LogBatch]:
-        admitted: list[tuple[int, bytes]] = []
-        for line in raw:
-            stamp, rest = split_timestamp(line)
-            if stamp is None:  # no timestamp: a line the kubelet split, keep it at the last one's
-                stamp, rest = admitted[-1][0] if admitted else position.ts, line
-            if self._resume.admit(stamp):
-                admitted.append((stamp, rest))
-        batches: list[LogBatch] = []
-        lines: list[LogLine] = []
-        size = 0
+    def _batches(self, raw: Sequence[bytes], position: LogPosition) -> list[PackedBatch]:
+        stamps, ranks, texts = read_lines(decode_lines(raw), position.ts)
+        first = self._resume.first_new(stamps)
+        if first:
+            stamps, ranks, texts = stamps[first:], ranks[first:], texts[first:]
+        redacted, key_lines = redact_lines(texts, position.key_lines)
+        batches: list[PackedBatch] = []
+        lines: list[dict[str, int | str]] = []
+        size, limit = 0, self._limit
         ts, ties, stored = position.ts, position.ties, position.stored_bytes
-        for (stamp, rest), text in zip(admitted, clean_lines([rest for _, rest in admitted]), strict=True):
+        for i, (stamp, rank, text) in enumerate(zip(stamps, ranks, redacted, strict=True)):
             ties = ties + 1 if stamp == ts else 1
             ts = stamp
             stored += len(text)
             size += len(text)
-            lines.append(LogLine(ts=stamp, rank=rank_of(rest), text=text))
-            if size >= self._limit:
-                batches.append(self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored)))
+            lines.append(
+                {"ts": stamp, "text": text} if rank is None else {"ts": stamp, "rank": rank, "text": text}
+            )
+            if size >= limit:
+                keys = key_lines[i] if key_lines is not None else 0
+                batches.append(
+                    self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored, key_lines=keys))
+                )
                 lines, size = [], 0
         if lines:
-            batches.append(self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored)))
+            keys = key_lines[-1] if key_lines is not None else 0
+            batches.append(
+                self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored, key_lines=keys))
+            )
         return batches
 
-    def _batch(self, lines: list[LogLine], position: LogPosition) -> LogBatch:
+    def _batch(self, lines: list[dict[str, int | str]], position: LogPosition) -> PackedBatch:
         pod, job = self._pod, self._job
-        return LogBatch(
+        head = LogBatch(
             run_uid=job.uid,
             namespace=job.namespace,
             job=job.name,
@@ -402,6 +407,6 @@ class _Batches:
             container=self._container,
             role=pod.role,
             index=pod.index,
-            lines=tuple(lines),
             position=position,
         )
+        return PackedBatch(head, lines)
