@@ -19,7 +19,12 @@ connection is dropped and read whole again.
 
 Each run's text is capped (``run_max_bytes``, counted from the containers' stored positions):
 the batch that reaches the cap says so in its note, and the run's containers are no longer
-followed. Threads: one blocking read per follow, on an executor of ``max_follows`` threads.
+followed. Threads: one blocking read per follow, on an executor of ``max_follows`` threads,
+into a buffer the follow takes from as one chunk (:class:`_Pump`): the event loop is woken once
+per batch, not once per read. A container's lines go out at once when its last batch went out
+``linger_s`` ago or more, else when that much has passed (or a batch's worth has arrived): a
+quiet container's line is stored as soon as it is read, a chatty one's in at most one batch
+per ``linger_s``, and a follow under load publishes bigger batches, not more.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -281,9 +287,13 @@ class LogFollower:
                 pod.namespace, pod.name, container, since_time(position.ts) if position.ts else None
             )
             batches.resume(position)
+            pump = _Pump(follow, self._executor, self._settings.batch_max_bytes)
+            linger, loop = self._settings.linger_s, asyncio.get_running_loop()
+            stored_at = -linger
             try:
-                while chunk := await self._read(follow):
+                while chunk := await pump.take(not_before=stored_at + linger):
                     position = await self._store(batches.feed(chunk, position), key, job, position)
+                    stored_at = loop.time()
                     if position.capped:
                         return
                     backoff.reset()
@@ -307,15 +317,12 @@ class LogFollower:
                 log.info("following the log of %s again in %.1fs: %s", where, delay, exc)
                 await asyncio.sleep(delay)
             finally:
-                follow.close()
+                pump.close()
 
     def _runs(self, key: FollowKey, restarts: int) -> bool:
         """Whether the container still runs as the instance followed, as far as the watch says."""
         pod = self._pods.get(key[0])
         return pod is not None and pod.running.get(key[1]) == restarts
-
-    async def _read(self, follow: Follow) -> bytes:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, follow.read)
 
     async def _store(
         self, batches: Sequence[PackedBatch], key: FollowKey, job: JobRef, position: LogPosition
@@ -342,6 +349,78 @@ class LogFollower:
             self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
             return kept[-1].head.position
         return position
+
+
+class _Pump:
+    """Reads one follow on an executor thread, into a buffer the event loop takes from.
+
+    The loop is woken when the buffer gets bytes while empty, not once per read: while a
+    follow's last batch waits for its ack, what arrives meanwhile is taken at once after it
+    (one batch, one publish, however many reads). The buffer holds at most ``limit`` bytes: the
+    thread waits for the loop beyond that (the kubelet's side then waits for us)."""
+
+    def __init__(self, follow: Follow, executor: ThreadPoolExecutor, limit: int) -> None:
+        self._follow = follow
+        self._limit = limit
+        self._loop = asyncio.get_running_loop()
+        self._ready = asyncio.Event()
+        self._lock = threading.Condition()
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._ended = False
+        self._error: BaseException | None = None
+        self._closed = False
+        self._reading = self._loop.run_in_executor(executor, self._run)
+
+    def _run(self) -> None:
+        """On the executor: read until the end, the stream breaks, or :meth:`close`."""
+        error: BaseException | None = None
+        try:
+            while chunk := self._follow.read():
+                with self._lock:
+                    while self._size >= self._limit and not self._closed:
+                        self._lock.wait()
+                    if self._closed:
+                        return
+                    wake = not self._chunks
+                    self._chunks.append(chunk)
+                    self._size += len(chunk)
+                if wake:
+                    self._loop.call_soon_threadsafe(self._ready.set)
+        except BaseException as exc:  # handed to the loop, raised by take()
+            error = exc
+        with self._lock:
+            self._ended, self._error = True, error
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody takes any more
+            self._loop.call_soon_threadsafe(self._ready.set)
+
+    async def take(self, not_before: float = 0.0) -> bytes:
+        """All that was read since the last take, waiting for some and, unless the buffer is full,
+        until the loop's time ``not_before``; ``b""`` at the end of the log; the read's error
+        where the stream broke (after what was read before it)."""
+        while True:
+            await self._ready.wait()
+            if (delay := not_before - self._loop.time()) > 0 and self._size < self._limit:
+                await asyncio.sleep(delay)
+            with self._lock:
+                chunks, self._chunks, self._size = self._chunks, [], 0
+                ended, error = self._ended, self._error
+                if not ended:  # else the next take finds the end at once
+                    self._ready.clear()
+                self._lock.notify()
+            if chunks:
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            if error is not None:
+                raise error
+            if ended:
+                return b""
+
+    def close(self) -> None:
+        """Stop reading (the thread ends with its read)."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify()
+        self._follow.close()
 
 
 class _Batches:
