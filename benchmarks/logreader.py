@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -64,6 +65,8 @@ async def main(args: argparse.Namespace) -> None:
     if reading.done():
         reading.result()
     reading.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await reading
     result: dict[str, Any] = {
         "lines_read": len(read_ms),
         "written_to_stored": _percentiles(stored_ms),

@@ -364,6 +364,7 @@ class _Pump:
         self._limit = limit
         self._loop = asyncio.get_running_loop()
         self._ready = asyncio.Event()
+        self._full = asyncio.Event()
         self._lock = threading.Condition()
         self._chunks: list[bytes] = []
         self._size = 0
@@ -385,8 +386,11 @@ class _Pump:
                     wake = not self._chunks
                     self._chunks.append(chunk)
                     self._size += len(chunk)
+                    full = self._size >= self._limit
                 if wake:
                     self._loop.call_soon_threadsafe(self._ready.set)
+                if full:  # a batch's worth: a take lingering goes now
+                    self._loop.call_soon_threadsafe(self._full.set)
         except BaseException as exc:  # handed to the loop, raised by take()
             error = exc
         with self._lock:
@@ -400,8 +404,11 @@ class _Pump:
         where the stream broke (after what was read before it)."""
         while True:
             await self._ready.wait()
+            self._full.clear()
             if (delay := not_before - self._loop.time()) > 0 and self._size < self._limit:
-                await asyncio.sleep(delay)
+                timer = self._loop.call_later(delay, self._full.set)
+                await self._full.wait()
+                timer.cancel()
             with self._lock:
                 chunks, self._chunks, self._size = self._chunks, [], 0
                 ended, error = self._ended, self._error
