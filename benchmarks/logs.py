@@ -1,19 +1,25 @@
 """Run logs: following, storing, reading back (docs/logs.md).
 
-Embedded PostgreSQL and NATS, the simulated API server (in this process: its threads' CPU is
-counted with the follower's, the same for the reference), ``--pods`` running containers whose
-logs hold ``--lines`` lines each of about 100 bytes, with ranks.
+Embedded PostgreSQL and NATS.
 
-- **follow**: a :class:`~watchers.following.LogFollower` follows every container and stores every
-  line on ``LOGS``: lines/s, process CPU seconds and RSS; in turns with it (``--rounds``, each on a
-  run of its own) the **reference**, the least a follower can do: the same ``pods/log`` follows
-  through the same gateway, each chunk read published as it is, no line split, parse or batch.
-- **latency**: ``--rate`` lines/s spread over the pods, each stamped with the time it was
-  written; a reader following the run on ``LOGS`` (what ``follow=true`` of the API reads) notes
-  when each arrives: p50/p99.
+- **follow**: ``--pods`` running containers on the simulated API server (in this process: its
+  threads' CPU is counted with the follower's, the same for the reference) whose logs hold
+  ``--lines`` lines each of about 80 bytes, with ranks; a :class:`~watchers.following.LogFollower`
+  follows every container until it says every line is stored on ``LOGS``: lines/s, process CPU
+  seconds. In turns with it (``--rounds``, each on a run of its own) the **reference**, the least
+  a follower can do: the same ``pods/log`` follows through the same gateway, each chunk read
+  published as it is, no line split, parse or batch.
 - **stored**: bytes on disk of the ``LOGS`` stream (S2-compressed) per stored line.
-- **search**: ``GET /api/v1/runs/{uid}/logs`` over the whole stored run through the app, a keyword
-  and an RE2 expression matching one line in 10,000: p50/p95 of ``--searches`` requests.
+- **search**: ``GET /api/v1/runs/{uid}/logs`` through the app over the whole followed run, and over
+  a run of ``--search-mib`` MiB of text (the per-run cap's 64 MiB by default) published as
+  followers store it, a keyword and an RE2 expression each matching one line per container
+  (once in the large run): p50/p95 of ``--searches`` requests.
+- **live**: for each of ``--live-pods``, ``--rate`` lines/s spread over that many followed
+  containers for ``--seconds``, written by :mod:`benchmarks.logwriter` (a simulated API server in
+  a process of its own) and read by :mod:`benchmarks.logreader` (following the run on ``LOGS``
+  as ``follow=true`` of the API does, in a process of its own): written → stored and written →
+  read p50/p99/max; this process's CPU and RSS, which now hold the follower alone, and its RSS
+  per follow.
 """
 
 from __future__ import annotations
@@ -238,7 +244,11 @@ async def live(bench: Bench, pods: int, rate: int, seconds: float) -> dict[str, 
         rss_before = rss_mib(os.getpid())
         async with _follower(hello["url"], bench, ref, hello["pods"]) as follower:
             await until(lambda: len(follower.following) == pods, 60.0, interval_s=0.1)
-            await asyncio.sleep(1.0)  # every follow's request answered
+
+            async def all_open() -> bool:
+                return bool((await _ask(writer, "open"))["open"] == pods)
+
+            await until(all_open, 60.0, interval_s=0.2)  # every follow's request answered
             rss_following = rss_mib(os.getpid())
             cpu, writer_cpu, start = cpu_s(os.getpid()), cpu_s(writer.pid), time.perf_counter()
             answer = asyncio.ensure_future(_ask(writer, f"write {rate} {seconds}"))
@@ -401,13 +411,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "disk_bytes_per_line": round(on_disk / (args.pods * args.lines), 1),
                 "text_bytes_per_line": round(expected / (args.pods * args.lines), 1),
             }
+            live_runs = [await live(bench, pods, args.rate, args.seconds) for pods in args.live_pods]
             searched = {
                 "followed_run": await search(bench, ref, args.searches, {"lines": args.pods * args.lines})
             }
             if args.search_mib:
                 big, made = await large_run(bench, args.search_mib)
                 searched["large_run"] = await search(bench, big, args.searches, made)
-            live_runs = [await live(bench, pods, args.rate, args.seconds) for pods in args.live_pods]
     return {
         "pods": args.pods,
         "lines_per_pod": args.lines,

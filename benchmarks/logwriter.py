@@ -3,10 +3,11 @@ serving one running MPIJob whose containers write their logs at a given rate.
 
 So that the follower's process holds nothing but the follower (its CPU and RSS are its own) and
 the server's threads (one per followed container) do not take its interpreter's lock. It prints
-one JSON line: the server's URL, the job's ref, its pods; then, for each ``write RATE SECONDS``
-read on standard input, writes ``RATE`` lines/s spread over the containers in ticks of 50 ms,
-each line ending with the nanoseconds it was written at, and prints ``{"written": N}``; standard
-input closed, it ends.
+one JSON line: the server's URL, the job's ref, its pods; then answers each command read on
+standard input with one JSON line: ``open``, the follows open now (``{"open": N}``);
+``write RATE SECONDS``, ``RATE`` lines/s spread over the containers in ticks of 50 ms, each line
+ending with the nanoseconds it was written at (``{"written": N}``). Standard input closed, it
+ends.
 """
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ def main(pods: int) -> None:
         ref = {"uid": meta["uid"], "kind": "MPIJob", "namespace": meta["namespace"], "name": meta["name"]}
         print(json.dumps({"url": sim.url, "job": ref, "pods": created}), flush=True)
         for command in sys.stdin:
-            _, rate, seconds = command.split()
-            print(json.dumps({"written": write(sim, where, int(rate), float(seconds))}), flush=True)
+            match command.split():
+                case ["open"]:
+                    print(json.dumps({"open": sum(sim.open_log_follows().values())}), flush=True)
+                case ["write", rate, seconds]:
+                    print(json.dumps({"written": write(sim, where, int(rate), float(seconds))}), flush=True)
+                case _:
+                    raise SystemExit(f"unknown command {command!r}")
 
 
 def write(sim: SimCluster, where: list[tuple[str, str, str]], rate: int, seconds: float) -> int:
