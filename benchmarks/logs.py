@@ -63,6 +63,8 @@ from watchers.metrics import WatchMetrics
 
 RUNNING = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
 TOKEN = "bench"
+LINGER_S = [LogSettings().linger_s]
+"""The followers' ``linger_s`` (``--linger``)."""
 
 
 def _line(pod: int, i: int) -> str:
@@ -98,7 +100,7 @@ async def _follower(
             gateway,
             bench.nc,
             bench.topology,
-            LogSettings(max_follows=len(pods)),
+            LogSettings(max_follows=len(pods), linger_s=LINGER_S[0]),
             NatsSettings(),
             jobs,
             metrics=metrics,
@@ -378,8 +380,11 @@ def _dir_bytes(data_dir: Path, stream: str) -> int:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
+    LINGER_S[0] = args.linger
     with tempfile.TemporaryDirectory(prefix="mpijc-bench-logs-") as tmp, SimCluster() as sim:
         async with pipeline_services(Path(tmp), consumers=()) as bench:
+            # first, while this process holds nothing else (the rounds' logs stay in the simulated server)
+            live_runs = [await live(bench, pods, args.rate, args.seconds) for pods in args.live_pods]
             rounds = []
             for _ in range(args.rounds):
                 ours = await follow_round(sim, bench, args.pods, args.lines)
@@ -411,7 +416,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "disk_bytes_per_line": round(on_disk / (args.pods * args.lines), 1),
                 "text_bytes_per_line": round(expected / (args.pods * args.lines), 1),
             }
-            live_runs = [await live(bench, pods, args.rate, args.seconds) for pods in args.live_pods]
             searched = {
                 "followed_run": await search(bench, ref, args.searches, {"lines": args.pods * args.lines})
             }
@@ -421,6 +425,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "pods": args.pods,
         "lines_per_pod": args.lines,
+        "linger_s": args.linger,
         "rounds": rounds,
         "ratio_median": statistics.median(r["ratio"] for r in rounds),
         "stored": stored,
@@ -441,6 +446,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--live-pods", type=int, nargs="*", default=[20, 500], help="followed containers of each live run"
     )
+    parser.add_argument("--linger", type=float, default=LINGER_S[0], help="the followers' linger_s")
     parser.add_argument("--searches", type=int, default=10)
     parser.add_argument(
         "--search-mib", type=int, default=64, help="MiB of text of the large run searched (0: none)"

@@ -397,6 +397,7 @@ class _Pump:
             self._ended, self._error = True, error
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody takes any more
             self._loop.call_soon_threadsafe(self._ready.set)
+            self._loop.call_soon_threadsafe(self._full.set)  # the end does not linger
 
     async def take(self, not_before: float = 0.0) -> bytes:
         """All that was read since the last take, waiting for some and, unless the buffer is full,
