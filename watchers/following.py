@@ -22,9 +22,10 @@ the batch that reaches the cap says so in its note, and the run's containers are
 followed. Threads: one blocking read per follow, on an executor of ``max_follows`` threads,
 into a buffer the follow takes from as one chunk (:class:`_Pump`): the event loop is woken once
 per batch, not once per read. A container's lines go out at once when its last batch went out
-``linger_s`` ago or more, else when that much has passed (or a batch's worth has arrived): a
-quiet container's line is stored as soon as it is read, a chatty one's in at most one batch
-per ``linger_s``, and a follow under load publishes bigger batches, not more.
+``linger_s`` ago or more, or was a whole batch's worth (a backlog), else when that much has
+passed (or a batch's worth has arrived): a quiet container's line is stored as soon as it is
+read, a chatty one's in at most one batch per ``linger_s``, and a follow under load publishes
+bigger batches, not more.
 """
 
 from __future__ import annotations
@@ -288,12 +289,11 @@ class LogFollower:
             )
             batches.resume(position)
             pump = _Pump(follow, self._executor, self._settings.batch_max_bytes)
-            linger, loop = self._settings.linger_s, asyncio.get_running_loop()
-            stored_at = -linger
+            not_before = 0.0
             try:
-                while chunk := await pump.take(not_before=stored_at + linger):
+                while chunk := await pump.take(not_before):
                     position = await self._store(batches.feed(chunk, position), key, job, position)
-                    stored_at = loop.time()
+                    not_before = self._next_take(len(chunk))
                     if position.capped:
                         return
                     backoff.reset()
@@ -318,6 +318,13 @@ class LogFollower:
                 await asyncio.sleep(delay)
             finally:
                 pump.close()
+
+    def _next_take(self, taken: int) -> float:
+        """When the next take of a follow that just stored ``taken`` bytes may go: at once after a
+        batch's worth (a backlog is read as fast as it is stored), else after ``linger_s``."""
+        if taken >= self._settings.batch_max_bytes:
+            return 0.0
+        return asyncio.get_running_loop().time() + self._settings.linger_s
 
     def _runs(self, key: FollowKey, restarts: int) -> bool:
         """Whether the container still runs as the instance followed, as far as the watch says."""
