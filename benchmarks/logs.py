@@ -63,8 +63,6 @@ from watchers.metrics import WatchMetrics
 
 RUNNING = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
 TOKEN = "bench"
-LINGER_S = [LogSettings().linger_s]
-"""The followers' ``linger_s`` (``--linger``)."""
 
 
 def _line(pod: int, i: int) -> str:
@@ -92,7 +90,12 @@ def _run(sim: SimCluster, pods: int) -> tuple[JobRef, list[tuple[str, str, str]]
 
 @contextlib.asynccontextmanager
 async def _follower(
-    url: str, bench: Bench, ref: JobRef, pods: list[dict[str, Any]], metrics: WatchMetrics | None = None
+    url: str,
+    bench: Bench,
+    ref: JobRef,
+    pods: list[dict[str, Any]],
+    linger_s: float,
+    metrics: WatchMetrics | None = None,
 ) -> AsyncIterator[LogFollower]:
     jobs = {(pod["metadata"]["namespace"], pod["metadata"]["name"]): ref for pod in pods}
     with KubeGateway.for_url(url, connections=len(pods)) as gateway:
@@ -100,7 +103,7 @@ async def _follower(
             gateway,
             bench.nc,
             bench.topology,
-            LogSettings(max_follows=len(pods), linger_s=LINGER_S[0]),
+            LogSettings(max_follows=len(pods), linger_s=linger_s),
             NatsSettings(),
             jobs,
             metrics=metrics,
@@ -144,7 +147,9 @@ async def _all_stored(bench: Bench, ref: JobRef, where: list[tuple[str, str, str
     await until(done, 600.0, interval_s=0.05)
 
 
-async def follow_round(sim: SimCluster, bench: Bench, pods: int, lines: int) -> dict[str, float]:
+async def follow_round(
+    sim: SimCluster, bench: Bench, pods: int, lines: int, linger_s: float
+) -> dict[str, float]:
     ref, where = _run(sim, pods)
     expected = 0
     for p, (ns, pod, container) in enumerate(where):
@@ -154,7 +159,7 @@ async def follow_round(sim: SimCluster, bench: Bench, pods: int, lines: int) -> 
     total = pods * lines
     metrics = WatchMetrics()
     cpu, start = time.process_time(), time.perf_counter()
-    async with _follower(sim.url, bench, ref, sim_pods(sim, where), metrics):
+    async with _follower(sim.url, bench, ref, sim_pods(sim, where), linger_s, metrics):
         # the follower's own count of lines stored (acknowledged by the bus): nothing polled
         await until(lambda: metrics.sample("mpijc_log_lines_total") >= total, 600.0, interval_s=0.01)
         seconds = time.perf_counter() - start
@@ -227,7 +232,7 @@ async def _ask(process: asyncio.subprocess.Process, command: str | None = None) 
     return json.loads(await process.stdout.readline())
 
 
-async def live(bench: Bench, pods: int, rate: int, seconds: float) -> dict[str, Any]:
+async def live(bench: Bench, pods: int, rate: int, seconds: float, linger_s: float) -> dict[str, Any]:
     """``rate`` lines/s over ``pods`` followed containers, written by :mod:`benchmarks.logwriter`
     and read back on ``LOGS`` as ``follow=true`` of the API reads them by
     :mod:`benchmarks.logreader`, each in a process of its own: written → stored and written →
@@ -244,7 +249,7 @@ async def live(bench: Bench, pods: int, rate: int, seconds: float) -> dict[str, 
         )
         await _ask(reader)
         rss_before = rss_mib(os.getpid())
-        async with _follower(hello["url"], bench, ref, hello["pods"]) as follower:
+        async with _follower(hello["url"], bench, ref, hello["pods"], linger_s) as follower:
             await until(lambda: len(follower.following) == pods, 60.0, interval_s=0.1)
 
             async def all_open() -> bool:
@@ -380,14 +385,13 @@ def _dir_bytes(data_dir: Path, stream: str) -> int:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    LINGER_S[0] = args.linger
     with tempfile.TemporaryDirectory(prefix="mpijc-bench-logs-") as tmp, SimCluster() as sim:
         async with pipeline_services(Path(tmp), consumers=()) as bench:
             # first, while this process holds nothing else (the rounds' logs stay in the simulated server)
-            live_runs = [await live(bench, pods, args.rate, args.seconds) for pods in args.live_pods]
-            rounds = []
+            live_runs = [await live(bench, n, args.rate, args.seconds, args.linger) for n in args.live_pods]
+            rounds: list[dict[str, Any]] = []
             for _ in range(args.rounds):
-                ours = await follow_round(sim, bench, args.pods, args.lines)
+                ours = await follow_round(sim, bench, args.pods, args.lines, args.linger)
                 reference = await reference_round(sim, bench, args.pods, args.lines)
                 rounds.append(
                     {
@@ -404,7 +408,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 text = "".join(_line(p, i) for i in range(args.lines))
                 expected += len(text) - args.lines
                 sim.set_log(ns, pod, container, text)
-            async with _follower(sim.url, bench, ref, sim_pods(sim, where)):
+            async with _follower(sim.url, bench, ref, sim_pods(sim, where), args.linger):
                 await _all_stored(bench, ref, where, expected)
             info = await bench.js.stream_info(bench.topology.stream("logs"))
             on_disk = await asyncio.to_thread(_dir_bytes, Path(tmp), bench.topology.stream("logs"))
@@ -446,7 +450,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--live-pods", type=int, nargs="*", default=[20, 500], help="followed containers of each live run"
     )
-    parser.add_argument("--linger", type=float, default=LINGER_S[0], help="the followers' linger_s")
+    parser.add_argument(
+        "--linger", type=float, default=LogSettings().linger_s, help="the followers' linger_s"
+    )
     parser.add_argument("--searches", type=int, default=10)
     parser.add_argument(
         "--search-mib", type=int, default=64, help="MiB of text of the large run searched (0: none)"
