@@ -363,8 +363,9 @@ class _Pump:
 
     The loop is woken when the buffer gets bytes while empty, not once per read: while a
     follow's last batch waits for its ack, what arrives meanwhile is taken at once after it
-    (one batch, one publish, however many reads). The buffer holds at most ``limit`` bytes: the
-    thread waits for the loop beyond that (the kubelet's side then waits for us)."""
+    (one batch, one publish, however many reads). Once the buffer holds ``limit`` bytes the
+    thread waits for the loop before it reads more (the kubelet's side then waits for us): it
+    holds at most ``limit`` and one read."""
 
     def __init__(self, follow: Follow, executor: ThreadPoolExecutor, limit: int) -> None:
         self._follow = follow
