@@ -1,19 +1,25 @@
 """Run logs: following, storing, reading back (docs/logs.md).
 
-Embedded PostgreSQL and NATS, the simulated API server (in this process: its threads' CPU is
-counted with the follower's, the same for the reference), ``--pods`` running containers whose
-logs hold ``--lines`` lines each of about 100 bytes, with ranks.
+Embedded PostgreSQL and NATS.
 
-- **follow**: a :class:`~watchers.following.LogFollower` follows every container and stores every
-  line on ``LOGS``: lines/s, process CPU seconds and RSS; in turns with it (``--rounds``, each on a
-  run of its own) the **reference**, the least a follower can do: the same ``pods/log`` follows
-  through the same gateway, each chunk read published as it is, no line split, parse or batch.
-- **latency**: ``--rate`` lines/s spread over the pods, each stamped with the time it was
-  written; a reader following the run on ``LOGS`` (what ``follow=true`` of the API reads) notes
-  when each arrives: p50/p99.
+- **follow**: ``--pods`` running containers on the simulated API server (in this process: its
+  threads' CPU is counted with the follower's, the same for the reference) whose logs hold
+  ``--lines`` lines each of about 80 bytes, with ranks; a :class:`~watchers.following.LogFollower`
+  follows every container until it says every line is stored on ``LOGS``: lines/s, process CPU
+  seconds. In turns with it (``--rounds``, each on a run of its own) the **reference**, the least
+  a follower can do: the same ``pods/log`` follows through the same gateway, each chunk read
+  published as it is, no line split, parse or batch.
 - **stored**: bytes on disk of the ``LOGS`` stream (S2-compressed) per stored line.
-- **search**: ``GET /api/v1/runs/{uid}/logs`` over the whole stored run through the app, a keyword
-  and an RE2 expression matching one line in 10,000: p50/p95 of ``--searches`` requests.
+- **search**: ``GET /api/v1/runs/{uid}/logs`` through the app over the whole followed run, and over
+  a run of ``--search-mib`` MiB of text (the per-run cap's 64 MiB by default) published as
+  followers store it, a keyword and an RE2 expression each matching one line per container
+  (once in the large run): p50/p95 of ``--searches`` requests.
+- **live**: for each of ``--live-pods``, ``--rate`` lines/s spread over that many followed
+  containers for ``--seconds``, written by :mod:`benchmarks.logwriter` (a simulated API server in
+  a process of its own) and read by :mod:`benchmarks.logreader` (following the run on ``LOGS``
+  as ``follow=true`` of the API does, in a process of its own): written → stored and written →
+  read p50/p99/max; this process's CPU and RSS, which now hold the follower alone, and its RSS
+  per follow.
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import resource
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -35,13 +43,14 @@ from typing import Any
 import httpx
 from sqlalchemy import insert
 
-from benchmarks.harness import Bench, pipeline_services, report
+from benchmarks.harness import Bench, cpu_s, pipeline_services, report, rss_mib
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import RunLogs
-from controller.bus.logstore import read_run, stored_position
+from controller.bus.logstore import publish_batches, stored_position
 from controller.bus.publishing import Outgoing, publish_stored
 from controller.contract.events import JobRef
+from controller.contract.logs import LogBatch, LogPosition, PackedBatch
 from controller.contract.settings import LogSettings, NatsSettings, StaticUser
 from controller.kube.gateway import KubeGateway
 from controller.metrics import PipelineMetrics
@@ -50,6 +59,7 @@ from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from watchers.following import LogFollower
+from watchers.metrics import WatchMetrics
 
 RUNNING = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
 TOKEN = "bench"
@@ -80,14 +90,25 @@ def _run(sim: SimCluster, pods: int) -> tuple[JobRef, list[tuple[str, str, str]]
 
 @contextlib.asynccontextmanager
 async def _follower(
-    sim: SimCluster, bench: Bench, ref: JobRef, where: list[tuple[str, str, str]]
+    url: str,
+    bench: Bench,
+    ref: JobRef,
+    pods: list[dict[str, Any]],
+    linger_s: float,
+    metrics: WatchMetrics | None = None,
 ) -> AsyncIterator[LogFollower]:
-    jobs = {(ns, pod): ref for ns, pod, _ in where}
-    with KubeGateway.for_url(sim.url, connections=len(where)) as gateway:
+    jobs = {(pod["metadata"]["namespace"], pod["metadata"]["name"]): ref for pod in pods}
+    with KubeGateway.for_url(url, connections=len(pods)) as gateway:
         follower = LogFollower(
-            gateway, bench.nc, bench.topology, LogSettings(max_follows=len(where)), NatsSettings(), jobs
+            gateway,
+            bench.nc,
+            bench.topology,
+            LogSettings(max_follows=len(pods), linger_s=linger_s),
+            NatsSettings(),
+            jobs,
+            metrics=metrics,
         )
-        for pod in sim_pods(sim, where):
+        for pod in pods:
             follower.track("ADDED", pod)
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))
@@ -126,19 +147,24 @@ async def _all_stored(bench: Bench, ref: JobRef, where: list[tuple[str, str, str
     await until(done, 600.0, interval_s=0.05)
 
 
-async def follow_round(sim: SimCluster, bench: Bench, pods: int, lines: int) -> dict[str, float]:
+async def follow_round(
+    sim: SimCluster, bench: Bench, pods: int, lines: int, linger_s: float
+) -> dict[str, float]:
     ref, where = _run(sim, pods)
     expected = 0
     for p, (ns, pod, container) in enumerate(where):
         text = "".join(_line(p, i) for i in range(lines))
         expected += len(text) - lines  # the newlines are not stored
         sim.set_log(ns, pod, container, text)
+    total = pods * lines
+    metrics = WatchMetrics()
     cpu, start = time.process_time(), time.perf_counter()
-    async with _follower(sim, bench, ref, where):
-        await _all_stored(bench, ref, where, expected)
+    async with _follower(sim.url, bench, ref, sim_pods(sim, where), linger_s, metrics):
+        # the follower's own count of lines stored (acknowledged by the bus): nothing polled
+        await until(lambda: metrics.sample("mpijc_log_lines_total") >= total, 600.0, interval_s=0.01)
         seconds = time.perf_counter() - start
         cpu = time.process_time() - cpu
-    total = pods * lines
+    assert await _stored_bytes(bench, ref, where) == expected
     return {
         "lines_per_s": round(total / seconds),
         "cpu_s_per_100k_lines": round(cpu / total * 1e5, 2),
@@ -185,57 +211,116 @@ async def reference_round(sim: SimCluster, bench: Bench, pods: int, lines: int) 
     }
 
 
-async def latency(sim: SimCluster, bench: Bench, pods: int, rate: int, seconds: float) -> dict[str, Any]:
-    ref, where = _run(sim, pods)
-    arrived: list[float] = []
+async def _process(module: str, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        module,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=64 * 1024**2,  # the writer's first line holds every pod
+    )
 
-    async def reader() -> None:
-        async for stored in read_run(
-            bench.js, bench.topology, ref.namespace, ref.name, ref.uid, follow=True, wait_s=0.2
-        ):
-            if stored is None:
-                continue
-            now = time.time_ns()
-            for line in stored.batch.lines:
-                sent = line.text.rsplit(" ", 1)[-1]
-                if sent.isdigit():
-                    arrived.append((now - int(sent)) / 1e6)
 
-    async with _follower(sim, bench, ref, where):
-        reading = asyncio.create_task(reader())
-        await asyncio.sleep(1.0)  # every follow open
-        ticks = int(seconds * 20)
-        per_tick = max(1, rate // 20 // pods)
-        for tick in range(ticks):
-            due = time.perf_counter() + 0.05
-            sim.append_logs(
-                {
-                    (ns, pod, container): "".join(
-                        f"[1,{p}]<stdout>:tick {tick} {time.time_ns()}\n" for _ in range(per_tick)
-                    )
-                    for p, (ns, pod, container) in enumerate(where)
-                }
-            )
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
-        await asyncio.sleep(2.0)
-        if reading.done():
-            reading.result()  # the reader's failure, if it failed
-        reading.cancel()
-    if not arrived:
-        raise RuntimeError(f"no line of the {ticks * per_tick * pods} written was seen")
-    ordered = sorted(arrived)
-    written = ticks * per_tick * pods
+async def _ask(process: asyncio.subprocess.Process, command: str | None = None) -> Any:
+    """Send ``command`` (if any), read the process's next JSON line."""
+    assert process.stdin is not None and process.stdout is not None
+    if command is not None:
+        process.stdin.write(f"{command}\n".encode())
+        await process.stdin.drain()
+    return json.loads(await process.stdout.readline())
+
+
+async def live(bench: Bench, pods: int, rate: int, seconds: float, linger_s: float) -> dict[str, Any]:
+    """``rate`` lines/s over ``pods`` followed containers, written by :mod:`benchmarks.logwriter`
+    and read back on ``LOGS`` as ``follow=true`` of the API reads them by
+    :mod:`benchmarks.logreader`, each in a process of its own: written → stored and written →
+    read p50/p99, and this process's CPU and RSS (the follower and its NATS client alone)."""
+    writer = await _process("benchmarks.logwriter", "--pods", str(pods))
+    reader: asyncio.subprocess.Process | None = None
+    try:
+        hello = await _ask(writer)
+        ref = JobRef.model_validate(hello["job"])
+        reader = await _process(
+            "benchmarks.logreader",
+            *("--nats", bench.nats_url, "--prefix", bench.topology.prefix),
+            *("--namespace", ref.namespace, "--job", ref.name, "--uid", ref.uid),
+        )
+        await _ask(reader)
+        rss_before = rss_mib(os.getpid())
+        async with _follower(hello["url"], bench, ref, hello["pods"], linger_s) as follower:
+            await until(lambda: len(follower.following) == pods, 60.0, interval_s=0.1)
+
+            async def all_open() -> bool:
+                return bool((await _ask(writer, "open"))["open"] == pods)
+
+            await until(all_open, 60.0, interval_s=0.2)  # every follow's request answered
+            rss_following = rss_mib(os.getpid())
+            cpu, writer_cpu, start = cpu_s(os.getpid()), cpu_s(writer.pid), time.perf_counter()
+            answer = asyncio.ensure_future(_ask(writer, f"write {rate} {seconds}"))
+            peak = rss_following
+            while not answer.done():
+                await asyncio.wait([answer], timeout=0.5)
+                peak = max(peak, rss_mib(os.getpid()))
+            written = answer.result()["written"]
+            wrote_s = time.perf_counter() - start
+            writer_cpu = cpu_s(writer.pid) - writer_cpu
+            seen = await _ask(reader, f"seen {written}")
+            cpu = cpu_s(os.getpid()) - cpu
+    finally:
+        for process in (writer, reader):
+            if process is not None and process.stdin is not None:
+                process.stdin.close()
+                await process.wait()
     return {
-        "lines_per_s_written": round(written / seconds),
-        "lines_seen": len(ordered),
+        "pods": pods,
         "lines_written": written,
-        "p50_ms": round(ordered[len(ordered) // 2], 1),
-        "p99_ms": round(ordered[int(len(ordered) * 0.99)], 1),
-        "max_ms": round(ordered[-1], 1),
+        "lines_per_s_written": round(written / wrote_s),
+        **seen,
+        "follower_cpu_s_per_s": round(cpu / wrote_s, 2),
+        "follower_cpu_s_per_100k_lines": round(cpu / written * 1e5, 2),
+        "writer_cpu_s_per_s": round(writer_cpu / wrote_s, 2),
+        "rss_mib": {"before": rss_before, "following": rss_following, "peak": peak},
+        "kib_per_follow": round((rss_following - rss_before) * 1024 / pods, 1),
     }
 
 
-async def search(bench: Bench, ref: JobRef, searches: int) -> dict[str, Any]:
+async def large_run(bench: Bench, text_mib: int) -> tuple[JobRef, dict[str, Any]]:
+    """A run of 20 containers holding ``text_mib`` MiB of text on ``LOGS``, published directly in
+    batches as followers store them (the search's input; no follower involved)."""
+    ref = JobRef(uid=str(uuid.uuid4()), kind="MPIJob", namespace="bench", name=f"big-{uuid.uuid4().hex[:6]}")
+    per_line = len(_line(0, 0)) - 1
+    total = text_mib * 1024**2 // per_line
+    base = time.time_ns()
+    start = time.perf_counter()
+    batches: list[PackedBatch] = []
+    stored = dict.fromkeys(range(20), 0)
+    for first in range(0, total, 3000):  # ~256 KiB of text per batch, as batch_max_bytes
+        pod = (first // 3000) % 20
+        lines: list[dict[str, int | str]] = []
+        for i in range(first, min(first + 3000, total)):
+            text = _line(pod, i)[:-1]
+            lines.append({"ts": base + i * 1000, "rank": pod, "text": text})
+            stored[pod] += len(text)
+        position = LogPosition(ts=base + (first + len(lines) - 1) * 1000, ties=1, stored_bytes=stored[pod])
+        head = LogBatch(
+            run_uid=ref.uid,
+            namespace=ref.namespace,
+            job=ref.name,
+            pod=f"pod-{pod}",
+            container="c",
+            position=position,
+        )
+        batches.append(PackedBatch(head, lines))
+        if len(batches) == 16:
+            await publish_batches(bench.js, bench.topology, batches, 30.0)
+            batches = []
+    await publish_batches(bench.js, bench.topology, batches, 30.0)
+    return ref, {"lines": total, "text_mib": text_mib, "publish_s": round(time.perf_counter() - start, 1)}
+
+
+async def search(bench: Bench, ref: JobRef, searches: int, run: dict[str, Any]) -> dict[str, Any]:
     async with bench.engine.begin() as conn:
         created = datetime.now(UTC)
         await conn.execute(
@@ -266,7 +351,7 @@ async def search(bench: Bench, ref: JobRef, searches: int) -> dict[str, Any]:
     app = create_app(
         bench.engine, PipelineMetrics(), StaticAccess(users), run_logs=RunLogs(bench.js, bench.topology)
     )
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(run)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://api", timeout=600
     ) as http:
@@ -302,9 +387,11 @@ def _dir_bytes(data_dir: Path, stream: str) -> int:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mpijc-bench-logs-") as tmp, SimCluster() as sim:
         async with pipeline_services(Path(tmp), consumers=()) as bench:
-            rounds = []
+            # first, while this process holds nothing else (the rounds' logs stay in the simulated server)
+            live_runs = [await live(bench, n, args.rate, args.seconds, args.linger) for n in args.live_pods]
+            rounds: list[dict[str, Any]] = []
             for _ in range(args.rounds):
-                ours = await follow_round(sim, bench, args.pods, args.lines)
+                ours = await follow_round(sim, bench, args.pods, args.lines, args.linger)
                 reference = await reference_round(sim, bench, args.pods, args.lines)
                 rounds.append(
                     {
@@ -313,7 +400,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         "ratio": round(ours["lines_per_s"] / reference["lines_per_s"], 2),
                     }
                 )
-            # one more followed run, alone on a fresh stream, for bytes per line and the search
+            # one more followed run, alone on a fresh stream, for bytes per line
             await bench.js.purge_stream(bench.topology.stream("logs"))
             ref, where = _run(sim, args.pods)
             expected = 0
@@ -321,7 +408,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 text = "".join(_line(p, i) for i in range(args.lines))
                 expected += len(text) - args.lines
                 sim.set_log(ns, pod, container, text)
-            async with _follower(sim, bench, ref, where):
+            async with _follower(sim.url, bench, ref, sim_pods(sim, where), args.linger):
                 await _all_stored(bench, ref, where, expected)
             info = await bench.js.stream_info(bench.topology.stream("logs"))
             on_disk = await asyncio.to_thread(_dir_bytes, Path(tmp), bench.topology.stream("logs"))
@@ -333,16 +420,21 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "disk_bytes_per_line": round(on_disk / (args.pods * args.lines), 1),
                 "text_bytes_per_line": round(expected / (args.pods * args.lines), 1),
             }
-            searched = await search(bench, ref, args.searches)
-            live = await latency(sim, bench, args.pods, args.rate, args.seconds)
+            searched = {
+                "followed_run": await search(bench, ref, args.searches, {"lines": args.pods * args.lines})
+            }
+            if args.search_mib:
+                big, made = await large_run(bench, args.search_mib)
+                searched["large_run"] = await search(bench, big, args.searches, made)
     return {
         "pods": args.pods,
         "lines_per_pod": args.lines,
+        "linger_s": args.linger,
         "rounds": rounds,
         "ratio_median": statistics.median(r["ratio"] for r in rounds),
         "stored": stored,
-        "search_whole_run": searched,
-        "latency": live,
+        "search": searched,
+        "live": live_runs,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "cpus": os.cpu_count(),
     }
@@ -353,7 +445,16 @@ if __name__ == "__main__":
     parser.add_argument("--pods", type=int, default=20)
     parser.add_argument("--lines", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rate", type=int, default=2000, help="lines/s written during the latency run")
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rate", type=int, default=10000, help="lines/s written during each live run")
+    parser.add_argument("--seconds", type=float, default=10.0, help="of each live run")
+    parser.add_argument(
+        "--live-pods", type=int, nargs="*", default=[20, 500], help="followed containers of each live run"
+    )
+    parser.add_argument(
+        "--linger", type=float, default=LogSettings().linger_s, help="the followers' linger_s"
+    )
     parser.add_argument("--searches", type=int, default=10)
+    parser.add_argument(
+        "--search-mib", type=int, default=64, help="MiB of text of the large run searched (0: none)"
+    )
     report("logs", asyncio.run(main(parser.parse_args())))

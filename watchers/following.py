@@ -19,7 +19,13 @@ connection is dropped and read whole again.
 
 Each run's text is capped (``run_max_bytes``, counted from the containers' stored positions):
 the batch that reaches the cap says so in its note, and the run's containers are no longer
-followed. Threads: one blocking read per follow, on an executor of ``max_follows`` threads.
+followed. Threads: one blocking read per follow, on an executor of ``max_follows`` threads,
+into a buffer the follow takes from as one chunk (:class:`_Pump`): the event loop is woken once
+per batch, not once per read. A container's lines go out at once when its last batch went out
+``linger_s`` ago or more, or was a whole batch's worth (a backlog), else when that much has
+passed (or a batch's worth has arrived): a quiet container's line is stored as soon as it is
+read, a chatty one's in at most one batch per ``linger_s``, and a follow under load publishes
+bigger batches, not more.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -41,13 +48,13 @@ from controller.contract.kinds import speaks_for_run
 from controller.contract.logs import (
     LineSplitter,
     LogBatch,
-    LogLine,
     LogPosition,
+    PackedBatch,
     Resume,
-    clean_lines,
-    rank_of,
+    decode_lines,
+    read_lines,
+    redact_lines,
     since_time,
-    split_timestamp,
 )
 from controller.contract.settings import LogSettings, NatsSettings
 from controller.contract.subjects import Topology
@@ -281,9 +288,12 @@ class LogFollower:
                 pod.namespace, pod.name, container, since_time(position.ts) if position.ts else None
             )
             batches.resume(position)
+            pump = _Pump(follow, self._executor, self._settings.batch_max_bytes)
+            not_before = 0.0
             try:
-                while chunk := await self._read(follow):
+                while chunk := await pump.take(not_before):
                     position = await self._store(batches.feed(chunk, position), key, job, position)
+                    not_before = self._next_take(len(chunk))
                     if position.capped:
                         return
                     backoff.reset()
@@ -307,42 +317,126 @@ class LogFollower:
                 log.info("following the log of %s again in %.1fs: %s", where, delay, exc)
                 await asyncio.sleep(delay)
             finally:
-                follow.close()
+                pump.close()
+
+    def _next_take(self, taken: int) -> float:
+        """When the next take of a follow that just stored ``taken`` bytes may go: at once after a
+        batch's worth (a backlog is read as fast as it is stored), else after ``linger_s``."""
+        if taken >= self._settings.batch_max_bytes:
+            return 0.0
+        return asyncio.get_running_loop().time() + self._settings.linger_s
 
     def _runs(self, key: FollowKey, restarts: int) -> bool:
         """Whether the container still runs as the instance followed, as far as the watch says."""
         pod = self._pods.get(key[0])
         return pod is not None and pod.running.get(key[1]) == restarts
 
-    async def _read(self, follow: Follow) -> bytes:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, follow.read)
-
     async def _store(
-        self, batches: Sequence[LogBatch], key: FollowKey, job: JobRef, position: LogPosition
+        self, batches: Sequence[PackedBatch], key: FollowKey, job: JobRef, position: LogPosition
     ) -> LogPosition:
         """Publish ``batches`` within the run's cap; the position they bring the container to from
         ``position`` (a capped one where the cap was reached)."""
         stored = self._stored.setdefault(job.uid, {})
-        kept: list[LogBatch] = []
+        kept: list[PackedBatch] = []
         for batch in batches:
-            total = sum(stored.values()) - stored.get(key, 0) + batch.position.stored_bytes
+            head = batch.head
+            total = sum(stored.values()) - stored.get(key, 0) + head.position.stored_bytes
             if total > self._settings.run_max_bytes or job.uid in self._capped:
                 note = f"log cap of {self._settings.run_max_bytes} bytes reached for this run: no more kept"
-                capped = batch.position.model_copy(
-                    update={"capped": True, "stored_bytes": stored.get(key, 0)}
-                )
-                kept.append(batch.model_copy(update={"lines": (), "position": capped, "note": note}))
+                capped = head.position.model_copy(update={"capped": True, "stored_bytes": stored.get(key, 0)})
+                kept.append(PackedBatch(head.model_copy(update={"position": capped, "note": note}), []))
                 if job.uid not in self._capped:
                     self._metrics.log_capped.inc()
                 self._capped.add(job.uid)
                 break
             kept.append(batch)
-            stored[key] = batch.position.stored_bytes
+            stored[key] = head.position.stored_bytes
         if kept:
             await publish_batches(self._js, self._topology, kept, self._retry_s)
             self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
-            return kept[-1].position
+            return kept[-1].head.position
         return position
+
+
+class _Pump:
+    """Reads one follow on an executor thread, into a buffer the event loop takes from.
+
+    The loop is woken when the buffer gets bytes while empty, not once per read: while a
+    follow's last batch waits for its ack, what arrives meanwhile is taken at once after it
+    (one batch, one publish, however many reads). Once the buffer holds ``limit`` bytes the
+    thread waits for the loop before it reads more (the kubelet's side then waits for us): it
+    holds at most ``limit`` and one read."""
+
+    def __init__(self, follow: Follow, executor: ThreadPoolExecutor, limit: int) -> None:
+        self._follow = follow
+        self._limit = limit
+        self._loop = asyncio.get_running_loop()
+        self._ready = asyncio.Event()
+        self._full = asyncio.Event()
+        self._lock = threading.Condition()
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._ended = False
+        self._error: BaseException | None = None
+        self._closed = False
+        self._reading = self._loop.run_in_executor(executor, self._run)
+
+    def _run(self) -> None:
+        """On the executor: read until the end, the stream breaks, or :meth:`close`."""
+        error: BaseException | None = None
+        try:
+            while chunk := self._follow.read():
+                with self._lock:
+                    while self._size >= self._limit and not self._closed:
+                        self._lock.wait()
+                    if self._closed:
+                        return
+                    wake = not self._chunks
+                    self._chunks.append(chunk)
+                    self._size += len(chunk)
+                    full = self._size >= self._limit
+                if wake:
+                    self._loop.call_soon_threadsafe(self._ready.set)
+                if full:  # a batch's worth: a take lingering goes now
+                    self._loop.call_soon_threadsafe(self._full.set)
+        except BaseException as exc:  # handed to the loop, raised by take()
+            error = exc
+        with self._lock:
+            self._ended, self._error = True, error
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody takes any more
+            self._loop.call_soon_threadsafe(self._ready.set)
+            self._loop.call_soon_threadsafe(self._full.set)  # the end does not linger
+
+    async def take(self, not_before: float = 0.0) -> bytes:
+        """All that was read since the last take, waiting for some and, unless the buffer is full,
+        until the loop's time ``not_before``; ``b""`` at the end of the log; the read's error
+        where the stream broke (after what was read before it)."""
+        while True:
+            await self._ready.wait()
+            self._full.clear()
+            if (delay := not_before - self._loop.time()) > 0 and self._size < self._limit:
+                timer = self._loop.call_later(delay, self._full.set)
+                await self._full.wait()
+                timer.cancel()
+            with self._lock:
+                chunks, self._chunks, self._size = self._chunks, [], 0
+                ended, error = self._ended, self._error
+                if not ended:  # else the next take finds the end at once
+                    self._ready.clear()
+                self._lock.notify()
+            if chunks:
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            if error is not None:
+                raise error
+            if ended:
+                return b""
+
+    def close(self) -> None:
+        """Stop reading (the thread ends with its read)."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify()
+        self._follow.close()
 
 
 class _Batches:
@@ -361,40 +455,46 @@ class _Batches:
         self._splitter.discard()
         self._resume = Resume(position)
 
-    def feed(self, chunk: bytes, position: LogPosition) -> list[LogBatch]:
+    def feed(self, chunk: bytes, position: LogPosition) -> list[PackedBatch]:
         return self._batches(self._splitter.feed(chunk), position)
 
-    def finish(self, position: LogPosition) -> list[LogBatch]:
-        return self._batches(self._splitter.finish(), position)
+    def finish(self, position: LogPosition) -> list[PackedBatch]:
+        return self._batches(list(self._splitter.finish()), position)
 
-    def _batches(self, raw: Iterable[bytes], position: LogPosition) -> list[LogBatch]:
-        admitted: list[tuple[int, bytes]] = []
-        for line in raw:
-            stamp, rest = split_timestamp(line)
-            if stamp is None:  # no timestamp: a line the kubelet split, keep it at the last one's
-                stamp, rest = admitted[-1][0] if admitted else position.ts, line
-            if self._resume.admit(stamp):
-                admitted.append((stamp, rest))
-        batches: list[LogBatch] = []
-        lines: list[LogLine] = []
-        size = 0
+    def _batches(self, raw: Sequence[bytes], position: LogPosition) -> list[PackedBatch]:
+        stamps, ranks, texts = read_lines(decode_lines(raw), position.ts)
+        first = self._resume.first_new(stamps)
+        if first:
+            stamps, ranks, texts = stamps[first:], ranks[first:], texts[first:]
+        redacted, key_lines = redact_lines(texts, position.key_lines)
+        batches: list[PackedBatch] = []
+        lines: list[dict[str, int | str]] = []
+        size, limit = 0, self._limit
         ts, ties, stored = position.ts, position.ties, position.stored_bytes
-        for (stamp, rest), text in zip(admitted, clean_lines([rest for _, rest in admitted]), strict=True):
+        for i, (stamp, rank, text) in enumerate(zip(stamps, ranks, redacted, strict=True)):
             ties = ties + 1 if stamp == ts else 1
             ts = stamp
             stored += len(text)
             size += len(text)
-            lines.append(LogLine(ts=stamp, rank=rank_of(rest), text=text))
-            if size >= self._limit:
-                batches.append(self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored)))
+            lines.append(
+                {"ts": stamp, "text": text} if rank is None else {"ts": stamp, "rank": rank, "text": text}
+            )
+            if size >= limit:
+                keys = key_lines[i] if key_lines is not None else 0
+                batches.append(
+                    self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored, key_lines=keys))
+                )
                 lines, size = [], 0
         if lines:
-            batches.append(self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored)))
+            keys = key_lines[-1] if key_lines is not None else 0
+            batches.append(
+                self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored, key_lines=keys))
+            )
         return batches
 
-    def _batch(self, lines: list[LogLine], position: LogPosition) -> LogBatch:
+    def _batch(self, lines: list[dict[str, int | str]], position: LogPosition) -> PackedBatch:
         pod, job = self._pod, self._job
-        return LogBatch(
+        head = LogBatch(
             run_uid=job.uid,
             kind=job.kind,
             namespace=job.namespace,
@@ -404,6 +504,6 @@ class _Batches:
             container=self._container,
             role=pod.role,
             index=pod.index,
-            lines=tuple(lines),
             position=position,
         )
+        return PackedBatch(head, lines)

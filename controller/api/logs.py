@@ -39,6 +39,7 @@ from typing import Annotated, Any
 import re2
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import from_json
 
 from controller.api.auth import Principal, current_principal, may_read_logs
 from controller.api.events import gate_of, stream_response, with_heartbeats
@@ -168,9 +169,24 @@ def matcher(q: str | None, regex: bool) -> Matcher:
     except re2.error as exc:
         raise HTTPException(400, f"q is not a valid RE2 expression: {exc}") from exc
     line = lambda text: pattern.search(text) is not None  # noqa: E731
-    return Matcher(
-        line, (lambda text: joined.search(text) is not None) if joined is not None else lambda _: True
-    )
+    if joined is None:
+        return Matcher(line, lambda _: True)
+    batch = lambda text: joined.search(text) is not None  # noqa: E731
+    return Matcher(line, batch, lambda data: _texts_match(data, batch))
+
+
+def _texts_match(data: bytes, batch: Callable[[str], bool]) -> bool:
+    """Whether the lines (or the note) of a stored batch's raw JSON may hold a match, read without
+    building the batch (a model per line costs more than the search); True where the JSON is
+    not a batch's (it is then read, and skipped, as any other)."""
+    try:
+        stored = from_json(data)
+        texts = [line["text"] for line in stored.get("lines", ())]
+        if stored.get("note") is not None:
+            texts.append(stored["note"])
+        return batch("\n".join(texts))
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return True
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from controller.bus.publishing import Outgoing, publish_stored
-from controller.contract.logs import LogBatch, LogPosition
+from controller.contract.logs import LogBatch, LogPosition, PackedBatch
 from controller.contract.subjects import Topology
 
 __all__ = ["LogsUnavailableError", "Stored", "publish_batches", "read_run", "stored_position"]
@@ -52,18 +52,21 @@ def subject_of(topology: Topology, batch: LogBatch) -> str:
 
 
 async def publish_batches(
-    js: JetStreamContext, topology: Topology, batches: Sequence[LogBatch], retry_s: float
+    js: JetStreamContext, topology: Topology, batches: Sequence[LogBatch | PackedBatch], retry_s: float
 ) -> int:
     """Store ``batches`` in order, each once (its id: where it ends); returns how many were new.
     Raises :class:`~controller.contract.errors.RetryableError` when the bus did not store one
     within ``retry_s``."""
-    messages = [
-        Outgoing(
-            subject_of(topology, batch), batch.model_dump_json(exclude_defaults=True).encode(), batch.msg_id
-        )
-        for batch in batches
-    ]
-    return await publish_stored(js, messages, retry_s)
+    return await publish_stored(js, [outgoing(topology, batch) for batch in batches], retry_s)
+
+
+def outgoing(topology: Topology, batch: LogBatch | PackedBatch) -> Outgoing:
+    """A batch as it goes onto ``LOGS``."""
+    if isinstance(batch, PackedBatch):
+        return Outgoing(subject_of(topology, batch.head), batch.payload(), batch.head.msg_id)
+    return Outgoing(
+        subject_of(topology, batch), batch.model_dump_json(exclude_defaults=True).encode(), batch.msg_id
+    )
 
 
 async def stored_position(

@@ -312,6 +312,15 @@ class LogSettings(BaseModel):
         description="Seconds before a follow that broke (or was refused) is opened again, doubling "
         "while it keeps failing up to the watcher's backoff_max_s.",
     )
+    linger_s: float = Field(
+        default=0.2,
+        ge=0,
+        le=5,
+        description="Seconds a followed container's new lines wait at most to go out together: a "
+        "container whose last batch went out longer ago has its lines stored as soon as they are "
+        "read, a chattier one in at most one batch per linger_s (one message on LOGS, one ack). "
+        "What a line may wait between written and readable, against messages per second on LOGS.",
+    )
 
 
 class LeaderSettings(BaseModel):

@@ -223,6 +223,43 @@ async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
     assert [x["text"] for x in answer.json()["items"]] == expected
 
 
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [
+        (r'say "h\w"$', ['launcher: say "hi"']),
+        (r"C:\\data\\", ["saved to C:\\data\\ckpt"]),
+        (r"Temp.rature \d+°C", ["GPU Température 80°C"]),
+        (r"cap of \d+ bytes", ["log cap of 2000 bytes reached for this run: no more kept"]),
+    ],
+    ids=["quotes", "backslash", "unicode", "the-cap-note"],
+)
+async def test_expressions_find_what_json_escapes_and_the_cap_note(
+    client: httpx.AsyncClient,
+    js: JetStreamContext,
+    topology: Topology,
+    settings: Settings,
+    run_uid: str,
+    q: str,
+    expected: list[str],
+) -> None:
+    lines = [
+        (9.0, None, 'launcher: say "hi"'),
+        (9.5, None, "GPU Température 80°C"),
+        (9.7, None, "saved to C:\\data\\ckpt"),
+    ]
+    capped = log_batch(run_uid, "llm-worker-0", "worker", [(9.8, None, "not stored")]).model_copy(
+        update={"lines": (), "note": "log cap of 2000 bytes reached for this run: no more kept"}
+    )
+    await publish_batches(
+        js,
+        topology,
+        [log_batch(run_uid, "llm-launcher", "launcher", lines), capped],
+        settings.nats.publish_retry_s,
+    )
+    answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q, "regex": "true"})
+    assert [x["text"] for x in answer.json()["items"]] == expected
+
+
 async def test_in_kubernetes_mode_reading_logs_needs_get_pods_log_there(
     engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str, sim: SimCluster
 ) -> None:
