@@ -38,7 +38,6 @@ def test_close_before_the_first_read_sends_no_request(sim: SimCluster, gateway: 
     assert not [r for r in sim.requests if r.query.get("watch") == "true"]
 
 
-
 def test_close_interrupts_a_blocked_log_follow_and_ends_it_quietly(
     sim: SimCluster, gateway: KubeGateway
 ) -> None:
