@@ -50,6 +50,7 @@ from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from watchers.following import LogFollower
+from watchers.normalizing import normalize_pod
 
 RUNNING = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
 TOKEN = "bench"
@@ -82,13 +83,12 @@ def _run(sim: SimCluster, pods: int) -> tuple[JobRef, list[tuple[str, str, str]]
 async def _follower(
     sim: SimCluster, bench: Bench, ref: JobRef, where: list[tuple[str, str, str]]
 ) -> AsyncIterator[LogFollower]:
-    jobs = {(ns, pod): ref for ns, pod, _ in where}
     with KubeGateway.for_url(sim.url, connections=len(where)) as gateway:
         follower = LogFollower(
-            gateway, bench.nc, bench.topology, LogSettings(max_follows=len(where)), NatsSettings(), jobs
+            gateway, bench.nc, bench.topology, LogSettings(max_follows=len(where)), NatsSettings()
         )
         for pod in sim_pods(sim, where):
-            follower.track("ADDED", pod)
+            follower.track(normalize_pod(pod, "ADDED", ref, datetime.now(UTC)))
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))
         try:
