@@ -191,6 +191,11 @@ class LogFollower:
     # -- scheduling -----------------------------------------------------------------------------
 
     @property
+    def pods(self) -> frozenset[str]:
+        """The uids of the pods known."""
+        return frozenset(self._pods)
+
+    @property
     def held(self) -> frozenset[int]:
         """The partitions whose runs are followed here."""
         return frozenset(self._held)

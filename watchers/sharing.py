@@ -45,6 +45,9 @@ __all__ = ["LEASE_BUCKET", "SharedFollower"]
 log = logging.getLogger(__name__)
 
 LEASE_BUCKET = "logs-leases"
+RESYNC_S = 300.0
+"""How often each replica reads the pods of the ``published`` bucket whole again: a watch that a
+NATS restart left silent, or a deletion it missed, lasts at most this long."""
 
 
 class SharedFollower:
@@ -94,7 +97,10 @@ class SharedFollower:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._learn_pods(stop), name="log-follow-pods")
                 group.create_task(self.follower.run(stop), name="log-follow-schedule")
-                await holder.rebalance()
+                try:
+                    await holder.rebalance()  # a first share at once, not after a heartbeat
+                except Exception:  # NATS restarting: the next heartbeat tries again
+                    log.exception("log followers: claiming a first share failed")
                 group.create_task(holder.run(stop), name="log-follow-leases")
         finally:
             with contextlib.suppress(Exception):
@@ -117,21 +123,33 @@ class SharedFollower:
             await asyncio.gather(learning, return_exceptions=True)
 
     async def _learn_pods_forever(self) -> None:
-        """:meth:`_learn_pods`, watching the bucket again after an error (NATS restarting)."""
+        """:meth:`_learn_pods`, watching the bucket again every ``RESYNC_S`` (or after an error:
+        NATS restarting); each watch forgets, once it has caught up, the pods it did not tell
+        (deleted while a watch was not looking)."""
         backoff = Backoff(self._settings.logs.retry_s, self._settings.watcher.backoff_max_s)
         while True:
             try:
                 kv = await open_published(self._nc.jetstream(), self._topology, self._settings.nats)
                 pods = watch_pods(kv)
+                seen: set[str] | None = set()
                 try:
-                    async for uid, pod in pods:
-                        if pod is None:
-                            self.follower.forget(uid)
-                        else:
-                            self.follower.track(pod)
-                        backoff.reset()
+                    async with asyncio.timeout(RESYNC_S):
+                        async for uid, pod, caught_up in pods:
+                            if pod is None:
+                                self.follower.forget(uid)
+                            else:
+                                self.follower.track(pod)
+                            if seen is not None:
+                                seen.add(uid)
+                                if caught_up:
+                                    for gone in self.follower.pods - seen:
+                                        self.follower.forget(gone)
+                                    seen = None
+                            backoff.reset()
                 finally:
                     await pods.aclose()
+            except TimeoutError:  # time to watch again from the start
+                continue
             except Exception as exc:  # the bus away: watch again
                 delay = backoff.next_delay()
                 log.warning(

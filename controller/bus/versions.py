@@ -162,45 +162,50 @@ async def open_published(js: JetStreamContext, topology: Topology, settings: Nat
     )
 
 
-async def watch_pods(kv: KeyValue) -> AsyncGenerator[tuple[str, PodObserved | None]]:
+async def watch_pods(kv: KeyValue) -> AsyncGenerator[tuple[str, PodObserved | None, bool]]:
     """The pods ``kv`` (the ``published`` bucket) holds, as the last observation published of
-    each says them, then each pod published since: ``(uid, pod)``, the pod ``None`` once it is
-    deleted. What the log followers of
+    each says them, then each pod published since: ``(uid, pod, caught_up)``, the pod ``None``
+    once it is deleted, ``caught_up`` on the first entry with nothing pending after it (every pod
+    held at the start told). What the log followers of
     every watcher replica learn the pods from (:mod:`watchers.sharing`). A value without identity
-    (an earlier version's) or one that does not parse is skipped."""
+    (an earlier version's) or one that does not parse says ``None``."""
     watcher = await kv.watch("pod.>")
+    caught_up = False
     try:
         async for entry in watcher:
-            if entry is None:  # the pods held at the start are told (or about to be)
+            if entry is None:  # may come before the entries already sent: the deltas say when all are in
                 continue
+            last = not caught_up and not entry.delta
+            caught_up = caught_up or last
             uid = entry.key.partition(".")[2]
-            if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
-                yield uid, None
-                continue
-            version, _, rest = entry.value.decode(errors="replace").partition("\n")
-            identity = rest.partition("\n")[2]
-            if not identity:
-                continue
-            if version.endswith(_GONE):
-                yield uid, None
-                continue
-            try:
-                pod = PodObserved.model_validate(
-                    {
-                        **json.loads(identity),
-                        "uid": uid,
-                        "resource_version": resource_version_in(version),
-                        "change": version.rpartition(":")[2],
-                        "observed_at": datetime.now(UTC),
-                    }
-                )
-            except (ValueError, TypeError) as exc:
-                log.warning("published identity of pod %s does not parse; not followed: %s", uid, exc)
-                continue
-            yield uid, pod
+            yield uid, _pod_in(uid, entry.value, entry.operation), last
     finally:
         with contextlib.suppress(Exception):
             await watcher.stop()  # type: ignore[no-untyped-call]
+
+
+def _pod_in(uid: str, value: bytes | None, operation: str | None) -> PodObserved | None:
+    """The pod a ``published`` value says, ``None`` if deleted or unreadable (an earlier
+    version's value, without identity, is one)."""
+    if operation in (KV_DEL, KV_PURGE) or not value:
+        return None
+    version, _, rest = value.decode(errors="replace").partition("\n")
+    identity = rest.partition("\n")[2]
+    if not identity or version.endswith(_GONE):
+        return None
+    try:
+        return PodObserved.model_validate(
+            {
+                **json.loads(identity),
+                "uid": uid,
+                "resource_version": resource_version_in(version),
+                "change": version.rpartition(":")[2],
+                "observed_at": datetime.now(UTC),
+            }
+        )
+    except (ValueError, TypeError) as exc:
+        log.warning("published identity of pod %s does not parse; not followed: %s", uid, exc)
+        return None
 
 
 class PublishedVersions:
