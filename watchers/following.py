@@ -2,8 +2,10 @@
 container of a launcher or worker pod, its lines batched onto the container's subject as they
 arrive.
 
-Which containers: those running in a Running pod whose run the correlator knows, at most
-``max_follows`` at once (``MPIJC_LOGS__MAX_FOLLOWS``). Beyond the bound the order is explicit:
+Which containers: those running in a Running pod (as the leader published it,
+:meth:`LogFollower.track`) of a run in a partition this replica holds
+(:meth:`LogFollower.hold`, :mod:`watchers.sharing`), at most ``max_follows`` at once
+(``MPIJC_LOGS__MAX_FOLLOWS``). Beyond the bound the order is explicit:
 runs with a failing pod first (Failed, or a container that ended non-zero), then runs whose
 launcher went quiet at the last progress probe (possibly hanging), then the rest; within each,
 the pods whose log speaks for their run (launchers, the first replica of a launcher-less run)
@@ -12,10 +14,13 @@ stopped and resumed when a place frees.
 
 Where a follow resumes (after a broken stream, a preemption, a restart of the watcher, or on
 another replica) is read from the bus only: the last batch on the container's subject
-(:func:`controller.bus.logstore.stored_position`). It asks the kubelet for that whole second
+(:func:`controller.bus.logstore.stored_end`). It asks the kubelet for that whole second
 again (``sinceTime`` has seconds) and drops what it already stored
 (:class:`~controller.contract.logs.Resume`): no gap, no duplicate. A line cut by a broken
-connection is dropped and read whole again.
+connection is dropped and read whole again. Each batch is stored only right after the last one
+the follow knows of (:func:`controller.bus.logstore.publish_after`): a follow that finds another
+follower's batch there stops, and the next schedule starts it again from the bus if its
+partition is still held here.
 
 Each run's text is capped (``run_max_bytes``, counted from the containers' stored positions):
 the batch that reaches the cap says so in its note, and the run's containers are no longer
