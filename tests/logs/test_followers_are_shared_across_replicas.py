@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
 import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
+from nats.js.errors import KeyDeletedError, KeyNotFoundError
 
 from controller.bus.logstore import SupersededError, publish_after, read_run, stored_end
 from controller.bus.streams import connect
@@ -26,26 +28,40 @@ from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.history.test_end_to_end_watch_to_history import watchers_running
 from tests.log_fixtures import Run, following, running_run, stored_texts
-from watchers.following import FollowKey
-from watchers.sharing import SharedFollower
+from watchers.following import FollowKey, LogFollower
+from watchers.sharing import LEASE_BUCKET, SharedFollower
 
 T = 1_795_000_000 * 10**9
 S = 10**9
 
 
+@dataclass
+class Replica:
+    """A watcher replica's share of the follows, running."""
+
+    shared: SharedFollower
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+
+    @property
+    def follower(self) -> LogFollower:
+        return self.shared.follower
+
+
 @contextlib.asynccontextmanager
 async def replica(
     settings: Settings, sim: SimCluster, topology: Topology, name: str
-) -> AsyncIterator[SharedFollower]:
+) -> AsyncIterator[Replica]:
     """A watcher replica's share of the follows, on a connection and a gateway of its own, running
-    while inside (cancelled on the way out, unless stopped before)."""
+    while inside (killed on the way out, unless stopped before: its leases are not handed back)."""
     assert settings.nats.url
     nc = await connect(settings.nats.url, f"tests-{name}")
     with KubeGateway.for_url(sim.url, connections=settings.logs.max_follows) as gateway:
         shared = SharedFollower(settings, gateway, nc, topology, replica=name)
-        task = asyncio.create_task(shared.run(asyncio.Event()), name=name)
+        stop = asyncio.Event()
+        task = asyncio.create_task(shared.run(stop), name=name)
         try:
-            yield shared
+            yield Replica(shared, stop, task)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -68,8 +84,14 @@ def containers(runs: list[Run]) -> list[tuple[str, str, str]]:
     return [run.pod(index) for run in runs for index in (0, 1)]
 
 
-async def test_replicas_share_the_follows_and_take_over_a_dead_one_without_gap_or_duplicate(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+@pytest.mark.parametrize("ends", ["killed", "stopped"])
+async def test_replicas_share_the_follows_and_take_over_a_lost_one_without_gap_or_duplicate(
+    sim: SimCluster,
+    nats_client: NATS,
+    js: JetStreamContext,
+    topology: Topology,
+    settings: Settings,
+    ends: str,
 ) -> None:
     logs = LogSettings(partitions=2, lease_ttl_s=1.5, retry_s=0.05)
     shared = settings.model_copy(update={"logs": logs})
@@ -102,7 +124,16 @@ async def test_replicas_share_the_follows_and_take_over_a_dead_one_without_gap_o
             assert a.follower.following.isdisjoint(b.follower.following)
             assert a.follower.held.isdisjoint(b.follower.held)
             await until(lambda: all_stored(1), 10.0)
-        # replica a is killed: its leases are not handed back, they expire
+            if ends == "stopped":  # a rolling update: its follows end, then its leases are handed back
+                held = a.follower.held
+                a.stop.set()
+                await a.task
+                assert not a.follower.following and not a.follower.held
+                leases = await js.key_value(topology.bucket(LEASE_BUCKET))
+                for partition in held:
+                    with contextlib.suppress(KeyNotFoundError, KeyDeletedError):
+                        assert (await leases.get(f"lease.p{partition}")).value == b"b"  # taken already
+        # killed, replica a's leases expire; stopped, they were handed back
         for index, (namespace, pod, container) in enumerate(containers(runs)):
             sim.append_log(namespace, pod, container, f"{pod} line 1\n", at_ns=T + S + index)
         await until(lambda: b.follower.following == everything, 15.0, lambda: b.follower.following)
