@@ -1,7 +1,8 @@
 """The watcher replicas share the log follows: each running container is followed by exactly one
-replica, both replicas follow some, and a replica that dies (no hand-over: its leases expire) has
-its containers taken over by the other, which resumes them from the bus with no gap and no
-duplicate line. The leading watcher only publishes; the followers learn the pods from what it
+replica, both replicas follow some, and a replica that dies (no hand-over: its leases expire) or
+stops (its leases handed back) has its containers taken over by the other, which resumes them
+from the bus with no gap and no duplicate line; a replica starting later learns the running pods
+from the bus and gets its share. The leading watcher only publishes; the followers learn the pods from what it
 published. And two followers of one container, as while a lease changes hands, never store a
 line twice. Real client → simulated API server → real NATS."""
 
@@ -141,11 +142,24 @@ async def test_replicas_share_the_follows_and_take_over_a_lost_one_without_gap_o
         for index, (namespace, pod, container) in enumerate(containers(runs)):
             sim.append_log(namespace, pod, container, f"{pod} line 2\n", at_ns=T + 2 * S + index)
         await until(lambda: all_stored(3), 15.0)
+        # a replica starting now learns the pods from the bucket (nothing about them changes now)
+        async with replica(shared, sim, topology, "c") as c:
+            await until(
+                lambda: (
+                    bool(c.follower.following) and c.follower.following | b.follower.following == everything
+                ),
+                15.0,
+                lambda: (c.follower.following, b.follower.following),
+            )
+            assert c.follower.following.isdisjoint(b.follower.following)
+            for index, (namespace, pod, container) in enumerate(containers(runs)):
+                sim.append_log(namespace, pod, container, f"{pod} line 3\n", at_ns=T + 3 * S + index)
+            await until(lambda: all_stored(4), 15.0)
     for run in runs:
         for index in (0, 1):
             pod = run.pod(index)[1]
             assert await stored_texts(nats_client, topology, run.job, pod) == [
-                f"{pod} line {i}" for i in range(3)
+                f"{pod} line {i}" for i in range(4)
             ]
 
 
