@@ -60,6 +60,7 @@ from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from watchers.following import LogFollower
 from watchers.metrics import WatchMetrics
+from watchers.normalizing import normalize_pod
 
 RUNNING = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
 TOKEN = "bench"
@@ -97,7 +98,6 @@ async def _follower(
     linger_s: float,
     metrics: WatchMetrics | None = None,
 ) -> AsyncIterator[LogFollower]:
-    jobs = {(pod["metadata"]["namespace"], pod["metadata"]["name"]): ref for pod in pods}
     with KubeGateway.for_url(url, connections=len(pods)) as gateway:
         follower = LogFollower(
             gateway,
@@ -105,11 +105,10 @@ async def _follower(
             bench.topology,
             LogSettings(max_follows=len(pods), linger_s=linger_s),
             NatsSettings(),
-            jobs,
             metrics=metrics,
         )
         for pod in pods:
-            follower.track("ADDED", pod)
+            follower.track(normalize_pod(pod, "ADDED", ref, datetime.now(UTC)))
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))
         try:

@@ -8,13 +8,14 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.logstore import publish_batches, read_run
-from controller.contract.events import JobRef
+from controller.contract.events import Change, JobRef
 from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import LogSettings, NatsSettings
 from controller.contract.subjects import Topology
@@ -24,6 +25,7 @@ from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import T0, insert_runs, run_row
 from watchers.following import LogFollower
 from watchers.metrics import WatchMetrics
+from watchers.normalizing import normalize_pod
 
 S = 1_000_000_000
 BASE = int(T0.timestamp()) * S
@@ -106,13 +108,15 @@ class Following:
         self.jobs = jobs
         self.metrics = metrics
 
-    def add(self, run: Run, *, change: str = "ADDED") -> None:
+    def add(self, run: Run, *, change: Change = "ADDED") -> None:
         for pod in run.pods:
             self.jobs[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = run.job
-            self.follower.track(change, pod)
+            self.update(pod, change)
 
-    def update(self, pod: k.Obj) -> None:
-        self.follower.track("MODIFIED", pod)
+    def update(self, pod: k.Obj, change: Change = "MODIFIED") -> None:
+        """Tell the follower of a pod's change, as the ``published`` bucket says it."""
+        job = self.jobs[(pod["metadata"]["namespace"], pod["metadata"]["name"])]
+        self.follower.track(normalize_pod(pod, change, job, datetime.now(UTC)))
 
 
 @contextlib.asynccontextmanager
@@ -124,9 +128,7 @@ async def following(
     settings = settings or LogSettings(retry_s=0.05)
     with KubeGateway.for_url(sim.url, connections=settings.max_follows) as gateway:
         metrics = WatchMetrics()
-        follower = LogFollower(
-            gateway, nc, topology, settings, nats, jobs, backoff_max_s=0.2, metrics=metrics
-        )
+        follower = LogFollower(gateway, nc, topology, settings, nats, backoff_max_s=0.2, metrics=metrics)
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))
         try:

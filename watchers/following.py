@@ -2,8 +2,10 @@
 container of a launcher or worker pod, its lines batched onto the container's subject as they
 arrive.
 
-Which containers: those running in a Running pod whose run the correlator knows, at most
-``max_follows`` at once (``MPIJC_LOGS__MAX_FOLLOWS``). Beyond the bound the order is explicit:
+Which containers: those running in a Running pod (as the leader published it,
+:meth:`LogFollower.track`) of a run in a partition this replica holds
+(:meth:`LogFollower.hold`, :mod:`watchers.sharing`), at most ``max_follows`` at once
+(``MPIJC_LOGS__MAX_FOLLOWS``). Beyond the bound the order is explicit:
 runs with a failing pod first (Failed, or a container that ended non-zero), then runs whose
 launcher went quiet at the last progress probe (possibly hanging), then the rest; within each,
 the pods whose log speaks for their run (launchers, the first replica of a launcher-less run)
@@ -12,10 +14,13 @@ stopped and resumed when a place frees.
 
 Where a follow resumes (after a broken stream, a preemption, a restart of the watcher, or on
 another replica) is read from the bus only: the last batch on the container's subject
-(:func:`controller.bus.logstore.stored_position`). It asks the kubelet for that whole second
+(:func:`controller.bus.logstore.stored_end`). It asks the kubelet for that whole second
 again (``sinceTime`` has seconds) and drops what it already stored
 (:class:`~controller.contract.logs.Resume`): no gap, no duplicate. A line cut by a broken
-connection is dropped and read whole again.
+connection is dropped and read whole again. Each batch is stored only right after the last one
+the follow knows of (:func:`controller.bus.logstore.publish_after`): a follow that finds another
+follower's batch there stops, and the next schedule starts it again from the bus if its
+partition is still held here.
 
 Each run's text is capped (``run_max_bytes``, counted from the containers' stored positions):
 the batch that reaches the cap says so in its note, and the run's containers are no longer
@@ -34,17 +39,18 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from datetime import datetime
+from typing import Literal, Protocol
 
 from controller.bus.client import NATS
-from controller.bus.logstore import publish_batches, stored_position
+from controller.bus.logstore import StoredEnd, SupersededError, publish_after, stored_end
 from controller.contract.backoff import Backoff
 from controller.contract.errors import RetryableError
-from controller.contract.events import JobRef
-from controller.contract.kinds import speaks_for_run
+from controller.contract.events import JobRef, PodObserved
+from controller.contract.kinds import PodOwner, speaks_for_run
 from controller.contract.logs import (
     LineSplitter,
     LogBatch,
@@ -57,10 +63,9 @@ from controller.contract.logs import (
     since_time,
 )
 from controller.contract.settings import LogSettings, NatsSettings
-from controller.contract.subjects import Topology
+from controller.contract.subjects import Topology, urgent
 from controller.kube.gateway import APIError, APIForbiddenError, APINotFoundError
 from watchers.metrics import WatchMetrics
-from watchers.normalizing import failure_signal, pod_owner
 
 __all__ = ["FollowKey", "LogFollower", "LogSource"]
 
@@ -93,11 +98,12 @@ class _Pod:
     """What the follower knows of one pod."""
 
     uid: str
+    job: JobRef
     namespace: str
     name: str
     role: Literal["launcher", "worker"]
     index: int | None
-    created: str
+    created: datetime
     running: dict[str, int] = field(default_factory=dict)
     """Restart count of each running container, by name."""
     failing: bool = False
@@ -115,21 +121,23 @@ class LogFollower:
         topology: Topology,
         settings: LogSettings,
         nats: NatsSettings,
-        jobs: Mapping[tuple[str, str], JobRef],
         backoff_max_s: float = 30.0,
         metrics: WatchMetrics | None = None,
+        held: Collection[int] | None = None,
     ) -> None:
-        """``jobs``: the run of each pod known, by (namespace, name) (the correlator's)."""
+        """``held``: the partitions (of ``settings.partitions``) whose runs are followed here
+        (None: all of them, a follower alone)."""
         self._metrics = metrics or WatchMetrics()
         self._source = source
         self._js = nc.jetstream()
         self._topology = topology
         self._settings = settings
         self._retry_s = nats.publish_retry_s
-        self._jobs = jobs
         self._backoff_max_s = max(backoff_max_s, settings.retry_s)
+        self._held = set(range(settings.partitions) if held is None else held)
         self._pods: dict[str, _Pod] = {}
         self._tasks: dict[FollowKey, asyncio.Task[None]] = {}
+        self._partition_of: dict[FollowKey, int] = {}
         self._done: dict[FollowKey, int] = {}
         """Restart count at which a container's follow ended with its log (not followed again)."""
         self._quiet: set[str] = set()
@@ -148,34 +156,30 @@ class LogFollower:
 
     # -- what the watches and probes tell -------------------------------------------------------
 
-    def track(self, change: str, pod: Mapping[str, Any]) -> None:
+    def track(self, pod: PodObserved) -> None:
         """Take a pod's change: which of its containers run, whether it is failing."""
-        meta = pod.get("metadata") or {}
-        uid, owner = str(meta.get("uid")), pod_owner(pod)
-        if change == "DELETED" or owner is None:
-            self._forget(uid)
+        if pod.change == "DELETED":
+            self.forget(pod.uid)
             return
-        statuses = (pod.get("status") or {}).get("containerStatuses") or ()
-        running = {
-            str(s.get("name")): int(s.get("restartCount") or 0)
-            for s in statuses
-            if isinstance(s, dict) and "running" in (s.get("state") or {})
-        }
-        if (pod.get("status") or {}).get("phase") != "Running":
-            running = {}
-        self._pods[uid] = _Pod(
-            uid,
-            str(meta.get("namespace")),
-            str(meta.get("name")),
-            owner["role"],
-            owner["index"],
-            str(meta.get("creationTimestamp") or ""),
-            running,
-            failure_signal("pod", pod) or any(int(s.get("restartCount") or 0) > 0 for s in statuses),
+        containers = [c for c in pod.containers if not c.init]
+        running = {c.name: c.restart_count for c in containers if c.state == "running"}
+        owner = PodOwner(
+            kind=pod.job.kind, name=pod.job.name, role=pod.role, replica=pod.replica, index=pod.index
+        )
+        self._pods[pod.uid] = _Pod(
+            pod.uid,
+            pod.job,
+            pod.namespace,
+            pod.name,
+            pod.role,
+            pod.index,
+            pod.created_at,
+            running if pod.phase == "Running" else {},
+            urgent(pod) or any(c.restart_count > 0 for c in containers),
             speaks_for_run(owner),
         )
 
-    def _forget(self, uid: str) -> None:
+    def forget(self, uid: str) -> None:
         """A pod is gone: nothing of it is kept (nor of its run, once its last pod is gone)."""
         self._pods.pop(uid, None)
         for key in [key for key in self._done if key[0] == uid]:
@@ -185,7 +189,7 @@ class LogFollower:
                 del stored[key]
             if not stored:
                 del self._stored[run]
-        live = {job.uid for pod in self._pods.values() if (job := self._job(pod)) is not None}
+        live = {pod.job.uid for pod in self._pods.values()}
         self._capped &= live
         self._quiet &= live
 
@@ -198,13 +202,47 @@ class LogFollower:
 
     # -- scheduling -----------------------------------------------------------------------------
 
+    @property
+    def pods(self) -> frozenset[str]:
+        """The uids of the pods known."""
+        return frozenset(self._pods)
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The partitions whose runs are followed here."""
+        return frozenset(self._held)
+
+    def partition(self, job: JobRef) -> int:
+        """The partition of a run: a stable hash of its namespace/job (:meth:`Topology.partition_of`)."""
+        return self._topology.partition_of(job.namespace, job.name, self._settings.partitions)
+
+    def hold(self, partition: int) -> None:
+        """Follow the runs of ``partition`` too (its lease was just claimed); they start at once."""
+        self._held.add(partition)
+        self._metrics.log_partitions.set(len(self._held))
+        self.schedule()
+
+    async def let_go(self, partition: int) -> None:
+        """Stop following the runs of ``partition`` (its lease lost, or to be handed over) and wait
+        until their follows have stopped: what they stored is what the next holder resumes after."""
+        self._held.discard(partition)
+        self._metrics.log_partitions.set(len(self._held))
+        stopping = [task for key, task in self._tasks.items() if self._partition_of.get(key) == partition]
+        for key in [key for key in self._tasks if self._partition_of.get(key) == partition]:
+            del self._tasks[key]
+        for task in stopping:
+            task.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
+        self._metrics.log_follows.labels("followed").set(len(self.following))
+
     def wanted(self) -> list[tuple[FollowKey, _Pod, JobRef]]:
-        """The containers to follow now, most urgent first, at most ``max_follows``."""
-        failing = {job.uid for p in self._pods.values() if p.failing and (job := self._job(p)) is not None}
-        candidates: list[tuple[tuple[int, int, str, str], FollowKey, _Pod, JobRef]] = []
+        """The containers to follow now, most urgent first, at most ``max_follows``: those of the
+        runs of the partitions held."""
+        failing = {p.job.uid for p in self._pods.values() if p.failing}
+        candidates: list[tuple[tuple[int, int, datetime, str], FollowKey, _Pod, JobRef]] = []
         for pod in self._pods.values():
-            job = self._job(pod)
-            if job is None or job.uid in self._capped:
+            job = pod.job
+            if job.uid in self._capped or self.partition(job) not in self._held:
                 continue
             urgency = 0 if job.uid in failing else 1 if job.uid in self._quiet else 2
             for container, restarts in pod.running.items():
@@ -217,15 +255,10 @@ class LogFollower:
         self._beyond = max(len(candidates) - self._settings.max_follows, 0)
         return [(key, pod, job) for _, key, pod, job in candidates[: self._settings.max_follows]]
 
-    def _job(self, pod: _Pod) -> JobRef | None:
-        return self._jobs.get((pod.namespace, pod.name))
-
     def schedule(self) -> None:
         """Start the follows wanted and not running; stop those running and no longer wanted
         (a pod gone, or pushed out of the bound by more urgent runs)."""
         wanted = {key: (pod, job) for key, pod, job in self.wanted()}
-        self._metrics.log_follows.labels("followed").set(len(self.following))
-        self._metrics.log_follows.labels("beyond_bound").set(self._beyond)
         for key, task in list(self._tasks.items()):
             if task.done():
                 del self._tasks[key]
@@ -235,9 +268,14 @@ class LogFollower:
         for key, (pod, job) in wanted.items():
             if key not in self._tasks:
                 restarts = pod.running[key[1]]
+                self._partition_of[key] = self.partition(job)
                 self._tasks[key] = asyncio.create_task(
                     self._follow(key, pod, job, restarts), name=f"follow-{key}"
                 )
+        for key in [key for key in self._partition_of if key not in self._tasks]:
+            del self._partition_of[key]
+        self._metrics.log_follows.labels("followed").set(len(self.following))
+        self._metrics.log_follows.labels("beyond_bound").set(self._beyond)
 
     def _stoppable(self, key: FollowKey) -> bool:
         """Whether a follow no longer wanted is stopped: its pod is gone, or it still runs (pushed
@@ -270,20 +308,21 @@ class LogFollower:
         container = key[1]
         where = f"{pod.namespace}/{pod.name}/{container}"
         try:
-            position = await stored_position(
+            end = await stored_end(
                 self._js, self._topology, job.namespace, job.name, job.uid, pod.name, container
             )
         except Exception as exc:  # the bus is away: the next schedule tries again
             log.warning("log of %s not followed yet, its stored position is unreadable: %r", where, exc)
             await asyncio.sleep(self._settings.retry_s)
             return
-        if position.capped:
+        if end.position.capped:
             self._capped.add(job.uid)
             return
-        self._stored.setdefault(job.uid, {})[key] = position.stored_bytes
+        self._stored.setdefault(job.uid, {})[key] = end.position.stored_bytes
         backoff = Backoff(self._settings.retry_s, self._backoff_max_s)
         batches = _Batches(pod, job, container, self._settings)
         while True:
+            position = end.position
             follow = self._source.follow_log(
                 pod.namespace, pod.name, container, since_time(position.ts) if position.ts else None
             )
@@ -292,9 +331,9 @@ class LogFollower:
             not_before = 0.0
             try:
                 while chunk := await pump.take(not_before):
-                    position = await self._store(batches.feed(chunk, position), key, job, position)
+                    end = await self._store(batches.feed(chunk, end.position), key, job, end)
                     not_before = self._next_take(len(chunk))
-                    if position.capped:
+                    if end.position.capped:
                         return
                     backoff.reset()
                 if self._runs(key, restarts):  # ended cleanly, yet the container runs: a proxy closed it
@@ -303,13 +342,17 @@ class LogFollower:
                     log.info("the log of %s ended while it runs; following it again in %.1fs", where, delay)
                     await asyncio.sleep(delay)
                     continue
-                position = await self._store(batches.finish(position), key, job, position)
+                end = await self._store(batches.finish(end.position), key, job, end)
                 self._done[key] = restarts
                 log.info("log of %s followed to its end", where)
                 return
             except (APINotFoundError, APIForbiddenError) as exc:
                 log.info("log of %s not followed: %s", where, exc)
                 self._done[key] = restarts
+                return
+            except SupersededError as exc:  # another replica follows it: the next schedule decides
+                self._metrics.log_reopened.labels("superseded").inc()
+                log.warning("log of %s stored by another follower meanwhile; stopped here: %s", where, exc)
                 return
             except (APIError, RetryableError) as exc:  # broken stream, API server or bus away
                 delay = backoff.next_delay()
@@ -332,10 +375,11 @@ class LogFollower:
         return pod is not None and pod.running.get(key[1]) == restarts
 
     async def _store(
-        self, batches: Sequence[PackedBatch], key: FollowKey, job: JobRef, position: LogPosition
-    ) -> LogPosition:
-        """Publish ``batches`` within the run's cap; the position they bring the container to from
-        ``position`` (a capped one where the cap was reached)."""
+        self, batches: Sequence[PackedBatch], key: FollowKey, job: JobRef, end: StoredEnd
+    ) -> StoredEnd:
+        """Publish ``batches`` within the run's cap, after the container's stored ``end``; where the
+        container's stored log ends then (a capped position where the cap was reached). Raises
+        :class:`SupersededError` if another follower stored a batch of it meanwhile."""
         stored = self._stored.setdefault(job.uid, {})
         kept: list[PackedBatch] = []
         for batch in batches:
@@ -351,11 +395,11 @@ class LogFollower:
                 break
             kept.append(batch)
             stored[key] = head.position.stored_bytes
-        if kept:
-            await publish_batches(self._js, self._topology, kept, self._retry_s)
-            self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
-            return kept[-1].head.position
-        return position
+        if not kept:
+            return end
+        seq = await publish_after(self._js, self._topology, kept, end.seq, self._retry_s)
+        self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
+        return StoredEnd(kept[-1].head.position, seq)
 
 
 class _Pump:

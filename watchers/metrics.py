@@ -72,10 +72,17 @@ class WatchMetrics(MetricGroup):
             "Log lines stored on LOGS by the follower.",
             registry=self.registry,
         )
+        self.log_partitions = Gauge(
+            "mpijc_log_partitions",
+            "Follow partitions this watcher replica holds a lease on (of MPIJC_LOGS__PARTITIONS): "
+            "it follows the runs that hash to them.",
+            registry=self.registry,
+        )
         self.log_reopened = Counter(
             "mpijc_log_reopened",
             "Follows opened again from their stored position, by why (broken: the stream or the bus "
-            "failed; ended: it ended while its container ran).",
+            "failed; ended: it ended while its container ran; superseded: another replica stored a "
+            "batch of it meanwhile, the follow stops and the partition's holder goes on).",
             ["reason"],
             registry=self.registry,
         )

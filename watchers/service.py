@@ -12,10 +12,10 @@ the order they reach the bus. Two bounded log reads, never a log stream:
   and a :class:`~controller.contract.events.LogProbed` says how many new lines it wrote
   (:class:`ProgressProbe`) — what tells a hung MPI job from a quiet healthy one.
 
-Beside them, and apart from the observations, the containers of running launcher and worker
-pods are followed into the ``LOGS`` stream (:class:`watchers.following.LogFollower`,
-``MPIJC_LOGS__FOLLOW``); the probe tells it of every pod and of the runs that went quiet, so
-those are followed first.
+Beside the elected watches, on every replica, the containers of running launcher and worker
+pods are followed into the ``LOGS`` stream (:class:`watchers.sharing.SharedFollower`,
+``MPIJC_LOGS__FOLLOW``), the replicas sharing the runs through leases; they learn the pods and
+the runs that went quiet from what the leader published.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ from controller.kube.resources import JOB_RESOURCES, WATCHED, Resource, job_kind
 from controller.metrics import PipelineMetrics
 from watchers.correlating import Correlator, ObjectKind, Observation
 from watchers.discovery import follow_served
-from watchers.following import LogFollower
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
 from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.positions import WatchPositions, position_name
 from watchers.recording import object_kind, write_record
+from watchers.sharing import SharedFollower
 from watchers.tails import LogTails, PodHandover, Tails
 from watchers.usage import reading_usage
 from watchers.watching import Listed, Sink, WatchChange, watch_resource
@@ -76,26 +76,21 @@ PROBE_TAIL_LINES = 5
 class ProgressProbe:
     """Knows the running pods whose log speaks for their run — launchers, and the first replica
     of a launcher-less run (:func:`controller.contract.kinds.speaks_for_run`) — and probes
-    their recent log output on demand; tells the log ``follower`` (if any) of every pod change
-    and of each pod probed."""
+    their recent log output on demand."""
 
     def __init__(
         self,
         gateway: KubeGateway,
         correlator: Correlator,
         settings: WatcherSettings,
-        follower: LogFollower | None = None,
     ) -> None:
         self._gateway = gateway
         self._correlator = correlator
         self._settings = settings
         self._running: dict[str, Mapping[str, Any]] = {}
-        self.follower = follower
 
     def track(self, change: WatchChange) -> None:
-        """Follow which pods that speak for their run are running (and tell the follower of all)."""
-        if self.follower is not None:
-            self.follower.track(change.type, change.object)
+        """Follow which pods that speak for their run are running."""
         meta = change.object.get("metadata") or {}
         owner = pod_owner(change.object)
         uid = str(meta.get("uid"))
@@ -131,8 +126,6 @@ class ProgressProbe:
             except Exception as exc:
                 log.info("progress probe of %s/%s failed: %s", namespace, name, exc)
                 continue
-            if self.follower is not None:
-                self.follower.quiet(job.uid, len(lines))
             now = datetime.now(UTC)
             probes.append(
                 LogProbed(
@@ -312,23 +305,6 @@ class UnwatchedDeletions:
             task.cancel()
 
 
-def _follower(
-    settings: Settings,
-    gateway: KubeGateway,
-    nc: NATS,
-    topology: Topology,
-    correlator: Correlator,
-    metrics: WatchMetrics,
-) -> LogFollower | None:
-    """The log follower of the watches (each pod's run as the correlator placed it), unless
-    following is off."""
-    if not settings.logs.follow or settings.logs.max_follows == 0:
-        return None
-    logs, nats = settings.logs, settings.nats
-    backoff_max_s = settings.watcher.backoff_max_s
-    return LogFollower(gateway, nc, topology, logs, nats, correlator.pods, backoff_max_s, metrics)
-
-
 def _probes(
     gateway: KubeGateway,
     correlator: Correlator,
@@ -336,16 +312,13 @@ def _probes(
     publisher: Publisher,
     metrics: PipelineMetrics,
     stop: asyncio.Event,
-    follower: LogFollower | None = None,
 ) -> tuple[list[Callable[[], Coroutine[Any, Any, None]]], Callable[[WatchChange], None]]:
     """What starts the loops that probe running pods (their log output; their usage, when a
-    Prometheus is configured; the log ``follower``'s, if any) once the watches start, and what
-    follows each pod change for them."""
-    progress = ProgressProbe(gateway, correlator, settings.watcher, follower)
+    Prometheus is configured) once the watches start, and what follows each pod change for them."""
+    progress = ProgressProbe(gateway, correlator, settings.watcher)
     usage, track = reading_usage(settings.usage, correlator, publisher, metrics, stop, progress.track)
     interval = settings.watcher.progress_probe_s
-    following = [lambda: follower.run(stop)] if follower is not None else []
-    return [lambda: probe_loop(progress.probe, publisher, metrics, interval, stop), *usage, *following], track
+    return [lambda: probe_loop(progress.probe, publisher, metrics, interval, stop), *usage], track
 
 
 async def run_watchers(
@@ -367,15 +340,7 @@ async def run_watchers(
         changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop, unchanged=changes.unchanged
     )
     watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
-    probes, track = _probes(
-        gateway,
-        pipeline.correlator,
-        settings,
-        publisher,
-        metrics,
-        stop,
-        _follower(settings, gateway, nc, topology, pipeline.correlator, watch_metrics),
-    )
+    probes, track = _probes(gateway, pipeline.correlator, settings, publisher, metrics, stop)
     positions = await _stored_positions(nc, topology, settings)
 
     async def save_positions_if_published() -> None:
@@ -446,15 +411,27 @@ async def run_watchers_elected(
     metrics: PipelineMetrics,
     stop: asyncio.Event,
 ) -> None:
-    """:func:`run_watchers`, only while this replica holds the Lease (when election is enabled)."""
+    """:func:`run_watchers`, only while this replica holds the Lease (when election is enabled);
+    beside it, whether it leads or not, this replica's share of the log follows (unless following
+    is off)."""
     watch_metrics = WatchMetrics(registry=metrics.registry)
-    if not settings.leader.enabled:
-        await run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics)
+
+    async def watch() -> None:
+        if not settings.leader.enabled:
+            await run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics)
+            return
+        elector = LeaderElector(gateway, settings.leader)
+        await elector.run(
+            lambda: run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics), stop
+        )
+
+    if not settings.logs.follow or settings.logs.max_follows == 0:
+        await watch()
         return
-    elector = LeaderElector(gateway, settings.leader)
-    await elector.run(
-        lambda: run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics), stop
-    )
+    following = SharedFollower(settings, gateway, nc, topology, watch_metrics)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(watch())
+        group.create_task(following.run(stop))
 
 
 async def capture(settings: Settings, gateway: KubeGateway, out: IO[str], stop: asyncio.Event) -> None:

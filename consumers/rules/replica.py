@@ -4,7 +4,8 @@
 into ``rules_partitions`` partitions by a stable hash of namespace/job
 (:meth:`Topology.job_partition`); each partition has its own engine, snapshot, durable
 ``rules_p<n>`` and ticker, and is run by the one replica holding its lease
-(:mod:`controller.bus.leases`). A partition's durable reads all of ``jobs.>`` and
+(:mod:`controller.bus.leases`), kept and handed over by
+:class:`~controller.bus.holding.PartitionHolder`. A partition's durable reads all of ``jobs.>`` and
 acknowledges other partitions' events unread (NATS 2.9 has no server-side partitioning;
 2.10's stream subject transforms could remove that read amplification). Taking a partition
 over, a replica loads its snapshot, replays silently what the previous holder had
@@ -20,10 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import zlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -33,6 +32,7 @@ from consumers.rules.service import CONSUMER, RulesService, WarmStart, run_ticke
 from consumers.rules.snapshot import SnapshotStore, state_bucket
 from consumers.rules.thresholds import RuleThresholds
 from controller.bus.client import NATS, KeyValue, Msg
+from controller.bus.holding import PartitionHolder
 from controller.bus.leases import Leases, lease_bucket, replica_name
 from controller.bus.publishing import PUBLISH_RETRY_S
 from controller.bus.pulling import Puller
@@ -47,8 +47,6 @@ from controller.metrics import PipelineMetrics
 __all__ = ["LEASE_BUCKET", "RulesReplica"]
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 LEASE_BUCKET = "rules-leases"
 _STOP_TIMEOUT_S = 3.0  # longest wait for a partition's loops to finish the batch in hand
@@ -110,9 +108,8 @@ class RulesReplica:
         self.partitions = settings.rules_partitions
         self.claimed: dict[int, _Claimed] = {}
         self.warm_starts: list[WarmStart] = []
-        self._leases: Leases | None = None
+        self._holder: PartitionHolder | None = None
         self._state: KeyValue | None = None
-        self._turn = asyncio.Lock()
         self._replicas = replicas
         self._publish_retry_s = publish_retry_s
 
@@ -128,7 +125,7 @@ class RulesReplica:
     async def start(self) -> None:
         """Open the buckets, retire the unpartitioned durable, claim a first share."""
         self._state = await state_bucket(self._js, self._topology, self._replicas)
-        self._leases = Leases(
+        leases = Leases(
             await lease_bucket(
                 self._js,
                 self._topology.bucket(LEASE_BUCKET),
@@ -140,6 +137,7 @@ class RulesReplica:
             self.partitions,
             "rules",
         )
+        self._holder = PartitionHolder(leases, self.heartbeat_s, self._run_partition, self._stopped)
         old = self._topology.durable(CONSUMER)  # the single-replica durable of earlier versions
         if await remove_durable(self._js, self._topology.stream("jobs"), old):
             log.info("rules: removed the unpartitioned durable %s", old)
@@ -147,24 +145,15 @@ class RulesReplica:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Renew and rebalance until ``stop``; then hand every partition back."""
+        assert self._holder is not None, "start() first"
         try:
-            while not stop.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.heartbeat_s)
-                if stop.is_set():
-                    break
-                self._raise_if_a_loop_failed()
-                try:
-                    await self.rebalance()
-                except Exception:  # NATS restarting: the next heartbeat tries again
-                    log.exception("rules replica %s: rebalancing failed", self.replica)
+            await self._holder.run(stop, self._raise_if_a_loop_failed)
         except asyncio.CancelledError:
             for claimed in self.claimed.values():  # a crash: the leases simply expire
                 claimed.stop.set()
                 for task in claimed.tasks:
                     task.cancel()
             raise
-        await self.leave()
 
     def _raise_if_a_loop_failed(self) -> None:
         """A partition's loop that died (its durable deleted, say) takes the replica down with it
@@ -176,77 +165,16 @@ class RulesReplica:
 
     async def leave(self) -> None:
         """Stop every partition and hand it back."""
-        async with self._turn:
-            for partition in list(self.claimed):
-                await self._drop(partition, release=True)
-            if self._leases is not None:
-                with contextlib.suppress(Exception):
-                    await self._leases.leave()
+        if self._holder is not None:
+            await self._holder.leave()
 
     async def rebalance(self) -> None:
-        """Say we are alive, keep our leases, give up the surplus, claim our share."""
-        assert self._leases is not None, "start() first"
-        async with self._turn:
-            leases = self._leases
-            share = await leases.heartbeat()
-            for partition in list(self.claimed):
-                if not await leases.renew(partition):
-                    await self._drop(partition, release=False)
-            for partition in sorted(self.claimed, reverse=True)[: max(len(self.claimed) - share, 0)]:
-                await self._drop(partition, release=True)
-            # start where this replica's name points, so replicas starting together spread out
-            first = zlib.crc32(self.replica.encode()) % self.partitions
-            won: list[int] = []
-            for step in range(self.partitions):
-                if len(self.claimed) + len(won) >= share:
-                    break
-                partition = (first + step) % self.partitions
-                if partition not in self.claimed and await leases.claim(partition):
-                    won.append(partition)
-            # the partitions won warm-start side by side: a restart is as long as the longest one
-            started = await self._renewing(
-                leases, asyncio.gather(*(self._run_partition(p) for p in won), return_exceptions=True)
-            )
-            for partition, outcome in zip(won, started, strict=True):
-                if isinstance(outcome, Exception):  # NATS trouble: let it go, try again next heartbeat
-                    log.error(
-                        "rules replica %s: partition %d failed to start",
-                        self.replica,
-                        partition,
-                        exc_info=outcome,
-                    )
-                    await leases.release(partition)
-                elif isinstance(outcome, BaseException):
-                    raise outcome
-            self._rules_metrics.partitions.set(len(self.claimed))
-            self._rules_metrics.runs.set(sum(len(c.service.engine) for c in self.claimed.values()))
-
-    async def _renewing(self, leases: Leases, work: Awaitable[T]) -> T:
-        """``work`` (warm starts: seconds on a big cluster), renewing every lease held meanwhile;
-        a warm start longer than the lease TTL lost the partitions it was starting, and the
-        replica started them all over again. A renewal in flight when the work ends is finished,
-        not cancelled: cancelled, its new revision would be unknown and the next renewal fail."""
-        finished = asyncio.Event()
-
-        async def renew() -> None:
-            while not finished.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(finished.wait(), self.heartbeat_s)
-                if finished.is_set():
-                    return
-                try:
-                    await leases.heartbeat()
-                    for partition in leases.held:
-                        await leases.renew(partition)
-                except Exception as exc:  # NATS restarting: the next heartbeat tries again
-                    log.warning("rules replica %s: renewing leases while warming: %r", self.replica, exc)
-
-        renewer = asyncio.create_task(renew())
-        try:
-            return await work
-        finally:
-            finished.set()
-            await renewer
+        """Say we are alive, keep our leases, give up the surplus, claim our share
+        (:meth:`PartitionHolder.rebalance`)."""
+        assert self._holder is not None, "start() first"
+        await self._holder.rebalance()
+        self._rules_metrics.partitions.set(len(self.claimed))
+        self._rules_metrics.runs.set(sum(len(c.service.engine) for c in self.claimed.values()))
 
     async def _run_partition(self, partition: int) -> None:
         assert self._state is not None
@@ -294,7 +222,8 @@ class RulesReplica:
         ]
         self.claimed[partition] = _Claimed(service, warm, stop, tasks, pulled, urgent)
 
-    async def _drop(self, partition: int, *, release: bool) -> None:
+    async def _stopped(self, partition: int, release: bool) -> None:
+        """Stop a partition; handed over (``release``), its snapshot is saved first."""
         claimed = self.claimed.pop(partition)
         claimed.interrupt()
         _, pending = await asyncio.wait(claimed.tasks, timeout=_STOP_TIMEOUT_S)
@@ -306,8 +235,6 @@ class RulesReplica:
                 await claimed.service.checkpoint()
         for puller in (claimed.durable, claimed.urgent):
             await puller.close()
-        if release and self._leases is not None:
-            await self._leases.release(partition)
         log.info("rules replica %s stopped partition %d", self.replica, partition)
 
     async def _pull_urgent(self, service: RulesService, urgent: Puller, stop: asyncio.Event) -> None:

@@ -3,38 +3,67 @@ log stands, read a run's batches back (once, or following new ones).
 
 One subject per container of a run (:meth:`Topology.log_subject`); its last message carries the
 position following resumes from (:class:`~controller.contract.logs.LogPosition`), so a
-restarted or replaced follower needs nothing but the bus. Reads are ephemeral ordered pull
-consumers filtered on one run's subjects, without acks, gone when the read ends (or after
-``_IDLE_S`` if the reader dies).
+restarted or replaced follower needs nothing but the bus. A follower publishes each batch on
+condition that the subject's last message is still the one it resumed after or stored last
+(``Nats-Expected-Last-Subject-Sequence``, :func:`publish_after`): two followers of one
+container — a replica that lost its lease and has not noticed yet, and the one that took the
+container over — cannot both store a line, whatever the order of their publishes. Reads are
+ephemeral ordered pull consumers filtered on one run's subjects, without acks, gone when the
+read ends (or after ``_IDLE_S`` if the reader dies).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, PubAck
+from nats.js.errors import APIError, NotFoundError
 from pydantic import ValidationError
 
-from controller.bus.publishing import Outgoing, publish_stored
+from controller.bus.publishing import MSG_ID, Outgoing, publish_acked, publish_stored, stored_anew
 from controller.contract.logs import LogBatch, LogPosition, PackedBatch
 from controller.contract.subjects import Topology
 
-__all__ = ["LogsUnavailableError", "Stored", "publish_batches", "read_run", "stored_position"]
+__all__ = [
+    "LogsUnavailableError",
+    "Stored",
+    "StoredEnd",
+    "SupersededError",
+    "publish_after",
+    "publish_batches",
+    "read_run",
+    "stored_end",
+    "stored_position",
+]
 
 _FETCH = 16
 """Batches asked for per pull: at most 16 x 256 KiB of text (``batch_max_bytes``), well under
 what a subscription holds before the server counts it a slow consumer."""
 _IDLE_S = 30.0
+_WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code for a publish whose expected last (subject) sequence is not the last."""
 
 
 class LogsUnavailableError(Exception):
     """The ``LOGS`` stream cannot be read now (not declared, or the bus not answering)."""
+
+
+class SupersededError(Exception):
+    """Someone else stored a batch of the container since this follower's last one: it no longer
+    follows it alone (its lease was lost, or is being taken over)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEnd:
+    """Where a container's stored log ends, and the stream sequence of that last batch (0: none)."""
+
+    position: LogPosition
+    seq: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,19 +98,63 @@ def outgoing(topology: Topology, batch: LogBatch | PackedBatch) -> Outgoing:
     )
 
 
-async def stored_position(
+async def publish_after(
+    js: JetStreamContext,
+    topology: Topology,
+    batches: Sequence[LogBatch | PackedBatch],
+    seq: int,
+    retry_s: float,
+) -> int:
+    """Store ``batches`` of one container in order, each on condition that the container's last
+    stored message is still the one before it (the first: the one at ``seq``, 0 for none);
+    returns the sequence of the last. Raises :class:`SupersededError` when another follower
+    stored one meanwhile (nothing more is stored), and as :func:`publish_batches` otherwise. A
+    batch published again after a lost ack is found stored (the subject's last, with its id)."""
+    for batch in batches:
+        message = replace(outgoing(topology, batch), after_subject_seq=seq)
+        (result,) = await publish_acked(js, [message], retry_s)
+        if isinstance(result, APIError) and result.err_code == _WRONG_LAST_SEQUENCE:
+            seq = await _stored_last(js, topology, message, seq)
+            continue
+        stored_anew([result])  # raises what was not stored
+        assert isinstance(result, PubAck)
+        seq = result.seq
+    return seq
+
+
+async def _stored_last(js: JetStreamContext, topology: Topology, message: Outgoing, seq: int) -> int:
+    """The sequence of ``message``, refused as not coming right after ``seq``, if it is the
+    subject's last message all the same (its ack was lost, and the retry came after it);
+    :class:`SupersededError` if another one is."""
+    try:
+        last = await js.get_last_msg(topology.stream("logs"), message.subject)
+    except NotFoundError:
+        last = None
+    if last is not None and last.headers and last.headers.get(MSG_ID) == message.msg_id and last.seq:
+        return last.seq
+    raise SupersededError(f"{message.subject} has a batch stored after sequence {seq}")
+
+
+async def stored_end(
     js: JetStreamContext, topology: Topology, namespace: str, job: str, run_uid: str, pod: str, container: str
-) -> LogPosition:
+) -> StoredEnd:
     """Where the stored log of one container ends (the start, when nothing is stored)."""
     subject = topology.log_subject(namespace, job, run_uid, pod, container)
     try:
         msg = await js.get_last_msg(topology.stream("logs"), subject)
     except NotFoundError:
-        return LogPosition()
+        return StoredEnd(LogPosition(), 0)
     try:
-        return LogBatch.model_validate_json(msg.data or b"").position
+        return StoredEnd(LogBatch.model_validate_json(msg.data or b"").position, msg.seq or 0)
     except ValidationError:
-        return LogPosition()
+        return StoredEnd(LogPosition(), msg.seq or 0)
+
+
+async def stored_position(
+    js: JetStreamContext, topology: Topology, namespace: str, job: str, run_uid: str, pod: str, container: str
+) -> LogPosition:
+    """Where the stored log of one container ends (the start, when nothing is stored)."""
+    return (await stored_end(js, topology, namespace, job, run_uid, pod, container)).position
 
 
 async def read_run(

@@ -42,11 +42,21 @@ from controller.contract.findings import Finding
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 
-__all__ = ["MSG_ID", "PUBLISH_RETRY_S", "Outgoing", "Publisher", "publish", "publish_acked", "publish_stored"]
+__all__ = [
+    "MSG_ID",
+    "PUBLISH_RETRY_S",
+    "Outgoing",
+    "Publisher",
+    "publish",
+    "publish_acked",
+    "publish_stored",
+    "stored_anew",
+]
 
 log = logging.getLogger(__name__)
 
 MSG_ID = "Nats-Msg-Id"
+_AFTER_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _STATUS = "Status"
 _NO_RESPONDERS = "503"
 _TEMPORARILY_UNAVAILABLE = 10008  # "JetStream system temporarily unavailable"; stream limits are 503s too
@@ -59,6 +69,8 @@ class Outgoing:
     subject: str
     payload: bytes
     msg_id: str | None = None
+    after_subject_seq: int | None = None
+    """Stored only if the subject's last message has this sequence (0: the subject is empty)."""
 
 
 ACK_TIMEOUT_S = 5.0
@@ -116,7 +128,7 @@ class _Acks:
         reply = f"{self._inbox}{number}."
         try:
             for index, message in enumerate(messages):
-                headers = {MSG_ID: message.msg_id} if message.msg_id else None
+                headers = _headers(message)
                 try:
                     await self._nc.publish(message.subject, message.payload, f"{reply}{index}", headers)
                 except Exception as exc:  # not handed to the client: this one and the rest are not sent
@@ -139,6 +151,13 @@ class _Acks:
         batch = self._batches.get(int(number)) if number.isdigit() and index.isdigit() else None
         if batch is not None:  # else answered after its time was up: retried under the same id
             batch.settle(int(index), _outcome(msg))
+
+
+def _headers(message: Outgoing) -> dict[str, str] | None:
+    headers = {MSG_ID: message.msg_id} if message.msg_id else {}
+    if message.after_subject_seq is not None:
+        headers[_AFTER_SUBJECT_SEQ] = str(message.after_subject_seq)
+    return headers or None
 
 
 class _Batch:
@@ -226,7 +245,7 @@ async def publish_stored(
     """:func:`publish_acked`; returns how many were stored anew, raises :class:`RetryableError`
     if the bus still had not stored one of them after ``retry_s`` (and a refused message's own
     error)."""
-    return _new(await publish_acked(js, messages, retry_s))
+    return stored_anew(await publish_acked(js, messages, retry_s))
 
 
 def _passes(result: PubAck | BaseException) -> bool:
@@ -244,7 +263,7 @@ def _retryable(result: PubAck | BaseException) -> TypeGuard[BaseException]:
     return isinstance(result, NatsError | OSError | TimeoutError)
 
 
-def _new(results: Sequence[PubAck | BaseException]) -> int:
+def stored_anew(results: Sequence[PubAck | BaseException]) -> int:
     """How many were stored anew; raises the first error if any message was not stored.
 
     The bus's own failures are :class:`RetryableError`: publishing the same messages again is

@@ -61,6 +61,9 @@ class Identity:
     """Key-value buckets it keeps (creates, reads, writes, purges keys of)."""
     monitors: bool = False
     """Reads the state of the streams and of their consumers (the API's JetStream metrics)."""
+    hears_probes: bool = False
+    """Hears the progress probes (``jobs.*.*.log``) as they are published: which runs went quiet,
+    what the log followers of every watcher replica follow first (:mod:`watchers.sharing`)."""
     admin: bool = False
 
     @property
@@ -71,7 +74,13 @@ class Identity:
 
 IDENTITIES: tuple[Identity, ...] = (
     Identity("admin", admin=True),
-    Identity("watchers", publishes=("jobs", "logs"), gets=("logs",), buckets=("published",)),
+    Identity(
+        "watchers",
+        publishes=("jobs", "logs"),
+        gets=("logs",),
+        buckets=("published", "logs-leases"),
+        hears_probes=True,
+    ),
     Identity("admission", publishes=("audit",)),
     Identity(
         "history",
@@ -180,7 +189,8 @@ def permissions(topology: Topology, who: Identity) -> Permissions:
         publish += _bucket_subjects(topology.bucket(bucket))
     if who.monitors:  # read-only: what exists, how far behind each consumer is
         publish += [f"{_API}.STREAM.LIST", *(f"{_API}.CONSUMER.LIST.{topology.stream(f)}" for f in STREAMS)]
-    return Permissions(publish=tuple(dict.fromkeys(publish)), subscribe=(f"{inbox_prefix(who.name)}.>",))
+    subscribe = [f"{inbox_prefix(who.name)}.>", *([topology.log_probes()] if who.hears_probes else [])]
+    return Permissions(publish=tuple(dict.fromkeys(publish)), subscribe=tuple(subscribe))
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,9 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Collection, Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -51,7 +51,7 @@ from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy, KeyValueConfig, StorageType
-from nats.js.kv import KeyValue
+from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from controller.bus.answering import until_answered
 from controller.bus.buckets import forget, open_bucket
@@ -69,7 +69,14 @@ from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 
-__all__ = ["POSITIONS", "PublishedVersions", "VersionedPublisher", "open_published", "versioned"]
+__all__ = [
+    "POSITIONS",
+    "PublishedVersions",
+    "VersionedPublisher",
+    "open_published",
+    "versioned",
+    "watch_pods",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +87,33 @@ _UNREMEMBERED = frozenset({"log"})
 _GONE = ":DELETED"
 
 
-_IDENTITIES: dict[str, tuple[type[JobObserved] | type[PodObserved], set[str]]] = {
+_CONTAINER_STATE = {
+    "name": True,
+    "init": True,
+    "state": True,
+    "restart_count": True,
+    "exit_code": True,
+    "reason": True,
+}
+_IDENTITIES: dict[str, tuple[type[JobObserved] | type[PodObserved], dict[str, Any]]] = {
     "job": (
         JobObserved,
-        {"kind", "namespace", "name", "phase", "labels", "created_at", "started_at", "finished_at"},
+        dict.fromkeys(
+            ("kind", "namespace", "name", "phase", "labels", "created_at", "started_at", "finished_at"), True
+        ),
     ),
-    "pod": (PodObserved, {"job", "name", "namespace", "role", "index", "phase", "node", "created_at"}),
+    "pod": (
+        PodObserved,
+        {
+            **dict.fromkeys(("job", "name", "namespace", "role", "replica", "index", "phase", "node"), True),
+            "created_at": True,
+            "containers": {"__all__": _CONTAINER_STATE},
+        },
+    ),
 }
-"""Per event type, the model and the fields a deletion of the object needs besides uid and version."""
+"""Per event type, the model and the fields a deletion of the object needs besides uid and version
+(and, of a pod, what the log followers need: its replica and its containers' states,
+:func:`watch_pods`)."""
 
 
 def _key(event: BusEvent) -> str:
@@ -134,6 +160,52 @@ async def open_published(js: JetStreamContext, topology: Topology, settings: Nat
             replicas=settings.replicas,
         ),
     )
+
+
+async def watch_pods(kv: KeyValue) -> AsyncGenerator[tuple[str, PodObserved | None, bool]]:
+    """The pods ``kv`` (the ``published`` bucket) holds, as the last observation published of
+    each says them, then each pod published since: ``(uid, pod, caught_up)``, the pod ``None``
+    once it is deleted, ``caught_up`` on the first entry with nothing pending after it (every pod
+    held at the start told). What the log followers of
+    every watcher replica learn the pods from (:mod:`watchers.sharing`). A value without identity
+    (an earlier version's) or one that does not parse says ``None``."""
+    watcher = await kv.watch("pod.>")
+    caught_up = False
+    try:
+        async for entry in watcher:
+            if entry is None:  # may come before the entries already sent: the deltas say when all are in
+                continue
+            last = not caught_up and not entry.delta
+            caught_up = caught_up or last
+            uid = entry.key.partition(".")[2]
+            yield uid, _pod_in(uid, entry.value, entry.operation), last
+    finally:
+        with contextlib.suppress(Exception):
+            await watcher.stop()  # type: ignore[no-untyped-call]
+
+
+def _pod_in(uid: str, value: bytes | None, operation: str | None) -> PodObserved | None:
+    """The pod a ``published`` value says, ``None`` if deleted or unreadable (an earlier
+    version's value, without identity, is one)."""
+    if operation in (KV_DEL, KV_PURGE) or not value:
+        return None
+    version, _, rest = value.decode(errors="replace").partition("\n")
+    identity = rest.partition("\n")[2]
+    if not identity or version.endswith(_GONE):
+        return None
+    try:
+        return PodObserved.model_validate(
+            {
+                **json.loads(identity),
+                "uid": uid,
+                "resource_version": resource_version_in(version),
+                "change": version.rpartition(":")[2],
+                "observed_at": datetime.now(UTC),
+            }
+        )
+    except (ValueError, TypeError) as exc:
+        log.warning("published identity of pod %s does not parse; not followed: %s", uid, exc)
+        return None
 
 
 class PublishedVersions:

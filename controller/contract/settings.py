@@ -277,13 +277,31 @@ class LogSettings(BaseModel):
     follow: bool = Field(
         default=True,
         description="Follow the containers of running launcher and worker pods: one long "
-        "pods/log request (follow=true) per followed container, held by the leading watcher.",
+        "pods/log request (follow=true) per followed container, shared by the watcher replicas.",
+    )
+    partitions: int = Field(
+        default=16,
+        ge=1,
+        le=1024,
+        description="Partitions the followed runs are split into (a stable hash of namespace/job); "
+        "each watcher replica follows the runs of the partitions it holds a lease on, a fair share. "
+        "More partitions than replicas, so that the share comes out even; changing it moves runs "
+        "between replicas once (each resumes from the bus).",
+    )
+    lease_ttl_s: float = Field(
+        default=6.0,
+        gt=0,
+        le=300,
+        description="Seconds a follow partition's lease (and a replica's membership) lives without "
+        "renewal: a killed watcher replica's follows are taken over after at most this long, and "
+        "resumed from the bus without gap or duplicate. Leases are renewed every third of it.",
     )
     max_follows: int = Field(
         default=200,
         ge=0,
         le=5000,
-        description="Containers followed at once per watcher replica; each costs one API server "
+        description="Containers followed at once per watcher replica (of the runs of the partitions "
+        "it holds); each costs one API server "
         "connection to its kubelet, one thread and about 100 KiB. Beyond it, failing runs are "
         "followed first, then runs whose launcher went quiet (possibly hanging), then the oldest.",
     )

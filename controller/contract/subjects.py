@@ -118,6 +118,11 @@ class Topology:
         kind = URGENT if urgent(event) else event.type
         return self._subject("jobs", escape_token(job.namespace), escape_token(job.name), kind)
 
+    def log_probes(self) -> str:
+        """Subjects of progress probes only (:class:`~controller.contract.events.LogProbed`):
+        ``jobs.*.*.log``."""
+        return self._subject("jobs", "*", "*", "log")
+
     def urgent_job_events(self) -> str:
         """Subjects of failure signals only: ``jobs.*.*.urgent``."""
         return self._subject("jobs", "*", "*", URGENT)

@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, PubAck, StreamConfig
 from nats.js.errors import APIError, NoStreamResponseError
 
-from controller.bus.publishing import Outgoing, _new, publish
+from controller.bus.publishing import Outgoing, publish, stored_anew
 from controller.contract.errors import RetryableError
 from controller.contract.subjects import Topology
 
@@ -44,7 +44,7 @@ async def test_each_message_is_acknowledged_in_order_and_repeats_are_duplicates(
     assert all(isinstance(ack, PubAck) for ack in first + again)
     assert [ack.seq for ack in first] == [1, 2, 3]  # type: ignore[union-attr]
     assert [bool(ack.duplicate) for ack in again] == [True, True, False]  # type: ignore[union-attr]
-    assert _new(first) == 3 and _new(again) == 1
+    assert stored_anew(first) == 3 and stored_anew(again) == 1
 
 
 async def test_what_the_stream_refuses_is_that_messages_error(js: JetStreamContext, subject: str) -> None:
@@ -62,7 +62,7 @@ async def test_a_subject_no_stream_takes_is_a_retryable_failure(
 
     assert all(isinstance(result, NoStreamResponseError) for result in results)
     with pytest.raises(RetryableError, match="not published"):
-        _new(results)
+        stored_anew(results)
 
 
 async def test_an_ack_that_never_comes_is_a_timeout(

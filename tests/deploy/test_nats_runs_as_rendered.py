@@ -35,6 +35,7 @@ from consumers.rules import consumer as rules
 from consumers.rules import logreader, replica, snapshot
 from controller.bus import versions
 from controller.bus.buckets import open_bucket
+from controller.bus.leases import lease_bucket
 from controller.bus.pulling import Puller
 from controller.bus.server import nats_server_binary
 from controller.bus.serverconfig import IDENTITIES, MAX_MSG_BYTES, PULL_MAX_BYTES, render
@@ -47,6 +48,7 @@ from controller.testing.waits import until
 from tests.audit_helpers import audit_record
 from tests.deploy.test_deploy_manifests_render_and_validate import DEPLOY, Obj, find
 from tests.deploy.test_deploy_manifests_render_and_validate import render as kustomize
+from watchers import sharing
 from watchers.admission.spool import LazyJetStream
 
 TOPOLOGY = Topology()
@@ -260,6 +262,11 @@ async def test_the_watchers_publish_observations_and_nothing_else(
         published = await open_bucket(js, KeyValueConfig(bucket=TOPOLOGY.bucket("published")))
         await published.put("pod.uid", b"7")
         assert (await published.get("pod.uid")).value == b"7"
+        leases = await lease_bucket(js, TOPOLOGY.bucket(sharing.LEASE_BUCKET), 6.0)  # the log followers'
+        await leases.create("lease.p0", b"watcher-0")
+        probes = await nc.subscribe(TOPOLOGY.log_probes())  # the progress probes, for the log followers
+        assert (await js.publish("jobs.team-a.train.log", b"{}")).stream == "JOBS"
+        assert (await probes.next_msg(timeout=5)).subject == "jobs.team-a.train.log"
 
         await nc.publish("audit.team-a", b"{}")
         await refused(errors, "audit.team-a")
@@ -276,7 +283,7 @@ async def test_the_watchers_publish_observations_and_nothing_else(
         await nc.subscribe("_INBOX_history.>")  # another identity's replies
         await refused(errors, "_INBOX_history.>")
 
-    assert await _counts(bundled, passwords) == {**before, "JOBS": before["JOBS"] + 1}
+    assert await _counts(bundled, passwords) == {**before, "JOBS": before["JOBS"] + 2}
 
 
 async def _counts(url: str, passwords: dict[str, str]) -> dict[str, int]:
@@ -431,7 +438,7 @@ def test_the_identities_name_the_roles_durables_and_buckets() -> None:
         "logs": (logreader.CONSUMER,),
     }
     buckets = {who.name: who.buckets for who in IDENTITIES}
-    assert buckets["watchers"] == (versions.BUCKET,)
+    assert buckets["watchers"] == (versions.BUCKET, sharing.LEASE_BUCKET)
     assert buckets["rules"] == (snapshot.STATE_BUCKET, replica.LEASE_BUCKET)
     assert {who.name for who in IDENTITIES if who.buckets} == {"watchers", "rules"}
 

@@ -29,7 +29,7 @@ from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.history.test_history_consumer_stores_runs import consumers_running
 from tests.kube_fixtures import watches_open
-from watchers.service import run_watchers
+from watchers.service import run_watchers_elected
 
 
 @contextlib.asynccontextmanager
@@ -41,11 +41,12 @@ async def watchers_running(
     metrics: PipelineMetrics,
     retries: RetryPolicy = DEFAULT_RETRIES,
 ) -> AsyncIterator[None]:
-    """The watchers, on a connection of their own as in their process."""
+    """The watchers (and the log followers beside them), on a connection of their own as in their
+    process."""
     assert settings.nats.url
     stop, nc = asyncio.Event(), await connect(settings.nats.url, "tests-watchers")
     with KubeGateway.for_url(sim.url, retries=retries) as gateway:
-        task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
+        task = asyncio.create_task(run_watchers_elected(settings, gateway, nc, topology, metrics, stop))
         try:
             yield
         finally:

@@ -1,9 +1,9 @@
 """Drill: the Kubernetes API server answers 503 for all requests while runs fail with distinct
 causes. The watcher (real client, simulated API server), the history, the rules and a webhook
 subscription run on real NATS and PostgreSQL. Every run first gets the catch-all (its log could
-not be read), and once the API server answers again, the cause its log names: the late log tail
-is in the history, the specific finding supersedes the catch-all, and every webhook arrives
-once. (Before the watcher read refused tails again, those runs kept the catch-all for good.)"""
+not be read), and once the API server answers again, the cause its log names (from the followed
+log or the late tail, whichever comes first): the late log tail is in the history, the specific
+finding supersedes the catch-all, and every webhook arrives once. (Before the watcher read refused tails again, those runs kept the catch-all for good.)"""
 
 from __future__ import annotations
 
@@ -137,6 +137,12 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
         }
         await until(
             lambda: expected <= delivered(rx).keys(), 60, lambda: sorted(expected - delivered(rx).keys())
+        )
+        await wait_for_sql(  # the late tails reach the history too, though the followed log may name the cause first
+            engine,
+            "SELECT count(*) FROM pod_states WHERE phase = 'Failed' AND jsonb_array_length(log_tail) > 0",
+            len(entries),
+            60,
         )
         for durable in ("history", "rules", "notify"):
             await wait_until_consumed(js, topology.stream("jobs"), topology.durable(durable), 30)
