@@ -192,6 +192,14 @@ async def read_events_status(url: str, headers: dict[str, str], params: dict[str
         return (await client.get(url, headers=headers, params=params)).status_code
 
 
+ESCAPED = [
+    (9.0, None, 'launcher: say "hi"'),
+    (9.5, None, "GPU Température 80°C"),
+    (9.7, None, "saved to C:\\data\\ckpt"),
+]
+"""Lines JSON escapes (quotes, backslashes) or stores as Unicode, as a launcher prints them."""
+
+
 @pytest.mark.parametrize(
     ("q", "expected"),
     [
@@ -211,11 +219,7 @@ async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
     q: str,
     expected: list[str],
 ) -> None:
-    lines = [
-        (9.0, None, 'launcher: say "hi"'),
-        (9.5, None, "GPU Température 80°C"),
-        (9.7, None, "saved to C:\\data\\ckpt"),
-    ]
+    lines = ESCAPED
     await publish_batches(
         js, topology, [log_batch(run_uid, "llm-launcher", "launcher", lines)], settings.nats.publish_retry_s
     )
@@ -242,11 +246,7 @@ async def test_expressions_find_what_json_escapes_and_the_cap_note(
     q: str,
     expected: list[str],
 ) -> None:
-    lines = [
-        (9.0, None, 'launcher: say "hi"'),
-        (9.5, None, "GPU Température 80°C"),
-        (9.7, None, "saved to C:\\data\\ckpt"),
-    ]
+    lines = ESCAPED
     capped = log_batch(run_uid, "llm-worker-0", "worker", [(9.8, None, "not stored")]).model_copy(
         update={"lines": (), "note": "log cap of 2000 bytes reached for this run: no more kept"}
     )

@@ -64,6 +64,21 @@ async def reader_running(
         await nc.close()
 
 
+@contextlib.asynccontextmanager
+async def running_and_read(
+    settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
+) -> AsyncIterator[tuple[Publisher, ScenarioClock]]:
+    """The rules consumer and the log reader, and a run the rules know is running."""
+    clock = ScenarioClock(at(0))
+    publisher = Publisher(js, topology)
+    async with (
+        rules_running(settings, topology, js, metrics, clock),
+        reader_running(settings, topology, metrics, clock),
+    ):
+        await observed(publisher, js, topology, clock, *running_run())
+        yield publisher, clock
+
+
 async def printed(js: JetStreamContext, topology: Topology, clock: ScenarioClock, batch: LogBatch) -> None:
     """A follower stores ``batch`` (when its last line was printed); the reader and the rules take it in."""
     clock.now = datetime.fromtimestamp(max(line.ts for line in batch.lines) / 1e9, UTC)
@@ -84,13 +99,7 @@ async def observed(
 async def test_a_fatal_line_is_a_finding_before_the_pod_ends_and_its_tail_adds_none(
     settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
 ) -> None:
-    clock = ScenarioClock(at(0))
-    publisher = Publisher(js, topology)
-    async with (
-        rules_running(settings, topology, js, metrics, clock),
-        reader_running(settings, topology, metrics, clock),
-    ):
-        await observed(publisher, js, topology, clock, *running_run())
+    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
         await printed(
             js, topology, clock, log_batch("[1,0]<stdout>:epoch 1 step 90", *ABORT, observed_at=at(5))
         )
@@ -112,13 +121,7 @@ async def test_a_fatal_line_is_a_finding_before_the_pod_ends_and_its_tail_adds_n
 async def test_a_recovered_cuda_oom_is_a_warning_that_resolves_in_a_run_that_succeeds(
     settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
 ) -> None:
-    clock = ScenarioClock(at(0))
-    publisher = Publisher(js, topology)
-    async with (
-        rules_running(settings, topology, js, metrics, clock),
-        reader_running(settings, topology, metrics, clock),
-    ):
-        await observed(publisher, js, topology, clock, *running_run())
+    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
         await printed(js, topology, clock, log_batch(OOM, observed_at=at(5)))
         went_on = ("[1,3]<stdout>:batch size 16 fits", "[1,0]<stdout>:epoch 1 step 200")
         await printed(js, topology, clock, log_batch(*went_on, observed_at=at(5, 30), step_s=60))
