@@ -89,7 +89,13 @@ class LogSource(Protocol):
     """The one call following needs (:meth:`controller.kube.gateway.KubeGateway.follow_log`)."""
 
     def follow_log(
-        self, namespace: str, pod: str, container: str, since_time: str | None = None
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        since_time: str | None = None,
+        *,
+        previous: bool = False,
     ) -> Follow: ...
 
 
@@ -307,29 +313,25 @@ class LogFollower:
     async def _follow(self, key: FollowKey, pod: _Pod, job: JobRef, restarts: int) -> None:
         container = key[1]
         where = f"{pod.namespace}/{pod.name}/{container}"
-        try:
-            end = await stored_end(
-                self._js, self._topology, job.namespace, job.name, job.uid, pod.name, container
-            )
-        except Exception as exc:  # the bus is away: the next schedule tries again
-            log.warning("log of %s not followed yet, its stored position is unreadable: %r", where, exc)
-            await asyncio.sleep(self._settings.retry_s)
+        end = await self._start(key, pod, job, where)
+        if end is None or end.position.capped:
             return
-        if end.position.capped:
-            self._capped.add(job.uid)
-            return
-        self._stored.setdefault(job.uid, {})[key] = end.position.stored_bytes
         backoff = Backoff(self._settings.retry_s, self._backoff_max_s)
         batches = _Batches(pod, job, container, self._settings)
         while True:
-            position = end.position
-            follow = self._source.follow_log(
-                pod.namespace, pod.name, container, since_time(position.ts) if position.ts else None
-            )
-            batches.resume(position)
-            pump = _Pump(follow, self._executor, self._settings.batch_max_bytes)
-            not_before = 0.0
+            pump: _Pump | None = None
             try:
+                if end.position.ts:  # an instance that ended since the last line stored: its rest first
+                    end = await self._previous(key, pod, job, end)
+                    if end.position.capped:
+                        return
+                position = end.position
+                follow = self._source.follow_log(
+                    pod.namespace, pod.name, container, since_time(position.ts) if position.ts else None
+                )
+                batches.resume(position)
+                pump = _Pump(follow, self._executor, self._settings.batch_max_bytes)
+                not_before = 0.0
                 while chunk := await pump.take(not_before):
                     end = await self._store(batches.feed(chunk, end.position), key, job, end)
                     not_before = self._next_take(len(chunk))
@@ -360,7 +362,52 @@ class LogFollower:
                 log.info("following the log of %s again in %.1fs: %s", where, delay, exc)
                 await asyncio.sleep(delay)
             finally:
-                pump.close()
+                if pump is not None:
+                    pump.close()
+
+    async def _start(self, key: FollowKey, pod: _Pod, job: JobRef, where: str) -> StoredEnd | None:
+        """Where the container's stored log ends; None when it is not followed now."""
+        try:
+            end = await stored_end(
+                self._js, self._topology, job.namespace, job.name, job.uid, pod.name, key[1]
+            )
+        except Exception as exc:  # the bus is away: the next schedule tries again
+            log.warning("log of %s not followed yet, its stored position is unreadable: %r", where, exc)
+            await asyncio.sleep(self._settings.retry_s)
+            return None
+        if end.position.capped:
+            self._capped.add(job.uid)
+            return None
+        self._stored.setdefault(job.uid, {})[key] = end.position.stored_bytes
+        return end
+
+    async def _previous(self, key: FollowKey, pod: _Pod, job: JobRef, end: StoredEnd) -> StoredEnd:
+        """What the container's previous instance printed after the last line stored, read from its
+        ``previous=true`` log before a follow is opened again: a follow that broke, then the
+        container ended and started anew, is not opened on the new instance with the old one's
+        last lines unread. Without such an ending the previous instance's lines are older than
+        what is stored and dropped (:class:`~controller.contract.logs.Resume`); a container that
+        never restarted has no previous log (400); a kubelet or API server refusing costs those
+        lines only."""
+        position = end.position
+        batches = _Batches(pod, job, key[1], self._settings)
+        batches.resume(position)
+        follow = self._source.follow_log(
+            pod.namespace, pod.name, key[1], since_time(position.ts), previous=True
+        )
+        pump = _Pump(follow, self._executor, self._settings.batch_max_bytes)
+        try:
+            while chunk := await pump.take():
+                end = await self._store(batches.feed(chunk, end.position), key, job, end)
+                if end.position.capped:
+                    return end
+            return await self._store(batches.finish(end.position), key, job, end)
+        except APIError as exc:
+            level = logging.DEBUG if exc.status == 400 else logging.INFO  # 400: no previous instance
+            log.log(level, "previous log of %s/%s/%s not read: %s", pod.namespace, pod.name, key[1], exc)
+            return end
+        finally:
+            pump.close()
 
     def _next_take(self, taken: int) -> float:
         """When the next take of a follow that just stored ``taken`` bytes may go: at once after a

@@ -663,14 +663,17 @@ class KubeGateway:
         container: str,
         since_time: str | None = None,
         *,
+        previous: bool = False,
         read_timeout_s: float = FOLLOW_READ_TIMEOUT_S,
     ) -> LogFollow:
         """Follow a container's current log, every line stamped by the kubelet (RFC 3339 with
-        nanoseconds), from ``since_time`` (whole seconds, RFC 3339) or its start.
+        nanoseconds), from ``since_time`` (whole seconds, RFC 3339) or its start; with
+        ``previous``, read the log of its instance before the current one to its end instead.
 
         The client's ``read_namespaced_pod_log`` has no ``sinceTime`` parameter, so the same
         ``pods/log`` request goes through the one request path (its retries and errors)."""
-        query: Query = [("container", container), ("follow", "true"), ("timestamps", "true")]
+        which = ("previous", "true") if previous else ("follow", "true")
+        query: Query = [("container", container), which, ("timestamps", "true")]
         if since_time is not None:
             query.append(("sinceTime", since_time))
         return LogFollow(self, PODS.path(namespace, pod, "log"), query, read_timeout_s)

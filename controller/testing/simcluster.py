@@ -241,6 +241,8 @@ class SimCluster:
         self._failures: list[_Failure] = []
         self._outage: _Outage | None = None
         self._logs: dict[tuple[str, str, str], list[_LogEntry]] = {}
+        self._previous_logs: dict[tuple[str, str, str], list[_LogEntry]] = {}  # restart_container()
+        self._log_instances: Counter[tuple[str, str, str]] = Counter()
         self._log_cuts = 0  # bumped by cut_log_follows(): follows of older generations break mid-line
         self._log_ends = 0  # bumped by end_log_follows(): follows of older generations end cleanly
         self._open_follows: Counter[tuple[str, str]] = Counter()  # (namespace, pod) -> follows
@@ -441,6 +443,17 @@ class SimCluster:
         with self._cond:
             for (namespace, pod, container), text in texts.items():
                 self.append_log(namespace, pod, container, text)
+
+    def restart_container(self, namespace: str, pod: str, container: str) -> None:
+        """The container exits and the kubelet starts it again: its log so far becomes the one
+        ``previous=true`` serves, its follows end (after the rest of that log), a new log begins.
+        (The pod's ``restartCount`` is the test's to update, as the kubelet reports it later.)"""
+        key = (namespace, pod, container)
+        with self._cond:
+            self._previous_logs[key] = self._logs.get(key, [])
+            self._logs[key] = []
+            self._log_instances[key] += 1
+            self._cond.notify_all()
 
     def cut_log_follows(self) -> None:
         """Break every open log follow in the middle of the next line it sends (a connection lost
@@ -704,7 +717,13 @@ class SimCluster:
     def _pod_log(self, namespace: str, pod: str, query: dict[str, str]) -> bytes:
         with self._cond:
             key = self._log_key(namespace, pod, query)
-            entries = _since(self._logs.get(key, []), query)
+            if query.get("previous") == "true":
+                if key not in self._previous_logs:
+                    message = f'previous terminated container "{key[2]}" in pod "{pod}" not found'
+                    raise SimStatusError(status(400, "BadRequest", message))
+                entries = _since(self._previous_logs[key], query)
+            else:
+                entries = _since(self._logs.get(key, []), query)
         if "tailLines" in query:
             entries = entries[len(entries) - min(len(entries), int(query["tailLines"])) :]
         data = _rendered(entries, query)
@@ -716,15 +735,18 @@ class SimCluster:
         with self._cond:
             key = self._log_key(namespace, pod, query)
             sent = 0
-            cuts, ends = self._log_cuts, self._log_ends
+            cuts, ends, instance = self._log_cuts, self._log_ends, self._log_instances[key]
             self._open_follows[(namespace, pod)] += 1
         handler.start_chunked("text/plain")
         try:
             while True:
                 with self._cond:
                     while True:
-                        written = self._logs.get(key, [])
-                        ended = self._closing or self._log_ends != ends or self._container_ended(key)
+                        restarted = self._log_instances[key] != instance  # its instance exited
+                        written = (self._previous_logs if restarted else self._logs).get(key, [])
+                        ended = (
+                            self._closing or self._log_ends != ends or restarted or self._container_ended(key)
+                        )
                         if len(written) > sent or ended:
                             break
                         self._cond.wait(timeout=0.05)

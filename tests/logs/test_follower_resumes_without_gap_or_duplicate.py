@@ -1,7 +1,9 @@
 """A followed log is stored whole and once: a stream that breaks in the middle of a line resumes
 from the last line stored (``sinceTime`` of its second, the lines of that second already stored
 dropped, also when they share one timestamp), and so does a new follower after a restart, from
-nothing but the bus. Real client → simulated API server → real NATS."""
+nothing but the bus; when the container itself restarted before the broken follow was opened
+again, what its old instance printed meanwhile is read from its ``previous=true`` log first.
+Real client → simulated API server → real NATS."""
 
 from __future__ import annotations
 
@@ -98,3 +100,25 @@ async def test_a_stream_ended_while_the_container_runs_is_followed_again(
         await until(lambda: _has(stored_now, 6), 10.0)
         assert follow.metrics.sample("mpijc_log_reopened_total", reason="ended") >= 1
     assert await stored_now() == [f"step {i} loss 0.{i}" for i in range(6)]
+
+
+async def test_what_an_instance_printed_after_its_follow_broke_is_read_before_its_successor(
+    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+) -> None:
+    run = running_run(sim, "crashed")
+    namespace, pod, container = run.pod(0)
+    sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
+
+    async def stored_now() -> list[str]:
+        return await stored_texts(nats_client, topology, run.job)
+
+    async with following(sim, nats_client, topology, settings.nats) as follow:
+        follow.add(run)
+        await until(lambda: _has(stored_now, 3), 10.0)
+        sim.cut_log_follows()  # the follow breaks in the middle of step 5 ...
+        sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1_000_000_000)
+        sim.restart_container(namespace, pod, container)  # ... and the container crashes and restarts
+        sim.append_log(namespace, pod, container, lines(6, 8), at_ns=T + 2_000_000_000)
+        await until(lambda: _has(stored_now, 8), 10.0)
+    assert await stored_now() == [f"step {i} loss 0.{i}" for i in range(8)]
+    assert [r.query.get("sinceTime") for r in sim.requests if r.query.get("previous") == "true"]
