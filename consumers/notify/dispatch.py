@@ -4,8 +4,11 @@ One loop claims due rows (:func:`controller.store.outbox.claim`: oldest first, o
 in order, at most ``endpoint_concurrency`` per subscription, none for a subscription that
 already has that many in flight) and starts one task per row. Each task waits for its
 endpoint's semaphore, makes one attempt with a whole-request timeout, and queues the
-outcome; a writer settles queued outcomes in batches (:func:`controller.store.outbox.record`)
-and wakes the loop, since a settled row may unblock the next event of the same job.
+outcome; a writer settles queued outcomes in batches (:func:`controller.store.outbox.record`,
+one statement per batch) and wakes the loop when that can give it more to claim: the batch
+made due the next event of a job it settled, or the last claim was held back (no room left,
+an endpoint at its concurrency). A batch that freed nothing wakes nothing: a claim that would
+find nothing costs PostgreSQL a planning of the claim query and the dispatcher a transaction.
 The loop also wakes when PostgreSQL announces new due rows (:mod:`controller.store.wakeups`:
 the notify consumer, a redelivery or a re-enabled subscription, in whatever process), and
 polls every ``poll_interval_s`` for retries coming due.
@@ -107,6 +110,9 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, int] = {}
         self._gates: dict[str, asyncio.Semaphore] = {}
+        self._held_back = False
+        """Whether the last claim may have left due rows behind (no room, or an endpoint at its
+        concurrency): then every settled batch wakes the loop, not only one that freed a row."""
 
     def wake(self) -> None:
         """Look for due deliveries now (something enqueued or redelivered some)."""
@@ -156,9 +162,14 @@ class Dispatcher:
                     claimed = await self._claim(room, sender)
                 except UNAVAILABLE as exc:
                     log.warning("notify dispatcher: cannot claim deliveries: %s", exc)
+            self._held_back = room <= 0 or claimed >= room or self._any_saturated()
             if claimed < room or room <= 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), s.poll_interval_s)
+
+    def _any_saturated(self) -> bool:
+        limit = self._settings.endpoint_concurrency
+        return any(n >= limit for n in self._in_flight.values())
 
     async def _claim(self, room: int, sender: WebhookSender) -> int:
         s = self._settings
@@ -355,17 +366,17 @@ class Dispatcher:
                     done = True
                     break
                 batch.append(item)
-            if batch:
-                await self._flush(batch)
-                self._metrics.in_flight.set(len(self._tasks))
-                self._wakeup.set()
+            if batch and (await self._flush(batch) or self._held_back):
+                self._wakeup.set()  # a settled row freed the one behind it, or freed room
+            self._metrics.in_flight.set(len(self._tasks))
 
-    async def _flush(self, batch: Sequence[Outcome]) -> None:
+    async def _flush(self, batch: Sequence[Outcome]) -> int:
+        """Settle ``batch``; returns how many parked deliveries it made due."""
         disable_after = timedelta(seconds=self._settings.disable_after_s)
         for attempt in range(1, _WRITE_TRIES + 1):
             try:
                 async with self._engine.begin() as conn:
-                    disabled = await outbox.record(conn, batch, self._clock(), disable_after)
+                    recorded = await outbox.record(conn, batch, self._clock(), disable_after)
                 break
             except UNAVAILABLE as exc:
                 log.warning(
@@ -374,10 +385,11 @@ class Dispatcher:
                 await asyncio.sleep(_WRITE_RETRY_S * attempt)
         else:  # the leases expire and the rows are sent again: at least once
             log.error("notify dispatcher: dropped %d outcomes; their deliveries will be repeated", len(batch))
-            return
-        for gone in disabled:
+            return 0
+        for gone in recorded.disabled:
             self._metrics.disabled.inc()
             log.warning("notify: subscription %s %s", gone.subscription_id, gone.reason)
+        return recorded.freed
 
     async def _housekeeping(self, stop: asyncio.Event, transports: EndpointTransports) -> None:
         """Free rows parked by a race, refresh the queue-depth gauge, purge old rows, close idle pools."""

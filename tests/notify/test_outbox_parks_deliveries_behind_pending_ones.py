@@ -2,10 +2,13 @@
 scanned by a claim — and becomes due when the one ahead settles (delivered or dead), not when
 it is retried; a row parked as the row ahead settled in another transaction is freed by the
 dispatcher's sweep; re-enabling a subscription leaves parked rows parked; a claim skips the
-rows another dispatcher is claiming at that moment instead of waiting for its transaction."""
+rows another dispatcher is claiming at that moment instead of waiting for its transaction; a
+batch of outcomes frees only what its finished rows held back; a claim reads the due index in
+order."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -44,11 +47,15 @@ def row(subscription_id: str, job_uid: str, event: str) -> dict[str, Any]:
     }
 
 
+async def claims(engine: AsyncEngine, at: datetime = NOW) -> list[outbox.Claim]:
+    """What a claim takes at ``at``, leasing it for a minute."""
+    async with engine.begin() as conn:
+        return await outbox.claim(conn, at, at + timedelta(minutes=1), 100, 100)
+
+
 async def claimable(engine: AsyncEngine, at: datetime = NOW) -> list[tuple[str, str]]:
     """What a claim takes now: (job uid, event type) per row, leasing them for a minute."""
-    async with engine.begin() as conn:
-        claims = await outbox.claim(conn, at, at + timedelta(minutes=1), 100, 100)
-    return [(c.order_key, c.event_type) for c in claims]
+    return [(c.order_key, c.event_type) for c in await claims(engine, at)]
 
 
 async def settle(engine: AsyncEngine, sub: str, job_uid: str, event: str, result: str, **kw: Any) -> None:
@@ -163,3 +170,128 @@ async def test_a_claim_skips_rows_another_dispatcher_is_claiming(
     assert [c.order_key for c in held] == ["job-0", "job-1"]
     assert [c.order_key for c in taken] == ["job-2", "job-3"]
     assert await claimable(engine) == []
+
+
+async def test_a_batch_settles_at_once_and_frees_only_what_its_finished_rows_held_back(
+    subscription: str, engine: AsyncEngine
+) -> None:
+    sub = subscription
+    async with engine.begin() as conn:
+        await outbox.enqueue(
+            conn,
+            [
+                row(sub, "pi", "job.created"),
+                row(sub, "pi", "job.running"),
+                row(sub, "other", "job.created"),
+                row(sub, "other", "job.running"),
+                row(sub, "third", "job.created"),
+                row(sub, "third", "job.running"),
+                row(sub, "third", "job.succeeded"),
+            ],
+        )
+    claimed = {c.order_key: c.seq for c in await claims(engine)}
+    async with engine.begin() as conn:
+        query = text("SELECT event_type || ':' || order_key, seq FROM deliveries")
+        seqs: dict[str, int] = {key: seq for key, seq in await conn.execute(query)}
+    later = NOW + timedelta(hours=1)
+    batch = [
+        Outcome(
+            seq=claimed["pi"], subscription_id=sub, attempt=1, at=NOW, result="delivered", order_key="pi"
+        ),
+        Outcome(
+            seq=claimed["other"],
+            subscription_id=sub,
+            attempt=1,
+            at=NOW,
+            result="retry",
+            order_key="other",
+            next_attempt_at=later,
+        ),
+        # the head of "third" is retried while a row behind it is settled dead in the same batch
+        # (an email digest's row that cannot be composed): the head still holds the chain
+        Outcome(
+            seq=claimed["third"],
+            subscription_id=sub,
+            attempt=1,
+            at=NOW,
+            result="retry",
+            order_key="third",
+            next_attempt_at=later,
+        ),
+        Outcome(
+            seq=seqs["job.running:third"],
+            subscription_id=sub,
+            attempt=1,
+            at=NOW,
+            result="failed",
+            order_key="third",
+        ),
+    ]
+    async with engine.begin() as conn:
+        recorded = await outbox.record(conn, batch, NOW, timedelta(days=5))
+        logged = await outbox.attempts_of(conn, [o.seq for o in batch])
+
+    assert recorded.freed == 1 and recorded.disabled == []
+    assert {seq: [a.outcome for a in attempts] for seq, attempts in logged.items()} == {
+        o.seq: [o.result] for o in batch
+    }
+    assert await claimable(engine) == [("pi", "job.running")]
+    assert sorted(await claimable(engine, later + timedelta(minutes=1))) == [
+        ("other", "job.created"),
+        ("pi", "job.running"),  # its lease, taken just above, has run out
+        ("third", "job.created"),  # job.succeeded stays parked behind it
+    ]
+
+
+async def test_a_claim_walks_the_due_index_in_order_past_dead_entries(
+    subscription: str, engine: AsyncEngine
+) -> None:
+    """An index scan, not a bitmap scan: an index scan marks the entries of rows updated since
+    (every claim and settle moves ``next_attempt_at``) dead as it passes them, so the next claim
+    skips them; a bitmap scan visits their heap pages again on every claim until a vacuum."""
+    sub = subscription
+    async with engine.begin() as conn:  # an outbox as it runs: mostly settled, a few rows due
+        await outbox.enqueue(conn, [row(sub, f"job-{n}", "job.created") for n in range(5000)])
+        await conn.execute(text("UPDATE deliveries SET status = 'delivered' WHERE seq % 100 <> 0"))
+    async with engine.connect() as conn:
+        await conn.execute(text("ANALYZE deliveries"))
+    async with engine.begin() as conn:
+        await conn.execute(outbox._CUSTOM_PLAN)
+        plan = "\n".join(
+            line
+            for (line,) in await conn.execute(
+                text(f"EXPLAIN {outbox._CLAIM.text}"),
+                {
+                    "now": NOW,
+                    "lease_until": NOW + timedelta(minutes=1),
+                    "limit": 10,
+                    "per_endpoint": 100,
+                    "saturated": [],
+                    "window": 40,
+                },
+            )
+        )
+    assert "Index Scan using ix_deliveries_due" in plan, plan
+    assert "Bitmap" not in plan, plan
+
+
+async def test_a_dispatcher_claims_again_when_a_settled_row_frees_the_next_and_only_then(
+    settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
+) -> None:
+    with_notify(settings, poll_interval_s=60, queue_depth_interval_s=60)  # no poll within the test
+
+    def claims_made() -> float:
+        return metrics.registry.get_sample_value("mpijc_notify_claims_total") or 0.0
+
+    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+        sub = str((await subscribe(api, rx, "ci"))["id"])
+        async with dispatcher_running(settings, engine, metrics) as dispatcher:
+            await dispatcher.listening.wait()
+            async with engine.begin() as conn:  # announced: the dispatcher claims the first at once
+                events = ("job.created", "job.running", "job.succeeded")
+                await outbox.enqueue(conn, [row(sub, "pi", event) for event in events])
+            received = await rx.wait_for("ci", 3, timeout_s=10)  # each settle woke a claim
+            made = claims_made()
+            await asyncio.sleep(1.0)  # the last settle freed nothing: no claim follows it
+            assert claims_made() == made
+    assert [r.payload["type"] for r in received] == list(events)
