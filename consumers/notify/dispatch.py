@@ -6,9 +6,10 @@ already has that many in flight) and starts one task per row. Each task waits fo
 endpoint's semaphore, makes one attempt with a whole-request timeout, and queues the
 outcome; a writer settles queued outcomes in batches (:func:`controller.store.outbox.record`,
 one statement per batch) and wakes the loop when that can give it more to claim: the batch
-made due the next event of a job it settled, or the last claim was held back (no room left,
-an endpoint at its concurrency). A batch that freed nothing wakes nothing: a claim that would
-find nothing costs PostgreSQL a planning of the claim query and the dispatcher a transaction.
+made due the next event of a job it settled, or the last claim was held back (it took all
+the room it had, or left an endpoint of the batch at its concurrency). Any other batch wakes
+nothing: a claim that would find nothing costs PostgreSQL a planning of the claim query and
+the dispatcher a transaction.
 The loop also wakes when PostgreSQL announces new due rows (:mod:`controller.store.wakeups`:
 the notify consumer, a redelivery or a re-enabled subscription, in whatever process), and
 polls every ``poll_interval_s`` for retries coming due.
@@ -110,9 +111,10 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, int] = {}
         self._gates: dict[str, asyncio.Semaphore] = {}
-        self._held_back = False
-        """Whether the last claim may have left due rows behind (no room, or an endpoint at its
-        concurrency): then every settled batch wakes the loop, not only one that freed a row."""
+        self._full = False
+        """Whether the last claim took all the room it had (or had none): due rows may be left."""
+        self._capped: set[str] = set()
+        """Subscriptions at their concurrency after the last claim: their due rows were left."""
 
     def wake(self) -> None:
         """Look for due deliveries now (something enqueued or redelivered some)."""
@@ -162,14 +164,10 @@ class Dispatcher:
                     claimed = await self._claim(room, sender)
                 except UNAVAILABLE as exc:
                     log.warning("notify dispatcher: cannot claim deliveries: %s", exc)
-            self._held_back = room <= 0 or claimed >= room or self._any_saturated()
+            self._full = room <= 0 or claimed >= room
             if claimed < room or room <= 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), s.poll_interval_s)
-
-    def _any_saturated(self) -> bool:
-        limit = self._settings.endpoint_concurrency
-        return any(n >= limit for n in self._in_flight.values())
 
     async def _claim(self, room: int, sender: WebhookSender) -> int:
         s = self._settings
@@ -189,6 +187,7 @@ class Dispatcher:
             task = asyncio.create_task(self._deliver(claim, sub, sender))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        self._capped = {sub for sub, n in self._in_flight.items() if n >= s.endpoint_concurrency}
         self._metrics.in_flight.set(len(self._tasks))
         return len(claims)
 
@@ -366,9 +365,13 @@ class Dispatcher:
                     done = True
                     break
                 batch.append(item)
-            if batch and (await self._flush(batch) or self._held_back):
+            if batch and (await self._flush(batch) or self._held_back(batch)):
                 self._wakeup.set()  # a settled row freed the one behind it, or freed room
             self._metrics.in_flight.set(len(self._tasks))
+
+    def _held_back(self, batch: Sequence[Outcome]) -> bool:
+        """Whether the last claim left due rows that settling ``batch`` makes room for."""
+        return self._full or any(o.subscription_id in self._capped for o in batch)
 
     async def _flush(self, batch: Sequence[Outcome]) -> int:
         """Settle ``batch``; returns how many parked deliveries it made due."""
