@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -151,3 +151,15 @@ async def stored(nc: NATS, topology: Topology, job: JobRef, pod: str | None = No
 async def stored_texts(nc: NATS, topology: Topology, job: JobRef, pod: str | None = None) -> list[str]:
     """The text of every stored line of a run (of one pod), in order."""
     return [line.text for batch in await stored(nc, topology, job, pod) for line in batch.lines]
+
+
+def stored_at_least(
+    nc: NATS, topology: Topology, job: JobRef, pod: str | None = None
+) -> Callable[[int], Awaitable[bool]]:
+    """``has(n)``: whether at least ``n`` lines of ``job`` (of one pod) are stored (to wait on
+    with ``until``)."""
+
+    async def has(count: int) -> bool:
+        return len(await stored_texts(nc, topology, job, pod)) >= count
+
+    return has

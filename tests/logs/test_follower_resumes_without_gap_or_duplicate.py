@@ -15,7 +15,7 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.log_fixtures import following, running_run, stored_texts
+from tests.log_fixtures import following, running_run, stored_at_least, stored_texts
 
 T = 1_795_000_000 * 10**9
 """A kubelet timestamp (nanoseconds); lines written with it share it exactly."""
@@ -33,20 +33,19 @@ async def test_a_stream_broken_in_mid_line_resumes_without_gap_or_duplicate(
     sim.set_log(namespace, pod, container, lines(0, 5), at_ns=T)
     expected = [f"step {i} loss 0.{i}" for i in range(12)]
 
-    async def stored_now() -> list[str]:
-        return await stored_texts(nats_client, topology, run.job)
+    has = stored_at_least(nats_client, topology, run.job)
 
     async with following(sim, nats_client, topology, settings.nats) as follow:
         follow.add(run)
-        await until(lambda: _has(stored_now, 5), 10.0)
+        await until(lambda: has(5), 10.0)
         sim.cut_log_follows()  # the next lines go out up to the middle of the last one
         sim.append_log(namespace, pod, container, lines(5, 10), at_ns=T)  # the same timestamp still
-        await until(lambda: _has(stored_now, 9), 10.0)  # step 9 was cut in half: read again
+        await until(lambda: has(9), 10.0)  # step 9 was cut in half: read again
         sim.append_log(namespace, pod, container, lines(10, 12), at_ns=T + 1_500_000_000)
-        await until(lambda: _has(stored_now, 12), 10.0)
+        await until(lambda: has(12), 10.0)
         assert follow.metrics.sample("mpijc_log_reopened_total", reason="broken") >= 1
         assert follow.metrics.sample("mpijc_log_lines_total") == 12
-    assert await stored_now() == expected
+    assert await stored_texts(nats_client, topology, run.job) == expected
     resumed = [r for r in sim.requests if r.path.endswith(f"/{pod}/log") and "sinceTime" in r.query]
     assert resumed and resumed[0].query["sinceTime"] == since_time(T) == "2026-11-18T11:06:40Z"
 
@@ -59,27 +58,22 @@ async def test_a_restarted_follower_resumes_from_the_bus_without_gap_or_duplicat
         namespace, pod, container = run.pod(index)
         sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T + index)
 
-    async def stored_now() -> list[str]:
-        return await stored_texts(nats_client, topology, run.job)
+    has = stored_at_least(nats_client, topology, run.job)
 
     async with following(sim, nats_client, topology, settings.nats) as follow:
         follow.add(run)
-        await until(lambda: _has(stored_now, 6), 10.0)
+        await until(lambda: has(6), 10.0)
     for index in (0, 1):  # written while no follower ran, some within the same second
         namespace, pod, container = run.pod(index)
         sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + index)
     async with following(sim, nats_client, topology, settings.nats) as follow:
         follow.add(run)
-        await until(lambda: _has(stored_now, 12), 10.0)
+        await until(lambda: has(12), 10.0)
     for index in (0, 1):
         pod = run.pod(index)[1]
         assert await stored_texts(nats_client, topology, run.job, pod) == [
             f"step {i} loss 0.{i}" for i in range(6)
         ]
-
-
-async def _has(stored_now: object, count: int) -> bool:
-    return len(await stored_now()) >= count  # type: ignore[operator]
 
 
 async def test_a_stream_ended_while_the_container_runs_is_followed_again(
@@ -89,17 +83,16 @@ async def test_a_stream_ended_while_the_container_runs_is_followed_again(
     namespace, pod, container = run.pod(0)
     sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
 
-    async def stored_now() -> list[str]:
-        return await stored_texts(nats_client, topology, run.job)
+    has = stored_at_least(nats_client, topology, run.job)
 
     async with following(sim, nats_client, topology, settings.nats) as follow:
         follow.add(run)
-        await until(lambda: _has(stored_now, 3), 10.0)
+        await until(lambda: has(3), 10.0)
         sim.end_log_follows()  # a clean end, as a load balancer closing a long request
         sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1)
-        await until(lambda: _has(stored_now, 6), 10.0)
+        await until(lambda: has(6), 10.0)
         assert follow.metrics.sample("mpijc_log_reopened_total", reason="ended") >= 1
-    assert await stored_now() == [f"step {i} loss 0.{i}" for i in range(6)]
+    assert await stored_texts(nats_client, topology, run.job) == [f"step {i} loss 0.{i}" for i in range(6)]
 
 
 async def test_what_an_instance_printed_after_its_follow_broke_is_read_before_its_successor(
@@ -109,16 +102,15 @@ async def test_what_an_instance_printed_after_its_follow_broke_is_read_before_it
     namespace, pod, container = run.pod(0)
     sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
 
-    async def stored_now() -> list[str]:
-        return await stored_texts(nats_client, topology, run.job)
+    has = stored_at_least(nats_client, topology, run.job)
 
     async with following(sim, nats_client, topology, settings.nats) as follow:
         follow.add(run)
-        await until(lambda: _has(stored_now, 3), 10.0)
+        await until(lambda: has(3), 10.0)
         sim.cut_log_follows()  # the follow breaks in the middle of step 5 ...
         sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1_000_000_000)
         sim.restart_container(namespace, pod, container)  # ... and the container crashes and restarts
         sim.append_log(namespace, pod, container, lines(6, 8), at_ns=T + 2_000_000_000)
-        await until(lambda: _has(stored_now, 8), 10.0)
-    assert await stored_now() == [f"step {i} loss 0.{i}" for i in range(8)]
+        await until(lambda: has(8), 10.0)
+    assert await stored_texts(nats_client, topology, run.job) == [f"step {i} loss 0.{i}" for i in range(8)]
     assert [r.query.get("sinceTime") for r in sim.requests if r.query.get("previous") == "true"]

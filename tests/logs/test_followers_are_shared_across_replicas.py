@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
@@ -28,7 +28,7 @@ from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.history.test_end_to_end_watch_to_history import watchers_running
-from tests.log_fixtures import Run, following, running_run, stored_texts
+from tests.log_fixtures import Run, following, running_run, stored_at_least, stored_texts
 from watchers.following import FollowKey, LogFollower
 from watchers.sharing import LEASE_BUCKET, SharedFollower
 
@@ -180,15 +180,9 @@ async def test_two_followers_of_one_container_store_each_line_once(
             sim.append_log(namespace, pod, container, f"step {i}\n", at_ns=T + i * S // 10)
             await asyncio.sleep(0.01)  # lines written while both follow, over several batches
 
-        async def stored() -> list[str]:
-            return await stored_texts(nats_client, topology, run.job, pod)
-
-        await until(lambda: _has(stored, 30), 15.0)
-    assert await stored() == [f"step {i}" for i in range(30)]
-
-
-async def _has(stored: Callable[[], Awaitable[list[str]]], count: int) -> bool:
-    return len(await stored()) >= count
+        has = stored_at_least(nats_client, topology, run.job, pod)
+        await until(lambda: has(30), 15.0)
+    assert await stored_texts(nats_client, topology, run.job, pod) == [f"step {i}" for i in range(30)]
 
 
 async def test_a_batch_is_stored_only_right_after_the_last_one_its_follower_knows(
