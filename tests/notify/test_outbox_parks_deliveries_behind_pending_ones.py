@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.contract.settings import Settings
 from controller.metrics import PipelineMetrics
 from controller.store import outbox
-from controller.store.outbox import Outcome
+from controller.store.outbox import AttemptResult, Outcome
 from controller.testing.notify import api_client, dispatcher_running, log_of, subscribe, with_notify
 from controller.testing.receivers import Receiver
 
@@ -194,38 +194,17 @@ async def test_a_batch_settles_at_once_and_frees_only_what_its_finished_rows_hel
         query = text("SELECT event_type || ':' || order_key, seq FROM deliveries")
         seqs: dict[str, int] = {key: seq for key, seq in await conn.execute(query)}
     later = NOW + timedelta(hours=1)
+
+    def outcome(seq: int, key: str, result: AttemptResult, retry_at: datetime | None = None) -> Outcome:
+        return Outcome(seq, sub, 1, NOW, result, order_key=key, next_attempt_at=retry_at)
+
     batch = [
-        Outcome(
-            seq=claimed["pi"], subscription_id=sub, attempt=1, at=NOW, result="delivered", order_key="pi"
-        ),
-        Outcome(
-            seq=claimed["other"],
-            subscription_id=sub,
-            attempt=1,
-            at=NOW,
-            result="retry",
-            order_key="other",
-            next_attempt_at=later,
-        ),
+        outcome(claimed["pi"], "pi", "delivered"),
+        outcome(claimed["other"], "other", "retry", later),
         # the head of "third" is retried while a row behind it is settled dead in the same batch
         # (an email digest's row that cannot be composed): the head still holds the chain
-        Outcome(
-            seq=claimed["third"],
-            subscription_id=sub,
-            attempt=1,
-            at=NOW,
-            result="retry",
-            order_key="third",
-            next_attempt_at=later,
-        ),
-        Outcome(
-            seq=seqs["job.running:third"],
-            subscription_id=sub,
-            attempt=1,
-            at=NOW,
-            result="failed",
-            order_key="third",
-        ),
+        outcome(claimed["third"], "third", "retry", later),
+        outcome(seqs["job.running:third"], "third", "failed"),
     ]
     async with engine.begin() as conn:
         recorded = await outbox.record(conn, batch, NOW, timedelta(days=5))
