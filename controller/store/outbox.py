@@ -346,14 +346,6 @@ were before it): set each delivery's state, log the attempt, clear or start its 
 ``failing_since``, and make due the chain head each finished delivery leaves — the first row
 of its subscription and order key still pending once the batch is settled, if it was parked."""
 
-_STALE = text(
-    """
-    SELECT s.id, s.failing_since FROM subscriptions s
-    WHERE s.id = ANY(CAST(:ids AS varchar[])) AND s.state = 'active' AND s.failing_since <= :cutoff
-    ORDER BY s.id
-    """
-)
-
 
 @dataclass(frozen=True)
 class Recorded:
@@ -416,7 +408,15 @@ async def _disable(
 ) -> list[Disabled]:
     """Disable the failing endpoints that answered 410 Gone or have failed for ``disable_after``."""
     reasons = {s: f"disabled automatically: {last[s].disable}" for s in failing if last[s].disable}
-    stale = (await conn.execute(_STALE, {"ids": list(failing), "cutoff": now - disable_after})).all()
+    stale = (
+        await conn.execute(
+            select(Subscription.id, Subscription.failing_since).where(
+                among(Subscription.id, failing),
+                Subscription.state == "active",
+                Subscription.failing_since <= now - disable_after,
+            )
+        )
+    ).all()
     for sub_id, since in stale:
         reasons.setdefault(
             sub_id,
