@@ -17,6 +17,7 @@ from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableErr
 
 from controller.bus.answering import until_answered
 from controller.bus.buckets import open_bucket
+from controller.bus.publishing import Outgoing, publish_stored
 from controller.bus.pulling import Puller
 from controller.bus.reading import last_sequence, read_stream
 from controller.bus.streams import connect
@@ -40,8 +41,9 @@ async def _replicated_stream(js: JetStreamContext, name: str, messages: int) -> 
     await until_answered(
         lambda: js.add_stream(StreamConfig(name=name, subjects=[f"{subject}.>"], num_replicas=3)), "create"
     )
-    for n in range(messages):
-        await js.publish(f"{subject}.{n}", str(n).encode())
+    # through the bus's publishing door: a stream just created may have no leader yet to answer
+    numbered = [Outgoing(f"{subject}.{n}", str(n).encode(), f"{name}-{n}") for n in range(messages)]
+    assert await publish_stored(js, numbered) == messages
 
 
 def _failing(errors: list[Exception]) -> tuple[Callable[[], Awaitable[str]], list[int]]:
