@@ -623,10 +623,9 @@ class ApiSettings(BaseModel):
         description="Seconds of work one read of a run's logs may do testing and parsing stored batches "
         "(off the event loop, on the search threads); when spent, the page is partial: what was "
         "found, in time order among the batches scanned, and a cursor that goes on from there. "
-        "A batch is tested whole, so one may run over it by a batch's cost (0.1 s for a 1,005-"
-        "instruction expression on 256 KiB of matching-prone text). Two seconds answer a keyword "
-        "search of a 64 MiB run whole (about 0.3 s) and keep a client waiting no longer than a "
-        "slow page.",
+        "A batch is tested whole, so one may run over it by a batch's cost (about 0.1 s near the "
+        "program bound on 256 KiB of `a` lines, 1 s for DFA-hostile ones). Two seconds keep a client "
+        "waiting no longer than a slow page would, and the page says where it stopped.",
     )
     log_search_threads: int = Field(
         default=2,
