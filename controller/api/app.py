@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI, Request
@@ -33,6 +34,7 @@ def create_app(
     quotas: SubscriptionQuotas = DEFAULT_QUOTAS,
     streams: events.StreamLimits = events.DEFAULT_STREAMS,
     run_logs: logs.RunLogs | None = None,
+    search: logs.SearchLimits = logs.DEFAULT_SEARCH,
 ) -> FastAPI:
     """The API over one database engine, one metrics registry and one access reviewer.
 
@@ -48,7 +50,8 @@ def create_app(
     caller is authenticated, and only within its size, deadline and item budget
     (:class:`~controller.api.bodylimit.BodyLimit`, before any route runs), and every
     authentication goes through per-client rate limits (429). ``run_logs`` is where the runs'
-    followed logs are read (without it, ``…/logs`` answers 503).
+    followed logs are read (without it, ``…/logs`` answers 503), under ``search``'s budget and on
+    its threads.
     """
     app = FastAPI(
         title="mpijob-controller",
@@ -63,6 +66,7 @@ def create_app(
     app.state.review_limit = limits.reviews_per_request
     app.state.streams = events.StreamGate(streams, engine)
     app.state.logs = run_logs
+    app.state.log_search = logs.Searching(search)
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
     subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings(), quotas=quotas)
     routers = (health.router, runs.router, jobs.router, events.router, logs.router, compare.router)
@@ -73,11 +77,15 @@ def create_app(
     return app
 
 
-def metrics_app(api: FastAPI) -> FastAPI:
-    """``/metrics`` (and ``/healthz``) of ``api``'s process, on an app of its own for the metrics
-    port: the figures name every namespace with jobs, so they stay off the public port."""
+def metrics_app(api: FastAPI, api_loop: asyncio.AbstractEventLoop | None = None) -> FastAPI:
+    """``/metrics`` (and ``/healthz``, ``/readyz``) of ``api``'s process, on an app of its own for
+    the metrics port: the figures name every namespace with jobs, so they stay off the public
+    port. Served on a loop of its own (a thread), it is given ``api_loop``, where ``api``'s
+    database engine lives: ``/metrics`` and ``/readyz`` query the store there (so they wait
+    while that loop is busy: busy, not ready), ``/healthz`` answers from its own."""
     app = FastAPI(title="mpijob-controller metrics", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.engine, app.state.metrics = api.state.engine, api.state.metrics
+    app.state.api_loop = api_loop
     app.state.collectors = api.state.collectors
     app.include_router(health.metrics_router)
     app.include_router(health.router)

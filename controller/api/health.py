@@ -2,9 +2,17 @@
 
 ``/metrics`` lists every namespace with jobs, so it is not on the API's public port: it is
 served by :func:`controller.api.app.metrics_app` on the metrics port, which the Route and the
-public Service leave out and the NetworkPolicy opens to Prometheus only."""
+public Service leave out and the NetworkPolicy opens to Prometheus only. That port is served
+from a thread with an event loop of its own (:func:`controller.cli.runtime.serve_api`), so the
+kubelet's liveness probe (``/healthz`` there) is answered however busy the API's loop is;
+``/readyz`` and ``/metrics`` ask the database on the API's loop, so a loop too busy to answer
+takes the pod out of the Service (busy, not dead)."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -14,6 +22,8 @@ from controller.api.deps import collectors_of, engine_of, metrics_of
 from controller.api.metrics_collectors import refresh_all
 from controller.api.params import Problem
 from controller.store.history import ping
+
+T = TypeVar("T")
 
 router = APIRouter(tags=["health"])
 metrics_router = APIRouter(tags=["metrics"])
@@ -34,9 +44,13 @@ async def healthz() -> Status:
 @router.get("/readyz", responses={503: {"model": Problem, "description": "The database does not answer."}})
 async def readyz(request: Request) -> Status:
     """The database answers."""
-    try:
+
+    async def pinged() -> None:
         async with engine_of(request).connect() as conn:
             await ping(conn)
+
+    try:
+        await on_api_loop(request, pinged)
     except Exception as exc:
         raise HTTPException(503, f"database unavailable: {type(exc).__name__}") from exc
     return Status(status="ready")
@@ -49,5 +63,19 @@ async def readyz(request: Request) -> Status:
 )
 async def prometheus(request: Request) -> Response:
     """Prometheus metrics of this process, plus the store's and JetStream's figures."""
-    await refresh_all(collectors_of(request))
+    collectors = collectors_of(request)
+    await on_api_loop(request, lambda: refresh_all(collectors))
     return Response(generate_latest(metrics_of(request).registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def on_api_loop(request: Request, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()`` awaited on the loop of the API's engine: this one, unless the app answering is
+    served from a loop of its own (``app.state.api_loop``, the metrics port's)."""
+    home: asyncio.AbstractEventLoop | None = getattr(request.app.state, "api_loop", None)
+    if home is None or home is asyncio.get_running_loop():
+        return await work()
+
+    async def run() -> T:
+        return await work()
+
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), home))

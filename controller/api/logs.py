@@ -13,7 +13,22 @@ outage stores old lines late), keeping the ``limit`` + 1 earliest matching lines
 point (at most ``MPIJC_LOGS__RUN_MAX_BYTES``).
 
 ``q`` keeps lines containing it (case-insensitive); with ``regex=true`` it is an RE2 expression,
-matched in time linear in the line (never a backtracking engine), invalid ones a 400. With
+matched in time linear in the line (never a backtracking engine), invalid ones a 400, and so are
+those whose compiled program is over ``MPIJC_API__LOG_SEARCH_MAX_PROGRAM`` instructions (RE2's
+constant is the program's size).
+
+Testing and parsing the stored batches is CPU work, done off the event loop on a few threads
+the app's reads share (:class:`Searching`, ``MPIJC_API__LOG_SEARCH_THREADS``; RE2 lets go of the
+GIL while it searches), a pull of batches at a time, under a budget of seconds of that work per
+request (``MPIJC_API__LOG_SEARCH_BUDGET_S``). A read that spends it before the end is partial:
+its page holds the lines found in the batches it scanned (stream sequences ``lo`` to ``hi``), in
+time order among them, and ``next_cursor`` is a scan cursor — the rest of that stretch when more
+than ``limit`` were found, else the stretch that starts after it. Every page that follows a scan
+cursor is partial too: each merges by time one stretch of the stream, so no line is lost or
+given twice, but lines are ordered within a stretch only. A stretch once scanned is read again
+whole for its next page (its cost was once within a budget). With ``follow=true`` each pull of
+new batches is tested under the same budget, and a follow that spent it rests as long as it
+worked before it goes on. With
 ``follow=true`` the answer is Server-Sent Events: each new line (``event: line``) as it is
 stored, in the order stored, filtered the same way, with the stream limits of the events API;
 each event's id is its line's cursor, so a client reconnecting with ``Last-Event-ID`` resumes
@@ -26,33 +41,36 @@ static tokens): 403 without it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import heapq
 import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import re2
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import from_json
 
 from controller.api.auth import Principal, current_principal, may_read_logs
 from controller.api.events import gate_of, stream_response, with_heartbeats
-from controller.api.paging import MAX_CURSOR, Cursor, Keyset, Limit, Page
+from controller.api.paging import MAX_CURSOR, Keyset, Limit, Page
 from controller.api.params import AUTHENTICATED, MAX_NAME, Instant, UidPath, errors, known_query_only
 from controller.api.runs import readable_run
 from controller.bus.client import JetStreamContext
-from controller.bus.logstore import LogsUnavailableError, Stored, read_run
+from controller.bus.logstore import LogsUnavailableError, Raw, Stored, parsed, read_raw
 from controller.contract.logs import LogBatch, LogLine, format_ns
+from controller.contract.settings import ApiSettings
 from controller.contract.subjects import Topology
 from controller.store.models import Run
 
-__all__ = ["MAX_QUERY", "RunLogs", "router"]
+__all__ = ["DEFAULT_SEARCH", "MAX_QUERY", "RunLogs", "SearchLimits", "Searching", "router"]
 
 CLOCK_SKEW_S = 300.0
 """How far a kubelet's clock may run ahead of the bus's and its lines still be found by time."""
@@ -62,6 +80,40 @@ _PLAIN_NEEDLE = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]+")
 """A keyword that JSON does not escape: printable ASCII without quote or backslash."""
 _RE2_MAX_MEM = 8 * 1024 * 1024
 """Memory RE2 may use for one compiled expression (its bound on a hostile one)."""
+
+
+@dataclass(frozen=True)
+class SearchLimits:
+    """What one read of a run's logs may cost: ``budget_s`` seconds of testing and parsing
+    (``MPIJC_API__LOG_SEARCH_BUDGET_S``), on ``threads`` threads all reads share
+    (``…_THREADS``), with RE2 programs of at most ``max_program`` instructions (``…_MAX_PROGRAM``)."""
+
+    budget_s: float = 2.0
+    threads: int = 2
+    max_program: int = 1000
+
+    @classmethod
+    def from_settings(cls, api: ApiSettings) -> SearchLimits:
+        """The limits ``api`` configures."""
+        return cls(api.log_search_budget_s, api.log_search_threads, api.log_search_max_program)
+
+
+DEFAULT_SEARCH = SearchLimits()
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Searching:
+    """The threads the log reads of one app share for their CPU work, and its limits."""
+
+    def __init__(self, limits: SearchLimits) -> None:
+        self.limits = limits
+        self._pool = ThreadPoolExecutor(limits.threads, thread_name_prefix="log-search")
+
+    async def run(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``work`` on one of the threads, once those queued before it have had theirs."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: work(*args, **kwargs))
 
 
 @dataclass(frozen=True)
@@ -90,7 +142,19 @@ class LogEntry(BaseModel):
 
 
 class LogPage(Page[LogEntry]):
-    """One page of a run's lines, in time order."""
+    """One page of a run's lines, in time order (a partial one: among the batches it scanned)."""
+
+    partial: bool = Field(
+        default=False,
+        description="The read ran out of its budget of work (MPIJC_API__LOG_SEARCH_BUDGET_S) before "
+        "the end, or follows a cursor of one that did: the items are the lines found in the batches "
+        "it scanned, in time order among them; `next_cursor` goes on with the rest, none lost or "
+        "given twice, but later pages are not merged by time with this one.",
+    )
+    scanned_until: str | None = Field(
+        default=None,
+        description="With `partial`: when the last batch this page scanned was stored (RFC 3339).",
+    )
 
 
 Key = tuple[int, str, str, int, int]
@@ -110,6 +174,39 @@ def _load(values: list[Any]) -> Key:
 
 KEYSET: Keyset[Key] = Keyset("logs", list, _load)
 
+
+@dataclass(frozen=True)
+class Stretch:
+    """Where a partial read goes on: the batches from stream sequence ``lo`` to ``hi`` (None: to
+    the end, as far as the budget goes), lines after ``within`` of them (None: all), none at or
+    before ``floor`` (the time cursor the read began after, if any)."""
+
+    floor: Key | None
+    lo: int
+    hi: int | None
+    within: Key | None
+
+
+def _dump_stretch(at: Stretch) -> list[Any]:
+    return [
+        None if at.floor is None else list(at.floor),
+        at.lo,
+        at.hi,
+        None if at.within is None else list(at.within),
+    ]
+
+
+def _load_stretch(values: list[Any]) -> Stretch:
+    floor, lo, hi, within = values
+    if type(lo) is not int or lo < 1 or (hi is not None and (type(hi) is not int or hi < lo)):
+        raise ValueError("not a stretch of the stream")
+    return Stretch(None if floor is None else _load(floor), lo, hi, None if within is None else _load(within))
+
+
+SCAN: Keyset[Stretch] = Keyset("logscan", _dump_stretch, _load_stretch)
+MAX_SCAN_CURSOR = 3 * MAX_CURSOR
+"""Characters of a scan cursor: two line keys (each a pod's and a container's name) and two sequences."""
+
 router = APIRouter(
     prefix="/api/v1",
     tags=["logs"],
@@ -122,6 +219,14 @@ Pod = Annotated[
     Query(max_length=MAX_NAME, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", description="Only this pod."),
 ]
 Rank = Annotated[int | None, Query(ge=0, le=1_000_000, description="Only lines this rank printed.")]
+LogCursor = Annotated[
+    str | None,
+    Query(
+        max_length=MAX_SCAN_CURSOR,
+        pattern=r"^[-A-Za-z0-9_]+={0,2}$",
+        description="`next_cursor` of the previous page; omit for the first page.",
+    ),
+]
 Search = Annotated[
     str | None,
     Query(min_length=1, max_length=MAX_QUERY, description="Only lines containing this (or matching it)."),
@@ -148,8 +253,9 @@ class Matcher:
     most batches of a keyword search go unparsed); None: none that is safe."""
 
 
-def matcher(q: str | None, regex: bool) -> Matcher:
-    """What ``q`` keeps: a case-insensitive keyword, or an RE2 expression (400 if invalid)."""
+def matcher(q: str | None, regex: bool, max_program: int = DEFAULT_SEARCH.max_program) -> Matcher:
+    """What ``q`` keeps: a case-insensitive keyword, or an RE2 expression (400 if invalid, or if
+    its compiled program has more than ``max_program`` instructions)."""
     if q is None:
         return Matcher(lambda _: True, lambda _: True)
     if not regex:
@@ -168,6 +274,14 @@ def matcher(q: str | None, regex: bool) -> Matcher:
         joined = re2.compile(f"(?m:{q})", options) if "\\A" not in q and "\\z" not in q else None
     except re2.error as exc:
         raise HTTPException(400, f"q is not a valid RE2 expression: {exc}") from exc
+    size = max(pattern.programsize, 0 if joined is None else joined.programsize)
+    if size > max_program:
+        raise HTTPException(
+            400,
+            f"q compiles to an RE2 program of {size} instructions, over the bound of {max_program} "
+            "(MPIJC_API__LOG_SEARCH_MAX_PROGRAM): a search's cost grows with it; write a shorter "
+            "expression (fewer or smaller counted repetitions)",
+        )
     line = lambda text: pattern.search(text) is not None  # noqa: E731
     if joined is None:
         return Matcher(line, lambda _: True)
@@ -241,6 +355,40 @@ def _ns(when: datetime | None) -> int | None:
     return None if when is None else int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
 
 
+def _scan(
+    group: list[Raw], chosen: _Filter, budget_s: float | None
+) -> tuple[list[tuple[Key, LogEntry]], int, float]:
+    """The lines ``chosen`` keeps of ``group``'s batches, tested in order until ``budget_s``
+    seconds are spent (at least one batch; None: all); with how many were tested and the
+    seconds it took. Run on a search thread: the raw test, the parse and the line tests are the
+    CPU a read costs."""
+    began = time.perf_counter()
+    kept: list[tuple[Key, LogEntry]] = []
+    for done, raw in enumerate(group, 1):
+        stored = parsed(raw, chosen.keep.raw)
+        if stored is not None:
+            kept += chosen.entries(stored)
+        if budget_s is not None and time.perf_counter() - began >= budget_s:
+            return kept, done, time.perf_counter() - began
+    return kept, len(group), time.perf_counter() - began
+
+
+def searching_of(request: Request) -> Searching:
+    """The app's search threads and limits."""
+    searching: Searching = request.app.state.log_search
+    return searching
+
+
+def _resume(cursor: str | None) -> tuple[Key | None, Stretch | None]:
+    """A page's cursor: a line's key (a whole read's) or a stretch (a partial one's); 400 if neither."""
+    try:
+        return KEYSET.decode(cursor), None
+    except HTTPException:
+        stretch = SCAN.decode(cursor)
+        assert stretch is not None
+        return stretch.floor, stretch
+
+
 @router.get(
     "/runs/{uid}/logs",
     response_model=LogPage,
@@ -257,7 +405,7 @@ async def run_logs(
     since: Annotated[Instant | None, Query(description="Lines at or after (RFC 3339).")] = None,
     until: Annotated[Instant | None, Query(description="Lines before (RFC 3339).")] = None,
     limit: Limit = 200,
-    cursor: Cursor = None,
+    cursor: LogCursor = None,
     follow: Annotated[bool, Query(description="Stream new lines as Server-Sent Events.")] = False,
     last_event_id: Annotated[
         str | None,
@@ -269,33 +417,91 @@ async def run_logs(
     ] = None,
 ) -> Any:
     """A run's launcher and worker lines merged by time (a page), or followed as they come."""
+    searching = searching_of(request)
+    keep = matcher(q, regex, searching.limits.max_program)  # a refused expression costs no lookup
     engine = request.app.state.engine
     async with engine.connect() as conn:
         run = await readable_run(conn, request, principal, uid)
     if not await may_read_logs(request, principal, run.namespace):
         raise HTTPException(403, f"reading logs needs get on pods/log in namespace {run.namespace!r}")
     logs = logs_of(request)
-    after = KEYSET.decode(last_event_id or cursor if follow else cursor)
+    if follow:
+        after, stretch = KEYSET.decode(last_event_id or cursor), None
+    else:
+        after, stretch = _resume(cursor)
     since_ns = _ns(since)
     if after is not None:
         since_ns = max(since_ns or 0, after[0])
-    chosen = _Filter(rank, since_ns, _ns(until), matcher(q, regex))
+    chosen = _Filter(rank, since_ns, _ns(until), keep)
     if follow:
         return _followed(request, principal, logs, run, pod, chosen, after)
-    kept: list[tuple[Key, LogEntry]] = []
     try:
-        async for stored in _batches(logs, run, pod, since_ns, follow=False, chosen=chosen):
-            if stored is None:
-                continue
-            kept += (pair for pair in chosen.entries(stored) if after is None or pair[0] > after)
-            if len(kept) > 4 * (limit + 1):  # keep memory to the page: only the earliest can be on it
-                kept = heapq.nsmallest(limit + 1, kept, key=_key)
+        return await _page(searching, logs, run, pod, chosen, limit, after, stretch)
     except LogsUnavailableError as exc:
         raise HTTPException(503, f"logs are not available: {exc}", headers={"Retry-After": "5"}) from exc
+
+
+async def _page(
+    searching: Searching,
+    logs: RunLogs,
+    run: Run,
+    pod: str | None,
+    chosen: _Filter,
+    limit: int,
+    after: Key | None,
+    stretch: Stretch | None,
+) -> LogPage:
+    """The ``limit`` earliest lines after ``after`` (of ``stretch``, if given), read within the budget."""
+    hi = None if stretch is None else stretch.hi
+    if stretch is not None and stretch.hi is not None and stretch.within is not None:
+        after = stretch.within  # a stretch read before: its lines up to ``within`` were given
+    budget = searching.limits.budget_s if hi is None else None  # a stretch read before is read whole
+    kept: list[tuple[Key, LogEntry]] = []
+    first: Raw | None = None
+    last: Raw | None = None
+    more = False  # batches were stored after the last one scanned
+    spent = 0.0
+    start_seq = None if stretch is None else stretch.lo
+    async for pulled in _batches(logs, run, pod, chosen.since, follow=False, start_seq=start_seq):
+        if pulled is None:
+            continue
+        beyond = hi is not None and pulled[-1].seq > hi
+        group = pulled if hi is None else [raw for raw in pulled if raw.seq <= hi]
+        if not group:
+            more = beyond
+            break
+        left = None if budget is None else budget - spent
+        found, done, took = await searching.run(_scan, group, chosen, left)
+        spent += took
+        first, last = first or group[0], group[done - 1]
+        more = beyond or done < len(group) or last.pending > 0
+        kept += (pair for pair in found if after is None or pair[0] > after)
+        if len(kept) > 4 * (limit + 1):  # keep memory to the page: only the earliest can be on it
+            kept = heapq.nsmallest(limit + 1, kept, key=_key)
+        if beyond or (hi is not None and last.seq >= hi) or (budget is not None and spent >= budget):
+            break
     ordered = heapq.nsmallest(limit + 1, kept, key=_key)
     page = ordered[:limit]
-    next_cursor = KEYSET.encode(page[-1][0]) if len(ordered) > limit else None
-    return LogPage(items=[entry for _, entry in page], next_cursor=next_cursor)
+    items = [entry for _, entry in page]
+    if stretch is None and not more:  # read whole within the budget: merged by time
+        next_cursor = KEYSET.encode(page[-1][0]) if len(ordered) > limit else None
+        return LogPage(items=items, next_cursor=next_cursor)
+    if first is None or last is None:  # nothing left to scan
+        return LogPage(items=items, next_cursor=None, partial=True)
+    lo = first.seq if stretch is None else stretch.lo
+    end = last.seq if hi is None else hi
+    floor = after if stretch is None else stretch.floor
+    if len(ordered) > limit:
+        next_cursor = SCAN.encode(Stretch(floor, lo, end, page[-1][0]))
+    elif more:
+        next_cursor = SCAN.encode(Stretch(floor, end + 1, None, None))
+    else:
+        next_cursor = None
+    return LogPage(items=items, next_cursor=next_cursor, partial=True, scanned_until=_rfc3339(last.at))
+
+
+def _rfc3339(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _key(pair: tuple[Key, LogEntry]) -> Key:
@@ -303,12 +509,18 @@ def _key(pair: tuple[Key, LogEntry]) -> Key:
 
 
 def _batches(
-    logs: RunLogs, run: Run, pod: str | None, since_ns: int | None, *, follow: bool, chosen: _Filter
-) -> AsyncIterator[Stored | None]:
+    logs: RunLogs,
+    run: Run,
+    pod: str | None,
+    since_ns: int | None,
+    *,
+    follow: bool,
+    start_seq: int | None = None,
+) -> AsyncIterator[list[Raw] | None]:
     start = None
     if since_ns is not None:
         start = datetime.fromtimestamp(since_ns / 1e9, UTC) - timedelta(seconds=CLOCK_SKEW_S)
-    return read_run(
+    return read_raw(
         logs.js,
         logs.topology,
         run.namespace,
@@ -316,8 +528,8 @@ def _batches(
         run.uid,
         pod=pod,
         start=start,
+        start_seq=start_seq,
         follow=follow,
-        wanted=chosen.keep.raw,
     )
 
 
@@ -331,8 +543,10 @@ def _followed(
     after: Key | None,
 ) -> Response:
     """New lines as events whose id is the line's cursor: a client reconnecting with it as
-    ``Last-Event-ID`` (or as ``cursor``) gets the lines after it, none twice."""
+    ``Last-Event-ID`` (or as ``cursor``) gets the lines after it, none twice. Each pull is
+    tested on the search threads under the read's budget; a follow that spent it rests as long."""
     gate = gate_of(request)
+    searching = searching_of(request)
 
     async def frames() -> AsyncIterator[str | None]:
         start = chosen.since
@@ -341,14 +555,20 @@ def _followed(
             since = _Filter(chosen.rank, start, chosen.until, chosen.keep)
         else:
             since = chosen
-        async for stored in _batches(logs, run, pod, start, follow=True, chosen=since):
-            if stored is None:
+        async for pulled in _batches(logs, run, pod, start, follow=True):
+            if pulled is None:
                 yield None
                 continue
-            for key, entry in since.entries(stored):
-                if after is not None and key <= after:
-                    continue
-                data = json.dumps(entry.model_dump(), separators=(",", ":"))
-                yield f"id: {KEYSET.encode(key)}\nevent: line\ndata: {data}\n\n"
+            group = pulled
+            while group:
+                found, done, took = await searching.run(_scan, group, since, searching.limits.budget_s)
+                for key, entry in found:
+                    if after is not None and key <= after:
+                        continue
+                    data = json.dumps(entry.model_dump(), separators=(",", ":"))
+                    yield f"id: {KEYSET.encode(key)}\nevent: line\ndata: {data}\n\n"
+                group = group[done:]
+                if group:  # the budget is spent: rest as long, so a follow takes half a thread at most
+                    await asyncio.sleep(took)
 
     return stream_response(request, principal, with_heartbeats(frames(), gate.limits))

@@ -9,12 +9,17 @@ without the setting). What it lacks is a deadline for a request's headers: its o
 between a response and the next request's first byte, so a client that sends half a request
 line is held forever. :class:`HeaderDeadline` adds one. The deadline for a body is the body
 gate's (:class:`~controller.api.bodylimit.BodyLimit`).
+
+:func:`serve_in_thread` serves an app from a thread with an event loop of its own: the metrics
+port, whose ``/healthz`` is the kubelet's liveness probe, so that a busy API loop is not taken
+for a dead one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from typing import Any
 
 import h11
@@ -23,7 +28,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from controller.contract.settings import ApiSettings
 
-__all__ = ["HeaderDeadline", "server_config"]
+__all__ = ["HeaderDeadline", "serve_in_thread", "server_config"]
 
 
 class HeaderDeadline(H11Protocol):
@@ -87,3 +92,21 @@ def server_config(app: Any, api: ApiSettings, port: int, *, capped: bool = True)
         proxy_headers=bool(api.forwarded_allow_ips),
         forwarded_allow_ips=list(api.forwarded_allow_ips),
     )
+
+
+async def serve_in_thread(server: uvicorn.Server, name: str) -> None:
+    """Run ``server`` on a thread and event loop of its own until it exits (set its
+    ``should_exit``); what ended it (a port it could not bind) is raised here."""
+    ended: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            server.run()
+        except BaseException as exc:  # uvicorn ends a failed start with SystemExit
+            ended.append(exc)
+
+    thread = threading.Thread(target=serve, name=name, daemon=True)
+    thread.start()
+    await asyncio.to_thread(thread.join)
+    if ended:
+        raise ended[0]

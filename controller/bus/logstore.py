@@ -1,5 +1,6 @@
 """The ``LOGS`` stream as a store of followed log lines: write batches, find where a container's
-log stands, read a run's batches back (once, or following new ones).
+log stands, read a run's batches back (once, or following new ones; parsed, or raw for a caller that parses
+off its event loop).
 
 One subject per container of a run (:meth:`Topology.log_subject`); its last message carries the
 position following resumes from (:class:`~controller.contract.logs.LogPosition`), so a
@@ -31,11 +32,14 @@ from controller.contract.subjects import Topology
 
 __all__ = [
     "LogsUnavailableError",
+    "Raw",
     "Stored",
     "StoredEnd",
     "SupersededError",
+    "parsed",
     "publish_after",
     "publish_batches",
+    "read_raw",
     "read_run",
     "stored_end",
     "stored_position",
@@ -157,7 +161,18 @@ async def stored_position(
     return (await stored_end(js, topology, namespace, job, run_uid, pod, container)).position
 
 
-async def read_run(
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """A batch as the stream holds it, unparsed: its sequence, when it was stored, its bytes, and
+    how many of the read's messages the stream held after it when it was delivered."""
+
+    seq: int
+    at: datetime
+    data: bytes
+    pending: int
+
+
+async def read_raw(
     js: JetStreamContext,
     topology: Topology,
     namespace: str,
@@ -166,23 +181,28 @@ async def read_run(
     *,
     pod: str | None = None,
     start: datetime | None = None,
+    start_seq: int | None = None,
     follow: bool = False,
     wait_s: float = 1.0,
-    wanted: Callable[[bytes], bool] | None = None,
-) -> AsyncIterator[Stored | None]:
-    """The batches of one run (of one of its pods) in the order they were stored, from those
-    stored at ``start`` on (all of them: None). Without ``follow`` the read ends with the last
+) -> AsyncIterator[list[Raw] | None]:
+    """The batches of one run (of one of its pods) in the order they were stored, unparsed, a pull
+    (up to 16) at a time: from those stored at ``start`` on, or from stream sequence
+    ``start_seq`` on (neither: all of them). Without ``follow`` the read ends with the last
     batch stored when it began; with it, it goes on, yielding ``None`` after each ``wait_s``
-    without news (a stream's heartbeat). Unreadable messages are skipped, and so are those
-    ``wanted`` says no to from their raw bytes (a search passing over batches unparsed)."""
+    without news (a stream's heartbeat). The caller parses (off its event loop if it wishes)."""
+    if start_seq is not None:
+        deliver, start = DeliverPolicy.BY_START_SEQUENCE, None
+    else:
+        deliver = DeliverPolicy.BY_START_TIME if start is not None else DeliverPolicy.ALL
     try:
         sub = await js.pull_subscribe(
             topology.run_logs(namespace, job, run_uid, pod),
             stream=topology.stream("logs"),
             config=ConsumerConfig(
                 ack_policy=AckPolicy.NONE,
-                deliver_policy=DeliverPolicy.BY_START_TIME if start is not None else DeliverPolicy.ALL,
+                deliver_policy=deliver,
                 opt_start_time=start,
+                opt_start_seq=start_seq,
                 mem_storage=True,
                 num_replicas=1,
                 inactive_threshold=_IDLE_S,
@@ -206,18 +226,54 @@ async def read_run(
                     return  # the rest aged out of the stream while we read
                 yield None
                 continue
-            for msg in msgs:
-                if wanted is None or wanted(msg.data):
-                    try:
-                        batch = LogBatch.model_validate_json(msg.data)
-                    except ValidationError:
-                        batch = None
-                    if batch is not None:
-                        yield Stored(msg.metadata.sequence.stream, msg.metadata.timestamp, batch)
-                if not follow and msg.metadata.num_pending == 0:
-                    return
+            group = [
+                Raw(msg.metadata.sequence.stream, msg.metadata.timestamp, msg.data, msg.metadata.num_pending)
+                for msg in msgs
+            ]
+            if not follow and any(raw.pending == 0 for raw in group):
+                yield group[: next(i for i, raw in enumerate(group) if raw.pending == 0) + 1]
+                return
+            yield group
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
         with contextlib.suppress(Exception):
             await js.delete_consumer(topology.stream("logs"), info.name)
+
+
+def parsed(raw: Raw, wanted: Callable[[bytes], bool] | None = None) -> Stored | None:
+    """``raw`` parsed, or None where it is not a batch or ``wanted`` says no to its bytes."""
+    if wanted is not None and not wanted(raw.data):
+        return None
+    try:
+        return Stored(raw.seq, raw.at, LogBatch.model_validate_json(raw.data))
+    except ValidationError:
+        return None
+
+
+async def read_run(
+    js: JetStreamContext,
+    topology: Topology,
+    namespace: str,
+    job: str,
+    run_uid: str,
+    *,
+    pod: str | None = None,
+    start: datetime | None = None,
+    follow: bool = False,
+    wait_s: float = 1.0,
+    wanted: Callable[[bytes], bool] | None = None,
+) -> AsyncIterator[Stored | None]:
+    """The batches of one run parsed, as :func:`read_raw` reads them (None: a heartbeat).
+    Unreadable messages are skipped, and so are those ``wanted`` says no to from their raw
+    bytes (a search passing over batches unparsed)."""
+    async for group in read_raw(
+        js, topology, namespace, job, run_uid, pod=pod, start=start, follow=follow, wait_s=wait_s
+    ):
+        if group is None:
+            yield None
+            continue
+        for raw in group:
+            stored = parsed(raw, wanted)
+            if stored is not None:
+                yield stored

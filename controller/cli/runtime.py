@@ -360,10 +360,10 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     from controller.api.app import create_app, metrics_app
     from controller.api.events import StreamLimits
     from controller.api.limits import ApiLimits, SubscriptionQuotas
-    from controller.api.logs import RunLogs
+    from controller.api.logs import RunLogs, SearchLimits
     from controller.api.metrics_collectors import JetStreamCollector
     from controller.api.rechecks import CreatorRecheck
-    from controller.api.server import server_config
+    from controller.api.server import serve_in_thread, server_config
 
     def kubernetes() -> AccessReviewer:
         from controller.kube.gateway import KubeGateway
@@ -385,12 +385,19 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         quotas=SubscriptionQuotas.from_settings(rt.settings.notify),
         streams=StreamLimits.from_settings(api),
         run_logs=RunLogs(rt.js, rt.topology),
+        search=SearchLimits.from_settings(api),
     )
+    # the metrics port (liveness, readiness, scrapes) on a thread and loop of its own: a loop kept
+    # busy by the API's requests must not fail the kubelet's liveness probe
+    metrics = metrics_app(app, asyncio.get_running_loop())
     servers = [
         uvicorn.Server(server_config(app, api, api.port)),
-        uvicorn.Server(server_config(metrics_app(app), api, metrics_port, capped=False)),
+        uvicorn.Server(server_config(metrics, api, metrics_port, capped=False)),
     ]
-    serving = [asyncio.create_task(server.serve()) for server in servers]
+    serving = [
+        asyncio.create_task(servers[0].serve()),
+        asyncio.create_task(serve_in_thread(servers[1], "metrics-port")),
+    ]
     recheck = CreatorRecheck(rt.engine, reviewer, api.subscription_recheck_s)
     rechecking = asyncio.create_task(recheck.run(stop))
     log.info("API on http://%s:%d (auth: %s), metrics on port %d", api.host, api.port, api.auth, metrics_port)

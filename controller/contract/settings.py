@@ -616,6 +616,35 @@ class ApiSettings(BaseModel):
         description="Seconds a failed run's stream waits for a finding to explain the failure before "
         "it sends `end` without one (the rules usually explain it within seconds).",
     )
+    log_search_budget_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Seconds of work one read of a run's logs may do testing and parsing stored batches "
+        "(off the event loop, on the search threads); when spent, the page is partial: what was "
+        "found, in time order among the batches scanned, and a cursor that goes on from there. "
+        "A batch is tested whole, so one may run over it by a batch's cost (about 0.1 s near the "
+        "program bound on 256 KiB of `a` lines, 1 s for DFA-hostile ones). Two seconds keep a client "
+        "waiting no longer than a slow page would, and the page says where it stopped.",
+    )
+    log_search_threads: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Threads the log reads of one API process share for their CPU work (RE2 and "
+        "JSON parsing); more searches wait their turn, batch group by batch group, so however "
+        "many run, the event loop and other threads keep the rest. Two: the API's usual CPU limit.",
+    )
+    log_search_max_program: int = Field(
+        default=1000,
+        ge=10,
+        le=100_000,
+        description="Instructions an RE2 expression's compiled program may have (its `programsize`); "
+        "a larger one is a 400 naming both. RE2 is linear in the text, but its constant grows with "
+        "the program, and past about 1,000 instructions its DFA no longer fits the 8 MiB it is "
+        "given: `(a?){200}a{200}c` (1,005) tested a 256 KiB batch of `a` lines in 0.1 s, "
+        "`(a?){400}a{400}c` (2,005) in 40 s. Ordinary searches are tens of instructions.",
+    )
     shutdown_grace_s: float = Field(
         default=5.0,
         gt=0,
