@@ -88,6 +88,8 @@ class Entry:
     reason: str | None = None
     exit_code: int | None = None
     also_not: tuple[RuleId, ...] = ()
+    near: tuple[RuleId, ...] = ()
+    """Near-misses only: the rules whose failure words the text names without reporting one."""
 
     @property
     def on_launcher(self) -> bool:
@@ -119,6 +121,7 @@ def load(directory: Path = CORPUS) -> list[Entry]:
                     reason=item.get("reason"),
                     exit_code=item.get("exit_code"),
                     also_not=tuple(_rule(r, item["id"]) for r in item.get("also_not") or ()),
+                    near=tuple(_rule(r, item["id"]) for r in item.get("near") or ()),
                 )
             )
     return entries

@@ -11,15 +11,45 @@ A near-miss is replayed twice, in a run that succeeds and in one that fails; eve
 rule firing in either is a false positive. Precision is TP / (TP + FP), recall TP / (TP + FN),
 over all rules (micro) and per rule. ``python -m tests.rules.corpus_score`` prints the report
 of both splits.
+
+A *blind set* (``tests/rules/corpus/blind/<date>/``) is a third split, frozen before the
+signatures are extended: its ``MANIFEST`` records the day it was frozen, the commit whose
+code scored it and the SHA-256 of each file. ``python -m tests.rules.corpus_score --blind
+tests/rules/corpus/blind/2026-11-28`` checks the files against the manifest (an edited set is
+refused), then prints the same report and the near-misses per rule
+(``tests/rules/corpus/README.md``, "Blind sets").
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import yaml
+
+from controller.contract.findings import RuleId
 from tests.rules.corpus_replay import CORPUS, HELD_OUT, Entry, load, run
+
+BLIND = CORPUS / "blind"
+"""One folder per blind set, named for the day it was frozen; never loaded with the others."""
+TEXT_RULES: tuple[RuleId, ...] = (
+    "oom",
+    "gpu-oom",
+    "gpu-error",
+    "segfault",
+    "disk-full",
+    "quota",
+    "rendezvous",
+    "mpi-comm",
+    "mpi-abort",
+)
+"""The rules that read texts (log tails, termination messages, event messages): each needs near-misses."""
+NEAR_MISSES_PER_RULE = 3
 
 _THREAD = re.compile(r"github\.com/(?P<repo>[^/\s]+/[^/\s]+)/(?:issues|pull|discussions)/(?P<number>\d+)")
 _SHORT = re.compile(r"^(?P<repo>[^/\s#]+/[^/\s#]+)#(?P<number>\d+)$")
@@ -102,7 +132,57 @@ def report(name: str, entries: list[Entry], result: Score) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class Manifest:
+    """What a blind set's ``MANIFEST`` records."""
+
+    frozen: str
+    code: str
+    files: dict[str, str]
+
+
+def sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def manifest(directory: Path) -> Manifest:
+    """The blind set's manifest, after checking every corpus file against its recorded hash.
+
+    Raises ``ValueError`` when a file was edited, added or removed since the set was frozen.
+    """
+    raw = yaml.safe_load((directory / "MANIFEST").read_text())
+    recorded = {str(k): str(v) for k, v in raw["files"].items()}
+    present = {p.name: sha256(p) for p in sorted(directory.glob("*.yaml"))}
+    if present != recorded:
+        changed = sorted(set(present) ^ set(recorded) | {n for n in present if recorded.get(n) != present[n]})
+        raise ValueError(f"{directory}: files differ from the MANIFEST frozen {raw['frozen']}: {changed}")
+    return Manifest(frozen=str(raw["frozen"]), code=str(raw["code"]), files=recorded)
+
+
+def near_miss_coverage(entries: Iterable[Entry]) -> Counter[str]:
+    """How many near-misses name each rule's failure words (their ``near`` field)."""
+    return Counter(rule for e in entries if e.expect is None for rule in e.near)
+
+
+def blind_report(directory: Path) -> str:
+    """The verified blind set's report: the summary, per rule, and near-misses per rule."""
+    frozen = manifest(directory)
+    entries = load(directory)
+    name = f"blind (frozen {frozen.frozen}), code {frozen.code}"
+    coverage = near_miss_coverage(entries)
+    lines = [report(name, entries, score(entries)), "  near-misses per rule:"]
+    lines.extend(f"    {rule:<10} {coverage[rule]}" for rule in TEXT_RULES)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.rules.corpus_score")
+    parser.add_argument("--blind", type=Path, help="score one frozen blind set (checks its MANIFEST first)")
+    args = parser.parse_args(argv)
+    if args.blind is not None:
+        print(blind_report(args.blind))
+        return
     for name, directory in (("in-sample", CORPUS), ("held-out", HELD_OUT)):
         entries = load(directory)
         print(report(name, entries, score(entries)))
