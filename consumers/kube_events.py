@@ -5,7 +5,8 @@ rule); the consumer role ``k8s-events``. It reads findings from the bus through 
 (:class:`~controller.bus.consuming.Durable`), so several replicas share the work and each finding
 revision is written once; a payload that is no finding is dead-lettered like any other.
 The Event name is derived from the finding id and revision: a redelivered message meets 409
-Conflict and is done.
+Conflict and is done. A pending finding (evidence a running job printed, not yet a verdict) is
+written as a ``Normal`` Event marked ``[observed]``: only a confirmed one is a ``Warning``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def event_for(finding: Finding, instance: str) -> dict[str, Any]:
     """The core/v1 Event that tells the job's owner what was found."""
     job = finding.job
     stamp = (finding.resolved_at or finding.last_seen).isoformat().replace("+00:00", "Z")
-    status = "resolved" if finding.status == "resolved" else finding.severity
+    status = {"resolved": "resolved", "pending": "observed"}.get(finding.status, finding.severity)
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -50,7 +51,7 @@ def event_for(finding: Finding, instance: str) -> dict[str, Any]:
         "reason": "".join(part.capitalize() for part in finding.rule.split("-"))
         + ("Resolved" if finding.status == "resolved" else ""),
         "message": f"[{status}] {finding.root_cause}. See {finding.doc_anchor}"[:1024],
-        "type": "Normal" if finding.status == "resolved" or finding.severity == "info" else "Warning",
+        "type": "Warning" if finding.status == "firing" and finding.severity != "info" else "Normal",
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
         "reportingInstance": instance,

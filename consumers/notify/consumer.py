@@ -8,15 +8,19 @@ Each batch is one transaction that
    and every finding with its last status (``notify_findings``), so a relist, a replay or
    a late, older message announces nothing: only *transitions* become events —
    ``job.created`` (first sight), ``job.running``/``job.succeeded``/``job.failed`` (phase
-   changes), ``job.deleted``, ``finding.firing`` (new or again after resolving) and
-   ``finding.resolved``;
+   changes), ``job.deleted``, ``finding.firing`` (confirmed: new, from pending, or again after
+   resolving) and ``finding.resolved`` (of one announced firing). A ``pending`` finding — what a
+   running job printed, not a verdict — is ``finding.observed``, which only subscriptions naming
+   that type receive; one the run recovers from resolves without an event, so a run that
+   recovers wakes no one;
 2. matches the events against the active subscriptions (:class:`controller.contract.notifications.Filters`),
    expiring a one-shot subscription as it fires — the subscriptions and their parsed filters
    are cached between batches and reloaded when their fingerprint (ids, ``updated_at``)
    changes, so a batch of one event does not read and parse a thousand subscriptions;
 3. writes one outbox row per (subscription, event), its id derived from both;
-4. when Alertmanagers are configured, records each finding's alert (firing, changed, resolved)
-   for the Alertmanager sink (:mod:`controller.store.alerts`, :mod:`.alertmanager`);
+4. when Alertmanagers are configured, records each confirmed finding's alert (firing, changed,
+   resolved; never a pending one) for the Alertmanager sink (:mod:`controller.store.alerts`,
+   :mod:`.alertmanager`);
 
 and commits before the messages are acknowledged. The dispatcher sends from the outbox.
 
@@ -179,7 +183,12 @@ def _has_run(previous: NotifyJob | None) -> bool:
 def finding_occurrence(
     previous: NotifyFinding | None, finding: Finding, job: JobInfo
 ) -> tuple[Occurrence | None, Row | None]:
-    """``finding.firing``/``finding.resolved`` if ``finding`` changes its status, and the state to store."""
+    """The event ``finding`` makes if it changes its status, and the state to store.
+
+    ``finding.firing`` when it is confirmed (new, or from pending or resolved);
+    ``finding.observed`` when it starts as a pending observation (delivered only where asked
+    for by name); ``finding.resolved`` only for one that was announced firing — an observation
+    the run recovered from ends without a word."""
     if previous is not None and finding.revision <= previous.revision:
         return None, None
     state = {"id": finding.id, "status": finding.status, "revision": finding.revision}
@@ -187,6 +196,8 @@ def finding_occurrence(
     kind: EventType | None = None
     if finding.status == "firing" and was != "firing":
         kind = "finding.firing"
+    elif finding.status == "pending" and was not in ("pending", "firing"):
+        kind = "finding.observed"
     elif finding.status == "resolved" and was == "firing":
         kind = "finding.resolved"
     if kind is None:
@@ -267,10 +278,12 @@ class Notifier:
     ) -> None:
         """Keep the Alertmanager sink's state of ``finding`` (a newer revision than ``previous``)."""
         now = self._clock()
+        if finding.status == "pending":
+            return  # evidence, not a verdict: no alert until it fires
         if finding.status == "firing":
             again = previous is not None and previous.status == "resolved"
             await alerts.fire(conn, [alert_row(finding, job, self._settings, now, again=again)])
-        else:
+        elif previous is not None and previous.status == "firing":
             ended = min(finding.resolved_at or now, now)  # a resolve in the future would still fire
             await alerts.resolve(conn, finding.id, ended, now)
 

@@ -97,6 +97,8 @@ def headline(event: WebhookEvent) -> str:
         return f"{job.kind} {who} {_VERBS.get(event.type, event.type)}"
     if event.type == "finding.resolved":
         return f"Resolved: {who}: {finding.root_cause}"
+    if event.type == "finding.observed":
+        return f"Observed, still running: {who}: {finding.root_cause}"
     return f"[{finding.severity}] {who}: {finding.root_cause}"
 
 

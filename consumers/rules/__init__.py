@@ -1,34 +1,79 @@
 """The rules consumer: turn the events of a run into findings.
 
-Everything but the bus side (snapshot, service, replica, consumer) is pure and synchronous —
-no bus, no database, no clock: the service feeds :meth:`RuleEngine.observe` with each bus event
-and calls :meth:`RuleEngine.tick` periodically, both with the current time, and publishes the
-findings they return.
+The package has two sides, and an import-linter contract (``pyproject.toml``) keeps them apart.
+The *judgement* is pure and synchronous — no bus, no database, no clock: it folds events into a
+run's state and says what holds at an injected ``now``. The *bus side* feeds it: the service
+calls :meth:`RuleEngine.observe` with each bus event and :meth:`RuleEngine.tick` periodically,
+both with the current time, and publishes the findings they return. Importing this package, or
+any module of the judgement, loads nothing of the bus side (nor nats-py): its names here
+(``RulesService``, ``RulesReplica``, ``CONSUMER``…) are loaded when first used.
 
-Layers, each importing only the ones above it::
+The judgement, each layer importing only the ones below it::
 
-    thresholds, state          what is configured, what is known about a run
-    rule, wording, facts, logs, signatures   what a rule is; how findings speak; shared readings
-    memory, gpu, segfaults, disks, quota, containers, nodes, scheduling, mpi, stalls
-                               the rules, one family each
-    catchall                   the rule for a failure no other rule explains
+    engine                     evaluate(), RuleEngine: findings, their changes and revisions
     catalog                    the ordered rules and what explains what
-    engine                     evaluate(), RuleEngine
-    snapshot                   the bus side (not pure): state kept in a key-value bucket
-    metrics, eventclock        the consumer's series; now, as the events tell it
-    service                    one engine, its outbox, ticker and warm start
-    replica                    the partitions one replica runs (leases: :mod:`controller.bus.leases`)
+    catchall                   the rule for a failure no other rule explains
+    memory, gpu, segfaults, disks, quota, containers, nodes, scheduling, mpi, stalls,
+    rendezvous, restarts, usage
+                               the rules, one family each
+    culprits, errors           which rank stopped or erred first; exit codes and errors in words
+    live                       which lines of a running job's output are evidence
+    rule, wording, facts       what a rule is; how findings speak; shared readings of a run
+    tails, signatures          failure-time log tails and the failure signatures read in them
+    state, thresholds          what is known about a run; what is configured
+
+The bus side (not pure), above it::
+
     consumer                   attach(): the role
+    replica                    the partitions one replica runs (leases: :mod:`controller.bus.leases`)
+    service                    one engine, its outbox, ticker and warm start
+    snapshot                   state kept in a key-value bucket
+    logreader                  the durable on LOGS that passes live evidence to the job's subject
+    metrics, eventclock        the consumer's series; now, as the events tell it
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from consumers.rules.catalog import CATALOG, RULES
 from consumers.rules.engine import RuleEngine, evaluate
-from consumers.rules.metrics import RulesMetrics
-from consumers.rules.replica import RulesReplica
 from consumers.rules.rule import Context, Detection, Rule
-from consumers.rules.service import CONSUMER, TICK_INTERVAL_S, RulesService, WarmStart, durable, run_ticker
 from consumers.rules.state import RunState
 from consumers.rules.thresholds import RuleThresholds, ThresholdOverride
+
+if TYPE_CHECKING:
+    from consumers.rules.metrics import RulesMetrics
+    from consumers.rules.replica import RulesReplica
+    from consumers.rules.service import (
+        CONSUMER,
+        TICK_INTERVAL_S,
+        RulesService,
+        WarmStart,
+        durable,
+        run_ticker,
+    )
+
+_BUS_SIDE = {
+    "CONSUMER": "consumers.rules.service",
+    "TICK_INTERVAL_S": "consumers.rules.service",
+    "RulesService": "consumers.rules.service",
+    "WarmStart": "consumers.rules.service",
+    "durable": "consumers.rules.service",
+    "run_ticker": "consumers.rules.service",
+    "RulesReplica": "consumers.rules.replica",
+    "RulesMetrics": "consumers.rules.metrics",
+}
+"""Names of the bus side, loaded when first asked for: a pure import (``consumers.rules.signatures``,
+the engine) does not load nats-py or prometheus_client."""
+
+
+def __getattr__(name: str) -> Any:
+    """The bus side's names, imported on first use (PEP 562)."""
+    module = _BUS_SIDE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "CATALOG",

@@ -32,9 +32,9 @@ from datetime import datetime
 
 from consumers.rules.errors import OwnError, own_error
 from consumers.rules.facts import ContainerEnd, pod_text, terminations
-from consumers.rules.logs import bounded, last_error
 from consumers.rules.rule import Context, Detection, Rule, container_fact, job_fact, log_facts, pod_fact
 from consumers.rules.state import PodState, RunState, pod_order
+from consumers.rules.tails import bounded, last_error
 from consumers.rules.wording import exit_meaning, exit_signal, mention, signal_name, who
 from controller.contract.findings import Evidence
 

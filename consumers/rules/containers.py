@@ -17,11 +17,11 @@ from __future__ import annotations
 import re
 
 from consumers.rules.facts import pod_text, role_spec
-from consumers.rules.logs import comm_failures, gpu_oom_lines, rank_failures
 from consumers.rules.memory import oom_kill
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact
 from consumers.rules.signatures import disk_full, gpu_errors, native_crashes, transport_failures
 from consumers.rules.state import PodState, RunState
+from consumers.rules.tails import comm_failures, gpu_oom_lines, rank_failures
 from consumers.rules.wording import also, listing, quantity, who
 from controller.contract.events import ContainerState
 from controller.contract.findings import Evidence

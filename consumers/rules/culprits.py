@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from consumers.rules.live import HOROVOD_STALL, NCCL_COUNTERS
-from consumers.rules.logs import bounded, output_rank, strip_tag
 from consumers.rules.rule import Context, log_facts, pod_fact
 from consumers.rules.signatures import message_rank
 from consumers.rules.state import PodState, RunState
+from consumers.rules.tails import bounded, output_rank, strip_tag
 from consumers.rules.wording import listing
 from controller.contract.findings import Evidence
 

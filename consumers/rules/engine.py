@@ -19,10 +19,14 @@ findings that are firing, and returns only what changed —
 
 Lines seen in a running job's output (``LogSeen``, :mod:`consumers.rules.live`) are judged at
 each evaluation (:meth:`RunState.judge_live`): the confirmed ones are read like a failure-time
-tail; while some are still pending, the causes they alone would show fire as *tentative*
-warnings, which resolve as soon as they stop holding and never stay as a verdict. A cause that
-holds only on lines seen live stays as the verdict of a run that failed, not of one that
-succeeded.
+tail; while some are still pending, the causes they alone would show are published as
+``pending`` findings (:func:`observed`): what was seen, worded as such ("Worker-1 printed … at
+10:42:07 UTC; the job is still running"), which the notifier never announces as firing. A
+pending finding becomes ``firing`` (its next revision) once its lines are confirmed, and resolves
+as soon as it stops holding; it never stays as a verdict. A rule may itself say that what it
+read is not yet a verdict (``quota``: a refusal the operator is still retrying), with the same
+effect. A cause that holds only on lines seen live stays as the verdict of a run that failed,
+not of one that succeeded.
 
 ``observe(event, now)`` re-evaluates the event's run (``observe_all`` once per streak of
 one run's events); ``tick(now)`` re-evaluates every
@@ -50,8 +54,9 @@ from consumers.rules.catalog import CATALOG
 from consumers.rules.rule import Context, Detection, Rule
 from consumers.rules.state import RunState
 from consumers.rules.thresholds import RuleThresholds
+from consumers.rules.wording import printed, rank_subject
 from controller.contract.events import BusEvent, LogSeen, job_of
-from controller.contract.findings import Finding, RuleId, dedup_key, finding_id
+from controller.contract.findings import ACTIVE, Finding, RuleId, Severity, dedup_key, finding_id
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +64,7 @@ log = logging.getLogger(__name__)
 def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> dict[RuleId, Detection]:
     """Every rule whose condition holds now, explained or not (stalls only while live); then, for
     a live run with lines seen in its output that are not yet a verdict, the causes those lines
-    would show as tentative warnings (:func:`tentative`)."""
+    would show, as observations (:func:`observed`)."""
     state.judge_live(ctx.now, ctx.thresholds)
     found: dict[RuleId, Detection] = {}
     for rule in rules:
@@ -74,18 +79,20 @@ def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> di
             if rule.kind == "cause" and rule.id not in found and rule.keeps_verdict:
                 detection = rule.detect(view, ctx)
                 if detection is not None:
-                    found[rule.id] = tentative(detection)
+                    found[rule.id] = observed(view, detection)
     return found
 
 
-def tentative(detection: Detection) -> Detection:
-    """A cause read from lines of a running job's output that are still evidence: a warning."""
-    return replace(
-        detection,
-        root_cause=f"Seen in the output while the job runs, not a failure yet: {detection.root_cause}",
-        severity="warning",
-        tentative=True,
-    )
+def observed(state: RunState, detection: Detection) -> Detection:
+    """A cause read from lines of a running job's output that are still evidence: said as what
+    was seen (who printed which line when, still running), never as a failure."""
+    mark = state.pending_mark(detection.evidence)
+    if mark is None:  # no pending line behind it: say what the rule read, as seen
+        sentence = f"Seen while the job runs: {detection.root_cause}; the job is still running"
+    else:
+        pod, seen = mark
+        sentence = printed(rank_subject(state, pod, seen.rank), seen.line, seen.at)
+    return replace(detection, root_cause=sentence, tentative=True)
 
 
 def explanation(rule: Rule, active: Iterable[RuleId], rules: Sequence[Rule] = CATALOG) -> RuleId | None:
@@ -124,8 +131,8 @@ def _finding(
     return Finding(
         id=finding_id(job.uid, rule.id),
         rule=rule.id,
-        severity=detection.severity or rule.severity,
-        status="firing",
+        severity=_severity(rule, detection),
+        status="pending" if detection.tentative else "firing",
         job=job,
         root_cause=detection.root_cause,
         evidence=detection.evidence,
@@ -136,6 +143,13 @@ def _finding(
         first_seen=first_seen or now,
         last_seen=now,
     )
+
+
+def _severity(rule: Rule, detection: Detection) -> Severity:
+    """An observation is at most a warning; a verdict speaks with its rule's severity."""
+    if detection.tentative:
+        return "warning"
+    return detection.severity or rule.severity
 
 
 def _live_only(
@@ -258,10 +272,10 @@ class RuleEngine:
         ``published`` maps finding ids to the last change published for each (the highest
         revision). Revision counters move past what was published, so no later change is
         taken downstream for an old one; where the bus and the engine disagree on whether a
-        finding fires (a change lost between computing and publishing it, events that
-        arrived while no consumer ran), the change that makes the bus agree is returned.
-        Sentences and evidence are not compared: a finding that fires on both sides is left
-        as the bus has it until its next real change.
+        finding holds, or on whether it is pending or firing (a change lost between computing
+        and publishing it, events that arrived while no consumer ran), the change that makes
+        the bus agree is returned. Sentences and evidence are not compared: a finding in the
+        same status on both sides is left as the bus has it until its next real change.
         """
         changes: list[Finding] = []
         for run in self._runs.values():
@@ -270,8 +284,8 @@ class RuleEngine:
                 if last is not None and last.revision > run.revisions.get(rule.id, 0):
                     run.revisions[rule.id] = last.revision
                 current = run.firing.get(rule.id)
-                on_bus = last is not None and last.status == "firing"
-                if current is not None and not on_bus:
+                on_bus = last is not None and last.status in ACTIVE
+                if current is not None and (last is None or last.status != current.status):
                     current = current.model_copy(update={"revision": run.next_revision(rule.id)})
                     run.firing[rule.id] = current
                     changes.append(current)
@@ -293,7 +307,7 @@ class RuleEngine:
         return changes
 
     def firing(self, job_uid: str | None = None) -> list[Finding]:
-        """Findings firing now, of one run or of all."""
+        """Findings that hold now (firing or pending), of one run or of all."""
         if job_uid is None:
             return [f for run in self._runs.values() for f in run.firing.values()]
         run = self._runs.get(job_uid)
@@ -377,12 +391,19 @@ class RuleEngine:
 
     def _fire(self, run: _Run, rule: Rule, detection: Detection, now: datetime) -> Finding | None:
         current = run.firing.get(rule.id)
-        severity = detection.severity or rule.severity
+        if detection.tentative and current is not None and current.status == "firing":
+            run.firing[rule.id] = current.model_copy(update={"last_seen": now})
+            return None  # confirmed once: a verdict is not taken back to an observation
         if detection.tentative:
             run.tentative.add(rule.id)
         else:
             run.tentative.discard(rule.id)
-        if current is not None and run.keys.get(rule.id) == detection.key and current.severity == severity:
+        if (
+            current is not None
+            and run.keys.get(rule.id) == detection.key
+            and current.severity == _severity(rule, detection)
+            and current.status == ("pending" if detection.tentative else "firing")
+        ):
             run.firing[rule.id] = current.model_copy(update={"last_seen": now})
             return None
         first_seen = current.first_seen if current is not None else None

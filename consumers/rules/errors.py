@@ -4,7 +4,7 @@
 *why*. :func:`own_error` finds that line in a tail:
 
 - the exception closing a Python traceback, of any type (not a launcher's wrapper such as
-  ``ChildFailedError`` or ``CalledProcessError``; see :func:`consumers.rules.logs.last_exception`);
+  ``ChildFailedError`` or ``CalledProcessError``; see :func:`consumers.rules.tails.last_exception`);
 - else the last CUDA, cuDNN / cuBLAS, NCCL or MPI error line (``CUDA error: …``,
   ``CUDA_ERROR_…``, ``NCCL error in: …``, ``ncclInternalError``, ``Fatal error in PMPI_…``,
   ``MPI_ERR_…``, ``An error occurred in MPI_…``).
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from consumers.rules.facts import pod_text
-from consumers.rules.logs import RankFailure, bounded, last_exception, output_rank, strip_tag
 from consumers.rules.state import PodState, RunState
+from consumers.rules.tails import RankFailure, bounded, last_exception, output_rank, strip_tag
 from consumers.rules.wording import short_host
 
 _WRAPPERS = ("ChildFailedError", "CalledProcessError")

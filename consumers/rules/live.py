@@ -36,9 +36,9 @@ from datetime import UTC, datetime
 
 import re2
 
-from consumers.rules.logs import COMM_SIGNS, GPU_OOM_SIGNS, MAX_LINE_CHARS, RANK_FAILURE_SIGNS
 from consumers.rules.rendezvous import RENDEZVOUS_SIGNS
 from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, TRANSPORTS
+from consumers.rules.tails import COMM_SIGNS, GPU_OOM_SIGNS, MAX_LINE_CHARS, RANK_FAILURE_SIGNS
 from controller.contract.events import MAX_MARKS_PER_READING, MAX_RANKS_PER_READING, LogMark, RankOutput
 from controller.contract.logs import LogLine
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from consumers.rules.facts import ContainerEnd, memory_limit, pod_text, terminations
-from consumers.rules.logs import GpuOom, gpu_oom_lines, rank_failures
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
+from consumers.rules.tails import GpuOom, gpu_oom_lines, rank_failures
 from consumers.rules.usage import memory_curve_fact
 from consumers.rules.wording import also, host_label, rank_subject, who
 from controller.contract.events import K8sEventObserved

@@ -39,7 +39,10 @@ from consumers.rules.catchall import exits
 from consumers.rules.culprits import culprit
 from consumers.rules.errors import rank_error
 from consumers.rules.facts import ContainerEnd, pod_text, terminations
-from consumers.rules.logs import (
+from consumers.rules.rule import Context, Detection, Rule, container_fact, log_facts
+from consumers.rules.signatures import Hit, is_peer_symptom, is_shared_memory, transport_failures
+from consumers.rules.state import PodState, RunState, pod_order
+from consumers.rules.tails import (
     CommFailure,
     CommKind,
     RankFailure,
@@ -47,9 +50,6 @@ from consumers.rules.logs import (
     last_exception,
     rank_failures,
 )
-from consumers.rules.rule import Context, Detection, Rule, container_fact, log_facts
-from consumers.rules.signatures import Hit, is_peer_symptom, is_shared_memory, transport_failures
-from consumers.rules.state import PodState, RunState, pod_order
 from consumers.rules.wording import (
     duration,
     host_label,

@@ -13,9 +13,13 @@ it, in its forms since Kubernetes 1.2:
 - ``cpu quota is 200m, current usage is 200m, requesting 100m`` — the oldest wording;
 - a LimitRange bound: ``maximum memory usage per Container is 4Gi, but limit is 8Gi``.
 
-The finding fires as soon as the Event arrives — a refusal is a verdict, no need to wait
-for ``hang-pending`` — and clears once every pod of the run exists and the newest was
-created after the last refusal.
+An Event is judged by the run's outcome, as a line its output printed is: the operator retries a
+refused creation, and a quota freed by another job lets the run go on. So the refusal is at once
+a ``pending`` finding — what Kubernetes said and when, the operator still trying — and becomes
+the verdict (``firing``) when the job fails, or when the run has stayed refused for
+``live_silence_s`` (the stated silence of live evidence, 5 minutes) without every pod created.
+It clears once every pod of the run exists and the newest was created after the last refusal,
+and a run that succeeded keeps nothing of it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from decimal import Decimal, InvalidOperation
 
 from consumers.rules.rule import Context, Detection, Rule, event_fact
 from consumers.rules.state import RunState, event_time
-from consumers.rules.wording import listing
+from consumers.rules.wording import clock_time, listing
 from controller.contract.events import K8sEventObserved
 
 _EXCEEDED = re.compile(
@@ -178,19 +182,29 @@ def _detect_quota(state: RunState, ctx: Context) -> Detection | None:
     refusals = sorted(
         (r for e in state.events.values() if (r := refusal(e)) is not None), key=lambda r: event_time(r.event)
     )
-    if not refusals or _stale(state, event_time(refusals[-1].event)):
+    if not refusals or state.phase == "Succeeded" or _stale(state, event_time(refusals[-1].event)):
         return None
     latest = refusals[-1]
     what = f"pod {latest.pod}" if latest.pod and not latest.pod.endswith("-") else "a pod of the job"
     problems = list(dict.fromkeys(r.problem for r in refusals))
-    sentence = f"Kubernetes refused to create {what}: {problems[-1]}"
+    others = ""
     if len(problems) > 1:
-        sentence += f" (and {len(problems) - 1} other refusal{'s' if len(problems) > 2 else ''})"
+        others = f" (and {len(problems) - 1} other refusal{'s' if len(problems) > 2 else ''})"
+    refused_s = ctx.age(event_time(refusals[0].event))
+    verdict = state.phase == "Failed" or refused_s >= ctx.thresholds.live_silence_s
+    if verdict:
+        sentence = f"Kubernetes refused to create {what}: {problems[-1]}{others}"
+    else:
+        sentence = (
+            f"Kubernetes refused to create {what} at {clock_time(event_time(latest.event))}: "
+            f"{problems[-1]}{others}; the operator is still trying"
+        )
     return Detection(
         root_cause=sentence,
         evidence=tuple(dict.fromkeys(event_fact(r.event) for r in refusals[-5:])),
         key=tuple(dict.fromkeys(f"{r.kind}:{r.name or ''}" for r in refusals)),
         remediation=_remediation(latest),
+        tentative=not verdict,
     )
 
 

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass
 
 from consumers.rules.facts import pod_text
-from consumers.rules.logs import bounded
 from consumers.rules.rule import Context, Detection, Rule, log_facts
 from consumers.rules.state import PodState, RunState
+from consumers.rules.tails import bounded
 from consumers.rules.wording import also, who
 
 _CLIENT_TIMEOUT = re.compile(

@@ -15,7 +15,6 @@ it explain ``mpi-abort``). A bus error while NCCL runs is NCCL's ``/dev/shm`` be
 from __future__ import annotations
 
 from consumers.rules.facts import pod_text, terminations
-from consumers.rules.logs import rank_failures
 from consumers.rules.rule import Context, Detection, Rule, container_fact, log_facts
 from consumers.rules.signatures import (
     Hit,
@@ -26,6 +25,7 @@ from consumers.rules.signatures import (
     transport_failures,
 )
 from consumers.rules.state import PodState, RunState
+from consumers.rules.tails import rank_failures
 from consumers.rules.wording import also, host_label, rank_subject, who
 from controller.contract.findings import Evidence
 

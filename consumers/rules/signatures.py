@@ -13,7 +13,7 @@ at most (the first signature of the family that matches), in log order:
   MPI, Python's faulthandler, the shell, mpirun, Hydra and the kernel report it;
 - :func:`gpu_errors` (``gpu-error``) — the GPU or a kernel on it failed: illegal memory
   access, launch failure, device-side assert, ECC errors, NVLink errors, Xid events, a GPU
-  fallen off the bus. GPU *memory* running out is ``gpu-oom`` (:mod:`consumers.rules.logs`);
+  fallen off the bus. GPU *memory* running out is ``gpu-oom`` (:mod:`consumers.rules.tails`);
 - :func:`disk_full` (``disk-full``) — ``ENOSPC`` / ``EDQUOT`` while writing, and PyTorch
   DataLoader workers filling ``/dev/shm``. NCCL's own ``/dev/shm`` failures belong to
   :func:`transport_failures`;
@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from consumers.rules.logs import bounded, gpu_oom_lines, output_rank
+from consumers.rules.tails import bounded, gpu_oom_lines, output_rank
 
 
 @dataclass(frozen=True)

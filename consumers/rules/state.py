@@ -19,6 +19,7 @@ the machine clock, so replays are deterministic.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -42,6 +43,7 @@ from controller.contract.events import (
     UsageObserved,
     job_of,
 )
+from controller.contract.findings import Evidence
 from controller.contract.kinds import kind_spec, replica_order
 from controller.contract.thresholds import RuleThresholds
 
@@ -444,6 +446,26 @@ class RunState:
         if (now - max(mark.at, output or mark.at)).total_seconds() >= thresholds.live_silence_s:
             return "confirmed"
         return "pending"
+
+    def pending_mark(self, evidence: Sequence[Evidence]) -> tuple[PodState, LogMark] | None:
+        """The pending signature line a finding read from ``evidence`` rests on: one the evidence
+        quotes, else one of a pod it names, else the run's earliest; ``None`` without any."""
+        pending = [
+            (pod, line.mark)
+            for pod in self.pods.values()
+            for line in pod.live
+            if line.status == "pending" and line.mark.signature is not None
+        ]
+        if not pending:
+            return None
+        quoted = {e.value for e in evidence if e.field == "log"}
+        named = {e.source.removeprefix("pod/") for e in evidence if e.source.startswith("pod/")}
+        chosen = (
+            [(pod, mark) for pod, mark in pending if mark.line in quoted]
+            or [(pod, mark) for pod, mark in pending if pod.name in named]
+            or pending
+        )
+        return min(chosen, key=lambda item: item[1].at)
 
     def with_pending(self) -> RunState:
         """This run as the rules would see it if every pending live line were confirmed."""

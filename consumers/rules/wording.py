@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Sequence
+from datetime import datetime
 
 from consumers.rules.state import PodState, RunState
 
@@ -86,6 +87,27 @@ def host_label(host: str, state: RunState) -> str:
         if short in (pod.name, pod.node) or host == pod.node or _named_after(pod.name, short):
             return "launcher" if pod.role == "launcher" else _slot_label(pod)
     return short.removeprefix(prefix) if short.startswith(prefix) else short
+
+
+MAX_QUOTED_CHARS = 160
+"""Characters of a seen line an observation quotes (the evidence carries it whole)."""
+
+
+def quoted(line: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """A log line put in a sentence: stripped, in quotes, cut with ``…`` past ``limit``."""
+    text = " ".join(line.split())
+    return f'"{text if len(text) <= limit else text[: limit - 1].rstrip() + "…"}"'
+
+
+def clock_time(at: datetime) -> str:
+    """``10:42:07 UTC``: when something was seen, to the second."""
+    return f"{at:%H:%M:%S} UTC"
+
+
+def printed(subject: str, line: str, at: datetime) -> str:
+    """What a running job was seen printing, as a fact and not a verdict:
+    ``Worker-1 printed "… CUDA out of memory …" at 10:42:07 UTC; the job is still running``."""
+    return f"{subject} printed {quoted(line)} at {clock_time(at)}; the job is still running"
 
 
 def first_sentence(message: str) -> str:

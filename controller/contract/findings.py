@@ -7,7 +7,15 @@ is derived from both, so every update and the final resolution of the same probl
 on the same row downstream, and a replay of the same events yields the same ids.
 
 A finding goes ``firing`` → (updated while firing, ``revision`` + 1 each time) →
-``resolved``; it may fire again later as a new episode under the same id. ``revision``
+``resolved``; it may fire again later as a new episode under the same id. A finding read from
+evidence that is not yet a verdict — a line a running job printed, a Kubernetes Event of a run
+still going — starts ``pending``: what was seen, worded as such ("Worker-1 printed … at 10:42:07
+UTC and is still running"), shown by the API but never announced as firing. It becomes
+``firing`` (the next revision, same id) once the failure is confirmed (its pod ends non-zero,
+the job fails, or the stated silence passes: ``docs/troubleshooting.md``), or ``resolved`` when
+the run goes on without it. Readers that knew only ``firing`` and ``resolved`` read a pending
+finding as a status they do not know: the notifier announces it only as ``finding.observed``, to
+the subscriptions that name that type. ``revision``
 grows with every published change, so consumers drop an older revision that arrives
 late, and :func:`message_id` gives each change its own ``Nats-Msg-Id``.
 """
@@ -48,7 +56,9 @@ RuleId = Literal[
     "failed",
 ]
 Severity = Literal["info", "warning", "critical"]
-FindingStatus = Literal["firing", "resolved"]
+FindingStatus = Literal["pending", "firing", "resolved"]
+ACTIVE: frozenset[str] = frozenset({"pending", "firing"})
+"""The statuses of a finding that still holds (not resolved)."""
 
 # Fixed namespace for uuid5 finding ids; never change it, or every stored id changes.
 _FINDING_NAMESPACE = uuid.UUID("6f1d7a52-2c4b-4f0e-9a57-3d2f5a0c8b11")

@@ -7,7 +7,8 @@ JSON is the body of a webhook and the source an email is rendered from.
 
 A subscription selects events by namespace, job name, an equality-based label selector on
 the job's labels (``team=nlp,tier!=dev,gpu``, as ``kubectl -l``), event types (``job.*``
-and ``finding.*`` wildcards allowed), and for findings their rules and severities.
+and ``finding.*`` wildcards allowed; ``finding.observed``, live evidence that is no verdict yet,
+only when named: :data:`OPT_IN_TYPES`), and for findings their rules and severities.
 :class:`Filters` is the one place that decides whether an event matches; the API validates
 with the same parsers, so a filter that is stored is a filter that works.
 """
@@ -21,7 +22,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from controller.contract.findings import Evidence, RuleId, Severity
+from controller.contract.findings import Evidence, FindingStatus, RuleId, Severity
 from controller.contract.message import Message
 from controller.contract.selectors import LabelSelector, SelectorError, parse_selector
 
@@ -33,6 +34,7 @@ EventType = Literal[
     "job.deleted",
     "finding.firing",
     "finding.resolved",
+    "finding.observed",
 ]
 Channel = Literal["webhook", "email"]
 SubscriptionState = Literal["active", "disabled", "suspended", "expired"]
@@ -40,6 +42,10 @@ DeliveryStatus = Literal["pending", "delivered", "failed"]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 EVENT_PATTERNS: frozenset[str] = frozenset({*EVENT_TYPES, "job.*", "finding.*"})
+OPT_IN_TYPES: frozenset[str] = frozenset({"finding.observed"})
+"""Types delivered only to a subscription that names them: neither ``finding.*`` nor an empty
+list of types selects them. ``finding.observed`` is evidence (a line a running job printed),
+not a failure: a subscriber who never asked for it is never woken by a run that recovers."""
 RULES: frozenset[str] = frozenset(get_args(RuleId))
 SEVERITIES: frozenset[str] = frozenset(get_args(Severity))
 PAYLOAD_SCHEMA_VERSION: Literal[1] = 1
@@ -65,7 +71,9 @@ class FindingInfo(Message):
     id: str
     rule: RuleId
     severity: Severity
-    status: Literal["firing", "resolved"]
+    status: FindingStatus = Field(
+        description="``pending`` only on ``finding.observed``: evidence, the run still going."
+    )
     root_cause: str
     remediation: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
@@ -183,6 +191,9 @@ class Filters:
         )
 
     def wants_type(self, event_type: str) -> bool:
+        """Whether the types asked for select ``event_type`` (an opt-in type only by its name)."""
+        if event_type in OPT_IN_TYPES:
+            return event_type in self.event_types
         if not self.event_types:
             return True
         family = event_type.split(".", 1)[0] + ".*"

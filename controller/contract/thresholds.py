@@ -121,7 +121,10 @@ class RuleThresholds(BaseModel):
         gt=0,
         description="Seconds of silence from the run after a signature seen live (not yet recovered) "
         "after which the line is the verdict: the rank stopped, and with it the run. Until then, "
-        "or until its pod ends non-zero or the job fails, it is at most a warning.",
+        "or until its pod ends non-zero or the job fails, it is a pending observation, never "
+        "announced as firing. A quota refusal (a Kubernetes Event the operator retries) is the "
+        "verdict once the run has stayed refused this long: five minutes outlast the operator's "
+        "retries of a quota another job frees as it ends.",
     )
     live_activity_s: float = Field(
         default=30.0,

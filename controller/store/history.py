@@ -499,7 +499,8 @@ def _finding_row(finding: Finding) -> Row:
 
 def _finding_timeline(finding: Finding) -> Row:
     at = finding.resolved_at if finding.status == "resolved" and finding.resolved_at else finding.last_seen
-    verb = "resolved" if finding.status == "resolved" else f"{finding.severity}"
+    verbs = {"resolved": "resolved", "pending": "observed, still running"}
+    verb = verbs.get(finding.status, finding.severity)
     return _timeline(
         finding.job.uid,
         at,

@@ -3,7 +3,7 @@
 Real JetStream end to end: the reader's durable on ``LOGS`` and the rules consumer run in
 process with a clock the test moves along the story. A fatal line is a finding while its pod
 still runs, and the failure-time tail that follows adds none; a CUDA out-of-memory the run
-recovers from is a warning that resolves, and the run's success leaves nothing firing.
+recovers from is a pending observation that resolves, and the run's success leaves nothing firing.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ async def test_a_fatal_line_is_a_finding_before_the_pod_ends_and_its_tail_adds_n
     assert [p.finding.rule for p in await findings_on_bus(js, topology)] == ["mpi-abort"]
 
 
-async def test_a_recovered_cuda_oom_is_a_warning_that_resolves_in_a_run_that_succeeds(
+async def test_a_recovered_cuda_oom_is_an_observation_that_resolves_in_a_run_that_succeeds(
     settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
 ) -> None:
     async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
@@ -135,10 +135,13 @@ async def test_a_recovered_cuda_oom_is_a_warning_that_resolves_in_a_run_that_suc
         )
         await observed(publisher, js, topology, clock, job("Succeeded", observed_at=at(20, 5)))
 
-    changes = [
-        (p.finding.rule, p.finding.status, p.finding.severity) for p in await findings_on_bus(js, topology)
-    ]
-    assert changes == [("gpu-oom", "firing", "warning"), ("gpu-oom", "resolved", "warning")]
+    published = [p.finding for p in await findings_on_bus(js, topology)]
+    changes = [(f.rule, f.status, f.severity) for f in published]
+    assert changes == [("gpu-oom", "pending", "warning"), ("gpu-oom", "resolved", "warning")]
+    assert published[0].root_cause == (
+        'Rank 3 on worker-0 printed "[1,3]<stderr>:torch.OutOfMemoryError: CUDA out of memory. Tried to '
+        'allocate 4.22 GiB." at 10:05:00 UTC; the job is still running'
+    )
 
 
 async def test_the_reader_publishes_what_a_batch_says_on_the_jobs_own_subject(

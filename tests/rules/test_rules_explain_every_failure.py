@@ -13,7 +13,7 @@ import itertools
 import pytest
 
 from consumers.rules import RuleEngine, RuleThresholds
-from consumers.rules.logs import last_error
+from consumers.rules.tails import last_error
 from controller.contract.events import BusEvent, Condition, ContainerState
 from controller.testing.events import (
     T0,

@@ -70,13 +70,13 @@ def test_a_fatal_watchdog_line_fires_at_once_and_names_the_rank_missing_from_the
     assert any("Watchdog caught collective operation timeout" in e.value for e in finding.evidence)
 
 
-def test_a_recovered_cuda_oom_in_a_run_that_succeeds_is_at_most_a_warning_that_resolved() -> None:
+def test_a_recovered_cuda_oom_in_a_run_that_succeeds_is_an_observation_that_never_fired() -> None:
     engine = RuleEngine()
     changes = replay(engine, running_run())
     changes += engine.observe(log_seen(OOM, observed_at=at(5)), at(5))
-    warned = _firing(changes, "gpu-oom")
-    assert [f.severity for f in warned] == ["warning"]
-    assert "not a failure yet" in warned[0].root_cause
+    (seen,) = [f for f in changes if f.rule == "gpu-oom"]
+    assert (seen.status, seen.severity) == ("pending", "warning")
+    assert seen.root_cause == f'Rank 3 on worker-0 printed "{OOM}" at 10:05:00 UTC; the job is still running'
 
     went_on = ("[1,3]<stdout>:batch size 16 fits, training on", "[1,0]<stdout>:epoch 1 step 200 loss 2.31")
     changes += engine.observe(log_seen(*went_on, observed_at=at(5, 30), step_s=60), at(6, 30))
@@ -91,8 +91,11 @@ def test_a_recovered_cuda_oom_in_a_run_that_succeeds_is_at_most_a_warning_that_r
         ],
     )
 
-    assert [f.severity for f in changes if f.status == "firing"] == ["warning"]
-    assert [(f.rule, f.status) for f in changes if f.rule == "gpu-oom"][-1] == ("gpu-oom", "resolved")
+    assert [f for f in changes if f.status == "firing"] == []
+    assert [(f.rule, f.status) for f in changes if f.rule == "gpu-oom"] == [
+        ("gpu-oom", "pending"),
+        ("gpu-oom", "resolved"),
+    ]
     assert engine.firing() == []
 
 
@@ -105,7 +108,7 @@ def test_a_pending_line_is_the_verdict_once_the_run_falls_silent() -> None:
     (verdict,) = _firing(engine.tick(at(10, 30)), "gpu-oom")
 
     assert verdict.severity == "critical"
-    assert "Rank 3" in verdict.root_cause and "not a failure yet" not in verdict.root_cause
+    assert "Rank 3" in verdict.root_cause and "still running" not in verdict.root_cause
 
 
 def test_the_failure_time_tail_after_a_live_finding_adds_no_second_finding() -> None:
@@ -123,7 +126,7 @@ def test_the_failure_time_tail_after_a_live_finding_adds_no_second_finding() -> 
     assert [f.id for f in engine.firing()] == [first.id]
 
 
-def test_a_warning_becomes_the_verdict_when_its_pod_ends_non_zero_under_the_same_finding() -> None:
+def test_an_observation_becomes_the_verdict_when_its_pod_ends_non_zero_under_the_same_finding() -> None:
     engine = RuleEngine()
     changes = replay(engine, running_run())
     changes += engine.observe(log_seen(OOM, observed_at=at(5)), at(5))
@@ -136,7 +139,7 @@ def test_a_warning_becomes_the_verdict_when_its_pod_ends_non_zero_under_the_same
     )
 
     oom = [f for f in changes if f.rule == "gpu-oom"]
-    assert [(f.status, f.severity) for f in oom] == [("firing", "warning"), ("firing", "critical")]
+    assert [(f.status, f.severity) for f in oom] == [("pending", "warning"), ("firing", "critical")]
     assert len({f.id for f in oom}) == 1
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import consumers.rules
-from consumers.rules import errors, logs, signatures
+from consumers.rules import errors, signatures, tails
 
 SMALL, LARGE = 8 * 1024, 64 * 1024
 MAX_RATIO = 16.0
@@ -190,7 +190,7 @@ def search_cost(pattern: re.Pattern[str], lines: list[str]) -> float:
 def test_every_pattern_module_is_searched() -> None:
     modules = {name.split(".", 1)[0] for name in PATTERNS}
 
-    assert {"logs", "signatures", "memory", "quota", "scheduling", "containers"} <= modules
+    assert {"tails", "signatures", "memory", "quota", "scheduling", "containers"} <= modules
     assert len(PATTERNS) > 100
 
 
@@ -204,10 +204,10 @@ def test_pattern_cost_grows_linearly_with_the_line(pattern: re.Pattern[str]) -> 
 
 
 READERS: dict[str, Callable[[tuple[str, ...]], Any]] = {
-    "gpu_oom_lines": logs.gpu_oom_lines,
-    "comm_failures": logs.comm_failures,
-    "rank_failures": logs.rank_failures,
-    "last_error": logs.last_error,
+    "gpu_oom_lines": tails.gpu_oom_lines,
+    "comm_failures": tails.comm_failures,
+    "rank_failures": tails.rank_failures,
+    "last_error": tails.last_error,
     "own_error": errors.own_error,
     "transport_failures": signatures.transport_failures,
     "native_crashes": signatures.native_crashes,
@@ -219,7 +219,7 @@ READERS: dict[str, Callable[[tuple[str, ...]], Any]] = {
 
 def _uncached(reader: Callable[[tuple[str, ...]], Any], tail: tuple[str, ...]) -> Callable[[], object]:
     def call() -> object:
-        for cached in (reader, logs.bounded, logs.gpu_oom_lines, logs.last_exception):
+        for cached in (reader, tails.bounded, tails.gpu_oom_lines, tails.last_exception):
             if isinstance(cached, _lru_cache_wrapper):
                 cached.cache_clear()
         return reader(tail)
@@ -239,15 +239,15 @@ def test_reader_cost_stays_linear_on_whole_tails(reader: Callable[[tuple[str, ..
 def test_long_lines_are_read_by_their_ends() -> None:
     line = "sigkill_handler] " + "x" * 100_000 + "] exits with return code = 1"
 
-    (kept,) = logs.bounded((line,))
+    (kept,) = tails.bounded((line,))
 
-    assert len(kept) <= logs.MAX_LINE_CHARS + 3
+    assert len(kept) <= tails.MAX_LINE_CHARS + 3
     assert kept.endswith("exits with return code = 1")
-    assert [f.code for f in logs.rank_failures((line,))] == [1]
+    assert [f.code for f in tails.rank_failures((line,))] == [1]
 
 
 def test_the_check_catches_the_publickey_pattern_that_was_quadratic() -> None:
-    # The pattern logs.py used before: an optional ``user@host: `` prefix of unbounded word runs.
+    # The pattern tails.py (then logs.py) used before: an optional ``user@host: `` prefix of unbounded word runs.
     quadratic = re.compile(r"(?:(?:[\w.-]+@)?(?P<host>[\w.-]+): )?Permission denied \(publickey")
     small, large = ["a" * (SMALL // 8)], ["a" * (LARGE // 8)]  # 1 KiB and 8 KiB keep it quick
 

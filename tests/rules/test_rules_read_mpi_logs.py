@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.rules.logs import comm_failures, gpu_oom_lines, rank_failures
+from consumers.rules.tails import comm_failures, gpu_oom_lines, rank_failures
 
 
 def _tail(text: str) -> tuple[str, ...]:

@@ -3,8 +3,9 @@
 The refusal is an Event about whatever tried to create the pod — mpi-operator records it on
 the MPIJob ("worker pod created failed: pods … is forbidden: exceeded quota: …"), the Job
 controller on the launcher's Job or a TrainJob's Jobs (``FailedCreate``). The finding names
-the quota and what would go over, fires as soon as the Event arrives, and clears once the
-run's pods all exist.
+the quota and what would go over; it is observed as soon as the Event arrives (pending: the
+operator retries), is the verdict once the job fails or stays refused past ``live_silence_s``,
+clears once the run's pods all exist, and a run that succeeds never fires it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from consumers.rules import RuleEngine
 from controller.contract.events import BusEvent, job_of
+from controller.contract.findings import ACTIVE
 from controller.testing import objects as k
 from controller.testing.events import at, job, k8s_event, launcher, replay, worker
 from watchers.correlating import Correlator, Observation
@@ -34,18 +36,51 @@ def _refused(at_minute: float = 0.1) -> BusEvent:
     return k8s_event("MPIJobFailed", GPU_QUOTA, kind="MPIJob", involved="pi", observed_at=at(at_minute))
 
 
-def test_the_refusal_is_a_finding_the_moment_it_arrives() -> None:
+def test_the_refusal_is_observed_the_moment_it_arrives() -> None:
     engine = RuleEngine()
     replay(engine, [job("Pending"), *(worker(i) for i in range(3))])
 
     (finding,) = engine.observe(_refused(), at(0.1))
 
-    assert (finding.rule, finding.root_cause) == ("quota", GPU_SENTENCE)
+    assert (finding.rule, finding.status, finding.severity) == ("quota", "pending", "warning")
+    assert finding.root_cause == (
+        "Kubernetes refused to create pod pi-worker-3 at 10:00:06 UTC: ResourceQuota team-a-gpus is "
+        "exhausted for requests.nvidia.com/gpu (requested 8, used 24 of 24); the operator is still trying"
+    )
     assert finding.evidence[0].source == "mpijob/pi" and finding.evidence[0].field == "event[MPIJobFailed]"
     assert (
         finding.remediation[0]
         == "See the quota and what uses it: kubectl -n team-a describe resourcequota team-a-gpus"
     )
+
+
+def test_the_refusal_is_the_verdict_when_the_job_fails() -> None:
+    engine = RuleEngine()
+    replay(engine, [job("Pending"), *(worker(i) for i in range(3)), _refused()])
+
+    (finding,) = [f for f in replay(engine, [job("Failed", observed_at=at(1))]) if f.rule == "quota"]
+
+    assert (finding.status, finding.severity, finding.root_cause) == ("firing", "critical", GPU_SENTENCE)
+
+
+def test_the_refusal_is_the_verdict_once_the_run_stays_refused_past_the_silence() -> None:
+    engine = RuleEngine()
+    replay(engine, [job("Pending"), *(worker(i) for i in range(3)), _refused()])
+
+    assert replay(engine, [], at(4)) == []  # refused for four minutes: still the operator's retries
+    (finding,) = replay(engine, [], at(5, 10))
+
+    assert (finding.rule, finding.status, finding.root_cause) == ("quota", "firing", GPU_SENTENCE)
+
+
+def test_a_refusal_in_a_run_that_then_succeeds_never_fires() -> None:
+    engine = RuleEngine()
+    changes = replay(engine, [job("Pending"), *(worker(i) for i in range(3)), _refused()])
+
+    changes += replay(engine, [job("Running", observed_at=at(2)), job("Succeeded", observed_at=at(3))], at(9))
+
+    assert [(f.rule, f.status) for f in changes] == [("quota", "pending"), ("quota", "resolved")]
+    assert engine.firing() == []
 
 
 def test_a_long_wait_behind_the_quota_is_the_quota() -> None:
@@ -93,10 +128,11 @@ def test_it_clears_once_every_pod_is_created() -> None:
 )
 def test_the_refusal_is_said_in_words(message: str, sentence: str) -> None:
     engine = RuleEngine()
+    refused = k8s_event("FailedCreate", message, kind="Job", involved="pi-launcher")
 
-    replay(engine, [job("Pending"), k8s_event("FailedCreate", message, kind="Job", involved="pi-launcher")])
+    replay(engine, [job("Pending"), refused], at(6))
 
-    assert [(f.rule, f.root_cause) for f in engine.firing()] == [("quota", sentence)]
+    assert [(f.rule, f.status, f.root_cause) for f in engine.firing()] == [("quota", "firing", sentence)]
 
 
 def test_other_events_about_the_job_are_no_refusal() -> None:
@@ -115,7 +151,7 @@ def _observe(correlator: Correlator, engine: RuleEngine, observations: Iterable[
     fired: list[str] = []
     for observation in observations:
         for event in correlator.observe(observation):
-            fired += [f.rule for f in engine.observe(event, event.observed_at) if f.status == "firing"]
+            fired += [f.rule for f in engine.observe(event, event.observed_at) if f.status in ACTIVE]
     return fired
 
 
@@ -183,7 +219,7 @@ def test_a_refusal_on_a_job_of_a_trainjobs_jobset_reaches_that_trainjob() -> Non
 
     (placed,) = [e for e in events if e.type == "event"]
     assert placed.job.name == "llama-node"  # the longest TrainJob name that prefixes the Job's
-    assert [f.rule for e in events for f in engine.observe(e, e.observed_at) if f.status == "firing"] == [
+    assert [f.rule for e in events for f in engine.observe(e, e.observed_at) if f.status in ACTIVE] == [
         "quota"
     ]
 
