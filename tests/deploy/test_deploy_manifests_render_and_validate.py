@@ -36,7 +36,7 @@ import yaml
 from consumers.registry import CONSUMERS
 from controller.bus.serverconfig import IDENTITIES
 from controller.contract.kinds import KINDS
-from controller.contract.settings import refuse_unknown
+from controller.contract.settings import ApiSettings, refuse_unknown
 from tests.deploy.deploy_schemas import CUSTOM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -829,6 +829,23 @@ def test_openshift_leaves_ids_to_the_scc_and_adds_a_route(renders: dict[str, lis
         assert route["spec"]["to"]["name"] == "mpijc-api" and route["spec"]["tls"]["termination"] == "edge"
         assert (
             find(objs, "Namespace", NAMESPACE)["metadata"]["labels"]["openshift.io/user-monitoring"] == "true"
+        )
+
+
+def test_openshift_trusts_the_routers_x_forwarded_for(renders: dict[str, list[Obj]]) -> None:
+    """Behind the Route every client comes from the router: without trusting its X-Forwarded-For,
+    one client's failed tokens would brake every client's (one failure bucket for all)."""
+    for name in (n for n in RENDERS if n.startswith("openshift")):
+        objs = renders[name]
+        env = _effective_env(objs, find(objs, "Deployment", "mpijc-api"))
+        trusted = ApiSettings.model_validate(
+            {"forwarded_allow_ips": json.loads(env["MPIJC_API__FORWARDED_ALLOW_IPS"])}
+        ).forwarded_allow_ips
+        assert trusted == ["10.128.0.0/14"], name  # OpenShift's default cluster network
+    for name in ("kubernetes", "ha"):  # no router is known there: nobody is trusted
+        objs = renders[name]
+        assert "MPIJC_API__FORWARDED_ALLOW_IPS" not in _effective_env(
+            objs, find(objs, "Deployment", "mpijc-api")
         )
 
 
