@@ -40,6 +40,7 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
+from controller.store.roles import role_powers
 from controller.store.timing import observe_db_writes
 
 log = logging.getLogger("mpijob_controller")
@@ -114,7 +115,7 @@ def _where(url: str) -> str:
     return parts.netloc.rpartition("@")[2] or url
 
 
-async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncEngine:
+async def _reach_database(url: str, settings: Settings, variable: str, *, owner: bool = False) -> AsyncEngine:
     engine = make_engine(url, settings.database.pool_size)
     try:
         async with asyncio.timeout(settings.startup_timeout_s):
@@ -131,6 +132,8 @@ async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncE
                     log.debug("waiting for PostgreSQL at %s: %s", _where(url), exc)
                     await asyncio.sleep(1.0)
         await _migrate_or_check(engine, url, settings)
+        if not owner and settings.database.url is not None:
+            await _check_runtime_role(engine, settings)
     except TimeoutError as exc:
         await engine.dispose()
         raise StartupError(
@@ -183,6 +186,29 @@ async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -
         )
 
 
+async def _check_runtime_role(engine: AsyncEngine, settings: Settings) -> None:
+    """Refuse a ``MPIJC_DATABASE__URL`` whose role owns the tables or is a superuser: the
+    processes would then hold the power to rewrite the audit chain. Single-role mode
+    (``MPIJC_DATABASE__SINGLE_ROLE``) is the explicit way to run so, and gets a warning."""
+    async with engine.connect() as conn:
+        powers = await role_powers(conn)
+    if not powers.can_alter_schema:
+        return
+    if settings.database.single_role:
+        log.warning(
+            "MPIJC_DATABASE__URL: %s and could alter or rewrite the audit chain "
+            "(MPIJC_DATABASE__SINGLE_ROLE=true); connect as the runtime role to separate them",
+            powers.describe(),
+        )
+        return
+    raise StartupError(
+        f"MPIJC_DATABASE__URL: {powers.describe()}, so this process could alter or rewrite the audit "
+        f"chain; point it at the runtime role ({settings.database.runtime_role!r}, "
+        "MPIJC_DATABASE__RUNTIME_ROLE, granted by the migrate Job), or set "
+        "MPIJC_DATABASE__SINGLE_ROLE=true to run as one role anyway (docs/security.md)"
+    )
+
+
 async def _reach_bus(
     url: str, settings: Settings, name: str, variable: str, declare_as: NatsSettings | None = None
 ) -> NATS:
@@ -223,10 +249,18 @@ async def _declare(nc: NATS, settings: Settings, url: str, variable: str) -> Non
 
 @contextlib.asynccontextmanager
 async def runtime(
-    settings: Settings, name: str, *, database: bool = True, bus: bool = True, identity: str = "admin"
+    settings: Settings,
+    name: str,
+    *,
+    database: bool = True,
+    bus: bool = True,
+    identity: str = "admin",
+    owner: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Reach (or start) the services asked for, migrate, declare streams; tear down in reverse.
-    On the embedded NATS the command connects as ``identity``, the identity of its role."""
+    On the embedded NATS the command connects as ``identity``, the identity of its role. A
+    configured database is refused when its role could alter the schema, unless single-role
+    mode is asked for or ``owner`` says the command connects as the owner (``migrate``)."""
     db_url = settings.database.url.get_secret_value() if settings.database.url else None
     with _services(
         settings, db_url if database else _UNUSED, settings.nats.url if bus else _UNUSED
@@ -247,7 +281,7 @@ async def runtime(
             rt.database_url = services.database_url if database else ""
             rt.nats_url = services.nats_url if bus else ""
             rt._engine, rt._nc = await _reach_both(
-                _reach_database(rt.database_url, settings, db_variable) if database else None,
+                _reach_database(rt.database_url, settings, db_variable, owner=owner) if database else None,
                 _reach_bus(rt.nats_url, settings, name, nats_variable, declare_as) if bus else None,
             )
             if rt._engine is not None:
