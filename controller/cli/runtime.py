@@ -22,7 +22,7 @@ import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -42,6 +42,9 @@ from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.store.roles import role_powers
 from controller.store.timing import observe_db_writes
+
+if TYPE_CHECKING:
+    from watchers.admission.certificates import CertificateReloader
 
 log = logging.getLogger("mpijob_controller")
 
@@ -407,6 +410,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         return KubeAccessReviewer(gateway, rt.settings.api.token_audiences)
 
     api, metrics_port = rt.settings.api, rt.settings.metrics.port
+    certificate = api_certificate(rt.settings)
     reviewer = build_reviewer(api, kubernetes)
     app = create_app(
         rt.engine,
@@ -420,18 +424,42 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         streams=StreamLimits.from_settings(api),
         run_logs=RunLogs(rt.js, rt.topology),
     )
+    tls = certificate.context if certificate is not None else None
     servers = [
-        uvicorn.Server(server_config(app, api, api.port)),
+        uvicorn.Server(server_config(app, api, api.port, tls=tls)),
         uvicorn.Server(server_config(metrics_app(app), api, metrics_port, capped=False)),
     ]
     serving = [asyncio.create_task(server.serve()) for server in servers]
     recheck = CreatorRecheck(rt.engine, reviewer, api.subscription_recheck_s)
-    rechecking = asyncio.create_task(recheck.run(stop))
-    log.info("API on http://%s:%d (auth: %s), metrics on port %d", api.host, api.port, api.auth, metrics_port)
+    rechecking = [asyncio.create_task(recheck.run(stop))]
+    if certificate is not None:
+        rechecking.append(asyncio.create_task(certificate.run(stop, api.cert_reload_s)))
+    scheme = "https" if certificate is not None else "http"
+    log.info(
+        "API on %s://%s:%d (auth: %s), metrics on port %d", scheme, api.host, api.port, api.auth, metrics_port
+    )
     await stop.wait()
     for server in servers:
         server.should_exit = True
-    await asyncio.gather(*serving, rechecking)
+    await asyncio.gather(*serving, *rechecking)
+
+
+def api_certificate(settings: Settings) -> CertificateReloader | None:
+    """The API's serving certificate (``MPIJC_API__TLS_CERT_FILE`` and ``…_KEY_FILE``), reloaded
+    when renewed; None for plain HTTP. A :class:`StartupError` naming the setting when only one
+    is set or they cannot be read."""
+    from watchers.admission.certificates import CertificateReloader, UnreadableCertificate
+
+    cert, key = settings.api.tls_cert_file, settings.api.tls_key_file
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        missing = "MPIJC_API__TLS_CERT_FILE" if cert is None else "MPIJC_API__TLS_KEY_FILE"
+        raise StartupError(f"{missing}: unset, while the other half of the API's certificate is set")
+    try:
+        return CertificateReloader(cert, key)
+    except UnreadableCertificate as exc:
+        raise StartupError(f"MPIJC_API__TLS_CERT_FILE: cannot serve HTTPS with {exc}") from exc
 
 
 @contextlib.contextmanager
