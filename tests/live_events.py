@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -52,19 +53,21 @@ class Writer:
 
 @dataclasses.dataclass
 class Served:
-    """The API on a loopback port; :meth:`restart` stops it and serves it again on the same port."""
+    """The API on a loopback port (HTTPS with ``tls``); :meth:`restart` stops it and serves it again
+    on the same port."""
 
     engine: AsyncEngine
     limits: StreamLimits
     api_limits: ApiLimits = DEFAULT_LIMITS
     run_logs: RunLogs | None = None
+    tls: ssl.SSLContext | None = None
     port: int = dataclasses.field(default_factory=free_port)
     server: uvicorn.Server | None = None
     task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://localhost:{self.port}" if self.tls else f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
         app = create_app(
@@ -76,7 +79,7 @@ class Served:
             run_logs=self.run_logs,
         )
         settings = ApiSettings(shutdown_grace_s=0.1)
-        self.server = server = uvicorn.Server(server_config(app, settings, self.port))
+        self.server = server = uvicorn.Server(server_config(app, settings, self.port, tls=self.tls))
         self.task = task = asyncio.create_task(server.serve())
         await until(lambda: server.started or task.done(), GUARD_S, lambda: "uvicorn did not start")
 
@@ -97,8 +100,9 @@ async def serving(
     limits: StreamLimits = FAST,
     api_limits: ApiLimits = DEFAULT_LIMITS,
     run_logs: RunLogs | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Served]:
-    served = Served(engine, limits, api_limits, run_logs)
+    served = Served(engine, limits, api_limits, run_logs, tls)
     await served.start()
     try:
         yield served

@@ -10,6 +10,10 @@ between a response and the next request's first byte, so a client that sends hal
 line is held forever. :class:`HeaderDeadline` adds one. The deadline for a body is the body
 gate's (:class:`~controller.api.bodylimit.BodyLimit`).
 
+With ``tls`` the port speaks HTTPS with that context (the caller keeps it and reloads renewed
+certificates into it: ``api.tls_cert_file``); the header deadline then starts once the
+handshake is done, which asyncio bounds at 60 s.
+
 :func:`serve_in_thread` serves an app from a thread with an event loop of its own: the metrics
 port, whose ``/healthz`` is the kubelet's liveness probe, so that a busy API loop is not taken
 for a dead one.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import ssl
 import threading
 from typing import Any
 
@@ -71,9 +76,12 @@ class HeaderDeadline(H11Protocol):
             self.transport.close()
 
 
-def server_config(app: Any, api: ApiSettings, port: int, *, capped: bool = True) -> uvicorn.Config:
+def server_config(
+    app: Any, api: ApiSettings, port: int, *, capped: bool = True, tls: ssl.SSLContext | None = None
+) -> uvicorn.Config:
     """uvicorn's configuration for ``app`` on ``port`` under ``api``'s deadlines and limits;
-    ``capped`` False leaves out the connection cap (the metrics port: probes and Prometheus)."""
+    ``capped`` False leaves out the connection cap (the metrics port: probes and Prometheus);
+    ``tls``: serve HTTPS with this server context."""
 
     class Protocol(HeaderDeadline):
         header_timeout_s = api.header_timeout_s
@@ -91,6 +99,7 @@ def server_config(app: Any, api: ApiSettings, port: int, *, capped: bool = True)
         h11_max_incomplete_event_size=api.max_header_bytes,
         proxy_headers=bool(api.forwarded_allow_ips),
         forwarded_allow_ips=list(api.forwarded_allow_ips),
+        ssl_context_factory=None if tls is None else lambda _config, _default: tls,
     )
 
 

@@ -11,14 +11,23 @@ Errors, translated here and nowhere else from httpx's and from the API's status 
 The token is the ``--token`` option, else the file of ``--token-file``, else
 ``MPIJC_CLIENT__TOKEN``, else the file of ``MPIJC_CLIENT__TOKEN_FILE`` (a pod's service-account
 token by default). A file is read again for every request, as projected tokens rotate.
+
+A token goes over plain ``http://`` to a loopback address only: to any other host it would
+cross a network in clear, where whoever reads it can use it (a pod's service-account token
+against the kube-apiserver too). Elsewhere the commands want ``https://`` (``--ca-file`` for a
+cluster's own CA) and refuse before connecting, unless told ``--insecure-http``
+(``MPIJC_CLIENT__ALLOW_INSECURE_HTTP``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import re
+import ssl
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import ValidationError
@@ -34,7 +43,9 @@ __all__ = [
     "add_client_options",
     "authorization",
     "client_of",
+    "is_loopback",
     "raise_for",
+    "tls_verification",
 ]
 
 MAX_TOKEN_BYTES = 16 * 1024
@@ -70,9 +81,43 @@ def _checked(token: str, where: str) -> str:
     return token
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a URL's host name or address) is this machine's loopback interface."""
+    if host.lower() in {"localhost", "localhost."}:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def _check_transport(client: ClientSettings) -> None:
+    """:class:`Refused` when the token would go over plain http to another machine, unless allowed."""
+    url = urlsplit(client.api_url)
+    if url.scheme != "http" or client.allow_insecure_http or is_loopback(url.hostname or ""):
+        return
+    raise Refused(
+        f"refusing to send the token over plain http to {url.netloc}, which is not this machine: use "
+        "https:// (with --ca-file for the cluster's CA), or --insecure-http "
+        "(MPIJC_CLIENT__ALLOW_INSECURE_HTTP=true) if that network is yours alone"
+    )
+
+
+def tls_verification(client: ClientSettings) -> ssl.SSLContext | bool:
+    """How an https API's certificate is checked: against ``client.ca_file`` when set, else the
+    system's CAs (True). ``OSError``/``ssl.SSLError`` when the file cannot be loaded."""
+    if client.ca_file is None:
+        return True
+    return ssl.create_default_context(cafile=client.ca_file)
+
+
 def authorization(client: ClientSettings) -> dict[str, str]:
     """The ``Authorization`` header for ``client``'s token, its file read now; :class:`Refused`
-    naming the setting when there is none to send."""
+    naming the setting when there is none to send, or naming ``--insecure-http`` when it would go
+    over plain http to another machine."""
+    _check_transport(client)
     if client.token is not None:
         token = _checked(client.token.get_secret_value(), "--token or MPIJC_CLIENT__TOKEN")
         return {"Authorization": f"Bearer {token}"}
@@ -121,7 +166,7 @@ class ApiClient:
         self.base = client.api_url.rstrip("/")
         self.tries = tries
         self.max_pause_s = max_pause_s
-        self._http = httpx.AsyncClient(timeout=timeout_s, verify=client.ca_file or True)
+        self._http = httpx.AsyncClient(timeout=timeout_s, verify=tls_verification(client))
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -164,7 +209,8 @@ def _reason(exc: httpx.TransportError) -> str:
 
 
 def add_client_options(parser: Any) -> None:
-    """``--api-url`` (alias ``--api``), ``--token`` and ``--token-file`` on an argparse parser."""
+    """``--api-url`` (alias ``--api``), ``--token``, ``--token-file``, ``--ca-file`` and
+    ``--insecure-http`` on an argparse parser."""
     parser.add_argument(
         "--api-url",
         "--api",
@@ -182,12 +228,24 @@ def add_client_options(parser: Any) -> None:
         help="file holding the bearer token (default: MPIJC_CLIENT__TOKEN, else MPIJC_CLIENT__TOKEN_FILE, "
         "a pod's service-account token)",
     )
+    parser.add_argument(
+        "--ca-file",
+        help="CA bundle that signs the https API's certificate (default: MPIJC_CLIENT__CA_FILE, else the "
+        "system's)",
+    )
+    parser.add_argument(
+        "--insecure-http",
+        action="store_true",
+        default=None,
+        help="send the token over plain http to a host that is not this machine (default: "
+        "MPIJC_CLIENT__ALLOW_INSECURE_HTTP; anyone on the path can read it)",
+    )
 
 
 def client_of(settings: ClientSettings, args: Any) -> ClientSettings:
-    """``settings`` with the command line's ``--api-url``, ``--token`` and ``--token-file`` over them
-    (either token option replaces both token settings); ValueError naming the option when one is
-    malformed."""
+    """``settings`` with the command line's ``--api-url``, ``--token``, ``--token-file``, ``--ca-file``
+    and ``--insecure-http`` over them (either token option replaces both token settings);
+    ValueError naming the option when one is malformed."""
     merged = settings.model_dump()
     merged["token"] = settings.token.get_secret_value() if settings.token is not None else None
     if getattr(args, "api_url", None):
@@ -196,7 +254,16 @@ def client_of(settings: ClientSettings, args: Any) -> ClientSettings:
         merged["token_file"], merged["token"] = args.token_file, None
     if getattr(args, "token", None):
         merged["token"] = args.token
+    if getattr(args, "ca_file", None):
+        merged["ca_file"] = args.ca_file
+    if getattr(args, "insecure_http", None):
+        merged["allow_insecure_http"] = True
     try:
-        return ClientSettings.model_validate(merged)
+        client = ClientSettings.model_validate(merged)
     except ValidationError as exc:
         raise ValueError(f"--api-url {merged['api_url']!r} is not an http(s) URL") from exc
+    try:
+        tls_verification(client)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--ca-file or MPIJC_CLIENT__CA_FILE: cannot load {client.ca_file}: {exc}") from exc
+    return client

@@ -169,7 +169,9 @@ async def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
     else:
         database = database.model_copy(update={"migrate": True})
     bus = settings.nats.url is not None
-    async with runtime(settings.model_copy(update={"database": database}), "mpijc-migrate", bus=bus):
+    async with runtime(
+        settings.model_copy(update={"database": database}), "mpijc-migrate", bus=bus, owner=True
+    ):
         print("schema is at head" + (", streams declared" if bus else ""))
     return 0
 

@@ -23,7 +23,14 @@ from typing import Any, TextIO
 import httpx
 from httpx_sse import aconnect_sse
 
-from controller.cli.apiclient import ApiClient, ApiError, add_client_options, authorization, raise_for
+from controller.cli.apiclient import (
+    ApiClient,
+    ApiError,
+    add_client_options,
+    authorization,
+    raise_for,
+    tls_verification,
+)
 from controller.cli.waiting import EXIT_ERROR, EXIT_FAILED, EXIT_SUCCESS
 from controller.contract.settings import ClientSettings
 
@@ -139,7 +146,7 @@ async def _follow(
     url = f"{client.api_url.rstrip('/')}/api/v1/runs/{uid}/logs"
     timeout = httpx.Timeout(10.0, read=None)  # the API's heartbeats keep a quiet stream open
     async with (
-        httpx.AsyncClient(timeout=timeout, verify=client.ca_file or True) as http,
+        httpx.AsyncClient(timeout=timeout, verify=tls_verification(client)) as http,
         aconnect_sse(http, "GET", url, params=params, headers=authorization(client)) as source,
     ):
         if source.response.status_code != 200:

@@ -22,7 +22,7 @@ import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -40,7 +40,11 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
+from controller.store.roles import role_powers
 from controller.store.timing import observe_db_writes
+
+if TYPE_CHECKING:
+    from watchers.admission.certificates import CertificateReloader
 
 log = logging.getLogger("mpijob_controller")
 
@@ -114,7 +118,7 @@ def _where(url: str) -> str:
     return parts.netloc.rpartition("@")[2] or url
 
 
-async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncEngine:
+async def _reach_database(url: str, settings: Settings, variable: str, *, owner: bool = False) -> AsyncEngine:
     engine = make_engine(url, settings.database.pool_size)
     try:
         async with asyncio.timeout(settings.startup_timeout_s):
@@ -131,6 +135,8 @@ async def _reach_database(url: str, settings: Settings, variable: str) -> AsyncE
                     log.debug("waiting for PostgreSQL at %s: %s", _where(url), exc)
                     await asyncio.sleep(1.0)
         await _migrate_or_check(engine, url, settings)
+        if not owner and settings.database.url is not None:
+            await _check_runtime_role(engine, settings)
     except TimeoutError as exc:
         await engine.dispose()
         raise StartupError(
@@ -183,6 +189,29 @@ async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -
         )
 
 
+async def _check_runtime_role(engine: AsyncEngine, settings: Settings) -> None:
+    """Refuse a ``MPIJC_DATABASE__URL`` whose role owns the tables or is a superuser: the
+    processes would then hold the power to rewrite the audit chain. Single-role mode
+    (``MPIJC_DATABASE__SINGLE_ROLE``) is the explicit way to run so, and gets a warning."""
+    async with engine.connect() as conn:
+        powers = await role_powers(conn)
+    if not powers.can_alter_schema:
+        return
+    if settings.database.single_role:
+        log.warning(
+            "MPIJC_DATABASE__URL: %s and could alter or rewrite the audit chain "
+            "(MPIJC_DATABASE__SINGLE_ROLE=true); connect as the runtime role to separate them",
+            powers.describe(),
+        )
+        return
+    raise StartupError(
+        f"MPIJC_DATABASE__URL: {powers.describe()}, so this process could alter or rewrite the audit "
+        f"chain; point it at the runtime role ({settings.database.runtime_role!r}, "
+        "MPIJC_DATABASE__RUNTIME_ROLE, granted by the migrate Job), or set "
+        "MPIJC_DATABASE__SINGLE_ROLE=true to run as one role anyway (docs/security.md)"
+    )
+
+
 async def _reach_bus(
     url: str, settings: Settings, name: str, variable: str, declare_as: NatsSettings | None = None
 ) -> NATS:
@@ -223,10 +252,18 @@ async def _declare(nc: NATS, settings: Settings, url: str, variable: str) -> Non
 
 @contextlib.asynccontextmanager
 async def runtime(
-    settings: Settings, name: str, *, database: bool = True, bus: bool = True, identity: str = "admin"
+    settings: Settings,
+    name: str,
+    *,
+    database: bool = True,
+    bus: bool = True,
+    identity: str = "admin",
+    owner: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Reach (or start) the services asked for, migrate, declare streams; tear down in reverse.
-    On the embedded NATS the command connects as ``identity``, the identity of its role."""
+    On the embedded NATS the command connects as ``identity``, the identity of its role. A
+    configured database is refused when its role could alter the schema, unless single-role
+    mode is asked for or ``owner`` says the command connects as the owner (``migrate``)."""
     db_url = settings.database.url.get_secret_value() if settings.database.url else None
     with _services(
         settings, db_url if database else _UNUSED, settings.nats.url if bus else _UNUSED
@@ -247,7 +284,7 @@ async def runtime(
             rt.database_url = services.database_url if database else ""
             rt.nats_url = services.nats_url if bus else ""
             rt._engine, rt._nc = await _reach_both(
-                _reach_database(rt.database_url, settings, db_variable) if database else None,
+                _reach_database(rt.database_url, settings, db_variable, owner=owner) if database else None,
                 _reach_bus(rt.nats_url, settings, name, nats_variable, declare_as) if bus else None,
             )
             if rt._engine is not None:
@@ -373,6 +410,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         return KubeAccessReviewer(gateway, rt.settings.api.token_audiences)
 
     api, metrics_port = rt.settings.api, rt.settings.metrics.port
+    certificate = api_certificate(rt.settings)
     reviewer = build_reviewer(api, kubernetes)
     app = create_app(
         rt.engine,
@@ -387,11 +425,12 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         run_logs=RunLogs(rt.js, rt.topology),
         search=SearchLimits.from_settings(api),
     )
+    tls = certificate.context if certificate is not None else None
     # the metrics port (liveness, readiness, scrapes) on a thread and loop of its own: a loop kept
     # busy by the API's requests must not fail the kubelet's liveness probe
     metrics = metrics_app(app, asyncio.get_running_loop())
     servers = [
-        uvicorn.Server(server_config(app, api, api.port)),
+        uvicorn.Server(server_config(app, api, api.port, tls=tls)),
         uvicorn.Server(server_config(metrics, api, metrics_port, capped=False)),
     ]
     serving = [
@@ -399,12 +438,35 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         asyncio.create_task(serve_in_thread(servers[1], "metrics-port")),
     ]
     recheck = CreatorRecheck(rt.engine, reviewer, api.subscription_recheck_s)
-    rechecking = asyncio.create_task(recheck.run(stop))
-    log.info("API on http://%s:%d (auth: %s), metrics on port %d", api.host, api.port, api.auth, metrics_port)
+    rechecking = [asyncio.create_task(recheck.run(stop))]
+    if certificate is not None:
+        rechecking.append(asyncio.create_task(certificate.run(stop, api.cert_reload_s)))
+    scheme = "https" if certificate is not None else "http"
+    log.info(
+        "API on %s://%s:%d (auth: %s), metrics on port %d", scheme, api.host, api.port, api.auth, metrics_port
+    )
     await stop.wait()
     for server in servers:
         server.should_exit = True
-    await asyncio.gather(*serving, rechecking)
+    await asyncio.gather(*serving, *rechecking)
+
+
+def api_certificate(settings: Settings) -> CertificateReloader | None:
+    """The API's serving certificate (``MPIJC_API__TLS_CERT_FILE`` and ``…_KEY_FILE``), reloaded
+    when renewed; None for plain HTTP. A :class:`StartupError` naming the setting when only one
+    is set or they cannot be read."""
+    from watchers.admission.certificates import CertificateReloader, UnreadableCertificate
+
+    cert, key = settings.api.tls_cert_file, settings.api.tls_key_file
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        missing = "MPIJC_API__TLS_CERT_FILE" if cert is None else "MPIJC_API__TLS_KEY_FILE"
+        raise StartupError(f"{missing}: unset, while the other half of the API's certificate is set")
+    try:
+        return CertificateReloader(cert, key)
+    except UnreadableCertificate as exc:
+        raise StartupError(f"MPIJC_API__TLS_CERT_FILE: cannot serve HTTPS with {exc}") from exc
 
 
 @contextlib.contextmanager

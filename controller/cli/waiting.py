@@ -28,7 +28,14 @@ from typing import Any, Literal, TextIO
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
-from controller.cli.apiclient import Refused, Unavailable, add_client_options, authorization, raise_for
+from controller.cli.apiclient import (
+    Refused,
+    Unavailable,
+    add_client_options,
+    authorization,
+    raise_for,
+    tls_verification,
+)
 from controller.contract.settings import ClientSettings
 
 __all__ = [
@@ -199,7 +206,7 @@ async def wait(
     timeout = httpx.Timeout(10.0, read=READ_TIMEOUT_S)
     deadline = time.monotonic() + timeout_s
     backoff = 0.5
-    async with httpx.AsyncClient(timeout=timeout, verify=client.ca_file or True) as http:
+    async with httpx.AsyncClient(timeout=timeout, verify=tls_verification(client)) as http:
         while True:
             left = deadline - time.monotonic()
             try:

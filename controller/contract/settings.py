@@ -444,6 +444,21 @@ class ApiSettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8480, description="Not 8080, which local tools often hold.")
+    tls_cert_file: Path | None = Field(
+        default=None,
+        description="PEM certificate (chain) the API serves on `port`; with `tls_key_file` the port "
+        "speaks HTTPS only. The shipped manifests mount one (cert-manager, or OpenShift's service "
+        "serving certificate), so tokens never cross the cluster network in clear. Unset: plain "
+        "HTTP, for an API on loopback (`up`) or behind a proxy on the same pod.",
+    )
+    tls_key_file: Path | None = Field(default=None, description="PEM private key of `tls_cert_file`.")
+    cert_reload_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds between looks at the certificate files for a renewal, which new "
+        "connections then get without a restart; well inside cert-manager's renewal margin (a third "
+        "of the lifetime) and OpenShift's (the service CA renews at half of two years).",
+    )
     auth: Literal["static", "kubernetes", "off"] = Field(
         default="static",
         description="How bearer tokens are checked: `static` against `tokens` below (local use), "
@@ -499,7 +514,11 @@ class ApiSettings(BaseModel):
     )
     token_audiences: list[str] = Field(
         default_factory=list,
-        description="Audiences a TokenReview must find in the token; empty accepts the API server's own.",
+        description="Audiences a TokenReview must find in the token; empty accepts the API server's own "
+        "(a token that is then also valid against the kube-apiserver: one a client sends here could "
+        'be replayed there). The shipped manifests set `["mpijob-controller"]`: clients in the '
+        "cluster send a projected service-account token of that audience, which the kube-apiserver "
+        "itself refuses. Empty by default so that `kubectl create token` works out of the box.",
     )
     max_body_bytes: int = Field(
         default=64 << 10,
@@ -673,7 +692,8 @@ class ClientSettings(BaseModel):
         default="http://127.0.0.1:8480",
         pattern=r"^https?://[^\s/]+(/\S*)?$",
         description="Base URL of the API (http or https), e.g. the Service "
-        "`http://mpijob-controller-api.mpijob-system:8480` inside the cluster.",
+        "`https://mpijc-api.mpijob-controller.svc:8480` inside the cluster. A token is sent over "
+        "plain http to a loopback address only, unless `allow_insecure_http`.",
     )
     token_file: str = Field(
         default="/var/run/secrets/kubernetes.io/serviceaccount/token",
@@ -686,7 +706,15 @@ class ClientSettings(BaseModel):
         "used instead of `token_file` (a `--token-file` on the command line still wins).",
     )
     ca_file: str | None = Field(
-        default=None, description="CA bundle that signs an https API's certificate; unset: the system's."
+        default=None,
+        description="CA bundle that signs an https API's certificate (in a pod: the service CA, e.g. "
+        "`/var/run/secrets/kubernetes.io/serviceaccount/service-ca.crt` on OpenShift); unset: the system's.",
+    )
+    allow_insecure_http: bool = Field(
+        default=False,
+        description="Send the bearer token over plain http to an address that is not loopback. False "
+        "by default: anyone on the path could read the token and use it (a pod's service-account "
+        "token also against the kube-apiserver, unless it has the API's own audience).",
     )
 
 

@@ -53,7 +53,9 @@ class KubeAccessReviewer:
     """TokenReview and SubjectAccessReview through one gateway."""
 
     def __init__(self, gateway: KubeGateway, audiences: Sequence[str] = ()) -> None:
-        """``audiences``: the token audiences to accept; empty accepts the API server's own."""
+        """``audiences``: the token audiences to accept; empty accepts the API server's own. With
+        audiences, an answer must name one of them in ``status.audiences`` (an empty one means the
+        token is valid for the API server, as the TokenReview API documents)."""
         self._gateway = gateway
         self._audiences = list(audiences)
 
@@ -67,6 +69,8 @@ class KubeAccessReviewer:
         user = status.get("user") or {}
         if not status.get("authenticated") or not user.get("username"):
             return None
+        if self._audiences and not set(status.get("audiences") or ()) & set(self._audiences):
+            return None  # an authenticator blind to audiences: the token may be the API server's own
         return Principal(
             username=str(user["username"]),
             groups=tuple(str(g) for g in user.get("groups") or ()),

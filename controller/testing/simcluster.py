@@ -9,7 +9,8 @@ objects with ``resourceVersion`` conflicts, and ``pods/log`` with ``tailLines``/
 ``sinceSeconds``/``sinceTime``, ``timestamps`` and ``follow`` (a chunked stream that ends when the
 container or its pod ends, and that :meth:`SimCluster.cut_log_follows` breaks in mid-line).
 TokenReviews and SubjectAccessReviews are answered from a table a test sets with
-:meth:`SimCluster.set_access`.
+:meth:`SimCluster.set_access`; a TokenReview checks audiences as the API server does (a token
+has the API server's own, :data:`APISERVER_AUDIENCE`, unless issued for others).
 
 State is one object store keyed by (group, version, plural, namespace, name) and one global,
 monotonically increasing resourceVersion; every change is appended to a history that watches
@@ -41,7 +42,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,6 +83,9 @@ DEFAULT_KINDS: tuple[Resource, ...] = (
     LIMITRANGES,
 )
 """What a cluster with mpi-operator, the training-operator and Kubeflow Trainer installed serves."""
+APISERVER_AUDIENCE = "https://kubernetes.default.svc"
+"""The audience of the API server's own tokens (``--api-audiences``): a TokenReview that names no
+audience accepts only tokens issued for it."""
 _REVIEWS = {("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
 """(group, plural) of the reviews answered by :meth:`SimCluster.set_access`'s table."""
 CONTINUE_SNAPSHOTS = 64
@@ -248,6 +252,10 @@ class SimCluster:
         self._open_follows: Counter[tuple[str, str]] = Counter()  # (namespace, pod) -> follows
         self._open_watches: Counter[str] = Counter()
         self._tokens: dict[str, RawObject] = {}  # bearer token -> TokenReview status.user
+        self._audiences: dict[str, tuple[str, ...]] = {}  # bearer token -> the audiences it was issued for
+        self.audience_blind = False
+        """Answer TokenReviews as an authenticator that knows no audiences (an old webhook token
+        authenticator): every known token authenticated, no ``status.audiences``."""
         self._grants: set[tuple[str, str, str, str]] = set()  # (user or group:NAME, plural, ns or *, verb)
         self._generation = 0  # bumped by drop_watches(): streams of older generations end
         self._abrupt_drop = True
@@ -479,16 +487,23 @@ class SimCluster:
         self,
         tokens: Mapping[str, RawObject],
         grants: Iterable[tuple[str, str, str] | tuple[str, str, str, str]] = (),
+        audiences: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """Answer TokenReviews from ``tokens`` (token → ``status.user``) and SubjectAccessReviews
         from ``grants``: (username or ``group:NAME``, resource plural, namespace or ``*``, and
         optionally the verbs, comma-separated; ``list`` when left out).
+
+        ``audiences``: token → the audiences it was issued for (a projected service-account token
+        with ``audience:``); the others have :data:`APISERVER_AUDIENCE`. A review authenticates a
+        token when one of its ``spec.audiences`` (else the API server's) is the token's, and
+        answers that intersection in ``status.audiences``.
 
         A ``*`` grant is a ClusterRoleBinding: it allows every namespace and the cluster-wide
         question (no namespace); a namespaced grant allows that namespace only.
         """
         with self._cond:
             self._tokens = {token: copy.deepcopy(dict(user)) for token, user in tokens.items()}
+            self._audiences = {token: tuple(issued) for token, issued in (audiences or {}).items()}
             self._grants = {
                 (subject, plural, place, verb)
                 for subject, plural, place, *verbs in grants
@@ -499,9 +514,17 @@ class SimCluster:
         spec = body.get("spec") or {}
         with self._cond:
             if plural == "tokenreviews":
-                user = self._tokens.get(str(spec.get("token") or ""))
+                token = str(spec.get("token") or "")
+                user = self._tokens.get(token)
+                issued = self._audiences.get(token, (APISERVER_AUDIENCE,))
+                wanted = spec.get("audiences") or [APISERVER_AUDIENCE]
+                common = [audience for audience in wanted if audience in issued]
                 status: RawObject = (
-                    {"authenticated": True, "user": user} if user else {"authenticated": False}
+                    {"authenticated": True, "user": user}
+                    if user and self.audience_blind
+                    else {"authenticated": True, "user": user, "audiences": common}
+                    if user and common
+                    else {"authenticated": False}
                 )
             else:
                 attributes = spec.get("resourceAttributes") or {}

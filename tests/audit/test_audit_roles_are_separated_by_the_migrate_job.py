@@ -127,3 +127,50 @@ async def test_without_the_owner_url_migrating_refuses_unless_single_role_is_ask
         assert [row["tableowner"] for row in owners] == [OWNER]
     finally:
         await admin.close()
+
+
+async def test_a_runtime_url_naming_the_owner_or_a_superuser_is_refused_unless_single_role(
+    services: Services, empty_database: str
+) -> None:
+    admin_url = services.postgres_admin_url
+    owner_url = _url(admin_url, empty_database, OWNER)
+    migrated = cli("migrate", MPIJC_DATABASE__OWNER_URL=owner_url, MPIJC_DATABASE__RUNTIME_ROLE=RUNTIME)
+    assert migrated.returncode == 0, migrated.stderr
+
+    as_owner = cli("audit", "verify", MPIJC_DATABASE__URL=owner_url, MPIJC_DATABASE__MIGRATE="false")
+    assert as_owner.returncode == 2, as_owner.stdout
+    (line,) = as_owner.stderr.strip().splitlines()
+    assert line.startswith(
+        "mpijob-controller audit: MPIJC_DATABASE__URL: role 'mpijc_test_owner' owns the schema's tables "
+        "(audit_records"
+    )
+    assert "MPIJC_DATABASE__SINGLE_ROLE=true" in line
+
+    superuser = cli(
+        "audit",
+        "verify",
+        MPIJC_DATABASE__URL=_url(admin_url, empty_database),
+        MPIJC_DATABASE__MIGRATE="false",
+    )
+    assert superuser.returncode == 2, superuser.stdout
+    assert "is a superuser" in superuser.stderr and "MPIJC_DATABASE__URL" in superuser.stderr
+
+    told = cli(
+        "audit",
+        "verify",
+        MPIJC_DATABASE__URL=owner_url,
+        MPIJC_DATABASE__MIGRATE="false",
+        MPIJC_DATABASE__SINGLE_ROLE="true",
+    )
+    assert told.returncode == 0, told.stderr
+    assert (
+        "owns the schema's tables" in told.stderr and "could alter or rewrite the audit chain" in told.stderr
+    )
+
+    runtime_env = {
+        "MPIJC_DATABASE__URL": _url(admin_url, empty_database, RUNTIME),
+        "MPIJC_DATABASE__MIGRATE": "false",
+    }
+    as_runtime = cli("audit", "verify", **runtime_env)
+    assert as_runtime.returncode == 0, as_runtime.stderr
+    assert "MPIJC_DATABASE__URL" not in as_runtime.stderr

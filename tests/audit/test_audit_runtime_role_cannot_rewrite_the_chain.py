@@ -336,6 +336,7 @@ def test_audit_verify_against_exits_1_when_the_siem_saw_more(database_url: str, 
         **os.environ,
         "MPIJC_DATABASE__URL": database_url.replace("postgresql://", "postgresql+asyncpg://", 1),
         "MPIJC_DATABASE__MIGRATE": "false",
+        "MPIJC_DATABASE__SINGLE_ROLE": "true",  # the test's database is the superuser's
     }
     result = subprocess.run(
         [sys.executable, "-m", "controller.cli", "audit", "verify", "--against", str(export)],

@@ -36,7 +36,7 @@ import yaml
 from consumers.registry import CONSUMERS
 from controller.bus.serverconfig import IDENTITIES
 from controller.contract.kinds import KINDS
-from controller.contract.settings import refuse_unknown
+from controller.contract.settings import ApiSettings, refuse_unknown
 from tests.deploy.deploy_schemas import CUSTOM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -454,7 +454,7 @@ def test_the_route_exposes_the_api_port_only(renders: dict[str, list[Obj]]) -> N
         objs = renders[name]
         route = find(objs, "Route", "mpijc-api")
         service = _service(objs, route["metadata"]["namespace"], route["spec"]["to"]["name"])
-        assert route["spec"]["port"]["targetPort"] == "http"
+        assert route["spec"]["port"]["targetPort"] == "https"
         port = _service_port(service, route["spec"]["port"]["targetPort"])
         config = find(objs, "ConfigMap", "mpijc-config")["data"]
         assert _resolve_target_port(objs, service, port) == int(config["MPIJC_API__PORT"])
@@ -491,7 +491,7 @@ def test_api_metrics_are_scraped_on_their_own_port_that_only_prometheus_reaches(
     api = find(objs, "Deployment", "mpijc-api")
     env = _effective_env(objs, api)
     ports = {p["name"]: p["containerPort"] for p in _container_ports(api)}
-    assert ports == {"http": int(env["MPIJC_API__PORT"]), "metrics": int(env["MPIJC_METRICS__PORT"])}
+    assert ports == {"https": int(env["MPIJC_API__PORT"]), "metrics": int(env["MPIJC_METRICS__PORT"])}
     scraped_api_ports = {
         endpoint["port"]
         for monitor in _monitors(objs)
@@ -826,9 +826,65 @@ def test_openshift_leaves_ids_to_the_scc_and_adds_a_route(renders: dict[str, lis
             pod = owner["spec"]["template"]["spec"]["securityContext"]
             assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(pod), owner["metadata"]["name"]
         route = find(objs, "Route", "mpijc-api")
-        assert route["spec"]["to"]["name"] == "mpijc-api" and route["spec"]["tls"]["termination"] == "edge"
+        assert (
+            route["spec"]["to"]["name"] == "mpijc-api" and route["spec"]["tls"]["termination"] == "reencrypt"
+        )
         assert (
             find(objs, "Namespace", NAMESPACE)["metadata"]["labels"]["openshift.io/user-monitoring"] == "true"
+        )
+
+
+def _mounted_file(owner: Obj, path: str) -> tuple[str, str]:
+    """(Secret name, key) a container's file at ``path`` comes from."""
+    pod = owner["spec"]["template"]["spec"]
+    for mount in pod["containers"][0].get("volumeMounts", []):
+        if path.startswith(mount["mountPath"].rstrip("/") + "/"):
+            volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+            return volume["secret"]["secretName"], path.removeprefix(mount["mountPath"].rstrip("/") + "/")
+    raise AssertionError(f"{path} is not mounted in {owner['metadata']['name']}")
+
+
+@pytest.mark.parametrize("name", OVERLAID)
+def test_the_api_serves_https_with_a_certificate_the_platform_issues(
+    renders: dict[str, list[Obj]], name: str
+) -> None:
+    """Tokens reach the API over TLS only, and only tokens issued for it are accepted."""
+    objs = renders[name]
+    api = find(objs, "Deployment", "mpijc-api")
+    env = _effective_env(objs, api)
+    secrets = {_mounted_file(api, env[f"MPIJC_API__TLS_{part}_FILE"]) for part in ("CERT", "KEY")}
+    assert secrets == {("mpijc-api-tls", "tls.crt"), ("mpijc-api-tls", "tls.key")}
+    assert json.loads(env["MPIJC_API__TOKEN_AUDIENCES"]) == ["mpijob-controller"]
+    service = _service(objs, NAMESPACE, "mpijc-api")
+    if name.startswith("openshift"):  # the service CA issues it, for the Service's names
+        annotations = service["metadata"]["annotations"]
+        assert annotations["service.beta.openshift.io/serving-cert-secret-name"] == "mpijc-api-tls"
+        assert not [
+            o for o in objs if o["kind"] == "Certificate" and o["spec"]["secretName"] == "mpijc-api-tls"
+        ]
+        return
+    certificate = _certificate_writing(objs, "mpijc-api-tls")
+    host = f"{service['metadata']['name']}.{NAMESPACE}.svc"
+    assert host in certificate["spec"]["dnsNames"] and "server auth" in certificate["spec"]["usages"]
+    issuer = find(objs, certificate["spec"]["issuerRef"]["kind"], certificate["spec"]["issuerRef"]["name"])
+    ca = _certificate_writing(objs, issuer["spec"]["ca"]["secretName"])
+    assert ca["spec"]["isCA"] is True
+
+
+def test_openshift_trusts_the_routers_x_forwarded_for(renders: dict[str, list[Obj]]) -> None:
+    """Behind the Route every client comes from the router: without trusting its X-Forwarded-For,
+    one client's failed tokens would brake every client's (one failure bucket for all)."""
+    for name in (n for n in RENDERS if n.startswith("openshift")):
+        objs = renders[name]
+        env = _effective_env(objs, find(objs, "Deployment", "mpijc-api"))
+        trusted = ApiSettings.model_validate(
+            {"forwarded_allow_ips": json.loads(env["MPIJC_API__FORWARDED_ALLOW_IPS"])}
+        ).forwarded_allow_ips
+        assert trusted == ["10.128.0.0/14"], name  # OpenShift's default cluster network
+    for name in ("kubernetes", "ha"):  # no router is known there: nobody is trusted
+        objs = renders[name]
+        assert "MPIJC_API__FORWARDED_ALLOW_IPS" not in _effective_env(
+            objs, find(objs, "Deployment", "mpijc-api")
         )
 
 

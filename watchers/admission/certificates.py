@@ -1,4 +1,5 @@
-"""The webhook's TLS context, reloaded when cert-manager renews the certificate files.
+"""The webhook's TLS context, reloaded when cert-manager renews the certificate files (the
+API's too, when it serves HTTPS: ``MPIJC_API__TLS_CERT_FILE``).
 
 With a client CA bundle (``admission.client_ca_file``) the context requires a client certificate
 that chains to it: only the API server, which was given one, completes the handshake. A changed
@@ -72,7 +73,7 @@ class CertificateReloader:
             log.warning("certificate not reloaded (keeping the current one): %s", exc)
             return False
         self._seen = stamp
-        log.info("reloaded the webhook certificate from %s", self.cert_file)
+        log.info("reloaded the TLS certificate from %s", self.cert_file)
         return True
 
     def _reload_client_ca(self) -> bool:
