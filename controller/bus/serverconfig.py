@@ -63,6 +63,8 @@ class Identity:
     """Streams whose last message of a subject it reads (a log follower's resume position)."""
     buckets: tuple[str, ...] = ()
     """Key-value buckets it keeps (creates, reads, writes, purges keys of)."""
+    purges: tuple[StreamFamily, ...] = ()
+    """Streams it purges messages of (the log followers: a namespace's oldest past its share)."""
     monitors: bool = False
     """Reads the state of the streams and of their consumers (the API's JetStream metrics)."""
     hears_probes: bool = False
@@ -82,7 +84,8 @@ IDENTITIES: tuple[Identity, ...] = (
         "watchers",
         publishes=("jobs", "logs"),
         gets=("logs",),
-        buckets=("published", "logs-leases"),
+        buckets=("published", "logs-leases", "logs-shares"),
+        purges=("logs",),
         hears_probes=True,
     ),
     Identity("admission", publishes=("audit",)),
@@ -208,6 +211,8 @@ def permissions(topology: Topology, who: Identity) -> Permissions:
             publish += _consumer_subjects(topology.stream(family), name)
     for family in who.gets:
         publish.append(f"{_API}.STREAM.MSG.GET.{topology.stream(family)}")
+    for family in who.purges:
+        publish.append(f"{_API}.STREAM.PURGE.{topology.stream(family)}")
     for bucket in who.buckets:
         publish += _bucket_subjects(topology.bucket(bucket))
     if who.monitors:  # read-only: what exists, how far behind each consumer is

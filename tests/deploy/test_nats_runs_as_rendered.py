@@ -34,7 +34,7 @@ from consumers.notify import consumer as notify
 from consumers.registry import CONSUMERS
 from consumers.rules import consumer as rules
 from consumers.rules import logreader, replica, snapshot
-from controller.bus import versions
+from controller.bus import logshares, versions
 from controller.bus.buckets import open_bucket
 from controller.bus.leases import lease_bucket
 from controller.bus.pulling import Puller
@@ -268,6 +268,12 @@ async def test_the_watchers_publish_observations_and_nothing_else(
         probes = await nc.subscribe(TOPOLOGY.log_probes())  # the progress probes, for the log followers
         assert (await js.publish("jobs.team-a.train.log", b"{}")).stream == "JOBS"
         assert (await probes.next_msg(timeout=5)).subject == "jobs.team-a.train.log"
+        shares = logshares.LogShares(js, TOPOLOGY, 1024)  # a namespace past its share of LOGS
+        stored = await js.publish("logs.team-a.train.uid.train-launcher.main", b"{}")
+        shares.record("team-a", stored.seq, 2048)
+        assert await shares.settle() == {"team-a": 1}
+        with pytest.raises(NotFoundError):  # evicted
+            await js.get_last_msg("LOGS", "logs.team-a.train.uid.train-launcher.main")
 
         await nc.publish("audit.team-a", b"{}")
         await refused(errors, "audit.team-a")
@@ -503,7 +509,7 @@ def test_the_identities_name_the_roles_durables_and_buckets() -> None:
         "logs": (logreader.CONSUMER,),
     }
     buckets = {who.name: who.buckets for who in IDENTITIES}
-    assert buckets["watchers"] == (versions.BUCKET, sharing.LEASE_BUCKET)
+    assert buckets["watchers"] == (versions.BUCKET, sharing.LEASE_BUCKET, logshares.BUCKET)
     assert buckets["rules"] == (snapshot.STATE_BUCKET, replica.LEASE_BUCKET)
     assert {who.name for who in IDENTITIES if who.buckets} == {"watchers", "rules"}
 
