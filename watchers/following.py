@@ -302,26 +302,33 @@ class LogFollower:
         return pod is None or key[1] in pod.running
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Keep the followed set up to date until ``stop``; then stop every follow."""
+        """Keep the followed set up to date, and the namespaces' shares settled, until ``stop``;
+        then stop every follow."""
+        settling = asyncio.create_task(self._settle_shares(stop), name="log-shares")
         try:
             while not stop.is_set():
                 self.schedule()
-                await self._settle_shares()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=SCHEDULE_S)
         finally:
+            settling.cancel()
+            await asyncio.gather(settling, return_exceptions=True)
             await self.close()
 
-    async def _settle_shares(self) -> None:
-        """Bring the namespaces' accounts up to what was stored, evicting each namespace's own
-        oldest lines past its share (:class:`~controller.bus.logshares.LogShares`); the bus away,
-        the next schedule tries again."""
-        try:
-            evicted = await self.shares.settle()
-        except Exception as exc:
-            log.warning("the namespaces' log shares are not settled yet: %r", exc)
-            return
-        self._metrics.log_share_evictions.inc(sum(evicted.values()))
+    async def _settle_shares(self, stop: asyncio.Event) -> None:
+        """Every ``SCHEDULE_S`` until ``stop``, bring the namespaces' accounts up to what was
+        stored, evicting each namespace's own oldest lines past its share
+        (:class:`~controller.bus.logshares.LogShares`); beside the schedule, which a bus slow to
+        answer must not hold up. The bus away, what was stored stays noted for the next time."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=SCHEDULE_S)
+            try:
+                evicted = await self.shares.settle()
+            except Exception as exc:
+                log.warning("the namespaces' log shares are not settled yet: %r", exc)
+                continue
+            self._metrics.log_share_evictions.inc(sum(evicted.values()))
 
     async def close(self) -> None:
         """Stop every follow (each resumes from the bus when followed again)."""
