@@ -39,7 +39,7 @@ from controller.bus.buckets import open_bucket
 from controller.bus.leases import lease_bucket
 from controller.bus.pulling import Puller
 from controller.bus.server import nats_server_binary
-from controller.bus.serverconfig import ANY, IDENTITIES, MAX_MSG_BYTES, PULL_MAX_BYTES, render
+from controller.bus.serverconfig import ANY, IDENTITIES, MAX_MSG_BYTES, PULL_MAX_BYTES, STREAMS, render
 from controller.bus.streams import connect, ensure_streams
 from controller.cli.embedded import EmbeddedNats, port_open
 from controller.contract.settings import NatsSettings
@@ -408,7 +408,7 @@ async def test_a_role_that_reads_any_consumer_cannot_touch_another_roles_durable
 def test_one_identity_at_most_reads_a_stream_through_any_consumer() -> None:
     """Consumers named at run time cannot be denied by name: two identities reading one stream
     so could reach each other's."""
-    for family in ("jobs", "findings", "audit", "dlq", "logs"):
+    for family in STREAMS:
         assert len([who for who in IDENTITIES if ANY in who.reads.get(family, ())]) <= 1, family
 
 
