@@ -24,10 +24,14 @@ partition is still held here.
 
 Each run's text is capped (``run_max_bytes``, counted from the containers' stored positions):
 the batch that reaches the cap says so in its note, and the run's containers are no longer
-followed. Threads: one blocking read per follow, on an executor of ``max_follows`` threads,
-into a buffer the follow takes from as one chunk (:class:`_Pump`): the event loop is woken once
-per batch, not once per read. A container's lines go out at once when its last batch went out
-``linger_s`` ago or more, or was a whole batch's worth (a backlog), else when that much has
+followed. Each namespace's share of the stream (``namespace_max_bytes``) is settled once a
+schedule: a namespace past it has its own oldest lines evicted
+(:class:`~controller.bus.logshares.LogShares`).
+
+Threads: one blocking read per follow, on an executor of ``max_follows`` threads, into a buffer
+the follow takes from as one chunk (:class:`_Pump`): the event loop is woken once per batch,
+not once per read. A container's lines go out at once when its last batch went out ``linger_s``
+ago or more, or was a whole batch's worth (a backlog), else when that much has
 passed (or a batch's worth has arrived): a quiet container's line is stored as soon as it is
 read, a chatty one's in at most one batch per ``linger_s``, and a follow under load publishes
 bigger batches, not more.
@@ -46,6 +50,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from controller.bus.client import NATS
+from controller.bus.logshares import LogShares
 from controller.bus.logstore import StoredEnd, SupersededError, publish_after, stored_end
 from controller.contract.backoff import Backoff
 from controller.contract.errors import RetryableError
@@ -154,6 +159,13 @@ class LogFollower:
         self._beyond = 0
         """Containers wanted beyond the bound at the last schedule."""
         self._executor = ThreadPoolExecutor(max(1, settings.max_follows), thread_name_prefix="log-follow")
+        self.shares = LogShares(
+            self._js,
+            topology,
+            settings.namespace_max_bytes,
+            replicas=nats.replicas,
+            ttl_s=nats.logs_max_age_s,
+        )
 
     @property
     def following(self) -> frozenset[FollowKey]:
@@ -290,14 +302,33 @@ class LogFollower:
         return pod is None or key[1] in pod.running
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Keep the followed set up to date until ``stop``; then stop every follow."""
+        """Keep the followed set up to date, and the namespaces' shares settled, until ``stop``;
+        then stop every follow."""
+        settling = asyncio.create_task(self._settle_shares(stop), name="log-shares")
         try:
             while not stop.is_set():
                 self.schedule()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=SCHEDULE_S)
         finally:
+            settling.cancel()
+            await asyncio.gather(settling, return_exceptions=True)
             await self.close()
+
+    async def _settle_shares(self, stop: asyncio.Event) -> None:
+        """Every ``SCHEDULE_S`` until ``stop``, bring the namespaces' accounts up to what was
+        stored, evicting each namespace's own oldest lines past its share
+        (:class:`~controller.bus.logshares.LogShares`); beside the schedule, which a bus slow to
+        answer must not hold up. The bus away, what was stored stays noted for the next time."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=SCHEDULE_S)
+            try:
+                evicted = await self.shares.settle()
+            except Exception as exc:
+                log.warning("the namespaces' log shares are not settled yet: %r", exc)
+                continue
+            self._metrics.log_share_evictions.inc(sum(evicted.values()))
 
     async def close(self) -> None:
         """Stop every follow (each resumes from the bus when followed again)."""
@@ -444,7 +475,7 @@ class LogFollower:
             stored[key] = head.position.stored_bytes
         if not kept:
             return end
-        seq = await publish_after(self._js, self._topology, kept, end.seq, self._retry_s)
+        seq = await publish_after(self._js, self._topology, kept, end.seq, self._retry_s, self.shares)
         self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
         return StoredEnd(kept[-1].head.position, seq)
 

@@ -91,6 +91,12 @@ class WatchMetrics(MetricGroup):
             "Runs whose log reached MPIJC_LOGS__RUN_MAX_BYTES: no longer followed.",
             registry=self.registry,
         )
+        self.log_share_evictions = Counter(
+            "mpijc_log_share_evictions",
+            "Times a namespace passed MPIJC_LOGS__NAMESPACE_MAX_BYTES on LOGS and its own oldest "
+            "lines (a sixteenth of its share each) were evicted.",
+            registry=self.registry,
+        )
 
 
 class UsageMetrics(MetricGroup):

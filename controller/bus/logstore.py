@@ -26,6 +26,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import APIError, NotFoundError
 from pydantic import ValidationError
 
+from controller.bus.logshares import LogShares
 from controller.bus.publishing import MSG_ID, Outgoing, publish_acked, publish_stored, stored_anew
 from controller.contract.logs import LogBatch, LogPosition, PackedBatch
 from controller.contract.subjects import Topology
@@ -108,21 +109,26 @@ async def publish_after(
     batches: Sequence[LogBatch | PackedBatch],
     seq: int,
     retry_s: float,
+    shares: LogShares | None = None,
 ) -> int:
     """Store ``batches`` of one container in order, each on condition that the container's last
     stored message is still the one before it (the first: the one at ``seq``, 0 for none);
     returns the sequence of the last. Raises :class:`SupersededError` when another follower
     stored one meanwhile (nothing more is stored), and as :func:`publish_batches` otherwise. A
-    batch published again after a lost ack is found stored (the subject's last, with its id)."""
+    batch published again after a lost ack is found stored (the subject's last, with its id).
+    Each batch stored is noted in its namespace's account in ``shares``."""
     for batch in batches:
         message = replace(outgoing(topology, batch), after_subject_seq=seq)
         (result,) = await publish_acked(js, [message], retry_s)
         if isinstance(result, APIError) and result.err_code == _WRONG_LAST_SEQUENCE:
             seq = await _stored_last(js, topology, message, seq)
-            continue
-        stored_anew([result])  # raises what was not stored
-        assert isinstance(result, PubAck)
-        seq = result.seq
+        else:
+            stored_anew([result])  # raises what was not stored
+            assert isinstance(result, PubAck)
+            seq = result.seq
+        if shares is not None:
+            namespace = batch.head.namespace if isinstance(batch, PackedBatch) else batch.namespace
+            shares.record(namespace, seq, len(message.subject) + len(message.payload))
     return seq
 
 

@@ -7,10 +7,14 @@ Render it with ``python -m controller.bus.serverconfig`` (``--prefix``, ``--no-u
 
 Every process connects as the identity of its role (:data:`IDENTITIES`); each may publish only
 the subjects it writes, use only the consumers it reads with, and keep only its own key-value
-buckets. Only ``admin`` (the migrate Job, operators) may create, update, purge or delete the
-streams ``JOBS``, ``FINDINGS``, ``AUDIT`` and ``DLQ`` — the other identities may only look them
-up (every process checks at start that they are at their configuration, and leaves them alone
-when they are). Each identity's inboxes are ``_INBOX_<identity>.…`` (:func:`inbox_prefix`), so
+buckets. An identity that reads a stream through consumers named at run time (:data:`ANY`: the
+rules' partitions, ephemeral readers) is denied every other identity's durable of that stream
+by name (:func:`foreign_durables`), and may not create a consumer without a name in the
+subject (the body could name another's): it cannot pull, acknowledge, re-point or delete them.
+Only ``admin`` (the migrate Job, operators) may create, update, purge or delete the streams
+``JOBS``, ``FINDINGS``, ``AUDIT`` and ``DLQ`` — the other identities may only look them up (every
+process checks at start that they are at their configuration, and leaves them alone when they
+are). Each identity's inboxes are ``_INBOX_<identity>.…`` (:func:`inbox_prefix`), so
 no identity can read the replies and pulled messages meant for another. Passwords are never in
 the file: the manifests' names environment variables (``$NATS_PASSWORD_<IDENTITY>``) that
 nats-server resolves at start, filled from Secret ``mpijc-nats-users``; the embedded server's
@@ -59,6 +63,8 @@ class Identity:
     """Streams whose last message of a subject it reads (a log follower's resume position)."""
     buckets: tuple[str, ...] = ()
     """Key-value buckets it keeps (creates, reads, writes, purges keys of)."""
+    purges: tuple[StreamFamily, ...] = ()
+    """Streams it purges messages of (the log followers: a namespace's oldest past its share)."""
     monitors: bool = False
     """Reads the state of the streams and of their consumers (the API's JetStream metrics)."""
     hears_probes: bool = False
@@ -78,7 +84,8 @@ IDENTITIES: tuple[Identity, ...] = (
         "watchers",
         publishes=("jobs", "logs"),
         gets=("logs",),
-        buckets=("published", "logs-leases"),
+        buckets=("published", "logs-leases", "logs-shares"),
+        purges=("logs",),
         hears_probes=True,
     ),
     Identity("admission", publishes=("audit",)),
@@ -128,17 +135,22 @@ def inbox_prefix(user: str) -> str:
 
 @dataclass(frozen=True)
 class Permissions:
-    """Subjects an identity may publish to and subscribe to."""
+    """Subjects an identity may publish to and subscribe to; ``deny_publish`` wins over
+    ``publish`` (nats-server's ``deny``)."""
 
     publish: tuple[str, ...]
     subscribe: tuple[str, ...]
+    deny_publish: tuple[str, ...] = ()
 
 
 _API = "$JS.API"
 
 
-def _consumer_subjects(stream: str, consumer: str) -> list[str]:
-    """What reading ``stream`` through ``consumer`` (a durable name, or ``*`` for any) takes."""
+def _consumer_subjects(stream: str, consumer: str, *, nameless: bool = False) -> list[str]:
+    """What reading ``stream`` through ``consumer`` (a durable name, or ``*`` for any) takes;
+    ``nameless``: also creating consumers whose name the server picks (a key-value watch's),
+    which lets the request's body name any consumer, so only on a stream no other identity
+    reads (:func:`_bucket_subjects`)."""
     named = [
         f"{_API}.CONSUMER.CREATE.{stream}.{consumer}",
         f"{_API}.CONSUMER.CREATE.{stream}.{consumer}.>",  # with a filter subject
@@ -149,13 +161,27 @@ def _consumer_subjects(stream: str, consumer: str) -> list[str]:
     ]
     if consumer != ANY:
         return named
-    return [  # ephemeral readers: created without a name, removed again, flow-controlled
+    return [  # ephemeral readers (named by the client, nats-py's NUID), removed again, flow-controlled
         *named,
-        f"{_API}.CONSUMER.CREATE.{stream}",
+        *([f"{_API}.CONSUMER.CREATE.{stream}"] if nameless else []),
         f"{_API}.CONSUMER.DELETE.{stream}.*",
         f"{_API}.CONSUMER.LIST.{stream}",
         f"{_API}.CONSUMER.NAMES.{stream}",
         f"$JS.FC.{stream}.>",
+    ]
+
+
+def _foreign_consumer_subjects(stream: str, durable: str) -> list[str]:
+    """Everything that would act on another identity's durable ``durable`` of ``stream``: create
+    or re-point it, look it up, pause, delete it (one-token verbs, with a filter too), pull from
+    it, move its leader, acknowledge its messages."""
+    return [
+        f"{_API}.CONSUMER.*.{stream}.{durable}",
+        f"{_API}.CONSUMER.*.{stream}.{durable}.>",
+        f"{_API}.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+        f"{_API}.CONSUMER.MSG.NEXT.{stream}.{durable}",
+        f"{_API}.CONSUMER.LEADER.STEPDOWN.{stream}.{durable}",
+        f"$JS.ACK.{stream}.{durable}.>",
     ]
 
 
@@ -168,7 +194,7 @@ def _bucket_subjects(bucket: str) -> list[str]:
         f"{_API}.STREAM.MSG.GET.{stream}",
         f"{_API}.DIRECT.GET.{stream}",
         f"{_API}.DIRECT.GET.{stream}.>",
-        *_consumer_subjects(stream, ANY),
+        *_consumer_subjects(stream, ANY, nameless=True),
     ]
 
 
@@ -185,12 +211,36 @@ def permissions(topology: Topology, who: Identity) -> Permissions:
             publish += _consumer_subjects(topology.stream(family), name)
     for family in who.gets:
         publish.append(f"{_API}.STREAM.MSG.GET.{topology.stream(family)}")
+    for family in who.purges:
+        publish.append(f"{_API}.STREAM.PURGE.{topology.stream(family)}")
     for bucket in who.buckets:
         publish += _bucket_subjects(topology.bucket(bucket))
     if who.monitors:  # read-only: what exists, how far behind each consumer is
         publish += [f"{_API}.STREAM.LIST", *(f"{_API}.CONSUMER.LIST.{topology.stream(f)}" for f in STREAMS)]
     subscribe = [f"{inbox_prefix(who.name)}.>", *([topology.log_probes()] if who.hears_probes else [])]
-    return Permissions(publish=tuple(dict.fromkeys(publish)), subscribe=tuple(subscribe))
+    deny = [
+        subject
+        for family, durable in foreign_durables(who)
+        for subject in _foreign_consumer_subjects(topology.stream(family), topology.durable(durable))
+    ]
+    return Permissions(
+        publish=tuple(dict.fromkeys(publish)), subscribe=tuple(subscribe), deny_publish=tuple(deny)
+    )
+
+
+def foreign_durables(who: Identity) -> list[tuple[StreamFamily, str]]:
+    """The durables of other identities on the streams ``who`` reads through any consumer
+    (:data:`ANY`): what its permissions deny it by name, so that it acknowledges, pulls from,
+    re-points and deletes its own consumers only."""
+    return [
+        (family, durable)
+        for family, consumers in who.reads.items()
+        if ANY in consumers
+        for other in IDENTITIES
+        if other.name != who.name
+        for durable in other.reads.get(family, ())
+        if durable != ANY
+    ]
 
 
 @dataclass(frozen=True)
@@ -235,13 +285,18 @@ def render(
                 f"      user: {json.dumps(who.name)}",
                 f"      password: {json.dumps(hashes[who.name]) if hashes else '$' + who.variable}",
                 "      permissions: {",
-                f"        publish: {{allow: {json.dumps(list(allowed.publish))}}}",
+                f"        publish: {{allow: {json.dumps(list(allowed.publish))}{_denied(allowed)}}}",
                 f"        subscribe: {{allow: {json.dumps(list(allowed.subscribe))}}}",
                 "      }",
                 "    }",
             ]
         lines += ["  ]", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _denied(allowed: Permissions) -> str:
+    """The ``deny`` list of a rendered ``publish`` permission, if any."""
+    return f", deny: {json.dumps(list(allowed.deny_publish))}" if allowed.deny_publish else ""
 
 
 def write_embedded(directory: Path, topology: Topology, hashes: Mapping[str, str] | None) -> Path:

@@ -43,7 +43,9 @@ def stream_config(topology: Topology, family: StreamFamily, settings: NatsSettin
     ``LOGS`` differs: S2-compressed (log text shrinks several times), bounded by age and by
     bytes (``logs_max_age_s``, ``logs_max_bytes``), the oldest lines discarded first. JetStream
     has no byte limit per subject (``max_msgs_per_subject`` counts messages, whose size a batch
-    decides), so the per-run cap is the follower's (``MPIJC_LOGS__RUN_MAX_BYTES``, docs/logs.md)."""
+    decides), so the per-run cap and the per-namespace share are the followers'
+    (``MPIJC_LOGS__RUN_MAX_BYTES``, ``MPIJC_LOGS__NAMESPACE_MAX_BYTES``:
+    :mod:`controller.bus.logshares`, docs/logs.md)."""
     if family == "logs":
         return StreamConfig(
             name=topology.stream(family),

@@ -312,6 +312,15 @@ class LogSettings(BaseModel):
         "with a note: one chatty job cannot evict the others' lines from LOGS. 64 MiB of text (about "
         "800,000 lines) take about 100 MiB of the stream's 1 GiB: a tenth of it at most.",
     )
+    namespace_max_bytes: int = Field(
+        default=256 * 1024**2,
+        ge=0,
+        description="Bytes of LOGS (messages as the stream counts them) one namespace's runs hold "
+        "together; past it the namespace's own oldest lines are evicted, a sixteenth of this at a "
+        "time, and no other namespace's: many chatty runs of one tenant cannot push the others' "
+        "lines out of the stream. 256 MiB, a quarter of the stream's default 1 GiB: about 2.5 runs "
+        "at their cap. 0: no share (the stream's limits alone).",
+    )
     max_line_bytes: int = Field(
         default=64 * 1024,
         ge=256,

@@ -144,6 +144,10 @@ class Topology:
         tokens = (namespace, job, run_uid, pod, container)
         return self._subject("logs", *(escape_token(token) for token in tokens))
 
+    def namespace_logs(self, namespace: str) -> str:
+        """Subjects of every log line of one namespace: ``logs.<ns>.>``."""
+        return self._subject("logs", escape_token(namespace), ">")
+
     def run_logs(self, namespace: str, job: str, run_uid: str, pod: str | None = None) -> str:
         """Subjects of one run's logs (of one of its pods): ``logs.<ns>.<job>.<run uid>.>``."""
         head = ("logs", escape_token(namespace), escape_token(job), escape_token(run_uid))

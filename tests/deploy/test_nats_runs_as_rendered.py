@@ -11,13 +11,14 @@ roles do, and what they must not.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nats
@@ -33,12 +34,12 @@ from consumers.notify import consumer as notify
 from consumers.registry import CONSUMERS
 from consumers.rules import consumer as rules
 from consumers.rules import logreader, replica, snapshot
-from controller.bus import versions
+from controller.bus import logshares, versions
 from controller.bus.buckets import open_bucket
 from controller.bus.leases import lease_bucket
 from controller.bus.pulling import Puller
 from controller.bus.server import nats_server_binary
-from controller.bus.serverconfig import IDENTITIES, MAX_MSG_BYTES, PULL_MAX_BYTES, render
+from controller.bus.serverconfig import ANY, IDENTITIES, MAX_MSG_BYTES, PULL_MAX_BYTES, STREAMS, render
 from controller.bus.streams import connect, ensure_streams
 from controller.cli.embedded import EmbeddedNats, port_open
 from controller.contract.settings import NatsSettings
@@ -267,6 +268,12 @@ async def test_the_watchers_publish_observations_and_nothing_else(
         probes = await nc.subscribe(TOPOLOGY.log_probes())  # the progress probes, for the log followers
         assert (await js.publish("jobs.team-a.train.log", b"{}")).stream == "JOBS"
         assert (await probes.next_msg(timeout=5)).subject == "jobs.team-a.train.log"
+        shares = logshares.LogShares(js, TOPOLOGY, 1024)  # a namespace past its share of LOGS
+        stored = await js.publish("logs.team-a.train.uid.train-launcher.main", b"{}")
+        shares.record("team-a", stored.seq, 2048)
+        assert await shares.settle() == {"team-a": 1}
+        with pytest.raises(NotFoundError):  # evicted
+            await js.get_last_msg("LOGS", "logs.team-a.train.uid.train-launcher.main")
 
         await nc.publish("audit.team-a", b"{}")
         await refused(errors, "audit.team-a")
@@ -339,6 +346,70 @@ async def test_the_rules_keep_their_buckets_and_publish_findings(
         with pytest.raises((NatsError, NotFoundError)):
             await js.key_value(TOPOLOGY.bucket("published"))  # the watchers' bucket
         await refused(errors, "KV_published")
+
+
+@pytest.mark.parametrize(
+    ("intruder", "owner", "stream", "durable", "subject"),
+    [
+        ("rules", "history", "JOBS", history.CONSUMER, "jobs.team-c.train.job"),
+        ("rules", "k8s-events", "FINDINGS", kube_events.CONSUMER, "findings.team-c.train.oom"),
+        ("api", "rules", "LOGS", logreader.CONSUMER, "logs.team-c.train.uid.launcher.main"),
+    ],
+    ids=["rules-on-history", "rules-on-k8s-events", "api-on-rules-logs"],
+)
+async def test_a_role_that_reads_any_consumer_cannot_touch_another_roles_durable(
+    bundled: str,
+    passwords: dict[str, str],
+    intruder: str,
+    owner: str,
+    stream: str,
+    durable: str,
+    subject: str,
+) -> None:
+    """The rules read ``JOBS`` and ``FINDINGS``, the API ``LOGS``, through consumers named at run
+    time; another role's durable on those streams stays out of their reach: its messages cannot
+    be pulled or acknowledged away, nor the durable re-pointed (also by a create request without
+    a name, whose body names it) or deleted."""
+    config = ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT, filter_subject=subject)
+    async with _as(bundled, "admin", passwords) as (admin, _):
+        await admin.jetstream().publish(subject, b"{}")
+    async with _as(bundled, owner, passwords) as (nc, _):
+        await nc.jetstream(timeout=2).add_consumer(stream, config)
+        sub = await nc.jetstream(timeout=2).pull_subscribe_bind(durable, stream=stream)
+        (delivered,) = await sub.fetch(1, timeout=5)  # left unacknowledged meanwhile
+
+        async with _as(bundled, intruder, passwords) as (other, errors):
+            js = other.jetstream(timeout=1)
+            await other.publish(delivered.reply, b"+ACK")
+            await refused(errors, f"$JS.ACK.{stream}.{durable}.")
+            with pytest.raises(NatsError):
+                await (await js.pull_subscribe_bind(durable, stream=stream)).fetch(1, timeout=1)
+            await refused(errors, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}")
+            with pytest.raises(NatsError):
+                await js.delete_consumer(stream, durable)
+            await refused(errors, f"$JS.API.CONSUMER.DELETE.{stream}.{durable}")
+            with pytest.raises(NatsError):
+                await js.add_consumer(stream, replace(config, filter_subject=f"{stream.lower()}.>"))
+            await refused(errors, f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}")
+            body = {
+                "stream_name": stream,
+                "config": {"name": durable, "filter_subject": f"{stream.lower()}.>"},
+            }
+            with pytest.raises(NatsError):
+                await other.request(f"$JS.API.CONSUMER.CREATE.{stream}", json.dumps(body).encode(), timeout=1)
+            await refused(errors, f"$JS.API.CONSUMER.CREATE.{stream}")
+
+        info = await nc.jetstream(timeout=2).consumer_info(stream, durable)
+        assert info.config.filter_subject == subject and info.num_ack_pending == 1
+        await delivered.ack_sync()  # its owner still can
+        assert (await nc.jetstream(timeout=2).consumer_info(stream, durable)).num_ack_pending == 0
+
+
+def test_one_identity_at_most_reads_a_stream_through_any_consumer() -> None:
+    """Consumers named at run time cannot be denied by name: two identities reading one stream
+    so could reach each other's."""
+    for family in STREAMS:
+        assert len([who for who in IDENTITIES if ANY in who.reads.get(family, ())]) <= 1, family
 
 
 def test_every_identity_has_a_password_variable_in_the_statefulset() -> None:
@@ -438,7 +509,7 @@ def test_the_identities_name_the_roles_durables_and_buckets() -> None:
         "logs": (logreader.CONSUMER,),
     }
     buckets = {who.name: who.buckets for who in IDENTITIES}
-    assert buckets["watchers"] == (versions.BUCKET, sharing.LEASE_BUCKET)
+    assert buckets["watchers"] == (versions.BUCKET, sharing.LEASE_BUCKET, logshares.BUCKET)
     assert buckets["rules"] == (snapshot.STATE_BUCKET, replica.LEASE_BUCKET)
     assert {who.name for who in IDENTITIES if who.buckets} == {"watchers", "rules"}
 
