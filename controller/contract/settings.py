@@ -1121,6 +1121,17 @@ class AdmissionSettings(BaseModel):
         description="Seconds a namespace's ResourceQuotas and LimitRanges are reused for later reviews "
         "(0: looked up for every review). Jobs created within it are judged against the same `used`.",
     )
+    quota_lookups_per_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=1000,
+        description="Quota lookups (two LISTs each: ResourceQuotas, LimitRanges) started per second "
+        "over all namespaces, as many at once (0: no bound). Reviews of many namespaces cannot become "
+        "a LIST storm on the API server: 200 reviews of 200 namespaces make at most 2 x (10 + 10 a "
+        "second) LISTs; a review beyond it is judged against the namespace's last answer if one is "
+        "kept, else allowed unchecked (outcome `throttled`). Ten a second is more jobs created in "
+        "distinct namespaces than a cluster sees.",
+    )
 
 
 class AuditSettings(BaseModel):
