@@ -1012,7 +1012,9 @@ class AdmissionSettings(BaseModel):
         default=None,
         description="CA bundle the API server's client certificate must chain to; set it (and give the "
         "API server a client certificate) so nobody else can post reviews and forge records. The shipped "
-        "manifests set it; unset, every caller is accepted and records say `caller: unverified`. A "
+        "manifests set it; unset, the `admission` command refuses to start unless told "
+        "`--insecure-no-client-auth`, and then every caller is accepted and records say `caller: "
+        "unverified`. A "
         "changed bundle is added to the trusted CAs within `cert_reload_s`; a removed CA stays trusted "
         "until restart.",
     )
