@@ -194,11 +194,13 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return await run_demo(settings, args.scenarios, args.limit)
 
 
-async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
+async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
     """The validating admission webhook: needs only NATS (no database in the webhook pod).
 
     It starts without waiting for NATS: until NATS answers (and whenever it is away), records
-    go to the spool (``admission.spool_dir``) and are published once it is back.
+    go to the spool (``admission.spool_dir``) and are published once it is back. Without a client
+    CA (``admission.client_ca_file``) anyone who reaches the port can post reviews and forge "who
+    did it": it refuses to start, unless told ``--insecure-no-client-auth`` (then it warns).
     """
     from controller.kube.gateway import NO_RETRIES, KubeConfigError, KubeGateway
     from watchers.admission.certificates import UnreadableCertificate
@@ -206,6 +208,18 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     from watchers.admission.spool import FileSpool, LazyJetStream
     from watchers.admission.webhook import serve_admission
 
+    if settings.admission.client_ca_file is None:
+        if not args.insecure_no_client_auth:
+            raise StartupError(
+                "MPIJC_ADMISSION__CLIENT_CA_FILE is not set: without the API server's client CA anyone "
+                "who reaches the webhook can post reviews and forge records; set it (docs/admission.md), "
+                "or start with --insecure-no-client-auth"
+            )
+        logging.getLogger(__name__).warning(
+            "admission: --insecure-no-client-auth: no client certificate is asked for; anyone who reaches "
+            "port %d can post reviews and put records in the audit trail (each says caller: unverified)",
+            settings.admission.port,
+        )
     if not settings.nats.url:
         raise StartupError("MPIJC_NATS__URL: the admission webhook needs the installation's NATS")
     spool_dir = settings.admission.spool_dir
@@ -352,9 +366,14 @@ async def cmd_logs(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    commands.add_parser("admission", help="validating admission webhook (audit)").set_defaults(
-        handler=cmd_admission
+    admission = commands.add_parser("admission", help="validating admission webhook (audit)")
+    admission.add_argument(
+        "--insecure-no-client-auth",
+        action="store_true",
+        help="start without MPIJC_ADMISSION__CLIENT_CA_FILE: any caller may post reviews (records say "
+        "caller: unverified); for a trial cluster only",
     )
+    admission.set_defaults(handler=cmd_admission)
     audit = commands.add_parser("audit", help="verify, export or purge the audit trail")
     audit.set_defaults(handler=cmd_audit)
     sub = audit.add_subparsers(dest="audit_command", required=True)

@@ -1049,7 +1049,9 @@ class AdmissionSettings(BaseModel):
         default=None,
         description="CA bundle the API server's client certificate must chain to; set it (and give the "
         "API server a client certificate) so nobody else can post reviews and forge records. The shipped "
-        "manifests set it; unset, every caller is accepted and records say `caller: unverified`. A "
+        "manifests set it; unset, the `admission` command refuses to start unless told "
+        "`--insecure-no-client-auth`, and then every caller is accepted and records say `caller: "
+        "unverified`. A "
         "changed bundle is added to the trusted CAs within `cert_reload_s`; a removed CA stays trusted "
         "until restart.",
     )
@@ -1157,6 +1159,17 @@ class AdmissionSettings(BaseModel):
         le=300,
         description="Seconds a namespace's ResourceQuotas and LimitRanges are reused for later reviews "
         "(0: looked up for every review). Jobs created within it are judged against the same `used`.",
+    )
+    quota_lookups_per_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=1000,
+        description="Quota lookups (two LISTs each: ResourceQuotas, LimitRanges) started per second "
+        "over all namespaces, as many at once (0: no bound). Reviews of many namespaces cannot become "
+        "a LIST storm on the API server: 200 reviews of 200 namespaces make at most 2 x (10 + 10 a "
+        "second) LISTs; a review beyond it is judged against the namespace's last answer if one is "
+        "kept, else allowed unchecked (outcome `throttled`). Ten a second is more jobs created in "
+        "distinct namespaces than a cluster sees.",
     )
 
 
