@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 
 import re2
 
+from consumers.rules.families import LIVE_SIGNS
 from consumers.rules.logs import COMM_SIGNS, GPU_OOM_SIGNS, MAX_LINE_CHARS, RANK_FAILURE_SIGNS
 from consumers.rules.rendezvous import RENDEZVOUS_SIGNS
 from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, TRANSPORTS
@@ -70,6 +71,7 @@ def _catalog() -> tuple[Sign, ...]:
     signs: list[Sign] = [Sign("gpu-oom/oom", pattern) for _, pattern in GPU_OOM_SIGNS]
     signs += [Sign(f"mpi-comm/{s.name}", s.pattern, s.name in _FATAL_TRANSPORTS) for s in TRANSPORTS]
     signs += [Sign(f"mpi-comm/{kind}", pattern) for kind, pattern in COMM_SIGNS]
+    signs += [Sign(f"mpi-comm/family-{name}", pattern) for name, pattern in LIVE_SIGNS]
     signs += [Sign(f"mpi-abort/{name}", pattern, fatal) for name, pattern, fatal in RANK_FAILURE_SIGNS]
     signs += [Sign(f"segfault/{s.name}", s.pattern) for s in CRASHES]
     signs += [Sign(f"gpu-error/{s.name}", s.pattern) for s in GPU_ERRORS]

@@ -39,10 +39,14 @@ from consumers.rules.catchall import exits
 from consumers.rules.culprits import culprit
 from consumers.rules.errors import rank_error
 from consumers.rules.facts import ContainerEnd, pod_text, terminations
+from consumers.rules.families import family_failures
+from consumers.rules.families import remediation as family_remediation
+from consumers.rules.families import verb as family_verb
 from consumers.rules.logs import (
     CommFailure,
     CommKind,
     RankFailure,
+    bounded,
     comm_failures,
     last_exception,
     rank_failures,
@@ -99,7 +103,20 @@ _HINTS: dict[CommKind, str] = {
     "unresolved": "check that the worker pods are running and the job's headless Service exists",
 }
 
-_LEVEL_SHM, _LEVEL_SSH, _LEVEL_FABRIC, _LEVEL_MPI, _LEVEL_PEER = range(5)
+_LEVEL_SHM, _LEVEL_SSH, _LEVEL_FABRIC, _LEVEL_FAMILY, _LEVEL_MPI, _LEVEL_FAMILY_PEER, _LEVEL_PEER = range(7)
+_GENERIC = frozenset({"nccl-system"})
+"""Signatures that only say *that* a transport failed: a family message saying how comes first."""
+_FAMILY_LEVELS: dict[str, int] = {
+    "spawn": _LEVEL_SSH,  # a host where nothing could start: the first cause, before any cleanup
+    "alloc": _LEVEL_FAMILY,
+    "refused": _LEVEL_FAMILY,
+    "reset": _LEVEL_FAMILY,
+    "unreachable": _LEVEL_FAMILY,
+    "timed-out": _LEVEL_FAMILY_PEER,
+    "lost": _LEVEL_FAMILY_PEER,
+    "aborted": _LEVEL_FAMILY_PEER,
+}
+_FAMILY_PEER_VERBS = frozenset({"timed-out", "lost", "aborted"})
 
 
 @dataclass(frozen=True)
@@ -118,16 +135,30 @@ def _candidates(state: RunState) -> list[_Comm]:
         text = pod_text(pod)
         for failure in comm_failures(text):
             found.append(_Comm(_LEVEL_SSH if failure.kind in _SSH_LEVEL else _LEVEL_MPI, pod, mpi=failure))
+        covered: set[str] = {line for f in comm_failures(text) for line in f.lines}
+        covered |= {line for f in rank_failures(text) for line in f.lines}
         for hit in transport_failures(text):
+            covered.add(hit.line)
             level = (
                 _LEVEL_SHM
                 if is_shared_memory(hit)
                 else _LEVEL_PEER
                 if is_peer_symptom(hit)
+                else _LEVEL_MPI
+                if hit.name in _GENERIC
                 else _LEVEL_FABRIC
             )
             found.append(_Comm(level, pod, hit=hit))
+        raw = bounded(text)
+        for hit in family_failures(text):
+            if raw[hit.index] not in covered:
+                found.append(_Comm(_FAMILY_LEVELS[family_verb(hit) or "lost"], pod, hit=hit))
     return found
+
+
+def _peer_symptom(hit: Hit) -> bool:
+    """Whether the failure typically means *another* rank died first."""
+    return is_peer_symptom(hit) or family_verb(hit) in _FAMILY_PEER_VERBS
 
 
 def _detect_comm(state: RunState, ctx: Context) -> Detection | None:
@@ -241,8 +272,8 @@ def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same
     what = _transport_what(hit)
     lines = list(dict.fromkeys(h.line for h in same))[:8]
     evidence = list(log_facts(pod, lines))
-    peer = _peer_failure(state, ctx, pod) if is_peer_symptom(hit) else None
-    stopped = culprit(state, ctx) if is_peer_symptom(hit) and peer is None else None
+    peer = _peer_failure(state, ctx, pod) if _peer_symptom(hit) else None
+    stopped = culprit(state, ctx) if _peer_symptom(hit) and peer is None else None
     if stopped is not None:
         what += f"; {stopped.words}"
         evidence.extend(stopped.evidence)
@@ -272,6 +303,8 @@ def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same
 
 
 def _transport_remediation(hit: Hit) -> tuple[str, ...]:
+    if family_verb(hit) is not None:
+        return family_remediation(hit)
     if is_shared_memory(hit):
         return _SHM_STEPS
     if is_peer_symptom(hit):
