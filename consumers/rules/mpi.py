@@ -104,8 +104,9 @@ _HINTS: dict[CommKind, str] = {
 }
 
 _LEVEL_SHM, _LEVEL_SSH, _LEVEL_FABRIC, _LEVEL_FAMILY, _LEVEL_MPI, _LEVEL_FAMILY_PEER, _LEVEL_PEER = range(7)
-_GENERIC = frozenset({"nccl-system"})
-"""Signatures that only say *that* a transport failed: a family message saying how comes first."""
+_GENERIC = frozenset({"nccl-system", "ucx-error"})
+"""Signatures that only say *that* a transport failed: a family message saying how comes first, on
+the same line or another."""
 _FAMILY_LEVELS: dict[str, int] = {
     "spawn": _LEVEL_SSH,  # a host where nothing could start: the first cause, before any cleanup
     "alloc": _LEVEL_FAMILY,
@@ -138,7 +139,8 @@ def _candidates(state: RunState) -> list[_Comm]:
         covered: set[str] = {line for f in comm_failures(text) for line in f.lines}
         covered |= {line for f in rank_failures(text) for line in f.lines}
         for hit in transport_failures(text):
-            covered.add(hit.line)
+            if hit.name not in _GENERIC:
+                covered.add(hit.line)
             level = (
                 _LEVEL_SHM
                 if is_shared_memory(hit)
