@@ -8,7 +8,8 @@ findings they return.
 Layers, each importing only the ones above it::
 
     thresholds, state          what is configured, what is known about a run
-    rule, wording, facts, logs, signatures   what a rule is; how findings speak; shared readings
+    rule, wording, facts, logs, signatures, families
+                               what a rule is; how findings speak; shared readings
     memory, gpu, segfaults, disks, quota, containers, nodes, scheduling, mpi, stalls
                                the rules, one family each
     catchall                   the rule for a failure no other rule explains

@@ -62,73 +62,67 @@ class Library:
 
 # In order: the first library whose format a line shows printed it (the more specific first:
 # libfabric's EFA provider before libfabric, Intel MPI's OFI layer before libfabric, PRRTE before
-# Open MPI, gRPC before the frameworks that carry it).
+# Open MPI, Horovod before the Gloo it carries).
 LIBRARIES: tuple[Library, ...] = (
     Library(
         "nccl",
         "NCCL",
         re.compile(
-            r"NCCL WARN |NET/(?:Socket|IB|Plugin)\b|\bncclSocket\w{0,30}|\bsocket(?:Start|Poll"
+            r"NCCL WARN |NET/(?:Socket|IB|Plugin)\b|ncclSocket\w{0,30}|socket(?:Start|Poll"
             r"|Finalize|Progress)"
-            r"\w{0,20}|\bncclProxy\w{0,30}|\bbootstrap(?:Net|Root|Connect|Accept)\w{0,20}"
+            r"\w{0,20}|ncclProxy\w{0,30}|bootstrap(?:Net|Root|Connect|Accept)\w{0,20}"
         ),
     ),
     Library(
         "efa",
         "libfabric's EFA provider",
         re.compile(
-            r"libfabric:\d{1,10}:\d{1,20}:[\w-]{0,40}:efa:|\befa_rdm_\w{1,60}|\befa_\w{1,40}\(\)|\bEFA device"
+            r"libfabric:\d{1,10}:\d{1,20}:[\w-]{0,40}:efa:|efa_rdm_\w{1,60}|efa_\w{1,40}\(\)|EFA device"
         ),
     ),
-    Library("intel-mpi", "Intel MPI", re.compile(r"MPIDI_OFI_\w{1,60}|MPI startup\(\)|\bI_MPI_\w{1,40}")),
+    Library("intel-mpi", "Intel MPI", re.compile(r"MPIDI_OFI_\w{1,60}|MPI startup\(\)|I_MPI_\w{1,40}")),
     Library(
         "libfabric",
         "libfabric",
         re.compile(
-            r"libfabric:\d{1,10}:|\bfi_(?:getinfo|fabric|domain|endpoint|enable|av_insert"
-            r"|cq_\w{1,20})\b|\bOFI\b"
+            r"libfabric:\d{1,10}:|fi_(?:getinfo|fabric|domain|endpoint|enable|av_insert"
+            r"|cq_\w{1,20})\b|OFI\b"
         ),
     ),
     Library(
         "ucx",
         "UCX",
-        re.compile(
-            r"UCX {1,3}(?:ERROR|WARN|DIAG)|\bucp_\w{1,40}\.c:\d|\buct_\w{1,40}\.c:\d|\bucs_\w{1,40}\.c:\d"
-        ),
+        re.compile(r"UCX {1,3}(?:ERROR|WARN|DIAG)|ucp_\w{1,40}\.c:\d|uct_\w{1,40}\.c:\d|ucs_\w{1,40}\.c:\d"),
     ),
-    Library("pmix", "PMIx", re.compile(r"PMIX ERROR|PMIx_\w{1,40}|\bPMIX_ERR_\w{1,40}|\bpmix_\w{1,40}\.c")),
-    Library("prrte", "Open MPI's PRRTE", re.compile(r"\bprterun\b|\bprted\b|\bPRTE\b|\bprte_\w{1,40}")),
+    Library("pmix", "PMIx", re.compile(r"PMIX ERROR|PMIx_\w{1,40}|PMIX_ERR_\w{1,40}|pmix_\w{1,40}\.c")),
+    Library("prrte", "Open MPI's PRRTE", re.compile(r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}")),
     Library(
         "hydra",
         "MPICH's Hydra",
-        re.compile(
-            r"\[(?:proxy:\d{1,7}:\d{1,7}|mpiexec)@[\w.-]{1,253}\]|\bHYD[TU]?_\w{1,60}|\bhydra_\w{1,40}"
-        ),
+        re.compile(r"\[(?:proxy:\d{1,7}:\d{1,7}|mpiexec)@[\w.-]{1,253}\]|HYD[TU]?_\w{1,60}|hydra_\w{1,40}"),
     ),
     Library(
         "mvapich",
         "MVAPICH",
-        re.compile(r"MVAPICH|\bMV2_\w{1,40}|\bmpirun_rsh\b|\bmpispawn\b"),
+        re.compile(r"MVAPICH|MV2_\w{1,40}|mpirun_rsh\b|mpispawn\b"),
     ),
     Library(
         "ompi",
         "Open MPI",
-        re.compile(r"\bmpirun\b|\bORTE\b|\borted\b|\bmca_\w{1,60}|Open MPI|\bopal_\w{1,40}|\bompi_\w{1,40}"),
+        re.compile(r"mpirun\b|ORTE\b|orted\b|mca_\w{1,60}|Open MPI|opal_\w{1,40}|ompi_\w{1,40}"),
     ),
-    Library("gloo", "Gloo", re.compile(r"gloo/|\bGloo\b|ProcessGroupGloo")),
+    Library("horovod", "Horovod", re.compile(r"\[HOROVOD|horovod[./_]|Horovod\b|horovodrun\b")),
+    Library("gloo", "Gloo", re.compile(r"gloo/|Gloo\b|ProcessGroupGloo")),
     Library(
         "xgboost",
         "XGBoost's collective (rabit)",
-        re.compile(
-            r"\[xgboost\.|XGBoostError|\brabit\b|src/collective/|\bRabitTracker\b|Socket Connect Error"
-        ),
+        re.compile(r"\[xgboost\.|XGBoostError|rabit\b|src/collective/|RabitTracker\b|Socket Connect Error"),
     ),
-    Library("horovod", "Horovod", re.compile(r"\[HOROVOD|\bhorovod[./_]|\bHorovod\b|\bhorovodrun\b")),
     Library(
         "jax",
         "JAX's distributed runtime",
         re.compile(
-            r"jax\.distributed|\bjaxlib\b|XlaRuntimeError|JaxRuntimeError|JAX distributed"
+            r"jax\.distributed|jaxlib\b|XlaRuntimeError|JaxRuntimeError|JAX distributed"
             r"|PjRT_Client_\w{1,30}"
         ),
     ),
@@ -137,8 +131,8 @@ LIBRARIES: tuple[Library, ...] = (
         "TensorFlow's distributed runtime",
         re.compile(
             r"tensorflow/core/distributed_runtime|tensorflow\.python\.framework\.errors_impl"
-            r"|\bUnavailableError\b"
-            r"|\bDeadlineExceededError\b|\bCollective ops is aborted"
+            r"|UnavailableError\b"
+            r"|DeadlineExceededError\b|Collective ops is aborted"
         ),
     ),
     Library(
@@ -150,22 +144,22 @@ LIBRARIES: tuple[Library, ...] = (
         "grpc",
         "gRPC",
         re.compile(
-            r"StatusCode\.[A-Z_]{4,30}|grpc_status:? ?\d{1,3}|_InactiveRpcError|\bgrpc\._channel|\bgRPC\b"
+            r"StatusCode\.[A-Z_]{4,30}|grpc_status:? ?\d{1,3}|_InactiveRpcError|grpc\._channel|gRPC\b"
         ),
     ),
     Library(
         "torch",
         "torch.distributed (c10d / torch elastic)",
         re.compile(
-            r"\[c10d\]|torch\.distributed\.elastic|DistNetworkError|DistBackendError|\bTCPStore\b"
-            r"|ProcessGroupNCCL|\bc10d::"
+            r"\[c10d\]|torch\.distributed\.elastic|DistNetworkError|DistBackendError|TCPStore\b"
+            r"|ProcessGroupNCCL|c10d::"
         ),
     ),
     Library(
         "launcher",
         "the DeepSpeed / Accelerate launcher",
         re.compile(
-            r"\[(?:launch|runner|launcher)\.py:\d{1,6}:|\bdeepspeed\.launcher|\baccelerate\.commands|\bpdsh@"
+            r"\[(?:launch|runner|launcher)\.py:\d{1,6}:|deepspeed\.launcher|accelerate\.commands|pdsh@"
         ),
     ),
 )
@@ -174,36 +168,45 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
     (
         "spawn",
         re.compile(
-            r"(?:[Cc]ould not|[Uu]nable to|[Ff]ailed to|[Nn]ot able to) (?:spawn|launch|execute"
-            r"|exec\b|start (?:the )?"
-            r"(?:daemon|proxy|process|remote))|\bexecvp error|\b[Ss]pawn (?:failed|failure)"
-            r"|\b[Ll]aunch failed"
-            r"|\bHYDU_create_process|\bcannot execute\b|\bcommand not found\b"
+            r"(?:[Cc]ould not|[Uu]nable to|[Ff]ailed to|[Nn]ot able to) "
+            r"(?:spawn|launch|execute|exec\b|start (?:the )?(?:daemon|proxy|process|remote))"
+        ),
+    ),
+    (
+        "spawn",
+        re.compile(
+            r"execvp error|[Ss]pawn (?:failed|failure)|[Ll]aunch failed|HYDU_create_process|cannot execute\b"
+            r"|command not found\b"
         ),
     ),
     (
         "alloc",
         re.compile(
-            r"[Cc]annot allocate memory|\bENOMEM\b|[Ff]ailed to (?:register|allocate|pin) (?:memory"
-            r"|a? ?(?:buffer|MR|region))"
-            r"|\bibv_reg_mr\b|\bfi_mr_reg\b|[Mm]emory registration failed|\bRLIMIT_MEMLOCK\b|[Ll]ocked memory"
-            r"|[Oo]ut of (?:resources|registered memory)"
+            r"[Cc]annot allocate memory|ENOMEM\b|[Mm]emory registration failed"
+            r"|[Oo]ut of (?:resources|registered)"
+        ),
+    ),
+    (
+        "alloc",
+        re.compile(
+            r"[Ff]ailed to (?:register|allocate|pin) (?:memory|an? (?:buffer|MR|region))"
+            r"|ibv_reg_mr\b|fi_mr_reg\b|RLIMIT_MEMLOCK\b|[Ll]ocked memory"
         ),
     ),
     (
         "refused",
-        re.compile(r"[Cc]onnection refused|\bECONNREFUSED\b|\b[Ee]rrno:? ?111\b|\b111 ?\(Connection"),
+        re.compile(r"[Cc]onnection refused|ECONNREFUSED\b|[Ee]rrno:? ?111\b|111 ?\(Connection"),
     ),
     (
         "reset",
-        re.compile(r"[Cc]onnection reset|\bECONNRESET\b|[Bb]roken pipe|\bEPIPE\b|\b[Ee]rrno:? ?104\b"),
+        re.compile(r"[Cc]onnection reset|ECONNRESET\b|[Bb]roken pipe|EPIPE\b|[Ee]rrno:? ?104\b"),
     ),
     (
         "unreachable",
         re.compile(
-            r"[Nn]o route to host|\bEHOSTUNREACH\b|[Nn]etwork is unreachable|\bENETUNREACH\b"
-            r"|\bUNREACH(?:ABLE)?\b"
-            r"|[Hh]ost (?:is )?unreachable|[Uu]nreachable|StatusCode\.UNAVAILABLE|\bUNAVAILABLE:"
+            r"[Nn]o route to host|EHOSTUNREACH\b|[Nn]etwork is unreachable|ENETUNREACH\b"
+            r"|UNREACH(?:ABLE)?\b"
+            r"|[Hh]ost (?:is )?unreachable|[Uu]nreachable|StatusCode\.UNAVAILABLE|UNAVAILABLE:"
             r"|grpc_status:? ?14\b"
             r"|[Ff]ailed to connect to all addresses|[Nn]ame or service not known"
             r"|[Tt]emporary failure in name resolution"
@@ -213,9 +216,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
     (
         "timed-out",
         re.compile(
-            r"[Cc]onnection timed out|\bETIMEDOUT\b|DEADLINE_EXCEEDED|[Dd]eadline [Ee]xceeded"
-            r"|\b[Tt]imed out\b"
-            r"|grpc_status:? ?4\b|[Bb]arrier timed out|\b[Tt]imeout (?:expired|exceeded|reached)"
+            r"[Cc]onnection timed out|ETIMEDOUT\b|DEADLINE_EXCEEDED|[Dd]eadline [Ee]xceeded"
+            r"|[Tt]imed out\b"
+            r"|grpc_status:? ?4\b|[Bb]arrier timed out|[Tt]imeout (?:expired|exceeded|reached)"
         ),
     ),
     (
@@ -223,7 +226,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         re.compile(
             r"[Pp]eer (?:closed|disconnected|lost|went away|exited|died)|[Cc]onnection (?:closed|lost"
             r"|aborted)"
-            r"|[Ss]ocket closed|[Cc]losed by (?:remote|peer)|\bECONNABORTED\b"
+            r"|[Ss]ocket closed|[Cc]losed by (?:remote|peer)|ECONNABORTED\b"
             r"|[Ss]oftware caused connection abort"
             r"|[Ll]ost (?:connection|contact|communication|its peer|a peer)|[Hh]eartbeat (?:timeout"
             r"|failure|missed)"
@@ -235,7 +238,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
     (
         "aborted",
         re.compile(
-            r"StatusCode\.ABORTED|grpc_status:? ?10\b|\bAbortedError\b|\bABORTED:"
+            r"StatusCode\.ABORTED|grpc_status:? ?10\b|AbortedError\b|ABORTED:"
             r"|[Cc]ommunicator (?:was )?aborted"
             r"|Collective ops is aborted"
         ),
@@ -244,11 +247,14 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
 """In order of preference: the first verb found in a message is what it says."""
 
 # What makes a line no failure, whatever words it holds.
-_NOT_A_FAILURE = re.compile(
-    r"[Rr]etrying|[Ww]ill retry|[Rr]etry (?:\d|connect|in\b|after)|[Tt]rying again|NCCL INFO |UCX {1,3}INFO"
-    r"|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]]{0,60}(?:socket|TCPStore)|UserWarning|FutureWarning"
-    r"|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|[Cc]onnected to"
+_NOT_A_FAILURE = (
+    re.compile(r"[Rr]etrying|[Ww]ill retry|[Rr]etry (?:\d|connect|in\b|after)|[Tt]rying again"),
+    re.compile(
+        r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]]{0,60}(?:socket|TCPStore)"
+    ),
+    re.compile(r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|[Cc]onnected to"),
 )
+"""A retry, an INFO / DEBUG line or a c10d warning, a Python warning, a success."""
 _DASHES = re.compile(r"^-{20,200}\s{0,8}$")
 _INDENTED = re.compile(r"^(?:\t| {2,16})\S")
 _FRAME = re.compile(r"^\s{0,16}(?:File \"|at |#\d{1,3} )")
@@ -321,7 +327,7 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     raw = bounded(tail)
     hits: list[Hit] = []
     for index, text, block in logical_lines(tail):
-        if _NOT_A_FAILURE.search(text) or is_hint(text):
+        if any(p.search(text) for p in _NOT_A_FAILURE) or is_hint(text):
             continue
         library = library_of(text) or (_HELP_BLOCK if block else None)
         said = verb_of(text) if library is not None else None

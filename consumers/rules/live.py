@@ -50,14 +50,14 @@ CONTEXT_LINES = 8
 Open MPI's ``Process name`` / ``Exit code`` block)."""
 
 NCCL_COUNTERS = re.compile(
-    r"(?:(?:Timeout at NCCL work|detected by watchdog at work): (?P<work>\d{1,19}), l|\bL)"
+    r"(?:(?:Timeout at NCCL work|detected by watchdog at work): (?P<work>\d{1,19}), l|L)"
     r"ast enqueued NCCL work: (?P<enqueued>-?\d{1,19}), last completed NCCL work: (?P<completed>-?\d{1,19})"
 )
 """The watchdog's counters, after a timeout or (the flight recorder, torch 2.3 on) after ``Received a dump
 signal due to a collective timeout from rank N …. Last enqueued NCCL work: E, last completed NCCL work: C.``
 (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)."""
 MONITORED_BARRIER = re.compile(
-    r"\bRanks? (?P<ranks>\d{1,7}(?:, \d{1,7}){0,63}) failed to pass monitoredBarrier in (?P<ms>\d{1,12}) ms"
+    r"Ranks? (?P<ranks>\d{1,7}(?:, \d{1,7}){0,63}) failed to pass monitoredBarrier in (?P<ms>\d{1,12}) ms"
 )
 """torch.distributed.monitored_barrier naming the ranks that did not arrive (ProcessGroupGloo.cpp):
 ``[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms``, with wait_all_ranks ``Ranks 1, 3 …``."""

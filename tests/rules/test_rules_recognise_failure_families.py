@@ -13,6 +13,9 @@ their library has printed.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from consumers.rules import RuleEngine
@@ -177,6 +180,60 @@ NOT_FAILURES = {
 def test_a_line_of_a_known_library_that_reports_no_failure_is_none(text: str) -> None:
     assert family_failures((text,)) == ()
     assert run(_entry(text, expect=None)).rules <= {"failed"}
+
+
+DOCS = Path(__file__).parents[2] / "docs" / "troubleshooting.md"
+DOCUMENTED = {  # the first words of a row of the families table, and the library key it stands for
+    "NCCL": "nccl",
+    "Open MPI / ORTE": "ompi",
+    "Open MPI's PRRTE": "prrte",
+    "MPICH's Hydra": "hydra",
+    "Intel MPI": "intel-mpi",
+    "MVAPICH": "mvapich",
+    "PMIx": "pmix",
+    "UCX": "ucx",
+    "libfabric": "efa",
+    "Gloo": "gloo",
+    "gRPC": "grpc",
+    "XGBoost's": "xgboost",
+    "Horovod": "horovod",
+    "torch.distributed": "torch",
+    "DeepSpeed": "launcher",
+    "TensorFlow's": "tf",
+    "JAX's": "jax",
+    "the TensorFlow / JAX coordination": "coordination",
+}
+
+
+def _documented_examples() -> dict[str, tuple[str, str]]:
+    """Each row of the documented families table: its library key and its example's lines."""
+    rows: dict[str, tuple[str, str]] = {}
+    for line in DOCS.read_text().splitlines():
+        cells = line.split(" | ")
+        if len(cells) != 2 or not line.startswith("| "):
+            continue
+        family = cells[0].removeprefix("| ")
+        key = next((k for prefix, k in DOCUMENTED.items() if family.startswith(prefix)), None)
+        if key is not None and key not in [k for k, _ in rows.values()]:
+            spans = re.findall(r"`([^`]+)`", cells[1].split(" (in a ")[0])
+            rows[family] = (key, "\n".join(spans))
+    return rows
+
+
+EXAMPLES = _documented_examples()
+
+
+def test_every_family_is_documented_with_an_example() -> None:
+    assert sorted(k for k, _ in EXAMPLES.values()) == sorted(DOCUMENTED.values())
+
+
+@pytest.mark.parametrize("row", EXAMPLES.values(), ids=EXAMPLES.keys())
+def test_each_documented_example_lands_in_its_family(row: tuple[str, str]) -> None:
+    key, example = row
+
+    hits = family_failures(tuple(example.splitlines()))
+
+    assert [h.group("library") for h in hits][:1] == [key]
 
 
 # ------------------------------------------------------------------ stalls
