@@ -5,14 +5,20 @@ MPI level the launcher could not reach its workers or lost them (ssh, DNS, daemo
 proxies, an MPI error stack naming a connection); below it the collective library or the
 fabric failed — NCCL (watchdog timeouts, ``ncclRemoteError``, ``ncclSystemError``, sockets,
 InfiniBand, a ``/dev/shm`` too small for its shared-memory transport), Gloo, Horovod, UCX,
-InfiniBand verbs, libfabric / aws-ofi-nccl. The sentence names the library and the usual
+InfiniBand verbs, libfabric / aws-ofi-nccl — and, beyond those wordings, any line a known
+library printed that says the mesh was refused, reset, unreachable, timed out, lost, aborted, could
+not spawn or could not allocate transport memory (:mod:`consumers.rules.families`), with that
+library's sentence and remediation. The sentence names the library and the usual
 culprit: a NetworkPolicy or an injected service-mesh sidecar for refused or lost
 connections, the SSH key Secret for a rejected key, pods not running or the headless Service
 for unresolved names, the fabric for InfiniBand errors, the size of ``/dev/shm`` (and how to
 enlarge it) for shared memory. Of several failures in one log the most telling is reported:
-a too-small ``/dev/shm`` first, then ssh-level lines (they say *why* a daemon was lost), then
-fabric and socket errors, then the daemons, and last what only says that a peer went away —
-a collective timeout, ``ncclRemoteError``, Horovod shutting down. For those the sentence
+a too-small ``/dev/shm`` first, then ssh-level lines and launch failures (they say *why* a
+daemon was lost, and come before the process manager's kill of the other ranks), then fabric and
+socket errors, then a family message (refused, reset, unreachable, allocation), then the daemons
+and generic transport errors (``ncclSystemError``, a bare ``UCX ERROR``), then a family message
+that a peer timed out, closed or aborted, and last what only says that a peer went away — a
+collective timeout, ``ncclRemoteError``, Horovod shutting down. For those the sentence
 points at the peer when another pod of the run had already failed.
 
 ``mpi-abort``: the mesh was fine but a rank failed — called ``MPI_Abort``, was killed by a
@@ -457,8 +463,8 @@ MPI_COMM = Rule(
     id="mpi-comm",
     kind="cause",
     severity="critical",
-    summary="The ranks cannot talk to each other: ssh / MPI daemons, or NCCL, Gloo, Horovod, UCX, "
-    "InfiniBand or libfabric failed.",
+    summary="The ranks cannot talk to each other: ssh / MPI daemons or their launch, or NCCL, Gloo, Horovod, "
+    "UCX, InfiniBand, libfabric, PMIx, gRPC or another library of the mesh failed.",
     remediation=_NETWORK_STEPS,
     detect=_detect_comm,
 )
