@@ -334,13 +334,14 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         if library is None or said is None:
             continue
         rank = output_rank(raw[index])
-        signature = Signature(f"family-{library.key}-{said}", library.name, words(library, said, text), _ANY)
+        signature = Signature(
+            f"family-{library.key}-{said}", library.name, words(library, said, text), library.format
+        )
         groups = (("library", library.key), ("verb", said))
         hits.append(Hit(signature, text, index, rank if rank is not None else message_rank(text), groups))
     return tuple(hits)
 
 
-_ANY = re.compile(r"")
 _HELP_BLOCK = next(lib for lib in LIBRARIES if lib.key == "ompi")
 """A help block between dashed lines is Open MPI's (``opal_show_help``) where it names no other."""
 
