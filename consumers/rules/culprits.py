@@ -20,6 +20,9 @@ collective, waiting for the one that stopped. These accounts name it, tried in t
   C.``). The rank that stopped enqueued nothing new and has nothing to time out: it is the rank of
   the run missing from those lines; where every rank printed them, the one whose ``last
   enqueued`` (then ``last completed``) is lowest is behind the others;
+- torch's heartbeat monitor: ``[PG … Rank 2] ProcessGroupNCCL's watchdog got stuck for 480 seconds
+  without making progress in monitoring enqueued collectives`` names the rank where an NCCL / CUDA
+  call hangs, when not every rank of the run prints it;
 - the live output itself: the rank whose last line came first, at least ``culprit_gap_s`` before
   every other rank's (:attr:`~consumers.rules.state.PodState.rank_output`, from the live reader).
 
@@ -33,7 +36,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from consumers.rules.live import HOROVOD_STALL, MONITORED_BARRIER, NCCL_COUNTERS
+from consumers.rules.live import HOROVOD_STALL, MONITORED_BARRIER, NCCL_COUNTERS, WATCHDOG_STUCK
 from consumers.rules.logs import bounded, output_rank, strip_tag
 from consumers.rules.rule import Context, log_facts, pod_fact
 from consumers.rules.signatures import message_rank
@@ -149,6 +152,29 @@ def _nccl(state: RunState) -> Culprit | None:
     return None
 
 
+def _stuck_watchdog(state: RunState) -> Culprit | None:
+    """The ranks whose NCCL watchdog got stuck, when not every rank of the run says so."""
+    stuck: dict[int, tuple[str, str, PodState]] = {}
+    for pod in state.current_pods():
+        for line in bounded(_lines(pod)):
+            if (match := WATCHDOG_STUCK.search(line)) is not None:
+                rank = message_rank(line)
+                rank = rank if rank is not None else output_rank(line)
+                if rank is not None:
+                    stuck[rank] = (match.group("seconds"), line, pod)
+    world = _world(state)
+    if not stuck or len(stuck) > _MAX_MISSING or (world and len(stuck) >= len(world)):
+        return None
+    ranks = tuple(sorted(stuck))
+    seconds = stuck[ranks[0]][0]
+    words = (
+        f"the NCCL watchdog of {_ranks(ranks)} got stuck for {seconds}s: an NCCL / CUDA call hangs there "
+        "(or another thread holds the GIL)"
+    )
+    shown = [stuck[r] for r in ranks][:4]
+    return Culprit(ranks, words, tuple(e for _, line, pod in shown for e in log_facts(pod, [line])))
+
+
 def _stopped_first(state: RunState, ctx: Context) -> Culprit | None:
     last: dict[int, tuple[datetime, PodState]] = {}
     for pod in state.current_pods():
@@ -170,7 +196,13 @@ def _stopped_first(state: RunState, ctx: Context) -> Culprit | None:
 
 def culprit(state: RunState, ctx: Context) -> Culprit | None:
     """The rank(s) the run's hang waits for, where its output tells (see the module)."""
-    return _horovod(state) or _monitored_barrier(state) or _nccl(state) or _stopped_first(state, ctx)
+    return (
+        _horovod(state)
+        or _monitored_barrier(state)
+        or _nccl(state)
+        or _stuck_watchdog(state)
+        or _stopped_first(state, ctx)
+    )
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:

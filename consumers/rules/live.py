@@ -61,6 +61,9 @@ MONITORED_BARRIER = re.compile(
 )
 """torch.distributed.monitored_barrier naming the ranks that did not arrive (ProcessGroupGloo.cpp):
 ``[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms``, with wait_all_ranks ``Ranks 1, 3 …``."""
+WATCHDOG_STUCK = re.compile(r"ProcessGroup\w{2,10}'s watchdog got stuck for (?P<seconds>\d{1,9}) seconds")
+"""torch's heartbeat monitor: the rank in the line's ``[PG … Rank N]`` prefix has a watchdog that stopped
+moving — an NCCL / CUDA call hangs there (ProcessGroupNCCL.cpp)."""
 HOROVOD_STALL = re.compile(r"waiting for remainder of ranks for more than \d{1,9} seconds")
 """The headline of Horovod's stall inspector in every version (the ranks follow in one of three formats,
 :mod:`consumers.rules.culprits`)."""
@@ -89,7 +92,7 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign(f"oom/{s.name}", s.pattern) for s in KERNEL_OOM]
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
-    signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER)]
+    signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
     return tuple(signs)
 
 

@@ -276,6 +276,14 @@ STALLS = {
         ("[1,0]<stderr>:RuntimeError: [Rank 0]: Ranks 2, 3 failed to pass monitoredBarrier in 30000 ms",),
         "ranks 2 and 3 did not reach torch's monitored barrier within 30s",
     ),
+    "torch-heartbeat-monitor-watchdog-stuck": (
+        (
+            "[1,2]<stderr>:[rank2]:[E1111 17:10:53.000000000 ProcessGroupNCCL.cpp:1500] [PG ID 0 PG GUID "
+            "0(default_pg) Rank 2] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress "
+            "in monitoring enqueued collectives.",
+        ),
+        "the NCCL watchdog of rank 2 got stuck for 480s",
+    ),
     "nccl-flight-recorder": (
         tuple(FLIGHT_RECORDER.format(rank=r) for r in (0, 1, 3)),
         "rank 2 never reported the collective",
