@@ -16,10 +16,12 @@ without the setting). What it lacks is added here:
   connection, finished head or not, so one address holding half-open connections would make
   everyone else's requests 503. A peer address holds at most ``max_connections_per_address``
   connections: one more is answered 429 and closed as it connects, before it can hold anything.
-  A trusted proxy holds every connection of the clients behind it, so its own address is not
-  capped; the share is then applied to the forwarded address once a request's head is read, as
-  requests in flight per client (uvicorn's proxy-headers middleware, running first, has put the
-  X-Forwarded-For client in the scope): one more is answered 429.
+  A trusted proxy holds every connection of the clients behind it, so its connection counts
+  against its address only until its first request head is whole (a router forwards a head
+  whole, at once; a pod of a trusted network holding half-open connections is still bounded);
+  the share is then applied to the forwarded address, as requests in flight per client
+  (uvicorn's proxy-headers middleware, running first, has put the X-Forwarded-For client in the
+  scope): one more is answered 429.
 
 The deadline for a body is the body gate's (:class:`~controller.api.bodylimit.BodyLimit`).
 
@@ -60,7 +62,7 @@ _RETRY_AFTER_S = 1
 class ClientShares:
     """Connections held per peer address, and requests in flight per client address, each at most
     ``per_address``; the peers in ``proxies`` (addresses or networks) hold their clients'
-    connections, so only their forwarded clients' requests are counted."""
+    connections, so theirs count only until the first request head (:class:`HeaderDeadline`)."""
 
     def __init__(self, per_address: int, proxies: Sequence[str] = ()) -> None:
         self.per_address = per_address
@@ -86,8 +88,6 @@ class ClientShares:
 
     def connect(self, address: str) -> bool:
         """Count a new connection from ``address``; False (and nothing counted) beyond its share."""
-        if self.is_proxy(address):
-            return True
         if self._connections[address] >= self.per_address:
             return False
         self._connections[address] += 1
@@ -161,7 +161,8 @@ def _refused(detail: str) -> bytes:
 class HeaderDeadline(H11Protocol):
     """uvicorn's h11 protocol closing a connection whose request head is not whole within
     ``first_header_timeout_s`` of connecting, or ``header_timeout_s`` of its previous response;
-    with ``shares``, refusing a connection beyond its address's share as it connects."""
+    with ``shares``, refusing a connection beyond its address's share as it connects, and
+    counting a trusted proxy's connection only until its first head is whole."""
 
     header_timeout_s: float  # set by server_config's subclass (MPIJC_API__HEADER_TIMEOUT_S)
     first_header_timeout_s: float  # MPIJC_API__FIRST_HEADER_TIMEOUT_S
@@ -177,8 +178,7 @@ class HeaderDeadline(H11Protocol):
                 transport.write(_refused(self.shares.refusal("connections", address)))
                 transport.close()
                 return
-            if not self.shares.is_proxy(address):
-                self._counted = address
+            self._counted = address
         self._arm(self.first_header_timeout_s)
 
     def data_received(self, data: bytes) -> None:
@@ -187,6 +187,8 @@ class HeaderDeadline(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._disarm()  # the head arrived (or was refused): the body has its own deadline
+            if self._counted is not None and self.shares is not None and self.shares.is_proxy(self._counted):
+                self._uncount()  # a proxy's requests are counted per forwarded client from now on
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -195,10 +197,13 @@ class HeaderDeadline(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._uncount()
+        super().connection_lost(exc)
+
+    def _uncount(self) -> None:
         if self.shares is not None and self._counted is not None:
             self.shares.disconnect(self._counted)
             self._counted = None
-        super().connection_lost(exc)
 
     def _arm(self, timeout_s: float) -> None:
         self._disarm()

@@ -246,9 +246,16 @@ async def test_behind_a_trusted_proxy_each_forwarded_client_has_its_share_of_req
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_of(server)}") as api:
                 other = await api.get("/healthz", headers={"X-Forwarded-For": "203.0.113.10"})
                 same = await api.get("/healthz", headers={"X-Forwarded-For": "203.0.113.9"})
+            # the proxy's connections count until their first head: a trusted address (a pod of a
+            # trusted network) holding half-open connections is bounded like any other
+            held += [await connect(server) for _ in range(2)]
+            for _, writer in held[2:]:
+                writer.write(b"GET /healthz HTTP/1.1\r\n")
+            half_open = await exchange(server, b"GET /healthz HTTP/1.1\r\n")
         finally:
             for _, writer in held:
                 writer.close()
+    assert half_open.startswith(b"HTTP/1.1 429 "), half_open
     assert third.startswith(b"HTTP/1.1 429 "), third
     assert b"203.0.113.9 holds 2 requests in flight" in third
     assert (other.status_code, same.status_code) == (200, 429)
