@@ -26,6 +26,7 @@ from httpx_sse import aconnect_sse
 from controller.cli.apiclient import (
     ApiClient,
     ApiError,
+    Refused,
     add_client_options,
     authorization,
     raise_for,
@@ -153,6 +154,8 @@ async def _follow(
             await source.response.aread()
             raise_for(source.response)
         async for event in source.aiter_sse():
+            if event.event == "denied":  # the caller lost the right to read the run's logs
+                raise Refused(f"the API ended the follow: {json.loads(event.data).get('reason')}")
             if event.event != "line":
                 continue
             entry = json.loads(event.data)

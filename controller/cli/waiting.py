@@ -9,7 +9,8 @@ change and each finding as it comes, and exits:
 - 1 when it cannot be met any more (the attempt failed or was deleted), after printing the
   finding that explains it: its root cause and remediation;
 - 2 when ``--timeout`` passes first;
-- 3 when the API refuses to answer (the token, the caller's permissions, the request).
+- 3 when the API refuses to answer (the token, the caller's permissions, the request), or ends
+  the stream with ``denied`` (the token was revoked or the caller's access removed meanwhile).
 
 A lost connection (an API restart, a rolling update, a proxy's idle timeout) is retried with
 backoff, up to 30 s apart, resuming with ``Last-Event-ID`` so nothing is printed twice or missed.
@@ -105,6 +106,8 @@ class Watch:
             return ([] if said else [line]), None
         if kind == "end":
             return [], self._end(job, data)
+        if kind == "denied":  # the caller lost the right to read the job: asking again is refused
+            return [], Outcome(EXIT_ERROR, (f"wait: the API ended the stream: {data.get('reason')}",))
         return [], None
 
     def _end(self, job: str, data: dict[str, Any]) -> Outcome:

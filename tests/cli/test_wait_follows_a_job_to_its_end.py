@@ -5,6 +5,7 @@ timed out, 3 refused; it rides out an API restart without printing anything twic
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import subprocess
@@ -15,12 +16,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.api.access import Principal, StaticAccess
 from controller.cli import waiting
 from controller.cli.waiting import EXIT_ERROR, EXIT_FAILED, EXIT_SUCCESS, EXIT_TIMEOUT, Goal
 from controller.contract.settings import ClientSettings
 from controller.testing.waits import until
-from tests.api_fixtures import T0, fire, job_story
-from tests.live_events import GUARD_S, Served, Writer, serving
+from tests.api_fixtures import T0, USERS, fire, job_story
+from tests.live_events import FAST, GUARD_S, Served, Writer, serving
 
 OOM = "Worker 1 was OOM-killed: its 16Gi limit is below what the job uses."
 
@@ -110,6 +112,33 @@ async def test_a_token_that_may_not_read_the_namespace_exits_3(engine: AsyncEngi
         refused = await Waiting(api, bob, "team-a/train").status()
         missing = await Waiting(api, tmp_path / "absent", "team-a/train").status()
     assert (refused, missing) == (EXIT_ERROR, EXIT_ERROR)
+
+
+class Revocable(StaticAccess):
+    """The static tokens, until :attr:`revoked`: then nobody may list anything."""
+
+    revoked = False
+
+    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        return not self.revoked and await super().can_list(principal, namespace)
+
+
+async def test_a_wait_whose_access_is_removed_exits_3_with_the_reason(
+    engine: AsyncEngine, token_file: Path
+) -> None:
+    _, story = job_story("train")
+    await Writer(engine).write(story[:-1])  # running
+    reviewer = Revocable(USERS)
+    async with serving(engine, dataclasses.replace(FAST, recheck_s=0.1), reviewer=reviewer) as api:
+        wait = Waiting(api, token_file, "team-a/train")
+        await wait.printed(": Running")
+        reviewer.revoked = True
+        status = await wait.status()
+    assert status == EXIT_ERROR
+    assert (
+        "wait: the API ended the stream: alice may no longer list MPIJobs or TrainJobs in namespace 'team-a'"
+        in wait.err.getvalue()
+    )
 
 
 async def test_wait_rides_out_an_api_restart_and_prints_every_change_once(
