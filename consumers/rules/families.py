@@ -357,7 +357,8 @@ LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 """What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
 a help block, a message whose reason follows on the next line. Not a stall report: seen live, it is
-the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause."""
+the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's error
+trail (INFO lines): it is read from the failure-time tail."""
 
 
 def library_of(text: str) -> Library | None:

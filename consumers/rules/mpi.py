@@ -164,9 +164,9 @@ def _candidates(state: RunState) -> list[_Comm]:
             found.append(_Comm(level, pod, hit=hit))
         raw = bounded(text)
         aborted = _aborted_at(raw, rank_failures(text))
-        told = set(pod.log_tail)
+        live_only = set(pod.live_text) - set(pod.log_tail)
         for hit in family_failures(text):
-            if family_verb(hit) == "stalled" and raw[hit.index] not in told:
+            if family_verb(hit) == "stalled" and raw[hit.index] in live_only:
                 continue  # a stall seen while the run goes on is a hang (``hang-progress`` names the rank)
             if raw[hit.index] not in covered and hit.index < aborted:
                 found.append(_Comm(_FAMILY_LEVELS[family_verb(hit) or "lost"], pod, hit=hit))
