@@ -9,17 +9,24 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    messages (:data:`LIBRARIES`): NCCL's ``host:pid:tid [dev] file.cc:NN NCCL WARN`` (``debug.cc``),
    Open MPI / ORTE / PRRTE (``mca_…``, ``mpirun``/``prterun``, the help blocks between dashed
    lines), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``, ``[mpiexec@host]``), Intel MPI
-   (``MPIDI_OFI_…``, ``MPI startup()``, ``Abort(…) on node``), MVAPICH (``mpispawn``,
+   (``MPIDI_OFI_…``, ``MPI startup()``, its bootstrap ``bstrap\\…``, ``bstrap_proxy``), MPICH's
+   ch4 device (``src/mpid/…``, ``MPIR_…``), MVAPICH (``mpispawn``,
    ``mpirun_rsh``), PMIx (``PMIX ERROR:``), UCX (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``,
    ``src/ucs/debug/log.c``), libfabric (``libfabric:pid:time:prefix:prov:subsys:func():line<warn>``,
-   ``src/log.c``) with its EFA, verbs and tcp providers, Gloo (``gloo/…``), gRPC (``StatusCode.…``,
-   ``grpc_status:14``), XGBoost's collective (``rabit``, ``src/collective/…``, ``[xgboost.…]``),
+   ``src/log.c``, ``FI_…`` constants, aws-ofi-nccl's ``NET/OFI``) with its EFA, verbs and tcp
+   providers, Gloo (``gloo/…``), gRPC (``StatusCode.…``, ``grpc_status:14`` and gRPC core's JSON
+   error string ``"grpc_status":14``), XGBoost's collective (``rabit``, ``src/collective/…``,
+   ``[xgboost.…]``, its result chain ``[tracker.cc:NN|time]``),
    Horovod, torch elastic / c10d, the DeepSpeed and Accelerate launchers (``[launch.py:NN:…]``),
    TensorFlow's distributed runtime (``tensorflow/core/distributed_runtime``, ``UnavailableError``)
    and JAX's (``jax.distributed``, ``XlaRuntimeError``, the coordination service);
 2. **what it says about the mesh**, from verbs and errno names the libraries share
-   (:data:`VERBS`): refused, reset, unreachable, timed out, lost a peer, aborted, could not
-   spawn, could not allocate or register transport memory.
+   (:data:`VERBS`): refused, reset, unreachable, could not connect or accept, a wrong handshake,
+   timed out, lost a peer, a collective stalled (ranks missing), aborted, could not spawn
+   (including a process manager's proxy refused its credentials), could not allocate or register
+   transport memory, could not open a transport resource (an address vector, an endpoint). NCCL's
+   error trail (``NCCL INFO misc/socket.cc:NN -> 2``, the return code passed up each caller) says
+   a socket call failed where it starts in NCCL's network code, even with no WARN line.
 
 The finding's sentence and remediation are the library's and the verb's (:func:`words`,
 :func:`remediation`): libfabric's EFA provider unable to reach a peer points at the security
@@ -33,7 +40,12 @@ known library ending with ``:`` (NCCL's ``Last error:`` then the reason), and th
 lines under it (gRPC's ``status = StatusCode.UNAVAILABLE`` / ``details = …``).
 
 **Not a failure.** A line that says it retries, an INFO / DEBUG level line, a c10d warning
-(``[W socket.cpp:…]``), or a hint (``may cause``) is no finding, whichever words it holds.
+(``[W socket.cpp:…]``), or a hint (``may cause``) is no finding, whichever words it holds; nor is
+a failure that the same library says, within the next messages, it retries (NCCL's
+``socketPollConnect`` WARN then ``retrying (1/34)``). A retry the line only hedges (gRPC's
+``RPC failed … maybe retrying the RPC``) is still a failure. The start-up barrier of the JAX /
+TensorFlow coordination service (:data:`STARTUP_BARRIER`) is a missed rendezvous, left to
+:mod:`consumers.rules.rendezvous`.
 
 Like every pattern of the package, these start with a literal and use bounded quantifiers.
 """
@@ -43,12 +55,26 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
-from consumers.rules.signatures import Hit, Signature, is_hint, message_rank
-from consumers.rules.tails import bounded, output_rank, strip_tag
+from consumers.rules.signatures import Hit, Signature, message_rank
+from consumers.rules.tails import bounded, is_hint, output_rank, strip_tag
 
-Verb = Literal["spawn", "alloc", "refused", "reset", "unreachable", "timed-out", "lost", "aborted"]
+Verb = Literal[
+    "spawn",
+    "alloc",
+    "resource",
+    "refused",
+    "reset",
+    "unreachable",
+    "handshake",
+    "connect",
+    "timed-out",
+    "lost",
+    "aborted",
+    "stalled",
+    "trail",
+]
 
 
 @dataclass(frozen=True)
@@ -80,13 +106,18 @@ LIBRARIES: tuple[Library, ...] = (
             r"libfabric:\d{1,10}:\d{1,20}:[\w-]{0,40}:efa:|efa_rdm_\w{1,60}|efa_\w{1,40}\(\)|EFA device"
         ),
     ),
-    Library("intel-mpi", "Intel MPI", re.compile(r"MPIDI_OFI_\w{1,60}|MPI startup\(\)|I_MPI_\w{1,40}")),
+    Library(
+        "intel-mpi",
+        "Intel MPI",
+        re.compile(r"MPIDI_OFI_\w{1,60}|MPI startup\(\)|I_MPI_\w{1,40}|bstrap[\\/_]|i_hydra|bstrap_proxy"),
+    ),
+    Library("mpich", "MPICH", re.compile(r"src/mpid/|MPIDI_\w{1,60}|MPIR_\w{1,60}|MPID_\w{1,60}")),
     Library(
         "libfabric",
         "libfabric",
         re.compile(
             r"libfabric:\d{1,10}:|fi_(?:getinfo|fabric|domain|endpoint|enable|av_insert"
-            r"|cq_\w{1,20})\b|OFI\b"
+            r"|cq_\w{1,20})\b|OFI\b|FI_[A-Z_]{2,30}\b"
         ),
     ),
     Library(
@@ -116,7 +147,10 @@ LIBRARIES: tuple[Library, ...] = (
     Library(
         "xgboost",
         "XGBoost's collective (rabit)",
-        re.compile(r"\[xgboost\.|XGBoostError|rabit\b|src/collective/|RabitTracker\b|Socket Connect Error"),
+        re.compile(
+            r"\[xgboost\.|XGBoostError|rabit\b|src/collective/|RabitTracker\b|Socket Connect Error"
+            r"|\[(?:tracker|comm|socket|allreduce|coll|result|loop)\.(?:cc|h):\d{1,6}\|"
+        ),
     ),
     Library(
         "jax",
@@ -144,7 +178,8 @@ LIBRARIES: tuple[Library, ...] = (
         "grpc",
         "gRPC",
         re.compile(
-            r"StatusCode\.[A-Z_]{4,30}|grpc_status:? ?\d{1,3}|_InactiveRpcError|grpc\._channel|gRPC\b"
+            r"StatusCode\.[A-Z_]{4,30}|grpc_status\"?:? ?\d{1,3}|_InactiveRpcError|grpc\._channel|gRPC\b"
+            r"|grpc_message\b"
         ),
     ),
     Library(
@@ -176,7 +211,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         "spawn",
         re.compile(
             r"execvp error|[Ss]pawn (?:failed|failure)|[Ll]aunch failed|HYDU_create_process|cannot execute\b"
-            r"|command not found\b"
+            r"|command not found\b|[Uu]nable to run \w{1,40} on\b"
+            r"|[Ee]rror (?:launching|spawning|starting|setting up the (?:bootstrap|boostrap))"
+            r"|[Rr]ejected (?:the )?credentials|[Aa]uthentication (?:failed|failure)"
         ),
     ),
     (
@@ -194,6 +231,15 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         ),
     ),
     (
+        "resource",
+        re.compile(
+            r"[Cc]ould(?:n't| not) (?:open|create|init(?:ialize)?|bind) (?:an? |the )?(?:AV|EP|CQ|QP|MR"
+            r"|address vector|endpoint|domain|fabric|completion queue|queue pair|protection domain)\b"
+            r"|[Ff]ailed to (?:open|create|init(?:ialize)?) (?:an? |the )?(?:AV|EP|CQ|QP|address vector"
+            r"|endpoint|domain|fabric|completion queue|queue pair|protection domain)\b"
+        ),
+    ),
+    (
         "refused",
         re.compile(r"[Cc]onnection refused|ECONNREFUSED\b|[Ee]rrno:? ?111\b|111 ?\(Connection"),
     ),
@@ -207,10 +253,19 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"[Nn]o route to host|EHOSTUNREACH\b|[Nn]etwork is unreachable|ENETUNREACH\b"
             r"|UNREACH(?:ABLE)?\b"
             r"|[Hh]ost (?:is )?unreachable|[Uu]nreachable|StatusCode\.UNAVAILABLE|UNAVAILABLE:"
-            r"|grpc_status:? ?14\b"
+            r"|grpc_status\"?:? ?14\b"
             r"|[Ff]ailed to connect to all addresses|[Nn]ame or service not known"
             r"|[Tt]emporary failure in name resolution"
             r"|[Cc]annot assign requested address"
+            r"|rdma_resolve_(?:addr|route)\b|RDMA_CM_EVENT_(?:ADDR|ROUTE)_ERROR|FI_ADDR_NOTAVAIL\b"
+            r"|EADDRNOTAVAIL\b|UnavailableError\b"
+        ),
+    ),
+    (
+        "handshake",
+        re.compile(
+            r"[Ww]rong (?:type|magic|version|protocol)\b|[Mm]agic mismatch|[Vv]ersion mismatch"
+            r"|[Hh]andshake (?:failed|failure|error)|[Uu]nexpected (?:magic|peer type)"
         ),
     ),
     (
@@ -218,7 +273,15 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         re.compile(
             r"[Cc]onnection timed out|ETIMEDOUT\b|DEADLINE_EXCEEDED|[Dd]eadline [Ee]xceeded"
             r"|[Tt]imed out\b"
-            r"|grpc_status:? ?4\b|[Bb]arrier timed out|[Tt]imeout (?:expired|exceeded|reached)"
+            r"|grpc_status\"?:? ?4\b|[Bb]arrier timed out|[Tt]imeout (?:expired|exceeded|reached)"
+        ),
+    ),
+    (
+        "connect",
+        re.compile(
+            r"[Ff]ailed to (?:connect|accept|bind|listen)\b|[Cc]ould(?:n't| not) (?:connect|accept)\b"
+            r"|[Uu]nable to (?:connect|accept)\b|[Cc]onnect(?:ion)? (?:failed|error)\b|connect\(\) failed"
+            r"|accept\(\) failed"
         ),
     ),
     (
@@ -236,9 +299,16 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         ),
     ),
     (
+        "stalled",
+        re.compile(
+            r"[Ww]aiting for (?:the )?remainder of ranks|\[missing ranks: \d|[Ss]talled (?:ops|ranks):"
+            r"|[Mm]issing ranks:|[Ss]tall (?:detected|inspector)"
+        ),
+    ),
+    (
         "aborted",
         re.compile(
-            r"StatusCode\.ABORTED|grpc_status:? ?10\b|AbortedError\b|ABORTED:"
+            r"StatusCode\.ABORTED|grpc_status\"?:? ?10\b|AbortedError\b|ABORTED:"
             r"|[Cc]ommunicator (?:was )?aborted"
             r"|Collective ops is aborted"
         ),
@@ -248,13 +318,30 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
 
 # What makes a line no failure, whatever words it holds.
 _NOT_A_FAILURE = (
-    re.compile(r"[Rr]etrying|[Ww]ill retry|[Rr]etry (?:\d|connect|in\b|after)|[Tt]rying again"),
+    re.compile(r"(?<!maybe )[Rr]etrying|[Ww]ill retry|[Rr]etry (?:\d|connect|in\b|after)|[Tt]rying again"),
     re.compile(
         r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]]{0,60}(?:socket|TCPStore)"
     ),
     re.compile(r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|[Cc]onnected to"),
 )
 """A retry, an INFO / DEBUG line or a c10d warning, a Python warning, a success."""
+_RETRY = _NOT_A_FAILURE[0]
+_HANDLED_WITHIN = 3
+"""A failure followed within this many messages by the same library saying it retries is handled."""
+STARTUP_BARRIER = re.compile(
+    r"PjRT_Client_Connect|Wait_for_all_tasks_to_register|[Cc]luster registration failed"
+    r"|RegisterTask\b|[Ff]ailed to (?:register|connect) (?:with |to )?(?:the )?coordination service"
+)
+"""The start-up barrier of the JAX / TensorFlow coordination service, where every task registers: its
+failure is a missed rendezvous (:mod:`consumers.rules.rendezvous`), not the mesh breaking later."""
+_NCCL_TRAIL = re.compile(
+    r"NCCL INFO (?P<file>(?:misc/socket|bootstrap|proxy|transport/net\w{0,20}|misc/ibvwrap)\.cc):\d{1,6}"
+    r" -> (?P<code>[1-9]\d?)\b"
+)
+"""The first line of NCCL's error trail (``file.cc:NN -> code``, the return code passed up each caller),
+where it starts in NCCL's socket, bootstrap, proxy or network code: a failure of the mesh even
+where no WARN line says how."""
+_ANY_TRAIL = re.compile(r"NCCL INFO [\w/.]{1,80}\.cc:\d{1,6} -> \d")
 _DASHES = re.compile(r"^-{20,200}\s{0,8}$")
 _INDENTED = re.compile(r"^(?:\t| {2,16})\S")
 _FRAME = re.compile(r"^\s{0,16}(?:File \"|at |#\d{1,3} )")
@@ -264,12 +351,14 @@ _MESSAGE_CHARS = 1200
 
 
 LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    *VERBS,
+    *((name, pattern) for name, pattern in VERBS if name != "stalled"),
     ("help-block", _DASHES),
     ("continued", re.compile(r"(?:NCCL WARN |Last error)[^\n]{0,400}:\s{0,4}$")),
 )
 """What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
-a help block, a message whose reason follows on the next line."""
+a help block, a message whose reason follows on the next line. Not a stall report: seen live, it is
+the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's error
+trail (INFO lines): it is read from the failure-time tail."""
 
 
 def library_of(text: str) -> Library | None:
@@ -326,13 +415,24 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     """Every message of ``tail`` that a known library printed about the mesh, in log order."""
     raw = bounded(tail)
     hits: list[Hit] = []
-    for index, text, block in logical_lines(tail):
-        if any(p.search(text) for p in _NOT_A_FAILURE) or is_hint(text):
+    messages = logical_lines(tail)
+    for n, (index, text, block) in enumerate(messages):
+        trail = _trail(raw, index)
+        library: Library | None
+        said: Verb | None
+        if trail:
+            library, said = _NCCL, trail
+        elif any(p.search(text) for p in _NOT_A_FAILURE) or is_hint(text) or STARTUP_BARRIER.search(text):
             continue
-        library = library_of(text) or (_HELP_BLOCK if block else None)
-        said = verb_of(text) if library is not None else None
-        if library is None or said is None:
-            continue
+        else:
+            library = library_of(text) or (_HELP_BLOCK if block else None)
+            said = verb_of(text) if library is not None else None
+            if (
+                library is None
+                or said is None
+                or _retried(messages[n + 1 : n + 1 + _HANDLED_WITHIN], library)
+            ):
+                continue
         rank = output_rank(raw[index])
         signature = Signature(
             f"family-{library.key}-{said}", library.name, words(library, said, text), library.format
@@ -342,6 +442,19 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     return tuple(hits)
 
 
+def _trail(raw: tuple[str, ...], index: int) -> Verb | None:
+    """``"trail"`` where NCCL's error trail starts at ``raw[index]`` in its mesh code."""
+    if _NCCL_TRAIL.search(raw[index]) is None:
+        return None
+    return None if index > 0 and _ANY_TRAIL.search(raw[index - 1]) else "trail"
+
+
+def _retried(after: tuple[tuple[int, str, bool], ...], library: Library) -> bool:
+    """Whether one of the messages ``after`` a failure says the same library retries it."""
+    return any(_RETRY.search(text) and library.format.search(text) for _, text, _ in after)
+
+
+_NCCL = next(lib for lib in LIBRARIES if lib.key == "nccl")
 _HELP_BLOCK = next(lib for lib in LIBRARIES if lib.key == "ompi")
 """A help block between dashed lines is Open MPI's (``opal_show_help``) where it names no other."""
 
@@ -349,7 +462,7 @@ _HELP_BLOCK = next(lib for lib in LIBRARIES if lib.key == "ompi")
 def verb(hit: Hit) -> Verb | None:
     """The verb of a family hit (``None`` for another signature)."""
     said = hit.group("verb")
-    return next((name for name, _ in VERBS if name == said), None)
+    return next((name for name in get_args(Verb) if name == said), None)
 
 
 def library_key(hit: Hit) -> str | None:
@@ -362,6 +475,15 @@ def library_key(hit: Hit) -> str | None:
 _VERB_WORDS: dict[Verb, str] = {
     "spawn": "could not start processes on a host (the launch failed before the ranks ran)",
     "alloc": "could not allocate or register memory for its transport",
+    "resource": "could not open a resource of its transport (an address vector, an endpoint, a queue pair): "
+    "the fabric's devices or provider are missing or misconfigured in the pod",
+    "handshake": "accepted a connection that did not speak its protocol (a wrong handshake): a stale rank of "
+    "an earlier run, another program on the port, or ranks running different library versions",
+    "connect": "could not establish a connection with another rank (or its coordinator)",
+    "stalled": "a collective stalled: some ranks never submitted it (the ranks it names as missing "
+    "stopped, hang or run a different sequence of collectives)",
+    "trail": "a socket or bootstrap call to another rank failed (NCCL's error trail starts in its network "
+    "code): the peer died or the traffic between the pods is blocked",
     "refused": "a connection to another rank was refused: nothing listened on that port, or something in "
     "between rejected it",
     "reset": "a connection to another rank was reset: the peer process died or something in between cut it",
@@ -441,6 +563,12 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
         "spawn",
     ): "prterun could not launch the program on a host (the executable or a library missing on "
     "the workers, or its daemons could not start)",
+    ("intel-mpi", "spawn"): "Intel MPI's Hydra could not start its bootstrap proxy on a host (ssh or the "
+    "launcher's credentials refused there, or hydra_bstrap_proxy missing)",
+    ("xgboost", "connect"): "XGBoost's tracker and workers could not connect to each other: the tracker's "
+    "address and port must be reachable from every worker",
+    ("mpich", "unreachable"): "MPICH's OFI netmod had no address for a peer (FI_ADDR_NOTAVAIL): the peer's "
+    "process is gone or was never connected",
     ("mvapich", "spawn"): "mpirun_rsh / mpispawn could not start the ranks on a host",
     (
         "launcher",
@@ -468,6 +596,16 @@ def words(library: Library, verb: Verb, text: str) -> str:
 
 
 _VERB_STEPS: dict[Verb, tuple[str, ...]] = {
+    "resource": (
+        "Check the pods request the fabric's devices (vpc.amazonaws.com/efa, an RDMA device plugin's "
+        "resource) and run with IPC_LOCK; FI_PROVIDER must name a provider whose devices the pod has.",
+    ),
+    "handshake": (
+        "Check every rank runs the same image (the same NCCL / library version): kubectl -n {namespace} get "
+        "pods -o jsonpath='{{..image}}' | grep {job}",
+        "A leftover rank of an earlier run, or another program, may be connecting to the job's ports: "
+        "check the pods of {namespace} that are not this job's.",
+    ),
     "spawn": (
         "Check the program and its libraries exist at the same path on every worker image, and that "
         "the launcher "
@@ -527,6 +665,8 @@ _LIBRARY_STEPS: dict[str, str] = {
     "pmix": "PMIx: the node's daemon (prted / orted) is its PMIx server; check the launcher log for "
     "the daemon that "
     "failed to start or died.",
+    "mpich": "MPICH (ch4): set FI_LOG_LEVEL=warn and MPIR_CVAR_DEBUG_SUMMARY=1 to see the provider and the "
+    "addresses it uses; a peer with no address has usually exited.",
     "hydra": "Hydra: check hydra_pmi_proxy and the program exist on every worker, and ssh from the launcher "
     "works (mpiexec -verbose shows the launch command).",
     "ompi": "Open MPI: rerun with --mca plm_base_verbose 5 (launch) or --mca btl_base_verbose 100 "
@@ -552,6 +692,11 @@ _LIBRARY_STEPS: dict[str, str] = {
     "reaches them.",
     "nccl": "NCCL: set NCCL_DEBUG=INFO and NCCL_SOCKET_IFNAME=eth0 to see and pin the interface it uses.",
 }
+
+
+_VERB_STEPS["connect"] = _VERB_STEPS["refused"]
+_VERB_STEPS["trail"] = _VERB_STEPS["reset"]
+_VERB_STEPS["stalled"] = _VERB_STEPS["timed-out"]
 
 
 def remediation(hit: Hit) -> tuple[str, ...]:

@@ -116,14 +116,19 @@ the same line or another."""
 _FAMILY_LEVELS: dict[str, int] = {
     "spawn": _LEVEL_SSH,  # a host where nothing could start: the first cause, before any cleanup
     "alloc": _LEVEL_FAMILY,
+    "resource": _LEVEL_FAMILY,
+    "handshake": _LEVEL_FAMILY,
+    "connect": _LEVEL_FAMILY,
     "refused": _LEVEL_FAMILY,
     "reset": _LEVEL_FAMILY,
     "unreachable": _LEVEL_FAMILY,
     "timed-out": _LEVEL_FAMILY_PEER,
     "lost": _LEVEL_FAMILY_PEER,
     "aborted": _LEVEL_FAMILY_PEER,
+    "stalled": _LEVEL_FAMILY_PEER,
+    "trail": _LEVEL_FAMILY_PEER,
 }
-_FAMILY_PEER_VERBS = frozenset({"timed-out", "lost", "aborted"})
+_FAMILY_PEER_VERBS = frozenset({"timed-out", "lost", "aborted", "stalled", "trail"})
 
 
 @dataclass(frozen=True)
@@ -158,10 +163,21 @@ def _candidates(state: RunState) -> list[_Comm]:
             )
             found.append(_Comm(level, pod, hit=hit))
         raw = bounded(text)
+        aborted = _aborted_at(raw, rank_failures(text))
+        live_only = set(pod.live_text) - set(pod.log_tail)
         for hit in family_failures(text):
-            if raw[hit.index] not in covered:
+            if family_verb(hit) == "stalled" and raw[hit.index] in live_only:
+                continue  # a stall seen while the run goes on is a hang (``hang-progress`` names the rank)
+            if raw[hit.index] not in covered and hit.index < aborted:
                 found.append(_Comm(_FAMILY_LEVELS[family_verb(hit) or "lost"], pod, hit=hit))
     return found
+
+
+def _aborted_at(raw: Sequence[str], failures: Sequence[RankFailure]) -> int:
+    """Where a rank's ``MPI_Abort`` shows in ``raw`` (past the end if none): the process manager's
+    messages after it (PMIx ``UNREACHABLE``, lost daemons) are its kill of the other ranks."""
+    lines = {line for f in failures if f.how == "aborted" for line in f.lines}
+    return next((i for i, line in enumerate(raw) if line in lines), len(raw))
 
 
 def _peer_symptom(hit: Hit) -> bool:

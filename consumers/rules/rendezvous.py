@@ -11,7 +11,14 @@ few stable wordings:
 - the store side: ``DistStoreError: Timed out after 901 seconds waiting for clients. 1/3
   clients joined.`` (the master waited for nodes that never came);
 - torch elastic's own verdict: ``RendezvousTimeoutError``, ``RendezvousClosedError``;
-- the process group's barrier: ``Timed out initializing process group in store based barrier``.
+- the process group's barrier: ``Timed out initializing process group in store based barrier``;
+- JAX's and TensorFlow's coordination service, where every task registers at start-up: its barrier
+  timing out (``Barrier_id: PjRT_Client_Connect``, ``Wait_for_all_tasks_to_register``) or the
+  cluster registration failing (:data:`~consumers.rules.families.STARTUP_BARRIER`); a heartbeat or
+  a barrier timing out later is the mesh (``mpi-comm``).
+
+A line that only names one of these (a tip, a setting made *to avoid* it) or a timeout followed
+by a retry or a connection that worked is no miss.
 
 The sentence names the replica that said it, the endpoint when the log gives it, and how many
 joined. A peer that could not start at all (its image, a node, memory, scheduling) is the real
@@ -24,9 +31,10 @@ import re
 from dataclasses import dataclass
 
 from consumers.rules.facts import pod_text
+from consumers.rules.families import STARTUP_BARRIER
 from consumers.rules.rule import Context, Detection, Rule, log_facts
 from consumers.rules.state import PodState, RunState
-from consumers.rules.tails import bounded
+from consumers.rules.tails import HANDLED_WITHIN, bounded, handled, is_mention
 from consumers.rules.wording import also, who
 
 _CLIENT_TIMEOUT = re.compile(
@@ -42,7 +50,7 @@ _CONNECTION_ERROR = re.compile(r"RendezvousConnectionError: The connection to th
 _ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed)Error)\b")
 _BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
-    _CLIENT_TIMEOUT, _CONNECT_TIMEOUT, _STORE_WAIT, _CONNECTION_ERROR, _ELASTIC, _BARRIER,
+    _CLIENT_TIMEOUT, _CONNECT_TIMEOUT, _STORE_WAIT, _CONNECTION_ERROR, _ELASTIC, _BARRIER, STARTUP_BARRIER,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""
 
@@ -58,7 +66,7 @@ class Miss:
 
 def _miss(pod: PodState) -> Miss | None:
     lines = bounded(pod_text(pod))
-    said = [line for line in lines if _said(line)]
+    said = [line for i, line in enumerate(lines) if _said(line) and not _recovered(lines, i)]
     if not said:
         return None
     text = "\n".join(said)
@@ -74,13 +82,26 @@ def _miss(pod: PodState) -> Miss | None:
     elif (m := _ELASTIC.search(text)) is not None:
         closed = m["error"] == "RendezvousClosedError"
         what = "found the rendezvous closed" if closed else "timed out waiting at the rendezvous"
-    else:
+    elif _BARRIER.search(text) is not None:
         what = "timed out in the process group's store barrier"
+    else:
+        what = "could not register all tasks with the coordination service (JAX / TensorFlow) at start-up"
     return Miss(pod, what, tuple(dict.fromkeys(said))[:6])
 
 
 def _said(line: str) -> bool:
-    return any(p.search(line) is not None for p in RENDEZVOUS_SIGNS)
+    return any(
+        (m := p.search(line)) is not None and not is_mention(line, m.start()) for p in RENDEZVOUS_SIGNS
+    )
+
+
+_CONNECTED = re.compile(r"[Cc]onnected to\b|has connected\b|[Rr]econnected\b|[Ss]uccessfully connected")
+
+
+def _recovered(lines: tuple[str, ...], index: int) -> bool:
+    """Whether the miss on ``lines[index]`` was retried or followed by a connection that worked."""
+    after = lines[index + 1 : index + 1 + HANDLED_WITHIN]
+    return handled(lines, index) or any(_CONNECTED.search(line) for line in after)
 
 
 def _detect_rendezvous(state: RunState, ctx: Context) -> Detection | None:

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from consumers.rules.tails import bounded, gpu_oom_lines, output_rank
+from consumers.rules.tails import bounded, gpu_oom_lines, handled, is_hint, is_mention, output_rank
 
 
 @dataclass(frozen=True)
@@ -369,8 +369,9 @@ def _bus_error(hit: Hit) -> bool:
 
 @lru_cache(maxsize=512)
 def native_crashes(tail: tuple[str, ...]) -> tuple[Hit, ...]:
-    """Segmentation faults and bus errors (unless NCCL's ``/dev/shm`` explains the bus error)."""
-    hits = _scan(tail, CRASHES)
+    """Segmentation faults and bus errors (unless NCCL's ``/dev/shm`` explains the bus error; not a
+    tip naming one)."""
+    hits = tuple(h for h in _scan(tail, CRASHES) if not _mention(h))
     if _nccl_at_work(tail):
         hits = tuple(h for h in hits if not _bus_error(h))
     return hits
@@ -518,22 +519,16 @@ def gpu_error_words(hit: Hit) -> tuple[str, bool]:
 
 
 # A line that warns what *could* happen or says how to avoid it reports nothing that happened.
-_HINT = re.compile(
-    r"\b(?:may|might|can|could|will likely) (?:cause|lead to|result in|trigger)\b|\b[Tt]o avoid\b"
-    r"|\b[Ii]f you (?:see|get|hit|encounter)\b"
-)
-
-
-def is_hint(line: str) -> bool:
-    """Whether ``line`` advises about a failure rather than reports one."""
-    return _HINT.search(line) is not None
-
-
 @lru_cache(maxsize=512)
 def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     """Errors of the GPU or of a kernel on it (not running out of GPU memory, not hints)."""
     oom = {hit.line for hit in gpu_oom_lines(tail)}
-    return tuple(hit for hit in _scan(tail, GPU_ERRORS) if hit.line not in oom and not is_hint(hit.line))
+    lines = bounded(tail)
+    return tuple(
+        hit
+        for hit in _scan(tail, GPU_ERRORS)
+        if hit.line not in oom and not is_hint(hit.line) and not handled(lines, hit.index)
+    )
 
 
 # -------------------------------------------------------------------- disks
@@ -568,8 +563,8 @@ _NOT_DISK = re.compile(r"NCCL WARN|shared memory segment|/dev/shm/nccl")
 _WATCH_LIMIT = re.compile(
     r"[Ff]ile watchers|inotify|\bwatch\b[^\n]{0,40}ENOSPC|ENOSPC[^\n]{0,80}(?:\bwatch\b|syscall: 'watch')"
 )
-# … and a write error the program says it handled (retried, ignored) did not end it.
-_HANDLED = re.compile(r"Exception ignored|[Rr]etrying|[Ww]ill retry|[Ii]gnoring|[Rr]ecovered")
+# … and a write error the program says it handled (retried, ignored, fell back) did not end it
+# (:func:`~consumers.rules.tails.handled`).
 _WRITING_CHECKPOINT = re.compile(
     r"torch/serialization\.py|torch\.save|safetensors|PytorchStreamWriter|save_checkpoint|save_pretrained"
 )
@@ -579,13 +574,20 @@ _QUOTED_PATH = re.compile(r"No space left on device: '(?P<path>[^']{1,300})'")
 @lru_cache(maxsize=512)
 def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     """A write failed for lack of space (NCCL's own ``/dev/shm`` segments excepted)."""
+    lines = bounded(tail)
     return tuple(
         hit
         for hit in _scan(tail, DISKS)
         if not _NOT_DISK.search(hit.line)
         and not _WATCH_LIMIT.search(hit.line)
-        and not _HANDLED.search(hit.line)
+        and not _mention(hit)
+        and not handled(lines, hit.index)
     )
+
+
+def _mention(hit: Hit) -> bool:
+    match = hit.signature.pattern.search(hit.line)
+    return match is not None and is_mention(hit.line, match.start())
 
 
 def is_dataloader_shm(hit: Hit) -> bool:

@@ -85,6 +85,56 @@ def strip_tag(line: str) -> str:
     return line[match.end() :] if match is not None else line
 
 
+# ------------------------------------------------------------- mentions, handled
+
+_HINT = re.compile(
+    r"\b(?:may|might|can|could|will likely) (?:cause|lead to|result in|trigger)\b|\b[Tt]o avoid\b"
+    r"|\b[Ii]f you (?:see|get|hit|encounter)\b"
+    r"|\b[Ww]ill warn\b|\b[Ww]arns? (?:on|when|if|about)\b|\b(?:TIP|HINT|Tip|Hint):"
+    r"|\b(?:usually|often|typically) (?:comes? from|means|indicates|is caused by|happens)\b"
+)
+
+
+def is_hint(line: str) -> bool:
+    """Whether ``line`` advises about a failure rather than reports one: a help text, a tip, a
+    configuration echo set *to avoid* it, a helper saying it *will warn on* it."""
+    return _HINT.search(line) is not None
+
+
+def is_mention(line: str, start: int) -> bool:
+    """Whether the failure words found at ``line[start:]`` are only named by advice before them
+    (``to avoid 'CUDA out of memory'``, ``will warn on 'No space left on device'``): a message
+    that reports the failure and then advises (PyTorch's own ``… to avoid fragmentation``) is no
+    mention."""
+    return is_hint(line[:start])
+
+
+_HANDLED_HERE = re.compile(
+    r"Exception ignored|[Rr]etrying|[Ww]ill retry|[Ii]gnoring|[Rr]ecovered"
+    r"|[Ss]kipp(?:ing|ed) (?:this |the )?(?:batch|step|sample|iteration)"
+    r"|[Ff]all(?:ing|s) back\b|[Ff]allback to\b|will operate in serial mode|[Cc]ontinuing without\b"
+)
+_HANDLED_AFTER = re.compile(
+    r"[Tt]rying (?:a )?(?:smaller |lower )?batch[ _]size|[Rr]educ(?:ing|ed) (?:the )?batch[ _]size"
+    r"|[Hh]alving (?:the )?batch[ _]size|[Cc]hosen batch[ _]size"
+    r"|[Ff]ound (?:optimal|max(?:imum)?) batch[ _]size"
+    r"|[Bb]atch[ _]size (?:set to|reduced to|chosen)\b|[Rr]etrying with\b"
+)
+HANDLED_WITHIN = 3
+"""How many lines after an error the program's handling of it may come."""
+
+
+def handled(lines: Sequence[str], index: int) -> bool:
+    """Whether the error on ``lines[index]`` was caught and handled: the line says so (skipped the
+    batch, fell back, retried), or one of the next lines does (or goes on searching a batch size)."""
+    if _HANDLED_HERE.search(lines[index]):
+        return True
+    return any(
+        _HANDLED_HERE.search(line) or _HANDLED_AFTER.search(line)
+        for line in lines[index + 1 : index + 1 + HANDLED_WITHIN]
+    )
+
+
 # ------------------------------------------------------------------ GPU memory
 
 # (what ran out, in the user's words; the wording of the stack that says it)
@@ -122,11 +172,14 @@ class GpuOom:
 
 @lru_cache(maxsize=512)
 def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
-    """Every line of ``tail`` reporting that GPU memory ran out."""
+    """Every line of ``tail`` reporting that GPU memory ran out (not a hint, not an error the
+    program caught and handled)."""
     found: list[GpuOom] = []
-    for line in bounded(tail):
-        what = next((what for what, pattern in GPU_OOM_SIGNS if pattern.search(line)), None)
-        if what is not None:
+    lines = bounded(tail)
+    for i, line in enumerate(lines):
+        match = next(((what, m) for what, pattern in GPU_OOM_SIGNS if (m := pattern.search(line))), None)
+        if match is not None and not is_mention(line, match[1].start()) and not handled(lines, i):
+            what = match[0]
             found.append(GpuOom(line, output_rank(line), what))
     return tuple(found)
 
@@ -298,6 +351,8 @@ def _with_context(
 RankHow = Literal["aborted", "killed", "exited"]
 
 _ABORT_OMPI = re.compile(r"MPI_ABORT was invoked on rank (?P<rank>\d{1,7})")
+_ABORT_NOTE = re.compile(r"invoking MPI_ABORT causes Open MPI to kill all MPI processes")
+"""Open MPI's note under the abort headline: an abort even where the headline was cut off."""
 _ABORT_MPICH = re.compile(
     r"application called MPI_Abort\([^,]{1,100}, (?P<code>-?\d{1,10})\) - process (?P<rank>\d{1,7})"
 )
@@ -321,8 +376,11 @@ _RANK_EXIT_STATUS = re.compile(
 _ELASTIC_ROOT = re.compile(r"Root Cause \(first observed failure\):")
 _ELASTIC_CHILD = re.compile(r"ChildFailedError:")
 _ELASTIC_API = re.compile(
-    r"elastic\.multiprocessing\.api:failed \(exitcode: (?P<code>-?\d{1,10})\) local_rank: (?P<local>\d{1,7})"
+    r"elastic[./]multiprocessing[./]api(?:\.py:\d{1,6}\]|:(?: \[[A-Z]{1,10}\])?) {0,2}"
+    r"failed \(exitcode: (?P<code>-?\d{1,10})\) local_rank: (?P<local>\d{1,7})"
 )
+"""The agent's line in each of torch's log formats: ``…api:failed``, ``…api: [ERROR] failed``, and
+glog's ``E0213 … torch/distributed/elastic/multiprocessing/api.py:869] failed``."""
 _ELASTIC_RANK = re.compile(r"rank\s{0,10}: (?P<rank>\d{1,7}) \(local_rank: (?P<local>\d{1,7})\)")
 _ELASTIC_EXITCODE = re.compile(r"exitcode\s{0,10}: (?P<code>-?\d{1,10})")
 _ELASTIC_HOST = re.compile(r"host\s{0,10}: (?P<host>\S{1,253})")
@@ -346,6 +404,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("abort", _ABORT_OMPI, True),
     ("abort", _ABORT_MPICH, True),
     ("abort", _ABORT_INTEL, True),
+    ("abort", _ABORT_NOTE, True),
     ("signaled", _SIGNALED_OMPI, True),
     ("nonzero", _NONZERO_OMPI, True),
     ("bad-termination", _BAD_TERMINATION, True),
@@ -387,6 +446,9 @@ def rank_failures(tail: tuple[str, ...]) -> tuple[RankFailure, ...]:
     found: list[RankFailure] = []
     whole = " ".join(lines)
     for i, line in enumerate(lines):
+        sign = next((m for _, p, _ in RANK_FAILURE_SIGNS if (m := p.search(line)) is not None), None)
+        if sign is not None and is_mention(line, sign.start()):
+            continue  # a tip or a setting that names an abort
         after = lines[i + 1 : i + 1 + _CONTEXT_LINES]
         failure = _rank_failure(line, after, whole)
         if failure is not None:
@@ -408,6 +470,8 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         rank = int(match.group("rank"))
         host = _host_of(rank, _RANK_AT, whole)
         return RankFailure(rank, "aborted", int(match.group("code")), None, host, (line,))
+    if _ABORT_NOTE.search(line) and _ABORT_OMPI.search(whole) is None:
+        return RankFailure(None, "aborted", None, None, None, (line,), launcher="Open MPI")
     if "process rank" in line and (match := _SIGNALED_OMPI.search(" ".join((line, *after[:1])))) is not None:
         signal = match.group("signal") + (f" ({match.group('name')})" if match.group("name") else "")
         return RankFailure(int(match.group("rank")), "killed", None, signal, match.group("host"), (line,))

@@ -15,7 +15,7 @@ of both splits.
 A *blind set* (``tests/rules/corpus/blind/<date>/``) is a third split, frozen before the
 signatures are extended: its ``MANIFEST`` records the day it was frozen, the commit whose
 code scored it and the SHA-256 of each file. ``python -m tests.rules.corpus_score --blind
-tests/rules/corpus/blind/2026-11-28`` checks the files against the manifest (an edited set is
+tests/rules/corpus/blind/<date>`` checks the files against the manifest (an edited set is
 refused), then prints the same report and the near-misses per rule
 (``tests/rules/corpus/README.md``, "Blind sets").
 """

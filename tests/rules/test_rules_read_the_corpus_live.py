@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from consumers.rules.live import HOROVOD_STALL
 from tests.rules.corpus_replay import Entry, live_events_for, load, run, run_live
 
 FAILURES = [e for e in load() if e.expect is not None and e.where in ("log", "termination")]
@@ -50,12 +51,19 @@ def test_a_failure_text_seen_live_in_a_run_that_succeeds_leaves_nothing_firing()
 
 def test_a_failure_text_seen_live_is_found_before_its_pod_ends() -> None:
     missed = [(e.id, e.expect) for e in LOGGED if e.expect not in run_live(e, end=False).rules]
+    trail = {e.id for e in LOGGED if "NCCL INFO" in e.text and "NCCL WARN" not in e.text}
+    tail_only = trail | {e.id for e in LOGGED if HOROVOD_STALL.search(e.text)}
     recall = 1 - len(missed) / len(LOGGED)
 
     print(f"seen live: {len(LOGGED) - len(missed)} of {len(LOGGED)} found before the pod ended", *missed)
     assert recall >= LIVE_RECALL_FLOOR
-    # the kernel's OOM killer in a log is an OOM kill only once a container fails of it
-    assert {expect for _, expect in missed} <= {"oom", "mpi-abort"}
+    # the kernel's OOM killer in a log is an OOM kill only once a container fails of it; a stall
+    # report seen while the run goes on is a hang (hang-progress names the rank), a cause once it
+    # fails; NCCL's error trail without a WARN line is INFO lines, read from the failure-time tail
+    assert {expect for i, expect in missed if i not in tail_only or expect != "mpi-comm"} <= {
+        "oom",
+        "mpi-abort",
+    }
 
 
 @pytest.mark.parametrize("entry", LOGGED, ids=lambda e: e.id)

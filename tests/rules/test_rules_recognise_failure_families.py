@@ -20,6 +20,7 @@ import pytest
 
 from consumers.rules import RuleEngine
 from consumers.rules.families import family_failures, logical_lines
+from consumers.rules.tails import rank_failures
 from controller.contract.events import BusEvent, JobSpecSummary
 from controller.contract.findings import Finding
 from controller.testing.events import at, job, launcher, log_seen, replay, spec, worker
@@ -75,10 +76,73 @@ NEW_WORDINGS = {
     ),
     "jax-coordination-deadline": (
         "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: "
-        "PjRT_Client_Connect",
+        "checkpoint_saved_step_4000",
         "JAX",
         "coordinator",
         "coordinator_address",
+    ),
+    "aws-ofi-nccl-open-fabric": (
+        "WARN: Function: ofi_init Line: 1102: NET/OFI Couldn't open a fabric provider. RC: -61, ERROR: No data "
+        "available",
+        "libfabric",
+        "could not open a resource of its transport",
+        "FI_PROVIDER",
+    ),
+    "libfabric-verbs-address-error": (
+        "libfabric:4242:1700000000:ofi_rxm:verbs:ep_ctrl:vrb_eq_read_event():620<warn> "
+        "RDMA_CM_EVENT_ADDR_ERROR for 10.0.3.7",
+        "libfabric",
+        "could not be reached",
+        "FI_LOG_LEVEL",
+    ),
+    "mpich-ch4-address-not-available": (
+        "Assertion failed in file src/mpid/ch4/netmod/ofi/ofi_impl.h at line 190: addr != FI_ADDR_NOTAVAIL",
+        "MPICH",
+        "FI_ADDR_NOTAVAIL",
+        "MPIR_CVAR_DEBUG_SUMMARY",
+    ),
+    "xgboost-result-chain-connect": (
+        "xgboost.core.XGBoostError: [10:42:07] /workspace/src/collective/comm.cc:85:\n"
+        "- [comm.cc:85|10:42:07]: Failed to connect to the tracker.",
+        "XGBoost",
+        "tracker",
+        "tracker",
+    ),
+    "intel-mpi-bootstrap-proxies": (
+        "[mpiexec@pi-launcher] HYD_bstrap_setup (../../../../../src/pm/i_hydra/libhydra/bstrap/src/intel/"
+        "i_hydra_bstrap.c:1065): error setting up the bootstrap proxies",
+        "Intel MPI",
+        "bootstrap proxy",
+        "I_MPI_DEBUG",
+    ),
+    "tf-grpc-json-status-ps": (
+        "2026-01-02 03:04:05.000001: E tensorflow/core/distributed_runtime/worker.cc:42] RecvTensor from "
+        '/job:ps/replica:0/task:1 failed: {"grpc_message":"Socket closed","grpc_status":14}',
+        "TensorFlow",
+        "parameter server",
+        "TF_CONFIG",
+    ),
+    "nccl-handshake-wrong-magic": (
+        "pi-worker-1:42:99 [0] misc/socket.cc:420 NCCL WARN socketFinalizeAccept: wrong magic 8f3a != 1f2b",
+        "NCCL",
+        "wrong handshake",
+        "same image",
+    ),
+    "nccl-error-trail-from-bootstrap": (
+        "pi-worker-1:42:99 [0] NCCL INFO bootstrap.cc:73 -> 6\n"
+        "pi-worker-1:42:99 [0] NCCL INFO init.cc:1201 -> 6\n"
+        "pi-worker-1:42:42 [0] NCCL INFO group.cc:64 -> 6 [Async thread]",
+        "NCCL",
+        "error trail",
+        "died first",
+    ),
+    "horovod-stall-inspector": (
+        "[2026-01-02 03:04:05.000001: W /horovod/common/stall_inspector.cc:107] One or more tensors were "
+        "submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
+        "ranks for more than 60 seconds.\nMissing ranks:\n0: [allreduce.noname.1]",
+        "Horovod",
+        "collective stalled",
+        "HOROVOD_LOG_LEVEL",
     ),
     "ucx-register-memory": (
         "[1700000000.123456] [pi-worker-1:42   :0]          ib_md.c:293  UCX  ERROR ibv_reg_mr(address=0x7f, "
@@ -303,3 +367,52 @@ def test_a_stall_report_names_the_missing_rank_in_each_format(case: tuple[tuple[
 
     (hang,) = [f for f in changes if f.rule == "hang-progress" and f.status == "firing"]
     assert words in hang.root_cause
+
+
+def test_a_failed_start_up_registration_with_the_coordination_service_is_a_missed_rendezvous() -> None:
+    text = (
+        "jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: Failed to connect to coordination service. The "
+        "first task may not be up yet."
+    )
+
+    outcome = run(_entry(text, stack="jax", expect="rendezvous"))
+
+    assert outcome.rules == {"rendezvous"}
+    (finding,) = [f for f in outcome.firing if f.rule == "rendezvous"]
+    assert "coordination service" in finding.root_cause
+
+
+def test_the_process_managers_noise_after_an_abort_note_is_its_cleanup() -> None:
+    text = (
+        "NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.\n"
+        "You may or may not see output from other processes, depending on\n"
+        "exactly when Open MPI kills them.\n"
+        "[pi-worker-1:00099] PMIX ERROR: PMIX_ERR_UNREACH in file ../src/mca/ptl/base/ptl_base_sendrecv.c at "
+        "line 123"
+    )
+
+    assert run(_entry(text, expect="mpi-abort")).rules == {"mpi-abort"}
+
+
+@pytest.mark.parametrize(
+    ("line", "how", "local"),
+    [
+        (
+            "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 0 (pid: "
+            "4242) of binary: /usr/bin/python3",
+            "killed",
+            0,
+        ),
+        (
+            "E1111 10:00:00.000000 4242 torch/distributed/elastic/multiprocessing/api.py:826] failed "
+            "(exitcode: 2) local_rank: 1 (pid: 4243) of binary: /usr/bin/python",
+            "exited",
+            1,
+        ),
+    ],
+    ids=["bracketed-level", "glog"],
+)
+def test_torch_elastics_failed_worker_is_read_in_each_log_format(line: str, how: str, local: int) -> None:
+    (failure,) = rank_failures((line,))
+
+    assert (failure.how, failure.local_rank, failure.launcher) == (how, local, "torch elastic")

@@ -9,8 +9,10 @@ measured here — run ``python -m tests.rules.corpus_score`` to print the full r
 
 Each blind set (``tests/rules/corpus/blind/<date>``) was scored once, the day it was frozen;
 these tests never score it again. They check that its files are still the ones its MANIFEST
-hashed (an edited set would make the published blind figure a lie) and that, with the
-held-out split, it gives every rule that reads texts its near-misses.
+hashed (an edited set would make the published blind figure a lie), and that the near-misses
+of all splits give every rule that reads texts its share. A set learnt from is moved into the
+corpus and its folder deleted (the corpus README, "Blind sets"); between two sets there may be
+none.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.rules.corpus_score import (
     manifest,
     near_miss_coverage,
     score,
+    sha256,
     summary,
     thread,
 )
@@ -37,12 +40,14 @@ IN_SAMPLE = load(CORPUS)
 HELD = load(HELD_OUT)
 DOCS = Path(__file__).parents[2] / "docs" / "troubleshooting.md"
 
-BLIND_SETS = sorted(p for p in BLIND.iterdir() if p.is_dir())
+BLIND_SETS = sorted(p for p in BLIND.iterdir() if p.is_dir()) if BLIND.is_dir() else []
 
 PRECISION_FLOOR = 0.9
 RECALL_FLOOR = 0.85
 NEAR_MISS_GAPS = frozenset({"segfault", "quota", "mpi-abort"})
-"""Rules with fewer near-misses than ``NEAR_MISSES_PER_RULE`` over held-out and blind texts (the next blind set's to fill)."""
+"""Rules with fewer verbatim near-misses than ``NEAR_MISSES_PER_RULE`` naming their words (the ``near``
+field), over all splits: the next blind set's to fill (``test_rules_stay_quiet_on_what_a_run_handled``
+holds near-misses of our own for each)."""
 
 
 @pytest.fixture(scope="module")
@@ -85,10 +90,19 @@ def test_a_blind_set_is_the_one_its_manifest_froze(blind: Path) -> None:
     assert not {e.id for e in entries} & {e.id for e in IN_SAMPLE + HELD}
 
 
+def _frozen_copy(tmp_path: Path) -> Path:
+    """A blind set frozen in ``tmp_path``: the held-out split's files under a MANIFEST."""
+    copy = tmp_path / "2026-01-01"
+    shutil.copytree(HELD_OUT, copy)
+    hashes = "".join(f"  {p.name}: {sha256(p)}\n" for p in sorted(copy.glob("*.yaml")))
+    (copy / "MANIFEST").write_text(f"frozen: 2026-01-01\ncode: 0000000\nfiles:\n{hashes}")
+    return copy
+
+
 def test_an_edited_blind_set_is_refused(tmp_path: Path) -> None:
-    copy = tmp_path / BLIND_SETS[-1].name
-    shutil.copytree(BLIND_SETS[-1], copy)
+    copy = _frozen_copy(tmp_path)
     failures = copy / "failures.yaml"
+    assert manifest(copy).frozen == "2026-01-01"
     failures.write_text(failures.read_text().replace("expect: mpi-comm", "expect: mpi-abort", 1))
 
     with pytest.raises(ValueError, match=r"failures\.yaml"):
@@ -96,7 +110,7 @@ def test_an_edited_blind_set_is_refused(tmp_path: Path) -> None:
 
 
 def test_every_rule_that_reads_texts_has_its_near_misses() -> None:
-    coverage = near_miss_coverage(HELD + [e for blind in BLIND_SETS for e in load(blind)])
+    coverage = near_miss_coverage(IN_SAMPLE + HELD + [e for blind in BLIND_SETS for e in load(blind)])
     lacking = {rule for rule in TEXT_RULES if coverage[rule] < NEAR_MISSES_PER_RULE}
     print({rule: coverage[rule] for rule in TEXT_RULES})
 
