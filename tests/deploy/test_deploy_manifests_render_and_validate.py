@@ -37,6 +37,7 @@ from consumers.registry import CONSUMERS
 from controller.bus.serverconfig import IDENTITIES
 from controller.contract.kinds import KINDS
 from controller.contract.settings import ApiSettings, refuse_unknown
+from controller.testing.packages import debian_binary
 from tests.deploy.deploy_schemas import CUSTOM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1420,3 +1421,24 @@ def test_every_object_and_pod_carries_the_recommended_labels(
         assert versions == {_released_image(overlay).rsplit(":", 1)[1]}, (
             "the version label is the image's tag"
         )
+
+
+@pytest.mark.parametrize("name", ["kubernetes+everything", "openshift+everything"])
+def test_every_prometheus_rule_passes_promtool_check_rules(
+    renders: dict[str, list[Obj]], name: str, tmp_path: Path
+) -> None:
+    """The alerting and recording rules as Prometheus itself loads them (Debian's promtool)."""
+    promtool, why = debian_binary("prometheus", ("promtool",))
+    if promtool is None:
+        pytest.skip(why)
+    rules = [obj for obj in renders[name] if obj["kind"] == "PrometheusRule"]
+    assert rules
+    files = []
+    for rule in rules:
+        path = tmp_path / f"{rule['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+        files.append(str(path))
+    done = subprocess.run(
+        [promtool, "check", "rules", *files], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
