@@ -37,7 +37,7 @@ from controller.cli.embedded.nats_users import EmbeddedNatsUsers
 from controller.contract.errors import StartupError
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
-from controller.metrics import Heartbeat, PipelineMetrics
+from controller.metrics import Heartbeat, PipelineMetrics, serve_metrics
 from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.store.roles import role_powers
@@ -480,8 +480,6 @@ async def served_metrics(
     """/metrics of ``registry`` and /healthz of this process's event loop (503 once it made no
     turn for ``stuck_after_s``: :func:`controller.metrics.serve_metrics`) on ``port`` while
     inside; a port that cannot be had is a :class:`StartupError` naming ``variable``."""
-    from controller.metrics import serve_metrics
-
     async with contextlib.AsyncExitStack() as stack:
         try:
             await stack.enter_async_context(serve_metrics(registry, port, stuck_after_s))
