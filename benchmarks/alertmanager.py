@@ -38,9 +38,10 @@ from controller.testing.waits import until
 
 def _row(n: int, now: datetime) -> dict[str, Any]:
     labels = {
-        "alertname": "MPIJobFinding",
+        "alertname": "TrainingJobOOM",
         "namespace": f"team-{n % 50}",
-        "job": f"job-{n}",
+        "training_job": f"job-{n}",
+        "kind": "MPIJob",
         "uid": f"uid-{n}",
         "rule": "oom",
         "severity": "critical",

@@ -2,15 +2,17 @@
 
 Labels (what routes, silences, inhibitions and grouping match on; one alert per label set):
 
-=============  ===========================================================================
-``alertname``  ``MPIJobFinding``
-``namespace``  the job's namespace
-``job``        the job's name
-``uid``        the run (job uid): two attempts of one job are two alerts
-``rule``       the finding's rule (``oom``, ``image-pull``…)
-``severity``   ``info``, ``warning`` or ``critical``
-``cluster``    ``notify.cluster``
-=============  ===========================================================================
+================  ========================================================================
+``alertname``     per rule: ``TrainingJob`` and the rule in CamelCase (:func:`alertname`:
+                  ``oom`` → ``TrainingJobOOM``, ``hang-progress`` → ``TrainingJobHangProgress``)
+``namespace``     the job's namespace
+``training_job``  the job's name (not ``job``: Prometheus gives that label its scrape job)
+``kind``          the job's kind (``MPIJob``, ``PyTorchJob``, ``TrainJob``…)
+``uid``           the run (job uid): two attempts of one job are two alerts
+``rule``          the finding's rule (``oom``, ``image-pull``…)
+``severity``      ``info``, ``warning`` or ``critical``
+``cluster``       ``notify.cluster``
+================  ========================================================================
 
 Annotations: ``summary`` and ``description`` (the root cause; ``description`` adds the
 remediation steps), ``remediation``, ``runbook_url`` (the troubleshooting section) and
@@ -31,9 +33,16 @@ from controller.contract.notifications import JobInfo, links
 from controller.contract.settings import NotifySettings
 from controller.store.alerts import Alert
 
-ALERTNAME = "MPIJobFinding"
+ALERTNAME_PREFIX = "TrainingJob"
+_ACRONYMS = {"oom": "OOM", "gpu": "GPU", "mpi": "MPI"}
 VALID_FOR = 4
 """A firing alert is valid this many resend intervals (Prometheus' rule too)."""
+
+
+def alertname(rule: str) -> str:
+    """The alert's name for ``rule``: ``gpu-oom`` → ``TrainingJobGPUOOM``."""
+    words = (_ACRONYMS.get(word, word.capitalize()) for word in rule.split("-"))
+    return ALERTNAME_PREFIX + "".join(words)
 
 
 def alert_row(
@@ -51,9 +60,10 @@ def alert_row(
         "run_url": to.run,
     }
     labels = {
-        "alertname": ALERTNAME,
+        "alertname": alertname(finding.rule),
         "namespace": job.namespace,
-        "job": job.name,
+        "training_job": job.name,
+        "kind": job.kind,
         "uid": job.uid,
         "rule": finding.rule,
         "severity": finding.severity,

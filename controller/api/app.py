@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
-from starlette.routing import Match, Route
 
-from controller.api import audit, compare, events, health, jobs, logs, runs, webhooks
+from controller.api import audit, compare, events, health, jobs, logs, problems, runs, webhooks
 from controller.api.access import AccessReviewer, StaticAccess
 from controller.api.auth import authenticate
 from controller.api.bodylimit import BodyLimit
@@ -18,7 +16,7 @@ from controller.api.limits import DEFAULT_LIMITS, DEFAULT_QUOTAS, ApiLimits, Sub
 from controller.api.metrics_collectors import ScrapeCollector, StoreCollector
 from controller.api.ratelimit import ClientLimiter
 from controller.contract.settings import NotifySettings
-from controller.metrics import PipelineMetrics
+from controller.metrics import Heartbeat, PipelineMetrics
 
 
 def create_app(
@@ -72,33 +70,26 @@ def create_app(
     routers = (health.router, runs.router, jobs.router, events.router, logs.router, compare.router)
     for router in (*routers, subscriptions, audit.router):
         app.include_router(router)
-    app.add_exception_handler(405, _method_not_allowed)
+    problems.install(app)
     app.add_middleware(BodyLimit, limits=limits, gate=authenticate)
     return app
 
 
-def metrics_app(api: FastAPI, api_loop: asyncio.AbstractEventLoop | None = None) -> FastAPI:
+def metrics_app(
+    api: FastAPI, api_loop: asyncio.AbstractEventLoop | None = None, heartbeat: Heartbeat | None = None
+) -> FastAPI:
     """``/metrics`` (and ``/healthz``, ``/readyz``) of ``api``'s process, on an app of its own for
     the metrics port: the figures name every namespace with jobs, so they stay off the public
     port. Served on a loop of its own (a thread), it is given ``api_loop``, where ``api``'s
     database engine lives: ``/metrics`` and ``/readyz`` query the store there (so they wait
-    while that loop is busy: busy, not ready), ``/healthz`` answers from its own."""
+    while that loop is busy: busy, not ready), ``/healthz`` answers from its own, 503 once
+    ``heartbeat`` (stamped by ``api_loop``) is stale: that loop is stuck, not busy."""
     app = FastAPI(title="mpijob-controller metrics", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.engine, app.state.metrics = api.state.engine, api.state.metrics
     app.state.api_loop = api_loop
+    app.state.heartbeat = heartbeat
     app.state.collectors = api.state.collectors
     app.include_router(health.metrics_router)
     app.include_router(health.router)
+    problems.install(app)
     return app
-
-
-async def _method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
-    """405 whose ``Allow`` lists the methods of every route on the path, not only the first one's
-    (``GET /webhooks`` and ``POST /webhooks`` are two routes)."""
-    allowed = {
-        method
-        for route in request.app.router.routes
-        if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE
-        for method in route.methods or ()
-    }
-    return JSONResponse({"detail": "Method Not Allowed"}, 405, headers={"Allow": ", ".join(sorted(allowed))})

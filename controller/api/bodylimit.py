@@ -22,7 +22,6 @@ the route's own authentication (:func:`controller.api.auth.current_principal`).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Mapping
 
 from starlette.exceptions import HTTPException
@@ -30,6 +29,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from controller.api.limits import ApiLimits
+from controller.api.problems import PROBLEM_JSON, problem_bytes
 
 __all__ = ["BodyLimit"]
 
@@ -54,10 +54,10 @@ class BodyLimit:
             return
         lengths = [value for name, value in scope["headers"] if name == b"content-length"]
         if len(lengths) > 1 or (lengths and not lengths[0].isdigit()):
-            await _answer(send, 400, "the Content-Length header is not one non-negative integer")
+            await _answer(scope, send, 400, "the Content-Length header is not one non-negative integer")
             return
         if lengths and (len(lengths[0]) > _MAX_LENGTH_DIGITS or int(lengths[0]) > self.limits.max_body_bytes):
-            await _answer(send, 413, self._too_large())
+            await _answer(scope, send, 413, self._too_large())
             return
         chunked = any(name == b"transfer-encoding" for name, _ in scope["headers"])
         if not (chunked or (lengths and int(lengths[0]) > 0)):
@@ -66,20 +66,20 @@ class BodyLimit:
         try:
             await self.gate(Request(scope))
         except HTTPException as refused:
-            await _answer(send, refused.status_code, refused.detail, refused.headers)
+            await _answer(scope, send, refused.status_code, refused.detail, refused.headers)
             return
         try:
             async with asyncio.timeout(self.limits.body_timeout_s):
                 body = await self._read(receive)
         except TimeoutError:
             await _answer(
-                send, 408, f"the request body did not arrive within {self.limits.body_timeout_s:g} s"
+                scope, send, 408, f"the request body did not arrive within {self.limits.body_timeout_s:g} s"
             )
             return
         if body is None:
             return  # the client left before sending its whole request: nobody to answer
         if isinstance(body, str):
-            await _answer(send, 413, body)
+            await _answer(scope, send, 413, body)
             return
         whole: Message | None = {"type": "http.request", "body": body, "more_body": False}
 
@@ -127,14 +127,16 @@ class BodyLimit:
         )
 
 
-async def _answer(send: Send, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def _answer(
+    scope: Scope, send: Send, status: int, detail: str, headers: Mapping[str, str] | None = None
+) -> None:
+    body = problem_bytes(status, detail, scope["path"])
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"application/json"),
+                (b"content-type", PROBLEM_JSON.encode()),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
                 *((name.lower().encode(), value.encode()) for name, value in (headers or {}).items()),

@@ -4,7 +4,8 @@
 served by :func:`controller.api.app.metrics_app` on the metrics port, which the Route and the
 public Service leave out and the NetworkPolicy opens to Prometheus only. That port is served
 from a thread with an event loop of its own (:func:`controller.cli.runtime.serve_api`), so the
-kubelet's liveness probe (``/healthz`` there) is answered however busy the API's loop is;
+kubelet's liveness probe (``/healthz`` there) is answered however busy the API's loop is, and
+fails only once that loop made no turn for ``metrics.stuck_after_s`` (its :class:`Heartbeat`);
 ``/readyz`` and ``/metrics`` ask the database on the API's loop, so a loop too busy to answer
 takes the pod out of the Service (busy, not dead)."""
 
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 from controller.api.deps import collectors_of, engine_of, metrics_of
 from controller.api.metrics_collectors import refresh_all
 from controller.api.params import Problem
+from controller.metrics import Heartbeat
 from controller.store.history import ping
 
 T = TypeVar("T")
@@ -35,9 +37,12 @@ class Status(BaseModel):
     status: str
 
 
-@router.get("/healthz")
-async def healthz() -> Status:
-    """The process is up."""
+@router.get("/healthz", responses={503: {"model": Problem, "description": "The API's event loop is stuck."}})
+async def healthz(request: Request) -> Status:
+    """The process is up, and its API loop turns (on the metrics port: ``app.state.heartbeat``)."""
+    heartbeat: Heartbeat | None = getattr(request.app.state, "heartbeat", None)
+    if heartbeat is not None and not heartbeat.alive():
+        raise HTTPException(503, f"the API's event loop made no turn for {heartbeat.age_s():.0f} s")
     return Status(status="ok")
 
 

@@ -10,7 +10,9 @@ JetStream's own consumer info gives the consumers' backlog and redeliveries.
 Both are computed at most once per ``ttl_s`` (several Prometheus replicas cost one query),
 by :meth:`ScrapeCollector.refresh`, which the ``/metrics`` route awaits before rendering;
 ``collect()`` — called by ``prometheus_client`` synchronously — only returns the cached
-families. A failed refresh keeps the previous figures and sets ``mpijc_scrape_ok`` to 0.
+families. A failed refresh keeps the previous figures and sets ``mpijc_scrape_ok`` to 0: one
+series per source in one family (:class:`ScrapeStatus`), since a family named twice in one
+exposition is invalid (``promtool check metrics`` refuses it).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -28,14 +30,28 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.bus.client import JetStreamContext
 from controller.bus.streams import FAMILIES
 from controller.contract.subjects import Topology
+from controller.metrics import MetricGroup
 from controller.store import queries, subscriptions
 
-__all__ = ["RUN_DURATION_BUCKETS", "JetStreamCollector", "ScrapeCollector", "StoreCollector"]
+__all__ = ["RUN_DURATION_BUCKETS", "JetStreamCollector", "ScrapeCollector", "ScrapeStatus", "StoreCollector"]
 
 log = logging.getLogger(__name__)
 
 RUN_DURATION_BUCKETS: tuple[float, ...] = (60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
 """Seconds, created → finished: from a one-minute smoke test to a three-day training run."""
+
+
+class ScrapeStatus(MetricGroup):
+    """``mpijc_scrape_ok{source}``: one family for every :class:`ScrapeCollector` of a registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        self.ok = Gauge(
+            "mpijc_scrape_ok",
+            "1 if the figures from this source were refreshed on the last try.",
+            ["source"],
+            registry=self.registry,
+        )
 
 
 class ScrapeCollector(Collector):
@@ -46,7 +62,7 @@ class ScrapeCollector(Collector):
     def __init__(self, registry: CollectorRegistry, ttl_s: float) -> None:
         self._ttl_s = ttl_s
         self._families: list[Metric] = []
-        self._ok = 0.0
+        self._ok = ScrapeStatus.on(registry).ok.labels(self.source)
         self._refreshed_at = -float("inf")
         self._lock = asyncio.Lock()
         registry.register(self)
@@ -62,22 +78,15 @@ class ScrapeCollector(Collector):
                 return
             try:
                 self._families = await self.compute()
-                self._ok = 1.0
+                self._ok.set(1)
             except Exception:
                 log.warning(
                     "could not refresh %s metrics; serving the previous figures", self.source, exc_info=True
                 )
-                self._ok = 0.0
+                self._ok.set(0)
             self._refreshed_at = time.monotonic()
 
     def collect(self) -> Iterator[Metric]:
-        ok = GaugeMetricFamily(
-            "mpijc_scrape_ok",
-            "1 if the figures from this source were refreshed on the last try.",
-            labels=["source"],
-        )
-        ok.add_metric([self.source], self._ok)
-        yield ok
         yield from self._families
 
 

@@ -10,7 +10,8 @@ bounded, linear amount of work:
 - :data:`Instant` for every timestamp: RFC 3339 with an offset, compared in UTC;
 - pagination (``limit``, ``cursor``) is in :mod:`controller.api.paging`.
 
-Errors are ``{"detail": …}`` (:class:`Problem`); :func:`errors` gives a route the documented
+Errors are RFC 9457 problem details whose ``detail`` says what was wrong (:class:`Problem`,
+:mod:`controller.api.problems`); :func:`errors` gives a route the documented
 answers for the statuses it may return.
 """
 
@@ -29,6 +30,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     StringConstraints,
     WithJsonSchema,
 )
@@ -55,9 +57,14 @@ MAX_TIMESTAMP = 64
 
 
 class Problem(BaseModel):
-    """An error: what was wrong, in one sentence."""
+    """An error as RFC 9457 problem details (``application/problem+json``): what was wrong, in
+    one sentence, in ``detail`` (:mod:`controller.api.problems`)."""
 
+    type: str = "about:blank"
+    title: str = Field(description="The HTTP status's phrase.")
+    status: int
     detail: str
+    instance: str = Field(description="The request's path.")
 
 
 class InvalidField(BaseModel):
@@ -74,7 +81,11 @@ class Unprocessable(BaseModel):
     """A parameter or body field that breaks its declared form (a list naming each), or a value
     the route checks itself (one sentence)."""
 
+    type: str = "about:blank"
+    title: str = Field(description="The HTTP status's phrase.")
+    status: int
     detail: str | list[InvalidField]
+    instance: str = Field(description="The request's path.")
 
 
 _DESCRIPTIONS: dict[int, str] = {

@@ -94,7 +94,8 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     ]
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
     metrics = UpMetrics()
-    with served_metrics(metrics.registry, settings.metrics.up_port, "MPIJC_METRICS__UP_PORT"):
+    up_port, stuck_after_s = settings.metrics.up_port, settings.metrics.stuck_after_s
+    async with served_metrics(metrics.registry, up_port, "MPIJC_METRICS__UP_PORT", stuck_after_s):  # noqa: SIM117
         async with runtime(settings, "mpijc-up") as rt:
             if stop.is_set():
                 return 0
@@ -120,9 +121,11 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
-    async with runtime(settings, "mpijc-watchers", database=False, identity="watchers") as rt:
-        with metrics_server(rt):
-            await run_watchers(rt, stop_on_signals())
+    async with (
+        runtime(settings, "mpijc-watchers", database=False, identity="watchers") as rt,
+        metrics_server(rt),
+    ):
+        await run_watchers(rt, stop_on_signals())
     return 0
 
 
@@ -130,9 +133,9 @@ async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
     only: Sequence[str] = args.only or ()
     # on the embedded NATS the roles connect as their own identities; this connection only
     # checks the streams, as the one role's identity when there is one
-    async with runtime(settings, "mpijc-consumers", identity=only[0] if len(only) == 1 else "admin") as rt:
-        with metrics_server(rt):
-            await run_consumers(rt, stop_on_signals(), only=only)
+    identity = only[0] if len(only) == 1 else "admin"
+    async with runtime(settings, "mpijc-consumers", identity=identity) as rt, metrics_server(rt):
+        await run_consumers(rt, stop_on_signals(), only=only)
     return 0
 
 
@@ -247,7 +250,8 @@ async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
     try:
         # the probes and Prometheus use the metrics port: with a client CA the HTTPS port lets in
         # only callers with a client certificate, which neither the kubelet nor Prometheus has
-        with served_metrics(registry, settings.metrics.port, "MPIJC_METRICS__PORT"):
+        metrics = settings.metrics
+        async with served_metrics(registry, metrics.port, "MPIJC_METRICS__PORT", metrics.stuck_after_s):
             await serve_admission(
                 settings.admission,
                 bus,

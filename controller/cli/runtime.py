@@ -37,7 +37,7 @@ from controller.cli.embedded.nats_users import EmbeddedNatsUsers
 from controller.contract.errors import StartupError
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
+from controller.metrics import Heartbeat, PipelineMetrics, serve_metrics
 from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.store.roles import role_powers
@@ -428,7 +428,8 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     tls = certificate.context if certificate is not None else None
     # the metrics port (liveness, readiness, scrapes) on a thread and loop of its own: a loop kept
     # busy by the API's requests must not fail the kubelet's liveness probe
-    metrics = metrics_app(app, asyncio.get_running_loop())
+    heartbeat = Heartbeat(rt.settings.metrics.stuck_after_s)
+    metrics = metrics_app(app, asyncio.get_running_loop(), heartbeat)
     servers = [
         uvicorn.Server(server_config(app, api, api.port, tls=tls)),
         uvicorn.Server(server_config(metrics, api, metrics_port, capped=False)),
@@ -439,6 +440,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     ]
     recheck = CreatorRecheck(rt.engine, reviewer, api.subscription_recheck_s)
     rechecking = [asyncio.create_task(recheck.run(stop))]
+    beating = asyncio.create_task(heartbeat.run())
     if certificate is not None:
         rechecking.append(asyncio.create_task(certificate.run(stop, api.cert_reload_s)))
     scheme = "https" if certificate is not None else "http"
@@ -448,7 +450,9 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     await stop.wait()
     for server in servers:
         server.should_exit = True
+    beating.cancel()
     await asyncio.gather(*serving, *rechecking)
+    await asyncio.gather(beating, return_exceptions=True)
 
 
 def api_certificate(settings: Settings) -> CertificateReloader | None:
@@ -469,28 +473,25 @@ def api_certificate(settings: Settings) -> CertificateReloader | None:
         raise StartupError(f"MPIJC_API__TLS_CERT_FILE: cannot serve HTTPS with {exc}") from exc
 
 
-@contextlib.contextmanager
-def served_metrics(registry: CollectorRegistry, port: int, variable: str) -> Iterator[None]:
-    """/metrics of ``registry`` on ``port`` while inside; a port that cannot be had is a
-    :class:`StartupError` naming ``variable``."""
-    from prometheus_client import start_http_server
-
-    try:
-        server, thread = start_http_server(port, registry=registry)
-    except OSError as exc:
-        raise StartupError(f"{variable}: cannot serve /metrics on port {port}: {exc}") from exc
-    try:
+@contextlib.asynccontextmanager
+async def served_metrics(
+    registry: CollectorRegistry, port: int, variable: str, stuck_after_s: float
+) -> AsyncIterator[None]:
+    """/metrics of ``registry`` and /healthz of this process's event loop (503 once it made no
+    turn for ``stuck_after_s``: :func:`controller.metrics.serve_metrics`) on ``port`` while
+    inside; a port that cannot be had is a :class:`StartupError` naming ``variable``."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(serve_metrics(registry, port, stuck_after_s))
+        except OSError as exc:
+            raise StartupError(f"{variable}: cannot serve /metrics on port {port}: {exc}") from exc
         yield
-    finally:
-        server.shutdown()
-        thread.join(5)
 
 
-@contextlib.contextmanager
-def metrics_server(rt: Runtime) -> Iterator[None]:
-    """/metrics of a watcher or consumer process, for its probes and ServiceMonitor."""
-    with served_metrics(rt.metrics.registry, rt.settings.metrics.port, "MPIJC_METRICS__PORT"):
-        yield
+def metrics_server(rt: Runtime) -> contextlib.AbstractAsyncContextManager[None]:
+    """/metrics and /healthz of a watcher or consumer process, for its probes and ServiceMonitor."""
+    metrics = rt.settings.metrics
+    return served_metrics(rt.metrics.registry, metrics.port, "MPIJC_METRICS__PORT", metrics.stuck_after_s)
 
 
 async def replay(rt: Runtime, files: Sequence[Path], publisher: Publisher | None = None) -> int:

@@ -773,6 +773,16 @@ class MetricsSettings(BaseModel):
         description="Port of ``up``'s own /metrics (mpijc_up_restarts_total{part}); next to `port`'s "
         "9464 so a scrape of one host finds both; 0 takes any free port.",
     )
+    stuck_after_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Seconds without a turn of a process's event loop (it stamps a heartbeat every "
+        "second) after which /healthz on the metrics port answers 503, so the kubelet restarts a "
+        "process whose loop is blocked; 30 s is far above any legitimate pause (a batch is handled in "
+        "milliseconds) and, with the probes' 20 s period and 3 failures, restarts a stuck process "
+        "within about 90 s.",
+    )
 
 
 class SmtpSettings(BaseModel):

@@ -36,7 +36,7 @@ def alertmanager_binary() -> tuple[str | None, str]:
     return debian_binary(PACKAGE, (PACKAGE, "alertmanager"))
 
 
-GROUP_BY = ("alertname", "namespace", "job", "rule")
+GROUP_BY = ("alertname", "namespace", "training_job", "rule")
 
 
 def config(

@@ -68,9 +68,9 @@ async def test_a_cursor_of_another_list_or_version_is_400(
 ) -> None:
     answer = await api.get(path, params={"cursor": cursor}, headers=ADMIN)
     assert answer.status_code == 400
-    assert answer.json() == {
-        "detail": "cursor is not valid: pass the next_cursor of a previous page of this list, unchanged"
-    }
+    assert answer.json()["detail"] == (
+        "cursor is not valid: pass the next_cursor of a previous page of this list, unchanged"
+    )
 
 
 def test_cursors_round_trip() -> None:

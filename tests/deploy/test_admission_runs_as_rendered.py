@@ -10,7 +10,7 @@ paths moved to this test's directories; only the ports and NATS are this test's)
 as the API server does (the Service's DNS name, verified against the CA the webhook configuration
 trusts):
 
-- the probes answer: readiness connects to the https port, liveness gets /metrics on the metrics port;
+- the probes answer: readiness connects to the https port, liveness gets /healthz on the metrics port;
 - without a client certificate, or with one from another CA, the handshake fails and nothing is
   recorded; with the API server's certificate the review is allowed and its record on the AUDIT
   stream says ``caller: mtls``;

@@ -37,6 +37,7 @@ from consumers.registry import CONSUMERS
 from controller.bus.serverconfig import IDENTITIES
 from controller.contract.kinds import KINDS
 from controller.contract.settings import ApiSettings, refuse_unknown
+from controller.testing.packages import debian_binary
 from tests.deploy.deploy_schemas import CUSTOM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -691,7 +692,7 @@ def test_every_consumer_role_runs_in_a_deployment_of_its_own(
         assert (pod["serviceAccountName"], pod["automountServiceAccountToken"]) == account
         container = pod["containers"][0]
         assert {"name": "metrics", "containerPort": 9464} in container["ports"]
-        assert container["livenessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
         assert {"configMapRef": {"name": "mpijc-config"}} in container["envFrom"]
         assert _env(deployment)["MPIJC_DATABASE__URL"] == {
             "secretKeyRef": {"name": "mpijc-database", "key": "url"}
@@ -1378,3 +1379,66 @@ def test_the_image_runs_the_cli_as_a_non_root_user() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["mpijob-controller"]' in dockerfile
     assert re.search(r"^USER 10001", dockerfile, re.MULTILINE)
+
+
+RECOMMENDED_LABELS = tuple(
+    f"app.kubernetes.io/{key}"
+    for key in ("name", "instance", "version", "component", "part-of", "managed-by")
+)
+"""Kubernetes's recommended labels (the "Recommended Labels" page of its documentation)."""
+
+
+def _label_sets(obj: Obj) -> Iterator[tuple[str, dict[str, str]]]:
+    """The object's labels, and its pod template's if it has one."""
+    yield "metadata", obj["metadata"].get("labels", {})
+    template = obj.get("spec", {}).get("template", {})
+    if "spec" in template:
+        yield "pod template", template.get("metadata", {}).get("labels", {})
+
+
+LABELLED = [name for name in RENDERS if name != "base+components"]
+"""The base and the overlays set the labels; a kustomization of one's own (``base+components``)
+sets them as the overlays do (docs/deploy.md), or the components' objects lack them."""
+
+
+@pytest.mark.parametrize("name", LABELLED)
+def test_every_object_and_pod_carries_the_recommended_labels(
+    renders: dict[str, list[Obj]], name: str
+) -> None:
+    missing = [
+        (obj["kind"], obj["metadata"]["name"], where, key)
+        for obj in renders[name]
+        for where, labels in _label_sets(obj)
+        for key in RECOMMENDED_LABELS
+        if not labels.get(key)
+    ]
+    assert missing == []
+    versions = {
+        labels["app.kubernetes.io/version"] for obj in renders[name] for _, labels in _label_sets(obj)
+    }
+    overlay = RENDERS[name][0]
+    if overlay is not None:
+        assert versions == {_released_image(overlay).rsplit(":", 1)[1]}, (
+            "the version label is the image's tag"
+        )
+
+
+@pytest.mark.parametrize("name", ["kubernetes+everything", "openshift+everything"])
+def test_every_prometheus_rule_passes_promtool_check_rules(
+    renders: dict[str, list[Obj]], name: str, tmp_path: Path
+) -> None:
+    """The alerting and recording rules as Prometheus itself loads them (Debian's promtool)."""
+    promtool, why = debian_binary("prometheus", ("promtool",))
+    if promtool is None:
+        pytest.skip(why)
+    rules = [obj for obj in renders[name] if obj["kind"] == "PrometheusRule"]
+    assert rules
+    files = []
+    for rule in rules:
+        path = tmp_path / f"{rule['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+        files.append(str(path))
+    done = subprocess.run(
+        [promtool, "check", "rules", *files], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -84,9 +84,10 @@ async def test_a_finding_fires_and_resolves_through_alertmanager(
     assert fired["status"] == "firing" and fired["receiver"] == "hook"
     (alert,) = fired["alerts"]
     assert alert["labels"] == {
-        "alertname": "MPIJobFinding",
+        "alertname": "TrainingJobOOM",
         "namespace": "team-a",
-        "job": "pi",
+        "training_job": "pi",
+        "kind": "MPIJob",
         "uid": failed.uid,
         "rule": "oom",
         "severity": "critical",

@@ -7,12 +7,15 @@ import asyncio
 import time
 from datetime import timedelta
 
+import pytest
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError as LibraryRefused
 
 from consumers.notify import Dispatcher, Notifier, NotifyMetrics
 from controller.contract.settings import Settings
-from controller.contract.signing import WebhookVerificationError, verify
+from controller.contract.signing import WebhookVerificationError, generate_secret, signed_headers, verify
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store import outbox
@@ -51,6 +54,8 @@ async def test_a_failed_job_reaches_its_subscriber_signed_and_logged(
         log = await settled_log(api, sub["id"], 1)
 
     assert request.verified, request.error
+    # the Standard Webhooks library, as a receiver would use it, agrees
+    assert Webhook(sub["secret"]).verify(request.body, dict(request.headers)) == request.payload
     assert request.headers["content-type"] == "application/json"
     assert request.webhook_id.startswith("msg_") and "." not in request.webhook_id
     assert abs(int(request.headers["webhook-timestamp"]) - time.time()) < 30
@@ -234,3 +239,16 @@ async def test_a_bus_message_seen_twice_and_a_dispatcher_that_died_mid_send_deli
     assert [r.payload["type"] for r in received] == ["job.created", "job.failed"]
     assert received[0].webhook_id == claimed[0].id
     assert [d["status"] for d in log] == ["delivered", "delivered"]
+
+
+def test_each_secret_of_a_rotation_verifies_with_the_standard_webhooks_library() -> None:
+    """Signed with the new and the old secret during an overlap: the library accepts either, and
+    refuses a secret that signed nothing and a body changed on the way."""
+    old, new, other = generate_secret(), generate_secret(), generate_secret()
+    body = b'{"type":"job.created","data":{}}'
+    headers = signed_headers([new, old], "msg_2kN7", body)
+    for secret in (old, new):
+        assert Webhook(secret).verify(body, headers) == {"type": "job.created", "data": {}}
+    for secret, sent in ((other, body), (new, body.replace(b"created", b"deleted"))):
+        with pytest.raises(LibraryRefused):
+            Webhook(secret).verify(sent, headers)
