@@ -56,11 +56,12 @@ async def print_logs(
     since: str | None = None,
     until: str | None = None,
     follow: bool = False,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> Exit:
     """Print the logs of ``target`` (``namespace/job``); the exit status. The API's refusals are
     raised (:class:`~controller.cli.apiclient.ApiError`); a malformed target, ValueError."""
+    out, err = out or sys.stdout, err or sys.stderr
     namespace, name = job_ref(target) if isinstance(target, str) else target
     colour = out.isatty() and "NO_COLOR" not in os.environ
     search = {"q": f"(?i:{grep})" if ignore_case else grep, "regex": "true"} if grep else {}

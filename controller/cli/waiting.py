@@ -28,7 +28,7 @@ from typing import Any, Literal, TextIO
 from controller.cli import grammar, rendering
 from controller.cli.apiclient import ApiClient, Unavailable, add_client_options
 from controller.cli.browsing import find_attempt, job_ref, job_target, not_found
-from controller.cli.exits import Exit
+from controller.cli.exits import CommandError, Exit
 from controller.contract.settings import ClientSettings
 
 __all__ = ["Goal", "Watch", "wait"]
@@ -139,11 +139,15 @@ async def wait(
     timeout_s: float = 7200.0,
     wait_for_creation: bool = False,
     created_within_s: float = CREATED_WITHIN_S,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> Exit:
-    """Follow ``target`` (``namespace/job``) until ``goal`` is met or cannot be; the exit status.
-    :class:`~controller.cli.apiclient.Refused` when the API refuses; a malformed target, ValueError."""
+    """Follow ``target`` (``namespace/job``) until ``goal`` is met or cannot be; the exit status
+    (printed on ``out`` and ``err``, standard output and error by default).
+    :class:`~controller.cli.apiclient.Refused` when the API refuses, a
+    :class:`~controller.cli.exits.CommandError` (not found) when there is no such job or attempt;
+    a malformed target, ValueError."""
+    out, err = out or sys.stdout, err or sys.stderr
     namespace, name = job_ref(target) if isinstance(target, str) else target
     watch = Watch(goal)
     path = f"/api/v1/namespaces/{namespace}/jobs/{name}/events"
@@ -154,13 +158,11 @@ async def wait(
                     number = None if attempt == "latest" else int(attempt)
                     run = await _recorded(api, namespace, name, number, created_within_s, err)
                     if run is None:
-                        print(
-                            f"wait: {not_found(namespace, name, number)} (seen for {created_within_s:g} s; "
+                        raise CommandError(
+                            f"{not_found(namespace, name, number)} (looked for {created_within_s:g} s; "
                             "--wait-for-creation waits for it)",
-                            file=err,
-                            flush=True,
+                            Exit.NOT_FOUND,
                         )
-                        return Exit.NOT_FOUND
                     if run["phase"] in _ENDED or run.get("deleted_at"):
                         watch.ended = str(run["uid"])
                 async for event in api.events(path, {"attempt": attempt}, err=err, prefix="wait"):

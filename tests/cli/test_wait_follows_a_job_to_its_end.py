@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.cli import waiting
 from controller.cli.apiclient import Refused
-from controller.cli.exits import Exit
+from controller.cli.exits import CommandError, Exit
 from controller.cli.waiting import Goal
 from controller.contract.settings import ClientSettings
 from controller.testing.waits import until
@@ -128,8 +128,9 @@ async def test_a_job_or_attempt_that_does_not_exist_is_not_found_within_seconds(
     target = "team-a/typo" if attempt == "latest" else "team-a/train"
     async with serving(engine) as api:
         wait = Waiting(api, token_file, target, attempt=attempt, created_within_s=0.0)
-        assert await wait.status() == Exit.NOT_FOUND
-    assert "--wait-for-creation" in wait.err.getvalue()
+        with pytest.raises(CommandError, match="--wait-for-creation waits for it") as raised:
+            await wait.status()
+    assert raised.value.status == Exit.NOT_FOUND
 
 
 async def test_a_job_recorded_while_it_is_looked_for_is_followed(
