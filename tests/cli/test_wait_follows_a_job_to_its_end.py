@@ -182,6 +182,23 @@ async def test_wait_rides_out_an_api_restart_and_prints_every_change_once(
     assert OOM in wait.err.getvalue()
 
 
+async def test_each_revision_of_a_finding_is_printed_with_its_own_words(
+    engine: AsyncEngine, token_file: Path
+) -> None:
+    """A finding revised (a later look at the pod told more) keeps, in the replayed history, what
+    each revision said: the first line is not rewritten with today's text."""
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    await Writer(engine).write(story)
+    first = "Worker 1 was OOM-killed."
+    await fire(engine, uid, "team-a", "train", "oom", first, T0 + timedelta(seconds=595))
+    await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600), revision=2)
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train", goal="finished")
+        assert await wait.status() == Exit.OK
+    said = [line for line in wait.out.getvalue().splitlines() if ": finding oom " in line]
+    assert [line.rsplit("): ", 1)[1] for line in said] == [first, OOM]
+
+
 def test_the_command_line_takes_its_settings_from_the_environment(tmp_path: Path) -> None:
     """The installed entry point: an API that cannot be reached is retried until the timeout (5);
     a token file that cannot be read is named by its variable (3)."""
