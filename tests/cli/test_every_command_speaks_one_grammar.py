@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.cli import commands
 from controller.cli.exits import Exit
+from controller.contract.kinds import KINDS
 from controller.contract.settings import ClientSettings, Settings
 from tests.api_fixtures import T0, insert_runs, run_row
 from tests.cli.test_users_read_history_through_the_api import Said
@@ -102,8 +103,6 @@ def test_a_malformed_argument_is_a_usage_error_naming_it(
 
 
 def test_every_kind_is_a_choice_of_runs_and_history() -> None:
-    from controller.contract.kinds import KINDS
-
     for kind in (spec.kind for spec in KINDS):
         assert commands.parse(["runs", "--kind", kind]).kind == kind
         assert commands.parse(["history", "--kind", kind]).kind == kind
@@ -211,3 +210,31 @@ def test_ctrl_c_exits_130_without_a_traceback() -> None:
     assert "reconnecting" in first
     assert process.returncode == Exit.INTERRUPTED
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+@pytest.mark.parametrize(
+    ("line", "offered"),
+    [
+        ("mpijob-controller lo", {"logs"}),
+        ("mpijob-controller runs --kind ", {spec.kind for spec in KINDS}),
+        ("mpijob-controller runs -o ", {"table", "wide", "json", "yaml"}),
+        ("mpijob-controller wait team-a/train --wait-for", {"--wait-for-creation"}),
+    ],
+    ids=["command", "kind", "output", "option"],
+)
+def test_the_shell_completes_commands_options_and_choices(
+    line: str, offered: set[str], tmp_path: Path
+) -> None:
+    """As bash asks argcomplete (``register-python-argcomplete mpijob-controller``)."""
+    answer = tmp_path / "completions"
+    process = _cli(
+        _ARGCOMPLETE="1",
+        _ARGCOMPLETE_IFS="\n",
+        COMP_LINE=line,
+        COMP_POINT=str(len(line)),
+        _ARGCOMPLETE_STDOUT_FILENAME=str(answer),
+    )
+    _, err = process.communicate(timeout=GUARD_S * 2)
+
+    assert process.returncode == 0, err
+    assert {word.strip() for word in answer.read_text().splitlines()} == offered
