@@ -76,6 +76,7 @@ class Server(ServedProcess):
             ),
             "MPIJC_API__AUTH_FAILURE_RATE_PER_S": "0",  # the probes measure cost, not the rate limits
             "MPIJC_API__RATE_PER_S": "0",
+            "MPIJC_API__MAX_CONNECTIONS_PER_ADDRESS": "100000",  # one address: its cost is measured
             "MPIJC_LOG_LEVEL": "WARNING",
         }
         super().__init__(port, ["-m", "benchmarks.api_exhaustion", "--serve", str(port)], env, "the API")

@@ -49,10 +49,12 @@ def serve(url: str, port: int, clients: int, poll_s: float) -> None:
 
     settings = ApiSettings(
         max_connections=clients + 50,
+        max_connections_per_address=clients + 50,  # every client is this process, on one address
         rate_per_s=0,
         events_poll_s=poll_s,
         events_max_streams=clients + 10,
         events_max_streams_per_client=clients + 10,
+        events_max_streams_per_namespace=clients + 10,  # every run is of one namespace
     )
     app = create_app(
         make_engine(url, pool_size=20),

@@ -17,7 +17,7 @@ import uvicorn
 from httpx_sse import aconnect_sse
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.api.access import StaticAccess
+from controller.api.access import AccessReviewer, StaticAccess
 from controller.api.app import create_app
 from controller.api.events import StreamLimits
 from controller.api.limits import DEFAULT_LIMITS, ApiLimits
@@ -61,6 +61,8 @@ class Served:
     api_limits: ApiLimits = DEFAULT_LIMITS
     run_logs: RunLogs | None = None
     tls: ssl.SSLContext | None = None
+    reviewer: AccessReviewer | None = None
+    """Who may read what (the static ``USERS`` when not given)."""
     port: int = dataclasses.field(default_factory=free_port)
     server: uvicorn.Server | None = None
     task: asyncio.Task[None] | None = None
@@ -73,7 +75,7 @@ class Served:
         app = create_app(
             self.engine,
             PipelineMetrics(),
-            StaticAccess(USERS),
+            self.reviewer or StaticAccess(USERS),
             streams=self.limits,
             limits=self.api_limits,
             run_logs=self.run_logs,
@@ -101,8 +103,9 @@ async def serving(
     api_limits: ApiLimits = DEFAULT_LIMITS,
     run_logs: RunLogs | None = None,
     tls: ssl.SSLContext | None = None,
+    reviewer: AccessReviewer | None = None,
 ) -> AsyncIterator[Served]:
-    served = Served(engine, limits, api_limits, run_logs, tls)
+    served = Served(engine, limits, api_limits, run_logs, tls, reviewer)
     await served.start()
     try:
         yield served

@@ -57,8 +57,8 @@ from controller.contract.events import (
     Sample,
     UsageObserved,
 )
+from controller.contract.quantities import quantity
 from controller.contract.settings import UsageSettings
-from controller.kube.quantities import quantity
 from controller.metrics import PipelineMetrics
 from controller.prometheus import PrometheusError, PrometheusReader, Series, escape_regex
 from watchers.correlating import Correlator

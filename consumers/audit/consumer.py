@@ -117,7 +117,8 @@ class CorroborationMetrics(MetricGroup):
         self.decided = Counter(
             "mpijc_admission_corroborations",
             "Admission records judged against the watch stream, by verdict (verified, contradicted, "
-            "unmatched, unobservable) and how the webhook's caller was authenticated (mtls, "
+            "unmatched, unobservable, disputed; a verdict revised by a later rival counts again under its "
+            "new one) and how the webhook's caller was authenticated (mtls, "
             "unverified, none: the record did not say).",
             ["status", "caller"],
             registry=self.registry,
@@ -135,7 +136,10 @@ SHOWN_SUSPECTS = 10
 
 def suspect(decision: corroboration.Decision) -> bool:
     """A verdict that may mean a forged record: not borne out, from a caller without the API
-    server's certificate, or an authenticated record whose change another record had taken."""
+    server's certificate, an authenticated record whose change another record had taken, or a
+    change two records without the certificate both claim (``disputed``)."""
+    if decision.status == "disputed":
+        return True
     return decision.status in {"contradicted", "unmatched"} and (
         decision.caller != "mtls" or decision.rival is not None
     )
@@ -153,7 +157,7 @@ def _report(decisions: Sequence[corroboration.Decision]) -> None:
         )
     if len(suspects) > SHOWN_SUSPECTS:
         log.warning(
-            "audit: %d more admission records contradicted or unmatched (GET /api/v1/audit)",
+            "audit: %d more admission records contradicted, unmatched or disputed (GET /api/v1/audit)",
             len(suspects) - SHOWN_SUSPECTS,
         )
     for d in decisions:

@@ -19,6 +19,7 @@ The judgement, each layer importing only the ones below it::
     culprits, errors           which rank stopped or erred first; exit codes and errors in words
     live                       which lines of a running job's output are evidence
     rule, wording, facts       what a rule is; how findings speak; shared readings of a run
+    families                   who printed a line and what it says about the mesh
     tails, signatures          failure-time log tails and the failure signatures read in them
     state, thresholds          what is known about a run; what is configured
 

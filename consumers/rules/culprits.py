@@ -1,16 +1,28 @@
 """Which rank a hang is waiting for, where the output tells.
 
 When a distributed run stops making progress, every rank but one is usually blocked in a
-collective, waiting for the one that stopped. Three accounts name it, tried in this order:
+collective, waiting for the one that stopped. These accounts name it, tried in this order:
 
 - Horovod's stall inspector: after ``One or more tensors were submitted to be reduced, gathered
   or broadcasted by subset of ranks and are waiting for remainder of ranks for more than N
-  seconds`` it lists ``Missing ranks:``, one ``<rank>: [tensor, …]`` line each;
+  seconds`` it lists the ranks in the format of its version — ``Missing ranks:`` then one
+  ``<rank>: [tensor, …]`` line each (0.21 on), ``Stalled ranks:`` then ``<rank>: [...]`` or
+  ``<rank>!: [...]`` for a rank already shut down (0.16-0.20), or ``Stalled ops:`` then
+  ``<tensor> [missing ranks: 1, 2]`` per tensor (0.13-0.15) (horovod/horovod
+  ``horovod/common/stall_inspector.cc``, ``horovod/common/operations.cc``);
+- torch's monitored barrier (``torch.distributed.monitored_barrier``, ProcessGroupGloo.cpp):
+  ``[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms``, or ``Ranks 1, 3 failed …``
+  with ``wait_all_ranks``;
 - PyTorch's NCCL watchdog counters: each rank whose collective timed out prints ``Timeout at NCCL
   work: W, last enqueued NCCL work: E, last completed NCCL work: C`` (or ``… detected by watchdog
-  at work: W, …``). The rank that stopped enqueued nothing new and has nothing to time out: it
-  is the rank of the run missing from those lines; where every rank printed them, the one whose
-  ``last enqueued`` (then ``last completed``) is lowest is behind the others;
+  at work: W, …``; the flight recorder, when another rank signals a dump, ``Received a dump signal
+  due to a collective timeout from rank N … Last enqueued NCCL work: E, last completed NCCL work:
+  C.``). The rank that stopped enqueued nothing new and has nothing to time out: it is the rank of
+  the run missing from those lines; where every rank printed them, the one whose ``last
+  enqueued`` (then ``last completed``) is lowest is behind the others;
+- torch's heartbeat monitor: ``[PG … Rank 2] ProcessGroupNCCL's watchdog got stuck for 480 seconds
+  without making progress in monitoring enqueued collectives`` names the rank where an NCCL / CUDA
+  call hangs, when not every rank of the run prints it;
 - the live output itself: the rank whose last line came first, at least ``culprit_gap_s`` before
   every other rank's (:attr:`~consumers.rules.state.PodState.rank_output`, from the live reader).
 
@@ -24,7 +36,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from consumers.rules.live import HOROVOD_STALL, NCCL_COUNTERS
+from consumers.rules.live import HOROVOD_STALL, MONITORED_BARRIER, NCCL_COUNTERS, WATCHDOG_STUCK
 from consumers.rules.rule import Context, log_facts, pod_fact
 from consumers.rules.signatures import message_rank
 from consumers.rules.state import PodState, RunState
@@ -35,8 +47,13 @@ from controller.contract.findings import Evidence
 _MAX_MISSING = 8
 """Ranks named as missing from the counters at most (a worker's worth): more missing means the
 output shows only part of the ranks, not which one stopped."""
-_MISSING_HEAD = re.compile(r"^\s{0,8}Missing ranks:")
-_MISSING_RANK = re.compile(r"^\s{0,8}(?P<rank>\d{1,7}): \[")
+# Horovod's stall inspector, three formats (horovod/horovod): ``Missing ranks:`` then ``1: [tensor, …]``
+# per rank (0.21 on, common/stall_inspector.cc); ``Stalled ranks:`` then ``1: [...]``, ``1!: [...]`` for a
+# rank already shut down (0.16-0.20, common/operations.cc then stall_inspector.cc); ``Stalled ops:``
+# then ``tensor [missing ranks: 1, 2]`` per tensor (0.13-0.15, common/operations.cc).
+_MISSING_HEAD = re.compile(r"^\s{0,8}(?:Missing|Stalled) ranks:")
+_MISSING_RANK = re.compile(r"^\s{0,8}(?P<rank>\d{1,7})!?: \[")
+_MISSING_LIST = re.compile(r" \[missing ranks: (?P<ranks>\d{1,7}(?:, \d{1,7}){0,63})\]")
 
 
 @dataclass(frozen=True)
@@ -70,9 +87,13 @@ def _horovod(state: RunState) -> Culprit | None:
         missing: list[int] = []
         evidence = [lines[start]]
         listed = False
-        for line in lines[start + 1 : start + 12]:
+        for line in lines[start : start + 12]:
             text = strip_tag(line)
-            if _MISSING_HEAD.match(text):
+            if (old := _MISSING_LIST.search(text)) is not None:
+                missing.extend(int(rank) for rank in old.group("ranks").split(", "))
+                if line not in evidence:
+                    evidence.append(line)
+            elif _MISSING_HEAD.match(text):
                 listed = True
             elif listed and (m := _MISSING_RANK.match(text)) is not None:
                 missing.append(int(m.group("rank")))
@@ -83,6 +104,17 @@ def _horovod(state: RunState) -> Culprit | None:
             ranks = tuple(sorted(set(missing)))
             words = f"Horovod's stall inspector names {_ranks(ranks)} as missing from the collective"
             return Culprit(ranks, words, log_facts(pod, evidence))
+    return None
+
+
+def _monitored_barrier(state: RunState) -> Culprit | None:
+    for pod in state.current_pods():
+        for line in reversed(bounded(_lines(pod))):
+            if (match := MONITORED_BARRIER.search(line)) is not None:
+                ranks = tuple(sorted({int(rank) for rank in match.group("ranks").split(", ")}))
+                seconds = int(match.group("ms")) // 1000
+                words = f"{_ranks(ranks)} did not reach torch's monitored barrier within {seconds}s"
+                return Culprit(ranks, words, log_facts(pod, [line]))
     return None
 
 
@@ -120,6 +152,29 @@ def _nccl(state: RunState) -> Culprit | None:
     return None
 
 
+def _stuck_watchdog(state: RunState) -> Culprit | None:
+    """The ranks whose NCCL watchdog got stuck, when not every rank of the run says so."""
+    stuck: dict[int, tuple[str, str, PodState]] = {}
+    for pod in state.current_pods():
+        for line in bounded(_lines(pod)):
+            if (match := WATCHDOG_STUCK.search(line)) is not None:
+                rank = message_rank(line)
+                rank = rank if rank is not None else output_rank(line)
+                if rank is not None:
+                    stuck[rank] = (match.group("seconds"), line, pod)
+    world = _world(state)
+    if not stuck or len(stuck) > _MAX_MISSING or (world and len(stuck) >= len(world)):
+        return None
+    ranks = tuple(sorted(stuck))
+    seconds = stuck[ranks[0]][0]
+    words = (
+        f"the NCCL watchdog of {_ranks(ranks)} got stuck for {seconds}s: an NCCL / CUDA call hangs there "
+        "(or another thread holds the GIL)"
+    )
+    shown = [stuck[r] for r in ranks][:4]
+    return Culprit(ranks, words, tuple(e for _, line, pod in shown for e in log_facts(pod, [line])))
+
+
 def _stopped_first(state: RunState, ctx: Context) -> Culprit | None:
     last: dict[int, tuple[datetime, PodState]] = {}
     for pod in state.current_pods():
@@ -141,7 +196,13 @@ def _stopped_first(state: RunState, ctx: Context) -> Culprit | None:
 
 def culprit(state: RunState, ctx: Context) -> Culprit | None:
     """The rank(s) the run's hang waits for, where its output tells (see the module)."""
-    return _horovod(state) or _nccl(state) or _stopped_first(state, ctx)
+    return (
+        _horovod(state)
+        or _monitored_barrier(state)
+        or _nccl(state)
+        or _stuck_watchdog(state)
+        or _stopped_first(state, ctx)
+    )
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 
 import re2
 
+from consumers.rules.families import LIVE_SIGNS
 from consumers.rules.rendezvous import RENDEZVOUS_SIGNS
 from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, TRANSPORTS
 from consumers.rules.tails import COMM_SIGNS, GPU_OOM_SIGNS, MAX_LINE_CHARS, RANK_FAILURE_SIGNS
@@ -49,10 +50,23 @@ CONTEXT_LINES = 8
 Open MPI's ``Process name`` / ``Exit code`` block)."""
 
 NCCL_COUNTERS = re.compile(
-    r"(?:Timeout at NCCL work|detected by watchdog at work): (?P<work>\d{1,19}), "
-    r"last enqueued NCCL work: (?P<enqueued>-?\d{1,19}), last completed NCCL work: (?P<completed>-?\d{1,19})"
+    r"(?:(?:Timeout at NCCL work|detected by watchdog at work): (?P<work>\d{1,19}), l|L)"
+    r"ast enqueued NCCL work: (?P<enqueued>-?\d{1,19}), last completed NCCL work: (?P<completed>-?\d{1,19})"
 )
+"""The watchdog's counters, after a timeout or (the flight recorder, torch 2.3 on) after ``Received a dump
+signal due to a collective timeout from rank N …. Last enqueued NCCL work: E, last completed NCCL work: C.``
+(torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)."""
+MONITORED_BARRIER = re.compile(
+    r"Ranks? (?P<ranks>\d{1,7}(?:, \d{1,7}){0,63}) failed to pass monitoredBarrier in (?P<ms>\d{1,12}) ms"
+)
+"""torch.distributed.monitored_barrier naming the ranks that did not arrive (ProcessGroupGloo.cpp):
+``[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms``, with wait_all_ranks ``Ranks 1, 3 …``."""
+WATCHDOG_STUCK = re.compile(r"ProcessGroup\w{2,10}'s watchdog got stuck for (?P<seconds>\d{1,9}) seconds")
+"""torch's heartbeat monitor: the rank in the line's ``[PG … Rank N]`` prefix has a watchdog that stopped
+moving — an NCCL / CUDA call hangs there (ProcessGroupNCCL.cpp)."""
 HOROVOD_STALL = re.compile(r"waiting for remainder of ranks for more than \d{1,9} seconds")
+"""The headline of Horovod's stall inspector in every version (the ranks follow in one of three formats,
+:mod:`consumers.rules.culprits`)."""
 
 _FATAL_TRANSPORTS = frozenset({"nccl-timeout", "nccl-watchdog", "horovod-shutdown"})
 
@@ -70,6 +84,7 @@ def _catalog() -> tuple[Sign, ...]:
     signs: list[Sign] = [Sign("gpu-oom/oom", pattern) for _, pattern in GPU_OOM_SIGNS]
     signs += [Sign(f"mpi-comm/{s.name}", s.pattern, s.name in _FATAL_TRANSPORTS) for s in TRANSPORTS]
     signs += [Sign(f"mpi-comm/{kind}", pattern) for kind, pattern in COMM_SIGNS]
+    signs += [Sign(f"mpi-comm/family-{name}", pattern) for name, pattern in LIVE_SIGNS]
     signs += [Sign(f"mpi-abort/{name}", pattern, fatal) for name, pattern, fatal in RANK_FAILURE_SIGNS]
     signs += [Sign(f"segfault/{s.name}", s.pattern) for s in CRASHES]
     signs += [Sign(f"gpu-error/{s.name}", s.pattern) for s in GPU_ERRORS]
@@ -77,6 +92,7 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign(f"oom/{s.name}", s.pattern) for s in KERNEL_OOM]
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
+    signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
     return tuple(signs)
 
 

@@ -5,14 +5,20 @@ MPI level the launcher could not reach its workers or lost them (ssh, DNS, daemo
 proxies, an MPI error stack naming a connection); below it the collective library or the
 fabric failed — NCCL (watchdog timeouts, ``ncclRemoteError``, ``ncclSystemError``, sockets,
 InfiniBand, a ``/dev/shm`` too small for its shared-memory transport), Gloo, Horovod, UCX,
-InfiniBand verbs, libfabric / aws-ofi-nccl. The sentence names the library and the usual
+InfiniBand verbs, libfabric / aws-ofi-nccl — and, beyond those wordings, any line a known
+library printed that says the mesh was refused, reset, unreachable, timed out, lost, aborted, could
+not spawn or could not allocate transport memory (:mod:`consumers.rules.families`), with that
+library's sentence and remediation. The sentence names the library and the usual
 culprit: a NetworkPolicy or an injected service-mesh sidecar for refused or lost
 connections, the SSH key Secret for a rejected key, pods not running or the headless Service
 for unresolved names, the fabric for InfiniBand errors, the size of ``/dev/shm`` (and how to
 enlarge it) for shared memory. Of several failures in one log the most telling is reported:
-a too-small ``/dev/shm`` first, then ssh-level lines (they say *why* a daemon was lost), then
-fabric and socket errors, then the daemons, and last what only says that a peer went away —
-a collective timeout, ``ncclRemoteError``, Horovod shutting down. For those the sentence
+a too-small ``/dev/shm`` first, then ssh-level lines and launch failures (they say *why* a
+daemon was lost, and come before the process manager's kill of the other ranks), then fabric and
+socket errors, then a family message (refused, reset, unreachable, allocation), then the daemons
+and generic transport errors (``ncclSystemError``, a bare ``UCX ERROR``), then a family message
+that a peer timed out, closed or aborted, and last what only says that a peer went away — a
+collective timeout, ``ncclRemoteError``, Horovod shutting down. For those the sentence
 points at the peer when another pod of the run had already failed.
 
 ``mpi-abort``: the mesh was fine but a rank failed — called ``MPI_Abort``, was killed by a
@@ -39,6 +45,9 @@ from consumers.rules.catchall import exits
 from consumers.rules.culprits import culprit
 from consumers.rules.errors import rank_error
 from consumers.rules.facts import ContainerEnd, pod_text, terminations
+from consumers.rules.families import family_failures
+from consumers.rules.families import remediation as family_remediation
+from consumers.rules.families import verb as family_verb
 from consumers.rules.rule import Context, Detection, Rule, container_fact, log_facts
 from consumers.rules.signatures import Hit, is_peer_symptom, is_shared_memory, transport_failures
 from consumers.rules.state import PodState, RunState, pod_order
@@ -46,6 +55,7 @@ from consumers.rules.tails import (
     CommFailure,
     CommKind,
     RankFailure,
+    bounded,
     comm_failures,
     last_exception,
     rank_failures,
@@ -99,7 +109,21 @@ _HINTS: dict[CommKind, str] = {
     "unresolved": "check that the worker pods are running and the job's headless Service exists",
 }
 
-_LEVEL_SHM, _LEVEL_SSH, _LEVEL_FABRIC, _LEVEL_MPI, _LEVEL_PEER = range(5)
+_LEVEL_SHM, _LEVEL_SSH, _LEVEL_FABRIC, _LEVEL_FAMILY, _LEVEL_MPI, _LEVEL_FAMILY_PEER, _LEVEL_PEER = range(7)
+_GENERIC = frozenset({"nccl-system", "ucx-error"})
+"""Signatures that only say *that* a transport failed: a family message saying how comes first, on
+the same line or another."""
+_FAMILY_LEVELS: dict[str, int] = {
+    "spawn": _LEVEL_SSH,  # a host where nothing could start: the first cause, before any cleanup
+    "alloc": _LEVEL_FAMILY,
+    "refused": _LEVEL_FAMILY,
+    "reset": _LEVEL_FAMILY,
+    "unreachable": _LEVEL_FAMILY,
+    "timed-out": _LEVEL_FAMILY_PEER,
+    "lost": _LEVEL_FAMILY_PEER,
+    "aborted": _LEVEL_FAMILY_PEER,
+}
+_FAMILY_PEER_VERBS = frozenset({"timed-out", "lost", "aborted"})
 
 
 @dataclass(frozen=True)
@@ -118,16 +142,31 @@ def _candidates(state: RunState) -> list[_Comm]:
         text = pod_text(pod)
         for failure in comm_failures(text):
             found.append(_Comm(_LEVEL_SSH if failure.kind in _SSH_LEVEL else _LEVEL_MPI, pod, mpi=failure))
+        covered: set[str] = {line for f in comm_failures(text) for line in f.lines}
+        covered |= {line for f in rank_failures(text) for line in f.lines}
         for hit in transport_failures(text):
+            if hit.name not in _GENERIC:
+                covered.add(hit.line)
             level = (
                 _LEVEL_SHM
                 if is_shared_memory(hit)
                 else _LEVEL_PEER
                 if is_peer_symptom(hit)
+                else _LEVEL_MPI
+                if hit.name in _GENERIC
                 else _LEVEL_FABRIC
             )
             found.append(_Comm(level, pod, hit=hit))
+        raw = bounded(text)
+        for hit in family_failures(text):
+            if raw[hit.index] not in covered:
+                found.append(_Comm(_FAMILY_LEVELS[family_verb(hit) or "lost"], pod, hit=hit))
     return found
+
+
+def _peer_symptom(hit: Hit) -> bool:
+    """Whether the failure typically means *another* rank died first."""
+    return is_peer_symptom(hit) or family_verb(hit) in _FAMILY_PEER_VERBS
 
 
 def _detect_comm(state: RunState, ctx: Context) -> Detection | None:
@@ -241,8 +280,8 @@ def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same
     what = _transport_what(hit)
     lines = list(dict.fromkeys(h.line for h in same))[:8]
     evidence = list(log_facts(pod, lines))
-    peer = _peer_failure(state, ctx, pod) if is_peer_symptom(hit) else None
-    stopped = culprit(state, ctx) if is_peer_symptom(hit) and peer is None else None
+    peer = _peer_failure(state, ctx, pod) if _peer_symptom(hit) else None
+    stopped = culprit(state, ctx) if _peer_symptom(hit) and peer is None else None
     if stopped is not None:
         what += f"; {stopped.words}"
         evidence.extend(stopped.evidence)
@@ -272,6 +311,8 @@ def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same
 
 
 def _transport_remediation(hit: Hit) -> tuple[str, ...]:
+    if family_verb(hit) is not None:
+        return family_remediation(hit)
     if is_shared_memory(hit):
         return _SHM_STEPS
     if is_peer_symptom(hit):
@@ -422,8 +463,8 @@ MPI_COMM = Rule(
     id="mpi-comm",
     kind="cause",
     severity="critical",
-    summary="The ranks cannot talk to each other: ssh / MPI daemons, or NCCL, Gloo, Horovod, UCX, "
-    "InfiniBand or libfabric failed.",
+    summary="The ranks cannot talk to each other: ssh / MPI daemons or their launch, or NCCL, Gloo, Horovod, "
+    "UCX, InfiniBand, libfabric, PMIx, gRPC or another library of the mesh failed.",
     remediation=_NETWORK_STEPS,
     detect=_detect_comm,
 )

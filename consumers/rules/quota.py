@@ -27,12 +27,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from consumers.rules.rule import Context, Detection, Rule, event_fact
 from consumers.rules.state import RunState, event_time
 from consumers.rules.wording import clock_time, listing
 from controller.contract.events import K8sEventObserved
+from controller.contract.quantities import quantity as parse_quantity
 
 _EXCEEDED = re.compile(
     r"exceeded quota: (?P<name>[^,]{1,253}), requested: (?P<requested>[^\s]{1,500}), "
@@ -52,15 +53,6 @@ _LIMIT_RATIO = re.compile(  # the resource is the word before the match
     r"(?P<allowed>[^,\s]{1,64}), but provided ratio is (?P<value>[^,\s\]]{1,64})"
 )
 _POD = re.compile(r"[Pp]ods? \\?\"(?P<pod>[^\"\\]{1,253})\\?\" is forbidden")
-_QUANTITY = re.compile(
-    r"^(?P<number>[+-]?\d{1,20}(?:\.\d{1,20})?)(?P<suffix>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
-)
-_SUFFIXES: dict[str, Decimal] = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate(("k", "M", "G", "T", "P", "E"))},
-    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
-}
 
 
 @dataclass(frozen=True)
@@ -75,13 +67,10 @@ class Refusal:
 
 
 def quantity(text: str) -> Decimal | None:
-    """A Kubernetes quantity (``500m``, ``16Gi``, ``2``) as a number, or ``None``."""
-    match = _QUANTITY.match(text.strip())
-    if match is None:
-        return None
+    """A Kubernetes quantity of a refusal's message (``500m``, ``16Gi``, ``2``), or ``None``."""
     try:
-        return Decimal(match.group("number")) * _SUFFIXES[match.group("suffix") or ""]
-    except InvalidOperation:
+        return parse_quantity(text.strip())
+    except ValueError:
         return None
 
 

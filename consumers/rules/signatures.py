@@ -8,7 +8,9 @@ at most (the first signature of the family that matches), in log order:
   (watchdog timeouts, ``ncclRemoteError``, ``ncclSystemError``, socket and InfiniBand
   errors, its ``/dev/shm`` segments), Gloo, Horovod, UCX, InfiniBand verbs, libfabric and
   aws-ofi-nccl say it. A ``Bus error`` in a tail that shows NCCL at work is NCCL's
-  shared-memory transport hitting a too-small ``/dev/shm``, not a crash of its own;
+  shared-memory transport hitting a too-small ``/dev/shm``, not a crash of its own. What no
+  wording here names is read by family — who printed a line and what it says about the mesh
+  (:mod:`consumers.rules.families`);
 - :func:`native_crashes` (``segfault``) — SIGSEGV / SIGBUS in native code, as UCX, Open
   MPI, Python's faulthandler, the shell, mpirun, Hydra and the kernel report it;
 - :func:`gpu_errors` (``gpu-error``) — the GPU or a kernel on it failed: illegal memory

@@ -10,7 +10,9 @@ Every route takes ``principal: Annotated[Principal, Depends(current_principal)]`
   when the answer is no: a 403 would confirm the object exists;
 - a route **creating** a subscription, or changing one, first asks :func:`may_subscribe` (403
   for a read-only caller: a static token without ``manage``);
-- a route **changing** an object someone else created asks :func:`may_update`.
+- a route **changing** an object someone else created asks :func:`may_update`;
+- a **stream** that stays open asks :func:`still_allowed` again and again
+  (:func:`controller.api.events.stream_response` does, for every stream).
 
 The answers come from the application's :class:`~controller.api.access.AccessReviewer` (static
 tokens, Kubernetes TokenReview/SubjectAccessReview, or explicitly off), so routers never know
@@ -25,6 +27,7 @@ reviewer that cannot answer (the Kubernetes API is down) → 503.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
@@ -52,10 +55,12 @@ __all__ = [
     "may_subscribe",
     "may_update",
     "require_namespace",
+    "still_allowed",
     "visible_namespaces",
 ]
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 REVIEW_CONCURRENCY = 16
 """Namespace reviews sent at once when a list is filtered (a cold cache with many namespaces)."""
@@ -167,6 +172,32 @@ async def may_subscribe(request: Request, principal: Principal, namespace: str |
 async def may_read_logs(request: Request, principal: Principal, namespace: str) -> bool:
     """Whether ``principal`` may read container logs in ``namespace`` (``get pods/log``)."""
     return await _answer(request, lambda: reviewer_of(request).can_read_logs(principal, namespace))
+
+
+async def still_allowed(
+    request: Request, principal: Principal, namespace: str, *, logs: bool = False
+) -> str | None:
+    """Asked while a stream of ``namespace`` is open: ``None`` while the token ``request`` came
+    with still stands for ``principal`` and they may still read ``namespace`` (``logs``: and its
+    container logs); else why not, for the stream's last event.
+
+    Asked of the reviewer (cached for ``api.review_ttl_s``), outside any request's budget and
+    rate limits; a reviewer that cannot answer is no refusal (``None``: the stream goes on)."""
+    reviewer = reviewer_of(request)
+    credentials = await bearer(request)
+    try:
+        with spending(None):
+            if credentials is None or await reviewer.review_token(credentials.credentials) != principal:
+                return "the bearer token is no longer accepted"
+            if not await reviewer.can_list(principal, namespace):
+                return (
+                    f"{principal.username} may no longer list MPIJobs or TrainJobs in namespace {namespace!r}"
+                )
+            if logs and not await reviewer.can_read_logs(principal, namespace):
+                return f"{principal.username} may no longer get pods/log in namespace {namespace!r}"
+    except ReviewUnavailableError as exc:
+        log.warning("cannot re-check %s's open stream of %s: %s", principal.username, namespace, exc)
+    return None
 
 
 async def visible_namespaces(request: Request, principal: Principal) -> frozenset[str] | None:

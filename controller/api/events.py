@@ -19,18 +19,28 @@ known one, ``waiting`` (its id resumes after that attempt: a reconnect waits for
 Comment lines keep an idle stream open through proxies.
 
 Authorization is the run API's: a run the caller may not read is 404 (as if absent), a namespace
-they may not list is 403. Streams are counted: over ``events_max_streams_per_client`` for one
-caller, 429; over ``events_max_streams`` for the process, 503; both with ``Retry-After``.
+they may not list is 403. It is asked again while the stream is open, every ``review_ttl_s``
+(:func:`stream_response`, which every stream, log follows included, goes through): the token
+is reviewed again and the same access decided again (read the namespace; for a log follow,
+``get pods/log`` there too); on a refusal a last event, ``denied``, says why and the stream
+ends. A reviewer that cannot answer leaves the stream open and is asked again next time.
+
+Streams are counted: over ``events_max_streams_per_client`` for one caller, or
+``events_max_streams_per_namespace`` for the namespace streamed, 429; over
+``events_max_streams`` for the process, 503; all with ``Retry-After``. The namespace cap is
+below the process's, so one namespace's callers leave streams to the others.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import Counter
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
@@ -38,7 +48,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.background import BackgroundTask
 
-from controller.api.auth import Principal, current_principal, require_namespace
+from controller.api.auth import Principal, current_principal, require_namespace, still_allowed
 from controller.api.deps import engine_of
 from controller.api.feeds import RunFeeds
 from controller.api.params import (
@@ -58,6 +68,7 @@ from controller.store.models import FindingRow, Run, TimelineEntry
 
 __all__ = [
     "DEFAULT_STREAMS",
+    "Recheck",
     "StreamGate",
     "StreamLimits",
     "gate_of",
@@ -79,8 +90,11 @@ class StreamLimits:
     heartbeat_s: float = 15.0
     max_streams: int = 100
     max_per_client: int = 10
+    max_per_namespace: int = 25
     finding_grace_s: float = 30.0
     retry_ms: int = 2000
+    recheck_s: float = 30.0
+    """How often an open stream asks again whether its caller may still read it."""
 
     @classmethod
     def from_settings(cls, api: ApiSettings) -> StreamLimits:
@@ -89,27 +103,39 @@ class StreamLimits:
             heartbeat_s=api.events_heartbeat_s,
             max_streams=api.events_max_streams,
             max_per_client=api.events_max_streams_per_client,
+            max_per_namespace=api.events_max_streams_per_namespace,
             finding_grace_s=api.events_finding_grace_s,
+            recheck_s=api.review_ttl_s,
         )
 
 
 class StreamGate:
-    """Open streams, counted in all and per caller (:meth:`open` refuses one too many), and the
-    runs' shared feeds they read."""
+    """Open streams, counted in all, per caller and per namespace (:meth:`open` refuses one too
+    many), and the runs' shared feeds they read."""
 
     def __init__(self, limits: StreamLimits, engine: AsyncEngine) -> None:
         self.limits = limits
         self.feeds = RunFeeds(engine, limits.poll_s)
         self.open_streams = 0
-        self._per_client: dict[str, int] = {}
+        self._per_client: Counter[str] = Counter()
+        self._per_namespace: Counter[str] = Counter()
 
-    def open(self, principal: Principal) -> Callable[[], None]:
-        """Count a new stream of ``principal``; the answer releases it (once, however often called)."""
-        mine = self._per_client.get(principal.username, 0)
+    def open(self, principal: Principal, namespace: str) -> Callable[[], None]:
+        """Count a new stream of ``principal`` in ``namespace``; the answer releases it (once,
+        however often called)."""
+        mine = self._per_client[principal.username]
         if mine >= self.limits.max_per_client:
             raise HTTPException(
                 429,
                 f"{principal.username} has {mine} event streams open, the most one caller may",
+                headers={"Retry-After": "10"},
+            )
+        theirs = self._per_namespace[namespace]
+        if theirs >= self.limits.max_per_namespace:
+            raise HTTPException(
+                429,
+                f"namespace {namespace!r} has {theirs} event streams open, the most one namespace may "
+                "(api.events_max_streams_per_namespace)",
                 headers={"Retry-After": "10"},
             )
         if self.open_streams >= self.limits.max_streams:
@@ -119,7 +145,8 @@ class StreamGate:
                 headers={"Retry-After": "5"},
             )
         self.open_streams += 1
-        self._per_client[principal.username] = mine + 1
+        self._per_client[principal.username] += 1
+        self._per_namespace[namespace] += 1
         released = False
 
         def release() -> None:
@@ -128,11 +155,10 @@ class StreamGate:
                 return
             released = True
             self.open_streams -= 1
-            left = self._per_client[principal.username] - 1
-            if left:
-                self._per_client[principal.username] = left
-            else:
-                del self._per_client[principal.username]
+            for counts, key in ((self._per_client, principal.username), (self._per_namespace, namespace)):
+                counts[key] -= 1
+                if counts[key] <= 0:
+                    del counts[key]
 
         return release
 
@@ -186,7 +212,7 @@ async def run_events(
     ``Last-Event-ID``; an ``end`` event closes it (and a reconnect after ``end`` gets 204)."""
     engine = engine_of(request)
     async with engine.connect() as conn:
-        await readable_run(conn, request, principal, uid)
+        run = await readable_run(conn, request, principal, uid)
     resume = _resume_point(last_event_id)
     if resume is not None and resume[0] != uid:
         raise HTTPException(400, f"Last-Event-ID {last_event_id!r} is not an event of run {uid!r}")
@@ -194,9 +220,7 @@ async def run_events(
         return Response(status_code=204)
     gate = gate_of(request)
     cursor = resume[1] if resume and resume[1] is not None else 0
-    return stream_response(
-        request, principal, with_heartbeats(_one_run(gate.feeds, gate.limits, uid, cursor), gate.limits)
-    )
+    return stream_response(request, principal, run.namespace, _one_run(gate.feeds, gate.limits, uid, cursor))
 
 
 Attempt = Annotated[
@@ -238,9 +262,9 @@ async def job_events(
             start = _Start(after=await livefeed.newest_attempt(conn, namespace, name))
         else:
             start = _Start(number=int(attempt))
-    gate = gate_of(request)
-    frames = _attempts(engine, gate, namespace, name, start)
-    return stream_response(request, principal, with_heartbeats(frames, gate.limits))
+    return stream_response(
+        request, principal, namespace, _attempts(engine, gate_of(request), namespace, name, start)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,12 +286,31 @@ async def _of_job(engine: AsyncEngine, uid: str, namespace: str, name: str) -> R
     return run
 
 
-def stream_response(request: Request, principal: Principal, frames: AsyncIterator[str]) -> StreamingResponse:
-    release = gate_of(request).open(principal)
+Recheck = Callable[[], Awaitable[str | None]]
+"""Asked while a stream is open: ``None`` while its caller may still read it, else why not."""
+
+
+def stream_response(
+    request: Request,
+    principal: Principal,
+    namespace: str,
+    frames: AsyncGenerator[str | None, None],
+    *,
+    logs: bool = False,
+) -> StreamingResponse:
+    """``frames`` of ``namespace`` as Server-Sent Events for ``principal``: counted by the gate
+    (429/503 beyond its caps), with heartbeats, and ended by a ``denied`` event once a re-check
+    (every ``recheck_s``) finds the caller may no longer read the namespace (``logs``: nor its
+    container logs) or their token is no longer accepted."""
+    gate = gate_of(request)
+    release = gate.open(principal, namespace)
+
+    async def recheck() -> str | None:
+        return await still_allowed(request, principal, namespace, logs=logs)
 
     async def counted() -> AsyncIterator[str]:
         try:
-            async for frame in frames:
+            async for frame in with_heartbeats(frames, gate.limits, recheck):
                 yield frame
         finally:
             release()
@@ -280,23 +323,34 @@ def stream_response(request: Request, principal: Principal, frames: AsyncIterato
     )
 
 
-async def with_heartbeats(frames: AsyncIterator[str | None], limits: StreamLimits) -> AsyncIterator[str]:
-    """``frames`` with ``None`` (a poll with no news) turned into a comment line every ``heartbeat_s``."""
+async def with_heartbeats(
+    frames: AsyncGenerator[str | None, None], limits: StreamLimits, recheck: Recheck | None = None
+) -> AsyncIterator[str]:
+    """``frames`` with ``None`` (a poll with no news, at least every ``poll_s``) turned into a
+    comment line every ``heartbeat_s``; with ``recheck``, asked every ``recheck_s``, a refusal
+    ends them with a ``denied`` event that says why."""
     yield f"retry: {limits.retry_ms}\n\n"
-    last = time.monotonic()
-    async for frame in frames:
-        now = time.monotonic()
-        if frame is not None:
-            yield frame
-            last = now
-        elif now - last >= limits.heartbeat_s:
-            yield _KEEPALIVE
-            last = now
+    last = checked = time.monotonic()
+    async with contextlib.aclosing(frames):
+        async for frame in frames:
+            now = time.monotonic()
+            if recheck is not None and now - checked >= limits.recheck_s:
+                checked = now
+                denied = await recheck()
+                if denied is not None:
+                    yield _event(None, "denied", {"reason": denied})
+                    return
+            if frame is not None:
+                yield frame
+                last = now
+            elif now - last >= limits.heartbeat_s:
+                yield _KEEPALIVE
+                last = now
 
 
 async def _attempts(
     engine: AsyncEngine, gate: StreamGate, namespace: str, name: str, start: _Start
-) -> AsyncIterator[str | None]:
+) -> AsyncGenerator[str | None, None]:
     """Each attempt's frames in turn, from ``start``, waiting for attempts not seen yet."""
     run, cursor, number = start.run, start.cursor, start.number
     after = (start.after.created_at, start.after.uid) if start.after is not None else None
@@ -318,7 +372,9 @@ async def _attempts(
         after, run, cursor, number = (run.created_at, run.uid), None, 0, None
 
 
-async def _one_run(feeds: RunFeeds, limits: StreamLimits, uid: str, cursor: int) -> AsyncIterator[str | None]:
+async def _one_run(
+    feeds: RunFeeds, limits: StreamLimits, uid: str, cursor: int
+) -> AsyncGenerator[str | None, None]:
     """Frames of run ``uid`` after timeline id ``cursor`` to its ``end``, from the process's shared
     feed of the run; ``None`` for each poll without news."""
     feed = feeds.watch(uid)

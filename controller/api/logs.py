@@ -47,7 +47,7 @@ import heapq
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -59,7 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import from_json
 
 from controller.api.auth import Principal, current_principal, may_read_logs
-from controller.api.events import gate_of, stream_response, with_heartbeats
+from controller.api.events import stream_response
 from controller.api.paging import MAX_CURSOR, Keyset, Limit, Page
 from controller.api.params import AUTHENTICATED, MAX_NAME, Instant, UidPath, errors, known_query_only
 from controller.api.runs import readable_run
@@ -547,10 +547,9 @@ def _followed(
     """New lines as events whose id is the line's cursor: a client reconnecting with it as
     ``Last-Event-ID`` (or as ``cursor``) gets the lines after it, none twice. Each pull is
     tested on the search threads under the read's budget; a follow that spent it rests as long."""
-    gate = gate_of(request)
     searching = searching_of(request)
 
-    async def frames() -> AsyncIterator[str | None]:
+    async def frames() -> AsyncGenerator[str | None, None]:
         start = chosen.since
         if start is None:  # from now on
             start = time.time_ns()
@@ -573,4 +572,4 @@ def _followed(
                 if group:  # the budget is spent: rest as long, so a follow takes half a thread at most
                     await asyncio.sleep(took)
 
-    return stream_response(request, principal, with_heartbeats(frames(), gate.limits))
+    return stream_response(request, principal, run.namespace, frames(), logs=True)

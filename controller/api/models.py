@@ -454,13 +454,16 @@ class AuditLink(_Out):
     hash: str
     record: dict[str, Any] = Field(description="The audit record exactly as stored and hashed.")
     corroboration: (
-        Literal["verified", "contradicted", "unmatched", "unobservable", "unjudged", "pending"] | None
+        Literal["verified", "contradicted", "unmatched", "unobservable", "unjudged", "disputed", "pending"]
+        | None
     ) = Field(
         default=None,
         description="Admission records only (not hashed), whatever their `caller`: `verified` (the watch "
         "stream showed this uid change as claimed, and that change bore out no other record), "
         "`contradicted` (it showed the object change differently), `unmatched` (no such change, or "
-        "one another record had taken, within the window), `unobservable` (the claim is not what the "
+        "one a record from the API server's certificate holds, within the window), `disputed` (another "
+        "record without the API server's certificate claims the same change: neither is believed), "
+        "`unobservable` (the claim is not what the "
         "watch can see, e.g. annotations only), `unjudged` (chained before every record was judged), "
         "`pending` (not judged yet). See docs/audit.md, 'Corroboration'.",
     )

@@ -33,10 +33,12 @@ from pydantic import (
     WithJsonSchema,
 )
 
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-"""A namespace: an RFC 1123 label."""
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-"""A job name: an RFC 1123 subdomain."""
+from controller.contract import names
+from controller.contract.names import DNS_LABEL, DNS_SUBDOMAIN, MAX_NAMESPACE
+
+MAX_NAME = names.MAX_NAME
+"""The longest job name (the routers bound names by it)."""
+
 UID = r"^[A-Za-z0-9][-A-Za-z0-9_.]*$"
 """A run uid (Kubernetes hands out UUIDs; replayed captures keep theirs)."""
 LABEL = r"^([A-Za-z0-9][-A-Za-z0-9_./]*)=([-A-Za-z0-9_.]*)$"
@@ -44,8 +46,6 @@ LABEL = r"^([A-Za-z0-9][-A-Za-z0-9_./]*)=([-A-Za-z0-9_.]*)$"
 MAX_COMPARED = 5
 
 # Bounds of every string parameter and body field (characters).
-MAX_NAMESPACE = 63
-MAX_NAME = 253
 MAX_UID = 64
 MAX_LABEL = 317
 MAX_LABELS = 32

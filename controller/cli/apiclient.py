@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import re
 import ssl
 from collections.abc import AsyncIterator
@@ -219,7 +220,8 @@ class ApiClient:
         A lost or closed connection is reopened, after a pause that doubles from 0.5 s up to
         :data:`MAX_BACKOFF_S` (0.5 s again once events came; never shorter than the API's
         ``Retry-After``), with ``Last-Event-ID`` set to the last id received, and one line on
-        ``err`` (``{prefix}: lost the API …; reconnecting in N s``). :class:`Refused` ends it."""
+        ``err`` (``{prefix}: lost the API …; reconnecting in N s``). :class:`Refused` ends it, as
+        does a ``denied`` event (the token was revoked or the caller's access removed meanwhile)."""
         url = f"{self.base}{path}"
         timeout = httpx.Timeout(10.0, read=READ_TIMEOUT_S)
         last_id: str | None = None
@@ -238,6 +240,8 @@ class ApiClient:
                         raise_for(source.response)
                     async for event in source.aiter_sse():
                         received = True
+                        if event.event == "denied":  # the caller lost the right: asking again is refused
+                            raise Refused(f"the API ended the stream: {_denied_reason(event.data)}")
                         if event.id:
                             last_id = event.id
                         yield event
@@ -262,6 +266,14 @@ class ApiClient:
             raise Unavailable(
                 f"the API at {self.base} answered {path} with something that is not JSON"
             ) from exc
+
+
+def _denied_reason(data: str) -> str:
+    try:
+        reason = json.loads(data).get("reason")
+    except (ValueError, AttributeError):
+        reason = None
+    return str(reason) if reason else "access denied"
 
 
 def _reason(exc: httpx.TransportError) -> str:

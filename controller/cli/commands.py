@@ -206,11 +206,13 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return await run_demo(settings, args.scenarios, args.limit)
 
 
-async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
+async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
     """The validating admission webhook: needs only NATS (no database in the webhook pod).
 
     It starts without waiting for NATS: until NATS answers (and whenever it is away), records
-    go to the spool (``admission.spool_dir``) and are published once it is back.
+    go to the spool (``admission.spool_dir``) and are published once it is back. Without a client
+    CA (``admission.client_ca_file``) anyone who reaches the port can post reviews and forge "who
+    did it": it refuses to start, unless told ``--insecure-no-client-auth`` (then it warns).
     """
     from controller.cli.runtime import served_metrics, stop_on_signals
     from controller.kube.gateway import NO_RETRIES, KubeConfigError, KubeGateway
@@ -220,6 +222,18 @@ async def cmd_admission(settings: Settings, _: argparse.Namespace) -> int:
     from watchers.admission.spool import FileSpool, LazyJetStream
     from watchers.admission.webhook import serve_admission
 
+    if settings.admission.client_ca_file is None:
+        if not args.insecure_no_client_auth:
+            raise StartupError(
+                "MPIJC_ADMISSION__CLIENT_CA_FILE is not set: without the API server's client CA anyone "
+                "who reaches the webhook can post reviews and forge records; set it (docs/admission.md), "
+                "or start with --insecure-no-client-auth"
+            )
+        logging.getLogger(__name__).warning(
+            "admission: --insecure-no-client-auth: no client certificate is asked for; anyone who reaches "
+            "port %d can post reviews and put records in the audit trail (each says caller: unverified)",
+            settings.admission.port,
+        )
     if not settings.nats.url:
         raise StartupError("MPIJC_NATS__URL: the admission webhook needs the installation's NATS")
     spool_dir = settings.admission.spool_dir
@@ -464,13 +478,25 @@ def _history_parser(commands: Any) -> None:
 
 
 def _audit_parser(commands: Any) -> None:
-    grammar.command(
+    admission = grammar.command(
         commands,
         "admission",
         "serve the validating admission webhook that records who changed jobs (needs NATS only)",
-        examples=["MPIJC_NATS__URL=nats://nats:4222 mpijob-controller admission"],
+        description="It wants a client CA (MPIJC_ADMISSION__CLIENT_CA_FILE): without one, anyone who\n"
+        "reaches its port could post reviews and forge who changed a job.",
+        examples=[
+            "MPIJC_ADMISSION__CLIENT_CA_FILE=ca.crt mpijob-controller admission",
+            "MPIJC_NATS__URL=nats://nats:4222 mpijob-controller admission --insecure-no-client-auth",
+        ],
         exits=SERVICE_EXITS,
-    ).set_defaults(handler=cmd_admission)
+    )
+    admission.add_argument(
+        "--insecure-no-client-auth",
+        action="store_true",
+        help="start without MPIJC_ADMISSION__CLIENT_CA_FILE: any caller may post reviews (records say "
+        "caller: unverified); for a trial cluster only",
+    )
+    admission.set_defaults(handler=cmd_admission)
     audit = grammar.command(
         commands,
         "audit",

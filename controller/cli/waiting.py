@@ -6,7 +6,8 @@ with ``Last-Event-ID``) with a bearer token, prints each phase change and each f
 comes, and exits (:mod:`controller.cli.exits`) 0 when the goal is met, 1 when it cannot be any
 more (the attempt failed or was deleted: the finding that explains it follows, its root cause and
 remediation), 4 when there is no such job or attempt, 5 when ``--timeout`` passes first, 3 when the
-API refuses to answer.
+API refuses to answer, or ends the stream with ``denied`` (the token was revoked or the caller's
+access removed meanwhile).
 
 A job or attempt that does not exist is reported within ``MPIJC_CLIENT__WAIT_CREATED_WITHIN_S``
 (15 s: the time the watchers and the history take to record a job just applied), not at the

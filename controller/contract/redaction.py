@@ -8,11 +8,17 @@ passes every such text through :func:`scrub` / :func:`scrub_lines` before publis
 - secrets of well-known shapes become ``[REDACTED]``: AWS access key ids (``AKIA…``/``ASIA…``)
   and the value after ``aws_secret_access_key``; ``Authorization:`` credentials and
   ``Bearer …`` tokens; ``password=``/``passwd=``/``secret=``/``token=``/``api_key=`` values
-  (``=`` or ``:``, quoted or not, any prefix such as ``DB_PASSWORD``); passwords in URLs
-  (``scheme://user:password@host``); GitHub tokens (``ghp_…``, ``github_pat_…``); Slack
-  tokens (``xox[baprs]-…``); Hugging Face tokens (``hf_…``, ``api_org_…``); OpenAI-style keys
-  (``sk-…``, ``sk-proj-…``, ``sk-ant-…``) and Stripe keys (``sk_live_…``); Google API keys
-  (``AIza…``); private key blocks (``-----BEGIN … PRIVATE KEY-----`` through
+  (``=`` or ``:``, quoted or not, any prefix such as ``DB_PASSWORD``); the value after a
+  command-line flag of those names (``--password x``, ``--db-password "x"``, ``--api-key x``; a
+  single-dash ``-p`` is too ambiguous to touch); passwords in URLs
+  (``scheme://user:password@host``); GitHub tokens (``ghp_…``, ``github_pat_…``); GitLab tokens
+  (``glpat-…`` personal access tokens, and ``gldt-``/``glrt-``/``glptt-``/``gloas-`` deploy,
+  runner, trigger and OAuth secrets); Slack tokens (``xox[baprs]-…``) and the secret path of
+  Slack incoming webhooks (``https://hooks.slack.com/services/[REDACTED]``, also
+  ``workflows/`` and ``triggers/``); Azure storage and Service Bus connection-string keys
+  (``AccountKey=``, ``SharedAccessKey=``, the name kept); Hugging Face tokens (``hf_…``,
+  ``api_org_…``); OpenAI-style keys (``sk-…``, ``sk-proj-…``, ``sk-ant-…``) and Stripe keys
+  (``sk_live_…``); Google API keys (``AIza…``); private key blocks (``-----BEGIN … PRIVATE KEY-----`` through
   the matching ``END`` line, or to the end of the text when it was cut off); JWTs
   (``eyJ….….…``). The key name is kept, only the value goes: ``password=[REDACTED]``.
 - control characters go: ANSI colour sequences are removed, and every other C0 control
@@ -58,10 +64,19 @@ _SECRETS = re.compile(
             rf"(?P<aws>(?i:aws_secret_access_key){_SEP}){_VALUE}",
             # password=…, DB_PASSWORD: …, "token": "…", client_secret=…, api-key=…
             rf"(?P<kv>(?i:password|passwd|secret|token|api[_-]?key){_SEP}){_VALUE}",
+            # --password x, --db-password 'x', --api-key x (a value that is not the next flag)
+            r"(?P<flag>(?<![A-Za-z0-9_-])--(?:[A-Za-z0-9]{1,20}[-_]){0,3}"
+            rf"(?i:password|passwd|secret|token|api[_-]?key)[ \t]{{1,16}}{_Q})(?!-){_VALUE}",
+            # Slack incoming webhooks: the path after /services/ (or workflows/, triggers/) is the secret
+            r"(?P<slack>(?<![A-Za-z0-9.-])hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+",
+            # Azure connection strings: AccountKey=…; SharedAccessKey=…;
+            r"(?P<azure>(?<![A-Za-z0-9])(?i:AccountKey|SharedAccessKey)[ \t]{0,16}=[ \t]{0,16})[^\s;\"']+",
             # AWS access key ids
             r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
             # GitHub tokens (classic and fine-grained)
             r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
+            # GitLab tokens: personal access (glpat- + 20, longer since 17.x), deploy, runner, trigger, OAuth
+            r"(?<![A-Za-z0-9_-])gl(?:pat|dt|rt|ptt|oas)-[A-Za-z0-9_.-]{20,255}",
             # Hugging Face tokens: user access (hf_ + 34 letters) and the older org API tokens
             r"(?<![A-Za-z0-9_])(?:hf|api_org)_[A-Za-z0-9]{30,}",
             # OpenAI-style keys: sk-… (legacy), sk-proj-…, sk-svcacct-…, sk-admin-…, Anthropic sk-ant-…;
@@ -76,11 +91,12 @@ _SECRETS = re.compile(
         )
     )
 )
-_KEEP = ("url", "auth", "bearer", "aws", "kv")
+_KEEP = ("url", "auth", "bearer", "aws", "kv", "flag", "slack", "azure")
 _TRIGGERS = (  # lower case; a text containing none of them cannot match (the usual case: one cheap pass)
     "-----begin", "://", "authorization", "bearer", "password", "passwd", "secret", "token", "api_key",
     "api-key", "apikey", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "eyj",
-    "hf_", "api_org_", "sk-", "k_live_", "k_test_", "aiza",
+    "hf_", "api_org_", "sk-", "k_live_", "k_test_", "aiza", "glpat-", "gldt-", "glrt-", "glptt-", "gloas-",
+    "hooks.slack.com", "accountkey", "sharedaccesskey",
 )  # fmt: skip
 _TRIGGER_OPTIONS = re2.Options()
 _TRIGGER_OPTIONS.case_sensitive = False

@@ -487,7 +487,8 @@ class ApiSettings(BaseModel):
         description="Seconds a TokenReview answer, and a SubjectAccessReview that allowed, is reused "
         "(the authorized TTL); short, so a revoked token or RoleBinding stops working within half "
         "a minute, long enough that a page of requests costs one review. Decisions are kept per "
-        "identity (user or service account, uid, groups), not per token.",
+        "identity (user or service account, uid, groups), not per token. An open event stream or "
+        "log follow asks again this often, and ends with a `denied` event once refused.",
     )
     review_denied_ttl_s: float = Field(
         default=60.0,
@@ -553,10 +554,19 @@ class ApiSettings(BaseModel):
     header_timeout_s: float = Field(
         default=10.0,
         gt=0,
-        description="Seconds a connection has to send a request's whole headers, from connecting or "
-        "from its previous response; then it is closed. Any client sends them in one packet; 10 s "
-        "forgives a slow mobile link, and a client holding headers open costs a connection slot only "
-        "that long.",
+        description="Seconds a kept-alive connection has to send its next request's whole headers, "
+        "from its previous response (a new connection has `first_header_timeout_s`); then it is "
+        "closed. It counts the client's pause between requests too (up to `keep_alive_s`); 10 s "
+        "forgives a slow mobile link, and a client holding headers open costs a connection slot "
+        "only that long.",
+    )
+    first_header_timeout_s: float = Field(
+        default=3.0,
+        gt=0,
+        description="Seconds a new connection has to send its first request's whole headers; then it "
+        "is closed. A client connects to send a request and sends its head at once, in one packet: "
+        "3 s forgives a lost packet's retransmission (TCP's first is after 1 s). A connection held "
+        "open without a head costs its address one of its `max_connections_per_address` that long.",
     )
     body_timeout_s: float = Field(
         default=30.0,
@@ -577,7 +587,18 @@ class ApiSettings(BaseModel):
         "(a connection that has not sent its headers yet is bounded by header_timeout_s instead). "
         "One stalled on a body at the 64 KiB limit costs about 85 KiB (benchmarks/api_exhaustion.py): "
         "200 stay under 20 MiB of the Deployment's 512 Mi limit (deploy/base/api.yaml, 107 MiB idle), "
-        "and a router's pool or a few hundred clients fit in it.",
+        "and a router's pool or a few hundred clients fit in it. Each client address has a share "
+        "of it: `max_connections_per_address`.",
+    )
+    max_connections_per_address: int = Field(
+        default=32,
+        ge=1,
+        description="Connections one client address may hold at once (a head sent or not): one more "
+        "is answered 429 and closed as it connects. Behind a trusted proxy (`forwarded_allow_ips`), "
+        "whose address holds every connection, it bounds one forwarded client's requests in flight "
+        "instead. 32 fit a browser (6 per host), an HTTP client's pool (httpx keeps 20) and a "
+        "caller's event streams (`events_max_streams_per_client`, 10); it takes 7 addresses to "
+        "fill `max_connections` (200).",
     )
     max_header_bytes: int = Field(
         default=32 << 10,
@@ -631,12 +652,21 @@ class ApiSettings(BaseModel):
         default=100,
         ge=1,
         description="Event streams one API process serves at once; one more is answered 503 with "
-        "Retry-After. Each holds a connection, so keep it under `max_connections`.",
+        "Retry-After. Each holds a connection, so keep it under `max_connections`; each namespace "
+        "has a share of it (`events_max_streams_per_namespace`).",
     )
     events_max_streams_per_client: int = Field(
         default=10,
         ge=1,
         description="Event streams one caller (by user name) may hold open at once; one more is 429.",
+    )
+    events_max_streams_per_namespace: int = Field(
+        default=25,
+        ge=1,
+        description="Event streams (log follows included) of one namespace's runs and jobs open at "
+        "once in one API process, whoever asks; one more is 429. Below `events_max_streams` so "
+        "that one namespace's service accounts cannot take every stream: with 100 per process, "
+        "one namespace holds at most a quarter and leaves 75 to the others.",
     )
     events_finding_grace_s: float = Field(
         default=30.0,
@@ -1057,7 +1087,9 @@ class AdmissionSettings(BaseModel):
         default=None,
         description="CA bundle the API server's client certificate must chain to; set it (and give the "
         "API server a client certificate) so nobody else can post reviews and forge records. The shipped "
-        "manifests set it; unset, every caller is accepted and records say `caller: unverified`. A "
+        "manifests set it; unset, the `admission` command refuses to start unless told "
+        "`--insecure-no-client-auth`, and then every caller is accepted and records say `caller: "
+        "unverified`. A "
         "changed bundle is added to the trusted CAs within `cert_reload_s`; a removed CA stays trusted "
         "until restart.",
     )
@@ -1165,6 +1197,17 @@ class AdmissionSettings(BaseModel):
         le=300,
         description="Seconds a namespace's ResourceQuotas and LimitRanges are reused for later reviews "
         "(0: looked up for every review). Jobs created within it are judged against the same `used`.",
+    )
+    quota_lookups_per_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=1000,
+        description="Quota lookups (two LISTs each: ResourceQuotas, LimitRanges) started per second "
+        "over all namespaces, as many at once (0: no bound). Reviews of many namespaces cannot become "
+        "a LIST storm on the API server: 200 reviews of 200 namespaces make at most 2 x (10 + 10 a "
+        "second) LISTs; a review beyond it is judged against the namespace's last answer if one is "
+        "kept, else allowed unchecked (outcome `throttled`). Ten a second is more jobs created in "
+        "distinct namespaces than a cluster sees.",
     )
 
 

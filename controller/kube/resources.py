@@ -18,6 +18,7 @@ from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
 from controller.contract.kinds import JOBSET_NAME, KINDS, MPI_JOB_NAME, JobKind, KindSpec
+from controller.contract.names import is_namespace
 
 RawObject = dict[str, Any]
 """One Kubernetes object exactly as the API server sent it (apiVersion, kind, metadata, spec, status)."""
@@ -85,7 +86,14 @@ class Resource:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        """URL path of the collection (``name`` unset) or of one object, cluster-wide or in a namespace."""
+        """URL path of the collection (``name`` unset) or of one object, cluster-wide or in a namespace.
+        ``ValueError`` for a namespace that is not an RFC 1123 label, or a name ``.`` or ``..``:
+        the HTTP client would resolve such a segment and name another collection (``..`` the
+        cluster-wide one)."""
+        if namespace is not None and not is_namespace(namespace):
+            raise ValueError(f"not a namespace: {namespace[:64]!r}")
+        if name in (".", ".."):
+            raise ValueError(f"not an object name: {name!r}")
         prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         parts = [prefix]
         if namespace is not None and self.namespaced:

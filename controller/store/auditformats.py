@@ -83,7 +83,7 @@ def signature(record: AuditRecord) -> tuple[str, str]:
     return sig, name.format(kind=record.object.kind if record.object else "Job")
 
 
-SUSPECT = frozenset({"contradicted", "unmatched"})
+SUSPECT = frozenset({"contradicted", "unmatched", "disputed"})
 """Verdicts that raise the severity of a record from a caller without the API server's certificate."""
 _SUSPECT_SEVERITY = (8, 4)
 """CEF and syslog severity of such a record (at least)."""

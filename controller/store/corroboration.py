@@ -19,11 +19,30 @@ into the chain. It is kept as it came, and judged here, once, whatever its ``cal
   ``<uid>/<resourceVersion>`` is stored as the verdict's ``claim``, unique. Records from the API
   server's certificate (``caller: mtls``) are judged first, then the rest in chain order.
 
+Who holds a change is not first come, first served: a record posted *before* the change it
+claims (a forgery that names a change someone is about to make) would otherwise take it, and the
+genuine record would be ``unmatched``. When a record, once due, claims a change another record
+holds:
+
+- a record from the API server's certificate takes the change from a holder without it: it is
+  ``verified``, the holder's verdict becomes ``unmatched`` (naming it as the rival);
+- against an ``mtls`` holder, it is ``unmatched`` (naming the holder), as before;
+- between two records without the API server's certificate, neither can be believed over the
+  other: both are ``disputed``, each naming the other (the holder keeps the claim, so a third
+  claimant is disputed too). The contradiction is shown; no forgery is ``verified``.
+
+Verdicts stay append-only (the runtime role may add them, not change them): the later record's
+row names the holder (``rival``), and :func:`verdicts` reads the holder's ``verified`` through it
+as ``disputed`` or ``unmatched``. So a record's verdict can change once after it was first read:
+an exporter that shipped it ``verified`` ships the later record with the dispute, naming the
+earlier record's seq.
+
 Verdicts: ``verified`` as soon as a matching change is seen; once ``window`` has passed since
 the record (its ``at``, or when it was chained if that is earlier) without one, ``contradicted``
 (the watch saw the object change, differently), ``unobservable`` (it saw the object change, but
-the record claims only what the watch does not carry, or the change cannot be compared) or
-``unmatched`` (nothing, or only a change another record already took). ``unjudged`` marks records
+the record claims only what the watch does not carry, or the change cannot be compared),
+``unmatched`` (nothing, or only a change an authenticated record holds) or ``disputed`` (another
+record without the API server's certificate claims the same change). ``unjudged`` marks records
 chained before every record was judged (migration 0010). Verdicts live in
 ``admission_corroborations``; the audit chain is never updated.
 """
@@ -99,7 +118,10 @@ class Decision:
     caller: str | None
     detail: str
     rival: int | None = None
-    """The record that had already taken the change this one claims (``unmatched`` only)."""
+    """The other record that claims the same change (``unmatched`` and ``disputed``)."""
+    revised: bool = False
+    """A ``verified`` record of an earlier round whose verdict now reads otherwise (a rival took
+    or disputed its change); nothing of its own row changes."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +151,33 @@ class _Version:
         return Seen(self.resource_version, self.generation, self.spec, self.labels)
 
 
+_UNTOLD = (
+    "which of them made it cannot be told from the records (neither came with the API server's certificate)"
+)
+
+
+def disputed_by(rival: int, resource_version: str | None) -> str:
+    """Why a held change is disputed: record ``rival`` claims it too."""
+    return f"record seq {rival} claims the same change (resourceVersion {resource_version}) too: {_UNTOLD}"
+
+
+def displaced(rival: int, resource_version: str | None) -> str:
+    """Why a held change is no longer borne out: record ``rival``, from the certificate, took it."""
+    return (
+        f"the change it claimed (resourceVersion {resource_version}) bore out record seq {rival}, "
+        "from the API server's certificate"
+    )
+
+
+@dataclass(frozen=True)
+class _Holder:
+    """The record that holds a watched change (its verdict's ``claim``)."""
+
+    seq: int
+    caller: str | None
+    status: str
+
+
 async def record_changes(conn: AsyncConnection, events: Iterable[JobObserved]) -> int:
     """Keep the job versions of ``events`` to judge admission records against; returns how many."""
     rows = [
@@ -156,11 +205,17 @@ class _Round:
     """One :func:`decide`: what the watch saw of the objects in question, and whose claims are taken."""
 
     def __init__(
-        self, versions: dict[str, list[_Version]], taken: dict[str, int], now: datetime, window: timedelta
+        self,
+        versions: dict[str, list[_Version]],
+        taken: dict[str, _Holder],
+        now: datetime,
+        window: timedelta,
     ) -> None:
         self.versions, self.taken, self.now, self.window = versions, taken, now, window
         self.rows: dict[int, dict[str, Any]] = {}
         """The ``admission_corroborations`` row of each decision, by seq."""
+        self.decisions: dict[int, Decision] = {}
+        """The decisions of this round, by seq, and the earlier verdicts it revises."""
 
     def ordered(self, uid: str) -> list[_Version]:
         """The versions of ``uid`` oldest first: by resourceVersion where every one is comparable
@@ -219,10 +274,10 @@ class _Round:
         claim = f"{uid}/{record.verb}"
         if hits:
             first = next(v for v in self.ordered(uid) if v in hits)
+            why = f"the watch saw {what} {saw} (resourceVersion {first.resource_version})"
             if claim not in self.taken:
-                why = f"the watch saw {what} {saw} (resourceVersion {first.resource_version})"
                 return self._decide(seq, record.caller, "verified", why, first, claim)
-            return self._taken(seq, record, first, self.taken[claim]) if due else None
+            return self._contest(seq, record, first, claim, why) if due else None
         if not due:
             return None
         window = f"within {self.window.total_seconds():.0f}s of the record"
@@ -255,7 +310,8 @@ class _Round:
         if not due:
             return None
         if matches:
-            return self._taken(seq, record, matches[0], self.taken[f"{uid}/{matches[0].resource_version}"])
+            why = next(f"{what}: {j.why}" for v, j in judged if v is matches[0])
+            return self._contest(seq, record, matches[0], f"{uid}/{matches[0].resource_version}", why)
         for v, judgement in judged:
             if judgement.outcome in (Outcome.INVISIBLE, Outcome.UNKNOWN):
                 return self._decide(seq, record.caller, "unobservable", f"{what}: {judgement.why}", v)
@@ -269,12 +325,34 @@ class _Round:
         """``unmatched``: a record that does not parse claims nothing that can be borne out."""
         return self._decide(seq, None, "unmatched", why)
 
-    def _taken(self, seq: int, record: AuditRecord, version: _Version, rival: int) -> Decision:
-        why = (
-            f"the change it claims (resourceVersion {version.resource_version}) bore out "
-            f"record seq {rival} already"
-        )
-        return self._decide(seq, record.caller, "unmatched", why, version, rival=rival)
+    def _contest(self, seq: int, record: AuditRecord, version: _Version, claim: str, why: str) -> Decision:
+        """``record`` claims a change another record holds (see the module): it takes it, loses,
+        or both are disputed."""
+        holder = self.taken[claim]
+        rv = version.resource_version
+        if record.caller == "mtls" and holder.caller != "mtls":
+            self._revise(holder, "unmatched", displaced(seq, rv), rival=seq)
+            self.taken[claim] = _Holder(seq, record.caller, "verified")
+            return self._decide(seq, record.caller, "verified", why, version, rival=holder.seq)
+        if record.caller == "mtls" or holder.caller == "mtls":
+            taken = f"the change it claims (resourceVersion {rv}) bore out record seq {holder.seq} already"
+            return self._decide(seq, record.caller, "unmatched", taken, version, rival=holder.seq)
+        if holder.status != "disputed":
+            self._revise(holder, "disputed", disputed_by(seq, rv), rival=seq)
+        why = f"record seq {holder.seq} claims the same change (resourceVersion {rv}): {_UNTOLD}"
+        return self._decide(seq, record.caller, "disputed", why, version, rival=holder.seq)
+
+    def _revise(self, holder: _Holder, status: str, why: str, rival: int) -> None:
+        """The holder's verdict now reads ``status``: its row, if decided in this round (an earlier
+        round's is read so through the rival's row, :func:`verdicts`)."""
+        why = clean_controls(why)[:MAX_DETAIL]
+        earlier = holder.seq not in self.rows
+        if not earlier:
+            self.rows[holder.seq].update(status=status, detail=why)
+        self.decisions[holder.seq] = Decision(holder.seq, status, holder.caller, why, rival, earlier)
+        for key, held in self.taken.items():
+            if held.seq == holder.seq:
+                self.taken[key] = _Holder(held.seq, held.caller, status)
 
     def _decide(
         self,
@@ -287,7 +365,7 @@ class _Round:
         rival: int | None = None,
     ) -> Decision:
         if claim is not None:
-            self.taken[claim] = seq
+            self.taken[claim] = _Holder(seq, caller, status)
         why = clean_controls(why)[:MAX_DETAIL]  # names and paths come from the record: one line
         self.rows[seq] = {
             "audit_seq": seq,
@@ -297,8 +375,10 @@ class _Round:
             "claim": claim,
             "resource_version": version.resource_version if version else None,
             "detail": why,
+            "rival": rival,
         }
-        return Decision(seq, status, caller, why, rival)
+        self.decisions[seq] = Decision(seq, status, caller, why, rival)
+        return self.decisions[seq]
 
 
 async def decide(
@@ -330,28 +410,67 @@ async def decide(
         for uid, kept in versions.items()
         for key in (f"{uid}/create", f"{uid}/delete", *(f"{uid}/{v.resource_version}" for v in kept))
     ]
-    taken: dict[str, int] = {}
-    if keys:
-        claimed = await conn.execute(
-            select(AdmissionCorroboration.claim, AdmissionCorroboration.audit_seq).where(
-                AdmissionCorroboration.claim.in_(keys)
-            )
-        )
-        taken = {claim: seq for claim, seq in claimed if claim is not None}
+    taken = await _holders(conn, keys) if keys else {}
     judging = _Round(versions, taken, now, window)
-    decisions = [d for seq, at, record in records if (d := judging.judge(seq, at, record)) is not None]
-    decisions += [judging.unreadable(seq, why) for seq, why in unreadable]
+    for seq, at, record in records:
+        judging.judge(seq, at, record)
+    for seq, why in unreadable:
+        judging.unreadable(seq, why)
     stored: set[int] = set()
-    if decisions:
+    if judging.rows:
         result = await conn.execute(
             insert(AdmissionCorroboration)
-            .values([judging.rows[d.seq] for d in decisions])
+            .values(list(judging.rows.values()))
             .on_conflict_do_nothing()
             .returning(AdmissionCorroboration.audit_seq)
         )
         stored = set(result.scalars())
+    stored |= {seq for seq, d in judging.decisions.items() if d.revised and d.rival in stored}
     await conn.execute(_PRUNE, {"cutoff": now - KEEP_CHANGES})
-    return [d for d in decisions if d.seq in stored]
+    return [d for d in judging.decisions.values() if d.seq in stored]
+
+
+async def _holders(conn: AsyncConnection, claims: list[str]) -> dict[str, _Holder]:
+    """Who holds each of ``claims`` now: the record whose verdict took it, or the record from the
+    API server's certificate that took it over from that one, with the holder's verdict as it
+    reads (``disputed`` once another record disputed it)."""
+    held = await conn.execute(
+        select(
+            AdmissionCorroboration.claim,
+            AdmissionCorroboration.audit_seq,
+            AuditRow.record["caller"].astext,
+            AdmissionCorroboration.status,
+        )
+        .join(AuditRow, AuditRow.seq == AdmissionCorroboration.audit_seq)
+        .where(AdmissionCorroboration.claim.in_(claims))
+    )
+    holders = {claim: _Holder(seq, caller, status) for claim, seq, caller, status in held if claim}
+    if not holders:
+        return holders
+    rivals = await conn.execute(
+        select(
+            AdmissionCorroboration.rival,
+            AdmissionCorroboration.audit_seq,
+            AuditRow.record["caller"].astext,
+            AdmissionCorroboration.status,
+        )
+        .join(AuditRow, AuditRow.seq == AdmissionCorroboration.audit_seq)
+        .where(AdmissionCorroboration.rival.in_([h.seq for h in holders.values()]))
+        .where(AdmissionCorroboration.status.in_(("verified", "disputed")))
+    )
+    took: dict[int | None, _Holder] = {}
+    disputed: set[int | None] = set()
+    for rival, seq, caller, status in rivals:
+        if status == "verified":
+            took[rival] = _Holder(seq, caller, status)
+        else:
+            disputed.add(rival)
+    for claim, holder in holders.items():
+        if holder.seq in took:
+            holders[claim] = took[holder.seq]
+        elif holder.seq in disputed:
+            holders[claim] = _Holder(holder.seq, holder.caller, "disputed")
+    return holders
 
 
 async def pending(conn: AsyncConnection, after: int = 0) -> int:
@@ -375,7 +494,9 @@ async def settled(conn: AsyncConnection, after: int = 0) -> int:
 
 
 async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, Verdict]:
-    """The verdicts on the records ``seqs`` that have one."""
+    """The verdicts on the records ``seqs`` that have one: a ``verified`` record whose change a
+    later record disputed reads ``disputed``, one whose change a record from the API server's
+    certificate took over reads ``unmatched`` (see the module)."""
     if not seqs:
         return {}
     rows = await conn.execute(
@@ -386,4 +507,26 @@ async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, Verd
             AdmissionCorroboration.detail,
         ).where(AdmissionCorroboration.audit_seq.in_(list(seqs)))
     )
-    return {seq: Verdict(status, observed_at, detail) for seq, status, observed_at, detail in rows}
+    found = {seq: Verdict(status, observed_at, detail) for seq, status, observed_at, detail in rows}
+    held = [seq for seq, verdict in found.items() if verdict.status == "verified"]
+    if held:
+        rivals = await conn.execute(
+            select(
+                AdmissionCorroboration.rival,
+                AdmissionCorroboration.audit_seq,
+                AdmissionCorroboration.status,
+                AdmissionCorroboration.resource_version,
+            )
+            .where(AdmissionCorroboration.rival.in_(held))
+            .where(AdmissionCorroboration.status.in_(("verified", "disputed")))
+            .order_by(AdmissionCorroboration.audit_seq)
+        )
+        for rival, seq, status, resource_version in rivals:
+            if rival is None:  # the query asks for rivals in held: never
+                continue
+            was = found[rival]
+            if status == "verified":  # taken over: wins over a dispute
+                found[rival] = Verdict("unmatched", was.observed_at, displaced(seq, resource_version))
+            elif found[rival].status == "verified":
+                found[rival] = Verdict("disputed", was.observed_at, disputed_by(seq, resource_version))
+    return found

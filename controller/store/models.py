@@ -257,7 +257,7 @@ class WatchChange(Base):
     )
 
 
-VERDICTS = ("verified", "contradicted", "unmatched", "unobservable", "unjudged")
+VERDICTS = ("verified", "contradicted", "unmatched", "unobservable", "unjudged", "disputed")
 """What :mod:`controller.store.corroboration` can decide about an admission record."""
 
 
@@ -274,12 +274,16 @@ class AdmissionCorroboration(Base):
     claim: Mapped[str | None] = mapped_column(String(160))
     resource_version: Mapped[str | None] = mapped_column(String(64))
     detail: Mapped[str | None] = mapped_column(Text)
+    rival: Mapped[int | None] = mapped_column(BigInteger)
+    """The record that held the change this one claims too (``disputed``, or ``verified`` when this
+    one, from the API server's certificate, took it over; ``unmatched`` naming the holder)."""
 
     __table_args__ = (
         CheckConstraint(
             f"status IN ({', '.join(repr(v) for v in VERDICTS)})", name="ck_admission_corroborations_status"
         ),
         Index("uq_admission_corroborations_claim", "claim", unique=True),
+        Index("ix_admission_corroborations_rival", "rival"),
     )
 
 

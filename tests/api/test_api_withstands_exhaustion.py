@@ -33,6 +33,8 @@ NOWHERE = "postgresql://nobody@127.0.0.1:1/none"
 GUARD_S = 10.0
 """Longest any exchange here may take before the test fails (deadlines here are under 1 s)."""
 MIB = 1 << 20
+ATTACKER = "127.0.0.2"
+"""Another loopback address (all of 127.0.0.0/8 is loopback on Linux): a client of its own."""
 
 
 @contextlib.asynccontextmanager
@@ -108,7 +110,9 @@ async def test_a_stalled_upload_is_answered_408_and_dropped_after_the_body_deadl
 
 
 async def test_unfinished_headers_are_dropped_after_the_header_deadline() -> None:
-    async with serving(ApiSettings(header_timeout_s=0.3, keep_alive_s=60)) as server:
+    async with serving(
+        ApiSettings(first_header_timeout_s=0.3, header_timeout_s=0.3, keep_alive_s=60)
+    ) as server:
         assert await exchange(server, b"GET /healthz HTTP/1.1\r\nHost: api\r\n") == b"", "closed, unanswered"
 
         # after a response, the next request's head has the same deadline (uvicorn's keep-alive
@@ -187,6 +191,77 @@ async def test_connections_beyond_the_cap_are_answered_503() -> None:
                 writer.close()
 
 
+async def test_250_half_open_connections_from_one_address_leave_every_other_client_served() -> None:
+    """The probe, under the shipped settings: one address opens 250 connections and sends half a
+    request line on each; another address's valid requests are all served meanwhile (they were
+    52 of 52 answered 503 when the cap counted the attacker's connections as anyone's)."""
+    api = ApiSettings()
+    async with serving(api) as server:
+        attacker = []
+        try:
+            for _ in range(250):
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", port_of(server), local_addr=(ATTACKER, 0)
+                )
+                writer.write(b"GET /healthz HTTP/1.1\r\n")
+                attacker.append((reader, writer))
+            answers = [
+                await exchange(server, HEALTH.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+                for _ in range(52)
+            ]
+            refused = await asyncio.wait_for(attacker[-1][0].read(), GUARD_S)
+            shares = getattr(server.config.http, "shares", None)
+            held = shares.connections(ATTACKER) if shares is not None else len(attacker)
+        finally:
+            for _, writer in attacker:
+                writer.close()
+    assert [a[:12] for a in answers] == [b"HTTP/1.1 200"] * 52
+    assert held <= api.max_connections_per_address
+    assert refused.startswith(b"HTTP/1.1 429 "), refused
+    assert b"holds 32 connections, the most one client may" in refused
+
+
+async def test_a_new_connection_has_a_short_deadline_for_its_first_head() -> None:
+    async with serving(ApiSettings(first_header_timeout_s=0.3, header_timeout_s=60)) as server:
+        assert await exchange(server, b"GET /healthz HTTP/1.1\r\nHost: api\r\n") == b"", "closed, unanswered"
+
+
+async def test_behind_a_trusted_proxy_each_forwarded_client_has_its_share_of_requests() -> None:
+    """The proxy's own address holds every connection and is not capped; what one forwarded
+    client has in flight is: a third stalled upload of 203.0.113.9 is 429, another client's
+    request is served."""
+    settings = ApiSettings(tokens=USERS, forwarded_allow_ips=["127.0.0.0/8"], max_connections_per_address=2)
+    stalled = (
+        b"POST /api/v1/webhooks HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer token-admin\r\n"
+        b"X-Forwarded-For: 203.0.113.9\r\nContent-Type: application/json\r\nContent-Length: 600\r\n\r\n{"
+    )
+    async with serving(settings) as server:
+        held = [await connect(server) for _ in range(2)]
+        try:
+            for _, writer in held:
+                writer.write(stalled)
+            shares = server.config.http.shares  # type: ignore[union-attr]
+            await until(lambda: shares.requests("203.0.113.9") == 2, GUARD_S)
+            third = await exchange(server, stalled)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_of(server)}") as api:
+                other = await api.get("/healthz", headers={"X-Forwarded-For": "203.0.113.10"})
+                same = await api.get("/healthz", headers={"X-Forwarded-For": "203.0.113.9"})
+            # the proxy's connections count until their first head: a trusted address (a pod of a
+            # trusted network) holding half-open connections is bounded like any other
+            held += [await connect(server) for _ in range(2)]
+            for _, writer in held[2:]:
+                writer.write(b"GET /healthz HTTP/1.1\r\n")
+            half_open = await exchange(server, b"GET /healthz HTTP/1.1\r\n")
+        finally:
+            for _, writer in held:
+                writer.close()
+    assert half_open.startswith(b"HTTP/1.1 429 "), half_open
+    assert third.startswith(b"HTTP/1.1 429 "), third
+    assert b"203.0.113.9 holds 2 requests in flight" in third
+    assert (other.status_code, same.status_code) == (200, 429)
+    assert same.headers["retry-after"] == "1"
+
+
 # --------------------------------------------------------------------------- client addresses
 
 ONE_FAILURE = {"auth_failure_rate_per_s": 0.001, "auth_failure_burst": 1}
@@ -228,6 +303,8 @@ def test_the_server_takes_its_bounds_from_the_environment(monkeypatch: pytest.Mo
         "MPIJC_API__KEEP_ALIVE_S": "3",
         "MPIJC_API__MAX_HEADER_BYTES": "8192",
         "MPIJC_API__HEADER_TIMEOUT_S": "2.5",
+        "MPIJC_API__FIRST_HEADER_TIMEOUT_S": "1.5",
+        "MPIJC_API__MAX_CONNECTIONS_PER_ADDRESS": "8",
     }.items():
         monkeypatch.setenv(name, value)
     api = Settings(_env_file=None).api  # type: ignore[call-arg]
@@ -239,6 +316,7 @@ def test_the_server_takes_its_bounds_from_the_environment(monkeypatch: pytest.Mo
     )
     assert (config.timeout_keep_alive, config.h11_max_incomplete_event_size) == (3, 8192)
     assert isinstance(config.http, type) and issubclass(config.http, HeaderDeadline)
-    assert config.http.header_timeout_s == 2.5
+    assert (config.http.header_timeout_s, config.http.first_header_timeout_s) == (2.5, 1.5)
+    assert config.http.shares is not None and config.http.shares.per_address == 8
     assert server_config(object(), ApiSettings(), 9464, capped=False).limit_concurrency is None
     assert not server_config(object(), ApiSettings(), 8480).proxy_headers, "nobody trusted by default"

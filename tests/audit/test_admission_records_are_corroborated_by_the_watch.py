@@ -241,7 +241,7 @@ async def test_a_create_long_after_the_object_was_created_is_contradicted(engine
 async def test_one_watched_change_bears_out_one_record(engine: AsyncEngine) -> None:
     before = train_b(4)
     after = changed(before, workers=64)
-    scale = claim("UPDATE", after, before)
+    scale = claim("UPDATE", after, before, caller="mtls")
     stored = await write(
         engine,
         [scale, scale.model_copy(update={"id": "admission/replayed", "request_uid": "replayed"})],
@@ -253,6 +253,81 @@ async def test_one_watched_change_bears_out_one_record(engine: AsyncEngine) -> N
     assert [await status(engine, s.seq) for s in stored] == ["verified", "unmatched"]
     second = await verdict(engine, stored[1].seq)
     assert second is not None and f"bore out record seq {stored[0].seq} already" in (second.detail or "")
+
+
+async def claims_of(engine: AsyncEngine) -> list[tuple[int, str | None, str]]:
+    async with engine.connect() as conn:
+        rows = await conn.exec_driver_sql(
+            "SELECT audit_seq, claim, status FROM admission_corroborations ORDER BY audit_seq"
+        )
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+async def test_a_forged_update_posted_before_the_change_does_not_take_it(engine: AsyncEngine) -> None:
+    """The forger names the change someone is about to make; it is chained, the change is seen and
+    the forgery verified before the genuine record (both without the API server's certificate)
+    arrives. The genuine one is not unmatched, the forgery not verified: both are disputed."""
+    before = train_b(4)
+    after = changed(before, workers=64)
+    (forged,) = await write(engine, [claim("UPDATE", after, before).model_copy(update={"id": "forged"})])
+    await observe(engine, seen(before, "ADDED", T0 - timedelta(hours=1)), seen(after, "MODIFIED", T0))
+    assert await judge(engine, T0 + timedelta(seconds=1)) == {"verified": 1}, "nothing contests it yet"
+
+    (genuine,) = await write(engine, [claim("UPDATE", after, before)])
+    async with engine.begin() as conn:
+        decided = await corroboration.decide(conn, DUE, WINDOW)
+
+    assert [(d.seq, d.status, d.rival, d.revised) for d in decided] == [
+        (forged.seq, "disputed", genuine.seq, True),
+        (genuine.seq, "disputed", forged.seq, False),
+    ]
+    assert [await status(engine, s.seq) for s in (forged, genuine)] == ["disputed", "disputed"]
+    shown = await verdict(engine, genuine.seq)
+    assert shown is not None and f"record seq {forged.seq} claims the same change" in (shown.detail or "")
+    claimed = await verdict(engine, forged.seq)
+    assert claimed is not None and f"record seq {genuine.seq} claims the same change" in (
+        claimed.detail or ""
+    )
+    assert [c for _, c, _ in await claims_of(engine)] == [
+        f"{UID}/{after['metadata']['resourceVersion']}",
+        None,
+    ]
+
+    (third,) = await write(engine, [claim("UPDATE", after, before).model_copy(update={"id": "third"})])
+    async with engine.begin() as conn:
+        later = await corroboration.decide(conn, DUE, WINDOW)
+    assert [(d.seq, d.status, d.rival) for d in later] == [(third.seq, "disputed", forged.seq)]
+
+
+async def test_a_forged_delete_posted_before_is_displaced_by_the_api_servers_record(
+    engine: AsyncEngine,
+) -> None:
+    job = train_b(uid="uid-del")
+    (forged,) = await write(engine, [claim("DELETE", job).model_copy(update={"id": "forged"})])
+    await observe(engine, seen(job, "ADDED", T0 - timedelta(hours=1)), seen(job, "DELETED", T0))
+    assert await judge(engine, T0 + timedelta(seconds=1)) == {"verified": 1}
+
+    (genuine,) = await write(engine, [claim("DELETE", job, caller="mtls")])
+    async with engine.begin() as conn:
+        decided = await corroboration.decide(conn, DUE, WINDOW)
+
+    assert [(d.seq, d.status, d.caller, d.rival, d.revised) for d in decided] == [
+        (forged.seq, "unmatched", "unverified", genuine.seq, True),
+        (genuine.seq, "verified", "mtls", forged.seq, False),
+    ]
+    assert [await status(engine, s.seq) for s in (forged, genuine)] == ["unmatched", "verified"]
+    assert await claims_of(engine) == [  # verdicts are append-only: the forged one is read through its rival
+        (forged.seq, "uid-del/delete", "verified"),
+        (genuine.seq, None, "verified"),
+    ]
+    (third,) = await write(engine, [claim("DELETE", job).model_copy(update={"id": "third"})])
+    async with engine.begin() as conn:
+        later = await corroboration.decide(conn, DUE, WINDOW)
+    assert [(d.seq, d.status, d.rival) for d in later] == [(third.seq, "unmatched", genuine.seq)]
+    lost = await verdict(engine, forged.seq)
+    assert lost is not None and f"bore out record seq {genuine.seq}, from the API server's certificate" in (
+        lost.detail or ""
+    )
 
 
 async def test_a_record_from_the_api_servers_certificate_takes_the_change_first(engine: AsyncEngine) -> None:
@@ -296,8 +371,11 @@ async def test_replicas_judging_at_once_agree_on_one_verdict_and_one_claim(engin
     await observe(engine, seen(before, "ADDED", T0 - timedelta(hours=1)), seen(after, "MODIFIED", T0))
 
     outcomes = await asyncio.gather(*(judge(engine, DUE) for _ in range(4)))
-    assert sum(o.get("verified", 0) for o in outcomes) == 1
-    assert sum(o.get("unmatched", 0) for o in outcomes) == 3
+    assert sum(o.get("disputed", 0) for o in outcomes) == 4, (
+        "four copies without the certificate: all disputed"
+    )
+    assert sum(o.get("verified", 0) + o.get("unmatched", 0) for o in outcomes) == 0
+    assert len([c for _, c, _ in await claims_of(engine) if c is not None]) == 1, "one claim"
 
 
 async def test_old_versions_go_but_the_newest_of_a_live_job_stays(engine: AsyncEngine) -> None:

@@ -7,6 +7,7 @@ printing anything twice."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import subprocess
@@ -17,14 +18,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.api.access import Principal, StaticAccess
 from controller.cli import waiting
 from controller.cli.apiclient import Refused
 from controller.cli.exits import CommandError, Exit
 from controller.cli.waiting import Goal
 from controller.contract.settings import ClientSettings
 from controller.testing.waits import until
-from tests.api_fixtures import T0, fire, job_story
-from tests.live_events import GUARD_S, Served, Writer, serving
+from tests.api_fixtures import T0, USERS, fire, job_story
+from tests.live_events import FAST, GUARD_S, Served, Writer, serving
 
 OOM = "Worker 1 was OOM-killed: its 16Gi limit is below what the job uses."
 
@@ -158,6 +160,32 @@ async def test_a_run_that_already_failed_is_judged_by_its_outcome(
         assert await wait.status() == expected
     assert "is Running" not in wait.out.getvalue()
     assert "is Failed" in wait.out.getvalue() + wait.err.getvalue()
+
+
+class Revocable(StaticAccess):
+    """The static tokens, until :attr:`revoked`: then nobody may list anything."""
+
+    revoked = False
+
+    async def can_list(self, principal: Principal, namespace: str | None) -> bool:
+        return not self.revoked and await super().can_list(principal, namespace)
+
+
+async def test_a_wait_whose_access_is_removed_exits_3_with_the_reason(
+    engine: AsyncEngine, token_file: Path
+) -> None:
+    _, story = job_story("train")
+    await Writer(engine).write(story[:-1])  # running
+    reviewer = Revocable(USERS)
+    async with serving(engine, dataclasses.replace(FAST, recheck_s=0.1), reviewer=reviewer) as api:
+        wait = Waiting(api, token_file, "team-a/train")
+        await wait.printed(": Running")
+        reviewer.revoked = True
+        with pytest.raises(Refused) as refused:
+            await wait.status()
+    assert str(refused.value) == (
+        "the API ended the stream: alice may no longer list MPIJobs or TrainJobs in namespace 'team-a'"
+    )
 
 
 async def test_wait_rides_out_an_api_restart_and_prints_every_change_once(

@@ -116,6 +116,15 @@ PARTIAL_MATCHES = (
     "NET/IB : Got completion from peer x with status=",
     "ENOSPC watch ",
     "may cause ",
+    "libfabric:1:1::efa:",
+    "PMIX ERROR: ",
+    "[proxy:0:0@",
+    "StatusCode.",
+    " [missing ranks: 1, ",
+    "Ranks 1, ",
+    "ProcessGroupNCCL's watchdog got stuck for ",
+    "NCCL WARN Last error",
+    "Last enqueued NCCL work: 1, last completed NCCL work: ",
 )
 
 

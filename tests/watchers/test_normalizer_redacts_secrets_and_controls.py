@@ -148,6 +148,11 @@ def test_a_cut_off_private_key_is_redacted_to_the_end() -> None:
         "sk-",
         "sk_live_",
         "AIza",
+        "--password ",
+        "--a-",
+        "glpat-",
+        "hooks.slack.com/services/",
+        "AccountKey=",
     ],
 )
 def test_hostile_lines_cost_linear_time(unit: str) -> None:

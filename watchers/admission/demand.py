@@ -11,8 +11,13 @@ A container requests ``resources.requests``, or its ``limits`` where a request i
 API server defaults it), or the LimitRange's ``defaultRequest`` / ``default`` for its
 namespace. A pod requests the sum over its containers (init containers with
 ``restartPolicy: Always``, sidecars, included), or more where a regular init container asks for
-more alone — the pod's effective request that ResourceQuota charges. Values that are not
-quantities are skipped: the API server refuses such a job itself.
+more alone — the pod's effective request that ResourceQuota charges.
+
+Quantities are read by :func:`controller.contract.quantities.quantity`, capped as the API server
+caps them (``1e9999999`` is 2^63 - 1), and replicas at 2^31 - 1 (the CRDs' ``int32``), so every
+sum is bounded. A value that is not a quantity is left out of the sums and named in
+:attr:`Demand.unreadable`: the quota check says it cannot judge the job rather than judge it
+without that value.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from controller.contract.kinds import kind_named
-from controller.kube.quantities import quantity
+from controller.contract.quantities import MAX_CHARS, quantity
 
 __all__ = ["Container", "Demand", "Group", "demand", "suspended"]
 
@@ -31,6 +36,10 @@ Amounts = dict[str, Decimal]
 
 MPI_DEFAULT_REPLICAS: Final = {"Launcher": 1}
 """Replicas of an MPIJob role whose spec does not say (mpi-operator's defaults; Worker: 0)."""
+MAX_REPLICAS: Final = 2**31 - 1
+"""Replicas read at most (the CRDs declare ``int32``); more is read as this."""
+MAX_UNREADABLE: Final = 5
+"""Values that are not quantities named at most in :attr:`Demand.unreadable`."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,8 @@ class Demand:
     kind: str
     groups: tuple[Group, ...]
     total: Amounts = field(default_factory=dict)
+    unreadable: tuple[str, ...] = ()
+    """Requests or limits that are not quantities (``cpu 'lots'``), left out of the sums."""
 
     @property
     def pods(self) -> int:
@@ -80,6 +91,7 @@ def demand(kind: str, obj: Mapping[str, Any], defaults: Mapping[str, Amounts] | 
     spec = _dict(obj.get("spec"))
     defaults = defaults or {}
     groups: list[Group] = []
+    unread: list[str] = []
     registered = kind_named(kind)
     if registered is not None and registered.family != "trainer" and registered.replica_specs:
         for role, raw in sorted(_dict(spec.get(registered.replica_specs)).items()):
@@ -87,19 +99,19 @@ def demand(kind: str, obj: Mapping[str, Any], defaults: Mapping[str, Amounts] | 
             default = MPI_DEFAULT_REPLICAS.get(role, 0) if registered.family == "mpi-operator" else 1
             replicas = _count(replica_spec.get("replicas"), default)
             pod = _dict(_dict(replica_spec.get("template")).get("spec"))
-            containers = [_container(c, defaults) for c in _list(pod.get("containers"))]
+            containers = [_container(c, defaults, unread) for c in _list(pod.get("containers"))]
             inits = _list(pod.get("initContainers"))
-            groups.append(_group(str(role), replicas, containers, inits, defaults))
+            groups.append(_group(str(role), replicas, containers, inits, defaults, unread))
     elif kind == "TrainJob":
         trainer = _dict(spec.get("trainer"))
         nodes = _count(trainer.get("numNodes"), 1)
-        node = _container({"name": "node", "resources": trainer.get("resourcesPerNode")}, defaults)
+        node = _container({"name": "node", "resources": trainer.get("resourcesPerNode")}, defaults, unread)
         groups.append(Group("node", nodes, (node,), dict(node.requests)))
     total: Amounts = {}
     for group in groups:
         for resource, amount in group.per_pod.items():
             total[resource] = total.get(resource, Decimal(0)) + amount * group.replicas
-    return Demand(kind, tuple(groups), total)
+    return Demand(kind, tuple(groups), total, tuple(unread[:MAX_UNREADABLE]))
 
 
 def _group(
@@ -108,6 +120,7 @@ def _group(
     containers: list[Container],
     inits: Sequence[Any],
     defaults: Mapping[str, Amounts],
+    unread: list[str],
 ) -> Group:
     """The group's pod with its effective requests: containers and sidecars summed, each regular
     init container (with the sidecars started before it) taken when it asks for more."""
@@ -115,7 +128,7 @@ def _group(
     sidecars: Amounts = {}
     alone: list[Amounts] = []
     for raw in inits:
-        init = _container(raw, defaults)
+        init = _container(raw, defaults, unread)
         if _dict(raw).get("restartPolicy") == "Always":
             containers.append(init)
             _add(sidecars, init.requests)
@@ -129,27 +142,29 @@ def _group(
     return Group(role, replicas, tuple(containers), per_pod)
 
 
-def _container(raw: Any, defaults: Mapping[str, Amounts]) -> Container:
+def _container(raw: Any, defaults: Mapping[str, Amounts], unread: list[str]) -> Container:
     raw = _dict(raw)
     resources = _dict(raw.get("resources"))
-    limits = {**defaults.get("default", {}), **_amounts(resources.get("limits"))}
+    limited = _amounts(resources.get("limits"), unread)
+    limits = {**defaults.get("default", {}), **limited}
     requests = {
         **defaults.get("defaultRequest", {}),
-        **_amounts(resources.get("limits")),
-        **_amounts(resources.get("requests")),
+        **limited,
+        **_amounts(resources.get("requests"), unread),
     }
     for resource, amount in defaults.get("default", {}).items():
         requests.setdefault(resource, amount)  # a LimitRange default limit is the request too
     return Container(str(raw.get("name") or "?"), requests, limits)
 
 
-def _amounts(raw: Any) -> Amounts:
+def _amounts(raw: Any, unread: list[str]) -> Amounts:
     amounts: Amounts = {}
     for resource, value in _dict(raw).items():
         try:
             amounts[str(resource)] = quantity(value)
         except ValueError:
-            continue
+            shown = repr(value) if len(repr(value)) <= MAX_CHARS else f"{repr(value)[:MAX_CHARS]}…"
+            unread.append(f"{str(resource)[:MAX_CHARS]} {shown}")
     return amounts
 
 
@@ -164,7 +179,9 @@ def _added(into: Amounts, more: Mapping[str, Decimal]) -> Amounts:
 
 
 def _count(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return min(value, MAX_REPLICAS)
+    return default
 
 
 def _dict(value: Any) -> dict[str, Any]:

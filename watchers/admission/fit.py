@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Final
 
-from controller.kube.quantities import quantity, show
+from controller.contract.quantities import quantity, show
 from watchers.admission.demand import Amounts, Demand, Group
 
 __all__ = ["MAX_PROBLEMS", "container_defaults", "problems"]

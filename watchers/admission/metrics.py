@@ -66,8 +66,10 @@ class AdmissionMetrics(MetricGroup):
         self.quota_checks = Counter(
             "mpijc_admission_quota_checks",
             "MPIJobs and TrainJobs being created, judged against their namespace's ResourceQuota and "
-            "LimitRange, by outcome: fits, warned, denied, suspended (not judged), timeout (the API "
-            "server did not answer within admission.quota_budget_s: allowed unchecked), failed (it "
+            "LimitRange, by outcome: fits, warned, denied, suspended (not judged), unjudged (a request "
+            "or limit that is not a quantity: allowed with a warning), timeout (the API "
+            "server did not answer within admission.quota_budget_s: allowed unchecked), throttled "
+            "(over admission.quota_lookups_per_s: allowed unchecked), failed (it "
             "refused or failed the lookup: allowed unchecked).",
             ["outcome"],
             registry=registry,

@@ -15,6 +15,11 @@ shaped, holds the event loop for more than a few milliseconds:
   itself stops at Python's recursion limit with a ``RecursionError``);
 - the comparison of an UPDATE's objects (:func:`changed_paths`) visits every field once and stops
   at the :data:`MAX_CHANGES` paths a record lists, each cut at :data:`MAX_PATH_CHARS`.
+
+A namespace that is not an RFC 1123 label, or an object name that is not an RFC 1123 subdomain,
+makes the review ``malformed`` (allowed, not recorded, not looked up) before anything is built from
+it: the API server sends no such review, and a namespace such as ``..`` would turn the quota
+lookup's ``/namespaces/../resourcequotas`` into the cluster-wide list.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from controller.contract.audit import (
     service_account_of,
 )
 from controller.contract.kubeflow import API_GROUPS, JobKind
+from controller.contract.names import is_name, is_namespace
 
 __all__ = [
     "BadReview",
@@ -269,11 +275,15 @@ def review(
         request = _Request.model_validate(raw)
     except ValidationError as exc:
         return Reviewed(response, "malformed", operation, why=str(exc).replace("\n", "; "))
+    if request.namespace and not is_namespace(request.namespace):
+        return Reviewed(response, "malformed", operation, why=_not_a("namespace", request.namespace))
     kind = AUDITED.get((request.kind.group, request.kind.kind))
     created = None
     if kind is not None and request.operation == "CREATE" and request.object is not None:
         meta = request.object.get("metadata")
         namespace = request.namespace or (str(meta.get("namespace") or "") if isinstance(meta, dict) else "")
+        if namespace and not is_namespace(namespace):
+            return Reviewed(response, "malformed", operation, why=_not_a("namespace", namespace))
         created = Created(kind, namespace, request.object) if namespace else None
     if request.dry_run:
         return Reviewed(response, "dry_run", operation, created=created)
@@ -289,6 +299,10 @@ def review(
     name = str(metadata.get("name") or request.name)
     if not namespace or not name:
         return Reviewed(response, "malformed", operation, why="no namespace or name")
+    if not is_namespace(namespace):
+        return Reviewed(response, "malformed", operation, why=_not_a("namespace", namespace))
+    if not is_name(name):
+        return Reviewed(response, "malformed", operation, why=_not_a("name", name))
     user = request.user_info
     record = AuditRecord(
         id=f"admission/{request.uid}",
@@ -310,6 +324,13 @@ def review(
         caller=caller,
     )
     return Reviewed(response, "recorded", operation, record, created=created)
+
+
+def _not_a(what: str, value: str) -> str:
+    """Why a review is malformed: its ``what`` (namespace or name) ``value`` is not one."""
+    shape = "an RFC 1123 label" if what == "namespace" else "an RFC 1123 subdomain"
+    shown = value if len(value) <= MAX_PATH_CHARS else f"{value[:MAX_PATH_CHARS]}…"
+    return f"{what} {shown!r} is not {shape}"
 
 
 def _bounded(paths: list[str]) -> tuple[str, ...]:

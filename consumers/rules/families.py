@@ -1,0 +1,562 @@
+"""Communication failures recognised by family: who printed a line, and what it says about the mesh.
+
+The signatures of :mod:`consumers.rules.signatures` and the launch wordings of
+:mod:`consumers.rules.tails` name one wording of one library each. A library that was not read
+when they were written, or a known library saying the same thing in new words, fell to the
+catch-all. This module reads a line in two independent parts, and a match of both is a finding:
+
+1. **who printed it**, from the line's *format* — the prefix or shape each library gives its
+   messages (:data:`LIBRARIES`): NCCL's ``host:pid:tid [dev] file.cc:NN NCCL WARN`` (``debug.cc``),
+   Open MPI / ORTE / PRRTE (``mca_…``, ``mpirun``/``prterun``, the help blocks between dashed
+   lines), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``, ``[mpiexec@host]``), Intel MPI
+   (``MPIDI_OFI_…``, ``MPI startup()``, ``Abort(…) on node``), MVAPICH (``mpispawn``,
+   ``mpirun_rsh``), PMIx (``PMIX ERROR:``), UCX (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``,
+   ``src/ucs/debug/log.c``), libfabric (``libfabric:pid:time:prefix:prov:subsys:func():line<warn>``,
+   ``src/log.c``) with its EFA, verbs and tcp providers, Gloo (``gloo/…``), gRPC (``StatusCode.…``,
+   ``grpc_status:14``), XGBoost's collective (``rabit``, ``src/collective/…``, ``[xgboost.…]``),
+   Horovod, torch elastic / c10d, the DeepSpeed and Accelerate launchers (``[launch.py:NN:…]``),
+   TensorFlow's distributed runtime (``tensorflow/core/distributed_runtime``, ``UnavailableError``)
+   and JAX's (``jax.distributed``, ``XlaRuntimeError``, the coordination service);
+2. **what it says about the mesh**, from verbs and errno names the libraries share
+   (:data:`VERBS`): refused, reset, unreachable, timed out, lost a peer, aborted, could not
+   spawn, could not allocate or register transport memory.
+
+The finding's sentence and remediation are the library's and the verb's (:func:`words`,
+:func:`remediation`): libfabric's EFA provider unable to reach a peer points at the security
+group and the EFA devices; a gRPC channel ``UNAVAILABLE`` in a parameter-server job at the PS
+pod and its Service. Specific signatures keep precedence where they say more
+(:mod:`consumers.rules.mpi` ranks the candidates).
+
+**Messages read whole.** A message continued over several lines is read as one
+(:func:`logical_lines`): an Open MPI / PRRTE help block between its dashed lines; a line of a
+known library ending with ``:`` (NCCL's ``Last error:`` then the reason), and the indented
+lines under it (gRPC's ``status = StatusCode.UNAVAILABLE`` / ``details = …``).
+
+**Not a failure.** A line that says it retries, an INFO / DEBUG level line, a c10d warning
+(``[W socket.cpp:…]``), or a hint (``may cause``) is no finding, whichever words it holds.
+
+Like every pattern of the package, these start with a literal and use bounded quantifiers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from consumers.rules.signatures import Hit, Signature, is_hint, message_rank
+from consumers.rules.tails import bounded, output_rank, strip_tag
+
+Verb = Literal["spawn", "alloc", "refused", "reset", "unreachable", "timed-out", "lost", "aborted"]
+
+
+@dataclass(frozen=True)
+class Library:
+    """One library, told by the format of the lines it prints."""
+
+    key: str
+    name: str
+    format: re.Pattern[str]
+
+
+# In order: the first library whose format a line shows printed it (the more specific first:
+# libfabric's EFA provider before libfabric, Intel MPI's OFI layer before libfabric, PRRTE before
+# Open MPI, Horovod before the Gloo it carries).
+LIBRARIES: tuple[Library, ...] = (
+    Library(
+        "nccl",
+        "NCCL",
+        re.compile(
+            r"NCCL WARN |NET/(?:Socket|IB|Plugin)\b|ncclSocket\w{0,30}|socket(?:Start|Poll"
+            r"|Finalize|Progress)"
+            r"\w{0,20}|ncclProxy\w{0,30}|bootstrap(?:Net|Root|Connect|Accept)\w{0,20}"
+        ),
+    ),
+    Library(
+        "efa",
+        "libfabric's EFA provider",
+        re.compile(
+            r"libfabric:\d{1,10}:\d{1,20}:[\w-]{0,40}:efa:|efa_rdm_\w{1,60}|efa_\w{1,40}\(\)|EFA device"
+        ),
+    ),
+    Library("intel-mpi", "Intel MPI", re.compile(r"MPIDI_OFI_\w{1,60}|MPI startup\(\)|I_MPI_\w{1,40}")),
+    Library(
+        "libfabric",
+        "libfabric",
+        re.compile(
+            r"libfabric:\d{1,10}:|fi_(?:getinfo|fabric|domain|endpoint|enable|av_insert"
+            r"|cq_\w{1,20})\b|OFI\b"
+        ),
+    ),
+    Library(
+        "ucx",
+        "UCX",
+        re.compile(r"UCX {1,3}(?:ERROR|WARN|DIAG)|ucp_\w{1,40}\.c:\d|uct_\w{1,40}\.c:\d|ucs_\w{1,40}\.c:\d"),
+    ),
+    Library("pmix", "PMIx", re.compile(r"PMIX ERROR|PMIx_\w{1,40}|PMIX_ERR_\w{1,40}|pmix_\w{1,40}\.c")),
+    Library("prrte", "Open MPI's PRRTE", re.compile(r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}")),
+    Library(
+        "hydra",
+        "MPICH's Hydra",
+        re.compile(r"\[(?:proxy:\d{1,7}:\d{1,7}|mpiexec)@[\w.-]{1,253}\]|HYD[TU]?_\w{1,60}|hydra_\w{1,40}"),
+    ),
+    Library(
+        "mvapich",
+        "MVAPICH",
+        re.compile(r"MVAPICH|MV2_\w{1,40}|mpirun_rsh\b|mpispawn\b"),
+    ),
+    Library(
+        "ompi",
+        "Open MPI",
+        re.compile(r"mpirun\b|ORTE\b|orted\b|mca_\w{1,60}|Open MPI|opal_\w{1,40}|ompi_\w{1,40}"),
+    ),
+    Library("horovod", "Horovod", re.compile(r"\[HOROVOD|horovod[./_]|Horovod\b|horovodrun\b")),
+    Library("gloo", "Gloo", re.compile(r"gloo/|Gloo\b|ProcessGroupGloo")),
+    Library(
+        "xgboost",
+        "XGBoost's collective (rabit)",
+        re.compile(r"\[xgboost\.|XGBoostError|rabit\b|src/collective/|RabitTracker\b|Socket Connect Error"),
+    ),
+    Library(
+        "jax",
+        "JAX's distributed runtime",
+        re.compile(
+            r"jax\.distributed|jaxlib\b|XlaRuntimeError|JaxRuntimeError|JAX distributed"
+            r"|PjRT_Client_\w{1,30}"
+        ),
+    ),
+    Library(
+        "tf",
+        "TensorFlow's distributed runtime",
+        re.compile(
+            r"tensorflow/core/distributed_runtime|tensorflow\.python\.framework\.errors_impl"
+            r"|UnavailableError\b"
+            r"|DeadlineExceededError\b|Collective ops is aborted"
+        ),
+    ),
+    Library(
+        "coordination",
+        "the TensorFlow / JAX coordination service",
+        re.compile(r"[Cc]oordination ?[Ss]ervice|tsl/distributed_runtime|coordination_service"),
+    ),
+    Library(
+        "grpc",
+        "gRPC",
+        re.compile(
+            r"StatusCode\.[A-Z_]{4,30}|grpc_status:? ?\d{1,3}|_InactiveRpcError|grpc\._channel|gRPC\b"
+        ),
+    ),
+    Library(
+        "torch",
+        "torch.distributed (c10d / torch elastic)",
+        re.compile(
+            r"\[c10d\]|torch\.distributed\.elastic|DistNetworkError|DistBackendError|TCPStore\b"
+            r"|ProcessGroupNCCL|c10d::"
+        ),
+    ),
+    Library(
+        "launcher",
+        "the DeepSpeed / Accelerate launcher",
+        re.compile(
+            r"\[(?:launch|runner|launcher)\.py:\d{1,6}:|deepspeed\.launcher|accelerate\.commands|pdsh@"
+        ),
+    ),
+)
+
+VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
+    (
+        "spawn",
+        re.compile(
+            r"(?:[Cc]ould not|[Uu]nable to|[Ff]ailed to|[Nn]ot able to) "
+            r"(?:spawn|launch|execute|exec\b|start (?:the )?(?:daemon|proxy|process|remote))"
+        ),
+    ),
+    (
+        "spawn",
+        re.compile(
+            r"execvp error|[Ss]pawn (?:failed|failure)|[Ll]aunch failed|HYDU_create_process|cannot execute\b"
+            r"|command not found\b"
+        ),
+    ),
+    (
+        "alloc",
+        re.compile(
+            r"[Cc]annot allocate memory|ENOMEM\b|[Mm]emory registration failed"
+            r"|[Oo]ut of (?:resources|registered)"
+        ),
+    ),
+    (
+        "alloc",
+        re.compile(
+            r"[Ff]ailed to (?:register|allocate|pin) (?:memory|an? (?:buffer|MR|region))"
+            r"|ibv_reg_mr\b|fi_mr_reg\b|RLIMIT_MEMLOCK\b|[Ll]ocked memory"
+        ),
+    ),
+    (
+        "refused",
+        re.compile(r"[Cc]onnection refused|ECONNREFUSED\b|[Ee]rrno:? ?111\b|111 ?\(Connection"),
+    ),
+    (
+        "reset",
+        re.compile(r"[Cc]onnection reset|ECONNRESET\b|[Bb]roken pipe|EPIPE\b|[Ee]rrno:? ?104\b"),
+    ),
+    (
+        "unreachable",
+        re.compile(
+            r"[Nn]o route to host|EHOSTUNREACH\b|[Nn]etwork is unreachable|ENETUNREACH\b"
+            r"|UNREACH(?:ABLE)?\b"
+            r"|[Hh]ost (?:is )?unreachable|[Uu]nreachable|StatusCode\.UNAVAILABLE|UNAVAILABLE:"
+            r"|grpc_status:? ?14\b"
+            r"|[Ff]ailed to connect to all addresses|[Nn]ame or service not known"
+            r"|[Tt]emporary failure in name resolution"
+            r"|[Cc]annot assign requested address"
+        ),
+    ),
+    (
+        "timed-out",
+        re.compile(
+            r"[Cc]onnection timed out|ETIMEDOUT\b|DEADLINE_EXCEEDED|[Dd]eadline [Ee]xceeded"
+            r"|[Tt]imed out\b"
+            r"|grpc_status:? ?4\b|[Bb]arrier timed out|[Tt]imeout (?:expired|exceeded|reached)"
+        ),
+    ),
+    (
+        "lost",
+        re.compile(
+            r"[Pp]eer (?:closed|disconnected|lost|went away|exited|died)|[Cc]onnection (?:closed|lost"
+            r"|aborted)"
+            r"|[Ss]ocket closed|[Cc]losed by (?:remote|peer)|ECONNABORTED\b"
+            r"|[Ss]oftware caused connection abort"
+            r"|[Ll]ost (?:connection|contact|communication|its peer|a peer)|[Hh]eartbeat (?:timeout"
+            r"|failure|missed)"
+            r"|another task died|[Tt]ask \S{1,80} (?:has )?(?:died|failed|been lost)"
+            r"|[Uu]nexpected EOF|got 0 bytes"
+            r"|[Ff]ailed to recv|[Ff]ailed to send"
+        ),
+    ),
+    (
+        "aborted",
+        re.compile(
+            r"StatusCode\.ABORTED|grpc_status:? ?10\b|AbortedError\b|ABORTED:"
+            r"|[Cc]ommunicator (?:was )?aborted"
+            r"|Collective ops is aborted"
+        ),
+    ),
+)
+"""In order of preference: the first verb found in a message is what it says."""
+
+# What makes a line no failure, whatever words it holds.
+_NOT_A_FAILURE = (
+    re.compile(r"[Rr]etrying|[Ww]ill retry|[Rr]etry (?:\d|connect|in\b|after)|[Tt]rying again"),
+    re.compile(
+        r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]]{0,60}(?:socket|TCPStore)"
+    ),
+    re.compile(r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|[Cc]onnected to"),
+)
+"""A retry, an INFO / DEBUG line or a c10d warning, a Python warning, a success."""
+_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
+_INDENTED = re.compile(r"^(?:\t| {2,16})\S")
+_FRAME = re.compile(r"^\s{0,16}(?:File \"|at |#\d{1,3} )")
+_BLOCK_LINES = 30
+_CONTINUED_LINES = 4
+_MESSAGE_CHARS = 1200
+
+
+LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    *VERBS,
+    ("help-block", _DASHES),
+    ("continued", re.compile(r"(?:NCCL WARN |Last error)[^\n]{0,400}:\s{0,4}$")),
+)
+"""What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
+a help block, a message whose reason follows on the next line."""
+
+
+def library_of(text: str) -> Library | None:
+    """The library whose format ``text`` shows, if any."""
+    return next((lib for lib in LIBRARIES if lib.format.search(text) is not None), None)
+
+
+def verb_of(text: str) -> Verb | None:
+    """What ``text`` says about the mesh, if anything."""
+    return next((verb for verb, pattern in VERBS if pattern.search(text) is not None), None)
+
+
+@lru_cache(maxsize=512)
+def logical_lines(tail: tuple[str, ...]) -> tuple[tuple[int, str, bool], ...]:
+    """``tail`` as messages: (index of the first line, the message, whether it is a help block
+    between dashed lines), continued lines joined."""
+    lines = [strip_tag(line) for line in bounded(tail)]
+    found: list[tuple[int, str, bool]] = []
+    i = 0
+    while i < len(lines):
+        text = lines[i]
+        if _DASHES.match(text):
+            end = next(
+                (j for j in range(i + 1, min(len(lines), i + _BLOCK_LINES)) if _DASHES.match(lines[j])), None
+            )
+            if end is not None:
+                body = " ".join(line.strip() for line in lines[i + 1 : end] if line.strip())
+                if body:
+                    found.append((i + 1, body[:_MESSAGE_CHARS], True))
+                i = end + 1
+                continue
+            i += 1
+            continue
+        joined = [text.strip()]
+        j = i + 1
+        if library_of(text) is not None:
+            while j < len(lines) and j <= i + _CONTINUED_LINES and _continues(joined[-1], lines[j]):
+                joined.append(lines[j].strip())
+                j += 1
+        found.append((i, " ".join(joined)[:_MESSAGE_CHARS], False))
+        i = j
+    return tuple(found)
+
+
+def _continues(previous: str, line: str) -> bool:
+    """Whether ``line`` carries on the message of ``previous``: after a closing ``:``, or indented."""
+    if not line.strip() or _DASHES.match(line) or _FRAME.match(line):
+        return False
+    return previous.endswith(":") or _INDENTED.match(line) is not None
+
+
+@lru_cache(maxsize=512)
+def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
+    """Every message of ``tail`` that a known library printed about the mesh, in log order."""
+    raw = bounded(tail)
+    hits: list[Hit] = []
+    for index, text, block in logical_lines(tail):
+        if any(p.search(text) for p in _NOT_A_FAILURE) or is_hint(text):
+            continue
+        library = library_of(text) or (_HELP_BLOCK if block else None)
+        said = verb_of(text) if library is not None else None
+        if library is None or said is None:
+            continue
+        rank = output_rank(raw[index])
+        signature = Signature(
+            f"family-{library.key}-{said}", library.name, words(library, said, text), library.format
+        )
+        groups = (("library", library.key), ("verb", said))
+        hits.append(Hit(signature, text, index, rank if rank is not None else message_rank(text), groups))
+    return tuple(hits)
+
+
+_HELP_BLOCK = next(lib for lib in LIBRARIES if lib.key == "ompi")
+"""A help block between dashed lines is Open MPI's (``opal_show_help``) where it names no other."""
+
+
+def verb(hit: Hit) -> Verb | None:
+    """The verb of a family hit (``None`` for another signature)."""
+    said = hit.group("verb")
+    return next((name for name, _ in VERBS if name == said), None)
+
+
+def library_key(hit: Hit) -> str | None:
+    """The library key of a family hit (``None`` for another signature)."""
+    return hit.group("library")
+
+
+# ------------------------------------------------------------------- wording
+
+_VERB_WORDS: dict[Verb, str] = {
+    "spawn": "could not start processes on a host (the launch failed before the ranks ran)",
+    "alloc": "could not allocate or register memory for its transport",
+    "refused": "a connection to another rank was refused: nothing listened on that port, or something in "
+    "between rejected it",
+    "reset": "a connection to another rank was reset: the peer process died or something in between cut it",
+    "unreachable": "another rank's host could not be reached (no route, an unresolved name, or the peer's "
+    "service unavailable)",
+    "timed-out": "a connection or an exchange with another rank timed out",
+    "lost": "lost a peer: the other side closed the connection or died",
+    "aborted": "the communication was aborted",
+}
+# (library, verb) -> what it means for that library, where it says more than the verb alone.
+_SPECIFIC: dict[tuple[str, Verb], str] = {
+    (
+        "efa",
+        "unreachable",
+    ): "the EFA provider could not reach a peer: the security group must allow all traffic "
+    "from itself, and every pod needs its EFA devices",
+    (
+        "efa",
+        "timed-out",
+    ): "the EFA provider timed out reaching a peer: the security group must allow all traffic "
+    "from itself, and every pod needs its EFA devices",
+    ("efa", "alloc"): "the EFA provider could not register memory: the pods need an unlimited memlock limit "
+    "(IPC_LOCK) and huge pages",
+    (
+        "libfabric",
+        "alloc",
+    ): "the libfabric provider could not register memory: raise the memlock limit (IPC_LOCK)",
+    ("ucx", "alloc"): "UCX could not register memory for RDMA: raise the memlock limit (IPC_LOCK)",
+    (
+        "grpc",
+        "unreachable",
+    ): "a gRPC channel found its peer UNAVAILABLE: the peer's pod (a parameter server, the "
+    "chief or the coordinator) is gone, or the address it was given (its Service) is wrong",
+    ("tf", "unreachable"): "TensorFlow's gRPC channel to another task is UNAVAILABLE: that task's pod (a "
+    "parameter server or a worker) is gone, or its Service address is wrong",
+    (
+        "tf",
+        "lost",
+    ): "TensorFlow lost another task of the cluster (its socket closed): that pod died or restarted",
+    ("tf", "aborted"): "TensorFlow's collective ops were aborted because another task failed",
+    (
+        "jax",
+        "timed-out",
+    ): "JAX's distributed runtime timed out waiting for the other processes (a barrier or the "
+    "coordinator): not every process started, or the coordinator address is wrong",
+    (
+        "jax",
+        "unreachable",
+    ): "JAX could not reach its coordinator (process 0): check the coordinator address and that its pod runs",
+    ("jax", "lost"): "JAX's coordination service lost a task: another process died",
+    (
+        "coordination",
+        "timed-out",
+    ): "the coordination service timed out waiting for a task (a missed heartbeat or "
+    "barrier): a process died or never started",
+    ("coordination", "lost"): "the coordination service lost a task: another process died",
+    (
+        "xgboost",
+        "refused",
+    ): "XGBoost's workers could not connect to each other or to the tracker (refused): the "
+    "tracker's address and port must be reachable from every worker",
+    ("xgboost", "timed-out"): "XGBoost's collective timed out: a worker did not join the tracker in time",
+    (
+        "pmix",
+        "unreachable",
+    ): "PMIx could not reach the PMIx server of a node (its daemon): the launcher's daemons "
+    "did not start or died",
+    ("hydra", "spawn"): "Hydra could not launch its proxy or the program on a host (ssh, hydra_pmi_proxy or "
+    "the executable missing there)",
+    (
+        "ompi",
+        "spawn",
+    ): "mpirun could not launch the program on a host (the executable or a library missing on "
+    "the workers, or its daemons could not start)",
+    (
+        "prrte",
+        "spawn",
+    ): "prterun could not launch the program on a host (the executable or a library missing on "
+    "the workers, or its daemons could not start)",
+    ("mvapich", "spawn"): "mpirun_rsh / mpispawn could not start the ranks on a host",
+    (
+        "launcher",
+        "spawn",
+    ): "the launcher could not start the workers on the hosts of its hostfile (pdsh / ssh)",
+    (
+        "nccl",
+        "refused",
+    ): "NCCL's socket to another rank was refused: nothing listened there (the peer died) or a "
+    "NetworkPolicy / sidecar rejected it",
+    (
+        "nccl",
+        "unreachable",
+    ): "NCCL could not reach another rank's address: the interface it picked is not routable "
+    "between pods (NCCL_SOCKET_IFNAME)",
+}
+
+
+def words(library: Library, verb: Verb, text: str) -> str:
+    """What ``library`` saying ``verb`` means, in plain words."""
+    specific = _SPECIFIC.get((library.key, verb))
+    if verb == "unreachable" and library.key in ("grpc", "tf") and "/job:ps" in text:
+        return "the parameter server is UNAVAILABLE: its pod is gone or its Service is wrong"
+    return specific or _VERB_WORDS[verb]
+
+
+_VERB_STEPS: dict[Verb, tuple[str, ...]] = {
+    "spawn": (
+        "Check the program and its libraries exist at the same path on every worker image, and that "
+        "the launcher "
+        "reaches the workers (ssh): kubectl -n {namespace} logs job/{job}-launcher",
+        "Start the launcher only once workers are ready: spec.launcherCreationPolicy: WaitForWorkersReady.",
+    ),
+    "alloc": (
+        "RDMA transports pin memory: give the containers an unlimited memlock limit (the IPC_LOCK "
+        "capability) "
+        "and, for EFA, huge pages.",
+        "Check the pods request their RDMA / EFA devices and that the node has memory left for them.",
+    ),
+    "refused": (
+        "Check the peer's pod is Running and listens: kubectl -n {namespace} get pods -o wide | grep {job}",
+        "Check that NetworkPolicies in {namespace} allow all TCP traffic between the job's pods and that no "
+        'service-mesh sidecar intercepts it (sidecar.istio.io/inject: "false").',
+    ),
+    "reset": (
+        "Find the pod that died first — its own error is the cause: kubectl -n {namespace} get pods "
+        "| grep {job}",
+        "If none died, a proxy or sidecar cut the connection: turn off sidecar injection for training pods.",
+    ),
+    "unreachable": (
+        "Check the peer's pod runs and the address the ranks use is its Service: kubectl -n {namespace} get "
+        "pods,svc -l training.kubeflow.org/job-name={job}",
+        "Check NetworkPolicies, and pin the interface the ranks use (NCCL_SOCKET_IFNAME / "
+        "GLOO_SOCKET_IFNAME).",
+    ),
+    "timed-out": (
+        "Find the rank that stopped answering: kubectl -n {namespace} get pods -o wide | grep {job}; "
+        "kubectl -n {namespace} logs <pod> --previous",
+        "If every pod runs, the traffic is dropped: check NetworkPolicies and sidecars; a slow start needs a "
+        "longer timeout.",
+    ),
+    "lost": (
+        "Find the rank that died first — its own error is the cause, the others lost it: kubectl -n "
+        "{namespace} "
+        "get pods | grep {job}; kubectl -n {namespace} logs <pod> --previous",
+    ),
+    "aborted": (
+        "Find the rank that failed first — the others were aborted because of it: kubectl -n {namespace} get "
+        "pods | grep {job}",
+    ),
+}
+_LIBRARY_STEPS: dict[str, str] = {
+    "efa": "EFA: the security group of the nodes must allow all inbound and outbound traffic to "
+    "itself; the pods "
+    "must request vpc.amazonaws.com/efa; set FI_LOG_LEVEL=warn to see which peer failed.",
+    "libfabric": "libfabric: set FI_LOG_LEVEL=warn and check FI_PROVIDER names a provider whose "
+    "devices the pods "
+    "get.",
+    "intel-mpi": "Intel MPI: set I_MPI_DEBUG=5 and FI_LOG_LEVEL=warn; check I_MPI_FABRICS / "
+    "FI_PROVIDER match the "
+    "fabric the pods get.",
+    "ucx": "UCX: set UCX_LOG_LEVEL=info and check UCX_NET_DEVICES / UCX_TLS name devices present on "
+    "every node.",
+    "pmix": "PMIx: the node's daemon (prted / orted) is its PMIx server; check the launcher log for "
+    "the daemon that "
+    "failed to start or died.",
+    "hydra": "Hydra: check hydra_pmi_proxy and the program exist on every worker, and ssh from the launcher "
+    "works (mpiexec -verbose shows the launch command).",
+    "ompi": "Open MPI: rerun with --mca plm_base_verbose 5 (launch) or --mca btl_base_verbose 100 "
+    "(TCP) to see "
+    "which host failed.",
+    "prrte": "PRRTE: rerun with --prtemca plm_base_verbose 5 to see which host's daemon failed.",
+    "mvapich": "MVAPICH: check mpispawn can start on every host (ssh) and MV2_* settings match the fabric.",
+    "gloo": "Gloo: pin GLOO_SOCKET_IFNAME to the pod interface (eth0).",
+    "xgboost": "XGBoost: the tracker runs on the driver / rank 0; every worker must reach its host and port.",
+    "horovod": "Horovod: the first failing rank's error is above the shutdown; run with "
+    "HOROVOD_LOG_LEVEL=debug.",
+    "grpc": "gRPC: check the peer's pod (kubectl -n {namespace} get pods | grep {job}) and the address in "
+    "TF_CONFIG / the cluster spec resolves to its Service.",
+    "tf": "TensorFlow: check TF_CONFIG's cluster addresses are the replicas' Services and every "
+    "replica runs.",
+    "jax": "JAX: check jax.distributed.initialize's coordinator_address, num_processes and that "
+    "every process "
+    "started.",
+    "coordination": "Coordination service: check every task started and the coordinator (task 0) address.",
+    "torch": "torch.distributed: check MASTER_ADDR / MASTER_PORT (or --rdzv-endpoint) point at the master's "
+    "Service and every replica runs.",
+    "launcher": "DeepSpeed / Accelerate: check the hostfile names the worker pods and ssh / pdsh "
+    "reaches them.",
+    "nccl": "NCCL: set NCCL_DEBUG=INFO and NCCL_SOCKET_IFNAME=eth0 to see and pin the interface it uses.",
+}
+
+
+def remediation(hit: Hit) -> tuple[str, ...]:
+    """Steps for a family hit: the library's own first, then the verb's."""
+    key, name = library_key(hit), verb(hit)
+    steps = _VERB_STEPS.get(name, ()) if name is not None else ()
+    own = _LIBRARY_STEPS.get(key or "")
+    return ((own,) if own else ()) + steps
