@@ -125,9 +125,16 @@ async def store(engine: AsyncEngine, observations: Iterable[Observation]) -> Non
 
 
 async def fire(
-    engine: AsyncEngine, uid: str, namespace: str, name: str, rule: RuleId, root_cause: str, at: datetime
+    engine: AsyncEngine,
+    uid: str,
+    namespace: str,
+    name: str,
+    rule: RuleId,
+    root_cause: str,
+    at: datetime,
+    revision: int = 1,
 ) -> None:
-    """Store a firing finding of ``rule`` on a run."""
+    """Store a firing finding of ``rule`` on a run (its ``revision``)."""
     finding = Finding(
         id=finding_id(uid, rule),
         rule=rule,
@@ -141,6 +148,7 @@ async def fire(
         dedup_key=finding_key(uid, rule),
         first_seen=at,
         last_seen=at,
+        revision=revision,
     )
     async with engine.begin() as conn:
         await apply_findings(conn, [finding])

@@ -448,6 +448,8 @@ def _frame(
     elif entry.source == "finding" and (row := findings.get(str(detail.get("finding")))) is not None:
         kind = "finding"
         data["finding"] = _finding(row, detail.get("status"), detail.get("revision"))
+        if isinstance(detail.get("root_cause"), str):  # this revision's words, not the newest's
+            data["finding"]["root_cause"] = detail["root_cause"]
     return _event(event_id, kind, data)
 
 

@@ -272,8 +272,10 @@ def matcher(q: str | None, regex: bool, max_program: int = DEFAULT_SEARCH.max_pr
         pattern = re2.compile(q, options)
         # lines joined by newlines: ^ and $ at each line; text anchors would only match the first
         joined = re2.compile(f"(?m:{q})", options) if "\\A" not in q and "\\z" not in q else None
-    except re2.error as exc:
-        raise HTTPException(400, f"q is not a valid RE2 expression: {exc}") from exc
+    except re2.error as exc:  # its message comes as bytes: b'missing ): ('
+        reason = exc.args[0] if exc.args else ""
+        reason = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+        raise HTTPException(400, f"q is not a valid RE2 expression: {reason}") from exc
     size = max(pattern.programsize, 0 if joined is None else joined.programsize)
     if size > max_program:
         raise HTTPException(

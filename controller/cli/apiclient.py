@@ -5,8 +5,15 @@ Errors, translated here and nowhere else from httpx's and from the API's status 
 
     ApiError
     ├── Refused       the API answered with an error that asking again does not fix (4xx but 429),
-    │                 or there is no usable token: one line, naming the status or the setting
+    │   │             or there is no usable token: one line, naming the status or the setting
+    │   └── NotFound  404: no such job, attempt or run (or one the token may not read)
     └── Unavailable   the API did not answer, or answered 429/5xx; ``after``: its Retry-After
+
+Each maps to one exit status of :mod:`controller.cli.exits` (:func:`exit_status`).
+
+Server-Sent Events (``wait``, ``logs --follow``) are read here too (:meth:`ApiClient.events`): a
+lost connection (an API restart, a rolling update, a proxy's idle timeout) is reopened with
+backoff, up to 30 s apart, resuming with ``Last-Event-ID`` so nothing is missed.
 
 The token is the ``--token`` option, else the file of ``--token-file``, else
 ``MPIJC_CLIENT__TOKEN``, else the file of ``MPIJC_CLIENT__TOKEN_FILE`` (a pod's service-account
@@ -23,31 +30,42 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import re
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import httpx
+from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from pydantic import ValidationError
 
+from controller.cli.exits import Exit, UsageError
 from controller.contract.settings import ClientSettings
 
 __all__ = [
     "MAX_TOKEN_BYTES",
     "ApiClient",
     "ApiError",
+    "NotFound",
     "Refused",
     "Unavailable",
     "add_client_options",
     "authorization",
     "client_of",
+    "exit_status",
     "is_loopback",
     "raise_for",
     "tls_verification",
 ]
 
+MAX_BACKOFF_S = 30.0
+"""The longest pause between attempts to reopen a lost event stream."""
+READ_TIMEOUT_S = 90.0
+"""An event stream silent this long (no event, no heartbeat: the API sends one every 15 s) is
+taken for lost and reopened."""
 MAX_TOKEN_BYTES = 16 * 1024
 """A Kubernetes service-account token is 1-2 KiB; the API reads request heads of at most 32 KiB."""
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")
@@ -60,6 +78,10 @@ class ApiError(Exception):
 
 class Refused(ApiError):
     """The API answered with an error that asking again does not fix, or there is no token to send."""
+
+
+class NotFound(Refused):
+    """The API answered 404: no such job, attempt or run, or one the token may not read."""
 
 
 class Unavailable(ApiError):
@@ -151,7 +173,12 @@ def raise_for(response: httpx.Response) -> None:
     if status == 429 or status >= 500:
         after = response.headers.get("Retry-After", "")
         raise Unavailable(f"HTTP {status}: {line}", float(after) if after.isdigit() else None)
-    raise Refused(f"HTTP {status}: {line}")
+    raise (NotFound if status == 404 else Refused)(f"HTTP {status}: {line}")
+
+
+def exit_status(exc: ApiError) -> Exit:
+    """The exit status an API error ends a command with."""
+    return Exit.NOT_FOUND if isinstance(exc, NotFound) else Exit.REFUSED
 
 
 class ApiClient:
@@ -185,6 +212,47 @@ class ApiClient:
                 await asyncio.sleep(min(exc.after, self.max_pause_s))
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
+    async def events(
+        self, path: str, params: dict[str, str], *, err: TextIO, prefix: str
+    ) -> AsyncIterator[ServerSentEvent]:
+        """The Server-Sent Events of ``GET {api}{path}`` for as long as the caller reads them.
+
+        A lost or closed connection is reopened, after a pause that doubles from 0.5 s up to
+        :data:`MAX_BACKOFF_S` (0.5 s again once events came; never shorter than the API's
+        ``Retry-After``), with ``Last-Event-ID`` set to the last id received, and one line on
+        ``err`` (``{prefix}: lost the API …; reconnecting in N s``). :class:`Refused` ends it, as
+        does a ``denied`` event (the token was revoked or the caller's access removed meanwhile)."""
+        url = f"{self.base}{path}"
+        timeout = httpx.Timeout(10.0, read=READ_TIMEOUT_S)
+        last_id: str | None = None
+        backoff = 0.5
+        while True:
+            received = False
+            try:
+                headers = {**authorization(self.client), "Accept": "text/event-stream"}
+                if last_id is not None:
+                    headers["Last-Event-ID"] = last_id
+                async with aconnect_sse(
+                    self._http, "GET", url, params=params, headers=headers, timeout=timeout
+                ) as source:
+                    if source.response.status_code != 200:
+                        await source.response.aread()
+                        raise_for(source.response)
+                    async for event in source.aiter_sse():
+                        received = True
+                        if event.event == "denied":  # the caller lost the right: asking again is refused
+                            raise Refused(f"the API ended the stream: {_denied_reason(event.data)}")
+                        if event.id:
+                            last_id = event.id
+                        yield event
+                raise Unavailable("the API closed the stream")
+            except (httpx.TransportError, SSEError, Unavailable) as exc:
+                lost = exc if isinstance(exc, Unavailable) else Unavailable(_reason(exc))
+                backoff = 0.5 if received else min(backoff * 2, MAX_BACKOFF_S)
+                pause = max(backoff, lost.after or 0.0)
+                print(f"{prefix}: lost the API ({lost}); reconnecting in {pause:.1f} s", file=err, flush=True)
+                await asyncio.sleep(pause)
+
     async def _get(self, path: str, params: dict[str, Any] | None) -> Any:
         url = f"{self.base}{path}"
         try:
@@ -198,6 +266,14 @@ class ApiClient:
             raise Unavailable(
                 f"the API at {self.base} answered {path} with something that is not JSON"
             ) from exc
+
+
+def _denied_reason(data: str) -> str:
+    try:
+        reason = json.loads(data).get("reason")
+    except (ValueError, AttributeError):
+        reason = None
+    return str(reason) if reason else "access denied"
 
 
 def _reason(exc: httpx.TransportError) -> str:
@@ -245,7 +321,7 @@ def add_client_options(parser: Any) -> None:
 def client_of(settings: ClientSettings, args: Any) -> ClientSettings:
     """``settings`` with the command line's ``--api-url``, ``--token``, ``--token-file``, ``--ca-file``
     and ``--insecure-http`` over them (either token option replaces both token settings);
-    ValueError naming the option when one is malformed."""
+    :class:`~controller.cli.exits.UsageError` naming the option when one is malformed."""
     merged = settings.model_dump()
     merged["token"] = settings.token.get_secret_value() if settings.token is not None else None
     if getattr(args, "api_url", None):
@@ -261,9 +337,9 @@ def client_of(settings: ClientSettings, args: Any) -> ClientSettings:
     try:
         client = ClientSettings.model_validate(merged)
     except ValidationError as exc:
-        raise ValueError(f"--api-url {merged['api_url']!r} is not an http(s) URL") from exc
+        raise UsageError(f"--api-url {merged['api_url']!r} is not an http(s) URL") from exc
     try:
         tls_verification(client)
     except (OSError, ssl.SSLError) as exc:
-        raise ValueError(f"--ca-file or MPIJC_CLIENT__CA_FILE: cannot load {client.ca_file}: {exc}") from exc
+        raise UsageError(f"--ca-file or MPIJC_CLIENT__CA_FILE: cannot load {client.ca_file}: {exc}") from exc
     return client

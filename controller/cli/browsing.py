@@ -2,13 +2,14 @@
 
 A user (or a script) needs no database credentials: each command asks the API
 (:mod:`controller.cli.apiclient`), which shows only what the token may read, and prints a table
-or, with ``-o json``, the API's JSON (:mod:`controller.cli.rendering`). ``history`` stays for
-administrators with the database at hand.
+or, with ``-o json``/``-o yaml``, the API's answer (:mod:`controller.cli.rendering`). ``history``
+stays for administrators with the database at hand.
 
 A run is named by its uid or by ``NAMESPACE/JOB`` (the newest attempt) or ``NAMESPACE/JOB@N``
-(attempt N). Exit status: 0 answered, 1 the API refused (the line says why: 401 a token it does not
-accept, 403 a namespace the token may not read, 404 no such run, or one it may not read) or could
-not be reached, 2 a malformed argument.
+(attempt N); :func:`find_attempt` is the one lookup of an attempt by number that ``wait`` and
+``logs`` use too. Exit statuses are :mod:`controller.cli.exits`' (3: the API refused, the line
+says why: 401 a token it does not accept, 403 a namespace the token may not read; 4: no such run,
+or one the token may not read).
 """
 
 from __future__ import annotations
@@ -16,23 +17,25 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from controller.cli import rendering
-from controller.cli.apiclient import ApiClient, Refused, add_client_options
-from controller.cli.waiting import parse_duration
+from controller.cli import grammar, rendering
+from controller.cli.apiclient import ApiClient, NotFound, add_client_options
+from controller.cli.exits import Exit, UsageError
+from controller.contract.kinds import KINDS
 
 __all__ = [
     "EXIT_REFUSED",
     "MAX_RUNS",
     "RunRef",
     "add_parsers",
-    "check",
     "compare",
+    "find_attempt",
     "findings",
-    "instant",
+    "job_ref",
+    "job_target",
     "resolve",
     "run_ref",
     "runs",
@@ -66,6 +69,22 @@ class RunRef:
         return f"{self.namespace}/{self.name}" + (f"@{self.attempt}" if self.attempt else "")
 
 
+def job_ref(value: str) -> tuple[str, str]:
+    """``NAMESPACE/JOB`` as ``(namespace, name)``; ValueError otherwise."""
+    namespace, slash, name = value.partition("/")
+    if not slash or not _LABEL.fullmatch(namespace) or not _NAME.fullmatch(name):
+        raise ValueError(f"{value!r} is not NAMESPACE/JOB")
+    return namespace, name
+
+
+def job_target(value: str) -> tuple[str, str]:
+    """:func:`job_ref` as an argparse type (a malformed one is a usage error, exit 2)."""
+    try:
+        return job_ref(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run_ref(value: str) -> RunRef:
     """``UID``, ``NAMESPACE/JOB`` or ``NAMESPACE/JOB@N``; ValueError (argparse names it) otherwise."""
     if "/" not in value:
@@ -81,27 +100,6 @@ def run_ref(value: str) -> RunRef:
     ):
         raise ValueError(value)
     return RunRef(namespace=namespace, name=name, attempt=int(attempt) if at else None)
-
-
-def instant(value: str, now: datetime | None = None) -> str:
-    """``--since``/``--until``: a duration back from now (``2h``, ``7d``) or an RFC 3339 time with its
-    offset (``2026-11-20T10:00:00Z``); the RFC 3339 time in UTC, ValueError otherwise."""
-    try:
-        back = parse_duration(value)
-    except ValueError:
-        pass
-    else:
-        try:
-            return ((now or datetime.now(UTC)) - timedelta(seconds=back)).isoformat()
-        except OverflowError:
-            raise ValueError(f"{value!r} reaches back before year 1") from None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is neither a duration (2h, 7d) nor an RFC 3339 time") from None
-    if when.tzinfo is None:
-        raise ValueError(f"{value!r} has no UTC offset: add Z or +01:00")
-    return when.astimezone(UTC).isoformat()
 
 
 def _path(*parts: str) -> str:
@@ -121,23 +119,37 @@ async def _runs_page(api: ApiClient, path: str, params: dict[str, Any], limit: i
             return items, cursor
 
 
-async def _uid_of(api: ApiClient, ref: RunRef) -> str:
-    """The uid of the attempt ``ref`` names (its newest without one), from the job's runs, newest first."""
-    path = f"/api/v1/namespaces/{_path(ref.namespace, 'jobs', ref.name)}/runs"
+async def find_attempt(
+    api: ApiClient, namespace: str, name: str, attempt: int | None
+) -> dict[str, Any] | None:
+    """The run (as lists show it) of attempt ``attempt`` of ``namespace/name``, its newest for None;
+    None when there is none the token may read. The job's runs come newest first."""
+    path = f"/api/v1/namespaces/{_path(namespace, 'jobs', name)}/runs"
     cursor: str | None = None
     while True:
         page = await api.get(path, {"limit": PAGE} if cursor is None else {"limit": PAGE, "cursor": cursor})
         for run in page["items"]:
-            if ref.attempt is None or run["attempt"] == ref.attempt:
-                return str(run["uid"])
-            if run["attempt"] < ref.attempt:  # older ones follow: there is no attempt N
-                break
-        else:
-            cursor = page.get("next_cursor")
-            if cursor is not None:
-                continue
-        what = f"attempt {ref.attempt} of" if ref.attempt else "run of"
-        raise Refused(f"no {what} {ref.namespace}/{ref.name} that this token may read")
+            if attempt is None or run["attempt"] == attempt:
+                return dict(run)
+            if run["attempt"] < attempt:  # older ones follow: there is no attempt N
+                return None
+        cursor = page.get("next_cursor")
+        if cursor is None:
+            return None
+
+
+def not_found(namespace: str, name: str, attempt: int | None) -> str:
+    """The line for a job or attempt that :func:`find_attempt` did not find."""
+    what = f"attempt {attempt} of" if attempt else "run of"
+    return f"no {what} {namespace}/{name} that this token may read"
+
+
+async def _uid_of(api: ApiClient, ref: RunRef) -> str:
+    """The uid of the attempt ``ref`` names (its newest without one); :class:`NotFound` without one."""
+    run = await find_attempt(api, ref.namespace, ref.name, ref.attempt)
+    if run is None:
+        raise NotFound(not_found(ref.namespace, ref.name, ref.attempt))
+    return str(run["uid"])
 
 
 async def resolve(api: ApiClient, ref: RunRef) -> dict[str, Any]:
@@ -147,7 +159,7 @@ async def resolve(api: ApiClient, ref: RunRef) -> dict[str, Any]:
     return detail
 
 
-async def runs(api: ApiClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+async def runs(api: ApiClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> Exit:
     """``runs``: the runs the filters select, newest first, following the API's cursor."""
     params: dict[str, Any] = {
         key: value
@@ -157,50 +169,53 @@ async def runs(api: ApiClient, args: argparse.Namespace, out: TextIO, err: TextI
             ("kind", args.kind),
             ("phase", args.phase),
             ("label", args.label),
-            ("created_after", args.since),
-            ("created_before", args.until),
+            ("created_after", args.since and args.since.isoformat()),
+            ("created_before", args.until and args.until.isoformat()),
             ("cursor", args.cursor),
         )
         if value
     }
     items, cursor = await _runs_page(api, "/api/v1/runs", params, args.limit)
-    if args.output == "json":
-        print(rendering.as_json({"items": items, "next_cursor": cursor}), file=out)
-        return 0
+    if args.output in rendering.DOCUMENTS:
+        print(rendering.document({"items": items, "next_cursor": cursor}, args.output), file=out)
+        return Exit.OK
     if items:
-        print(rendering.runs_table(items, datetime.now(UTC)), file=out)
+        print(rendering.runs_table(items, datetime.now(UTC), wide=args.output == "wide"), file=out)
     else:
         print("no runs match", file=err)
     if cursor is not None:
         print(f"more runs: add --cursor {cursor}", file=err)
-    return 0
+    return Exit.OK
 
 
 _DETAIL_ONLY = ("spec", "conditions", "pods", "findings")
 
 
-async def findings(api: ApiClient, args: argparse.Namespace, out: TextIO, _: TextIO) -> int:
+async def findings(api: ApiClient, args: argparse.Namespace, out: TextIO, _: TextIO) -> Exit:
     """``findings RUN``: what the rules concluded about one run, firing first."""
     detail = await resolve(api, args.run)
     run = {key: value for key, value in detail.items() if key not in _DETAIL_ONLY}
-    if args.output == "json":
-        print(rendering.as_json({"run": run, "items": detail["findings"]}), file=out)
+    if args.output in rendering.DOCUMENTS:
+        print(rendering.document({"run": run, "items": detail["findings"]}, args.output), file=out)
     else:
         print(rendering.findings_table(run, detail["findings"]), file=out)
-    return 0
+    return Exit.OK
 
 
-async def compare(api: ApiClient, args: argparse.Namespace, out: TextIO, _: TextIO) -> int:
+async def compare(api: ApiClient, args: argparse.Namespace, out: TextIO, _: TextIO) -> Exit:
     """``compare RUN RUN [RUN…]``: 2 to 5 runs side by side, in the order given."""
+    if not 2 <= len(args.runs) <= MAX_COMPARED:
+        raise UsageError(f"give 2 to {MAX_COMPARED} runs, not {len(args.runs)}")
     uids = [ref.uid if ref.uid is not None else await _uid_of(api, ref) for ref in args.runs]
     if len(set(uids)) != len(uids):
-        raise Refused("each run may appear once (two of the names given are the same run)")
+        raise UsageError("each run may appear once (two of the names given are the same run)")
     comparison = await api.get("/api/v1/compare", {"runs": ",".join(uids)})
-    if args.output == "json":
-        print(rendering.as_json(comparison), file=out)
+    if args.output in rendering.DOCUMENTS:
+        print(rendering.document(comparison, args.output), file=out)
     else:
-        print(rendering.comparison_table(comparison, all_spec=args.all_spec), file=out)
-    return 0
+        wide = args.all_spec or args.output == "wide"
+        print(rendering.comparison_table(comparison, all_spec=wide), file=out)
+    return Exit.OK
 
 
 def _limit(value: str) -> int:
@@ -216,14 +231,6 @@ def _cursor(value: str) -> str:
     return value
 
 
-def _instant(value: str) -> str:
-    """``instant`` for argparse, which shows the message."""
-    try:
-        return instant(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _run(value: str) -> RunRef:
     """``run_ref`` for argparse, which shows the message."""
     try:
@@ -235,23 +242,36 @@ def _run(value: str) -> RunRef:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    grammar.add_output(parser)
     add_client_options(parser)
+
+
+RUN_HELP = "UID, NAMESPACE/JOB (its newest attempt) or NAMESPACE/JOB@N (attempt N)"
+API_EXITS = (Exit.OK, Exit.USAGE, Exit.REFUSED, Exit.NOT_FOUND, Exit.INTERRUPTED)
 
 
 def add_parsers(commands: Any) -> None:
     """``runs``, ``findings`` and ``compare`` on ``commands`` (an argparse subparsers action); each
     parser's ``browse`` default is its coroutine."""
-    listing = commands.add_parser(
-        "runs", help="list runs through the API (filters as GET /api/v1/runs; newest first)"
+    listing = grammar.command(
+        commands,
+        "runs",
+        "list runs through the API, newest first",
+        description="With the caller's own token: only what it may read. -o wide adds when each run\n"
+        "started and finished and its labels; -o json and -o yaml give the API's answer.",
+        examples=[
+            "mpijob-controller runs -n team-a --phase Failed --since 7d",
+            "mpijob-controller runs --kind PyTorchJob -l team=vision -o wide",
+            "mpijob-controller runs -o json --limit 500 | jq '.items[].uid'",
+        ],
+        exits=API_EXITS,
     )
-    listing.add_argument("-n", "--namespace", help="only this namespace (default: every one the token reads)")
+    grammar.add_namespace(listing, "only this namespace (default: every one the token reads)")
     listing.add_argument("--name", help="only jobs of this name")
-    listing.add_argument("--kind", choices=["MPIJob", "TrainJob"])
+    listing.add_argument("--kind", choices=[spec.kind for spec in KINDS], help="only runs of this kind")
     listing.add_argument("--phase", choices=["Pending", "Running", "Suspended", "Succeeded", "Failed"])
     listing.add_argument("-l", "--label", action="append", metavar="KEY=VALUE", help="repeat: all must match")
-    listing.add_argument("--since", type=_instant, help="created at or after: 2h, 7d or 2026-11-20T10:00:00Z")
-    listing.add_argument("--until", type=_instant, help="created before: as --since")
+    grammar.add_window(listing, "created")
     listing.add_argument(
         "--limit", type=_limit, default=50, help=f"most runs to print, 1 to {MAX_RUNS} (default 50)"
     )
@@ -259,31 +279,35 @@ def add_parsers(commands: Any) -> None:
     _common(listing)
     listing.set_defaults(browse=runs)
 
-    finding = commands.add_parser("findings", help="a run's findings through the API, firing first")
-    finding.add_argument(
-        "run", type=_run, metavar="RUN", help="UID, NAMESPACE/JOB (newest) or NAMESPACE/JOB@N"
+    finding = grammar.command(
+        commands,
+        "findings",
+        "a run's findings through the API, firing first, with what to do",
+        examples=[
+            "mpijob-controller findings team-a/train",
+            "mpijob-controller findings team-a/train@1 -o json",
+        ],
+        exits=API_EXITS,
     )
+    finding.add_argument("run", type=_run, metavar="RUN", help=RUN_HELP)
     _common(finding)
     finding.set_defaults(browse=findings)
 
-    side = commands.add_parser("compare", help="2 to 5 runs side by side through the API")
-    side.add_argument(
-        "runs", type=_run, nargs="+", metavar="RUN", help="UID, NAMESPACE/JOB (newest) or NAMESPACE/JOB@N"
+    side = grammar.command(
+        commands,
+        "compare",
+        "2 to 5 runs side by side through the API",
+        description="Outcome, durations, restarts, failure causes, peak memory and the spec fields\n"
+        "that differ (-o wide or --all-spec: every spec field).",
+        examples=[
+            "mpijob-controller compare team-a/train@1 team-a/train",
+            "mpijob-controller compare team-a/train@1 team-a/train@2 -o yaml",
+        ],
+        exits=API_EXITS,
     )
+    side.add_argument("runs", type=_run, nargs="+", metavar="RUN", help=RUN_HELP)
     side.add_argument(
         "--all-spec", action="store_true", help="show every spec field, not only those that differ"
     )
     _common(side)
-    side.set_defaults(browse=compare, check=_compared)
-
-
-def _compared(args: argparse.Namespace) -> str | None:
-    if not 2 <= len(args.runs) <= MAX_COMPARED:
-        return f"give 2 to {MAX_COMPARED} runs, not {len(args.runs)}"
-    return None
-
-
-def check(args: argparse.Namespace) -> str | None:
-    """What is wrong with the arguments beyond what argparse checks, or None."""
-    checker = getattr(args, "check", None)
-    return checker(args) if checker is not None else None
+    side.set_defaults(browse=compare)

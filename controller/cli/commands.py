@@ -20,6 +20,12 @@ Commands:
   findings  a run's findings through the API (API URL and token only)
   compare   2 to 5 runs side by side through the API (API URL and token only)
   logs      a run's launcher and worker logs through the API, merged by time (API URL and token only)
+
+Every command speaks one grammar (:mod:`controller.cli.grammar`) and ends with one of the exit
+statuses of :mod:`controller.cli.exits`; an error a user can fix is one line, never a traceback
+(``--debug`` shows it). Modules that start services (SQLAlchemy, NATS, Kubernetes) are imported
+by the command that runs them, so ``--help``, shell completion and the API's client commands
+start without them (``benchmarks/README.md``, "CLI start-up").
 """
 
 from __future__ import annotations
@@ -31,31 +37,22 @@ import getpass
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from consumers.registry import CONSUMERS
-from controller.cli import apiclient, browsing, logs, waiting
-from controller.cli.collecting import pace_collector
-from controller.cli.embedded import EmbeddedServiceError
-from controller.cli.runtime import (
-    metrics_server,
-    replay,
-    run_consumers,
-    run_watchers,
-    runtime,
-    serve_api,
-    served_metrics,
-    stop_on_signals,
-)
-from controller.cli.supervisor import Child, UpMetrics, supervise
+from controller.cli import apiclient, browsing, grammar, logs, waiting
+from controller.cli.exits import CommandError, Exit
 from controller.contract.errors import StartupError
 from controller.contract.kinds import KINDS
-from controller.contract.settings import Settings, SettingsError, load_settings
-from controller.metrics import PipelineMetrics
+
+if TYPE_CHECKING:
+    from controller.contract.settings import Settings
 
 EXAMPLES = Path(str(files("controller.testing.scenarios")))
 
@@ -81,6 +78,9 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     ``up`` itself declares the streams (as ``admin`` on the embedded NATS); each part connects as
     the identity of its role: on the embedded NATS ``up`` hands it that identity's password file
     (``MPIJC_NATS__USER``, ``MPIJC_NATS__PASSWORD_FILE``) and no other."""
+    from controller.cli.runtime import runtime, served_metrics, stop_on_signals
+    from controller.cli.supervisor import Child, UpMetrics, supervise
+
     roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
     others = {"MPIJC_METRICS__PORT": "0"}  # one process serves the fixed metrics port: the API
     parts = [  # the API first: reads are answered while the others start (see .supervisor)
@@ -121,6 +121,8 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
+    from controller.cli.runtime import metrics_server, run_watchers, runtime, stop_on_signals
+
     async with (
         runtime(settings, "mpijc-watchers", database=False, identity="watchers") as rt,
         metrics_server(rt),
@@ -130,6 +132,8 @@ async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
+    from controller.cli.runtime import metrics_server, run_consumers, runtime, stop_on_signals
+
     only: Sequence[str] = args.only or ()
     # on the embedded NATS the roles connect as their own identities; this connection only
     # checks the streams, as the one role's identity when there is one
@@ -140,17 +144,22 @@ async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_api(settings: Settings, _: argparse.Namespace) -> int:
+    from controller.cli.runtime import runtime, serve_api, stop_on_signals
+
     async with runtime(settings, "mpijc-api", identity="api") as rt:
         await serve_api(rt, stop_on_signals())
     return 0
 
 
 async def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from controller.cli.runtime import replay, runtime
+
     async with runtime(settings, "mpijc-replay", database=False, identity="watchers") as rt:
         return await replay(rt, args.files)
 
 
 async def cmd_capture(settings: Settings, args: argparse.Namespace) -> int:
+    from controller.cli.runtime import stop_on_signals
     from controller.kube.gateway import KubeGateway
     from watchers.service import capture
 
@@ -166,6 +175,8 @@ async def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
     """Bring the schema to head; with ``MPIJC_DATABASE__OWNER_URL`` as the owner role only
     (the migration Job needs no runtime credentials). With ``MPIJC_NATS__URL`` set it declares
     the streams too: with NATS authorization only its identity, ``admin``, may (docs/security.md)."""
+    from controller.cli.runtime import runtime
+
     database = settings.database
     if database.owner_url is not None:
         database = database.model_copy(update={"url": database.owner_url, "migrate": True})
@@ -181,6 +192,7 @@ async def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     from controller.cli import report
+    from controller.cli.runtime import runtime
 
     async with runtime(settings, "mpijc-history", bus=False) as rt, rt.engine.connect() as conn:
         print(
@@ -205,7 +217,9 @@ async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
     CA (``admission.client_ca_file``) anyone who reaches the port can post reviews and forge "who
     did it": it refuses to start, unless told ``--insecure-no-client-auth`` (then it warns).
     """
+    from controller.cli.runtime import served_metrics, stop_on_signals
     from controller.kube.gateway import NO_RETRIES, KubeConfigError, KubeGateway
+    from controller.metrics import PipelineMetrics
     from watchers.admission.certificates import UnreadableCertificate
     from watchers.admission.quota import Lookup, gateway_lookup
     from watchers.admission.spool import FileSpool, LazyJetStream
@@ -273,6 +287,7 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     """``audit verify|export|purge``: the database only."""
     from consumers.audit.consumer import purge_once
     from consumers.audit.export import drain, run_exporters, sinks_from_settings, verdict_wait
+    from controller.cli.runtime import runtime, stop_on_signals
     from controller.contract.audit import Actor
     from controller.store.auditchain import AuditFilter, compare_with_export, pages, verify
     from controller.store.auditformats import EXPORT_FORMATS
@@ -283,10 +298,10 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
             result = await verify(rt.engine)
             print(result.describe())
             if args.against is None:
-                return 0 if result.ok else 1
+                return Exit.OK if result.ok else Exit.FAILED
             compared = await compare_with_export(rt.engine, args.against.read_bytes().splitlines())
             print(compared.describe())
-            return 0 if result.ok and compared.ok else 1
+            return Exit.OK if result.ok and compared.ok else Exit.FAILED
         if args.audit_command == "purge":
             purged = await purge_once(
                 rt.engine,
@@ -327,50 +342,158 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
-    """Follow a job's events through the API; 0 succeeded, 1 failed, 2 timed out, 3 refused."""
-    try:
-        client = apiclient.client_of(settings.client, args)
-    except ValueError as exc:
-        print(f"mpijob-controller wait: {exc}", file=sys.stderr)
-        return waiting.EXIT_ERROR
+    """Follow a job's events through the API until it ends (:mod:`.waiting`)."""
     return await waiting.wait(
-        args.target, client, goal=args.goal, attempt=args.attempt, timeout_s=args.timeout
+        args.target,
+        apiclient.client_of(settings.client, args),
+        goal=args.goal,
+        attempt=args.attempt,
+        timeout_s=args.timeout,
+        wait_for_creation=args.wait_for_creation,
+        created_within_s=settings.client.wait_created_within_s,
     )
 
 
 async def cmd_browse(settings: Settings, args: argparse.Namespace) -> int:
-    """``runs``, ``findings``, ``compare``: ask the API; 0 answered, 1 refused or unreachable, 2 usage."""
-    problem = browsing.check(args)
-    try:
-        client = apiclient.client_of(settings.client, args)
-    except ValueError as exc:
-        problem = str(exc)
-    if problem is not None:
-        print(f"mpijob-controller {args.command}: {problem}", file=sys.stderr)
-        return 2
-    try:
-        async with apiclient.ApiClient(client) as api:
-            result: int = await args.browse(api, args, sys.stdout, sys.stderr)
-    except apiclient.ApiError as exc:
-        print(f"mpijob-controller {args.command}: {exc}", file=sys.stderr)
-        return browsing.EXIT_REFUSED
+    """``runs``, ``findings``, ``compare``: ask the API (:mod:`.browsing`)."""
+    async with apiclient.ApiClient(apiclient.client_of(settings.client, args)) as api:
+        result: int = await args.browse(api, args, sys.stdout, sys.stderr)
     return result
 
 
 async def cmd_logs(settings: Settings, args: argparse.Namespace) -> int:
-    """Print a run's logs through the API; 0 printed, 1 no such job or attempt, 3 refused."""
-    try:
-        client = apiclient.client_of(settings.client, args)
-    except ValueError as exc:
-        print(f"mpijob-controller logs: {exc}", file=sys.stderr)
-        return waiting.EXIT_ERROR
+    """Print a run's logs through the API (:mod:`.logs`)."""
     return await logs.print_logs(
-        args.target, client, attempt=args.attempt, grep=args.grep, follow=args.follow
+        args.target,
+        apiclient.client_of(settings.client, args),
+        attempt=args.attempt,
+        grep=args.grep,
+        ignore_case=args.ignore_case,
+        since=args.since and args.since.isoformat(),
+        until=args.until and args.until.isoformat(),
+        follow=args.follow,
     )
 
 
-def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    admission = commands.add_parser("admission", help="validating admission webhook (audit)")
+SERVICE_EXITS = (Exit.OK, Exit.USAGE, Exit.INTERRUPTED)
+"""A service runs until stopped (SIGTERM or Ctrl-C: a clean stop, 0); 2 when it cannot start."""
+
+
+def _service_parsers(commands: Any) -> None:
+    """The commands the Deployments run, and ``migrate``, ``replay``, ``capture``, ``demo``."""
+    grammar.command(
+        commands,
+        "up",
+        "run the whole controller: watchers, each consumer role and the API, each in its own process",
+        description="On your kubeconfig's cluster (MPIJC_KUBE__KUBECONFIG, MPIJC_KUBE__CONTEXT), with the\n"
+        "embedded PostgreSQL and NATS where MPIJC_DATABASE__URL and MPIJC_NATS__URL are unset.\n"
+        "A part that exits is restarted; SIGTERM or Ctrl-C stops them all.",
+        examples=["mpijob-controller up", "MPIJC_API__PORT=9480 mpijob-controller up"],
+        exits=SERVICE_EXITS,
+    ).set_defaults(handler=cmd_up)
+    grammar.command(
+        commands,
+        "watch",
+        "run the watchers only (the watcher Deployment, leader-elected)",
+        examples=["mpijob-controller watch"],
+        exits=SERVICE_EXITS,
+    ).set_defaults(handler=cmd_watch)
+    grammar.command(
+        commands,
+        "api",
+        "serve the read API only (history, logs, live events) on MPIJC_API__HOST:MPIJC_API__PORT",
+        description="Callers present a bearer token (MPIJC_API__AUTH: the Kubernetes TokenReview by\n"
+        "default); docs/api.md describes every endpoint.",
+        examples=[
+            "mpijob-controller api",
+            "MPIJC_API__HOST=127.0.0.1 MPIJC_API__PORT=8480 mpijob-controller api",
+        ],
+        exits=SERVICE_EXITS,
+    ).set_defaults(handler=cmd_api)
+    grammar.command(
+        commands,
+        "migrate",
+        "bring the database schema to head (and declare the streams when MPIJC_NATS__URL is set)",
+        examples=["MPIJC_DATABASE__OWNER_URL=postgresql://owner@db/mpijc mpijob-controller migrate"],
+    ).set_defaults(handler=cmd_migrate)
+    consume = grammar.command(
+        commands,
+        "consume",
+        "run consumer roles: all, or those named with --only (one Deployment per role)",
+        description="Roles:\n" + "\n".join(f"  {role.name:<12} {role.help}" for role in CONSUMERS.values()),
+        examples=[
+            "mpijob-controller consume --only rules",
+            "mpijob-controller consume --only history --only audit",
+        ],
+        exits=SERVICE_EXITS,
+    )
+    consume.add_argument(
+        "--only",
+        action="append",
+        choices=list(CONSUMERS),
+        metavar="ROLE",
+        help="run only this role (repeatable)",
+    )
+    consume.set_defaults(handler=cmd_consume)
+    replay_cmd = grammar.command(
+        commands,
+        "replay",
+        "publish capture files (or `kubectl get -w -o json` output) through the pipeline",
+        examples=["mpijob-controller replay run.jsonl", "mpijob-controller replay day1.jsonl day2.jsonl"],
+    )
+    replay_cmd.add_argument("files", nargs="+", type=_readable, metavar="FILE")
+    replay_cmd.set_defaults(handler=cmd_replay)
+    cap = grammar.command(
+        commands,
+        "capture",
+        "record a live cluster's watch streams (with failure log tails) to JSON Lines, until Ctrl-C",
+        examples=["mpijob-controller capture --out run.jsonl"],
+        exits=SERVICE_EXITS,
+    )
+    cap.add_argument("--out", type=Path, required=True, metavar="FILE", help="appended to, JSON Lines")
+    cap.set_defaults(handler=cmd_capture)
+    demo = grammar.command(
+        commands,
+        "demo",
+        "replay the example scenarios end to end on the embedded services and print the results",
+        examples=["mpijob-controller demo", "mpijob-controller demo --limit 10"],
+    )
+    demo.add_argument("--scenarios", type=Path, default=EXAMPLES, metavar="DIR")
+    demo.add_argument("--limit", type=int, default=50, help="most runs in the report (default 50)")
+    demo.set_defaults(handler=cmd_demo)
+
+
+def _history_parser(commands: Any) -> None:
+    hist = grammar.command(
+        commands,
+        "history",
+        "print stored runs and their timelines straight from the database (administrators)",
+        description="Users without database credentials read the same through the API: runs, findings.",
+        examples=[
+            "mpijob-controller history -n team-a",
+            "mpijob-controller history --kind PyTorchJob --limit 5",
+        ],
+    )
+    grammar.add_namespace(hist)
+    hist.add_argument("--name", help="only jobs of this name")
+    hist.add_argument("--kind", choices=[spec.kind for spec in KINDS], help="only runs of this kind")
+    hist.add_argument("--limit", type=int, default=20, help="most runs to print (default 20)")
+    hist.set_defaults(handler=cmd_history)
+
+
+def _audit_parser(commands: Any) -> None:
+    admission = grammar.command(
+        commands,
+        "admission",
+        "serve the validating admission webhook that records who changed jobs (needs NATS only)",
+        description="It wants a client CA (MPIJC_ADMISSION__CLIENT_CA_FILE): without one, anyone who\n"
+        "reaches its port could post reviews and forge who changed a job.",
+        examples=[
+            "MPIJC_ADMISSION__CLIENT_CA_FILE=ca.crt mpijob-controller admission",
+            "MPIJC_NATS__URL=nats://nats:4222 mpijob-controller admission --insecure-no-client-auth",
+        ],
+        exits=SERVICE_EXITS,
+    )
     admission.add_argument(
         "--insecure-no-client-auth",
         action="store_true",
@@ -378,71 +501,85 @@ def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "caller: unverified); for a trial cluster only",
     )
     admission.set_defaults(handler=cmd_admission)
-    audit = commands.add_parser("audit", help="verify, export or purge the audit trail")
+    audit = grammar.command(
+        commands,
+        "audit",
+        "verify, export or purge the audit trail (the database only)",
+        examples=[
+            "mpijob-controller audit verify",
+            "mpijob-controller audit export -n team-a --since 7d --format cef",
+            "mpijob-controller audit purge --older-than-days 400",
+        ],
+        exits=(Exit.OK, Exit.FAILED, Exit.USAGE, Exit.INTERRUPTED),
+    )
     audit.set_defaults(handler=cmd_audit)
-    sub = audit.add_subparsers(dest="audit_command", required=True)
-    check = sub.add_parser("verify", help="check the hash chain; exit 1 at the first broken record")
+    sub = audit.add_subparsers(dest="audit_command", required=True, metavar="{verify,export,purge}")
+    check = grammar.command(
+        sub,
+        "verify",
+        "check the hash chain; exit 1 at the first broken record",
+        examples=["mpijob-controller audit verify --against siem-export.jsonl"],
+        exits=(Exit.OK, Exit.FAILED, Exit.USAGE, Exit.INTERRUPTED),
+    )
     check.add_argument(
         "--against",
-        type=Path,
+        type=_readable,
         metavar="JSONL",
         help="also compare with a SIEM's JSON Lines export: records it received that the database "
         "no longer has (or that changed), and the newest chain head it was told",
     )
-    export = sub.add_parser("export", help="write records as JSON Lines or CEF, or ship them to the sinks")
+    export = grammar.command(
+        sub,
+        "export",
+        "write records as JSON Lines or CEF, or ship them to the configured sinks",
+        examples=[
+            "mpijob-controller audit export --since 2026-11-01T00:00:00Z --out november.jsonl",
+            "mpijob-controller audit export --to-sinks --follow",
+        ],
+    )
     export.add_argument("--format", choices=["jsonl", "cef"], default="jsonl")
-    export.add_argument("--out", type=Path)
-    export.add_argument("--namespace")
-    export.add_argument("--since", type=datetime.fromisoformat)
-    export.add_argument("--until", type=datetime.fromisoformat)
+    export.add_argument("--out", type=Path, metavar="FILE", help="default: standard output")
+    grammar.add_namespace(export)
+    grammar.add_window(export, "records")
     export.add_argument("--to-sinks", action="store_true", help="ship to the configured SIEM sinks")
     export.add_argument("--follow", action="store_true", help="with --to-sinks: keep shipping until stopped")
-    purge = sub.add_parser("purge", help="remove old records through the audited purge path")
-    purge.add_argument("--older-than-days", type=int, required=True)
+    purge = grammar.command(
+        sub,
+        "purge",
+        "remove old records through the audited purge path",
+        examples=["mpijob-controller audit purge --older-than-days 400 --actor alice"],
+    )
+    purge.add_argument("--older-than-days", type=int, required=True, metavar="DAYS")
     purge.add_argument("--actor", help="who asks for the purge (default: the invoking user)")
     purge.add_argument("--ignore-export-cursors", action="store_true")
 
 
+def _readable(value: str) -> Path:
+    """An argument naming a file to read: a usage error now, not a traceback later, if it cannot be."""
+    path = Path(value)
+    if not os.access(path, os.R_OK) or path.is_dir():
+        reason = "no such file" if not path.exists() else "a directory" if path.is_dir() else "not readable"
+        raise argparse.ArgumentTypeError(f"cannot read {value}: {reason}")
+    return path
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mpijob-controller", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="mpijob-controller",
+        description="An event-driven controller for Kubeflow training jobs (MPIJob, TrainJob, …):\n"
+        "one command per part, as the Deployments run them, and commands that read the history.",
+        epilog="Each command has --help with examples; exit statuses are the same for all (docs/cli.md):\n"
+        + "\n".join(f"  {int(code):<4} {code.meaning}" for code in Exit)
+        + '\n\nShell completion: eval "$(register-python-argcomplete mpijob-controller)"',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, handler, text in (
-        ("up", cmd_up, "watchers, consumers and API, each in its own process"),
-        ("watch", cmd_watch, "watchers only"),
-        ("api", cmd_api, "read API only"),
-        ("migrate", cmd_migrate, "bring the schema to head"),
-    ):
-        commands.add_parser(name, help=text).set_defaults(handler=handler)
-    consume = commands.add_parser("consume", help="consumer roles (all, or those named with --only)")
-    consume.add_argument(
-        "--only",
-        action="append",
-        choices=list(CONSUMERS),
-        help="run only this consumer role (repeatable): "
-        + "; ".join(f"{role.name}: {role.help}" for role in CONSUMERS.values()),
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of an error that is otherwise one line"
     )
-    consume.set_defaults(handler=cmd_consume)
-    replay_cmd = commands.add_parser("replay", help="publish capture files through the pipeline")
-    replay_cmd.add_argument("files", nargs="+", type=Path)
-    replay_cmd.set_defaults(handler=cmd_replay)
-    cap = commands.add_parser("capture", help="record live watch streams to JSON Lines")
-    cap.add_argument("--out", type=Path, required=True)
-    cap.set_defaults(handler=cmd_capture)
-    hist = commands.add_parser(
-        "history", help="print stored runs and timelines from the database (administrators; users: runs)"
-    )
-    hist.add_argument("--namespace")
-    hist.add_argument("--name")
-    hist.add_argument(
-        "--kind", choices=[spec.kind for spec in KINDS], help="only runs of this kind (PyTorchJob, TFJob, …)"
-    )
-    hist.add_argument("--limit", type=int, default=20)
-    hist.set_defaults(handler=cmd_history)
-    demo = commands.add_parser("demo", help="replay the example scenarios end to end and print the results")
-    demo.add_argument("--scenarios", type=Path, default=EXAMPLES)
-    demo.add_argument("--limit", type=int, default=50)
-    demo.set_defaults(handler=cmd_demo)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _service_parsers(commands)
+    _history_parser(commands)
     _audit_parser(commands)
     waiting.add_parser(commands).set_defaults(handler=cmd_wait)
     browsing.add_parsers(commands)
@@ -453,25 +590,69 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line's arguments, as :func:`main` reads them (its ``handler`` is the command)."""
-    return _parser().parse_args(argv)
+    """The command line's arguments, as :func:`main` reads them (its ``handler`` is the command);
+    with ``_ARGCOMPLETE`` set (a shell asking for completions) it answers them and exits."""
+    import argcomplete
+
+    parser = _parser()
+    argcomplete.autocomplete(parser)
+    return parser.parse_args(argv)
+
+
+def _one_line(exc: BaseException) -> tuple[Exit, str] | None:
+    """The exit status and line of an error a user can act on; None for a bug (a traceback)."""
+    from controller.cli.embedded import EmbeddedServiceError
+
+    if isinstance(exc, CommandError):
+        return exc.status, str(exc)
+    if isinstance(exc, apiclient.ApiError):
+        return apiclient.exit_status(exc), str(exc)
+    if isinstance(exc, StartupError | EmbeddedServiceError):
+        return Exit.USAGE, str(exc)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return Exit.USAGE, f"cannot use {exc.filename}: {exc.strerror}"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point: exit status 2 with one line on stderr when settings or services are wrong."""
+    """Console entry point: one of :class:`~controller.cli.exits.Exit`, with one line on stderr
+    for an error a user can act on (``--debug``: and its traceback), none for Ctrl-C (130)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # past the ^C the terminal echoed
+        return Exit.INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = parse(argv)
+    from controller.cli.collecting import pace_collector
+    from controller.contract.settings import SettingsError, load_settings
+
     try:
         settings = load_settings()
     except SettingsError as exc:
         print(f"mpijob-controller: {exc}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     pace_collector()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("alembic", "nats"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    return asyncio.run(execute(args, settings))
+
+
+async def execute(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the command ``args`` names; an error a user can act on is one line on stderr and its
+    exit status (with ``--debug``, its traceback first); any other is raised."""
     try:
-        result: int = asyncio.run(args.handler(settings, args))
-    except (StartupError, EmbeddedServiceError) as exc:
-        print(f"mpijob-controller {args.command}: {exc}", file=sys.stderr)
-        return 2
+        result: int = await args.handler(settings, args)
+    except Exception as exc:
+        known = _one_line(exc)
+        if known is None:
+            raise
+        if getattr(args, "debug", False):
+            traceback.print_exception(exc)
+        status, line = known
+        print(f"mpijob-controller {args.command}: {line}", file=sys.stderr, flush=True)
+        return status
     return result

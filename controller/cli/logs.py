@@ -1,57 +1,38 @@
 """``logs NAMESPACE/JOB``: a run's launcher and worker logs through the API, merged by time.
 
-Finds the attempt (``--attempt N``, the newest by default) with
-``GET /api/v1/namespaces/{ns}/jobs/{name}/runs``, then prints every stored line of it from
-``GET /api/v1/runs/{uid}/logs`` page by page, as ``TIME POD[rank N] TEXT`` (pods in colours on a
-terminal, unless ``NO_COLOR`` is set); ``--grep`` keeps the lines an RE2 expression matches.
-With ``--follow`` it then prints new lines as they are stored (the same endpoint's Server-Sent
-Events) until interrupted. The API and the token are found as for ``wait``
-(:mod:`controller.cli.apiclient`: ``--api-url``, ``--token``, ``--token-file``).
+Finds the attempt (``--attempt N``, the newest by default) as ``wait`` does
+(:func:`controller.cli.browsing.find_attempt`), then prints every stored line of it from
+``GET /api/v1/runs/{uid}/logs`` page by page, as ``TIME POD[rank N] TEXT`` (UTC, to the
+millisecond; pods in colours on a terminal, unless ``NO_COLOR`` is set); ``--grep`` keeps the
+lines an RE2 expression matches (``-i``: ignoring case), ``--since``/``--until`` those of a time
+window. With ``--follow`` it then prints new lines as they are stored (the same endpoint's
+Server-Sent Events, resumed with ``Last-Event-ID`` after a lost connection:
+:meth:`controller.cli.apiclient.ApiClient.events`) until interrupted. The API and the token are
+found as for ``wait`` (:mod:`controller.cli.apiclient`).
 
-Exit status: 0 when the lines were printed, 1 when there is no such job or attempt, 3 when the
-API refuses (the token, the caller's permissions, the request).
+Exit statuses are :mod:`controller.cli.exits`': 0 printed, 4 no such job or attempt, 3 the API
+refused (the token, the caller's permissions, the expression).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import zlib
 from typing import Any, TextIO
 
-import httpx
-from httpx_sse import aconnect_sse
-
-from controller.cli.apiclient import (
-    ApiClient,
-    ApiError,
-    Refused,
-    add_client_options,
-    authorization,
-    raise_for,
-    tls_verification,
-)
-from controller.cli.waiting import EXIT_ERROR, EXIT_FAILED, EXIT_SUCCESS
+from controller.cli import grammar, rendering
+from controller.cli.apiclient import ApiClient, NotFound, add_client_options
+from controller.cli.browsing import find_attempt, job_ref, job_target, not_found
+from controller.cli.exits import Exit
 from controller.contract.settings import ClientSettings
 
 __all__ = ["add_parser", "print_logs", "render"]
 
 PAGE = 500
 _COLOURS = (31, 32, 33, 34, 35, 36, 91, 92, 93, 94, 95, 96)
-
-
-async def _run_uid(api: ApiClient, namespace: str, name: str, attempt: int | None) -> str | None:
-    """The uid of the attempt (the newest: None), or None when there is none."""
-    params = {"limit": "500"}
-    while True:
-        page = await api.get(f"/api/v1/namespaces/{namespace}/jobs/{name}/runs", params)
-        for run in page["items"]:
-            if attempt is None or run.get("attempt") == attempt:
-                return str(run["uid"])
-        if not page.get("next_cursor"):
-            return None
-        params["cursor"] = page["next_cursor"]
 
 
 def render(entry: dict[str, Any], colour: bool) -> str:
@@ -62,40 +43,38 @@ def render(entry: dict[str, Any], colour: bool) -> str:
     if colour:
         code = _COLOURS[zlib.crc32(pod.encode()) % len(_COLOURS)]
         label = f"\x1b[{code}m{label}\x1b[0m"
-    return f"{entry.get('at')} {label} {entry.get('text')}"
+    return f"{rendering.when(entry.get('at'), millis=True)} {label} {entry.get('text')}"
 
 
 async def print_logs(
-    target: str,
+    target: str | tuple[str, str],
     client: ClientSettings,
     *,
     attempt: int | None = None,
     grep: str | None = None,
+    ignore_case: bool = False,
+    since: str | None = None,
+    until: str | None = None,
     follow: bool = False,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
-) -> int:
-    """Print the logs of ``target`` (``namespace/job``); the exit status."""
-    namespace, _, name = target.partition("/")
-    if not namespace or not name or "/" in name:
-        print(f"logs: {target!r} is not NAMESPACE/JOB", file=err)
-        return EXIT_ERROR
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> Exit:
+    """Print the logs of ``target`` (``namespace/job``); the exit status. The API's refusals are
+    raised (:class:`~controller.cli.apiclient.ApiError`); a malformed target, ValueError."""
+    out, err = out or sys.stdout, err or sys.stderr
+    namespace, name = job_ref(target) if isinstance(target, str) else target
     colour = out.isatty() and "NO_COLOR" not in os.environ
-    search = {"q": grep, "regex": "true"} if grep else {}
+    search = {"q": f"(?i:{grep})" if ignore_case else grep, "regex": "true"} if grep else {}
+    search.update({key: value for key, value in (("since", since), ("until", until)) if value})
     async with ApiClient(client, timeout_s=60.0) as api:
-        try:
-            uid = await _run_uid(api, namespace, name, attempt)
-            if uid is None:
-                which = f"attempt {attempt}" if attempt is not None else "run"
-                print(f"logs: no {which} of {namespace}/{name}", file=err)
-                return EXIT_FAILED
-            printed = await _pages(api, uid, search, colour, out)
-            if follow:
-                await _follow(client, uid, search, printed, colour, out)
-        except ApiError as exc:
-            print(f"logs: {exc}", file=err)
-            return EXIT_ERROR
-    return EXIT_SUCCESS
+        run = await find_attempt(api, namespace, name, attempt)
+        if run is None:
+            raise NotFound(not_found(namespace, name, attempt))
+        uid = str(run["uid"])
+        printed = await _pages(api, uid, search, colour, out)
+        if follow:
+            await _follow(api, uid, search, printed, colour, out, err)
+    return Exit.OK
 
 
 class _Printed:
@@ -133,47 +112,55 @@ async def _pages(api: ApiClient, uid: str, search: dict[str, str], colour: bool,
 
 
 async def _follow(
-    client: ClientSettings,
+    api: ApiClient,
     uid: str,
     search: dict[str, str],
     printed: _Printed,
     colour: bool,
     out: TextIO,
+    err: TextIO,
 ) -> None:
-    """Print the lines stored from now on (those of the last printed timestamp once)."""
+    """Print the lines stored from now on (those of the last printed timestamp once), until
+    interrupted; a lost connection resumes after the last line received."""
     params = {"follow": "true", **search}
     if printed.at is not None:
         params["since"] = printed.at
-    url = f"{client.api_url.rstrip('/')}/api/v1/runs/{uid}/logs"
-    timeout = httpx.Timeout(10.0, read=None)  # the API's heartbeats keep a quiet stream open
-    async with (
-        httpx.AsyncClient(timeout=timeout, verify=tls_verification(client)) as http,
-        aconnect_sse(http, "GET", url, params=params, headers=authorization(client)) as source,
-    ):
-        if source.response.status_code != 200:
-            await source.response.aread()
-            raise_for(source.response)
-        async for event in source.aiter_sse():
-            if event.event == "denied":  # the caller lost the right to read the run's logs
-                raise Refused(f"the API ended the follow: {json.loads(event.data).get('reason')}")
-            if event.event != "line":
-                continue
-            entry = json.loads(event.data)
-            if printed.new(entry):
-                printed.add(entry)
-                print(render(entry, colour), file=out, flush=True)
+    async for event in api.events(f"/api/v1/runs/{uid}/logs", params, err=err, prefix="logs"):
+        if event.event != "line":
+            continue
+        entry = json.loads(event.data)
+        if printed.new(entry):
+            printed.add(entry)
+            print(render(entry, colour), file=out, flush=True)
 
 
-def add_parser(commands: Any) -> Any:
+def add_parser(commands: Any) -> argparse.ArgumentParser:
     """The ``logs`` subcommand's arguments (on ``commands``, an argparse subparsers action)."""
-    parser = commands.add_parser(
+    parser = grammar.command(
+        commands,
         "logs",
-        help="print a run's launcher and worker logs through the API, merged by time",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        "print a run's launcher and worker logs through the API, merged by time",
+        description="Each line: TIME (UTC) POD[rank N] TEXT. --grep takes an RE2 expression (a\n"
+        "substring is one); -f then prints new lines as they are stored, until Ctrl-C.",
+        examples=[
+            "mpijob-controller logs team-a/train --grep 'NCCL|CUDA'",
+            "mpijob-controller logs team-a/train --attempt 1 -i --grep 'out of memory'",
+            "mpijob-controller logs team-a/train --since 10m -f",
+        ],
+        exits=(Exit.OK, Exit.USAGE, Exit.REFUSED, Exit.NOT_FOUND, Exit.INTERRUPTED),
     )
-    parser.add_argument("target", metavar="NAMESPACE/JOB")
-    parser.add_argument("--attempt", type=int, help="the attempt number (default: the newest)")
+    parser.add_argument("target", metavar="NAMESPACE/JOB", type=job_target)
+    parser.add_argument("--attempt", type=_attempt, help="the attempt number (default: the newest)")
     parser.add_argument("--follow", "-f", action="store_true", help="then print new lines as they come")
     parser.add_argument("--grep", metavar="PATTERN", help="only lines this RE2 expression matches")
+    parser.add_argument("-i", "--ignore-case", action="store_true", help="--grep ignoring case (as grep -i)")
+    grammar.add_window(parser, "lines logged")
     add_client_options(parser)
     return parser
+
+
+def _attempt(value: str) -> int:
+    number = int(value)
+    if not 1 <= number <= 999_999_999:
+        raise ValueError(value)
+    return number

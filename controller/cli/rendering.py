@@ -1,10 +1,12 @@
-"""What ``runs``, ``findings`` and ``compare`` print: aligned tables for a terminal, or JSON for a
+"""What the commands print: aligned tables (and lines) for a terminal, or JSON or YAML for a
 program.
 
-The JSON is the API's own answer (``RunPage``, ``Comparison``; ``findings`` adds the run it is
-about), keys sorted, one document per command, so a script reads what ``docs/api.md`` describes.
-Tables put times in UTC (``2026-11-20 10:00:00``) and durations in the largest two units
-(``42s``, ``9m30s``, ``2h05m``, ``3d04h``); a run still going shows how long so far.
+The JSON and YAML are the API's own answer (``RunPage``, ``Comparison``; ``findings`` adds the run
+it is about), keys sorted, one document per command, so a script reads what ``docs/api.md``
+describes, times in RFC 3339 UTC as the API gives them. What a person reads has one time form,
+UTC: ``2026-11-20 10:00:00`` (:func:`when`; log lines add milliseconds), and one duration form, the
+largest two units (``42s``, ``9m30s``, ``2h05m``, ``3d04h``: :func:`human_duration`); a run still
+going shows how long so far. A table's cell is at most :data:`MAX_CELL` characters wide, wrapped.
 """
 
 from __future__ import annotations
@@ -12,19 +14,52 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from tabulate import tabulate
 
-__all__ = ["Output", "as_json", "comparison_table", "findings_table", "human_duration", "runs_table"]
+__all__ = [
+    "DOCUMENTS",
+    "MAX_CELL",
+    "as_json",
+    "comparison_table",
+    "document",
+    "findings_table",
+    "human_duration",
+    "runs_table",
+    "when",
+]
 
-Output = Literal["table", "json"]
+DOCUMENTS = ("json", "yaml")
+"""The ``-o`` choices that print the API's answer rather than a table."""
+MAX_CELL = 60
+"""Widest table cell, in characters: a longer value (a spec's command line, a root cause) wraps
+onto more lines, so a comparison of five runs still fits a wide terminal."""
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
 
 
 def as_json(document: Any) -> str:
     """``document`` as stable JSON: keys sorted, indented, non-ASCII kept."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def document(answer: Any, output: str) -> str:
+    """``answer`` as ``-o json`` or ``-o yaml`` print it (keys sorted)."""
+    if output == "json":
+        return as_json(answer)
+    import yaml  # only a command asked for YAML pays for its import
+
+    return yaml.safe_dump(answer, sort_keys=True, allow_unicode=True, default_flow_style=False).rstrip()
+
+
+def when(value: str | None, *, millis: bool = False) -> str:
+    """An RFC 3339 time as a person reads it, in UTC: ``2026-11-20 10:00:00`` (``.123`` with
+    ``millis``); ``-`` for none."""
+    at = _when(value)
+    if at is None:
+        return "-"
+    text = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f" if millis else "%Y-%m-%d %H:%M:%S")
+    return text[:-3] if millis else text
 
 
 def human_duration(seconds: float | None) -> str:
@@ -48,11 +83,6 @@ def _when(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def _utc(value: str | None) -> str:
-    when = _when(value)
-    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if when else "-"
-
-
 def _between(start: str | None, end: str | None) -> float | None:
     first, last = _when(start), _when(end)
     return (last - first).total_seconds() if first and last else None
@@ -64,6 +94,7 @@ def _table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> str:
         headers=list(headers),
         tablefmt="plain",
         disable_numparse=True,
+        maxcolwidths=MAX_CELL,
     )
 
 
@@ -76,8 +107,9 @@ def run_duration(run: Mapping[str, Any], now: datetime) -> str:
     return f"{human_duration(_between(run['created_at'], now.isoformat()))} so far"
 
 
-def runs_table(runs: Sequence[Mapping[str, Any]], now: datetime) -> str:
-    """One line per run, newest first as the API lists them."""
+def runs_table(runs: Sequence[Mapping[str, Any]], now: datetime, *, wide: bool = False) -> str:
+    """One line per run, newest first as the API lists them; ``wide`` adds when each started and
+    finished (or was deleted) and its labels."""
     rows = [
         (
             run["namespace"],
@@ -85,13 +117,33 @@ def runs_table(runs: Sequence[Mapping[str, Any]], now: datetime) -> str:
             run["attempt"],
             run["kind"],
             run["phase"],
-            _utc(run["created_at"]),
+            when(run["created_at"]),
             run_duration(run, now),
             run["uid"],
+            *(
+                (
+                    when(run.get("started_at")),
+                    when(run.get("finished_at") or run.get("deleted_at")),
+                    ",".join(f"{k}={v}" for k, v in sorted((run.get("labels") or {}).items())) or "-",
+                )
+                if wide
+                else ()
+            ),
         )
         for run in runs
     ]
-    headers = ("NAMESPACE", "NAME", "ATTEMPT", "KIND", "PHASE", "CREATED (UTC)", "DURATION", "UID")
+    headers: tuple[str, ...] = (
+        "NAMESPACE",
+        "NAME",
+        "ATTEMPT",
+        "KIND",
+        "PHASE",
+        "CREATED (UTC)",
+        "DURATION",
+        "UID",
+    )
+    if wide:
+        headers += ("STARTED (UTC)", "ENDED (UTC)", "LABELS")
     return _table(rows, headers)
 
 
@@ -112,7 +164,7 @@ def findings_table(run: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]
     if not ordered:
         return "\n".join([*lines, "no findings"])
     rows = [
-        (f["severity"], f["status"], f["rule"], _utc(f["first_seen"]), _utc(f["last_seen"]), f["root_cause"])
+        (f["severity"], f["status"], f["rule"], when(f["first_seen"]), when(f["last_seen"]), f["root_cause"])
         for f in ordered
     ]
     lines.append(
@@ -163,7 +215,7 @@ def comparison_table(comparison: Mapping[str, Any], *, all_spec: bool = False) -
         ),
         row("UID", [c["run"]["uid"] for c in compared]),
         row("OUTCOME", [c["outcome"] for c in compared]),
-        row("CREATED (UTC)", [_utc(c["run"]["created_at"]) for c in compared]),
+        row("CREATED (UTC)", [when(c["run"]["created_at"]) for c in compared]),
         row("QUEUED", [human_duration(d.get("queued_s")) for d in durations]),
         row("TO ALL WORKERS RUNNING", [human_duration(d.get("to_all_workers_running_s")) for d in durations]),
         row("RUNNING", [human_duration(d.get("running_s")) for d in durations]),

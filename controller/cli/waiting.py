@@ -1,19 +1,20 @@
 """``wait NAMESPACE/JOB``: follow a job's live events through the API until it ends, for pipelines.
 
-Reads ``GET /api/v1/namespaces/{ns}/jobs/{name}/events`` (Server-Sent Events) with a bearer token
-(:mod:`controller.cli.apiclient`: a pod's service-account token by default), prints each phase
-change and each finding as it comes, and exits:
+Reads ``GET /api/v1/namespaces/{ns}/jobs/{name}/events`` (Server-Sent Events, through
+:meth:`controller.cli.apiclient.ApiClient.events`, which rides out a lost connection and resumes
+with ``Last-Event-ID``) with a bearer token, prints each phase change and each finding as it
+comes, and exits (:mod:`controller.cli.exits`) 0 when the goal is met, 1 when it cannot be any
+more (the attempt failed or was deleted: the finding that explains it follows, its root cause and
+remediation), 4 when there is no such job or attempt, 5 when ``--timeout`` passes first, 3 when the
+API refuses to answer, or ends the stream with ``denied`` (the token was revoked or the caller's
+access removed meanwhile).
 
-- 0 when the goal is met (``--for succeeded``: the attempt succeeded; ``running``: it runs or
-  ran to success; ``finished``: it ended, however);
-- 1 when it cannot be met any more (the attempt failed or was deleted), after printing the
-  finding that explains it: its root cause and remediation;
-- 2 when ``--timeout`` passes first;
-- 3 when the API refuses to answer (the token, the caller's permissions, the request), or ends
-  the stream with ``denied`` (the token was revoked or the caller's access removed meanwhile).
-
-A lost connection (an API restart, a rolling update, a proxy's idle timeout) is retried with
-backoff, up to 30 s apart, resuming with ``Last-Event-ID`` so nothing is printed twice or missed.
+A job or attempt that does not exist is reported within ``MPIJC_CLIENT__WAIT_CREATED_WITHIN_S``
+(15 s: the time the watchers and the history take to record a job just applied), not at the
+timeout: a typo in a pipeline fails fast. ``--wait-for-creation`` (and ``--attempt next``, whose
+run is created later by definition) waits for it instead. Where the attempt has already ended when
+``wait`` starts, its outcome decides, not the phases it passed through: ``--for running`` on a run
+that already failed exits 1.
 """
 
 from __future__ import annotations
@@ -23,54 +24,29 @@ import dataclasses
 import json
 import re
 import sys
-import time
 from typing import Any, Literal, TextIO
 
-import httpx
-from httpx_sse import SSEError, aconnect_sse
-
-from controller.cli.apiclient import (
-    Refused,
-    Unavailable,
-    add_client_options,
-    authorization,
-    raise_for,
-    tls_verification,
-)
+from controller.cli import grammar, rendering
+from controller.cli.apiclient import ApiClient, Unavailable, add_client_options
+from controller.cli.browsing import find_attempt, job_ref, job_target, not_found
+from controller.cli.exits import CommandError, Exit
 from controller.contract.settings import ClientSettings
 
-__all__ = [
-    "EXIT_ERROR",
-    "EXIT_FAILED",
-    "EXIT_SUCCESS",
-    "EXIT_TIMEOUT",
-    "Goal",
-    "Watch",
-    "parse_duration",
-    "wait",
-]
+__all__ = ["Goal", "Watch", "wait"]
 
-EXIT_SUCCESS, EXIT_FAILED, EXIT_TIMEOUT, EXIT_ERROR = 0, 1, 2, 3
 Goal = Literal["finished", "succeeded", "running"]
-MAX_BACKOFF_S = 30.0
-READ_TIMEOUT_S = 90.0
-"""A connection silent this long (no event, no heartbeat) is taken for lost and reopened."""
+CREATED_WITHIN_S = ClientSettings.model_fields["wait_created_within_s"].default
+"""How long a job or attempt named but not (yet) in the history is looked for before ``wait``
+says there is none (``MPIJC_CLIENT__WAIT_CREATED_WITHIN_S``)."""
+LOOK_EVERY_S = 1.0
+"""Pause between two looks for a job or attempt not recorded yet."""
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
-_DURATION = re.compile(r"^(?:(\d{1,6})d)?(?:(\d{1,7})h)?(?:(\d{1,9})m)?(?:(\d{1,10}(?:\.\d{1,9})?)s?)?$")
-
-
-def parse_duration(value: str) -> float:
-    """Seconds of ``2h``, ``1h30m``, ``90s``, ``45`` (seconds), ``7d``; ValueError otherwise."""
-    matched = _DURATION.fullmatch(value.strip())
-    if not value.strip() or matched is None:
-        raise ValueError(f"{value!r} is not a duration such as 2h, 30m, 90s, 1h30m or 7d")
-    days, hours, minutes, seconds = matched.groups()
-    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(seconds or 0)
+_ENDED = ("Succeeded", "Failed")
 
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    code: int
+    code: Exit
     lines: tuple[str, ...]
 
 
@@ -79,41 +55,63 @@ class Watch:
     """What the events said so far, and whether they settle the wait."""
 
     goal: Goal
+    ended: str | None = None
+    """The uid of the attempt followed when it had already ended as ``wait`` started: its phases
+    are history, and only its ``end`` (its outcome) settles the wait."""
     phase: str | None = None
     said_waiting: bool = False
+    seen: set[tuple[Any, Any]] = dataclasses.field(default_factory=set)
+
+    def event(self, kind: str, raw: str) -> tuple[list[str], Outcome | None]:
+        """:meth:`on` for an event as received: its JSON parsed, an entry sent again after a
+        connection broke within one poll's entries (the same ``(uid, seq)``) skipped."""
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return [], None
+        if not isinstance(data, dict):
+            return [], None
+        seen = (data.get("uid"), data.get("seq"))
+        if seen[1] is not None:
+            if seen in self.seen:
+                return [], None
+            self.seen.add(seen)
+        return self.on(kind, data)
 
     def on(self, kind: str, data: dict[str, Any]) -> tuple[list[str], Outcome | None]:
         """Lines to print for one event, and the outcome if the event settles the wait."""
         job = f"{data.get('namespace')}/{data.get('name')} attempt {data.get('attempt')}"
+        at = rendering.when(data.get("at"))
         if kind == "phase":
             self.phase = str(data.get("phase"))
             reason = f" ({data['reason']})" if data.get("reason") else ""
-            lines = [f"{data.get('at')}  {job}: {self.phase}{reason}"]
-            if self.phase == "Succeeded" or (self.goal == "running" and self.phase == "Running"):
-                return lines, Outcome(EXIT_SUCCESS, (f"{job} is {self.phase}",))
+            lines = [f"{at}  {job}: {self.phase}{reason}"]
+            replayed = self.ended is not None and data.get("uid") == self.ended
+            if not replayed and (
+                self.phase == "Succeeded" or (self.goal == "running" and self.phase == "Running")
+            ):
+                return lines, Outcome(Exit.OK, (f"{job} is {self.phase}",))
             return lines, None
         if kind == "finding":
             finding = data.get("finding") or {}
             return [
-                f"{data.get('at')}  {job}: finding {finding.get('rule')} "
+                f"{at}  {job}: finding {finding.get('rule')} "
                 f"({finding.get('severity')}, {finding.get('status')}): {finding.get('root_cause')}"
             ], None
         if kind == "deleted":
-            return [f"{data.get('at')}  {job}: deleted"], None
+            return [f"{at}  {job}: deleted"], None
         if kind == "waiting":  # sent again at each reconnect: said once
             line = f"waiting for the next attempt of {data.get('namespace')}/{data.get('name')}"
             said, self.said_waiting = self.said_waiting, True
             return ([] if said else [line]), None
         if kind == "end":
             return [], self._end(job, data)
-        if kind == "denied":  # the caller lost the right to read the job: asking again is refused
-            return [], Outcome(EXIT_ERROR, (f"wait: the API ended the stream: {data.get('reason')}",))
         return [], None
 
     def _end(self, job: str, data: dict[str, Any]) -> Outcome:
         phase = data.get("phase")
         if phase == "Succeeded":
-            return Outcome(EXIT_SUCCESS, (f"{job} is Succeeded",))
+            return Outcome(Exit.OK, (f"{job} is Succeeded",))
         what = (
             "was deleted before it finished" if data.get("deleted") and phase != "Failed" else f"is {phase}"
         )
@@ -130,107 +128,82 @@ class Watch:
             lines += [f"also firing: {f.get('rule')}: {f.get('root_cause')}" for f in findings[1:]]
         elif phase == "Failed":
             lines.append("no finding explains the failure yet: see the run's timeline")
-        return Outcome(EXIT_SUCCESS if self.goal == "finished" else EXIT_FAILED, tuple(lines))
-
-
-@dataclasses.dataclass
-class _Stream:
-    url: str
-    params: dict[str, str]
-    client: ClientSettings
-    watch: Watch
-    out: TextIO
-    last_id: str | None = None
-    received: bool = False
-    seen: set[tuple[Any, Any]] = dataclasses.field(default_factory=set)
-
-    def headers(self) -> dict[str, str]:
-        headers = {**authorization(self.client), "Accept": "text/event-stream"}
-        if self.last_id is not None:
-            headers["Last-Event-ID"] = self.last_id
-        return headers
-
-    async def follow(self, client: httpx.AsyncClient) -> Outcome:
-        """Events until one settles the wait; raises :class:`Unavailable` when the connection is lost."""
-        self.received = False
-        params = {} if self.last_id is not None else self.params
-        try:
-            async with aconnect_sse(client, "GET", self.url, params=params, headers=self.headers()) as source:
-                response = source.response
-                if response.status_code != 200:
-                    await response.aread()
-                    raise_for(response)
-                async for event in source.aiter_sse():
-                    self.received = True
-                    outcome = self._on(event.event, event.data)
-                    if event.id:
-                        self.last_id = event.id
-                    if outcome is not None:
-                        return outcome
-        except (httpx.TransportError, SSEError) as exc:
-            raise Unavailable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
-        raise Unavailable("the API closed the stream")
-
-    def _on(self, kind: str, raw: str) -> Outcome | None:
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
-            return None
-        seen = (data.get("uid"), data.get("seq"))
-        if seen[1] is not None:
-            if seen in self.seen:  # sent again after a connection broke within one poll's entries
-                return None
-            self.seen.add(seen)
-        lines, outcome = self.watch.on(kind, data)
-        for line in lines:
-            print(line, file=self.out, flush=True)
-        return outcome
+        return Outcome(Exit.OK if self.goal == "finished" else Exit.FAILED, tuple(lines))
 
 
 async def wait(
-    target: str,
+    target: str | tuple[str, str],
     client: ClientSettings,
     *,
     goal: Goal = "succeeded",
     attempt: str = "latest",
     timeout_s: float = 7200.0,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
-) -> int:
-    """Follow ``target`` (``namespace/job``) until ``goal`` is met or cannot be; the exit status."""
-    namespace, _, name = target.partition("/")
-    if not namespace or not name or "/" in name:
-        print(f"wait: {target!r} is not NAMESPACE/JOB", file=err)
-        return EXIT_ERROR
-    url = f"{client.api_url.rstrip('/')}/api/v1/namespaces/{namespace}/jobs/{name}/events"
-    stream = _Stream(url, {"attempt": attempt}, client, Watch(goal), out)
-    timeout = httpx.Timeout(10.0, read=READ_TIMEOUT_S)
-    deadline = time.monotonic() + timeout_s
+    wait_for_creation: bool = False,
+    created_within_s: float = CREATED_WITHIN_S,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> Exit:
+    """Follow ``target`` (``namespace/job``) until ``goal`` is met or cannot be; the exit status
+    (printed on ``out`` and ``err``, standard output and error by default).
+    :class:`~controller.cli.apiclient.Refused` when the API refuses, a
+    :class:`~controller.cli.exits.CommandError` (not found) when there is no such job or attempt;
+    a malformed target, ValueError."""
+    out, err = out or sys.stdout, err or sys.stderr
+    namespace, name = job_ref(target) if isinstance(target, str) else target
+    watch = Watch(goal)
+    path = f"/api/v1/namespaces/{namespace}/jobs/{name}/events"
+    async with ApiClient(client) as api:
+        try:
+            async with asyncio.timeout(timeout_s):
+                if attempt != "next" and not wait_for_creation:
+                    number = None if attempt == "latest" else int(attempt)
+                    run = await _recorded(api, namespace, name, number, created_within_s, err)
+                    if run is None:
+                        raise CommandError(
+                            f"{not_found(namespace, name, number)} (looked for {created_within_s:g} s; "
+                            "--wait-for-creation waits for it)",
+                            Exit.NOT_FOUND,
+                        )
+                    if run["phase"] in _ENDED or run.get("deleted_at"):
+                        watch.ended = str(run["uid"])
+                async for event in api.events(path, {"attempt": attempt}, err=err, prefix="wait"):
+                    lines, outcome = watch.event(event.event, event.data)
+                    for line in lines:
+                        print(line, file=out, flush=True)
+                    if outcome is not None:
+                        for line in outcome.lines:
+                            print(line, file=out if outcome.code == Exit.OK else err, flush=True)
+                        return outcome.code
+        except TimeoutError:
+            print(
+                f"wait: {namespace}/{name} did not reach {goal} within {_span(timeout_s)}",
+                file=err,
+                flush=True,
+            )
+            return Exit.TIMED_OUT
+    raise AssertionError("unreachable")  # pragma: no cover - the events go on until one settles
+
+
+async def _recorded(
+    api: ApiClient, namespace: str, name: str, number: int | None, within_s: float, err: TextIO
+) -> dict[str, Any] | None:
+    """The attempt as the history lists it, looked for during ``within_s``; an unreachable API is
+    asked again (with backoff, as a lost stream) until the caller's timeout."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + within_s
     backoff = 0.5
-    async with httpx.AsyncClient(timeout=timeout, verify=tls_verification(client)) as http:
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                if left <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(left):
-                    outcome = await stream.follow(http)
-                for line in outcome.lines:
-                    print(line, file=out if outcome.code == EXIT_SUCCESS else err, flush=True)
-                return outcome.code
-            except TimeoutError:
-                print(f"wait: {target} did not reach {goal} within {_span(timeout_s)}", file=err, flush=True)
-                return EXIT_TIMEOUT
-            except Refused as exc:
-                print(f"wait: {exc}", file=err, flush=True)
-                return EXIT_ERROR
-            except Unavailable as exc:
-                backoff = 0.5 if stream.received else min(backoff * 2, MAX_BACKOFF_S)
-                pause = min(max(backoff, exc.after or 0.0), max(deadline - time.monotonic(), 0.0))
-                print(f"wait: lost the API ({exc}); reconnecting in {pause:.1f} s", file=err, flush=True)
-                await asyncio.sleep(pause)
+    while True:
+        try:
+            run = await find_attempt(api, namespace, name, number)
+        except Unavailable as exc:
+            backoff = min(backoff * 2, 30.0)
+            print(f"wait: lost the API ({exc}); reconnecting in {backoff:.1f} s", file=err, flush=True)
+            await asyncio.sleep(backoff)
+            give_up = max(give_up, loop.time() + within_s)  # what could not be asked was not seen
+            continue
+        if run is not None or loop.time() >= give_up:
+            return run
+        await asyncio.sleep(LOOK_EVERY_S)
 
 
 def _span(seconds: float) -> str:
@@ -240,23 +213,55 @@ def _span(seconds: float) -> str:
 
 def add_parser(commands: Any) -> Any:
     """The ``wait`` subcommand's arguments (on ``commands``, an argparse subparsers action)."""
-    parser = commands.add_parser(
+    parser = grammar.command(
+        commands,
         "wait",
-        help="follow a job through the API until it ends: exit 0 succeeded, 1 failed, 2 timed out",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        "follow a job through the API until it ends, printing each phase and finding",
+        description=f"""Exits 0 when the goal (--for) is met, 1 when it cannot be any more (the attempt
+failed or was deleted; its root cause and remediation are printed on stderr), 4
+when no such job or attempt is recorded within {CREATED_WITHIN_S:g} s (a typo fails fast;
+MPIJC_CLIENT__WAIT_CREATED_WITHIN_S; --wait-for-creation waits for it), 5 at
+--timeout. A lost connection to the API is reopened, resuming where it stopped.
+An attempt that has already ended is judged by its outcome: --for running on a
+run that already failed exits 1.""",
+        examples=[
+            "mpijob-controller wait team-a/train --timeout 2h",
+            "kubectl apply -f job.yaml && mpijob-controller wait team-a/train --wait-for-creation",
+            "mpijob-controller wait team-a/train --attempt next --for running   # before re-applying",
+        ],
+        exits=(
+            Exit.OK,
+            Exit.FAILED,
+            Exit.USAGE,
+            Exit.REFUSED,
+            Exit.NOT_FOUND,
+            Exit.TIMED_OUT,
+            Exit.INTERRUPTED,
+        ),
     )
-    parser.add_argument("target", metavar="NAMESPACE/JOB")
+    parser.add_argument("target", metavar="NAMESPACE/JOB", type=job_target)
     parser.add_argument(
         "--attempt",
         default="latest",
         type=_attempt,
-        help="latest (default: the newest, or the first to appear), next (the first created from now "
-        "on: for a re-run under the same name) or an attempt number",
+        help="latest (default: the newest), next (the first created from now on: for a re-run "
+        "under the same name) or an attempt number",
     )
     parser.add_argument(
-        "--for", dest="goal", choices=["finished", "succeeded", "running"], default="succeeded"
+        "--for",
+        dest="goal",
+        choices=["finished", "succeeded", "running"],
+        default="succeeded",
+        help="succeeded (default); running: once it runs (or succeeded); finished: however it ends",
     )
-    parser.add_argument("--timeout", type=duration, default=7200.0, help="e.g. 2h (default), 30m, 90s")
+    parser.add_argument(
+        "--wait-for-creation",
+        action="store_true",
+        help=f"wait for a job or attempt not recorded yet, instead of exiting 4 after {CREATED_WITHIN_S:g} s",
+    )
+    parser.add_argument(
+        "--timeout", type=grammar.duration, default=7200.0, help="e.g. 2h (default), 30m, 90s, 1h30m"
+    )
     add_client_options(parser)
     return parser
 
@@ -265,8 +270,3 @@ def _attempt(value: str) -> str:
     if value in {"latest", "next"} or re.fullmatch(r"[1-9][0-9]{0,8}", value):
         return value
     raise ValueError(value)
-
-
-def duration(value: str) -> float:
-    """``--timeout``'s argument type (argparse names it in its error)."""
-    return parse_duration(value)

@@ -755,6 +755,14 @@ class ClientSettings(BaseModel):
         "by default: anyone on the path could read the token and use it (a pod's service-account "
         "token also against the kube-apiserver, unless it has the API's own audience).",
     )
+    wait_created_within_s: float = Field(
+        default=15.0,
+        ge=0,
+        le=3600,
+        description="Seconds `wait` looks for a job or attempt that the history has not recorded before "
+        "it exits 4 (not found): a job just applied is recorded within a few seconds (its watch event, "
+        "the bus, the history consumer), a misspelt one never; `--wait-for-creation` waits instead.",
+    )
 
 
 class MetricsSettings(BaseModel):

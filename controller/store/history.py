@@ -506,7 +506,13 @@ def _finding_timeline(finding: Finding) -> Row:
         at,
         "finding",
         f"Finding {finding.rule} ({verb}): {finding.root_cause}",
-        {"finding": finding.id, "rule": finding.rule, "status": finding.status, "revision": finding.revision},
+        {  # the root cause as this revision said it: a later revision may say it otherwise
+            "finding": finding.id,
+            "rule": finding.rule,
+            "status": finding.status,
+            "revision": finding.revision,
+            "root_cause": finding.root_cause,
+        },
         f"finding:{finding.id}:{finding.revision}",
     )
 

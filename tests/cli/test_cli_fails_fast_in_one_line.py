@@ -99,6 +99,7 @@ def test_a_variable_of_an_earlier_version_names_its_new_name(old: str, new: str)
 
 
 def test_an_unreachable_nats_is_one_line_after_the_startup_timeout(tmp_path: Path) -> None:
+    (tmp_path / "none.jsonl").write_text("")
     result = run(
         ["replay", str(tmp_path / "none.jsonl")],
         tmp_path,

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.cli import waiting
 from controller.cli.apiclient import is_loopback
+from controller.cli.exits import Exit
 from controller.cli.runtime import api_certificate
 from controller.contract.errors import StartupError
 from controller.contract.settings import ApiSettings, ClientSettings, Settings
@@ -30,13 +31,13 @@ from watchers.admission.certificates import CertificateReloader
 ELSEWHERE = "http://mpijc-api.invalid:8480"
 """Another machine over plain http; `.invalid` never resolves, so nothing could reach it anyway."""
 COMMANDS = {
-    "wait": (["wait", "team-a/pi", "--timeout", "5s"], waiting.EXIT_ERROR),
-    "runs": (["runs"], 1),
-    "findings": (["findings", "team-a/pi"], 1),
-    "compare": (["compare", "team-a/pi@1", "team-a/pi@2"], 1),
-    "logs": (["logs", "team-a/pi"], waiting.EXIT_ERROR),
+    "wait": (["wait", "team-a/pi", "--timeout", "5s"], Exit.REFUSED),
+    "runs": (["runs"], Exit.REFUSED),
+    "findings": (["findings", "team-a/pi"], Exit.REFUSED),
+    "compare": (["compare", "team-a/pi@1", "team-a/pi@2"], Exit.REFUSED),
+    "logs": (["logs", "team-a/pi"], Exit.REFUSED),
 }
-"""Each command's arguments and its exit status for a refusal (``wait`` and ``logs``: 3)."""
+"""Each command's arguments and its exit status for a refusal: the same for all."""
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +74,9 @@ async def test_told_so_the_token_goes_over_plain_http(
     configured = await call(capsys, "runs", "--api", ELSEWHERE, "--token", "t")
 
     for said in (flagged, configured):  # past the check: it tried to connect
-        assert said.code == 1 and "cannot reach the API at http://mpijc-api.invalid:8480" in said.err, said
+        assert (
+            said.code == Exit.REFUSED and "cannot reach the API at http://mpijc-api.invalid:8480" in said.err
+        ), said
 
 
 @pytest.mark.parametrize(
@@ -122,7 +125,7 @@ async def test_the_api_serves_https_to_a_client_that_trusts_its_ca(
 
     assert (trusted.code, trusted.err) == (0, ""), trusted
     assert "team-a" in trusted.out and "pi" in trusted.out
-    assert unknown.code == 1 and "CERTIFICATE_VERIFY_FAILED" in unknown.err, unknown
+    assert unknown.code == Exit.REFUSED and "CERTIFICATE_VERIFY_FAILED" in unknown.err, unknown
     plain = https_api.url.replace("https://", "http://")
     with pytest.raises(httpx.TransportError):  # no plain HTTP on that port
         async with httpx.AsyncClient(timeout=GUARD_S) as client:
@@ -136,7 +139,7 @@ async def test_wait_follows_a_job_over_https(engine: AsyncEngine, certificate: C
     async with serving(engine, tls=reloader.context) as api:
         client = ClientSettings(api_url=api.url, token="token-alice", ca_file=str(certificate.cert))  # type: ignore[arg-type]
 
-        assert await waiting.wait("team-a/train", client, timeout_s=GUARD_S) == waiting.EXIT_SUCCESS
+        assert await waiting.wait("team-a/train", client, timeout_s=GUARD_S) == Exit.OK
 
 
 async def test_an_unreadable_ca_file_is_a_usage_error(
@@ -144,7 +147,7 @@ async def test_an_unreadable_ca_file_is_a_usage_error(
 ) -> None:
     said = await call(capsys, "runs", "--api", "https://localhost:1", "--ca-file", str(tmp_path / "none.pem"))
 
-    assert said.code == 2 and "--ca-file or MPIJC_CLIENT__CA_FILE: cannot load" in said.err, said
+    assert said.code == Exit.USAGE and "--ca-file or MPIJC_CLIENT__CA_FILE: cannot load" in said.err, said
 
 
 def test_the_api_certificate_needs_both_halves_and_readable_files(tmp_path: Path) -> None:

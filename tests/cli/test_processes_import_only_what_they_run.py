@@ -1,4 +1,6 @@
-"""A process imports the roles it runs and no more: the CLI loads no consumer until one runs.
+"""A process imports the roles it runs and no more: the CLI loads no consumer until one runs,
+and no service's client (SQLAlchemy, NATS, Kubernetes, the API's server) until a command that
+uses it runs: ``--help``, completion and the API's client commands start without them.
 
 Every Deployment starts ``python -m controller.cli <command>``; a watcher or a rules replica that
 imported every consumer role (the audit chain, the dispatcher's HTTP and SMTP clients) took a
@@ -30,6 +32,23 @@ def test_the_command_line_loads_no_consumer_role() -> None:
     loaded = _loaded_after("import controller.cli.commands")
 
     assert loaded.isdisjoint(ROLE_MODULES), sorted(loaded & set(ROLE_MODULES))
+
+
+SERVICE_MODULES = (
+    "sqlalchemy",
+    "alembic",
+    "nats",
+    "kubernetes",
+    "fastapi",
+    "uvicorn",
+    "controller.cli.runtime",
+)
+
+
+def test_the_command_line_loads_no_service_client_until_a_command_runs() -> None:
+    loaded = _loaded_after("from controller.cli import commands; commands.parse(['runs', '-o', 'json'])")
+
+    assert loaded.isdisjoint(SERVICE_MODULES), sorted(loaded & set(SERVICE_MODULES))
 
 
 def test_a_role_is_loaded_when_it_is_attached() -> None:

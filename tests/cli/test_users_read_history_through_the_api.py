@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.limits import DEFAULT_LIMITS, Rate
 from controller.cli import commands
+from controller.cli.exits import Exit
 from controller.contract.settings import Settings
 from tests.api_fixtures import ADMIN, T0, bearer, fire, insert_runs, job_story, run_row, store
 from tests.live_events import GUARD_S, Served, serving
@@ -52,7 +53,7 @@ async def call(capsys: pytest.CaptureFixture[str], *argv: str) -> Said:
     """``mpijob-controller ARGS`` as ``main`` runs it (its parser, then its handler), in this event loop."""
     capsys.readouterr()
     args = commands.parse(argv)
-    code = await args.handler(Settings(_env_file=None), args)  # type: ignore[call-arg]
+    code = await commands.execute(args, Settings(_env_file=None))  # type: ignore[call-arg]
     said = capsys.readouterr()
     return Said(code, said.out, said.err)
 
@@ -302,7 +303,7 @@ async def test_an_api_that_does_not_answer_is_one_line(
     unreachable = await call(capsys, "runs", "--api", "http://127.0.0.1:1", "--token", "token-admin")
     no_token = await call(capsys, "findings", "team-a/pi", "--token-file", str(tmp_path / "absent"))
 
-    assert unreachable.code == no_token.code == 1
+    assert unreachable.code == no_token.code == Exit.REFUSED
     assert (await only_line(unreachable)).startswith(
         "mpijob-controller runs: cannot reach the API at http://127.0.0.1:1: ConnectError"
     )

@@ -1,6 +1,8 @@
 """``mpijob-controller wait``: the one line a pipeline runs after ``kubectl apply``. It follows the
-job through the API's live events and exits 0 succeeded, 1 failed (printing the root cause), 2
-timed out, 3 refused; it rides out an API restart without printing anything twice."""
+job through the API's live events and exits 0 succeeded, 1 failed (printing the root cause), 3
+refused, 4 no such job or attempt (within seconds, unless told to wait for its creation), 5 timed
+out; a run that already ended is judged by its outcome; it rides out an API restart without
+printing anything twice."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import Principal, StaticAccess
 from controller.cli import waiting
-from controller.cli.waiting import EXIT_ERROR, EXIT_FAILED, EXIT_SUCCESS, EXIT_TIMEOUT, Goal
+from controller.cli.apiclient import Refused
+from controller.cli.exits import CommandError, Exit
+from controller.cli.waiting import Goal
 from controller.contract.settings import ClientSettings
 from controller.testing.waits import until
 from tests.api_fixtures import T0, USERS, fire, job_story
@@ -57,13 +61,13 @@ async def test_a_job_that_fails_with_an_oom_exits_1_with_its_root_cause(
     uid, story = job_story("train", outcome="Failed", oom_worker=1)
     writer = Writer(engine)
     async with serving(engine) as api:
-        wait = Waiting(api, token_file, "team-a/train")  # before the job is even seen
+        wait = Waiting(api, token_file, "team-a/train", wait_for_creation=True)  # before the job is seen
         await writer.write(story[:-2])
         await wait.printed(": Running")
         await writer.write(story[-2:])
         await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
         status = await wait.status()
-    assert status == EXIT_FAILED
+    assert status == Exit.FAILED
     out, err = wait.out.getvalue(), wait.err.getvalue()
     assert [line.split(": ", 1)[1] for line in out.splitlines() if " attempt 1: " in line][:3] == [
         "Pending",
@@ -74,13 +78,13 @@ async def test_a_job_that_fails_with_an_oom_exits_1_with_its_root_cause(
     assert "  - Increase worker memory." in err
 
 
-@pytest.mark.parametrize(("goal", "expected"), [("succeeded", EXIT_SUCCESS), ("running", EXIT_SUCCESS)])
+@pytest.mark.parametrize(("goal", "expected"), [("succeeded", Exit.OK), ("running", Exit.OK)])
 async def test_a_job_that_succeeds_exits_0(
     engine: AsyncEngine, token_file: Path, goal: Goal, expected: int
 ) -> None:
     _, story = job_story("train")
     async with serving(engine) as api:
-        wait = Waiting(api, token_file, "team-a/train", goal=goal)
+        wait = Waiting(api, token_file, "team-a/train", goal=goal, wait_for_creation=True)
         await Writer(engine).write(story)
         assert await wait.status() == expected
     assert ("is Succeeded" in wait.out.getvalue()) == (goal == "succeeded")
@@ -92,26 +96,70 @@ async def test_finished_is_met_by_a_failure_too(engine: AsyncEngine, token_file:
     await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
     async with serving(engine) as api:
         wait = Waiting(api, token_file, "team-a/train", goal="finished")
-        assert await wait.status() == EXIT_SUCCESS
+        assert await wait.status() == Exit.OK
     assert OOM in wait.out.getvalue()
 
 
-async def test_a_job_still_running_at_the_timeout_exits_2(engine: AsyncEngine, token_file: Path) -> None:
+async def test_a_job_still_running_at_the_timeout_exits_5(engine: AsyncEngine, token_file: Path) -> None:
     _, story = job_story("train")
     await Writer(engine).write(story[:-1])
     async with serving(engine) as api:
         wait = Waiting(api, token_file, "team-a/train", timeout_s=0.5)
-        assert await wait.status() == EXIT_TIMEOUT
+        assert await wait.status() == Exit.TIMED_OUT
     assert "did not reach succeeded within 0h00m00s" in wait.err.getvalue()
 
 
-async def test_a_token_that_may_not_read_the_namespace_exits_3(engine: AsyncEngine, tmp_path: Path) -> None:
+async def test_a_token_that_may_not_read_the_namespace_is_refused(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
     bob = tmp_path / "bob"
     bob.write_text("token-bob")
     async with serving(engine) as api:
-        refused = await Waiting(api, bob, "team-a/train").status()
-        missing = await Waiting(api, tmp_path / "absent", "team-a/train").status()
-    assert (refused, missing) == (EXIT_ERROR, EXIT_ERROR)
+        with pytest.raises(Refused, match="HTTP 403"):
+            await Waiting(api, bob, "team-a/train").status()
+        with pytest.raises(Refused, match="MPIJC_CLIENT__TOKEN_FILE: cannot read"):
+            await Waiting(api, tmp_path / "absent", "team-a/train").status()
+
+
+@pytest.mark.parametrize("attempt", ["latest", "2"], ids=["no-such-job", "no-such-attempt"])
+async def test_a_job_or_attempt_that_does_not_exist_is_not_found_within_seconds(
+    engine: AsyncEngine, token_file: Path, attempt: str
+) -> None:
+    _, story = job_story("train")
+    await Writer(engine).write(story[:-1])
+    target = "team-a/typo" if attempt == "latest" else "team-a/train"
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, target, attempt=attempt, created_within_s=0.0)
+        with pytest.raises(CommandError, match="--wait-for-creation waits for it") as raised:
+            await wait.status()
+    assert raised.value.status == Exit.NOT_FOUND
+
+
+async def test_a_job_recorded_while_it_is_looked_for_is_followed(
+    engine: AsyncEngine, token_file: Path
+) -> None:
+    _, story = job_story("train")
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train", created_within_s=GUARD_S)
+        await Writer(engine).write(story)
+        assert await wait.status() == Exit.OK
+
+
+@pytest.mark.parametrize(
+    ("goal", "expected"),
+    [("running", Exit.FAILED), ("succeeded", Exit.FAILED), ("finished", Exit.OK)],
+)
+async def test_a_run_that_already_failed_is_judged_by_its_outcome(
+    engine: AsyncEngine, token_file: Path, goal: Goal, expected: Exit
+) -> None:
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    await Writer(engine).write(story)
+    await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train", goal=goal)
+        assert await wait.status() == expected
+    assert "is Running" not in wait.out.getvalue()
+    assert "is Failed" in wait.out.getvalue() + wait.err.getvalue()
 
 
 class Revocable(StaticAccess):
@@ -133,11 +181,10 @@ async def test_a_wait_whose_access_is_removed_exits_3_with_the_reason(
         wait = Waiting(api, token_file, "team-a/train")
         await wait.printed(": Running")
         reviewer.revoked = True
-        status = await wait.status()
-    assert status == EXIT_ERROR
-    assert (
-        "wait: the API ended the stream: alice may no longer list MPIJobs or TrainJobs in namespace 'team-a'"
-        in wait.err.getvalue()
+        with pytest.raises(Refused) as refused:
+            await wait.status()
+    assert str(refused.value) == (
+        "the API ended the stream: alice may no longer list MPIJobs or TrainJobs in namespace 'team-a'"
     )
 
 
@@ -147,7 +194,7 @@ async def test_wait_rides_out_an_api_restart_and_prints_every_change_once(
     uid, story = job_story("train", outcome="Failed", oom_worker=1)
     writer = Writer(engine)
     async with serving(engine) as api:
-        wait = Waiting(api, token_file, "team-a/train")
+        wait = Waiting(api, token_file, "team-a/train", wait_for_creation=True)
         await writer.write(story[:-2])
         await wait.printed(": Running")
         await api.stop()  # the API goes away while the job runs on
@@ -155,7 +202,7 @@ async def test_wait_rides_out_an_api_restart_and_prints_every_change_once(
         await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
         await until(lambda: "reconnecting" in wait.err.getvalue(), GUARD_S, wait.err.getvalue)
         await api.start()  # on the same port, as a restarted pod behind its Service
-        assert await wait.status() == EXIT_FAILED
+        assert await wait.status() == Exit.FAILED
     lines = wait.out.getvalue().splitlines()
     assert len(lines) == len(set(lines))
     phases = [line.split(": ", 1)[1] for line in lines if " attempt 1: " in line and "finding" not in line]
@@ -163,8 +210,25 @@ async def test_wait_rides_out_an_api_restart_and_prints_every_change_once(
     assert OOM in wait.err.getvalue()
 
 
+async def test_each_revision_of_a_finding_is_printed_with_its_own_words(
+    engine: AsyncEngine, token_file: Path
+) -> None:
+    """A finding revised (a later look at the pod told more) keeps, in the replayed history, what
+    each revision said: the first line is not rewritten with today's text."""
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    await Writer(engine).write(story)
+    first = "Worker 1 was OOM-killed."
+    await fire(engine, uid, "team-a", "train", "oom", first, T0 + timedelta(seconds=595))
+    await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600), revision=2)
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train", goal="finished")
+        assert await wait.status() == Exit.OK
+    said = [line for line in wait.out.getvalue().splitlines() if ": finding oom " in line]
+    assert [line.rsplit("): ", 1)[1] for line in said] == [first, OOM]
+
+
 def test_the_command_line_takes_its_settings_from_the_environment(tmp_path: Path) -> None:
-    """The installed entry point: an API that cannot be reached is retried until the timeout (2);
+    """The installed entry point: an API that cannot be reached is retried until the timeout (5);
     a token file that cannot be read is named by its variable (3)."""
     token = tmp_path / "token"
     token.write_text("token-alice")
@@ -177,9 +241,9 @@ def test_the_command_line_takes_its_settings_from_the_environment(tmp_path: Path
     unreachable = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
     env["MPIJC_CLIENT__TOKEN_FILE"] = str(tmp_path / "absent")
     no_token = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
-    assert unreachable.returncode == EXIT_TIMEOUT, unreachable.stderr
+    assert unreachable.returncode == Exit.TIMED_OUT, unreachable.stderr
     assert "reconnecting" in unreachable.stderr
-    assert no_token.returncode == EXIT_ERROR
+    assert no_token.returncode == Exit.REFUSED
     assert no_token.stderr.strip().endswith(
         f"MPIJC_CLIENT__TOKEN_FILE: cannot read {tmp_path / 'absent'}: No such file or directory"
     )
