@@ -52,8 +52,8 @@ HOOK_PATH = "hooks/ci"
 
 SERVE = ".venv/bin/mpijob-controller demo --serve"
 """The command the demo ends with: its data through the API, for the client commands."""
-_QUIET = ("mail.log", "aiosmtpd", "httpx")
-"""The test mail server's and the HTTP client's loggers: a line per message or request at INFO."""
+_QUIET = ("mail.log", "aiosmtpd")
+"""The test mail server's loggers: a line per message at INFO."""
 
 
 async def run_demo(settings: Settings, scenarios: Path, limit: int, *, serve: bool = False) -> int:
