@@ -6,8 +6,8 @@ up), the replay publishes as the watchers and each consumer role reads as its ow
 The test doubles' loopback receivers stand in for a user's: an HTTP endpoint that checks
 every request's Standard Webhooks signature (as a CI/CD pipeline receiving our webhooks
 would, with :func:`controller.contract.signing.verify`) and an SMTP server that keeps the
-messages. Subscriptions are created through the API itself (in-process, auth off), so the
-demo exercises the same validation a user meets.
+messages. Subscriptions are created through the API itself (in-process, by a static token of
+the user ``demo``, who manages ``team-a``), so the demo exercises the same validation a user meets.
 
 The scenarios' times are moved, all by one offset, so that their story ends a minute before
 the demo runs (``--since 7d`` finds them), and the log tails they carry are stored on ``LOGS``
@@ -19,10 +19,10 @@ stored through the API on loopback, with a token the client commands pick up.
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 import logging
 import re
+import secrets
 import tempfile
 import time
 from collections.abc import Sequence
@@ -48,6 +48,9 @@ from controller.store.auditchain import AuditFilter, pages, verify
 from controller.testing.receivers import Receiver, SmtpSink
 
 HOOK_PATH = "hooks/ci"
+DEMO_USER = "demo"
+"""Who creates the demo's subscriptions and reads through ``demo --serve``: one identity, so the
+API's re-check of each subscription's creator keeps them active while it serves."""
 
 
 SERVE = ".venv/bin/mpijob-controller demo --serve"
@@ -114,7 +117,8 @@ async def serve_demo(settings: Settings) -> int:
     the data directory (mode 0600), which the client commands read; until Ctrl-C."""
     data_dir = settings.embedded.data_dir
     with demodata.served_token(data_dir) as token:
-        reader = StaticUser(username=_user(), namespaces=["*"])  # reads everything, manages nothing
+        # reads everything, manages nothing; the subscriptions' creator, so they stay active
+        reader = StaticUser(username=DEMO_USER, namespaces=["*"])
         api = settings.api.model_copy(
             update={"host": "127.0.0.1", "auth": "static", "tokens": {token: reader}}
         )
@@ -131,13 +135,6 @@ async def serve_demo(settings: Settings) -> int:
             )
             await serve_api(rt, stop)
     return 0
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # a uid without a passwd entry
-        return "demo"
 
 
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d{1,9})?Z")
@@ -220,9 +217,12 @@ async def _caught_up(rt: Runtime) -> None:
     for stream, durable in _DURABLES:
         await wait_until_consumed(rt.js, rt.topology.stream(stream), rt.topology.durable(durable))
         print(f"   {durable:<17} done at {time.monotonic() - began:5.1f} s", flush=True)
-    for _ in range(600):  # the dispatcher sends what the notify consumer queued and is due now
-        async with rt.engine.connect() as conn:  # (not emails held for their digest window)
-            if not await outbox.pending_count(conn, due_by=datetime.now(UTC) + timedelta(seconds=1)):
+    # the dispatcher sends what the notify consumer queued: what is due now or being sent (claimed
+    # for at most lease_s), not emails held for their digest window (digest_window_s, 10 min)
+    horizon = timedelta(seconds=rt.settings.notify.lease_s + 1)
+    for _ in range(600):
+        async with rt.engine.connect() as conn:
+            if not await outbox.pending_count(conn, due_by=datetime.now(UTC) + horizon):
                 break
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.5)  # digests and the last responses
@@ -254,12 +254,17 @@ async def _audit_trail(engine: AsyncEngine) -> None:
 
 async def subscribe(engine: AsyncEngine, settings: Settings, webhook_url: str, recipient: str) -> str:
     """Create the demo's subscriptions through the API; returns the webhook's signing secret."""
-    from controller.api.access import OpenAccess
+    from controller.api.access import StaticAccess
     from controller.api.app import create_app
     from controller.metrics import PipelineMetrics
 
-    app = create_app(engine, PipelineMetrics(), OpenAccess(), notify=settings.notify)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://demo") as client:
+    token = secrets.token_urlsafe(32)  # one-off: the subscriptions' creator, as a user would be
+    creator = StaticUser(username=DEMO_USER, namespaces=["team-a"], manage=["team-a"])
+    app = create_app(engine, PipelineMetrics(), StaticAccess({token: creator}), notify=settings.notify)
+    bearer = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app), base_url="http://demo", headers=bearer
+    ) as client:
         hook = await client.post(
             "/api/v1/webhooks",
             json={

@@ -125,6 +125,9 @@ def test_the_docs_commands_run_verbatim_on_the_served_demo(settings: Settings, t
             if missing:
                 failures.append(f"{block.where}: not printed: {missing}")
         assert not failures, "\n".join(failures)
+        assert (
+            "subscription sub_" not in log.read_text()
+        )  # serving keeps the demo's subscriptions as they were
     finally:
         serving.terminate()
         serving.wait(30)
