@@ -38,7 +38,9 @@ from controller.bus.logstore import publish_batches
 from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
 from controller.cli import demodata, report
+from controller.cli.embedded import port_open
 from controller.cli.runtime import Runtime, replay, run_consumers, runtime, serve_api, stop_on_signals
+from controller.contract.errors import StartupError
 from controller.contract.events import BusEvent, PodObserved
 from controller.contract.logs import LogBatch, LogLine, LogPosition, rank_of
 from controller.contract.settings import Settings, StaticUser
@@ -116,6 +118,11 @@ async def serve_demo(settings: Settings) -> int:
     """The API over the embedded services' data, on loopback only, with a token made for it in
     the data directory (mode 0600), which the client commands read; until Ctrl-C."""
     data_dir = settings.embedded.data_dir
+    if port_open(settings.api.port):  # before the token file, which another API's callers read
+        raise StartupError(
+            f"MPIJC_API__PORT: 127.0.0.1:{settings.api.port} is in use (another `demo --serve` or `api`?): "
+            "stop it, or set another port (and MPIJC_CLIENT__API_URL for the client commands)"
+        )
     with demodata.served_token(data_dir) as token:
         # reads everything, manages nothing; the subscriptions' creator, so they stay active
         reader = StaticUser(username=DEMO_USER, namespaces=["*"])

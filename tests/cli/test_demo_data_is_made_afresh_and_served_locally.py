@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from controller.cli import apiclient, demodata
-from controller.cli.demo import relative_to_now, tail_batch
+from controller.cli.demo import relative_to_now, serve_demo, tail_batch
 from controller.cli.embedded.ownership import OwnerLock
 from controller.contract.errors import StartupError
 from controller.contract.settings import ClientSettings, Settings
@@ -157,3 +158,25 @@ def test_a_second_demo_replays_afresh_with_the_same_report(tmp_path: Path) -> No
     ]
     assert reports[0] == reports[1] and len(reports[0]) >= 6
     assert "1 x job.deleted" in second and "emails received: 1" in second
+
+
+async def test_a_second_served_demo_leaves_the_first_ones_token_alone(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Its new token would have replaced the file the first one's callers read."""
+    with socket.socket() as first:
+        first.bind(("127.0.0.1", 0))
+        first.listen()
+        port = first.getsockname()[1]
+        (tmp_path / demodata.TOKEN_FILE).write_text("the first one's\n")
+        served = settings.model_copy(
+            update={
+                "api": settings.api.model_copy(update={"port": port}),
+                "embedded": settings.embedded.model_copy(update={"data_dir": tmp_path}),
+            }
+        )
+
+        with pytest.raises(StartupError, match=f"MPIJC_API__PORT: 127.0.0.1:{port} is in use"):
+            await serve_demo(served)
+
+    assert (tmp_path / demodata.TOKEN_FILE).read_text() == "the first one's\n"
