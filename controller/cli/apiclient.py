@@ -17,7 +17,9 @@ backoff, up to 30 s apart, resuming with ``Last-Event-ID`` so nothing is missed.
 
 The token is the ``--token`` option, else the file of ``--token-file``, else
 ``MPIJC_CLIENT__TOKEN``, else the file of ``MPIJC_CLIENT__TOKEN_FILE`` (a pod's service-account
-token by default). A file is read again for every request, as projected tokens rotate.
+token by default; where that does not exist and the API is on loopback, the token of the local
+API that ``demo --serve`` runs, ``MPIJC_CLIENT__LOCAL_TOKEN_FILE``). A file is read again for
+every request, as projected tokens rotate.
 
 A token goes over plain ``http://`` to a loopback address only: to any other host it would
 cross a network in clear, where whoever reads it can use it (a pod's service-account token
@@ -143,7 +145,7 @@ def authorization(client: ClientSettings) -> dict[str, str]:
     if client.token is not None:
         token = _checked(client.token.get_secret_value(), "--token or MPIJC_CLIENT__TOKEN")
         return {"Authorization": f"Bearer {token}"}
-    path = Path(client.token_file)
+    path = _token_file(client)
     try:
         with path.open("rb") as file:
             raw = file.read(MAX_TOKEN_BYTES + 1)
@@ -151,6 +153,18 @@ def authorization(client: ClientSettings) -> dict[str, str]:
         raise Refused(f"MPIJC_CLIENT__TOKEN_FILE: cannot read {path}: {exc.strerror}") from exc
     text = raw.decode("utf-8", errors="replace")
     return {"Authorization": f"Bearer {_checked(text, f'MPIJC_CLIENT__TOKEN_FILE {path}')}"}
+
+
+def _token_file(client: ClientSettings) -> Path:
+    """``client.token_file``; for an API on loopback, when that is the default (a pod's token) and
+    does not exist, the token file of the local API ``demo --serve`` runs, if it is there."""
+    path = Path(client.token_file)
+    if client.token_file != ClientSettings.model_fields["token_file"].default or path.exists():
+        return path
+    local = Path(client.local_token_file)
+    if is_loopback(urlsplit(client.api_url).hostname or "") and local.is_file():
+        return local
+    return path
 
 
 def raise_for(response: httpx.Response) -> None:

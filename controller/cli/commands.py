@@ -14,7 +14,8 @@ Commands:
   migrate   bring the database schema to head (database only)
   history   print stored runs and their timelines (database only)
   audit     verify, export or purge the audit trail (database only)
-  demo      the whole pipeline on the embedded services with the example scenarios
+  demo      the whole pipeline on the embedded services with the example scenarios (``--serve``:
+            then its data through the API on loopback, for the client commands)
   wait      follow a job through the API until it ends (API URL and token only)
   runs      list runs through the API (API URL and token only)
   findings  a run's findings through the API (API URL and token only)
@@ -78,6 +79,7 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     ``up`` itself declares the streams (as ``admin`` on the embedded NATS); each part connects as
     the identity of its role: on the embedded NATS ``up`` hands it that identity's password file
     (``MPIJC_NATS__USER``, ``MPIJC_NATS__PASSWORD_FILE``) and no other."""
+    from controller.cli.demodata import claim
     from controller.cli.runtime import runtime, served_metrics, stop_on_signals
     from controller.cli.supervisor import Child, UpMetrics, supervise
 
@@ -92,6 +94,8 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
             for n in range(2, settings.up.dispatchers + 1)
         ),
     ]
+    _cluster_or_stop(settings)
+    claim(settings)  # a cluster's data from now on: the demo no longer removes this data directory
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
     metrics = UpMetrics()
     up_port, stuck_after_s = settings.metrics.up_port, settings.metrics.stuck_after_s
@@ -120,8 +124,26 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
             return await supervise(children, env, stop, settings.up, metrics)
 
 
+def _cluster_or_stop(settings: Settings) -> None:
+    """A :class:`StartupError` in one line when no Kubernetes configuration can be loaded: ``up``
+    watches a cluster (its watchers would only fail again and again without one)."""
+    from controller.kube.gateway import KubeConfigError, KubeGateway
+
+    try:
+        KubeGateway.from_settings(settings.kube).close()
+    except KubeConfigError as exc:
+        raise StartupError(
+            f"MPIJC_KUBE__KUBECONFIG: no Kubernetes cluster to watch ({exc}); `up` runs on your "
+            "kubeconfig's cluster: without one, `make demo` shows the pipeline on recorded jobs and "
+            "`mpijob-controller demo --serve` serves them"
+        ) from exc
+
+
 async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
+    from controller.cli.demodata import claim
     from controller.cli.runtime import metrics_server, run_watchers, runtime, stop_on_signals
+
+    claim(settings)
 
     async with (
         runtime(settings, "mpijc-watchers", database=False, identity="watchers") as rt,
@@ -152,8 +174,10 @@ async def cmd_api(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from controller.cli.demodata import claim
     from controller.cli.runtime import replay, runtime
 
+    claim(settings)
     async with runtime(settings, "mpijc-replay", database=False, identity="watchers") as rt:
         return await replay(rt, args.files)
 
@@ -206,7 +230,7 @@ async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from controller.cli.demo import run_demo
 
-    return await run_demo(settings, args.scenarios, args.limit)
+    return await run_demo(settings, args.scenarios, args.limit, serve=args.serve)
 
 
 async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
@@ -456,10 +480,20 @@ def _service_parsers(commands: Any) -> None:
         commands,
         "demo",
         "replay the example scenarios end to end on the embedded services and print the results",
-        examples=["mpijob-controller demo", "mpijob-controller demo --limit 10"],
+        examples=[
+            "mpijob-controller demo",
+            "mpijob-controller demo --serve",
+            "mpijob-controller demo --limit 10",
+        ],
     )
     demo.add_argument("--scenarios", type=Path, default=EXAMPLES, metavar="DIR")
     demo.add_argument("--limit", type=int, default=50, help="most runs in the report (default 50)")
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="then serve the demo's data through the API on loopback, with a token the client commands "
+        "read (runs, findings, compare, logs, wait); the last demo's data is served without replaying it",
+    )
     demo.set_defaults(handler=cmd_demo)
 
 
@@ -636,7 +670,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return Exit.USAGE
     pace_collector()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("alembic", "nats"):
+    for noisy in ("alembic", "nats", "httpx"):  # httpx: a line per request at INFO
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     return asyncio.run(execute(args, settings))
 

@@ -381,11 +381,14 @@ async def run_consumers(
 
 async def run_watchers(rt: Runtime, stop: asyncio.Event) -> None:
     """The watchers, under leader election, until ``stop`` is set."""
-    from controller.kube.gateway import KubeGateway
+    from controller.kube.gateway import KubeConfigError, KubeGateway
     from watchers.service import run_watchers_elected
 
     follows = rt.settings.logs.max_follows if rt.settings.logs.follow else 0
-    gateway = KubeGateway.from_settings(rt.settings.kube, connections=follows + 16)  # + watches, reads
+    try:
+        gateway = KubeGateway.from_settings(rt.settings.kube, connections=follows + 16)  # + watches, reads
+    except KubeConfigError as exc:
+        raise StartupError(f"MPIJC_KUBE__KUBECONFIG: no Kubernetes cluster to watch: {exc}") from exc
     await run_watchers_elected(rt.settings, gateway, rt.nc, rt.topology, rt.metrics, stop)
 
 

@@ -744,6 +744,14 @@ class ClientSettings(BaseModel):
         description="The bearer token itself, for a CI secret kept in an environment variable; set, it is "
         "used instead of `token_file` (a `--token-file` on the command line still wins).",
     )
+    local_token_file: str = Field(
+        default=".mpijc/api-token",
+        description="Token file of the API `mpijob-controller demo --serve` runs on loopback (it writes "
+        "the file, mode 0600, and removes it when it stops; the path is the default data directory's, "
+        "relative to where the commands run). Read only for an `api_url` on loopback and only when "
+        "there is no `token` and the default `token_file` (a pod's) does not exist: a newcomer's commands "
+        "reach the local demo without a token of their own, and nothing changes in a pod.",
+    )
     ca_file: str | None = Field(
         default=None,
         description="CA bundle that signs an https API's certificate (in a pod: the service CA, e.g. "

@@ -519,11 +519,14 @@ async def unpark_heads(conn: AsyncConnection, now: datetime) -> int:
     return len((await conn.execute(_UNPARK_HEADS, {"now": now})).all())
 
 
-async def pending_count(conn: AsyncConnection) -> int:
-    """Deliveries not yet settled (the queue depth)."""
-    count: int = (
-        await conn.execute(select(func.count()).select_from(Delivery).where(Delivery.status == "pending"))
-    ).scalar_one()
+async def pending_count(conn: AsyncConnection, due_by: datetime | None = None) -> int:
+    """Deliveries not yet settled (the queue depth); with ``due_by``, only those due by then: claimed
+    ones until their lease ends, not those deferred past it (emails waiting for their digest
+    window) nor those parked behind one."""
+    query = select(func.count()).select_from(Delivery).where(Delivery.status == "pending")
+    if due_by is not None:
+        query = query.where(Delivery.next_attempt_at <= due_by)
+    count: int = (await conn.execute(query)).scalar_one()
     return count
 
 

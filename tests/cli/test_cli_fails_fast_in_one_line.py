@@ -187,3 +187,13 @@ def test_any_command_runs_as_a_user_id_without_a_passwd_entry(settings: Settings
         )
         assert result.returncode == 0, f"{args}: {result.stderr}"
         assert "getpwuid" not in result.stderr
+
+
+def test_up_without_a_cluster_says_so_in_one_line_and_stops(tmp_path: Path) -> None:
+    """Before, its watchers printed a KubeConfigError traceback every few seconds, forever."""
+    result = run(["up"], tmp_path, KUBECONFIG=str(tmp_path / "absent"), HOME=str(tmp_path))
+
+    line = one_line(result)
+    assert line.startswith("mpijob-controller up: MPIJC_KUBE__KUBECONFIG: no Kubernetes cluster to watch")
+    assert "make demo" in line
+    assert not (tmp_path / "data").exists()  # it stopped before starting any service

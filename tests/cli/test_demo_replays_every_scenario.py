@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -67,9 +68,16 @@ async def test_demo_command_stores_and_prints_every_scenario_job(
         "ml-team@example.com: [mpijob-controller] [critical] team-a/llm-sft-13b: Worker 2 failed: out of memory"
         in (result.stdout)
     )
-    assert (
-        "== audit trail: 19 records; ok: 19 records" in result.stdout
-    )  # a lifecycle record per finished job
+    assert (  # a lifecycle record per finished job, and team-a/train's first attempt deleted
+        "== audit trail: 22 records; ok: 22 records" in result.stdout
+    )
+    # quiet but not silent: no line per mail or request of the test doubles, progress while it waits
+    assert "mail.log" not in result.stderr and "httpx" not in result.stderr
+    assert "catching up:" in result.stdout and "demo --serve" in result.stdout
+    # the scenarios' times moved to end a minute ago (a story of about two hours): "--since 7d" finds them
+    days = {f"{datetime.now(UTC) - timedelta(hours=hours):%Y-%m-%d}" for hours in (0, 3)}
+    assert any(f"  {day} " in result.stdout for day in days)
+    assert "2026-11-20" not in result.stdout
     if nats == "embedded":
         users = tmp_path / "nats" / "users"
         assert not [

@@ -30,6 +30,7 @@ EXPECTED = {
     "trainjob-mpi-succeeded.jsonl",
     "trainjob-torch-rank-failed.jsonl",
     "mpijob-gpu-oom.jsonl",
+    "mpijob-train-retried.jsonl",
     "mpijob-ssh-connection-refused.jsonl",
     "mpijob-mpi-abort.jsonl",
     "mpijob-hydra-failure.jsonl",
@@ -230,9 +231,11 @@ def _jobs(recs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
 
 def test_mpijob_pods_carry_mpi_operator_labels_and_owners(records: tuple[str, list[dict[str, Any]]]) -> None:
     name, recs = records
-    mpijobs = _jobs(recs, "MPIJob")
+    mpijobs: dict[str, dict[str, Any]] = {}  # each name's MPIJob as of this line (a job applied again)
     for number, rec in enumerate(recs, start=1):
         pod = rec["object"]
+        if pod["kind"] == "MPIJob":
+            mpijobs[pod["metadata"]["name"]] = pod
         labels = pod["metadata"].get("labels") or {}
         if pod["kind"] != "Pod" or JOBSET_NAME in labels or labels.get(MPI_OPERATOR) != "mpi-operator":
             continue

@@ -29,6 +29,7 @@ EXPECTED: dict[str, frozenset[RuleId]] = {
     "trainjob-mpi-succeeded.jsonl": frozenset(),
     "trainjob-torch-rank-failed.jsonl": frozenset({"mpi-abort"}),
     "mpijob-gpu-oom.jsonl": frozenset({"gpu-oom"}),
+    "mpijob-train-retried.jsonl": frozenset({"gpu-oom"}),
     "mpijob-ssh-connection-refused.jsonl": frozenset({"mpi-comm"}),
     "mpijob-mpi-abort.jsonl": frozenset({"mpi-abort"}),
     "mpijob-hydra-failure.jsonl": frozenset({"mpi-comm"}),
