@@ -375,6 +375,7 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         wait_for_creation=args.wait_for_creation,
         created_within_s=settings.client.wait_created_within_s,
+        output=args.output,
     )
 
 
@@ -396,6 +397,7 @@ async def cmd_logs(settings: Settings, args: argparse.Namespace) -> int:
         since=args.since and args.since.isoformat(),
         until=args.until and args.until.isoformat(),
         follow=args.follow,
+        output=args.output,
     )
 
 
