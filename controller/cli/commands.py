@@ -221,7 +221,12 @@ async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     async with runtime(settings, "mpijc-history", bus=False) as rt, rt.engine.connect() as conn:
         print(
             await report.history(
-                conn, namespace=args.namespace, name=args.name, kind=args.kind, limit=args.limit
+                conn,
+                namespace=args.namespace,
+                name=args.name,
+                kind=args.kind,
+                limit=args.limit,
+                output=args.output,
             )
         )
     return 0
@@ -508,9 +513,11 @@ def _history_parser(commands: Any) -> None:
         examples=[
             "mpijob-controller history -n team-a",
             "mpijob-controller history --kind PyTorchJob --limit 5",
+            "mpijob-controller history -n team-a --name train -o json",
         ],
     )
     grammar.add_namespace(hist)
+    grammar.add_output(hist)
     hist.add_argument("--name", help="only jobs of this name")
     hist.add_argument("--kind", choices=[spec.kind for spec in KINDS], help="only runs of this kind")
     hist.add_argument("--limit", type=int, default=20, help="most runs to print (default 20)")

@@ -123,3 +123,24 @@ async def test_ctrl_c_on_logs_follow_exits_130_without_a_traceback(
     assert b"following new ones" in first, first
     assert process.returncode == Exit.INTERRUPTED
     assert b"Traceback" not in rest and b"KeyboardInterrupt" not in rest, rest
+
+
+@pytest.mark.parametrize("output", ["table", "json", "yaml"])
+async def test_history_speaks_the_one_time_and_duration_form(engine: AsyncEngine, output: str) -> None:
+    """``history`` prints the runs as ``runs`` does (created → finished, 10m00s), or one document
+    with RFC 3339 UTC times."""
+    from controller.cli import report
+
+    await insert_runs(engine, [run_row("team-h", "pi", T0, phase="Failed")])
+    async with engine.connect() as conn:
+        printed = await report.history(conn, namespace="team-h", output=output)
+
+    if output == "table":
+        first = printed.splitlines()[1].split()
+        assert first[:7] == ["team-h", "pi", "1", "MPIJob", "Failed", "2026-11-20", "10:00:00"]
+        assert first[7] == "10m00s"
+        return
+    document = json.loads(printed) if output == "json" else yaml.safe_load(printed)
+    (run,) = document["items"]
+    assert (run["created_at"], run["finished_at"]) == ("2026-11-20T10:00:00Z", "2026-11-20T10:10:00Z")
+    assert {"pods", "findings", "timeline"} <= run.keys()
