@@ -63,7 +63,9 @@ async def history(
         return "no runs stored yet"
     lines = [rendering.runs_table(items, now or datetime.now(UTC), wide=output == "wide")]
     for item in items:
-        lines += ["", f"== {rendering.run_title(item)}"]
+        job = f"{item['namespace']}/{item['name']}"
+        about = f"{item['kind']}, attempt {item['attempt']}, uid {item['uid']}"
+        lines += ["", f"== {job} ({about}) — {item['phase']}"]
         for pod in item["pods"]:
             slot = pod["replica"] or pod["role"]
             label = slot if pod["index"] is None else f"{slot}-{pod['index']}"
