@@ -221,7 +221,12 @@ async def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     async with runtime(settings, "mpijc-history", bus=False) as rt, rt.engine.connect() as conn:
         print(
             await report.history(
-                conn, namespace=args.namespace, name=args.name, kind=args.kind, limit=args.limit
+                conn,
+                namespace=args.namespace,
+                name=args.name,
+                kind=args.kind,
+                limit=args.limit,
+                output=args.output,
             )
         )
     return 0
@@ -375,6 +380,7 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         wait_for_creation=args.wait_for_creation,
         created_within_s=settings.client.wait_created_within_s,
+        output=args.output,
     )
 
 
@@ -396,6 +402,7 @@ async def cmd_logs(settings: Settings, args: argparse.Namespace) -> int:
         since=args.since and args.since.isoformat(),
         until=args.until and args.until.isoformat(),
         follow=args.follow,
+        output=args.output,
     )
 
 
@@ -506,9 +513,11 @@ def _history_parser(commands: Any) -> None:
         examples=[
             "mpijob-controller history -n team-a",
             "mpijob-controller history --kind PyTorchJob --limit 5",
+            "mpijob-controller history -n team-a --name train -o json",
         ],
     )
     grammar.add_namespace(hist)
+    grammar.add_output(hist)
     hist.add_argument("--name", help="only jobs of this name")
     hist.add_argument("--kind", choices=[spec.kind for spec in KINDS], help="only runs of this kind")
     hist.add_argument("--limit", type=int, default=20, help="most runs to print (default 20)")

@@ -7,8 +7,10 @@ millisecond; pods in colours on a terminal, unless ``NO_COLOR`` is set); ``--gre
 lines an RE2 expression matches (``-i``: ignoring case), ``--since``/``--until`` those of a time
 window. With ``--follow`` it then prints new lines as they are stored (the same endpoint's
 Server-Sent Events, resumed with ``Last-Event-ID`` after a lost connection:
-:meth:`controller.cli.apiclient.ApiClient.events`) until interrupted. The API and the token are
-found as for ``wait`` (:mod:`controller.cli.apiclient`).
+:meth:`controller.cli.apiclient.ApiClient.events`) until interrupted. ``-o json`` prints each line
+as the API gives it, one JSON object a line (JSON Lines); ``-o yaml``, as the items of one YAML list.
+An attempt with no stored line (or none matching) says so in one line on stderr, and exits 0. The
+API and the token are found as for ``wait`` (:mod:`controller.cli.apiclient`).
 
 Exit statuses are :mod:`controller.cli.exits`': 0 printed, 4 no such job or attempt, 3 the API
 refused (the token, the caller's permissions, the expression).
@@ -21,6 +23,7 @@ import json
 import os
 import sys
 import zlib
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from controller.cli import grammar, rendering
@@ -56,6 +59,7 @@ async def print_logs(
     since: str | None = None,
     until: str | None = None,
     follow: bool = False,
+    output: str = "table",
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> Exit:
@@ -64,6 +68,7 @@ async def print_logs(
     out, err = out or sys.stdout, err or sys.stderr
     namespace, name = job_ref(target) if isinstance(target, str) else target
     colour = out.isatty() and "NO_COLOR" not in os.environ
+    show = _shown(output, colour)
     search = {"q": f"(?i:{grep})" if ignore_case else grep, "regex": "true"} if grep else {}
     search.update({key: value for key, value in (("since", since), ("until", until)) if value})
     async with ApiClient(client, timeout_s=60.0) as api:
@@ -71,10 +76,25 @@ async def print_logs(
         if run is None:
             raise NotFound(not_found(namespace, name, attempt))
         uid = str(run["uid"])
-        printed = await _pages(api, uid, search, colour, out)
+        printed = await _pages(api, uid, search, show, out)
+        if printed.at is None:
+            which = " matching --grep, --since or --until" if search else ""
+            then = "; following new ones" if follow else ""
+            print(
+                f"logs: no lines{which} are stored for {namespace}/{name} attempt {run['attempt']}{then}",
+                file=err,
+                flush=True,
+            )
         if follow:
-            await _follow(api, uid, search, printed, colour, out, err)
+            await _follow(api, uid, search, printed, show, out, err)
     return Exit.OK
+
+
+def _shown(output: str, colour: bool) -> Callable[[dict[str, Any]], str]:
+    """How one line is printed for ``-o``: :func:`render`, or the API's entry as a record."""
+    if output in rendering.DOCUMENTS:
+        return lambda entry: rendering.record(entry, output)
+    return lambda entry: render(entry, colour)
 
 
 class _Printed:
@@ -96,14 +116,16 @@ class _Printed:
         return entry["at"] == self.at and (entry["pod"], entry["container"], entry["text"]) not in self.lines
 
 
-async def _pages(api: ApiClient, uid: str, search: dict[str, str], colour: bool, out: TextIO) -> _Printed:
+async def _pages(
+    api: ApiClient, uid: str, search: dict[str, str], show: Callable[[dict[str, Any]], str], out: TextIO
+) -> _Printed:
     """Print every stored line; what was printed last."""
     params = {"limit": str(PAGE), **search}
     printed = _Printed()
     while True:
         page = await api.get(f"/api/v1/runs/{uid}/logs", params)
         for entry in page["items"]:
-            print(render(entry, colour), file=out)
+            print(show(entry), file=out)
             printed.add(entry)
         out.flush()
         if not page.get("next_cursor"):
@@ -116,7 +138,7 @@ async def _follow(
     uid: str,
     search: dict[str, str],
     printed: _Printed,
-    colour: bool,
+    show: Callable[[dict[str, Any]], str],
     out: TextIO,
     err: TextIO,
 ) -> None:
@@ -131,7 +153,7 @@ async def _follow(
         entry = json.loads(event.data)
         if printed.new(entry):
             printed.add(entry)
-            print(render(entry, colour), file=out, flush=True)
+            print(show(entry), file=out, flush=True)
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -146,6 +168,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
             "mpijob-controller logs team-a/train --grep 'NCCL|CUDA'",
             "mpijob-controller logs team-a/train --attempt 1 -i --grep 'out of memory'",
             "mpijob-controller logs team-a/train --since 10m -f",
+            "mpijob-controller logs team-a/train -o json | jq -r .text",
         ],
         exits=(Exit.OK, Exit.USAGE, Exit.REFUSED, Exit.NOT_FOUND, Exit.INTERRUPTED),
     )
@@ -155,6 +178,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--grep", metavar="PATTERN", help="only lines this RE2 expression matches")
     parser.add_argument("-i", "--ignore-case", action="store_true", help="--grep ignoring case (as grep -i)")
     grammar.add_window(parser, "lines logged")
+    grammar.add_output(parser, ("table", *rendering.DOCUMENTS))
     add_client_options(parser)
     return parser
 

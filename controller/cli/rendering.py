@@ -26,6 +26,7 @@ __all__ = [
     "document",
     "findings_table",
     "human_duration",
+    "record",
     "runs_table",
     "when",
 ]
@@ -50,6 +51,14 @@ def document(answer: Any, output: str) -> str:
     import yaml  # only a command asked for YAML pays for its import
 
     return yaml.safe_dump(answer, sort_keys=True, allow_unicode=True, default_flow_style=False).rstrip()
+
+
+def record(item: Any, output: str) -> str:
+    """One record of a stream as ``-o json`` (a line of JSON Lines) or ``-o yaml`` (an item of one
+    YAML list, so the printed items together are that list) print it, keys sorted."""
+    if output == "json":
+        return json.dumps(item, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return document([item], output)
 
 
 def when(value: str | None, *, millis: bool = False) -> str:

@@ -15,6 +15,10 @@ timeout: a typo in a pipeline fails fast. ``--wait-for-creation`` (and ``--attem
 run is created later by definition) waits for it instead. Where the attempt has already ended when
 ``wait`` starts, its outcome decides, not the phases it passed through: ``--for running`` on a run
 that already failed exits 1.
+
+``-o json`` or ``-o yaml`` prints the outcome as one document on stdout (:func:`outcome_document`:
+the run, its last phase, the exit status and its meaning, the findings), the lines a person reads
+on stderr.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from controller.cli.browsing import find_attempt, job_ref, job_target, not_found
 from controller.cli.exits import CommandError, Exit
 from controller.contract.settings import ClientSettings
 
-__all__ = ["Goal", "Watch", "wait"]
+__all__ = ["Goal", "Watch", "outcome_document", "wait"]
 
 Goal = Literal["finished", "succeeded", "running"]
 CREATED_WITHIN_S = ClientSettings.model_fields["wait_created_within_s"].default
@@ -48,6 +52,8 @@ _ENDED = ("Succeeded", "Failed")
 class Outcome:
     code: Exit
     lines: tuple[str, ...]
+    findings: tuple[dict[str, Any], ...] | None = None
+    """The findings the ``end`` event listed; None: those the events carried."""
 
 
 @dataclasses.dataclass
@@ -61,6 +67,10 @@ class Watch:
     phase: str | None = None
     said_waiting: bool = False
     seen: set[tuple[Any, Any]] = dataclasses.field(default_factory=set)
+    run: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The attempt the events are about: namespace, name, attempt, uid."""
+    findings: dict[Any, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """The newest revision of each finding the events carried, by rule."""
 
     def event(self, kind: str, raw: str) -> tuple[list[str], Outcome | None]:
         """:meth:`on` for an event as received: its JSON parsed, an entry sent again after a
@@ -82,6 +92,8 @@ class Watch:
         """Lines to print for one event, and the outcome if the event settles the wait."""
         job = f"{data.get('namespace')}/{data.get('name')} attempt {data.get('attempt')}"
         at = rendering.when(data.get("at"))
+        if kind != "waiting":
+            self.run.update({k: data[k] for k in ("namespace", "name", "attempt", "uid") if k in data})
         if kind == "phase":
             self.phase = str(data.get("phase"))
             reason = f" ({data['reason']})" if data.get("reason") else ""
@@ -94,6 +106,7 @@ class Watch:
             return lines, None
         if kind == "finding":
             finding = data.get("finding") or {}
+            self.findings[finding.get("rule")] = finding
             return [
                 f"{at}  {job}: finding {finding.get('rule')} "
                 f"({finding.get('severity')}, {finding.get('status')}): {finding.get('root_cause')}"
@@ -110,8 +123,10 @@ class Watch:
 
     def _end(self, job: str, data: dict[str, Any]) -> Outcome:
         phase = data.get("phase")
+        self.phase = str(phase) if phase else self.phase
+        listed = tuple(data.get("findings") or ())
         if phase == "Succeeded":
-            return Outcome(Exit.OK, (f"{job} is Succeeded",))
+            return Outcome(Exit.OK, (f"{job} is Succeeded",), listed)
         what = (
             "was deleted before it finished" if data.get("deleted") and phase != "Failed" else f"is {phase}"
         )
@@ -128,7 +143,26 @@ class Watch:
             lines += [f"also firing: {f.get('rule')}: {f.get('root_cause')}" for f in findings[1:]]
         elif phase == "Failed":
             lines.append("no finding explains the failure yet: see the run's timeline")
-        return Outcome(Exit.OK if self.goal == "finished" else Exit.FAILED, tuple(lines))
+        return Outcome(Exit.OK if self.goal == "finished" else Exit.FAILED, tuple(lines), listed)
+
+    def document(self, code: Exit, outcome: Outcome | None) -> dict[str, Any]:
+        """The outcome as ``-o json``/``-o yaml`` print it (:func:`outcome_document`)."""
+        listed = outcome.findings if outcome is not None else None
+        findings = list(self.findings.values()) if listed is None else list(listed)
+        return outcome_document(self.run, self.phase, code, findings)
+
+
+def outcome_document(
+    run: dict[str, Any], phase: str | None, code: Exit, findings: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``wait``'s outcome for a program: ``run`` (namespace, name, attempt, uid), its last ``phase``
+    seen, ``exit`` (``code``, ``name``, ``meaning``: :mod:`controller.cli.exits`) and ``findings``."""
+    return {
+        "run": run,
+        "phase": phase,
+        "exit": {"code": int(code), "name": code.name, "meaning": code.meaning},
+        "findings": findings,
+    }
 
 
 async def wait(
@@ -140,6 +174,7 @@ async def wait(
     timeout_s: float = 7200.0,
     wait_for_creation: bool = False,
     created_within_s: float = CREATED_WITHIN_S,
+    output: str = "table",
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> Exit:
@@ -149,6 +184,8 @@ async def wait(
     :class:`~controller.cli.exits.CommandError` (not found) when there is no such job or attempt;
     a malformed target, ValueError."""
     out, err = out or sys.stdout, err or sys.stderr
+    machine = output in rendering.DOCUMENTS
+    said = err if machine else out  # with -o json|yaml, stdout holds the outcome's document only
     namespace, name = job_ref(target) if isinstance(target, str) else target
     watch = Watch(goal)
     path = f"/api/v1/namespaces/{namespace}/jobs/{name}/events"
@@ -166,13 +203,17 @@ async def wait(
                         )
                     if run["phase"] in _ENDED or run.get("deleted_at"):
                         watch.ended = str(run["uid"])
+                    watch.run = {k: run[k] for k in ("namespace", "name", "attempt", "uid")}
                 async for event in api.events(path, {"attempt": attempt}, err=err, prefix="wait"):
                     lines, outcome = watch.event(event.event, event.data)
                     for line in lines:
-                        print(line, file=out, flush=True)
+                        print(line, file=said, flush=True)
                     if outcome is not None:
                         for line in outcome.lines:
-                            print(line, file=out if outcome.code == Exit.OK else err, flush=True)
+                            print(line, file=said if outcome.code == Exit.OK else err, flush=True)
+                        if machine:
+                            document = watch.document(outcome.code, outcome)
+                            print(rendering.document(document, output), file=out, flush=True)
                         return outcome.code
         except TimeoutError:
             print(
@@ -180,6 +221,9 @@ async def wait(
                 file=err,
                 flush=True,
             )
+            if machine:
+                document = watch.document(Exit.TIMED_OUT, None)
+                print(rendering.document(document, output), file=out, flush=True)
             return Exit.TIMED_OUT
     raise AssertionError("unreachable")  # pragma: no cover - the events go on until one settles
 
@@ -228,6 +272,7 @@ run that already failed exits 1.""",
             "mpijob-controller wait team-a/train --timeout 2h",
             "kubectl apply -f job.yaml && mpijob-controller wait team-a/train --wait-for-creation",
             "mpijob-controller wait team-a/train --attempt next --for running   # before re-applying",
+            "mpijob-controller wait team-a/train -o json | jq -r .exit.name",
         ],
         exits=(
             Exit.OK,
@@ -262,6 +307,7 @@ run that already failed exits 1.""",
     parser.add_argument(
         "--timeout", type=grammar.duration, default=7200.0, help="e.g. 2h (default), 30m, 90s, 1h30m"
     )
+    grammar.add_output(parser, ("table", *rendering.DOCUMENTS))
     add_client_options(parser)
     return parser
 
