@@ -135,7 +135,7 @@ async def _reach_database(url: str, settings: Settings, variable: str, *, owner:
                     log.debug("waiting for PostgreSQL at %s: %s", _where(url), exc)
                     await asyncio.sleep(1.0)
         await _migrate_or_check(engine, url, settings)
-        if not owner and settings.database.url is not None:
+        if not owner and settings.database.url is not None and not _is_embedded(url, settings):
             await _check_runtime_role(engine, settings)
     except TimeoutError as exc:
         await engine.dispose()
@@ -187,6 +187,18 @@ async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -
             f"MPIJC_DATABASE__MIGRATE=false: the schema at {_where(url)} is at revision {at or 'none'}, "
             f"not {head}; run the migrate Job (mpijob-controller migrate, MPIJC_DATABASE__OWNER_URL) first"
         )
+
+
+def _is_embedded(url: str, settings: Settings) -> bool:
+    """Whether ``url`` is this machine's embedded PostgreSQL (a loopback address on
+    ``MPIJC_EMBEDDED__POSTGRES_PORT``), as ``up`` hands it to its parts: single-role by design
+    (docs/security.md, "The runtime role"), so not a runtime URL to check."""
+    parts = urlsplit(url.split(",", maxsplit=1)[0])
+    try:
+        port = parts.port
+    except ValueError:
+        return False
+    return parts.hostname in ("127.0.0.1", "localhost", "::1") and port == settings.embedded.postgres_port
 
 
 async def _check_runtime_role(engine: AsyncEngine, settings: Settings) -> None:

@@ -207,7 +207,7 @@ def test_up_killed_with_sigkill_leaves_nothing_behind_after_the_next_up(
 
 
 def test_up_refuses_a_port_held_by_another_data_directorys_server(
-    tmp_path: Path, ports: tuple[int, int], nothing_left: None
+    sim: SimCluster, tmp_path: Path, ports: tuple[int, int], nothing_left: None
 ) -> None:
     pg_port, nats_port = ports
     a, b = tmp_path / "a", tmp_path / "b"
@@ -216,7 +216,13 @@ def test_up_refuses_a_port_held_by_another_data_directorys_server(
         started = time.monotonic()
         result = subprocess.run(
             [sys.executable, "-m", "controller.cli", "up"],
-            env=up_env(b, pg_port, nats_port, MPIJC_API__PORT=str(free_port())),
+            env=up_env(
+                b,
+                pg_port,
+                nats_port,
+                MPIJC_API__PORT=str(free_port()),
+                MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
+            ),
             cwd=tmp_path,
             capture_output=True,
             text=True,
