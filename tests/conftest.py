@@ -188,8 +188,12 @@ async def js(nats_client: NATS, topology: Topology, settings: Settings) -> JetSt
 
 
 @pytest.fixture
-def settings(services: Services, database_url: str, topology: Topology) -> Settings:
-    """Settings pointing at this test's database and stream prefix, with short test timings."""
+def settings(services: Services, database_url: str, topology: Topology, nats_client: NATS) -> Settings:
+    """Settings pointing at this test's database and stream prefix, with short test timings.
+
+    It holds ``nats_client``, whose teardown deletes the streams and buckets of the test's prefix:
+    a test that hands these settings to processes (which declare every stream, ``LOGS``
+    reserving its ``max_bytes``) leaves nothing on the session's server to fill its store."""
     return Settings(
         _env_file=None,  # type: ignore[call-arg]
         # the fixtures create and migrate the databases as one role (the server's superuser)
