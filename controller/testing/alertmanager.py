@@ -127,6 +127,18 @@ class Alertmanager:
         process, self._process = self._process, None
         await stop_server(process)
 
+    async def notified(self) -> float:
+        """Webhook notifications it has sent and seen answered (``alertmanager_notifications_total``):
+        counted right before it records them in its notification log, which a restart reads to
+        know a resolve is owed. A stop before that record is a restart that forgot the firing."""
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.url}/metrics", timeout=5)
+        response.raise_for_status()
+        for line in response.text.splitlines():
+            if line.startswith("alertmanager_notifications_total{") and 'integration="webhook"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
     async def alerts(self) -> list[dict[str, Any]]:
         """The alerts it holds (``GET /api/v2/alerts``)."""
         async with httpx.AsyncClient() as client:

@@ -5,7 +5,7 @@ annotations, its resolve, a highly available pair notifying once, and an outage 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,10 @@ def sink(urls: list[str]) -> AlertmanagerSettings:
 def notifications(rx: Receiver, status: str) -> list[dict[str, Any]]:
     """What the receiver got from Alertmanager with this group status."""
     return [r.payload for r in rx.at("am") if r.payload["status"] == status]
+
+
+async def _at_least(count: Awaitable[float], n: float) -> bool:
+    return await count >= n
 
 
 async def held(engine: AsyncEngine) -> int:
@@ -202,6 +206,8 @@ async def test_an_alertmanager_outage_loses_neither_the_alert_nor_its_resolve(
                     )
                     await am.start()  # back: the firing alert arrives
                     await rx.wait_for("am", 1, timeout_s=15)
+                    # its answer seen, so the restart knows the firing was told and a resolve is owed
+                    await until(lambda: _at_least(am.notified(), 1), timeout_s=10)
                     await am.stop()  # down again, and the finding resolves meanwhile
                     before = retries()
                     await publish_findings(js, topology, finding(failed, status="resolved", revision=2))
