@@ -12,9 +12,10 @@ name hears what was seen, worded as such. The same OOM followed by its pod endin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import httpx
 import pytest
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -69,6 +70,27 @@ def _types(log: Sequence[dict[str, Any]]) -> list[str]:
     return sorted(d["event_type"] for d in log)
 
 
+Subscribers = tuple[Receiver, httpx.AsyncClient]
+
+
+@pytest.fixture
+async def subscribers(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> AsyncIterator[Subscribers]:
+    """A subscribers' receiver and an API client, with notify (consumer and dispatcher) running."""
+    with_notify(settings)
+    async with (
+        Receiver() as rx,
+        api_client(settings, engine, metrics) as api,
+        notify_running(settings, topology, js, engine, metrics),
+    ):
+        yield rx, api
+
+
 @pytest.mark.parametrize(
     "lines", [(OOM,), NCCL_RETRIED, LOADER_RESET], ids=["cuda-oom", "nccl-retry", "loader"]
 )
@@ -77,32 +99,25 @@ async def test_a_line_the_run_recovers_from_delivers_nothing_to_subscribers(
     settings: Settings,
     topology: Topology,
     js: JetStreamContext,
-    engine: AsyncEngine,
     metrics: PipelineMetrics,
+    subscribers: Subscribers,
 ) -> None:
-    with_notify(settings)
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
-        everything = await subscribe(api, rx, "hooks/all", namespace="team-a")
-        evidence = await subscribe(
-            api, rx, "hooks/seen", namespace="team-a", event_types=["finding.observed"]
+    rx, api = subscribers
+    everything = await subscribe(api, rx, "hooks/all", namespace="team-a")
+    evidence = await subscribe(api, rx, "hooks/seen", namespace="team-a", event_types=["finding.observed"])
+    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
+        await printed(js, topology, clock, log_batch(*lines, observed_at=at(5)))
+        went_on = ("[1,3]<stdout>:batch size 16 fits", "[1,0]<stdout>:epoch 1 step 200")
+        await printed(js, topology, clock, log_batch(*went_on, observed_at=at(5, 30), step_s=60))
+        ended = launcher(
+            observed_at=at(20), phase="Succeeded", ready=False, containers=(terminated("Completed", 0),)
         )
-        async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
-            await printed(js, topology, clock, log_batch(*lines, observed_at=at(5)))
-            went_on = ("[1,3]<stdout>:batch size 16 fits", "[1,0]<stdout>:epoch 1 step 200")
-            await printed(js, topology, clock, log_batch(*went_on, observed_at=at(5, 30), step_s=60))
-            ended = launcher(
-                observed_at=at(20), phase="Succeeded", ready=False, containers=(terminated("Completed", 0),)
-            )
-            await observed(publisher, js, topology, clock, ended)
-            await observed(publisher, js, topology, clock, job("Succeeded", observed_at=at(20, 5)))
-            await _settled(js, topology)
-        (seen,) = await settled_log(api, evidence["id"], 1)
-        (request,) = rx.at("hooks/seen")
-        told = await log_of(api, everything["id"])
+        await observed(publisher, js, topology, clock, ended)
+        await observed(publisher, js, topology, clock, job("Succeeded", observed_at=at(20, 5)))
+        await _settled(js, topology)
+    (seen,) = await settled_log(api, evidence["id"], 1)
+    (request,) = rx.at("hooks/seen")
+    told = await log_of(api, everything["id"])
 
     assert _types(told) == ["job.created", "job.running", "job.succeeded"]  # no finding.* at all
     assert seen["event_type"] == "finding.observed" and request.verified
@@ -116,22 +131,17 @@ async def test_the_same_oom_followed_by_its_pod_ending_non_zero_is_delivered_fir
     settings: Settings,
     topology: Topology,
     js: JetStreamContext,
-    engine: AsyncEngine,
     metrics: PipelineMetrics,
+    subscribers: Subscribers,
 ) -> None:
-    with_notify(settings)
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
-        everything = await subscribe(api, rx, "hooks/all", namespace="team-a", event_types=["finding.*"])
-        async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
-            await printed(js, topology, clock, log_batch(OOM, observed_at=at(5)))
-            await observed(publisher, js, topology, clock, failed_launcher(OOM, observed_at=at(5, 10)))
-            await _settled(js, topology)
-        (delivered,) = await settled_log(api, everything["id"], 1)
-        (request,) = rx.at("hooks/all")
+    rx, api = subscribers
+    everything = await subscribe(api, rx, "hooks/all", namespace="team-a", event_types=["finding.*"])
+    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
+        await printed(js, topology, clock, log_batch(OOM, observed_at=at(5)))
+        await observed(publisher, js, topology, clock, failed_launcher(OOM, observed_at=at(5, 10)))
+        await _settled(js, topology)
+    (delivered,) = await settled_log(api, everything["id"], 1)
+    (request,) = rx.at("hooks/all")
 
     assert delivered["event_type"] == "finding.firing"
     finding = request.payload["data"]["finding"]
@@ -143,22 +153,17 @@ async def test_a_quota_refusal_in_a_run_that_then_succeeds_delivers_nothing(
     settings: Settings,
     topology: Topology,
     js: JetStreamContext,
-    engine: AsyncEngine,
     metrics: PipelineMetrics,
+    subscribers: Subscribers,
 ) -> None:
-    with_notify(settings)
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
-        everything = await subscribe(api, rx, "hooks/all", namespace="team-a")
-        async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
-            refused = k8s_event("MPIJobFailed", GPU_QUOTA, kind="MPIJob", involved="pi", observed_at=at(1))
-            await observed(publisher, js, topology, clock, refused)
-            await observed(publisher, js, topology, clock, worker(3, created_at=at(3), observed_at=at(3)))
-            await observed(publisher, js, topology, clock, job("Succeeded", observed_at=at(20)))
-            await _settled(js, topology)
-        told = await log_of(api, everything["id"])
+    rx, api = subscribers
+    everything = await subscribe(api, rx, "hooks/all", namespace="team-a")
+    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
+        refused = k8s_event("MPIJobFailed", GPU_QUOTA, kind="MPIJob", involved="pi", observed_at=at(1))
+        await observed(publisher, js, topology, clock, refused)
+        await observed(publisher, js, topology, clock, worker(3, created_at=at(3), observed_at=at(3)))
+        await observed(publisher, js, topology, clock, job("Succeeded", observed_at=at(20)))
+        await _settled(js, topology)
+    told = await log_of(api, everything["id"])
 
     assert _types(told) == ["job.created", "job.running", "job.succeeded"]
