@@ -519,13 +519,26 @@ async def unpark_heads(conn: AsyncConnection, now: datetime) -> int:
     return len((await conn.execute(_UNPARK_HEADS, {"now": now})).all())
 
 
+_DUE_BY = text(
+    f"""
+    SELECT count(*) FROM deliveries d
+    WHERE d.status = 'pending'
+      AND (d.next_attempt_at <= :due_by
+           OR (d.next_attempt_at = 'infinity' AND NOT {_AHEAD_PENDING}))
+    """
+)
+"""SQL: rows due by ``:due_by``, with the parked rows whose row ahead has settled (the sweep frees them)."""
+
+
 async def pending_count(conn: AsyncConnection, due_by: datetime | None = None) -> int:
     """Deliveries not yet settled (the queue depth); with ``due_by``, only those due by then: claimed
-    ones until their lease ends, not those deferred past it (emails waiting for their digest
+    ones until their lease ends and parked ones whose row ahead has settled (a race that
+    :func:`unpark_heads` resolves), not those deferred past it (emails waiting for their digest
     window) nor those parked behind one."""
-    query = select(func.count()).select_from(Delivery).where(Delivery.status == "pending")
     if due_by is not None:
-        query = query.where(Delivery.next_attempt_at <= due_by)
+        due: int = (await conn.execute(_DUE_BY, {"due_by": due_by})).scalar_one()
+        return due
+    query = select(func.count()).select_from(Delivery).where(Delivery.status == "pending")
     count: int = (await conn.execute(query)).scalar_one()
     return count
 
