@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import quote
@@ -58,6 +58,12 @@ def client_settings(environ: Mapping[str, str] | None = None) -> ClientSettings:
 
 def _path(*parts: str) -> str:
     return "/".join(quote(part, safe="") for part in parts)
+
+
+def _labels(labels: Mapping[str, str] | Iterable[str] | None) -> list[str]:
+    if isinstance(labels, Mapping):
+        return [f"{key}={value}" for key, value in labels.items()]
+    return list(labels or ())
 
 
 def _ref(ref: str | RunRef) -> RunRef:
@@ -119,14 +125,15 @@ class AsyncClient:
         name: str | None = None,
         kind: JobKind | None = None,
         phase: JobPhase | None = None,
-        labels: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | Iterable[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> RunPage:
         """Up to ``limit`` runs the filters select (created in [``since``, ``until``)), newest
-        first, following the API's pages; ``next_cursor`` (pass it as ``cursor``) goes on after them."""
+        first, following the API's pages (``labels``: ``{"team": "a"}`` or ``["team=a"]``, all must
+        match); ``next_cursor`` (pass it as ``cursor``) goes on after them."""
         if limit < 1:
             raise UsageError(f"limit must be at least 1, not {limit}")
         params: dict[str, Any] = {
@@ -136,7 +143,7 @@ class AsyncClient:
                 ("name", name),
                 ("kind", kind),
                 ("phase", phase),
-                ("label", [f"{key}={value}" for key, value in (labels or {}).items()]),
+                ("label", _labels(labels)),
                 ("created_after", since and since.isoformat()),
                 ("created_before", until and until.isoformat()),
             )
@@ -196,6 +203,8 @@ class AsyncClient:
         if not 2 <= len(refs) <= 5:
             raise UsageError(f"compare takes 2 to 5 runs, not {len(refs)}")
         uids = [await self.uid_of(ref) for ref in refs]
+        if len(set(uids)) != len(uids):
+            raise UsageError("each run may appear once (two of the names given are the same run)")
         return Comparison.model_validate(
             await self.connection.get("/api/v1/compare", {"runs": ",".join(uids)})
         )

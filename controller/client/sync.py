@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -90,7 +90,7 @@ class Client:
         name: str | None = None,
         kind: JobKind | None = None,
         phase: JobPhase | None = None,
-        labels: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | Iterable[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 100,
