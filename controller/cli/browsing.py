@@ -17,14 +17,16 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from controller.cli import grammar, rendering
 from controller.cli.apiclient import add_client_options
 from controller.cli.exits import Exit, UsageError
-from controller.client import AsyncClient, RunRef
-from controller.client.refs import job_ref, run_ref
+from controller.client.refs import RunRef, job_ref, run_ref
 from controller.contract.kinds import KINDS
+
+if TYPE_CHECKING:
+    from controller.client.aio import AsyncClient
 
 __all__ = ["EXIT_REFUSED", "MAX_RUNS", "add_parsers", "compare", "findings", "job_target", "runs"]
 

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from consumers.registry import CONSUMERS
 from controller.cli import apiclient, browsing, grammar, logs, waiting
 from controller.cli.exits import Exit
-from controller.client import AsyncClient, ClientError
+from controller.client.errors import ClientError
 from controller.contract.errors import StartupError
 from controller.contract.kinds import KINDS
 
@@ -387,6 +387,8 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_browse(settings: Settings, args: argparse.Namespace) -> int:
     """``runs``, ``findings``, ``compare``: ask the API (:mod:`.browsing`)."""
+    from controller.client.aio import AsyncClient  # the models: for the commands that use them only
+
     async with AsyncClient(settings=apiclient.client_of(settings.client, args)) as api:
         result: int = await args.browse(api, args, sys.stdout, sys.stderr)
     return result

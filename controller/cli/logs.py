@@ -29,7 +29,7 @@ from controller.cli import grammar, rendering
 from controller.cli.apiclient import add_client_options
 from controller.cli.browsing import job_target
 from controller.cli.exits import Exit
-from controller.client import AsyncClient, NotFound
+from controller.client.errors import NotFound
 from controller.client.refs import job_ref, not_found
 from controller.contract.settings import ClientSettings
 
@@ -70,6 +70,8 @@ async def print_logs(
     namespace, name = job_ref(target) if isinstance(target, str) else target
     colour = out.isatty() and "NO_COLOR" not in os.environ
     show = _shown(output, colour)
+    from controller.client.aio import AsyncClient  # the models: for the commands that use them only
+
     async with AsyncClient(settings=client, timeout_s=60.0) as api:
         run = await api.find_attempt(namespace, name, attempt)
         if run is None:

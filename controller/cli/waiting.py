@@ -28,15 +28,18 @@ import dataclasses
 import json
 import re
 import sys
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from controller.cli import grammar, rendering
 from controller.cli.apiclient import add_client_options
 from controller.cli.browsing import job_target
 from controller.cli.exits import CommandError, Exit
-from controller.client import AsyncClient, Unreachable
+from controller.client.errors import Unreachable
 from controller.client.refs import job_ref, not_found
 from controller.contract.settings import ClientSettings
+
+if TYPE_CHECKING:
+    from controller.client.aio import AsyncClient
 
 __all__ = ["Goal", "Watch", "outcome_document", "wait"]
 
@@ -191,6 +194,8 @@ async def wait(
     namespace, name = job_ref(target) if isinstance(target, str) else target
     watch = Watch(goal)
     path = f"/api/v1/namespaces/{namespace}/jobs/{name}/events"
+    from controller.client.aio import AsyncClient  # the models: for the commands that use them only
+
     async with AsyncClient(settings=client) as api:
         try:
             async with asyncio.timeout(timeout_s):
