@@ -4,9 +4,11 @@ anything is sent; runs are named one way; importing the client stays light."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -125,3 +127,12 @@ def test_importing_the_client_loads_no_web_framework_database_or_broker() -> Non
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_the_python_blocks_of_docs_client_md_are_python() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+
+    assert len(blocks) >= 3
+    for block in blocks:
+        compile(block, "docs/client.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
