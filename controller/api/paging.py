@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Generic, TypeVar
 
 from fastapi import HTTPException, Query
-from pydantic import BaseModel, ConfigDict, Field
+
+from controller.contract.runs import Page
 
 __all__ = ["CURSOR_VERSION", "MAX_LIMIT", "Cursor", "Keyset", "Limit", "Page", "page_of"]
 
@@ -79,17 +80,6 @@ class Keyset(Generic[K]):
             return self._load(key)
         except (ValueError, TypeError, KeyError, IndexError, binascii.Error) as exc:
             raise HTTPException(400, BAD_CURSOR) from exc
-
-
-class Page(BaseModel, Generic[T]):
-    """One page of a list; follow ``next_cursor`` for the next."""
-
-    model_config = ConfigDict(frozen=True)
-
-    items: list[T]
-    next_cursor: str | None = Field(
-        description="Pass as `cursor` to get the next page; null on the last page."
-    )
 
 
 def page_of(

@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 
 from consumers.registry import CONSUMERS
 from controller.cli import apiclient, browsing, grammar, logs, waiting
-from controller.cli.exits import CommandError, Exit
+from controller.cli.exits import Exit
+from controller.client.errors import ClientError
 from controller.contract.errors import StartupError
 from controller.contract.kinds import KINDS
 
@@ -386,7 +387,9 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_browse(settings: Settings, args: argparse.Namespace) -> int:
     """``runs``, ``findings``, ``compare``: ask the API (:mod:`.browsing`)."""
-    async with apiclient.ApiClient(apiclient.client_of(settings.client, args)) as api:
+    from controller.client.aio import AsyncClient  # the models: for the commands that use them only
+
+    async with AsyncClient(settings=apiclient.client_of(settings.client, args)) as api:
         result: int = await args.browse(api, args, sys.stdout, sys.stderr)
     return result
 
@@ -646,10 +649,8 @@ def _one_line(exc: BaseException) -> tuple[Exit, str] | None:
     """The exit status and line of an error a user can act on; None for a bug (a traceback)."""
     from controller.cli.embedded import EmbeddedServiceError
 
-    if isinstance(exc, CommandError):
+    if isinstance(exc, ClientError):  # a command's own or the API client's: each knows its status
         return exc.status, str(exc)
-    if isinstance(exc, apiclient.ApiError):
-        return apiclient.exit_status(exc), str(exc)
     if isinstance(exc, StartupError | EmbeddedServiceError):
         return Exit.USAGE, str(exc)
     if isinstance(exc, OSError) and exc.filename is not None:
