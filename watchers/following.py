@@ -69,7 +69,7 @@ from controller.contract.logs import (
 )
 from controller.contract.settings import LogSettings, NatsSettings
 from controller.contract.subjects import Topology, urgent
-from controller.kube.gateway import APIError, APIForbiddenError, APINotFoundError
+from controller.kube.errors import APIError, APIForbiddenError, APINotFoundError
 from watchers.metrics import WatchMetrics
 
 __all__ = ["FollowKey", "LogFollower", "LogSource"]

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from controller.contract.backoff import Backoff
 from controller.contract.events import Change
 from controller.contract.settings import WatcherSettings
-from controller.kube.gateway import APIUnavailableError
+from controller.kube.errors import APIUnavailableError
 from watchers.normalizing import error_terminated
 
 __all__ = ["LateTails", "LogReader", "LogTails", "PodHandover", "Tails"]

@@ -54,7 +54,8 @@ from typing import Any, Protocol, TypeVar, cast
 from controller.contract.backoff import Backoff
 from controller.contract.kubeflow import compare
 from controller.contract.settings import WatcherSettings
-from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError, ListPage
+from controller.kube.errors import APIError, APIGoneError, APIUnavailableError
+from controller.kube.gateway import ListPage
 from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
 from watchers.metrics import WatchMetrics
 from watchers.positions import WatchPositions

@@ -127,7 +127,8 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
 def _cluster_or_stop(settings: Settings) -> None:
     """A :class:`StartupError` in one line when no Kubernetes configuration can be loaded: ``up``
     watches a cluster (its watchers would only fail again and again without one)."""
-    from controller.kube.gateway import KubeConfigError, KubeGateway
+    from controller.kube.errors import KubeConfigError
+    from controller.kube.gateway import KubeGateway
 
     try:
         KubeGateway.from_settings(settings.kube).close()
@@ -247,7 +248,8 @@ async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
     did it": it refuses to start, unless told ``--insecure-no-client-auth`` (then it warns).
     """
     from controller.cli.runtime import served_metrics, stop_on_signals
-    from controller.kube.gateway import NO_RETRIES, KubeConfigError, KubeGateway
+    from controller.kube.errors import KubeConfigError
+    from controller.kube.gateway import NO_RETRIES, KubeGateway
     from controller.metrics import PipelineMetrics
     from watchers.admission.certificates import UnreadableCertificate
     from watchers.admission.quota import Lookup, gateway_lookup

@@ -393,7 +393,8 @@ async def run_consumers(
 
 async def run_watchers(rt: Runtime, stop: asyncio.Event) -> None:
     """The watchers, under leader election, until ``stop`` is set."""
-    from controller.kube.gateway import KubeConfigError, KubeGateway
+    from controller.kube.errors import KubeConfigError
+    from controller.kube.gateway import KubeGateway
     from watchers.service import run_watchers_elected
 
     follows = rt.settings.logs.max_follows if rt.settings.logs.follow else 0
