@@ -42,7 +42,7 @@ from controller.api.params import (
 )
 from controller.contract.audit import Verb
 from controller.store import auditchain as auditlog
-from controller.store import auditformats, corroboration
+from controller.store import auditformats, auditverification, corroboration
 from controller.store.auditchain import AuditFilter, StoredRecord
 from controller.store.auditformats import EXPORT_FORMATS, ExportFormat, Render
 
@@ -166,7 +166,7 @@ async def verify_audit(
         raise HTTPException(
             403, "verifying the audit chain needs read access to every namespace: the chain is global"
         )
-    result = await auditlog.verify(engine_of(request))
+    result = await auditverification.verify(engine_of(request))
     return models.ChainVerification(
         ok=result.ok,
         checked=result.checked,

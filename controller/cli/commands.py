@@ -320,8 +320,9 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     from consumers.audit.export import drain, run_exporters, sinks_from_settings, verdict_wait
     from controller.cli.runtime import runtime, stop_on_signals
     from controller.contract.audit import Actor
-    from controller.store.auditchain import AuditFilter, compare_with_export, pages, verify
+    from controller.store.auditchain import AuditFilter, pages
     from controller.store.auditformats import EXPORT_FORMATS
+    from controller.store.auditverification import compare_with_export, verify
     from controller.store.corroboration import verdicts
 
     async with runtime(settings, "mpijc-audit", bus=False) as rt:

@@ -203,7 +203,7 @@ class AuditRow(Base):
 
     ``record`` is the :class:`~controller.contract.audit.AuditRecord` as JSON, exactly what the hash
     covers; the other columns are copies of its fields for filtering, checked against it by
-    :func:`controller.store.auditchain.verify`. See ``docs/audit.md``.
+    :func:`controller.store.auditverification.verify`. See ``docs/audit.md``.
     """
 
     __tablename__ = "audit_records"
