@@ -49,7 +49,7 @@ class Pipeline:
     ) -> None:
         """``unchanged`` tells an object already published at a version (event type, uid,
         resourceVersion): its observation is placed but not built, which is most of a restart's
-        list beside a resumed watch (:meth:`controller.bus.versions.VersionedPublisher.unchanged`)."""
+        list beside a resumed watch (:meth:`watchers.published.VersionedPublisher.unchanged`)."""
         self._publish = publish
         self._stop = stop or asyncio.Event()
         self.metrics = metrics

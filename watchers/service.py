@@ -32,7 +32,6 @@ from typing import IO, Any, Literal
 from controller.bus.client import NATS
 from controller.bus.positions import read_positions, save_positions
 from controller.bus.publishing import Publisher
-from controller.bus.versions import VersionedPublisher, versioned
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, Change, LogProbed
 from controller.contract.kinds import JobKind, speaks_for_run
@@ -49,6 +48,7 @@ from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
 from watchers.pipeline import MAX_BATCH, Pipeline
 from watchers.positions import WatchPositions, position_name
+from watchers.published import VersionedPublisher, versioned
 from watchers.recording import object_kind, write_record
 from watchers.sharing import SharedFollower
 from watchers.tails import LogTails, PodHandover, Tails

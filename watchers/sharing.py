@@ -16,7 +16,7 @@ follow that finds another batch there stops.
 
 The pods are learnt from the bus, not from a watch of its own: the ``published`` bucket holds
 the last observation the leader published of every pod that exists, and a watch of it gives
-each replica all of them at start and every change after (:func:`controller.bus.versions.watch_pods`);
+each replica all of them at start and every change after (:func:`watchers.published.watch_pods`);
 the progress probes the leader publishes on ``jobs.*.*.log`` say which runs went quiet. So the
 leader's follower runs the same way as the others', whichever replica leads.
 """
@@ -32,13 +32,14 @@ from pydantic import ValidationError
 from controller.bus.client import NATS, Msg
 from controller.bus.holding import PartitionHolder
 from controller.bus.leases import Leases, lease_bucket, replica_name
-from controller.bus.versions import open_published, watch_pods
+from controller.bus.versions import open_published
 from controller.contract.backoff import Backoff
 from controller.contract.events import LogProbed, parse_event
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from watchers.following import LogFollower, LogSource
 from watchers.metrics import WatchMetrics
+from watchers.published import watch_pods
 
 __all__ = ["LEASE_BUCKET", "SharedFollower"]
 

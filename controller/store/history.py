@@ -323,7 +323,7 @@ def _upsert(
     With ``notices``, a deletion at the version already stored is a notice that the object is
     gone, not a new state of it: it sets ``deleted_at`` and keeps the rest (a watcher that
     restarts tells a deletion that happened while it was down with no more than the object's
-    identity, :mod:`controller.bus.versions`)."""
+    identity, :mod:`watchers.published`)."""
     table = model.__tablename__
     notice = f'excluded."deleted_at" IS NOT NULL AND {table}."{version}" = excluded."{version}"'
 
