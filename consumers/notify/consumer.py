@@ -72,7 +72,7 @@ from controller.contract.notifications import (
 from controller.contract.settings import ConsumerSettings, NotifySettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store import alerts, outbox, subscriptions
+from controller.store import alerts, notifystate, outbox, subscriptions
 from controller.store.models import NotifyFinding, NotifyJob
 from controller.store.subscriptions import SubscriptionRecord
 
@@ -232,7 +232,9 @@ class Notifier:
         if not jobs:
             return 0
         async with self._batch() as conn:
-            known: dict[str, NotifyJob | None] = dict(await outbox.job_states(conn, {j.uid for j in jobs}))
+            known: dict[str, NotifyJob | None] = dict(
+                await notifystate.job_states(conn, {j.uid for j in jobs})
+            )
             occurrences: list[Occurrence] = []
             changed: dict[str, Row] = {}
             for job in jobs:
@@ -241,7 +243,7 @@ class Notifier:
                 if state is not None:
                     changed[job.uid] = state
                     known[job.uid] = NotifyJob(**state)
-            await outbox.save_job_states(conn, list(changed.values()))
+            await notifystate.save_job_states(conn, list(changed.values()))
             enqueued = await self._fan_out(conn, occurrences)
         return self._enqueued(enqueued)
 
@@ -251,9 +253,9 @@ class Notifier:
             return 0
         async with self._batch() as conn:
             known: dict[str, NotifyFinding | None] = dict(
-                await outbox.finding_states(conn, {f.id for f in findings})
+                await notifystate.finding_states(conn, {f.id for f in findings})
             )
-            jobs = await outbox.job_states(conn, {f.job.uid for f in findings})
+            jobs = await notifystate.job_states(conn, {f.job.uid for f in findings})
             occurrences: list[Occurrence] = []
             changed: dict[str, Row] = {}
             alerting = bool(self._settings.alertmanager.urls)
@@ -269,7 +271,7 @@ class Notifier:
                     known[finding.id] = NotifyFinding(**state)
                     if alerting:
                         await self._alert(conn, finding, info, previous)
-            await outbox.save_finding_states(conn, list(changed.values()))
+            await notifystate.save_finding_states(conn, list(changed.values()))
             enqueued = await self._fan_out(conn, occurrences)
         return self._enqueued(enqueued)
 
