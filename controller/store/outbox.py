@@ -3,8 +3,8 @@
 The notify consumer inserts one row per (subscription, event) in the same transaction that
 records the job and finding states it compared (:mod:`controller.store.notifystate`), then
 acknowledges the bus messages; the row's id (the ``webhook-id``) is derived from both, so a
-redelivered bus message inserts nothing twice. Dispatchers then work from this table alone, which is why a crash loses
-nothing and retries survive restarts:
+redelivered bus message inserts nothing twice. Dispatchers then work from this table alone,
+which is why a crash loses nothing and retries survive restarts:
 
 - :func:`claim` takes due rows atomically (a conditional ``UPDATE … RETURNING`` pushes
   ``next_attempt_at`` out by a lease), so several dispatchers never send one row at once and
