@@ -13,7 +13,7 @@ into the chain. It is kept as it came, and judged here, once, whatever its ``cal
   - ``create`` — the object was created (``creationTimestamp``) within the window;
   - ``delete`` — the watch saw that uid ``DELETED`` within the window;
   - ``update`` — a version within the window differs from the one before it the way the record
-    says (:func:`controller.contract.claims.judge_update`: spec or not, summary fields, labels);
+    says (:func:`controller.store.claims.judge_update`: spec or not, summary fields, labels);
 
   and one watched change bears out **one** record: ``<uid>/create``, ``<uid>/delete`` or
   ``<uid>/<resourceVersion>`` is stored as the verdict's ``claim``, unique. Records from the API
@@ -61,9 +61,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.audit import AuditRecord
-from controller.contract.claims import Outcome, Seen, judge_update
 from controller.contract.events import JobObserved
 from controller.contract.redaction import clean_controls
+from controller.store.claims import ClaimOutcome, Seen, judge_update
 from controller.store.models import AdmissionCorroboration, AuditRow, WatchChange
 
 __all__ = ["Decision", "Verdict", "decide", "pending", "record_changes", "settled", "verdicts"]
@@ -302,10 +302,10 @@ class _Round:
                 seen = previous.seen() if previous else None
                 judged.append((v, judge_update(record.object.kind, record.changes, seen, v.seen())))
         judged.sort(key=lambda vj: (abs(vj[0].observed_at - record.at), vj[0].resource_version))
-        matches = [v for v, j in judged if j.outcome is Outcome.MATCH]
+        matches = [v for v, j in judged if j.outcome is ClaimOutcome.MATCH]
         for v, judgement in judged:
             claim = f"{uid}/{v.resource_version}"
-            if judgement.outcome is Outcome.MATCH and claim not in self.taken:
+            if judgement.outcome is ClaimOutcome.MATCH and claim not in self.taken:
                 return self._decide(seq, record.caller, "verified", f"{what}: {judgement.why}", v, claim)
         if not due:
             return None
@@ -313,7 +313,7 @@ class _Round:
             why = next(f"{what}: {j.why}" for v, j in judged if v is matches[0])
             return self._contest(seq, record, matches[0], f"{uid}/{matches[0].resource_version}", why)
         for v, judgement in judged:
-            if judgement.outcome in (Outcome.INVISIBLE, Outcome.UNKNOWN):
+            if judgement.outcome in (ClaimOutcome.INVISIBLE, ClaimOutcome.UNKNOWN):
                 return self._decide(seq, record.caller, "unobservable", f"{what}: {judgement.why}", v)
         if judged:  # every change of it in the window is another one
             v, judgement = judged[0]
