@@ -43,7 +43,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -73,6 +72,7 @@ from controller.contract.settings import ConsumerSettings, NotifySettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store import alerts, notifystate, outbox, subscriptions
+from controller.store.engine import lock_transaction
 from controller.store.models import NotifyFinding, NotifyJob
 from controller.store.subscriptions import SubscriptionRecord
 
@@ -294,7 +294,7 @@ class Notifier:
         """One batch's transaction, serialized across replicas by an advisory lock."""
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+                await lock_transaction(conn, _LOCK_KEY)
                 yield conn
         except IntegrityError as exc:  # a subscription was deleted while its rows were written
             self._fingerprint = None

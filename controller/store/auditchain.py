@@ -39,6 +39,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from controller.contract.audit import Actor, AuditRecord, PurgeSummary
+from controller.store.engine import lock_transaction
 from controller.store.models import AuditExportCursor, AuditRow
 
 __all__ = [
@@ -162,7 +163,7 @@ async def _head(conn: AsyncConnection) -> tuple[int, str]:
 
 
 async def _lock_chain(conn: AsyncConnection) -> None:
-    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CHAIN_LOCK})
+    await lock_transaction(conn, CHAIN_LOCK)
 
 
 async def append(

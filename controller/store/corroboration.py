@@ -64,6 +64,7 @@ from controller.contract.audit import AuditRecord
 from controller.contract.events import JobObserved
 from controller.contract.redaction import clean_controls
 from controller.store.claims import ClaimOutcome, Seen, judge_update
+from controller.store.engine import lock_transaction
 from controller.store.models import AdmissionCorroboration, AuditRow, WatchChange
 
 __all__ = ["Decision", "Verdict", "decide", "pending", "record_changes", "settled", "verdicts"]
@@ -387,7 +388,7 @@ async def decide(
     """Judge what can be judged now (see the module docstring); returns the verdicts stored.
     Only records after seq ``after`` are looked at (:func:`settled`). Versions older than a day
     go, except the newest of each job that still exists."""
-    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": DECIDE_LOCK})
+    await lock_transaction(conn, DECIDE_LOCK)
     await conn.execute(_CUSTOM_PLANS)
     mtls_first = func.coalesce(AuditRow.record["caller"].astext, "") == "mtls"
     query = _PENDING.where(AuditRow.seq > after).order_by(mtls_first.desc(), AuditRow.seq).limit(batch)

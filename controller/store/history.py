@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
-from sqlalchemy import func, select, text, tuple_, update
+from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.events import (
@@ -526,8 +526,3 @@ async def apply_findings(conn: AsyncConnection, findings: Sequence[Finding]) -> 
     if findings:
         await _FINDINGS.execute(conn, [_finding_row(latest[key]) for key in sorted(latest)])
         await _TIMELINE.execute(conn, _unique_timeline(map(_finding_timeline, findings)))
-
-
-async def ping(conn: AsyncConnection) -> None:
-    """Raise if the database does not answer."""
-    await conn.execute(text("SELECT 1"))
