@@ -1,4 +1,4 @@
-"""PostgreSQL schema of the history store, and the engine factory.
+"""PostgreSQL schema of the store (the engines come from :mod:`controller.store.engine`).
 
 One row per run (job uid); attempts of the same job name are numbered and linked to the
 previous attempt. Pod state history and the job timeline are append-only and keyed so
