@@ -62,6 +62,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.audit import AuditRecord
 from controller.contract.events import JobObserved
+from controller.contract.kubeflow import comparable
 from controller.contract.redaction import clean_controls
 from controller.store.claims import ClaimOutcome, Seen, judge_update
 from controller.store.engine import lock_transaction
@@ -145,8 +146,7 @@ class _Version:
     def comparable(self) -> bool:
         """A resourceVersion in KEP-5504's comparable form (a positive integer without leading
         zeros; stable in Kubernetes 1.35): the larger is the later change of the object."""
-        rv = self.resource_version
-        return rv.isascii() and rv.isdigit() and rv[:1] != "0"
+        return comparable(self.resource_version)
 
     def seen(self) -> Seen:
         return Seen(self.resource_version, self.generation, self.spec, self.labels)
