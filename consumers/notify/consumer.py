@@ -55,7 +55,7 @@ from controller.bus.settling import max_ack_pending
 from controller.bus.streams import align_durable
 from controller.contract.clock import Clock, utcnow
 from controller.contract.errors import RetryableError
-from controller.contract.events import BusEvent, JobObserved, parse_event
+from controller.contract.events import BusEvent, JobObserved, JobRef, parse_event
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.kubeflow import resource_version_order
 from controller.contract.notifications import (
@@ -101,32 +101,15 @@ class Occurrence:
     finding: FindingInfo | None = None
 
 
-def _job_info(event: JobObserved) -> JobInfo:
-    return JobInfo(
-        uid=event.uid,
-        kind=event.kind,
-        namespace=event.namespace,
-        name=event.name,
-        phase=event.phase,
-        labels=event.labels,
-        created_at=event.created_at,
-        started_at=event.started_at,
-        finished_at=event.finished_at,
-    )
+_SEEN = ("phase", "labels", "created_at", "started_at", "finished_at")
+"""What a job's context says beyond its identity: what was last seen of it."""
 
 
-def _finding_job(finding: Finding, job: NotifyJob | None) -> JobInfo:
-    """The job context of a finding: what was last seen of its job (only its identity if unseen)."""
-    if job is None:
-        return JobInfo(**finding.job.model_dump())
-    return JobInfo(
-        **finding.job.model_dump(),
-        phase=job.phase,
-        labels=job.labels,
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-    )
+def _job_info(job: JobRef | JobObserved, seen: JobObserved | NotifyJob | None) -> JobInfo:
+    """The context of an event about ``job``: its identity, and what was last ``seen`` of it (only
+    its identity if unseen)."""
+    state = {} if seen is None else {field: getattr(seen, field) for field in _SEEN}
+    return JobInfo(uid=job.uid, kind=job.kind, namespace=job.namespace, name=job.name, **state)
 
 
 def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[list[Occurrence], Row | None]:
@@ -154,7 +137,7 @@ def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[lis
         "job.succeeded": event.finished_at,
         "job.failed": event.finished_at,
     }
-    info = _job_info(event)
+    info = _job_info(event, event)
     occurrences = [
         Occurrence(t, f"{t}:{event.uid}:{event.resource_version}", when.get(t) or event.observed_at, info)
         for t in types
@@ -261,7 +244,7 @@ class Notifier:
             alerting = bool(self._settings.alertmanager.urls)
             for finding in sorted(findings, key=lambda f: f.revision):
                 job = jobs.get(finding.job.uid)
-                info = _finding_job(finding, job)
+                info = _job_info(finding.job, job)
                 previous = known.get(finding.id)
                 found, state = finding_occurrence(previous, finding, info)
                 if found is not None:
