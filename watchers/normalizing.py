@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from pydantic import ValidationError
 
@@ -51,14 +51,6 @@ class ObjectMeta(TypedDict, total=False):
     creationTimestamp: str
     deletionTimestamp: str
     labels: dict[str, str]
-
-
-class KubeObject(TypedDict):
-    apiVersion: NotRequired[str]
-    kind: NotRequired[str]
-    metadata: ObjectMeta
-    spec: NotRequired[dict[str, Any]]
-    status: NotRequired[dict[str, Any]]
 
 
 class MalformedObject(ValueError):
