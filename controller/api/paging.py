@@ -24,7 +24,17 @@ from fastapi import HTTPException, Query
 
 from controller.contract.runs import Page
 
-__all__ = ["CURSOR_VERSION", "MAX_LIMIT", "Cursor", "Keyset", "Limit", "Page", "page_of"]
+__all__ = [
+    "CURSOR_VERSION",
+    "MAX_LIMIT",
+    "MAX_SEQ",
+    "Cursor",
+    "Keyset",
+    "Limit",
+    "Page",
+    "by_sequence",
+    "page_of",
+]
 
 CURSOR_VERSION = 1
 MAX_LIMIT = 500
@@ -80,6 +90,22 @@ class Keyset(Generic[K]):
             return self._load(key)
         except (ValueError, TypeError, KeyError, IndexError, binascii.Error) as exc:
             raise HTTPException(400, BAD_CURSOR) from exc
+
+
+MAX_SEQ = 2**63 - 1
+"""The largest sequence number a BIGINT column holds."""
+
+
+def _load_seq(key: list[Any]) -> int:
+    (seq,) = key
+    if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
+        raise ValueError("not a sequence number")
+    return seq
+
+
+def by_sequence(name: str) -> Keyset[int]:
+    """The keyset of a list ordered by a sequence number (audit records, deliveries)."""
+    return Keyset[int](name, lambda seq: [seq], _load_seq)
 
 
 def page_of(

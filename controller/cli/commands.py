@@ -128,7 +128,8 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
 def _cluster_or_stop(settings: Settings) -> None:
     """A :class:`StartupError` in one line when no Kubernetes configuration can be loaded: ``up``
     watches a cluster (its watchers would only fail again and again without one)."""
-    from controller.kube.gateway import KubeConfigError, KubeGateway
+    from controller.kube.errors import KubeConfigError
+    from controller.kube.gateway import KubeGateway
 
     try:
         KubeGateway.from_settings(settings.kube).close()
@@ -248,7 +249,8 @@ async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
     did it": it refuses to start, unless told ``--insecure-no-client-auth`` (then it warns).
     """
     from controller.cli.runtime import served_metrics, stop_on_signals
-    from controller.kube.gateway import NO_RETRIES, KubeConfigError, KubeGateway
+    from controller.kube.errors import KubeConfigError
+    from controller.kube.gateway import NO_RETRIES, KubeGateway
     from controller.metrics import PipelineMetrics
     from watchers.admission.certificates import UnreadableCertificate
     from watchers.admission.quota import Lookup, gateway_lookup
@@ -319,8 +321,9 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     from consumers.audit.export import drain, run_exporters, sinks_from_settings, verdict_wait
     from controller.cli.runtime import runtime, stop_on_signals
     from controller.contract.audit import Actor
-    from controller.store.auditchain import AuditFilter, compare_with_export, pages, verify
+    from controller.store.auditchain import AuditFilter, pages
     from controller.store.auditformats import EXPORT_FORMATS
+    from controller.store.auditverification import compare_with_export, verify
     from controller.store.corroboration import verdicts
 
     async with runtime(settings, "mpijc-audit", bus=False) as rt:
