@@ -56,7 +56,6 @@ Cursor = Annotated[
 
 K = TypeVar("K")
 R = TypeVar("R")
-T = TypeVar("T")
 
 
 class Keyset(Generic[K]):

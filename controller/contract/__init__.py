@@ -3,7 +3,8 @@ database, web or Kubernetes client.
 
 - messages: ``message`` (their base), ``events`` (what the watchers observed), ``findings``,
   ``audit``, ``logs`` (stored log lines and their timestamps and ranks), ``notifications``
-  and ``cloudevents`` (what receivers see), ``signing`` (Standard Webhooks);
+  and ``cloudevents`` (what receivers see), ``signing`` (Standard Webhooks), ``runs`` (the
+  API's answers about runs, shared by the API and its Python client);
 - names and vocabulary: ``subjects`` (every subject, stream and durable name), ``kinds`` and
   ``kubeflow`` (the training kinds, labels, resourceVersions), ``names``, ``selectors``,
   ``quantities``, ``units``;
