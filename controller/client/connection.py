@@ -41,6 +41,7 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from pydantic import ValidationError
 
 from controller.client.errors import NotFound, Refused, Unreachable, UsageError
+from controller.contract.credentials import tls_context
 from controller.contract.settings import ClientSettings
 
 __all__ = [
@@ -112,7 +113,7 @@ def tls_verification(client: ClientSettings) -> ssl.SSLContext | bool:
     system's CAs (True). ``OSError``/``ssl.SSLError`` when the file cannot be loaded."""
     if client.ca_file is None:
         return True
-    return ssl.create_default_context(cafile=client.ca_file)
+    return tls_context(client.ca_file)
 
 
 def authorization(client: ClientSettings) -> dict[str, str]:
