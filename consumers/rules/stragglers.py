@@ -1,0 +1,150 @@
+"""Rule ``straggler``: one worker's GPUs run consistently below its peers' — the run waits for it.
+
+In a synchronous job every step waits for the slowest rank: a worker starved by its input
+pipeline, a noisy neighbour on its node, memory pressure or a slow link computes less per
+second than the others (which, waiting in collectives, keep their GPUs busy). The evidence is
+DCGM's ``DCGM_FI_DEV_GPU_UTIL`` per pod, as the usage reading carries it (the mean over the
+pod's GPUs, one point per step).
+
+Over the last ``straggler_s`` of the curves, each step where the peers are busy (their median at
+least ``gpu_busy_pct``) is compared: a worker at least ``straggler_gap_pct`` points below its
+peers' median in ``straggler_share`` of those steps is the straggler. The curves must span the
+whole window (warm-up and a young pod stay quiet), and steps where the peers are not busy — a
+checkpoint every worker pauses for, an evaluation the others wait through — count neither way.
+More than one worker that far behind is not one straggler (an evaluation on rank 0 makes the
+others wait): nothing fires. A worker whose GPUs sit idle is ``gpu-idle``'s.
+
+The finding names the worker, how far below its peers it runs and since when, and the likely
+reason where the reading shows one: its working set near its memory limit, or its CPU use at
+its request (an input pipeline starved of CPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from statistics import median
+
+from consumers.rules.rule import Context, Detection, Rule, pod_fact
+from consumers.rules.state import PodState, RunState
+from consumers.rules.thresholds import RuleThresholds
+from consumers.rules.usage import curve_text
+from consumers.rules.wording import duration, who
+from controller.contract.events import PodUsage
+from controller.contract.units import gib
+
+__all__ = ["STRAGGLER", "Lag", "laggard"]
+
+_COVER = 0.9
+"""Share of the window the curves must span (points fall on steps, not on its edges)."""
+_CPU_BOUND = 0.9
+"""Share of its CPU request a pod's mean CPU use must reach to count as CPU-bound."""
+
+
+@dataclass(frozen=True)
+class Lag:
+    """One worker behind its peers: its index among the curves, its mean and theirs, since when."""
+
+    index: int
+    own_pct: float
+    peers_pct: float
+    since: datetime
+    steps: int
+
+
+def laggard(curves: Sequence[Sequence[tuple[datetime, float]]], th: RuleThresholds) -> Lag | None:
+    """The one curve (of GPU utilization, %) consistently below the others' median over the last
+    ``straggler_s``, as the module docstring says; ``None`` when there is none or more than one."""
+    if len(curves) < 2 or any(not c for c in curves):
+        return None
+    end = max(c[-1][0] for c in curves)
+    start = end - timedelta(seconds=th.straggler_s)
+    latest_start = start + timedelta(seconds=(1 - _COVER) * th.straggler_s)
+    if any(c[0][0] > latest_start for c in curves):  # a curve not spanning the window: warm-up
+        return None
+    at: dict[datetime, dict[int, float]] = {}
+    for i, curve in enumerate(curves):
+        for t, v in curve:
+            if t >= start:
+                at.setdefault(t, {})[i] = v
+    steps = sorted(t for t, values in at.items() if len(values) == len(curves))
+    behind: list[Lag] = []
+    for i in range(len(curves)):
+        busy = [t for t in steps if median(v for j, v in at[t].items() if j != i) >= th.gpu_busy_pct]
+        if len(busy) < max(3, len(steps) // 2):
+            continue
+        gaps = [(t, at[t][i], median(v for j, v in at[t].items() if j != i)) for t in busy]
+        below = [g for g in gaps if g[2] - g[1] >= th.straggler_gap_pct]
+        if len(below) < th.straggler_share * len(gaps):
+            continue
+        first = len(gaps)
+        while first > 0 and gaps[first - 1][2] - gaps[first - 1][1] >= th.straggler_gap_pct:
+            first -= 1
+        since = gaps[first][0] if first < len(gaps) else below[0][0]
+        own = sum(g[1] for g in below) / len(below)
+        peers = sum(g[2] for g in below) / len(below)
+        behind.append(Lag(i, own, peers, since, len(below)))
+    return behind[0] if len(behind) == 1 else None
+
+
+def _reason(pod: PodState, usage: PodUsage, th: RuleThresholds) -> str | None:
+    """What the reading shows about why the worker is slow, if anything."""
+    limit, curve = usage.memory_limit_bytes, usage.memory_curve
+    if limit and curve and curve[-1][1] >= th.memory_near_limit_ratio * limit:
+        return f"its memory working set is at {curve[-1][1] / limit:.0%} of its {gib(limit)} limit"
+    used, asked = usage.cpu_mean_cores, usage.cpu_requested_cores
+    if used and asked and used >= _CPU_BOUND * asked:
+        return (
+            f"it uses {used:.1f} of the {asked:g} CPU cores it requested "
+            "(its input pipeline may be CPU-bound)"
+        )
+    return None
+
+
+def _detect_straggler(state: RunState, ctx: Context) -> Detection | None:
+    if state.finished or state.phase != "Running":
+        return None
+    read = [
+        (w, u)
+        for w in state.workers()
+        if not w.deleted and (u := state.usage_of(w)) is not None and u.gpus and u.gpu_util_curve
+    ]
+    lag = laggard([u.gpu_util_curve for _, u in read], ctx.thresholds)
+    if lag is None:
+        return None
+    worker, usage = read[lag.index]
+    end = usage.gpu_util_curve[-1][0]
+    reason = _reason(worker, usage, ctx.thresholds)
+    peers = [(w, u) for w, u in read if w is not worker][:3]
+    evidence = [
+        pod_fact(w, "usage.gpu.utilization", curve_text(u.gpu_util_curve, "%", digits=0))
+        for w, u in [(worker, usage), *peers]
+    ]
+    if worker.node:
+        evidence.append(pod_fact(worker, "spec.nodeName", worker.node))
+    return Detection(
+        root_cause=f"{who(worker)} is a straggler: its GPUs have run at {lag.own_pct:.0f} % while its peers' "
+        f"ran at {lag.peers_pct:.0f} % for {duration((end - lag.since).total_seconds())} "
+        f"(since {lag.since:%H:%M} UTC)" + (f"; {reason}" if reason else ""),
+        evidence=tuple(evidence),
+        key=(worker.uid,),
+    )
+
+
+STRAGGLER = Rule(
+    id="straggler",
+    kind="stall",
+    severity="warning",
+    summary="One worker's GPUs run consistently below its peers': every step waits for it, and the "
+    "whole run goes at its pace.",
+    remediation=(
+        "Compare that worker's node with the others': kubectl describe node (other pods on it, "
+        "allocated CPU), nvidia-smi -q -d PERFORMANCE,CLOCK for a throttled GPU.",
+        "An input pipeline that cannot keep up shows as a GPU waiting on data: raise data-loader "
+        "workers or the pod's CPU request, or pre-process the shard of that rank.",
+        "An uneven split of the data (a larger shard, longer sequences) makes one rank slower; "
+        "delete the pod to have it rescheduled if its node is shared or degraded.",
+    ),
+    detect=_detect_straggler,
+)
