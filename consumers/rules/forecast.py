@@ -6,10 +6,13 @@ before it kills), the highest value of each step, so no peak is lost between poi
 last ``oom_trend_s`` of it, a Theil-Sen line (:mod:`consumers.rules.trend`) gives the rate; the
 rule warns when
 
-- the curve climbs steadily: Kendall's tau at least ``oom_trend_tau`` (a sawtooth of
+- the curve spans the whole trend window (a pod warming up, loading its model and data, is not
+  judged before it has run that long);
+- it climbs steadily: Kendall's tau over the window at least ``oom_trend_tau`` (a sawtooth of
   allocations and frees, or a plateau with noise, stays well under it);
-- it still climbs now: the rate is the lower of the whole span's and its recent half's slopes
-  (memory that rose and then levelled off has a flat recent half);
+- it still climbs now: the rate is the lower of the slopes of the window's recent half and of
+  its last third, from the recent half's level (memory that rose and then levelled off has a
+  flat last third; a leak that began mid-window is measured at its own rate);
 - at that rate the line reaches the pod's memory limit within ``oom_horizon_s`` of the reading.
 
 The finding gives the rate and the projected time. :func:`foreseen` replays the same judgement
@@ -36,6 +39,13 @@ __all__ = ["OOM_PREDICTED", "Forecast", "forecast", "foreseen"]
 
 MIN_POINTS = 5
 """Fewest points of the trend span a forecast rests on."""
+_COVER = 0.9
+"""Share of ``oom_trend_s`` the curve must span: a pod younger than that is warming up (loading
+its model and data, its allocator growing) and is not judged."""
+
+
+def _span_s(points: list[Sample]) -> float:
+    return (points[-1][0] - points[0][0]).total_seconds()
 
 
 @dataclass(frozen=True)
@@ -56,15 +66,19 @@ def forecast(curve: tuple[Sample, ...], limit: float | None, th: RuleThresholds)
     """Whether ``curve`` (bytes, in time order) reaches ``limit`` within the horizon at its
     current, steady rate (see the module docstring)."""
     points = within(curve, th.oom_trend_s)
-    if not limit or len(points) < MIN_POINTS:
+    if not limit or len(points) < MIN_POINTS or _span_s(points) < _COVER * th.oom_trend_s:
         return None
-    whole, recent = fit(points), fit(points[len(points) // 2 :])
-    if whole is None or recent is None or whole.tau < th.oom_trend_tau:
+    whole, recent, last = (
+        fit(points),
+        fit(points[len(points) // 2 :]),
+        fit(points[-max(len(points) // 3, 3) :]),
+    )
+    if whole is None or recent is None or last is None or whole.tau < th.oom_trend_tau:
         return None
-    rate = min(whole.slope_per_s, recent.slope_per_s)
+    rate = min(recent.slope_per_s, last.slope_per_s)
     if rate <= 0:
         return None
-    trend = Trend(slope_per_s=rate, level=whole.level, at=whole.at, tau=whole.tau)
+    trend = Trend(slope_per_s=rate, level=recent.level, at=whole.at, tau=whole.tau)
     reaches = trend.reaches(limit)
     if reaches is None or (reaches - trend.at).total_seconds() > th.oom_horizon_s:
         return None

@@ -56,15 +56,15 @@ class CurveExporter(UsageExporter):
 
     def render(self) -> str:
         t = time.monotonic() - self._started
-        for (namespace, pod), working_set in self._memory.items():
-            self.memory(namespace, pod, working_set(t))
+        for (namespace, pod), curve in self._memory.items():
+            self.memory(namespace, pod, curve(t))
         for (namespace, pod, gpu), (util, fb_used_mib) in self._util.items():
             self.gpu(namespace, pod, gpu, GpuSeries(util=util(t), fb_used_mib=fb_used_mib))
         lines = [super().render()]
         for (namespace, pod), cache in self._cache.items():
             held = self._pods.get((namespace, pod))
-            working_set = held.memory_bytes if held is not None and held.memory_bytes is not None else 0.0
+            active = held.memory_bytes if held is not None and held.memory_bytes is not None else 0.0
             labels = f'namespace="{namespace}",pod="{pod}",container="main"'
             lines.append(f"container_memory_cache{{{labels}}} {cache(t)}\n")
-            lines.append(f"container_memory_usage_bytes{{{labels}}} {working_set + cache(t)}\n")
+            lines.append(f"container_memory_usage_bytes{{{labels}}} {active + cache(t)}\n")
         return "".join(lines)

@@ -20,7 +20,9 @@ from controller.testing.events import at, pod_usage, running_run, terminated, us
 BUSY = [92.0] * 20
 
 
-def _judge(events: list[BusEvent], now: datetime, thresholds: RuleThresholds | None = None) -> dict[str, Finding]:
+def _judge(
+    events: list[BusEvent], now: datetime, thresholds: RuleThresholds | None = None
+) -> dict[str, Finding]:
     rules = RuleEngine(thresholds or RuleThresholds())
     found: dict[str, Finding] = {}
     for event in events:
@@ -33,7 +35,10 @@ def _reading(utils: list[list[float]], memory: dict[int, list[float]] | None = N
     end = at(30)
     memory = memory or {}
     return usage(
-        *(pod_usage(i, util=u, memory_gib=memory.get(i, [8.0] * len(u)), end=end) for i, u in enumerate(utils)),
+        *(
+            pod_usage(i, util=u, memory_gib=memory.get(i, [8.0] * len(u)), end=end)
+            for i, u in enumerate(utils)
+        ),
         observed_at=end,
     )
 
@@ -122,7 +127,7 @@ def test_the_oom_kill_says_it_was_foreseen_and_the_warning_steps_aside() -> None
 
     assert "oom-predicted" not in found  # the kill it foresaw explains it
     assert found["oom"].root_cause == (
-        "Worker 1 failed: out of memory (limit 16Gi); foreseen at 10:21 UTC, 10m before the kill, "
+        "Worker 1 failed: out of memory (limit 16Gi); foreseen at 10:25 UTC, 6m before the kill, "
         "by its working-set trend"
     )
 
