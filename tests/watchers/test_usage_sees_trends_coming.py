@@ -6,17 +6,13 @@ straggler."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
-
-import pytest
 
 from consumers.rules import RuleEngine
 from controller.contract.events import PodUsage, UsageObserved
 from controller.contract.thresholds import RuleThresholds
-from controller.testing.curves import CurveExporter, sawtooth
-from controller.testing.prometheus import Prometheus, prometheus_binary
+from controller.testing.curves import sawtooth
+from tests.trend_fixtures import Curves, curves  # noqa: F401 (the fixture)
 from tests.usage_fixtures import correlator, probe_for, running_job, usage_settings
 
 GIB = 1024**3
@@ -26,30 +22,14 @@ THRESHOLDS = RuleThresholds(
 )
 
 
-@pytest.fixture
-async def curves(tmp_path: Path) -> AsyncIterator[tuple[CurveExporter, Prometheus]]:
-    binary, why = prometheus_binary()
-    if binary is None:
-        pytest.skip(why)
-    exporter = CurveExporter()
-    exporter.start()
-    prometheus = Prometheus(binary, tmp_path / "prometheus", [f"127.0.0.1:{exporter.port}"])
-    await prometheus.start()
-    try:
-        yield exporter, prometheus
-    finally:
-        await prometheus.stop()
-        exporter.stop()
-
-
 def _pods(readings: list[UsageObserved]) -> dict[str, PodUsage]:
     return {pod.name: pod for reading in readings for pod in reading.pods}
 
 
 async def test_a_leak_is_seen_coming_and_the_straggler_named_from_a_real_prometheus(
-    curves: tuple[CurveExporter, Prometheus],
+    curves: Curves,  # noqa: F811
 ) -> None:
-    exporter, prometheus = curves
+    exporter, prometheus = curves.exporter, curves.prometheus
     known = correlator()
     run = running_job(known, "pi", "team-a", workers=5)
     ns = "team-a"
