@@ -17,6 +17,15 @@ others wait): nothing fires. A worker whose GPUs sit idle is ``gpu-idle``'s.
 The finding names the worker, how far below its peers it runs and since when, and the likely
 reason where the reading shows one: its working set near its memory limit, or its CPU use at
 its request (an input pipeline starved of CPU).
+
+Without a utilization verdict, the ranks' progress lines speak (:mod:`consumers.rules.progress`:
+the step or iteration counters trainers print, as the rules' log reader saw them, about every
+``live_activity_s``): a rank whose counter climbs, over the last ``straggler_s``, at most
+``1 - straggler_slower_ratio`` as fast as the median of the other ranks' is the straggler, named
+as its log names it (``Worker 1``, ``Rank 5 on worker-0``). Every rank must have counted over the
+whole window (warm-up, and a rank that prints no counter, stay out); a pause every rank takes
+(a checkpoint, an evaluation the others wait through) slows all alike. It needs each rank to
+print its own counter: trainers that print on rank 0 only give it nothing to compare.
 """
 
 from __future__ import annotations
@@ -26,18 +35,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import median
 
+from consumers.rules.progress import cumulative
 from consumers.rules.rule import Context, Detection, Rule, pod_fact
 from consumers.rules.state import PodState, RunState
 from consumers.rules.thresholds import RuleThresholds
+from consumers.rules.trend import fit
 from consumers.rules.usage import curve_text
-from consumers.rules.wording import duration, who
+from consumers.rules.wording import duration, rank_subject, who
 from controller.contract.events import PodUsage
 from controller.contract.units import gib
 
-__all__ = ["STRAGGLER", "Lag", "laggard"]
+__all__ = ["STRAGGLER", "Lag", "SlowRank", "laggard", "slow_rank"]
 
 _COVER = 0.9
 """Share of the window the curves must span (points fall on steps, not on its edges)."""
+_MIN_PROGRESS = 5
+"""Fewest progress counters of a rank a rate rests on."""
 _CPU_BOUND = 0.9
 """Share of its CPU request a pod's mean CPU use must reach to count as CPU-bound."""
 
@@ -102,9 +115,75 @@ def _reason(pod: PodState, usage: PodUsage, th: RuleThresholds) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class SlowRank:
+    """One rank whose progress counters climb slower than its peers': its index among the series,
+    its rate and the median of theirs (counts per second)."""
+
+    index: int
+    rate: float
+    peers: float
+
+
+def slow_rank(series: Sequence[Sequence[tuple[datetime, int]]], th: RuleThresholds) -> SlowRank | None:
+    """The one series of progress counters (in time order) whose rate over the last
+    ``straggler_s`` is at most ``1 - straggler_slower_ratio`` of its peers' median rate; ``None``
+    when there is none, more than one, or a series does not span the window (warm-up)."""
+    if len(series) < 2 or any(len(s) < _MIN_PROGRESS for s in series):
+        return None
+    end = max(s[-1][0] for s in series)
+    start = end - timedelta(seconds=th.straggler_s)
+    latest_start = start + timedelta(seconds=(1 - _COVER) * th.straggler_s)
+    rates: list[float] = []
+    for points in series:
+        counted = list(zip((t for t, _ in points), cumulative([n for _, n in points]), strict=True))
+        window = [(t, float(n)) for t, n in counted if t >= start]
+        line = fit(window)
+        if not counted or counted[0][0] > latest_start or line is None or len(window) < _MIN_PROGRESS:
+            return None
+        rates.append(max(line.slope_per_s, 0.0))
+    slow = []
+    for i, rate in enumerate(rates):
+        peers = median(r for j, r in enumerate(rates) if j != i)
+        if peers > 0 and rate <= (1 - th.straggler_slower_ratio) * peers:
+            slow.append(SlowRank(i, rate, peers))
+    return slow[0] if len(slow) == 1 else None
+
+
+def _by_progress(state: RunState, ctx: Context) -> Detection | None:
+    """``straggler`` read from the ranks' progress lines (see the module docstring)."""
+    launcher = state.launcher()
+    pods = [*state.workers(), *([launcher] if launcher is not None else [])]
+    ranks = [
+        (pod, rank, points)
+        for pod in pods
+        if not pod.deleted
+        for rank, points in sorted(pod.progress.items(), key=lambda item: (item[0] is None, item[0] or 0))
+    ]
+    lag = slow_rank([points for _, _, points in ranks], ctx.thresholds)
+    if lag is None:
+        return None
+    pod, rank, points = ranks[lag.index]
+    subject = rank_subject(state, pod, rank)
+    slower = 1 - lag.rate / lag.peers
+    last = points[-1]
+    return Detection(
+        root_cause=f"{subject} is a straggler: its progress lines count {lag.rate:.2f} steps/s while its "
+        f"peers' count {lag.peers:.2f} ({slower:.0%} slower) over the last "
+        f"{duration(ctx.thresholds.straggler_s)}",
+        evidence=(pod_fact(pod, "log.progress", f"step {last[1]} at {last[0]:%H:%M:%S} UTC"),),
+        key=(pod.uid, str(rank)),
+    )
+
+
 def _detect_straggler(state: RunState, ctx: Context) -> Detection | None:
     if state.finished or state.phase != "Running":
         return None
+    return _by_utilization(state, ctx) or _by_progress(state, ctx)
+
+
+def _by_utilization(state: RunState, ctx: Context) -> Detection | None:
+    """``straggler`` read from the workers' GPU utilization (see the module docstring)."""
     read = [
         (w, u)
         for w in state.workers()

@@ -133,6 +133,13 @@ class RuleThresholds(BaseModel):
         description="Points of GPU utilization (%) by which a straggler's GPUs run below the median of "
         "its peers' at the same step.",
     )
+    straggler_slower_ratio: float = Field(
+        default=0.2,
+        gt=0,
+        lt=1,
+        description="How much slower than its peers' median a rank's progress counters must climb over "
+        "straggler_s (0.2: at most 80 % of their rate) for straggler to name it from its progress lines.",
+    )
     straggler_share: float = Field(
         default=0.8,
         gt=0,
