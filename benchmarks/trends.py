@@ -31,7 +31,7 @@ from typing import Any
 
 from consumers.rules import RuleEngine, RuleThresholds
 from controller.contract.settings import UsageSettings
-from controller.testing.events import at, pod_usage, running_run, usage
+from controller.testing.events import at, log_seen, pod_usage, running_run, usage
 
 CURVES = Path(__file__).parent / "data" / "trend_curves.json"
 SCRAPE_S = 15.0
@@ -126,6 +126,55 @@ def _gpu_cases() -> list[GpuCase]:
     ]
 
 
+BATCH_S = 30.0
+"""How often the rules' log reader tells of a container's progress (``live_activity_s``)."""
+RANKS = (0, 8, 16, 24)
+"""One rank on each worker (``slotsPerWorker`` 8), printing through the launcher."""
+Steps = Callable[[int, float, random.Random], float | None]
+ProgressCase = tuple[str, bool, int | None, float | None, Steps]
+"""Name, whether a finding is due, the slow rank and its onset, steps per second of rank r at t
+(``None``: the rank prints no counter then)."""
+
+
+def _rate(slow: int | None, onset: float, factor: float) -> Steps:
+    return lambda r, t, rng: 2.0 * (factor if r == slow and t >= onset else 1.0) * rng.uniform(0.95, 1.05)
+
+
+def _pausing(
+    period: float, length: float, inner: Steps, who: Callable[[int], bool] = lambda r: True
+) -> Steps:
+    return lambda r, t, rng: (None if who(r) else 0.0) if t % period < length else inner(r, t, rng)
+
+
+def _progress_cases() -> list[ProgressCase]:
+    return [
+        ("progress-rank-40pct-slower", True, 16, 1200.0, _rate(16, 1200, 0.6)),
+        ("progress-rank-25pct-slower", True, 8, 600.0, _rate(8, 600, 0.75)),
+        ("progress-slow-through-checkpoints", True, 24, 900.0, _pausing(600, 60, _rate(24, 900, 0.6))),
+        ("progress-warm-up-uneven", False, None, None, lambda r, t, rng: 1.0 if r == 16 and t < 600 else 2.0),
+        ("progress-checkpoint-on-every-rank", False, None, None, _pausing(600, 120, _rate(None, 0, 1.0))),
+        (
+            "progress-evaluation-on-rank-0-others-wait",
+            False,
+            None,
+            None,
+            _pausing(900, 180, _rate(None, 0, 1.0), who=lambda r: r == 0),
+        ),
+        ("progress-two-ranks-slow", False, None, None, lambda r, t, rng: 1.2 if r in (8, 16) else 2.0),
+        ("progress-10pct-slower", False, None, None, _rate(16, 0, 0.9)),
+    ]
+
+
+def _counters(steps: Steps, rank: int, rng: random.Random) -> list[int | None]:
+    """The counter a rank's bar shows at each batch (restarting every 1,000 steps: an epoch)."""
+    total, out = 0.0, []
+    for b in range(int(DURATION_S / BATCH_S)):
+        rate = steps(rank, b * BATCH_S, rng)
+        total += (rate or 0.0) * BATCH_S
+        out.append(None if rate is None else int(total) % 1000)
+    return out
+
+
 def record() -> None:
     """Write the synthetic curves (seeded by name: the same file every time)."""
     times = [i * SCRAPE_S for i in range(int(DURATION_S / SCRAPE_S))]
@@ -157,6 +206,21 @@ def record() -> None:
                 "gpu_util": {str(w): [round(util(w, t, rng), 1) for t in times] for w in range(WORKERS)},
             }
         )
+    for name, positive, slow, onset, steps in _progress_cases():
+        rng = random.Random(name)
+        cases.append(
+            {
+                "name": name,
+                "rule": "straggler",
+                "source": "progress",
+                "synthetic": True,
+                "positive": positive,
+                "worker": slow,
+                "onset_s": onset,
+                "batch_s": BATCH_S,
+                "steps": {str(r): _counters(steps, r, rng) for r in RANKS},
+            }
+        )
     CURVES.parent.mkdir(exist_ok=True)
     header = {"scrape_s": SCRAPE_S, "limit_gib": LIMIT_GIB, "duration_s": DURATION_S, "synthetic": True}
     CURVES.write_text(json.dumps({**header, "cases": cases}) + "\n")
@@ -175,8 +239,34 @@ def _chunks(
     return [c for c in chunks if c], step
 
 
+def _replay_progress(case: dict[str, Any], th: RuleThresholds) -> float | None:
+    """Seconds into the run at which ``straggler`` first fired on the ranks' progress lines, told
+    as the rules' log reader tells them (one batch of the launcher's output per ``batch_s``)."""
+    engine = RuleEngine(th)
+    for event in running_run(workers=WORKERS):
+        engine.observe(event, at(0))
+    batch_s = float(case["batch_s"])
+    counters: dict[str, list[int | None]] = case["steps"]
+    for b in range(len(next(iter(counters.values())))):
+        lines = [
+            f"[1,{rank}]<stdout>:Epoch 0: |#####     | {n}/1000 [00:30<00:30,  2.00it/s]"
+            for rank, series in counters.items()
+            if (n := series[b]) is not None
+        ]
+        lines.append("[1,0]<stdout>:loss=0.42")
+        now = at(seconds=b * batch_s)
+        if any(
+            f.rule == "straggler" and f.status == "firing"
+            for f in engine.observe(log_seen(*lines, observed_at=now), now)
+        ):
+            return b * batch_s
+    return None
+
+
 def _replay(case: dict[str, Any], scrape_s: float, s: UsageSettings, th: RuleThresholds) -> float | None:
     """Seconds into the curve at which the case's rule first fired; ``None`` if never."""
+    if case.get("source") == "progress":
+        return _replay_progress(case, th)
     engine = RuleEngine(th)
     for event in running_run(workers=WORKERS):
         engine.observe(event, at(0))
@@ -221,6 +311,7 @@ def measure(
     data = json.loads(CURVES.read_text())
     scrape_s = float(data["scrape_s"])
     windows = {"oom-predicted": th.oom_trend_s, "straggler": th.straggler_s}
+    kinds = {"oom-predicted": "oom-predicted", "straggler": "straggler", "straggler-progress": "straggler"}
     result: dict[str, Any] = {
         "curves": str(CURVES.relative_to(Path(__file__).parent.parent)),
         "synthetic": data["synthetic"],
@@ -230,8 +321,13 @@ def measure(
         "curve_points": s.curve_points,
         "rules": {},
     }
-    for rule, window in windows.items():
-        cases = [c for c in data["cases"] if c["rule"] == rule]
+    for label, rule in kinds.items():
+        window = windows[rule]
+        progress = label.endswith("-progress")
+        cases = [
+            c for c in data["cases"] if c["rule"] == rule and (c.get("source") == "progress") == progress
+        ]
+        gap = float(cases[0].get("batch_s", scrape_s)) if cases else scrape_s
         per_case: dict[str, Any] = {}
         latencies: list[float] = []
         leads: list[float] = []
@@ -251,7 +347,7 @@ def measure(
         true_pos = sum(1 for e in per_case.values() if e["positive"] and e["fired_at_s"] is not None)
         false_pos = sum(1 for e in per_case.values() if not e["positive"] and e["fired_at_s"] is not None)
         positives = sum(1 for e in per_case.values() if e["positive"])
-        result["rules"][rule] = {
+        result["rules"][label] = {
             "cases": per_case,
             "true_positives": true_pos,
             "positives": positives,
@@ -260,8 +356,8 @@ def measure(
             "precision": true_pos / (true_pos + false_pos) if true_pos + false_pos else None,
             "recall": true_pos / positives if positives else None,
             "latency_s": _summary(latencies),
-            "latency_target_s": 2 * scrape_s + window,
-            "latency_target_plus_refresh_s": 2 * scrape_s + window + s.refresh_s,
+            "latency_target_s": 2 * gap + window,
+            "latency_target_plus_refresh_s": 2 * gap + window + (0 if progress else s.refresh_s),
             "lead_before_limit_s": _summary(leads),
         }
     return result

@@ -20,8 +20,9 @@ its request (an input pipeline starved of CPU).
 
 Without a utilization verdict, the ranks' progress lines speak (:mod:`consumers.rules.progress`:
 the step or iteration counters trainers print, as the rules' log reader saw them, about every
-``live_activity_s``): a rank whose counter climbs, over the last ``straggler_s``, at most
-``1 - straggler_slower_ratio`` as fast as the median of the other ranks' is the straggler, named
+``live_activity_s``): a rank whose counter climbs, over the last ``straggler_s`` and in each
+third of it, at most ``1 - straggler_slower_ratio`` as fast as the median of the other ranks' is
+the straggler, named
 as its log names it (``Worker 1``, ``Rank 5 on worker-0``). Every rank must have counted over the
 whole window (warm-up, and a rank that prints no counter, stay out); a pause every rank takes
 (a checkpoint, an evaluation the others wait through) slows all alike. It needs each rank to
@@ -125,28 +126,37 @@ class SlowRank:
     peers: float
 
 
+def _rate(points: Sequence[tuple[datetime, float]]) -> float | None:
+    line = fit(points)
+    return max(line.slope_per_s, 0.0) if line is not None else None
+
+
 def slow_rank(series: Sequence[Sequence[tuple[datetime, int]]], th: RuleThresholds) -> SlowRank | None:
-    """The one series of progress counters (in time order) whose rate over the last
-    ``straggler_s`` is at most ``1 - straggler_slower_ratio`` of its peers' median rate; ``None``
-    when there is none, more than one, or a series does not span the window (warm-up)."""
+    """The one series of progress counters (in time order) whose rate is at most
+    ``1 - straggler_slower_ratio`` of its peers' median rate over the last ``straggler_s`` and in
+    each third of it (consistently, not on average: a slow warm-up early in the window does not
+    count); ``None`` when there is none, more than one, or a series does not span the window."""
     if len(series) < 2 or any(len(s) < _MIN_PROGRESS for s in series):
         return None
     end = max(s[-1][0] for s in series)
     start = end - timedelta(seconds=th.straggler_s)
     latest_start = start + timedelta(seconds=(1 - _COVER) * th.straggler_s)
-    rates: list[float] = []
+    third = timedelta(seconds=th.straggler_s / 3)
+    spans = [(start, end), *((start + third * k, start + third * (k + 1)) for k in range(3))]
+    rates: list[list[float]] = []  # per series: the whole window's rate, then each third's
     for points in series:
+        if points[0][0] > latest_start:
+            return None  # warm-up: not counting over the whole window yet
         counted = list(zip((t for t, _ in points), cumulative([n for _, n in points]), strict=True))
-        window = [(t, float(n)) for t, n in counted if t >= start]
-        line = fit(window)
-        if not counted or counted[0][0] > latest_start or line is None or len(window) < _MIN_PROGRESS:
+        found = [_rate([(t, float(n)) for t, n in counted if lo <= t <= hi]) for lo, hi in spans]
+        if any(r is None for r in found):
             return None
-        rates.append(max(line.slope_per_s, 0.0))
-    slow = []
-    for i, rate in enumerate(rates):
-        peers = median(r for j, r in enumerate(rates) if j != i)
-        if peers > 0 and rate <= (1 - th.straggler_slower_ratio) * peers:
-            slow.append(SlowRank(i, rate, peers))
+        rates.append([r for r in found if r is not None])
+    slow: list[SlowRank] = []
+    for i, own in enumerate(rates):
+        peers = [median(r[k] for j, r in enumerate(rates) if j != i) for k in range(len(spans))]
+        if all(p > 0 and o <= (1 - th.straggler_slower_ratio) * p for o, p in zip(own, peers, strict=True)):
+            slow.append(SlowRank(i, own[0], peers[0]))
     return slow[0] if len(slow) == 1 else None
 
 

@@ -156,3 +156,11 @@ def test_the_counters_survive_a_snapshot() -> None:
     assert [n for _, n in launcher.progress[8]] == [0, 60, 120]
     restored = run_state_from_dict(run_state_to_dict(state))
     assert restored.launcher() is not None and restored.launcher().progress == launcher.progress  # type: ignore[union-attr]
+
+
+def test_a_slow_start_inside_the_window_is_not_a_straggler() -> None:
+    def steps(rank: int, b: int) -> int:
+        slow = min(b, 20) * 30 + max(b - 20, 0) * 60  # half speed for its first 10 minutes
+        return slow if rank == 16 else b * 60
+
+    assert "straggler" not in _judge(_run(steps, batches=28), at(14))
