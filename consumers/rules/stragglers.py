@@ -177,13 +177,27 @@ def _by_progress(state: RunState, ctx: Context) -> Detection | None:
     subject = rank_subject(state, pod, rank)
     slower = 1 - lag.rate / lag.peers
     last = points[-1]
+    host = _worker_of(state, pod, rank)
+    usage = state.usage_of(host) if host is not None else None
+    reason = _reason(host, usage, ctx.thresholds) if host is not None and usage is not None else None
     return Detection(
         root_cause=f"{subject} is a straggler: its progress lines count {lag.rate:.2f} steps/s while its "
         f"peers' count {lag.peers:.2f} ({slower:.0%} slower) over the last "
-        f"{duration(ctx.thresholds.straggler_s)}",
+        f"{duration(ctx.thresholds.straggler_s)}" + (f"; {reason}" if reason else ""),
         evidence=(pod_fact(pod, "log.progress", f"step {last[1]} at {last[0]:%H:%M:%S} UTC"),),
         key=(pod.uid, str(rank)),
     )
+
+
+def _worker_of(state: RunState, pod: PodState, rank: int | None) -> PodState | None:
+    """The worker a rank runs on: the pod itself, or for a rank in the launcher's output the
+    worker its slot maps to (ranks fill each worker's slots in order)."""
+    if pod.role != "launcher":
+        return pod
+    slots = state.job.spec.slots_per_worker if state.job is not None else None
+    if rank is None or not slots:
+        return None
+    return next((w for w in state.workers() if w.index == rank // slots), None)
 
 
 def _detect_straggler(state: RunState, ctx: Context) -> Detection | None:

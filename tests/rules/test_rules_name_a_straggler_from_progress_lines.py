@@ -16,7 +16,7 @@ from consumers.rules.progress import cumulative, step_of
 from consumers.rules.state import RunState, run_state_from_dict, run_state_to_dict
 from controller.contract.events import BusEvent
 from controller.contract.findings import Finding
-from controller.testing.events import at, log_seen, running_run
+from controller.testing.events import at, log_seen, pod_usage, running_run, usage
 
 RANKS = (0, 8, 16, 24)  # slotsPerWorker 8: one rank on each of workers 0-3
 BATCH_S = 30.0
@@ -164,3 +164,13 @@ def test_a_slow_start_inside_the_window_is_not_a_straggler() -> None:
         return slow if rank == 16 else b * 60
 
     assert "straggler" not in _judge(_run(steps, batches=28), at(14))
+
+
+def test_the_slow_rank_s_worker_reading_gives_the_likely_reason() -> None:
+    events = _run(lambda rank, b: b * (36 if rank == 16 else 60))
+    pressed = pod_usage(2, util=[90.0] * 20, memory_gib=[15.7] * 20, end=at(1))
+    events.insert(len(running_run()), usage(pressed, observed_at=at(1)))  # read before it fell behind
+    found = _judge(events, at(20))
+    assert found["straggler"].root_cause.endswith(
+        "over the last 15m; its memory working set is at 98% of its 16.0 GiB limit"
+    )
