@@ -22,8 +22,10 @@ coming.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from datetime import datetime
+from statistics import median
 
 from consumers.rules.rule import Context, Detection, Rule, pod_fact
 from consumers.rules.state import PodState, RunState
@@ -137,9 +139,13 @@ def _detect_oom_predicted(state: RunState, ctx: Context) -> Detection | None:
 
 def foreseen_text(usage: PodUsage | None, th: RuleThresholds, killed: datetime | None) -> str:
     """How ``oom`` tells whether the kill was seen coming: ``; foreseen at 10:21 UTC, 9m before
-    the kill, by its working-set trend``; empty without a memory curve read before the kill."""
-    if usage is None or sum(killed is None or t <= killed for t, _ in usage.memory_curve) < MIN_POINTS:
-        return ""
+    the kill, by its working-set trend``; empty without a memory curve read before the kill fine
+    enough to hold a trend window."""
+    curve = [t for t, _ in usage.memory_curve if killed is None or t <= killed] if usage is not None else []
+    if len(curve) < MIN_POINTS or median(
+        (b - a).total_seconds() for a, b in itertools.pairwise(curve)
+    ) > th.oom_trend_s / (MIN_POINTS - 1):
+        return ""  # too few points, or too far apart for a trend window (a long life read at its end)
     found = foreseen(usage, th, killed)
     if found is None:
         return "; its working-set trend did not foresee it"

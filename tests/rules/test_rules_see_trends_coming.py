@@ -198,3 +198,9 @@ def test_an_idle_worker_is_gpu_idle_not_a_straggler() -> None:
     idle = [90.0] * 5 + [1.0] * 15
     found = _judge([*running_run(), _reading([BUSY, BUSY, idle, BUSY])], at(30))
     assert "gpu-idle" in found and "straggler" not in found
+
+
+def test_a_curve_too_coarse_for_a_trend_makes_no_claim_either_way() -> None:
+    coarse = pod_usage(1, util=[92.0] * 8, memory_gib=[6.0] * 7 + [15.9], end=at(30), step_s=480.0)
+    found = _judge([*running_run(), usage(coarse, observed_at=at(30)), _killed(1)], at(31))
+    assert found["oom"].root_cause == "Worker 1 failed: out of memory (limit 16Gi)"
