@@ -173,7 +173,7 @@ def scan(lines: Sequence[LogLine]) -> Scan:
         )
     ranks = sorted(last.items(), key=lambda item: -item[1])[:MAX_RANKS_PER_READING]
     ranks.sort(key=lambda item: (item[0] is None, item[0] or 0))
-    steps = last_steps(lines)
+    steps = last_steps(lines, last.keys())
     outputs = tuple(
         RankOutput(rank=rank, last_at=_at(ts), step=steps[rank][1], step_at=_at(steps[rank][0]))
         if rank in steps

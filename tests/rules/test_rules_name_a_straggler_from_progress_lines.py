@@ -174,3 +174,16 @@ def test_the_slow_rank_s_worker_reading_gives_the_likely_reason() -> None:
     assert found["straggler"].root_cause.endswith(
         "over the last 15m; its memory working set is at 98% of its 16.0 GiB limit"
     )
+
+
+def test_a_batch_tells_each_rank_s_last_counter() -> None:
+    seen = log_seen(
+        "[1,0]<stdout>:step 10",
+        "[1,8]<stdout>:step 11",
+        "[1,0]<stdout>:step 12",
+        "[1,8]<stdout>:saving checkpoint",
+        observed_at=at(0),
+        step_s=1.0,
+    )
+    steps = {output.rank: (output.step, output.step_at) for output in seen.ranks}
+    assert steps == {0: (12, at(seconds=2)), 8: (11, at(seconds=1))}
