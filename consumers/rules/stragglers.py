@@ -102,7 +102,7 @@ def laggard(curves: Sequence[Sequence[tuple[datetime, float]]], th: RuleThreshol
     return behind[0] if len(behind) == 1 else None
 
 
-def _reason(pod: PodState, usage: PodUsage, th: RuleThresholds) -> str | None:
+def _reason(usage: PodUsage, th: RuleThresholds) -> str | None:
     """What the reading shows about why the worker is slow, if anything."""
     limit, curve = usage.memory_limit_bytes, usage.memory_curve
     if limit and curve and curve[-1][1] >= th.memory_near_limit_ratio * limit:
@@ -179,7 +179,7 @@ def _by_progress(state: RunState, ctx: Context) -> Detection | None:
     last = points[-1]
     host = _worker_of(state, pod, rank)
     usage = state.usage_of(host) if host is not None else None
-    reason = _reason(host, usage, ctx.thresholds) if host is not None and usage is not None else None
+    reason = _reason(usage, ctx.thresholds) if usage is not None else None
     return Detection(
         root_cause=f"{subject} is a straggler: its progress lines count {lag.rate:.2f} steps/s while its "
         f"peers' count {lag.peers:.2f} ({slower:.0%} slower) over the last "
@@ -218,7 +218,7 @@ def _by_utilization(state: RunState, ctx: Context) -> Detection | None:
         return None
     worker, usage = read[lag.index]
     end = usage.gpu_util_curve[-1][0]
-    reason = _reason(worker, usage, ctx.thresholds)
+    reason = _reason(usage, ctx.thresholds)
     peers = [(w, u) for w, u in read if w is not worker][:3]
     evidence = [
         pod_fact(w, "usage.gpu.utilization", curve_text(u.gpu_util_curve, "%", digits=0))
