@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from statistics import median
 
 from consumers.rules.rule import Context, Detection, Rule, pod_fact
@@ -67,22 +68,31 @@ class Forecast:
 def forecast(curve: tuple[Sample, ...], limit: float | None, th: RuleThresholds) -> Forecast | None:
     """Whether ``curve`` (bytes, in time order) reaches ``limit`` within the horizon at its
     current, steady rate (see the module docstring)."""
-    points = within(curve, th.oom_trend_s)
-    if not limit or len(points) < MIN_POINTS or _span_s(points) < _COVER * th.oom_trend_s:
+    return _forecast(curve, limit, th.oom_trend_s, th.oom_trend_tau, th.oom_horizon_s)
+
+
+@lru_cache(maxsize=1024)
+def _forecast(
+    curve: tuple[Sample, ...], limit: float | None, trend_s: float, tau: float, horizon_s: float
+) -> Forecast | None:
+    """:func:`forecast`, kept for the curves last judged: a reading's curve is judged again at
+    every evaluation of its run until the next reading, and a fit costs n² / 2 pairs."""
+    points = within(curve, trend_s)
+    if not limit or len(points) < MIN_POINTS or _span_s(points) < _COVER * trend_s:
         return None
     whole, recent, last = (
         fit(points),
         fit(points[len(points) // 2 :]),
         fit(points[-max(len(points) // 3, 3) :]),
     )
-    if whole is None or recent is None or last is None or whole.tau < th.oom_trend_tau:
+    if whole is None or recent is None or last is None or whole.tau < tau:
         return None
     rate = min(recent.slope_per_s, last.slope_per_s)
     if rate <= 0:
         return None
     trend = Trend(slope_per_s=rate, level=recent.level, at=whole.at, tau=whole.tau)
     reaches = trend.reaches(limit)
-    if reaches is None or (reaches - trend.at).total_seconds() > th.oom_horizon_s:
+    if reaches is None or (reaches - trend.at).total_seconds() > horizon_s:
         return None
     return Forecast(trend, limit, reaches)
 

@@ -31,9 +31,11 @@ print its own counter: trainers that print on rank 0 only give it nothing to com
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from statistics import median
 
 from consumers.rules.progress import cumulative
@@ -67,14 +69,34 @@ class Lag:
     steps: int
 
 
-def laggard(curves: Sequence[Sequence[tuple[datetime, float]]], th: RuleThresholds) -> Lag | None:
+def _median_without(ordered: list[float], value: float) -> float:
+    """The median of ``ordered`` (sorted) less one occurrence of ``value`` (in C: no Python loop
+    over the peers, which a run of hundreds of workers would make quadratic)."""
+    i = bisect_left(ordered, value)
+    return median(ordered[:i] + ordered[i + 1 :])
+
+
+def laggard(curves: Sequence[tuple[tuple[datetime, float], ...]], th: RuleThresholds) -> Lag | None:
     """The one curve (of GPU utilization, %) consistently below the others' median over the last
     ``straggler_s``, as the module docstring says; ``None`` when there is none or more than one."""
+    return _laggard(tuple(curves), th.straggler_s, th.straggler_gap_pct, th.straggler_share, th.gpu_busy_pct)
+
+
+@lru_cache(maxsize=256)
+def _laggard(
+    curves: tuple[tuple[tuple[datetime, float], ...], ...],
+    window_s: float,
+    gap_pct: float,
+    share: float,
+    busy_pct: float,
+) -> Lag | None:
+    """:func:`laggard`, kept for the curves last judged (judged again at every evaluation of the
+    run until the next reading)."""
     if len(curves) < 2 or any(not c for c in curves):
         return None
     end = max(c[-1][0] for c in curves)
-    start = end - timedelta(seconds=th.straggler_s)
-    latest_start = start + timedelta(seconds=(1 - _COVER) * th.straggler_s)
+    start = end - timedelta(seconds=window_s)
+    latest_start = start + timedelta(seconds=(1 - _COVER) * window_s)
     if any(c[0][0] > latest_start for c in curves):  # a curve not spanning the window: warm-up
         return None
     at: dict[datetime, dict[int, float]] = {}
@@ -83,17 +105,19 @@ def laggard(curves: Sequence[Sequence[tuple[datetime, float]]], th: RuleThreshol
             if t >= start:
                 at.setdefault(t, {})[i] = v
     steps = sorted(t for t, values in at.items() if len(values) == len(curves))
+    ordered = {t: sorted(at[t].values()) for t in steps}
     behind: list[Lag] = []
     for i in range(len(curves)):
-        busy = [t for t in steps if median(v for j, v in at[t].items() if j != i) >= th.gpu_busy_pct]
+        peer_median = {t: _median_without(ordered[t], at[t][i]) for t in steps}
+        busy = [t for t in steps if peer_median[t] >= busy_pct]
         if len(busy) < max(3, len(steps) // 2):
             continue
-        gaps = [(t, at[t][i], median(v for j, v in at[t].items() if j != i)) for t in busy]
-        below = [g for g in gaps if g[2] - g[1] >= th.straggler_gap_pct]
-        if len(below) < th.straggler_share * len(gaps):
+        gaps = [(t, at[t][i], peer_median[t]) for t in busy]
+        below = [g for g in gaps if g[2] - g[1] >= gap_pct]
+        if len(below) < share * len(gaps):
             continue
         first = len(gaps)
-        while first > 0 and gaps[first - 1][2] - gaps[first - 1][1] >= th.straggler_gap_pct:
+        while first > 0 and gaps[first - 1][2] - gaps[first - 1][1] >= gap_pct:
             first -= 1
         since = gaps[first][0] if first < len(gaps) else below[0][0]
         own = sum(g[1] for g in below) / len(below)
