@@ -35,6 +35,7 @@ RuleId = Literal[
     "oom",
     "gpu-oom",
     "gpu-error",
+    "gpu-fault",
     "segfault",
     "disk-full",
     "quota",
@@ -52,6 +53,7 @@ RuleId = Literal[
     "hang-init",
     "hang-progress",
     "gpu-idle",
+    "gpu-throttled",
     "memory-near-limit",
     "failed",
 ]

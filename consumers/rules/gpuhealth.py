@@ -1,0 +1,297 @@
+"""Rules ``gpu-fault`` and ``gpu-throttled``: what DCGM says of the GPUs a run's pods hold.
+
+Read from the :class:`~controller.contract.events.GpuHealth` curves of each pod's latest usage
+reading (only the pod's own GPUs, over its own life: DCGM's pod mapping labels a GPU with the
+pod that holds it, and the reading keeps the points of the pod's life):
+
+- ``gpu-fault``: during the pod's life the GPU reported an Xid (the last-Xid gauge changed to a
+  new non-zero code), double-bit ECC errors or rows remapped for uncorrectable errors (those
+  counters rose), a failed row remapping, or NVLink errors (their counters rose). Counters are
+  cumulative and the last Xid stays set: a value already there at the pod's first point is
+  from before the job and says nothing about it. The finding names the worker, the node, the
+  GPU, says what the Xid or counter means (:mod:`consumers.rules.xids`) and whether it came
+  before the job's failure. A CUDA or NCCL error in the same pod's log is shown as evidence:
+  the hardware is the root cause (``gpu-error`` and the communication symptoms are explained
+  by it, see the catalog).
+- ``gpu-throttled``: a GPU of a running worker has had its clocks held down by the hardware
+  (slowdown, thermal, power brake) for ``gpu_throttle_s`` without a break. A throttle of a few
+  seconds is normal and stays quiet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+
+from consumers.rules.facts import pod_text
+from consumers.rules.rule import Context, Detection, Rule, log_facts, pod_fact
+from consumers.rules.signatures import gpu_errors, transport_failures
+from consumers.rules.state import PodState, RunState
+from consumers.rules.usage import curve_text
+from consumers.rules.wording import also, clock_time, duration, who
+from consumers.rules.xids import xid
+from controller.contract.events import GpuHealth, GpuUsage, Sample
+from controller.contract.findings import Evidence, Severity
+
+__all__ = ["GPU_FAULT", "GPU_THROTTLED", "THROTTLE_REASONS", "Fault", "faults_of", "throttled_for"]
+
+THROTTLE_REASONS: dict[int, str] = {
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+"""The bits of ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` that mean the hardware holds the clocks
+down (NVML's clocks-event reasons); the others (idle, application clocks, power cap) are normal."""
+_THROTTLING = sum(THROTTLE_REASONS)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One health event of one GPU during a pod's life."""
+
+    at: datetime
+    series: str
+    words: str
+    hardware: bool
+    advice: str
+    value: str
+
+
+def _new_xid(curve: tuple[Sample, ...]) -> tuple[datetime, int, int] | None:
+    """When the last-Xid gauge first changed to a new non-zero code, the code and the one before."""
+    for (_, before), (at, value) in pairwise(curve):
+        if value != before and value > 0:
+            return at, int(value), int(before)
+    return None
+
+
+def _rise(curve: tuple[Sample, ...]) -> tuple[datetime, float] | None:
+    """When a cumulative counter first rose within the curve, and by how much in all."""
+    if len(curve) < 2 or curve[-1][1] <= curve[0][1]:
+        return None
+    first = next(at for (_, before), (at, value) in pairwise(curve) if value > before)
+    return first, curve[-1][1] - curve[0][1]
+
+
+_COUNTERS = (
+    (
+        "ecc_dbe",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "double-bit (uncorrectable) ECC error{s}: the GPU's memory is failing",
+        48,
+    ),
+    (
+        "remapped_rows",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "row{s} of GPU memory remapped after uncorrectable errors: reset the GPU to use its spare rows",
+        63,
+    ),
+    (
+        "nvlink_errors",
+        "DCGM_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL",
+        "NVLink error{s}: a link between GPUs is failing",
+        74,
+    ),
+)
+
+
+def faults_of(health: GpuHealth) -> list[Fault]:
+    """The faults one GPU reported within its curves, earliest first."""
+    found: list[Fault] = []
+    if (new := _new_xid(health.xid)) is not None:
+        at, code, before = new
+        entry = xid(code)
+        was = f" (was {before})" if before else ""
+        found.append(
+            Fault(
+                at,
+                "DCGM_FI_DEV_XID_ERRORS",
+                f"Xid {code}: {entry.meaning}",
+                entry.hardware,
+                entry.advice,
+                f"{code} at {clock_time(at)}{was}",
+            )
+        )
+    for field, series, words, like in _COUNTERS:
+        curve: tuple[Sample, ...] = getattr(health, field)
+        if (rise := _rise(curve)) is not None:
+            at, by = rise
+            count = f"{by:.0f} {words.format(s='' if by == 1 else 's')}"
+            found.append(
+                Fault(
+                    at,
+                    series,
+                    count,
+                    True,
+                    xid(like).advice,
+                    f"{curve[0][1]:.0f} at {clock_time(curve[0][0])} → "
+                    f"{curve[-1][1]:.0f} at {clock_time(curve[-1][0])}",
+                )
+            )
+    failed = _new_xid(health.remap_failure)
+    if failed is not None:
+        found.append(
+            Fault(
+                failed[0],
+                "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+                "row remapping failed: the GPU's memory cannot be repaired",
+                True,
+                xid(64).advice,
+                f"1 at {clock_time(failed[0])}",
+            )
+        )
+    return sorted(found, key=lambda f: f.at)
+
+
+def _failed_at(state: RunState) -> datetime | None:
+    """When the run failed: its first container that ended non-zero, else the job's failure."""
+    ends = [
+        c.finished_at
+        for pod in state.current_pods()
+        for c in pod.containers
+        if c.state == "terminated" and c.exit_code not in (None, 0) and c.finished_at is not None
+    ]
+    if ends:
+        return min(ends)
+    return state.finished_since if state.phase == "Failed" else None
+
+
+def _timing(state: RunState, at: datetime) -> str:
+    failed = _failed_at(state)
+    if failed is None:
+        return "the job has not failed" if not state.finished else "the job did not fail"
+    gap = (failed - at).total_seconds()
+    if gap >= 0:
+        return f"{duration(gap)} before the job failed at {clock_time(failed)}"
+    return f"after the job failed at {clock_time(failed)}"
+
+
+def _gpu_name(gpu: GpuUsage) -> str:
+    return f"GPU {gpu.gpu}" + (f" ({gpu.uuid})" if gpu.uuid else "")
+
+
+def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
+    found: list[tuple[PodState, GpuUsage, Fault]] = []
+    for pod in state.current_pods():
+        usage = state.usage_of(pod)
+        for gpu in (usage.gpus or ()) if usage is not None else ():
+            if gpu.health is not None:
+                found.extend((pod, gpu, fault) for fault in faults_of(gpu.health))
+    if not found:
+        return None
+    found.sort(key=lambda item: (not item[2].hardware, item[2].at))
+    pod, gpu, fault = found[0]
+    node = pod.node or (gpu.health.hostname if gpu.health is not None else None)
+    where = f"node {node}" if node else "its node"
+    text = pod_text(pod)
+    lines = [hit.line for hit in (*gpu_errors(text), *transport_failures(text))]
+    followed = (
+        f"; the error in its log ({lines[0][:120]}) follows from it" if lines and fault.hardware else ""
+    )
+    others = list(dict.fromkeys(p for p, _, f in found[1:] if p is not pod and f.hardware))
+    evidence: list[Evidence] = []
+    if node:
+        evidence.append(pod_fact(pod, "spec.nodeName", node))
+    for p, g, f in found[:6]:
+        evidence.append(pod_fact(p, f"gpus[{g.gpu}].{f.series}", f"{f.words}: {f.value}"))
+    evidence.extend(log_facts(pod, dict.fromkeys(lines[:4])))
+    severity: Severity = "critical" if fault.hardware else "warning"
+    steps = (
+        f"{fault.advice[0].upper()}{fault.advice[1:]}.",
+        f"Take the node out of service until then: kubectl cordon {node or '<node>'}; "
+        "nvidia-smi -q -d ECC,ROW_REMAPPER and dcgmi diag -r 3 show the GPU's state.",
+        "Resubmit the job from its last checkpoint; with the node cordoned it lands elsewhere.",
+    )
+    return Detection(
+        root_cause=f"{who(pod)}'s {_gpu_name(gpu)} on {where} reported {fault.words} at "
+        f"{clock_time(fault.at)}, {_timing(state, fault.at)}{followed}{also(others)}",
+        evidence=tuple(evidence),
+        key=(pod.uid, gpu.uuid or gpu.gpu, fault.series, fault.words),
+        severity=severity,
+        remediation=steps if fault.hardware else (steps[0],),
+    )
+
+
+def throttled_for(curve: tuple[Sample, ...]) -> tuple[float, datetime, int] | None:
+    """How long the hardware has held the clocks down without a break at the curve's end, since
+    when, and the reasons' bits in that spell."""
+    if not curve or not int(curve[-1][1]) & _THROTTLING:
+        return None
+    first = len(curve) - 1
+    while first > 0 and int(curve[first - 1][1]) & _THROTTLING:
+        first -= 1
+    reasons = 0
+    for _, value in curve[first:]:
+        reasons |= int(value) & _THROTTLING
+    return (curve[-1][0] - curve[first][0]).total_seconds(), curve[first][0], reasons
+
+
+def _detect_gpu_throttled(state: RunState, ctx: Context) -> Detection | None:
+    if state.finished or state.phase != "Running":
+        return None
+    found: list[tuple[PodState, GpuUsage, GpuHealth, tuple[float, datetime, int]]] = []
+    for pod in state.workers():
+        usage = state.usage_of(pod)
+        if pod.deleted or pod.phase != "Running" or usage is None or usage.final:
+            continue
+        for gpu in usage.gpus or ():
+            health = gpu.health
+            spell = throttled_for(health.throttle_reasons) if health is not None else None
+            if health is not None and spell is not None and spell[0] >= ctx.thresholds.gpu_throttle_s:
+                found.append((pod, gpu, health, spell))
+    if not found:
+        return None
+    pod, gpu, health, (seconds, since, reasons) = found[0]
+    why = ", ".join(words for bit, words in THROTTLE_REASONS.items() if reasons & bit)
+    hottest = max((v for _, v in health.temperature_c), default=None)
+    heat = f"; up to {hottest:.0f} °C" if hottest is not None else ""
+    where = f"node {pod.node}" if pod.node else "its node"
+    evidence = [
+        pod_fact(
+            pod, f"gpus[{gpu.gpu}].DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", f"{why} since {clock_time(since)}"
+        )
+    ]
+    if health.temperature_c:
+        evidence.append(
+            pod_fact(
+                pod, f"gpus[{gpu.gpu}].DCGM_FI_DEV_GPU_TEMP", curve_text(health.temperature_c, "°C", digits=0)
+            )
+        )
+    return Detection(
+        root_cause=f"{who(pod)}'s {_gpu_name(gpu)} on {where} has been throttled ({why}) for "
+        f"{duration(seconds)}{heat}: it runs slower than its peers and every collective waits for it"
+        f"{also(list(dict.fromkeys(p for p, _, _, _ in found[1:] if p is not pod)))}",
+        evidence=tuple(evidence),
+        key=tuple(dict.fromkeys(f"{p.uid}/{g.gpu}" for p, g, _, _ in found)),
+    )
+
+
+GPU_FAULT = Rule(
+    id="gpu-fault",
+    kind="cause",
+    severity="critical",
+    summary="A GPU a pod of the run holds reported a fault to DCGM during the run: an Xid, "
+    "uncorrectable ECC errors, remapped rows, a failed row remapping, NVLink errors.",
+    remediation=(
+        "Drain the node (kubectl cordon <node>) and have the GPU reset or the node repaired, as the "
+        "finding says; re-run the job elsewhere from its last checkpoint.",
+    ),
+    detect=_detect_gpu_fault,
+)
+
+GPU_THROTTLED = Rule(
+    id="gpu-throttled",
+    kind="stall",
+    severity="warning",
+    summary="A running worker's GPU has had its clocks held down by the hardware (thermal, power "
+    "brake, slowdown) for minutes: the whole run goes at its pace.",
+    remediation=(
+        "Check the node's cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE); a GPU that "
+        "throttles alone among its peers is failing or badly cooled: report it.",
+        "Move the job off the node (kubectl cordon <node>, resubmit from the last checkpoint) if "
+        "the throttle does not clear.",
+    ),
+    detect=_detect_gpu_throttled,
+)
