@@ -26,7 +26,7 @@ cause is named). The relation must stay acyclic (a test checks it).
 - A GPU's own fault (``gpu-fault``, from DCGM) explains what the program printed of it
   (``gpu-error``: a CUDA error on a GPU that reported an Xid is the hardware's) and, as a pod
   cause, the communication symptoms and stalls it brings; ``gpu-throttled`` steps aside for
-  any cause.
+  any other cause (a fault on one GPU says nothing of another's clocks).
 - The usage warnings step aside for what they warn of: ``memory-near-limit`` for the ``oom``
   that came, ``gpu-idle`` for any cause that explains why a worker stopped working.
 - The catch-all ``failed`` is explained by every other rule: it speaks only when nothing
@@ -98,7 +98,7 @@ CATALOG: tuple[Rule, ...] = (
     replace(HANG_PENDING, explained_by=(CAUSES - {"unschedulable"}) | {"failure-propagation", "hang-init"}),
     replace(HANG_PROGRESS, explained_by=CAUSES | {"failure-propagation", "hang-init", "hang-pending"}),
     replace(GPU_IDLE, explained_by=CAUSES | {"failure-propagation", "hang-init"}),
-    replace(GPU_THROTTLED, explained_by=CAUSES | {"failure-propagation"}),
+    replace(GPU_THROTTLED, explained_by=(CAUSES - {"gpu-fault"}) | {"failure-propagation"}),
     replace(MEMORY_NEAR_LIMIT, explained_by=frozenset({"oom"})),
     replace(FAILED, explained_by=CAUSES | STALLS),
 )

@@ -208,7 +208,7 @@ def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
         root_cause=f"{who(pod)}'s {_gpu_name(gpu)} on {where} reported {fault.words} at "
         f"{clock_time(fault.at)}, {_timing(state, fault.at)}{followed}{also(others)}",
         evidence=tuple(evidence),
-        key=(pod.uid, gpu.uuid or gpu.gpu, fault.series, fault.words),
+        key=(pod.uid, gpu.uuid or gpu.gpu, fault.series, fault.words, str(_failed_at(state)), *lines[:1]),
         severity=severity,
         remediation=steps if fault.hardware else (steps[0],),
     )
