@@ -12,7 +12,8 @@ pod that holds it, and the reading keeps the points of the pod's life):
   GPU, says what the Xid or counter means (:mod:`consumers.rules.xids`) and whether it came
   before the job's failure. A CUDA or NCCL error in the same pod's log is shown as evidence:
   the hardware is the root cause (``gpu-error`` and the communication symptoms are explained
-  by it, see the catalog).
+  by it, see the catalog). Once seen it holds while the run lives, though a later reading's
+  window no longer reaches back to it.
 - ``gpu-throttled``: a GPU of a running worker has had its clocks held down by the hardware
   (slowdown, thermal, power brake) for ``gpu_throttle_s`` without a break. A throttle of a few
   seconds is normal and stays quiet.
@@ -20,6 +21,7 @@ pod that holds it, and the reading keeps the points of the pod's life):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
@@ -279,6 +281,7 @@ GPU_FAULT = Rule(
         "finding says; re-run the job elsewhere from its last checkpoint.",
     ),
     detect=_detect_gpu_fault,
+    settle_s=lambda _: math.inf,  # a fault stays a fact of the run after it leaves the window read
 )
 
 GPU_THROTTLED = Rule(
