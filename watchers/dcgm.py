@@ -59,26 +59,29 @@ def _combine(field: str, values: list[float]) -> float:
 
 def health_points(
     series: Iterable[Series], lo: float, hi: float
-) -> dict[str, tuple[str | None, dict[str, list[tuple[float, float]]]]]:
-    """Per GPU: the ``Hostname`` DCGM gives and, per :data:`HEALTH_FIELDS` entry it exports, its
-    points within ``[lo, hi]`` in time order (several series at one time combined)."""
+) -> dict[str, tuple[dict[str, str | None], dict[str, list[tuple[float, float]]]]]:
+    """Per GPU: where DCGM says it is (``hostname``, ``pci_bus_id``) and, per
+    :data:`HEALTH_FIELDS` entry it exports, its points within ``[lo, hi]`` in time order (several
+    series at one time combined)."""
     at: dict[str, dict[str, dict[float, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
-    hosts: dict[str, str | None] = {}
+    where: dict[str, dict[str, str | None]] = {}
     for one in series:
         labels: Mapping[str, str] = one.labels
         field = HEALTH_METRICS.get(labels.get("__name__", ""))
         if field is None:
             continue
         gpu = labels.get("gpu") or labels.get("UUID") or "0"
-        hosts.setdefault(gpu, labels.get("Hostname") or None)
+        where.setdefault(
+            gpu, {"hostname": labels.get("Hostname") or None, "pci_bus_id": labels.get("pci_bus_id") or None}
+        )
         for t, v in one.points:
             if lo <= t <= hi and math.isfinite(v):
                 at[gpu][field][t].append(v)
     return {
         gpu: (
-            hosts.get(gpu),
+            where[gpu],
             {f: [(t, _combine(f, vs)) for t, vs in sorted(points.items())] for f, points in fields.items()},
         )
         for gpu, fields in at.items()

@@ -286,7 +286,7 @@ class _Answers:
     @staticmethod
     def _gpus(
         series: Mapping[str, list[Series]],
-        health: Mapping[str, tuple[str | None, dict[str, list[tuple[float, float]]]]],
+        health: Mapping[str, tuple[dict[str, str | None], dict[str, list[tuple[float, float]]]]],
         keep: int,
     ) -> tuple[GpuUsage, ...] | None:
         per_gpu: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -299,9 +299,9 @@ class _Answers:
                 values = [v for _, v in one.points if math.isfinite(v)]
                 if values:
                     held[name] = values[-1]
-        for gpu, (host, fields) in health.items():
+        for gpu, (where, fields) in health.items():
             per_gpu[gpu]["health"] = GpuHealth(
-                hostname=host,
+                **where,
                 **{
                     name: _curve(points, keep, _HEALTH_MERGE.get(name, max))
                     for name, points in fields.items()

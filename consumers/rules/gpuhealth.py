@@ -12,7 +12,9 @@ pod that holds it, and the reading keeps the points of the pod's life):
   GPU, says what the Xid or counter means (:mod:`consumers.rules.xids`) and whether it came
   before the job's failure. A CUDA or NCCL error in the same pod's log is shown as evidence:
   the hardware is the root cause (``gpu-error`` and the communication symptoms are explained
-  by it, see the catalog). Once seen it holds while the run lives, though a later reading's
+  by it, see the catalog). Xid lines in Events about the pod's node (the kernel log relayed by
+  node-problem-detector or the GPU operator) count too, when their PCI address is one of the
+  pod's GPUs (DCGM's ``pci_bus_id``). Once seen it holds while the run lives, though a later reading's
   window no longer reaches back to it.
 - ``gpu-throttled``: a GPU of a running worker has had its clocks held down by the hardware
   (slowdown, thermal, power brake) for ``gpu_throttle_s`` without a break. A throttle of a few
@@ -32,8 +34,8 @@ from consumers.rules.signatures import gpu_errors, transport_failures
 from consumers.rules.state import PodState, RunState
 from consumers.rules.usage import curve_text
 from consumers.rules.wording import also, clock_time, duration, who
-from consumers.rules.xids import xid
-from controller.contract.events import GpuHealth, GpuUsage, Sample
+from consumers.rules.xids import parse_xid_lines, pci_slot, xid
+from controller.contract.events import GpuHealth, GpuUsage, PodUsage, Sample
 from controller.contract.findings import Evidence, Severity
 
 __all__ = ["GPU_FAULT", "GPU_THROTTLED", "THROTTLE_REASONS", "Fault", "faults_of", "throttled_for"]
@@ -147,6 +149,37 @@ def faults_of(health: GpuHealth) -> list[Fault]:
     return sorted(found, key=lambda f: f.at)
 
 
+def _event_faults(state: RunState, pod: PodState, usage: PodUsage) -> list[tuple[GpuUsage, Fault]]:
+    """Xid lines in Kubernetes Events about the pod's node (a node-problem-detector or the GPU
+    operator relaying the kernel log) since the pod was created, on a GPU the pod holds: matched
+    by PCI address to DCGM's ``pci_bus_id`` (a line about another GPU of the node is no fault
+    of this run)."""
+    held = {
+        slot: gpu
+        for gpu in usage.gpus or ()
+        if gpu.health is not None
+        and gpu.health.pci_bus_id
+        and (slot := pci_slot(gpu.health.pci_bus_id)) is not None
+    }
+    found: list[tuple[GpuUsage, Fault]] = []
+    for event in state.events_about_node(pod.node) if held else ():
+        when = event.last_timestamp or event.observed_at
+        if when < pod.observed.created_at:
+            continue
+        for line in parse_xid_lines(event.message, most=8):
+            gpu = held.get(pci_slot(line.pci) or ("", ""))
+            if gpu is not None:
+                entry = line.cause
+                words = f"Xid {entry.code}: {entry.meaning}"
+                found.append(
+                    (
+                        gpu,
+                        Fault(when, f"event.{event.reason}", words, entry.hardware, entry.advice, line.line),
+                    )
+                )
+    return found
+
+
 def _failed_at(state: RunState) -> datetime | None:
     """When the run failed: its first container that ended non-zero, else the job's failure."""
     ends = [
@@ -181,6 +214,8 @@ def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
         for gpu in (usage.gpus or ()) if usage is not None else ():
             if gpu.health is not None:
                 found.extend((pod, gpu, fault) for fault in faults_of(gpu.health))
+        if usage is not None:
+            found.extend((pod, gpu, fault) for gpu, fault in _event_faults(state, pod, usage))
     if not found:
         return None
     found.sort(key=lambda item: (not item[2].hardware, item[2].at))

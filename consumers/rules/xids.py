@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["XIDS", "Xid", "XidLine", "parse_xid_lines", "xid"]
+__all__ = ["XIDS", "Xid", "XidLine", "parse_xid_lines", "pci_slot", "xid"]
 
 Origin = Literal["application", "hardware", "driver", "consequence"]
 Action = Literal["restart-app", "reset-gpu", "reboot-node", "contact-support", "see-earlier"]
@@ -167,6 +167,15 @@ _XID_LINE = re.compile(
     r"(?:, pid=(?P<pid>\d{1,10}))?"
     r"(?:.{0,200}?caused by previous Xid (?P<previous>\d{1,4}))?"
 )
+
+
+def pci_slot(address: str) -> tuple[str, str] | None:
+    """The bus and device of a PCI address, however it is written: the driver's ``0000:3b:00``
+    and DCGM's ``00000000:3B:00.0`` are the same GPU, ``("3b", "00")``."""
+    parts = address.strip().lower().split(":")
+    if len(parts) < 2:
+        return None
+    return parts[-2].lstrip("0") or "0", parts[-1].split(".")[0]
 
 
 def parse_xid_lines(text: str, most: int = 64) -> tuple[XidLine, ...]:

@@ -302,6 +302,9 @@ class GpuHealth(Message):
     are cumulative: what happened during the span is their increase within it."""
 
     hostname: str | None = Field(default=None, max_length=253, description="DCGM's ``Hostname`` label.")
+    pci_bus_id: str | None = Field(
+        default=None, max_length=64, description="DCGM's ``pci_bus_id`` label (``00000000:3B:00.0``)."
+    )
     xid: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_XID_ERRORS``: the last Xid code seen (0: none).")
     ecc_dbe: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` (counter).")
     ecc_sbe: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`` (counter).")

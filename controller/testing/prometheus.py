@@ -30,7 +30,7 @@ from controller.testing.packages import debian_binary, stop_server, until_ready
 from controller.testing.ports import free_port
 from controller.testing.waits import until
 
-__all__ = ["GpuSeries", "Prometheus", "UsageExporter", "prometheus_binary"]
+__all__ = ["GpuSeries", "Prometheus", "UsageExporter", "pci_bus_id", "prometheus_binary"]
 
 PACKAGE = "prometheus"
 
@@ -74,11 +74,16 @@ class GpuSeries:
         yield f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} {self.temperature_c}"
 
 
+def pci_bus_id(gpu: str) -> str:
+    """The PCI address the exporter gives GPU ``gpu`` (an index), as DCGM writes it."""
+    return f"00000000:{0x18 + 0x10 * int(gpu):02X}:00.0"
+
+
 def _dcgm_labels(gpu: str, uuid: str, series: GpuSeries, mapped: str) -> str:
     """The labels dcgm-exporter puts on a GPU's series, then the pod mapping's (may be empty)."""
     own = (
         f'gpu="{gpu}",UUID="{uuid}",device="nvidia{gpu}",modelName="NVIDIA H100 80GB HBM3",'
-        f'Hostname="{series.hostname}",DCGM_FI_DRIVER_VERSION="550.90.07"'
+        f'Hostname="{series.hostname}",pci_bus_id="{pci_bus_id(gpu)}",DCGM_FI_DRIVER_VERSION="550.90.07"'
     )
     return f"{own},{mapped}" if mapped else own
 

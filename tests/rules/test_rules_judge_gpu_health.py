@@ -11,10 +11,10 @@ import pytest
 
 from consumers.rules import RuleEngine, RuleThresholds
 from consumers.rules.signatures import gpu_error_words, gpu_errors
-from consumers.rules.xids import XIDS, parse_xid_lines, xid
+from consumers.rules.xids import XIDS, parse_xid_lines, pci_slot, xid
 from controller.contract.events import BusEvent, GpuHealth, GpuUsage, Sample
 from controller.contract.findings import Finding
-from controller.testing.events import at, pod_usage, running_run, usage
+from controller.testing.events import at, k8s_event, pod_usage, running_run, usage
 
 TRAINING_XIDS = (13, 31, 32, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120, 121)
 
@@ -136,3 +136,37 @@ def test_a_throttle_fires_only_when_it_lasts(reasons: list[float], fires: bool) 
         assert found["gpu-throttled"].root_cause.startswith(
             "Worker 3's GPU 0 (GPU-abc) on node gpu-node-3 has been throttled (hardware thermal slowdown) for 4m"
         )
+
+
+@pytest.mark.parametrize(
+    ("pci", "minutes", "fires"),
+    [
+        ("0000:3b:00", 15, True),  # the worker's GPU, during the run
+        ("0000:5e:00", 15, False),  # another GPU of the node, which no worker of the run holds
+        ("0000:3b:00", -5, False),  # before the pod was created
+    ],
+    ids=["its-gpu", "another-gpu", "before-the-pod"],
+)
+def test_an_xid_in_a_node_event_counts_on_a_gpu_the_pod_holds(pci: str, minutes: int, fires: bool) -> None:
+    health = GpuHealth(pci_bus_id="00000000:3B:00.0", xid=_curve([0, 0, 0], at(20)))
+    event = k8s_event(
+        "GPUXidError",
+        f"NVRM: Xid (PCI:{pci}): 48, pid=2201, An uncorrectable double bit error (DBE) has been detected",
+        kind="Node",
+        involved="gpu-node-2",
+        observed_at=at(minutes),
+    )
+    found = _judge([*running_run(), event, _reading(2, health)], at(20))
+    assert ("gpu-fault" in found) == fires
+    if fires:
+        fault = found["gpu-fault"]
+        assert fault.root_cause.startswith(
+            "Worker 2's GPU 0 (GPU-abc) on node gpu-node-2 reported Xid 48: double-bit"
+        )
+        assert any("Xid (PCI:0000:3b:00): 48" in e.value for e in fault.evidence)
+
+
+def test_pci_addresses_match_however_they_are_written() -> None:
+    assert pci_slot("0000:3b:00") == pci_slot("00000000:3B:00.0") == ("3b", "00")
+    assert pci_slot("0000:5e:00") != pci_slot("00000000:3B:00.0")
+    assert pci_slot("garbage") is None

@@ -19,7 +19,7 @@ from controller.contract.findings import Finding
 from controller.contract.thresholds import RuleThresholds
 from controller.kube.resources import MPI_PODS
 from controller.testing.objects import with_container_state
-from controller.testing.prometheus import GpuSeries
+from controller.testing.prometheus import GpuSeries, pci_bus_id
 from controller.testing.waits import until
 from tests.usage_fixtures import Served, correlator, iso, probe_for, running_job, usage_settings
 from watchers.watching import WatchChange
@@ -119,7 +119,7 @@ async def test_a_fault_on_a_workers_gpu_is_named_and_is_the_root_cause_of_its_cu
     worker1 = pods["pi-worker-1"].gpus
     assert worker1 is not None and worker1[0].health is not None
     health = worker1[0].health
-    assert health.hostname == "gpu-node-1"
+    assert health.hostname == "gpu-node-1" and health.pci_bus_id == pci_bus_id("0")
     assert health.xid[0][1] == 0 and health.xid[-1][1] == 79
     assert health.ecc_dbe[0][1] == 3 and health.ecc_dbe[-1][1] == 5
     assert len(health.throttle_reasons) == len(health.xid) and len(health.temperature_c) == len(health.xid)
