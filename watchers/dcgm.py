@@ -5,7 +5,8 @@ The usage reading (:mod:`watchers.usage`) asks them in one range query per names
 (``A or B`` over both label pairs), sampled at the reading's step. Each series is one metric of
 one GPU (DCGM's ``gpu`` label, else ``UUID``) of one pod; :func:`health_points` turns them into
 points per GPU and field of :class:`~controller.contract.events.GpuHealth`, the four NVLink
-error counters summed, the throttle reasons OR-ed where several series meet.
+error counters summed, the throttle reasons OR-ed where several series meet, each curve kept
+as the points where its value changed (and its first and last).
 """
 
 from __future__ import annotations
@@ -82,7 +83,19 @@ def health_points(
     return {
         gpu: (
             where[gpu],
-            {f: [(t, _combine(f, vs)) for t, vs in sorted(points.items())] for f, points in fields.items()},
+            {
+                f: _changes([(t, _combine(f, vs)) for t, vs in sorted(points.items())])
+                for f, points in fields.items()
+            },
         )
         for gpu, fields in at.items()
     }
+
+
+def _changes(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points where the value changed, with the first and the last: what the rules judge
+    (when a value changed, how long it held) in a few points, so a reading of many GPUs stays
+    small (a healthy GPU's counters: two points each)."""
+    return [
+        point for i, point in enumerate(points) if i in (0, len(points) - 1) or point[1] != points[i - 1][1]
+    ]

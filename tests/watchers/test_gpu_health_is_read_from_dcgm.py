@@ -122,7 +122,8 @@ async def test_a_fault_on_a_workers_gpu_is_named_and_is_the_root_cause_of_its_cu
     assert health.hostname == "gpu-node-1" and health.pci_bus_id == pci_bus_id("0")
     assert health.xid[0][1] == 0 and health.xid[-1][1] == 79
     assert health.ecc_dbe[0][1] == 3 and health.ecc_dbe[-1][1] == 5
-    assert len(health.throttle_reasons) == len(health.xid) and len(health.temperature_c) == len(health.xid)
+    assert [v for _, v in health.xid] == [0, 79, 79]  # kept where it changed, and its ends
+    assert [v for _, v in health.throttle_reasons] == [0, 0] and health.temperature_c[-1][1] == 45
     assert {g.gpu for g in pods["pi-worker-0"].gpus or ()} == {"0", "1"}  # the unassigned GPU 7 is no one's
 
     engine = RuleEngine(THRESHOLDS)
