@@ -17,12 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from controller.prometheus import Series
 
-__all__ = ["HEALTH_FIELDS", "HEALTH_METRICS", "bits", "health_points", "health_selector"]
+__all__ = ["HEALTH_FIELDS", "HEALTH_METRICS", "bits", "common_bits", "health_points", "health_selector"]
 
 HEALTH_METRICS: dict[str, str] = {
     "DCGM_FI_DEV_XID_ERRORS": "xid",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_dbe",
-    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_sbe",
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "remapped_rows",
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": "remap_failure",
     "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": "nvlink_errors",
@@ -48,6 +47,14 @@ def bits(values: Sequence[float]) -> float:
     for value in values:
         merged |= int(value)
     return float(merged)
+
+
+def common_bits(values: Sequence[float]) -> float:
+    """Bitmasks merged: the bits set in every one of them."""
+    merged = ~0
+    for value in values:
+        merged &= int(value)
+    return float(merged if values else 0)
 
 
 def _combine(field: str, values: list[float]) -> float:

@@ -68,7 +68,7 @@ from controller.contract.settings import UsageSettings
 from controller.metrics import PipelineMetrics
 from controller.prometheus import PrometheusError, PrometheusReader, Series, escape_regex
 from watchers.correlating import Correlator
-from watchers.dcgm import bits, health_points, health_selector
+from watchers.dcgm import common_bits, health_points, health_selector
 from watchers.metrics import UsageMetrics
 from watchers.normalizing import pod_owner
 from watchers.watching import WatchChange
@@ -86,6 +86,11 @@ QUERY_NAMES = INSTANT + CURVES
 AGE_BUCKETS = 12
 """Running pods younger than the window are read in this many age classes per namespace, so a
 young pod's figures do not reach back more than a class before its start."""
+HEALTH_POINTS = 8
+"""Points of a GPU health curve at most, whatever ``curve_points`` (a curve is kept as its
+changes, so only a series that keeps changing is merged): a reading of
+:data:`MAX_PODS_PER_READING` pods of 8 GPUs whose every health curve changes at every point
+stays under 6 MiB, inside the bus's 8 MB message size."""
 FINAL_TRIES = 5
 """Refreshes a pod's final reading is tried before it is given up (Prometheus down for long)."""
 _ENDED = frozenset({"Succeeded", "Failed"})
@@ -203,11 +208,11 @@ def queries(
 
 
 _HEALTH_MERGE: dict[str, Callable[[Sequence[float]], float]] = {
-    "throttle_reasons": bits,
+    "throttle_reasons": common_bits,
     "xid": lambda vs: vs[-1],
 }
-"""How consecutive points of a health curve merge: the reasons of all, the last Xid seen, the
-highest count."""
+"""How consecutive points of a health curve merge: the reasons held throughout (blips merged
+never make a throttle that lasts), the last Xid seen, the highest count."""
 
 
 def _when(t: float) -> datetime:
@@ -303,7 +308,7 @@ class _Answers:
             per_gpu[gpu]["health"] = GpuHealth(
                 **where,
                 **{
-                    name: _curve(points, keep, _HEALTH_MERGE.get(name, max))
+                    name: _curve(points, min(keep, HEALTH_POINTS), _HEALTH_MERGE.get(name, max))
                     for name, points in fields.items()
                 },
             )
@@ -316,8 +321,8 @@ class _Answers:
         return tuple(
             GpuUsage(
                 gpu=gpu,
-                uuid=held["uuid"],
-                model=held["model"],
+                uuid=held.get("uuid"),
+                model=held.get("model"),
                 util_mean_pct=round(held["gpu_util_mean"], 2) if "gpu_util_mean" in held else None,
                 util_p95_pct=round(held["gpu_util_p95"], 2) if "gpu_util_p95" in held else None,
                 fb_used_max_bytes=mib(held.get("fb_used_max")),

@@ -308,7 +308,6 @@ class GpuHealth(Message):
     )
     xid: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_XID_ERRORS``: the last Xid code seen (0: none).")
     ecc_dbe: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` (counter).")
-    ecc_sbe: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`` (counter).")
     remapped_rows: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS`` (counter).")
     remap_failure: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_ROW_REMAP_FAILURE`` (1: failed).")
     nvlink_errors: tuple[Sample, ...] = _curve_field(

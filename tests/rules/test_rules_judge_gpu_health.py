@@ -105,10 +105,10 @@ def test_a_programs_own_xid_is_a_warning_that_says_to_fix_the_program() -> None:
         GpuHealth(xid=_curve([79, 79, 79, 79], at(20))),  # an Xid from before the job
         GpuHealth(ecc_dbe=_curve([4, 4, 4, 4], at(20)), remapped_rows=_curve([2, 2, 2, 2], at(20))),
         GpuHealth(remap_failure=_curve([1, 1, 1], at(20)), nvlink_errors=_curve([80, 80, 80], at(20))),
-        GpuHealth(ecc_sbe=_curve([1, 5, 40, 90], at(20))),  # single-bit errors are corrected
+        GpuHealth(nvlink_errors=_curve([5], at(20))),  # one point: no rise to judge
         GpuHealth(temperature_c=_curve([88, 90, 91, 90], at(20))),  # hot, not throttled
     ],
-    ids=["old-xid", "old-counters", "old-remap-failure-and-nvlink", "corrected-ecc", "hot"],
+    ids=["old-xid", "old-counters", "old-remap-failure-and-nvlink", "one-point", "hot"],
 )
 def test_old_values_and_harmless_series_stay_quiet(health: GpuHealth) -> None:
     found = _judge([*running_run(), _reading(2, health)], at(20))

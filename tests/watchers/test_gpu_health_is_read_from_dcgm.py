@@ -14,14 +14,28 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from consumers.rules import RuleEngine
-from controller.contract.events import BusEvent, ContainerState, PodObserved, PodUsage, UsageObserved
+from controller.bus.serverconfig import MAX_MSG_BYTES
+from controller.contract.events import (
+    MAX_CURVE_POINTS,
+    MAX_PODS_PER_READING,
+    BusEvent,
+    ContainerState,
+    JobRef,
+    PodObserved,
+    PodUsage,
+    UsageObserved,
+)
 from controller.contract.findings import Finding
+from controller.contract.settings import UsageSettings
 from controller.contract.thresholds import RuleThresholds
 from controller.kube.resources import MPI_PODS
+from controller.prometheus import Series
 from controller.testing.objects import with_container_state
 from controller.testing.prometheus import GpuSeries, pci_bus_id
 from controller.testing.waits import until
 from tests.usage_fixtures import Served, correlator, iso, probe_for, running_job, usage_settings
+from watchers.dcgm import HEALTH_METRICS
+from watchers.usage import HEALTH_POINTS, _Answers, _Pod
 from watchers.watching import WatchChange
 
 MIB = 1024**2
@@ -191,3 +205,48 @@ async def test_the_final_reading_keeps_the_framebuffer_size_after_the_series_are
     assert final.gpus is not None
     assert final.gpus[0].fb_total_bytes == 81_920 * MIB
     assert final.gpus[0].fb_used_max_bytes == 40_000 * MIB
+
+
+def test_a_reading_of_the_most_pods_whose_gpu_health_keeps_changing_fits_one_bus_message() -> None:
+    """256 pods of 8 GPUs, every health curve changing at every step of a long span: each is
+    merged to HEALTH_POINTS points and the reading stays inside the bus's message size."""
+    settings = UsageSettings(url="http://prometheus.test:9090", curve_points=MAX_CURVE_POINTS)
+    start = 1_800_000_000.0
+    series = [
+        Series(
+            {
+                "__name__": metric,
+                "gpu": str(gpu),
+                "UUID": f"GPU-{gpu:036d}",
+                "Hostname": "gpu-node-" + "x" * 40,
+                "pci_bus_id": pci_bus_id(str(gpu)),
+                "exported_pod": f"pi-worker-{index}",
+            },
+            tuple((start + 30 * i, float(1_000_000 + i * (gpu + 1))) for i in range(MAX_CURVE_POINTS)),
+        )
+        for index in range(MAX_PODS_PER_READING)
+        for gpu in range(8)
+        for metric in HEALTH_METRICS
+    ]
+    answers = _Answers(settings, {"gpu_health": series})
+    since, until = datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(start + 3600, UTC)
+    pods = tuple(
+        answers.usage(
+            _Pod(f"uid-{i}" + "0" * 30, "team-a", f"pi-worker-{i}", "worker", i, since, None, None, None),
+            since,
+            until,
+            30,
+            False,
+        )
+        for i in range(MAX_PODS_PER_READING)
+    )
+    reading = UsageObserved(
+        job=JobRef(uid="u" * 36, kind="MPIJob", namespace="team-a", name="pi"),
+        uid="u" * 36,
+        resource_version="1",
+        pods=pods,
+        observed_at=until,
+    )
+    health = pods[0].gpus[0].health if pods[0].gpus else None
+    assert health is not None and len(health.nvlink_errors) == HEALTH_POINTS
+    assert len(reading.model_dump_json().encode()) < 0.75 * MAX_MSG_BYTES
