@@ -8,7 +8,9 @@ pod that holds it, and the reading keeps the points of the pod's life):
   new non-zero code), double-bit ECC errors or rows remapped for uncorrectable errors (those
   counters rose), a failed row remapping, or NVLink errors (their counters rose). Counters are
   cumulative and the last Xid stays set: a value already there at the pod's first point is
-  from before the job and says nothing about it. The finding names the worker, the node, the
+  from before the job and says nothing about it. An Xid the catalogue gives to the program
+  (13, 31, 43: an illegal access on a healthy GPU) is no fault of the GPU: the program's own
+  error (``gpu-error``, ``failed``) tells it. The finding names the worker, the node, the
   GPU, says what the Xid or counter means (:mod:`consumers.rules.xids`) and whether it came
   before the job's failure. A CUDA or NCCL error in the same pod's log is shown as evidence:
   the hardware is the root cause (``gpu-error`` and the communication symptoms are explained
@@ -36,7 +38,7 @@ from consumers.rules.usage import curve_text
 from consumers.rules.wording import also, clock_time, duration, who
 from consumers.rules.xids import parse_xid_lines, pci_slot, xid
 from controller.contract.events import GpuHealth, GpuUsage, PodUsage, Sample
-from controller.contract.findings import Evidence, Severity
+from controller.contract.findings import Evidence
 
 __all__ = ["GPU_FAULT", "GPU_THROTTLED", "THROTTLE_REASONS", "Fault", "faults_of", "throttled_for"]
 
@@ -216,25 +218,23 @@ def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
                 found.extend((pod, gpu, fault) for fault in faults_of(gpu.health))
         if usage is not None:
             found.extend((pod, gpu, fault) for gpu, fault in _event_faults(state, pod, usage))
+    # a program's own Xid (13, 31, 43) is no fault of the GPU: its error (gpu-error, failed) tells it
+    found = sorted(((p, g, f) for p, g, f in found if f.hardware), key=lambda item: item[2].at)
     if not found:
         return None
-    found.sort(key=lambda item: (not item[2].hardware, item[2].at))
     pod, gpu, fault = found[0]
     node = pod.node or (gpu.health.hostname if gpu.health is not None else None)
     where = f"node {node}" if node else "its node"
     text = pod_text(pod)
     lines = [hit.line for hit in (*gpu_errors(text), *transport_failures(text))]
-    followed = (
-        f"; the error in its log ({lines[0][:120]}) follows from it" if lines and fault.hardware else ""
-    )
-    others = list(dict.fromkeys(p for p, _, f in found[1:] if p is not pod and f.hardware))
+    followed = f"; the error in its log ({lines[0][:120]}) follows from it" if lines else ""
+    others = list(dict.fromkeys(p for p, _, _ in found[1:] if p is not pod))
     evidence: list[Evidence] = []
     if node:
         evidence.append(pod_fact(pod, "spec.nodeName", node))
     for p, g, f in found[:6]:
         evidence.append(pod_fact(p, f"gpus[{g.gpu}].{f.series}", f"{f.words}: {f.value}"))
     evidence.extend(log_facts(pod, dict.fromkeys(lines[:4])))
-    severity: Severity = "critical" if fault.hardware else "warning"
     steps = (
         f"{fault.advice[0].upper()}{fault.advice[1:]}.",
         f"Take the node out of service until then: kubectl cordon {node or '<node>'}; "
@@ -246,8 +246,7 @@ def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
         f"{clock_time(fault.at)}, {_timing(state, fault.at)}{followed}{also(others)}",
         evidence=tuple(evidence),
         key=(pod.uid, gpu.uuid or gpu.gpu, fault.series, fault.words, str(_failed_at(state)), *lines[:1]),
-        severity=severity,
-        remediation=steps if fault.hardware else (steps[0],),
+        remediation=steps,
     )
 
 

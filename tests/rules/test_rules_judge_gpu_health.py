@@ -1,6 +1,6 @@
 """The Xid catalogue and the GPU health rules on DCGM's curves: what each Xid a training job
 meets means and what to do, Xid lines read from kernel-log text, gpu-fault naming the worker,
-node and GPU of a fault during the run (hardware: critical; a program's own Xid: a warning),
+node and GPU of a fault during the run (never for a program's own Xid),
 gpu-throttled for a throttle that lasts and not for one of seconds, nor for old values."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from consumers.rules.signatures import gpu_error_words, gpu_errors
 from consumers.rules.xids import XIDS, parse_xid_lines, pci_slot, xid
 from controller.contract.events import BusEvent, GpuHealth, GpuUsage, Sample
 from controller.contract.findings import Finding
-from controller.testing.events import at, k8s_event, pod_usage, running_run, usage
+from controller.testing.events import at, job, k8s_event, pod_usage, running_run, terminated, usage, worker
 
 TRAINING_XIDS = (13, 31, 32, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120, 121)
 
@@ -89,16 +89,6 @@ def test_an_xid_during_the_run_names_worker_node_and_gpu() -> None:
     assert values["gpus[0].DCGM_FI_DEV_XID_ERRORS"].endswith(f": 79 at {at(19):%H:%M:%S} UTC")
 
 
-def test_a_programs_own_xid_is_a_warning_that_says_to_fix_the_program() -> None:
-    health = GpuHealth(xid=_curve([0, 0, 31, 31], at(20)))
-    fault = _judge([*running_run(), _reading(1, health)], at(20))["gpu-fault"]
-    assert fault.severity == "warning"
-    assert "Xid 31: GPU memory page fault" in fault.root_cause
-    assert fault.remediation == (
-        "The GPU itself is healthy: fix the program (an illegal access or a bug in a kernel) and re-run it.",
-    )
-
-
 @pytest.mark.parametrize(
     "health",
     [
@@ -170,3 +160,20 @@ def test_pci_addresses_match_however_they_are_written() -> None:
     assert pci_slot("0000:3b:00") == pci_slot("00000000:3B:00.0") == ("3b", "00")
     assert pci_slot("0000:5e:00") != pci_slot("00000000:3B:00.0")
     assert pci_slot("garbage") is None
+
+
+def test_a_programs_own_xid_is_no_gpu_fault_and_its_cuda_error_is_the_verdict() -> None:
+    health = GpuHealth(xid=_curve([0, 0, 31, 31], at(20)))
+    assert "gpu-fault" not in _judge([*running_run(), _reading(1, health)], at(20))
+    run = running_run()
+    crashed = worker(
+        1,
+        phase="Failed",
+        ready=False,
+        containers=(terminated("Error", 1),),
+        log_tail=("RuntimeError: CUDA error: an illegal memory access was encountered",),
+        observed_at=at(21),
+    )
+    found = _judge([*run, _reading(1, health), crashed, job("Failed", observed_at=at(22))], at(22))
+    assert "gpu-fault" not in found
+    assert found["gpu-error"].severity == "critical"
