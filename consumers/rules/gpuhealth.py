@@ -65,12 +65,14 @@ class Fault:
     value: str
 
 
-def _new_xid(curve: tuple[Sample, ...]) -> tuple[datetime, int, int] | None:
-    """When the last-Xid gauge first changed to a new non-zero code, the code and the one before."""
-    for (_, before), (at, value) in pairwise(curve):
-        if value != before and value > 0:
-            return at, int(value), int(before)
-    return None
+def _new_codes(curve: tuple[Sample, ...]) -> list[tuple[datetime, int, int]]:
+    """Each time a gauge changed to a new non-zero value (the last Xid: a new code), with the
+    value and the one before, in time order."""
+    return [
+        (at, int(value), int(before))
+        for (_, before), (at, value) in pairwise(curve)
+        if value not in (before, 0)
+    ]
 
 
 def _rise(curve: tuple[Sample, ...]) -> tuple[datetime, float] | None:
@@ -106,8 +108,7 @@ _COUNTERS = (
 def faults_of(health: GpuHealth) -> list[Fault]:
     """The faults one GPU reported within its curves, earliest first."""
     found: list[Fault] = []
-    if (new := _new_xid(health.xid)) is not None:
-        at, code, before = new
+    for at, code, before in _new_codes(health.xid):
         entry = xid(code)
         was = f" (was {before})" if before else ""
         found.append(
@@ -136,7 +137,7 @@ def faults_of(health: GpuHealth) -> list[Fault]:
                     f"{curve[-1][1]:.0f} at {clock_time(curve[-1][0])}",
                 )
             )
-    failed = _new_xid(health.remap_failure)
+    failed = next(iter(_new_codes(health.remap_failure)), None)
     if failed is not None:
         found.append(
             Fault(

@@ -177,3 +177,10 @@ def test_a_programs_own_xid_is_no_gpu_fault_and_its_cuda_error_is_the_verdict() 
     found = _judge([*run, _reading(1, health), crashed, job("Failed", observed_at=at(22))], at(22))
     assert "gpu-fault" not in found
     assert found["gpu-error"].severity == "critical"
+
+
+def test_a_hardware_xid_after_a_programs_own_is_still_found() -> None:
+    health = GpuHealth(xid=_curve([0, 13, 13, 79, 79], at(20)))
+    fault = _judge([*running_run(), _reading(0, health)], at(20))["gpu-fault"]
+    assert "reported Xid 79: the GPU has fallen off the bus" in fault.root_cause
+    assert "Xid 13" not in fault.root_cause
