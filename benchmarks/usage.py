@@ -1,7 +1,8 @@
 """Usage reading: what the batched queries cost a real Prometheus, and sample → history time.
 
-1. **Query load.** The leading watcher asks one query per figure (7: GPU utilization mean and
-   p95, framebuffer used and total, per GPU; utilization, memory and CPU curves, per pod) and
+1. **Query load.** The leading watcher asks one query per figure (8: GPU utilization mean and
+   p95, framebuffer used and total, per GPU; utilization, memory and CPU curves, per pod; DCGM's
+   health series, per GPU) and
    namespace per refresh, whatever the number of pods; the count for 1,000 running jobs x 16
    workers (+ launchers) is computed for 1, 50 and 1,000 namespaces, beside one query per pod.
 2. **Query cost, measured.** ``--jobs`` jobs x ``--workers`` workers x ``--gpus`` GPUs in
@@ -228,7 +229,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await probe.aclose()
             await prometheus.stop()
             exporter.stop()
-    series = args.jobs * args.workers * args.gpus * 3 + args.jobs * (args.workers + 1) * 2
+    series = args.jobs * args.workers * args.gpus * (3 + 11) + args.jobs * (args.workers + 1) * 2  # 11 health
     return {
         "load_for_1000_jobs_x_16_workers": query_load(1000, 16),
         "measured": {

@@ -13,11 +13,16 @@ Series read (:func:`queries`), Prometheus doing the arithmetic so that an answer
 per GPU and ``curve_points`` values per pod, however long the span:
 
 - per GPU (instant queries over the span): ``avg_over_time`` and ``quantile_over_time(0.95, …)``
-  of ``DCGM_FI_DEV_GPU_UTIL``, ``max_over_time(DCGM_FI_DEV_FB_USED)``, ``FB_USED + FB_FREE``;
+  of ``DCGM_FI_DEV_GPU_UTIL``, ``max_over_time(DCGM_FI_DEV_FB_USED)``, the framebuffer's size as
+  ``last_over_time`` of ``FB_USED`` plus ``FB_FREE`` (over the span like the others: once a pod
+  ended its series are stale, and an instant value would be null);
 - per pod (range queries, one point per ``span / curve_points``): the mean utilization of its
   GPUs, ``sum by (pod) (max_over_time(container_memory_working_set_bytes[step]))`` (whose
   highest point is the peak: the steps tile the span) and
-  ``sum by (pod) (rate(container_cpu_usage_seconds_total[2 steps]))``.
+  ``sum by (pod) (rate(container_cpu_usage_seconds_total[2 steps]))``;
+- per GPU (one range query, values at each step): DCGM's health series
+  (:data:`watchers.dcgm.HEALTH_METRICS`: the last Xid, ECC and row-remap counters, NVLink error
+  counters, clock-throttle reasons, temperature), read by ``gpu-fault`` and ``gpu-throttled``.
 
 Running pods are read over the window, in age classes (:data:`AGE_BUCKETS`) so that a young
 pod's figures stay close to its own life; an ended pod is read with the other pods of its run.
@@ -49,6 +54,7 @@ from prometheus_client import CollectorRegistry
 from controller.bus.publishing import Publisher
 from controller.contract.events import (
     MAX_PODS_PER_READING,
+    GpuHealth,
     GpuUsage,
     JobRef,
     PodRole,
@@ -61,6 +67,7 @@ from controller.contract.settings import UsageSettings
 from controller.metrics import PipelineMetrics
 from controller.prometheus import PrometheusError, PrometheusReader, Series, escape_regex
 from watchers.correlating import Correlator
+from watchers.dcgm import common_bits, health_points, health_selector
 from watchers.metrics import UsageMetrics
 from watchers.normalizing import pod_owner
 from watchers.pipeline import publish_every
@@ -73,12 +80,17 @@ log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 INSTANT = ("gpu_util_mean", "gpu_util_p95", "fb_used_max", "fb_total")
 """Per GPU, one value over the span read (instant queries)."""
-CURVES = ("gpu_util_curve", "memory_curve", "cpu_curve")
-"""Per pod, ``curve_points`` values across the span (range queries)."""
+CURVES = ("gpu_util_curve", "memory_curve", "cpu_curve", "gpu_health")
+"""Per pod (per GPU for ``gpu_health``), ``curve_points`` values across the span (range queries)."""
 QUERY_NAMES = INSTANT + CURVES
 AGE_BUCKETS = 12
 """Running pods younger than the window are read in this many age classes per namespace, so a
 young pod's figures do not reach back more than a class before its start."""
+HEALTH_POINTS = 8
+"""Points of a GPU health curve at most, whatever ``curve_points`` (a curve is kept as its
+changes, so only a series that keeps changing is merged): a reading of
+:data:`MAX_PODS_PER_READING` pods of 8 GPUs whose every health curve changes at every point
+stays under 6 MiB, inside the bus's 8 MB message size."""
 FINAL_TRIES = 5
 """Refreshes a pod's final reading is tried before it is given up (Prometheus down for long)."""
 _ENDED = frozenset({"Succeeded", "Failed"})
@@ -145,12 +157,13 @@ def queries(
     span, step = _seconds(span_s), _seconds(step_s)
     rate_window = _seconds(2 * max(step_s, settings.scrape_interval_s))
 
+    mapped = (
+        f'{settings.namespace_label}="{ns}",{settings.pod_label}=~"{names}"',
+        f'{settings.fallback_namespace_label}="{ns}",{settings.fallback_pod_label}=~"{names}"',
+    )
+
     def dcgm(metric: str) -> tuple[str, str]:
-        primary = f'{metric}{{{settings.namespace_label}="{ns}",{settings.pod_label}=~"{names}"}}'
-        fallback = (
-            f'{metric}{{{settings.fallback_namespace_label}="{ns}",{settings.fallback_pod_label}=~"{names}"}}'
-        )
-        return primary, fallback
+        return f"{metric}{{{mapped[0]}}}", f"{metric}{{{mapped[1]}}}"
 
     cadvisor = f'{{namespace="{ns}",pod=~"{names}",container!="",container!="POD"}}'
     found = {
@@ -177,13 +190,29 @@ def queries(
                 False,
             ),
             "fb_used_max": (f"max_over_time({used[0]}[{span}]) or max_over_time({used[1]}[{span}])", False),
-            "fb_total": (f"({used[0]} + {free[0]}) or ({used[1]} + {free[1]})", False),
+            "fb_total": (  # the last scrape within the span: the series are gone once the pod ends
+                f"(last_over_time({used[0]}[{span}]) + last_over_time({free[0]}[{span}])) or "
+                f"(last_over_time({used[1]}[{span}]) + last_over_time({free[1]}[{span}]))",
+                False,
+            ),
             "gpu_util_curve": (
                 f"avg by ({by_pod}) (avg_over_time({util[0]}[{step}]) or avg_over_time({util[1]}[{step}]))",
                 True,
             ),
+            "gpu_health": (
+                f"{health_selector(mapped[0])} or {health_selector(mapped[1])}",
+                True,
+            ),
         }
     return found
+
+
+_HEALTH_MERGE: dict[str, Callable[[Sequence[float]], float]] = {
+    "throttle_reasons": common_bits,
+    "xid": lambda vs: vs[-1],
+}
+"""How consecutive points of a health curve merge: the reasons held throughout (blips merged
+never make a throttle that lasts), the last Xid seen, the highest count."""
 
 
 def _when(t: float) -> datetime:
@@ -249,7 +278,7 @@ class _Answers:
             since=since,
             until=until,
             final=final,
-            gpus=self._gpus(series),
+            gpus=self._gpus(series, health_points(series.get("gpu_health", ()), lo, hi), keep),
             gpu_util_curve=_curve(curve("gpu_util_curve"), keep, _mean),
             memory_max_bytes=max((v for _, v in memory), default=None),
             memory_limit_bytes=pod.memory_limit,
@@ -260,17 +289,29 @@ class _Answers:
         )
 
     @staticmethod
-    def _gpus(series: Mapping[str, list[Series]]) -> tuple[GpuUsage, ...] | None:
+    def _gpus(
+        series: Mapping[str, list[Series]],
+        health: Mapping[str, tuple[dict[str, str | None], dict[str, list[tuple[float, float]]]]],
+        keep: int,
+    ) -> tuple[GpuUsage, ...] | None:
         per_gpu: dict[str, dict[str, Any]] = defaultdict(dict)
         for name in INSTANT:
             for one in series.get(name, ()):
                 gpu = one.labels.get("gpu") or one.labels.get("UUID") or "0"
                 held = per_gpu[gpu]
-                held.setdefault("uuid", one.labels.get("UUID"))
-                held.setdefault("model", one.labels.get("modelName"))
+                held["uuid"] = held.get("uuid") or one.labels.get("UUID")
+                held["model"] = held.get("model") or one.labels.get("modelName")
                 values = [v for _, v in one.points if math.isfinite(v)]
                 if values:
                     held[name] = values[-1]
+        for gpu, (where, fields) in health.items():
+            per_gpu[gpu]["health"] = GpuHealth(
+                **where,
+                **{
+                    name: _curve(points, min(keep, HEALTH_POINTS), _HEALTH_MERGE.get(name, max))
+                    for name, points in fields.items()
+                },
+            )
         if not per_gpu:
             return None
 
@@ -280,12 +321,13 @@ class _Answers:
         return tuple(
             GpuUsage(
                 gpu=gpu,
-                uuid=held["uuid"],
-                model=held["model"],
+                uuid=held.get("uuid"),
+                model=held.get("model"),
                 util_mean_pct=round(held["gpu_util_mean"], 2) if "gpu_util_mean" in held else None,
                 util_p95_pct=round(held["gpu_util_p95"], 2) if "gpu_util_p95" in held else None,
                 fb_used_max_bytes=mib(held.get("fb_used_max")),
                 fb_total_bytes=mib(held.get("fb_total")),
+                health=held.get("health"),
             )
             for gpu, held in sorted(per_gpu.items())
         )

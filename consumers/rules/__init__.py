@@ -14,13 +14,14 @@ The judgement, each layer importing only the ones below it::
     catalog                    the ordered rules and what explains what
     catchall                   the rule for a failure no other rule explains
     memory, gpu, segfaults, disks, quota, containers, nodes, scheduling, mpi, stalls,
-    rendezvous, restarts, usage
+    rendezvous, restarts, usage, gpuhealth
                                the rules, one family each
     culprits, errors           which rank stopped or erred first; exit codes and errors in words
     live                       which lines of a running job's output are evidence
     rule, wording, facts       what a rule is; how findings speak; shared readings of a run
     families                   who printed a line and what it says about the mesh
     tails, signatures          failure-time log tails and the failure signatures read in them
+    xids                       the Xid catalogue: what each driver error code means, what to do
     state, thresholds          what is known about a run; what is configured
 
 The bus side (not pure), above it::

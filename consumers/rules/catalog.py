@@ -23,6 +23,10 @@ cause is named). The relation must stay acyclic (a test checks it).
 - One exception: ``unschedulable`` does not hide ``hang-pending``. Waiting for capacity
   may end by itself; the first says why the run waits, the second for how long
   ("Pending 20m: waiting for 8 GPUs").
+- A GPU's own fault (``gpu-fault``, from DCGM) explains what the program printed of it
+  (``gpu-error``: a CUDA error on a GPU that reported an Xid is the hardware's) and, as a pod
+  cause, the communication symptoms and stalls it brings; ``gpu-throttled`` steps aside for
+  any other cause (a fault on one GPU says nothing of another's clocks).
 - The usage warnings step aside for what they warn of: ``memory-near-limit`` for the ``oom``
   that came, ``gpu-idle`` for any cause that explains why a worker stopped working.
 - ``oom-predicted`` steps aside for the ``oom`` it foresaw (which then says how early it was
@@ -41,6 +45,7 @@ from consumers.rules.containers import CRASHLOOP, IMAGE_PULL
 from consumers.rules.disks import DISK_FULL
 from consumers.rules.forecast import OOM_PREDICTED
 from consumers.rules.gpu import GPU_ERROR
+from consumers.rules.gpuhealth import GPU_FAULT, GPU_THROTTLED
 from consumers.rules.memory import GPU_OOM, OOM
 from consumers.rules.mpi import MPI_ABORT, MPI_COMM
 from consumers.rules.nodes import EVICTED, NODE_LOST
@@ -60,6 +65,7 @@ POD_CAUSES: frozenset[RuleId] = frozenset(
         "oom",
         "gpu-oom",
         "gpu-error",
+        "gpu-fault",
         "segfault",
         "disk-full",
         "quota",
@@ -78,7 +84,8 @@ STALLS: frozenset[RuleId] = frozenset(
 CATALOG: tuple[Rule, ...] = (
     OOM,
     GPU_OOM,
-    GPU_ERROR,
+    GPU_FAULT,
+    replace(GPU_ERROR, explained_by=frozenset({"gpu-fault"})),
     SEGFAULT,
     DISK_FULL,
     QUOTA,
@@ -96,6 +103,7 @@ CATALOG: tuple[Rule, ...] = (
     replace(HANG_PENDING, explained_by=(CAUSES - {"unschedulable"}) | {"failure-propagation", "hang-init"}),
     replace(HANG_PROGRESS, explained_by=CAUSES | {"failure-propagation", "hang-init", "hang-pending"}),
     replace(GPU_IDLE, explained_by=CAUSES | {"failure-propagation", "hang-init"}),
+    replace(GPU_THROTTLED, explained_by=(CAUSES - {"gpu-fault"}) | {"failure-propagation"}),
     replace(MEMORY_NEAR_LIMIT, explained_by=frozenset({"oom"})),
     replace(OOM_PREDICTED, explained_by=frozenset({"oom"})),
     replace(STRAGGLER, explained_by=CAUSES | {"failure-propagation", "hang-init", "gpu-idle"}),

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from consumers.rules.tails import bounded, gpu_oom_lines, handled, is_hint, is_mention, output_rank
+from consumers.rules.xids import xid as xid_entry
 
 
 @dataclass(frozen=True)
@@ -400,31 +401,6 @@ def crash_frame(tail: tuple[str, ...], index: int) -> str | None:
 
 # --------------------------------------------------------------------- GPUs
 
-XID_MEANINGS: dict[int, tuple[str, bool]] = {
-    13: ("graphics engine exception, usually an illegal access by the program", False),
-    31: ("GPU memory page fault, usually an illegal memory access by the program", False),
-    32: ("invalid or corrupted push buffer stream (driver or PCIe)", True),
-    38: ("driver firmware error", True),
-    43: ("the GPU stopped processing a faulting program", False),
-    45: ("preemptive cleanup after earlier errors", False),
-    48: ("double-bit ECC error: the GPU's memory is failing", True),
-    61: ("internal micro-controller breakpoint (firmware)", True),
-    62: ("internal micro-controller halt (firmware)", True),
-    63: ("ECC page retirement or row remapping recorded", True),
-    64: ("ECC page retirement or row remapping failed", True),
-    74: ("NVLink error", True),
-    79: ("the GPU has fallen off the bus", True),
-    92: ("high single-bit ECC error rate", True),
-    94: ("contained ECC error: the affected program was stopped", True),
-    95: ("uncontained ECC error: every program on the GPU is affected, the GPU needs a reset", True),
-    109: ("context switch timeout", True),
-    119: ("GSP firmware RPC timeout", True),
-    120: ("GSP firmware error", True),
-    140: ("unrecovered ECC error", True),
-    **{xid: ("NVLink error", True) for xid in range(144, 151)},
-    154: ("the GPU needs a reset or the node a reboot to recover", True),
-}
-
 GPU_ERRORS: tuple[Signature, ...] = (
     Signature(
         "xid",
@@ -514,8 +490,8 @@ def gpu_error_words(hit: Hit) -> tuple[str, bool]:
     previous = hit.group("previous")
     if previous is not None:
         xid = int(previous)  # Xid 45 "caused by previous Xid 149": the earlier one is the cause
-    meaning, hardware = XID_MEANINGS.get(xid, ("a GPU error reported by the driver", True))
-    return f"Xid {xid}: {meaning}", hardware
+    entry = xid_entry(xid)  # the Xid catalogue (consumers.rules.xids)
+    return f"Xid {xid}: {entry.meaning}", entry.hardware
 
 
 # A line that warns what *could* happen or says how to avoid it reports nothing that happened.

@@ -18,7 +18,7 @@ the log tail it lacked is another observation (:func:`version_of`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, NewType
+from typing import Annotated, Any, Literal, NewType
 
 from pydantic import Field, TypeAdapter
 
@@ -299,6 +299,33 @@ MAX_PODS_PER_READING = 256
 """Pods in one :class:`UsageObserved` (about 5 KiB each): a larger run is read in several."""
 
 
+def _curve_field(what: str) -> Any:
+    return Field(default=(), max_length=MAX_CURVE_POINTS, description=what)
+
+
+class GpuHealth(Message):
+    """What DCGM said of one GPU's health over the span read, as curves in time order: the
+    values read at each step, kept where they changed, with the first and the last (a series the
+    cluster does not export leaves its curve empty). The counters are cumulative: what happened
+    during the span is their increase within it. Not kept in the history."""
+
+    hostname: str | None = Field(default=None, max_length=253, description="DCGM's ``Hostname`` label.")
+    pci_bus_id: str | None = Field(
+        default=None, max_length=64, description="DCGM's ``pci_bus_id`` label (``00000000:3B:00.0``)."
+    )
+    xid: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_XID_ERRORS``: the last Xid code seen (0: none).")
+    ecc_dbe: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` (counter).")
+    remapped_rows: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS`` (counter).")
+    remap_failure: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_ROW_REMAP_FAILURE`` (1: failed).")
+    nvlink_errors: tuple[Sample, ...] = _curve_field(
+        "Sum of ``DCGM_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_COUNT_TOTAL`` (counter)."
+    )
+    throttle_reasons: tuple[Sample, ...] = _curve_field(
+        "``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``: the bitmask of reasons the clocks are held down."
+    )
+    temperature_c: tuple[Sample, ...] = _curve_field("``DCGM_FI_DEV_GPU_TEMP`` (°C).")
+
+
 class GpuUsage(Message):
     """What one GPU of a pod did over the span read (DCGM exporter's series)."""
 
@@ -309,6 +336,9 @@ class GpuUsage(Message):
     util_p95_pct: float | None = None
     fb_used_max_bytes: float | None = None
     fb_total_bytes: float | None = None
+    health: GpuHealth | None = Field(
+        default=None, description="DCGM's health series of the GPU; ``None`` when none is exported."
+    )
 
 
 class PodUsage(Message):

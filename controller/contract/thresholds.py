@@ -24,6 +24,7 @@ class ThresholdOverride(BaseModel):
     failure_propagation_s: float | None = Field(default=None, gt=0)
     settle_s: float | None = Field(default=None, ge=0)
     gpu_idle_s: float | None = Field(default=None, gt=0)
+    gpu_throttle_s: float | None = Field(default=None, gt=0)
     memory_near_limit_ratio: float | None = Field(default=None, gt=0, le=1)
     oom_horizon_s: float | None = Field(default=None, gt=0)
     straggler_s: float | None = Field(default=None, gt=0)
@@ -86,6 +87,13 @@ class RuleThresholds(BaseModel):
         le=100,
         description="Mean GPU utilization (%) the other workers must keep for the idle one to stand out; "
         "when every worker is idle (a checkpoint, an evaluation on the launcher) nothing fires.",
+    )
+    gpu_throttle_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds a running worker's GPU may have its clocks held down by the hardware "
+        "(slowdown, thermal, power brake) without a break before gpu-throttled fires; a throttle "
+        "of seconds is normal under load.",
     )
     memory_near_limit_ratio: float = Field(
         default=0.9,

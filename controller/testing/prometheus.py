@@ -3,10 +3,13 @@
 :func:`prometheus_binary` finds or installs Debian's ``prometheus`` package
 (:func:`controller.testing.packages.debian_binary`). :class:`UsageExporter` serves
 ``/metrics`` on loopback with the series of simulated pods — ``DCGM_FI_DEV_GPU_UTIL``,
-``DCGM_FI_DEV_FB_USED``/``FB_FREE`` labelled as a DCGM exporter with its pod mapping on (after
-a ServiceMonitor's relabeling: ``exported_namespace``/``exported_pod``, or plain
-``namespace``/``pod``), ``container_memory_working_set_bytes`` and
-``container_cpu_usage_seconds_total`` as the kubelet's cAdvisor — whatever values the test
+``DCGM_FI_DEV_FB_USED``/``FB_FREE`` and the health series (``DCGM_FI_DEV_XID_ERRORS``, ECC,
+row-remap and NVLink counters, ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``, ``DCGM_FI_DEV_GPU_TEMP``)
+labelled as dcgm-exporter does (``gpu``, ``UUID``, ``device``, ``modelName``, ``Hostname``)
+with its pod mapping on (after a ServiceMonitor's relabeling: ``exported_namespace``/
+``exported_pod``, or plain ``namespace``/``pod``; a GPU no pod holds has none),
+``container_memory_working_set_bytes`` and ``container_cpu_usage_seconds_total`` as the
+kubelet's cAdvisor — whatever values the test
 sets now. :class:`Prometheus` runs one server scraping it every second, so the real query
 engine answers the controller's real queries.
 """
@@ -27,7 +30,7 @@ from controller.testing.packages import debian_binary, stop_server, until_ready
 from controller.testing.ports import free_port
 from controller.testing.waits import until
 
-__all__ = ["GpuSeries", "Prometheus", "UsageExporter", "prometheus_binary"]
+__all__ = ["GpuSeries", "Prometheus", "UsageExporter", "pci_bus_id", "prometheus_binary"]
 
 PACKAGE = "prometheus"
 
@@ -39,11 +42,50 @@ def prometheus_binary() -> tuple[str | None, str]:
 
 @dataclass
 class GpuSeries:
-    """One GPU of one pod, as DCGM reports it (framebuffer in MiB)."""
+    """One GPU of one pod, as DCGM reports it (framebuffer in MiB); its health series as
+    dcgm-exporter names them: the last Xid, the ECC, row-remap and NVLink counters (cumulative,
+    as on a real GPU: set them to what the GPU has counted since the driver loaded), the clock
+    throttle reasons' bitmask, the temperature."""
 
     util: float
     fb_used_mib: float
     fb_total_mib: float = 81_920.0
+    xid: int = 0
+    ecc_dbe: int = 0
+    ecc_sbe: int = 0
+    remapped_rows: int = 0
+    remap_failure: int = 0
+    nvlink_crc_errors: int = 0
+    throttle_reasons: int = 0
+    temperature_c: float = 45.0
+    hostname: str = "gpu-node-0"
+
+    def health_lines(self, labels: str) -> Iterator[str]:
+        """The health series of this GPU under ``labels``."""
+        yield f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} {self.xid}"
+        yield f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{labels}}} {self.ecc_dbe}"
+        yield f"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{{{labels}}} {self.ecc_sbe}"
+        yield f"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{{{labels}}} {self.remapped_rows}"
+        yield f"DCGM_FI_DEV_ROW_REMAP_FAILURE{{{labels}}} {self.remap_failure}"
+        for kind in ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY"):
+            count = self.nvlink_crc_errors if kind == "CRC_FLIT" else 0
+            yield f"DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL{{{labels}}} {count}"
+        yield f"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{{{labels}}} {self.throttle_reasons}"
+        yield f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} {self.temperature_c}"
+
+
+def pci_bus_id(gpu: str) -> str:
+    """The PCI address the exporter gives GPU ``gpu`` (an index), as DCGM writes it."""
+    return f"00000000:{0x18 + 0x10 * int(gpu):02X}:00.0"
+
+
+def _dcgm_labels(gpu: str, uuid: str, series: GpuSeries, mapped: str) -> str:
+    """The labels dcgm-exporter puts on a GPU's series, then the pod mapping's (may be empty)."""
+    own = (
+        f'gpu="{gpu}",UUID="{uuid}",device="nvidia{gpu}",modelName="NVIDIA H100 80GB HBM3",'
+        f'Hostname="{series.hostname}",pci_bus_id="{pci_bus_id(gpu)}",DCGM_FI_DRIVER_VERSION="550.90.07"'
+    )
+    return f"{own},{mapped}" if mapped else own
 
 
 @dataclass
@@ -64,6 +106,7 @@ class UsageExporter:
 
     def __init__(self) -> None:
         self._pods: dict[tuple[str, str], _PodSeries] = {}
+        self._unassigned: dict[tuple[str, str], GpuSeries] = {}
         self._lock = threading.Lock()
         self.port = free_port()
         exporter = self
@@ -94,6 +137,16 @@ class UsageExporter:
             held.gpus[gpu] = series
             held.exported = exported
 
+    def unassigned_gpu(self, gpu: str, series: GpuSeries) -> None:
+        """Set a GPU of ``series.hostname`` that no pod holds (DCGM exports it without pod labels)."""
+        with self._lock:
+            self._unassigned[(series.hostname, gpu)] = series
+
+    def drop(self, namespace: str, pod: str) -> None:
+        """Stop exporting a pod's series, as the exporters do once it ended."""
+        with self._lock:
+            self._pods.pop((namespace, pod), None)
+
     def memory(self, namespace: str, pod: str, working_set_bytes: float) -> None:
         with self._lock:
             self._pod(namespace, pod).memory_bytes = working_set_bytes
@@ -113,6 +166,8 @@ class UsageExporter:
                 held.cpu_seconds += held.cpu_cores * (now - held.cpu_at)  # a counter of CPU seconds
                 held.cpu_at = now
                 lines.extend(self._lines(held))
+            for (host, gpu), series in self._unassigned.items():
+                lines.extend(series.health_lines(_dcgm_labels(gpu, f"GPU-{host}-{gpu}", series, "")))
         return "\n".join(lines) + "\n"
 
     @staticmethod
@@ -124,10 +179,11 @@ class UsageExporter:
             else f'namespace="{held.namespace}",pod="{held.pod}",container="main"'
         )
         for gpu, series in held.gpus.items():
-            labels = f'gpu="{gpu}",UUID="GPU-{held.pod}-{gpu}",modelName="NVIDIA H100 80GB HBM3",{mapped}'
+            labels = _dcgm_labels(gpu, f"GPU-{held.pod}-{gpu}", series, mapped)
             yield f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {series.util}"
             yield f"DCGM_FI_DEV_FB_USED{{{labels}}} {series.fb_used_mib}"
             yield f"DCGM_FI_DEV_FB_FREE{{{labels}}} {series.fb_total_mib - series.fb_used_mib}"
+            yield from series.health_lines(labels)
         cadvisor = f'namespace="{held.namespace}",pod="{held.pod}",container="main"'
         if held.memory_bytes is not None:
             whole_pod = f'namespace="{held.namespace}",pod="{held.pod}",container=""'  # the pod's cgroup

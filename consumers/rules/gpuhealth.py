@@ -1,0 +1,335 @@
+"""Rules ``gpu-fault`` and ``gpu-throttled``: what DCGM says of the GPUs a run's pods hold.
+
+Read from the :class:`~controller.contract.events.GpuHealth` curves of each pod's latest usage
+reading (only the pod's own GPUs, over its own life: DCGM's pod mapping labels a GPU with the
+pod that holds it, and the reading keeps the points of the pod's life):
+
+- ``gpu-fault``: during the pod's life the GPU reported an Xid (the last-Xid gauge changed to a
+  new non-zero code), double-bit ECC errors or rows remapped for uncorrectable errors (those
+  counters rose), a failed row remapping, or NVLink errors (their counters rose). Counters are
+  cumulative and the last Xid stays set: a value already there at the pod's first point is
+  from before the job and says nothing about it. An Xid the catalogue gives to the program
+  (13, 31, 43: an illegal access on a healthy GPU) is no fault of the GPU: the program's own
+  error (``gpu-error``, ``failed``) tells it. The finding names the worker, the node, the
+  GPU, says what the Xid or counter means (:mod:`consumers.rules.xids`) and whether it came
+  before the job's failure. A CUDA or NCCL error in the same pod's log is shown as evidence:
+  the hardware is the root cause (``gpu-error`` and the communication symptoms are explained
+  by it, see the catalog). Xid lines in Events about the pod's node (the kernel log relayed by
+  node-problem-detector or the GPU operator) count too, when their PCI address is one of the
+  pod's GPUs (DCGM's ``pci_bus_id``). Once seen it holds while the run lives, though a later reading's
+  window no longer reaches back to it.
+- ``gpu-throttled``: a GPU of a running worker has had its clocks held down by the hardware
+  (slowdown, thermal, power brake) for ``gpu_throttle_s`` without a break. A throttle of a few
+  seconds is normal and stays quiet.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+
+from consumers.rules.facts import pod_text
+from consumers.rules.rule import Context, Detection, Rule, log_facts, pod_fact
+from consumers.rules.signatures import gpu_errors, transport_failures
+from consumers.rules.state import PodState, RunState
+from consumers.rules.usage import curve_text
+from consumers.rules.wording import also, clock_time, duration, who
+from consumers.rules.xids import parse_xid_lines, pci_slot, xid
+from controller.contract.events import GpuHealth, GpuUsage, PodUsage, Sample
+from controller.contract.findings import Evidence
+
+__all__ = ["GPU_FAULT", "GPU_THROTTLED", "THROTTLE_REASONS", "Fault", "faults_of", "throttled_for"]
+
+THROTTLE_REASONS: dict[int, str] = {
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+"""The bits of ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` that mean the hardware holds the clocks
+down (NVML's clocks-event reasons); the others (idle, application clocks, power cap) are normal."""
+_THROTTLING = sum(THROTTLE_REASONS)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One health event of one GPU during a pod's life."""
+
+    at: datetime
+    series: str
+    words: str
+    hardware: bool
+    advice: str
+    value: str
+
+
+def _new_codes(curve: tuple[Sample, ...]) -> list[tuple[datetime, int, int]]:
+    """Each time a gauge changed to a new non-zero value (the last Xid: a new code), with the
+    value and the one before, in time order."""
+    return [
+        (at, int(value), int(before))
+        for (_, before), (at, value) in pairwise(curve)
+        if value not in (before, 0)
+    ]
+
+
+def _rise(curve: tuple[Sample, ...]) -> tuple[datetime, float] | None:
+    """When a cumulative counter first rose within the curve, and by how much in all."""
+    if len(curve) < 2 or curve[-1][1] <= curve[0][1]:
+        return None
+    first = next(at for (_, before), (at, value) in pairwise(curve) if value > before)
+    return first, curve[-1][1] - curve[0][1]
+
+
+_COUNTERS = (
+    (
+        "ecc_dbe",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "double-bit (uncorrectable) ECC error{s}: the GPU's memory is failing",
+        48,
+    ),
+    (
+        "remapped_rows",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "row{s} of GPU memory remapped after uncorrectable errors: reset the GPU to use its spare rows",
+        63,
+    ),
+    (
+        "nvlink_errors",
+        "DCGM_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL",
+        "NVLink error{s}: a link between GPUs is failing",
+        74,
+    ),
+)
+
+
+def faults_of(health: GpuHealth) -> list[Fault]:
+    """The faults one GPU reported within its curves, earliest first."""
+    found: list[Fault] = []
+    for at, code, before in _new_codes(health.xid):
+        entry = xid(code)
+        was = f" (was {before})" if before else ""
+        found.append(
+            Fault(
+                at,
+                "DCGM_FI_DEV_XID_ERRORS",
+                f"Xid {code}: {entry.meaning}",
+                entry.hardware,
+                entry.advice,
+                f"{code} at {clock_time(at)}{was}",
+            )
+        )
+    for field, series, words, like in _COUNTERS:
+        curve: tuple[Sample, ...] = getattr(health, field)
+        if (rise := _rise(curve)) is not None:
+            at, by = rise
+            count = f"{by:.0f} {words.format(s='' if by == 1 else 's')}"
+            found.append(
+                Fault(
+                    at,
+                    series,
+                    count,
+                    True,
+                    xid(like).advice,
+                    f"{curve[0][1]:.0f} at {clock_time(curve[0][0])} → "
+                    f"{curve[-1][1]:.0f} at {clock_time(curve[-1][0])}",
+                )
+            )
+    failed = next(iter(_new_codes(health.remap_failure)), None)
+    if failed is not None:
+        found.append(
+            Fault(
+                failed[0],
+                "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+                "row remapping failed: the GPU's memory cannot be repaired",
+                True,
+                xid(64).advice,
+                f"1 at {clock_time(failed[0])}",
+            )
+        )
+    return sorted(found, key=lambda f: f.at)
+
+
+def _event_faults(state: RunState, pod: PodState, usage: PodUsage) -> list[tuple[GpuUsage, Fault]]:
+    """Xid lines in Kubernetes Events about the pod's node (a node-problem-detector or the GPU
+    operator relaying the kernel log) since the pod was created, on a GPU the pod holds: matched
+    by PCI address to DCGM's ``pci_bus_id`` (a line about another GPU of the node is no fault
+    of this run)."""
+    held = {
+        slot: gpu
+        for gpu in usage.gpus or ()
+        if gpu.health is not None
+        and gpu.health.pci_bus_id
+        and (slot := pci_slot(gpu.health.pci_bus_id)) is not None
+    }
+    found: list[tuple[GpuUsage, Fault]] = []
+    for event in state.events_about_node(pod.node) if held else ():
+        when = event.last_timestamp or event.observed_at
+        if when < pod.observed.created_at:
+            continue
+        for line in parse_xid_lines(event.message, most=8):
+            gpu = held.get(pci_slot(line.pci) or ("", ""))
+            if gpu is not None:
+                entry = line.cause
+                words = f"Xid {entry.code}: {entry.meaning}"
+                found.append(
+                    (
+                        gpu,
+                        Fault(when, f"event.{event.reason}", words, entry.hardware, entry.advice, line.line),
+                    )
+                )
+    return found
+
+
+def _failed_at(state: RunState) -> datetime | None:
+    """When the run failed: its first container that ended non-zero, else the job's failure."""
+    ends = [
+        c.finished_at
+        for pod in state.current_pods()
+        for c in pod.containers
+        if c.state == "terminated" and c.exit_code not in (None, 0) and c.finished_at is not None
+    ]
+    if ends:
+        return min(ends)
+    return state.finished_since if state.phase == "Failed" else None
+
+
+def _timing(state: RunState, at: datetime) -> str:
+    failed = _failed_at(state)
+    if failed is None:
+        return "the job has not failed" if not state.finished else "the job did not fail"
+    gap = (failed - at).total_seconds()
+    if gap >= 0:
+        return f"{duration(gap)} before the job failed at {clock_time(failed)}"
+    return f"after the job failed at {clock_time(failed)}"
+
+
+def _gpu_name(gpu: GpuUsage) -> str:
+    return f"GPU {gpu.gpu}" + (f" ({gpu.uuid})" if gpu.uuid else "")
+
+
+def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
+    found: list[tuple[PodState, GpuUsage, Fault]] = []
+    for pod in state.current_pods():
+        usage = state.usage_of(pod)
+        for gpu in (usage.gpus or ()) if usage is not None else ():
+            if gpu.health is not None:
+                found.extend((pod, gpu, fault) for fault in faults_of(gpu.health))
+        if usage is not None:
+            found.extend((pod, gpu, fault) for gpu, fault in _event_faults(state, pod, usage))
+    # a program's own Xid (13, 31, 43) is no fault of the GPU: its error (gpu-error, failed) tells it
+    found = sorted(((p, g, f) for p, g, f in found if f.hardware), key=lambda item: item[2].at)
+    if not found:
+        return None
+    pod, gpu, fault = found[0]
+    node = pod.node or (gpu.health.hostname if gpu.health is not None else None)
+    where = f"node {node}" if node else "its node"
+    text = pod_text(pod)
+    lines = [hit.line for hit in (*gpu_errors(text), *transport_failures(text))]
+    followed = f"; the error in its log ({lines[0][:120]}) follows from it" if lines else ""
+    others = list(dict.fromkeys(p for p, _, _ in found[1:] if p is not pod))
+    evidence: list[Evidence] = []
+    if node:
+        evidence.append(pod_fact(pod, "spec.nodeName", node))
+    for p, g, f in found[:6]:
+        evidence.append(pod_fact(p, f"gpus[{g.gpu}].{f.series}", f"{f.words}: {f.value}"))
+    evidence.extend(log_facts(pod, dict.fromkeys(lines[:4])))
+    steps = (
+        f"{fault.advice[0].upper()}{fault.advice[1:]}.",
+        f"Take the node out of service until then: kubectl cordon {node or '<node>'}; "
+        "nvidia-smi -q -d ECC,ROW_REMAPPER and dcgmi diag -r 3 show the GPU's state.",
+        "Resubmit the job from its last checkpoint; with the node cordoned it lands elsewhere.",
+    )
+    return Detection(
+        root_cause=f"{who(pod)}'s {_gpu_name(gpu)} on {where} reported {fault.words} at "
+        f"{clock_time(fault.at)}, {_timing(state, fault.at)}{followed}{also(others)}",
+        evidence=tuple(evidence),
+        key=(pod.uid, gpu.uuid or gpu.gpu, fault.series, fault.words, str(_failed_at(state)), *lines[:1]),
+        remediation=steps,
+    )
+
+
+def throttled_for(curve: tuple[Sample, ...]) -> tuple[float, datetime, int] | None:
+    """How long the hardware has held the clocks down without a break at the curve's end, since
+    when, and the reasons' bits in that spell."""
+    if not curve or not int(curve[-1][1]) & _THROTTLING:
+        return None
+    first = len(curve) - 1
+    while first > 0 and int(curve[first - 1][1]) & _THROTTLING:
+        first -= 1
+    reasons = 0
+    for _, value in curve[first:]:
+        reasons |= int(value) & _THROTTLING
+    return (curve[-1][0] - curve[first][0]).total_seconds(), curve[first][0], reasons
+
+
+def _detect_gpu_throttled(state: RunState, ctx: Context) -> Detection | None:
+    if state.finished or state.phase != "Running":
+        return None
+    found: list[tuple[PodState, GpuUsage, GpuHealth, tuple[float, datetime, int]]] = []
+    for pod in state.workers():
+        usage = state.usage_of(pod)
+        if pod.deleted or pod.phase != "Running" or usage is None or usage.final:
+            continue
+        for gpu in usage.gpus or ():
+            health = gpu.health
+            spell = throttled_for(health.throttle_reasons) if health is not None else None
+            if health is not None and spell is not None and spell[0] >= ctx.thresholds.gpu_throttle_s:
+                found.append((pod, gpu, health, spell))
+    if not found:
+        return None
+    pod, gpu, health, (seconds, since, reasons) = found[0]
+    why = ", ".join(words for bit, words in THROTTLE_REASONS.items() if reasons & bit)
+    hottest = max((v for _, v in health.temperature_c), default=None)
+    heat = f"; up to {hottest:.0f} °C" if hottest is not None else ""
+    where = f"node {pod.node}" if pod.node else "its node"
+    evidence = [
+        pod_fact(
+            pod, f"gpus[{gpu.gpu}].DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", f"{why} since {clock_time(since)}"
+        )
+    ]
+    if health.temperature_c:
+        evidence.append(
+            pod_fact(
+                pod, f"gpus[{gpu.gpu}].DCGM_FI_DEV_GPU_TEMP", curve_text(health.temperature_c, "°C", digits=0)
+            )
+        )
+    return Detection(
+        root_cause=f"{who(pod)}'s {_gpu_name(gpu)} on {where} has been throttled ({why}) for "
+        f"{duration(seconds)}{heat}: it runs slower than its peers and every collective waits for it"
+        f"{also(list(dict.fromkeys(p for p, _, _, _ in found[1:] if p is not pod)))}",
+        evidence=tuple(evidence),
+        key=tuple(dict.fromkeys(f"{p.uid}/{g.gpu}" for p, g, _, _ in found)),
+    )
+
+
+GPU_FAULT = Rule(
+    id="gpu-fault",
+    kind="cause",
+    severity="critical",
+    summary="A GPU a pod of the run holds reported a fault to DCGM during the run: an Xid, "
+    "uncorrectable ECC errors, remapped rows, a failed row remapping, NVLink errors.",
+    remediation=(
+        "Drain the node (kubectl cordon <node>) and have the GPU reset or the node repaired, as the "
+        "finding says; re-run the job elsewhere from its last checkpoint.",
+    ),
+    detect=_detect_gpu_fault,
+    settle_s=lambda _: math.inf,  # a fault stays a fact of the run after it leaves the window read
+)
+
+GPU_THROTTLED = Rule(
+    id="gpu-throttled",
+    kind="stall",
+    severity="warning",
+    summary="A running worker's GPU has had its clocks held down by the hardware (thermal, power "
+    "brake, slowdown) for minutes: the whole run goes at its pace.",
+    remediation=(
+        "Check the node's cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE); a GPU that "
+        "throttles alone among its peers is failing or badly cooled: report it.",
+        "Move the job off the node (kubectl cordon <node>, resubmit from the last checkpoint) if "
+        "the throttle does not clear.",
+    ),
+    detect=_detect_gpu_throttled,
+)
