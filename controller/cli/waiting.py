@@ -23,138 +23,67 @@ on stderr.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import json
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from controller.cli import grammar, rendering
 from controller.cli.apiclient import add_client_options
 from controller.cli.browsing import job_target
 from controller.cli.exits import CommandError, Exit
-from controller.client.errors import Unreachable
-from controller.client.refs import job_ref, not_found
+from controller.client.errors import NotFound, TimedOut
+from controller.client.following import Goal
+from controller.client.refs import RunRef, job_ref
 from controller.contract.settings import ClientSettings
 
 if TYPE_CHECKING:
-    from controller.client.aio import AsyncClient
+    from controller.client.following import Following, Settled, WaitEvent
 
-__all__ = ["Goal", "Watch", "outcome_document", "wait"]
+__all__ = ["Goal", "lines_of", "outcome_document", "wait"]
 
-Goal = Literal["finished", "succeeded", "running"]
 CREATED_WITHIN_S = ClientSettings.model_fields["wait_created_within_s"].default
 """How long a job or attempt named but not (yet) in the history is looked for before ``wait``
 says there is none (``MPIJC_CLIENT__WAIT_CREATED_WITHIN_S``)."""
-LOOK_EVERY_S = 1.0
-"""Pause between two looks for a job or attempt not recorded yet."""
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
-_ENDED = ("Succeeded", "Failed")
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    code: Exit
-    lines: tuple[str, ...]
-    findings: tuple[dict[str, Any], ...] | None = None
-    """The findings the ``end`` event listed; None: those the events carried."""
+def lines_of(event: WaitEvent) -> list[str]:
+    """What a person reads of one event: a phase change, a finding, a deletion, the wait for the
+    next attempt."""
+    at = rendering.when(event.at)
+    if event.kind == "phase":
+        reason = f" ({event.data['reason']})" if event.data.get("reason") else ""
+        return [f"{at}  {event.job}: {event.phase}{reason}"]
+    if event.kind == "finding":
+        finding = event.finding
+        return [
+            f"{at}  {event.job}: finding {finding.get('rule')} "
+            f"({finding.get('severity')}, {finding.get('status')}): {finding.get('root_cause')}"
+        ]
+    if event.kind == "deleted":
+        return [f"{at}  {event.job}: deleted"]
+    if event.kind == "waiting":
+        return [f"waiting for the next attempt of {event.data.get('namespace')}/{event.data.get('name')}"]
+    return []
 
 
-@dataclasses.dataclass
-class Watch:
-    """What the events said so far, and whether they settle the wait."""
-
-    goal: Goal
-    ended: str | None = None
-    """The uid of the attempt followed when it had already ended as ``wait`` started: its phases
-    are history, and only its ``end`` (its outcome) settles the wait."""
-    phase: str | None = None
-    said_waiting: bool = False
-    seen: set[tuple[Any, Any]] = dataclasses.field(default_factory=set)
-    run: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The attempt the events are about: namespace, name, attempt, uid."""
-    findings: dict[Any, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    """The newest revision of each finding the events carried, by rule."""
-
-    def event(self, kind: str, raw: str) -> tuple[list[str], Outcome | None]:
-        """:meth:`on` for an event as received: its JSON parsed, an entry sent again after a
-        connection broke within one poll's entries (the same ``(uid, seq)``) skipped."""
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return [], None
-        if not isinstance(data, dict):
-            return [], None
-        seen = (data.get("uid"), data.get("seq"))
-        if seen[1] is not None:
-            if seen in self.seen:
-                return [], None
-            self.seen.add(seen)
-        return self.on(kind, data)
-
-    def on(self, kind: str, data: dict[str, Any]) -> tuple[list[str], Outcome | None]:
-        """Lines to print for one event, and the outcome if the event settles the wait."""
-        job = f"{data.get('namespace')}/{data.get('name')} attempt {data.get('attempt')}"
-        at = rendering.when(data.get("at"))
-        if kind != "waiting":
-            self.run.update({k: data[k] for k in ("namespace", "name", "attempt", "uid") if k in data})
-        if kind == "phase":
-            self.phase = str(data.get("phase"))
-            reason = f" ({data['reason']})" if data.get("reason") else ""
-            lines = [f"{at}  {job}: {self.phase}{reason}"]
-            replayed = self.ended is not None and data.get("uid") == self.ended
-            if not replayed and (
-                self.phase == "Succeeded" or (self.goal == "running" and self.phase == "Running")
-            ):
-                return lines, Outcome(Exit.OK, (f"{job} is {self.phase}",))
-            return lines, None
-        if kind == "finding":
-            finding = data.get("finding") or {}
-            self.findings[finding.get("rule")] = finding
-            return [
-                f"{at}  {job}: finding {finding.get('rule')} "
-                f"({finding.get('severity')}, {finding.get('status')}): {finding.get('root_cause')}"
-            ], None
-        if kind == "deleted":
-            return [f"{at}  {job}: deleted"], None
-        if kind == "waiting":  # sent again at each reconnect: said once
-            line = f"waiting for the next attempt of {data.get('namespace')}/{data.get('name')}"
-            said, self.said_waiting = self.said_waiting, True
-            return ([] if said else [line]), None
-        if kind == "end":
-            return [], self._end(job, data)
-        return [], None
-
-    def _end(self, job: str, data: dict[str, Any]) -> Outcome:
-        phase = data.get("phase")
-        self.phase = str(phase) if phase else self.phase
-        listed = tuple(data.get("findings") or ())
-        if phase == "Succeeded":
-            return Outcome(Exit.OK, (f"{job} is Succeeded",), listed)
-        what = (
-            "was deleted before it finished" if data.get("deleted") and phase != "Failed" else f"is {phase}"
-        )
-        findings = sorted(data.get("findings") or [], key=lambda f: _SEVERITY.get(f.get("severity"), 9))
-        lines = [f"{job} {what}"]
-        if findings:
-            cause = findings[0]
-            lines.append(
-                f"root cause ({cause.get('rule')}, {cause.get('severity')}): {cause.get('root_cause')}"
-            )
-            lines += [f"  - {step}" for step in cause.get("remediation") or ()]
-            if cause.get("doc_anchor"):
-                lines.append(f"  see {cause['doc_anchor']}")
-            lines += [f"also firing: {f.get('rule')}: {f.get('root_cause')}" for f in findings[1:]]
-        elif phase == "Failed":
-            lines.append("no finding explains the failure yet: see the run's timeline")
-        return Outcome(Exit.OK if self.goal == "finished" else Exit.FAILED, tuple(lines), listed)
-
-    def document(self, code: Exit, outcome: Outcome | None) -> dict[str, Any]:
-        """The outcome as ``-o json``/``-o yaml`` print it (:func:`outcome_document`)."""
-        listed = outcome.findings if outcome is not None else None
-        findings = list(self.findings.values()) if listed is None else list(listed)
-        return outcome_document(self.run, self.phase, code, findings)
+def _settled_lines(job: str, settled: Settled) -> list[str]:
+    """The outcome, and for an attempt that ended otherwise than succeeding, its root cause and
+    remediation, and what else fired."""
+    lines = [f"{job} {settled.outcome}"]
+    if settled.findings is None or settled.phase == "Succeeded":
+        return lines
+    findings = sorted(settled.findings, key=lambda f: _SEVERITY.get(str(f.get("severity")), 9))
+    if findings:
+        cause = findings[0]
+        lines.append(f"root cause ({cause.get('rule')}, {cause.get('severity')}): {cause.get('root_cause')}")
+        lines += [f"  - {step}" for step in cause.get("remediation") or ()]
+        if cause.get("doc_anchor"):
+            lines.append(f"  see {cause['doc_anchor']}")
+        lines += [f"also firing: {f.get('rule')}: {f.get('root_cause')}" for f in findings[1:]]
+    elif settled.phase == "Failed":
+        lines.append("no finding explains the failure yet: see the run's timeline")
+    return lines
 
 
 def outcome_document(
@@ -170,6 +99,13 @@ def outcome_document(
     }
 
 
+def _document(following: Following, code: Exit, settled: Settled | None) -> dict[str, Any]:
+    """The findings the ``end`` listed, else those the events carried."""
+    listed = settled.findings if settled is not None else None
+    findings = list(following.findings.values()) if listed is None else list(listed)
+    return outcome_document(following.run, following.phase, code, findings)
+
+
 async def wait(
     target: str | tuple[str, str],
     client: ClientSettings,
@@ -183,82 +119,56 @@ async def wait(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> Exit:
-    """Follow ``target`` (``namespace/job``) until ``goal`` is met or cannot be; the exit status
-    (printed on ``out`` and ``err``, standard output and error by default).
-    :class:`~controller.client.errors.Refused` when the API refuses, a
-    :class:`~controller.cli.exits.CommandError` (not found) when there is no such job or attempt;
-    a malformed target, ValueError."""
+    """Follow ``target`` (``namespace/job``) with :meth:`AsyncClient.follow` until ``goal`` is
+    settled, printing each event; the exit status (printed on ``out`` and ``err``, standard
+    output and error by default). :class:`~controller.client.errors.Refused` when the API
+    refuses, a :class:`~controller.cli.exits.CommandError` (not found) when there is no such job
+    or attempt; a malformed target, ValueError."""
     out, err = out or sys.stdout, err or sys.stderr
     machine = output in rendering.DOCUMENTS
     said = err if machine else out  # with -o json|yaml, stdout holds the outcome's document only
     namespace, name = job_ref(target) if isinstance(target, str) else target
-    watch = Watch(goal)
-    path = f"/api/v1/namespaces/{namespace}/jobs/{name}/events"
     from controller.client.aio import AsyncClient  # the models: for the commands that use them only
 
+    def lost(line: str) -> None:
+        print(f"wait: {line}", file=err, flush=True)
+
     async with AsyncClient(settings=client) as api:
+        following = api.follow(
+            RunRef(namespace=namespace, name=name),
+            goal=goal,
+            attempt=attempt if attempt in ("latest", "next") else int(attempt),  # type: ignore[arg-type]
+            timeout_s=timeout_s,
+            wait_for_creation=wait_for_creation,
+            created_within_s=created_within_s,
+            notice=lost,
+        )
         try:
-            async with asyncio.timeout(timeout_s):
-                if attempt != "next" and not wait_for_creation:
-                    number = None if attempt == "latest" else int(attempt)
-                    run = await _recorded(api, namespace, name, number, created_within_s, err)
-                    if run is None:
-                        raise CommandError(
-                            f"{not_found(namespace, name, number)} (looked for {created_within_s:g} s; "
-                            "--wait-for-creation waits for it)",
-                            Exit.NOT_FOUND,
-                        )
-                    if run["phase"] in _ENDED or run.get("deleted_at"):
-                        watch.ended = str(run["uid"])
-                    watch.run = {k: run[k] for k in ("namespace", "name", "attempt", "uid")}
-
-                def lost(line: str) -> None:
-                    print(f"wait: {line}", file=err, flush=True)
-
-                async for event in api.connection.events(path, {"attempt": attempt}, notice=lost):
-                    lines, outcome = watch.event(event.event, event.data)
-                    for line in lines:
-                        print(line, file=said, flush=True)
-                    if outcome is not None:
-                        for line in outcome.lines:
-                            print(line, file=said if outcome.code == Exit.OK else err, flush=True)
-                        if machine:
-                            document = watch.document(outcome.code, outcome)
-                            print(rendering.document(document, output), file=out, flush=True)
-                        return outcome.code
-        except TimeoutError:
+            async for event in following:
+                for line in lines_of(event):
+                    print(line, file=said, flush=True)
+                if event.settled is None:
+                    continue
+                code = Exit.OK if event.settled.met else Exit.FAILED
+                for line in _settled_lines(event.job, event.settled):
+                    print(line, file=said if code == Exit.OK else err, flush=True)
+                if machine:
+                    document = _document(following, code, event.settled)
+                    print(rendering.document(document, output), file=out, flush=True)
+                return code
+        except NotFound as exc:
+            raise CommandError(f"{exc}; --wait-for-creation waits for it", Exit.NOT_FOUND) from None
+        except TimedOut:
             print(
                 f"wait: {namespace}/{name} did not reach {goal} within {_span(timeout_s)}",
                 file=err,
                 flush=True,
             )
             if machine:
-                document = watch.document(Exit.TIMED_OUT, None)
+                document = _document(following, Exit.TIMED_OUT, None)
                 print(rendering.document(document, output), file=out, flush=True)
             return Exit.TIMED_OUT
     raise AssertionError("unreachable")  # pragma: no cover - the events go on until one settles
-
-
-async def _recorded(
-    api: AsyncClient, namespace: str, name: str, number: int | None, within_s: float, err: TextIO
-) -> dict[str, Any] | None:
-    """The attempt as the history lists it, looked for during ``within_s``; an unreachable API is
-    asked again (with backoff, as a lost stream) until the caller's timeout."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + within_s
-    backoff = 0.5
-    while True:
-        try:
-            found = await api.find_attempt(namespace, name, number)
-        except Unreachable as exc:
-            backoff = min(backoff * 2, 30.0)
-            print(f"wait: lost the API ({exc}); reconnecting in {backoff:.1f} s", file=err, flush=True)
-            await asyncio.sleep(backoff)
-            give_up = max(give_up, loop.time() + within_s)  # what could not be asked was not seen
-            continue
-        if found is not None or loop.time() >= give_up:
-            return None if found is None else found.model_dump(mode="json")
-        await asyncio.sleep(LOOK_EVERY_S)
 
 
 def _span(seconds: float) -> str:

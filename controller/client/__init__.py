@@ -19,7 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from controller.client.aio import AsyncClient, Goal, client_settings
+    from controller.client.aio import AsyncClient, client_settings
     from controller.client.errors import (
         ClientError,
         Exit,
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         Unreachable,
         UsageError,
     )
+    from controller.client.following import Following, Goal, Settled, WaitEvent
     from controller.client.refs import RunRef
     from controller.client.sync import Client
     from controller.contract.runs import Comparison, Finding, LogEntry, RunDetail, RunPage, RunSummary
@@ -43,6 +44,7 @@ __all__ = [
     "Comparison",
     "Exit",
     "Finding",
+    "Following",
     "Goal",
     "LogEntry",
     "NotFound",
@@ -52,15 +54,17 @@ __all__ = [
     "RunPage",
     "RunRef",
     "RunSummary",
+    "Settled",
     "TimedOut",
     "Unreachable",
     "UsageError",
+    "WaitEvent",
     "client_settings",
 ]
 
 _HOME = {
     "AsyncClient": "controller.client.aio",
-    "Goal": "controller.client.aio",
+    **dict.fromkeys(("Following", "Goal", "Settled", "WaitEvent"), "controller.client.following"),
     "client_settings": "controller.client.aio",
     "Client": "controller.client.sync",
     "RunRef": "controller.client.refs",

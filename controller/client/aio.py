@@ -9,15 +9,14 @@ A run is named by its uid, by ``"NAMESPACE/JOB"`` (the newest attempt) or ``"NAM
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote
 
-from controller.client.connection import Connection, Notice, log, settings_with
-from controller.client.errors import NotFound, RunFailed, TimedOut, Unreachable, UsageError
+from controller.client.connection import Connection, Notice, settings_with
+from controller.client.errors import NotFound, RunFailed, UsageError
+from controller.client.following import Attempt, Following, Goal, Settled, WaitEvent
 from controller.client.refs import RunRef, not_found, run_ref
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
@@ -35,13 +34,8 @@ from controller.contract.settings import ClientSettings
 
 __all__ = ["PAGE", "AsyncClient", "Goal", "client_settings"]
 
-Goal = Literal["finished", "succeeded", "running"]
-"""What :meth:`AsyncClient.wait` waits for: the run's end whatever it is, its success, or it running."""
 PAGE = 500
 """The API's largest page."""
-LOOK_EVERY_S = 1.0
-"""Pause between two looks for a job or attempt not recorded yet."""
-_ENDED = ("Succeeded", "Failed")
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
 
 
@@ -263,87 +257,95 @@ class AsyncClient:
 
     # ------------------------------------------------------------------ wait
 
+    def follow(
+        self,
+        job: str | RunRef,
+        *,
+        goal: Goal = "succeeded",
+        attempt: Attempt | None = None,
+        timeout_s: float = 7200.0,
+        wait_for_creation: bool = False,
+        created_within_s: float | None = None,
+        notice: Notice | None = None,
+    ) -> Following:
+        """The live events of the job ``job`` names (``"NAMESPACE/JOB"``, ``@N`` for attempt N)
+        until ``goal`` is settled: ``async for event in api.follow(...)``, each a
+        :class:`~controller.client.following.WaitEvent`, the last one carrying the outcome
+        (``event.settled``). ``attempt`` (``"latest"``, ``"next"`` or a number) replaces the
+        reference's; :class:`TimedOut` after ``timeout_s``, :class:`NotFound` when no such attempt
+        is recorded within ``created_within_s`` (``MPIJC_CLIENT__WAIT_CREATED_WITHIN_S``) unless
+        ``wait_for_creation``. A uid is not a job: name it as ``NAMESPACE/JOB@N``."""
+        ref = _ref(job)
+        if ref.uid is not None:
+            raise UsageError(f"{ref} is a uid: follow takes NAMESPACE/JOB or NAMESPACE/JOB@N")
+        chosen: Attempt = attempt if attempt is not None else (ref.attempt or "latest")
+        within = self.settings.wait_created_within_s if created_within_s is None else created_within_s
+        return Following(
+            self.connection,
+            self.find_attempt,
+            ref.namespace,
+            ref.name,
+            goal=goal,
+            attempt=chosen,
+            timeout_s=timeout_s,
+            wait_for_creation=wait_for_creation,
+            created_within_s=within,
+            notice=notice,
+        )
+
     async def wait(
         self,
         job: str | RunRef,
         *,
         goal: Goal = "succeeded",
+        attempt: Attempt | None = None,
         timeout_s: float = 7200.0,
+        wait_for_creation: bool = False,
         created_within_s: float | None = None,
         notice: Notice | None = None,
+        on_event: Callable[[WaitEvent], None] | None = None,
     ) -> RunDetail:
         """Follow the run ``job`` names (``"NAMESPACE/JOB"``: its newest attempt; ``@N``: attempt N;
-        or a uid) until ``goal`` is met; the run as the API then tells it. :class:`RunFailed` (its
-        ``run`` and findings) when the goal cannot be met any more (the run failed or was deleted;
-        for ``goal="finished"`` that is an answer, not an error), :class:`TimedOut` after
-        ``timeout_s``, :class:`NotFound` when no such run is recorded within ``created_within_s``
-        (``MPIJC_CLIENT__WAIT_CREATED_WITHIN_S``: the time a job just applied takes to be recorded).
-        A run that had already ended is settled by its outcome, not by the phases it passed."""
+        or a uid) until ``goal`` is met (:meth:`follow`, ``on_event`` told each event); the run
+        as the API then tells it. :class:`RunFailed` (its ``run`` and findings) when the goal
+        cannot be met any more (the run failed or was deleted; for ``goal="finished"`` that is an
+        answer, not an error), :class:`TimedOut` after ``timeout_s``, :class:`NotFound` when no
+        such run is recorded within ``created_within_s`` (the time a job just applied takes to be
+        recorded), unless ``wait_for_creation``. A run that had already ended is settled by its
+        outcome, not by the phases it passed."""
         ref = _ref(job)
-        within = self.settings.wait_created_within_s if created_within_s is None else created_within_s
-        try:
-            async with asyncio.timeout(timeout_s):
-                run = await self._recorded(ref, within, notice)
-                uid, ended = run.uid, run.phase in _ENDED or run.deleted_at is not None
-                async for event in self.connection.events(
-                    f"/api/v1/runs/{_path(uid)}/events", {}, notice=notice
-                ):
-                    try:
-                        data = json.loads(event.data)
-                    except ValueError:
-                        continue
-                    if not isinstance(data, dict):
-                        continue
-                    if event.event == "phase" and not ended:
-                        phase = data.get("phase")
-                        if phase == "Succeeded" or (goal == "running" and phase == "Running"):
-                            return await self.run(uid)
-                    if event.event == "end":
-                        return await self._ended(uid, goal, data)
-        except TimeoutError:
-            raise TimedOut(f"{ref} did not reach {goal} within {timeout_s:g} s") from None
+        if ref.uid is not None:
+            run = await self.run(ref.uid)
+            ref = RunRef(namespace=run.namespace, name=run.name, attempt=run.attempt)
+        following = self.follow(
+            ref,
+            goal=goal,
+            attempt=attempt,
+            timeout_s=timeout_s,
+            wait_for_creation=wait_for_creation,
+            created_within_s=created_within_s,
+            notice=notice,
+        )
+        async for event in following:
+            if on_event is not None:
+                on_event(event)
+            if event.settled is not None:
+                run = await self.run(str(following.run["uid"]))
+                if event.settled.met:
+                    return run
+                raise RunFailed(_failure(run, event.settled), run)
         raise AssertionError("unreachable")  # pragma: no cover - the events go on until one settles
 
-    async def _recorded(self, ref: RunRef, within_s: float, notice: Notice | None) -> RunSummary | RunDetail:
-        """The run ``ref`` names, looked for during ``within_s``; an unreachable API is asked again
-        (with backoff, as a lost stream) until the caller's timeout."""
-        if ref.uid is not None:
-            return await self.run(ref.uid)
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + within_s
-        backoff = 0.5
-        while True:
-            try:
-                run = await self.find_attempt(ref.namespace, ref.name, ref.attempt)
-            except Unreachable as exc:
-                backoff = min(backoff * 2, 30.0)
-                (notice or log.warning)(f"lost the API ({exc}); reconnecting in {backoff:.1f} s")
-                await asyncio.sleep(backoff)
-                give_up = max(give_up, loop.time() + within_s)  # what could not be asked was not seen
-                continue
-            if run is not None:
-                return run
-            if loop.time() >= give_up:
-                raise NotFound(
-                    f"{not_found(ref.namespace, ref.name, ref.attempt)} (looked for {within_s:g} s)"
-                )
-            await asyncio.sleep(LOOK_EVERY_S)
 
-    async def _ended(self, uid: str, goal: Goal, data: dict[str, Any]) -> RunDetail:
-        run = await self.run(uid)
-        phase = data.get("phase")
-        if phase == "Succeeded" or goal == "finished":
-            return run
-        what = (
-            "was deleted before it finished" if data.get("deleted") and phase != "Failed" else f"is {phase}"
-        )
-        line = f"{run.namespace}/{run.name} attempt {run.attempt} {what}"
-        firing = sorted(
-            (f for f in run.findings if f.status == "firing"), key=lambda f: _SEVERITY.get(f.severity, 9)
-        )
-        if firing:
-            line += f": root cause ({firing[0].rule}, {firing[0].severity}): {firing[0].root_cause}"
-        raise RunFailed(line, run)
+def _failure(run: RunDetail, settled: Settled) -> str:
+    """One line for a run that cannot meet its goal any more: what became of it, its root cause."""
+    line = f"{run.namespace}/{run.name} attempt {run.attempt} {settled.outcome}"
+    firing = sorted(
+        (f for f in run.findings if f.status == "firing"), key=lambda f: _SEVERITY.get(f.severity, 9)
+    )
+    if firing:
+        line += f": root cause ({firing[0].rule}, {firing[0].severity}): {firing[0].root_cause}"
+    return line
 
 
 class _Seen:

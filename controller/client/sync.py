@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterat
 from datetime import datetime
 from typing import Any, TypeVar
 
-from controller.client.aio import AsyncClient, Goal
+from controller.client.aio import AsyncClient
 from controller.client.connection import Notice
+from controller.client.following import Attempt, Goal, WaitEvent
 from controller.client.refs import RunRef
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
@@ -132,14 +133,24 @@ class Client:
         job: str | RunRef,
         *,
         goal: Goal = "succeeded",
+        attempt: Attempt | None = None,
         timeout_s: float = 7200.0,
+        wait_for_creation: bool = False,
         created_within_s: float | None = None,
         notice: Notice | None = None,
+        on_event: Callable[[WaitEvent], None] | None = None,
     ) -> RunDetail:
-        """:meth:`AsyncClient.wait`."""
+        """:meth:`AsyncClient.wait` (``on_event`` is told each event on the client's thread)."""
         return self._call(
             self._async.wait(
-                job, goal=goal, timeout_s=timeout_s, created_within_s=created_within_s, notice=notice
+                job,
+                goal=goal,
+                attempt=attempt,
+                timeout_s=timeout_s,
+                wait_for_creation=wait_for_creation,
+                created_within_s=created_within_s,
+                notice=notice,
+                on_event=on_event,
             )
         )
 

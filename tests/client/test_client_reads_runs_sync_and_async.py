@@ -31,8 +31,11 @@ from controller.client import (
     Refused,
     RunDetail,
     RunFailed,
+    Settled,
     TimedOut,
     Unreachable,
+    UsageError,
+    WaitEvent,
 )
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
@@ -301,3 +304,50 @@ async def test_wait_gives_up_at_its_timeout_or_when_the_job_is_not_recorded(
         await client("wait", "team-a/absent", created_within_s=0.0, timeout_s=GUARD_S)
 
     assert timed_out.value.status == Exit.TIMED_OUT and missing.value.status == Exit.NOT_FOUND
+
+
+async def test_wait_for_the_next_attempt_tells_each_event_and_returns_it_running(
+    engine: AsyncEngine, api: Served, client: Both
+) -> None:
+    """The rule the ``wait`` command prints through: a job name's stream, the attempt after the one
+    recorded now, each event told as it comes, the goal ``running`` met by the new attempt."""
+    first, story = job_story("train")
+    await store(engine, story)  # attempt 1 succeeded: not the one waited for
+    events: list[WaitEvent] = []
+    waiting = asyncio.ensure_future(
+        client(
+            "wait", "team-a/train", attempt="next", goal="running", on_event=events.append, timeout_s=GUARD_S
+        )
+    )
+    await until(lambda: [e.kind for e in events] == ["waiting"], GUARD_S, lambda: str(events))
+    second, story = job_story("train", start=T0 + timedelta(hours=1))
+    await Writer(engine).write(story[:-1])
+
+    run: RunDetail = await asyncio.wait_for(waiting, GUARD_S)
+
+    assert (run.uid, run.attempt) == (second, 2) and first != second
+    phases = [(e.data["attempt"], e.phase) for e in events if e.kind == "phase"]
+    assert phases == [(2, "Pending"), (2, "Running")]
+    assert events[-1].settled == Settled(met=True, phase="Running")
+    assert [e for e in events if e.settled is not None] == [events[-1]]
+
+
+async def test_following_a_run_that_already_failed_settles_on_its_outcome(
+    engine: AsyncEngine, api: Served
+) -> None:
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    await store(engine, story)
+    await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+
+    async with AsyncClient(api.url, token="token-alice") as aio:
+        following = aio.follow("team-a/train@1", goal="running", timeout_s=GUARD_S)
+        events = [event async for event in following]
+        with pytest.raises(UsageError, match="is a uid"):
+            aio.follow(uid)
+
+    assert "Running" in [e.phase for e in events if e.kind == "phase"], "its history is told"
+    settled = events[-1].settled
+    assert events[-1].kind == "end" and settled is not None and not settled.met
+    assert (settled.outcome, [f["rule"] for f in settled.findings or ()]) == ("is Failed", ["oom"])
+    assert following.run == {"namespace": "team-a", "name": "train", "attempt": 1, "uid": uid}
+    assert following.phase == "Failed" and list(following.findings) == ["oom"]
