@@ -263,7 +263,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|endpoint|domain|fabric|completion queue|queue pair|protection domain)\b"
             r"|(?:[Uu]nable|[Ff]ailed) to insert (?:the )?(?:remote )?address(?:es)? into (?:the |an )?"
             r"address vector|[Ff]ailure inserting address into address vector"
-            r"|fi_av_insert\(?\)? (?:failed|returned)|[Ff]ailed to initiali[sz]e while trying to create\b"
+            r"|fi_av_insert\(?\)? (?:failed|returned)|[Ff]ailed to initiali[sz]e while trying to\b"
         ),
     ),
     (
@@ -390,15 +390,30 @@ text whose dashed lines were cut off)."""
 _BLOCK_LINES = 30
 _CONTINUED_LINES = 4
 _MESSAGE_CHARS = 1200
+_FRAME_LIBRARIES: tuple[tuple[str, str], ...] = (
+    (r"/deepspeed/launcher/|/accelerate/commands/", "launcher"),
+    (r"/torch/distributed/", "torch"),
+    (r"/horovod/", "horovod"),
+    (r"/xgboost/", "xgboost"),
+    (r"/jax/_src/distributed|/jax/distributed", "jax"),
+    (r"/tensorflow/python/(?:distribute|training/server_lib)", "tf"),
+)
+"""A package's path in a traceback frame, and the library whose exceptions it raises."""
+_FRAME_PATTERNS = tuple((re.compile(path), key) for path, key in _FRAME_LIBRARIES)
 
 
 LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     *((name, pattern) for name, pattern in VERBS if name != "stalled"),
     ("help-block", _DASHES),
     ("continued", re.compile(r"(?:NCCL WARN |Last error)[^\n]{0,400}:\s{0,4}$")),
+    (
+        "raised-in",
+        re.compile(r"File \"[^\"]{0,300}?(?:" + "|".join(path for path, _ in _FRAME_LIBRARIES) + ")"),
+    ),
 )
 """What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
-a help block, a message whose reason follows on the next line. Not a stall report: seen live, it is
+a help block, a message whose reason follows on the next line, a traceback frame in a library's
+package (the exception after it is that library's). Not a stall report: seen live, it is
 the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's error
 trail (INFO lines): it is read from the failure-time tail."""
 
@@ -505,14 +520,6 @@ _NET_PLUGIN = re.compile(r"NET/OFI|NET/Plugin|nccl_net_ofi|libnccl-net")
 """NCCL's network plugin (aws-ofi-nccl): its failure before NCCL chose a network is a fallback."""
 _EXCEPTION = re.compile(r"^\s{0,8}[A-Za-z_][\w.]{0,120}(?:Error|Exception): ")
 _FRAME_FILE = re.compile(r"^\s{0,16}File \"(?P<path>[^\"]{1,300})\", line \d")
-_FRAME_LIBRARIES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"/deepspeed/launcher/|/accelerate/commands/"), "launcher"),
-    (re.compile(r"/torch/distributed/"), "torch"),
-    (re.compile(r"/horovod/"), "horovod"),
-    (re.compile(r"/xgboost/"), "xgboost"),
-    (re.compile(r"/jax/_src/distributed|/jax/distributed"), "jax"),
-    (re.compile(r"/tensorflow/python/(?:distribute|training/server_lib)"), "tf"),
-)
 _TRACEBACK_LINES = 12
 
 
@@ -525,9 +532,7 @@ def _raised_in(raw: tuple[str, ...], index: int, text: str) -> Library | None:
     for line in reversed(raw[max(0, index - _TRACEBACK_LINES) : index]):
         frame = _FRAME_FILE.match(line)
         if frame is not None:
-            key = next(
-                (key for pattern, key in _FRAME_LIBRARIES if pattern.search(frame.group("path"))), None
-            )
+            key = next((key for pattern, key in _FRAME_PATTERNS if pattern.search(frame.group("path"))), None)
             return next((lib for lib in LIBRARIES if lib.key == key), None)
     return None
 
@@ -615,8 +620,9 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     (
         "horovod",
         "stalled",
-    ): "Horovod's stall inspector found collectives submitted by only some ranks (the ranks it names as "
-    "missing, or all but the ready ones, stopped, hang or run a different sequence of collectives)",
+    ): "a collective stalled: Horovod's stall inspector found it submitted by only some ranks (the ranks "
+    "it names as missing, or all but the ready ones, stopped, hang or run a different sequence of "
+    "collectives)",
     ("efa", "alloc"): "the EFA provider could not register memory: the pods need an unlimited memlock limit "
     "(IPC_LOCK) and huge pages",
     (
