@@ -8,7 +8,9 @@ collective, waiting for the one that stopped. These accounts name it, tried in t
   seconds`` it lists the ranks in the format of its version — ``Missing ranks:`` then one
   ``<rank>: [tensor, …]`` line each (0.21 on), ``Stalled ranks:`` then ``<rank>: [...]`` or
   ``<rank>!: [...]`` for a rank already shut down (0.16-0.20), or ``Stalled ops:`` then
-  ``<tensor> [missing ranks: 1, 2]`` per tensor (0.13-0.15) (horovod/horovod
+  ``<tensor> [missing ranks: 1, 2]`` per tensor (0.13-0.15), or, in its earliest versions,
+  ``Stalled ops:`` then ``<tensor> [ready ranks: 0, 2]`` per tensor, the ranks that did submit it
+  (the others are missing) (horovod/horovod
   ``horovod/common/stall_inspector.cc``, ``horovod/common/operations.cc``);
 - torch's monitored barrier (``torch.distributed.monitored_barrier``, ProcessGroupGloo.cpp):
   ``[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms``, or ``Ranks 1, 3 failed …``
@@ -50,10 +52,13 @@ output shows only part of the ranks, not which one stopped."""
 # Horovod's stall inspector, three formats (horovod/horovod): ``Missing ranks:`` then ``1: [tensor, …]``
 # per rank (0.21 on, common/stall_inspector.cc); ``Stalled ranks:`` then ``1: [...]``, ``1!: [...]`` for a
 # rank already shut down (0.16-0.20, common/operations.cc then stall_inspector.cc); ``Stalled ops:``
-# then ``tensor [missing ranks: 1, 2]`` per tensor (0.13-0.15, common/operations.cc).
+# then ``tensor [missing ranks: 1, 2]`` per tensor (0.13-0.15, common/operations.cc); before that,
+# ``tensor [ready ranks: 1, 3]`` per tensor, the ranks that *did* submit it (the others are missing).
 _MISSING_HEAD = re.compile(r"^\s{0,8}(?:Missing|Stalled) ranks:")
 _MISSING_RANK = re.compile(r"^\s{0,8}(?P<rank>\d{1,7})!?: \[")
-_MISSING_LIST = re.compile(r" \[missing ranks: (?P<ranks>\d{1,7}(?:, \d{1,7}){0,63})\]")
+_MISSING_LIST = re.compile(r" \[missing ranks: (?P<ranks>\d{1,7}(?:,? \d{1,7}){0,63})\]")
+_READY_LIST = re.compile(r" \[ready ranks: (?P<ranks>\d{1,7}(?:,? \d{1,7}){0,63})\]")
+_NUMBER = re.compile(r"\d{1,7}")
 
 
 @dataclass(frozen=True)
@@ -85,12 +90,17 @@ def _horovod(state: RunState) -> Culprit | None:
             continue
         start = starts[-1]
         missing: list[int] = []
+        ready: set[int] = set()
         evidence = [lines[start]]
         listed = False
         for line in lines[start : start + 12]:
             text = strip_tag(line)
             if (old := _MISSING_LIST.search(text)) is not None:
-                missing.extend(int(rank) for rank in old.group("ranks").split(", "))
+                missing.extend(int(rank) for rank in _NUMBER.findall(old.group("ranks")))
+                if line not in evidence:
+                    evidence.append(line)
+            elif (oldest := _READY_LIST.search(text)) is not None:
+                ready.update(int(rank) for rank in _NUMBER.findall(oldest.group("ranks")))
                 if line not in evidence:
                     evidence.append(line)
             elif _MISSING_HEAD.match(text):
@@ -100,6 +110,9 @@ def _horovod(state: RunState) -> Culprit | None:
                 evidence.append(line)
             elif listed:
                 break
+        if ready and not missing:
+            others = _world(state) - ready
+            missing = sorted(others) if len(others) <= _MAX_MISSING else []
         if missing:
             ranks = tuple(sorted(set(missing)))
             words = f"Horovod's stall inspector names {_ranks(ranks)} as missing from the collective"

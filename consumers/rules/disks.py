@@ -8,21 +8,32 @@ through ``/dev/shm``; when it fills up (``unable to write to file </torch_…>``
 encountered in worker … insufficient shared memory") the device that is full is the
 container's 64 MiB ``/dev/shm``, and the remedy is a memory-backed emptyDir there. NCCL's
 own ``/dev/shm`` segments failing is a communication failure (``mpi-comm``).
+
+The kubelet says it in its Warning events when the node's disk is full before a container
+runs: a volume it could not set up (``FailedMount``: ``MountVolume.SetUp failed … write …: no
+space left on device``), a pod sandbox or container it could not create, an image it could not
+pull and unpack — the node's disk, not the program's.
 """
 
 from __future__ import annotations
 
 from consumers.rules.facts import pod_text
-from consumers.rules.rule import Context, Detection, Rule, log_facts
+from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
 from consumers.rules.signatures import disk_full, disk_write, is_dataloader_shm
-from consumers.rules.state import RunState
+from consumers.rules.state import RunState, event_time
 from consumers.rules.wording import also, rank_subject
+
+KUBELET_REASONS = frozenset(
+    {"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox", "FailedCreatePodContainer", "Failed"}
+)
+"""The reasons of the kubelet's Warning events about a pod it could not start (its volumes, its
+sandbox, its containers, its image)."""
 
 
 def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
     found = [(pod, hits) for pod in state.current_pods() if (hits := disk_full(pod_text(pod)))]
     if not found:
-        return None
+        return _kubelet_disk_full(state)
     found.sort(key=lambda item: item[0].role == "launcher")
     pod, hits = found[0]
     shm = next((h for h in hits if is_dataloader_shm(h)), None)
@@ -52,6 +63,40 @@ def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
     )
 
 
+def _kubelet_disk_full(state: RunState) -> Detection | None:
+    """The kubelet could not start a pod of the run because the node's disk is full."""
+    events = sorted(
+        (
+            e
+            for e in state.events.values()
+            if e.event_type == "Warning" and e.reason in KUBELET_REASONS and disk_full((e.message,))
+        ),
+        key=event_time,
+    )
+    if not events:
+        return None
+    first = events[0]
+    what = {
+        "FailedMount": "set up a volume",
+        "FailedAttachVolume": "attach a volume",
+        "Failed": "pull or start a container's image",
+    }.get(first.reason, "create the pod's sandbox or container")
+    return Detection(
+        root_cause=f"The kubelet could not {what} for {first.involved.kind.lower()}/{first.involved.name}: "
+        f"no space left on device on the node ({first.reason})",
+        evidence=tuple(event_fact(e) for e in events[:6]),
+        key=("kubelet", first.reason, first.involved.name),
+        remediation=_NODE_DISK_STEPS,
+    )
+
+
+_NODE_DISK_STEPS = (
+    "The node's disk (/var/lib/kubelet, the container runtime's images and writable layers) is full: "
+    "find the node (kubectl -n {namespace} get pods -o wide | grep {job}) and check its DiskPressure "
+    "condition: kubectl describe node <node>.",
+    "Free it (unused images: crictl rmi --prune) or give the pods' ephemeral storage requests so the "
+    "scheduler places them where there is room.",
+)
 _SHM_STEPS = (
     "Mount a memory-backed emptyDir at /dev/shm in the pod template — volumes: [{{name: dshm, "
     "emptyDir: {{medium: Memory, sizeLimit: 8Gi}}}}], volumeMounts: [{{name: dshm, mountPath: /dev/shm}}] "

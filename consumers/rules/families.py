@@ -7,8 +7,9 @@ catch-all. This module reads a line in two independent parts, and a match of bot
 
 1. **who printed it**, from the line's *format* — the prefix or shape each library gives its
    messages (:data:`LIBRARIES`): NCCL's ``host:pid:tid [dev] file.cc:NN NCCL WARN`` (``debug.cc``),
-   Open MPI / ORTE / PRRTE (``mca_…``, ``mpirun``/``prterun``, the help blocks between dashed
-   lines), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``, ``[mpiexec@host]``), Intel MPI
+   Open MPI / ORTE / PRRTE (``mca_…``, ``mpirun``/``prterun``, ``ORTE_ERROR_LOG:``, the openib
+   help texts, the help blocks between dashed lines), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
+   ``[mpiexec@host]``), Intel MPI
    (``MPIDI_OFI_…``, ``MPI startup()``, its bootstrap ``bstrap\\…``, ``bstrap_proxy``), MPICH's
    ch4 device (``src/mpid/…``, ``MPIR_…``), MVAPICH (``mpispawn``,
    ``mpirun_rsh``), PMIx (``PMIX ERROR:``), UCX (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``,
@@ -17,14 +18,18 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    providers, Gloo (``gloo/…``), gRPC (``StatusCode.…``, ``grpc_status:14`` and gRPC core's JSON
    error string ``"grpc_status":14``), XGBoost's collective (``rabit``, ``src/collective/…``,
    ``[xgboost.…]``, its result chain ``[tracker.cc:NN|time]``),
-   Horovod, torch elastic / c10d, the DeepSpeed and Accelerate launchers (``[launch.py:NN:…]``),
+   Horovod (its op names ``HorovodAllreduce_…`` and its stall report), torch elastic / c10d, the
+   DeepSpeed and Accelerate launchers (``[launch.py:NN:…]``),
    TensorFlow's distributed runtime (``tensorflow/core/distributed_runtime``, ``UnavailableError``)
-   and JAX's (``jax.distributed``, ``XlaRuntimeError``, the coordination service);
+   and JAX's (``jax.distributed``, ``XlaRuntimeError``, the coordination service). A Python
+   exception closing a traceback whose words name no library was raised by the package of its
+   innermost frame (``deepspeed/launcher/runner.py``: the DeepSpeed launcher);
 2. **what it says about the mesh**, from verbs and errno names the libraries share
    (:data:`VERBS`): refused, reset, unreachable, could not connect or accept, a wrong handshake,
    timed out, lost a peer, a collective stalled (ranks missing), aborted, could not spawn
    (including a process manager's proxy refused its credentials), could not allocate or register
-   transport memory, could not open a transport resource (an address vector, an endpoint). NCCL's
+   transport memory, could not open a transport resource (an address vector, an endpoint, an
+   address inserted into it), a transfer's completion failed (libfabric's ``err: N, message:``). NCCL's
    error trail (``NCCL INFO misc/socket.cc:NN -> 2``, the return code passed up each caller) says
    a socket call failed where it starts in NCCL's network code, even with no WARN line.
 
@@ -37,13 +42,17 @@ pod and its Service. Specific signatures keep precedence where they say more
 **Messages read whole.** A message continued over several lines is read as one
 (:func:`logical_lines`): an Open MPI / PRRTE help block between its dashed lines; a line of a
 known library ending with ``:`` (NCCL's ``Last error:`` then the reason), and the indented
-lines under it (gRPC's ``status = StatusCode.UNAVAILABLE`` / ``details = …``).
+lines under it (gRPC's ``status = StatusCode.UNAVAILABLE`` / ``details = …``), and the lines that
+carry on a sentence it left unfinished (a help text cut before its dashed lines).
 
 **Not a failure.** A line that says it retries, an INFO / DEBUG level line, a c10d warning
 (``[W socket.cpp:…]``), or a hint (``may cause``) is no finding, whichever words it holds; nor is
 a failure that the same library says, within the next messages, it retries (NCCL's
 ``socketPollConnect`` WARN then ``retrying (1/34)``). A retry the line only hedges (gRPC's
-``RPC failed … maybe retrying the RPC``) is still a failure. The start-up barrier of the JAX /
+``RPC failed … maybe retrying the RPC``) is still a failure. Advice *before* the verb (``to avoid
+…``) or an explanation right after it makes a mention (:func:`~consumers.rules.tails.is_mention`);
+an Open MPI help text's advice after the failure does not. NCCL's network plugin failing before
+NCCL names the network it uses is a fallback, not a failure. The start-up barrier of the JAX /
 TensorFlow coordination service (:data:`STARTUP_BARRIER`) is a missed rendezvous, left to
 :mod:`consumers.rules.rendezvous`.
 
@@ -57,8 +66,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, get_args
 
-from consumers.rules.signatures import Hit, Signature, message_rank
-from consumers.rules.tails import bounded, is_hint, output_rank, strip_tag
+from consumers.rules.signatures import Hit, Signature, fell_back, message_rank
+from consumers.rules.tails import bounded, is_mention, output_rank, strip_tag
 
 Verb = Literal[
     "spawn",
@@ -73,6 +82,7 @@ Verb = Literal[
     "lost",
     "aborted",
     "stalled",
+    "completion",
     "trail",
 ]
 
@@ -97,6 +107,7 @@ LIBRARIES: tuple[Library, ...] = (
             r"NCCL WARN |NET/(?:Socket|IB|Plugin)\b|ncclSocket\w{0,30}|socket(?:Start|Poll"
             r"|Finalize|Progress)"
             r"\w{0,20}|ncclProxy\w{0,30}|bootstrap(?:Net|Root|Connect|Accept)\w{0,20}"
+            r"|^Last error:|Proxy Call to rank \d"
         ),
     ),
     Library(
@@ -126,7 +137,9 @@ LIBRARIES: tuple[Library, ...] = (
         re.compile(r"UCX {1,3}(?:ERROR|WARN|DIAG)|ucp_\w{1,40}\.c:\d|uct_\w{1,40}\.c:\d|ucs_\w{1,40}\.c:\d"),
     ),
     Library("pmix", "PMIx", re.compile(r"PMIX ERROR|PMIx_\w{1,40}|PMIX_ERR_\w{1,40}|pmix_\w{1,40}\.c")),
-    Library("prrte", "Open MPI's PRRTE", re.compile(r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}")),
+    Library(
+        "prrte", "Open MPI's PRRTE", re.compile(r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}|PRTE_ERROR_LOG\b")
+    ),
     Library(
         "hydra",
         "MPICH's Hydra",
@@ -140,15 +153,26 @@ LIBRARIES: tuple[Library, ...] = (
     Library(
         "ompi",
         "Open MPI",
-        re.compile(r"mpirun\b|ORTE\b|orted\b|mca_\w{1,60}|Open MPI|opal_\w{1,40}|ompi_\w{1,40}"),
+        re.compile(
+            r"mpirun\b|ORTE\b|orted\b|mca_\w{1,60}|Open MPI|opal_\w{1,40}|ompi_\w{1,40}"
+            r"|(?:ORTE|OPAL|OMPI)_ERROR_LOG\b|OpenFabrics \(openib\)|btl_openib\w{0,40}"
+        ),
     ),
-    Library("horovod", "Horovod", re.compile(r"\[HOROVOD|horovod[./_]|Horovod\b|horovodrun\b")),
+    Library(
+        "horovod",
+        "Horovod",
+        re.compile(
+            r"\[HOROVOD|horovod[./_]|Horovod\b|horovodrun\b"
+            r"|Horovod(?:Allreduce|Allgather|Broadcast|Alltoall|ReduceScatter|Reducescatter|Join|Barrier)_"
+            r"|One or more tensors were submitted to be"
+        ),
+    ),
     Library("gloo", "Gloo", re.compile(r"gloo/|Gloo\b|ProcessGroupGloo")),
     Library(
         "xgboost",
         "XGBoost's collective (rabit)",
         re.compile(
-            r"\[xgboost\.|XGBoostError|rabit\b|src/collective/|RabitTracker\b|Socket Connect Error"
+            r"\[xgboost\.|XGBoostError|rabit\b|src/collective/|RabitTracker\b|Socket \w{2,12} Error:"
             r"|\[(?:tracker|comm|socket|allreduce|coll|result|loop)\.(?:cc|h):\d{1,6}\|"
         ),
     ),
@@ -194,7 +218,7 @@ LIBRARIES: tuple[Library, ...] = (
         "launcher",
         "the DeepSpeed / Accelerate launcher",
         re.compile(
-            r"\[(?:launch|runner|launcher)\.py:\d{1,6}:|deepspeed\.launcher|accelerate\.commands|pdsh@"
+            r"\[(?:launch|runner|launcher)\.py:\d{1,6}:|deepspeed[./]launcher|accelerate[./]commands|pdsh@"
         ),
     ),
 )
@@ -237,6 +261,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|address vector|endpoint|domain|fabric|completion queue|queue pair|protection domain)\b"
             r"|[Ff]ailed to (?:open|create|init(?:ialize)?) (?:an? |the )?(?:AV|EP|CQ|QP|address vector"
             r"|endpoint|domain|fabric|completion queue|queue pair|protection domain)\b"
+            r"|(?:[Uu]nable|[Ff]ailed) to insert (?:the )?(?:remote )?address(?:es)? into (?:the |an )?"
+            r"address vector|[Ff]ailure inserting address into address vector"
+            r"|fi_av_insert\(?\)? (?:failed|returned)|[Ff]ailed to initiali[sz]e while trying to\b"
         ),
     ),
     (
@@ -259,6 +286,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Cc]annot assign requested address"
             r"|rdma_resolve_(?:addr|route)\b|RDMA_CM_EVENT_(?:ADDR|ROUTE)_ERROR|FI_ADDR_NOTAVAIL\b"
             r"|EADDRNOTAVAIL\b|UnavailableError\b"
+            r"|(?:[Uu]nable to|[Cc]ould not|[Cc]annot|[Cc]an't) reach\b|[Nn]ot reachable\b"
+            r"|(?:does not|doesn't|did not) know how to route|[Cc]annot route\b"
         ),
     ),
     (
@@ -281,7 +310,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         re.compile(
             r"[Ff]ailed to (?:connect|accept|bind|listen)\b|[Cc]ould(?:n't| not) (?:connect|accept)\b"
             r"|[Uu]nable to (?:connect|accept)\b|[Cc]onnect(?:ion)? (?:failed|error)\b|connect\(\) failed"
-            r"|accept\(\) failed"
+            r"|accept\(\) failed|[Ss]ocket (?:Connect|Accept|Bind|Listen) Error\b|connect to \(failed\)"
+            r"|[Pp]roxy [Cc]all to rank \d{1,7} failed"
         ),
     ),
     (
@@ -295,14 +325,14 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|failure|missed)"
             r"|another task died|[Tt]ask \S{1,80} (?:has )?(?:died|failed|been lost)"
             r"|[Uu]nexpected EOF|got 0 bytes"
-            r"|[Ff]ailed to recv|[Ff]ailed to send"
+            r"|[Ff]ailed to recv|[Ff]ailed to send|[Uu]nresponsive (?:remote|receiver|peer)"
         ),
     ),
     (
         "stalled",
         re.compile(
-            r"[Ww]aiting for (?:the )?remainder of ranks|\[missing ranks: \d|[Ss]talled (?:ops|ranks):"
-            r"|[Mm]issing ranks:|[Ss]tall (?:detected|inspector)"
+            r"[Ww]aiting for (?:the )?remainder of ranks|\[(?:missing|ready) ranks: \d"
+            r"|[Ss]talled (?:ops|ranks):|[Mm]issing ranks:|[Ss]tall (?:detected|inspector)"
         ),
     ),
     (
@@ -313,8 +343,16 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|Collective ops is aborted"
         ),
     ),
+    (
+        "completion",
+        re.compile(
+            r"err: \d{1,6}, (?:message|prov_err): |[Cc]ompletion (?:with |queue )?error\b"
+            r"|[Ee]rror completion\b|[Ww]ork completion (?:status|error)\b|wc_status\b"
+        ),
+    ),
 )
-"""In order of preference: the first verb found in a message is what it says."""
+"""In order of preference: the first verb found in a message is what it says (a failed completion last:
+a verb above says more where a message holds both)."""
 
 # What makes a line no failure, whatever words it holds.
 _NOT_A_FAILURE = (
@@ -345,18 +383,37 @@ _ANY_TRAIL = re.compile(r"NCCL INFO [\w/.]{1,80}\.cc:\d{1,6} -> \d")
 _DASHES = re.compile(r"^-{20,200}\s{0,8}$")
 _INDENTED = re.compile(r"^(?:\t| {2,16})\S")
 _FRAME = re.compile(r"^\s{0,16}(?:File \"|at |#\d{1,3} )")
+_WRAPPED = re.compile(r"[a-z,]$")
+_LOWER_START = re.compile(r"^[a-z]{1,20}[ ,]")
+"""A sentence wrapped mid-way: the line ends inside it and the next carries on in lower case (a help
+text whose dashed lines were cut off)."""
 _BLOCK_LINES = 30
 _CONTINUED_LINES = 4
 _MESSAGE_CHARS = 1200
+_FRAME_LIBRARIES: tuple[tuple[str, str], ...] = (
+    (r"/deepspeed/launcher/|/accelerate/commands/", "launcher"),
+    (r"/torch/distributed/", "torch"),
+    (r"/horovod/", "horovod"),
+    (r"/xgboost/", "xgboost"),
+    (r"/jax/_src/distributed|/jax/distributed", "jax"),
+    (r"/tensorflow/python/(?:distribute|training/server_lib)", "tf"),
+)
+"""A package's path in a traceback frame, and the library whose exceptions it raises."""
+_FRAME_PATTERNS = tuple((re.compile(path), key) for path, key in _FRAME_LIBRARIES)
 
 
 LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     *((name, pattern) for name, pattern in VERBS if name != "stalled"),
     ("help-block", _DASHES),
     ("continued", re.compile(r"(?:NCCL WARN |Last error)[^\n]{0,400}:\s{0,4}$")),
+    (
+        "raised-in",
+        re.compile(r"File \"[^\"]{0,300}?(?:" + "|".join(path for path, _ in _FRAME_LIBRARIES) + ")"),
+    ),
 )
 """What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
-a help block, a message whose reason follows on the next line. Not a stall report: seen live, it is
+a help block, a message whose reason follows on the next line, a traceback frame in a library's
+package (the exception after it is that library's). Not a stall report: seen live, it is
 the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's error
 trail (INFO lines): it is read from the failure-time tail."""
 
@@ -368,7 +425,17 @@ def library_of(text: str) -> Library | None:
 
 def verb_of(text: str) -> Verb | None:
     """What ``text`` says about the mesh, if anything."""
-    return next((verb for verb, pattern in VERBS if pattern.search(text) is not None), None)
+    found = _verb_at(text)
+    return found[0] if found is not None else None
+
+
+def _verb_at(text: str) -> tuple[Verb, int] | None:
+    """What ``text`` says about the mesh and where it says it: a hint before that (``to avoid …``)
+    makes it a mention; advice after it (an Open MPI help text's ``This typically indicates …``) does
+    not."""
+    return next(
+        ((verb, m.start()) for verb, pattern in VERBS if (m := pattern.search(text)) is not None), None
+    )
 
 
 @lru_cache(maxsize=512)
@@ -407,7 +474,11 @@ def _continues(previous: str, line: str) -> bool:
     """Whether ``line`` carries on the message of ``previous``: after a closing ``:``, or indented."""
     if not line.strip() or _DASHES.match(line) or _FRAME.match(line):
         return False
-    return previous.endswith(":") or _INDENTED.match(line) is not None
+    return (
+        previous.endswith(":")
+        or _INDENTED.match(line) is not None
+        or (_WRAPPED.search(previous) is not None and _LOWER_START.match(line) is not None)
+    )
 
 
 @lru_cache(maxsize=512)
@@ -422,17 +493,20 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         said: Verb | None
         if trail:
             library, said = _NCCL, trail
-        elif any(p.search(text) for p in _NOT_A_FAILURE) or is_hint(text) or STARTUP_BARRIER.search(text):
+        elif any(p.search(text) for p in _NOT_A_FAILURE) or STARTUP_BARRIER.search(text):
             continue
         else:
-            library = library_of(text) or (_HELP_BLOCK if block else None)
-            said = verb_of(text) if library is not None else None
+            library = library_of(text) or (_HELP_BLOCK if block else None) or _raised_in(raw, index, text)
+            found = _verb_at(text) if library is not None else None
             if (
                 library is None
-                or said is None
+                or found is None
+                or is_mention(text, found[1])
+                or (_NET_PLUGIN.search(text) is not None and fell_back(tail, index))
                 or _retried(messages[n + 1 : n + 1 + _HANDLED_WITHIN], library)
             ):
                 continue
+            said = found[0]
         rank = output_rank(raw[index])
         signature = Signature(
             f"family-{library.key}-{said}", library.name, words(library, said, text), library.format
@@ -440,6 +514,27 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         groups = (("library", library.key), ("verb", said))
         hits.append(Hit(signature, text, index, rank if rank is not None else message_rank(text), groups))
     return tuple(hits)
+
+
+_NET_PLUGIN = re.compile(r"NET/OFI|NET/Plugin|nccl_net_ofi|libnccl-net")
+"""NCCL's network plugin (aws-ofi-nccl): its failure before NCCL chose a network is a fallback."""
+_EXCEPTION = re.compile(r"^\s{0,8}[A-Za-z_][\w.]{0,120}(?:Error|Exception): ")
+_FRAME_FILE = re.compile(r"^\s{0,16}File \"(?P<path>[^\"]{1,300})\", line \d")
+_TRACEBACK_LINES = 12
+
+
+def _raised_in(raw: tuple[str, ...], index: int, text: str) -> Library | None:
+    """The library a Python exception closing a traceback was raised in (its innermost frame's
+    package), where its message names none: DeepSpeed's runner raising ``RuntimeError: … was not
+    reachable via ssh``."""
+    if _EXCEPTION.match(text) is None:
+        return None
+    for line in reversed(raw[max(0, index - _TRACEBACK_LINES) : index]):
+        frame = _FRAME_FILE.match(line)
+        if frame is not None:
+            key = next((key for pattern, key in _FRAME_PATTERNS if pattern.search(frame.group("path"))), None)
+            return next((lib for lib in LIBRARIES if lib.key == key), None)
+    return None
 
 
 def _trail(raw: tuple[str, ...], index: int) -> Verb | None:
@@ -492,6 +587,8 @@ _VERB_WORDS: dict[Verb, str] = {
     "timed-out": "a connection or an exchange with another rank timed out",
     "lost": "lost a peer: the other side closed the connection or died",
     "aborted": "the communication was aborted",
+    "completion": "a transfer with another rank failed on the fabric (its completion reported an error): "
+    "the peer died, or the fabric between the pods dropped the transfer or refused the peer's address",
 }
 # (library, verb) -> what it means for that library, where it says more than the verb alone.
 _SPECIFIC: dict[tuple[str, Verb], str] = {
@@ -505,6 +602,27 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
         "timed-out",
     ): "the EFA provider timed out reaching a peer: the security group must allow all traffic "
     "from itself, and every pod needs its EFA devices",
+    (
+        "efa",
+        "completion",
+    ): "the EFA provider reported a failed transfer with a peer: the security group must allow all "
+    "traffic from itself, every pod needs its EFA devices, and the peer must still run",
+    (
+        "efa",
+        "lost",
+    ): "the EFA provider found a peer unresponsive: the peer's process died, or the security group does "
+    "not allow all traffic from itself",
+    (
+        "launcher",
+        "unreachable",
+    ): "the DeepSpeed / Accelerate launcher could not reach a host of its hostfile over ssh: the worker "
+    "pods' names in the hostfile, and passwordless ssh from the launcher to them",
+    (
+        "horovod",
+        "stalled",
+    ): "a collective stalled: Horovod's stall inspector found it submitted by only some ranks (the ranks "
+    "it names as missing, or all but the ready ones, stopped, hang or run a different sequence of "
+    "collectives)",
     ("efa", "alloc"): "the EFA provider could not register memory: the pods need an unlimited memlock limit "
     "(IPC_LOCK) and huge pages",
     (
@@ -697,6 +815,7 @@ _LIBRARY_STEPS: dict[str, str] = {
 _VERB_STEPS["connect"] = _VERB_STEPS["refused"]
 _VERB_STEPS["trail"] = _VERB_STEPS["reset"]
 _VERB_STEPS["stalled"] = _VERB_STEPS["timed-out"]
+_VERB_STEPS["completion"] = _VERB_STEPS["lost"]
 
 
 def remediation(hit: Hit) -> tuple[str, ...]:

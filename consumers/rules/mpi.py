@@ -126,9 +126,10 @@ _FAMILY_LEVELS: dict[str, int] = {
     "lost": _LEVEL_FAMILY_PEER,
     "aborted": _LEVEL_FAMILY_PEER,
     "stalled": _LEVEL_FAMILY_PEER,
+    "completion": _LEVEL_FAMILY_PEER,
     "trail": _LEVEL_FAMILY_PEER,
 }
-_FAMILY_PEER_VERBS = frozenset({"timed-out", "lost", "aborted", "stalled", "trail"})
+_FAMILY_PEER_VERBS = frozenset({"timed-out", "lost", "aborted", "stalled", "completion", "trail"})
 
 
 @dataclass(frozen=True)

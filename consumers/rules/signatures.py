@@ -259,10 +259,16 @@ def is_peer_symptom(hit: Hit) -> bool:
     return hit.name in _PEER_SYMPTOMS
 
 
+_NCCL_CHOSE_NETWORK = re.compile(r"NCCL INFO (?:Using network \w|NET/(?:Socket|IB) ?: Using )")
+"""NCCL naming the network it uses, once, at start-up: a network plugin that failed before it is one
+NCCL fell back from (aws-ofi-nccl not initialised, then ``Using network Socket``)."""
+
+
 @lru_cache(maxsize=512)
 def transport_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
-    """Communication failures between ranks carried by NCCL, Gloo, Horovod, UCX, verbs, libfabric."""
-    hits = list(_scan(tail, TRANSPORTS))
+    """Communication failures between ranks carried by NCCL, Gloo, Horovod, UCX, verbs, libfabric
+    (not a network plugin NCCL fell back from)."""
+    hits = [h for h in _scan(tail, TRANSPORTS) if not (h.name == "nccl-ofi" and fell_back(tail, h.index))]
     if _nccl_at_work(tail):
         hits.extend(
             Hit(NCCL_SHM_BUS, h.line, h.index, h.rank, h.groups)
@@ -270,6 +276,12 @@ def transport_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
             if _bus_error(h)
         )
     return tuple(sorted(hits, key=lambda h: h.index))
+
+
+def fell_back(tail: tuple[str, ...], index: int) -> bool:
+    """Whether NCCL chose its network after line ``index`` (a network plugin failing there is one NCCL
+    fell back from)."""
+    return any(_NCCL_CHOSE_NETWORK.search(line) for line in bounded(tail)[index + 1 :])
 
 
 def _nccl_at_work(tail: tuple[str, ...]) -> bool:
@@ -289,7 +301,8 @@ CRASHES: tuple[Signature, ...] = (
         "ompi-signal",
         "Open MPI",
         "",
-        re.compile(r"Signal: (?P<kind>Segmentation fault|Bus error) \((?P<signal>\d{1,3})\)"),
+        # strsignal()'s wording: ``Segmentation fault`` (glibc), ``Segmentation fault: 11`` (macOS)
+        re.compile(r"Signal: (?P<kind>Segmentation fault|Bus error)(?:: \d{1,2})? \((?P<signal>\d{1,3})\)"),
     ),
     Signature(
         "python", "Python", "", re.compile(r"Fatal Python error: (?P<kind>Segmentation fault|Bus error)")
@@ -524,7 +537,7 @@ DISKS: tuple[Signature, ...] = (
         "enospc",
         "",
         "no space left on device",
-        re.compile(r"No space left on device|\[Errno 28\]|ENOSPC|StorageFull"),
+        re.compile(r"[Nn]o space left on device|\[Errno 28\]|ENOSPC|StorageFull"),  # Go: lower case
     ),
     Signature("edquot", "", "disk quota exceeded", re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT")),
     Signature(
@@ -563,7 +576,7 @@ def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
 
 def _mention(hit: Hit) -> bool:
     match = hit.signature.pattern.search(hit.line)
-    return match is not None and is_mention(hit.line, match.start())
+    return match is not None and is_mention(hit.line, match.start(), match.end())
 
 
 def is_dataloader_shm(hit: Hit) -> bool:
@@ -604,6 +617,12 @@ KERNEL_OOM: tuple[Signature, ...] = (
         re.compile(
             r"System OOM encountered(?:, victim process: (?P<victim>[^,]{1,64}), pid: (?P<pid>\d{1,10}))?"
         ),
+    ),
+    Signature(  # mm/memcontrol.c before 4.19: "Task in <cgroup> killed as a result of limit of <cgroup>"
+        "memcg-limit",
+        "the kernel (cgroup)",
+        "the container's memory cgroup reached its limit and the kernel killed a process",
+        re.compile(r"Task in (?P<cgroup>/\S{0,400}) killed as a result of limit of /"),
     ),
     Signature(
         "reaper",

@@ -88,7 +88,7 @@ def strip_tag(line: str) -> str:
 # ------------------------------------------------------------- mentions, handled
 
 _HINT = re.compile(
-    r"\b(?:may|might|can|could|will likely) (?:cause|lead to|result in|trigger)\b|\b[Tt]o avoid\b"
+    r"\b(?:may|might|can|could|will|would)(?: likely)? (?:cause|lead to|result in|trigger)\b|\b[Tt]o avoid\b"
     r"|\b[Ii]f you (?:see|get|hit|encounter)\b"
     r"|\b[Ww]ill warn\b|\b[Ww]arns? (?:on|when|if|about)\b|\b(?:TIP|HINT|Tip|Hint):"
     r"|\b(?:usually|often|typically) (?:comes? from|means|indicates|is caused by|happens)\b"
@@ -101,12 +101,20 @@ def is_hint(line: str) -> bool:
     return _HINT.search(line) is not None
 
 
-def is_mention(line: str, start: int) -> bool:
-    """Whether the failure words found at ``line[start:]`` are only named by advice before them
-    (``to avoid 'CUDA out of memory'``, ``will warn on 'No space left on device'``): a message
-    that reports the failure and then advises (PyTorch's own ``… to avoid fragmentation``) is no
-    mention."""
-    return is_hint(line[:start])
+_EXPLAINED = re.compile(
+    r"^[\"'`]?(?: {1,2}(?:errors?|failures?|issues?|problems?|exceptions?)\b"
+    r"|[^.;]{0,40}?\b(?:often|usually|typically|commonly|mostly|frequently) (?:results? from|comes? from"
+    r"|stems? from|is caused by|are caused by|occurs?|happens?|means)\b)"
+)
+
+
+def is_mention(line: str, start: int, end: int | None = None) -> bool:
+    """Whether the failure words found at ``line[start:end]`` are only named: by advice before them
+    (``to avoid 'CUDA out of memory'``, ``will warn on 'No space left on device'``), or as the subject
+    of an explanation after them (``"CUDA out of memory" failures are…``, ``… often results from
+    fragmentation``). A message that reports the failure and then advises (PyTorch's own ``… to
+    avoid fragmentation``) is no mention."""
+    return is_hint(line[:start]) or (end is not None and _EXPLAINED.search(line[end:]) is not None)
 
 
 _HANDLED_HERE = re.compile(
@@ -148,7 +156,14 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("GPU out of memory (ROCm: HIP out of memory)", re.compile(r"HIP out of memory|hipErrorOutOfMemory")),
     ("GPU out of memory (TensorFlow: OOM when allocating tensor)", re.compile(r"OOM when allocating tensor")),
-    ("GPU out of memory (JAX/XLA: RESOURCE_EXHAUSTED)", re.compile(r"RESOURCE_EXHAUSTED: Out of memory")),
+    (  # XLA's status, absl-style (``RESOURCE_EXHAUSTED:``) or TensorFlow's older ``Resource exhausted:``,
+        # followed by what its allocator (BFC, PjRt's stream executor) says ran out
+        "GPU out of memory (JAX/XLA: RESOURCE_EXHAUSTED)",
+        re.compile(
+            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Out of memory|Failed to allocate request for"
+            r"|Ran out of memory|OOM when allocating)"
+        ),
+    ),
     (
         "GPU out of memory (cuBLAS could not allocate its workspace)",
         re.compile(r"CUBLAS_STATUS_ALLOC_FAILED"),
@@ -178,7 +193,11 @@ def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
     lines = bounded(tail)
     for i, line in enumerate(lines):
         match = next(((what, m) for what, pattern in GPU_OOM_SIGNS if (m := pattern.search(line))), None)
-        if match is not None and not is_mention(line, match[1].start()) and not handled(lines, i):
+        if (
+            match is not None
+            and not is_mention(line, match[1].start(), match[1].end())
+            and not handled(lines, i)
+        ):
             what = match[0]
             found.append(GpuOom(line, output_rank(line), what))
     return tuple(found)

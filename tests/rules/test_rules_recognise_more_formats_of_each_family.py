@@ -1,0 +1,264 @@
+"""More formats of the families the blind set of 2026-11-28b showed missing, in other wordings.
+
+Each case is a wording of a family taken from the printing library's own formats (its source:
+libfabric's EFA status strings, aws-ofi-nccl's address-vector insertion, ORTE / PRRTE's error log
+and routing help texts, Open MPI's openib help texts, rabit's ``Socket <call> Error``, Horovod's
+op names and its oldest stall format, NCCL's proxy calls, XLA's ``RESOURCE_EXHAUSTED`` status,
+the kernel's memory-cgroup report before 4.19, strsignal's wording on macOS, the kubelet's
+Warning events), never a line of the blind set itself. Near-misses of the same families stay
+quiet: help texts that explain a failure, and a network plugin NCCL fell back from.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from consumers.rules import RuleEngine
+from consumers.rules.families import family_failures
+from controller.contract.events import BusEvent, JobSpecSummary
+from controller.contract.findings import Finding, RuleId
+from controller.testing.events import at, job, launcher, log_seen, replay, spec, worker
+from tests.rules.corpus_replay import Entry, run
+
+
+def _entry(
+    text: str, *, stack: str = "other", expect: RuleId | None, where: str = "log", reason: str = ""
+) -> Entry:
+    return Entry(id="t", file="t", stack=stack, where=where, reason=reason or None, expect=expect, text=text)
+
+
+def _fires(text: str, rule: RuleId, *, stack: str = "other", where: str = "log", reason: str = "") -> Finding:
+    outcome = run(_entry(text, stack=stack, expect=rule, where=where, reason=reason))
+    assert outcome.rules - {"failed"} == {rule}, outcome.rules
+    (finding,) = [f for f in outcome.firing if f.rule == rule]
+    return finding
+
+
+# (text, library key, verb, words of the finding)
+MESH = {
+    "efa-completion-reset-by-peer": (
+        "libfabric:4242:1700000000::efa:cq:efa_rdm_rxe_handle_error():551<warn> err: 104, message: Connection "
+        "was reset by remote peer (8)",
+        "efa",
+        "completion",
+        "failed transfer with a peer",
+    ),
+    "efa-unresponsive-receiver": (
+        "libfabric:4242:1700000000::efa:cq:efa_rdm_pke_handle_tx_error():210<warn> Unresponsive receiver "
+        "(connection previously established) (4124)",
+        "efa",
+        "lost",
+        "unresponsive",
+    ),
+    "efa-address-vector-insertion": (
+        "libfabric:4242:1700000000::efa:av:efa_av_insert_one():380<warn> Failure inserting address into "
+        "address vector (4110)",
+        "efa",
+        "resource",
+        "could not open a resource of its transport",
+    ),
+    "prrte-error-log-unreachable": (
+        "[pi-launcher:00042] [[4242,0],0] PRTE_ERROR_LOG: Unreachable in file grpcomm_direct.c at line 605",
+        "prrte",
+        "unreachable",
+        "could not be reached",
+    ),
+    "orte-route-help-wrapped": (
+        "ORTE does not know how to route a message to the specified daemon\n"
+        "located on the indicated node:\n"
+        "\n"
+        "  my node:   pi-worker-0\n"
+        "  target node:  pi-worker-1",
+        "ompi",
+        "unreachable",
+        "could not be reached",
+    ),
+    "openib-help-wrapped-queue": (
+        "The OpenFabrics (openib) BTL failed to initialize while trying to\n"
+        "create a completion queue.  This typically indicates a failed\n"
+        "OpenFabrics installation or faulty hardware.",
+        "ompi",
+        "resource",
+        "could not open a resource of its transport",
+    ),
+    "rabit-socket-accept-error": (
+        "[10:42:07] Socket Accept Error:Bad file descriptor",
+        "xgboost",
+        "connect",
+        "XGBoost",
+    ),
+    "horovod-stall-op-names-only": (
+        "Stalled ops:\nHorovodAllreduce_gradients_dense_kernel_0 [missing ranks: 2, 3]",
+        "horovod",
+        "stalled",
+        "stall inspector",
+    ),
+    "horovod-oldest-ready-ranks": (
+        "HorovodAllgather_embeddings_0 [ready ranks: 0, 1, 2]",
+        "horovod",
+        "stalled",
+        "all but the ready ones",
+    ),
+    "nccl-proxy-call-after-last-error": (
+        "[rank3]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device "
+        "error.\n[rank3]: Last error:\n[rank3]: Proxy Call to rank 5 failed (Setup)",
+        "nccl",
+        "connect",
+        "connection",
+    ),
+    "aws-ofi-nccl-av-insert-negative-rc": (
+        "pi-worker-1:42:99 [0] nccl_net_ofi_rdma.c:4242 NCCL WARN NET/OFI Unable to insert remote address into "
+        "address vector for device 0. RC: -22",
+        "nccl",
+        "resource",
+        "address vector",
+    ),
+    "torch-exception-raised-in-its-package": (
+        'Traceback (most recent call last):\n  File "/usr/lib/python3/site-packages/torch/distributed/'
+        'rendezvous.py", line 189, in _create_c10d_store\n    return TCPStore(\nRuntimeError: Connection reset '
+        "by peer",
+        "torch",
+        "reset",
+        "reset",
+    ),
+    "deepspeed-runner-exception-host-unreachable": (
+        'Traceback (most recent call last):\n  File "/opt/venv/lib/python3.10/site-packages/deepspeed/launcher/'
+        'runner.py", line 420, in main\n    raise RuntimeError(\nRuntimeError: host pi-worker-3 is not reachable '
+        "via ssh",
+        "launcher",
+        "unreachable",
+        "hostfile over ssh",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MESH.values(), ids=MESH.keys())
+def test_a_new_wording_of_a_known_family_lands_in_it(case: tuple[str, str, str, str]) -> None:
+    text, library, verb, words = case
+
+    hits = family_failures(tuple(text.splitlines()))
+    finding = _fires(text, "mpi-comm")
+
+    assert [(h.group("library"), h.group("verb")) for h in hits][:1] == [(library, verb)]
+    assert words in finding.root_cause
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-01-02 03:04:05.000001: E external/xla/xla/pjrt/pjrt_stream_executor_client.cc:2985] Execution of "
+        "replica 1 failed: RESOURCE_EXHAUSTED: Failed to allocate request for 2.00GiB (2147483648B) on device "
+        "ordinal 1",
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 17.2G of "
+        "15.48G hbm.",
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: Resource exhausted: OOM when allocating "
+        "tensor with shape[8192,8192]",
+    ],
+    ids=["pjrt-failed-to-allocate", "jax-ran-out-of-hbm", "tf-older-status-wording"],
+)
+def test_xlas_resource_exhausted_status_naming_memory_is_a_gpu_oom(text: str) -> None:
+    finding = _fires(text, "gpu-oom", stack="jax")
+
+    assert "RESOURCE_EXHAUSTED" in finding.root_cause or "OOM" in finding.root_cause
+
+
+def test_an_xla_resource_exhausted_status_about_no_memory_is_no_gpu_oom() -> None:
+    text = "grpc._channel._InactiveRpcError: RESOURCE_EXHAUSTED: Received message larger than max (8388608 vs. 4194304)"
+
+    assert "gpu-oom" not in run(_entry(text, expect=None)).rules
+
+
+def test_the_kernels_older_memory_cgroup_report_is_an_oom_kill() -> None:
+    text = (
+        "[ 4242.123456] Task in /kubepods/burstable/pod1b2c/5f6e7d killed as a result of limit of "
+        "/kubepods/burstable/pod1b2c\n"
+        "[ 4242.123460] memory: usage 2097152kB, limit 2097152kB, failcnt 42"
+    )
+
+    finding = _fires(text, "oom", stack="linux")
+
+    assert "out of memory" in finding.root_cause
+
+
+def test_open_mpis_signal_report_in_macos_wording_is_a_segfault() -> None:
+    text = (
+        "[pi-launcher:04242] *** Process received signal ***\n"
+        "[pi-launcher:04242] Signal: Segmentation fault: 11 (11)\n"
+        "[pi-launcher:04242] Signal code: Address not mapped (1)"
+    )
+
+    _fires(text, "segfault", stack="openmpi")
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        (
+            "FailedCreatePodSandBox",
+            "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to create containerd task: "
+            "mkdir /run/containerd/io.containerd.runtime.v2.task/k8s.io/4f2a: no space left on device",
+        ),
+        (
+            "Failed",
+            'Failed to pull image "registry.local/train:1.2": rpc error: code = Unknown desc = failed to extract '
+            "layer sha256:4f2a: write /var/lib/containerd/tmpmounts/x/usr/lib/libcudnn.so.9: no space left on device",
+        ),
+    ],
+    ids=["sandbox", "image-pull"],
+)
+def test_a_kubelet_warning_that_the_nodes_disk_is_full_is_a_disk_full(reason: str, message: str) -> None:
+    finding = _fires(message, "disk-full", stack="kubernetes", where="event", reason=reason)
+
+    assert "no space left on device on the node" in finding.root_cause
+    assert any("DiskPressure" in step for step in finding.remediation)
+
+
+NEAR = {
+    "gpu-oom-quoted-as-a-kind-of-error": '"CUDA out of memory" errors are mostly caused by too large a batch '
+    "for the card.",
+    "gpu-oom-explained": "RuntimeError: CUDA out of memory usually comes from activations kept for the "
+    "backward pass; checkpoint them.",
+    "disk-full-help-will-trigger": "A /dev/shm smaller than the batches will trigger OSError: [Errno 28] No "
+    "space left on device in the DataLoader workers.",
+    "nccl-fallback-after-plugin-failure": (
+        "pi-worker-0:42:42 [0] nccl_net_ofi_init:1520 NCCL WARN NET/OFI Couldn't open a fabric provider. RC: "
+        "-61, ERROR: No data available\n"
+        "pi-worker-0:42:42 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.2.9<0>\n"
+        "pi-worker-0:42:42 [0] NCCL INFO Using network IB"
+    ),
+    "efa-advice-after-the-words": "libfabric:4242:1700000000::efa:core:efa_prov_info():99<warn> To avoid "
+    "Unresponsive receiver errors, allow all traffic in the security group",
+}
+
+
+@pytest.mark.parametrize("text", NEAR.values(), ids=NEAR.keys())
+def test_a_text_that_explains_a_failure_or_a_fallback_that_went_on_fires_nothing(text: str) -> None:
+    entry = _entry(text, expect=None, stack="nccl")
+
+    assert run(entry, succeed=True).rules == set()
+    assert run(entry).rules <= {"failed"}
+
+
+def _three_ranks() -> list[BusEvent]:
+    small = JobSpecSummary.model_validate({**spec(workers=1).model_dump(), "slots_per_worker": 3})
+    return [job("Running", job_spec=small), launcher(), worker(0)]
+
+
+def test_horovods_oldest_stall_format_names_the_ranks_that_did_not_submit() -> None:
+    lines = (
+        "[1,0]<stderr>:One or more tensors were submitted to be reduced, gathered or broadcasted by subset of "
+        "ranks and are waiting for remainder of ranks for more than 60 seconds. This may indicate that different "
+        "ranks are trying to submit different tensors or that only subset of ranks is submitting tensors, which "
+        "will cause deadlock.",
+        "[1,0]<stderr>:Stalled ops:",
+        "[1,0]<stderr>:HorovodAllreduce_gradients_0 [ready ranks: 0, 2],",
+    )
+    engine = RuleEngine()
+    replay(engine, _three_ranks())
+    engine.observe(log_seen(*(f"[1,{r}]<stdout>:step 7" for r in range(3)), observed_at=at(1)), at(1))
+    changes: list[Finding] = []
+    for minute in range(5, 45, 5):
+        changes += engine.observe(log_seen(*lines, observed_at=at(minute)), at(minute))
+
+    (hang,) = [f for f in changes if f.rule == "hang-progress" and f.status == "firing"]
+    assert "Horovod's stall inspector names rank 1" in hang.root_cause
