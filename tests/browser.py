@@ -33,8 +33,15 @@ def chromium(download_dir: Path | None = None) -> Iterator[WebDriver]:
         pytest.skip("no chromium here: `make browser` (apt-get install chromium chromium-driver) installs it")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 f"--window-size={WIDTH},{HEIGHT}", "--hide-scrollbars", "--no-first-run"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={WIDTH},{HEIGHT}",
+        "--hide-scrollbars",
+        "--no-first-run",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
@@ -48,7 +55,9 @@ def seen(driver: WebDriver, condition: Callable[[WebDriver], object], timeout_s:
     try:
         WebDriverWait(driver, timeout_s, poll_frequency=0.1).until(condition)
     except TimeoutException:
-        pytest.fail(f"not within {timeout_s:g} s: {what}\n--- page text ---\n{driver.find_element(By.TAG_NAME, 'body').text[:3000]}")
+        pytest.fail(
+            f"not within {timeout_s:g} s: {what}\n--- page text ---\n{driver.find_element(By.TAG_NAME, 'body').text[:3000]}"
+        )
 
 
 def sign_in(driver: WebDriver, base: str, token: str, page: str = "/ui/jobs") -> None:

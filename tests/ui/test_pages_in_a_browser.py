@@ -88,6 +88,100 @@ def _text(selector: str, wanted: str) -> Callable[[WebDriver], bool]:
     return lambda d: any(wanted in e.text for e in d.find_elements(By.CSS_SELECTOR, selector))
 
 
+async def _logs_tab(
+    driver: WebDriver, base: str, uid: str, js: JetStreamContext, topology: Topology, retry_s: float
+) -> None:
+    """A worker's line, merged by time, labelled; a search narrows; a line links to itself."""
+    lines = [
+        log_batch(
+            uid,
+            "llm-launcher",
+            "launcher",
+            [(31.0, 0, "step 1 loss 2.31"), (33.0, 1, "step 2 NCCL WARN retry")],
+        ),
+        log_batch(uid, "llm-worker-1", "worker", [(32.0, None, "CUDA error: an illegal memory access")]),
+    ]
+    await publish_batches(js, topology, lines, retry_s)
+    await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}?tab=logs"))
+    shown = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#log li")]
+    assert len(shown) == 3, shown
+    assert "llm-worker-1" in shown[1] and "CUDA error: an illegal memory access" in shown[1]
+    assert "rank 1" in shown[2]
+    await _in_browser(lambda: screenshot(driver, SHOTS, "5-run-logs"))
+    driver.find_element(By.ID, "q").send_keys("NCCL")
+    search = driver.find_element(By.CSS_SELECTOR, "form[role=search] button[type=submit]")
+    await _in_browser(search.click)  # a click that loads a page waits for this loop to serve it
+    await _in_browser(lambda: seen(driver, lambda d: "q=NCCL" in d.current_url, LIVE_S, "the search"))
+    narrowed = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#log li")]
+    assert len(narrowed) == 1 and "NCCL WARN retry" in narrowed[0], narrowed
+    link = driver.find_element(By.CSS_SELECTOR, "#log li a.at").get_attribute("href")
+    assert link is not None
+    await _in_browser(lambda: driver.get(link))
+    assert driver.execute_script("return location.hash") == "#" + driver.find_element(
+        By.CSS_SELECTOR, "#log li:target"
+    ).get_attribute("id")
+
+
+async def _metrics_tab(driver: WebDriver, base: str, uid: str, engine: AsyncEngine) -> None:
+    """Every served reading of each worker is a point of its charts."""
+    await _usage(engine, uid)
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": "Bearer token-alice"}) as client:
+        served = (await client.get(f"/api/v1/runs/{uid}")).json()["usage"]
+    await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}?tab=metrics"))
+    sections = {
+        s.find_element(By.TAG_NAME, "h3").text: s
+        for s in driver.find_elements(By.CSS_SELECTOR, "section.pod-usage")
+    }
+    assert len(served) == 2 and sorted(sections) == sorted(pod["name"] for pod in served)
+    for pod in served:
+        figure = sections[pod["name"]].find_elements(By.CSS_SELECTOR, "svg.chart")
+        assert len(figure) == 2, pod["name"]
+        gpu, memory = (f.find_elements(By.CSS_SELECTOR, "circle.point") for f in figure)
+        assert [float(p.get_attribute("data-value") or "nan") for p in gpu] == [
+            v for _, v in pod["gpu_util_curve"]
+        ]
+        assert [float(p.get_attribute("data-value") or "nan") for p in memory] == [
+            v for _, v in pod["memory_curve"]
+        ]
+        assert figure[1].find_elements(By.CSS_SELECTOR, "line.limit")  # against the limit
+    await _in_browser(lambda: screenshot(driver, SHOTS, "6-run-metrics"))
+
+
+async def _other_tabs_and_compare(driver: WebDriver, base: str, uid: str) -> None:
+    """The timeline holds the finding; the two attempts compare, reached from the run's page."""
+    for tab, name in (
+        ("configuration", "3-run-configuration"),
+        ("workers", "4-run-workers"),
+        ("events", "7-run-events"),
+    ):
+        await _in_browser(lambda tab=tab: driver.get(f"{base}/ui/runs/{uid}?tab={tab}"))  # type: ignore[misc]
+        await _in_browser(lambda name=name: screenshot(driver, SHOTS, name))  # type: ignore[misc]
+    await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}?tab=events"))
+    events = driver.find_element(By.CSS_SELECTOR, "ol.timeline").text
+    assert ROOT_CAUSE in events and "Failed" in events
+
+    # Compare the two attempts, reached from the run's page
+    await _in_browser(driver.find_element(By.LINK_TEXT, "compare with this one").click)
+    await _in_browser(lambda: seen(driver, _text("h1", "Compare 2 runs"), LIVE_S, "the comparison"))
+    diff = driver.find_element(By.CSS_SELECTOR, "table.diff").text
+    assert "16Gi" in diff and "32Gi" in diff
+    assert ROOT_CAUSE in driver.find_element(By.TAG_NAME, "main").text
+    await _in_browser(lambda: screenshot(driver, SHOTS, "8-compare"))
+
+
+async def _another_namespace(base: str, uid: str) -> None:
+    """bob reads team-b and shared: nothing of team-a, in the list or by its address."""
+    with chromium() as driver:
+        await _in_browser(lambda: sign_in(driver, base, "token-bob"))
+        assert not driver.find_elements(By.CSS_SELECTOR, "tr[data-uid]")
+        assert "llm" not in driver.find_element(By.TAG_NAME, "main").text
+        await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}"))
+        assert "no run with uid" in driver.find_element(By.TAG_NAME, "main").text
+        assert ROOT_CAUSE not in driver.page_source
+        await _in_browser(lambda: driver.get(f"{base}/ui/sign-in"))
+        await _in_browser(lambda: screenshot(driver, SHOTS, "0-sign-in"))
+
+
 async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may_read(
     engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings
 ) -> None:
@@ -104,7 +198,9 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
             await _in_browser(lambda: sign_in(driver, base, "token-alice"))
             await _in_browser(lambda: seen(driver, _phase_in_row(uid, "Pending"), LIVE_S, "the run Pending"))
             await writer.write(pods_up)
-            await _in_browser(lambda: seen(driver, _phase_in_row(uid, "Running"), LIST_S, "the list's row Running"))
+            await _in_browser(
+                lambda: seen(driver, _phase_in_row(uid, "Running"), LIST_S, "the list's row Running")
+            )
             assert driver.find_elements(By.CSS_SELECTOR, f'tr[data-uid="{earlier}"]')  # every attempt listed
 
             # the run's page: Running, then Failed with its root cause up front, without a reload
@@ -114,7 +210,9 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
             await fire(engine, uid, "team-a", "llm", "oom", ROOT_CAUSE, T0 + timedelta(seconds=590))
             await writer.write(failing)
             await _in_browser(lambda: seen(driver, _text("#phase", "Failed"), LIVE_S, "the phase Failed"))
-            await _in_browser(lambda: seen(driver, _text(".root-cause", ROOT_CAUSE), LIVE_S, "the root cause"))
+            await _in_browser(
+                lambda: seen(driver, _text(".root-cause", ROOT_CAUSE), LIVE_S, "the root cause")
+            )
             assert driver.execute_script("return window.notReloaded") is True
             assert "Increase worker memory." in driver.find_element(By.ID, "cause").text
             await _in_browser(lambda: screenshot(driver, SHOTS, "2-run-overview"))
@@ -126,70 +224,7 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
             await _in_browser(lambda: screenshot(driver, SHOTS, "1-jobs"))
 
             # Logs: a worker's line, merged by time, labelled; a search narrows; a line links to itself
-            lines = [
-                log_batch(uid, "llm-launcher", "launcher", [(31.0, 0, "step 1 loss 2.31"), (33.0, 1, "step 2 NCCL WARN retry")]),
-                log_batch(uid, "llm-worker-1", "worker", [(32.0, None, "CUDA error: an illegal memory access")]),
-            ]
-            await publish_batches(js, topology, lines, settings.nats.publish_retry_s)
-            await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}?tab=logs"))
-            shown = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#log li")]
-            assert len(shown) == 3, shown
-            assert "llm-worker-1" in shown[1] and "CUDA error: an illegal memory access" in shown[1]
-            assert "rank 1" in shown[2]
-            await _in_browser(lambda: screenshot(driver, SHOTS, "5-run-logs"))
-            driver.find_element(By.ID, "q").send_keys("NCCL")
-            search = driver.find_element(By.CSS_SELECTOR, "form[role=search] button[type=submit]")
-            await _in_browser(search.click)  # a click that loads a page waits for this loop to serve it
-            await _in_browser(lambda: seen(driver, lambda d: "q=NCCL" in d.current_url, LIVE_S, "the search"))
-            narrowed = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#log li")]
-            assert len(narrowed) == 1 and "NCCL WARN retry" in narrowed[0], narrowed
-            link = driver.find_element(By.CSS_SELECTOR, "#log li a.at").get_attribute("href")
-            assert link is not None
-            await _in_browser(lambda: driver.get(link))
-            assert driver.execute_script("return location.hash") == "#" + driver.find_element(
-                By.CSS_SELECTOR, "#log li:target"
-            ).get_attribute("id")
-
-            # Metrics: every served reading of each worker is a point of its charts
-            await _usage(engine, uid)
-            async with httpx.AsyncClient(base_url=base, headers={"Authorization": "Bearer token-alice"}) as client:
-                served = (await client.get(f"/api/v1/runs/{uid}")).json()["usage"]
-            await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}?tab=metrics"))
-            sections = {
-                s.find_element(By.TAG_NAME, "h3").text: s for s in driver.find_elements(By.CSS_SELECTOR, "section.pod-usage")
-            }
-            assert len(served) == 2 and sorted(sections) == sorted(pod["name"] for pod in served)
-            for pod in served:
-                figure = sections[pod["name"]].find_elements(By.CSS_SELECTOR, "svg.chart")
-                assert len(figure) == 2, pod["name"]
-                gpu, memory = (f.find_elements(By.CSS_SELECTOR, "circle.point") for f in figure)
-                assert [float(p.get_attribute("data-value") or "nan") for p in gpu] == [v for _, v in pod["gpu_util_curve"]]
-                assert [float(p.get_attribute("data-value") or "nan") for p in memory] == [v for _, v in pod["memory_curve"]]
-                assert figure[1].find_elements(By.CSS_SELECTOR, "line.limit")  # against the limit
-            await _in_browser(lambda: screenshot(driver, SHOTS, "6-run-metrics"))
-
-            for tab, name in (("configuration", "3-run-configuration"), ("workers", "4-run-workers"), ("events", "7-run-events")):
-                await _in_browser(lambda tab=tab: driver.get(f"{base}/ui/runs/{uid}?tab={tab}"))  # type: ignore[misc]
-                await _in_browser(lambda name=name: screenshot(driver, SHOTS, name))  # type: ignore[misc]
-            await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}?tab=events"))
-            events = driver.find_element(By.CSS_SELECTOR, "ol.timeline").text
-            assert ROOT_CAUSE in events and "Failed" in events
-
-            # Compare the two attempts, reached from the run's page
-            await _in_browser(driver.find_element(By.LINK_TEXT, "compare with this one").click)
-            await _in_browser(lambda: seen(driver, _text("h1", "Compare 2 runs"), LIVE_S, "the comparison"))
-            diff = driver.find_element(By.CSS_SELECTOR, "table.diff").text
-            assert "16Gi" in diff and "32Gi" in diff
-            assert ROOT_CAUSE in driver.find_element(By.TAG_NAME, "main").text
-            await _in_browser(lambda: screenshot(driver, SHOTS, "8-compare"))
-
-        # bob reads team-b and shared: nothing of team-a, in the list or by its address
-        with chromium() as driver:
-            await _in_browser(lambda: sign_in(driver, api.url, "token-bob"))
-            assert not driver.find_elements(By.CSS_SELECTOR, "tr[data-uid]")
-            assert "llm" not in driver.find_element(By.TAG_NAME, "main").text
-            await _in_browser(lambda: driver.get(f"{api.url}/ui/runs/{uid}"))
-            assert "no run with uid" in driver.find_element(By.TAG_NAME, "main").text
-            assert ROOT_CAUSE not in driver.page_source
-            await _in_browser(lambda: driver.get(f"{api.url}/ui/sign-in"))
-            await _in_browser(lambda: screenshot(driver, SHOTS, "0-sign-in"))
+            await _logs_tab(driver, base, uid, js, topology, settings.nats.publish_retry_s)
+            await _metrics_tab(driver, base, uid, engine)
+            await _other_tabs_and_compare(driver, base, uid)
+        await _another_namespace(api.url, uid)
