@@ -33,9 +33,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from controller.api import charts, compare, jobs, logs, models, runs
 from controller.api.auth import SESSION_COOKIE, Principal, authenticate, principal_of_token
+from controller.api.deps import engine_of
 from controller.api.params import MAX_COMPARED, MAX_UID, JobName, Namespace, UidPath
 from controller.contract.events import JobPhase
 from controller.contract.kinds import JobKind
+from controller.store import queries
 
 __all__ = ["PREFIX", "SIGN_IN", "STATIC", "STATIC_DIR", "body_gate", "line_anchor", "router"]
 
@@ -154,15 +156,12 @@ def _sorted(items: list[models.RunSummary], sort: str, order: str) -> list[model
     return sorted(items, key=keys[sort], reverse=order == "desc")
 
 
-async def _sentences(request: Request, principal: Principal, failed: Sequence[str]) -> dict[str, str]:
-    """The newest firing finding's root cause of each failed run (as its findings route answers)."""
-    found: dict[str, str] = {}
-    for uid in failed:
-        answer = await runs.findings(uid, request, principal)
-        newest = max(answer.items, key=lambda f: f.last_seen, default=None)
-        if newest is not None:
-            found[uid] = newest.root_cause
-    return found
+async def _sentences(request: Request, failed: Sequence[str]) -> dict[str, str]:
+    """The newest finding's root cause of each failed run, in one query: the runs are those the
+    list route answered, so their namespaces were already found readable."""
+    async with engine_of(request).connect() as conn:
+        newest = await queries.newest_findings(conn, failed)
+    return {uid: finding.root_cause for uid, finding in newest.items()}
 
 
 @router.get("")
@@ -265,7 +264,7 @@ async def job_list(
             cursor=cursor,
         )
         failed = [run.uid for run in page.items if run.phase == "Failed"]
-        sentences = await _sentences(request, principal, failed)
+        sentences = await _sentences(request, failed)
     except HTTPException as exc:
         return _problem_page(request, exc)
     shown = {
