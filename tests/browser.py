@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -51,9 +51,11 @@ def chromium(download_dir: Path | None = None) -> Iterator[WebDriver]:
 
 
 def seen(driver: WebDriver, condition: Callable[[WebDriver], object], timeout_s: float, what: str) -> None:
-    """Wait until ``condition`` holds in the page, ``timeout_s`` at most; fail saying ``what``."""
+    """Wait until ``condition`` holds in the page, ``timeout_s`` at most; fail saying ``what``. An
+    element the page's script replaced while it was read is read again at the next look."""
     try:
-        WebDriverWait(driver, timeout_s, poll_frequency=0.1).until(condition)
+        ignored = (StaleElementReferenceException,)
+        WebDriverWait(driver, timeout_s, poll_frequency=0.1, ignored_exceptions=ignored).until(condition)
     except TimeoutException:
         pytest.fail(
             f"not within {timeout_s:g} s: {what}\n--- page text ---\n{driver.find_element(By.TAG_NAME, 'body').text[:3000]}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -108,6 +109,19 @@ async def _logs_tab(
     assert "llm-worker-1" in shown[1] and "CUDA error: an illegal memory access" in shown[1]
     assert "rank 1" in shown[2]
     await _in_browser(lambda: screenshot(driver, SHOTS, "5-run-logs"))
+    # follow: a line the worker prints now appears without a reload
+    await _in_browser(driver.find_element(By.ID, "follow").click)
+    await _in_browser(
+        lambda: seen(
+            driver, lambda d: d.execute_script("return document.readyState") == "complete", LIVE_S, "the page"
+        )
+    )
+    now = time.time() - T0.timestamp()
+    fresh = log_batch(uid, "llm-worker-0", "worker", [(now + 0.5, None, "step 3 loss 1.87 (followed)")])
+    await publish_batches(js, topology, [fresh], retry_s)
+    await _in_browser(
+        lambda: seen(driver, _text("#log li", "step 3 loss 1.87 (followed)"), LIVE_S, "the followed line")
+    )
     driver.find_element(By.ID, "q").send_keys("NCCL")
     search = driver.find_element(By.CSS_SELECTOR, "form[role=search] button[type=submit]")
     await _in_browser(search.click)  # a click that loads a page waits for this loop to serve it
@@ -214,7 +228,9 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
                 lambda: seen(driver, _text(".root-cause", ROOT_CAUSE), LIVE_S, "the root cause")
             )
             assert driver.execute_script("return window.notReloaded") is True
-            assert "Increase worker memory." in driver.find_element(By.ID, "cause").text
+            await _in_browser(
+                lambda: seen(driver, _text("#cause", "Increase worker memory."), LIVE_S, "the remedy")
+            )
             await _in_browser(lambda: screenshot(driver, SHOTS, "2-run-overview"))
 
             # the list again: the failed run's newest finding beside it
