@@ -170,7 +170,11 @@ async def _other_tabs_and_compare(driver: WebDriver, base: str, uid: str) -> Non
     ):
         await _in_browser(lambda tab=tab: driver.get(f"{base}/ui/runs/{uid}?tab={tab}"))  # type: ignore[misc]
         await _in_browser(lambda name=name: screenshot(driver, SHOTS, name))  # type: ignore[misc]
-    await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}?tab=events"))
+        if tab == "configuration":  # the spec as recorded, in YAML
+            assert "limits:\n      memory: 32Gi" in driver.find_element(By.CSS_SELECTOR, "pre.yaml").text
+        if tab == "workers":  # each pod, its node, and how it ended
+            killed = driver.find_element(By.XPATH, "//tr[td[1]='llm-worker-1']").text
+            assert "gpu-1" in killed and "OOMKilled (exit 137)" in killed
     events = driver.find_element(By.CSS_SELECTOR, "ol.timeline").text
     assert ROOT_CAUSE in events and "Failed" in events
 
