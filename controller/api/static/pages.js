@@ -72,7 +72,7 @@ function logs(list) {
       const line = JSON.parse(message.data);
       const li = document.createElement("li");
       const at = document.createElement("span"); at.className = "at"; at.textContent = line.at.slice(11, 23);
-      const who = document.createElement("span"); who.className = "who";
+      const who = document.createElement("span"); who.className = "src-pod";
       who.textContent = ` ${line.pod}${line.rank === null ? "" : ` rank ${line.rank}`} `;
       const text = document.createElement("span"); text.className = "text"; text.textContent = line.text;
       li.append(at, who, text);
