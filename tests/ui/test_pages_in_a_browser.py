@@ -207,8 +207,11 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
     await store(engine, story)
     uid, story = job_story("llm", workers=2, memory="32Gi", outcome="Failed", oom_worker=1)
     created, pods_up, failing = story[:4], story[4:8], story[8:]
+    other, other_story = job_story(
+        "bert", workers=1, outcome="Failed", oom_worker=0, start=T0 + timedelta(hours=1)
+    )
     writer = Writer(engine)
-    await writer.write(created)
+    await writer.write(created + other_story[:3])
     async with serving(engine, FAST, run_logs=RunLogs(js, topology)) as api:
         with chromium() as driver:
             base = api.url
@@ -220,6 +223,21 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
                 lambda: seen(driver, _phase_in_row(uid, "Running"), LIST_S, "the list's row Running")
             )
             assert driver.find_elements(By.CSS_SELECTOR, f'tr[data-uid="{earlier}"]')  # every attempt listed
+            # another run fails while the list is open: its phase and its finding's sentence, no reload
+            driver.execute_script("window.notReloaded = true")
+            await fire(
+                engine, other, "team-a", "bert", "oom", "Worker 0 was OOM-killed.", T0 + timedelta(hours=1)
+            )
+            await writer.write(other_story[3:])
+            await _in_browser(
+                lambda: seen(driver, _phase_in_row(other, "Failed"), LIST_S, "bert's row Failed")
+            )
+            await _in_browser(
+                lambda: seen(
+                    driver, _text(f'tr[data-uid="{other}"] .why', "Worker 0 was OOM-killed."), LIVE_S, "why"
+                )
+            )
+            assert driver.execute_script("return window.notReloaded") is True
 
             # the run's page: Running, then Failed with its root cause up front, without a reload
             await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}"))
