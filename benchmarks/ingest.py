@@ -32,11 +32,11 @@ from pathlib import Path
 from benchmarks.harness import Bench, pipeline_services, report
 from benchmarks.reference import payloads, reference_throughput
 from controller.bus.streams import wait_until_consumed
-from controller.bus.versions import versioned
 from controller.contract.settings import NatsSettings
 from controller.testing import objects as k
 from watchers.correlating import Observation
 from watchers.pipeline import MAX_BATCH, Pipeline
+from watchers.published import versioned
 
 
 def workload(jobs: int, updates_per_pod: int) -> list[Observation]:

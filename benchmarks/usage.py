@@ -14,8 +14,14 @@
    Prometheus answers it (scrape), a refresh reads it, it is published and the history consumer
    has stored it where the API reads it (``--samples`` times: p50/p99). In production a refresh
    runs every ``usage.refresh_s``, which adds up to that much.
+4. **Trends seen coming.** ``oom-predicted`` and ``straggler`` replayed over the curves recorded
+   in ``benchmarks/data/trend_curves.json`` (synthetic, labelled so) as the watcher reads them:
+   detection latency from the first symptom, lead before the limit, false positives over the
+   near-miss curves, precision and recall (:mod:`benchmarks.trends`; ``--trends-only`` runs this
+   part alone).
 
     .venv/bin/python -m benchmarks.usage [--jobs 50] [--workers 16] [--gpus 8] [--namespaces 10]
+    .venv/bin/python -m benchmarks.usage --trends-only [--record]
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from benchmarks import trends
 from benchmarks.harness import cpu_s, pipeline_services, report
 from controller.bus.publishing import Publisher
 from controller.contract.settings import UsageSettings
@@ -245,6 +252,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "reference_one_namespace": reference,
         },
         "sample_to_history": latency,
+        "trends": trends.measure(),
     }
 
 
@@ -258,7 +266,15 @@ def main() -> None:
     parser.add_argument("--fill-s", type=float, default=20.0)
     parser.add_argument("--window-s", type=float, default=3600.0)
     parser.add_argument("--samples", type=int, default=20)
-    report("usage", asyncio.run(run(parser.parse_args())))
+    parser.add_argument("--trends-only", action="store_true", help="only part 4 (no Prometheus, no services)")
+    parser.add_argument("--record", action="store_true", help="rewrite the recorded synthetic curves first")
+    args = parser.parse_args()
+    if args.record:
+        trends.record()
+    if args.trends_only:
+        report("usage_trends", trends.measure())
+        return
+    report("usage", asyncio.run(run(args)))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from consumers.wiring import Role, Wiring
 from controller.bus.consuming import Durable
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.kubeflow import api_version
-from controller.kube.gateway import APIConflictError, APIError, KubeGateway
+from controller.kube.errors import APIConflictError, APIError
+from controller.kube.gateway import KubeGateway
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ token is used at once.
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any, Literal
 
 import httpx
 
+from controller.contract.credentials import bearer_header, tls_context
 from controller.contract.settings import UsageSettings
 
 __all__ = [
@@ -74,12 +74,6 @@ def escape_regex(value: str) -> str:
     return escaped.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _tls(settings: UsageSettings) -> ssl.SSLContext:
-    if settings.ca_file is not None:
-        return ssl.create_default_context(cafile=str(settings.ca_file))
-    return ssl.create_default_context()
-
-
 def _value(raw: Any) -> float:
     return float(raw)  # "NaN", "+Inf" included
 
@@ -124,7 +118,7 @@ class PrometheusReader:
         self._observe = observe or (lambda outcome, seconds: None)
         self._client = httpx.AsyncClient(
             base_url=settings.url,
-            verify=_tls(settings),
+            verify=tls_context(settings.ca_file),
             timeout=httpx.Timeout(settings.timeout_s),
             headers={"user-agent": USER_AGENT},
             transport=transport,
@@ -153,12 +147,6 @@ class PrometheusReader:
         }
         return await self._ask("/api/v1/query_range", form)
 
-    def _headers(self) -> dict[str, str]:
-        token_file = self._settings.bearer_token_file
-        if token_file is None:
-            return {}
-        return {"authorization": f"Bearer {token_file.read_text().strip()}"}
-
     async def _ask(self, path: str, form: dict[str, str]) -> list[Series]:
         s = self._settings
         attempt = 0
@@ -183,7 +171,9 @@ class PrometheusReader:
 
     async def _once(self, path: str, form: dict[str, str]) -> list[Series]:
         try:
-            response = await self._client.post(path, data=form, headers=self._headers())
+            response = await self._client.post(
+                path, data=form, headers=bearer_header(self._settings.bearer_token_file)
+            )
         except httpx.TimeoutException as exc:
             raise PrometheusUnavailableError(
                 f"{path}: timed out after {self._settings.timeout_s:g} s"

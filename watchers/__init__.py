@@ -1,9 +1,16 @@
 """The processes that look at the cluster and publish what they see.
 
-- The watch path (``service``, leader-elected): list-then-watch each resource kind
-  (``watching``), correlate pods and events to their run (``correlating``), turn raw objects into
-  typed events (``normalizing``) and publish them to JetStream (``pipeline``, shared with replay
-  of ``recording`` files);
+- The watch path (``service``, leader-elected through ``leader``): list-then-watch each resource
+  kind the API server serves (``watching``, ``discovery``), resuming from where each watch stood
+  (``positions``); correlate pods and events to their run (``correlating``), turn raw objects
+  into typed events (``normalizing``) and publish them to JetStream (``pipeline``, shared with
+  replay of ``recording`` files), skipping what was published before a restart and telling what
+  was deleted while no watcher ran (``published``);
+- beside it: ``tails`` (log tails of containers that ended in error), ``usage`` (what the pods
+  use, from the cluster's Prometheus), ``metrics`` (the watch loops' metrics);
+- the log followers of every replica: ``following`` (follow containers' logs onto ``LOGS``),
+  ``lines`` (the followed bytes as bounded, redacted, timestamped lines), ``sharing`` (the
+  followed runs shared across replicas through leases);
 - ``admission``: the validating admission webhook that records who created, changed or deleted
   jobs, with its durable spool, apart from the watch path.
 """

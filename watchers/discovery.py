@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from controller.kube.gateway import APIError
+from controller.kube.errors import APIError
 from controller.kube.resources import Resource
 
 __all__ = ["ServedGateway", "follow_served"]

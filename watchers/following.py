@@ -16,7 +16,7 @@ Where a follow resumes (after a broken stream, a preemption, a restart of the wa
 another replica) is read from the bus only: the last batch on the container's subject
 (:func:`controller.bus.logstore.stored_end`). It asks the kubelet for that whole second
 again (``sinceTime`` has seconds) and drops what it already stored
-(:class:`~controller.contract.logs.Resume`): no gap, no duplicate. A line cut by a broken
+(:class:`~watchers.lines.Resume`): no gap, no duplicate. A line cut by a broken
 connection is dropped and read whole again. Each batch is stored only right after the last one
 the follow knows of (:func:`controller.bus.logstore.publish_after`): a follow that finds another
 follower's batch there stops, and the next schedule starts it again from the bus if its
@@ -56,20 +56,11 @@ from controller.contract.backoff import Backoff
 from controller.contract.errors import RetryableError
 from controller.contract.events import JobRef, PodObserved
 from controller.contract.kinds import PodOwner, speaks_for_run
-from controller.contract.logs import (
-    LineSplitter,
-    LogBatch,
-    LogPosition,
-    PackedBatch,
-    Resume,
-    decode_lines,
-    read_lines,
-    redact_lines,
-    since_time,
-)
+from controller.contract.logs import LogBatch, LogPosition, PackedBatch, since_time
 from controller.contract.settings import LogSettings, NatsSettings
 from controller.contract.subjects import Topology, urgent
-from controller.kube.gateway import APIError, APIForbiddenError, APINotFoundError
+from controller.kube.errors import APIError, APIForbiddenError, APINotFoundError
+from watchers.lines import LineSplitter, Resume, decode_lines, read_lines, redact_lines
 from watchers.metrics import WatchMetrics
 
 __all__ = ["FollowKey", "LogFollower", "LogSource"]
@@ -417,7 +408,7 @@ class LogFollower:
         ``previous=true`` log before a follow is opened again: a follow that broke, then the
         container ended and started anew, is not opened on the new instance with the old one's
         last lines unread. Without such an ending the previous instance's lines are older than
-        what is stored and dropped (:class:`~controller.contract.logs.Resume`); a container that
+        what is stored and dropped (:class:`~watchers.lines.Resume`); a container that
         never restarted has no previous log (400); a kubelet or API server refusing costs those
         lines only."""
         position = end.position

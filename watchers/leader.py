@@ -30,7 +30,7 @@ from typing import Protocol
 
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import LeaderSettings
-from controller.kube.gateway import APIConflictError, APIError, APINotFoundError
+from controller.kube.errors import APIConflictError, APIError, APINotFoundError
 from controller.kube.resources import LEASES, Lease, LeaseSpec
 
 __all__ = ["LeaderElector", "LeaseGateway", "format_micro_time", "parse_micro_time"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from pydantic import ValidationError
 
@@ -38,8 +38,7 @@ from controller.contract.events import (
     Resources,
     RoleSpec,
 )
-from controller.contract.kinds import JobKind, KindSpec, PodOwner, kind_named, kind_spec
-from controller.contract.kinds import pod_owner as owner_by_labels
+from controller.contract.kinds import JobKind, KindSpec, PodOwner, kind_named, kind_spec, owner_from_labels
 from controller.contract.redaction import scrub, scrub_lines
 
 
@@ -52,14 +51,6 @@ class ObjectMeta(TypedDict, total=False):
     creationTimestamp: str
     deletionTimestamp: str
     labels: dict[str, str]
-
-
-class KubeObject(TypedDict):
-    apiVersion: NotRequired[str]
-    kind: NotRequired[str]
-    metadata: ObjectMeta
-    spec: NotRequired[dict[str, Any]]
-    status: NotRequired[dict[str, Any]]
 
 
 class MalformedObject(ValueError):
@@ -272,7 +263,7 @@ def pod_owner(obj: Mapping[str, Any]) -> PodOwner | None:
     """The job a pod belongs to and which replica it is, from its labels (and, where a label
     does not tell the kind, its ownerReferences); ``None`` for any other pod."""
     meta = obj.get("metadata") or {}
-    return owner_by_labels(meta.get("labels") or {}, meta.get("ownerReferences") or ())
+    return owner_from_labels(meta.get("labels") or {}, meta.get("ownerReferences") or ())
 
 
 def _state(status: Mapping[str, Any], init: bool) -> ContainerState:

@@ -3,17 +3,19 @@
 Correlates raw observations with their runs (:mod:`watchers.correlating`), publishes what is
 ready in one pipelined batch, and counts what had to be skipped. :func:`replay_files` feeds
 capture files through exactly this path, so a replayed cluster and a live one produce the
-same bus messages.
+same bus messages. :func:`publish_every` publishes what a periodic read returns (the progress
+probes, the usage readings), counted the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,7 +51,7 @@ class Pipeline:
     ) -> None:
         """``unchanged`` tells an object already published at a version (event type, uid,
         resourceVersion): its observation is placed but not built, which is most of a restart's
-        list beside a resumed watch (:meth:`controller.bus.versions.VersionedPublisher.unchanged`)."""
+        list beside a resumed watch (:meth:`watchers.published.VersionedPublisher.unchanged`)."""
         self._publish = publish
         self._stop = stop or asyncio.Event()
         self.metrics = metrics
@@ -142,3 +144,36 @@ async def replay_files(
     metrics.skipped_objects.labels("malformed").inc(stats.malformed)
     metrics.skipped_objects.labels("unknown_kind").inc(stats.unknown_kind)
     return stats
+
+
+async def publish_every(
+    read: Callable[[], Awaitable[Sequence[BusEvent]]],
+    publisher: Publisher,
+    metrics: PipelineMetrics,
+    kind: str,
+    interval_s: float,
+    stop: asyncio.Event,
+) -> None:
+    """Every ``interval_s`` until ``stop``, ``read`` and publish what it returns, counted as
+    ``kind`` (the progress probes, the usage readings). Never the watcher's end: a read that
+    fails is logged and the next one tries again; what the bus did not store within its retries
+    is counted and dropped, and the next read covers the same span again."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        if stop.is_set():
+            return
+        try:
+            events = await read()
+        except Exception:
+            log.exception("%s: reading failed, again in %gs", kind, interval_s)
+            continue
+        if not events:
+            continue
+        try:
+            metrics.published.labels(kind).inc(await publisher.publish(events))
+        except RetryableError as exc:
+            metrics.unpublished.labels(kind).inc(len(events))
+            log.warning(
+                "%d %s events not published, next read in %gs: %s", len(events), kind, interval_s, exc
+            )

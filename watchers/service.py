@@ -32,8 +32,6 @@ from typing import IO, Any, Literal
 from controller.bus.client import NATS
 from controller.bus.positions import read_positions, save_positions
 from controller.bus.publishing import Publisher
-from controller.bus.versions import VersionedPublisher, versioned
-from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, Change, LogProbed
 from controller.contract.kinds import JobKind, speaks_for_run
 from controller.contract.redaction import scrub_lines
@@ -47,8 +45,9 @@ from watchers.discovery import follow_served
 from watchers.leader import LeaderElector
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import failure_signal, pod_owner
-from watchers.pipeline import MAX_BATCH, Pipeline
+from watchers.pipeline import MAX_BATCH, Pipeline, publish_every
 from watchers.positions import WatchPositions, position_name
+from watchers.published import VersionedPublisher, versioned
 from watchers.recording import object_kind, write_record
 from watchers.sharing import SharedFollower
 from watchers.tails import LogTails, PodHandover, Tails
@@ -215,23 +214,8 @@ async def probe_loop(
     stop: asyncio.Event,
 ) -> None:
     """Call ``probe`` (:meth:`ProgressProbe.probe`) every ``interval_s`` until ``stop`` and publish
-    what it read. A probe the bus did not store within its retries
-    is counted and dropped, never fatal: the next probe reads the same lines again."""
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        if stop.is_set():
-            return
-        probes = await probe()
-        if not probes:
-            continue
-        try:
-            metrics.published.labels("log").inc(await publisher.publish(probes))
-        except RetryableError as exc:
-            metrics.unpublished.labels("log").inc(len(probes))
-            log.warning(
-                "%d progress probes not published, next probe in %gs: %s", len(probes), interval_s, exc
-            )
+    what it read (:func:`watchers.pipeline.publish_every`)."""
+    await publish_every(probe, publisher, metrics, "log", interval_s, stop)
 
 
 class UnwatchedDeletions:

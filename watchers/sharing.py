@@ -16,29 +16,29 @@ follow that finds another batch there stops.
 
 The pods are learnt from the bus, not from a watch of its own: the ``published`` bucket holds
 the last observation the leader published of every pod that exists, and a watch of it gives
-each replica all of them at start and every change after (:func:`controller.bus.versions.watch_pods`);
-the progress probes the leader publishes on ``jobs.*.*.log`` say which runs went quiet. So the
+each replica all of them at start and every change after (:func:`watchers.published.watch_pods`);
+the progress probes the leader publishes on ``jobs.*.*.log``, heard through a core subscription
+(:func:`controller.bus.listening.listening`), say which runs went quiet. So the
 leader's follower runs the same way as the others', whichever replica leads.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
-from pydantic import ValidationError
-
-from controller.bus.client import NATS, Msg
+from controller.bus.client import NATS
 from controller.bus.holding import PartitionHolder
 from controller.bus.leases import Leases, lease_bucket, replica_name
-from controller.bus.versions import open_published, watch_pods
+from controller.bus.listening import listening
+from controller.bus.versions import open_published
 from controller.contract.backoff import Backoff
-from controller.contract.events import LogProbed, parse_event
+from controller.contract.events import BusEvent, LogProbed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from watchers.following import LogFollower, LogSource
 from watchers.metrics import WatchMetrics
+from watchers.published import watch_pods
 
 __all__ = ["LEASE_BUCKET", "SharedFollower"]
 
@@ -92,19 +92,17 @@ class SharedFollower:
         )
         leases = Leases(bucket, self.replica, logs.partitions, "logs")
         holder = PartitionHolder(leases, logs.lease_ttl_s / 3, self._hold, self._let_go)
-        probes = await self._nc.subscribe(self._topology.log_probes(), cb=self._probed)
-        try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self._learn_pods(stop), name="log-follow-pods")
-                group.create_task(self.follower.run(stop), name="log-follow-schedule")
-                try:
-                    await holder.rebalance()  # a first share at once, not after a heartbeat
-                except Exception:  # NATS restarting: the next heartbeat tries again
-                    log.exception("log followers: claiming a first share failed")
-                group.create_task(holder.run(stop), name="log-follow-leases")
-        finally:
-            with contextlib.suppress(Exception):
-                await probes.unsubscribe()
+        async with (
+            listening(self._nc, self._topology.log_probes(), self._probed),
+            asyncio.TaskGroup() as group,
+        ):
+            group.create_task(self._learn_pods(stop), name="log-follow-pods")
+            group.create_task(self.follower.run(stop), name="log-follow-schedule")
+            try:
+                await holder.rebalance()  # a first share at once, not after a heartbeat
+            except Exception:  # NATS restarting: the next heartbeat tries again
+                log.exception("log followers: claiming a first share failed")
+            group.create_task(holder.run(stop), name="log-follow-leases")
 
     async def _hold(self, partition: int) -> None:
         self.follower.hold(partition)
@@ -157,11 +155,7 @@ class SharedFollower:
                 )
                 await asyncio.sleep(delay)
 
-    async def _probed(self, msg: Msg) -> None:
+    async def _probed(self, event: BusEvent) -> None:
         """A progress probe published by the leader: whether its run went quiet."""
-        try:
-            event = parse_event(msg.data)
-        except (ValidationError, ValueError):
-            return
         if isinstance(event, LogProbed):
             self.follower.quiet(event.job.uid, event.new_lines)

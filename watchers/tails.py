@@ -34,10 +34,10 @@ from typing import Any, Protocol
 from controller.contract.backoff import Backoff
 from controller.contract.events import Change
 from controller.contract.settings import WatcherSettings
-from controller.kube.gateway import APIUnavailableError
+from controller.kube.errors import APIUnavailableError
 from watchers.normalizing import error_terminated
 
-__all__ = ["LateTails", "LogReader", "LogTails", "PodHandover", "Tails"]
+__all__ = ["LateTails", "LogTails", "PodHandover", "TailReader", "Tails"]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ LateTails = Callable[[Change, Mapping[str, Any], Tails], Awaitable[None]]
 """Called with a pod's newest change and version, and the tails read late (and those read before)."""
 
 
-class LogReader(Protocol):
+class TailReader(Protocol):
     """The one call tails need (:meth:`controller.kube.gateway.KubeGateway.read_log_tail`)."""
 
     def read_log_tail(
@@ -83,7 +83,7 @@ class LogTails:
 
     def __init__(
         self,
-        gateway: LogReader,
+        gateway: TailReader,
         settings: WatcherSettings,
         late: LateTails | None = None,
         rng: Callable[[], float] = random.random,

@@ -47,7 +47,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from controller.bus.publishing import Publisher
-from controller.contract.errors import RetryableError
 from controller.contract.events import (
     MAX_PODS_PER_READING,
     GpuUsage,
@@ -64,6 +63,7 @@ from controller.prometheus import PrometheusError, PrometheusReader, Series, esc
 from watchers.correlating import Correlator
 from watchers.metrics import UsageMetrics
 from watchers.normalizing import pod_owner
+from watchers.pipeline import publish_every
 from watchers.watching import WatchChange
 
 __all__ = ["QUERY_NAMES", "UsageProbe", "queries", "reading_usage", "usage_loop"]
@@ -477,33 +477,11 @@ async def usage_loop(
     stop: asyncio.Event,
 ) -> None:
     """Read and publish every ``interval_s`` until ``stop`` (then close the probe's connection). A
-    reading the bus did not store is counted and dropped: the next one reads the same span again."""
+    reading the bus did not store is counted and dropped (:func:`watchers.pipeline.publish_every`)."""
     try:
-        await _refresh(probe, publisher, metrics, interval_s, stop)
+        await publish_every(probe.read, publisher, metrics, "usage", interval_s, stop)
     finally:
         await probe.aclose()
-
-
-async def _refresh(
-    probe: UsageProbe, publisher: Publisher, metrics: PipelineMetrics, interval_s: float, stop: asyncio.Event
-) -> None:
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        if stop.is_set():
-            return
-        try:
-            readings = await probe.read()
-        except Exception:  # never the watcher's end: the next refresh tries again
-            log.exception("usage: refresh failed")
-            continue
-        if not readings:
-            continue
-        try:
-            metrics.published.labels("usage").inc(await publisher.publish(readings))
-        except RetryableError as exc:
-            metrics.unpublished.labels("usage").inc(len(readings))
-            log.warning("%d usage readings not published: %s", len(readings), exc)
 
 
 def reading_usage(

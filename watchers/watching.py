@@ -17,7 +17,7 @@ into a sink of :class:`WatchChange` s, through every disturbance an API server p
 * the first list has nothing of its own to compare with: once it is complete (every page),
   ``listed`` is told which uids it found, so the caller can compare them with what it published
   before the loop started (objects deleted while no watcher ran; see
-  :meth:`controller.bus.versions.PublishedVersions.gone`) — unless the watch resumed (below),
+  :meth:`watchers.published.PublishedVersions.gone`) — unless the watch resumed (below),
   which brings those deletions itself;
 * a watch with a stored position (``positions``: where the previous watcher had handed every
   change on, :mod:`watchers.positions`) does not wait for that list: it watches from the
@@ -54,7 +54,8 @@ from typing import Any, Protocol, TypeVar, cast
 from controller.contract.backoff import Backoff
 from controller.contract.kubeflow import compare
 from controller.contract.settings import WatcherSettings
-from controller.kube.gateway import APIError, APIGoneError, APIUnavailableError, ListPage
+from controller.kube.errors import APIError, APIGoneError, APIUnavailableError
+from controller.kube.gateway import ListPage
 from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
 from watchers.metrics import WatchMetrics
 from watchers.positions import WatchPositions

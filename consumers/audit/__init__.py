@@ -1,6 +1,6 @@
 """The audit role: every audit record into the hash chain, lifecycle records from the watch
-stream, the SIEM exporters, the retention purge and the corroboration of admission records
-beside them."""
+stream, the retention purge and the corroboration of admission records (``consumer``), and the
+SIEM exporters beside them (``export``)."""
 
 from consumers.audit import consumer, export
 from consumers.wiring import Role, Wiring

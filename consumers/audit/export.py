@@ -45,6 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.backoff import Backoff
 from controller.contract.clock import Clock, utcnow
+from controller.contract.credentials import tls_context
 from controller.contract.settings import AuditSettings
 from controller.metrics import MetricGroup
 from controller.store.auditchain import (
@@ -286,10 +287,6 @@ class HecSink:
         await self._client.aclose()
 
 
-def _ssl_context(ca_file: Path | None) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
-
-
 def sinks_from_settings(settings: AuditSettings, hostname: str | None = None) -> list[Sink]:
     """One sink per configured destination."""
     host = hostname or socket.gethostname()
@@ -300,7 +297,7 @@ def sinks_from_settings(settings: AuditSettings, hostname: str | None = None) ->
         address, sep, port = settings.syslog_address.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"audit.syslog_address must be host:port, not {settings.syslog_address!r}")
-        tls = _ssl_context(settings.syslog_ca_file) if settings.syslog_tls else None
+        tls = tls_context(settings.syslog_ca_file) if settings.syslog_tls else None
         sinks.append(
             SyslogSink(
                 address.strip("[]"), int(port), hostname=host, facility=settings.syslog_facility, tls=tls
@@ -316,7 +313,7 @@ def sinks_from_settings(settings: AuditSettings, hostname: str | None = None) ->
                 host=host,
                 sourcetype=settings.hec_sourcetype,
                 index=settings.hec_index,
-                verify=_ssl_context(settings.hec_ca_file),
+                verify=tls_context(settings.hec_ca_file),
             )
         )
     return sinks

@@ -6,7 +6,8 @@
   auto-disable, email digests;
 - :mod:`.sending` / :mod:`.mailing` — one HTTP attempt / one SMTP message;
 - :mod:`.alerting` / :mod:`.alertmanager` — findings as Alertmanager alerts, and the pusher
-  (run beside the dispatcher) that sends them to every configured Alertmanager.
+  (run beside the dispatcher) that sends them to every configured Alertmanager;
+- :mod:`.metrics` — the consumer's and dispatcher's Prometheus series.
 
 Wiring (``consumers/service.py``): await :func:`prepare`, run the :func:`durables` (``wake``
 nudges a dispatcher in the same process; others hear of new rows through PostgreSQL

@@ -27,7 +27,6 @@ import base64
 import contextlib
 import logging
 import random
-import ssl
 import time
 
 import httpx
@@ -36,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from consumers.notify.alerting import payload
 from consumers.notify.metrics import AlertmanagerMetrics
 from controller.contract.clock import Clock, utcnow
+from controller.contract.credentials import bearer_header, tls_context
 from controller.contract.settings import AlertmanagerSettings
 from controller.store import alerts, wakeups
 from controller.store.alerts import Alert
@@ -59,17 +59,10 @@ class AlertmanagerRejectedError(Exception):
 _RETRIED: tuple[type[BaseException], ...] = (AlertmanagerUnavailableError, *UNAVAILABLE)
 
 
-def _tls(settings: AlertmanagerSettings) -> ssl.SSLContext:
-    if settings.ca_file is not None:
-        return ssl.create_default_context(cafile=str(settings.ca_file))
-    return ssl.create_default_context()
-
-
 def auth_headers(settings: AlertmanagerSettings) -> dict[str, str]:
     """The ``Authorization`` header the settings ask for, from files read now (tokens rotate)."""
     if settings.bearer_token_file is not None:
-        token = settings.bearer_token_file.read_text().strip()
-        return {"authorization": f"Bearer {token}"}
+        return bearer_header(settings.bearer_token_file)
     if settings.basic_auth_username is not None:
         password = ""
         if settings.basic_auth_password_file is not None:
@@ -109,7 +102,9 @@ class AlertmanagerPusher:
         """Push until ``stop`` is set."""
         s = self._settings
         async with httpx.AsyncClient(
-            verify=_tls(s), timeout=httpx.Timeout(s.timeout_s), headers={"user-agent": USER_AGENT}
+            verify=tls_context(s.ca_file),
+            timeout=httpx.Timeout(s.timeout_s),
+            headers={"user-agent": USER_AGENT},
         ) as client:
             loops = [asyncio.create_task(self._serve(url, client, stop)) for url in s.urls]
             helpers = [

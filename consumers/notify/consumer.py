@@ -43,7 +43,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -56,7 +55,7 @@ from controller.bus.settling import max_ack_pending
 from controller.bus.streams import align_durable
 from controller.contract.clock import Clock, utcnow
 from controller.contract.errors import RetryableError
-from controller.contract.events import BusEvent, JobObserved, parse_event
+from controller.contract.events import BusEvent, JobObserved, JobRef, parse_event
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.kubeflow import resource_version_order
 from controller.contract.notifications import (
@@ -72,7 +71,8 @@ from controller.contract.notifications import (
 from controller.contract.settings import ConsumerSettings, NotifySettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store import alerts, outbox, subscriptions
+from controller.store import alerts, notifystate, outbox, subscriptions
+from controller.store.engine import lock_transaction
 from controller.store.models import NotifyFinding, NotifyJob
 from controller.store.subscriptions import SubscriptionRecord
 
@@ -101,32 +101,15 @@ class Occurrence:
     finding: FindingInfo | None = None
 
 
-def _job_info(event: JobObserved) -> JobInfo:
-    return JobInfo(
-        uid=event.uid,
-        kind=event.kind,
-        namespace=event.namespace,
-        name=event.name,
-        phase=event.phase,
-        labels=event.labels,
-        created_at=event.created_at,
-        started_at=event.started_at,
-        finished_at=event.finished_at,
-    )
+_SEEN = ("phase", "labels", "created_at", "started_at", "finished_at")
+"""What a job's context says beyond its identity: what was last seen of it."""
 
 
-def _finding_job(finding: Finding, job: NotifyJob | None) -> JobInfo:
-    """The job context of a finding: what was last seen of its job (only its identity if unseen)."""
-    if job is None:
-        return JobInfo(**finding.job.model_dump())
-    return JobInfo(
-        **finding.job.model_dump(),
-        phase=job.phase,
-        labels=job.labels,
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-    )
+def _job_info(job: JobRef | JobObserved, seen: JobObserved | NotifyJob | None) -> JobInfo:
+    """The context of an event about ``job``: its identity, and what was last ``seen`` of it (only
+    its identity if unseen)."""
+    state = {} if seen is None else {field: getattr(seen, field) for field in _SEEN}
+    return JobInfo(uid=job.uid, kind=job.kind, namespace=job.namespace, name=job.name, **state)
 
 
 def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[list[Occurrence], Row | None]:
@@ -154,7 +137,7 @@ def job_occurrences(previous: NotifyJob | None, event: JobObserved) -> tuple[lis
         "job.succeeded": event.finished_at,
         "job.failed": event.finished_at,
     }
-    info = _job_info(event)
+    info = _job_info(event, event)
     occurrences = [
         Occurrence(t, f"{t}:{event.uid}:{event.resource_version}", when.get(t) or event.observed_at, info)
         for t in types
@@ -232,7 +215,9 @@ class Notifier:
         if not jobs:
             return 0
         async with self._batch() as conn:
-            known: dict[str, NotifyJob | None] = dict(await outbox.job_states(conn, {j.uid for j in jobs}))
+            known: dict[str, NotifyJob | None] = dict(
+                await notifystate.job_states(conn, {j.uid for j in jobs})
+            )
             occurrences: list[Occurrence] = []
             changed: dict[str, Row] = {}
             for job in jobs:
@@ -241,7 +226,7 @@ class Notifier:
                 if state is not None:
                     changed[job.uid] = state
                     known[job.uid] = NotifyJob(**state)
-            await outbox.save_job_states(conn, list(changed.values()))
+            await notifystate.save_job_states(conn, list(changed.values()))
             enqueued = await self._fan_out(conn, occurrences)
         return self._enqueued(enqueued)
 
@@ -251,15 +236,15 @@ class Notifier:
             return 0
         async with self._batch() as conn:
             known: dict[str, NotifyFinding | None] = dict(
-                await outbox.finding_states(conn, {f.id for f in findings})
+                await notifystate.finding_states(conn, {f.id for f in findings})
             )
-            jobs = await outbox.job_states(conn, {f.job.uid for f in findings})
+            jobs = await notifystate.job_states(conn, {f.job.uid for f in findings})
             occurrences: list[Occurrence] = []
             changed: dict[str, Row] = {}
             alerting = bool(self._settings.alertmanager.urls)
             for finding in sorted(findings, key=lambda f: f.revision):
                 job = jobs.get(finding.job.uid)
-                info = _finding_job(finding, job)
+                info = _job_info(finding.job, job)
                 previous = known.get(finding.id)
                 found, state = finding_occurrence(previous, finding, info)
                 if found is not None:
@@ -269,7 +254,7 @@ class Notifier:
                     known[finding.id] = NotifyFinding(**state)
                     if alerting:
                         await self._alert(conn, finding, info, previous)
-            await outbox.save_finding_states(conn, list(changed.values()))
+            await notifystate.save_finding_states(conn, list(changed.values()))
             enqueued = await self._fan_out(conn, occurrences)
         return self._enqueued(enqueued)
 
@@ -292,7 +277,7 @@ class Notifier:
         """One batch's transaction, serialized across replicas by an advisory lock."""
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+                await lock_transaction(conn, _LOCK_KEY)
                 yield conn
         except IntegrityError as exc:  # a subscription was deleted while its rows were written
             self._fingerprint = None

@@ -25,6 +25,9 @@ cause is named). The relation must stay acyclic (a test checks it).
   ("Pending 20m: waiting for 8 GPUs").
 - The usage warnings step aside for what they warn of: ``memory-near-limit`` for the ``oom``
   that came, ``gpu-idle`` for any cause that explains why a worker stopped working.
+- ``oom-predicted`` steps aside for the ``oom`` it foresaw (which then says how early it was
+  seen); ``straggler`` for any cause or stall that explains a worker falling behind, and for
+  ``gpu-idle`` (a worker stopped, not slowed).
 - The catch-all ``failed`` is explained by every other rule: it speaks only when nothing
   more specific does, and steps aside when a specific finding arrives later.
 """
@@ -36,6 +39,7 @@ from dataclasses import replace
 from consumers.rules.catchall import FAILED
 from consumers.rules.containers import CRASHLOOP, IMAGE_PULL
 from consumers.rules.disks import DISK_FULL
+from consumers.rules.forecast import OOM_PREDICTED
 from consumers.rules.gpu import GPU_ERROR
 from consumers.rules.memory import GPU_OOM, OOM
 from consumers.rules.mpi import MPI_ABORT, MPI_COMM
@@ -47,6 +51,7 @@ from consumers.rules.rule import Rule
 from consumers.rules.scheduling import UNSCHEDULABLE
 from consumers.rules.segfaults import SEGFAULT
 from consumers.rules.stalls import FAILURE_PROPAGATION, HANG_INIT, HANG_PENDING, HANG_PROGRESS
+from consumers.rules.stragglers import STRAGGLER
 from consumers.rules.usage import GPU_IDLE, MEMORY_NEAR_LIMIT
 from controller.contract.findings import RuleId
 
@@ -92,6 +97,8 @@ CATALOG: tuple[Rule, ...] = (
     replace(HANG_PROGRESS, explained_by=CAUSES | {"failure-propagation", "hang-init", "hang-pending"}),
     replace(GPU_IDLE, explained_by=CAUSES | {"failure-propagation", "hang-init"}),
     replace(MEMORY_NEAR_LIMIT, explained_by=frozenset({"oom"})),
+    replace(OOM_PREDICTED, explained_by=frozenset({"oom"})),
+    replace(STRAGGLER, explained_by=CAUSES | {"failure-propagation", "hang-init", "gpu-idle"}),
     replace(FAILED, explained_by=CAUSES | STALLS),
 )
 

@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 import re2
 
 from consumers.rules.families import LIVE_SIGNS
+from consumers.rules.progress import last_steps
 from consumers.rules.rendezvous import RENDEZVOUS_SIGNS
 from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, TRANSPORTS
 from consumers.rules.tails import COMM_SIGNS, GPU_OOM_SIGNS, MAX_LINE_CHARS, RANK_FAILURE_SIGNS
@@ -172,4 +173,11 @@ def scan(lines: Sequence[LogLine]) -> Scan:
         )
     ranks = sorted(last.items(), key=lambda item: -item[1])[:MAX_RANKS_PER_READING]
     ranks.sort(key=lambda item: (item[0] is None, item[0] or 0))
-    return Scan(tuple(marks), tuple(RankOutput(rank=rank, last_at=_at(ts)) for rank, ts in ranks), left_out)
+    steps = last_steps(lines, last.keys())
+    outputs = tuple(
+        RankOutput(rank=rank, last_at=_at(ts), step=steps[rank][1], step_at=_at(steps[rank][0]))
+        if rank in steps
+        else RankOutput(rank=rank, last_at=_at(ts))
+        for rank, ts in ranks
+    )
+    return Scan(tuple(marks), outputs, left_out)

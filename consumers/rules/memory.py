@@ -10,7 +10,9 @@ data-loader worker was killed, and the program died of it), or when its node rep
 kernel OOM kill (``SystemOOM``, ``OOMKilling`` Events about the Node) within
 :data:`NODE_OOM_WINDOW_S` of the failure. Open MPI's "rank 5 … exited on signal 9 (Killed)"
 about that worker is then evidence of the OOM, not a second problem. When the pod's usage was
-read (:mod:`consumers.rules.usage`), its memory curve up to the last reading is evidence too.
+read (:mod:`consumers.rules.usage`), its memory curve up to the last reading is evidence too, and
+the sentence says whether its working-set trend foresaw the kill and how early
+(:func:`consumers.rules.forecast.foreseen_text`, the judgement of ``oom-predicted`` replayed).
 
 ``gpu-oom`` reads the failed container's log tail, whatever framework said it (PyTorch,
 TensorFlow, JAX/XLA, cuBLAS, cuDNN, NCCL). In an MPIJob the ranks' output reaches the
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from consumers.rules.facts import ContainerEnd, memory_limit, pod_text, terminations
+from consumers.rules.forecast import foreseen_text
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
@@ -152,6 +155,7 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
             evidence.extend(log_facts(launcher, _ranks_killed_on(state, kill.pod)))
     return Detection(
         root_cause=f"{who(first.pod)} failed: out of memory{_detail(state, first)}"
+        f"{foreseen_text(state.usage_of(first.pod), ctx.thresholds, first.termination.finished_at)}"
         f"{also([k.pod for k in kills[1:]])}",
         evidence=tuple(dict.fromkeys(evidence)),
         key=tuple(f"{k.pod.uid}/{k.termination.container.name}" for k in kills),

@@ -55,6 +55,8 @@ MAX_LIVE_CHARS = 16_384
 """Characters of lines seen live kept per pod (a pod printing signature lines all day costs the
 engine at most this): recovered lines go first, then the oldest."""
 MAX_RANKS_PER_POD = 1024
+MAX_PROGRESS_POINTS = 64
+"""Progress counters kept per rank: at one reading every 30 s (``live_activity_s``), 32 minutes."""
 """Ranks whose last output is kept per pod."""
 
 LiveStatus = Literal["pending", "confirmed", "recovered"]
@@ -111,6 +113,9 @@ class PodState:
     """Lines seen live, in log order (at most :data:`MAX_LIVE_LINES`)."""
     rank_output: dict[int | None, datetime] = field(default_factory=dict)
     """When each rank (None: the untagged output) last printed, as the live reader saw it."""
+    progress: dict[int | None, list[tuple[datetime, int]]] = field(default_factory=dict)
+    """Each rank's progress counters as the live reader saw them (at most
+    :data:`MAX_PROGRESS_POINTS` each, the latest), in time order."""
     live_text: tuple[str, ...] = ()
     """The live lines the rules read as a failure's (confirmed), in log order; set by
     :meth:`RunState.judge_live`."""
@@ -418,8 +423,15 @@ class RunState:
         self.log_feed = True
         for output in seen.ranks:
             if output.rank not in held.rank_output and len(held.rank_output) >= MAX_RANKS_PER_POD:
-                del held.rank_output[min(held.rank_output, key=lambda r: held.rank_output[r])]
+                oldest = min(held.rank_output, key=lambda r: held.rank_output[r])
+                del held.rank_output[oldest]
+                held.progress.pop(oldest, None)
             held.rank_output[output.rank] = _latest(held.rank_output.get(output.rank), output.last_at)
+            if output.step is not None and output.step_at is not None and output.rank in held.rank_output:
+                points = held.progress.setdefault(output.rank, [])
+                if not points or output.step_at > points[-1][0]:
+                    points.append((output.step_at, output.step))
+                    del points[:-MAX_PROGRESS_POINTS]
             self.last_log_at = _latest(self.last_log_at, output.last_at)
             self.live_output_at = _latest(self.live_output_at, output.last_at)
         held_marks = {(line.mark.at, line.mark.line) for line in held.live}
@@ -637,6 +649,10 @@ def run_state_to_dict(state: RunState) -> dict[str, object]:
                     {"mark": line.mark.model_dump(mode="json"), "status": line.status} for line in pod.live
                 ],
                 "rank_output": [[rank, _when(at)] for rank, at in pod.rank_output.items()],
+                "progress": [
+                    [rank, [[_when(at), step] for at, step in points]]
+                    for rank, points in pod.progress.items()
+                ],
                 "live_text": list(pod.live_text),
                 "live_pending": list(pod.live_pending),
             }
@@ -686,6 +702,10 @@ def run_state_from_dict(data: dict[str, Any]) -> RunState:
             ],
             rank_output={
                 rank: at for rank, when in raw.get("rank_output", ()) if (at := _parse_when(when)) is not None
+            },
+            progress={
+                rank: [(at, int(step)) for when, step in points if (at := _parse_when(when)) is not None]
+                for rank, points in raw.get("progress", ())
             },
             live_text=tuple(raw.get("live_text", ())),
             live_pending=tuple(raw.get("live_pending", ())),

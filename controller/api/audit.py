@@ -15,7 +15,7 @@ time the audited thing happened. Lists are newest first, paged as every list is
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
@@ -30,7 +30,7 @@ from controller.api.auth import (
     visible_namespaces,
 )
 from controller.api.deps import engine_of
-from controller.api.paging import Cursor, Keyset, Limit, page_of
+from controller.api.paging import Cursor, Limit, by_sequence, page_of
 from controller.api.params import (
     AUTHENTICATED,
     Instant,
@@ -42,7 +42,7 @@ from controller.api.params import (
 )
 from controller.contract.audit import Verb
 from controller.store import auditchain as auditlog
-from controller.store import auditformats, corroboration
+from controller.store import auditformats, auditverification, corroboration
 from controller.store.auditchain import AuditFilter, StoredRecord
 from controller.store.auditformats import EXPORT_FORMATS, ExportFormat, Render
 
@@ -54,17 +54,9 @@ router = APIRouter(
 )
 
 EXPORT_PAGE = 500
-_MAX_SEQ = 2**63 - 1
 
 
-def _load_seq(key: list[Any]) -> int:
-    (seq,) = key
-    if type(seq) is not int or not 1 <= seq <= _MAX_SEQ:
-        raise ValueError("not a sequence number")
-    return seq
-
-
-AUDIT = Keyset[int]("audit", lambda seq: [seq], _load_seq)
+AUDIT = by_sequence("audit")
 """Audit records are ordered newest first by their place in the chain."""
 
 
@@ -166,7 +158,7 @@ async def verify_audit(
         raise HTTPException(
             403, "verifying the audit chain needs read access to every namespace: the chain is global"
         )
-    result = await auditlog.verify(engine_of(request))
+    result = await auditverification.verify(engine_of(request))
     return models.ChainVerification(
         ok=result.ok,
         checked=result.checked,

@@ -23,7 +23,7 @@ from controller.api.deps import collectors_of, engine_of, metrics_of
 from controller.api.metrics_collectors import refresh_all
 from controller.api.params import Problem
 from controller.metrics import Heartbeat
-from controller.store.history import ping
+from controller.store.engine import ping
 
 T = TypeVar("T")
 

@@ -55,17 +55,17 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import re2
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import from_json
 
 from controller.api.auth import Principal, current_principal, may_read_logs
 from controller.api.events import stream_response
-from controller.api.paging import MAX_CURSOR, Keyset, Limit, Page
+from controller.api.paging import MAX_CURSOR, Keyset, Limit
 from controller.api.params import AUTHENTICATED, MAX_NAME, Instant, UidPath, errors, known_query_only
 from controller.api.runs import readable_run
 from controller.bus.client import JetStreamContext
 from controller.bus.logstore import LogsUnavailableError, Raw, Stored, parsed, read_raw
 from controller.contract.logs import LogBatch, LogLine, format_ns
+from controller.contract.runs import LogEntry, LogPage
 from controller.contract.settings import ApiSettings
 from controller.contract.subjects import Topology
 from controller.store.models import Run
@@ -122,39 +122,6 @@ class RunLogs:
 
     js: JetStreamContext
     topology: Topology
-
-
-class LogEntry(BaseModel):
-    """One line of a run's log."""
-
-    model_config = ConfigDict(frozen=True)
-
-    at: str
-    """When the kubelet saw it (RFC 3339, nanoseconds)."""
-    pod: str
-    container: str
-    role: str | None
-    index: int | None
-    rank: int | None
-    text: str
-    note: bool = False
-    """A line of the controller's own (the run's byte cap reached), not of the container."""
-
-
-class LogPage(Page[LogEntry]):
-    """One page of a run's lines, in time order (a partial one: among the batches it scanned)."""
-
-    partial: bool = Field(
-        default=False,
-        description="The read ran out of its budget of work (MPIJC_API__LOG_SEARCH_BUDGET_S) before "
-        "the end, or follows a cursor of one that did: the items are the lines found in the batches "
-        "it scanned, in time order among them; `next_cursor` goes on with the rest, none lost or "
-        "given twice, but later pages are not merged by time with this one.",
-    )
-    scanned_until: str | None = Field(
-        default=None,
-        description="With `partial`: when the last batch this page scanned was stored (RFC 3339).",
-    )
 
 
 Key = tuple[int, str, str, int, int]

@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.backlog import backlog
 from controller.bus.client import JetStreamContext
 from controller.bus.streams import FAMILIES
 from controller.contract.subjects import Topology
@@ -157,10 +158,7 @@ class JetStreamCollector(ScrapeCollector):
         super().__init__(registry, ttl_s)
 
     async def compute(self) -> list[Metric]:
-        ours = {self._topology.stream(family) for family in FAMILIES}
-        streams = {
-            info.config.name: info for info in await self._js.streams_info() if info.config.name in ours
-        }
+        streams = await backlog(self._js, {self._topology.stream(family) for family in FAMILIES})
         messages = GaugeMetricFamily(
             "mpijc_jetstream_stream_messages", "Messages kept in a stream.", labels=["stream"]
         )
@@ -181,13 +179,13 @@ class JetStreamCollector(ScrapeCollector):
                 labels=["stream", "consumer"],
             ),
         }
-        for name in sorted(streams):
-            messages.add_metric([name], streams[name].state.messages)
-            for consumer in await self._js.consumers_info(name):
-                labels = [name, consumer.name]
-                families["pending"].add_metric(labels, consumer.num_pending or 0)
-                families["ack_pending"].add_metric(labels, consumer.num_ack_pending or 0)
-                families["redelivered"].add_metric(labels, consumer.num_redelivered or 0)
+        for stream in streams:
+            messages.add_metric([stream.name], stream.messages)
+            for consumer in stream.consumers:
+                labels = [stream.name, consumer.name]
+                families["pending"].add_metric(labels, consumer.pending)
+                families["ack_pending"].add_metric(labels, consumer.ack_pending)
+                families["redelivered"].add_metric(labels, consumer.redelivered)
         return [messages, *families.values()]
 
 

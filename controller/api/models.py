@@ -1,6 +1,8 @@
 """Response models of the API: what the OpenAPI schema promises, field by field, for every route.
 
-Built from the read side's rows and dataclasses (:mod:`controller.store.queries`,
+The run routes' models (:class:`RunSummary`, :class:`RunDetail`, :class:`Comparison`, …) live in
+:mod:`controller.contract.runs`, where the Python client reads them too, and are named here again;
+the rest are the API's own. Built from the read side's rows and dataclasses (:mod:`controller.store.queries`,
 :mod:`controller.store.subscriptions`, :mod:`controller.store.outbox`,
 :mod:`controller.store.auditchain`) with ``from_attributes``; the job spec, conditions and
 evidence reuse the bus's own models, so a field means the same thing on the bus, in the
@@ -15,131 +17,71 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from controller.api.paging import Page
-from controller.contract.events import Condition, ContainerState, JobPhase, JobSpecSummary
-from controller.contract.findings import Evidence, FindingStatus, Severity
-from controller.contract.kubeflow import JobKind
+from controller.contract.events import ContainerState, JobPhase
 from controller.contract.notifications import Channel, DeliveryStatus, SubscriptionState
+from controller.contract.runs import (  # the run routes' models, shared with the client
+    ComparedRun,
+    Comparison,
+    Durations,
+    FailureCause,
+    Finding,
+    FindingList,
+    GpuUsage,
+    Pod,
+    PodSummary,
+    PodUsage,
+    RunDetail,
+    RunPage,
+    RunSummary,
+    SpecField,
+    Termination,
+    UsageLine,
+)
+
+__all__ = [
+    "AuditLink",
+    "AuditPage",
+    "BrokenLink",
+    "ChainVerification",
+    "ComparedRun",
+    "Comparison",
+    "CreatedSubscription",
+    "Delivery",
+    "DeliveryAttempt",
+    "DeliveryJob",
+    "DeliveryPage",
+    "DurationStats",
+    "Durations",
+    "FailureCause",
+    "Finding",
+    "FindingList",
+    "GpuUsage",
+    "K8sEvent",
+    "Notice",
+    "Pod",
+    "PodHistory",
+    "PodStateEntry",
+    "PodSummary",
+    "PodUsage",
+    "RotatedSecret",
+    "RunDetail",
+    "RunPage",
+    "RunSummary",
+    "SpecField",
+    "Subscription",
+    "SubscriptionDetail",
+    "SubscriptionPage",
+    "Termination",
+    "Timeline",
+    "TimelineEntry",
+    "Trend",
+    "TrendPoint",
+    "UsageLine",
+]
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(from_attributes=True, frozen=True)
-
-
-class Durations(_Out):
-    """Where a run's time went, in seconds; null where the run has not got that far."""
-
-    queued_s: float | None = Field(description="Created → started (scheduler, quota, suspension).")
-    to_all_workers_running_s: float | None = Field(
-        default=None, description="Created → the last worker pod seen Running (only in comparisons)."
-    )
-    running_s: float | None = Field(description="Started → finished.")
-    total_s: float | None = Field(description="Created → finished.")
-
-
-class RunSummary(_Out):
-    """One run (one training job object of any kind, by uid) as lists show it."""
-
-    uid: str
-    kind: JobKind
-    namespace: str
-    name: str
-    attempt: int = Field(description="n-th run of this job name in its namespace, by creation time.")
-    previous_uid: str | None = Field(description="The attempt before this one.")
-    phase: JobPhase
-    labels: dict[str, str]
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    deleted_at: datetime | None
-
-
-class RunPage(Page[RunSummary]):
-    """One page of runs, newest first."""
-
-
-class Pod(_Out):
-    """Latest known state of a launcher or worker pod."""
-
-    uid: str
-    name: str
-    role: str
-    replica: str | None = Field(
-        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
-    )
-    index: int | None
-    phase: str
-    node: str | None
-    reason: str | None
-    restart_count: int
-    containers: list[ContainerState]
-
-
-class Finding(_Out):
-    """What the rules concluded about a run: one per rule, firing or resolved."""
-
-    id: str
-    rule: str
-    severity: Severity
-    status: FindingStatus
-    root_cause: str
-    evidence: list[Evidence]
-    remediation: list[str]
-    doc_anchor: str
-    revision: int
-    superseded_by: str | None
-    first_seen: datetime
-    last_seen: datetime
-    resolved_at: datetime | None
-
-
-class GpuUsage(_Out):
-    """One GPU of a pod (DCGM exporter's series)."""
-
-    gpu: str
-    uuid: str | None = None
-    model: str | None = None
-    util_mean_pct: float | None
-    util_p95_pct: float | None
-    fb_used_max_bytes: float | None = Field(description="Highest framebuffer used.")
-    fb_total_bytes: float | None = Field(description="Framebuffer of the GPU (used + free).")
-
-
-class PodUsage(_Out):
-    """What one launcher or worker used, read from the cluster's Prometheus (kept after the pod is
-    deleted). Null figures: not read (no Prometheus configured, no series for the pod)."""
-
-    pod_uid: str
-    name: str
-    role: str
-    index: int | None
-    since: datetime
-    until: datetime
-    final: bool = Field(description="The pod ended and the figures cover its whole life.")
-    gpus: list[GpuUsage] | None = Field(description="Null: no DCGM series for the pod.")
-    gpu_util_curve: list[tuple[datetime, float]] = Field(description="Mean over its GPUs (%), last reading.")
-    memory_max_bytes: float | None = Field(description="Highest working set of its containers.")
-    memory_limit_bytes: float | None
-    memory_curve: list[tuple[datetime, float]] = Field(description="Working set (bytes), last reading.")
-    cpu_mean_cores: float | None
-    cpu_max_cores: float | None
-    cpu_requested_cores: float | None
-    memory_peak: str | None = Field(default=None, description="In words: `15.8 GiB of 16.0 GiB`.")
-
-
-class RunDetail(RunSummary):
-    """One run with its spec, conditions, pods, findings and what its pods used."""
-
-    spec: JobSpecSummary
-    conditions: list[Condition]
-    pods: list[Pod]
-    findings: list[Finding]
-    usage: list[PodUsage] = Field(default_factory=list)
-
-
-class FindingList(_Out):
-    """A run's findings, firing first."""
-
-    items: list[Finding]
 
 
 class TimelineEntry(_Out):
@@ -195,81 +137,6 @@ class Timeline(_Out):
     pods: list[PodHistory]
     events: list[K8sEvent]
     findings: list[Finding]
-
-
-class Termination(_Out):
-    """One container termination."""
-
-    container: str
-    reason: str | None
-    exit_code: int | None
-    signal: int | None
-    at: datetime | None
-
-
-class PodSummary(_Out):
-    """A launcher or worker of a compared run."""
-
-    role: str
-    replica: str | None = Field(
-        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
-    )
-    index: int | None
-    name: str
-    phase: str
-    node: str | None
-    restarts: int
-    running_at: datetime | None = Field(description="When the pod was first seen Running.")
-    terminations: list[Termination]
-
-
-class FailureCause(_Out):
-    """A firing finding: why the run failed or is stuck."""
-
-    rule: str
-    severity: Severity
-    root_cause: str
-    doc_anchor: str
-
-
-class ComparedRun(_Out):
-    """One column of a comparison."""
-
-    run: RunSummary
-    outcome: JobPhase
-    durations: Durations
-    failure_causes: list[FailureCause]
-    pods: list[PodSummary]
-
-
-class SpecField(_Out):
-    """One spec field across the compared runs, in the order of `runs` (null: not recorded)."""
-
-    path: str = Field(description="Dotted path, e.g. `worker.resources.limits.memory`.")
-    values: list[Any]
-    differs: bool
-
-
-class UsageLine(_Out):
-    """One launcher or worker slot across the compared runs, in the order of `runs`."""
-
-    slot: str = Field(description="`launcher`, `worker-2`, …")
-    memory_peaks: list[str | None] = Field(description="`15.8 GiB of 16.0 GiB`; null: not read.")
-    gpu_util_mean_pct: list[float | None]
-    sentence: str = Field(
-        description="`worker-2: attempt 1 peaked at 15.8 GiB of 16.0 GiB; attempt 2 at 17.1 GiB of 32.0 GiB`"
-    )
-
-
-class Comparison(_Out):
-    """2 to 5 runs side by side."""
-
-    runs: list[ComparedRun]
-    spec: list[SpecField] = Field(description="Every recorded spec field; `differs` marks the differences.")
-    differences: list[str] = Field(description="Paths of the spec fields that differ.")
-    usage: list[UsageLine] = Field(
-        default_factory=list, description="Slot by slot, what each run's pod used (empty: nothing read)."
-    )
 
 
 class TrendPoint(_Out):

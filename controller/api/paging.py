@@ -21,9 +21,20 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Generic, TypeVar
 
 from fastapi import HTTPException, Query
-from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CURSOR_VERSION", "MAX_LIMIT", "Cursor", "Keyset", "Limit", "Page", "page_of"]
+from controller.contract.runs import Page
+
+__all__ = [
+    "CURSOR_VERSION",
+    "MAX_LIMIT",
+    "MAX_SEQ",
+    "Cursor",
+    "Keyset",
+    "Limit",
+    "Page",
+    "by_sequence",
+    "page_of",
+]
 
 CURSOR_VERSION = 1
 MAX_LIMIT = 500
@@ -45,7 +56,6 @@ Cursor = Annotated[
 
 K = TypeVar("K")
 R = TypeVar("R")
-T = TypeVar("T")
 
 
 class Keyset(Generic[K]):
@@ -81,15 +91,20 @@ class Keyset(Generic[K]):
             raise HTTPException(400, BAD_CURSOR) from exc
 
 
-class Page(BaseModel, Generic[T]):
-    """One page of a list; follow ``next_cursor`` for the next."""
+MAX_SEQ = 2**63 - 1
+"""The largest sequence number a BIGINT column holds."""
 
-    model_config = ConfigDict(frozen=True)
 
-    items: list[T]
-    next_cursor: str | None = Field(
-        description="Pass as `cursor` to get the next page; null on the last page."
-    )
+def _load_seq(key: list[Any]) -> int:
+    (seq,) = key
+    if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
+        raise ValueError("not a sequence number")
+    return seq
+
+
+def by_sequence(name: str) -> Keyset[int]:
+    """The keyset of a list ordered by a sequence number (audit records, deliveries)."""
+    return Keyset[int](name, lambda seq: [seq], _load_seq)
 
 
 def page_of(

@@ -49,7 +49,7 @@ from controller.api.auth import (
 )
 from controller.api.deps import engine_of
 from controller.api.limits import DEFAULT_QUOTAS, SubscriptionQuotas
-from controller.api.paging import Cursor, Keyset, Limit, page_of
+from controller.api.paging import MAX_SEQ, Cursor, Keyset, Limit, by_sequence, page_of
 from controller.api.params import (
     AUTHENTICATED,
     Instant,
@@ -94,7 +94,6 @@ MAX_ID = 64
 
 _SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{32}")
 _DELIVERY_ID = re.compile(r"msg_[0-9a-f]{32}")
-_MAX_SEQ = 2**63 - 1
 _FILTER_FIELDS = ("namespace", "job_name", "label_selector", "event_types", "rules", "severities")
 
 Url = Annotated[str, StringConstraints(max_length=MAX_URL)]
@@ -262,16 +261,9 @@ def _load_id(key: list[Any]) -> str:
     return subscription_id
 
 
-def _load_seq(key: list[Any]) -> int:
-    (seq,) = key
-    if type(seq) is not int or not 1 <= seq <= _MAX_SEQ:
-        raise ValueError("not a sequence number")
-    return seq
-
-
 SUBSCRIPTIONS = Keyset[str]("subscriptions", lambda sub_id: [sub_id], _load_id)
 """Subscriptions are ordered by id."""
-DELIVERIES = Keyset[int]("deliveries", lambda seq: [seq], _load_seq)
+DELIVERIES = by_sequence("deliveries")
 """Deliveries are ordered newest first by their place in the log."""
 
 
@@ -634,7 +626,7 @@ class _NotificationsApi:
             int | None,
             Query(
                 ge=1,
-                le=_MAX_SEQ,
+                le=MAX_SEQ,
                 deprecated=True,
                 description="Deprecated (use `cursor`): the `next` of the page before.",
             ),

@@ -10,7 +10,6 @@ import asyncio
 import functools
 import logging
 import re
-import ssl
 from collections.abc import Awaitable
 from dataclasses import replace
 from typing import Any
@@ -25,6 +24,7 @@ from nats.js.errors import NotFoundError
 
 from controller.bus.answering import is_unanswered, until_answered
 from controller.bus.serverconfig import MAX_MSG_BYTES, inbox_prefix
+from controller.contract.credentials import tls_context
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import StreamFamily, Topology
 
@@ -229,7 +229,7 @@ def credentials(settings: NatsSettings) -> dict[str, Any]:
     if settings.creds_file is not None:
         options["user_credentials"] = str(settings.creds_file)
     if settings.tls_ca_file is not None:
-        options["tls"] = ssl.create_default_context(cafile=str(settings.tls_ca_file))
+        options["tls"] = tls_context(settings.tls_ca_file)
     return options
 
 

@@ -1,49 +1,24 @@
-"""What was last published for each watched object, kept where it survives the process.
+"""The ``published`` bucket: what was last published for each watched object, kept where it
+survives the process (the bucket's I/O; what the watchers keep in it and why is
+:mod:`watchers.published`).
 
-After a restart, an upgrade or a leader change the watchers list everything again. Within the
-stream's duplicate window JetStream drops what it already holds; past it, every unchanged
-pod and job would reach every consumer again (34,000 messages for 1,000 jobs of 16 workers).
-:class:`PublishedVersions` remembers, per object, the version last published in a JetStream
-key-value bucket (``published``: key ``<type>.<uid>``, one revision kept, entries expiring with
-the streams' ``max_age``). It is loaded once at start and consulted before publishing: an
-observation whose object is at the version already published is dropped. Log probes are never
-remembered (each is new by nature), and a deleted object is forgotten, its key purged from the
-bucket (:func:`controller.bus.buckets.forget`): the bucket, each start's load and the watcher's
-memory hold the objects that exist, not every pod the cluster deleted in a week.
-
-A value is ``<resourceVersion>:<change>``, then for a job or a pod two more lines: which list
-covers it (``<job kind>/<namespace>``: an MPIJob's pods are listed apart from a TrainJob's) and
-its identity as JSON, what a deletion of it says besides uid and version (a job's kind,
-namespace, name, phase, labels and times; a pod's job, name, namespace, role, index, phase,
-node and creation time). A start keeps them as read and parses the identities of the objects
-that are gone only. The identity is what lets a start publish the deletion of an object
-deleted while no watcher was running (:meth:`PublishedVersions.gone`): a relist has no earlier
-list to compare with, only this bucket. Kubernetes Events carry none: an Event expiring says
-nothing about a run.
-
-A value an earlier version wrote (no identity) still counts as a version, and is rewritten
-with the identity the next time a relist sees its object (:meth:`VersionedPublisher.publish`).
-For a job already gone by then (deleted during the upgrade that brought identities) the last
-observation of its name on the JOBS stream gives the identity, unless the name was reused
-since; a pod, or a job whose name was reused, cannot be told deleted, and its key expires with
-the bucket's ``max_age``.
-
-The versions are written after their observations are stored, as plain NATS publishes to the
-bucket's subjects: JetStream stores them all the same, and nobody waits for, or parses, an
-acknowledgement per object (that had doubled the watcher's cost per object). One that is lost
-with its server costs only a republish after the next restart, which JetStream or the
-consumers' idempotent writes absorb.
+A JetStream key-value bucket (``published``: key ``<type>.<uid>``, one revision kept, entries
+expiring with the streams' ``max_age``), read whole at start (:meth:`PublishedBucket.read`) and
+written with plain NATS publishes to the bucket's subjects (:meth:`PublishedBucket.put`):
+JetStream stores them all the same, and nobody waits for, or parses, an acknowledgement per
+object (that had doubled the watcher's cost per object). One that is lost with its server costs
+only a republish after the next restart, which JetStream or the consumers' idempotent writes
+absorb. Keys of deleted objects are purged in the background
+(:meth:`PublishedBucket.forget_later`, :func:`controller.bus.buckets.forget`). The keys under
+:data:`POSITIONS` hold where each watch stood (:mod:`controller.bus.positions`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Collection, Sequence
-from datetime import UTC, datetime
-from typing import Any, Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -55,97 +30,16 @@ from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from controller.bus.answering import until_answered
 from controller.bus.buckets import forget, open_bucket
-from controller.bus.publishing import Publisher
-from controller.contract.events import (
-    BusEvent,
-    JobObserved,
-    PodObserved,
-    parse_event,
-    resource_version_in,
-    version_of,
-)
-from controller.contract.kubeflow import JobKind
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 
-__all__ = [
-    "POSITIONS",
-    "PublishedVersions",
-    "VersionedPublisher",
-    "open_published",
-    "versioned",
-    "watch_pods",
-]
+__all__ = ["BUCKET", "POSITIONS", "PublishedBucket", "open_published", "watch_bucket"]
 
 log = logging.getLogger(__name__)
 
 BUCKET = "published"
 POSITIONS = "watch."
 """Prefix of the bucket's keys that hold where each watch stood (:mod:`controller.bus.positions`)."""
-_UNREMEMBERED = frozenset({"log"})
-_GONE = ":DELETED"
-
-
-_CONTAINER_STATE = {
-    "name": True,
-    "init": True,
-    "state": True,
-    "restart_count": True,
-    "exit_code": True,
-    "reason": True,
-}
-_IDENTITIES: dict[str, tuple[type[JobObserved] | type[PodObserved], dict[str, Any]]] = {
-    "job": (
-        JobObserved,
-        dict.fromkeys(
-            ("kind", "namespace", "name", "phase", "labels", "created_at", "started_at", "finished_at"), True
-        ),
-    ),
-    "pod": (
-        PodObserved,
-        {
-            **dict.fromkeys(("job", "name", "namespace", "role", "replica", "index", "phase", "node"), True),
-            "created_at": True,
-            "containers": {"__all__": _CONTAINER_STATE},
-        },
-    ),
-}
-"""Per event type, the model and the fields a deletion of the object needs besides uid and version
-(and, of a pod, what the log followers need: its replica and its containers' states,
-:func:`watch_pods`)."""
-
-
-def _key(event: BusEvent) -> str:
-    return f"{event.type}.{event.uid}"
-
-
-def _version(event: BusEvent) -> str:
-    return version_of(event)  # a pod version republished with its late log tail is a change
-
-
-def _same(held: str | None, version: str) -> bool:
-    """Whether the version published (``held``) already says what ``version`` says: the same
-    resourceVersion (and log tail), listed (``ADDED``) or watched (``MODIFIED``) alike — a
-    relist reports as ADDED what the last watch published as MODIFIED. A deletion is news unless
-    it was the deletion that was published."""
-    if held is None:
-        return False
-    held_state, _, held_change = held.rpartition(":")
-    state, _, change = version.rpartition(":")
-    return held_state == state and (held_change == "DELETED") == (change == "DELETED")
-
-
-def _value(event: BusEvent) -> str:
-    """The bucket's value for ``event``: its version, then (a job, a pod) its list and identity."""
-    if isinstance(event, JobObserved):
-        scope = f"{event.kind}/{event.namespace}"
-    elif isinstance(event, PodObserved):
-        scope = f"{event.job.kind}/{event.namespace}"
-    else:
-        return _version(event)
-    identity = event.model_dump_json(include=_IDENTITIES[event.type][1], exclude_none=True)
-    return f"{_version(event)}\n{scope}\n{identity}"
 
 
 async def open_published(js: JetStreamContext, topology: Topology, settings: NatsSettings) -> KeyValue:
@@ -162,14 +56,12 @@ async def open_published(js: JetStreamContext, topology: Topology, settings: Nat
     )
 
 
-async def watch_pods(kv: KeyValue) -> AsyncGenerator[tuple[str, PodObserved | None, bool]]:
-    """The pods ``kv`` (the ``published`` bucket) holds, as the last observation published of
-    each says them, then each pod published since: ``(uid, pod, caught_up)``, the pod ``None``
-    once it is deleted, ``caught_up`` on the first entry with nothing pending after it (every pod
-    held at the start told). What the log followers of
-    every watcher replica learn the pods from (:mod:`watchers.sharing`). A value without identity
-    (an earlier version's) or one that does not parse says ``None``."""
-    watcher = await kv.watch("pod.>")
+async def watch_bucket(kv: KeyValue, keys: str) -> AsyncGenerator[tuple[str, bytes | None, bool]]:
+    """The entries of ``kv`` matching ``keys`` as they stand, then each change after:
+    ``(key, value, caught_up)``, the value ``None`` once the key is deleted or purged,
+    ``caught_up`` on the first entry with nothing pending after it (every entry held at the
+    start told)."""
+    watcher = await kv.watch(keys)
     caught_up = False
     try:
         async for entry in watcher:
@@ -177,39 +69,15 @@ async def watch_pods(kv: KeyValue) -> AsyncGenerator[tuple[str, PodObserved | No
                 continue
             last = not caught_up and not entry.delta
             caught_up = caught_up or last
-            uid = entry.key.partition(".")[2]
-            yield uid, _pod_in(uid, entry.value, entry.operation), last
+            deleted = entry.operation in (KV_DEL, KV_PURGE)
+            yield entry.key, None if deleted else entry.value, last
     finally:
         with contextlib.suppress(Exception):
             await watcher.stop()  # type: ignore[no-untyped-call]
 
 
-def _pod_in(uid: str, value: bytes | None, operation: str | None) -> PodObserved | None:
-    """The pod a ``published`` value says, ``None`` if deleted or unreadable (an earlier
-    version's value, without identity, is one)."""
-    if operation in (KV_DEL, KV_PURGE) or not value:
-        return None
-    version, _, rest = value.decode(errors="replace").partition("\n")
-    identity = rest.partition("\n")[2]
-    if not identity or version.endswith(_GONE):
-        return None
-    try:
-        return PodObserved.model_validate(
-            {
-                **json.loads(identity),
-                "uid": uid,
-                "resource_version": resource_version_in(version),
-                "change": version.rpartition(":")[2],
-                "observed_at": datetime.now(UTC),
-            }
-        )
-    except (ValueError, TypeError) as exc:
-        log.warning("published identity of pod %s does not parse; not followed: %s", uid, exc)
-        return None
-
-
-class PublishedVersions:
-    """The last published version of every object, mirrored from a KV bucket."""
+class PublishedBucket:
+    """The ``published`` bucket's reads and writes: read whole, put, purge in the background."""
 
     def __init__(self, nc: NATS, topology: Topology) -> None:
         self._nc = nc
@@ -217,82 +85,32 @@ class PublishedVersions:
         self._topology = topology
         self._bucket = topology.bucket(BUCKET)
         self._kv: KeyValue | None = None
-        self._known: dict[str, str] = {}
-        """Key → the version last published (no identity: that is only read at start)."""
-        self._identities: dict[str, str] | None = None
-        """Key → list and identity, as loaded, of the objects a start has not compared with a list yet."""
-        self._by_list: dict[tuple[str, str, str], dict[str, tuple[str, str]]] = {}
-        """(kind, job kind, namespace) → uid → (key, identity JSON) of those objects, once
-        :meth:`gone` sorted them."""
-        self._legacy: set[str] = set()
-        """Keys of jobs and pods whose value an earlier version wrote, without identity."""
         self._gone: list[tuple[str, bytes]] = []
-        """Keys of deleted objects, to be purged from the bucket."""
+        """Keys of deleted objects (and their last values), to be purged from the bucket."""
         self._forgetting: asyncio.Task[None] | None = None
 
-    async def load(self, settings: NatsSettings) -> int:
-        """Create the bucket if needed and read it whole; returns how many objects it holds.
-
-        Read again from the start if asked again (a read the cluster cut short)."""
+    async def read(self, settings: NatsSettings) -> list[tuple[str, str, bool]]:
+        """Create the bucket if needed and read it whole: ``(key, value, deleted)`` of every key
+        but the watch positions, ``deleted`` where its last operation removed it."""
         self._kv = await open_published(self._js, self._topology, settings)
         stream = f"KV_{self._bucket}"
         info = await until_answered(lambda: self._js.stream_info(stream), stream, missing=True)
-        self._known.clear()
-        self._legacy.clear()
-        identities: dict[str, str] = {}
-        self._identities = identities
         if not info.state.messages:
-            return 0
+            return []
         prefix = f"$KV.{self._bucket}."
-        gone: list[str] = []
+        entries: list[tuple[str, str, bool]] = []
         async for msg in self._last_per_subject(stream, f"{prefix}>"):
-            key, value = msg.subject.removeprefix(prefix), msg.data.decode()
+            key = msg.subject.removeprefix(prefix)
             if key.startswith(POSITIONS):
                 continue  # where a watch stood, not an object
-            version, _, identity = value.partition("\n")
-            if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or version.endswith(_GONE):
-                gone.append(key)  # an earlier version kept deleted objects: never needed again
-                self._known.pop(key, None)
-                identities.pop(key, None)
-                self._legacy.discard(key)
-                continue
-            self._known[key] = version
-            if identity:
-                identities[key] = identity
-            elif key.partition(".")[0] in _IDENTITIES:
-                self._legacy.add(key)
-        await self._forget(gone)
-        if self._legacy:
-            recovered = await self._recover_jobs(identities)
-            log.info(
-                "%d published versions were written by an earlier version without identity: rewritten "
-                "as their objects are listed; %d of them jobs whose identity their last observation on "
-                "the bus gave; a deletion while no watcher ran cannot be told for the others",
-                len(self._legacy),
-                recovered,
-            )
-        return len(self._known)
+            deleted = (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE")
+            entries.append((key, msg.data.decode(), deleted))
+        return entries
 
-    async def _recover_jobs(self, identities: dict[str, str]) -> int:
-        """Identities of jobs whose value an earlier version wrote, from the last observation of
-        each job name on the bus (a name since reused by another run gives none); how many."""
-        legacy = {key.partition(".")[2]: key for key in self._legacy if key.startswith("job.")}
-        if not legacy:
-            return 0
-        recovered = 0
-        try:
-            async for msg in self._last_per_subject(
-                self._topology.stream("jobs"), self._topology.job_observations()
-            ):
-                with contextlib.suppress(ValueError):  # not ours to judge here: the consumers dead-letter it
-                    event = parse_event(msg.data)
-                    key = legacy.get(event.uid)
-                    if key is not None and isinstance(event, JobObserved) and event.change != "DELETED":
-                        identities[key] = _value(event).partition("\n")[2]
-                        recovered += 1
-        except (NatsError, TimeoutError) as exc:  # the JOBS stream missing or out of reach: none
-            log.warning("identities of jobs published by an earlier version not read: %r", exc)
-        return recovered
+    async def last_per_subject(self, stream: str, subject: str) -> AsyncIterator[bytes]:
+        """The data of the last message of each subject matching ``subject`` in ``stream``."""
+        async for msg in self._last_per_subject(stream, subject):
+            yield msg.data
 
     async def _last_per_subject(self, stream: str, subject: str) -> AsyncIterator[Msg]:
         """The last message of each subject matching ``subject`` in ``stream``, pushed by an
@@ -319,106 +137,15 @@ class PublishedVersions:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
-    def changed(self, events: Sequence[BusEvent]) -> list[BusEvent]:
-        """``events`` less those whose object was already published at that version."""
-        return [
-            e for e in events if e.type in _UNREMEMBERED or not _same(self._known.get(_key(e)), _version(e))
-        ]
+    async def put(self, key: str, value: bytes) -> None:
+        """Write ``key`` with a plain publish nobody waits for (``NatsError`` while the client's
+        buffer is full during a reconnect)."""
+        await self._nc.publish(f"$KV.{self._bucket}.{key}", value)
 
-    def unchanged(self, kind: str, uid: str, resource_version: str) -> bool:
-        """Whether an observation of object ``uid`` (event type ``kind``) at ``resource_version``,
-        without a log tail, says nothing the version published did not: what :meth:`changed`
-        would drop, known before the observation is built. A value an earlier version wrote is
-        never unchanged (it is rewritten with its identity when seen)."""
-        key = f"{kind}.{uid}"
-        held = self._known.get(key)
-        if held is None or key in self._legacy:
-            return False
-        state, _, change = held.rpartition(":")
-        return change != "DELETED" and state in (resource_version, f"{resource_version}+log")
-
-    def legacy(self, events: Sequence[BusEvent]) -> list[BusEvent]:
-        """Those of ``events`` already published at that version, but whose stored value an
-        earlier version wrote (without identity)."""
-        if not self._legacy:
-            return []
-        return [e for e in events if _key(e) in self._legacy and _same(self._known.get(_key(e)), _version(e))]
-
-    def gone(
-        self,
-        kind: Literal["job", "pod"],
-        job_kind: JobKind,
-        namespace: str | None,
-        listed: Collection[str] | None,
-    ) -> list[BusEvent]:
-        """The deletions of the jobs of ``job_kind``, or the pods of such jobs, in ``namespace``
-        (``None``: in all) published before this start and not in ``listed`` (the uids a
-        complete list of them found): deleted while no watcher was running. ``listed`` ``None``:
-        the watch resumed from where the last one stood and tells those deletions itself; none.
-
-        Asked once per kind and namespace, after the first complete list of them since
-        :meth:`load`; later lists compare with the watch's own memory, so those objects are
-        dropped from here. An identity that does not parse is logged and skipped."""
-        if self._identities is None:
-            raise RuntimeError("gone() before load()")
-        if self._identities:
-            self._sort_identities(self._identities)
-            self._identities = {}
-        scopes = [s for s in self._by_list if s[:2] == (kind, job_kind) and namespace in (None, s[2])]
-        now = datetime.now(UTC)
-        deletions: list[BusEvent] = []
-        for scope in scopes:
-            for uid, (key, identity) in self._by_list.pop(scope).items():
-                if listed is None or uid in listed or key not in self._known:
-                    continue
-                model = _IDENTITIES[kind][0]
-                version = self._known.get(key, "")
-                try:
-                    deletions.append(
-                        model.model_validate(
-                            {
-                                **json.loads(identity),
-                                "uid": uid,
-                                "resource_version": resource_version_in(version),
-                                "change": "DELETED",
-                                "observed_at": now,
-                            }
-                        )
-                    )
-                except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-                    log.warning("published identity of %s does not parse; no deletion for it: %s", key, exc)
-        return deletions
-
-    def _sort_identities(self, identities: dict[str, str]) -> None:
-        """Group loaded identities by the list that covers them: kind, job kind and namespace."""
-        for key, text in identities.items():
-            kind, _, uid = key.partition(".")
-            scope, _, identity = text.partition("\n")
-            job_kind, _, namespace = scope.partition("/")
-            self._by_list.setdefault((kind, job_kind, namespace), {})[uid] = (key, identity)
-
-    async def remember(self, events: Sequence[BusEvent]) -> None:
-        """Record ``events`` as published (puts nobody waits for); a lost one costs a republish later.
-
-        A deleted object is forgotten: no relist lists it again, and kept it would grow the
-        bucket, each start's load and the watcher's memory with every pod the cluster ever
-        deleted. Its key is purged in the background (a purge is a request; awaited here it held
-        the publish loop back and observations queued up); its last value says ``DELETED``, so a
-        purge lost with the process is done by the next load."""
-        prefix = f"$KV.{self._bucket}."
-        try:
-            for event in events:
-                if event.type not in _UNREMEMBERED:
-                    key, value = _key(event), _value(event).encode()
-                    await self._nc.publish(prefix + key, value)
-                    self._legacy.discard(key)
-                    if event.change == "DELETED":
-                        self._known.pop(key, None)
-                        self._gone.append((key, value))
-                    else:
-                        self._known[key] = _version(event)
-        except NatsError as exc:  # the client's buffer is full while it reconnects: known next time
-            log.warning("published versions not recorded: %r", exc)
+    def forget_later(self, gone: Sequence[tuple[str, bytes]]) -> None:
+        """Purge the keys of deleted objects (with their last values) in the background (a purge
+        is a request; awaited by the caller it held the publish loop back)."""
+        self._gone.extend(gone)
         if self._gone and (self._forgetting is None or self._forgetting.done()):
             self._forgetting = asyncio.create_task(self._forget_gone())
 
@@ -437,9 +164,9 @@ class PublishedVersions:
             except (NatsError, TimeoutError) as exc:
                 log.warning("versions of %d deleted objects not removed: %r", len(gone), exc)
                 continue
-            await self._forget([key for key, _ in gone])
+            await self.forget([key for key, _ in gone])
 
-    async def _forget(self, keys: list[str]) -> None:
+    async def forget(self, keys: list[str]) -> None:
         """Remove ``keys`` from the bucket; one left behind only takes room until it expires."""
         if not keys or self._kv is None:
             return
@@ -447,67 +174,3 @@ class PublishedVersions:
             await forget(self._kv, keys)
         except (NatsError, TimeoutError) as exc:
             log.warning("versions of %d deleted objects not removed: %r", len(keys), exc)
-
-
-class VersionedPublisher:
-    """Publishes observations whose object changed since it was last published, then remembers them."""
-
-    def __init__(
-        self,
-        publisher: Publisher,
-        versions: PublishedVersions,
-        metrics: PipelineMetrics,
-        loaded: Awaitable[object] | None = None,
-    ) -> None:
-        self._publisher = publisher
-        self._versions = versions
-        self._metrics = metrics
-        self._loaded = loaded
-
-    async def publish(self, observed: Sequence[BusEvent]) -> int:
-        """Publish what changed (once the versions are loaded); returns how many were new to the stream."""
-        await self.loaded()
-        changed = self._versions.changed(observed)
-        if len(changed) < len(observed):
-            self._metrics.skipped_objects.labels("unchanged").inc(len(observed) - len(changed))
-            # values an earlier version wrote get their identity now, without a republish
-            await self._versions.remember(self._versions.legacy(observed))
-        if not changed:
-            return 0
-        new = await self._publisher.publish(changed)
-        await self._versions.remember(changed)
-        return new
-
-    def unchanged(self, kind: str, uid: str, resource_version: str) -> bool:
-        """:meth:`PublishedVersions.unchanged`, once the versions are loaded (``False`` before)."""
-        loaded = self._loaded
-        if loaded is not None and not (
-            isinstance(loaded, asyncio.Future)
-            and loaded.done()
-            and not loaded.cancelled()
-            and loaded.exception() is None
-        ):
-            return False
-        return self._versions.unchanged(kind, uid, resource_version)
-
-    async def loaded(self) -> PublishedVersions:
-        """The published versions, once loaded."""
-        if self._loaded is not None:
-            await self._loaded
-        return self._versions
-
-
-def versioned(
-    nc: NATS, topology: Topology, settings: NatsSettings, metrics: PipelineMetrics
-) -> VersionedPublisher:
-    """A publisher that skips what was published before the last restart. The bucket is loaded
-    in the background, while the watchers list: the first publish waits for it."""
-    publisher = Publisher(nc.jetstream(), topology, settings.publish_retry_s)
-    versions = PublishedVersions(nc, topology)
-
-    async def load() -> None:
-        started = asyncio.get_running_loop().time()
-        held = await until_answered(lambda: versions.load(settings), "published versions", missing=True)
-        log.info("%d published versions loaded in %.2fs", held, asyncio.get_running_loop().time() - started)
-
-    return VersionedPublisher(publisher, versions, metrics, asyncio.ensure_future(load()))

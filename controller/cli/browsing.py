@@ -1,181 +1,69 @@
 """``runs``, ``findings`` and ``compare``: the history, read through the API with the user's own token.
 
-A user (or a script) needs no database credentials: each command asks the API
-(:mod:`controller.cli.apiclient`), which shows only what the token may read, and prints a table
+A user (or a script) needs no database credentials: each command asks the API through the Python
+client (:mod:`controller.client`), which shows only what the token may read, and prints a table
 or, with ``-o json``/``-o yaml``, the API's answer (:mod:`controller.cli.rendering`). ``history``
 stays for administrators with the database at hand.
 
 A run is named by its uid or by ``NAMESPACE/JOB`` (the newest attempt) or ``NAMESPACE/JOB@N``
-(attempt N); :func:`find_attempt` is the one lookup of an attempt by number that ``wait`` and
-``logs`` use too. Exit statuses are :mod:`controller.cli.exits`' (3: the API refused, the line
-says why: 401 a token it does not accept, 403 a namespace the token may not read; 4: no such run,
-or one the token may not read).
+(attempt N; :mod:`controller.client.refs`); the client's ``find_attempt`` is the one lookup of
+an attempt by number that ``wait`` and ``logs`` use too. Exit statuses are
+:mod:`controller.cli.exits`' (3: the API refused, the line says why: 401 a token it does not
+accept, 403 a namespace the token may not read; 4: no such run, or one the token may not read).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 from datetime import UTC, datetime
-from typing import Any, TextIO
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, TextIO
 
 from controller.cli import grammar, rendering
-from controller.cli.apiclient import ApiClient, NotFound, add_client_options
+from controller.cli.apiclient import add_client_options
 from controller.cli.exits import Exit, UsageError
+from controller.client.refs import RunRef, job_ref, run_ref
 from controller.contract.kinds import KINDS
 
-__all__ = [
-    "EXIT_REFUSED",
-    "MAX_RUNS",
-    "RunRef",
-    "add_parsers",
-    "compare",
-    "find_attempt",
-    "findings",
-    "job_ref",
-    "job_target",
-    "resolve",
-    "run_ref",
-    "runs",
-]
+if TYPE_CHECKING:
+    from controller.client.aio import AsyncClient
+
+__all__ = ["EXIT_REFUSED", "MAX_RUNS", "add_parsers", "compare", "findings", "job_target", "runs"]
 
 EXIT_REFUSED = 1
 MAX_RUNS = 10_000
 """Most runs one ``runs`` command prints; the rest is one ``--cursor`` away."""
-PAGE = 500
-"""The API's largest page."""
 MAX_COMPARED = 5
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_UID = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,63}$")
-_ATTEMPT = re.compile(r"^[1-9][0-9]{0,8}$")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunRef:
-    """A run as the user names it: by ``uid``, or by ``namespace``/``name`` and an ``attempt``
-    (None: the newest)."""
-
-    uid: str | None = None
-    namespace: str = ""
-    name: str = ""
-    attempt: int | None = None
-
-    def __str__(self) -> str:
-        if self.uid is not None:
-            return self.uid
-        return f"{self.namespace}/{self.name}" + (f"@{self.attempt}" if self.attempt else "")
-
-
-def job_ref(value: str) -> tuple[str, str]:
-    """``NAMESPACE/JOB`` as ``(namespace, name)``; ValueError otherwise."""
-    namespace, slash, name = value.partition("/")
-    if not slash or not _LABEL.fullmatch(namespace) or not _NAME.fullmatch(name):
-        raise ValueError(f"{value!r} is not NAMESPACE/JOB")
-    return namespace, name
 
 
 def job_target(value: str) -> tuple[str, str]:
-    """:func:`job_ref` as an argparse type (a malformed one is a usage error, exit 2)."""
+    """:func:`~controller.client.refs.job_ref` as an argparse type (a malformed one is a usage
+    error, exit 2)."""
     try:
         return job_ref(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def run_ref(value: str) -> RunRef:
-    """``UID``, ``NAMESPACE/JOB`` or ``NAMESPACE/JOB@N``; ValueError (argparse names it) otherwise."""
-    if "/" not in value:
-        if not _UID.fullmatch(value):
-            raise ValueError(value)
-        return RunRef(uid=value)
-    namespace, _, rest = value.partition("/")
-    name, at, attempt = rest.partition("@")
-    if (
-        not _LABEL.fullmatch(namespace)
-        or not _NAME.fullmatch(name)
-        or (at and not _ATTEMPT.fullmatch(attempt))
-    ):
-        raise ValueError(value)
-    return RunRef(namespace=namespace, name=name, attempt=int(attempt) if at else None)
+def _json(model: Any) -> Any:
+    """A model of the API's answer as the API sent it (the tables and documents read that)."""
+    return model.model_dump(mode="json", by_alias=True)
 
 
-def _path(*parts: str) -> str:
-    return "/".join(quote(part, safe="") for part in parts)
-
-
-async def _runs_page(api: ApiClient, path: str, params: dict[str, Any], limit: int) -> tuple[list[Any], Any]:
-    """Up to ``limit`` runs of the list at ``path``, page after page; and the cursor after them."""
-    items: list[Any] = []
-    cursor = params.pop("cursor", None)
-    while True:
-        asked = {**params, "limit": min(PAGE, limit - len(items))}
-        page = await api.get(path, asked if cursor is None else {**asked, "cursor": cursor})
-        items += page["items"]
-        cursor = page.get("next_cursor")
-        if cursor is None or len(items) >= limit:
-            return items, cursor
-
-
-async def find_attempt(
-    api: ApiClient, namespace: str, name: str, attempt: int | None
-) -> dict[str, Any] | None:
-    """The run (as lists show it) of attempt ``attempt`` of ``namespace/name``, its newest for None;
-    None when there is none the token may read. The job's runs come newest first."""
-    path = f"/api/v1/namespaces/{_path(namespace, 'jobs', name)}/runs"
-    cursor: str | None = None
-    while True:
-        page = await api.get(path, {"limit": PAGE} if cursor is None else {"limit": PAGE, "cursor": cursor})
-        for run in page["items"]:
-            if attempt is None or run["attempt"] == attempt:
-                return dict(run)
-            if run["attempt"] < attempt:  # older ones follow: there is no attempt N
-                return None
-        cursor = page.get("next_cursor")
-        if cursor is None:
-            return None
-
-
-def not_found(namespace: str, name: str, attempt: int | None) -> str:
-    """The line for a job or attempt that :func:`find_attempt` did not find."""
-    what = f"attempt {attempt} of" if attempt else "run of"
-    return f"no {what} {namespace}/{name} that this token may read"
-
-
-async def _uid_of(api: ApiClient, ref: RunRef) -> str:
-    """The uid of the attempt ``ref`` names (its newest without one); :class:`NotFound` without one."""
-    run = await find_attempt(api, ref.namespace, ref.name, ref.attempt)
-    if run is None:
-        raise NotFound(not_found(ref.namespace, ref.name, ref.attempt))
-    return str(run["uid"])
-
-
-async def resolve(api: ApiClient, ref: RunRef) -> dict[str, Any]:
-    """The run ``ref`` names, as ``GET /api/v1/runs/{uid}`` answers it (with its findings)."""
-    uid = ref.uid if ref.uid is not None else await _uid_of(api, ref)
-    detail: dict[str, Any] = await api.get(f"/api/v1/runs/{_path(uid)}")
-    return detail
-
-
-async def runs(api: ApiClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> Exit:
+async def runs(api: AsyncClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> Exit:
     """``runs``: the runs the filters select, newest first, following the API's cursor."""
-    params: dict[str, Any] = {
-        key: value
-        for key, value in (
-            ("namespace", args.namespace),
-            ("name", args.name),
-            ("kind", args.kind),
-            ("phase", args.phase),
-            ("label", args.label),
-            ("created_after", args.since and args.since.isoformat()),
-            ("created_before", args.until and args.until.isoformat()),
-            ("cursor", args.cursor),
-        )
-        if value
-    }
-    items, cursor = await _runs_page(api, "/api/v1/runs", params, args.limit)
+    page = await api.runs(
+        args.namespace,
+        name=args.name,
+        kind=args.kind,
+        phase=args.phase,
+        labels=args.label,
+        since=args.since,
+        until=args.until,
+        limit=args.limit,
+        cursor=args.cursor,
+    )
+    items, cursor = [_json(run) for run in page.items], page.next_cursor
     if args.output in rendering.DOCUMENTS:
         print(rendering.document({"items": items, "next_cursor": cursor}, args.output), file=out)
         return Exit.OK
@@ -191,9 +79,9 @@ async def runs(api: ApiClient, args: argparse.Namespace, out: TextIO, err: TextI
 _DETAIL_ONLY = ("spec", "conditions", "pods", "findings")
 
 
-async def findings(api: ApiClient, args: argparse.Namespace, out: TextIO, _: TextIO) -> Exit:
+async def findings(api: AsyncClient, args: argparse.Namespace, out: TextIO, _: TextIO) -> Exit:
     """``findings RUN``: what the rules concluded about one run, firing first."""
-    detail = await resolve(api, args.run)
+    detail = _json(await api.run(args.run))
     run = {key: value for key, value in detail.items() if key not in _DETAIL_ONLY}
     if args.output in rendering.DOCUMENTS:
         print(rendering.document({"run": run, "items": detail["findings"]}, args.output), file=out)
@@ -202,14 +90,11 @@ async def findings(api: ApiClient, args: argparse.Namespace, out: TextIO, _: Tex
     return Exit.OK
 
 
-async def compare(api: ApiClient, args: argparse.Namespace, out: TextIO, _: TextIO) -> Exit:
+async def compare(api: AsyncClient, args: argparse.Namespace, out: TextIO, _: TextIO) -> Exit:
     """``compare RUN RUN [RUN…]``: 2 to 5 runs side by side, in the order given."""
     if not 2 <= len(args.runs) <= MAX_COMPARED:
         raise UsageError(f"give 2 to {MAX_COMPARED} runs, not {len(args.runs)}")
-    uids = [ref.uid if ref.uid is not None else await _uid_of(api, ref) for ref in args.runs]
-    if len(set(uids)) != len(uids):
-        raise UsageError("each run may appear once (two of the names given are the same run)")
-    comparison = await api.get("/api/v1/compare", {"runs": ",".join(uids)})
+    comparison = _json(await api.compare(*args.runs))
     if args.output in rendering.DOCUMENTS:
         print(rendering.document(comparison, args.output), file=out)
     else:

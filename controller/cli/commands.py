@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 
 from consumers.registry import CONSUMERS
 from controller.cli import apiclient, browsing, grammar, logs, waiting
-from controller.cli.exits import CommandError, Exit
+from controller.cli.exits import Exit
+from controller.client.errors import ClientError
 from controller.contract.errors import StartupError
 from controller.contract.kinds import KINDS
 
@@ -127,7 +128,8 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
 def _cluster_or_stop(settings: Settings) -> None:
     """A :class:`StartupError` in one line when no Kubernetes configuration can be loaded: ``up``
     watches a cluster (its watchers would only fail again and again without one)."""
-    from controller.kube.gateway import KubeConfigError, KubeGateway
+    from controller.kube.errors import KubeConfigError
+    from controller.kube.gateway import KubeGateway
 
     try:
         KubeGateway.from_settings(settings.kube).close()
@@ -247,7 +249,8 @@ async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
     did it": it refuses to start, unless told ``--insecure-no-client-auth`` (then it warns).
     """
     from controller.cli.runtime import served_metrics, stop_on_signals
-    from controller.kube.gateway import NO_RETRIES, KubeConfigError, KubeGateway
+    from controller.kube.errors import KubeConfigError
+    from controller.kube.gateway import NO_RETRIES, KubeGateway
     from controller.metrics import PipelineMetrics
     from watchers.admission.certificates import UnreadableCertificate
     from watchers.admission.quota import Lookup, gateway_lookup
@@ -318,8 +321,9 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     from consumers.audit.export import drain, run_exporters, sinks_from_settings, verdict_wait
     from controller.cli.runtime import runtime, stop_on_signals
     from controller.contract.audit import Actor
-    from controller.store.auditchain import AuditFilter, compare_with_export, pages, verify
+    from controller.store.auditchain import AuditFilter, pages
     from controller.store.auditformats import EXPORT_FORMATS
+    from controller.store.auditverification import compare_with_export, verify
     from controller.store.corroboration import verdicts
 
     async with runtime(settings, "mpijc-audit", bus=False) as rt:
@@ -386,7 +390,9 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_browse(settings: Settings, args: argparse.Namespace) -> int:
     """``runs``, ``findings``, ``compare``: ask the API (:mod:`.browsing`)."""
-    async with apiclient.ApiClient(apiclient.client_of(settings.client, args)) as api:
+    from controller.client.aio import AsyncClient  # the models: for the commands that use them only
+
+    async with AsyncClient(settings=apiclient.client_of(settings.client, args)) as api:
         result: int = await args.browse(api, args, sys.stdout, sys.stderr)
     return result
 
@@ -646,10 +652,8 @@ def _one_line(exc: BaseException) -> tuple[Exit, str] | None:
     """The exit status and line of an error a user can act on; None for a bug (a traceback)."""
     from controller.cli.embedded import EmbeddedServiceError
 
-    if isinstance(exc, CommandError):
+    if isinstance(exc, ClientError):  # a command's own or the API client's: each knows its status
         return exc.status, str(exc)
-    if isinstance(exc, apiclient.ApiError):
-        return apiclient.exit_status(exc), str(exc)
     if isinstance(exc, StartupError | EmbeddedServiceError):
         return Exit.USAGE, str(exc)
     if isinstance(exc, OSError) and exc.filename is not None:

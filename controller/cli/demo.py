@@ -46,7 +46,8 @@ from controller.contract.logs import LogBatch, LogLine, LogPosition, rank_of
 from controller.contract.settings import Settings, StaticUser
 from controller.contract.subjects import StreamFamily
 from controller.store import outbox
-from controller.store.auditchain import AuditFilter, pages, verify
+from controller.store.auditchain import AuditFilter, pages
+from controller.store.auditverification import verify
 from controller.testing.receivers import Receiver, SmtpSink
 
 HOOK_PATH = "hooks/ci"

@@ -14,47 +14,20 @@ code  name         meaning
 130   INTERRUPTED  stopped with Ctrl-C (SIGINT) before it finished
 ====  ===========  ================================================================================
 
-A command raises :class:`CommandError` (or one of the API client's errors) with one line for the
-user; ``main`` prints ``mpijob-controller COMMAND: LINE`` and exits with its status (with
-``--debug``, the traceback too).
+The table and :class:`Exit` are the Python client's (:mod:`controller.client.errors`), whose
+errors carry their status. A command raises :class:`CommandError` (or one of the client's
+errors) with one line for the user; ``main`` prints ``mpijob-controller COMMAND: LINE`` and exits
+with its status (with ``--debug``, the traceback too).
 """
 
 from __future__ import annotations
 
-import enum
+from controller.client.errors import ClientError, Exit
 
 __all__ = ["CommandError", "Exit", "UsageError"]
 
 
-class Exit(enum.IntEnum):
-    """An exit status, the same for every command."""
-
-    OK = 0
-    FAILED = 1
-    USAGE = 2
-    REFUSED = 3
-    NOT_FOUND = 4
-    TIMED_OUT = 5
-    INTERRUPTED = 130
-
-    @property
-    def meaning(self) -> str:
-        """The table's words for this status (``--help`` and docs/cli.md show them)."""
-        return _MEANING[self]
-
-
-_MEANING = {
-    Exit.OK: "done: the goal was met, the answer printed",
-    Exit.FAILED: "the run failed (wait), or a check failed (audit verify)",
-    Exit.USAGE: "a malformed argument or setting, an unreadable file, a process that cannot start",
-    Exit.REFUSED: "the API refused (token, permissions, plain http) or could not be reached",
-    Exit.NOT_FOUND: "the job, attempt or run named does not exist (or the token may not read it)",
-    Exit.TIMED_OUT: "--timeout passed first",
-    Exit.INTERRUPTED: "stopped with Ctrl-C",
-}
-
-
-class CommandError(Exception):
+class CommandError(ClientError):
     """A command cannot go on: ``str()`` is one line for the user, ``status`` the exit status."""
 
     def __init__(self, line: str, status: Exit) -> None:

@@ -1,13 +1,13 @@
 """``logs NAMESPACE/JOB``: a run's launcher and worker logs through the API, merged by time.
 
 Finds the attempt (``--attempt N``, the newest by default) as ``wait`` does
-(:func:`controller.cli.browsing.find_attempt`), then prints every stored line of it from
+(the Python client's ``find_attempt``, :mod:`controller.client`), then prints every stored line of it from
 ``GET /api/v1/runs/{uid}/logs`` page by page, as ``TIME POD[rank N] TEXT`` (UTC, to the
 millisecond; pods in colours on a terminal, unless ``NO_COLOR`` is set); ``--grep`` keeps the
 lines an RE2 expression matches (``-i``: ignoring case), ``--since``/``--until`` those of a time
 window. With ``--follow`` it then prints new lines as they are stored (the same endpoint's
 Server-Sent Events, resumed with ``Last-Event-ID`` after a lost connection:
-:meth:`controller.cli.apiclient.ApiClient.events`) until interrupted. ``-o json`` prints each line
+:meth:`controller.client.aio.AsyncClient.logs`) until interrupted. ``-o json`` prints each line
 as the API gives it, one JSON object a line (JSON Lines); ``-o yaml``, as the items of one YAML list.
 An attempt with no stored line (or none matching) says so in one line on stderr, and exits 0. The
 API and the token are found as for ``wait`` (:mod:`controller.cli.apiclient`).
@@ -19,7 +19,6 @@ refused (the token, the caller's permissions, the expression).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import zlib
@@ -27,9 +26,11 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from controller.cli import grammar, rendering
-from controller.cli.apiclient import ApiClient, NotFound, add_client_options
-from controller.cli.browsing import find_attempt, job_ref, job_target, not_found
+from controller.cli.apiclient import add_client_options
+from controller.cli.browsing import job_target
 from controller.cli.exits import Exit
+from controller.client.errors import NotFound
+from controller.client.refs import job_ref, not_found
 from controller.contract.settings import ClientSettings
 
 __all__ = ["add_parser", "print_logs", "render"]
@@ -64,29 +65,47 @@ async def print_logs(
     err: TextIO | None = None,
 ) -> Exit:
     """Print the logs of ``target`` (``namespace/job``); the exit status. The API's refusals are
-    raised (:class:`~controller.cli.apiclient.ApiError`); a malformed target, ValueError."""
+    raised (:class:`~controller.client.errors.ClientError`); a malformed target, ValueError."""
     out, err = out or sys.stdout, err or sys.stderr
     namespace, name = job_ref(target) if isinstance(target, str) else target
     colour = out.isatty() and "NO_COLOR" not in os.environ
     show = _shown(output, colour)
-    search = {"q": f"(?i:{grep})" if ignore_case else grep, "regex": "true"} if grep else {}
-    search.update({key: value for key, value in (("since", since), ("until", until)) if value})
-    async with ApiClient(client, timeout_s=60.0) as api:
-        run = await find_attempt(api, namespace, name, attempt)
+    from controller.client.aio import AsyncClient  # the models: for the commands that use them only
+
+    async with AsyncClient(settings=client, timeout_s=60.0) as api:
+        run = await api.find_attempt(namespace, name, attempt)
         if run is None:
             raise NotFound(not_found(namespace, name, attempt))
-        uid = str(run["uid"])
-        printed = await _pages(api, uid, search, show, out)
-        if printed.at is None:
-            which = " matching --grep, --since or --until" if search else ""
-            then = "; following new ones" if follow else ""
-            print(
-                f"logs: no lines{which} are stored for {namespace}/{name} attempt {run['attempt']}{then}",
-                file=err,
-                flush=True,
-            )
-        if follow:
-            await _follow(api, uid, search, printed, show, out, err)
+        following = False
+
+        def stored(count: int) -> None:
+            nonlocal following
+            out.flush()
+            following = True
+            if count == 0:
+                which = " matching --grep, --since or --until" if grep or since or until else ""
+                then = "; following new ones" if follow else ""
+                print(
+                    f"logs: no lines{which} are stored for {namespace}/{name} attempt {run.attempt}{then}",
+                    file=err,
+                    flush=True,
+                )
+
+        def lost(line: str) -> None:
+            print(f"logs: {line}", file=err, flush=True)
+
+        lines = api.logs(
+            run.uid,
+            grep=grep,
+            ignore_case=ignore_case,
+            since=since,
+            until=until,
+            follow=follow,
+            on_stored=stored,
+            notice=lost,
+        )
+        async for entry in lines:
+            print(show(entry.model_dump(mode="json")), file=out, flush=following)
     return Exit.OK
 
 
@@ -95,65 +114,6 @@ def _shown(output: str, colour: bool) -> Callable[[dict[str, Any]], str]:
     if output in rendering.DOCUMENTS:
         return lambda entry: rendering.record(entry, output)
     return lambda entry: render(entry, colour)
-
-
-class _Printed:
-    """The timestamp of the last line printed, and the lines printed with that very timestamp."""
-
-    def __init__(self) -> None:
-        self.at: str | None = None
-        self.lines: set[tuple[str, str, str]] = set()
-
-    def add(self, entry: dict[str, Any]) -> None:
-        if entry["at"] != self.at:
-            self.at, self.lines = entry["at"], set()
-        self.lines.add((entry["pod"], entry["container"], entry["text"]))
-
-    def new(self, entry: dict[str, Any]) -> bool:
-        """Whether a followed line was not printed yet (timestamps of one format sort as text)."""
-        if self.at is None or entry["at"] > self.at:
-            return True
-        return entry["at"] == self.at and (entry["pod"], entry["container"], entry["text"]) not in self.lines
-
-
-async def _pages(
-    api: ApiClient, uid: str, search: dict[str, str], show: Callable[[dict[str, Any]], str], out: TextIO
-) -> _Printed:
-    """Print every stored line; what was printed last."""
-    params = {"limit": str(PAGE), **search}
-    printed = _Printed()
-    while True:
-        page = await api.get(f"/api/v1/runs/{uid}/logs", params)
-        for entry in page["items"]:
-            print(show(entry), file=out)
-            printed.add(entry)
-        out.flush()
-        if not page.get("next_cursor"):
-            return printed
-        params["cursor"] = page["next_cursor"]
-
-
-async def _follow(
-    api: ApiClient,
-    uid: str,
-    search: dict[str, str],
-    printed: _Printed,
-    show: Callable[[dict[str, Any]], str],
-    out: TextIO,
-    err: TextIO,
-) -> None:
-    """Print the lines stored from now on (those of the last printed timestamp once), until
-    interrupted; a lost connection resumes after the last line received."""
-    params = {"follow": "true", **search}
-    if printed.at is not None:
-        params["since"] = printed.at
-    async for event in api.events(f"/api/v1/runs/{uid}/logs", params, err=err, prefix="logs"):
-        if event.event != "line":
-            continue
-        entry = json.loads(event.data)
-        if printed.new(entry):
-            printed.add(entry)
-            print(show(entry), file=out, flush=True)
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.client import NATS, JetStreamContext
@@ -39,7 +38,7 @@ from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import Heartbeat, PipelineMetrics, serve_metrics
 from controller.store import migrate
-from controller.store.engine import make_engine
+from controller.store.engine import make_engine, ping
 from controller.store.roles import role_powers
 from controller.store.timing import observe_db_writes
 
@@ -125,7 +124,7 @@ async def _reach_database(url: str, settings: Settings, variable: str, *, owner:
             while True:
                 try:
                     async with engine.connect() as conn:
-                        await conn.execute(text("SELECT 1"))
+                        await ping(conn)
                     break
                 except Exception as exc:
                     if "password authentication" in str(exc) or "does not exist" in str(exc):
@@ -393,7 +392,8 @@ async def run_consumers(
 
 async def run_watchers(rt: Runtime, stop: asyncio.Event) -> None:
     """The watchers, under leader election, until ``stop`` is set."""
-    from controller.kube.gateway import KubeConfigError, KubeGateway
+    from controller.kube.errors import KubeConfigError
+    from controller.kube.gateway import KubeGateway
     from watchers.service import run_watchers_elected
 
     follows = rt.settings.logs.max_follows if rt.settings.logs.follow else 0

@@ -1,7 +1,7 @@
 """``wait NAMESPACE/JOB``: follow a job's live events through the API until it ends, for pipelines.
 
 Reads ``GET /api/v1/namespaces/{ns}/jobs/{name}/events`` (Server-Sent Events, through
-:meth:`controller.cli.apiclient.ApiClient.events`, which rides out a lost connection and resumes
+:meth:`controller.client.connection.Connection.events`, which rides out a lost connection and resumes
 with ``Last-Event-ID``) with a bearer token, prints each phase change and each finding as it
 comes, and exits (:mod:`controller.cli.exits`) 0 when the goal is met, 1 when it cannot be any
 more (the attempt failed or was deleted: the finding that explains it follows, its root cause and
@@ -28,13 +28,18 @@ import dataclasses
 import json
 import re
 import sys
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from controller.cli import grammar, rendering
-from controller.cli.apiclient import ApiClient, Unavailable, add_client_options
-from controller.cli.browsing import find_attempt, job_ref, job_target, not_found
+from controller.cli.apiclient import add_client_options
+from controller.cli.browsing import job_target
 from controller.cli.exits import CommandError, Exit
+from controller.client.errors import Unreachable
+from controller.client.refs import job_ref, not_found
 from controller.contract.settings import ClientSettings
+
+if TYPE_CHECKING:
+    from controller.client.aio import AsyncClient
 
 __all__ = ["Goal", "Watch", "outcome_document", "wait"]
 
@@ -180,7 +185,7 @@ async def wait(
 ) -> Exit:
     """Follow ``target`` (``namespace/job``) until ``goal`` is met or cannot be; the exit status
     (printed on ``out`` and ``err``, standard output and error by default).
-    :class:`~controller.cli.apiclient.Refused` when the API refuses, a
+    :class:`~controller.client.errors.Refused` when the API refuses, a
     :class:`~controller.cli.exits.CommandError` (not found) when there is no such job or attempt;
     a malformed target, ValueError."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -189,7 +194,9 @@ async def wait(
     namespace, name = job_ref(target) if isinstance(target, str) else target
     watch = Watch(goal)
     path = f"/api/v1/namespaces/{namespace}/jobs/{name}/events"
-    async with ApiClient(client) as api:
+    from controller.client.aio import AsyncClient  # the models: for the commands that use them only
+
+    async with AsyncClient(settings=client) as api:
         try:
             async with asyncio.timeout(timeout_s):
                 if attempt != "next" and not wait_for_creation:
@@ -204,7 +211,11 @@ async def wait(
                     if run["phase"] in _ENDED or run.get("deleted_at"):
                         watch.ended = str(run["uid"])
                     watch.run = {k: run[k] for k in ("namespace", "name", "attempt", "uid")}
-                async for event in api.events(path, {"attempt": attempt}, err=err, prefix="wait"):
+
+                def lost(line: str) -> None:
+                    print(f"wait: {line}", file=err, flush=True)
+
+                async for event in api.connection.events(path, {"attempt": attempt}, notice=lost):
                     lines, outcome = watch.event(event.event, event.data)
                     for line in lines:
                         print(line, file=said, flush=True)
@@ -229,7 +240,7 @@ async def wait(
 
 
 async def _recorded(
-    api: ApiClient, namespace: str, name: str, number: int | None, within_s: float, err: TextIO
+    api: AsyncClient, namespace: str, name: str, number: int | None, within_s: float, err: TextIO
 ) -> dict[str, Any] | None:
     """The attempt as the history lists it, looked for during ``within_s``; an unreachable API is
     asked again (with backoff, as a lost stream) until the caller's timeout."""
@@ -238,15 +249,15 @@ async def _recorded(
     backoff = 0.5
     while True:
         try:
-            run = await find_attempt(api, namespace, name, number)
-        except Unavailable as exc:
+            found = await api.find_attempt(namespace, name, number)
+        except Unreachable as exc:
             backoff = min(backoff * 2, 30.0)
             print(f"wait: lost the API ({exc}); reconnecting in {backoff:.1f} s", file=err, flush=True)
             await asyncio.sleep(backoff)
             give_up = max(give_up, loop.time() + within_s)  # what could not be asked was not seen
             continue
-        if run is not None or loop.time() >= give_up:
-            return run
+        if found is not None or loop.time() >= give_up:
+            return None if found is None else found.model_dump(mode="json")
         await asyncio.sleep(LOOK_EVERY_S)
 
 

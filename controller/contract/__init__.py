@@ -1,0 +1,15 @@
+"""The contract: what every process shares, depending on nothing of ours and on no broker,
+database, web or Kubernetes client.
+
+- messages: ``message`` (their base), ``events`` (what the watchers observed), ``findings``,
+  ``audit``, ``logs`` (stored log lines and their timestamps and ranks), ``notifications``
+  and ``cloudevents`` (what receivers see), ``signing`` (Standard Webhooks), ``runs`` (the
+  API's answers about runs, shared by the API and its Python client);
+- names and vocabulary: ``subjects`` (every subject, stream and durable name), ``kinds`` and
+  ``kubeflow`` (the training kinds, labels, resourceVersions), ``names``, ``selectors``,
+  ``quantities``, ``units``;
+- settings and policy: ``settings``, ``thresholds``, ``access`` (who a caller is),
+  ``egress`` (the SSRF guard), ``credentials`` (CA files and token files of outbound clients),
+  ``redaction``;
+- mechanics every room uses: ``clock``, ``backoff``, ``errors``.
+"""

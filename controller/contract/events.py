@@ -255,6 +255,13 @@ class RankOutput(Message):
 
     rank: int | None = Field(default=None, ge=0)
     last_at: datetime
+    step: int | None = Field(
+        default=None,
+        ge=0,
+        description="The last progress counter (step, iteration, batch) the rank printed in the batch, in "
+        "a format a trainer or logger prints (consumers.rules.progress); None: no such line.",
+    )
+    step_at: datetime | None = Field(default=None, description="When it printed that counter.")
 
 
 class LogSeen(Message):

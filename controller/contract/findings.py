@@ -53,6 +53,8 @@ RuleId = Literal[
     "hang-progress",
     "gpu-idle",
     "memory-near-limit",
+    "oom-predicted",
+    "straggler",
     "failed",
 ]
 Severity = Literal["info", "warning", "critical"]

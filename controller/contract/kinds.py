@@ -50,7 +50,7 @@ __all__ = [
     "PodRole",
     "kind_named",
     "kind_spec",
-    "pod_owner",
+    "owner_from_labels",
     "replica_label",
     "replica_order",
     "speaks_for_run",
@@ -180,7 +180,7 @@ def _controller_kind(owners: Sequence[Mapping[str, Any]]) -> KindSpec | None:
     return next((kind_named(o.get("kind")) for o in owners if kind_named(o.get("kind"))), None)
 
 
-def pod_owner(labels: Mapping[str, str], owners: Sequence[Mapping[str, Any]] = ()) -> PodOwner | None:
+def owner_from_labels(labels: Mapping[str, str], owners: Sequence[Mapping[str, Any]] = ()) -> PodOwner | None:
     """The job a pod with ``labels`` (and ``ownerReferences`` ``owners``) belongs to; ``None``
     for any other pod (a TrainJob's dataset or model initializer included)."""
     if MPI_JOB_NAME in labels:

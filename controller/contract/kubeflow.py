@@ -49,14 +49,16 @@ def api_version(kind: JobKind) -> str:
 
 
 def resource_version_order(resource_version: str) -> int:
-    """A resourceVersion as a number to order changes of one object by.
+    """A resourceVersion as a number to order changes of one object by: the one order of
+    resourceVersions in the project (:func:`comparable`, :func:`compare` and the stored
+    columns all follow it).
 
     Kubernetes long defined resourceVersions as opaque strings compared for equality only;
     KEP-5504 ("Comparable Resource Version", stable in Kubernetes 1.35) makes them positive
     decimal integers without leading zeros within a resource, the larger the later (client-go's
     ``CompareResourceVersion``), which etcd-backed API servers always handed out. Anything else
     orders first (0)."""
-    return int(resource_version) if resource_version.isdigit() else 0
+    return int(resource_version) if comparable(resource_version) else 0
 
 
 def comparable(resource_version: str | None) -> bool:
@@ -72,9 +74,9 @@ def comparable(resource_version: str | None) -> bool:
 
 def compare(a: str | None, b: str | None) -> int | None:
     """-1, 0 or 1 as resourceVersion ``a`` is older than, the same as or newer than ``b`` (of the
-    same resource); ``None`` when either is not :func:`comparable`."""
+    same resource, by :func:`resource_version_order`); ``None`` when either is not
+    :func:`comparable`."""
     if a is None or b is None or not (comparable(a) and comparable(b)):
         return None
-    if len(a) != len(b):
-        return -1 if len(a) < len(b) else 1
-    return (a > b) - (a < b)
+    first, second = resource_version_order(a), resource_version_order(b)
+    return (first > second) - (first < second)

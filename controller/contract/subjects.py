@@ -34,14 +34,14 @@ from controller.contract.events import BusEvent, K8sEventObserved, PodObserved, 
 
 _PLAIN = re.compile(r"[a-z0-9-]")
 _PLAIN_TOKEN = re.compile(r"[a-z0-9-]+")
-_ESCAPED = re.compile(r"_|~([0-9a-f]{2})")
 
 StreamFamily = Literal["jobs", "findings", "audit", "dlq", "logs"]
 
 
 @functools.lru_cache(maxsize=65_536)  # namespaces and job names repeat with every event of a run
 def escape_token(value: str) -> str:
-    """Make ``value`` one NATS subject token; :func:`unescape_token` reverses it."""
+    """Make ``value`` one NATS subject token, reversibly: ``.`` as ``_``, every other byte that is
+    not plain as ``~xx``, the empty string as ``~``."""
     if not value:
         return "~"
     if _PLAIN_TOKEN.fullmatch(value):
@@ -55,20 +55,6 @@ def escape_token(value: str) -> str:
         else:
             out.extend(f"~{byte:02x}" for byte in char.encode())
     return "".join(out)
-
-
-def unescape_token(token: str) -> str:
-    """Reverse :func:`escape_token`."""
-    if token == "~":
-        return ""
-    raw = bytearray()
-    pos = 0
-    for match in _ESCAPED.finditer(token):
-        raw += token[pos : match.start()].encode()
-        raw += b"." if match.group(0) == "_" else bytes([int(match.group(1), 16)])
-        pos = match.end()
-    raw += token[pos:].encode()
-    return raw.decode()
 
 
 URGENT = "urgent"

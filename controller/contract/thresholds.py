@@ -25,6 +25,8 @@ class ThresholdOverride(BaseModel):
     settle_s: float | None = Field(default=None, ge=0)
     gpu_idle_s: float | None = Field(default=None, gt=0)
     memory_near_limit_ratio: float | None = Field(default=None, gt=0, le=1)
+    oom_horizon_s: float | None = Field(default=None, gt=0)
+    straggler_s: float | None = Field(default=None, gt=0)
     live_recovery_s: float | None = Field(default=None, gt=0)
     live_silence_s: float | None = Field(default=None, gt=0)
     culprit_gap_s: float | None = Field(default=None, gt=0)
@@ -98,6 +100,52 @@ class RuleThresholds(BaseModel):
         le=1,
         description="Growth over the curve read (share of the limit, first third to last third) that "
         "counts as rising; a working set flat near its limit (page cache, a steady state) stays quiet.",
+    )
+    oom_horizon_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="oom-predicted warns when a pod's working set, at its current steady rate, reaches its "
+        "memory limit within this many seconds of the reading: 10 min leaves time to checkpoint or resize.",
+    )
+    oom_trend_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="Seconds of the memory curve (ending at the reading) the working-set trend is fitted "
+        "over; at least five points of it are needed (usage.window_s / usage.curve_points apart).",
+    )
+    oom_trend_tau: float = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="How steadily the working set must climb over that span (Kendall's tau: 1 for a "
+        "curve that only grows); a plateau or a sawtooth of allocations and frees stays well under it.",
+    )
+    straggler_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="Seconds one worker's GPU utilization must stay below its peers' for straggler to fire: "
+        "longer than warm-up, a checkpoint pause or a periodic evaluation.",
+    )
+    straggler_gap_pct: float = Field(
+        default=20.0,
+        gt=0,
+        le=100,
+        description="Points of GPU utilization (%) by which a straggler's GPUs run below the median of "
+        "its peers' at the same step.",
+    )
+    straggler_slower_ratio: float = Field(
+        default=0.2,
+        gt=0,
+        lt=1,
+        description="How much slower than its peers' median a rank's progress counters must climb over "
+        "straggler_s (0.2: at most 80 % of their rate) for straggler to name it from its progress lines.",
+    )
+    straggler_share: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="Share of the steps of the window (those where the peers are busy) in which the "
+        "worker must be that far below them: consistently slower, not once.",
     )
     failed_hold_s: float = Field(
         default=10.0,

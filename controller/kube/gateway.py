@@ -28,27 +28,16 @@ hands ``Configuration.retries`` to its pool manager), bounded by :class:`RetryPo
   (:mod:`watchers.watching`) resumes or relists, as only it knows from where;
 * 403, 404, 409, 410 and every other 4xx but 429 are answers, never retried.
 
-The client's ``ApiException`` and urllib3's transport errors are translated here, and only
-here, into our own classes, raised ``from`` the original so tracebacks keep it::
-
-    APIError                  a call failed: .status (HTTP or Status code; 0: no answer), .reason, .message
-    ├── APIForbiddenError     403: RBAC denies it; retrying will not help until someone grants it
-    ├── APINotFoundError      404: no such object (or the CRD is not installed)
-    ├── APIConflictError      409: the name exists (create) or the resourceVersion is stale (replace)
-    ├── APIGoneError          410: the watch's resourceVersion was compacted away; relist
-    └── APIUnavailableError   no answer (refused, reset, timed out), a broken stream, 429 or 5xx: retry
-
-:class:`KubeConfigError` (not an ``APIError``) says that no usable configuration was found.
+Failures are raised as :mod:`controller.kube.errors` classes, translated from the client's
+``ApiException`` and urllib3's transport errors here and only here. The long requests (a watch,
+a followed log) are :mod:`controller.kube.streams`.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 import logging
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -61,49 +50,30 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
 from controller.contract.settings import KubeSettings
+from controller.kube.errors import (
+    APIError,
+    APINotFoundError,
+    KubeConfigError,
+    error_from_status,
+    status_body,
+    unavailable,
+)
 from controller.kube.resources import (
     EVENTS,
-    JOBSET_PODS,
     LEASES,
-    LIMITRANGES,
-    MPI_PODS,
-    MPIJOBS,
     PODS,
-    RESOURCEQUOTAS,
-    TRAINJOBS,
     Lease,
     RawObject,
-    RawStatus,
-    RawWatchEvent,
     Resource,
 )
+from controller.kube.streams import FOLLOW_READ_TIMEOUT_S, LogFollow, Query, WatchStream
 
-__all__ = [  # the resource names are re-exported for callers that only need the gateway module
+__all__ = [
     "DEFAULT_RETRIES",
-    "EVENTS",
-    "JOBSET_PODS",
-    "LEASES",
-    "LIMITRANGES",
-    "MPIJOBS",
-    "MPI_PODS",
     "NO_RETRIES",
-    "PODS",
-    "RESOURCEQUOTAS",
-    "TRAINJOBS",
-    "APIConflictError",
-    "APIError",
-    "APIForbiddenError",
-    "APIGoneError",
-    "APINotFoundError",
-    "APIUnavailableError",
-    "KubeConfigError",
     "KubeGateway",
     "ListPage",
-    "LogFollow",
-    "Resource",
     "RetryPolicy",
-    "WatchStream",
-    "error_from_status",
 ]
 
 log = logging.getLogger(__name__)
@@ -118,11 +88,8 @@ CONNECTION_POOL_SIZE = 48
 """Connections kept for reuse: one per open watch (a job kind each, two pod watches, events), the
 log tails read side by side, the Lease and reviews; the client's default (5 per CPU) is fewer than
 the watches on a small machine, and every request beyond it opens and drops a connection."""
-_READ_SIZE = 64 * 1024
-"""Bytes asked of the socket per read; lines longer than this are joined across reads."""
 
 Method = Literal["GET", "POST", "PUT", "DELETE"]
-Query = list[tuple[str, str]]
 
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 """Answers that say "not now": throttled, or the API server (or the load balancer before it) failing."""
@@ -175,229 +142,9 @@ class ListPage:
     continue_token: str | None = None
 
 
-class KubeConfigError(Exception):
-    """Neither in-cluster nor kubeconfig configuration could be loaded."""
-
-
-class APIError(Exception):
-    """A Kubernetes API call failed. ``status`` is the HTTP status (or the Status ``code``)."""
-
-    def __init__(
-        self, status: int, message: str, *, reason: str | None = None, body: RawStatus | None = None
-    ):
-        super().__init__(f"({status}{' ' + reason if reason else ''}) {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.body = body
-
-
-class APIForbiddenError(APIError):
-    """403 Forbidden."""
-
-
-class APINotFoundError(APIError):
-    """404 Not Found."""
-
-
-class APIConflictError(APIError):
-    """409 Conflict: AlreadyExists on create, stale ``resourceVersion`` on replace."""
-
-
-class APIGoneError(APIError):
-    """410 Gone/Expired: the requested ``resourceVersion`` is older than the server keeps."""
-
-
-class APIUnavailableError(APIError):
-    """The server could not be reached or answered 429/5xx; the call may succeed later."""
-
-
-_BY_STATUS: dict[int, type[APIError]] = {
-    403: APIForbiddenError,
-    404: APINotFoundError,
-    409: APIConflictError,
-    410: APIGoneError,
-    429: APIUnavailableError,
-}
-
-
-def error_from_status(status: int, body: RawStatus | None, fallback: str = "") -> APIError:
-    """The most specific :class:`APIError` for an HTTP status and its ``Status`` body (if any)."""
-    cls = _BY_STATUS.get(status) or (APIUnavailableError if status == 0 or status >= 500 else APIError)
-    message = (body or {}).get("message") or fallback or "no message"
-    return cls(status, message, reason=(body or {}).get("reason"), body=body)
-
-
-def _status_body(text: str | bytes | None) -> RawStatus | None:
-    """Parse a response body as a ``Status``; anything else (HTML from a proxy, a blob) is not kept."""
-    if not text:
-        return None
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return None
-    return cast(RawStatus, parsed) if isinstance(parsed, dict) and parsed.get("kind") == "Status" else None
-
-
 def _from_api_exception(exc: ApiException) -> APIError:
     status = int(exc.status or 0)
-    return error_from_status(status, _status_body(exc.body), fallback=str(exc.reason or ""))
-
-
-def _unavailable(what: str, exc: BaseException) -> APIUnavailableError:
-    return APIUnavailableError(0, f"{what}: {type(exc).__name__}: {exc}")
-
-
-class _LongRequest:
-    """One long ``GET`` (a watch, a followed log): read in one thread, :meth:`close` from any other.
-
-    The request is sent on the first read (:meth:`_open`); :meth:`close` shuts the socket down so a
-    read blocked in another thread returns at once. Only the reading thread closes the response
-    (closing it under a read in progress breaks ``http.client`` mid-chunk), once the read ended."""
-
-    def __init__(
-        self, gateway: KubeGateway, path: str, query: Query, read_timeout_s: float, accept: str
-    ) -> None:
-        self._gateway = gateway
-        self._path = path
-        self._query = query
-        self._read_timeout_s = read_timeout_s
-        self._accept = accept
-        self._lock = threading.Lock()
-        self._closed = False
-        self._response: urllib3.BaseHTTPResponse | None = None
-
-    def _open(self) -> urllib3.BaseHTTPResponse | None:
-        """Send the request; ``None`` if :meth:`close` came first (or meanwhile)."""
-        if self._closed:
-            return None
-        response = self._gateway.request(
-            "GET", self._path, query=self._query, accept=self._accept, read_timeout_s=self._read_timeout_s
-        )
-        with self._lock:
-            self._response = response
-            closed = self._closed
-        if closed:
-            response.close()
-            return None
-        return response
-
-    def close(self) -> None:
-        """Stop reading: safe from any thread, any number of times."""
-        with self._lock:
-            self._closed = True
-            response = self._response
-        if response is not None:
-            # shutdown() unblocks a read in progress; it refuses if the stream already ended.
-            with contextlib.suppress(ValueError, RuntimeError, OSError):
-                response.shutdown()
-
-
-class WatchStream(_LongRequest):
-    """One watch request: iterate it in one thread, :meth:`close` it from any other.
-
-    The request is sent on the first ``next()``. Lines are parsed as they arrive; ``ERROR``
-    events are raised as :class:`APIError` (410 as :class:`APIGoneError`), a broken connection
-    as :class:`APIUnavailableError`. The iterator ends when the server ends the stream (its
-    ``timeoutSeconds`` passed) or after :meth:`close`.
-    """
-
-    def __init__(
-        self, gateway: KubeGateway, resource: Resource, path: str, query: Query, read_timeout_s: float
-    ) -> None:
-        super().__init__(gateway, path, query, read_timeout_s, "application/json")
-        self._resource = resource
-        self._events = self._generate()
-
-    def __iter__(self) -> Iterator[RawWatchEvent]:
-        return self
-
-    def __next__(self) -> RawWatchEvent:
-        return next(self._events)
-
-    def _generate(self) -> Iterator[RawWatchEvent]:
-        response = self._open()
-        if response is None:
-            return
-        try:
-            for line in _iter_lines(response):
-                try:
-                    event = json.loads(line)
-                except ValueError as exc:
-                    raise _unavailable(f"watch {self._resource}: unparseable line", exc) from exc
-                if isinstance(event, dict) and event.get("type") == "ERROR":
-                    status = cast(RawStatus, event.get("object") or {})
-                    raise error_from_status(int(status.get("code") or 0), status, "watch ERROR event")
-                yield cast(RawWatchEvent, event)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            if not self._closed:
-                raise _unavailable(f"watch {self._resource}", exc) from exc
-        finally:
-            response.close()
-
-
-def _iter_lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
-    """Newline-delimited lines of a streamed body, yielded as soon as each is complete.
-
-    ``read1`` returns whatever has arrived (chunked or not), where ``read(n)`` would wait for
-    ``n`` bytes; a watch line can be larger than one read, so partial lines are buffered.
-    """
-    pending = b""
-    while chunk := response.read1(_READ_SIZE):
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        yield from (line for line in lines if line.strip())
-    if pending.strip():
-        yield pending
-
-
-FOLLOW_READ_TIMEOUT_S = 300.0
-"""Seconds of silence on a followed log before the follow is given up and opened again (from where
-it stood): a quiet container costs one request per five minutes, a dead connection no longer."""
-
-
-class LogFollow(_LongRequest):
-    """One followed container log (``follow=true&timestamps=true``): :meth:`read` what has arrived
-    in one thread, :meth:`close` from any other.
-
-    The request is sent on the first :meth:`read`. ``b""`` is the end: the container ended (or
-    :meth:`close`). A connection that breaks is :class:`APIUnavailableError`, also in the
-    middle of a line: the caller resumes from the last whole line it kept."""
-
-    def __init__(self, gateway: KubeGateway, path: str, query: Query, read_timeout_s: float) -> None:
-        super().__init__(gateway, path, query, read_timeout_s, "text/plain")
-        self._reading = False
-
-    def read(self, size: int = _READ_SIZE) -> bytes:
-        """The bytes that have arrived (at most ``size``), waiting for some; ``b""`` at the end."""
-        response = self._response or self._open()
-        with self._lock:
-            if response is None or self._closed:
-                return b""
-            self._reading = True
-        try:
-            data = response.read1(size)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            response.close()
-            if self._closed:
-                return b""
-            raise _unavailable(f"follow {self._path}", exc) from exc
-        finally:
-            with self._lock:
-                self._reading = False
-        if not data:
-            response.close()
-        return data
-
-    def close(self) -> None:
-        """Stop following: safe from any thread, any number of times; the response is closed here
-        unless a read is in progress (which then ends, and closes it)."""
-        super().close()
-        with self._lock:
-            idle = None if self._reading else self._response
-        if idle is not None:
-            with contextlib.suppress(ValueError, RuntimeError, OSError):
-                idle.close()
+    return error_from_status(status, status_body(exc.body), fallback=str(exc.reason or ""))
 
 
 class KubeGateway:
@@ -507,7 +254,7 @@ class KubeGateway:
         except ApiException as exc:
             raise _from_api_exception(exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _unavailable(what, exc) from exc
+            raise unavailable(what, exc) from exc
         return cast(urllib3.BaseHTTPResponse, response.response)
 
     def _json(
@@ -523,7 +270,7 @@ class KubeGateway:
         try:
             return json.loads(response.data)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _unavailable(f"{method} {path}", exc) from exc
+            raise unavailable(f"{method} {path}", exc) from exc
         except ValueError as exc:
             raise APIError(response.status, f"{method} {path}: response is not JSON") from exc
 
@@ -653,7 +400,7 @@ class KubeGateway:
         try:
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _unavailable(f"GET {path}", exc) from exc
+            raise unavailable(f"GET {path}", exc) from exc
         return data.decode("utf-8", errors="replace").splitlines()
 
     def follow_log(

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from controller.contract.access import Principal, ReviewUnavailableError
-from controller.kube.gateway import APIError, KubeGateway
+from controller.kube.errors import APIError
+from controller.kube.gateway import KubeGateway
 from controller.kube.resources import JOB_RESOURCES, RawObject, Resource
 
 __all__ = ["CREDENTIAL_EXTRA", "LISTED", "SUBJECT_ACCESS_REVIEWS", "TOKEN_REVIEWS", "KubeAccessReviewer"]

@@ -13,7 +13,7 @@ into the chain. It is kept as it came, and judged here, once, whatever its ``cal
   - ``create`` — the object was created (``creationTimestamp``) within the window;
   - ``delete`` — the watch saw that uid ``DELETED`` within the window;
   - ``update`` — a version within the window differs from the one before it the way the record
-    says (:func:`controller.contract.claims.judge_update`: spec or not, summary fields, labels);
+    says (:func:`controller.store.claims.judge_update`: spec or not, summary fields, labels);
 
   and one watched change bears out **one** record: ``<uid>/create``, ``<uid>/delete`` or
   ``<uid>/<resourceVersion>`` is stored as the verdict's ``claim``, unique. Records from the API
@@ -61,9 +61,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.audit import AuditRecord
-from controller.contract.claims import Outcome, Seen, judge_update
 from controller.contract.events import JobObserved
+from controller.contract.kubeflow import comparable
 from controller.contract.redaction import clean_controls
+from controller.store.claims import ClaimOutcome, Seen, judge_update
+from controller.store.engine import lock_transaction
 from controller.store.models import AdmissionCorroboration, AuditRow, WatchChange
 
 __all__ = ["Decision", "Verdict", "decide", "pending", "record_changes", "settled", "verdicts"]
@@ -144,8 +146,7 @@ class _Version:
     def comparable(self) -> bool:
         """A resourceVersion in KEP-5504's comparable form (a positive integer without leading
         zeros; stable in Kubernetes 1.35): the larger is the later change of the object."""
-        rv = self.resource_version
-        return rv.isascii() and rv.isdigit() and rv[:1] != "0"
+        return comparable(self.resource_version)
 
     def seen(self) -> Seen:
         return Seen(self.resource_version, self.generation, self.spec, self.labels)
@@ -302,10 +303,10 @@ class _Round:
                 seen = previous.seen() if previous else None
                 judged.append((v, judge_update(record.object.kind, record.changes, seen, v.seen())))
         judged.sort(key=lambda vj: (abs(vj[0].observed_at - record.at), vj[0].resource_version))
-        matches = [v for v, j in judged if j.outcome is Outcome.MATCH]
+        matches = [v for v, j in judged if j.outcome is ClaimOutcome.MATCH]
         for v, judgement in judged:
             claim = f"{uid}/{v.resource_version}"
-            if judgement.outcome is Outcome.MATCH and claim not in self.taken:
+            if judgement.outcome is ClaimOutcome.MATCH and claim not in self.taken:
                 return self._decide(seq, record.caller, "verified", f"{what}: {judgement.why}", v, claim)
         if not due:
             return None
@@ -313,7 +314,7 @@ class _Round:
             why = next(f"{what}: {j.why}" for v, j in judged if v is matches[0])
             return self._contest(seq, record, matches[0], f"{uid}/{matches[0].resource_version}", why)
         for v, judgement in judged:
-            if judgement.outcome in (Outcome.INVISIBLE, Outcome.UNKNOWN):
+            if judgement.outcome in (ClaimOutcome.INVISIBLE, ClaimOutcome.UNKNOWN):
                 return self._decide(seq, record.caller, "unobservable", f"{what}: {judgement.why}", v)
         if judged:  # every change of it in the window is another one
             v, judgement = judged[0]
@@ -387,7 +388,7 @@ async def decide(
     """Judge what can be judged now (see the module docstring); returns the verdicts stored.
     Only records after seq ``after`` are looked at (:func:`settled`). Versions older than a day
     go, except the newest of each job that still exists."""
-    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": DECIDE_LOCK})
+    await lock_transaction(conn, DECIDE_LOCK)
     await conn.execute(_CUSTOM_PLANS)
     mtls_first = func.coalesce(AuditRow.record["caller"].astext, "") == "mtls"
     query = _PENDING.where(AuditRow.seq > after).order_by(mtls_first.desc(), AuditRow.seq).limit(batch)

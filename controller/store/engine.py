@@ -8,19 +8,31 @@ down or refusing connections, a serialization failure or a deadlock as
 :class:`~controller.contract.errors.RetryableError` (chained to the original). Consumers
 then redeliver instead of dead-lettering, and no other module needs to know SQLAlchemy's or
 asyncpg's exception classes to decide.
+
+The two statements every holder of a connection may need are written here once:
+:func:`ping` (is the database answering) and :func:`lock_transaction` (a transaction-scoped
+advisory lock that serializes writers across replicas: the audit chain's appends, the quota
+checks, the corroboration decider, the notify batches).
 """
 
 from __future__ import annotations
 
 from pydantic_core import from_json, to_json
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from controller.contract.errors import RetryableError
 
-__all__ = ["UNAVAILABLE", "TransientDatabaseError", "async_url", "make_engine"]
+__all__ = [
+    "UNAVAILABLE",
+    "TransientDatabaseError",
+    "async_url",
+    "lock_transaction",
+    "make_engine",
+    "ping",
+]
 
 _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "08000", "08003", "08006"})
 """Serialization failure, deadlock, admin/crash shutdown, cannot connect now, connection failures."""
@@ -72,3 +84,14 @@ def _translate(context: ExceptionContext) -> None:
         or state in _RETRYABLE_SQLSTATES
     ):
         raise TransientDatabaseError(str(context.original_exception)) from context.original_exception
+
+
+async def ping(conn: AsyncConnection) -> None:
+    """Raise if the database does not answer."""
+    await conn.execute(text("SELECT 1"))
+
+
+async def lock_transaction(conn: AsyncConnection, key: int) -> None:
+    """Wait for the transaction-scoped advisory lock ``key`` (``pg_advisory_xact_lock``): held
+    until the transaction ends, so writers holding the same key take turns."""
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})

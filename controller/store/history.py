@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
-from sqlalchemy import func, select, text, tuple_, update
+from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.events import (
@@ -323,7 +323,7 @@ def _upsert(
     With ``notices``, a deletion at the version already stored is a notice that the object is
     gone, not a new state of it: it sets ``deleted_at`` and keeps the rest (a watcher that
     restarts tells a deletion that happened while it was down with no more than the object's
-    identity, :mod:`controller.bus.versions`)."""
+    identity, :mod:`watchers.published`)."""
     table = model.__tablename__
     notice = f'excluded."deleted_at" IS NOT NULL AND {table}."{version}" = excluded."{version}"'
 
@@ -526,8 +526,3 @@ async def apply_findings(conn: AsyncConnection, findings: Sequence[Finding]) -> 
     if findings:
         await _FINDINGS.execute(conn, [_finding_row(latest[key]) for key in sorted(latest)])
         await _TIMELINE.execute(conn, _unique_timeline(map(_finding_timeline, findings)))
-
-
-async def ping(conn: AsyncConnection) -> None:
-    """Raise if the database does not answer."""
-    await conn.execute(text("SELECT 1"))

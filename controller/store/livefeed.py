@@ -29,9 +29,9 @@ from controller.store.models import FindingRow, Run, TimelineEntry
 
 __all__ = [
     "TERMINAL",
-    "Snapshot",
     "TailPoll",
     "TimelineTail",
+    "XidSnapshot",
     "attempt",
     "firing_findings",
     "newest_attempt",
@@ -44,7 +44,7 @@ TERMINAL = frozenset({"Succeeded", "Failed"})
 
 
 @dataclasses.dataclass(frozen=True)
-class Snapshot:
+class XidSnapshot:
     """Which transactions a PostgreSQL snapshot saw as still in progress."""
 
     xmin: int
@@ -52,7 +52,7 @@ class Snapshot:
     in_progress: frozenset[int]
 
     @classmethod
-    def parse(cls, value: str) -> Snapshot:
+    def parse(cls, value: str) -> XidSnapshot:
         """``pg_current_snapshot()::text``: ``xmin:xmax:xip,xip,…``."""
         xmin, xmax, xip = value.split(":")
         return cls(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
@@ -116,7 +116,9 @@ class TimelineTail:
         """The entries that can be handed on now, in id order; advances the cursor past them."""
         return (await poll_tails(engine, [self]))[0]
 
-    def absorb(self, snapshot: Snapshot, seen: Sequence[TimelineEntry]) -> tuple[list[TimelineEntry], bool]:
+    def absorb(
+        self, snapshot: XidSnapshot, seen: Sequence[TimelineEntry]
+    ) -> tuple[list[TimelineEntry], bool]:
         """Of ``seen`` (this run's entries after the cursor, read in ``snapshot``, in id order), those
         that can be handed on now, and whether none is held back; advances the cursor past them."""
         newest = seen[-1].id if seen else self.cursor
@@ -144,7 +146,7 @@ async def poll_tails(engine: AsyncEngine, tails: Sequence[TimelineTail]) -> list
             row.uid: Run(**row._mapping) for row in await conn.execute(select(Run).where(Run.uid.in_(uids)))
         }
         rows = (await conn.execute(_NEWS, {"uids": uids, "cursors": [tail.cursor for tail in tails]})).all()
-        snapshot = Snapshot.parse(rows[0].snapshot)
+        snapshot = XidSnapshot.parse(rows[0].snapshot)
         snapshot = dataclasses.replace(snapshot, in_progress=frozenset(int(x) for x in rows[0].writers))
         columns = [c.name for c in TimelineEntry.__table__.columns]
         seen: dict[str, list[TimelineEntry]] = {}

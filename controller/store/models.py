@@ -1,4 +1,4 @@
-"""PostgreSQL schema of the history store, and the engine factory.
+"""PostgreSQL schema of the store (the engines come from :mod:`controller.store.engine`).
 
 One row per run (job uid); attempts of the same job name are numbered and linked to the
 previous attempt. Pod state history and the job timeline are append-only and keyed so
@@ -203,7 +203,7 @@ class AuditRow(Base):
 
     ``record`` is the :class:`~controller.contract.audit.AuditRecord` as JSON, exactly what the hash
     covers; the other columns are copies of its fields for filtering, checked against it by
-    :func:`controller.store.auditchain.verify`. See ``docs/audit.md``.
+    :func:`controller.store.auditverification.verify`. See ``docs/audit.md``.
     """
 
     __tablename__ = "audit_records"

@@ -1,10 +1,10 @@
 """The delivery outbox in PostgreSQL: what the notify consumer owes, claimed and settled by dispatchers.
 
 The notify consumer inserts one row per (subscription, event) in the same transaction that
-records the job and finding states it compared, then acknowledges the bus messages; the
-row's id (the ``webhook-id``) is derived from both, so a redelivered bus message inserts
-nothing twice. Dispatchers then work from this table alone, which is why a crash loses
-nothing and retries survive restarts:
+records the job and finding states it compared (:mod:`controller.store.notifystate`), then
+acknowledges the bus messages; the row's id (the ``webhook-id``) is derived from both, so a
+redelivered bus message inserts nothing twice. Dispatchers then work from this table alone,
+which is why a crash loses nothing and retries survive restarts:
 
 - :func:`claim` takes due rows atomically (a conditional ``UPDATE … RETURNING`` pushes
   ``next_attempt_at`` out by a lease), so several dispatchers never send one row at once and
@@ -37,11 +37,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import delete, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.store.bulk import among, unnest_insert
-from controller.store.models import Delivery, DeliveryAttempt, NotifyFinding, NotifyJob, Subscription
+from controller.store.models import Delivery, DeliveryAttempt, Subscription
 from controller.store.subscriptions import SubscriptionRecord, add_notices
 from controller.store.wakeups import announce
 
@@ -118,53 +117,6 @@ async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
         await conn.execute(_PARK_BEHIND, {"ids": sorted(new)})
         await announce(conn, WAKE_CHANNEL)
     return new
-
-
-# --------------------------------------------------------------------------- consumer state
-
-
-_JOB_TIMES = ("created_at", "started_at", "finished_at")
-
-
-async def job_states(conn: AsyncConnection, uids: Collection[str]) -> dict[str, NotifyJob]:
-    rows = await conn.execute(select(NotifyJob).where(among(NotifyJob.uid, uids)))
-    return {row.uid: NotifyJob(**row._mapping) for row in rows}
-
-
-async def save_job_states(conn: AsyncConnection, rows: Sequence[Row]) -> None:
-    """Upsert job states; a stored newer resourceVersion wins."""
-    if rows:
-        stmt = pg_insert(NotifyJob)
-        await conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=["uid"],
-                set_={
-                    c: stmt.excluded[c]
-                    for c in ("phase", "labels", "resource_version", "deleted", *_JOB_TIMES)
-                },
-                where=NotifyJob.resource_version <= stmt.excluded.resource_version,
-            ),
-            list(rows),
-        )
-
-
-async def finding_states(conn: AsyncConnection, ids: Collection[str]) -> dict[str, NotifyFinding]:
-    rows = await conn.execute(select(NotifyFinding).where(among(NotifyFinding.id, ids)))
-    return {row.id: NotifyFinding(**row._mapping) for row in rows}
-
-
-async def save_finding_states(conn: AsyncConnection, rows: Sequence[Row]) -> None:
-    """Upsert finding states; a stored newer revision wins."""
-    if rows:
-        stmt = pg_insert(NotifyFinding)
-        await conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=["id"],
-                set_={"status": stmt.excluded.status, "revision": stmt.excluded.revision},
-                where=NotifyFinding.revision <= stmt.excluded.revision,
-            ),
-            list(rows),
-        )
 
 
 # --------------------------------------------------------------------------- dispatching
@@ -519,13 +471,26 @@ async def unpark_heads(conn: AsyncConnection, now: datetime) -> int:
     return len((await conn.execute(_UNPARK_HEADS, {"now": now})).all())
 
 
+_DUE_BY = text(
+    f"""
+    SELECT count(*) FROM deliveries d
+    WHERE d.status = 'pending'
+      AND (d.next_attempt_at <= :due_by
+           OR (d.next_attempt_at = 'infinity' AND NOT {_AHEAD_PENDING}))
+    """
+)
+"""SQL: rows due by ``:due_by``, with the parked rows whose row ahead has settled (the sweep frees them)."""
+
+
 async def pending_count(conn: AsyncConnection, due_by: datetime | None = None) -> int:
     """Deliveries not yet settled (the queue depth); with ``due_by``, only those due by then: claimed
-    ones until their lease ends, not those deferred past it (emails waiting for their digest
+    ones until their lease ends and parked ones whose row ahead has settled (a race that
+    :func:`unpark_heads` resolves), not those deferred past it (emails waiting for their digest
     window) nor those parked behind one."""
-    query = select(func.count()).select_from(Delivery).where(Delivery.status == "pending")
     if due_by is not None:
-        query = query.where(Delivery.next_attempt_at <= due_by)
+        due: int = (await conn.execute(_DUE_BY, {"due_by": due_by})).scalar_one()
+        return due
+    query = select(func.count()).select_from(Delivery).where(Delivery.status == "pending")
     count: int = (await conn.execute(query)).scalar_one()
     return count
 

@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from controller.store.engine import lock_transaction
 from controller.store.models import Subscription, SubscriptionNotice
 
 log = logging.getLogger(__name__)
@@ -265,7 +266,7 @@ async def quota_usage(conn: AsyncConnection, created_by: str, namespace: str | N
     Takes a transaction-scoped advisory lock first, so concurrent creations are counted one
     after another: call it in the transaction that inserts (or moves) the subscription.
     """
-    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": QUOTA_LOCK})
+    await lock_transaction(conn, QUOTA_LOCK)
     live = Subscription.state != "expired"
     in_namespace = (
         Subscription.namespace.is_(None) if namespace is None else Subscription.namespace == namespace

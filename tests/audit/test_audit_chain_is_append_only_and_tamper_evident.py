@@ -16,7 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.store.auditchain import GENESIS, StoredRecord, append, canonical_json, chain_hash, verify
+from controller.store.auditchain import GENESIS, StoredRecord, append, canonical_json, chain_hash
+from controller.store.auditverification import verify
 from tests.audit_helpers import T0, audit_record, write
 
 

@@ -23,7 +23,7 @@ from controller.contract.events import Condition, JobObserved, JobRef
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store.auditchain import verify
+from controller.store.auditverification import verify
 from controller.store.models import AuditRow
 from controller.testing.events import at, job
 from tests.audit_helpers import T0, audit_record

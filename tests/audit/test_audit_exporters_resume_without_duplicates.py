@@ -30,8 +30,9 @@ from consumers.audit.export import (
 )
 from controller.contract.settings import AuditSettings
 from controller.store import corroboration
-from controller.store.auditchain import ChainHead, StoredRecord, compare_with_export, export_cursors, verify
+from controller.store.auditchain import ChainHead, StoredRecord, export_cursors
 from controller.store.auditformats import hec_event, jsonl_line, octet_frame, syslog_message
+from controller.store.auditverification import compare_with_export, verify
 from tests.audit_helpers import T0, audit_record, make_certificate, parse_cef, parse_syslog, write
 
 HOST = "ctrl-0"

@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from consumers.audit.consumer import RETENTION_ACTOR, run_retention
 from controller.contract.audit import Actor
 from controller.contract.settings import AuditSettings
-from controller.store.auditchain import AuditFilter, claim_cursor, list_records, move_cursor, purge, verify
+from controller.store.auditchain import AuditFilter, claim_cursor, list_records, move_cursor, purge
+from controller.store.auditverification import verify
 from tests.audit_helpers import T0, audit_record, write
 
 OPERATOR = Actor(username="ops@example.com", groups=("platform-admins",))

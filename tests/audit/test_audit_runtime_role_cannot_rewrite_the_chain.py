@@ -23,16 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.audit.export import JsonlFileSink, drain
 from controller.contract.audit import Actor, AuditRecord, PurgeSummary
-from controller.store.auditchain import (
-    AuditFilter,
-    append,
-    chain_hash,
-    compare_with_export,
-    list_records,
-    purge,
-    verify,
-)
+from controller.store.auditchain import AuditFilter, append, chain_hash, list_records, purge
 from controller.store.auditformats import jsonl_line
+from controller.store.auditverification import compare_with_export, verify
 from controller.store.engine import make_engine
 from tests.audit_helpers import T0, audit_record, write
 

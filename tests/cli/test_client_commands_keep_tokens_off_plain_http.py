@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.cli import waiting
-from controller.cli.apiclient import is_loopback
 from controller.cli.exits import Exit
 from controller.cli.runtime import api_certificate
+from controller.client.connection import is_loopback
 from controller.contract.errors import StartupError
 from controller.contract.settings import ApiSettings, ClientSettings, Settings
 from tests.api_fixtures import T0, insert_runs, job_story, run_row

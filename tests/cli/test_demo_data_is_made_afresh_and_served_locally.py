@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import apiclient, demodata
+from controller.cli import demodata
 from controller.cli.demo import relative_to_now, serve_demo, tail_batch
 from controller.cli.embedded.ownership import OwnerLock
+from controller.client import Refused, connection
 from controller.contract.errors import StartupError
 from controller.contract.settings import ClientSettings, Settings
 from controller.testing.events import REF, failed_launcher
@@ -46,13 +47,13 @@ def test_client_commands_read_the_local_token_only_for_a_loopback_api(tmp_path: 
     local.write_text("local-token\n")
     loopback = ClientSettings(api_url="http://127.0.0.1:8480", local_token_file=str(local))
 
-    assert apiclient.authorization(loopback) == {"Authorization": "Bearer local-token"}
+    assert connection.authorization(loopback) == {"Authorization": "Bearer local-token"}
     remote = loopback.model_copy(update={"api_url": "https://mpijc-api.example:8480"})
-    with pytest.raises(apiclient.Refused, match=f"MPIJC_CLIENT__TOKEN_FILE: cannot read {POD_TOKEN}"):
-        apiclient.authorization(remote)
+    with pytest.raises(Refused, match=f"MPIJC_CLIENT__TOKEN_FILE: cannot read {POD_TOKEN}"):
+        connection.authorization(remote)
     chosen = loopback.model_copy(update={"token_file": str(tmp_path / "absent")})
-    with pytest.raises(apiclient.Refused, match="absent"):  # a token file asked for is never replaced
-        apiclient.authorization(chosen)
+    with pytest.raises(Refused, match="absent"):  # a token file asked for is never replaced
+        connection.authorization(chosen)
 
 
 def test_a_demo_resets_only_a_data_directory_it_made_and_nobody_uses(tmp_path: Path) -> None:

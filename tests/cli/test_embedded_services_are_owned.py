@@ -6,6 +6,8 @@ real processes throughout; Linux (``/proc``) only."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
@@ -87,10 +90,10 @@ def up_env(data_dir: Path, pg_port: int, nats_port: int, **more: str) -> dict[st
     }
 
 
-def start_up(env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+def start_up(env: dict[str, str], cwd: Path, log: Path, command: str = "up") -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "up"],
+            [sys.executable, "-m", "controller.cli", command],
             env=env,
             cwd=cwd,
             stdout=out,
@@ -387,7 +390,78 @@ def test_a_port_held_by_another_program_is_refused(tmp_path: Path, nothing_left:
     )
 
 
+def sql(url: str, *statements: str) -> list[tuple[object, ...]]:
+    """The rows of the last of ``statements``, run on a connection of its own."""
+
+    async def run() -> list[tuple[object, ...]]:
+        conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+        try:
+            for statement in statements[:-1]:
+                await conn.execute(statement)
+            return [tuple(r) for r in await conn.fetch(statements[-1])]
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_second_process_takes_the_servers_over_when_their_owner_stops_them_and_leaves(
+    tmp_path: Path, ports: tuple[int, int], nothing_left: None
+) -> None:
+    """An ``api`` started while the last one stops: it shared the owner's servers, the owner
+    stops them, and it starts them again on the same ports and data instead of losing them."""
+    owner = EmbeddedServices(tmp_path, *ports, None, None)
+    with owner:
+        guest = EmbeddedServices(tmp_path, *ports, None, None).__enter__()
+        sql(guest.database_url, "CREATE TABLE kept (n int)", "INSERT INTO kept VALUES (7)")
+        first = postmaster_pid(tmp_path), nats_pid(tmp_path)
+    try:
+        assert not any(alive(pid) for pid in first), "the owner stopped its servers"
+        eventually(
+            lambda: _port_open(ports[0]) and _port_open(ports[1]) and bool(processes_of(tmp_path)),
+            60,
+            lambda: f"not taken over: {processes_of(tmp_path)}",
+        )
+        assert sql(guest.database_url, "SELECT n FROM kept") == [(7,)]
+        assert postmaster_pid(tmp_path) not in first and nats_pid(tmp_path) not in first
+    finally:
+        guest.close()
+    assert processes_of(tmp_path) == {}, "stopped with its new owner"
+
+
+def test_an_api_beside_one_that_stops_keeps_its_database(
+    tmp_path: Path, ports: tuple[int, int], nothing_left: None
+) -> None:
+    """The second ``api`` shares the first one's servers; the first one stops them as it stops,
+    and the second starts them again: it answers ready again, and stops cleanly, no traceback."""
+    first_port, second_port = free_port(), free_port()
+    logs = tmp_path / "first.log", tmp_path / "second.log"
+    apis: list[subprocess.Popen[bytes]] = []
+    try:
+        for port, log in zip((first_port, second_port), logs, strict=True):  # the first one owns
+            env = up_env(tmp_path / "data", *ports, MPIJC_API__PORT=str(port))
+            apis.append(start_up(env, tmp_path, log, "api"))
+            wait_healthy(apis[-1], port, log)
+        apis[0].send_signal(signal.SIGINT)
+        assert apis[0].wait(60) == 0, logs[0].read_text()[-3000:]
+        eventually(lambda: ready(second_port), 60, lambda: f"not ready again:\n{logs[1].read_text()[-3000:]}")
+    finally:
+        for api in apis:
+            if api.poll() is None:
+                api.send_signal(signal.SIGINT)
+            api.wait(60)
+    assert apis[1].returncode == 0
+    for log in logs:
+        assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+
+def ready(port: int) -> bool:
+    with contextlib.suppress(httpx.TransportError):
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+    return False

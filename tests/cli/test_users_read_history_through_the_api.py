@@ -356,7 +356,8 @@ async def test_the_installed_command_reads_its_token_from_the_environment_or_a_f
 
 def test_the_user_commands_send_the_token_they_are_given(tmp_path: Path) -> None:
     """The header a command sends: the literal token wins over the file, each option over its variable."""
-    from controller.cli.apiclient import authorization, client_of
+    from controller.cli.apiclient import client_of
+    from controller.client.connection import authorization
     from controller.contract.settings import ClientSettings
 
     token_file = tmp_path / "token"

@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import Principal, StaticAccess
 from controller.cli import waiting
-from controller.cli.apiclient import Refused
 from controller.cli.exits import CommandError, Exit
 from controller.cli.waiting import Goal
+from controller.client import Refused
 from controller.contract.settings import ClientSettings
 from controller.testing.waits import until
 from tests.api_fixtures import T0, USERS, fire, job_story

@@ -87,6 +87,11 @@ def run(bin_dir: Path, args: list[str], cwd: Path, **env: str) -> subprocess.Com
 def test_the_wheel_carries_migrations_scenarios_and_license(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "controller/store/migrations/env.py" in names
+    assert {
+        "controller/client/__init__.py",
+        "controller/client/sync.py",
+        "controller/contract/runs.py",
+    } <= names
     assert any(re.fullmatch(r"controller/store/migrations/versions/.+\.py", n) for n in names)
     assert any(re.fullmatch(r"controller/testing/scenarios/.+\.jsonl", n) for n in names)
     assert any(n.endswith("licenses/LICENSE") for n in names)
@@ -129,7 +134,11 @@ def test_the_commands_work_from_anywhere_without_the_checkout(
     where = run(installed, ["--version"], tmp_path)
     assert where.returncode == 0 and "mpijob-controller 0.1.0" in where.stdout, where.stderr
     origin = subprocess.run(
-        [str(installed / "python"), "-c", "import controller; print(controller.__file__)"],
+        [
+            str(installed / "python"),
+            "-c",
+            "import controller; from controller.client import AsyncClient, Client; print(controller.__file__)",
+        ],
         cwd=tmp_path,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         capture_output=True,

@@ -11,13 +11,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller.contract.settings import KubeSettings
-from controller.kube.gateway import (
-    APIForbiddenError,
-    APINotFoundError,
-    APIUnavailableError,
-    KubeGateway,
-    RetryPolicy,
-)
+from controller.kube.errors import APIForbiddenError, APINotFoundError, APIUnavailableError
+from controller.kube.gateway import KubeGateway, RetryPolicy
 from controller.kube.resources import MPIJOBS
 from controller.testing import objects as k
 from controller.testing.simcluster import RecordedRequest, SimCluster

@@ -9,8 +9,7 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from controller.kube.gateway import (
-    NO_RETRIES,
+from controller.kube.errors import (
     APIConflictError,
     APIError,
     APIForbiddenError,
@@ -18,8 +17,8 @@ from controller.kube.gateway import (
     APINotFoundError,
     APIUnavailableError,
     KubeConfigError,
-    KubeGateway,
 )
+from controller.kube.gateway import NO_RETRIES, KubeGateway
 from controller.kube.resources import MPI_PODS, MPIJOBS
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster

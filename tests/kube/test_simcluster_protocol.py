@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from controller.contract.selectors import SelectorError, parse_selector
-from controller.kube.gateway import APIConflictError, APIError, APIGoneError, APIUnavailableError, KubeGateway
+from controller.kube.errors import APIConflictError, APIError, APIGoneError, APIUnavailableError
+from controller.kube.gateway import KubeGateway
 from controller.kube.resources import EVENTS, LEASES, MPI_PODS, MPIJOBS, PODS, Lease, RawWatchEvent
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster

@@ -7,16 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.contract.logs import (
-    LineSplitter,
-    LogPosition,
-    Resume,
-    clean_lines,
-    format_ns,
-    parse_ns,
-    rank_of,
-    since_time,
-)
+from controller.contract.logs import LogPosition, format_ns, parse_ns, rank_of, since_time
+from watchers.lines import LineSplitter, Resume, clean_lines
 
 T = 1_795_000_000 * 10**9
 

@@ -16,9 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.api.logs import RunLogs
 from controller.bus.logstore import publish_batches
 from controller.cli import commands
-from controller.cli.apiclient import ApiError, exit_status
 from controller.cli.exits import Exit
 from controller.cli.logs import print_logs
+from controller.client import ClientError
 from controller.contract.settings import ClientSettings, Settings
 from controller.contract.subjects import Topology
 from controller.testing.waits import until
@@ -147,9 +147,9 @@ async def test_what_cannot_be_printed_says_why(
     token_file.write_text(token)
     async with serving(engine, run_logs=RunLogs(js, topology)) as api:
         client = ClientSettings(api_url=api.url, token_file=str(token_file))
-        with pytest.raises(ApiError, match=says) as raised:
+        with pytest.raises(ClientError, match=says) as raised:
             await print_logs(target, client, attempt=attempt, out=io.StringIO(), err=io.StringIO())
-    assert exit_status(raised.value) == status
+    assert raised.value.status == status
 
 
 def test_a_malformed_target_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from controller.contract.logs import LineSplitter, clean_lines
 from controller.contract.redaction import REDACTED
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.log_fixtures import following, running_run, stored_at_least, stored_texts
+from watchers.lines import LineSplitter, clean_lines
 
 T = 1_795_000_000 * 10**9
 

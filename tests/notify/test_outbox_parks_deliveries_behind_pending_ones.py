@@ -127,6 +127,27 @@ async def test_a_row_parked_as_the_row_ahead_settled_elsewhere_is_freed_by_the_s
     assert await claimable(engine) == [("pi", "job.running")]
 
 
+async def test_what_is_due_counts_a_stranded_row_but_not_rows_behind_a_deferred_one(
+    subscription: str, engine: AsyncEngine
+) -> None:
+    """The demo waits for what is due: a row stranded by the race is (the sweep sends it), while a
+    job whose head is deferred past the horizon (a digest, a far retry) holds its parked rows back."""
+    sub = subscription
+    async with engine.begin() as conn:
+        await outbox.enqueue(conn, [row(sub, "pi", "job.created"), row(sub, "pi", "job.running")])
+        await outbox.enqueue(conn, [row(sub, "held", "job.created"), row(sub, "held", "job.failed")])
+    await settle(engine, sub, "held", "job.created", "retry", next_attempt_at=NOW + timedelta(hours=1))
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE deliveries SET status = 'delivered' WHERE id = :id"),
+            {"id": row(sub, "pi", "job.created")["id"]},
+        )
+    async with engine.connect() as conn:
+        assert await outbox.pending_count(conn) == 3
+        assert await outbox.pending_count(conn, due_by=NOW + timedelta(minutes=1)) == 1  # pi's stranded row
+        assert await outbox.pending_count(conn, due_by=NOW + timedelta(hours=2)) == 2  # and held's retry
+
+
 async def test_the_dispatchers_sweep_sends_a_stranded_row(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
 ) -> None:

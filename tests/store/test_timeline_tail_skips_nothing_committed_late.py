@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from controller.store.livefeed import Snapshot, TimelineTail
+from controller.store.livefeed import TimelineTail, XidSnapshot
 from controller.store.models import TimelineEntry
 
 UID = "run-1"
@@ -62,7 +62,7 @@ async def test_entries_are_handed_on_at_once_when_no_transaction_is_writing(engi
 
 
 def test_a_snapshot_tells_which_earlier_transactions_have_ended() -> None:
-    now = Snapshot.parse("100:110:103,107")
+    now = XidSnapshot.parse("100:110:103,107")
     assert now.ended(frozenset({99, 105}))
     assert not now.ended(frozenset({103}))
     assert not now.ended(frozenset({112}))  # not even started as far as this snapshot knows

@@ -9,8 +9,7 @@ from typing import get_args
 
 import pytest
 
-from controller.contract.kinds import KINDS, JobKind, kind_spec, speaks_for_run
-from controller.contract.kinds import pod_owner as owner_by_labels
+from controller.contract.kinds import KINDS, JobKind, kind_spec, owner_from_labels, speaks_for_run
 from controller.kube.resources import JOB_RESOURCES, MPI_PODS, WATCHED, job_kinds_of, pods_of
 from controller.testing import objects as k
 from watchers.normalizing import normalize_job, normalize_pod, pod_owner
@@ -88,12 +87,12 @@ def test_v1_pod_names_its_job_replica_and_index(kind: JobKind, replica: str, ind
 def test_pod_kind_comes_from_the_operator_label_then_the_owner_then_mpi_operator() -> None:
     labels = {"training.kubeflow.org/job-name": "x", "training.kubeflow.org/replica-type": "master"}
     owners = [{"kind": "PaddleJob", "name": "x", "uid": "u"}]
-    by_owner = owner_by_labels(labels, owners)
+    by_owner = owner_from_labels(labels, owners)
     assert by_owner is not None and (by_owner["kind"], by_owner["replica"]) == ("PaddleJob", "Master")
     with_operator = {**labels, "training.kubeflow.org/operator-name": "jaxjob-controller"}
-    by_label = owner_by_labels(with_operator, owners)
+    by_label = owner_from_labels(with_operator, owners)
     assert by_label is not None and by_label["kind"] == "JAXJob"
-    legacy = owner_by_labels(
+    legacy = owner_from_labels(
         {"training.kubeflow.org/job-name": "x", "training.kubeflow.org/job-role": "launcher"}
     )
     assert legacy == {"kind": "MPIJob", "name": "x", "role": "launcher", "replica": None, "index": None}
@@ -101,14 +100,14 @@ def test_pod_kind_comes_from_the_operator_label_then_the_owner_then_mpi_operator
 
 def test_torch_trainjob_nodes_are_workers_and_initializers_are_not_ours() -> None:
     node = {"jobset.sigs.k8s.io/jobset-name": "llama", "jobset.sigs.k8s.io/replicatedjob-name": "node"}
-    owner = owner_by_labels({**node, "batch.kubernetes.io/job-completion-index": "2"})
+    owner = owner_from_labels({**node, "batch.kubernetes.io/job-completion-index": "2"})
     assert owner == {"kind": "TrainJob", "name": "llama", "role": "worker", "replica": None, "index": 2}
     initializer = {
         "jobset.sigs.k8s.io/jobset-name": "llama",
         "jobset.sigs.k8s.io/replicatedjob-name": "dataset-initializer",
         "trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer",
     }
-    assert owner_by_labels(initializer) is None
+    assert owner_from_labels(initializer) is None
 
 
 @pytest.mark.parametrize(
@@ -147,5 +146,5 @@ def test_torch_trainjob_nodes_are_workers_and_initializers_are_not_ours() -> Non
 def test_the_pods_probed_for_progress_are_launchers_and_rank_zero(
     labels: dict[str, str], speaks: bool
 ) -> None:
-    owner = owner_by_labels({"training.kubeflow.org/job-name": "x", **labels})
+    owner = owner_from_labels({"training.kubeflow.org/job-name": "x", **labels})
     assert owner is not None and speaks_for_run(owner) is speaks

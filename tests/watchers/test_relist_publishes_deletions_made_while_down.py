@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from consumers.rules import RuleEngine
 from controller.bus.publishing import Publisher
 from controller.bus.streams import ensure_streams
-from controller.bus.versions import BUCKET, POSITIONS, PublishedVersions
+from controller.bus.versions import BUCKET, POSITIONS
 from controller.contract.events import BusEvent, parse_event
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
@@ -30,6 +30,7 @@ from tests.buckets import bucket_keys, object_keys
 from tests.history.test_end_to_end_watch_to_history import scalar
 from tests.history.test_history_consumer_stores_runs import consumers_running
 from tests.watchers.test_relist_publishes_only_what_changed import watch_until_quiet
+from watchers.published import PublishedVersions
 
 
 async def published(js: JetStreamContext, topology: Topology) -> list[BusEvent]:

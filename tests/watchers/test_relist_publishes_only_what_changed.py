@@ -11,7 +11,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from controller.bus.streams import connect, ensure_streams
-from controller.bus.versions import BUCKET, POSITIONS, PublishedVersions
+from controller.bus.versions import BUCKET, POSITIONS
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
@@ -21,6 +21,7 @@ from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.buckets import object_keys
+from watchers.published import PublishedVersions
 from watchers.service import run_watchers
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.settings import WatcherSettings
-from controller.kube.gateway import APIGoneError, KubeGateway
+from controller.kube.errors import APIGoneError
+from controller.kube.gateway import KubeGateway
 from controller.kube.resources import MPI_PODS
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster

@@ -41,8 +41,9 @@ from typing import Any, Final, Literal
 
 from controller.contract.names import is_namespace
 from controller.contract.settings import AdmissionSettings
-from controller.kube.gateway import LIMITRANGES, RESOURCEQUOTAS, APIError, KubeGateway
-from controller.kube.resources import RawObject
+from controller.kube.errors import APIError
+from controller.kube.gateway import KubeGateway
+from controller.kube.resources import LIMITRANGES, RESOURCEQUOTAS, RawObject
 from watchers.admission.demand import demand, suspended
 from watchers.admission.fit import container_defaults, problems
 from watchers.admission.metrics import AdmissionMetrics

@@ -13,7 +13,9 @@ released by the kernel however the process ends, :mod:`.ownership`):
   PostgreSQL is adopted when it runs on the configured port (restarted otherwise), NATS is
   restarted so that it is tied to its new owner;
 - a second process while the owner lives (``history`` beside ``up``) uses the owner's
-  servers and leaves them running;
+  servers and leaves them running; when the owner stops them and leaves (a new ``api``
+  started while the last one stops), the second process takes the lock and starts them again
+  on the same port and data, where its clients reconnect;
 - a port held by anything else — another data directory's server included, so that two
   installations' histories never mix — is an :class:`EmbeddedServiceError` naming the port
   and both data directories (what listens is found in ``/proc``, :mod:`.processes`).
@@ -25,7 +27,7 @@ Modules: :mod:`.processes` (what runs and listens), :mod:`.ownership` (the lock)
 
 from controller.cli.embedded.nats_server import EmbeddedNats
 from controller.cli.embedded.postgres import EmbeddedPostgres
-from controller.cli.embedded.processes import die_with_this_process, free_port, port_open
+from controller.cli.embedded.processes import die_with_this_process, port_open
 from controller.cli.embedded.server import EmbeddedServiceError
 from controller.cli.embedded.services import EmbeddedServices
 
@@ -35,6 +37,5 @@ __all__ = [
     "EmbeddedServiceError",
     "EmbeddedServices",
     "die_with_this_process",
-    "free_port",
     "port_open",
 ]

@@ -21,7 +21,6 @@ __all__ = [
     "alive",
     "cmdline",
     "die_with_this_process",
-    "free_port",
     "listening_pids",
     "option",
     "port_open",
@@ -41,14 +40,6 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex((host, port)) == 0
-
-
-def free_port() -> int:
-    """A currently unused loopback port (for tests)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def alive(pid: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ log = logging.getLogger("controller.cli.embedded")
 
 OWNER_WAIT_S = 60.0
 """How long a second process waits for the owner's server to answer before giving up."""
+
+TAKEOVER_POLL_S = 0.1
+"""How often a process sharing the owner's server tries the owner lock, to take the server over
+(start it again) once the owner has stopped it and left."""
 
 
 class EmbeddedServiceError(RuntimeError):
@@ -52,6 +57,9 @@ class EmbeddedServer(ABC):
         self.port = port
         self._lock: OwnerLock | None = None
         self._owned = False  # a server runs that this object started or took over
+        self._state = threading.Lock()  # ownership, as the takeover thread may change it
+        self._leaving = threading.Event()
+        self._successor: threading.Thread | None = None
 
     @property
     @abstractmethod
@@ -100,10 +108,12 @@ class EmbeddedServer(ABC):
 
     def start(self) -> str:
         """Start the server (or take it over, or share the owner's); returns the URL."""
+        self._leaving.clear()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         lock = OwnerLock(self.data_dir / "owner.lock")
         if self._owner_serves(lock):
             self._ready()
+            self._succeed_owner(lock)
             return self.url
         self._lock = lock
         try:
@@ -179,6 +189,30 @@ class EmbeddedServer(ABC):
             time.sleep(0.1)
         return False
 
+    def _succeed_owner(self, lock: OwnerLock) -> None:
+        """Take the server over when its owner leaves (a second ``api`` started as the first one
+        stops): the owner stops its server, and this process, which still uses it, starts it
+        again on the same port and data, where its clients reconnect."""
+        name = f"embedded-{self.what}-successor"
+        self._successor = threading.Thread(
+            target=self._take_over_when_free, args=(lock,), name=name, daemon=True
+        )
+        self._successor.start()
+
+    def _take_over_when_free(self, lock: OwnerLock) -> None:
+        while not self._leaving.wait(TAKEOVER_POLL_S):
+            with self._state:
+                if self._leaving.is_set() or not lock.acquire():
+                    continue
+                self._lock = lock
+                what = f"the embedded {self.what} of {self.served}"
+                log.warning("the owner of %s left; starting it here", what)
+                try:
+                    self._start_owned()
+                except (EmbeddedServiceError, OSError) as exc:
+                    log.error("%s cannot be started again: %s", what, exc)
+                return
+
     def _port_taken(self) -> str:
         """Why the port cannot be ours: what listens there, as far as can be told."""
         advice = f"stop it or set {self.port_variable}"
@@ -197,11 +231,16 @@ class EmbeddedServer(ABC):
 
     def stop(self) -> None:
         """Stop the server if this object started or took it over; give up ownership."""
-        try:
-            if self._owned:
-                self._stop_owned()
-                self._owned = False
-        finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+        self._leaving.set()
+        if self._successor is not None and self._successor is not threading.current_thread():
+            self._successor.join()
+            self._successor = None
+        with self._state:
+            try:
+                if self._owned:
+                    self._stop_owned()
+                    self._owned = False
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None

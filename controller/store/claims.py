@@ -17,7 +17,7 @@ change. :func:`judge_update` compares the two, checking what the watch can see:
 A claim whose list was cut at 50 paths (it ends with ``…``) is checked only one way: what it
 names must have changed. A claim naming only what the watch does not carry (annotations,
 finalizers, owner references, or nothing at all) can be neither borne out nor refuted by a change
-without a visible difference: :attr:`Outcome.INVISIBLE`.
+without a visible difference: :attr:`ClaimOutcome.INVISIBLE`.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from typing import Any
 
 from controller.contract.kinds import KINDS, JobKind, KindSpec
 
-__all__ = ["Judgement", "Outcome", "Seen", "judge_update"]
+__all__ = ["ClaimOutcome", "Judgement", "Seen", "judge_update"]
 
 TRUNCATED = "…"
 """The last entry of a ``changes`` list that was cut (``watchers.admission.reviews.MAX_CHANGES``)."""
 
 
-class Outcome(enum.Enum):
+class ClaimOutcome(enum.Enum):
     """What one watched change says about one claim."""
 
     MATCH = "match"
@@ -50,9 +50,9 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True)
 class Judgement:
-    """An :class:`Outcome` and, in words, why."""
+    """An :class:`ClaimOutcome` and, in words, why."""
 
-    outcome: Outcome
+    outcome: ClaimOutcome
     why: str
 
 
@@ -173,10 +173,10 @@ def judge_update(kind: JobKind, changes: Sequence[str], before: Seen | None, aft
     that claims ``changes``? See the module docstring for what is compared."""
     if before is None:
         return Judgement(
-            Outcome.UNKNOWN, f"the watch kept no version before resourceVersion {after.resource_version}"
+            ClaimOutcome.UNKNOWN, f"the watch kept no version before resourceVersion {after.resource_version}"
         )
     if before.spec is None or after.spec is None or before.labels is None or after.labels is None:
-        return Judgement(Outcome.UNKNOWN, "the watch kept these versions without their spec and labels")
+        return Judgement(ClaimOutcome.UNKNOWN, "the watch kept these versions without their spec and labels")
     claim = _claim(changes)
     fields = _FIELDS[kind]
     changed = {f.name: f for f in fields if _value(before.spec, f.key) != _value(after.spec, f.key)}
@@ -191,24 +191,24 @@ def judge_update(kind: JobKind, changes: Sequence[str], before: Seen | None, aft
     if claim.spec:
         if spec_changed is None:
             return Judgement(
-                Outcome.UNKNOWN, "the watch cannot tell whether the spec changed (no generation)"
+                ClaimOutcome.UNKNOWN, "the watch cannot tell whether the spec changed (no generation)"
             )
         if not spec_changed:
             return Judgement(
-                Outcome.MISMATCH,
+                ClaimOutcome.MISMATCH,
                 f"claims {', '.join(claim.spec)} changed; the watched change left the spec as it was "
                 f"({generations}: status or metadata only)",
             )
     elif spec_changed and not claim.truncated:
         return Judgement(
-            Outcome.MISMATCH,
+            ClaimOutcome.MISMATCH,
             f"the watched change changed the spec ({'; '.join([generations, *moves.values()])}), "
             "which the record does not claim",
         )
     for f in fields:
         if f.verbatim and f.paths[0] in claim.spec and f.name not in changed:
             return Judgement(
-                Outcome.MISMATCH,
+                ClaimOutcome.MISMATCH,
                 f"claims {f.paths[0]} changed; the watch saw {f.name} stay "
                 f"{_shown(_value(after.spec, f.key))}",
             )
@@ -216,27 +216,30 @@ def judge_update(kind: JobKind, changes: Sequence[str], before: Seen | None, aft
         for name, f in changed.items():
             if not any(_covers(claimed, path) for claimed in claim.spec for path in f.paths):
                 return Judgement(
-                    Outcome.MISMATCH, f"the watch saw {moves[name]}, which the record does not claim"
+                    ClaimOutcome.MISMATCH, f"the watch saw {moves[name]}, which the record does not claim"
                 )
     relabelled = {
         k for k in before.labels.keys() | after.labels.keys() if before.labels.get(k) != after.labels.get(k)
     }
     if claim.all_labels and not relabelled:
-        return Judgement(Outcome.MISMATCH, "claims the labels changed; the watch saw them unchanged")
+        return Judgement(ClaimOutcome.MISMATCH, "claims the labels changed; the watch saw them unchanged")
     if unchanged := sorted(claim.labels - relabelled):
-        return Judgement(Outcome.MISMATCH, f"claims label {unchanged[0]} changed; the watch saw it unchanged")
+        return Judgement(
+            ClaimOutcome.MISMATCH, f"claims label {unchanged[0]} changed; the watch saw it unchanged"
+        )
     if not (claim.truncated or claim.all_labels) and (unclaimed := sorted(relabelled - claim.labels)):
         return Judgement(
-            Outcome.MISMATCH, f"the watch saw label {unclaimed[0]} change, which the record does not claim"
+            ClaimOutcome.MISMATCH,
+            f"the watch saw label {unclaimed[0]} change, which the record does not claim",
         )
     if not claim.visible:
         return Judgement(
-            Outcome.INVISIBLE,
+            ClaimOutcome.INVISIBLE,
             "claims only what the watch does not carry "
             f"({', '.join(changes) or 'no field'}); the watched change shows no spec or label change",
         )
     seen = [generations, *moves.values()] if claim.spec else []
     seen += [f"label {k}" for k in sorted(relabelled)]
     return Judgement(
-        Outcome.MATCH, f"the watch saw {'; '.join(seen)} at resourceVersion {after.resource_version}"
+        ClaimOutcome.MATCH, f"the watch saw {'; '.join(seen)} at resourceVersion {after.resource_version}"
     )

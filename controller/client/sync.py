@@ -1,0 +1,177 @@
+"""The client for code that is not asynchronous (a notebook cell, a pipeline step): the very
+:class:`~controller.client.aio.AsyncClient`, its calls run on an event loop of its own in a
+background thread. So the two clients cannot drift apart, and it works where an event loop is
+already running in the caller's thread (Jupyter's), which ``asyncio.run`` refuses.
+
+Ctrl-C (a notebook's "interrupt") while a call waits cancels that call on the client's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from controller.client.aio import AsyncClient, Goal
+from controller.client.connection import Notice
+from controller.client.refs import RunRef
+from controller.contract.events import JobPhase
+from controller.contract.kubeflow import JobKind
+from controller.contract.runs import Comparison, Finding, LogEntry, RunDetail, RunPage, RunSummary
+from controller.contract.settings import ClientSettings
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+
+async def _next(iterator: AsyncIterator[T]) -> T:
+    return await anext(iterator)
+
+
+class Client:
+    """Reads of the API, blocking: ``with Client() as api: api.runs(...)``. Arguments, settings,
+    methods and errors are :class:`~controller.client.aio.AsyncClient`'s; ``logs`` is an iterator."""
+
+    def __init__(
+        self,
+        api_url: str | None = None,
+        *,
+        token: str | None = None,
+        token_file: str | None = None,
+        ca_file: str | None = None,
+        insecure_http: bool | None = None,
+        settings: ClientSettings | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._async = AsyncClient(
+            api_url,
+            token=token,
+            token_file=token_file,
+            ca_file=ca_file,
+            insecure_http=insecure_http,
+            settings=settings,
+            timeout_s=timeout_s,
+        )
+        self.settings = self._async.settings
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mpijc-client", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections kept open and stop the client's thread; the client is done."""
+        if self._loop.is_closed():
+            return
+        self._call(self._async.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def _call(self, call: Coroutine[Any, Any, T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(call, self._loop)
+        try:
+            return future.result()
+        except BaseException:  # Ctrl-C included: the call stops there too
+            future.cancel()
+            raise
+
+    def runs(
+        self,
+        namespace: str | None = None,
+        *,
+        name: str | None = None,
+        kind: JobKind | None = None,
+        phase: JobPhase | None = None,
+        labels: Mapping[str, str] | Iterable[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """:meth:`AsyncClient.runs`."""
+        return self._call(
+            self._async.runs(
+                namespace,
+                name=name,
+                kind=kind,
+                phase=phase,
+                labels=labels,
+                since=since,
+                until=until,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def find_attempt(self, namespace: str, name: str, attempt: int | None = None) -> RunSummary | None:
+        """:meth:`AsyncClient.find_attempt`."""
+        return self._call(self._async.find_attempt(namespace, name, attempt))
+
+    def run(self, ref: str | RunRef) -> RunDetail:
+        """:meth:`AsyncClient.run`."""
+        return self._call(self._async.run(ref))
+
+    def findings(self, ref: str | RunRef) -> list[Finding]:
+        """:meth:`AsyncClient.findings`."""
+        return self._call(self._async.findings(ref))
+
+    def compare(self, *refs: str | RunRef) -> Comparison:
+        """:meth:`AsyncClient.compare`."""
+        return self._call(self._async.compare(*refs))
+
+    def wait(
+        self,
+        job: str | RunRef,
+        *,
+        goal: Goal = "succeeded",
+        timeout_s: float = 7200.0,
+        created_within_s: float | None = None,
+        notice: Notice | None = None,
+    ) -> RunDetail:
+        """:meth:`AsyncClient.wait`."""
+        return self._call(
+            self._async.wait(
+                job, goal=goal, timeout_s=timeout_s, created_within_s=created_within_s, notice=notice
+            )
+        )
+
+    def logs(
+        self,
+        ref: str | RunRef,
+        *,
+        grep: str | None = None,
+        ignore_case: bool = False,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        follow: bool = False,
+        on_stored: Callable[[int], None] | None = None,
+        notice: Notice | None = None,
+    ) -> Iterator[LogEntry]:
+        """:meth:`AsyncClient.logs`, as an iterator (stop iterating to stop following)."""
+        lines = self._async.logs(
+            ref,
+            grep=grep,
+            ignore_case=ignore_case,
+            since=since,
+            until=until,
+            follow=follow,
+            on_stored=on_stored,
+            notice=notice,
+        )
+        try:
+            while True:
+                try:
+                    yield self._call(_next(lines))
+                except StopAsyncIteration:
+                    return
+        finally:
+            if not self._loop.is_closed():
+                self._call(lines.aclose())
