@@ -37,6 +37,7 @@ from controller.api.deps import engine_of
 from controller.api.params import MAX_COMPARED, MAX_UID, JobName, Namespace, UidPath
 from controller.contract.events import JobPhase
 from controller.contract.kinds import JobKind
+from controller.contract.runs import LogEntry, LogPage
 from controller.store import queries
 
 __all__ = ["PREFIX", "SIGN_IN", "STATIC", "STATIC_DIR", "body_gate", "line_anchor", "router"]
@@ -315,7 +316,7 @@ async def job_list(
     )
 
 
-def line_anchor(entry: logs.LogEntry) -> str:
+def line_anchor(entry: LogEntry) -> str:
     """A log line's stable anchor: its time, pod and container, and its text (lines of one instant)."""
     digest = hashlib.sha256(f"{entry.at}\0{entry.pod}\0{entry.container}\0{entry.text}".encode()).hexdigest()
     return f"line-{digest[:16]}"
@@ -369,7 +370,7 @@ async def _log_lines(
         except ValueError as exc:
             raise HTTPException(400, "since: expected an RFC 3339 date-time") from exc
     page = await logs.run_logs(uid, request, principal, q=q, since=when, limit=LOG_LINES)
-    if not isinstance(page, logs.LogPage):  # pragma: no cover - only a follow streams
+    if not isinstance(page, LogPage):  # pragma: no cover - only a follow streams
         raise HTTPException(500, "the logs route answered a stream")
     lines = [(line_anchor(entry), entry) for entry in page.items]
     return {"lines": lines, "more_lines": page.next_cursor is not None}
