@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck imports pytest bench up lock clean bytecode
+.PHONY: demo test check lint typecheck imports pytest bench up lock clean bytecode browser screenshots
 
 # Every dependency, the test and lint tools included, at the versions of requirements-dev.lock
 # (hash-checked; `make lock` writes it), then the project itself, editable, without resolving again.
@@ -41,8 +41,17 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-pytest: bytecode
+pytest: bytecode browser
 	$(BIN)/pytest
+
+# The pages' browser tests drive Debian's chromium through its chromedriver (never a downloaded browser).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || \
+		{ $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver; }
+
+screenshots: bytecode browser  ## docs/ui/*.png: every page, as the browser test opens it
+	MPIJC_UI_SCREENSHOTS=docs/ui $(BIN)/pytest -q tests/ui/test_pages_in_a_browser.py
 
 bench: bytecode  ## benchmarks, JSON results under benchmarks/results/
 	$(BIN)/python -m benchmarks.ingest

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.api import audit, compare, events, health, jobs, logs, problems, runs, webhooks
+from controller.api import audit, compare, events, health, jobs, logs, pages, problems, runs, webhooks
 from controller.api.access import AccessReviewer, StaticAccess
-from controller.api.auth import authenticate
 from controller.api.bodylimit import BodyLimit
 from controller.api.limits import DEFAULT_LIMITS, DEFAULT_QUOTAS, ApiLimits, SubscriptionQuotas
 from controller.api.metrics_collectors import ScrapeCollector, StoreCollector
@@ -33,6 +33,7 @@ def create_app(
     streams: events.StreamLimits = events.DEFAULT_STREAMS,
     run_logs: logs.RunLogs | None = None,
     search: logs.SearchLimits = logs.DEFAULT_SEARCH,
+    forwarded_token: bool = False,
 ) -> FastAPI:
     """The API over one database engine, one metrics registry and one access reviewer.
 
@@ -50,6 +51,10 @@ def create_app(
     authentication goes through per-client rate limits (429). ``run_logs`` is where the runs'
     followed logs are read (without it, ``…/logs`` answers 503), under ``search``'s budget and on
     its threads.
+
+    The pages under ``/ui/`` (:mod:`~controller.api.pages`) read what these routes answer, for
+    the same callers; ``forwarded_token`` also takes a caller's token from the
+    ``X-Forwarded-Access-Token`` header OpenShift's OAuth proxy sets (set it only behind that proxy).
     """
     app = FastAPI(
         title="mpijob-controller",
@@ -65,13 +70,15 @@ def create_app(
     app.state.streams = events.StreamGate(streams, engine)
     app.state.logs = run_logs
     app.state.log_search = logs.Searching(search)
+    app.state.forwarded_token = forwarded_token
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
     subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings(), quotas=quotas)
     routers = (health.router, runs.router, jobs.router, events.router, logs.router, compare.router)
-    for router in (*routers, subscriptions, audit.router):
+    for router in (*routers, subscriptions, audit.router, pages.router):
         app.include_router(router)
+    app.mount(pages.STATIC, StaticFiles(directory=pages.STATIC_DIR), name="ui-static")
     problems.install(app)
-    app.add_middleware(BodyLimit, limits=limits, gate=authenticate)
+    app.add_middleware(BodyLimit, limits=limits, gate=pages.body_gate)
     return app
 
 

@@ -18,6 +18,13 @@ The answers come from the application's :class:`~controller.api.access.AccessRev
 tokens, Kubernetes TokenReview/SubjectAccessReview, or explicitly off), so routers never know
 which one runs.
 
+Where the token comes from (:func:`presented_token`): the ``Authorization: Bearer`` header;
+else, on a ``GET`` or ``HEAD``, the session cookie the pages' sign-in set (:data:`SESSION_COOKIE`,
+HttpOnly, SameSite=Strict: a browser never sends it with another site's request, and a request
+that changes anything never reads it); else, only where the application was told to trust it
+(behind OpenShift's OAuth proxy, ``api.trust_forwarded_access_token``), the proxy's
+``X-Forwarded-Access-Token``. Each is reviewed exactly as a bearer token is.
+
 Errors: no or a malformed ``Authorization`` header, or a token nobody accepts → 401 with
 ``WWW-Authenticate: Bearer``; a client over its rate (:mod:`controller.api.ratelimit`) → 429
 with ``Retry-After``; a namespace the principal may not list MPIJobs/TrainJobs in → 403; a
@@ -54,6 +61,8 @@ __all__ = [
     "may_read_logs",
     "may_subscribe",
     "may_update",
+    "presented_token",
+    "principal_of_token",
     "require_namespace",
     "still_allowed",
     "visible_namespaces",
@@ -70,6 +79,11 @@ _PRINCIPAL = "mpijc.principal"
 """Where a request's scope keeps its caller once authenticated."""
 _BUDGET = "mpijc.review_budget"
 """Where a request's scope keeps what is left of its access-review budget."""
+SESSION_COOKIE = "mpijc_token"
+"""The cookie the pages' sign-in sets to the token it was given (:mod:`controller.api.pages`)."""
+FORWARDED_TOKEN = "X-Forwarded-Access-Token"
+"""Where OpenShift's OAuth proxy (``--pass-access-token``) hands on the signed-in user's token."""
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -102,17 +116,29 @@ async def _answer(request: Request, question: Callable[[], Awaitable[_T]]) -> _T
         raise HTTPException(503, f"cannot check access right now: {exc}") from exc
 
 
+def presented_token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+    """The token ``request`` came with (see the module: header, session cookie, forwarded
+    token), or ``""``."""
+    if credentials is not None:
+        return credentials.credentials
+    if request.method in _SAFE_METHODS and (cookie := request.cookies.get(SESSION_COOKIE)):
+        return cookie
+    if getattr(request.app.state, "forwarded_token", False):
+        return request.headers.get(FORWARDED_TOKEN, "")
+    return ""
+
+
 async def current_principal(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> Principal:
-    """The caller of ``request``; 401 unless its bearer token is accepted, 429 over its rate.
+    """The caller of ``request``; 401 unless its token is accepted, 429 over its rate.
 
     Asked once per request: a request with a body was already authenticated by
     :func:`authenticate` before its body was read, and that answer is reused."""
     known = request.scope.get(_PRINCIPAL)
     if isinstance(known, Principal):
         return known
-    principal = await _review(request, credentials)
+    principal = await principal_of_token(request, presented_token(request, credentials))
     request.scope[_PRINCIPAL] = principal
     return principal
 
@@ -123,8 +149,9 @@ async def authenticate(request: Request) -> Principal:
     return await current_principal(request, await bearer(request))
 
 
-async def _review(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Principal:
-    token = credentials.credentials if credentials is not None else ""
+async def principal_of_token(request: Request, token: str) -> Principal:
+    """Whom ``token`` stands for, within the rate limits of ``request``'s client; 401 if nobody
+    accepts it, 429 over the rate, 503 if it cannot be reviewed now (a sign-in asks this)."""
     limiter = limiter_of(request)
     address = request.client.host if request.client is not None else "unknown"
     digest = token_digest(token) if token else None
@@ -184,10 +211,10 @@ async def still_allowed(
     Asked of the reviewer (cached for ``api.review_ttl_s``), outside any request's budget and
     rate limits; a reviewer that cannot answer is no refusal (``None``: the stream goes on)."""
     reviewer = reviewer_of(request)
-    credentials = await bearer(request)
+    token = presented_token(request, await bearer(request))
     try:
         with spending(None):
-            if credentials is None or await reviewer.review_token(credentials.credentials) != principal:
+            if not token or await reviewer.review_token(token) != principal:
                 return "the bearer token is no longer accepted"
             if not await reviewer.can_list(principal, namespace):
                 return (

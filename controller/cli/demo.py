@@ -85,7 +85,10 @@ async def run_demo(settings: Settings, scenarios: Path, limit: int, *, serve: bo
         await _replay_and_report(settings, files, limit)
     if embedded:
         demodata.mark(data_dir, len(files))
-    print(f'\n== next: the same data through the API, as users read it (README, "Using it"):\n   {SERVE}')
+    print(
+        f'\n== next: the same data through the API, as users read it (README, "Using it"):\n   {SERVE}\n'
+        f"   then, in a browser, the job list and each run's pages: {pages_url(settings)} (docs/ui.md)"
+    )
     if serve:
         return await serve_demo(settings)
     return 0
@@ -115,6 +118,11 @@ async def _replay_and_report(settings: Settings, files: Sequence[Path], limit: i
             await _audit_trail(rt.engine)
 
 
+def pages_url(settings: Settings) -> str:
+    """Where ``demo --serve`` serves the pages of the demo's data (docs/ui.md)."""
+    return f"http://127.0.0.1:{settings.api.port}/ui/jobs"
+
+
 async def serve_demo(settings: Settings) -> int:
     """The API over the embedded services' data, on loopback only, with a token made for it in
     the data directory (mode 0600), which the client commands read; until Ctrl-C."""
@@ -138,7 +146,8 @@ async def serve_demo(settings: Settings) -> int:
             print(
                 f"serving the demo's data: API on {url} (loopback only), its token in "
                 f"{data_dir / demodata.TOKEN_FILE} (readable by you only), read by the client commands"
-                f"{where}; Ctrl-C to stop. Try:\n   .venv/bin/mpijob-controller runs -n team-a --since 7d",
+                f"{where}; Ctrl-C to stop. Try:\n   .venv/bin/mpijob-controller runs -n team-a --since 7d\n"
+                f"pages: {pages_url(settings)} (sign in with that token)",
                 flush=True,
             )
             await serve_api(rt, stop)

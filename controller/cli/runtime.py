@@ -439,6 +439,7 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         streams=StreamLimits.from_settings(api),
         run_logs=RunLogs(rt.js, rt.topology),
         search=SearchLimits.from_settings(api),
+        forwarded_token=api.trust_forwarded_access_token,
     )
     tls = certificate.context if certificate is not None else None
     # the metrics port (liveness, readiness, scrapes) on a thread and loop of its own: a loop kept

@@ -613,6 +613,13 @@ class ApiSettings(BaseModel):
         "per-client rate limits key on the real client. Empty (the default) trusts nobody: the "
         "header could then be set by any client to dodge its limits.",
     )
+    trust_forwarded_access_token: bool = Field(
+        default=False,
+        description="Take a caller's token from the X-Forwarded-Access-Token header when no "
+        "Authorization header is sent: OpenShift's OAuth proxy (`--pass-access-token`) sets it for "
+        "the user it signed in (the OpenShift overlay turns this on; docs/ui.md). The token is "
+        "reviewed like any bearer token. Off by default.",
+    )
     rate_per_s: float = Field(
         default=50.0,
         ge=0,

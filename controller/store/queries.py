@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, false, func, select, text, tuple_
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.events import TERMINAL_PHASES
@@ -108,6 +109,19 @@ async def run_findings(conn: AsyncConnection, uid: str) -> Sequence[FindingRow]:
         .order_by((FindingRow.status == "firing").desc(), FindingRow.first_seen)
     )
     return [FindingRow(**row._mapping) for row in rows]
+
+
+async def newest_findings(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, FindingRow]:
+    """Each of ``uids``' newest finding, a firing one before any resolved (runs without: absent)."""
+    if not uids:
+        return {}
+    rows = await conn.execute(
+        select(FindingRow)
+        .where(FindingRow.run_uid.in_(uids))
+        .ext(distinct_on(FindingRow.run_uid))
+        .order_by(FindingRow.run_uid, (FindingRow.status == "firing").desc(), FindingRow.last_seen.desc())
+    )
+    return {row.run_uid: FindingRow(**row._mapping) for row in rows}
 
 
 async def run_pod_states(conn: AsyncConnection, uid: str) -> Sequence[PodStateRow]:

@@ -159,6 +159,7 @@ def test_a_second_demo_replays_afresh_with_the_same_report(tmp_path: Path) -> No
     ]
     assert reports[0] == reports[1] and len(reports[0]) >= 6
     assert "1 x job.deleted" in second and "emails received: 1" in second
+    assert re.search(r"pages: http://127\.0\.0\.1:[0-9]+/ui/jobs \(docs/ui\.md\)$", second.rstrip())
 
 
 async def test_a_second_served_demo_leaves_the_first_ones_token_alone(

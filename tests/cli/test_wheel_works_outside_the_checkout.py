@@ -95,6 +95,14 @@ def test_the_wheel_carries_migrations_scenarios_and_license(wheel: Path) -> None
     assert any(re.fullmatch(r"controller/store/migrations/versions/.+\.py", n) for n in names)
     assert any(re.fullmatch(r"controller/testing/scenarios/.+\.jsonl", n) for n in names)
     assert any(n.endswith("licenses/LICENSE") for n in names)
+    pages = {
+        "templates/base.html",
+        "templates/jobs.html",
+        "templates/run.html",
+        "static/pages.css",
+        "static/pages.js",
+    }
+    assert {f"controller/api/{n}" for n in pages} <= names  # the pages need no checkout either
     assert not any(n.startswith(("tests/", "benchmarks/", "migrations/", "examples/")) for n in names)
 
 
