@@ -62,6 +62,16 @@ def seen(driver: WebDriver, condition: Callable[[WebDriver], object], timeout_s:
         )
 
 
+def click(driver: WebDriver, link_text: str, timeout_s: float = 5.0) -> None:
+    """Click the link named ``link_text``, found again if the page's script replaced it meanwhile."""
+
+    def clicked(d: WebDriver) -> bool:
+        d.find_element(By.LINK_TEXT, link_text).click()
+        return True
+
+    seen(driver, clicked, timeout_s, f"a link {link_text!r} to click")
+
+
 def sign_in(driver: WebDriver, base: str, token: str, page: str = "/ui/jobs") -> None:
     """Open ``page``, be sent to the sign-in form, sign in with ``token`` and come back."""
     driver.get(base + page)
