@@ -45,10 +45,13 @@ imports: $(STAMP)
 # (tests/conftest.py): the tests mostly wait on those servers and on the processes they start, so
 # more workers than cores pay. A module's tests marked `xdist_group` run on one worker, sharing what
 # the module builds once (the wheel). `.venv/bin/pytest tests/...` runs a few tests on one process.
+# Every worker collects the whole suite: pytest may keep the test modules it rewrote (for its
+# assertions) in __pycache__, where a PYTHONDONTWRITEBYTECODE in the environment would have it
+# rewrite them all in each worker on every run.
 PYTEST_WORKERS ?= 4
 
 pytest: bytecode
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 bench: bytecode  ## benchmarks, JSON results under benchmarks/results/
 	$(BIN)/python -m benchmarks.ingest
