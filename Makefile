@@ -41,8 +41,19 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+# PYTEST_WORKERS > 0 runs the suite on that many pytest-xdist workers, each with PostgreSQL and NATS
+# of its own (tests/conftest.py); the tests mostly wait on those servers and on the processes they
+# start. A module's tests marked `xdist_group` run on one worker, sharing what
+# the module builds once (the wheel). `.venv/bin/pytest tests/...` runs a few tests on one process.
+# Every worker collects the whole suite: pytest may keep the test modules it rewrote (for its
+# assertions) in __pycache__, where a PYTHONDONTWRITEBYTECODE in the environment would have it
+# rewrite them all in each worker on every run. Off (0: one process) by default: with 4 workers on
+# a loaded 2-core machine, tests that start a whole `up` missed their startup deadlines;
+# `make test PYTEST_WORKERS=4` runs on 4 workers where the cores allow.
+PYTEST_WORKERS ?= 0
+
 pytest: bytecode browser
-	$(BIN)/pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The pages' browser tests drive Debian's chromium through its chromedriver (never a downloaded browser).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

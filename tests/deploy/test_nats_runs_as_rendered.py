@@ -52,6 +52,9 @@ from tests.deploy.test_deploy_manifests_render_and_validate import render as kus
 from watchers import sharing
 from watchers.admission.spool import LazyJetStream
 
+# one worker runs them all: one bundled server is started for the module
+pytestmark = pytest.mark.xdist_group("test_nats_runs_as_rendered")
+
 TOPOLOGY = Topology()
 """The topology of the rendered manifests (no MPIJC_NATS__PREFIX)."""
 
