@@ -45,6 +45,7 @@ from controller.contract.events import (
 )
 from controller.contract.findings import Evidence
 from controller.contract.kinds import kind_spec, replica_order
+from controller.contract.kubeflow import compare
 from controller.contract.thresholds import RuleThresholds
 
 MAX_EVENTS_PER_RUN = 64
@@ -80,9 +81,8 @@ def is_newer(new: str, old: str | None) -> bool:
     """Whether resourceVersion ``new`` supersedes ``old`` (``None``: nothing stored yet)."""
     if old is None:
         return True
-    if new.isdigit() and old.isdigit():
-        return int(new) > int(old)
-    return new != old
+    order = compare(new, old)
+    return new != old if order is None else order > 0
 
 
 def _accepts(stored_version: str, stored_deleted: bool, event: BusEvent) -> bool:

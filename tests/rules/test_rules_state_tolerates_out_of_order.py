@@ -18,8 +18,24 @@ def _state(*events: BusEvent) -> RunState:
 
 @pytest.mark.parametrize(
     ("new", "old", "newer"),
-    [("10", None, True), ("10", "9", True), ("9", "10", False), ("10", "10", False), ("abc", "abd", True)],
-    ids=["first", "numeric-newer", "numeric-older", "same", "opaque-different"],
+    [
+        ("10", None, True),
+        ("10", "9", True),
+        ("9", "10", False),
+        ("10", "10", False),
+        ("abc", "abd", True),
+        ("\u00b2", "1", True),  # a digit to str.isdigit, not a decimal number: opaque, no crash
+        ("010", "9", True),  # not KEP-5504's form: opaque
+    ],
+    ids=[
+        "first",
+        "numeric-newer",
+        "numeric-older",
+        "same",
+        "opaque-different",
+        "superscript",
+        "leading-zero",
+    ],
 )
 def test_resource_version_order(new: str, old: str | None, newer: bool) -> None:
     assert is_newer(new, old) is newer
