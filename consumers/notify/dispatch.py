@@ -36,7 +36,6 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 
@@ -55,7 +54,7 @@ from controller.contract.settings import NotifySettings
 from controller.metrics import PipelineMetrics
 from controller.store import outbox, wakeups
 from controller.store.engine import UNAVAILABLE
-from controller.store.outbox import Claim, Outcome
+from controller.store.outbox import AttemptResult, Claim, Outcome
 from controller.store.subscriptions import SecretBox, SubscriptionRecord, secret_box, use_secret_keys
 
 log = logging.getLogger(__name__)
@@ -225,26 +224,13 @@ class Dispatcher:
         """The outcome of ``attempt``: delivered, retried after a backoff, or dead."""
         number, now = claim.attempts + 1, self._clock()
         self._metrics.attempt_seconds.labels(claim.channel).observe(attempt.latency_s)
-        outcome = Outcome(
-            seq=claim.seq,
-            subscription_id=sub.id,
-            attempt=number,
-            at=now,
-            result="failed",
-            order_key=claim.order_key,
-            status_code=attempt.status_code,
-            latency_ms=round(attempt.latency_s * 1000, 3),
-            error=attempt.error,
-            endpoint_failed=True,
-        )
         delay = self._backoff.delay(number, attempt.retry_after_s) if attempt.verdict == "retry" else None
+        result: AttemptResult = "failed"
         if attempt.verdict == "delivered":
-            outcome = replace(outcome, result="delivered", endpoint_failed=False)
+            result = "delivered"
         elif delay is not None:
-            outcome = replace(outcome, result="retry", next_attempt_at=now + timedelta(seconds=delay))
+            result = "retry"
         else:
-            if attempt.verdict == "gone":
-                outcome = replace(outcome, disable="the endpoint answered 410 Gone")
             log.warning(
                 "notify: %s delivery %s to subscription %s is dead after %d attempt(s): %s",
                 claim.channel,
@@ -253,6 +239,20 @@ class Dispatcher:
                 number,
                 f"HTTP {attempt.status_code}" if attempt.status_code else attempt.error,
             )
+        outcome = Outcome(  # built once: this runs for every delivery
+            seq=claim.seq,
+            subscription_id=sub.id,
+            attempt=number,
+            at=now,
+            result=result,
+            order_key=claim.order_key,
+            next_attempt_at=now + timedelta(seconds=delay) if delay is not None else None,
+            status_code=attempt.status_code,
+            latency_ms=round(attempt.latency_s * 1000, 3),
+            error=attempt.error,
+            endpoint_failed=result != "delivered",
+            disable="the endpoint answered 410 Gone" if attempt.verdict == "gone" else None,
+        )
         self._metrics.deliveries.labels(claim.channel, outcome.result).inc()
         return outcome
 

@@ -151,7 +151,6 @@ class WebhookSender:
         self._transports = transports
         self._policy = policy
         self._timeout_s = timeout_s
-        self._timeouts = httpx.Timeout(timeout_s).as_dict()  # connect, read, write, pool: each bounded
 
     async def send(
         self,
@@ -176,14 +175,15 @@ class WebhookSender:
             "host": target.host_header,
             **signed_headers(secrets, msg_id, body),
         }
-        extensions: dict[str, object] = {"timeout": self._timeouts}
-        if target.scheme == "https":
-            extensions["sni_hostname"] = target.host
+        # No per-operation timeouts (connect, pool, write, read): the whole-request deadline below
+        # starts before any of them and would always expire first, and each one costs a timer
+        # per socket operation.
+        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
         request = httpx.Request(
             "POST", target.pinned_url(), content=body, headers=sent, extensions=extensions
         )
         try:
-            async with asyncio.timeout(self._timeout_s):
+            async with asyncio.timeout(self._timeout_s):  # connecting, sending, answer and drain
                 response = await self._transports.get(endpoint).handle_async_request(request)
                 try:
                     latency = time.perf_counter() - started

@@ -30,6 +30,7 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from urllib.parse import urlsplit, urlunsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -113,12 +114,16 @@ class Target:
 
     def pinned_url(self) -> str:
         """The URL with its host replaced by the first checked address (send ``Host: host``)."""
+        return self._pinned
+
+    @cached_property
+    def _pinned(self) -> str:  # once per target: a target of an IP literal is reused for every send
         parts = urlsplit(self.url)
         address = self.addresses[0]
         literal = f"[{address}]" if address.version == 6 else str(address)
         return urlunsplit((parts.scheme, f"{literal}:{self.port}", parts.path or "/", parts.query, ""))
 
-    @property
+    @cached_property
     def host_header(self) -> str:
         default = {"http": 80, "https": 443}[self.scheme]
         host = f"[{self.host}]" if ":" in self.host else self.host
