@@ -53,7 +53,8 @@ a failure that the same library says, within the next messages, it retries (NCCL
 …``) or an explanation right after it makes a mention (:func:`~consumers.rules.tails.is_mention`);
 an Open MPI help text's advice after the failure does not. NCCL's network plugin failing before
 NCCL names the network it uses is a fallback, not a failure. The start-up barrier of the JAX /
-TensorFlow coordination service (:data:`STARTUP_BARRIER`) is a missed rendezvous, left to
+TensorFlow coordination service (:data:`STARTUP_BARRIER`) and the c10d store's client failing to
+reach rank 0's store (:data:`C10D_STORE`) are a missed rendezvous, left to
 :mod:`consumers.rules.rendezvous`.
 
 Like every pattern of the package, these start with a literal and use bounded quantifiers.
@@ -136,9 +137,14 @@ LIBRARIES: tuple[Library, ...] = (
         "UCX",
         re.compile(r"UCX {1,3}(?:ERROR|WARN|DIAG)|ucp_\w{1,40}\.c:\d|uct_\w{1,40}\.c:\d|ucs_\w{1,40}\.c:\d"),
     ),
+    Library(
+        "psm2", "PSM2 (Omni-Path)", re.compile(r"PSM[23]\b|psm[23]_\w{1,40}|\bhfi1?_\w{1,40}|hfi unit\b")
+    ),
     Library("pmix", "PMIx", re.compile(r"PMIX ERROR|PMIx_\w{1,40}|PMIX_ERR_\w{1,40}|pmix_\w{1,40}\.c")),
     Library(
-        "prrte", "Open MPI's PRRTE", re.compile(r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}|PRTE_ERROR_LOG\b")
+        "prrte",
+        "Open MPI's PRRTE",
+        re.compile(r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}|PRTE_ERROR_LOG\b|\[prte-[\w.-]{1,80}@\d"),
     ),
     Library(
         "hydra",
@@ -175,6 +181,11 @@ LIBRARIES: tuple[Library, ...] = (
             r"\[xgboost\.|XGBoostError|rabit\b|src/collective/|RabitTracker\b|Socket \w{2,12} Error:"
             r"|\[(?:tracker|comm|socket|allreduce|coll|result|loop)\.(?:cc|h):\d{1,6}\|"
         ),
+    ),
+    Library(
+        "xla",
+        "XLA's collectives (under JAX / TensorFlow)",
+        re.compile(r"xla/(?:service|pjrt|backends)/[\w/]{1,80}\.cc:\d"),
     ),
     Library(
         "jax",
@@ -221,6 +232,14 @@ LIBRARIES: tuple[Library, ...] = (
             r"\[(?:launch|runner|launcher)\.py:\d{1,6}:|deepspeed[./]launcher|accelerate[./]commands|pdsh@"
         ),
     ),
+    Library(
+        "ssh",
+        "ssh (a launcher's remote shell)",
+        re.compile(
+            r"Command '\[?'?ssh |ssh: connect to host\b|ssh: Could not resolve hostname"
+            r"|ssh exited with exit code"
+        ),
+    ),
 )
 
 VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
@@ -238,6 +257,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|command not found\b|[Uu]nable to run \w{1,40} on\b"
             r"|[Ee]rror (?:launching|spawning|starting|setting up the (?:bootstrap|boostrap))"
             r"|[Rr]ejected (?:the )?credentials|[Aa]uthentication (?:failed|failure)"
+            r"|ssh\b[^\n]{1,300}?returned non-zero exit status 255\b|ssh exited with exit code 255\b"
         ),
     ),
     (
@@ -257,8 +277,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
     (
         "resource",
         re.compile(
-            r"[Cc]ould(?:n't| not) (?:open|create|init(?:ialize)?|bind) (?:an? |the )?(?:AV|EP|CQ|QP|MR"
-            r"|address vector|endpoint|domain|fabric|completion queue|queue pair|protection domain)\b"
+            r"(?:[Cc]ould(?:n't| not)|[Cc]an't|[Uu]nable to) (?:open|create|init(?:ialize)?|bind) "
+            r"(?:an? |the )?"
+            r"(?:AV|EP|CQ|QP|MR|address vector|endpoint|domain|fabric|completion queue|queue pair"
+            r"|protection domain|hfi unit|context|HCA|device)\b"
+            r"|[Cc]hannel initiali[sz]ation failed"
             r"|[Ff]ailed to (?:open|create|init(?:ialize)?) (?:an? |the )?(?:AV|EP|CQ|QP|address vector"
             r"|endpoint|domain|fabric|completion queue|queue pair|protection domain)\b"
             r"|(?:[Uu]nable|[Ff]ailed) to insert (?:the )?(?:remote )?address(?:es)? into (?:the |an )?"
@@ -308,8 +331,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
     (
         "connect",
         re.compile(
-            r"[Ff]ailed to (?:connect|accept|bind|listen)\b|[Cc]ould(?:n't| not) (?:connect|accept)\b"
-            r"|[Uu]nable to (?:connect|accept)\b|[Cc]onnect(?:ion)? (?:failed|error)\b|connect\(\) failed"
+            r"[Ff]ailed to (?:TCP )?(?:connect|accept|bind|listen)\b"
+            r"|[Cc]ould(?:n't| not) (?:connect|accept)\b"
+            r"|[Uu]nable to (?:connect|accept)\b"
+            r"|[Uu]nable to (?:complete|establish) an? (?:TCP )?connection\b"
+            r"|[Cc]onnect(?:ion)? (?:failed|error)\b|connect\(\) failed"
             r"|accept\(\) failed|[Ss]ocket (?:Connect|Accept|Bind|Listen) Error\b|connect to \(failed\)"
             r"|[Pp]roxy [Cc]all to rank \d{1,7} failed"
         ),
@@ -326,6 +352,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|another task died|[Tt]ask \S{1,80} (?:has )?(?:died|failed|been lost)"
             r"|[Uu]nexpected EOF|got 0 bytes"
             r"|[Ff]ailed to recv|[Ff]ailed to send|[Uu]nresponsive (?:remote|receiver|peer)"
+            r"|LIFELINE LOST\b|[Ll]ifeline (?:to \S{1,80} )?lost\b|[Cc]onnection to lifeline \S{1,80} lost\b"
+            r"|assert \(!closed\) failed"
         ),
     ),
     (
@@ -333,6 +361,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         re.compile(
             r"[Ww]aiting for (?:the )?remainder of ranks|\[(?:missing|ready) ranks: \d"
             r"|[Ss]talled (?:ops|ranks):|[Mm]issing ranks:|[Ss]tall (?:detected|inspector)"
+            r"|for \d{1,9} (?:seconds|ms) and may be stuck\b|not all of them arrived on time"
         ),
     ),
     (
@@ -372,6 +401,13 @@ STARTUP_BARRIER = re.compile(
 )
 """The start-up barrier of the JAX / TensorFlow coordination service, where every task registers: its
 failure is a missed rendezvous (:mod:`consumers.rules.rendezvous`), not the mesh breaking later."""
+C10D_STORE = re.compile(
+    r"The client socket has (?:timed out after|failed to connect to any network address)"
+    r"|TCP client failed to connect/validate|connect\(\) timed out\. Original timeout"
+)
+"""The c10d store's client (``socket.cpp``, ``TCPStore.cpp``) failing to reach the store that rank 0
+hosts: the processes never met, a missed rendezvous (:mod:`consumers.rules.rendezvous`), not a mesh
+that broke."""
 _NCCL_TRAIL = re.compile(
     r"NCCL INFO (?P<file>(?:misc/socket|bootstrap|proxy|transport/net\w{0,20}|misc/ibvwrap)\.cc):\d{1,6}"
     r" -> (?P<code>[1-9]\d?)\b"
@@ -493,7 +529,11 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         said: Verb | None
         if trail:
             library, said = _NCCL, trail
-        elif any(p.search(text) for p in _NOT_A_FAILURE) or STARTUP_BARRIER.search(text):
+        elif (
+            any(p.search(text) for p in _NOT_A_FAILURE)
+            or STARTUP_BARRIER.search(text)
+            or C10D_STORE.search(text)
+        ):
             continue
         else:
             library = library_of(text) or (_HELP_BLOCK if block else None) or _raised_in(raw, index, text)
@@ -592,6 +632,21 @@ _VERB_WORDS: dict[Verb, str] = {
 }
 # (library, verb) -> what it means for that library, where it says more than the verb alone.
 _SPECIFIC: dict[tuple[str, Verb], str] = {
+    ("xla", "stalled"): "XLA's collective rendezvous stalled: some devices' threads never joined the clique "
+    "(a rank stopped, hangs or runs a different program)",
+    ("prrte", "lost"): "PRRTE lost a daemon's lifeline: the connection between the daemons broke (a node or "
+    "pod died, or a firewall cut it)",
+    (
+        "ssh",
+        "spawn",
+    ): "ssh could not reach a worker (ssh itself exited 255: the host is unknown, its sshd is not "
+    "listening, or the key was refused), so the launcher started nothing there",
+    ("hydra", "lost"): "Hydra's process manager lost a proxy's connection (a host's proxy or its ranks died)",
+    (
+        "psm2",
+        "resource",
+    ): "PSM2 could not open an Omni-Path (hfi) endpoint: the device is missing from the pod "
+    "or its link is down",
     (
         "efa",
         "unreachable",
@@ -792,6 +847,12 @@ _LIBRARY_STEPS: dict[str, str] = {
     "which host failed.",
     "prrte": "PRRTE: rerun with --prtemca plm_base_verbose 5 to see which host's daemon failed.",
     "mvapich": "MVAPICH: check mpispawn can start on every host (ssh) and MV2_* settings match the fabric.",
+    "psm2": "PSM2: check the pod has the Omni-Path device (/dev/hfi1_*) and its link is active (opainfo); "
+    "PSM2_DEVICES / FI_PROVIDER must match what the node has.",
+    "xla": "XLA: a clique waits for every local device's thread; the rank that never arrived stopped, hangs "
+    "or runs a different program (check each process runs the same step).",
+    "ssh": "ssh: from the launcher pod, run ssh -v <worker> hostname; the workers' sshd must run and the "
+    "launcher's key be in their authorized_keys (the MPI Operator mounts it).",
     "gloo": "Gloo: pin GLOO_SOCKET_IFNAME to the pod interface (eth0).",
     "xgboost": "XGBoost: the tracker runs on the driver / rank 0; every worker must reach its host and port.",
     "horovod": "Horovod: the first failing rank's error is above the shutdown; run with "

@@ -11,7 +11,10 @@ it, in its forms since Kubernetes 1.2:
 - ``is forbidden: failed quota: <name>: must specify limits.cpu for: <container>; …`` — the
   quota needs requests/limits the pod does not set;
 - ``cpu quota is 200m, current usage is 200m, requesting 100m`` — the oldest wording;
-- a LimitRange bound: ``maximum memory usage per Container is 4Gi, but limit is 8Gi``.
+- a LimitRange bound: ``maximum memory usage per Container is 4Gi, but limit is 8Gi``;
+- a scheduler that enforces a quota itself (scheduler-plugins' capacity scheduling, a GPU quota
+  extender): its ``FailedScheduling`` reason names the quota (``0/2 nodes are available: 2
+  ExceedsGPUQuota.``, ``rejected in PreFilter because ElasticQuota team-a is more than Max``).
 
 An Event is judged by the run's outcome, as a line its output printed is: the operator retries a
 refused creation, and a quota freed by another job lets the run go on. So the refusal is at once
@@ -39,7 +42,7 @@ _EXCEEDED = re.compile(
     r"exceeded quota: (?P<name>[^,]{1,253}), requested: (?P<requested>[^\s]{1,500}), "
     r"used: (?P<used>[^\s]{1,500}), limited: (?P<limited>[^\s]{1,500})"
 )
-_MUST_SPECIFY = re.compile(r"failed quota: (?P<name>[^:]{1,253}): must specify (?P<what>[^\n]{1,500})")
+_MUST_SPECIFY = re.compile(r"[Ff]ailed quota: (?P<name>[^:]{1,253}): must specify (?P<what>[^\n]{1,500})")
 _OLD_QUOTA = re.compile(  # the resource is the word before the match
     r" quota is (?P<limited>[^,\s]{1,64}), current usage is (?P<used>[^,\s]{1,64}), "
     r"requesting (?P<requested>[^\s]{1,64})"
@@ -51,6 +54,10 @@ _LIMIT_RANGE = re.compile(
 _LIMIT_RATIO = re.compile(  # the resource is the word before the match
     r" max limit to request ratio per (?P<scope>Container|Pod) is "
     r"(?P<allowed>[^,\s]{1,64}), but provided ratio is (?P<value>[^,\s\]]{1,64})"
+)
+_SCHEDULER = re.compile(  # a scheduler plugin's or extender's filter reason naming a quota
+    r"nodes are available: (?:[^\n]{0,400}?[,:] )?\d{1,6} (?P<reason>[A-Z]\w{0,40}Quota\w{0,40})"
+    r"|rejected in PreFilter because ElasticQuota (?P<name>[^\s]{1,253}) is more than (?P<bound>Max|Min)"
 )
 _POD = re.compile(r"[Pp]ods? \\?\"(?P<pod>[^\"\\]{1,253})\\?\" is forbidden")
 
@@ -139,6 +146,15 @@ def refusal(event: K8sEventObserved) -> Refusal | None:
             f"used {match.group('used')} of {match.group('limited')})"
         )
         return Refusal(event, pod, problem, "exceeded", None)
+    if (match := _SCHEDULER.search(message)) is not None:
+        reason, name = match.group("reason"), match.group("name")
+        problem = (
+            f"the scheduler left it pending: {reason}, a quota the scheduler enforces is used up"
+            if reason is not None
+            else f"the scheduler left it pending: ElasticQuota {name} would go over its "
+            f"{match.group('bound')}"
+        )
+        return Refusal(event, pod, problem, "scheduler", reason or name)
     bounds = [
         f"at {'most' if m.group('bound') == 'maximum' else 'least'} "
         f"{m.group('allowed')} {m.group('resource')} "
@@ -200,6 +216,8 @@ def _detect_quota(state: RunState, ctx: Context) -> Detection | None:
 def _remediation(latest: Refusal) -> tuple[str, ...]:
     if latest.kind == "limit-range":
         return _LIMIT_RANGE_STEPS
+    if latest.kind == "scheduler":
+        return _SCHEDULER_STEPS
     name = latest.name or "<quota>"
     steps = _MUST_SPECIFY_STEPS if latest.kind == "must-specify" else _EXCEEDED_STEPS
     return tuple(step.replace("<quota>", name) for step in steps)
@@ -217,6 +235,12 @@ _MUST_SPECIFY_STEPS = (
     "container of every role — launcher and worker templates, init containers and sidecars too.",
     "See what the quota covers: kubectl -n {namespace} describe resourcequota <quota>",
     "Or ask the namespace admins for a LimitRange that sets defaults for them.",
+)
+_SCHEDULER_STEPS = (
+    "The scheduler enforces this quota itself (a capacity-scheduling ElasticQuota or a GPU quota extender): "
+    "see what it counts with kubectl -n {namespace} describe pod and the scheduler's quota objects.",
+    "Ask for fewer GPUs or workers, wait for other jobs of the namespace to finish, or ask for a larger "
+    "quota.",
 )
 _LIMIT_RANGE_STEPS = (
     "See the namespace's bounds: kubectl -n {namespace} describe limitrange",

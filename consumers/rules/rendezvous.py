@@ -5,8 +5,13 @@ nodes at a rendezvous: a c10d TCP store that the master (rank 0, ``MASTER_ADDR``
 or ``--rdzv-endpoint``) hosts. When that fails, each node says so in its own log, in one of a
 few stable wordings:
 
-- the client side: ``[c10d] The client socket has timed out after 60s while trying to connect
-  to (host, port)``, ``connect() timed out. Original timeout was 60000 ms.``,
+- the client side (c10d's ``socket.cpp`` and ``TCPStore.cpp``, in every release's wording):
+  ``[c10d] The client socket has timed out after 60s while trying to connect to (host, port)``
+  (``after 600000ms`` since 2.3, or raised as a bare ``TimeoutError``), ``The client socket has
+  failed to connect to any network address of (host, port)`` (every address it resolved failed;
+  the per-address ``[W socket.cpp]`` lines before it are retries), ``TCP client failed to
+  connect/validate to host host:port - timed out``, ``connect() timed out. Original timeout was
+  60000 ms.``,
   ``RendezvousConnectionError: The connection to the C10d store has failed``;
 - the store side: ``DistStoreError: Timed out after 901 seconds waiting for clients. 1/3
   clients joined.`` (the master waited for nodes that never came);
@@ -38,8 +43,16 @@ from consumers.rules.tails import HANDLED_WITHIN, bounded, handled, is_mention
 from consumers.rules.wording import also, who
 
 _CLIENT_TIMEOUT = re.compile(
-    r"\[c10d\] The client socket has timed out after (?P<after>\d{1,7})s? while trying to connect to "
+    r"The client socket has timed out after (?P<after>\d{1,10})(?P<unit>ms|s)? while trying to connect to "
     r"\(?(?P<host>[\w.:\[\]-]{1,253}?)(?:, | |:)(?P<port>\d{1,5})\)?"
+)
+_CLIENT_FAILED = re.compile(
+    r"The client socket has failed to connect to any network address of "
+    r"\((?P<host>[\w.:\[\]-]{1,253}?), (?P<port>\d{1,5})\)"
+)
+_STORE_CLIENT = re.compile(
+    r"TCP client failed to connect/validate to host (?P<host>[\w.:\[\]-]{1,253}?):(?P<port>\d{1,5})"
+    r" - timed out"
 )
 _CONNECT_TIMEOUT = re.compile(r"connect\(\) timed out\. Original timeout was (?P<ms>\d{1,10}) ms")
 _STORE_WAIT = re.compile(
@@ -50,7 +63,8 @@ _CONNECTION_ERROR = re.compile(r"RendezvousConnectionError: The connection to th
 _ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed)Error)\b")
 _BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
-    _CLIENT_TIMEOUT, _CONNECT_TIMEOUT, _STORE_WAIT, _CONNECTION_ERROR, _ELASTIC, _BARRIER, STARTUP_BARRIER,
+    _CLIENT_TIMEOUT, _CLIENT_FAILED, _STORE_CLIENT, _CONNECT_TIMEOUT, _STORE_WAIT, _CONNECTION_ERROR,
+    _ELASTIC, _BARRIER, STARTUP_BARRIER,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""
 
@@ -74,7 +88,10 @@ def _miss(pod: PodState) -> Miss | None:
         joined = f"only {m['joined']} of {m['expected']} joined"
         what = f"waited {m['after']}s for the others at its c10d store and {joined}"
     elif (m := _CLIENT_TIMEOUT.search(text)) is not None:
-        what = f"could not reach the c10d store at {m['host']}:{m['port']} within {m['after']}s"
+        after = int(m["after"]) // 1000 if m["unit"] == "ms" else int(m["after"])
+        what = f"could not reach the c10d store at {m['host']}:{m['port']} within {after}s"
+    elif (m := _STORE_CLIENT.search(text) or _CLIENT_FAILED.search(text)) is not None:
+        what = f"could not reach the c10d store at {m['host']}:{m['port']}"
     elif (m := _CONNECT_TIMEOUT.search(text)) is not None:
         what = f"could not reach the c10d store within {int(m['ms']) // 1000}s"
     elif _CONNECTION_ERROR.search(text) is not None:

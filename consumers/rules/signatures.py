@@ -546,6 +546,13 @@ DISKS: tuple[Signature, ...] = (
         "a checkpoint file could not be written (file write failed)",
         re.compile(r"PytorchStreamWriter failed writing file"),
     ),
+    Signature(  # its file systems return ENOSPC / EDQUOT as RESOURCE_EXHAUSTED, naming the file
+        "tf-write",
+        "TensorFlow",
+        "a file could not be written: TensorFlow's file system said Resource exhausted "
+        "(no space or quota left)",
+        re.compile(r"Resource exhausted: (?:[A-Za-z]:)?[/\\][^\s;]{1,300}"),
+    ),
 )
 _NOT_DISK = re.compile(r"NCCL WARN|shared memory segment|/dev/shm/nccl")
 # ENOSPC also means "no inotify watch left" (the watch limit, not the disk) …
@@ -556,6 +563,7 @@ _WATCH_LIMIT = re.compile(
 # (:func:`~consumers.rules.tails.handled`).
 _WRITING_CHECKPOINT = re.compile(
     r"torch/serialization\.py|torch\.save|safetensors|PytorchStreamWriter|save_checkpoint|save_pretrained"
+    r"|[Cc]heckpoint file|\.ckpt\b"
 )
 _QUOTED_PATH = re.compile(r"No space left on device: '(?P<path>[^']{1,300})'")
 

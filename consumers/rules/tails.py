@@ -92,6 +92,8 @@ _HINT = re.compile(
     r"|\b[Ii]f you (?:see|get|hit|encounter)\b"
     r"|\b[Ww]ill warn\b|\b[Ww]arns? (?:on|when|if|about)\b|\b(?:TIP|HINT|Tip|Hint):"
     r"|\b(?:usually|often|typically) (?:comes? from|means|indicates|is caused by|happens)\b"
+    r"|\b(?:[Pp]reviously|used to) (?:crash|fail|die|abort)\w{0,2} with\b"
+    r"|\b(?:just|only|simply) (?:says|prints|reports)\b"
 )
 
 

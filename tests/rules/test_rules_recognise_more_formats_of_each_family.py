@@ -1,4 +1,4 @@
-"""More formats of the families the blind set of 2026-11-28b showed missing, in other wordings.
+"""More formats of the families the blind sets of 2026-11-28b and 2026-11-28c showed missing, in other wordings.
 
 Each case is a wording of a family taken from the printing library's own formats (its source:
 libfabric's EFA status strings, aws-ofi-nccl's address-vector insertion, ORTE / PRRTE's error log
@@ -262,3 +262,182 @@ def test_horovods_oldest_stall_format_names_the_ranks_that_did_not_submit() -> N
 
     (hang,) = [f for f in changes if f.rule == "hang-progress" and f.status == "firing"]
     assert "Horovod's stall inspector names rank 1" in hang.root_cause
+
+
+# ---------------------------------------------------------------- learnt from the blind set of 2026-11-28c
+# Other wordings of the families it showed missing, from the printing library's own formats (c10d's
+# socket.cpp and TCPStore.cpp, Hydra's pmip_cb.c, ORTE / PRRTE's routed components, Open MPI's TCP
+# BTL help, Open MPI's PSM2 MTL, MPICH CH3's error stack, XLA's clique locking, ssh and DeepSpeed's
+# runner, scheduler-plugins' capacity scheduling, TensorFlow's save ops), never a line of the set.
+
+MESH_C = {
+    "hydra-proxy-control-socket-closed": (
+        "[proxy:0:1@worker-1] HYD_pmcd_pmip_control_cmd_cb (pm/pmiserv/pmip_cb.c:887): assert (!closed) failed",
+        "hydra",
+        "lost",
+        "lost a proxy's connection",
+    ),
+    "prrte-routed-lifeline-lost": (
+        "[worker-1:00077] [prte-launcher-42@0,1] routed:radix: Connection to lifeline [prte-launcher-42@0,0] lost",
+        "prrte",
+        "lost",
+        "lost a daemon's lifeline",
+    ),
+    "open-mpi-tcp-btl-failed-to-tcp-connect": (
+        "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This should not happen.",
+        "ompi",
+        "connect",
+        "could not establish a connection",
+    ),
+    "psm2-mtl-could-not-open-context": (
+        "mtl_psm2.c:310 psm2_ep_open failed: Could not open context (err=23)",
+        "psm2",
+        "resource",
+        "Omni-Path (hfi) endpoint",
+    ),
+    "mpich-ch3-channel-initialisation": (
+        "Fatal error in MPI_Init: Other MPI error, error stack:\n"
+        "MPID_Init(241).......: channel initialization failed\n"
+        "rdma_open_hca(1069)..: No IB device found",
+        "mpich",
+        "resource",
+        "could not open a resource of its transport",
+    ),
+    "xla-clique-leader-never-marked-complete": (
+        "2026-11-28 10:00:00.000000: E external/xla/xla/service/gpu/nccl_clique.cc:151] This thread has been "
+        "waiting for `acquire clique for rank 3` for 20 seconds and may be stuck. All 8 threads joined the "
+        "rendezvous, however the leader has not marked the rendezvous as completed.",
+        "xla",
+        "stalled",
+        "never joined the clique",
+    ),
+    "ssh-launch-exit-255": (
+        "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no worker-1 nproc' returned "
+        "non-zero exit status 255.",
+        "ssh",
+        "spawn",
+        "ssh could not reach a worker",
+    ),
+    "ssh-connect-refused": (
+        "ssh: connect to host worker-2 port 22: Connection refused",
+        "ssh",
+        "refused",
+        "refused",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MESH_C.values(), ids=MESH_C.keys())
+def test_more_libraries_and_verbs_of_the_mesh_land_in_their_family(case: tuple[str, str, str, str]) -> None:
+    text, library, verb, words = case
+
+    hits = family_failures(tuple(text.splitlines()))
+    finding = _fires(text, "mpi-comm")
+
+    assert [(h.group("library"), h.group("verb")) for h in hits][:1] == [(library, verb)]
+    assert words in finding.root_cause
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            "torch.distributed.DistNetworkError: The client socket has timed out after 900000ms while trying "
+            "to connect to (pt-master-0, 23456).",
+            "pt-master-0:23456 within 900s",
+        ),
+        (
+            "[E1128 10:00:01.000000 42 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host "
+            "job-master-0:29500 - timed out (try=2, timeout=900000ms): connect() failed",
+            "job-master-0:29500",
+        ),
+        (
+            "[E socket.cpp:860] [c10d] The client socket has failed to connect to any network address of "
+            "(trainer-master-0.ns.svc, 29400).",
+            "trainer-master-0.ns.svc:29400",
+        ),
+    ],
+    ids=["timed-out-in-ms", "tcpstore-validate-timed-out", "every-address-failed"],
+)
+def test_the_c10d_store_client_failing_to_reach_rank_0_is_a_rendezvous_not_the_mesh(
+    text: str, where: str
+) -> None:
+    finding = _fires(text, "rendezvous", stack="pytorch")
+
+    assert where in finding.root_cause
+
+
+def test_a_c10d_store_client_that_retries_is_no_finding() -> None:
+    text = (
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [job-master-0]:29500 (errno: 111 - "
+        "Connection refused).\n"
+        "[W1128 TCPStore.cpp:358] [c10d] TCP client failed to connect/validate to host job-master-0:29500 - "
+        "retrying (try=0, timeout=900000ms, delay=312ms): connect() failed"
+    )
+    entry = _entry(text, expect=None, stack="pytorch")
+
+    assert run(entry, succeed=True).rules == set()
+    assert run(entry).rules <= {"failed"}
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "words"),
+    [
+        (
+            "FailedCreate",
+            'Error creating: pods "train-worker-0" is forbidden: Failed quota: gpu-quota: must specify '
+            "requests.nvidia.com/gpu",
+            "ResourceQuota gpu-quota requires requests.nvidia.com/gpu",
+        ),
+        (
+            "FailedScheduling",
+            "Pod team-a/train-worker-0 is rejected in PreFilter because ElasticQuota team-a is more than Max",
+            "ElasticQuota team-a would go over its Max",
+        ),
+        (
+            "FailedScheduling",
+            "0/6 nodes are available: 2 Insufficient nvidia.com/gpu, 4 ExceedsNamespaceQuota.",
+            "ExceedsNamespaceQuota",
+        ),
+    ],
+    ids=["failed-quota-capitalised", "capacity-scheduling-elastic-quota", "extender-quota-reason"],
+)
+def test_a_quota_refusal_in_another_wording_or_from_the_scheduler_is_a_quota(
+    reason: str, message: str, words: str
+) -> None:
+    finding = _fires(message, "quota", stack="kubernetes", where="event", reason=reason)
+
+    assert words in finding.root_cause
+
+
+def test_a_scheduling_failure_naming_no_quota_is_no_quota() -> None:
+    text = "0/6 nodes are available: 2 Insufficient nvidia.com/gpu, 4 node(s) had untolerated taint."
+
+    assert "quota" not in run(_entry(text, expect=None, where="event", reason="FailedScheduling")).rules
+
+
+def test_tensorflows_resource_exhausted_naming_a_file_is_a_full_disk_not_a_gpu_oom() -> None:
+    text = (
+        "W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at save_restore_v2_ops.cc:137 : "
+        "Resource exhausted: /data/ckpt/model.ckpt-100_temp/part-00000-of-00001.data-00000-of-00001.tempstate"
+    )
+
+    finding = _fires(text, "disk-full", stack="tensorflow")
+
+    assert "Resource exhausted" in finding.root_cause
+
+
+NEAR_C = {
+    "disk-full-reported-as-fixed": "This release fixes the DataLoader, which previously failed with No space "
+    "left on device when /dev/shm was small.",
+    "disk-full-quoted-as-what-a-tool-prints": "The tool only prints 'No space left on device' even when it is "
+    "the inodes that ran out.",
+}
+
+
+@pytest.mark.parametrize("text", NEAR_C.values(), ids=NEAR_C.keys())
+def test_a_failure_told_as_past_or_quoted_fires_nothing(text: str) -> None:
+    entry = _entry(text, expect=None)
+
+    assert run(entry, succeed=True).rules == set()
+    assert run(entry).rules <= {"failed"}
