@@ -27,7 +27,7 @@ from consumers.registry import CONSUMERS
 from consumers.wiring import Wiring
 from controller.bus.client import NATS
 from controller.bus.consuming import open_durables, run_durable
-from controller.bus.streams import connect
+from controller.bus.streams import connect, disconnect
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
@@ -88,7 +88,7 @@ async def run_consumers(
         stop.set()
         await asyncio.gather(*loops, return_exceptions=True)
         for nc in connections:
-            await _close(nc)
+            await disconnect(nc)
 
 
 async def _until_stopped_or_failed(stop: asyncio.Event, loops: list[asyncio.Task[None]]) -> None:
@@ -108,12 +108,3 @@ async def _until_stopped_or_failed(stop: asyncio.Event, loops: list[asyncio.Task
                     raise RuntimeError(f"consumer loop {task.get_name()} failed: {failure!r}") from failure
     finally:
         stopping.cancel()
-
-
-async def _close(nc: NATS) -> None:
-    """Drain the connection, or close it if draining fails (the server it was on is gone):
-    a connection left open keeps reconnecting, and its tasks keep the process from exiting."""
-    try:
-        await nc.drain()
-    except Exception:
-        await nc.close()

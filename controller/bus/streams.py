@@ -213,6 +213,21 @@ async def connect(url: str, name: str, settings: NatsSettings | None = None) -> 
     return nc
 
 
+async def disconnect(nc: NATS) -> None:
+    """Drain the connection (what it published is flushed, its subscriptions end), or close it
+    when it cannot be drained: a connection reconnecting to a server that is gone refuses to
+    drain, and one left open keeps reconnecting and keeps the process from exiting."""
+    if nc.is_closed:
+        return
+    if nc.is_connected:
+        try:
+            await nc.drain()
+            return
+        except Exception as exc:
+            log.debug("NATS %s: drain failed (%s); closing", nc.options.get("name"), exc)
+    await nc.close()
+
+
 def credentials(settings: NatsSettings) -> dict[str, Any]:
     """nats-py's connect options for the identity of ``settings``: user and password (a password
     file is read at every connection, so a rotated one is taken on the next reconnect) or a

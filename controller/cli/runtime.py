@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.client import NATS, JetStreamContext
 from controller.bus.publishing import Publisher
-from controller.bus.streams import connect, ensure_streams
+from controller.bus.streams import connect, disconnect, ensure_streams
 from controller.cli.embedded import EmbeddedServices
 from controller.cli.embedded.nats_users import EmbeddedNatsUsers
 from controller.contract.errors import StartupError
@@ -90,7 +90,7 @@ class Runtime:
         try:
             yield nc
         finally:
-            await nc.drain()
+            await disconnect(nc)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -305,7 +305,7 @@ async def runtime(
             if rt._engine is not None:
                 await rt._engine.dispose()
             if rt._nc is not None:
-                await rt._nc.drain()
+                await disconnect(rt._nc)
 
 
 async def _reach_both(

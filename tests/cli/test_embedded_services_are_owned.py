@@ -456,7 +456,7 @@ def test_an_api_beside_one_that_stops_keeps_its_database(
             if api.poll() is None:
                 api.send_signal(signal.SIGINT)
             api.wait(60)
-    assert apis[1].returncode == 0
+    assert apis[1].returncode == 0, logs[1].read_text()[-3000:]
     for log in logs:
         assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
 

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from controller.bus.client import NATS
 from controller.bus.publishing import Publisher
-from controller.bus.streams import connect, ensure_streams
+from controller.bus.streams import connect, disconnect, ensure_streams
 from controller.contract.audit import AuditRecord, parse_audit_record
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
@@ -196,4 +196,4 @@ class LazyJetStream:
                 await self._task
         if self._client is not None:
             with contextlib.suppress(Exception):
-                await (self._client.drain() if self._client.is_connected else self._client.close())
+                await disconnect(self._client)
