@@ -21,9 +21,10 @@ which one runs.
 Where the token comes from (:func:`presented_token`): the ``Authorization: Bearer`` header;
 else, on a ``GET`` or ``HEAD``, the session cookie the pages' sign-in set (:data:`SESSION_COOKIE`,
 HttpOnly, SameSite=Strict: a browser never sends it with another site's request, and a request
-that changes anything never reads it); else, only on the listener OpenShift's OAuth proxy alone
-reaches (the pod's loopback, ``api.forwarded_token_port``, served through
-:class:`ForwardedTokens`), the proxy's ``X-Forwarded-Access-Token``. The first two are reviewed
+that changes anything never reads it); else, on a ``GET`` or ``HEAD`` too (the proxy's session is
+a cookie as well), and only on the listener OpenShift's OAuth proxy alone reaches (the pod's
+loopback, ``api.forwarded_token_port``, served through :class:`ForwardedTokens`), the proxy's
+``X-Forwarded-Access-Token``. The first two are reviewed
 with ``api.token_audiences``; the forwarded one by the proxy's reviewer, with
 ``api.forwarded_token_audiences`` (an OpenShift OAuth token has no audience of its own,
 :func:`~controller.api.access.forwarded_reviewer`), its answers cached apart, so the same token
@@ -153,7 +154,7 @@ def _credential(
     if request.method in _SAFE_METHODS and (cookie := request.cookies.get(SESSION_COOKIE)):
         return cookie, reviewer_of(request)
     forwarded: AccessReviewer | None = request.scope.get(_FORWARDED)
-    if forwarded is not None:
+    if forwarded is not None and request.method in _SAFE_METHODS:
         return request.headers.get(FORWARDED_TOKEN, ""), forwarded
     return "", reviewer_of(request)
 
@@ -214,12 +215,17 @@ def _refusal(request: Request, token: str) -> str:
     """Why ``token`` (``""``: none) got ``request`` no principal."""
     if token:
         return "the bearer token was not accepted"
-    if FORWARDED_TOKEN in request.headers and _FORWARDED not in request.scope:
+    if FORWARDED_TOKEN not in request.headers:
+        return "a bearer token is required"
+    if _FORWARDED not in request.scope:
         return (
             f"a bearer token is required; {FORWARDED_TOKEN} is read only from the OAuth proxy "
             "beside the API, on its loopback port (MPIJC_API__FORWARDED_TOKEN_PORT)"
         )
-    return "a bearer token is required"
+    return (
+        f"a bearer token is required; {FORWARDED_TOKEN} reads (GET, HEAD) but never changes "
+        "anything, as the pages' cookie: send the change with Authorization: Bearer"
+    )
 
 
 async def require_namespace(request: Request, principal: Principal, namespace: str) -> None:

@@ -130,6 +130,14 @@ async def test_a_forwarded_oauth_token_reads_its_namespaces_only(stack: Stack) -
     assert [(r["namespace"], r["name"]) for r in answer.json()["items"]] == [("team-a", "resnet")]
 
 
+async def test_a_forwarded_token_reads_but_never_changes(stack: Stack) -> None:
+    hook = {"channel": "webhook", "url": "https://hooks.example/x", "namespace": "team-a"}
+    async with stack.signed_in() as browser:
+        answer = await browser.post("/api/v1/webhooks", json=hook)
+    assert answer.status_code == 401, answer.text
+    assert "never changes" in answer.json()["detail"]
+
+
 async def test_the_same_token_sent_as_a_bearer_is_refused_for_its_audience(stack: Stack) -> None:
     async with stack.signed_in() as browser:  # accepted through the proxy first: its answer is cached
         assert (await browser.get("/api/v1/runs")).status_code == 200
