@@ -30,6 +30,7 @@ from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.api_fixtures import T0, bearer, insert_runs, run_row
+from tests.live_events import of_type, read_events
 
 AUDIENCE = "mpijob-controller"
 ALICE = {"username": "alice", "uid": "u-alice", "groups": ["system:authenticated:oauth"]}
@@ -123,42 +124,14 @@ async def stack(
         _stop(api)
 
 
-async def test_a_forwarded_oauth_token_reads_its_namespaces_only(stack: Stack) -> None:
+@pytest.mark.slow
+async def test_through_the_proxy_a_forwarded_oauth_token_reads_its_namespaces_pages_and_streams(
+    stack: Stack,
+) -> None:
     async with stack.signed_in() as browser:
         answer = await browser.get("/api/v1/runs")
-    assert answer.status_code == 200, answer.text
-    assert [(r["namespace"], r["name"]) for r in answer.json()["items"]] == [("team-a", "resnet")]
-
-
-async def test_a_forwarded_token_reads_but_never_changes(stack: Stack) -> None:
-    hook = {"channel": "webhook", "url": "https://hooks.example/x", "namespace": "team-a"}
-    async with stack.signed_in() as browser:
-        answer = await browser.post("/api/v1/webhooks", json=hook)
-    assert answer.status_code == 401, answer.text
-    assert "never changes" in answer.json()["detail"]
-
-
-async def test_the_same_token_sent_as_a_bearer_is_refused_for_its_audience(stack: Stack) -> None:
-    async with stack.signed_in() as browser:  # accepted through the proxy first: its answer is cached
-        assert (await browser.get("/api/v1/runs")).status_code == 200
-    async with httpx.AsyncClient(timeout=30) as client:
-        for base in (stack.api, stack.loopback):  # a bearer is a bearer, whichever port it reaches
-            answer = await client.get(f"{base}/api/v1/runs", headers=bearer(OAUTH_TOKEN))
-            assert answer.status_code == 401, (base, answer.text)
-            assert answer.json()["detail"] == "the bearer token was not accepted"
-
-
-async def test_the_forwarded_header_from_anyone_but_the_proxy_is_refused(stack: Stack) -> None:
-    async with httpx.AsyncClient(timeout=30) as client:
-        answer = await client.get(
-            f"{stack.api}/api/v1/runs", headers={"X-Forwarded-Access-Token": OAUTH_TOKEN}
-        )
-    assert answer.status_code == 401
-    assert "MPIJC_API__FORWARDED_TOKEN_PORT" in answer.json()["detail"]
-
-
-async def test_the_pages_work_signed_in_through_the_proxy(stack: Stack) -> None:
-    async with stack.signed_in() as browser:
+        assert answer.status_code == 200, answer.text
+        assert [(r["namespace"], r["name"]) for r in answer.json()["items"]] == [("team-a", "resnet")]
         jobs = await browser.get("/ui/jobs")
         assert jobs.status_code == 200, jobs.text
         assert "Signed in as <strong>alice</strong>" in jobs.text
@@ -167,5 +140,28 @@ async def test_the_pages_work_signed_in_through_the_proxy(stack: Stack) -> None:
         assert run.status_code == 200 and "resnet" in run.text
         other = await browser.get(f"/ui/runs/{TEAM_B['uid']}")
         assert other.status_code == 404 and "secret-llm" not in other.text
+        # a forwarded token reads but never changes anything, as the pages' cookie
+        hook = {"channel": "webhook", "url": "https://hooks.example/x", "namespace": "team-a"}
+        change = await browser.post("/api/v1/webhooks", json=hook)
+        assert change.status_code == 401 and "never changes" in change.json()["detail"], change.text
+    # the run page's live stream passes the proxy too, and ends as a finished run's does
+    session = {"Cookie": f"{COOKIE}={SESSION}"}
+    events = await read_events(f"{stack.proxy}/api/v1/runs/{TEAM_A['uid']}/events", session, of_type("end"))
+    assert events[-1].data["phase"] == "Succeeded"
     async with httpx.AsyncClient(base_url=stack.proxy, timeout=30) as stranger:
         assert (await stranger.get("/ui/jobs")).status_code == 403  # the proxy signs them in first
+
+
+@pytest.mark.slow
+async def test_around_the_proxy_the_same_token_and_the_header_are_refused(stack: Stack) -> None:
+    async with stack.signed_in() as browser:  # accepted through the proxy first: its answer is cached
+        assert (await browser.get("/api/v1/runs")).status_code == 200
+    async with httpx.AsyncClient(timeout=30) as client:
+        for base in (stack.api, stack.loopback):  # a bearer is a bearer, whichever port it reaches
+            answer = await client.get(f"{base}/api/v1/runs", headers=bearer(OAUTH_TOKEN))
+            assert answer.status_code == 401, (base, answer.text)
+            assert answer.json()["detail"] == "the bearer token was not accepted"
+        forwarded = {"X-Forwarded-Access-Token": OAUTH_TOKEN}  # from anyone but the proxy
+        answer = await client.get(f"{stack.api}/api/v1/runs", headers=forwarded)
+        assert answer.status_code == 401
+        assert "MPIJC_API__FORWARDED_TOKEN_PORT" in answer.json()["detail"]
