@@ -24,12 +24,12 @@ HttpOnly, SameSite=Strict: a browser never sends it with another site's request,
 that changes anything never reads it); else, on a ``GET`` or ``HEAD`` too (the proxy's session is
 a cookie as well), and only on the listener OpenShift's OAuth proxy alone reaches (the pod's
 loopback, ``api.forwarded_token_port``, served through :class:`ForwardedTokens`), the proxy's
-``X-Forwarded-Access-Token``. The first two are reviewed
-with ``api.token_audiences``; the forwarded one by the proxy's reviewer, with
-``api.forwarded_token_audiences`` (an OpenShift OAuth token has no audience of its own,
-:func:`~controller.api.access.forwarded_reviewer`), its answers cached apart, so the same token
-sent as a bearer is still refused. The header on any other listener is refused (401 naming it).
-What a caller may read is decided the same way whichever way its token came.
+``X-Forwarded-Access-Token``. The first two are reviewed with ``api.token_audiences``; the
+forwarded one by the proxy's reviewer, with ``api.forwarded_token_audiences`` (an OpenShift OAuth
+token has no audience of its own, :func:`~controller.api.access.forwarded_reviewer`), its answers
+cached apart, so the same token sent as a bearer is still refused. The header on any other
+listener is refused (401 naming it). What a caller may read is decided the same way whichever way
+its token came.
 
 Errors: no or a malformed ``Authorization`` header, or a token nobody accepts → 401 with
 ``WWW-Authenticate: Bearer``; a client over its rate (:mod:`controller.api.ratelimit`) → 429

@@ -131,7 +131,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sessions = json.loads(args.sessions.read_text())
     proxy = OAuthProxyStandIn(args.upstream, sessions)
-    uvicorn.run(proxy, host="127.0.0.1", port=args.port, log_level="warning", lifespan="off")
+    uvicorn.run(  # the peer is the client, as for oauth-proxy: no X-Forwarded-For read
+        proxy, host="127.0.0.1", port=args.port, log_level="warning", lifespan="off", proxy_headers=False
+    )
 
 
 if __name__ == "__main__":
