@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Generic, TypeVar
 
@@ -39,6 +40,7 @@ __all__ = [
     "ALL_NAMESPACES",
     "AccessReviewer",
     "CachedAccess",
+    "KubernetesReviewers",
     "OpenAccess",
     "Principal",
     "ReviewBudget",
@@ -46,6 +48,7 @@ __all__ = [
     "ReviewUnavailableError",
     "StaticAccess",
     "build_reviewer",
+    "forwarded_reviewer",
     "spending",
     "token_digest",
 ]
@@ -230,6 +233,8 @@ class CachedAccess:
         denied_ttl_s: float | None = None,
     ) -> None:
         self._inner = inner
+        self._token_reviewer = inner
+        self._ttl_s, self._size, self._clock = ttl_s, size, clock
         denied = ttl_s if denied_ttl_s is None else denied_ttl_s
         self._tokens: _TTLCache[bytes, Principal | None] = _TTLCache(ttl_s, size, clock)
         self._decisions: _TTLCache[tuple[str, Principal, str | None], bool] = _TTLCache(
@@ -239,7 +244,16 @@ class CachedAccess:
     async def review_token(self, token: str) -> Principal | None:
         if not token:
             return None
-        return await self._tokens.get(token_digest(token), lambda: self._inner.review_token(token))
+        return await self._tokens.get(token_digest(token), lambda: self._token_reviewer.review_token(token))
+
+    def reviewing_tokens_with(self, tokens: AccessReviewer) -> CachedAccess:
+        """A twin answering the same access decisions from the same cache, whose tokens ``tokens``
+        reviews and whose token answers are cached apart from this one's: a token one of them
+        accepted is never taken for accepted by the other (one is reviewed with other audiences)."""
+        twin = copy.copy(self)
+        twin._token_reviewer = tokens
+        twin._tokens = _TTLCache(self._ttl_s, self._size, self._clock)
+        return twin
 
     async def can_list(self, principal: Principal, namespace: str | None) -> bool:
         return await self._decide("list", principal, namespace, self._inner.can_list)
@@ -272,10 +286,14 @@ class CachedAccess:
         return await self._decisions.get((verb, principal, namespace), compute)
 
 
-def build_reviewer(
-    settings: ApiSettings, kubernetes: Callable[[], AccessReviewer] | None = None
-) -> AccessReviewer:
-    """The reviewer ``settings.auth`` asks for; ``kubernetes`` builds the cluster-backed one."""
+KubernetesReviewers = Callable[[Sequence[str]], AccessReviewer]
+"""Builds the cluster-backed reviewer whose TokenReviews name these audiences (none: the API
+server's own)."""
+
+
+def build_reviewer(settings: ApiSettings, kubernetes: KubernetesReviewers | None = None) -> AccessReviewer:
+    """The reviewer ``settings.auth`` asks for; ``kubernetes`` builds the cluster-backed one, given
+    ``settings.token_audiences``."""
     if settings.auth == "off":
         return OpenAccess()
     if settings.auth == "static":
@@ -283,8 +301,21 @@ def build_reviewer(
     if kubernetes is None:
         raise ValueError("api.auth=kubernetes needs a Kubernetes reviewer; none was given")
     return CachedAccess(
-        kubernetes(),
+        kubernetes(settings.token_audiences),
         settings.review_ttl_s,
         settings.review_cache_size,
         denied_ttl_s=settings.review_denied_ttl_s,
     )
+
+
+def forwarded_reviewer(
+    settings: ApiSettings, reviewer: AccessReviewer, kubernetes: KubernetesReviewers | None = None
+) -> AccessReviewer:
+    """Who reviews the tokens OpenShift's OAuth proxy forwards, beside ``reviewer`` (what
+    :func:`build_reviewer` gave): in ``kubernetes`` mode its twin whose TokenReviews name
+    ``settings.forwarded_token_audiences`` (empty: none, so the API server's own are checked, as an
+    OpenShift OAuth access token needs), with its own cache of token answers and the same access
+    decisions; in the other modes ``reviewer`` itself (static tokens have no audience)."""
+    if isinstance(reviewer, CachedAccess) and kubernetes is not None:
+        return reviewer.reviewing_tokens_with(kubernetes(settings.forwarded_token_audiences))
+    return reviewer

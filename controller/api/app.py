@@ -33,7 +33,6 @@ def create_app(
     streams: events.StreamLimits = events.DEFAULT_STREAMS,
     run_logs: logs.RunLogs | None = None,
     search: logs.SearchLimits = logs.DEFAULT_SEARCH,
-    forwarded_token: bool = False,
 ) -> FastAPI:
     """The API over one database engine, one metrics registry and one access reviewer.
 
@@ -53,8 +52,8 @@ def create_app(
     its threads.
 
     The pages under ``/ui/`` (:mod:`~controller.api.pages`) read what these routes answer, for
-    the same callers; ``forwarded_token`` also takes a caller's token from the
-    ``X-Forwarded-Access-Token`` header OpenShift's OAuth proxy sets (set it only behind that proxy).
+    the same callers. Served to OpenShift's OAuth proxy, the app is wrapped in
+    :class:`~controller.api.auth.ForwardedTokens` (:func:`controller.api.server.forwarded_config`).
     """
     app = FastAPI(
         title="mpijob-controller",
@@ -70,7 +69,6 @@ def create_app(
     app.state.streams = events.StreamGate(streams, engine)
     app.state.logs = run_logs
     app.state.log_search = logs.Searching(search)
-    app.state.forwarded_token = forwarded_token
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
     subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings(), quotas=quotas)
     routers = (health.router, runs.router, jobs.router, events.router, logs.router, compare.router)

@@ -21,9 +21,15 @@ which one runs.
 Where the token comes from (:func:`presented_token`): the ``Authorization: Bearer`` header;
 else, on a ``GET`` or ``HEAD``, the session cookie the pages' sign-in set (:data:`SESSION_COOKIE`,
 HttpOnly, SameSite=Strict: a browser never sends it with another site's request, and a request
-that changes anything never reads it); else, only where the application was told to trust it
-(behind OpenShift's OAuth proxy, ``api.trust_forwarded_access_token``), the proxy's
-``X-Forwarded-Access-Token``. Each is reviewed exactly as a bearer token is.
+that changes anything never reads it); else, on a ``GET`` or ``HEAD`` too (the proxy's session is
+a cookie as well), and only on the listener OpenShift's OAuth proxy alone reaches (the pod's
+loopback, ``api.forwarded_token_port``, served through :class:`ForwardedTokens`), the proxy's
+``X-Forwarded-Access-Token``. The first two are reviewed with ``api.token_audiences``; the
+forwarded one by the proxy's reviewer, with ``api.forwarded_token_audiences`` (an OpenShift OAuth
+token has no audience of its own, :func:`~controller.api.access.forwarded_reviewer`), its answers
+cached apart, so the same token sent as a bearer is still refused. The header on any other
+listener is refused (401 naming it). What a caller may read is decided the same way whichever way
+its token came.
 
 Errors: no or a malformed ``Authorization`` header, or a token nobody accepts → 401 with
 ``WWW-Authenticate: Bearer``; a client over its rate (:mod:`controller.api.ratelimit`) → 429
@@ -40,8 +46,10 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from controller.api.access import (
+    AccessReviewer,
     Principal,
     ReviewBudget,
     ReviewBudgetExceededError,
@@ -54,6 +62,8 @@ from controller.api.ratelimit import RateLimited
 from controller.store import queries
 
 __all__ = [
+    "FORWARDED_TOKEN",
+    "ForwardedTokens",
     "Principal",
     "authenticate",
     "current_principal",
@@ -83,6 +93,8 @@ SESSION_COOKIE = "mpijc_token"
 """The cookie the pages' sign-in sets to the token it was given (:mod:`controller.api.pages`)."""
 FORWARDED_TOKEN = "X-Forwarded-Access-Token"
 """Where OpenShift's OAuth proxy (``--pass-access-token``) hands on the signed-in user's token."""
+_FORWARDED = "mpijc.forwarded_tokens"
+"""Where a request that came to the OAuth proxy's listener keeps the reviewer of its forwarded token."""
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 bearer = HTTPBearer(
@@ -116,16 +128,41 @@ async def _answer(request: Request, question: Callable[[], Awaitable[_T]]) -> _T
         raise HTTPException(503, f"cannot check access right now: {exc}") from exc
 
 
+class ForwardedTokens:
+    """ASGI: the application as served to OpenShift's OAuth proxy alone, on the pod's loopback
+    (``api.forwarded_token_port``): a request arriving this way may carry the signed-in user's
+    token in ``X-Forwarded-Access-Token``, reviewed by ``reviewer``
+    (:func:`~controller.api.access.forwarded_reviewer`). Nothing a client sends can mark a
+    request so: only the listener serving this does."""
+
+    def __init__(self, app: ASGIApp, reviewer: AccessReviewer) -> None:
+        self.app = app
+        self.reviewer = reviewer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[_FORWARDED] = self.reviewer
+        await self.app(scope, receive, send)
+
+
+def _credential(
+    request: Request, credentials: HTTPAuthorizationCredentials | None
+) -> tuple[str, AccessReviewer]:
+    """The token ``request`` came with (``""`` for none) and who reviews it (see the module)."""
+    if credentials is not None:
+        return credentials.credentials, reviewer_of(request)
+    if request.method in _SAFE_METHODS and (cookie := request.cookies.get(SESSION_COOKIE)):
+        return cookie, reviewer_of(request)
+    forwarded: AccessReviewer | None = request.scope.get(_FORWARDED)
+    if forwarded is not None and request.method in _SAFE_METHODS:
+        return request.headers.get(FORWARDED_TOKEN, ""), forwarded
+    return "", reviewer_of(request)
+
+
 def presented_token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
     """The token ``request`` came with (see the module: header, session cookie, forwarded
     token), or ``""``."""
-    if credentials is not None:
-        return credentials.credentials
-    if request.method in _SAFE_METHODS and (cookie := request.cookies.get(SESSION_COOKIE)):
-        return cookie
-    if getattr(request.app.state, "forwarded_token", False):
-        return request.headers.get(FORWARDED_TOKEN, "")
-    return ""
+    return _credential(request, credentials)[0]
 
 
 async def current_principal(
@@ -138,7 +175,7 @@ async def current_principal(
     known = request.scope.get(_PRINCIPAL)
     if isinstance(known, Principal):
         return known
-    principal = await principal_of_token(request, presented_token(request, credentials))
+    principal = await principal_of_token(request, *_credential(request, credentials))
     request.scope[_PRINCIPAL] = principal
     return principal
 
@@ -149,26 +186,46 @@ async def authenticate(request: Request) -> Principal:
     return await current_principal(request, await bearer(request))
 
 
-async def principal_of_token(request: Request, token: str) -> Principal:
-    """Whom ``token`` stands for, within the rate limits of ``request``'s client; 401 if nobody
-    accepts it, 429 over the rate, 503 if it cannot be reviewed now (a sign-in asks this)."""
+async def principal_of_token(
+    request: Request, token: str, reviewer: AccessReviewer | None = None
+) -> Principal:
+    """Whom ``token`` stands for, as ``reviewer`` (the application's unless given) says, within
+    the rate limits of ``request``'s client; 401 if nobody accepts it, 429 over the rate, 503 if it
+    cannot be reviewed now (a sign-in asks this)."""
     limiter = limiter_of(request)
+    reviewer = reviewer or reviewer_of(request)
     address = request.client.host if request.client is not None else "unknown"
     digest = token_digest(token) if token else None
     try:
         limiter.before_review(address, digest)
         principal = None
         if len(token) <= MAX_TOKEN:
-            principal = await _answer(request, lambda: reviewer_of(request).review_token(token))
+            principal = await _answer(request, lambda: reviewer.review_token(token))
         if principal is None:
             limiter.failed(address)
-            detail = "the bearer token was not accepted" if token else "a bearer token is required"
-            raise HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(401, _refusal(request, token), headers={"WWW-Authenticate": "Bearer"})
         if digest is not None:
             limiter.admitted(digest)
     except RateLimited as exc:
         raise HTTPException(429, exc.detail, headers={"Retry-After": exc.retry_after}) from exc
     return principal
+
+
+def _refusal(request: Request, token: str) -> str:
+    """Why ``token`` (``""``: none) got ``request`` no principal."""
+    if token:
+        return "the bearer token was not accepted"
+    if FORWARDED_TOKEN not in request.headers:
+        return "a bearer token is required"
+    if _FORWARDED not in request.scope:
+        return (
+            f"a bearer token is required; {FORWARDED_TOKEN} is read only from the OAuth proxy "
+            "beside the API, on its loopback port (MPIJC_API__FORWARDED_TOKEN_PORT)"
+        )
+    return (
+        f"a bearer token is required; {FORWARDED_TOKEN} reads (GET, HEAD) but never changes "
+        "anything, as the pages' cookie: send the change with Authorization: Bearer"
+    )
 
 
 async def require_namespace(request: Request, principal: Principal, namespace: str) -> None:
@@ -211,10 +268,10 @@ async def still_allowed(
     Asked of the reviewer (cached for ``api.review_ttl_s``), outside any request's budget and
     rate limits; a reviewer that cannot answer is no refusal (``None``: the stream goes on)."""
     reviewer = reviewer_of(request)
-    token = presented_token(request, await bearer(request))
+    token, tokens = _credential(request, await bearer(request))
     try:
         with spending(None):
-            if not token or await reviewer.review_token(token) != principal:
+            if not token or await tokens.review_token(token) != principal:
                 return "the bearer token is no longer accepted"
             if not await reviewer.can_list(principal, namespace):
                 return (

@@ -29,6 +29,10 @@ With ``tls`` the port speaks HTTPS with that context (the caller keeps it and re
 certificates into it: ``api.tls_cert_file``); the header deadlines and the address's share
 then start once the handshake is done, which asyncio bounds at 60 s.
 
+:func:`forwarded_config` is the second listener, for OpenShift's OAuth proxy beside the API in its
+pod: on the pod's loopback only, where the forwarded access token is read
+(:class:`~controller.api.auth.ForwardedTokens`).
+
 :func:`serve_in_thread` serves an app from a thread with an event loop of its own: the metrics
 port, whose ``/healthz`` is the kubelet's liveness probe, so that a busy API loop is not taken
 for a dead one.
@@ -51,9 +55,21 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from controller.api.access import AccessReviewer
+from controller.api.auth import ForwardedTokens
 from controller.contract.settings import ApiSettings
 
-__all__ = ["ClientShares", "HeaderDeadline", "serve_in_thread", "server_config"]
+__all__ = [
+    "LOOPBACK",
+    "ClientShares",
+    "HeaderDeadline",
+    "forwarded_config",
+    "serve_in_thread",
+    "server_config",
+]
+
+LOOPBACK = "127.0.0.1"
+"""Where the OAuth proxy's listener binds: the pod's own loopback, which no other pod reaches."""
 
 _RETRY_AFTER_S = 1
 """What a client over its share is told to wait: one of its own connections or requests ends soon."""
@@ -248,6 +264,20 @@ def server_config(
         forwarded_allow_ips=list(api.forwarded_allow_ips),
         ssl_context_factory=None if tls is None else lambda _config, _default: tls,
     )
+
+
+def forwarded_config(app: Any, api: ApiSettings, reviewer: AccessReviewer) -> uvicorn.Config:
+    """uvicorn's configuration for the OAuth proxy's listener: ``app`` behind
+    :class:`~controller.api.auth.ForwardedTokens` (forwarded tokens reviewed by ``reviewer``) on
+    :data:`LOOPBACK`, port ``api.forwarded_token_port``, plain HTTP (the proxy ends TLS; the hop
+    never leaves the pod), under the same deadlines and caps as the API port. The proxy is trusted
+    for X-Forwarded-For as the routers of ``api.forwarded_allow_ips`` are, so each client behind it
+    keeps its own share and failure bucket."""
+    if api.forwarded_token_port is None:
+        raise ValueError("MPIJC_API__FORWARDED_TOKEN_PORT is unset: there is no OAuth proxy listener")
+    proxies = [LOOPBACK, *api.forwarded_allow_ips]
+    proxied = api.model_copy(update={"host": LOOPBACK, "forwarded_allow_ips": proxies})
+    return server_config(ForwardedTokens(app, reviewer), proxied, api.forwarded_token_port)
 
 
 async def serve_in_thread(server: uvicorn.Server, name: str) -> None:

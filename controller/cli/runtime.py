@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
@@ -43,6 +44,7 @@ from controller.store.roles import role_powers
 from controller.store.timing import observe_db_writes
 
 if TYPE_CHECKING:
+    from controller.kube.gateway import KubeGateway
     from watchers.admission.certificates import CertificateReloader
 
 log = logging.getLogger("mpijob_controller")
@@ -408,21 +410,25 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     """The read API until ``stop`` is set."""
     import uvicorn
 
-    from controller.api.access import AccessReviewer, build_reviewer
+    from controller.api.access import AccessReviewer, build_reviewer, forwarded_reviewer
     from controller.api.app import create_app, metrics_app
     from controller.api.events import StreamLimits
     from controller.api.limits import ApiLimits, SubscriptionQuotas
     from controller.api.logs import RunLogs, SearchLimits
     from controller.api.metrics_collectors import JetStreamCollector
     from controller.api.rechecks import CreatorRecheck
-    from controller.api.server import serve_in_thread, server_config
+    from controller.api.server import forwarded_config, serve_in_thread, server_config
 
-    def kubernetes() -> AccessReviewer:
+    @functools.cache
+    def gateway() -> KubeGateway:  # one, for the reviewers of bearer and of forwarded tokens
         from controller.kube.gateway import KubeGateway
+
+        return KubeGateway.from_settings(rt.settings.kube)
+
+    def kubernetes(audiences: Sequence[str]) -> AccessReviewer:
         from controller.kube.reviews import KubeAccessReviewer
 
-        gateway = KubeGateway.from_settings(rt.settings.kube)
-        return KubeAccessReviewer(gateway, rt.settings.api.token_audiences)
+        return KubeAccessReviewer(gateway(), audiences)
 
     api, metrics_port = rt.settings.api, rt.settings.metrics.port
     certificate = api_certificate(rt.settings)
@@ -439,7 +445,6 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         streams=StreamLimits.from_settings(api),
         run_logs=RunLogs(rt.js, rt.topology),
         search=SearchLimits.from_settings(api),
-        forwarded_token=api.trust_forwarded_access_token,
     )
     tls = certificate.context if certificate is not None else None
     # the metrics port (liveness, readiness, scrapes) on a thread and loop of its own: a loop kept
@@ -454,6 +459,10 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
         asyncio.create_task(servers[0].serve()),
         asyncio.create_task(serve_in_thread(servers[1], "metrics-port")),
     ]
+    if api.forwarded_token_port is not None:  # OpenShift's OAuth proxy beside the API (docs/ui.md)
+        proxied = forwarded_config(app, api, forwarded_reviewer(api, reviewer, kubernetes))
+        servers.append(uvicorn.Server(proxied))
+        serving.append(asyncio.create_task(servers[-1].serve()))
     recheck = CreatorRecheck(rt.engine, reviewer, api.subscription_recheck_s)
     rechecking = [asyncio.create_task(recheck.run(stop))]
     beating = asyncio.create_task(heartbeat.run())
@@ -463,6 +472,8 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
     log.info(
         "API on %s://%s:%d (auth: %s), metrics on port %d", scheme, api.host, api.port, api.auth, metrics_port
     )
+    if api.forwarded_token_port is not None:
+        log.info("the OAuth proxy's listener on http://127.0.0.1:%d", api.forwarded_token_port)
     await stop.wait()
     for server in servers:
         server.should_exit = True

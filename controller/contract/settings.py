@@ -613,12 +613,21 @@ class ApiSettings(BaseModel):
         "per-client rate limits key on the real client. Empty (the default) trusts nobody: the "
         "header could then be set by any client to dodge its limits.",
     )
-    trust_forwarded_access_token: bool = Field(
-        default=False,
-        description="Take a caller's token from the X-Forwarded-Access-Token header when no "
-        "Authorization header is sent: OpenShift's OAuth proxy (`--pass-access-token`) sets it for "
-        "the user it signed in (the OpenShift overlay turns this on; docs/ui.md). The token is "
-        "reviewed like any bearer token. Off by default.",
+    forwarded_token_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Port on 127.0.0.1 (plain HTTP, the pod's loopback) where the API also listens for "
+        "OpenShift's OAuth proxy beside it in the pod (the OpenShift overlay sets 8481): requests "
+        "there may carry the signed-in user's token in X-Forwarded-Access-Token "
+        "(`--pass-access-token`), reviewed with `forwarded_token_audiences`. The header is read "
+        "nowhere else: on `port` it is refused. Unset (the default): no such listener (docs/ui.md).",
+    )
+    forwarded_token_audiences: list[str] = Field(
+        default_factory=list,
+        description="Audiences the TokenReview of a token the OAuth proxy forwarded names; empty "
+        "names none, so the API server's own are checked, as OpenShift's OAuth access tokens (which "
+        "carry no audience) need. Bearer tokens sent to the API keep `token_audiences`.",
     )
     rate_per_s: float = Field(
         default=50.0,
@@ -716,6 +725,22 @@ class ApiSettings(BaseModel):
         description="Seconds a stopping API gives open requests to finish; event streams never do, "
         "so they are then closed and their clients reconnect (with Last-Event-ID) elsewhere.",
     )
+
+    @field_validator("forwarded_token_port")
+    @classmethod
+    def _loopback_port_apart(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value == info.data.get("port"):
+            raise ValueError(
+                "the OAuth proxy's loopback listener needs a port of its own, not MPIJC_API__PORT's"
+            )
+        return value
+
+    @field_validator("forwarded_token_audiences")
+    @classmethod
+    def _named_audiences(cls, value: list[str]) -> list[str]:
+        if any(not audience.strip() for audience in value):
+            raise ValueError("an audience is a non-empty string; [] names none (the API server's own)")
+        return value
 
     @field_validator("forwarded_allow_ips")
     @classmethod
@@ -1343,6 +1368,7 @@ RENAMED: Final[Mapping[str, str]] = {
     "MPIJC_AUDIT__MAX_JSON_DEPTH": "MPIJC_ADMISSION__MAX_JSON_DEPTH",
     "MPIJC_API__METRICS_PORT": "MPIJC_METRICS__PORT",
     "MPIJC_UP__METRICS_PORT": "MPIJC_METRICS__UP_PORT",
+    "MPIJC_API__TRUST_FORWARDED_ACCESS_TOKEN": "MPIJC_API__FORWARDED_TOKEN_PORT",
 }
 """Variables of earlier versions and their names now: setting one fails with a line naming the new one
 (an upgrade that kept the old name would otherwise silently run on the default)."""

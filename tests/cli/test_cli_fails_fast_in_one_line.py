@@ -68,6 +68,14 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
             "MPIJC_USAGE__URL: Value error, 'prometheus:9090' is not an http",
         ),
         ({"MPIJC_USAGE__POD_LABEL": "exported-pod"}, "MPIJC_USAGE__POD_LABEL: String should match pattern"),
+        (
+            {"MPIJC_API__PORT": "8480", "MPIJC_API__FORWARDED_TOKEN_PORT": "8480"},
+            "MPIJC_API__FORWARDED_TOKEN_PORT: Value error, the OAuth proxy's loopback listener needs a port",
+        ),
+        (
+            {"MPIJC_API__FORWARDED_TOKEN_AUDIENCES": '[""]'},
+            "MPIJC_API__FORWARDED_TOKEN_AUDIENCES: Value error, an audience is a non-empty string",
+        ),
     ],
     ids=[
         "not-an-integer",
@@ -82,6 +90,8 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
         "renamed-to-the-metrics-group",
         "prometheus-url-without-scheme",
         "not-a-label-name",
+        "proxy-listener-on-the-api-port",
+        "empty-forwarded-audience",
     ],
 )
 def test_bad_settings_are_one_line_naming_the_variable(

@@ -246,7 +246,7 @@ def _released_image(overlay: str) -> str:
     return f"{image['newName']}:{image['newTag']}"
 
 
-THIRD_PARTY = {"nats": "nats:2.10-alpine"}
+THIRD_PARTY = {"nats": "nats:2.10-alpine", "oauth-proxy": "quay.io/openshift/origin-oauth-proxy:4.16"}
 """Containers that do not run mpijob-controller: container name → pinned image."""
 
 
@@ -494,7 +494,7 @@ def test_api_metrics_are_scraped_on_their_own_port_that_only_prometheus_reaches(
     objs = renders[name]
     api = find(objs, "Deployment", "mpijc-api")
     env = _effective_env(objs, api)
-    ports = {p["name"]: p["containerPort"] for p in _container_ports(api)}
+    ports = {p["name"]: p["containerPort"] for p in api["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert ports == {"https": int(env["MPIJC_API__PORT"]), "metrics": int(env["MPIJC_METRICS__PORT"])}
     scraped_api_ports = {
         endpoint["port"]
@@ -643,7 +643,7 @@ def _identity(args: list[str]) -> str:
 def test_every_process_connects_to_nats_as_its_own_identity(renders: dict[str, list[Obj]], name: str) -> None:
     identities = {who.name for who in IDENTITIES}
     for owner, container in containers(renders[name]):
-        if container["name"] == "nats":
+        if container["name"] in THIRD_PARTY:  # NATS itself, OpenShift's OAuth proxy
             continue
         env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
         who = _identity(container["args"])
@@ -838,13 +838,16 @@ def test_openshift_leaves_ids_to_the_scc_and_adds_a_route(renders: dict[str, lis
         )
 
 
-def _mounted_file(owner: Obj, path: str) -> tuple[str, str]:
-    """(Secret name, key) a container's file at ``path`` comes from."""
+def _mounted_file(owner: Obj, path: str, container: int = 0) -> tuple[str, str]:
+    """(Secret name, key) a container's file at ``path`` comes from (the first container's unless
+    told)."""
     pod = owner["spec"]["template"]["spec"]
-    for mount in pod["containers"][0].get("volumeMounts", []):
+    for mount in pod["containers"][container].get("volumeMounts", []):
         if path.startswith(mount["mountPath"].rstrip("/") + "/"):
             volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-            return volume["secret"]["secretName"], path.removeprefix(mount["mountPath"].rstrip("/") + "/")
+            key = path.removeprefix(mount["mountPath"].rstrip("/") + "/")
+            items = {i["path"]: i["key"] for i in volume["secret"].get("items", [])}
+            return volume["secret"]["secretName"], items.get(key, key)
     raise AssertionError(f"{path} is not mounted in {owner['metadata']['name']}")
 
 
@@ -890,6 +893,89 @@ def test_openshift_trusts_the_routers_x_forwarded_for(renders: dict[str, list[Ob
         assert "MPIJC_API__FORWARDED_ALLOW_IPS" not in _effective_env(
             objs, find(objs, "Deployment", "mpijc-api")
         )
+
+
+OAUTH_PROXY_FLAGS = frozenset(
+    {"provider", "openshift-service-account", "https-address", "http-address", "upstream", "tls-cert"}
+    | {"tls-key", "cookie-secret-file", "cookie-samesite", "pass-access-token", "pass-basic-auth"}
+    | {"scope", "skip-provider-button"}
+)
+"""The flags the overlay gives oauth-proxy, each one its main.go defines (openshift/oauth-proxy)."""
+OPENS_THE_PROXY = {"openshift-delegate-urls", "skip-auth-regex", "bypass-auth-for", "htpasswd-file"}
+"""Flags that would let a request reach the API without the proxy's own session, carrying a
+client's X-Forwarded-Access-Token unchanged (oauth-proxy sets it only for a cookie session), or
+put the cookie secret in the pod spec (``cookie-secret``)."""
+
+
+def _flags(args: list[str]) -> dict[str, str]:
+    flags = {}
+    for arg in args:
+        assert arg.startswith("--"), arg
+        name, _, value = arg[2:].partition("=")
+        flags[name] = value if "=" in arg else "true"
+    return flags
+
+
+def test_openshift_serves_the_pages_through_the_oauth_proxy(renders: dict[str, list[Obj]]) -> None:
+    """The proxy beside the API forwards the signed-in user's token to the API's loopback
+    listener only; the API reviews those tokens without an audience and keeps its own for bearers."""
+    for name in (n for n in RENDERS if n.startswith("openshift")):
+        objs = renders[name]
+        api = find(objs, "Deployment", "mpijc-api")
+        pod = api["spec"]["template"]["spec"]
+        assert [c["name"] for c in pod["containers"]] == ["api", "oauth-proxy"], name
+        proxy = pod["containers"][1]
+        flags = _flags(proxy["args"])
+        assert set(flags) <= OAUTH_PROXY_FLAGS and not set(flags) & {*OPENS_THE_PROXY, "cookie-secret"}
+        settings = ApiSettings.model_validate(
+            {
+                key.removeprefix("MPIJC_API__").lower(): json.loads(value) if value[:1] == "[" else value
+                for key, value in _effective_env(objs, api).items()
+                if key.startswith("MPIJC_API__") and isinstance(value, str)
+            }
+        )
+        assert settings.token_audiences == ["mpijob-controller"]  # bearer tokens: the API's own
+        assert settings.forwarded_token_audiences == []  # OpenShift OAuth tokens: the API server's
+        assert flags["upstream"] == f"http://127.0.0.1:{settings.forwarded_token_port}"
+        assert flags["provider"] == "openshift"
+        assert flags["openshift-service-account"] == pod["serviceAccountName"]
+        assert (flags["pass-access-token"], flags["pass-basic-auth"]) == ("true", "false")
+        assert flags["scope"] == "user:full" and flags["http-address"] == ""
+        assert flags["cookie-samesite"] == "lax"
+        secrets = {_mounted_file(api, flags[f"tls-{part}"], container=1) for part in ("cert", "key")}
+        assert secrets == {("mpijc-api-tls", "tls.crt"), ("mpijc-api-tls", "tls.key")}  # the service CA's
+        assert _mounted_file(api, flags["cookie-secret-file"], container=1) == (
+            "mpijc-oauth-proxy",
+            "cookie-secret",
+        )
+        made_by_hand = [
+            o for o in objs if o["kind"] in {"Secret", "ConfigMap"} and "oauth" in o["metadata"]["name"]
+        ]
+        assert made_by_hand == []  # the cookie secret is created in the cluster, never in the manifests
+        # Route mpijc-ui re-encrypts to the proxy's HTTPS port, the OAuth client's redirect
+        route = find(objs, "Route", "mpijc-ui")
+        assert route["spec"]["tls"]["termination"] == "reencrypt"
+        service = _service(objs, NAMESPACE, route["spec"]["to"]["name"])
+        target = _resolve_target_port(
+            objs, service, _service_port(service, route["spec"]["port"]["targetPort"])
+        )
+        assert flags["https-address"] == f":{target}"
+        account = find(objs, "ServiceAccount", pod["serviceAccountName"])
+        redirect = account["metadata"]["annotations"][
+            "serviceaccounts.openshift.io/oauth-redirectreference.primary"
+        ]
+        assert json.loads(redirect)["reference"] == {"kind": "Route", "name": "mpijc-ui"}
+        # the proxy's port is opened to the routers only, and on the API's pods only
+        routers = {"namespaceSelector": {"matchLabels": {"network.openshift.io/policy-group": "ingress"}}}
+        assert _ingress_peers_of(objs, api, target) == [routers]
+        for owner in _pod_owners(objs):
+            if owner is not api and (peers := _ingress_peers_of(objs, owner, target)) is not None:
+                assert routers not in peers, owner["metadata"]["name"]
+    for name in (n for n in RENDERS if not n.startswith("openshift")):  # no proxy, no loopback listener
+        objs = renders[name]
+        api = find(objs, "Deployment", "mpijc-api")
+        assert [c["name"] for c in api["spec"]["template"]["spec"]["containers"]] == ["api"], name
+        assert "MPIJC_API__FORWARDED_TOKEN_PORT" not in _effective_env(objs, api)
 
 
 def test_external_nats_replaces_the_bundled_one(renders: dict[str, list[Obj]]) -> None:

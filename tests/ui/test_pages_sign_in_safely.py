@@ -1,6 +1,6 @@
 """Signing in to the pages: a token given in a form becomes an HttpOnly, SameSite=Strict session
 cookie, taken only from this site's own pages and only for reading; OpenShift's forwarded access
-token counts only where the API is told to trust it; a bad filter is a 400 page, never a 500."""
+token counts only on the OAuth proxy's listener; a bad filter is a 400 page, never a 500."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
-from controller.api.auth import SESSION_COOKIE
+from controller.api.auth import SESSION_COOKIE, ForwardedTokens
 from controller.metrics import PipelineMetrics
 from tests.api_fixtures import USERS, job_story, store
 
@@ -20,9 +20,11 @@ SITE = "http://api"
 SAME_SITE = {"Origin": SITE}
 
 
-def _client(engine: AsyncEngine, *, forwarded_token: bool = False) -> httpx.AsyncClient:
-    app = create_app(engine, PipelineMetrics(), StaticAccess(USERS), forwarded_token=forwarded_token)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SITE)
+def _client(engine: AsyncEngine, *, proxy_listener: bool = False) -> httpx.AsyncClient:
+    reviewer = StaticAccess(USERS)
+    app = create_app(engine, PipelineMetrics(), reviewer)
+    served = ForwardedTokens(app, reviewer) if proxy_listener else app
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url=SITE)
 
 
 @pytest.fixture
@@ -87,12 +89,13 @@ async def test_sign_in_goes_back_only_to_a_page_of_this_site(ui: httpx.AsyncClie
     assert answer.status_code == 303 and answer.headers["location"] == "/ui/jobs"
 
 
-async def test_the_forwarded_access_token_counts_only_when_trusted(engine: AsyncEngine) -> None:
+async def test_the_forwarded_access_token_counts_only_on_the_proxys_listener(engine: AsyncEngine) -> None:
     forwarded = {"X-Forwarded-Access-Token": "token-alice"}
     async with _client(engine) as plain:
-        assert (await plain.get("/api/v1/runs", headers=forwarded)).status_code == 401
+        refused = await plain.get("/api/v1/runs", headers=forwarded)
+        assert refused.status_code == 401 and "MPIJC_API__FORWARDED_TOKEN_PORT" in refused.json()["detail"]
         assert (await plain.get("/ui/jobs", headers=forwarded)).status_code == 303
-    async with _client(engine, forwarded_token=True) as behind_proxy:
+    async with _client(engine, proxy_listener=True) as behind_proxy:
         assert (await behind_proxy.get("/api/v1/runs", headers=forwarded)).status_code == 200
         page = await behind_proxy.get("/ui/jobs", headers=forwarded)
         assert page.status_code == 200 and "alice" in page.text
