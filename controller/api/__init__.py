@@ -11,11 +11,12 @@ the floors below its own, and the routers never import each other):
   events), :mod:`.logs`, :mod:`.notifications` (subscriptions of both channels and their
   deliveries), :mod:`.audit`, :mod:`.health`; beside them, :mod:`.rechecks` re-checks the
   subscriptions' creators in the background;
-- what the routers share: :mod:`.routing` (the router preamble: known query parameters only, the
-  documented answers, the caller), :mod:`.streaming` (the Server-Sent Events gate, limits,
-  heartbeats and re-checks every stream goes through), :mod:`.visible_runs` (the runs a caller may
-  see), :mod:`.subscription_input` and :mod:`.subscription_views` (what a subscription's caller
-  sends and sees), :mod:`.creators` (whom a subscription is re-checked as);
+- what the routers share: :mod:`.streaming` (the Server-Sent Events gate, limits, heartbeats
+  and re-checks every stream goes through), :mod:`.visible_runs` (the runs a caller may see),
+  :mod:`.subscription_input` and :mod:`.subscription_views` (what a subscription's caller sends
+  and sees), :mod:`.creators` (whom a subscription is re-checked as);
+- the router preamble: :mod:`.routing` (known query parameters only, the documented answers, the
+  caller, the namespaces a list may show);
 - the auth seam every route goes through: :mod:`.auth`;
 - the application's state and what sits in front of the routes: :mod:`.deps`, :mod:`.bodylimit`
   (request bodies bounded before any route runs), :mod:`.feeds` (one poll per watched run,

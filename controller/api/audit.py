@@ -3,7 +3,7 @@
 Reads go through :mod:`controller.store.auditchain` and formats through :mod:`controller.store.auditformats`
 (the exporters use the same ones). Authorization is the API's usual seam: a ``namespace``
 filter needs read access to it (403, whether or not it holds records), and without one the
-caller sees the namespaces :func:`~controller.api.auth.visible_namespaces` allows. Records
+caller sees the namespaces :func:`~controller.api.routing.listed_namespaces` allows. Records
 without a namespace (the retention purges) and verification, which walks the one global
 chain, need access to every namespace.
 
@@ -22,11 +22,11 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api import models
-from controller.api.auth import may_read, require_namespace, visible_namespaces
+from controller.api.auth import may_read
 from controller.api.deps import engine_of
 from controller.api.paging import Cursor, Limit, by_sequence, page_of
 from controller.api.params import Instant, NamespaceQuery, Uid, Username
-from controller.api.routing import Caller, api_router
+from controller.api.routing import Caller, api_router, listed_namespaces
 from controller.contract.audit import Verb
 from controller.store import auditchain as auditlog
 from controller.store import auditformats, auditverification, corroboration
@@ -55,14 +55,9 @@ async def audit_filter(
     """The filters every audit route shares, checked and narrowed to what the caller may read."""
     if since is not None and until is not None and since >= until:
         raise HTTPException(400, f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
-    if namespace is not None:
-        await require_namespace(request, principal, namespace)
-        visible = None
-    else:
-        visible = await visible_namespaces(request, principal)
     return AuditFilter(
         namespace=namespace,
-        namespaces=visible,
+        namespaces=await listed_namespaces(request, principal, namespace),
         since=since,
         until=until,
         verb=verb,

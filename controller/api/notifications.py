@@ -37,13 +37,13 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.api import models
-from controller.api.auth import Principal, may_read, may_subscribe, may_update, visible_namespaces
+from controller.api.auth import Principal, may_read, may_subscribe, may_update, require_namespace
 from controller.api.creators import creator_of, lost_access
 from controller.api.deps import engine_of
 from controller.api.limits import DEFAULT_QUOTAS, SubscriptionQuotas
 from controller.api.paging import MAX_SEQ, Cursor, Keyset, Limit, by_sequence, page_of
 from controller.api.params import NamespaceQuery, errors
-from controller.api.routing import Caller, api_router
+from controller.api.routing import Caller, api_router, listed_namespaces
 from controller.api.subscription_input import (
     DELIVERY_ID,
     MAX_ID,
@@ -87,10 +87,7 @@ DELIVERIES = by_sequence("deliveries")
 async def _authorize(request: Request, principal: Principal, namespace: str | None) -> None:
     """403 unless ``principal`` may read ``namespace``, which they named (so naming it reveals nothing)."""
     if namespace is not None:
-        if not await may_read(request, principal, namespace):
-            raise HTTPException(
-                403, f"{principal.username} may not list MPIJobs or TrainJobs in namespace {namespace!r}"
-            )
+        await require_namespace(request, principal, namespace)
     elif not await may_read(request, principal, None):
         raise HTTPException(
             403,
@@ -209,11 +206,7 @@ class _NotificationsApi:
         if after is not None and not SUBSCRIPTION_ID.fullmatch(after):
             raise unprocessable(f"after {after!r} is not a subscription id (the 'next' of the page before)")
         position = SUBSCRIPTIONS.decode(cursor) if cursor is not None else after
-        if namespace is not None:
-            await _authorize(request, principal, namespace)
-            visible: frozenset[str] | None = frozenset({namespace})
-        else:
-            visible = await visible_namespaces(request, principal)
+        visible = await listed_namespaces(request, principal, namespace)
         async with engine_of(request).connect() as conn:
             rows = await subscriptions.list_subscriptions(
                 conn,

@@ -17,10 +17,11 @@ from fastapi import HTTPException, Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.api import models
-from controller.api.auth import Principal, may_read, require_namespace, visible_namespaces
+from controller.api.auth import Principal, may_read
 from controller.api.deps import engine_of
 from controller.api.paging import Keyset, page_of
 from controller.api.params import MAX_UID, UID
+from controller.api.routing import listed_namespaces
 from controller.store import queries
 from controller.store.models import Run
 
@@ -44,10 +45,9 @@ async def run_page(
 ) -> models.RunPage:
     """One page of runs matching ``where`` that ``principal`` may see, and the next page's cursor."""
     before = RUNS.decode(cursor)
-    if where.namespace is not None:
-        await require_namespace(request, principal, where.namespace)
-    else:
-        where = dataclasses.replace(where, namespaces=await visible_namespaces(request, principal))
+    where = dataclasses.replace(
+        where, namespaces=await listed_namespaces(request, principal, where.namespace)
+    )
     async with engine_of(request).connect() as conn:
         runs = await queries.list_runs(conn, where, limit + 1, before)
     page, next_cursor = page_of(runs, limit, RUNS, lambda run: (run.created_at, run.uid))
