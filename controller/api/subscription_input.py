@@ -139,6 +139,7 @@ class SubscriptionPatch(_Body):
 
 
 def unprocessable(message: str) -> HTTPException:
+    """A 422 that says what is wrong."""
     return HTTPException(422, message)
 
 
@@ -189,6 +190,8 @@ class Validator:
         self._quotas = quotas
 
     async def check(self, fields: dict[str, Any], url_changed: bool = True) -> dict[str, Any]:
+        """``fields`` checked and normalised as they are stored (the URL asked about only when
+        ``url_changed``)."""
         namespace, job_name = fields.get("namespace"), fields.get("job_name")
         selector = fields.get("label_selector")
         if selector is not None and not selector.strip():

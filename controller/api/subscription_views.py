@@ -42,6 +42,7 @@ def fields_of(sub: SubscriptionRecord, principal: Principal) -> dict[str, Any]:
 
 
 def view(sub: SubscriptionRecord, principal: Principal) -> models.Subscription:
+    """``sub`` as ``principal`` sees it."""
     return models.Subscription.model_validate(fields_of(sub, principal))
 
 
@@ -72,6 +73,7 @@ def delivery_view(
     attempts: list[DeliveryAttempt],
     mask: Callable[[str | None], str | None],
 ) -> models.Delivery:
+    """``delivery`` and its ``attempts`` as the caller sees them, their error texts through ``mask``."""
     return models.Delivery(
         id=delivery.id,
         cursor=delivery.seq,
