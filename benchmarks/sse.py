@@ -41,9 +41,9 @@ def serve(url: str, port: int, clients: int, poll_s: float) -> None:
 
     from controller.api.access import StaticAccess
     from controller.api.app import create_app
-    from controller.api.events import StreamLimits
     from controller.api.limits import ApiLimits
     from controller.api.server import server_config
+    from controller.api.streaming import StreamLimits
     from controller.contract.settings import ApiSettings, StaticUser
     from controller.metrics import PipelineMetrics
 

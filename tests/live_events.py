@@ -19,10 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import AccessReviewer, StaticAccess
 from controller.api.app import create_app
-from controller.api.events import StreamLimits
 from controller.api.limits import DEFAULT_LIMITS, ApiLimits
 from controller.api.logs import RunLogs
 from controller.api.server import server_config
+from controller.api.streaming import StreamLimits
 from controller.contract.settings import ApiSettings
 from controller.metrics import PipelineMetrics
 from controller.store.history import apply_events

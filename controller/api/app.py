@@ -9,12 +9,13 @@ from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.api import audit, compare, events, health, jobs, logs, pages, problems, runs, webhooks
+from controller.api import audit, compare, events, health, jobs, logs, notifications, pages, problems, runs
 from controller.api.access import AccessReviewer, StaticAccess
 from controller.api.bodylimit import BodyLimit
 from controller.api.limits import DEFAULT_LIMITS, DEFAULT_QUOTAS, ApiLimits, SubscriptionQuotas
 from controller.api.metrics_collectors import ScrapeCollector, StoreCollector
 from controller.api.ratelimit import ClientLimiter
+from controller.api.streaming import DEFAULT_STREAMS, StreamGate, StreamLimits
 from controller.contract.settings import NotifySettings
 from controller.metrics import Heartbeat, PipelineMetrics
 
@@ -30,7 +31,7 @@ def create_app(
     metrics_ttl_s: float = 10.0,
     limits: ApiLimits = DEFAULT_LIMITS,
     quotas: SubscriptionQuotas = DEFAULT_QUOTAS,
-    streams: events.StreamLimits = events.DEFAULT_STREAMS,
+    streams: StreamLimits = DEFAULT_STREAMS,
     run_logs: logs.RunLogs | None = None,
     search: logs.SearchLimits = logs.DEFAULT_SEARCH,
 ) -> FastAPI:
@@ -40,9 +41,10 @@ def create_app(
     answer. The registry gains the store's figures (jobs by phase, run durations, findings),
     computed from the database when ``/metrics`` is scraped at most every ``metrics_ttl_s``;
     ``collectors`` adds others (:class:`~controller.api.metrics_collectors.JetStreamCollector`),
-    already registered on ``metrics.registry``. Every router is mounted here; the webhooks
-    router follows ``notify`` (its SSRF allowlist, public URL) and ``quotas``, or is given whole
-    as ``webhooks_router`` by a test that needs its own resolver or clock.
+    already registered on ``metrics.registry``. Every router is mounted here; the notifications
+    router (:mod:`~controller.api.notifications`) follows ``notify`` (its SSRF allowlist, public
+    URL) and ``quotas``, or is given whole as ``webhooks_router`` by a test that needs its own
+    resolver or clock.
 
     ``limits`` bound what a request and a client may cost: a body is read only once its
     caller is authenticated, and only within its size, deadline and item budget
@@ -66,11 +68,11 @@ def create_app(
     app.state.reviewer = reviewer if reviewer is not None else StaticAccess({})
     app.state.limiter = ClientLimiter(limits)
     app.state.review_limit = limits.reviews_per_request
-    app.state.streams = events.StreamGate(streams, engine)
+    app.state.streams = StreamGate(streams, engine)
     app.state.logs = run_logs
     app.state.log_search = logs.Searching(search)
     app.state.collectors = (StoreCollector(engine, metrics.registry, metrics_ttl_s), *collectors)
-    subscriptions = webhooks_router or webhooks.build_router(notify or NotifySettings(), quotas=quotas)
+    subscriptions = webhooks_router or notifications.build_router(notify or NotifySettings(), quotas=quotas)
     routers = (health.router, runs.router, jobs.router, events.router, logs.router, compare.router)
     for router in (*routers, subscriptions, audit.router, pages.router):
         app.include_router(router)

@@ -3,7 +3,7 @@
 Reads go through :mod:`controller.store.auditchain` and formats through :mod:`controller.store.auditformats`
 (the exporters use the same ones). Authorization is the API's usual seam: a ``namespace``
 filter needs read access to it (403, whether or not it holds records), and without one the
-caller sees the namespaces :func:`~controller.api.auth.visible_namespaces` allows. Records
+caller sees the namespaces :func:`~controller.api.routing.listed_namespaces` allows. Records
 without a namespace (the retention purges) and verification, which walks the one global
 chain, need access to every namespace.
 
@@ -17,41 +17,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api import models
-from controller.api.auth import (
-    Principal,
-    current_principal,
-    may_read,
-    require_namespace,
-    visible_namespaces,
-)
+from controller.api.auth import may_read
 from controller.api.deps import engine_of
 from controller.api.paging import Cursor, Limit, by_sequence, page_of
-from controller.api.params import (
-    AUTHENTICATED,
-    Instant,
-    NamespaceQuery,
-    Uid,
-    Username,
-    errors,
-    known_query_only,
-)
+from controller.api.params import Instant, NamespaceQuery, Uid, Username
+from controller.api.routing import Caller, api_router, listed_namespaces
 from controller.contract.audit import Verb
 from controller.store import auditchain as auditlog
 from controller.store import auditformats, auditverification, corroboration
 from controller.store.auditchain import AuditFilter, StoredRecord
 from controller.store.auditformats import EXPORT_FORMATS, ExportFormat, Render
 
-router = APIRouter(
-    prefix="/api/v1/audit",
-    tags=["audit"],
-    dependencies=[Depends(known_query_only)],
-    responses={**AUTHENTICATED, **errors(400, 403)},
-)
+router = api_router("/api/v1/audit", "audit", 400, 403)
 
 EXPORT_PAGE = 500
 
@@ -62,7 +44,7 @@ AUDIT = by_sequence("audit")
 
 async def audit_filter(
     request: Request,
-    principal: Annotated[Principal, Depends(current_principal)],
+    principal: Caller,
     namespace: NamespaceQuery = None,
     since: Annotated[Instant | None, Query(description="Inclusive; RFC 3339 with an offset.")] = None,
     until: Annotated[Instant | None, Query(description="Exclusive; RFC 3339 with an offset.")] = None,
@@ -73,14 +55,9 @@ async def audit_filter(
     """The filters every audit route shares, checked and narrowed to what the caller may read."""
     if since is not None and until is not None and since >= until:
         raise HTTPException(400, f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
-    if namespace is not None:
-        await require_namespace(request, principal, namespace)
-        visible = None
-    else:
-        visible = await visible_namespaces(request, principal)
     return AuditFilter(
         namespace=namespace,
-        namespaces=visible,
+        namespaces=await listed_namespaces(request, principal, namespace),
         since=since,
         until=until,
         verb=verb,
@@ -150,9 +127,7 @@ async def export_audit(
 
 
 @router.get("/verify")
-async def verify_audit(
-    request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> models.ChainVerification:
+async def verify_audit(request: Request, principal: Caller) -> models.ChainVerification:
     """Walk the hash chain; ``broken`` names the first record where it does not hold."""
     if not await may_read(request, principal, None):
         raise HTTPException(

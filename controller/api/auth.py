@@ -12,7 +12,7 @@ Every route takes ``principal: Annotated[Principal, Depends(current_principal)]`
   for a read-only caller: a static token without ``manage``);
 - a route **changing** an object someone else created asks :func:`may_update`;
 - a **stream** that stays open asks :func:`still_allowed` again and again
-  (:func:`controller.api.events.stream_response` does, for every stream).
+  (:func:`controller.api.streaming.stream_response` does, for every stream).
 
 The answers come from the application's :class:`~controller.api.access.AccessReviewer` (static
 tokens, Kubernetes TokenReview/SubjectAccessReview, or explicitly off), so routers never know

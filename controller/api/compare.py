@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import HTTPException, Query, Request
 
 from controller.api import models
-from controller.api.auth import Principal, current_principal, may_read
+from controller.api.auth import may_read
 from controller.api.deps import engine_of
-from controller.api.params import AUTHENTICATED, MAX_COMPARED, MAX_UID, UID, errors, known_query_only
+from controller.api.params import MAX_COMPARED, MAX_UID, UID, errors
+from controller.api.routing import Caller, api_router
 from controller.store import queries
 
-router = APIRouter(
-    prefix="/api/v1",
-    tags=["compare"],
-    dependencies=[Depends(known_query_only)],
-    responses={**AUTHENTICATED, **errors(400)},
-)
+router = api_router("/api/v1", "compare", 400)
 
 _UID_BODY = UID.strip("^$")
 RUN_LIST = rf"^{_UID_BODY}(,{_UID_BODY}){{1,{MAX_COMPARED - 1}}}$"
@@ -36,7 +32,7 @@ def _summary(run: queries.ComparedRun) -> models.ComparedRun:
 @router.get("/compare", responses=errors(404))
 async def compare(
     request: Request,
-    principal: Annotated[Principal, Depends(current_principal)],
+    principal: Caller,
     runs: Annotated[
         str,
         Query(

@@ -19,164 +19,39 @@ known one, ``waiting`` (its id resumes after that attempt: a reconnect waits for
 Comment lines keep an idle stream open through proxies.
 
 Authorization is the run API's: a run the caller may not read is 404 (as if absent), a namespace
-they may not list is 403. It is asked again while the stream is open, every ``review_ttl_s``
-(:func:`stream_response`, which every stream, log follows included, goes through): the token
-is reviewed again and the same access decided again (read the namespace; for a log follow,
-``get pods/log`` there too); on a refusal a last event, ``denied``, says why and the stream
-ends. A reviewer that cannot answer leaves the stream open and is asked again next time.
-
-Streams are counted: over ``events_max_streams_per_client`` for one caller, or
-``events_max_streams_per_namespace`` for the namespace streamed, 429; over
-``events_max_streams`` for the process, 503; all with ``Retry-After``. The namespace cap is
-below the process's, so one namespace's callers leave streams to the others.
+they may not list is 403. Streams are served as :mod:`controller.api.streaming` serves every
+stream: counted (429/503 beyond its caps), kept open by comment lines through proxies, and ended
+by a ``denied`` event once the caller may no longer read the namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import json
 import re
-import time
-from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from fastapi import Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
-from starlette.background import BackgroundTask
 
-from controller.api.auth import Principal, current_principal, require_namespace, still_allowed
+from controller.api.auth import require_namespace
 from controller.api.deps import engine_of
 from controller.api.feeds import RunFeeds
-from controller.api.params import (
-    AUTHENTICATED,
-    MAX_UID,
-    UID,
-    NamePath,
-    NamespacePath,
-    UidPath,
-    errors,
-    known_query_only,
-)
-from controller.api.runs import readable_run
-from controller.contract.settings import ApiSettings
+from controller.api.params import MAX_UID, UID, NamePath, NamespacePath, UidPath, errors
+from controller.api.routing import Caller, api_router
+from controller.api.streaming import MEDIA_TYPE, StreamGate, StreamLimits, event, gate_of, stream_response
+from controller.api.visible_runs import readable_run
 from controller.store import livefeed, queries
 from controller.store.models import FindingRow, Run, TimelineEntry
 
-__all__ = [
-    "DEFAULT_STREAMS",
-    "Recheck",
-    "StreamGate",
-    "StreamLimits",
-    "gate_of",
-    "router",
-    "stream_response",
-    "with_heartbeats",
-]
+__all__ = ["router"]
 
-MEDIA_TYPE = "text/event-stream"
 _EVENT_ID = re.compile(rf"({UID[1:-1]}):(end|[0-9]{{1,19}})")
-_KEEPALIVE = ": keepalive\n\n"
 
 
-@dataclasses.dataclass(frozen=True)
-class StreamLimits:
-    """How often streams look for news, keep quiet connections open, and how many may be open."""
-
-    poll_s: float = 1.0
-    heartbeat_s: float = 15.0
-    max_streams: int = 100
-    max_per_client: int = 10
-    max_per_namespace: int = 25
-    finding_grace_s: float = 30.0
-    retry_ms: int = 2000
-    recheck_s: float = 30.0
-    """How often an open stream asks again whether its caller may still read it."""
-
-    @classmethod
-    def from_settings(cls, api: ApiSettings) -> StreamLimits:
-        return cls(
-            poll_s=api.events_poll_s,
-            heartbeat_s=api.events_heartbeat_s,
-            max_streams=api.events_max_streams,
-            max_per_client=api.events_max_streams_per_client,
-            max_per_namespace=api.events_max_streams_per_namespace,
-            finding_grace_s=api.events_finding_grace_s,
-            recheck_s=api.review_ttl_s,
-        )
-
-
-class StreamGate:
-    """Open streams, counted in all, per caller and per namespace (:meth:`open` refuses one too
-    many), and the runs' shared feeds they read."""
-
-    def __init__(self, limits: StreamLimits, engine: AsyncEngine) -> None:
-        self.limits = limits
-        self.feeds = RunFeeds(engine, limits.poll_s)
-        self.open_streams = 0
-        self._per_client: Counter[str] = Counter()
-        self._per_namespace: Counter[str] = Counter()
-
-    def open(self, principal: Principal, namespace: str) -> Callable[[], None]:
-        """Count a new stream of ``principal`` in ``namespace``; the answer releases it (once,
-        however often called)."""
-        mine = self._per_client[principal.username]
-        if mine >= self.limits.max_per_client:
-            raise HTTPException(
-                429,
-                f"{principal.username} has {mine} event streams open, the most one caller may",
-                headers={"Retry-After": "10"},
-            )
-        theirs = self._per_namespace[namespace]
-        if theirs >= self.limits.max_per_namespace:
-            raise HTTPException(
-                429,
-                f"namespace {namespace!r} has {theirs} event streams open, the most one namespace may "
-                "(api.events_max_streams_per_namespace)",
-                headers={"Retry-After": "10"},
-            )
-        if self.open_streams >= self.limits.max_streams:
-            raise HTTPException(
-                503,
-                f"this API process serves its most event streams ({self.open_streams}); retry",
-                headers={"Retry-After": "5"},
-            )
-        self.open_streams += 1
-        self._per_client[principal.username] += 1
-        self._per_namespace[namespace] += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if released:
-                return
-            released = True
-            self.open_streams -= 1
-            for counts, key in ((self._per_client, principal.username), (self._per_namespace, namespace)):
-                counts[key] -= 1
-                if counts[key] <= 0:
-                    del counts[key]
-
-        return release
-
-
-DEFAULT_STREAMS = StreamLimits.from_settings(ApiSettings())
-
-
-def gate_of(request: Request) -> StreamGate:
-    gate: StreamGate = request.app.state.streams
-    return gate
-
-
-router = APIRouter(
-    prefix="/api/v1",
-    tags=["events"],
-    dependencies=[Depends(known_query_only)],
-    responses={**AUTHENTICATED, **errors(400)},
-)
+router = api_router("/api/v1", "events", 400)
 
 _STREAM: dict[int | str, dict[str, Any]] = {
     200: {"content": {MEDIA_TYPE: {}}, "description": "An endless stream of Server-Sent Events."}
@@ -205,7 +80,7 @@ def _resume_point(value: str | None) -> tuple[str, int | None] | None:
 async def run_events(
     uid: UidPath,
     request: Request,
-    principal: Annotated[Principal, Depends(current_principal)],
+    principal: Caller,
     last_event_id: LastEventId = None,
 ) -> Response:
     """One run's phases, findings and timeline as Server-Sent Events, from its start or from
@@ -243,7 +118,7 @@ async def job_events(
     namespace: NamespacePath,
     name: NamePath,
     request: Request,
-    principal: Annotated[Principal, Depends(current_principal)],
+    principal: Caller,
     attempt: Attempt = "latest",
     last_event_id: LastEventId = None,
 ) -> Response:
@@ -286,68 +161,6 @@ async def _of_job(engine: AsyncEngine, uid: str, namespace: str, name: str) -> R
     return run
 
 
-Recheck = Callable[[], Awaitable[str | None]]
-"""Asked while a stream is open: ``None`` while its caller may still read it, else why not."""
-
-
-def stream_response(
-    request: Request,
-    principal: Principal,
-    namespace: str,
-    frames: AsyncGenerator[str | None, None],
-    *,
-    logs: bool = False,
-) -> StreamingResponse:
-    """``frames`` of ``namespace`` as Server-Sent Events for ``principal``: counted by the gate
-    (429/503 beyond its caps), with heartbeats, and ended by a ``denied`` event once a re-check
-    (every ``recheck_s``) finds the caller may no longer read the namespace (``logs``: nor its
-    container logs) or their token is no longer accepted."""
-    gate = gate_of(request)
-    release = gate.open(principal, namespace)
-
-    async def recheck() -> str | None:
-        return await still_allowed(request, principal, namespace, logs=logs)
-
-    async def counted() -> AsyncIterator[str]:
-        try:
-            async for frame in with_heartbeats(frames, gate.limits, recheck):
-                yield frame
-        finally:
-            release()
-
-    return StreamingResponse(
-        counted(),
-        media_type=MEDIA_TYPE,
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(release),
-    )
-
-
-async def with_heartbeats(
-    frames: AsyncGenerator[str | None, None], limits: StreamLimits, recheck: Recheck | None = None
-) -> AsyncIterator[str]:
-    """``frames`` with ``None`` (a poll with no news, at least every ``poll_s``) turned into a
-    comment line every ``heartbeat_s``; with ``recheck``, asked every ``recheck_s``, a refusal
-    ends them with a ``denied`` event that says why."""
-    yield f"retry: {limits.retry_ms}\n\n"
-    last = checked = time.monotonic()
-    async with contextlib.aclosing(frames):
-        async for frame in frames:
-            now = time.monotonic()
-            if recheck is not None and now - checked >= limits.recheck_s:
-                checked = now
-                denied = await recheck()
-                if denied is not None:
-                    yield _event(None, "denied", {"reason": denied})
-                    return
-            if frame is not None:
-                yield frame
-                last = now
-            elif now - last >= limits.heartbeat_s:
-                yield _KEEPALIVE
-                last = now
-
-
 async def _attempts(
     engine: AsyncEngine, gate: StreamGate, namespace: str, name: str, start: _Start
 ) -> AsyncGenerator[str | None, None]:
@@ -356,7 +169,7 @@ async def _attempts(
     after = (start.after.created_at, start.after.uid) if start.after is not None else None
     if run is None and start.after is not None:  # a reconnect resumes after the same attempt
         data = {"namespace": namespace, "name": name, "after": start.after.uid}
-        yield _event(f"{start.after.uid}:end", "waiting", data)
+        yield event(f"{start.after.uid}:end", "waiting", data)
     while True:
         while run is None:
             async with engine.connect() as conn:
@@ -391,12 +204,12 @@ async def _one_run(
                 sent = sent or bool(entries)
             read = len(feed.batches)
             if feed.polls and feed.run is None:  # purged from the store while watched
-                yield _event(f"{uid}:end", "end", {"uid": uid, "phase": None, "findings": []})
+                yield event(f"{uid}:end", "end", {"uid": uid, "phase": None, "findings": []})
                 return
             if feed.run is not None and feed.explained(limits.finding_grace_s):
                 data = {**_about(feed.run), "deleted": feed.run.deleted_at is not None}
                 data["findings"] = [_finding(f) for f in feed.firing]
-                yield _event(f"{uid}:end", "end", data)
+                yield event(f"{uid}:end", "end", data)
                 return
             if not sent:
                 yield None
@@ -450,9 +263,4 @@ def _frame(
         data["finding"] = _finding(row, detail.get("status"), detail.get("revision"))
         if isinstance(detail.get("root_cause"), str):  # this revision's words, not the newest's
             data["finding"]["root_cause"] = detail["root_cause"]
-    return _event(event_id, kind, data)
-
-
-def _event(event_id: str | None, kind: str, data: dict[str, Any]) -> str:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+    return event(event_id, kind, data)

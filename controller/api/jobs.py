@@ -5,24 +5,22 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query, Request
 
 from controller.api import models
-from controller.api.auth import Principal, current_principal, require_namespace
+from controller.api.auth import require_namespace
 from controller.api.deps import engine_of
 from controller.api.paging import Cursor, Limit
-from controller.api.params import AUTHENTICATED, NamePath, NamespacePath, errors, known_query_only
-from controller.api.runs import run_page
+from controller.api.params import NamePath, NamespacePath
+from controller.api.routing import Caller, api_router
+from controller.api.visible_runs import run_page
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
 from controller.store import queries
 
-router = APIRouter(
-    prefix="/api/v1/namespaces/{namespace}/jobs/{name}",
-    tags=["jobs"],
-    dependencies=[Depends(known_query_only)],
-    responses={**AUTHENTICATED, **errors(400, 403)},
-)
+__all__ = ["MAX_TREND_RUNS", "attempts", "router", "trends"]
+
+router = api_router("/api/v1/namespaces/{namespace}/jobs/{name}", "jobs", 400, 403)
 
 MAX_TREND_RUNS = 200
 
@@ -32,7 +30,7 @@ async def attempts(
     namespace: NamespacePath,
     name: NamePath,
     request: Request,
-    principal: Annotated[Principal, Depends(current_principal)],
+    principal: Caller,
     kind: JobKind | None = None,
     phase: JobPhase | None = None,
     limit: Limit = 50,
@@ -64,7 +62,7 @@ async def trends(
     namespace: NamespacePath,
     name: NamePath,
     request: Request,
-    principal: Annotated[Principal, Depends(current_principal)],
+    principal: Caller,
     last: Annotated[int, Query(ge=1, le=MAX_TREND_RUNS, description="How many of the latest runs.")] = 20,
     kind: Annotated[
         JobKind | None,

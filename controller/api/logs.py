@@ -28,11 +28,10 @@ cursor is partial too: each merges by time one stretch of the stream, so no line
 given twice, but lines are ordered within a stretch only. A stretch once scanned is read again
 whole for its next page (its cost was once within a budget). With ``follow=true`` each pull of
 new batches is tested under the same budget, and a follow that spent it rests as long as it
-worked before it goes on. With
-``follow=true`` the answer is Server-Sent Events: each new line (``event: line``) as it is
-stored, in the order stored, filtered the same way, with the stream limits of the events API;
-each event's id is its line's cursor, so a client reconnecting with ``Last-Event-ID`` resumes
-right after the last line it received.
+worked before it goes on. With ``follow=true`` the answer is Server-Sent Events, served as every
+stream is (:mod:`controller.api.streaming`): each new line (``event: line``) as it is stored, in
+the order stored, filtered the same way; each event's id is its line's cursor, so a client
+reconnecting with ``Last-Event-ID`` resumes right after the last line it received.
 
 Authorization is the run's (a run the caller may not read is 404), and reading container logs in
 its namespace besides (``get pods/log`` in ``kubernetes`` mode; the namespace's read grant with
@@ -44,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import heapq
-import json
 import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -54,14 +52,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import re2
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from fastapi import Header, HTTPException, Query, Request, Response
 from pydantic_core import from_json
 
-from controller.api.auth import Principal, current_principal, may_read_logs
-from controller.api.events import stream_response
+from controller.api.auth import Principal, may_read_logs
+from controller.api.deps import engine_of
 from controller.api.paging import MAX_CURSOR, Keyset, Limit
-from controller.api.params import AUTHENTICATED, MAX_NAME, Instant, UidPath, errors, known_query_only
-from controller.api.runs import readable_run
+from controller.api.params import MAX_NAME, Instant, UidPath, errors
+from controller.api.routing import Caller, api_router
+from controller.api.streaming import MEDIA_TYPE, event, stream_response
+from controller.api.visible_runs import readable_run
 from controller.bus.client import JetStreamContext
 from controller.bus.logstore import LogsUnavailableError, Raw, Stored, parsed, read_raw
 from controller.contract.logs import LogBatch, LogLine, format_ns
@@ -174,12 +174,7 @@ SCAN: Keyset[Stretch] = Keyset("logscan", _dump_stretch, _load_stretch)
 MAX_SCAN_CURSOR = 3 * MAX_CURSOR
 """Characters of a scan cursor: two line keys (each a pod's and a container's name) and two sequences."""
 
-router = APIRouter(
-    prefix="/api/v1",
-    tags=["logs"],
-    dependencies=[Depends(known_query_only)],
-    responses={**AUTHENTICATED, **errors(400)},
-)
+router = api_router("/api/v1", "logs", 400)
 
 Pod = Annotated[
     str | None,
@@ -361,12 +356,12 @@ def _resume(cursor: str | None) -> tuple[Key | None, Stretch | None]:
 @router.get(
     "/runs/{uid}/logs",
     response_model=LogPage,
-    responses={**errors(403, 404, 503), 200: {"content": {"text/event-stream": {}}}},
+    responses={**errors(403, 404, 503), 200: {"content": {MEDIA_TYPE: {}}}},
 )
 async def run_logs(
     uid: UidPath,
     request: Request,
-    principal: Annotated[Principal, Depends(current_principal)],
+    principal: Caller,
     pod: Pod = None,
     rank: Rank = None,
     q: Search = None,
@@ -388,8 +383,7 @@ async def run_logs(
     """A run's launcher and worker lines merged by time (a page), or followed as they come."""
     searching = searching_of(request)
     keep = matcher(q, regex, searching.limits.max_program)  # a refused expression costs no lookup
-    engine = request.app.state.engine
-    async with engine.connect() as conn:
+    async with engine_of(request).connect() as conn:
         run = await readable_run(conn, request, principal, uid)
     if not await may_read_logs(request, principal, run.namespace):
         raise HTTPException(403, f"reading logs needs get on pods/log in namespace {run.namespace!r}")
@@ -533,8 +527,7 @@ def _followed(
                 for key, entry in found:
                     if after is not None and key <= after:
                         continue
-                    data = json.dumps(entry.model_dump(), separators=(",", ":"))
-                    yield f"id: {KEYSET.encode(key)}\nevent: line\ndata: {data}\n\n"
+                    yield event(KEYSET.encode(key), "line", entry.model_dump())
                 group = group[done:]
                 if group:  # the budget is spent: rest as long, so a follow takes half a thread at most
                     await asyncio.sleep(took)

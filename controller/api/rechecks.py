@@ -2,11 +2,11 @@
 
 A subscription delivers what happens in its namespace (every namespace, for a cluster-wide
 one) to whoever its creator chose. Creating one needs read access there
-(:mod:`controller.api.webhooks`); :class:`CreatorRecheck` asks again every
+(:mod:`controller.api.notifications`); :class:`CreatorRecheck` asks again every
 ``api.subscription_recheck_s`` seconds, with the same question and the same reviewer the API
 asks a caller — may the creator list MPIJobs or TrainJobs there? — for the creator as recorded
-at creation (username, uid, groups, extra attributes: :meth:`Principal.recorded`). Answers come
-through the API's reviewer, so they are cached like any other (``api.review_ttl_s``), and one
+at creation (username, uid, groups, extra attributes: :mod:`controller.api.creators`). Answers
+come through the API's reviewer, so they are cached like any other (``api.review_ttl_s``), and one
 creator with many subscriptions in one namespace costs one decision.
 
 - **no** for an active subscription: it is ``suspended`` (never deleted), with the reason in
@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import AccessReviewer, Principal, ReviewUnavailableError
+from controller.api.creators import creator_of, lost_access
 from controller.contract.clock import Clock, utcnow
 from controller.store import outbox, subscriptions
 from controller.store.engine import UNAVAILABLE
-from controller.store.subscriptions import SubscriptionRecord
 
-__all__ = ["CONCURRENCY", "CreatorRecheck", "Rechecked", "creator_of", "lost_access"]
+__all__ = ["CONCURRENCY", "CreatorRecheck", "Rechecked"]
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +46,6 @@ CONCURRENCY = 8
 """Creators (with a namespace) reviewed at once in one round."""
 Question = tuple[Principal, str | None]
 """May this creator list jobs in this namespace (``None``: in every namespace)?"""
-
-
-def creator_of(sub: SubscriptionRecord) -> Principal:
-    """Whom ``sub`` is re-checked as: its creator as the API authenticated them."""
-    return Principal.recorded(sub.created_by, sub.creator)
-
-
-def lost_access(sub: SubscriptionRecord) -> str:
-    """Why ``sub`` is suspended (its ``disabled_reason``)."""
-    where = f"namespace {sub.namespace!r}" if sub.namespace is not None else "every namespace"
-    return (
-        f"suspended: its creator {sub.created_by} may no longer list MPIJobs or TrainJobs in {where}; "
-        "it resumes by itself once they may again"
-    )
 
 
 @dataclass(frozen=True)

@@ -2,87 +2,38 @@
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from sqlalchemy.ext.asyncio import AsyncConnection
+from fastapi import Query, Request
 
 from controller.api import models
-from controller.api.auth import Principal, current_principal, may_read, require_namespace, visible_namespaces
 from controller.api.deps import engine_of
-from controller.api.paging import Cursor, Keyset, Limit, page_of
+from controller.api.paging import Cursor, Limit
 from controller.api.params import (
-    AUTHENTICATED,
     MAX_LABELS,
-    MAX_UID,
-    UID,
     Instant,
     JobName,
     Label,
     NamespaceQuery,
     UidPath,
     errors,
-    known_query_only,
     labels_of,
 )
+from controller.api.routing import Caller, api_router
+from controller.api.visible_runs import readable_run, run_page
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
 from controller.store import queries
-from controller.store.models import Run
 
-router = APIRouter(
-    prefix="/api/v1",
-    tags=["runs"],
-    dependencies=[Depends(known_query_only)],
-    responses={**AUTHENTICATED, **errors(400)},
-)
+__all__ = ["findings", "get_run", "list_runs", "router", "timeline"]
 
-
-def _load_run_key(key: list[Any]) -> tuple[datetime, str]:
-    created_at, uid = key
-    when = datetime.fromisoformat(created_at)
-    if when.tzinfo is None or not isinstance(uid, str) or len(uid) > MAX_UID or not re.fullmatch(UID, uid):
-        raise ValueError("not a run position")
-    return when, uid
-
-
-RUNS = Keyset[tuple[datetime, str]]("runs", lambda key: [key[0].isoformat(), key[1]], _load_run_key)
-"""Runs are ordered newest first by (created_at, uid)."""
-
-
-async def run_page(
-    request: Request, principal: Principal, where: queries.RunFilter, limit: int, cursor: str | None
-) -> models.RunPage:
-    """One page of runs matching ``where`` that ``principal`` may see, and the next page's cursor."""
-    before = RUNS.decode(cursor)
-    if where.namespace is not None:
-        await require_namespace(request, principal, where.namespace)
-    else:
-        where = dataclasses.replace(where, namespaces=await visible_namespaces(request, principal))
-    async with engine_of(request).connect() as conn:
-        runs = await queries.list_runs(conn, where, limit + 1, before)
-    page, next_cursor = page_of(runs, limit, RUNS, lambda run: (run.created_at, run.uid))
-    return models.RunPage(
-        items=[models.RunSummary.model_validate(run) for run in page], next_cursor=next_cursor
-    )
-
-
-async def readable_run(conn: AsyncConnection, request: Request, principal: Principal, uid: str) -> Run:
-    """The run ``uid`` if ``principal`` may read its namespace; 404 otherwise, the same whether
-    there is no such run or it is in a namespace the caller may not read."""
-    run = await queries.get_run(conn, uid)
-    if run is None or not await may_read(request, principal, run.namespace):
-        raise HTTPException(404, f"no run with uid {uid!r}")
-    return run
+router = api_router("/api/v1", "runs", 400)
 
 
 @router.get("/runs", responses=errors(403))
 async def list_runs(
     request: Request,
-    principal: Annotated[Principal, Depends(current_principal)],
+    principal: Caller,
     namespace: NamespaceQuery = None,
     name: Annotated[JobName | None, Query(description="Only jobs of this name.")] = None,
     kind: JobKind | None = None,
@@ -113,9 +64,7 @@ async def list_runs(
 
 
 @router.get("/runs/{uid}", responses=errors(404))
-async def get_run(
-    uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> models.RunDetail:
+async def get_run(uid: UidPath, request: Request, principal: Caller) -> models.RunDetail:
     """One run with its spec, conditions, pods and findings."""
     async with engine_of(request).connect() as conn:
         run = await readable_run(conn, request, principal, uid)
@@ -138,9 +87,7 @@ async def get_run(
 
 
 @router.get("/runs/{uid}/timeline", responses=errors(404))
-async def timeline(
-    uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> models.Timeline:
+async def timeline(uid: UidPath, request: Request, principal: Caller) -> models.Timeline:
     """Phases, pod changes, Kubernetes events and findings in time order; and every pod's state history."""
     async with engine_of(request).connect() as conn:
         await readable_run(conn, request, principal, uid)
@@ -172,9 +119,7 @@ async def timeline(
 
 
 @router.get("/runs/{uid}/findings", responses=errors(404))
-async def findings(
-    uid: UidPath, request: Request, principal: Annotated[Principal, Depends(current_principal)]
-) -> models.FindingList:
+async def findings(uid: UidPath, request: Request, principal: Caller) -> models.FindingList:
     """A run's findings, firing first."""
     async with engine_of(request).connect() as conn:
         await readable_run(conn, request, principal, uid)

@@ -412,12 +412,12 @@ async def serve_api(rt: Runtime, stop: asyncio.Event) -> None:
 
     from controller.api.access import AccessReviewer, build_reviewer, forwarded_reviewer
     from controller.api.app import create_app, metrics_app
-    from controller.api.events import StreamLimits
     from controller.api.limits import ApiLimits, SubscriptionQuotas
     from controller.api.logs import RunLogs, SearchLimits
     from controller.api.metrics_collectors import JetStreamCollector
     from controller.api.rechecks import CreatorRecheck
     from controller.api.server import forwarded_config, serve_in_thread, server_config
+    from controller.api.streaming import StreamLimits
 
     @functools.cache
     def gateway() -> KubeGateway:  # one, for the reviewers of bearer and of forwarded tokens

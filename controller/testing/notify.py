@@ -20,7 +20,7 @@ from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify import Dispatcher, Mailer, durables, prepare
-from controller.api import webhooks as webhooks_api
+from controller.api import notifications as notifications_api
 from controller.api.access import AccessReviewer, OpenAccess
 from controller.api.app import create_app
 from controller.api.limits import SubscriptionQuotas
@@ -161,7 +161,7 @@ async def api_client(
         engine,
         metrics,
         reviewer or OpenAccess(),
-        webhooks_router=webhooks_api.build_router(
+        webhooks_router=notifications_api.build_router(
             settings.notify,
             resolver=resolver,
             clock=clock,

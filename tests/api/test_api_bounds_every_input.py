@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from controller.api.access import OpenAccess
 from controller.api.app import create_app
-from controller.api.webhooks import is_address, selector_requirements
+from controller.api.subscription_input import is_address, selector_requirements
 from controller.contract.settings import NotifySettings, SmtpSettings
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine

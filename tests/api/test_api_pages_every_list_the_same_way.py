@@ -20,7 +20,7 @@ from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.audit import AUDIT
 from controller.api.paging import MAX_LIMIT
-from controller.api.runs import RUNS
+from controller.api.visible_runs import RUNS
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
 from tests.api_fixtures import ADMIN, USERS

@@ -14,8 +14,8 @@ from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import StaticAccess
-from controller.api.events import StreamLimits
 from controller.api.logs import RunLogs
+from controller.api.streaming import StreamLimits
 from controller.contract.settings import StaticUser
 from controller.contract.subjects import Topology
 from tests.api_fixtures import T0, USERS, bearer, insert_runs, run_row

@@ -19,8 +19,8 @@ from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import CachedAccess
-from controller.api.events import StreamLimits
 from controller.api.logs import RunLogs
+from controller.api.streaming import StreamLimits
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway

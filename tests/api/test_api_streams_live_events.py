@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.api.events import StreamLimits
+from controller.api.streaming import StreamLimits
 from controller.testing.waits import until
 from tests.api_fixtures import ADMIN, T0, bearer, fire, job_story
 from tests.live_events import GUARD_S, Event, Writer, of_type, read_events, serving

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.api.access import CachedAccess, Principal, StaticAccess
 from controller.api.app import create_app
 from controller.api.limits import DEFAULT_QUOTAS, SubscriptionQuotas
-from controller.api.runs import RUNS
+from controller.api.visible_runs import RUNS
 from controller.contract.settings import NotifySettings, StaticUser
 from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import LISTED, KubeAccessReviewer

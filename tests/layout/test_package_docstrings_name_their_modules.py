@@ -16,6 +16,7 @@ PACKAGES = [
     "controller/store",
     "controller/kube",
     "controller/contract",
+    "controller/api",
     "watchers",
     "consumers/notify",
     "consumers/audit",

@@ -18,7 +18,7 @@ import pytest
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.api import webhooks as webhooks_api
+from controller.api import notifications as notifications_api
 from controller.api.access import AccessReviewer, CachedAccess, StaticAccess
 from controller.api.app import create_app, metrics_app
 from controller.api.rechecks import CreatorRecheck, Rechecked
@@ -62,7 +62,9 @@ def reviewer(sim: SimCluster, clock: Clock) -> Iterator[CachedAccess]:
 
 
 def apps(settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics, reviewer: AccessReviewer) -> Any:
-    app = create_app(engine, metrics, reviewer, webhooks_router=webhooks_api.build_router(settings.notify))
+    app = create_app(
+        engine, metrics, reviewer, webhooks_router=notifications_api.build_router(settings.notify)
+    )
     return app, metrics_app(app)
 
 
