@@ -35,7 +35,8 @@ cause is named). The relation must stay acyclic (a test checks it).
   that came, ``gpu-idle`` for any cause that explains why a worker stopped working.
 - ``oom-predicted`` steps aside for the ``oom`` it foresaw (which then says how early it was
   seen); ``straggler`` for any cause or stall that explains a worker falling behind, and for
-  ``gpu-idle`` (a worker stopped, not slowed).
+  ``gpu-idle`` (a worker stopped, not slowed) — not for ``node-degraded``: a node under memory
+  pressure slows a worker without stopping it, and the straggler names it as its likely reason.
 - The catch-all ``failed`` is explained by every other rule: it speaks only when nothing
   more specific does, and steps aside when a specific finding arrives later.
 """
@@ -113,7 +114,10 @@ CATALOG: tuple[Rule, ...] = (
     replace(GPU_THROTTLED, explained_by=(CAUSES - {"gpu-fault"}) | {"failure-propagation"}),
     replace(MEMORY_NEAR_LIMIT, explained_by=frozenset({"oom"})),
     replace(OOM_PREDICTED, explained_by=frozenset({"oom"})),
-    replace(STRAGGLER, explained_by=CAUSES | {"failure-propagation", "hang-init", "gpu-idle"}),
+    replace(
+        STRAGGLER,
+        explained_by=(CAUSES - {"node-degraded"}) | {"failure-propagation", "hang-init", "gpu-idle"},
+    ),
     replace(FAILED, explained_by=CAUSES | STALLS),
 )
 
