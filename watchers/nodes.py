@@ -39,11 +39,23 @@ from controller.contract.events import (
 )
 from watchers.normalizing import parse_time
 
-__all__ = ["ConditionSeen", "NodeHealth", "abnormal", "condition_event", "conditions_of"]
+__all__ = ["ConditionSeen", "NodeHealth", "abnormal", "condition_event", "conditions_of", "skeleton"]
 
 _HEALTHY_WHEN_TRUE = frozenset({"Ready"})
 MAX_CONDITIONS = 32
 """Conditions read per node (a node has about ten); more are not ours to keep."""
+
+
+def skeleton(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the node watch keeps of a Node between its changes: its name, uid and version (a
+    relist compares versions, a deletion needs the name). A Node object weighs tens of KiB (its
+    images, its addresses); a cluster's thousands of them are read as they change, never held."""
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj.get("kind", "Node"),
+        "metadata": {key: meta[key] for key in ("name", "uid", "resourceVersion") if key in meta},
+    }
 
 
 def abnormal(kind: str, status: str) -> bool:
