@@ -12,7 +12,12 @@ the rules consumer do (the bus between them is measured by ``benchmarks.usage``)
   window, plus one refresh (the reading's own period; ``usage.refresh_s`` in production).
 - **False positives** over near-miss runs judged the whole time: an Xid and counters left from
   before the job, an Xid and ECC errors on a GPU of the same node that no pod holds, throttle
-  blips of ``--blip-s`` every ``--blip-every-s``, a hot GPU that is not throttled.
+  blips of ``--blip-s`` every ``--blip-every-s``, a hot GPU that is not throttled, and a GPU whose
+  ECC and NVLink counters it does not support flicker between DCGM's blank sentinel and ``0``
+  every refresh (``9223372036854775794``, ``DCGM_FT_INT64_BLANK + 2``: the value real
+  dcgm-exporter output carries for an unsupported field, as its Apache-2.0 README shows; no
+  recorded public DCGM time series with a licence to keep was found, so the curves are
+  synthetic, this value aside).
 
 ``--rounds`` rounds, each with fresh runs, the faults injected at a random phase of the refresh.
 
@@ -48,6 +53,8 @@ from watchers.usage import UsageProbe
 from watchers.watching import WatchChange
 
 HOT = 0x40
+BLANK = 9223372036854775794
+"""DCGM's "not supported" value of an int64 field, as real dcgm-exporter output carries it."""
 HEALTHY = GpuSeries(util=90, fb_used_mib=40_000)
 FAULTS: dict[str, tuple[str, GpuSeries]] = {
     "xid-79": ("gpu-fault", replace(HEALTHY, xid=79)),
@@ -56,7 +63,13 @@ FAULTS: dict[str, tuple[str, GpuSeries]] = {
     "nvlink-errors": ("gpu-fault", replace(HEALTHY, nvlink_crc_errors=4)),
     "thermal-throttle": ("gpu-throttled", replace(HEALTHY, throttle_reasons=HOT, temperature_c=90)),
 }
-NEAR_MISSES = ("old-xid-and-counters", "unassigned-gpu-fault", "throttle-blips", "hot-not-throttled")
+NEAR_MISSES = (
+    "old-xid-and-counters",
+    "unassigned-gpu-fault",
+    "throttle-blips",
+    "hot-not-throttled",
+    "blank-counters",
+)
 
 
 def _iso(when: datetime) -> str:
@@ -124,6 +137,11 @@ async def _round(
                 HEALTHY, throttle_reasons=HOT if blip else 0, hostname=f"node-{number}-throttle-blips"
             )
             exporter.gpu("bench", f"r{number}-throttle-blips-worker-1", "0", blips)
+            flicker = int((time.monotonic() - injected) / args.refresh_s) % 2 * BLANK  # blank, then 0
+            blanks = replace(
+                HEALTHY, ecc_dbe=flicker, nvlink_crc_errors=flicker, hostname=f"node-{number}-blank-counters"
+            )
+            exporter.gpu("bench", f"r{number}-blank-counters-worker-1", "0", blanks)
             for reading in await probe.read():
                 readings += 1
                 for finding in engine.observe(reading, datetime.now(UTC)):

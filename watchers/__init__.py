@@ -2,7 +2,8 @@
 
 - The watch path (``service``, leader-elected through ``leader``): list-then-watch each resource
   kind the API server serves (``watching``, ``discovery``), resuming from where each watch stood
-  (``positions``); correlate pods and events to their run (``correlating``), turn raw objects
+  (``positions``); correlate pods and events to their run (``correlating``; the conditions of
+  the nodes their pods run on as changes: ``nodes``), turn raw objects
   into typed events (``normalizing``) and publish them to JetStream (``pipeline``, shared with
   replay of ``recording`` files), skipping what was published before a restart and telling what
   was deleted while no watcher ran (``published``);

@@ -13,6 +13,10 @@ Two kinds of Events are about neither a job nor a pod, yet explain a run:
   run with a pod on that node (``spec.nodeName``), one copy each, its uid derived from the
   Event's and the run's so neither JetStream nor the history collapses the copies. A Node
   event with no pod of ours on the node is not ours.
+- A **Node**'s conditions (kubelet, node-problem-detector, a GPU health monitor) are kept for the
+  nodes hosting a pod of ours only, and each change reaches every run on the node as such an
+  Event (:mod:`watchers.nodes`); a run whose first pod lands on a degraded node is told what is
+  wrong with it.
 - Events about a **batch Job** (``FailedCreate`` from the Job controller when a quota refuses
   the pods) reach the run that Job serves: ``<mpijob>-launcher`` is an MPIJob's launcher Job, and
   a TrainJob's JobSet names its Jobs ``<trainjob>-<replicatedJob>-<index>`` (the longest
@@ -31,6 +35,7 @@ from typing import Any, Literal
 from controller.contract.clock import Monotonic
 from controller.contract.events import BusEvent, Change, JobRef
 from controller.contract.kinds import JobKind, kind_named
+from watchers.nodes import ConditionSeen, NodeHealth, condition_event
 from watchers.normalizing import (
     involved_object,
     normalize_event,
@@ -41,7 +46,7 @@ from watchers.normalizing import (
 
 log = logging.getLogger(__name__)
 
-ObjectKind = Literal["job", "pod", "event"]
+ObjectKind = Literal["job", "pod", "event", "node"]
 LAUNCHER_JOB_SUFFIX = "-launcher"
 """The MPI operator names an MPIJob's launcher Job ``<mpijob>-launcher``."""
 
@@ -77,6 +82,7 @@ class Correlator:
     pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)
     nodes: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # node → pod keys on it
     pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)  # pod key → its node
+    node_health: NodeHealth = field(default_factory=NodeHealth)
     dropped: int = 0
     _held: dict[tuple[str, ...], list[_Held]] = field(default_factory=dict)  # by what they wait for
     _forget: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
@@ -85,6 +91,8 @@ class Correlator:
         """Events ready to publish now; what cannot be placed yet is held."""
         if observation.kind == "job":
             return self._job(observation)
+        if observation.kind == "node":
+            return self._node(observation)
         placed = self._place(observation)
         if placed is None:
             held = _Held(observation, self.clock() + self.pending_ttl_s)
@@ -107,6 +115,7 @@ class Correlator:
         self._forget = [(at, forget) for at, forget in self._forget if at > now]
         for forget in due:
             forget()
+        self.node_health.expire(now)
         return len(expired)
 
     @property
@@ -166,6 +175,7 @@ class Correlator:
             keys.discard(key)
             if not keys:
                 del self.nodes[node]
+                self.node_health.left(node)
 
     def _later(self, forget: Callable[[], None]) -> None:
         self._forget.append((self.clock() + self.pending_ttl_s, forget))
@@ -191,14 +201,17 @@ class Correlator:
             meta = obj.get("metadata") or {}
             pod_key = (str(meta.get("namespace", job.namespace)), str(meta.get("name")))
             node = str((obj.get("spec") or {}).get("nodeName") or "")
+            landed = bool(node) and observation.change != "DELETED" and not self._runs_on(node, job, pod_key)
             self.pods[pod_key] = job
             self._on_node(pod_key, node)
             if observation.change == "DELETED":
                 self._later(lambda: self._forget_pod(pod_key, job, node))
+            told = self._conditions(node, self.node_health.landed(node), observation, job) if landed else []
             if self.unchanged(observation):
-                return []
+                return told
             return [
-                normalize_pod(obj, observation.change, job, observation.observed_at, observation.log_tail)
+                normalize_pod(obj, observation.change, job, observation.observed_at, observation.log_tail),
+                *told,
             ]
         involved = involved_object(obj)
         namespace = str((obj.get("metadata") or {}).get("namespace", "default"))
@@ -229,6 +242,36 @@ class Correlator:
             event = normalize_event(observation.object, observation.change, job, observation.observed_at)
             copies.append(event.model_copy(update={"uid": node_event_uid(event.uid, job.uid)}))
         return copies
+
+    def _runs_on(self, node: str, job: JobRef, but: tuple[str, str]) -> bool:
+        """Whether another pod of run ``job`` than ``but`` is on ``node`` already."""
+        return any(key != but and self.pods.get(key) == job for key in self.nodes.get(node, ()))
+
+    def _node(self, observation: Observation) -> list[BusEvent]:
+        """The changes of a Node's conditions, for each run with a pod on it."""
+        name = str((observation.object.get("metadata") or {}).get("name", ""))
+        seen = self.node_health.observe(
+            observation.object,
+            observation.change,
+            bool(self.nodes.get(name)),
+            self.clock() + self.pending_ttl_s,
+        )
+        return self._conditions(name, seen, observation)
+
+    def _conditions(
+        self, node: str, seen: list[ConditionSeen], observation: Observation, only: JobRef | None = None
+    ) -> list[BusEvent]:
+        """Each change in ``seen`` told to each run with a pod on ``node`` (or to ``only``)."""
+        if not seen:
+            return []
+        runs = {self.pods[key].uid: self.pods[key] for key in self.nodes.get(node, ()) if key in self.pods}
+        if only is not None:
+            runs = {only.uid: only}
+        return [
+            condition_event(change, job, observation.observed_at)
+            for job in sorted(runs.values(), key=lambda ref: ref.uid)
+            for change in seen
+        ]
 
     def _batch_job(self, namespace: str, name: str) -> JobRef | None:
         """The run a batch Job serves: an MPIJob's launcher Job, or a Job of a TrainJob's JobSet."""

@@ -7,6 +7,15 @@ one GPU (DCGM's ``gpu`` label, else ``UUID``) of one pod; :func:`health_points` 
 points per GPU and field of :class:`~controller.contract.events.GpuHealth`, the four NVLink
 error counters summed, the throttle reasons OR-ed where several series meet, each curve kept
 as the points where its value changed (and its first and last).
+
+Two things real exporters do that the curves must not take for the GPU's own values: a field the
+GPU does not support (ECC on a consumer board, NVLink without links) or DCGM could not read is a
+*blank* sentinel, not a number — ``9223372036854775794`` is ``DCGM_FT_INT64_BLANK + 2`` ("not
+supported"), as dcgm-exporter's own README shows for ``DCGM_FI_DEV_MEMORY_TEMP`` and as its
+releases before the filter (2020) and exporters built on the old bindings still send — and is
+left out (:func:`is_blank`), or a counter blank one step and ``0`` the next would read as an
+increase of 9.2e18 errors; and the node's name is ``Hostname`` in older dcgm-exporter releases,
+``hostname`` in newer ones: either is read.
 """
 
 from __future__ import annotations
@@ -17,7 +26,15 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from controller.prometheus import Series
 
-__all__ = ["HEALTH_FIELDS", "HEALTH_METRICS", "bits", "common_bits", "health_points", "health_selector"]
+__all__ = [
+    "HEALTH_FIELDS",
+    "HEALTH_METRICS",
+    "bits",
+    "common_bits",
+    "health_points",
+    "health_selector",
+    "is_blank",
+]
 
 HEALTH_METRICS: dict[str, str] = {
     "DCGM_FI_DEV_XID_ERRORS": "xid",
@@ -33,6 +50,15 @@ HEALTH_METRICS: dict[str, str] = {
 }
 """Each health series DCGM exports, by the :class:`GpuHealth` field it feeds."""
 HEALTH_FIELDS = tuple(dict.fromkeys(HEALTH_METRICS.values()))
+
+_BLANKS: tuple[float, ...] = (2147483632.0, 140737488355328.0, 9223372036854775792.0)
+"""DCGM's blank values (``DCGM_FT_INT32_BLANK``, ``DCGM_FT_FP64_BLANK``, ``DCGM_FT_INT64_BLANK``);
+each is followed by its not-found, not-supported and not-permissioned values."""
+
+
+def is_blank(value: float) -> bool:
+    """Whether ``value`` is one of DCGM's blank sentinels rather than a reading."""
+    return any(blank <= value <= blank + 3 for blank in _BLANKS) or value >= _BLANKS[-1]
 
 
 def health_selector(matchers: str) -> str:
@@ -82,10 +108,14 @@ def health_points(
             continue
         gpu = labels.get("gpu") or labels.get("UUID") or "0"
         where.setdefault(
-            gpu, {"hostname": labels.get("Hostname") or None, "pci_bus_id": labels.get("pci_bus_id") or None}
+            gpu,
+            {
+                "hostname": labels.get("Hostname") or labels.get("hostname") or None,
+                "pci_bus_id": labels.get("pci_bus_id") or None,
+            },
         )
         for t, v in one.points:
-            if lo <= t <= hi and math.isfinite(v):
+            if lo <= t <= hi and math.isfinite(v) and not is_blank(v):
                 at[gpu][field][t].append(v)
     return {
         gpu: (

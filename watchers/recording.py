@@ -31,7 +31,12 @@ from watchers.normalizing import MalformedObject, error_terminated, parse_time
 
 log = logging.getLogger(__name__)
 
-KINDS: dict[str, ObjectKind] = {**{spec.kind: "job" for spec in JOB_KINDS}, "Pod": "pod", "Event": "event"}
+KINDS: dict[str, ObjectKind] = {
+    **{spec.kind: "job" for spec in JOB_KINDS},
+    "Pod": "pod",
+    "Event": "event",
+    "Node": "node",
+}
 CHANGES: dict[str, Change] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
 
 

@@ -166,7 +166,7 @@ async def _watch_all(
         async with asyncio.TaskGroup() as group:
 
             def start(resource: Resource) -> None:
-                for namespace in namespaces:
+                for namespace in namespaces if resource.namespaced else [None]:
                     group.create_task(
                         watch_resource(
                             gateway,
@@ -202,7 +202,9 @@ def _namespaces(settings: Settings) -> list[str | None]:
 
 async def _stored_positions(nc: NATS, topology: Topology, settings: Settings) -> WatchPositions:
     """Where the watches of the last watcher stood, as far as stored."""
-    names = [position_name(r, ns) for r in WATCHED for ns in _namespaces(settings)]
+    names = [
+        position_name(r, ns) for r in WATCHED for ns in (_namespaces(settings) if r.namespaced else [None])
+    ]
     return WatchPositions(await read_positions(nc, topology, settings.nats, names))
 
 

@@ -31,7 +31,11 @@ into a sink of :class:`WatchChange` s, through every disturbance an API server p
 * connection errors and 5xx answers reconnect with exponential backoff and jitter (reset by
   the next success); unknown event types and objects without ``metadata.uid`` are logged,
   counted and skipped, never fatal;
-* setting ``stop`` ends the loop promptly: the open HTTP response is shut down.
+* setting ``stop`` ends the loop promptly: the open HTTP response is shut down;
+* what the loop keeps of each object between its changes (to compare a relist with) is the
+  whole object, except for Nodes, of which only name, uid and version are kept
+  (:func:`watchers.nodes.skeleton`): the node watch sees every node of the cluster, and a Node
+  weighs tens of KiB.
 
 The Kubernetes client is synchronous: each watch request is read by a short-lived thread that
 hands events to the event loop through a bounded queue (``call_soon_threadsafe``), so a slow
@@ -56,8 +60,9 @@ from controller.contract.kubeflow import compare
 from controller.contract.settings import WatcherSettings
 from controller.kube.errors import APIError, APIGoneError, APIUnavailableError
 from controller.kube.gateway import ListPage
-from controller.kube.resources import EVENT_TYPES, EventType, RawObject, RawWatchEvent, Resource
+from controller.kube.resources import EVENT_TYPES, NODES, EventType, RawObject, RawWatchEvent, Resource
 from watchers.metrics import WatchMetrics
+from watchers.nodes import skeleton
 from watchers.positions import WatchPositions
 
 __all__ = ["Backoff", "Listed", "WatchChange", "WatchGateway", "WatchStreamLike", "watch_resource"]
@@ -152,6 +157,10 @@ class _Ended:
     error: Exception | None = None
 
 
+def _whole(obj: RawObject) -> RawObject:
+    return obj
+
+
 def _uid(obj: Any) -> str | None:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     uid = meta.get("uid") if isinstance(meta, dict) else None
@@ -237,6 +246,7 @@ class _WatchLoop:
         self.stop = stop
         self.backoff = Backoff(settings.backoff_initial_s, settings.backoff_max_s, rng)
         self.known: dict[str, RawObject] = {}  # uid -> last object seen: what a relist compares against
+        self.keep: Callable[[RawObject], RawObject] = skeleton if resource == NODES else _whole
         self.resource_version: str | None = None  # None: list (again) before watching
         self.listed = False
         self.on_listed = listed
@@ -338,7 +348,7 @@ class _WatchLoop:
         started = time.monotonic()
         items, resource_version, pages = await self._in_thread(self._read_pages)
         fresh = self._by_uid(items)
-        previous, self.known = self.known, fresh
+        previous, self.known = self.known, {uid: self.keep(obj) for uid, obj in fresh.items()}
         if self.listed:
             self.m_relists.inc()
             for uid, last in previous.items():
@@ -392,7 +402,7 @@ class _WatchLoop:
                 if not self._listed_is_newer(uid, obj):
                     continue
                 old = self.known.get(uid)
-                self.known[uid] = obj
+                self.known[uid] = self.keep(obj)
                 await self._emit("ADDED" if old is None else "MODIFIED", obj)
                 handed += 1
             self.tombstones = None
@@ -536,7 +546,7 @@ class _WatchLoop:
             if old is not None and compare(_resource_version(obj), _resource_version(old)) in (-1, 0):
                 self._advance(_resource_version(obj))  # the list beside gave it newer already
                 return
-            self.known[uid] = obj
+            self.known[uid] = self.keep(obj)
         self.m_known.set(len(self.known))
         await self._emit(cast(EventType, event_type), obj)
         self._advance(_resource_version(obj))

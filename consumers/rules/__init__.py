@@ -14,8 +14,9 @@ The judgement, each layer importing only the ones below it::
     catalog                    the ordered rules and what explains what
     catchall                   the rule for a failure no other rule explains
     memory, gpu, segfaults, disks, quota, containers, nodes, scheduling, mpi, stalls,
-    rendezvous, restarts, usage, gpuhealth, forecast, stragglers
-                               the rules, one family each
+    rendezvous, restarts, usage, gpuhealth, forecast, stragglers, nodeconditions
+                               the rules, one family each (nodeconditions: the bad spells of
+                               the pods' nodes' conditions, read by gpuhealth and stragglers too)
     trend, progress            robust trends of a usage curve; the step counters ranks print
     culprits, errors           which rank stopped or erred first; exit codes and errors in words
     live                       which lines of a running job's output are evidence

@@ -27,11 +27,16 @@ cause is named). The relation must stay acyclic (a test checks it).
   (``gpu-error``: a CUDA error on a GPU that reported an Xid is the hardware's) and, as a pod
   cause, the communication symptoms and stalls it brings; ``gpu-throttled`` steps aside for
   any other cause (a fault on one GPU says nothing of another's clocks).
+- ``node-degraded`` (a bad condition of a pod's node: a kernel deadlock, a read-only filesystem,
+  pressure) is a pod cause like the others; it steps aside for ``node-lost`` and ``evicted``,
+  which tell the same node's trouble by what it did to the pod. A GPU condition of the node is
+  ``gpu-fault``'s.
 - The usage warnings step aside for what they warn of: ``memory-near-limit`` for the ``oom``
   that came, ``gpu-idle`` for any cause that explains why a worker stopped working.
 - ``oom-predicted`` steps aside for the ``oom`` it foresaw (which then says how early it was
   seen); ``straggler`` for any cause or stall that explains a worker falling behind, and for
-  ``gpu-idle`` (a worker stopped, not slowed).
+  ``gpu-idle`` (a worker stopped, not slowed) — not for ``node-degraded``: a node under memory
+  pressure slows a worker without stopping it, and the straggler names it as its likely reason.
 - The catch-all ``failed`` is explained by every other rule: it speaks only when nothing
   more specific does, and steps aside when a specific finding arrives later.
 """
@@ -48,6 +53,7 @@ from consumers.rules.gpu import GPU_ERROR
 from consumers.rules.gpuhealth import GPU_FAULT, GPU_THROTTLED
 from consumers.rules.memory import GPU_OOM, OOM
 from consumers.rules.mpi import MPI_ABORT, MPI_COMM
+from consumers.rules.nodeconditions import NODE_DEGRADED
 from consumers.rules.nodes import EVICTED, NODE_LOST
 from consumers.rules.quota import QUOTA
 from consumers.rules.rendezvous import RENDEZVOUS
@@ -74,6 +80,7 @@ POD_CAUSES: frozenset[RuleId] = frozenset(
         "crashloop",
         "evicted",
         "node-lost",
+        "node-degraded",
     }
 )
 CAUSES: frozenset[RuleId] = POD_CAUSES | {"rendezvous", "mpi-comm", "mpi-abort"}
@@ -94,6 +101,7 @@ CATALOG: tuple[Rule, ...] = (
     CRASHLOOP,
     EVICTED,
     NODE_LOST,
+    replace(NODE_DEGRADED, explained_by=frozenset({"node-lost", "evicted"})),
     replace(RENDEZVOUS, explained_by=POD_CAUSES),
     replace(MPI_COMM, explained_by=POD_CAUSES | {"rendezvous"}),
     replace(MPI_ABORT, explained_by=POD_CAUSES | {"rendezvous", "mpi-comm"}),
@@ -106,7 +114,10 @@ CATALOG: tuple[Rule, ...] = (
     replace(GPU_THROTTLED, explained_by=(CAUSES - {"gpu-fault"}) | {"failure-propagation"}),
     replace(MEMORY_NEAR_LIMIT, explained_by=frozenset({"oom"})),
     replace(OOM_PREDICTED, explained_by=frozenset({"oom"})),
-    replace(STRAGGLER, explained_by=CAUSES | {"failure-propagation", "hang-init", "gpu-idle"}),
+    replace(
+        STRAGGLER,
+        explained_by=(CAUSES - {"node-degraded"}) | {"failure-propagation", "hang-init", "gpu-idle"},
+    ),
     replace(FAILED, explained_by=CAUSES | STALLS),
 )
 

@@ -16,8 +16,10 @@ pod that holds it, and the reading keeps the points of the pod's life):
   the hardware is the root cause (``gpu-error`` and the communication symptoms are explained
   by it, see the catalog). Xid lines in Events about the pod's node (the kernel log relayed by
   node-problem-detector or the GPU operator) count too, when their PCI address is one of the
-  pod's GPUs (DCGM's ``pci_bus_id``). Once seen it holds while the run lives, though a later reading's
-  window no longer reaches back to it.
+  pod's GPUs (DCGM's ``pci_bus_id``). A GPU condition of the pod's node (a GPU health monitor's:
+  :mod:`consumers.rules.nodeconditions`) that went bad during the pod's life, and held for
+  ``node_condition_s`` or while the job failed, counts too, for the node's GPUs as a whole. Once
+  seen it holds while the run lives, though a later reading's window no longer reaches back to it.
 - ``gpu-throttled``: a GPU of a running worker has had its clocks held down by the hardware
   (slowdown, thermal, power brake) for ``gpu_throttle_s`` without a break. A throttle of a few
   seconds is normal and stays quiet.
@@ -31,6 +33,7 @@ from datetime import datetime
 from itertools import pairwise
 
 from consumers.rules.facts import pod_text
+from consumers.rules.nodeconditions import failed_at, spells_of, timing
 from consumers.rules.rule import Context, Detection, Rule, log_facts, pod_fact
 from consumers.rules.signatures import gpu_errors, transport_failures
 from consumers.rules.state import PodState, RunState
@@ -40,7 +43,16 @@ from consumers.rules.xids import parse_xid_lines, pci_slot, xid
 from controller.contract.events import GpuHealth, GpuUsage, PodUsage, Sample
 from controller.contract.findings import Evidence
 
-__all__ = ["GPU_FAULT", "GPU_THROTTLED", "THROTTLE_REASONS", "Fault", "faults_of", "throttled_for"]
+__all__ = [
+    "GPU_FAULT",
+    "GPU_THROTTLED",
+    "THROTTLE_REASONS",
+    "Fault",
+    "faults_of",
+    "reasons_text",
+    "throttled_for",
+    "throttled_within",
+]
 
 THROTTLE_REASONS: dict[int, str] = {
     0x8: "hardware slowdown",
@@ -183,48 +195,47 @@ def _event_faults(state: RunState, pod: PodState, usage: PodUsage) -> list[tuple
     return found
 
 
-def _failed_at(state: RunState) -> datetime | None:
-    """When the run failed: its first container that ended non-zero, else the job's failure."""
-    ends = [
-        c.finished_at
-        for pod in state.current_pods()
-        for c in pod.containers
-        if c.state == "terminated" and c.exit_code not in (None, 0) and c.finished_at is not None
-    ]
-    if ends:
-        return min(ends)
-    return state.finished_since if state.phase == "Failed" else None
-
-
-def _timing(state: RunState, at: datetime) -> str:
-    failed = _failed_at(state)
-    if failed is None:
-        return "the job has not failed" if not state.finished else "the job did not fail"
-    gap = (failed - at).total_seconds()
-    if gap >= 0:
-        return f"{duration(gap)} before the job failed at {clock_time(failed)}"
-    return f"after the job failed at {clock_time(failed)}"
-
-
-def _gpu_name(gpu: GpuUsage) -> str:
+def _gpu_name(gpu: GpuUsage | None) -> str:
+    if gpu is None:
+        return "GPUs"
     return f"GPU {gpu.gpu}" + (f" ({gpu.uuid})" if gpu.uuid else "")
 
 
+def _condition_faults(state: RunState, ctx: Context) -> list[tuple[PodState, GpuUsage | None, Fault]]:
+    """The GPU conditions of the pods' nodes that speak of the run, as faults of the node's GPUs."""
+    return [
+        (
+            pod,
+            None,
+            Fault(
+                spell.start,
+                f"conditions[{spell.kind}]",
+                f"{spell.words} on its node" + (f" ({spell.message[:160]})" if spell.message else ""),
+                True,
+                xid(79 if "fallen" in spell.kind.lower() else 0).advice,
+                f"{spell.status} since {clock_time(spell.start)}",
+            ),
+        )
+        for pod, spell in spells_of(state, ctx)
+        if spell.gpu
+    ]
+
+
 def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
-    found: list[tuple[PodState, GpuUsage, Fault]] = []
+    found: list[tuple[PodState, GpuUsage | None, Fault]] = _condition_faults(state, ctx)
     for pod in state.current_pods():
         usage = state.usage_of(pod)
-        for gpu in (usage.gpus or ()) if usage is not None else ():
-            if gpu.health is not None:
-                found.extend((pod, gpu, fault) for fault in faults_of(gpu.health))
+        for held in (usage.gpus or ()) if usage is not None else ():
+            if held.health is not None:
+                found.extend((pod, held, fault) for fault in faults_of(held.health))
         if usage is not None:
-            found.extend((pod, gpu, fault) for gpu, fault in _event_faults(state, pod, usage))
+            found.extend((pod, held, fault) for held, fault in _event_faults(state, pod, usage))
     # a program's own Xid (13, 31, 43) is no fault of the GPU: its error (gpu-error, failed) tells it
     found = sorted(((p, g, f) for p, g, f in found if f.hardware), key=lambda item: item[2].at)
     if not found:
         return None
     pod, gpu, fault = found[0]
-    node = pod.node or (gpu.health.hostname if gpu.health is not None else None)
+    node = pod.node or (gpu.health.hostname if gpu is not None and gpu.health is not None else None)
     where = f"node {node}" if node else "its node"
     text = pod_text(pod)
     lines = [hit.line for hit in (*gpu_errors(text), *transport_failures(text))]
@@ -234,7 +245,8 @@ def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
     if node:
         evidence.append(pod_fact(pod, "spec.nodeName", node))
     for p, g, f in found[:6]:
-        evidence.append(pod_fact(p, f"gpus[{g.gpu}].{f.series}", f"{f.words}: {f.value}"))
+        place = f"gpus[{g.gpu}]" if g is not None else "node"
+        evidence.append(pod_fact(p, f"{place}.{f.series}", f"{f.words}: {f.value}"))
     evidence.extend(log_facts(pod, dict.fromkeys(lines[:4])))
     steps = (
         f"{fault.advice[0].upper()}{fault.advice[1:]}.",
@@ -244,9 +256,16 @@ def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
     )
     return Detection(
         root_cause=f"{who(pod)}'s {_gpu_name(gpu)} on {where} reported {fault.words} at "
-        f"{clock_time(fault.at)}, {_timing(state, fault.at)}{followed}{also(others)}",
+        f"{clock_time(fault.at)}, {timing(state, fault.at)}{followed}{also(others)}",
         evidence=tuple(evidence),
-        key=(pod.uid, gpu.uuid or gpu.gpu, fault.series, fault.words, str(_failed_at(state)), *lines[:1]),
+        key=(
+            pod.uid,
+            (gpu.uuid or gpu.gpu) if gpu is not None else "node",
+            fault.series,
+            fault.words,
+            str(failed_at(state)),
+            *lines[:1],
+        ),
         remediation=steps,
     )
 
@@ -265,6 +284,26 @@ def throttled_for(curve: tuple[Sample, ...]) -> tuple[float, datetime, int] | No
     return (curve[-1][0] - curve[first][0]).total_seconds(), curve[first][0], reasons
 
 
+def throttled_within(curve: tuple[Sample, ...], since: datetime) -> tuple[float, int]:
+    """The share of the curve's time from ``since`` to its end during which the hardware held
+    the clocks down (each point holds until the next), and the reasons' bits seen then."""
+    if not curve or curve[-1][0] <= since:
+        return 0.0, 0
+    held = 0.0
+    reasons = 0
+    for (at, value), (after, _) in pairwise(curve):
+        start = max(at, since)
+        if after > start and int(value) & _THROTTLING:
+            held += (after - start).total_seconds()
+            reasons |= int(value) & _THROTTLING
+    return held / (curve[-1][0] - since).total_seconds(), reasons
+
+
+def reasons_text(reasons: int) -> str:
+    """The hardware throttle reasons of a bitmask, in words."""
+    return ", ".join(words for bit, words in THROTTLE_REASONS.items() if reasons & bit)
+
+
 def _detect_gpu_throttled(state: RunState, ctx: Context) -> Detection | None:
     if state.finished or state.phase != "Running":
         return None
@@ -281,7 +320,7 @@ def _detect_gpu_throttled(state: RunState, ctx: Context) -> Detection | None:
     if not found:
         return None
     pod, gpu, health, (seconds, since, reasons) = found[0]
-    why = ", ".join(words for bit, words in THROTTLE_REASONS.items() if reasons & bit)
+    why = reasons_text(reasons)
     hottest = max((v for _, v in health.temperature_c), default=None)
     heat = f"; up to {hottest:.0f} °C" if hottest is not None else ""
     where = f"node {pod.node}" if pod.node else "its node"

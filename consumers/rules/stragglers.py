@@ -15,8 +15,11 @@ More than one worker that far behind is not one straggler (an evaluation on rank
 others wait): nothing fires. A worker whose GPUs sit idle is ``gpu-idle``'s.
 
 The finding names the worker, how far below its peers it runs and since when, and the likely
-reason where the reading shows one: its working set near its memory limit, or its CPU use at
-its request (an input pipeline starved of CPU).
+reason where the reading shows one: its GPUs held down by the hardware for
+``_THROTTLED_SHARE`` of the window (DCGM's throttle reasons: thermal, power brake, slowdown),
+its working set near its memory limit or its node under ``MemoryPressure`` (the node's
+condition, :mod:`consumers.rules.nodeconditions`), or its CPU use at its request (an input
+pipeline starved of CPU).
 
 Without a utilization verdict, the ranks' progress lines speak (:mod:`consumers.rules.progress`:
 the step or iteration counters trainers print, as the rules' log reader saw them, about every
@@ -38,6 +41,8 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from statistics import median
 
+from consumers.rules.gpuhealth import reasons_text, throttled_within
+from consumers.rules.nodeconditions import spells_on
 from consumers.rules.progress import cumulative
 from consumers.rules.rule import Context, Detection, Rule, pod_fact
 from consumers.rules.state import PodState, RunState
@@ -56,6 +61,8 @@ _MIN_PROGRESS = 5
 """Fewest progress counters of a rank a rate rests on."""
 _CPU_BOUND = 0.9
 """Share of its CPU request a pod's mean CPU use must reach to count as CPU-bound."""
+_THROTTLED_SHARE = 0.1
+"""Share of the window a GPU's clocks must have been held down to name throttling as the reason."""
 
 
 @dataclass(frozen=True)
@@ -126,11 +133,44 @@ def _laggard(
     return behind[0] if len(behind) == 1 else None
 
 
-def _reason(usage: PodUsage, th: RuleThresholds) -> str | None:
-    """What the reading shows about why the worker is slow, if anything."""
+def _throttling(usage: PodUsage, since: datetime) -> str | None:
+    """Its GPU held down by the hardware longest within the window, if for long enough."""
+    spells = [
+        (share, reasons, gpu.gpu)
+        for gpu in usage.gpus or ()
+        if gpu.health is not None
+        for share, reasons in [throttled_within(gpu.health.throttle_reasons, since)]
+        if share >= _THROTTLED_SHARE
+    ]
+    if not spells:
+        return None
+    share, reasons, gpu = max(spells)
+    return (
+        f"its GPU {gpu} had its clocks held down by the hardware ({reasons_text(reasons)}) "
+        f"for {share:.0%} of the window"
+    )
+
+
+def _reason(
+    state: RunState, pod: PodState, usage: PodUsage, th: RuleThresholds, since: datetime
+) -> str | None:
+    """What the reading shows about why the worker is slow since ``since``, if anything."""
+    throttled = _throttling(usage, since)
+    if throttled is not None:
+        return throttled
     limit, curve = usage.memory_limit_bytes, usage.memory_curve
     if limit and curve and curve[-1][1] >= th.memory_near_limit_ratio * limit:
         return f"its memory working set is at {curve[-1][1] / limit:.0%} of its {gib(limit)} limit"
+    pressure = next(
+        (
+            s
+            for s in spells_on(state, pod.node)
+            if s.kind == "MemoryPressure" and (s.end is None or s.end >= since)
+        ),
+        None,
+    )
+    if pressure is not None:
+        return f"its node {pressure.node} reports MemoryPressure since {pressure.start:%H:%M} UTC"
     used, asked = usage.cpu_mean_cores, usage.cpu_requested_cores
     if used and asked and used >= _CPU_BOUND * asked:
         return (
@@ -203,7 +243,8 @@ def _by_progress(state: RunState, ctx: Context) -> Detection | None:
     last = points[-1]
     host = _worker_of(state, pod, rank)
     usage = state.usage_of(host) if host is not None else None
-    reason = _reason(usage, ctx.thresholds) if usage is not None else None
+    window = last[0] - timedelta(seconds=ctx.thresholds.straggler_s)
+    reason = _reason(state, host, usage, ctx.thresholds, window) if host and usage else None
     return Detection(
         root_cause=f"{subject} is a straggler: its progress lines count {lag.rate:.2f} steps/s while its "
         f"peers' count {lag.peers:.2f} ({slower:.0%} slower) over the last "
@@ -242,7 +283,8 @@ def _by_utilization(state: RunState, ctx: Context) -> Detection | None:
         return None
     worker, usage = read[lag.index]
     end = usage.gpu_util_curve[-1][0]
-    reason = _reason(usage, ctx.thresholds)
+    window = end - timedelta(seconds=ctx.thresholds.straggler_s)
+    reason = _reason(state, worker, usage, ctx.thresholds, window)
     peers = [(w, u) for w, u in read if w is not worker][:3]
     evidence = [
         pod_fact(w, "usage.gpu.utilization", curve_text(u.gpu_util_curve, "%", digits=0))

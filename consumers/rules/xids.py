@@ -59,83 +59,72 @@ _ADVICE: dict[Action, str] = {
     "see-earlier": "look at the Xid before it on the same GPU, which names the cause",
 }
 
-_CATALOGUE: tuple[Xid, ...] = (
-    Xid(8, "the GPU stopped processing (a channel timed out)", "application", "restart-app"),
-    Xid(
-        13,
-        "graphics engine exception, usually an illegal access by the program",
-        "application",
-        "restart-app",
-    ),
-    Xid(
+_NVLINK: tuple[str, Origin, Action] = ("NVLink error: a link between GPUs failed", "hardware", "reset-gpu")
+
+_TABLE: tuple[tuple[int, str, Origin, Action], ...] = (
+    # code, NVIDIA's meaning in plain words, origin, resolution bucket
+    (8, "the GPU stopped processing (a channel timed out)", "application", "restart-app"),
+    (13, "graphics engine exception, usually an illegal access by the program", "application", "restart-app"),
+    (
         31,
         "GPU memory page fault, usually an illegal memory access by the program",
         "application",
         "restart-app",
     ),
-    Xid(
-        32, "invalid or corrupted push buffer stream (driver, PCIe or system memory)", "hardware", "reset-gpu"
-    ),
-    Xid(38, "driver firmware error", "driver", "reset-gpu"),
-    Xid(
+    (32, "invalid or corrupted push buffer stream (driver, PCIe or system memory)", "hardware", "reset-gpu"),
+    (38, "driver firmware error", "driver", "reset-gpu"),
+    (
         43,
         "the GPU stopped processing a faulting program; the GPU stays healthy",
         "application",
         "restart-app",
     ),
-    Xid(45, "preemptive cleanup after earlier errors or a killed program", "consequence", "see-earlier"),
-    Xid(48, "double-bit ECC error: the GPU's memory is failing", "hardware", "reset-gpu"),
-    Xid(61, "internal micro-controller breakpoint or warning (firmware)", "driver", "reset-gpu"),
-    Xid(62, "internal micro-controller halt (firmware, sometimes heat)", "driver", "reset-gpu"),
-    Xid(
+    (45, "preemptive cleanup after earlier errors or a killed program", "consequence", "see-earlier"),
+    (48, "double-bit ECC error: the GPU's memory is failing", "hardware", "reset-gpu"),
+    (61, "internal micro-controller breakpoint or warning (firmware)", "driver", "reset-gpu"),
+    (62, "internal micro-controller halt (firmware, sometimes heat)", "driver", "reset-gpu"),
+    (
         63,
         "ECC page retirement or row remapping recorded: the GPU must be reset to apply it",
         "hardware",
         "reset-gpu",
     ),
-    Xid(
+    (
         64,
         "ECC page retirement or row remapping failed: the GPU's memory cannot be repaired",
         "hardware",
         "contact-support",
     ),
-    Xid(68, "video processor (NVDEC) exception", "application", "restart-app"),
-    Xid(69, "graphics engine class error", "application", "restart-app"),
-    Xid(74, "NVLink error: a link between GPUs failed", "hardware", "reset-gpu"),
-    Xid(
+    (68, "video processor (NVDEC) exception", "application", "restart-app"),
+    (69, "graphics engine class error", "application", "restart-app"),
+    (74, *_NVLINK),
+    (
         79,
         "the GPU has fallen off the bus and no longer answers (PCIe, power or hardware fault)",
         "hardware",
         "reboot-node",
     ),
-    Xid(92, "high single-bit ECC error rate", "hardware", "contact-support"),
-    Xid(
-        94,
-        "contained ECC error: the program that touched the bad memory was stopped",
-        "hardware",
-        "reset-gpu",
-    ),
-    Xid(
+    (92, "high single-bit ECC error rate", "hardware", "contact-support"),
+    (94, "contained ECC error: the program that touched the bad memory was stopped", "hardware", "reset-gpu"),
+    (
         95,
         "uncontained ECC error: every program on the GPU is affected, the GPU needs a reset",
         "hardware",
         "reset-gpu",
     ),
-    Xid(109, "context switch timeout", "driver", "reset-gpu"),
-    Xid(119, "GSP firmware did not answer the driver (RPC timeout)", "driver", "reset-gpu"),
-    Xid(120, "GSP firmware error", "driver", "reset-gpu"),
-    Xid(121, "corrected error on the chip-to-chip (C2C) link", "hardware", "contact-support"),
-    Xid(123, "SPI flash or firmware-update error", "driver", "reset-gpu"),
-    Xid(140, "unrecovered ECC error", "hardware", "reset-gpu"),
-    Xid(143, "the GPU failed to initialize (GSP)", "driver", "reboot-node"),
-    *(
-        Xid(code, "NVLink error: a link between GPUs failed", "hardware", "reset-gpu")
-        for code in range(144, 151)
-    ),
-    Xid(154, "the GPU needs a reset or the node a reboot to recover", "hardware", "reboot-node"),
+    (109, "context switch timeout", "driver", "reset-gpu"),
+    (119, "GSP firmware did not answer the driver (RPC timeout)", "driver", "reset-gpu"),
+    (120, "GSP firmware error", "driver", "reset-gpu"),
+    (121, "corrected error on the chip-to-chip (C2C) link", "hardware", "contact-support"),
+    (123, "SPI flash or firmware-update error", "driver", "reset-gpu"),
+    (140, "unrecovered ECC error", "hardware", "reset-gpu"),
+    (143, "the GPU failed to initialize (GSP)", "driver", "reboot-node"),
+    *((code, *_NVLINK) for code in range(144, 151)),
+    (154, "the GPU needs a reset or the node a reboot to recover", "hardware", "reboot-node"),
 )
+"""The catalogue as rows: code, meaning, origin, action."""
 
-XIDS: dict[int, Xid] = {entry.code: entry for entry in _CATALOGUE}
+XIDS: dict[int, Xid] = {row[0]: Xid(*row) for row in _TABLE}
 """The catalogue by code."""
 
 

@@ -174,6 +174,10 @@ class PodObserved(Message):
         return replica_label(self.replica, self.index)
 
 
+NODE_CONDITION_SOURCE = "node-condition"
+"""The ``source`` of the :class:`K8sEventObserved` that carry a change of a Node's condition."""
+
+
 class ObjectRef(Message):
     """``involvedObject`` of a Kubernetes Event."""
 
@@ -183,7 +187,11 @@ class ObjectRef(Message):
 
 
 class K8sEventObserved(Message):
-    """A core/v1 Event about a job or one of its pods."""
+    """A core/v1 Event about a job or one of its pods, or about a node one of its pods runs on.
+
+    A change of a Node's condition travels as one too (``involved`` the Node, ``reason`` the
+    condition's type, ``source`` ``node-condition``), with the condition in ``condition``:
+    Kubernetes records those on the Node's status, not as Events."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     type: Literal["event"] = "event"
@@ -200,6 +208,7 @@ class K8sEventObserved(Message):
     last_timestamp: datetime | None = None
     source: str | None = None
     observed_at: datetime
+    condition: Condition | None = None
 
 
 class LogProbed(Message):

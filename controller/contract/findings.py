@@ -47,6 +47,7 @@ RuleId = Literal[
     "crashloop",
     "evicted",
     "node-lost",
+    "node-degraded",
     "failure-propagation",
     "restarting",
     "hang-pending",

@@ -25,6 +25,7 @@ class ThresholdOverride(BaseModel):
     settle_s: float | None = Field(default=None, ge=0)
     gpu_idle_s: float | None = Field(default=None, gt=0)
     gpu_throttle_s: float | None = Field(default=None, gt=0)
+    node_condition_s: float | None = Field(default=None, gt=0)
     memory_near_limit_ratio: float | None = Field(default=None, gt=0, le=1)
     oom_horizon_s: float | None = Field(default=None, gt=0)
     straggler_s: float | None = Field(default=None, gt=0)
@@ -94,6 +95,13 @@ class RuleThresholds(BaseModel):
         description="Seconds a running worker's GPU may have its clocks held down by the hardware "
         "(slowdown, thermal, power brake) without a break before gpu-throttled fires; a throttle "
         "of seconds is normal under load.",
+    )
+    node_condition_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a bad condition of a worker's node (not Ready, pressure, a kernel "
+        "deadlock, a GPU condition) must hold before node-degraded or gpu-fault tells it, unless "
+        "the job failed while it held; a condition that flips for seconds says nothing.",
     )
     memory_near_limit_ratio: float = Field(
         default=0.9,

@@ -126,13 +126,17 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PODS = Resource("", "v1", "pods", "Pod")
 RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 LIMITRANGES = Resource("", "v1", "limitranges", "LimitRange")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+"""Nodes, cluster-wide: their conditions (kubelet's ``Ready`` and pressures, node-problem-detector's,
+a GPU health monitor's) say when the node a pod runs on is degraded."""
 
 POD_RESOURCES: tuple[Resource, ...] = (MPI_PODS, JOBSET_PODS)
 """The pod watches: one per job-name label, whatever the number of kinds that share it."""
 
-WATCHED: tuple[Resource, ...] = (*JOB_RESOURCES.values(), *POD_RESOURCES, EVENTS)
-"""Everything the watchers may watch: one connection per entry (per namespace, if restricted);
-a job kind whose CRD the API server does not serve is left out until it does."""
+WATCHED: tuple[Resource, ...] = (*JOB_RESOURCES.values(), *POD_RESOURCES, EVENTS, NODES)
+"""Everything the watchers may watch: one connection per entry (per namespace, if restricted;
+one for a cluster-scoped resource, Nodes); a job kind whose CRD the API server does not serve
+is left out until it does."""
 
 
 def pods_of(spec: KindSpec) -> Resource:

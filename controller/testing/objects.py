@@ -364,3 +364,64 @@ def event(
         "count": count,
         "eventTime": None,
     }
+
+
+KUBELET_CONDITIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
+"""A healthy node's kubelet conditions: type, status, reason, message, as the kubelet words them."""
+NPD_CONDITIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("KernelDeadlock", "False", "KernelHasNoDeadlock", "kernel has no deadlock"),
+    ("ReadonlyFilesystem", "False", "FilesystemIsNotReadOnly", "Filesystem is not read-only"),
+)
+"""node-problem-detector's kernel monitor conditions of a healthy node (its default configuration)."""
+
+
+def node(
+    name: str,
+    *conditions: tuple[str, str, str, str, str],
+    created: str = "2026-11-01T00:00:00Z",
+    gpus: int = 8,
+) -> Obj:
+    """A core/v1 Node as the kubelet and node-problem-detector report it: the healthy conditions
+    of both, each replaced by one of ``conditions`` (type, status, reason, message,
+    lastTransitionTime) of the same type, and the others added after them."""
+    given = {c[0]: c for c in conditions}
+    rows = [given.pop(t, (t, s, r, m, created)) for t, s, r, m in (*NPD_CONDITIONS, *KUBELET_CONDITIONS)]
+    rows += given.values()
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+            "resourceVersion": next_rv(),
+            "creationTimestamp": created,
+            "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true"},
+        },
+        "spec": {"providerID": f"aws:///us-east-1a/i-{uuid.uuid5(uuid.NAMESPACE_DNS, name).hex[:17]}"},
+        "status": {
+            "capacity": {"cpu": "96", "memory": "1056801264Ki", "nvidia.com/gpu": str(gpus), "pods": "110"},
+            "allocatable": {
+                "cpu": "95690m",
+                "memory": "1045261296Ki",
+                "nvidia.com/gpu": str(gpus),
+                "pods": "110",
+            },
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": r,
+                    "message": m,
+                    "lastHeartbeatTime": "2026-11-20T10:00:00Z",
+                    "lastTransitionTime": since,
+                }
+                for t, s, r, m, since in rows
+            ],
+            "nodeInfo": {"kubeletVersion": "v1.33.2", "containerRuntimeVersion": "containerd://1.7.27"},
+        },
+    }

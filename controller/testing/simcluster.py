@@ -58,6 +58,7 @@ from controller.kube.resources import (
     JOB_RESOURCES,
     LEASES,
     LIMITRANGES,
+    NODES,
     PODS,
     RESOURCEQUOTAS,
     RawObject,
@@ -81,6 +82,7 @@ DEFAULT_KINDS: tuple[Resource, ...] = (
     *JOB_RESOURCES.values(),
     RESOURCEQUOTAS,
     LIMITRANGES,
+    NODES,
 )
 """What a cluster with mpi-operator, the training-operator and Kubeflow Trainer installed serves."""
 APISERVER_AUDIENCE = "https://kubernetes.default.svc"

@@ -546,6 +546,7 @@ WATCHED = {
     ("", "pods"),
     ("", "pods/log"),
     ("", "events"),
+    ("", "nodes"),  # their conditions: node-degraded, gpu-fault from a node (every render, OpenShift too)
 }
 CREATE_EVENTS = ("cluster", "", "events", "create")
 

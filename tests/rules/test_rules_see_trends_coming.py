@@ -1,6 +1,7 @@
 """oom-predicted warns of a working set on course for its limit and says when it gets there; the
 oom kill that follows says whether it was foreseen. straggler names the worker whose GPUs run
-below its peers' for the whole window. Both stay quiet on their near-misses: a plateau, a
+below its peers' for the whole window, and its likely reason (a GPU throttled in the window,
+memory near its limit or its node under MemoryPressure). Both stay quiet on their near-misses: a plateau, a
 sawtooth, a climb too slow to matter; warm-up, a checkpoint on every worker, an evaluation on
 rank 0 only."""
 
@@ -13,9 +14,10 @@ import pytest
 
 from consumers.rules import RuleEngine, RuleThresholds
 from consumers.rules.trend import fit
-from controller.contract.events import BusEvent
+from controller.contract.events import BusEvent, GpuHealth, GpuUsage, UsageObserved
 from controller.contract.findings import Finding
-from controller.testing.events import at, pod_usage, running_run, terminated, usage, worker
+from controller.testing.events import REF, at, pod_usage, running_run, terminated, usage, worker
+from watchers.nodes import ConditionSeen, condition_event
 
 BUSY = [92.0] * 20
 
@@ -204,3 +206,45 @@ def test_a_curve_too_coarse_for_a_trend_makes_no_claim_either_way() -> None:
     coarse = pod_usage(1, util=[92.0] * 8, memory_gib=[6.0] * 7 + [15.9], end=at(30), step_s=480.0)
     found = _judge([*running_run(), usage(coarse, observed_at=at(30)), _killed(1)], at(31))
     assert found["oom"].root_cause == "Worker 1 failed: out of memory (limit 16Gi)"
+
+
+def _throttled(reading: BusEvent, index: int, curve: tuple[tuple[datetime, float], ...]) -> BusEvent:
+    """``reading`` with worker ``index``'s GPU 0 reporting DCGM's throttle reasons ``curve``."""
+    assert isinstance(reading, UsageObserved)
+    health = GpuHealth(throttle_reasons=curve)
+    pods = tuple(
+        p.model_copy(update={"gpus": (GpuUsage(gpu="0", uuid="GPU-s", health=health),)})
+        if p.index == index
+        else p
+        for p in reading.pods
+    )
+    return reading.model_copy(update={"pods": pods})
+
+
+def test_a_throttled_gpu_in_the_window_is_the_likely_reason() -> None:
+    slow = [50.0] * 20
+    hot = ((at(11), 0.0), (at(20), 64.0), (at(30), 64.0))  # hardware thermal slowdown from 10:20
+    found = _judge([*running_run(), _throttled(_reading([BUSY, slow, BUSY, BUSY]), 1, hot)], at(30))
+    assert found["straggler"].root_cause.endswith(
+        "; its GPU 0 had its clocks held down by the hardware (hardware thermal slowdown) for 67% of the window"
+    )
+
+
+def test_a_throttle_of_seconds_is_no_reason() -> None:
+    slow = [50.0] * 20
+    blip = ((at(11), 0.0), (at(22), 64.0), (at(22, 20), 0.0), (at(30), 0.0))
+    found = _judge([*running_run(), _throttled(_reading([BUSY, slow, BUSY, BUSY]), 1, blip)], at(30))
+    assert found["straggler"].root_cause.endswith("(since 10:15 UTC)")
+
+
+def test_memory_pressure_on_the_workers_node_is_the_likely_reason() -> None:
+    slow = [50.0] * 20
+    seen = ConditionSeen(
+        "gpu-node-1", "uid-n1", "7", "MemoryPressure", "True", "KubeletHasInsufficientMemory", "", at(12)
+    )
+    pressure = condition_event(seen, REF, at(12))
+    found = _judge([*running_run(), pressure, _reading([BUSY, slow, BUSY, BUSY])], at(30))
+    assert found["straggler"].root_cause.endswith(
+        "; its node gpu-node-1 reports MemoryPressure since 10:12 UTC"
+    )
+    assert "node-degraded" in found  # told beside it: the node's pressure slows, it does not stop

@@ -8,7 +8,7 @@ import time
 
 from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import KubeGateway
-from controller.kube.resources import EVENTS, JOBSET_PODS, MPI_PODS, MPIJOBS, WATCHED
+from controller.kube.resources import EVENTS, JOBSET_PODS, MPI_PODS, MPIJOBS, NODES, WATCHED
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
@@ -120,7 +120,7 @@ async def test_one_watch_connection_per_resource_kind_whatever_the_number_of_job
     assert opened == {str(resource): 1 for resource in WATCHED}
     jobs = {f"{plural}.kubeflow.org" for plural in ("mpijobs", "pytorchjobs", "tfjobs", "xgboostjobs")}
     jobs |= {"paddlejobs.kubeflow.org", "jaxjobs.kubeflow.org", "trainjobs.trainer.kubeflow.org"}
-    assert set(opened) == jobs | {str(r) for r in (MPI_PODS, JOBSET_PODS, EVENTS)}
+    assert set(opened) == jobs | {str(r) for r in (MPI_PODS, JOBSET_PODS, EVENTS, NODES)}
 
 
 async def test_stop_ends_the_loop_promptly_and_closes_its_connection(
