@@ -354,7 +354,10 @@ async def run_page(
         cause=firing[0] if firing else None,
         durations=_durations(run),
         spec_yaml=yaml.safe_dump(run.spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False),
-        charts=[charts.pod_charts(usage) for usage in run.usage] if tab == "metrics" else [],
+        charts=[(*charts.pod_charts(u, run.findings), charts.gpu_rows(u)) for u in run.usage]
+        if tab == "metrics"
+        else [],
+        health=[f for f in run.findings if f.rule in charts.HEALTH_RULES] if tab == "metrics" else [],
         **context,
     )
 

@@ -307,7 +307,8 @@ class GpuHealth(Message):
     """What DCGM said of one GPU's health over the span read, as curves in time order: the
     values read at each step, kept where they changed, with the first and the last (a series the
     cluster does not export leaves its curve empty). The counters are cumulative: what happened
-    during the span is their increase within it. Not kept in the history."""
+    during the span is their increase within it. Kept in the history with the pod's usage (the Metrics
+page shows it); being change points, a curve is short unless the GPU is in trouble."""
 
     hostname: str | None = Field(default=None, max_length=253, description="DCGM's ``Hostname`` label.")
     pci_bus_id: str | None = Field(

@@ -440,9 +440,7 @@ def _usage_rows(readings: Iterable[UsageObserved]) -> list[Row]:
                 "since": pod.since,
                 "until": pod.until,
                 "final": pod.final,
-                "gpus": json_text(
-                    [g.model_dump(mode="json", exclude={"health"}) for g in pod.gpus]
-                )  # rules' only
+                "gpus": json_text([g.model_dump(mode="json") for g in pod.gpus])
                 if pod.gpus is not None
                 else None,
                 "gpu_util_curve": json_text([[t.isoformat(), v] for t, v in pod.gpu_util_curve]),
