@@ -169,6 +169,12 @@ class RunDetail(RunSummary):
     """One run with its spec, conditions, pods, findings and what its pods used."""
 
     spec: JobSpecSummary
+    manifest: str | None = Field(
+        default=None,
+        description="The job as submitted, in YAML (metadata a person wrote and the spec; secrets of "
+        "recognisable shape redacted; at most 64 KiB, a cut one ends with a `truncated` comment); "
+        "null for runs stored before it was kept.",
+    )
     conditions: list[Condition]
     pods: list[Pod]
     findings: list[Finding]

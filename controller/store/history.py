@@ -111,6 +111,7 @@ def _job_row(event: JobObserved) -> Row:
         "resource_version": resource_version_order(event.resource_version),
         "conditions": _dump(_CONDITIONS, event.conditions),
         "spec": event.spec.model_dump_json(exclude_none=True),
+        "manifest": event.manifest,
         "labels": json_text(event.labels),
         "created_at": event.created_at,
         "started_at": event.started_at,
@@ -297,7 +298,7 @@ def _timeline(
     }
 
 
-_COALESCED = frozenset({"started_at", "finished_at", "deleted_at"})
+_COALESCED = frozenset({"started_at", "finished_at", "deleted_at", "manifest"})
 
 
 def _columns(model: type[Base], *generated: str) -> list[str]:

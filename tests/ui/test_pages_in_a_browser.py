@@ -151,9 +151,10 @@ async def _other_tabs_and_compare(driver: WebDriver, base: str, uid: str) -> Non
     ):
         await _in_browser(lambda tab=tab: driver.get(f"{base}/ui/runs/{uid}?tab={tab}"))  # type: ignore[misc]
         await _in_browser(lambda name=name: screenshot(driver, SHOTS, name))  # type: ignore[misc]
-        if tab == "configuration":  # the spec as recorded, in YAML
-            limit = _text("pre.yaml", "limits:\n      memory: 16Gi")
+        if tab == "configuration":  # the job as submitted, in YAML
+            limit = _text("pre#manifest", "limits:\n                memory: 16Gi")
             await _in_browser(lambda limit=limit: seen(driver, limit, LIVE_S, "the spec's memory limit"))  # type: ignore[misc]
+            assert driver.find_element(By.ID, "manifest").text.startswith("apiVersion: kubeflow.org/v2beta1")
         if tab == "workers":  # each pod, its node, and how it ended
             await _in_browser(lambda: seen(driver, _worker_killed, LIVE_S, "worker 1's end"))
     for wanted in (ROOT_CAUSE, "Failed"):
@@ -164,6 +165,8 @@ async def _other_tabs_and_compare(driver: WebDriver, base: str, uid: str) -> Non
     await _in_browser(lambda: seen(driver, _text("h1", "Compare 2 runs"), LIVE_S, "the comparison"))
     diff = driver.find_element(By.CSS_SELECTOR, "table.diff").text
     assert "16Gi" in diff and "32Gi" in diff
+    submitted = driver.find_element(By.CSS_SELECTOR, "pre.manifest-diff").text
+    assert "-                memory: 32Gi" in submitted and "+                memory: 16Gi" in submitted
     assert ROOT_CAUSE in driver.find_element(By.TAG_NAME, "main").text
     await _in_browser(lambda: screenshot(driver, SHOTS, "8-compare"))
 
