@@ -133,9 +133,8 @@ async def fire(
     root_cause: str,
     at: datetime,
     revision: int = 1,
-    evidence: tuple[Evidence, ...] = (Evidence(source="pod/x", field="reason", value="OOMKilled"),),
 ) -> None:
-    """Store a firing finding of ``rule`` on a run (its ``revision``, its ``evidence``)."""
+    """Store a firing finding of ``rule`` on a run (its ``revision``)."""
     finding = Finding(
         id=finding_id(uid, rule),
         rule=rule,
@@ -143,7 +142,7 @@ async def fire(
         status="firing",
         job=JobRef(uid=uid, kind="MPIJob", namespace=namespace, name=name),
         root_cause=root_cause,
-        evidence=evidence,
+        evidence=(Evidence(source="pod/x", field="reason", value="OOMKilled"),),
         remediation=("Increase worker memory.",),
         doc_anchor=doc_anchor(rule),
         dedup_key=finding_key(uid, rule),

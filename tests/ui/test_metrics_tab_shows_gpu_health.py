@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.events import GpuHealth, GpuUsage, JobRef, PodUsage, UsageObserved
-from controller.contract.findings import Evidence
+from controller.contract.findings import Evidence, Finding, RuleId, dedup_key, doc_anchor, finding_id
 from controller.contract.xids import xid
-from controller.store.history import apply_events
+from controller.store.history import apply_events, apply_findings
 from controller.store.models import Pod
-from tests.api_fixtures import T0, fire, job_story, store
+from tests.api_fixtures import T0, job_story, store
 from tests.ui.test_pages_sign_in_safely import SAME_SITE, _client
 
 GIB = 2**30
@@ -82,15 +83,52 @@ async def store_usage(engine: AsyncEngine, uid: str, *, gpu_health: bool = True)
         )
 
 
-async def fire_gpu_findings(engine: AsyncEngine, uid: str) -> None:
-    """``gpu-fault`` and ``oom-predicted`` on worker 1, as the rules publish them."""
-    pod = "pod/llm-worker-1"
-    fault = (Evidence(source=pod, field="gpus[0].xid", value="Xid 79: 79"),)
-    await fire(
-        engine, uid, "team-a", "llm", "gpu-fault", GPU_FAULT, XID_AT + timedelta(seconds=20), evidence=fault
+async def _store_finding(
+    engine: AsyncEngine,
+    uid: str,
+    rule: RuleId,
+    root_cause: str,
+    evidence: Evidence,
+    at: datetime,
+    **fields: Any,
+) -> None:
+    fields = {"severity": "critical", "status": "firing", **fields}
+    finding = Finding(
+        id=finding_id(uid, rule),
+        rule=rule,
+        job=JobRef(uid=uid, kind="MPIJob", namespace="team-a", name="llm"),
+        root_cause=root_cause,
+        evidence=(evidence,),
+        doc_anchor=doc_anchor(rule),
+        dedup_key=dedup_key(uid, rule),
+        first_seen=at,
+        last_seen=at,
+        **fields,
     )
-    trend = (Evidence(source=pod, field="usage.memory.trend", value="0.70 GiB/min, tau 1.00"),)
-    await fire(engine, uid, "team-a", "llm", "oom-predicted", OOM_PREDICTED, FORESEEN, evidence=trend)
+    async with engine.begin() as conn:
+        await apply_findings(conn, [finding])
+
+
+async def fire_gpu_findings(engine: AsyncEngine, uid: str) -> None:
+    """``gpu-fault`` on worker 1, firing, and ``oom-predicted``, resolved when the job ended, as the
+    rules publish them."""
+    pod = "pod/llm-worker-1"
+    fault = Evidence(source=pod, field="gpus[0].xid", value="Xid 79: 79")
+    await _store_finding(engine, uid, "gpu-fault", GPU_FAULT, fault, XID_AT + timedelta(seconds=20))
+    trend = Evidence(source=pod, field="usage.memory.trend", value="0.70 GiB/min, tau 1.00")
+    ended = T0 + timedelta(seconds=600)
+    await _store_finding(
+        engine,
+        uid,
+        "oom-predicted",
+        OOM_PREDICTED,
+        trend,
+        FORESEEN,
+        severity="warning",
+        status="resolved",
+        resolved_at=ended,
+        revision=2,
+    )
 
 
 def _section(page: str, pod: str) -> str:
