@@ -40,6 +40,7 @@ from controller.contract.events import (
 )
 from controller.contract.kinds import JobKind, KindSpec, PodOwner, kind_named, kind_spec, owner_from_labels
 from controller.contract.redaction import scrub, scrub_lines
+from watchers.manifests import manifest
 
 
 class ObjectMeta(TypedDict, total=False):
@@ -249,6 +250,7 @@ def normalize_job(obj: Mapping[str, Any], change: Change, observed_at: datetime)
             phase=job_phase(kind, spec, status),
             conditions=conditions,
             spec=_spec_summary(kind, spec),
+            manifest=manifest(obj),
             labels=meta.get("labels") or {},
             created_at=parse_time(meta.get("creationTimestamp")) or observed_at,
             started_at=started,

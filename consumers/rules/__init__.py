@@ -23,7 +23,6 @@ The judgement, each layer importing only the ones below it::
     rule, wording, facts       what a rule is; how findings speak; shared readings of a run
     families                   who printed a line and what it says about the mesh
     tails, signatures          failure-time log tails and the failure signatures read in them
-    xids                       the Xid catalogue: what each driver error code means, what to do
     state, thresholds          what is known about a run; what is configured
 
 The bus side (not pure), above it::

@@ -39,9 +39,9 @@ from consumers.rules.signatures import gpu_errors, transport_failures
 from consumers.rules.state import PodState, RunState
 from consumers.rules.usage import curve_text
 from consumers.rules.wording import also, clock_time, duration, who
-from consumers.rules.xids import parse_xid_lines, pci_slot, xid
 from controller.contract.events import GpuHealth, GpuUsage, PodUsage, Sample
 from controller.contract.findings import Evidence
+from controller.contract.xids import THROTTLE_REASONS, THROTTLING, parse_xid_lines, pci_slot, xid
 
 __all__ = [
     "GPU_FAULT",
@@ -53,16 +53,6 @@ __all__ = [
     "throttled_for",
     "throttled_within",
 ]
-
-THROTTLE_REASONS: dict[int, str] = {
-    0x8: "hardware slowdown",
-    0x20: "software thermal slowdown",
-    0x40: "hardware thermal slowdown",
-    0x80: "hardware power brake",
-}
-"""The bits of ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` that mean the hardware holds the clocks
-down (NVML's clocks-event reasons); the others (idle, application clocks, power cap) are normal."""
-_THROTTLING = sum(THROTTLE_REASONS)
 
 
 @dataclass(frozen=True)
@@ -273,14 +263,14 @@ def _detect_gpu_fault(state: RunState, ctx: Context) -> Detection | None:
 def throttled_for(curve: tuple[Sample, ...]) -> tuple[float, datetime, int] | None:
     """How long the hardware has held the clocks down without a break at the curve's end, since
     when, and the reasons' bits in that spell."""
-    if not curve or not int(curve[-1][1]) & _THROTTLING:
+    if not curve or not int(curve[-1][1]) & THROTTLING:
         return None
     first = len(curve) - 1
-    while first > 0 and int(curve[first - 1][1]) & _THROTTLING:
+    while first > 0 and int(curve[first - 1][1]) & THROTTLING:
         first -= 1
     reasons = 0
     for _, value in curve[first:]:
-        reasons |= int(value) & _THROTTLING
+        reasons |= int(value) & THROTTLING
     return (curve[-1][0] - curve[first][0]).total_seconds(), curve[first][0], reasons
 
 
@@ -293,9 +283,9 @@ def throttled_within(curve: tuple[Sample, ...], since: datetime) -> tuple[float,
     reasons = 0
     for (at, value), (after, _) in pairwise(curve):
         start = max(at, since)
-        if after > start and int(value) & _THROTTLING:
+        if after > start and int(value) & THROTTLING:
             held += (after - start).total_seconds()
-            reasons |= int(value) & _THROTTLING
+            reasons |= int(value) & THROTTLING
     return held / (curve[-1][0] - since).total_seconds(), reasons
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from consumers.rules.tails import bounded, gpu_oom_lines, handled, is_hint, is_mention, output_rank
-from consumers.rules.xids import xid as xid_entry
+from controller.contract.xids import xid as xid_entry
 
 
 @dataclass(frozen=True)

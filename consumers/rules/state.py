@@ -360,7 +360,7 @@ class RunState:
             self.phase_since = _initial_phase_since(job)
         elif job.phase != self.job.phase:
             self.phase_since = job.observed_at
-        self.job = job
+        self.job = job.model_copy(update={"manifest": None})  # the history keeps it; no rule reads it
         self.ref = job.ref
         self.deleted = self.deleted or job.change == "DELETED"
         if (job.phase in TERMINAL_PHASES or self.deleted) and self.finished_since is None:

@@ -17,6 +17,7 @@ requests only. The sign-in and sign-out posts are refused unless their ``Origin`
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import urllib.parse
@@ -35,7 +36,7 @@ from controller.api import charts, compare, jobs, logs, models, runs
 from controller.api.auth import SESSION_COOKIE, Principal, authenticate, principal_of_token
 from controller.api.deps import engine_of
 from controller.api.params import MAX_COMPARED, MAX_UID, JobName, Namespace, UidPath
-from controller.contract.events import JobPhase
+from controller.contract.events import JobPhase, manifest_truncated
 from controller.contract.kinds import JobKind
 from controller.contract.runs import LogEntry, LogPage
 from controller.store import queries
@@ -354,7 +355,11 @@ async def run_page(
         cause=firing[0] if firing else None,
         durations=_durations(run),
         spec_yaml=yaml.safe_dump(run.spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False),
-        charts=[charts.pod_charts(usage) for usage in run.usage] if tab == "metrics" else [],
+        truncated=run.manifest is not None and manifest_truncated(run.manifest),
+        charts=[(*charts.pod_charts(u, run.findings), charts.gpu_rows(u)) for u in run.usage]
+        if tab == "metrics"
+        else [],
+        health=[f for f in run.findings if f.rule in charts.HEALTH_RULES] if tab == "metrics" else [],
         **context,
     )
 
@@ -402,4 +407,28 @@ async def compare_page(
         comparison = await compare.compare(request, principal, runs=uids)
     except HTTPException as exc:
         return _problem_page(request, exc)
-    return _page(request, "compare.html", user=principal.username, comparison=comparison)
+    async with engine_of(request).connect() as conn:  # the runs the comparison found readable
+        stored = await queries.get_runs(conn, [c.run.uid for c in comparison.runs])
+    manifests = [(c.run.attempt, getattr(stored.get(c.run.uid), "manifest", None)) for c in comparison.runs]
+    return _page(
+        request,
+        "compare.html",
+        user=principal.username,
+        comparison=comparison,
+        manifest_diffs=_manifest_diffs(manifests),
+    )
+
+
+def _manifest_diffs(manifests: Sequence[tuple[int, str | None]]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each later run's submitted manifest against the first's, as unified diff lines with their
+    kind (``add``, ``del``, ``hunk``, ``same``); a run without a manifest is left out."""
+    (first, base), *others = manifests
+    diffs: list[tuple[str, list[tuple[str, str]]]] = []
+    for attempt, text in others:
+        if base is None or text is None:
+            continue
+        lines = difflib.unified_diff(base.splitlines(), text.splitlines(), lineterm="", n=3)
+        kinds = {"+": "add", "-": "del", "@": "hunk"}
+        shown = [(kinds.get(line[:1], "same"), line) for line in lines if not line.startswith(("+++", "---"))]
+        diffs.append((f"#{first} → #{attempt}", shown))
+    return diffs

@@ -75,6 +75,7 @@ async def get_run(uid: UidPath, request: Request, principal: Caller) -> models.R
         {
             **models.RunSummary.model_validate(run).model_dump(),
             "spec": run.spec,
+            "manifest": run.manifest,
             "conditions": run.conditions,
             "pods": [models.Pod.model_validate(p) for p in pods],
             "findings": [models.Finding.model_validate(f) for f in findings],

@@ -7,7 +7,8 @@ database, web or Kubernetes client.
   API's answers about runs, shared by the API and its Python client);
 - names and vocabulary: ``subjects`` (every subject, stream and durable name), ``kinds`` and
   ``kubeflow`` (the training kinds, labels, resourceVersions), ``names``, ``selectors``,
-  ``quantities``, ``units``;
+  ``quantities``, ``units``, ``xids`` (the driver's GPU error codes and clock-throttle reasons:
+  what each means, what to do);
 - settings and policy: ``settings``, ``thresholds``, ``access`` (who a caller is),
   ``egress`` (the SSRF guard), ``credentials`` (CA files and token files of outbound clients),
   ``redaction``;

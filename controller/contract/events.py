@@ -90,6 +90,17 @@ class JobSpecSummary(Message):
     )
 
 
+MAX_MANIFEST_BYTES = 64 * 1024
+"""The most bytes of a job's submitted manifest a :class:`JobObserved` carries (and the history keeps)."""
+MANIFEST_TRUNCATED = "# [truncated by mpijob-controller: the rest of this spec was not kept]"
+"""The last line of a manifest cut to :data:`MAX_MANIFEST_BYTES` begins so."""
+
+
+def manifest_truncated(manifest: str) -> bool:
+    """Whether ``manifest`` was cut to :data:`MAX_MANIFEST_BYTES` (its last line says so)."""
+    return manifest.rstrip("\n").rpartition("\n")[2].startswith(MANIFEST_TRUNCATED)
+
+
 class JobObserved(Message):
     """A training job of any kind (:mod:`controller.contract.kinds`) as last seen by the job watch."""
 
@@ -109,6 +120,13 @@ class JobObserved(Message):
     phase: JobPhase
     conditions: tuple[Condition, ...] = ()
     spec: JobSpecSummary = Field(default_factory=JobSpecSummary)
+    manifest: str | None = Field(
+        default=None,
+        max_length=MAX_MANIFEST_BYTES,
+        description="The job as submitted, in YAML: metadata a person wrote and the spec, never status "
+        "or managedFields; secrets of recognisable shape redacted; cut to MAX_MANIFEST_BYTES with "
+        "MANIFEST_TRUNCATED (``watchers/manifests.py``). ``None`` from a watcher older than it.",
+    )
     labels: dict[str, str] = Field(default_factory=dict)
     created_at: datetime
     started_at: datetime | None = None
@@ -314,9 +332,10 @@ def _curve_field(what: str) -> Any:
 
 class GpuHealth(Message):
     """What DCGM said of one GPU's health over the span read, as curves in time order: the
-    values read at each step, kept where they changed, with the first and the last (a series the
-    cluster does not export leaves its curve empty). The counters are cumulative: what happened
-    during the span is their increase within it. Not kept in the history."""
+        values read at each step, kept where they changed, with the first and the last (a series the
+        cluster does not export leaves its curve empty). The counters are cumulative: what happened
+        during the span is their increase within it. Kept in the history with the pod's usage (the Metrics
+    page shows it); being change points, a curve is short unless the GPU is in trouble."""
 
     hostname: str | None = Field(default=None, max_length=253, description="DCGM's ``Hostname`` label.")
     pci_bus_id: str | None = Field(

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from controller.contract.events import Condition, ContainerState, JobPhase, JobSpecSummary
+from controller.contract.events import Condition, ContainerState, GpuHealth, JobPhase, JobSpecSummary
 from controller.contract.findings import Evidence, FindingStatus, Severity
 from controller.contract.kubeflow import JobKind
 
@@ -136,6 +136,11 @@ class GpuUsage(_Out):
     util_p95_pct: float | None
     fb_used_max_bytes: float | None = Field(description="Highest framebuffer used.")
     fb_total_bytes: float | None = Field(description="Framebuffer of the GPU (used + free).")
+    health: GpuHealth | None = Field(
+        default=None,
+        description="DCGM's health series of the GPU over the span read (Xid, ECC, throttle reasons, "
+        "temperature); null when none is exported or the reading predates their keeping.",
+    )
 
 
 class PodUsage(_Out):
@@ -164,6 +169,12 @@ class RunDetail(RunSummary):
     """One run with its spec, conditions, pods, findings and what its pods used."""
 
     spec: JobSpecSummary
+    manifest: str | None = Field(
+        default=None,
+        description="The job as submitted, in YAML (metadata a person wrote and the spec; secrets of "
+        "recognisable shape redacted; at most 64 KiB, a cut one ends with a `truncated` comment); "
+        "null for runs stored before it was kept.",
+    )
     conditions: list[Condition]
     pods: list[Pod]
     findings: list[Finding]

@@ -111,6 +111,7 @@ def _job_row(event: JobObserved) -> Row:
         "resource_version": resource_version_order(event.resource_version),
         "conditions": _dump(_CONDITIONS, event.conditions),
         "spec": event.spec.model_dump_json(exclude_none=True),
+        "manifest": event.manifest,
         "labels": json_text(event.labels),
         "created_at": event.created_at,
         "started_at": event.started_at,
@@ -297,7 +298,7 @@ def _timeline(
     }
 
 
-_COALESCED = frozenset({"started_at", "finished_at", "deleted_at"})
+_COALESCED = frozenset({"started_at", "finished_at", "deleted_at", "manifest"})
 
 
 def _columns(model: type[Base], *generated: str) -> list[str]:
@@ -440,9 +441,7 @@ def _usage_rows(readings: Iterable[UsageObserved]) -> list[Row]:
                 "since": pod.since,
                 "until": pod.until,
                 "final": pod.final,
-                "gpus": json_text(
-                    [g.model_dump(mode="json", exclude={"health"}) for g in pod.gpus]
-                )  # rules' only
+                "gpus": json_text([g.model_dump(mode="json") for g in pod.gpus])
                 if pod.gpus is not None
                 else None,
                 "gpu_util_curve": json_text([[t.isoformat(), v] for t, v in pod.gpu_util_curve]),

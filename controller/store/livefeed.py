@@ -26,6 +26,7 @@ from sqlalchemy import ARRAY, Select, String, column, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from controller.store.models import FindingRow, Run, TimelineEntry
+from controller.store.queries import LISTED
 
 __all__ = [
     "TERMINAL",
@@ -143,7 +144,8 @@ async def poll_tails(engine: AsyncEngine, tails: Sequence[TimelineTail]) -> list
     async with engine.connect() as plain:
         conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
         runs = {
-            row.uid: Run(**row._mapping) for row in await conn.execute(select(Run).where(Run.uid.in_(uids)))
+            row.uid: Run(**row._mapping)
+            for row in await conn.execute(select(*LISTED).where(Run.uid.in_(uids)))
         }
         rows = (await conn.execute(_NEWS, {"uids": uids, "cursors": [tail.cursor for tail in tails]})).all()
         snapshot = XidSnapshot.parse(rows[0].snapshot)

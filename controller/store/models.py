@@ -49,6 +49,8 @@ class Run(Base):
     resource_version: Mapped[int] = mapped_column(BigInteger)
     conditions: Mapped[list[Any]]
     spec: Mapped[JSON]
+    manifest: Mapped[str | None] = mapped_column(Text)
+    """The job as submitted, YAML, redacted, at most 64 KiB (migration 0016)."""
     labels: Mapped[JSON]
     created_at: Mapped[datetime]
     started_at: Mapped[datetime | None]

@@ -57,6 +57,10 @@ def _filtered(query: Select[tuple[Run]], where: RunFilter) -> Select[tuple[Run]]
     return query
 
 
+LISTED = tuple(c for c in Run.__table__.c if c.name != "manifest")
+"""A run's columns but its manifest (up to 64 KiB, shown only on the run's own page)."""
+
+
 async def list_runs(
     conn: AsyncConnection,
     where: RunFilter = RunFilter(),
@@ -64,7 +68,7 @@ async def list_runs(
     before: tuple[datetime, str] | None = None,
 ) -> Sequence[Run]:
     """Runs newest first; ``before`` is the (created_at, uid) cursor of the last row already seen."""
-    query = _filtered(select(Run), where)
+    query = _filtered(select(*LISTED), where)
     if before is not None:
         query = query.where(tuple_(Run.created_at, Run.uid) < tuple_(*before))
     rows = await conn.execute(query.order_by(Run.created_at.desc(), Run.uid.desc()).limit(limit))

@@ -11,9 +11,9 @@ import pytest
 
 from consumers.rules import RuleEngine, RuleThresholds
 from consumers.rules.signatures import gpu_error_words, gpu_errors
-from consumers.rules.xids import XIDS, parse_xid_lines, pci_slot, xid
 from controller.contract.events import BusEvent, GpuHealth, GpuUsage, Sample
 from controller.contract.findings import Finding
+from controller.contract.xids import XIDS, parse_xid_lines, pci_slot, xid
 from controller.testing.events import at, job, k8s_event, pod_usage, running_run, terminated, usage, worker
 
 TRAINING_XIDS = (13, 31, 32, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120, 121)

@@ -20,20 +20,17 @@ from typing import TypeVar
 
 import httpx
 from nats.js import JetStreamContext
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.logs import RunLogs
 from controller.bus.logstore import publish_batches
-from controller.contract.events import JobRef, PodUsage, UsageObserved
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.store.history import apply_events
-from controller.store.models import Pod
 from tests.api_fixtures import T0, fire, job_story, store
 from tests.browser import By, WebDriver, chromium, click, screenshot, seen, sign_in
 from tests.live_events import FAST, Writer, serving
 from tests.log_fixtures import log_batch
+from tests.ui.test_metrics_tab_shows_gpu_health import XID_AT, fire_gpu_findings, store_usage
 
 GIB = 2**30
 LIVE_S = 5.0
@@ -48,33 +45,6 @@ _T = TypeVar("_T")
 async def _in_browser(call: Callable[[], _T]) -> _T:
     """Selenium blocks: it runs on a thread while this loop serves the API it talks to."""
     return await asyncio.to_thread(call)
-
-
-async def _usage(engine: AsyncEngine, uid: str) -> None:
-    """GPU and memory readings over time of each worker, as the watcher publishes them."""
-    async with engine.begin() as conn:
-        pods = [p for p in (await conn.execute(select(Pod).where(Pod.run_uid == uid))) if p.role == "worker"]
-        steps = [T0 + timedelta(seconds=30 + 60 * i) for i in range(9)]
-        figures = tuple(
-            PodUsage(
-                uid=p.uid,
-                name=p.name,
-                role="worker",
-                index=p.index,
-                since=steps[0],
-                until=steps[-1],
-                final=False,
-                memory_max_bytes=(10 + 0.7 * 8 + p.index) * GIB,
-                memory_limit_bytes=16 * GIB,
-                memory_curve=tuple((at, (10 + 0.7 * i + p.index) * GIB) for i, at in enumerate(steps)),
-                gpu_util_curve=tuple((at, 60.0 + 4 * i - 10 * p.index) for i, at in enumerate(steps)),
-            )
-            for p in pods
-        )
-        ref = JobRef(uid=uid, kind="MPIJob", namespace="team-a", name="llm")
-        await apply_events(
-            conn, [UsageObserved(job=ref, uid=uid, resource_version="1", pods=figures, observed_at=steps[-1])]
-        )
 
 
 def _phase_in_row(uid: str, phase: str) -> Callable[[WebDriver], bool]:
@@ -142,8 +112,10 @@ async def _logs_tab(
 
 
 async def _metrics_tab(driver: WebDriver, base: str, uid: str, engine: AsyncEngine) -> None:
-    """Every served reading of each worker is a point of its charts."""
-    await _usage(engine, uid)
+    """Every served reading of each worker is a point of its charts; worker 1's GPU fault is
+    marked at its time and named in its GPU health table."""
+    await store_usage(engine, uid)
+    await fire_gpu_findings(engine, uid)
     async with httpx.AsyncClient(base_url=base, headers={"Authorization": "Bearer token-alice"}) as client:
         served = (await client.get(f"/api/v1/runs/{uid}")).json()["usage"]
     await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}?tab=metrics"))
@@ -163,6 +135,10 @@ async def _metrics_tab(driver: WebDriver, base: str, uid: str, engine: AsyncEngi
             v for _, v in pod["memory_curve"]
         ]
         assert figure[1].find_elements(By.CSS_SELECTOR, "line.limit")  # against the limit
+    xid_marks = sections["llm-worker-1"].find_elements(By.CSS_SELECTOR, 'g.mark-fault[data-label="Xid 79"]')
+    assert [m.get_attribute("data-at") for m in xid_marks] == [XID_AT.isoformat()] * 2  # on both charts
+    assert "Xid 79" in sections["llm-worker-1"].find_element(By.CSS_SELECTOR, "table.gpu-health").text
+    assert not sections["llm-worker-0"].find_elements(By.CSS_SELECTOR, "g.mark")
     await _in_browser(lambda: screenshot(driver, SHOTS, "6-run-metrics"))
 
 
@@ -175,9 +151,10 @@ async def _other_tabs_and_compare(driver: WebDriver, base: str, uid: str) -> Non
     ):
         await _in_browser(lambda tab=tab: driver.get(f"{base}/ui/runs/{uid}?tab={tab}"))  # type: ignore[misc]
         await _in_browser(lambda name=name: screenshot(driver, SHOTS, name))  # type: ignore[misc]
-        if tab == "configuration":  # the spec as recorded, in YAML
-            limit = _text("pre.yaml", "limits:\n      memory: 16Gi")
+        if tab == "configuration":  # the job as submitted, in YAML
+            limit = _text("pre#manifest", "limits:\n                memory: 16Gi")
             await _in_browser(lambda limit=limit: seen(driver, limit, LIVE_S, "the spec's memory limit"))  # type: ignore[misc]
+            assert driver.find_element(By.ID, "manifest").text.startswith("apiVersion: kubeflow.org/v2beta1")
         if tab == "workers":  # each pod, its node, and how it ended
             await _in_browser(lambda: seen(driver, _worker_killed, LIVE_S, "worker 1's end"))
     for wanted in (ROOT_CAUSE, "Failed"):
@@ -188,6 +165,8 @@ async def _other_tabs_and_compare(driver: WebDriver, base: str, uid: str) -> Non
     await _in_browser(lambda: seen(driver, _text("h1", "Compare 2 runs"), LIVE_S, "the comparison"))
     diff = driver.find_element(By.CSS_SELECTOR, "table.diff").text
     assert "16Gi" in diff and "32Gi" in diff
+    submitted = driver.find_element(By.CSS_SELECTOR, "pre.manifest-diff").text
+    assert "-                memory: 32Gi" in submitted and "+                memory: 16Gi" in submitted
     assert ROOT_CAUSE in driver.find_element(By.TAG_NAME, "main").text
     await _in_browser(lambda: screenshot(driver, SHOTS, "8-compare"))
 

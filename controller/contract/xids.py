@@ -1,4 +1,5 @@
-"""The Xid catalogue: the driver's error codes a training job meets, what they mean, what to do.
+"""The driver's vocabulary of GPU trouble: the Xid catalogue (the error codes a training job meets,
+what they mean, what to do) and the clock-throttle reasons DCGM reports.
 
 An Xid is the NVIDIA driver's report of a GPU error, written to the node's kernel log
 (``NVRM: Xid (PCI:0000:3b:00): 79, pid=…, GPU has fallen off the bus.``) and exported by DCGM as
@@ -15,6 +16,11 @@ resolution buckets:
 
 Codes not listed read as "a GPU error reported by the driver" of unknown origin, judged as
 hardware (the safe reading: the node is checked).
+
+:data:`THROTTLE_REASONS` are the bits of ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` (NVML's
+clocks-event reasons) that mean the hardware holds the clocks down; :data:`CLOCK_REASONS` names
+every bit, the normal ones (idle, application clocks, power cap) too. The rules judge by the
+first, the pages show the second.
 """
 
 from __future__ import annotations
@@ -23,7 +29,44 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["XIDS", "Xid", "XidLine", "parse_xid_lines", "pci_slot", "xid"]
+__all__ = [
+    "CLOCK_REASONS",
+    "THROTTLE_REASONS",
+    "THROTTLING",
+    "XIDS",
+    "Xid",
+    "XidLine",
+    "clock_reasons",
+    "parse_xid_lines",
+    "pci_slot",
+    "xid",
+]
+
+THROTTLE_REASONS: dict[int, str] = {
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+"""The bits that mean the hardware holds the clocks down."""
+THROTTLING = sum(THROTTLE_REASONS)
+"""The mask of :data:`THROTTLE_REASONS`."""
+CLOCK_REASONS: dict[int, str] = {
+    0x1: "idle",
+    0x2: "application clocks setting",
+    0x4: "software power cap",
+    **THROTTLE_REASONS,
+    0x10: "sync boost",
+    0x100: "display clock setting",
+}
+"""Every bit of ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``, in words."""
+
+
+def clock_reasons(mask: int) -> list[str]:
+    """The reasons a bitmask names, in bit order (an unknown bit as its hexadecimal value)."""
+    bits = [1 << i for i in range(mask.bit_length()) if mask & (1 << i)]
+    return [CLOCK_REASONS.get(bit, f"0x{bit:x}") for bit in bits]
+
 
 Origin = Literal["application", "hardware", "driver", "consequence"]
 Action = Literal["restart-app", "reset-gpu", "reboot-node", "contact-support", "see-earlier"]

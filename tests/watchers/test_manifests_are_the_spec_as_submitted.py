@@ -1,0 +1,74 @@
+"""A job's manifest as the watcher publishes it: the job as submitted, without ``status``,
+``managedFields`` or what the API server fills in, secrets of a recognisable shape redacted (an
+``env`` value whose name reads as a secret, a token in a command), and cut to 64 KiB with a
+closing line saying so."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from controller.contract.events import MANIFEST_TRUNCATED, MAX_MANIFEST_BYTES, manifest_truncated
+from controller.testing import objects as k
+from watchers.manifests import manifest
+from watchers.normalizing import normalize_job
+
+
+def _submitted() -> dict[str, Any]:
+    job = k.with_conditions(
+        k.mpijob("llm", "team-a", 2), ("Running", "MPIJobRunning", "2026-11-20T10:00:30Z")
+    )
+    job["metadata"]["managedFields"] = [
+        {"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": {}}}
+    ]
+    job["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {"env": "DB_PASSWORD=hunter2"}}',
+        "team.example.com/owner": "alice",
+    }
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["env"] = [
+        {"name": "DB_PASSWORD", "value": "hunter2"},
+        {"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuvwxyz0123456789"},
+        {"name": "NCCL_DEBUG", "value": "INFO"},
+        {"name": "S3_KEY", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "key"}}},
+    ]
+    worker["args"] = ["--api-key", "sk-proj-abcdefghijklmnopqrstuvwxyz", "--epochs", "3"]
+    return job
+
+
+def test_the_manifest_is_what_a_person_submitted_with_secrets_redacted() -> None:
+    job = _submitted()
+    text = manifest(job)
+    shown = yaml.safe_load(text)
+    assert list(shown) == ["apiVersion", "kind", "metadata", "spec"]  # no status
+    assert set(shown["metadata"]) == {"name", "namespace", "labels", "annotations"}
+    assert shown["metadata"]["annotations"] == {"team.example.com/owner": "alice"}  # not kubectl's copy
+    assert "managedFields" not in text and "resourceVersion" not in text and "uid" not in shown["metadata"]
+    worker = shown["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in worker["env"]}
+    assert env["DB_PASSWORD"] == "[REDACTED]" and env["HF_TOKEN"] == "[REDACTED]"
+    assert env["NCCL_DEBUG"] == "INFO" and env["S3_KEY"] == {"secretKeyRef": {"name": "s3", "key": "key"}}
+    assert worker["args"] == ["--api-key", "[REDACTED]", "--epochs", "3"]
+    assert "hunter2" not in text and "hf_abc" not in text and "sk-proj" not in text
+    assert shown["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert not manifest_truncated(text)
+    # and it travels on the job's observation
+    observed = normalize_job(job, "MODIFIED", datetime(2026, 11, 20, 10, 1, tzinfo=UTC))
+    assert observed.manifest == text
+
+
+def test_a_huge_spec_is_cut_at_a_line_with_a_closing_line_saying_so() -> None:
+    job = copy.deepcopy(_submitted())
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] += [
+        {"name": f"VAR_{i:05d}", "value": "x" * 100} for i in range(2000)
+    ]
+    text = manifest(job)
+    assert len(text.encode()) <= MAX_MANIFEST_BYTES
+    assert manifest_truncated(text)
+    *kept, last = text.rstrip("\n").split("\n")
+    assert last.startswith(MANIFEST_TRUNCATED) and "bytes in all" in last
+    assert kept[-1].strip().startswith(("- name: VAR_", "value: "))  # whole lines only
+    normalize_job(job, "MODIFIED", datetime(2026, 11, 20, 10, 1, tzinfo=UTC))  # within the message's bound

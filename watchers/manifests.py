@@ -1,0 +1,78 @@
+"""A job as it was submitted, as YAML: what the Configuration tab shows and Compare diffs.
+
+From the watched object: ``apiVersion``, ``kind``, the metadata a person wrote (name, namespace,
+labels, annotations but ``kubectl``'s last-applied copy of the whole object) and the ``spec``;
+never ``status``, ``managedFields`` or the fields the API server fills in (uid, resourceVersion,
+generation, timestamps, owner references, finalizers).
+
+Secrets do not travel: every string passes through :func:`~controller.contract.redaction.scrub`
+(tokens and passwords of well-known shapes, anywhere: a command's ``--password x``, a URL's
+password), and an ``env`` entry whose name and value read as a secret to the same redaction
+(``DB_PASSWORD``, ``HF_TOKEN``, ``WANDB_API_KEY`` …) keeps its name with the value
+``[REDACTED]``. A secret of no recognisable shape is not caught (``docs/security.md``).
+
+Bounded: the YAML text is cut at a line boundary to at most
+:data:`~controller.contract.events.MAX_MANIFEST_BYTES`, and a cut one ends with
+:data:`~controller.contract.events.MANIFEST_TRUNCATED` and the whole size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from controller.contract.events import MANIFEST_TRUNCATED, MAX_MANIFEST_BYTES
+from controller.contract.redaction import REDACTED, redact, scrub
+
+__all__ = ["manifest"]
+
+_KEPT_METADATA = ("name", "namespace", "labels", "annotations")
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _secret_env(entry: Mapping[str, Any]) -> bool:
+    name, value = entry.get("name"), entry.get("value")
+    return isinstance(name, str) and isinstance(value, str) and redact(f"{name}={value}") != f"{name}={value}"
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    if isinstance(value, Mapping):
+        if _secret_env(value):
+            return {**{k: _clean(v) for k, v in value.items()}, "value": REDACTED}
+        return {str(k): _clean(v) for k, v in value.items()}
+    return value
+
+
+def _cut(text: str) -> str:
+    size = len(text.encode())
+    if size <= MAX_MANIFEST_BYTES:
+        return text
+    room = MAX_MANIFEST_BYTES - len(MANIFEST_TRUNCATED.encode()) - 32
+    head = text.encode()[:room].decode("utf-8", "ignore")
+    head = head[: head.rfind("\n") + 1]
+    return f"{head}{MANIFEST_TRUNCATED} ({size} bytes in all)\n"
+
+
+def manifest(obj: Mapping[str, Any]) -> str:
+    """The job ``obj`` as submitted, in YAML, redacted and bounded (see the module docstring)."""
+    meta = obj.get("metadata") or {}
+    kept: dict[str, Any] = {k: meta[k] for k in _KEPT_METADATA if meta.get(k)}
+    annotations = {k: v for k, v in (kept.get("annotations") or {}).items() if k != _LAST_APPLIED}
+    if annotations:
+        kept["annotations"] = annotations
+    else:
+        kept.pop("annotations", None)
+    submitted = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": kept,
+        "spec": obj.get("spec") or {},
+    }
+    text = yaml.safe_dump(_clean(submitted), sort_keys=False, allow_unicode=True, width=120)
+    return _cut(text)
