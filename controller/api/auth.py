@@ -145,6 +145,12 @@ class ForwardedTokens:
         await self.app(scope, receive, send)
 
 
+def through_proxy(request: Request) -> bool:
+    """Whether ``request`` came through the OAuth proxy's listener (see :class:`ForwardedTokens`):
+    its session is the proxy's, so signing out ends there."""
+    return request.scope.get(_FORWARDED) is not None
+
+
 def _credential(
     request: Request, credentials: HTTPAuthorizationCredentials | None
 ) -> tuple[str, AccessReviewer]:

@@ -33,7 +33,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import TypeAdapter, ValidationError
 
 from controller.api import charts, compare, jobs, logs, models, runs
-from controller.api.auth import SESSION_COOKIE, Principal, authenticate, principal_of_token
+from controller.api.auth import SESSION_COOKIE, Principal, authenticate, principal_of_token, through_proxy
 from controller.api.deps import engine_of
 from controller.api.params import MAX_COMPARED, MAX_UID, JobName, Namespace, UidPath
 from controller.contract.events import JobPhase, manifest_truncated
@@ -46,6 +46,8 @@ __all__ = ["PREFIX", "SIGN_IN", "STATIC", "STATIC_DIR", "body_gate", "line_ancho
 PREFIX = "/ui"
 SIGN_IN = f"{PREFIX}/sign-in"
 SIGN_OUT = f"{PREFIX}/sign-out"
+PROXY_SIGN_OUT = "/oauth/sign_out"
+"""Where OpenShift's OAuth proxy ends its session (its ``--proxy-prefix``, ``/oauth`` by default)."""
 STATIC = f"{PREFIX}/static"
 STATIC_DIR = Path(__file__).with_name("static")
 """The pages' stylesheet and script, served as files (they hold no data: no sign-in needed)."""
@@ -102,7 +104,13 @@ _env.filters["seconds"] = _seconds
 
 
 def _page(request: Request, template: str, code: int = 200, **context: Any) -> HTMLResponse:
-    html = _env.get_template(template).render(prefix=PREFIX, path=request.url.path, **context)
+    html = _env.get_template(template).render(
+        prefix=PREFIX,
+        path=request.url.path,
+        proxied=through_proxy(request),
+        proxy_sign_out=PROXY_SIGN_OUT,
+        **context,
+    )
     return HTMLResponse(html, code, headers=_SECURITY_HEADERS)
 
 

@@ -136,6 +136,8 @@ async def test_through_the_proxy_a_forwarded_oauth_token_reads_its_namespaces_pa
         assert jobs.status_code == 200, jobs.text
         assert "Signed in as <strong>alice</strong>" in jobs.text
         assert "resnet" in jobs.text and "secret-llm" not in jobs.text
+        # the session is the proxy's: signing out ends it there, not only the API's own cookie
+        assert 'href="/oauth/sign_out"' in jobs.text and "/ui/sign-out" not in jobs.text
         run = await browser.get(f"/ui/runs/{TEAM_A['uid']}")
         assert run.status_code == 200 and "resnet" in run.text
         other = await browser.get(f"/ui/runs/{TEAM_B['uid']}")
