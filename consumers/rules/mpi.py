@@ -157,7 +157,8 @@ def _candidates(state: RunState) -> list[_Comm]:
         covered |= {line for f in ranks_failed for line in f.lines}
         for hit in transport_failures(text):
             if hit.name in _AFTER_A_RANK and ranks_failed:
-                continue  # Horovod shut down because that rank exited: the rank's failure is the cause
+                covered.add(hit.line)  # Horovod shut down because that rank exited: the rank's failure
+                continue  # is the cause, in whichever words the shutdown's line is read
             if hit.name not in _GENERIC:
                 covered.add(hit.line)
             level = (

@@ -120,9 +120,10 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
         if in_help or _PRINTED.search(text):
             continue
         markup = _MARKUP.search(text)
-        if _DISCOURSE.search(text) or (markup is not None and _explains(text)):
+        introduces = _EXAMPLES.search(text) is not None
+        if introduces or _DISCOURSE.search(text) or (markup is not None and _explains(text)):
             told.add(i)
-            examples = _EXAMPLES.search(text) is not None
+            examples = introduces
     return frozenset(told)
 
 
