@@ -72,7 +72,8 @@ _PRINTED = re.compile(
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 ``program: ``, an exception's class) or a source location (``file.c:NN``)."""
 _DISCOURSE = re.compile(
-    r"\b(?:I|I'm|I've|I'd|[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['’](?:re|ll|ve|d)|[Yy]our)\b"
+    r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
+    r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
     r"|\b(?:[Hh]ey|[Tt]hanks)\b|(?:^|\s)@[\w-]{1,40}\b"
     r"|\b(?:means|is caused by|are caused by|refers to|stands for|[Nn]ote that|[Ff]or (?:example"
     r"|instance)|[Dd]eep dive|[Mm]ost common|[Cc]ommon (?:reasons?|causes?|codes?)|[Rr]easons? for"
@@ -86,11 +87,12 @@ explanation (``means``, ``is caused by``, ``for example``), reported speech (``O
 hypothetical (``can return ENOSPC when``, ``may output a message like``)."""
 _MARKUP = re.compile(r"`[^`]{1,120}`|\*\*[^*]{1,120}\*\*|^\s{0,8}#{1,6} \S|^\s{0,8}(?:[-*•]|\d{1,2}[.)]) \S")
 """Markdown a document is written in: inline code, emphasis, a heading, a list item."""
-_EXPLAINED_ITEM = re.compile(r" [—–] |^\s{0,8}(?:[-*•]|\d{1,2}[.)]) [^:]{1,60}: [A-Za-z]")
+_EXPLAINED_ITEM = re.compile(r" [\u2014\u2013] |^\s{0,8}(?:[-*•]|\d{1,2}[.)]) [^:]{1,60}: [A-Za-z]")
 """A list item that explains a term (``- Xid 79: GPU fallen off the bus — …``)."""
 _EXAMPLES = re.compile(
-    r"(?:\b(?:[Yy]ou|[Oo]ne) (?:will|would|may|might|can|could|['’]ll) see\b|\b[Ff]or (?:example|instance)\b"
-    r"|\be\.g\.|\bsuch as\b|\blike this\b|\blooks? like\b|\b[Ee]xamples?\b|\b[Tt]ypical\b)[^\n]{0,200}:\s{0,4}$"
+    r"(?:\b(?:[Yy]ou|[Oo]ne) (?:will|would|may|might|can|could|['\u2019]ll) see\b"
+    r"|\b[Ff]or (?:example|instance)\b|\be\.g\.|\bsuch as\b|\blike this\b|\blooks? like\b"
+    r"|\b[Ee]xamples?\b|\b[Tt]ypical\b)[^\n]{0,200}:\s{0,4}$"
 )
 """A sentence that introduces examples: the lines under it are quoted, not printed by the run."""
 _HELP_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
@@ -624,12 +626,8 @@ def _collective_abort(match: re.Match[str], line: str, after: Sequence[str]) -> 
         status = _RANK_EXIT_STATUS.search(status_line)
         if status is not None and int(status.group("rank")) == rank:
             if status.group("signal") is not None:
-                return RankFailure(
-                    rank, "killed", None, status.group("signal"), host, (line, status_line)
-                )
-            return RankFailure(
-                rank, "exited", int(status.group("code")), None, host, (line, status_line)
-            )
+                return RankFailure(rank, "killed", None, status.group("signal"), host, (line, status_line))
+            return RankFailure(rank, "exited", int(status.group("code")), None, host, (line, status_line))
     return RankFailure(rank, "exited", None, None, host, (line,))
 
 

@@ -49,7 +49,10 @@ PROSE = {
         "limit; it means the pod needs a higher limit.",
         "other",
     ),
-    "gpu-oom-list-item": ("- `CUDA out of memory`: the batch does not fit the card; lower it first.", "other"),
+    "gpu-oom-list-item": (
+        "- `CUDA out of memory`: the batch does not fit the card; lower it first.",
+        "other",
+    ),
     "gpu-error-code-table": (
         "Xid codes worth knowing:\n"
         "* Xid 48 — double-bit ECC error, the card must be drained\n"
@@ -107,7 +110,10 @@ PRINTED = {
     "oom": ("[ 8812.31] Out of memory: Killed process 4321 (python) total-vm:9000kB", "oom"),
     "disk-full": ("OSError: [Errno 28] No space left on device: '/ckpt/step-100.pt'", "disk-full"),
     "segfault": ("Segmentation fault (core dumped)", "segfault"),
-    "gpu-error": ("[ 501.2] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.", "gpu-error"),
+    "gpu-error": (
+        "[ 501.2] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.",
+        "gpu-error",
+    ),
 }
 
 
@@ -227,7 +233,11 @@ def test_tensorflows_resource_exhausted_naming_a_file_in_any_form_is_a_full_disk
 
 
 def test_tensorflows_resource_exhausted_naming_memory_stays_a_gpu_oom() -> None:
-    _fires("ResourceExhaustedError: OOM when allocating tensor with shape[4096,4096]", "gpu-oom", stack="tensorflow")
+    _fires(
+        "ResourceExhaustedError: OOM when allocating tensor with shape[4096,4096]",
+        "gpu-oom",
+        stack="tensorflow",
+    )
 
 
 def test_a_transport_error_the_run_went_on_past_to_its_results_fires_nothing() -> None:
