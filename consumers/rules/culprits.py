@@ -25,6 +25,9 @@ collective, waiting for the one that stopped. These accounts name it, tried in t
 - torch's heartbeat monitor: ``[PG … Rank 2] ProcessGroupNCCL's watchdog got stuck for 480 seconds
   without making progress in monitoring enqueued collectives`` names the rank where an NCCL / CUDA
   call hangs, when not every rank of the run prints it;
+- torch elastic's timer server: ``Reaping worker_pid=[4242]. Expired timers: ['train_step']`` names a
+  process, not a rank — the rank where the output gives it (the line's rank tag, or torch elastic's
+  ``Root Cause`` block pairing ``rank : 3`` with ``(pid: 4242)``), else ``process 4242``;
 - the live output itself: the rank whose last line came first, at least ``culprit_gap_s`` before
   every other rank's (:attr:`~consumers.rules.state.PodState.rank_output`, from the live reader).
 
@@ -38,7 +41,13 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from consumers.rules.live import HOROVOD_STALL, MONITORED_BARRIER, NCCL_COUNTERS, WATCHDOG_STUCK
+from consumers.rules.live import (
+    ELASTIC_TIMER,
+    HOROVOD_STALL,
+    MONITORED_BARRIER,
+    NCCL_COUNTERS,
+    WATCHDOG_STUCK,
+)
 from consumers.rules.rule import Context, log_facts, pod_fact
 from consumers.rules.signatures import message_rank
 from consumers.rules.state import PodState, RunState
@@ -188,6 +197,44 @@ def _stuck_watchdog(state: RunState) -> Culprit | None:
     return Culprit(ranks, words, tuple(e for _, line, pod in shown for e in log_facts(pod, [line])))
 
 
+_ELASTIC_PID_RANK = re.compile(r"rank\s{0,10}: (?P<rank>\d{1,7}) \(local_rank")
+
+
+def _pid_rank(lines: tuple[str, ...], pid: str) -> int | None:
+    """The rank torch elastic's ``Root Cause`` block gives process ``pid`` (``rank : 3 (local_rank: 1)``
+    a line or two above ``exitcode : -9 (pid: 4242)``)."""
+    for i, line in enumerate(lines):
+        if f"(pid: {pid})" in line:
+            for above in reversed(lines[max(0, i - 3) : i]):
+                if (match := _ELASTIC_PID_RANK.search(above)) is not None:
+                    return int(match.group("rank"))
+    return None
+
+
+def _elastic_timer(state: RunState) -> Culprit | None:
+    """torch elastic's timer server reaping a process whose timer expired: its rank where the output
+    gives it, else the process, honestly."""
+    for pod in state.current_pods():
+        lines = bounded(_lines(pod))
+        for line in reversed(lines):
+            if (match := ELASTIC_TIMER.search(line)) is None:
+                continue
+            pid = match.group("pid")
+            rank = message_rank(line)
+            rank = rank if rank is not None else output_rank(line)
+            rank = rank if rank is not None else _pid_rank(lines, pid)
+            scopes = match.group("scopes").strip()
+            timers = f" (expired timers: {scopes})" if scopes else ""
+            who = (
+                f"rank {rank} (process {pid})"
+                if rank is not None
+                else f"process {pid} (its rank is not in the output)"
+            )
+            words = f"torch elastic's timer server reaped {who}{timers}: it ran past its timer"
+            return Culprit((rank,) if rank is not None else (), words, log_facts(pod, [line]))
+    return None
+
+
 def _stopped_first(state: RunState, ctx: Context) -> Culprit | None:
     last: dict[int, tuple[datetime, PodState]] = {}
     for pod in state.current_pods():
@@ -214,6 +261,7 @@ def culprit(state: RunState, ctx: Context) -> Culprit | None:
         or _monitored_barrier(state)
         or _nccl(state)
         or _stuck_watchdog(state)
+        or _elastic_timer(state)
         or _stopped_first(state, ctx)
     )
 

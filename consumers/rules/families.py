@@ -68,7 +68,7 @@ from functools import lru_cache
 from typing import Literal, get_args
 
 from consumers.rules.signatures import Hit, Signature, fell_back, message_rank
-from consumers.rules.tails import bounded, is_mention, output_rank, strip_tag
+from consumers.rules.tails import bounded, is_mention, output_rank, strip_tag, went_on
 
 Verb = Literal[
     "spawn",
@@ -544,6 +544,7 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
                 or is_mention(text, found[1])
                 or (_NET_PLUGIN.search(text) is not None and fell_back(tail, index))
                 or _retried(messages[n + 1 : n + 1 + _HANDLED_WITHIN], library)
+                or went_on(raw, index)
             ):
                 continue
             said = found[0]

@@ -11,7 +11,7 @@ pod that holds it, and the reading keeps the points of the pod's life):
   from before the job and says nothing about it. An Xid the catalogue gives to the program
   (13, 31, 43: an illegal access on a healthy GPU) is no fault of the GPU: the program's own
   error (``gpu-error``, ``failed``) tells it. The finding names the worker, the node, the
-  GPU, says what the Xid or counter means (:mod:`consumers.rules.xids`) and whether it came
+  GPU, says what the Xid or counter means (:mod:`controller.contract.xids`) and whether it came
   before the job's failure. A CUDA or NCCL error in the same pod's log is shown as evidence:
   the hardware is the root cause (``gpu-error`` and the communication symptoms are explained
   by it, see the catalog). Xid lines in Events about the pod's node (the kernel log relayed by

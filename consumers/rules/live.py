@@ -17,7 +17,7 @@ out-of-memory caught by a batch-size search, a retried NCCL connection, a warnin
 signal are printed by runs that go on. What the rules make of each is said in
 :mod:`consumers.rules.state` (``LiveText``) and ``docs/troubleshooting.md``.
 
-Two more wordings are read for hangs, not failures (:mod:`consumers.rules.culprits`): PyTorch's
+More wordings are read for hangs, not failures (:mod:`consumers.rules.culprits`): PyTorch's
 watchdog counters (``[PG 1 Rank 0] Timeout at NCCL work: 7753, last enqueued NCCL work: 7755,
 last completed NCCL work: 7752.``, as quoted in hiyouga/LlamaFactory#6269; the same counters
 follow ``Exception (either an error or timeout) detected by watchdog at work: …`` in
@@ -69,6 +69,13 @@ HOROVOD_STALL = re.compile(r"waiting for remainder of ranks for more than \d{1,9
 """The headline of Horovod's stall inspector in every version (the ranks follow in one of three formats,
 :mod:`consumers.rules.culprits`)."""
 
+ELASTIC_TIMER = re.compile(
+    r"Reaping worker_pid=\[(?P<pid>\d{1,10})\]\. Expired timers: (?P<scopes>[^\n]{0,200})"
+)
+"""torch elastic's timer server (``torch/distributed/elastic/timer``) killing a worker process whose
+``expires(after=…)`` scope ran out: it names the process (``Reaping worker_pid=[4242]. Expired timers:
+['train_step']``), not its rank."""
+
 _FATAL_TRANSPORTS = frozenset({"nccl-timeout", "nccl-watchdog", "horovod-shutdown"})
 
 
@@ -94,6 +101,7 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
     signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
+    signs += [Sign("hang/elastic-timer", ELASTIC_TIMER)]
     return tuple(signs)
 
 

@@ -38,7 +38,10 @@ from consumers.rules.wording import also, host_label, rank_subject, who
 from controller.contract.events import K8sEventObserved
 from controller.contract.findings import Evidence
 
-OOM_EVENT_REASONS = frozenset({"OOMKilling", "OOMKilled", "SystemOOM"})
+OOM_EVENT_REASONS = frozenset({"OOMKilling", "OOMKilled", "SystemOOM", "CgroupOOM"})
+"""The OOM killer as Events tell it: node-problem-detector's ``OOMKilling`` and the kubelet's
+``SystemOOM`` about a Node, the kubelet's ``CgroupOOM`` about the Pod whose cgroup ran out (its
+message names the victim process, ``Cgroup OOM encountered, victim process: stress, pid: 470521``)."""
 _OOM_TEXT = re.compile(r"out of memory|oom[-_ ]?kill|\bOOM\b", re.IGNORECASE)
 _VICTIM = re.compile(r"(?:victim process: |Kill(?:ed)? process \d{1,10} \()(?P<victim>[\w.-]{1,64})")
 _SIGKILL_EXIT = 137
@@ -79,6 +82,10 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
     if hits:
         where: OomWhere = "limit" if any(h.name in ("cgroup", "slurm") for h in hits) else "node"
         return OomKill(pod, first, (exit_fact, *log_facts(pod, [h.line for h in hits])), where, _victim(hits))
+    own = [e for e in state.events_about(pod) if e.reason in OOM_EVENT_REASONS and _near(e, first, pod)]
+    if own:  # the pod's cgroup ran out and the kernel killed one of its processes: the program died of it
+        victim = next((m.group("victim") for e in own if (m := _VICTIM.search(e.message))), None)
+        return OomKill(pod, first, (exit_fact, *(event_fact(e) for e in own)), "limit", victim)
     events = node_oom_events(state, pod, first)
     if events:
         victim = next((m.group("victim") for e in events if (m := _VICTIM.search(e.message))), None)
@@ -92,13 +99,17 @@ def _victim(hits: tuple[Hit, ...]) -> str | None:
 
 def node_oom_events(state: RunState, pod: PodState, t: ContainerEnd) -> list[K8sEventObserved]:
     """OOM Events about the pod's node from around the time the container ended."""
-    ended = t.finished_at or pod.changed_at
     return [
         e
         for e in state.events_about_node(pod.node)
-        if (e.reason in OOM_EVENT_REASONS or _OOM_TEXT.search(e.message))
-        and abs((event_time(e) - ended).total_seconds()) <= NODE_OOM_WINDOW_S
+        if (e.reason in OOM_EVENT_REASONS or _OOM_TEXT.search(e.message)) and _near(e, t, pod)
     ]
+
+
+def _near(event: K8sEventObserved, t: ContainerEnd, pod: PodState) -> bool:
+    """Whether ``event`` came within :data:`NODE_OOM_WINDOW_S` of the container's end."""
+    ended = t.finished_at or pod.changed_at
+    return abs((event_time(event) - ended).total_seconds()) <= NODE_OOM_WINDOW_S
 
 
 def _oom_signs(state: RunState, pod: PodState, t: ContainerEnd) -> tuple[Evidence, ...]:

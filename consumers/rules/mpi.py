@@ -113,6 +113,10 @@ _LEVEL_SHM, _LEVEL_SSH, _LEVEL_FABRIC, _LEVEL_FAMILY, _LEVEL_MPI, _LEVEL_FAMILY_
 _GENERIC = frozenset({"nccl-system", "ucx-error"})
 """Signatures that only say *that* a transport failed: a family message saying how comes first, on
 the same line or another."""
+_AFTER_A_RANK = frozenset({"horovod-shutdown"})
+"""What a library says *because* a rank exited (Horovod: "shut down … caused by an exception on one of
+the ranks or … after one of the ranks finished execution"): where the process manager reports that
+rank's exit, ``mpi-abort`` names it, and the shutdown (its ops aborted) is no cause of its own."""
 _FAMILY_LEVELS: dict[str, int] = {
     "spawn": _LEVEL_SSH,  # a host where nothing could start: the first cause, before any cleanup
     "alloc": _LEVEL_FAMILY,
@@ -149,8 +153,12 @@ def _candidates(state: RunState) -> list[_Comm]:
         for failure in comm_failures(text):
             found.append(_Comm(_LEVEL_SSH if failure.kind in _SSH_LEVEL else _LEVEL_MPI, pod, mpi=failure))
         covered: set[str] = {line for f in comm_failures(text) for line in f.lines}
-        covered |= {line for f in rank_failures(text) for line in f.lines}
+        ranks_failed = rank_failures(text)
+        covered |= {line for f in ranks_failed for line in f.lines}
         for hit in transport_failures(text):
+            if hit.name in _AFTER_A_RANK and ranks_failed:
+                covered.add(hit.line)  # Horovod shut down because that rank exited: the rank's failure
+                continue  # is the cause, in whichever words the shutdown's line is read
             if hit.name not in _GENERIC:
                 covered.add(hit.line)
             level = (

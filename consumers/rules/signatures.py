@@ -31,7 +31,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from consumers.rules.tails import bounded, gpu_oom_lines, handled, is_hint, is_mention, output_rank
+from consumers.rules.tails import (
+    bounded,
+    gpu_oom_lines,
+    handled,
+    is_hint,
+    is_mention,
+    output_rank,
+    went_on,
+)
 from controller.contract.xids import xid as xid_entry
 
 
@@ -267,8 +275,13 @@ NCCL fell back from (aws-ofi-nccl not initialised, then ``Using network Socket``
 @lru_cache(maxsize=512)
 def transport_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     """Communication failures between ranks carried by NCCL, Gloo, Horovod, UCX, verbs, libfabric
-    (not a network plugin NCCL fell back from)."""
-    hits = [h for h in _scan(tail, TRANSPORTS) if not (h.name == "nccl-ofi" and fell_back(tail, h.index))]
+    (not a network plugin NCCL fell back from, nor an error the run went on past to its results)."""
+    lines = bounded(tail)
+    hits = [
+        h
+        for h in _scan(tail, TRANSPORTS)
+        if not (h.name == "nccl-ofi" and fell_back(tail, h.index)) and not went_on(lines, h.index)
+    ]
     if _nccl_at_work(tail):
         hits.extend(
             Hit(NCCL_SHM_BUS, h.line, h.index, h.rank, h.groups)
@@ -503,7 +516,7 @@ def gpu_error_words(hit: Hit) -> tuple[str, bool]:
     previous = hit.group("previous")
     if previous is not None:
         xid = int(previous)  # Xid 45 "caused by previous Xid 149": the earlier one is the cause
-    entry = xid_entry(xid)  # the Xid catalogue (consumers.rules.xids)
+    entry = xid_entry(xid)  # the Xid catalogue (controller.contract.xids)
     return f"Xid {xid}: {entry.meaning}", entry.hardware
 
 
@@ -551,7 +564,10 @@ DISKS: tuple[Signature, ...] = (
         "TensorFlow",
         "a file could not be written: TensorFlow's file system said Resource exhausted "
         "(no space or quota left)",
-        re.compile(r"Resource exhausted: (?:[A-Za-z]:)?[/\\][^\s;]{1,300}"),
+        re.compile(
+            r"(?:Resource exhausted|ResourceExhaustedError|RESOURCE_EXHAUSTED): "
+            r"(?:[A-Za-z]:|[a-z][a-z0-9+]{1,10}:/)?[\w.~-]{0,120}[/\\][^\s;]{1,300}"
+        ),
     ),
 )
 _NOT_DISK = re.compile(r"NCCL WARN|shared memory segment|/dev/shm/nccl")
@@ -563,7 +579,7 @@ _WATCH_LIMIT = re.compile(
 # (:func:`~consumers.rules.tails.handled`).
 _WRITING_CHECKPOINT = re.compile(
     r"torch/serialization\.py|torch\.save|safetensors|PytorchStreamWriter|save_checkpoint|save_pretrained"
-    r"|[Cc]heckpoint file|\.ckpt\b"
+    r"|[Cc]heckpoint file|\.ckpt\b|training/saver\.py|\.tempstate\d"
 )
 _QUOTED_PATH = re.compile(r"No space left on device: '(?P<path>[^']{1,300})'")
 
@@ -623,7 +639,8 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "the kubelet",
         "the node ran out of memory and the kernel killed a process",
         re.compile(
-            r"System OOM encountered(?:, victim process: (?P<victim>[^,]{1,64}), pid: (?P<pid>\d{1,10}))?"
+            r"(?:System|Cgroup) OOM encountered"
+            r"(?:, victim process: (?P<victim>[^,]{1,64}), pid: (?P<pid>\d{1,10}))?"
         ),
     ),
     Signature(  # mm/memcontrol.c before 4.19: "Task in <cgroup> killed as a result of limit of <cgroup>"

@@ -50,13 +50,88 @@ _HALF = MAX_LINE_CHARS // 2
 
 @lru_cache(maxsize=1024)
 def bounded(tail: tuple[str, ...]) -> tuple[str, ...]:
-    """``tail`` as the readers see it: the last lines, each at most :data:`MAX_LINE_CHARS`."""
+    """``tail`` as the readers see it: the last lines, each at most :data:`MAX_LINE_CHARS`, and a
+    line of prose about an error (:func:`prose`) read as a blank line — every reader starts here."""
     lines = tail[-MAX_TAIL_LINES:]
-    if all(len(line) <= MAX_LINE_CHARS for line in lines):
-        return lines
-    return tuple(
-        line if len(line) <= MAX_LINE_CHARS else f"{line[:_HALF]} … {line[-_HALF:]}" for line in lines
-    )
+    if any(len(line) > MAX_LINE_CHARS for line in lines):
+        lines = tuple(
+            line if len(line) <= MAX_LINE_CHARS else f"{line[:_HALF]} … {line[-_HALF:]}" for line in lines
+        )
+    told = prose(lines)
+    return tuple("" if i in told else line for i, line in enumerate(lines)) if told else lines
+
+
+# ------------------------------------------------------------------ prose
+
+_PRINTED = re.compile(
+    r"^\s{0,8}(?:\[|<|\(pid=|\{|\d{1,4}[-/:.]\d|[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:|[EWIFD]\d{4} "
+    r"|[\w.-]{1,60}:\d{1,10}:|[\w.-]{1,40}: |(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception|Warning)\b"
+    r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b)"
+    r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
+)
+"""A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
+``program: ``, an exception's class) or a source location (``file.c:NN``)."""
+_DISCOURSE = re.compile(
+    r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
+    r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
+    r"|\b(?:[Hh]ey|[Tt]hanks)\b|(?:^|\s)@[\w-]{1,40}\b"
+    r"|\b(?:means|is caused by|are caused by|refers to|stands for|[Nn]ote that|[Ff]or (?:example"
+    r"|instance)|[Dd]eep dive|[Mm]ost common|[Cc]ommon (?:reasons?|causes?|codes?)|[Rr]easons? for"
+    r"|can (?:also )?(?:return|occur|happen|mean|leave|be caused)"
+    r"|(?:may|might|can|could|will) (?:output|print|show|report|see|get|hit|happen|occur)\b"
+    r"|(?:a|the) (?:message|error|line|output) (?:like|such as)\b|such as|covering)\b"
+    r"|(?:^|[.!?] )(?:Observed|Seeing|Saw|Noticed|Getting)\b|\b(?:e\.g|i\.e)\."
+)
+"""The register of a page or a comment that explains an error: someone addressed or speaking, an
+explanation (``means``, ``is caused by``, ``for example``), reported speech (``Observed …``), a
+hypothetical (``can return ENOSPC when``, ``may output a message like``)."""
+_MARKUP = re.compile(r"`[^`]{1,120}`|\*\*[^*]{1,120}\*\*|^\s{0,8}#{1,6} \S|^\s{0,8}(?:[-*•]|\d{1,2}[.)]) \S")
+"""Markdown a document is written in: inline code, emphasis, a heading, a list item."""
+_EXPLAINED_ITEM = re.compile(r" [\u2014\u2013] |^\s{0,8}(?:[-*•]|\d{1,2}[.)]) [^:]{1,60}: [A-Za-z]")
+"""A list item that explains a term (``- Xid 79: GPU fallen off the bus — …``)."""
+_EXAMPLES = re.compile(
+    r"(?:\b(?:[Yy]ou|[Oo]ne) (?:will|would|may|might|can|could|['\u2019]ll) see\b"
+    r"|\b[Ff]or (?:example|instance)\b|\be\.g\.|\bsuch as\b|\blike this\b|\blooks? like\b"
+    r"|\b[Ee]xamples?\b|\b[Tt]ypical\b)[^\n]{0,200}:\s{0,4}$"
+)
+"""A sentence that introduces examples: the lines under it are quoted, not printed by the run."""
+_HELP_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
+
+
+@lru_cache(maxsize=1024)
+def prose(lines: tuple[str, ...]) -> frozenset[int]:
+    """The lines that are prose about an error, not a program's message: documentation, a help page,
+    an answer or a comment — written in a person's register (:data:`_DISCOURSE`) or a document's
+    markup (:data:`_MARKUP`) with no program's format (:data:`_PRINTED`), and the example lines a
+    sentence introduces (``You will see it from almost any program that writes:``) up to the next
+    blank line. Open MPI's help texts between dashed lines are a program's, however they read."""
+    told: set[int] = set()
+    in_help = False
+    examples = False
+    for i, text in enumerate(lines):
+        if _HELP_DASHES.match(text):
+            in_help = not in_help
+            examples = False
+            continue
+        if not text.strip():
+            examples = False
+            continue
+        if examples:
+            told.add(i)
+            continue
+        if in_help or _PRINTED.search(text):
+            continue
+        markup = _MARKUP.search(text)
+        introduces = _EXAMPLES.search(text) is not None
+        if introduces or _DISCOURSE.search(text) or (markup is not None and _explains(text)):
+            told.add(i)
+            examples = introduces
+    return frozenset(told)
+
+
+def _explains(text: str) -> bool:
+    """Whether markup marks a line as a document's: an explained list item, or inline code and words."""
+    return _EXPLAINED_ITEM.search(text) is not None or ("`" in text and len(text.split()) >= 6)
 
 
 # ------------------------------------------------------------------ output tags
@@ -134,10 +209,24 @@ HANDLED_WITHIN = 3
 """How many lines after an error the program's handling of it may come."""
 
 
+_RESULTS_ROW = re.compile(
+    r"^\s{0,8}(?=[\d. ]{0,200}\d\.\d)\d[\d.]{0,20}(?:\s{1,40}\d[\d.]{0,20}){1,20}\s{0,8}$"
+)
+"""A row of a results table: numbers only, a measurement among them (a benchmark's ``1    0.23``; not
+a hex dump's ``00000000 00000000``)."""
+
+
+def went_on(lines: Sequence[str], index: int) -> bool:
+    """Whether the run went on past the error on ``lines[index]`` to print its results: a row of
+    numbers after it (a transport the library gave up for another, then the benchmark's table)."""
+    return any(_RESULTS_ROW.match(line) for line in lines[index + 1 :])
+
+
 def handled(lines: Sequence[str], index: int) -> bool:
     """Whether the error on ``lines[index]`` was caught and handled: the line says so (skipped the
-    batch, fell back, retried), or one of the next lines does (or goes on searching a batch size)."""
-    if _HANDLED_HERE.search(lines[index]):
+    batch, fell back, retried), or one of the next lines does (or goes on searching a batch size),
+    or the run went on to print its results (:func:`went_on`)."""
+    if _HANDLED_HERE.search(lines[index]) or went_on(lines, index):
         return True
     return any(
         _HANDLED_HERE.search(line) or _HANDLED_AFTER.search(line)
@@ -388,10 +477,13 @@ _NONZERO_OMPI = re.compile(r"exited with non-zero status")
 _PRIMARY_JOB = re.compile(r"Primary job {1,4}terminated normally, but \d{1,7} process(?:es)? returned")
 _BAD_TERMINATION = re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")
 _COLLECTIVE_ABORT = re.compile(
-    r"rank (?P<rank>\d{1,7}) in job \d{1,10} {1,4}(?P<host>\S{1,253}?)_\d{1,10} {1,10}caused collective abort"
+    r"[Rr]ank (?P<rank>\d{1,7}) in job \d{1,10} {1,4}(?P<host>[^\n]{1,253}?)_\d{1,10} {1,10}"
+    r"caused collective abort"
 )
+"""MPD's ``rank N in job J  <host>_<port>   caused collective abort of all ranks`` (``Rank`` where a
+line starts with it; the host as printed, however it reads)."""
 _RANK_EXIT_STATUS = re.compile(
-    r"exit status of rank (?P<rank>\d{1,7}): "
+    r"[Ee]xit status of rank (?P<rank>\d{1,7}): "
     r"(?:killed by signal (?P<signal>\d{1,3})|return code (?P<code>-?\d{1,10}))"
 )
 _ELASTIC_ROOT = re.compile(r"Root Cause \(first observed failure\):")
@@ -413,8 +505,10 @@ _RANK_NODE = re.compile(
     r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>[^\s,]{1,253})"
 )
 _PROCESS_NAME = re.compile(
-    r"Process name:\s{0,10}\[(?:\[\d{1,10},\d{1,10}\]|[^\],]{0,100}),(?P<rank>\d{1,7})\]\]?"
+    r"Process name:\s{0,10}(?:\[(?:\[\d{1,10},\d{1,10}\]|[^\],]{0,100}),(?P<rank>\d{1,7})\]\]?"
+    r"|(?P<bare>\d{1,7})\s{0,8}$)"
 )
+"""Open MPI's ``[[jobid,1],rank]``, or Horovod's launcher repeating mpirun's words with the bare rank."""
 _EXIT_CODE = re.compile(r"Exit code:\s{0,10}(?P<code>-?\d{1,10})")
 _RANK_AT = re.compile(r"RANK (?P<rank>\d{1,7}) PID \d{1,10} RUNNING AT (?P<host>\S{1,253})")
 _KILLED_BY = re.compile(r"KILLED BY SIGNAL: (?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?")
@@ -496,8 +590,8 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
     if "process rank" in line and (match := _SIGNALED_OMPI.search(" ".join((line, *after[:1])))) is not None:
         signal = match.group("signal") + (f" ({match.group('name')})" if match.group("name") else "")
         return RankFailure(int(match.group("rank")), "killed", None, signal, match.group("host"), (line,))
-    if _NONZERO_OMPI.search(line) and (name := _PROCESS_NAME.search(block)) is not None:
-        rank = int(name.group("rank"))
+    if _NONZERO_OMPI.search(line) and (name := _process_name(line, after)) is not None:
+        rank = int(name.group("rank") or name.group("bare"))
         code = _search_int(_EXIT_CODE, block, "code")
         return RankFailure(rank, "exited", code, None, None, _lines(line, after, _PROCESS_NAME, _EXIT_CODE))
     if _BAD_TERMINATION.search(line) and (at := _RANK_AT.search(block)) is not None:
@@ -519,20 +613,22 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
     return None
 
 
+def _process_name(line: str, after: Sequence[str]) -> re.Match[str] | None:
+    """The ``Process name:`` line of a non-zero exit's block (a line of its own)."""
+    return next((m for text in (line, *after) if (m := _PROCESS_NAME.search(text)) is not None), None)
+
+
 def _collective_abort(match: re.Match[str], line: str, after: Sequence[str]) -> RankFailure:
     """MPICH's process manager (MPD): ``rank 59 in job 1 host_port caused collective abort``."""
     rank = int(match.group("rank"))
+    host = match.group("host") if set(match.group("host")) <= _HOST_CHARS else None
     for status_line in after[:3]:
         status = _RANK_EXIT_STATUS.search(status_line)
         if status is not None and int(status.group("rank")) == rank:
             if status.group("signal") is not None:
-                return RankFailure(
-                    rank, "killed", None, status.group("signal"), match.group("host"), (line, status_line)
-                )
-            return RankFailure(
-                rank, "exited", int(status.group("code")), None, match.group("host"), (line, status_line)
-            )
-    return RankFailure(rank, "exited", None, None, match.group("host"), (line,))
+                return RankFailure(rank, "killed", None, status.group("signal"), host, (line, status_line))
+            return RankFailure(rank, "exited", int(status.group("code")), None, host, (line, status_line))
+    return RankFailure(rank, "exited", None, None, host, (line,))
 
 
 def _elastic_failures(lines: Sequence[str]) -> list[RankFailure]:

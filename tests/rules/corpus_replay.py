@@ -10,8 +10,9 @@ Each entry becomes a short run, the way the watchers would report it:
 - ``where: termination`` puts the text in the failed container's termination message instead;
 - ``where: event`` is a Kubernetes Event with the entry's reason (the watcher's empty reason
   when the source shows none): about the Node of worker 0 for the kernel's OOM reasons
-  (``SystemOOM``, ``OOMKilling``), with worker 0 failing on that node at the same time; else
-  about the job, whose pods could not be created;
+  (``SystemOOM``, ``OOMKilling``), with worker 0 failing on that node at the same time; about
+  worker 0's pod for the kubelet's ``CgroupOOM``, worker 0 failing then; else about the job, whose
+  pods could not be created;
 
 and the job then ``Failed``. :func:`live_events_for` replays a log text as the rules' live
 reader passes it on while the pod still runs (:class:`~controller.contract.events.LogSeen`),
@@ -59,6 +60,8 @@ LAUNCHER_STACKS = frozenset(
     {"openmpi", "mpich", "intel-mpi", "mvapich", "horovod", "ucx", "libfabric", "infiniband"}
 )
 NODE_OOM_REASONS = frozenset({"SystemOOM", "OOMKilling"})
+POD_OOM_REASONS = frozenset({"CgroupOOM"})
+"""The kubelet's Event about the Pod whose memory cgroup ran out."""
 
 TRAINJOB = JobRef(uid="0b7c5d1e-4f2a-4c1b-9d3e-0000000000tj", kind="TrainJob", namespace="team-a", name="llm")
 TRAINJOB_LIMITS = {"memory": "64Gi", "cpu": "32", "nvidia.com/gpu": "8"}
@@ -174,6 +177,20 @@ def events_for(entry: Entry, *, succeed: bool = False) -> list[BusEvent]:
                 *running,
                 node_oom,
                 on_node,
+                job(ending, job=TRAINJOB, job_spec=TRAINJOB_SPEC, observed_at=at(1, 5)),
+            ]
+        if reason in POD_OOM_REASONS:
+            running = _trainjob_running()
+            code = 0 if succeed else (entry.exit_code if entry.exit_code is not None else 1)
+            ended = terminated("Completed" if succeed else "Error", code, name="node")
+            on_pod = worker(
+                0, job=TRAINJOB, observed_at=at(1), phase=ending, ready=False, containers=(ended,)
+            )
+            pod_oom = k8s_event(reason, entry.text, involved=on_pod.name, job=TRAINJOB, observed_at=at(1))
+            return [
+                *running,
+                pod_oom,
+                on_pod,
                 job(ending, job=TRAINJOB, job_spec=TRAINJOB_SPEC, observed_at=at(1, 5)),
             ]
         refused = k8s_event(

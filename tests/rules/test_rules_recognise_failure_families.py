@@ -352,6 +352,27 @@ STALLS = {
         tuple(FLIGHT_RECORDER.format(rank=r) for r in (0, 1, 3)),
         "rank 2 never reported the collective",
     ),
+    "torch-elastic-timer-tagged": (
+        (
+            "[rank3]:[I1128 10:00:00.000 local_timer.py:101] Reaping worker_pid=[5151]. Expired timers: ['fwd']",
+        ),
+        "torch elastic's timer server reaped rank 3 (process 5151) (expired timers: ['fwd'])",
+    ),
+    "torch-elastic-timer-root-cause-block": (
+        (
+            "INFO:torch.distributed.elastic.timer.file_based_local_timer:Reaping worker_pid=[5151]. Expired "
+            "timers: ['data_load']",
+            "  rank      : 2 (local_rank: 0)",
+            "  exitcode  : -9 (pid: 5151)",
+        ),
+        "torch elastic's timer server reaped rank 2 (process 5151)",
+    ),
+    "torch-elastic-timer-pid-only": (
+        (
+            "INFO:torch.distributed.elastic.timer.local_timer:Reaping worker_pid=[5151]. Expired timers: ['step']",
+        ),
+        "reaped process 5151 (its rank is not in the output)",
+    ),
 }
 
 
