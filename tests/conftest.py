@@ -40,7 +40,12 @@ from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
 
-pytest_plugins = ["tests.kube_fixtures", "tests.api_fixtures", "tests.usage_fixtures"]
+pytest_plugins = [
+    "tests.kube_fixtures",
+    "tests.api_fixtures",
+    "tests.usage_fixtures",
+    "tests.alert_routes",
+]
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 """This process's pytest-xdist worker (``gw0``, ``gw1``…), or ``main`` without xdist."""
