@@ -16,31 +16,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
-from pathlib import Path
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx
 
-from benchmarks.api import TOKENS, fill, timed
+from benchmarks.api import Scenario, filled_app, timed_all
 from benchmarks.harness import report
-from controller.api.access import StaticAccess
-from controller.api.app import create_app
 from controller.api.auth import SESSION_COOKIE
-from controller.api.limits import DEFAULT_LIMITS
-from controller.cli.embedded import EmbeddedPostgres
-from controller.metrics import PipelineMetrics
-from controller.store import migrate
-from controller.store.engine import make_engine
-from controller.testing.ports import free_port
 
 LIST_TARGET_MS = 2000
 PAGE_TARGET_MS = 1000
 
 
-def scenarios(client: httpx.AsyncClient, runs: int) -> dict[str, Callable[[int], Awaitable[httpx.Response]]]:
+def scenarios(client: httpx.AsyncClient, runs: int) -> dict[str, Scenario]:
     bearer = {"Authorization": "Bearer admin"}
     cookie = {"Cookie": f"{SESSION_COOKIE}=admin"}
 
@@ -86,30 +75,8 @@ async def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="mpijc-bench-pages-") as tmp:
-        postgres = EmbeddedPostgres(Path(tmp) / "postgres", free_port())
-        postgres.start()
-        try:
-            url = f"postgresql://postgres@127.0.0.1:{postgres.port}/postgres"
-            await migrate.upgrade_async(url)
-            engine = make_engine(url, pool_size=5)
-            fill_s = await fill(engine, args.runs)
-            app = create_app(
-                engine,
-                PipelineMetrics(),
-                StaticAccess(TOKENS),
-                limits=replace(DEFAULT_LIMITS, per_token=None),
-            )
-            async with httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://api"
-            ) as client:
-                results = {
-                    name: await timed(call, args.repeat, args.warmup)
-                    for name, call in scenarios(client, args.runs).items()
-                }
-            await engine.dispose()
-        finally:
-            postgres.stop()
+    async with filled_app(args.runs, "pages") as (client, fill_s):
+        results = await timed_all(scenarios(client, args.runs), args.repeat, args.warmup)
     lists = max(results["page_jobs_100"]["p95_ms"], results["page_jobs_100_failed"]["p95_ms"])
     pages = max(r["p95_ms"] for name, r in results.items() if name.startswith(("page_run", "page_compare")))
     report(
