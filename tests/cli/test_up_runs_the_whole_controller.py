@@ -20,15 +20,17 @@ from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
-from controller.testing.waits import until
+from controller.testing.waits import STARTUP_S, until
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
 
 pytestmark = pytest.mark.slow
 
 
 async def eventually(
-    client: httpx.AsyncClient, path: str, check: object, timeout_s: float = 30
+    client: httpx.AsyncClient, path: str, check: object, timeout_s: float = STARTUP_S
 ) -> httpx.Response:
+    """GET ``path`` until it answers 200 with a body that passes ``check``; the default bound is
+    a start-up's (the first answers of a freshly started ``up`` wait for its parts to start)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         try:
@@ -115,13 +117,16 @@ def alive(pids: Iterable[int]) -> list[int]:
 
 
 async def started_children(process: subprocess.Popen[bytes], count: int) -> dict[int, str]:
-    for _ in range(600):
-        children = children_of(process.pid)
-        if len(children) >= count:
-            return children
+    """Once ``up`` runs ``count`` children (it starts the API first, the others once it answers)."""
+
+    def started() -> bool:
         assert process.poll() is None, "up exited early"
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"up started {len(children_of(process.pid))} children, not {count}")
+        return len(children_of(process.pid)) >= count
+
+    await until(
+        started, STARTUP_S, lambda: f"up started {len(children_of(process.pid))} children, not {count}", 0.1
+    )
+    return children_of(process.pid)
 
 
 async def test_up_runs_each_part_in_its_own_process_and_stops_them_all(
@@ -180,7 +185,7 @@ async def test_a_killed_part_comes_back_and_the_others_run_on(
             now = children_of(process.pid)
             return len(now) == 7 and rules not in now
 
-        await until(back, 60, what=lambda: children_of(process.pid))
+        await until(back, STARTUP_S, what=lambda: children_of(process.pid))
         again = children_of(process.pid)
         async with httpx.AsyncClient(timeout=5) as scraper:
             page = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
