@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,9 @@ TOKENS = {
     "admin": StaticUser(username="admin", namespaces=["*"]),
     "team": StaticUser(username="team", namespaces=[f"ns-{i}" for i in range(0, NAMESPACES, 20)]),
 }
+
+Scenario = Callable[[int], Awaitable[httpx.Response]]
+"""One request shape: the ``i``-th request of it sent, its response."""
 
 FILL = [
     """
@@ -153,9 +157,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     }
 
 
-async def timed(
-    call: Callable[[int], Awaitable[httpx.Response]], repeat: int, warmup: int
-) -> dict[str, float]:
+async def timed(call: Scenario, repeat: int, warmup: int) -> dict[str, float]:
     samples: list[float] = []
     for i in range(warmup + repeat):
         start = time.perf_counter()
@@ -168,7 +170,7 @@ async def timed(
     return percentiles(samples)
 
 
-def scenarios(client: httpx.AsyncClient, runs: int) -> dict[str, Callable[[int], Awaitable[httpx.Response]]]:
+def scenarios(client: httpx.AsyncClient, runs: int) -> dict[str, Scenario]:
     admin = {"Authorization": "Bearer admin"}
     team = {"Authorization": "Bearer team"}
     deep: list[str] = []
@@ -190,6 +192,11 @@ def scenarios(client: httpx.AsyncClient, runs: int) -> dict[str, Callable[[int],
     def uid(i: int) -> str:
         return f"run-{(i * 7919) % runs}"
 
+    def same_kind(i: int, count: int) -> str:
+        """``count`` runs of one kind (the fill makes every fifth a TrainJob): compare takes no mix."""
+        n = (i * 7919) % (runs - 5 * count)
+        return ",".join(f"run-{n + 5 * k}" for k in range(count))
+
     return {
         "list_first_page": lambda i: get("/api/v1/runs"),
         "list_next_pages": deep_page,
@@ -208,13 +215,49 @@ def scenarios(client: httpx.AsyncClient, runs: int) -> dict[str, Callable[[int],
         "attempts_of_one_job": lambda i: get(
             f"/api/v1/namespaces/ns-{i % NAMESPACES}/jobs/job-{i % NAMESPACES}/runs"
         ),
-        "compare_2": lambda i: get("/api/v1/compare", runs=f"{uid(i)},{uid(i + 1)}"),
-        "compare_5": lambda i: get("/api/v1/compare", runs=",".join(uid(i + n) for n in range(5))),
+        "compare_2": lambda i: get("/api/v1/compare", runs=same_kind(i, 2)),
+        "compare_5": lambda i: get("/api/v1/compare", runs=same_kind(i, 5)),
         "trends_last_20": lambda i: get(
             f"/api/v1/namespaces/ns-{i % NAMESPACES}/jobs/job-{i % NAMESPACES}/trends"
         ),
         "run_detail": lambda i: get(f"/api/v1/runs/{uid(i)}"),
     }
+
+
+@contextlib.asynccontextmanager
+async def filled_app(runs: int, name: str) -> AsyncIterator[tuple[httpx.AsyncClient, float]]:
+    """A fresh embedded PostgreSQL, migrated and filled with ``runs`` runs (:func:`fill`), and the
+    whole app in process over it (:data:`TOKENS`): a client of it and the seconds the fill took.
+    One client sends thousands of requests: the per-token rate limit is what it does not measure."""
+    with tempfile.TemporaryDirectory(prefix=f"mpijc-bench-{name}-") as tmp:
+        postgres = EmbeddedPostgres(Path(tmp) / "postgres", free_port())
+        postgres.start()
+        try:
+            url = f"postgresql://postgres@127.0.0.1:{postgres.port}/postgres"
+            await migrate.upgrade_async(url)
+            engine = make_engine(url, pool_size=5)
+            try:
+                fill_s = await fill(engine, runs)
+                app = create_app(
+                    engine,
+                    PipelineMetrics(),
+                    StaticAccess(TOKENS),
+                    limits=replace(DEFAULT_LIMITS, per_token=None),
+                )
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+                    yield client, fill_s
+            finally:
+                await engine.dispose()
+        finally:
+            postgres.stop()
+
+
+async def timed_all(
+    scenarios: Mapping[str, Scenario], repeat: int, warmup: int
+) -> dict[str, dict[str, float]]:
+    """Each scenario :func:`timed` in turn, one request at a time: its percentiles, by name."""
+    return {name: await timed(call, repeat, warmup) for name, call in scenarios.items()}
 
 
 async def main() -> None:
@@ -224,30 +267,8 @@ async def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="mpijc-bench-api-") as tmp:
-        postgres = EmbeddedPostgres(Path(tmp) / "postgres", free_port())
-        postgres.start()
-        try:
-            url = f"postgresql://postgres@127.0.0.1:{postgres.port}/postgres"
-            await migrate.upgrade_async(url)
-            engine = make_engine(url, pool_size=5)
-            fill_s = await fill(engine, args.runs)
-            # one client sends thousands of requests: the per-token rate limit is what it does not measure
-            app = create_app(
-                engine,
-                PipelineMetrics(),
-                StaticAccess(TOKENS),
-                limits=replace(DEFAULT_LIMITS, per_token=None),
-            )
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
-                results = {
-                    name: await timed(call, args.repeat, args.warmup)
-                    for name, call in scenarios(client, args.runs).items()
-                }
-            await engine.dispose()
-        finally:
-            postgres.stop()
+    async with filled_app(args.runs, "api") as (client, fill_s):
+        results = await timed_all(scenarios(client, args.runs), args.repeat, args.warmup)
     worst = max(r["p95_ms"] for name, r in results.items() if name.startswith(("list", "compare")))
     report(
         "api",

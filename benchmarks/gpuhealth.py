@@ -39,14 +39,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from benchmarks.harness import report
+from benchmarks.harness import report, scraped_exporter
 from consumers.rules import RuleEngine, RuleThresholds
 from controller.contract.events import BusEvent
 from controller.contract.settings import UsageSettings
 from controller.kube.resources import MPI_PODS
 from controller.prometheus import PrometheusReader
 from controller.testing.objects import mpijob, pod, with_conditions
-from controller.testing.prometheus import GpuSeries, Prometheus, UsageExporter, prometheus_binary
+from controller.testing.prometheus import GpuSeries, Prometheus, UsageExporter
 from watchers.correlating import Correlator, Observation
 from watchers.metrics import UsageMetrics
 from watchers.usage import UsageProbe
@@ -157,23 +157,11 @@ async def _round(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    binary, why = prometheus_binary()
-    if binary is None:
-        raise SystemExit(why)
-    exporter = UsageExporter()
-    exporter.start()
     rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        prometheus = Prometheus(
-            binary, Path(tmp) / "prometheus", [f"127.0.0.1:{exporter.port}"], args.scrape_s
-        )
-        await prometheus.start()
-        try:
+        async with scraped_exporter(Path(tmp), args.scrape_s) as (exporter, prometheus):
             for number in range(args.rounds):
                 rounds.append(await _round(number, prometheus, exporter, args))
-        finally:
-            await prometheus.stop()
-            exporter.stop()
     latency: dict[str, Any] = {}
     for kind, (rule, _) in FAULTS.items():
         seen = [r["detected_after_s"][kind] for r in rounds if kind in r["detected_after_s"]]

@@ -1,4 +1,5 @@
-"""Shared benchmark harness: the embedded services and consumer processes, as deployed.
+"""Shared benchmark harness: the embedded services and consumer processes, as deployed, and a
+real Prometheus scraping the test exporter.
 
 Each consumer runs as its own ``mpijob-controller consume --only NAME`` process (history
 scales out, rules is a single replica, dispatchers as many as asked), the watcher side runs in
@@ -36,6 +37,7 @@ from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
+from controller.testing.prometheus import Prometheus, UsageExporter, prometheus_binary
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -260,6 +262,27 @@ async def _until_ready(bench: Bench, consumers: Sequence[str], timeout_s: float 
                 return
         await asyncio.sleep(0.1)
     raise TimeoutError(f"consumers {list(consumers)} did not start in {timeout_s:g} s")
+
+
+@contextlib.asynccontextmanager
+async def scraped_exporter(workdir: Path, scrape_s: float) -> AsyncIterator[tuple[UsageExporter, Prometheus]]:
+    """The test exporter (DCGM- and cAdvisor-shaped series) and a real Prometheus (Debian's
+    package) under ``workdir`` scraping it every ``scrape_s``, both stopped on the way out; exits
+    saying why where Prometheus is not installed."""
+    binary, why = prometheus_binary()
+    if binary is None:
+        raise SystemExit(why)
+    exporter = UsageExporter()
+    exporter.start()
+    try:
+        prometheus = Prometheus(binary, workdir / "prometheus", [f"127.0.0.1:{exporter.port}"], scrape_s)
+        await prometheus.start()
+        try:
+            yield exporter, prometheus
+        finally:
+            await prometheus.stop()
+    finally:
+        exporter.stop()
 
 
 def profiled(name: str) -> list[str]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 from sqlalchemy import update
 
-from benchmarks.api import TOKENS, fill, timed
+from benchmarks.api import TOKENS, Scenario, fill, timed_all
 from benchmarks.harness import pipeline_services, report
 from benchmarks.logs import large_run, store_run
 from controller.api.access import StaticAccess
@@ -47,9 +47,7 @@ LIST_TARGET_MS = 2000
 PAGE_TARGET_MS = 1000
 
 
-def scenarios(
-    client: httpx.AsyncClient, runs: int, big: str | None
-) -> dict[str, Callable[[int], Awaitable[httpx.Response]]]:
+def scenarios(client: httpx.AsyncClient, runs: int, big: str | None) -> dict[str, Scenario]:
     bearer = {"Authorization": "Bearer admin"}
     cookie = {"Cookie": f"{SESSION_COOKIE}=admin"}
 
@@ -139,10 +137,9 @@ async def main() -> None:
             async with httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=app), base_url="http://api", timeout=600
             ) as client:
-                results = {
-                    name: await timed(call, args.repeat, args.warmup)
-                    for name, call in scenarios(client, args.runs, big.uid if big else None).items()
-                }
+                results = await timed_all(
+                    scenarios(client, args.runs, big.uid if big else None), args.repeat, args.warmup
+                )
     lists = max(results["page_jobs_100"]["p95_ms"], results["page_jobs_100_failed"]["p95_ms"])
     run_page = ("page_run", "page_compare", "page_logged")
     run_pages = [(name, r) for name, r in results.items() if name.startswith(run_page)]

@@ -39,14 +39,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from benchmarks import trends
-from benchmarks.harness import cpu_s, pipeline_services, report
+from benchmarks.harness import cpu_s, pipeline_services, report, scraped_exporter
 from controller.bus.publishing import Publisher
 from controller.contract.settings import UsageSettings
 from controller.kube.resources import MPI_PODS
 from controller.prometheus import PrometheusReader
 from controller.store import queries
 from controller.testing.objects import mpijob, pod, with_conditions
-from controller.testing.prometheus import GpuSeries, Prometheus, UsageExporter, prometheus_binary
+from controller.testing.prometheus import GpuSeries, Prometheus, UsageExporter
 from watchers.correlating import Correlator, Observation
 from watchers.metrics import UsageMetrics
 from watchers.usage import QUERY_NAMES, UsageProbe
@@ -185,50 +185,40 @@ async def _sample_to_history(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    binary, why = prometheus_binary()
-    if binary is None:
-        raise SystemExit(why)
-    exporter = UsageExporter()
-    exporter.start()
     with tempfile.TemporaryDirectory() as tmp:
-        prometheus = Prometheus(
-            binary, Path(tmp) / "prometheus", [f"127.0.0.1:{exporter.port}"], scrape_s=args.scrape_s
-        )
-        await prometheus.start()
-        settings = UsageSettings(
-            url=prometheus.url,
-            step_s=args.scrape_s,
-            scrape_interval_s=args.scrape_s,
-            window_s=60,
-            timeout_s=60,
-        )
-        metrics = UsageMetrics(CollectorRegistry())
-        reader = PrometheusReader(settings, observe=metrics.observe)
-        correlator = Correlator(pending_ttl_s=600, clock=time.monotonic)
-        probe = UsageProbe(settings, correlator, metrics, reader)
-        try:
-            workers = _cluster(exporter, probe, correlator, args)
-            await prometheus.scraped("count(DCGM_FI_DEV_GPU_UTIL) > 0", timeout_s=120)
-            await asyncio.sleep(args.fill_s)
-            assert prometheus.pid is not None
-            refresh = await _timed_refresh(probe, prometheus.pid)
-            namespace = workers[0][0]
-            reference = await _per_pod_reference(
-                reader,
-                settings,
-                namespace,
-                [p.name for p in probe.pods.values() if p.namespace == namespace],
-                prometheus.pid,
+        async with scraped_exporter(Path(tmp), args.scrape_s) as (exporter, prometheus):
+            settings = UsageSettings(
+                url=prometheus.url,
+                step_s=args.scrape_s,
+                scrape_interval_s=args.scrape_s,
+                window_s=60,
+                timeout_s=60,
             )
-            async with pipeline_services(Path(tmp) / "services") as bench:
-                publisher = Publisher(bench.js, bench.topology)
-                latency = await _sample_to_history(
-                    exporter, prometheus, probe, publisher, bench, workers[0], args.samples
+            metrics = UsageMetrics(CollectorRegistry())
+            reader = PrometheusReader(settings, observe=metrics.observe)
+            correlator = Correlator(pending_ttl_s=600, clock=time.monotonic)
+            probe = UsageProbe(settings, correlator, metrics, reader)
+            try:
+                workers = _cluster(exporter, probe, correlator, args)
+                await prometheus.scraped("count(DCGM_FI_DEV_GPU_UTIL) > 0", timeout_s=120)
+                await asyncio.sleep(args.fill_s)
+                assert prometheus.pid is not None
+                refresh = await _timed_refresh(probe, prometheus.pid)
+                namespace = workers[0][0]
+                reference = await _per_pod_reference(
+                    reader,
+                    settings,
+                    namespace,
+                    [p.name for p in probe.pods.values() if p.namespace == namespace],
+                    prometheus.pid,
                 )
-        finally:
-            await probe.aclose()
-            await prometheus.stop()
-            exporter.stop()
+                async with pipeline_services(Path(tmp) / "services") as bench:
+                    publisher = Publisher(bench.js, bench.topology)
+                    latency = await _sample_to_history(
+                        exporter, prometheus, probe, publisher, bench, workers[0], args.samples
+                    )
+            finally:
+                await probe.aclose()
     series = args.jobs * args.workers * args.gpus * (3 + 11) + args.jobs * (args.workers + 1) * 2  # 11 health
     return {
         "load_for_1000_jobs_x_16_workers": query_load(1000, 16),

@@ -40,7 +40,12 @@ from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
 
-pytest_plugins = ["tests.kube_fixtures", "tests.api_fixtures", "tests.usage_fixtures"]
+pytest_plugins = [
+    "tests.kube_fixtures",
+    "tests.api_fixtures",
+    "tests.usage_fixtures",
+    "tests.alert_routes",
+]
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 """This process's pytest-xdist worker (``gw0``, ``gw1``…), or ``main`` without xdist."""
@@ -145,9 +150,9 @@ async def template_database(services: Services) -> str:
     return url
 
 
-@pytest.fixture
-async def database_url(services: Services, template_database: str) -> AsyncIterator[str]:
-    """A fresh, migrated database of this test's own."""
+@contextlib.asynccontextmanager
+async def fresh_database(services: Services) -> AsyncIterator[str]:
+    """A fresh, migrated database cloned from the session's template; dropped on the way out."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(services.postgres_admin_url)
     try:
@@ -156,6 +161,13 @@ async def database_url(services: Services, template_database: str) -> AsyncItera
         await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     finally:
         await admin.close()
+
+
+@pytest.fixture
+async def database_url(services: Services, template_database: str) -> AsyncIterator[str]:
+    """A fresh, migrated database of this test's own."""
+    async with fresh_database(services) as url:
+        yield url
 
 
 @pytest.fixture
@@ -171,8 +183,10 @@ def topology() -> Topology:
     return Topology(prefix=f"t{uuid.uuid4().hex[:10]}")
 
 
-@pytest.fixture
-async def nats_client(services: Services, topology: Topology) -> AsyncIterator[NATS]:
+@contextlib.asynccontextmanager
+async def prefixed_nats(services: Services, topology: Topology) -> AsyncIterator[NATS]:
+    """A connection to the session's NATS; on the way out, the streams and key-value buckets of
+    ``topology``'s prefix are deleted."""
     nc = await connect(services.nats_url, "mpijc-tests")
     yield nc
     js = nc.jetstream()
@@ -184,6 +198,12 @@ async def nats_client(services: Services, topology: Topology) -> AsyncIterator[N
             if name.config.name and name.config.name.startswith(f"KV_{topology.bucket('')}"):
                 await js.delete_stream(name.config.name)
     await nc.close()
+
+
+@pytest.fixture
+async def nats_client(services: Services, topology: Topology) -> AsyncIterator[NATS]:
+    async with prefixed_nats(services, topology) as nc:
+        yield nc
 
 
 @pytest.fixture
@@ -201,6 +221,11 @@ def settings(services: Services, database_url: str, topology: Topology, nats_cli
     It holds ``nats_client``, whose teardown deletes the streams and buckets of the test's prefix:
     a test that hands these settings to processes (which declare every stream, ``LOGS``
     reserving its ``max_bytes``) leaves nothing on the session's server to fill its store."""
+    return settings_for(services, database_url, topology)
+
+
+def settings_for(services: Services, database_url: str, topology: Topology) -> Settings:
+    """Settings pointing at ``database_url`` and ``topology``'s prefix, with short test timings."""
     return Settings(
         _env_file=None,  # type: ignore[call-arg]
         # the fixtures create and migrate the databases as one role (the server's superuser)

@@ -6,7 +6,14 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 
-__all__ = ["until"]
+__all__ = ["STARTUP_S", "until"]
+
+STARTUP_S = 180.0
+"""How long a test waits for a process it started to become ready (to answer, to start its
+children, to carry a first job through): generous, because on a loaded 2-core machine, or beside
+other pytest-xdist workers, a whole ``up`` takes tens of seconds to import and connect its eight
+processes, where an idle one answers within seconds. A process that never gets ready still fails
+the test; only a failing test waits this long."""
 
 
 async def until(

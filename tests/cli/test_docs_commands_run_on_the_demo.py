@@ -24,6 +24,7 @@ import pytest
 from controller.contract.settings import ClientSettings, Settings
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
+from controller.testing.waits import STARTUP_S
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", ROOT / "docs" / "pipelines.md", ROOT / "docs" / "logs.md"]
@@ -95,7 +96,7 @@ def test_the_docs_commands_run_verbatim_on_the_served_demo(settings: Settings, t
     log = tmp_path / "serve.log"
     serving = start_cli(["demo", "--serve"], env, tmp_path, log)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + STARTUP_S
         while "serving the demo's data" not in log.read_text():
             assert serving.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)

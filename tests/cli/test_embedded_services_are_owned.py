@@ -25,6 +25,7 @@ import pytest
 from controller.cli.embedded import EmbeddedNats, EmbeddedServiceError, EmbeddedServices
 from controller.testing.ports import free_port
 from controller.testing.simcluster import SimCluster
+from controller.testing.waits import STARTUP_S
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
 
 pytestmark = [
@@ -101,10 +102,10 @@ def start_up(env: dict[str, str], cwd: Path, log: Path, command: str = "up") -> 
         )
 
 
-def wait_healthy(process: subprocess.Popen[bytes], api_port: int, log: Path, timeout_s: float = 180) -> None:
-    """Until the API answers: ``up`` has started its services and installed its signal handlers.
-    Generous: ``up`` starts a Python process per part, which takes a minute on a busy 2-core machine;
-    on an idle one it answers within seconds."""
+def wait_healthy(
+    process: subprocess.Popen[bytes], api_port: int, log: Path, timeout_s: float = STARTUP_S
+) -> None:
+    """Until the API answers: ``up`` has started its services and installed its signal handlers."""
     deadline = time.monotonic() + timeout_s
     while True:
         assert process.poll() is None, f"up exited with {process.returncode}:\n{log.read_text()[-3000:]}"
@@ -334,8 +335,8 @@ def test_a_leftover_nats_without_an_owner_is_replaced_by_one_tied_to_its_owner(
         start_new_session=True,
     )
     try:
-        eventually(lambda: bool(processes_of(store)), 5, lambda: "nats-server did not start")
-        eventually(lambda: _port_open(ports[1]), 10, lambda: "nats-server did not listen")
+        eventually(lambda: bool(processes_of(store)), STARTUP_S, lambda: "nats-server did not start")
+        eventually(lambda: _port_open(ports[1]), STARTUP_S, lambda: "nats-server did not listen")
         with EmbeddedServices(tmp_path, *ports, None, None):
             assert old.poll() is not None, "the leftover was stopped"
             assert nats_pid(tmp_path) != old.pid
@@ -425,7 +426,7 @@ def test_a_second_process_takes_the_servers_over_when_their_owner_stops_them_and
         assert not any(alive(pid) for pid in first), "the owner stopped its servers"
         eventually(
             lambda: _port_open(ports[0]) and _port_open(ports[1]) and bool(processes_of(tmp_path)),
-            60,
+            STARTUP_S,
             lambda: f"not taken over: {processes_of(tmp_path)}",
         )
         assert sql(guest.database_url, "SELECT n FROM kept") == [(7,)]
@@ -450,7 +451,9 @@ def test_an_api_beside_one_that_stops_keeps_its_database(
             wait_healthy(apis[-1], port, log)
         apis[0].send_signal(signal.SIGINT)
         assert apis[0].wait(60) == 0, logs[0].read_text()[-3000:]
-        eventually(lambda: ready(second_port), 60, lambda: f"not ready again:\n{logs[1].read_text()[-3000:]}")
+        eventually(
+            lambda: ready(second_port), STARTUP_S, lambda: f"not ready again:\n{logs[1].read_text()[-3000:]}"
+        )
     finally:
         for api in apis:
             if api.poll() is None:

@@ -27,7 +27,7 @@ from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
-from controller.testing.waits import until
+from controller.testing.waits import STARTUP_S, until
 from tests.cli.test_up_runs_the_whole_controller import eventually, oom_killed_run, started_children
 from tests.deploy.test_nats_runs_as_rendered import connected, refused
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
@@ -77,7 +77,7 @@ async def what_the_roles_may_not_is_refused(url: str, users: Path, topology: Top
         async def audited() -> int:
             return (await js.stream_info(topology.stream("audit"))).state.messages
 
-        await until(audited, 60, lambda: "no lifecycle record on AUDIT")
+        await until(audited, STARTUP_S, lambda: "no lifecycle record on AUDIT")
         kept = await audited()
         with pytest.raises(NatsError):
             await js.purge_stream(topology.stream("audit"))

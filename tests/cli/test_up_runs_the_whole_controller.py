@@ -1,7 +1,10 @@
 """``mpijob-controller up`` as a person starts it: watchers, each consumer role and the API in
 their own processes, against a (simulated) cluster from a kubeconfig; a job created there shows
-up in the API with its finding; ``up`` stops every child on SIGTERM, and a child that dies is
-started again, counted, while the others run on."""
+up in the API with its finding; a child that dies is started again, counted, while the others run
+on; and ``up`` stops every child on SIGTERM.
+
+The module's tests share one ``up`` (starting eight Python processes is what these tests cost):
+they run in file order on one worker, the last one stopping it."""
 
 from __future__ import annotations
 
@@ -9,26 +12,35 @@ import asyncio
 import os
 import signal
 import subprocess
-from collections.abc import Iterable
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
 from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
-from controller.testing.waits import until
+from controller.testing.waits import STARTUP_S, until
+from tests.conftest import Services, fresh_database, prefixed_nats, settings_for
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
+from tests.kube_fixtures import BOOKMARK_INTERVAL_S
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_up_runs_the_whole_controller")]
+
+PARTS = 8
+"""The children of the shared ``up``: watchers, 5 consumer roles (2 dispatchers), API."""
 
 
 async def eventually(
-    client: httpx.AsyncClient, path: str, check: object, timeout_s: float = 30
+    client: httpx.AsyncClient, path: str, check: object, timeout_s: float = STARTUP_S
 ) -> httpx.Response:
+    """GET ``path`` until it answers 200 with a body that passes ``check``; the default bound is
+    a start-up's (the first answers of a freshly started ``up`` wait for its parts to start)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         try:
@@ -60,38 +72,49 @@ async def oom_killed_run(client: httpx.AsyncClient, sim: SimCluster, name: str) 
     return uid, detail
 
 
-async def test_up_watches_stores_and_serves(sim: SimCluster, settings: Settings, tmp_path: Path) -> None:
-    port, metrics_port = free_port(), free_port()
-    env = cli_env(
-        settings,
-        tmp_path,
-        MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
-        MPIJC_API__PORT=str(port),
-        MPIJC_METRICS__PORT=str(metrics_port),
-        MPIJC_API__AUTH="off",  # a local single-user start; auth itself is tested elsewhere
-    )
-    log = tmp_path / "up.log"
-    process = start_cli(["up"], env, tmp_path, log)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
-            await eventually(client, "/healthz", lambda body: body == {"status": "ok"})
-            _, detail = await oom_killed_run(client, sim, "served")
-            async with httpx.AsyncClient(timeout=5) as scraper:
-                metrics = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
-            hidden = await client.get("/metrics")
-            missing = await client.get("/api/v1/runs/no-such-uid")
-            bad_limit = await client.get("/api/v1/runs?limit=0")
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
+@dataclass(frozen=True)
+class Up:
+    """The module's ``up``: its process and log, the cluster it watches, where it serves."""
 
-    assert process.returncode == 0, log.read_text()[-3000:]
-    findings = {f["rule"]: f for f in detail.json()["findings"]}
-    assert findings["oom"]["root_cause"] == "Worker 0 failed: out of memory (limit 16Gi)"
-    assert "mpijc_jobs" in metrics
-    assert hidden.status_code == 404
-    assert missing.status_code == 404 and "no run with uid" in missing.json()["detail"]
-    assert bad_limit.status_code == 422
+    process: subprocess.Popen[bytes]
+    log: Path
+    sim: SimCluster
+    api_port: int
+    metrics_port: int
+    up_port: int
+
+
+@pytest.fixture(scope="module")
+async def up(
+    services: Services, template_database: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Up]:
+    """One ``up`` for the module, on a database and a stream prefix of its own: two dispatchers
+    (the default on more than two cores), a quick restart, auth off (a local single-user start;
+    auth itself is tested elsewhere)."""
+    tmp = tmp_path_factory.mktemp("up")
+    topology = Topology(prefix=f"t{uuid.uuid4().hex[:10]}")
+    async with fresh_database(services) as url, prefixed_nats(services, topology):
+        with SimCluster(bookmark_interval_s=BOOKMARK_INTERVAL_S) as sim:
+            ports = free_port(), free_port(), free_port()
+            env = cli_env(
+                settings_for(services, url, topology),
+                tmp,
+                MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp / "kubeconfig")),
+                MPIJC_API__PORT=str(ports[0]),
+                MPIJC_METRICS__PORT=str(ports[1]),
+                MPIJC_METRICS__UP_PORT=str(ports[2]),
+                MPIJC_API__AUTH="off",
+                MPIJC_UP__RESTART_INITIAL_S="0.2",
+                MPIJC_UP__DISPATCHERS="2",
+            )
+            log = tmp / "up.log"
+            process = start_cli(["up"], env, tmp, log)
+            try:
+                yield Up(process, log, sim, *ports)
+            finally:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+                    process.wait(60)
 
 
 def children_of(pid: int) -> dict[int, str]:
@@ -115,39 +138,43 @@ def alive(pids: Iterable[int]) -> list[int]:
 
 
 async def started_children(process: subprocess.Popen[bytes], count: int) -> dict[int, str]:
-    for _ in range(600):
-        children = children_of(process.pid)
-        if len(children) >= count:
-            return children
+    """Once ``up`` runs ``count`` children (it starts the API first, the others once it answers)."""
+
+    def started() -> bool:
         assert process.poll() is None, "up exited early"
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"up started {len(children_of(process.pid))} children, not {count}")
+        return len(children_of(process.pid)) >= count
 
-
-async def test_up_runs_each_part_in_its_own_process_and_stops_them_all(
-    sim: SimCluster, settings: Settings, tmp_path: Path
-) -> None:
-    env = cli_env(
-        settings,
-        tmp_path,
-        MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
-        MPIJC_UP__DISPATCHERS="2",  # the default on more than two cores
+    await until(
+        started, STARTUP_S, lambda: f"up started {len(children_of(process.pid))} children, not {count}", 0.1
     )
-    env["MPIJC_API__PORT"] = str(free_port())
-    log = tmp_path / "up.log"
-    process = start_cli(["up"], env, tmp_path, log)
-    try:
-        children = await started_children(process, 8)  # watchers, 5 consumer roles (2 dispatchers), API
-        commands = sorted(cmd.split("controller.cli ", 1)[1].strip() for cmd in children.values())
-        assert commands == sorted(
-            ["watch", "api"]
-            + [f"consume --only {r}" for r in ("history", "rules", "audit", "notify", "dispatch", "dispatch")]
-        )
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(60)
-    assert process.returncode == 0, log.read_text()[-3000:]
-    assert not alive(children), "a child outlived up"
+    return children_of(process.pid)
+
+
+async def test_up_runs_each_part_in_its_own_process(up: Up) -> None:
+    children = await started_children(up.process, PARTS)
+    commands = sorted(cmd.split("controller.cli ", 1)[1].strip() for cmd in children.values())
+    assert commands == sorted(
+        ["watch", "api"]
+        + [f"consume --only {r}" for r in ("history", "rules", "audit", "notify", "dispatch", "dispatch")]
+    )
+
+
+async def test_up_watches_stores_and_serves(up: Up) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{up.api_port}", timeout=5) as client:
+        await eventually(client, "/healthz", lambda body: body == {"status": "ok"})
+        _, detail = await oom_killed_run(client, up.sim, "served")
+        async with httpx.AsyncClient(timeout=5) as scraper:
+            metrics = (await scraper.get(f"http://127.0.0.1:{up.metrics_port}/metrics")).text
+        hidden = await client.get("/metrics")
+        missing = await client.get("/api/v1/runs/no-such-uid")
+        bad_limit = await client.get("/api/v1/runs?limit=0")
+
+    findings = {f["rule"]: f for f in detail.json()["findings"]}
+    assert findings["oom"]["root_cause"] == "Worker 0 failed: out of memory (limit 16Gi)"
+    assert "mpijc_jobs" in metrics
+    assert hidden.status_code == 404
+    assert missing.status_code == 404 and "no run with uid" in missing.json()["detail"]
+    assert bad_limit.status_code == 422
 
 
 def restarts(metrics: str, part: str) -> float:
@@ -156,43 +183,32 @@ def restarts(metrics: str, part: str) -> float:
     return next((float(row.removeprefix(line)) for row in metrics.splitlines() if row.startswith(line)), 0.0)
 
 
-async def test_a_killed_part_comes_back_and_the_others_run_on(
-    sim: SimCluster, settings: Settings, tmp_path: Path
-) -> None:
-    metrics_port = free_port()
-    env = cli_env(
-        settings,
-        tmp_path,
-        MPIJC_KUBE__KUBECONFIG=str(kubeconfig(sim, tmp_path / "kubeconfig")),
-        MPIJC_API__PORT=str(free_port()),
-        MPIJC_METRICS__UP_PORT=str(metrics_port),
-        MPIJC_UP__RESTART_INITIAL_S="0.2",
-        MPIJC_UP__DISPATCHERS="1",
-    )
-    log = tmp_path / "up.log"
-    process = start_cli(["up"], env, tmp_path, log)
-    try:
-        children = await started_children(process, 7)
-        rules = next(pid for pid, cmd in children.items() if cmd.rstrip().endswith("--only rules"))
-        os.kill(rules, signal.SIGKILL)
+async def test_a_killed_part_comes_back_and_the_others_run_on(up: Up) -> None:
+    children = await started_children(up.process, PARTS)
+    rules = next(pid for pid, cmd in children.items() if cmd.rstrip().endswith("--only rules"))
+    os.kill(rules, signal.SIGKILL)
 
-        def back() -> bool:
-            now = children_of(process.pid)
-            return len(now) == 7 and rules not in now
+    def back() -> bool:
+        now = children_of(up.process.pid)
+        return len(now) == PARTS and rules not in now
 
-        await until(back, 60, what=lambda: children_of(process.pid))
-        again = children_of(process.pid)
-        async with httpx.AsyncClient(timeout=5) as scraper:
-            page = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(60)
-    assert process.returncode == 0, log.read_text()[-3000:]
+    await until(back, STARTUP_S, what=lambda: children_of(up.process.pid))
+    again = children_of(up.process.pid)
+    async with httpx.AsyncClient(timeout=5) as scraper:
+        page = (await scraper.get(f"http://127.0.0.1:{up.up_port}/metrics")).text
     restarted = {pid: cmd for pid, cmd in again.items() if pid not in children}
     assert [cmd.rstrip().rsplit(" ", 1)[1] for cmd in restarted.values()] == ["rules"]
     assert {pid: cmd for pid, cmd in again.items() if pid in children} == {
         pid: cmd for pid, cmd in children.items() if pid != rules
     }, "the other parts kept running"
     assert restarts(page, "rules") == 1 and restarts(page, "api") == 0
-    assert "up: rules exited with status -9" in log.read_text()
-    assert not alive([*children, *again]), "a child outlived up"
+    assert "up: rules exited with status -9" in up.log.read_text()
+
+
+async def test_up_stops_every_part_on_sigterm(up: Up) -> None:
+    """The module's last test: it stops the shared ``up``."""
+    children = await started_children(up.process, PARTS)
+    up.process.send_signal(signal.SIGTERM)
+    up.process.wait(60)
+    assert up.process.returncode == 0, up.log.read_text()[-3000:]
+    assert not alive(children), "a child outlived up"

@@ -23,6 +23,7 @@ from packaging.requirements import Requirement
 from controller.contract.settings import Settings
 from controller.testing.ports import free_port
 from controller.testing.simcluster import SimCluster
+from controller.testing.waits import STARTUP_S
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +208,7 @@ def test_up_on_the_embedded_services_runs_from_the_installed_wheel(
             stderr=out,
         )
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + STARTUP_S
         while True:
             assert up.poll() is None, log.read_text()[-3000:]
             try:

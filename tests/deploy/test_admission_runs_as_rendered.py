@@ -52,7 +52,7 @@ from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
 from controller.testing.processes import start_cli
 from controller.testing.simcluster import SimCluster
-from controller.testing.waits import until
+from controller.testing.waits import STARTUP_S, until
 from tests.audit_helpers import a_mpijob, admission_review
 from tests.conftest import Services
 from tests.deploy.test_deploy_manifests_render_and_validate import (
@@ -279,7 +279,7 @@ async def running(
             assert process.poll() is None, log.read_text()
             return all([await _probe(container[p], ports) for p in ("readinessProbe", "livenessProbe")])
 
-        await until(probes_pass, timeout_s=30, what=log.read_text)
+        await until(probes_pass, timeout_s=STARTUP_S, what=log.read_text)
         yield webhook
     finally:
         process.send_signal(signal.SIGTERM)

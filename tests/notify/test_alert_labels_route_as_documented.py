@@ -6,57 +6,17 @@ team's to the default); every rule has its own alert name and no label is Promet
 from __future__ import annotations
 
 import re
-import subprocess
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import get_args
 
 import pytest
 
-from consumers.notify.alerting import alert_row
 from controller.contract.findings import RuleId, Severity
-from controller.contract.notifications import JobInfo
-from controller.contract.settings import NotifySettings
-from controller.testing.notify import finding, job
-from controller.testing.packages import debian_binary
-
-ROOT = Path(__file__).resolve().parents[2]
-RECEIVERS = "receivers:\n  - name: default\n  - name: team-a-slack\n  - name: team-a-pager\n"
-
-
-@pytest.fixture(scope="module")
-def amtool() -> Iterator[str]:
-    found, why = debian_binary("prometheus-alertmanager", ("amtool",))
-    if found is None:
-        pytest.skip(why)
-    yield found
-
-
-@pytest.fixture
-def documented(tmp_path: Path) -> Path:
-    """The route block of docs/alerting.md, with its receivers declared."""
-    text = (ROOT / "docs" / "alerting.md").read_text()
-    section = text[text.index("## A route") :]
-    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)[:1]
-    path = tmp_path / "alertmanager.yml"
-    path.write_text(block + RECEIVERS)
-    return path
-
-
-def labels(namespace: str, severity: Severity, rule: RuleId = "oom") -> dict[str, str]:
-    observed = job("Failed", namespace=namespace)
-    ref = observed.ref
-    info = JobInfo(uid=ref.uid, kind=ref.kind, namespace=ref.namespace, name=ref.name)
-    row = alert_row(finding(observed, rule, severity=severity), info, NotifySettings(), datetime.now(UTC))
-    return dict(row["labels"])
+from tests.alert_routes import check_config, labels, routes_to
 
 
 def test_the_documented_route_passes_amtool_check_config(amtool: str, documented: Path) -> None:
-    done = subprocess.run(
-        [amtool, "check-config", str(documented)], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    check_config(amtool, documented)
 
 
 @pytest.mark.parametrize(
@@ -71,22 +31,7 @@ def test_the_documented_route_passes_amtool_check_config(amtool: str, documented
 def test_findings_route_where_the_document_says(
     amtool: str, documented: Path, namespace: str, severity: Severity, receiver: str
 ) -> None:
-    matchers = [f"{k}={v}" for k, v in labels(namespace, severity).items()]
-    done = subprocess.run(
-        [
-            amtool,
-            "config",
-            "routes",
-            "test",
-            f"--config.file={documented}",
-            f"--verify.receivers={receiver}",
-            *matchers,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    routes_to(amtool, documented, labels(namespace, severity), receiver)
 
 
 def test_each_rule_has_its_own_alert_name_and_no_job_label() -> None:

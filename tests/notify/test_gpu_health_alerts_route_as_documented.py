@@ -5,15 +5,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from controller.contract.findings import RuleId, Severity
-from tests.notify.test_alert_labels_route_as_documented import amtool, documented, labels
-
-__all__ = ["amtool", "documented"]
+from tests.alert_routes import check_config, labels, routes_to
 
 
 @pytest.mark.parametrize(
@@ -30,22 +27,5 @@ def test_gpu_health_findings_are_named_and_routed_as_documented(
     found = labels("team-a", severity, rule)
     assert found["alertname"] == alertname and found["rule"] == rule
     assert "TrainingJobGPUFault" in documented.read_text()  # the inhibition is in the checked block
-    done = subprocess.run(
-        [
-            amtool,
-            "config",
-            "routes",
-            "test",
-            f"--config.file={documented}",
-            f"--verify.receivers={receiver}",
-            *(f"{k}={v}" for k, v in found.items()),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    checked = subprocess.run(
-        [amtool, "check-config", str(documented)], capture_output=True, text=True, check=False
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    routes_to(amtool, documented, found, receiver)
+    check_config(amtool, documented)
