@@ -19,6 +19,7 @@ PACKAGES = [
     "watchers",
     "consumers/notify",
     "consumers/audit",
+    "consumers/rules",
 ]
 
 
