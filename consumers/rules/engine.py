@@ -49,6 +49,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from types import MappingProxyType
 
 from consumers.rules.catalog import CATALOG
 from consumers.rules.rule import Context, Detection, Rule
@@ -164,7 +165,7 @@ def _live_only(
     }
 
 
-class _Held(OrderedDict[str, "_Run"]):
+class _Held(OrderedDict[str, "HeldRun"]):
     """The runs held, least recently updated first, and how many pods they hold together.
 
     Runs grow by pods after they are admitted: :meth:`RuleEngine._fold` adds what an event
@@ -174,7 +175,7 @@ class _Held(OrderedDict[str, "_Run"]):
         super().__init__()
         self.pods = 0
 
-    def __setitem__(self, uid: str, run: _Run) -> None:
+    def __setitem__(self, uid: str, run: HeldRun) -> None:
         old = self.get(uid)
         self.pods += len(run.state.pods) - (len(old.state.pods) if old is not None else 0)
         super().__setitem__(uid, run)
@@ -183,14 +184,14 @@ class _Held(OrderedDict[str, "_Run"]):
         self.pods -= len(self[uid].state.pods)
         super().__delitem__(uid)
 
-    def pop(self, uid: str, default: _Run | None = None) -> _Run | None:  # type: ignore[override]
+    def pop(self, uid: str, default: HeldRun | None = None) -> HeldRun | None:  # type: ignore[override]
         run = super().pop(uid, None)
         if run is None:
             return default
         self.pods -= len(run.state.pods)
         return run
 
-    def popitem(self, last: bool = True) -> tuple[str, _Run]:
+    def popitem(self, last: bool = True) -> tuple[str, HeldRun]:
         uid, run = super().popitem(last)
         self.pods -= len(run.state.pods)
         return uid, run
@@ -201,7 +202,7 @@ class _Held(OrderedDict[str, "_Run"]):
 
 
 @dataclass
-class _Run:
+class HeldRun:
     """One run's state, its firing findings and the bookkeeping to deduplicate them."""
 
     state: RunState
@@ -246,7 +247,7 @@ class RuleEngine:
         and the state keeps what the rules read from the ones in between (terminations,
         restarts, recent Events). Where runs alternate, each event is judged as it comes."""
         changes: list[Finding] = []
-        streak: tuple[_Run, datetime] | None = None
+        streak: tuple[HeldRun, datetime] | None = None
         for event, now in timed:
             run = self._fold(event, now)
             if streak is not None and streak[0] is not run:
@@ -326,9 +327,27 @@ class RuleEngine:
         """Pods of every run held (the unit of ``max_pods``)."""
         return self._runs.pods
 
+    @property
+    def held(self) -> Mapping[str, HeldRun]:
+        """The runs held by job uid, least recently updated first (what a snapshot writes)."""
+        return MappingProxyType(self._runs)
+
+    @property
+    def forgotten(self) -> tuple[str, ...]:
+        """The finished runs forgotten, oldest first: their late events stay ignored."""
+        return tuple(self._forgotten)
+
+    def restore(self, runs: Iterable[tuple[str, HeldRun]], forgotten: Iterable[str]) -> None:
+        """Take in what a snapshot held: its runs (least recently updated first) and the runs it
+        had forgotten. For an engine that has observed nothing yet."""
+        for uid, run in runs:
+            self._runs[uid] = run
+        for uid in forgotten:
+            self._forgotten[uid] = None
+
     # ----------------------------------------------------------------- private
 
-    def _fold(self, event: BusEvent, now: datetime) -> _Run | None:
+    def _fold(self, event: BusEvent, now: datetime) -> HeldRun | None:
         """Apply ``event`` to its run (admitted if new); None for a forgotten run."""
         uid = job_of(event).uid
         if uid in self._forgotten:
@@ -353,7 +372,7 @@ class RuleEngine:
             held = self._by_namespace[namespace] = self._thresholds.for_namespace(namespace)
         return held
 
-    def _evaluate(self, run: _Run, now: datetime) -> list[Finding]:
+    def _evaluate(self, run: HeldRun, now: datetime) -> list[Finding]:
         state = run.state
         thresholds = self._thresholds_for(state.ref.namespace)
         ctx = Context(now, thresholds)
@@ -376,7 +395,7 @@ class RuleEngine:
                 changes.append(self._resolve(run, rule.id, now, because))
         return changes
 
-    def _keeps(self, rule_id: RuleId, run: _Run, now: datetime, thresholds: RuleThresholds) -> bool:
+    def _keeps(self, rule_id: RuleId, run: HeldRun, now: datetime, thresholds: RuleThresholds) -> bool:
         """Whether a firing finding whose condition no longer holds stays firing."""
         rule = self._by_id[rule_id]
         if rule_id in run.tentative:
@@ -389,7 +408,7 @@ class RuleEngine:
             return False
         return (now - run.firing[rule_id].last_seen).total_seconds() < rule.settle_s(thresholds)
 
-    def _fire(self, run: _Run, rule: Rule, detection: Detection, now: datetime) -> Finding | None:
+    def _fire(self, run: HeldRun, rule: Rule, detection: Detection, now: datetime) -> Finding | None:
         current = run.firing.get(rule.id)
         if detection.tentative and current is not None and current.status == "firing":
             run.firing[rule.id] = current.model_copy(update={"last_seen": now})
@@ -414,7 +433,7 @@ class RuleEngine:
         run.keys[rule.id] = detection.key
         return finding
 
-    def _resolve(self, run: _Run, rule_id: RuleId, now: datetime, because: RuleId | None) -> Finding:
+    def _resolve(self, run: HeldRun, rule_id: RuleId, now: datetime, because: RuleId | None) -> Finding:
         current = run.firing.pop(rule_id)
         run.keys.pop(rule_id, None)
         run.tentative.discard(rule_id)
@@ -428,10 +447,10 @@ class RuleEngine:
             }
         )
 
-    def _admit(self, uid: str, state: RunState, now: datetime) -> _Run:
+    def _admit(self, uid: str, state: RunState, now: datetime) -> HeldRun:
         if len(self._runs) >= self._thresholds.max_runs:
             self._drop_one(keep=None, bound="runs")
-        run = self._runs[uid] = _Run(state=state, touched_at=now)
+        run = self._runs[uid] = HeldRun(state=state, touched_at=now)
         return run
 
     def _shed(self, keep: str) -> None:
@@ -457,13 +476,13 @@ class RuleEngine:
         return True
 
     @staticmethod
-    def _awaiting_verdict(run: _Run) -> bool:
+    def _awaiting_verdict(run: HeldRun) -> bool:
         """A failed run without a finding yet: the catch-all may be holding for its pods.
 
         Other finished runs' findings no longer change with time."""
         return run.state.phase == "Failed" and not run.firing
 
-    def _stale(self, run: _Run, now: datetime) -> bool:
+    def _stale(self, run: HeldRun, now: datetime) -> bool:
         """Finished, or never seen as a job, and quiet for ``forget_after_s``."""
         if not run.state.finished and run.state.job is not None:
             return False
