@@ -37,7 +37,10 @@ The judgement, below it:
 - ``tails`` | ``xids`` | ``trend`` | ``progress``: failure-time log tails; the Xid catalogue
   (what each driver error code means, what to do); robust trends of a usage curve; the step
   counters ranks print;
-- ``state`` | ``thresholds``: what is known about a run; what is configured.
+- ``liveverdicts`` | ``stateformat``: what a line seen live is worth as the run goes on; a run's
+  state as the snapshot keeps it;
+- ``state`` | ``thresholds``: what is known about a run, folded from its events; what is
+  configured.
 """
 
 import importlib

@@ -18,10 +18,10 @@ findings that are firing, and returns only what changed —
   ``superseded_by``.
 
 Lines seen in a running job's output (``LogSeen``, :mod:`consumers.rules.live`) are judged at
-each evaluation (:meth:`RunState.judge_live`): the confirmed ones are read like a failure-time
-tail; while some are still pending, the causes they alone would show are published as
-``pending`` findings (:func:`observed`): what was seen, worded as such ("Worker-1 printed … at
-10:42:07 UTC; the job is still running"), which the notifier never announces as firing. A
+each evaluation (:func:`~consumers.rules.liveverdicts.judge_live`): the confirmed ones are read
+like a failure-time tail; while some are still pending, the causes they alone would show are
+published as ``pending`` findings (:func:`observed`): what was seen, worded as such ("Worker-1
+printed … at 10:42:07 UTC; the job is still running"), which the notifier never announces as firing. A
 pending finding becomes ``firing`` (its next revision) once its lines are confirmed, and resolves
 as soon as it stops holding; it never stays as a verdict. A rule may itself say that what it
 read is not yet a verdict (``quota``: a refusal the operator is still retrying), with the same
@@ -52,6 +52,14 @@ from datetime import datetime
 from types import MappingProxyType
 
 from consumers.rules.catalog import CATALOG
+from consumers.rules.liveverdicts import (
+    has_live_text,
+    has_pending,
+    judge_live,
+    pending_mark,
+    with_pending,
+    without_live,
+)
 from consumers.rules.rule import Context, Detection, Rule
 from consumers.rules.state import RunState
 from consumers.rules.thresholds import RuleThresholds
@@ -66,7 +74,7 @@ def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> di
     """Every rule whose condition holds now, explained or not (stalls only while live); then, for
     a live run with lines seen in its output that are not yet a verdict, the causes those lines
     would show, as observations (:func:`observed`)."""
-    state.judge_live(ctx.now, ctx.thresholds)
+    judge_live(state, ctx.now, ctx.thresholds)
     found: dict[RuleId, Detection] = {}
     for rule in rules:
         if rule.kind == "stall" and state.finished:
@@ -74,8 +82,8 @@ def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> di
         detection = rule.detect(state, ctx)
         if detection is not None:
             found[rule.id] = detection
-    if state.has_pending and not state.finished:
-        view = state.with_pending()
+    if has_pending(state) and not state.finished:
+        view = with_pending(state)
         for rule in rules:
             if rule.kind == "cause" and rule.id not in found and rule.keeps_verdict:
                 detection = rule.detect(view, ctx)
@@ -87,7 +95,7 @@ def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> di
 def observed(state: RunState, detection: Detection) -> Detection:
     """A cause read from lines of a running job's output that are still evidence: said as what
     was seen (who printed which line when, still running), never as a failure."""
-    mark = state.pending_mark(detection.evidence)
+    mark = pending_mark(state, detection.evidence)
     if mark is None:  # no pending line behind it: say what the rule read, as seen
         sentence = f"Seen while the job runs: {detection.root_cause}; the job is still running"
     else:
@@ -157,7 +165,7 @@ def _live_only(
     state: RunState, ctx: Context, found: Mapping[RuleId, Detection], rules: Mapping[RuleId, Rule]
 ) -> set[RuleId]:
     """The causes found that hold only because of lines seen live."""
-    without = state.without_live()
+    without = without_live(state)
     return {
         rid
         for rid, detection in found.items()
@@ -377,8 +385,8 @@ class RuleEngine:
         thresholds = self._thresholds_for(state.ref.namespace)
         ctx = Context(now, thresholds)
         found = detect(state, ctx, self._rules)
-        if state.has_live_text or run.live_only:  # what still holds is judged again, the rest kept
-            live = _live_only(state, ctx, found, self._by_id) if state.has_live_text else set()
+        if has_live_text(state) or run.live_only:  # what still holds is judged again, the rest kept
+            live = _live_only(state, ctx, found, self._by_id) if has_live_text(state) else set()
             run.live_only = {rid for rid in run.live_only if rid not in found} | live
         kept = {rid for rid in run.firing if rid not in found and self._keeps(rid, run, now, thresholds)}
         active = found.keys() | kept

@@ -33,7 +33,7 @@ from typing import Any
 from pydantic_core import from_json, to_json
 
 from consumers.rules.engine import HeldRun, RuleEngine
-from consumers.rules.state import run_state_from_dict, run_state_to_dict
+from consumers.rules.stateformat import run_state_from_dict, run_state_to_dict
 from controller.bus.buckets import forget
 from controller.bus.client import JetStreamContext, KeyValue, NatsError
 from controller.bus.keyspace import has_key, read_prefix, write

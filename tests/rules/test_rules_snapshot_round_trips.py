@@ -9,7 +9,8 @@ from dataclasses import fields
 from consumers.rules import RuleEngine
 from consumers.rules.engine import HeldRun
 from consumers.rules.snapshot import _run_from_json, _run_to_json
-from consumers.rules.state import PodState, RunState, run_state_from_dict, run_state_to_dict
+from consumers.rules.state import PodState, RunState
+from consumers.rules.stateformat import run_state_from_dict, run_state_to_dict
 from controller.testing.events import JOB_UID, at, replay, running_run, terminated, worker
 
 
