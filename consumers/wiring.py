@@ -19,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.client import NATS, JetStreamContext
 from controller.bus.consuming import Durable
-from controller.bus.settling import DeadLetterer
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
@@ -45,12 +44,6 @@ class Wiring:
     kube: Callable[[], KubeGateway]
     """The Kubernetes gateway, built on first call (only roles that write to Kubernetes ask)."""
     clock: Clock = utcnow
-
-    def dead_letter(self, consumer: str) -> DeadLetterer:
-        """The dead-letter publisher of durable ``consumer``."""
-        return DeadLetterer(
-            self.js, self.topology, consumer, self.metrics, self.settings.nats.publish_retry_s
-        )
 
 
 @dataclass(frozen=True)

@@ -1,38 +1,46 @@
 """The rules consumer: turn the events of a run into findings.
 
-The package has two sides, and an import-linter contract (``pyproject.toml``) keeps them apart.
-The *judgement* is pure and synchronous — no bus, no database, no clock: it folds events into a
-run's state and says what holds at an injected ``now``. The *bus side* feeds it: the service
-calls :meth:`RuleEngine.observe` with each bus event and :meth:`RuleEngine.tick` periodically,
-both with the current time, and publishes the findings they return. Importing this package, or
-any module of the judgement, loads nothing of the bus side (nor nats-py): its names here
-(``RulesService``, ``RulesReplica``, ``CONSUMER``…) are loaded when first used.
+The package has two sides. The *judgement* is pure and synchronous — no bus, no database, no
+clock: it folds events into a run's state and says what holds at an injected ``now``. The *bus
+side* feeds it: the service calls :meth:`RuleEngine.observe` with each bus event and
+:meth:`RuleEngine.tick` periodically, both with the current time, and publishes the findings they
+return. Importing this package, or any module of the judgement, loads nothing of the bus side
+(nor nats-py): its names here (``RulesService``, ``RulesReplica``, ``CONSUMER``…) are loaded
+when first used.
 
-The judgement, each layer importing only the ones below it::
+Each floor imports only the floors below it; ``pyproject.toml``'s import contract keeps the
+order (modules on one floor separated by "|" never import each other). The bus side:
 
-    engine                     evaluate(), RuleEngine: findings, their changes and revisions
-    catalog                    the ordered rules and what explains what
-    catchall                   the rule for a failure no other rule explains
-    memory, gpu, segfaults, disks, quota, containers, nodes, scheduling, mpi, stalls,
-    rendezvous, restarts, usage, gpuhealth, forecast, stragglers, nodeconditions
-                               the rules, one family each (nodeconditions: the bad spells of
-                               the pods' nodes' conditions, read by gpuhealth and stragglers too)
-    trend, progress            robust trends of a usage curve; the step counters ranks print
-    culprits, errors           which rank stopped or erred first; exit codes and errors in words
-    live                       which lines of a running job's output are evidence
-    rule, wording, facts       what a rule is; how findings speak; shared readings of a run
-    families                   who printed a line and what it says about the mesh
-    tails, signatures          failure-time log tails and the failure signatures read in them
-    state, thresholds          what is known about a run; what is configured
+- ``consumer``: ``attach()``, the role;
+- ``replica``: the partitions one replica runs, each a durable and a lane of
+  :mod:`controller.bus.consuming` with an ownership filter (leases: :mod:`controller.bus.leases`);
+- ``service``: one engine, its outbox, ticker and warm start;
+- ``snapshot`` | ``logreader`` | ``metrics`` | ``eventclock``: the engine's state kept in a
+  key-value bucket; the durable on LOGS that passes live evidence to the job's subject; the
+  consumer's series; now, as the events tell it.
 
-The bus side (not pure), above it::
+The judgement, below it:
 
-    consumer                   attach(): the role
-    replica                    the partitions one replica runs (leases: :mod:`controller.bus.leases`)
-    service                    one engine, its outbox, ticker and warm start
-    snapshot                   state kept in a key-value bucket
-    logreader                  the durable on LOGS that passes live evidence to the job's subject
-    metrics, eventclock        the consumer's series; now, as the events tell it
+- ``engine``: ``evaluate()``, ``RuleEngine``: findings, their changes and revisions;
+- ``catalog``: the ordered rules and what explains what;
+- the rules, one family each, which may use each other's readings: ``catchall`` (a failure no
+  other rule explains), ``containers``, ``disks``, ``forecast``, ``gpu``, ``gpuhealth``,
+  ``memory``, ``mpi``, ``nodes``, ``quota``, ``rendezvous``, ``restarts``, ``scheduling``,
+  ``segfaults``, ``stalls``, ``stragglers``, ``usage``, ``nodeconditions`` (the bad spells of the
+  pods' nodes' conditions, read by ``gpuhealth`` and ``stragglers`` too);
+- ``culprits`` | ``errors``: which rank stopped or erred first; exit codes and errors in words;
+- ``live``: which lines of a running job's output are evidence;
+- ``facts``: shared readings of a run;
+- ``rule`` | ``wording``: what a rule is; how findings speak;
+- ``rendezvouslines``: the wordings of a missed rendezvous;
+- ``families``: who printed a line and what it says about the mesh;
+- ``signatures``: the failure signatures read in log tails;
+- ``tails`` | ``trend`` | ``progress``: failure-time log tails; robust trends of a usage curve;
+  the step counters ranks print (the Xid catalogue is :mod:`controller.contract.xids`);
+- ``liveverdicts`` | ``stateformat``: what a line seen live is worth as the run goes on; a run's
+  state as the snapshot keeps it;
+- ``state`` | ``thresholds``: what is known about a run, folded from its events; what is
+  configured.
 """
 
 import importlib

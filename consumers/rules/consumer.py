@@ -12,7 +12,6 @@ import logging
 
 from consumers.rules import logreader
 from consumers.rules.replica import RulesReplica
-from consumers.rules.service import CONSUMER
 from consumers.wiring import Role, Wiring
 from controller.bus.publishing import Publisher
 
@@ -30,7 +29,6 @@ async def attach(wiring: Wiring) -> Role:
         settings.consumer,
         settings.rules,
         wiring.nc,
-        wiring.dead_letter(CONSUMER),
         wiring.metrics,
         wiring.clock,
         replicas=settings.nats.replicas,

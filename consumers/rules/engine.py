@@ -18,10 +18,10 @@ findings that are firing, and returns only what changed —
   ``superseded_by``.
 
 Lines seen in a running job's output (``LogSeen``, :mod:`consumers.rules.live`) are judged at
-each evaluation (:meth:`RunState.judge_live`): the confirmed ones are read like a failure-time
-tail; while some are still pending, the causes they alone would show are published as
-``pending`` findings (:func:`observed`): what was seen, worded as such ("Worker-1 printed … at
-10:42:07 UTC; the job is still running"), which the notifier never announces as firing. A
+each evaluation (:func:`~consumers.rules.liveverdicts.judge_live`): the confirmed ones are read
+like a failure-time tail; while some are still pending, the causes they alone would show are
+published as ``pending`` findings (:func:`observed`): what was seen, worded as such ("Worker-1
+printed … at 10:42:07 UTC; the job is still running"), which the notifier never announces as firing. A
 pending finding becomes ``firing`` (its next revision) once its lines are confirmed, and resolves
 as soon as it stops holding; it never stays as a verdict. A rule may itself say that what it
 read is not yet a verdict (``quota``: a refusal the operator is still retrying), with the same
@@ -49,8 +49,17 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from types import MappingProxyType
 
 from consumers.rules.catalog import CATALOG
+from consumers.rules.liveverdicts import (
+    has_live_text,
+    has_pending,
+    judge_live,
+    pending_mark,
+    with_pending,
+    without_live,
+)
 from consumers.rules.rule import Context, Detection, Rule
 from consumers.rules.state import RunState
 from consumers.rules.thresholds import RuleThresholds
@@ -65,7 +74,7 @@ def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> di
     """Every rule whose condition holds now, explained or not (stalls only while live); then, for
     a live run with lines seen in its output that are not yet a verdict, the causes those lines
     would show, as observations (:func:`observed`)."""
-    state.judge_live(ctx.now, ctx.thresholds)
+    judge_live(state, ctx.now, ctx.thresholds)
     found: dict[RuleId, Detection] = {}
     for rule in rules:
         if rule.kind == "stall" and state.finished:
@@ -73,8 +82,8 @@ def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> di
         detection = rule.detect(state, ctx)
         if detection is not None:
             found[rule.id] = detection
-    if state.has_pending and not state.finished:
-        view = state.with_pending()
+    if has_pending(state) and not state.finished:
+        view = with_pending(state)
         for rule in rules:
             if rule.kind == "cause" and rule.id not in found and rule.keeps_verdict:
                 detection = rule.detect(view, ctx)
@@ -86,7 +95,7 @@ def detect(state: RunState, ctx: Context, rules: Sequence[Rule] = CATALOG) -> di
 def observed(state: RunState, detection: Detection) -> Detection:
     """A cause read from lines of a running job's output that are still evidence: said as what
     was seen (who printed which line when, still running), never as a failure."""
-    mark = state.pending_mark(detection.evidence)
+    mark = pending_mark(state, detection.evidence)
     if mark is None:  # no pending line behind it: say what the rule read, as seen
         sentence = f"Seen while the job runs: {detection.root_cause}; the job is still running"
     else:
@@ -156,7 +165,7 @@ def _live_only(
     state: RunState, ctx: Context, found: Mapping[RuleId, Detection], rules: Mapping[RuleId, Rule]
 ) -> set[RuleId]:
     """The causes found that hold only because of lines seen live."""
-    without = state.without_live()
+    without = without_live(state)
     return {
         rid
         for rid, detection in found.items()
@@ -164,7 +173,7 @@ def _live_only(
     }
 
 
-class _Held(OrderedDict[str, "_Run"]):
+class _Held(OrderedDict[str, "HeldRun"]):
     """The runs held, least recently updated first, and how many pods they hold together.
 
     Runs grow by pods after they are admitted: :meth:`RuleEngine._fold` adds what an event
@@ -174,7 +183,7 @@ class _Held(OrderedDict[str, "_Run"]):
         super().__init__()
         self.pods = 0
 
-    def __setitem__(self, uid: str, run: _Run) -> None:
+    def __setitem__(self, uid: str, run: HeldRun) -> None:
         old = self.get(uid)
         self.pods += len(run.state.pods) - (len(old.state.pods) if old is not None else 0)
         super().__setitem__(uid, run)
@@ -183,14 +192,14 @@ class _Held(OrderedDict[str, "_Run"]):
         self.pods -= len(self[uid].state.pods)
         super().__delitem__(uid)
 
-    def pop(self, uid: str, default: _Run | None = None) -> _Run | None:  # type: ignore[override]
+    def pop(self, uid: str, default: HeldRun | None = None) -> HeldRun | None:  # type: ignore[override]
         run = super().pop(uid, None)
         if run is None:
             return default
         self.pods -= len(run.state.pods)
         return run
 
-    def popitem(self, last: bool = True) -> tuple[str, _Run]:
+    def popitem(self, last: bool = True) -> tuple[str, HeldRun]:
         uid, run = super().popitem(last)
         self.pods -= len(run.state.pods)
         return uid, run
@@ -201,7 +210,7 @@ class _Held(OrderedDict[str, "_Run"]):
 
 
 @dataclass
-class _Run:
+class HeldRun:
     """One run's state, its firing findings and the bookkeeping to deduplicate them."""
 
     state: RunState
@@ -246,7 +255,7 @@ class RuleEngine:
         and the state keeps what the rules read from the ones in between (terminations,
         restarts, recent Events). Where runs alternate, each event is judged as it comes."""
         changes: list[Finding] = []
-        streak: tuple[_Run, datetime] | None = None
+        streak: tuple[HeldRun, datetime] | None = None
         for event, now in timed:
             run = self._fold(event, now)
             if streak is not None and streak[0] is not run:
@@ -326,9 +335,27 @@ class RuleEngine:
         """Pods of every run held (the unit of ``max_pods``)."""
         return self._runs.pods
 
+    @property
+    def held(self) -> Mapping[str, HeldRun]:
+        """The runs held by job uid, least recently updated first (what a snapshot writes)."""
+        return MappingProxyType(self._runs)
+
+    @property
+    def forgotten(self) -> tuple[str, ...]:
+        """The finished runs forgotten, oldest first: their late events stay ignored."""
+        return tuple(self._forgotten)
+
+    def restore(self, runs: Iterable[tuple[str, HeldRun]], forgotten: Iterable[str]) -> None:
+        """Take in what a snapshot held: its runs (least recently updated first) and the runs it
+        had forgotten. For an engine that has observed nothing yet."""
+        for uid, run in runs:
+            self._runs[uid] = run
+        for uid in forgotten:
+            self._forgotten[uid] = None
+
     # ----------------------------------------------------------------- private
 
-    def _fold(self, event: BusEvent, now: datetime) -> _Run | None:
+    def _fold(self, event: BusEvent, now: datetime) -> HeldRun | None:
         """Apply ``event`` to its run (admitted if new); None for a forgotten run."""
         uid = job_of(event).uid
         if uid in self._forgotten:
@@ -353,13 +380,13 @@ class RuleEngine:
             held = self._by_namespace[namespace] = self._thresholds.for_namespace(namespace)
         return held
 
-    def _evaluate(self, run: _Run, now: datetime) -> list[Finding]:
+    def _evaluate(self, run: HeldRun, now: datetime) -> list[Finding]:
         state = run.state
         thresholds = self._thresholds_for(state.ref.namespace)
         ctx = Context(now, thresholds)
         found = detect(state, ctx, self._rules)
-        if state.has_live_text or run.live_only:  # what still holds is judged again, the rest kept
-            live = _live_only(state, ctx, found, self._by_id) if state.has_live_text else set()
+        if has_live_text(state) or run.live_only:  # what still holds is judged again, the rest kept
+            live = _live_only(state, ctx, found, self._by_id) if has_live_text(state) else set()
             run.live_only = {rid for rid in run.live_only if rid not in found} | live
         kept = {rid for rid in run.firing if rid not in found and self._keeps(rid, run, now, thresholds)}
         active = found.keys() | kept
@@ -376,7 +403,7 @@ class RuleEngine:
                 changes.append(self._resolve(run, rule.id, now, because))
         return changes
 
-    def _keeps(self, rule_id: RuleId, run: _Run, now: datetime, thresholds: RuleThresholds) -> bool:
+    def _keeps(self, rule_id: RuleId, run: HeldRun, now: datetime, thresholds: RuleThresholds) -> bool:
         """Whether a firing finding whose condition no longer holds stays firing."""
         rule = self._by_id[rule_id]
         if rule_id in run.tentative:
@@ -389,7 +416,7 @@ class RuleEngine:
             return False
         return (now - run.firing[rule_id].last_seen).total_seconds() < rule.settle_s(thresholds)
 
-    def _fire(self, run: _Run, rule: Rule, detection: Detection, now: datetime) -> Finding | None:
+    def _fire(self, run: HeldRun, rule: Rule, detection: Detection, now: datetime) -> Finding | None:
         current = run.firing.get(rule.id)
         if detection.tentative and current is not None and current.status == "firing":
             run.firing[rule.id] = current.model_copy(update={"last_seen": now})
@@ -414,7 +441,7 @@ class RuleEngine:
         run.keys[rule.id] = detection.key
         return finding
 
-    def _resolve(self, run: _Run, rule_id: RuleId, now: datetime, because: RuleId | None) -> Finding:
+    def _resolve(self, run: HeldRun, rule_id: RuleId, now: datetime, because: RuleId | None) -> Finding:
         current = run.firing.pop(rule_id)
         run.keys.pop(rule_id, None)
         run.tentative.discard(rule_id)
@@ -428,10 +455,10 @@ class RuleEngine:
             }
         )
 
-    def _admit(self, uid: str, state: RunState, now: datetime) -> _Run:
+    def _admit(self, uid: str, state: RunState, now: datetime) -> HeldRun:
         if len(self._runs) >= self._thresholds.max_runs:
             self._drop_one(keep=None, bound="runs")
-        run = self._runs[uid] = _Run(state=state, touched_at=now)
+        run = self._runs[uid] = HeldRun(state=state, touched_at=now)
         return run
 
     def _shed(self, keep: str) -> None:
@@ -457,13 +484,13 @@ class RuleEngine:
         return True
 
     @staticmethod
-    def _awaiting_verdict(run: _Run) -> bool:
+    def _awaiting_verdict(run: HeldRun) -> bool:
         """A failed run without a finding yet: the catch-all may be holding for its pods.
 
         Other finished runs' findings no longer change with time."""
         return run.state.phase == "Failed" and not run.firing
 
-    def _stale(self, run: _Run, now: datetime) -> bool:
+    def _stale(self, run: HeldRun, now: datetime) -> bool:
         """Finished, or never seen as a job, and quiet for ``forget_after_s``."""
         if not run.state.finished and run.state.job is not None:
             return False

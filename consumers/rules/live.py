@@ -38,7 +38,7 @@ import re2
 
 from consumers.rules.families import LIVE_SIGNS
 from consumers.rules.progress import last_steps
-from consumers.rules.rendezvous import RENDEZVOUS_SIGNS
+from consumers.rules.rendezvouslines import RENDEZVOUS_SIGNS
 from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, TRANSPORTS
 from consumers.rules.tails import COMM_SIGNS, GPU_OOM_SIGNS, MAX_LINE_CHARS, RANK_FAILURE_SIGNS
 from controller.contract.events import MAX_MARKS_PER_READING, MAX_RANKS_PER_READING, LogMark, RankOutput

@@ -36,37 +36,21 @@ import re
 from dataclasses import dataclass
 
 from consumers.rules.facts import pod_text
-from consumers.rules.families import STARTUP_BARRIER
+from consumers.rules.rendezvouslines import (
+    BARRIER,
+    CLIENT_FAILED,
+    CLIENT_TIMEOUT,
+    CONNECT_TIMEOUT,
+    CONNECTION_ERROR,
+    ELASTIC,
+    RENDEZVOUS_SIGNS,
+    STORE_CLIENT,
+    STORE_WAIT,
+)
 from consumers.rules.rule import Context, Detection, Rule, log_facts
 from consumers.rules.state import PodState, RunState
 from consumers.rules.tails import HANDLED_WITHIN, bounded, handled, is_mention
 from consumers.rules.wording import also, who
-
-_CLIENT_TIMEOUT = re.compile(
-    r"The client socket has timed out after (?P<after>\d{1,10})(?P<unit>ms|s)? while trying to connect to "
-    r"\(?(?P<host>[\w.:\[\]-]{1,253}?)(?:, | |:)(?P<port>\d{1,5})\)?"
-)
-_CLIENT_FAILED = re.compile(
-    r"The client socket has failed to connect to any network address of "
-    r"\((?P<host>[\w.:\[\]-]{1,253}?), (?P<port>\d{1,5})\)"
-)
-_STORE_CLIENT = re.compile(
-    r"TCP client failed to connect/validate to host (?P<host>[\w.:\[\]-]{1,253}?):(?P<port>\d{1,5})"
-    r" - timed out"
-)
-_CONNECT_TIMEOUT = re.compile(r"connect\(\) timed out\. Original timeout was (?P<ms>\d{1,10}) ms")
-_STORE_WAIT = re.compile(
-    r"DistStoreError: Timed out after (?P<after>\d{1,7}) seconds waiting for (?:clients|workers)\. "
-    r"(?P<joined>\d{1,7})/(?P<expected>\d{1,7}) (?:clients|workers) joined"
-)
-_CONNECTION_ERROR = re.compile(r"RendezvousConnectionError: The connection to the C10d store has failed")
-_ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed)Error)\b")
-_BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
-RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
-    _CLIENT_TIMEOUT, _CLIENT_FAILED, _STORE_CLIENT, _CONNECT_TIMEOUT, _STORE_WAIT, _CONNECTION_ERROR,
-    _ELASTIC, _BARRIER, STARTUP_BARRIER,
-)  # fmt: skip
-"""Every wording of a missed rendezvous (the live reader's catalog lists them)."""
 
 
 @dataclass(frozen=True)
@@ -84,22 +68,22 @@ def _miss(pod: PodState) -> Miss | None:
     if not said:
         return None
     text = "\n".join(said)
-    if (m := _STORE_WAIT.search(text)) is not None:
+    if (m := STORE_WAIT.search(text)) is not None:
         joined = f"only {m['joined']} of {m['expected']} joined"
         what = f"waited {m['after']}s for the others at its c10d store and {joined}"
-    elif (m := _CLIENT_TIMEOUT.search(text)) is not None:
+    elif (m := CLIENT_TIMEOUT.search(text)) is not None:
         after = int(m["after"]) // 1000 if m["unit"] == "ms" else int(m["after"])
         what = f"could not reach the c10d store at {m['host']}:{m['port']} within {after}s"
-    elif (m := _STORE_CLIENT.search(text) or _CLIENT_FAILED.search(text)) is not None:
+    elif (m := STORE_CLIENT.search(text) or CLIENT_FAILED.search(text)) is not None:
         what = f"could not reach the c10d store at {m['host']}:{m['port']}"
-    elif (m := _CONNECT_TIMEOUT.search(text)) is not None:
+    elif (m := CONNECT_TIMEOUT.search(text)) is not None:
         what = f"could not reach the c10d store within {int(m['ms']) // 1000}s"
-    elif _CONNECTION_ERROR.search(text) is not None:
+    elif CONNECTION_ERROR.search(text) is not None:
         what = "could not connect to the c10d store of the rendezvous"
-    elif (m := _ELASTIC.search(text)) is not None:
+    elif (m := ELASTIC.search(text)) is not None:
         closed = m["error"] == "RendezvousClosedError"
         what = "found the rendezvous closed" if closed else "timed out waiting at the rendezvous"
-    elif _BARRIER.search(text) is not None:
+    elif BARRIER.search(text) is not None:
         what = "timed out in the process group's store barrier"
     else:
         what = "could not register all tasks with the coordination service (JAX / TensorFlow) at start-up"

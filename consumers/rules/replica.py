@@ -5,15 +5,17 @@ into ``rules_partitions`` partitions by a stable hash of namespace/job
 (:meth:`Topology.job_partition`); each partition has its own engine, snapshot, durable
 ``rules_p<n>`` and ticker, and is run by the one replica holding its lease
 (:mod:`controller.bus.leases`), kept and handed over by
-:class:`~controller.bus.holding.PartitionHolder`. A partition's durable reads all of ``jobs.>`` and
-acknowledges other partitions' events unread (NATS 2.9 has no server-side partitioning;
-2.10's stream subject transforms could remove that read amplification). Taking a partition
+:class:`~controller.bus.holding.PartitionHolder`. A partition's durable reads all of ``jobs.>``
+and is run by the bus's door (:mod:`controller.bus.consuming`) as this partition's
+:class:`~controller.bus.consuming.Share`: other partitions' events are acknowledged unread (NATS
+2.9 has no server-side partitioning; 2.10's stream subject transforms could remove that read
+amplification), and so are events folded in already and published. Beside it runs the
+partition's lane of failure signals (:meth:`RulesReplica._urgent`). Taking a partition
 over, a replica loads its snapshot, replays silently what the previous holder had
 acknowledged after it (the durable's ack floor: published already), and observes the rest
 *as if live*, publishing with the revisions the previous holder would have used, so a change
 it had published before dying collapses on its ``Nats-Msg-Id``; then it reconciles with
-FINDINGS as a warm start does (:mod:`consumers.rules.service`). Events at or below the folded
-sequence are acknowledged without being folded twice.
+FINDINGS as a warm start does (:mod:`consumers.rules.service`).
 """
 
 from __future__ import annotations
@@ -22,21 +24,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-
-from pydantic import ValidationError
+from dataclasses import dataclass
 
 from consumers.rules.engine import RuleEngine
 from consumers.rules.metrics import RulesMetrics
 from consumers.rules.service import CONSUMER, RulesService, WarmStart, run_ticker
 from consumers.rules.snapshot import SnapshotStore, state_bucket
 from consumers.rules.thresholds import RuleThresholds
-from controller.bus.client import NATS, KeyValue, Msg
+from controller.bus.client import NATS, KeyValue
+from controller.bus.consuming import Durable, Share, open_durables, run_durable
 from controller.bus.holding import PartitionHolder
 from controller.bus.leases import Leases, lease_bucket, replica_name
 from controller.bus.publishing import PUBLISH_RETRY_S
-from controller.bus.pulling import Puller
-from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config, lane_config
 from controller.bus.streams import ack_floor, remove_durable
 from controller.contract.clock import Clock
 from controller.contract.events import BusEvent, parse_event
@@ -54,21 +53,13 @@ _STOP_TIMEOUT_S = 3.0  # longest wait for a partition's loops to finish the batc
 
 @dataclass
 class _Claimed:
-    """A partition this replica runs: its service, its pullers and its loops."""
+    """A partition this replica runs: its service and its loops (its durable, its lane, its ticker)."""
 
     service: RulesService
     warm: WarmStart
     stop: asyncio.Event
+    """Set, the loops stop: a wait for messages ends at once, a batch in hand is finished."""
     tasks: list[asyncio.Task[None]]
-    durable: Puller
-    urgent: Puller
-    """The partition's lane for failure signals (:meth:`RulesReplica._pull_urgent`)."""
-
-    def interrupt(self) -> None:
-        """Stop the loops: a wait for messages ends at once, a batch in hand is finished."""
-        self.stop.set()
-        self.durable.interrupt()
-        self.urgent.interrupt()
 
 
 class RulesReplica:
@@ -86,7 +77,6 @@ class RulesReplica:
         settings: ConsumerSettings,
         thresholds: RuleThresholds,
         nc: NATS,
-        dead_letter: DeadLetterer,
         metrics: PipelineMetrics,
         clock: Clock,
         replica: str | None = None,
@@ -99,7 +89,6 @@ class RulesReplica:
         self._thresholds = thresholds
         self._nc = nc
         self._js = nc.jetstream()
-        self._dead_letter = dead_letter
         self._metrics = metrics
         self._rules_metrics = RulesMetrics.on(metrics.registry)
         self._clock = clock
@@ -193,39 +182,28 @@ class RulesReplica:
         live_after = await ack_floor(self._js, self._topology.stream("jobs"), durable)
         warm = await service.warm_start(live_after=live_after)
         self.warm_starts.append(warm)
-        jobs, settings = self._topology.stream("jobs"), self._settings
-        pulled = await Puller.open(
+        pulled, urgent = await open_durables(
             self._nc,
-            jobs,
-            durable,
-            replace(consumer_config(settings), filter_subject=self._topology.wildcard("jobs")),
-            batch=settings.batch_size,
-            wait_s=settings.pull_wait_s,
-            heartbeat_s=settings.pull_heartbeat_s,
-        )
-        urgent = await Puller.open(
-            self._nc,
-            jobs,
-            f"{durable}_urgent",
-            lane_config(settings, self._topology.urgent_job_events()),
-            batch=settings.batch_size,
-            wait_s=settings.pull_wait_s,
-            heartbeat_s=settings.pull_heartbeat_s,
+            self._topology,
+            self._settings,
+            [self._durable(service, durable), self._urgent(service, f"{durable}_urgent")],
+            self._metrics,
+            self._publish_retry_s,
         )
         stop = asyncio.Event()
         tasks = [
-            asyncio.create_task(self._pull(service, pulled, stop), name=f"rules-p{partition}"),
+            asyncio.create_task(run_durable(pulled, stop), name=f"rules-p{partition}"),
             asyncio.create_task(
                 run_ticker(service, self._tick_s, stop, at_once=False), name=f"rules-tick-p{partition}"
             ),
-            asyncio.create_task(self._pull_urgent(service, urgent, stop), name=f"rules-urgent-p{partition}"),
+            asyncio.create_task(run_durable(urgent, stop), name=f"rules-urgent-p{partition}"),
         ]
-        self.claimed[partition] = _Claimed(service, warm, stop, tasks, pulled, urgent)
+        self.claimed[partition] = _Claimed(service, warm, stop, tasks)
 
     async def _stopped(self, partition: int, release: bool) -> None:
         """Stop a partition; handed over (``release``), its snapshot is saved first."""
         claimed = self.claimed.pop(partition)
-        claimed.interrupt()
+        claimed.stop.set()
         _, pending = await asyncio.wait(claimed.tasks, timeout=_STOP_TIMEOUT_S)
         for task in pending:
             task.cancel()
@@ -233,11 +211,22 @@ class RulesReplica:
         if release:  # the next holder resumes from here
             with contextlib.suppress(Exception):
                 await claimed.service.checkpoint()
-        for puller in (claimed.durable, claimed.urgent):
-            await puller.close()
         log.info("rules replica %s stopped partition %d", self.replica, partition)
 
-    async def _pull_urgent(self, service: RulesService, urgent: Puller, stop: asyncio.Event) -> None:
+    @staticmethod
+    def _durable(service: RulesService, name: str) -> Durable[BusEvent]:
+        """The durable of one partition: its events folded, the others' acknowledged unread, and so
+        are events folded in already (and published)."""
+
+        def keeps(subject: str, sequence: int) -> bool:
+            return service.owns(subject) and (sequence > service.folded or service.unpublished > 0)
+
+        async def apply(events: Sequence[BusEvent], upto: int) -> None:
+            await service.observe(events, upto)
+
+        return Durable("jobs", CONSUMER, parse_event, share=Share(keeps, apply, service.advance), name=name)
+
+    def _urgent(self, service: RulesService, name: str) -> Durable[BusEvent]:
         """The lane of failure signals (``jobs.*.*.urgent``) of one partition: fold them in at once.
 
         Behind a relist of thousands of pods, a pod OOM-killed now would wait its turn on the
@@ -246,53 +235,15 @@ class RulesReplica:
         which changes nothing (the state keeps the newest version of each object), and a
         restart replays it from the snapshot's sequence like any other event. So the lane may
         lose nothing that matters: whatever fails here is acknowledged and left to the durable."""
-        while not stop.is_set():
-            msgs = await urgent.pull()
-            events: list[BusEvent] = []
-            for msg in msgs:
-                if service.owns(msg.subject) and msg.metadata.sequence.stream > service.folded:
-                    with contextlib.suppress(ValidationError):  # the durable dead-letters it
-                        events.append(parse_event(msg.data))
-            if events:
-                try:
-                    await service.observe(events, ahead=True)
-                    self._rules_metrics.urgent.inc(len(events))
-                except Exception as exc:  # left to the durable; unpublished changes stay queued
-                    log.warning("rules: urgent lane: %r", exc)
-            for msg in msgs:
-                with contextlib.suppress(Exception):
-                    await msg.ack()
 
-    async def _pull(self, service: RulesService, durable: Puller, stop: asyncio.Event) -> None:
-        """The durable of one partition: fold its events, acknowledge the others'."""
-        settings = self._settings
-        while not stop.is_set():
-            msgs = await durable.pull()
-            if not msgs:
-                continue
-            mine: list[Msg] = []
-            top = 0
-            for msg in msgs:
-                seq = msg.metadata.sequence.stream
-                top = max(top, seq)
-                if not service.owns(msg.subject) or (seq <= service.folded and not service.unpublished):
-                    await msg.ack()  # another partition's, or folded in already (and published)
-                else:
-                    mine.append(msg)
-            if not mine:
-                await service.advance(top)
-                continue
+        def keeps(subject: str, sequence: int) -> bool:
+            return service.owns(subject) and sequence > service.folded
 
-            async def apply(events: Sequence[BusEvent], upto: int = top) -> None:
-                await service.observe(events, upto)
+        async def apply(events: Sequence[BusEvent], upto: int) -> None:
+            await service.observe(events, ahead=True)
+            self._rules_metrics.urgent.inc(len(events))
 
-            settler = BatchSettler(
-                CONSUMER,
-                parse_event,
-                apply,
-                self._dead_letter,
-                self._metrics,
-                settings.max_deliver,
-                settings.retry_delay_s,
-            )
-            await settler.settle(mine)
+        subject = self._topology.urgent_job_events()
+        return Durable(
+            "jobs", CONSUMER, parse_event, share=Share(keeps, apply), subject=subject, name=name, lane=True
+        )

@@ -32,11 +32,11 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from consumers.rules.engine import RuleEngine, _Run
-from consumers.rules.state import run_state_from_dict, run_state_to_dict
+from consumers.rules.engine import HeldRun, RuleEngine
+from consumers.rules.stateformat import run_state_from_dict, run_state_to_dict
 from controller.bus.buckets import forget
 from controller.bus.client import JetStreamContext, KeyValue, NatsError
-from controller.bus.keyspace import has_key, read_prefix
+from controller.bus.keyspace import has_key, read_prefix, write
 from controller.bus.keyspace import state_bucket as open_state_bucket
 from controller.contract.findings import Finding
 from controller.contract.subjects import Topology
@@ -60,7 +60,7 @@ class Snapshot:
     """FINDINGS stream sequence up to which the runs agree with the bus (0: unknown, read it all)."""
 
 
-def _run_to_json(run: _Run) -> bytes:
+def _run_to_json(run: HeldRun) -> bytes:
     return to_json(
         {
             "format": SNAPSHOT_FORMAT,
@@ -75,9 +75,9 @@ def _run_to_json(run: _Run) -> bytes:
     )
 
 
-def _run_from_json(payload: bytes) -> _Run:
+def _run_from_json(payload: bytes) -> HeldRun:
     data: dict[str, Any] = from_json(payload)
-    return _Run(
+    return HeldRun(
         state=run_state_from_dict(data["state"]),
         touched_at=datetime.fromisoformat(data["touched_at"]),
         firing={rule: Finding.model_validate(f) for rule, f in data.get("firing", {}).items()},
@@ -107,7 +107,7 @@ class SnapshotStore:
 
     async def load(self, engine: RuleEngine) -> Snapshot:
         """Fill an empty ``engine`` with the partition's runs; returns what the snapshot covers."""
-        runs: list[tuple[str, _Run]] = []
+        runs: list[tuple[str, HeldRun]] = []
         meta: dict[str, Any] = {}
         tombstones: tuple[str, ...] = ()
         # without a meta key there is no snapshot to load (it is written last), and no watch
@@ -130,11 +130,7 @@ class SnapshotStore:
         if meta.get("format") != SNAPSHOT_FORMAT:
             return Snapshot(0, 0, None)  # none yet (or of another format): a full replay
         runs.sort(key=lambda item: item[1].touched_at)
-        held = engine._runs
-        for uid, run in runs:
-            held[uid] = run
-        for uid in tombstones:
-            engine._forgotten[uid] = None
+        engine.restore(runs, tombstones)
         self._saved = {uid for uid, _ in runs}
         self._tombstones = tombstones
         newest = meta.get("newest")
@@ -167,17 +163,17 @@ class SnapshotStore:
         """Write the runs in ``dirty`` (every run if ``None``), remove forgotten ones, then the meta
         key saying the snapshot covers JOBS up to ``sequence`` and agrees with FINDINGS up to
         ``findings_sequence``. Returns the runs written."""
-        runs = engine._runs
+        runs = engine.held
         uids = set(runs) if dirty is None else {uid for uid in dirty if uid in runs}
         gone = self._saved - set(runs)
         await asyncio.gather(
-            *(self._kv.put(self._run_key(uid), _run_to_json(runs[uid])) for uid in uids),
+            write(self._kv, {self._run_key(uid): _run_to_json(runs[uid]) for uid in uids}),
             forget(self._kv, [self._run_key(uid) for uid in gone]),
         )
         self._saved = (self._saved - gone) | uids
-        tombstones = tuple(engine._forgotten)[-MAX_TOMBSTONES:]
+        tombstones = engine.forgotten[-MAX_TOMBSTONES:]
         if tombstones != self._tombstones:  # only when a run was forgotten: it is the big one
-            await self._kv.put(f"{self._prefix}.tombstones", json.dumps(tombstones).encode())
+            await write(self._kv, {f"{self._prefix}.tombstones": json.dumps(tombstones).encode()})
             self._tombstones = tombstones
         meta = {
             "format": SNAPSHOT_FORMAT,
@@ -185,5 +181,5 @@ class SnapshotStore:
             "findings": findings_sequence,
             "newest": newest.isoformat() if newest is not None else None,
         }
-        await self._kv.put(f"{self._prefix}.meta", json.dumps(meta, separators=(",", ":")).encode())
+        await write(self._kv, {f"{self._prefix}.meta": json.dumps(meta, separators=(",", ":")).encode()})
         return len(uids)

@@ -15,14 +15,16 @@ are compared as integers when both are numeric (as on every Kubernetes API serve
 otherwise any different version is accepted.
 All timestamps recorded here come from ``observed_at`` (the watcher's clock), never from
 the machine clock, so replays are deterministic.
+
+What a line seen live is worth as the run goes on is judged in :mod:`consumers.rules.liveverdicts`;
+the form a snapshot keeps a state in is :mod:`consumers.rules.stateformat`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from controller.contract.events import (
     TERMINAL_PHASES,
@@ -43,10 +45,8 @@ from controller.contract.events import (
     UsageObserved,
     job_of,
 )
-from controller.contract.findings import Evidence
 from controller.contract.kinds import kind_spec, replica_order
 from controller.contract.kubeflow import compare
-from controller.contract.thresholds import RuleThresholds
 
 MAX_EVENTS_PER_RUN = 64
 """Recent Kubernetes Events kept per run; the rules only read the latest few per pod."""
@@ -71,7 +71,8 @@ class LiveLine:
     rules read it as they read a failure-time tail) when its wording is fatal, when its pod ends
     non-zero or the job fails, or when the run prints nothing for ``live_silence_s`` after it; it is
     ``recovered`` (and no longer read) when the run's output goes on ``live_recovery_s`` past it.
-    A line without a signature follows the signature line before it and shares its status."""
+    A line without a signature follows the signature line before it and shares its status
+    (:mod:`consumers.rules.liveverdicts` judges them)."""
 
     mark: LogMark
     status: LiveStatus = "pending"
@@ -118,7 +119,7 @@ class PodState:
     :data:`MAX_PROGRESS_POINTS` each, the latest), in time order."""
     live_text: tuple[str, ...] = ()
     """The live lines the rules read as a failure's (confirmed), in log order; set by
-    :meth:`RunState.judge_live`."""
+    :func:`consumers.rules.liveverdicts.judge_live`."""
     live_pending: tuple[str, ...] = ()
     """The confirmed and the pending live lines, in log order: what a warning is read from."""
 
@@ -251,6 +252,10 @@ class RunState:
     def for_event(cls, event: BusEvent) -> RunState:
         """An empty state for the run ``event`` belongs to."""
         return cls(ref=job_of(event))
+
+    def with_pods(self, pods: dict[str, PodState]) -> RunState:
+        """This run with other states of its pods (a view: what the rules would see if…)."""
+        return replace(self, pods=pods, _current=None)
 
     # ----------------------------------------------------------------- reading
 
@@ -439,69 +444,6 @@ class RunState:
         _trim(held.live)
         return True
 
-    def judge_live(self, now: datetime, thresholds: RuleThresholds) -> None:
-        """Bring every pending live line to what it is worth at ``now`` (see :class:`LiveLine`)."""
-        for pod in self.pods.values():
-            if not pod.live:
-                continue
-            for line in pod.live:
-                if line.mark.signature is not None and line.status == "pending":
-                    line.status = self._verdict(pod, line.mark, now, thresholds)
-            pod.live_text, pod.live_pending = _live_texts(pod.live)
-
-    def _verdict(self, pod: PodState, mark: LogMark, now: datetime, thresholds: RuleThresholds) -> LiveStatus:
-        if mark.fatal or pod.errored or self.phase == "Failed":
-            return "confirmed"
-        output = self.live_output_at
-        if output is not None and (output - mark.at).total_seconds() >= thresholds.live_recovery_s:
-            return "recovered"
-        if (now - max(mark.at, output or mark.at)).total_seconds() >= thresholds.live_silence_s:
-            return "confirmed"
-        return "pending"
-
-    def pending_mark(self, evidence: Sequence[Evidence]) -> tuple[PodState, LogMark] | None:
-        """The pending signature line a finding read from ``evidence`` rests on: one the evidence
-        quotes, else one of a pod it names, else the run's earliest; ``None`` without any."""
-        pending = [
-            (pod, line.mark)
-            for pod in self.pods.values()
-            for line in pod.live
-            if line.status == "pending" and line.mark.signature is not None
-        ]
-        if not pending:
-            return None
-        quoted = {e.value for e in evidence if e.field == "log"}
-        named = {e.source.removeprefix("pod/") for e in evidence if e.source.startswith("pod/")}
-        chosen = (
-            [(pod, mark) for pod, mark in pending if mark.line in quoted]
-            or [(pod, mark) for pod, mark in pending if pod.name in named]
-            or pending
-        )
-        return min(chosen, key=lambda item: item[1].at)
-
-    def with_pending(self) -> RunState:
-        """This run as the rules would see it if every pending live line were confirmed."""
-        pods = {
-            uid: replace(pod, live_text=pod.live_pending) if pod.live_pending != pod.live_text else pod
-            for uid, pod in self.pods.items()
-        }
-        return replace(self, pods=pods, _current=None)
-
-    def without_live(self) -> RunState:
-        """This run as the rules would see it without any line seen live."""
-        pods = {uid: replace(pod, live_text=()) if pod.live_text else pod for uid, pod in self.pods.items()}
-        return replace(self, pods=pods, _current=None)
-
-    @property
-    def has_live_text(self) -> bool:
-        """Some live line is read as a failure's account now."""
-        return any(pod.live_text for pod in self.pods.values())
-
-    @property
-    def has_pending(self) -> bool:
-        """Some live line is still pending."""
-        return any(pod.live_pending != pod.live_text for pod in self.pods.values())
-
     def _apply_usage(self, reading: UsageObserved) -> bool:
         """Keep each pod's newest figures (a reading delivered twice or late changes nothing)."""
         applied = False
@@ -565,22 +507,6 @@ def _trim(lines: list[LiveLine]) -> None:
     lines[:] = kept
 
 
-def _live_texts(lines: list[LiveLine]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(confirmed lines, confirmed and pending lines), each a signature line's with the lines
-    following it."""
-    confirmed: list[str] = []
-    pending: list[str] = []
-    status: LiveStatus | None = None
-    for line in lines:
-        if line.mark.signature is not None:
-            status = line.status
-        if status == "confirmed":
-            confirmed.append(line.mark.line)
-        if status in ("confirmed", "pending"):
-            pending.append(line.mark.line)
-    return tuple(confirmed), tuple(pending)
-
-
 def pod_order(pod: PodState) -> tuple[int, int, int, str]:
     """Launcher first, then the other replicas (master before workers, then parameter servers)
     by index: the order pods are named in sentences."""
@@ -613,107 +539,3 @@ def _initial_phase_since(job: JobObserved) -> datetime:
     if job.phase == "Suspended":
         return job.created_at
     return job.finished_at or job.observed_at
-
-
-# ----------------------------------------------------------------- snapshots
-# (De)serialization of a run's state for the rules snapshot (``consumers/rules/snapshot.py``):
-# plain JSON-able dicts; events keep their bus form, so a snapshot reads like the stream.
-
-
-def _when(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _parse_when(value: object) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) else None
-
-
-def run_state_to_dict(state: RunState) -> dict[str, object]:
-    """``state`` as JSON-able data; :func:`run_state_from_dict` reverses it."""
-    return {
-        "ref": state.ref.model_dump(mode="json"),
-        "job": state.job.model_dump(mode="json") if state.job is not None else None,
-        "phase_since": _when(state.phase_since),
-        "finished_since": _when(state.finished_since),
-        "deleted": state.deleted,
-        "pods": [
-            {
-                "observed": pod.observed.model_dump(mode="json"),
-                "changed_at": _when(pod.changed_at),
-                "deleted": pod.deleted,
-                "log_tail": list(pod.log_tail),
-                "log_changed_at": _when(pod.log_changed_at),
-                "log_from_failure": pod.log_from_failure,
-                "failed_since": _when(pod.failed_since),
-                "live": [
-                    {"mark": line.mark.model_dump(mode="json"), "status": line.status} for line in pod.live
-                ],
-                "rank_output": [[rank, _when(at)] for rank, at in pod.rank_output.items()],
-                "progress": [
-                    [rank, [[_when(at), step] for at, step in points]]
-                    for rank, points in pod.progress.items()
-                ],
-                "live_text": list(pod.live_text),
-                "live_pending": list(pod.live_pending),
-            }
-            for pod in state.pods.values()
-        ],
-        "events": [event.model_dump(mode="json") for event in state.events.values()],
-        "last_pod_change_at": _when(state.last_pod_change_at),
-        "last_log_at": _when(state.last_log_at),
-        "log_feed": state.log_feed,
-        "mesh_wait_since": _when(state.mesh_wait_since),
-        "live_output_at": _when(state.live_output_at),
-        "usage": [usage.model_dump(mode="json") for usage in state.usage.values()],
-    }
-
-
-def _status(value: object) -> LiveStatus:
-    return value if value in ("pending", "confirmed", "recovered") else "pending"
-
-
-def run_state_from_dict(data: dict[str, Any]) -> RunState:
-    """The :class:`RunState` :func:`run_state_to_dict` wrote."""
-    state = RunState(
-        ref=JobRef.model_validate(data["ref"]),
-        job=JobObserved.model_validate(data["job"]) if data.get("job") is not None else None,
-        phase_since=_parse_when(data.get("phase_since")),
-        finished_since=_parse_when(data.get("finished_since")),
-        deleted=bool(data.get("deleted")),
-        last_pod_change_at=_parse_when(data.get("last_pod_change_at")),
-        last_log_at=_parse_when(data.get("last_log_at")),
-        log_feed=bool(data.get("log_feed")),
-        mesh_wait_since=_parse_when(data.get("mesh_wait_since")),
-        live_output_at=_parse_when(data.get("live_output_at")),
-    )
-    for raw in data.get("pods", ()):
-        observed = PodObserved.model_validate(raw["observed"])
-        state.pods[observed.uid] = PodState(
-            observed=observed,
-            changed_at=_parse_when(raw.get("changed_at")) or observed.observed_at,
-            deleted=bool(raw.get("deleted")),
-            log_tail=tuple(raw.get("log_tail", ())),
-            log_changed_at=_parse_when(raw.get("log_changed_at")),
-            log_from_failure=bool(raw.get("log_from_failure")),
-            failed_since=_parse_when(raw.get("failed_since")),
-            live=[
-                LiveLine(LogMark.model_validate(line["mark"]), _status(line.get("status")))
-                for line in raw.get("live", ())
-            ],
-            rank_output={
-                rank: at for rank, when in raw.get("rank_output", ()) if (at := _parse_when(when)) is not None
-            },
-            progress={
-                rank: [(at, int(step)) for when, step in points if (at := _parse_when(when)) is not None]
-                for rank, points in raw.get("progress", ())
-            },
-            live_text=tuple(raw.get("live_text", ())),
-            live_pending=tuple(raw.get("live_pending", ())),
-        )
-    for raw in data.get("events", ()):
-        event = K8sEventObserved.model_validate(raw)
-        state.events[event.uid] = event
-    for raw in data.get("usage", ()):
-        usage = PodUsage.model_validate(raw)
-        state.usage[usage.uid] = usage
-    return state

@@ -9,29 +9,55 @@ ready once it has returned) and :func:`run_durable` pulls batches with a
 :class:`~controller.bus.settling.BatchSettler`, which acknowledges, retries or dead-letters
 every message. :func:`consuming` does both for a test or a tool that runs a few durables
 in-process.
+
+A durable may be one owner's :class:`Share` of a stream whose subjects the server cannot split
+for it (a partition of the jobs, by a hash of the subject): what the owner's filter refuses is
+acknowledged unread, and the owner is told how far each batch reached. A *lane*
+(:func:`~controller.bus.settling.lane_config`) runs ahead of a durable, never instead of it:
+each message is delivered once and acknowledged whatever comes of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from controller.bus.publishing import PUBLISH_RETRY_S
 from controller.bus.pulling import Puller
-from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config
+from controller.bus.settling import BatchSettler, DeadLetterer, consumer_config, lane_config
 from controller.contract.settings import ConsumerSettings
 from controller.contract.subjects import StreamFamily, Topology
 from controller.metrics import PipelineMetrics
 
-__all__ = ["Durable", "Opened", "consuming", "open_durables", "run_durable"]
+__all__ = ["Durable", "Opened", "Share", "consuming", "open_durables", "run_durable"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Share(Generic[T]):
+    """What one owner reads of a durable that receives more (every partition's messages, which
+    NATS 2.9 cannot filter by a hash of the subject).
+
+    ``keeps(subject, stream sequence)``: whether the owner reads that message; the others are
+    acknowledged unread. ``apply(items, upto)``: the kept messages of a batch, decoded, with the
+    highest stream sequence the batch reached (kept or not). ``passed(upto)``: a batch of which
+    nothing was kept reached ``upto``."""
+
+    keeps: Callable[[str, int], bool]
+    apply: Callable[[Sequence[T], int], Awaitable[None]]
+    passed: Callable[[int], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -42,23 +68,39 @@ class Durable(Generic[T]):
     filters, so messages the role would ignore never reach it. ``ordered``: one message is out
     at a time, so replicas sharing the durable take turns in stream order
     (:func:`~controller.bus.settling.consumer_config`). ``new_only``: a durable created now starts
-    with the messages that come after it, not with the stream's first."""
+    with the messages that come after it, not with the stream's first.
+
+    ``name``: the durable's full name, when it is not the topology's for ``consumer`` (one of a
+    partitioned consumer's). ``share``: the owner reads only its :class:`Share`, applied by the
+    share's ``apply`` instead of ``apply``. ``lane``: a lane ahead of another durable
+    (:func:`~controller.bus.settling.lane_config`, ``subject`` required): from now on, each
+    message delivered once and acknowledged whatever comes of it (what fails is logged and left
+    to the durable behind)."""
 
     family: StreamFamily
     consumer: str
     decode: Callable[[bytes], T]
-    apply: Callable[[Sequence[T]], Awaitable[None]]
+    apply: Callable[[Sequence[T]], Awaitable[None]] | None = None
     subject: str | None = None
     ordered: bool = False
     new_only: bool = False
+    name: str | None = None
+    share: Share[T] | None = None
+    lane: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.apply is None) == (self.share is None):
+            raise ValueError(f"durable {self.consumer}: give either apply or a share")
+        if self.lane and self.subject is None:
+            raise ValueError(f"lane of {self.consumer}: give its subject")
 
 
 @dataclass(frozen=True)
 class Opened:
-    """A declared durable, ready to be run: its puller and its settler."""
+    """A declared durable, ready to be run: its puller and how a batch of it is settled."""
 
     puller: Puller
-    settler: BatchSettler[Any]
+    settle: Callable[[Sequence[Msg]], Awaitable[None]]
 
 
 async def open_durables(
@@ -76,31 +118,26 @@ async def open_durables(
     js = nc.jetstream()
     try:
         for durable in durables:
-            config = replace(
-                consumer_config(settings, ordered=durable.ordered),
-                filter_subject=durable.subject or topology.wildcard(durable.family),
-            )
+            if durable.lane and durable.subject is not None:
+                config = lane_config(settings, durable.subject)
+            else:
+                config = replace(
+                    consumer_config(settings, ordered=durable.ordered),
+                    filter_subject=durable.subject or topology.wildcard(durable.family),
+                )
             if durable.new_only:
                 config.deliver_policy = DeliverPolicy.NEW
             puller = await Puller.open(
                 nc,
                 topology.stream(durable.family),
-                topology.durable(durable.consumer),
+                durable.name or topology.durable(durable.consumer),
                 config,
                 batch=1 if durable.ordered else settings.batch_size,
                 wait_s=settings.pull_wait_s,
                 heartbeat_s=settings.pull_heartbeat_s,
             )
-            settler = BatchSettler(
-                durable.consumer,
-                durable.decode,
-                durable.apply,
-                DeadLetterer(js, topology, durable.consumer, metrics, publish_retry_s),
-                metrics,
-                settings.max_deliver,
-                settings.retry_delay_s,
-            )
-            opened.append(Opened(puller, settler))
+            dead_letter = DeadLetterer(js, topology, durable.consumer, metrics, publish_retry_s)
+            opened.append(Opened(puller, _settling(durable, dead_letter, metrics, settings)))
     except BaseException:
         for done in opened:
             await done.puller.close()
@@ -116,10 +153,79 @@ async def run_durable(opened: Opened, stop: asyncio.Event) -> None:
         while not stop.is_set():
             msgs = await opened.puller.pull()
             if msgs:
-                await opened.settler.settle(msgs)
+                await opened.settle(msgs)
     finally:
         watcher.cancel()
         await opened.puller.close()
+
+
+def _settling(
+    durable: Durable[T], dead_letter: DeadLetterer, metrics: PipelineMetrics, settings: ConsumerSettings
+) -> Callable[[Sequence[Msg]], Awaitable[None]]:
+    """How a batch of ``durable`` is settled: by a :class:`BatchSettler`, as a share, or as a lane."""
+    share = durable.share
+
+    def settler(apply: Callable[[Sequence[T]], Awaitable[None]]) -> BatchSettler[T]:
+        return BatchSettler(
+            durable.consumer,
+            durable.decode,
+            apply,
+            dead_letter,
+            metrics,
+            settings.max_deliver,
+            settings.retry_delay_s,
+        )
+
+    if share is None:
+        assert durable.apply is not None
+        return settler(durable.apply).settle
+    if durable.lane:
+        return functools.partial(_settle_lane, durable.consumer, durable.decode, share)
+
+    async def settle(msgs: Sequence[Msg]) -> None:
+        kept: list[Msg] = []
+        top = 0
+        for msg in msgs:
+            sequence = msg.metadata.sequence.stream
+            top = max(top, sequence)
+            if share.keeps(msg.subject, sequence):
+                kept.append(msg)
+            else:
+                await msg.ack()  # another owner's, or one this owner has no need of
+        if not kept:
+            if share.passed is not None:
+                await share.passed(top)
+            return
+
+        async def apply(items: Sequence[T]) -> None:
+            await share.apply(items, top)
+
+        await settler(apply).settle(kept)
+
+    return settle
+
+
+async def _settle_lane(
+    consumer: str, decode: Callable[[bytes], T], share: Share[T], msgs: Sequence[Msg]
+) -> None:
+    """A lane's batch: what the share keeps and decodes is applied; every message is acknowledged,
+    whatever comes of it (the durable behind the lane reads it in turn, and dead-letters it)."""
+    items: list[T] = []
+    top = 0
+    for msg in msgs:
+        sequence = msg.metadata.sequence.stream
+        top = max(top, sequence)
+        if share.keeps(msg.subject, sequence):
+            with contextlib.suppress(ValueError):  # pydantic.ValidationError is a ValueError
+                items.append(decode(msg.data))
+    if items:
+        try:
+            await share.apply(items, top)
+        except Exception as exc:  # left to the durable behind the lane
+            log.warning("%s: lane: %r", consumer, exc)
+    for msg in msgs:
+        with contextlib.suppress(Exception):
+            await msg.ack()
 
 
 async def _interrupt_on(stop: asyncio.Event, puller: Puller) -> None:

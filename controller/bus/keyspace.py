@@ -1,13 +1,15 @@
 """A key-value bucket a role keeps its state in across restarts, read whole by key prefix.
 
 The rules consumer keeps one snapshot per partition under the prefix ``p<partition>``
-(:mod:`consumers.rules.snapshot`): written key by key, loaded by one watch of the prefix that
-ends when the watch has caught up. Deleted or purged keys come back as markers, which the
+(:mod:`consumers.rules.snapshot`): written key by key (:func:`write`), loaded by one watch of the
+prefix that ends when the watch has caught up. Deleted or purged keys come back as markers, which the
 caller may purge (:func:`controller.bus.buckets.forget`).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -18,7 +20,7 @@ from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from controller.bus.buckets import open_bucket
 
-__all__ = ["Prefix", "has_key", "read_prefix", "state_bucket"]
+__all__ = ["Prefix", "has_key", "read_prefix", "state_bucket", "write"]
 
 _LOAD_TIMEOUT_S = 5.0
 _EMPTY_WAIT_S = 0.5  # after the client says "no more", how long an entry may still take to come
@@ -79,3 +81,8 @@ async def read_prefix(kv: KeyValue, prefix: str) -> Prefix:
     finally:
         await watcher.stop()  # type: ignore[no-untyped-call]
     return read
+
+
+async def write(kv: KeyValue, values: Mapping[str, bytes]) -> None:
+    """Put each key's value, all at once (each put is acknowledged by JetStream)."""
+    await asyncio.gather(*(kv.put(key, value) for key, value in values.items()))

@@ -32,8 +32,8 @@ from consumers import history, kube_events
 from consumers.audit import consumer as audit
 from consumers.notify import consumer as notify
 from consumers.registry import CONSUMERS
-from consumers.rules import consumer as rules
 from consumers.rules import logreader, replica, snapshot
+from consumers.rules import service as rules
 from controller.bus import logshares, versions
 from controller.bus.buckets import open_bucket
 from controller.bus.leases import lease_bucket

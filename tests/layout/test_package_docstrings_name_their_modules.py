@@ -20,6 +20,7 @@ PACKAGES = [
     "watchers",
     "consumers/notify",
     "consumers/audit",
+    "consumers/rules",
 ]
 
 

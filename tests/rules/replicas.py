@@ -12,10 +12,9 @@ from datetime import timedelta
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from consumers.rules import CONSUMER, RuleEngine, RulesReplica
+from consumers.rules import RuleEngine, RulesReplica
 from consumers.rules.replica import LEASE_BUCKET
 from consumers.rules.snapshot import STATE_BUCKET
-from controller.bus.settling import DeadLetterer
 from controller.contract.clock import utcnow
 from controller.contract.events import BusEvent
 from controller.contract.findings import Finding
@@ -67,7 +66,6 @@ def replica(settings: Settings, topology: Topology, nc: NATS, name: str) -> Rule
         settings.consumer,
         settings.rules,
         nc,
-        DeadLetterer(nc.jetstream(), topology, CONSUMER, metrics),
         metrics,
         utcnow,
         replica=name,

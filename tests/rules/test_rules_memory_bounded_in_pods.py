@@ -110,13 +110,12 @@ def test_pods_held_are_counted_back_when_runs_are_forgotten() -> None:
 
 
 def test_runs_a_warm_start_puts_back_count_with_their_pods() -> None:
-    """The snapshot load puts runs back into the engine's map directly (consumers/rules/snapshot.py)."""
+    """The snapshot load puts runs back into the engine (:meth:`RuleEngine.restore`)."""
     engine = RuleEngine()
     _hold(engine, ("done", "Succeeded"), ("live", "Running"))
     warm = RuleEngine(RuleThresholds(max_pods=PODS))
 
-    for uid, run in engine._runs.items():
-        warm._runs[uid] = run
+    warm.restore(engine.held.items(), ())
     assert warm.pods_held == 2 * PODS
     _hold(warm, ("new", "Running"))
 

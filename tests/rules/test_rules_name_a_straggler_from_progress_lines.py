@@ -13,7 +13,8 @@ import pytest
 
 from consumers.rules import RuleEngine, RuleThresholds
 from consumers.rules.progress import cumulative, step_of
-from consumers.rules.state import RunState, run_state_from_dict, run_state_to_dict
+from consumers.rules.state import RunState
+from consumers.rules.stateformat import run_state_from_dict, run_state_to_dict
 from controller.contract.events import BusEvent
 from controller.contract.findings import Finding
 from controller.testing.events import at, log_seen, pod_usage, running_run, usage

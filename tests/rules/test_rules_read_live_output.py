@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 from consumers.rules import RuleEngine
-from consumers.rules.state import MAX_LIVE_CHARS, MAX_LIVE_LINES, run_state_from_dict, run_state_to_dict
+from consumers.rules.state import MAX_LIVE_CHARS, MAX_LIVE_LINES
+from consumers.rules.stateformat import run_state_from_dict, run_state_to_dict
 from controller.contract.events import BusEvent, JobSpecSummary
 from controller.contract.findings import Finding
 from controller.testing.events import (

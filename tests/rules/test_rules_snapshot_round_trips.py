@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import fields
 
 from consumers.rules import RuleEngine
-from consumers.rules.engine import _Run
+from consumers.rules.engine import HeldRun
 from consumers.rules.snapshot import _run_from_json, _run_to_json
-from consumers.rules.state import PodState, RunState, run_state_from_dict, run_state_to_dict
+from consumers.rules.state import PodState, RunState
+from consumers.rules.stateformat import run_state_from_dict, run_state_to_dict
 from controller.testing.events import JOB_UID, at, replay, running_run, terminated, worker
 
 
@@ -38,7 +39,7 @@ def test_every_field_of_a_run_state_is_in_its_snapshot() -> None:
 
 def test_a_run_read_back_keeps_its_findings_and_revisions() -> None:
     engine = _engine()
-    run = engine._runs[JOB_UID]
+    run = engine.held[JOB_UID]
     run.revisions["oom"] = 7
 
     back = _run_from_json(_run_to_json(run))
@@ -46,4 +47,4 @@ def test_a_run_read_back_keeps_its_findings_and_revisions() -> None:
     assert back.state == run.state and back.touched_at == run.touched_at
     assert back.firing == run.firing and [f.rule for f in back.firing.values()] == ["oom"]
     assert back.keys == run.keys and back.revisions == run.revisions
-    assert isinstance(back, _Run)
+    assert isinstance(back, HeldRun)

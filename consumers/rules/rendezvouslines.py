@@ -1,0 +1,48 @@
+"""The wordings of a missed rendezvous, read by the rule :mod:`consumers.rules.rendezvous` (which
+says where each comes from and what it makes of them) and by the live reader's catalog
+(:mod:`consumers.rules.live`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from consumers.rules.families import STARTUP_BARRIER
+
+__all__ = [
+    "BARRIER",
+    "CLIENT_FAILED",
+    "CLIENT_TIMEOUT",
+    "CONNECTION_ERROR",
+    "CONNECT_TIMEOUT",
+    "ELASTIC",
+    "RENDEZVOUS_SIGNS",
+    "STORE_CLIENT",
+    "STORE_WAIT",
+]
+
+CLIENT_TIMEOUT = re.compile(
+    r"The client socket has timed out after (?P<after>\d{1,10})(?P<unit>ms|s)? while trying to connect to "
+    r"\(?(?P<host>[\w.:\[\]-]{1,253}?)(?:, | |:)(?P<port>\d{1,5})\)?"
+)
+CLIENT_FAILED = re.compile(
+    r"The client socket has failed to connect to any network address of "
+    r"\((?P<host>[\w.:\[\]-]{1,253}?), (?P<port>\d{1,5})\)"
+)
+STORE_CLIENT = re.compile(
+    r"TCP client failed to connect/validate to host (?P<host>[\w.:\[\]-]{1,253}?):(?P<port>\d{1,5})"
+    r" - timed out"
+)
+CONNECT_TIMEOUT = re.compile(r"connect\(\) timed out\. Original timeout was (?P<ms>\d{1,10}) ms")
+STORE_WAIT = re.compile(
+    r"DistStoreError: Timed out after (?P<after>\d{1,7}) seconds waiting for (?:clients|workers)\. "
+    r"(?P<joined>\d{1,7})/(?P<expected>\d{1,7}) (?:clients|workers) joined"
+)
+CONNECTION_ERROR = re.compile(r"RendezvousConnectionError: The connection to the C10d store has failed")
+ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed)Error)\b")
+BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
+RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
+    CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, CONNECTION_ERROR,
+    ELASTIC, BARRIER, STARTUP_BARRIER,
+)  # fmt: skip
+"""Every wording of a missed rendezvous (the live reader's catalog lists them)."""
