@@ -44,7 +44,7 @@ from controller.api.routing import Caller, api_router
 from controller.api.streaming import MEDIA_TYPE, StreamGate, StreamLimits, event, gate_of, stream_response
 from controller.api.visible_runs import readable_run
 from controller.store import livefeed, queries
-from controller.store.models import FindingRow, Run, TimelineEntry
+from controller.store.models import FindingRow, Run, TimelineEntryRow
 
 __all__ = ["router"]
 
@@ -243,7 +243,7 @@ def _finding(row: FindingRow, status: str | None = None, revision: int | None = 
 
 
 def _frame(
-    entry: TimelineEntry, run: Run | None, findings: dict[str, FindingRow], event_id: str | None
+    entry: TimelineEntryRow, run: Run | None, findings: dict[str, FindingRow], event_id: str | None
 ) -> str:
     """One timeline entry as an event; only the last of a poll's entries carries an id (below)."""
     detail = entry.detail or {}

@@ -66,7 +66,7 @@ from controller.contract.kubeflow import comparable
 from controller.contract.redaction import clean_controls
 from controller.store.claims import ClaimOutcome, Seen, judge_update
 from controller.store.engine import lock_transaction
-from controller.store.models import AdmissionCorroboration, AuditRow, WatchChange
+from controller.store.models import AdmissionCorroboration, AuditRow, WatchChangeRow
 
 __all__ = ["Decision", "Verdict", "decide", "pending", "record_changes", "settled", "verdicts"]
 
@@ -198,7 +198,7 @@ async def record_changes(conn: AsyncConnection, events: Iterable[JobObserved]) -
         for e in events
     ]
     if rows:
-        await conn.execute(insert(WatchChange).on_conflict_do_nothing(), rows)
+        await conn.execute(insert(WatchChangeRow).on_conflict_do_nothing(), rows)
     return len(rows)
 
 
@@ -403,7 +403,7 @@ async def decide(
     uids = sorted({r.object.uid for _, _, r in records if r.object and r.object.uid})
     versions: dict[str, list[_Version]] = defaultdict(list)
     if uids:
-        found = await conn.execute(select(WatchChange).where(WatchChange.uid.in_(uids)))
+        found = await conn.execute(select(WatchChangeRow).where(WatchChangeRow.uid.in_(uids)))
         for row in found:
             versions[row.uid].append(_Version(**row._asdict()))
     keys = [

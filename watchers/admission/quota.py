@@ -52,7 +52,7 @@ __all__ = ["Judgement", "Lookup", "LookupRate", "QuotaCheck", "Rules", "Throttle
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["fits", "warned", "denied", "suspended", "unjudged", "timeout", "throttled", "failed"]
+QuotaOutcome = Literal["fits", "warned", "denied", "suspended", "unjudged", "timeout", "throttled", "failed"]
 Mode = Literal["warn", "deny"]
 
 
@@ -114,7 +114,7 @@ def gateway_lookup(gateway: KubeGateway) -> Lookup:
 class Judgement:
     """What the check says of one job: ``problems`` (sentences), and whether they refuse it."""
 
-    outcome: Outcome
+    outcome: QuotaOutcome
     problems: tuple[str, ...] = ()
 
     @property

@@ -46,7 +46,7 @@ __all__ = [
     "BadReview",
     "Caller",
     "Created",
-    "Outcome",
+    "ReviewOutcome",
     "Reviewed",
     "TooCostly",
     "allowed",
@@ -56,7 +56,7 @@ __all__ = [
     "review",
 ]
 
-Outcome = Literal["recorded", "dry_run", "ignored", "malformed"]
+ReviewOutcome = Literal["recorded", "dry_run", "ignored", "malformed"]
 Caller = Literal["mtls", "unverified"]
 
 API_VERSION: Final = "admission.k8s.io/v1"
@@ -128,7 +128,7 @@ class Reviewed:
     """What :func:`review` made of one AdmissionReview."""
 
     response: dict[str, Any]
-    outcome: Outcome
+    outcome: ReviewOutcome
     operation: str
     record: AuditRecord | None = None
     why: str = ""
