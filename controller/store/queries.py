@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, false, func, select, text, tuple_
 from sqlalchemy.dialects.postgresql import distinct_on
@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from controller.contract.events import TERMINAL_PHASES
 from controller.contract.units import gib
 from controller.store.models import (
+    Base,
     FindingRow,
     K8sEventRow,
     PodRow,
@@ -89,42 +90,33 @@ async def get_run(conn: AsyncConnection, uid: str) -> Run | None:
     return Run(**row._mapping) if row else None
 
 
+_R = TypeVar("_R", bound=Base)
+
+
+async def _of_run(conn: AsyncConnection, model: type[_R], uid: str, *order: Any) -> list[_R]:
+    """The rows of ``model`` that belong to run ``uid``, in ``order``."""
+    rows = await conn.execute(select(model).where(model.__table__.c.run_uid == uid).order_by(*order))
+    return [model(**row._mapping) for row in rows]
+
+
 async def run_pods(conn: AsyncConnection, uid: str) -> Sequence[PodRow]:
     """Pods of a run: launcher first, then workers by index."""
-    rows = await conn.execute(
-        select(PodRow)
-        .where(PodRow.run_uid == uid)
-        .order_by(PodRow.role, PodRow.replica, PodRow.index, PodRow.name)
-    )
-    return [PodRow(**row._mapping) for row in rows]
+    return await _of_run(conn, PodRow, uid, PodRow.role, PodRow.replica, PodRow.index, PodRow.name)
 
 
 async def run_timeline(conn: AsyncConnection, uid: str) -> Sequence[TimelineEntryRow]:
     """A run's timeline in time order."""
-    rows = await conn.execute(
-        select(TimelineEntryRow)
-        .where(TimelineEntryRow.run_uid == uid)
-        .order_by(TimelineEntryRow.at, TimelineEntryRow.id)
-    )
-    return [TimelineEntryRow(**row._mapping) for row in rows]
+    return await _of_run(conn, TimelineEntryRow, uid, TimelineEntryRow.at, TimelineEntryRow.id)
 
 
 async def run_events(conn: AsyncConnection, uid: str) -> Sequence[K8sEventRow]:
     """Kubernetes events about a run, oldest first."""
-    rows = await conn.execute(
-        select(K8sEventRow).where(K8sEventRow.run_uid == uid).order_by(K8sEventRow.last_timestamp)
-    )
-    return [K8sEventRow(**row._mapping) for row in rows]
+    return await _of_run(conn, K8sEventRow, uid, K8sEventRow.last_timestamp)
 
 
 async def run_findings(conn: AsyncConnection, uid: str) -> Sequence[FindingRow]:
     """Findings of a run: firing first, then by when they were first seen."""
-    rows = await conn.execute(
-        select(FindingRow)
-        .where(FindingRow.run_uid == uid)
-        .order_by((FindingRow.status == "firing").desc(), FindingRow.first_seen)
-    )
-    return [FindingRow(**row._mapping) for row in rows]
+    return await _of_run(conn, FindingRow, uid, (FindingRow.status == "firing").desc(), FindingRow.first_seen)
 
 
 async def newest_findings(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, FindingRow]:
@@ -142,12 +134,7 @@ async def newest_findings(conn: AsyncConnection, uids: Sequence[str]) -> dict[st
 
 async def run_pod_states(conn: AsyncConnection, uid: str) -> Sequence[PodStateRow]:
     """Every observed state of a run's pods, oldest first."""
-    rows = await conn.execute(
-        select(PodStateRow)
-        .where(PodStateRow.run_uid == uid)
-        .order_by(PodStateRow.observed_at, PodStateRow.resource_version)
-    )
-    return [PodStateRow(**row._mapping) for row in rows]
+    return await _of_run(conn, PodStateRow, uid, PodStateRow.observed_at, PodStateRow.resource_version)
 
 
 async def run_usage(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[PodUsageRow]]:
