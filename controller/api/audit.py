@@ -83,7 +83,7 @@ async def list_audit(
     return models.AuditPage(items=items, next_cursor=next_cursor)
 
 
-def _link(stored: StoredRecord, verdict: corroboration.Verdict | None) -> models.AuditLink:
+def _link(stored: StoredRecord, verdict: corroboration.CorroborationVerdict | None) -> models.AuditLink:
     """The link and, for an admission record, how far its claim is borne out (``pending``: not yet)."""
     standing = auditformats.corroboration(stored, verdict)
     return models.AuditLink.model_validate(

@@ -94,7 +94,7 @@ class DrillOutcome:
         )
 
 
-Fault = Callable[[], Awaitable[Awaitable[None] | None]]
+FaultInjector = Callable[[], Awaitable[Awaitable[None] | None]]
 """Injects the fault; may return what ends it (a server started again), awaited beside the burst."""
 
 
@@ -196,7 +196,7 @@ class Drill:
         )
         return time.monotonic() - started
 
-    async def burst(self, jobs: int, fault: Fault, *, timed: bool = False) -> Burst:
+    async def burst(self, jobs: int, fault: FaultInjector, *, timed: bool = False) -> Burst:
         """Half of ``jobs`` stories, the fault once some are stored, the other half; settled.
 
         ``timed``: once the first half has settled, time failures on the idle controller, then

@@ -85,7 +85,7 @@ async def test_oom_story_lands_in_history(
         )
     assert "worker-2 container worker terminated: OOMKilled (exit 137)" in summaries
     assert summaries[-1] == "MPIJob pi is Failed (MPIJobFailed)"
-    assert any("Scheduled on PodRow pi-worker-0" in s for s in summaries)
+    assert any("Scheduled on Pod pi-worker-0" in s for s in summaries)
 
 
 async def test_publishing_the_same_story_twice_adds_nothing(

@@ -44,7 +44,7 @@ from controller.contract.names import is_name, is_namespace
 
 __all__ = [
     "BadReview",
-    "Caller",
+    "CallerTrust",
     "Created",
     "ReviewOutcome",
     "Reviewed",
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 ReviewOutcome = Literal["recorded", "dry_run", "ignored", "malformed"]
-Caller = Literal["mtls", "unverified"]
+CallerTrust = Literal["mtls", "unverified"]
 
 API_VERSION: Final = "admission.k8s.io/v1"
 AUDITED: Final[dict[tuple[str, str], JobKind]] = {
@@ -256,7 +256,7 @@ def review(
     body: bytes | bytearray,
     now: datetime,
     *,
-    caller: Caller = "unverified",
+    caller: CallerTrust = "unverified",
     max_depth: int = 200,
     max_items: int = 10_000,
 ) -> Reviewed:
