@@ -98,7 +98,7 @@ async def run_events(
     return stream_response(request, principal, run.namespace, _one_run(gate.feeds, gate.limits, uid, cursor))
 
 
-Attempt = Annotated[
+_Attempt = Annotated[
     str,
     Query(
         max_length=9,
@@ -119,7 +119,7 @@ async def job_events(
     name: NamePath,
     request: Request,
     principal: Caller,
-    attempt: Attempt = "latest",
+    attempt: _Attempt = "latest",
     last_event_id: LastEventId = None,
 ) -> Response:
     """A job name's events: the chosen attempt's, then, after its ``end``, each next attempt's."""

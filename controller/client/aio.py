@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from controller.client.connection import Connection, Notice, settings_with
+from controller.client.connection import Connection, NoticeCallback, settings_with
 from controller.client.errors import NotFound, RunFailed, UsageError
 from controller.client.following import Attempt, Following, Goal, Settled, WaitEvent
 from controller.client.refs import RunRef, not_found, run_ref
@@ -215,7 +215,7 @@ class AsyncClient:
         until: datetime | str | None = None,
         follow: bool = False,
         on_stored: Callable[[int], None] | None = None,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
     ) -> AsyncGenerator[LogEntry, None]:
         """The launcher's and workers' lines of the run ``ref`` names, merged by time; ``grep`` an
         RE2 expression (a substring is one). With ``follow``, then each line stored from then on,
@@ -266,7 +266,7 @@ class AsyncClient:
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float | None = None,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
     ) -> Following:
         """The live events of the job ``job`` names (``"NAMESPACE/JOB"``, ``@N`` for attempt N)
         until ``goal`` is settled: ``async for event in api.follow(...)``, each a
@@ -302,7 +302,7 @@ class AsyncClient:
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float | None = None,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
         on_event: Callable[[WaitEvent], None] | None = None,
     ) -> RunDetail:
         """Follow the run ``job`` names (``"NAMESPACE/JOB"``: its newest attempt; ``@N``: attempt N;

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
 
-from controller.client.connection import Connection, Notice, log
+from controller.client.connection import Connection, NoticeCallback, log
 from controller.client.errors import NotFound, TimedOut, Unreachable
 from controller.client.refs import not_found
 
@@ -123,7 +123,7 @@ class Following:
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float = 15.0,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
     ) -> None:
         self.namespace, self.name, self.goal, self.attempt = namespace, name, goal, attempt
         self.timeout_s = timeout_s
