@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from controller.client.connection import Connection, NoticeCallback, settings_with
 from controller.client.errors import NotFound, RunFailed, UsageError
-from controller.client.following import Attempt, Following, Goal, Settled, WaitEvent
+from controller.client.following import AttemptChoice, Following, Goal, Settled, WaitEvent
 from controller.client.refs import RunRef, not_found, run_ref
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
@@ -262,7 +262,7 @@ class AsyncClient:
         job: str | RunRef,
         *,
         goal: Goal = "succeeded",
-        attempt: Attempt | None = None,
+        attempt: AttemptChoice | None = None,
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float | None = None,
@@ -278,7 +278,7 @@ class AsyncClient:
         ref = _ref(job)
         if ref.uid is not None:
             raise UsageError(f"{ref} is a uid: follow takes NAMESPACE/JOB or NAMESPACE/JOB@N")
-        chosen: Attempt = attempt if attempt is not None else (ref.attempt or "latest")
+        chosen: AttemptChoice = attempt if attempt is not None else (ref.attempt or "latest")
         within = self.settings.wait_created_within_s if created_within_s is None else created_within_s
         return Following(
             self.connection,
@@ -298,7 +298,7 @@ class AsyncClient:
         job: str | RunRef,
         *,
         goal: Goal = "succeeded",
-        attempt: Attempt | None = None,
+        attempt: AttemptChoice | None = None,
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float | None = None,

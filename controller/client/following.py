@@ -36,11 +36,11 @@ from controller.client.refs import not_found
 if TYPE_CHECKING:
     from controller.contract.runs import RunSummary
 
-__all__ = ["LOOK_EVERY_S", "Attempt", "EventKind", "Following", "Goal", "Settled", "WaitEvent"]
+__all__ = ["LOOK_EVERY_S", "AttemptChoice", "EventKind", "Following", "Goal", "Settled", "WaitEvent"]
 
 Goal = Literal["finished", "succeeded", "running"]
 """What a wait is for: the run's end whatever it is, its success, or it running (or succeeded)."""
-Attempt = int | Literal["latest", "next"]
+AttemptChoice = int | Literal["latest", "next"]
 """Which attempt of a job to follow: its number, the newest (or the first to be recorded), or the
 first created from now on (for a re-run under the same name)."""
 EventKind = Literal["phase", "finding", "deleted", "timeline", "waiting", "end"]
@@ -119,7 +119,7 @@ class Following:
         name: str,
         *,
         goal: Goal = "succeeded",
-        attempt: Attempt = "latest",
+        attempt: AttemptChoice = "latest",
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float = 15.0,

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from controller.client.aio import AsyncClient
 from controller.client.connection import NoticeCallback
-from controller.client.following import Attempt, Goal, WaitEvent
+from controller.client.following import AttemptChoice, Goal, WaitEvent
 from controller.client.refs import RunRef
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
@@ -133,7 +133,7 @@ class Client:
         job: str | RunRef,
         *,
         goal: Goal = "succeeded",
-        attempt: Attempt | None = None,
+        attempt: AttemptChoice | None = None,
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float | None = None,

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from controller.contract.audit import AuditRecord, Verb
+from controller.contract.audit import AuditRecord, AuditVerb
 from controller.store.auditchain import ChainHead, StoredRecord, canonical_json, instant
 from controller.store.corroboration import CorroborationVerdict
 
@@ -56,7 +56,7 @@ __all__ = [
 APP_NAME = "mpijob-controller"
 VENDOR = "Kubeflow"
 
-_SIGNATURES: dict[Verb, tuple[str, str, int, int]] = {
+_SIGNATURES: dict[AuditVerb, tuple[str, str, int, int]] = {
     # verb: (signature id, name ({kind} is filled in), CEF severity 0-10, syslog severity 0-7)
     "create": ("job-create", "{kind} created", 3, 6),
     "update": ("job-update", "{kind} changed", 3, 6),

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.contract.audit import (
     Actor,
     AuditRecord,
-    Verb,
+    AuditVerb,
     audited_object,
     service_account_of,
 )
@@ -63,7 +63,7 @@ API_VERSION: Final = "admission.k8s.io/v1"
 AUDITED: Final[dict[tuple[str, str], JobKind]] = {
     (group, kind): kind for kind, (group, _) in API_GROUPS.items()
 }
-VERBS: Final[dict[str, Verb]] = {"CREATE": "create", "UPDATE": "update", "DELETE": "delete"}
+VERBS: Final[dict[str, AuditVerb]] = {"CREATE": "create", "UPDATE": "update", "DELETE": "delete"}
 OPERATIONS: Final = frozenset({*VERBS, "CONNECT"})
 MAX_CHANGES = 50
 """Field paths listed for an UPDATE; a longer list ends with ``…``."""
