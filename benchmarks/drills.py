@@ -38,7 +38,7 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
 from controller.store.migrate import upgrade_async
-from controller.testing.drills import Drill, Fault
+from controller.testing.drills import Drill, FaultInjector
 from controller.testing.natscluster import NatsCluster
 from controller.testing.ports import free_port
 from controller.testing.receivers import Receiver
@@ -71,7 +71,7 @@ async def drill_on(workdir: Path, nats_url: str, replicas: int, database_url: st
         await nc.close()
 
 
-async def run_drill(drill: Drill, jobs: int, processes: int, fault: Fault) -> dict[str, Any]:
+async def run_drill(drill: Drill, jobs: int, processes: int, fault: FaultInjector) -> dict[str, Any]:
     """Start ``processes`` consumer processes, then the timed burst with ``fault`` in it."""
     for n in range(processes):
         drill.start(f"consumers{n}")

@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Any
 
 from benchmarks.harness import report
-from tests.rules.corpus_replay import Entry, Outcome, load, run
+from tests.rules.corpus_replay import Entry, ReplayOutcome, load, run
 
 
 def _ratio(part: int, whole: int) -> float | None:
@@ -32,7 +32,7 @@ def _ratio(part: int, whole: int) -> float | None:
 def measure(entries: list[Entry]) -> dict[str, Any]:
     """The corpus result as a JSON-able dict."""
     started = time.perf_counter()
-    outcomes: dict[str, Outcome] = {e.id: run(e, succeed=e.expect is None) for e in entries}
+    outcomes: dict[str, ReplayOutcome] = {e.id: run(e, succeed=e.expect is None) for e in entries}
     near_misses_failing = {e.id: run(e) for e in entries if e.expect is None}
     elapsed = time.perf_counter() - started
 

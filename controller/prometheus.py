@@ -42,7 +42,7 @@ USER_AGENT = "mpijob-controller-usage/1"
 MAX_SERIES = 200_000
 """Most series one answer may hold; a larger answer is refused as a query gone wrong."""
 
-Outcome = Literal["ok", "retried", "unavailable", "rejected"]
+QueryOutcome = Literal["ok", "retried", "unavailable", "rejected"]
 
 
 class PrometheusError(Exception):
@@ -109,7 +109,7 @@ class PrometheusReader:
         self,
         settings: UsageSettings,
         *,
-        observe: Callable[[Outcome, float], None] | None = None,
+        observe: Callable[[QueryOutcome, float], None] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not settings.enabled:

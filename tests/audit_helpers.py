@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.contract.audit import Actor, AuditRecord, Verb, audited_object, service_account_of
+from controller.contract.audit import Actor, AuditRecord, AuditVerb, audited_object, service_account_of
 from controller.store.auditchain import StoredRecord, append
 from controller.testing.objects import mpijob
 
@@ -139,7 +139,7 @@ def audit_record(
     n: int,
     *,
     namespace: str = "team-a",
-    verb: Verb = "create",
+    verb: AuditVerb = "create",
     at: datetime | None = None,
     user: str | None = "alice@example.com",
     name: str | None = None,

@@ -52,7 +52,7 @@ from watchers.recording import object_kind, write_record
 from watchers.sharing import SharedFollower
 from watchers.tails import LogTails, PodHandover, Tails
 from watchers.usage import reading_usage
-from watchers.watching import Listed, Sink, WatchChange, watch_resource
+from watchers.watching import ChangeSink, Listed, WatchChange, watch_resource
 
 QUEUE_LIMIT = 50_000
 """Observations waiting to be published, per lane. Large enough that a relist of a big cluster
@@ -148,7 +148,7 @@ class ProgressProbe:
 async def _watch_all(
     gateway: KubeGateway,
     settings: Settings,
-    sink: Sink,
+    sink: ChangeSink,
     stop: asyncio.Event,
     tails: LogTails | PodHandover,
     *beside: Coroutine[Any, Any, None],

@@ -60,7 +60,7 @@ from controller.contract.kubeflow import compare
 from controller.contract.settings import WatcherSettings
 from controller.kube.errors import APIError, APIGoneError, APIUnavailableError
 from controller.kube.gateway import ListPage
-from controller.kube.resources import EVENT_TYPES, NODES, EventType, RawObject, RawWatchEvent, Resource
+from controller.kube.resources import EVENT_TYPES, NODES, RawObject, RawWatchEvent, Resource, WatchEventType
 from watchers.metrics import WatchMetrics
 from watchers.nodes import skeleton
 from watchers.positions import WatchPositions
@@ -90,11 +90,11 @@ class WatchChange:
     """One change of one object, as the sink receives it."""
 
     resource: Resource
-    type: EventType
+    type: WatchEventType
     object: RawObject
 
 
-Sink = Callable[[WatchChange], Awaitable[None]]
+ChangeSink = Callable[[WatchChange], Awaitable[None]]
 Listed = Callable[[Resource, str | None, frozenset[str] | None], Awaitable[None]]
 """Told the resource, the namespace (``None``: cluster-wide) and the uids of a first complete
 list; ``None`` instead of the uids when the watch resumed from its position, so it tells what
@@ -124,7 +124,7 @@ async def watch_resource(
     gateway: WatchGateway,
     resource: Resource,
     namespace: str | None,
-    sink: Sink,
+    sink: ChangeSink,
     settings: WatcherSettings,
     stop: asyncio.Event,
     *,
@@ -230,7 +230,7 @@ class _WatchLoop:
         gateway: WatchGateway,
         resource: Resource,
         namespace: str | None,
-        sink: Sink,
+        sink: ChangeSink,
         settings: WatcherSettings,
         stop: asyncio.Event,
         metrics: WatchMetrics,
@@ -548,7 +548,7 @@ class _WatchLoop:
                 return
             self.known[uid] = self.keep(obj)
         self.m_known.set(len(self.known))
-        await self._emit(cast(EventType, event_type), obj)
+        await self._emit(cast(WatchEventType, event_type), obj)
         self._advance(_resource_version(obj))
 
     def _advance(self, resource_version: str | None) -> None:
@@ -558,7 +558,7 @@ class _WatchLoop:
             if self.positions is not None:
                 self.positions.handed(self.resource, self.namespace, resource_version)
 
-    async def _emit(self, event_type: EventType, obj: RawObject) -> None:
+    async def _emit(self, event_type: WatchEventType, obj: RawObject) -> None:
         if self.stop.is_set():
             raise _Stopped
         await self.sink(WatchChange(self.resource, event_type, obj))

@@ -57,7 +57,7 @@ from controller.store.auditchain import (
     records_after,
 )
 from controller.store.auditformats import hec_event, jsonl_line, octet_frame, syslog_message
-from controller.store.corroboration import Verdict, verdicts
+from controller.store.corroboration import CorroborationVerdict, verdicts
 
 __all__ = [
     "ExportError",
@@ -98,7 +98,7 @@ class Sink(Protocol):
         self,
         batch: Sequence[StoredRecord],
         head: ChainHead | None = None,
-        verdicts: Mapping[int, Verdict] | None = None,
+        verdicts: Mapping[int, CorroborationVerdict] | None = None,
     ) -> None:
         """Deliver ``batch`` (in chain order) or raise; every record carries ``head``, the chain's
         newest link when the batch was read (a checkpoint the SIEM keeps), and an admission
@@ -126,7 +126,7 @@ class JsonlFileSink:
         self,
         batch: Sequence[StoredRecord],
         head: ChainHead | None = None,
-        verdicts: Mapping[int, Verdict] | None = None,
+        verdicts: Mapping[int, CorroborationVerdict] | None = None,
     ) -> None:
         found = verdicts or {}
         lines = b"".join(jsonl_line(stored, head, found.get(stored.seq)) for stored in batch)
@@ -207,7 +207,7 @@ class SyslogSink:
         self,
         batch: Sequence[StoredRecord],
         head: ChainHead | None = None,
-        verdicts: Mapping[int, Verdict] | None = None,
+        verdicts: Mapping[int, CorroborationVerdict] | None = None,
     ) -> None:
         found = verdicts or {}
         frames = b"".join(
@@ -262,7 +262,7 @@ class HecSink:
         self,
         batch: Sequence[StoredRecord],
         head: ChainHead | None = None,
-        verdicts: Mapping[int, Verdict] | None = None,
+        verdicts: Mapping[int, CorroborationVerdict] | None = None,
     ) -> None:
         found = verdicts or {}
         body = b"\n".join(
@@ -342,7 +342,7 @@ def verdict_wait(settings: AuditSettings) -> timedelta:
 
 
 def _ready(
-    batch: Sequence[StoredRecord], found: Mapping[int, Verdict], now: datetime, wait: timedelta
+    batch: Sequence[StoredRecord], found: Mapping[int, CorroborationVerdict], now: datetime, wait: timedelta
 ) -> Sequence[StoredRecord]:
     """``batch`` up to the first admission record still waiting for its verdict."""
     for i, stored in enumerate(batch):

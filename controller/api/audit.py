@@ -27,7 +27,7 @@ from controller.api.deps import engine_of
 from controller.api.paging import Cursor, Limit, by_sequence, page_of
 from controller.api.params import Instant, NamespaceQuery, Uid, Username
 from controller.api.routing import Caller, api_router, listed_namespaces
-from controller.contract.audit import Verb
+from controller.contract.audit import AuditVerb
 from controller.store import auditchain as auditlog
 from controller.store import auditformats, auditverification, corroboration
 from controller.store.auditchain import AuditFilter, StoredRecord
@@ -48,7 +48,7 @@ async def audit_filter(
     namespace: NamespaceQuery = None,
     since: Annotated[Instant | None, Query(description="Inclusive; RFC 3339 with an offset.")] = None,
     until: Annotated[Instant | None, Query(description="Exclusive; RFC 3339 with an offset.")] = None,
-    verb: Verb | None = None,
+    verb: AuditVerb | None = None,
     user: Annotated[Username | None, Query(description="Exact username.")] = None,
     uid: Annotated[Uid | None, Query(description="Job (run) uid.")] = None,
 ) -> AuditFilter:
@@ -83,7 +83,7 @@ async def list_audit(
     return models.AuditPage(items=items, next_cursor=next_cursor)
 
 
-def _link(stored: StoredRecord, verdict: corroboration.Verdict | None) -> models.AuditLink:
+def _link(stored: StoredRecord, verdict: corroboration.CorroborationVerdict | None) -> models.AuditLink:
     """The link and, for an admission record, how far its claim is borne out (``pending``: not yet)."""
     standing = auditformats.corroboration(stored, verdict)
     return models.AuditLink.model_validate(

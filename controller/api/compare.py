@@ -19,7 +19,7 @@ _UID_BODY = UID.strip("^$")
 RUN_LIST = rf"^{_UID_BODY}(,{_UID_BODY}){{1,{MAX_COMPARED - 1}}}$"
 
 
-def _summary(run: queries.ComparedRun) -> models.ComparedRun:
+def _summary(run: queries.ComparedRunRecord) -> models.ComparedRun:
     return models.ComparedRun(
         run=models.RunSummary.model_validate(run.run),
         outcome=run.run.phase,

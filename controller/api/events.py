@@ -44,7 +44,7 @@ from controller.api.routing import Caller, api_router
 from controller.api.streaming import MEDIA_TYPE, StreamGate, StreamLimits, event, gate_of, stream_response
 from controller.api.visible_runs import readable_run
 from controller.store import livefeed, queries
-from controller.store.models import FindingRow, Run, TimelineEntry
+from controller.store.models import FindingRow, Run, TimelineEntryRow
 
 __all__ = ["router"]
 
@@ -98,7 +98,7 @@ async def run_events(
     return stream_response(request, principal, run.namespace, _one_run(gate.feeds, gate.limits, uid, cursor))
 
 
-Attempt = Annotated[
+_Attempt = Annotated[
     str,
     Query(
         max_length=9,
@@ -119,7 +119,7 @@ async def job_events(
     name: NamePath,
     request: Request,
     principal: Caller,
-    attempt: Attempt = "latest",
+    attempt: _Attempt = "latest",
     last_event_id: LastEventId = None,
 ) -> Response:
     """A job name's events: the chosen attempt's, then, after its ``end``, each next attempt's."""
@@ -243,7 +243,7 @@ def _finding(row: FindingRow, status: str | None = None, revision: int | None = 
 
 
 def _frame(
-    entry: TimelineEntry, run: Run | None, findings: dict[str, FindingRow], event_id: str | None
+    entry: TimelineEntryRow, run: Run | None, findings: dict[str, FindingRow], event_id: str | None
 ) -> str:
     """One timeline entry as an event; only the last of a poll's entries carries an id (below)."""
     detail = entry.detail or {}

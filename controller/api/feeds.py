@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.store import livefeed
-from controller.store.models import FindingRow, Run, TimelineEntry
+from controller.store.models import FindingRow, Run, TimelineEntryRow
 
 __all__ = ["Batch", "RunFeed", "RunFeeds"]
 
@@ -33,7 +33,7 @@ class Batch:
     """Entries one poll handed on, in time order; ``cursor`` is the highest timeline id among them."""
 
     cursor: int
-    entries: Sequence[TimelineEntry]
+    entries: Sequence[TimelineEntryRow]
     findings: dict[str, FindingRow]
 
 

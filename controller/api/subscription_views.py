@@ -16,7 +16,7 @@ from controller.api import models
 from controller.api.auth import Principal
 from controller.contract.redaction import REDACTED
 from controller.store import outbox
-from controller.store.models import Delivery, DeliveryAttempt
+from controller.store.models import DeliveryAttemptRow, DeliveryRow
 from controller.store.subscriptions import SubscriptionRecord
 
 __all__ = ["delivery_view", "fields_of", "masker", "view"]
@@ -69,8 +69,8 @@ def masker(sub: SubscriptionRecord, principal: Principal) -> Callable[[str | Non
 
 
 def delivery_view(
-    delivery: Delivery,
-    attempts: list[DeliveryAttempt],
+    delivery: DeliveryRow,
+    attempts: list[DeliveryAttemptRow],
     mask: Callable[[str | None], str | None],
 ) -> models.Delivery:
     """``delivery`` and its ``attempts`` as the caller sees them, their error texts through ``mask``."""

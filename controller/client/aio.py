@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from controller.client.connection import Connection, Notice, settings_with
+from controller.client.connection import Connection, NoticeCallback, settings_with
 from controller.client.errors import NotFound, RunFailed, UsageError
-from controller.client.following import Attempt, Following, Goal, Settled, WaitEvent
+from controller.client.following import AttemptChoice, Following, Goal, Settled, WaitEvent
 from controller.client.refs import RunRef, not_found, run_ref
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
@@ -215,7 +215,7 @@ class AsyncClient:
         until: datetime | str | None = None,
         follow: bool = False,
         on_stored: Callable[[int], None] | None = None,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
     ) -> AsyncGenerator[LogEntry, None]:
         """The launcher's and workers' lines of the run ``ref`` names, merged by time; ``grep`` an
         RE2 expression (a substring is one). With ``follow``, then each line stored from then on,
@@ -262,11 +262,11 @@ class AsyncClient:
         job: str | RunRef,
         *,
         goal: Goal = "succeeded",
-        attempt: Attempt | None = None,
+        attempt: AttemptChoice | None = None,
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float | None = None,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
     ) -> Following:
         """The live events of the job ``job`` names (``"NAMESPACE/JOB"``, ``@N`` for attempt N)
         until ``goal`` is settled: ``async for event in api.follow(...)``, each a
@@ -278,7 +278,7 @@ class AsyncClient:
         ref = _ref(job)
         if ref.uid is not None:
             raise UsageError(f"{ref} is a uid: follow takes NAMESPACE/JOB or NAMESPACE/JOB@N")
-        chosen: Attempt = attempt if attempt is not None else (ref.attempt or "latest")
+        chosen: AttemptChoice = attempt if attempt is not None else (ref.attempt or "latest")
         within = self.settings.wait_created_within_s if created_within_s is None else created_within_s
         return Following(
             self.connection,
@@ -298,11 +298,11 @@ class AsyncClient:
         job: str | RunRef,
         *,
         goal: Goal = "succeeded",
-        attempt: Attempt | None = None,
+        attempt: AttemptChoice | None = None,
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float | None = None,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
         on_event: Callable[[WaitEvent], None] | None = None,
     ) -> RunDetail:
         """Follow the run ``job`` names (``"NAMESPACE/JOB"``: its newest attempt; ``@N``: attempt N;

@@ -49,7 +49,7 @@ __all__ = [
     "MAX_TOKEN_BYTES",
     "READ_TIMEOUT_S",
     "Connection",
-    "Notice",
+    "NoticeCallback",
     "authorization",
     "is_loopback",
     "raise_for",
@@ -69,7 +69,7 @@ MAX_TOKEN_BYTES = 16 * 1024
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")
 """Printable ASCII without spaces: anything else cannot travel in an ``Authorization`` header."""
 
-Notice = Callable[[str], None]
+NoticeCallback = Callable[[str], None]
 """Told one line when an event stream is lost and about to be reopened."""
 
 
@@ -224,7 +224,7 @@ class Connection:
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def events(
-        self, path: str, params: Mapping[str, str], *, notice: Notice | None = None
+        self, path: str, params: Mapping[str, str], *, notice: NoticeCallback | None = None
     ) -> AsyncIterator[ServerSentEvent]:
         """The Server-Sent Events of ``GET {api}{path}`` for as long as the caller reads them.
 

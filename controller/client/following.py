@@ -29,18 +29,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
 
-from controller.client.connection import Connection, Notice, log
+from controller.client.connection import Connection, NoticeCallback, log
 from controller.client.errors import NotFound, TimedOut, Unreachable
 from controller.client.refs import not_found
 
 if TYPE_CHECKING:
     from controller.contract.runs import RunSummary
 
-__all__ = ["LOOK_EVERY_S", "Attempt", "EventKind", "Following", "Goal", "Settled", "WaitEvent"]
+__all__ = ["LOOK_EVERY_S", "AttemptChoice", "EventKind", "Following", "Goal", "Settled", "WaitEvent"]
 
 Goal = Literal["finished", "succeeded", "running"]
 """What a wait is for: the run's end whatever it is, its success, or it running (or succeeded)."""
-Attempt = int | Literal["latest", "next"]
+AttemptChoice = int | Literal["latest", "next"]
 """Which attempt of a job to follow: its number, the newest (or the first to be recorded), or the
 first created from now on (for a re-run under the same name)."""
 EventKind = Literal["phase", "finding", "deleted", "timeline", "waiting", "end"]
@@ -119,11 +119,11 @@ class Following:
         name: str,
         *,
         goal: Goal = "succeeded",
-        attempt: Attempt = "latest",
+        attempt: AttemptChoice = "latest",
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float = 15.0,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
     ) -> None:
         self.namespace, self.name, self.goal, self.attempt = namespace, name, goal, attempt
         self.timeout_s = timeout_s

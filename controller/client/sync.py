@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from controller.client.aio import AsyncClient
-from controller.client.connection import Notice
-from controller.client.following import Attempt, Goal, WaitEvent
+from controller.client.connection import NoticeCallback
+from controller.client.following import AttemptChoice, Goal, WaitEvent
 from controller.client.refs import RunRef
 from controller.contract.events import JobPhase
 from controller.contract.kubeflow import JobKind
@@ -133,11 +133,11 @@ class Client:
         job: str | RunRef,
         *,
         goal: Goal = "succeeded",
-        attempt: Attempt | None = None,
+        attempt: AttemptChoice | None = None,
         timeout_s: float = 7200.0,
         wait_for_creation: bool = False,
         created_within_s: float | None = None,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
         on_event: Callable[[WaitEvent], None] | None = None,
     ) -> RunDetail:
         """:meth:`AsyncClient.wait` (``on_event`` is told each event on the client's thread)."""
@@ -164,7 +164,7 @@ class Client:
         until: datetime | str | None = None,
         follow: bool = False,
         on_stored: Callable[[int], None] | None = None,
-        notice: Notice | None = None,
+        notice: NoticeCallback | None = None,
     ) -> Iterator[LogEntry]:
         """:meth:`AsyncClient.logs`, as an iterator (stop iterating to stop following)."""
         lines = self._async.logs(

@@ -30,11 +30,11 @@ from controller.contract.message import Message
 __all__ = [
     "Actor",
     "AuditRecord",
+    "AuditVerb",
     "AuditedObject",
     "PurgeSummary",
     "ServiceAccount",
     "Source",
-    "Verb",
     "lifecycle_record",
     "message_id",
     "parse_audit_record",
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 Source = Literal["admission", "lifecycle", "retention"]
-Verb = Literal["create", "update", "delete", "completed", "failed", "deleted", "purge"]
+AuditVerb = Literal["create", "update", "delete", "completed", "failed", "deleted", "purge"]
 
 _SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
@@ -94,7 +94,7 @@ class AuditRecord(Message):
     type: Literal["audit"] = "audit"
     id: str = Field(description="Names the happening: one record per id, however often it is seen.")
     source: Source
-    verb: Verb
+    verb: AuditVerb
     at: datetime = Field(description="When it happened (webhook call, job finish, deletion, purge).")
     namespace: str | None = Field(description="None only for cluster-wide records (purges).")
     actor: Actor | None = Field(default=None, description="None where no user is known (lifecycle).")
@@ -144,7 +144,7 @@ def audited_object(kind: JobKind, name: str, uid: str | None) -> AuditedObject:
     return AuditedObject(api_group=group, api_version=version, kind=kind, name=name, uid=uid)
 
 
-_LIFECYCLE: dict[str, tuple[Verb, frozenset[str]]] = {
+_LIFECYCLE: dict[str, tuple[AuditVerb, frozenset[str]]] = {
     "Succeeded": ("completed", frozenset({"Succeeded", "Complete"})),
     "Failed": ("failed", frozenset({"Failed"})),
 }

@@ -18,7 +18,7 @@ the log tail it lacked is another observation (:func:`version_of`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, NewType
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
@@ -28,7 +28,6 @@ from controller.contract.message import Message
 
 SCHEMA_VERSION: Literal[1] = 1
 
-Uid = NewType("Uid", str)
 PodRole = kinds.PodRole
 """``launcher`` or ``worker`` (:mod:`controller.contract.kinds`): what the rules reason about."""
 JobPhase = Literal["Pending", "Running", "Suspended", "Succeeded", "Failed"]

@@ -23,7 +23,7 @@ from controller.contract.names import is_namespace
 RawObject = dict[str, Any]
 """One Kubernetes object exactly as the API server sent it (apiVersion, kind, metadata, spec, status)."""
 
-EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED"]
 """The watch event types that carry a change of an object."""
 
 EVENT_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from controller.contract.audit import AuditRecord, Verb
+from controller.contract.audit import AuditRecord, AuditVerb
 from controller.store.auditchain import ChainHead, StoredRecord, canonical_json, instant
-from controller.store.corroboration import Verdict
+from controller.store.corroboration import CorroborationVerdict
 
 __all__ = [
     "APP_NAME",
@@ -56,7 +56,7 @@ __all__ = [
 APP_NAME = "mpijob-controller"
 VENDOR = "Kubeflow"
 
-_SIGNATURES: dict[Verb, tuple[str, str, int, int]] = {
+_SIGNATURES: dict[AuditVerb, tuple[str, str, int, int]] = {
     # verb: (signature id, name ({kind} is filled in), CEF severity 0-10, syslog severity 0-7)
     "create": ("job-create", "{kind} created", 3, 6),
     "update": ("job-update", "{kind} changed", 3, 6),
@@ -89,7 +89,7 @@ _SUSPECT_SEVERITY = (8, 4)
 """CEF and syslog severity of such a record (at least)."""
 
 
-def corroboration(stored: StoredRecord, verdict: Verdict | None) -> dict[str, Any] | None:
+def corroboration(stored: StoredRecord, verdict: CorroborationVerdict | None) -> dict[str, Any] | None:
     """An admission record's verdict as exported (``status`` ``pending`` without one); None for
     other records."""
     if stored.record.source != "admission":
@@ -100,11 +100,13 @@ def corroboration(stored: StoredRecord, verdict: Verdict | None) -> dict[str, An
     return {"status": verdict.status, "observed_at": observed, "detail": verdict.detail}
 
 
-def _suspect(record: AuditRecord, verdict: Verdict | None) -> bool:
+def _suspect(record: AuditRecord, verdict: CorroborationVerdict | None) -> bool:
     return verdict is not None and verdict.status in SUSPECT and record.caller != "mtls"
 
 
-def jsonl_line(stored: StoredRecord, head: ChainHead | None = None, verdict: Verdict | None = None) -> bytes:
+def jsonl_line(
+    stored: StoredRecord, head: ChainHead | None = None, verdict: CorroborationVerdict | None = None
+) -> bytes:
     """One JSON Lines line: the chain link as canonical JSON.
 
     With ``head`` (what the exporters ship) the line also carries ``"head": {"seq", "hash"}``, the
@@ -151,7 +153,10 @@ def _millis(at: datetime) -> str:
 
 
 def _extension(
-    stored: StoredRecord, record: AuditRecord, head: ChainHead | None = None, verdict: Verdict | None = None
+    stored: StoredRecord,
+    record: AuditRecord,
+    head: ChainHead | None = None,
+    verdict: CorroborationVerdict | None = None,
 ) -> list[tuple[str, str | None]]:
     actor, obj = record.actor, record.object
     account = actor.service_account if actor else None
@@ -193,7 +198,7 @@ def cef(
     stored: StoredRecord,
     version: str | None = None,
     head: ChainHead | None = None,
-    verdict: Verdict | None = None,
+    verdict: CorroborationVerdict | None = None,
 ) -> str:
     """The record as one CEF line (no line break); labels are left out with their empty values.
 
@@ -230,7 +235,7 @@ def syslog_message(
     facility: int = 13,
     version: str | None = None,
     head: ChainHead | None = None,
-    verdict: Verdict | None = None,
+    verdict: CorroborationVerdict | None = None,
 ) -> bytes:
     """An RFC 5424 message carrying the record's CEF text (UTF-8, no BOM, no structured data)."""
     record = stored.record
@@ -254,7 +259,7 @@ def hec_event(
     sourcetype: str,
     index: str | None = None,
     head: ChainHead | None = None,
-    verdict: Verdict | None = None,
+    verdict: CorroborationVerdict | None = None,
 ) -> dict[str, Any]:
     """One Splunk HEC event (``/services/collector/event``): the JSON Lines link as ``event``.
 
@@ -285,16 +290,16 @@ def hec_event(
     return event
 
 
-def cef_line(stored: StoredRecord, verdict: Verdict | None = None) -> bytes:
+def cef_line(stored: StoredRecord, verdict: CorroborationVerdict | None = None) -> bytes:
     """One CEF line with its line break, for a file or a stream of them."""
     return cef(stored, verdict=verdict).encode() + b"\n"
 
 
-def _jsonl_file_line(stored: StoredRecord, verdict: Verdict | None = None) -> bytes:
+def _jsonl_file_line(stored: StoredRecord, verdict: CorroborationVerdict | None = None) -> bytes:
     return jsonl_line(stored, verdict=verdict)
 
 
-Render = Callable[[StoredRecord, Verdict | None], bytes]
+Render = Callable[[StoredRecord, CorroborationVerdict | None], bytes]
 """How one record (and its verdict, for an admission record) is written."""
 ExportFormat = Literal["jsonl", "cef"]
 EXPORT_FORMATS: dict[ExportFormat, tuple[str, Render]] = {

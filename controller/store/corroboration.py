@@ -66,9 +66,9 @@ from controller.contract.kubeflow import comparable
 from controller.contract.redaction import clean_controls
 from controller.store.claims import ClaimOutcome, Seen, judge_update
 from controller.store.engine import lock_transaction
-from controller.store.models import AdmissionCorroboration, AuditRow, WatchChange
+from controller.store.models import AdmissionCorroboration, AuditRow, WatchChangeRow
 
-__all__ = ["Decision", "Verdict", "decide", "pending", "record_changes", "settled", "verdicts"]
+__all__ = ["CorroborationVerdict", "Decision", "decide", "pending", "record_changes", "settled", "verdicts"]
 
 KEEP_CHANGES = timedelta(days=1)
 """How long job versions are kept to judge records against (the newest of a live job: always)."""
@@ -100,7 +100,7 @@ _PRUNE = text(
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CorroborationVerdict:
     """What was decided about one admission record."""
 
     status: str
@@ -198,7 +198,7 @@ async def record_changes(conn: AsyncConnection, events: Iterable[JobObserved]) -
         for e in events
     ]
     if rows:
-        await conn.execute(insert(WatchChange).on_conflict_do_nothing(), rows)
+        await conn.execute(insert(WatchChangeRow).on_conflict_do_nothing(), rows)
     return len(rows)
 
 
@@ -403,7 +403,7 @@ async def decide(
     uids = sorted({r.object.uid for _, _, r in records if r.object and r.object.uid})
     versions: dict[str, list[_Version]] = defaultdict(list)
     if uids:
-        found = await conn.execute(select(WatchChange).where(WatchChange.uid.in_(uids)))
+        found = await conn.execute(select(WatchChangeRow).where(WatchChangeRow.uid.in_(uids)))
         for row in found:
             versions[row.uid].append(_Version(**row._asdict()))
     keys = [
@@ -494,7 +494,7 @@ async def settled(conn: AsyncConnection, after: int = 0) -> int:
     return max(after, int(newest or 0))
 
 
-async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, Verdict]:
+async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, CorroborationVerdict]:
     """The verdicts on the records ``seqs`` that have one: a ``verified`` record whose change a
     later record disputed reads ``disputed``, one whose change a record from the API server's
     certificate took over reads ``unmatched`` (see the module)."""
@@ -508,7 +508,9 @@ async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, Verd
             AdmissionCorroboration.detail,
         ).where(AdmissionCorroboration.audit_seq.in_(list(seqs)))
     )
-    found = {seq: Verdict(status, observed_at, detail) for seq, status, observed_at, detail in rows}
+    found = {
+        seq: CorroborationVerdict(status, observed_at, detail) for seq, status, observed_at, detail in rows
+    }
     held = [seq for seq, verdict in found.items() if verdict.status == "verified"]
     if held:
         rivals = await conn.execute(
@@ -527,7 +529,11 @@ async def verdicts(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, Verd
                 continue
             was = found[rival]
             if status == "verified":  # taken over: wins over a dispute
-                found[rival] = Verdict("unmatched", was.observed_at, displaced(seq, resource_version))
+                found[rival] = CorroborationVerdict(
+                    "unmatched", was.observed_at, displaced(seq, resource_version)
+                )
             elif found[rival].status == "verified":
-                found[rival] = Verdict("disputed", was.observed_at, disputed_by(seq, resource_version))
+                found[rival] = CorroborationVerdict(
+                    "disputed", was.observed_at, disputed_by(seq, resource_version)
+                )
     return found

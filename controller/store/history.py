@@ -50,12 +50,12 @@ from controller.store.engine import json_text
 from controller.store.models import (
     Base,
     FindingRow,
-    K8sEvent,
-    Pod,
+    K8sEventRow,
+    PodRow,
     PodStateRow,
     PodUsageRow,
     Run,
-    TimelineEntry,
+    TimelineEntryRow,
 )
 
 Row = dict[str, Any]
@@ -311,7 +311,7 @@ _NOTICED = frozenset({*_COALESCED, "last_observed_at"})
 
 
 def _upsert(
-    model: type[Run] | type[Pod] | type[K8sEvent] | type[FindingRow],
+    model: type[Run] | type[PodRow] | type[K8sEventRow] | type[FindingRow],
     columns: Sequence[str],
     keep: Sequence[str] = (),
     key: str = "uid",
@@ -343,8 +343,8 @@ def _upsert(
 
 
 _RUNS = _upsert(Run, _columns(Run, "previous_uid"), keep=("first_observed_at", "attempt"), notices=True)
-_PODS = _upsert(Pod, _columns(Pod), notices=True)
-_K8S_EVENTS = _upsert(K8sEvent, _columns(K8sEvent))
+_PODS = _upsert(PodRow, _columns(PodRow), notices=True)
+_K8S_EVENTS = _upsert(K8sEventRow, _columns(K8sEventRow))
 _FINDINGS = _upsert(FindingRow, _columns(FindingRow), key="id", version="revision")
 _POD_STATES = unnest_insert(
     PodStateRow,
@@ -353,7 +353,7 @@ _POD_STATES = unnest_insert(
     "ON CONFLICT (pod_uid, resource_version) DO UPDATE SET log_tail = excluded.log_tail "
     "WHERE pod_states.log_tail = '[]'::jsonb AND excluded.log_tail <> '[]'::jsonb",
 )
-_TIMELINE = unnest_insert(TimelineEntry, _columns(TimelineEntry, "id"), "ON CONFLICT DO NOTHING")
+_TIMELINE = unnest_insert(TimelineEntryRow, _columns(TimelineEntryRow, "id"), "ON CONFLICT DO NOTHING")
 _USAGE_COLUMNS = _columns(PodUsageRow)
 _USAGE = unnest_insert(
     PodUsageRow,

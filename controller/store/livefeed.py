@@ -25,7 +25,7 @@ from datetime import datetime
 from sqlalchemy import ARRAY, Select, String, column, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from controller.store.models import FindingRow, Run, TimelineEntry
+from controller.store.models import FindingRow, Run, TimelineEntryRow
 from controller.store.queries import LISTED
 
 __all__ = [
@@ -85,7 +85,9 @@ LEFT JOIN (
     JOIN timeline AS entry ON entry.run_uid = watched.uid AND entry.id > watched.cursor
 ) AS entry ON true
 ORDER BY entry.id
-""").columns(column("snapshot", String), column("writers", ARRAY(String)), *TimelineEntry.__table__.columns)
+""").columns(
+    column("snapshot", String), column("writers", ARRAY(String)), *TimelineEntryRow.__table__.columns
+)
 """Watched runs' entries after their cursors, with the snapshot they were read in and, of the transactions in
 progress in it, those that matter: any that
 holds the timeline table's insert lock (it may have drawn timeline ids), and any that has ended
@@ -98,7 +100,7 @@ class TailPoll:
     """One poll: the run as it is now, its new timeline entries, and the findings they name."""
 
     run: Run | None
-    entries: Sequence[TimelineEntry]
+    entries: Sequence[TimelineEntryRow]
     findings: dict[str, FindingRow]
     settled: bool
     """No entry is held back: everything this run's timeline holds up to now has been handed on."""
@@ -118,8 +120,8 @@ class TimelineTail:
         return (await poll_tails(engine, [self]))[0]
 
     def absorb(
-        self, snapshot: XidSnapshot, seen: Sequence[TimelineEntry]
-    ) -> tuple[list[TimelineEntry], bool]:
+        self, snapshot: XidSnapshot, seen: Sequence[TimelineEntryRow]
+    ) -> tuple[list[TimelineEntryRow], bool]:
         """Of ``seen`` (this run's entries after the cursor, read in ``snapshot``, in id order), those
         that can be handed on now, and whether none is held back; advances the cursor past them."""
         newest = seen[-1].id if seen else self.cursor
@@ -150,12 +152,12 @@ async def poll_tails(engine: AsyncEngine, tails: Sequence[TimelineTail]) -> list
         rows = (await conn.execute(_NEWS, {"uids": uids, "cursors": [tail.cursor for tail in tails]})).all()
         snapshot = XidSnapshot.parse(rows[0].snapshot)
         snapshot = dataclasses.replace(snapshot, in_progress=frozenset(int(x) for x in rows[0].writers))
-        columns = [c.name for c in TimelineEntry.__table__.columns]
-        seen: dict[str, list[TimelineEntry]] = {}
+        columns = [c.name for c in TimelineEntryRow.__table__.columns]
+        seen: dict[str, list[TimelineEntryRow]] = {}
         for row in rows:
             if row.id is not None:
                 seen.setdefault(row.run_uid, []).append(
-                    TimelineEntry(**{c: row._mapping[c] for c in columns})
+                    TimelineEntryRow(**{c: row._mapping[c] for c in columns})
                 )
         absorbed = [tail.absorb(snapshot, seen.get(tail.uid, [])) for tail in tails]
         named = {

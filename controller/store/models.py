@@ -71,7 +71,7 @@ class Run(Base):
     )
 
 
-class Pod(Base):
+class PodRow(Base):
     """Latest known state of one launcher or worker pod."""
 
     __tablename__ = "pods"
@@ -141,7 +141,7 @@ class PodUsageRow(Base):
     observed_at: Mapped[datetime]
 
 
-class K8sEvent(Base):
+class K8sEventRow(Base):
     """Latest version of one Kubernetes Event about a run or its pods."""
 
     __tablename__ = "k8s_events"
@@ -159,7 +159,7 @@ class K8sEvent(Base):
     resource_version: Mapped[int] = mapped_column(BigInteger)
 
 
-class TimelineEntry(Base):
+class TimelineEntryRow(Base):
     """One line of a run's timeline: a phase transition, a pod change or a Kubernetes event."""
 
     __tablename__ = "timeline"
@@ -232,7 +232,7 @@ class AuditRow(Base):
     )
 
 
-class WatchChange(Base):
+class WatchChangeRow(Base):
     """A job version the watch stream showed, to corroborate admission records against.
 
     Kept a day (and the newest version of every job that still exists, the base its next change
@@ -303,7 +303,7 @@ class AuditExportCursor(Base):
 # --------------------------------------------------------------------------- notifications
 
 
-class Subscription(Base):
+class SubscriptionRow(Base):
     """Who wants to hear about which jobs: a webhook endpoint or email recipients, with filters."""
 
     __tablename__ = "subscriptions"
@@ -340,7 +340,7 @@ class Subscription(Base):
     __table_args__ = (Index("ix_subscriptions_state_ns", "state", "namespace"),)
 
 
-class Delivery(Base):
+class DeliveryRow(Base):
     """One notification owed to one subscription: the outbox row the dispatcher sends and retries."""
 
     __tablename__ = "deliveries"
@@ -380,7 +380,7 @@ class Delivery(Base):
     )
 
 
-class DeliveryAttempt(Base):
+class DeliveryAttemptRow(Base):
     """One try of one delivery: the delivery log's status codes and latencies."""
 
     __tablename__ = "delivery_attempts"

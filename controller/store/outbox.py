@@ -40,7 +40,7 @@ from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.store.bulk import among, unnest_insert
-from controller.store.models import Delivery, DeliveryAttempt, Subscription
+from controller.store.models import DeliveryAttemptRow, DeliveryRow, SubscriptionRow
 from controller.store.subscriptions import SubscriptionRecord, add_notices
 from controller.store.wakeups import announce
 
@@ -68,7 +68,7 @@ def delivery_id(subscription_id: str, event_key: str) -> str:
 
 
 _ENQUEUE = unnest_insert(
-    Delivery,
+    DeliveryRow,
     (
         "id",
         "subscription_id",
@@ -208,7 +208,7 @@ async def claim(
 
 async def endpoints(conn: AsyncConnection, ids: Collection[str]) -> dict[str, SubscriptionRecord]:
     """The subscriptions claimed deliveries go to (their URL, secrets, recipients)."""
-    rows = await conn.execute(select(*Subscription.__table__.c).where(among(Subscription.id, ids)))
+    rows = await conn.execute(select(*SubscriptionRow.__table__.c).where(among(SubscriptionRow.id, ids)))
     return {row.id: SubscriptionRecord(**row._mapping) for row in rows}
 
 
@@ -362,10 +362,10 @@ async def _disable(
     reasons = {s: f"disabled automatically: {last[s].disable}" for s in failing if last[s].disable}
     stale = (
         await conn.execute(
-            select(Subscription.id, Subscription.failing_since).where(
-                among(Subscription.id, failing),
-                Subscription.state == "active",
-                Subscription.failing_since <= now - disable_after,
+            select(SubscriptionRow.id, SubscriptionRow.failing_since).where(
+                among(SubscriptionRow.id, failing),
+                SubscriptionRow.state == "active",
+                SubscriptionRow.failing_since <= now - disable_after,
             )
         )
     ).all()
@@ -378,10 +378,10 @@ async def _disable(
     disabled: list[Disabled] = []
     for sub_id, reason in sorted(reasons.items()):
         result = await conn.execute(
-            update(Subscription)
-            .where(Subscription.id == sub_id, Subscription.state == "active")
+            update(SubscriptionRow)
+            .where(SubscriptionRow.id == sub_id, SubscriptionRow.state == "active")
             .values(state="disabled", disabled_at=now, disabled_reason=reason, updated_at=now)
-            .returning(Subscription.id)
+            .returning(SubscriptionRow.id)
         )
         if result.first() is not None:
             disabled.append(Disabled(sub_id, reason))
@@ -404,8 +404,8 @@ def _describe(outcome: Outcome) -> str:
 async def defer(conn: AsyncConnection, seqs: Collection[int], until: datetime) -> None:
     """Hold pending deliveries until ``until`` without counting an attempt (email throttling)."""
     await conn.execute(
-        update(Delivery)
-        .where(among(Delivery.seq, seqs), Delivery.status == "pending")
+        update(DeliveryRow)
+        .where(among(DeliveryRow.seq, seqs), DeliveryRow.status == "pending")
         .values(next_attempt_at=until)
     )
 
@@ -414,12 +414,12 @@ async def resume(conn: AsyncConnection, subscription_id: str, now: datetime) -> 
     """Make a re-enabled subscription's pending deliveries due now, not at their old retry times
     (parked ones stay parked behind them)."""
     await conn.execute(
-        update(Delivery)
+        update(DeliveryRow)
         .where(
-            Delivery.subscription_id == subscription_id,
-            Delivery.status == "pending",
-            Delivery.next_attempt_at > now,
-            Delivery.next_attempt_at < _INFINITY,
+            DeliveryRow.subscription_id == subscription_id,
+            DeliveryRow.status == "pending",
+            DeliveryRow.next_attempt_at > now,
+            DeliveryRow.next_attempt_at < _INFINITY,
         )
         .values(next_attempt_at=now)
     )
@@ -430,21 +430,21 @@ async def pending_group(conn: AsyncConnection, subscription_id: str, order_key: 
     """Every pending delivery of one subscription and order key, oldest first (an email digest)."""
     rows = await conn.execute(
         select(
-            Delivery.seq,
-            Delivery.id,
-            Delivery.subscription_id,
-            Delivery.channel,
-            Delivery.event_type,
-            Delivery.order_key,
-            Delivery.body,
-            Delivery.attempts,
+            DeliveryRow.seq,
+            DeliveryRow.id,
+            DeliveryRow.subscription_id,
+            DeliveryRow.channel,
+            DeliveryRow.event_type,
+            DeliveryRow.order_key,
+            DeliveryRow.body,
+            DeliveryRow.attempts,
         )
         .where(
-            Delivery.subscription_id == subscription_id,
-            Delivery.order_key == order_key,
-            Delivery.status == "pending",
+            DeliveryRow.subscription_id == subscription_id,
+            DeliveryRow.order_key == order_key,
+            DeliveryRow.status == "pending",
         )
-        .order_by(Delivery.seq)
+        .order_by(DeliveryRow.seq)
     )
     return [Claim(**row._mapping) for row in rows]
 
@@ -453,10 +453,10 @@ async def last_delivered(conn: AsyncConnection, subscription_id: str, order_key:
     """When the last delivery of this subscription and order key went out."""
     value: datetime | None = (
         await conn.execute(
-            select(func.max(Delivery.finished_at)).where(
-                Delivery.subscription_id == subscription_id,
-                Delivery.order_key == order_key,
-                Delivery.status == "delivered",
+            select(func.max(DeliveryRow.finished_at)).where(
+                DeliveryRow.subscription_id == subscription_id,
+                DeliveryRow.order_key == order_key,
+                DeliveryRow.status == "delivered",
             )
         )
     ).scalar_one()
@@ -490,7 +490,7 @@ async def pending_count(conn: AsyncConnection, due_by: datetime | None = None) -
     if due_by is not None:
         due: int = (await conn.execute(_DUE_BY, {"due_by": due_by})).scalar_one()
         return due
-    query = select(func.count()).select_from(Delivery).where(Delivery.status == "pending")
+    query = select(func.count()).select_from(DeliveryRow).where(DeliveryRow.status == "pending")
     count: int = (await conn.execute(query)).scalar_one()
     return count
 
@@ -498,9 +498,9 @@ async def pending_count(conn: AsyncConnection, due_by: datetime | None = None) -
 async def purge(conn: AsyncConnection, before: datetime) -> int:
     """Delete settled deliveries (and their attempts) finished before ``before``."""
     result = await conn.execute(
-        delete(Delivery)
-        .where(Delivery.status != "pending", Delivery.finished_at < before)
-        .returning(Delivery.seq)
+        delete(DeliveryRow)
+        .where(DeliveryRow.status != "pending", DeliveryRow.finished_at < before)
+        .returning(DeliveryRow.seq)
     )
     return len(result.all())
 
@@ -515,46 +515,46 @@ async def list_deliveries(
     status: str | None = None,
     before: int | None = None,
     limit: int = 50,
-) -> list[Delivery]:
+) -> list[DeliveryRow]:
     """A subscription's deliveries, newest first; ``before`` is the ``seq`` cursor of the last row seen."""
-    query = select(Delivery).where(Delivery.subscription_id == subscription_id)
+    query = select(DeliveryRow).where(DeliveryRow.subscription_id == subscription_id)
     if status is not None:
-        query = query.where(Delivery.status == status)
+        query = query.where(DeliveryRow.status == status)
     if before is not None:
-        query = query.where(Delivery.seq < before)
-    rows = await conn.execute(query.order_by(Delivery.seq.desc()).limit(limit))
-    return [Delivery(**row._mapping) for row in rows]
+        query = query.where(DeliveryRow.seq < before)
+    rows = await conn.execute(query.order_by(DeliveryRow.seq.desc()).limit(limit))
+    return [DeliveryRow(**row._mapping) for row in rows]
 
 
-async def attempts_of(conn: AsyncConnection, seqs: Collection[int]) -> dict[int, list[DeliveryAttempt]]:
+async def attempts_of(conn: AsyncConnection, seqs: Collection[int]) -> dict[int, list[DeliveryAttemptRow]]:
     """The attempt log of deliveries, oldest attempt first."""
-    found: dict[int, list[DeliveryAttempt]] = {seq: [] for seq in seqs}
+    found: dict[int, list[DeliveryAttemptRow]] = {seq: [] for seq in seqs}
     rows = await conn.execute(
-        select(DeliveryAttempt)
-        .where(among(DeliveryAttempt.delivery_seq, seqs))
-        .order_by(DeliveryAttempt.delivery_seq, DeliveryAttempt.id)
+        select(DeliveryAttemptRow)
+        .where(among(DeliveryAttemptRow.delivery_seq, seqs))
+        .order_by(DeliveryAttemptRow.delivery_seq, DeliveryAttemptRow.id)
     )
     for row in rows:
-        found[row.delivery_seq].append(DeliveryAttempt(**row._mapping))
+        found[row.delivery_seq].append(DeliveryAttemptRow(**row._mapping))
     return found
 
 
-async def get_delivery(conn: AsyncConnection, delivery: str) -> Delivery | None:
-    row = (await conn.execute(select(Delivery).where(Delivery.id == delivery))).first()
-    return Delivery(**row._mapping) if row else None
+async def get_delivery(conn: AsyncConnection, delivery: str) -> DeliveryRow | None:
+    row = (await conn.execute(select(DeliveryRow).where(DeliveryRow.id == delivery))).first()
+    return DeliveryRow(**row._mapping) if row else None
 
 
-async def redeliver(conn: AsyncConnection, delivery: str, now: datetime) -> Delivery | None:
+async def redeliver(conn: AsyncConnection, delivery: str, now: datetime) -> DeliveryRow | None:
     """Queue a settled delivery again, same ``webhook-id``, with a fresh retry schedule."""
     row = (
         await conn.execute(
-            update(Delivery)
-            .where(Delivery.id == delivery, Delivery.status != "pending")
+            update(DeliveryRow)
+            .where(DeliveryRow.id == delivery, DeliveryRow.status != "pending")
             .values(status="pending", attempts=0, next_attempt_at=now, finished_at=None)
-            .returning(*Delivery.__table__.c)
+            .returning(*DeliveryRow.__table__.c)
         )
     ).first()
     if row is None:
         return None
     await announce(conn, WAKE_CHANNEL)
-    return Delivery(**row._mapping)
+    return DeliveryRow(**row._mapping)

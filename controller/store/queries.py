@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, false, func, select, text, tuple_
 from sqlalchemy.dialects.postgresql import distinct_on
@@ -18,7 +18,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.events import TERMINAL_PHASES
 from controller.contract.units import gib
-from controller.store.models import FindingRow, K8sEvent, Pod, PodStateRow, PodUsageRow, Run, TimelineEntry
+from controller.store.models import (
+    Base,
+    FindingRow,
+    K8sEventRow,
+    PodRow,
+    PodStateRow,
+    PodUsageRow,
+    Run,
+    TimelineEntryRow,
+)
 
 
 @dataclass(frozen=True)
@@ -81,38 +90,33 @@ async def get_run(conn: AsyncConnection, uid: str) -> Run | None:
     return Run(**row._mapping) if row else None
 
 
-async def run_pods(conn: AsyncConnection, uid: str) -> Sequence[Pod]:
+_R = TypeVar("_R", bound=Base)
+
+
+async def _of_run(conn: AsyncConnection, model: type[_R], uid: str, *order: Any) -> list[_R]:
+    """The rows of ``model`` that belong to run ``uid``, in ``order``."""
+    rows = await conn.execute(select(model).where(model.__table__.c.run_uid == uid).order_by(*order))
+    return [model(**row._mapping) for row in rows]
+
+
+async def run_pods(conn: AsyncConnection, uid: str) -> Sequence[PodRow]:
     """Pods of a run: launcher first, then workers by index."""
-    rows = await conn.execute(
-        select(Pod).where(Pod.run_uid == uid).order_by(Pod.role, Pod.replica, Pod.index, Pod.name)
-    )
-    return [Pod(**row._mapping) for row in rows]
+    return await _of_run(conn, PodRow, uid, PodRow.role, PodRow.replica, PodRow.index, PodRow.name)
 
 
-async def run_timeline(conn: AsyncConnection, uid: str) -> Sequence[TimelineEntry]:
+async def run_timeline(conn: AsyncConnection, uid: str) -> Sequence[TimelineEntryRow]:
     """A run's timeline in time order."""
-    rows = await conn.execute(
-        select(TimelineEntry).where(TimelineEntry.run_uid == uid).order_by(TimelineEntry.at, TimelineEntry.id)
-    )
-    return [TimelineEntry(**row._mapping) for row in rows]
+    return await _of_run(conn, TimelineEntryRow, uid, TimelineEntryRow.at, TimelineEntryRow.id)
 
 
-async def run_events(conn: AsyncConnection, uid: str) -> Sequence[K8sEvent]:
+async def run_events(conn: AsyncConnection, uid: str) -> Sequence[K8sEventRow]:
     """Kubernetes events about a run, oldest first."""
-    rows = await conn.execute(
-        select(K8sEvent).where(K8sEvent.run_uid == uid).order_by(K8sEvent.last_timestamp)
-    )
-    return [K8sEvent(**row._mapping) for row in rows]
+    return await _of_run(conn, K8sEventRow, uid, K8sEventRow.last_timestamp)
 
 
 async def run_findings(conn: AsyncConnection, uid: str) -> Sequence[FindingRow]:
     """Findings of a run: firing first, then by when they were first seen."""
-    rows = await conn.execute(
-        select(FindingRow)
-        .where(FindingRow.run_uid == uid)
-        .order_by((FindingRow.status == "firing").desc(), FindingRow.first_seen)
-    )
-    return [FindingRow(**row._mapping) for row in rows]
+    return await _of_run(conn, FindingRow, uid, (FindingRow.status == "firing").desc(), FindingRow.first_seen)
 
 
 async def newest_findings(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, FindingRow]:
@@ -130,12 +134,7 @@ async def newest_findings(conn: AsyncConnection, uids: Sequence[str]) -> dict[st
 
 async def run_pod_states(conn: AsyncConnection, uid: str) -> Sequence[PodStateRow]:
     """Every observed state of a run's pods, oldest first."""
-    rows = await conn.execute(
-        select(PodStateRow)
-        .where(PodStateRow.run_uid == uid)
-        .order_by(PodStateRow.observed_at, PodStateRow.resource_version)
-    )
-    return [PodStateRow(**row._mapping) for row in rows]
+    return await _of_run(conn, PodStateRow, uid, PodStateRow.observed_at, PodStateRow.resource_version)
 
 
 async def run_usage(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[PodUsageRow]]:
@@ -175,7 +174,7 @@ def gpu_util_mean(usage: PodUsageRow) -> float | None:
 
 
 @dataclass(frozen=True)
-class UsageLine:
+class UsageLineRecord:
     """One launcher or worker slot across the compared runs: its peak memory in each, in words."""
 
     slot: str
@@ -196,7 +195,7 @@ class UsageLine:
         return f"{self.slot}: " + "; ".join(parts)
 
 
-def usage_lines(runs: Sequence[Run], usage: dict[str, list[PodUsageRow]]) -> tuple[UsageLine, ...]:
+def usage_lines(runs: Sequence[Run], usage: dict[str, list[PodUsageRow]]) -> tuple[UsageLineRecord, ...]:
     """Slot by slot (launcher, then workers by index), what each of ``runs`` used; none when no run
     has figures."""
     by_slot: dict[tuple[int, int, str], dict[str, PodUsageRow]] = {}
@@ -207,11 +206,11 @@ def usage_lines(runs: Sequence[Run], usage: dict[str, list[PodUsageRow]]) -> tup
             by_slot.setdefault(key, {})[run.uid] = row
     one_job = len({(r.namespace, r.kind, r.name) for r in runs}) == 1
     labels = tuple(f"attempt {r.attempt}" if one_job else r.uid for r in runs)
-    lines: list[UsageLine] = []
+    lines: list[UsageLineRecord] = []
     for (_, _, slot), rows in sorted(by_slot.items()):
         peaks = tuple(memory_peak(rows[r.uid]) if r.uid in rows else None for r in runs)
         utils = tuple(gpu_util_mean(rows[r.uid]) if r.uid in rows else None for r in runs)
-        lines.append(UsageLine(slot, labels, peaks, utils))
+        lines.append(UsageLineRecord(slot, labels, peaks, utils))
     return tuple(lines)
 
 
@@ -252,7 +251,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 
 
 @dataclass(frozen=True)
-class Durations:
+class DurationsRecord:
     """Where a run's time went, in seconds; ``None`` where the run has not got that far."""
 
     queued_s: float | None
@@ -265,7 +264,7 @@ class Durations:
     """Created → finished."""
 
     @classmethod
-    def of(cls, run: Run, all_workers_running_at: datetime | None = None) -> Durations:
+    def of(cls, run: Run, all_workers_running_at: datetime | None = None) -> DurationsRecord:
         return cls(
             queued_s=_seconds(run.created_at, run.started_at),
             to_all_workers_running_s=_seconds(run.created_at, all_workers_running_at),
@@ -286,7 +285,7 @@ class TerminationRecord:
 
 
 @dataclass(frozen=True)
-class PodSummary:
+class PodSummaryRecord:
     """One launcher or worker of a compared run: where it ran, how often it restarted and died."""
 
     role: str
@@ -301,17 +300,17 @@ class PodSummary:
 
 
 @dataclass(frozen=True)
-class ComparedRun:
+class ComparedRunRecord:
     """One column of a comparison."""
 
     run: Run
-    durations: Durations
+    durations: DurationsRecord
     failure_causes: tuple[FindingRow, ...]
-    pods: tuple[PodSummary, ...]
+    pods: tuple[PodSummaryRecord, ...]
 
 
 @dataclass(frozen=True)
-class SpecField:
+class SpecFieldRecord:
     """One spec field across the compared runs (``None``: not recorded for that run)."""
 
     path: str
@@ -323,12 +322,12 @@ class SpecField:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class ComparisonRecord:
     """Runs side by side: their spec fields, and each run's durations, outcome and pods."""
 
-    runs: tuple[ComparedRun, ...]
-    spec: tuple[SpecField, ...]
-    usage: tuple[UsageLine, ...] = ()
+    runs: tuple[ComparedRunRecord, ...]
+    spec: tuple[SpecFieldRecord, ...]
+    usage: tuple[UsageLineRecord, ...] = ()
 
 
 _SPEC_ORDER = (
@@ -369,11 +368,11 @@ def _spec_rank(parts: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
     return tuple((_SPEC_ORDER.index(p) if p in _SPEC_ORDER else len(_SPEC_ORDER), p) for p in parts)
 
 
-def spec_fields(specs: Sequence[dict[str, Any]]) -> tuple[SpecField, ...]:
+def spec_fields(specs: Sequence[dict[str, Any]]) -> tuple[SpecFieldRecord, ...]:
     """Every field of the given specs, in a reading order, with each spec's value."""
     flat = [_flatten(spec) for spec in specs]
     paths = sorted({parts for spec in flat for parts in spec if parts}, key=_spec_rank)
-    return tuple(SpecField(_path(parts), tuple(spec.get(parts) for spec in flat)) for parts in paths)
+    return tuple(SpecFieldRecord(_path(parts), tuple(spec.get(parts) for spec in flat)) for parts in paths)
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -408,11 +407,13 @@ def _terminations(states: Sequence[Any]) -> tuple[TerminationRecord, ...]:
     return tuple(sorted(seen.values(), key=lambda t: (t.at is None, t.at or datetime.min, t.container)))
 
 
-async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[PodSummary]]:
+async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str, list[PodSummaryRecord]]:
     rows = await conn.execute(
-        select(Pod).where(Pod.run_uid.in_(list(uids))).order_by(Pod.role, Pod.replica, Pod.index, Pod.name)
+        select(PodRow)
+        .where(PodRow.run_uid.in_(list(uids)))
+        .order_by(PodRow.role, PodRow.replica, PodRow.index, PodRow.name)
     )
-    pods = [Pod(**row._mapping) for row in rows]
+    pods = [PodRow(**row._mapping) for row in rows]
     states = await conn.execute(
         select(PodStateRow.pod_uid, PodStateRow.phase, PodStateRow.containers, PodStateRow.observed_at)
         .where(PodStateRow.run_uid.in_(list(uids)))
@@ -421,11 +422,11 @@ async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str
     by_pod: dict[str, list[Any]] = {}
     for state in states:
         by_pod.setdefault(state.pod_uid, []).append(state)
-    summaries: dict[str, list[PodSummary]] = {uid: [] for uid in uids}
+    summaries: dict[str, list[PodSummaryRecord]] = {uid: [] for uid in uids}
     for pod in pods:
         history = by_pod.get(pod.uid, [])
         summaries[pod.run_uid].append(
-            PodSummary(
+            PodSummaryRecord(
                 role=pod.role,
                 replica=pod.replica,
                 index=pod.index,
@@ -440,7 +441,7 @@ async def _pod_summaries(conn: AsyncConnection, uids: Sequence[str]) -> dict[str
     return summaries
 
 
-def _all_workers_running_at(run: Run, pods: Sequence[PodSummary]) -> datetime | None:
+def _all_workers_running_at(run: Run, pods: Sequence[PodSummaryRecord]) -> datetime | None:
     """When the last expected worker was first seen Running, or None if some never was."""
     workers = [p for p in pods if p.role == "worker"]
     expected = max(int(run.spec.get("workers") or 0), len(workers))
@@ -448,7 +449,7 @@ def _all_workers_running_at(run: Run, pods: Sequence[PodSummary]) -> datetime | 
     return max(started) if workers and len(started) >= expected else None
 
 
-async def compare_runs(conn: AsyncConnection, uids: Sequence[str]) -> Comparison:
+async def compare_runs(conn: AsyncConnection, uids: Sequence[str]) -> ComparisonRecord:
     """The given runs side by side (every uid must exist: check with :func:`get_runs` first)."""
     runs = await get_runs(conn, uids)
     pods = await _pod_summaries(conn, uids)
@@ -461,24 +462,24 @@ async def compare_runs(conn: AsyncConnection, uids: Sequence[str]) -> Comparison
     for row in findings:
         causes.setdefault(row.run_uid, []).append(FindingRow(**row._mapping))
     compared = tuple(
-        ComparedRun(
+        ComparedRunRecord(
             run=runs[uid],
-            durations=Durations.of(runs[uid], _all_workers_running_at(runs[uid], pods[uid])),
+            durations=DurationsRecord.of(runs[uid], _all_workers_running_at(runs[uid], pods[uid])),
             failure_causes=tuple(causes.get(uid, ())),
             pods=tuple(pods[uid]),
         )
         for uid in uids
     )
     usage = usage_lines([runs[uid] for uid in uids], await run_usage(conn, uids))
-    return Comparison(compared, spec_fields([runs[uid].spec for uid in uids]), usage)
+    return ComparisonRecord(compared, spec_fields([runs[uid].spec for uid in uids]), usage)
 
 
 @dataclass(frozen=True)
-class TrendPoint:
+class TrendPointRecord:
     """One run of a job's history."""
 
     run: Run
-    durations: Durations
+    durations: DurationsRecord
     memory_peak_ratio: float | None = None
     """The highest working set of any of its pods over that pod's memory limit."""
     gpu_util_mean_pct: float | None = None
@@ -486,10 +487,10 @@ class TrendPoint:
 
 
 @dataclass(frozen=True)
-class Trend:
+class TrendRecord:
     """How one job name has done over its last runs, oldest first."""
 
-    points: tuple[TrendPoint, ...]
+    points: tuple[TrendPointRecord, ...]
 
     @property
     def finished(self) -> int:
@@ -515,24 +516,24 @@ class Trend:
 
 async def job_trend(
     conn: AsyncConnection, namespace: str, name: str, last: int, kind: str | None = None
-) -> Trend:
+) -> TrendRecord:
     """The last ``last`` runs of one job name (of one ``kind``, else any), oldest first, with
     their durations and what their pods used."""
     runs = await list_runs(conn, RunFilter(namespace=namespace, name=name, kind=kind), limit=last)
     usage = await run_usage(conn, [run.uid for run in runs])
-    return Trend(tuple(_trend_point(run, usage[run.uid]) for run in reversed(runs)))
+    return TrendRecord(tuple(_trend_point(run, usage[run.uid]) for run in reversed(runs)))
 
 
-def _trend_point(run: Run, usage: Sequence[PodUsageRow]) -> TrendPoint:
+def _trend_point(run: Run, usage: Sequence[PodUsageRow]) -> TrendPointRecord:
     ratios = [
         u.memory_max_bytes / u.memory_limit_bytes
         for u in usage
         if u.memory_max_bytes and u.memory_limit_bytes
     ]
     utils = [m for u in usage if u.role == "worker" and (m := gpu_util_mean(u)) is not None]
-    return TrendPoint(
+    return TrendPointRecord(
         run,
-        Durations.of(run),
+        DurationsRecord.of(run),
         memory_peak_ratio=round(max(ratios), 4) if ratios else None,
         gpu_util_mean_pct=round(sum(utils) / len(utils), 2) if utils else None,
     )

@@ -46,7 +46,7 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.store.engine import lock_transaction
-from controller.store.models import Subscription, SubscriptionNotice
+from controller.store.models import SubscriptionNotice, SubscriptionRow
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def new_id(prefix: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionRecord:
-    """One row of ``subscriptions`` (see :class:`controller.store.models.Subscription` for the columns)."""
+    """One row of ``subscriptions`` (see :class:`controller.store.models.SubscriptionRow` for the columns)."""
 
     id: str
     channel: str
@@ -219,12 +219,14 @@ def _subscription(row: Any) -> SubscriptionRecord:
 async def insert_subscription(conn: AsyncConnection, row: Row) -> SubscriptionRecord:
     """Store a new subscription (every column given); its secret is encrypted when keys are set."""
     row = _sealed(row, str(row.get("id", "")))
-    stored = (await conn.execute(insert(Subscription).values(row).returning(*Subscription.__table__.c))).one()
+    stored = (
+        await conn.execute(insert(SubscriptionRow).values(row).returning(*SubscriptionRow.__table__.c))
+    ).one()
     return _subscription(stored)
 
 
 async def get_subscription(conn: AsyncConnection, subscription_id: str) -> SubscriptionRecord | None:
-    row = (await conn.execute(select(Subscription).where(Subscription.id == subscription_id))).first()
+    row = (await conn.execute(select(SubscriptionRow).where(SubscriptionRow.id == subscription_id))).first()
     return _subscription(row) if row else None
 
 
@@ -239,19 +241,19 @@ async def list_subscriptions(
     limit: int = 50,
 ) -> list[SubscriptionRecord]:
     """Subscriptions by id; ``visible`` limits namespaces (``None``: all, cluster-wide ones included)."""
-    query = select(Subscription)
+    query = select(SubscriptionRow)
     if visible is not None:
-        query = query.where(Subscription.namespace.in_(sorted(visible)))
+        query = query.where(SubscriptionRow.namespace.in_(sorted(visible)))
     for column, value in (
-        (Subscription.namespace, namespace),
-        (Subscription.channel, channel),
-        (Subscription.state, state),
+        (SubscriptionRow.namespace, namespace),
+        (SubscriptionRow.channel, channel),
+        (SubscriptionRow.state, state),
     ):
         if value is not None:
             query = query.where(column == value)
     if after is not None:
-        query = query.where(Subscription.id > after)
-    rows = await conn.execute(query.order_by(Subscription.id).limit(limit))
+        query = query.where(SubscriptionRow.id > after)
+    rows = await conn.execute(query.order_by(SubscriptionRow.id).limit(limit))
     return [_subscription(row) for row in rows]
 
 
@@ -267,14 +269,16 @@ async def quota_usage(conn: AsyncConnection, created_by: str, namespace: str | N
     after another: call it in the transaction that inserts (or moves) the subscription.
     """
     await lock_transaction(conn, QUOTA_LOCK)
-    live = Subscription.state != "expired"
+    live = SubscriptionRow.state != "expired"
     in_namespace = (
-        Subscription.namespace.is_(None) if namespace is None else Subscription.namespace == namespace
+        SubscriptionRow.namespace.is_(None) if namespace is None else SubscriptionRow.namespace == namespace
     )
     by_user = (
-        select(func.count()).select_from(Subscription).where(live, Subscription.created_by == created_by)
+        select(func.count())
+        .select_from(SubscriptionRow)
+        .where(live, SubscriptionRow.created_by == created_by)
     )
-    there = select(func.count()).select_from(Subscription).where(live, in_namespace)
+    there = select(func.count()).select_from(SubscriptionRow).where(live, in_namespace)
     row = (await conn.execute(select(by_user.scalar_subquery(), there.scalar_subquery()))).one()
     return int(row[0]), int(row[1])
 
@@ -286,10 +290,10 @@ async def update_subscription(
     changes = _sealed(changes, subscription_id)
     row = (
         await conn.execute(
-            update(Subscription)
-            .where(Subscription.id == subscription_id)
+            update(SubscriptionRow)
+            .where(SubscriptionRow.id == subscription_id)
             .values(changes)
-            .returning(*Subscription.__table__.c)
+            .returning(*SubscriptionRow.__table__.c)
         )
     ).first()
     return _subscription(row) if row else None
@@ -298,14 +302,14 @@ async def update_subscription(
 async def delete_subscription(conn: AsyncConnection, subscription_id: str) -> bool:
     """Delete a subscription with its deliveries and notices; whether it existed."""
     result = await conn.execute(
-        delete(Subscription).where(Subscription.id == subscription_id).returning(Subscription.id)
+        delete(SubscriptionRow).where(SubscriptionRow.id == subscription_id).returning(SubscriptionRow.id)
     )
     return result.first() is not None
 
 
 async def active_subscriptions(conn: AsyncConnection) -> list[SubscriptionRecord]:
     """Every active subscription (the caller checks ``expires_at``)."""
-    rows = await conn.execute(select(*Subscription.__table__.c).where(Subscription.state == "active"))
+    rows = await conn.execute(select(*SubscriptionRow.__table__.c).where(SubscriptionRow.state == "active"))
     return [_subscription(row) for row in rows]
 
 
@@ -324,10 +328,10 @@ async def active_fingerprint(conn: AsyncConnection) -> tuple[int, int]:
 async def expire_one_shot(conn: AsyncConnection, subscription_id: str, now: datetime) -> bool:
     """Mark a one-shot subscription fired; ``False`` if it already had (another event won)."""
     result = await conn.execute(
-        update(Subscription)
-        .where(Subscription.id == subscription_id, Subscription.state == "active")
+        update(SubscriptionRow)
+        .where(SubscriptionRow.id == subscription_id, SubscriptionRow.state == "active")
         .values(state="expired", fired_at=now, updated_at=now)
-        .returning(Subscription.id)
+        .returning(SubscriptionRow.id)
     )
     return result.first() is not None
 
@@ -358,7 +362,9 @@ RECHECKED = ("active", "suspended")
 async def rechecked_subscriptions(conn: AsyncConnection) -> list[SubscriptionRecord]:
     """Every active or suspended subscription (:data:`RECHECKED`), by id."""
     rows = await conn.execute(
-        select(*Subscription.__table__.c).where(Subscription.state.in_(RECHECKED)).order_by(Subscription.id)
+        select(*SubscriptionRow.__table__.c)
+        .where(SubscriptionRow.state.in_(RECHECKED))
+        .order_by(SubscriptionRow.id)
     )
     return [_subscription(row) for row in rows]
 
@@ -384,15 +390,15 @@ async def _move(
     done: list[str] = []
     for subscription_id, reason in sorted(reasons.items()):
         row = await conn.execute(
-            update(Subscription)
-            .where(Subscription.id == subscription_id, Subscription.state == before)
+            update(SubscriptionRow)
+            .where(SubscriptionRow.id == subscription_id, SubscriptionRow.state == before)
             .values(
                 state=after,
                 updated_at=now,
                 disabled_at=now if suspending else None,
                 disabled_reason=reason if suspending else None,
             )
-            .returning(Subscription.id)
+            .returning(SubscriptionRow.id)
         )
         if row.first() is not None:
             done.append(subscription_id)
@@ -406,8 +412,8 @@ async def _move(
 async def count_by_state(conn: AsyncConnection) -> list[tuple[str, str, int]]:
     """(state, channel, count) of every subscription."""
     rows = await conn.execute(
-        select(Subscription.state, Subscription.channel, func.count())
-        .group_by(Subscription.state, Subscription.channel)
-        .order_by(Subscription.state, Subscription.channel)
+        select(SubscriptionRow.state, SubscriptionRow.channel, func.count())
+        .group_by(SubscriptionRow.state, SubscriptionRow.channel)
+        .order_by(SubscriptionRow.state, SubscriptionRow.channel)
     )
     return [(str(state), str(channel), int(count)) for state, channel, count in rows]

@@ -63,7 +63,7 @@ def stories(first: int, count: int, prefix: str = "job", slot: int | None = None
 
 
 @dataclass
-class Outcome:
+class DrillOutcome:
     """What a drill's burst left behind, against what it should have."""
 
     jobs: int
@@ -94,7 +94,7 @@ class Outcome:
         )
 
 
-Fault = Callable[[], Awaitable[Awaitable[None] | None]]
+FaultInjector = Callable[[], Awaitable[Awaitable[None] | None]]
 """Injects the fault; may return what ends it (a server started again), awaited beside the burst."""
 
 
@@ -102,7 +102,7 @@ Fault = Callable[[], Awaitable[Awaitable[None] | None]]
 class Burst:
     """A burst with a fault in the middle: what came out, and (if timed) how long failures waited."""
 
-    outcome: Outcome
+    outcome: DrillOutcome
     baseline_s: float | None = None
     """Median of three failures fed before the fault, each until its ``finding.firing`` webhook."""
     recovery_s: float | None = None
@@ -196,7 +196,7 @@ class Drill:
         )
         return time.monotonic() - started
 
-    async def burst(self, jobs: int, fault: Fault, *, timed: bool = False) -> Burst:
+    async def burst(self, jobs: int, fault: FaultInjector, *, timed: bool = False) -> Burst:
         """Half of ``jobs`` stories, the fault once some are stored, the other half; settled.
 
         ``timed``: once the first half has settled, time failures on the idle controller, then
@@ -216,8 +216,8 @@ class Drill:
         await self.settled(timeout_s=300)
         return Burst(await self.outcome(), baseline, max(times) if times else None)
 
-    async def outcome(self) -> Outcome:
-        """What the burst left: compare with what it should have (see :class:`Outcome`)."""
+    async def outcome(self) -> DrillOutcome:
+        """What the burst left: compare with what it should have (see :class:`DrillOutcome`)."""
         names = {str(o.object["metadata"]["name"]) for o in self.fed if o.kind == "job"}
         delivered = self._delivered()
         findings = await findings_on_bus(self.js, self.topology)
@@ -228,7 +228,7 @@ class Drill:
                     select(func.count()).select_from(FindingRow).where(FindingRow.rule == "oom")
                 )
             ).scalar_one()
-        return Outcome(
+        return DrillOutcome(
             jobs=len(names),
             runs=await _count(self.engine, Run),
             pod_states=await self.stored_pod_states(),

@@ -72,7 +72,7 @@ log = logging.getLogger(__name__)
 
 GVP = tuple[str, str, str]
 """(group, version, plural) of a resource type."""
-Key = tuple[str, str, str, str, str]
+_Key = tuple[str, str, str, str, str]
 """(group, version, plural, namespace, name) of one object; namespace is "" for cluster-scoped ones."""
 
 DEFAULT_KINDS: tuple[Resource, ...] = (
@@ -235,7 +235,7 @@ class SimCluster:
         self._cond = threading.Condition()
         self._kinds: dict[GVP, Resource] = {}
         self._plurals: dict[tuple[str, str, str], str] = {}  # (group, version, Kind) -> plural
-        self._objects: dict[Key, RawObject] = {}
+        self._objects: dict[_Key, RawObject] = {}
         self._history: dict[GVP, list[_Change]] = {}
         self._history_rvs: dict[GVP, list[int]] = {}
         self._continues: dict[str, _Snapshot] = {}  # continue token -> the rest of that list
@@ -563,7 +563,7 @@ class SimCluster:
         return kind, namespace, str(meta.get("name", ""))
 
     @staticmethod
-    def _key(kind: Resource, namespace: str, name: str) -> Key:
+    def _key(kind: Resource, namespace: str, name: str) -> _Key:
         return (kind.group, kind.version, kind.plural, namespace, name)
 
     def _record(self, kind: Resource, event_type: str, obj: RawObject, previous: RawObject | None) -> None:

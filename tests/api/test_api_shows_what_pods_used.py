@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.cli.rendering import comparison_table
 from controller.contract.events import JobRef, PodUsage, UsageObserved
 from controller.store.history import apply_events
-from controller.store.models import Pod
+from controller.store.models import PodRow
 from tests.api_fixtures import ADMIN, T0, job_story, store
 
 GIB = 2**30
@@ -24,7 +24,9 @@ async def _read(
 ) -> None:
     """Figures for the workers of ``run`` (by index), as the watcher publishes them."""
     async with engine.begin() as conn:
-        pods = [p for p in (await conn.execute(select(Pod).where(Pod.run_uid == run))) if p.role == "worker"]
+        pods = [
+            p for p in (await conn.execute(select(PodRow).where(PodRow.run_uid == run))) if p.role == "worker"
+        ]
         when = T0 + timedelta(minutes=10)
         figures = tuple(
             PodUsage(
@@ -77,7 +79,7 @@ async def test_compare_and_trends_tell_what_each_attempt_used(
     assert [p["memory_peak_ratio"] for p in trend["points"]] == [round(15.8 / 16, 4), round(17.1 / 32, 4)]
 
     async with engine.begin() as conn:  # the pods are gone from the history's current state …
-        await conn.execute(Pod.__table__.delete().where(Pod.run_uid == first))
+        await conn.execute(PodRow.__table__.delete().where(PodRow.run_uid == first))
     detail = (await api.get(f"/api/v1/runs/{first}", headers=ADMIN)).json()
     assert detail["pods"] == []
     assert [u["memory_peak"] for u in detail["usage"]] == [

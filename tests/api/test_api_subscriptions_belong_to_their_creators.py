@@ -26,7 +26,7 @@ from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import LISTED, KubeAccessReviewer
 from controller.metrics import PipelineMetrics
 from controller.store import subscriptions
-from controller.store.models import Delivery, DeliveryAttempt
+from controller.store.models import DeliveryAttemptRow, DeliveryRow
 
 HOOK = "http://127.0.0.1:9/services/T000/B000/XXXXXXXXsecretXXXXXXXX?token=abc"
 ORIGIN = "http://127.0.0.1:9"
@@ -115,7 +115,7 @@ async def add_deliveries(engine: AsyncEngine, subscription_id: str, count: int) 
         for n in range(count)
     ]
     async with engine.begin() as conn:
-        await conn.execute(insert(Delivery), rows)
+        await conn.execute(insert(DeliveryRow), rows)
     return [str(r["id"]) for r in rows]
 
 
@@ -212,10 +212,10 @@ async def test_only_the_creator_sees_the_webhook_url_in_the_delivery_log(
     (delivery,) = await add_deliveries(engine, sub["id"], 1)
     echoed = "Cannot POST /services/T000/B000/XXXXXXXXsecretXXXXXXXX?token=abc (404)"
     async with engine.begin() as conn:
-        seq = (await conn.execute(select(Delivery.seq).where(Delivery.id == delivery))).scalar_one()
-        await conn.execute(update(Delivery).where(Delivery.seq == seq).values(last_error=echoed))
+        seq = (await conn.execute(select(DeliveryRow.seq).where(DeliveryRow.id == delivery))).scalar_one()
+        await conn.execute(update(DeliveryRow).where(DeliveryRow.seq == seq).values(last_error=echoed))
         await conn.execute(
-            insert(DeliveryAttempt).values(
+            insert(DeliveryAttemptRow).values(
                 delivery_seq=seq, attempt=1, at=datetime.now(UTC), outcome="failed", latency_ms=1.0,
                 error=f"POST {HOOK} failed; path /services/T000/B000/XXXXXXXXsecretXXXXXXXX",
             )

@@ -96,7 +96,7 @@ async def judge(engine: AsyncEngine, now: datetime) -> dict[str, int]:
     return counts
 
 
-async def verdict(engine: AsyncEngine, seq: int) -> corroboration.Verdict | None:
+async def verdict(engine: AsyncEngine, seq: int) -> corroboration.CorroborationVerdict | None:
     async with engine.connect() as conn:
         return (await corroboration.verdicts(conn, [seq])).get(seq)
 

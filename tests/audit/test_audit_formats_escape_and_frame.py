@@ -10,7 +10,7 @@ import pytest
 from controller.contract.audit import Actor, AuditRecord, audited_object, service_account_of
 from controller.store.auditchain import GENESIS, StoredRecord, chain_hash
 from controller.store.auditformats import cef, hec_event, jsonl_line, octet_frame, syslog_message
-from controller.store.corroboration import Verdict
+from controller.store.corroboration import CorroborationVerdict
 from tests.audit_helpers import T0, parse_cef, parse_syslog
 
 HASH = "ab" * 32
@@ -40,7 +40,7 @@ def admission(**overrides: object) -> AuditRecord:
 
 
 def test_a_delete_by_a_service_account_as_cef() -> None:
-    verified = Verdict("verified", T0, "the watch saw it deleted")
+    verified = CorroborationVerdict("verified", T0, "the watch saw it deleted")
     assert cef(link(admission(caller="unverified")), version="0.1.0", verdict=verified) == (
         "CEF:0|Kubeflow|mpijob-controller|0.1.0|job-delete|TrainJob deletion requested|5|"
         "rt=1795424400000 act=delete outcome=allowed "
@@ -174,14 +174,19 @@ def test_jsonl_and_hec_carry_the_verifiable_link() -> None:
 
 
 VERDICTS = [
-    ("unverified", Verdict("contradicted", T0, "claims spec.x=1 changed;\nthe watch | saw \\ status only")),
-    ("mtls", Verdict("verified", T0, "the watch saw it")),
+    (
+        "unverified",
+        CorroborationVerdict("contradicted", T0, "claims spec.x=1 changed;\nthe watch | saw \\ status only"),
+    ),
+    ("mtls", CorroborationVerdict("verified", T0, "the watch saw it")),
     ("unverified", None),
 ]
 
 
 @pytest.mark.parametrize(("caller", "verdict"), VERDICTS, ids=["contradicted", "mtls-verified", "pending"])
-def test_every_format_carries_the_caller_and_the_verdict(caller: str, verdict: Verdict | None) -> None:
+def test_every_format_carries_the_caller_and_the_verdict(
+    caller: str, verdict: CorroborationVerdict | None
+) -> None:
     record = admission(caller=caller, message="a=b | c\\d\ne")
     raw = record.model_dump(mode="json")
     stored = StoredRecord(1, T0, GENESIS, chain_hash(1, GENESIS, T0, raw), raw)

@@ -17,7 +17,7 @@ from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store.models import K8sEvent, PodStateRow, Run
+from controller.store.models import K8sEventRow, PodStateRow, Run
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.stories import oom_story
 from watchers.pipeline import Pipeline
@@ -30,7 +30,7 @@ def start_consumer(settings: Settings, tmp_path: Path, log_name: str) -> subproc
     return start_cli(["consume"], env, tmp_path, tmp_path / log_name)
 
 
-async def stored(engine: AsyncEngine, model: type[Run] | type[PodStateRow] | type[K8sEvent]) -> int:
+async def stored(engine: AsyncEngine, model: type[Run] | type[PodStateRow] | type[K8sEventRow]) -> int:
     async with engine.connect() as conn:
         return (await conn.execute(select(func.count()).select_from(model))).scalar_one()
 
@@ -72,7 +72,7 @@ async def test_consumer_killed_mid_stream_resumes_without_loss_or_duplicates(
 
     assert await stored(engine, PodStateRow) == pod_observations
     assert await stored(engine, Run) == len(stories)
-    assert await stored(engine, K8sEvent) == len(stories)
+    assert await stored(engine, K8sEventRow) == len(stories)
     async with engine.connect() as conn:
         phases = set((await conn.execute(select(Run.phase))).scalars())
     assert phases == {"Failed"}

@@ -22,7 +22,7 @@ from controller.contract.subjects import Topology
 from controller.kube.gateway import DEFAULT_RETRIES, KubeGateway, RetryPolicy
 from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
-from controller.store.models import Pod, PodStateRow, Run
+from controller.store.models import PodRow, PodStateRow, Run
 from controller.testing import objects as k
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
@@ -140,7 +140,7 @@ async def test_worker_oom_travels_from_watch_to_history(
         assert sorted(sim.open_watches().values()) == [1] * len(WATCHED)
 
     async with engine.connect() as conn:
-        worker = (await conn.execute(select(Pod).where(Pod.name == "llm-worker-1"))).one()
+        worker = (await conn.execute(select(PodRow).where(PodRow.name == "llm-worker-1"))).one()
         tail = (
             (
                 await conn.execute(

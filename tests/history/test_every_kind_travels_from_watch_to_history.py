@@ -13,7 +13,7 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.resources import JOB_RESOURCES, WATCHED
 from controller.metrics import PipelineMetrics
-from controller.store.models import FindingRow, Pod, Run
+from controller.store.models import FindingRow, PodRow, Run
 from controller.testing import objects as k
 from controller.testing.simcluster import DEFAULT_KINDS, SimCluster
 from controller.testing.waits import until
@@ -63,7 +63,9 @@ async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(
             await conn.execute(select(FindingRow.root_cause).where(FindingRow.rule == "oom"))
         ).scalar_one()
         worker = (
-            await conn.execute(select(Pod.role, Pod.index, Pod.phase).where(Pod.name == "bert-worker-1"))
+            await conn.execute(
+                select(PodRow.role, PodRow.index, PodRow.phase).where(PodRow.name == "bert-worker-1")
+            )
         ).one()
     assert tuple(run) == ("PyTorchJob", "bert")
     assert root_cause.startswith("Worker-1 failed: out of memory"), root_cause

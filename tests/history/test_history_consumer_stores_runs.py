@@ -19,7 +19,7 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.history import apply_events
-from controller.store.models import Pod, PodStateRow, Run, TimelineEntry
+from controller.store.models import PodRow, PodStateRow, Run, TimelineEntryRow
 from controller.testing import events as eb
 from controller.testing.stories import oom_story
 from watchers.pipeline import Pipeline
@@ -46,7 +46,7 @@ async def counts(engine: AsyncEngine) -> dict[str, int]:
     async with engine.connect() as conn:
         return {
             model.__tablename__: (await conn.execute(select(func.count()).select_from(model))).scalar_one()
-            for model in (Run, Pod, PodStateRow, TimelineEntry)
+            for model in (Run, PodRow, PodStateRow, TimelineEntryRow)
         }
 
 
@@ -68,16 +68,16 @@ async def test_oom_story_lands_in_history(
         assert (run.name, run.phase, run.attempt) == ("pi", "Failed", 1)
         assert run.spec["workers"] == 4 and run.spec["worker"]["resources"]["limits"]["memory"] == "16Gi"
         assert run.started_at is not None and run.finished_at is not None
-        pods = {(p.role, p.index): p for p in (await conn.execute(select(Pod))).all()}
+        pods = {(p.role, p.index): p for p in (await conn.execute(select(PodRow))).all()}
         assert len(pods) == 5
         assert pods[("worker", 2)].phase == "Failed"
         assert pods[("worker", 2)].containers[0]["reason"] == "OOMKilled"
         summaries = (  # what the watch showed (the rules' finding may or may not be stored yet)
             (
                 await conn.execute(
-                    select(TimelineEntry.summary)
-                    .where(TimelineEntry.source != "finding")
-                    .order_by(TimelineEntry.at, TimelineEntry.id)
+                    select(TimelineEntryRow.summary)
+                    .where(TimelineEntryRow.source != "finding")
+                    .order_by(TimelineEntryRow.at, TimelineEntryRow.id)
                 )
             )
             .scalars()

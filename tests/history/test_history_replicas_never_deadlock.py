@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.events import BusEvent
 from controller.store.history import apply_events
-from controller.store.models import Pod, PodStateRow
+from controller.store.models import PodRow, PodStateRow
 from controller.testing.events import T0, worker
 
 PODS = 200
@@ -40,8 +40,8 @@ async def test_two_writers_with_opposite_orders_both_commit(engine: AsyncEngine)
     await asyncio.gather(write(reverse=False), write(reverse=True))  # a deadlock raises here
 
     async with engine.connect() as conn:
-        pods = (await conn.execute(select(func.count()).select_from(Pod))).scalar_one()
+        pods = (await conn.execute(select(func.count()).select_from(PodRow))).scalar_one()
         states = (await conn.execute(select(func.count()).select_from(PodStateRow))).scalar_one()
-        newest = (await conn.execute(select(func.max(Pod.resource_version)))).scalar_one()
+        newest = (await conn.execute(select(func.max(PodRow.resource_version)))).scalar_one()
     assert (pods, states) == (PODS, PODS * ROUNDS * 2)
     assert newest == 1000 * (2 * ROUNDS + 1) + PODS - 1

@@ -14,7 +14,7 @@ from controller.contract.findings import Evidence, Finding, dedup_key, doc_ancho
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store.models import FindingRow, TimelineEntry
+from controller.store.models import FindingRow, TimelineEntryRow
 from tests.history.test_history_consumer_stores_runs import consumers_running
 
 JOB = JobRef(uid="5d0f6a43-6f7e-4b7c-9a43-2f3c1e0b9d21", kind="MPIJob", namespace="team-a", name="pi")
@@ -71,9 +71,9 @@ async def test_latest_revision_is_stored_and_each_change_is_on_the_timeline(
         timeline = (
             (
                 await conn.execute(
-                    select(TimelineEntry.summary)
-                    .where(TimelineEntry.source == "finding")
-                    .order_by(TimelineEntry.at)
+                    select(TimelineEntryRow.summary)
+                    .where(TimelineEntryRow.source == "finding")
+                    .order_by(TimelineEntryRow.at)
                 )
             )
             .scalars()

@@ -24,7 +24,7 @@ from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.store.models import Delivery
+from controller.store.models import DeliveryRow
 from controller.testing.notify import (
     api_client,
     consumer_running,
@@ -57,9 +57,9 @@ async def announced(engine: AsyncEngine, prefix: str) -> dict[str, list[str]]:
     by_job: dict[str, list[str]] = defaultdict(list)
     async with engine.connect() as conn:
         rows = await conn.execute(
-            select(Delivery.job_uid, Delivery.event_type)
-            .where(Delivery.event_type.startswith(prefix))
-            .order_by(Delivery.seq)
+            select(DeliveryRow.job_uid, DeliveryRow.event_type)
+            .where(DeliveryRow.event_type.startswith(prefix))
+            .order_by(DeliveryRow.seq)
         )
         for uid, event_type in rows:
             by_job[uid].append(event_type)
@@ -79,7 +79,7 @@ async def both_waiting(js: JetStreamContext, topology: Topology) -> None:
 
 async def enqueued(engine: AsyncEngine) -> int:
     async with engine.connect() as conn:
-        return (await conn.execute(select(func.count()).select_from(Delivery))).scalar_one()
+        return (await conn.execute(select(func.count()).select_from(DeliveryRow))).scalar_one()
 
 
 async def test_replicas_announce_every_transition_once_in_order_through_a_kill(

@@ -18,7 +18,7 @@ from controller.contract.settings import NotifySettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store import subscriptions
-from controller.store.models import Subscription
+from controller.store.models import SubscriptionRow
 from controller.store.subscriptions import SecretBox, SecretKeyError
 from controller.testing.notify import (
     api_client,
@@ -49,8 +49,8 @@ async def stored_secrets(engine: AsyncEngine, subscription_id: str) -> tuple[str
     async with engine.connect() as conn:
         row = (
             await conn.execute(
-                select(Subscription.secret, Subscription.previous_secret).where(
-                    Subscription.id == subscription_id
+                select(SubscriptionRow.secret, SubscriptionRow.previous_secret).where(
+                    SubscriptionRow.id == subscription_id
                 )
             )
         ).one()
@@ -178,7 +178,7 @@ async def test_a_row_encrypted_with_a_dropped_key_is_not_sent_unsigned(
         sub = await subscribe(api, rx, "hook")
     async with engine.begin() as conn:
         await conn.execute(
-            update(Subscription).where(Subscription.id == sub["id"]).values(previous_secret=None)
+            update(SubscriptionRow).where(SubscriptionRow.id == sub["id"]).values(previous_secret=None)
         )
     record = await _record(engine, sub["id"])
     from consumers.notify.dispatch import current_secrets

@@ -211,7 +211,7 @@ def events_for(entry: Entry, *, succeed: bool = False) -> list[BusEvent]:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ReplayOutcome:
     """What the engine published while replaying one entry, and what fires at the end."""
 
     changes: tuple[Finding, ...]
@@ -222,11 +222,11 @@ class Outcome:
         return frozenset(f.rule for f in self.firing)
 
 
-def run(entry: Entry, *, succeed: bool = False) -> Outcome:
+def run(entry: Entry, *, succeed: bool = False) -> ReplayOutcome:
     """Replay ``entry`` through a fresh engine."""
     engine = RuleEngine()
     changes = replay(engine, events_for(entry, succeed=succeed), at(2))
-    return Outcome(tuple(changes), tuple(engine.firing()))
+    return ReplayOutcome(tuple(changes), tuple(engine.firing()))
 
 
 def live_events_for(entry: Entry, *, succeed: bool = False, end: bool = True) -> list[BusEvent]:
@@ -246,9 +246,9 @@ def live_events_for(entry: Entry, *, succeed: bool = False, end: bool = True) ->
     return [*running, seen, _failing_pod(entry, succeed=succeed), finished]
 
 
-def run_live(entry: Entry, *, succeed: bool = False, end: bool = True) -> Outcome:
+def run_live(entry: Entry, *, succeed: bool = False, end: bool = True) -> ReplayOutcome:
     """Replay :func:`live_events_for` ``entry`` through a fresh engine (ticking at 2 min if it ends)."""
     engine = RuleEngine()
     ticks = (at(2),) if end else ()
     changes = replay(engine, live_events_for(entry, succeed=succeed, end=end), *ticks)
-    return Outcome(tuple(changes), tuple(engine.firing()))
+    return ReplayOutcome(tuple(changes), tuple(engine.firing()))

@@ -10,7 +10,7 @@ from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from controller.store.livefeed import TimelineTail, XidSnapshot
-from controller.store.models import TimelineEntry
+from controller.store.models import TimelineEntryRow
 
 UID = "run-1"
 
@@ -29,7 +29,9 @@ def _entry(key: str) -> dict[str, Any]:
 async def _write(conn: AsyncConnection, key: str) -> int:
     await conn.execute(text("SELECT pg_current_xact_id()"))  # holds a transaction id, as history writes do
     return int(
-        (await conn.execute(insert(TimelineEntry).returning(TimelineEntry.id), [_entry(key)])).scalar_one()
+        (
+            await conn.execute(insert(TimelineEntryRow).returning(TimelineEntryRow.id), [_entry(key)])
+        ).scalar_one()
     )
 
 

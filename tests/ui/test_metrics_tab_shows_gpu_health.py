@@ -20,7 +20,7 @@ from controller.contract.events import GpuHealth, GpuUsage, JobRef, PodUsage, Us
 from controller.contract.findings import Evidence, Finding, RuleId, dedup_key, doc_anchor, finding_id
 from controller.contract.xids import xid
 from controller.store.history import apply_events, apply_findings
-from controller.store.models import Pod
+from controller.store.models import PodRow
 from tests.api_fixtures import T0, job_story, store
 from tests.ui.test_pages_sign_in_safely import SAME_SITE, _client
 
@@ -52,7 +52,9 @@ async def store_usage(engine: AsyncEngine, uid: str, *, gpu_health: bool = True)
     """GPU and memory readings over time of each worker, as the watcher publishes them; worker 1's
     GPU reported a thermal slowdown and then Xid 79 (``gpu_health``)."""
     async with engine.begin() as conn:
-        pods = [p for p in (await conn.execute(select(Pod).where(Pod.run_uid == uid))) if p.role == "worker"]
+        pods = [
+            p for p in (await conn.execute(select(PodRow).where(PodRow.run_uid == uid))) if p.role == "worker"
+        ]
         figures = tuple(
             PodUsage(
                 uid=p.uid,

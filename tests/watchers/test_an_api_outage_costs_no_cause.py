@@ -21,7 +21,7 @@ from controller.contract.subjects import Topology
 from controller.kube.gateway import RetryPolicy
 from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
-from controller.store.models import FindingRow, Pod, PodStateRow
+from controller.store.models import FindingRow, PodRow, PodStateRow
 from controller.testing import objects as k
 from controller.testing.drills import findings_on_bus
 from controller.testing.notify import api_client, settled_log, subscribe, with_notify
@@ -172,8 +172,8 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
         tails = dict(
             (
                 await conn.execute(
-                    select(Pod.name, PodStateRow.log_tail)
-                    .join(PodStateRow, PodStateRow.pod_uid == Pod.uid)
+                    select(PodRow.name, PodStateRow.log_tail)
+                    .join(PodStateRow, PodStateRow.pod_uid == PodRow.uid)
                     .where(PodStateRow.phase == "Failed")
                 )
             ).all()

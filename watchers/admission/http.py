@@ -15,15 +15,15 @@ import h11
 from watchers.admission.capacity import Slot
 from watchers.admission.metrics import AdmissionMetrics
 
-__all__ = ["CLOSE", "Http", "Reply", "TooSlow", "content_length", "error"]
+__all__ = ["CLOSE", "Http", "HttpReply", "TooSlow", "content_length", "error"]
 
 MAX_HEADER_BYTES = 64 << 10
 
 
-Reply = tuple[int, bytes, str, list[tuple[str, str]]]
+HttpReply = tuple[int, bytes, str, list[tuple[str, str]]]
 
 
-def error(status: int, message: str, *headers: tuple[str, str]) -> Reply:
+def error(status: int, message: str, *headers: tuple[str, str]) -> HttpReply:
     return status, json.dumps({"error": message}).encode(), "application/json", list(headers)
 
 
@@ -71,7 +71,7 @@ class Http:
                     raise TooSlow from None
             self.conn.receive_data(data)
 
-    async def send(self, reply: Reply) -> None:
+    async def send(self, reply: HttpReply) -> None:
         status, payload, content_type, extra = reply
         if status >= 400:
             self.metrics.rejected.labels(str(status)).inc()

@@ -48,11 +48,11 @@ from watchers.admission.demand import demand, suspended
 from watchers.admission.fit import container_defaults, problems
 from watchers.admission.metrics import AdmissionMetrics
 
-__all__ = ["Judgement", "Lookup", "LookupRate", "QuotaCheck", "Rules", "Throttled", "gateway_lookup"]
+__all__ = ["Lookup", "LookupRate", "QuotaCheck", "QuotaJudgement", "Rules", "Throttled", "gateway_lookup"]
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["fits", "warned", "denied", "suspended", "unjudged", "timeout", "throttled", "failed"]
+QuotaOutcome = Literal["fits", "warned", "denied", "suspended", "unjudged", "timeout", "throttled", "failed"]
 Mode = Literal["warn", "deny"]
 
 
@@ -111,10 +111,10 @@ def gateway_lookup(gateway: KubeGateway) -> Lookup:
 
 
 @dataclass(frozen=True)
-class Judgement:
+class QuotaJudgement:
     """What the check says of one job: ``problems`` (sentences), and whether they refuse it."""
 
-    outcome: Outcome
+    outcome: QuotaOutcome
     problems: tuple[str, ...] = ()
 
     @property
@@ -161,32 +161,34 @@ class QuotaCheck:
         """Stop the lookup threads (one still waiting on the API server ends by its read timeout)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def judge(self, kind: str, namespace: str, obj: Mapping[str, Any]) -> Judgement:
+    async def judge(self, kind: str, namespace: str, obj: Mapping[str, Any]) -> QuotaJudgement:
         """The judgement of ``obj`` (a ``kind`` being created in ``namespace``), counted."""
         judgement = await self._judge(kind, namespace, obj)
         self.metrics.quota_checks.labels(judgement.outcome).inc()
         return judgement
 
-    async def _judge(self, kind: str, namespace: str, obj: Mapping[str, Any]) -> Judgement:
+    async def _judge(self, kind: str, namespace: str, obj: Mapping[str, Any]) -> QuotaJudgement:
         if suspended(obj):
-            return Judgement("suspended")
+            return QuotaJudgement("suspended")
         if not is_namespace(namespace):  # the review is checked first: this is the belt to its braces
-            return Judgement("unjudged", (f"the quota check cannot judge this {kind}: no valid namespace",))
+            return QuotaJudgement(
+                "unjudged", (f"the quota check cannot judge this {kind}: no valid namespace",)
+            )
         try:
             rules = await asyncio.wait_for(asyncio.shield(self._rules(namespace)), self.budget_s)
         except TimeoutError:
             log.info("quota of %s not looked up within %g s: allowed unchecked", namespace, self.budget_s)
-            return Judgement("timeout")
+            return QuotaJudgement("timeout")
         except Throttled:
             log.info("quota of %s not looked up: over %g lookups a second", namespace, self.rate.per_s)
-            return Judgement("throttled")
+            return QuotaJudgement("throttled")
         except APIError as exc:
             log.warning("quota of %s not looked up: %s; allowed unchecked", namespace, exc)
-            return Judgement("failed")
+            return QuotaJudgement("failed")
         try:
             needs = demand(kind, obj, container_defaults(rules.limit_ranges))
             if needs.unreadable:
-                return Judgement(
+                return QuotaJudgement(
                     "unjudged",
                     (f"the quota check cannot judge this {kind}: {', '.join(needs.unreadable)} "
                      "not read as quantities",),
@@ -194,10 +196,10 @@ class QuotaCheck:
             found = problems(needs, rules.quotas, rules.limit_ranges)
         except ArithmeticError as exc:  # quantities are capped: a sum should not fail; if one does, say so
             log.warning("quota of a %s in %s not judged: %r", kind, namespace, exc)
-            return Judgement("unjudged", (f"the quota check cannot judge this {kind}: its amounts",))
+            return QuotaJudgement("unjudged", (f"the quota check cannot judge this {kind}: its amounts",))
         if not found:
-            return Judgement("fits")
-        return Judgement("denied" if self.mode == "deny" else "warned", tuple(found))
+            return QuotaJudgement("fits")
+        return QuotaJudgement("denied" if self.mode == "deny" else "warned", tuple(found))
 
     def _rules(self, namespace: str) -> asyncio.Future[Rules]:
         """The namespace's rules: cached, being looked up, or a new lookup."""

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.contract.audit import (
     Actor,
     AuditRecord,
-    Verb,
+    AuditVerb,
     audited_object,
     service_account_of,
 )
@@ -44,9 +44,9 @@ from controller.contract.names import is_name, is_namespace
 
 __all__ = [
     "BadReview",
-    "Caller",
+    "CallerTrust",
     "Created",
-    "Outcome",
+    "ReviewOutcome",
     "Reviewed",
     "TooCostly",
     "allowed",
@@ -56,14 +56,14 @@ __all__ = [
     "review",
 ]
 
-Outcome = Literal["recorded", "dry_run", "ignored", "malformed"]
-Caller = Literal["mtls", "unverified"]
+ReviewOutcome = Literal["recorded", "dry_run", "ignored", "malformed"]
+CallerTrust = Literal["mtls", "unverified"]
 
 API_VERSION: Final = "admission.k8s.io/v1"
 AUDITED: Final[dict[tuple[str, str], JobKind]] = {
     (group, kind): kind for kind, (group, _) in API_GROUPS.items()
 }
-VERBS: Final[dict[str, Verb]] = {"CREATE": "create", "UPDATE": "update", "DELETE": "delete"}
+VERBS: Final[dict[str, AuditVerb]] = {"CREATE": "create", "UPDATE": "update", "DELETE": "delete"}
 OPERATIONS: Final = frozenset({*VERBS, "CONNECT"})
 MAX_CHANGES = 50
 """Field paths listed for an UPDATE; a longer list ends with ``…``."""
@@ -128,7 +128,7 @@ class Reviewed:
     """What :func:`review` made of one AdmissionReview."""
 
     response: dict[str, Any]
-    outcome: Outcome
+    outcome: ReviewOutcome
     operation: str
     record: AuditRecord | None = None
     why: str = ""
@@ -256,7 +256,7 @@ def review(
     body: bytes | bytearray,
     now: datetime,
     *,
-    caller: Caller = "unverified",
+    caller: CallerTrust = "unverified",
     max_depth: int = 200,
     max_items: int = 10_000,
 ) -> Reviewed:

@@ -71,11 +71,11 @@ from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import AdmissionSettings
 from watchers.admission.capacity import SMALL_BODY_BYTES, BodyPool, Connections, Slot
 from watchers.admission.certificates import CertificateReloader
-from watchers.admission.http import CLOSE, Http, Reply, TooSlow, content_length, error
+from watchers.admission.http import CLOSE, Http, HttpReply, TooSlow, content_length, error
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.publishing import Publish, RecordPublisher
-from watchers.admission.quota import Judgement, Lookup, QuotaCheck
-from watchers.admission.reviews import BadReview, Caller, TooCostly, review
+from watchers.admission.quota import Lookup, QuotaCheck, QuotaJudgement
+from watchers.admission.reviews import BadReview, CallerTrust, TooCostly, review
 from watchers.admission.spool import Spool
 
 __all__ = ["AdmissionWebhook", "answer", "serve_admission"]
@@ -160,8 +160,8 @@ class AdmissionWebhook:
         await self.close()
 
     async def _route(
-        self, method: str, target: str, headers: Mapping[str, str], body: bytearray, caller: Caller
-    ) -> Reply:
+        self, method: str, target: str, headers: Mapping[str, str], body: bytearray, caller: CallerTrust
+    ) -> HttpReply:
         path = target.partition("?")[0]
         if path == "/healthz" and method == "GET":
             return 200, b"ok\n", "text/plain", []
@@ -220,7 +220,7 @@ class AdmissionWebhook:
                 self.certificate.context, ssl_handshake_timeout=self.settings.handshake_timeout_s
             )
             # with client_ca_file the handshake required a certificate from that CA
-            caller: Caller = "mtls" if writer.get_extra_info("peercert") else "unverified"
+            caller: CallerTrust = "mtls" if writer.get_extra_info("peercert") else "unverified"
             await self._serve(reader, writer, caller, slot)
         except TimeoutError as exc:  # idle for keep_alive_s, or a client that does not read its answer
             log.debug("webhook connection timed out: %s", exc)
@@ -253,7 +253,7 @@ class AdmissionWebhook:
         writer.transport.abort()
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller, slot: Slot
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: CallerTrust, slot: Slot
     ) -> None:
         """Serve requests on one connection: each must arrive whole within ``request_timeout_s``."""
         settings = self.settings
@@ -325,7 +325,7 @@ class AdmissionWebhook:
         await http.linger(2 * self.settings.max_body_bytes)
 
 
-def answer(response: dict[str, Any], judgement: Judgement) -> dict[str, Any]:
+def answer(response: dict[str, Any], judgement: QuotaJudgement) -> dict[str, Any]:
     """``response`` (an allowing AdmissionReview) with the quota check's ``warnings``, or refused
     (403, the problems as its message) when the check denies."""
     if not judgement.problems:
