@@ -976,6 +976,9 @@ def _rendered(entries: list[_LogEntry], query: dict[str, str]) -> bytes:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 1024
+    """Connections waiting to be accepted (socketserver's default, 5, drops the SYNs of many
+    follows opened at once, and each waits out TCP's 1 s retransmission)."""
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], cluster: SimCluster) -> None:
         self.cluster = cluster
