@@ -49,6 +49,8 @@ PROBES = 6
 """Failures fed at the moment of a fault: enough to land in every rules partition, most likely."""
 DURABLES = ("history", "notify", "audit-lifecycle", "rules")
 """Durables on JOBS that must have consumed everything before the outcome is read."""
+FINDINGS_DURABLE = "history-findings"
+"""The history's durable on FINDINGS: the outcome counts the findings it stored."""
 
 
 def stories(first: int, count: int, prefix: str = "job", slot: int | None = None) -> list[Observation]:
@@ -180,6 +182,9 @@ class Drill:
             await wait_until_consumed(
                 self.js, self.topology.stream("jobs"), self.topology.durable(durable), timeout_s
             )
+        await wait_until_consumed(  # the findings the outcome counts in the history
+            self.js, self.topology.stream("findings"), self.topology.durable(FINDINGS_DURABLE), timeout_s
+        )
         await until(
             lambda: not self._missing(), timeout_s, lambda: f"webhooks missing: {self._missing()[:5]}", 0.05
         )
