@@ -208,7 +208,7 @@ class Env:
         """The outbox's row writes so far (PostgreSQL's table statistics)."""
         async with self.bench.engine.connect() as conn:
             row = (await conn.execute(OUTBOX_WRITES)).one()
-            return dict(row._mapping)
+            return {k: int(v) for k, v in row._mapping.items()}
 
     def cost(self, prefix: str, deliveries: int) -> dict[str, Any]:
         """What one delivery of the phase cost: CPU ms by process group, PostgreSQL transactions,
