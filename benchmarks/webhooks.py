@@ -26,8 +26,9 @@ First, in the same run and to the same receiver, while the pipeline is idle, a *
 as many signed POSTs as the burst delivers, sent by this one process as directly as it can
 (:func:`reference_sender`); ``ratio`` is the burst's deliveries/s over the reference's. Every
 phase also says what a delivery cost: CPU milliseconds of each process group (dispatchers,
-notify consumer, receiver, PostgreSQL, this process) and PostgreSQL transactions, figures a
-busy box distorts far less than rates.
+notify consumer, receiver, PostgreSQL, this process), PostgreSQL transactions and the outbox's
+row writes (rows inserted, updated, updated HOT — without an index entry —, attempts logged),
+figures a busy box distorts far less than rates.
 
 ``--format cloudevents`` (or ``cloudevents-structured``) subscribes every endpoint to CloudEvents
 instead, to compare with standard webhooks run for run. ``--formats standard,cloudevents,…``
