@@ -26,8 +26,9 @@ First, in the same run and to the same receiver, while the pipeline is idle, a *
 as many signed POSTs as the burst delivers, sent by this one process as directly as it can
 (:func:`reference_sender`); ``ratio`` is the burst's deliveries/s over the reference's. Every
 phase also says what a delivery cost: CPU milliseconds of each process group (dispatchers,
-notify consumer, receiver, PostgreSQL, this process) and PostgreSQL transactions, figures a
-busy box distorts far less than rates.
+notify consumer, receiver, PostgreSQL, this process), PostgreSQL transactions and the outbox's
+row writes (rows inserted, updated, updated HOT — without an index entry —, attempts logged),
+figures a busy box distorts far less than rates.
 
 ``--format cloudevents`` (or ``cloudevents-structured``) subscribes every endpoint to CloudEvents
 instead, to compare with standard webhooks run for run. ``--formats standard,cloudevents,…``
@@ -87,6 +88,16 @@ BAD_SLOTS = (2, 7)  # subscriber indexes that are bad, for jobs 50-99
 HEALTHY = JOBS * PER_JOB - JOBS // 2 * len(BAD_SLOTS)
 SLOW_REPLY_S = 5.0
 MAX_IN_FLIGHT = 512
+OUTBOX_WRITES = text(
+    "SELECT coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'deliveries'), 0) AS inserts,"
+    " coalesce(sum(n_tup_upd) FILTER (WHERE relname = 'deliveries'), 0) AS updates,"
+    " coalesce(sum(n_tup_hot_upd) FILTER (WHERE relname = 'deliveries'), 0) AS hot_updates,"
+    " coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'delivery_attempts'), 0) AS attempts_logged"
+    " FROM pg_stat_user_tables WHERE relname IN ('deliveries', 'delivery_attempts')"
+)
+"""SQL: rows inserted into and updated in the outbox, updates that were HOT, attempts logged."""
+STATS_FLUSH_S = 1.5
+"""PostgreSQL's backends report table statistics at most once a second."""
 NOTIFY_ENV = {
     "MPIJC_NOTIFY__ALLOW_CIDRS": '["127.0.0.0/8"]',
     "MPIJC_NOTIFY__REQUEST_TIMEOUT_S": "2",
@@ -181,22 +192,35 @@ class Env:
     meter: CpuMeter
     spent: dict[str, tuple[dict[str, float], int]] = field(default_factory=dict)
     """CPU seconds by process group and PostgreSQL transactions of each phase, by job uid prefix."""
+    written: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Row writes to the outbox of each phase (:data:`OUTBOX_WRITES`), by job uid prefix."""
 
     @contextlib.asynccontextmanager
     async def measured(self, prefix: str) -> AsyncIterator[None]:
-        """Record the CPU and transactions the phase of job uids ``prefix`` costs."""
-        cpu, transactions = self.meter.read(), await self.bench.transactions()
+        """Record the CPU, transactions and outbox writes the phase of job uids ``prefix`` costs."""
+        cpu, transactions, rows = self.meter.read(), await self.bench.transactions(), await self.writes()
         yield
         after, done = self.meter.read(), await self.bench.transactions()
         self.spent[prefix] = ({k: after[k] - cpu[k] for k in after}, done - transactions)
+        await asyncio.sleep(STATS_FLUSH_S)  # the last settles, and their statistics
+        self.written[prefix] = {k: v - rows[k] for k, v in (await self.writes()).items()}
+
+    async def writes(self) -> dict[str, int]:
+        """The outbox's row writes so far (PostgreSQL's table statistics)."""
+        async with self.bench.engine.connect() as conn:
+            row = (await conn.execute(OUTBOX_WRITES)).one()
+            return {k: int(v) for k, v in row._mapping.items()}
 
     def cost(self, prefix: str, deliveries: int) -> dict[str, Any]:
-        """What one delivery of the phase cost: CPU ms by process group, PostgreSQL transactions."""
+        """What one delivery of the phase cost: CPU ms by process group, PostgreSQL transactions,
+        writes to the outbox's rows (updates that were HOT: no index entry written)."""
         cpu, transactions = self.spent[prefix]
         zero = dict.fromkeys(cpu, 0.0)
+        written = self.written.get(prefix, {})
         return {
             "cpu_ms_per_delivery": CpuMeter.per(zero, cpu, deliveries),
             "postgres_transactions_per_delivery": round(transactions / max(deliveries, 1), 2),
+            "outbox_writes_per_delivery": {k: round(v / max(deliveries, 1), 2) for k, v in written.items()},
         }
 
     def arrived(self, prefix: str) -> int:

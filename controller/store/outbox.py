@@ -6,10 +6,13 @@ acknowledges the bus messages; the row's id (the ``webhook-id``) is derived from
 redelivered bus message inserts nothing twice. Dispatchers then work from this table alone,
 which is why a crash loses nothing and retries survive restarts:
 
-- :func:`claim` takes due rows atomically (a conditional ``UPDATE … RETURNING`` pushes
-  ``next_attempt_at`` out by a lease), so several dispatchers never send one row at once and
-  a dispatcher that dies mid-send is superseded after the lease; rows another dispatcher is
-  claiming at that moment are skipped (``FOR UPDATE SKIP LOCKED``), not waited for;
+- :func:`claim` takes due rows atomically (a conditional ``UPDATE … RETURNING`` sets
+  ``leased_until``), so several dispatchers never send one row at once and a dispatcher that
+  dies mid-send is superseded after the lease; rows another dispatcher is claiming at that
+  moment are skipped (``FOR UPDATE SKIP LOCKED``), not waited for. No index holds
+  ``leased_until`` and the table leaves room on its pages (``fillfactor``), so a claim is a HOT
+  update: a new row version on the same page and no index entry, where moving the indexed
+  ``next_attempt_at`` wrote an entry into each of the table's five indexes;
 - a row is claimable only when no earlier row of the same subscription and ``order_key``
   (the job uid; for email, the job name) is pending: one job's events reach an endpoint in
   order, while other jobs and other endpoints go on. A row enqueued behind a pending one is
@@ -97,10 +100,13 @@ _AHEAD_PENDING = """EXISTS (
 
 _PARK_BEHIND = text(
     f"""
-    UPDATE deliveries d SET next_attempt_at = 'infinity'
-    WHERE d.id = ANY(CAST(:ids AS varchar[])) AND {_AHEAD_PENDING}
+    UPDATE deliveries d SET next_attempt_at = coalesce(v.due, 'infinity')
+    FROM unnest(CAST(:ids AS varchar[]), CAST(:dues AS timestamptz[])) AS v(id, due)
+    WHERE d.id = v.id AND (d.next_attempt_at = 'infinity') <> {_AHEAD_PENDING}
     """
 )
+"""SQL: park the new rows ``:ids`` that wait behind a pending one, and make due those inserted
+parked (their time in ``:dues``) that do not."""
 
 
 async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
@@ -108,15 +114,30 @@ async def enqueue(conn: AsyncConnection, rows: Sequence[Row]) -> set[str]:
 
     Returns the ids that were new. One statement of column arrays, whatever the number of
     rows: a multi-row VALUES list would be parsed anew for every batch size (tens of ms for
-    a thousand rows)."""
+    a thousand rows). A row behind an earlier one of the batch (a job's events consumed
+    together) is inserted parked, rather than inserted due and parked by a second write of
+    the row and all its index entries; one more statement parks the rows behind pending
+    ones of earlier batches and corrects a guess the insert got wrong (an earlier row of the
+    batch that was already there, settled)."""
     if not rows:
         return set()
-    result = await _ENQUEUE.execute(conn, rows)
-    new = set(result.scalars().all())
+    heads: set[tuple[str, str]] = set()
+    guessed: dict[str, datetime] = {}
+    inserted: list[Row] = []
+    for r in rows:
+        chain = (r["subscription_id"], r["order_key"])
+        if chain in heads:
+            guessed[r["id"]] = r["next_attempt_at"]
+            inserted.append({**r, "next_attempt_at": _INFINITY})
+        else:
+            heads.add(chain)
+            inserted.append(r)
+    result = await _ENQUEUE.execute(conn, inserted)
+    new = sorted(result.scalars().all())
     if new:
-        await conn.execute(_PARK_BEHIND, {"ids": sorted(new)})
+        await conn.execute(_PARK_BEHIND, {"ids": new, "dues": [guessed.get(i) for i in new]})
         await announce(conn, WAKE_CHANNEL)
-    return new
+    return set(new)
 
 
 # --------------------------------------------------------------------------- dispatching
@@ -136,12 +157,15 @@ class Claim:
     attempts: int
 
 
+_UNLEASED = "(d.leased_until IS NULL OR d.leased_until <= :now)"
+"""SQL: no dispatcher holds row ``d`` at ``:now`` (never leased, settled since, or its lease ran out)."""
+
 _CLAIM = text(
     f"""
     WITH heads AS (
         SELECT d.seq, d.subscription_id
         FROM deliveries d
-        WHERE d.status = 'pending' AND d.next_attempt_at <= :now
+        WHERE d.status = 'pending' AND d.next_attempt_at <= :now AND {_UNLEASED}
           AND NOT (d.subscription_id = ANY(CAST(:saturated AS varchar[])))
           AND NOT {_AHEAD_PENDING}
           AND EXISTS (
@@ -158,9 +182,9 @@ _CLAIM = text(
         SELECT d.seq FROM deliveries d WHERE d.seq IN (SELECT seq FROM chosen)
         FOR UPDATE OF d SKIP LOCKED
     )
-    UPDATE deliveries d SET next_attempt_at = :lease_until
+    UPDATE deliveries d SET leased_until = :lease_until
     FROM locked
-    WHERE d.seq = locked.seq AND d.status = 'pending' AND d.next_attempt_at <= :now
+    WHERE d.seq = locked.seq AND d.status = 'pending' AND d.next_attempt_at <= :now AND {_UNLEASED}
     RETURNING d.seq, d.id, d.subscription_id, d.channel, d.event_type, d.order_key, d.body, d.attempts
     """
 )
@@ -185,12 +209,14 @@ async def claim(
     Planned anew each time (in the caller's transaction): the outbox swings from empty to tens
     of thousands of rows, and a generic plan cached while it was empty (asyncpg prepares the
     statement; PostgreSQL switches to a generic plan after five executions) costs seconds per
-    claim once it is full. Bitmap scans are off for that transaction: every claim and settle
-    moves ``next_attempt_at``, leaving a dead entry in the due index each time, and an ordered
-    index scan marks those dead as it passes (the next claim skips them) where a bitmap scan
-    visits their heap pages again on every claim until a vacuum — measured at a steady 250
-    deliveries/s, PostgreSQL's time in claims grew from 8 % to 21 % of a core within 30 s
-    with bitmap scans, and stayed at 6 to 7 % without."""
+    claim once it is full. Bitmap scans are off for that transaction: every settle takes a row
+    out of the due index (a retry moves it within), leaving a dead entry there each time, and
+    an ordered index scan marks those dead as it passes (the next claim skips them) where a
+    bitmap scan visits their heap pages again on every claim until a vacuum — measured at a
+    steady 250 deliveries/s, PostgreSQL's time in claims grew from 8 % to 21 % of a core
+    within 30 s with bitmap scans, and stayed at 6 to 7 % without. Rows in flight stay in the
+    due index (their lease is not in it); the scan passes over them, at most ``max_in_flight``
+    per dispatcher."""
     await conn.execute(_CUSTOM_PLAN)
     rows = await conn.execute(
         _CLAIM,
@@ -268,6 +294,7 @@ _SETTLE = text(
             status = CASE WHEN v.outcome = 'retry' THEN 'pending' ELSE v.outcome END,
             attempts = v.attempt,
             next_attempt_at = coalesce(v.next_at, d.next_attempt_at),
+            leased_until = NULL,
             finished_at = CASE WHEN v.outcome = 'retry' THEN NULL ELSE v.at END,
             last_status_code = v.code, last_error = v.error, last_latency_ms = v.latency_ms
         FROM v WHERE d.seq = v.seq
@@ -282,11 +309,17 @@ _SETTLE = text(
         FROM unnest(CAST(:failing AS varchar[]), CAST(:sinces AS timestamptz[])) AS f(id, since)
         WHERE s.id = f.id AND s.failing_since IS NULL
     ), heads AS (
-        SELECT DISTINCT ON (e.subscription_id, e.order_key) e.seq
-        FROM (SELECT DISTINCT sub, key FROM v WHERE outcome <> 'retry') AS c
-        JOIN deliveries e ON e.subscription_id = c.sub AND e.order_key = c.key AND e.status = 'pending'
-        WHERE NOT EXISTS (SELECT 1 FROM v AS w WHERE w.seq = e.seq AND w.outcome <> 'retry')
-        ORDER BY e.subscription_id, e.order_key, e.seq
+        SELECT h.seq
+        FROM (
+            SELECT DISTINCT sub, key, array_agg(seq) OVER (PARTITION BY sub) AS done
+            FROM v WHERE outcome <> 'retry'
+        ) AS c
+        CROSS JOIN LATERAL (
+            SELECT e.seq FROM deliveries e
+            WHERE e.subscription_id = c.sub AND e.order_key = c.key AND e.status = 'pending'
+              AND e.seq <> ALL(c.done)
+            ORDER BY e.seq LIMIT 1
+        ) AS h
     )
     UPDATE deliveries d SET next_attempt_at = :now
     FROM heads WHERE d.seq = heads.seq AND d.next_attempt_at = 'infinity'
@@ -296,7 +329,10 @@ _SETTLE = text(
 """SQL: settle a batch of attempts in one statement (each ``WITH`` part sees the rows as they
 were before it): set each delivery's state, log the attempt, clear or start its endpoint's
 ``failing_since``, and make due the chain head each finished delivery leaves — the first row
-of its subscription and order key still pending once the batch is settled, if it was parked."""
+of its subscription and order key still pending once the batch is settled, if it was parked.
+Each chain's head is looked up on its own (``LATERAL … LIMIT 1`` along ``ix_deliveries_chain``,
+past the rows of its subscription the batch finishes — an email digest's rows carry no order
+key): joined as a set, PostgreSQL hashed every pending row of the outbox on each settle."""
 
 
 @dataclass(frozen=True)
@@ -406,7 +442,7 @@ async def defer(conn: AsyncConnection, seqs: Collection[int], until: datetime) -
     await conn.execute(
         update(DeliveryRow)
         .where(among(DeliveryRow.seq, seqs), DeliveryRow.status == "pending")
-        .values(next_attempt_at=until)
+        .values(next_attempt_at=until, leased_until=None)
     )
 
 
@@ -475,7 +511,7 @@ _DUE_BY = text(
     f"""
     SELECT count(*) FROM deliveries d
     WHERE d.status = 'pending'
-      AND (d.next_attempt_at <= :due_by
+      AND ((d.next_attempt_at <= :due_by AND (d.leased_until IS NULL OR d.leased_until <= :due_by))
            OR (d.next_attempt_at = 'infinity' AND NOT {_AHEAD_PENDING}))
     """
 )
@@ -550,7 +586,7 @@ async def redeliver(conn: AsyncConnection, delivery: str, now: datetime) -> Deli
         await conn.execute(
             update(DeliveryRow)
             .where(DeliveryRow.id == delivery, DeliveryRow.status != "pending")
-            .values(status="pending", attempts=0, next_attempt_at=now, finished_at=None)
+            .values(status="pending", attempts=0, next_attempt_at=now, leased_until=None, finished_at=None)
             .returning(*DeliveryRow.__table__.c)
         )
     ).first()
