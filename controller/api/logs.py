@@ -47,11 +47,12 @@ static tokens): 403 without it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import heapq
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -454,43 +455,61 @@ async def _page(
         else await subject_ends(logs.js, logs.topology, run.namespace, run.name, run.uid, pod=pod)
     )
     reached: dict[str, int] = {}
-    async for pulled in _batches(logs, run, pod, chosen.since, follow=False, start_seq=start_seq):
-        if pulled is None:
-            continue
-        beyond = hi is not None and pulled[-1].seq > hi
-        group = pulled if hi is None else [raw for raw in pulled if raw.seq <= hi]
-        if not group:
-            more = beyond
-            break
-        left = None if budget is None else budget - spent
-        found, done, took, seen = await searching.run(_scan, group, chosen, left)
-        spent += took
-        reached |= seen
-        first, last = first or group[0], group[done - 1]
-        more = beyond or done < len(group) or last.pending > 0
-        kept += (found_ for found_ in found if after is None or found_[0] > after)
-        if len(kept) > 4 * (limit + 1):  # keep memory to the page: only the earliest can be on it
-            kept = heapq.nsmallest(limit + 1, kept, key=_key)
-        if ends is not None and more and done == len(group) and len(kept) > limit:
-            kept = heapq.nsmallest(limit + 1, kept, key=_key)
-            settled = _settled(ends, reached, last.seq, kept[-1][0][0])
-        if (
-            settled
-            or beyond
-            or (hi is not None and last.seq >= hi)
-            or (budget is not None and spent >= budget)
-        ):
-            break
+    pulls = _ahead(_batches(logs, run, pod, chosen.since, follow=False, start_seq=start_seq))
+    async with contextlib.aclosing(pulls):
+        async for pulled in pulls:
+            if pulled is None:
+                continue
+            beyond = hi is not None and pulled[-1].seq > hi
+            group = pulled if hi is None else [raw for raw in pulled if raw.seq <= hi]
+            if not group:
+                more = beyond
+                break
+            left = None if budget is None else budget - spent
+            found, done, took, seen = await searching.run(_scan, group, chosen, left)
+            spent += took
+            reached |= seen
+            first, last = first or group[0], group[done - 1]
+            more = beyond or done < len(group) or last.pending > 0
+            kept += (found_ for found_ in found if after is None or found_[0] > after)
+            if len(kept) > 4 * (limit + 1):  # keep memory to the page: only the earliest can be on it
+                kept = heapq.nsmallest(limit + 1, kept, key=_key)
+            if ends is not None and more and done == len(group) and len(kept) > limit:
+                kept = heapq.nsmallest(limit + 1, kept, key=_key)
+                settled = _settled(ends, reached, last.seq, kept[-1][0][0])
+            if (
+                settled
+                or beyond
+                or (hi is not None and last.seq >= hi)
+                or (budget is not None and spent >= budget)
+            ):
+                break
+    whole = stretch is None and (settled or not more)  # read whole within the budget: merged by time
+    return _answer(kept, limit, whole, stretch, after, first, last, more)
+
+
+def _answer(
+    kept: list[Found],
+    limit: int,
+    whole: bool,
+    stretch: Stretch | None,
+    after: Key | None,
+    first: Raw | None,
+    last: Raw | None,
+    more: bool,
+) -> LogPage:
+    """The page of the ``limit`` earliest of ``kept`` and its cursor: a line's key where the read
+    was ``whole``, else the stretch it goes on with (from ``first`` to ``last`` scanned)."""
     ordered = heapq.nsmallest(limit + 1, kept, key=_key)
     page = ordered[:limit]
     items = [_entry_of(found_) for found_ in page]
-    if stretch is None and (settled or not more):  # read whole within the budget: merged by time
+    if whole:
         next_cursor = KEYSET.encode(page[-1][0]) if len(ordered) > limit else None
         return LogPage(items=items, next_cursor=next_cursor)
     if first is None or last is None:  # nothing left to scan
         return LogPage(items=items, next_cursor=None, partial=True)
     lo = first.seq if stretch is None else stretch.lo
-    end = last.seq if hi is None else hi
+    end = last.seq if stretch is None or stretch.hi is None else stretch.hi
     floor = after if stretch is None else stretch.floor
     if len(ordered) > limit:
         next_cursor = SCAN.encode(Stretch(floor, lo, end, page[-1][0]))
@@ -499,6 +518,28 @@ async def _page(
     else:
         next_cursor = None
     return LogPage(items=items, next_cursor=next_cursor, partial=True, scanned_until=_rfc3339(last.at))
+
+
+async def _ahead(source: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
+    """``source``'s items, the next one asked for while the caller works on this one (a pull of
+    batches comes from the bus while the last is tested on a search thread); ``source`` is closed
+    with it."""
+    pending = asyncio.ensure_future(anext(source))
+    try:
+        while True:
+            try:
+                item = await pending
+            except StopAsyncIteration:
+                return
+            pending = asyncio.ensure_future(anext(source))
+            yield item
+    finally:
+        if not pending.done():
+            pending.cancel()
+            await asyncio.wait([pending])
+        elif not pending.cancelled():
+            pending.exception()  # retrieved: one the caller no longer wants
+        await source.aclose()
 
 
 def _settled(ends: dict[str, int], reached: dict[str, int], read_to: int, bound_ts: int) -> bool:
@@ -525,7 +566,7 @@ def _batches(
     *,
     follow: bool,
     start_seq: int | None = None,
-) -> AsyncIterator[list[Raw] | None]:
+) -> AsyncGenerator[list[Raw] | None, None]:
     start = None
     if since_ns is not None:
         start = datetime.fromtimestamp(since_ns / 1e9, UTC) - timedelta(seconds=CLOCK_SKEW_S)

@@ -16,7 +16,7 @@ read ends (or after ``_IDLE_S`` if the reader dies).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -193,7 +193,7 @@ async def read_raw(
     start_seq: int | None = None,
     follow: bool = False,
     wait_s: float = 1.0,
-) -> AsyncIterator[list[Raw] | None]:
+) -> AsyncGenerator[list[Raw] | None, None]:
     """The batches of one run (of one of its pods) in the order they were stored, unparsed, a pull
     (up to 16) at a time: from those stored at ``start`` on, or from stream sequence
     ``start_seq`` on (neither: all of them). Without ``follow`` the read ends with the last
