@@ -9,8 +9,14 @@ total order): the cursor is that key. A read starts ``CLOCK_SKEW_S`` before the 
 may return (a batch is stored after its lines were written, by a kubelet clock that may run
 ahead of the bus's) and reads on to the end of what is stored (a follow that resumed after an
 outage stores old lines late), keeping the ``limit`` + 1 earliest matching lines
-(``heapq.nsmallest``): memory is bounded by the page, time by the run's bytes stored after that
-point (at most ``MPIJC_LOGS__RUN_MAX_BYTES``).
+(``heapq.nsmallest``; a line's entry is built only for the page): memory is bounded by the page.
+The read stops sooner once the page is settled: a container's subject holds its lines in the
+order it wrote them, so once each subject of the run (where each ends: one ephemeral consumer of
+the last message's headers per subject, :func:`~controller.bus.logstore.subject_ends`) was read
+to its end or past the page's last line, no later batch can hold a line of the page. A first
+page costs the batches stored until every container passed it (about one per container when
+they write side by side), not the run's bytes (at most ``MPIJC_LOGS__RUN_MAX_BYTES``), which
+bound the time of a page only where a container stored old lines late.
 
 ``q`` keeps lines containing it (case-insensitive); with ``regex=true`` it is an RE2 expression,
 matched in time linear in the line (never a backtracking engine), invalid ones a 400, and so are
@@ -41,11 +47,12 @@ static tokens): 403 without it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import heapq
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -63,7 +70,7 @@ from controller.api.routing import Caller, api_router
 from controller.api.streaming import MEDIA_TYPE, event, stream_response
 from controller.api.visible_runs import readable_run
 from controller.bus.client import JetStreamContext
-from controller.bus.logstore import LogsUnavailableError, Raw, Stored, parsed, read_raw
+from controller.bus.logstore import LogsUnavailableError, Raw, Stored, parsed, read_raw, subject_ends
 from controller.contract.logs import LogBatch, LogLine, format_ns
 from controller.contract.runs import LogEntry, LogPage
 from controller.contract.settings import ApiSettings
@@ -126,6 +133,9 @@ class RunLogs:
 
 Key = tuple[int, str, str, int, int]
 """(timestamp ns, pod, container, stream sequence, line in batch): the total order of a run's lines."""
+
+Found = tuple[Key, LogBatch, int]
+"""A kept line: its key, its batch, its place there (the batch's line count: its note)."""
 
 
 def _load(values: list[Any]) -> Key:
@@ -274,32 +284,37 @@ class _Filter:
     until: int | None
     keep: Matcher
 
-    def entries(self, stored: Stored) -> list[tuple[Key, LogEntry]]:
-        """The lines of a stored batch this filter keeps, with their keys (and its note, if any)."""
+    def entries(self, stored: Stored) -> list[Found]:
+        """The lines of a stored batch this filter keeps, with their keys (and its note, if any);
+        each as where it is in the batch (its entry is built only for a page that shows it)."""
         batch = stored.batch
-        kept = []
+        kept: list[Found] = []
         if not self.keep.batch("\n".join(line.text for line in batch.lines)):
             lines: tuple[LogLine, ...] = ()
         else:
             lines = batch.lines
+        rank, since, until, test = self.rank, self.since, self.until, self.keep.line
+        pod, container, seq = batch.pod, batch.container, stored.seq
         for i, line in enumerate(lines):
-            if self.rank is not None and line.rank != self.rank:
+            if rank is not None and line.rank != rank:
                 continue
-            if (self.since is not None and line.ts < self.since) or (
-                self.until is not None and line.ts >= self.until
-            ):
+            if (since is not None and line.ts < since) or (until is not None and line.ts >= until):
                 continue
-            if self.keep.line(line.text):
-                kept.append(
-                    (
-                        (line.ts, batch.pod, batch.container, stored.seq, i),
-                        _entry(batch, line.ts, line.rank, line.text),
-                    )
-                )
-        if batch.note is not None and self.rank is None and self.keep.line(batch.note):
-            key = (batch.position.ts, batch.pod, batch.container, stored.seq, len(batch.lines))
-            kept.append((key, _entry(batch, batch.position.ts, None, batch.note, note=True)))
+            if test(line.text):
+                kept.append(((line.ts, pod, container, seq, i), batch, i))
+        if batch.note is not None and self.rank is None and test(batch.note):
+            key = (batch.position.ts, pod, container, seq, len(batch.lines))
+            kept.append((key, batch, len(batch.lines)))
         return kept
+
+
+def _entry_of(found: Found) -> LogEntry:
+    _, batch, i = found
+    if i == len(batch.lines):
+        assert batch.note is not None
+        return _entry(batch, batch.position.ts, None, batch.note, note=True)
+    line = batch.lines[i]
+    return _entry(batch, line.ts, line.rank, line.text)
 
 
 def _entry(batch: LogBatch, ts: int, rank: int | None, text: str, *, note: bool = False) -> LogEntry:
@@ -319,22 +334,30 @@ def _ns(when: datetime | None) -> int | None:
     return None if when is None else int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
 
 
+_POSITION_TS = re.compile(rb'"position":\{"ts":(\d+)')
+"""Where a stored batch's JSON says its container's position (its last line's timestamp)."""
+
+
 def _scan(
     group: list[Raw], chosen: _Filter, budget_s: float | None
-) -> tuple[list[tuple[Key, LogEntry]], int, float]:
+) -> tuple[list[Found], int, float, dict[str, int]]:
     """The lines ``chosen`` keeps of ``group``'s batches, tested in order until ``budget_s``
-    seconds are spent (at least one batch; None: all); with how many were tested and the
-    seconds it took. Run on a search thread: the raw test, the parse and the line tests are the
-    CPU a read costs."""
+    seconds are spent (at least one batch; None: all); with how many were tested, the seconds it
+    took, and the last line's timestamp of each subject's latest batch tested (where known). Run
+    on a search thread: the raw test, the parse and the line tests are the CPU a read costs."""
     began = time.perf_counter()
-    kept: list[tuple[Key, LogEntry]] = []
+    kept: list[Found] = []
+    reached: dict[str, int] = {}
     for done, raw in enumerate(group, 1):
         stored = parsed(raw, chosen.keep.raw)
         if stored is not None:
             kept += chosen.entries(stored)
+            reached[raw.subject] = stored.batch.position.ts
+        elif (at := _POSITION_TS.search(raw.data)) is not None:  # passed over unparsed
+            reached[raw.subject] = int(at[1])
         if budget_s is not None and time.perf_counter() - began >= budget_s:
-            return kept, done, time.perf_counter() - began
-    return kept, len(group), time.perf_counter() - began
+            return kept, done, time.perf_counter() - began, reached
+    return kept, len(group), time.perf_counter() - began, reached
 
 
 def searching_of(request: Request) -> Searching:
@@ -419,40 +442,74 @@ async def _page(
     if stretch is not None and stretch.hi is not None and stretch.within is not None:
         after = stretch.within  # a stretch read before: its lines up to ``within`` were given
     budget = searching.limits.budget_s if hi is None else None  # a stretch read before is read whole
-    kept: list[tuple[Key, LogEntry]] = []
+    kept: list[Found] = []
     first: Raw | None = None
     last: Raw | None = None
     more = False  # batches were stored after the last one scanned
+    settled = False  # the page is known whole before the end: no later batch can hold its lines
     spent = 0.0
     start_seq = None if stretch is None else stretch.lo
-    async for pulled in _batches(logs, run, pod, chosen.since, follow=False, start_seq=start_seq):
-        if pulled is None:
-            continue
-        beyond = hi is not None and pulled[-1].seq > hi
-        group = pulled if hi is None else [raw for raw in pulled if raw.seq <= hi]
-        if not group:
-            more = beyond
-            break
-        left = None if budget is None else budget - spent
-        found, done, took = await searching.run(_scan, group, chosen, left)
-        spent += took
-        first, last = first or group[0], group[done - 1]
-        more = beyond or done < len(group) or last.pending > 0
-        kept += (pair for pair in found if after is None or pair[0] > after)
-        if len(kept) > 4 * (limit + 1):  # keep memory to the page: only the earliest can be on it
-            kept = heapq.nsmallest(limit + 1, kept, key=_key)
-        if beyond or (hi is not None and last.seq >= hi) or (budget is not None and spent >= budget):
-            break
+    ends = (
+        None
+        if stretch is not None
+        else await subject_ends(logs.js, logs.topology, run.namespace, run.name, run.uid, pod=pod)
+    )
+    reached: dict[str, int] = {}
+    pulls = _ahead(_batches(logs, run, pod, chosen.since, follow=False, start_seq=start_seq))
+    async with contextlib.aclosing(pulls):
+        async for pulled in pulls:
+            if pulled is None:
+                continue
+            beyond = hi is not None and pulled[-1].seq > hi
+            group = pulled if hi is None else [raw for raw in pulled if raw.seq <= hi]
+            if not group:
+                more = beyond
+                break
+            left = None if budget is None else budget - spent
+            found, done, took, seen = await searching.run(_scan, group, chosen, left)
+            spent += took
+            reached |= seen
+            first, last = first or group[0], group[done - 1]
+            more = beyond or done < len(group) or last.pending > 0
+            kept += (found_ for found_ in found if after is None or found_[0] > after)
+            if len(kept) > 4 * (limit + 1):  # keep memory to the page: only the earliest can be on it
+                kept = heapq.nsmallest(limit + 1, kept, key=_key)
+            if ends is not None and more and done == len(group) and len(kept) > limit:
+                kept = heapq.nsmallest(limit + 1, kept, key=_key)
+                settled = _settled(ends, reached, last.seq, kept[-1][0][0])
+            if (
+                settled
+                or beyond
+                or (hi is not None and last.seq >= hi)
+                or (budget is not None and spent >= budget)
+            ):
+                break
+    whole = stretch is None and (settled or not more)  # read whole within the budget: merged by time
+    return _answer(kept, limit, whole, stretch, after, first, last, more)
+
+
+def _answer(
+    kept: list[Found],
+    limit: int,
+    whole: bool,
+    stretch: Stretch | None,
+    after: Key | None,
+    first: Raw | None,
+    last: Raw | None,
+    more: bool,
+) -> LogPage:
+    """The page of the ``limit`` earliest of ``kept`` and its cursor: a line's key where the read
+    was ``whole``, else the stretch it goes on with (from ``first`` to ``last`` scanned)."""
     ordered = heapq.nsmallest(limit + 1, kept, key=_key)
     page = ordered[:limit]
-    items = [entry for _, entry in page]
-    if stretch is None and not more:  # read whole within the budget: merged by time
+    items = [_entry_of(found_) for found_ in page]
+    if whole:
         next_cursor = KEYSET.encode(page[-1][0]) if len(ordered) > limit else None
         return LogPage(items=items, next_cursor=next_cursor)
     if first is None or last is None:  # nothing left to scan
         return LogPage(items=items, next_cursor=None, partial=True)
     lo = first.seq if stretch is None else stretch.lo
-    end = last.seq if hi is None else hi
+    end = last.seq if stretch is None or stretch.hi is None else stretch.hi
     floor = after if stretch is None else stretch.floor
     if len(ordered) > limit:
         next_cursor = SCAN.encode(Stretch(floor, lo, end, page[-1][0]))
@@ -463,11 +520,41 @@ async def _page(
     return LogPage(items=items, next_cursor=next_cursor, partial=True, scanned_until=_rfc3339(last.at))
 
 
+async def _ahead(source: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
+    """``source``'s items, the next one asked for while the caller works on this one (a pull of
+    batches comes from the bus while the last is tested on a search thread); ``source`` is closed
+    with it."""
+    pending = asyncio.ensure_future(anext(source))
+    try:
+        while True:
+            try:
+                item = await pending
+            except StopAsyncIteration:
+                return
+            pending = asyncio.ensure_future(anext(source))
+            yield item
+    finally:
+        if not pending.done():
+            pending.cancel()
+            await asyncio.wait([pending])
+        elif not pending.cancelled():
+            pending.exception()  # retrieved: one the caller no longer wants
+        await source.aclose()
+
+
+def _settled(ends: dict[str, int], reached: dict[str, int], read_to: int, bound_ts: int) -> bool:
+    """Whether no batch after stream sequence ``read_to`` can hold a line earlier than one at
+    ``bound_ts``: each container subject's batches stored so far were read (it ends there), or
+    one of its batches read ends after ``bound_ts`` (a container's lines are stored in the order
+    it wrote them, each kubelet-stamped: its later batches' lines are not earlier)."""
+    return all(end <= read_to or reached.get(subject, bound_ts) > bound_ts for subject, end in ends.items())
+
+
 def _rfc3339(at: datetime) -> str:
     return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _key(pair: tuple[Key, LogEntry]) -> Key:
+def _key(pair: Found) -> Key:
     return pair[0]
 
 
@@ -479,7 +566,7 @@ def _batches(
     *,
     follow: bool,
     start_seq: int | None = None,
-) -> AsyncIterator[list[Raw] | None]:
+) -> AsyncGenerator[list[Raw] | None, None]:
     start = None
     if since_ns is not None:
         start = datetime.fromtimestamp(since_ns / 1e9, UTC) - timedelta(seconds=CLOCK_SKEW_S)
@@ -523,11 +610,11 @@ def _followed(
                 continue
             group = pulled
             while group:
-                found, done, took = await searching.run(_scan, group, since, searching.limits.budget_s)
-                for key, entry in found:
-                    if after is not None and key <= after:
+                found, done, took, _ = await searching.run(_scan, group, since, searching.limits.budget_s)
+                for found_ in found:
+                    if after is not None and found_[0] <= after:
                         continue
-                    yield event(KEYSET.encode(key), "line", entry.model_dump())
+                    yield event(KEYSET.encode(found_[0]), "line", _entry_of(found_).model_dump())
                 group = group[done:]
                 if group:  # the budget is spent: rest as long, so a follow takes half a thread at most
                     await asyncio.sleep(took)

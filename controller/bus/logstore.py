@@ -16,7 +16,7 @@ read ends (or after ``_IDLE_S`` if the reader dies).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -44,6 +44,7 @@ __all__ = [
     "read_run",
     "stored_end",
     "stored_position",
+    "subject_ends",
 ]
 
 _FETCH = 16
@@ -169,13 +170,15 @@ async def stored_position(
 
 @dataclass(frozen=True, slots=True)
 class Raw:
-    """A batch as the stream holds it, unparsed: its sequence, when it was stored, its bytes, and
-    how many of the read's messages the stream held after it when it was delivered."""
+    """A batch as the stream holds it, unparsed: its sequence, when it was stored, its bytes, how
+    many of the read's messages the stream held after it when it was delivered, and its subject
+    (its container's)."""
 
     seq: int
     at: datetime
     data: bytes
     pending: int
+    subject: str = ""
 
 
 async def read_raw(
@@ -190,7 +193,7 @@ async def read_raw(
     start_seq: int | None = None,
     follow: bool = False,
     wait_s: float = 1.0,
-) -> AsyncIterator[list[Raw] | None]:
+) -> AsyncGenerator[list[Raw] | None, None]:
     """The batches of one run (of one of its pods) in the order they were stored, unparsed, a pull
     (up to 16) at a time: from those stored at ``start`` on, or from stream sequence
     ``start_seq`` on (neither: all of them). Without ``follow`` the read ends with the last
@@ -233,13 +236,69 @@ async def read_raw(
                 yield None
                 continue
             group = [
-                Raw(msg.metadata.sequence.stream, msg.metadata.timestamp, msg.data, msg.metadata.num_pending)
+                Raw(
+                    msg.metadata.sequence.stream,
+                    msg.metadata.timestamp,
+                    msg.data,
+                    msg.metadata.num_pending,
+                    msg.subject,
+                )
                 for msg in msgs
             ]
             if not follow and any(raw.pending == 0 for raw in group):
                 yield group[: next(i for i, raw in enumerate(group) if raw.pending == 0) + 1]
                 return
             yield group
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(topology.stream("logs"), info.name)
+
+
+async def subject_ends(
+    js: JetStreamContext,
+    topology: Topology,
+    namespace: str,
+    job: str,
+    run_uid: str,
+    *,
+    pod: str | None = None,
+) -> dict[str, int]:
+    """The stream sequence of the last batch on each container subject of one run (of one of its
+    pods): its messages' headers only, the last of each subject, through one ephemeral consumer."""
+    try:
+        sub = await js.pull_subscribe(
+            topology.run_logs(namespace, job, run_uid, pod),
+            stream=topology.stream("logs"),
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.NONE,
+                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+                headers_only=True,
+                mem_storage=True,
+                num_replicas=1,
+                inactive_threshold=_IDLE_S,
+            ),
+        )
+        info = await sub.consumer_info()
+    except NotFoundError as exc:
+        raise LogsUnavailableError(
+            f"stream {topology.stream('logs')} does not exist (yet): the migrate Job declares it"
+        ) from exc
+    except (NatsError, TimeoutError) as exc:
+        raise LogsUnavailableError(f"the bus did not answer: {exc!r}") from exc
+    ends: dict[str, int] = {}
+    try:
+        left = info.num_pending or 0
+        while left:
+            try:
+                msgs = await sub.fetch(min(left, 256), timeout=1.0)
+            except TimeoutError:  # the rest aged out of the stream while we read
+                break
+            for msg in msgs:
+                ends[msg.subject] = msg.metadata.sequence.stream
+                left = msg.metadata.num_pending
+        return ends
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()

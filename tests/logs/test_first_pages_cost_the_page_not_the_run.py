@@ -1,0 +1,119 @@
+"""A page of a run's logs reads the stored batches only until every container passed it: a first
+page of a long run costs about one batch per container, not the run, and is still merged by time
+(a container whose old lines were stored late keeps the page open until they are read), and the
+pages after it walk every line once."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import httpx
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from controller.api.access import StaticAccess
+from controller.api.app import create_app
+from controller.api.logs import RunLogs, Searching, SearchLimits
+from controller.bus.logstore import publish_batches
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from tests.api_fixtures import ADMIN, T0, USERS, insert_runs, run_row
+from tests.log_fixtures import log_batch
+
+P = ParamSpec("P")
+R = TypeVar("R")
+PODS = 4
+ROUNDS = 12
+LINES = 10
+
+
+class Counted(Searching):
+    """The search threads, counting the stored batches given to them to test."""
+
+    def __init__(self, limits: SearchLimits) -> None:
+        super().__init__(limits)
+        self.batches = 0
+
+    async def run(self, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        group = args[0]
+        assert isinstance(group, list)
+        self.batches += len(group)
+        return await super().run(work, *args, **kwargs)
+
+
+async def long_run(
+    engine: AsyncEngine, js: JetStreamContext, topology: Topology, retry_s: float, late: bool
+) -> str:
+    """A run whose pods wrote side by side, a batch per pod per round (times interleaved across
+    pods); with ``late``, one more pod's lines, written first, stored after all the others."""
+    uid = str(uuid.uuid4())
+    await insert_runs(engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
+    batches = [
+        log_batch(
+            uid,
+            f"llm-worker-{p}",
+            "worker",
+            [(r + 0.01 * i + 0.001 * p, None, f"w{p} r{r} l{i}") for i in range(LINES)],
+        )
+        for r in range(ROUNDS)
+        for p in range(PODS)
+    ]
+    if late:  # a follow that resumed after an outage: stored last, written before every other line
+        batches.append(
+            log_batch(uid, "llm-launcher", "launcher", [(-1 + 0.1 * i, None, f"late {i}") for i in range(3)])
+        )
+    await publish_batches(js, topology, batches, retry_s)
+    return uid
+
+
+def in_time_order() -> list[str]:
+    """The pods' lines of :func:`long_run` merged by time."""
+    return [f"w{p} r{r} l{i}" for r in range(ROUNDS) for i in range(LINES) for p in range(PODS)]
+
+
+def client_of(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
+
+
+def app_of(engine: AsyncEngine, js: JetStreamContext, topology: Topology, searching: Searching) -> Any:
+    app = create_app(
+        engine, PipelineMetrics(), StaticAccess(USERS), metrics_ttl_s=0, run_logs=RunLogs(js, topology)
+    )
+    app.state.log_search = searching
+    return app
+
+
+async def test_a_first_page_reads_about_a_batch_per_container_not_the_run(
+    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings
+) -> None:
+    uid = await long_run(engine, js, topology, settings.nats.publish_retry_s, late=False)
+    searching = Counted(SearchLimits(budget_s=60.0))
+    async with client_of(app_of(engine, js, topology, searching)) as http:
+        page = (await http.get(f"/api/v1/runs/{uid}/logs", headers=ADMIN, params={"limit": "5"})).json()
+    assert page["partial"] is False
+    assert [item["text"] for item in page["items"]] == in_time_order()[:5]
+    assert page["next_cursor"] is not None
+    assert searching.batches < PODS * ROUNDS // 2  # one pull, not the run's 48 batches
+
+
+async def test_old_lines_stored_late_still_open_the_page_and_every_page_walks_each_line_once(
+    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings
+) -> None:
+    uid = await long_run(engine, js, topology, settings.nats.publish_retry_s, late=True)
+    searching = Counted(SearchLimits(budget_s=60.0))
+    walked: list[str] = []
+    async with client_of(app_of(engine, js, topology, searching)) as http:
+        cursor = None
+        for _ in range(100):
+            params = {"limit": "7"} | ({"cursor": cursor} if cursor else {})
+            page = (await http.get(f"/api/v1/runs/{uid}/logs", headers=ADMIN, params=params)).json()
+            assert page["partial"] is False
+            walked += [item["text"] for item in page["items"]]
+            if (cursor := page["next_cursor"]) is None:
+                break
+    assert cursor is None
+    assert walked[:4] == ["late 0", "late 1", "late 2", "w0 r0 l0"]
+    assert walked[3:] == in_time_order()  # merged by time, none lost, none twice
