@@ -22,7 +22,7 @@ from datetime import datetime
 
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, PubAck
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, PubAck
 from nats.js.errors import APIError, NotFoundError
 from pydantic import ValidationError
 
@@ -203,27 +203,12 @@ async def read_raw(
         deliver, start = DeliverPolicy.BY_START_SEQUENCE, None
     else:
         deliver = DeliverPolicy.BY_START_TIME if start is not None else DeliverPolicy.ALL
-    try:
-        sub = await js.pull_subscribe(
-            topology.run_logs(namespace, job, run_uid, pod),
-            stream=topology.stream("logs"),
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.NONE,
-                deliver_policy=deliver,
-                opt_start_time=start,
-                opt_start_seq=start_seq,
-                mem_storage=True,
-                num_replicas=1,
-                inactive_threshold=_IDLE_S,
-            ),
-        )
-        info = await sub.consumer_info()
-    except NotFoundError as exc:
-        raise LogsUnavailableError(
-            f"stream {topology.stream('logs')} does not exist (yet): the migrate Job declares it"
-        ) from exc
-    except (NatsError, TimeoutError) as exc:
-        raise LogsUnavailableError(f"the bus did not answer: {exc!r}") from exc
+    sub, info = await _ephemeral(
+        js,
+        topology,
+        topology.run_logs(namespace, job, run_uid, pod),
+        ConsumerConfig(deliver_policy=deliver, opt_start_time=start, opt_start_seq=start_seq),
+    )
     try:
         if not follow and not info.num_pending:
             return
@@ -256,6 +241,26 @@ async def read_raw(
             await js.delete_consumer(topology.stream("logs"), info.name)
 
 
+async def _ephemeral(
+    js: JetStreamContext, topology: Topology, subject: str, config: ConsumerConfig
+) -> tuple[JetStreamContext.PullSubscription, ConsumerInfo]:
+    """An unacknowledged, in-memory, single-replica consumer of ``subject`` on LOGS that the
+    server removes once idle, with ``config``'s delivery; its info. A bus that is missing or
+    silent is :class:`LogsUnavailableError`."""
+    config.ack_policy, config.mem_storage = AckPolicy.NONE, True
+    config.num_replicas, config.inactive_threshold = 1, _IDLE_S
+    try:
+        sub = await js.pull_subscribe(subject, stream=topology.stream("logs"), config=config)
+        info = await sub.consumer_info()
+    except NotFoundError as exc:
+        raise LogsUnavailableError(
+            f"stream {topology.stream('logs')} does not exist (yet): the migrate Job declares it"
+        ) from exc
+    except (NatsError, TimeoutError) as exc:
+        raise LogsUnavailableError(f"the bus did not answer: {exc!r}") from exc
+    return sub, info
+
+
 async def subject_ends(
     js: JetStreamContext,
     topology: Topology,
@@ -267,26 +272,12 @@ async def subject_ends(
 ) -> dict[str, int]:
     """The stream sequence of the last batch on each container subject of one run (of one of its
     pods): its messages' headers only, the last of each subject, through one ephemeral consumer."""
-    try:
-        sub = await js.pull_subscribe(
-            topology.run_logs(namespace, job, run_uid, pod),
-            stream=topology.stream("logs"),
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.NONE,
-                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-                headers_only=True,
-                mem_storage=True,
-                num_replicas=1,
-                inactive_threshold=_IDLE_S,
-            ),
-        )
-        info = await sub.consumer_info()
-    except NotFoundError as exc:
-        raise LogsUnavailableError(
-            f"stream {topology.stream('logs')} does not exist (yet): the migrate Job declares it"
-        ) from exc
-    except (NatsError, TimeoutError) as exc:
-        raise LogsUnavailableError(f"the bus did not answer: {exc!r}") from exc
+    sub, info = await _ephemeral(
+        js,
+        topology,
+        topology.run_logs(namespace, job, run_uid, pod),
+        ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, headers_only=True),
+    )
     ends: dict[str, int] = {}
     try:
         left = info.num_pending or 0
