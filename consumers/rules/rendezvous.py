@@ -15,7 +15,9 @@ few stable wordings:
   ``RendezvousConnectionError: The connection to the C10d store has failed``;
 - the store side: ``DistStoreError: Timed out after 901 seconds waiting for clients. 1/3
   clients joined.`` (the master waited for nodes that never came);
-- torch elastic's own verdict: ``RendezvousTimeoutError``, ``RendezvousClosedError``;
+- torch elastic's own verdict, its rendezvous handler's errors by class: ``RendezvousTimeoutError``,
+  ``RendezvousClosedError``, ``RendezvousStateError``, and ``RendezvousConnectionError`` wherever it
+  is named (a keep-alive heartbeat or a shutdown that failed with it);
 - the process group's barrier: ``Timed out initializing process group in store based barrier``;
 - JAX's and TensorFlow's coordination service, where every task registers at start-up: its barrier
   timing out (``Barrier_id: PjRT_Client_Connect``, ``Wait_for_all_tasks_to_register``) or the

@@ -38,8 +38,10 @@ STORE_WAIT = re.compile(
     r"DistStoreError: Timed out after (?P<after>\d{1,7}) seconds waiting for (?:clients|workers)\. "
     r"(?P<joined>\d{1,7})/(?P<expected>\d{1,7}) (?:clients|workers) joined"
 )
-CONNECTION_ERROR = re.compile(r"RendezvousConnectionError: The connection to the C10d store has failed")
-ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed)Error)\b")
+CONNECTION_ERROR = re.compile(r"RendezvousConnectionError\b")
+"""torch elastic's error for a rendezvous backend it could not reach: raised (``… The connection to
+the C10d store has failed``) or named by the keep-alive heartbeat that failed with it."""
+ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed|State)Error)\b")
 BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, CONNECTION_ERROR,

@@ -4,7 +4,8 @@ Read from the failed container's log tail — UCX's ``Caught signal 11 (Segmenta
 fault: …)``, Open MPI's ``*** Process received signal *** / Signal: Segmentation fault
 (11)``, Python's faulthandler (``Fatal Python error: Segmentation fault``), the shell's
 ``Segmentation fault (core dumped)``, mpirun's or Hydra's account of a rank that died of
-signal 11, the kernel's ``segfault at … ip …``, a PyTorch DataLoader worker killed by SIGSEGV
+signal 11 (or a runtime's walk-back: Cray's ``Process died with signal 11``, PALS, MPD, ALPS),
+the kernel's ``segfault at … ip …``, a PyTorch DataLoader worker killed by SIGSEGV
 — or from the container's own exit code 139
 (SIGSEGV) or 135 (SIGBUS). The sentence names the rank and, when a backtrace follows, the
 function it crashed in. mpirun's abort summary that follows is this crash (the catalog lets

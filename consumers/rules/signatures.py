@@ -357,6 +357,21 @@ CRASHES: tuple[Signature, ...] = (
             r"|[Ss]ignal \d{1,2} \(SIG(?P<kind2>SEGV|BUS)\)"
         ),
     ),
+    # A runtime's or launcher's account of a process that died of signal 11 by number: Cray's
+    # walk-back (``Process died with signal 11``), HPE PALS (``rank 3 died from signal 11``), MPD
+    # (``Exit status of rank 0: killed by signal 11``), ``Exiting due to signal 11``; or by name,
+    # ALPS's ``PE RANK 5 exit signal Segmentation fault``.
+    Signature(
+        "died-of-signal",
+        "",
+        "",
+        re.compile(
+            r"(?:\b(?:[Pp]rocess(?:es)?|[Rr]ank|[Tt]ask|[Cc]hild)(?: \d{1,10})?(?: \(pid \d{1,10}\))?:? "
+            r"(?:has )?(?:died|was killed|terminated|exited) (?:with|by|on|from) signal"
+            r"|[Kk]illed by signal|[Ee]xiting due to signal) (?P<signal>11)\b"
+            r"|PE RANK \d{1,7} exit signal (?P<kind>Segmentation fault|Bus error)"
+        ),
+    ),
     Signature("kernel", "", "", re.compile(r"segfault at [0-9a-f]{1,16} ip ")),
     Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
         "dataloader",

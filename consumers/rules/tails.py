@@ -66,11 +66,12 @@ def bounded(tail: tuple[str, ...]) -> tuple[str, ...]:
 _PRINTED = re.compile(
     r"^\s{0,8}(?:\[|<|\(pid=|\{|\d{1,4}[-/:.]\d|[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:|[EWIFD]\d{4} "
     r"|[\w.-]{1,60}:\d{1,10}:|[\w.-]{1,40}: |(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception|Warning)\b"
-    r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b)"
+    r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b|(?:CUDA|HIP|NCCL|cuDNN|cuBLAS) error: )"
     r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
-``program: ``, an exception's class) or a source location (``file.c:NN``)."""
+``program: ``, an exception's class, a GPU library's ``CUDA error: ``) or a source location
+(``file.c:NN``)."""
 _DISCOURSE = re.compile(
     r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
     r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
@@ -95,6 +96,14 @@ _EXAMPLES = re.compile(
     r"|\b[Ee]xamples?\b|\b[Tt]ypical\b)[^\n]{0,200}:\s{0,4}$"
 )
 """A sentence that introduces examples: the lines under it are quoted, not printed by the run."""
+_TITLE = re.compile(
+    r"^\s{0,8}(?:\[[\w/ .-]{1,40}\]:? {1,2})?"
+    r"(?:[Hh]ow (?:to|do I|can I) (?:fix|solve|handle|avoid|resolve|debug)\b"
+    r"|[^\n\"'`]{0,200}[\"'`][^\"'`\n]{1,200}[\"'`] "
+    r"(?:should (?:be (?:handled|caught|retried|reported)|not (?:crash|fail)))\b)"
+)
+"""A title that names an error as its topic (``[tune] "No space left on device" should be handled``,
+``How to fix …``), however it is prefixed: a thread's, not a program's line."""
 _HELP_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
 
 
@@ -117,6 +126,9 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
             examples = False
             continue
         if examples:
+            told.add(i)
+            continue
+        if not in_help and _TITLE.match(text):
             told.add(i)
             continue
         if in_help or _PRINTED.search(text):
@@ -169,12 +181,14 @@ _HINT = re.compile(
     r"|\b(?:usually|often|typically) (?:comes? from|means|indicates|is caused by|happens)\b"
     r"|\b(?:[Pp]reviously|used to) (?:crash|fail|die|abort)\w{0,2} with\b"
     r"|\b(?:just|only|simply) (?:says|prints|reports)\b"
+    r"|\b(?:[Cc]atch(?:es|ing)|[Rr]ecover(?:s|ing) from|[Hh]andl(?:es|ing)) (?:the |an? |any )?[`'\"]?$"
 )
 
 
 def is_hint(line: str) -> bool:
     """Whether ``line`` advises about a failure rather than reports one: a help text, a tip, a
-    configuration echo set *to avoid* it, a helper saying it *will warn on* it."""
+    configuration echo set *to avoid* it, a helper saying it *will warn on* it, a handler that *catches*
+    it."""
     return _HINT.search(line) is not None
 
 
@@ -201,7 +215,8 @@ _HANDLED_HERE = re.compile(
 )
 _HANDLED_AFTER = re.compile(
     r"[Tt]rying (?:a )?(?:smaller |lower )?batch[ _]size|[Rr]educ(?:ing|ed) (?:the )?batch[ _]size"
-    r"|[Hh]alving (?:the )?batch[ _]size|[Cc]hosen batch[ _]size"
+    r"|[Hh]alv(?:es|ed|ing) (?:the )?`?batch(?:[ _]size)?`?|[Cc]hosen batch[ _]size"
+    r"|(?:[Rr]etr(?:y|ies|ying)|[Rr]estart(?:s|ing)?) (?:\w{1,12} ){0,3}with a smaller batch\b"
     r"|[Ff]ound (?:optimal|max(?:imum)?) batch[ _]size"
     r"|[Bb]atch[ _]size (?:set to|reduced to|chosen)\b|[Rr]etrying with\b"
 )
@@ -252,7 +267,11 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "GPU out of memory (JAX/XLA: RESOURCE_EXHAUSTED)",
         re.compile(
             r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Out of memory|Failed to allocate request for"
-            r"|Ran out of memory|OOM when allocating)"
+            r"|Ran out of memory|OOM when allocating|Attempting to (?:reserve|allocate) )"
+            # a replica's execution on its device (XLA's local client, PjRt) ran out: the message
+            # may wrap after ``Out``
+            r"|Execution of replica \d{1,6} failed: (?:RESOURCE_EXHAUSTED|Resource exhausted): "
+            r"(?:Out\b|Failed to|Attempting)"
         ),
     ),
     (
