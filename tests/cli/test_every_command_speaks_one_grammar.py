@@ -172,6 +172,13 @@ async def test_each_api_command_exits_by_the_one_table(
         assert last.startswith(f"mpijob-controller {argv[0]}: ") or "did not reach" in last, said
 
 
+def as_from_a_terminal() -> None:
+    """A ``preexec_fn``: the child takes Ctrl-C (SIGINT) as a foreground process of a terminal
+    does — handled by default and not blocked — whatever this test process left for its children."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _cli(*argv: str, **env: str) -> subprocess.Popen[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
     return subprocess.Popen(
@@ -180,6 +187,7 @@ def _cli(*argv: str, **env: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_from_a_terminal,  # noqa: PLW1509  # signal calls only, before exec
     )
 
 
@@ -201,11 +209,14 @@ def test_an_unreachable_api_is_one_line_and_debug_adds_the_traceback(debug: bool
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT as a terminal's Ctrl-C sends it")
 def test_ctrl_c_exits_130_without_a_traceback() -> None:
     """``wait`` on an API that does not answer retries until its timeout: Ctrl-C stops it."""
-    process = _cli("wait", "team-a/train", *UNREACHABLE)
-    assert process.stderr is not None
-    first = process.stderr.readline()  # the first "lost the API …; reconnecting": it is waiting
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=GUARD_S)
+    with _cli("wait", "team-a/train", *UNREACHABLE) as process:
+        assert process.stderr is not None
+        first = process.stderr.readline()  # the first "lost the API …; reconnecting": it is waiting
+        process.send_signal(signal.SIGINT)
+        try:
+            _, err = process.communicate(timeout=GUARD_S)
+        finally:
+            process.kill()  # (no-op once it ended) a wait Ctrl-C did not stop must not outlive the test
 
     assert "reconnecting" in first
     assert process.returncode == Exit.INTERRUPTED

@@ -25,6 +25,7 @@ from controller.cli.logs import print_logs
 from controller.contract.settings import ClientSettings, Settings
 from controller.contract.subjects import Topology
 from tests.api_fixtures import T0, insert_runs, run_row
+from tests.cli.test_every_command_speaks_one_grammar import as_from_a_terminal
 from tests.live_events import GUARD_S, serving
 from tests.log_fixtures import run_with_logs
 
@@ -114,6 +115,7 @@ async def test_ctrl_c_on_logs_follow_exits_130_without_a_traceback(
             env=clean,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            preexec_fn=as_from_a_terminal,  # signal calls only, before exec
         )
         assert process.stderr is not None
         first = await asyncio.wait_for(process.stderr.readline(), GUARD_S)  # it is following now
