@@ -44,7 +44,7 @@ _TAIL_WHEN_NO_ERROR = 3
 
 
 @dataclass(frozen=True)
-class Exit:
+class ContainerExit:
     """One container that ended in error, and since when the run has known it."""
 
     pod: PodState
@@ -57,10 +57,10 @@ class Exit:
         return self.termination.field == "state.terminated" or self.termination.container.state == "waiting"
 
 
-def exits(state: RunState, ctx: Context) -> list[Exit]:
+def exits(state: RunState, ctx: Context) -> list[ContainerExit]:
     """Containers of the run's current pods that ended with a non-zero code, first ended first."""
     found = [
-        Exit(pod, t, pod.failed_since or pod.changed_at)
+        ContainerExit(pod, t, pod.failed_since or pod.changed_at)
         for pod in state.current_pods()
         for t in terminations(pod, ctx)
         if t.exit_code not in (None, 0)
@@ -68,14 +68,14 @@ def exits(state: RunState, ctx: Context) -> list[Exit]:
     return sorted(found, key=lambda e: (e.termination.finished_at or e.since, pod_order(e.pod)))
 
 
-def _container(e: Exit) -> str:
+def _container(e: ContainerExit) -> str:
     c = e.termination.container
     if c.init:
         return f" (init container {c.name})"
     return f" (container {c.name})" if sum(1 for x in e.pod.containers if not x.init) > 1 else ""
 
 
-def _ended(e: Exit, error: str | None) -> str:
+def _ended(e: ContainerExit, error: str | None) -> str:
     code = e.termination.exit_code or 0
     subject = who(e.pod) + _container(e)
     signal = exit_signal(code)
@@ -99,7 +99,7 @@ def _own(pod: PodState) -> OwnError | None:
     return OwnError(pod, line) if line is not None else None
 
 
-def _exit_evidence(e: Exit) -> list[Evidence]:
+def _exit_evidence(e: ContainerExit) -> list[Evidence]:
     t, c, pod = e.termination, e.termination.container, e.pod
     facts = [container_fact(pod, c, f"{t.field}.exitCode", t.exit_code)]
     if t.reason:
@@ -217,7 +217,7 @@ def _without_exit(state: RunState) -> Detection:
     )
 
 
-def _remediation(first: Exit) -> tuple[str, ...]:
+def _remediation(first: ContainerExit) -> tuple[str, ...]:
     container = first.termination.container.name
     steps = [
         "Read the whole log of the container that ended first: "

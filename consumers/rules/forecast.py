@@ -31,7 +31,7 @@ from statistics import median
 from consumers.rules.rule import Context, Detection, Rule, pod_fact
 from consumers.rules.state import PodState, RunState
 from consumers.rules.thresholds import RuleThresholds
-from consumers.rules.trend import Trend, fit, within
+from consumers.rules.trend import FittedLine, fit, within
 from consumers.rules.usage import memory_curve_fact
 from consumers.rules.wording import also, duration, who
 from controller.contract.events import PodUsage, Sample
@@ -55,7 +55,7 @@ def _span_s(points: list[Sample]) -> float:
 class Forecast:
     """A working set on course for its limit: the line, the limit, and when they meet."""
 
-    trend: Trend
+    trend: FittedLine
     limit: float
     reaches: datetime
 
@@ -90,7 +90,7 @@ def _forecast(
     rate = min(recent.slope_per_s, last.slope_per_s)
     if rate <= 0:
         return None
-    trend = Trend(slope_per_s=rate, level=recent.level, at=whole.at, tau=whole.tau)
+    trend = FittedLine(slope_per_s=rate, level=recent.level, at=whole.at, tau=whole.tau)
     reaches = trend.reaches(limit)
     if reaches is None or (reaches - trend.at).total_seconds() > horizon_s:
         return None
@@ -110,7 +110,7 @@ def foreseen(usage: PodUsage | None, th: RuleThresholds, until: datetime | None 
     return None
 
 
-def rate_text(trend: Trend) -> str:
+def rate_text(trend: FittedLine) -> str:
     """``0.42 GiB/min``."""
     return f"{trend.slope_per_s * 60 / GIB:.2f} GiB/min"
 

@@ -17,11 +17,11 @@ from statistics import median
 
 from controller.contract.events import Sample
 
-__all__ = ["Trend", "fit", "within"]
+__all__ = ["FittedLine", "fit", "within"]
 
 
 @dataclass(frozen=True)
-class Trend:
+class FittedLine:
     """A line through a curve: its rate per second, its level at the curve's last point, and tau."""
 
     slope_per_s: float
@@ -46,7 +46,7 @@ def within(curve: Sequence[Sample], seconds: float) -> list[Sample]:
     return [p for p in curve if p[0] >= start]
 
 
-def fit(curve: Sequence[Sample]) -> Trend | None:
+def fit(curve: Sequence[Sample]) -> FittedLine | None:
     """The Theil-Sen line of ``curve`` (in time order) and its Kendall tau; ``None`` under 3 points."""
     if len(curve) < 3:
         return None
@@ -67,4 +67,4 @@ def fit(curve: Sequence[Sample]) -> Trend | None:
         return None
     slope = median(slopes)
     level = median(y - slope * x for x, y in zip(xs, ys, strict=True))
-    return Trend(slope_per_s=slope, level=level, at=end, tau=(concordant - discordant) / len(slopes))
+    return FittedLine(slope_per_s=slope, level=level, at=end, tau=(concordant - discordant) / len(slopes))
