@@ -323,8 +323,9 @@ MAX_CURVE_POINTS = 120
 MAX_GPUS_PER_POD = 64
 MAX_PODS_PER_READING = 256
 """Pods in one :class:`UsageObserved` (about 5 KiB each): a larger run is read in several."""
-MAX_NEIGHBOURS = 16
-"""Other pods of a pod's node kept in its reading: those using the most."""
+MAX_NEIGHBOURS = 8
+"""Other pods of a pod's node kept in its reading: those using the most (eight of the longest
+names add about 0.6 MiB to a reading of :data:`MAX_PODS_PER_READING` pods)."""
 
 
 def _curve_field(what: str) -> Any:
