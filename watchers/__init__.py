@@ -8,7 +8,8 @@
   (``pipeline``, shared with replay of ``recording`` files), skipping what was published before a
   restart and telling what was deleted while no watcher ran (``published``);
 - beside it: ``tails`` (log tails of containers that ended in error), ``usage`` (what the pods
-  use, from the cluster's Prometheus) and ``dcgm`` (their GPUs' health series, read with it),
+  use, from the cluster's Prometheus) and ``dcgm`` (their GPUs' health series, read with it) and
+  ``neighbours`` (the other pods on their nodes, read with it),
   ``metrics`` (the watch loops' metrics);
 - the log followers of every replica: ``following`` (follow containers' logs onto ``LOGS``),
   ``lines`` (the followed bytes as bounded, redacted, timestamped lines), ``sharing`` (the

@@ -22,7 +22,10 @@ per GPU and ``curve_points`` values per pod, however long the span:
   ``sum by (pod) (rate(container_cpu_usage_seconds_total[2 steps]))``;
 - per GPU (one range query, values at each step): DCGM's health series
   (:data:`watchers.dcgm.HEALTH_METRICS`: the last Xid, ECC and row-remap counters, NVLink error
-  counters, clock-throttle reasons, temperature), read by ``gpu-fault`` and ``gpu-throttled``.
+  counters, clock-throttle reasons, temperature), read by ``gpu-fault`` and ``gpu-throttled``;
+- in a running reading, what the other pods on the nodes of the pods read use
+  (:mod:`watchers.neighbours`: kube-state-metrics' ``kube_pod_info`` joined with cAdvisor's CPU,
+  DCGM's utilization of the nodes' GPUs), read by ``straggler`` for a node shared with another job.
 
 Running pods are read over the window, in age classes (:data:`AGE_BUCKETS`) so that a young
 pod's figures stay close to its own life; an ended pod is read with the other pods of its run.
@@ -69,6 +72,7 @@ from controller.prometheus import PrometheusError, PrometheusReader, Series, esc
 from watchers.correlating import Correlator
 from watchers.dcgm import common_bits, health_points, health_selector
 from watchers.metrics import UsageMetrics
+from watchers.neighbours import NEIGHBOURS, neighbour_queries, neighbours_of
 from watchers.normalizing import pod_owner
 from watchers.pipeline import publish_every
 from watchers.watching import WatchChange
@@ -82,7 +86,7 @@ INSTANT = ("gpu_util_mean", "gpu_util_p95", "fb_used_max", "fb_total")
 """Per GPU, one value over the span read (instant queries)."""
 CURVES = ("gpu_util_curve", "memory_curve", "cpu_curve", "gpu_health")
 """Per pod (per GPU for ``gpu_health``), ``curve_points`` values across the span (range queries)."""
-QUERY_NAMES = INSTANT + CURVES
+QUERY_NAMES = INSTANT + CURVES + NEIGHBOURS
 AGE_BUCKETS = 12
 """Running pods younger than the window are read in this many age classes per namespace, so a
 young pod's figures do not reach back more than a class before its start."""
@@ -109,6 +113,7 @@ class _Pod:
     ended: datetime | None
     memory_limit: float | None
     cpu_request: float | None
+    node: str | None = None
     job: JobRef | None = None
     final_tries: int = 0
 
@@ -147,11 +152,17 @@ def _seconds(value: float) -> str:
 
 
 def queries(
-    settings: UsageSettings, namespace: str, pods: Sequence[str], span_s: float, step_s: float
+    settings: UsageSettings,
+    namespace: str,
+    pods: Sequence[str],
+    span_s: float,
+    step_s: float,
+    nodes: Sequence[str] = (),
 ) -> dict[str, tuple[str, bool]]:
     """The PromQL of one reading of ``pods`` of one namespace over ``span_s`` (curves at ``step_s``),
-    by :data:`QUERY_NAMES` (GPU ones only if ``settings.gpu``), each with whether it is a range
-    query: every pod in each, one value per GPU, ``curve_points`` values per pod."""
+    by :data:`QUERY_NAMES` (GPU ones only if ``settings.gpu``, the neighbours' only for ``nodes``),
+    each with whether it is a range query: every pod in each, one value per GPU, ``curve_points``
+    values per pod."""
     names = "|".join(escape_regex(p) for p in sorted(pods))
     ns = namespace.replace("\\", "\\\\").replace('"', '\\"')
     span, step = _seconds(span_s), _seconds(step_s)
@@ -204,7 +215,7 @@ def queries(
                 True,
             ),
         }
-    return found
+    return found | neighbour_queries(settings, nodes, rate_window, step)
 
 
 _HEALTH_MERGE: dict[str, Callable[[Sequence[float]], float]] = {
@@ -243,7 +254,10 @@ class _Answers:
     def __init__(self, settings: UsageSettings, answers: Mapping[str, list[Series]]) -> None:
         self._settings = settings
         self.by_pod: dict[str, dict[str, list[Series]]] = defaultdict(lambda: defaultdict(list))
+        self.around = {name: answers[name] for name in NEIGHBOURS if name in answers}
         for name, series in answers.items():
+            if name in self.around:
+                continue
             for one in series:
                 pod = self._pod_of(name, one.labels)
                 if pod:
@@ -286,6 +300,9 @@ class _Answers:
             cpu_mean_cores=round(_mean(cpu), 4) if cpu else None,
             cpu_max_cores=round(max(cpu), 4) if cpu else None,
             cpu_requested_cores=pod.cpu_request,
+            neighbours=()
+            if final
+            else neighbours_of(self._settings, self.around, pod.node, (pod.namespace, pod.name), lo, hi),
         )
 
     @staticmethod
@@ -412,6 +429,7 @@ class UsageProbe:
                 cpu_request=_total(containers, "requests", "cpu"),
             )
             self.pods[uid] = held
+        held.node = (obj.get("spec") or {}).get("nodeName") or held.node
         if held.job is None:
             held.job = self._correlator.pods.get((held.namespace, held.name))
         if held.ended is None and ended:
@@ -495,7 +513,8 @@ class UsageProbe:
         s = self._settings
         step = group.step_s(s)
         span = (group.end - group.start).total_seconds()
-        asked = queries(s, group.namespace, [p.name for p in pods], span, step)
+        nodes = [] if group.final else [p.node for p in pods if p.node]
+        asked = queries(s, group.namespace, [p.name for p in pods], span, step, nodes)
         answers = await asyncio.gather(
             *(
                 self._reader.query_range(promql, group.start, group.end, step)

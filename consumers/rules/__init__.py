@@ -27,7 +27,8 @@ The judgement, below it:
   other rule explains), ``containers``, ``disks``, ``forecast``, ``gpu``, ``gpuhealth``,
   ``memory``, ``mpi``, ``nodes``, ``quota``, ``rendezvous``, ``restarts``, ``scheduling``,
   ``segfaults``, ``stalls``, ``stragglers``, ``usage``, ``nodeconditions`` (the bad spells of the
-  pods' nodes' conditions, read by ``gpuhealth`` and ``stragglers`` too);
+  pods' nodes' conditions, read by ``gpuhealth`` and ``stragglers`` too), ``cotenants`` (the
+  other jobs on a worker's node, read by ``stragglers``);
 - ``culprits`` | ``errors``: which rank stopped or erred first; exit codes and errors in words;
 - ``live``: which lines of a running job's output are evidence;
 - ``facts``: shared readings of a run;

@@ -18,8 +18,9 @@ The finding names the worker, how far below its peers it runs and since when, an
 reason where the reading shows one: its GPUs held down by the hardware for
 ``_THROTTLED_SHARE`` of the window (DCGM's throttle reasons: thermal, power brake, slowdown),
 its working set near its memory limit or its node under ``MemoryPressure`` (the node's
-condition, :mod:`consumers.rules.nodeconditions`), or its CPU use at its request (an input
-pipeline starved of CPU).
+condition, :mod:`consumers.rules.nodeconditions`), its node shared with another job that uses
+a good part of it (:mod:`consumers.rules.cotenants`: which pods, what they use), or its CPU use
+at its request (an input pipeline starved of CPU).
 
 Without a utilization verdict, the ranks' progress lines speak (:mod:`consumers.rules.progress`:
 the step or iteration counters trainers print, as the rules' log reader saw them, about every
@@ -41,6 +42,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from statistics import median
 
+from consumers.rules.cotenants import shared_node
 from consumers.rules.gpuhealth import reasons_text, throttled_within
 from consumers.rules.nodeconditions import spells_on
 from consumers.rules.progress import cumulative
@@ -171,6 +173,9 @@ def _reason(
     )
     if pressure is not None:
         return f"its node {pressure.node} reports MemoryPressure since {pressure.start:%H:%M} UTC"
+    shared = shared_node(state, pod.node, usage, th)
+    if shared is not None:
+        return shared
     used, asked = usage.cpu_mean_cores, usage.cpu_requested_cores
     if used and asked and used >= _CPU_BOUND * asked:
         return (

@@ -323,6 +323,9 @@ MAX_CURVE_POINTS = 120
 MAX_GPUS_PER_POD = 64
 MAX_PODS_PER_READING = 256
 """Pods in one :class:`UsageObserved` (about 5 KiB each): a larger run is read in several."""
+MAX_NEIGHBOURS = 8
+"""Other pods of a pod's node kept in its reading: those using the most (eight of the longest
+names add about 0.6 MiB to a reading of :data:`MAX_PODS_PER_READING` pods)."""
 
 
 def _curve_field(what: str) -> Any:
@@ -368,6 +371,26 @@ class GpuUsage(Message):
     )
 
 
+class Neighbour(Message):
+    """Another pod on the node of a pod read, and what it used over the span read: kube-state-metrics'
+    ``kube_pod_info`` places it and names its owner, cAdvisor and DCGM say what it used."""
+
+    namespace: str = Field(max_length=253)
+    pod: str = Field(max_length=253)
+    owner_kind: str | None = Field(
+        default=None,
+        max_length=128,
+        description="``kube_pod_info``'s ``created_by_kind`` (``MPIJob``, ``DaemonSet``).",
+    )
+    owner_name: str | None = Field(
+        default=None, max_length=253, description="``kube_pod_info``'s ``created_by_name``."
+    )
+    since: datetime | None = Field(default=None, description="Its first point within the span read.")
+    cpu_mean_cores: float | None = None
+    gpus: int = Field(default=0, ge=0, description="GPUs of the node DCGM maps to it.")
+    gpu_util_mean_pct: float | None = None
+
+
 class PodUsage(Message):
     """What one launcher or worker pod used over ``[since, until]``.
 
@@ -395,6 +418,12 @@ class PodUsage(Message):
     cpu_mean_cores: float | None = None
     cpu_max_cores: float | None = None
     cpu_requested_cores: float | None = None
+    neighbours: tuple[Neighbour, ...] = Field(
+        default=(),
+        max_length=MAX_NEIGHBOURS,
+        description="Other pods on its node while it runs (not in a final reading), those using the "
+        "most first.",
+    )
 
 
 class UsageObserved(Message):

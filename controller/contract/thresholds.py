@@ -29,6 +29,7 @@ class ThresholdOverride(BaseModel):
     memory_near_limit_ratio: float | None = Field(default=None, gt=0, le=1)
     oom_horizon_s: float | None = Field(default=None, gt=0)
     straggler_s: float | None = Field(default=None, gt=0)
+    straggler_neighbour_cores: float | None = Field(default=None, gt=0)
     live_recovery_s: float | None = Field(default=None, gt=0)
     live_silence_s: float | None = Field(default=None, gt=0)
     culprit_gap_s: float | None = Field(default=None, gt=0)
@@ -162,6 +163,14 @@ class RuleThresholds(BaseModel):
         le=1,
         description="Share of the steps of the window (those where the peers are busy) in which the "
         "worker must be that far below them: consistently slower, not once.",
+    )
+    straggler_neighbour_cores: float = Field(
+        default=2.0,
+        gt=0,
+        description="CPU cores the pods of another job (or workload) on a straggler's node must use "
+        "together, on average over the span read, for straggler to name that shared node as its likely "
+        "reason; a co-tenant whose GPUs are busy (gpu_busy_pct) counts too. Smaller, idle ones, "
+        "DaemonSets, static and system pods (kube-*, the GPU operator) and the run's own pods never count.",
     )
     failed_hold_s: float = Field(
         default=10.0,

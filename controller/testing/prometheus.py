@@ -9,9 +9,10 @@ labelled as dcgm-exporter does (``gpu``, ``UUID``, ``device``, ``modelName``, ``
 with its pod mapping on (after a ServiceMonitor's relabeling: ``exported_namespace``/
 ``exported_pod``, or plain ``namespace``/``pod``; a GPU no pod holds has none),
 ``container_memory_working_set_bytes`` and ``container_cpu_usage_seconds_total`` as the
-kubelet's cAdvisor — whatever values the test
-sets now. :class:`Prometheus` runs one server scraping it every second, so the real query
-engine answers the controller's real queries.
+kubelet's cAdvisor, and ``kube_pod_info`` as kube-state-metrics (the pod's node and owner, set
+with :meth:`UsageExporter.place`) — whatever values the test sets now. :class:`Prometheus`
+runs one server scraping it every second, so the real query engine answers the controller's
+real queries.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class _PodSeries:
     cpu_cores: float = 0.0
     cpu_at: float = field(default_factory=time.monotonic)
     exported: bool = True
+    placed: tuple[str, str, str] | None = None
+    """Its node, owner kind and owner name, as ``kube_pod_info`` says (``None``: not served)."""
 
 
 class UsageExporter:
@@ -147,6 +150,14 @@ class UsageExporter:
         with self._lock:
             self._pods.pop((namespace, pod), None)
 
+    def place(
+        self, namespace: str, pod: str, node: str, owner_kind: str = "<none>", owner_name: str = "<none>"
+    ) -> None:
+        """Serve ``kube_pod_info`` for a pod: on ``node``, created by ``owner_kind``/``owner_name``
+        (kube-state-metrics writes ``<none>`` for a pod nothing owns, ``Node`` for a static pod)."""
+        with self._lock:
+            self._pod(namespace, pod).placed = (node, owner_kind, owner_name)
+
     def memory(self, namespace: str, pod: str, working_set_bytes: float) -> None:
         with self._lock:
             self._pod(namespace, pod).memory_bytes = working_set_bytes
@@ -191,6 +202,13 @@ class UsageExporter:
             yield f"container_memory_working_set_bytes{{{whole_pod}}} {held.memory_bytes}"
         if held.cpu_cores or held.cpu_seconds:
             yield f"container_cpu_usage_seconds_total{{{cadvisor}}} {held.cpu_seconds}"
+        if held.placed is not None:
+            node, kind, owner = held.placed
+            yield (
+                f'kube_pod_info{{namespace="{held.namespace}",pod="{held.pod}",uid="uid-{held.pod}",'
+                f'host_ip="192.0.2.10",pod_ip="198.51.100.20",node="{node}",created_by_kind="{kind}",'
+                f'created_by_name="{owner}",priority_class="",host_network="false"}} 1'
+            )
 
     def start(self) -> None:
         self._thread.start()

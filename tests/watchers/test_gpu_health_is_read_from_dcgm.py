@@ -17,6 +17,7 @@ from consumers.rules import RuleEngine
 from controller.bus.serverconfig import MAX_MSG_BYTES
 from controller.contract.events import (
     MAX_CURVE_POINTS,
+    MAX_NEIGHBOURS,
     MAX_PODS_PER_READING,
     BusEvent,
     ContainerState,
@@ -208,8 +209,9 @@ async def test_the_final_reading_keeps_the_framebuffer_size_after_the_series_are
 
 
 def test_a_reading_of_the_most_pods_whose_gpu_health_keeps_changing_fits_one_bus_message() -> None:
-    """256 pods of 8 GPUs, every health curve changing at every step of a long span: each is
-    merged to HEALTH_POINTS points and the reading stays inside the bus's message size."""
+    """256 pods of 8 GPUs, every health curve changing at every step of a long span, each on a
+    node crowded with other pods of long names: each curve is merged to HEALTH_POINTS points,
+    each pod keeps MAX_NEIGHBOURS other pods, and the reading stays inside the bus's message size."""
     settings = UsageSettings(url="http://prometheus.test:9090", curve_points=MAX_CURVE_POINTS)
     start = 1_800_000_000.0
     series = [
@@ -228,11 +230,36 @@ def test_a_reading_of_the_most_pods_whose_gpu_health_keeps_changing_fits_one_bus
         for gpu in range(8)
         for metric in HEALTH_METRICS
     ]
-    answers = _Answers(settings, {"gpu_health": series})
+    crowd = [
+        Series(
+            {
+                "namespace": "n" * 63,
+                "pod": f"{other:02d}" + "p" * 61,
+                "node": f"gpu-node-{index}",
+                "created_by_kind": "ReplicaSet",
+                "created_by_name": "o" * 63,
+            },
+            ((start, 11.123456 + other), (start + 3600, 11.123456 + other)),
+        )
+        for index in range(MAX_PODS_PER_READING)
+        for other in range(MAX_NEIGHBOURS + 4)
+    ]
+    answers = _Answers(settings, {"gpu_health": series, "neighbour_cpu": crowd})
     since, until = datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(start + 3600, UTC)
     pods = tuple(
         answers.usage(
-            _Pod(f"uid-{i}" + "0" * 30, "team-a", f"pi-worker-{i}", "worker", i, since, None, None, None),
+            _Pod(
+                f"uid-{i}" + "0" * 30,
+                "team-a",
+                f"pi-worker-{i}",
+                "worker",
+                i,
+                since,
+                None,
+                None,
+                None,
+                f"gpu-node-{i}",
+            ),
             since,
             until,
             30,
@@ -249,4 +276,6 @@ def test_a_reading_of_the_most_pods_whose_gpu_health_keeps_changing_fits_one_bus
     )
     health = pods[0].gpus[0].health if pods[0].gpus else None
     assert health is not None and len(health.nvlink_errors) == HEALTH_POINTS
+    assert len(pods[0].neighbours) == MAX_NEIGHBOURS
+    assert pods[0].neighbours[0].cpu_mean_cores == round(11.123456 + MAX_NEIGHBOURS + 3, 4)  # the most first
     assert len(reading.model_dump_json().encode()) < 0.75 * MAX_MSG_BYTES
