@@ -32,7 +32,13 @@ from controller.bus.streams import connect, ensure_streams
 from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServices, die_with_this_process
 from controller.contract.settings import NatsSettings
-from controller.contract.subjects import Topology
+from controller.contract.subjects import (
+    AUDIT_LIFECYCLE_DURABLE,
+    HISTORY_DURABLE,
+    NOTIFY_DURABLE,
+    RULES_DURABLE,
+    Topology,
+)
 from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
@@ -240,13 +246,18 @@ async def pipeline_services(
             await nc.drain()
 
 
-READY_DURABLE = {"history": "history", "rules": "rules_p0", "notify": "notify", "audit": "audit-lifecycle"}
-"""The durable on JOBS whose existence says a role's process is running (dispatchers: a LISTEN)."""
+def _ready_durable(topology: Topology, role: str) -> str:
+    """The durable on JOBS whose existence says a role's process is running (dispatchers: a LISTEN)."""
+    if role == "rules":
+        return topology.partition_durable(RULES_DURABLE, 0)
+    return topology.durable(
+        {"history": HISTORY_DURABLE, "notify": NOTIFY_DURABLE, "audit": AUDIT_LIFECYCLE_DURABLE}[role]
+    )
 
 
 async def _until_ready(bench: Bench, consumers: Sequence[str], timeout_s: float = 60) -> None:
     """Until every consumer process has created its durable, and every dispatcher listens."""
-    durables = [READY_DURABLE[name] for name in set(consumers) if name != "dispatch"]
+    durables = [_ready_durable(bench.topology, name) for name in set(consumers) if name != "dispatch"]
     for _ in range(int(timeout_s * 10)):
         async with bench.engine.connect() as conn:
             listening = (
@@ -254,7 +265,7 @@ async def _until_ready(bench: Bench, consumers: Sequence[str], timeout_s: float 
             ).scalar_one()
         try:
             for name in durables:
-                await bench.js.consumer_info(bench.topology.stream("jobs"), bench.topology.durable(name))
+                await bench.js.consumer_info(bench.topology.stream("jobs"), name)
         except NotFoundError:
             pass
         else:
