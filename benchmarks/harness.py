@@ -10,10 +10,12 @@ writing ``<prefix>.<name><n>``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -73,6 +75,39 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return round(int(line.split()[1]) / 1024, 1)
     return 0.0
+
+
+Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+"""A client connection opened on a served process."""
+
+
+async def connection_states(connections: Sequence[Connection | None]) -> dict[str, int]:
+    """How many of ``connections`` the server holds open, and how it answered the others (by
+    status; "closed": closed unanswered, "refused": ``None``, closed before the handshake ended)."""
+
+    async def state(connection: Connection | None) -> str:
+        if connection is None:
+            return "refused"
+        reader, _ = connection
+        answer = b""
+        try:
+            while chunk := await asyncio.wait_for(reader.read(65536), 0.05):
+                answer += chunk
+        except TimeoutError:
+            return "open"
+        except (ConnectionError, ssl.SSLError):
+            pass
+        return answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "closed"
+
+    counted = collections.Counter(await asyncio.gather(*(state(c) for c in connections)))
+    return dict(sorted(counted.items()))
+
+
+def close_all(connections: Sequence[Connection | None]) -> None:
+    """Close every opened one of ``connections``."""
+    for connection in connections:
+        if connection is not None:
+            connection[1].close()
 
 
 class ServedProcess:
