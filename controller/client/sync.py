@@ -13,7 +13,7 @@ import inspect
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from datetime import datetime
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from controller.client.aio import AsyncClient
 from controller.client.connection import NoticeCallback
@@ -31,37 +31,21 @@ async def _next(iterator: AsyncIterator[T]) -> T:
     return await anext(iterator)
 
 
-class _Blocking(Generic[P, T]):
+def _blocking(
+    method: Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]], note: str = ""
+) -> Callable[Concatenate[Client, P], T]:
     """A method of :class:`~controller.client.aio.AsyncClient` as a method of :class:`Client`: the
     very arguments (the signature is the async method's), the call run on the client's loop until
     it returns."""
 
-    def __init__(
-        self, method: Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]], note: str = ""
-    ) -> None:
-        self._method = method
-        self.__doc__ = f":meth:`AsyncClient.{method.__name__}`{note}."
-        signature = inspect.signature(method)
-        self._signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+    def blocking(client: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return client._call(method(client._async, *args, **kwargs))
 
-    @overload
-    def __get__(self, client: None, owner: type[Client]) -> _Blocking[P, T]: ...
-
-    @overload
-    def __get__(self, client: Client, owner: type[Client]) -> Callable[P, T]: ...
-
-    def __get__(self, client: Client | None, owner: type[Client]) -> _Blocking[P, T] | Callable[P, T]:
-        if client is None:
-            return self
-        method = self._method
-
-        def call(*args: P.args, **kwargs: P.kwargs) -> T:
-            return client._call(method(client._async, *args, **kwargs))
-
-        call.__name__ = call.__qualname__ = method.__name__
-        call.__doc__ = self.__doc__
-        call.__signature__ = self._signature  # type: ignore[attr-defined]
-        return call
+    blocking.__name__ = method.__name__
+    blocking.__qualname__ = f"Client.{method.__name__}"
+    blocking.__doc__ = f":meth:`AsyncClient.{method.__name__}`{note}."
+    blocking.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    return blocking
 
 
 class Client:
@@ -116,12 +100,12 @@ class Client:
             future.cancel()
             raise
 
-    runs = _Blocking(AsyncClient.runs)
-    find_attempt = _Blocking(AsyncClient.find_attempt)
-    run = _Blocking(AsyncClient.run)
-    findings = _Blocking(AsyncClient.findings)
-    compare = _Blocking(AsyncClient.compare)
-    wait = _Blocking(AsyncClient.wait, " (``on_event`` is told each event on the client's thread)")
+    runs = _blocking(AsyncClient.runs)
+    find_attempt = _blocking(AsyncClient.find_attempt)
+    run = _blocking(AsyncClient.run)
+    findings = _blocking(AsyncClient.findings)
+    compare = _blocking(AsyncClient.compare)
+    wait = _blocking(AsyncClient.wait, " (``on_event`` is told each event on the client's thread)")
 
     def logs(
         self,
