@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import ServedProcess
+from benchmarks.harness import Connection, ServedProcess, close_all, connection_states
 from controller.contract.settings import Settings
 from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
@@ -171,8 +171,6 @@ def escaped_update(size: int) -> bytes:
 
 # --------------------------------------------------------------------------- the probes
 
-Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
 
 def post(body: bytes) -> bytes:
     """A review request on a connection of its own (``Connection: close``)."""
@@ -223,34 +221,6 @@ async def open_many(server: Server, count: int, data: bytes) -> list[Connection 
     return connections
 
 
-async def states(connections: Sequence[Connection | None]) -> dict[str, int]:
-    """How many of ``connections`` the server holds open, and how it answered the others (by
-    status; "closed": closed unanswered, "refused": closed before the handshake ended)."""
-
-    async def state(connection: Connection | None) -> str:
-        if connection is None:
-            return "refused"
-        reader, _ = connection
-        answer = b""
-        try:
-            while chunk := await asyncio.wait_for(reader.read(65536), 0.05):
-                answer += chunk
-        except TimeoutError:
-            return "open"
-        except (ConnectionError, ssl.SSLError):
-            pass
-        return answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "closed"
-
-    counted = collections.Counter(await asyncio.gather(*(state(c) for c in connections)))
-    return dict(sorted(counted.items()))
-
-
-def close_all(connections: Sequence[Connection | None]) -> None:
-    for connection in connections:
-        if connection is not None:
-            connection[1].close()
-
-
 async def idle_connections(server: Server, count: int) -> dict[str, Any]:
     before = server.rss_mib()
     connections = await open_many(server, count, b"")
@@ -262,7 +232,7 @@ async def idle_connections(server: Server, count: int) -> dict[str, Any]:
         "rss_before_mib": before,
         "rss_held_mib": held,
         "added_mib": round(held - before, 1),
-        "connections_state": await states(connections),
+        "connections_state": await connection_states(connections),
         "a_review_meanwhile": meanwhile[0],
     }
     close_all(connections)
@@ -279,10 +249,10 @@ async def stalled_uploads(server: Server, count: int, limit: int, deadline_s: fl
     connections = await open_many(server, count, data)
     await asyncio.sleep(1.0)  # the server reads what was sent
     rss = server.rss_mib()
-    held = {"rss_mib": rss, "connections": await states(connections)}
+    held = {"rss_mib": rss, "connections": await connection_states(connections)}
     meanwhile = await request(server, post(ordinary_update()))
     await asyncio.sleep(deadline_s)  # the last one opened is past its deadline
-    after = {"rss_mib": server.rss_mib(), "connections": await states(connections)}
+    after = {"rss_mib": server.rss_mib(), "connections": await connection_states(connections)}
     close_all(connections)
     return {
         "connections": count,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import json
 import statistics
@@ -31,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
-from benchmarks.harness import ServedProcess, report
+from benchmarks.harness import Connection, ServedProcess, close_all, connection_states, report
 from controller.contract.settings import Settings
 from controller.testing.ports import free_port
 
@@ -84,8 +83,6 @@ class Server(ServedProcess):
 
 # --------------------------------------------------------------------------- the probes
 
-Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
 
 async def open_many(port: int, count: int, data: bytes) -> list[Connection]:
     """``count`` connections that each sent ``data`` (and nothing more)."""
@@ -103,37 +100,13 @@ async def _drained(writer: asyncio.StreamWriter) -> None:
         await writer.drain()
 
 
-async def still_open(connections: list[Connection]) -> dict[str, int]:
-    """How many of ``connections`` the server holds open, and how it answered the others (by
-    status; "closed": closed unanswered)."""
-
-    async def state(reader: asyncio.StreamReader) -> str:
-        answer = b""
-        try:
-            while chunk := await asyncio.wait_for(reader.read(65536), 0.05):
-                answer += chunk
-        except TimeoutError:
-            return "open"
-        except ConnectionError:
-            pass
-        return answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "closed"
-
-    states = collections.Counter(await asyncio.gather(*(state(reader) for reader, _ in connections)))
-    return dict(sorted(states.items()))
-
-
-def close_all(connections: list[Connection]) -> None:
-    for _, writer in connections:
-        writer.close()
-
-
 async def held_and_dropped(server: Server, count: int, data: bytes, deadline_s: float) -> dict[str, Any]:
     before = server.rss_mib()
     connections = await open_many(server.port, count, data)
     await asyncio.sleep(1.0)  # the server reads what was sent
-    held = {"rss_mib": server.rss_mib(), "connections": await still_open(connections)}
+    held = {"rss_mib": server.rss_mib(), "connections": await connection_states(connections)}
     await asyncio.sleep(deadline_s + 1.0)
-    after = {"rss_mib": server.rss_mib(), "connections": await still_open(connections)}
+    after = {"rss_mib": server.rss_mib(), "connections": await connection_states(connections)}
     close_all(connections)
     return {
         "connections": count,

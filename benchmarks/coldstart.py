@@ -59,7 +59,7 @@ from controller.bus.versions import BUCKET
 from controller.cli.embedded import EmbeddedServices, die_with_this_process
 from controller.contract.findings import parse_finding
 from controller.contract.settings import ConsumerSettings, NatsSettings
-from controller.contract.subjects import Topology
+from controller.contract.subjects import HISTORY_DURABLE, RULES_DURABLE, Topology
 from controller.store import migrate
 from controller.testing import objects as k
 from controller.testing.ports import free_port
@@ -303,8 +303,9 @@ class Installation:
     @property
     def durables(self) -> set[str]:
         """The durables on JOBS that must have consumed everything: history and each rules partition."""
-        return {self.topology.durable("history")} | {
-            self.topology.durable(f"rules_p{n}") for n in range(ConsumerSettings().rules_partitions)
+        return {self.topology.durable(HISTORY_DURABLE)} | {
+            self.topology.partition_durable(RULES_DURABLE, n)
+            for n in range(ConsumerSettings().rules_partitions)
         }
 
     async def stream_size(self, stream: str) -> int:

@@ -27,6 +27,7 @@ from benchmarks.harness import Bench, pipeline_services, report
 from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
 from controller.contract.findings import parse_finding
+from controller.contract.subjects import RULES_DURABLE
 from controller.testing import objects as k
 from watchers.correlating import Observation
 from watchers.pipeline import Pipeline
@@ -69,7 +70,7 @@ async def measure(env: Bench, failures: int, background: int) -> dict[str, float
     setup, victims = running_jobs(failures)
     noise, _ = running_jobs(200)
     await pipeline.feed(setup + noise)
-    await wait_until_consumed(env.js, env.topology.stream("jobs"), env.topology.durable("rules"), 120)
+    await wait_until_consumed(env.js, env.topology.stream("jobs"), env.topology.durable(RULES_DURABLE), 120)
 
     arrived: dict[str, float] = {}
     all_arrived = asyncio.Event()

@@ -10,10 +10,12 @@ writing ``<prefix>.<name><n>``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -32,7 +34,13 @@ from controller.bus.streams import connect, ensure_streams
 from controller.cli.collecting import pace_collector
 from controller.cli.embedded import EmbeddedServices, die_with_this_process
 from controller.contract.settings import NatsSettings
-from controller.contract.subjects import Topology
+from controller.contract.subjects import (
+    AUDIT_LIFECYCLE_DURABLE,
+    HISTORY_DURABLE,
+    NOTIFY_DURABLE,
+    RULES_DURABLE,
+    Topology,
+)
 from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
@@ -67,6 +75,39 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return round(int(line.split()[1]) / 1024, 1)
     return 0.0
+
+
+Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+"""A client connection opened on a served process."""
+
+
+async def connection_states(connections: Sequence[Connection | None]) -> dict[str, int]:
+    """How many of ``connections`` the server holds open, and how it answered the others (by
+    status; "closed": closed unanswered, "refused": ``None``, closed before the handshake ended)."""
+
+    async def state(connection: Connection | None) -> str:
+        if connection is None:
+            return "refused"
+        reader, _ = connection
+        answer = b""
+        try:
+            while chunk := await asyncio.wait_for(reader.read(65536), 0.05):
+                answer += chunk
+        except TimeoutError:
+            return "open"
+        except (ConnectionError, ssl.SSLError):
+            pass
+        return answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "closed"
+
+    counted = collections.Counter(await asyncio.gather(*(state(c) for c in connections)))
+    return dict(sorted(counted.items()))
+
+
+def close_all(connections: Sequence[Connection | None]) -> None:
+    """Close every opened one of ``connections``."""
+    for connection in connections:
+        if connection is not None:
+            connection[1].close()
 
 
 class ServedProcess:
@@ -240,13 +281,18 @@ async def pipeline_services(
             await nc.drain()
 
 
-READY_DURABLE = {"history": "history", "rules": "rules_p0", "notify": "notify", "audit": "audit-lifecycle"}
-"""The durable on JOBS whose existence says a role's process is running (dispatchers: a LISTEN)."""
+def _ready_durable(topology: Topology, role: str) -> str:
+    """The durable on JOBS whose existence says a role's process is running (dispatchers: a LISTEN)."""
+    if role == "rules":
+        return topology.partition_durable(RULES_DURABLE, 0)
+    return topology.durable(
+        {"history": HISTORY_DURABLE, "notify": NOTIFY_DURABLE, "audit": AUDIT_LIFECYCLE_DURABLE}[role]
+    )
 
 
 async def _until_ready(bench: Bench, consumers: Sequence[str], timeout_s: float = 60) -> None:
     """Until every consumer process has created its durable, and every dispatcher listens."""
-    durables = [READY_DURABLE[name] for name in set(consumers) if name != "dispatch"]
+    durables = [_ready_durable(bench.topology, name) for name in set(consumers) if name != "dispatch"]
     for _ in range(int(timeout_s * 10)):
         async with bench.engine.connect() as conn:
             listening = (
@@ -254,7 +300,7 @@ async def _until_ready(bench: Bench, consumers: Sequence[str], timeout_s: float 
             ).scalar_one()
         try:
             for name in durables:
-                await bench.js.consumer_info(bench.topology.stream("jobs"), bench.topology.durable(name))
+                await bench.js.consumer_info(bench.topology.stream("jobs"), name)
         except NotFoundError:
             pass
         else:

@@ -33,6 +33,7 @@ from benchmarks.harness import Bench, pipeline_services, report
 from benchmarks.reference import payloads, reference_throughput
 from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import NatsSettings
+from controller.contract.subjects import HISTORY_DURABLE
 from controller.testing import objects as k
 from watchers.correlating import Observation
 from watchers.pipeline import MAX_BATCH, Pipeline
@@ -75,7 +76,7 @@ async def throughput(env: Bench, events: list[Observation]) -> dict[str, float]:
     for i in range(0, len(events), MAX_BATCH):  # as the watcher's publish loop hands them over
         await pipeline.feed(events[i : i + MAX_BATCH])
     published = time.perf_counter()
-    await wait_until_consumed(env.js, env.topology.stream("jobs"), env.topology.durable("history"), 300)
+    await wait_until_consumed(env.js, env.topology.stream("jobs"), env.topology.durable(HISTORY_DURABLE), 300)
     done = time.perf_counter()
     return {
         "events": len(events),

@@ -16,10 +16,11 @@ from consumers.wiring import Role, Wiring
 from controller.bus.consuming import Durable
 from controller.contract.events import BusEvent, parse_event
 from controller.contract.findings import Finding, parse_finding
+from controller.contract.subjects import HISTORY_DURABLE, HISTORY_FINDINGS_DURABLE
 from controller.store.history import apply_events, apply_findings
 
-CONSUMER = "history"
-FINDINGS_CONSUMER = "history-findings"
+CONSUMER = HISTORY_DURABLE
+FINDINGS_CONSUMER = HISTORY_FINDINGS_DURABLE
 
 
 def durables(engine: AsyncEngine) -> tuple[Durable[BusEvent], Durable[Finding]]:

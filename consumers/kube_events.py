@@ -20,12 +20,13 @@ from consumers.wiring import Role, Wiring
 from controller.bus.consuming import Durable
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.kubeflow import api_version
+from controller.contract.subjects import K8S_EVENTS_DURABLE
 from controller.kube.errors import APIConflictError, APIError
 from controller.kube.gateway import KubeGateway
 
 log = logging.getLogger(__name__)
 
-CONSUMER = "k8s-events"
+CONSUMER = K8S_EVENTS_DURABLE
 COMPONENT = "mpijob-controller"
 
 

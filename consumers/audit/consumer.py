@@ -40,7 +40,7 @@ from controller.contract.clock import Clock
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, JobObserved, parse_event
 from controller.contract.settings import AuditSettings
-from controller.contract.subjects import Topology
+from controller.contract.subjects import AUDIT_DURABLE, AUDIT_LIFECYCLE_DURABLE, Topology
 from controller.metrics import MetricGroup
 from controller.store import corroboration
 from controller.store.auditchain import PurgeResult, append, purge
@@ -48,8 +48,8 @@ from controller.store.engine import UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
-CONSUMER = "audit"
-LIFECYCLE_CONSUMER = "audit-lifecycle"
+CONSUMER = AUDIT_DURABLE
+LIFECYCLE_CONSUMER = AUDIT_LIFECYCLE_DURABLE
 RETENTION_ACTOR = Actor(username="system:mpijob-controller:retention")
 """Who the scheduled purge is recorded as."""
 

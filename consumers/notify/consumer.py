@@ -69,7 +69,7 @@ from controller.contract.notifications import (
     links,
 )
 from controller.contract.settings import ConsumerSettings, NotifySettings
-from controller.contract.subjects import Topology
+from controller.contract.subjects import NOTIFY_DURABLE, NOTIFY_FINDINGS_DURABLE, Topology
 from controller.metrics import PipelineMetrics
 from controller.store import alerts, notifystate, outbox, subscriptions
 from controller.store.engine import lock_transaction
@@ -78,8 +78,8 @@ from controller.store.subscriptions import SubscriptionRecord
 
 log = logging.getLogger(__name__)
 
-CONSUMER = "notify"
-FINDINGS_CONSUMER = "notify-findings"
+CONSUMER = NOTIFY_DURABLE
+FINDINGS_CONSUMER = NOTIFY_FINDINGS_DURABLE
 Row = outbox.Row
 
 _LOCK_KEY = 0x6D706A63_0003  # one advisory lock for all notify batches ("mpjc", migration 0003)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -106,13 +107,12 @@ class StoreCollector(ScrapeCollector):
             durations = await queries.run_duration_histogram(conn, RUN_DURATION_BUCKETS)
             findings = await queries.findings_by_rule(conn)
             states = await subscriptions.count_by_state(conn)
-        jobs = GaugeMetricFamily(
+        jobs = _gauge(
             "mpijc_jobs",
             "Runs not deleted yet, by namespace, kind and phase.",
-            labels=["namespace", "kind", "phase"],
+            ["namespace", "kind", "phase"],
+            phases,
         )
-        for namespace, kind, phase, count in phases:
-            jobs.add_metric([namespace, kind, phase], count)
         histogram = HistogramMetricFamily(
             "mpijc_run_duration_seconds",
             "Created → finished of every stored finished run, by kind and outcome.",
@@ -123,22 +123,30 @@ class StoreCollector(ScrapeCollector):
                 (_le(bound), float(n)) for bound, n in zip(RUN_DURATION_BUCKETS, cumulative, strict=True)
             ]
             histogram.add_metric([kind, outcome], [*buckets, ("+Inf", float(count))], total)
-        by_rule = GaugeMetricFamily(
+        by_rule = _gauge(
             "mpijc_findings",
             "Stored findings by rule, severity and status (firing or resolved).",
-            labels=["rule", "severity", "status"],
+            ["rule", "severity", "status"],
+            findings,
         )
-        for rule, severity, status, count in findings:
-            by_rule.add_metric([rule, severity, status], count)
-        subs = GaugeMetricFamily(
+        subs = _gauge(
             "mpijc_subscriptions",
             "Notification subscriptions by state (active, disabled, suspended: their creator lost "
             "read access, expired) and channel.",
-            labels=["state", "channel"],
+            ["state", "channel"],
+            states,
         )
-        for state, channel, count in states:
-            subs.add_metric([state, channel], count)
         return [jobs, histogram, by_rule, subs]
+
+
+def _gauge(
+    name: str, documentation: str, labels: list[str], rows: Iterable[Sequence[Any]]
+) -> GaugeMetricFamily:
+    """A gauge family with one sample per row: the row's label values, then its value."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for *values, value in rows:
+        family.add_metric(values, value)
+    return family
 
 
 def _le(bound: float) -> str:

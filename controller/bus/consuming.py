@@ -183,15 +183,9 @@ def _settling(
         return functools.partial(_settle_lane, durable.consumer, durable.decode, share)
 
     async def settle(msgs: Sequence[Msg]) -> None:
-        kept: list[Msg] = []
-        top = 0
-        for msg in msgs:
-            sequence = msg.metadata.sequence.stream
-            top = max(top, sequence)
-            if share.keeps(msg.subject, sequence):
-                kept.append(msg)
-            else:
-                await msg.ack()  # another owner's, or one this owner has no need of
+        kept, others, top = _sorted_out(share, msgs)
+        for msg in others:
+            await msg.ack()  # another owner's, or one this owner has no need of
         if not kept:
             if share.passed is not None:
                 await share.passed(top)
@@ -205,19 +199,26 @@ def _settling(
     return settle
 
 
+def _sorted_out(share: Share[T], msgs: Sequence[Msg]) -> tuple[list[Msg], list[Msg], int]:
+    """The messages of a batch ``share`` keeps, those it does not (in batch order), and the
+    batch's highest stream sequence (0 for none)."""
+    kept: list[Msg] = []
+    others: list[Msg] = []
+    for msg in msgs:
+        (kept if share.keeps(msg.subject, msg.metadata.sequence.stream) else others).append(msg)
+    return kept, others, max((msg.metadata.sequence.stream for msg in msgs), default=0)
+
+
 async def _settle_lane(
     consumer: str, decode: Callable[[bytes], T], share: Share[T], msgs: Sequence[Msg]
 ) -> None:
     """A lane's batch: what the share keeps and decodes is applied; every message is acknowledged,
     whatever comes of it (the durable behind the lane reads it in turn, and dead-letters it)."""
     items: list[T] = []
-    top = 0
-    for msg in msgs:
-        sequence = msg.metadata.sequence.stream
-        top = max(top, sequence)
-        if share.keeps(msg.subject, sequence):
-            with contextlib.suppress(ValueError):  # pydantic.ValidationError is a ValueError
-                items.append(decode(msg.data))
+    kept, _, top = _sorted_out(share, msgs)
+    for msg in kept:
+        with contextlib.suppress(ValueError):  # pydantic.ValidationError is a ValueError
+            items.append(decode(msg.data))
     if items:
         try:
             await share.apply(items, top)

@@ -203,13 +203,12 @@ async def read_raw(
         deliver, start = DeliverPolicy.BY_START_SEQUENCE, None
     else:
         deliver = DeliverPolicy.BY_START_TIME if start is not None else DeliverPolicy.ALL
-    sub, info = await _ephemeral(
+    async with _ephemeral(
         js,
         topology,
         topology.run_logs(namespace, job, run_uid, pod),
         ConsumerConfig(deliver_policy=deliver, opt_start_time=start, opt_start_seq=start_seq),
-    )
-    try:
+    ) as (sub, info):
         if not follow and not info.num_pending:
             return
         while True:
@@ -234,19 +233,16 @@ async def read_raw(
                 yield group[: next(i for i, raw in enumerate(group) if raw.pending == 0) + 1]
                 return
             yield group
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-        with contextlib.suppress(Exception):
-            await js.delete_consumer(topology.stream("logs"), info.name)
 
 
+@contextlib.asynccontextmanager
 async def _ephemeral(
     js: JetStreamContext, topology: Topology, subject: str, config: ConsumerConfig
-) -> tuple[JetStreamContext.PullSubscription, ConsumerInfo]:
-    """An unacknowledged, in-memory, single-replica consumer of ``subject`` on LOGS that the
-    server removes once idle, with ``config``'s delivery; its info. A bus that is missing or
-    silent is :class:`LogsUnavailableError`."""
+) -> AsyncIterator[tuple[JetStreamContext.PullSubscription, ConsumerInfo]]:
+    """An unacknowledged, in-memory, single-replica consumer of ``subject`` on LOGS, with
+    ``config``'s delivery, and its info, until the block ends: then it is removed (else the
+    server removes it once idle). A bus that is missing or silent is
+    :class:`LogsUnavailableError`."""
     config.ack_policy, config.mem_storage = AckPolicy.NONE, True
     config.num_replicas, config.inactive_threshold = 1, _IDLE_S
     try:
@@ -258,7 +254,13 @@ async def _ephemeral(
         ) from exc
     except (NatsError, TimeoutError) as exc:
         raise LogsUnavailableError(f"the bus did not answer: {exc!r}") from exc
-    return sub, info
+    try:
+        yield sub, info
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(topology.stream("logs"), info.name)
 
 
 async def subject_ends(
@@ -272,14 +274,13 @@ async def subject_ends(
 ) -> dict[str, int]:
     """The stream sequence of the last batch on each container subject of one run (of one of its
     pods): its messages' headers only, the last of each subject, through one ephemeral consumer."""
-    sub, info = await _ephemeral(
+    ends: dict[str, int] = {}
+    async with _ephemeral(
         js,
         topology,
         topology.run_logs(namespace, job, run_uid, pod),
         ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, headers_only=True),
-    )
-    ends: dict[str, int] = {}
-    try:
+    ) as (sub, info):
         left = info.num_pending or 0
         while left:
             try:
@@ -289,12 +290,7 @@ async def subject_ends(
             for msg in msgs:
                 ends[msg.subject] = msg.metadata.sequence.stream
                 left = msg.metadata.num_pending
-        return ends
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-        with contextlib.suppress(Exception):
-            await js.delete_consumer(topology.stream("logs"), info.name)
+    return ends
 
 
 def parsed(raw: Raw, wanted: Callable[[bytes], bool] | None = None) -> Stored | None:

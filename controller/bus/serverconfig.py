@@ -31,7 +31,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.contract.subjects import StreamFamily, Topology
+from controller.contract.subjects import (
+    AUDIT_DURABLE,
+    AUDIT_LIFECYCLE_DURABLE,
+    HISTORY_DURABLE,
+    HISTORY_FINDINGS_DURABLE,
+    K8S_EVENTS_DURABLE,
+    NOTIFY_DURABLE,
+    NOTIFY_FINDINGS_DURABLE,
+    RULES_DURABLE,
+    RULES_LOGS_DURABLE,
+    StreamFamily,
+    Topology,
+)
 
 ANY = "*"
 """In :attr:`Identity.reads`: any consumer of the stream (ephemeral readers, partitions)."""
@@ -91,29 +103,29 @@ IDENTITIES: tuple[Identity, ...] = (
     Identity("admission", publishes=("audit",)),
     Identity(
         "history",
-        reads={"jobs": ("history",), "findings": ("history-findings",)},
-        dead_letters=("history", "history-findings"),
+        reads={"jobs": (HISTORY_DURABLE,), "findings": (HISTORY_FINDINGS_DURABLE,)},
+        dead_letters=(HISTORY_DURABLE, HISTORY_FINDINGS_DURABLE),
     ),
     Identity(
         "rules",
         publishes=("findings", "jobs"),  # jobs: what its log reader saw in running jobs' output
-        reads={"jobs": (ANY,), "findings": (ANY,), "logs": ("rules-logs",)},
-        dead_letters=("rules", "rules-logs"),
+        reads={"jobs": (ANY,), "findings": (ANY,), "logs": (RULES_LOGS_DURABLE,)},
+        dead_letters=(RULES_DURABLE, RULES_LOGS_DURABLE),
         buckets=("rules-state", "rules-leases"),
     ),
     Identity(
         "notify",
-        reads={"jobs": ("notify",), "findings": ("notify-findings",)},
-        dead_letters=("notify", "notify-findings"),
+        reads={"jobs": (NOTIFY_DURABLE,), "findings": (NOTIFY_FINDINGS_DURABLE,)},
+        dead_letters=(NOTIFY_DURABLE, NOTIFY_FINDINGS_DURABLE),
     ),
     Identity("dispatch"),
     Identity(
         "audit",
         publishes=("audit",),
-        reads={"jobs": ("audit-lifecycle",), "audit": ("audit",)},
-        dead_letters=("audit", "audit-lifecycle"),
+        reads={"jobs": (AUDIT_LIFECYCLE_DURABLE,), "audit": (AUDIT_DURABLE,)},
+        dead_letters=(AUDIT_DURABLE, AUDIT_LIFECYCLE_DURABLE),
     ),
-    Identity("k8s-events", reads={"findings": ("k8s-events",)}, dead_letters=("k8s-events",)),
+    Identity("k8s-events", reads={"findings": (K8S_EVENTS_DURABLE,)}, dead_letters=(K8S_EVENTS_DURABLE,)),
     Identity("api", reads={"logs": (ANY,)}, monitors=True),
 )
 """Every identity on the bus: ``admin``, and one per process kind (the watchers, the admission

@@ -44,7 +44,16 @@ from controller.contract.errors import StartupError
 from controller.contract.events import BusEvent, PodObserved
 from controller.contract.logs import LogBatch, LogLine, LogPosition, rank_of
 from controller.contract.settings import Settings, StaticUser
-from controller.contract.subjects import StreamFamily
+from controller.contract.subjects import (
+    AUDIT_DURABLE,
+    AUDIT_LIFECYCLE_DURABLE,
+    HISTORY_DURABLE,
+    HISTORY_FINDINGS_DURABLE,
+    NOTIFY_DURABLE,
+    NOTIFY_FINDINGS_DURABLE,
+    RULES_DURABLE,
+    StreamFamily,
+)
 from controller.store import outbox
 from controller.store.auditchain import AuditFilter, pages
 from controller.store.auditverification import verify
@@ -247,13 +256,13 @@ async def _caught_up(rt: Runtime) -> None:
 
 
 _DURABLES: tuple[tuple[StreamFamily, str], ...] = (
-    ("jobs", "history"),
-    ("jobs", "rules"),
-    ("jobs", "notify"),
-    ("jobs", "audit-lifecycle"),
-    ("findings", "history-findings"),
-    ("findings", "notify-findings"),
-    ("audit", "audit"),
+    ("jobs", HISTORY_DURABLE),
+    ("jobs", RULES_DURABLE),
+    ("jobs", NOTIFY_DURABLE),
+    ("jobs", AUDIT_LIFECYCLE_DURABLE),
+    ("findings", HISTORY_FINDINGS_DURABLE),
+    ("findings", NOTIFY_FINDINGS_DURABLE),
+    ("audit", AUDIT_DURABLE),
 )
 
 

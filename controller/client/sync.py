@@ -9,27 +9,43 @@ Ctrl-C (a notebook's "interrupt") while a call waits cancels that call on the cl
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from controller.client.aio import AsyncClient
 from controller.client.connection import NoticeCallback
-from controller.client.following import AttemptChoice, Goal, WaitEvent
 from controller.client.refs import RunRef
-from controller.contract.events import JobPhase
-from controller.contract.kubeflow import JobKind
-from controller.contract.runs import Comparison, Finding, LogEntry, RunDetail, RunPage, RunSummary
+from controller.contract.runs import LogEntry
 from controller.contract.settings import ClientSettings
 
 __all__ = ["Client"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 async def _next(iterator: AsyncIterator[T]) -> T:
     return await anext(iterator)
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]], note: str = ""
+) -> Callable[Concatenate[Client, P], T]:
+    """A method of :class:`~controller.client.aio.AsyncClient` as a method of :class:`Client`: the
+    very arguments (the signature is the async method's), the call run on the client's loop until
+    it returns."""
+
+    def blocking(client: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return client._call(method(client._async, *args, **kwargs))
+
+    blocking.__name__ = method.__name__
+    blocking.__qualname__ = f"Client.{method.__name__}"
+    blocking.__doc__ = f":meth:`AsyncClient.{method.__name__}`{note}."
+    blocking.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    return blocking
 
 
 class Client:
@@ -84,75 +100,12 @@ class Client:
             future.cancel()
             raise
 
-    def runs(
-        self,
-        namespace: str | None = None,
-        *,
-        name: str | None = None,
-        kind: JobKind | None = None,
-        phase: JobPhase | None = None,
-        labels: Mapping[str, str] | Iterable[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> RunPage:
-        """:meth:`AsyncClient.runs`."""
-        return self._call(
-            self._async.runs(
-                namespace,
-                name=name,
-                kind=kind,
-                phase=phase,
-                labels=labels,
-                since=since,
-                until=until,
-                limit=limit,
-                cursor=cursor,
-            )
-        )
-
-    def find_attempt(self, namespace: str, name: str, attempt: int | None = None) -> RunSummary | None:
-        """:meth:`AsyncClient.find_attempt`."""
-        return self._call(self._async.find_attempt(namespace, name, attempt))
-
-    def run(self, ref: str | RunRef) -> RunDetail:
-        """:meth:`AsyncClient.run`."""
-        return self._call(self._async.run(ref))
-
-    def findings(self, ref: str | RunRef) -> list[Finding]:
-        """:meth:`AsyncClient.findings`."""
-        return self._call(self._async.findings(ref))
-
-    def compare(self, *refs: str | RunRef) -> Comparison:
-        """:meth:`AsyncClient.compare`."""
-        return self._call(self._async.compare(*refs))
-
-    def wait(
-        self,
-        job: str | RunRef,
-        *,
-        goal: Goal = "succeeded",
-        attempt: AttemptChoice | None = None,
-        timeout_s: float = 7200.0,
-        wait_for_creation: bool = False,
-        created_within_s: float | None = None,
-        notice: NoticeCallback | None = None,
-        on_event: Callable[[WaitEvent], None] | None = None,
-    ) -> RunDetail:
-        """:meth:`AsyncClient.wait` (``on_event`` is told each event on the client's thread)."""
-        return self._call(
-            self._async.wait(
-                job,
-                goal=goal,
-                attempt=attempt,
-                timeout_s=timeout_s,
-                wait_for_creation=wait_for_creation,
-                created_within_s=created_within_s,
-                notice=notice,
-                on_event=on_event,
-            )
-        )
+    runs = _blocking(AsyncClient.runs)
+    find_attempt = _blocking(AsyncClient.find_attempt)
+    run = _blocking(AsyncClient.run)
+    findings = _blocking(AsyncClient.findings)
+    compare = _blocking(AsyncClient.compare)
+    wait = _blocking(AsyncClient.wait, " (``on_event`` is told each event on the client's thread)")
 
     def logs(
         self,

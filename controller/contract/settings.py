@@ -852,6 +852,14 @@ class SmtpSettings(BaseModel):
     validate_certs: bool = Field(default=True, description="Check the server's TLS certificate.")
 
 
+def _http_url(url: str) -> str:
+    """``url`` without trailing slashes; a ValueError unless it is http:// or https:// and names
+    more than its scheme."""
+    if not url.startswith(("http://", "https://")) or not url.split("://", 1)[1].strip("/"):
+        raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    return url.rstrip("/")
+
+
 class AlertmanagerSettings(BaseModel):
     """Alertmanagers findings are pushed to as alerts (``POST /api/v2/alerts``)."""
 
@@ -891,10 +899,7 @@ class AlertmanagerSettings(BaseModel):
     @field_validator("urls")
     @classmethod
     def _http_urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1].strip("/")) == 0:
-                raise ValueError(f"{url!r} is not an http:// or https:// URL")
-        return [url.rstrip("/") for url in urls]
+        return [_http_url(url) for url in urls]
 
 
 class UsageSettings(BaseModel):
@@ -997,9 +1002,7 @@ class UsageSettings(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        if url and (not url.startswith(("http://", "https://")) or not url.split("://", 1)[1].strip("/")):
-            raise ValueError(f"{url!r} is not an http:// or https:// URL")
-        return url.rstrip("/")
+        return _http_url(url) if url else url
 
     @property
     def enabled(self) -> bool:

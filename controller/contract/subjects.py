@@ -20,6 +20,10 @@ name), anything else becomes ``~`` and two hex digits per UTF-8 byte.
 
 A :class:`Topology` carries an optional prefix so several installations or test runs can
 share one NATS server: prefix ``t1`` gives subjects ``t1.jobs.…`` and streams ``t1_JOBS``.
+
+Durable consumer names (before :meth:`Topology.durable` adds the prefix) are the ``*_DURABLE``
+constants below: the consumers that read through them, the bus permissions that let them, and
+the drills and benchmarks that wait on them all name them from here.
 """
 
 from __future__ import annotations
@@ -28,9 +32,28 @@ import functools
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from controller.contract.events import BusEvent, K8sEventObserved, PodObserved, job_of
+
+HISTORY_DURABLE: Final = "history"
+"""The history's durable on JOBS."""
+HISTORY_FINDINGS_DURABLE: Final = "history-findings"
+"""The history's durable on FINDINGS."""
+RULES_DURABLE: Final = "rules"
+"""The rules' durable on JOBS (its partitions: :meth:`Topology.partition_durable`)."""
+RULES_LOGS_DURABLE: Final = "rules-logs"
+"""The rules' log reader's durable on LOGS."""
+NOTIFY_DURABLE: Final = "notify"
+"""The notify consumer's durable on JOBS."""
+NOTIFY_FINDINGS_DURABLE: Final = "notify-findings"
+"""The notify consumer's durable on FINDINGS."""
+AUDIT_DURABLE: Final = "audit"
+"""The audit consumer's durable on AUDIT."""
+AUDIT_LIFECYCLE_DURABLE: Final = "audit-lifecycle"
+"""The audit consumer's durable on JOBS (the lifecycle records it publishes)."""
+K8S_EVENTS_DURABLE: Final = "k8s-events"
+"""The Kubernetes-events consumer's durable on FINDINGS."""
 
 _PLAIN = re.compile(r"[a-z0-9-]")
 _PLAIN_TOKEN = re.compile(r"[a-z0-9-]+")

@@ -5,7 +5,7 @@
   may do), ``timing`` (write timings), ``bulk`` (many rows in one statement), ``wakeups``
   (``LISTEN``/``NOTIFY``);
 - history: ``history`` (the write side), ``queries`` (the read side the API and CLI share),
-  ``livefeed`` (a run's timeline as it grows);
+  ``livefeed`` (a run's timeline as it grows), ``filters`` (the narrowing every read side shares);
 - notification: ``subscriptions``, ``outbox`` (deliveries owed, claimed, settled),
   ``notifystate`` (what the notify consumer compared last), ``alerts`` (the Alertmanager sink);
 - audit: ``auditchain`` (hash-chained appends, the purge, queries), ``auditverification``

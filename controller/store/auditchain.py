@@ -40,6 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from controller.contract.audit import Actor, AuditRecord, PurgeSummary
 from controller.store.engine import lock_transaction
+from controller.store.filters import matching, within
 from controller.store.models import AuditExportCursor, AuditRow
 
 __all__ = [
@@ -337,21 +338,18 @@ class AuditFilter:
 
 
 def _filtered(query: Select[tuple[AuditRow]], where: AuditFilter) -> Select[tuple[AuditRow]]:
-    for column, value in (
-        (AuditRow.namespace, where.namespace),
-        (AuditRow.verb, where.verb),
-        (AuditRow.username, where.username),
-        (AuditRow.object_uid, where.object_uid),
-    ):
-        if value is not None:
-            query = query.where(column == value)
+    query = matching(
+        query,
+        (
+            (AuditRow.namespace, where.namespace),
+            (AuditRow.verb, where.verb),
+            (AuditRow.username, where.username),
+            (AuditRow.object_uid, where.object_uid),
+        ),
+    )
     if where.namespaces is not None:
         query = query.where(AuditRow.namespace.in_(sorted(where.namespaces)))
-    if where.since is not None:
-        query = query.where(AuditRow.at >= where.since)
-    if where.until is not None:
-        query = query.where(AuditRow.at < where.until)
-    return query
+    return within(query, AuditRow.at, where.since, where.until)
 
 
 async def list_records(

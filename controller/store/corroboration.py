@@ -56,9 +56,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import func, select, text
+from sqlalchemy import Select, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.orm import QueryableAttribute
 
 from controller.contract.audit import AuditRecord
 from controller.contract.events import JobObserved
@@ -431,31 +432,28 @@ async def decide(
     return [d for d in judging.decisions.values() if d.seq in stored]
 
 
+def _verdicts_by(key: QueryableAttribute[Any]) -> Select[Any]:
+    """Each verdict's ``key``, its record's seq and ``caller``, and its status."""
+    return select(
+        key,
+        AdmissionCorroboration.audit_seq,
+        AuditRow.record["caller"].astext,
+        AdmissionCorroboration.status,
+    ).join(AuditRow, AuditRow.seq == AdmissionCorroboration.audit_seq)
+
+
 async def _holders(conn: AsyncConnection, claims: list[str]) -> dict[str, _Holder]:
     """Who holds each of ``claims`` now: the record whose verdict took it, or the record from the
     API server's certificate that took it over from that one, with the holder's verdict as it
     reads (``disputed`` once another record disputed it)."""
     held = await conn.execute(
-        select(
-            AdmissionCorroboration.claim,
-            AdmissionCorroboration.audit_seq,
-            AuditRow.record["caller"].astext,
-            AdmissionCorroboration.status,
-        )
-        .join(AuditRow, AuditRow.seq == AdmissionCorroboration.audit_seq)
-        .where(AdmissionCorroboration.claim.in_(claims))
+        _verdicts_by(AdmissionCorroboration.claim).where(AdmissionCorroboration.claim.in_(claims))
     )
     holders = {claim: _Holder(seq, caller, status) for claim, seq, caller, status in held if claim}
     if not holders:
         return holders
     rivals = await conn.execute(
-        select(
-            AdmissionCorroboration.rival,
-            AdmissionCorroboration.audit_seq,
-            AuditRow.record["caller"].astext,
-            AdmissionCorroboration.status,
-        )
-        .join(AuditRow, AuditRow.seq == AdmissionCorroboration.audit_seq)
+        _verdicts_by(AdmissionCorroboration.rival)
         .where(AdmissionCorroboration.rival.in_([h.seq for h in holders.values()]))
         .where(AdmissionCorroboration.status.in_(("verified", "disputed")))
     )

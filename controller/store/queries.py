@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.contract.events import TERMINAL_PHASES
 from controller.contract.units import gib
+from controller.store.filters import matching, within
 from controller.store.models import (
     Base,
     FindingRow,
@@ -47,18 +48,16 @@ class RunFilter:
 
 
 def _filtered(query: Select[tuple[Run]], where: RunFilter) -> Select[tuple[Run]]:
-    for column, value in (
-        (Run.namespace, where.namespace),
-        (Run.name, where.name),
-        (Run.kind, where.kind),
-        (Run.phase, where.phase),
-    ):
-        if value is not None:
-            query = query.where(column == value)
-    if where.created_after is not None:
-        query = query.where(Run.created_at >= where.created_after)
-    if where.created_before is not None:
-        query = query.where(Run.created_at < where.created_before)
+    query = matching(
+        query,
+        (
+            (Run.namespace, where.namespace),
+            (Run.name, where.name),
+            (Run.kind, where.kind),
+            (Run.phase, where.phase),
+        ),
+    )
+    query = within(query, Run.created_at, where.created_after, where.created_before)
     if where.labels:
         query = query.where(Run.labels.contains(dict(where.labels)))
     if where.namespaces is not None:

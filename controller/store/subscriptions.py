@@ -46,6 +46,7 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from controller.store.engine import lock_transaction
+from controller.store.filters import matching
 from controller.store.models import SubscriptionNotice, SubscriptionRow
 
 log = logging.getLogger(__name__)
@@ -244,13 +245,14 @@ async def list_subscriptions(
     query = select(SubscriptionRow)
     if visible is not None:
         query = query.where(SubscriptionRow.namespace.in_(sorted(visible)))
-    for column, value in (
-        (SubscriptionRow.namespace, namespace),
-        (SubscriptionRow.channel, channel),
-        (SubscriptionRow.state, state),
-    ):
-        if value is not None:
-            query = query.where(column == value)
+    query = matching(
+        query,
+        (
+            (SubscriptionRow.namespace, namespace),
+            (SubscriptionRow.channel, channel),
+            (SubscriptionRow.state, state),
+        ),
+    )
     if after is not None:
         query = query.where(SubscriptionRow.id > after)
     rows = await conn.execute(query.order_by(SubscriptionRow.id).limit(limit))

@@ -31,7 +31,14 @@ from controller.bus.reading import last_sequence, read_stream
 from controller.bus.streams import wait_until_consumed
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
+from controller.contract.subjects import (
+    AUDIT_LIFECYCLE_DURABLE,
+    HISTORY_DURABLE,
+    HISTORY_FINDINGS_DURABLE,
+    NOTIFY_DURABLE,
+    RULES_DURABLE,
+    Topology,
+)
 from controller.metrics import PipelineMetrics
 from controller.store.models import FindingRow, PodStateRow, Run
 from controller.testing.notify import api_client, subscribe, with_notify
@@ -47,10 +54,8 @@ EXPECTED = (("job.failed", ""), ("finding.firing", "oom"))
 """Webhooks every story must cause: (event type, rule of the finding)."""
 PROBES = 6
 """Failures fed at the moment of a fault: enough to land in every rules partition, most likely."""
-DURABLES = ("history", "notify", "audit-lifecycle", "rules")
+DURABLES = (HISTORY_DURABLE, NOTIFY_DURABLE, AUDIT_LIFECYCLE_DURABLE, RULES_DURABLE)
 """Durables on JOBS that must have consumed everything before the outcome is read."""
-FINDINGS_DURABLE = "history-findings"
-"""The history's durable on FINDINGS: the outcome counts the findings it stored."""
 
 
 def stories(first: int, count: int, prefix: str = "job", slot: int | None = None) -> list[Observation]:
@@ -183,7 +188,10 @@ class Drill:
                 self.js, self.topology.stream("jobs"), self.topology.durable(durable), timeout_s
             )
         await wait_until_consumed(  # the findings the outcome counts in the history
-            self.js, self.topology.stream("findings"), self.topology.durable(FINDINGS_DURABLE), timeout_s
+            self.js,
+            self.topology.stream("findings"),
+            self.topology.durable(HISTORY_FINDINGS_DURABLE),
+            timeout_s,
         )
         await until(
             lambda: not self._missing(), timeout_s, lambda: f"webhooks missing: {self._missing()[:5]}", 0.05

@@ -72,7 +72,7 @@ def mpijob(
         }
 
     return {
-        "apiVersion": "kubeflow.org/v2beta1",
+        "apiVersion": ("kubeflow.org/v2beta1", "MPIJob"),
         "kind": "MPIJob",
         "metadata": _job_metadata(name, namespace, uid, created),
         "spec": {
@@ -151,41 +151,17 @@ def pod(
     limits = job["spec"]["mpiReplicaSpecs"]["Worker" if role == "worker" else "Launcher"]["template"]["spec"][
         "containers"
     ][0]["resources"]
-    container = "worker" if role == "worker" else "launcher"
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": job["metadata"]["namespace"],
-            "uid": str(uuid.uuid4()),
-            "resourceVersion": next_rv(),
-            "creationTimestamp": created,
-            "labels": labels,
-            "ownerReferences": [
-                {
-                    "apiVersion": "kubeflow.org/v2beta1",
-                    "kind": "MPIJob",
-                    "name": job_name,
-                    "uid": job["metadata"]["uid"],
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"nodeName": node, "containers": [{"name": container, "image": "img", "resources": limits}]},
-        "status": {
-            "phase": phase,
-            "containerStatuses": [
-                {
-                    "name": container,
-                    "ready": False,
-                    "restartCount": 0,
-                    "image": "img",
-                    "state": {"waiting": {"reason": "ContainerCreating"}},
-                }
-            ],
-        },
-    }
+    container = {"name": "worker" if role == "worker" else "launcher", "image": "img", "resources": limits}
+    return _owned_pod(
+        job,
+        name,
+        labels,
+        container,
+        ("kubeflow.org/v2beta1", "MPIJob"),
+        phase=phase,
+        node=node,
+        created=created,
+    )
 
 
 def training_job(
@@ -263,11 +239,31 @@ def replica_pod(
     if replica in ("Master", "Chief"):
         labels[MPI_JOB_ROLE] = "master"
     template = job["spec"][spec.replica_specs][replica]["template"]["spec"]["containers"][0]
+    container = {key: template[key] for key in ("name", "image", "resources")}
+    name = f"{job_name}-{replica.lower()}-{index}"
+    return _owned_pod(
+        job, name, labels, container, (spec.api_version, spec.kind), phase=phase, node=node, created=created
+    )
+
+
+def _owned_pod(
+    job: Obj,
+    name: str,
+    labels: dict[str, str],
+    container: Obj,
+    owner: tuple[str, str],
+    *,
+    phase: str,
+    node: str | None,
+    created: str,
+) -> Obj:
+    """A pod ``job`` (``owner``: its API version and kind) controls, in ``job``'s namespace: one
+    ``container`` (its name, image and resources), still being created."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"{job_name}-{replica.lower()}-{index}",
+            "name": name,
             "namespace": job["metadata"]["namespace"],
             "uid": str(uuid.uuid4()),
             "resourceVersion": next_rv(),
@@ -275,28 +271,23 @@ def replica_pod(
             "labels": labels,
             "ownerReferences": [
                 {
-                    "apiVersion": spec.api_version,
-                    "kind": spec.kind,
-                    "name": job_name,
+                    "apiVersion": owner[0],
+                    "kind": owner[1],
+                    "name": job["metadata"]["name"],
                     "uid": job["metadata"]["uid"],
                     "controller": True,
                 }
             ],
         },
-        "spec": {
-            "nodeName": node,
-            "containers": [
-                {"name": template["name"], "image": template["image"], "resources": template["resources"]}
-            ],
-        },
+        "spec": {"nodeName": node, "containers": [container]},
         "status": {
             "phase": phase,
             "containerStatuses": [
                 {
-                    "name": template["name"],
+                    "name": container["name"],
                     "ready": False,
                     "restartCount": 0,
-                    "image": template["image"],
+                    "image": container["image"],
                     "state": {"waiting": {"reason": "ContainerCreating"}},
                 }
             ],

@@ -14,11 +14,15 @@ import asyncio
 import contextlib
 import logging
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["CertificateReloader", "UnreadableCertificate"]
 
 log = logging.getLogger(__name__)
+
+_CERTIFICATE = "certificate"
+_CLIENT_CA = "client CA bundle"
 
 
 class UnreadableCertificate(ValueError):
@@ -45,16 +49,17 @@ class CertificateReloader:
         self.cert_file, self.key_file, self.client_ca_file = cert_file, key_file, client_ca_file
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self._seen: dict[str, tuple[int, ...]] = {_CLIENT_CA: ()}
+        """The files' stamps when each of the certificate and the client CA bundle was last loaded."""
         try:
-            self._seen = _stamp(cert_file, key_file)
+            self._seen[_CERTIFICATE] = _stamp(cert_file, key_file)
             self.context.load_cert_chain(cert_file, key_file)
         except (OSError, ssl.SSLError) as exc:
             raise UnreadableCertificate("cert_file", f"{cert_file} with {key_file}: {exc}") from exc
-        self._seen_ca: tuple[int, ...] = ()
         if client_ca_file is not None:  # only the API server, with its client certificate, gets in
             self.context.verify_mode = ssl.CERT_REQUIRED
             try:
-                self._seen_ca = _stamp(client_ca_file)
+                self._seen[_CLIENT_CA] = _stamp(client_ca_file)
                 self.context.load_verify_locations(cafile=client_ca_file)
             except (OSError, ssl.SSLError) as exc:
                 raise UnreadableCertificate("client_ca_file", f"{client_ca_file}: {exc}") from exc
@@ -64,31 +69,37 @@ class CertificateReloader:
         return self._reload_client_ca() | self._reload_certificate()
 
     def _reload_certificate(self) -> bool:
-        try:
-            stamp = _stamp(self.cert_file, self.key_file)
-            if stamp == self._seen:
-                return False
-            self.context.load_cert_chain(self.cert_file, self.key_file)
-        except (OSError, ssl.SSLError) as exc:
-            log.warning("certificate not reloaded (keeping the current one): %s", exc)
-            return False
-        self._seen = stamp
-        log.info("reloaded the TLS certificate from %s", self.cert_file)
-        return True
+        return self._reload(
+            _CERTIFICATE,
+            (self.cert_file, self.key_file),
+            lambda: self.context.load_cert_chain(self.cert_file, self.key_file),
+            f"reloaded the TLS certificate from {self.cert_file}",
+        )
 
     def _reload_client_ca(self) -> bool:
         if self.client_ca_file is None:
             return False
+        ca_file = self.client_ca_file
+        return self._reload(
+            _CLIENT_CA,
+            (ca_file,),
+            lambda: self.context.load_verify_locations(cafile=ca_file),
+            f"added the client CA bundle of {ca_file} to the trusted CAs",
+        )
+
+    def _reload(self, what: str, files: tuple[Path, ...], load: Callable[[], None], done: str) -> bool:
+        """Whether ``load`` took ``files`` in again because they changed since ``what`` was last
+        loaded; unreadable ones keep the current ``what``, with a warning."""
         try:
-            stamp = _stamp(self.client_ca_file)
-            if stamp == self._seen_ca:
+            stamp = _stamp(*files)
+            if stamp == self._seen[what]:
                 return False
-            self.context.load_verify_locations(cafile=self.client_ca_file)
+            load()
         except (OSError, ssl.SSLError) as exc:
-            log.warning("client CA bundle not reloaded (keeping the current one): %s", exc)
+            log.warning("%s not reloaded (keeping the current one): %s", what, exc)
             return False
-        self._seen_ca = stamp
-        log.info("added the client CA bundle of %s to the trusted CAs", self.client_ca_file)
+        self._seen[what] = stamp
+        log.info("%s", done)
         return True
 
     async def run(self, stop: asyncio.Event, interval_s: float) -> None:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from controller.cli.embedded.processes import (
@@ -148,30 +149,18 @@ class EmbeddedPostgres(EmbeddedServer):
         kwargs = self._run_as()
         if not (self.served / "PG_VERSION").exists():
             initdb = [self._bin("initdb"), "-D", str(self.served), "--auth=trust", "--encoding=utf8"]
-            initialised = subprocess.run(
+            _run(
                 [*initdb, "-U", "postgres", "--no-sync"],
-                capture_output=True,
-                text=True,
-                check=False,
-                **kwargs,  # type: ignore[call-overload]
+                lambda err: f"initdb of {self.served} failed: {err}",
+                kwargs,
             )
-            if initialised.returncode != 0:
-                raise EmbeddedServiceError(
-                    f"initdb of {self.served} failed: {' '.join(initialised.stderr.split())}"
-                )
         options = f"-p {self.port} -h 127.0.0.1 -k {self.served} -c fsync=off -c synchronous_commit=off"
         pg_ctl = [self._bin("pg_ctl"), "-D", str(self.served), "-l", str(self.logfile), "-o", options]
-        result = subprocess.run(
+        _run(
             [*pg_ctl, "-w", "-t", "60", "start"],
-            capture_output=True,
-            text=True,
-            check=False,
-            **kwargs,  # type: ignore[call-overload]
+            lambda err: f"PostgreSQL failed to start: {err}; see {self.logfile}",
+            kwargs,
         )
-        if result.returncode != 0:
-            raise EmbeddedServiceError(
-                f"PostgreSQL failed to start: {' '.join(result.stderr.split())}; see {self.logfile}"
-            )
 
     def _remove_stale_pid_file(self) -> None:
         """A ``postmaster.pid`` naming a live process of another program (its pid reused after a
@@ -191,14 +180,11 @@ class EmbeddedPostgres(EmbeddedServer):
                     lockfile.unlink()
 
     def _ready(self) -> None:
-        created = subprocess.run(
+        _run(
             [self._bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", DATABASE],
-            capture_output=True,
-            text=True,
-            check=False,
+            lambda err: f"createdb failed: {err}",
+            tolerated="already exists",
         )
-        if created.returncode != 0 and "already exists" not in created.stderr:
-            raise EmbeddedServiceError(f"createdb failed: {' '.join(created.stderr.split())}")
 
     def _stop_server(self, pid: int | None) -> None:
         """Fast shutdown of this data directory's server; signals when ``pg_ctl`` cannot do it."""
@@ -217,3 +203,24 @@ class EmbeddedPostgres(EmbeddedServer):
     def _stop_owned(self) -> None:
         found = self.running()
         self._stop_server(found.pid if found else None)
+
+
+def _run(
+    command: list[str],
+    failure: Callable[[str], str],
+    kwargs: Mapping[str, str] | None = None,
+    *,
+    tolerated: str | None = None,
+) -> None:
+    """Run ``command`` (with subprocess ``kwargs``); when it fails, unless its error output says
+    ``tolerated``, raise :class:`EmbeddedServiceError` with what ``failure`` says of that output
+    (on one line)."""
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=False,
+        **(kwargs or {}),  # type: ignore[call-overload]
+    )
+    if result.returncode != 0 and (tolerated is None or tolerated not in result.stderr):
+        raise EmbeddedServiceError(failure(" ".join(result.stderr.split())))
