@@ -31,10 +31,11 @@ from controller.bus.publishing import Publisher
 from controller.contract.clock import Clock
 from controller.contract.events import JobRef, LogSeen
 from controller.contract.logs import LogBatch
+from controller.contract.subjects import RULES_LOGS_DURABLE
 
 __all__ = ["CONSUMER", "LogReader", "durable", "told"]
 
-CONSUMER = "rules-logs"
+CONSUMER = RULES_LOGS_DURABLE
 MAX_CONTAINERS = 16_384
 """Containers whose last published activity a replica remembers (about 200 B each)."""
 

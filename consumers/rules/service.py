@@ -74,7 +74,7 @@ from controller.contract.clock import Clock
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, job_of, parse_event
 from controller.contract.findings import Finding, parse_finding
-from controller.contract.subjects import StreamFamily, Topology
+from controller.contract.subjects import RULES_DURABLE, StreamFamily, Topology
 from controller.metrics import PipelineMetrics
 
 __all__ = [
@@ -89,7 +89,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CONSUMER = "rules"
+CONSUMER = RULES_DURABLE
 
 TICK_INTERVAL_S = 5.0
 """Seconds between ticks: the time-based rules fire at most this late (thresholds are minutes)."""
