@@ -13,15 +13,26 @@ The kubelet says it in its Warning events when the node's disk is full before a 
 runs: a volume it could not set up (``FailedMount``: ``MountVolume.SetUp failed … write …: no
 space left on device``), a pod sandbox or container it could not create, an image it could not
 pull and unpack — the node's disk, not the program's.
+
+And its eviction manager evicts a running pod for ephemeral storage (the ``Evicted`` event, or the
+pod's status ``reason: Evicted``, in any of the shapes ``kubectl`` prints it), in one of four
+wordings: the node low on ``ephemeral-storage`` (or ``inodes``: ``The node was low on resource:
+ephemeral-storage. Threshold quantity: …, available: …. Container x was using …``), the pod's
+ephemeral local storage over its containers' total limit, a container over its own
+``ephemeral-storage`` limit, or an ``emptyDir`` volume over its ``sizeLimit``. An eviction for
+memory or PIDs is no full disk (the rule ``evicted`` says it).
 """
 
 from __future__ import annotations
 
+import re
+
 from consumers.rules.facts import pod_text
-from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
+from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import disk_full, disk_write, is_dataloader_shm
 from consumers.rules.state import RunState, event_time
-from consumers.rules.wording import also, rank_subject
+from consumers.rules.wording import also, rank_subject, who
+from controller.contract.findings import Evidence
 
 KUBELET_REASONS = frozenset(
     {"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox", "FailedCreatePodContainer", "Failed"}
@@ -30,10 +41,21 @@ KUBELET_REASONS = frozenset(
 sandbox, its containers, its image)."""
 
 
+EPHEMERAL_EVICTION = re.compile(
+    r"The node was low on resource: (?P<node>ephemeral-storage|inodes)\b"
+    r"|Pod ephemeral local storage usage exceeds the total limit of containers (?P<pod>[\w.]{1,20})"
+    r"|Container (?P<container>[\w.-]{1,253}) exceeded its local ephemeral storage limit "
+    r"\\?\"?(?P<limit>[\w.]{1,20})"
+    r"|Usage of EmptyDir volume \\?\"?(?P<volume>[\w.-]{1,253})\\?\"? exceeds the limit "
+    r"\\?\"?(?P<size>[\w.]{1,20})"
+)
+"""The kubelet's eviction manager evicting a pod for ephemeral storage, in each of its wordings."""
+
+
 def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
     found = [(pod, hits) for pod in state.current_pods() if (hits := disk_full(pod_text(pod)))]
     if not found:
-        return _kubelet_disk_full(state)
+        return _kubelet_disk_full(state) or _evicted_for_storage(state)
     found.sort(key=lambda item: item[0].role == "launcher")
     pod, hits = found[0]
     shm = next((h for h in hits if is_dataloader_shm(h)), None)
@@ -90,6 +112,54 @@ def _kubelet_disk_full(state: RunState) -> Detection | None:
     )
 
 
+def _evicted_for_storage(state: RunState) -> Detection | None:
+    """The kubelet evicted a pod of the run for its ephemeral storage (or the node's)."""
+    said: list[tuple[str, str, Evidence]] = []
+    for pod in state.current_pods():
+        message = pod.observed.message or ""
+        if pod.observed.reason == "Evicted" and EPHEMERAL_EVICTION.search(message):
+            said.append((who(pod), message, pod_fact(pod, "status.message", message)))
+    for e in sorted(state.events.values(), key=event_time):
+        if e.reason == "Evicted" and EPHEMERAL_EVICTION.search(e.message):
+            said.append((f"{e.involved.kind.lower()}/{e.involved.name}", e.message, event_fact(e)))
+    if not said:
+        return None
+    subject, message, _ = said[0]
+    match = EPHEMERAL_EVICTION.search(message)
+    if match is None:  # pragma: no cover - each message in ``said`` matched
+        return None
+    return Detection(
+        root_cause=f"The kubelet evicted {subject}: {_storage_reason(match)}",
+        evidence=tuple(dict.fromkeys(fact for _, _, fact in said))[:6],
+        key=("evicted-storage", subject),
+        remediation=_EPHEMERAL_STEPS,
+    )
+
+
+def _storage_reason(match: re.Match[str]) -> str:
+    quantity = (match["pod"] or match["limit"] or match["size"] or "").rstrip(".")
+    if match["node"] == "inodes":
+        return "the node ran out of inodes on its disk (its ephemeral storage)"
+    if match["node"]:
+        return (
+            "the node was low on ephemeral storage (its disk, where containers' writable layers, logs "
+            "and emptyDir volumes live), and the pod used more of it than it requested"
+        )
+    if match["pod"]:
+        return f"its ephemeral local storage exceeded its containers' total limit ({quantity})"
+    if match["container"]:
+        return f"container {match['container']} exceeded its ephemeral-storage limit ({quantity})"
+    return f"emptyDir volume {match['volume']} exceeded its sizeLimit ({quantity})"
+
+
+_EPHEMERAL_STEPS = (
+    "Ephemeral storage is the node's disk under the containers' writable layers, their logs and emptyDir "
+    "volumes: set resources.requests and limits of ephemeral-storage to what the job writes there, so the "
+    "scheduler places it where there is room.",
+    "Give an emptyDir a sizeLimit it fits in, and write checkpoints and datasets to a PersistentVolumeClaim "
+    "(not the container's filesystem or an emptyDir), keeping only the last few.",
+    "See the node's disk: kubectl describe node <node> (DiskPressure, ephemeral-storage allocatable).",
+)
 _NODE_DISK_STEPS = (
     "The node's disk (/var/lib/kubelet, the container runtime's images and writable layers) is full: "
     "find the node (kubectl -n {namespace} get pods -o wide | grep {job}) and check its DiskPressure "
