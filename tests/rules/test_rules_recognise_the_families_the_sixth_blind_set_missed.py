@@ -82,6 +82,12 @@ def test_a_pod_evicted_for_ephemeral_storage_is_told_once_as_a_full_disk() -> No
     assert firing["disk-full"].root_cause.startswith("The kubelet evicted Worker 1:")
 
 
+def test_an_eviction_for_ephemeral_storage_in_a_run_that_succeeded_fires_nothing() -> None:
+    text = 'Usage of EmptyDir volume "ckpt-scratch" exceeds the limit "8Gi". '
+    entry = Entry(id="t", file="t", stack="other", where="event", reason="Evicted", expect=None, text=text)
+    assert run(entry, succeed=True).rules == frozenset()
+
+
 @pytest.mark.parametrize(
     "message",
     [
