@@ -27,6 +27,8 @@ cause is named). The relation must stay acyclic (a test checks it).
   (``gpu-error``: a CUDA error on a GPU that reported an Xid is the hardware's) and, as a pod
   cause, the communication symptoms and stalls it brings; ``gpu-throttled`` steps aside for
   any other cause (a fault on one GPU says nothing of another's clocks).
+- ``evicted`` steps aside for ``disk-full`` where the kubelet evicted the pod for ephemeral storage:
+  the same eviction, told by the disk that filled and with its remedy.
 - ``node-degraded`` (a bad condition of a pod's node: a kernel deadlock, a read-only filesystem,
   pressure) is a pod cause like the others; it steps aside for ``node-lost`` and ``evicted``,
   which tell the same node's trouble by what it did to the pod. A GPU condition of the node is
@@ -99,7 +101,7 @@ CATALOG: tuple[Rule, ...] = (
     IMAGE_PULL,
     UNSCHEDULABLE,
     CRASHLOOP,
-    EVICTED,
+    replace(EVICTED, explained_by=frozenset({"disk-full"})),
     NODE_LOST,
     replace(NODE_DEGRADED, explained_by=frozenset({"node-lost", "evicted"})),
     replace(RENDEZVOUS, explained_by=POD_CAUSES),

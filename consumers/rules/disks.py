@@ -13,15 +13,31 @@ The kubelet says it in its Warning events when the node's disk is full before a 
 runs: a volume it could not set up (``FailedMount``: ``MountVolume.SetUp failed … write …: no
 space left on device``), a pod sandbox or container it could not create, an image it could not
 pull and unpack — the node's disk, not the program's.
+
+And its eviction manager evicts a running pod for ephemeral storage (the ``Evicted`` event, or the
+pod's status ``reason: Evicted``, in any of the shapes ``kubectl`` prints it), in one of four
+wordings: the node low on ``ephemeral-storage`` (or ``inodes``: ``The node was low on resource:
+ephemeral-storage. Threshold quantity: …, available: …. Container x was using …``), the pod's
+ephemeral local storage over its containers' total limit, a container over its own
+``ephemeral-storage`` limit, or an ``emptyDir`` volume over its ``sizeLimit``. An eviction for
+memory or PIDs is no full disk (the rule ``evicted`` says it). The kubelet's events are judged by
+the run's outcome, as a printed line is (``quota`` does the same): while the run goes on they are a
+``pending`` finding, the verdict once the job fails or they have stood for the stated silence of live
+evidence, and a run that succeeded (the mount retried, the evicted pod replaced) keeps nothing of
+them. A pod whose own status says it was evicted has ended: that is a verdict at once.
 """
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
+
 from consumers.rules.facts import pod_text
-from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
+from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import disk_full, disk_write, is_dataloader_shm
 from consumers.rules.state import RunState, event_time
-from consumers.rules.wording import also, rank_subject
+from consumers.rules.wording import also, clock_time, rank_subject, who
+from controller.contract.findings import Evidence
 
 KUBELET_REASONS = frozenset(
     {"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox", "FailedCreatePodContainer", "Failed"}
@@ -30,10 +46,23 @@ KUBELET_REASONS = frozenset(
 sandbox, its containers, its image)."""
 
 
+EPHEMERAL_EVICTION = re.compile(
+    r"The node was low on resource: (?P<node>ephemeral-storage|inodes)\b"
+    r"|Pod ephemeral local storage usage exceeds the total limit of containers (?P<pod>[\w.]{1,20})"
+    r"|Container (?P<container>[\w.-]{1,253}) exceeded its local ephemeral storage limit "
+    r"\\?\"?(?P<limit>[\w.]{1,20})"
+    r"|Usage of EmptyDir volume \\?\"?(?P<volume>[\w.-]{1,253})\\?\"? exceeds the limit "
+    r"\\?\"?(?P<size>[\w.]{1,20})"
+)
+"""The kubelet's eviction manager evicting a pod for ephemeral storage, in each of its wordings."""
+
+
 def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
     found = [(pod, hits) for pod in state.current_pods() if (hits := disk_full(pod_text(pod)))]
     if not found:
-        return _kubelet_disk_full(state)
+        if state.phase == "Succeeded":  # the kubelet's events are judged by the run's outcome
+            return None
+        return _kubelet_disk_full(state, ctx) or _evicted_for_storage(state, ctx)
     found.sort(key=lambda item: item[0].role == "launcher")
     pod, hits = found[0]
     shm = next((h for h in hits if is_dataloader_shm(h)), None)
@@ -63,7 +92,16 @@ def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
     )
 
 
-def _kubelet_disk_full(state: RunState) -> Detection | None:
+def _as_seen(state: RunState, ctx: Context, sentence: str, first: datetime) -> tuple[str, bool]:
+    """The sentence of what the kubelet's events said, and whether it is not yet a verdict: it is
+    once the run failed, or the events have stood for the stated silence of live evidence."""
+    verdict = state.phase == "Failed" or ctx.age(first) >= ctx.thresholds.live_silence_s
+    if verdict:
+        return sentence, False
+    return f"{sentence} (at {clock_time(first)}; the job is still running)", True
+
+
+def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
     """The kubelet could not start a pod of the run because the node's disk is full."""
     events = sorted(
         (
@@ -81,15 +119,78 @@ def _kubelet_disk_full(state: RunState) -> Detection | None:
         "FailedAttachVolume": "attach a volume",
         "Failed": "pull or start a container's image",
     }.get(first.reason, "create the pod's sandbox or container")
-    return Detection(
-        root_cause=f"The kubelet could not {what} for {first.involved.kind.lower()}/{first.involved.name}: "
+    sentence, tentative = _as_seen(
+        state,
+        ctx,
+        f"The kubelet could not {what} for {first.involved.kind.lower()}/{first.involved.name}: "
         f"no space left on device on the node ({first.reason})",
+        event_time(first),
+    )
+    return Detection(
+        root_cause=sentence,
         evidence=tuple(event_fact(e) for e in events[:6]),
         key=("kubelet", first.reason, first.involved.name),
         remediation=_NODE_DISK_STEPS,
+        tentative=tentative,
     )
 
 
+def _evicted_for_storage(state: RunState, ctx: Context) -> Detection | None:
+    """The kubelet evicted a pod of the run for its ephemeral storage (or the node's): a verdict
+    where the pod's status says so (it ended), else its Event, judged as :func:`_as_seen` says."""
+    said: list[tuple[str, str, Evidence]] = []
+    for pod in state.current_pods():
+        message = pod.observed.message or ""
+        if pod.observed.reason == "Evicted" and EPHEMERAL_EVICTION.search(message):
+            said.append((who(pod), message, pod_fact(pod, "status.message", message)))
+    ended = bool(said)
+    events = sorted(
+        (e for e in state.events.values() if e.reason == "Evicted" and EPHEMERAL_EVICTION.search(e.message)),
+        key=event_time,
+    )
+    said.extend((f"{e.involved.kind.lower()}/{e.involved.name}", e.message, event_fact(e)) for e in events)
+    if not said:
+        return None
+    subject, message, _ = said[0]
+    match = EPHEMERAL_EVICTION.search(message)
+    if match is None:  # pragma: no cover - each message in ``said`` matched
+        return None
+    sentence, tentative = f"The kubelet evicted {subject}: {_storage_reason(match)}", False
+    if not ended:
+        sentence, tentative = _as_seen(state, ctx, sentence, event_time(events[0]))
+    return Detection(
+        root_cause=sentence,
+        evidence=tuple(dict.fromkeys(fact for _, _, fact in said))[:6],
+        key=("evicted-storage", subject),
+        remediation=_EPHEMERAL_STEPS,
+        tentative=tentative,
+    )
+
+
+def _storage_reason(match: re.Match[str]) -> str:
+    quantity = (match["pod"] or match["limit"] or match["size"] or "").rstrip(".")
+    if match["node"] == "inodes":
+        return "the node ran out of inodes on its disk (its ephemeral storage)"
+    if match["node"]:
+        return (
+            "the node was low on ephemeral storage (its disk, where containers' writable layers, logs "
+            "and emptyDir volumes live), and the pod used more of it than it requested"
+        )
+    if match["pod"]:
+        return f"its ephemeral local storage exceeded its containers' total limit ({quantity})"
+    if match["container"]:
+        return f"container {match['container']} exceeded its ephemeral-storage limit ({quantity})"
+    return f"emptyDir volume {match['volume']} exceeded its sizeLimit ({quantity})"
+
+
+_EPHEMERAL_STEPS = (
+    "Ephemeral storage is the node's disk under the containers' writable layers, their logs and emptyDir "
+    "volumes: set resources.requests and limits of ephemeral-storage to what the job writes there, so the "
+    "scheduler places it where there is room.",
+    "Give an emptyDir a sizeLimit it fits in, and write checkpoints and datasets to a PersistentVolumeClaim "
+    "(not the container's filesystem or an emptyDir), keeping only the last few.",
+    "See the node's disk: kubectl describe node <node> (DiskPressure, ephemeral-storage allocatable).",
+)
 _NODE_DISK_STEPS = (
     "The node's disk (/var/lib/kubelet, the container runtime's images and writable layers) is full: "
     "find the node (kubectl -n {namespace} get pods -o wide | grep {job}) and check its DiskPressure "

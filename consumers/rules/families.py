@@ -12,13 +12,16 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    ``[mpiexec@host]``), Intel MPI
    (``MPIDI_OFI_…``, ``MPI startup()``, its bootstrap ``bstrap\\…``, ``bstrap_proxy``), MPICH's
    ch4 device (``src/mpid/…``, ``MPIR_…``), MVAPICH (``mpispawn``,
-   ``mpirun_rsh``), PMIx (``PMIX ERROR:``), UCX (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``,
+   ``mpirun_rsh``), PMIx (``PMIX ERROR:``, ``PMIx Error:``) and PRRTE's ``prun``, UCX
+   (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``,
    ``src/ucs/debug/log.c``), libfabric (``libfabric:pid:time:prefix:prov:subsys:func():line<warn>``,
    ``src/log.c``, ``FI_…`` constants, aws-ofi-nccl's ``NET/OFI``) with its EFA, verbs and tcp
    providers, Gloo (``gloo/…``), gRPC (``StatusCode.…``, ``grpc_status:14`` and gRPC core's JSON
    error string ``"grpc_status":14``), XGBoost's collective (``rabit``, ``src/collective/…``,
    ``[xgboost.…]``, its result chain ``[tracker.cc:NN|time]``),
-   Horovod (its op names ``HorovodAllreduce_…`` and its stall report), torch elastic / c10d, the
+   Horovod (its op names ``HorovodAllreduce_…`` and its stall report), ps-lite's van (MXNet's and
+   BytePS's parameter server: ``van.cc:NN``, ``zmq_van.h``), Ray Train re-raising a worker's
+   ``DistBackendError`` (``RayTaskError(DistBackendError)``), torch elastic / c10d, the
    DeepSpeed and Accelerate launchers (``[launch.py:NN:…]``),
    TensorFlow's distributed runtime (``tensorflow/core/distributed_runtime``, ``UnavailableError``)
    and JAX's (``jax.distributed``, ``XlaRuntimeError``, the coordination service). A Python
@@ -29,7 +32,9 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    timed out, lost a peer, a collective stalled (ranks missing), aborted, could not spawn
    (including a process manager's proxy refused its credentials), could not allocate or register
    transport memory, could not open a transport resource (an address vector, an endpoint, an
-   address inserted into it), a transfer's completion failed (libfabric's ``err: N, message:``). NCCL's
+   address inserted into it), a transfer's completion failed (libfabric's ``err: N, message:``,
+   MPICH's ch4:ofi ``OFI poll failed``), a connection lost (PMIx's ``LOST_CONNECTION_TO_SERVER``),
+   a process group's backend failed (torch's ``DistBackendError`` raised). NCCL's
    error trail (``NCCL INFO misc/socket.cc:NN -> 2``, the return code passed up each caller) says
    a socket call failed where it starts in NCCL's network code, even with no WARN line.
 
@@ -40,13 +45,15 @@ pod and its Service. Specific signatures keep precedence where they say more
 (:mod:`consumers.rules.mpi` ranks the candidates).
 
 **Messages read whole.** A message continued over several lines is read as one
-(:func:`logical_lines`): an Open MPI / PRRTE help block between its dashed lines; a line of a
+(:func:`logical_lines`): an Open MPI / PRRTE help block between its dashed lines (or from its
+opening dashes to the end of a tail that cut it off); a line of a
 known library ending with ``:`` (NCCL's ``Last error:`` then the reason), and the indented
 lines under it (gRPC's ``status = StatusCode.UNAVAILABLE`` / ``details = …``), and the lines that
 carry on a sentence it left unfinished (a help text cut before its dashed lines).
 
 **Not a failure.** A line that says it retries, an INFO / DEBUG level line, a c10d warning
-(``[W socket.cpp:…]``), or a hint (``may cause``) is no finding, whichever words it holds; nor is
+(``[W socket.cpp:…]``), a handler's ``except …:``, or a hint (``may cause``) is no finding,
+whichever words it holds; nor is
 a failure that the same library says, within the next messages, it retries (NCCL's
 ``socketPollConnect`` WARN then ``retrying (1/34)``). A retry the line only hedges (gRPC's
 ``RPC failed … maybe retrying the RPC``) is still a failure. Advice *before* the verb (``to avoid
@@ -85,6 +92,7 @@ Verb = Literal[
     "stalled",
     "completion",
     "trail",
+    "backend",
 ]
 
 
@@ -140,11 +148,20 @@ LIBRARIES: tuple[Library, ...] = (
     Library(
         "psm2", "PSM2 (Omni-Path)", re.compile(r"PSM[23]\b|psm[23]_\w{1,40}|\bhfi1?_\w{1,40}|hfi unit\b")
     ),
-    Library("pmix", "PMIx", re.compile(r"PMIX ERROR|PMIx_\w{1,40}|PMIX_ERR_\w{1,40}|pmix_\w{1,40}\.c")),
+    Library(
+        "pmix",
+        "PMIx",
+        re.compile(
+            r"PMIX ERROR|PMIx Error:|PMIx_\w{1,40}|PMIX_ERR_\w{1,40}|pmix_\w{1,40}\.c|PMIX_\w{1,40}_SERVER\b"
+        ),
+    ),
     Library(
         "prrte",
         "Open MPI's PRRTE",
-        re.compile(r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}|PRTE_ERROR_LOG\b|\[prte-[\w.-]{1,80}@\d"),
+        re.compile(
+            r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}|PRTE_ERROR_LOG\b|\[prte-[\w.-]{1,80}@\d"
+            r"|\bprun(?:\.c:\d|\b)|PRUN: "
+        ),
     ),
     Library(
         "hydra",
@@ -183,6 +200,13 @@ LIBRARIES: tuple[Library, ...] = (
         ),
     ),
     Library(
+        "pslite",
+        "ps-lite (the parameter server of MXNet / BytePS)",
+        re.compile(
+            r"ps-lite|ps::(?:Van|Postoffice|KVWorker|KVServer)|\b(?:zmq_|ibverbs_|rdma_)?van\.(?:cc|h):\d|DMLC_PS_\w{1,30}"
+        ),
+    ),
+    Library(
         "xla",
         "XLA's collectives (under JAX / TensorFlow)",
         re.compile(r"xla/(?:service|pjrt|backends)/[\w/]{1,80}\.cc:\d"),
@@ -215,6 +239,13 @@ LIBRARIES: tuple[Library, ...] = (
         re.compile(
             r"StatusCode\.[A-Z_]{4,30}|grpc_status\"?:? ?\d{1,3}|_InactiveRpcError|grpc\._channel|gRPC\b"
             r"|grpc_message\b"
+        ),
+    ),
+    Library(
+        "ray",
+        "Ray Train (re-raising a worker's torch.distributed error)",
+        re.compile(
+            r"RayTaskError\((?:DistBackendError|DistNetworkError|DistError)\)|ray\.train\.\w{1,40}Error"
         ),
     ),
     Library(
@@ -337,7 +368,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Uu]nable to (?:complete|establish) an? (?:TCP )?connection\b"
             r"|[Cc]onnect(?:ion)? (?:failed|error)\b|connect\(\) failed"
             r"|accept\(\) failed|[Ss]ocket (?:Connect|Accept|Bind|Listen) Error\b|connect to \(failed\)"
-            r"|[Pp]roxy [Cc]all to rank \d{1,7} failed"
+            r"|[Pp]roxy [Cc]all to rank \d{1,7} failed|\b[Bb]ind(?:\(\))? failed\b"
         ),
     ),
     (
@@ -353,6 +384,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Uu]nexpected EOF|got 0 bytes"
             r"|[Ff]ailed to recv|[Ff]ailed to send|[Uu]nresponsive (?:remote|receiver|peer)"
             r"|LIFELINE LOST\b|[Ll]ifeline (?:to \S{1,80} )?lost\b|[Cc]onnection to lifeline \S{1,80} lost\b"
+            r"|LOST[_-]CONNECTION(?:[_-]TO[_-](?:SERVER|CLIENT|PEER))?\b"
             r"|assert \(!closed\) failed"
         ),
     ),
@@ -377,7 +409,13 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         re.compile(
             r"err: \d{1,6}, (?:message|prov_err): |[Cc]ompletion (?:with |queue )?error\b"
             r"|[Ee]rror completion\b|[Ww]ork completion (?:status|error)\b|wc_status\b"
+            r"|\bOFI (?:poll|cq_read|call fi_cq_read\w{0,10}) failed|handle_cq_error\b"
         ),
+    ),
+    (
+        "backend",
+        # raised (``torch.distributed.DistBackendError: …``, Ray's ``RayTaskError(DistBackendError): …``)
+        re.compile(r"\bDistBackendError\)?:"),
     ),
 )
 """In order of preference: the first verb found in a message is what it says (a failed completion last:
@@ -390,8 +428,10 @@ _NOT_A_FAILURE = (
         r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]]{0,60}(?:socket|TCPStore)"
     ),
     re.compile(r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|[Cc]onnected to"),
+    re.compile(r"^\s{0,16}except [\w.(), ]{1,200}:"),
 )
-"""A retry, an INFO / DEBUG line or a c10d warning, a Python warning, a success."""
+"""A retry, an INFO / DEBUG line or a c10d warning, a Python warning, a success, a handler's ``except …:``
+(a traceback's source line or a code listing)."""
 _RETRY = _NOT_A_FAILURE[0]
 _HANDLED_WITHIN = 3
 """A failure followed within this many messages by the same library saying it retries is handled."""
@@ -404,10 +444,11 @@ failure is a missed rendezvous (:mod:`consumers.rules.rendezvous`), not the mesh
 C10D_STORE = re.compile(
     r"The client socket has (?:timed out after|failed to connect to any network address)"
     r"|TCP client failed to connect/validate|connect\(\) timed out\. Original timeout"
+    r"|The server socket has failed to (?:listen|bind)"
 )
 """The c10d store's client (``socket.cpp``, ``TCPStore.cpp``) failing to reach the store that rank 0
-hosts: the processes never met, a missed rendezvous (:mod:`consumers.rules.rendezvous`), not a mesh
-that broke."""
+hosts, or its server failing to listen on the store's port: the processes never met, a missed
+rendezvous (:mod:`consumers.rules.rendezvous`), not a mesh that broke."""
 _NCCL_TRAIL = re.compile(
     r"NCCL INFO (?P<file>(?:misc/socket|bootstrap|proxy|transport/net\w{0,20}|misc/ibvwrap)\.cc):\d{1,6}"
     r" -> (?P<code>[1-9]\d?)\b"
@@ -487,6 +528,8 @@ def logical_lines(tail: tuple[str, ...]) -> tuple[tuple[int, str, bool], ...]:
             end = next(
                 (j for j in range(i + 1, min(len(lines), i + _BLOCK_LINES)) if _DASHES.match(lines[j])), None
             )
+            if end is None and len(lines) - i <= _BLOCK_LINES:
+                end = len(lines)  # a help block the tail cut off before its closing dashes
             if end is not None:
                 body = " ".join(line.strip() for line in lines[i + 1 : end] if line.strip())
                 if body:
@@ -630,6 +673,8 @@ _VERB_WORDS: dict[Verb, str] = {
     "aborted": "the communication was aborted",
     "completion": "a transfer with another rank failed on the fabric (its completion reported an error): "
     "the peer died, or the fabric between the pods dropped the transfer or refused the peer's address",
+    "backend": "the process group's backend (NCCL or Gloo) failed a collective or its communicator (torch "
+    "raised DistBackendError): a peer died, timed out, or the network between the pods failed",
 }
 # (library, verb) -> what it means for that library, where it says more than the verb alone.
 _SPECIFIC: dict[tuple[str, Verb], str] = {
@@ -748,6 +793,25 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
         "launcher",
         "spawn",
     ): "the launcher could not start the workers on the hosts of its hostfile (pdsh / ssh)",
+    ("ompi", "connect"): "Open MPI's TCP transport (btl_tcp) could not establish a connection with another "
+    "process: a NetworkPolicy or firewall between the pods, or an interface that is not routable between "
+    "them (--mca btl_tcp_if_include eth0)",
+    ("mpich", "completion"): "MPICH's OFI netmod (ch4:ofi) found a failed transfer polling its completion "
+    "queue: a peer died, or the provider (EFA: the security group, the devices) dropped or refused it",
+    ("intel-mpi", "completion"): "the OFI netmod of MPICH / Intel MPI (ch4:ofi) found a failed transfer "
+    "polling its completion queue: a peer died, or the provider (EFA: the security group, the devices) "
+    "dropped or refused it",
+    ("pmix", "lost"): "PMIx lost its connection to the PMIx server (the node's daemon, prted / orted): the "
+    "daemon or its node died, or the launcher's tool (prun) lost the DVM",
+    ("prrte", "unreachable"): "PRRTE's PMIx server or a daemon could not be reached (UNREACHABLE): prun / "
+    "prterun lost the DVM, or a node's daemon is not running or a firewall cut it",
+    ("pslite", "connect"): "ps-lite's van (the parameter server's transport, under MXNet / BytePS) could "
+    "not bind or connect its port: the port is in use, or the scheduler's address is not reachable from "
+    "every pod",
+    ("pslite", "refused"): "ps-lite's van could not connect to the scheduler or a server (refused): "
+    "DMLC_PS_ROOT_URI / DMLC_PS_ROOT_PORT must name the scheduler's Service, and it must run",
+    ("ray", "backend"): "a Ray Train worker's process group failed (torch's DistBackendError, re-raised by "
+    "Ray through each actor): the NCCL / Gloo error of the first worker that failed is the cause",
     (
         "nccl",
         "refused",
@@ -761,11 +825,16 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
 }
 
 
+_TO_SERVER = re.compile(r"LOST[_-]CONNECTION[_-]TO[_-]SERVER")
+
+
 def words(library: Library, verb: Verb, text: str) -> str:
     """What ``library`` saying ``verb`` means, in plain words."""
     specific = _SPECIFIC.get((library.key, verb))
     if verb == "unreachable" and library.key in ("grpc", "tf") and "/job:ps" in text:
         return "the parameter server is UNAVAILABLE: its pod is gone or its Service is wrong"
+    if verb == "lost" and library.key == "prrte" and _TO_SERVER.search(text):
+        return _SPECIFIC[("pmix", "lost")]  # prun's or a client's link to its PMIx server, not a lifeline
     return specific or _VERB_WORDS[verb]
 
 
@@ -871,6 +940,12 @@ _LIBRARY_STEPS: dict[str, str] = {
     "launcher": "DeepSpeed / Accelerate: check the hostfile names the worker pods and ssh / pdsh "
     "reaches them.",
     "nccl": "NCCL: set NCCL_DEBUG=INFO and NCCL_SOCKET_IFNAME=eth0 to see and pin the interface it uses.",
+    "pslite": "ps-lite: DMLC_PS_ROOT_URI / DMLC_PS_ROOT_PORT must name the scheduler's Service and port, "
+    "DMLC_NODE_HOST / DMLC_INTERFACE the pod's own address and interface; PS_VERBOSE=2 logs each "
+    "connection.",
+    "ray": "Ray Train: the wrapper repeats a worker's error; read the first failing worker's log (the "
+    "RayJob's worker pods, /tmp/ray/session_latest/logs/worker-*.err) and set NCCL_DEBUG=INFO in the "
+    "trainer's runtime_env.",
 }
 
 
@@ -878,6 +953,7 @@ _VERB_STEPS["connect"] = _VERB_STEPS["refused"]
 _VERB_STEPS["trail"] = _VERB_STEPS["reset"]
 _VERB_STEPS["stalled"] = _VERB_STEPS["timed-out"]
 _VERB_STEPS["completion"] = _VERB_STEPS["lost"]
+_VERB_STEPS["backend"] = _VERB_STEPS["lost"]
 
 
 def remediation(hit: Hit) -> tuple[str, ...]:

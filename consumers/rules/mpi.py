@@ -23,7 +23,9 @@ points at the peer when another pod of the run had already failed.
 
 ``mpi-abort``: the mesh was fine but a rank failed — called ``MPI_Abort``, was killed by a
 signal, or exited non-zero, as mpirun / Hydra / MPD, torch elastic (``ChildFailedError``)
-or the DeepSpeed launcher report it. The sentence names the rank and the worker it ran on,
+or the DeepSpeed launcher report it; or Open MPI aborted a process by itself for an MPI call made
+before ``MPI_Init`` or after ``MPI_Finalize`` (``*** on a NULL communicator``, ``Local abort before
+MPI_INIT completed``), which the sentence says. The sentence names the rank and the worker it ran on,
 and the rank's own error line (a Python exception, a CUDA / NCCL / MPI error) wherever the
 run shows it — the rank's tagged output in the launcher's tail, the pod it ran on, or the pods
 that ended in error — so the sentence does not depend on which pod's event came first
@@ -131,9 +133,10 @@ _FAMILY_LEVELS: dict[str, int] = {
     "aborted": _LEVEL_FAMILY_PEER,
     "stalled": _LEVEL_FAMILY_PEER,
     "completion": _LEVEL_FAMILY_PEER,
+    "backend": _LEVEL_FAMILY_PEER,
     "trail": _LEVEL_FAMILY_PEER,
 }
-_FAMILY_PEER_VERBS = frozenset({"timed-out", "lost", "aborted", "stalled", "completion", "trail"})
+_FAMILY_PEER_VERBS = frozenset({"timed-out", "lost", "aborted", "stalled", "completion", "trail", "backend"})
 
 
 @dataclass(frozen=True)
@@ -376,7 +379,8 @@ def rank_sentence(state: RunState, failure: RankFailure, pod: PodState | None = 
         subject = "A rank"
     subject += _where(state, failure, pod)
     if failure.how == "aborted":
-        return f"{subject} aborted" + (f" (exit {failure.code})" if failure.code is not None else "")
+        sentence = f"{subject} aborted" + (f" (exit {failure.code})" if failure.code is not None else "")
+        return sentence + (f": {failure.detail}" if failure.detail else "")
     if failure.how == "killed":
         signal = failure.signal or "?"
         if signal.isdigit():

@@ -14,7 +14,11 @@ few stable wordings:
   60000 ms.``,
   ``RendezvousConnectionError: The connection to the C10d store has failed``;
 - the store side: ``DistStoreError: Timed out after 901 seconds waiting for clients. 1/3
-  clients joined.`` (the master waited for nodes that never came);
+  clients joined.`` (the master waited for nodes that never came; the count alone, ``DistStoreError:
+  16/32 clients joined``, says the same), or the store's server unable to listen on its port
+  (``DistNetworkError: The server socket has failed to listen on any local network address … (errno:
+  98 - Address already in use)``, older torch's bare ``RuntimeError: Address already in use`` raised
+  under ``TCPStore(``): the store of the rendezvous never started, and the remedy is a free port;
 - torch elastic's own verdict, its rendezvous handler's errors by class: ``RendezvousTimeoutError``,
   ``RendezvousClosedError``, ``RendezvousStateError``, and ``RendezvousConnectionError`` wherever it
   is named (a keep-alive heartbeat or a shutdown that failed with it);
@@ -24,8 +28,9 @@ few stable wordings:
   cluster registration failing (:data:`~consumers.rules.families.STARTUP_BARRIER`); a heartbeat or
   a barrier timing out later is the mesh (``mpi-comm``).
 
-A line that only names one of these (a tip, a setting made *to avoid* it) or a timeout followed
-by a retry or a connection that worked is no miss.
+A line that only names one of these (a tip, a setting made *to avoid* it, a summary counting them:
+``- 0 RendezvousClosedError``) or a timeout followed by a retry or a connection that worked is no
+miss.
 
 The sentence names the replica that said it, the endpoint when the log gives it, and how many
 joined. A peer that could not start at all (its image, a node, memory, scheduling) is the real
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 
 from consumers.rules.facts import pod_text
 from consumers.rules.rendezvouslines import (
+    ADDRESS_IN_USE,
     BARRIER,
     CLIENT_FAILED,
     CLIENT_TIMEOUT,
@@ -46,7 +52,9 @@ from consumers.rules.rendezvouslines import (
     CONNECTION_ERROR,
     ELASTIC,
     RENDEZVOUS_SIGNS,
+    STORE_BIND,
     STORE_CLIENT,
+    STORE_FRAME,
     STORE_WAIT,
 )
 from consumers.rules.rule import Context, Detection, Rule, log_facts
@@ -62,17 +70,31 @@ class Miss:
     pod: PodState
     what: str
     lines: tuple[str, ...]
+    bind: bool = False
+    """The store itself could not listen on its port (not the others failing to reach it)."""
 
 
 def _miss(pod: PodState) -> Miss | None:
     lines = bounded(pod_text(pod))
-    said = [line for i, line in enumerate(lines) if _said(line) and not _recovered(lines, i)]
+    said = [
+        line
+        for i, line in enumerate(lines)
+        if (_said(line) or _store_bind(lines, i)) and not _recovered(lines, i)
+    ]
     if not said:
         return None
     text = "\n".join(said)
     if (m := STORE_WAIT.search(text)) is not None:
         joined = f"only {m['joined']} of {m['expected']} joined"
-        what = f"waited {m['after']}s for the others at its c10d store and {joined}"
+        waited = f"waited {m['after']}s" if m["after"] else "waited"
+        what = f"{waited} for the others at its c10d store and {joined}"
+    elif STORE_BIND.search(text) is not None or ADDRESS_IN_USE.search(text) is not None:
+        port = next((m["port"] for m in STORE_BIND.finditer(text) if m["port"]), None)
+        on = f"port {port}" if port else "its port"
+        what = (
+            f"could not start the c10d store of the rendezvous: {on} was already in use (another "
+            f"process on the node, or an earlier run's, holds it)"
+        )
     elif (m := CLIENT_TIMEOUT.search(text)) is not None:
         after = int(m["after"]) // 1000 if m["unit"] == "ms" else int(m["after"])
         what = f"could not reach the c10d store at {m['host']}:{m['port']} within {after}s"
@@ -89,7 +111,8 @@ def _miss(pod: PodState) -> Miss | None:
         what = "timed out in the process group's store barrier"
     else:
         what = "could not register all tasks with the coordination service (JAX / TensorFlow) at start-up"
-    return Miss(pod, what, tuple(dict.fromkeys(said))[:6])
+    bind = what.startswith("could not start the c10d store")
+    return Miss(pod, what, tuple(dict.fromkeys(said))[:6], bind)
 
 
 def _said(line: str) -> bool:
@@ -98,6 +121,16 @@ def _said(line: str) -> bool:
     )
 
 
+def _store_bind(lines: tuple[str, ...], index: int) -> bool:
+    """Whether ``lines[index]`` raises ``Address already in use`` under a frame creating the c10d store."""
+    line = lines[index]
+    if (m := ADDRESS_IN_USE.search(line)) is None or is_mention(line, m.start()):
+        return False
+    return any(STORE_FRAME.search(before) for before in lines[max(0, index - _FRAMES) : index])
+
+
+_FRAMES = 6
+"""How far above an exception the frame that raised it is looked for."""
 _CONNECTED = re.compile(r"[Cc]onnected to\b|has connected\b|[Rr]econnected\b|[Ss]uccessfully connected")
 
 
@@ -117,7 +150,17 @@ def _detect_rendezvous(state: RunState, ctx: Context) -> Detection | None:
         f"{also([m.pod for m in misses[1:]])}",
         evidence=tuple(e for m in misses for e in log_facts(m.pod, m.lines)),
         key=tuple(f"{m.pod.uid}/{m.what}" for m in misses),
+        remediation=_BIND_STEPS if first.bind else None,
     )
+
+
+_BIND_STEPS = (
+    "The master's c10d store could not listen on MASTER_PORT (--rdzv-endpoint's port): find what holds it "
+    "on that pod or node: kubectl -n {namespace} exec <master pod> -- ss -ltnp (a leftover torchrun of an "
+    "earlier attempt, or another job where the pods use hostNetwork).",
+    "Give the job a port nothing else uses, or let torchrun pick one (--standalone, --rdzv-endpoint "
+    "host:0 for a single node); do not start two torchrun on one pod with the same port.",
+)
 
 
 RENDEZVOUS = Rule(

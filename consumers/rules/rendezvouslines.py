@@ -10,6 +10,7 @@ import re
 from consumers.rules.families import STARTUP_BARRIER
 
 __all__ = [
+    "ADDRESS_IN_USE",
     "BARRIER",
     "CLIENT_FAILED",
     "CLIENT_TIMEOUT",
@@ -17,7 +18,9 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "ELASTIC",
     "RENDEZVOUS_SIGNS",
+    "STORE_BIND",
     "STORE_CLIENT",
+    "STORE_FRAME",
     "STORE_WAIT",
 ]
 
@@ -35,16 +38,30 @@ STORE_CLIENT = re.compile(
 )
 CONNECT_TIMEOUT = re.compile(r"connect\(\) timed out\. Original timeout was (?P<ms>\d{1,10}) ms")
 STORE_WAIT = re.compile(
-    r"DistStoreError: Timed out after (?P<after>\d{1,7}) seconds waiting for (?:clients|workers)\. "
+    r"DistStoreError: (?:Timed out after (?P<after>\d{1,7}) seconds waiting for (?:clients|workers)\. )?"
     r"(?P<joined>\d{1,7})/(?P<expected>\d{1,7}) (?:clients|workers) joined"
 )
+"""The store's count of the clients that joined, after its timeout or on its own (``DistStoreError:
+16/32 clients joined``)."""
+STORE_BIND = re.compile(
+    r"The server socket has failed to (?:listen on any local network address"
+    r"|bind to \[?(?P<host>[\w.:*-]{0,253}?)\]?:(?P<port>\d{1,5}))"
+    r"|TCPStore\b[^\n]{0,200}?(?:EADDRINUSE|[Aa]ddress already in use)"
+)
+"""The c10d store's server (on the master, rank 0) unable to listen on its port: the rendezvous's store
+never started (``DistNetworkError: The server socket has failed to listen on any local network
+address … (errno: 98 - Address already in use)``)."""
+ADDRESS_IN_USE = re.compile(r"[Aa]ddress already in use|EADDRINUSE\b")
+STORE_FRAME = re.compile(r"TCPStore\(|_create_c10d_store|_create_tcp_store|c10d_rendezvous_backend")
+"""A traceback frame creating the c10d store: an ``Address already in use`` raised under it (older
+torch's bare ``RuntimeError: Address already in use``) is the store failing to bind."""
 CONNECTION_ERROR = re.compile(r"RendezvousConnectionError\b")
 """torch elastic's error for a rendezvous backend it could not reach: raised (``… The connection to
 the C10d store has failed``) or named by the keep-alive heartbeat that failed with it."""
 ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed|State)Error)\b")
 BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
-    CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, CONNECTION_ERROR,
-    ELASTIC, BARRIER, STARTUP_BARRIER,
+    CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
+    CONNECTION_ERROR, ELASTIC, BARRIER, STARTUP_BARRIER,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

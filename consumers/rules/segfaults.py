@@ -4,7 +4,9 @@ Read from the failed container's log tail — UCX's ``Caught signal 11 (Segmenta
 fault: …)``, Open MPI's ``*** Process received signal *** / Signal: Segmentation fault
 (11)``, Python's faulthandler (``Fatal Python error: Segmentation fault``), the shell's
 ``Segmentation fault (core dumped)``, mpirun's or Hydra's account of a rank that died of
-signal 11 (or a runtime's walk-back: Cray's ``Process died with signal 11``, PALS, MPD, ALPS),
+signal 11 (or a runtime's walk-back: Cray's ``Process died with signal 11``, PALS, MPD, ALPS;
+Hydra's ``BAD TERMINATION`` block by its ``EXIT CODE: 139`` or ``EXIT STRING: Segmentation fault``,
+unless a communication failure printed before it is the first cause),
 the kernel's ``segfault at … ip …``, a PyTorch DataLoader worker killed by SIGSEGV
 — or from the container's own exit code 139
 (SIGSEGV) or 135 (SIGBUS). The sentence names the rank and, when a backtrace follows, the
@@ -26,7 +28,7 @@ from consumers.rules.signatures import (
     transport_failures,
 )
 from consumers.rules.state import PodState, RunState
-from consumers.rules.tails import rank_failures
+from consumers.rules.tails import bounded, comm_failures, rank_failures
 from consumers.rules.wording import also, host_label, rank_subject, who
 from controller.contract.findings import Evidence
 
@@ -45,13 +47,25 @@ def _crash_subject(state: RunState, pod: PodState, tail: tuple[str, ...], hits: 
                 return f"Rank {failure.rank} on {host_label(failure.host, state)}"
             if failure.rank is not None:
                 return rank_subject(state, pod, failure.rank)
+            if failure.host:
+                return f"A rank on {host_label(failure.host, state)}"
     host = next((h for hit in hits if (h := crash_host(hit)) is not None), None)
     return f"A rank on {host_label(host, state)}" if host else "A rank"
 
 
+def _after_a_comm_failure(tail: tuple[str, ...], hit: Hit) -> bool:
+    """Whether ``hit`` is Hydra's exit code or exit string of a process (no signal named by Hydra
+    itself) that a communication failure printed before it explains: the first cause is named, not
+    the termination that followed it."""
+    if hit.name != "hydra-signal" or "KILLED BY SIGNAL" in hit.line:
+        return False
+    raw = bounded(tail)
+    return any(line in raw[: hit.index] for failure in comm_failures(tail) for line in failure.lines)
+
+
 def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...], str] | None:
     tail = pod_text(pod)
-    hits = native_crashes(tail)
+    hits = tuple(h for h in native_crashes(tail) if not _after_a_comm_failure(tail, h))
     if not hits:
         return None
     first = hits[0]

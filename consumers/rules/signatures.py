@@ -334,7 +334,13 @@ CRASHES: tuple[Signature, ...] = (
         "hydra-signal",
         "",
         "",
-        re.compile(r"KILLED BY SIGNAL: (?P<signal>11|7) \((?P<kind>Segmentation fault|Bus error)\)"),
+        re.compile(
+            r"KILLED BY SIGNAL: (?P<signal>11|7) \((?P<kind>Segmentation fault|Bus error)\)"
+            # the same block's older lines: the shell's exit status 139 (128 + SIGSEGV), or the exit
+            # string that names the signal
+            r"|^\s{0,4}=\s{1,8}EXIT CODE: 139\b"
+            r"|EXIT STRING: (?P<kind2>Segmentation fault|Bus error)\b"
+        ),
     ),
     # The signal's name counts where a process is said to have received it or died of it —
     # not where a banner, a handler table or a hint merely names it.

@@ -199,13 +199,30 @@ _EXPLAINED = re.compile(
 )
 
 
+_COUNT_BEFORE = re.compile(r"^\s{0,8}(?:[-*\u2022|]\s{0,4})?\d{1,9}[x\u00d7]?\s{1,3}[\"'`]?$")
+"""A count that starts a summary's row before an error's name (``- 0 RendezvousClosedError``)."""
+_COUNT_AFTER = re.compile(r"^[\"'`]?s?\s{0,4}(?:[:=|]|\bx\b)\s{0,4}\d{1,9}\s{0,4}\|?\s{0,4}$")
+"""A count that ends a summary's or a table's row after an error's name (``| RendezvousTimeoutError |
+0 |``)."""
+
+
 def is_mention(line: str, start: int, end: int | None = None) -> bool:
     """Whether the failure words found at ``line[start:end]`` are only named: by advice before them
-    (``to avoid 'CUDA out of memory'``, ``will warn on 'No space left on device'``), or as the subject
+    (``to avoid 'CUDA out of memory'``, ``will warn on 'No space left on device'``), as the subject
     of an explanation after them (``"CUDA out of memory" failures are…``, ``… often results from
-    fragmentation``). A message that reports the failure and then advises (PyTorch's own ``… to
-    avoid fragmentation``) is no mention."""
-    return is_hint(line[:start]) or (end is not None and _EXPLAINED.search(line[end:]) is not None)
+    fragmentation``), or counted in a summary's row (``- 0 RendezvousClosedError``, ``| … | 3 |``).
+    A message that reports the failure and then advises (PyTorch's own ``… to avoid
+    fragmentation``) is no mention."""
+    if is_hint(line[:start]) or _COUNT_BEFORE.match(line[:start]) is not None:
+        return True
+    if end is not None and _EXPLAINED.search(line[end:]) is not None:
+        return True
+    name = _NAME_AT.match(line, start)
+    return name is not None and _COUNT_AFTER.match(line[name.end() :]) is not None
+
+
+_NAME_AT = re.compile(r"[\w.]{1,120}")
+"""The word (an error's name) that starts where a failure was found, when its end is not given."""
 
 
 _HANDLED_HERE = re.compile(
@@ -424,12 +441,30 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
     if host is not None:
         return CommFailure(kind, host, (tail[i],))
     if kind == "bad-termination":
-        if any(_BAD_TERMINATION_RANK.search(line) for line in after):
-            return None  # a named rank died: that is a rank failure, see rank_failures
+        if any(_BAD_TERMINATION_RANK.search(line) for line in after) or _died_of_signal(after):
+            return None  # a named rank died, or one died of a signal: a rank failure, see rank_failures
         return _with_context(kind, tail[i], after, _RUNNING_AT)
     if kind == "daemon-lost":
         return _with_context(kind, tail[i], after, _REMOTE_DAEMON)
     return CommFailure(kind, None, (tail[i],))
+
+
+def _died_of_signal(block: Sequence[str]) -> int | None:
+    """The signal Hydra's ``BAD TERMINATION`` block says its process died of: ``KILLED BY SIGNAL: N``,
+    an ``EXIT CODE`` of 128 + N (the shell's encoding: 139 is SIGSEGV, 134 SIGABRT, 137 SIGKILL), or an
+    ``EXIT STRING`` naming the signal (``Segmentation fault: 11 (signal 11)``)."""
+    text = " ".join(block[:_CONTEXT_LINES])
+    if (killed := _KILLED_BY.search(text)) is not None:
+        return int(killed.group("signal"))
+    if (named := _EXIT_STRING_SIGNAL.search(text)) is not None:
+        return int(named.group("signal"))
+    code = _search_int(_EXIT_STATUS, text, "code")
+    return code - _SIGNALED if code is not None and _SIGNALED < code < _SIGNALED + 32 else None
+
+
+_SIGNALED = 128
+"""A shell's exit status for a process killed by signal N is 128 + N."""
+_EXIT_STRING_SIGNAL = re.compile(r"EXIT STRING: [^\n(]{1,80}\(signal (?P<signal>\d{1,2})\)")
 
 
 def _host_before(line: str, start: int) -> str | None:
@@ -482,11 +517,25 @@ RankHow = Literal["aborted", "killed", "exited"]
 _ABORT_OMPI = re.compile(r"MPI_ABORT was invoked on rank (?P<rank>\d{1,7})")
 _ABORT_NOTE = re.compile(r"invoking MPI_ABORT causes Open MPI to kill all MPI processes")
 """Open MPI's note under the abort headline: an abort even where the headline was cut off."""
+_LOCAL_ABORT_OMPI = re.compile(
+    r"\*\*\* The (?P<call>MPI_\w{1,40})\(\) function was called (?P<when>before MPI_INIT|after MPI_FINALIZE)"
+    r"|\*\*\* (?:on a NULL communicator|(?P<call2>MPI_\w{1,40}) (?:was )?called (?:before MPI_INIT|after "
+    r"MPI_FINALIZE))"
+    r"|Local abort (?:before MPI_INIT|after MPI_FINALIZE started) completed"
+)
+"""Open MPI's local abort of an MPI call made outside MPI_Init..MPI_Finalize (``*** The MPI_Comm_rank()
+function was called before MPI_INIT was invoked``, ``*** on a NULL communicator`` under ``*** An
+error occurred in MPI_Comm_rank``, ``Local abort before MPI_INIT completed …``): the process aborts
+itself, with no communicator to abort through mpirun."""
 _ABORT_MPICH = re.compile(
     r"application called MPI_Abort\([^,]{1,100}, (?P<code>-?\d{1,10})\) - process (?P<rank>\d{1,7})"
 )
 _ABORT_INTEL = re.compile(
     r"Abort\((?P<code>-?\d{1,10})\) on node \d{1,7} \(rank (?P<rank>\d{1,7}) in comm \d{1,10}\)"
+)
+_ERROR_IN = re.compile(r"\*\*\* An error occurred in (?P<call>MPI_\w{1,40})")
+_STARS_ABORT = re.compile(
+    r"\*\*\* (?:Your MPI job will now abort|An error occurred in MPI_|MPI_ERRORS_ARE_FATAL)"
 )
 _SIGNALED_OMPI = re.compile(
     r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) exited on signal "
@@ -530,6 +579,7 @@ _PROCESS_NAME = re.compile(
 """Open MPI's ``[[jobid,1],rank]``, or Horovod's launcher repeating mpirun's words with the bare rank."""
 _EXIT_CODE = re.compile(r"Exit code:\s{0,10}(?P<code>-?\d{1,10})")
 _RANK_AT = re.compile(r"RANK (?P<rank>\d{1,7}) PID \d{1,10} RUNNING AT (?P<host>\S{1,253})")
+_PID_AT = re.compile(r"PID \d{1,10} RUNNING AT (?P<host>\S{1,253})")
 _KILLED_BY = re.compile(r"KILLED BY SIGNAL: (?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?")
 _EXIT_STATUS = re.compile(r"EXIT (?:CODE|STATUS): (?P<code>-?\d{1,10})")
 
@@ -539,6 +589,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("abort", _ABORT_MPICH, True),
     ("abort", _ABORT_INTEL, True),
     ("abort", _ABORT_NOTE, True),
+    ("local-abort", _LOCAL_ABORT_OMPI, True),
     ("signaled", _SIGNALED_OMPI, True),
     ("nonzero", _NONZERO_OMPI, True),
     ("bad-termination", _BAD_TERMINATION, True),
@@ -571,6 +622,8 @@ class RankFailure:
     lines: tuple[str, ...]
     local_rank: int | None = None
     launcher: str | None = None
+    detail: str | None = None
+    """Why the rank aborted, where the launcher says more than that it did."""
 
 
 @lru_cache(maxsize=512)
@@ -606,6 +659,12 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         return RankFailure(rank, "aborted", int(match.group("code")), None, host, (line,))
     if _ABORT_NOTE.search(line) and _ABORT_OMPI.search(whole) is None:
         return RankFailure(None, "aborted", None, None, None, (line,), launcher="Open MPI")
+    if (match := _LOCAL_ABORT_OMPI.search(line)) is not None:
+        lines = tuple(x for x in (line, *after[:4]) if _LOCAL_ABORT_OMPI.search(x) or _STARS_ABORT.search(x))
+        call = match.group("call") or match.group("call2") or _search_str(_ERROR_IN, whole, "call")
+        when = "after MPI_Finalize" if "FINALIZE" in " ".join(lines) else "before MPI_Init"
+        detail = f"{call or 'an MPI function'} was called {when}, so Open MPI aborted the process itself"
+        return RankFailure(None, "aborted", None, None, None, lines, launcher="Open MPI", detail=detail)
     if "process rank" in line and (match := _SIGNALED_OMPI.search(" ".join((line, *after[:1])))) is not None:
         signal = match.group("signal") + (f" ({match.group('name')})" if match.group("name") else "")
         return RankFailure(int(match.group("rank")), "killed", None, signal, match.group("host"), (line,))
@@ -619,6 +678,10 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         code = _search_int(_EXIT_STATUS, block, "code")
         lines = _lines(line, after, _RANK_AT, _KILLED_BY, _EXIT_STATUS)
         return RankFailure(int(at.group("rank")), how, code, _signal(killed), at.group("host"), lines)
+    if _BAD_TERMINATION.search(line) and (number := _died_of_signal(after)) is not None:
+        at_pid = _PID_AT.search(block)
+        lines = _lines(line, after, _PID_AT, _KILLED_BY, _EXIT_STATUS, _EXIT_STRING_SIGNAL)
+        return RankFailure(None, "killed", None, str(number), at_pid.group("host") if at_pid else None, lines)
     if (match := _COLLECTIVE_ABORT.search(line)) is not None:
         return _collective_abort(match, line, after)
     if _PRIMARY_JOB.search(line):
@@ -706,6 +769,11 @@ def _host_of(rank: int, pattern: re.Pattern[str], text: str) -> str | None:
         if int(match.group("rank")) == rank:
             return match.group("host")
     return None
+
+
+def _search_str(pattern: re.Pattern[str], text: str, group: str) -> str | None:
+    match = pattern.search(text)
+    return match.group(group) if match is not None else None
 
 
 def _search_int(pattern: re.Pattern[str], text: str, group: str) -> int | None:

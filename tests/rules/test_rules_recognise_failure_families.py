@@ -261,6 +261,8 @@ DOCUMENTED = {  # the first words of a row of the families table, and the librar
     "gRPC": "grpc",
     "XGBoost's": "xgboost",
     "Horovod": "horovod",
+    "ps-lite": "pslite",
+    "Ray Train": "ray",
     "torch.distributed": "torch",
     "DeepSpeed": "launcher",
     "TensorFlow's": "tf",
