@@ -33,8 +33,8 @@ __all__ = ["Packed", "pack", "pack_each", "pack_usual"]
 Packed = tuple[bytes, int, LogPosition]
 """One batch's lines: their JSON objects comma-separated, how many, the position they end at."""
 
-_TAIL = itemgetter(slice(19, 31))
-"""``.123456789Z `` of a line in the usual form."""
+_HEAD = itemgetter(slice(0, 31))
+"""``2026-11-26T06:34:01.123456789Z `` of a line in the usual form."""
 _SECOND = itemgetter(slice(0, 19))
 _FRACTION = itemgetter(slice(20, 29))
 _REST = itemgetter(slice(31, None))
@@ -91,18 +91,28 @@ def pack_usual(texts: list[str], position: LogPosition, limit: int) -> list[Pack
     n = len(texts)
     if not n or position.key_lines:
         return None
-    tails = "".join(map(_TAIL, texts))
-    if len(tails) != 12 * n or tails[::12] != "." * n or tails[10::12] != "Z" * n or tails[11::12] != " " * n:
+    heads = "".join(map(_HEAD, texts))
+    if (
+        len(heads) != 31 * n
+        or heads[19::31] != "." * n
+        or heads[29::31] != "Z" * n
+        or heads[30::31] != " " * n
+    ):
         return None
     fractions = list(map(_FRACTION, texts))
     digits = "".join(fractions)
     if not (digits.isascii() and digits.isdecimal()):
         return None
-    seconds = list(map(_SECOND, texts))
-    opens = _opens(set(seconds))
+    first = heads[:19]
+    # a second's 19 characters can only be found at the start of a head: all of one second, or not
+    seconds = None if heads.count(first) == n else list(map(_SECOND, texts))
+    opens = _opens({first} if seconds is None else set(seconds))
     if opens is None:
         return None
-    stamps = list(map(add, map(opens.__getitem__, seconds), fractions))
+    if seconds is None:
+        starts, stamps = [opens[first]] * n, fractions  # a line's stamp: its fraction in its second
+    else:
+        starts, stamps = list(map(opens.__getitem__, seconds)), list(map(add, seconds, fractions))
     rests = list(map(_REST, texts))
     joined = "\n".join(rests)
     if "-----BEGIN " in joined:
@@ -122,9 +132,11 @@ def pack_usual(texts: list[str], position: LogPosition, limit: int) -> list[Pack
         # the first line at which the batch's texts reach the limit, as the line-by-line loop cuts
         base = sizes[start - 1] if start else 0
         end = min(bisect_left(sizes, base + limit, start) + 1, n)
-        parts = zip(stamps[start:end], pieces[start:end], escaped[start:end], strict=True)
+        parts = zip(
+            starts[start:end], fractions[start:end], pieces[start:end], escaped[start:end], strict=True
+        )
         body = "".join(chain.from_iterable(parts))[3:] + '"}'
-        ts = int(stamps[end - 1][len(_OPEN) :])
+        ts = int(starts[end - 1][len(_OPEN) :] + fractions[end - 1])
         ties = _tied(stamps, start, end)
         if ties == end - start and ts == position.ts:
             ties += position.ties
