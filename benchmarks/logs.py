@@ -312,7 +312,7 @@ async def large_run(bench: Bench, text_mib: int) -> tuple[JobRef, dict[str, Any]
             container="c",
             position=position,
         )
-        batches.append(PackedBatch(head, lines))
+        batches.append(PackedBatch.of(head, lines))
         if len(batches) == 16:
             await publish_batches(bench.js, bench.topology, batches, 30.0)
             batches = []

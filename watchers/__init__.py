@@ -12,7 +12,8 @@
   ``neighbours`` (the other pods on their nodes, read with it),
   ``metrics`` (the watch loops' metrics);
 - the log followers of every replica: ``following`` (follow containers' logs onto ``LOGS``),
-  ``lines`` (the followed bytes as bounded, redacted, timestamped lines), ``sharing`` (the
+  ``lines`` (the followed bytes as bounded, redacted, timestamped lines), ``packing`` (those
+  lines as the JSON their batches store, a usual read by columns), ``sharing`` (the
   followed runs shared across replicas through leases);
 - ``admission``: the validating admission webhook that records who created, changed or deleted
   jobs, with its durable spool, apart from the watch path.

@@ -60,8 +60,9 @@ from controller.contract.logs import LogBatch, LogPosition, PackedBatch, since_t
 from controller.contract.settings import LogSettings, NatsSettings
 from controller.contract.subjects import Topology, urgent
 from controller.kube.errors import APIError, APIForbiddenError, APINotFoundError
-from watchers.lines import LineSplitter, Resume, decode_lines, read_lines, redact_lines
+from watchers.lines import LineSplitter, Resume, decode_lines
 from watchers.metrics import WatchMetrics
+from watchers.packing import pack
 
 __all__ = ["FollowKey", "LogFollower", "LogSource"]
 
@@ -457,7 +458,7 @@ class LogFollower:
             if total > self._settings.run_max_bytes or job.uid in self._capped:
                 note = f"log cap of {self._settings.run_max_bytes} bytes reached for this run: no more kept"
                 capped = head.position.model_copy(update={"capped": True, "stored_bytes": stored.get(key, 0)})
-                kept.append(PackedBatch(head.model_copy(update={"position": capped, "note": note}), []))
+                kept.append(PackedBatch(head.model_copy(update={"position": capped, "note": note})))
                 if job.uid not in self._capped:
                     self._metrics.log_capped.inc()
                 self._capped.add(job.uid)
@@ -467,7 +468,7 @@ class LogFollower:
         if not kept:
             return end
         seq = await publish_after(self._js, self._topology, kept, end.seq, self._retry_s, self.shares)
-        self._metrics.log_lines.inc(sum(len(batch.lines) for batch in kept))
+        self._metrics.log_lines.inc(sum(batch.count for batch in kept))
         return StoredEnd(kept[-1].head.position, seq)
 
 
@@ -569,43 +570,16 @@ class _Batches:
         self._resume = Resume(position)
 
     def feed(self, chunk: bytes, position: LogPosition) -> list[PackedBatch]:
-        return self._batches(self._splitter.feed(chunk), position)
+        return self._batches(self._splitter.feed_text(chunk), position)
 
     def finish(self, position: LogPosition) -> list[PackedBatch]:
-        return self._batches(list(self._splitter.finish()), position)
+        return self._batches(decode_lines(list(self._splitter.finish())), position)
 
-    def _batches(self, raw: Sequence[bytes], position: LogPosition) -> list[PackedBatch]:
-        stamps, ranks, texts = read_lines(decode_lines(raw), position.ts)
-        first = self._resume.first_new(stamps)
-        if first:
-            stamps, ranks, texts = stamps[first:], ranks[first:], texts[first:]
-        redacted, key_lines = redact_lines(texts, position.key_lines)
-        batches: list[PackedBatch] = []
-        lines: list[dict[str, int | str]] = []
-        size, limit = 0, self._limit
-        ts, ties, stored = position.ts, position.ties, position.stored_bytes
-        for i, (stamp, rank, text) in enumerate(zip(stamps, ranks, redacted, strict=True)):
-            ties = ties + 1 if stamp == ts else 1
-            ts = stamp
-            stored += len(text)
-            size += len(text)
-            lines.append(
-                {"ts": stamp, "text": text} if rank is None else {"ts": stamp, "rank": rank, "text": text}
-            )
-            if size >= limit:
-                keys = key_lines[i] if key_lines is not None else 0
-                batches.append(
-                    self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored, key_lines=keys))
-                )
-                lines, size = [], 0
-        if lines:
-            keys = key_lines[-1] if key_lines is not None else 0
-            batches.append(
-                self._batch(lines, LogPosition(ts=ts, ties=ties, stored_bytes=stored, key_lines=keys))
-            )
-        return batches
+    def _batches(self, texts: list[str], position: LogPosition) -> list[PackedBatch]:
+        packed = pack(texts, position, self._limit, self._resume)
+        return [self._batch(lines, count, end) for lines, count, end in packed]
 
-    def _batch(self, lines: list[dict[str, int | str]], position: LogPosition) -> PackedBatch:
+    def _batch(self, lines: bytes, count: int, position: LogPosition) -> PackedBatch:
         pod, job = self._pod, self._job
         head = LogBatch(
             run_uid=job.uid,
@@ -619,4 +593,4 @@ class _Batches:
             index=pod.index,
             position=position,
         )
-        return PackedBatch(head, lines)
+        return PackedBatch(head, lines, count)

@@ -15,9 +15,10 @@ stream: the position says how many lines of an open block were stored
 (:attr:`~controller.contract.logs.LogPosition.key_lines`).
 
 What arrives in one read is handled as one text wherever that is the same (decoding, control
-characters, the search for secrets: :func:`decode_lines`, :func:`redact_lines`); what is left
-per line is its timestamp (:func:`read_lines`: a second's epoch computed once, a prefix's rank
-read once).
+characters, the search for secrets: :meth:`LineSplitter.feed_text`, :func:`decode_lines`,
+:func:`redact_lines`); what is left per line is its timestamp (:func:`read_lines`: a second's
+epoch computed once, a prefix's rank read once), and for a read in the kubelet's usual form not
+even that (:mod:`watchers.packing`).
 
 The kubelet's ``sinceTime`` is whole seconds, so a resumed stream repeats the lines of that
 second; :class:`Resume` drops what was already stored (no duplicate) and keeps the first line
@@ -151,18 +152,36 @@ class LineSplitter:
     def feed(self, chunk: bytes) -> list[bytes]:
         """The lines ``chunk`` completes (without their newline)."""
         *whole, rest = chunk.split(b"\n")
-        if not self._pending and not self._dropped and (not whole or max(map(len, whole)) <= self._max):
-            self._add(rest)  # the common case: whole lines within the bound
-            return whole
         lines = []
-        for piece in whole:
-            if not self._pending and not self._dropped and len(piece) <= self._max:
-                lines.append(piece)
-            else:
-                self._add(piece)
-                lines.append(self._take())
+        if whole and (self._pending or self._dropped):  # the line the last chunk began
+            self._add(whole[0])
+            lines.append(self._take())
+            del whole[0]
+        if whole and max(map(len, whole)) > self._max:
+            for piece in whole:
+                if len(piece) > self._max:
+                    self._add(piece)
+                lines.append(self._take() if self._dropped else piece)
+        elif lines:
+            lines += whole
+        else:
+            lines = whole  # the common case: whole lines within the bound
         self._add(rest)
         return lines
+
+    def feed_text(self, chunk: bytes) -> list[str]:
+        """The lines ``chunk`` completes, decoded (:func:`decode_lines`); where they are printable
+        ASCII within the bound (the usual read) decoded and split as one text, not split first."""
+        end = chunk.rfind(b"\n")
+        if end >= 0 and not self._dropped:
+            data = bytes(self._pending) + chunk[:end] if self._pending else chunk[:end]
+            if not data.translate(None, _PLAIN):
+                lines = data.decode("ascii").split("\n")
+                if max(map(len, lines)) <= self._max:
+                    self._pending.clear()
+                    self._add(chunk[end + 1 :])
+                    return lines
+        return decode_lines(self.feed(chunk))
 
     def _add(self, piece: bytes) -> None:
         room = max(self._max - len(self._pending), 0)
@@ -194,6 +213,11 @@ class Resume:
         self._ts = position.ts
         self._ties = position.ties
         self._caught_up = position.ts == 0
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether every line from here on is new (the stream is past what was stored)."""
+        return self._caught_up
 
     def first_new(self, stamps: Sequence[int]) -> int:
         """The index of the first new line among lines stamped ``stamps`` (all after it are new)."""

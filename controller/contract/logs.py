@@ -7,7 +7,7 @@ redacts those lines, and drops what a resumed stream repeats, is :mod:`watchers.
 the shapes every process reads (:class:`LogLine`, :class:`LogBatch`, :class:`LogPosition`) and
 the timestamp and rank readers they share (:func:`parse_ns`, :func:`format_ns`,
 :func:`since_time`, :func:`rank_of`, with their memo tables :data:`SECOND_EPOCHS` and
-:data:`PREFIX_RANKS`). A batch is kept as the JSON objects its lines are stored as
+:data:`PREFIX_RANKS`). A batch is kept as the JSON text its lines are stored as
 (:class:`PackedBatch`): a :class:`LogLine` model per line would cost more than everything else a
 line costs.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -113,15 +114,22 @@ class LogBatch(Message):
 @dataclass(frozen=True, slots=True)
 class PackedBatch:
     """A :class:`LogBatch` as a follower publishes it: ``head`` says all but the lines (``lines``
-    empty), ``lines`` are the objects its ``lines`` are stored as (``ts``, ``rank`` when known,
-    ``text``)."""
+    empty), ``lines`` is the JSON of the ``count`` objects its ``lines`` are stored as (``ts``,
+    ``rank`` when known, ``text``), comma-separated."""
 
     head: LogBatch
-    lines: list[dict[str, int | str]]
+    lines: bytes = b""
+    count: int = 0
+
+    @classmethod
+    def of(cls, head: LogBatch, lines: Sequence[Mapping[str, int | str]]) -> PackedBatch:
+        """``head`` with the lines' objects ``lines``."""
+        return cls(head, to_json(lines)[1:-1], len(lines))
 
     def payload(self) -> bytes:
         """The batch's JSON, as :meth:`LogBatch.model_dump_json` (``exclude_defaults``) writes it."""
-        return to_json({**self.head.model_dump(mode="json", exclude_defaults=True), "lines": self.lines})
+        head = self.head.model_dump_json(exclude_defaults=True).encode()
+        return head[:-1] + b',"lines":[' + self.lines + b"]}" if self.count else head
 
 
 def parse_ns(stamp: str) -> int | None:

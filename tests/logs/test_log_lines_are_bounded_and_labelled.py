@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.logs import LogPosition, format_ns, parse_ns, rank_of, since_time
-from watchers.lines import LineSplitter, Resume, clean_lines
+from watchers.lines import LineSplitter, Resume, clean_lines, decode_lines
 
 T = 1_795_000_000 * 10**9
 
@@ -60,6 +60,24 @@ def test_lines_split_across_reads_are_joined_and_long_ones_bounded() -> None:
     splitter.feed(b"partial")
     splitter.discard()  # a broken stream: the partial line comes again whole
     assert list(splitter.finish()) == []
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"ab", b"c\n0123456789abc", b"def\nxy\nz"],
+        [b"abc\ndef\n", b"gh", b"ij\nk"],
+        [b"abcd", b"efgh", b"i\nshort\n"],
+        [b"caf\xc3", b"\xa9\nok\n", b"tab\there\r\nnul\x00\n"],
+        [b"no newline", b" still", b"\n"],
+    ],
+    ids=["long-lines", "pending", "pending-too-long", "non-ascii", "no-newline"],
+)
+def test_reads_decoded_as_one_text_give_the_lines_split_first(chunks: list[bytes]) -> None:
+    whole, split = LineSplitter(8), LineSplitter(8)
+    got = [line for chunk in chunks for line in whole.feed_text(chunk)]
+    assert got == [line for chunk in chunks for line in decode_lines(split.feed(chunk))]
+    assert list(whole.finish()) == list(split.finish())
 
 
 def test_text_is_cleaned_in_one_pass_without_merging_lines() -> None:
