@@ -45,6 +45,7 @@ pytest_plugins = [
     "tests.api_fixtures",
     "tests.usage_fixtures",
     "tests.alert_routes",
+    "tests.notify_fixtures",
 ]
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")

@@ -1,0 +1,65 @@
+"""The notify pipeline of one test: its settings, streams, database and metrics bundled as one
+fixture, :func:`notifying`, that starts the API, the consumer and dispatcher, and a receiver."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from consumers.notify import Dispatcher
+from controller.contract.events import JobObserved
+from controller.contract.settings import Settings
+from controller.contract.subjects import Topology
+from controller.metrics import PipelineMetrics
+from controller.testing.notify import api_client, notify_running, publish_jobs, with_notify
+from controller.testing.receivers import Receiver
+
+
+@dataclass
+class Notifying:
+    """What the notify consumer, its dispatcher and the API of one test share."""
+
+    settings: Settings
+    topology: Topology
+    js: JetStreamContext
+    engine: AsyncEngine
+    metrics: PipelineMetrics
+
+    def api(self, **options: Any) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
+        """An HTTP client of the API (``options``: those of :func:`api_client`)."""
+        return api_client(self.settings, self.engine, self.metrics, **options)
+
+    def running(self, **options: Any) -> contextlib.AbstractAsyncContextManager[Dispatcher]:
+        """The notify consumer and its dispatcher, as one process runs them (``options``: those of
+        :func:`notify_running`: a clock, a mailer, a resolver)."""
+        return notify_running(self.settings, self.topology, self.js, self.engine, self.metrics, **options)
+
+    async def publish(self, *events: JobObserved) -> None:
+        """Observations of jobs on this test's stream, as the watcher publishes them."""
+        await publish_jobs(self.js, self.topology, *events)
+
+    @contextlib.asynccontextmanager
+    async def serving(self, **notify: Any) -> AsyncIterator[tuple[Receiver, httpx.AsyncClient]]:
+        """A receiver, the API and the pipeline running, with fast timings and the ``notify`` settings."""
+        with_notify(self.settings, **notify)
+        async with Receiver() as rx, self.api() as api, self.running():
+            yield rx, api
+
+
+@pytest.fixture
+def notifying(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> Notifying:
+    """This test's notify pipeline, started by the test where it needs it."""
+    return Notifying(settings, topology, js, engine, metrics)
