@@ -14,11 +14,21 @@ from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify import Dispatcher
+from consumers.notify.alertmanager import AlertmanagerPusher
 from controller.contract.events import JobObserved
-from controller.contract.settings import Settings
+from controller.contract.findings import Finding
+from controller.contract.settings import AlertmanagerSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.testing.notify import api_client, notify_running, publish_jobs, with_notify
+from controller.testing.alertmanager import pusher_running
+from controller.testing.notify import (
+    api_client,
+    consumer_running,
+    notify_running,
+    publish_findings,
+    publish_jobs,
+    with_notify,
+)
 from controller.testing.receivers import Receiver
 
 
@@ -40,6 +50,24 @@ class Notifying:
         """The notify consumer and its dispatcher, as one process runs them (``options``: those of
         :func:`notify_running`: a clock, a mailer, a resolver)."""
         return notify_running(self.settings, self.topology, self.js, self.engine, self.metrics, **options)
+
+    def consuming(self, **options: Any) -> contextlib.AbstractAsyncContextManager[None]:
+        """The notify consumer alone (``options``: those of :func:`consumer_running`)."""
+        return consumer_running(self.settings, self.topology, self.js, self.engine, self.metrics, **options)
+
+    def pushing(
+        self, sink: AlertmanagerSettings | None = None
+    ) -> contextlib.AbstractAsyncContextManager[AlertmanagerPusher]:
+        """The Alertmanager pusher, to ``sink`` or else the Alertmanagers the settings name."""
+        return pusher_running(self.engine, sink or self.settings.notify.alertmanager, self.metrics)
+
+    def sample(self, name: str, labels: dict[str, str]) -> float | None:
+        """The value of one series of the pipeline's metrics, or ``None`` where it has none yet."""
+        return self.metrics.registry.get_sample_value(name, labels)
+
+    async def publish_findings(self, *findings: Finding) -> None:
+        """Findings on this test's stream, as the rules consumer publishes them."""
+        await publish_findings(self.js, self.topology, *findings)
 
     async def publish(self, *events: JobObserved) -> None:
         """Observations of jobs on this test's stream, as the watcher publishes them."""
