@@ -46,6 +46,7 @@ pytest_plugins = [
     "tests.usage_fixtures",
     "tests.alert_routes",
     "tests.notify_fixtures",
+    "tests.pipeline_fixtures",
 ]
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
@@ -242,6 +243,29 @@ def settings_for(services: Services, database_url: str, topology: Topology) -> S
 @pytest.fixture
 def metrics() -> PipelineMetrics:
     return PipelineMetrics()
+
+
+@dataclass
+class Stage:
+    """What a test of the pipeline runs its parts on: its settings, streams, database and metrics."""
+
+    settings: Settings
+    topology: Topology
+    js: JetStreamContext
+    engine: AsyncEngine
+    metrics: PipelineMetrics
+
+
+@pytest.fixture
+def stage(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> Stage:
+    """This test's settings, streams (declared), database and metrics, as one."""
+    return Stage(settings, topology, js, engine, metrics)
 
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "examples" / "scenarios"

@@ -10,16 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify import Dispatcher
 from consumers.notify.alertmanager import AlertmanagerPusher
 from controller.contract.events import JobObserved
 from controller.contract.findings import Finding
-from controller.contract.settings import AlertmanagerSettings, Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
+from controller.contract.settings import AlertmanagerSettings
 from controller.testing.alertmanager import pusher_running
 from controller.testing.notify import (
     api_client,
@@ -30,17 +26,12 @@ from controller.testing.notify import (
     with_notify,
 )
 from controller.testing.receivers import Receiver
+from tests.conftest import Stage
 
 
 @dataclass
-class Notifying:
+class Notifying(Stage):
     """What the notify consumer, its dispatcher and the API of one test share."""
-
-    settings: Settings
-    topology: Topology
-    js: JetStreamContext
-    engine: AsyncEngine
-    metrics: PipelineMetrics
 
     def api(self, **options: Any) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
         """An HTTP client of the API (``options``: those of :func:`api_client`)."""
@@ -82,12 +73,6 @@ class Notifying:
 
 
 @pytest.fixture
-def notifying(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> Notifying:
+def notifying(stage: Stage) -> Notifying:
     """This test's notify pipeline, started by the test where it needs it."""
-    return Notifying(settings, topology, js, engine, metrics)
+    return Notifying(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics)

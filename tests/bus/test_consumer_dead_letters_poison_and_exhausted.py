@@ -19,7 +19,7 @@ from controller.store.engine import make_engine
 from controller.store.models import Run
 from controller.testing.ports import free_port
 from controller.testing.stories import oom_story
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.pipeline_fixtures import consumers_running
 from watchers.pipeline import Pipeline
 
 

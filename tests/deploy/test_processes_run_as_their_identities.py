@@ -33,7 +33,7 @@ from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql
+from tests.pipeline_fixtures import wait_for_sql
 
 pytestmark = pytest.mark.slow
 

@@ -4,22 +4,17 @@ restarted while the cluster changes."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import signal
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from nats.js import JetStreamContext
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.streams import connect
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.kube.gateway import DEFAULT_RETRIES, KubeGateway, RetryPolicy
 from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
 from controller.store.models import PodRow, PodStateRow, Run
@@ -27,98 +22,37 @@ from controller.testing import objects as k
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.history.test_history_consumer_stores_runs import consumers_running
-from tests.kube_fixtures import watches_open
-from watchers.service import run_watchers_elected
-
-
-@contextlib.asynccontextmanager
-async def watchers_running(
-    settings: Settings,
-    sim: SimCluster,
-    js: JetStreamContext,
-    topology: Topology,
-    metrics: PipelineMetrics,
-    retries: RetryPolicy = DEFAULT_RETRIES,
-) -> AsyncIterator[None]:
-    """The watchers (and the log followers beside them), on a connection of their own as in their
-    process."""
-    assert settings.nats.url
-    stop, nc = asyncio.Event(), await connect(settings.nats.url, "tests-watchers")
-    with KubeGateway.for_url(sim.url, retries=retries) as gateway:
-        task = asyncio.create_task(run_watchers_elected(settings, gateway, nc, topology, metrics, stop))
-        try:
-            yield
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 10)
-            await nc.drain()
-
-
-@contextlib.asynccontextmanager
-async def controller_running(
-    settings: Settings,
-    sim: SimCluster,
-    js: JetStreamContext,
-    topology: Topology,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> AsyncIterator[None]:
-    """The consumers and the watchers, once every watch the simulated cluster serves is open."""
-    async with (
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics),
-    ):
-        await watches_open(sim, len(WATCHED), timeout_s=30)
-        yield
-
-
-async def scalar(engine: AsyncEngine, sql: str) -> object:
-    async with engine.connect() as conn:
-        return (await conn.execute(text(sql))).scalar()
-
-
-async def wait_for_sql(engine: AsyncEngine, sql: str, expected: object, timeout_s: float = 15) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while (got := await scalar(engine, sql)) != expected:
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{sql!r} gave {got!r}, expected {expected!r}")
-        await asyncio.sleep(0.05)
+from tests.pipeline_fixtures import EndToEnd, consumers_running, wait_for_sql
 
 
 async def test_worker_oom_travels_from_watch_to_history(
-    sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    end_to_end: EndToEnd,
 ) -> None:
-    async with controller_running(settings, sim, js, topology, engine, metrics):
+    async with end_to_end.running():
         # pods and a scheduling event first: the correlator must hold them until the job shows up
         job = k.mpijob("llm", workers=2)
         pods = [k.pod(job, "launcher", node="cpu-1")] + [
             k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(2)
         ]
         for pod in pods:
-            sim.create(pod)
-        sim.create(
+            end_to_end.sim.create(pod)
+        end_to_end.sim.create(
             k.event(
                 pods[2], "Scheduled", "Successfully assigned team-a/llm-worker-1 to gpu-1", type_="Normal"
             )
         )
-        sim.create(job)
-        sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
+        end_to_end.sim.create(job)
+        end_to_end.sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
         for pod in pods:
-            sim.update(
+            end_to_end.sim.update(
                 k.with_container_state(
                     pod, {"running": {"startedAt": "2026-11-20T10:01:00Z"}}, phase="Running", ready=True
                 )
             )
-        sim.set_log("team-a", "llm-worker-1", "worker", "step 99 loss 1.7\nKilled\n")
-        sim.update(
+        end_to_end.sim.set_log("team-a", "llm-worker-1", "worker", "step 99 loss 1.7\nKilled\n")
+        end_to_end.sim.update(
             k.with_container_state(
-                sim.get(pods[2]),
+                end_to_end.sim.get(pods[2]),
                 {
                     "terminated": {
                         "exitCode": 137,
@@ -129,17 +63,19 @@ async def test_worker_oom_travels_from_watch_to_history(
                 phase="Failed",
             )
         )
-        sim.update(k.with_conditions(sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z")))
-
-        await wait_for_sql(engine, "SELECT phase FROM runs", "Failed")
-        await wait_for_sql(
-            engine, "SELECT count(*) FROM timeline WHERE summary LIKE '%OOMKilled (exit 137)'", 1
+        end_to_end.sim.update(
+            k.with_conditions(end_to_end.sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z"))
         )
-        await wait_for_sql(engine, "SELECT count(*) FROM k8s_events", 1)
-        # one watch connection per resource kind, however many jobs and pods there are
-        assert sorted(sim.open_watches().values()) == [1] * len(WATCHED)
 
-    async with engine.connect() as conn:
+        await end_to_end.until_sql("SELECT phase FROM runs", "Failed")
+        await wait_for_sql(
+            end_to_end.engine, "SELECT count(*) FROM timeline WHERE summary LIKE '%OOMKilled (exit 137)'", 1
+        )
+        await end_to_end.until_sql("SELECT count(*) FROM k8s_events", 1)
+        # one watch connection per resource kind, however many jobs and pods there are
+        assert sorted(end_to_end.sim.open_watches().values()) == [1] * len(WATCHED)
+
+    async with end_to_end.engine.connect() as conn:
         worker = (await conn.execute(select(PodRow).where(PodRow.name == "llm-worker-1"))).one()
         tail = (
             (

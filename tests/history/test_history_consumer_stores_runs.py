@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 
 import pytest
 from nats.js import JetStreamContext
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.service import run_consumers
 from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
 from controller.contract.events import Condition, JobObserved, PodObserved
@@ -22,24 +19,8 @@ from controller.store.history import apply_events
 from controller.store.models import PodRow, PodStateRow, Run, TimelineEntryRow
 from controller.testing import events as eb
 from controller.testing.stories import oom_story
+from tests.pipeline_fixtures import consumers_running
 from watchers.pipeline import Pipeline
-
-
-@contextlib.asynccontextmanager
-async def consumers_running(
-    settings: Settings, topology: Topology, engine: AsyncEngine, metrics: PipelineMetrics
-) -> AsyncIterator[None]:
-    stop, started = asyncio.Event(), asyncio.Event()
-    assert settings.nats.url
-    task = asyncio.create_task(
-        run_consumers(settings.nats.url, topology, settings, engine, metrics, stop, started)
-    )
-    await asyncio.wait_for(started.wait(), 10)
-    try:
-        yield
-    finally:
-        stop.set()
-        await task
 
 
 async def counts(engine: AsyncEngine) -> dict[str, int]:

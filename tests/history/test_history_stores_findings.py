@@ -15,7 +15,7 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.models import FindingRow, TimelineEntryRow
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.pipeline_fixtures import consumers_running
 
 JOB = JobRef(uid="5d0f6a43-6f7e-4b7c-9a43-2f3c1e0b9d21", kind="MPIJob", namespace="team-a", name="pi")
 T0 = datetime(2026, 11, 20, 10, 10, tzinfo=UTC)

@@ -16,7 +16,7 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.models import PodStateRow
 from controller.testing.stories import oom_story
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.pipeline_fixtures import consumers_running
 from watchers.pipeline import Pipeline
 
 TAIL = ("Epoch 3 step 1200 loss 2.31", "binary\x00garbage\x01here", "token=abc123secret", "Killed")

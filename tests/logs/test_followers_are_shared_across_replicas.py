@@ -27,8 +27,8 @@ from controller.kube.gateway import KubeGateway
 from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.history.test_end_to_end_watch_to_history import watchers_running
 from tests.log_fixtures import Run, following, running_run, stored_at_least, stored_texts
+from tests.pipeline_fixtures import watchers_running
 from watchers.following import FollowKey, LogFollower
 from watchers.sharing import LEASE_BUCKET, SharedFollower
 

@@ -21,8 +21,8 @@ from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.api_fixtures import ADMIN, USERS
-from tests.history.test_end_to_end_watch_to_history import controller_running, wait_for_sql
 from tests.log_fixtures import RUNNING, stored_texts
+from tests.pipeline_fixtures import controller_running, wait_for_sql
 
 
 async def test_running_pods_are_followed_and_read_back_merged_after_they_are_gone(

@@ -28,8 +28,7 @@ from controller.testing.notify import api_client, settled_log, subscribe, with_n
 from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql, watchers_running
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.pipeline_fixtures import consumers_running, wait_for_sql, watchers_running
 from tests.rules.corpus_replay import Entry, load
 
 CAUSES = {

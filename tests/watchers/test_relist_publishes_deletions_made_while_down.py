@@ -27,8 +27,7 @@ from controller.testing import events as eb
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from tests.buckets import bucket_keys, object_keys
-from tests.history.test_end_to_end_watch_to_history import scalar
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.pipeline_fixtures import consumers_running, scalar
 from tests.watchers.test_relist_publishes_only_what_changed import watch_until_quiet
 from watchers.published import PublishedVersions
 
