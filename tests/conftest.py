@@ -15,7 +15,7 @@ import gc
 import os
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +25,8 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.streams import FAMILIES, connect, ensure_streams
+from controller.bus.publishing import Publisher
+from controller.bus.streams import FAMILIES, connect, ensure_streams, wait_until_consumed
 from controller.cli.embedded import EmbeddedNats, EmbeddedPostgres
 from controller.contract.settings import (
     ConsumerSettings,
@@ -39,6 +40,8 @@ from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
+from watchers.correlating import Observation
+from watchers.pipeline import Pipeline
 
 pytest_plugins = [
     "tests.kube_fixtures",
@@ -254,6 +257,16 @@ class Stage:
     js: JetStreamContext
     engine: AsyncEngine
     metrics: PipelineMetrics
+
+    async def feed(self, observations: Iterable[Observation]) -> int:
+        """``observations`` published as the watcher's pipeline publishes them; how many were new."""
+        return await Pipeline(Publisher(self.js, self.topology).publish, self.metrics, 5).feed(observations)
+
+    async def consumed(self, durable: str = "history", family: str = "jobs", timeout_s: float = 60) -> None:
+        """Wait until ``durable`` has taken every message of the ``family`` stream."""
+        await wait_until_consumed(
+            self.js, self.topology.stream(family), self.topology.durable(durable), timeout_s
+        )
 
 
 @pytest.fixture

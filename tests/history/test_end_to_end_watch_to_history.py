@@ -9,19 +9,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.kube.resources import WATCHED
-from controller.metrics import PipelineMetrics
 from controller.store.models import PodRow, PodStateRow, Run
 from controller.testing import objects as k
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
+from tests.conftest import Stage
 from tests.pipeline_fixtures import EndToEnd, consumers_running, wait_for_sql
 
 
@@ -105,18 +102,14 @@ def start_watcher(settings: Settings, config: Path, log: Path) -> subprocess.Pop
 @pytest.mark.slow
 async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
     sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
     tmp_path: Path,
 ) -> None:
     config, log = kubeconfig(sim, tmp_path / "kubeconfig"), tmp_path / "watcher.log"
     jobs = [k.mpijob(f"job-{i}", workers=3) for i in range(20)]
     pods = {j["metadata"]["name"]: [k.pod(j, "worker", w) for w in range(3)] for j in jobs}
-    async with consumers_running(settings, topology, engine, metrics):
-        first = start_watcher(settings, config, log)
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
+        first = start_watcher(stage.settings, config, log)
         try:
             await until(
                 lambda: sum(sim.open_watches().values()) == len(WATCHED), 30, lambda: log.read_text()[-2000:]
@@ -125,7 +118,7 @@ async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
                 sim.create(job)
                 for pod in pods[job["metadata"]["name"]]:
                     sim.create(pod)
-            await wait_for_sql(engine, "SELECT count(*) FROM pods", 60)
+            await wait_for_sql(stage.engine, "SELECT count(*) FROM pods", 60)
         finally:
             first.send_signal(signal.SIGKILL)
             first.wait(10)
@@ -146,16 +139,18 @@ async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
                 k.with_conditions(sim.get(job), ("Succeeded", "MPIJobSucceeded", "2026-11-20T11:00:00Z"))
             )
 
-        second = start_watcher(settings, config, log)
+        second = start_watcher(stage.settings, config, log)
         try:
-            await wait_for_sql(engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 60, timeout_s=30)
-            await wait_for_sql(engine, "SELECT count(*) FROM runs WHERE phase = 'Succeeded'", 10)
+            await wait_for_sql(
+                stage.engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 60, timeout_s=30
+            )
+            await wait_for_sql(stage.engine, "SELECT count(*) FROM runs WHERE phase = 'Succeeded'", 10)
         finally:
             second.send_signal(signal.SIGTERM)
             second.wait(20)
     assert second.returncode == 0, log.read_text()[-3000:]
 
-    async with engine.connect() as conn:
+    async with stage.engine.connect() as conn:
         assert (await conn.execute(select(func.count()).select_from(Run))).scalar_one() == 20
         # exactly two versions of every pod (created, running): relisting duplicated nothing
         per_pod = (

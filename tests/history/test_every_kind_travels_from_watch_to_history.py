@@ -5,18 +5,14 @@ installed only after the watcher started is watched from then on, without a rest
 
 from __future__ import annotations
 
-from nats.js import JetStreamContext
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.kube.resources import JOB_RESOURCES, WATCHED
-from controller.metrics import PipelineMetrics
 from controller.store.models import FindingRow, PodRow, Run
 from controller.testing import objects as k
 from controller.testing.simcluster import DEFAULT_KINDS, SimCluster
 from controller.testing.waits import until
+from tests.conftest import Stage
 from tests.pipeline_fixtures import (
     EndToEnd,
     consumers_running,
@@ -76,19 +72,15 @@ async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(
     assert tuple(worker) == ("worker", 1, "Failed")
 
 
-async def test_a_crd_installed_later_is_watched_without_a_restart(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
+async def test_a_crd_installed_later_is_watched_without_a_restart(stage: Stage) -> None:
     tfjobs = JOB_RESOURCES["TFJob"]
-    quick = settings.model_copy(update={"watcher": settings.watcher.model_copy(update={"discovery_s": 0.2})})
+    quick = stage.settings.model_copy(
+        update={"watcher": stage.settings.watcher.model_copy(update={"discovery_s": 0.2})}
+    )
     with SimCluster(kinds=tuple(r for r in DEFAULT_KINDS if r != tfjobs)) as sim:
         async with (
-            consumers_running(quick, topology, engine, metrics),
-            watchers_running(quick, sim, js, topology, metrics),
+            consumers_running(quick, stage.topology, stage.engine, stage.metrics),
+            watchers_running(quick, sim, stage.js, stage.topology, stage.metrics),
         ):
             expected = len(WATCHED) - 1
             await until(
@@ -99,4 +91,4 @@ async def test_a_crd_installed_later_is_watched_without_a_restart(
             sim.register(tfjobs)  # the training-operator is installed
             await until(lambda: str(tfjobs) in sim.open_watches(), 10, lambda: str(sim.open_watches()))
             sim.create(k.training_job("TFJob", "mnist", replicas={"Chief": 1, "PS": 1, "Worker": 2}))
-            await wait_for_sql(engine, "SELECT kind || ' ' || name FROM runs", "TFJob mnist")
+            await wait_for_sql(stage.engine, "SELECT kind || ' ' || name FROM runs", "TFJob mnist")

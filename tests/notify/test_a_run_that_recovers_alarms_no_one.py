@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify.consumer import CONSUMER as NOTIFY_JOBS
 from consumers.notify.consumer import FINDINGS_CONSUMER as NOTIFY_FINDINGS
@@ -39,6 +38,7 @@ from controller.testing.events import (
 )
 from controller.testing.notify import api_client, log_of, notify_running, settled_log, subscribe, with_notify
 from controller.testing.receivers import Receiver
+from tests.conftest import Stage
 from tests.rules.test_rules_consumer_reads_logs_live import observed, printed, running_and_read
 
 OOM = "[1,3]<stderr>:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB."
@@ -75,18 +75,14 @@ Subscribers = tuple[Receiver, httpx.AsyncClient]
 
 @pytest.fixture
 async def subscribers(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
 ) -> AsyncIterator[Subscribers]:
     """A subscribers' receiver and an API client, with notify (consumer and dispatcher) running."""
-    with_notify(settings)
+    with_notify(stage.settings)
     async with (
         Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
+        api_client(stage.settings, stage.engine, stage.metrics) as api,
+        notify_running(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics),
     ):
         yield rx, api
 

@@ -17,9 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify import Dispatcher
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing.notify import (
     api_client,
     consumer_running,
@@ -32,6 +30,7 @@ from controller.testing.notify import (
 )
 from controller.testing.receivers import Receiver, Reply
 from controller.testing.waits import until
+from tests.conftest import Stage
 
 POLL_S = 60.0
 WOKEN_WITHIN_S = 10.0
@@ -60,25 +59,25 @@ Start = Callable[[int], contextlib.AbstractAsyncContextManager[Apart]]
 
 @pytest.fixture
 def apart(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
 ) -> Start:
     """Start ``n`` slowly polling dispatchers and a notify consumer that cannot wake them in process."""
-    with_notify(settings, poll_interval_s=POLL_S)
+    with_notify(stage.settings, poll_interval_s=POLL_S)
 
     @contextlib.asynccontextmanager
     async def running(n: int = 1) -> AsyncIterator[Apart]:
         async with contextlib.AsyncExitStack() as stack:
             rx = await stack.enter_async_context(Receiver())
-            api = await stack.enter_async_context(api_client(settings, engine, metrics))
+            api = await stack.enter_async_context(api_client(stage.settings, stage.engine, stage.metrics))
             dispatchers = [
-                await stack.enter_async_context(dispatcher_running(settings, engine, metrics))
+                await stack.enter_async_context(
+                    dispatcher_running(stage.settings, stage.engine, stage.metrics)
+                )
                 for _ in range(n)
             ]
-            await stack.enter_async_context(consumer_running(settings, topology, js, engine, metrics))
+            await stack.enter_async_context(
+                consumer_running(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics)
+            )
             for dispatcher in dispatchers:
                 await dispatcher.listening.wait()
             yield Apart(rx, api, dispatchers)

@@ -23,7 +23,6 @@ from controller.bus.settling import consumer_config
 from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.store.models import DeliveryRow
 from controller.testing.notify import (
     api_client,
@@ -37,6 +36,7 @@ from controller.testing.notify import (
 )
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.receivers import Receiver
+from tests.conftest import Stage
 
 pytestmark = pytest.mark.slow
 
@@ -83,15 +83,11 @@ async def enqueued(engine: AsyncEngine) -> int:
 
 
 async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
     tmp_path: Path,
 ) -> None:
-    with_notify(settings)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+    with_notify(stage.settings)
+    async with Receiver() as rx, api_client(stage.settings, stage.engine, stage.metrics) as api:
         await subscribe(api, rx, "ci")
     stories = [
         event
@@ -108,23 +104,26 @@ async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
         for of in ends
         for revision, status in enumerate(("firing", "resolved", "firing", "resolved"), start=1)
     ]
-    doomed = start_notify(settings, tmp_path, "doomed")
-    survivor = start_notify(settings, tmp_path, "survivor")
+    doomed = start_notify(stage.settings, tmp_path, "doomed")
+    survivor = start_notify(stage.settings, tmp_path, "survivor")
     try:
-        await both_waiting(js, topology)
-        await publish_jobs(js, topology, *stories)
-        await publish_findings(js, topology, *episodes)
+        await both_waiting(stage.js, stage.topology)
+        await publish_jobs(stage.js, stage.topology, *stories)
+        await publish_findings(stage.js, stage.topology, *episodes)
         for _ in range(1200):  # until part of the stream is announced
-            if await enqueued(engine) > len(stories) + len(episodes) // 4:
+            if await enqueued(stage.engine) > len(stories) + len(episodes) // 4:
                 break
             await asyncio.sleep(0.02)
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
-        at_kill = await enqueued(engine)
+        at_kill = await enqueued(stage.engine)
         assert 0 < at_kill < len(stories) + len(episodes), "the kill must land mid-stream"
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable(CONSUMER), timeout_s=90)
+        await stage.consumed(CONSUMER, timeout_s=90)
         await wait_until_consumed(
-            js, topology.stream("findings"), topology.durable(FINDINGS_CONSUMER), timeout_s=90
+            stage.js,
+            stage.topology.stream("findings"),
+            stage.topology.durable(FINDINGS_CONSUMER),
+            timeout_s=90,
         )
     finally:
         for process in (doomed, survivor):
@@ -134,7 +133,7 @@ async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
     assert survivor.returncode == 0, (tmp_path / "survivor.log").read_text()[-2000:]
 
     for prefix, expected in (("job.", STORY), ("finding.", EPISODES)):
-        by_job = await announced(engine, prefix)
+        by_job = await announced(stage.engine, prefix)
         wrong = {uid: types for uid, types in by_job.items() if tuple(types) != expected}
         assert len(by_job) == JOBS and not wrong, (
             f"{len(wrong)} jobs announced out of order or twice: {wrong}"
@@ -142,29 +141,25 @@ async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
 
 
 async def test_the_findings_durable_of_an_earlier_version_is_made_ordered_keeping_its_place(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
 ) -> None:
-    with_notify(settings)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+    with_notify(stage.settings)
+    async with Receiver() as rx, api_client(stage.settings, stage.engine, stage.metrics) as api:
         await subscribe(api, rx, "ci")
-    stream, durable = topology.stream("findings"), topology.durable(FINDINGS_CONSUMER)
-    old = consumer_config(settings.consumer)
-    old.durable_name, old.filter_subject = durable, topology.wildcard("findings")
-    await js.add_consumer(stream, old)  # as the version before this one declared it
+    stream, durable = stage.topology.stream("findings"), stage.topology.durable(FINDINGS_CONSUMER)
+    old = consumer_config(stage.settings.consumer)
+    old.durable_name, old.filter_subject = durable, stage.topology.wildcard("findings")
+    await stage.js.add_consumer(stream, old)  # as the version before this one declared it
     of = job("Failed", change="ADDED")
-    await publish_findings(js, topology, finding(of), finding(of, status="resolved", revision=2))
+    await publish_findings(stage.js, stage.topology, finding(of), finding(of, status="resolved", revision=2))
 
-    async with consumer_running(settings, topology, js, engine, metrics):
-        await wait_until_consumed(js, stream, durable)
-        info = await js.consumer_info(stream, durable)
+    async with consumer_running(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics):
+        await wait_until_consumed(stage.js, stream, durable)
+        info = await stage.js.consumer_info(stream, durable)
 
     assert (old.max_ack_pending, info.config.max_ack_pending) == (
-        max(settings.consumer.batch_size * 4, 1000),
+        max(stage.settings.consumer.batch_size * 4, 1000),
         1,
     )
     assert info.delivered.consumer_seq == 2 and info.num_ack_pending == 0
-    assert await announced(engine, "finding.") == {of.uid: ["finding.firing", "finding.resolved"]}
+    assert await announced(stage.engine, "finding.") == {of.uid: ["finding.firing", "finding.resolved"]}

@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api import notifications as notifications_api
@@ -23,7 +22,6 @@ from controller.api.access import AccessReviewer, CachedAccess, StaticAccess
 from controller.api.app import create_app, metrics_app
 from controller.api.rechecks import CreatorRecheck, Rechecked
 from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
@@ -32,6 +30,7 @@ from controller.testing.notify import job, notify_running, publish_jobs, settled
 from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import USERS, bearer
+from tests.conftest import Stage
 from tests.notify.test_outbox_parks_deliveries_behind_pending_ones import claimable, row
 
 ALICE = {"username": "alice", "uid": "u-alice", "groups": ["team-a", "system:authenticated"]}
@@ -79,25 +78,21 @@ async def suspended_gauge(scraper: httpx.AsyncClient) -> list[str]:
 
 
 async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_access_returns(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
     sim: SimCluster,
     reviewer: CachedAccess,
     clock: Clock,
 ) -> None:
-    with_notify(settings)
-    app, metrics_port = apps(settings, engine, metrics, reviewer)
-    recheck = CreatorRecheck(engine, reviewer, interval_s=60)
+    with_notify(stage.settings)
+    app, metrics_port = apps(stage.settings, stage.engine, stage.metrics, reviewer)
+    recheck = CreatorRecheck(stage.engine, reviewer, interval_s=60)
     failed = ["job.failed"]
     async with (
         Receiver() as rx,
         client(app, "alice-token") as alice,
         client(app, "ops-token") as ops,
         client(metrics_port) as scraper,
-        notify_running(settings, topology, js, engine, metrics),
+        notify_running(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics),
     ):
         sub = await subscribe(alice, rx, "alice", namespace="team-a", event_types=failed)
         await subscribe(ops, rx, "ops", namespace="team-a", event_types=failed)
@@ -115,7 +110,10 @@ async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_acce
         gauge = await suspended_gauge(scraper)
         refused = await ops.patch(f"/api/v1/webhooks/{sub['id']}", json={"state": "active"})
         await publish_jobs(
-            js, topology, job("Running", name="while", change="ADDED"), job("Failed", name="while")
+            stage.js,
+            stage.topology,
+            job("Running", name="while", change="ADDED"),
+            job("Failed", name="while"),
         )
         await rx.wait_for("ops", 1)  # the consumer matched this event: had alice's matched, it was owed too
         while_suspended = await settled_log(ops, sub["id"], 0)
@@ -125,7 +123,10 @@ async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_acce
         assert await recheck.round() == Rechecked(resumed=(sub["id"],))
         resumed = (await alice.get(f"/api/v1/webhooks/{sub['id']}")).json()
         await publish_jobs(
-            js, topology, job("Running", name="after", change="ADDED"), job("Failed", name="after")
+            stage.js,
+            stage.topology,
+            job("Running", name="after", change="ADDED"),
+            job("Failed", name="after"),
         )
         (delivered,) = await rx.wait_for("alice", 1)
         await rx.wait_for("ops", 2)
