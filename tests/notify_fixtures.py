@@ -4,18 +4,22 @@ fixture, :func:`notifying`, that starts the API, the consumer and dispatcher, an
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify import Dispatcher
 from consumers.notify.alertmanager import AlertmanagerPusher
 from controller.contract.events import JobObserved
 from controller.contract.findings import Finding
 from controller.contract.settings import AlertmanagerSettings
+from controller.store import outbox
 from controller.testing.alertmanager import pusher_running
 from controller.testing.notify import (
     api_client,
@@ -23,6 +27,7 @@ from controller.testing.notify import (
     notify_running,
     publish_findings,
     publish_jobs,
+    subscribe,
     with_notify,
 )
 from controller.testing.receivers import Receiver
@@ -76,3 +81,41 @@ class Notifying(Stage):
 def notifying(stage: Stage) -> Notifying:
     """This test's notify pipeline, started by the test where it needs it."""
     return Notifying(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics)
+
+
+def outbox_row(
+    subscription_id: str, job_uid: str, event: str, at: datetime, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An outbox row as the notify consumer writes it, due and made at ``at`` (``body``: the
+    event's, ``{"type": event}`` unless given)."""
+    return {
+        "id": outbox.delivery_id(subscription_id, f"{event}:{job_uid}"),
+        "subscription_id": subscription_id,
+        "channel": "webhook",
+        "event_type": event,
+        "order_key": job_uid,
+        "namespace": "team-a",
+        "job_name": job_uid,
+        "job_uid": job_uid,
+        "body": json.dumps(body or {"type": event}),
+        "status": "pending",
+        "attempts": 0,
+        "next_attempt_at": at,
+        "event_at": at,
+        "created_at": at,
+    }
+
+
+async def enqueued(engine: AsyncEngine, rows: list[dict[str, Any]]) -> set[str]:
+    """``rows`` put in the outbox in a transaction of their own; the ids that were new."""
+    async with engine.begin() as conn:
+        return await outbox.enqueue(conn, rows)
+
+
+@pytest.fixture
+async def subscription(notifying: Notifying) -> str:
+    """The id of a webhook subscription made through the API (to a receiver gone since)."""
+    with_notify(notifying.settings)
+    async with Receiver() as rx, notifying.api() as api:
+        created = await subscribe(api, rx, "ci")
+    return str(created["id"])
