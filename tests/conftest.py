@@ -46,6 +46,7 @@ from watchers.pipeline import Pipeline
 pytest_plugins = [
     "tests.kube_fixtures",
     "tests.api_fixtures",
+    "tests.log_fixtures",
     "tests.usage_fixtures",
     "tests.alert_routes",
     "tests.notify_fixtures",

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -17,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from controller.bus.logstore import publish_batches, read_run
 from controller.contract.events import Change, JobRef
 from controller.contract.logs import LogBatch, LogLine, LogPosition
-from controller.contract.settings import LogSettings, NatsSettings
+from controller.contract.settings import LogSettings, NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.testing import objects as k
@@ -163,3 +164,39 @@ def stored_at_least(
         return len(await stored_texts(nc, topology, job, pod)) >= count
 
     return has
+
+
+@dataclass
+class Logged:
+    """The simulated cluster, this test's NATS (its streams declared) and settings, for following
+    logs and reading back what was stored."""
+
+    sim: SimCluster
+    nc: NATS
+    js: JetStreamContext
+    topology: Topology
+    settings: Settings
+
+    def run(self, name: str, workers: int = 1, **options: str) -> Run:
+        """A running MPIJob on the cluster (``options``: those of :func:`running_run`)."""
+        return running_run(self.sim, name, workers, **options)
+
+    def following(self, logs: LogSettings | None = None) -> contextlib.AbstractAsyncContextManager[Following]:
+        """A follower over the cluster while inside (``logs``: its settings, fast retries unless given)."""
+        return following(self.sim, self.nc, self.topology, self.settings.nats, logs)
+
+    async def texts(self, job: JobRef, pod: str | None = None) -> list[str]:
+        """Every stored line of a run (of one pod), in order."""
+        return await stored_texts(self.nc, self.topology, job, pod)
+
+    def has(self, job: JobRef, pod: str | None = None) -> Callable[[int], Awaitable[bool]]:
+        """``has(n)``: whether at least ``n`` lines of ``job`` (of one pod) are stored."""
+        return stored_at_least(self.nc, self.topology, job, pod)
+
+
+@pytest.fixture
+def logged(
+    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+) -> Logged:
+    """This test's cluster and bus, for following logs."""
+    return Logged(sim, nats_client, js, topology, settings)

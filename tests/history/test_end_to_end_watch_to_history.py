@@ -22,9 +22,7 @@ from tests.conftest import Stage
 from tests.pipeline_fixtures import EndToEnd, consumers_running, wait_for_sql
 
 
-async def test_worker_oom_travels_from_watch_to_history(
-    end_to_end: EndToEnd,
-) -> None:
+async def test_worker_oom_travels_from_watch_to_history(end_to_end: EndToEnd) -> None:
     async with end_to_end.running():
         # pods and a scheduling event first: the correlator must hold them until the job shows up
         job = k.mpijob("llm", workers=2)

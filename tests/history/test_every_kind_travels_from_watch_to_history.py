@@ -21,9 +21,7 @@ from tests.pipeline_fixtures import (
 )
 
 
-async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(
-    end_to_end: EndToEnd,
-) -> None:
+async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(end_to_end: EndToEnd) -> None:
     async with end_to_end.running():
         job = end_to_end.sim.create(k.training_job("PyTorchJob", "bert", replicas={"Master": 1, "Worker": 2}))
         pods = [k.replica_pod(job, "Master", 0, node="gpu-0")] + [

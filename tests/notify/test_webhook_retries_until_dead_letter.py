@@ -28,9 +28,7 @@ def count(metrics: PipelineMetrics, outcome: str) -> float:
     return value or 0.0
 
 
-async def test_a_failing_endpoint_is_retried_with_backoff_then_dead_lettered(
-    notifying: Notifying,
-) -> None:
+async def test_a_failing_endpoint_is_retried_with_backoff_then_dead_lettered(notifying: Notifying) -> None:
     async with notifying.serving(retry_schedule_s=[0.1, 0.2]) as (rx, api):
         rx.script("flaky", Reply(503), Reply(502), Reply(500))
         sub = await subscribe(api, rx, "flaky", event_types=["job.created"])
@@ -49,9 +47,7 @@ async def test_a_failing_endpoint_is_retried_with_backoff_then_dead_lettered(
     assert (count(notifying.metrics, "retry"), count(notifying.metrics, "failed")) == (2, 1)
 
 
-async def test_a_refused_connection_is_retried_and_its_error_logged(
-    notifying: Notifying,
-) -> None:
+async def test_a_refused_connection_is_retried_and_its_error_logged(notifying: Notifying) -> None:
     with_notify(notifying.settings)
     nowhere = f"http://127.0.0.1:{free_port()}/hook"
     async with notifying.api() as api, notifying.running():
@@ -96,9 +92,7 @@ async def test_retry_after_is_honoured(
     assert outcomes(entry) == [("retry", status), ("delivered", 200)]
 
 
-async def test_a_dead_letter_is_redelivered_under_the_same_id(
-    notifying: Notifying,
-) -> None:
+async def test_a_dead_letter_is_redelivered_under_the_same_id(notifying: Notifying) -> None:
     async with notifying.serving() as (rx, api):
         rx.script("fixed-later", Reply(400))
         sub = await subscribe(api, rx, "fixed-later", event_types=["job.created"])
@@ -120,9 +114,7 @@ async def test_a_dead_letter_is_redelivered_under_the_same_id(
     assert outcomes(delivered) == [("failed", 400), ("delivered", 200)]  # the whole log is kept
 
 
-async def test_410_gone_disables_the_subscription(
-    notifying: Notifying,
-) -> None:
+async def test_410_gone_disables_the_subscription(notifying: Notifying) -> None:
     async with notifying.serving() as (rx, api):
         rx.script("retired", Reply(410))
         sub = await subscribe(api, rx, "retired")
@@ -146,9 +138,7 @@ async def test_410_gone_disables_the_subscription(
     assert [n["kind"] for n in view["notices"]] == ["disabled"]
 
 
-async def test_a_retry_survives_a_dispatcher_restart(
-    notifying: Notifying,
-) -> None:
+async def test_a_retry_survives_a_dispatcher_restart(notifying: Notifying) -> None:
     with_notify(notifying.settings, retry_schedule_s=[0.5])
     async with Receiver() as rx, notifying.api() as api:
         rx.script("restart", Reply(503))

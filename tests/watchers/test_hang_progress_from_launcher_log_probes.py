@@ -49,9 +49,7 @@ async def writing_log(sim: SimCluster, every_s: float) -> AsyncIterator[None]:
         task.cancel()
 
 
-async def test_no_progress_fires_only_when_the_launcher_stops_writing(
-    end_to_end: EndToEnd,
-) -> None:
+async def test_no_progress_fires_only_when_the_launcher_stops_writing(end_to_end: EndToEnd) -> None:
     end_to_end.settings.watcher.progress_probe_s = 0.3
     end_to_end.settings.consumer.rules_tick_s = 0.1
     end_to_end.settings.rules = RuleThresholds(hang_progress_s=2.0)
@@ -91,9 +89,7 @@ async def test_no_progress_fires_only_when_the_launcher_stops_writing(
     assert hang.job.name == "quiet"
 
 
-async def test_a_launcherless_job_is_probed_through_its_master(
-    end_to_end: EndToEnd,
-) -> None:
+async def test_a_launcherless_job_is_probed_through_its_master(end_to_end: EndToEnd) -> None:
     """A PyTorchJob has no launcher: its Master-0 (rank 0 under torchrun) is probed instead, and
     the rules call it hung once Master-0 stops writing."""
     end_to_end.settings.watcher.progress_probe_s = 0.3

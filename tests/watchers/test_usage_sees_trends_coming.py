@@ -25,9 +25,7 @@ def _pods(readings: list[UsageObserved]) -> dict[str, PodUsage]:
     return {pod.name: pod for reading in readings for pod in reading.pods}
 
 
-async def test_a_leak_is_seen_coming_and_the_straggler_named_from_a_real_prometheus(
-    curves: Curves,
-) -> None:
+async def test_a_leak_is_seen_coming_and_the_straggler_named_from_a_real_prometheus(curves: Curves) -> None:
     exporter, prometheus = curves.exporter, curves.prometheus
     known = correlator()
     run = running_job(known, "pi", "team-a", workers=5)
