@@ -10,7 +10,6 @@ from sqlalchemy import func, select
 
 from controller.bus.publishing import Publisher
 from controller.contract.events import DeadLetter
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
@@ -62,22 +61,20 @@ async def test_poison_messages_are_dead_lettered_and_good_ones_stored(stage: Sta
         assert (await conn.execute(select(Run.phase))).scalar_one() == "Failed"
 
 
-async def test_database_outage_is_retried_then_dead_lettered(
-    settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
-) -> None:
+async def test_database_outage_is_retried_then_dead_lettered(stage: Stage) -> None:
     unreachable = make_engine(f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere")
     story = oom_story()[:3]
-    async with consumers_running(settings, topology, unreachable, metrics):
-        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
-        letters = await dead_letters(js, topology, len(story))
+    async with consumers_running(stage.settings, stage.topology, unreachable, stage.metrics):
+        await Pipeline(Publisher(stage.js, stage.topology).publish, stage.metrics, 5).feed(story)
+        letters = await dead_letters(stage.js, stage.topology, len(story))
     await unreachable.dispose()
 
     assert len(letters) == len(story)
-    assert all(letter.deliveries == settings.consumer.max_deliver for letter in letters)
+    assert all(letter.deliveries == stage.settings.consumer.max_deliver for letter in letters)
     assert all("still failing after 3 deliveries" in letter.error for letter in letters)
-    assert count(metrics, "exhausted") == len(story)
-    redelivered = metrics.registry.get_sample_value("mpijc_redeliveries_total", {"consumer": "history"})
-    assert redelivered == len(story) * (settings.consumer.max_deliver - 1)
+    assert count(stage.metrics, "exhausted") == len(story)
+    redelivered = stage.metrics.registry.get_sample_value("mpijc_redeliveries_total", {"consumer": "history"})
+    assert redelivered == len(story) * (stage.settings.consumer.max_deliver - 1)
 
 
 async def test_messages_survive_an_outage_shorter_than_the_retry_budget(stage: Stage) -> None:

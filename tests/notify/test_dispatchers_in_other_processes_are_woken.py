@@ -58,9 +58,7 @@ Start = Callable[[int], contextlib.AbstractAsyncContextManager[Apart]]
 
 
 @pytest.fixture
-def apart(
-    stage: Stage,
-) -> Start:
+def apart(stage: Stage) -> Start:
     """Start ``n`` slowly polling dispatchers and a notify consumer that cannot wake them in process."""
     with_notify(stage.settings, poll_interval_s=POLL_S)
 
@@ -115,21 +113,20 @@ async def test_a_redelivery_through_the_api_wakes_a_dispatcher(
     assert first.webhook_id == second.webhook_id == dead["id"]
 
 
-async def test_a_lost_listening_connection_is_replaced(
-    apart: Start, topology: Topology, js: JetStreamContext, engine: AsyncEngine
-) -> None:
+async def test_a_lost_listening_connection_is_replaced(apart: Start, stage: Stage) -> None:
     async with apart(1) as it:
         (dispatcher,) = it.dispatchers
-        (old,) = await listener_pids(engine)
-        async with engine.connect() as conn:  # as a database failover or an idle-connection reaper would
+        (old,) = await listener_pids(stage.engine)
+        # as a database failover or an idle-connection reaper would
+        async with stage.engine.connect() as conn:
             assert (await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})).scalar()
 
         async def listening_again() -> bool:
-            return dispatcher.listening.is_set() and bool(await listener_pids(engine) - {old})
+            return dispatcher.listening.is_set() and bool(await listener_pids(stage.engine) - {old})
 
         await until(listening_again)
         await subscribe(it.api, it.rx, "ci")
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await publish_jobs(stage.js, stage.topology, job("Pending", change="ADDED"))
         (received,) = await it.rx.wait_for("ci", 1, timeout_s=WOKEN_WITHIN_S)
 
     assert received.payload["type"] == "job.created" and received.verified
