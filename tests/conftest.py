@@ -40,6 +40,7 @@ from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
+from tests.audit_helpers import Certificate, make_certificate
 from watchers.correlating import Observation
 from watchers.pipeline import Pipeline
 
@@ -280,6 +281,12 @@ def stage(
 ) -> Stage:
     """This test's settings, streams (declared), database and metrics, as one."""
     return Stage(settings, topology, js, engine, metrics)
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> Certificate:
+    """A fresh certificate for localhost and 127.0.0.1 (:func:`~tests.audit_helpers.make_certificate`)."""
+    return make_certificate(tmp_path)
 
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
