@@ -19,8 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from consumers.notify import Dispatcher
 from controller.contract.subjects import Topology
 from controller.testing.notify import (
-    api_client,
-    consumer_running,
     dispatcher_running,
     job,
     publish_jobs,
@@ -30,7 +28,7 @@ from controller.testing.notify import (
 )
 from controller.testing.receivers import Receiver, Reply
 from controller.testing.waits import until
-from tests.conftest import Stage
+from tests.notify_fixtures import Notifying
 
 POLL_S = 60.0
 WOKEN_WITHIN_S = 10.0
@@ -58,24 +56,22 @@ Start = Callable[[int], contextlib.AbstractAsyncContextManager[Apart]]
 
 
 @pytest.fixture
-def apart(stage: Stage) -> Start:
+def apart(notifying: Notifying) -> Start:
     """Start ``n`` slowly polling dispatchers and a notify consumer that cannot wake them in process."""
-    with_notify(stage.settings, poll_interval_s=POLL_S)
+    with_notify(notifying.settings, poll_interval_s=POLL_S)
 
     @contextlib.asynccontextmanager
     async def running(n: int = 1) -> AsyncIterator[Apart]:
         async with contextlib.AsyncExitStack() as stack:
             rx = await stack.enter_async_context(Receiver())
-            api = await stack.enter_async_context(api_client(stage.settings, stage.engine, stage.metrics))
+            api = await stack.enter_async_context(notifying.api())
             dispatchers = [
                 await stack.enter_async_context(
-                    dispatcher_running(stage.settings, stage.engine, stage.metrics)
+                    dispatcher_running(notifying.settings, notifying.engine, notifying.metrics)
                 )
                 for _ in range(n)
             ]
-            await stack.enter_async_context(
-                consumer_running(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics)
-            )
+            await stack.enter_async_context(notifying.consuming())
             for dispatcher in dispatchers:
                 await dispatcher.listening.wait()
             yield Apart(rx, api, dispatchers)
@@ -113,20 +109,20 @@ async def test_a_redelivery_through_the_api_wakes_a_dispatcher(
     assert first.webhook_id == second.webhook_id == dead["id"]
 
 
-async def test_a_lost_listening_connection_is_replaced(apart: Start, stage: Stage) -> None:
+async def test_a_lost_listening_connection_is_replaced(apart: Start, notifying: Notifying) -> None:
     async with apart(1) as it:
         (dispatcher,) = it.dispatchers
-        (old,) = await listener_pids(stage.engine)
+        (old,) = await listener_pids(notifying.engine)
         # as a database failover or an idle-connection reaper would
-        async with stage.engine.connect() as conn:
+        async with notifying.engine.connect() as conn:
             assert (await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})).scalar()
 
         async def listening_again() -> bool:
-            return dispatcher.listening.is_set() and bool(await listener_pids(stage.engine) - {old})
+            return dispatcher.listening.is_set() and bool(await listener_pids(notifying.engine) - {old})
 
         await until(listening_again)
         await subscribe(it.api, it.rx, "ci")
-        await publish_jobs(stage.js, stage.topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         (received,) = await it.rx.wait_for("ci", 1, timeout_s=WOKEN_WITHIN_S)
 
     assert received.payload["type"] == "job.created" and received.verified

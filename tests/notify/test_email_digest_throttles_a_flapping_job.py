@@ -10,19 +10,15 @@ from controller.contract.events import JobRef
 from controller.testing import events as eb
 from controller.testing.notify import (
     ManualClock,
-    api_client,
     finding,
     job,
     log_of,
-    notify_running,
-    publish_findings,
-    publish_jobs,
     settled_log,
     with_notify,
 )
 from controller.testing.receivers import SmtpSink
 from controller.testing.waits import until
-from tests.conftest import Stage
+from tests.notify_fixtures import Notifying
 
 
 def body(message: object, subtype: str) -> str:
@@ -31,22 +27,22 @@ def body(message: object, subtype: str) -> str:
     return content.replace("\r\n", "\n")
 
 
-async def test_a_finding_mails_its_root_cause_and_a_flapping_job_sends_one_digest(stage: Stage) -> None:
+async def test_a_finding_mails_its_root_cause_and_a_flapping_job_sends_one_digest(
+    notifying: Notifying,
+) -> None:
     clock = ManualClock()
     with SmtpSink() as sink:
         with_notify(
-            stage.settings, smtp=sink.settings, digest_window_s=600, public_url="https://mpijc.example.com"
+            notifying.settings,
+            smtp=sink.settings,
+            digest_window_s=600,
+            public_url="https://mpijc.example.com",
         )
         async with (
-            api_client(stage.settings, stage.engine, stage.metrics, clock=clock) as api,
-            notify_running(
-                stage.settings,
-                stage.topology,
-                stage.js,
-                stage.engine,
-                stage.metrics,
+            notifying.api(clock=clock) as api,
+            notifying.running(
                 clock=clock,
-                mailer=SmtpMailer(stage.settings.notify.smtp),
+                mailer=SmtpMailer(notifying.settings.notify.smtp),
             ),
         ):
             created = await api.post(
@@ -60,18 +56,16 @@ async def test_a_finding_mails_its_root_cause_and_a_flapping_job_sends_one_diges
             )
             assert created.status_code == 201 and created.json()["secret"] is None
             running = job("Running", change="ADDED")
-            await publish_jobs(stage.js, stage.topology, running)
-            await publish_findings(stage.js, stage.topology, finding(running))
+            await notifying.publish(running)
+            await notifying.publish_findings(finding(running))
             (first,) = await sink.wait_for(1)
 
             flaps = [
                 JobRef(uid=f"uid-flap-{n}", kind="MPIJob", namespace="team-a", name="pi") for n in range(3)
             ]
-            await publish_jobs(stage.js, stage.topology, job("Failed"))
+            await notifying.publish(job("Failed"))
             for ref in flaps:  # the job is recreated and fails again, three times
-                await publish_jobs(
-                    stage.js,
-                    stage.topology,
+                await notifying.publish(
                     eb.job("Pending", job=ref, change="ADDED"),
                     eb.job("Failed", job=ref),
                 )

@@ -14,17 +14,13 @@ from consumers.notify import dispatch as dispatch_module
 from consumers.notify.mailing import MAX_SUBJECT, compose, header_value
 from controller.contract.notifications import WebhookEvent
 from controller.testing.notify import (
-    api_client,
     finding,
     job,
-    notify_running,
-    publish_findings,
-    publish_jobs,
     settled_log,
     with_notify,
 )
 from controller.testing.receivers import SmtpSink
-from tests.conftest import Stage
+from tests.notify_fixtures import Notifying
 
 INJECTION = "Worker 2 failed\r\nBcc: x@evil.example\r\n\r\nforged body"
 
@@ -40,27 +36,20 @@ async def subscribe_by_email(api: Any) -> str:
 
 
 async def test_a_root_cause_with_crlf_is_delivered_with_a_clean_subject_and_no_extra_header(
-    stage: Stage,
+    notifying: Notifying,
 ) -> None:
     with SmtpSink() as sink:
-        with_notify(stage.settings, smtp=sink.settings)
+        with_notify(notifying.settings, smtp=sink.settings)
         async with (
-            api_client(stage.settings, stage.engine, stage.metrics) as api,
-            notify_running(
-                stage.settings,
-                stage.topology,
-                stage.js,
-                stage.engine,
-                stage.metrics,
-                mailer=SmtpMailer(stage.settings.notify.smtp),
+            notifying.api() as api,
+            notifying.running(
+                mailer=SmtpMailer(notifying.settings.notify.smtp),
             ),
         ):
             subscription = await subscribe_by_email(api)
             running = job("Running", change="ADDED")
-            await publish_jobs(stage.js, stage.topology, running)
-            await publish_findings(
-                stage.js, stage.topology, finding(running).model_copy(update={"root_cause": INJECTION})
-            )
+            await notifying.publish(running)
+            await notifying.publish_findings(finding(running).model_copy(update={"root_cause": INJECTION}))
             (mail,) = await sink.wait_for(1)
             (delivery,) = await settled_log(api, subscription, 1)
 
@@ -79,7 +68,7 @@ def test_header_values_are_one_bounded_line() -> None:
 
 
 async def test_an_email_that_cannot_be_composed_is_dead_and_the_next_one_is_delivered(
-    stage: Stage,
+    notifying: Notifying,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def refusing(
@@ -91,24 +80,19 @@ async def test_an_email_that_cannot_be_composed_is_dead_and_the_next_one_is_deli
 
     monkeypatch.setattr(dispatch_module, "compose", refusing)
     with SmtpSink() as sink:
-        with_notify(stage.settings, smtp=sink.settings, digest_window_s=0)
+        with_notify(notifying.settings, smtp=sink.settings, digest_window_s=0)
         async with (
-            api_client(stage.settings, stage.engine, stage.metrics) as api,
-            notify_running(
-                stage.settings,
-                stage.topology,
-                stage.js,
-                stage.engine,
-                stage.metrics,
-                mailer=SmtpMailer(stage.settings.notify.smtp),
+            notifying.api() as api,
+            notifying.running(
+                mailer=SmtpMailer(notifying.settings.notify.smtp),
             ),
         ):
             subscription = await subscribe_by_email(api)
             running = job("Running", change="ADDED")
-            await publish_jobs(stage.js, stage.topology, running)
+            await notifying.publish(running)
             poison = finding(running).model_copy(update={"root_cause": "POISON"})
             later = finding(running, "crashloop").model_copy(update={"root_cause": "Launcher crash-loops"})
-            await publish_findings(stage.js, stage.topology, poison, later)
+            await notifying.publish_findings(poison, later)
             (mail,) = await sink.wait_for(1)
             log = await settled_log(api, subscription, 2)
 

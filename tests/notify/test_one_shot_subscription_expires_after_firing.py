@@ -8,35 +8,23 @@ import asyncio
 from controller.contract.events import JobRef
 from controller.testing import events as eb
 from controller.testing.notify import (
-    api_client,
     job,
-    notify_running,
-    publish_jobs,
     settled_log,
     subscribe,
-    with_notify,
 )
-from controller.testing.receivers import Receiver
-from tests.conftest import Stage
+from tests.notify_fixtures import Notifying
 
 
-async def test_a_one_shot_subscription_fires_once_then_expires(stage: Stage) -> None:
-    with_notify(stage.settings)
+async def test_a_one_shot_subscription_fires_once_then_expires(notifying: Notifying) -> None:
     rerun = JobRef(uid="uid-team-a-pi-attempt-2", kind="MPIJob", namespace="team-a", name="pi")
-    async with (
-        Receiver() as rx,
-        api_client(stage.settings, stage.engine, stage.metrics) as api,
-        notify_running(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics),
-    ):
+    async with notifying.serving() as (rx, api):
         sub = await subscribe(
             api, rx, "pipeline", job_name="pi", event_types=["job.succeeded", "job.failed"], one_shot=True
         )
-        await publish_jobs(stage.js, stage.topology, job("Pending", change="ADDED"), job("Running"))
-        await publish_jobs(stage.js, stage.topology, job("Failed"))
+        await notifying.publish(job("Pending", change="ADDED"), job("Running"))
+        await notifying.publish(job("Failed"))
         (finished,) = await rx.wait_for("pipeline", 1)
-        await publish_jobs(
-            stage.js,
-            stage.topology,
+        await notifying.publish(
             eb.job("Pending", job=rerun, change="ADDED"),
             eb.job("Succeeded", job=rerun),
         )

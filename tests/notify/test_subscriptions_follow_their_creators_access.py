@@ -26,12 +26,12 @@ from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
 from controller.store import outbox
-from controller.testing.notify import job, notify_running, publish_jobs, settled_log, subscribe, with_notify
+from controller.testing.notify import job, settled_log, subscribe, with_notify
 from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import USERS, bearer
-from tests.conftest import Stage
 from tests.notify.test_outbox_parks_deliveries_behind_pending_ones import claimable, row
+from tests.notify_fixtures import Notifying
 
 ALICE = {"username": "alice", "uid": "u-alice", "groups": ["team-a", "system:authenticated"]}
 OPS = {"username": "ops", "uid": "u-ops", "groups": ["sre"]}
@@ -78,21 +78,21 @@ async def suspended_gauge(scraper: httpx.AsyncClient) -> list[str]:
 
 
 async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_access_returns(
-    stage: Stage,
+    notifying: Notifying,
     sim: SimCluster,
     reviewer: CachedAccess,
     clock: Clock,
 ) -> None:
-    with_notify(stage.settings)
-    app, metrics_port = apps(stage.settings, stage.engine, stage.metrics, reviewer)
-    recheck = CreatorRecheck(stage.engine, reviewer, interval_s=60)
+    with_notify(notifying.settings)
+    app, metrics_port = apps(notifying.settings, notifying.engine, notifying.metrics, reviewer)
+    recheck = CreatorRecheck(notifying.engine, reviewer, interval_s=60)
     failed = ["job.failed"]
     async with (
         Receiver() as rx,
         client(app, "alice-token") as alice,
         client(app, "ops-token") as ops,
         client(metrics_port) as scraper,
-        notify_running(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics),
+        notifying.running(),
     ):
         sub = await subscribe(alice, rx, "alice", namespace="team-a", event_types=failed)
         await subscribe(ops, rx, "ops", namespace="team-a", event_types=failed)
@@ -109,9 +109,7 @@ async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_acce
         listed = (await ops.get("/api/v1/webhooks", params={"state": "suspended"})).json()["items"]
         gauge = await suspended_gauge(scraper)
         refused = await ops.patch(f"/api/v1/webhooks/{sub['id']}", json={"state": "active"})
-        await publish_jobs(
-            stage.js,
-            stage.topology,
+        await notifying.publish(
             job("Running", name="while", change="ADDED"),
             job("Failed", name="while"),
         )
@@ -122,9 +120,7 @@ async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_acce
         clock.now = 92  # the denial is kept 60 s
         assert await recheck.round() == Rechecked(resumed=(sub["id"],))
         resumed = (await alice.get(f"/api/v1/webhooks/{sub['id']}")).json()
-        await publish_jobs(
-            stage.js,
-            stage.topology,
+        await notifying.publish(
             job("Running", name="after", change="ADDED"),
             job("Failed", name="after"),
         )
