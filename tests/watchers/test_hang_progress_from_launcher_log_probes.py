@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from nats.js import JetStreamContext
+
 from controller.contract.events import LogProbed, parse_event
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.thresholds import RuleThresholds
@@ -49,16 +51,27 @@ async def writing_log(sim: SimCluster, every_s: float) -> AsyncIterator[None]:
         task.cancel()
 
 
-async def test_no_progress_fires_only_when_the_launcher_stops_writing(end_to_end: EndToEnd) -> None:
+Subscription = JetStreamContext.PullSubscription
+
+
+async def probed_fast(end_to_end: EndToEnd, job: str) -> tuple[Subscription, Subscription]:
+    """Probes every 0.3 s, rules ticking every 0.1 s and calling a run hung after 2 s without
+    progress; subscriptions to the findings and to team-a's ``job``'s probes."""
     end_to_end.settings.watcher.progress_probe_s = 0.3
     end_to_end.settings.consumer.rules_tick_s = 0.1
     end_to_end.settings.rules = RuleThresholds(hang_progress_s=2.0)
+    topology = end_to_end.topology
     findings = await end_to_end.js.pull_subscribe(
-        end_to_end.topology.wildcard("findings"), stream=end_to_end.topology.stream("findings")
+        topology.wildcard("findings"), stream=topology.stream("findings")
     )
     probes = await end_to_end.js.pull_subscribe(
-        f"{end_to_end.topology.prefix}.jobs.team-a.quiet.log", stream=end_to_end.topology.stream("jobs")
+        f"{topology.prefix}.jobs.team-a.{job}.log", stream=topology.stream("jobs")
     )
+    return findings, probes
+
+
+async def test_no_progress_fires_only_when_the_launcher_stops_writing(end_to_end: EndToEnd) -> None:
+    findings, probes = await probed_fast(end_to_end, "quiet")
 
     async def new_findings() -> list[Finding]:
         try:
@@ -92,15 +105,7 @@ async def test_no_progress_fires_only_when_the_launcher_stops_writing(end_to_end
 async def test_a_launcherless_job_is_probed_through_its_master(end_to_end: EndToEnd) -> None:
     """A PyTorchJob has no launcher: its Master-0 (rank 0 under torchrun) is probed instead, and
     the rules call it hung once Master-0 stops writing."""
-    end_to_end.settings.watcher.progress_probe_s = 0.3
-    end_to_end.settings.consumer.rules_tick_s = 0.1
-    end_to_end.settings.rules = RuleThresholds(hang_progress_s=2.0)
-    findings = await end_to_end.js.pull_subscribe(
-        end_to_end.topology.wildcard("findings"), stream=end_to_end.topology.stream("findings")
-    )
-    probes = await end_to_end.js.pull_subscribe(
-        f"{end_to_end.topology.prefix}.jobs.team-a.bert.log", stream=end_to_end.topology.stream("jobs")
-    )
+    findings, probes = await probed_fast(end_to_end, "bert")
     job = k.with_conditions(
         k.training_job("PyTorchJob", "bert"), ("Running", "PyTorchJobRunning", "2026-11-20T10:01:00Z")
     )
