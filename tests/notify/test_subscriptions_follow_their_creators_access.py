@@ -167,20 +167,27 @@ async def test_the_review_of_a_creator_is_not_guessed_while_the_api_server_is_do
         sim.end_outage()
 
 
+async def created_by_alice(
+    settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
+) -> dict[str, Any]:
+    """A webhook for team-a that alice, a static user, created (fast notification timings)."""
+    with_notify(settings)
+    app, _ = apps(settings, engine, metrics, StaticAccess(USERS))
+    async with client(app, "token-alice") as alice:
+        answer = await alice.post(
+            "/api/v1/webhooks", json={"url": "https://93.184.215.14/h", "namespace": "team-a"}
+        )
+    created: dict[str, Any] = answer.json()
+    return created
+
+
 async def test_static_users_are_re_checked_against_their_namespaces_list(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
 ) -> None:
     """With ``api.auth=static``, a token whose ``namespaces`` no longer list the namespace (or a
     token removed from ``MPIJC_API__TOKENS``) suspends what its user created, at the next
     re-check after the restart that changed the settings."""
-    with_notify(settings)
-    app, _ = apps(settings, engine, metrics, StaticAccess(USERS))
-    async with client(app, "token-alice") as alice:
-        created = (
-            await alice.post(
-                "/api/v1/webhooks", json={"url": "https://93.184.215.14/h", "namespace": "team-a"}
-            )
-        ).json()
+    created = await created_by_alice(settings, engine, metrics)
     narrowed = {**USERS, "token-alice": USERS["token-alice"].model_copy(update={"namespaces": []})}
     removed = {token: user for token, user in USERS.items() if user.username != "alice"}
 
@@ -209,14 +216,7 @@ async def test_what_was_queued_before_the_suspension_waits_for_the_resumption(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
 ) -> None:
     """Deliveries owed when the creator lost access are held, not sent; they go out if it resumes."""
-    with_notify(settings)
-    app, _ = apps(settings, engine, metrics, StaticAccess(USERS))
-    async with client(app, "token-alice") as alice:
-        created = (
-            await alice.post(
-                "/api/v1/webhooks", json={"url": "https://93.184.215.14/h", "namespace": "team-a"}
-            )
-        ).json()
+    created = await created_by_alice(settings, engine, metrics)
     async with engine.begin() as conn:
         await outbox.enqueue(conn, [row(created["id"], "uid-1", "job.failed")])
     narrowed = {**USERS, "token-alice": USERS["token-alice"].model_copy(update={"namespaces": []})}
