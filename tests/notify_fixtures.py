@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.notify import Dispatcher
+from consumers.notify import Dispatcher, SmtpMailer
 from consumers.notify.alertmanager import AlertmanagerPusher
 from controller.contract.events import JobObserved
 from controller.contract.findings import Finding
@@ -22,6 +22,7 @@ from controller.contract.settings import AlertmanagerSettings
 from controller.store import outbox
 from controller.testing.alertmanager import pusher_running
 from controller.testing.notify import (
+    ManualClock,
     api_client,
     consumer_running,
     notify_running,
@@ -30,7 +31,7 @@ from controller.testing.notify import (
     subscribe,
     with_notify,
 )
-from controller.testing.receivers import Receiver
+from controller.testing.receivers import Receiver, SmtpSink
 from tests.conftest import Stage
 
 
@@ -75,6 +76,17 @@ class Notifying(Stage):
         with_notify(self.settings, **notify)
         async with Receiver() as rx, self.api() as api, self.running():
             yield rx, api
+
+    @contextlib.asynccontextmanager
+    async def mailing(
+        self, sink: SmtpSink, clock: ManualClock | None = None, **notify: Any
+    ) -> AsyncIterator[httpx.AsyncClient]:
+        """The API and the pipeline running (on ``clock``), mailing through ``sink``, with fast
+        timings and the ``notify`` settings; the API's client."""
+        with_notify(self.settings, smtp=sink.settings, **notify)
+        mailer = SmtpMailer(self.settings.notify.smtp)
+        async with self.api(clock=clock) as api, self.running(clock=clock, mailer=mailer):
+            yield api
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-from consumers.notify import SmtpMailer
 from controller.contract.events import JobRef
 from controller.testing import events as eb
 from controller.testing.notify import (
@@ -14,7 +13,6 @@ from controller.testing.notify import (
     job,
     log_of,
     settled_log,
-    with_notify,
 )
 from controller.testing.receivers import SmtpSink
 from controller.testing.waits import until
@@ -32,19 +30,9 @@ async def test_a_finding_mails_its_root_cause_and_a_flapping_job_sends_one_diges
 ) -> None:
     clock = ManualClock()
     with SmtpSink() as sink:
-        with_notify(
-            notifying.settings,
-            smtp=sink.settings,
-            digest_window_s=600,
-            public_url="https://mpijc.example.com",
-        )
-        async with (
-            notifying.api(clock=clock) as api,
-            notifying.running(
-                clock=clock,
-                mailer=SmtpMailer(notifying.settings.notify.smtp),
-            ),
-        ):
+        async with notifying.mailing(
+            sink, clock, digest_window_s=600, public_url="https://mpijc.example.com"
+        ) as api:
             created = await api.post(
                 "/api/v1/webhooks",
                 json={

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from consumers.notify import SmtpMailer
 from consumers.notify import dispatch as dispatch_module
 from consumers.notify.mailing import MAX_SUBJECT, compose, header_value
 from controller.contract.notifications import WebhookEvent
@@ -17,7 +16,6 @@ from controller.testing.notify import (
     finding,
     job,
     settled_log,
-    with_notify,
 )
 from controller.testing.receivers import SmtpSink
 from tests.notify_fixtures import Notifying
@@ -39,13 +37,7 @@ async def test_a_root_cause_with_crlf_is_delivered_with_a_clean_subject_and_no_e
     notifying: Notifying,
 ) -> None:
     with SmtpSink() as sink:
-        with_notify(notifying.settings, smtp=sink.settings)
-        async with (
-            notifying.api() as api,
-            notifying.running(
-                mailer=SmtpMailer(notifying.settings.notify.smtp),
-            ),
-        ):
+        async with notifying.mailing(sink) as api:
             subscription = await subscribe_by_email(api)
             running = job("Running", change="ADDED")
             await notifying.publish(running)
@@ -80,13 +72,7 @@ async def test_an_email_that_cannot_be_composed_is_dead_and_the_next_one_is_deli
 
     monkeypatch.setattr(dispatch_module, "compose", refusing)
     with SmtpSink() as sink:
-        with_notify(notifying.settings, smtp=sink.settings, digest_window_s=0)
-        async with (
-            notifying.api() as api,
-            notifying.running(
-                mailer=SmtpMailer(notifying.settings.notify.smtp),
-            ),
-        ):
+        async with notifying.mailing(sink, digest_window_s=0) as api:
             subscription = await subscribe_by_email(api)
             running = job("Running", change="ADDED")
             await notifying.publish(running)
