@@ -15,7 +15,7 @@ import gc
 import os
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +25,8 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.streams import FAMILIES, connect, ensure_streams
+from controller.bus.publishing import Publisher
+from controller.bus.streams import FAMILIES, connect, ensure_streams, wait_until_consumed
 from controller.cli.embedded import EmbeddedNats, EmbeddedPostgres
 from controller.contract.settings import (
     ConsumerSettings,
@@ -39,12 +40,18 @@ from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
 from controller.testing.ports import free_port
+from tests.audit_helpers import Certificate, make_certificate
+from watchers.correlating import Observation
+from watchers.pipeline import Pipeline
 
 pytest_plugins = [
     "tests.kube_fixtures",
     "tests.api_fixtures",
+    "tests.log_fixtures",
     "tests.usage_fixtures",
     "tests.alert_routes",
+    "tests.notify_fixtures",
+    "tests.pipeline_fixtures",
 ]
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
@@ -241,6 +248,45 @@ def settings_for(services: Services, database_url: str, topology: Topology) -> S
 @pytest.fixture
 def metrics() -> PipelineMetrics:
     return PipelineMetrics()
+
+
+@dataclass
+class Stage:
+    """What a test of the pipeline runs its parts on: its settings, streams, database and metrics."""
+
+    settings: Settings
+    topology: Topology
+    js: JetStreamContext
+    engine: AsyncEngine
+    metrics: PipelineMetrics
+
+    async def feed(self, observations: Iterable[Observation]) -> int:
+        """``observations`` published as the watcher's pipeline publishes them; how many were new."""
+        return await Pipeline(Publisher(self.js, self.topology).publish, self.metrics, 5).feed(observations)
+
+    async def consumed(self, durable: str = "history", family: str = "jobs", timeout_s: float = 60) -> None:
+        """Wait until ``durable`` has taken every message of the ``family`` stream."""
+        await wait_until_consumed(
+            self.js, self.topology.stream(family), self.topology.durable(durable), timeout_s
+        )
+
+
+@pytest.fixture
+def stage(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+) -> Stage:
+    """This test's settings, streams (declared), database and metrics, as one."""
+    return Stage(settings, topology, js, engine, metrics)
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> Certificate:
+    """A fresh certificate for localhost and 127.0.0.1 (:func:`~tests.audit_helpers.make_certificate`)."""
+    return make_certificate(tmp_path)
 
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "examples" / "scenarios"

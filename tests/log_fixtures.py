@@ -10,19 +10,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.logstore import publish_batches, read_run
 from controller.contract.events import Change, JobRef
 from controller.contract.logs import LogBatch, LogLine, LogPosition
-from controller.contract.settings import LogSettings, NatsSettings
+from controller.contract.settings import LogSettings, NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import T0, insert_runs, run_row
+from tests.conftest import Stage
 from watchers.following import LogFollower
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import normalize_pod
@@ -48,11 +49,11 @@ def log_batch(uid: str, pod: str, role: str, lines: list[tuple[float, int | None
     )
 
 
-async def run_with_logs(engine: AsyncEngine, js: JetStreamContext, topology: Topology, retry_s: float) -> str:
+async def run_with_logs(stage: Stage) -> str:
     """A run of team-a whose launcher and two workers wrote lines, stored pod by pod (worker 1's
     clock half a second behind: its lines carry earlier stamps)."""
     uid = str(uuid.uuid4())
-    await insert_runs(engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
+    await insert_runs(stage.engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
     launcher = [(1.0, 0, "[1,0]<stdout>:step 1 loss 2.0"), (3.0, 1, "[1,1]<stdout>:step 2 NCCL WARN retry")]
     worker0 = [(2.0, None, "sshd: accepted"), (3.0, None, "orted started")]
     worker1 = [(0.5, None, "sshd: accepted"), (2.5, None, "CUDA error: an illegal memory access")]
@@ -61,7 +62,7 @@ async def run_with_logs(engine: AsyncEngine, js: JetStreamContext, topology: Top
         log_batch(uid, "llm-worker-0", "worker", worker0),
         log_batch(uid, "llm-worker-1", "worker", worker1),  # stored last, written among the first
     ]
-    await publish_batches(js, topology, stored, retry_s)
+    await publish_batches(stage.js, stage.topology, stored, stage.settings.nats.publish_retry_s)
     return uid
 
 
@@ -163,3 +164,39 @@ def stored_at_least(
         return len(await stored_texts(nc, topology, job, pod)) >= count
 
     return has
+
+
+@dataclass
+class Logged:
+    """The simulated cluster, this test's NATS (its streams declared) and settings, for following
+    logs and reading back what was stored."""
+
+    sim: SimCluster
+    nc: NATS
+    js: JetStreamContext
+    topology: Topology
+    settings: Settings
+
+    def run(self, name: str, workers: int = 1, **options: str) -> Run:
+        """A running MPIJob on the cluster (``options``: those of :func:`running_run`)."""
+        return running_run(self.sim, name, workers, **options)
+
+    def following(self, logs: LogSettings | None = None) -> contextlib.AbstractAsyncContextManager[Following]:
+        """A follower over the cluster while inside (``logs``: its settings, fast retries unless given)."""
+        return following(self.sim, self.nc, self.topology, self.settings.nats, logs)
+
+    async def texts(self, job: JobRef, pod: str | None = None) -> list[str]:
+        """Every stored line of a run (of one pod), in order."""
+        return await stored_texts(self.nc, self.topology, job, pod)
+
+    def has(self, job: JobRef, pod: str | None = None) -> Callable[[int], Awaitable[bool]]:
+        """``has(n)``: whether at least ``n`` lines of ``job`` (of one pod) are stored."""
+        return stored_at_least(self.nc, self.topology, job, pod)
+
+
+@pytest.fixture
+def logged(
+    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+) -> Logged:
+    """This test's cluster and bus, for following logs."""
+    return Logged(sim, nats_client, js, topology, settings)

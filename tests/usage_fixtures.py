@@ -1,13 +1,15 @@
-"""A real Prometheus scraping a usage exporter, and a run of simulated pods for it to describe."""
+"""A real Prometheus scraping a usage exporter (:func:`served`) or one whose series follow curves in
+time (:func:`curves`), and a run of simulated pods for them to describe."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -16,6 +18,7 @@ from controller.contract.events import BusEvent
 from controller.contract.settings import UsageSettings
 from controller.kube.resources import MPI_PODS
 from controller.prometheus import PrometheusReader
+from controller.testing.curves import CurveExporter
 from controller.testing.objects import mpijob, pod, with_conditions
 from controller.testing.prometheus import Prometheus, UsageExporter, prometheus_binary
 from watchers.correlating import Correlator, Observation
@@ -26,28 +29,48 @@ from watchers.watching import WatchChange
 Obj = dict[str, Any]
 
 
-@dataclass
-class Served:
-    """The exporter the test sets series on and the Prometheus scraping it."""
+Exporter = TypeVar("Exporter", bound=UsageExporter)
 
-    exporter: UsageExporter
+
+@dataclass
+class Served(Generic[Exporter]):
+    """The exporter the test sets series on and the Prometheus scraping it every second."""
+
+    exporter: Exporter
     prometheus: Prometheus
 
 
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
+Curves = Served[CurveExporter]
+"""An exporter whose series follow curves in time (a leak, a sawtooth, a straggler's utilization)."""
+
+
+@contextlib.asynccontextmanager
+async def scraped(exporter: Exporter, directory: Path) -> AsyncIterator[Served[Exporter]]:
+    """``exporter`` started and a real Prometheus (its data in ``directory``) scraping it; the test
+    is skipped where no Prometheus is installed."""
     binary, why = prometheus_binary()
     if binary is None:
         pytest.skip(why)
-    exporter = UsageExporter()
     exporter.start()
-    prometheus = Prometheus(binary, tmp_path / "prometheus", [f"127.0.0.1:{exporter.port}"])
+    prometheus = Prometheus(binary, directory, [f"127.0.0.1:{exporter.port}"])
     await prometheus.start()
     try:
         yield Served(exporter, prometheus)
     finally:
         await prometheus.stop()
         exporter.stop()
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served[UsageExporter]]:
+    async with scraped(UsageExporter(), tmp_path / "prometheus") as found:
+        yield found
+
+
+@pytest.fixture
+async def curves(tmp_path: Path) -> AsyncIterator[Curves]:
+    async with scraped(CurveExporter(), tmp_path / "prometheus") as found:
+        yield found
 
 
 def usage_settings(url: str, **overrides: Any) -> UsageSettings:

@@ -12,7 +12,6 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,7 +29,7 @@ from tests.admission.test_admission_webhook_checks_quota import (
     gpu_mpijob,
     resource_quota,
 )
-from tests.audit_helpers import T0, Certificate, admission_review, make_certificate
+from tests.audit_helpers import T0, Certificate, admission_review
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.quota import QuotaCheck, gateway_lookup
 from watchers.admission.webhook import AdmissionWebhook
@@ -66,11 +65,6 @@ class Hook:
 
     def count(self, name: str, **labels: str) -> float:
         return self.webhook.metrics.registry.get_sample_value(name, labels) or 0.0
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> Certificate:
-    return make_certificate(tmp_path)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from controller.contract.audit import AuditRecord, parse_audit_record
 from controller.contract.settings import AdmissionSettings, NatsSettings
 from controller.contract.subjects import Topology
 from controller.testing.ports import free_port
-from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate, trainjob
+from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, trainjob
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.reviews import review
 from watchers.admission.spool import FileSpool, LazyJetStream
@@ -81,11 +81,6 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> Certificate:
-    return make_certificate(tmp_path)
 
 
 async def until(condition: Callable[[], bool | Awaitable[bool]], seconds: float, what: str) -> None:

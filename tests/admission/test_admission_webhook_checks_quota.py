@@ -14,7 +14,6 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator, Sequence
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +24,7 @@ from controller.contract.audit import AuditRecord
 from controller.contract.settings import AdmissionSettings
 from controller.kube.gateway import NO_RETRIES, KubeGateway
 from controller.testing.simcluster import SimCluster
-from tests.audit_helpers import T0, Certificate, admission_review, make_certificate
+from tests.audit_helpers import T0, Certificate, admission_review
 from watchers.admission.demand import demand
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.quota import QuotaCheck, gateway_lookup
@@ -95,11 +94,6 @@ def limit_range(name: str, limits: list[Obj], namespace: str = "team-a") -> Obj:
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"limits": limits},
     }
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> Certificate:
-    return make_certificate(tmp_path)
 
 
 @pytest.fixture

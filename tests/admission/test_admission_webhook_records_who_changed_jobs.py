@@ -51,11 +51,6 @@ class Bus:
 
 
 @pytest.fixture
-def certificate(tmp_path: Path) -> Certificate:
-    return make_certificate(tmp_path)
-
-
-@pytest.fixture
 def bus() -> Bus:
     return Bus()
 

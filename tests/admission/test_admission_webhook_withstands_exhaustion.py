@@ -16,23 +16,17 @@ import asyncio
 import copy
 import json
 import ssl
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller.testing.waits import until
 from tests.admission.rawtls import GUARD_S, Bus, RawClient, serving
-from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate
+from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review
 from watchers.admission.reviews import MAX_PATH_CHARS, TooCostly, review
 from watchers.admission.webhook import AdmissionWebhook
 
 KIB = 1 << 10
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> Certificate:
-    return make_certificate(tmp_path)
 
 
 @pytest.fixture

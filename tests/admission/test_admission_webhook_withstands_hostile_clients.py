@@ -14,7 +14,6 @@ import json
 import re
 import ssl
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,18 +23,13 @@ from prometheus_client import CollectorRegistry
 from controller.contract.audit import parse_audit_record
 from controller.contract.settings import AdmissionSettings
 from tests.admission.rawtls import Bus, RawClient, serving
-from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate
+from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.reviews import json_depth, review
 from watchers.admission.webhook import AdmissionWebhook
 
 LIMIT = 64 << 10
 DEADLINE_S = 1.0
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> Certificate:
-    return make_certificate(tmp_path)
 
 
 @pytest.fixture

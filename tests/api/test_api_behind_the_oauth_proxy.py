@@ -13,7 +13,6 @@ here)."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -31,6 +30,7 @@ from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.api_fixtures import T0, bearer, insert_runs, run_row
 from tests.live_events import of_type, read_events
+from tests.processes import stop
 
 AUDIENCE = "mpijob-controller"
 ALICE = {"username": "alice", "uid": "u-alice", "groups": ["system:authenticated:oauth"]}
@@ -54,15 +54,6 @@ class Stack:
         return httpx.AsyncClient(base_url=self.proxy, cookies={COOKIE: SESSION}, timeout=30)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(10)
-
-
 @pytest.fixture
 def proxy_process(tmp_path: Path) -> Iterator[tuple[int, int]]:
     """The proxy (port, upstream port) in front of the API's loopback listener."""
@@ -77,7 +68,7 @@ def proxy_process(tmp_path: Path) -> Iterator[tuple[int, int]]:
     try:
         yield port, upstream
     finally:
-        _stop(process)
+        stop(process)
 
 
 @pytest.fixture
@@ -121,7 +112,7 @@ async def stack(
             assert api.poll() is None, (tmp_path / "api.log").read_text()[-3000:]
         yield served
     finally:
-        _stop(api)
+        stop(api)
 
 
 @pytest.mark.slow

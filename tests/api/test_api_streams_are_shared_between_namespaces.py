@@ -10,15 +10,13 @@ import uuid
 from collections import Counter
 
 import httpx
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import StaticAccess
 from controller.api.logs import RunLogs
 from controller.api.streaming import StreamLimits
 from controller.contract.settings import StaticUser
-from controller.contract.subjects import Topology
 from tests.api_fixtures import T0, USERS, bearer, insert_runs, run_row
+from tests.conftest import Stage
 from tests.live_events import GUARD_S, serving
 
 ACCOUNTS = {
@@ -37,14 +35,12 @@ async def opened(stream: contextlib.AbstractAsyncContextManager[httpx.Response])
         return response.status_code
 
 
-async def test_one_namespaces_100_streams_leave_another_namespace_its_follow_and_events(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology
-) -> None:
+async def test_one_namespaces_100_streams_leave_another_namespace_its_follow_and_events(stage: Stage) -> None:
     theirs = str(uuid.uuid4())
-    await insert_runs(engine, [run_row("team-b", "eval", T0, uid=theirs, phase="Running")])
+    await insert_runs(stage.engine, [run_row("team-b", "eval", T0, uid=theirs, phase="Running")])
     reviewer = StaticAccess({**USERS, **ACCOUNTS})
     async with (
-        serving(engine, CALM, run_logs=RunLogs(js, topology), reviewer=reviewer) as api,
+        serving(stage.engine, CALM, run_logs=RunLogs(stage.js, stage.topology), reviewer=reviewer) as api,
         contextlib.AsyncExitStack() as held,
     ):
         answers: Counter[int] = Counter()

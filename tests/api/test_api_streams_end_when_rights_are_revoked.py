@@ -15,19 +15,16 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import CachedAccess
 from controller.api.logs import RunLogs
 from controller.api.streaming import StreamLimits
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.api_fixtures import bearer
+from tests.conftest import Stage
 from tests.live_events import GUARD_S, serving
 from tests.log_fixtures import BASE, S, run_with_logs
 
@@ -75,10 +72,7 @@ REVOCATIONS: dict[str, tuple[Callable[[SimCluster], None], frozenset[str]]] = {
     ids=str,
 )
 async def test_an_open_stream_ends_with_a_denied_event_once_its_rights_are_gone(
-    engine: AsyncEngine,
-    js: JetStreamContext,
-    topology: Topology,
-    settings: Settings,
+    stage: Stage,
     sim: SimCluster,
     reviewer: CachedAccess,
     stream: str,
@@ -87,14 +81,14 @@ async def test_an_open_stream_ends_with_a_denied_event_once_its_rights_are_gone(
     revoke, reasons = REVOCATIONS[revocation]
     if stream == "events":
         reasons -= {NO_LOGS}  # an events stream does not need pods/log
-    uid = await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
+    uid = await run_with_logs(stage)
     url = f"/api/v1/runs/{uid}/events"
     params = {}
     if stream == "logs":
         url = f"/api/v1/runs/{uid}/logs"
         params = {"follow": "true", "since": datetime.fromtimestamp(BASE / S, UTC).isoformat()}
     async with (
-        serving(engine, LIMITS, run_logs=RunLogs(js, topology), reviewer=reviewer) as api,
+        serving(stage.engine, LIMITS, run_logs=RunLogs(stage.js, stage.topology), reviewer=reviewer) as api,
         httpx.AsyncClient(base_url=api.url, timeout=GUARD_S) as client,
         client.stream("GET", url, params=params, headers=bearer("token-alice")) as response,
     ):

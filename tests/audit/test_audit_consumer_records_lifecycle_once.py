@@ -20,13 +20,12 @@ from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
 from controller.contract.audit import AuditRecord, lifecycle_record
 from controller.contract.events import Condition, JobObserved, JobRef
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.store.auditverification import verify
 from controller.store.models import AuditRow
 from controller.testing.events import at, job
 from tests.audit_helpers import T0, audit_record
+from tests.conftest import Stage
 
 PI = JobRef(uid="uid-pi", kind="MPIJob", namespace="team-a", name="pi")
 BERT = JobRef(uid="uid-bert", kind="TrainJob", namespace="team-b", name="bert")
@@ -38,16 +37,13 @@ COMPLETE = Condition(type="Complete", status="True", reason="JobSetCompleted", m
 
 
 @contextlib.asynccontextmanager
-async def audit_consumer(
-    settings: Settings,
-    topology: Topology,
-    nats_client: NATS,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> AsyncIterator[None]:
+async def audit_consumer(stage: Stage, nats_client: NATS) -> AsyncIterator[None]:
     async with consuming(
-        nats_client, topology, settings.consumer, durables(topology, engine, js, lambda: T0), metrics
+        nats_client,
+        stage.topology,
+        stage.settings.consumer,
+        durables(stage.topology, stage.engine, stage.js, lambda: T0),
+        stage.metrics,
     ):
         yield
 
@@ -85,12 +81,8 @@ def test_lifecycle_records_name_the_outcome_and_its_reason() -> None:
 
 
 async def test_one_failed_record_per_run_however_often_it_is_seen(
-    settings: Settings,
-    topology: Topology,
+    stage: Stage,
     nats_client: NATS,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
 ) -> None:
     events: list[JobObserved] = [
         job("Running", job=PI, observed_at=at(1)),
@@ -101,16 +93,16 @@ async def test_one_failed_record_per_run_however_often_it_is_seen(
         job("Succeeded", job=BERT, conditions=[COMPLETE], observed_at=at(20)),
         job("Succeeded", job=BERT, conditions=[COMPLETE], observed_at=at(21)),
     ]
-    async with audit_consumer(settings, topology, nats_client, js, engine, metrics):
-        await Publisher(js, topology).publish(events)
-        await caught_up(js, topology)
+    async with audit_consumer(stage, nats_client):
+        await Publisher(stage.js, stage.topology).publish(events)
+        await caught_up(stage.js, stage.topology)
         # the same record again, after JetStream's duplicate window (no Nats-Msg-Id): the table drops it
         again = lifecycle_record(events[1])
         assert again is not None
-        await js.publish(topology.audit("team-a"), again.model_dump_json().encode())
-        await caught_up(js, topology)
+        await stage.js.publish(stage.topology.audit("team-a"), again.model_dump_json().encode())
+        await caught_up(stage.js, stage.topology)
 
-    records = await stored(engine)
+    records = await stored(stage.engine)
     assert sorted(records) == ["uid-bert/completed", "uid-pi/deleted", "uid-pi/failed"]
     failed = records["uid-pi/failed"]
     assert (failed.reason, failed.message, failed.namespace) == (
@@ -120,8 +112,8 @@ async def test_one_failed_record_per_run_however_often_it_is_seen(
     )
     assert records["uid-pi/deleted"].outcome == "Failed"
     assert records["uid-bert/completed"].namespace == "team-b"
-    assert (await verify(engine)).ok
-    async with engine.connect() as conn:  # what admission records are corroborated against
+    assert (await verify(stage.engine)).ok
+    async with stage.engine.connect() as conn:  # what admission records are corroborated against
         changes = (await conn.execute(text("SELECT name, change FROM watch_changes"))).all()
     assert sorted(set(changes)) == [
         ("bert", "MODIFIED"),
@@ -132,21 +124,19 @@ async def test_one_failed_record_per_run_however_often_it_is_seen(
 
 
 async def test_admission_records_on_the_bus_are_chained_once(
-    settings: Settings,
-    topology: Topology,
+    stage: Stage,
     nats_client: NATS,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
 ) -> None:
     records = [audit_record(n, namespace=ns) for n, ns in enumerate(["team-a", "team-b", "team-a"], 1)]
-    async with audit_consumer(settings, topology, nats_client, js, engine, metrics):
-        assert await Publisher(js, topology).publish_records(records) == 3
-        assert await Publisher(js, topology).publish_records(records[:1]) == 0, "JetStream drops the repeat"
-        await caught_up(js, topology)
+    async with audit_consumer(stage, nats_client):
+        assert await Publisher(stage.js, stage.topology).publish_records(records) == 3
+        assert await Publisher(stage.js, stage.topology).publish_records(records[:1]) == 0, (
+            "JetStream drops the repeat"
+        )
+        await caught_up(stage.js, stage.topology)
 
-    assert list(await stored(engine)) == ["test/1", "test/2", "test/3"]
-    async with engine.connect() as conn:
+    assert list(await stored(stage.engine)) == ["test/1", "test/2", "test/3"]
+    async with stage.engine.connect() as conn:
         rows = (
             await conn.execute(select(AuditRow.namespace, AuditRow.username).order_by(AuditRow.seq))
         ).all()
@@ -155,5 +145,5 @@ async def test_admission_records_on_the_bus_are_chained_once(
         ("team-b", "alice@example.com"),
         ("team-a", "alice@example.com"),
     ]
-    assert (await verify(engine)).ok
-    assert metrics.registry.get_sample_value("mpijc_consumed_total", {"consumer": CONSUMER}) == 3
+    assert (await verify(stage.engine)).ok
+    assert stage.metrics.registry.get_sample_value("mpijc_consumed_total", {"consumer": CONSUMER}) == 3

@@ -10,6 +10,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Self
 
 import h11
 import pytest
@@ -38,15 +39,14 @@ from tests.audit_helpers import T0, audit_record, make_certificate, parse_cef, p
 HOST = "ctrl-0"
 
 
-class SyslogReceiver:
-    """A TCP (or TLS) syslog listener that keeps every byte of every connection."""
+class LoopbackServer:
+    """A TCP (or TLS) server on a free loopback port while inside; subclasses handle connections."""
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.tls = tls
-        self.connections: list[bytearray] = []
         self._server: asyncio.Server | None = None
 
-    async def __aenter__(self) -> SyslogReceiver:
+    async def __aenter__(self) -> Self:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.tls)
         return self
 
@@ -60,6 +60,17 @@ class SyslogReceiver:
         assert self._server is not None
         port: int = self._server.sockets[0].getsockname()[1]
         return port
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class SyslogReceiver(LoopbackServer):
+    """A TCP (or TLS) syslog listener that keeps every byte of every connection."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        super().__init__(tls)
+        self.connections: list[bytearray] = []
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         received = bytearray()
@@ -86,27 +97,17 @@ class SyslogReceiver:
         return [int(re.search(rb" cn1=(\d+)", frame).group(1)) for frame in self.frames()]  # type: ignore[union-attr]
 
 
-class HecReceiver:
+class HecReceiver(LoopbackServer):
     """An HTTP/1.1 collector that answers with the statuses it is given (then 200s) and keeps each request."""
 
     def __init__(self, statuses: Sequence[int] = ()) -> None:
+        super().__init__()
         self.statuses = list(statuses)
         self.requests: list[tuple[str, str, dict[str, str], bytes, int]] = []
-        self._server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> HecReceiver:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
 
     @property
     def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER)

@@ -10,14 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from nats.js import JetStreamContext
-
 from controller.bus.client import NATS
 from controller.bus.consuming import Durable, Share, consuming
 from controller.bus.streams import wait_until_consumed
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
+from tests.conftest import Stage
 
 
 def decode(data: bytes) -> int:
@@ -25,7 +21,8 @@ def decode(data: bytes) -> int:
 
 
 async def test_a_share_reads_its_owners_messages_and_acknowledges_the_others(
-    settings: Settings, topology: Topology, nats_client: NATS, js: JetStreamContext, metrics: PipelineMetrics
+    stage: Stage,
+    nats_client: NATS,
 ) -> None:
     kept: list[int] = []
     reached: list[int] = []
@@ -40,14 +37,16 @@ async def test_a_share_reads_its_owners_messages_and_acknowledges_the_others(
     async def passed(upto: int) -> None:
         reached.append(upto)
 
-    name = topology.durable("shared_p0")
+    name = stage.topology.durable("shared_p0")
     share = Durable("jobs", "shared", decode, share=Share(mine, apply, passed), name=name)
-    async with consuming(nats_client, topology, settings.consumer, [share], metrics):
+    async with consuming(nats_client, stage.topology, stage.settings.consumer, [share], stage.metrics):
         last = 0
         for i in range(30):
             namespace = "team-a" if i % 3 == 0 else "team-b"
-            last = (await js.publish(f"{topology.prefix}.jobs.{namespace}.j{i}.job", str(i).encode())).seq
-        await wait_until_consumed(js, topology.stream("jobs"), name, timeout_s=20)
+            last = (
+                await stage.js.publish(f"{stage.topology.prefix}.jobs.{namespace}.j{i}.job", str(i).encode())
+            ).seq
+        await wait_until_consumed(stage.js, stage.topology.stream("jobs"), name, timeout_s=20)
 
     assert kept == list(range(0, 30, 3))
     assert max(reached) == last
@@ -55,7 +54,8 @@ async def test_a_share_reads_its_owners_messages_and_acknowledges_the_others(
 
 
 async def test_a_lane_acknowledges_what_fails_and_what_does_not_decode(
-    settings: Settings, topology: Topology, nats_client: NATS, js: JetStreamContext, metrics: PipelineMetrics
+    stage: Stage,
+    nats_client: NATS,
 ) -> None:
     tried: list[int] = []
 
@@ -63,18 +63,18 @@ async def test_a_lane_acknowledges_what_fails_and_what_does_not_decode(
         tried.extend(items)
         raise RuntimeError("the durable behind will do it")
 
-    name = topology.durable("lane")
-    urgent = f"{topology.prefix}.jobs.*.*.urgent"
+    name = stage.topology.durable("lane")
+    urgent = f"{stage.topology.prefix}.jobs.*.*.urgent"
     lane = Durable(
         "jobs", "lane", decode, share=Share(lambda s, q: True, apply), subject=urgent, name=name, lane=True
     )
-    async with consuming(nats_client, topology, settings.consumer, [lane], metrics):
+    async with consuming(nats_client, stage.topology, stage.settings.consumer, [lane], stage.metrics):
         for payload in (b"1", b"not a number", b"2"):
-            await js.publish(f"{topology.prefix}.jobs.team-a.j.urgent", payload)
-        await wait_until_consumed(js, topology.stream("jobs"), name, timeout_s=20)
+            await stage.js.publish(f"{stage.topology.prefix}.jobs.team-a.j.urgent", payload)
+        await wait_until_consumed(stage.js, stage.topology.stream("jobs"), name, timeout_s=20)
 
     assert sorted(tried) == [1, 2]
-    dead = metrics.registry.get_sample_value(
+    dead = stage.metrics.registry.get_sample_value(
         "mpijc_dead_letters_total", {"consumer": "lane", "reason": "poison"}
     )
     assert dead is None

@@ -8,19 +8,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.publishing import Publisher
-from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.store.models import K8sEventRow, PodStateRow, Run
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.stories import oom_story
-from watchers.pipeline import Pipeline
+from tests.conftest import Stage
 
 pytestmark = pytest.mark.slow
 
@@ -36,21 +31,17 @@ async def stored(engine: AsyncEngine, model: type[Run] | type[PodStateRow] | typ
 
 
 async def test_consumer_killed_mid_stream_resumes_without_loss_or_duplicates(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
     tmp_path: Path,
 ) -> None:
     stories = [oom_story(name=f"job-{i}") for i in range(60)]
     observations = [o for story in stories for o in story]
-    await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(observations)
+    await stage.feed(observations)
 
-    first = start_consumer(settings, tmp_path, "first.log")
+    first = start_consumer(stage.settings, tmp_path, "first.log")
     try:
         for _ in range(600):  # until part of the stream is stored
-            if await stored(engine, PodStateRow) > 100:
+            if await stored(stage.engine, PodStateRow) > 100:
                 break
             await asyncio.sleep(0.02)
         first.send_signal(signal.SIGKILL)
@@ -58,21 +49,21 @@ async def test_consumer_killed_mid_stream_resumes_without_loss_or_duplicates(
     finally:
         if first.poll() is None:
             first.kill()
-    partial = await stored(engine, PodStateRow)
+    partial = await stored(stage.engine, PodStateRow)
     pod_observations = sum(1 for o in observations if o.kind == "pod")
     assert 0 < partial < pod_observations, "the kill must land mid-stream"
 
-    second = start_consumer(settings, tmp_path, "second.log")
+    second = start_consumer(stage.settings, tmp_path, "second.log")
     try:
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"), timeout_s=60)
+        await stage.consumed()
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(20)
     assert second.returncode == 0, (tmp_path / "second.log").read_text()[-2000:]
 
-    assert await stored(engine, PodStateRow) == pod_observations
-    assert await stored(engine, Run) == len(stories)
-    assert await stored(engine, K8sEventRow) == len(stories)
-    async with engine.connect() as conn:
+    assert await stored(stage.engine, PodStateRow) == pod_observations
+    assert await stored(stage.engine, Run) == len(stories)
+    assert await stored(stage.engine, K8sEventRow) == len(stories)
+    async with stage.engine.connect() as conn:
         phases = set((await conn.execute(select(Run.phase))).scalars())
     assert phases == {"Failed"}

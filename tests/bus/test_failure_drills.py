@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.cli.embedded import EmbeddedPostgres
 from controller.contract.settings import DatabaseSettings, Settings
@@ -24,6 +23,7 @@ from controller.store.migrate import upgrade_async
 from controller.testing.drills import Drill
 from controller.testing.ports import free_port
 from controller.testing.receivers import Receiver
+from tests.conftest import Stage
 
 pytestmark = pytest.mark.slow
 
@@ -31,15 +31,11 @@ JOBS = 40
 
 
 async def test_a_consumer_process_killed_mid_burst_loses_and_repeats_nothing(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
     tmp_path: Path,
 ) -> None:
     async with Receiver() as rx:
-        drill = Drill(settings, topology, js, engine, metrics, tmp_path, rx)
+        drill = Drill(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics, tmp_path, rx)
         await drill.subscribe()
         doomed, survivor = drill.start("doomed"), drill.start("survivor")
         try:

@@ -15,17 +15,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.logs import RunLogs
 from controller.cli import waiting
 from controller.cli.exits import Exit
 from controller.cli.logs import print_logs
-from controller.contract.settings import ClientSettings, Settings
-from controller.contract.subjects import Topology
+from controller.contract.settings import ClientSettings
 from tests.api_fixtures import T0, insert_runs, run_row
 from tests.cli.test_every_command_speaks_one_grammar import as_from_a_terminal
+from tests.conftest import Stage
 from tests.live_events import GUARD_S, serving
 from tests.log_fixtures import run_with_logs
 
@@ -65,16 +64,13 @@ async def test_wait_prints_its_outcome_as_one_document(
 
 @pytest.mark.parametrize("output", ["json", "yaml"])
 async def test_logs_prints_json_lines_or_a_yaml_list(
-    engine: AsyncEngine,
-    js: JetStreamContext,
-    topology: Topology,
-    settings: Settings,
+    stage: Stage,
     token_file: Path,
     output: str,
 ) -> None:
-    await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
+    await run_with_logs(stage)
     out = io.StringIO()
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         client = ClientSettings(api_url=api.url, token_file=str(token_file))
         assert await print_logs("team-a/llm", client, output=output, out=out) == Exit.OK
     if output == "json":
@@ -87,12 +83,10 @@ async def test_logs_prints_json_lines_or_a_yaml_list(
     assert entries[0]["at"].endswith(("Z", "+00:00"))
 
 
-async def test_logs_of_an_attempt_with_no_stored_line_says_so(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, token_file: Path
-) -> None:
-    await insert_runs(engine, [run_row("team-a", "quiet", T0, phase="Succeeded")])
+async def test_logs_of_an_attempt_with_no_stored_line_says_so(stage: Stage, token_file: Path) -> None:
+    await insert_runs(stage.engine, [run_row("team-a", "quiet", T0, phase="Succeeded")])
     out, err = io.StringIO(), io.StringIO()
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         client = ClientSettings(api_url=api.url, token_file=str(token_file))
         status = await print_logs("team-a/quiet", client, out=out, err=err)
 
@@ -102,12 +96,10 @@ async def test_logs_of_an_attempt_with_no_stored_line_says_so(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT as a terminal's Ctrl-C sends it")
-async def test_ctrl_c_on_logs_follow_exits_130_without_a_traceback(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology
-) -> None:
-    await insert_runs(engine, [run_row("team-a", "quiet", T0, phase="Running")])
+async def test_ctrl_c_on_logs_follow_exits_130_without_a_traceback(stage: Stage) -> None:
+    await insert_runs(stage.engine, [run_row("team-a", "quiet", T0, phase="Running")])
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             *("-m", "controller.cli", "logs", "team-a/quiet", "--follow"),

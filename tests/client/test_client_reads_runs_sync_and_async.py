@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.logs import RunLogs
@@ -37,11 +36,10 @@ from controller.client import (
     UsageError,
     WaitEvent,
 )
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.testing.ports import free_port
 from controller.testing.waits import until
 from tests.api_fixtures import ADMIN, T0, fire, job_story, store
+from tests.conftest import Stage
 from tests.live_events import GUARD_S, Served, Writer, serving
 from tests.log_fixtures import log_batch, run_with_logs
 
@@ -198,16 +196,14 @@ def test_a_token_is_refused_over_plain_http_to_another_machine(tmp_path: Path) -
     assert raised.value.status == Exit.USAGE
 
 
-async def test_logs_are_merged_and_a_follow_resumes_after_an_api_restart(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, kind: str
-) -> None:
-    uid = await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+async def test_logs_are_merged_and_a_follow_resumes_after_an_api_restart(stage: Stage, kind: str) -> None:
+    uid = await run_with_logs(stage)
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         client = Both(kind, api.url)
         try:
             stored = await client.lines("team-a/llm")
             grepped = await client.lines("team-a/llm", grep="cuda", ignore_case=True)
-            followed, notices = await _follow_across_restart(client, api, js, topology, settings, uid)
+            followed, notices = await _follow_across_restart(client, api, stage, uid)
         finally:
             await client.close()
     assert stored == [
@@ -224,7 +220,7 @@ async def test_logs_are_merged_and_a_follow_resumes_after_an_api_restart(
 
 
 async def _follow_across_restart(
-    client: Both, api: Served, js: JetStreamContext, topology: Topology, settings: Settings, uid: str
+    client: Both, api: Served, stage: Stage, uid: str
 ) -> tuple[list[str], list[str]]:
     """Follow team-a/llm's lines while the API stops, the job logs on, and the API comes back."""
     texts: list[str] = []
@@ -255,7 +251,7 @@ async def _follow_across_restart(
     await until(lambda: len(texts) == 6, GUARD_S, lambda: str(texts))
     await api.stop()  # the API goes away while the job logs on
     later = log_batch(uid, "llm-worker-0", "worker", [(4.0, None, "step 3"), (5.0, None, "step 4")])
-    await publish_batches(js, topology, [later], settings.nats.publish_retry_s)
+    await publish_batches(stage.js, stage.topology, [later], stage.settings.nats.publish_retry_s)
     await until(lambda: any("reconnecting" in n for n in notices), GUARD_S, lambda: str(notices))
     await api.start()  # on the same port, as a restarted pod behind its Service
     await asyncio.wait_for(done.wait(), GUARD_S)

@@ -20,72 +20,63 @@ METADATA = {
 }
 
 
+def closed(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """An object of these ``properties`` (the ``required`` ones among them) and no others."""
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
 def _resource(api_version: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "additionalProperties": False,
-        "properties": {
+    return closed(
+        {
             "apiVersion": {"const": api_version},
             "kind": {"const": kind},
             "metadata": METADATA,
             "spec": spec,
         },
-    }
+        ["apiVersion", "kind", "metadata", "spec"],
+    )
 
 
-LABEL_SELECTOR = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"matchLabels": STRINGS, "matchExpressions": {"type": "array"}},
-}
+LABEL_SELECTOR = closed({"matchLabels": STRINGS, "matchExpressions": {"type": "array"}})
 
-SECRET_OR_CONFIGMAP = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
+SECRET_OR_CONFIGMAP = closed(
+    {
         "secret": {"type": "object", "required": ["name", "key"]},
         "configMap": {"type": "object", "required": ["name", "key"]},
-    },
-}
-TLS_CONFIG = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
+    }
+)
+TLS_CONFIG = closed(
+    {
         "insecureSkipVerify": {"type": "boolean"},
         "serverName": {"type": "string"},
         "ca": SECRET_OR_CONFIGMAP,
         "cert": SECRET_OR_CONFIGMAP,
         "keySecret": {"type": "object", "required": ["name", "key"]},
-    },
-}
+    }
+)
 
 SERVICE_MONITOR = _resource(
     "monitoring.coreos.com/v1",
     "ServiceMonitor",
-    {
-        "type": "object",
-        "required": ["selector"],
-        "additionalProperties": False,
-        "properties": {
+    closed(
+        {
             "selector": LABEL_SELECTOR,
             "jobLabel": {"type": "string"},
             "podTargetLabels": {"type": "array", "items": {"type": "string"}},
             "targetLabels": {"type": "array", "items": {"type": "string"}},
-            "namespaceSelector": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
+            "namespaceSelector": closed(
+                {
                     "any": {"type": "boolean"},
                     "matchNames": {"type": "array", "items": {"type": "string"}},
-                },
-            },
+                }
+            ),
             "endpoints": {
                 "type": "array",
-                "items": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {
+                "items": closed(
+                    {
                         "port": {"type": "string"},
                         "targetPort": {"type": ["integer", "string"]},
                         "path": {"type": "string"},
@@ -94,11 +85,12 @@ SERVICE_MONITOR = _resource(
                         "scrapeTimeout": {"type": "string", "pattern": DURATION},
                         "honorLabels": {"type": "boolean"},
                         "tlsConfig": TLS_CONFIG,
-                    },
-                },
+                    }
+                ),
             },
         },
-    },
+        ["selector"],
+    ),
 )
 
 RULE = {
@@ -120,76 +112,59 @@ RULE = {
 PROMETHEUS_RULE = _resource(
     "monitoring.coreos.com/v1",
     "PrometheusRule",
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
+    closed(
+        {
             "groups": {
                 "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["name"],
-                    "additionalProperties": False,
-                    "properties": {
+                "items": closed(
+                    {
                         "name": {"type": "string", "minLength": 1},
                         "interval": {"type": "string", "pattern": DURATION},
                         "rules": {"type": "array", "items": RULE},
                     },
-                },
+                    ["name"],
+                ),
             }
-        },
-    },
+        }
+    ),
 )
 
 ROUTE = _resource(
     "route.openshift.io/v1",
     "Route",
-    {
-        "type": "object",
-        "required": ["to"],
-        "additionalProperties": False,
-        "properties": {
+    closed(
+        {
             "host": {"type": "string"},
             "path": {"type": "string"},
-            "to": {
-                "type": "object",
-                "required": ["kind", "name"],
-                "additionalProperties": False,
-                "properties": {
+            "to": closed(
+                {
                     "kind": {"enum": ["Service", ""]},
                     "name": {"type": "string"},
                     "weight": {"type": "integer"},
                 },
-            },
-            "port": {
-                "type": "object",
-                "required": ["targetPort"],
-                "additionalProperties": False,
-                "properties": {"targetPort": {"type": ["integer", "string"]}},
-            },
-            "tls": {
-                "type": "object",
-                "required": ["termination"],
-                "additionalProperties": False,
-                "properties": {
+                ["kind", "name"],
+            ),
+            "port": closed({"targetPort": {"type": ["integer", "string"]}}, ["targetPort"]),
+            "tls": closed(
+                {
                     "termination": {"enum": ["edge", "passthrough", "reencrypt"]},
                     "insecureEdgeTerminationPolicy": {"enum": ["Allow", "None", "Redirect", ""]},
                 },
-            },
+                ["termination"],
+            ),
         },
-    },
+        ["to"],
+    ),
 )
 
-ISSUER_REF = {
-    "type": "object",
-    "required": ["name"],
-    "additionalProperties": False,
-    "properties": {
+ISSUER_REF = closed(
+    {
         "name": {"type": "string"},
         "kind": {"enum": ["Issuer", "ClusterIssuer"]},
         "group": {"type": "string"},
     },
-}
+    ["name"],
+)
 
 ISSUER = _resource(
     "cert-manager.io/v1",
@@ -201,12 +176,7 @@ ISSUER = _resource(
         "maxProperties": 1,
         "properties": {
             "selfSigned": {"type": "object"},
-            "ca": {
-                "type": "object",
-                "required": ["secretName"],
-                "additionalProperties": False,
-                "properties": {"secretName": {"type": "string"}},
-            },
+            "ca": closed({"secretName": {"type": "string"}}, ["secretName"]),
         },
     },
 )
@@ -221,11 +191,8 @@ KEY_USAGES = [
 CERTIFICATE = _resource(
     "cert-manager.io/v1",
     "Certificate",
-    {
-        "type": "object",
-        "required": ["secretName", "issuerRef"],
-        "additionalProperties": False,
-        "properties": {
+    closed(
+        {
             "secretName": {"type": "string"},
             "issuerRef": ISSUER_REF,
             "isCA": {"type": "boolean"},
@@ -234,89 +201,58 @@ CERTIFICATE = _resource(
             "duration": {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s))+$"},
             "renewBefore": {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s))+$"},
             "usages": {"type": "array", "items": {"enum": KEY_USAGES}},
-            "privateKey": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
+            "privateKey": closed(
+                {
                     "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
                     "size": {"type": "integer"},
                     "encoding": {"enum": ["PKCS1", "PKCS8"]},
                     "rotationPolicy": {"enum": ["Never", "Always"]},
-                },
-            },
+                }
+            ),
         },
-    },
+        ["secretName", "issuerRef"],
+    ),
 )
 
-_OBJECT_REF = {
-    "type": "object",
-    "required": ["name"],
-    "additionalProperties": False,
-    "properties": {"name": {"type": "string"}},
-}
+_OBJECT_REF = closed({"name": {"type": "string"}}, ["name"])
 CNPG_CLUSTER = _resource(
     "postgresql.cnpg.io/v1",
     "Cluster",
-    {
-        "type": "object",
-        "required": ["instances", "storage"],
-        "additionalProperties": False,
-        "properties": {
+    closed(
+        {
             "instances": {"type": "integer", "minimum": 1},
             "primaryUpdateStrategy": {"enum": ["unsupervised", "supervised"]},
             "enableSuperuserAccess": {"type": "boolean"},
-            "bootstrap": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "initdb": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {"database": {"type": "string"}, "owner": {"type": "string"}},
-                    }
-                },
-            },
-            "managed": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
+            "bootstrap": closed(
+                {"initdb": closed({"database": {"type": "string"}, "owner": {"type": "string"}})}
+            ),
+            "managed": closed(
+                {
                     "roles": {
                         "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["name"],
-                            "additionalProperties": False,
-                            "properties": {
+                        "items": closed(
+                            {
                                 "name": {"type": "string"},
                                 "ensure": {"enum": ["present", "absent"]},
                                 "login": {"type": "boolean"},
                                 "passwordSecret": _OBJECT_REF,
                             },
-                        },
+                            ["name"],
+                        ),
                     }
-                },
-            },
-            "affinity": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
+                }
+            ),
+            "affinity": closed(
+                {
                     "enablePodAntiAffinity": {"type": "boolean"},
                     "topologyKey": {"type": "string"},
-                },
-            },
-            "storage": {
-                "type": "object",
-                "required": ["size"],
-                "additionalProperties": False,
-                "properties": {"size": {"type": "string"}, "storageClass": {"type": "string"}},
-            },
-            "resources": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {"requests": STRINGS, "limits": STRINGS},
-            },
+                }
+            ),
+            "storage": closed({"size": {"type": "string"}, "storageClass": {"type": "string"}}, ["size"]),
+            "resources": closed({"requests": STRINGS, "limits": STRINGS}),
         },
-    },
+        ["instances", "storage"],
+    ),
 )
 
 CUSTOM: dict[tuple[str, str], dict[str, Any]] = {

@@ -25,7 +25,6 @@ import base64
 import contextlib
 import datetime
 import os
-import signal
 import ssl
 import subprocess
 import sys
@@ -65,6 +64,7 @@ from tests.deploy.test_deploy_manifests_render_and_validate import (
     find,
     render,
 )
+from tests.processes import stop
 
 # one worker runs them all: the manifests are rendered once for the module
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_admission_runs_as_rendered")]
@@ -74,7 +74,6 @@ Secrets = dict[str, dict[str, bytes]]
 """Secret name → key → bytes, as the pods would see them."""
 
 USAGES = {"server auth": ExtendedKeyUsageOID.SERVER_AUTH, "client auth": ExtendedKeyUsageOID.CLIENT_AUTH}
-
 
 # ---------------------------------------------------------------------- cert-manager, in short
 
@@ -282,12 +281,7 @@ async def running(
         await until(probes_pass, timeout_s=STARTUP_S, what=log.read_text)
         yield webhook
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process)
 
 
 async def _probe(probe: Obj, ports: dict[str, int]) -> bool:

@@ -9,7 +9,6 @@ wrong path fails instead of passing.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,8 @@ from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql
+from tests.pipeline_fixtures import wait_for_sql
+from tests.processes import stop
 
 pytestmark = pytest.mark.slow
 
@@ -109,11 +109,4 @@ async def test_every_metrics_port_passes_promtool_and_serves_healthz(
         for who, process in processes.items():
             assert process.poll() is None, (who, (tmp_path / f"{who}.log").read_text()[-3000:])
     finally:
-        for process in processes.values():
-            process.send_signal(signal.SIGTERM)
-        for process in processes.values():
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        stop(*processes.values())

@@ -14,7 +14,6 @@ allowed, and nothing was silently refused.
 from __future__ import annotations
 
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +32,8 @@ from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql
+from tests.pipeline_fixtures import wait_for_sql
+from tests.processes import stop
 
 pytestmark = pytest.mark.slow
 
@@ -138,14 +138,7 @@ async def test_each_process_works_as_its_identity_without_a_violation(
         for who, process in processes.items():
             assert process.poll() is None, (who, (tmp_path / f"{who}.log").read_text()[-3000:])
     finally:
-        for process in processes.values():
-            process.send_signal(signal.SIGTERM)
-        for process in processes.values():
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        stop(*processes.values())
     refused = [
         line
         for line in server_log.read_text().splitlines()

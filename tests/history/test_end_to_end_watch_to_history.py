@@ -4,121 +4,50 @@ restarted while the cluster changes."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import signal
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy import func, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import func, select
 
-from controller.bus.streams import connect
 from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.kube.gateway import DEFAULT_RETRIES, KubeGateway, RetryPolicy
 from controller.kube.resources import WATCHED
-from controller.metrics import PipelineMetrics
 from controller.store.models import PodRow, PodStateRow, Run
 from controller.testing import objects as k
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.history.test_history_consumer_stores_runs import consumers_running
-from tests.kube_fixtures import watches_open
-from watchers.service import run_watchers_elected
+from tests.conftest import Stage
+from tests.pipeline_fixtures import EndToEnd, consumers_running, wait_for_sql
 
 
-@contextlib.asynccontextmanager
-async def watchers_running(
-    settings: Settings,
-    sim: SimCluster,
-    js: JetStreamContext,
-    topology: Topology,
-    metrics: PipelineMetrics,
-    retries: RetryPolicy = DEFAULT_RETRIES,
-) -> AsyncIterator[None]:
-    """The watchers (and the log followers beside them), on a connection of their own as in their
-    process."""
-    assert settings.nats.url
-    stop, nc = asyncio.Event(), await connect(settings.nats.url, "tests-watchers")
-    with KubeGateway.for_url(sim.url, retries=retries) as gateway:
-        task = asyncio.create_task(run_watchers_elected(settings, gateway, nc, topology, metrics, stop))
-        try:
-            yield
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 10)
-            await nc.drain()
-
-
-@contextlib.asynccontextmanager
-async def controller_running(
-    settings: Settings,
-    sim: SimCluster,
-    js: JetStreamContext,
-    topology: Topology,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> AsyncIterator[None]:
-    """The consumers and the watchers, once every watch the simulated cluster serves is open."""
-    async with (
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics),
-    ):
-        await watches_open(sim, len(WATCHED), timeout_s=30)
-        yield
-
-
-async def scalar(engine: AsyncEngine, sql: str) -> object:
-    async with engine.connect() as conn:
-        return (await conn.execute(text(sql))).scalar()
-
-
-async def wait_for_sql(engine: AsyncEngine, sql: str, expected: object, timeout_s: float = 15) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while (got := await scalar(engine, sql)) != expected:
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{sql!r} gave {got!r}, expected {expected!r}")
-        await asyncio.sleep(0.05)
-
-
-async def test_worker_oom_travels_from_watch_to_history(
-    sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    async with controller_running(settings, sim, js, topology, engine, metrics):
+async def test_worker_oom_travels_from_watch_to_history(end_to_end: EndToEnd) -> None:
+    async with end_to_end.running():
         # pods and a scheduling event first: the correlator must hold them until the job shows up
         job = k.mpijob("llm", workers=2)
         pods = [k.pod(job, "launcher", node="cpu-1")] + [
             k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(2)
         ]
         for pod in pods:
-            sim.create(pod)
-        sim.create(
+            end_to_end.sim.create(pod)
+        end_to_end.sim.create(
             k.event(
                 pods[2], "Scheduled", "Successfully assigned team-a/llm-worker-1 to gpu-1", type_="Normal"
             )
         )
-        sim.create(job)
-        sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
+        end_to_end.sim.create(job)
+        end_to_end.sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
         for pod in pods:
-            sim.update(
+            end_to_end.sim.update(
                 k.with_container_state(
                     pod, {"running": {"startedAt": "2026-11-20T10:01:00Z"}}, phase="Running", ready=True
                 )
             )
-        sim.set_log("team-a", "llm-worker-1", "worker", "step 99 loss 1.7\nKilled\n")
-        sim.update(
+        end_to_end.sim.set_log("team-a", "llm-worker-1", "worker", "step 99 loss 1.7\nKilled\n")
+        end_to_end.sim.update(
             k.with_container_state(
-                sim.get(pods[2]),
+                end_to_end.sim.get(pods[2]),
                 {
                     "terminated": {
                         "exitCode": 137,
@@ -129,17 +58,19 @@ async def test_worker_oom_travels_from_watch_to_history(
                 phase="Failed",
             )
         )
-        sim.update(k.with_conditions(sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z")))
-
-        await wait_for_sql(engine, "SELECT phase FROM runs", "Failed")
-        await wait_for_sql(
-            engine, "SELECT count(*) FROM timeline WHERE summary LIKE '%OOMKilled (exit 137)'", 1
+        end_to_end.sim.update(
+            k.with_conditions(end_to_end.sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z"))
         )
-        await wait_for_sql(engine, "SELECT count(*) FROM k8s_events", 1)
-        # one watch connection per resource kind, however many jobs and pods there are
-        assert sorted(sim.open_watches().values()) == [1] * len(WATCHED)
 
-    async with engine.connect() as conn:
+        await end_to_end.until_sql("SELECT phase FROM runs", "Failed")
+        await wait_for_sql(
+            end_to_end.engine, "SELECT count(*) FROM timeline WHERE summary LIKE '%OOMKilled (exit 137)'", 1
+        )
+        await end_to_end.until_sql("SELECT count(*) FROM k8s_events", 1)
+        # one watch connection per resource kind, however many jobs and pods there are
+        assert sorted(end_to_end.sim.open_watches().values()) == [1] * len(WATCHED)
+
+    async with end_to_end.engine.connect() as conn:
         worker = (await conn.execute(select(PodRow).where(PodRow.name == "llm-worker-1"))).one()
         tail = (
             (
@@ -169,18 +100,14 @@ def start_watcher(settings: Settings, config: Path, log: Path) -> subprocess.Pop
 @pytest.mark.slow
 async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
     sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
     tmp_path: Path,
 ) -> None:
     config, log = kubeconfig(sim, tmp_path / "kubeconfig"), tmp_path / "watcher.log"
     jobs = [k.mpijob(f"job-{i}", workers=3) for i in range(20)]
     pods = {j["metadata"]["name"]: [k.pod(j, "worker", w) for w in range(3)] for j in jobs}
-    async with consumers_running(settings, topology, engine, metrics):
-        first = start_watcher(settings, config, log)
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
+        first = start_watcher(stage.settings, config, log)
         try:
             await until(
                 lambda: sum(sim.open_watches().values()) == len(WATCHED), 30, lambda: log.read_text()[-2000:]
@@ -189,7 +116,7 @@ async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
                 sim.create(job)
                 for pod in pods[job["metadata"]["name"]]:
                     sim.create(pod)
-            await wait_for_sql(engine, "SELECT count(*) FROM pods", 60)
+            await wait_for_sql(stage.engine, "SELECT count(*) FROM pods", 60)
         finally:
             first.send_signal(signal.SIGKILL)
             first.wait(10)
@@ -210,16 +137,18 @@ async def test_watcher_killed_mid_stream_catches_up_without_duplicates(
                 k.with_conditions(sim.get(job), ("Succeeded", "MPIJobSucceeded", "2026-11-20T11:00:00Z"))
             )
 
-        second = start_watcher(settings, config, log)
+        second = start_watcher(stage.settings, config, log)
         try:
-            await wait_for_sql(engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 60, timeout_s=30)
-            await wait_for_sql(engine, "SELECT count(*) FROM runs WHERE phase = 'Succeeded'", 10)
+            await wait_for_sql(
+                stage.engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 60, timeout_s=30
+            )
+            await wait_for_sql(stage.engine, "SELECT count(*) FROM runs WHERE phase = 'Succeeded'", 10)
         finally:
             second.send_signal(signal.SIGTERM)
             second.wait(20)
     assert second.returncode == 0, log.read_text()[-3000:]
 
-    async with engine.connect() as conn:
+    async with stage.engine.connect() as conn:
         assert (await conn.execute(select(func.count()).select_from(Run))).scalar_one() == 20
         # exactly two versions of every pod (created, running): relisting duplicated nothing
         per_pod = (

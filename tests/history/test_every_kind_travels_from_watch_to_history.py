@@ -5,59 +5,57 @@ installed only after the watcher started is watched from then on, without a rest
 
 from __future__ import annotations
 
-from nats.js import JetStreamContext
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.kube.resources import JOB_RESOURCES, WATCHED
-from controller.metrics import PipelineMetrics
 from controller.store.models import FindingRow, PodRow, Run
 from controller.testing import objects as k
 from controller.testing.simcluster import DEFAULT_KINDS, SimCluster
 from controller.testing.waits import until
-from tests.history.test_end_to_end_watch_to_history import controller_running, wait_for_sql, watchers_running
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.conftest import Stage
+from tests.pipeline_fixtures import (
+    EndToEnd,
+    consumers_running,
+    wait_for_sql,
+    watchers_running,
+)
 
 
-async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(
-    sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    async with controller_running(settings, sim, js, topology, engine, metrics):
-        job = sim.create(k.training_job("PyTorchJob", "bert", replicas={"Master": 1, "Worker": 2}))
+async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(end_to_end: EndToEnd) -> None:
+    async with end_to_end.running():
+        job = end_to_end.sim.create(k.training_job("PyTorchJob", "bert", replicas={"Master": 1, "Worker": 2}))
         pods = [k.replica_pod(job, "Master", 0, node="gpu-0")] + [
             k.replica_pod(job, "Worker", i, node=f"gpu-{i + 1}") for i in range(2)
         ]
         for pod in pods:
-            sim.create(pod)
-        sim.update(k.with_conditions(sim.get(job), ("Running", "PyTorchJobRunning", "2026-11-20T10:01:00Z")))
+            end_to_end.sim.create(pod)
+        end_to_end.sim.update(
+            k.with_conditions(
+                end_to_end.sim.get(job), ("Running", "PyTorchJobRunning", "2026-11-20T10:01:00Z")
+            )
+        )
         for pod in pods:
-            sim.update(
+            end_to_end.sim.update(
                 k.with_container_state(
-                    sim.get(pod),
+                    end_to_end.sim.get(pod),
                     {"running": {"startedAt": "2026-11-20T10:01:00Z"}},
                     phase="Running",
                     ready=True,
                 )
             )
-        sim.update(k.oom_killed(sim.get(pods[2]), "2026-11-20T10:09:00Z"))  # Worker-1
-        sim.update(k.with_conditions(sim.get(job), ("Failed", "PyTorchJobFailed", "2026-11-20T10:09:30Z")))
+        end_to_end.sim.update(k.oom_killed(end_to_end.sim.get(pods[2]), "2026-11-20T10:09:00Z"))  # Worker-1
+        end_to_end.sim.update(
+            k.with_conditions(end_to_end.sim.get(job), ("Failed", "PyTorchJobFailed", "2026-11-20T10:09:30Z"))
+        )
 
-        await wait_for_sql(engine, "SELECT kind || ' ' || phase FROM runs", "PyTorchJob Failed")
-        await wait_for_sql(engine, "SELECT count(*) FROM findings WHERE rule = 'oom'", 1)
-        await wait_for_sql(
-            engine,
+        await end_to_end.until_sql("SELECT kind || ' ' || phase FROM runs", "PyTorchJob Failed")
+        await end_to_end.until_sql("SELECT count(*) FROM findings WHERE rule = 'oom'", 1)
+        await end_to_end.until_sql(
             "SELECT count(*) FROM timeline WHERE summary LIKE 'Worker-1 container pytorch terminated%'",
             1,
         )
 
-    async with engine.connect() as conn:
+    async with end_to_end.engine.connect() as conn:
         run = (await conn.execute(select(Run.kind, Run.name))).one()
         root_cause = (
             await conn.execute(select(FindingRow.root_cause).where(FindingRow.rule == "oom"))
@@ -72,19 +70,15 @@ async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(
     assert tuple(worker) == ("worker", 1, "Failed")
 
 
-async def test_a_crd_installed_later_is_watched_without_a_restart(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
+async def test_a_crd_installed_later_is_watched_without_a_restart(stage: Stage) -> None:
     tfjobs = JOB_RESOURCES["TFJob"]
-    quick = settings.model_copy(update={"watcher": settings.watcher.model_copy(update={"discovery_s": 0.2})})
+    quick = stage.settings.model_copy(
+        update={"watcher": stage.settings.watcher.model_copy(update={"discovery_s": 0.2})}
+    )
     with SimCluster(kinds=tuple(r for r in DEFAULT_KINDS if r != tfjobs)) as sim:
         async with (
-            consumers_running(quick, topology, engine, metrics),
-            watchers_running(quick, sim, js, topology, metrics),
+            consumers_running(quick, stage.topology, stage.engine, stage.metrics),
+            watchers_running(quick, sim, stage.js, stage.topology, stage.metrics),
         ):
             expected = len(WATCHED) - 1
             await until(
@@ -95,4 +89,4 @@ async def test_a_crd_installed_later_is_watched_without_a_restart(
             sim.register(tfjobs)  # the training-operator is installed
             await until(lambda: str(tfjobs) in sim.open_watches(), 10, lambda: str(sim.open_watches()))
             sim.create(k.training_job("TFJob", "mnist", replicas={"Chief": 1, "PS": 1, "Worker": 2}))
-            await wait_for_sql(engine, "SELECT kind || ' ' || name FROM runs", "TFJob mnist")
+            await wait_for_sql(stage.engine, "SELECT kind || ' ' || name FROM runs", "TFJob mnist")

@@ -3,43 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.service import run_consumers
 from controller.bus.publishing import Publisher
-from controller.bus.streams import wait_until_consumed
 from controller.contract.events import Condition, JobObserved, PodObserved
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.store.history import apply_events
 from controller.store.models import PodRow, PodStateRow, Run, TimelineEntryRow
 from controller.testing import events as eb
 from controller.testing.stories import oom_story
-from watchers.pipeline import Pipeline
-
-
-@contextlib.asynccontextmanager
-async def consumers_running(
-    settings: Settings, topology: Topology, engine: AsyncEngine, metrics: PipelineMetrics
-) -> AsyncIterator[None]:
-    stop, started = asyncio.Event(), asyncio.Event()
-    assert settings.nats.url
-    task = asyncio.create_task(
-        run_consumers(settings.nats.url, topology, settings, engine, metrics, stop, started)
-    )
-    await asyncio.wait_for(started.wait(), 10)
-    try:
-        yield
-    finally:
-        stop.set()
-        await task
+from tests.conftest import Stage
+from tests.pipeline_fixtures import consumers_running
 
 
 async def counts(engine: AsyncEngine) -> dict[str, int]:
@@ -50,20 +26,14 @@ async def counts(engine: AsyncEngine) -> dict[str, int]:
         }
 
 
-async def test_oom_story_lands_in_history(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
+async def test_oom_story_lands_in_history(stage: Stage) -> None:
     story = oom_story()
-    async with consumers_running(settings, topology, engine, metrics):
-        published = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
+        published = await stage.feed(story)
+        await stage.consumed()
 
     assert published == len(story)
-    async with engine.connect() as conn:
+    async with stage.engine.connect() as conn:
         run = (await conn.execute(select(Run))).one()
         assert (run.name, run.phase, run.attempt) == ("pi", "Failed", 1)
         assert run.spec["workers"] == 4 and run.spec["worker"]["resources"]["limits"]["memory"] == "16Gi"
@@ -88,84 +58,66 @@ async def test_oom_story_lands_in_history(
     assert any("Scheduled on Pod pi-worker-0" in s for s in summaries)
 
 
-async def test_publishing_the_same_story_twice_adds_nothing(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
+async def test_publishing_the_same_story_twice_adds_nothing(stage: Stage) -> None:
     story = oom_story()
-    async with consumers_running(settings, topology, engine, metrics):
-        first = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
-        before = await counts(engine)
-        second = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
+        first = await stage.feed(story)
+        await stage.consumed()
+        before = await counts(stage.engine)
+        second = await stage.feed(story)
+        await stage.consumed()
     assert (first, second) == (len(story), 0)  # JetStream collapsed every duplicate by Nats-Msg-Id
-    assert await counts(engine) == before
+    assert await counts(stage.engine) == before
 
 
-async def test_redelivered_batches_write_nothing_twice(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
+async def test_redelivered_batches_write_nothing_twice(stage: Stage) -> None:
     """Beyond the duplicate window (simulated by purging it), the store itself is idempotent."""
     story = oom_story()
-    async with consumers_running(settings, topology, engine, metrics):
-        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
-        before = await counts(engine)
-        await js.purge_stream(topology.stream("jobs"))  # forgets message ids, as an expired window would
-        await js.update_stream(
-            name=topology.stream("jobs"), subjects=[topology.wildcard("jobs")], duplicate_window=0.1
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
+        await stage.feed(story)
+        await stage.consumed()
+        before = await counts(stage.engine)
+        await stage.js.purge_stream(
+            stage.topology.stream("jobs")
+        )  # forgets message ids, as an expired window would
+        await stage.js.update_stream(
+            name=stage.topology.stream("jobs"),
+            subjects=[stage.topology.wildcard("jobs")],
+            duplicate_window=0.1,
         )
         await asyncio.sleep(0.2)
-        again = await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(story)
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+        again = await stage.feed(story)
+        await stage.consumed()
     assert again == len(story)
-    assert await counts(engine) == before
+    assert await counts(stage.engine) == before
 
 
 @pytest.mark.parametrize("order", ["forward", "reversed"], ids=["in-order", "out-of-order"])
 async def test_state_never_regresses(
     order: str,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
 ) -> None:
     story = [o for o in oom_story() if o.kind == "job"]
     if order == "reversed":
         story = [story[0], *reversed(story[1:])]
-    async with consumers_running(settings, topology, engine, metrics):
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
         for observation in story:  # one message per batch, so each arrives on its own
-            await Pipeline(Publisher(js, topology).publish, metrics, 5).feed([observation])
-            await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
-    async with engine.connect() as conn:
+            await stage.feed([observation])
+            await stage.consumed()
+    async with stage.engine.connect() as conn:
         phase = (await conn.execute(text("SELECT phase FROM runs"))).scalar_one()
     assert phase == "Failed"
 
 
-async def test_attempts_of_one_job_name_are_numbered_and_linked(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
+async def test_attempts_of_one_job_name_are_numbered_and_linked(stage: Stage) -> None:
     second = oom_story(created="2026-11-20T12:00:00Z")
     first = oom_story(created="2026-11-20T09:00:00Z")
-    async with consumers_running(settings, topology, engine, metrics):
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
         # the later attempt is seen first: numbering must follow creation time, not arrival
-        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(second)
-        await Pipeline(Publisher(js, topology).publish, metrics, 5).feed(first)
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
-    async with engine.connect() as conn:
+        await stage.feed(second)
+        await stage.feed(first)
+        await stage.consumed()
+    async with stage.engine.connect() as conn:
         rows = (
             await conn.execute(select(Run.uid, Run.attempt, Run.previous_uid).order_by(Run.created_at))
         ).all()
@@ -213,19 +165,13 @@ _POD_IDENTITY = {
 }
 
 
-async def test_output_read_live_is_taken_and_stores_nothing(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
+async def test_output_read_live_is_taken_and_stores_nothing(stage: Stage) -> None:
     """The rules' log reader publishes ``LogSeen`` on the job's subject: the history takes it (no
     dead letter) and keeps nothing of it — log lines live on ``LOGS``, not in PostgreSQL."""
     seen = eb.log_seen("[1,3]<stderr>:torch.OutOfMemoryError: CUDA out of memory.", "[1,0]<stdout>:step 9")
-    async with consumers_running(settings, topology, engine, metrics):
-        await Publisher(js, topology).publish([seen])
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable("history"))
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
+        await Publisher(stage.js, stage.topology).publish([seen])
+        await stage.consumed()
 
-    assert await counts(engine) == {"runs": 0, "pods": 0, "pod_states": 0, "timeline": 0}
-    assert (await js.stream_info(topology.stream("dlq"))).state.messages == 0
+    assert await counts(stage.engine) == {"runs": 0, "pods": 0, "pod_states": 0, "timeline": 0}
+    assert (await stage.js.stream_info(stage.topology.stream("dlq"))).state.messages == 0

@@ -6,16 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 from nats.js import JetStreamContext
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.streams import wait_until_consumed
 from controller.contract.events import JobRef
 from controller.contract.findings import Evidence, Finding, dedup_key, doc_anchor, finding_id, message_id
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.store.models import FindingRow, TimelineEntryRow
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.conftest import Stage
+from tests.pipeline_fixtures import consumers_running
 
 JOB = JobRef(uid="5d0f6a43-6f7e-4b7c-9a43-2f3c1e0b9d21", kind="MPIJob", namespace="team-a", name="pi")
 T0 = datetime(2026, 11, 20, 10, 10, tzinfo=UTC)
@@ -54,19 +52,15 @@ async def publish(js: JetStreamContext, topology: Topology, finding: Finding) ->
     )
 
 
-async def test_latest_revision_is_stored_and_each_change_is_on_the_timeline(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    async with consumers_running(settings, topology, engine, metrics):
+async def test_latest_revision_is_stored_and_each_change_is_on_the_timeline(stage: Stage) -> None:
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
         for finding in (oom(1), oom(3, "resolved"), oom(2)):  # revision 2 arrives late
-            await publish(js, topology, finding)
-        await wait_until_consumed(js, topology.stream("findings"), topology.durable("history-findings"))
+            await publish(stage.js, stage.topology, finding)
+        await wait_until_consumed(
+            stage.js, stage.topology.stream("findings"), stage.topology.durable("history-findings")
+        )
 
-    async with engine.connect() as conn:
+    async with stage.engine.connect() as conn:
         row = (await conn.execute(select(FindingRow))).one()
         timeline = (
             (

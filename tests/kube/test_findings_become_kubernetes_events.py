@@ -3,38 +3,32 @@
 from __future__ import annotations
 
 from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
 
 from consumers.kube_events import attach, durable
 from consumers.wiring import Wiring
 from controller.bus.consuming import consuming
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.resources import EVENTS
-from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
+from tests.conftest import Stage
 from tests.history.test_history_stores_findings import JOB, oom, publish
 
 
 async def test_oom_finding_is_written_on_the_mpijob(
     sim: SimCluster,
     gateway: KubeGateway,
-    settings: Settings,
-    topology: Topology,
+    stage: Stage,
     nats_client: NATS,
-    js: JetStreamContext,
-    metrics: PipelineMetrics,
 ) -> None:
     await publish(
-        js, topology, oom(1).model_copy(update={"id": "before", "rule": "oom"})
+        stage.js, stage.topology, oom(1).model_copy(update={"id": "before", "rule": "oom"})
     )  # before: not written
     written_on = [durable(gateway, ["oom"], "replica-0")]
-    async with consuming(nats_client, topology, settings.consumer, written_on, metrics):
+    async with consuming(nats_client, stage.topology, stage.settings.consumer, written_on, stage.metrics):
         other = oom(1).model_copy(update={"rule": "hang-init", "id": "another", "revision": 1})
         for finding in (oom(1), oom(1), other, oom(2, "resolved")):  # the first one redelivered
-            await publish(js, topology, finding)
+            await publish(stage.js, stage.topology, finding)
 
         def written() -> list[dict[str, object]]:
             return [
@@ -61,11 +55,14 @@ async def test_oom_finding_is_written_on_the_mpijob(
 
 
 async def test_nothing_is_consumed_when_the_action_is_off(
-    settings: Settings, topology: Topology, nats_client: NATS, js: JetStreamContext, metrics: PipelineMetrics
+    stage: Stage,
+    nats_client: NATS,
 ) -> None:
     def no_gateway() -> KubeGateway:
         raise AssertionError("the role asked for Kubernetes although it has nothing to write")
 
-    role = await attach(Wiring(settings, topology, nats_client, js, None, metrics, no_gateway))  # type: ignore[arg-type]
+    role = await attach(
+        Wiring(stage.settings, stage.topology, nats_client, stage.js, None, stage.metrics, no_gateway)
+    )  # type: ignore[arg-type]
     assert role.durables == () and role.background == ()
-    assert await js.consumers_info(topology.stream("findings")) == []
+    assert await stage.js.consumers_info(stage.topology.stream("findings")) == []

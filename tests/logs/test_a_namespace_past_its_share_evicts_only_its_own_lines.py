@@ -13,9 +13,8 @@ from controller.bus.streams import ensure_streams
 from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import LogSettings, NatsSettings, Settings
 from controller.contract.subjects import Topology
-from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.log_fixtures import following, running_run, stored_texts
+from tests.log_fixtures import Logged, stored_texts
 
 STREAM_BYTES = 1024**2
 """The stream's limit in these tests: the smallest the settings take."""
@@ -82,21 +81,19 @@ def test_an_account_keeps_stream_order_and_drops_what_the_stream_no_longer_holds
     assert Share.decode(b"not json").chunks == [] and Share.decode(share.encode()).chunks == []
 
 
-async def test_the_follower_keeps_each_namespace_within_its_share(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
-    run = running_run(sim, "chatty", workers=0)
+async def test_the_follower_keeps_each_namespace_within_its_share(logged: Logged) -> None:
+    run = logged.run("chatty", workers=0)
     namespace, pod, container = run.pod(0)
     limits = LogSettings(retry_s=0.05, namespace_max_bytes=64 * 1024, batch_max_bytes=8192, linger_s=0)
     line = "y" * 1000
-    async with following(sim, nats_client, topology, settings.nats, limits) as follow:
+    async with logged.following(limits) as follow:
         follow.add(run)
-        sim.append_log(namespace, pod, container, "".join(f"{i:05d}{line}\n" for i in range(400)))
-        await until(lambda: _last_is(nats_client, topology, run, "00399"), 20.0)
+        logged.sim.append_log(namespace, pod, container, "".join(f"{i:05d}{line}\n" for i in range(400)))
+        await until(lambda: _last_is(logged.nc, logged.topology, run, "00399"), 20.0)
         await until(lambda: follow.metrics.sample("mpijc_log_share_evictions_total") >= 1, 20.0)
         account = await follow.follower.shares.account(namespace)
         assert account.total <= 64 * 1024
-    texts = await stored_texts(nats_client, topology, run.job)
+    texts = await logged.texts(run.job)
     assert texts[-1].startswith("00399") and not texts[0].startswith("00000")
 
 

@@ -11,35 +11,35 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import RunLogs
 from controller.bus.logstore import publish_batches
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import ADMIN, USERS, bearer
+from tests.conftest import Stage
 from tests.live_events import read_events, serving
 from tests.log_fixtures import BASE, S, log_batch, run_with_logs
 
 
 @pytest.fixture
-async def run_uid(engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings) -> str:
-    return await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
+async def run_uid(stage: Stage) -> str:
+    return await run_with_logs(stage)
 
 
 @pytest.fixture
-async def client(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology
-) -> AsyncIterator[httpx.AsyncClient]:
+async def client(stage: Stage) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(
-        engine, PipelineMetrics(), StaticAccess(USERS), metrics_ttl_s=0, run_logs=RunLogs(js, topology)
+        stage.engine,
+        PipelineMetrics(),
+        StaticAccess(USERS),
+        metrics_ttl_s=0,
+        run_logs=RunLogs(stage.js, stage.topology),
     )
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
         yield http
@@ -135,11 +135,9 @@ async def test_only_who_may_read_the_run_reads_its_logs(client: httpx.AsyncClien
     assert (await client.get(f"/api/v1/runs/{run_uid}/logs")).status_code == 401
 
 
-async def test_follow_streams_new_lines_as_server_sent_events(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, run_uid: str
-) -> None:
+async def test_follow_streams_new_lines_as_server_sent_events(stage: Stage, run_uid: str) -> None:
     later = [(9.0, 3, "[1,3]<stdout>:step 9 loss 1.0")]
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         url = f"{api.url}/api/v1/runs/{run_uid}/logs"
         params = {
             "follow": "true",
@@ -151,10 +149,10 @@ async def test_follow_streams_new_lines_as_server_sent_events(
         )
         await asyncio.sleep(0.5)
         await publish_batches(
-            js,
-            topology,
+            stage.js,
+            stage.topology,
             [log_batch(run_uid, "llm-launcher", "launcher", later)],
-            settings.nats.publish_retry_s,
+            stage.settings.nats.publish_retry_s,
         )
         events = await reading
     assert [(e.event, e.data["rank"], e.data["text"]) for e in events] == [
@@ -163,19 +161,17 @@ async def test_follow_streams_new_lines_as_server_sent_events(
     ]
 
 
-async def test_a_follow_resumes_after_the_last_line_received(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, run_uid: str
-) -> None:
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+async def test_a_follow_resumes_after_the_last_line_received(stage: Stage, run_uid: str) -> None:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         url = f"{api.url}/api/v1/runs/{run_uid}/logs"
         params = {"follow": "true", "since": datetime.fromtimestamp(BASE / S + 2.5, UTC).isoformat()}
         (first,) = await read_events(url, ADMIN, lambda e: True, params=params)
         later = [(9.0, 3, "[1,3]<stdout>:step 9 loss 1.0"), (9.5, 3, "[1,3]<stdout>:step 10 loss 0.9")]
         await publish_batches(
-            js,
-            topology,
+            stage.js,
+            stage.topology,
             [log_batch(run_uid, "llm-launcher", "launcher", later)],
-            settings.nats.publish_retry_s,
+            stage.settings.nats.publish_retry_s,
         )
         resumed = await read_events(
             url, {**ADMIN, "Last-Event-ID": first.id}, lambda e: "step 10" in e.data["text"], params=params
@@ -213,16 +209,17 @@ ESCAPED = [
 )
 async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
     client: httpx.AsyncClient,
-    js: JetStreamContext,
-    topology: Topology,
-    settings: Settings,
+    stage: Stage,
     run_uid: str,
     q: str,
     expected: list[str],
 ) -> None:
     lines = ESCAPED
     await publish_batches(
-        js, topology, [log_batch(run_uid, "llm-launcher", "launcher", lines)], settings.nats.publish_retry_s
+        stage.js,
+        stage.topology,
+        [log_batch(run_uid, "llm-launcher", "launcher", lines)],
+        stage.settings.nats.publish_retry_s,
     )
     answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q})
     assert [x["text"] for x in answer.json()["items"]] == expected
@@ -240,9 +237,7 @@ async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
 )
 async def test_expressions_find_what_json_escapes_and_the_cap_note(
     client: httpx.AsyncClient,
-    js: JetStreamContext,
-    topology: Topology,
-    settings: Settings,
+    stage: Stage,
     run_uid: str,
     q: str,
     expected: list[str],
@@ -252,17 +247,17 @@ async def test_expressions_find_what_json_escapes_and_the_cap_note(
         update={"lines": (), "note": "log cap of 2000 bytes reached for this run: no more kept"}
     )
     await publish_batches(
-        js,
-        topology,
+        stage.js,
+        stage.topology,
         [log_batch(run_uid, "llm-launcher", "launcher", lines), capped],
-        settings.nats.publish_retry_s,
+        stage.settings.nats.publish_retry_s,
     )
     answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q, "regex": "true"})
     assert [x["text"] for x in answer.json()["items"]] == expected
 
 
 async def test_in_kubernetes_mode_reading_logs_needs_get_pods_log_there(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str, sim: SimCluster
+    stage: Stage, run_uid: str, sim: SimCluster
 ) -> None:
     sim.set_access(
         {"alice-token": {"username": "alice"}, "carol-token": {"username": "carol"}},
@@ -270,7 +265,10 @@ async def test_in_kubernetes_mode_reading_logs_needs_get_pods_log_there(
     )
     with KubeGateway.for_url(sim.url) as gateway:
         app = create_app(
-            engine, PipelineMetrics(), KubeAccessReviewer(gateway), run_logs=RunLogs(js, topology)
+            stage.engine,
+            PipelineMetrics(),
+            KubeAccessReviewer(gateway),
+            run_logs=RunLogs(stage.js, stage.topology),
         )
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
             alice = await http.get(f"/api/v1/runs/{run_uid}/logs", headers=bearer("alice-token"))
@@ -284,11 +282,11 @@ async def test_in_kubernetes_mode_reading_logs_needs_get_pods_log_there(
     assert reviewed, "the API asked Kubernetes"
 
 
-async def test_without_a_logs_stream_the_answer_is_503_saying_why(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str
-) -> None:
-    elsewhere = Topology(prefix=f"{topology.prefix}x")  # an installation whose LOGS was never declared
-    app = create_app(engine, PipelineMetrics(), StaticAccess(USERS), run_logs=RunLogs(js, elsewhere))
+async def test_without_a_logs_stream_the_answer_is_503_saying_why(stage: Stage, run_uid: str) -> None:
+    elsewhere = Topology(prefix=f"{stage.topology.prefix}x")  # an installation whose LOGS was never declared
+    app = create_app(
+        stage.engine, PipelineMetrics(), StaticAccess(USERS), run_logs=RunLogs(stage.js, elsewhere)
+    )
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
         answer = await http.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN)
     assert answer.status_code == 503

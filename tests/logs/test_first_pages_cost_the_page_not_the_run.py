@@ -10,17 +10,14 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 import httpx
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import RunLogs, Searching, SearchLimits
 from controller.bus.logstore import publish_batches
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from tests.api_fixtures import ADMIN, T0, USERS, insert_runs, run_row
+from tests.conftest import Stage
 from tests.log_fixtures import log_batch
 
 P = ParamSpec("P")
@@ -44,13 +41,11 @@ class Counted(Searching):
         return await super().run(work, *args, **kwargs)
 
 
-async def long_run(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, retry_s: float, late: bool
-) -> str:
+async def long_run(stage: Stage, late: bool) -> str:
     """A run whose pods wrote side by side, a batch per pod per round (times interleaved across
     pods); with ``late``, one more pod's lines, written first, stored after all the others."""
     uid = str(uuid.uuid4())
-    await insert_runs(engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
+    await insert_runs(stage.engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
     batches = [
         log_batch(
             uid,
@@ -65,7 +60,7 @@ async def long_run(
         batches.append(
             log_batch(uid, "llm-launcher", "launcher", [(-1 + 0.1 * i, None, f"late {i}") for i in range(3)])
         )
-    await publish_batches(js, topology, batches, retry_s)
+    await publish_batches(stage.js, stage.topology, batches, stage.settings.nats.publish_retry_s)
     return uid
 
 
@@ -78,20 +73,22 @@ def client_of(app: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
 
 
-def app_of(engine: AsyncEngine, js: JetStreamContext, topology: Topology, searching: Searching) -> Any:
+def app_of(stage: Stage, searching: Searching) -> Any:
     app = create_app(
-        engine, PipelineMetrics(), StaticAccess(USERS), metrics_ttl_s=0, run_logs=RunLogs(js, topology)
+        stage.engine,
+        PipelineMetrics(),
+        StaticAccess(USERS),
+        metrics_ttl_s=0,
+        run_logs=RunLogs(stage.js, stage.topology),
     )
     app.state.log_search = searching
     return app
 
 
-async def test_a_first_page_reads_about_a_batch_per_container_not_the_run(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
-    uid = await long_run(engine, js, topology, settings.nats.publish_retry_s, late=False)
+async def test_a_first_page_reads_about_a_batch_per_container_not_the_run(stage: Stage) -> None:
+    uid = await long_run(stage, late=False)
     searching = Counted(SearchLimits(budget_s=60.0))
-    async with client_of(app_of(engine, js, topology, searching)) as http:
+    async with client_of(app_of(stage, searching)) as http:
         page = (await http.get(f"/api/v1/runs/{uid}/logs", headers=ADMIN, params={"limit": "5"})).json()
     assert page["partial"] is False
     assert [item["text"] for item in page["items"]] == in_time_order()[:5]
@@ -100,12 +97,12 @@ async def test_a_first_page_reads_about_a_batch_per_container_not_the_run(
 
 
 async def test_old_lines_stored_late_still_open_the_page_and_every_page_walks_each_line_once(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings
+    stage: Stage,
 ) -> None:
-    uid = await long_run(engine, js, topology, settings.nats.publish_retry_s, late=True)
+    uid = await long_run(stage, late=True)
     searching = Counted(SearchLimits(budget_s=60.0))
     walked: list[str] = []
-    async with client_of(app_of(engine, js, topology, searching)) as http:
+    async with client_of(app_of(stage, searching)) as http:
         cursor = None
         for _ in range(100):
             params = {"limit": "7"} | ({"cursor": cursor} if cursor else {})

@@ -6,23 +6,21 @@ most ``max_follows`` containers, failing runs first; a run stops being followed 
 from __future__ import annotations
 
 from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
 
-from controller.contract.settings import LogSettings, Settings
+from controller.contract.settings import LogSettings
 from controller.contract.subjects import Topology
 from controller.testing import objects as k
-from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.log_fixtures import RUNNING, following, running_run, stored, stored_texts
+from tests.log_fixtures import RUNNING, Logged, stored, stored_texts
 
 
 async def test_a_huge_line_invalid_utf8_and_nul_are_bounded_and_lose_nothing_around_them(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+    logged: Logged,
 ) -> None:
-    run = running_run(sim, "hostile")
+    run = logged.run("hostile")
     namespace, pod, container = run.pod(0)
     huge = b"x" * (10 * 1024 * 1024)
-    sim.set_log(
+    logged.sim.set_log(
         namespace,
         pod,
         container,
@@ -32,12 +30,12 @@ async def test_a_huge_line_invalid_utf8_and_nul_are_bounded_and_lose_nothing_aro
     limits = LogSettings(retry_s=0.05, max_line_bytes=4096)
 
     async def count() -> int:
-        return len(await stored_texts(nats_client, topology, run.job))
+        return len(await logged.texts(run.job))
 
-    async with following(sim, nats_client, topology, settings.nats, limits) as follow:
+    async with logged.following(limits) as follow:
         follow.add(run)
         await until(lambda: _at_least(count, 6), 20.0)
-    lines = [line for batch in await stored(nats_client, topology, run.job) for line in batch.lines]
+    lines = [line for batch in await stored(logged.nc, logged.topology, run.job) for line in batch.lines]
     texts = [line.text for line in lines]
     assert texts[0] == "[1,3]<stdout>:before"
     kept, marker = texts[1].split(" ", 1)
@@ -52,54 +50,56 @@ async def test_a_huge_line_invalid_utf8_and_nul_are_bounded_and_lose_nothing_aro
     assert [line.rank for line in lines] == [3, None, None, None, 5, 2]
 
 
-async def test_beyond_the_bound_failing_runs_are_followed_first(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
-    healthy = running_run(sim, "healthy", workers=0, created="2026-11-20T09:00:00Z")
-    failing = running_run(sim, "failing", workers=1, created="2026-11-20T10:00:00Z")
+async def test_beyond_the_bound_failing_runs_are_followed_first(logged: Logged) -> None:
+    healthy = logged.run("healthy", workers=0, created="2026-11-20T09:00:00Z")
+    failing = logged.run("failing", workers=1, created="2026-11-20T10:00:00Z")
     restarted = k.with_container_state(failing.pods[1], RUNNING, phase="Running", ready=True, restarts=1)
-    sim.update(restarted)
+    logged.sim.update(restarted)
     failing.pods[1] = restarted
     limits = LogSettings(retry_s=0.05, max_follows=1)
-    async with following(sim, nats_client, topology, settings.nats, limits) as follow:
+    async with logged.following(limits) as follow:
         follow.add(healthy)
-        await until(lambda: set(sim.open_log_follows()) == {("team-a", healthy.pod(0)[1])}, 10.0)
+        await until(lambda: set(logged.sim.open_log_follows()) == {("team-a", healthy.pod(0)[1])}, 10.0)
         follow.add(failing)  # a worker restarted: the failing run's launcher takes the one place
-        await until(lambda: set(sim.open_log_follows()) == {("team-a", failing.pod(0)[1])}, 10.0)
+        await until(lambda: set(logged.sim.open_log_follows()) == {("team-a", failing.pod(0)[1])}, 10.0)
         assert len(follow.follower.following) == 1
         await until(lambda: follow.metrics.sample("mpijc_log_follows", state="beyond_bound") == 2, 10.0)
 
 
 async def test_beyond_the_bound_a_run_whose_launcher_went_quiet_comes_before_busy_ones(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+    logged: Logged,
 ) -> None:
-    busy = running_run(sim, "busy", workers=0, created="2026-11-20T09:00:00Z")
-    quiet = running_run(sim, "quiet", workers=0, created="2026-11-20T10:00:00Z")
+    busy = logged.run("busy", workers=0, created="2026-11-20T09:00:00Z")
+    quiet = logged.run("quiet", workers=0, created="2026-11-20T10:00:00Z")
     limits = LogSettings(retry_s=0.05, max_follows=1)
-    async with following(sim, nats_client, topology, settings.nats, limits) as follow:
+    async with logged.following(limits) as follow:
         follow.add(busy)
         follow.add(quiet)
-        await until(lambda: set(sim.open_log_follows()) == {("team-a", busy.pod(0)[1])}, 10.0)  # the oldest
+        await until(
+            lambda: set(logged.sim.open_log_follows()) == {("team-a", busy.pod(0)[1])}, 10.0
+        )  # the oldest
         follow.follower.quiet(busy.job.uid, 40)
         follow.follower.quiet(quiet.job.uid, 0)  # the progress probe read nothing new: maybe hanging
-        await until(lambda: set(sim.open_log_follows()) == {("team-a", quiet.pod(0)[1])}, 10.0)
+        await until(lambda: set(logged.sim.open_log_follows()) == {("team-a", quiet.pod(0)[1])}, 10.0)
 
 
-async def test_a_run_is_followed_up_to_its_byte_cap_and_says_so(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
-    run = running_run(sim, "chatty")
+async def test_a_run_is_followed_up_to_its_byte_cap_and_says_so(logged: Logged) -> None:
+    run = logged.run("chatty")
     namespace, pod, container = run.pod(0)
     limits = LogSettings(retry_s=0.05, run_max_bytes=2000, batch_max_bytes=4096)
-    async with following(sim, nats_client, topology, settings.nats, limits) as follow:
+    async with logged.following(limits) as follow:
         follow.add(run)
-        sim.append_log(namespace, pod, container, "".join(f"{i:099d}\n" for i in range(10)))  # 990 bytes
-        await until(lambda: _at_least(lambda: _count(nats_client, topology, run), 10), 10.0)
-        sim.append_log(namespace, pod, container, "".join(f"{i:099d}\n" for i in range(20)))  # past the cap
-        await until(lambda: _capped(nats_client, topology, run), 10.0)
-        await until(lambda: not sim.open_log_follows(), 10.0)
+        logged.sim.append_log(
+            namespace, pod, container, "".join(f"{i:099d}\n" for i in range(10))
+        )  # 990 bytes
+        await until(lambda: _at_least(lambda: _count(logged.nc, logged.topology, run), 10), 10.0)
+        logged.sim.append_log(
+            namespace, pod, container, "".join(f"{i:099d}\n" for i in range(20))
+        )  # past the cap
+        await until(lambda: _capped(logged.nc, logged.topology, run), 10.0)
+        await until(lambda: not logged.sim.open_log_follows(), 10.0)
         assert follow.metrics.sample("mpijc_log_capped_runs_total") == 1
-    batches = await stored(nats_client, topology, run.job)
+    batches = await stored(logged.nc, logged.topology, run.job)
     assert sum(len(line.text) for b in batches for line in b.lines) <= 2000
     assert batches[-1].note and "cap of 2000 bytes" in batches[-1].note
 

@@ -7,15 +7,9 @@ Real client → simulated API server → real NATS."""
 
 from __future__ import annotations
 
-from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
-
 from controller.contract.logs import since_time
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.log_fixtures import following, running_run, stored_at_least, stored_texts
+from tests.log_fixtures import Logged
 
 T = 1_795_000_000 * 10**9
 """A kubelet timestamp (nanoseconds); lines written with it share it exactly."""
@@ -25,92 +19,84 @@ def lines(first: int, last: int) -> str:
     return "".join(f"step {i} loss 0.{i}\n" for i in range(first, last))
 
 
-async def test_a_stream_broken_in_mid_line_resumes_without_gap_or_duplicate(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
-    run = running_run(sim, "cut")
+async def test_a_stream_broken_in_mid_line_resumes_without_gap_or_duplicate(logged: Logged) -> None:
+    run = logged.run("cut")
     namespace, pod, container = run.pod(0)
-    sim.set_log(namespace, pod, container, lines(0, 5), at_ns=T)
+    logged.sim.set_log(namespace, pod, container, lines(0, 5), at_ns=T)
     expected = [f"step {i} loss 0.{i}" for i in range(12)]
 
-    has = stored_at_least(nats_client, topology, run.job)
+    has = logged.has(run.job)
 
-    async with following(sim, nats_client, topology, settings.nats) as follow:
+    async with logged.following() as follow:
         follow.add(run)
         await until(lambda: has(5), 10.0)
-        sim.cut_log_follows()  # the next lines go out up to the middle of the last one
-        sim.append_log(namespace, pod, container, lines(5, 10), at_ns=T)  # the same timestamp still
+        logged.sim.cut_log_follows()  # the next lines go out up to the middle of the last one
+        logged.sim.append_log(namespace, pod, container, lines(5, 10), at_ns=T)  # the same timestamp still
         await until(lambda: has(9), 10.0)  # step 9 was cut in half: read again
-        sim.append_log(namespace, pod, container, lines(10, 12), at_ns=T + 1_500_000_000)
+        logged.sim.append_log(namespace, pod, container, lines(10, 12), at_ns=T + 1_500_000_000)
         await until(lambda: has(12), 10.0)
         assert follow.metrics.sample("mpijc_log_reopened_total", reason="broken") >= 1
         assert follow.metrics.sample("mpijc_log_lines_total") == 12
-    assert await stored_texts(nats_client, topology, run.job) == expected
-    resumed = [r for r in sim.requests if r.path.endswith(f"/{pod}/log") and "sinceTime" in r.query]
+    assert await logged.texts(run.job) == expected
+    resumed = [r for r in logged.sim.requests if r.path.endswith(f"/{pod}/log") and "sinceTime" in r.query]
     assert resumed and resumed[0].query["sinceTime"] == since_time(T) == "2026-11-18T11:06:40Z"
 
 
-async def test_a_restarted_follower_resumes_from_the_bus_without_gap_or_duplicate(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
-    run = running_run(sim, "restart", workers=1)
+async def test_a_restarted_follower_resumes_from_the_bus_without_gap_or_duplicate(logged: Logged) -> None:
+    run = logged.run("restart", workers=1)
     for index in (0, 1):
         namespace, pod, container = run.pod(index)
-        sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T + index)
+        logged.sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T + index)
 
-    has = stored_at_least(nats_client, topology, run.job)
+    has = logged.has(run.job)
 
-    async with following(sim, nats_client, topology, settings.nats) as follow:
+    async with logged.following() as follow:
         follow.add(run)
         await until(lambda: has(6), 10.0)
     for index in (0, 1):  # written while no follower ran, some within the same second
         namespace, pod, container = run.pod(index)
-        sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + index)
-    async with following(sim, nats_client, topology, settings.nats) as follow:
+        logged.sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + index)
+    async with logged.following() as follow:
         follow.add(run)
         await until(lambda: has(12), 10.0)
     for index in (0, 1):
         pod = run.pod(index)[1]
-        assert await stored_texts(nats_client, topology, run.job, pod) == [
-            f"step {i} loss 0.{i}" for i in range(6)
-        ]
+        assert await logged.texts(run.job, pod) == [f"step {i} loss 0.{i}" for i in range(6)]
 
 
-async def test_a_stream_ended_while_the_container_runs_is_followed_again(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
-    run = running_run(sim, "proxied")
+async def test_a_stream_ended_while_the_container_runs_is_followed_again(logged: Logged) -> None:
+    run = logged.run("proxied")
     namespace, pod, container = run.pod(0)
-    sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
+    logged.sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
 
-    has = stored_at_least(nats_client, topology, run.job)
+    has = logged.has(run.job)
 
-    async with following(sim, nats_client, topology, settings.nats) as follow:
+    async with logged.following() as follow:
         follow.add(run)
         await until(lambda: has(3), 10.0)
-        sim.end_log_follows()  # a clean end, as a load balancer closing a long request
-        sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1)
+        logged.sim.end_log_follows()  # a clean end, as a load balancer closing a long request
+        logged.sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1)
         await until(lambda: has(6), 10.0)
         assert follow.metrics.sample("mpijc_log_reopened_total", reason="ended") >= 1
-    assert await stored_texts(nats_client, topology, run.job) == [f"step {i} loss 0.{i}" for i in range(6)]
+    assert await logged.texts(run.job) == [f"step {i} loss 0.{i}" for i in range(6)]
 
 
 async def test_what_an_instance_printed_after_its_follow_broke_is_read_before_its_successor(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+    logged: Logged,
 ) -> None:
-    run = running_run(sim, "crashed")
+    run = logged.run("crashed")
     namespace, pod, container = run.pod(0)
-    sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
+    logged.sim.set_log(namespace, pod, container, lines(0, 3), at_ns=T)
 
-    has = stored_at_least(nats_client, topology, run.job)
+    has = logged.has(run.job)
 
-    async with following(sim, nats_client, topology, settings.nats) as follow:
+    async with logged.following() as follow:
         follow.add(run)
         await until(lambda: has(3), 10.0)
-        sim.cut_log_follows()  # the follow breaks in the middle of step 5 ...
-        sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1_000_000_000)
-        sim.restart_container(namespace, pod, container)  # ... and the container crashes and restarts
-        sim.append_log(namespace, pod, container, lines(6, 8), at_ns=T + 2_000_000_000)
+        logged.sim.cut_log_follows()  # the follow breaks in the middle of step 5 ...
+        logged.sim.append_log(namespace, pod, container, lines(3, 6), at_ns=T + 1_000_000_000)
+        logged.sim.restart_container(namespace, pod, container)  # ... and the container crashes and restarts
+        logged.sim.append_log(namespace, pod, container, lines(6, 8), at_ns=T + 2_000_000_000)
         await until(lambda: has(8), 10.0)
-    assert await stored_texts(nats_client, topology, run.job) == [f"step {i} loss 0.{i}" for i in range(8)]
-    assert [r.query.get("sinceTime") for r in sim.requests if r.query.get("previous") == "true"]
+    assert await logged.texts(run.job) == [f"step {i} loss 0.{i}" for i in range(8)]
+    assert [r.query.get("sinceTime") for r in logged.sim.requests if r.query.get("previous") == "true"]

@@ -27,8 +27,8 @@ from controller.kube.gateway import KubeGateway
 from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.history.test_end_to_end_watch_to_history import watchers_running
-from tests.log_fixtures import Run, following, running_run, stored_at_least, stored_texts
+from tests.log_fixtures import Logged, Run, running_run, stored_texts
+from tests.pipeline_fixtures import watchers_running
 from watchers.following import FollowKey, LogFollower
 from watchers.sharing import LEASE_BUCKET, SharedFollower
 
@@ -163,26 +163,24 @@ async def test_replicas_share_the_follows_and_take_over_a_lost_one_without_gap_o
             ]
 
 
-async def test_two_followers_of_one_container_store_each_line_once(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
-    run = running_run(sim, "overlap")
+async def test_two_followers_of_one_container_store_each_line_once(logged: Logged) -> None:
+    run = logged.run("overlap")
     namespace, pod, container = run.pod(0)
-    sim.set_log(namespace, pod, container, "".join(f"step {i}\n" for i in range(3)), at_ns=T)
+    logged.sim.set_log(namespace, pod, container, "".join(f"step {i}\n" for i in range(3)), at_ns=T)
     logs = LogSettings(retry_s=0.05)
     async with (
-        following(sim, nats_client, topology, settings.nats, logs) as first,
-        following(sim, nats_client, topology, settings.nats, logs) as second,
+        logged.following(logs) as first,
+        logged.following(logs) as second,
     ):
         first.add(run)
         second.add(run)  # both follow the launcher, as a replica past its lease and its successor would
         for i in range(3, 30):
-            sim.append_log(namespace, pod, container, f"step {i}\n", at_ns=T + i * S // 10)
+            logged.sim.append_log(namespace, pod, container, f"step {i}\n", at_ns=T + i * S // 10)
             await asyncio.sleep(0.01)  # lines written while both follow, over several batches
 
-        has = stored_at_least(nats_client, topology, run.job, pod)
+        has = logged.has(run.job, pod)
         await until(lambda: has(30), 15.0)
-    assert await stored_texts(nats_client, topology, run.job, pod) == [f"step {i}" for i in range(30)]
+    assert await logged.texts(run.job, pod) == [f"step {i}" for i in range(30)]
 
 
 async def test_a_batch_is_stored_only_right_after_the_last_one_its_follower_knows(

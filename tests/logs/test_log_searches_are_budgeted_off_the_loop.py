@@ -14,20 +14,18 @@ from typing import Any, ParamSpec, TypeVar
 import httpx
 import pytest
 import uvicorn
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import StaticAccess
 from controller.api.app import create_app, metrics_app
 from controller.api.logs import RunLogs, Searching, SearchLimits
 from controller.api.server import serve_in_thread, server_config
 from controller.bus.logstore import publish_batches
-from controller.contract.settings import ApiSettings, Settings
-from controller.contract.subjects import Topology
+from controller.contract.settings import ApiSettings
 from controller.metrics import PipelineMetrics
 from controller.testing.ports import free_port
 from controller.testing.waits import until
 from tests.api_fixtures import ADMIN, T0, USERS, insert_runs, run_row
+from tests.conftest import Stage
 from tests.log_fixtures import log_batch
 
 P = ParamSpec("P")
@@ -40,13 +38,13 @@ COSTLY = "(a?){150}a{150}c"
 """Allowed (755 instructions), and still the dearest kind of search over `a` lines."""
 
 
-async def long_a_run(engine: AsyncEngine, js: JetStreamContext, topology: Topology, retry_s: float) -> str:
+async def long_a_run(stage: Stage) -> str:
     """A run of team-a whose three pods wrote lines of `a` (and a few `step n`) in 9 batches, their
     timestamps interleaved across batches and pods."""
     import uuid
 
     uid = str(uuid.uuid4())
-    await insert_runs(engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
+    await insert_runs(stage.engine, [run_row("team-a", "llm", T0, uid=uid, phase="Running")])
     batches = []
     for round_ in range(3):
         for p, (pod, role) in enumerate(
@@ -56,35 +54,35 @@ async def long_a_run(engine: AsyncEngine, js: JetStreamContext, topology: Topolo
                 (round_ + 0.1 * i + 0.01 * p, None, f"step {round_}.{i} " + "a" * 2000) for i in range(8)
             ]
             batches.append(log_batch(uid, pod, role, lines))
-    await publish_batches(js, topology, batches, retry_s)
+    await publish_batches(stage.js, stage.topology, batches, stage.settings.nats.publish_retry_s)
     return uid
 
 
 @pytest.fixture
-async def run_uid(engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings) -> str:
-    return await long_a_run(engine, js, topology, settings.nats.publish_retry_s)
+async def run_uid(stage: Stage) -> str:
+    return await long_a_run(stage)
 
 
 def client_of(app: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
 
 
-def api(engine: AsyncEngine, js: JetStreamContext, topology: Topology, search: SearchLimits) -> Any:
+def api(stage: Stage, search: SearchLimits) -> Any:
     return create_app(
-        engine,
+        stage.engine,
         PipelineMetrics(),
         StaticAccess(USERS),
         metrics_ttl_s=0,
-        run_logs=RunLogs(js, topology),
+        run_logs=RunLogs(stage.js, stage.topology),
         search=search,
     )
 
 
 @pytest.mark.parametrize("expression", [HOSTILE, "(a?){400}a{400}c"], ids=["issue", "2005"])
 async def test_an_expression_over_the_program_bound_is_400_naming_it(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str, expression: str
+    stage: Stage, run_uid: str, expression: str
 ) -> None:
-    async with client_of(api(engine, js, topology, SearchLimits(max_program=1000))) as http:
+    async with client_of(api(stage, SearchLimits(max_program=1000))) as http:
         answer = await http.get(
             f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": expression, "regex": "true"}
         )
@@ -96,10 +94,8 @@ async def test_an_expression_over_the_program_bound_is_400_naming_it(
 
 
 @pytest.mark.parametrize("expression", ["NCCL|CUDA", r"rank \d+ .*timeout", r"step 1\.\d", COSTLY])
-async def test_ordinary_expressions_are_searched(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str, expression: str
-) -> None:
-    async with client_of(api(engine, js, topology, SearchLimits())) as http:
+async def test_ordinary_expressions_are_searched(stage: Stage, run_uid: str, expression: str) -> None:
+    async with client_of(api(stage, SearchLimits())) as http:
         answer = await http.get(
             f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": expression, "regex": "true"}
         )
@@ -115,11 +111,11 @@ def seen(page: dict[str, Any]) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("limit", [5, 200], ids=["pages-within-a-stretch", "one-page-a-stretch"])
 @pytest.mark.parametrize("q", [None, "step", r"step [02]\."], ids=["all", "keyword", "regex"])
 async def test_a_read_over_its_budget_is_partial_and_its_cursor_walks_the_rest_once(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str, q: str | None, limit: int
+    stage: Stage, run_uid: str, q: str | None, limit: int
 ) -> None:
     params = {"limit": str(limit)} | ({} if q is None else {"q": q, "regex": str(q.startswith("step ["))})
     url = f"/api/v1/runs/{run_uid}/logs"
-    async with client_of(api(engine, js, topology, SearchLimits(budget_s=60.0))) as http:
+    async with client_of(api(stage, SearchLimits(budget_s=60.0))) as http:
         whole: list[tuple[str, str, str]] = []
         cursor = None
         for _ in range(100):
@@ -130,7 +126,7 @@ async def test_a_read_over_its_budget_is_partial_and_its_cursor_walks_the_rest_o
             whole += seen(page)
             if (cursor := page["next_cursor"]) is None:
                 break
-    async with client_of(api(engine, js, topology, SearchLimits(budget_s=1e-9))) as http:  # a batch a read
+    async with client_of(api(stage, SearchLimits(budget_s=1e-9))) as http:  # a batch a read
         first = (await http.get(url, headers=ADMIN, params=params)).json()
         assert first["partial"] is True and first["scanned_until"] is not None
         assert first["next_cursor"] is not None
@@ -170,9 +166,9 @@ class Held(Searching):
 
 
 async def test_health_and_another_request_are_answered_while_searches_hold_every_search_thread(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, run_uid: str
+    stage: Stage, run_uid: str
 ) -> None:
-    app = api(engine, js, topology, SearchLimits(threads=2, budget_s=60.0))
+    app = api(stage, SearchLimits(threads=2, budget_s=60.0))
     held = app.state.log_search = Held(app.state.log_search.limits)
     url = f"/api/v1/runs/{run_uid}/logs"
     async with client_of(app) as http:
@@ -194,8 +190,8 @@ async def test_health_and_another_request_are_answered_while_searches_hold_every
 
 
 @pytest.fixture
-async def metrics_port(engine: AsyncEngine, js: JetStreamContext, topology: Topology) -> AsyncIterator[str]:
-    app = metrics_app(api(engine, js, topology, SearchLimits()), asyncio.get_running_loop())
+async def metrics_port(stage: Stage) -> AsyncIterator[str]:
+    app = metrics_app(api(stage, SearchLimits()), asyncio.get_running_loop())
     port = free_port()
     server = uvicorn.Server(server_config(app, ApiSettings(shutdown_grace_s=0.1), port, capped=False))
     task = asyncio.create_task(serve_in_thread(server, "metrics-port"))

@@ -10,8 +10,6 @@ import io
 from pathlib import Path
 
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.logs import RunLogs
 from controller.bus.logstore import publish_batches
@@ -19,9 +17,9 @@ from controller.cli import commands
 from controller.cli.exits import Exit
 from controller.cli.logs import print_logs
 from controller.client import ClientError
-from controller.contract.settings import ClientSettings, Settings
-from controller.contract.subjects import Topology
+from controller.contract.settings import ClientSettings
 from controller.testing.waits import until
+from tests.conftest import Stage
 from tests.live_events import GUARD_S, serving
 from tests.log_fixtures import log_batch, run_with_logs
 
@@ -33,12 +31,10 @@ def token_file(tmp_path: Path) -> Path:
     return path
 
 
-async def test_the_latest_attempt_is_printed_merged_and_rank_labelled(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, token_file: Path
-) -> None:
-    await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
+async def test_the_latest_attempt_is_printed_merged_and_rank_labelled(stage: Stage, token_file: Path) -> None:
+    await run_with_logs(stage)
     out, err = io.StringIO(), io.StringIO()
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         client = ClientSettings(api_url=api.url, token_file=str(token_file))
         status = await print_logs("team-a/llm", client, out=out, err=err)
         grepped = io.StringIO()
@@ -59,19 +55,17 @@ async def test_the_latest_attempt_is_printed_merged_and_rank_labelled(
     ]
 
 
-async def test_follow_prints_new_lines_once(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, token_file: Path
-) -> None:
-    uid = await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
+async def test_follow_prints_new_lines_once(stage: Stage, token_file: Path) -> None:
+    uid = await run_with_logs(stage)
     out = io.StringIO()
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         client = ClientSettings(api_url=api.url, token_file=str(token_file))
         task = asyncio.create_task(print_logs("team-a/llm", client, follow=True, out=out))
         await until(lambda: len(out.getvalue().splitlines()) == 6, GUARD_S, out.getvalue)
         later = log_batch(
             uid, "llm-worker-0", "worker", [(3.0, None, "orted started"), (4.0, None, "step 3")]
         )
-        await publish_batches(js, topology, [later], settings.nats.publish_retry_s)
+        await publish_batches(stage.js, stage.topology, [later], stage.settings.nats.publish_retry_s)
         await until(lambda: "step 3" in out.getvalue(), GUARD_S, out.getvalue)
         task.cancel()
     lines = out.getvalue().splitlines()
@@ -79,12 +73,10 @@ async def test_follow_prints_new_lines_once(
     assert sum("orted started" in line for line in lines) == 1
 
 
-async def test_ignore_case_keeps_lines_of_either_case(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, token_file: Path
-) -> None:
-    await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
+async def test_ignore_case_keeps_lines_of_either_case(stage: Stage, token_file: Path) -> None:
+    await run_with_logs(stage)
     exact, either = io.StringIO(), io.StringIO()
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         client = ClientSettings(api_url=api.url, token_file=str(token_file))
         assert await print_logs("team-a/llm", client, grep="cuda|nccl", out=exact) == Exit.OK
         assert (
@@ -97,18 +89,16 @@ async def test_ignore_case_keeps_lines_of_either_case(
     ] == [True, True]
 
 
-async def test_follow_resumes_after_an_api_restart(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings, token_file: Path
-) -> None:
-    uid = await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
+async def test_follow_resumes_after_an_api_restart(stage: Stage, token_file: Path) -> None:
+    uid = await run_with_logs(stage)
     out, err = io.StringIO(), io.StringIO()
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         client = ClientSettings(api_url=api.url, token_file=str(token_file))
         task = asyncio.create_task(print_logs("team-a/llm", client, follow=True, out=out, err=err))
         await until(lambda: len(out.getvalue().splitlines()) == 6, GUARD_S, out.getvalue)
         await api.stop()  # the API goes away while the job logs on
         later = log_batch(uid, "llm-worker-0", "worker", [(4.0, None, "step 3"), (5.0, None, "step 4")])
-        await publish_batches(js, topology, [later], settings.nats.publish_retry_s)
+        await publish_batches(stage.js, stage.topology, [later], stage.settings.nats.publish_retry_s)
         await until(lambda: "reconnecting" in err.getvalue(), GUARD_S, err.getvalue)
         await api.start()  # on the same port, as a restarted pod behind its Service
         await until(lambda: "step 4" in out.getvalue(), GUARD_S, out.getvalue)
@@ -131,10 +121,7 @@ async def test_follow_resumes_after_an_api_restart(
     ids=["no-such-attempt", "no-such-job", "not-allowed"],
 )
 async def test_what_cannot_be_printed_says_why(
-    engine: AsyncEngine,
-    js: JetStreamContext,
-    topology: Topology,
-    settings: Settings,
+    stage: Stage,
     tmp_path: Path,
     target: str,
     attempt: int | None,
@@ -142,10 +129,10 @@ async def test_what_cannot_be_printed_says_why(
     status: Exit,
     says: str,
 ) -> None:
-    await run_with_logs(engine, js, topology, settings.nats.publish_retry_s)
+    await run_with_logs(stage)
     token_file = tmp_path / "token"
     token_file.write_text(token)
-    async with serving(engine, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, run_logs=RunLogs(stage.js, stage.topology)) as api:
         client = ClientSettings(api_url=api.url, token_file=str(token_file))
         with pytest.raises(ClientError, match=says) as raised:
             await print_logs(target, client, attempt=attempt, out=io.StringIO(), err=io.StringIO())

@@ -6,15 +6,9 @@ server → real NATS."""
 
 from __future__ import annotations
 
-from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
-
 from controller.contract.redaction import REDACTED
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.log_fixtures import following, running_run, stored_at_least, stored_texts
+from tests.log_fixtures import Logged
 from watchers.lines import LineSplitter, clean_lines
 
 T = 1_795_000_000 * 10**9
@@ -29,27 +23,29 @@ def test_a_token_cut_between_two_reads_is_redacted_in_its_whole_line() -> None:
 
 
 async def test_a_private_key_written_over_several_reads_and_a_restart_is_redacted_whole(
-    sim: SimCluster, nats_client: NATS, js: JetStreamContext, topology: Topology, settings: Settings
+    logged: Logged,
 ) -> None:
-    run = running_run(sim, "key")
+    run = logged.run("key")
     namespace, pod, container = run.pod(0)
     body = ["MIIEowIBAAKCAQEA0Z3VS5JJcds3xfn", "/ygWyF8PbnGy0AHB7MhgHcTz6sE2I2yP"]
 
-    has = stored_at_least(nats_client, topology, run.job)
+    has = logged.has(run.job)
 
-    sim.set_log(namespace, pod, container, "step 1\n-----BEGIN RSA PRIVATE KEY-----\n", at_ns=T)
-    async with following(sim, nats_client, topology, settings.nats) as follow:
+    logged.sim.set_log(namespace, pod, container, "step 1\n-----BEGIN RSA PRIVATE KEY-----\n", at_ns=T)
+    async with logged.following() as follow:
         follow.add(run)
         await until(lambda: has(2), 10.0)
-        sim.append_log(namespace, pod, container, f"{body[0]}\n", at_ns=T + 1)  # a read of its own
+        logged.sim.append_log(namespace, pod, container, f"{body[0]}\n", at_ns=T + 1)  # a read of its own
         await until(lambda: has(3), 10.0)
     # a new follower knows from the bus alone that a block is open
-    sim.append_log(namespace, pod, container, f"{body[1]}\n-----END RSA PRIVATE KEY-----\n", at_ns=T + 2)
-    sim.append_log(namespace, pod, container, "step 2 loss 0.5\n", at_ns=T + 3)
-    async with following(sim, nats_client, topology, settings.nats) as follow:
+    logged.sim.append_log(
+        namespace, pod, container, f"{body[1]}\n-----END RSA PRIVATE KEY-----\n", at_ns=T + 2
+    )
+    logged.sim.append_log(namespace, pod, container, "step 2 loss 0.5\n", at_ns=T + 3)
+    async with logged.following() as follow:
         follow.add(run)
         await until(lambda: has(6), 10.0)
-    assert await stored_texts(nats_client, topology, run.job) == [
+    assert await logged.texts(run.job) == [
         "step 1",
         REDACTED,
         REDACTED,

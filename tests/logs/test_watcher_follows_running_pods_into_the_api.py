@@ -7,39 +7,33 @@ from __future__ import annotations
 
 import httpx
 from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import RunLogs
 from controller.contract.events import JobRef
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
 from tests.api_fixtures import ADMIN, USERS
-from tests.history.test_end_to_end_watch_to_history import controller_running, wait_for_sql
+from tests.conftest import Stage
 from tests.log_fixtures import RUNNING, stored_texts
+from tests.pipeline_fixtures import controller_running, wait_for_sql
 
 
 async def test_running_pods_are_followed_and_read_back_merged_after_they_are_gone(
     sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
+    stage: Stage,
     nats_client: NATS,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
 ) -> None:
     job = k.with_conditions(k.mpijob("llm", workers=1), ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z"))
     uid = job["metadata"]["uid"]
     ref = JobRef(uid=uid, kind="MPIJob", namespace="team-a", name="llm")
     launcher, worker = k.pod(job, "launcher"), k.pod(job, "worker", 0)
     t0 = 1_795_000_000 * 10**9
-    async with controller_running(settings, sim, js, topology, engine, metrics):
+    async with controller_running(stage.settings, sim, stage.js, stage.topology, stage.engine, stage.metrics):
         sim.create(job)
         for pod in (launcher, worker):
             sim.create(pod)
@@ -47,15 +41,17 @@ async def test_running_pods_are_followed_and_read_back_merged_after_they_are_gon
         sim.set_log("team-a", "llm-launcher-x7k2p", "launcher", "[1,0]<stdout>:step 1\n", at_ns=t0 + 10)
         for pod in (launcher, worker):
             sim.update(k.with_container_state(pod, RUNNING, phase="Running", ready=True))
-        await until(lambda: _count(nats_client, topology, ref, 2), 15.0)
+        await until(lambda: _count(nats_client, stage.topology, ref, 2), 15.0)
         sim.append_log("team-a", "llm-launcher-x7k2p", "launcher", "[1,0]<stdout>:step 2\n", at_ns=t0 + 20)
         done = {"terminated": {"exitCode": 0, "reason": "Completed"}}
         sim.update(k.with_container_state(launcher, done, phase="Succeeded"))  # read to its end
-        await until(lambda: _count(nats_client, topology, ref, 3), 15.0)
-        await wait_for_sql(engine, f"SELECT count(*) FROM runs WHERE uid = '{uid}'", 1)
+        await until(lambda: _count(nats_client, stage.topology, ref, 3), 15.0)
+        await wait_for_sql(stage.engine, f"SELECT count(*) FROM runs WHERE uid = '{uid}'", 1)
     for pod in (launcher, worker):
         sim.delete(pod)
-    app = create_app(engine, PipelineMetrics(), StaticAccess(USERS), run_logs=RunLogs(js, topology))
+    app = create_app(
+        stage.engine, PipelineMetrics(), StaticAccess(USERS), run_logs=RunLogs(stage.js, stage.topology)
+    )
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as api:
         answer = await api.get(f"/api/v1/runs/{uid}/logs", headers=ADMIN)
     assert answer.status_code == 200, answer.text

@@ -18,15 +18,12 @@ from typing import Any
 import httpx
 import pytest
 from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify.consumer import CONSUMER as NOTIFY_JOBS
 from consumers.notify.consumer import FINDINGS_CONSUMER as NOTIFY_FINDINGS
 from consumers.rules.service import CONSUMER as RULES
 from controller.bus.streams import wait_until_consumed
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing.events import (
     at,
     failed_launcher,
@@ -37,8 +34,9 @@ from controller.testing.events import (
     terminated,
     worker,
 )
-from controller.testing.notify import api_client, log_of, notify_running, settled_log, subscribe, with_notify
+from controller.testing.notify import log_of, settled_log, subscribe
 from controller.testing.receivers import Receiver
+from tests.notify_fixtures import Notifying
 from tests.rules.test_rules_consumer_reads_logs_live import observed, printed, running_and_read
 
 OOM = "[1,3]<stderr>:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB."
@@ -75,19 +73,10 @@ Subscribers = tuple[Receiver, httpx.AsyncClient]
 
 @pytest.fixture
 async def subscribers(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> AsyncIterator[Subscribers]:
     """A subscribers' receiver and an API client, with notify (consumer and dispatcher) running."""
-    with_notify(settings)
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.serving() as (rx, api):
         yield rx, api
 
 
@@ -96,25 +85,29 @@ async def subscribers(
 )
 async def test_a_line_the_run_recovers_from_delivers_nothing_to_subscribers(
     lines: tuple[str, ...],
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
     subscribers: Subscribers,
 ) -> None:
     rx, api = subscribers
     everything = await subscribe(api, rx, "hooks/all", namespace="team-a")
     evidence = await subscribe(api, rx, "hooks/seen", namespace="team-a", event_types=["finding.observed"])
-    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
-        await printed(js, topology, clock, log_batch(*lines, observed_at=at(5)))
+    async with running_and_read(notifying) as (
+        publisher,
+        clock,
+    ):
+        await printed(notifying.js, notifying.topology, clock, log_batch(*lines, observed_at=at(5)))
         went_on = ("[1,3]<stdout>:batch size 16 fits", "[1,0]<stdout>:epoch 1 step 200")
-        await printed(js, topology, clock, log_batch(*went_on, observed_at=at(5, 30), step_s=60))
+        await printed(
+            notifying.js, notifying.topology, clock, log_batch(*went_on, observed_at=at(5, 30), step_s=60)
+        )
         ended = launcher(
             observed_at=at(20), phase="Succeeded", ready=False, containers=(terminated("Completed", 0),)
         )
-        await observed(publisher, js, topology, clock, ended)
-        await observed(publisher, js, topology, clock, job("Succeeded", observed_at=at(20, 5)))
-        await _settled(js, topology)
+        await observed(publisher, notifying.js, notifying.topology, clock, ended)
+        await observed(
+            publisher, notifying.js, notifying.topology, clock, job("Succeeded", observed_at=at(20, 5))
+        )
+        await _settled(notifying.js, notifying.topology)
     (seen,) = await settled_log(api, evidence["id"], 1)
     (request,) = rx.at("hooks/seen")
     told = await log_of(api, everything["id"])
@@ -128,18 +121,20 @@ async def test_a_line_the_run_recovers_from_delivers_nothing_to_subscribers(
 
 
 async def test_the_same_oom_followed_by_its_pod_ending_non_zero_is_delivered_firing(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
     subscribers: Subscribers,
 ) -> None:
     rx, api = subscribers
     everything = await subscribe(api, rx, "hooks/all", namespace="team-a", event_types=["finding.*"])
-    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
-        await printed(js, topology, clock, log_batch(OOM, observed_at=at(5)))
-        await observed(publisher, js, topology, clock, failed_launcher(OOM, observed_at=at(5, 10)))
-        await _settled(js, topology)
+    async with running_and_read(notifying) as (
+        publisher,
+        clock,
+    ):
+        await printed(notifying.js, notifying.topology, clock, log_batch(OOM, observed_at=at(5)))
+        await observed(
+            publisher, notifying.js, notifying.topology, clock, failed_launcher(OOM, observed_at=at(5, 10))
+        )
+        await _settled(notifying.js, notifying.topology)
     (delivered,) = await settled_log(api, everything["id"], 1)
     (request,) = rx.at("hooks/all")
 
@@ -150,20 +145,24 @@ async def test_the_same_oom_followed_by_its_pod_ending_non_zero_is_delivered_fir
 
 
 async def test_a_quota_refusal_in_a_run_that_then_succeeds_delivers_nothing(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
     subscribers: Subscribers,
 ) -> None:
     rx, api = subscribers
     everything = await subscribe(api, rx, "hooks/all", namespace="team-a")
-    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
+    async with running_and_read(notifying) as (
+        publisher,
+        clock,
+    ):
         refused = k8s_event("MPIJobFailed", GPU_QUOTA, kind="MPIJob", involved="pi", observed_at=at(1))
-        await observed(publisher, js, topology, clock, refused)
-        await observed(publisher, js, topology, clock, worker(3, created_at=at(3), observed_at=at(3)))
-        await observed(publisher, js, topology, clock, job("Succeeded", observed_at=at(20)))
-        await _settled(js, topology)
+        await observed(publisher, notifying.js, notifying.topology, clock, refused)
+        await observed(
+            publisher, notifying.js, notifying.topology, clock, worker(3, created_at=at(3), observed_at=at(3))
+        )
+        await observed(
+            publisher, notifying.js, notifying.topology, clock, job("Succeeded", observed_at=at(20))
+        )
+        await _settled(notifying.js, notifying.topology)
     told = await log_of(api, everything["id"])
 
     assert _types(told) == ["job.created", "job.running", "job.succeeded"]

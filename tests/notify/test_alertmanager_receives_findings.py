@@ -10,19 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.contract.settings import AlertmanagerSettings, Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
+from controller.contract.settings import AlertmanagerSettings
 from controller.store.models import NotifyAlert
-from controller.testing.alertmanager import Alertmanager, alertmanager_binary, pusher_running
-from controller.testing.notify import consumer_running, finding, job, publish_findings, with_notify
+from controller.testing.alertmanager import Alertmanager, alertmanager_binary
+from controller.testing.notify import finding, job, with_notify
 from controller.testing.ports import free_port
 from controller.testing.receivers import Receiver, Reply
 from controller.testing.waits import until
+from tests.notify_fixtures import Notifying
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +53,7 @@ async def held(engine: AsyncEngine) -> int:
 async def test_a_finding_fires_and_resolves_through_alertmanager(
     binary: str,
     tmp_path: Path,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
     failed = job("Failed")
     oom = finding(failed)
@@ -68,20 +62,17 @@ async def test_a_finding_fires_and_resolves_through_alertmanager(
         await am.start()
         try:
             with_notify(
-                settings,
+                notifying.settings,
                 public_url="https://mpijc.example.com",
                 cluster="test-cluster",
                 alertmanager=sink([am.url]),
             )
-            async with (
-                pusher_running(engine, settings.notify.alertmanager, metrics),
-                consumer_running(settings, topology, js, engine, metrics),
-            ):
-                await publish_findings(js, topology, oom)
+            async with notifying.pushing(), notifying.consuming():
+                await notifying.publish_findings(oom)
                 (fired,) = [r.payload for r in await rx.wait_for("am", 1)]
-                await publish_findings(js, topology, finding(failed, status="resolved", revision=2))
+                await notifying.publish_findings(finding(failed, status="resolved", revision=2))
                 await until(lambda: len(notifications(rx, "resolved")) == 1, timeout_s=15)
-                await until(lambda: _none_held(engine), timeout_s=5)
+                await until(lambda: _none_held(notifying.engine), timeout_s=5)
         finally:
             await am.stop()
 
@@ -109,9 +100,7 @@ async def test_a_finding_fires_and_resolves_through_alertmanager(
     (resolved,) = notifications(rx, "resolved")
     assert resolved["alerts"][0]["labels"] == alert["labels"]
     assert resolved["alerts"][0]["status"] == "resolved"
-    assert metrics.registry.get_sample_value(
-        "mpijc_alertmanager_requests_total", {"alertmanager": am.url, "outcome": "sent"}
-    )
+    assert notifying.sample("mpijc_alertmanager_requests_total", {"alertmanager": am.url, "outcome": "sent"})
 
 
 async def _none_held(engine: AsyncEngine) -> bool:
@@ -122,11 +111,7 @@ async def _none_held(engine: AsyncEngine) -> bool:
 async def test_a_highly_available_pair_notifies_once_per_group(
     binary: str,
     tmp_path: Path,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
     failed = job("Failed")
     gossip = [free_port(), free_port()]
@@ -146,19 +131,16 @@ async def test_a_highly_available_pair_notifies_once_per_group(
         for am in pair:
             await am.start()
         try:
-            with_notify(settings, alertmanager=sink([am.url for am in pair]))
-            async with (
-                pusher_running(engine, settings.notify.alertmanager, metrics),
-                consumer_running(settings, topology, js, engine, metrics),
-            ):
-                await publish_findings(js, topology, finding(failed))
+            with_notify(notifying.settings, alertmanager=sink([am.url for am in pair]))
+            async with notifying.pushing(), notifying.consuming():
+                await notifying.publish_findings(finding(failed))
                 await rx.wait_for("am", 1)
 
                 async def both_hold_it() -> bool:
                     return [len(await am.alerts()) for am in pair] == [1, 1]
 
                 await until(both_hold_it, timeout_s=10)
-                await publish_findings(js, topology, finding(failed, status="resolved", revision=2))
+                await notifying.publish_findings(finding(failed, status="resolved", revision=2))
                 # the resolve goes out a group interval (3 s) after the first notification: well
                 # after the second member's turn (1 s peer timeout) to send a duplicate had come
                 await until(lambda: len(notifications(rx, "resolved")) >= 1, timeout_s=15)
@@ -168,70 +150,57 @@ async def test_a_highly_available_pair_notifies_once_per_group(
 
     assert len(notifications(rx, "firing")) == 1
     for am in pair:
-        assert metrics.registry.get_sample_value(
-            "mpijc_alertmanager_alerts_sent_total", {"alertmanager": am.url}
-        )
+        assert notifying.sample("mpijc_alertmanager_alerts_sent_total", {"alertmanager": am.url})
 
 
 async def test_an_alertmanager_outage_loses_neither_the_alert_nor_its_resolve(
     binary: str,
     tmp_path: Path,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
     failed = job("Failed")
     async with Receiver() as rx:
         am = Alertmanager(binary, tmp_path / "am", rx.url("am"))  # not started: down
-        with_notify(settings, alertmanager=sink([am.url]))
+        with_notify(notifying.settings, alertmanager=sink([am.url]))
 
         def retries() -> float:
             return (
-                metrics.registry.get_sample_value(
+                notifying.sample(
                     "mpijc_alertmanager_requests_total", {"alertmanager": am.url, "outcome": "retry"}
                 )
                 or 0.0
             )
 
         try:
-            async with consumer_running(settings, topology, js, engine, metrics):
-                async with pusher_running(engine, settings.notify.alertmanager, metrics):
-                    await publish_findings(js, topology, finding(failed))
+            async with notifying.consuming():
+                async with notifying.pushing():
+                    await notifying.publish_findings(finding(failed))
                     await until(lambda: retries() >= 2, timeout_s=10)
-                    assert (
-                        metrics.registry.get_sample_value("mpijc_alertmanager_up", {"alertmanager": am.url})
-                        == 0
-                    )
+                    assert notifying.sample("mpijc_alertmanager_up", {"alertmanager": am.url}) == 0
                     await am.start()  # back: the firing alert arrives
                     await rx.wait_for("am", 1, timeout_s=15)
                     # its answer seen, so the restart knows the firing was told and a resolve is owed
                     await until(lambda: _at_least(am.notified(), 1), timeout_s=10)
                     await am.stop()  # down again, and the finding resolves meanwhile
                     before = retries()
-                    await publish_findings(js, topology, finding(failed, status="resolved", revision=2))
+                    await notifying.publish_findings(finding(failed, status="resolved", revision=2))
                     await until(lambda: retries() > before, timeout_s=10)
                 # the pusher restarted too (nothing in memory): the resolve is still owed
-                assert await held(engine) == 1
-                async with pusher_running(engine, settings.notify.alertmanager, metrics):
+                assert await held(notifying.engine) == 1
+                async with notifying.pushing():
                     await am.start()
                     await until(lambda: len(notifications(rx, "resolved")) == 1, timeout_s=15)
-                    await until(lambda: _none_held(engine), timeout_s=5)
+                    await until(lambda: _none_held(notifying.engine), timeout_s=5)
         finally:
             await am.stop()
 
     assert len(notifications(rx, "firing")) == 1
-    assert metrics.registry.get_sample_value("mpijc_alertmanager_up", {"alertmanager": am.url}) == 1
+    assert notifying.sample("mpijc_alertmanager_up", {"alertmanager": am.url}) == 1
 
 
 async def test_credentials_go_with_every_post_and_only_outages_are_retried(
     tmp_path: Path,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
     """An HTTP receiver stands in for an Alertmanager here, to see the headers and script answers."""
     token = tmp_path / "token"
@@ -244,7 +213,7 @@ async def test_credentials_go_with_every_post_and_only_outages_are_retried(
         bearer.script("api/v2/alerts", Reply(503), Reply(400, body=b"bad alert"))
         urls = [bearer.url(""), basic.url("")]
         with_notify(
-            settings,
+            notifying.settings,
             alertmanager=AlertmanagerSettings(
                 urls=urls[:1], resend_interval_s=3600, retry_initial_s=0.05, bearer_token_file=token
             ),
@@ -253,13 +222,13 @@ async def test_credentials_go_with_every_post_and_only_outages_are_retried(
             urls=urls[1:], basic_auth_username="mpijc", basic_auth_password_file=password
         )
         async with (
-            pusher_running(engine, settings.notify.alertmanager, metrics),
-            pusher_running(engine, basic_settings, metrics),
-            consumer_running(settings, topology, js, engine, metrics),
+            notifying.pushing(),
+            notifying.pushing(basic_settings),
+            notifying.consuming(),
         ):
-            await publish_findings(js, topology, finding(failed))
+            await notifying.publish_findings(finding(failed))
             first, again = await bearer.wait_for("api/v2/alerts", 2)  # 503, so repeated: 400
-            await publish_findings(js, topology, resolved)
+            await notifying.publish_findings(resolved)
             *_, resolve = await bearer.wait_for("api/v2/alerts", 3)
             (basic_first,) = await basic.wait_for("api/v2/alerts", 1)
 
@@ -269,7 +238,7 @@ async def test_credentials_go_with_every_post_and_only_outages_are_retried(
     assert resolve.payload[0]["endsAt"] == resolved.resolved_at.isoformat()
     assert basic_first.headers["authorization"] == "Basic " + base64.b64encode(b"mpijc:pa:ss").decode()
     outcomes = {
-        o: metrics.registry.get_sample_value(
+        o: notifying.sample(
             "mpijc_alertmanager_requests_total", {"alertmanager": urls[0].rstrip("/"), "outcome": o}
         )
         for o in ("retry", "rejected", "sent")

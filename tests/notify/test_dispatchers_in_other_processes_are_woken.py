@@ -17,12 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify import Dispatcher
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing.notify import (
-    api_client,
-    consumer_running,
     dispatcher_running,
     job,
     publish_jobs,
@@ -32,6 +28,7 @@ from controller.testing.notify import (
 )
 from controller.testing.receivers import Receiver, Reply
 from controller.testing.waits import until
+from tests.notify_fixtures import Notifying
 
 POLL_S = 60.0
 WOKEN_WITHIN_S = 10.0
@@ -59,26 +56,22 @@ Start = Callable[[int], contextlib.AbstractAsyncContextManager[Apart]]
 
 
 @pytest.fixture
-def apart(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> Start:
+def apart(notifying: Notifying) -> Start:
     """Start ``n`` slowly polling dispatchers and a notify consumer that cannot wake them in process."""
-    with_notify(settings, poll_interval_s=POLL_S)
+    with_notify(notifying.settings, poll_interval_s=POLL_S)
 
     @contextlib.asynccontextmanager
     async def running(n: int = 1) -> AsyncIterator[Apart]:
         async with contextlib.AsyncExitStack() as stack:
             rx = await stack.enter_async_context(Receiver())
-            api = await stack.enter_async_context(api_client(settings, engine, metrics))
+            api = await stack.enter_async_context(notifying.api())
             dispatchers = [
-                await stack.enter_async_context(dispatcher_running(settings, engine, metrics))
+                await stack.enter_async_context(
+                    dispatcher_running(notifying.settings, notifying.engine, notifying.metrics)
+                )
                 for _ in range(n)
             ]
-            await stack.enter_async_context(consumer_running(settings, topology, js, engine, metrics))
+            await stack.enter_async_context(notifying.consuming())
             for dispatcher in dispatchers:
                 await dispatcher.listening.wait()
             yield Apart(rx, api, dispatchers)
@@ -116,21 +109,20 @@ async def test_a_redelivery_through_the_api_wakes_a_dispatcher(
     assert first.webhook_id == second.webhook_id == dead["id"]
 
 
-async def test_a_lost_listening_connection_is_replaced(
-    apart: Start, topology: Topology, js: JetStreamContext, engine: AsyncEngine
-) -> None:
+async def test_a_lost_listening_connection_is_replaced(apart: Start, notifying: Notifying) -> None:
     async with apart(1) as it:
         (dispatcher,) = it.dispatchers
-        (old,) = await listener_pids(engine)
-        async with engine.connect() as conn:  # as a database failover or an idle-connection reaper would
+        (old,) = await listener_pids(notifying.engine)
+        # as a database failover or an idle-connection reaper would
+        async with notifying.engine.connect() as conn:
             assert (await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})).scalar()
 
         async def listening_again() -> bool:
-            return dispatcher.listening.is_set() and bool(await listener_pids(engine) - {old})
+            return dispatcher.listening.is_set() and bool(await listener_pids(notifying.engine) - {old})
 
         await until(listening_again)
         await subscribe(it.api, it.rx, "ci")
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         (received,) = await it.rx.wait_for("ci", 1, timeout_s=WOKEN_WITHIN_S)
 
     assert received.payload["type"] == "job.created" and received.verified

@@ -5,29 +5,18 @@ from __future__ import annotations
 
 import asyncio
 
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from consumers.notify import SmtpMailer
 from controller.contract.events import JobRef
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing import events as eb
 from controller.testing.notify import (
     ManualClock,
-    api_client,
     finding,
     job,
     log_of,
-    notify_running,
-    publish_findings,
-    publish_jobs,
     settled_log,
-    with_notify,
 )
 from controller.testing.receivers import SmtpSink
 from controller.testing.waits import until
+from tests.notify_fixtures import Notifying
 
 
 def body(message: object, subtype: str) -> str:
@@ -37,21 +26,13 @@ def body(message: object, subtype: str) -> str:
 
 
 async def test_a_finding_mails_its_root_cause_and_a_flapping_job_sends_one_digest(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
     clock = ManualClock()
     with SmtpSink() as sink:
-        with_notify(settings, smtp=sink.settings, digest_window_s=600, public_url="https://mpijc.example.com")
-        async with (
-            api_client(settings, engine, metrics, clock=clock) as api,
-            notify_running(
-                settings, topology, js, engine, metrics, clock=clock, mailer=SmtpMailer(settings.notify.smtp)
-            ),
-        ):
+        async with notifying.mailing(
+            sink, clock, digest_window_s=600, public_url="https://mpijc.example.com"
+        ) as api:
             created = await api.post(
                 "/api/v1/webhooks",
                 json={
@@ -63,17 +44,18 @@ async def test_a_finding_mails_its_root_cause_and_a_flapping_job_sends_one_diges
             )
             assert created.status_code == 201 and created.json()["secret"] is None
             running = job("Running", change="ADDED")
-            await publish_jobs(js, topology, running)
-            await publish_findings(js, topology, finding(running))
+            await notifying.publish(running)
+            await notifying.publish_findings(finding(running))
             (first,) = await sink.wait_for(1)
 
             flaps = [
                 JobRef(uid=f"uid-flap-{n}", kind="MPIJob", namespace="team-a", name="pi") for n in range(3)
             ]
-            await publish_jobs(js, topology, job("Failed"))
+            await notifying.publish(job("Failed"))
             for ref in flaps:  # the job is recreated and fails again, three times
-                await publish_jobs(
-                    js, topology, eb.job("Pending", job=ref, change="ADDED"), eb.job("Failed", job=ref)
+                await notifying.publish(
+                    eb.job("Pending", job=ref, change="ADDED"),
+                    eb.job("Failed", job=ref),
                 )
             await asyncio.sleep(0.5)
             assert len(sink.messages) == 1  # inside the window: held back

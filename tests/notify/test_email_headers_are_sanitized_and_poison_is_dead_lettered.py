@@ -8,27 +8,17 @@ from email.message import EmailMessage
 from typing import Any
 
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.notify import SmtpMailer
 from consumers.notify import dispatch as dispatch_module
 from consumers.notify.mailing import MAX_SUBJECT, compose, header_value
 from controller.contract.notifications import WebhookEvent
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing.notify import (
-    api_client,
     finding,
     job,
-    notify_running,
-    publish_findings,
-    publish_jobs,
     settled_log,
-    with_notify,
 )
 from controller.testing.receivers import SmtpSink
+from tests.notify_fixtures import Notifying
 
 INJECTION = "Worker 2 failed\r\nBcc: x@evil.example\r\n\r\nforged body"
 
@@ -44,24 +34,14 @@ async def subscribe_by_email(api: Any) -> str:
 
 
 async def test_a_root_cause_with_crlf_is_delivered_with_a_clean_subject_and_no_extra_header(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
     with SmtpSink() as sink:
-        with_notify(settings, smtp=sink.settings)
-        async with (
-            api_client(settings, engine, metrics) as api,
-            notify_running(settings, topology, js, engine, metrics, mailer=SmtpMailer(settings.notify.smtp)),
-        ):
+        async with notifying.mailing(sink) as api:
             subscription = await subscribe_by_email(api)
             running = job("Running", change="ADDED")
-            await publish_jobs(js, topology, running)
-            await publish_findings(
-                js, topology, finding(running).model_copy(update={"root_cause": INJECTION})
-            )
+            await notifying.publish(running)
+            await notifying.publish_findings(finding(running).model_copy(update={"root_cause": INJECTION}))
             (mail,) = await sink.wait_for(1)
             (delivery,) = await settled_log(api, subscription, 1)
 
@@ -80,11 +60,7 @@ def test_header_values_are_one_bounded_line() -> None:
 
 
 async def test_an_email_that_cannot_be_composed_is_dead_and_the_next_one_is_delivered(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def refusing(
@@ -96,17 +72,13 @@ async def test_an_email_that_cannot_be_composed_is_dead_and_the_next_one_is_deli
 
     monkeypatch.setattr(dispatch_module, "compose", refusing)
     with SmtpSink() as sink:
-        with_notify(settings, smtp=sink.settings, digest_window_s=0)
-        async with (
-            api_client(settings, engine, metrics) as api,
-            notify_running(settings, topology, js, engine, metrics, mailer=SmtpMailer(settings.notify.smtp)),
-        ):
+        async with notifying.mailing(sink, digest_window_s=0) as api:
             subscription = await subscribe_by_email(api)
             running = job("Running", change="ADDED")
-            await publish_jobs(js, topology, running)
+            await notifying.publish(running)
             poison = finding(running).model_copy(update={"root_cause": "POISON"})
             later = finding(running, "crashloop").model_copy(update={"root_cause": "Launcher crash-loops"})
-            await publish_findings(js, topology, poison, later)
+            await notifying.publish_findings(poison, later)
             (mail,) = await sink.wait_for(1)
             log = await settled_log(api, subscription, 2)
 

@@ -9,46 +9,37 @@ import asyncio
 import logging
 
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing.notify import (
     ManualClock,
-    api_client,
     attempted,
     job,
-    notify_running,
-    publish_jobs,
     settled_log,
     subscribe,
     with_notify,
 )
 from controller.testing.receivers import Receiver, Reply
 from controller.testing.waits import until
+from tests.notify_fixtures import Notifying
 
 
 async def test_an_endpoint_failing_for_an_hour_is_disabled_with_a_notice_and_can_be_reenabled(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with_notify(settings, disable_after_s=3600, retry_schedule_s=[600, 600, 600, 600, 600, 600, 600, 600])
+    with_notify(
+        notifying.settings, disable_after_s=3600, retry_schedule_s=[600, 600, 600, 600, 600, 600, 600, 600]
+    )
     clock = ManualClock()
     async with (
         Receiver() as rx,
-        api_client(settings, engine, metrics, clock=clock) as api,
-        notify_running(settings, topology, js, engine, metrics, clock=clock),
+        notifying.api(clock=clock) as api,
+        notifying.running(clock=clock),
     ):
         rx.script("broken", *(Reply(500) for _ in range(7)))
         sub = await subscribe(api, rx, "broken")
         url = f"/api/v1/webhooks/{sub['id']}"
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         for attempt in range(1, 7):  # every 10 minutes, failing
             await rx.wait_for("broken", attempt)
             await attempted(api, sub["id"], attempt)
@@ -63,7 +54,7 @@ async def test_an_endpoint_failing_for_an_hour_is_disabled_with_a_notice_and_can
 
         await until(disabled)
         view = (await api.get(url)).json()
-        await publish_jobs(js, topology, job("Running"))
+        await notifying.publish(job("Running"))
         await asyncio.sleep(0.3)
         assert len(rx.at("broken")) == 7  # nothing is sent to (or queued for) a disabled endpoint
 
@@ -80,7 +71,7 @@ async def test_an_endpoint_failing_for_an_hour_is_disabled_with_a_notice_and_can
         and "disabled automatically" in r.getMessage()
         for r in caplog.records
     )
-    assert metrics.registry.get_sample_value("mpijc_notify_endpoints_disabled_total") == 1
+    assert notifying.metrics.registry.get_sample_value("mpijc_notify_endpoints_disabled_total") == 1
     assert enabled.status_code == 200 and enabled.json()["disabled_reason"] is None
     assert [(d["event_type"], d["status"], d["attempts"]) for d in log] == [("job.created", "delivered", 8)]
     assert healthy["state"] == "active" and healthy["failing_since"] is None

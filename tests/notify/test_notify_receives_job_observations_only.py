@@ -6,46 +6,39 @@ from __future__ import annotations
 
 import dataclasses
 
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from consumers.notify import CONSUMER
 from controller.bus.publishing import Publisher
 from controller.bus.settling import consumer_config
 from controller.bus.streams import wait_until_consumed
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing import events as eb
-from controller.testing.notify import api_client, consumer_running, job, subscribe, with_notify
+from controller.testing.notify import job, subscribe, with_notify
 from controller.testing.receivers import Receiver
+from tests.notify_fixtures import Notifying
 
 
 async def test_pods_and_events_never_reach_the_notify_consumer_even_on_an_old_durable(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
-    with_notify(settings)
-    stream, durable = topology.stream("jobs"), topology.durable(CONSUMER)
+    with_notify(notifying.settings)
+    stream, durable = notifying.topology.stream("jobs"), notifying.topology.durable(CONSUMER)
     old = dataclasses.replace(
-        consumer_config(settings.consumer), durable_name=durable, filter_subject=topology.wildcard("jobs")
+        consumer_config(notifying.settings.consumer),
+        durable_name=durable,
+        filter_subject=notifying.topology.wildcard("jobs"),
     )
-    await js.add_consumer(stream, old)  # as the version before this one declared it
+    await notifying.js.add_consumer(stream, old)  # as the version before this one declared it
     created = job("Pending", change="ADDED")
     pod, event = (
         eb.pod(job=created.ref),
         eb.k8s_event("FailedScheduling", "0/8 nodes are available", job=created.ref),
     )
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+    async with Receiver() as rx, notifying.api() as api:
         await subscribe(api, rx, "ci")
-        await Publisher(js, topology).publish([created, pod, event, job("Running")])
-        async with consumer_running(settings, topology, js, engine, metrics):
-            await wait_until_consumed(js, stream, durable)
-            info = await js.consumer_info(stream, durable)
+        await Publisher(notifying.js, notifying.topology).publish([created, pod, event, job("Running")])
+        async with notifying.consuming():
+            await wait_until_consumed(notifying.js, stream, durable)
+            info = await notifying.js.consumer_info(stream, durable)
 
-    assert info.config.filter_subject == topology.job_observations()
+    assert info.config.filter_subject == notifying.topology.job_observations()
     assert info.delivered.consumer_seq == 2  # the two job observations, not the pod or the event
     assert info.num_pending == 0 and info.num_ack_pending == 0

@@ -23,20 +23,16 @@ from controller.bus.settling import consumer_config
 from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.store.models import DeliveryRow
 from controller.testing.notify import (
-    api_client,
-    consumer_running,
     finding,
     job,
-    publish_findings,
-    publish_jobs,
     subscribe,
     with_notify,
 )
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.receivers import Receiver
+from tests.notify_fixtures import Notifying
 
 pytestmark = pytest.mark.slow
 
@@ -83,15 +79,11 @@ async def enqueued(engine: AsyncEngine) -> int:
 
 
 async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
     tmp_path: Path,
 ) -> None:
-    with_notify(settings)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+    with_notify(notifying.settings)
+    async with Receiver() as rx, notifying.api() as api:
         await subscribe(api, rx, "ci")
     stories = [
         event
@@ -108,23 +100,26 @@ async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
         for of in ends
         for revision, status in enumerate(("firing", "resolved", "firing", "resolved"), start=1)
     ]
-    doomed = start_notify(settings, tmp_path, "doomed")
-    survivor = start_notify(settings, tmp_path, "survivor")
+    doomed = start_notify(notifying.settings, tmp_path, "doomed")
+    survivor = start_notify(notifying.settings, tmp_path, "survivor")
     try:
-        await both_waiting(js, topology)
-        await publish_jobs(js, topology, *stories)
-        await publish_findings(js, topology, *episodes)
+        await both_waiting(notifying.js, notifying.topology)
+        await notifying.publish(*stories)
+        await notifying.publish_findings(*episodes)
         for _ in range(1200):  # until part of the stream is announced
-            if await enqueued(engine) > len(stories) + len(episodes) // 4:
+            if await enqueued(notifying.engine) > len(stories) + len(episodes) // 4:
                 break
             await asyncio.sleep(0.02)
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
-        at_kill = await enqueued(engine)
+        at_kill = await enqueued(notifying.engine)
         assert 0 < at_kill < len(stories) + len(episodes), "the kill must land mid-stream"
-        await wait_until_consumed(js, topology.stream("jobs"), topology.durable(CONSUMER), timeout_s=90)
+        await notifying.consumed(CONSUMER, timeout_s=90)
         await wait_until_consumed(
-            js, topology.stream("findings"), topology.durable(FINDINGS_CONSUMER), timeout_s=90
+            notifying.js,
+            notifying.topology.stream("findings"),
+            notifying.topology.durable(FINDINGS_CONSUMER),
+            timeout_s=90,
         )
     finally:
         for process in (doomed, survivor):
@@ -134,7 +129,7 @@ async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
     assert survivor.returncode == 0, (tmp_path / "survivor.log").read_text()[-2000:]
 
     for prefix, expected in (("job.", STORY), ("finding.", EPISODES)):
-        by_job = await announced(engine, prefix)
+        by_job = await announced(notifying.engine, prefix)
         wrong = {uid: types for uid, types in by_job.items() if tuple(types) != expected}
         assert len(by_job) == JOBS and not wrong, (
             f"{len(wrong)} jobs announced out of order or twice: {wrong}"
@@ -142,29 +137,25 @@ async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
 
 
 async def test_the_findings_durable_of_an_earlier_version_is_made_ordered_keeping_its_place(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
-    with_notify(settings)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+    with_notify(notifying.settings)
+    async with Receiver() as rx, notifying.api() as api:
         await subscribe(api, rx, "ci")
-    stream, durable = topology.stream("findings"), topology.durable(FINDINGS_CONSUMER)
-    old = consumer_config(settings.consumer)
-    old.durable_name, old.filter_subject = durable, topology.wildcard("findings")
-    await js.add_consumer(stream, old)  # as the version before this one declared it
+    stream, durable = notifying.topology.stream("findings"), notifying.topology.durable(FINDINGS_CONSUMER)
+    old = consumer_config(notifying.settings.consumer)
+    old.durable_name, old.filter_subject = durable, notifying.topology.wildcard("findings")
+    await notifying.js.add_consumer(stream, old)  # as the version before this one declared it
     of = job("Failed", change="ADDED")
-    await publish_findings(js, topology, finding(of), finding(of, status="resolved", revision=2))
+    await notifying.publish_findings(finding(of), finding(of, status="resolved", revision=2))
 
-    async with consumer_running(settings, topology, js, engine, metrics):
-        await wait_until_consumed(js, stream, durable)
-        info = await js.consumer_info(stream, durable)
+    async with notifying.consuming():
+        await wait_until_consumed(notifying.js, stream, durable)
+        info = await notifying.js.consumer_info(stream, durable)
 
     assert (old.max_ack_pending, info.config.max_ack_pending) == (
-        max(settings.consumer.batch_size * 4, 1000),
+        max(notifying.settings.consumer.batch_size * 4, 1000),
         1,
     )
     assert info.delivered.consumer_seq == 2 and info.num_ack_pending == 0
-    assert await announced(engine, "finding.") == {of.uid: ["finding.firing", "finding.resolved"]}
+    assert await announced(notifying.engine, "finding.") == {of.uid: ["finding.firing", "finding.resolved"]}

@@ -5,48 +5,28 @@ from __future__ import annotations
 
 import asyncio
 
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from controller.contract.events import JobRef
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing import events as eb
 from controller.testing.notify import (
-    api_client,
     job,
-    notify_running,
-    publish_jobs,
     settled_log,
     subscribe,
-    with_notify,
 )
-from controller.testing.receivers import Receiver
+from tests.notify_fixtures import Notifying
 
 
-async def test_a_one_shot_subscription_fires_once_then_expires(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings)
+async def test_a_one_shot_subscription_fires_once_then_expires(notifying: Notifying) -> None:
     rerun = JobRef(uid="uid-team-a-pi-attempt-2", kind="MPIJob", namespace="team-a", name="pi")
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.serving() as (rx, api):
         sub = await subscribe(
             api, rx, "pipeline", job_name="pi", event_types=["job.succeeded", "job.failed"], one_shot=True
         )
-        await publish_jobs(js, topology, job("Pending", change="ADDED"), job("Running"))
-        await publish_jobs(js, topology, job("Failed"))
+        await notifying.publish(job("Pending", change="ADDED"), job("Running"))
+        await notifying.publish(job("Failed"))
         (finished,) = await rx.wait_for("pipeline", 1)
-        await publish_jobs(
-            js, topology, eb.job("Pending", job=rerun, change="ADDED"), eb.job("Succeeded", job=rerun)
+        await notifying.publish(
+            eb.job("Pending", job=rerun, change="ADDED"),
+            eb.job("Succeeded", job=rerun),
         )
         await asyncio.sleep(0.5)  # the rerun's events have had time to go through
         (log_entry,) = await settled_log(api, sub["id"], 1)

@@ -7,43 +7,25 @@ row guessed parked behind one that was already there and settled is due."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from controller.contract.settings import Settings
-from controller.metrics import PipelineMetrics
 from controller.store import outbox
 from controller.store.outbox import Outcome
-from controller.testing.notify import api_client, subscribe, with_notify
-from controller.testing.receivers import Receiver
+from tests.notify_fixtures import enqueued, outbox_row
 
 NOW = datetime.now(UTC)
 LEASE = timedelta(minutes=2)
 
 
 def row(subscription_id: str, job_uid: str, event: str) -> dict[str, Any]:
-    """An outbox row as the notify consumer writes it."""
-    return {
-        "id": outbox.delivery_id(subscription_id, f"{event}:{job_uid}"),
-        "subscription_id": subscription_id,
-        "channel": "webhook",
-        "event_type": event,
-        "order_key": job_uid,
-        "namespace": "team-a",
-        "job_name": job_uid,
-        "job_uid": job_uid,
-        "body": json.dumps({"type": event, "data": {"job": {"uid": job_uid}}}),
-        "status": "pending",
-        "attempts": 0,
-        "next_attempt_at": NOW,
-        "event_at": NOW,
-        "created_at": NOW,
-    }
+    """An outbox row as the notify consumer writes it, its body naming the job."""
+    return outbox_row(
+        subscription_id, job_uid, event, NOW, {"type": event, "data": {"job": {"uid": job_uid}}}
+    )
 
 
 async def written(conn: AsyncConnection) -> tuple[int, int]:
@@ -64,20 +46,11 @@ async def claimed(engine: AsyncEngine, at: datetime) -> list[tuple[str, str]]:
         return [(c.order_key, c.event_type) for c in await outbox.claim(conn, at, at + LEASE, 100, 100)]
 
 
-@pytest.fixture
-async def subscription(settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics) -> str:
-    with_notify(settings)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
-        created = await subscribe(api, rx, "ci")
-    return str(created["id"])
-
-
 async def test_a_claim_is_a_hot_update_and_its_lease_holds_until_it_runs_out(
     subscription: str, engine: AsyncEngine
 ) -> None:
     sub = subscription
-    async with engine.begin() as conn:
-        await outbox.enqueue(conn, [row(sub, f"job-{n}", "job.created") for n in range(50)])
+    await enqueued(engine, [row(sub, f"job-{n}", "job.created") for n in range(50)])
     async with engine.begin() as conn:
         claims = await outbox.claim(conn, NOW, NOW + LEASE, 100, 100)
         assert len(claims) == 50
@@ -115,11 +88,9 @@ async def test_a_row_guessed_parked_behind_one_already_settled_is_due(
     subscription: str, engine: AsyncEngine
 ) -> None:
     sub = subscription
-    async with engine.begin() as conn:
-        await outbox.enqueue(conn, [row(sub, "pi", "job.created")])
+    await enqueued(engine, [row(sub, "pi", "job.created")])
     async with engine.begin() as conn:  # delivered: the consumer's redelivered batch repeats it
         await conn.execute(text("UPDATE deliveries SET status = 'delivered'"))
-    async with engine.begin() as conn:
-        new = await outbox.enqueue(conn, [row(sub, "pi", "job.created"), row(sub, "pi", "job.running")])
+    new = await enqueued(engine, [row(sub, "pi", "job.created"), row(sub, "pi", "job.running")])
     assert new == {row(sub, "pi", "job.running")["id"]}
     assert await claimed(engine, NOW) == [("pi", "job.running")]

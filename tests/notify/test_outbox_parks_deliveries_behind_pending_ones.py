@@ -9,11 +9,9 @@ order."""
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -23,28 +21,13 @@ from controller.store import outbox
 from controller.store.outbox import AttemptResult, Outcome
 from controller.testing.notify import api_client, dispatcher_running, log_of, subscribe, with_notify
 from controller.testing.receivers import Receiver
+from tests.notify_fixtures import enqueued, outbox_row
 
 NOW = datetime.now(UTC)
 
 
 def row(subscription_id: str, job_uid: str, event: str) -> dict[str, Any]:
-    """An outbox row as the notify consumer writes it."""
-    return {
-        "id": outbox.delivery_id(subscription_id, f"{event}:{job_uid}"),
-        "subscription_id": subscription_id,
-        "channel": "webhook",
-        "event_type": event,
-        "order_key": job_uid,
-        "namespace": "team-a",
-        "job_name": job_uid,
-        "job_uid": job_uid,
-        "body": json.dumps({"type": event}),
-        "status": "pending",
-        "attempts": 0,
-        "next_attempt_at": NOW,
-        "event_at": NOW,
-        "created_at": NOW,
-    }
+    return outbox_row(subscription_id, job_uid, event, NOW)
 
 
 async def claims(engine: AsyncEngine, at: datetime = NOW) -> list[outbox.Claim]:
@@ -69,14 +52,6 @@ async def settle(engine: AsyncEngine, sub: str, job_uid: str, event: str, result
             seq=seq, subscription_id=sub, attempt=1, at=NOW, result=result, order_key=job_uid, **kw
         )  # type: ignore[arg-type]
         await outbox.record(conn, [outcome], NOW, timedelta(days=5))
-
-
-@pytest.fixture
-async def subscription(settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics) -> str:
-    with_notify(settings)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
-        created = await subscribe(api, rx, "ci")
-    return str(created["id"])
 
 
 async def test_rows_behind_a_pending_one_wait_parked_until_it_settles(
@@ -113,8 +88,7 @@ async def test_a_row_parked_as_the_row_ahead_settled_elsewhere_is_freed_by_the_s
     subscription: str, settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
 ) -> None:
     sub = subscription
-    async with engine.begin() as conn:
-        await outbox.enqueue(conn, [row(sub, "pi", "job.created"), row(sub, "pi", "job.running")])
+    await enqueued(engine, [row(sub, "pi", "job.created"), row(sub, "pi", "job.running")])
     async with engine.begin() as conn:  # settled by a transaction that never saw the parked row
         await conn.execute(
             text("UPDATE deliveries SET status = 'delivered' WHERE event_type = 'job.created'")
@@ -168,8 +142,7 @@ async def test_reenabling_a_subscription_leaves_parked_rows_parked(
     subscription: str, engine: AsyncEngine
 ) -> None:
     sub = subscription
-    async with engine.begin() as conn:
-        await outbox.enqueue(conn, [row(sub, "pi", "job.created"), row(sub, "pi", "job.running")])
+    await enqueued(engine, [row(sub, "pi", "job.created"), row(sub, "pi", "job.running")])
     await settle(engine, sub, "pi", "job.created", "retry", next_attempt_at=NOW + timedelta(hours=1))
     async with engine.begin() as conn:
         await outbox.resume(conn, sub, NOW)
@@ -180,8 +153,7 @@ async def test_a_claim_skips_rows_another_dispatcher_is_claiming(
     subscription: str, engine: AsyncEngine
 ) -> None:
     sub = subscription
-    async with engine.begin() as conn:
-        await outbox.enqueue(conn, [row(sub, f"job-{n}", "job.created") for n in range(4)])
+    await enqueued(engine, [row(sub, f"job-{n}", "job.created") for n in range(4)])
     async with engine.connect() as first, engine.begin() as second:
         await first.begin()
         held = await outbox.claim(first, NOW, NOW + timedelta(minutes=1), 2, 100)  # not committed yet

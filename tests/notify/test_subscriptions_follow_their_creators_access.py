@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api import notifications as notifications_api
@@ -23,16 +22,16 @@ from controller.api.access import AccessReviewer, CachedAccess, StaticAccess
 from controller.api.app import create_app, metrics_app
 from controller.api.rechecks import CreatorRecheck, Rechecked
 from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
 from controller.store import outbox
-from controller.testing.notify import job, notify_running, publish_jobs, settled_log, subscribe, with_notify
+from controller.testing.notify import job, settled_log, subscribe, with_notify
 from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import USERS, bearer
 from tests.notify.test_outbox_parks_deliveries_behind_pending_ones import claimable, row
+from tests.notify_fixtures import Notifying
 
 ALICE = {"username": "alice", "uid": "u-alice", "groups": ["team-a", "system:authenticated"]}
 OPS = {"username": "ops", "uid": "u-ops", "groups": ["sre"]}
@@ -79,25 +78,21 @@ async def suspended_gauge(scraper: httpx.AsyncClient) -> list[str]:
 
 
 async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_access_returns(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
     sim: SimCluster,
     reviewer: CachedAccess,
     clock: Clock,
 ) -> None:
-    with_notify(settings)
-    app, metrics_port = apps(settings, engine, metrics, reviewer)
-    recheck = CreatorRecheck(engine, reviewer, interval_s=60)
+    with_notify(notifying.settings)
+    app, metrics_port = apps(notifying.settings, notifying.engine, notifying.metrics, reviewer)
+    recheck = CreatorRecheck(notifying.engine, reviewer, interval_s=60)
     failed = ["job.failed"]
     async with (
         Receiver() as rx,
         client(app, "alice-token") as alice,
         client(app, "ops-token") as ops,
         client(metrics_port) as scraper,
-        notify_running(settings, topology, js, engine, metrics),
+        notifying.running(),
     ):
         sub = await subscribe(alice, rx, "alice", namespace="team-a", event_types=failed)
         await subscribe(ops, rx, "ops", namespace="team-a", event_types=failed)
@@ -114,8 +109,9 @@ async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_acce
         listed = (await ops.get("/api/v1/webhooks", params={"state": "suspended"})).json()["items"]
         gauge = await suspended_gauge(scraper)
         refused = await ops.patch(f"/api/v1/webhooks/{sub['id']}", json={"state": "active"})
-        await publish_jobs(
-            js, topology, job("Running", name="while", change="ADDED"), job("Failed", name="while")
+        await notifying.publish(
+            job("Running", name="while", change="ADDED"),
+            job("Failed", name="while"),
         )
         await rx.wait_for("ops", 1)  # the consumer matched this event: had alice's matched, it was owed too
         while_suspended = await settled_log(ops, sub["id"], 0)
@@ -124,8 +120,9 @@ async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_acce
         clock.now = 92  # the denial is kept 60 s
         assert await recheck.round() == Rechecked(resumed=(sub["id"],))
         resumed = (await alice.get(f"/api/v1/webhooks/{sub['id']}")).json()
-        await publish_jobs(
-            js, topology, job("Running", name="after", change="ADDED"), job("Failed", name="after")
+        await notifying.publish(
+            job("Running", name="after", change="ADDED"),
+            job("Failed", name="after"),
         )
         (delivered,) = await rx.wait_for("alice", 1)
         await rx.wait_for("ops", 2)
@@ -170,20 +167,27 @@ async def test_the_review_of_a_creator_is_not_guessed_while_the_api_server_is_do
         sim.end_outage()
 
 
+async def created_by_alice(
+    settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
+) -> dict[str, Any]:
+    """A webhook for team-a that alice, a static user, created (fast notification timings)."""
+    with_notify(settings)
+    app, _ = apps(settings, engine, metrics, StaticAccess(USERS))
+    async with client(app, "token-alice") as alice:
+        answer = await alice.post(
+            "/api/v1/webhooks", json={"url": "https://93.184.215.14/h", "namespace": "team-a"}
+        )
+    created: dict[str, Any] = answer.json()
+    return created
+
+
 async def test_static_users_are_re_checked_against_their_namespaces_list(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
 ) -> None:
     """With ``api.auth=static``, a token whose ``namespaces`` no longer list the namespace (or a
     token removed from ``MPIJC_API__TOKENS``) suspends what its user created, at the next
     re-check after the restart that changed the settings."""
-    with_notify(settings)
-    app, _ = apps(settings, engine, metrics, StaticAccess(USERS))
-    async with client(app, "token-alice") as alice:
-        created = (
-            await alice.post(
-                "/api/v1/webhooks", json={"url": "https://93.184.215.14/h", "namespace": "team-a"}
-            )
-        ).json()
+    created = await created_by_alice(settings, engine, metrics)
     narrowed = {**USERS, "token-alice": USERS["token-alice"].model_copy(update={"namespaces": []})}
     removed = {token: user for token, user in USERS.items() if user.username != "alice"}
 
@@ -212,14 +216,7 @@ async def test_what_was_queued_before_the_suspension_waits_for_the_resumption(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
 ) -> None:
     """Deliveries owed when the creator lost access are held, not sent; they go out if it resumes."""
-    with_notify(settings)
-    app, _ = apps(settings, engine, metrics, StaticAccess(USERS))
-    async with client(app, "token-alice") as alice:
-        created = (
-            await alice.post(
-                "/api/v1/webhooks", json={"url": "https://93.184.215.14/h", "namespace": "team-a"}
-            )
-        ).json()
+    created = await created_by_alice(settings, engine, metrics)
     async with engine.begin() as conn:
         await outbox.enqueue(conn, [row(created["id"], "uid-1", "job.failed")])
     narrowed = {**USERS, "token-alice": USERS["token-alice"].model_copy(update={"namespaces": []})}

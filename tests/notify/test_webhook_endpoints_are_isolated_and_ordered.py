@@ -3,36 +3,26 @@ or dead endpoint holds only its own slots and never delays deliveries to the oth
 
 from __future__ import annotations
 
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
-from controller.testing.notify import api_client, job, notify_running, publish_jobs, subscribe, with_notify
+from controller.testing.notify import job, publish_jobs, subscribe
 from controller.testing.ports import free_port
-from controller.testing.receivers import Receiver, Reply
+from controller.testing.receivers import Reply
+from tests.notify_fixtures import Notifying
 
 
 async def test_one_jobs_events_arrive_in_order_across_a_retry_while_other_jobs_pass(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
-    with_notify(settings, retry_schedule_s=[0.4])
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.serving(retry_schedule_s=[0.4]) as (rx, api):
         rx.script("ordered", Reply(503))  # the first event of job pi fails once
         await subscribe(api, rx, "ordered")
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         await rx.wait_for("ordered", 1)
         await publish_jobs(
-            js, topology, job("Running"), job("Failed"), job("Pending", name="other", change="ADDED")
+            notifying.js,
+            notifying.topology,
+            job("Running"),
+            job("Failed"),
+            job("Pending", name="other", change="ADDED"),
         )
         received = await rx.wait_for("ordered", 5)
 
@@ -56,30 +46,19 @@ SLOW_S = 10.0
 endpoint queued behind one of them would arrive no sooner."""
 
 
-async def test_a_slow_and_a_dead_endpoint_do_not_delay_the_others(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(
-        settings, request_timeout_s=SLOW_S, endpoint_concurrency=2, max_in_flight=6, retry_schedule_s=[5.0]
-    )
+async def test_a_slow_and_a_dead_endpoint_do_not_delay_the_others(notifying: Notifying) -> None:
     fast = [f"fast-{n}" for n in range(5)]
     jobs = [job("Pending", name=f"job-{n}", change="ADDED") for n in range(6)]
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.serving(
+        request_timeout_s=SLOW_S, endpoint_concurrency=2, max_in_flight=6, retry_schedule_s=[5.0]
+    ) as (rx, api):
         rx.script("slow", *(Reply(delay_s=SLOW_S) for _ in jobs))
         await subscribe(api, rx, "slow")
         dead = await api.post("/api/v1/webhooks", json={"url": f"http://127.0.0.1:{free_port()}/gone"})
         assert dead.status_code == 201
         for path in fast:
             await subscribe(api, rx, path)
-        await publish_jobs(js, topology, *jobs)
+        await notifying.publish(*jobs)
         for path in fast:  # all 30 while the slow endpoint holds its first requests (SLOW_S each)
             await rx.wait_for(path, len(jobs), timeout_s=SLOW_S / 2)
         slow_started = len(rx.at("slow"))

@@ -8,25 +8,13 @@ import asyncio
 import itertools
 
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
-from controller.testing.notify import (
-    api_client,
-    job,
-    log_of,
-    notify_running,
-    publish_jobs,
-    settled_log,
-    subscribe,
-    with_notify,
-)
+from controller.testing.notify import job, log_of, settled_log, subscribe, with_notify
 from controller.testing.ports import free_port
 from controller.testing.receivers import Receiver, Reply
 from controller.testing.waits import until
+from tests.notify_fixtures import Notifying
 
 
 def outcomes(entry: dict[str, object]) -> list[tuple[object, object]]:
@@ -40,22 +28,11 @@ def count(metrics: PipelineMetrics, outcome: str) -> float:
     return value or 0.0
 
 
-async def test_a_failing_endpoint_is_retried_with_backoff_then_dead_lettered(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings, retry_schedule_s=[0.1, 0.2])
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+async def test_a_failing_endpoint_is_retried_with_backoff_then_dead_lettered(notifying: Notifying) -> None:
+    async with notifying.serving(retry_schedule_s=[0.1, 0.2]) as (rx, api):
         rx.script("flaky", Reply(503), Reply(502), Reply(500))
         sub = await subscribe(api, rx, "flaky", event_types=["job.created"])
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         (dead,) = await settled_log(api, sub["id"], 1)
         tries = rx.at("flaky")
 
@@ -67,24 +44,15 @@ async def test_a_failing_endpoint_is_retried_with_backoff_then_dead_lettered(
     assert (dead["status"], dead["attempts"], dead["last_status_code"]) == ("failed", 3, 500)
     assert outcomes(dead) == [("retry", 503), ("retry", 502), ("failed", 500)]
     assert all(a["latency_ms"] > 0 for a in dead["attempt_log"])
-    assert (count(metrics, "retry"), count(metrics, "failed")) == (2, 1)
+    assert (count(notifying.metrics, "retry"), count(notifying.metrics, "failed")) == (2, 1)
 
 
-async def test_a_refused_connection_is_retried_and_its_error_logged(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings)
+async def test_a_refused_connection_is_retried_and_its_error_logged(notifying: Notifying) -> None:
+    with_notify(notifying.settings)
     nowhere = f"http://127.0.0.1:{free_port()}/hook"
-    async with (
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.api() as api, notifying.running():
         created = await api.post("/api/v1/webhooks", json={"url": nowhere, "event_types": ["job.created"]})
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         (dead,) = await settled_log(api, created.json()["id"], 1)
 
     assert (dead["status"], dead["attempts"], dead["last_status_code"]) == ("failed", 3, None)
@@ -95,21 +63,12 @@ async def test_a_refused_connection_is_retried_and_its_error_logged(
 @pytest.mark.parametrize("status", [400, 422], ids=lambda s: f"http-{s}")
 async def test_a_client_error_is_not_retried(
     status: int,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
-    with_notify(settings)
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.serving() as (rx, api):
         rx.script("strict", Reply(status, body=b"schema mismatch"))
         sub = await subscribe(api, rx, "strict", event_types=["job.created"])
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         (dead,) = await settled_log(api, sub["id"], 1)
 
     assert len(rx.at("strict")) == 1
@@ -120,21 +79,12 @@ async def test_a_client_error_is_not_retried(
 @pytest.mark.parametrize("status", [429], ids=lambda s: f"http-{s}")
 async def test_retry_after_is_honoured(
     status: int,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
-    with_notify(settings, retry_schedule_s=[0.05])
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.serving(retry_schedule_s=[0.05]) as (rx, api):
         rx.script("busy", Reply(status, {"Retry-After": "1"}))
         sub = await subscribe(api, rx, "busy", event_types=["job.created"])
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         (entry,) = await settled_log(api, sub["id"], 1)
 
     first, second = rx.at("busy")
@@ -142,22 +92,11 @@ async def test_retry_after_is_honoured(
     assert outcomes(entry) == [("retry", status), ("delivered", 200)]
 
 
-async def test_a_dead_letter_is_redelivered_under_the_same_id(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings)
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+async def test_a_dead_letter_is_redelivered_under_the_same_id(notifying: Notifying) -> None:
+    async with notifying.serving() as (rx, api):
         rx.script("fixed-later", Reply(400))
         sub = await subscribe(api, rx, "fixed-later", event_types=["job.created"])
-        await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        await notifying.publish(job("Pending", change="ADDED"))
         (dead,) = await settled_log(api, sub["id"], 1)
 
         queued = await api.post(f"/api/v1/deliveries/{dead['id']}/redeliver")
@@ -175,22 +114,11 @@ async def test_a_dead_letter_is_redelivered_under_the_same_id(
     assert outcomes(delivered) == [("failed", 400), ("delivered", 200)]  # the whole log is kept
 
 
-async def test_410_gone_disables_the_subscription(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings)
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+async def test_410_gone_disables_the_subscription(notifying: Notifying) -> None:
+    async with notifying.serving() as (rx, api):
         rx.script("retired", Reply(410))
         sub = await subscribe(api, rx, "retired")
-        await publish_jobs(js, topology, job("Pending", change="ADDED"), job("Running"))
+        await notifying.publish(job("Pending", change="ADDED"), job("Running"))
 
         async def disabled() -> bool:
             state: str = (await api.get(f"/api/v1/webhooks/{sub['id']}")).json()["state"]
@@ -210,21 +138,15 @@ async def test_410_gone_disables_the_subscription(
     assert [n["kind"] for n in view["notices"]] == ["disabled"]
 
 
-async def test_a_retry_survives_a_dispatcher_restart(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings, retry_schedule_s=[0.5])
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+async def test_a_retry_survives_a_dispatcher_restart(notifying: Notifying) -> None:
+    with_notify(notifying.settings, retry_schedule_s=[0.5])
+    async with Receiver() as rx, notifying.api() as api:
         rx.script("restart", Reply(503))
         sub = await subscribe(api, rx, "restart", event_types=["job.created"])
-        async with notify_running(settings, topology, js, engine, metrics):
-            await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        async with notifying.running():
+            await notifying.publish(job("Pending", change="ADDED"))
             await rx.wait_for("restart", 1)
-        async with notify_running(settings, topology, js, engine, metrics):  # a new process
+        async with notifying.running():  # a new process
             (entry,) = await settled_log(api, sub["id"], 1)
 
     assert outcomes(entry) == [("retry", 503), ("delivered", 200)]

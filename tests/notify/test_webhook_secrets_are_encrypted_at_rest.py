@@ -10,12 +10,10 @@ import logging
 import os
 
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.settings import NotifySettings, Settings
-from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store import subscriptions
 from controller.store.models import SubscriptionRow
@@ -23,12 +21,11 @@ from controller.store.subscriptions import SecretBox, SecretKeyError
 from controller.testing.notify import (
     api_client,
     job,
-    notify_running,
-    publish_jobs,
     subscribe,
     with_notify,
 )
 from controller.testing.receivers import Receiver
+from tests.notify_fixtures import Notifying
 
 
 def new_key() -> str:
@@ -57,20 +54,14 @@ async def stored_secrets(engine: AsyncEngine, subscription_id: str) -> tuple[str
     return row.secret, row.previous_secret
 
 
-async def test_secrets_are_stored_encrypted_and_webhooks_still_verify(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings, secret_keys={"k1": K1})
-    subscriptions.use_secret_keys(settings.notify.secret_keys)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+async def test_secrets_are_stored_encrypted_and_webhooks_still_verify(notifying: Notifying) -> None:
+    with_notify(notifying.settings, secret_keys={"k1": K1})
+    subscriptions.use_secret_keys(notifying.settings.notify.secret_keys)
+    async with Receiver() as rx, notifying.api() as api:
         sub = await subscribe(api, rx, "hook", event_types=["job.created"])
-        secret, _ = await stored_secrets(engine, sub["id"])
-        async with notify_running(settings, topology, js, engine, metrics):
-            await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        secret, _ = await stored_secrets(notifying.engine, sub["id"])
+        async with notifying.running():
+            await notifying.publish(job("Pending", change="ADDED"))
             (request,) = await rx.wait_for("hook", 1)
 
     assert sub["secret"].startswith("whsec_")
@@ -79,30 +70,26 @@ async def test_secrets_are_stored_encrypted_and_webhooks_still_verify(
     assert request.verified, request.error
 
 
-async def test_keys_rotate_and_secrets_stored_in_clear_before_still_sign(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+async def test_keys_rotate_and_secrets_stored_in_clear_before_still_sign(notifying: Notifying) -> None:
+    with_notify(notifying.settings)
+    async with Receiver() as rx, notifying.api() as api:
         subscriptions.use_secret_keys({})  # before keys: in clear
         legacy = await subscribe(api, rx, "legacy", event_types=["job.created"])
         subscriptions.use_secret_keys({"k1": K1})
         old = await subscribe(api, rx, "old", event_types=["job.created"])
-        with_notify(settings, secret_keys={"k2": K2, "k1": K1})  # k2 is new: it encrypts from now on
-        subscriptions.use_secret_keys(settings.notify.secret_keys)
+        with_notify(
+            notifying.settings, secret_keys={"k2": K2, "k1": K1}
+        )  # k2 is new: it encrypts from now on
+        subscriptions.use_secret_keys(notifying.settings.notify.secret_keys)
         rotated = await api.post(f"/api/v1/webhooks/{old['id']}/rotate-secret")
         assert rotated.status_code == 200, rotated.text
         rx.secrets["old"] = rotated.json()["secret"]
         rotated_legacy = await api.post(f"/api/v1/webhooks/{legacy['id']}/rotate-secret")
         rx.secrets["legacy"] = rotated_legacy.json()["secret"]
-        stored_old = await stored_secrets(engine, old["id"])
-        stored_legacy = await stored_secrets(engine, legacy["id"])
-        async with notify_running(settings, topology, js, engine, metrics):
-            await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        stored_old = await stored_secrets(notifying.engine, old["id"])
+        stored_legacy = await stored_secrets(notifying.engine, legacy["id"])
+        async with notifying.running():
+            await notifying.publish(job("Pending", change="ADDED"))
             (to_old,) = await rx.wait_for("old", 1)
             (to_legacy,) = await rx.wait_for("legacy", 1)
 
@@ -116,21 +103,15 @@ async def test_keys_rotate_and_secrets_stored_in_clear_before_still_sign(
     assert len(to_legacy.headers["webhook-signature"].split(" ")) == 2
 
 
-async def test_a_clear_row_written_before_keys_signs_after_keys_are_set(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings)
+async def test_a_clear_row_written_before_keys_signs_after_keys_are_set(notifying: Notifying) -> None:
+    with_notify(notifying.settings)
     subscriptions.use_secret_keys({})
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+    async with Receiver() as rx, notifying.api() as api:
         sub = await subscribe(api, rx, "hook", event_types=["job.created"])
-        assert (await stored_secrets(engine, sub["id"]))[0] == sub["secret"]
-        with_notify(settings, secret_keys={"k1": K1})
-        async with notify_running(settings, topology, js, engine, metrics):
-            await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        assert (await stored_secrets(notifying.engine, sub["id"]))[0] == sub["secret"]
+        with_notify(notifying.settings, secret_keys={"k1": K1})
+        async with notifying.running():
+            await notifying.publish(job("Pending", change="ADDED"))
             (request,) = await rx.wait_for("hook", 1)
     assert request.verified, request.error
 

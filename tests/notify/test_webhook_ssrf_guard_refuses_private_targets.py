@@ -11,23 +11,20 @@ import ssl
 from pathlib import Path
 
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.egress import REFUSED, EgressPolicy, EgressRefusedError
 from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.testing.notify import (
     api_client,
     job,
-    notify_running,
-    publish_jobs,
     settled_log,
     with_notify,
 )
 from controller.testing.receivers import Receiver
 from tests.audit_helpers import make_certificate
+from tests.notify_fixtures import Notifying
 
 PUBLIC = "93.184.216.34"
 
@@ -208,21 +205,17 @@ async def test_the_checked_address_is_the_one_connected_to() -> None:
 
 
 async def test_a_name_that_turns_private_after_subscription_is_refused_at_send_time(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
     """DNS rebinding: public when the subscription was made, loopback when the webhook goes out."""
-    with_notify(settings, allow_cidrs=[])
+    with_notify(notifying.settings, allow_cidrs=[])
     dns = FakeDns(rebind_example_com=[PUBLIC])
-    async with Receiver() as rx, api_client(settings, engine, metrics, resolver=dns) as api:
+    async with Receiver() as rx, notifying.api(resolver=dns) as api:
         created = await api.post("/api/v1/webhooks", json={"url": "http://rebind.example.com/hook"})
         assert created.status_code == 201
         dns.hosts["rebind.example.com"] = ["127.0.0.1"]
-        async with notify_running(settings, topology, js, engine, metrics, resolver=dns):
-            await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        async with notifying.running(resolver=dns):
+            await notifying.publish(job("Pending", change="ADDED"))
             (refused,) = await settled_log(api, created.json()["id"], 1)
 
     assert rx.requests == []
@@ -232,21 +225,17 @@ async def test_a_name_that_turns_private_after_subscription_is_refused_at_send_t
 
 
 async def test_an_allowlisted_name_is_called_on_its_checked_address_with_its_own_host_header(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
-    with_notify(settings)  # loopback allowlisted
+    with_notify(notifying.settings)  # loopback allowlisted
     dns = FakeDns(hooks_internal_test=["127.0.0.1"])
-    async with Receiver() as rx, api_client(settings, engine, metrics, resolver=dns) as api:
+    async with Receiver() as rx, notifying.api(resolver=dns) as api:
         created = await api.post(
             "/api/v1/webhooks", json={"url": f"http://hooks.internal.test:{rx.port}/hook"}
         )
         rx.secrets["hook"] = created.json()["secret"]
-        async with notify_running(settings, topology, js, engine, metrics, resolver=dns):
-            await publish_jobs(js, topology, job("Pending", change="ADDED"))
+        async with notifying.running(resolver=dns):
+            await notifying.publish(job("Pending", change="ADDED"))
             (request,) = await rx.wait_for("hook", 1)
 
     assert request.headers["host"] == f"hooks.internal.test:{rx.port}"
@@ -254,11 +243,7 @@ async def test_an_allowlisted_name_is_called_on_its_checked_address_with_its_own
 
 
 async def test_an_https_endpoint_is_called_on_its_checked_address_with_its_own_name_for_tls(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -273,15 +258,18 @@ async def test_an_https_endpoint_is_called_on_its_checked_address_with_its_own_n
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert.cert, cert.key)
     tls.sni_callback = lambda _sock, name, _ctx: server_names.append(name)  # type: ignore[assignment,misc,return-value]
-    with_notify(settings)  # loopback allowlisted
+    with_notify(notifying.settings)  # loopback allowlisted
     dns = FakeDns(hooks_internal_test=["127.0.0.1"])
-    async with Receiver(tls=tls) as rx, api_client(settings, engine, metrics, resolver=dns) as api:
+    async with (
+        Receiver(tls=tls) as rx,
+        notifying.api(resolver=dns) as api,
+    ):
         created = await api.post(
             "/api/v1/webhooks", json={"url": f"https://hooks.internal.test:{rx.port}/hook"}
         )
         rx.secrets["hook"] = created.json()["secret"]
-        async with notify_running(settings, topology, js, engine, metrics, resolver=dns):
-            await publish_jobs(js, topology, job("Pending", change="ADDED"), job("Running"))
+        async with notifying.running(resolver=dns):
+            await notifying.publish(job("Pending", change="ADDED"), job("Running"))
             requests = await rx.wait_for("hook", 2)
             log = await settled_log(api, created.json()["id"], 2)
 

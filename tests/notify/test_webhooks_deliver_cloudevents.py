@@ -9,25 +9,22 @@ from typing import Any
 
 import pytest
 from cloudevents.core.bindings import http
-from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.cloudevents import encode
 from controller.contract.notifications import EventData, JobInfo, Links, WebhookEvent
 from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.testing.notify import (
     api_client,
     finding,
     job,
-    notify_running,
     publish_findings,
-    publish_jobs,
     subscribe,
     with_notify,
 )
 from controller.testing.receivers import Receiver
+from tests.notify_fixtures import Notifying
 
 
 def parsed(headers: dict[str, str], body: bytes) -> Any:
@@ -35,20 +32,9 @@ def parsed(headers: dict[str, str], body: bytes) -> Any:
     return http.from_http_event(http.HTTPMessage(headers=headers, body=body))
 
 
-async def test_binary_and_structured_cloudevents_parse_with_the_sdk_and_verify(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings, public_url="https://mpijc.example.com", cluster="gpu-east")
+async def test_binary_and_structured_cloudevents_parse_with_the_sdk_and_verify(notifying: Notifying) -> None:
     failed = job("Failed")
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.serving(public_url="https://mpijc.example.com", cluster="gpu-east") as (rx, api):
         binary = await subscribe(api, rx, "binary", format="cloudevents", event_types=["finding.*"])
         structured = await subscribe(
             api, rx, "structured", format="cloudevents-structured", event_types=["finding.*"]
@@ -59,8 +45,8 @@ async def test_binary_and_structured_cloudevents_parse_with_the_sdk_and_verify(
             "cloudevents-structured",
             "standard",
         )
-        await publish_jobs(js, topology, failed)
-        await publish_findings(js, topology, finding(failed))
+        await notifying.publish(failed)
+        await publish_findings(notifying.js, notifying.topology, finding(failed))
         (b,) = await rx.wait_for("binary", 1)
         (s,) = await rx.wait_for("structured", 1)
         (plain,) = await rx.wait_for("standard", 1)

@@ -8,48 +8,30 @@ import time
 from datetime import timedelta
 
 import pytest
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError as LibraryRefused
 
 from consumers.notify import Dispatcher, Notifier, NotifyMetrics
-from controller.contract.settings import Settings
 from controller.contract.signing import WebhookVerificationError, generate_secret, signed_headers, verify
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.store import outbox
 from controller.testing.notify import (
     ManualClock,
-    api_client,
     finding,
     job,
-    notify_running,
     publish_findings,
-    publish_jobs,
     settled_log,
     subscribe,
     with_notify,
 )
 from controller.testing.receivers import Receiver
+from tests.notify_fixtures import Notifying
 
 
-async def test_a_failed_job_reaches_its_subscriber_signed_and_logged(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings, public_url="https://mpijc.example.com")
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+async def test_a_failed_job_reaches_its_subscriber_signed_and_logged(notifying: Notifying) -> None:
+    async with notifying.serving(public_url="https://mpijc.example.com") as (rx, api):
         sub = await subscribe(api, rx, "hooks/ci", namespace="team-a", event_types=["job.failed"])
         running, failed = job("Running", change="ADDED"), job("Failed")
-        await publish_jobs(js, topology, running, failed)
+        await notifying.publish(running, failed)
         (request,) = await rx.wait_for("hooks/ci", 1)
         log = await settled_log(api, sub["id"], 1)
 
@@ -93,23 +75,19 @@ async def test_a_failed_job_reaches_its_subscriber_signed_and_logged(
     )
     (attempt,) = entry["attempt_log"]
     assert (attempt["outcome"], attempt["status_code"]) == ("delivered", 200) and attempt["latency_ms"] > 0
-    delivered = metrics.registry.get_sample_value(
+    delivered = notifying.metrics.registry.get_sample_value(
         "mpijc_notify_deliveries_total", {"channel": "webhook", "outcome": "delivered"}
     )
     assert delivered == 1
     assert (
-        metrics.registry.get_sample_value("mpijc_notify_attempt_seconds_count", {"channel": "webhook"}) == 1
+        notifying.metrics.registry.get_sample_value(
+            "mpijc_notify_attempt_seconds_count", {"channel": "webhook"}
+        )
+        == 1
     )
 
 
-async def test_filters_pick_events_by_namespace_name_labels_types_and_rules(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings)
+async def test_filters_pick_events_by_namespace_name_labels_types_and_rules(notifying: Notifying) -> None:
     labels = {"team": "nlp", "tier": "prod"}
     story = [
         job("Pending", change="ADDED", labels=labels),
@@ -127,11 +105,7 @@ async def test_filters_pick_events_by_namespace_name_labels_types_and_rules(
         "warnings": [],
         "team-b": [],
     }
-    async with (
-        Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        notify_running(settings, topology, js, engine, metrics),
-    ):
+    async with notifying.serving() as (rx, api):
         subs = {
             "all": await subscribe(api, rx, "all"),
             "labels": await subscribe(api, rx, "labels", label_selector="team=nlp,tier!=dev,!legacy"),
@@ -144,9 +118,11 @@ async def test_filters_pick_events_by_namespace_name_labels_types_and_rules(
             "warnings": await subscribe(api, rx, "warnings", severities=["warning"]),
             "team-b": await subscribe(api, rx, "team-b", namespace="team-b"),
         }
-        await publish_jobs(js, topology, *story)
+        await notifying.publish(*story)
         await rx.wait_for("all", 3)  # the rules consumer finds nothing before it has seen the job
-        await publish_findings(js, topology, oom, finding(story[-1], status="resolved", revision=2))
+        await publish_findings(
+            notifying.js, notifying.topology, oom, finding(story[-1], status="resolved", revision=2)
+        )
         for path, types in expected.items():
             if types:
                 await rx.wait_for(path, len(types))
@@ -167,29 +143,23 @@ async def test_filters_pick_events_by_namespace_name_labels_types_and_rules(
     assert (firing["job"]["phase"], firing["job"]["created_at"]) == ("Failed", created)
 
 
-async def test_a_rotated_secret_signs_twice_until_the_overlap_ends(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    with_notify(settings, rotation_overlap_s=3600)
+async def test_a_rotated_secret_signs_twice_until_the_overlap_ends(notifying: Notifying) -> None:
+    with_notify(notifying.settings, rotation_overlap_s=3600)
     clock = ManualClock()
     async with (
         Receiver() as rx,
-        api_client(settings, engine, metrics, clock=clock) as api,
-        notify_running(settings, topology, js, engine, metrics, clock=clock),
+        notifying.api(clock=clock) as api,
+        notifying.running(clock=clock),
     ):
         old = (await subscribe(api, rx, "rotating", event_types=["job.created"]))["secret"]
         sub_id = (await api.get("/api/v1/webhooks")).json()["items"][0]["id"]
         rotated = await api.post(f"/api/v1/webhooks/{sub_id}/rotate-secret")
         new = rotated.json()["secret"]
-        await publish_jobs(js, topology, job("Pending", name="first", change="ADDED"))
+        await notifying.publish(job("Pending", name="first", change="ADDED"))
         (during,) = await rx.wait_for("rotating", 1)
         await settled_log(api, sub_id, 1)  # before time jumps past the lease
         clock.advance(seconds=3601)
-        await publish_jobs(js, topology, job("Pending", name="second", change="ADDED"))
+        await notifying.publish(job("Pending", name="second", change="ADDED"))
         after = (await rx.wait_for("rotating", 2))[1]
         listed = (await api.get(f"/api/v1/webhooks/{sub_id}")).json()
 
@@ -208,26 +178,26 @@ async def test_a_rotated_secret_signs_twice_until_the_overlap_ends(
 
 
 async def test_a_bus_message_seen_twice_and_a_dispatcher_that_died_mid_send_deliver_once_more_at_most(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    notifying: Notifying,
 ) -> None:
-    with_notify(settings, lease_s=30)
+    with_notify(notifying.settings, lease_s=30)
     clock = ManualClock()
     events = [job("Pending", change="ADDED"), job("Failed")]
-    notifier = Notifier(engine, settings.notify, NotifyMetrics.on(metrics.registry), clock)
-    async with Receiver() as rx, api_client(settings, engine, metrics) as api:
+    notifier = Notifier(
+        notifying.engine, notifying.settings.notify, NotifyMetrics.on(notifying.metrics.registry), clock
+    )
+    async with Receiver() as rx, notifying.api() as api:
         sub = await subscribe(api, rx, "once")
         assert await notifier.observe_jobs(events) == 2
         assert await notifier.observe_jobs(events) == 0  # JetStream redelivered the batch: nothing new
-        async with engine.begin() as conn:  # a dispatcher claims, then dies before sending
+        async with notifying.engine.begin() as conn:  # a dispatcher claims, then dies before sending
             claimed = await outbox.claim(conn, clock(), clock() + timedelta(seconds=30), 10, 2)
         assert [c.event_type for c in claimed] == ["job.created"]
 
         stop = asyncio.Event()
-        survivor = asyncio.create_task(Dispatcher(engine, settings.notify, metrics, clock=clock).run(stop))
+        survivor = asyncio.create_task(
+            Dispatcher(notifying.engine, notifying.settings.notify, notifying.metrics, clock=clock).run(stop)
+        )
         await asyncio.sleep(0.3)
         assert rx.at("once") == []  # leased: not sent twice while the first might still be sending
         clock.advance(seconds=31)

@@ -35,6 +35,7 @@ from controller.testing.events import (
     running_run,
     terminated,
 )
+from tests.conftest import Stage
 from tests.rules.test_rules_consumer_publishes_findings import (
     ScenarioClock,
     consumed,
@@ -65,17 +66,15 @@ async def reader_running(
 
 
 @contextlib.asynccontextmanager
-async def running_and_read(
-    settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
-) -> AsyncIterator[tuple[Publisher, ScenarioClock]]:
+async def running_and_read(stage: Stage) -> AsyncIterator[tuple[Publisher, ScenarioClock]]:
     """The rules consumer and the log reader, and a run the rules know is running."""
     clock = ScenarioClock(at(0))
-    publisher = Publisher(js, topology)
+    publisher = Publisher(stage.js, stage.topology)
     async with (
-        rules_running(settings, topology, js, metrics, clock),
-        reader_running(settings, topology, metrics, clock),
+        rules_running(stage, clock),
+        reader_running(stage.settings, stage.topology, stage.metrics, clock),
     ):
-        await observed(publisher, js, topology, clock, *running_run())
+        await observed(publisher, stage.js, stage.topology, clock, *running_run())
         yield publisher, clock
 
 
@@ -96,18 +95,24 @@ async def observed(
     await consumed(js, topology)
 
 
-async def test_a_fatal_line_is_a_finding_before_the_pod_ends_and_its_tail_adds_none(
-    settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
-) -> None:
-    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
+async def test_a_fatal_line_is_a_finding_before_the_pod_ends_and_its_tail_adds_none(stage: Stage) -> None:
+    async with running_and_read(stage) as (
+        publisher,
+        clock,
+    ):
         await printed(
-            js, topology, clock, log_batch("[1,0]<stdout>:epoch 1 step 90", *ABORT, observed_at=at(5))
+            stage.js,
+            stage.topology,
+            clock,
+            log_batch("[1,0]<stdout>:epoch 1 step 90", *ABORT, observed_at=at(5)),
         )
 
-        (live,) = await findings_on_bus(js, topology)
+        (live,) = await findings_on_bus(stage.js, stage.topology)
         tail = "\n".join(("[1,0]<stdout>:epoch 1 step 90", *ABORT))
-        await observed(publisher, js, topology, clock, failed_launcher(tail, observed_at=at(5, 2)))
-        await observed(publisher, js, topology, clock, job("Failed", observed_at=at(5, 4)))
+        await observed(
+            publisher, stage.js, stage.topology, clock, failed_launcher(tail, observed_at=at(5, 2))
+        )
+        await observed(publisher, stage.js, stage.topology, clock, job("Failed", observed_at=at(5, 4)))
 
     assert (live.finding.rule, live.finding.status, live.finding.severity) == (
         "mpi-abort",
@@ -115,27 +120,30 @@ async def test_a_fatal_line_is_a_finding_before_the_pod_ends_and_its_tail_adds_n
         "critical",
     )
     assert live.finding.root_cause.startswith("Rank 5 on worker-0 aborted (exit 1)")
-    assert [p.finding.rule for p in await findings_on_bus(js, topology)] == ["mpi-abort"]
+    assert [p.finding.rule for p in await findings_on_bus(stage.js, stage.topology)] == ["mpi-abort"]
 
 
 async def test_a_recovered_cuda_oom_is_an_observation_that_resolves_in_a_run_that_succeeds(
-    settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
+    stage: Stage,
 ) -> None:
-    async with running_and_read(settings, topology, js, metrics) as (publisher, clock):
-        await printed(js, topology, clock, log_batch(OOM, observed_at=at(5)))
+    async with running_and_read(stage) as (
+        publisher,
+        clock,
+    ):
+        await printed(stage.js, stage.topology, clock, log_batch(OOM, observed_at=at(5)))
         went_on = ("[1,3]<stdout>:batch size 16 fits", "[1,0]<stdout>:epoch 1 step 200")
-        await printed(js, topology, clock, log_batch(*went_on, observed_at=at(5, 30), step_s=60))
+        await printed(stage.js, stage.topology, clock, log_batch(*went_on, observed_at=at(5, 30), step_s=60))
         ended = terminated("Completed", 0, name="launcher")
         await observed(
             publisher,
-            js,
-            topology,
+            stage.js,
+            stage.topology,
             clock,
             launcher(observed_at=at(20), phase="Succeeded", ready=False, containers=(ended,)),
         )
-        await observed(publisher, js, topology, clock, job("Succeeded", observed_at=at(20, 5)))
+        await observed(publisher, stage.js, stage.topology, clock, job("Succeeded", observed_at=at(20, 5)))
 
-    published = [p.finding for p in await findings_on_bus(js, topology)]
+    published = [p.finding for p in await findings_on_bus(stage.js, stage.topology)]
     changes = [(f.rule, f.status, f.severity) for f in published]
     assert changes == [("gpu-oom", "pending", "warning"), ("gpu-oom", "resolved", "warning")]
     assert published[0].root_cause == (
@@ -144,20 +152,20 @@ async def test_a_recovered_cuda_oom_is_an_observation_that_resolves_in_a_run_tha
     )
 
 
-async def test_the_reader_publishes_what_a_batch_says_on_the_jobs_own_subject(
-    settings: Settings, topology: Topology, js: JetStreamContext, metrics: PipelineMetrics
-) -> None:
+async def test_the_reader_publishes_what_a_batch_says_on_the_jobs_own_subject(stage: Stage) -> None:
     clock = ScenarioClock(at(5))
     batch = log_batch("[1,0]<stdout>:step 1", OOM, "[1,3]<stderr>:  more", observed_at=at(5))
-    async with reader_running(settings, topology, metrics, clock):
-        await publish_batches(js, topology, [batch, batch], 5.0)  # stored once
-        await wait_until_consumed(js, topology.stream("logs"), topology.durable(READER), timeout_s=20)
+    async with reader_running(stage.settings, stage.topology, stage.metrics, clock):
+        await publish_batches(stage.js, stage.topology, [batch, batch], 5.0)  # stored once
+        await wait_until_consumed(
+            stage.js, stage.topology.stream("logs"), stage.topology.durable(READER), timeout_s=20
+        )
 
-    sub = await js.pull_subscribe(topology.wildcard("jobs"), stream=topology.stream("jobs"))
+    sub = await stage.js.pull_subscribe(stage.topology.wildcard("jobs"), stream=stage.topology.stream("jobs"))
     (msg,) = await sub.fetch(1, timeout=5)
     await sub.unsubscribe()
     seen = parse_event(msg.data)
-    assert isinstance(seen, LogSeen) and msg.subject == topology.job_event(seen)
+    assert isinstance(seen, LogSeen) and msg.subject == stage.topology.job_event(seen)
     assert (seen.job.uid, seen.uid, seen.container, seen.lines) == (
         batch.run_uid,
         batch.pod_uid,

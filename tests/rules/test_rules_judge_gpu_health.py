@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from consumers.rules import RuleEngine, RuleThresholds
+from consumers.rules import RuleThresholds
 from consumers.rules.signatures import gpu_error_words, gpu_errors
 from controller.contract.events import BusEvent, GpuHealth, GpuUsage, Sample
-from controller.contract.findings import Finding
 from controller.contract.xids import XIDS, parse_xid_lines, pci_slot, xid
 from controller.testing.events import at, job, k8s_event, pod_usage, running_run, terminated, usage, worker
+from tests.rules.judging import firing
 
 TRAINING_XIDS = (13, 31, 32, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120, 121)
 
@@ -34,15 +34,6 @@ def _reading(worker: int, health: GpuHealth) -> BusEvent:
             plain = plain.model_copy(update={"gpus": (GpuUsage(gpu="0", uuid="GPU-abc", health=health),)})
         pods.append(plain)
     return usage(*pods, observed_at=end)
-
-
-def _judge(events: list[BusEvent], now: datetime, **thresholds: float) -> dict[str, Finding]:
-    rules = RuleEngine(RuleThresholds(**thresholds))
-    found: dict[str, Finding] = {}
-    for event in events:
-        for finding in rules.observe(event, now):
-            found[finding.rule] = finding
-    return {rule: f for rule, f in found.items() if f.status == "firing"}
 
 
 @pytest.mark.parametrize("code", TRAINING_XIDS)
@@ -78,7 +69,7 @@ def test_gpu_error_words_come_from_the_catalogue() -> None:
 
 def test_an_xid_during_the_run_names_worker_node_and_gpu() -> None:
     health = GpuHealth(hostname="gpu-node-2", xid=_curve([0, 0, 0, 79, 79], at(20)))
-    found = _judge([*running_run(), _reading(2, health)], at(20))
+    found = firing([*running_run(), _reading(2, health)], at(20))
 
     fault = found["gpu-fault"]
     assert fault.severity == "critical"
@@ -101,7 +92,7 @@ def test_an_xid_during_the_run_names_worker_node_and_gpu() -> None:
     ids=["old-xid", "old-counters", "old-remap-failure-and-nvlink", "one-point", "hot"],
 )
 def test_old_values_and_harmless_series_stay_quiet(health: GpuHealth) -> None:
-    found = _judge([*running_run(), _reading(2, health)], at(20))
+    found = firing([*running_run(), _reading(2, health)], at(20))
     assert "gpu-fault" not in found and "gpu-throttled" not in found
 
 
@@ -120,7 +111,7 @@ def test_a_throttle_fires_only_when_it_lasts(reasons: list[float], fires: bool) 
     health = GpuHealth(
         throttle_reasons=_curve(reasons, at(20)), temperature_c=_curve([80.0] * len(reasons), at(20))
     )
-    found = _judge([*running_run(), _reading(3, health)], at(20), gpu_throttle_s=120)
+    found = firing([*running_run(), _reading(3, health)], at(20), RuleThresholds(gpu_throttle_s=120))
     assert ("gpu-throttled" in found) == fires
     if fires:
         assert found["gpu-throttled"].root_cause.startswith(
@@ -146,7 +137,7 @@ def test_an_xid_in_a_node_event_counts_on_a_gpu_the_pod_holds(pci: str, minutes:
         involved="gpu-node-2",
         observed_at=at(minutes),
     )
-    found = _judge([*running_run(), event, _reading(2, health)], at(20))
+    found = firing([*running_run(), event, _reading(2, health)], at(20))
     assert ("gpu-fault" in found) == fires
     if fires:
         fault = found["gpu-fault"]
@@ -164,7 +155,7 @@ def test_pci_addresses_match_however_they_are_written() -> None:
 
 def test_a_programs_own_xid_is_no_gpu_fault_and_its_cuda_error_is_the_verdict() -> None:
     health = GpuHealth(xid=_curve([0, 0, 31, 31], at(20)))
-    assert "gpu-fault" not in _judge([*running_run(), _reading(1, health)], at(20))
+    assert "gpu-fault" not in firing([*running_run(), _reading(1, health)], at(20))
     run = running_run()
     crashed = worker(
         1,
@@ -174,13 +165,13 @@ def test_a_programs_own_xid_is_no_gpu_fault_and_its_cuda_error_is_the_verdict() 
         log_tail=("RuntimeError: CUDA error: an illegal memory access was encountered",),
         observed_at=at(21),
     )
-    found = _judge([*run, _reading(1, health), crashed, job("Failed", observed_at=at(22))], at(22))
+    found = firing([*run, _reading(1, health), crashed, job("Failed", observed_at=at(22))], at(22))
     assert "gpu-fault" not in found
     assert found["gpu-error"].severity == "critical"
 
 
 def test_a_hardware_xid_after_a_programs_own_is_still_found() -> None:
     health = GpuHealth(xid=_curve([0, 13, 13, 79, 79], at(20)))
-    fault = _judge([*running_run(), _reading(0, health)], at(20))["gpu-fault"]
+    fault = firing([*running_run(), _reading(0, health)], at(20))["gpu-fault"]
     assert "reported Xid 79: the GPU has fallen off the bus" in fault.root_cause
     assert "Xid 13" not in fault.root_cause

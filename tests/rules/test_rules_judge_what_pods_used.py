@@ -4,42 +4,20 @@ an OOM kill carries the memory curve read before it."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import pytest
 
-from consumers.rules import RuleEngine, RuleThresholds
 from consumers.rules.state import RunState
 from consumers.rules.stateformat import run_state_from_dict, run_state_to_dict
-from controller.contract.events import BusEvent
-from controller.contract.findings import Finding
 from controller.testing.events import at, job, pod_usage, running_run, terminated, usage, worker
+from tests.rules.judging import firing, reading
 
 BUSY = [92.0] * 20
 IDLE = [0.0] * 20
 
 
-def _judge(events: list[BusEvent], now: datetime) -> dict[str, Finding]:
-    rules = RuleEngine(RuleThresholds())
-    found: dict[str, Finding] = {}
-    for event in events:
-        for finding in rules.observe(event, now):
-            found[finding.rule] = finding
-    return {rule: f for rule, f in found.items() if f.status == "firing"}
-
-
-def _reading(utils: list[list[float]], memory: dict[int, list[float]] | None = None) -> BusEvent:
-    end = at(30)
-    memory = memory or {}
-    return usage(
-        *(pod_usage(i, util=u, memory_gib=memory.get(i, [8.0] * 20), end=end) for i, u in enumerate(utils)),
-        observed_at=end,
-    )
-
-
 def test_one_worker_idle_while_the_others_work_is_named() -> None:
     straggler = [90.0] * 5 + [1.0] * 15  # idle for the last 14 minutes
-    found = _judge([*running_run(), _reading([BUSY, BUSY, straggler, BUSY])], at(30))
+    found = firing([*running_run(), reading([BUSY, BUSY, straggler, BUSY])], at(30))
 
     finding = found["gpu-idle"]
     assert finding.root_cause == "Worker 2's GPUs have been idle for 14m while the other workers' run at 92 %"
@@ -57,17 +35,17 @@ def test_one_worker_idle_while_the_others_work_is_named() -> None:
     ],
 )
 def test_near_misses_of_gpu_idle_stay_quiet(utils: list[list[float]]) -> None:
-    assert "gpu-idle" not in _judge([*running_run(), _reading(utils)], at(30))
+    assert "gpu-idle" not in firing([*running_run(), reading(utils)], at(30))
 
 
 def test_gpu_idle_is_not_judged_once_the_run_has_finished() -> None:
-    events = [*running_run(), _reading([BUSY, BUSY, IDLE, BUSY]), job("Succeeded", observed_at=at(31))]
-    assert "gpu-idle" not in _judge(events, at(31))
+    events = [*running_run(), reading([BUSY, BUSY, IDLE, BUSY]), job("Succeeded", observed_at=at(31))]
+    assert "gpu-idle" not in firing(events, at(31))
 
 
 def test_memory_creeping_to_its_limit_is_named_with_its_curve() -> None:
     creeping = [12.0 + 0.2 * i for i in range(20)]  # 12.0 → 15.8 GiB of 16
-    found = _judge([*running_run(), _reading([BUSY] * 4, {1: creeping})], at(30))
+    found = firing([*running_run(), reading([BUSY] * 4, {1: creeping})], at(30))
 
     finding = found["memory-near-limit"]
     assert finding.root_cause == "Worker 1 is at 15.8 GiB of its 16.0 GiB memory limit (99%) and rising"
@@ -85,7 +63,7 @@ def test_memory_creeping_to_its_limit_is_named_with_its_curve() -> None:
     ],
 )
 def test_near_misses_of_memory_near_limit_stay_quiet(gib: list[float]) -> None:
-    assert "memory-near-limit" not in _judge([*running_run(), _reading([BUSY] * 4, {0: gib})], at(30))
+    assert "memory-near-limit" not in firing([*running_run(), reading([BUSY] * 4, {0: gib})], at(30))
 
 
 def test_an_oom_kill_carries_the_memory_curve_read_before_it() -> None:
@@ -94,7 +72,7 @@ def test_an_oom_kill_carries_the_memory_curve_read_before_it() -> None:
     killed = worker(
         1, phase="Failed", ready=False, containers=(terminated("OOMKilled", 137),), observed_at=at(31)
     )
-    found = _judge([*run, _reading([BUSY] * 4, {1: creeping}), killed], at(31))
+    found = firing([*run, reading([BUSY] * 4, {1: creeping}), killed], at(31))
 
     assert "memory-near-limit" not in found  # the kill it warned of explains it
     curve = next(e for e in found["oom"].evidence if e.field == "usage.memory.workingSet")
@@ -103,7 +81,7 @@ def test_an_oom_kill_carries_the_memory_curve_read_before_it() -> None:
 
 def test_a_late_or_repeated_reading_changes_nothing_and_survives_a_snapshot() -> None:
     state = RunState.for_event(running_run()[0])
-    newer, older = _reading([BUSY, IDLE]), usage(pod_usage(1, util=BUSY, end=at(10)), observed_at=at(10))
+    newer, older = reading([BUSY, IDLE]), usage(pod_usage(1, util=BUSY, end=at(10)), observed_at=at(10))
     assert state.apply(newer) is True
     assert state.apply(older) is False and state.apply(newer) is False
     restored = run_state_from_dict(run_state_to_dict(state))

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import datetime
 
 import pytest
 
-from consumers.rules import RuleEngine, RuleThresholds
 from consumers.rules.progress import cumulative, step_of
 from consumers.rules.state import RunState
 from consumers.rules.stateformat import run_state_from_dict, run_state_to_dict
 from controller.contract.events import BusEvent
-from controller.contract.findings import Finding
 from controller.testing.events import at, log_seen, pod_usage, running_run, usage
+from tests.rules.judging import firing
 
 RANKS = (0, 8, 16, 24)  # slotsPerWorker 8: one rank on each of workers 0-3
 BATCH_S = 30.0
@@ -79,22 +77,13 @@ def _run(steps: Callable[[int, int], int | None], batches: int = 40) -> list[Bus
     return events
 
 
-def _judge(events: list[BusEvent], now: datetime) -> dict[str, Finding]:
-    rules = RuleEngine(RuleThresholds())
-    found: dict[str, Finding] = {}
-    for event in events:
-        for finding in rules.observe(event, now):
-            found[finding.rule] = finding
-    return {rule: f for rule, f in found.items() if f.status == "firing"}
-
-
 def _noise(rank: int, batch: int) -> int:
     return random.Random(rank * 1000 + batch).randint(-5, 5)
 
 
 def test_a_rank_whose_counter_climbs_slower_is_named() -> None:
     events = _run(lambda rank, b: b * (36 if rank == 16 else 60))
-    found = _judge(events, at(20))
+    found = firing(events, at(20))
 
     finding = found["straggler"]
     assert finding.root_cause == (
@@ -106,7 +95,7 @@ def test_a_rank_whose_counter_climbs_slower_is_named() -> None:
 
 def test_a_slow_rank_is_named_through_epochs_that_restart_the_bar() -> None:
     events = _run(lambda rank, b: (b * (30 if rank == 8 else 60)) % 600)
-    assert _judge(events, at(20))["straggler"].root_cause.startswith("Rank 8 on worker-1 is a straggler")
+    assert firing(events, at(20))["straggler"].root_cause.startswith("Rank 8 on worker-1 is a straggler")
 
 
 def _paused(b: int) -> bool:
@@ -139,12 +128,12 @@ def _paused(b: int) -> bool:
     ],
 )
 def test_near_misses_of_a_straggler_by_progress_stay_quiet(steps: Callable[[int, int], int | None]) -> None:
-    assert "straggler" not in _judge(_run(steps), at(20))
+    assert "straggler" not in firing(_run(steps), at(20))
 
 
 def test_a_young_run_is_not_judged() -> None:
     events = _run(lambda rank, b: b * (36 if rank == 16 else 60), batches=20)  # ten minutes
-    assert "straggler" not in _judge(events, at(10))
+    assert "straggler" not in firing(events, at(10))
 
 
 def test_the_counters_survive_a_snapshot() -> None:
@@ -164,14 +153,14 @@ def test_a_slow_start_inside_the_window_is_not_a_straggler() -> None:
         slow = min(b, 20) * 30 + max(b - 20, 0) * 60  # half speed for its first 10 minutes
         return slow if rank == 16 else b * 60
 
-    assert "straggler" not in _judge(_run(steps, batches=28), at(14))
+    assert "straggler" not in firing(_run(steps, batches=28), at(14))
 
 
 def test_the_slow_rank_s_worker_reading_gives_the_likely_reason() -> None:
     events = _run(lambda rank, b: b * (36 if rank == 16 else 60))
     pressed = pod_usage(2, util=[90.0] * 20, memory_gib=[15.7] * 20, end=at(1))
     events.insert(len(running_run()), usage(pressed, observed_at=at(1)))  # read before it fell behind
-    found = _judge(events, at(20))
+    found = firing(events, at(20))
     assert found["straggler"].root_cause.endswith(
         "over the last 15m; its memory working set is at 98% of its 16.0 GiB limit"
     )

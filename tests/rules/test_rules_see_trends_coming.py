@@ -12,37 +12,14 @@ from datetime import datetime
 
 import pytest
 
-from consumers.rules import RuleEngine, RuleThresholds
+from consumers.rules import RuleThresholds
 from consumers.rules.trend import fit
 from controller.contract.events import BusEvent, GpuHealth, GpuUsage, UsageObserved
-from controller.contract.findings import Finding
 from controller.testing.events import REF, at, pod_usage, running_run, terminated, usage, worker
+from tests.rules.judging import firing, reading
 from watchers.nodes import ConditionSeen, condition_event
 
 BUSY = [92.0] * 20
-
-
-def _judge(
-    events: list[BusEvent], now: datetime, thresholds: RuleThresholds | None = None
-) -> dict[str, Finding]:
-    rules = RuleEngine(thresholds or RuleThresholds())
-    found: dict[str, Finding] = {}
-    for event in events:
-        for finding in rules.observe(event, now):
-            found[finding.rule] = finding
-    return {rule: f for rule, f in found.items() if f.status == "firing"}
-
-
-def _reading(utils: list[list[float]], memory: dict[int, list[float]] | None = None) -> BusEvent:
-    end = at(30)
-    memory = memory or {}
-    return usage(
-        *(
-            pod_usage(i, util=u, memory_gib=memory.get(i, [8.0] * len(u)), end=end)
-            for i, u in enumerate(utils)
-        ),
-        observed_at=end,
-    )
 
 
 def _noisy(values: list[float], spread: float, seed: int = 7) -> list[float]:
@@ -69,7 +46,7 @@ def test_the_trend_is_robust_to_a_spike_and_tells_a_climb_from_a_sawtooth() -> N
 
 def test_a_working_set_on_course_for_its_limit_is_warned_of_with_the_projected_time() -> None:
     creeping = [8.0 + 0.3 * i for i in range(20)]  # 13.7 GiB of 16 at 10:30, +0.3 GiB/min
-    found = _judge([*running_run(), _reading([BUSY] * 4, {1: creeping})], at(30))
+    found = firing([*running_run(), reading([BUSY] * 4, {1: creeping})], at(30))
 
     finding = found["oom-predicted"]
     assert finding.severity == "warning"
@@ -87,7 +64,7 @@ def test_a_working_set_on_course_for_its_limit_is_warned_of_with_the_projected_t
 
 def test_a_noisy_leak_is_still_seen() -> None:
     leak = _noisy([9.0 + 0.3 * i for i in range(20)], spread=0.4)
-    assert "oom-predicted" in _judge([*running_run(), _reading([BUSY] * 4, {2: leak})], at(30))
+    assert "oom-predicted" in firing([*running_run(), reading([BUSY] * 4, {2: leak})], at(30))
 
 
 @pytest.mark.parametrize(
@@ -102,19 +79,19 @@ def test_a_noisy_leak_is_still_seen() -> None:
     ],
 )
 def test_near_misses_of_oom_predicted_stay_quiet(gib: list[float]) -> None:
-    assert "oom-predicted" not in _judge([*running_run(), _reading([BUSY] * 4, {0: gib})], at(30))
+    assert "oom-predicted" not in firing([*running_run(), reading([BUSY] * 4, {0: gib})], at(30))
 
 
 def test_too_few_points_is_no_forecast() -> None:
-    short = _reading([[92.0] * 3] * 4, {0: [13.0, 14.0, 15.0]})
-    assert "oom-predicted" not in _judge([*running_run(), short], at(30))
+    short = reading([[92.0] * 3] * 4, {0: [13.0, 14.0, 15.0]})
+    assert "oom-predicted" not in firing([*running_run(), short], at(30))
 
 
 def test_the_horizon_is_a_setting() -> None:
     slow = [8.0 + 0.1 * i for i in range(20)]  # 9.9 GiB, 61 min from the limit
-    events = [*running_run(), _reading([BUSY] * 4, {0: slow})]
-    assert "oom-predicted" not in _judge(events, at(30))
-    assert "oom-predicted" in _judge(events, at(30), RuleThresholds(oom_horizon_s=3900))
+    events = [*running_run(), reading([BUSY] * 4, {0: slow})]
+    assert "oom-predicted" not in firing(events, at(30))
+    assert "oom-predicted" in firing(events, at(30), RuleThresholds(oom_horizon_s=3900))
 
 
 def _killed(index: int) -> BusEvent:
@@ -125,7 +102,7 @@ def _killed(index: int) -> BusEvent:
 def test_the_oom_kill_says_it_was_foreseen_and_the_warning_steps_aside() -> None:
     creeping = [8.0 + 0.4 * i for i in range(20)]  # 15.6 GiB at 10:30
     run = running_run()
-    found = _judge([*run, _reading([BUSY] * 4, {1: creeping}), _killed(1)], at(31))
+    found = firing([*run, reading([BUSY] * 4, {1: creeping}), _killed(1)], at(31))
 
     assert "oom-predicted" not in found  # the kill it foresaw explains it
     assert found["oom"].root_cause == (
@@ -137,7 +114,7 @@ def test_the_oom_kill_says_it_was_foreseen_and_the_warning_steps_aside() -> None
 def test_an_unforeseen_oom_kill_says_so() -> None:
     sudden = [6.0] * 19 + [6.5]  # a sudden allocation, not a trend
     run = running_run()
-    found = _judge([*run, _reading([BUSY] * 4, {1: sudden}), _killed(1)], at(31))
+    found = firing([*run, reading([BUSY] * 4, {1: sudden}), _killed(1)], at(31))
     assert found["oom"].root_cause == (
         "Worker 1 failed: out of memory (limit 16Gi); its working-set trend did not foresee it"
     )
@@ -148,7 +125,7 @@ def test_an_unforeseen_oom_kill_says_so() -> None:
 
 def test_a_worker_consistently_below_its_peers_is_named_with_how_much_and_since_when() -> None:
     slow = [90.0] * 4 + [55.0] * 16  # behind from 10:15 on
-    found = _judge([*running_run(), _reading([BUSY, BUSY, slow, BUSY])], at(30))
+    found = firing([*running_run(), reading([BUSY, BUSY, slow, BUSY])], at(30))
 
     finding = found["straggler"]
     assert finding.severity == "warning"
@@ -162,7 +139,7 @@ def test_a_worker_consistently_below_its_peers_is_named_with_how_much_and_since_
 def test_the_likely_reason_is_given_when_the_reading_shows_one() -> None:
     slow = [50.0] * 20
     pressed = [15.6] * 20
-    found = _judge([*running_run(), _reading([BUSY, slow, BUSY, BUSY], {1: pressed})], at(30))
+    found = firing([*running_run(), reading([BUSY, slow, BUSY, BUSY], {1: pressed})], at(30))
     assert found["straggler"].root_cause.endswith("; its memory working set is at 98% of its 16.0 GiB limit")
 
 
@@ -186,25 +163,25 @@ def _every(period: int, length: int, during: float, otherwise: float) -> list[fl
     ],
 )
 def test_near_misses_of_straggler_stay_quiet(utils: list[list[float]]) -> None:
-    assert "straggler" not in _judge([*running_run(), _reading(utils)], at(30))
+    assert "straggler" not in firing([*running_run(), reading(utils)], at(30))
 
 
 def test_a_straggler_through_checkpoint_pauses_is_still_named() -> None:
     peers = _every(5, 1, 3.0, 92.0)
     slow = _every(5, 1, 3.0, 50.0)
-    found = _judge([*running_run(), _reading([peers, slow, peers, peers])], at(30))
+    found = firing([*running_run(), reading([peers, slow, peers, peers])], at(30))
     assert found["straggler"].root_cause.startswith("Worker 1 is a straggler: its GPUs have run at 50 %")
 
 
 def test_an_idle_worker_is_gpu_idle_not_a_straggler() -> None:
     idle = [90.0] * 5 + [1.0] * 15
-    found = _judge([*running_run(), _reading([BUSY, BUSY, idle, BUSY])], at(30))
+    found = firing([*running_run(), reading([BUSY, BUSY, idle, BUSY])], at(30))
     assert "gpu-idle" in found and "straggler" not in found
 
 
 def test_a_curve_too_coarse_for_a_trend_makes_no_claim_either_way() -> None:
     coarse = pod_usage(1, util=[92.0] * 8, memory_gib=[6.0] * 7 + [15.9], end=at(30), step_s=480.0)
-    found = _judge([*running_run(), usage(coarse, observed_at=at(30)), _killed(1)], at(31))
+    found = firing([*running_run(), usage(coarse, observed_at=at(30)), _killed(1)], at(31))
     assert found["oom"].root_cause == "Worker 1 failed: out of memory (limit 16Gi)"
 
 
@@ -224,7 +201,7 @@ def _throttled(reading: BusEvent, index: int, curve: tuple[tuple[datetime, float
 def test_a_throttled_gpu_in_the_window_is_the_likely_reason() -> None:
     slow = [50.0] * 20
     hot = ((at(11), 0.0), (at(20), 64.0), (at(30), 64.0))  # hardware thermal slowdown from 10:20
-    found = _judge([*running_run(), _throttled(_reading([BUSY, slow, BUSY, BUSY]), 1, hot)], at(30))
+    found = firing([*running_run(), _throttled(reading([BUSY, slow, BUSY, BUSY]), 1, hot)], at(30))
     assert found["straggler"].root_cause.endswith(
         "; its GPU 0 had its clocks held down by the hardware (hardware thermal slowdown) for 67% of the window"
     )
@@ -233,7 +210,7 @@ def test_a_throttled_gpu_in_the_window_is_the_likely_reason() -> None:
 def test_a_throttle_of_seconds_is_no_reason() -> None:
     slow = [50.0] * 20
     blip = ((at(11), 0.0), (at(22), 64.0), (at(22, 20), 0.0), (at(30), 0.0))
-    found = _judge([*running_run(), _throttled(_reading([BUSY, slow, BUSY, BUSY]), 1, blip)], at(30))
+    found = firing([*running_run(), _throttled(reading([BUSY, slow, BUSY, BUSY]), 1, blip)], at(30))
     assert found["straggler"].root_cause.endswith("(since 10:15 UTC)")
 
 
@@ -243,7 +220,7 @@ def test_memory_pressure_on_the_workers_node_is_the_likely_reason() -> None:
         "gpu-node-1", "uid-n1", "7", "MemoryPressure", "True", "KubeletHasInsufficientMemory", "", at(12)
     )
     pressure = condition_event(seen, REF, at(12))
-    found = _judge([*running_run(), pressure, _reading([BUSY, slow, BUSY, BUSY])], at(30))
+    found = firing([*running_run(), pressure, reading([BUSY, slow, BUSY, BUSY])], at(30))
     assert found["straggler"].root_cause.endswith(
         "; its node gpu-node-1 reports MemoryPressure since 10:12 UTC"
     )

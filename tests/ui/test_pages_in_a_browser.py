@@ -24,10 +24,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.logs import RunLogs
 from controller.bus.logstore import publish_batches
-from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from tests.api_fixtures import T0, fire, job_story, store
 from tests.browser import By, WebDriver, chromium, click, screenshot, seen, sign_in
+from tests.conftest import Stage
 from tests.live_events import FAST, Writer, serving
 from tests.log_fixtures import log_batch
 from tests.ui.test_metrics_tab_shows_gpu_health import XID_AT, fire_gpu_findings, store_usage
@@ -184,19 +184,17 @@ async def _another_namespace(base: str, uid: str) -> None:
         await _in_browser(lambda: screenshot(driver, SHOTS, "0-sign-in"))
 
 
-async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may_read(
-    engine: AsyncEngine, js: JetStreamContext, topology: Topology, settings: Settings
-) -> None:
+async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may_read(stage: Stage) -> None:
     earlier, story = job_story("llm", workers=2, memory="32Gi", start=T0 - timedelta(hours=2))
-    await store(engine, story)
+    await store(stage.engine, story)
     uid, story = job_story("llm", workers=2, memory="16Gi", outcome="Failed", oom_worker=1)
     created, pods_up, failing = story[:4], story[4:8], story[8:]
     other, other_story = job_story(
         "bert", workers=1, outcome="Failed", oom_worker=0, start=T0 + timedelta(hours=1)
     )
-    writer = Writer(engine)
+    writer = Writer(stage.engine)
     await writer.write(created + other_story[:3])
-    async with serving(engine, FAST, run_logs=RunLogs(js, topology)) as api:
+    async with serving(stage.engine, FAST, run_logs=RunLogs(stage.js, stage.topology)) as api:
         with chromium() as driver:
             base = api.url
             # the list, signed in as alice (team-a): Pending, then Running without a reload
@@ -210,7 +208,13 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
             # another run fails while the list is open: its phase and its finding's sentence, no reload
             driver.execute_script("window.notReloaded = true")
             await fire(
-                engine, other, "team-a", "bert", "oom", "Worker 0 was OOM-killed.", T0 + timedelta(hours=1)
+                stage.engine,
+                other,
+                "team-a",
+                "bert",
+                "oom",
+                "Worker 0 was OOM-killed.",
+                T0 + timedelta(hours=1),
             )
             await writer.write(other_story[3:])
             await _in_browser(
@@ -227,7 +231,7 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
             await _in_browser(lambda: driver.get(f"{base}/ui/runs/{uid}"))
             await _in_browser(lambda: seen(driver, _text("#phase", "Running"), LIVE_S, "the run's page"))
             driver.execute_script("window.notReloaded = true")
-            await fire(engine, uid, "team-a", "llm", "oom", ROOT_CAUSE, T0 + timedelta(seconds=590))
+            await fire(stage.engine, uid, "team-a", "llm", "oom", ROOT_CAUSE, T0 + timedelta(seconds=590))
             await writer.write(failing)
             await _in_browser(lambda: seen(driver, _text("#phase", "Failed"), LIVE_S, "the phase Failed"))
             await _in_browser(
@@ -246,7 +250,7 @@ async def test_pages_follow_a_failing_job_live_and_show_only_what_the_caller_may
             await _in_browser(lambda: screenshot(driver, SHOTS, "1-jobs"))
 
             # Logs: a worker's line, merged by time, labelled; a search narrows; a line links to itself
-            await _logs_tab(driver, base, uid, js, topology, settings.nats.publish_retry_s)
-            await _metrics_tab(driver, base, uid, engine)
+            await _logs_tab(driver, base, uid, stage.js, stage.topology, stage.settings.nats.publish_retry_s)
+            await _metrics_tab(driver, base, uid, stage.engine)
             await _other_tabs_and_compare(driver, base, uid)
         await _another_namespace(api.url, uid)

@@ -11,16 +11,11 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 import pytest
-from nats.js import JetStreamContext
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.streams import wait_until_consumed
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.kube.gateway import RetryPolicy
 from controller.kube.resources import WATCHED
-from controller.metrics import PipelineMetrics
 from controller.store.models import FindingRow, PodRow, PodStateRow
 from controller.testing import objects as k
 from controller.testing.drills import findings_on_bus
@@ -28,8 +23,8 @@ from controller.testing.notify import api_client, settled_log, subscribe, with_n
 from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.history.test_end_to_end_watch_to_history import wait_for_sql, watchers_running
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.conftest import Stage
+from tests.pipeline_fixtures import consumers_running, wait_for_sql, watchers_running
 from tests.rules.corpus_replay import Entry, load
 
 CAUSES = {
@@ -77,30 +72,28 @@ def delivered(rx: Receiver) -> dict[tuple[str, str, str], set[str]]:
 @pytest.mark.parametrize("retry_after_s", [None, 1], ids=["no-retry-after", "retry-after-1s"])
 async def test_runs_failing_during_an_api_outage_are_told_their_cause(
     sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
     retry_after_s: int | None,
 ) -> None:
     corpus = {entry.id: entry for entry in load()}
     entries = {name: corpus[entry_id] for name, entry_id in CAUSES.items()}
-    settings.watcher.log_tail_retry_s = 60
-    with_notify(settings)
+    stage.settings.watcher.log_tail_retry_s = 60
+    with_notify(stage.settings)
     async with (
         Receiver() as rx,
-        api_client(settings, engine, metrics) as api,
-        consumers_running(settings, topology, engine, metrics),
-        watchers_running(settings, sim, js, topology, metrics, DOOR),
+        api_client(stage.settings, stage.engine, stage.metrics) as api,
+        consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics),
+        watchers_running(stage.settings, sim, stage.js, stage.topology, stage.metrics, DOOR),
     ):
         sub = await subscribe(api, rx, PATH, event_types=["job.failed", "finding.firing", "finding.resolved"])
         await until(
             lambda: sum(sim.open_watches().values()) == len(WATCHED), 10, lambda: str(sim.open_watches())
         )
         failing = {name: failing_pod(sim, name, entry) for name, entry in entries.items()}
-        await wait_for_sql(engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 2 * len(entries))
-        await wait_for_sql(engine, "SELECT count(*) FROM runs WHERE phase = 'Running'", len(entries))
+        await wait_for_sql(
+            stage.engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 2 * len(entries)
+        )
+        await wait_for_sql(stage.engine, "SELECT count(*) FROM runs WHERE phase = 'Running'", len(entries))
 
         sim.outage(retry_after_s=retry_after_s)
         for name, pod in failing.items():
@@ -121,7 +114,7 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
             lambda: {pod: log_refused(sim, pod) for pod in names.values()},
         )
         await wait_for_sql(  # what the user was told while the logs could not be read
-            engine,
+            stage.engine,
             "SELECT count(*) FROM findings WHERE rule = 'failed' AND status = 'firing'",
             len(entries),
             BOUND_S,
@@ -142,16 +135,18 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
             lambda: expected <= delivered(rx).keys(), BOUND_S, lambda: sorted(expected - delivered(rx).keys())
         )
         await wait_for_sql(  # the late tails reach the history too, though the followed log may name the cause first
-            engine,
+            stage.engine,
             "SELECT count(*) FROM pod_states WHERE phase = 'Failed' AND jsonb_array_length(log_tail) > 0",
             len(entries),
             BOUND_S,
         )
         for durable in ("history", "rules", "notify"):
-            await wait_until_consumed(js, topology.stream("jobs"), topology.durable(durable), BOUND_S)
+            await wait_until_consumed(
+                stage.js, stage.topology.stream("jobs"), stage.topology.durable(durable), BOUND_S
+            )
         await settled_log(api, sub["id"], len(expected))
-        findings = await findings_on_bus(js, topology)
-        dead = (await js.stream_info(topology.stream("dlq"))).state.messages
+        findings = await findings_on_bus(stage.js, stage.topology)
+        dead = (await stage.js.stream_info(stage.topology.stream("dlq"))).state.messages
 
     got = delivered(rx)
     assert got.keys() == expected, sorted(got.keys() ^ expected)
@@ -167,7 +162,7 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
         **{(name, str(entry.expect)): ("firing", None) for name, entry in entries.items()},
     }
 
-    async with engine.connect() as conn:
+    async with stage.engine.connect() as conn:
         rows = (await conn.execute(select(FindingRow.job_name, FindingRow.rule, FindingRow.status))).all()
         tails = dict(
             (

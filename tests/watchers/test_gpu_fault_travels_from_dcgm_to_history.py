@@ -6,29 +6,18 @@ history like any other finding — and names nothing of worker 0."""
 
 from __future__ import annotations
 
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
-from controller.testing import objects as k
 from controller.testing.prometheus import GpuSeries
-from controller.testing.simcluster import SimCluster
-from tests.history.test_end_to_end_watch_to_history import controller_running, scalar, wait_for_sql
+from tests.pipeline_fixtures import EndToEnd, scalar
 from tests.usage_fixtures import Served, usage_settings
 
 
 async def test_a_gpu_fault_travels_from_dcgm_through_the_bus_to_a_finding_in_history(
     served: Served,
-    sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    end_to_end: EndToEnd,
 ) -> None:
-    settings = settings.model_copy(update={"usage": usage_settings(served.prometheus.url, refresh_s=5)})
+    settings = end_to_end.settings.model_copy(
+        update={"usage": usage_settings(served.prometheus.url, refresh_s=5)}
+    )
     exporter = served.exporter
     exporter.gpu(
         "team-a", "llm-worker-0", "0", GpuSeries(util=95, fb_used_mib=70_000, xid=13, hostname="gpu-0")
@@ -36,23 +25,20 @@ async def test_a_gpu_fault_travels_from_dcgm_through_the_bus_to_a_finding_in_his
     exporter.gpu("team-a", "llm-worker-1", "0", GpuSeries(util=95, fb_used_mib=70_000, hostname="gpu-1"))
     await served.prometheus.scraped('DCGM_FI_DEV_XID_ERRORS{exported_pod="llm-worker-1"}')
 
-    async with controller_running(settings, sim, js, topology, engine, metrics):
-        job = k.mpijob("llm", workers=2, gpus=1)
-        sim.create(job)
-        sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
-        for pod in [k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(2)]:
-            sim.create(pod)
-            sim.update(k.with_container_state(pod, {"running": {}}, phase="Running", ready=True))
-        await wait_for_sql(engine, "SELECT count(*) FROM pod_usage", 2, timeout_s=30)
+    async with end_to_end.running(settings):
+        end_to_end.start_run("llm", 2, launcher=False)
+        await end_to_end.until_sql("SELECT count(*) FROM pod_usage", 2, timeout_s=30)
         fault = GpuSeries(util=0, fb_used_mib=70_000, xid=79, hostname="gpu-1")
         exporter.gpu("team-a", "llm-worker-1", "0", fault)
 
-        await wait_for_sql(
-            engine,
+        await end_to_end.until_sql(
             "SELECT count(*) FROM findings WHERE rule = 'gpu-fault' AND status = 'firing' "
             "AND severity = 'critical' AND root_cause LIKE "
             "'Worker 1''s GPU 0 (GPU-llm-worker-1-0) on node gpu-1 reported Xid 79: the GPU has fallen off%'",
             1,
             timeout_s=40,
         )
-        assert await scalar(engine, "SELECT count(*) FROM findings WHERE root_cause LIKE '%Xid 13%'") == 0
+        assert (
+            await scalar(end_to_end.engine, "SELECT count(*) FROM findings WHERE root_cause LIKE '%Xid 13%'")
+            == 0
+        )

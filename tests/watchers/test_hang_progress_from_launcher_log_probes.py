@@ -9,17 +9,13 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.events import LogProbed, parse_event
 from controller.contract.findings import Finding, parse_finding
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
 from controller.contract.thresholds import RuleThresholds
-from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
-from tests.history.test_end_to_end_watch_to_history import controller_running
+from tests.pipeline_fixtures import EndToEnd
 
 
 def running_job(sim: SimCluster) -> k.Obj:
@@ -55,21 +51,27 @@ async def writing_log(sim: SimCluster, every_s: float) -> AsyncIterator[None]:
         task.cancel()
 
 
-async def test_no_progress_fires_only_when_the_launcher_stops_writing(
-    sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
-    settings.watcher.progress_probe_s = 0.3
-    settings.consumer.rules_tick_s = 0.1
-    settings.rules = RuleThresholds(hang_progress_s=2.0)
-    findings = await js.pull_subscribe(topology.wildcard("findings"), stream=topology.stream("findings"))
-    probes = await js.pull_subscribe(
-        f"{topology.prefix}.jobs.team-a.quiet.log", stream=topology.stream("jobs")
+Subscription = JetStreamContext.PullSubscription
+
+
+async def probed_fast(end_to_end: EndToEnd, job: str) -> tuple[Subscription, Subscription]:
+    """Probes every 0.3 s, rules ticking every 0.1 s and calling a run hung after 2 s without
+    progress; subscriptions to the findings and to team-a's ``job``'s probes."""
+    end_to_end.settings.watcher.progress_probe_s = 0.3
+    end_to_end.settings.consumer.rules_tick_s = 0.1
+    end_to_end.settings.rules = RuleThresholds(hang_progress_s=2.0)
+    topology = end_to_end.topology
+    findings = await end_to_end.js.pull_subscribe(
+        topology.wildcard("findings"), stream=topology.stream("findings")
     )
+    probes = await end_to_end.js.pull_subscribe(
+        f"{topology.prefix}.jobs.team-a.{job}.log", stream=topology.stream("jobs")
+    )
+    return findings, probes
+
+
+async def test_no_progress_fires_only_when_the_launcher_stops_writing(end_to_end: EndToEnd) -> None:
+    findings, probes = await probed_fast(end_to_end, "quiet")
 
     async def new_findings() -> list[Finding]:
         try:
@@ -77,9 +79,9 @@ async def test_no_progress_fires_only_when_the_launcher_stops_writing(
         except TimeoutError:
             return []
 
-    async with controller_running(settings, sim, js, topology, engine, metrics):
-        running_job(sim)
-        async with writing_log(sim, every_s=0.1):
+    async with end_to_end.running():
+        running_job(end_to_end.sim)
+        async with writing_log(end_to_end.sim, every_s=0.1):
             await asyncio.sleep(3.0)  # longer than the 2 s threshold, with output all along
             assert [f.rule for f in await new_findings()] == []
         probe = parse_event((await probes.fetch(1, timeout=5))[0].data)
@@ -100,30 +102,17 @@ async def test_no_progress_fires_only_when_the_launcher_stops_writing(
     assert hang.job.name == "quiet"
 
 
-async def test_a_launcherless_job_is_probed_through_its_master(
-    sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-) -> None:
+async def test_a_launcherless_job_is_probed_through_its_master(end_to_end: EndToEnd) -> None:
     """A PyTorchJob has no launcher: its Master-0 (rank 0 under torchrun) is probed instead, and
     the rules call it hung once Master-0 stops writing."""
-    settings.watcher.progress_probe_s = 0.3
-    settings.consumer.rules_tick_s = 0.1
-    settings.rules = RuleThresholds(hang_progress_s=2.0)
-    findings = await js.pull_subscribe(topology.wildcard("findings"), stream=topology.stream("findings"))
-    probes = await js.pull_subscribe(
-        f"{topology.prefix}.jobs.team-a.bert.log", stream=topology.stream("jobs")
-    )
+    findings, probes = await probed_fast(end_to_end, "bert")
     job = k.with_conditions(
         k.training_job("PyTorchJob", "bert"), ("Running", "PyTorchJobRunning", "2026-11-20T10:01:00Z")
     )
-    sim.create(job)
+    end_to_end.sim.create(job)
     pods = [k.replica_pod(job, "Master", 0), *(k.replica_pod(job, "Worker", i) for i in (0, 1))]
     for pod in pods:
-        sim.create(
+        end_to_end.sim.create(
             k.with_container_state(
                 pod, {"running": {"startedAt": "2026-11-20T10:01:00Z"}}, phase="Running", ready=True
             )
@@ -133,10 +122,10 @@ async def test_a_launcherless_job_is_probed_through_its_master(
         step = 0
         while True:
             step += 1
-            sim.append_log("team-a", "bert-master-0", "pytorch", f"step {step} loss 0.{step}\n")
+            end_to_end.sim.append_log("team-a", "bert-master-0", "pytorch", f"step {step} loss 0.{step}\n")
             await asyncio.sleep(0.1)
 
-    async with controller_running(settings, sim, js, topology, engine, metrics):
+    async with end_to_end.running():
         writer = asyncio.create_task(write())
         try:
             probed: list[LogProbed] = []

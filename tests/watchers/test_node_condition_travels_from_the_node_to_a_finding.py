@@ -7,15 +7,8 @@ nothing."""
 
 from __future__ import annotations
 
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
-from controller.testing.simcluster import SimCluster
-from tests.history.test_end_to_end_watch_to_history import controller_running, scalar, wait_for_sql
+from tests.pipeline_fixtures import EndToEnd, scalar
 
 DEADLOCK = (
     "KernelDeadlock",
@@ -28,36 +21,31 @@ OLD_PRESSURE = ("DiskPressure", "True", "KubeletHasDiskPressure", "disk is low",
 
 
 async def test_a_node_condition_travels_from_the_node_watch_to_a_finding_in_history(
-    sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    end_to_end: EndToEnd,
 ) -> None:
-    sim.create(k.node("gpu-0", OLD_PRESSURE))
-    sim.create(k.node("gpu-1"))
-    sim.create(k.node("gpu-9"))
-    async with controller_running(settings, sim, js, topology, engine, metrics):
-        job = k.mpijob("llm", workers=2, gpus=1)
-        sim.create(job)
-        sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
-        for pod in [k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(2)]:
-            sim.create(pod)
-            sim.update(k.with_container_state(pod, {"running": {}}, phase="Running", ready=True))
-        await wait_for_sql(engine, "SELECT count(*) FROM pods WHERE phase = 'Running'", 2, timeout_s=30)
-        sim.update(k.node("gpu-9", DEADLOCK))
-        sim.update(k.node("gpu-1", DEADLOCK))
+    end_to_end.sim.create(k.node("gpu-0", OLD_PRESSURE))
+    end_to_end.sim.create(k.node("gpu-1"))
+    end_to_end.sim.create(k.node("gpu-9"))
+    async with end_to_end.running():
+        end_to_end.start_run("llm", 2, launcher=False)
+        await end_to_end.until_sql("SELECT count(*) FROM pods WHERE phase = 'Running'", 2, timeout_s=30)
+        end_to_end.sim.update(k.node("gpu-9", DEADLOCK))
+        end_to_end.sim.update(k.node("gpu-1", DEADLOCK))
 
-        await wait_for_sql(
-            engine,
+        await end_to_end.until_sql(
             "SELECT count(*) FROM findings WHERE rule = 'node-degraded' AND status = 'firing' "
             "AND root_cause LIKE 'Worker 1''s node gpu-1 reported KernelDeadlock=True (KernelHasDeadlock) "
             "at 10:05:00 UTC%'",
             1,
             timeout_s=40,
         )
-        assert await scalar(engine, "SELECT count(*) FROM findings WHERE root_cause LIKE '%gpu-9%'") == 0
         assert (
-            await scalar(engine, "SELECT count(*) FROM findings WHERE root_cause LIKE '%DiskPressure%'") == 0
+            await scalar(end_to_end.engine, "SELECT count(*) FROM findings WHERE root_cause LIKE '%gpu-9%'")
+            == 0
+        )
+        assert (
+            await scalar(
+                end_to_end.engine, "SELECT count(*) FROM findings WHERE root_cause LIKE '%DiskPressure%'"
+            )
+            == 0
         )

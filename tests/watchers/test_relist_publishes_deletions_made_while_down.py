@@ -12,7 +12,6 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.rules import RuleEngine
 from controller.bus.publishing import Publisher
@@ -22,13 +21,12 @@ from controller.contract.events import BusEvent, parse_event
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.kube.resources import WATCHED
-from controller.metrics import PipelineMetrics
 from controller.testing import events as eb
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from tests.buckets import bucket_keys, object_keys
-from tests.history.test_end_to_end_watch_to_history import scalar
-from tests.history.test_history_consumer_stores_runs import consumers_running
+from tests.conftest import Stage
+from tests.pipeline_fixtures import consumers_running, scalar
 from tests.watchers.test_relist_publishes_only_what_changed import watch_until_quiet
 from watchers.published import PublishedVersions
 
@@ -53,13 +51,9 @@ def hangs(events: list[BusEvent], job_uid: str, hours_later: float) -> list[str]
 async def test_a_job_deleted_while_the_watcher_was_down_is_deleted_once_it_is_back(
     compacted: bool,
     sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    stage: Stage,
 ) -> None:
-    await ensure_streams(js, topology, settings.nats)
+    await ensure_streams(stage.js, stage.topology, stage.settings.nats)
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     kept, gone = k.mpijob("kept", workers=1, created=now), k.mpijob("gone", workers=2, created=now)
     kept_pods = [k.pod(kept, "worker", 0, created=now)]
@@ -70,9 +64,9 @@ async def test_a_job_deleted_while_the_watcher_was_down_is_deleted_once_it_is_ba
     uid = gone["metadata"]["uid"]
     run = f"SELECT {{}} FROM runs WHERE uid = '{uid}'"
 
-    async with consumers_running(settings, topology, engine, metrics):
-        await watch_until_quiet(settings, sim, js, topology, expected=len(objects))
-        before = await published(js, topology)
+    async with consumers_running(stage.settings, stage.topology, stage.engine, stage.metrics):
+        await watch_until_quiet(stage.settings, sim, stage.js, stage.topology, expected=len(objects))
+        before = await published(stage.js, stage.topology)
         assert hangs(before, uid, hours_later=2), "a job left pending is a hang: the check below can fail"
 
         deleted = [sim.delete(obj) for obj in [gone, *gone_pods]]  # while no watcher runs
@@ -80,27 +74,34 @@ async def test_a_job_deleted_while_the_watcher_was_down_is_deleted_once_it_is_ba
             sim.compact()
 
         async def history_has_it_deleted() -> bool:
-            return await scalar(engine, run.format("deleted_at IS NOT NULL")) is True
+            return await scalar(stage.engine, run.format("deleted_at IS NOT NULL")) is True
 
         await watch_until_quiet(
-            settings, sim, js, topology, expected=len(objects) + 3, also=history_has_it_deleted
+            stage.settings,
+            sim,
+            stage.js,
+            stage.topology,
+            expected=len(objects) + 3,
+            also=history_has_it_deleted,
         )
-        after = await published(js, topology)
+        after = await published(stage.js, stage.topology)
         deleted_pods = await scalar(
-            engine, f"SELECT count(*) FROM pods WHERE run_uid = '{uid}' AND deleted_at IS NOT NULL"
+            stage.engine, f"SELECT count(*) FROM pods WHERE run_uid = '{uid}' AND deleted_at IS NOT NULL"
         )
         kept_deleted = await scalar(
-            engine, f"SELECT deleted_at FROM runs WHERE uid = '{kept['metadata']['uid']}'"
+            stage.engine, f"SELECT deleted_at FROM runs WHERE uid = '{kept['metadata']['uid']}'"
         )
-        workers = await scalar(engine, run.format("spec->>'workers'"))
-        async with engine.connect() as conn:
+        workers = await scalar(stage.engine, run.format("spec->>'workers'"))
+        async with stage.engine.connect() as conn:
             timeline = (
                 await conn.execute(text(f"SELECT summary FROM timeline WHERE run_uid = '{uid}' ORDER BY id"))
             ).scalars()
             summaries = list(timeline)
 
-        restarted = await watch_until_quiet(settings, sim, js, topology, expected=len(after))
-        again = await published(js, topology)
+        restarted = await watch_until_quiet(
+            stage.settings, sim, stage.js, stage.topology, expected=len(after)
+        )
+        again = await published(stage.js, stage.topology)
 
     deletions = after[len(before) :]
     assert sorted((e.type, e.uid, e.change) for e in deletions) == sorted(
@@ -127,8 +128,8 @@ async def test_a_job_deleted_while_the_watcher_was_down_is_deleted_once_it_is_ba
     assert again == after, "a restart with nothing deleted publishes nothing"
     assert restarted.sample("mpijc_skipped_objects_total", reason="unchanged") == len(objects) - 3
     survivors = {f"job.{kept['metadata']['uid']}", f"pod.{kept_pods[0]['metadata']['uid']}"}
-    assert await object_keys(js, topology.bucket(BUCKET), POSITIONS) == survivors
-    keys = await bucket_keys(js, topology.bucket(BUCKET))
+    assert await object_keys(stage.js, stage.topology.bucket(BUCKET), POSITIONS) == survivors
+    keys = await bucket_keys(stage.js, stage.topology.bucket(BUCKET))
     assert len(keys - survivors) == len(WATCHED), "and where each watch stood"
 
 

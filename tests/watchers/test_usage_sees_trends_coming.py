@@ -12,8 +12,7 @@ from consumers.rules import RuleEngine
 from controller.contract.events import PodUsage, UsageObserved
 from controller.contract.thresholds import RuleThresholds
 from controller.testing.curves import sawtooth
-from tests.trend_fixtures import Curves, curves  # noqa: F401 (the fixture)
-from tests.usage_fixtures import correlator, probe_for, running_job, usage_settings
+from tests.usage_fixtures import Curves, correlator, probe_for, running_job, usage_settings
 
 GIB = 1024**3
 SERVED_S = 14
@@ -26,9 +25,7 @@ def _pods(readings: list[UsageObserved]) -> dict[str, PodUsage]:
     return {pod.name: pod for reading in readings for pod in reading.pods}
 
 
-async def test_a_leak_is_seen_coming_and_the_straggler_named_from_a_real_prometheus(
-    curves: Curves,  # noqa: F811
-) -> None:
+async def test_a_leak_is_seen_coming_and_the_straggler_named_from_a_real_prometheus(curves: Curves) -> None:
     exporter, prometheus = curves.exporter, curves.prometheus
     known = correlator()
     run = running_job(known, "pi", "team-a", workers=5)

@@ -7,16 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from controller.contract.settings import Settings
-from controller.contract.subjects import Topology
-from controller.metrics import PipelineMetrics
-from controller.testing import objects as k
 from controller.testing.prometheus import GpuSeries
-from controller.testing.simcluster import SimCluster
-from tests.history.test_end_to_end_watch_to_history import controller_running, wait_for_sql
+from tests.pipeline_fixtures import EndToEnd, wait_for_sql
 from tests.usage_fixtures import Served, usage_settings
 
 GIB = 2**30
@@ -24,17 +16,12 @@ GIB = 2**30
 
 async def test_usage_travels_from_prometheus_through_the_bus_to_history_and_findings(
     served: Served,
-    sim: SimCluster,
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
+    end_to_end: EndToEnd,
 ) -> None:
-    settings = settings.model_copy(
+    settings = end_to_end.settings.model_copy(
         update={
             "usage": usage_settings(served.prometheus.url, refresh_s=5),
-            "rules": settings.rules.model_copy(update={"gpu_idle_s": 3.0}),
+            "rules": end_to_end.settings.rules.model_copy(update={"gpu_idle_s": 3.0}),
         }
     )
     exporter = served.exporter
@@ -44,37 +31,27 @@ async def test_usage_travels_from_prometheus_through_the_bus_to_history_and_find
     exporter.memory("team-a", "llm-launcher-x7k2p", GIB)
     await served.prometheus.scraped('DCGM_FI_DEV_GPU_UTIL{exported_pod="llm-worker-1"}')
 
-    async with controller_running(settings, sim, js, topology, engine, metrics):
-        job = k.mpijob("llm", workers=2, gpus=1)
-        sim.create(job)
-        sim.update(k.with_conditions(job, ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")))
-        for pod in [k.pod(job, "launcher", node="cpu-1")] + [
-            k.pod(job, "worker", i, node=f"gpu-{i}") for i in range(2)
-        ]:
-            sim.create(pod)
-            sim.update(k.with_container_state(pod, {"running": {}}, phase="Running", ready=True))
+    async with end_to_end.running(settings):
+        end_to_end.start_run("llm", 2)
         for step in range(12):  # worker 0: 13.0 GiB creeping to 15.75 GiB of its 16Gi limit
             exporter.memory("team-a", "llm-worker-0", (13.0 + 0.25 * step) * GIB)
             await asyncio.sleep(1.0)
 
-        await wait_for_sql(engine, "SELECT count(*) FROM pod_usage", 3, timeout_s=20)
-        await wait_for_sql(
-            engine,
+        await end_to_end.until_sql("SELECT count(*) FROM pod_usage", 3, timeout_s=20)
+        await end_to_end.until_sql(
             "SELECT gpus->0->>'util_mean_pct' FROM pod_usage WHERE name = 'llm-worker-0'",
             "95.0",
         )
         await wait_for_sql(
-            engine, "SELECT gpus IS NULL FROM pod_usage WHERE name = 'llm-launcher-x7k2p'", True
+            end_to_end.engine, "SELECT gpus IS NULL FROM pod_usage WHERE name = 'llm-launcher-x7k2p'", True
         )
-        await wait_for_sql(
-            engine,
+        await end_to_end.until_sql(
             "SELECT count(*) FROM findings WHERE rule = 'gpu-idle' AND status = 'firing' "
             "AND root_cause LIKE 'Worker 1''s GPUs have been idle for %'",
             1,
             timeout_s=20,
         )
-        await wait_for_sql(
-            engine,
+        await end_to_end.until_sql(
             "SELECT count(*) FROM findings WHERE rule = 'memory-near-limit' AND status = 'firing' "
             "AND root_cause LIKE 'Worker 0 is at %'",
             1,

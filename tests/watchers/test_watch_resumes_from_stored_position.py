@@ -50,13 +50,20 @@ def stored_at(version: int) -> WatchPositions:
     return WatchPositions({position_name(MPI_PODS, None): str(version)})
 
 
+def three_pods(sim: SimCluster, job: k.Obj) -> tuple[k.Obj, k.Obj, k.Obj]:
+    """The launcher and workers 0 and 1 of ``job``, created on the cluster."""
+    return (
+        sim.create(k.pod(job, "launcher")),
+        sim.create(k.pod(job, "worker", 0)),
+        sim.create(k.pod(job, "worker", 1)),
+    )
+
+
 async def test_changes_while_down_come_first_and_the_list_adds_only_the_rest(
     sim: SimCluster, gateway: KubeGateway, watcher_settings: WatcherSettings
 ) -> None:
     job = k.mpijob("pi", workers=3)
-    launcher, w0, w1 = (
-        sim.create(k.pod(job, *role)) for role in (("launcher",), ("worker", 0), ("worker", 1))
-    )
+    launcher, w0, w1 = three_pods(sim, job)
     position = sim.resource_version
     sim.update(k.oom_killed(w0))  # while no watcher runs
     sim.delete(w1)
@@ -83,9 +90,7 @@ async def test_an_older_list_neither_undoes_a_change_nor_brings_back_a_deletion(
     sim: SimCluster, gateway: KubeGateway, watcher_settings: WatcherSettings
 ) -> None:
     job = k.mpijob("pi", workers=2)
-    launcher, w0, w1 = (
-        sim.create(k.pod(job, *role)) for role in (("launcher",), ("worker", 0), ("worker", 1))
-    )
+    launcher, w0, w1 = three_pods(sim, job)
     held = HeldList(gateway, snapshot_first=True)
     async with watching(held, MPI_PODS, watcher_settings, positions=stored_at(sim.resource_version)) as watch:  # type: ignore[arg-type]
         await until(held.asked.is_set)  # the list's snapshot is taken: everything below is newer
