@@ -72,7 +72,7 @@ def mpijob(
         }
 
     return {
-        "apiVersion": ("kubeflow.org/v2beta1", "MPIJob"),
+        "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
         "metadata": _job_metadata(name, namespace, uid, created),
         "spec": {
