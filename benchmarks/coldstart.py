@@ -481,9 +481,10 @@ class Installation:
         restarted = time.monotonic()
         controller.start()
         try:
-            before = await self.messages_once_reachable()  # the watcher starts well after NATS
+            batches = asyncio.create_task(self.oom_batches(restarted, 1, failures))
             answers = asyncio.create_task(self.answers(restarted))
-            latency = await self.oom_batches(restarted, 1, failures)
+            before = await self.messages_once_reachable()  # the watcher starts well after NATS
+            latency = await batches
             await asyncio.sleep(3)
             return {
                 "api_answers_s": await answers,
