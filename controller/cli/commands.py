@@ -86,9 +86,9 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
 
     roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
     others = {"MPIJC_METRICS__PORT": "0"}  # one process serves the fixed metrics port: the API
-    parts = [  # the watchers beside the API, the others once it answers (see .supervisor)
-        ("watchers", ("watch",), others, "watchers"),
+    parts = [  # the API first: reads are answered while the others start (see .supervisor)
         ("api", ("api",), {}, "api"),
+        ("watchers", ("watch",), others, "watchers"),
         *((role, ("consume", "--only", role), others, role) for role in roles),
         *(  # more dispatchers use more cores (MPIJC_UP__DISPATCHERS): they share the outbox by leased claims
             (f"dispatch-{n}", ("consume", "--only", "dispatch"), others, "dispatch")
