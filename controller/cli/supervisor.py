@@ -16,9 +16,9 @@ in the log and the part comes back on its own once the cause is fixed. Every res
 The API is started first and the other parts once it answers (:attr:`Child.serves`): a
 restart on a small machine answers reads in about the time one process takes to start, not
 the time eight take to start together (the watchers started beside the API made its answer
-wait twice as long on a loaded 2-core box: ``benchmarks/README.md``, "``up`` as users run
-it"). The parts off a failure's path to the API (audit, notify, dispatch, k8s-events) run at a
-lower CPU priority (:attr:`Child.nice`, :data:`BACKGROUND_NICE`): when the
+wait two to three times as long on a loaded 2-core box: ``benchmarks/README.md``, "``up`` as
+users run it"). The parts off a failure's path to the API (audit, notify, dispatch,
+k8s-events) run at a lower CPU priority (:attr:`Child.nice`, :data:`BACKGROUND_NICE`): when the
 parts compete for the CPU — a start, a restart's relist and warm starts on a small machine —
 the watchers, rules, history and API get it first, and on an idle machine nothing changes.
 
