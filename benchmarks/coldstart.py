@@ -32,7 +32,7 @@ embedded PostgreSQL and NATS (with the NATS users, in a data directory prepared 
 processes' services are: migrated, streams declared), running every part it runs (audit,
 notify, dispatch and the rest beside the four above), stopped with SIGTERM and started again for
 the restart. Printed as well: ``api_answers_s`` after each start; ``after_sigkill``: every process
-of the installation SIGKILLed once it has settled (:func:`benchmarks.up_restart.kill_everything`)
+of the installation SIGKILLed once it has settled (:func:`benchmarks.uptree.kill_everything`)
 and ``up`` started again, the API's answer and the same OOM batches as after the restart; and
 ``peak_rss_mib``: per part, the sum over ``up``'s Python processes of their peaks
 (``python_sum_of_peaks``), the highest sum of their resident memory sampled every 0.25 s
