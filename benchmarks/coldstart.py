@@ -27,13 +27,28 @@ lists it, polled every 50 ms), which is what a user waits for. Printed:
   versions the watcher loaded;
 - ``peak_rss_mib`` per process and ``watcher_bytes_per_pod``.
 
+``--up`` measures the same through ``mpijob-controller up``, as users run it: one ``up`` on its
+embedded PostgreSQL and NATS (with the NATS users, in a data directory prepared as the separate
+processes' services are: migrated, streams declared), running every part it runs (audit,
+notify, dispatch and the rest beside the four above), stopped with SIGTERM and started again for
+the restart. Printed as well: ``api_answers_s`` after each start; ``after_sigkill``: every process
+of the installation SIGKILLed once it has settled (:func:`benchmarks.uptree.kill_everything`)
+and ``up`` started again, the API's answer and the same OOM batches as after the restart; and
+``peak_rss_mib``: per part, the sum over ``up``'s Python processes of their peaks
+(``python_sum_of_peaks``), the highest sum of their resident memory sampled every 0.25 s
+(``python_sampled_peak``), and nats-server and PostgreSQL (proportional set size: its backends
+share their buffers) apart. ``--logs`` keeps ``up.log`` (every part writes there) and
+``parts.json`` (pid → part); the 1-minute load is printed at the start and the end.
+
     .venv/bin/python -m benchmarks.coldstart [--jobs 1000] [--workers 16] [--failures 20] [--history 1000]
+        [--up]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -50,11 +65,14 @@ from typing import Any
 
 import httpx
 import nats
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from benchmarks.harness import profiled, report
-from controller.bus.streams import ensure_streams
+from benchmarks.uptree import TreeMemory, kill_everything, start_up, until_answers
+from controller.bus.streams import credentials, ensure_streams
 from controller.bus.versions import BUCKET
 from controller.cli.embedded import EmbeddedServices, die_with_this_process
 from controller.contract.findings import parse_finding
@@ -75,6 +93,8 @@ PARTS = {
 Obj = dict[str, Any]
 RESTART_DELAYS_S = (1.0, 3.0, 5.0)
 """After a restart, ``--failures`` OOM kills are injected this long after the processes start, each."""
+SETTLE_S = 15.0
+"""Before the SIGKILL of ``--up``: how long ``up`` runs after its API answers (relist, warm starts)."""
 
 
 def populate(sim: SimCluster, jobs: int, workers: int) -> tuple[dict[str, Obj], dict[str, str]]:
@@ -127,7 +147,7 @@ def churn(sim: SimCluster, runs: int, workers: int) -> int:
 
 
 class Controller:
-    """The three processes, with the environment of one installation."""
+    """The four processes, with the environment of one installation."""
 
     def __init__(self, env: dict[str, str], workdir: Path, run: str) -> None:
         self.env, self.workdir, self.run = env, workdir, run
@@ -178,6 +198,46 @@ class Controller:
                 stuck.append(f"{name} did not stop on SIGTERM within {grace_s:g} s:\n" + "\n".join(tail))
         if stuck:
             raise RuntimeError("\n".join(stuck))
+
+
+class UpController(Controller):
+    """``mpijob-controller up`` as users run it, on its embedded services in ``workdir``: every
+    part writes to ``up.log``; its processes' memory is sampled while it runs."""
+
+    memory: TreeMemory | None = None
+
+    def start(self) -> None:
+        self.processes["up"] = start_up(self.env, self.workdir)
+        self.memory = TreeMemory(self.processes["up"].pid, self.workdir)
+
+    def log_size(self, name: str) -> int:
+        return super().log_size("up")
+
+    def log_since(self, name: str, offset: int) -> str:
+        return super().log_since("up", offset)
+
+    def peak_rss_mib(self) -> dict[str, float]:
+        assert self.memory is not None, "not started"
+        return self.memory.figures()
+
+    def _stopped(self) -> None:
+        """Stop sampling; note which pid was which part in ``parts.json`` (for reading ``up.log``)."""
+        assert self.memory is not None, "not started"
+        self.memory.stop()
+        known = self.workdir / "parts.json"
+        parts = json.loads(known.read_text()) if known.exists() else {}
+        parts.update({str(pid): f"{self.run}.{name}" for pid, name in self.memory.parts.items()})
+        known.write_text(json.dumps(parts, indent=1) + "\n")
+
+    def stop(self, grace_s: float = 60) -> None:
+        """SIGTERM to ``up``, which stops its parts and its services."""
+        self._stopped()
+        super().stop(grace_s)
+
+    def kill(self) -> None:
+        """SIGKILL every process of the installation at once."""
+        self._stopped()
+        kill_everything(self.processes["up"], self.workdir)
 
 
 class Findings:
@@ -276,9 +336,15 @@ class Installation:
     victims: dict[str, Obj]
     findings: Findings
     api: ApiFindings
+    api_port: int
+    kind: type[Controller] = Controller
 
     async def messages(self) -> int:
-        return int((await self.js.stream_info(self.topology.stream("jobs"))).state.messages)
+        """Messages on JOBS (0 while ``up``'s NATS is not up yet: the bench reconnects)."""
+        try:
+            return await self.stream_size(self.topology.stream("jobs"))
+        except (NatsError, TimeoutError):
+            return 0
 
     async def has_messages(self) -> bool:
         return await self.messages() > 0
@@ -311,6 +377,14 @@ class Installation:
     async def stream_size(self, stream: str) -> int:
         return int((await self.js.stream_info(stream)).state.messages)
 
+    async def messages_once_reachable(self) -> int:
+        """Messages on JOBS, once NATS answers (``up`` starts it before any part)."""
+        while True:
+            try:
+                return await self.stream_size(self.topology.stream("jobs"))
+            except (NatsError, TimeoutError):
+                await asyncio.sleep(0.02)
+
     async def consumed(self) -> bool:
         """Whether history and every rules partition have consumed the whole JOBS stream."""
         infos = await self.js.consumers_info(self.topology.stream("jobs"))
@@ -334,9 +408,10 @@ class Installation:
                     caught.pop(info.name, None)
             return relisted.is_set() and caught.keys() == durables
 
-        controller = Controller(self.env, self.workdir, "cold")
+        controller = self.kind(self.env, self.workdir, "cold")
         started = time.monotonic()
         controller.start()
+        answers = asyncio.create_task(self.answers(started))
         try:
             await until(self.has_messages, 120, interval_s=0.05)  # the relist is under way
             first = time.monotonic()
@@ -348,6 +423,7 @@ class Installation:
             latency = await self.found(cold)
             steady = await self.found(self.inject([f"job-{j}" for j in range(4 * failures, 5 * failures)]))
             result = {
+                "api_answers_s": await answers,
                 "relist": relist,
                 "caught_up_s": max(caught.values()),
                 "caught_up_s_by_durable": dict(caught),
@@ -379,90 +455,195 @@ class Installation:
             "published_versions_kept": await self.stream_size(f"KV_{self.topology.bucket(BUCKET)}"),
         }
 
+    async def answers(self, started: float) -> float:
+        """Seconds from ``started`` until the API answers ``GET /api/v1/runs``."""
+        return round(await asyncio.to_thread(until_answers, self.api_port, started), 2)
+
+    async def oom_batches(self, started: float, first: int, failures: int) -> dict[str, Any]:
+        """``failures`` OOM kills 1, 3 and 5 s after ``started`` (batch ``first`` of ``failures``
+        jobs, then the next two), each batch at its time whatever the batches before it wait."""
+
+        async def kill_after(n: int, delay: float) -> dict[str, Any]:
+            await asyncio.sleep(max(0.0, started + delay - time.monotonic()))
+            injected = self.inject([f"job-{j}" for j in range(n * failures, (n + 1) * failures)])
+            at = round(min(injected.values()) - started, 2)
+            return {"injected_s_after_start": at, **await self.found(injected)}
+
+        batches = await asyncio.gather(
+            *(kill_after(n, delay) for n, delay in enumerate(RESTART_DELAYS_S, start=first))
+        )
+        return {f"kill_{delay:g}s_after_start": b for delay, b in zip(RESTART_DELAYS_S, batches, strict=True)}
+
     async def restart(self, failures: int) -> dict[str, Any]:
         """Start again on the unchanged cluster; kill workers 1, 3 and 5 s after the start."""
-        before = await self.messages()
-        controller = Controller(self.env, self.workdir, "restart")
+        controller = self.kind(self.env, self.workdir, "restart")
         logs = {name: controller.log_size(name) for name in PARTS}
         restarted = time.monotonic()
         controller.start()
         try:
-
-            async def kill_after(n: int, delay: float) -> dict[str, Any]:
-                """Kill the n-th batch ``delay`` after the start, whatever the batches before it wait."""
-                await asyncio.sleep(max(0.0, restarted + delay - time.monotonic()))
-                injected = self.inject([f"job-{j}" for j in range(n * failures, (n + 1) * failures)])
-                at = round(min(injected.values()) - restarted, 2)
-                return {"injected_s_after_start": at, **await self.found(injected)}
-
-            batches = await asyncio.gather(
-                *(kill_after(n, delay) for n, delay in enumerate(RESTART_DELAYS_S, start=1))
-            )
-            latency = {
-                f"kill_{delay:g}s_after_start": b for delay, b in zip(RESTART_DELAYS_S, batches, strict=True)
-            }
+            batches = asyncio.create_task(self.oom_batches(restarted, 1, failures))
+            answers = asyncio.create_task(self.answers(restarted))
+            before = await self.messages_once_reachable()  # the watcher starts well after NATS
+            latency = await batches
             await asyncio.sleep(3)
             return {
+                "api_answers_s": await answers,
                 "new_messages": await self.messages() - before - failures * len(RESTART_DELAYS_S),
                 "oom_latency_s": latency,
                 **read_of_history(controller, logs),
+                "peak_rss_mib": controller.peak_rss_mib(),
+            }
+        finally:
+            controller.stop()
+
+    async def after_sigkill(self, failures: int) -> dict[str, Any]:
+        """``up`` started, settled, every process SIGKILLed at once, ``up`` started again: when the
+        API answers, and kills 1, 3 and 5 s after that start (the batches after the restart's)."""
+        settled = UpController(self.env, self.workdir, "settled")
+        settled.start()
+        try:
+            await self.answers(time.monotonic())
+            await asyncio.sleep(SETTLE_S)
+        finally:
+            await asyncio.to_thread(settled.kill)
+        controller = UpController(self.env, self.workdir, "killed")
+        started = time.monotonic()
+        controller.start()
+        try:
+            answers = asyncio.create_task(self.answers(started))
+            latency = await self.oom_batches(started, 5, failures)  # after the steady batch (4)
+            return {
+                "api_answers_s": await answers,
+                "oom_latency_s": latency,
+                "peak_rss_mib": controller.peak_rss_mib(),
             }
         finally:
             controller.stop()
 
 
+async def _reconnecting(_: Exception) -> None:
+    """The bench's connection while ``up``'s NATS is stopped: it reconnects, nothing to print."""
+
+
+async def connect_bench(services: EmbeddedServices) -> NATS:
+    """The bench's own connection (as ``admin`` on ``up``'s NATS with users), back within 50 ms
+    whenever ``up`` starts NATS again."""
+    admin = services.nats_users.settings("admin", NatsSettings()) if services.nats_users else None
+    return await nats.connect(
+        services.nats_url,
+        name="coldstart",
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.05,
+        error_cb=_reconnecting,
+        **(credentials(admin) if admin else {}),
+    )
+
+
+def environment(
+    services: EmbeddedServices,
+    workdir: Path,
+    ports: tuple[int, int],
+    sim: SimCluster,
+    topology: Topology,
+    up: bool,
+) -> dict[str, str]:
+    """The installation's settings. ``up`` starts the services itself, in the same data
+    directory on the same ports (its parts get their NATS identities from it); the separate
+    processes are given their URLs."""
+    reached = (
+        {
+            "MPIJC_EMBEDDED__DATA_DIR": str(workdir),
+            "MPIJC_EMBEDDED__POSTGRES_PORT": str(ports[0]),
+            "MPIJC_EMBEDDED__NATS_PORT": str(ports[1]),
+            "MPIJC_METRICS__PORT": str(free_port()),
+            "MPIJC_METRICS__UP_PORT": str(free_port()),
+        }
+        if up
+        else {
+            "MPIJC_DATABASE__URL": services.database_url,
+            "MPIJC_DATABASE__SINGLE_ROLE": "true",
+            "MPIJC_NATS__URL": services.nats_url,
+            "MPIJC_METRICS__PORT": "0",
+        }
+    )
+    return {
+        **os.environ,
+        **reached,
+        "MPIJC_NATS__PREFIX": topology.prefix,
+        "MPIJC_KUBE__KUBECONFIG": str(sim.kubeconfig(workdir / "kubeconfig")),
+        "MPIJC_API__PORT": str(free_port()),
+        "MPIJC_API__AUTH": "off",  # one local reader; auth is measured in benchmarks.api
+        "MPIJC_API__RATE_PER_S": "0",
+        "MPIJC_LOG_LEVEL": "INFO",
+    }
+
+
 async def measure(
-    jobs: int, workers: int, failures: int, history: int, logs: Path | None = None
+    jobs: int, workers: int, failures: int, history: int, logs: Path | None = None, up: bool = False
 ) -> dict[str, Any]:
     topology = Topology("cold")
+    load_at_start = round(os.getloadavg()[0], 1)
     with tempfile.TemporaryDirectory(prefix="mpijc-coldstart-") as tmp, SimCluster() as sim:
         workdir = Path(tmp)
         victims, uids = populate(sim, jobs, workers)
-        # no NATS users: the bench reads the findings itself (up_restart measures `up` with them)
-        with EmbeddedServices(workdir, free_port(), free_port(), None, None, nats_users=False) as services:
-            await migrate.upgrade_async(services.database_url)
-            nc = await nats.connect(services.nats_url)
-            js = nc.jetstream()
-            await ensure_streams(js, topology, NatsSettings())
-            findings = Findings()
-            api_port = free_port()
-            await nc.subscribe(topology.wildcard("findings"), cb=findings.on)
-            env = {
-                **os.environ,
-                "MPIJC_DATABASE__URL": services.database_url,
-                "MPIJC_DATABASE__SINGLE_ROLE": "true",
-                "MPIJC_NATS__URL": services.nats_url,
-                "MPIJC_NATS__PREFIX": topology.prefix,
-                "MPIJC_KUBE__KUBECONFIG": str(sim.kubeconfig(workdir / "kubeconfig")),
-                "MPIJC_METRICS__PORT": "0",
-                "MPIJC_API__PORT": str(api_port),
-                "MPIJC_API__AUTH": "off",  # one local reader; auth is measured in benchmarks.api
-                "MPIJC_API__RATE_PER_S": "0",
-                "MPIJC_LOG_LEVEL": "INFO",
-            }
-            api = ApiFindings(f"http://127.0.0.1:{api_port}", uids)
-            installation = Installation(sim, js, topology, env, workdir, victims, findings, api)
-            cold = await installation.cold_start(failures, history, workers)
-            restart = await installation.restart(failures)
-            await nc.close()
-        if logs is not None:
-            keep_logs(workdir, logs)
+        ports = free_port(), free_port()
+        # the separate processes without NATS users (the bench reads the findings itself); `up`'s
+        # services are prepared as it makes them (the bench connects as admin), then stopped
+        try:
+            services = EmbeddedServices(
+                workdir, *ports, None, None, nats_prefix=topology.prefix, nats_users=up
+            )
+            with services:
+                await migrate.upgrade_async(services.database_url)
+                nc = await connect_bench(services)
+                js = nc.jetstream()
+                await ensure_streams(js, topology, NatsSettings())
+                findings = Findings()
+                await nc.subscribe(topology.wildcard("findings"), cb=findings.on)
+                env = environment(services, workdir, ports, sim, topology, up)
+                if up:
+                    services.close()
+                api_port = int(env["MPIJC_API__PORT"])
+                api = ApiFindings(f"http://127.0.0.1:{api_port}", uids)
+                installation = Installation(
+                    sim,
+                    js,
+                    topology,
+                    env,
+                    workdir,
+                    victims,
+                    findings,
+                    api,
+                    api_port,
+                    UpController if up else Controller,
+                )
+                cold = await installation.cold_start(failures, history, workers)
+                restart = await installation.restart(failures)
+                killed = {"after_sigkill": await installation.after_sigkill(failures)} if up else {}
+                await nc.close()
+        finally:  # the logs of a failed run too
+            if logs is not None:
+                keep_logs(workdir, logs)
     pods = jobs * (workers + 1)
     return {
+        "mode": "up" if up else "parts",
         "jobs": jobs,
         "workers": workers,
         "pods": pods,
+        "cpus": os.cpu_count(),
+        "load_1min": {"start": load_at_start, "end": round(os.getloadavg()[0], 1)},
         **cold,
         "restart": restart,
+        **killed,
         "watcher_bytes_per_pod": round(cold["peak_rss_mib"]["watcher"] * 1024 * 1024 / pods),
     }
 
 
 def keep_logs(workdir: Path, logs: Path) -> None:
-    """Copy each process's log out of the temporary directory."""
+    """Copy each process's log (``up.log`` for ``up``: all of them) out of the temporary directory."""
     logs.mkdir(parents=True, exist_ok=True)
-    for name in PARTS:
-        shutil.copy(workdir / f"{name}.log", logs / f"{name}.log")
+    for kept in [*workdir.glob("*.log"), *workdir.glob("parts.json")]:
+        shutil.copy(kept, logs / kept.name)
 
 
 if __name__ == "__main__":
@@ -474,5 +655,7 @@ if __name__ == "__main__":
         "--history", type=int, default=1000, help="past runs put through the cluster before the restart"
     )
     parser.add_argument("--logs", type=Path, help="keep each process's log in this directory")
+    parser.add_argument("--up", action="store_true", help="through `mpijob-controller up`, as users run it")
     args = parser.parse_args()
-    report("coldstart", asyncio.run(measure(args.jobs, args.workers, args.failures, args.history, args.logs)))
+    result = asyncio.run(measure(args.jobs, args.workers, args.failures, args.history, args.logs, args.up))
+    report("coldstart_up" if args.up else "coldstart", result)

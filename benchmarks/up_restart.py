@@ -14,81 +14,24 @@ against a simulated cluster of ``--jobs`` MPIJobs. Printed, per round:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from benchmarks.harness import report
-from controller.cli.embedded.processes import alive
+from benchmarks.uptree import descendants, kill_everything, start_up, until_answers
 from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.simcluster import SimCluster
 
 PARTS = 7
 """Child processes of ``up`` with the default roles: watchers, five consumer roles, the API."""
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def descendants(root: int) -> set[int]:
-    """``root`` and every process below it."""
-    parents = {int(p.name): _parent(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit()}
-    found, grew = {root}, True
-    while grew:
-        below = {pid for pid, parent in parents.items() if parent in found} - found
-        grew = bool(below)
-        found |= below
-    return found
-
-
-def kill_everything(up: subprocess.Popen[bytes], data_dir: Path) -> None:
-    """SIGKILL ``up``, its parts, NATS, and the detached PostgreSQL with its backends, at once."""
-    pids = descendants(up.pid)
-    pidfile = data_dir / "postgres" / "pgdata" / "postmaster.pid"
-    if pidfile.exists():
-        pids |= descendants(int(pidfile.read_text().split()[0]))
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    up.wait()
-    deadline = time.monotonic() + 10
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:  # gone, not just orphaned
-        time.sleep(0.01)
-
-
-def start_up(env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
-    with (workdir / "up.log").open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "up"], env=env, cwd=workdir, stdout=log, stderr=log
-        )
-
-
-def until_answers(port: int, started: float, timeout_s: float = 120) -> float:
-    """Seconds from ``started`` until ``GET /api/v1/runs`` is answered 200."""
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=1) as client:
-        while time.monotonic() - started < timeout_s:
-            try:
-                if client.get("/api/v1/runs?limit=1").status_code == 200:
-                    return time.monotonic() - started
-            except httpx.TransportError:
-                pass
-            time.sleep(0.01)
-    raise RuntimeError(f"the API did not answer within {timeout_s:g} s")
 
 
 def until_all_parts(up: subprocess.Popen[bytes], started: float, timeout_s: float = 120) -> float:

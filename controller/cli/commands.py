@@ -82,7 +82,7 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     (``MPIJC_NATS__USER``, ``MPIJC_NATS__PASSWORD_FILE``) and no other."""
     from controller.cli.demodata import claim
     from controller.cli.runtime import runtime, served_metrics, stop_on_signals
-    from controller.cli.supervisor import Child, UpMetrics, supervise
+    from controller.cli.supervisor import BACKGROUND_NICE, Child, UpMetrics, supervise
 
     roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
     others = {"MPIJC_METRICS__PORT": "0"}  # one process serves the fixed metrics port: the API
@@ -119,10 +119,16 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
                     args,
                     {**more, **rt.nats_environment(identity)},
                     serves=(settings.api.host, settings.api.port) if name == "api" else None,
+                    nice=0 if identity in FAILURE_PATH else BACKGROUND_NICE,
                 )
                 for name, args, more, identity in parts
             ]
             return await supervise(children, env, stop, settings.up, metrics)
+
+
+FAILURE_PATH = frozenset({"watchers", "rules", "history", "api"})
+"""The parts a failure travels through to the API (watch → rules → history → read): ``up`` runs
+the others at a lower CPU priority."""
 
 
 def _cluster_or_stop(settings: Settings) -> None:
@@ -671,7 +677,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return Exit.INTERRUPTED
 
 
+def without_websocket_transport() -> None:
+    """Keep nats-py from importing aiohttp (its optional WebSocket transport, which no URL of ours
+    uses: ``nats://`` and ``tls://`` only; nothing else in a process of this command imports it):
+    a third of a second of CPU and 8 MiB less in every process, eight under ``up``. Called
+    before anything imports ``nats``; a process that already imported aiohttp keeps it."""
+    sys.modules.setdefault("aiohttp", None)  # type: ignore[arg-type]  # None: "import aiohttp" fails
+
+
 def _main(argv: Sequence[str] | None) -> int:
+    without_websocket_transport()
     args = parse(argv)
     from controller.cli.collecting import pace_collector
     from controller.contract.settings import SettingsError, load_settings

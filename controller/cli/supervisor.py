@@ -15,7 +15,12 @@ in the log and the part comes back on its own once the cause is fixed. Every res
 
 The API is started first and the other parts once it answers (:attr:`Child.serves`): a
 restart on a small machine answers reads in about the time one process takes to start, not
-the time eight take to start together.
+the time eight take to start together (the watchers started beside the API made its answer
+wait two to three times as long on a loaded 2-core box: ``benchmarks/README.md``, "``up`` as
+users run it"). The parts off a failure's path to the API (audit, notify, dispatch,
+k8s-events) run at a lower CPU priority (:attr:`Child.nice`, :data:`BACKGROUND_NICE`): when the
+parts compete for the CPU — a start, a restart's relist and warm starts on a small machine —
+the watchers, rules, history and API get it first, and on an idle machine nothing changes.
 
 SIGINT/SIGTERM stops them all: SIGTERM, then SIGKILL after ``MPIJC_UP__STOP_GRACE_S``; ``up``
 then exits 0. Children are asked by the kernel to stop if ``up`` dies without a chance to stop
@@ -27,9 +32,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter
@@ -45,6 +51,9 @@ FAILING_AT_ONCE = 3
 """Starts in a row that ended before ``healthy_after_s`` after which the log calls the part failing."""
 READY_WAIT_S = 15.0
 """Longest wait for a part's ``serves`` port before the parts after it are started anyway."""
+BACKGROUND_NICE = 10
+"""Added to the nice value of the parts off a failure's path: under contention each gets about a
+tenth of the CPU share of a part at the default priority (the kernel's weights), never none."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,9 @@ class Child:
     serves: tuple[str, int] | None = None
     """Where the part accepts connections once it is ready (host, port): the parts listed after
     it are started once it does, so on a busy machine it does not share the start with them."""
+    nice: int = 0
+    """Added to the part's nice value (``os.nice`` before it runs): how much it yields the CPU to
+    the other parts when they compete for it."""
 
 
 class UpMetrics(MetricGroup):
@@ -72,6 +84,21 @@ class UpMetrics(MetricGroup):
         )
 
 
+def _before_exec(nice: int) -> Callable[[], None] | None:
+    """What the child runs between fork and exec: stop with ``up`` (where the platform can), and
+    lower its priority by ``nice``."""
+    die = die_with_this_process(signal.SIGTERM)
+    if not nice:
+        return die
+
+    def prepare() -> None:
+        if die is not None:
+            die()
+        os.nice(nice)
+
+    return prepare
+
+
 async def _start(child: Child, env: Mapping[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -79,7 +106,7 @@ async def _start(child: Child, env: Mapping[str, str]) -> asyncio.subprocess.Pro
         "controller.cli",
         *child.args,
         env={**env, **(child.env or {})},
-        preexec_fn=die_with_this_process(signal.SIGTERM),
+        preexec_fn=_before_exec(child.nice),
     )
 
 

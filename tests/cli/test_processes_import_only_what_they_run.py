@@ -23,7 +23,7 @@ ROLE_MODULES = (
 
 
 def _loaded_after(statement: str) -> set[str]:
-    probe = f"import sys; {statement}; print(' '.join(sys.modules))"
+    probe = f"import sys; {statement}; print(' '.join(m for m, loaded in sys.modules.items() if loaded))"
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
     return set(out.stdout.split())
 
@@ -59,3 +59,13 @@ def test_a_role_is_loaded_when_it_is_attached() -> None:
 
     assert "consumers.rules.consumer" in loaded
     assert loaded.isdisjoint(set(ROLE_MODULES) - {"consumers.rules.consumer"})
+
+
+def test_a_command_reaches_nats_without_loading_its_websocket_transport() -> None:
+    loaded = _loaded_after(
+        "from controller.cli import commands; commands.without_websocket_transport(); "
+        "import controller.cli.runtime; from nats.aio.transport import TcpTransport"
+    )
+
+    assert "nats.aio.client" in loaded
+    assert "aiohttp" not in loaded

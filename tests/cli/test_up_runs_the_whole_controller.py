@@ -159,6 +159,23 @@ async def test_up_runs_each_part_in_its_own_process(up: Up) -> None:
     )
 
 
+def nice_of(pid: int) -> int:
+    """A process's nice value (``/proc/<pid>/stat``, field 19)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+async def test_up_runs_the_parts_off_a_failures_path_at_a_lower_priority(up: Up) -> None:
+    children = await started_children(up.process, PARTS)
+    own = nice_of(up.process.pid)
+
+    commands = {pid: cmd.split("controller.cli ", 1)[1].strip() for pid, cmd in children.items()}
+    lowered = sorted(cmd for pid, cmd in commands.items() if nice_of(pid) > own)
+    as_up = sorted(cmd for pid, cmd in commands.items() if nice_of(pid) == own)
+
+    assert lowered == [f"consume --only {r}" for r in ("audit", "dispatch", "dispatch", "notify")]
+    assert as_up == ["api", "consume --only history", "consume --only rules", "watch"]
+
+
 async def test_up_watches_stores_and_serves(up: Up) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{up.api_port}", timeout=5) as client:
         await eventually(client, "/healthz", lambda body: body == {"status": "ok"})
