@@ -20,7 +20,10 @@ wordings: the node low on ``ephemeral-storage`` (or ``inodes``: ``The node was l
 ephemeral-storage. Threshold quantity: …, available: …. Container x was using …``), the pod's
 ephemeral local storage over its containers' total limit, a container over its own
 ``ephemeral-storage`` limit, or an ``emptyDir`` volume over its ``sizeLimit``. An eviction for
-memory or PIDs is no full disk (the rule ``evicted`` says it). The kubelet's events are judged by
+memory or PIDs is no full disk (the rule ``evicted`` says it). An event that reached the watcher
+without its reason (a ``kubectl get events`` or ``describe`` listing pasted whole) is read by the
+kubelet's own words: the eviction manager's sentences, ``MountVolume.SetUp failed``, a reason named
+as a column (:func:`kubelet_reason`, :func:`is_eviction`). The kubelet's events are judged by
 the run's outcome, as a printed line is (``quota`` does the same): while the run goes on they are a
 ``pending`` finding, the verdict once the job fails or they have stood for the stated silence of live
 evidence, and a run that succeeded (the mount retried, the evicted pod replaced) keeps nothing of
@@ -37,6 +40,7 @@ from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
 from consumers.rules.signatures import disk_full, disk_write, is_dataloader_shm
 from consumers.rules.state import RunState, event_time
 from consumers.rules.wording import also, clock_time, rank_subject, who
+from controller.contract.events import K8sEventObserved
 from controller.contract.findings import Evidence
 
 KUBELET_REASONS = frozenset(
@@ -44,6 +48,15 @@ KUBELET_REASONS = frozenset(
 )
 """The reasons of the kubelet's Warning events about a pod it could not start (its volumes, its
 sandbox, its containers, its image)."""
+
+_KUBELET_SAID = re.compile(
+    r"\b(?P<reason>FailedMount|FailedAttachVolume|FailedCreatePodSandBox|FailedCreatePodContainer)\b"
+    r"|(?P<mount>MountVolume\.(?:SetUp|MountDevice|WaitForAttach) failed|AttachVolume\.Attach failed)"
+    r"|(?P<sandbox>Failed to create pod sandbox)"
+)
+"""The kubelet's own words for a pod it could not start, where the event reached the watcher without
+its reason (a ``kubectl describe`` or ``get events`` listing pasted whole): the reason as a column, or
+the volume manager's ``MountVolume.SetUp failed``."""
 
 
 EPHEMERAL_EVICTION = re.compile(
@@ -55,6 +68,28 @@ EPHEMERAL_EVICTION = re.compile(
     r"\\?\"?(?P<size>[\w.]{1,20})"
 )
 """The kubelet's eviction manager evicting a pod for ephemeral storage, in each of its wordings."""
+
+
+def kubelet_reason(event: K8sEventObserved) -> str | None:
+    """The reason of a kubelet's event about a pod it could not start: its own, or where it has none
+    (a listing or ``describe`` output read as the message) the one its message names."""
+    if event.reason in KUBELET_REASONS:
+        return event.reason
+    if event.reason:
+        return None
+    said = _KUBELET_SAID.search(event.message)
+    if said is None:
+        return None
+    if said["reason"]:
+        return said["reason"]
+    return "FailedMount" if said["mount"] else "FailedCreatePodSandBox"
+
+
+def is_eviction(event: K8sEventObserved) -> bool:
+    """Whether ``event`` is the eviction manager's for ephemeral storage: an ``Evicted`` event, or one
+    without a reason (a listing, ``describe`` output or a status read as its message) whose words are
+    the eviction manager's alone."""
+    return event.reason in ("Evicted", "") and EPHEMERAL_EVICTION.search(event.message) is not None
 
 
 def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
@@ -107,29 +142,30 @@ def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
         (
             e
             for e in state.events.values()
-            if e.event_type == "Warning" and e.reason in KUBELET_REASONS and disk_full((e.message,))
+            if e.event_type == "Warning" and kubelet_reason(e) is not None and disk_full((e.message,))
         ),
         key=event_time,
     )
     if not events:
         return None
     first = events[0]
+    reason = kubelet_reason(first) or first.reason
     what = {
         "FailedMount": "set up a volume",
         "FailedAttachVolume": "attach a volume",
         "Failed": "pull or start a container's image",
-    }.get(first.reason, "create the pod's sandbox or container")
+    }.get(reason, "create the pod's sandbox or container")
     sentence, tentative = _as_seen(
         state,
         ctx,
         f"The kubelet could not {what} for {first.involved.kind.lower()}/{first.involved.name}: "
-        f"no space left on device on the node ({first.reason})",
+        f"no space left on device on the node ({reason})",
         event_time(first),
     )
     return Detection(
         root_cause=sentence,
         evidence=tuple(event_fact(e) for e in events[:6]),
-        key=("kubelet", first.reason, first.involved.name),
+        key=("kubelet", reason, first.involved.name),
         remediation=_NODE_DISK_STEPS,
         tentative=tentative,
     )
@@ -145,7 +181,7 @@ def _evicted_for_storage(state: RunState, ctx: Context) -> Detection | None:
             said.append((who(pod), message, pod_fact(pod, "status.message", message)))
     ended = bool(said)
     events = sorted(
-        (e for e in state.events.values() if e.reason == "Evicted" and EPHEMERAL_EVICTION.search(e.message)),
+        (e for e in state.events.values() if is_eviction(e)),
         key=event_time,
     )
     said.extend((f"{e.involved.kind.lower()}/{e.involved.name}", e.message, event_fact(e)) for e in events)

@@ -8,11 +8,12 @@ catch-all. This module reads a line in two independent parts, and a match of bot
 1. **who printed it**, from the line's *format* — the prefix or shape each library gives its
    messages (:data:`LIBRARIES`): NCCL's ``host:pid:tid [dev] file.cc:NN NCCL WARN`` (``debug.cc``),
    Open MPI / ORTE / PRRTE (``mca_…``, ``mpirun``/``prterun``, ``ORTE_ERROR_LOG:``, the openib
-   help texts, the help blocks between dashed lines), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
+   help texts, the help blocks between dashed lines) and its OFI MTL (``mtl_ofi.h:NN:``), Charm++
+   (``Called CmiAbort``, ``OFI::Lrts…``), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
    ``[mpiexec@host]``), Intel MPI
    (``MPIDI_OFI_…``, ``MPI startup()``, its bootstrap ``bstrap\\…``, ``bstrap_proxy``), MPICH's
-   ch4 device (``src/mpid/…``, ``MPIR_…``), MVAPICH (``mpispawn``,
-   ``mpirun_rsh``), PMIx (``PMIX ERROR:``, ``PMIx Error:``) and PRRTE's ``prun``, UCX
+   ch4 device (``src/mpid/…``, ``MPIR_…``) and its PMI client (``[cli_N]: aborting job:``),
+   MVAPICH (``mpispawn``, ``mpirun_rsh``), PMIx (``PMIX ERROR:``, ``PMIx Error:``) and PRRTE's ``prun``, UCX
    (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``,
    ``src/ucs/debug/log.c``), libfabric (``libfabric:pid:time:prefix:prov:subsys:func():line<warn>``,
    ``src/log.c``, ``FI_…`` constants, aws-ofi-nccl's ``NET/OFI``) with its EFA, verbs and tcp
@@ -33,7 +34,10 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    (including a process manager's proxy refused its credentials), could not allocate or register
    transport memory, could not open a transport resource (an address vector, an endpoint, an
    address inserted into it), a transfer's completion failed (libfabric's ``err: N, message:``,
-   MPICH's ch4:ofi ``OFI poll failed``), a connection lost (PMIx's ``LOST_CONNECTION_TO_SERVER``),
+   MPICH's ch4:ofi ``OFI poll failed``, Open MPI's OFI MTL ``Error returned from fi_cq_readerr``,
+   a libfabric call's ``fi_tsend error``), a collective failed (rabit's ``Allreduce failed``), NCCL's
+   p2p transport failing an IPC handle, ``MPI_Init`` failing, a connection lost (PMIx's
+   ``LOST_CONNECTION_TO_SERVER``),
    a process group's backend failed (torch's ``DistBackendError`` raised). NCCL's
    error trail (``NCCL INFO misc/socket.cc:NN -> 2``, the return code passed up each caller) says
    a socket call failed where it starts in NCCL's network code, even with no WARN line.
@@ -131,7 +135,25 @@ LIBRARIES: tuple[Library, ...] = (
         "Intel MPI",
         re.compile(r"MPIDI_OFI_\w{1,60}|MPI startup\(\)|I_MPI_\w{1,40}|bstrap[\\/_]|i_hydra|bstrap_proxy"),
     ),
-    Library("mpich", "MPICH", re.compile(r"src/mpid/|MPIDI_\w{1,60}|MPIR_\w{1,60}|MPID_\w{1,60}")),
+    Library(
+        "mpich",
+        "MPICH (or an MPI built on it: MVAPICH2)",
+        # ``[cli_N]:``: the PMI client's prefix of a rank's abort; ``Fatal error in PMPI_…:``: an error stack
+        re.compile(
+            r"src/mpid/|MPIDI_\w{1,60}|MPIR_\w{1,60}|MPID_\w{1,60}|^\[cli_\d{1,7}\]: "
+            r"|Fatal error in P?MPI_\w{1,40}:"
+        ),
+    ),
+    Library(
+        "ompi-ofi",
+        "Open MPI's OFI MTL (over libfabric)",
+        re.compile(r"mtl_ofi\w{0,30}\.[ch]:\d|mca/mtl/ofi/|[Tt]he Open MPI OFI MTL\b"),
+    ),
+    Library(
+        "charm",
+        "Charm++ (its Converse machine layer: OFI, UCX, verbs)",
+        re.compile(r"\bLrts[A-Z]\w{0,40}|Called CmiAbort\b|\bCmiAbort\b|charmrun\b|Charm\+\+"),
+    ),
     Library(
         "libfabric",
         "libfabric",
@@ -159,7 +181,7 @@ LIBRARIES: tuple[Library, ...] = (
         "prrte",
         "Open MPI's PRRTE",
         re.compile(
-            r"prterun\b|prted\b|PRTE\b|prte_\w{1,40}|PRTE_ERROR_LOG\b|\[prte-[\w.-]{1,80}@\d"
+            r"prterun\b|prted\b|PR{1,2}TE\b|prte_\w{1,40}|PRTE_ERROR_LOG\b|\[prte-[\w.-]{1,80}@\d"
             r"|\bprun(?:\.c:\d|\b)|PRUN: "
         ),
     ),
@@ -301,7 +323,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
     (
         "alloc",
         re.compile(
-            r"[Ff]ailed to (?:register|allocate|pin) (?:memory|an? (?:buffer|MR|region))"
+            r"(?:[Ff]ailed to|[Uu]nable to|[Cc]ould(?:n't| not)|[Cc]annot) (?:register|allocate|pin)"
+            r" (?:memory|an? (?:buffer|MR|region)|MR\b)"
             r"|ibv_reg_mr\b|fi_mr_reg\b|RLIMIT_MEMLOCK\b|[Ll]ocked memory"
         ),
     ),
@@ -312,7 +335,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"(?:an? |the )?"
             r"(?:AV|EP|CQ|QP|MR|address vector|endpoint|domain|fabric|completion queue|queue pair"
             r"|protection domain|hfi unit|context|HCA|device)\b"
-            r"|[Cc]hannel initiali[sz]ation failed"
+            r"|[Cc]hannel initiali[sz]ation failed|Fatal error in P?MPI_Init(?:_thread)?:"
+            # NCCL's (RCCL's) p2p transport sharing device memory between the local ranks
+            r"|(?:cuda|hip)Ipc(?:Get|Open)(?:Mem|Event)Handle\w{0,10}(?:\(\))? failed"
+            r"|[Ff]ailed to open (?:CUDA|HIP) IPC handle"
             r"|[Ff]ailed to (?:open|create|init(?:ialize)?) (?:an? |the )?(?:AV|EP|CQ|QP|address vector"
             r"|endpoint|domain|fabric|completion queue|queue pair|protection domain)\b"
             r"|(?:[Uu]nable|[Ff]ailed) to insert (?:the )?(?:remote )?address(?:es)? into (?:the |an )?"
@@ -402,6 +428,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"StatusCode\.ABORTED|grpc_status\"?:? ?10\b|AbortedError\b|ABORTED:"
             r"|[Cc]ommunicator (?:was )?aborted"
             r"|Collective ops is aborted"
+            # a collective of XGBoost's rabit (``utils.h:NN: Allreduce failed``) or another library's
+            r"|\b(?:All[Rr]educe|All[Gg]ather|Broadcast|Reduce[Ss]catter) failed\b"
         ),
     ),
     (
@@ -410,6 +438,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"err: \d{1,6}, (?:message|prov_err): |[Cc]ompletion (?:with |queue )?error\b"
             r"|[Ee]rror completion\b|[Ww]ork completion (?:status|error)\b|wc_status\b"
             r"|\bOFI (?:poll|cq_read|call fi_cq_read\w{0,10}) failed|handle_cq_error\b"
+            # Open MPI's OFI MTL: a completion's error entry, or a request's callback returning one
+            r"|[Ee]rror returned (?:from fi_\w{1,30}|by request event callback)\b"
+            # a libfabric call failing in another library's words (Charm++: ``OFI::LrtsInit::fi_tsend error``)
+            r"|\bfi_(?:t?send|t?recv|t?inject|read|write|cq_\w{1,20})\w{0,4}(?:\(\))?"
+            r" (?:error|failed)\b"
         ),
     ),
     (
@@ -822,6 +855,17 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
         "unreachable",
     ): "NCCL could not reach another rank's address: the interface it picked is not routable "
     "between pods (NCCL_SOCKET_IFNAME)",
+    ("nccl", "resource"): "NCCL's (RCCL's) p2p transport could not share GPU memory between the ranks of a "
+    "host (an IPC handle of the CUDA / HIP runtime failed): the local ranks' containers cannot open each "
+    "other's device memory (separate containers without hostIPC, or GPUs not visible to both)",
+    ("mpich", "resource"): "MPI_Init failed in the MPICH-family library (MPICH, MVAPICH2): its channel to "
+    "the other ranks (the PMI process manager or the network device) could not be set up",
+    ("xgboost", "aborted"): "XGBoost's collective (rabit) failed an allreduce: a worker died or its "
+    "connection to the others broke (the tracker's log names the worker)",
+    ("ompi-ofi", "completion"): "Open MPI's OFI MTL got an error completing a transfer through libfabric "
+    "and aborted the job: a peer died, or the provider (EFA: the security group, the devices) dropped it",
+    ("charm", "completion"): "Charm++'s OFI machine layer could not send to another process (a libfabric "
+    "call failed) and aborted: the provider or its devices are missing in the pod, or a peer is gone",
 }
 
 
@@ -915,6 +959,10 @@ _LIBRARY_STEPS: dict[str, str] = {
     "ompi": "Open MPI: rerun with --mca plm_base_verbose 5 (launch) or --mca btl_base_verbose 100 "
     "(TCP) to see "
     "which host failed.",
+    "ompi-ofi": "Open MPI's OFI MTL: set FI_LOG_LEVEL=warn and --mca mtl_ofi_verbose 100 to see the "
+    "provider and the peer; FI_PROVIDER (or --mca mtl_ofi_provider_include) must name one the pods have.",
+    "charm": "Charm++: rerun with FI_LOG_LEVEL=warn (its OFI layer) and check charmrun / the launcher "
+    "reaches every host; a build for another fabric (ucx, verbs, netlrts) avoids a missing provider.",
     "prrte": "PRRTE: rerun with --prtemca plm_base_verbose 5 to see which host's daemon failed.",
     "mvapich": "MVAPICH: check mpispawn can start on every host (ssh) and MV2_* settings match the fabric.",
     "psm2": "PSM2: check the pod has the Omni-Path device (/dev/hfi1_*) and its link is active (opainfo); "

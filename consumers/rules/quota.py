@@ -7,7 +7,9 @@ forbidden: …"), the launcher's batch Job or a TrainJob's Jobs (the Job control
 it, in its forms since Kubernetes 1.2:
 
 - ``is forbidden: exceeded quota: <name>, requested: …, used: …, limited: …`` — the
-  sentence names the quota and each resource that would go over (``requested 2, used 2 of 2``);
+  sentence names the quota and each resource that would go over (``requested 2, used 2 of 2``),
+  read whole where a terminal or a listing wrapped it after a comma (and as ``exceeds quota``,
+  the wording guides write it in);
 - ``is forbidden: failed quota: <name>: must specify limits.cpu for: <container>; …`` — the
   quota needs requests/limits the pod does not set;
 - ``cpu quota is 200m, current usage is 200m, requesting 100m`` — the oldest wording;
@@ -39,9 +41,10 @@ from controller.contract.events import K8sEventObserved
 from controller.contract.quantities import quantity as parse_quantity
 
 _EXCEEDED = re.compile(
-    r"exceeded quota: (?P<name>[^,]{1,253}), requested: (?P<requested>[^\s]{1,500}), "
-    r"used: (?P<used>[^\s]{1,500}), limited: (?P<limited>[^\s]{1,500})"
+    r"exceed(?:ed|s) quota: (?P<name>[^,\s]{1,253}),\s{1,4}requested: (?P<requested>\S{1,500}?),\s{1,4}"
+    r"used: (?P<used>\S{1,500}?),\s{1,4}limited: (?P<limited>\S{1,500})"
 )
+"""The quota admission's refusal, its fields apart wherever a listing wrapped it (after a comma)."""
 _MUST_SPECIFY = re.compile(r"[Ff]ailed quota: (?P<name>[^:]{1,253}): must specify (?P<what>[^\n]{1,500})")
 _OLD_QUOTA = re.compile(  # the resource is the word before the match
     r" quota is (?P<limited>[^,\s]{1,64}), current usage is (?P<used>[^,\s]{1,64}), "

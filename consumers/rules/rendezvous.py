@@ -22,6 +22,9 @@ few stable wordings:
 - torch elastic's own verdict, its rendezvous handler's errors by class: ``RendezvousTimeoutError``,
   ``RendezvousClosedError``, ``RendezvousStateError``, and ``RendezvousConnectionError`` wherever it
   is named (a keep-alive heartbeat or a shutdown that failed with it);
+- torch elastic's etcd backend (``--rdzv-backend=etcd`` / ``etcd-v2``): python-etcd's errors raised
+  through it, ``etcd.EtcdKeyNotFound: Key not found : /torchelastic/…`` (the rendezvous's state is
+  gone) or ``etcd.EtcdConnectionFailed`` (etcd not reached);
 - the process group's barrier: ``Timed out initializing process group in store based barrier``;
 - JAX's and TensorFlow's coordination service, where every task registers at start-up: its barrier
   timing out (``Barrier_id: PjRT_Client_Connect``, ``Wait_for_all_tasks_to_register``) or the
@@ -51,6 +54,7 @@ from consumers.rules.rendezvouslines import (
     CONNECT_TIMEOUT,
     CONNECTION_ERROR,
     ELASTIC,
+    ETCD,
     RENDEZVOUS_SIGNS,
     STORE_BIND,
     STORE_CLIENT,
@@ -107,6 +111,13 @@ def _miss(pod: PodState) -> Miss | None:
     elif (m := ELASTIC.search(text)) is not None:
         closed = m["error"] == "RendezvousClosedError"
         what = "found the rendezvous closed" if closed else "timed out waiting at the rendezvous"
+    elif (m := ETCD.search(text)) is not None:
+        what = (
+            "could not reach the etcd server of its rendezvous (--rdzv-endpoint)"
+            if m["error"] == "EtcdConnectionFailed"
+            else "found its rendezvous's state in etcd gone or never written (etcd's key not found: the "
+            "rendezvous of this --rdzv-id was closed, expired or removed)"
+        )
     elif BARRIER.search(text) is not None:
         what = "timed out in the process group's store barrier"
     else:

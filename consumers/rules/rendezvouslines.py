@@ -17,6 +17,7 @@ __all__ = [
     "CONNECTION_ERROR",
     "CONNECT_TIMEOUT",
     "ELASTIC",
+    "ETCD",
     "RENDEZVOUS_SIGNS",
     "STORE_BIND",
     "STORE_CLIENT",
@@ -60,8 +61,15 @@ CONNECTION_ERROR = re.compile(r"RendezvousConnectionError\b")
 the C10d store has failed``) or named by the keep-alive heartbeat that failed with it."""
 ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed|State)Error)\b")
 BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
+ETCD = re.compile(
+    r"etcd\.(?P<error>EtcdKeyNotFound|EtcdConnectionFailed|EtcdWatchTimedOut)\b"
+    r"|Key not found : (?P<key>/torch(?:elastic|/elastic)/[\w/.-]{0,200})"
+)
+"""torch elastic's etcd rendezvous backend (``etcd`` / ``etcd-v2``): python-etcd's errors, raised from
+it, for an etcd it could not reach or a rendezvous key that is gone (``etcd.EtcdKeyNotFound: Key not
+found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
-    CONNECTION_ERROR, ELASTIC, BARRIER, STARTUP_BARRIER,
+    CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

@@ -234,8 +234,9 @@ TRANSPORTS: tuple[Signature, ...] = (
         "NCCL",
         "a collective timed out: a peer rank stopped taking part",
         re.compile(
-            r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>.{0,300}?)\) "
-            r"ran for (?P<ms>\d{1,12}) milliseconds"
+            r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>.{0,300}?)"
+            # or a terminal wrapped the line inside the work's fields (before ``Timeout(ms)=``)
+            r"(?:\) ran for (?P<ms>\d{1,12}) milliseconds|,\s{0,4}$)"
         ),
     ),
     Signature(
@@ -318,7 +319,14 @@ CRASHES: tuple[Signature, ...] = (
         re.compile(r"Signal: (?P<kind>Segmentation fault|Bus error)(?:: \d{1,2})? \((?P<signal>\d{1,3})\)"),
     ),
     Signature(
-        "python", "Python", "", re.compile(r"Fatal Python error: (?P<kind>Segmentation fault|Bus error)")
+        "python",
+        "Python",
+        "",
+        # mpirun tags each write of faulthandler's, so its tag may come again inside the line
+        re.compile(
+            r"Fatal Python error: (?:\[\d{1,7},\d{1,7}\]<std(?:err|out)>:)?"
+            r"(?P<kind>Segmentation fault|Bus error)"
+        ),
     ),
     Signature("shell", "", "", re.compile(r"(?P<kind>Segmentation fault|Bus error) \(core dumped\)")),
     Signature(
@@ -506,6 +514,20 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "CUDA",
         "a GPU kernel executed an illegal instruction (a kernel built for another GPU, or a bug)",
         re.compile(r"illegal instruction was encountered|CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+    ),
+    Signature(  # ROCm's runtime (ROCr) on an AMD GPU: a queue's hardware exception, a page fault
+        "rocm-hw-exception",
+        "ROCm",
+        "the GPU raised a hardware exception (ROCm's runtime: a GPU hang, a kernel that never finished, or a "
+        "device fault)",
+        re.compile(r"HW Exception by GPU node-\d{1,4}\b"),
+    ),
+    Signature(
+        "rocm-memory-fault",
+        "ROCm",
+        "a GPU kernel accessed memory it does not own (ROCm's memory access fault), usually a bug in a "
+        "kernel or an extension",
+        re.compile(r"Memory access fault by GPU node-\d{1,4}\b"),
     ),
     Signature(
         "misaligned",

@@ -58,7 +58,9 @@ def bounded(tail: tuple[str, ...]) -> tuple[str, ...]:
             line if len(line) <= MAX_LINE_CHARS else f"{line[:_HALF]} … {line[-_HALF:]}" for line in lines
         )
     told = prose(lines)
-    return tuple("" if i in told else line for i, line in enumerate(lines)) if told else lines
+    if not told:
+        return lines
+    return tuple((reported(line) or "") if i in told else line for i, line in enumerate(lines))
 
 
 # ------------------------------------------------------------------ prose
@@ -104,6 +106,23 @@ _TITLE = re.compile(
 )
 """A title that names an error as its topic (``[tune] "No space left on device" should be handled``,
 ``How to fix …``), however it is prefixed: a thread's, not a program's line."""
+_REPORTED = re.compile(
+    r"\b(?:gave|gives|threw|throws|raised|raises|printed|prints|showed|shows|got|get|getting) (?:me |us )?"
+    r"(?:an? |the |this )?(?:error|exception)(?: message)?: (?P<quote>\S[^\n]{4,300})$"
+)
+"""A person's report of what a program printed, quoting it at the end of the sentence (``… would not
+save the file and gave me an error: [Errno 28] No space left on device``)."""
+
+
+def reported(line: str) -> str | None:
+    """The program's output a sentence of prose reports it printed (the quote after ``gave me an
+    error:``), where the sentence is no hint (``if you get an error: …``); else ``None``."""
+    match = _REPORTED.search(line)
+    if match is None or is_hint(line[: match.start("quote")]):
+        return None
+    return match.group("quote")
+
+
 _HELP_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
 
 
@@ -138,7 +157,30 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
         if introduces or _DISCOURSE.search(text) or (markup is not None and _explains(text)):
             told.add(i)
             examples = introduces
-    return frozenset(told)
+    return frozenset(told | _diff(lines))
+
+
+_DIFF_LINE = re.compile(r"^[-+](?=[A-Za-z\[])")
+"""A line a unified diff removes or adds (``-ORTE has lost…``, ``+ORTE has lost…``): not a shell trace's
+``+ cmd`` (a space after the sign), nor dashes."""
+_HUNK = re.compile(r"^@@ -\d{1,9}(?:,\d{1,9})? \+\d{1,9}(?:,\d{1,9})? @@")
+
+
+def _diff(lines: tuple[str, ...]) -> set[int]:
+    """The lines of a diff (a patch of a program's help text or source, pasted in a pull request): where
+    a removed line meets an added one, or a hunk header opens them, the signed lines of the tail are the
+    patch's text, not the program's output."""
+    signed = [i for i, text in enumerate(lines) if _DIFF_LINE.match(text)]
+    paired = any(
+        lines[i][0] == "-"
+        and i + 1 < len(lines)
+        and lines[i + 1][:1] == "+"
+        and _DIFF_LINE.match(lines[i + 1])
+        for i in signed
+    )
+    if not paired and not any(_HUNK.match(text) for text in lines):
+        return set()
+    return set(signed)
 
 
 def _explains(text: str) -> bool:
@@ -279,6 +321,13 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("GPU out of memory (ROCm: HIP out of memory)", re.compile(r"HIP out of memory|hipErrorOutOfMemory")),
     ("GPU out of memory (TensorFlow: OOM when allocating tensor)", re.compile(r"OOM when allocating tensor")),
+    (  # the BFC allocator giving up on a request (``(rounded to N)``), not its retried attempt
+        # (``with freed_by_count=0. The caller indicates that this is not a failure``)
+        "GPU out of memory (XLA / TensorFlow's BFC allocator)",
+        re.compile(
+            r"Allocator \(GPU_\d{1,3}_bfc\) ran out of memory trying to allocate \S{1,20} \(rounded to \d"
+        ),
+    ),
     (  # XLA's status, absl-style (``RESOURCE_EXHAUSTED:``) or TensorFlow's older ``Resource exhausted:``,
         # followed by what its allocator (BFC, PjRt's stream executor) says ran out
         "GPU out of memory (JAX/XLA: RESOURCE_EXHAUSTED)",
@@ -368,14 +417,14 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
     ),
     ("hydra-proxy", re.compile(r"connection to proxy \d{1,7} at host (?P<host>\S{1,253}) failed")),
     ("hydra-write", re.compile(r"HYDU_sock_write \([^)]{0,200}\): write error \((?P<detail>[^)]{1,80})\)")),
-    ("daemon-lost", re.compile(r"(?:ORTE|PRTE) has lost communication with (?:a )?remote daemon")),
-    ("daemon-start", re.compile(r"(?:ORTE|PRTE) was unable to reliably start one or more daemons")),
-    ("daemon-failed", re.compile(r"An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch")),
+    ("daemon-lost", re.compile(r"(?:ORTE|PR{1,2}TE) has lost communication with (?:a )?remote daemon")),
+    ("daemon-start", re.compile(r"(?:ORTE|PR{1,2}TE) was unable to reliably start one or more daemons")),
+    ("daemon-failed", re.compile(r"An? (?:ORTE|PR{1,2}TE) daemon has unexpectedly failed after launch")),
     (
         "mpi-error",
         re.compile(
-            r"Fatal error in (?P<call>\w{1,60}): (?P<class>Other MPI error|Unknown error class"
-            r"|[^,\n]{1,100}, error stack:)"
+            r"Fatal error in (?P<call>\w{1,60}):(?: (?P<class>Other MPI error|Unknown error class"
+            r"|[^,\n]{1,100}, error stack:)|\s{0,4}$)"
         ),
     ),
     # a frame of MPICH's TCP netmod (nemesis) naming the failure, with or without the headline
@@ -436,7 +485,8 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
     if kind == "mpi-error":
         if match.groupdict().get("detail") is not None:
             return CommFailure(kind, None, (tail[i],), match.group("detail").strip())
-        return _error_stack(tail[i], after, known=match.group("class") in _KNOWN_CLASSES)
+        known = match.group("class") or (after[0].strip() if after else "")  # the class may wrap
+        return _error_stack(tail[i], after, known=known in _KNOWN_CLASSES)
     host = match.groupdict().get("host") or match.groupdict().get("host_addr")
     if host is not None:
         return CommFailure(kind, host, (tail[i],))

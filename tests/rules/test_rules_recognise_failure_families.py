@@ -251,6 +251,8 @@ DOCUMENTED = {  # the first words of a row of the families table, and the librar
     "NCCL": "nccl",
     "Open MPI / ORTE": "ompi",
     "Open MPI's PRRTE": "prrte",
+    "Open MPI's OFI MTL": "ompi-ofi",
+    "Charm++": "charm",
     "MPICH's Hydra": "hydra",
     "Intel MPI": "intel-mpi",
     "MVAPICH": "mvapich",
