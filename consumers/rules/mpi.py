@@ -155,7 +155,9 @@ def _candidates(state: RunState) -> list[_Comm]:
         text = pod_text(pod)
         for failure in comm_failures(text):
             found.append(_Comm(_LEVEL_SSH if failure.kind in _SSH_LEVEL else _LEVEL_MPI, pod, mpi=failure))
-        covered: set[str] = {line for f in comm_failures(text) for line in f.lines}
+        # a rank's failed MPI call (``mpi-error``) says only *that* it failed: a family's reading of
+        # the same lines says how, and comes first
+        covered: set[str] = {line for f in comm_failures(text) if f.kind != "mpi-error" for line in f.lines}
         ranks_failed = rank_failures(text)
         covered |= {line for f in ranks_failed for line in f.lines}
         for hit in transport_failures(text):

@@ -1019,7 +1019,9 @@ def _scrape_time_metrics() -> frozenset[str]:
     exporting them: the API's collectors (every API replica), and the outbox depth that every
     dispatcher reads from PostgreSQL. Summing them over processes counts everything twice."""
     collectors = (ROOT / "controller" / "api" / "metrics_collectors.py").read_text()
-    names = set(re.findall(r'MetricFamily\(\s*"(mpijc_[a-z_]+)"', collectors)) - {"mpijc_scrape_ok"}
+    names = set(re.findall(r'(?:MetricFamily|_gauge)\(\s*"(mpijc_[a-z_]+)"', collectors)) - {
+        "mpijc_scrape_ok"
+    }
     assert {"mpijc_jobs", "mpijc_findings", "mpijc_run_duration_seconds"} <= names
     outbox_depth = "mpijc_notify_queue_depth"
     assert outbox_depth in _defined_metrics()

@@ -301,7 +301,7 @@ MESH_C = {
         "rdma_open_hca(1069)..: No IB device found",
         "mpich",
         "resource",
-        "could not open a resource of its transport",
+        "MPI_Init failed in the MPICH-family library",
     ),
     "xla-clique-leader-never-marked-complete": (
         "2026-11-28 10:00:00.000000: E external/xla/xla/service/gpu/nccl_clique.cc:151] This thread has been "
