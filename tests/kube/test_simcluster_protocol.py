@@ -313,11 +313,14 @@ def test_a_live_watch_is_not_expired_by_compacting_what_it_has_already_seen(
     job = sim.create(k.mpijob("pi"))
 
     def busy_elsewhere_then_compact_then_change() -> None:
+        deadline = time.monotonic() + 30  # once the watch stands (its starting point is taken then)
+        while not sim.open_watches() and time.monotonic() < deadline:
+            time.sleep(0.01)
         for n in range(3):
             sim.create(k.pod(job, "worker", n))
         sim.compact()
         sim.create(k.mpijob("second"))
 
-    threading.Timer(0.2, busy_elsewhere_then_compact_then_change).start()
+    threading.Thread(target=busy_elsewhere_then_compact_then_change, daemon=True).start()
     events = collect(gateway.watch(MPIJOBS, None, str(sim.resource_version), timeout_s=5), count=1)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "second")]
