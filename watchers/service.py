@@ -16,13 +16,6 @@ Beside the elected watches, on every replica, the containers of running launcher
 pods are followed into the ``LOGS`` stream (:class:`watchers.sharing.SharedFollower`,
 ``MPIJC_LOGS__FOLLOW``), the replicas sharing the runs through leases; they learn the pods and
 the runs that went quiet from what the leader published.
-
-What serves no failure's path starts once the pods are listed (:class:`PodsListed`): the
-progress probes and usage reading of the leader, and the log follows of a replica that leads
-(with leader election, as the Deployment runs them, at once). A start or restart spends its first seconds on
-the list (or the resumed watch), the versions load and publishing what changed; the follows'
-backfill, their reading of every published pod and a probe of every launcher came in the
-middle of it, and a failure seen then waited for them. :data:`LISTED_WAIT_S` bounds the wait.
 """
 
 from __future__ import annotations
@@ -61,9 +54,6 @@ from watchers.tails import LogTails, PodHandover, Tails
 from watchers.usage import reading_usage
 from watchers.watching import ChangeSink, Listed, WatchChange, watch_resource
 
-LISTED_WAIT_S = 60.0
-"""Longest wait for the pods' first lists before the follows and probes start anyway (an API
-server that does not answer a list must not keep the logs from being followed)."""
 QUEUE_LIMIT = 50_000
 """Observations waiting to be published, per lane. Large enough that a relist of a big cluster
 is taken whole and its watch starts at once (an OOM kill during the relist is seen then, not
@@ -317,42 +307,6 @@ def _probes(
     return [lambda: probe_loop(progress.probe, publisher, metrics, interval, stop), *usage], track
 
 
-class PodsListed:
-    """Set once every pod resource has had its first complete list (each namespace watched one
-    by one counted), told through :data:`~watchers.watching.Listed` like the deletions."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.event = asyncio.Event()
-        self._waiting = {
-            (r, ns)
-            for r in WATCHED
-            if r.kind == "Pod"
-            for ns in (_namespaces(settings) if r.namespaced else [None])
-        }
-
-    def telling(self, listed: Listed) -> Listed:
-        """``listed``, and this told as well."""
-
-        async def both(resource: Resource, namespace: str | None, uids: frozenset[str] | None) -> None:
-            await listed(resource, namespace, uids)
-            self._waiting.discard((resource, namespace))
-            if not self._waiting:
-                self.event.set()
-
-        return both
-
-    async def wait(self) -> None:
-        """Until the pods are listed, or :data:`LISTED_WAIT_S`."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(LISTED_WAIT_S):
-                await self.event.wait()
-
-
-async def _once_listed(pods: PodsListed, start: Coroutine[Any, Any, None]) -> None:
-    await pods.wait()
-    await start
-
-
 async def run_watchers(
     settings: Settings,
     gateway: KubeGateway,
@@ -361,10 +315,8 @@ async def run_watchers(
     metrics: PipelineMetrics,
     stop: asyncio.Event,
     watch_metrics: WatchMetrics | None = None,
-    pods_listed: PodsListed | None = None,
 ) -> None:
-    """Watch every resource kind and publish until ``stop`` is set; the probes start once the
-    pods are listed (``pods_listed`` is told too)."""
+    """Watch every resource kind and publish until ``stop`` is set."""
     queue: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     urgent: asyncio.Queue[Observation] = asyncio.Queue(maxsize=QUEUE_LIMIT)
     arrived = asyncio.Event()
@@ -373,10 +325,7 @@ async def run_watchers(
     pipeline = Pipeline(
         changes.publish, metrics, settings.watcher.pending_ttl_s, stop=stop, unchanged=changes.unchanged
     )
-    watch_metrics, pods_listed = (  # what the caller did not give
-        watch_metrics or WatchMetrics(registry=metrics.registry),
-        pods_listed or PodsListed(settings),
-    )
+    watch_metrics = watch_metrics or WatchMetrics(registry=metrics.registry)
     probes, track = _probes(gateway, pipeline.correlator, settings, publisher, metrics, stop)
     positions = await _stored_positions(nc, topology, settings)
 
@@ -433,9 +382,9 @@ async def run_watchers(
             stop,
             handover,
             publish_loop(),
-            *(_once_listed(pods_listed, start()) for start in probes),
+            *(start() for start in probes),
             metrics=watch_metrics,
-            listed=pods_listed.telling(unwatched.listed),
+            listed=unwatched.listed,
             positions=positions,
         )
 
@@ -450,34 +399,25 @@ async def run_watchers_elected(
 ) -> None:
     """:func:`run_watchers`, only while this replica holds the Lease (when election is enabled);
     beside it, whether it leads or not, this replica's share of the log follows (unless following
-    is off), started once this replica's watches listed the pods (at once under leader election:
-    a replica that does not lead lists nothing)."""
+    is off)."""
     watch_metrics = WatchMetrics(registry=metrics.registry)
-    pods_listed = PodsListed(settings)
 
     async def watch() -> None:
         if not settings.leader.enabled:
-            await run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics, pods_listed)
+            await run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics)
             return
         elector = LeaderElector(gateway, settings.leader)
         await elector.run(
-            lambda: run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics, pods_listed),
-            stop,
+            lambda: run_watchers(settings, gateway, nc, topology, metrics, stop, watch_metrics), stop
         )
 
     if not settings.logs.follow or settings.logs.max_follows == 0:
         await watch()
         return
     following = SharedFollower(settings, gateway, nc, topology, watch_metrics)
-
-    async def follow() -> None:
-        if settings.leader.enabled:  # whether it leads is for the elector to find out: not waited for
-            pods_listed.event.set()
-        await _once_listed(pods_listed, following.run(stop))
-
     async with asyncio.TaskGroup() as group:
         group.create_task(watch())
-        group.create_task(follow())
+        group.create_task(following.run(stop))
 
 
 async def capture(settings: Settings, gateway: KubeGateway, out: IO[str], stop: asyncio.Event) -> None:
