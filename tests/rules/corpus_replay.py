@@ -229,6 +229,28 @@ def run(entry: Entry, *, succeed: bool = False) -> ReplayOutcome:
     return ReplayOutcome(tuple(changes), tuple(engine.firing()))
 
 
+def replayed(
+    text: str, expect: RuleId | None, *, stack: str, where: str = "log", reason: str | None = None
+) -> ReplayOutcome:
+    """:func:`run` on ``text`` written as one entry of the corpus (a unit test's own wording)."""
+    return run(Entry(id="t", file="t", stack=stack, where=where, reason=reason, expect=expect, text=text))
+
+
+def rules_fired(
+    text: str, expect: RuleId | None, *, stack: str = "other", where: str = "log", reason: str | None = None
+) -> set[str]:
+    """The rules ``text`` fires, the catch-all aside."""
+    return set(replayed(text, expect, stack=stack, where=where, reason=reason).rules) - {"failed"}
+
+
+def root_cause_of(
+    text: str, expect: RuleId, *, stack: str, where: str = "log", reason: str | None = None
+) -> str:
+    """The root cause of the ``expect`` finding ``text`` fires."""
+    firing = replayed(text, expect, stack=stack, where=where, reason=reason).firing
+    return next(f.root_cause for f in firing if f.rule == expect)
+
+
 def live_events_for(entry: Entry, *, succeed: bool = False, end: bool = True) -> list[BusEvent]:
     """A run whose running pod prints ``entry``'s log text (seen live, at 30 s), then (``end``)
     ends: the pod with code 0 and the run Succeeded, or as :func:`events_for` ends it."""

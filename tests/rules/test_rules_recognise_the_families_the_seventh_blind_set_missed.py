@@ -15,27 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import Entry, ReplayOutcome, run
-
-
-def _outcome(
-    text: str, expect: RuleId | None, *, stack: str, where: str = "log", reason: str | None = None
-) -> ReplayOutcome:
-    entry = Entry(id="t", file="t", stack=stack, where=where, reason=reason, expect=expect, text=text)
-    return run(entry)
-
-
-def _rules(
-    text: str, expect: RuleId | None, *, stack: str = "other", where: str = "log", reason: str | None = None
-) -> set[str]:
-    return set(_outcome(text, expect, stack=stack, where=where, reason=reason).rules) - {"failed"}
-
-
-def _cause(text: str, expect: RuleId, *, stack: str, where: str = "log", reason: str | None = None) -> str:
-    firing = _outcome(text, expect, stack=stack, where=where, reason=reason).firing
-    return next(f.root_cause for f in firing if f.rule == expect)
-
+from tests.rules.corpus_replay import root_cause_of as _cause
+from tests.rules.corpus_replay import rules_fired as _rules
 
 # ------------------------------------------------------------------ disk-full
 
