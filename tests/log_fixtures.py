@@ -14,7 +14,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from controller.bus.logstore import publish_batches, read_run
+from controller.bus.logstore import read_run
 from controller.contract.events import Change, JobRef
 from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import LogSettings, NatsSettings, Settings
@@ -62,7 +62,7 @@ async def run_with_logs(stage: Stage) -> str:
         log_batch(uid, "llm-worker-0", "worker", worker0),
         log_batch(uid, "llm-worker-1", "worker", worker1),  # stored last, written among the first
     ]
-    await publish_batches(stage.js, stage.topology, stored, stage.settings.nats.publish_retry_s)
+    await stage.publish_logs(stored)
     return uid
 
 

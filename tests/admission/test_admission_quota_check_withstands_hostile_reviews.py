@@ -9,7 +9,6 @@ Kubernetes gateway (whose requests it records)."""
 from __future__ import annotations
 
 import contextlib
-import ssl
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from typing import Any
@@ -92,10 +91,7 @@ async def running(certificate: Certificate, sim: SimCluster, **settings: Any) ->
         )
         async with (
             AdmissionWebhook(admission, bus, metrics, clock=lambda: T0, quota=quota) as webhook,
-            httpx.AsyncClient(
-                base_url=f"https://localhost:{webhook.port}",
-                verify=ssl.create_default_context(cafile=str(certificate.cert)),
-            ) as client,
+            certificate.client(webhook.port) as client,
         ):
             yield Hook(webhook, client, bus, clock)
 

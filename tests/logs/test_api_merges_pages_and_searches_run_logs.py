@@ -15,7 +15,6 @@ import pytest
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import RunLogs
-from controller.bus.logstore import publish_batches
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
@@ -148,12 +147,7 @@ async def test_follow_streams_new_lines_as_server_sent_events(stage: Stage, run_
             read_events(url, ADMIN, lambda e: "step 9" in e.data["text"], params=params)
         )
         await asyncio.sleep(0.5)
-        await publish_batches(
-            stage.js,
-            stage.topology,
-            [log_batch(run_uid, "llm-launcher", "launcher", later)],
-            stage.settings.nats.publish_retry_s,
-        )
+        await stage.publish_logs([log_batch(run_uid, "llm-launcher", "launcher", later)])
         events = await reading
     assert [(e.event, e.data["rank"], e.data["text"]) for e in events] == [
         ("line", 1, "[1,1]<stdout>:step 2 NCCL WARN retry"),
@@ -167,12 +161,7 @@ async def test_a_follow_resumes_after_the_last_line_received(stage: Stage, run_u
         params = {"follow": "true", "since": datetime.fromtimestamp(BASE / S + 2.5, UTC).isoformat()}
         (first,) = await read_events(url, ADMIN, lambda e: True, params=params)
         later = [(9.0, 3, "[1,3]<stdout>:step 9 loss 1.0"), (9.5, 3, "[1,3]<stdout>:step 10 loss 0.9")]
-        await publish_batches(
-            stage.js,
-            stage.topology,
-            [log_batch(run_uid, "llm-launcher", "launcher", later)],
-            stage.settings.nats.publish_retry_s,
-        )
+        await stage.publish_logs([log_batch(run_uid, "llm-launcher", "launcher", later)])
         resumed = await read_events(
             url, {**ADMIN, "Last-Event-ID": first.id}, lambda e: "step 10" in e.data["text"], params=params
         )
@@ -215,12 +204,7 @@ async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
     expected: list[str],
 ) -> None:
     lines = ESCAPED
-    await publish_batches(
-        stage.js,
-        stage.topology,
-        [log_batch(run_uid, "llm-launcher", "launcher", lines)],
-        stage.settings.nats.publish_retry_s,
-    )
+    await stage.publish_logs([log_batch(run_uid, "llm-launcher", "launcher", lines)])
     answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q})
     assert [x["text"] for x in answer.json()["items"]] == expected
 
@@ -246,12 +230,7 @@ async def test_expressions_find_what_json_escapes_and_the_cap_note(
     capped = log_batch(run_uid, "llm-worker-0", "worker", [(9.8, None, "not stored")]).model_copy(
         update={"lines": (), "note": "log cap of 2000 bytes reached for this run: no more kept"}
     )
-    await publish_batches(
-        stage.js,
-        stage.topology,
-        [log_batch(run_uid, "llm-launcher", "launcher", lines), capped],
-        stage.settings.nats.publish_retry_s,
-    )
+    await stage.publish_logs([log_batch(run_uid, "llm-launcher", "launcher", lines), capped])
     answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q, "regex": "true"})
     assert [x["text"] for x in answer.json()["items"]] == expected
 

@@ -14,7 +14,6 @@ import httpx
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import RunLogs, Searching, SearchLimits
-from controller.bus.logstore import publish_batches
 from controller.metrics import PipelineMetrics
 from tests.api_fixtures import ADMIN, T0, USERS, insert_runs, run_row
 from tests.conftest import Stage
@@ -60,7 +59,7 @@ async def long_run(stage: Stage, late: bool) -> str:
         batches.append(
             log_batch(uid, "llm-launcher", "launcher", [(-1 + 0.1 * i, None, f"late {i}") for i in range(3)])
         )
-    await publish_batches(stage.js, stage.topology, batches, stage.settings.nats.publish_retry_s)
+    await stage.publish_logs(batches)
     return uid
 
 

@@ -19,7 +19,6 @@ from controller.api.access import StaticAccess
 from controller.api.app import create_app, metrics_app
 from controller.api.logs import RunLogs, Searching, SearchLimits
 from controller.api.server import serve_in_thread, server_config
-from controller.bus.logstore import publish_batches
 from controller.contract.settings import ApiSettings
 from controller.metrics import PipelineMetrics
 from controller.testing.ports import free_port
@@ -54,7 +53,7 @@ async def long_a_run(stage: Stage) -> str:
                 (round_ + 0.1 * i + 0.01 * p, None, f"step {round_}.{i} " + "a" * 2000) for i in range(8)
             ]
             batches.append(log_batch(uid, pod, role, lines))
-    await publish_batches(stage.js, stage.topology, batches, stage.settings.nats.publish_retry_s)
+    await stage.publish_logs(batches)
     return uid
 
 
