@@ -9,24 +9,24 @@ across many namespaces.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import AccessReviewer, Principal, StaticAccess
 from controller.api.app import create_app
-from controller.contract.events import JobRef
+from controller.contract.events import JobRef, PodUsage, UsageObserved
 from controller.contract.findings import Evidence, Finding, RuleId, doc_anchor, finding_id
 from controller.contract.findings import dedup_key as finding_key
 from controller.contract.settings import StaticUser
 from controller.metrics import PipelineMetrics
 from controller.store.history import apply_events, apply_findings
-from controller.store.models import Run
+from controller.store.models import PodRow, Run
 from controller.testing import objects as k
 from watchers.correlating import Correlator, Observation
 
@@ -206,3 +206,28 @@ async def api(engine: AsyncEngine, reviewer: AccessReviewer) -> AsyncIterator[ht
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
         yield client
+
+
+async def store_worker_usage(
+    engine: AsyncEngine,
+    run_uid: str,
+    job_name: str,
+    observed_at: datetime,
+    figures: Callable[[PodRow], dict[str, Any]],
+) -> None:
+    """A usage reading of each worker of run ``run_uid`` (MPIJob ``team-a/<job_name>``), as the
+    watcher publishes it: ``figures`` of each worker's stored pod."""
+    async with engine.begin() as conn:
+        pods = [
+            p
+            for p in (await conn.execute(select(PodRow).where(PodRow.run_uid == run_uid)))
+            if p.role == "worker"
+        ]
+        usage = tuple(
+            PodUsage(uid=p.uid, name=p.name, role="worker", index=p.index, **figures(p)) for p in pods
+        )
+        ref = JobRef(uid=run_uid, kind="MPIJob", namespace="team-a", name=job_name)
+        reading = UsageObserved(
+            job=ref, uid=run_uid, resource_version="1", pods=usage, observed_at=observed_at
+        )
+        await apply_events(conn, [reading])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+import ssl
 import subprocess
 import uuid
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.audit import Actor, AuditRecord, AuditVerb, audited_object, service_account_of
@@ -29,6 +31,14 @@ class Certificate:
 
     cert: Path
     key: Path
+
+    def trusted(self) -> ssl.SSLContext:
+        """A client's TLS context that trusts this certificate."""
+        return ssl.create_default_context(cafile=str(self.cert))
+
+    def client(self, port: int) -> httpx.AsyncClient:
+        """An HTTPS client of ``localhost:port`` that trusts this certificate."""
+        return httpx.AsyncClient(base_url=f"https://localhost:{port}", verify=self.trusted())
 
 
 def make_certificate(

@@ -15,7 +15,7 @@ import gc
 import os
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +25,11 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from controller.bus.logstore import publish_batches
 from controller.bus.publishing import Publisher
 from controller.bus.streams import FAMILIES, connect, ensure_streams, wait_until_consumed
 from controller.cli.embedded import EmbeddedNats, EmbeddedPostgres
+from controller.contract.logs import LogBatch
 from controller.contract.settings import (
     ConsumerSettings,
     DatabaseSettings,
@@ -263,6 +265,10 @@ class Stage:
     async def feed(self, observations: Iterable[Observation]) -> int:
         """``observations`` published as the watcher's pipeline publishes them; how many were new."""
         return await Pipeline(Publisher(self.js, self.topology).publish, self.metrics, 5).feed(observations)
+
+    async def publish_logs(self, batches: Sequence[LogBatch]) -> int:
+        """``batches`` stored in the logs stream as the log follower stores them; how many were new."""
+        return await publish_batches(self.js, self.topology, batches, self.settings.nats.publish_retry_s)
 
     async def consumed(self, durable: str = "history", family: str = "jobs", timeout_s: float = 60) -> None:
         """Wait until ``durable`` has taken every message of the ``family`` stream."""

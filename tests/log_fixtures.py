@@ -10,19 +10,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import httpx
 import pytest
+from fastapi import FastAPI
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from controller.bus.logstore import publish_batches, read_run
+from controller.api.access import StaticAccess
+from controller.api.app import create_app
+from controller.api.logs import DEFAULT_SEARCH, RunLogs, SearchLimits
+from controller.bus.logstore import read_run
 from controller.contract.events import Change, JobRef
 from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import LogSettings, NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
+from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
-from tests.api_fixtures import T0, insert_runs, run_row
+from tests.api_fixtures import T0, USERS, insert_runs, run_row
 from tests.conftest import Stage
 from watchers.following import LogFollower
 from watchers.metrics import WatchMetrics
@@ -30,6 +36,23 @@ from watchers.normalizing import normalize_pod
 
 S = 1_000_000_000
 BASE = int(T0.timestamp()) * S
+
+
+def logs_api(stage: Stage, search: SearchLimits = DEFAULT_SEARCH) -> FastAPI:
+    """The API over ``stage``'s store and logs stream, read by ``USERS``, its metrics never cached."""
+    return create_app(
+        stage.engine,
+        PipelineMetrics(),
+        StaticAccess(USERS),
+        metrics_ttl_s=0,
+        run_logs=RunLogs(stage.js, stage.topology),
+        search=search,
+    )
+
+
+def in_process(app: FastAPI) -> httpx.AsyncClient:
+    """A client of ``app`` served in this process."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
 
 
 def log_batch(uid: str, pod: str, role: str, lines: list[tuple[float, int | None, str]]) -> LogBatch:
@@ -62,7 +85,7 @@ async def run_with_logs(stage: Stage) -> str:
         log_batch(uid, "llm-worker-0", "worker", worker0),
         log_batch(uid, "llm-worker-1", "worker", worker1),  # stored last, written among the first
     ]
-    await publish_batches(stage.js, stage.topology, stored, stage.settings.nats.publish_retry_s)
+    await stage.publish_logs(stored)
     return uid
 
 

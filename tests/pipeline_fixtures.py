@@ -130,6 +130,15 @@ class EndToEnd(Stage):
             self.sim.update(k.with_container_state(pod, {"running": {}}, phase="Running", ready=True))
         return job
 
+    def pods_started(self, job: Obj, pods: list[Obj], reason: str) -> None:
+        """``pods`` created, then ``job`` Running (``reason``) and each pod running, at 10:01."""
+        for pod in pods:
+            self.sim.create(pod)
+        self.sim.update(k.with_conditions(self.sim.get(job), ("Running", reason, "2026-11-20T10:01:00Z")))
+        running = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
+        for pod in pods:
+            self.sim.update(k.with_container_state(self.sim.get(pod), running, phase="Running", ready=True))
+
     async def until_sql(self, sql: str, expected: object, timeout_s: float = 15) -> None:
         """Wait until ``sql`` selects ``expected`` from this test's history."""
         await wait_for_sql(self.engine, sql, expected, timeout_s)

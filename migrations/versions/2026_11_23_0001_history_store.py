@@ -1,20 +1,11 @@
-"""history store
-
-Revision ID: 0001
-Revises: (none)
-Create Date: 2026-11-23 06:47:29.098650
-"""
-
-from collections.abc import Sequence
+"""history store"""
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+from controller.store.migrations.shapes import JSONB, TS
 
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
@@ -29,8 +20,8 @@ def upgrade() -> None:
         sa.Column("involved_kind", sa.String(length=64), nullable=False),
         sa.Column("involved_name", sa.String(length=253), nullable=False),
         sa.Column("count", sa.Integer(), nullable=False),
-        sa.Column("first_timestamp", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("last_timestamp", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("first_timestamp", TS, nullable=True),
+        sa.Column("last_timestamp", TS, nullable=True),
         sa.Column("resource_version", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("uid"),
     )
@@ -44,9 +35,9 @@ def upgrade() -> None:
         sa.Column("phase", sa.String(length=16), nullable=False),
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("node", sa.String(length=253), nullable=True),
-        sa.Column("containers", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column("log_tail", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column("observed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("containers", JSONB, nullable=False),
+        sa.Column("log_tail", JSONB, nullable=False),
+        sa.Column("observed_at", TS, nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index(op.f("ix_pod_states_run_uid"), "pod_states", ["run_uid"], unique=False)
@@ -64,11 +55,11 @@ def upgrade() -> None:
         sa.Column("node", sa.String(length=253), nullable=True),
         sa.Column("resource_version", sa.BigInteger(), nullable=False),
         sa.Column("restart_count", sa.Integer(), nullable=False),
-        sa.Column("containers", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column("resources", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("last_observed_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("containers", JSONB, nullable=False),
+        sa.Column("resources", JSONB, nullable=False),
+        sa.Column("created_at", TS, nullable=False),
+        sa.Column("last_observed_at", TS, nullable=False),
+        sa.Column("deleted_at", TS, nullable=True),
         sa.PrimaryKeyConstraint("uid"),
     )
     op.create_index(op.f("ix_pods_run_uid"), "pods", ["run_uid"], unique=False)
@@ -82,15 +73,15 @@ def upgrade() -> None:
         sa.Column("previous_uid", sa.String(length=64), nullable=True),
         sa.Column("phase", sa.String(length=16), nullable=False),
         sa.Column("resource_version", sa.BigInteger(), nullable=False),
-        sa.Column("conditions", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column("spec", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column("labels", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("first_observed_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("last_observed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("conditions", JSONB, nullable=False),
+        sa.Column("spec", JSONB, nullable=False),
+        sa.Column("labels", JSONB, nullable=False),
+        sa.Column("created_at", TS, nullable=False),
+        sa.Column("started_at", TS, nullable=True),
+        sa.Column("finished_at", TS, nullable=True),
+        sa.Column("deleted_at", TS, nullable=True),
+        sa.Column("first_observed_at", TS, nullable=False),
+        sa.Column("last_observed_at", TS, nullable=False),
         sa.PrimaryKeyConstraint("uid"),
     )
     op.create_index("ix_runs_created", "runs", ["created_at"], unique=False)
@@ -100,10 +91,10 @@ def upgrade() -> None:
         "timeline",
         sa.Column("id", sa.BigInteger(), autoincrement=True, nullable=False),
         sa.Column("run_uid", sa.String(length=64), nullable=False),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("at", TS, nullable=False),
         sa.Column("source", sa.String(length=16), nullable=False),
         sa.Column("summary", sa.Text(), nullable=False),
-        sa.Column("detail", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
+        sa.Column("detail", JSONB, nullable=False),
         sa.Column("dedup_key", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("dedup_key"),

@@ -1,20 +1,11 @@
-"""findings
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-23 07:07:11.524367
-"""
-
-from collections.abc import Sequence
+"""findings"""
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+from controller.store.migrations.shapes import JSONB, TS
 
 revision: str = "0002"
 down_revision: str | None = "0001"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
@@ -29,14 +20,14 @@ def upgrade() -> None:
         sa.Column("severity", sa.String(length=16), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("root_cause", sa.Text(), nullable=False),
-        sa.Column("evidence", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column("remediation", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
+        sa.Column("evidence", JSONB, nullable=False),
+        sa.Column("remediation", JSONB, nullable=False),
         sa.Column("doc_anchor", sa.Text(), nullable=False),
         sa.Column("revision", sa.Integer(), nullable=False),
         sa.Column("superseded_by", sa.String(length=32), nullable=True),
-        sa.Column("first_seen", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("last_seen", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("resolved_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("first_seen", TS, nullable=False),
+        sa.Column("last_seen", TS, nullable=False),
+        sa.Column("resolved_at", TS, nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_findings_ns_status", "findings", ["namespace", "status"], unique=False)

@@ -1,23 +1,11 @@
-"""notifications: subscriptions, the delivery outbox and its attempt log, notices, consumer state
-
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-23 07:35:00
-"""
-
-from collections.abc import Sequence
+"""notifications: subscriptions, the delivery outbox and its attempt log, notices, consumer state"""
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+from controller.store.migrations.shapes import JSONB, TS
 
 revision: str = "0003"
 down_revision: str | None = "0002"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
-
-JSONB = postgresql.JSONB(astext_type=sa.Text())
-TS = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:

@@ -5,22 +5,14 @@ audited retention purge (:func:`controller.store.auditchain.purge`): inside its 
 sets ``mpijc.audit_purge`` to ``on`` with ``set_config(..., true)`` (transaction-local), deletes
 the oldest records and appends a purge record stating what it removed, all in one commit.
 UPDATE stays refused even then. See ``docs/audit.md``.
-
-Revision ID: 0004
-Revises: 0003
-Create Date: 2026-11-23 07:35:00
 """
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+from controller.store.migrations.shapes import JSONB, TS
 
 revision: str = "0004"
 down_revision: str | None = "0003"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 APPEND_ONLY = """
 CREATE FUNCTION audit_records_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -41,8 +33,8 @@ def upgrade() -> None:
         "audit_records",
         sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
         sa.Column("event_id", sa.String(length=255), nullable=False),
-        sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("recorded_at", TS, nullable=False),
+        sa.Column("at", TS, nullable=False),
         sa.Column("namespace", sa.String(length=253), nullable=True),
         sa.Column("source", sa.String(length=16), nullable=False),
         sa.Column("verb", sa.String(length=16), nullable=False),
@@ -50,7 +42,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=253), nullable=True),
         sa.Column("object_uid", sa.String(length=64), nullable=True),
         sa.Column("username", sa.Text(), nullable=True),
-        sa.Column("record", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
+        sa.Column("record", JSONB, nullable=False),
         sa.Column("prev_hash", sa.String(length=64), nullable=False),
         sa.Column("hash", sa.String(length=64), nullable=False),
         sa.PrimaryKeyConstraint("seq"),
@@ -64,7 +56,7 @@ def upgrade() -> None:
         sa.Column("sink", sa.String(length=512), nullable=False),
         sa.Column("last_seq", sa.BigInteger(), nullable=False),
         sa.Column("exported", sa.BigInteger(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", TS, nullable=False),
         sa.PrimaryKeyConstraint("sink"),
     )
     op.execute(APPEND_ONLY)

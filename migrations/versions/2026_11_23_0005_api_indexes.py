@@ -5,20 +5,12 @@ Without them a label or a name that matches no run reads the whole table (≈125
 ``CONCURRENTLY`` would keep writes going on a large table, but Alembic runs in a
 transaction; at the sizes this store reaches (hundreds of thousands of runs) a plain build
 takes well under a second.
-
-Revision ID: 0005
-Revises: 0004
-Create Date: 2026-11-23 09:30:00
 """
-
-from collections.abc import Sequence
 
 from alembic import op
 
 revision: str = "0005"
 down_revision: str | None = "0004"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

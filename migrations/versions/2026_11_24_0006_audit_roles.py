@@ -18,39 +18,15 @@ In single-role mode (the runtime role is the role migrating, e.g. on a laptop) t
 nothing to grant or revoke; the function is still the purge path.
 
 Idempotent: safe to run again (``CREATE OR REPLACE``, ``IF NOT EXISTS``, repeated GRANTs).
-
-Revision ID: 0006
-Revises: 0005
-Create Date: 2026-11-24 00:00:00
 """
 
-import os
-import re
-from collections.abc import Sequence
-
-from alembic import context, op
+from alembic import op
+from controller.store.migrations.shapes import separate_role
 
 revision: str = "0006"
 down_revision: str | None = "0005"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 CHAIN_LOCK = 0x6D706A6361756474  # controller.store.auditchain.CHAIN_LOCK
-ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_$]{0,62}$")
-
-
-def runtime_role() -> str:
-    """The runtime role's name: set by :func:`controller.store.migrate.upgrade`, else the environment."""
-    role = (
-        context.config.get_main_option("mpijc_runtime_role")
-        or os.environ.get("MPIJC_DATABASE__RUNTIME_ROLE")
-        or "mpijc_runtime"
-    )
-    if not ROLE_NAME.match(role):
-        raise SystemExit(f"MPIJC_DATABASE__RUNTIME_ROLE: {role!r} is not a plain lower-case role name")
-    return role
-
-
 PURGE_FUNCTION = """
 CREATE OR REPLACE FUNCTION audit_purge(
     p_before timestamptz, p_upto bigint, p_recorded_at timestamptz, p_record jsonb, p_hash text
@@ -166,13 +142,10 @@ def grants(role: str, schema: str) -> list[str]:
 
 
 def upgrade() -> None:
-    bind = op.get_bind()
-    schema = bind.exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
-    current = bind.exec_driver_sql("SELECT current_user").scalar_one()
-    single_role = context.config.get_main_option("mpijc_single_role") == "true"
-    role = current if single_role else runtime_role()
+    schema = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
+    role = separate_role()
     op.execute(PURGE_FUNCTION.format(schema=schema, lock=CHAIN_LOCK))
-    if role == current:  # single-role mode: the owner is the runtime role; nothing to separate
+    if role is None:  # single-role mode: the owner is the runtime role; nothing to separate
         return
     op.execute(ENSURE_ROLE.format(role=role))
     op.execute(TAKE_OWNERSHIP.format(role=role))

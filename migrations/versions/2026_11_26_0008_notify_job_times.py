@@ -4,28 +4,21 @@ The notify consumer builds a finding's job context from what it last saw of the 
 (``notify_jobs``), which held no times, so every ``finding.*`` payload carried
 ``created_at: null``. The columns are nullable: rows of jobs seen before this migration have
 no times until their next observation.
-
-Revision ID: 0008
-Revises: 0007
-Create Date: 2026-11-26 01:00:00
 """
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from controller.store.migrations.shapes import TS
 
 revision: str = "0008"
 down_revision: str | None = "0007"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 _TIMES = ("created_at", "started_at", "finished_at")
 
 
 def upgrade() -> None:
     for column in _TIMES:
-        op.add_column("notify_jobs", sa.Column(column, sa.DateTime(timezone=True), nullable=True))
+        op.add_column("notify_jobs", sa.Column(column, TS, nullable=True))
 
 
 def downgrade() -> None:

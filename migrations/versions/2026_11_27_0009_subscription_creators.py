@@ -9,28 +9,20 @@ with the identity their token stood for: ``creator`` holds its uid, groups and e
 The column is nullable: subscriptions made before this migration have no recorded groups; they
 are re-checked by username alone until their creator next changes them (which records the
 identity again).
-
-Revision ID: 0009
-Revises: 0008
-Create Date: 2026-11-27 01:00:00
 """
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+from controller.store.migrations.shapes import JSONB
 
 revision: str = "0009"
 down_revision: str | None = "0008"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
     op.add_column(
         "subscriptions",
-        sa.Column("creator", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
+        sa.Column("creator", JSONB, nullable=True),
     )
 
 

@@ -15,39 +15,23 @@ of records. Now (``controller.store.corroboration``):
   ``caller``) are marked ``unjudged``: the watch history to judge them by is gone.
 
 Verdicts decided before this revision stay as they were (by name and verb).
-
-Revision ID: 0010
-Revises: 0009
-Create Date: 2026-11-27 12:00:00
 """
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects.postgresql import JSONB
+from controller.store.migrations.shapes import JSONB, TS, replace_check
 
 revision: str = "0010"
 down_revision: str | None = "0009"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
+_STATUS = "ck_admission_corroborations_status"
 _BEFORE = ("verified", "unmatched")
 _AFTER = ("verified", "contradicted", "unmatched", "unobservable", "unjudged")
 
 
-def _check(statuses: Sequence[str]) -> None:
-    op.drop_constraint("ck_admission_corroborations_status", "admission_corroborations", type_="check")
-    op.create_check_constraint(
-        "ck_admission_corroborations_status",
-        "admission_corroborations",
-        f"status IN ({', '.join(repr(s) for s in statuses)})",
-    )
-
-
 def upgrade() -> None:
     op.add_column("watch_changes", sa.Column("generation", sa.BigInteger, nullable=True))
-    op.add_column("watch_changes", sa.Column("created_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("watch_changes", sa.Column("created_at", TS, nullable=True))
     op.add_column("watch_changes", sa.Column("spec", JSONB, nullable=True))
     op.add_column("watch_changes", sa.Column("labels", JSONB, nullable=True))
     op.create_index("ix_watch_changes_uid", "watch_changes", ["uid", "observed_at"])
@@ -55,7 +39,7 @@ def upgrade() -> None:
     op.add_column("admission_corroborations", sa.Column("resource_version", sa.String(64), nullable=True))
     op.add_column("admission_corroborations", sa.Column("detail", sa.Text, nullable=True))
     op.create_index("uq_admission_corroborations_claim", "admission_corroborations", ["claim"], unique=True)
-    _check(_AFTER)
+    replace_check(_STATUS, "admission_corroborations", "status", _AFTER)
     op.execute(
         """
         INSERT INTO admission_corroborations (audit_seq, status, decided_at, detail)
@@ -69,7 +53,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute(f"DELETE FROM admission_corroborations WHERE status NOT IN {_BEFORE!r}")
-    _check(_BEFORE)
+    replace_check(_STATUS, "admission_corroborations", "status", _BEFORE)
     op.drop_index("uq_admission_corroborations_claim", table_name="admission_corroborations")
     for column in ("detail", "resource_version", "claim"):
         op.drop_column("admission_corroborations", column)

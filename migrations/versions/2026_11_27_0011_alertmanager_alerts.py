@@ -6,25 +6,14 @@ are re-sent every resend interval (so a restarted dispatcher or Alertmanager get
 again); a resolved row is deleted once every configured Alertmanager took it. ``change`` numbers
 every write from one sequence, taken under the notify consumer's advisory lock, so changes
 commit in ``change`` order and a pusher reads "what changed after N" without missing one.
-
-Other branches may add migrations numbered 0009 too; this one's slug is
-``alertmanager_alerts`` so it can be renumbered.
-
-Revision ID: 0011
-Revises: 0010
-Create Date: 2026-11-26 04:00:00
 """
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+from controller.store.migrations.shapes import JSONB, TS
 
 revision: str = "0011"
 down_revision: str | None = "0010"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 _NEXT = "nextval('notify_alerts_change')"
 
@@ -34,13 +23,13 @@ def upgrade() -> None:
     op.create_table(
         "notify_alerts",
         sa.Column("finding_id", sa.String(64), primary_key=True),
-        sa.Column("labels", postgresql.JSONB(), nullable=False),
-        sa.Column("annotations", postgresql.JSONB(), nullable=False),
+        sa.Column("labels", JSONB, nullable=False),
+        sa.Column("annotations", JSONB, nullable=False),
         sa.Column("generator_url", sa.Text(), nullable=False),
-        sa.Column("starts_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("ends_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("resolved_to", postgresql.JSONB(), server_default=sa.text("'[]'::jsonb"), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("starts_at", TS, nullable=False),
+        sa.Column("ends_at", TS, nullable=True),
+        sa.Column("resolved_to", JSONB, server_default=sa.text("'[]'::jsonb"), nullable=False),
+        sa.Column("updated_at", TS, nullable=False),
         sa.Column(
             "change",
             sa.BigInteger(),

@@ -5,24 +5,13 @@ The watcher publishes with every job observation its manifest as submitted (``ap
 secrets of recognisable shape redacted; cut to 64 KiB with a closing "truncated" line:
 ``watchers/manifests.py``). The Configuration tab shows it and Compare diffs it. Nullable: runs
 stored before, and observations of an older watcher, have none (the spec summary stays).
-
-Other branches may add migrations numbered 0016 too; this one's slug is ``run_manifests`` so it
-can be renumbered.
-
-Revision ID: 0016
-Revises: 0015
-Create Date: 2026-11-28 16:30:00
 """
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016"
 down_revision: str | None = "0015"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

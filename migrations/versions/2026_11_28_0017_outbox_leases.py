@@ -7,31 +7,21 @@ has a column of its own, ``leased_until``, that no index holds, and the outbox t
 row version on the same page, no index entry (``controller.store.outbox``). A lease taken
 before the upgrade stays in ``next_attempt_at`` and runs out as it did; the downgrade moves the
 leases still running back there.
-
-Other branches may add migrations numbered 0016 too; this one's slug is ``outbox_leases`` so it
-can be renumbered.
-
-Revision ID: 0017
-Revises: 0016
-Create Date: 2026-11-28 16:30:00
 """
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from controller.store.migrations.shapes import TS
 
 revision: str = "0017"
 down_revision: str | None = "0016"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 FILLFACTOR = 50
 """Per cent of each new page filled by inserts (existing pages keep theirs until rewritten)."""
 
 
 def upgrade() -> None:
-    op.add_column("deliveries", sa.Column("leased_until", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("deliveries", sa.Column("leased_until", TS, nullable=True))
     op.execute(f"ALTER TABLE deliveries SET (fillfactor = {FILLFACTOR})")
 
 

@@ -63,7 +63,7 @@ class RawClient:
 
     @classmethod
     async def open(cls, webhook: AdmissionWebhook, certificate: Certificate, tls: bool = True) -> RawClient:
-        context = ssl.create_default_context(cafile=str(certificate.cert)) if tls else None
+        context = certificate.trusted() if tls else None
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(
                 "127.0.0.1", webhook.port, ssl=context, server_hostname="localhost" if tls else None

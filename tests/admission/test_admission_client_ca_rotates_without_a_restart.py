@@ -14,7 +14,6 @@ from prometheus_client import CollectorRegistry
 from tests.admission.test_admission_webhook_records_who_changed_jobs import (
     Bus,
     allows,
-    trusting,
     webhook_settings,
 )
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review, make_certificate
@@ -25,7 +24,7 @@ from watchers.admission.webhook import AdmissionWebhook
 async def _allowed_as(hook: AdmissionWebhook, server: Certificate, client: Certificate) -> bool:
     """A review posted with ``client``'s certificate is answered and allowed (TransportError if the
     handshake refuses it)."""
-    context = trusting(server)
+    context = server.trusted()
     context.load_cert_chain(client.cert, client.key)
     body = admission_review("CREATE", a_mpijob())
     async with httpx.AsyncClient(verify=context) as http:

@@ -9,7 +9,6 @@ Kubernetes gateway (whose requests it records)."""
 from __future__ import annotations
 
 import contextlib
-import ssl
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from typing import Any
@@ -30,6 +29,7 @@ from tests.admission.test_admission_webhook_checks_quota import (
     resource_quota,
 )
 from tests.audit_helpers import T0, Certificate, admission_review
+from tests.clocks import ManualClock
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.quota import QuotaCheck, gateway_lookup
 from watchers.admission.webhook import AdmissionWebhook
@@ -37,20 +37,12 @@ from watchers.admission.webhook import AdmissionWebhook
 Obj = dict[str, Any]
 
 
-class Clock:
-    """Monotonic seconds that move only when told."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Hook:
     """A running webhook, its client, bus, metrics and the clock of its quota check."""
 
-    def __init__(self, webhook: AdmissionWebhook, client: httpx.AsyncClient, bus: Bus, clock: Clock) -> None:
+    def __init__(
+        self, webhook: AdmissionWebhook, client: httpx.AsyncClient, bus: Bus, clock: ManualClock
+    ) -> None:
         self.webhook, self.client, self.bus, self.clock = webhook, client, bus, clock
 
     async def post(self, body: Obj) -> httpx.Response:
@@ -79,7 +71,7 @@ async def running(certificate: Certificate, sim: SimCluster, **settings: Any) ->
         host="127.0.0.1", port=0, cert_file=certificate.cert, key_file=certificate.key, **settings
     )
     metrics = AdmissionMetrics(CollectorRegistry())
-    bus, clock = Bus(), Clock()
+    bus, clock = Bus(), ManualClock(1000.0)
     with KubeGateway.for_url(sim.url, retries=NO_RETRIES) as gateway:
         quota = QuotaCheck(
             gateway_lookup(gateway),
@@ -92,10 +84,7 @@ async def running(certificate: Certificate, sim: SimCluster, **settings: Any) ->
         )
         async with (
             AdmissionWebhook(admission, bus, metrics, clock=lambda: T0, quota=quota) as webhook,
-            httpx.AsyncClient(
-                base_url=f"https://localhost:{webhook.port}",
-                verify=ssl.create_default_context(cafile=str(certificate.cert)),
-            ) as client,
+            certificate.client(webhook.port) as client,
         ):
             yield Hook(webhook, client, bus, clock)
 

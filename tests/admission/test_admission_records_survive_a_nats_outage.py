@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import inspect
 import json
-import ssl
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -106,10 +105,7 @@ async def a_webhook(
     metrics = AdmissionMetrics(CollectorRegistry())
     async with (
         AdmissionWebhook(settings, bus, metrics, clock=lambda: T0, spool=spool) as hook,
-        httpx.AsyncClient(
-            base_url=f"https://localhost:{hook.port}",
-            verify=ssl.create_default_context(cafile=str(certificate.cert)),
-        ) as client,
+        certificate.client(hook.port) as client,
     ):
         yield hook, client
 

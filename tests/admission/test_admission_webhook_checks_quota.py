@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import copy
 import socket
-import ssl
 from collections.abc import AsyncIterator, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
@@ -135,10 +134,7 @@ async def running(certificate: Certificate, api_url: str, **settings: Any) -> As
         quota = QuotaCheck.from_settings(admission, gateway_lookup(gateway), metrics)
         async with (
             AdmissionWebhook(admission, bus, metrics, clock=lambda: T0, quota=quota) as webhook,
-            httpx.AsyncClient(
-                base_url=f"https://localhost:{webhook.port}",
-                verify=ssl.create_default_context(cafile=str(certificate.cert)),
-            ) as client,
+            certificate.client(webhook.port) as client,
         ):
             yield Hook(webhook, client, bus)
 

@@ -73,15 +73,9 @@ async def webhook(certificate: Certificate, bus: Bus) -> AsyncIterator[Admission
         yield hook
 
 
-def trusting(certificate: Certificate) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(certificate.cert))
-
-
 @pytest.fixture
 async def client(webhook: AdmissionWebhook, certificate: Certificate) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=f"https://localhost:{webhook.port}", verify=trusting(certificate)
-    ) as c:
+    async with certificate.client(webhook.port) as c:
         yield c
 
 
@@ -332,7 +326,7 @@ async def test_a_renewed_certificate_is_served_without_a_restart(
     renewed = make_certificate(tmp_path / "renewed", name="renewed")
     certificate.key.write_bytes(renewed.key.read_bytes())
     certificate.cert.write_bytes(renewed.cert.read_bytes())
-    context = trusting(renewed)
+    context = renewed.trusted()
     for _ in range(200):
         try:
             _, writer = await asyncio.open_connection(
@@ -353,7 +347,7 @@ async def test_with_a_client_ca_only_the_api_server_gets_in(
     (tmp_path / "apiserver").mkdir()
     apiserver = make_certificate(tmp_path / "apiserver", name="kube-apiserver")
     settings = webhook_settings(certificate).model_copy(update={"client_ca_file": apiserver.cert})
-    with_cert = trusting(certificate)
+    with_cert = certificate.trusted()
     with_cert.load_cert_chain(apiserver.cert, apiserver.key)
     body = admission_review("CREATE", a_mpijob())
     async with AdmissionWebhook(
@@ -362,7 +356,7 @@ async def test_with_a_client_ca_only_the_api_server_gets_in(
         url = f"https://localhost:{hook.port}/validate"
         async with httpx.AsyncClient(verify=with_cert) as client:
             assert allows(await client.post(url, json=body), body)
-        async with httpx.AsyncClient(verify=trusting(certificate)) as client:
+        async with httpx.AsyncClient(verify=certificate.trusted()) as client:
             with pytest.raises(httpx.HTTPError):
                 await client.post(url, json=admission_review("DELETE", a_mpijob()))
     assert [(r.verb, r.caller) for r in bus.records] == [("create", "mtls")]
@@ -377,7 +371,7 @@ async def test_records_reach_the_audit_stream(
     metrics = AdmissionMetrics(CollectorRegistry())
     async with (
         AdmissionWebhook(webhook_settings(certificate), publish, metrics, clock=lambda: T0) as hook,
-        httpx.AsyncClient(base_url=f"https://127.0.0.1:{hook.port}", verify=trusting(certificate)) as client,
+        httpx.AsyncClient(base_url=f"https://127.0.0.1:{hook.port}", verify=certificate.trusted()) as client,
     ):
         body = admission_review("DELETE", trainjob("bert", "team-b"), user="pipeline")
         assert allows(await post(client, body), body)

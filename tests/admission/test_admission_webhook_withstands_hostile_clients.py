@@ -160,7 +160,7 @@ async def twelve_stalled_uploads(
     try:
         await asyncio.sleep(0.3)  # all twelve are mid-upload
         loop = asyncio.get_running_loop()
-        context = ssl.create_default_context(cafile=str(certificate.cert))
+        context = certificate.trusted()
         async with httpx.AsyncClient(base_url=f"https://localhost:{webhook.port}", verify=context) as client:
             for _ in range(3):
                 body = admission_review("CREATE", a_mpijob())
@@ -204,10 +204,7 @@ async def test_deep_nesting_is_refused_before_it_is_parsed(
     default_webhook: AdmissionWebhook, certificate: Certificate, bus: Bus, content: bytes
 ) -> None:
     """100,000 levels are 100,000 items: over the item budget, refused by counting bytes."""
-    async with httpx.AsyncClient(
-        base_url=f"https://localhost:{default_webhook.port}",
-        verify=ssl.create_default_context(cafile=str(certificate.cert)),
-    ) as client:
+    async with certificate.client(default_webhook.port) as client:
         response = await client.post(
             "/validate", content=content, headers={"content-type": "application/json"}
         )
@@ -232,10 +229,7 @@ async def test_deep_nesting_within_the_item_budget_gets_a_400_not_a_recursion_er
     for _ in range(depth):
         deep = {"k": deep}
     body["request"]["object"]["spec"] = deep
-    async with httpx.AsyncClient(
-        base_url=f"https://localhost:{default_webhook.port}",
-        verify=ssl.create_default_context(cafile=str(certificate.cert)),
-    ) as client:
+    async with certificate.client(default_webhook.port) as client:
         content = json.dumps(body).encode() if depth < 900 else _deep_json(body, depth)
         response = await client.post(
             "/validate", content=content, headers={"content-type": "application/json"}
@@ -269,7 +263,7 @@ def test_brackets_inside_strings_are_text() -> None:
 async def test_every_malformed_body_gets_a_json_400(
     webhook: AdmissionWebhook, certificate: Certificate, content: bytes
 ) -> None:
-    context = ssl.create_default_context(cafile=str(certificate.cert))
+    context = certificate.trusted()
     async with httpx.AsyncClient(base_url=f"https://localhost:{webhook.port}", verify=context) as client:
         response = await client.post(
             "/validate", content=content, headers={"content-type": "application/json"}

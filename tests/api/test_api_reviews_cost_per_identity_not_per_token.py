@@ -26,6 +26,7 @@ from controller.kube.reviews import LISTED, KubeAccessReviewer
 from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import T0, bearer, insert_runs, run_row
+from tests.clocks import ManualClock
 
 NAMESPACES = [f"ns-{i:02}" for i in range(12)]
 SERVICE_ACCOUNT = "system:serviceaccount:ml:trainer"
@@ -36,14 +37,6 @@ ONE_IDENTITY = KINDS + 1 + 2 + KINDS * (len(NAMESPACES) - 2)
 """SubjectAccessReviews of one cold list: cluster-wide (every kind denied), ns-00 (allowed by
 MPIJobs, the first: one), ns-01 (allowed by TrainJobs, the second: two), ten denied namespaces
 (every kind each)."""
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def minted(n: int) -> dict[str, Any]:
@@ -65,12 +58,12 @@ def reviews(sim: SimCluster, plural: str) -> int:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-def reviewer(sim: SimCluster, clock: Clock) -> Iterator[CachedAccess]:
+def reviewer(sim: SimCluster, clock: ManualClock) -> Iterator[CachedAccess]:
     sim.set_access({token: minted(n) for n, token in enumerate(TOKENS)}, GRANTS)
     with KubeGateway.for_url(sim.url) as gateway:
         yield CachedAccess(KubeAccessReviewer(gateway), ttl_s=30, clock=clock, denied_ttl_s=60)
@@ -127,7 +120,7 @@ async def test_every_token_of_the_account_is_one_principal(reviewer: CachedAcces
 
 
 async def test_a_revoked_grant_stops_working_after_the_allowed_ttl_a_new_one_after_the_denied_ttl(
-    api: httpx.AsyncClient, sim: SimCluster, clock: Clock
+    api: httpx.AsyncClient, sim: SimCluster, clock: ManualClock
 ) -> None:
     async def status(namespace: str, token: str) -> int:
         answer = await api.get(f"/api/v1/runs?namespace={namespace}", headers=bearer(token))

@@ -5,16 +5,14 @@ in the history after the pods are gone."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import httpx
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.cli.rendering import comparison_table
-from controller.contract.events import JobRef, PodUsage, UsageObserved
-from controller.store.history import apply_events
 from controller.store.models import PodRow
-from tests.api_fixtures import ADMIN, T0, job_story, store
+from tests.api_fixtures import ADMIN, T0, job_story, store, store_worker_usage
 
 GIB = 2**30
 
@@ -23,29 +21,19 @@ async def _read(
     engine: AsyncEngine, run: str, peaks_gib: dict[int, float], limit_gib: float, final: bool
 ) -> None:
     """Figures for the workers of ``run`` (by index), as the watcher publishes them."""
-    async with engine.begin() as conn:
-        pods = [
-            p for p in (await conn.execute(select(PodRow).where(PodRow.run_uid == run))) if p.role == "worker"
-        ]
-        when = T0 + timedelta(minutes=10)
-        figures = tuple(
-            PodUsage(
-                uid=p.uid,
-                name=p.name,
-                role="worker",
-                index=p.index,
-                since=T0,
-                until=when,
-                final=final,
-                memory_max_bytes=peaks_gib[p.index] * GIB,
-                memory_limit_bytes=limit_gib * GIB,
-                memory_curve=((when, peaks_gib[p.index] * GIB),),
-            )
-            for p in pods
-        )
-        ref = JobRef(uid=run, kind="MPIJob", namespace="team-a", name="train")
-        reading = UsageObserved(job=ref, uid=run, resource_version="1", pods=figures, observed_at=when)
-        await apply_events(conn, [reading])
+    when = T0 + timedelta(minutes=10)
+
+    def figures(pod: PodRow) -> dict[str, Any]:
+        return {
+            "since": T0,
+            "until": when,
+            "final": final,
+            "memory_max_bytes": peaks_gib[pod.index] * GIB,
+            "memory_limit_bytes": limit_gib * GIB,
+            "memory_curve": ((when, peaks_gib[pod.index] * GIB),),
+        }
+
+    await store_worker_usage(engine, run, "train", when, figures)
 
 
 async def test_compare_and_trends_tell_what_each_attempt_used(

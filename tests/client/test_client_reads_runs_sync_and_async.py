@@ -19,7 +19,6 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.logs import RunLogs
-from controller.bus.logstore import publish_batches
 from controller.client import (
     AsyncClient,
     Client,
@@ -251,7 +250,7 @@ async def _follow_across_restart(
     await until(lambda: len(texts) == 6, GUARD_S, lambda: str(texts))
     await api.stop()  # the API goes away while the job logs on
     later = log_batch(uid, "llm-worker-0", "worker", [(4.0, None, "step 3"), (5.0, None, "step 4")])
-    await publish_batches(stage.js, stage.topology, [later], stage.settings.nats.publish_retry_s)
+    await stage.publish_logs([later])
     await until(lambda: any("reconnecting" in n for n in notices), GUARD_S, lambda: str(notices))
     await api.start()  # on the same port, as a restarted pod behind its Service
     await asyncio.wait_for(done.wait(), GUARD_S)

@@ -27,22 +27,7 @@ async def test_pytorchjob_worker_oom_lands_in_history_naming_the_replica(end_to_
         pods = [k.replica_pod(job, "Master", 0, node="gpu-0")] + [
             k.replica_pod(job, "Worker", i, node=f"gpu-{i + 1}") for i in range(2)
         ]
-        for pod in pods:
-            end_to_end.sim.create(pod)
-        end_to_end.sim.update(
-            k.with_conditions(
-                end_to_end.sim.get(job), ("Running", "PyTorchJobRunning", "2026-11-20T10:01:00Z")
-            )
-        )
-        for pod in pods:
-            end_to_end.sim.update(
-                k.with_container_state(
-                    end_to_end.sim.get(pod),
-                    {"running": {"startedAt": "2026-11-20T10:01:00Z"}},
-                    phase="Running",
-                    ready=True,
-                )
-            )
+        end_to_end.pods_started(job, pods, "PyTorchJobRunning")
         end_to_end.sim.update(k.oom_killed(end_to_end.sim.get(pods[2]), "2026-11-20T10:09:00Z"))  # Worker-1
         end_to_end.sim.update(
             k.with_conditions(end_to_end.sim.get(job), ("Failed", "PyTorchJobFailed", "2026-11-20T10:09:30Z"))

@@ -15,6 +15,7 @@ from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
 from controller.metrics import PipelineMetrics
 from controller.testing.simcluster import SimCluster
+from tests.clocks import ManualClock
 
 ALICE = {
     "username": "alice",
@@ -22,14 +23,6 @@ ALICE = {
     "groups": ["team-a", "system:authenticated"],
     "extra": {"scopes": ["x"]},
 }
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -74,7 +67,7 @@ async def test_subject_access_review_decides_per_namespace(
 
 
 async def test_answers_are_reused_until_the_ttl_passes(reviewer: KubeAccessReviewer, sim: SimCluster) -> None:
-    clock = Clock()
+    clock = ManualClock()
     cached = CachedAccess(reviewer, ttl_s=30, clock=clock)
     alice = await cached.review_token("alice-token")
     assert alice is not None

@@ -15,7 +15,6 @@ import pytest
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import RunLogs
-from controller.bus.logstore import publish_batches
 from controller.contract.subjects import Topology
 from controller.kube.gateway import KubeGateway
 from controller.kube.reviews import KubeAccessReviewer
@@ -24,7 +23,7 @@ from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import ADMIN, USERS, bearer
 from tests.conftest import Stage
 from tests.live_events import read_events, serving
-from tests.log_fixtures import BASE, S, log_batch, run_with_logs
+from tests.log_fixtures import BASE, S, in_process, log_batch, logs_api, run_with_logs
 
 
 @pytest.fixture
@@ -34,14 +33,7 @@ async def run_uid(stage: Stage) -> str:
 
 @pytest.fixture
 async def client(stage: Stage) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(
-        stage.engine,
-        PipelineMetrics(),
-        StaticAccess(USERS),
-        metrics_ttl_s=0,
-        run_logs=RunLogs(stage.js, stage.topology),
-    )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
+    async with in_process(logs_api(stage)) as http:
         yield http
 
 
@@ -148,12 +140,7 @@ async def test_follow_streams_new_lines_as_server_sent_events(stage: Stage, run_
             read_events(url, ADMIN, lambda e: "step 9" in e.data["text"], params=params)
         )
         await asyncio.sleep(0.5)
-        await publish_batches(
-            stage.js,
-            stage.topology,
-            [log_batch(run_uid, "llm-launcher", "launcher", later)],
-            stage.settings.nats.publish_retry_s,
-        )
+        await stage.publish_logs([log_batch(run_uid, "llm-launcher", "launcher", later)])
         events = await reading
     assert [(e.event, e.data["rank"], e.data["text"]) for e in events] == [
         ("line", 1, "[1,1]<stdout>:step 2 NCCL WARN retry"),
@@ -167,12 +154,7 @@ async def test_a_follow_resumes_after_the_last_line_received(stage: Stage, run_u
         params = {"follow": "true", "since": datetime.fromtimestamp(BASE / S + 2.5, UTC).isoformat()}
         (first,) = await read_events(url, ADMIN, lambda e: True, params=params)
         later = [(9.0, 3, "[1,3]<stdout>:step 9 loss 1.0"), (9.5, 3, "[1,3]<stdout>:step 10 loss 0.9")]
-        await publish_batches(
-            stage.js,
-            stage.topology,
-            [log_batch(run_uid, "llm-launcher", "launcher", later)],
-            stage.settings.nats.publish_retry_s,
-        )
+        await stage.publish_logs([log_batch(run_uid, "llm-launcher", "launcher", later)])
         resumed = await read_events(
             url, {**ADMIN, "Last-Event-ID": first.id}, lambda e: "step 10" in e.data["text"], params=params
         )
@@ -197,6 +179,19 @@ ESCAPED = [
 """Lines JSON escapes (quotes, backslashes) or stores as Unicode, as a launcher prints them."""
 
 
+@pytest.fixture
+async def escaped(stage: Stage, run_uid: str) -> str:
+    """``run_uid``, its launcher having printed ``ESCAPED`` too."""
+    await stage.publish_logs([log_batch(run_uid, "llm-launcher", "launcher", ESCAPED)])
+    return run_uid
+
+
+async def found(client: httpx.AsyncClient, uid: str, **params: str) -> list[str]:
+    """The texts of the lines of run ``uid`` a search with ``params`` finds."""
+    answer = await client.get(f"/api/v1/runs/{uid}/logs", headers=ADMIN, params=params)
+    return [x["text"] for x in answer.json()["items"]]
+
+
 @pytest.mark.parametrize(
     ("q", "expected"),
     [
@@ -208,21 +203,9 @@ ESCAPED = [
     ids=["quotes", "ascii-keyword-in-unicode-line", "unicode-keyword", "backslash"],
 )
 async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
-    client: httpx.AsyncClient,
-    stage: Stage,
-    run_uid: str,
-    q: str,
-    expected: list[str],
+    client: httpx.AsyncClient, escaped: str, q: str, expected: list[str]
 ) -> None:
-    lines = ESCAPED
-    await publish_batches(
-        stage.js,
-        stage.topology,
-        [log_batch(run_uid, "llm-launcher", "launcher", lines)],
-        stage.settings.nats.publish_retry_s,
-    )
-    answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q})
-    assert [x["text"] for x in answer.json()["items"]] == expected
+    assert await found(client, escaped, q=q) == expected
 
 
 @pytest.mark.parametrize(
@@ -236,24 +219,13 @@ async def test_keywords_that_json_escapes_or_unicode_lines_are_found(
     ids=["quotes", "backslash", "unicode", "the-cap-note"],
 )
 async def test_expressions_find_what_json_escapes_and_the_cap_note(
-    client: httpx.AsyncClient,
-    stage: Stage,
-    run_uid: str,
-    q: str,
-    expected: list[str],
+    client: httpx.AsyncClient, stage: Stage, escaped: str, q: str, expected: list[str]
 ) -> None:
-    lines = ESCAPED
-    capped = log_batch(run_uid, "llm-worker-0", "worker", [(9.8, None, "not stored")]).model_copy(
+    capped = log_batch(escaped, "llm-worker-0", "worker", [(9.8, None, "not stored")]).model_copy(
         update={"lines": (), "note": "log cap of 2000 bytes reached for this run: no more kept"}
     )
-    await publish_batches(
-        stage.js,
-        stage.topology,
-        [log_batch(run_uid, "llm-launcher", "launcher", lines), capped],
-        stage.settings.nats.publish_retry_s,
-    )
-    answer = await client.get(f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": q, "regex": "true"})
-    assert [x["text"] for x in answer.json()["items"]] == expected
+    await stage.publish_logs([capped])
+    assert await found(client, escaped, q=q, regex="true") == expected
 
 
 async def test_in_kubernetes_mode_reading_logs_needs_get_pods_log_there(

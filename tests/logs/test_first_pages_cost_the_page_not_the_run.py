@@ -9,16 +9,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-import httpx
-
-from controller.api.access import StaticAccess
-from controller.api.app import create_app
-from controller.api.logs import RunLogs, Searching, SearchLimits
-from controller.bus.logstore import publish_batches
-from controller.metrics import PipelineMetrics
-from tests.api_fixtures import ADMIN, T0, USERS, insert_runs, run_row
+from controller.api.logs import Searching, SearchLimits
+from tests.api_fixtures import ADMIN, T0, insert_runs, run_row
 from tests.conftest import Stage
-from tests.log_fixtures import log_batch
+from tests.log_fixtures import in_process, log_batch, logs_api
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -60,7 +54,7 @@ async def long_run(stage: Stage, late: bool) -> str:
         batches.append(
             log_batch(uid, "llm-launcher", "launcher", [(-1 + 0.1 * i, None, f"late {i}") for i in range(3)])
         )
-    await publish_batches(stage.js, stage.topology, batches, stage.settings.nats.publish_retry_s)
+    await stage.publish_logs(batches)
     return uid
 
 
@@ -69,18 +63,8 @@ def in_time_order() -> list[str]:
     return [f"w{p} r{r} l{i}" for r in range(ROUNDS) for i in range(LINES) for p in range(PODS)]
 
 
-def client_of(app: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
-
-
 def app_of(stage: Stage, searching: Searching) -> Any:
-    app = create_app(
-        stage.engine,
-        PipelineMetrics(),
-        StaticAccess(USERS),
-        metrics_ttl_s=0,
-        run_logs=RunLogs(stage.js, stage.topology),
-    )
+    app = logs_api(stage)
     app.state.log_search = searching
     return app
 
@@ -88,7 +72,7 @@ def app_of(stage: Stage, searching: Searching) -> Any:
 async def test_a_first_page_reads_about_a_batch_per_container_not_the_run(stage: Stage) -> None:
     uid = await long_run(stage, late=False)
     searching = Counted(SearchLimits(budget_s=60.0))
-    async with client_of(app_of(stage, searching)) as http:
+    async with in_process(app_of(stage, searching)) as http:
         page = (await http.get(f"/api/v1/runs/{uid}/logs", headers=ADMIN, params={"limit": "5"})).json()
     assert page["partial"] is False
     assert [item["text"] for item in page["items"]] == in_time_order()[:5]
@@ -102,7 +86,7 @@ async def test_old_lines_stored_late_still_open_the_page_and_every_page_walks_ea
     uid = await long_run(stage, late=True)
     searching = Counted(SearchLimits(budget_s=60.0))
     walked: list[str] = []
-    async with client_of(app_of(stage, searching)) as http:
+    async with in_process(app_of(stage, searching)) as http:
         cursor = None
         for _ in range(100):
             params = {"limit": "7"} | ({"cursor": cursor} if cursor else {})

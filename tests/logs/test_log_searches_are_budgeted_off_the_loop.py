@@ -15,18 +15,15 @@ import httpx
 import pytest
 import uvicorn
 
-from controller.api.access import StaticAccess
-from controller.api.app import create_app, metrics_app
-from controller.api.logs import RunLogs, Searching, SearchLimits
+from controller.api.app import metrics_app
+from controller.api.logs import Searching, SearchLimits
 from controller.api.server import serve_in_thread, server_config
-from controller.bus.logstore import publish_batches
 from controller.contract.settings import ApiSettings
-from controller.metrics import PipelineMetrics
 from controller.testing.ports import free_port
 from controller.testing.waits import until
-from tests.api_fixtures import ADMIN, T0, USERS, insert_runs, run_row
+from tests.api_fixtures import ADMIN, T0, insert_runs, run_row
 from tests.conftest import Stage
-from tests.log_fixtures import log_batch
+from tests.log_fixtures import in_process, log_batch, logs_api
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,7 +51,7 @@ async def long_a_run(stage: Stage) -> str:
                 (round_ + 0.1 * i + 0.01 * p, None, f"step {round_}.{i} " + "a" * 2000) for i in range(8)
             ]
             batches.append(log_batch(uid, pod, role, lines))
-    await publish_batches(stage.js, stage.topology, batches, stage.settings.nats.publish_retry_s)
+    await stage.publish_logs(batches)
     return uid
 
 
@@ -63,26 +60,11 @@ async def run_uid(stage: Stage) -> str:
     return await long_a_run(stage)
 
 
-def client_of(app: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
-
-
-def api(stage: Stage, search: SearchLimits) -> Any:
-    return create_app(
-        stage.engine,
-        PipelineMetrics(),
-        StaticAccess(USERS),
-        metrics_ttl_s=0,
-        run_logs=RunLogs(stage.js, stage.topology),
-        search=search,
-    )
-
-
 @pytest.mark.parametrize("expression", [HOSTILE, "(a?){400}a{400}c"], ids=["issue", "2005"])
 async def test_an_expression_over_the_program_bound_is_400_naming_it(
     stage: Stage, run_uid: str, expression: str
 ) -> None:
-    async with client_of(api(stage, SearchLimits(max_program=1000))) as http:
+    async with in_process(logs_api(stage, SearchLimits(max_program=1000))) as http:
         answer = await http.get(
             f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": expression, "regex": "true"}
         )
@@ -95,7 +77,7 @@ async def test_an_expression_over_the_program_bound_is_400_naming_it(
 
 @pytest.mark.parametrize("expression", ["NCCL|CUDA", r"rank \d+ .*timeout", r"step 1\.\d", COSTLY])
 async def test_ordinary_expressions_are_searched(stage: Stage, run_uid: str, expression: str) -> None:
-    async with client_of(api(stage, SearchLimits())) as http:
+    async with in_process(logs_api(stage, SearchLimits())) as http:
         answer = await http.get(
             f"/api/v1/runs/{run_uid}/logs", headers=ADMIN, params={"q": expression, "regex": "true"}
         )
@@ -115,7 +97,7 @@ async def test_a_read_over_its_budget_is_partial_and_its_cursor_walks_the_rest_o
 ) -> None:
     params = {"limit": str(limit)} | ({} if q is None else {"q": q, "regex": str(q.startswith("step ["))})
     url = f"/api/v1/runs/{run_uid}/logs"
-    async with client_of(api(stage, SearchLimits(budget_s=60.0))) as http:
+    async with in_process(logs_api(stage, SearchLimits(budget_s=60.0))) as http:
         whole: list[tuple[str, str, str]] = []
         cursor = None
         for _ in range(100):
@@ -126,7 +108,7 @@ async def test_a_read_over_its_budget_is_partial_and_its_cursor_walks_the_rest_o
             whole += seen(page)
             if (cursor := page["next_cursor"]) is None:
                 break
-    async with client_of(api(stage, SearchLimits(budget_s=1e-9))) as http:  # a batch a read
+    async with in_process(logs_api(stage, SearchLimits(budget_s=1e-9))) as http:  # a batch a read
         first = (await http.get(url, headers=ADMIN, params=params)).json()
         assert first["partial"] is True and first["scanned_until"] is not None
         assert first["next_cursor"] is not None
@@ -168,10 +150,10 @@ class Held(Searching):
 async def test_health_and_another_request_are_answered_while_searches_hold_every_search_thread(
     stage: Stage, run_uid: str
 ) -> None:
-    app = api(stage, SearchLimits(threads=2, budget_s=60.0))
+    app = logs_api(stage, SearchLimits(threads=2, budget_s=60.0))
     held = app.state.log_search = Held(app.state.log_search.limits)
     url = f"/api/v1/runs/{run_uid}/logs"
-    async with client_of(app) as http:
+    async with in_process(app) as http:
         searches = [
             asyncio.create_task(http.get(url, headers=ADMIN, params={"q": COSTLY, "regex": "true"}))
             for _ in range(4)
@@ -191,7 +173,7 @@ async def test_health_and_another_request_are_answered_while_searches_hold_every
 
 @pytest.fixture
 async def metrics_port(stage: Stage) -> AsyncIterator[str]:
-    app = metrics_app(api(stage, SearchLimits()), asyncio.get_running_loop())
+    app = metrics_app(logs_api(stage, SearchLimits()), asyncio.get_running_loop())
     port = free_port()
     server = uvicorn.Server(server_config(app, ApiSettings(shutdown_grace_s=0.1), port, capped=False))
     task = asyncio.create_task(serve_in_thread(server, "metrics-port"))

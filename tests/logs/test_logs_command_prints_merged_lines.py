@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from controller.api.logs import RunLogs
-from controller.bus.logstore import publish_batches
 from controller.cli import commands
 from controller.cli.exits import Exit
 from controller.cli.logs import print_logs
@@ -65,7 +64,7 @@ async def test_follow_prints_new_lines_once(stage: Stage, token_file: Path) -> N
         later = log_batch(
             uid, "llm-worker-0", "worker", [(3.0, None, "orted started"), (4.0, None, "step 3")]
         )
-        await publish_batches(stage.js, stage.topology, [later], stage.settings.nats.publish_retry_s)
+        await stage.publish_logs([later])
         await until(lambda: "step 3" in out.getvalue(), GUARD_S, out.getvalue)
         task.cancel()
     lines = out.getvalue().splitlines()
@@ -98,7 +97,7 @@ async def test_follow_resumes_after_an_api_restart(stage: Stage, token_file: Pat
         await until(lambda: len(out.getvalue().splitlines()) == 6, GUARD_S, out.getvalue)
         await api.stop()  # the API goes away while the job logs on
         later = log_batch(uid, "llm-worker-0", "worker", [(4.0, None, "step 3"), (5.0, None, "step 4")])
-        await publish_batches(stage.js, stage.topology, [later], stage.settings.nats.publish_retry_s)
+        await stage.publish_logs([later])
         await until(lambda: "reconnecting" in err.getvalue(), GUARD_S, err.getvalue)
         await api.start()  # on the same port, as a restarted pod behind its Service
         await until(lambda: "step 4" in out.getvalue(), GUARD_S, out.getvalue)

@@ -30,6 +30,7 @@ from controller.testing.notify import job, settled_log, subscribe, with_notify
 from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from tests.api_fixtures import USERS, bearer
+from tests.clocks import ManualClock
 from tests.notify.test_outbox_parks_deliveries_behind_pending_ones import claimable, row
 from tests.notify_fixtures import Notifying
 
@@ -40,21 +41,13 @@ OPS_GRANT = ("group:sre", "mpijobs", "*", "list,create,update")
 ALICE_GRANT = ("group:team-a", "mpijobs", "team-a", "list,create")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def reviewer(sim: SimCluster, clock: Clock) -> Iterator[CachedAccess]:
+def reviewer(sim: SimCluster, clock: ManualClock) -> Iterator[CachedAccess]:
     sim.set_access(TOKENS, [OPS_GRANT, ALICE_GRANT])
     with KubeGateway.for_url(sim.url) as gateway:
         yield CachedAccess(KubeAccessReviewer(gateway), ttl_s=30, clock=clock, denied_ttl_s=60)
@@ -81,7 +74,7 @@ async def test_revoked_creator_s_subscription_is_suspended_and_resumes_when_acce
     notifying: Notifying,
     sim: SimCluster,
     reviewer: CachedAccess,
-    clock: Clock,
+    clock: ManualClock,
 ) -> None:
     with_notify(notifying.settings)
     app, metrics_port = apps(notifying.settings, notifying.engine, notifying.metrics, reviewer)
@@ -149,7 +142,7 @@ async def test_the_review_of_a_creator_is_not_guessed_while_the_api_server_is_do
     metrics: PipelineMetrics,
     sim: SimCluster,
     reviewer: CachedAccess,
-    clock: Clock,
+    clock: ManualClock,
 ) -> None:
     """An outage of the API server must not silence every subscription: nothing changes."""
     with_notify(settings)

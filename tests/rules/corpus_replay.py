@@ -230,10 +230,17 @@ def run(entry: Entry, *, succeed: bool = False) -> ReplayOutcome:
 
 
 def replayed(
-    text: str, expect: RuleId | None, *, stack: str, where: str = "log", reason: str | None = None
+    text: str,
+    expect: RuleId | None,
+    *,
+    stack: str,
+    where: str = "log",
+    reason: str | None = None,
+    succeed: bool = False,
 ) -> ReplayOutcome:
     """:func:`run` on ``text`` written as one entry of the corpus (a unit test's own wording)."""
-    return run(Entry(id="t", file="t", stack=stack, where=where, reason=reason, expect=expect, text=text))
+    entry = Entry(id="t", file="t", stack=stack, where=where, reason=reason, expect=expect, text=text)
+    return run(entry, succeed=succeed)
 
 
 def rules_fired(
@@ -249,6 +256,22 @@ def root_cause_of(
     """The root cause of the ``expect`` finding ``text`` fires."""
     firing = replayed(text, expect, stack=stack, where=where, reason=reason).firing
     return next(f.root_cause for f in firing if f.rule == expect)
+
+
+def fires_alone(
+    text: str, rule: RuleId, *, stack: str = "other", where: str = "log", reason: str | None = None
+) -> Finding:
+    """The ``rule`` finding ``text`` fires, asserting it fires no other rule (the catch-all aside)."""
+    outcome = replayed(text, rule, stack=stack, where=where, reason=reason)
+    assert outcome.rules - {"failed"} == {rule}, outcome.rules
+    (finding,) = [f for f in outcome.firing if f.rule == rule]
+    return finding
+
+
+def stays_quiet(text: str, *, stack: str = "other") -> None:
+    """``text`` fires nothing in a run that succeeds, and only the catch-all in one that fails."""
+    assert replayed(text, None, stack=stack, succeed=True).rules == set()
+    assert replayed(text, None, stack=stack).rules <= {"failed"}
 
 
 def live_events_for(entry: Entry, *, succeed: bool = False, end: bool = True) -> list[BusEvent]:

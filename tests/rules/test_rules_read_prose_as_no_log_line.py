@@ -15,28 +15,8 @@ from __future__ import annotations
 import pytest
 
 from consumers.rules.tails import bounded, prose
-from controller.contract.findings import Finding, RuleId
-from tests.rules.corpus_replay import Entry, run
-
-
-def _entry(
-    text: str, *, stack: str = "other", expect: RuleId | None = None, where: str = "log", reason: str = ""
-) -> Entry:
-    return Entry(id="t", file="t", stack=stack, where=where, reason=reason or None, expect=expect, text=text)
-
-
-def _fires(text: str, rule: RuleId, *, stack: str = "other", where: str = "log", reason: str = "") -> Finding:
-    outcome = run(_entry(text, stack=stack, expect=rule, where=where, reason=reason))
-    assert outcome.rules - {"failed"} == {rule}, outcome.rules
-    (finding,) = [f for f in outcome.firing if f.rule == rule]
-    return finding
-
-
-def _quiet(text: str, *, stack: str = "other") -> None:
-    entry = _entry(text, stack=stack)
-    assert run(entry, succeed=True).rules == set()
-    assert run(entry).rules <= {"failed"}
-
+from controller.contract.findings import RuleId
+from tests.rules.corpus_replay import fires_alone, replayed, stays_quiet
 
 # (text, the stack whose replay carries it), one or more per rule that reads texts
 PROSE = {
@@ -102,7 +82,7 @@ PROSE = {
 @pytest.mark.parametrize("case", PROSE.values(), ids=PROSE.keys())
 def test_prose_that_names_a_failure_fires_nothing(case: tuple[str, str]) -> None:
     text, stack = case
-    _quiet(text, stack=stack)
+    stays_quiet(text, stack=stack)
 
 
 # the same words, printed by a program
@@ -120,7 +100,7 @@ PRINTED = {
 @pytest.mark.parametrize("case", PRINTED.values(), ids=PRINTED.keys())
 def test_the_same_words_printed_by_a_program_still_fire(case: tuple[str, RuleId]) -> None:
     text, rule = case
-    _fires(text, rule)
+    fires_alone(text, rule)
 
 
 def test_a_programs_help_text_or_a_ranks_tagged_line_is_no_prose_however_it_reads() -> None:
@@ -145,7 +125,7 @@ def test_the_examples_a_sentence_introduces_end_at_the_blank_line() -> None:
         "[ 9001.0] Memory cgroup out of memory: Killed process 77 (python) total-vm:1kB"
     )
 
-    finding = _fires(text, "oom")
+    finding = fires_alone(text, "oom")
 
     assert "python" in finding.root_cause
 
@@ -161,7 +141,7 @@ def test_horovods_launcher_repeating_a_non_zero_exit_with_a_bare_rank_is_that_ra
         "Exit code: 2"
     )
 
-    finding = _fires(text, "mpi-abort", stack="horovod")
+    finding = fires_alone(text, "mpi-abort", stack="horovod")
 
     assert finding.root_cause.startswith("Rank 3") and "code 2" in finding.root_cause
 
@@ -180,7 +160,7 @@ def test_horovods_shutdown_after_a_ranks_exit_is_that_ranks_abort_not_the_mesh()
         "--------------------------------------------------------------------------"
     )
 
-    finding = _fires(text, "mpi-abort", stack="horovod")
+    finding = fires_alone(text, "mpi-abort", stack="horovod")
 
     assert finding.root_cause.startswith("Rank 2")
 
@@ -191,7 +171,7 @@ def test_horovods_shutdown_with_no_rank_reported_stays_a_communication_failure()
         "attempt to allreduce a tensor after one of the ranks finished execution."
     )
 
-    _fires(text, "mpi-comm", stack="horovod")
+    fires_alone(text, "mpi-comm", stack="horovod")
 
 
 def test_mpds_collective_abort_as_it_starts_a_line_names_the_rank_and_its_status() -> None:
@@ -200,13 +180,13 @@ def test_mpds_collective_abort_as_it_starts_a_line_names_the_rank_and_its_status
         "  Exit status of rank 3: return code 1"
     )
 
-    finding = _fires(text, "mpi-abort", stack="mpich")
+    finding = fires_alone(text, "mpi-abort", stack="mpich")
 
     assert finding.root_cause.startswith("Rank 3") and "code 1" in finding.root_cause
 
 
 def test_the_kubelets_cgroup_oom_event_about_the_pod_is_an_oom_kill_naming_the_victim() -> None:
-    finding = _fires(
+    finding = fires_alone(
         "Cgroup OOM encountered, victim process: python3, pid: 9001", "oom", where="event", reason="CgroupOOM"
     )
 
@@ -214,9 +194,9 @@ def test_the_kubelets_cgroup_oom_event_about_the_pod_is_an_oom_kill_naming_the_v
 
 
 def test_a_cgroup_oom_event_in_a_run_that_succeeded_fires_nothing() -> None:
-    entry = _entry("Cgroup OOM encountered, victim process: sh, pid: 12", where="event", reason="CgroupOOM")
+    text = "Cgroup OOM encountered, victim process: sh, pid: 12"
 
-    assert run(entry, succeed=True).rules == set()
+    assert replayed(text, None, stack="other", where="event", reason="CgroupOOM", succeed=True).rules == set()
 
 
 @pytest.mark.parametrize(
@@ -229,11 +209,11 @@ def test_a_cgroup_oom_event_in_a_run_that_succeeded_fires_nothing() -> None:
     ],
 )
 def test_tensorflows_resource_exhausted_naming_a_file_in_any_form_is_a_full_disk(text: str) -> None:
-    _fires(text, "disk-full", stack="tensorflow")
+    fires_alone(text, "disk-full", stack="tensorflow")
 
 
 def test_tensorflows_resource_exhausted_naming_memory_stays_a_gpu_oom() -> None:
-    _fires(
+    fires_alone(
         "ResourceExhaustedError: OOM when allocating tensor with shape[4096,4096]",
         "gpu-oom",
         stack="tensorflow",
@@ -249,7 +229,7 @@ def test_a_transport_error_the_run_went_on_past_to_its_results_fires_nothing() -
         "16                   25.03"
     )
 
-    _quiet(text, stack="ucx")
+    stays_quiet(text, stack="ucx")
 
 
 def test_a_transport_error_followed_by_its_consequence_still_fires() -> None:
@@ -259,4 +239,4 @@ def test_a_transport_error_followed_by_its_consequence_still_fires() -> None:
         "[node-1:100] pml_ucx.c:309  Error: Failed to create UCP worker"
     )
 
-    _fires(text, "mpi-comm", stack="ucx")
+    fires_alone(text, "mpi-comm", stack="ucx")

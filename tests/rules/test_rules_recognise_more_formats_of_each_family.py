@@ -16,22 +16,18 @@ import pytest
 from consumers.rules import RuleEngine
 from consumers.rules.families import family_failures
 from controller.contract.events import BusEvent, JobSpecSummary
-from controller.contract.findings import Finding, RuleId
+from controller.contract.findings import Finding
 from controller.testing.events import at, job, launcher, log_seen, replay, spec, worker
-from tests.rules.corpus_replay import Entry, run
+from tests.rules.corpus_replay import fires_alone, replayed, stays_quiet
 
 
-def _entry(
-    text: str, *, stack: str = "other", expect: RuleId | None, where: str = "log", reason: str = ""
-) -> Entry:
-    return Entry(id="t", file="t", stack=stack, where=where, reason=reason or None, expect=expect, text=text)
+def _lands_in_its_family(text: str, library: str, verb: str, words: str) -> None:
+    """The first family failure ``text`` shows is ``library``'s ``verb``; its mpi-comm finding says ``words``."""
+    hits = family_failures(tuple(text.splitlines()))
+    finding = fires_alone(text, "mpi-comm")
 
-
-def _fires(text: str, rule: RuleId, *, stack: str = "other", where: str = "log", reason: str = "") -> Finding:
-    outcome = run(_entry(text, stack=stack, expect=rule, where=where, reason=reason))
-    assert outcome.rules - {"failed"} == {rule}, outcome.rules
-    (finding,) = [f for f in outcome.firing if f.rule == rule]
-    return finding
+    assert [(h.group("library"), h.group("verb")) for h in hits][:1] == [(library, verb)]
+    assert words in finding.root_cause
 
 
 # (text, library key, verb, words of the finding)
@@ -134,13 +130,7 @@ MESH = {
 
 @pytest.mark.parametrize("case", MESH.values(), ids=MESH.keys())
 def test_a_new_wording_of_a_known_family_lands_in_it(case: tuple[str, str, str, str]) -> None:
-    text, library, verb, words = case
-
-    hits = family_failures(tuple(text.splitlines()))
-    finding = _fires(text, "mpi-comm")
-
-    assert [(h.group("library"), h.group("verb")) for h in hits][:1] == [(library, verb)]
-    assert words in finding.root_cause
+    _lands_in_its_family(*case)
 
 
 @pytest.mark.parametrize(
@@ -157,7 +147,7 @@ def test_a_new_wording_of_a_known_family_lands_in_it(case: tuple[str, str, str, 
     ids=["pjrt-failed-to-allocate", "jax-ran-out-of-hbm", "tf-older-status-wording"],
 )
 def test_xlas_resource_exhausted_status_naming_memory_is_a_gpu_oom(text: str) -> None:
-    finding = _fires(text, "gpu-oom", stack="jax")
+    finding = fires_alone(text, "gpu-oom", stack="jax")
 
     assert "RESOURCE_EXHAUSTED" in finding.root_cause or "OOM" in finding.root_cause
 
@@ -165,7 +155,7 @@ def test_xlas_resource_exhausted_status_naming_memory_is_a_gpu_oom(text: str) ->
 def test_an_xla_resource_exhausted_status_about_no_memory_is_no_gpu_oom() -> None:
     text = "grpc._channel._InactiveRpcError: RESOURCE_EXHAUSTED: Received message larger than max (8388608 vs. 4194304)"
 
-    assert "gpu-oom" not in run(_entry(text, expect=None)).rules
+    assert "gpu-oom" not in replayed(text, None, stack="other").rules
 
 
 def test_the_kernels_older_memory_cgroup_report_is_an_oom_kill() -> None:
@@ -175,7 +165,7 @@ def test_the_kernels_older_memory_cgroup_report_is_an_oom_kill() -> None:
         "[ 4242.123460] memory: usage 2097152kB, limit 2097152kB, failcnt 42"
     )
 
-    finding = _fires(text, "oom", stack="linux")
+    finding = fires_alone(text, "oom", stack="linux")
 
     assert "out of memory" in finding.root_cause
 
@@ -187,7 +177,7 @@ def test_open_mpis_signal_report_in_macos_wording_is_a_segfault() -> None:
         "[pi-launcher:04242] Signal code: Address not mapped (1)"
     )
 
-    _fires(text, "segfault", stack="openmpi")
+    fires_alone(text, "segfault", stack="openmpi")
 
 
 @pytest.mark.parametrize(
@@ -207,7 +197,7 @@ def test_open_mpis_signal_report_in_macos_wording_is_a_segfault() -> None:
     ids=["sandbox", "image-pull"],
 )
 def test_a_kubelet_warning_that_the_nodes_disk_is_full_is_a_disk_full(reason: str, message: str) -> None:
-    finding = _fires(message, "disk-full", stack="kubernetes", where="event", reason=reason)
+    finding = fires_alone(message, "disk-full", stack="kubernetes", where="event", reason=reason)
 
     assert "no space left on device on the node" in finding.root_cause
     assert any("DiskPressure" in step for step in finding.remediation)
@@ -233,10 +223,7 @@ NEAR = {
 
 @pytest.mark.parametrize("text", NEAR.values(), ids=NEAR.keys())
 def test_a_text_that_explains_a_failure_or_a_fallback_that_went_on_fires_nothing(text: str) -> None:
-    entry = _entry(text, expect=None, stack="nccl")
-
-    assert run(entry, succeed=True).rules == set()
-    assert run(entry).rules <= {"failed"}
+    stays_quiet(text, stack="nccl")
 
 
 def _three_ranks() -> list[BusEvent]:
@@ -329,13 +316,7 @@ MESH_C = {
 
 @pytest.mark.parametrize("case", MESH_C.values(), ids=MESH_C.keys())
 def test_more_libraries_and_verbs_of_the_mesh_land_in_their_family(case: tuple[str, str, str, str]) -> None:
-    text, library, verb, words = case
-
-    hits = family_failures(tuple(text.splitlines()))
-    finding = _fires(text, "mpi-comm")
-
-    assert [(h.group("library"), h.group("verb")) for h in hits][:1] == [(library, verb)]
-    assert words in finding.root_cause
+    _lands_in_its_family(*case)
 
 
 @pytest.mark.parametrize(
@@ -362,7 +343,7 @@ def test_more_libraries_and_verbs_of_the_mesh_land_in_their_family(case: tuple[s
 def test_the_c10d_store_client_failing_to_reach_rank_0_is_a_rendezvous_not_the_mesh(
     text: str, where: str
 ) -> None:
-    finding = _fires(text, "rendezvous", stack="pytorch")
+    finding = fires_alone(text, "rendezvous", stack="pytorch")
 
     assert where in finding.root_cause
 
@@ -374,10 +355,7 @@ def test_a_c10d_store_client_that_retries_is_no_finding() -> None:
         "[W1128 TCPStore.cpp:358] [c10d] TCP client failed to connect/validate to host job-master-0:29500 - "
         "retrying (try=0, timeout=900000ms, delay=312ms): connect() failed"
     )
-    entry = _entry(text, expect=None, stack="pytorch")
-
-    assert run(entry, succeed=True).rules == set()
-    assert run(entry).rules <= {"failed"}
+    stays_quiet(text, stack="pytorch")
 
 
 @pytest.mark.parametrize(
@@ -405,7 +383,7 @@ def test_a_c10d_store_client_that_retries_is_no_finding() -> None:
 def test_a_quota_refusal_in_another_wording_or_from_the_scheduler_is_a_quota(
     reason: str, message: str, words: str
 ) -> None:
-    finding = _fires(message, "quota", stack="kubernetes", where="event", reason=reason)
+    finding = fires_alone(message, "quota", stack="kubernetes", where="event", reason=reason)
 
     assert words in finding.root_cause
 
@@ -413,7 +391,7 @@ def test_a_quota_refusal_in_another_wording_or_from_the_scheduler_is_a_quota(
 def test_a_scheduling_failure_naming_no_quota_is_no_quota() -> None:
     text = "0/6 nodes are available: 2 Insufficient nvidia.com/gpu, 4 node(s) had untolerated taint."
 
-    assert "quota" not in run(_entry(text, expect=None, where="event", reason="FailedScheduling")).rules
+    assert "quota" not in replayed(text, None, stack="other", where="event", reason="FailedScheduling").rules
 
 
 def test_tensorflows_resource_exhausted_naming_a_file_is_a_full_disk_not_a_gpu_oom() -> None:
@@ -422,7 +400,7 @@ def test_tensorflows_resource_exhausted_naming_a_file_is_a_full_disk_not_a_gpu_o
         "Resource exhausted: /data/ckpt/model.ckpt-100_temp/part-00000-of-00001.data-00000-of-00001.tempstate"
     )
 
-    finding = _fires(text, "disk-full", stack="tensorflow")
+    finding = fires_alone(text, "disk-full", stack="tensorflow")
 
     assert "Resource exhausted" in finding.root_cause
 
@@ -437,7 +415,4 @@ NEAR_C = {
 
 @pytest.mark.parametrize("text", NEAR_C.values(), ids=NEAR_C.keys())
 def test_a_failure_told_as_past_or_quoted_fires_nothing(text: str) -> None:
-    entry = _entry(text, expect=None)
-
-    assert run(entry, succeed=True).rules == set()
-    assert run(entry).rules <= {"failed"}
+    stays_quiet(text)

@@ -13,15 +13,14 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.contract.events import GpuHealth, GpuUsage, JobRef, PodUsage, UsageObserved
+from controller.contract.events import GpuHealth, GpuUsage, JobRef
 from controller.contract.findings import Evidence, Finding, RuleId, dedup_key, doc_anchor, finding_id
 from controller.contract.xids import xid
-from controller.store.history import apply_events, apply_findings
+from controller.store.history import apply_findings
 from controller.store.models import PodRow
-from tests.api_fixtures import T0, job_story, store
+from tests.api_fixtures import T0, job_story, store, store_worker_usage
 from tests.ui.test_pages_sign_in_safely import SAME_SITE, _client
 
 GIB = 2**30
@@ -51,38 +50,26 @@ def _health() -> GpuHealth:
 async def store_usage(engine: AsyncEngine, uid: str, *, gpu_health: bool = True) -> None:
     """GPU and memory readings over time of each worker, as the watcher publishes them; worker 1's
     GPU reported a thermal slowdown and then Xid 79 (``gpu_health``)."""
-    async with engine.begin() as conn:
-        pods = [
-            p for p in (await conn.execute(select(PodRow).where(PodRow.run_uid == uid))) if p.role == "worker"
-        ]
-        figures = tuple(
-            PodUsage(
-                uid=p.uid,
-                name=p.name,
-                role="worker",
-                index=p.index,
-                since=STEPS[0],
-                until=STEPS[-1],
-                final=False,
-                gpus=(
-                    GpuUsage(
-                        gpu="0",
-                        model="NVIDIA H100 80GB HBM3",
-                        util_mean_pct=60.0,
-                        health=_health() if gpu_health and p.index == 1 else None,
-                    ),
-                ),
-                memory_max_bytes=(10 + 0.7 * 8 + p.index) * GIB,
-                memory_limit_bytes=16 * GIB,
-                memory_curve=tuple((at, (10 + 0.7 * i + p.index) * GIB) for i, at in enumerate(STEPS)),
-                gpu_util_curve=tuple((at, 60.0 + 4 * i - 10 * p.index) for i, at in enumerate(STEPS)),
-            )
-            for p in pods
+
+    def figures(pod: PodRow) -> dict[str, Any]:
+        gpu = GpuUsage(
+            gpu="0",
+            model="NVIDIA H100 80GB HBM3",
+            util_mean_pct=60.0,
+            health=_health() if gpu_health and pod.index == 1 else None,
         )
-        ref = JobRef(uid=uid, kind="MPIJob", namespace="team-a", name="llm")
-        await apply_events(
-            conn, [UsageObserved(job=ref, uid=uid, resource_version="1", pods=figures, observed_at=STEPS[-1])]
-        )
+        return {
+            "since": STEPS[0],
+            "until": STEPS[-1],
+            "final": False,
+            "gpus": (gpu,),
+            "memory_max_bytes": (10 + 0.7 * 8 + pod.index) * GIB,
+            "memory_limit_bytes": 16 * GIB,
+            "memory_curve": tuple((at, (10 + 0.7 * i + pod.index) * GIB) for i, at in enumerate(STEPS)),
+            "gpu_util_curve": tuple((at, 60.0 + 4 * i - 10 * pod.index) for i, at in enumerate(STEPS)),
+        }
+
+    await store_worker_usage(engine, uid, "llm", STEPS[-1], figures)
 
 
 async def _store_finding(

@@ -47,18 +47,7 @@ async def test_a_job_in_the_cluster_goes_pending_running_failed_on_its_open_page
             await _in_browser(lambda: seen(driver, _text("#phase", "Pending"), LIVE_S, "the run Pending"))
             driver.execute_script("window.notReloaded = true")
 
-            for pod in pods:
-                end_to_end.sim.create(pod)
-            end_to_end.sim.update(
-                k.with_conditions(
-                    end_to_end.sim.get(job), ("Running", "MPIJobRunning", "2026-11-20T10:01:00Z")
-                )
-            )
-            for pod in pods:
-                running = {"running": {"startedAt": "2026-11-20T10:01:00Z"}}
-                end_to_end.sim.update(
-                    k.with_container_state(end_to_end.sim.get(pod), running, phase="Running", ready=True)
-                )
+            end_to_end.pods_started(job, pods, "MPIJobRunning")
             await _in_browser(lambda: seen(driver, _text("#phase", "Running"), LIVE_S, "the run Running"))
 
             end_to_end.sim.set_log("team-a", "llm-worker-1", "worker", "step 99 loss 1.7\nKilled\n")

@@ -8,18 +8,11 @@ import pytest
 
 from controller.contract.events import JobObserved, K8sEventObserved, PodObserved
 from controller.testing import objects as k
+from tests.clocks import ManualClock
 from watchers.correlating import Correlator, Observation
 from watchers.normalizing import MalformedObject
 
 NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def observe(correlator: Correlator, kind: str, obj: k.Obj, change: str = "ADDED") -> list[object]:
@@ -27,7 +20,7 @@ def observe(correlator: Correlator, kind: str, obj: k.Obj, change: str = "ADDED"
 
 
 def test_pod_before_its_job_is_held_then_released_after_the_job() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     correlator = Correlator(pending_ttl_s=30, clock=clock)
     job = k.mpijob()
     worker = k.pod(job, "worker", 1)
@@ -47,7 +40,7 @@ def test_pod_before_its_job_is_held_then_released_after_the_job() -> None:
 
 
 def test_unclaimed_objects_are_dropped_after_the_ttl() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     correlator = Correlator(pending_ttl_s=30, clock=clock)
     orphan = k.pod(k.mpijob("gone"), "worker", 0)
     observe(correlator, "pod", orphan)
@@ -59,7 +52,7 @@ def test_unclaimed_objects_are_dropped_after_the_ttl() -> None:
 
 
 def test_foreign_pods_and_events_are_ignored_at_once() -> None:
-    correlator = Correlator(pending_ttl_s=30, clock=FakeClock())
+    correlator = Correlator(pending_ttl_s=30, clock=ManualClock())
     web = k.pod(k.mpijob(), "worker", 0)
     web["metadata"]["labels"] = {"app": "web"}
     deployment = {
@@ -73,7 +66,7 @@ def test_foreign_pods_and_events_are_ignored_at_once() -> None:
 
 
 def test_a_recreated_job_name_gets_its_own_pods() -> None:
-    correlator = Correlator(pending_ttl_s=30, clock=FakeClock())
+    correlator = Correlator(pending_ttl_s=30, clock=ManualClock())
     first, second = k.mpijob(), k.mpijob()
     observe(correlator, "job", first)
     observe(correlator, "job", second)
@@ -95,11 +88,11 @@ def test_malformed_jobs_raise_a_clear_error(breakage: object) -> None:
     job = k.mpijob()
     breakage(job)  # type: ignore[operator]
     with pytest.raises(MalformedObject, match=r"metadata|timestamp"):
-        observe(Correlator(30, FakeClock()), "job", job)
+        observe(Correlator(30, ManualClock()), "job", job)
 
 
 def test_event_about_a_pod_waits_for_the_pod_even_after_the_job_arrived() -> None:
-    correlator = Correlator(pending_ttl_s=30, clock=FakeClock())
+    correlator = Correlator(pending_ttl_s=30, clock=ManualClock())
     job = k.mpijob()
     worker = k.pod(job, "worker", 0)
     assert observe(correlator, "event", k.event(worker, "FailedScheduling", "0/3 nodes are available")) == []

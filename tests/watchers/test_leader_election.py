@@ -76,6 +76,18 @@ async def replicas(gateway: KubeGateway, clock: FakeClock, *names: str) -> Async
         await asyncio.gather(*(r.task for r in group if r.task is not None), return_exceptions=True)
 
 
+@contextlib.asynccontextmanager
+async def a_leading_b_following(
+    gateway: KubeGateway, clock: FakeClock
+) -> AsyncIterator[tuple[Replica, Replica]]:
+    """Replica a started and leading, then replica b started beside it."""
+    async with replicas(gateway, clock, "replica-a", "replica-b") as (a, b):
+        a.start()
+        await until(lambda: a.leading)
+        b.start()
+        yield a, b
+
+
 async def test_of_two_replicas_exactly_one_leads(sim: SimCluster, gateway: KubeGateway) -> None:
     clock = FakeClock()
     async with replicas(gateway, clock, "replica-a", "replica-b") as (a, b):
@@ -100,10 +112,7 @@ async def test_a_follower_takes_over_once_the_crashed_leader_lease_expires(
     sim: SimCluster, gateway: KubeGateway
 ) -> None:
     clock = FakeClock()
-    async with replicas(gateway, clock, "replica-a", "replica-b") as (a, b):
-        a.start()
-        await until(lambda: a.leading)
-        b.start()
+    async with a_leading_b_following(gateway, clock) as (a, b):
         await asyncio.sleep(0.1)
         assert not b.leading
 
@@ -128,10 +137,7 @@ async def test_a_stopped_leader_releases_the_lease_for_an_immediate_takeover(
     sim: SimCluster, gateway: KubeGateway
 ) -> None:
     clock = FakeClock()
-    async with replicas(gateway, clock, "replica-a", "replica-b") as (a, b):
-        a.start()
-        await until(lambda: a.leading)
-        b.start()
+    async with a_leading_b_following(gateway, clock) as (a, b):
         a.stop.set()
         await until(lambda: b.leading, timeout_s=2)  # the clock never moved
         assert a.cancelled == 1

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from controller.contract.events import NODE_CONDITION_SOURCE, K8sEventObserved
 from controller.testing import objects as k
+from tests.clocks import ManualClock
 from watchers.correlating import Correlator, Observation
 
 NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -20,14 +21,6 @@ DEADLOCK = (
     "2026-11-20T10:05:00Z",
 )
 CLEARED = ("KernelDeadlock", "False", "KernelHasNoDeadlock", "kernel has no deadlock", "2026-11-20T10:09:00Z")
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def observe(correlator: Correlator, kind: str, obj: k.Obj, change: str = "ADDED") -> list[K8sEventObserved]:
@@ -44,7 +37,7 @@ def _run_on(correlator: Correlator, name: str, nodes: list[str]) -> k.Obj:
 
 
 def test_a_condition_that_goes_bad_reaches_each_run_on_the_node_once() -> None:
-    correlator = Correlator(pending_ttl_s=30, clock=FakeClock())
+    correlator = Correlator(pending_ttl_s=30, clock=ManualClock())
     one = _run_on(correlator, "one", ["gpu-1", "gpu-2"])
     two = _run_on(correlator, "two", ["gpu-1"])
     assert observe(correlator, "node", k.node("gpu-1")) == []  # healthy: nothing to tell
@@ -67,7 +60,7 @@ def test_a_condition_that_goes_bad_reaches_each_run_on_the_node_once() -> None:
 
 
 def test_a_node_no_watched_pod_uses_is_neither_kept_nor_told() -> None:
-    correlator = Correlator(pending_ttl_s=30, clock=FakeClock())
+    correlator = Correlator(pending_ttl_s=30, clock=ManualClock())
     _run_on(correlator, "one", ["gpu-1"])
     assert observe(correlator, "node", k.node("gpu-7", DEADLOCK)) == []
     assert observe(correlator, "node", k.node("gpu-8")) == []
@@ -76,7 +69,7 @@ def test_a_node_no_watched_pod_uses_is_neither_kept_nor_told() -> None:
 
 
 def test_a_degraded_node_listed_before_the_pod_is_told_when_the_pod_lands() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     correlator = Correlator(pending_ttl_s=30, clock=clock)
     observe(correlator, "node", k.node("gpu-1", DEADLOCK))
     job = k.mpijob("late", workers=1)
@@ -89,7 +82,7 @@ def test_a_degraded_node_listed_before_the_pod_is_told_when_the_pod_lands() -> N
 
 
 def test_a_held_node_is_forgotten_after_the_grace_period() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     correlator = Correlator(pending_ttl_s=30, clock=clock)
     observe(correlator, "node", k.node("gpu-1", DEADLOCK))
     clock.now = 31
@@ -100,7 +93,7 @@ def test_a_held_node_is_forgotten_after_the_grace_period() -> None:
 
 
 def test_a_second_run_landing_on_a_degraded_node_is_told_and_the_same_change_keeps_its_id() -> None:
-    correlator = Correlator(pending_ttl_s=30, clock=FakeClock())
+    correlator = Correlator(pending_ttl_s=30, clock=ManualClock())
     first = _run_on(correlator, "first", ["gpu-1"])
     (told,) = observe(correlator, "node", k.node("gpu-1", DEADLOCK), "MODIFIED")
     assert told.job.uid == first["metadata"]["uid"]
@@ -110,7 +103,7 @@ def test_a_second_run_landing_on_a_degraded_node_is_told_and_the_same_change_kee
     landed = observe(correlator, "pod", k.pod(second, "worker", 0, node="gpu-1"))
 
     assert [e.job.uid for e in landed] == [second["metadata"]["uid"]]
-    again = Correlator(pending_ttl_s=30, clock=FakeClock())  # a restarted watcher reads it again
+    again = Correlator(pending_ttl_s=30, clock=ManualClock())  # a restarted watcher reads it again
     observe(again, "job", first)
     observe(again, "pod", k.pod(first, "worker", 0, node="gpu-1"))
     (retold,) = observe(again, "node", k.node("gpu-1", DEADLOCK))
@@ -118,7 +111,7 @@ def test_a_second_run_landing_on_a_degraded_node_is_told_and_the_same_change_kee
 
 
 def test_a_node_is_let_go_when_its_last_watched_pod_is_gone() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     correlator = Correlator(pending_ttl_s=30, clock=clock)
     job = k.mpijob("short", workers=1)
     observe(correlator, "job", job)

@@ -50,6 +50,18 @@ def stored_at(version: int) -> WatchPositions:
     return WatchPositions({position_name(MPI_PODS, None): str(version)})
 
 
+def compacted_past(sim: SimCluster) -> tuple[int, k.Obj]:
+    """A position taken with a launcher on the cluster; then the launcher deleted, worker 0
+    created and the history compacted past the position. The position and the worker."""
+    job = k.mpijob("pi", workers=1)
+    launcher = sim.create(k.pod(job, "launcher"))
+    position = sim.resource_version
+    sim.delete(launcher)
+    worker = sim.create(k.pod(job, "worker", 0))
+    sim.compact()
+    return position, worker
+
+
 def three_pods(sim: SimCluster, job: k.Obj) -> tuple[k.Obj, k.Obj, k.Obj]:
     """The launcher and workers 0 and 1 of ``job``, created on the cluster."""
     return (
@@ -118,12 +130,7 @@ async def test_an_older_list_neither_undoes_a_change_nor_brings_back_a_deletion(
 async def test_a_compacted_position_lists_first(
     sim: SimCluster, gateway: KubeGateway, watcher_settings: WatcherSettings
 ) -> None:
-    job = k.mpijob("pi", workers=1)
-    launcher = sim.create(k.pod(job, "launcher"))
-    position = sim.resource_version
-    sim.delete(launcher)
-    worker = sim.create(k.pod(job, "worker", 0))
-    sim.compact()
+    position, worker = compacted_past(sim)
     async with watching(gateway, MPI_PODS, watcher_settings, positions=stored_at(position)) as watch:
         await watch.recorder.wait_for_count(1)
         await until(lambda: len(watch_requests(sim, "pods")) == 2)
@@ -193,12 +200,7 @@ async def test_a_position_refused_after_the_list_beside_is_merged_still_compares
 ) -> None:
     """The deletions made while down are then the comparison's to tell: ``listed`` hears the
     uids of the list that follows, never that the (refused) watch would tell them."""
-    job = k.mpijob("pi", workers=1)
-    launcher = sim.create(k.pod(job, "launcher"))
-    position = sim.resource_version
-    sim.delete(launcher)
-    worker = sim.create(k.pod(job, "worker", 0))
-    sim.compact()
+    position, worker = compacted_past(sim)
     told: list[frozenset[str] | None] = []
     handed: list[tuple[str, str]] = []
     merged = threading.Event()
