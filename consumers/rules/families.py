@@ -22,7 +22,8 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    ``[xgboost.…]``, its result chain ``[tracker.cc:NN|time]``),
    Horovod (its op names ``HorovodAllreduce_…`` and its stall report), ps-lite's van (MXNet's and
    BytePS's parameter server: ``van.cc:NN``, ``zmq_van.h``), Ray Train re-raising a worker's
-   ``DistBackendError`` (``RayTaskError(DistBackendError)``), torch elastic / c10d, the
+   ``DistBackendError`` (``RayTaskError(DistBackendError)``), Slurm's ``srun`` and step daemons
+   (``srun: error: …``, an RPC's name ``slurm_receive_msgs:``), torch elastic / c10d, the
    DeepSpeed and Accelerate launchers (``[launch.py:NN:…]``),
    TensorFlow's distributed runtime (``tensorflow/core/distributed_runtime``, ``UnavailableError``)
    and JAX's (``jax.distributed``, ``XlaRuntimeError``, the coordination service). A Python
@@ -286,6 +287,12 @@ LIBRARIES: tuple[Library, ...] = (
         ),
     ),
     Library(
+        "slurm",
+        "Slurm (srun and its step daemons)",
+        # ``srun: error: …``, ``slurmstepd: error: …``, a Slurm RPC's name (``slurm_receive_msgs:``)
+        re.compile(r"\b(?:srun|slurmstepd|sbatch|salloc): error: |\bslurm_\w{1,40}: "),
+    ),
+    Library(
         "ssh",
         "ssh (a launcher's remote shell)",
         re.compile(
@@ -368,6 +375,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|EADDRNOTAVAIL\b|UnavailableError\b"
             r"|(?:[Uu]nable to|[Cc]ould not|[Cc]annot|[Cc]an't) reach\b|[Nn]ot reachable\b"
             r"|(?:does not|doesn't|did not) know how to route|[Cc]annot route\b"
+            r"|[Cc]an't find (?:an )?address (?:for host\b|, check slurm\.conf)"
         ),
     ),
     (
@@ -395,6 +403,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Cc]onnect(?:ion)? (?:failed|error)\b|connect\(\) failed"
             r"|accept\(\) failed|[Ss]ocket (?:Connect|Accept|Bind|Listen) Error\b|connect to \(failed\)"
             r"|[Pp]roxy [Cc]all to rank \d{1,7} failed|\b[Bb]ind(?:\(\))? failed\b"
+            # Slurm's error strings for an RPC to a node's slurmd that could not be made
+            r"|[Cc]ommunication connection failure|slurm_\w{1,40}: [Tt]ransport endpoint is not connected"
         ),
     ),
     (
@@ -822,6 +832,14 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     ("mpich", "unreachable"): "MPICH's OFI netmod had no address for a peer (FI_ADDR_NOTAVAIL): the peer's "
     "process is gone or was never connected",
     ("mvapich", "spawn"): "mpirun_rsh / mpispawn could not start the ranks on a host",
+    ("slurm", "spawn"): "srun could not launch the job step's tasks on a node (its slurmd did not take "
+    "the launch)",
+    ("slurm", "connect"): "srun could not reach a node's slurmd to launch or run the job step's tasks "
+    "(Slurm's RPC failed to connect)",
+    ("slurm", "timed-out"): "srun's messages to a node's slurmd timed out (Slurm's RPC got no answer: the "
+    "node's slurmd is down, overloaded, or the network between the nodes drops its port)",
+    ("slurm", "unreachable"): "srun could not resolve or reach a node of the step (Slurm has no address "
+    "for it)",
     (
         "launcher",
         "spawn",
@@ -969,6 +987,9 @@ _LIBRARY_STEPS: dict[str, str] = {
     "PSM2_DEVICES / FI_PROVIDER must match what the node has.",
     "xla": "XLA: a clique waits for every local device's thread; the rank that never arrived stopped, hangs "
     "or runs a different program (check each process runs the same step).",
+    "slurm": "Slurm: check the slurmd of the node srun names runs and answers (scontrol ping, scontrol "
+    "show node), that munge keys match across nodes, and that the nodes reach each other on slurmd's port "
+    "(SlurmdPort, 6818).",
     "ssh": "ssh: from the launcher pod, run ssh -v <worker> hostname; the workers' sshd must run and the "
     "launcher's key be in their authorized_keys (the MPI Operator mounts it).",
     "gloo": "Gloo: pin GLOO_SOCKET_IFNAME to the pod interface (eth0).",

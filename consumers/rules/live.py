@@ -39,8 +39,14 @@ import re2
 from consumers.rules.families import LIVE_SIGNS
 from consumers.rules.progress import last_steps
 from consumers.rules.rendezvouslines import RENDEZVOUS_SIGNS
-from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, TRANSPORTS
-from consumers.rules.tails import COMM_SIGNS, GPU_OOM_SIGNS, MAX_LINE_CHARS, RANK_FAILURE_SIGNS
+from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, QUOTA_REFUSAL, TRANSPORTS
+from consumers.rules.tails import (
+    COMM_SIGNS,
+    GPU_OOM_SIGNS,
+    MAX_LINE_CHARS,
+    RANK_FAILURE_SIGNS,
+    python_exception,
+)
 from controller.contract.events import MAX_MARKS_PER_READING, MAX_RANKS_PER_READING, LogMark, RankOutput
 from controller.contract.logs import LogLine
 
@@ -99,6 +105,7 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign(f"disk-full/{s.name}", s.pattern) for s in DISKS]
     signs += [Sign(f"oom/{s.name}", s.pattern) for s in KERNEL_OOM]
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
+    signs += [Sign("quota/refusal", QUOTA_REFUSAL)]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
     signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
     signs += [Sign("hang/elastic-timer", ELASTIC_TIMER)]
@@ -147,19 +154,42 @@ def _at(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, UTC)
 
 
+ERROR_LOOK_BACK = 40
+"""Lines looked back from a launcher's account of a rank's end for the rank's own exception."""
+
+
+def _ends_a_rank(sign: Sign) -> bool:
+    return sign.fatal and sign.id.startswith("mpi-abort/")
+
+
+def _rank_error_before(lines: Sequence[LogLine], index: int, following: int) -> LogLine | None:
+    """The exception a rank raised just before the launcher's account of its end (``IndexError: …``
+    above mpirun's ``Primary job terminated normally …``), not already kept as a line following an
+    earlier signature: kept with the account, the verdict read live names the error the failure-time
+    tail will name, and one failure stays one finding (not a second revision when the pod ends)."""
+    start = max(0, index - ERROR_LOOK_BACK)
+    kept_from = index - (CONTEXT_LINES + 1 - following) if following else index
+    for n in range(index - 1, start - 1, -1):
+        if python_exception(lines[n].text) is not None:
+            return lines[n] if n < kept_from else None
+    return None
+
+
 def scan(lines: Sequence[LogLine]) -> Scan:
     """The signature lines of one batch with the lines following each, and each rank's last line.
 
-    A hang's own account (``hang/…``: a stall warning, watchdog counters, and the lines after
-    them) is not output of the rank: Horovod repeats its stall warning every minute while the
-    run is stuck, and that is no progress."""
+    A launcher's account of a rank's end is kept with the exception the rank raised just before it
+    (:func:`_rank_error_before`). A hang's own account (``hang/…``: a stall warning, watchdog
+    counters, and the lines after them) is not output of the rank: Horovod repeats its stall
+    warning every minute while the run is stuck, and that is no progress."""
     marks: list[LogMark] = []
     left_out = 0
     following = 0
     quiet = False
     last: dict[int | None, int] = {}
-    for line in lines:
+    for n, line in enumerate(lines):
         sign = sign_of(line.text)
+        error = _rank_error_before(lines, n, following) if sign is not None and _ends_a_rank(sign) else None
         if sign is not None:
             following, quiet = CONTEXT_LINES + 1, sign.id.startswith("hang/")
         if not quiet or following == 0:
@@ -179,6 +209,8 @@ def scan(lines: Sequence[LogLine]) -> Scan:
                 line=line.text[:MAX_LINE_CHARS],
             )
         )
+        if error is not None and len(marks) < MAX_MARKS_PER_READING:
+            marks.append(LogMark(at=_at(error.ts), rank=error.rank, line=error.text[:MAX_LINE_CHARS]))
     ranks = sorted(last.items(), key=lambda item: -item[1])[:MAX_RANKS_PER_READING]
     ranks.sort(key=lambda item: (item[0] is None, item[0] or 0))
     steps = last_steps(lines, last.keys())

@@ -25,6 +25,12 @@ the verdict (``firing``) when the job fails, or when the run has stayed refused 
 ``live_silence_s`` (the stated silence of live evidence, 5 minutes) without every pod created.
 It clears once every pod of the run exists and the newest was created after the last refusal,
 and a run that succeeded keeps nothing of it.
+
+A program of the run may print the refusal itself (:data:`~consumers.rules.signatures.QUOTA_REFUSAL`):
+a controller's reconcile error, a notebook spawner's 403 body, a Spark driver's client creating its
+executors (``pods "x" is forbidden: exceeded quota: …``). That line is read like any other the run
+printed: the live reader keeps it, a pending observation while the run goes on, the verdict once the
+pod fails, nothing once it exits 0; the sentence names the object refused and the pod that printed it.
 """
 
 from __future__ import annotations
@@ -34,17 +40,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from consumers.rules.rule import Context, Detection, Rule, event_fact
+from consumers.rules.facts import pod_text
+from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
+from consumers.rules.signatures import QUOTA_REFUSAL
 from consumers.rules.state import RunState, event_time
-from consumers.rules.wording import clock_time, listing
+from consumers.rules.tails import is_mention
+from consumers.rules.wording import clock_time, listing, who
 from controller.contract.events import K8sEventObserved
 from controller.contract.quantities import quantity as parse_quantity
 
 _EXCEEDED = re.compile(
     r"exceed(?:ed|s) quota: (?P<name>[^,\s]{1,253}),\s{1,4}requested: (?P<requested>\S{1,500}?),\s{1,4}"
-    r"used: (?P<used>\S{1,500}?),\s{1,4}limited: (?P<limited>\S{1,500})"
+    r"used: (?P<used>\S{1,500}?),\s{1,4}limited: (?P<limited>[^\s\"\\]{1,500})"
 )
-"""The quota admission's refusal, its fields apart wherever a listing wrapped it (after a comma)."""
+"""The quota admission's refusal, its fields apart wherever a listing wrapped it (after a comma), up to
+the end of the message where a JSON body quotes it (``…limited: requests.storage=12Gi\\",\\"reason…``)."""
 _MUST_SPECIFY = re.compile(r"[Ff]ailed quota: (?P<name>[^:]{1,253}): must specify (?P<what>[^\n]{1,500})")
 _OLD_QUOTA = re.compile(  # the resource is the word before the match
     r" quota is (?P<limited>[^,\s]{1,64}), current usage is (?P<used>[^,\s]{1,64}), "
@@ -138,10 +148,8 @@ def refusal(event: K8sEventObserved) -> Refusal | None:
     message = event.message
     pod_match = _POD.search(message)
     pod = pod_match.group("pod") if pod_match is not None else None
-    if (match := _EXCEEDED.search(message)) is not None:
-        return Refusal(event, pod, _exceeded(match), "exceeded", match.group("name").strip())
-    if (match := _MUST_SPECIFY.search(message)) is not None:
-        return Refusal(event, pod, _must_specify(match), "must-specify", match.group("name").strip())
+    if (said := _quota_said(message)) is not None:
+        return Refusal(event, pod, *said)
     if (match := _OLD_QUOTA.search(message)) is not None:
         problem = (
             f"the {_word_before(message, match.start())} quota is exhausted "
@@ -177,6 +185,41 @@ def refusal(event: K8sEventObserved) -> Refusal | None:
     return None
 
 
+def _quota_said(message: str) -> tuple[str, str, str] | None:
+    """(problem, kind, quota name) of a ResourceQuota's refusal in ``message``."""
+    if (match := _EXCEEDED.search(message)) is not None:
+        return _exceeded(match), "exceeded", match.group("name").strip()
+    if (match := _MUST_SPECIFY.search(message)) is not None:
+        return _must_specify(match), "must-specify", match.group("name").strip()
+    return None
+
+
+def _quoted(state: RunState) -> Detection | None:
+    """A refusal a pod of the run printed in its output (the run's own controller or spawner could not
+    create what it asked for), read like a failure's account: only from a pod that failed, or a line the
+    live reader saw and the run has not yet judged."""
+    for pod in state.current_pods():
+        for line in pod_text(pod):
+            quoted = QUOTA_REFUSAL.search(line)
+            if quoted is None or is_mention(line, quoted.start()):
+                continue
+            said = _quota_said(line[quoted.start() :])
+            if said is None:
+                continue
+            problem, kind, name = said
+            what = "an object of the job"
+            if quoted.group("object") is not None:
+                noun = quoted.group("kind").removesuffix("s")
+                what = f"{'pod' if noun == 'pod' else noun} {quoted.group('object')}"
+            return Detection(
+                root_cause=f"Kubernetes refused to create {what}: {problem} ({who(pod)} printed the refusal)",
+                evidence=tuple(log_facts(pod, [line])),
+                key=("log", f"{kind}:{name}", pod.uid),
+                remediation=_steps(kind, name),
+            )
+    return None
+
+
 def _stale(state: RunState, at: datetime) -> bool:
     """Every pod of the run exists and one was created after the refusal: it no longer holds."""
     pods = [p for p in state.current_pods() if not p.deleted]
@@ -190,8 +233,10 @@ def _detect_quota(state: RunState, ctx: Context) -> Detection | None:
     refusals = sorted(
         (r for e in state.events.values() if (r := refusal(e)) is not None), key=lambda r: event_time(r.event)
     )
-    if not refusals or state.phase == "Succeeded" or _stale(state, event_time(refusals[-1].event)):
+    if state.phase == "Succeeded":
         return None
+    if not refusals or _stale(state, event_time(refusals[-1].event)):
+        return _quoted(state)
     latest = refusals[-1]
     what = f"pod {latest.pod}" if latest.pod and not latest.pod.endswith("-") else "a pod of the job"
     problems = list(dict.fromkeys(r.problem for r in refusals))
@@ -221,9 +266,12 @@ def _remediation(latest: Refusal) -> tuple[str, ...]:
         return _LIMIT_RANGE_STEPS
     if latest.kind == "scheduler":
         return _SCHEDULER_STEPS
-    name = latest.name or "<quota>"
-    steps = _MUST_SPECIFY_STEPS if latest.kind == "must-specify" else _EXCEEDED_STEPS
-    return tuple(step.replace("<quota>", name) for step in steps)
+    return _steps(latest.kind, latest.name)
+
+
+def _steps(kind: str, name: str | None) -> tuple[str, ...]:
+    steps = _MUST_SPECIFY_STEPS if kind == "must-specify" else _EXCEEDED_STEPS
+    return tuple(step.replace("<quota>", name or "<quota>") for step in steps)
 
 
 _EXCEEDED_STEPS = (

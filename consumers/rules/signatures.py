@@ -20,7 +20,8 @@ at most (the first signature of the family that matches), in log order:
   DataLoader workers filling ``/dev/shm``. NCCL's own ``/dev/shm`` failures belong to
   :func:`transport_failures`;
 - :func:`kernel_oom` (``oom``) — the kernel's OOM killer (cgroup or whole node), and
-  Slurm's account of it, printed into a log or a node Event.
+  Slurm's and Talos's account of it, printed into a log or a node Event;
+- :data:`QUOTA_REFUSAL` (``quota``) — the API server's quota refusal as a program printed it.
 
 Like every pattern of the package, these start with a literal and use bounded quantifiers.
 """
@@ -387,6 +388,18 @@ CRASHES: tuple[Signature, ...] = (
         ),
     ),
     Signature("kernel", "", "", re.compile(r"segfault at [0-9a-f]{1,16} ip ")),
+    # torch elastic's agent on a worker process that died of a signal: the exit code is minus the
+    # signal, SIGSEGV's 11 (``failed (exitcode: -11) local_rank: 0``, the Root Cause block's
+    # ``exitcode : -11``)
+    Signature(
+        "elastic-signal",
+        "torch elastic",
+        "",
+        re.compile(
+            r"failed \(exitcode: -(?P<signal>11)\) local_rank: \d"
+            r"|^\s{0,8}exitcode\s{0,10}: -11 \(pid: \d"
+        ),
+    ),
     Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
         "dataloader",
         "PyTorch DataLoader",
@@ -710,6 +723,31 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "the job step's memory cgroup ran out and the OOM killer killed a process",
         re.compile(r"Detected \d{1,7} oom-kill event|task \d{1,7}: Out Of Memory"),
     ),
+    # mm/oom_kill.c's line on the victim, where its ``Out of memory:`` prefix is not on the line (a
+    # kernel that prints it apart, a log that kept only this line): only the OOM killer reports a kill
+    # with the victim's ``total-vm:`` (``Killed process 1312 (java) total-vm:…``, ``Killed process
+    # 799153 (node), UID 1000, total-vm:…``, RHEL 6's ``Killed process 11726, UID 498, (mysqld)
+    # total-vm:…``)
+    Signature(
+        "killed",
+        "the kernel",
+        "the kernel's OOM killer killed a process",
+        re.compile(
+            r"Killed process (?P<pid>\d{1,10}),? (?:UID \d{1,10}, )?\((?P<victim>[^)]{1,64})\),? "
+            r"(?:UID \d{1,10}, )?total-vm:"
+        ),
+    ),
+    # Talos's userspace OOM controller (machined's runtime.OOMController): under memory pressure it
+    # picks a cgroup and kills it whole
+    Signature(
+        "talos",
+        "Talos's OOM controller",
+        "the node's memory ran short and Talos's OOM controller killed a pod's cgroup",
+        re.compile(
+            r"\[talos\] (?:OOM controller triggered"
+            r"|Sending SIGKILL to cgroup\b[^\n]{0,200}?OOMController)"
+        ),
+    ),
 )
 
 
@@ -717,3 +755,13 @@ KERNEL_OOM: tuple[Signature, ...] = (
 def kernel_oom(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     """The kernel's OOM killer at work, as the kernel, the kubelet or Slurm print it."""
     return _scan(tail, KERNEL_OOM)
+
+
+# -------------------------------------------------------------- quota, printed
+
+QUOTA_REFUSAL = re.compile(
+    r"(?:\b(?P<kind>[a-z]{2,60}) \\?\"(?P<object>[^\"\\]{1,253})\\?\" )?"
+    r"is forbidden: (?:exceeded|failed) quota: "
+)
+"""The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
+spawner's 403 body, a pipeline step's message): the object it refused, and the refusal."""

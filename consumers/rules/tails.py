@@ -340,6 +340,13 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:Out\b|Failed to|Attempting)"
         ),
     ),
+    (  # XLA's TPU compiler: the program does not fit the chip's memory (HBM, or its vector memory)
+        "TPU out of memory (XLA ran out of its HBM / VMEM)",
+        re.compile(
+            r"Ran out of memory in memory space (?:hbm|vmem)\b"
+            r"|Aborting compilation early because it's unlikely to have enough memory"
+        ),
+    ),
     (
         "GPU out of memory (cuBLAS could not allocate its workspace)",
         re.compile(r"CUBLAS_STATUS_ALLOC_FAILED"),
@@ -615,6 +622,13 @@ glog's ``E0213 … torch/distributed/elastic/multiprocessing/api.py:869] failed`
 _ELASTIC_RANK = re.compile(r"rank\s{0,10}: (?P<rank>\d{1,7}) \(local_rank: (?P<local>\d{1,7})\)")
 _ELASTIC_EXITCODE = re.compile(r"exitcode\s{0,10}: (?P<code>-?\d{1,10})")
 _ELASTIC_HOST = re.compile(r"host\s{0,10}: (?P<host>\S{1,253})")
+_LAMMPS_ABORT = re.compile(
+    r"lammps(?:\.core)?\.MPIAbortException: ['\"]?(?:ERROR(?: on proc (?P<rank>\d{1,7}))?: )?"
+    r"(?P<detail>[^\n]{0,300}?)(?: \((?P<where>[\w/.-]{1,120}:\d{1,6})\))?(?:\\n|['\"]|$)"
+)
+"""LAMMPS's Python module raising the error of one process that can only end with ``MPI_Abort``
+(``lammps.core.MPIAbortException: 'ERROR on proc 7: … (src/…/x.cpp:N)\\nLast command:'``): that
+process leaves, the other ranks wait for it in their next collective."""
 _DEEPSPEED_EXIT = re.compile(r"\] exits with return code = (?P<code>-?\d{1,10})")
 _LOCAL_RANK_ARG = re.compile(r"--local_rank=(?P<local>\d{1,7})")
 
@@ -649,6 +663,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("elastic", _ELASTIC_CHILD, False),
     ("elastic", _ELASTIC_API, False),
     ("deepspeed", _DEEPSPEED_EXIT, False),
+    ("lammps", _LAMMPS_ABORT, False),
 )
 """The headlines :func:`rank_failures` starts from, named, and whether the wording always means the
 job is ending: mpirun and MPICH's process managers print theirs as they take every rank down;
@@ -734,6 +749,10 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         return RankFailure(None, "killed", None, str(number), at_pid.group("host") if at_pid else None, lines)
     if (match := _COLLECTIVE_ABORT.search(line)) is not None:
         return _collective_abort(match, line, after)
+    if (match := _LAMMPS_ABORT.search(line)) is not None:
+        proc = int(match.group("rank")) if match.group("rank") is not None else None
+        detail = f"LAMMPS raised MPIAbortException: {match.group('detail').strip()}".rstrip(": ")
+        return RankFailure(proc, "aborted", None, None, None, (line,), launcher="LAMMPS", detail=detail)
     if _PRIMARY_JOB.search(line):
         return RankFailure(None, "exited", None, None, None, (line,), launcher="Open MPI")
     if "sigkill_handler" in line and (match := _DEEPSPEED_EXIT.search(line)) is not None:

@@ -262,8 +262,9 @@ MAX_RANKS_PER_READING = 256
 class LogMark(Message):
     """One line of a running container's output that matched a failure signature of the rules'
     catalog (:mod:`consumers.rules.live`) — or, with no ``signature``, one of the few lines that
-    followed such a line in the same batch (messages that print a block over several lines) —
-    redacted and bounded like every stored line."""
+    followed such a line in the same batch (messages that print a block over several lines), or the
+    exception a rank raised just before a launcher's account of its end — redacted and bounded like
+    every stored line."""
 
     at: datetime = Field(description="The kubelet's timestamp of the line.")
     rank: int | None = Field(default=None, ge=0, description="The rank its output tag names, if any.")

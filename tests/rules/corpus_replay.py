@@ -54,6 +54,9 @@ from controller.testing.events import (
 CORPUS = Path(__file__).parent / "corpus"
 HELD_OUT = CORPUS / "held_out"
 """Texts from threads the signatures were not written from, scored apart (never in ``load()``)."""
+UNEXPLAINED = CORPUS / "unexplained"
+"""Failure texts whose words do not say the cause their thread found: no rule may claim them (never in
+``load()``; the corpus README, "Unexplained texts")."""
 RULE_IDS: frozenset[str] = frozenset(get_args(RuleId))
 
 LAUNCHER_STACKS = frozenset(

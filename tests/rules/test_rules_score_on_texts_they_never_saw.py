@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rules.corpus_replay import CORPUS, HELD_OUT, load
+from tests.rules.corpus_replay import CORPUS, HELD_OUT, UNEXPLAINED, load, run
 from tests.rules.corpus_score import (
     BLIND,
     NEAR_MISSES_PER_RULE,
@@ -39,6 +39,7 @@ from tests.rules.corpus_score import (
 
 IN_SAMPLE = load(CORPUS)
 HELD = load(HELD_OUT)
+UNCLAIMED = load(UNEXPLAINED)
 DOCS = Path(__file__).parents[2] / "docs" / "troubleshooting.md"
 
 BLIND_SETS = sorted(p for p in BLIND.iterdir() if p.is_dir()) if BLIND.is_dir() else []
@@ -83,7 +84,12 @@ def test_the_documented_numbers_are_the_measured_ones(held_out: Score) -> None:
 def test_a_blind_set_is_the_one_its_manifest_froze(blind: Path) -> None:
     frozen = manifest(blind)
     entries = load(blind)
-    before = IN_SAMPLE + HELD + [e for other in BLIND_SETS[: BLIND_SETS.index(blind)] for e in load(other)]
+    before = (
+        IN_SAMPLE
+        + HELD
+        + UNCLAIMED
+        + [e for other in BLIND_SETS[: BLIND_SETS.index(blind)] for e in load(other)]
+    )
     earlier = {thread(e.source) for e in before}
 
     assert frozen.frozen == blind.name and frozen.code
@@ -117,3 +123,11 @@ def test_every_rule_that_reads_texts_has_its_near_misses() -> None:
     print({rule: coverage[rule] for rule in TEXT_RULES})
 
     assert lacking == NEAR_MISS_GAPS
+
+
+def test_an_unexplained_text_is_claimed_by_no_rule_but_the_catch_all() -> None:
+    claimed = [(e.id, sorted(run(e).rules - {"failed"})) for e in UNCLAIMED]
+
+    assert UNCLAIMED
+    assert [(i, rules) for i, rules in claimed if rules] == []
+    assert all(run(e).rules == {"failed"} for e in UNCLAIMED)  # the run's failure is still told
