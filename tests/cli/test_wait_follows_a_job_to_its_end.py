@@ -10,8 +10,6 @@ import asyncio
 import dataclasses
 import io
 import os
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from controller.cli.exits import CommandError, Exit
 from controller.cli.waiting import Goal
 from controller.client import Refused
 from controller.contract.settings import ClientSettings
+from controller.testing.processes import run_cli
 from controller.testing.waits import until
 from tests.api_fixtures import T0, USERS, fire, job_story
 from tests.live_events import FAST, GUARD_S, Served, Writer, serving
@@ -237,10 +236,10 @@ def test_the_command_line_takes_its_settings_from_the_environment(tmp_path: Path
         "MPIJC_CLIENT__API_URL": "http://127.0.0.1:1",
         "MPIJC_CLIENT__TOKEN_FILE": str(token),
     }
-    command = [sys.executable, "-m", "controller.cli", "wait", "team-a/train", "--timeout", "1s"]
-    unreachable = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
+    command = ["wait", "team-a/train", "--timeout", "1s"]
+    unreachable = run_cli(command, env, timeout_s=60)
     env["MPIJC_CLIENT__TOKEN_FILE"] = str(tmp_path / "absent")
-    no_token = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
+    no_token = run_cli(command, env, timeout_s=60)
     assert unreachable.returncode == Exit.TIMED_OUT, unreachable.stderr
     assert "reconnecting" in unreachable.stderr
     assert no_token.returncode == Exit.REFUSED

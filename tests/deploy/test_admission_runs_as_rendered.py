@@ -28,7 +28,6 @@ import functools
 import os
 import ssl
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
-from controller.testing.processes import start_cli
+from controller.testing.processes import run_cli, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import STARTUP_S, until
 from tests.audit_helpers import a_mpijob, admission_review
@@ -553,15 +552,7 @@ def test_an_unreadable_client_ca_stops_the_webhook_in_one_line(
         "MPIJC_NATS__URL": f"nats://127.0.0.1:{free_port()}",  # never reached: it stops before
     }
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "controller.cli", *container["args"]],
-        env=inherited | env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_cli(container["args"], inherited | env, tmp_path, timeout_s=60)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith("mpijob-controller admission: MPIJC_ADMISSION__CLIENT_CA_FILE: "), lines[0]
