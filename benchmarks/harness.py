@@ -19,7 +19,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,35 @@ def close_all(connections: Sequence[Connection | None]) -> None:
     for connection in connections:
         if connection is not None:
             connection[1].close()
+
+
+async def held_past_deadline(
+    server: ServedProcess,
+    count: int,
+    open_them: Callable[[], Awaitable[Sequence[Connection | None]]],
+    deadline_s: float,
+    wait_s: float,
+    meanwhile: Callable[[], Awaitable[object]] | None = None,
+) -> dict[str, Any]:
+    """``count`` connections ``open_them`` opens, held: the server's memory before, and while they
+    are held with their states (and what ``meanwhile`` got then), then both again ``wait_s`` later,
+    past their ``deadline_s``."""
+    before = server.rss_mib()
+    connections = await open_them()
+    await asyncio.sleep(1.0)  # the server reads what was sent
+    rss = server.rss_mib()
+    result: dict[str, Any] = {
+        "connections": count,
+        "rss_before_mib": before,
+        "while_held": {"rss_mib": rss, "connections": await connection_states(connections)},
+        "added_mib": round(rss - before, 1),
+    }
+    if meanwhile is not None:
+        result["a_review_meanwhile"] = await meanwhile()
+    await asyncio.sleep(wait_s)
+    after = {"rss_mib": server.rss_mib(), "connections": await connection_states(connections)}
+    close_all(connections)
+    return result | {f"after_{deadline_s:g}_s": after}
 
 
 class ServedProcess:
