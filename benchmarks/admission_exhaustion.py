@@ -35,7 +35,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,18 +289,6 @@ async def reviews_under(server: Server, data: bytes, clients: int, rounds: int) 
     }
 
 
-@contextlib.asynccontextmanager
-async def fresh_server(cert: Path, key: Path) -> AsyncIterator[Server]:
-    """A new webhook process for each probe: memory a probe took is not handed back."""
-    server = Server(cert, key)
-    try:
-        await server.started()
-        await asyncio.sleep(1.0)
-        yield server
-    finally:
-        server.stop()
-
-
 async def bodies(server: Server, repeat: int, budget: int, limit: int) -> dict[str, Any]:
     issue = deep_update(fields=116_000, changed=116_000)
     within = deep_update(fields=(budget - 600) // 2, changed=1)  # both objects hold the fields
@@ -350,7 +338,8 @@ async def measure(idle: int, uploads: int, repeat: int) -> dict[str, Any]:
         }
         result: dict[str, Any] = {"settings": settings}
         for name, probe in probes.items():
-            async with fresh_server(cert, key) as server:
+            # a new webhook process for each probe: memory a probe took is not handed back
+            async with Server(cert, key) as server:
                 result[name] = await probe(server)
                 result[name]["rss_peak_mib"] = server.peak_rss_mib()
     return result

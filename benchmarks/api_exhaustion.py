@@ -27,7 +27,7 @@ import contextlib
 import json
 import statistics
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from benchmarks.harness import Connection, ServedProcess, held_past_deadline, report
@@ -171,18 +171,6 @@ async def healthz_under(server: Server, data: bytes, clients: int, rounds: int) 
     }
 
 
-@contextlib.asynccontextmanager
-async def fresh_server() -> AsyncIterator[Server]:
-    """A new API process for each probe: memory a probe took is not handed back to the system."""
-    server = Server()
-    try:
-        await server.started()
-        await asyncio.sleep(1.0)
-        yield server
-    finally:
-        server.stop()
-
-
 async def measure(uploads: int, idle: int, repeat: int) -> dict[str, Any]:
     api = Settings().api  # as the server reads them (MPIJC_API__…)
     limit = api.max_body_bytes
@@ -212,7 +200,8 @@ async def measure(uploads: int, idle: int, repeat: int) -> dict[str, Any]:
         }
     }
     for name, probe in probes.items():
-        async with fresh_server() as server:
+        # a new API process for each probe: memory a probe took is not handed back to the system
+        async with Server() as server:
             result[name] = await probe(server)
             result[name]["rss_peak_mib"] = server.peak_rss_mib()
     return result

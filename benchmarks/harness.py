@@ -22,7 +22,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
@@ -141,7 +142,8 @@ async def held_past_deadline(
 
 class ServedProcess:
     """A server a benchmark starts as a process of its own and probes: ``port`` is where it
-    listens once :meth:`started`; its memory and CPU from ``/proc``."""
+    listens once :meth:`started`; its memory and CPU from ``/proc``. ``async with`` it: started
+    and settled for a second on entry, stopped on exit."""
 
     def __init__(self, port: int, command: Sequence[str], env: Mapping[str, str], what: str) -> None:
         self.port, self.what = port, what
@@ -162,6 +164,16 @@ class ServedProcess:
             except OSError:
                 await asyncio.sleep(0.05)
         raise RuntimeError(f"{self.what} did not start")
+
+    async def __aenter__(self) -> Self:
+        await self.started()
+        await asyncio.sleep(1.0)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
 
     def rss_mib(self) -> float:
         return rss_mib(self.process.pid)
