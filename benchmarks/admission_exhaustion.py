@@ -35,11 +35,11 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import Connection, ServedProcess, close_all, connection_states
+from benchmarks.harness import Connection, ServedProcess, close_all, connection_states, held_past_deadline
 from controller.contract.settings import Settings
 from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
@@ -245,23 +245,14 @@ async def stalled_uploads(server: Server, count: int, limit: int, deadline_s: fl
         f"Content-Length: {limit - 1}\r\n\r\n"
     ).encode()
     data = head + b"[" + b"1," * ((limit - 3) // 2)
-    before = server.rss_mib()
-    connections = await open_many(server, count, data)
-    await asyncio.sleep(1.0)  # the server reads what was sent
-    rss = server.rss_mib()
-    held = {"rss_mib": rss, "connections": await connection_states(connections)}
-    meanwhile = await request(server, post(ordinary_update()))
-    await asyncio.sleep(deadline_s)  # the last one opened is past its deadline
-    after = {"rss_mib": server.rss_mib(), "connections": await connection_states(connections)}
-    close_all(connections)
-    return {
-        "connections": count,
-        "rss_before_mib": before,
-        "while_held": held,
-        "added_mib": round(rss - before, 1),
-        "a_review_meanwhile": meanwhile[0],
-        f"after_{deadline_s:g}_s": after,
-    }
+
+    async def a_review() -> str:
+        return (await request(server, post(ordinary_update())))[0]
+
+    # waiting deadline_s: the last one opened is past its deadline
+    return await held_past_deadline(
+        server, count, lambda: open_many(server, count, data), deadline_s, deadline_s, a_review
+    )
 
 
 async def cpu_per_request(server: Server, data: bytes, repeat: int) -> dict[str, Any]:
@@ -296,18 +287,6 @@ async def reviews_under(server: Server, data: bytes, clients: int, rounds: int) 
         "max_ms": round(max(latencies) * 1000, 1),
         "costly_bodies_sent_meanwhile": sent,
     }
-
-
-@contextlib.asynccontextmanager
-async def fresh_server(cert: Path, key: Path) -> AsyncIterator[Server]:
-    """A new webhook process for each probe: memory a probe took is not handed back."""
-    server = Server(cert, key)
-    try:
-        await server.started()
-        await asyncio.sleep(1.0)
-        yield server
-    finally:
-        server.stop()
 
 
 async def bodies(server: Server, repeat: int, budget: int, limit: int) -> dict[str, Any]:
@@ -359,7 +338,8 @@ async def measure(idle: int, uploads: int, repeat: int) -> dict[str, Any]:
         }
         result: dict[str, Any] = {"settings": settings}
         for name, probe in probes.items():
-            async with fresh_server(cert, key) as server:
+            # a new webhook process for each probe: memory a probe took is not handed back
+            async with Server(cert, key) as server:
                 result[name] = await probe(server)
                 result[name]["rss_peak_mib"] = server.peak_rss_mib()
     return result

@@ -27,10 +27,10 @@ import contextlib
 import json
 import statistics
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from benchmarks.harness import Connection, ServedProcess, close_all, connection_states, report
+from benchmarks.harness import Connection, ServedProcess, held_past_deadline, report
 from controller.contract.settings import Settings
 from controller.testing.ports import free_port
 
@@ -101,20 +101,9 @@ async def _drained(writer: asyncio.StreamWriter) -> None:
 
 
 async def held_and_dropped(server: Server, count: int, data: bytes, deadline_s: float) -> dict[str, Any]:
-    before = server.rss_mib()
-    connections = await open_many(server.port, count, data)
-    await asyncio.sleep(1.0)  # the server reads what was sent
-    held = {"rss_mib": server.rss_mib(), "connections": await connection_states(connections)}
-    await asyncio.sleep(deadline_s + 1.0)
-    after = {"rss_mib": server.rss_mib(), "connections": await connection_states(connections)}
-    close_all(connections)
-    return {
-        "connections": count,
-        "rss_before_mib": before,
-        "while_held": held,
-        "added_mib": round(held["rss_mib"] - before, 1),
-        f"after_{deadline_s:g}_s": after,
-    }
+    return await held_past_deadline(
+        server, count, lambda: open_many(server.port, count, data), deadline_s, deadline_s + 1.0
+    )
 
 
 def upload(length: int, token: str | None) -> bytes:
@@ -182,18 +171,6 @@ async def healthz_under(server: Server, data: bytes, clients: int, rounds: int) 
     }
 
 
-@contextlib.asynccontextmanager
-async def fresh_server() -> AsyncIterator[Server]:
-    """A new API process for each probe: memory a probe took is not handed back to the system."""
-    server = Server()
-    try:
-        await server.started()
-        await asyncio.sleep(1.0)
-        yield server
-    finally:
-        server.stop()
-
-
 async def measure(uploads: int, idle: int, repeat: int) -> dict[str, Any]:
     api = Settings().api  # as the server reads them (MPIJC_API__…)
     limit = api.max_body_bytes
@@ -223,7 +200,8 @@ async def measure(uploads: int, idle: int, repeat: int) -> dict[str, Any]:
         }
     }
     for name, probe in probes.items():
-        async with fresh_server() as server:
+        # a new API process for each probe: memory a probe took is not handed back to the system
+        async with Server() as server:
             result[name] = await probe(server)
             result[name]["rss_peak_mib"] = server.peak_rss_mib()
     return result

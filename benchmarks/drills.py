@@ -38,10 +38,9 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
 from controller.store.migrate import upgrade_async
-from controller.testing.drills import Drill, FaultInjector
+from controller.testing.drills import Drill, FaultInjector, drilling
 from controller.testing.natscluster import NatsCluster
 from controller.testing.ports import free_port
-from controller.testing.receivers import Receiver
 
 
 @contextlib.asynccontextmanager
@@ -59,13 +58,8 @@ async def drill_on(workdir: Path, nats_url: str, replicas: int, database_url: st
     await ensure_streams(js, topology, settings.nats)
     engine = make_engine(database_url)
     try:
-        async with Receiver() as rx:
-            drill = Drill(settings, topology, js, engine, PipelineMetrics(), workdir, rx)
-            await drill.subscribe()
-            try:
-                yield drill
-            finally:
-                drill.stop()
+        async with drilling(settings, topology, js, engine, PipelineMetrics(), workdir) as drill:
+            yield drill
     finally:
         await engine.dispose()
         await nc.close()

@@ -19,10 +19,11 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
@@ -110,9 +111,39 @@ def close_all(connections: Sequence[Connection | None]) -> None:
             connection[1].close()
 
 
+async def held_past_deadline(
+    server: ServedProcess,
+    count: int,
+    open_them: Callable[[], Awaitable[Sequence[Connection | None]]],
+    deadline_s: float,
+    wait_s: float,
+    meanwhile: Callable[[], Awaitable[object]] | None = None,
+) -> dict[str, Any]:
+    """``count`` connections ``open_them`` opens, held: the server's memory before, and while they
+    are held with their states (and what ``meanwhile`` got then), then both again ``wait_s`` later,
+    past their ``deadline_s``."""
+    before = server.rss_mib()
+    connections = await open_them()
+    await asyncio.sleep(1.0)  # the server reads what was sent
+    rss = server.rss_mib()
+    result: dict[str, Any] = {
+        "connections": count,
+        "rss_before_mib": before,
+        "while_held": {"rss_mib": rss, "connections": await connection_states(connections)},
+        "added_mib": round(rss - before, 1),
+    }
+    if meanwhile is not None:
+        result["a_review_meanwhile"] = await meanwhile()
+    await asyncio.sleep(wait_s)
+    after = {"rss_mib": server.rss_mib(), "connections": await connection_states(connections)}
+    close_all(connections)
+    return result | {f"after_{deadline_s:g}_s": after}
+
+
 class ServedProcess:
     """A server a benchmark starts as a process of its own and probes: ``port`` is where it
-    listens once :meth:`started`; its memory and CPU from ``/proc``."""
+    listens once :meth:`started`; its memory and CPU from ``/proc``. ``async with`` it: started
+    and settled for a second on entry, stopped on exit."""
 
     def __init__(self, port: int, command: Sequence[str], env: Mapping[str, str], what: str) -> None:
         self.port, self.what = port, what
@@ -133,6 +164,16 @@ class ServedProcess:
             except OSError:
                 await asyncio.sleep(0.05)
         raise RuntimeError(f"{self.what} did not start")
+
+    async def __aenter__(self) -> Self:
+        await self.started()
+        await asyncio.sleep(1.0)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
 
     def rss_mib(self) -> float:
         return rss_mib(self.process.pid)

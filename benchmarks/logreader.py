@@ -1,5 +1,5 @@
 """The API's side of ``benchmarks.logs`` in a process of its own: a reader following one run on
-``LOGS`` as ``GET /api/v1/runs/{uid}/logs?follow=true`` does (:func:`controller.bus.logstore.read_run`),
+``LOGS`` as ``GET /api/v1/runs/{uid}/logs?follow=true`` does (:func:`controller.bus.logstore.read_raw`),
 noting for each line written by :mod:`benchmarks.logwriter` (its text ends with the nanoseconds
 it was written at) when it was stored on the bus and when it was read.
 
@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from controller.bus.logstore import read_run
+from controller.bus.logstore import parsed_batches, read_raw
 from controller.bus.streams import connect
 from controller.contract.subjects import Topology
 from controller.testing.waits import until
@@ -42,8 +42,8 @@ async def main(args: argparse.Namespace) -> None:
     following = asyncio.Event()
 
     async def read() -> None:
-        async for stored in read_run(
-            js, topology, args.namespace, args.job, args.uid, follow=True, wait_s=0.2
+        async for stored in parsed_batches(
+            read_raw(js, topology, args.namespace, args.job, args.uid, follow=True, wait_s=0.2)
         ):
             following.set()
             if stored is None:

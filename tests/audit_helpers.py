@@ -187,6 +187,15 @@ async def write(
         return await append(conn, records, now)
 
 
+async def write_aged_history(engine: AsyncEngine) -> None:
+    """Records 1-3 recorded 40 days before T0, 4-5 twenty days before, 6 at T0: a 30-day purge
+    at T0 removes the first three."""
+    day = timedelta(days=1)
+    await write(engine, [audit_record(n) for n in (1, 2, 3)], T0 - 40 * day)
+    await write(engine, [audit_record(n) for n in (4, 5)], T0 - 20 * day)
+    await write(engine, [audit_record(6)], T0)
+
+
 _CEF_PAIR = re.compile(r"(\w+)=((?:\\.|[^\\])*?)(?= \w+=|$)")
 _CEF_UNESCAPE = {"\\": "\\", "=": "=", "|": "|", "n": "\n", "r": "\r"}
 

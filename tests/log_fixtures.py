@@ -19,7 +19,7 @@ from nats.js import JetStreamContext
 from controller.api.access import StaticAccess
 from controller.api.app import create_app
 from controller.api.logs import DEFAULT_SEARCH, RunLogs, SearchLimits
-from controller.bus.logstore import read_run
+from controller.bus.logstore import parsed_batches, read_raw
 from controller.contract.events import Change, JobRef
 from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import LogSettings, NatsSettings, Settings
@@ -167,7 +167,7 @@ async def stored(nc: NATS, topology: Topology, job: JobRef, pod: str | None = No
     js = nc.jetstream()
     return [
         stored.batch
-        async for stored in read_run(js, topology, job.namespace, job.name, job.uid, pod=pod)
+        async for stored in parsed_batches(read_raw(js, topology, job.namespace, job.name, job.uid, pod=pod))
         if stored is not None
     ]
 

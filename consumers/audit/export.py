@@ -34,6 +34,7 @@ import logging
 import os
 import socket
 import ssl
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -62,6 +63,7 @@ from controller.store.corroboration import CorroborationVerdict, verdicts
 __all__ = [
     "ExportError",
     "ExportMetrics",
+    "FramedSink",
     "HecSink",
     "JsonlFileSink",
     "Sink",
@@ -80,6 +82,7 @@ log = logging.getLogger(__name__)
 TAIL_BYTES = 1 << 20
 """How much of the JSON Lines file's end is read to find its last record (records are a few KiB)."""
 BACKOFF_INITIAL_S = 0.5
+_Verdict = CorroborationVerdict | None
 
 
 class ExportError(Exception):
@@ -112,7 +115,33 @@ class Sink(Protocol):
     async def close(self) -> None: ...
 
 
-class JsonlFileSink:
+class FramedSink(ABC):
+    """A sink that frames each record alone and delivers a batch as one byte string."""
+
+    separator = b""
+    """What stands between two framed records."""
+
+    async def send(
+        self,
+        batch: Sequence[StoredRecord],
+        head: ChainHead | None = None,
+        verdicts: Mapping[int, CorroborationVerdict] | None = None,
+    ) -> None:
+        found = verdicts or {}
+        await self._deliver(
+            self.separator.join(self._frame(stored, head, found.get(stored.seq)) for stored in batch)
+        )
+
+    @abstractmethod
+    def _frame(self, stored: StoredRecord, head: ChainHead | None, verdict: _Verdict) -> bytes:
+        """One record as the destination takes it."""
+
+    @abstractmethod
+    async def _deliver(self, data: bytes) -> None:
+        """Hand a batch's frames to the destination, or raise :class:`ExportError`."""
+
+
+class JsonlFileSink(FramedSink):
     """Appends one canonical JSON line per record to a file, fsynced per batch."""
 
     def __init__(self, path: Path) -> None:
@@ -122,15 +151,11 @@ class JsonlFileSink:
     def name(self) -> str:
         return f"jsonl:{self.path}"
 
-    async def send(
-        self,
-        batch: Sequence[StoredRecord],
-        head: ChainHead | None = None,
-        verdicts: Mapping[int, CorroborationVerdict] | None = None,
-    ) -> None:
-        found = verdicts or {}
-        lines = b"".join(jsonl_line(stored, head, found.get(stored.seq)) for stored in batch)
-        await asyncio.to_thread(self._write, lines)
+    def _frame(self, stored: StoredRecord, head: ChainHead | None, verdict: _Verdict) -> bytes:
+        return jsonl_line(stored, head, verdict)
+
+    async def _deliver(self, data: bytes) -> None:
+        await asyncio.to_thread(self._write, data)
 
     def _write(self, data: bytes) -> None:
         with self.path.open("ab") as out:
@@ -169,7 +194,7 @@ class JsonlFileSink:
         return None
 
 
-class SyslogSink:
+class SyslogSink(FramedSink):
     """RFC 5424 messages with a CEF payload over one TCP (or TLS) connection, octet-counted."""
 
     def __init__(
@@ -203,22 +228,13 @@ class SyslogSink:
             )
         return self._stream[1]
 
-    async def send(
-        self,
-        batch: Sequence[StoredRecord],
-        head: ChainHead | None = None,
-        verdicts: Mapping[int, CorroborationVerdict] | None = None,
-    ) -> None:
-        found = verdicts or {}
-        frames = b"".join(
-            octet_frame(
-                syslog_message(stored, self.hostname, self.facility, head=head, verdict=found.get(stored.seq))
-            )
-            for stored in batch
-        )
+    def _frame(self, stored: StoredRecord, head: ChainHead | None, verdict: _Verdict) -> bytes:
+        return octet_frame(syslog_message(stored, self.hostname, self.facility, head=head, verdict=verdict))
+
+    async def _deliver(self, data: bytes) -> None:
         try:
             writer = await self._connected()
-            writer.write(frames)
+            writer.write(data)
             await asyncio.wait_for(writer.drain(), self.timeout_s)
         except (OSError, TimeoutError) as exc:
             await self.close()
@@ -235,8 +251,10 @@ class SyslogSink:
                 await stream[1].wait_closed()
 
 
-class HecSink:
+class HecSink(FramedSink):
     """Batches of JSON events to a Splunk-HEC-compatible ``/services/collector/event``."""
+
+    separator = b"\n"
 
     def __init__(
         self,
@@ -258,22 +276,13 @@ class HecSink:
     def name(self) -> str:
         return f"hec:{self.url}"
 
-    async def send(
-        self,
-        batch: Sequence[StoredRecord],
-        head: ChainHead | None = None,
-        verdicts: Mapping[int, CorroborationVerdict] | None = None,
-    ) -> None:
-        found = verdicts or {}
-        body = b"\n".join(
-            json.dumps(
-                hec_event(stored, self.host, self.sourcetype, self.index, head, found.get(stored.seq))
-            ).encode()
-            for stored in batch
-        )
+    def _frame(self, stored: StoredRecord, head: ChainHead | None, verdict: _Verdict) -> bytes:
+        return json.dumps(hec_event(stored, self.host, self.sourcetype, self.index, head, verdict)).encode()
+
+    async def _deliver(self, data: bytes) -> None:
         try:
             response = await self._client.post(
-                f"{self.url}/services/collector/event", content=body, headers=self._headers
+                f"{self.url}/services/collector/event", content=data, headers=self._headers
             )
         except httpx.HTTPError as exc:
             raise ExportError(f"{self.name}: {type(exc).__name__}: {exc}") from exc

@@ -28,6 +28,7 @@ from controller.contract.runs import (  # the run routes' models, shared with th
     FindingList,
     GpuUsage,
     Pod,
+    PodIdentity,
     PodSummary,
     PodUsage,
     RunDetail,
@@ -103,16 +104,9 @@ class PodStateEntry(_Out):
     containers: list[ContainerState]
 
 
-class PodHistory(_Out):
+class PodHistory(PodIdentity):
     """Every observed state of one pod, oldest first."""
 
-    uid: str
-    name: str
-    role: str
-    replica: str | None = Field(
-        default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
-    )
-    index: int | None
     states: list[PodStateEntry]
 
 

@@ -38,10 +38,10 @@ __all__ = [
     "StoredEnd",
     "SupersededError",
     "parsed",
+    "parsed_batches",
     "publish_after",
     "publish_batches",
     "read_raw",
-    "read_run",
     "stored_end",
     "stored_position",
     "subject_ends",
@@ -303,25 +303,13 @@ def parsed(raw: Raw, wanted: Callable[[bytes], bool] | None = None) -> Stored | 
         return None
 
 
-async def read_run(
-    js: JetStreamContext,
-    topology: Topology,
-    namespace: str,
-    job: str,
-    run_uid: str,
-    *,
-    pod: str | None = None,
-    start: datetime | None = None,
-    follow: bool = False,
-    wait_s: float = 1.0,
-    wanted: Callable[[bytes], bool] | None = None,
+async def parsed_batches(
+    groups: AsyncIterator[list[Raw] | None], wanted: Callable[[bytes], bool] | None = None
 ) -> AsyncIterator[Stored | None]:
-    """The batches of one run parsed, as :func:`read_raw` reads them (None: a heartbeat).
-    Unreadable messages are skipped, and so are those ``wanted`` says no to from their raw
-    bytes (a search passing over batches unparsed)."""
-    async for group in read_raw(
-        js, topology, namespace, job, run_uid, pod=pod, start=start, follow=follow, wait_s=wait_s
-    ):
+    """The batches :func:`read_raw` reads, parsed (None: a heartbeat). Unreadable messages are
+    skipped, and so are those ``wanted`` says no to from their raw bytes (a search passing over
+    batches unparsed)."""
+    async for group in groups:
         if group is None:
             yield None
             continue

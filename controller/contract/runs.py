@@ -31,6 +31,7 @@ __all__ = [
     "LogPage",
     "Page",
     "Pod",
+    "PodIdentity",
     "PodSummary",
     "PodUsage",
     "RunDetail",
@@ -91,8 +92,8 @@ class RunPage(Page[RunSummary]):
     """One page of runs, newest first."""
 
 
-class Pod(_Out):
-    """Latest known state of a launcher or worker pod."""
+class PodIdentity(_Out):
+    """Which pod of a run: its uid, name, role and replica (the fields every pod model starts with)."""
 
     uid: str
     name: str
@@ -101,6 +102,11 @@ class Pod(_Out):
         default=None, description="Replica type of a training-operator job's pod (Master, Worker, PS, …)."
     )
     index: int | None
+
+
+class Pod(PodIdentity):
+    """Latest known state of a launcher or worker pod."""
+
     phase: str
     node: str | None
     reason: str | None

@@ -14,11 +14,12 @@ only the benchmark reports times.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import subprocess
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -291,6 +292,26 @@ class Drill:
                 process.kill()
                 codes[name] = None
         return codes
+
+
+@contextlib.asynccontextmanager
+async def drilling(
+    settings: Settings,
+    topology: Topology,
+    js: JetStreamContext,
+    engine: AsyncEngine,
+    metrics: PipelineMetrics,
+    workdir: Path,
+) -> AsyncIterator[Drill]:
+    """A :class:`Drill` with a receiver of its own, subscribed; its processes stopped at the end
+    (:meth:`Drill.stop` may be called before, for their exit codes)."""
+    async with Receiver() as rx:
+        drill = Drill(settings, topology, js, engine, metrics, workdir, rx)
+        await drill.subscribe()
+        try:
+            yield drill
+        finally:
+            drill.stop()
 
 
 async def _count(engine: AsyncEngine, model: type[Run] | type[PodStateRow]) -> int:

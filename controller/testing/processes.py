@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from controller.contract.settings import Settings
@@ -37,3 +38,18 @@ def start_cli(args: list[str], env: dict[str, str], workdir: Path, log: Path) ->
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def run_cli(
+    args: Sequence[str], env: dict[str, str], workdir: Path | None = None, timeout_s: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``mpijob-controller ARGS…`` to its end, its output and errors captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )

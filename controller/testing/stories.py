@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from controller.testing import objects as k
 from watchers.correlating import Observation
+
+if TYPE_CHECKING:
+    from controller.testing.simcluster import SimCluster
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 STORY_SPAN = timedelta(seconds=700)
@@ -80,3 +84,13 @@ def oom_story(
     job = k.with_conditions(job, ("Failed", "MPIJobFailed", at(630, start)))
     obs.append(Observation("job", "MODIFIED", job, start + timedelta(seconds=630)))
     return obs
+
+
+def oom_in(sim: SimCluster, name: str) -> k.Obj:
+    """An MPIJob ``name`` with one worker created in ``sim``, then its worker OOM-killed: the job."""
+    job = k.mpijob(name, workers=1)
+    worker = k.pod(job, "worker", 0, node="gpu-0")
+    sim.create(job)
+    sim.create(worker)
+    sim.update(k.oom_killed(worker))
+    return job

@@ -15,21 +15,14 @@ from controller.contract.audit import Actor
 from controller.contract.settings import AuditSettings
 from controller.store.auditchain import AuditFilter, claim_cursor, list_records, move_cursor, purge
 from controller.store.auditverification import verify
-from tests.audit_helpers import T0, audit_record, write
+from tests.audit_helpers import T0, audit_record, write, write_aged_history
 
 OPERATOR = Actor(username="ops@example.com", groups=("platform-admins",))
 DAY = timedelta(days=1)
 
 
-async def _history(engine: AsyncEngine) -> None:
-    """Records 1-3 recorded 40 days before T0, 4-5 twenty days before, 6 at T0."""
-    await write(engine, [audit_record(n) for n in (1, 2, 3)], T0 - 40 * DAY)
-    await write(engine, [audit_record(n) for n in (4, 5)], T0 - 20 * DAY)
-    await write(engine, [audit_record(6)], T0)
-
-
 async def test_purge_removes_old_records_and_leaves_a_record_of_it(engine: AsyncEngine) -> None:
-    await _history(engine)
+    await write_aged_history(engine)
     async with engine.begin() as conn:
         result = await purge(conn, 30, OPERATOR, T0)
 
@@ -72,7 +65,7 @@ async def test_purge_states_the_hash_of_the_last_removed_record(engine: AsyncEng
 
 
 async def test_a_second_purge_is_anchored_by_its_own_record(engine: AsyncEngine) -> None:
-    await _history(engine)
+    await write_aged_history(engine)
     async with engine.begin() as conn:
         await purge(conn, 30, OPERATOR, T0)
     async with engine.begin() as conn:
@@ -94,7 +87,7 @@ async def test_nothing_due_records_nothing(engine: AsyncEngine) -> None:
 
 
 async def test_purge_keeps_what_an_exporter_has_not_shipped(engine: AsyncEngine) -> None:
-    await _history(engine)
+    await write_aged_history(engine)
     async with engine.begin() as conn:
         await claim_cursor(conn, "syslog:siem:6514")
         await move_cursor(conn, "syslog:siem:6514", 2, 2, T0)
@@ -108,7 +101,7 @@ async def test_purge_keeps_what_an_exporter_has_not_shipped(engine: AsyncEngine)
 
 
 async def test_a_failed_purge_removes_nothing(engine: AsyncEngine) -> None:
-    await _history(engine)
+    await write_aged_history(engine)
     with pytest.raises(RuntimeError, match="crash"):
         async with engine.begin() as conn:
             await purge(conn, 30, OPERATOR, T0)
@@ -120,7 +113,7 @@ async def test_a_failed_purge_removes_nothing(engine: AsyncEngine) -> None:
 async def test_deleting_outside_the_purge_is_refused_and_a_forged_purge_is_detected(
     engine: AsyncEngine, database_url: str
 ) -> None:
-    await _history(engine)
+    await write_aged_history(engine)
     async with engine.begin() as conn:
         await purge(conn, 30, OPERATOR, T0)
     db = await asyncpg.connect(database_url)
@@ -139,7 +132,7 @@ async def test_deleting_outside_the_purge_is_refused_and_a_forged_purge_is_detec
 
 
 async def test_scheduled_retention_purges_as_the_controller(engine: AsyncEngine) -> None:
-    await _history(engine)
+    await write_aged_history(engine)
     stop = asyncio.Event()
     task = asyncio.create_task(
         run_retention(engine, AuditSettings(retention_days=30, purge_interval_s=60), stop, lambda: T0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 
@@ -13,6 +12,7 @@ import asyncpg
 import pytest
 from sqlalchemy import make_url
 
+from controller.testing.processes import run_cli
 from tests.conftest import Services
 
 # one worker runs them all: their roles belong to the server, not to one database
@@ -48,14 +48,7 @@ async def empty_database(services: Services) -> AsyncIterator[str]:
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", *args],
-        env={**clean, "MPIJC_STARTUP_TIMEOUT_S": "2", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(args, {**clean, "MPIJC_STARTUP_TIMEOUT_S": "2", **env})
 
 
 async def test_the_migrate_job_owns_the_schema_and_the_runtime_role_only_appends(

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +25,8 @@ from controller.store.auditchain import AuditFilter, append, chain_hash, list_re
 from controller.store.auditformats import jsonl_line
 from controller.store.auditverification import compare_with_export, verify
 from controller.store.engine import make_engine
-from tests.audit_helpers import T0, audit_record, write
+from controller.testing.processes import run_cli
+from tests.audit_helpers import T0, audit_record, write, write_aged_history
 
 RUNTIME_ROLE = "mpijc_runtime"
 PASSWORD = "mpijc-runtime-test"
@@ -64,15 +63,8 @@ async def runtime_db(runtime_url: str) -> AsyncIterator[asyncpg.Connection]:
     await db.close()
 
 
-async def _history(engine: AsyncEngine) -> None:
-    """Records 1-3 recorded 40 days before T0, 4-5 twenty days before, 6 at T0."""
-    await write(engine, [audit_record(n) for n in (1, 2, 3)], T0 - 40 * DAY)
-    await write(engine, [audit_record(n) for n in (4, 5)], T0 - 20 * DAY)
-    await write(engine, [audit_record(6)], T0)
-
-
 async def test_the_runtime_role_appends_reads_verifies_and_purges(runtime_engine: AsyncEngine) -> None:
-    await _history(runtime_engine)
+    await write_aged_history(runtime_engine)
     async with runtime_engine.begin() as conn:
         result = await purge(conn, 30, OPERATOR, T0)
     assert result.removed == 3 and result.record is not None and result.record.seq == 7
@@ -84,7 +76,7 @@ async def test_the_runtime_role_appends_reads_verifies_and_purges(runtime_engine
 async def test_the_runtime_role_cannot_own_or_change_anything_of_the_audit_table(
     runtime_engine: AsyncEngine, runtime_db: asyncpg.Connection
 ) -> None:
-    await _history(runtime_engine)
+    await write_aged_history(runtime_engine)
     attempts = {
         "disable the trigger": "ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only",
         "disable all triggers": "ALTER TABLE audit_records DISABLE TRIGGER ALL",
@@ -128,7 +120,7 @@ async def test_the_runtime_role_cannot_own_or_change_anything_of_the_audit_table
 async def test_the_purge_function_removes_only_an_old_prefix_it_records_truthfully(
     runtime_engine: AsyncEngine, runtime_db: asyncpg.Connection
 ) -> None:
-    await _history(runtime_engine)
+    await write_aged_history(runtime_engine)
     now = datetime.now(UTC)
     await write(runtime_engine, [audit_record(7)], now)
     async with runtime_engine.connect() as conn:
@@ -261,7 +253,7 @@ async def test_purged_records_are_excused_once_the_siem_has_the_purge_record(
     runtime_engine: AsyncEngine, tmp_path: Path
 ) -> None:
     path = tmp_path / "siem.jsonl"
-    await _history(runtime_engine)
+    await write_aged_history(runtime_engine)
     await _export(runtime_engine, path)
     async with runtime_engine.begin() as conn:
         done = await purge(conn, 30, OPERATOR, T0)
@@ -331,14 +323,7 @@ def test_audit_verify_against_exits_1_when_the_siem_saw_more(database_url: str, 
         "MPIJC_DATABASE__MIGRATE": "false",
         "MPIJC_DATABASE__SINGLE_ROLE": "true",  # the test's database is the superuser's
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "audit", "verify", "--against", str(export)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_cli(["audit", "verify", "--against", str(export)], env)
     assert result.returncode == 1, result.stderr
     assert "the audit chain is empty" in result.stdout
     assert "gone from the database: seq 1" in result.stdout

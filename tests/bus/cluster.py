@@ -1,11 +1,17 @@
-"""The streams of a freshly started 3-server cluster, declared once its JetStream API answers."""
+"""A freshly started 3-server cluster, its streams declared once its JetStream API answers."""
 
 from __future__ import annotations
 
-from controller.bus.client import JetStreamContext, NatsError
-from controller.bus.streams import ensure_streams
-from controller.contract.settings import NatsSettings
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.bus.client import NATS, JetStreamContext, NatsError
+from controller.bus.streams import connect, ensure_streams
+from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
+from controller.testing.natscluster import NatsCluster
 from controller.testing.waits import until
 
 
@@ -26,3 +32,29 @@ async def declare_streams(
         return True
 
     await until(declared, timeout_s, lambda: failures[-3:], 0.1)
+
+
+@dataclass(frozen=True)
+class ClusterBus:
+    """A cluster, the settings' topology on it and a connection to it."""
+
+    cluster: NatsCluster
+    topology: Topology
+    nc: NATS
+    js: JetStreamContext
+
+
+@contextlib.asynccontextmanager
+async def cluster_bus(settings: Settings, workdir: Path, client: str) -> AsyncIterator[ClusterBus]:
+    """A 3-server cluster that ``settings`` now name (three replicas), its streams declared, and a
+    connection named ``client``, closed at the end."""
+    with NatsCluster(workdir / "nats") as cluster:
+        settings.nats = NatsSettings(url=cluster.url, prefix=settings.nats.prefix, replicas=3)
+        topology = Topology(settings.nats.prefix)
+        nc = await connect(cluster.url, client)
+        try:
+            js = nc.jetstream()
+            await declare_streams(js, topology, settings.nats)
+            yield ClusterBus(cluster, topology, nc, js)
+        finally:
+            await nc.close()

@@ -20,9 +20,8 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store.engine import make_engine
 from controller.store.migrate import upgrade_async
-from controller.testing.drills import Drill
+from controller.testing.drills import drilling
 from controller.testing.ports import free_port
-from controller.testing.receivers import Receiver
 from tests.conftest import Stage
 
 pytestmark = pytest.mark.slow
@@ -34,9 +33,9 @@ async def test_a_consumer_process_killed_mid_burst_loses_and_repeats_nothing(
     stage: Stage,
     tmp_path: Path,
 ) -> None:
-    async with Receiver() as rx:
-        drill = Drill(stage.settings, stage.topology, stage.js, stage.engine, stage.metrics, tmp_path, rx)
-        await drill.subscribe()
+    async with drilling(
+        stage.settings, stage.topology, stage.js, stage.engine, stage.metrics, tmp_path
+    ) as drill:
         doomed, survivor = drill.start("doomed"), drill.start("survivor")
         try:
             await drill.running("doomed")
@@ -69,9 +68,7 @@ async def test_a_postgresql_restart_mid_burst_loses_and_repeats_nothing(
         await upgrade_async(url)
         settings.database = DatabaseSettings(url=url, single_role=True)  # type: ignore[arg-type]
         engine = make_engine(url)
-        async with Receiver() as rx:
-            drill = Drill(settings, topology, js, engine, metrics, tmp_path, rx)
-            await drill.subscribe()
+        async with drilling(settings, topology, js, engine, metrics, tmp_path) as drill:
             consumers = drill.start("consumers")
             try:
                 await drill.running("consumers")

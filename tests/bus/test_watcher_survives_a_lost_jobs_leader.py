@@ -13,19 +13,15 @@ import pytest
 from nats.aio.msg import Msg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from controller.bus.streams import connect
-from controller.contract.settings import NatsSettings, Settings
-from controller.contract.subjects import Topology
+from controller.contract.settings import Settings
 from controller.kube.resources import WATCHED
 from controller.metrics import PipelineMetrics
-from controller.testing.drills import Drill
-from controller.testing.natscluster import NatsCluster
+from controller.testing.drills import drilling
 from controller.testing.processes import cli_env, start_cli
-from controller.testing.receivers import Receiver
 from controller.testing.simcluster import SimCluster
 from controller.testing.stories import oom_story
 from controller.testing.waits import until
-from tests.bus.cluster import declare_streams
+from tests.bus.cluster import cluster_bus
 from watchers.correlating import Observation
 
 pytestmark = pytest.mark.slow
@@ -55,21 +51,15 @@ async def test_the_watcher_probing_running_jobs_survives_the_jobs_leader_killed(
     # the cluster's own times, not a recording's: the watcher observes them now
     begun = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=30)
     stories = [oom_story(f"job-{i}", workers=3, start=begun) for i in range(JOBS)]
-    with NatsCluster(tmp_path / "nats") as cluster:
-        settings.nats = NatsSettings(url=cluster.url, prefix=settings.nats.prefix, replicas=3)
-        topology = Topology(settings.nats.prefix)
-        nc = await connect(cluster.url, "drill-observer")
-        js = nc.jetstream()
-        await declare_streams(js, topology, settings.nats)
+    async with cluster_bus(settings, tmp_path, "drill-observer") as bus:
+        cluster, topology = bus.cluster, bus.topology
         probes: list[Msg] = []
 
         async def probed(msg: Msg) -> None:
             probes.append(msg)
 
-        await nc.subscribe(topology.wildcard("jobs").removesuffix(">") + "*.*.log", cb=probed)
-        async with Receiver() as rx:
-            drill = Drill(settings, topology, js, engine, metrics, tmp_path, rx)
-            await drill.subscribe()
+        await bus.nc.subscribe(topology.wildcard("jobs").removesuffix(">") + "*.*.log", cb=probed)
+        async with drilling(settings, topology, bus.js, engine, metrics, tmp_path) as drill:
             drill.start("consumers")
             watch_log = drill.log("watch")
             drill.processes["watch"] = watcher = start_cli(
@@ -110,7 +100,6 @@ async def test_the_watcher_probing_running_jobs_survives_the_jobs_leader_killed(
                 survived = watcher.poll() is None
             finally:
                 codes = drill.stop()
-        await nc.close()
 
     assert survived and codes == {"consumers": 0, "watch": 0}, watch_log.read_text()[-3000:]
     assert outcome.complete, outcome

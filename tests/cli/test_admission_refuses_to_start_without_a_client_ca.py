@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from controller.testing.ports import free_port
+from controller.testing.processes import run_cli
 from tests.audit_helpers import make_certificate
 
 pytestmark = pytest.mark.slow
@@ -39,15 +40,7 @@ def environment(tmp_path: Path, port: int) -> dict[str, str]:
 
 
 def test_without_a_client_ca_it_refuses_to_start_in_one_line(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "admission"],
-        cwd=tmp_path,
-        env=environment(tmp_path, free_port()),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_cli(["admission"], environment(tmp_path, free_port()), tmp_path, timeout_s=60)
 
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]

@@ -13,6 +13,7 @@ import pytest
 
 from controller.contract.settings import RENAMED, Settings, SettingsError, load_settings
 from controller.testing.ports import free_port
+from controller.testing.processes import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -23,15 +24,7 @@ def run(
     """The CLI with only ``env`` set (no MPIJC_ variables inherited), from ``tmp_path``."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
     clean.update({"MPIJC_EMBEDDED__DATA_DIR": str(tmp_path / "data"), **env})
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", *args],
-        cwd=tmp_path,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+    return run_cli(args, clean, tmp_path, timeout_s=timeout_s)
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:

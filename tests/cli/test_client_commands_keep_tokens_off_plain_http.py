@@ -7,8 +7,6 @@ for the test, and read by the commands with its CA."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from controller.cli.runtime import api_certificate
 from controller.client.connection import is_loopback
 from controller.contract.errors import StartupError
 from controller.contract.settings import ApiSettings, ClientSettings, Settings
+from controller.testing.processes import run_cli
 from tests.api_fixtures import T0, insert_runs, job_story, run_row
 from tests.audit_helpers import Certificate, make_certificate
 from tests.cli.test_users_read_history_through_the_api import call
@@ -51,14 +50,7 @@ def test_a_token_is_not_sent_over_plain_http_to_another_machine(command: str) ->
     argv, refused = COMMANDS[command]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
 
-    said = subprocess.run(
-        [sys.executable, "-m", "controller.cli", *argv, "--api", ELSEWHERE, "--token", "token-admin"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_S,
-        check=False,
-    )
+    said = run_cli([*argv, "--api", ELSEWHERE, "--token", "token-admin"], env, timeout_s=GUARD_S)
 
     assert said.returncode == refused, said
     (line,) = said.stderr.strip().splitlines()

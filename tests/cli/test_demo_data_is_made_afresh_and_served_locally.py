@@ -8,8 +8,6 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from controller.contract.errors import StartupError
 from controller.contract.settings import ClientSettings, Settings
 from controller.testing.events import REF, failed_launcher
 from controller.testing.ports import free_port
+from controller.testing.processes import run_cli
 from tests.cli.test_docs_commands_run_on_the_demo import normalized
 from tests.conftest import SCENARIOS
 
@@ -132,15 +131,7 @@ def test_a_second_demo_replays_afresh_with_the_same_report(tmp_path: Path) -> No
     story = str(SCENARIOS / "mpijob-train-retried.jsonl")
 
     def demo() -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "controller.cli", "demo", "--scenarios", story],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        done = run_cli(["demo", "--scenarios", story], env, tmp_path, timeout_s=180)
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from controller.contract.kinds import kind_named
 from controller.contract.settings import Settings
 from controller.store.models import Run
 from controller.testing.ports import free_port
-from controller.testing.processes import cli_env
+from controller.testing.processes import cli_env, run_cli
 from tests.conftest import SCENARIOS
 
 pytestmark = pytest.mark.slow
@@ -41,15 +39,7 @@ async def test_demo_command_stores_and_prints_every_scenario_job(
     if nats == "embedded":  # as `make demo` runs it: each part as its identity, with its password
         del env["MPIJC_NATS__URL"]
         env["MPIJC_EMBEDDED__NATS_PORT"] = str(free_port())
-    result = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "demo"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_cli(["demo"], env, tmp_path)
 
     assert result.returncode == 0, result.stderr[-3000:]
     expected = scenario_jobs()

@@ -21,10 +21,10 @@ import httpx
 import pytest
 
 from controller.contract.subjects import Topology
-from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
+from controller.testing.stories import oom_in
 from controller.testing.waits import STARTUP_S, until
 from tests.conftest import Services, fresh_database, prefixed_nats, settings_for
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
@@ -57,11 +57,7 @@ async def eventually(
 async def oom_killed_run(client: httpx.AsyncClient, sim: SimCluster, name: str) -> tuple[str, httpx.Response]:
     """An MPIJob ``name`` whose worker is OOM-killed, followed through the API until its run
     carries the ``oom`` finding: the run's uid and its detail."""
-    job = k.mpijob(name, workers=1)
-    worker = k.pod(job, "worker", 0, node="gpu-0")
-    sim.create(job)
-    sim.create(worker)
-    sim.update(k.oom_killed(worker))
+    oom_in(sim, name)
     runs = await eventually(
         client, "/api/v1/runs?namespace=team-a", lambda body: [r["name"] for r in body["items"]] == [name]
     )

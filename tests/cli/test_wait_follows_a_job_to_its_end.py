@@ -7,11 +7,11 @@ printing anything twice."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import os
-import subprocess
-import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from controller.cli.exits import CommandError, Exit
 from controller.cli.waiting import Goal
 from controller.client import Refused
 from controller.contract.settings import ClientSettings
+from controller.testing.processes import run_cli
 from controller.testing.waits import until
 from tests.api_fixtures import T0, USERS, fire, job_story
 from tests.live_events import FAST, GUARD_S, Served, Writer, serving
@@ -55,17 +56,31 @@ class Waiting:
         await until(lambda: text in self.out.getvalue() or self.task.done(), GUARD_S, self.out.getvalue)
 
 
+@contextlib.asynccontextmanager
+async def waiting_on_an_oom(
+    engine: AsyncEngine, token_file: Path
+) -> AsyncIterator[tuple[Served, Waiting, Callable[[], Awaitable[None]]]]:
+    """A ``wait`` started before its job is seen, the job recorded up to Running and printed so;
+    the third: record the rest, its worker OOM-killed and the finding fired."""
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    writer = Writer(engine)
+
+    async def fail() -> None:
+        await writer.write(story[-2:])
+        await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+
+    async with serving(engine) as api:
+        wait = Waiting(api, token_file, "team-a/train", wait_for_creation=True)
+        await writer.write(story[:-2])
+        await wait.printed(": Running")
+        yield api, wait, fail
+
+
 async def test_a_job_that_fails_with_an_oom_exits_1_with_its_root_cause(
     engine: AsyncEngine, token_file: Path
 ) -> None:
-    uid, story = job_story("train", outcome="Failed", oom_worker=1)
-    writer = Writer(engine)
-    async with serving(engine) as api:
-        wait = Waiting(api, token_file, "team-a/train", wait_for_creation=True)  # before the job is seen
-        await writer.write(story[:-2])
-        await wait.printed(": Running")
-        await writer.write(story[-2:])
-        await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+    async with waiting_on_an_oom(engine, token_file) as (_, wait, fail):
+        await fail()
         status = await wait.status()
     assert status == Exit.FAILED
     out, err = wait.out.getvalue(), wait.err.getvalue()
@@ -191,15 +206,9 @@ async def test_a_wait_whose_access_is_removed_exits_3_with_the_reason(
 async def test_wait_rides_out_an_api_restart_and_prints_every_change_once(
     engine: AsyncEngine, token_file: Path
 ) -> None:
-    uid, story = job_story("train", outcome="Failed", oom_worker=1)
-    writer = Writer(engine)
-    async with serving(engine) as api:
-        wait = Waiting(api, token_file, "team-a/train", wait_for_creation=True)
-        await writer.write(story[:-2])
-        await wait.printed(": Running")
+    async with waiting_on_an_oom(engine, token_file) as (api, wait, fail):
         await api.stop()  # the API goes away while the job runs on
-        await writer.write(story[-2:])
-        await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+        await fail()
         await until(lambda: "reconnecting" in wait.err.getvalue(), GUARD_S, wait.err.getvalue)
         await api.start()  # on the same port, as a restarted pod behind its Service
         assert await wait.status() == Exit.FAILED
@@ -237,10 +246,10 @@ def test_the_command_line_takes_its_settings_from_the_environment(tmp_path: Path
         "MPIJC_CLIENT__API_URL": "http://127.0.0.1:1",
         "MPIJC_CLIENT__TOKEN_FILE": str(token),
     }
-    command = [sys.executable, "-m", "controller.cli", "wait", "team-a/train", "--timeout", "1s"]
-    unreachable = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
+    command = ["wait", "team-a/train", "--timeout", "1s"]
+    unreachable = run_cli(command, env, timeout_s=60)
     env["MPIJC_CLIENT__TOKEN_FILE"] = str(tmp_path / "absent")
-    no_token = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
+    no_token = run_cli(command, env, timeout_s=60)
     assert unreachable.returncode == Exit.TIMED_OUT, unreachable.stderr
     assert "reconnecting" in unreachable.stderr
     assert no_token.returncode == Exit.REFUSED

@@ -24,11 +24,12 @@ import asyncio
 import base64
 import contextlib
 import datetime
+import functools
 import os
 import ssl
 import subprocess
-import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.testing.objects import mpijob
 from controller.testing.ports import free_port
-from controller.testing.processes import start_cli
+from controller.testing.processes import run_cli, start_cli
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import STARTUP_S, until
 from tests.audit_helpers import a_mpijob, admission_review
@@ -71,6 +72,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_admission_runs_as_
 
 Obj = dict[str, Any]
 Secrets = dict[str, dict[str, bytes]]
+Start = Callable[..., AbstractAsyncContextManager["Webhook"]]
+""":func:`running` in this test's directory, on its NATS: ``start(objs, secrets, serving_ca, extra=None)``."""
 """Secret name → key → bytes, as the pods would see them."""
 
 USAGES = {"server auth": ExtendedKeyUsageOID.SERVER_AUTH, "client auth": ExtendedKeyUsageOID.CLIENT_AUTH}
@@ -242,6 +245,12 @@ def _serving_ca(objs: list[Obj], secrets: Secrets) -> bytes:
     return secrets[find(objs, "Certificate", name)["spec"]["secretName"]]["ca.crt"]
 
 
+def _issued(objs: list[Obj]) -> tuple[Secrets, bytes]:
+    """The Secrets cert-manager issues for ``objs`` (with the NATS passwords) and the serving CA."""
+    secrets = issue_certificates(objs) | NATS_PASSWORDS
+    return secrets, _serving_ca(objs, secrets)
+
+
 @contextlib.asynccontextmanager
 async def running(
     objs: list[Obj],
@@ -370,6 +379,11 @@ async def audit_stream(nats_client: NATS, topology: Topology, services: Services
     return js
 
 
+@pytest.fixture
+def start(tmp_path: Path, services: Services, topology: Topology) -> Start:
+    return functools.partial(running, where=tmp_path, nats_url=services.nats_url, topology=topology)
+
+
 # ---------------------------------------------------------------------------------------- tests
 
 
@@ -377,11 +391,11 @@ async def test_only_the_api_servers_client_certificate_gets_in(
     renders: dict[str, list[Obj]],
     audit_stream: JetStreamContext,
     topology: Topology,
-    services: Services,
+    start: Start,
     tmp_path: Path,
 ) -> None:
     objs = renders["cert-manager"]
-    secrets = issue_certificates(objs) | NATS_PASSWORDS
+    secrets, ca_bundle = _issued(objs)
     apiserver = _pair(secrets["mpijc-admission-apiserver-client"], tmp_path / "apiserver")
     # a client certificate from the serving CA: right purpose, wrong CA
     serving_ca = find(objs, "Issuer", "mpijc-admission-ca")["spec"]["ca"]["secretName"]
@@ -396,9 +410,7 @@ async def test_only_the_api_servers_client_certificate_gets_in(
     )
     impostor = _pair({"tls.crt": _pem(forged), "tls.key": _pem(key)}, tmp_path / "impostor")
 
-    async with running(
-        objs, secrets, _serving_ca(objs, secrets), tmp_path, services.nats_url, topology
-    ) as webhook:
+    async with start(objs, secrets, ca_bundle) as webhook:
         for client in (None, impostor):
             with pytest.raises(httpx.TransportError):
                 await post_review(webhook, admission_review("DELETE", a_mpijob()), client)
@@ -411,17 +423,10 @@ async def test_only_the_api_servers_client_certificate_gets_in(
 
 
 async def test_without_client_auth_anyone_gets_in_and_records_say_unverified(
-    renders: dict[str, list[Obj]],
-    audit_stream: JetStreamContext,
-    topology: Topology,
-    services: Services,
-    tmp_path: Path,
+    renders: dict[str, list[Obj]], audit_stream: JetStreamContext, topology: Topology, start: Start
 ) -> None:
     objs = renders["no-client-auth"]
-    secrets = issue_certificates(objs) | NATS_PASSWORDS
-    async with running(
-        objs, secrets, _serving_ca(objs, secrets), tmp_path, services.nats_url, topology
-    ) as webhook:
+    async with start(objs, *_issued(objs)) as webhook:
         body = admission_review("DELETE", a_mpijob(), user="alice")  # forged by anyone
         assert (await post_review(webhook, body, None)).json()["response"]["allowed"] is True
         (record,) = await stored(audit_stream, topology, 1)
@@ -429,10 +434,9 @@ async def test_without_client_auth_anyone_gets_in_and_records_say_unverified(
 
 
 async def test_the_rendered_webhook_warns_about_a_job_over_its_namespace_gpu_quota(
-    renders: dict[str, list[Obj]], topology: Topology, services: Services, tmp_path: Path
+    renders: dict[str, list[Obj]], start: Start, tmp_path: Path
 ) -> None:
     objs = renders["no-client-auth"]
-    secrets = issue_certificates(objs) | NATS_PASSWORDS
     with SimCluster() as cluster:
         cluster.create(
             {
@@ -447,9 +451,7 @@ async def test_the_rendered_webhook_warns_about_a_job_over_its_namespace_gpu_quo
             }
         )
         api = {"MPIJC_KUBE__KUBECONFIG": str(cluster.kubeconfig(tmp_path / "kubeconfig"))}
-        async with running(
-            objs, secrets, _serving_ca(objs, secrets), tmp_path, services.nats_url, topology, api
-        ) as webhook:
+        async with start(objs, *_issued(objs), extra=api) as webhook:
             body = admission_review("CREATE", mpijob("llm", workers=4, gpus=8), user="alice")
             answer = (await post_review(webhook, body, None)).json()["response"]
     assert answer["allowed"] is True
@@ -505,7 +507,7 @@ async def test_self_signed_ca_sh_makes_what_the_webhook_and_the_api_server_need(
     renders: dict[str, list[Obj]],
     audit_stream: JetStreamContext,
     topology: Topology,
-    services: Services,
+    start: Start,
     tmp_path: Path,
 ) -> None:
     ca_dir = tmp_path / "cas"
@@ -527,10 +529,7 @@ async def test_self_signed_ca_sh_makes_what_the_webhook_and_the_api_server_need(
     files = {k: out / Path(v).name for k, v in user["user"].items()}  # as copied to the node
     assert files["client-key"].stat().st_mode & 0o077 == 0
 
-    objs = renders["self-signed"]
-    async with running(
-        objs, secrets | NATS_PASSWORDS, bundle, tmp_path, services.nats_url, topology
-    ) as webhook:
+    async with start(renders["self-signed"], secrets | NATS_PASSWORDS, bundle) as webhook:
         with pytest.raises(httpx.TransportError):
             await post_review(webhook, admission_review("DELETE", a_mpijob()), None)
         body = admission_review("CREATE", a_mpijob())
@@ -544,7 +543,7 @@ def test_an_unreadable_client_ca_stops_the_webhook_in_one_line(
     renders: dict[str, list[Obj]], topology: Topology, tmp_path: Path
 ) -> None:
     objs = renders["cert-manager"]
-    secrets = issue_certificates(objs) | NATS_PASSWORDS
+    secrets, _ = _issued(objs)
     secrets["mpijc-admission-client-ca"]["ca.crt"] = b"not a certificate\n"
     container, mounted = _pod_files(objs, secrets, tmp_path / "pod")
     env = _environment(objs, container, mounted, secrets) | {
@@ -553,15 +552,7 @@ def test_an_unreadable_client_ca_stops_the_webhook_in_one_line(
         "MPIJC_NATS__URL": f"nats://127.0.0.1:{free_port()}",  # never reached: it stops before
     }
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("MPIJC_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "controller.cli", *container["args"]],
-        env=inherited | env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_cli(container["args"], inherited | env, tmp_path, timeout_s=60)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith("mpijob-controller admission: MPIJC_ADMISSION__CLIENT_CA_FILE: "), lines[0]

@@ -18,11 +18,11 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.settings import Settings
-from controller.testing import objects as k
 from controller.testing.packages import debian_binary
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.simcluster import SimCluster
+from controller.testing.stories import oom_in
 from controller.testing.waits import until
 from tests.pipeline_fixtures import wait_for_sql
 from tests.processes import stop
@@ -83,11 +83,7 @@ async def test_every_metrics_port_passes_promtool_and_serves_healthz(
                 MPIJC_METRICS__PORT=str(ports[who]),
             )
             processes[who] = start_cli(args, env, tmp_path, tmp_path / f"{who}.log")
-        job = k.mpijob("scraped", workers=1)
-        worker = k.pod(job, "worker", 0, node="gpu-0")
-        sim.create(job)
-        sim.create(worker)
-        sim.update(k.oom_killed(worker))
+        oom_in(sim, "scraped")
         await wait_for_sql(engine, "SELECT count(*) FROM findings WHERE rule = 'oom'", 1, timeout_s=60)
         async with httpx.AsyncClient(timeout=30) as client:
             for who, port in ports.items():

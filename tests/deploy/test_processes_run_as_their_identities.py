@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +29,9 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.testing import objects as k
 from controller.testing.ports import free_port
-from controller.testing.processes import cli_env, start_cli
+from controller.testing.processes import cli_env, run_cli, start_cli
 from controller.testing.simcluster import SimCluster
+from controller.testing.stories import oom_in
 from tests.pipeline_fixtures import wait_for_sql
 from tests.processes import stop
 
@@ -86,15 +86,7 @@ async def test_each_process_works_as_its_identity_without_a_violation(
 ) -> None:
     url, server_log = nats_with_users
     kubeconfig = str(sim.kubeconfig(tmp_path / "kubeconfig"))
-    migrated = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "migrate"],
-        env=_as(settings, tmp_path, "admin", url),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    migrated = run_cli(["migrate"], _as(settings, tmp_path, "admin", url), tmp_path)
     assert migrated.returncode == 0 and "streams declared" in migrated.stdout, migrated.stderr
 
     roles = {
@@ -123,11 +115,7 @@ async def test_each_process_works_as_its_identity_without_a_violation(
                 tmp_path,
                 tmp_path / f"{who}.log",
             )
-        job = k.mpijob("guarded", workers=1)
-        worker = k.pod(job, "worker", 0, node="gpu-0")
-        sim.create(job)
-        sim.create(worker)
-        sim.update(k.oom_killed(worker))
+        job = oom_in(sim, "guarded")
         await wait_for_sql(engine, "SELECT count(*) FROM findings WHERE rule = 'oom'", 1, timeout_s=60)
         await wait_for_sql(engine, "SELECT count(*) FROM runs WHERE name = 'guarded'", 1)
         sim.update(k.with_conditions(sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z")))

@@ -8,7 +8,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from controller.bus.logshares import CHUNKS, LogShares, Share
-from controller.bus.logstore import publish_after, read_run
+from controller.bus.logstore import parsed_batches, publish_after, read_raw
 from controller.bus.streams import ensure_streams
 from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import LogSettings, NatsSettings, Settings
@@ -37,7 +37,7 @@ def _batch(namespace: str, n: int, text: str) -> LogBatch:
 async def _texts(js: JetStreamContext, topology: Topology, namespace: str) -> list[str]:
     return [
         line.text
-        async for stored in read_run(js, topology, namespace, "train", f"uid-{namespace}")
+        async for stored in parsed_batches(read_raw(js, topology, namespace, "train", f"uid-{namespace}"))
         if stored is not None
         for line in stored.batch.lines
     ]

@@ -18,7 +18,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import KeyDeletedError, KeyNotFoundError
 
-from controller.bus.logstore import SupersededError, publish_after, read_run, stored_end
+from controller.bus.logstore import SupersededError, parsed_batches, publish_after, read_raw, stored_end
 from controller.bus.streams import connect
 from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import LogSettings, Settings
@@ -206,7 +206,9 @@ async def test_a_batch_is_stored_only_right_after_the_last_one_its_follower_know
     assert await publish_after(js, topology, [batch(3, "c")], first, retry_s) > first
     end = await stored_end(js, topology, "team-a", "j", "u", "p", "c")
     assert end.position.ts == 3
-    assert [s.batch.lines[0].text async for s in read_run(js, topology, "team-a", "j", "u") if s] == [
+    assert [
+        s.batch.lines[0].text async for s in parsed_batches(read_raw(js, topology, "team-a", "j", "u")) if s
+    ] == [
         "a",
         "b",
         "c",

@@ -7,7 +7,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import StorageType, StoreCompression, StreamConfig
 
-from controller.bus.logstore import publish_batches, read_run, stored_position
+from controller.bus.logstore import parsed_batches, publish_batches, read_raw, stored_position
 from controller.bus.streams import ensure_streams
 from controller.contract.logs import LogBatch, LogLine, LogPosition
 from controller.contract.settings import NatsSettings, Settings
@@ -66,12 +66,16 @@ async def test_a_containers_last_batch_says_where_its_log_stands(
     assert where == LogPosition(ts=30, ties=1, stored_bytes=1)
     nowhere = await stored_position(js, topology, "team-a", "llm.v2", "uid-2", "llm.v2-launcher", "main")
     assert nowhere == LogPosition()
-    read = [s async for s in read_run(js, topology, "team-a", "llm.v2", "uid-1") if s is not None]
+    read = [
+        s async for s in parsed_batches(read_raw(js, topology, "team-a", "llm.v2", "uid-1")) if s is not None
+    ]
     assert [s.batch.lines[0].text for s in read] == ["a", "b", "c"]
     assert [s.seq for s in read] == [1, 2, 3]
     of_pod = [
         b.batch
-        async for b in read_run(js, topology, "team-a", "llm.v2", "uid-1", pod="llm.v2-worker-0")
+        async for b in parsed_batches(
+            read_raw(js, topology, "team-a", "llm.v2", "uid-1", pod="llm.v2-worker-0")
+        )
         if b is not None
     ]
     assert [b.lines[0].text for b in of_pod] == ["b"]
