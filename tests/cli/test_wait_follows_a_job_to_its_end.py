@@ -69,7 +69,9 @@ async def waiting_on_an_oom(
         await writer.write(story[-2:])
         await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
 
-    async with serving(engine) as api:
+    # the finding is recorded after the phase Failed, as the rules do: the stream waits for it as
+    # the API's own grace does (FAST's grace of 0 would end it between the two writes)
+    async with serving(engine, dataclasses.replace(FAST, finding_grace_s=GUARD_S)) as api:
         wait = Waiting(api, token_file, "team-a/train", wait_for_creation=True)
         await writer.write(story[:-2])
         await wait.printed(": Running")
