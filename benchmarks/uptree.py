@@ -25,7 +25,7 @@ from controller.cli.embedded.processes import alive, die_with_this_process
 
 PART_OF_COMMAND = {"up": "up", "watch": "watcher", "api": "api"}
 """The part a ``python -m controller.cli <command>`` process is, by its command (``consume --only
-ROLE``: the role)."""
+ROLE …``: its roles, joined by ``+`` as ``up`` names the part)."""
 
 
 def _parent(pid: int) -> int | None:
@@ -66,7 +66,8 @@ def part(pid: int) -> str | None:
         return None
     command = argv[argv.index("controller.cli") + 1 :]
     if command[:2] == ["consume", "--only"] and len(command) > 2:
-        return command[2]
+        pairs = zip(command[1::2], command[2::2], strict=False)
+        return "+".join(role for flag, role in pairs if flag == "--only")
     return PART_OF_COMMAND.get(command[0]) if command else None
 
 
