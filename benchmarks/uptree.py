@@ -25,7 +25,7 @@ from controller.cli.embedded.processes import alive, die_with_this_process
 
 PART_OF_COMMAND = {"up": "up", "watch": "watcher", "api": "api"}
 """The part a ``python -m controller.cli <command>`` process is, by its command (``consume --only
-ROLE``: the role)."""
+ROLE …``: its roles, joined by ``+`` as ``up`` names the part)."""
 
 
 def _parent(pid: int) -> int | None:
@@ -66,7 +66,8 @@ def part(pid: int) -> str | None:
         return None
     command = argv[argv.index("controller.cli") + 1 :]
     if command[:2] == ["consume", "--only"] and len(command) > 2:
-        return command[2]
+        pairs = zip(command[1::2], command[2::2], strict=False)
+        return "+".join(role for flag, role in pairs if flag == "--only")
     return PART_OF_COMMAND.get(command[0]) if command else None
 
 
@@ -111,6 +112,12 @@ def until_answers(port: int, started: float, timeout_s: float = 120) -> float:
     raise RuntimeError(f"the API did not answer within {timeout_s:g} s")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _pss_mib(pid: int) -> float:
     """Proportional set size (shared pages divided among the processes sharing them), in MiB."""
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
@@ -125,12 +132,14 @@ class TreeMemory:
     (an upper bound: they need not peak at once), the highest sum of their resident memory at
     one sample, nats-server's peak, and PostgreSQL's highest proportional set size summed over
     its processes (its backends share their buffers: resident memory would count them once
-    per backend)."""
+    per backend); and the CPU seconds the Python processes used, each at its last sample."""
 
     def __init__(self, up: int, data_dir: Path, interval_s: float = 0.25) -> None:
         self.up, self.data_dir, self.interval_s = up, data_dir, interval_s
         self.parts: dict[int, str] = {}
         self._peaks: dict[int, float] = {}
+        self._cpu: dict[int, float] = {}
+        """Pid → the CPU seconds it had used at its last sample (a Python part's)."""
         self._sampled_peak = self._postgres_peak = 0.0
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="up-memory", daemon=True)
@@ -150,6 +159,7 @@ class TreeMemory:
                     self._peaks[pid] = max(self._peaks.get(pid, 0.0), peak_rss_mib(pid))
                     if self.parts.get(pid, "nats") != "nats":
                         total += rss_mib(pid)
+                        self._cpu[pid] = cpu_s(pid)
             self._sampled_peak = max(self._sampled_peak, total)
 
     def _postgres_pss(self) -> float:
@@ -181,5 +191,6 @@ class TreeMemory:
             **{name: round(peak, 1) for name, peak in sorted(by_part.items())},
             "python_sum_of_peaks": round(python, 1),
             "python_sampled_peak": round(self._sampled_peak, 1),
+            "python_cpu_s": round(sum(self._cpu.values()), 1),
             "postgres_pss_peak": round(self._postgres_peak, 1),
         }

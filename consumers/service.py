@@ -51,7 +51,8 @@ async def run_consumers(
     """Consume until ``stop`` is set; streams must exist (:func:`controller.bus.streams.ensure_streams`).
 
     All roles share one connection, as ``settings.nats``; with ``nats_for`` (role → the settings
-    of its identity: the embedded NATS, where each role has its own), each role has its own."""
+    of its identity: the embedded NATS, or ``MPIJC_NATS__ROLE_PASSWORD_FILES``), each role has its
+    own connection, as its own identity."""
     unknown = set(only) - set(CONSUMERS)
     if unknown:
         raise ValueError(f"unknown consumers {sorted(unknown)}; choose from {list(CONSUMERS)}")

@@ -75,23 +75,33 @@ def _invoking_user() -> str:
 
 
 async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
-    """Watchers, every consumer role and the API, each in its own process (see :mod:`.supervisor`).
+    """The API, the watchers and the consumer roles in child processes (see :mod:`.supervisor`):
+    the roles on a failure's path (history, rules) share one process, the others (audit, notify,
+    dispatch, k8s-events) another at a lower priority; each further dispatcher has its own.
 
     ``up`` itself declares the streams (as ``admin`` on the embedded NATS); each part connects as
-    the identity of its role: on the embedded NATS ``up`` hands it that identity's password file
-    (``MPIJC_NATS__USER``, ``MPIJC_NATS__PASSWORD_FILE``) and no other."""
+    the identity of its role, each role of a shared process as its own: on the embedded NATS ``up``
+    hands a part those identities' password files (``MPIJC_NATS__USER``,
+    ``MPIJC_NATS__PASSWORD_FILE``, ``MPIJC_NATS__ROLE_PASSWORD_FILES``) and no other."""
     from controller.cli.demodata import claim
     from controller.cli.runtime import runtime, served_metrics, stop_on_signals
     from controller.cli.supervisor import BACKGROUND_NICE, Child, UpMetrics, supervise
 
     roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
     others = {"MPIJC_METRICS__PORT": "0"}  # one process serves the fixed metrics port: the API
-    parts = [  # the API first: reads are answered while the others start (see .supervisor)
-        ("api", ("api",), {}, "api"),
-        ("watchers", ("watch",), others, "watchers"),
-        *((role, ("consume", "--only", role), others, role) for role in roles),
+    parts: list[tuple[str, tuple[str, ...], dict[str, str], tuple[str, ...]]] = [
+        ("api", ("api",), {}, ("api",)),  # first: reads are answered while the others start (.supervisor)
+        ("watchers", ("watch",), others, ("watchers",)),
+        *(
+            ("+".join(group), ("consume", *(a for role in group for a in ("--only", role))), others, group)
+            for group in (
+                tuple(role for role in roles if role in FAILURE_PATH),
+                tuple(role for role in roles if role not in FAILURE_PATH),
+            )
+            if group
+        ),
         *(  # more dispatchers use more cores (MPIJC_UP__DISPATCHERS): they share the outbox by leased claims
-            (f"dispatch-{n}", ("consume", "--only", "dispatch"), others, "dispatch")
+            (f"dispatch-{n}", ("consume", "--only", "dispatch"), others, ("dispatch",))
             for n in range(2, settings.up.dispatchers + 1)
         ),
     ]
@@ -110,25 +120,25 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
                 "MPIJC_NATS__URL": rt.nats_url,
                 "MPIJC_DATABASE__MIGRATE": "false",  # migrated above: the parts only check it is at head
             }
-            if rt.nats_for is not None:  # the embedded NATS: each part gets its identity's password only
-                for configured in ("MPIJC_NATS__PASSWORD", "MPIJC_NATS__CREDS_FILE"):
-                    env.pop(configured, None)
+            if rt.holds_nats_users:  # the embedded NATS: each part gets its identities' passwords only
+                for configured in ("PASSWORD", "CREDS_FILE", "ROLE_PASSWORD_FILES"):
+                    env.pop(f"MPIJC_NATS__{configured}", None)
             children = [
                 Child(
                     name,
                     args,
-                    {**more, **rt.nats_environment(identity)},
+                    {**more, **rt.nats_environment(*identities)},
                     serves=(settings.api.host, settings.api.port) if name == "api" else None,
-                    nice=0 if identity in FAILURE_PATH else BACKGROUND_NICE,
+                    nice=0 if FAILURE_PATH.issuperset(identities) else BACKGROUND_NICE,
                 )
-                for name, args, more, identity in parts
+                for name, args, more, identities in parts
             ]
             return await supervise(children, env, stop, settings.up, metrics)
 
 
 FAILURE_PATH = frozenset({"watchers", "rules", "history", "api"})
 """The parts a failure travels through to the API (watch → rules → history → read): ``up`` runs
-the others at a lower CPU priority."""
+the others at a lower CPU priority, and their consumer roles in a process apart from these."""
 
 
 def _cluster_or_stop(settings: Settings) -> None:

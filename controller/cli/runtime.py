@@ -68,22 +68,38 @@ class Runtime:
     _nats_users: EmbeddedNatsUsers | None = None
 
     def nats_as(self, identity: str) -> NatsSettings:
-        """How to connect as ``identity``: on the embedded NATS with its password; a configured
-        NATS has one identity per process, the settings'."""
-        if self._nats_users is None:
+        """How to connect as ``identity``: on the embedded NATS with its password; on a configured
+        NATS with the role's password file of ``role_password_files`` where it is set (a
+        :class:`StartupError` for a role it lacks), else as the settings' one identity."""
+        if self._nats_users is not None:
+            return self._nats_users.settings(identity, self.settings.nats)
+        files = self.settings.nats.role_password_files
+        if not files:
             return self.settings.nats
-        return self._nats_users.settings(identity, self.settings.nats)
+        if identity not in files:
+            raise StartupError(
+                f"MPIJC_NATS__ROLE_PASSWORD_FILES: no password file for {identity!r} (it has "
+                f"{', '.join(sorted(files))}): each role of the process connects as its own identity"
+            )
+        return self.settings.nats.as_user(identity, files[identity])
+
+    @property
+    def holds_nats_users(self) -> bool:
+        """Whether the NATS is the embedded one, whose every identity's password is at hand."""
+        return self._nats_users is not None
 
     @property
     def nats_for(self) -> Callable[[str], NatsSettings] | None:
-        """Role → its identity's settings where each role has its own (the embedded NATS), else
-        None: one identity, the settings', for all."""
-        return self.nats_as if self._nats_users is not None else None
+        """Role → its identity's settings where each role has its own (the embedded NATS, or
+        ``MPIJC_NATS__ROLE_PASSWORD_FILES``), else None: one identity, the settings', for all."""
+        each_own = self.holds_nats_users or bool(self.settings.nats.role_password_files)
+        return self.nats_as if each_own else None
 
-    def nats_environment(self, identity: str) -> dict[str, str]:
-        """What a child process needs to connect as ``identity``: on the embedded NATS its user
-        and password file; nothing for a configured NATS (the child has the settings)."""
-        return {} if self._nats_users is None else self._nats_users.environment(identity)
+    def nats_environment(self, *identities: str) -> dict[str, str]:
+        """What a child process needs to connect as ``identities[0]`` (and, given several consumer
+        roles, each of them as its own): on the embedded NATS the users and password files;
+        nothing for a configured NATS (the child has the settings)."""
+        return {} if self._nats_users is None else self._nats_users.environment(*identities)
 
     @contextlib.asynccontextmanager
     async def connected_as(self, identity: str) -> AsyncIterator[NATS]:

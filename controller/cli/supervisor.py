@@ -1,26 +1,35 @@
-"""``up``: every part of the controller in its own process, as the Deployments run them, kept running.
+"""``up``: the parts of the controller in child processes, kept running.
 
-The watchers, each consumer role and the API run as child processes of ``up`` (``watch``,
-``consume --only <role>``, ``api``), so a laptop uses every core the way a cluster does.
+The API, the watchers and the consumer roles run as child processes of ``up`` (``api``,
+``watch``, ``consume --only <role> …``), so a laptop uses its cores the way a cluster does. The
+consumer roles share two processes (:func:`~controller.cli.commands.cmd_up`): those on a failure's
+path (history, rules) one, the others (audit, notify, dispatch, k8s-events) another; each role
+in them connects to NATS as its own identity, as it does in its own Deployment. A Python process
+costs 100 to 125 MiB and 1 to 1.5 s of CPU before it holds any data, so five processes instead of eight
+start sooner on a small machine and hold less (``benchmarks/README.md``, "``up`` as users run
+it"). Further dispatchers (``MPIJC_UP__DISPATCHERS``) run in processes of their own, to use more
+cores.
 
 ``up`` supervises them as Kubernetes supervises the pods: a part that exits on its own (a
-crash, an OOM kill, a ``kill -9``) is logged with its status and started again after a
-jittered backoff (:class:`~controller.contract.backoff.Backoff`, ``MPIJC_UP__RESTART_INITIAL_S``
-doubling up to ``MPIJC_UP__RESTART_MAX_S``), never taking the other parts down. A part that ran
-``MPIJC_UP__HEALTHY_AFTER_S`` before it exited starts over from the initial delay. A part that
-keeps exiting at once (bad settings, an unreachable cluster) keeps being restarted at the capped
-delay, and each restart's log line says how many starts in a row failed at once, so the cause is
-in the log and the part comes back on its own once the cause is fixed. Every restart counts in
-``mpijc_up_restarts_total{part}``, served by ``up`` on ``MPIJC_METRICS__UP_PORT``.
+crash, an OOM kill, a ``kill -9``, a failed loop of one of its roles) is logged with its status
+and started again after a jittered backoff (:class:`~controller.contract.backoff.Backoff`,
+``MPIJC_UP__RESTART_INITIAL_S`` doubling up to ``MPIJC_UP__RESTART_MAX_S``), never taking the
+other parts down. A part that ran ``MPIJC_UP__HEALTHY_AFTER_S`` before it exited starts over
+from the initial delay. A part that keeps exiting at once (bad settings, an unreachable cluster)
+keeps being restarted at the capped delay, and each restart's log line says how many starts in
+a row failed at once, so the cause is in the log and the part comes back on its own once the
+cause is fixed. Every restart counts in ``mpijc_up_restarts_total{part}`` (a part of several
+roles is named by them: ``history+rules``), served by ``up`` on ``MPIJC_METRICS__UP_PORT``.
 
 The API is started first and the other parts once it answers (:attr:`Child.serves`): a
 restart on a small machine answers reads in about the time one process takes to start, not
-the time eight take to start together (the watchers started beside the API made its answer
+the time all take to start together (the watchers started beside the API made its answer
 wait two to three times as long on a loaded 2-core box: ``benchmarks/README.md``, "``up`` as
-users run it"). The parts off a failure's path to the API (audit, notify, dispatch,
-k8s-events) run at a lower CPU priority (:attr:`Child.nice`, :data:`BACKGROUND_NICE`): when the
-parts compete for the CPU — a start, a restart's relist and warm starts on a small machine —
-the watchers, rules, history and API get it first, and on an idle machine nothing changes.
+users run it"). The process of the roles off a failure's path to the API (audit, notify,
+dispatch, k8s-events) runs at a lower CPU priority (:attr:`Child.nice`, :data:`BACKGROUND_NICE`):
+when the parts compete for the CPU — a start, a restart's relist and warm starts on a small
+machine — the watchers, rules, history and API get it first, and on an idle machine nothing
+changes.
 
 SIGINT/SIGTERM stops them all: SIGTERM, then SIGKILL after ``MPIJC_UP__STOP_GRACE_S``; ``up``
 then exits 0. Children are asked by the kernel to stop if ``up`` dies without a chance to stop

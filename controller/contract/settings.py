@@ -102,6 +102,13 @@ class NatsSettings(BaseModel):
     creds_file: Path | None = Field(
         default=None, description="NATS credentials file (JWT and NKEY seed) instead of user and password."
     )
+    role_password_files: dict[str, Path] = Field(
+        default_factory=dict,
+        description="For `consume` running several roles in one process: role → the file holding the "
+        "password of its identity (named as the role), JSON; each role then connects as its own "
+        "identity, and a role missing here is refused at start. `up` sets it for the roles it runs "
+        "together. Unset, every role of the process connects as `user`.",
+    )
     tls_ca_file: Path | None = Field(
         default=None,
         description="CA bundle to verify the servers' TLS certificates with; set, the connection uses "
@@ -132,6 +139,12 @@ class NatsSettings(BaseModel):
         "with the last ack wait stays under ack_wait_s (30 s), so a consumer publishing inside a "
         "batch still settles it before redelivery.",
     )
+
+    def as_user(self, user: str, password_file: Path) -> NatsSettings:
+        """These settings connecting as ``user`` with the password in ``password_file``, and no
+        other credential."""
+        only = {"user": user, "password": None, "password_file": password_file, "creds_file": None}
+        return self.model_copy(update=only)
 
 
 class EmbeddedSettings(BaseModel):

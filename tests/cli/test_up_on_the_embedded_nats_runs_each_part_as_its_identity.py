@@ -1,15 +1,19 @@
 """The embedded NATS has the manifests' users and permissions, and ``up`` runs each part as its role.
 
 ``up`` on the embedded NATS (no ``MPIJC_NATS__URL``) hands each child the password file of its
-role's identity and no other; a job OOM-killed in the (simulated) cluster reaches the API with its
+role's identity and no other, a child of several consumer roles each role's file, and each role
+there connects as its own identity; a job OOM-killed in the (simulated) cluster reaches the API with its
 finding, and the API's JetStream metrics are read, without one refusal in the server's log: what
-the parts do is allowed. With a part's own credentials, what its role may not do is refused, and
-a client without a password is not let in. The passwords are made once per data directory,
+the parts do is allowed (the rules publish the finding, the history reads its durable, in one
+process). With a part's own credentials, what its role may not do is refused — the rules' file of
+the shared process does not open the history's durable — and a client without a password is not
+let in. The passwords are made once per data directory,
 readable by their owner only, and new ones are made when they are deleted.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import stat
 from pathlib import Path
@@ -22,7 +26,7 @@ from nats.errors import Error as NatsError
 from controller.bus.serverconfig import IDENTITIES
 from controller.cli.embedded import EmbeddedNats
 from controller.contract.settings import NatsSettings, Settings
-from controller.contract.subjects import Topology
+from controller.contract.subjects import HISTORY_DURABLE, Topology
 from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.processes import cli_env, start_cli
@@ -55,16 +59,34 @@ async def anonymous_is_refused(url: str) -> None:
         await nc.close()
 
 
-def identities_of(children: dict[int, str], users: Path) -> dict[str, str]:
-    """Each child's command → the NATS identity it was given; each has its own password file, and
-    no other credential."""
+def identities_of(children: dict[int, str], users: Path) -> dict[str, tuple[str, ...]]:
+    """Each child's command → the NATS identities it was given: its own, then (a process of
+    several consumer roles) each role's; each has its own password file, and no other credential."""
     identities = {}
     for pid, command in children.items():
         part = environ(pid)
         assert "MPIJC_NATS__PASSWORD" not in part and "MPIJC_NATS__CREDS_FILE" not in part
         assert Path(part["MPIJC_NATS__PASSWORD_FILE"]) == users / part["MPIJC_NATS__USER"]
-        identities[command.split("controller.cli ", 1)[1].strip()] = part["MPIJC_NATS__USER"]
+        roles = json.loads(part.get("MPIJC_NATS__ROLE_PASSWORD_FILES", "{}"))
+        assert {role: Path(file) for role, file in roles.items()} == {role: users / role for role in roles}
+        identities[command.split("controller.cli ", 1)[1].strip()] = (part["MPIJC_NATS__USER"], *roles)
     return identities
+
+
+async def one_role_may_not_use_anothers_durable(url: str, pid: int, topology: Topology) -> None:
+    """With the password file ``up`` gave the shared process's rules role, reading the history's
+    durable is refused; with the file it gave the history role, it is answered."""
+    files = {
+        role: Path(file) for role, file in json.loads(environ(pid)["MPIJC_NATS__ROLE_PASSWORD_FILES"]).items()
+    }
+    durable, jobs = topology.durable(HISTORY_DURABLE), topology.stream("jobs")
+    async with connected(url, NatsSettings(user="rules", password_file=files["rules"])) as (nc, errors):
+        with pytest.raises(NatsError):
+            await nc.jetstream(timeout=2).consumer_info(jobs, durable)
+        await refused(errors, f"$JS.API.CONSUMER.INFO.{jobs}.{durable}")
+    async with connected(url, NatsSettings(user="history", password_file=files["history"])) as (nc, errors):
+        assert (await nc.jetstream(timeout=2).consumer_info(jobs, durable)).name == durable
+        assert errors == []
 
 
 async def what_the_roles_may_not_is_refused(url: str, users: Path, topology: Topology) -> None:
@@ -121,19 +143,25 @@ async def test_up_on_the_embedded_nats_runs_each_part_as_its_role(
             sim.update(k.with_conditions(sim.get(job), ("Failed", "MPIJobFailed", "2026-11-20T10:09:30Z")))
             async with httpx.AsyncClient(timeout=5) as scraper:
                 metrics = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
-        identities = identities_of(await started_children(process, 7), tmp_path / "nats" / "users")
+        children = await started_children(process, 4)
+        identities = identities_of(children, tmp_path / "nats" / "users")
         quiet = refusals(server_log)  # before this test tries what the roles may not
         await what_the_roles_may_not_is_refused(url, tmp_path / "nats" / "users", topology)
+        shared = next(pid for pid, command in children.items() if command.rstrip().endswith("--only rules"))
+        await one_role_may_not_use_anothers_durable(url, shared, topology)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
 
     assert process.returncode == 0, log.read_text()[-3000:]
     assert identities == {
-        "api": "api",
-        "watch": "watchers",
-        **{f"consume --only {role}": role for role in ("history", "rules", "audit", "notify", "dispatch")},
+        "api": ("api",),
+        "watch": ("watchers",),
+        "consume --only history --only rules": ("history", "history", "rules"),
+        "consume --only audit --only notify --only dispatch": ("audit", "audit", "notify", "dispatch"),
     }
+    # rules publishing the finding the API served, history reading its durable, audit publishing
+    # the lifecycle record: each role of a shared process did what only its own identity may
     assert quiet == [], "a part was refused what its role does"
     assert 'mpijc_scrape_ok{source="jetstream"} 1.0' in metrics, "the API could not read JetStream's state"
 

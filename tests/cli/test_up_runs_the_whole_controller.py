@@ -1,9 +1,10 @@
-"""``mpijob-controller up`` as a person starts it: watchers, each consumer role and the API in
-their own processes, against a (simulated) cluster from a kubeconfig; a job created there shows
+"""``mpijob-controller up`` as a person starts it: the API, the watchers and the consumer roles in
+five processes (history and rules together, the roles off a failure's path together at a lower
+priority, the second dispatcher apart), against a (simulated) cluster from a kubeconfig; a job created there shows
 up in the API with its finding; a child that dies is started again, counted, while the others run
 on; and ``up`` stops every child on SIGTERM.
 
-The module's tests share one ``up`` (starting eight Python processes is what these tests cost):
+The module's tests share one ``up`` (starting its Python processes is what these tests cost):
 they run in file order on one worker, the last one stopping it."""
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ from tests.kube_fixtures import BOOKMARK_INTERVAL_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_up_runs_the_whole_controller")]
 
-PARTS = 8
-"""The children of the shared ``up``: watchers, 5 consumer roles (2 dispatchers), API."""
+PARTS = 5
+"""The children of the shared ``up``: API, watchers, history and rules, audit notify and dispatch,
+the second dispatcher."""
+SHARED = "consume --only history --only rules"
+BACKGROUND = "consume --only audit --only notify --only dispatch"
 
 
 async def eventually(
@@ -146,13 +150,10 @@ async def started_children(process: subprocess.Popen[bytes], count: int) -> dict
     return children_of(process.pid)
 
 
-async def test_up_runs_each_part_in_its_own_process(up: Up) -> None:
+async def test_up_runs_the_consumer_roles_in_two_processes_and_each_other_part_in_its_own(up: Up) -> None:
     children = await started_children(up.process, PARTS)
     commands = sorted(cmd.split("controller.cli ", 1)[1].strip() for cmd in children.values())
-    assert commands == sorted(
-        ["watch", "api"]
-        + [f"consume --only {r}" for r in ("history", "rules", "audit", "notify", "dispatch", "dispatch")]
-    )
+    assert commands == sorted(["api", "watch", SHARED, BACKGROUND, "consume --only dispatch"])
 
 
 def nice_of(pid: int) -> int:
@@ -168,8 +169,8 @@ async def test_up_runs_the_parts_off_a_failures_path_at_a_lower_priority(up: Up)
     lowered = sorted(cmd for pid, cmd in commands.items() if nice_of(pid) > own)
     as_up = sorted(cmd for pid, cmd in commands.items() if nice_of(pid) == own)
 
-    assert lowered == [f"consume --only {r}" for r in ("audit", "dispatch", "dispatch", "notify")]
-    assert as_up == ["api", "consume --only history", "consume --only rules", "watch"]
+    assert lowered == [BACKGROUND, "consume --only dispatch"]
+    assert as_up == ["api", SHARED, "watch"]
 
 
 async def test_up_watches_stores_and_serves(up: Up) -> None:
@@ -198,24 +199,24 @@ def restarts(metrics: str, part: str) -> float:
 
 async def test_a_killed_part_comes_back_and_the_others_run_on(up: Up) -> None:
     children = await started_children(up.process, PARTS)
-    rules = next(pid for pid, cmd in children.items() if cmd.rstrip().endswith("--only rules"))
-    os.kill(rules, signal.SIGKILL)
+    shared = next(pid for pid, cmd in children.items() if cmd.rstrip().endswith(SHARED))
+    os.kill(shared, signal.SIGKILL)
 
     def back() -> bool:
         now = children_of(up.process.pid)
-        return len(now) == PARTS and rules not in now
+        return len(now) == PARTS and shared not in now
 
     await until(back, STARTUP_S, what=lambda: children_of(up.process.pid))
     again = children_of(up.process.pid)
     async with httpx.AsyncClient(timeout=5) as scraper:
         page = (await scraper.get(f"http://127.0.0.1:{up.up_port}/metrics")).text
     restarted = {pid: cmd for pid, cmd in again.items() if pid not in children}
-    assert [cmd.rstrip().rsplit(" ", 1)[1] for cmd in restarted.values()] == ["rules"]
+    assert [cmd.split("controller.cli ", 1)[1].strip() for cmd in restarted.values()] == [SHARED]
     assert {pid: cmd for pid, cmd in again.items() if pid in children} == {
-        pid: cmd for pid, cmd in children.items() if pid != rules
+        pid: cmd for pid, cmd in children.items() if pid != shared
     }, "the other parts kept running"
-    assert restarts(page, "rules") == 1 and restarts(page, "api") == 0
-    assert "up: rules exited with status -9" in up.log.read_text()
+    assert restarts(page, "history+rules") == 1 and restarts(page, "api") == 0
+    assert "up: history+rules exited with status -9" in up.log.read_text()
 
 
 async def test_up_stops_every_part_on_sigterm(up: Up) -> None:

@@ -4,13 +4,15 @@ made once per data directory.
 Each password is 128 random bits in its own file, ``<data dir>/nats/users/<identity>``, readable
 by its owner only (the folder too), never printed or logged; the server's configuration holds
 only their bcrypt hashes. Each part of ``up`` is handed the file of its role's identity
-(``MPIJC_NATS__USER``, ``MPIJC_NATS__PASSWORD_FILE``). The files are made by the process that
+(``MPIJC_NATS__USER``, ``MPIJC_NATS__PASSWORD_FILE``), a process of several consumer roles the
+file of each role's (``MPIJC_NATS__ROLE_PASSWORD_FILES``). The files are made by the process that
 starts the server, when it starts it, for every identity that has none; to rotate them, delete
 the folder and start the owner (``up``) again.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Mapping
@@ -70,10 +72,12 @@ class EmbeddedNatsUsers:
                 f"the embedded NATS has no password for {name!r} in {self.directory}: "
                 "restart the command that started it (up) to make them"
             )
-        identity_only = {"user": name, "password": None, "password_file": path, "creds_file": None}
-        return base.model_copy(update=identity_only)
+        return base.as_user(name, path)
 
-    def environment(self, name: str) -> dict[str, str]:
-        """The settings a child process connects as identity ``name`` with."""
-        connect = self.settings(name, NatsSettings())
-        return {"MPIJC_NATS__USER": name, "MPIJC_NATS__PASSWORD_FILE": str(connect.password_file)}
+    def environment(self, *names: str) -> dict[str, str]:
+        """The settings a child process connects as identity ``names[0]`` with; given several (the
+        consumer roles of one process), each role connects as its own identity too
+        (``MPIJC_NATS__ROLE_PASSWORD_FILES``)."""
+        files = {name: str(self.settings(name, NatsSettings()).password_file) for name in names}
+        own = {"MPIJC_NATS__USER": names[0], "MPIJC_NATS__PASSWORD_FILE": files[names[0]]}
+        return own if len(names) == 1 else {**own, "MPIJC_NATS__ROLE_PASSWORD_FILES": json.dumps(files)}
