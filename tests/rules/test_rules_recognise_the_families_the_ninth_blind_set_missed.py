@@ -17,31 +17,47 @@ from __future__ import annotations
 
 import pytest
 
-from tests.rules.corpus_replay import replayed, stays_quiet
+from tests.rules.corpus_replay import fires_alone, stays_quiet
 from tests.rules.corpus_replay import root_cause_of as _cause
 from tests.rules.corpus_replay import rules_fired as _rules
 
-# ------------------------------------------------------------------ oneCCL
+# ------------------------------------------------------------------ oneCCL and HCCL, new libraries
 
 # intel/ipex-llm#11881
 ONECCL_NO_PROVIDER = (
     "2024:08:21-10:41:21:( 8320) |CCL_ERROR| atl_ofi_helper.cpp:907 atl_ofi_get_prov_list: can't create "
     "providers for name shm"
 )
+# vllm-project/vllm-ascend#1955
+HCCL_ESTABLISH = (
+    "[ERROR] HCCL(2717288,python3):2025-07-23-03:49:57.177.194 [hccl_socket_manager.cc:778] "
+    "[2734049][Wait][LinkEstablish]wait socket establish timeout, role[1] rank[12] timeout[120]"
+)
 
 
-def test_oneccl_unable_to_create_its_provider_is_a_communication_failure() -> None:
-    assert _rules(ONECCL_NO_PROVIDER, "mpi-comm") == {"mpi-comm"}
+@pytest.mark.parametrize(
+    ("text", "sentence", "steps"),
+    [
+        (
+            ONECCL_NO_PROVIDER,
+            "oneCCL's transport (its ATL over libfabric) could not open a network provider",
+            ("fi_info", "FI_PROVIDER"),
+        ),
+        (
+            HCCL_ESTABLISH,
+            "HCCL timed out waiting on another NPU's rank",
+            ("HCCL_CONNECT_TIMEOUT", "hccn_tool"),
+        ),
+    ],
+    ids=["oneccl-no-provider", "hccl-establish-timeout"],
+)
+def test_a_new_librarys_failure_is_a_communication_failure_in_its_own_words(
+    text: str, sentence: str, steps: tuple[str, ...]
+) -> None:
+    finding = fires_alone(text, "mpi-comm", stack="pytorch")
 
-
-def test_the_sentence_and_steps_are_oneccls() -> None:
-    outcome = replayed(ONECCL_NO_PROVIDER, "mpi-comm", stack="other")
-    (finding,) = [f for f in outcome.firing if f.rule == "mpi-comm"]
-
-    assert (
-        "oneCCL's transport (its ATL over libfabric) could not open a network provider" in finding.root_cause
-    )
-    assert any("fi_info" in step for step in finding.remediation)
+    assert sentence in finding.root_cause
+    assert any(all(word in step for word in steps) for step in finding.remediation)
 
 
 def test_oneccl_warning_that_it_switched_transport_is_no_failure() -> None:
@@ -50,27 +66,6 @@ def test_oneccl_warning_that_it_switched_transport_is_no_failure() -> None:
         "2023:06:23-03:36:46:(3742406) |CCL_WARN| did not find MPI-launcher specific variables, switch to "
         "ATL/OFI, to force enable ATL/MPI set CCL_ATL_TRANSPORT=mpi"
     )
-
-
-# ------------------------------------------------------------------ HCCL
-
-# vllm-project/vllm-ascend#1955
-HCCL_ESTABLISH = (
-    "[ERROR] HCCL(2717288,python3):2025-07-23-03:49:57.177.194 [hccl_socket_manager.cc:778] "
-    "[2734049][Wait][LinkEstablish]wait socket establish timeout, role[1] rank[12] timeout[120]"
-)
-
-
-def test_hccl_timing_out_on_another_ranks_socket_is_a_communication_failure() -> None:
-    assert _rules(HCCL_ESTABLISH, "mpi-comm") == {"mpi-comm"}
-
-
-def test_the_sentence_and_steps_are_hccls() -> None:
-    outcome = replayed(HCCL_ESTABLISH, "mpi-comm", stack="pytorch")
-    (finding,) = [f for f in outcome.firing if f.rule == "mpi-comm"]
-
-    assert "HCCL timed out waiting on another NPU's rank" in finding.root_cause
-    assert any("HCCL_CONNECT_TIMEOUT" in step and "hccn_tool" in step for step in finding.remediation)
 
 
 def test_a_setting_of_hccls_timeout_is_no_failure() -> None:
