@@ -73,9 +73,11 @@ EPHEMERAL_EVICTION = re.compile(
 def kubelet_reason(event: K8sEventObserved) -> str | None:
     """The reason of a kubelet's event about a pod it could not start: its own, or where it has none
     (a listing or ``describe`` output read as the message) the one its message names."""
-    if event.reason in KUBELET_REASONS:
-        return event.reason
-    if event.reason:
+    # the kubelet before 1.2 wrote its reasons in lower camel case (``failedMount``, ``failedSync``)
+    reason = event.reason[:1].upper() + event.reason[1:]
+    if reason in KUBELET_REASONS:
+        return reason
+    if reason:
         return None
     said = _KUBELET_SAID.search(event.message)
     if said is None:

@@ -9,12 +9,14 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    messages (:data:`LIBRARIES`): NCCL's ``host:pid:tid [dev] file.cc:NN NCCL WARN`` (``debug.cc``),
    Open MPI / ORTE / PRRTE (``mca_…``, ``mpirun``/``prterun``, ``ORTE_ERROR_LOG:``, the openib
    help texts, the help blocks between dashed lines) and its OFI MTL (``mtl_ofi.h:NN:``), Charm++
-   (``Called CmiAbort``, ``OFI::Lrts…``), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
+   (``Called CmiAbort``, ``OFI::Lrts…``), oneCCL (``|CCL_ERROR| file.cpp:NN func:``, its transport
+   ``atl_ofi…``), HCCL (``[ERROR] HCCL(pid,name):``, ``hccl_*.cc:NN``, ``HcclAllreduce``, CANN's
+   communication error codes ``EI0006``), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
    ``[mpiexec@host]``), Intel MPI
    (``MPIDI_OFI_…``, ``MPI startup()``, its bootstrap ``bstrap\\…``, ``bstrap_proxy``), MPICH's
    ch4 device (``src/mpid/…``, ``MPIR_…``) and its PMI client (``[cli_N]: aborting job:``),
    MVAPICH (``mpispawn``, ``mpirun_rsh``), PMIx (``PMIX ERROR:``, ``PMIx Error:``) and PRRTE's ``prun``, UCX
-   (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``,
+   (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``, ``UCX Fatal:``, a transport's ``ud_ep.c:NN  Fatal:``,
    ``src/ucs/debug/log.c``), libfabric (``libfabric:pid:time:prefix:prov:subsys:func():line<warn>``,
    ``src/log.c``, ``FI_…`` constants, aws-ofi-nccl's ``NET/OFI``) with its EFA, verbs and tcp
    providers, Gloo (``gloo/…``), gRPC (``StatusCode.…``, ``grpc_status:14`` and gRPC core's JSON
@@ -25,7 +27,8 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    ``DistBackendError`` (``RayTaskError(DistBackendError)``), Slurm's ``srun`` and step daemons
    (``srun: error: …``, an RPC's name ``slurm_receive_msgs:``), torch elastic / c10d, the
    DeepSpeed and Accelerate launchers (``[launch.py:NN:…]``),
-   TensorFlow's distributed runtime (``tensorflow/core/distributed_runtime``, ``UnavailableError``)
+   TensorFlow's distributed runtime (``tensorflow/core/distributed_runtime``, ``UnavailableError``, its
+   collective executor ``ring_reducer.cc``, ``BaseCollectiveExecutor::``)
    and JAX's (``jax.distributed``, ``XlaRuntimeError``, the coordination service). A Python
    exception closing a traceback whose words name no library was raised by the package of its
    innermost frame (``deepspeed/launcher/runner.py``: the DeepSpeed launcher);
@@ -146,6 +149,22 @@ LIBRARIES: tuple[Library, ...] = (
         ),
     ),
     Library(
+        "oneccl",
+        "oneCCL (Intel's collectives, under torch's xccl/ccl backend)",
+        # its log prefix ``|CCL_ERROR| file.cpp:NN func:``, its transport layer's ``atl_ofi…`` / ``atl_mpi…``
+        re.compile(r"\|CCL_(?:ERROR|FATAL|WARN)\||\batl_(?:ofi|mpi)\w{0,40}"),
+    ),
+    Library(
+        "hccl",
+        "HCCL (Ascend's collectives, under torch_npu)",
+        # ``[ERROR] HCCL(pid,name):``, its sources ``hccl_*.cc``, its ops ``HcclAllreduce``, CANN's error
+        # codes of the communication class (``EI0006``, ``Communication_Error_Get_Socket(EI0006)``)
+        re.compile(
+            r"\bHCCL\(\d|\bhccl_\w{1,40}\.cc:\d|\bHccl[A-Z]\w{1,40}|\bEI00\d\d\b"
+            r"|Communication_Error_\w{1,40}"
+        ),
+    ),
+    Library(
         "ompi-ofi",
         "Open MPI's OFI MTL (over libfabric)",
         re.compile(r"mtl_ofi\w{0,30}\.[ch]:\d|mca/mtl/ofi/|[Tt]he Open MPI OFI MTL\b"),
@@ -166,7 +185,12 @@ LIBRARIES: tuple[Library, ...] = (
     Library(
         "ucx",
         "UCX",
-        re.compile(r"UCX {1,3}(?:ERROR|WARN|DIAG)|ucp_\w{1,40}\.c:\d|uct_\w{1,40}\.c:\d|ucs_\w{1,40}\.c:\d"),
+        re.compile(
+            r"UCX {1,3}(?:ERROR|WARN|DIAG|Fatal|FATAL)\b"
+            r"|ucp_\w{1,40}\.c:\d|uct_\w{1,40}\.c:\d|ucs_\w{1,40}\.c:\d"
+            # a transport's fatal error without UCX's tag (``ud_ep.c:263  Fatal: UD endpoint …``)
+            r"|\b(?:ud|rc|dc)_\w{1,30}\.c:\d{1,5} {1,4}Fatal: "
+        ),
     ),
     Library(
         "psm2", "PSM2 (Omni-Path)", re.compile(r"PSM[23]\b|psm[23]_\w{1,40}|\bhfi1?_\w{1,40}|hfi unit\b")
@@ -249,6 +273,9 @@ LIBRARIES: tuple[Library, ...] = (
             r"tensorflow/core/distributed_runtime|tensorflow\.python\.framework\.errors_impl"
             r"|UnavailableError\b"
             r"|DeadlineExceededError\b|Collective ops is aborted"
+            # its collective executor in common_runtime (``ring_reducer.cc``, ``BaseCollectiveExecutor::``)
+            r"|tensorflow/core/common_runtime/(?:ring_\w{1,20}|\w{0,20}collective\w{0,20}|hierarchical_\w{1,30})\.cc"
+            r"|BaseCollectiveExecutor::"
         ),
     ),
     Library(
@@ -351,6 +378,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|(?:[Uu]nable|[Ff]ailed) to insert (?:the )?(?:remote )?address(?:es)? into (?:the |an )?"
             r"address vector|[Ff]ailure inserting address into address vector"
             r"|fi_av_insert\(?\)? (?:failed|returned)|[Ff]ailed to initiali[sz]e while trying to\b"
+            # oneCCL's transport finding no libfabric provider to use
+            r"|[Cc]an(?:'t| ?not) (?:open|find|create|init) (?:\w{1,20} )?(?:network )?providers?\b"
+            # a rank's PMI client (Slurm's PMI-2, a process manager's) failing to start: no launch wiring
+            r"|\bPMI2?_Init failed\b|\bPMI2? init failed\b|was not built with SLURM's PMI support\b"
         ),
     ),
     (
@@ -391,6 +422,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"[Cc]onnection timed out|ETIMEDOUT\b|DEADLINE_EXCEEDED|[Dd]eadline [Ee]xceeded"
             r"|[Tt]imed out\b"
             r"|grpc_status\"?:? ?4\b|[Bb]arrier timed out|[Tt]imeout (?:expired|exceeded|reached)"
+            # HCCL's (``Getting socket times out``, ``wait socket establish timeout``, ``task timeout
+            # occurred``) and UCX's (``transport error: Endpoint timeout``)
+            r"|[Tt]imes out\b|\b(?:establish|task|[Ee]ndpoint) timeout\b|[Uu]nhandled timeout\b"
         ),
     ),
     (
@@ -488,9 +522,11 @@ C10D_STORE = re.compile(
     r"The client socket has (?:timed out after|failed to connect to any network address)"
     r"|TCP client failed to connect/validate|connect\(\) timed out\. Original timeout"
     r"|The server socket has failed to (?:listen|bind)"
+    r"|via c10d key-value store by key '[^'\n]{1,120}', but store->get\("
 )
 """The c10d store's client (``socket.cpp``, ``TCPStore.cpp``) failing to reach the store that rank 0
-hosts, or its server failing to listen on the store's port: the processes never met, a missed
+hosts, or its server failing to listen on the store's port, or a rank failing to get NCCL's unique id
+from it: the processes never met, a missed
 rendezvous (:mod:`consumers.rules.rendezvous`), not a mesh that broke."""
 _NCCL_TRAIL = re.compile(
     r"NCCL INFO (?P<file>(?:misc/socket|bootstrap|proxy|transport/net\w{0,20}|misc/ibvwrap)\.cc):\d{1,6}"
@@ -882,12 +918,21 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "connection to the others broke (the tracker's log names the worker)",
     ("ompi-ofi", "completion"): "Open MPI's OFI MTL got an error completing a transfer through libfabric "
     "and aborted the job: a peer died, or the provider (EFA: the security group, the devices) dropped it",
+    ("oneccl", "resource"): "oneCCL's transport (its ATL over libfabric) could not open a network provider: "
+    "the provider it asks for (FI_PROVIDER, CCL_ATL_TRANSPORT) or the devices it needs are not in the pod",
+    ("hccl", "timed-out"): "HCCL timed out waiting on another NPU's rank (a socket it waited for was not "
+    "connected or sent nothing in time): that rank is stuck, died, or its NPU network is unreachable",
+    ("ucx", "timed-out"): "UCX timed out on its endpoint to another rank (the transport got no "
+    "acknowledgement): the peer's process is gone, or the fabric between the nodes drops its packets",
     ("charm", "completion"): "Charm++'s OFI machine layer could not send to another process (a libfabric "
     "call failed) and aborted: the provider or its devices are missing in the pod, or a peer is gone",
 }
 
 
 _TO_SERVER = re.compile(r"LOST[_-]CONNECTION[_-]TO[_-]SERVER")
+_PMI_INIT = re.compile(
+    r"\bPMI2?_Init failed\b|\bPMI2? init failed\b|was not built with SLURM's PMI support\b"
+)
 
 
 def words(library: Library, verb: Verb, text: str) -> str:
@@ -895,6 +940,12 @@ def words(library: Library, verb: Verb, text: str) -> str:
     specific = _SPECIFIC.get((library.key, verb))
     if verb == "unreachable" and library.key in ("grpc", "tf") and "/job:ps" in text:
         return "the parameter server is UNAVAILABLE: its pod is gone or its Service is wrong"
+    if verb in ("resource", "spawn") and _PMI_INIT.search(text):
+        return (
+            "the ranks could not start their PMI client (the process manager's wiring of the job: Open MPI "
+        )
+        "direct-launched by srun without the PMI support Slurm offers, or a PMI library missing), so they "
+        "never connected"
     if verb == "lost" and library.key == "prrte" and _TO_SERVER.search(text):
         return _SPECIFIC[("pmix", "lost")]  # prun's or a client's link to its PMIx server, not a lifeline
     return specific or _VERB_WORDS[verb]
@@ -987,6 +1038,13 @@ _LIBRARY_STEPS: dict[str, str] = {
     "PSM2_DEVICES / FI_PROVIDER must match what the node has.",
     "xla": "XLA: a clique waits for every local device's thread; the rank that never arrived stopped, hangs "
     "or runs a different program (check each process runs the same step).",
+    "hccl": "HCCL: find the rank that did not arrive (its own log shows an earlier error, or it is stuck); "
+    "raise HCCL_CONNECT_TIMEOUT (120 s by default) where ranks start far apart, HCCL_EXEC_TIMEOUT for long "
+    "steps; check each NPU's link and TLS state with hccn_tool -i <device> -link -g / -tls -g, and that "
+    "HCCL_IF_IP / HCCL_SOCKET_IFNAME name the pod's interface.",
+    "oneccl": "oneCCL: run fi_info in the pod to list the libfabric providers it has; set FI_PROVIDER to one "
+    "of them (tcp where no RDMA device is mounted, shm within a node), or CCL_ATL_TRANSPORT=mpi; check "
+    "CCL_LOG_LEVEL=info's account of the provider it chose.",
     "slurm": "Slurm: check the slurmd of the node srun names runs and answers (scontrol ping, scontrol "
     "show node), that munge keys match across nodes, and that the nodes reach each other on slurmd's port "
     "(SlurmdPort, 6818).",

@@ -390,6 +390,8 @@ def rank_sentence(state: RunState, failure: RankFailure, pod: PodState | None = 
         return f"{subject} was killed by signal {signal}"
     if failure.code is not None:
         return f"{subject} exited with code {failure.code}"
+    if failure.detail:
+        return f"{subject} exited {failure.detail}"
     return f"{subject} exited with a non-zero code" + (
         " and mpirun aborted the job" if failure.launcher == "Open MPI" else ""
     )

@@ -26,6 +26,9 @@ few stable wordings:
   through it, ``etcd.EtcdKeyNotFound: Key not found : /torchelastic/…`` (the rendezvous's state is
   gone) or ``etcd.EtcdConnectionFailed`` (etcd not reached);
 - the process group's barrier: ``Timed out initializing process group in store based barrier``;
+- a rank setting up its NCCL communicator that could not get the communicator's unique id from the
+  store (``… retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but
+  store->get('0') got error: …``): rank 0 publishes it there, and the wait for it is the store's;
 - JAX's and TensorFlow's coordination service, where every task registers at start-up: its barrier
   timing out (``Barrier_id: PjRT_Client_Connect``, ``Wait_for_all_tasks_to_register``) or the
   cluster registration failing (:data:`~consumers.rules.families.STARTUP_BARRIER`); a heartbeat or
@@ -59,6 +62,7 @@ from consumers.rules.rendezvouslines import (
     STORE_BIND,
     STORE_CLIENT,
     STORE_FRAME,
+    STORE_GET,
     STORE_WAIT,
 )
 from consumers.rules.rule import Context, Detection, Rule, log_facts
@@ -106,6 +110,11 @@ def _miss(pod: PodState) -> Miss | None:
         what = f"could not reach the c10d store at {m['host']}:{m['port']}"
     elif (m := CONNECT_TIMEOUT.search(text)) is not None:
         what = f"could not reach the c10d store within {int(m['ms']) // 1000}s"
+    elif (m := STORE_GET.search(text)) is not None:
+        what = (
+            f"could not get NCCL's unique id from rank {m['root']} through the c10d store "
+            f"({m['error'].strip().rstrip('.')})"
+        )
     elif CONNECTION_ERROR.search(text) is not None:
         what = "could not connect to the c10d store of the rendezvous"
     elif (m := ELASTIC.search(text)) is not None:

@@ -22,6 +22,7 @@ __all__ = [
     "STORE_BIND",
     "STORE_CLIENT",
     "STORE_FRAME",
+    "STORE_GET",
     "STORE_WAIT",
 ]
 
@@ -56,6 +57,14 @@ ADDRESS_IN_USE = re.compile(r"[Aa]ddress already in use|EADDRINUSE\b")
 STORE_FRAME = re.compile(r"TCPStore\(|_create_c10d_store|_create_tcp_store|c10d_rendezvous_backend")
 """A traceback frame creating the c10d store: an ``Address already in use`` raised under it (older
 torch's bare ``RuntimeError: Address already in use``) is the store failing to bind."""
+STORE_GET = re.compile(
+    r"is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(?P<root>\d{1,7})\] via c10d "
+    r"key-value store by key '[^'\n]{1,120}', but store->get\('[^'\n]{1,120}'\) got error: "
+    r"(?P<error>[^\n]{1,160})"
+)
+"""A rank creating its NCCL communicator, failing to get the communicator's unique id from the c10d store
+(rank 0 publishes it there, the others wait on the key): the store, not NCCL's transport, failed — a rank
+that never reached the collective, or a store the others could not keep reaching."""
 CONNECTION_ERROR = re.compile(r"RendezvousConnectionError\b")
 """torch elastic's error for a rendezvous backend it could not reach: raised (``… The connection to
 the C10d store has failed``) or named by the keep-alive heartbeat that failed with it."""
@@ -70,6 +79,6 @@ it, for an etcd it could not reach or a rendezvous key that is gone (``etcd.Etcd
 found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
-    CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER,
+    CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

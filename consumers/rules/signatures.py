@@ -721,7 +721,7 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "slurm",
         "Slurm",
         "the job step's memory cgroup ran out and the OOM killer killed a process",
-        re.compile(r"Detected \d{1,7} oom-kill event|task \d{1,7}: Out Of Memory"),
+        re.compile(r"Detected \d{1,7} oom[-_]kill event|task \d{1,7}: Out Of Memory"),
     ),
     # mm/oom_kill.c's line on the victim, where its ``Out of memory:`` prefix is not on the line (a
     # kernel that prints it apart, a log that kept only this line): only the OOM killer reports a kill

@@ -161,6 +161,7 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
 
 
 _DIFF_LINE = re.compile(r"^[-+](?=[A-Za-z\[])")
+_ADDED = re.compile(r"^\+(?!\+)")
 """A line a unified diff removes or adds (``-ORTE has lost…``, ``+ORTE has lost…``): not a shell trace's
 ``+ cmd`` (a space after the sign), nor dashes."""
 _HUNK = re.compile(r"^@@ -\d{1,9}(?:,\d{1,9})? \+\d{1,9}(?:,\d{1,9})? @@")
@@ -178,9 +179,20 @@ def _diff(lines: tuple[str, ...]) -> set[int]:
         and _DIFF_LINE.match(lines[i + 1])
         for i in signed
     )
-    if not paired and not any(_HUNK.match(text) for text in lines):
+    if paired or any(_HUNK.match(text) for text in lines):
+        return set(signed)
+    return _added(lines)
+
+
+def _added(lines: tuple[str, ...]) -> set[int]:
+    """The lines of a diff's added side alone (a pull request's documentation quoting an error): a tail
+    whose every line starts with ``+`` (the added blank line a bare ``+``, a quote ``+>``, indented code
+    ``+   E0929 …``), two lines or more. A program's output never signs every line; a shell trace's
+    ``+ cmd`` lines are commands, not what they printed."""
+    written = [i for i, text in enumerate(lines) if text.strip()]
+    if len(written) < 2 or not all(_ADDED.match(lines[i]) for i in written):
         return set()
-    return set(signed)
+    return set(written)
 
 
 def _explains(text: str) -> bool:
@@ -320,6 +332,14 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("GPU out of memory (ROCm: HIP out of memory)", re.compile(r"HIP out of memory|hipErrorOutOfMemory")),
+    (  # PyTorch's caching allocator on another accelerator: Intel's XPU (IPEX, torch.xpu), Ascend's NPU
+        "accelerator out of memory (PyTorch's XPU / NPU allocator)",
+        re.compile(r"\b(?:XPU|NPU) out of memory\. Tried to allocate\b"),
+    ),
+    (  # MXNet's storage managers (pooled, naive) giving up on cudaMalloc, after a retry or not
+        "GPU out of memory (MXNet: cudaMalloc failed)",
+        re.compile(r"cudaMalloc(?: retry)? failed: out of memory"),
+    ),
     ("GPU out of memory (TensorFlow: OOM when allocating tensor)", re.compile(r"OOM when allocating tensor")),
     (  # the BFC allocator giving up on a request (``(rounded to N)``), not its retried attempt
         # (``with freed_by_count=0. The caller indicates that this is not a failure``)
@@ -648,6 +668,36 @@ _KILLED_BY = re.compile(r"KILLED BY SIGNAL: (?P<signal>\d{1,3})(?: \((?P<name>[^
 _EXIT_STATUS = re.compile(r"EXIT (?:CODE|STATUS): (?P<code>-?\d{1,10})")
 
 
+_IMPROPER_OMPI = re.compile(r"\b(?:mpirun|mpiexec|orterun|prterun) has exited due to process rank \d")
+_IMPROPER_WHY = re.compile(
+    r"has exited due to process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) "
+    r"(?P<why>exiting improperly|exiting without calling \"finalize\"|calling \"abort\")"
+)
+"""Open MPI's (ORTE's, PRRTE's) account of a rank that ended the job without a signal: it left without
+``MPI_Finalize`` or called ``abort`` (``mpirun has exited due to process rank 0 with PID 0 on node x
+exiting improperly``), the sentence wrapped after ``on``."""
+_IMPROPER_WORDS = {
+    "exiting improperly": "improperly (without MPI_Finalize, or by an abort mpirun could not tell) and "
+    "mpirun ended the job",
+    "exiting without calling finalize": "without calling MPI_Finalize and mpirun ended the job",
+    "calling abort": "by calling abort and mpirun ended the job",
+}
+_SRUN_TASK = re.compile(
+    r"srun: error: (?P<host>[\w.-]{1,253}): tasks? (?P<task>\d{1,7})[\d,-]{0,200}: "
+    r"(?:(?P<aborted>Aborted)|Exited with exit code (?P<code>\d{1,3}))"
+)
+"""Slurm's srun on a task of the step that aborted (SIGABRT, ``Aborted (core dumped)``) or exited non-zero;
+srun's ``Terminated`` lines after it are the step's cleanup, its ``Segmentation fault`` a segfault's."""
+_LIGHTNING_CHILD = re.compile(
+    r"Child process with PID (?P<pid>\d{1,10}) terminated with code (?P<code>-?\d{1,10})\. "
+    r"Forcefully terminating all other processes"
+)
+"""Lightning's observer of the processes it launched: one ended, it kills the others."""
+_RAY_ACTOR_DIED = re.compile(
+    r"ray\.exceptions\.(?:ActorDiedError|RayActorError): The actor died unexpectedly before finishing"
+)
+"""Ray on an actor whose worker process died (a Ray Train worker: ``class_name: RayTrainWorker``)."""
+_RAY_WORKER = re.compile(r"class_name: (?P<name>\w{1,80})")
 RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("abort", _ABORT_OMPI, True),
     ("abort", _ABORT_MPICH, True),
@@ -664,6 +714,10 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("elastic", _ELASTIC_API, False),
     ("deepspeed", _DEEPSPEED_EXIT, False),
     ("lammps", _LAMMPS_ABORT, False),
+    ("improper", _IMPROPER_OMPI, True),
+    ("srun", _SRUN_TASK, True),
+    ("lightning", _LIGHTNING_CHILD, True),
+    ("ray", _RAY_ACTOR_DIED, False),
 )
 """The headlines :func:`rank_failures` starts from, named, and whether the wording always means the
 job is ending: mpirun and MPICH's process managers print theirs as they take every rank down;
@@ -755,6 +809,29 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         return RankFailure(proc, "aborted", None, None, None, (line,), launcher="LAMMPS", detail=detail)
     if _PRIMARY_JOB.search(line):
         return RankFailure(None, "exited", None, None, None, (line,), launcher="Open MPI")
+    if (
+        _IMPROPER_OMPI.search(line)
+        and (match := _IMPROPER_WHY.search(" ".join((line, *after[:1])))) is not None
+    ):
+        detail = _IMPROPER_WORDS[match["why"].replace('"', "")]
+        lines = (line, *after[:1])
+        return RankFailure(
+            int(match["rank"]), "exited", None, None, match["host"], lines, launcher="Open MPI", detail=detail
+        )
+    if (match := _SRUN_TASK.search(line)) is not None:
+        task = int(match["task"])
+        if match["aborted"]:
+            detail = f"srun reported task {task} Aborted (SIGABRT)"
+            return RankFailure(
+                task, "aborted", None, None, match["host"], (line,), launcher="srun", detail=detail
+            )
+        return RankFailure(task, "exited", int(match["code"]), None, match["host"], (line,), launcher="srun")
+    if (match := _LIGHTNING_CHILD.search(line)) is not None:
+        return RankFailure(None, "exited", int(match["code"]), None, None, (line,), launcher="Lightning")
+    if _RAY_ACTOR_DIED.search(line):
+        worker = next((m["name"] for text in after[:3] if (m := _RAY_WORKER.search(text))), "an actor")
+        detail = f"(Ray's {worker} actor died unexpectedly: its worker process ended)"
+        return RankFailure(None, "exited", None, None, None, (line,), launcher="Ray", detail=detail)
     if "sigkill_handler" in line and (match := _DEEPSPEED_EXIT.search(line)) is not None:
         code = int(match.group("code"))
         local = _search_int(_LOCAL_RANK_ARG, line, "local")

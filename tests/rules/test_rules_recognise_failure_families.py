@@ -266,6 +266,8 @@ DOCUMENTED = {  # the first words of a row of the families table, and the librar
     "ps-lite": "pslite",
     "Ray Train": "ray",
     "torch.distributed": "torch",
+    "oneCCL": "oneccl",
+    "HCCL": "hccl",
     "Slurm's": "slurm",
     "DeepSpeed": "launcher",
     "TensorFlow's": "tf",
