@@ -6,11 +6,11 @@ endpoint through its own pool of two connections, in interleaved rounds of two k
 
 - **sender**: :meth:`consumers.notify.sending.WebhookSender.send`, as the dispatcher makes an
   attempt (SSRF guard, pinned address, ``Host`` header, whole-request deadline, signing, a
-  bounded read of the answer);
-- **reference**: the webhooks benchmark's reference send (``benchmarks.webhooks``): the signed
-  headers and an ``httpx`` transport, nothing else;
-- **aiohttp**: the same bare send through a lighter client, ``aiohttp`` (a session with a
-  connector of two connections per endpoint): what the HTTP client itself costs.
+  bounded read of the answer; aiohttp since issue 40);
+- **reference**: the webhooks benchmark's httpx reference send (``benchmarks.webhooks``): the
+  signed headers and an ``httpx`` transport, nothing else (the dispatcher's client until issue 40);
+- **aiohttp**: the same bare send through ``aiohttp`` (a session with a connector of two
+  connections per endpoint): the client the dispatcher now uses, and what a client itself costs.
 
 Both pay the same receiver and the same box; this process's CPU time per request of each round
 is what is compared (the median of the per-round ratios), which a busy box distorts far less
