@@ -6,9 +6,11 @@ endpoint through its own pool of two connections, in interleaved rounds of two k
 
 - **sender**: :meth:`consumers.notify.sending.WebhookSender.send`, as the dispatcher makes an
   attempt (SSRF guard, pinned address, ``Host`` header, whole-request deadline, signing, a
-  bounded read of the answer);
-- **reference**: the webhooks benchmark's reference send (``benchmarks.webhooks``): the signed
-  headers and an ``httpx`` transport, nothing else.
+  bounded read of the answer; aiohttp since issue 40);
+- **reference**: the webhooks benchmark's httpx reference send (``benchmarks.webhooks``): the
+  signed headers and an ``httpx`` transport, nothing else (the dispatcher's client until issue 40);
+- **aiohttp**: the same bare send through ``aiohttp`` (a session with a connector of two
+  connections per endpoint): the client the dispatcher now uses, and what a client itself costs.
 
 Both pay the same receiver and the same box; this process's CPU time per request of each round
 is what is compared (the median of the per-round ratios), which a busy box distorts far less
@@ -28,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from multiprocessing.synchronize import Event
 
+import aiohttp
 import httpx
 
 from benchmarks.harness import report
@@ -65,6 +68,9 @@ async def _rounds(port: int, args: argparse.Namespace) -> dict[str, list[float]]
         url: httpx.AsyncHTTPTransport(verify=tls, limits=httpx.Limits(max_connections=CONNECTIONS))
         for url in urls
     }
+    sessions = {
+        url: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONNECTIONS, ssl=tls)) for url in urls
+    }
 
     async def attempt(n: int) -> None:
         async with slots:
@@ -82,7 +88,17 @@ async def _rounds(port: int, args: argparse.Namespace) -> dict[str, list[float]]
             await response.aread()
             await response.aclose()
 
-    kinds: dict[str, Callable[[int], Awaitable[None]]] = {"sender": attempt, "reference": bare}
+    async def light(n: int) -> None:
+        url = urls[n % len(urls)]
+        headers = {"content-type": "application/json", **signed_headers([secret], f"ref_{n}", BODY)}
+        async with slots, sessions[url].post(url, data=BODY, headers=headers) as response:
+            await response.read()
+
+    kinds: dict[str, Callable[[int], Awaitable[None]]] = {
+        "sender": attempt,
+        "reference": bare,
+        "aiohttp": light,
+    }
     spent: dict[str, list[float]] = {kind: [] for kind in kinds}
     try:
         for _ in range(args.rounds):
@@ -94,6 +110,7 @@ async def _rounds(port: int, args: argparse.Namespace) -> dict[str, list[float]]
     finally:
         await transports.aclose()
         await asyncio.gather(*(pool.aclose() for pool in pools.values()))
+        await asyncio.gather(*(session.close() for session in sessions.values()))
     return spent
 
 
@@ -112,6 +129,7 @@ def main(args: argparse.Namespace) -> None:
         receiver.kill()
         receiver.join(10)
     ratios = [s / r for s, r in zip(spent["sender"], spent["reference"], strict=True)]
+    lighter = [a / r for a, r in zip(spent["aiohttp"], spent["reference"], strict=True)]
     report(
         "webhook_sender",
         {
@@ -123,6 +141,7 @@ def main(args: argparse.Namespace) -> None:
             "cpu_ms_per_request": spent,
             "median_cpu_ms_per_request": {kind: statistics.median(v) for kind, v in spent.items()},
             "median_ratio_sender_to_reference": round(statistics.median(ratios), 3),
+            "median_ratio_aiohttp_to_reference": round(statistics.median(lighter), 3),
         },
     )
 

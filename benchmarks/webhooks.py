@@ -24,7 +24,9 @@ after 5 s; the request timeout is 2 s, so every attempt times out and is retried
 
 First, in the same run and to the same receiver, while the pipeline is idle, a **reference**:
 as many signed POSTs as the burst delivers, sent by this one process as directly as it can
-(:func:`reference_sender`); ``ratio`` is the burst's deliveries/s over the reference's. Every
+(:func:`reference_sender`) with the dispatcher's HTTP client, aiohttp; ``ratio`` is the burst's
+deliveries/s over the reference's. Then the same with httpx (``reference_httpx``, the
+dispatcher's client before issue 40), to compare with earlier figures. Every
 phase also says what a delivery cost: CPU milliseconds of each process group (dispatchers,
 notify consumer, receiver, PostgreSQL, this process), PostgreSQL transactions and the outbox's
 row writes (rows inserted, updated, updated HOT — without an index entry —, attempts logged),
@@ -64,6 +66,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 from sqlalchemy import text
 
@@ -266,21 +269,34 @@ async def until_arrived(env: Env, prefix: str, expected: int, timeout_s: float =
         await asyncio.sleep(0.1)
 
 
+REFERENCE_CLIENTS = {"aiohttp": "reference", "httpx": "refhttpx"}
+"""The reference's HTTP clients, and the job uid prefix of each one's sends: ``aiohttp`` sends as
+the dispatcher does; ``httpx``, the dispatcher's client until issue 40, is kept to compare."""
+
+
 async def reference_sender(
-    env: Env, subs: Sequence[Subscriber], secrets: dict[str, str], count: int, in_flight: int
+    env: Env, subs: Sequence[Subscriber], secrets: dict[str, str], count: int, in_flight: int, client: str
 ) -> dict[str, float]:
     """The least one process can do per delivery, to the same receiver: ``count`` signed POSTs
     round the healthy subscribers, ``in_flight`` at once, each endpoint through its own pool
-    of ``MPIJC_NOTIFY__ENDPOINT_CONCURRENCY`` connections (an ``httpx`` transport, as the
-    dispatcher sends them) — no bus, no database, no retries."""
+    of ``MPIJC_NOTIFY__ENDPOINT_CONCURRENCY`` connections (``client``: ``aiohttp`` sessions, as
+    the dispatcher sends them, or ``httpx`` transports) — no bus, no database, no retries."""
     healthy = [s for s in subs if s.kind == "healthy"]
     connections = int(NOTIFY_ENV["MPIJC_NOTIFY__ENDPOINT_CONCURRENCY"])
     tls = ssl.create_default_context()  # loaded once, as the dispatcher does
-    pools = {
-        s.path: httpx.AsyncHTTPTransport(verify=tls, limits=httpx.Limits(max_connections=connections))
-        for s in healthy
-    }
+    prefix = REFERENCE_CLIENTS[client]
     slots = asyncio.Semaphore(in_flight)
+    pools: dict[str, httpx.AsyncHTTPTransport] = {}
+    sessions: dict[str, aiohttp.ClientSession] = {}
+    for s in healthy:
+        if client == "httpx":
+            pools[s.path] = httpx.AsyncHTTPTransport(
+                verify=tls, limits=httpx.Limits(max_connections=connections)
+            )
+        else:
+            sessions[s.path] = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=connections, ssl=tls)
+            )
 
     async def send(n: int) -> None:
         sub = healthy[n % len(healthy)]
@@ -288,33 +304,39 @@ async def reference_sender(
             {
                 "type": "job.succeeded",
                 "timestamp": datetime.now(UTC).isoformat(),
-                "data": {"job": {"uid": f"reference-{n}", "namespace": "bench", "name": sub.job}},
+                "data": {"job": {"uid": f"{prefix}-{n}", "namespace": "bench", "name": sub.job}},
             }
         ).encode()
         headers = {
             "content-type": "application/json",
-            **signed_headers([secrets[sub.path]], f"ref_{n}", body),
+            **signed_headers([secrets[sub.path]], f"{prefix}_{n}", body),  # distinct ids per client
         }
         async with slots:
-            response = await pools[sub.path].handle_async_request(
-                httpx.Request("POST", sub.url, content=body, headers=headers)
-            )
-            await response.aread()
-            await response.aclose()
+            if client == "httpx":
+                response = await pools[sub.path].handle_async_request(
+                    httpx.Request("POST", sub.url, content=body, headers=headers)
+                )
+                await response.aread()
+                await response.aclose()
+            else:
+                async with sessions[sub.path].post(sub.url, data=body, headers=headers) as answer:
+                    await answer.read()
 
     started = time.monotonic()
     try:
-        async with env.measured("reference-"):
+        async with env.measured(f"{prefix}-"):
             await asyncio.gather(*(send(n) for n in range(count)))
-            await until_arrived(env, "reference-", count)
+            await until_arrived(env, f"{prefix}-", count)
     finally:
         await asyncio.gather(*(pool.aclose() for pool in pools.values()))
+        await asyncio.gather(*(session.close() for session in sessions.values()))
     seconds = time.monotonic() - started
     return {
+        "client": client,
         "deliveries": count,
         "seconds": round(seconds, 2),
         "deliveries_per_s": round(count / seconds, 1),
-        **env.cost("reference-", count),
+        **env.cost(f"{prefix}-", count),
     }
 
 
@@ -556,7 +578,9 @@ async def main(args: argparse.Namespace) -> None:
             try:
                 # first, while the pipeline is idle: run last, it shared the box with the dispatchers
                 # still retrying the slow and dead endpoints, the more of them the slower it went
-                reference = await reference_sender(env, subs, secrets, HEALTHY * args.runs * 3, MAX_IN_FLIGHT)
+                sends = HEALTHY * args.runs * 3
+                reference = await reference_sender(env, subs, secrets, sends, MAX_IN_FLIGHT, "aiohttp")
+                reference_httpx = await reference_sender(env, subs, secrets, sends, MAX_IN_FLIGHT, "httpx")
                 published: dict[Key, float] = {}
                 if args.formats:
                     await format_bursts(env, args.formats, args.runs, published)
@@ -588,7 +612,11 @@ async def main(args: argparse.Namespace) -> None:
                 "formats": args.formats,
                 **compared,
                 "reference": reference,
+                "reference_httpx": reference_httpx,
                 "ratio_of_the_fastest_burst_to_the_reference": round(best / reference["deliveries_per_s"], 2),
+                "ratio_of_the_fastest_burst_to_the_httpx_reference": round(
+                    best / reference_httpx["deliveries_per_s"], 2
+                ),
             },
         )
         return
@@ -611,7 +639,11 @@ async def main(args: argparse.Namespace) -> None:
         },
         "throughput": burst,
         "reference": reference,
+        "reference_httpx": reference_httpx,
         "ratio": round(burst["deliveries_per_s"] / reference["deliveries_per_s"], 2),
+        "ratio_to_the_httpx_reference": round(
+            burst["deliveries_per_s"] / reference_httpx["deliveries_per_s"], 2
+        ),
         "latency": [
             {
                 "offered_deliveries_per_s": rate,

@@ -14,8 +14,9 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.notify import Dispatcher, SmtpMailer
+from consumers.notify import SmtpMailer
 from consumers.notify.alertmanager import AlertmanagerPusher
+from consumers.notify.dispatch import Dispatcher
 from controller.contract.events import JobObserved
 from controller.contract.findings import Finding
 from controller.contract.settings import AlertmanagerSettings

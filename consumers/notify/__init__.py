@@ -12,18 +12,17 @@
 Wiring (``consumers/service.py``): await :func:`prepare`, run the :func:`durables` (``wake``
 nudges a dispatcher in the same process; others hear of new rows through PostgreSQL
 ``NOTIFY``), and ``Dispatcher.run(stop)`` in the ``dispatch`` role. Both the consumer and the
-dispatchers run as many replicas as wanted.
+dispatchers run as many replicas as wanted. :class:`.dispatch.Dispatcher` is imported from its
+module, not from here: its HTTP client (aiohttp) loads only in a process that dispatches.
 """
 
 from consumers.notify.consumer import CONSUMER, FINDINGS_CONSUMER, Notifier, durables, prepare
-from consumers.notify.dispatch import Dispatcher
 from consumers.notify.mailing import Mailer, MailError, SmtpMailer, smtp_mailer
 from consumers.notify.metrics import NotifyMetrics
 
 __all__ = [
     "CONSUMER",
     "FINDINGS_CONSUMER",
-    "Dispatcher",
     "MailError",
     "Mailer",
     "Notifier",

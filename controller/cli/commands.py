@@ -689,15 +689,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def without_websocket_transport() -> None:
     """Keep nats-py from importing aiohttp (its optional WebSocket transport, which no URL of ours
-    uses: ``nats://`` and ``tls://`` only; nothing else in a process of this command imports it):
-    a third of a second of CPU and 8 MiB less in every process, eight under ``up``. Called
-    before anything imports ``nats``; a process that already imported aiohttp keeps it."""
+    uses: ``nats://`` and ``tls://`` only): a third of a second of CPU and 8 MiB less in every
+    process that sends no webhook (:func:`sends_webhooks`). Called before anything imports
+    ``nats``; a process that already imported aiohttp keeps it."""
     sys.modules.setdefault("aiohttp", None)  # type: ignore[arg-type]  # None: "import aiohttp" fails
 
 
+def sends_webhooks(args: argparse.Namespace) -> bool:
+    """Whether the command ``args`` names runs the dispatcher in this process (its HTTP client is
+    aiohttp): ``consume`` with the dispatch role (named or all), and the demo."""
+    if args.command == "consume":
+        return not args.only or "dispatch" in args.only
+    return bool(args.command == "demo")
+
+
 def _main(argv: Sequence[str] | None) -> int:
-    without_websocket_transport()
     args = parse(argv)
+    if not sends_webhooks(args):
+        without_websocket_transport()
     from controller.cli.collecting import pace_collector
     from controller.contract.settings import SettingsError, load_settings
 

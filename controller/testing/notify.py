@@ -19,7 +19,8 @@ import httpx
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.notify import Dispatcher, Mailer, durables, prepare
+from consumers.notify import Mailer, durables, prepare
+from consumers.notify.dispatch import Dispatcher
 from controller.api import notifications as notifications_api
 from controller.api.access import AccessReviewer, OpenAccess
 from controller.api.app import create_app

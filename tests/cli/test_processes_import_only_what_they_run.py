@@ -12,6 +12,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 ROLE_MODULES = (
     "consumers.history",
     "consumers.rules.consumer",
@@ -69,3 +71,30 @@ def test_a_command_reaches_nats_without_loading_its_websocket_transport() -> Non
 
     assert "nats.aio.client" in loaded
     assert "aiohttp" not in loaded
+
+
+@pytest.mark.parametrize(
+    ("argv", "dispatches"),
+    [
+        (["consume", "--only", "dispatch"], True),
+        (["consume"], True),
+        (["demo"], True),
+        (["consume", "--only", "notify"], False),
+        (["runs", "-o", "json"], False),
+    ],
+)
+def test_only_a_command_that_dispatches_may_load_aiohttp(argv: list[str], dispatches: bool) -> None:
+    from controller.cli import commands
+
+    assert commands.sends_webhooks(commands.parse(argv)) is dispatches
+
+
+def test_the_notify_consumer_runs_where_aiohttp_is_kept_out() -> None:
+    loaded = _loaded_after(
+        "from controller.cli import commands; commands.without_websocket_transport(); "
+        "import importlib; from consumers.registry import CONSUMERS; "
+        "importlib.import_module(CONSUMERS['notify'].module)"
+    )
+
+    assert "consumers.notify.consumer" in loaded
+    assert "consumers.notify.dispatch" not in loaded

@@ -16,7 +16,7 @@ from nats.js import JetStreamContext
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from consumers.notify import Dispatcher
+from consumers.notify.dispatch import Dispatcher
 from controller.contract.subjects import Topology
 from controller.testing.notify import (
     dispatcher_running,

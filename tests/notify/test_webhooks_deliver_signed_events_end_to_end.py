@@ -11,7 +11,8 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError as LibraryRefused
 
-from consumers.notify import Dispatcher, Notifier, NotifyMetrics
+from consumers.notify import Notifier, NotifyMetrics
+from consumers.notify.dispatch import Dispatcher
 from controller.contract.signing import WebhookVerificationError, generate_secret, signed_headers, verify
 from controller.store import outbox
 from controller.testing.notify import (
