@@ -2,10 +2,10 @@
 
 On Python 3.11 ``asyncio.wait_for`` returns the result, instead of raising, when the task
 waiting in it is cancelled in the same turn of the loop as what it waits for completes
-(CPython gh-86296, fixed in 3.12). nats-py waits for every request's answer that way, so a log
-follow cancelled as its publish ack or its ``stored_end`` answer arrives goes on following, and
-whoever waits for it to end (a partition handed over, a watcher stopping) waits for ever.
-:func:`cancel_and_wait` cancels again what is still running."""
+(python/cpython#86296, fixed in 3.12). nats-py waits for every request's answer that way, so
+a log follow cancelled as its publish ack or its ``stored_end`` answer arrives goes on
+following, and whoever waits for it to end (a partition handed over, a watcher stopping) waits
+for ever. :func:`cancel_and_wait` cancels again what is still running."""
 
 from __future__ import annotations
 
