@@ -53,6 +53,7 @@ from controller.bus.client import NATS
 from controller.bus.logshares import LogShares
 from controller.bus.logstore import StoredEnd, SupersededError, publish_after, stored_end
 from controller.contract.backoff import Backoff
+from controller.contract.cancelling import cancel_and_wait
 from controller.contract.errors import RetryableError
 from controller.contract.events import JobRef, PodObserved
 from controller.contract.kinds import PodOwner, speaks_for_run
@@ -140,6 +141,8 @@ class LogFollower:
         self._held = set(range(settings.partitions) if held is None else held)
         self._pods: dict[str, _Pod] = {}
         self._tasks: dict[FollowKey, asyncio.Task[None]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+        """Follows cancelled by a schedule and not ended yet."""
         self._partition_of: dict[FollowKey, int] = {}
         self._done: dict[FollowKey, int] = {}
         """Restart count at which a container's follow ended with its log (not followed again)."""
@@ -240,9 +243,7 @@ class LogFollower:
         stopping = [task for key, task in self._tasks.items() if self._partition_of.get(key) == partition]
         for key in [key for key in self._tasks if self._partition_of.get(key) == partition]:
             del self._tasks[key]
-        for task in stopping:
-            task.cancel()
-        await asyncio.gather(*stopping, return_exceptions=True)
+        await cancel_and_wait(stopping)
         self._metrics.log_follows.labels("followed").set(len(self.following))
 
     def wanted(self) -> list[tuple[FollowKey, _Pod, JobRef]]:
@@ -274,6 +275,8 @@ class LogFollower:
                 del self._tasks[key]
             elif key not in wanted and self._stoppable(key):
                 task.cancel()
+                self._stopping.add(task)  # until it ends: a cancellation may be lost (close() repeats it)
+                task.add_done_callback(self._stopping.discard)
                 del self._tasks[key]
         for key, (pod, job) in wanted.items():
             if key not in self._tasks:
@@ -303,8 +306,7 @@ class LogFollower:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=SCHEDULE_S)
         finally:
-            settling.cancel()
-            await asyncio.gather(settling, return_exceptions=True)
+            await cancel_and_wait([settling])
             await self.close()
 
     async def _settle_shares(self, stop: asyncio.Event) -> None:
@@ -324,10 +326,7 @@ class LogFollower:
 
     async def close(self) -> None:
         """Stop every follow (each resumes from the bus when followed again)."""
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait([*self._tasks.values(), *self._stopping])
         self._tasks.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
 

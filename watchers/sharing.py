@@ -33,6 +33,7 @@ from controller.bus.leases import Leases, lease_bucket, replica_name
 from controller.bus.listening import listening
 from controller.bus.versions import open_published
 from controller.contract.backoff import Backoff
+from controller.contract.cancelling import cancel_and_wait
 from controller.contract.events import BusEvent, LogProbed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
@@ -117,8 +118,7 @@ class SharedFollower:
         try:
             await stop.wait()
         finally:
-            learning.cancel()
-            await asyncio.gather(learning, return_exceptions=True)
+            await cancel_and_wait([learning])
 
     async def _learn_pods_forever(self) -> None:
         """:meth:`_learn_pods`, watching the bucket again every ``RESYNC_S`` (or after an error:

@@ -135,7 +135,8 @@ class _Acks:
                     batch.refuse(index, exc)
                     break
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(batch.done.wait(), ack_timeout_s)
+                async with asyncio.timeout(ack_timeout_s):  # not wait_for: on 3.11 it can lose a cancellation
+                    await batch.done.wait()
         finally:
             del self._batches[number]
         return batch.outcomes(ack_timeout_s)

@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, PubAck, StreamConfig
 from nats.js.errors import APIError, NoStreamResponseError
 
+from controller.bus import publishing as publishing_module
 from controller.bus.publishing import Outgoing, publish, stored_anew
 from controller.contract.errors import RetryableError
 from controller.contract.subjects import Topology
@@ -104,3 +105,24 @@ async def test_concurrent_batches_on_one_connection_keep_their_own_outcomes(
 
     assert all(isinstance(result, PubAck) for result in stored)
     assert all(isinstance(result, NoStreamResponseError) for result in nowhere)
+
+
+async def test_a_publish_cancelled_as_its_last_ack_arrives_is_cancelled(
+    js: JetStreamContext, subject: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled in the same turn of the loop as its last ack arrives, a publish raises
+    ``CancelledError`` rather than returning: a log follow stopped then stops (on Python 3.11,
+    ``asyncio.wait_for`` returned the acks and the follow went on)."""
+    publishing: list[asyncio.Task[object]] = []
+    settle = publishing_module._Batch.settle
+
+    def settle_then_cancel(batch: publishing_module._Batch, index: int, result: object) -> None:
+        settle(batch, index, result)  # type: ignore[arg-type]
+        if batch.done.is_set():
+            publishing[0].cancel()
+
+    monkeypatch.setattr(publishing_module._Batch, "settle", settle_then_cancel)
+    task = asyncio.create_task(publish(js, messages(subject, range(2))))
+    publishing.append(task)
+    with pytest.raises(asyncio.CancelledError):
+        await task
