@@ -43,13 +43,16 @@ imports: $(STAMP)
 
 # PYTEST_WORKERS > 0 runs the suite on that many pytest-xdist workers, each with PostgreSQL and NATS
 # of its own (tests/conftest.py); the tests mostly wait on those servers and on the processes they
-# start. A module's tests marked `xdist_group` run on one worker, sharing what
-# the module builds once (the wheel). `.venv/bin/pytest tests/...` runs a few tests on one process.
+# start. The tests marked `slow` (whole `up`s, the demo, the wheel, NATS clusters) are one
+# `xdist_group`: one worker runs them one after another, in file order, while the other tests
+# spread over the others. Other modules marked `xdist_group` run on one worker, sharing what the
+# module builds once. `.venv/bin/pytest tests/...` runs a few tests on one process.
 # Every worker collects the whole suite: pytest may keep the test modules it rewrote (for its
 # assertions) in __pycache__, where a PYTHONDONTWRITEBYTECODE in the environment would have it
 # rewrite them all in each worker on every run. Off (0: one process) by default: with 4 workers on
-# a loaded 2-core machine, tests that start a whole `up` missed their startup deadlines;
-# `make test PYTEST_WORKERS=4` runs on 4 workers where the cores allow.
+# a loaded 2-core machine, tests that start a whole `up` missed their startup deadlines (and
+# pytest 9.2 silently dropped every group: pyproject.toml pins below it);
+# `make test PYTEST_WORKERS=3` runs on 3 workers where the cores allow.
 PYTEST_WORKERS ?= 0
 
 pytest: bytecode browser

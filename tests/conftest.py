@@ -63,6 +63,22 @@ TEMPLATE = f"mpijc_template_{WORKER}"
 """Each worker's own template: workers sharing configured servers must not drop each other's."""
 
 
+SLOW_GROUP = "slow"
+"""The ``xdist_group`` of every test marked ``slow``."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist names each test's group from its marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (``make test``) the tests marked ``slow`` — those starting whole
+    processes: ``up``, the demo, an installed wheel, NATS clusters — run one after another on one
+    worker while the other tests spread over the other workers: two of them at once on two cores
+    would starve each other's start-up. They run in file order, so a module's tests still share
+    what the module starts once."""
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.xdist_group(SLOW_GROUP))
+
+
 def _docker_answers() -> bool:
     """Whether a Docker engine answers a ping (an installed client alone is not enough)."""
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")

