@@ -382,6 +382,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Cc]an(?:'t| ?not) (?:open|find|create|init) (?:\w{1,20} )?(?:network )?providers?\b"
             # a rank's PMI client (Slurm's PMI-2, a process manager's) failing to start: no launch wiring
             r"|\bPMI2?_Init failed\b|\bPMI2? init failed\b|was not built with SLURM's PMI support\b"
+            # HCCL (CANN's EI0009) unable to set up its transport to another NPU's rank
+            r"|[Tt]ransport init error\b"
+            # Open MPI's help text for a transport component (btl, mtl, pml) it could not load, before
+            # MPI_INIT fails
+            r"|[Aa] requested component was not found, or was unable to be opened"
         ),
     ),
     (
@@ -922,6 +927,9 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "the provider it asks for (FI_PROVIDER, CCL_ATL_TRANSPORT) or the devices it needs are not in the pod",
     ("hccl", "timed-out"): "HCCL timed out waiting on another NPU's rank (a socket it waited for was not "
     "connected or sent nothing in time): that rank is stuck, died, or its NPU network is unreachable",
+    ("hccl", "resource"): "HCCL could not set up its transport to another NPU's rank (the link to it could "
+    "not be created): that rank failed first (its own log shows why), or the NPU network between them is "
+    "down",
     ("ucx", "timed-out"): "UCX timed out on its endpoint to another rank (the transport got no "
     "acknowledgement): the peer's process is gone, or the fabric between the nodes drops its packets",
     ("charm", "completion"): "Charm++'s OFI machine layer could not send to another process (a libfabric "

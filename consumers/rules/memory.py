@@ -80,7 +80,7 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
     exit_fact = container_fact(pod, first.container, f"{first.field}.exitCode", first.exit_code)
     hits = kernel_oom(pod_text(pod))
     if hits:
-        where: OomWhere = "limit" if any(h.name in ("cgroup", "slurm") for h in hits) else "node"
+        where: OomWhere = "limit" if any(_in_a_cgroup(h) for h in hits) else "node"
         return OomKill(pod, first, (exit_fact, *log_facts(pod, [h.line for h in hits])), where, _victim(hits))
     own = [e for e in state.events_about(pod) if e.reason in OOM_EVENT_REASONS and _near(e, first, pod)]
     if own:  # the pod's cgroup ran out and the kernel killed one of its processes: the program died of it
@@ -91,6 +91,12 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
         victim = next((m.group("victim") for e in events if (m := _VICTIM.search(e.message))), None)
         return OomKill(pod, first, (exit_fact, *(event_fact(e) for e in events)), "node", victim)
     return None
+
+
+def _in_a_cgroup(hit: Hit) -> bool:
+    """The kill was a memory cgroup's: its own line, Slurm's step, or ``mem_cgroup_out_of_memory`` in a
+    call trace."""
+    return hit.name in ("cgroup", "slurm") or (hit.name == "trace" and "mem_cgroup" in hit.line)
 
 
 def _victim(hits: tuple[Hit, ...]) -> str | None:

@@ -29,6 +29,9 @@ few stable wordings:
 - a rank setting up its NCCL communicator that could not get the communicator's unique id from the
   store (``… retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but
   store->get('0') got error: …``): rank 0 publishes it there, and the wait for it is the store's;
+- the store's client timing out on a wait or a get, raised bare (``DistStoreError: Socket Timeout``);
+- Horovod's Gloo workers giving up on the launcher's HTTP rendezvous store (``http_store.cc:96] HTTP GET
+  request failed too many times, aborting.``);
 - JAX's and TensorFlow's coordination service, where every task registers at start-up: its barrier
   timing out (``Barrier_id: PjRT_Client_Connect``, ``Wait_for_all_tasks_to_register``) or the
   cluster registration failing (:data:`~consumers.rules.families.STARTUP_BARRIER`); a heartbeat or
@@ -58,11 +61,13 @@ from consumers.rules.rendezvouslines import (
     CONNECTION_ERROR,
     ELASTIC,
     ETCD,
+    HTTP_STORE,
     RENDEZVOUS_SIGNS,
     STORE_BIND,
     STORE_CLIENT,
     STORE_FRAME,
     STORE_GET,
+    STORE_TIMEOUT,
     STORE_WAIT,
 )
 from consumers.rules.rule import Context, Detection, Rule, log_facts
@@ -114,6 +119,14 @@ def _miss(pod: PodState) -> Miss | None:
         what = (
             f"could not get NCCL's unique id from rank {m['root']} through the c10d store "
             f"({m['error'].strip().rstrip('.')})"
+        )
+    elif (m := STORE_TIMEOUT.search(text)) is not None:
+        error = m[0].removesuffix(", keys: ")
+        what = f"timed out waiting on the c10d store ({error}): a rank never wrote its key"
+    elif HTTP_STORE.search(text) is not None:
+        what = (
+            "could not reach the launcher's HTTP rendezvous store (Horovod's Gloo: its requests failed too "
+            "many times)"
         )
     elif CONNECTION_ERROR.search(text) is not None:
         what = "could not connect to the c10d store of the rendezvous"

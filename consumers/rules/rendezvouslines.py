@@ -18,11 +18,13 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "ELASTIC",
     "ETCD",
+    "HTTP_STORE",
     "RENDEZVOUS_SIGNS",
     "STORE_BIND",
     "STORE_CLIENT",
     "STORE_FRAME",
     "STORE_GET",
+    "STORE_TIMEOUT",
     "STORE_WAIT",
 ]
 
@@ -65,6 +67,15 @@ STORE_GET = re.compile(
 """A rank creating its NCCL communicator, failing to get the communicator's unique id from the c10d store
 (rank 0 publishes it there, the others wait on the key): the store, not NCCL's transport, failed — a rank
 that never reached the collective, or a store the others could not keep reaching."""
+STORE_TIMEOUT = re.compile(r"DistStoreError: (?:Socket Timeout\b|wait timeout after \d{1,10}m?s, keys: )")
+"""The c10d store's client timing out on a wait or a get (a key another rank never wrote, a store it
+stopped reaching), raised as the store's own error class: no count, no address."""
+HTTP_STORE = re.compile(
+    r"http_store\.cc:\d{1,6}\] HTTP (?:GET|PUT|DELETE|POST) request failed too many times"
+)
+"""Horovod's Gloo workers giving up on the launcher's HTTP rendezvous store (``horovodrun --gloo``,
+Horovod in Spark or Ray): ``E …/horovod/common/gloo/http_store.cc:96] HTTP GET request failed too many
+times, aborting.``"""
 CONNECTION_ERROR = re.compile(r"RendezvousConnectionError\b")
 """torch elastic's error for a rendezvous backend it could not reach: raised (``… The connection to
 the C10d store has failed``) or named by the keep-alive heartbeat that failed with it."""
@@ -79,6 +90,6 @@ it, for an etcd it could not reach or a rendezvous key that is gone (``etcd.Etcd
 found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
-    CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET,
+    CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

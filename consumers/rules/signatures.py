@@ -237,7 +237,8 @@ TRANSPORTS: tuple[Signature, ...] = (
         re.compile(
             r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>.{0,300}?)"
             # or a terminal wrapped the line inside the work's fields (before ``Timeout(ms)=``)
-            r"(?:\) ran for (?P<ms>\d{1,12}) milliseconds|,\s{0,4}$)"
+            # (a title may cut it after the count: ``ran for 1800834 m``)
+            r"(?:\) ran for (?P<ms>\d{1,12})(?: m| ?$)|,\s{0,4}$)"
         ),
     ),
     Signature(
@@ -399,6 +400,14 @@ CRASHES: tuple[Signature, ...] = (
             r"failed \(exitcode: -(?P<signal>11)\) local_rank: \d"
             r"|^\s{0,8}exitcode\s{0,10}: -11 \(pid: \d"
         ),
+    ),
+    # DeepSpeed's launcher on a rank that died of a signal, minus the signal as torch elastic writes it
+    # (``[launch.py:N:sigkill_handler] [cmd…] exits with return code = -11``)
+    Signature(
+        "deepspeed-signal",
+        "DeepSpeed's launcher",
+        "",
+        re.compile(r"exits with return code = -(?P<signal>11)\b"),
     ),
     Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
         "dataloader",
@@ -608,6 +617,19 @@ DISKS: tuple[Signature, ...] = (
         "no space left on device",
         re.compile(r"[Nn]o space left on device|\[Errno 28\]|ENOSPC|StorageFull"),  # Go: lower case
     ),
+    # the kubelet's eviction for the node's disk, relayed into a log by the client that ran the pod (a CI
+    # runner's ``pod … is disrupted: reason "TerminationByKubelet", message "The node was low on
+    # resource: ephemeral-storage. Threshold quantity: …``, an event listing's ``Evicted … kubelet The node
+    # was low on resource: ephemeral-storage. Container runner was using …``)
+    Signature(
+        "evicted-storage",
+        "the kubelet",
+        "the kubelet evicted the pod: the node was low on ephemeral storage (its disk)",
+        re.compile(
+            r"The node was low on resource: (?:ephemeral-storage|inodes)\. "
+            r"(?:Threshold quantity|Container [\w.-]{1,253} was using)"
+        ),
+    ),
     Signature("edquot", "", "disk quota exceeded", re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT")),
     Signature(
         "torch-write",
@@ -716,6 +738,26 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "the kernel",
         "the kernel's OOM killer ran",
         re.compile(r"invoked oom-killer|oom-kill:constraint="),
+    ),
+    # the OOM killer's own frames in a call trace the kernel printed apart from its headline (a VM
+    # guest's log relayed line by line): ``mem_cgroup_out_of_memory+0xa4/0xc0``, ``oom_kill_process+0x…``
+    Signature(
+        "trace",
+        "the kernel",
+        "the kernel's OOM killer ran (its frames in a call trace)",
+        re.compile(r"\b(?:mem_cgroup_out_of_memory|oom_kill_process)\+0x[0-9a-f]{1,8}/0x[0-9a-f]{1,8}"),
+    ),
+    # Ray's memory monitor: the raylet kills workers before the kernel does, and says so in the raylet's
+    # log (``Workers (tasks / actors) killed due to memory pressure (OOM)``) and in the task's error
+    # (``Task was killed due to the node running low on memory.``)
+    Signature(
+        "ray",
+        "Ray's memory monitor",
+        "the node's memory ran short and Ray's memory monitor killed workers",
+        re.compile(
+            r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)"
+            r"|(?:Task|Actor|Worker) was killed due to the node running low on memory"
+        ),
     ),
     Signature(
         "slurm",

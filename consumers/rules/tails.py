@@ -114,13 +114,36 @@ _REPORTED = re.compile(
 save the file and gave me an error: [Errno 28] No space left on device``)."""
 
 
+_REPORTED_NAMED = re.compile(
+    r"\b(?:encountered|ran into|got) (?:an? |the )?"
+    r"(?P<quote>(?:[\w.]{1,120}\.)?[A-Z][A-Za-z]{1,80}(?:Error|Exception)\b[^\n]{0,300})$"
+)
+"""A person's report naming the error class the run raised (``I encountered RendezvousTimeoutError when
+using 2 nodes``), in the past tense — what happened, not what would (``You'll get …``): the class and
+what follows is the run's."""
+_REPORTED_QUOTED = re.compile(
+    r"\b(?:run|ran|running) into (?:an? |the )?(?:[\w-]{1,30} ){0,3}?(?:error|exit|exception|failure)s?:? "
+    r"(?P<q>\"|`{1,3}|')(?P<quote>[^\"`'\n]{4,300})(?P=q)"
+    r"|(?P<p>`{1,3}|\")(?P<quote2>[^\"`\n]{4,300})(?P=p) (?:is|was|gets|got) "
+    r"(?:prompted|printed|shown|reported)\b"
+)
+"""A person's report quoting the run's line in quotes or code (``I run into an uninformative exit
+"exits with return code = -9"``, ``In the end, `exits with return code = -11` is prompted.``)."""
+
+
 def reported(line: str) -> str | None:
     """The program's output a sentence of prose reports it printed (the quote after ``gave me an
-    error:``), where the sentence is no hint (``if you get an error: …``); else ``None``."""
-    match = _REPORTED.search(line)
-    if match is None or is_hint(line[: match.start("quote")]):
-        return None
-    return match.group("quote")
+    error:``, an error class someone ``encountered``, a quoted line that ``is prompted``), where the
+    sentence is no hint (``if you get an error: …``); else ``None``."""
+    for pattern in (_REPORTED, _REPORTED_NAMED, _REPORTED_QUOTED):
+        match = pattern.search(line)
+        if match is None:
+            continue
+        group = "quote2" if pattern is _REPORTED_QUOTED and match.group("quote") is None else "quote"
+        if is_hint(line[: match.start(group)]):
+            return None
+        return match.group(group)
+    return None
 
 
 _HELP_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
@@ -367,6 +390,13 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|Aborting compilation early because it's unlikely to have enough memory"
         ),
     ),
+    (  # the TPU runtime at run time: a device buffer that does not fit the HBM left (``Error allocating
+        # device buffer: Attempting to allocate 15.65G. That was not possible. There are 11.08G free.``)
+        "TPU out of memory (its runtime could not allocate a device buffer in HBM)",
+        re.compile(
+            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Error allocating device buffer: Attempting to "
+        ),
+    ),
     (
         "GPU out of memory (cuBLAS could not allocate its workspace)",
         re.compile(r"CUBLAS_STATUS_ALLOC_FAILED"),
@@ -528,7 +558,8 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
 
 def _died_of_signal(block: Sequence[str]) -> int | None:
     """The signal Hydra's ``BAD TERMINATION`` block says its process died of: ``KILLED BY SIGNAL: N``,
-    an ``EXIT CODE`` of 128 + N (the shell's encoding: 139 is SIGSEGV, 134 SIGABRT, 137 SIGKILL), or an
+    an ``EXIT CODE`` of 128 + N (the shell's encoding: 139 is SIGSEGV, 134 SIGABRT, 137 SIGKILL) or of 9
+    (Hydra's own, SIGKILL's number), or an
     ``EXIT STRING`` naming the signal (``Segmentation fault: 11 (signal 11)``)."""
     text = " ".join(block[:_CONTEXT_LINES])
     if (killed := _KILLED_BY.search(text)) is not None:
@@ -536,11 +567,16 @@ def _died_of_signal(block: Sequence[str]) -> int | None:
     if (named := _EXIT_STRING_SIGNAL.search(text)) is not None:
         return int(named.group("signal"))
     code = _search_int(_EXIT_STATUS, text, "code")
+    if code == _SIGKILL:  # Hydra's own encoding of a process a signal ended: the signal's number
+        return code
     return code - _SIGNALED if code is not None and _SIGNALED < code < _SIGNALED + 32 else None
 
 
 _SIGNALED = 128
 """A shell's exit status for a process killed by signal N is 128 + N."""
+_SIGKILL = 9
+"""Hydra writes the number of the signal that ended a process as its ``EXIT CODE`` (``EXIT CODE: 11`` beside
+``EXIT STRING: Segmentation fault: 11 (signal 11)``): 9, SIGKILL, is the one no program exits with."""
 _EXIT_STRING_SIGNAL = re.compile(r"EXIT STRING: [^\n(]{1,80}\(signal (?P<signal>\d{1,2})\)")
 
 
@@ -649,7 +685,9 @@ _LAMMPS_ABORT = re.compile(
 """LAMMPS's Python module raising the error of one process that can only end with ``MPI_Abort``
 (``lammps.core.MPIAbortException: 'ERROR on proc 7: … (src/…/x.cpp:N)\\nLast command:'``): that
 process leaves, the other ranks wait for it in their next collective."""
-_DEEPSPEED_EXIT = re.compile(r"\] exits with return code = (?P<code>-?\d{1,10})")
+_DEEPSPEED_EXIT = re.compile(r"(?:\] |\b)exits with return code = (?P<code>-?\d{1,10})\b")
+"""DeepSpeed's launcher on the rank that ended its group: ``[launch.py:N:sigkill_handler] [cmd…] exits with
+return code = -9``, or the same words quoted alone, its only wording of that sentence."""
 _LOCAL_RANK_ARG = re.compile(r"--local_rank=(?P<local>\d{1,7})")
 
 _ERRORCODE = re.compile(r"(?:with errorcode|Errorcode:)\s{0,10}(?P<code>-?\d{1,10})")
@@ -832,12 +870,11 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         worker = next((m["name"] for text in after[:3] if (m := _RAY_WORKER.search(text))), "an actor")
         detail = f"(Ray's {worker} actor died unexpectedly: its worker process ended)"
         return RankFailure(None, "exited", None, None, None, (line,), launcher="Ray", detail=detail)
-    if "sigkill_handler" in line and (match := _DEEPSPEED_EXIT.search(line)) is not None:
-        code = int(match.group("code"))
+    if (match := _DEEPSPEED_EXIT.search(line)) is not None and (status := int(match.group("code"))) != 0:
         local = _search_int(_LOCAL_RANK_ARG, line, "local")
-        if code < 0:
-            return RankFailure(None, "killed", None, str(-code), None, (line,), local, "DeepSpeed")
-        return RankFailure(None, "exited", code, None, None, (line,), local, "DeepSpeed")
+        if status < 0:
+            return RankFailure(None, "killed", None, str(-status), None, (line,), local, "DeepSpeed")
+        return RankFailure(None, "exited", status, None, None, (line,), local, "DeepSpeed")
     return None
 
 

@@ -55,7 +55,7 @@ COMM = {
         "pi-worker-1.pi.team-a.svc",
     ),
     "hydra-bad-termination-without-rank": (
-        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 4242 RUNNING AT pi-worker-2\n=   EXIT CODE: 9",
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 4242 RUNNING AT pi-worker-2\n=   EXIT CODE: 1",
         "bad-termination",
         "pi-worker-2",
     ),
