@@ -145,7 +145,7 @@ LIBRARIES: tuple[Library, ...] = (
         # ``[cli_N]:``: the PMI client's prefix of a rank's abort; ``Fatal error in PMPI_…:``: an error stack
         re.compile(
             r"src/mpid/|MPIDI_\w{1,60}|MPIR_\w{1,60}|MPID_\w{1,60}|^\[cli_\d{1,7}\]: "
-            r"|Fatal error in P?MPI_\w{1,40}:"
+            r"|Fatal error in P?MPI_\w{1,40}:|\bPMII_\w{1,40}"
         ),
     ),
     Library(
@@ -382,6 +382,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Cc]an(?:'t| ?not) (?:open|find|create|init) (?:\w{1,20} )?(?:network )?providers?\b"
             # a rank's PMI client (Slurm's PMI-2, a process manager's) failing to start: no launch wiring
             r"|\bPMI2?_Init failed\b|\bPMI2? init failed\b|was not built with SLURM's PMI support\b"
+            # MPICH's singleton init (a rank started without its process manager, by srun or by hand)
+            # failing to exec the mpiexec it needs
+            r"|\bPMII_singinit: execv failed\b"
             # HCCL (CANN's EI0009) unable to set up its transport to another NPU's rank
             r"|[Tt]ransport init error\b"
             # Open MPI's help text for a transport component (btl, mtl, pml) it could not load, before

@@ -72,6 +72,14 @@ _SCHEDULER = re.compile(  # a scheduler plugin's or extender's filter reason nam
     r"nodes are available: (?:[^\n]{0,400}?[,:] )?\d{1,6} (?P<reason>[A-Z]\w{0,40}Quota\w{0,40})"
     r"|rejected in PreFilter because ElasticQuota (?P<name>[^\s]{1,253}) is more than (?P<bound>Max|Min)"
 )
+_CLOUD = re.compile(
+    r"Quota '(?P<metric>[A-Z][A-Z0-9_]{1,60})' exceeded\.\s{0,4}Limit: (?P<limit>[\d.]{1,20})"
+    r"(?: (?:in region|globally)(?: (?P<region>[\w-]{1,40}))?)?"
+)
+"""The cloud's own quota (Google Compute Engine's, through its API: ``googleapi: Error 403: Quota
+'CPUS' exceeded. Limit: 24.0 in region us-central1.``) refusing what the cluster asked it for on the
+run's behalf — a volume provisioned for its claim, a node added for its pods: the project's quota, not
+the namespace's."""
 _POD = re.compile(r"[Pp]ods? \\?\"(?P<pod>[^\"\\]{1,253})\\?\" is forbidden")
 
 
@@ -166,6 +174,13 @@ def refusal(event: K8sEventObserved) -> Refusal | None:
             f"{match.group('bound')}"
         )
         return Refusal(event, pod, problem, "scheduler", reason or name)
+    if (match := _CLOUD.search(message)) is not None:
+        where = f" in region {match['region']}" if match["region"] else ""
+        problem = (
+            f"the cloud project's quota {match['metric']} is used up (limit {match['limit']}{where}): "
+            f"the cloud refused what the cluster asked it for"
+        )
+        return Refusal(event, pod, problem, "cloud", match["metric"])
     bounds = [
         f"at {'most' if m.group('bound') == 'maximum' else 'least'} "
         f"{m.group('allowed')} {m.group('resource')} "
@@ -266,6 +281,8 @@ def _remediation(latest: Refusal) -> tuple[str, ...]:
         return _LIMIT_RANGE_STEPS
     if latest.kind == "scheduler":
         return _SCHEDULER_STEPS
+    if latest.kind == "cloud":
+        return _CLOUD_STEPS
     return _steps(latest.kind, latest.name)
 
 
@@ -292,6 +309,12 @@ _SCHEDULER_STEPS = (
     "see what it counts with kubectl -n {namespace} describe pod and the scheduler's quota objects.",
     "Ask for fewer GPUs or workers, wait for other jobs of the namespace to finish, or ask for a larger "
     "quota.",
+)
+_CLOUD_STEPS = (
+    "The quota is the cloud project's, not the namespace's: see its use and limit in the cloud's console "
+    "or CLI (gcloud compute regions describe <region>) and ask the provider for more.",
+    "Or ask for less of it (smaller or fewer volumes, fewer nodes), or use a storage class or region whose "
+    "quota has room.",
 )
 _LIMIT_RANGE_STEPS = (
     "See the namespace's bounds: kubectl -n {namespace} describe limitrange",

@@ -63,10 +63,12 @@ from consumers.rules.rendezvouslines import (
     ETCD,
     HTTP_STORE,
     RENDEZVOUS_SIGNS,
+    RETRY_SPENT,
     STORE_BIND,
     STORE_CLIENT,
     STORE_FRAME,
     STORE_GET,
+    STORE_INPUT,
     STORE_TIMEOUT,
     STORE_WAIT,
 )
@@ -120,6 +122,11 @@ def _miss(pod: PodState) -> Miss | None:
             f"could not get NCCL's unique id from rank {m['root']} through the c10d store "
             f"({m['error'].strip().rstrip('.')})"
         )
+    elif (m := STORE_INPUT.search(text)) is not None:
+        what = (
+            f"waited {int(m['ms']) // 1000}s for the c10d store at {m['host']}:{m['port']} to answer and "
+            f"got nothing"
+        )
     elif (m := STORE_TIMEOUT.search(text)) is not None:
         error = m[0].removesuffix(", keys: ")
         what = f"timed out waiting on the c10d store ({error}): a rank never wrote its key"
@@ -169,6 +176,9 @@ _CONNECTED = re.compile(r"[Cc]onnected to\b|has connected\b|[Rr]econnected\b|[Ss
 
 def _recovered(lines: tuple[str, ...], index: int) -> bool:
     """Whether the miss on ``lines[index]`` was retried or followed by a connection that worked."""
+    spent = RETRY_SPENT.search(lines[index])
+    if spent is not None and int(spent["after"]) >= int(spent["timeout"]):
+        return False  # its whole timeout waited out before the retry: no retry is left
     after = lines[index + 1 : index + 1 + HANDLED_WITHIN]
     return handled(lines, index) or any(_CONNECTED.search(line) for line in after)
 

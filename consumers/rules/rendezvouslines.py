@@ -20,10 +20,12 @@ __all__ = [
     "ETCD",
     "HTTP_STORE",
     "RENDEZVOUS_SIGNS",
+    "RETRY_SPENT",
     "STORE_BIND",
     "STORE_CLIENT",
     "STORE_FRAME",
     "STORE_GET",
+    "STORE_INPUT",
     "STORE_TIMEOUT",
     "STORE_WAIT",
 ]
@@ -70,6 +72,20 @@ that never reached the collective, or a store the others could not keep reaching
 STORE_TIMEOUT = re.compile(r"DistStoreError: (?:Socket Timeout\b|wait timeout after \d{1,10}m?s, keys: )")
 """The c10d store's client timing out on a wait or a get (a key another rank never wrote, a store it
 stopped reaching), raised as the store's own error class: no count, no address."""
+STORE_INPUT = re.compile(
+    r"waitForInput: socket SocketImpl\([^\n]{0,200}?remote=\[?(?P<host>[\w.:-]{1,253}?)\]?"
+    r":(?P<port>\d{1,5})\)"
+    r" timed out after (?P<ms>\d{1,10})ms"
+)
+"""The c10d store's client socket (``socket.cpp``) waiting for the store's answer and getting none within
+its timeout: the store at ``remote=`` never answered (``[c10d] waitForInput: socket SocketImpl(fd=7,
+addr=[…]:5123, remote=[master]:29500) timed out after 300000ms``)."""
+RETRY_SPENT = re.compile(
+    r"retrying \(try=\d{1,4}, timeout=(?P<timeout>\d{1,10})ms[^\n]{0,200}?"
+    r"timed out after (?P<after>\d{1,10})ms"
+)
+"""A c10d client's retry announced after its attempt already waited out the whole timeout (``- retrying
+(try=0, timeout=T ms, …): … timed out after T ms``): the deadline has passed, no retry is left."""
 HTTP_STORE = re.compile(
     r"http_store\.cc:\d{1,6}\] HTTP (?:GET|PUT|DELETE|POST) request failed too many times"
 )
@@ -91,5 +107,6 @@ found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
+    STORE_INPUT,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

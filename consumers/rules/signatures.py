@@ -594,8 +594,17 @@ def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     return tuple(
         hit
         for hit in _scan(tail, GPU_ERRORS)
-        if hit.line not in oom and not is_hint(hit.line) and not handled(lines, hit.index)
+        if hit.line not in oom
+        and not is_hint(hit.line)
+        and not handled(lines, hit.index)
+        and not (hit.name == "xid" and _NONFATAL.search(hit.line))
     )
+
+
+_NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
+"""The driver's own severity on an Xid line (the NVLink Xids 144 to 150 print it: ``…: 145, RLW_REMAP
+Nonfatal …``): an error it corrected and went on from is evidence for the GPU's health, not a failure
+of the run."""
 
 
 # -------------------------------------------------------------------- disks

@@ -31,6 +31,7 @@ Tails are immutable tuples, so results are cached.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,11 +102,28 @@ _EXAMPLES = re.compile(
 _TITLE = re.compile(
     r"^\s{0,8}(?:\[[\w/ .-]{1,40}\]:? {1,2})?"
     r"(?:[Hh]ow (?:to|do I|can I) (?:fix|solve|handle|avoid|resolve|debug)\b"
+    # an imperative naming the error as the work to do (``[python] Handle torch.cuda.OutOfMemoryError``,
+    # ``Catch …``, ``Retry on …``): a program reports what happened, it does not ask for it to be handled
+    r"|(?:[Hh]andle|[Cc]atch|[Rr]etry on|[Rr]ecover from|[Gg]racefully handle) (?:an? |the )?"
+    r"(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception)\b"
     r"|[^\n\"'`]{0,200}[\"'`][^\"'`\n]{1,200}[\"'`] "
     r"(?:should (?:be (?:handled|caught|retried|reported)|not (?:crash|fail)))\b)"
 )
 """A title that names an error as its topic (``[tune] "No space left on device" should be handled``,
-``How to fix …``), however it is prefixed: a thread's, not a program's line."""
+``How to fix …``, ``Handle …Error``), however it is prefixed: a thread's, not a program's line."""
+_BARE_CLASS = re.compile(r"^\s{0,8}(?P<name>[A-Z][A-Za-z]{1,80}(?:Error|Exception))\s{0,8}$")
+"""A line that is an exception class's name alone, unqualified, with no message. Python prints a raised
+exception's class qualified by its module (``torch.distributed.elastic.rendezvous.api.…Error: …``)
+unless it is a built-in one (``MemoryError``): a library's class named bare is a thread's topic (its
+title) or a person's word, not what the run printed."""
+
+
+def _named_bare(text: str) -> bool:
+    """Whether ``text`` is a library's exception class named alone (:data:`_BARE_CLASS`)."""
+    match = _BARE_CLASS.match(text)
+    return match is not None and not isinstance(getattr(builtins, match["name"], None), type)
+
+
 _REPORTED = re.compile(
     r"\b(?:gave|gives|threw|throws|raised|raises|printed|prints|showed|shows|got|get|getting) (?:me |us )?"
     r"(?:an? |the |this )?(?:error|exception)(?: message)?: (?P<quote>\S[^\n]{4,300})$"
@@ -126,9 +144,13 @@ _REPORTED_QUOTED = re.compile(
     r"(?P<q>\"|`{1,3}|')(?P<quote>[^\"`'\n]{4,300})(?P=q)"
     r"|(?P<p>`{1,3}|\")(?P<quote2>[^\"`\n]{4,300})(?P=p) (?:is|was|gets|got) "
     r"(?:prompted|printed|shown|reported)\b"
+    # a program named as the teller, what it showed quoted after (``The `dmesg` shows `NVRM: Xid …```)
+    r"|\b(?:shows|showed|printed|prints|reported|reports|gave|gives)(?: me| us)?:? "
+    r"(?P<r>`{1,3}|\")(?P<quote3>[^\"`\n]{4,300})(?P=r)"
 )
 """A person's report quoting the run's line in quotes or code (``I run into an uninformative exit
-"exits with return code = -9"``, ``In the end, `exits with return code = -11` is prompted.``)."""
+"exits with return code = -9"``, ``In the end, `exits with return code = -11` is prompted.``, ``the
+kernel log showed `…` ``)."""
 
 
 def reported(line: str) -> str | None:
@@ -139,7 +161,7 @@ def reported(line: str) -> str | None:
         match = pattern.search(line)
         if match is None:
             continue
-        group = "quote2" if pattern is _REPORTED_QUOTED and match.group("quote") is None else "quote"
+        group = next(g for g in ("quote", "quote2", "quote3") if g in match.re.groupindex and match[g])
         if is_hint(line[: match.start(group)]):
             return None
         return match.group(group)
@@ -170,7 +192,7 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
         if examples:
             told.add(i)
             continue
-        if not in_help and _TITLE.match(text):
+        if not in_help and (_TITLE.match(text) or _named_bare(text)):
             told.add(i)
             continue
         if in_help or _PRINTED.search(text):
@@ -364,6 +386,11 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"cudaMalloc(?: retry)? failed: out of memory"),
     ),
     ("GPU out of memory (TensorFlow: OOM when allocating tensor)", re.compile(r"OOM when allocating tensor")),
+    (  # PaddlePaddle's allocator, raised as its ResourceExhaustedError (``Out of memory error on GPU 0.
+        # Cannot allocate 98.000244MB memory on GPU 0, … available memory is only 0.000000B.``)
+        "GPU out of memory (PaddlePaddle: ResourceExhaustedError)",
+        re.compile(r"Out of memory error on (?:GPU|XPU|NPU|[\w-]{1,20}) \d{1,3}\. Cannot allocate \d"),
+    ),
     (  # the BFC allocator giving up on a request (``(rounded to N)``), not its retried attempt
         # (``with freed_by_count=0. The caller indicates that this is not a failure``)
         "GPU out of memory (XLA / TensorFlow's BFC allocator)",
