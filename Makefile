@@ -49,11 +49,11 @@ imports: $(STAMP)
 # module builds once. `.venv/bin/pytest tests/...` runs a few tests on one process.
 # Every worker collects the whole suite: pytest may keep the test modules it rewrote (for its
 # assertions) in __pycache__, where a PYTHONDONTWRITEBYTECODE in the environment would have it
-# rewrite them all in each worker on every run. Off (0: one process) by default: with 4 workers on
-# a loaded 2-core machine, tests that start a whole `up` missed their startup deadlines (and
-# pytest 9.2 silently dropped every group: pyproject.toml pins below it);
-# `make test PYTEST_WORKERS=3` runs on 3 workers where the cores allow.
-PYTEST_WORKERS ?= 0
+# rewrite them all in each worker on every run. 3 workers by default: the `slow` group keeps the
+# tests that start a whole `up` from competing with each other for a 2-core machine (pytest 9.2
+# silently dropped every group: pyproject.toml pins below it); `make test PYTEST_WORKERS=0` runs
+# the suite in one process.
+PYTEST_WORKERS ?= 3
 
 pytest: bytecode browser
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
