@@ -2,9 +2,9 @@
 
 Every request is recorded with its arrival time and checked with
 :func:`controller.contract.signing.verify` against the secret registered for its path; what each
-path answers is scripted (status, headers, delay), one reply per request, then ``answer(path)``
-(200 unless told otherwise). :class:`SmtpSink` is a real SMTP server (aiosmtpd) keeping
-every message it is sent.
+path answers is scripted (status, headers, delay), one reply per request, then decided from each
+request's JSON body (``decide``) or ``answer(path)`` (200 unless told otherwise).
+:class:`SmtpSink` is a real SMTP server (aiosmtpd) keeping every message it is sent.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class Receiver:
         self.requests: list[Received] = []
         self.secrets: dict[str, str] = {}
         self._scripts: dict[str, list[Reply]] = defaultdict(list)
+        self._deciders: dict[str, Callable[[Any], Reply | None]] = {}
         self._clock = clock
         self._answer = answer
         self._server: asyncio.Server | None = None
@@ -113,6 +114,18 @@ class Receiver:
         """The next requests to ``path`` get ``replies``, in order; later ones get 200."""
         self._scripts["/" + path.lstrip("/")].extend(replies)
 
+    def decide(self, path: str, decider: Callable[[Any], Reply | None]) -> None:
+        """Requests to ``path`` past its script get ``decider(payload)`` (the JSON body), or the
+        usual answer where it returns None: a reply that waits for what has arrived so far."""
+        self._deciders["/" + path.lstrip("/")] = decider
+
+    def _reply(self, path: str, body: bytes) -> Reply:
+        if self._scripts[path]:
+            return self._scripts[path].pop(0)
+        decider = self._deciders.get(path)
+        decided = decider(json.loads(body)) if decider is not None else None
+        return decided if decided is not None else self._answer(path)
+
     def at(self, path: str) -> list[Received]:
         return [r for r in self.requests if r.path == "/" + path.lstrip("/")]
 
@@ -137,7 +150,7 @@ class Receiver:
                     return
                 path = request.target.decode("latin-1")
                 headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in request.headers}
-                reply = self._scripts[path].pop(0) if self._scripts[path] else self._answer(path)
+                reply = self._reply(path, body)
                 await self._record(path, headers, body, self._clock(), reply.status)
                 if reply.delay_s:
                     await asyncio.sleep(reply.delay_s)

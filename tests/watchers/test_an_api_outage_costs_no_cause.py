@@ -40,6 +40,11 @@ PATH = "outage"
 BOUND_S = 180
 """How long a step may take at most: each wait ends as soon as its condition holds, so the bound
 only tells a loaded machine (where this drill's first step once took over 30 s) from a defect."""
+WATCH_S = 3600
+"""The watches' server-side timeout here: those open when the outage begins outlast it. A watch
+that ends during it cannot resume (every request is refused), so the failures it would have
+carried wait for the outage's end; with the stage's 5 s, a loaded machine slower than that
+between the outage's start and the failures lost the catch-all this drill is about."""
 
 
 def failing_pod(sim: SimCluster, name: str, entry: Entry) -> dict[str, object]:
@@ -78,6 +83,7 @@ async def test_runs_failing_during_an_api_outage_are_told_their_cause(
     corpus = {entry.id: entry for entry in load()}
     entries = {name: corpus[entry_id] for name, entry_id in CAUSES.items()}
     stage.settings.watcher.log_tail_retry_s = 60
+    stage.settings.watcher.watch_timeout_s = WATCH_S
     with_notify(stage.settings)
     async with (
         Receiver() as rx,
