@@ -225,7 +225,16 @@ async def disconnect(nc: NATS) -> None:
             return
         except Exception as exc:
             log.debug("NATS %s: drain failed (%s); closing", nc.options.get("name"), exc)
-    await nc.close()
+    try:
+        await nc.close()
+    except asyncio.CancelledError:
+        # nats-py closing a connection that was reconnecting awaits the old socket's close waiter,
+        # which its own reconnect task, cancelled a moment before, may have cancelled with it: the
+        # connection is closed all the same. A cancellation of the caller is passed on.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.debug("NATS %s: closed (its socket's close waiter was cancelled)", nc.options.get("name"))
 
 
 def credentials(settings: NatsSettings) -> dict[str, Any]:

@@ -6,7 +6,10 @@ and exited 1)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import pytest
 
 from controller.bus.streams import connect, disconnect
 from controller.cli.embedded import EmbeddedNats
@@ -46,3 +49,38 @@ async def test_a_connected_one_is_drained(tmp_path: Path) -> None:
         assert nc.is_closed and received == [b"last"]  # delivered before the subscription ended
     finally:
         await asyncio.to_thread(server.stop)
+
+
+class _Reconnecting:
+    """A connection reconnecting to a server that is gone, closed as nats-py may close it."""
+
+    is_closed = False
+    is_connected = False
+    options = {"name": "mpijc-test"}
+
+    def __init__(self, close: Callable[[], Awaitable[None]]) -> None:
+        self.close = close
+
+
+async def test_a_close_whose_socket_waiter_nats_cancelled_is_a_close() -> None:
+    """nats-py's own reconnect task, cancelled by ``close``, may cancel the old socket's close
+    waiter that ``close`` then awaits: the CancelledError is not the caller's, and is not raised."""
+
+    async def close() -> None:
+        raise asyncio.CancelledError
+
+    await disconnect(_Reconnecting(close))  # type: ignore[arg-type]
+
+
+async def test_a_cancelled_caller_of_disconnect_is_still_cancelled() -> None:
+    started = asyncio.Event()
+
+    async def close() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(disconnect(_Reconnecting(close)))  # type: ignore[arg-type]
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

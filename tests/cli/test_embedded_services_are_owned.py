@@ -269,6 +269,27 @@ def test_a_clean_stop_stops_everything_and_the_next_start_is_fresh(
     assert processes_of(tmp_path) == {}
 
 
+def test_a_data_directory_too_deep_for_a_unix_socket_path_still_starts(
+    tmp_path: Path, ports: tuple[int, int]
+) -> None:
+    """A Unix-domain socket's path holds at most 107 bytes; the embedded PostgreSQL serves TCP only,
+    so a data directory deep in a home directory (or a test worker's temporary one) starts."""
+    deep = tmp_path / ("a-long-directory-name-" * 5)
+    assert len(str(deep / "postgres" / "pgdata" / f".s.PGSQL.{ports[0]}")) > 107
+    with EmbeddedServices(deep, *ports, None, None) as services:
+        assert services.database_url.endswith(f":{ports[0]}/mpijc")
+
+        async def answer() -> int:
+            conn = await asyncpg.connect(services.database_url)
+            try:
+                return int(await conn.fetchval("SELECT 1"))
+            finally:
+                await conn.close()
+
+        assert asyncio.run(answer()) == 1
+    assert processes_of(deep) == {}
+
+
 def test_lock_files_naming_a_killed_postmaster_not_yet_reaped_are_stale(
     tmp_path: Path, ports: tuple[int, int], nothing_left: None
 ) -> None:

@@ -154,7 +154,10 @@ class EmbeddedPostgres(EmbeddedServer):
                 lambda err: f"initdb of {self.served} failed: {err}",
                 kwargs,
             )
-        options = f"-p {self.port} -h 127.0.0.1 -k {self.served} -c fsync=off -c synchronous_commit=off"
+        # TCP on 127.0.0.1 only, no Unix-domain socket: its path (the data directory's, as before)
+        # is limited to 107 bytes, and a data directory deep in a home or a test's temporary
+        # directory made PostgreSQL refuse to start ("could not create any Unix-domain sockets")
+        options = f"-p {self.port} -h 127.0.0.1 -k '' -c fsync=off -c synchronous_commit=off"
         pg_ctl = [self._bin("pg_ctl"), "-D", str(self.served), "-l", str(self.logfile), "-o", options]
         _run(
             [*pg_ctl, "-w", "-t", "60", "start"],
