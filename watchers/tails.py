@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.contract.backoff import Backoff
+from controller.contract.cancelling import cancel_and_wait
 from controller.contract.events import Change
 from controller.contract.settings import WatcherSettings
 from controller.kube.errors import APIUnavailableError
@@ -155,8 +156,7 @@ class LogTails:
     async def close(self) -> None:
         """Stop every read in the background."""
         tasks = [r.task for r in self._retrying.values() if r.task is not None]
-        for task in tasks:
-            task.cancel()
+        await cancel_and_wait(tasks)
         await asyncio.gather(*tasks, return_exceptions=True)
         self._retrying.clear()
 
@@ -295,8 +295,7 @@ class PodHandover:
         """Drop what is still waiting (the watchers stop; the next start lists again), and stop
         the tails' reads in the background."""
         tasks = list(self._waiting.values())
-        for task in tasks:
-            task.cancel()
+        await cancel_and_wait(tasks)
         await asyncio.gather(*tasks, return_exceptions=True)
         self._waiting.clear()
         await self._tails.close()

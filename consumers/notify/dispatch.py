@@ -47,6 +47,7 @@ from consumers.notify.metrics import AlertmanagerMetrics, NotifyMetrics
 from consumers.notify.sending import Attempt, EndpointTransports, RetrySchedule, Verdict, WebhookSender
 from consumers.wiring import Role, Wiring
 from controller.contract import cloudevents
+from controller.contract.cancelling import stop_within
 from controller.contract.clock import Clock, utcnow
 from controller.contract.egress import EgressPolicy, Resolver, system_resolver
 from controller.contract.notifications import parse_payload
@@ -136,9 +137,8 @@ class Dispatcher:
             await self._claim_loop(stop, sender)
         finally:
             if self._tasks:
-                _, late = await asyncio.wait(self._tasks, timeout=s.request_timeout_s + 1)
-                for task in late:
-                    task.cancel()  # its lease expires and another dispatcher sends it again
+                # one still sending is cancelled: its lease expires and another dispatcher sends it again
+                await stop_within(self._tasks, s.request_timeout_s + 1)
             await self._outcomes.put(None)
             await helpers[0]
             for helper in helpers[1:]:

@@ -37,6 +37,7 @@ from controller.bus.holding import PartitionHolder
 from controller.bus.leases import Leases, lease_bucket, replica_name
 from controller.bus.publishing import PUBLISH_RETRY_S
 from controller.bus.streams import ack_floor, remove_durable
+from controller.contract.cancelling import stop_within
 from controller.contract.clock import Clock
 from controller.contract.events import BusEvent, parse_event
 from controller.contract.settings import ConsumerSettings
@@ -204,9 +205,7 @@ class RulesReplica:
         """Stop a partition; handed over (``release``), its snapshot is saved first."""
         claimed = self.claimed.pop(partition)
         claimed.stop.set()
-        _, pending = await asyncio.wait(claimed.tasks, timeout=_STOP_TIMEOUT_S)
-        for task in pending:
-            task.cancel()
+        await stop_within(claimed.tasks, _STOP_TIMEOUT_S)
         await asyncio.gather(*claimed.tasks, return_exceptions=True)
         if release:  # the next holder resumes from here
             with contextlib.suppress(Exception):
