@@ -44,6 +44,8 @@ class EmbeddedNats(EmbeddedServer):
 
     what = "NATS"
     port_variable = "MPIJC_EMBEDDED__NATS_PORT"
+    served_name = "jetstream"
+    log_name = "nats.log"
 
     def __init__(self, data_dir: Path, port: int, prefix: str = "", *, users: bool = True) -> None:
         super().__init__(data_dir, port)
@@ -55,14 +57,6 @@ class EmbeddedNats(EmbeddedServer):
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
-
-    @property
-    def served(self) -> Path:
-        return self.data_dir / "jetstream"
-
-    @property
-    def logfile(self) -> Path:
-        return self.data_dir / "nats.log"
 
     @property
     def _pidfile(self) -> Path:
