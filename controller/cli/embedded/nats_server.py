@@ -25,6 +25,7 @@ from controller.cli.embedded.processes import (
     alive,
     cmdline,
     die_with_this_process,
+    end_child,
     listening_pids,
     option,
     same_path,
@@ -134,10 +135,5 @@ class EmbeddedNats(EmbeddedServer):
     def _stop_owned(self) -> None:
         if self._process is None:
             return
-        self._process.terminate()
-        try:
-            self._process.wait(10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(5)
+        end_child(self._process, 10)
         self._process = None
