@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.streams import connect, ensure_streams
 from controller.cli.collecting import pace_collector
-from controller.cli.embedded import EmbeddedServices, die_with_this_process
+from controller.cli.embedded import EmbeddedServices, die_with_this_process, end_child
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import (
     AUDIT_LIFECYCLE_DURABLE,
@@ -186,12 +186,7 @@ class ServedProcess:
 
     def stop(self) -> None:
         """SIGTERM; SIGKILL after 5 s (a server holding stalled requests waits for them)."""
-        self.process.terminate()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
+        end_child(self.process, 5)
 
 
 def postgres_cpu_s(datadir: Path) -> float:

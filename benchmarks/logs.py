@@ -58,7 +58,7 @@ from controller.metrics import PipelineMetrics
 from controller.store.models import Run
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
-from controller.testing.waits import until
+from controller.testing.waits import running_until_exit, until
 from watchers.following import LogFollower
 from watchers.metrics import WatchMetrics
 from watchers.normalizing import normalize_pod
@@ -110,13 +110,8 @@ async def _follower(
         )
         for pod in pods:
             follower.track(normalize_pod(pod, "ADDED", ref, datetime.now(UTC)))
-        stop = asyncio.Event()
-        task = asyncio.create_task(follower.run(stop))
-        try:
+        async with running_until_exit(follower.run):
             yield follower
-        finally:
-            stop.set()
-            await task
 
 
 def sim_pods(sim: SimCluster, where: list[tuple[str, str, str]]) -> list[dict[str, Any]]:

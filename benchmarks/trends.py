@@ -175,51 +175,40 @@ def _counters(steps: Steps, rank: int, rng: random.Random) -> list[int | None]:
     return out
 
 
+def _case(
+    name: str,
+    rule: str,
+    positive: bool,
+    worker: int | None,
+    onset: float | None,
+    source: str | None = None,
+    **curves: Any,
+) -> dict[str, Any]:
+    """One recorded case: what it is, then its curves."""
+    head = {"name": name, "rule": rule, **({"source": source} if source else {}), "synthetic": True}
+    return head | {"positive": positive, "worker": worker, "onset_s": onset, **curves}
+
+
 def record() -> None:
     """Write the synthetic curves (seeded by name: the same file every time)."""
     times = [i * SCRAPE_S for i in range(int(DURATION_S / SCRAPE_S))]
     cases: list[dict[str, Any]] = []
     for name, positive, shape, onset, limit_at in _memory_cases():
         rng = random.Random(name)
+        memory = {"1": [round(shape(t, rng), 3) for t in times]}
+        worker = 1 if positive else None
         cases.append(
-            {
-                "name": name,
-                "rule": "oom-predicted",
-                "synthetic": True,
-                "positive": positive,
-                "worker": 1 if positive else None,
-                "onset_s": onset,
-                "limit_at_s": limit_at,
-                "memory_gib": {"1": [round(shape(t, rng), 3) for t in times]},
-            }
+            _case(name, "oom-predicted", positive, worker, onset, limit_at_s=limit_at, memory_gib=memory)
         )
     for name, positive, worker, onset, util in _gpu_cases():
         rng = random.Random(name)
-        cases.append(
-            {
-                "name": name,
-                "rule": "straggler",
-                "synthetic": True,
-                "positive": positive,
-                "worker": worker,
-                "onset_s": onset,
-                "gpu_util": {str(w): [round(util(w, t, rng), 1) for t in times] for w in range(WORKERS)},
-            }
-        )
+        gpu = {str(w): [round(util(w, t, rng), 1) for t in times] for w in range(WORKERS)}
+        cases.append(_case(name, "straggler", positive, worker, onset, gpu_util=gpu))
     for name, positive, slow, onset, steps in _progress_cases():
         rng = random.Random(name)
+        counters = {str(r): _counters(steps, r, rng) for r in RANKS}
         cases.append(
-            {
-                "name": name,
-                "rule": "straggler",
-                "source": "progress",
-                "synthetic": True,
-                "positive": positive,
-                "worker": slow,
-                "onset_s": onset,
-                "batch_s": BATCH_S,
-                "steps": {str(r): _counters(steps, r, rng) for r in RANKS},
-            }
+            _case(name, "straggler", positive, slow, onset, "progress", batch_s=BATCH_S, steps=counters)
         )
     CURVES.parent.mkdir(exist_ok=True)
     header = {"scrape_s": SCRAPE_S, "limit_gib": LIMIT_GIB, "duration_s": DURATION_S, "synthetic": True}

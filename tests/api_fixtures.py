@@ -154,6 +154,15 @@ async def fire(
         await apply_findings(conn, [finding])
 
 
+async def oom_failed(engine: AsyncEngine, root_cause: str) -> str:
+    """``team-a/train`` stored failed, worker 1 OOM-killed, its ``oom`` finding firing at the end
+    saying ``root_cause``: the run's uid."""
+    uid, story = job_story("train", outcome="Failed", oom_worker=1)
+    await store(engine, story)
+    await fire(engine, uid, "team-a", "train", "oom", root_cause, T0 + timedelta(seconds=600))
+    return uid
+
+
 def run_row(
     namespace: str,
     name: str,

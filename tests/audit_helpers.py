@@ -3,17 +3,19 @@ self-signed certificates (``openssl`` CLI), and a way to write records into the 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import ssl
 import subprocess
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -231,3 +233,13 @@ def parse_syslog(message: bytes) -> tuple[int, int, str, str]:
     assert match is not None, message[:80]
     pri = int(match.group(1))
     return pri // 8, pri % 8, match.group(6).decode(), match.group(8).decode()
+
+
+@contextlib.asynccontextmanager
+async def connected(url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A plain asyncpg connection to ``url`` (bypassing the store), closed on the way out."""
+    conn = await asyncpg.connect(url)
+    try:
+        yield conn
+    finally:
+        await conn.close()

@@ -40,7 +40,7 @@ from controller.contract.settings import (
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.store import migrate
-from controller.store.engine import make_engine
+from controller.store.engine import engine_at
 from controller.testing.ports import free_port
 from tests.audit_helpers import Certificate, make_certificate
 from watchers.correlating import Observation
@@ -197,9 +197,8 @@ async def database_url(services: Services, template_database: str) -> AsyncItera
 
 @pytest.fixture
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = make_engine(database_url)
-    yield engine
-    await engine.dispose()
+    async with engine_at(database_url) as engine:
+        yield engine
 
 
 @pytest.fixture

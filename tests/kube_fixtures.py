@@ -21,7 +21,8 @@ import pytest
 from controller.contract.settings import WatcherSettings
 from controller.kube.gateway import NO_RETRIES, KubeGateway
 from controller.kube.resources import Resource
-from controller.testing.simcluster import RecordedRequest, SimCluster
+from controller.testing import objects as k
+from controller.testing.simcluster import RawObject, RecordedRequest, SimCluster
 from controller.testing.waits import until
 from watchers.metrics import WatchMetrics
 from watchers.positions import WatchPositions
@@ -148,3 +149,10 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+def launched(sim: SimCluster, workers: int) -> RawObject:
+    """An MPIJob ``pi`` of ``workers`` workers and its launcher pod, created in ``sim``: the job as stored."""
+    job = sim.create(k.mpijob("pi", workers=workers))
+    sim.create(k.pod(job, "launcher"))
+    return job

@@ -3,7 +3,6 @@ it stored on ``LOGS``, for the log tests."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,6 +27,7 @@ from controller.kube.gateway import KubeGateway
 from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
+from controller.testing.waits import running_until_exit
 from tests.api_fixtures import T0, USERS, insert_runs, run_row
 from tests.conftest import Stage
 from watchers.following import LogFollower
@@ -153,13 +153,8 @@ async def following(
     with KubeGateway.for_url(sim.url, connections=settings.max_follows) as gateway:
         metrics = WatchMetrics()
         follower = LogFollower(gateway, nc, topology, settings, nats, backoff_max_s=0.2, metrics=metrics)
-        stop = asyncio.Event()
-        task = asyncio.create_task(follower.run(stop))
-        try:
+        async with running_until_exit(follower.run):
             yield Following(follower, jobs, metrics)
-        finally:
-            stop.set()
-            await task
 
 
 async def stored(nc: NATS, topology: Topology, job: JobRef, pod: str | None = None) -> list[LogBatch]:

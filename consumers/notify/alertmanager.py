@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify.alerting import payload
 from consumers.notify.metrics import AlertmanagerMetrics
-from controller.contract.clock import Clock, utcnow
+from controller.contract.clock import Clock, first_of, utcnow
 from controller.contract.credentials import bearer_header, tls_context
 from controller.contract.settings import AlertmanagerSettings
 from controller.store import alerts, wakeups
@@ -149,7 +149,7 @@ class AlertmanagerPusher:
                 full_at = time.monotonic()
             wait = max(0.0, full_at + s.resend_interval_s - time.monotonic())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(_either(wakeup, stop), wait)
+                await asyncio.wait_for(first_of(wakeup, stop), wait)
 
     async def _push(self, url: str, client: httpx.AsyncClient, after: int | None) -> int | None:
         """Send what ``url`` is owed (changes numbered above ``after``, if given); returns the
@@ -214,13 +214,3 @@ class AlertmanagerPusher:
                 log.warning("alertmanager sink: cannot count alerts: %s", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval)
-
-
-async def _either(first: asyncio.Event, second: asyncio.Event) -> None:
-    """Return when either event is set."""
-    waits = [asyncio.create_task(first.wait()), asyncio.create_task(second.wait())]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in waits:
-            task.cancel()

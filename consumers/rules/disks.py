@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from consumers.rules.facts import pod_text
+from consumers.rules.facts import other_workers, pod_text, pods_with_hits
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import disk_full, disk_write, is_dataloader_shm
 from consumers.rules.state import RunState, event_time
@@ -95,17 +95,16 @@ def is_eviction(event: K8sEventObserved) -> bool:
 
 
 def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
-    found = [(pod, hits) for pod in state.current_pods() if (hits := disk_full(pod_text(pod)))]
+    found = pods_with_hits(state, disk_full)
     if not found:
         if state.phase == "Succeeded":  # the kubelet's events are judged by the run's outcome
             return None
         return _kubelet_disk_full(state, ctx) or _evicted_for_storage(state, ctx)
-    found.sort(key=lambda item: item[0].role == "launcher")
     pod, hits = found[0]
     shm = next((h for h in hits if is_dataloader_shm(h)), None)
     hit = shm or hits[0]
     subject = rank_subject(state, pod, hit.rank)
-    others = [p for p, _ in found[1:] if p.role != "launcher"]
+    others = other_workers(found)
     evidence = tuple(e for p, h in found for e in log_facts(p, dict.fromkeys(x.line for x in h[:6])))
     if shm is not None:
         return Detection(

@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from consumers.rules.rule import Context
 from consumers.rules.state import PodState, RunState
@@ -30,6 +32,10 @@ class ContainerEnd:
     exit_code: int | None
     finished_at: datetime | None
     field: str
+
+
+H = TypeVar("H")
+"""What a finder finds in a pod's text."""
 
 
 def terminations(pod: PodState, ctx: Context) -> list[ContainerEnd]:
@@ -124,3 +130,18 @@ def pod_text(pod: PodState) -> tuple[str, ...]:
         return tail
     told = set(tail)
     return tuple(line for line in pod.live_text if line not in told) + tail
+
+
+def pods_with_hits(
+    state: RunState, find: Callable[[tuple[str, ...]], tuple[H, ...]]
+) -> list[tuple[PodState, tuple[H, ...]]]:
+    """The pods whose text (:func:`pod_text`) ``find`` finds something in, with what it found,
+    workers first: a worker's own log is the most direct."""
+    found = [(pod, hits) for pod in state.current_pods() if (hits := find(pod_text(pod)))]
+    found.sort(key=lambda item: item[0].role == "launcher")
+    return found
+
+
+def other_workers(found: Sequence[tuple[PodState, object]]) -> list[PodState]:
+    """The workers of ``found`` after its first pod: those that failed the same way too."""
+    return [pod for pod, _ in found[1:] if pod.role != "launcher"]

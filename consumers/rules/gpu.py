@@ -14,7 +14,7 @@ assert) say how to find the bug. Running out of GPU memory is ``gpu-oom``.
 
 from __future__ import annotations
 
-from consumers.rules.facts import pod_text
+from consumers.rules.facts import other_workers, pods_with_hits
 from consumers.rules.rule import Context, Detection, Rule, log_facts, pod_fact
 from consumers.rules.signatures import GPU_ERRORS, Hit, gpu_error_words, gpu_errors
 from consumers.rules.state import PodState, RunState
@@ -38,16 +38,15 @@ def _most_telling(hits: tuple[Hit, ...]) -> Hit:
 
 
 def _detect_gpu_error(state: RunState, ctx: Context) -> Detection | None:
-    found = [(pod, hits) for pod in state.current_pods() if (hits := gpu_errors(pod_text(pod)))]
+    found = pods_with_hits(state, gpu_errors)
     if not found:
         return None
-    found.sort(key=lambda item: item[0].role == "launcher")  # a worker's own log is the most direct
     pod, hits = found[0]
     hit = _most_telling(hits)
     words, hardware = gpu_error_words(hit)
     subject = rank_subject(state, pod, hit.rank)
     node = node_of(state, pod, hit.rank)
-    others = [p for p, _ in found[1:] if p.role != "launcher"]
+    others = other_workers(found)
     evidence = [e for p, h in found for e in log_facts(p, dict.fromkeys(x.line for x in h[:6]))]
     if hardware:
         where = f"node {node}" if node else "its node"

@@ -27,7 +27,14 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from consumers.rules.facts import ContainerEnd, memory_limit, pod_text, terminations
+from consumers.rules.facts import (
+    ContainerEnd,
+    memory_limit,
+    other_workers,
+    pod_text,
+    pods_with_hits,
+    terminations,
+)
 from consumers.rules.forecast import foreseen_text
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
@@ -195,13 +202,12 @@ def gpu_oom_subject(state: RunState, pod: PodState, hit: GpuOom) -> str:
 
 
 def _detect_gpu_oom(state: RunState, ctx: Context) -> Detection | None:
-    found = [(pod, hits) for pod in state.current_pods() if (hits := gpu_oom_lines(pod_text(pod)))]
+    found = pods_with_hits(state, gpu_oom_lines)
     if not found:
         return None
-    found.sort(key=lambda item: item[0].role == "launcher")  # a worker's own log is the most direct
     pod, hits = found[0]
     subject = gpu_oom_subject(state, pod, hits[0])
-    others = [p for p, _ in found[1:] if p.role != "launcher"]
+    others = other_workers(found)
     evidence = tuple(e for p, h in found for e in log_facts(p, dict.fromkeys(hit.line for hit in h)))
     return Detection(
         root_cause=f"{subject} failed: {hits[0].what}{also(others)}",

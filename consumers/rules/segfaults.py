@@ -17,7 +17,7 @@ it explain ``mpi-abort``). A bus error while NCCL runs is NCCL's ``/dev/shm`` be
 
 from __future__ import annotations
 
-from consumers.rules.facts import pod_text, terminations
+from consumers.rules.facts import other_workers, pod_text, terminations
 from consumers.rules.rule import Context, Detection, Rule, container_fact, log_facts
 from consumers.rules.signatures import (
     Hit,
@@ -106,7 +106,7 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
         return None
     found.sort(key=lambda item: item[0].role == "launcher")
     pod, (sentence, _, kind) = found[0]
-    others = [p for p, _ in found[1:] if p.role != "launcher"]
+    others = other_workers(found)
     return Detection(
         root_cause=sentence + also(others),
         evidence=tuple(e for _, (_, facts, _) in found for e in facts),

@@ -134,14 +134,4 @@ async def verify_audit(request: Request, principal: Caller) -> models.ChainVerif
             403, "verifying the audit chain needs read access to every namespace: the chain is global"
         )
     result = await auditverification.verify(engine_of(request))
-    return models.ChainVerification(
-        ok=result.ok,
-        checked=result.checked,
-        first_seq=result.first_seq,
-        last_seq=result.last_seq,
-        head_hash=result.head_hash,
-        anchor=result.anchor,
-        broken=models.BrokenLink(seq=result.broken.seq, reason=result.broken.reason)
-        if result.broken
-        else None,
-    )
+    return models.ChainVerification.model_validate(result, from_attributes=True)

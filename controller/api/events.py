@@ -218,15 +218,12 @@ async def _one_run(
         feeds.leave(feed)
 
 
+_ABOUT = ("uid", "namespace", "name", "kind", "attempt", "phase")
+"""What an event stream says of its run."""
+
+
 def _about(run: Run) -> dict[str, Any]:
-    return {
-        "uid": run.uid,
-        "namespace": run.namespace,
-        "name": run.name,
-        "kind": run.kind,
-        "attempt": run.attempt,
-        "phase": run.phase,
-    }
+    return {column: getattr(run, column) for column in _ABOUT}
 
 
 def _finding(row: FindingRow, status: str | None = None, revision: int | None = None) -> dict[str, Any]:

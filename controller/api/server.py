@@ -104,29 +104,33 @@ class ClientShares:
 
     def connect(self, address: str) -> bool:
         """Count a new connection from ``address``; False (and nothing counted) beyond its share."""
-        if self._connections[address] >= self.per_address:
-            return False
-        self._connections[address] += 1
-        return True
+        return self._take(self._connections, address)
 
     def disconnect(self, address: str) -> None:
         """A connection :meth:`connect` counted is gone."""
-        self._connections[address] -= 1
-        if self._connections[address] <= 0:
-            del self._connections[address]
+        self._give_back(self._connections, address)
 
     def begin(self, address: str) -> bool:
         """Count a request of client ``address``; False (and nothing counted) beyond its share."""
-        if self._requests[address] >= self.per_address:
-            return False
-        self._requests[address] += 1
-        return True
+        return self._take(self._requests, address)
 
     def end(self, address: str) -> None:
         """A request :meth:`begin` counted is answered."""
-        self._requests[address] -= 1
-        if self._requests[address] <= 0:
-            del self._requests[address]
+        self._give_back(self._requests, address)
+
+    def _take(self, held: Counter[str], address: str) -> bool:
+        """One more for ``address`` in ``held``; False (and nothing counted) beyond its share."""
+        if held[address] >= self.per_address:
+            return False
+        held[address] += 1
+        return True
+
+    @staticmethod
+    def _give_back(held: Counter[str], address: str) -> None:
+        """One fewer for ``address`` in ``held``; an address holding none is forgotten."""
+        held[address] -= 1
+        if held[address] <= 0:
+            del held[address]
 
     def refusal(self, what: str, address: str) -> str:
         """Why a client over its share is refused."""

@@ -26,7 +26,12 @@ from controller.client.refs import RunRef, job_ref, run_ref
 from controller.contract.kinds import KINDS
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from controller.client.aio import AsyncClient
+
+    Browse = Callable[[AsyncClient, argparse.Namespace, TextIO, TextIO], Awaitable[Exit]]
+    """What a browsing command runs: the API client, the arguments, stdout and stderr; its exit."""
 
 __all__ = ["EXIT_REFUSED", "MAX_RUNS", "add_parsers", "compare", "findings", "job_target", "runs"]
 
@@ -126,9 +131,11 @@ def _run(value: str) -> RunRef:
         ) from None
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _browsing(parser: argparse.ArgumentParser, browse: Browse) -> None:
+    """The options every browsing command takes, and what it runs."""
     grammar.add_output(parser)
     add_client_options(parser)
+    parser.set_defaults(browse=browse)
 
 
 RUN_HELP = "UID, NAMESPACE/JOB (its newest attempt) or NAMESPACE/JOB@N (attempt N)"
@@ -161,8 +168,7 @@ def add_parsers(commands: Any) -> None:
         "--limit", type=_limit, default=50, help=f"most runs to print, 1 to {MAX_RUNS} (default 50)"
     )
     listing.add_argument("--cursor", type=_cursor, help="go on where a previous `runs` stopped")
-    _common(listing)
-    listing.set_defaults(browse=runs)
+    _browsing(listing, runs)
 
     finding = grammar.command(
         commands,
@@ -175,8 +181,7 @@ def add_parsers(commands: Any) -> None:
         exits=API_EXITS,
     )
     finding.add_argument("run", type=_run, metavar="RUN", help=RUN_HELP)
-    _common(finding)
-    finding.set_defaults(browse=findings)
+    _browsing(finding, findings)
 
     side = grammar.command(
         commands,
@@ -194,5 +199,4 @@ def add_parsers(commands: Any) -> None:
     side.add_argument(
         "--all-spec", action="store_true", help="show every spec field, not only those that differ"
     )
-    _common(side)
-    side.set_defaults(browse=compare)
+    _browsing(side, compare)

@@ -2,15 +2,17 @@
 
 Two meanings, two names: a :data:`Clock` tells the time of day (timestamps, thresholds,
 retention), a :data:`Monotonic` measures intervals (caches, timeouts) and never jumps.
+:func:`first_of` waits for whichever of several events comes first (a stop, a wake-up).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-__all__ = ["Clock", "Monotonic", "monotonic", "utcnow"]
+__all__ = ["Clock", "Monotonic", "first_of", "monotonic", "utcnow"]
 
 Clock = Callable[[], datetime]
 """The time of day, timezone-aware UTC."""
@@ -24,3 +26,13 @@ monotonic: Monotonic = time.monotonic
 def utcnow() -> datetime:
     """Now, in UTC."""
     return datetime.now(UTC)
+
+
+async def first_of(*events: asyncio.Event) -> None:
+    """Wait until any of ``events`` is set; the waits on the others are cancelled."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

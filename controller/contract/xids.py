@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast, get_args
 
 __all__ = [
     "CLOCK_REASONS",
@@ -102,72 +102,55 @@ _ADVICE: dict[Action, str] = {
     "see-earlier": "look at the Xid before it on the same GPU, which names the cause",
 }
 
-_NVLINK: tuple[str, Origin, Action] = ("NVLink error: a link between GPUs failed", "hardware", "reset-gpu")
+_TABLE = """
+code     origin       action           NVIDIA's meaning in plain words
+      8  application  restart-app      the GPU stopped processing (a channel timed out)
+     13  application  restart-app      graphics engine exception, usually an illegal access by the program
+     31  application  restart-app      GPU memory page fault, usually an illegal memory access by the program
+     32  hardware     reset-gpu        invalid or corrupted push buffer stream (driver, PCIe or system memory)
+     38  driver       reset-gpu        driver firmware error
+     43  application  restart-app      the GPU stopped processing a faulting program; the GPU stays healthy
+     45  consequence  see-earlier      preemptive cleanup after earlier errors or a killed program
+     48  hardware     reset-gpu        double-bit ECC error: the GPU's memory is failing
+     61  driver       reset-gpu        internal micro-controller breakpoint or warning (firmware)
+     62  driver       reset-gpu        internal micro-controller halt (firmware, sometimes heat)
+     63  hardware     reset-gpu        ECC page retirement or row remapping recorded: the GPU must be reset to apply it
+     64  hardware     contact-support  ECC page retirement or row remapping failed: the GPU's memory cannot be repaired
+     68  application  restart-app      video processor (NVDEC) exception
+     69  application  restart-app      graphics engine class error
+     74  hardware     reset-gpu        NVLink error: a link between GPUs failed
+     79  hardware     reboot-node      the GPU has fallen off the bus and no longer answers (PCIe, power or hardware fault)
+     92  hardware     contact-support  high single-bit ECC error rate
+     94  hardware     reset-gpu        contained ECC error: the program that touched the bad memory was stopped
+     95  hardware     reset-gpu        uncontained ECC error: every program on the GPU is affected, the GPU needs a reset
+    109  driver       reset-gpu        context switch timeout
+    119  driver       reset-gpu        GSP firmware did not answer the driver (RPC timeout)
+    120  driver       reset-gpu        GSP firmware error
+    121  hardware     contact-support  corrected error on the chip-to-chip (C2C) link
+    123  driver       reset-gpu        SPI flash or firmware-update error
+    140  hardware     reset-gpu        unrecovered ECC error
+    143  driver       reboot-node      the GPU failed to initialize (GSP)
+144-150  hardware     reset-gpu        NVLink error: a link between GPUs failed
+    154  hardware     reboot-node      the GPU needs a reset or the node a reboot to recover
+"""  # noqa: E501 (a row a line)
+"""The catalogue as a table: the code (or a range of codes), the origin, the action (NVIDIA's
+resolution bucket) and the meaning, in columns."""
 
-_TABLE: tuple[tuple[int, str, Origin, Action], ...] = (
-    # code, NVIDIA's meaning in plain words, origin, resolution bucket
-    (8, "the GPU stopped processing (a channel timed out)", "application", "restart-app"),
-    (13, "graphics engine exception, usually an illegal access by the program", "application", "restart-app"),
-    (
-        31,
-        "GPU memory page fault, usually an illegal memory access by the program",
-        "application",
-        "restart-app",
-    ),
-    (32, "invalid or corrupted push buffer stream (driver, PCIe or system memory)", "hardware", "reset-gpu"),
-    (38, "driver firmware error", "driver", "reset-gpu"),
-    (
-        43,
-        "the GPU stopped processing a faulting program; the GPU stays healthy",
-        "application",
-        "restart-app",
-    ),
-    (45, "preemptive cleanup after earlier errors or a killed program", "consequence", "see-earlier"),
-    (48, "double-bit ECC error: the GPU's memory is failing", "hardware", "reset-gpu"),
-    (61, "internal micro-controller breakpoint or warning (firmware)", "driver", "reset-gpu"),
-    (62, "internal micro-controller halt (firmware, sometimes heat)", "driver", "reset-gpu"),
-    (
-        63,
-        "ECC page retirement or row remapping recorded: the GPU must be reset to apply it",
-        "hardware",
-        "reset-gpu",
-    ),
-    (
-        64,
-        "ECC page retirement or row remapping failed: the GPU's memory cannot be repaired",
-        "hardware",
-        "contact-support",
-    ),
-    (68, "video processor (NVDEC) exception", "application", "restart-app"),
-    (69, "graphics engine class error", "application", "restart-app"),
-    (74, *_NVLINK),
-    (
-        79,
-        "the GPU has fallen off the bus and no longer answers (PCIe, power or hardware fault)",
-        "hardware",
-        "reboot-node",
-    ),
-    (92, "high single-bit ECC error rate", "hardware", "contact-support"),
-    (94, "contained ECC error: the program that touched the bad memory was stopped", "hardware", "reset-gpu"),
-    (
-        95,
-        "uncontained ECC error: every program on the GPU is affected, the GPU needs a reset",
-        "hardware",
-        "reset-gpu",
-    ),
-    (109, "context switch timeout", "driver", "reset-gpu"),
-    (119, "GSP firmware did not answer the driver (RPC timeout)", "driver", "reset-gpu"),
-    (120, "GSP firmware error", "driver", "reset-gpu"),
-    (121, "corrected error on the chip-to-chip (C2C) link", "hardware", "contact-support"),
-    (123, "SPI flash or firmware-update error", "driver", "reset-gpu"),
-    (140, "unrecovered ECC error", "hardware", "reset-gpu"),
-    (143, "the GPU failed to initialize (GSP)", "driver", "reboot-node"),
-    *((code, *_NVLINK) for code in range(144, 151)),
-    (154, "the GPU needs a reset or the node a reboot to recover", "hardware", "reboot-node"),
-)
-"""The catalogue as rows: code, meaning, origin, action."""
 
-XIDS: dict[int, Xid] = {row[0]: Xid(*row) for row in _TABLE}
+def _rows(table: str) -> dict[int, Xid]:
+    """The Xids of ``table``'s rows, by code; an origin or an action not in the vocabulary fails."""
+    found: dict[int, Xid] = {}
+    for row in table.strip().splitlines()[1:]:
+        codes, origin, action, meaning = row.split(maxsplit=3)
+        if origin not in get_args(Origin) or action not in get_args(Action):
+            raise ValueError(f"Xid row with an unknown origin or action: {row!r}")
+        first, _, last = codes.partition("-")
+        for code in range(int(first), int(last or first) + 1):
+            found[code] = Xid(code, meaning, cast(Origin, origin), cast(Action, action))
+    return found
+
+
+XIDS: dict[int, Xid] = _rows(_TABLE)
 """The catalogue by code."""
 
 

@@ -17,6 +17,9 @@ checks, the corroboration decider, the notify batches).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from pydantic_core import from_json, to_json
 from sqlalchemy import event, text
 from sqlalchemy.engine import ExceptionContext
@@ -29,6 +32,7 @@ __all__ = [
     "UNAVAILABLE",
     "TransientDatabaseError",
     "async_url",
+    "engine_at",
     "lock_transaction",
     "make_engine",
     "ping",
@@ -58,6 +62,16 @@ def make_engine(url: str, pool_size: int = 5) -> AsyncEngine:
     )
     event.listen(engine.sync_engine, "handle_error", _translate)
     return engine
+
+
+@contextlib.asynccontextmanager
+async def engine_at(url: str, pool_size: int = 5) -> AsyncIterator[AsyncEngine]:
+    """:func:`make_engine` of ``url`` for the block, its pool disposed of on the way out."""
+    engine = make_engine(url, pool_size)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
 
 
 def json_text(value: object) -> str:

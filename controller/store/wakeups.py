@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from controller.contract.clock import first_of
 from controller.store.engine import UNAVAILABLE
 
 log = logging.getLogger(__name__)
@@ -82,12 +83,7 @@ async def _listen_once(
         if listening is not None:
             listening.set()
         try:
-            waits = [asyncio.create_task(stop.wait()), asyncio.create_task(lost.wait())]
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for wait in waits:
-                    wait.cancel()
+            await first_of(stop, lost)
         finally:
             driver.remove_termination_listener(on_lost)
             if lost.is_set():

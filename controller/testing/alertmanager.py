@@ -10,7 +10,6 @@ storage, as an outage.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import subprocess
 from collections.abc import AsyncIterator
@@ -26,7 +25,7 @@ from controller.contract.settings import AlertmanagerSettings
 from controller.metrics import PipelineMetrics
 from controller.testing.packages import debian_binary, stop_server, until_ready
 from controller.testing.ports import free_port
-from controller.testing.waits import until
+from controller.testing.waits import running_until_exit, until
 
 PACKAGE = "prometheus-alertmanager"
 
@@ -164,11 +163,6 @@ async def pusher_running(
 ) -> AsyncIterator[AlertmanagerPusher]:
     """An Alertmanager pusher running until the block ends (listening for wake-ups when it starts)."""
     pusher = AlertmanagerPusher(engine, settings, AlertmanagerMetrics.on(metrics.registry))
-    stop = asyncio.Event()
-    running = asyncio.create_task(pusher.run(stop))
-    try:
+    async with running_until_exit(pusher.run):
         await until(pusher.listening.is_set, timeout_s=10)
         yield pusher
-    finally:
-        stop.set()
-        await running

@@ -41,7 +41,7 @@ from controller.contract.subjects import (
     Topology,
 )
 from controller.metrics import PipelineMetrics
-from controller.store.models import FindingRow, PodStateRow, Run
+from controller.store.models import Base, FindingRow, PodStateRow, Run
 from controller.testing.notify import api_client, subscribe, with_notify
 from controller.testing.processes import cli_env, start_cli
 from controller.testing.receivers import Receiver
@@ -176,7 +176,7 @@ class Drill:
         await Pipeline(Publisher(self.js, self.topology).publish, self.metrics, 5).feed(observations)
 
     async def stored_pod_states(self) -> int:
-        return await _count(self.engine, PodStateRow)
+        return await rows_in(self.engine, PodStateRow)
 
     async def storing(self) -> bool:
         """Whether the history holds anything of the burst yet."""
@@ -244,7 +244,7 @@ class Drill:
             ).scalar_one()
         return DrillOutcome(
             jobs=len(names),
-            runs=await _count(self.engine, Run),
+            runs=await rows_in(self.engine, Run),
             pod_states=await self.stored_pod_states(),
             expected_pod_states=sum(1 for o in self.fed if o.kind == "pod"),
             oom_findings=oom,
@@ -314,9 +314,10 @@ async def drilling(
             drill.stop()
 
 
-async def _count(engine: AsyncEngine, model: type[Run] | type[PodStateRow]) -> int:
+async def rows_in(engine: AsyncEngine, model: type[Base]) -> int:
+    """How many rows ``model``'s table holds."""
     async with engine.connect() as conn:
-        return (await conn.execute(select(func.count()).select_from(model))).scalar_one()
+        return int((await conn.execute(select(func.count()).select_from(model))).scalar_one())
 
 
 async def findings_on_bus(js: JetStreamContext, topology: Topology) -> list[Finding]:

@@ -8,7 +8,6 @@ production (auto-disable, digest windows) are crossed with a :class:`ManualClock
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 from controller.testing import events as eb
 from controller.testing.receivers import Receiver
-from controller.testing.waits import until
+from controller.testing.waits import running_until_exit, until
 
 FAST = {
     "allow_cidrs": ["127.0.0.0/8"],
@@ -137,13 +136,8 @@ async def dispatcher_running(
     """A dispatcher running until the block ends, then finishing what it has in flight."""
     now = clock or (lambda: datetime.now(UTC))
     dispatcher = Dispatcher(engine, settings.notify, metrics, mailer=mailer, resolver=resolver, clock=now)
-    stop = asyncio.Event()
-    running = asyncio.create_task(dispatcher.run(stop))
-    try:
+    async with running_until_exit(dispatcher.run):
         yield dispatcher
-    finally:
-        stop.set()
-        await running
 
 
 @contextlib.asynccontextmanager

@@ -1,12 +1,15 @@
-"""Waiting for something to become true, without sleeping through a fixed time."""
+"""Waiting for something to become true, without sleeping through a fixed time, and a loop that
+runs until its block ends."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any
 
-__all__ = ["STARTUP_S", "until"]
+__all__ = ["STARTUP_S", "running_until_exit", "until"]
 
 STARTUP_S = 180.0
 """How long a test waits for a process it started to become ready (to answer, to start its
@@ -33,3 +36,18 @@ async def until(
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"condition not met within {timeout_s}s: {what()}")
         await asyncio.sleep(interval_s)
+
+
+@contextlib.asynccontextmanager
+async def running_until_exit(
+    run: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+) -> AsyncIterator[None]:
+    """``run(stop)`` as a task while inside; on the way out ``stop`` is set and the task awaited
+    (what it had in flight finished, its error raised)."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await task

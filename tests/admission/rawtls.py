@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.contract.audit import AuditRecord
 from controller.contract.settings import AdmissionSettings
+from controller.testing.waits import until
 from tests.audit_helpers import T0, Certificate
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.webhook import AdmissionWebhook
@@ -115,3 +116,23 @@ class RawClient:
         self.writer.close()
         with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
             await asyncio.wait_for(self.writer.wait_closed(), 2)
+
+
+@contextlib.asynccontextmanager
+async def opened(
+    webhook: AdmissionWebhook, certificate: Certificate, count: int, tls: bool = True
+) -> AsyncIterator[list[RawClient]]:
+    """``count`` raw connections to ``webhook``, opened one after the other, closed on the way out."""
+    clients: list[RawClient] = []
+    try:
+        for _ in range(count):
+            clients.append(await RawClient.open(webhook, certificate, tls))
+        yield clients
+    finally:
+        for client in clients:
+            await client.close()
+
+
+async def emptied(webhook: AdmissionWebhook) -> None:
+    """Until ``webhook`` holds no connection."""
+    await until(lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections")

@@ -110,6 +110,27 @@ async def a_webhook(
         yield hook, client
 
 
+@contextlib.asynccontextmanager
+async def lazy_bus(nats_server: NatsServer, topology: Topology) -> AsyncIterator[LazyJetStream]:
+    """The webhook's bus to ``nats_server`` with ``topology``'s prefix, started (whether NATS is up
+    or not), closed on the way out."""
+    bus = LazyJetStream(nats_server.url, NatsSettings(url=nats_server.url, prefix=topology.prefix))
+    bus.start()
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+async def drained(hook: AdmissionWebhook, seconds: float, what: str) -> None:
+    """Until ``hook``'s spool is empty."""
+
+    async def empty() -> bool:
+        return await hook.publisher.spooled() == 0
+
+    await until(empty, seconds, what)
+
+
 async def answered(client: httpx.AsyncClient, body: dict[str, Any]) -> None:
     started = asyncio.get_running_loop().time()
     response = await client.post("/validate", json=body)
@@ -134,14 +155,11 @@ async def test_records_survive_nats_down_and_a_webhook_restart(
     nats_server: NatsServer, certificate: Certificate, tmp_path: Path
 ) -> None:
     topology = Topology(prefix="outage")
-    nats_settings = NatsSettings(url=nats_server.url, prefix=topology.prefix)
     spool = FileSpool(tmp_path / "spool")
     before = [admission_review("CREATE", a_mpijob(f"job-{i}", "team-a")) for i in range(5)]
     after = [admission_review("DELETE", trainjob(f"bert-{i}", "team-b")) for i in range(3)]
 
-    first_bus = LazyJetStream(nats_server.url, nats_settings)
-    first_bus.start()
-    try:
+    async with lazy_bus(nats_server, topology) as first_bus:
         await until(lambda: first_bus.ready, 10, "connected, streams declared")
         nats_server.stop()  # NATS goes away
 
@@ -151,36 +169,29 @@ async def test_records_survive_nats_down_and_a_webhook_restart(
             await answered(client, before[0])  # the API server retried one: two files, one record
             assert await hook.publisher.spooled() == 6
             assert hook.publisher.pending == 0, "on disk, not in memory"
-    finally:
-        await first_bus.close()  # the webhook pod goes away, NATS still down
+    # the webhook pod went away, NATS still down
 
-    second_bus = LazyJetStream(nats_server.url, nats_settings)
-    second_bus.start()  # starts while NATS is down: it must not wait for it
-    try:
-        async with a_webhook(certificate, second_bus, spool) as (hook, client):
-            for body in after:
-                await answered(client, body)
-            assert await hook.publisher.spooled() == 9
-            assert not second_bus.ready
-            await until(
-                lambda: hook.metrics.registry.get_sample_value("mpijc_admission_spooled") == 9,
-                5,
-                "the gauge counts what the restarted webhook found in its spool",
-            )
+    async with (
+        lazy_bus(nats_server, topology) as second_bus,  # starts while NATS is down: it must not wait for it
+        a_webhook(certificate, second_bus, spool) as (hook, client),
+    ):
+        for body in after:
+            await answered(client, body)
+        assert await hook.publisher.spooled() == 9
+        assert not second_bus.ready
+        await until(
+            lambda: hook.metrics.registry.get_sample_value("mpijc_admission_spooled") == 9,
+            5,
+            "the gauge counts what the restarted webhook found in its spool",
+        )
 
-            nats_server.start()  # NATS is back
-
-            async def drained() -> bool:
-                return await hook.publisher.spooled() == 0
-
-            await until(drained, 30, "the spool drained to JetStream")
-            await until(
-                lambda: hook.metrics.registry.get_sample_value("mpijc_admission_spooled") == 0,
-                5,
-                "the gauge back at 0",
-            )
-    finally:
-        await second_bus.close()
+        nats_server.start()  # NATS is back
+        await drained(hook, 30, "the spool drained to JetStream")
+        await until(
+            lambda: hook.metrics.registry.get_sample_value("mpijc_admission_spooled") == 0,
+            5,
+            "the gauge back at 0",
+        )
 
     records = await stored(nats_server.url, topology)
     uids = [record.request_uid or "" for record in records]
@@ -194,22 +205,12 @@ async def test_a_spooled_record_is_published_by_the_next_webhook(
 ) -> None:
     """A record left in the spool by a pod that died is published as soon as the next one starts."""
     topology = Topology(prefix="leftover")
-    nats_settings = NatsSettings(url=nats_server.url, prefix=topology.prefix)
     spool = FileSpool(tmp_path / "spool")
     body = admission_review("UPDATE", a_mpijob("pi", "team-a"), old=a_mpijob("pi", "team-a"))
     record = review(json.dumps(body).encode(), T0).record
     assert record is not None
     await spool.put(record)
 
-    bus = LazyJetStream(nats_server.url, nats_settings)
-    bus.start()
-    try:
-        async with a_webhook(certificate, bus, spool) as (hook, _):
-
-            async def drained() -> bool:
-                return await hook.publisher.spooled() == 0
-
-            await until(drained, 15, "the leftover record published")
-    finally:
-        await bus.close()
+    async with lazy_bus(nats_server, topology) as bus, a_webhook(certificate, bus, spool) as (hook, _):
+        await drained(hook, 15, "the leftover record published")
     assert [r.request_uid for r in await stored(nats_server.url, topology)] == [body["request"]["uid"]]

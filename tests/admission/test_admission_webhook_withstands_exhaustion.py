@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from controller.testing.waits import until
-from tests.admission.rawtls import GUARD_S, Bus, RawClient, serving
+from tests.admission.rawtls import GUARD_S, Bus, RawClient, emptied, opened, serving
 from tests.audit_helpers import T0, Certificate, a_mpijob, admission_review
 from watchers.admission.reviews import MAX_PATH_CHARS, TooCostly, review
 from watchers.admission.webhook import AdmissionWebhook
@@ -85,21 +85,18 @@ def deep_update(fields: int, changed: int, depth: int = 185) -> bytes:
 async def test_a_connection_beyond_the_cap_closes_the_one_that_waited_longest(
     certificate: Certificate, bus: Bus
 ) -> None:
-    async with serving(certificate, bus, max_connections=2) as webhook:
-        oldest = await RawClient.open(webhook, certificate)  # handshake done, nothing sent: idle
-        younger = await RawClient.open(webhook, certificate)
-        try:
-            status, answer = await reviewed(webhook, certificate, a_review(uid="real"))
-            assert (status, answer["response"]) == (200, {"uid": "real", "allowed": True})
-            assert await oldest.closed(), "the longest-waiting connection made room"
-            assert await younger.still_open()
-            await younger.send(post(a_review(uid="younger")))
-            assert (await younger.answer())[0] == 200
-            assert [record.request_uid for record in bus.records] == ["real", "younger"]
-            assert counted(webhook, "mpijc_admission_connections_evicted_total") == 1
-        finally:
-            await oldest.close()
-            await younger.close()
+    async with (
+        serving(certificate, bus, max_connections=2) as webhook,
+        opened(webhook, certificate, 2) as (oldest, younger),  # handshakes done, nothing sent: idle
+    ):
+        status, answer = await reviewed(webhook, certificate, a_review(uid="real"))
+        assert (status, answer["response"]) == (200, {"uid": "real", "allowed": True})
+        assert await oldest.closed(), "the longest-waiting connection made room"
+        assert await younger.still_open()
+        await younger.send(post(a_review(uid="younger")))
+        assert (await younger.answer())[0] == 200
+        assert [record.request_uid for record in bus.records] == ["real", "younger"]
+        assert counted(webhook, "mpijc_admission_connections_evicted_total") == 1
 
 
 async def test_when_every_connection_is_being_answered_a_new_one_is_refused(
@@ -107,8 +104,7 @@ async def test_when_every_connection_is_being_answered_a_new_one_is_refused(
 ) -> None:
     bus.hold = True  # both reviews wait for NATS: their connections are being answered
     async with serving(certificate, bus, max_connections=2, publish_timeout_s=GUARD_S) as webhook:
-        first, second = [await RawClient.open(webhook, certificate) for _ in range(2)]
-        try:
+        async with opened(webhook, certificate, 2) as (first, second):
             await first.send(post(a_review(uid="first")))
             await second.send(post(a_review(uid="second")))
             await until(lambda: bus.waiting == 2, what=lambda: f"{bus.waiting} reviews publishing")
@@ -118,46 +114,33 @@ async def test_when_every_connection_is_being_answered_a_new_one_is_refused(
             bus.release()
             assert (await first.answer())[2]["response"]["uid"] == "first"
             assert (await second.answer())[2]["response"]["uid"] == "second"
-        finally:
-            await first.close()
-            await second.close()
-        await until(lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections")
+        await emptied(webhook)
         assert (await reviewed(webhook, certificate, a_review(uid="later")))[0] == 200
 
 
 async def test_a_connection_that_does_not_finish_its_handshake_is_dropped(
     certificate: Certificate, bus: Bus
 ) -> None:
-    async with serving(certificate, bus, handshake_timeout_s=0.3) as webhook:
-        silent = await RawClient.open(webhook, certificate, tls=False)
-        halfway = await RawClient.open(webhook, certificate, tls=False)
-        try:
-            await halfway.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
-            assert await silent.closed()
-            assert await halfway.closed()
-            await until(
-                lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections"
-            )
-        finally:
-            await silent.close()
-            await halfway.close()
+    async with (
+        serving(certificate, bus, handshake_timeout_s=0.3) as webhook,
+        opened(webhook, certificate, 2, tls=False) as (silent, halfway),
+    ):
+        await halfway.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
+        assert await silent.closed()
+        assert await halfway.closed()
+        await emptied(webhook)
 
 
 async def test_an_idle_connection_is_closed_after_keep_alive(certificate: Certificate, bus: Bus) -> None:
-    async with serving(certificate, bus, keep_alive_s=0.3) as webhook:
-        fresh = await RawClient.open(webhook, certificate)  # never sends a byte
-        served = await RawClient.open(webhook, certificate)
-        try:
-            await served.send(post(a_review()))
-            assert (await served.answer())[0] == 200
-            assert await fresh.closed()
-            assert await served.closed()
-            await until(
-                lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections"
-            )
-        finally:
-            await fresh.close()
-            await served.close()
+    async with (
+        serving(certificate, bus, keep_alive_s=0.3) as webhook,
+        opened(webhook, certificate, 2) as (fresh, served),  # the fresh one never sends a byte
+    ):
+        await served.send(post(a_review()))
+        assert (await served.answer())[0] == 200
+        assert await fresh.closed()
+        assert await served.closed()
+        await emptied(webhook)
 
 
 # --------------------------------------------------------------------------- large bodies
@@ -180,8 +163,7 @@ async def test_a_stalled_large_upload_holds_the_pool_until_its_deadline_then_let
     limits = {"max_body_bytes": 256 * KIB, "max_buffered_bytes": 300 * KIB, "request_timeout_s": 1.0}
     async with serving(certificate, bus, **limits) as webhook:
         size = 200 * KIB
-        stalled = await RawClient.open(webhook, certificate)
-        try:
+        async with opened(webhook, certificate, 1) as (stalled,):
             await stalled.send(post(padded_review(size, uid="stalled")[: size // 2], length=size))
             await until(lambda: webhook.bodies.held == size, what=lambda: f"{webhook.bodies.held} held")
 
@@ -196,9 +178,7 @@ async def test_a_stalled_large_upload_holds_the_pool_until_its_deadline_then_let
             status, _, answer = await stalled.answer()
             assert status == 408
             assert await stalled.closed()
-        finally:
-            await stalled.close()
-        await until(lambda: len(webhook.capacity) == 0, what=lambda: f"{len(webhook.capacity)} connections")
+        await emptied(webhook)
         assert webhook.bodies.held == 0, "the stalled body's bytes were let go"
         assert (await reviewed(webhook, certificate, padded_review(size, uid="later")))[0] == 200
         assert [record.request_uid for record in bus.records] == ["small", "later"]

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import make_url
 
 from controller.testing.processes import run_cli
+from tests.audit_helpers import connected
 from tests.conftest import Services
 
 # one worker runs them all: their roles belong to the server, not to one database
@@ -33,8 +34,7 @@ def _url(admin_url: str, database: str, user: str | None = None) -> str:
 async def empty_database(services: Services) -> AsyncIterator[str]:
     """A database never migrated, owned by a non-superuser owner role that may create roles."""
     name = f"r_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(services.postgres_admin_url)
-    try:
+    async with connected(services.postgres_admin_url) as admin:
         for role, extra in ((OWNER, " CREATEROLE"), (RUNTIME, "")):
             if not await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", role):
                 await admin.execute(f"CREATE ROLE {role}")
@@ -42,8 +42,6 @@ async def empty_database(services: Services) -> AsyncIterator[str]:
         await admin.execute(f"CREATE DATABASE {name} OWNER {OWNER}")
         yield name
         await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await admin.close()
 
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -75,19 +73,15 @@ async def test_the_migrate_job_owns_the_schema_and_the_runtime_role_only_appends
         assert migrated.returncode == 0, migrated.stderr
         assert "schema is at head" in migrated.stdout
 
-    admin = await asyncpg.connect(_url(admin_url, empty_database))
-    try:
+    async with connected(_url(admin_url, empty_database)) as admin:
         owners = await admin.fetch("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'")
         assert [row["tableowner"] for row in owners] == [OWNER]
-    finally:
-        await admin.close()
 
     verified = cli("audit", "verify", **runtime_env)
     assert verified.returncode == 0, verified.stderr
     assert "the audit chain is empty" in verified.stdout
 
-    runtime = await asyncpg.connect(runtime_url)
-    try:
+    async with connected(runtime_url) as runtime:
         await runtime.execute("INSERT INTO audit_export_cursors VALUES ('s', 0, 0, now())")
         for statement in (
             "DELETE FROM audit_records",
@@ -98,8 +92,6 @@ async def test_the_migrate_job_owns_the_schema_and_the_runtime_role_only_appends
         ):
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await runtime.execute(statement)
-    finally:
-        await runtime.close()
 
 
 async def test_without_the_owner_url_migrating_refuses_unless_single_role_is_asked_for(
@@ -112,8 +104,7 @@ async def test_without_the_owner_url_migrating_refuses_unless_single_role_is_ask
     assert refused.returncode == 2, refused.stderr
     (line,) = refused.stderr.strip().splitlines()
     assert "MPIJC_DATABASE__OWNER_URL is unset" in line and "MPIJC_DATABASE__SINGLE_ROLE=true" in line
-    admin = await asyncpg.connect(_url(admin_url, empty_database))
-    try:
+    async with connected(_url(admin_url, empty_database)) as admin:
         assert await admin.fetchval("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == 0
 
         single = cli("migrate", MPIJC_DATABASE__URL=owner_url, MPIJC_DATABASE__SINGLE_ROLE="true")
@@ -121,8 +112,6 @@ async def test_without_the_owner_url_migrating_refuses_unless_single_role_is_ask
         assert "single-role mode" in single.stderr and "could rewrite it" in single.stderr
         owners = await admin.fetch("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'")
         assert [row["tableowner"] for row in owners] == [OWNER]
-    finally:
-        await admin.close()
 
 
 async def test_a_runtime_url_naming_the_owner_or_a_superuser_is_refused_unless_single_role(

@@ -24,9 +24,9 @@ from controller.contract.audit import Actor, AuditRecord, PurgeSummary
 from controller.store.auditchain import AuditFilter, append, chain_hash, list_records, purge
 from controller.store.auditformats import jsonl_line
 from controller.store.auditverification import compare_with_export, verify
-from controller.store.engine import make_engine
+from controller.store.engine import engine_at
 from controller.testing.processes import run_cli
-from tests.audit_helpers import T0, audit_record, write, write_aged_history
+from tests.audit_helpers import T0, audit_record, connected, write, write_aged_history
 
 RUNTIME_ROLE = "mpijc_runtime"
 PASSWORD = "mpijc-runtime-test"
@@ -41,26 +41,28 @@ def _as(url: str, user: str, password: str) -> str:
 @pytest.fixture
 async def runtime_url(database_url: str) -> str:
     """This test's database, as the runtime role (the migration created and granted it)."""
-    admin = await asyncpg.connect(database_url)
-    try:
+    async with connected(database_url) as admin:
         await admin.execute(f"ALTER ROLE {RUNTIME_ROLE} LOGIN PASSWORD '{PASSWORD}'")
-    finally:
-        await admin.close()
     return _as(database_url, RUNTIME_ROLE, PASSWORD)
 
 
 @pytest.fixture
 async def runtime_engine(runtime_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = make_engine(runtime_url)
-    yield engine
-    await engine.dispose()
+    async with engine_at(runtime_url) as engine:
+        yield engine
 
 
 @pytest.fixture
 async def runtime_db(runtime_url: str) -> AsyncIterator[asyncpg.Connection]:
-    db = await asyncpg.connect(runtime_url)
-    yield db
-    await db.close()
+    async with connected(runtime_url) as db:
+        yield db
+
+
+async def _cut(database_url: str, where: str) -> None:
+    """Delete the audit records ``where`` names, as an owner who turns the append-only trigger off."""
+    async with connected(database_url) as admin:
+        await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
+        await admin.execute(f"DELETE FROM audit_records WHERE {where}")
 
 
 async def test_the_runtime_role_appends_reads_verifies_and_purges(runtime_engine: AsyncEngine) -> None:
@@ -180,12 +182,7 @@ async def test_removing_the_newest_records_is_detected_against_the_siem_copy(
     assert json.loads(lines[-1])["head"] == {"seq": 7, "hash": json.loads(lines[-1])["hash"]}
     assert (await compare_with_export(runtime_engine, lines)).ok
 
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
-        await admin.execute("DELETE FROM audit_records WHERE seq >= 6")
-    finally:
-        await admin.close()
+    await _cut(database_url, "seq >= 6")
 
     assert (await verify(runtime_engine)).ok, "a clean cut at the end leaves a consistent chain"
     compared = await compare_with_export(runtime_engine, lines)
@@ -202,12 +199,7 @@ async def test_the_head_checkpoint_reveals_records_removed_before_they_were_ship
     path = tmp_path / "siem.jsonl"
     await write(runtime_engine, [audit_record(n) for n in (1, 2, 3, 4)], T0)
     assert await drain(runtime_engine, JsonlFileSink(path), 2) == 4  # head seq 4 with every batch
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
-        await admin.execute("DELETE FROM audit_records WHERE seq = 4")
-    finally:
-        await admin.close()
+    await _cut(database_url, "seq = 4")
     lines = path.read_bytes().splitlines()[:2]  # the SIEM got only the first batch (seq 1, 2)
     compared = await compare_with_export(runtime_engine, lines)
     assert compared.missing == []
@@ -221,8 +213,8 @@ async def test_a_rewritten_and_rehashed_chain_is_detected_against_the_siem_copy(
     path = tmp_path / "siem.jsonl"
     await write(runtime_engine, [audit_record(n) for n in (1, 2, 3)], T0)
     await _export(runtime_engine, path)
-    admin = await asyncpg.connect(database_url)
-    try:  # change record 2 and recompute every hash after it: verify cannot tell
+    # change record 2 and recompute every hash after it: verify cannot tell
+    async with connected(database_url) as admin:
         await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
         rows = await admin.fetch("SELECT seq, recorded_at, prev_hash, record FROM audit_records ORDER BY seq")
         prev = rows[0]["prev_hash"]
@@ -241,8 +233,6 @@ async def test_a_rewritten_and_rehashed_chain_is_detected_against_the_siem_copy(
                 record["actor"]["username"],
             )
             prev = digest
-    finally:
-        await admin.close()
     assert (await verify(runtime_engine)).ok
     compared = await compare_with_export(runtime_engine, path.read_bytes().splitlines())
     assert compared.changed == [2, 3]
@@ -278,12 +268,7 @@ async def test_a_purge_record_written_over_a_cut_tail_excuses_nothing(
     kept = await write(runtime_engine, [audit_record(n) for n in (1, 2, 3, 4)], T0)
     assert await drain(runtime_engine, JsonlFileSink(path), 2) == 4  # head seq 4 with every batch
     lines = path.read_bytes().splitlines()[:2]  # the SIEM got only the first batch (seq 1, 2)
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute("ALTER TABLE audit_records DISABLE TRIGGER audit_records_append_only")
-        await admin.execute("DELETE FROM audit_records WHERE seq >= 3")
-    finally:
-        await admin.close()
+    await _cut(database_url, "seq >= 3")
     forged = AuditRecord(
         id="purge/3-4", source="retention", verb="purge", at=T0, namespace=None, actor=OPERATOR,
         outcome="removed", message="removed 2 records",

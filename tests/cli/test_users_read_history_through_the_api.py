@@ -24,7 +24,7 @@ from controller.api.limits import DEFAULT_LIMITS, Rate
 from controller.cli import commands
 from controller.cli.exits import Exit
 from controller.contract.settings import Settings
-from tests.api_fixtures import ADMIN, T0, bearer, fire, insert_runs, job_story, run_row, store
+from tests.api_fixtures import ADMIN, T0, bearer, fire, insert_runs, job_story, oom_failed, run_row, store
 from tests.live_events import GUARD_S, Served, serving
 
 OOM = "Worker 1 failed: out of memory (limit 16Gi)."
@@ -174,9 +174,7 @@ async def test_runs_pages_through_the_api_cursor_to_its_limit_and_hands_on_the_r
 async def test_findings_of_a_job_show_the_root_cause_and_what_to_do(
     engine: AsyncEngine, cli: Cli, api: Served
 ) -> None:
-    failed, story = job_story("train", outcome="Failed", oom_worker=1)
-    await store(engine, story)
-    await fire(engine, failed, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+    failed = await oom_failed(engine, OOM)
     succeeded, story = job_story("train", start=T0 + timedelta(hours=1))
     await store(engine, story)
 

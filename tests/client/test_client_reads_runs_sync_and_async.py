@@ -37,7 +37,7 @@ from controller.client import (
 )
 from controller.testing.ports import free_port
 from controller.testing.waits import until
-from tests.api_fixtures import ADMIN, T0, fire, job_story, store
+from tests.api_fixtures import ADMIN, T0, fire, job_story, oom_failed, store
 from tests.conftest import Stage
 from tests.live_events import GUARD_S, Served, Writer, serving
 from tests.log_fixtures import log_batch, run_with_logs
@@ -273,9 +273,7 @@ async def test_wait_returns_the_run_that_succeeded(engine: AsyncEngine, api: Ser
 async def test_wait_raises_run_failed_with_its_root_cause(
     engine: AsyncEngine, api: Served, client: Both
 ) -> None:
-    uid, story = job_story("train", outcome="Failed", oom_worker=1)
-    await store(engine, story)
-    await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+    uid = await oom_failed(engine, OOM)
 
     line = f"team-a/train attempt 1 is Failed: root cause (oom, critical): {OOM}"
     with pytest.raises(RunFailed, match=re.escape(line)) as raised:
@@ -330,9 +328,7 @@ async def test_wait_for_the_next_attempt_tells_each_event_and_returns_it_running
 async def test_following_a_run_that_already_failed_settles_on_its_outcome(
     engine: AsyncEngine, api: Served
 ) -> None:
-    uid, story = job_story("train", outcome="Failed", oom_worker=1)
-    await store(engine, story)
-    await fire(engine, uid, "team-a", "train", "oom", OOM, T0 + timedelta(seconds=600))
+    uid = await oom_failed(engine, OOM)
 
     async with AsyncClient(api.url, token="token-alice") as aio:
         following = aio.follow("team-a/train@1", goal="running", timeout_s=GUARD_S)

@@ -28,7 +28,7 @@ import functools
 import os
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +76,9 @@ Secrets = dict[str, dict[str, bytes]]
 Start = Callable[..., AbstractAsyncContextManager["Webhook"]]
 """:func:`running` in this test's directory, on its NATS: ``start(objs, secrets, serving_ca, extra=None)``."""
 """Secret name → key → bytes, as the pods would see them."""
+RecordedCaller = Callable[[Obj], Awaitable[str | None]]
+"""How the caller of the one audit record a test's webhook stored, that of the review given, was
+authenticated."""
 
 USAGES = {"server auth": ExtendedKeyUsageOID.SERVER_AUTH, "client auth": ExtendedKeyUsageOID.CLIENT_AUTH}
 
@@ -381,6 +384,19 @@ async def audit_stream(nats_client: NATS, topology: Topology, services: Services
 
 
 @pytest.fixture
+def recorded_caller(audit_stream: JetStreamContext, topology: Topology) -> RecordedCaller:
+    """How the caller of the one audit record on the test's AUDIT stream was authenticated, once
+    it is there; the record must be of ``review``."""
+
+    async def caller(review: Obj) -> str | None:
+        (record,) = await stored(audit_stream, topology, 1)
+        assert record.request_uid == review["request"]["uid"]
+        return record.caller
+
+    return caller
+
+
+@pytest.fixture
 def start(tmp_path: Path, services: Services, topology: Topology) -> Start:
     return functools.partial(running, where=tmp_path, nats_url=services.nats_url, topology=topology)
 
@@ -390,8 +406,7 @@ def start(tmp_path: Path, services: Services, topology: Topology) -> Start:
 
 async def test_only_the_api_servers_client_certificate_gets_in(
     renders: dict[str, list[Obj]],
-    audit_stream: JetStreamContext,
-    topology: Topology,
+    recorded_caller: RecordedCaller,
     start: Start,
     tmp_path: Path,
 ) -> None:
@@ -419,19 +434,17 @@ async def test_only_the_api_servers_client_certificate_gets_in(
         answer = await post_review(webhook, body, apiserver)
         assert answer.json()["response"] == {"uid": body["request"]["uid"], "allowed": True}
         assert reviews_counted(webhook) == 1
-        (record,) = await stored(audit_stream, topology, 1)
-    assert (record.request_uid, record.caller) == (body["request"]["uid"], "mtls")
+        assert await recorded_caller(body) == "mtls"
 
 
 async def test_without_client_auth_anyone_gets_in_and_records_say_unverified(
-    renders: dict[str, list[Obj]], audit_stream: JetStreamContext, topology: Topology, start: Start
+    renders: dict[str, list[Obj]], recorded_caller: RecordedCaller, start: Start
 ) -> None:
     objs = renders["no-client-auth"]
     async with start(objs, *_issued(objs)) as webhook:
         body = admission_review("DELETE", a_mpijob(), user="alice")  # forged by anyone
         assert (await post_review(webhook, body, None)).json()["response"]["allowed"] is True
-        (record,) = await stored(audit_stream, topology, 1)
-    assert (record.request_uid, record.caller) == (body["request"]["uid"], "unverified")
+        assert await recorded_caller(body) == "unverified"
 
 
 async def test_the_rendered_webhook_warns_about_a_job_over_its_namespace_gpu_quota(
@@ -506,8 +519,7 @@ def _run_self_signed_ca_sh(tmp_path: Path, ca_dir: Path, out_dir: Path) -> tuple
 
 async def test_self_signed_ca_sh_makes_what_the_webhook_and_the_api_server_need(
     renders: dict[str, list[Obj]],
-    audit_stream: JetStreamContext,
-    topology: Topology,
+    recorded_caller: RecordedCaller,
     start: Start,
     tmp_path: Path,
 ) -> None:
@@ -536,8 +548,7 @@ async def test_self_signed_ca_sh_makes_what_the_webhook_and_the_api_server_need(
         body = admission_review("CREATE", a_mpijob())
         answer = await post_review(webhook, body, (files["client-certificate"], files["client-key"]))
         assert answer.json()["response"]["allowed"] is True
-        (record,) = await stored(audit_stream, topology, 1)
-    assert record.caller == "mtls"
+        assert await recorded_caller(body) == "mtls"
 
 
 def test_an_unreadable_client_ca_stops_the_webhook_in_one_line(

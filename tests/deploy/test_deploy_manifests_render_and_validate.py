@@ -25,6 +25,7 @@ import sys
 import tomllib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -370,13 +371,33 @@ def _with_admission(name: str) -> bool:
     return "admission" in RENDERS[name][1]
 
 
-@pytest.mark.parametrize("name", [n for n in RENDERS if _with_admission(n)])
-def test_the_webhook_configuration_reaches_the_webhook_and_its_certificate(
-    renders: dict[str, list[Obj]], name: str
-) -> None:
-    objs = renders[name]
+@dataclass(frozen=True)
+class Workload:
+    """One workload of a render: the render's name, its objects, the workload's object."""
+
+    name: str
+    objs: list[Obj]
+    obj: Obj
+
+
+@pytest.fixture(params=[n for n in RENDERS if _with_admission(n)])
+def admitting(request: pytest.FixtureRequest, renders: dict[str, list[Obj]]) -> Workload:
+    """The admission webhook's StatefulSet, of each render that has one in turn."""
+    objs = renders[request.param]
+    return Workload(request.param, objs, find(objs, "StatefulSet", "mpijc-admission"))
+
+
+@pytest.fixture(params=OVERLAID)
+def api_deployment(request: pytest.FixtureRequest, renders: dict[str, list[Obj]]) -> Workload:
+    """The API's Deployment, of each overlay in turn."""
+    objs = renders[request.param]
+    return Workload(request.param, objs, find(objs, "Deployment", "mpijc-api"))
+
+
+def test_the_webhook_configuration_reaches_the_webhook_and_its_certificate(admitting: Workload) -> None:
+    objs = admitting.objs
     configuration = find(objs, "ValidatingWebhookConfiguration", "mpijob-controller-audit")
-    webhook = find(objs, "StatefulSet", "mpijc-admission")
+    webhook = admitting.obj
     serving_secret = next(
         v["secret"]["secretName"] for v in webhook["spec"]["template"]["spec"]["volumes"] if "secret" in v
     )
@@ -393,7 +414,7 @@ def test_the_webhook_configuration_reaches_the_webhook_and_its_certificate(
         if wanted is not None:
             assert tuple(wanted.split("/")) in certificates, (obj["metadata"]["name"], wanted)
     inject = configuration["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
-    if "admission/cert-manager" not in RENDERS[name][1]:
+    if "admission/cert-manager" not in RENDERS[admitting.name][1]:
         assert inject is None  # self-signed-ca.sh fills caBundle
         return
     assert inject is not None
@@ -487,12 +508,10 @@ def test_every_variable_a_pod_gets_is_a_setting(renders: dict[str, list[Obj]], n
         refuse_unknown(_effective_env(objs, owner))
 
 
-@pytest.mark.parametrize("name", OVERLAID)
 def test_api_metrics_are_scraped_on_their_own_port_that_only_prometheus_reaches(
-    renders: dict[str, list[Obj]], name: str
+    api_deployment: Workload,
 ) -> None:
-    objs = renders[name]
-    api = find(objs, "Deployment", "mpijc-api")
+    objs, api = api_deployment.objs, api_deployment.obj
     env = _effective_env(objs, api)
     ports = {p["name"]: p["containerPort"] for p in api["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert ports == {"https": int(env["MPIJC_API__PORT"]), "metrics": int(env["MPIJC_METRICS__PORT"])}
@@ -852,19 +871,15 @@ def _mounted_file(owner: Obj, path: str, container: int = 0) -> tuple[str, str]:
     raise AssertionError(f"{path} is not mounted in {owner['metadata']['name']}")
 
 
-@pytest.mark.parametrize("name", OVERLAID)
-def test_the_api_serves_https_with_a_certificate_the_platform_issues(
-    renders: dict[str, list[Obj]], name: str
-) -> None:
+def test_the_api_serves_https_with_a_certificate_the_platform_issues(api_deployment: Workload) -> None:
     """Tokens reach the API over TLS only, and only tokens issued for it are accepted."""
-    objs = renders[name]
-    api = find(objs, "Deployment", "mpijc-api")
+    objs, api = api_deployment.objs, api_deployment.obj
     env = _effective_env(objs, api)
     secrets = {_mounted_file(api, env[f"MPIJC_API__TLS_{part}_FILE"]) for part in ("CERT", "KEY")}
     assert secrets == {("mpijc-api-tls", "tls.crt"), ("mpijc-api-tls", "tls.key")}
     assert json.loads(env["MPIJC_API__TOKEN_AUDIENCES"]) == ["mpijob-controller"]
     service = _service(objs, NAMESPACE, "mpijc-api")
-    if name.startswith("openshift"):  # the service CA issues it, for the Service's names
+    if api_deployment.name.startswith("openshift"):  # the service CA issues it, for the Service's names
         annotations = service["metadata"]["annotations"]
         assert annotations["service.beta.openshift.io/serving-cert-secret-name"] == "mpijc-api-tls"
         assert not [
@@ -1195,9 +1210,8 @@ def test_alerts_cover_deliveries_dead_letters_the_siem_and_admission(
     } == set()
 
 
-@pytest.mark.parametrize("name", [n for n in RENDERS if _with_admission(n)])
-def test_the_admission_webhook_spools_to_a_volume(renders: dict[str, list[Obj]], name: str) -> None:
-    webhook = find(renders[name], "StatefulSet", "mpijc-admission")
+def test_the_admission_webhook_spools_to_a_volume(admitting: Workload) -> None:
+    webhook = admitting.obj
     (container,) = webhook["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
@@ -1224,21 +1238,18 @@ def _certificate_writing(objs: list[Obj], secret: str) -> Obj:
     return certificate
 
 
-@pytest.mark.parametrize("name", [n for n in RENDERS if _with_admission(n)])
-def test_the_admission_webhook_requires_a_client_certificate_unless_opted_out(
-    renders: dict[str, list[Obj]], name: str
-) -> None:
+def test_the_admission_webhook_requires_a_client_certificate_unless_opted_out(admitting: Workload) -> None:
     """Mutual TLS is the default; only the named no-client-auth component turns it off, visibly."""
-    objs = renders[name]
-    webhook = find(objs, "StatefulSet", "mpijc-admission")
+    objs = admitting.objs
+    webhook = admitting.obj
     source = _client_ca_source(webhook)
     mark = webhook["metadata"]["annotations"]["mpijc.kubeflow.org/admission-client-auth"]
     volumes = {v["name"] for v in webhook["spec"]["template"]["spec"]["volumes"]}
-    if NO_CLIENT_AUTH in RENDERS[name][1]:
+    if NO_CLIENT_AUTH in RENDERS[admitting.name][1]:
         assert (source, mark, "client-ca" in volumes) == (None, "off", False)
         return
     assert (source, mark) == (("mpijc-admission-client-ca", "ca.crt"), "required")
-    if "admission/cert-manager" not in RENDERS[name][1]:
+    if "admission/cert-manager" not in RENDERS[admitting.name][1]:
         return  # self-signed-ca.sh makes the Secret (tests/deploy/test_admission_runs_as_rendered.py)
     secret = "mpijc-admission-client-ca"
     assert _certificate_writing(objs, secret)["spec"]["isCA"] is True
@@ -1279,16 +1290,17 @@ def _ingress_peers_of(objs: list[Obj], owner: Obj, port: int) -> list[Obj] | Non
     return peers
 
 
-@pytest.mark.parametrize("name", [n for n in RENDERS if _with_admission(n)])
 def test_only_the_api_server_may_reach_the_admission_webhook_where_the_platform_lets_it_be_named(
-    renders: dict[str, list[Obj]], name: str
+    admitting: Workload,
 ) -> None:
-    objs = renders[name]
-    webhook = find(objs, "StatefulSet", "mpijc-admission")
+    objs = admitting.objs
+    webhook = admitting.obj
     peers = _ingress_peers_of(objs, webhook, 8443)
     assert peers is not None, "port 8443 open to every source"
     assert [p for p in peers if "ipBlock" in p and p["ipBlock"]["cidr"].endswith("/0")] == []
-    if RENDERS[name][0] == "openshift":  # the kube-apiserver's namespace and the host network, nothing else
+    if (
+        RENDERS[admitting.name][0] == "openshift"
+    ):  # the kube-apiserver's namespace and the host network, nothing else
         assert all(
             p.get("podSelector") == {} and set(p) == {"namespaceSelector", "podSelector"} for p in peers
         )

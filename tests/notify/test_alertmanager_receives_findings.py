@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.settings import AlertmanagerSettings
 from controller.store.models import NotifyAlert
 from controller.testing.alertmanager import Alertmanager, alertmanager_binary
+from controller.testing.drills import rows_in
 from controller.testing.notify import finding, job, with_notify
 from controller.testing.ports import free_port
 from controller.testing.receivers import Receiver, Reply
@@ -43,11 +43,6 @@ def notifications(rx: Receiver, status: str) -> list[dict[str, Any]]:
 
 async def _at_least(count: Awaitable[float], n: float) -> bool:
     return await count >= n
-
-
-async def held(engine: AsyncEngine) -> int:
-    async with engine.connect() as conn:
-        return int((await conn.execute(select(func.count()).select_from(NotifyAlert))).scalar_one())
 
 
 async def test_a_finding_fires_and_resolves_through_alertmanager(
@@ -105,7 +100,7 @@ async def test_a_finding_fires_and_resolves_through_alertmanager(
 
 async def _none_held(engine: AsyncEngine) -> bool:
     """The resolve was taken by every Alertmanager, so nothing is held any more."""
-    return await held(engine) == 0
+    return await rows_in(engine, NotifyAlert) == 0
 
 
 async def test_a_highly_available_pair_notifies_once_per_group(
@@ -186,7 +181,7 @@ async def test_an_alertmanager_outage_loses_neither_the_alert_nor_its_resolve(
                     await notifying.publish_findings(finding(failed, status="resolved", revision=2))
                     await until(lambda: retries() > before, timeout_s=10)
                 # the pusher restarted too (nothing in memory): the resolve is still owed
-                assert await held(notifying.engine) == 1
+                assert await rows_in(notifying.engine, NotifyAlert) == 1
                 async with notifying.pushing():
                     await am.start()
                     await until(lambda: len(notifications(rx, "resolved")) == 1, timeout_s=15)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify import CONSUMER, FINDINGS_CONSUMER
@@ -24,6 +24,7 @@ from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from controller.store.models import DeliveryRow
+from controller.testing.drills import rows_in
 from controller.testing.notify import (
     finding,
     job,
@@ -73,11 +74,6 @@ async def both_waiting(js: JetStreamContext, topology: Topology) -> None:
     raise AssertionError("the two notify replicas did not start pulling")
 
 
-async def enqueued(engine: AsyncEngine) -> int:
-    async with engine.connect() as conn:
-        return (await conn.execute(select(func.count()).select_from(DeliveryRow))).scalar_one()
-
-
 async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
     notifying: Notifying,
     tmp_path: Path,
@@ -107,12 +103,12 @@ async def test_replicas_announce_every_transition_once_in_order_through_a_kill(
         await notifying.publish(*stories)
         await notifying.publish_findings(*episodes)
         for _ in range(1200):  # until part of the stream is announced
-            if await enqueued(notifying.engine) > len(stories) + len(episodes) // 4:
+            if await rows_in(notifying.engine, DeliveryRow) > len(stories) + len(episodes) // 4:
                 break
             await asyncio.sleep(0.02)
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
-        at_kill = await enqueued(notifying.engine)
+        at_kill = await rows_in(notifying.engine, DeliveryRow)
         assert 0 < at_kill < len(stories) + len(episodes), "the kill must land mid-stream"
         await notifying.consumed(CONSUMER, timeout_s=90)
         await wait_until_consumed(

@@ -5,7 +5,6 @@ Event; it becomes ``finding.firing`` once confirmed, and one the run recovered f
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.kube_events import event_for
@@ -15,6 +14,7 @@ from controller.contract.notifications import Filters, JobInfo
 from controller.contract.settings import AlertmanagerSettings, Settings
 from controller.metrics import PipelineMetrics
 from controller.store.models import NotifyAlert, NotifyFinding
+from controller.testing.drills import rows_in
 from controller.testing.notify import finding, job, with_notify
 
 RUNNING = job("Running")
@@ -65,11 +65,6 @@ def test_a_pending_finding_is_a_normal_kubernetes_event_marked_observed() -> Non
     assert event_for(finding(RUNNING, "gpu-oom"), "rules-0")["type"] == "Warning"
 
 
-async def _alerts(engine: AsyncEngine) -> int:
-    async with engine.connect() as conn:
-        return int((await conn.execute(select(func.count()).select_from(NotifyAlert))).scalar_one())
-
-
 async def test_alertmanager_hears_of_a_finding_only_once_it_fires(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
 ) -> None:
@@ -78,8 +73,8 @@ async def test_alertmanager_hears_of_a_finding_only_once_it_fires(
 
     await notifier.observe_findings([finding(RUNNING, "gpu-oom", status="pending", revision=1)])
     await notifier.observe_findings([finding(RUNNING, "gpu-oom", status="resolved", revision=2)])
-    recovered = await _alerts(engine)
+    recovered = await rows_in(engine, NotifyAlert)
     await notifier.observe_findings([finding(RUNNING, "gpu-oom", status="pending", revision=3)])
     await notifier.observe_findings([finding(RUNNING, "gpu-oom", status="firing", revision=4)])
 
-    assert (recovered, await _alerts(engine)) == (0, 1)
+    assert (recovered, await rows_in(engine, NotifyAlert)) == (0, 1)

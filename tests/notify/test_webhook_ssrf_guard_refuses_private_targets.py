@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -152,13 +154,21 @@ async def test_the_refusal_never_says_what_a_name_resolves_to() -> None:
         assert not any(a in message for a in ("10.96.0.1", "2002:a00:1::1", "10.0.0.7", PUBLIC)), message
 
 
-async def test_the_api_refuses_a_private_url_with_a_clear_422(
+@pytest.fixture
+async def refusing_api(
     settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
-) -> None:
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The API with no range allowlisted, names resolved by the test's DNS."""
     with_notify(settings, allow_cidrs=[])
     async with api_client(settings, engine, metrics, resolver=DNS) as api:
-        response = await api.post("/api/v1/webhooks", json={"url": "http://169.254.169.254/latest/meta-data"})
-        listed = (await api.get("/api/v1/webhooks")).json()["items"]
+        yield api
+
+
+async def test_the_api_refuses_a_private_url_with_a_clear_422(refusing_api: httpx.AsyncClient) -> None:
+    response = await refusing_api.post(
+        "/api/v1/webhooks", json={"url": "http://169.254.169.254/latest/meta-data"}
+    )
+    listed = (await refusing_api.get("/api/v1/webhooks")).json()["items"]
     assert response.status_code == 422
     assert response.json()["detail"] == (
         "http://169.254.169.254/latest/meta-data may not be called: it resolves to a private, loopback "
@@ -169,11 +179,9 @@ async def test_the_api_refuses_a_private_url_with_a_clear_422(
 
 
 async def test_the_api_does_not_reveal_what_an_internal_name_resolves_to(
-    settings: Settings, engine: AsyncEngine, metrics: PipelineMetrics
+    refusing_api: httpx.AsyncClient,
 ) -> None:
-    with_notify(settings, allow_cidrs=[])
-    async with api_client(settings, engine, metrics, resolver=DNS) as api:
-        response = await api.post("/api/v1/webhooks", json={"url": "http://kube.example.com/hook"})
+    response = await refusing_api.post("/api/v1/webhooks", json={"url": "http://kube.example.com/hook"})
     assert response.status_code == 422
     assert REFUSED in response.json()["detail"] and "10.96.0.1" not in response.json()["detail"]
 

@@ -82,18 +82,24 @@ def _rules(engine: RuleEngine) -> list[str]:
     return sorted(f.rule for f in engine.firing())
 
 
-def test_an_nccl_timeout_after_a_peer_ran_out_of_gpu_memory_is_the_gpu_oom() -> None:
+def _timed_out_after(peer_log: str) -> RuleEngine:
+    """An engine that saw worker 1 fail with ``peer_log``, then worker 0 time out in NCCL and the job fail."""
     engine = RuleEngine()
-    oom = "[rank11]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.35 GiB."
-
     replay(
         engine,
         [
             *_torch_run(),
-            _node_ended(1, 1, oom, 1),
+            _node_ended(1, 1, peer_log, 1),
             _node_ended(0, 1, NCCL_TIMEOUT, 11),
             job("Failed", job=TRAINJOB, job_spec=TORCH, observed_at=at(11, 5)),
         ],
+    )
+    return engine
+
+
+def test_an_nccl_timeout_after_a_peer_ran_out_of_gpu_memory_is_the_gpu_oom() -> None:
+    engine = _timed_out_after(
+        "[rank11]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.35 GiB."
     )
 
     assert [(f.rule, f.root_cause) for f in engine.firing()] == [
@@ -102,17 +108,8 @@ def test_an_nccl_timeout_after_a_peer_ran_out_of_gpu_memory_is_the_gpu_oom() -> 
 
 
 def test_an_nccl_timeout_points_at_the_peer_that_failed_first() -> None:
-    engine = RuleEngine()
-    peer = 'Traceback (most recent call last):\n  File "train.py", line 9\nValueError: shard 7 is empty'
-
-    replay(
-        engine,
-        [
-            *_torch_run(),
-            _node_ended(1, 1, peer, 1),
-            _node_ended(0, 1, NCCL_TIMEOUT, 11),
-            job("Failed", job=TRAINJOB, job_spec=TORCH, observed_at=at(11, 5)),
-        ],
+    engine = _timed_out_after(
+        'Traceback (most recent call last):\n  File "train.py", line 9\nValueError: shard 7 is empty'
     )
 
     (finding,) = engine.firing()
@@ -359,15 +356,18 @@ def test_a_node_oom_on_a_node_without_pods_of_ours_is_not_ours() -> None:
 # ------------------------------------------------------------------- a mesh without launcher
 
 
-def test_workers_of_a_launcherless_trainjob_that_never_all_get_ready_are_a_hang_init() -> None:
-    engine = RuleEngine()
-    events: list[BusEvent] = [
+def _one_worker_not_ready() -> list[BusEvent]:
+    """A launcherless TrainJob running, worker 0 ready and worker 1 not."""
+    return [
         job("Running", job=TRAINJOB, job_spec=TORCH),
         worker(0, job=TRAINJOB, limits=LIMITS),
         worker(1, job=TRAINJOB, limits=LIMITS, ready=False, containers=(running("node", ready=False),)),
     ]
 
-    replay(engine, events, at(4, 59))
+
+def test_workers_of_a_launcherless_trainjob_that_never_all_get_ready_are_a_hang_init() -> None:
+    engine = RuleEngine()
+    replay(engine, _one_worker_not_ready(), at(4, 59))
     assert engine.firing() == []
     (finding,) = engine.tick(at(5))
 
@@ -379,11 +379,6 @@ def test_workers_of_a_launcherless_trainjob_that_never_all_get_ready_are_a_hang_
 
 def test_a_launcherless_trainjob_whose_workers_get_ready_in_time_is_no_hang() -> None:
     engine = RuleEngine()
-    events: list[BusEvent] = [
-        job("Running", job=TRAINJOB, job_spec=TORCH),
-        worker(0, job=TRAINJOB, limits=LIMITS),
-        worker(1, job=TRAINJOB, limits=LIMITS, ready=False, containers=(running("node", ready=False),)),
-        worker(1, job=TRAINJOB, limits=LIMITS, observed_at=at(4)),
-    ]
+    events = [*_one_worker_not_ready(), worker(1, job=TRAINJOB, limits=LIMITS, observed_at=at(4))]
 
     assert replay(engine, events, at(5), at(30)) == []

@@ -14,7 +14,7 @@ from controller.kube.resources import MPI_PODS, MPIJOBS
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.kube_fixtures import list_requests, watch_requests, watches_open, watching
+from tests.kube_fixtures import launched, list_requests, watch_requests, watches_open, watching
 
 
 @pytest.mark.parametrize(
@@ -54,8 +54,7 @@ async def test_failing_lists_are_retried_with_growing_delays_until_the_server_re
 async def test_a_cut_connection_resumes_from_the_last_version_without_relisting_or_repeating(
     sim: SimCluster, gateway: KubeGateway, watcher_settings: WatcherSettings
 ) -> None:
-    job = sim.create(k.mpijob("pi", workers=2))
-    sim.create(k.pod(job, "launcher"))
+    job = launched(sim, workers=2)
     async with watching(gateway, MPI_PODS, watcher_settings) as watch:
         await until(lambda: len(watch_requests(sim, "pods")) == 1)
         worker = sim.create(k.pod(job, "worker", 0))

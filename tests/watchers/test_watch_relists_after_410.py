@@ -8,7 +8,7 @@ from controller.kube.resources import MPI_PODS
 from controller.testing import objects as k
 from controller.testing.simcluster import SimCluster
 from controller.testing.waits import until
-from tests.kube_fixtures import list_requests, watch_requests, watches_open, watching
+from tests.kube_fixtures import launched, list_requests, watch_requests, watches_open, watching
 
 
 async def test_objects_deleted_while_disconnected_come_out_as_deleted_with_their_last_state(
@@ -54,8 +54,7 @@ async def test_objects_deleted_while_disconnected_come_out_as_deleted_with_their
 async def test_a_410_answer_to_a_watch_request_relists_once(
     sim: SimCluster, gateway: KubeGateway, watcher_settings: WatcherSettings
 ) -> None:
-    job = sim.create(k.mpijob("pi", workers=1))
-    sim.create(k.pod(job, "launcher"))
+    job = launched(sim, workers=1)
     async with watching(gateway, MPI_PODS, watcher_settings) as watch:
         await watches_open(sim)
         # The stream ends; the next watch request is answered 410 at the HTTP level (etcd, not the cache).

@@ -23,25 +23,21 @@ POD_WITHOUT_METADATA: dict[str, Any] = {
     "type": "ADDED",
     "object": {"apiVersion": "v1", "kind": "Pod", "spec": {}},
 }
-POD_WITHOUT_UID: dict[str, Any] = {
-    "type": "MODIFIED",
-    "object": {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "ghost", "namespace": "team-a", "resourceVersion": "7"},
-        "spec": {},
-        "status": {"phase": "Running"},
-    },
-}
+
+
+def _pod_event(kind: str, metadata: dict[str, str], **fields: Any) -> dict[str, Any]:
+    """A watch event of type ``kind`` carrying a Pod of ``metadata`` (and ``fields``)."""
+    return {"type": kind, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, **fields}}
+
+
+POD_WITHOUT_UID = _pod_event(
+    "MODIFIED",
+    {"name": "ghost", "namespace": "team-a", "resourceVersion": "7"},
+    spec={},
+    status={"phase": "Running"},
+)
 OBJECT_NOT_A_MAPPING: dict[str, Any] = {"type": "DELETED", "object": ["not", "an", "object"]}
-UNKNOWN_EVENT_TYPE: dict[str, Any] = {
-    "type": "SURPRISE",
-    "object": {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "uid": "u-1", "resourceVersion": "8"},
-    },
-}
+UNKNOWN_EVENT_TYPE = _pod_event("SURPRISE", {"name": "p", "uid": "u-1", "resourceVersion": "8"})
 EVENT_WITHOUT_TYPE: dict[str, Any] = {"object": {"metadata": {"uid": "u-2"}}}
 STREAM_WITH_GARBAGE = [
     POD_WITHOUT_METADATA,

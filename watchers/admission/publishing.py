@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from controller.contract.audit import AuditRecord
 from controller.contract.backoff import Backoff
+from controller.contract.clock import first_of
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.spool import Spool
 
@@ -96,7 +97,7 @@ class RecordPublisher:
         """Retry the spool and the backlog, oldest first, until ``stop`` is set."""
         backoff = Backoff(0.1, backoff_max_s)
         while not stop.is_set():
-            await _first_of(self._waiting, stop)
+            await first_of(self._waiting, stop)
             if stop.is_set():
                 return
             self._waiting.clear()  # before looking: a record kept meanwhile sets it again
@@ -134,13 +135,3 @@ class RecordPublisher:
             self._backlog.popleft()
         self._metrics.backlog.set(len(self._backlog))
         return True
-
-
-async def _first_of(*events: asyncio.Event) -> None:
-    """Wait until any of ``events`` is set."""
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

@@ -27,7 +27,7 @@ Modules: :mod:`.processes` (what runs and listens), :mod:`.ownership` (the lock)
 
 from controller.cli.embedded.nats_server import EmbeddedNats
 from controller.cli.embedded.postgres import EmbeddedPostgres
-from controller.cli.embedded.processes import die_with_this_process, port_open
+from controller.cli.embedded.processes import die_with_this_process, end_child, port_open
 from controller.cli.embedded.server import EmbeddedServiceError
 from controller.cli.embedded.services import EmbeddedServices
 
@@ -37,5 +37,6 @@ __all__ = [
     "EmbeddedServiceError",
     "EmbeddedServices",
     "die_with_this_process",
+    "end_child",
     "port_open",
 ]

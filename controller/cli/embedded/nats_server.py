@@ -25,6 +25,7 @@ from controller.cli.embedded.processes import (
     alive,
     cmdline,
     die_with_this_process,
+    end_child,
     listening_pids,
     option,
     same_path,
@@ -44,6 +45,8 @@ class EmbeddedNats(EmbeddedServer):
 
     what = "NATS"
     port_variable = "MPIJC_EMBEDDED__NATS_PORT"
+    served_name = "jetstream"
+    log_name = "nats.log"
 
     def __init__(self, data_dir: Path, port: int, prefix: str = "", *, users: bool = True) -> None:
         super().__init__(data_dir, port)
@@ -55,14 +58,6 @@ class EmbeddedNats(EmbeddedServer):
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
-
-    @property
-    def served(self) -> Path:
-        return self.data_dir / "jetstream"
-
-    @property
-    def logfile(self) -> Path:
-        return self.data_dir / "nats.log"
 
     @property
     def _pidfile(self) -> Path:
@@ -140,10 +135,5 @@ class EmbeddedNats(EmbeddedServer):
     def _stop_owned(self) -> None:
         if self._process is None:
             return
-        self._process.terminate()
-        try:
-            self._process.wait(10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(5)
+        end_child(self._process, 10)
         self._process = None

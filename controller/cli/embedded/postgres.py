@@ -46,18 +46,12 @@ class EmbeddedPostgres(EmbeddedServer):
 
     what = "PostgreSQL"
     port_variable = "MPIJC_EMBEDDED__POSTGRES_PORT"
+    served_name = "pgdata"
+    log_name = "postgres.log"
 
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}"
-
-    @property
-    def served(self) -> Path:
-        return self.data_dir / "pgdata"
-
-    @property
-    def logfile(self) -> Path:
-        return self.data_dir / "postgres.log"
 
     def _run_as(self) -> dict[str, str]:
         """subprocess kwargs that drop root, which PostgreSQL requires."""

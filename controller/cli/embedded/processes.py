@@ -11,6 +11,7 @@ import ctypes
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ __all__ = [
     "alive",
     "cmdline",
     "die_with_this_process",
+    "end_child",
     "listening_pids",
     "option",
     "port_open",
@@ -144,6 +146,17 @@ def terminate(pid: int, sig: int = signal.SIGTERM, timeout_s: float = STOP_WAIT_
         if not _wait_gone(pid, timeout_s):
             os.kill(pid, signal.SIGKILL)
             _wait_gone(pid, 5)
+
+
+def end_child(process: subprocess.Popen[bytes], grace_s: float, kill_wait_s: float = 5.0) -> None:
+    """SIGTERM the child ``process`` and wait ``grace_s`` for it to end; SIGKILL when it does not
+    (then wait ``kill_wait_s`` more)."""
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(kill_wait_s)
 
 
 _PR_SET_PDEATHSIG = 1

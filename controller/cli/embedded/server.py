@@ -51,6 +51,10 @@ class EmbeddedServer(ABC):
     """The server's name in messages ("PostgreSQL", "NATS")."""
     port_variable: ClassVar[str]
     """The setting that moves it to another port, named in messages."""
+    served_name: ClassVar[str]
+    """The directory of ``data_dir`` the server keeps its data in."""
+    log_name: ClassVar[str]
+    """The file of ``data_dir`` the server writes its log to."""
 
     def __init__(self, data_dir: Path, port: int) -> None:
         self.data_dir = data_dir
@@ -67,14 +71,14 @@ class EmbeddedServer(ABC):
         """How clients reach it."""
 
     @property
-    @abstractmethod
     def served(self) -> Path:
         """The directory the server keeps its data in, named in messages."""
+        return self.data_dir / self.served_name
 
     @property
-    @abstractmethod
     def logfile(self) -> Path:
         """Where the server writes its log."""
+        return self.data_dir / self.log_name
 
     @abstractmethod
     def running(self) -> Running | None:
