@@ -45,7 +45,7 @@ from decimal import Decimal
 
 from consumers.rules.facts import pod_text
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
-from consumers.rules.signatures import QUOTA_REFUSAL
+from consumers.rules.signatures import GOOGLE_ML_QUOTA, QUOTA_REFUSAL
 from consumers.rules.state import PodState, RunState, event_time
 from consumers.rules.tails import is_mention
 from consumers.rules.wording import clock_time, listing, who
@@ -83,16 +83,6 @@ _CLOUD = re.compile(
 'CPUS' exceeded. Limit: 24.0 in region us-central1.``) refusing what the cluster asked it for on the
 run's behalf — a volume provisioned for its claim, a node added for its pods: the project's quota, not
 the namespace's."""
-_GOOGLE_ML = re.compile(
-    r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
-    r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "
-    r"(?P<accelerator>\w{1,40}) accelerators exceeds the allowed maximum"
-)
-"""Google Cloud's ML training service refusing a job the run submitted: Vertex AI naming the project's
-quota metric (``The following quota metrics exceed quota limits: aiplatform.googleapis.com/…_gpus``, in a
-``429 … RESOURCE_EXHAUSTED`` body or ``ResourceExhausted: 429 …``), its predecessor Cloud ML Engine
-(AI Platform Training) counting accelerators (``Quota failure for project p. The request for 8 V100
-accelerators exceeds the allowed maximum of …``)."""
 _POD = re.compile(r"[Pp]ods? \\?\"(?P<pod>[^\"\\]{1,253})\\?\" is forbidden")
 
 
@@ -228,7 +218,7 @@ def _quoted(state: RunState) -> Detection | None:
     live reader saw and the run has not yet judged."""
     for pod in state.current_pods():
         for line in pod_text(pod):
-            if (cloud := _GOOGLE_ML.search(line)) is not None and not is_mention(line, cloud.start()):
+            if (cloud := GOOGLE_ML_QUOTA.search(line)) is not None and not is_mention(line, cloud.start()):
                 return _google_ml(pod, line, cloud)
             quoted = QUOTA_REFUSAL.search(line)
             if quoted is None or is_mention(line, quoted.start()):

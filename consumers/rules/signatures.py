@@ -858,3 +858,13 @@ QUOTA_REFUSAL = re.compile(
 )
 """The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
 spawner's 403 body, a pipeline step's message): the object it refused, and the refusal."""
+GOOGLE_ML_QUOTA = re.compile(
+    r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
+    r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "
+    r"(?P<accelerator>\w{1,40}) accelerators exceeds the allowed maximum"
+)
+"""Google Cloud's ML training service refusing a job the run submitted: Vertex AI naming the project's
+quota metric (``The following quota metrics exceed quota limits: aiplatform.googleapis.com/…_gpus``, in a
+``429 … RESOURCE_EXHAUSTED`` body or ``ResourceExhausted: 429 …``), its predecessor Cloud ML Engine
+(AI Platform Training) counting accelerators (``Quota failure for project p. The request for 8 V100
+accelerators exceeds the allowed maximum of …``)."""
