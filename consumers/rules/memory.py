@@ -33,6 +33,7 @@ from typing import Literal
 from consumers.rules.disks import as_seen
 from consumers.rules.facts import ContainerEnd, memory_limit, pod_text, terminations
 from consumers.rules.forecast import foreseen_text
+from consumers.rules.nodes import eviction
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
@@ -170,7 +171,8 @@ where a kubectl listing wrapped it anywhere."""
 def _evicted_for_memory(state: RunState, ctx: Context) -> Detection | None:
     """The kubelet evicted a pod of the run for its node's memory, by its ``Evicted`` Event (or a listing,
     ``describe`` output or status read as an Event's message): the host's memory, judged as
-    :func:`~consumers.rules.disks.as_seen` says. A pod whose status says it is the rule ``evicted``'s."""
+    :func:`~consumers.rules.disks.as_seen` says. A pod of the run known evicted (its status, or its Event
+    while it is not ready) is the rule ``evicted``'s."""
     events = sorted(
         (
             e
@@ -179,8 +181,8 @@ def _evicted_for_memory(state: RunState, ctx: Context) -> Detection | None:
         ),
         key=event_time,
     )
-    if not events:
-        return None
+    if not events or any(eviction(state, pod) is not None for pod in state.current_pods()):
+        return None  # a pod of the run is known evicted: the rule ``evicted`` says so, with its pod
     first = events[0]
     match = MEMORY_EVICTION.search(first.message)
     used = ""
