@@ -128,7 +128,7 @@ def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
     )
 
 
-def _as_seen(state: RunState, ctx: Context, sentence: str, first: datetime) -> tuple[str, bool]:
+def as_seen(state: RunState, ctx: Context, sentence: str, first: datetime) -> tuple[str, bool]:
     """The sentence of what the kubelet's events said, and whether it is not yet a verdict: it is
     once the run failed, or the events have stood for the stated silence of live evidence."""
     verdict = state.phase == "Failed" or ctx.age(first) >= ctx.thresholds.live_silence_s
@@ -156,7 +156,7 @@ def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
         "FailedAttachVolume": "attach a volume",
         "Failed": "pull or start a container's image",
     }.get(reason, "create the pod's sandbox or container")
-    sentence, tentative = _as_seen(
+    sentence, tentative = as_seen(
         state,
         ctx,
         f"The kubelet could not {what} for {first.involved.kind.lower()}/{first.involved.name}: "
@@ -174,7 +174,7 @@ def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
 
 def _evicted_for_storage(state: RunState, ctx: Context) -> Detection | None:
     """The kubelet evicted a pod of the run for its ephemeral storage (or the node's): a verdict
-    where the pod's status says so (it ended), else its Event, judged as :func:`_as_seen` says."""
+    where the pod's status says so (it ended), else its Event, judged as :func:`as_seen` says."""
     said: list[tuple[str, str, Evidence]] = []
     for pod in state.current_pods():
         message = pod.observed.message or ""
@@ -194,7 +194,7 @@ def _evicted_for_storage(state: RunState, ctx: Context) -> Detection | None:
         return None
     sentence, tentative = f"The kubelet evicted {subject}: {_storage_reason(match)}", False
     if not ended:
-        sentence, tentative = _as_seen(state, ctx, sentence, event_time(events[0]))
+        sentence, tentative = as_seen(state, ctx, sentence, event_time(events[0]))
     return Detection(
         root_cause=sentence,
         evidence=tuple(dict.fromkeys(fact for _, _, fact in said))[:6],

@@ -132,6 +132,8 @@ LIBRARIES: tuple[Library, ...] = (
         "libfabric's EFA provider",
         re.compile(
             r"libfabric:\d{1,10}:\d{1,20}:[\w-]{0,40}:efa:|efa_rdm_\w{1,60}|efa_\w{1,40}\(\)|EFA device"
+            # the provider's source named where it failed (``prov/efa/src/rxr/rxr.h:1343``)
+            r"|\bprov/efa/src/[\w/]{1,80}\.[ch]:\d"
         ),
     ),
     Library(
@@ -161,6 +163,10 @@ LIBRARIES: tuple[Library, ...] = (
         # codes of the communication class (``EI0006``, ``Communication_Error_Get_Socket(EI0006)``)
         re.compile(
             r"\bHCCL\(\d|\bhccl_\w{1,40}\.cc:\d|\bHccl[A-Z]\w{1,40}|\bEI00\d\d\b"
+            # CANN's runtime reporting a device's HCCL task (``The error from device(chipId:5, dieId:0),
+            # serial number is 17, hccl fftsplus task timeout …``, ``[FUNC:…HcclFftsPlusTimeoutErrorInfo]``)
+            r"|The error from device\(chipId:\d{1,4}, dieId:\d{1,4}\), serial number is \d{1,10}, hccl "
+            r"|\[FUNC:\w{0,80}Hccl\w{0,80}\]"
             r"|Communication_Error_\w{1,40}"
         ),
     ),
@@ -226,6 +232,8 @@ LIBRARIES: tuple[Library, ...] = (
         re.compile(
             r"mpirun\b|ORTE\b|orted\b|mca_\w{1,60}|Open MPI|opal_\w{1,40}|ompi_\w{1,40}"
             r"|(?:ORTE|OPAL|OMPI)_ERROR_LOG\b|OpenFabrics \(openib\)|btl_openib\w{0,40}"
+            # its help text on a peer lost, opening without its dashed lines (its PML / BTL's words)
+            r"|\bAn MPI communication peer process\b"
         ),
     ),
     Library(
@@ -452,7 +460,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
     (
         "lost",
         re.compile(
-            r"[Pp]eer (?:closed|disconnected|lost|went away|exited|died)|[Cc]onnection (?:closed|lost"
+            r"[Pp]eer (?:process has unexpectedly )?(?:closed|disconnected|lost|went away|exited|died)"
+            r"|[Cc]onnection (?:closed|lost"
             r"|aborted)"
             r"|[Ss]ocket closed|[Cc]losed by (?:remote|peer)|ECONNABORTED\b"
             r"|[Ss]oftware caused connection abort"
@@ -461,6 +470,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|another task died|[Tt]ask \S{1,80} (?:has )?(?:died|failed|been lost)"
             r"|[Uu]nexpected EOF|got 0 bytes"
             r"|[Ff]ailed to recv|[Ff]ailed to send|[Uu]nresponsive (?:remote|receiver|peer)"
+            # NCCL's (RCCL's) proxy thread on its socket to a peer (``Socket recv failed while polling``)
+            r"|[Ss]ocket (?:recv|send) failed\b"
             r"|LIFELINE LOST\b|[Ll]ifeline (?:to \S{1,80} )?lost\b|[Cc]onnection to lifeline \S{1,80} lost\b"
             r"|LOST[_-]CONNECTION(?:[_-]TO[_-](?:SERVER|CLIENT|PEER))?\b"
             r"|assert \(!closed\) failed"
@@ -495,6 +506,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # a libfabric call failing in another library's words (Charm++: ``OFI::LrtsInit::fi_tsend error``)
             r"|\bfi_(?:t?send|t?recv|t?inject|read|write|cq_\w{1,20})\w{0,4}(?:\(\))?"
             r" (?:error|failed)\b"
+            # libfabric's error entry in its own words (``err: Input/output error (5) prov_errno: …``), and
+            # a provider that could not even report it (EFA's ``Unable to write to EQ``)
+            r"|\berr: [\w /-]{1,60} \(\d{1,4}\) prov_errno: |[Uu]nable to write to EQ\b"
         ),
     ),
     (

@@ -39,7 +39,15 @@ import re2
 from consumers.rules.families import LIVE_SIGNS
 from consumers.rules.progress import last_steps
 from consumers.rules.rendezvouslines import RENDEZVOUS_SIGNS
-from consumers.rules.signatures import CRASHES, DISKS, GPU_ERRORS, KERNEL_OOM, QUOTA_REFUSAL, TRANSPORTS
+from consumers.rules.signatures import (
+    CRASHES,
+    DISKS,
+    GOOGLE_ML_QUOTA,
+    GPU_ERRORS,
+    KERNEL_OOM,
+    QUOTA_REFUSAL,
+    TRANSPORTS,
+)
 from consumers.rules.tails import (
     COMM_SIGNS,
     GPU_OOM_SIGNS,
@@ -105,7 +113,7 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign(f"disk-full/{s.name}", s.pattern) for s in DISKS]
     signs += [Sign(f"oom/{s.name}", s.pattern) for s in KERNEL_OOM]
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
-    signs += [Sign("quota/refusal", QUOTA_REFUSAL)]
+    signs += [Sign("quota/refusal", QUOTA_REFUSAL), Sign("quota/google-ml", GOOGLE_ML_QUOTA)]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
     signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
     signs += [Sign("hang/elastic-timer", ELASTIC_TIMER)]

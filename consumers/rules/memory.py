@@ -13,6 +13,9 @@ about that worker is then evidence of the OOM, not a second problem. When the po
 read (:mod:`consumers.rules.usage`), its memory curve up to the last reading is evidence too, and
 the sentence says whether its working-set trend foresaw the kill and how early
 (:func:`consumers.rules.forecast.foreseen_text`, the judgement of ``oom-predicted`` replayed).
+The kubelet's ``Evicted`` Event for the node's memory (``The node was low on resource: memory. …``) is
+the host's memory running out too, judged by the run's outcome as every Event is, with the eviction's
+own steps (a pod whose status says it was evicted is the rule ``evicted``'s).
 
 ``gpu-oom`` reads the failed container's log tail, whatever framework said it (PyTorch,
 TensorFlow, JAX/XLA, cuBLAS, cuDNN, NCCL). In an MPIJob the ranks' output reaches the
@@ -27,6 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from consumers.rules.disks import as_seen
 from consumers.rules.facts import (
     ContainerEnd,
     memory_limit,
@@ -36,6 +40,7 @@ from consumers.rules.facts import (
     terminations,
 )
 from consumers.rules.forecast import foreseen_text
+from consumers.rules.nodes import eviction
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
@@ -159,10 +164,55 @@ def _ranks_killed_on(state: RunState, pod: PodState) -> list[str]:
     return lines
 
 
+MEMORY_EVICTION = re.compile(
+    r"The node was low on resource: memory\.(?: Threshold quantity: [^\n]{0,120}?)?"
+    r"(?:\s{1,4}Container (?P<container>[\w.-]{1,253}) was using (?P<using>\w{1,30}),\s{1,8}"
+    r"(?:which\s{0,2}e\s{0,2}xceeds its request of|request is) (?P<request>[\w.]{1,30}?)[.,])?"
+)
+"""The kubelet's eviction manager evicting a pod because its node ran short of memory, with the container
+it found over its request (``… Container x was using 35505620Ki, which exceeds its request of 12Gi.``, or
+since 1.21 ``Threshold quantity: 100Mi, available: 51200Ki. Container x was using 15Gi, request is 16Gi``),
+where a kubectl listing wrapped it anywhere."""
+
+
+def _evicted_for_memory(state: RunState, ctx: Context) -> Detection | None:
+    """The kubelet evicted a pod of the run for its node's memory, by its ``Evicted`` Event (or a listing,
+    ``describe`` output or status read as an Event's message): the host's memory, judged as
+    :func:`~consumers.rules.disks.as_seen` says. A pod of the run known evicted (its status, or its Event
+    while it is not ready) is the rule ``evicted``'s."""
+    events = sorted(
+        (
+            e
+            for e in state.events.values()
+            if e.reason in ("Evicted", "") and MEMORY_EVICTION.search(e.message)
+        ),
+        key=event_time,
+    )
+    if not events or any(eviction(state, pod) is not None for pod in state.current_pods()):
+        return None  # a pod of the run is known evicted: the rule ``evicted`` says so, with its pod
+    first = events[0]
+    match = MEMORY_EVICTION.search(first.message)
+    used = ""
+    if match is not None and match["container"]:
+        asked = "none" if match["request"] == "0" else match["request"]
+        used = f"; container {match['container']} used {match['using']}, more than it requested ({asked})"
+    subject = f"{first.involved.kind.lower()}/{first.involved.name}"
+    sentence, tentative = as_seen(
+        state, ctx, f"The kubelet evicted {subject}: its node was low on memory{used}", event_time(first)
+    )
+    return Detection(
+        root_cause=sentence,
+        evidence=tuple(event_fact(e) for e in events[:6]),
+        key=("evicted-memory", subject),
+        remediation=_EVICTED_STEPS,
+        tentative=tentative,
+    )
+
+
 def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
     kills = [k for pod in state.current_pods() if (k := oom_kill(state, pod, ctx)) is not None]
     if not kills:
-        return None
+        return None if state.phase == "Succeeded" else _evicted_for_memory(state, ctx)
     first = kills[0]
     evidence: list[Evidence] = []
     for kill in kills:
@@ -231,6 +281,16 @@ OOM = Rule(
         "training.kubeflow.org/job-name={job}",
     ),
     detect=_detect_oom,
+)
+
+_EVICTED_STEPS = (
+    "Set each role's memory request equal to its limit (Guaranteed QoS): when a node runs short of memory "
+    "the kubelet evicts first the pods using more than they request.",
+    "See what else uses the node's memory: kubectl describe node <node> (Conditions: MemoryPressure, "
+    "Allocated resources); the cluster admins can reserve memory for the system (kubelet "
+    "--system-reserved, --eviction-hard).",
+    "Measure the run's peak usage and request that much: kubectl -n {namespace} top pod -l "
+    "training.kubeflow.org/job-name={job}",
 )
 
 GPU_OOM = Rule(

@@ -265,7 +265,8 @@ def _transport_what(hit: Hit) -> str:
         op = fields.get("OpType", "").strip("_")
         ms = hit.group("ms")
         after = f" after {duration(int(ms) / 1000)}" if ms else ""
-        return f"collective {op or 'operation'} timed out{after}: a peer rank stopped taking part"
+        device = "NPU" if hit.group("ccl") == "H" else "rank"
+        return f"collective {op or 'operation'} timed out{after}: a peer {device} stopped taking part"
     if hit.name == "nccl-shm":
         size = hit.group("bytes")
         grow = f" (a segment could not grow to {int(size) / 2**20:.1f} MiB)" if size else ""
@@ -322,7 +323,7 @@ def _transport_comm(state: RunState, ctx: Context, pod: PodState, hit: Hit, same
         exception = last_exception(pod_text(other))
         if exception:
             evidence.extend(log_facts(other, [exception]))
-    library = hit.signature.library
+    library = "HCCL, under torch_npu" if hit.group("ccl") == "H" else hit.signature.library
     if subject == "A rank":
         sentence = f"Communication failure ({library}): {what}"
     else:

@@ -31,6 +31,9 @@ a controller's reconcile error, a notebook spawner's 403 body, a Spark driver's 
 executors (``pods "x" is forbidden: exceeded quota: …``). That line is read like any other the run
 printed: the live reader keeps it, a pending observation while the run goes on, the verdict once the
 pod fails, nothing once it exits 0; the sentence names the object refused and the pod that printed it.
+So is Google Cloud's training service refusing a job the run submitted for the project's quota (Vertex
+AI's ``The following quota metrics exceed quota limits: …``, Cloud ML Engine's ``Quota failure for
+project …``), with the cloud project's steps.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ from decimal import Decimal
 
 from consumers.rules.facts import pod_text
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
-from consumers.rules.signatures import QUOTA_REFUSAL
-from consumers.rules.state import RunState, event_time
+from consumers.rules.signatures import GOOGLE_ML_QUOTA, QUOTA_REFUSAL
+from consumers.rules.state import PodState, RunState, event_time
 from consumers.rules.tails import is_mention
 from consumers.rules.wording import clock_time, listing, who
 from controller.contract.events import K8sEventObserved
@@ -215,6 +218,8 @@ def _quoted(state: RunState) -> Detection | None:
     live reader saw and the run has not yet judged."""
     for pod in state.current_pods():
         for line in pod_text(pod):
+            if (cloud := GOOGLE_ML_QUOTA.search(line)) is not None and not is_mention(line, cloud.start()):
+                return _google_ml(pod, line, cloud)
             quoted = QUOTA_REFUSAL.search(line)
             if quoted is None or is_mention(line, quoted.start()):
                 continue
@@ -233,6 +238,23 @@ def _quoted(state: RunState) -> Detection | None:
                 remediation=_steps(kind, name),
             )
     return None
+
+
+def _google_ml(pod: PodState, line: str, match: re.Match[str]) -> Detection:
+    """Google Cloud's training service refused the job the run submitted, for its project's quota."""
+    if match["metric"]:
+        problem = f"Vertex AI refused the training job: the project's quota {match['metric']} is used up"
+    else:
+        problem = (
+            f"Cloud ML Engine refused the training job: project {match['project']} may not have "
+            f"{match['count']} {match['accelerator']} accelerators (its quota)"
+        )
+    return Detection(
+        root_cause=f"{problem} ({who(pod)} printed the refusal)",
+        evidence=tuple(log_facts(pod, [line])),
+        key=("google-ml", match["metric"] or match["accelerator"], pod.uid),
+        remediation=_GOOGLE_ML_STEPS,
+    )
 
 
 def _stale(state: RunState, at: datetime) -> bool:
@@ -315,6 +337,13 @@ _CLOUD_STEPS = (
     "or CLI (gcloud compute regions describe <region>) and ask the provider for more.",
     "Or ask for less of it (smaller or fewer volumes, fewer nodes), or use a storage class or region whose "
     "quota has room.",
+)
+_GOOGLE_ML_STEPS = (
+    "The quota is the Google Cloud project's, per region: find the metric the refusal names on the "
+    "project's Quotas page (IAM & Admin) or with gcloud, and request an increase; GPU and TPU training "
+    "quotas of a new project start at 0.",
+    "Or submit the job where there is room: another region or accelerator type, fewer replicas or fewer "
+    "accelerators per replica.",
 )
 _LIMIT_RANGE_STEPS = (
     "See the namespace's bounds: kubectl -n {namespace} describe limitrange",

@@ -7,7 +7,9 @@ fault: …)``, Open MPI's ``*** Process received signal *** / Signal: Segmentati
 signal 11 (or a runtime's walk-back: Cray's ``Process died with signal 11``, PALS, MPD, ALPS;
 Hydra's ``BAD TERMINATION`` block by its ``EXIT CODE: 139`` or ``EXIT STRING: Segmentation fault``,
 unless a communication failure printed before it is the first cause),
-the kernel's ``segfault at … ip …``, a PyTorch DataLoader worker killed by SIGSEGV
+the kernel's ``segfault at … ip …``, a PyTorch DataLoader worker killed by SIGSEGV, the signal's
+words alone on a line (MXNet's handler's ``Segmentation fault: 11`` before its ``[bt]`` frames, macOS's
+shell) or bash's report of a script's command that died of it (``line 207: 10558 Segmentation fault``)
 — or from the container's own exit code 139
 (SIGSEGV) or 135 (SIGBUS). The sentence names the rank and, when a backtrace follows, the
 function it crashed in. mpirun's abort summary that follows is this crash (the catalog lets
@@ -16,6 +18,8 @@ it explain ``mpi-abort``). A bus error while NCCL runs is NCCL's ``/dev/shm`` be
 """
 
 from __future__ import annotations
+
+import re
 
 from consumers.rules.facts import other_workers, pod_text, terminations
 from consumers.rules.rule import Context, Detection, Rule, container_fact, log_facts
@@ -75,9 +79,24 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
     where = f" in {frame}" if frame else ""
     if not frame and first.name == "dataloader":
         where = " in a PyTorch DataLoader worker process (rerun with num_workers=0 for its stack)"
+    kind = "bus" if bus else "segv"
+    if not frame and _by_mxnet(tail, first.index):
+        where, kind = (
+            " in MXNet's native library (libmxnet; its handler printed the [bt] frames after it)",
+            "mxnet",
+        )
     subject = _crash_subject(state, pod, tail, hits)
     sentence = f"{subject} crashed with {what}{where}"
-    return sentence, log_facts(pod, dict.fromkeys(h.line for h in hits[:6])), "bus" if bus else "segv"
+    return sentence, log_facts(pod, dict.fromkeys(h.line for h in hits[:6])), kind
+
+
+_MXNET_FRAME = re.compile(r"\[bt\] \(\d{1,3}\) [^\n]{0,300}?\blibmxnet\.(?:so|dylib)\b")
+"""A frame of the stack MXNet's (dmlc-core's) signal handler prints: ``[bt] (0) …/libmxnet.so(+0x…)``."""
+
+
+def _by_mxnet(tail: tuple[str, ...], index: int) -> bool:
+    """Whether MXNet's handler reported the crash at line ``index``: its frames in libmxnet follow."""
+    return any(_MXNET_FRAME.search(line) for line in bounded(tail)[index + 1 : index + 8])
 
 
 def _from_exit(pod: PodState, ctx: Context) -> tuple[str, tuple[Evidence, ...], str] | None:
@@ -111,7 +130,7 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
         root_cause=sentence + also(others),
         evidence=tuple(e for _, (_, facts, _) in found for e in facts),
         key=(kind, *(p.uid for p, _ in found)),
-        remediation=_BUS_STEPS if kind == "bus" else None,
+        remediation={"bus": _BUS_STEPS, "mxnet": _MXNET_STEPS}.get(kind),
     )
 
 
@@ -129,6 +148,14 @@ _BUS_STEPS = (
     "/dev/shm in the pod template (the container default is 64 MiB) and size the memory limit for it.",
     "Otherwise a memory-mapped file shrank or its disk filled up while in use: check the volumes.",
     *_SEGV_STEPS[:1],
+)
+_MXNET_STEPS = (
+    "Read MXNet's [bt] frames in the log: the first one after the C library's signal frame is where it "
+    "crashed (kubectl -n {namespace} logs <pod> --previous).",
+    "Run the operators one at a time to find the one that crashes: MXNET_ENGINE_TYPE=NaiveEngine in the "
+    "container's environment (MXNet's synchronous engine).",
+    "A crash in libmxnet often means builds that do not belong together: the mxnet wheel's CUDA and "
+    "cuDNN against the image's, and any compiled extension built against another MXNet or compiler.",
 )
 
 SEGFAULT = Rule(

@@ -235,7 +235,8 @@ TRANSPORTS: tuple[Signature, ...] = (
         "NCCL",
         "a collective timed out: a peer rank stopped taking part",
         re.compile(
-            r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>.{0,300}?)"
+            # torch's watchdog over NCCL (``WorkNCCL``), or torch_npu's over HCCL on Ascend (``WorkHCCL``)
+            r"Watchdog caught collective operation timeout: Work(?P<ccl>[NH])CCL\((?P<work>.{0,300}?)"
             # or a terminal wrapped the line inside the work's fields (before ``Timeout(ms)=``)
             # (a title may cut it after the count: ``ran for 1800834 m``)
             r"(?:\) ran for (?P<ms>\d{1,12})(?: m| ?$)|,\s{0,4}$)"
@@ -389,6 +390,27 @@ CRASHES: tuple[Signature, ...] = (
         ),
     ),
     Signature("kernel", "", "", re.compile(r"segfault at [0-9a-f]{1,16} ip ")),
+    # strsignal()'s words alone on a line, as a signal handler or a shell prints them for the process that
+    # died: MXNet's (dmlc-core's) handler before its ``Stack trace:`` / ``Stack trace returned N entries:``
+    # and ``[bt]`` frames, PaddlePaddle's glog handler, macOS's shell (``Segmentation fault: 11``,
+    # ``Bus error: 10``), under mpirun's tag or not
+    Signature(
+        "alone",
+        "",
+        "",
+        re.compile(
+            r"^\s{0,8}(?:\[\d{1,7},\d{1,7}\]<std(?:err|out)>:\s{0,4})?"
+            r"(?P<kind>Segmentation fault|Bus error)(?:: (?P<signal>11|10|7))?\s{0,4}$"
+        ),
+    ),
+    # bash reporting a command of a script that died of the signal: ``./train.sh: line 207: 10558
+    # Segmentation fault      cmd …`` (its job's number, then strsignal()'s words and the command)
+    Signature(
+        "shell-job",
+        "",
+        "",
+        re.compile(r": line \d{1,7}: {1,4}\d{1,10} (?P<kind>Segmentation fault|Bus error)(?: {2}|\s{0,4}$)"),
+    ),
     # torch elastic's agent on a worker process that died of a signal: the exit code is minus the
     # signal, SIGSEGV's 11 (``failed (exitcode: -11) local_rank: 0``, the Root Cause block's
     # ``exitcode : -11``)
@@ -563,6 +585,15 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "a GPU kernel crashed (unspecified launch failure)",
         re.compile(r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure"),
     ),
+    # the driver's status for a GPU it can no longer use until it is reset, as its asserts and its GSP
+    # firmware's RPCs print it (``NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required
+    # [NV_ERR_RESET_REQUIRED] (0x00000062) returned from …``)
+    Signature(
+        "reset-required",
+        "the NVIDIA driver",
+        "the NVIDIA driver says the GPU must be reset before it can be used again (NV_ERR_RESET_REQUIRED)",
+        re.compile(r"NVRM: [^\n]{0,300}?\bNV_ERR_RESET_REQUIRED\b"),
+    ),
     Signature(
         "nccl-cuda",
         "NCCL",
@@ -575,7 +606,7 @@ GPU_ERRORS: tuple[Signature, ...] = (
 def gpu_error_words(hit: Hit) -> tuple[str, bool]:
     """What a GPU error means in plain words, and whether it points at the hardware."""
     if hit.name != "xid":
-        hardware = hit.name in ("off-bus", "gpu-lost", "ecc", "nvlink")
+        hardware = hit.name in ("off-bus", "gpu-lost", "ecc", "nvlink", "reset-required")
         return hit.signature.what, hardware
     xid = int(hit.group("xid") or 0)
     previous = hit.group("previous")
@@ -598,7 +629,18 @@ def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         and not is_hint(hit.line)
         and not handled(lines, hit.index)
         and not (hit.name == "xid" and _NONFATAL.search(hit.line))
+        and not (hit.name == "nccl-cuda" and any(_CUDA_CALL_REFUSED.search(line) for line in lines))
     )
+
+
+_CUDA_CALL_REFUSED = re.compile(
+    r"Cuda failure (?:\d{1,4} )?'(?:invalid argument|invalid value|invalid device ordinal"
+    r"|operation not (?:supported|permitted)[^'\n]{0,60})'"
+)
+"""NCCL's ``Last error:`` naming a CUDA call the runtime refused for its arguments or the setup (``Cuda
+failure 1 'invalid argument'``, 101 ``invalid device ordinal``, 801 ``operation not supported``): NCCL's
+own call failed, no fault of the GPU — its ``unhandled cuda error`` is then the communicator's
+(``mpi-comm``), as NCCL's other errors are."""
 
 
 _NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
@@ -816,3 +858,13 @@ QUOTA_REFUSAL = re.compile(
 )
 """The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
 spawner's 403 body, a pipeline step's message): the object it refused, and the refusal."""
+GOOGLE_ML_QUOTA = re.compile(
+    r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
+    r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "
+    r"(?P<accelerator>\w{1,40}) accelerators exceeds the allowed maximum"
+)
+"""Google Cloud's ML training service refusing a job the run submitted: Vertex AI naming the project's
+quota metric (``The following quota metrics exceed quota limits: aiplatform.googleapis.com/…_gpus``, in a
+``429 … RESOURCE_EXHAUSTED`` body or ``ResourceExhausted: 429 …``), its predecessor Cloud ML Engine
+(AI Platform Training) counting accelerators (``Quota failure for project p. The request for 8 V100
+accelerators exceeds the allowed maximum of …``)."""

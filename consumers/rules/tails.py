@@ -147,10 +147,17 @@ _REPORTED_QUOTED = re.compile(
     # a program named as the teller, what it showed quoted after (``The `dmesg` shows `NVRM: Xid …```)
     r"|\b(?:shows|showed|printed|prints|reported|reports|gave|gives)(?: me| us)?:? "
     r"(?P<r>`{1,3}|\")(?P<quote3>[^\"`\n]{4,300})(?P=r)"
+    # what the run did ended in the line quoted in code (``running a larger batch leads to `CUDA error: …```),
+    # a report where no hint makes it a hypothetical (``may lead to``)
+    r"|\b(?:leads|led|lead) to (?P<s>`{1,3})(?P<quote4>[^`\n]{4,300})(?P=s)"
+    r"|\b(?:results|resulted) in (?P<t>`{1,3})(?P<quote5>[^`\n]{4,300})(?P=t)"
 )
 """A person's report quoting the run's line in quotes or code (``I run into an uninformative exit
 "exits with return code = -9"``, ``In the end, `exits with return code = -11` is prompted.``, ``the
-kernel log showed `…` ``)."""
+kernel log showed `…` ``, ``a larger batch leads to `…` ``)."""
+
+
+_QUOTES = ("quote", "quote2", "quote3", "quote4", "quote5")
 
 
 def reported(line: str) -> str | None:
@@ -161,7 +168,7 @@ def reported(line: str) -> str | None:
         match = pattern.search(line)
         if match is None:
             continue
-        group = next(g for g in ("quote", "quote2", "quote3") if g in match.re.groupindex and match[g])
+        group = next(g for g in _QUOTES if g in match.re.groupindex and match[g])
         if is_hint(line[: match.start(group)]):
             return None
         return match.group(group)
@@ -169,6 +176,12 @@ def reported(line: str) -> str | None:
 
 
 _HELP_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
+_HELP_HEADLINE = re.compile(
+    r"\b(?:mpirun|mpiexec|orterun|prterun) has exited due to process rank \d"
+    r"|\bAn MPI communication peer process has unexpectedly disconnected\b"
+)
+"""The opening sentence of an Open MPI help text, where the log lost its dashed lines (a CI's timestamped
+copy, a paste of the text alone): the lines under it, to the next blank line, are the program's too."""
 
 
 @lru_cache(maxsize=1024)
@@ -177,25 +190,28 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
     an answer or a comment — written in a person's register (:data:`_DISCOURSE`) or a document's
     markup (:data:`_MARKUP`) with no program's format (:data:`_PRINTED`), and the example lines a
     sentence introduces (``You will see it from almost any program that writes:``) up to the next
-    blank line. Open MPI's help texts between dashed lines are a program's, however they read."""
+    blank line. Open MPI's help texts between dashed lines (or under their opening sentence, to a blank
+    line: :data:`_HELP_HEADLINE`) are a program's, however they read."""
     told: set[int] = set()
     in_help = False
-    examples = False
+    examples = headed = False
     for i, text in enumerate(lines):
         if _HELP_DASHES.match(text):
             in_help = not in_help
             examples = False
             continue
         if not text.strip():
-            examples = False
+            examples = headed = False
             continue
+        if _HELP_HEADLINE.search(text):
+            headed = True
         if examples:
             told.add(i)
             continue
         if not in_help and (_TITLE.match(text) or _named_bare(text)):
             told.add(i)
             continue
-        if in_help or _PRINTED.search(text):
+        if in_help or headed or _PRINTED.search(text):
             continue
         markup = _MARKUP.search(text)
         introduces = _EXAMPLES.search(text) is not None
@@ -735,12 +751,13 @@ _EXIT_STATUS = re.compile(r"EXIT (?:CODE|STATUS): (?P<code>-?\d{1,10})")
 
 _IMPROPER_OMPI = re.compile(r"\b(?:mpirun|mpiexec|orterun|prterun) has exited due to process rank \d")
 _IMPROPER_WHY = re.compile(
-    r"has exited due to process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) "
+    r"has exited due to process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}"
+    r"(?:\d\d:\d\d:\d\d\s{1,8})?node (?P<host>\S{1,253}) "
     r"(?P<why>exiting improperly|exiting without calling \"finalize\"|calling \"abort\")"
 )
 """Open MPI's (ORTE's, PRRTE's) account of a rank that ended the job without a signal: it left without
 ``MPI_Finalize`` or called ``abort`` (``mpirun has exited due to process rank 0 with PID 0 on node x
-exiting improperly``), the sentence wrapped after ``on``."""
+exiting improperly``), the sentence wrapped after ``on`` (a CI runner's clock before the next line)."""
 _IMPROPER_WORDS = {
     "exiting improperly": "improperly (without MPI_Finalize, or by an abort mpirun could not tell) and "
     "mpirun ended the job",
