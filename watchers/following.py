@@ -52,6 +52,7 @@ from typing import Literal, Protocol
 from controller.bus.client import NATS
 from controller.bus.logshares import LogShares
 from controller.bus.logstore import StoredEnd, SupersededError, publish_after, stored_end
+from controller.bus.publishing import Bursts
 from controller.contract.backoff import Backoff
 from controller.contract.cancelling import cancel_and_wait
 from controller.contract.errors import RetryableError
@@ -153,6 +154,8 @@ class LogFollower:
         self._capped: set[str] = set()
         self._beyond = 0
         """Containers wanted beyond the bound at the last schedule."""
+        self._bursts = Bursts(self._js, self._retry_s)
+        """What the follows publish in one turn of the loop goes out together."""
         self._executor = ThreadPoolExecutor(max(1, settings.max_follows), thread_name_prefix="log-follow")
         self.shares = LogShares(
             self._js,
@@ -328,6 +331,7 @@ class LogFollower:
         """Stop every follow (each resumes from the bus when followed again)."""
         await cancel_and_wait([*self._tasks.values(), *self._stopping])
         self._tasks.clear()
+        await self._bursts.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- one follow -----------------------------------------------------------------------------
@@ -339,7 +343,7 @@ class LogFollower:
         if end is None or end.position.capped:
             return
         backoff = Backoff(self._settings.retry_s, self._backoff_max_s)
-        batches = _Batches(pod, job, container, self._settings)
+        batches = _Batches(pod, job, container, self._settings, self._topology)
         while True:
             pump: _Pump | None = None
             try:
@@ -412,7 +416,7 @@ class LogFollower:
         never restarted has no previous log (400); a kubelet or API server refusing costs those
         lines only."""
         position = end.position
-        batches = _Batches(pod, job, key[1], self._settings)
+        batches = _Batches(pod, job, key[1], self._settings, self._topology)
         batches.resume(position)
         follow = self._source.follow_log(
             pod.namespace, pod.name, key[1], since_time(position.ts), previous=True
@@ -466,7 +470,9 @@ class LogFollower:
             stored[key] = head.position.stored_bytes
         if not kept:
             return end
-        seq = await publish_after(self._js, self._topology, kept, end.seq, self._retry_s, self.shares)
+        seq = await publish_after(
+            self._js, self._topology, kept, end.seq, self._retry_s, self.shares, self._bursts
+        )
         self._metrics.log_lines.inc(sum(batch.count for batch in kept))
         return StoredEnd(kept[-1].head.position, seq)
 
@@ -474,9 +480,10 @@ class LogFollower:
 class _Pump:
     """Reads one follow on an executor thread, into a buffer the event loop takes from.
 
-    The loop is woken when the buffer gets bytes while empty, not once per read: while a
-    follow's last batch waits for its ack, what arrives meanwhile is taken at once after it
-    (one batch, one publish, however many reads). Once the buffer holds ``limit`` bytes the
+    The loop is woken only when a take waits for bytes (the buffer was empty when it looked),
+    not once per read nor per batch: while a follow's last batch waits for its ack or lingers,
+    what arrives meanwhile is taken after it without waking the loop (one batch, one publish,
+    however many reads). Once the buffer holds ``limit`` bytes the
     thread waits for the loop before it reads more (the kubelet's side then waits for us): it
     holds at most ``limit`` and one read."""
 
@@ -492,6 +499,8 @@ class _Pump:
         self._ended = False
         self._error: BaseException | None = None
         self._closed = False
+        self._waiting = False
+        """A take waits for bytes: the next read wakes it."""
         self._reading = self._loop.run_in_executor(executor, self._run)
 
     def _run(self) -> None:
@@ -504,7 +513,7 @@ class _Pump:
                         self._lock.wait()
                     if self._closed:
                         return
-                    wake = not self._chunks
+                    wake, self._waiting = self._waiting, False
                     self._chunks.append(chunk)
                     self._size += len(chunk)
                     full = self._size >= self._limit
@@ -525,6 +534,10 @@ class _Pump:
         until the loop's time ``not_before``; ``b""`` at the end of the log; the read's error
         where the stream broke (after what was read before it)."""
         while True:
+            with self._lock:
+                if not (self._chunks or self._ended):  # the next read wakes this take
+                    self._waiting = True
+                    self._ready.clear()
             await self._ready.wait()
             self._full.clear()
             if (delay := not_before - self._loop.time()) > 0 and self._size < self._limit:
@@ -534,8 +547,6 @@ class _Pump:
             with self._lock:
                 chunks, self._chunks, self._size = self._chunks, [], 0
                 ended, error = self._ended, self._error
-                if not ended:  # else the next take finds the end at once
-                    self._ready.clear()
                 self._lock.notify()
             if chunks:
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -553,12 +564,26 @@ class _Pump:
 
 
 class _Batches:
-    """Turns the bytes of one followed container into batches of new, cleaned lines."""
+    """Turns the bytes of one followed container into batches of new, cleaned lines; what their
+    messages share (the head's fields but the position, the subject) is made once."""
 
-    def __init__(self, pod: _Pod, job: JobRef, container: str, settings: LogSettings) -> None:
-        self._pod = pod
-        self._job = job
-        self._container = container
+    def __init__(
+        self, pod: _Pod, job: JobRef, container: str, settings: LogSettings, topology: Topology
+    ) -> None:
+        self._head = LogBatch(
+            run_uid=job.uid,
+            kind=job.kind,
+            namespace=job.namespace,
+            job=job.name,
+            pod=pod.name,
+            pod_uid=pod.uid,
+            container=container,
+            role=pod.role,
+            index=pod.index,
+            position=LogPosition(),
+        )
+        self._prefix = PackedBatch.prefix_of(self._head)
+        self._subject = topology.log_subject(job.namespace, job.name, job.uid, pod.name, container)
         self._limit = settings.batch_max_bytes
         self._splitter = LineSplitter(settings.max_line_bytes)
         self._resume = Resume(LogPosition())
@@ -579,17 +604,5 @@ class _Batches:
         return [self._batch(lines, count, end) for lines, count, end in packed]
 
     def _batch(self, lines: bytes, count: int, position: LogPosition) -> PackedBatch:
-        pod, job = self._pod, self._job
-        head = LogBatch(
-            run_uid=job.uid,
-            kind=job.kind,
-            namespace=job.namespace,
-            job=job.name,
-            pod=pod.name,
-            pod_uid=pod.uid,
-            container=self._container,
-            role=pod.role,
-            index=pod.index,
-            position=position,
-        )
-        return PackedBatch(head, lines, count)
+        head = self._head.model_copy(update={"position": position})
+        return PackedBatch(head, lines, count, self._prefix, self._subject)
