@@ -149,7 +149,7 @@ class LogFollower:
         """Restart count at which a container's follow ended with its log (not followed again)."""
         self._quiet: set[str] = set()
         """Runs whose launcher printed nothing new at the last progress probe."""
-        self._stored: dict[str, dict[FollowKey, int]] = {}
+        self._stored: dict[str, _Stored] = {}
         """Bytes stored per container, by run uid (what the run's cap counts)."""
         self._capped: set[str] = set()
         self._beyond = 0
@@ -201,9 +201,9 @@ class LogFollower:
         for key in [key for key in self._done if key[0] == uid]:
             del self._done[key]
         for run, stored in list(self._stored.items()):
-            for key in [key for key in stored if key[0] == uid]:
-                del stored[key]
-            if not stored:
+            for key in [key for key in stored.of if key[0] == uid]:
+                stored.drop(key)
+            if not stored.of:
                 del self._stored[run]
         live = {pod.job.uid for pod in self._pods.values()}
         self._capped &= live
@@ -404,7 +404,7 @@ class LogFollower:
         if end.position.capped:
             self._capped.add(job.uid)
             return None
-        self._stored.setdefault(job.uid, {})[key] = end.position.stored_bytes
+        self._stored.setdefault(job.uid, _Stored()).set(key, end.position.stored_bytes)
         return end
 
     async def _previous(self, key: FollowKey, pod: _Pod, job: JobRef, end: StoredEnd) -> StoredEnd:
@@ -453,21 +453,23 @@ class LogFollower:
         """Publish ``batches`` within the run's cap, after the container's stored ``end``; where the
         container's stored log ends then (a capped position where the cap was reached). Raises
         :class:`SupersededError` if another follower stored a batch of it meanwhile."""
-        stored = self._stored.setdefault(job.uid, {})
+        stored = self._stored.setdefault(job.uid, _Stored())
         kept: list[PackedBatch] = []
         for batch in batches:
             head = batch.head
-            total = sum(stored.values()) - stored.get(key, 0) + head.position.stored_bytes
+            total = stored.total - stored.of.get(key, 0) + head.position.stored_bytes
             if total > self._settings.run_max_bytes or job.uid in self._capped:
                 note = f"log cap of {self._settings.run_max_bytes} bytes reached for this run: no more kept"
-                capped = head.position.model_copy(update={"capped": True, "stored_bytes": stored.get(key, 0)})
+                capped = head.position.model_copy(
+                    update={"capped": True, "stored_bytes": stored.of.get(key, 0)}
+                )
                 kept.append(PackedBatch(head.model_copy(update={"position": capped, "note": note})))
                 if job.uid not in self._capped:
                     self._metrics.log_capped.inc()
                 self._capped.add(job.uid)
                 break
             kept.append(batch)
-            stored[key] = head.position.stored_bytes
+            stored.set(key, head.position.stored_bytes)
         if not kept:
             return end
         seq = await publish_after(
@@ -475,6 +477,22 @@ class LogFollower:
         )
         self._metrics.log_lines.inc(sum(batch.count for batch in kept))
         return StoredEnd(kept[-1].head.position, seq)
+
+
+class _Stored:
+    """The bytes of text stored of each followed container of one run, and their sum (what the
+    run's cap counts), kept as they change: not summed again for each batch of a run of hundreds."""
+
+    def __init__(self) -> None:
+        self.of: dict[FollowKey, int] = {}
+        self.total = 0
+
+    def set(self, key: FollowKey, stored: int) -> None:
+        self.total += stored - self.of.get(key, 0)
+        self.of[key] = stored
+
+    def drop(self, key: FollowKey) -> None:
+        self.total -= self.of.pop(key, 0)
 
 
 class _Pump:

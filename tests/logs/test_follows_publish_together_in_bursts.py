@@ -157,8 +157,9 @@ def publishing_outgoing(topology: Topology, container: str) -> Outgoing:
         LogPosition(ts=5 * S + 7, ties=3, stored_bytes=99),
         LogPosition(ts=5 * S, ties=1, stored_bytes=10, key_lines=2),
         LogPosition(ts=5 * S, ties=1, stored_bytes=10, capped=True),
+        LogPosition(ts=5 * S, ties=2, stored_bytes=10, capped=True, key_lines=1),
     ],
-    ids=["start", "usual", "key-block", "capped"],
+    ids=["start", "usual", "key-block", "capped", "every-field"],
 )
 @pytest.mark.parametrize(
     "lines", [b"", b'{"ts":5000000007,"rank":3,"text":"a"},{"ts":5000000007,"text":"b"}']
