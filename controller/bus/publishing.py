@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 from weakref import WeakKeyDictionary
@@ -84,7 +84,10 @@ _ACKS: WeakKeyDictionary[NATS, _Acks] = WeakKeyDictionary()
 
 
 async def publish(
-    js: JetStreamContext, messages: Sequence[Outgoing], ack_timeout_s: float = ACK_TIMEOUT_S
+    js: JetStreamContext,
+    messages: Sequence[Outgoing],
+    ack_timeout_s: float = ACK_TIMEOUT_S,
+    answered: Callable[[int, PubAck | BaseException], None] | None = None,
 ) -> list[PubAck | BaseException]:
     """Publish ``messages`` in order, pipelined; one result each, in order: its ack, or its error.
 
@@ -93,6 +96,7 @@ async def publish(
     come ``ack_timeout_s`` after the last message was handed over is a :class:`TimeoutError`
     (an ack lost with the server that led the stream, killed in the middle of a publish, never
     comes), and the message is published again under the same id by whoever retries.
+    ``answered`` is told each message's outcome (by its index) as it comes.
     """
     if not messages:
         return []
@@ -100,7 +104,7 @@ async def publish(
     acks = _ACKS.get(nc)
     if acks is None:
         acks = _ACKS.setdefault(nc, _Acks(nc))
-    return await acks.publish(messages, ack_timeout_s)
+    return await acks.publish(messages, ack_timeout_s, answered)
 
 
 class _Acks:
@@ -121,11 +125,14 @@ class _Acks:
         self._subscribed = False
 
     async def publish(
-        self, messages: Sequence[Outgoing], ack_timeout_s: float
+        self,
+        messages: Sequence[Outgoing],
+        ack_timeout_s: float,
+        answered: Callable[[int, PubAck | BaseException], None] | None = None,
     ) -> list[PubAck | BaseException]:
         await self._subscribe()
         self._count += 1
-        number, batch = self._count, _Batch(len(messages))
+        number, batch = self._count, _Batch(len(messages), answered)
         self._batches[number] = batch
         reply = f"{self._inbox}{number}."
         try:
@@ -166,14 +173,19 @@ def _headers(message: Outgoing) -> dict[str, str] | None:
 class _Batch:
     """The outcome of each message of one :func:`publish`, as the acks come."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(
+        self, size: int, answered: Callable[[int, PubAck | BaseException], None] | None = None
+    ) -> None:
         self._results: list[PubAck | BaseException | None] = [None] * size
+        self._answered = answered
         self._missing = size
         self.done = asyncio.Event()
 
     def settle(self, index: int, result: PubAck | BaseException) -> None:
         if 0 <= index < len(self._results) and self._results[index] is None:
             self._results[index] = result
+            if self._answered is not None:
+                self._answered(index, result)
             self._missing -= 1
             if not self._missing:
                 self.done.set()
@@ -264,10 +276,10 @@ async def publish_stored(
 
 class Bursts:
     """Single messages handed over by many tasks in one turn of the event loop, published together
-    as one burst (:func:`publish`: one record of outcomes, one wait for the acks) and each
-    retried on its own as :func:`publish_acked` retries it: the per-message cost of publishing
-    alone (its wait, its timeout, its wake-ups) paid once per burst. What many log follows
-    publish, a few lines each."""
+    as one burst (:func:`publish`: one record of outcomes, one wait for the acks), each
+    answered as its own ack comes and retried on its own as :func:`publish_acked` retries it:
+    the per-message cost of publishing alone (its wait, its timeout, its wake-ups) paid once
+    per burst. What many log follows publish, a few lines each."""
 
     def __init__(self, js: JetStreamContext, retry_s: float, ack_timeout_s: float = ACK_TIMEOUT_S) -> None:
         self._js = js
@@ -293,9 +305,16 @@ class Bursts:
 
     async def _publish(self, burst: list[tuple[Outgoing, asyncio.Future[PubAck | BaseException]]]) -> None:
         deadline = asyncio.get_running_loop().time() + self._retry_s
+
+        def answered(index: int, result: PubAck | BaseException) -> None:
+            """A final outcome goes to its publisher at once, not after the burst's last ack."""
+            outcome = burst[index][1]
+            if not _passes(result) and not outcome.done():
+                outcome.set_result(result)
+
         try:
             messages = [message for message, _ in burst]
-            results = await publish(self._js, messages, self._ack_timeout_s)
+            results = await publish(self._js, messages, self._ack_timeout_s, answered)
             again = [i for i, result in enumerate(results) if _passes(result)]
             retried = await asyncio.gather(
                 *(_again(self._js, [messages[i]], [results[i]], deadline, self._ack_timeout_s) for i in again)

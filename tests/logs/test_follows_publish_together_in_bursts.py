@@ -6,7 +6,7 @@ batch's JSON written from its container's head made once is the model's own. Rea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from nats.js import JetStreamContext
@@ -20,6 +20,7 @@ from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 
 S = 10**9
+Answered = Callable[[int, PubAck | BaseException], None] | None
 
 
 def head(container: str, ts: int, **fields: object) -> LogBatch:
@@ -51,9 +52,14 @@ def bursts_seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     publish = publishing.publish
 
-    async def counted(js: JetStreamContext, messages: Sequence[Outgoing], ack_timeout_s: float = 5.0) -> list:  # type: ignore[type-arg]
+    async def counted(
+        js: JetStreamContext,
+        messages: Sequence[Outgoing],
+        ack_timeout_s: float = 5.0,
+        answered: Answered = None,
+    ) -> list[PubAck | BaseException]:
         seen.append(len(messages))
-        return await publish(js, messages, ack_timeout_s)
+        return await publish(js, messages, ack_timeout_s, answered)
 
     monkeypatch.setattr(publishing, "publish", counted)
     return seen
@@ -109,11 +115,20 @@ async def test_a_message_whose_first_try_failed_is_published_again_alone(
     publish = publishing.publish
 
     async def second_lost(
-        js: JetStreamContext, messages: Sequence[Outgoing], ack_timeout_s: float = 5.0
-    ) -> list:  # type: ignore[type-arg]
+        js: JetStreamContext,
+        messages: Sequence[Outgoing],
+        ack_timeout_s: float = 5.0,
+        answered: Answered = None,
+    ) -> list[PubAck | BaseException]:
         tries.append([message.subject.rsplit(".", 1)[-1] for message in messages])
-        results = await publish(js, messages, ack_timeout_s)
-        if len(tries) == 1:
+        first = len(tries) == 1
+
+        def told(index: int, result: PubAck | BaseException) -> None:
+            if answered is not None and not (first and index == 1):
+                answered(index, result)
+
+        results = await publish(js, messages, ack_timeout_s, told)
+        if first:
             results[1] = TimeoutError("no ack")  # as an ack lost with a killed server
         return results
 
@@ -177,3 +192,20 @@ def test_a_batch_written_from_its_containers_head_is_the_models_json(
         PackedBatch(noted, lines, count).payload()
     )
     assert LogBatch.model_validate_json(fast).position == position
+
+
+async def test_each_publisher_is_answered_at_its_own_ack_not_the_bursts_last(
+    js: JetStreamContext, topology: Topology, settings: Settings, bursts_seen: list[int]
+) -> None:
+    silent = f"{topology.prefix}.silent"  # taken by a subscriber that never answers: no ack comes
+    sub = await js._nc.subscribe(silent)
+    bursts = Bursts(js, settings.nats.publish_retry_s, ack_timeout_s=600.0)
+    stored = asyncio.create_task(bursts.publish(publishing_outgoing(topology, "a")))
+    unanswered = asyncio.create_task(bursts.publish(Outgoing(silent, b"x")))
+    done, _ = await asyncio.wait({stored}, timeout=30.0)  # far under the burst's 600 s
+    assert bursts_seen == [2]
+    assert stored in done and isinstance(stored.result(), PubAck)
+    assert not unanswered.done()
+    await bursts.close()
+    assert unanswered.cancelled()
+    await sub.unsubscribe()
