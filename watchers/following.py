@@ -553,10 +553,11 @@ class _Pump:
         where the stream broke (after what was read before it)."""
         while True:
             with self._lock:
-                if not (self._chunks or self._ended):  # the next read wakes this take
+                if wait := not (self._chunks or self._ended):  # the next read wakes this take
                     self._waiting = True
                     self._ready.clear()
-            await self._ready.wait()
+            if wait:
+                await self._ready.wait()
             self._full.clear()
             if (delay := not_before - self._loop.time()) > 0 and self._size < self._limit:
                 timer = self._loop.call_later(delay, self._full.set)
