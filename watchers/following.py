@@ -29,12 +29,13 @@ schedule: a namespace past it has its own oldest lines evicted
 (:class:`~controller.bus.logshares.LogShares`).
 
 Threads: one blocking read per follow, on an executor of ``max_follows`` threads, into a buffer
-the follow takes from as one chunk (:class:`_Pump`): the event loop is woken once per batch,
-not once per read. A container's lines go out at once when its last batch went out ``linger_s``
-ago or more, or was a whole batch's worth (a backlog), else when that much has
-passed (or a batch's worth has arrived): a quiet container's line is stored as soon as it is
-read, a chatty one's in at most one batch per ``linger_s``, and a follow under load publishes
-bigger batches, not more.
+the follow takes from as one chunk (:class:`_Pump`): the event loop is woken by a read only
+when a take waits for one, not once per read. A container's lines go out at once when its last
+batch went out ``linger_s`` ago or more, or was a whole batch's worth (a backlog), else when
+that much has passed (or a batch's worth has arrived): a quiet container's line is stored as
+soon as it is read, a chatty one's in at most one batch per ``linger_s``, and a follow under
+load publishes bigger batches, not more. What the follows publish in one turn of the loop goes out as one
+burst (:class:`~controller.bus.publishing.Bursts`), each batch still on its own condition.
 """
 
 from __future__ import annotations
