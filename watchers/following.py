@@ -29,12 +29,13 @@ schedule: a namespace past it has its own oldest lines evicted
 (:class:`~controller.bus.logshares.LogShares`).
 
 Threads: one blocking read per follow, on an executor of ``max_follows`` threads, into a buffer
-the follow takes from as one chunk (:class:`_Pump`): the event loop is woken once per batch,
-not once per read. A container's lines go out at once when its last batch went out ``linger_s``
-ago or more, or was a whole batch's worth (a backlog), else when that much has
-passed (or a batch's worth has arrived): a quiet container's line is stored as soon as it is
-read, a chatty one's in at most one batch per ``linger_s``, and a follow under load publishes
-bigger batches, not more.
+the follow takes from as one chunk (:class:`_Pump`): the event loop is woken by a read only
+when a take waits for one, not once per read. A container's lines go out at once when its last
+batch went out ``linger_s`` ago or more, or was a whole batch's worth (a backlog), else when
+that much has passed (or a batch's worth has arrived): a quiet container's line is stored as
+soon as it is read, a chatty one's in at most one batch per ``linger_s``, and a follow under
+load publishes bigger batches, not more. What the follows publish in one turn of the loop goes out as one
+burst (:class:`~controller.bus.publishing.Bursts`), each batch still on its own condition.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from typing import Literal, Protocol
 from controller.bus.client import NATS
 from controller.bus.logshares import LogShares
 from controller.bus.logstore import StoredEnd, SupersededError, publish_after, stored_end
+from controller.bus.publishing import Bursts
 from controller.contract.backoff import Backoff
 from controller.contract.cancelling import cancel_and_wait
 from controller.contract.errors import RetryableError
@@ -148,11 +150,13 @@ class LogFollower:
         """Restart count at which a container's follow ended with its log (not followed again)."""
         self._quiet: set[str] = set()
         """Runs whose launcher printed nothing new at the last progress probe."""
-        self._stored: dict[str, dict[FollowKey, int]] = {}
+        self._stored: dict[str, _Stored] = {}
         """Bytes stored per container, by run uid (what the run's cap counts)."""
         self._capped: set[str] = set()
         self._beyond = 0
         """Containers wanted beyond the bound at the last schedule."""
+        self._bursts = Bursts(self._js, self._retry_s)
+        """What the follows publish in one turn of the loop goes out together."""
         self._executor = ThreadPoolExecutor(max(1, settings.max_follows), thread_name_prefix="log-follow")
         self.shares = LogShares(
             self._js,
@@ -198,9 +202,9 @@ class LogFollower:
         for key in [key for key in self._done if key[0] == uid]:
             del self._done[key]
         for run, stored in list(self._stored.items()):
-            for key in [key for key in stored if key[0] == uid]:
-                del stored[key]
-            if not stored:
+            for key in [key for key in stored.of if key[0] == uid]:
+                stored.drop(key)
+            if not stored.of:
                 del self._stored[run]
         live = {pod.job.uid for pod in self._pods.values()}
         self._capped &= live
@@ -328,6 +332,7 @@ class LogFollower:
         """Stop every follow (each resumes from the bus when followed again)."""
         await cancel_and_wait([*self._tasks.values(), *self._stopping])
         self._tasks.clear()
+        await self._bursts.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- one follow -----------------------------------------------------------------------------
@@ -339,7 +344,7 @@ class LogFollower:
         if end is None or end.position.capped:
             return
         backoff = Backoff(self._settings.retry_s, self._backoff_max_s)
-        batches = _Batches(pod, job, container, self._settings)
+        batches = _Batches(pod, job, container, self._settings, self._topology)
         while True:
             pump: _Pump | None = None
             try:
@@ -400,7 +405,7 @@ class LogFollower:
         if end.position.capped:
             self._capped.add(job.uid)
             return None
-        self._stored.setdefault(job.uid, {})[key] = end.position.stored_bytes
+        self._stored.setdefault(job.uid, _Stored()).set(key, end.position.stored_bytes)
         return end
 
     async def _previous(self, key: FollowKey, pod: _Pod, job: JobRef, end: StoredEnd) -> StoredEnd:
@@ -412,7 +417,7 @@ class LogFollower:
         never restarted has no previous log (400); a kubelet or API server refusing costs those
         lines only."""
         position = end.position
-        batches = _Batches(pod, job, key[1], self._settings)
+        batches = _Batches(pod, job, key[1], self._settings, self._topology)
         batches.resume(position)
         follow = self._source.follow_log(
             pod.namespace, pod.name, key[1], since_time(position.ts), previous=True
@@ -449,34 +454,55 @@ class LogFollower:
         """Publish ``batches`` within the run's cap, after the container's stored ``end``; where the
         container's stored log ends then (a capped position where the cap was reached). Raises
         :class:`SupersededError` if another follower stored a batch of it meanwhile."""
-        stored = self._stored.setdefault(job.uid, {})
+        stored = self._stored.setdefault(job.uid, _Stored())
         kept: list[PackedBatch] = []
         for batch in batches:
             head = batch.head
-            total = sum(stored.values()) - stored.get(key, 0) + head.position.stored_bytes
+            total = stored.total - stored.of.get(key, 0) + head.position.stored_bytes
             if total > self._settings.run_max_bytes or job.uid in self._capped:
                 note = f"log cap of {self._settings.run_max_bytes} bytes reached for this run: no more kept"
-                capped = head.position.model_copy(update={"capped": True, "stored_bytes": stored.get(key, 0)})
+                capped = head.position.model_copy(
+                    update={"capped": True, "stored_bytes": stored.of.get(key, 0)}
+                )
                 kept.append(PackedBatch(head.model_copy(update={"position": capped, "note": note})))
                 if job.uid not in self._capped:
                     self._metrics.log_capped.inc()
                 self._capped.add(job.uid)
                 break
             kept.append(batch)
-            stored[key] = head.position.stored_bytes
+            stored.set(key, head.position.stored_bytes)
         if not kept:
             return end
-        seq = await publish_after(self._js, self._topology, kept, end.seq, self._retry_s, self.shares)
+        seq = await publish_after(
+            self._js, self._topology, kept, end.seq, self._retry_s, self.shares, self._bursts
+        )
         self._metrics.log_lines.inc(sum(batch.count for batch in kept))
         return StoredEnd(kept[-1].head.position, seq)
+
+
+class _Stored:
+    """The bytes of text stored of each followed container of one run, and their sum (what the
+    run's cap counts), kept as they change: not summed again for each batch of a run of hundreds."""
+
+    def __init__(self) -> None:
+        self.of: dict[FollowKey, int] = {}
+        self.total = 0
+
+    def set(self, key: FollowKey, stored: int) -> None:
+        self.total += stored - self.of.get(key, 0)
+        self.of[key] = stored
+
+    def drop(self, key: FollowKey) -> None:
+        self.total -= self.of.pop(key, 0)
 
 
 class _Pump:
     """Reads one follow on an executor thread, into a buffer the event loop takes from.
 
-    The loop is woken when the buffer gets bytes while empty, not once per read: while a
-    follow's last batch waits for its ack, what arrives meanwhile is taken at once after it
-    (one batch, one publish, however many reads). Once the buffer holds ``limit`` bytes the
+    The loop is woken only when a take waits for bytes (the buffer was empty when it looked),
+    not once per read nor per batch: while a follow's last batch waits for its ack or lingers,
+    what arrives meanwhile is taken after it without waking the loop (one batch, one publish,
+    however many reads). Once the buffer holds ``limit`` bytes the
     thread waits for the loop before it reads more (the kubelet's side then waits for us): it
     holds at most ``limit`` and one read."""
 
@@ -492,6 +518,8 @@ class _Pump:
         self._ended = False
         self._error: BaseException | None = None
         self._closed = False
+        self._waiting = False
+        """A take waits for bytes: the next read wakes it."""
         self._reading = self._loop.run_in_executor(executor, self._run)
 
     def _run(self) -> None:
@@ -504,7 +532,7 @@ class _Pump:
                         self._lock.wait()
                     if self._closed:
                         return
-                    wake = not self._chunks
+                    wake, self._waiting = self._waiting, False
                     self._chunks.append(chunk)
                     self._size += len(chunk)
                     full = self._size >= self._limit
@@ -525,7 +553,12 @@ class _Pump:
         until the loop's time ``not_before``; ``b""`` at the end of the log; the read's error
         where the stream broke (after what was read before it)."""
         while True:
-            await self._ready.wait()
+            with self._lock:
+                if wait := not (self._chunks or self._ended):  # the next read wakes this take
+                    self._waiting = True
+                    self._ready.clear()
+            if wait:
+                await self._ready.wait()
             self._full.clear()
             if (delay := not_before - self._loop.time()) > 0 and self._size < self._limit:
                 timer = self._loop.call_later(delay, self._full.set)
@@ -534,8 +567,6 @@ class _Pump:
             with self._lock:
                 chunks, self._chunks, self._size = self._chunks, [], 0
                 ended, error = self._ended, self._error
-                if not ended:  # else the next take finds the end at once
-                    self._ready.clear()
                 self._lock.notify()
             if chunks:
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -553,12 +584,26 @@ class _Pump:
 
 
 class _Batches:
-    """Turns the bytes of one followed container into batches of new, cleaned lines."""
+    """Turns the bytes of one followed container into batches of new, cleaned lines; what their
+    messages share (the head's fields but the position, the subject) is made once."""
 
-    def __init__(self, pod: _Pod, job: JobRef, container: str, settings: LogSettings) -> None:
-        self._pod = pod
-        self._job = job
-        self._container = container
+    def __init__(
+        self, pod: _Pod, job: JobRef, container: str, settings: LogSettings, topology: Topology
+    ) -> None:
+        self._head = LogBatch(
+            run_uid=job.uid,
+            kind=job.kind,
+            namespace=job.namespace,
+            job=job.name,
+            pod=pod.name,
+            pod_uid=pod.uid,
+            container=container,
+            role=pod.role,
+            index=pod.index,
+            position=LogPosition(),
+        )
+        self._prefix = PackedBatch.prefix_of(self._head)
+        self._subject = topology.log_subject(job.namespace, job.name, job.uid, pod.name, container)
         self._limit = settings.batch_max_bytes
         self._splitter = LineSplitter(settings.max_line_bytes)
         self._resume = Resume(LogPosition())
@@ -579,17 +624,5 @@ class _Batches:
         return [self._batch(lines, count, end) for lines, count, end in packed]
 
     def _batch(self, lines: bytes, count: int, position: LogPosition) -> PackedBatch:
-        pod, job = self._pod, self._job
-        head = LogBatch(
-            run_uid=job.uid,
-            kind=job.kind,
-            namespace=job.namespace,
-            job=job.name,
-            pod=pod.name,
-            pod_uid=pod.uid,
-            container=self._container,
-            role=pod.role,
-            index=pod.index,
-            position=position,
-        )
-        return PackedBatch(head, lines, count)
+        head = self._head.model_copy(update={"position": position})
+        return PackedBatch(head, lines, count, self._prefix, self._subject)

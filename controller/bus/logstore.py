@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from nats.errors import Error as NatsError
@@ -27,7 +27,7 @@ from nats.js.errors import APIError, NotFoundError
 from pydantic import ValidationError
 
 from controller.bus.logshares import LogShares
-from controller.bus.publishing import MSG_ID, Outgoing, publish_acked, publish_stored, stored_anew
+from controller.bus.publishing import MSG_ID, Bursts, Outgoing, publish_acked, publish_stored, stored_anew
 from controller.contract.logs import LogBatch, LogPosition, PackedBatch
 from controller.contract.subjects import Topology
 
@@ -95,12 +95,17 @@ async def publish_batches(
     return await publish_stored(js, [outgoing(topology, batch) for batch in batches], retry_s)
 
 
-def outgoing(topology: Topology, batch: LogBatch | PackedBatch) -> Outgoing:
-    """A batch as it goes onto ``LOGS``."""
+def outgoing(topology: Topology, batch: LogBatch | PackedBatch, after: int | None = None) -> Outgoing:
+    """A batch as it goes onto ``LOGS`` (stored only right after the subject's sequence ``after``,
+    if given)."""
     if isinstance(batch, PackedBatch):
-        return Outgoing(subject_of(topology, batch.head), batch.payload(), batch.head.msg_id)
+        subject = batch.subject or subject_of(topology, batch.head)
+        return Outgoing(subject, batch.payload(), batch.head.msg_id, after)
     return Outgoing(
-        subject_of(topology, batch), batch.model_dump_json(exclude_defaults=True).encode(), batch.msg_id
+        subject_of(topology, batch),
+        batch.model_dump_json(exclude_defaults=True).encode(),
+        batch.msg_id,
+        after,
     )
 
 
@@ -111,16 +116,22 @@ async def publish_after(
     seq: int,
     retry_s: float,
     shares: LogShares | None = None,
+    bursts: Bursts | None = None,
 ) -> int:
     """Store ``batches`` of one container in order, each on condition that the container's last
     stored message is still the one before it (the first: the one at ``seq``, 0 for none);
     returns the sequence of the last. Raises :class:`SupersededError` when another follower
     stored one meanwhile (nothing more is stored), and as :func:`publish_batches` otherwise. A
     batch published again after a lost ack is found stored (the subject's last, with its id).
-    Each batch stored is noted in its namespace's account in ``shares``."""
+    Each batch stored is noted in its namespace's account in ``shares``. With ``bursts`` each
+    batch goes out with those other containers' follows publish in the same turn of the loop
+    (``retry_s`` is then the bursts' own)."""
     for batch in batches:
-        message = replace(outgoing(topology, batch), after_subject_seq=seq)
-        (result,) = await publish_acked(js, [message], retry_s)
+        message = outgoing(topology, batch, seq)
+        if bursts is not None:
+            result = await bursts.publish(message)
+        else:
+            (result,) = await publish_acked(js, [message], retry_s)
         if isinstance(result, APIError) and result.err_code == _WRONG_LAST_SEQUENCE:
             seq = await _stored_last(js, topology, message, seq)
         else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 from weakref import WeakKeyDictionary
@@ -36,6 +36,7 @@ from pydantic_core import from_json
 from controller.contract import audit, events, findings
 from controller.contract.audit import AuditRecord
 from controller.contract.backoff import Backoff
+from controller.contract.cancelling import cancel_and_wait
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent
 from controller.contract.findings import Finding
@@ -45,6 +46,7 @@ from controller.contract.subjects import Topology
 __all__ = [
     "MSG_ID",
     "PUBLISH_RETRY_S",
+    "Bursts",
     "Outgoing",
     "Publisher",
     "publish",
@@ -82,7 +84,10 @@ _ACKS: WeakKeyDictionary[NATS, _Acks] = WeakKeyDictionary()
 
 
 async def publish(
-    js: JetStreamContext, messages: Sequence[Outgoing], ack_timeout_s: float = ACK_TIMEOUT_S
+    js: JetStreamContext,
+    messages: Sequence[Outgoing],
+    ack_timeout_s: float = ACK_TIMEOUT_S,
+    answered: Callable[[int, PubAck | BaseException], None] | None = None,
 ) -> list[PubAck | BaseException]:
     """Publish ``messages`` in order, pipelined; one result each, in order: its ack, or its error.
 
@@ -91,6 +96,7 @@ async def publish(
     come ``ack_timeout_s`` after the last message was handed over is a :class:`TimeoutError`
     (an ack lost with the server that led the stream, killed in the middle of a publish, never
     comes), and the message is published again under the same id by whoever retries.
+    ``answered`` is told each message's outcome (by its index) as it comes.
     """
     if not messages:
         return []
@@ -98,7 +104,7 @@ async def publish(
     acks = _ACKS.get(nc)
     if acks is None:
         acks = _ACKS.setdefault(nc, _Acks(nc))
-    return await acks.publish(messages, ack_timeout_s)
+    return await acks.publish(messages, ack_timeout_s, answered)
 
 
 class _Acks:
@@ -119,11 +125,14 @@ class _Acks:
         self._subscribed = False
 
     async def publish(
-        self, messages: Sequence[Outgoing], ack_timeout_s: float
+        self,
+        messages: Sequence[Outgoing],
+        ack_timeout_s: float,
+        answered: Callable[[int, PubAck | BaseException], None] | None = None,
     ) -> list[PubAck | BaseException]:
         await self._subscribe()
         self._count += 1
-        number, batch = self._count, _Batch(len(messages))
+        number, batch = self._count, _Batch(len(messages), answered)
         self._batches[number] = batch
         reply = f"{self._inbox}{number}."
         try:
@@ -164,14 +173,19 @@ def _headers(message: Outgoing) -> dict[str, str] | None:
 class _Batch:
     """The outcome of each message of one :func:`publish`, as the acks come."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(
+        self, size: int, answered: Callable[[int, PubAck | BaseException], None] | None = None
+    ) -> None:
         self._results: list[PubAck | BaseException | None] = [None] * size
+        self._answered = answered
         self._missing = size
         self.done = asyncio.Event()
 
     def settle(self, index: int, result: PubAck | BaseException) -> None:
         if 0 <= index < len(self._results) and self._results[index] is None:
             self._results[index] = result
+            if self._answered is not None:
+                self._answered(index, result)
             self._missing -= 1
             if not self._missing:
                 self.done.set()
@@ -217,9 +231,20 @@ async def publish_acked(
     starts after ``retry_s`` (one more ``ack_timeout_s`` may pass waiting for its acks). Each
     message's result is its first ack, or its last error: an error that will not pass by
     trying again (a refused message) is returned at once."""
+    deadline = asyncio.get_running_loop().time() + retry_s
+    return await _again(js, messages, await publish(js, messages, ack_timeout_s), deadline, ack_timeout_s)
+
+
+async def _again(
+    js: JetStreamContext,
+    messages: Sequence[Outgoing],
+    results: list[PubAck | BaseException],
+    deadline: float,
+    ack_timeout_s: float,
+) -> list[PubAck | BaseException]:
+    """The retries of :func:`publish_acked` after its first ``results``, none starting after the
+    loop's time ``deadline``."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + retry_s
-    results = await publish(js, messages, ack_timeout_s)
     backoff = Backoff(_RETRY_FIRST_S, _RETRY_MAX_S)
     while (first := next((i for i, r in enumerate(results) if _passes(r)), None)) is not None:
         delay = backoff.next_delay()
@@ -247,6 +272,71 @@ async def publish_stored(
     if the bus still had not stored one of them after ``retry_s`` (and a refused message's own
     error)."""
     return stored_anew(await publish_acked(js, messages, retry_s))
+
+
+class Bursts:
+    """Single messages handed over by many tasks in one turn of the event loop, published together
+    as one burst (:func:`publish`: one record of outcomes, one wait for the acks), each
+    answered as its own ack comes and retried on its own as :func:`publish_acked` retries it:
+    the per-message cost of publishing alone (its wait, its timeout, its wake-ups) paid once
+    per burst. What many log follows publish, a few lines each."""
+
+    def __init__(self, js: JetStreamContext, retry_s: float, ack_timeout_s: float = ACK_TIMEOUT_S) -> None:
+        self._js = js
+        self._retry_s = retry_s
+        self._ack_timeout_s = ack_timeout_s
+        self._waiting: list[tuple[Outgoing, asyncio.Future[PubAck | BaseException]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def publish(self, message: Outgoing) -> PubAck | BaseException:
+        """:func:`publish_acked` of ``message`` alone, with those handed over in the same turn."""
+        loop = asyncio.get_running_loop()
+        if not self._waiting:
+            loop.call_soon(self._send)
+        outcome: asyncio.Future[PubAck | BaseException] = loop.create_future()
+        self._waiting.append((message, outcome))
+        return await outcome
+
+    def _send(self) -> None:
+        burst, self._waiting = self._waiting, []
+        task = asyncio.create_task(self._publish(burst), name="publish-burst")
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _publish(self, burst: list[tuple[Outgoing, asyncio.Future[PubAck | BaseException]]]) -> None:
+        deadline = asyncio.get_running_loop().time() + self._retry_s
+
+        def answered(index: int, result: PubAck | BaseException) -> None:
+            """A final outcome goes to its publisher at once, not after the burst's last ack."""
+            outcome = burst[index][1]
+            if not _passes(result) and not outcome.done():
+                outcome.set_result(result)
+
+        try:
+            messages = [message for message, _ in burst]
+            results = await publish(self._js, messages, self._ack_timeout_s, answered)
+            again = [i for i, result in enumerate(results) if _passes(result)]
+            retried = await asyncio.gather(
+                *(_again(self._js, [messages[i]], [results[i]], deadline, self._ack_timeout_s) for i in again)
+            )
+            for i, (result,) in zip(again, retried, strict=True):
+                results[i] = result
+        except Exception as exc:  # what publish_acked would have raised to each of them
+            for _, outcome in burst:
+                if not outcome.done():
+                    outcome.set_exception(exc)
+            return
+        except asyncio.CancelledError:  # closed: so are those waiting
+            for _, outcome in burst:
+                outcome.cancel()
+            raise
+        for (_, outcome), result in zip(burst, results, strict=True):
+            if not outcome.done():  # else its publisher was cancelled meanwhile
+                outcome.set_result(result)
+
+    async def close(self) -> None:
+        """Stop the bursts in flight (those waiting for them are cancelled)."""
+        await cancel_and_wait(list(self._sending))
 
 
 def _passes(result: PubAck | BaseException) -> bool:

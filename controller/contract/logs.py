@@ -120,16 +120,38 @@ class PackedBatch:
     head: LogBatch
     lines: bytes = b""
     count: int = 0
+    prefix: bytes = b""
+    """The JSON of ``head`` up to its position (:meth:`prefix_of`), where a follower knows it: the
+    same for every batch of one container, written once."""
+    subject: str = ""
+    """Its container's subject, where a follower knows it."""
 
     @classmethod
     def of(cls, head: LogBatch, lines: Sequence[Mapping[str, int | str]]) -> PackedBatch:
         """``head`` with the lines' objects ``lines``."""
         return cls(head, to_json(lines)[1:-1], len(lines))
 
+    @staticmethod
+    def prefix_of(head: LogBatch) -> bytes:
+        """What the JSON of every batch like ``head`` (without a note) holds before its position's
+        object: the same for all the batches of a container."""
+        empty = head.model_copy(update={"position": LogPosition(), "note": None, "lines": ()})
+        dumped = empty.model_dump_json(exclude_defaults=True).encode()
+        assert dumped.endswith(_EMPTY_POSITION), dumped  # the position is the last field dumped
+        return dumped[: -len(_EMPTY_POSITION) + len(b'"position":')]
+
     def payload(self) -> bytes:
         """The batch's JSON, as :meth:`LogBatch.model_dump_json` (``exclude_defaults``) writes it."""
+        if self.prefix and self.head.note is None:
+            position = self.head.position.model_dump_json(exclude_defaults=True).encode()
+            if self.count:
+                return b"".join((self.prefix, position, b',"lines":[', self.lines, b"]}"))
+            return self.prefix + position + b"}"
         head = self.head.model_dump_json(exclude_defaults=True).encode()
         return head[:-1] + b',"lines":[' + self.lines + b"]}" if self.count else head
+
+
+_EMPTY_POSITION = b'"position":{}}'
 
 
 def parse_ns(stamp: str) -> int | None:

@@ -5,9 +5,14 @@ real NATS."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 from controller.contract.settings import LogSettings
 from controller.testing.waits import until
 from tests.log_fixtures import Logged, stored
+from watchers import following
 
 LINGER_S = 5.0
 """The most it may be, longer than the waits below for what must not linger."""
@@ -38,3 +43,34 @@ async def test_a_quiet_line_goes_at_once_and_what_arrives_while_lingering_goes_t
     assert [line.text for line in batches[0].lines] == ["started"]
     assert [line.text for line in batches[1].lines][:2] == ["epoch 1", chatty[0]]
     assert [line.text for batch in batches for line in batch.lines] == ["started", "epoch 1", *chatty]
+
+
+class _OneRead:
+    """A followed log that hands over one chunk, then waits for more until closed."""
+
+    def __init__(self) -> None:
+        self.handed = threading.Event()
+        self.closed = threading.Event()
+        self.reads = 0
+
+    def read(self, size: int = 0) -> bytes:
+        self.reads += 1
+        if self.reads == 1:
+            return b"2026-11-26T06:34:01.000000000Z early\n"
+        self.handed.set()  # the first chunk is in the pump's buffer
+        self.closed.wait()
+        return b""
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+async def test_what_a_pump_read_before_its_first_take_is_taken_without_more_reads() -> None:
+    follow = _OneRead()
+    with ThreadPoolExecutor(1) as executor:
+        pump = following._Pump(follow, executor, 4096)
+        try:
+            await asyncio.to_thread(follow.handed.wait, 10.0)  # read before any take waited for it
+            assert await asyncio.wait_for(pump.take(), 10.0) == b"2026-11-26T06:34:01.000000000Z early\n"
+        finally:
+            pump.close()
