@@ -158,6 +158,8 @@ class LogFollower:
         self._bursts = Bursts(self._js, self._retry_s)
         """What the follows publish in one turn of the loop goes out together."""
         self._executor = ThreadPoolExecutor(max(1, settings.max_follows), thread_name_prefix="log-follow")
+        self._closed = False
+        """Set by :meth:`close`: a partition claimed after it (the leases' loop ends last) starts nothing."""
         self.shares = LogShares(
             self._js,
             topology,
@@ -272,7 +274,10 @@ class LogFollower:
 
     def schedule(self) -> None:
         """Start the follows wanted and not running; stop those running and no longer wanted
-        (a pod gone, or pushed out of the bound by more urgent runs)."""
+        (a pod gone, or pushed out of the bound by more urgent runs). Closed, it starts nothing:
+        its readers' threads are gone."""
+        if self._closed:
+            return
         wanted = {key: (pod, job) for key, pod, job in self.wanted()}
         for key, task in list(self._tasks.items()):
             if task.done():
@@ -330,6 +335,7 @@ class LogFollower:
 
     async def close(self) -> None:
         """Stop every follow (each resumes from the bus when followed again)."""
+        self._closed = True
         await cancel_and_wait([*self._tasks.values(), *self._stopping])
         self._tasks.clear()
         await self._bursts.close()

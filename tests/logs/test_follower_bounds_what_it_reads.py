@@ -5,6 +5,8 @@ most ``max_follows`` containers, failing runs first; a run stops being followed 
 
 from __future__ import annotations
 
+import asyncio
+
 from nats.aio.client import Client as NATS
 
 from controller.contract.settings import LogSettings
@@ -115,3 +117,21 @@ async def _capped(nc: NATS, topology: Topology, run: object) -> bool:
 
 async def _at_least(count: object, wanted: int) -> bool:
     return await count() >= wanted  # type: ignore[operator,no-any-return]
+
+
+async def test_a_partition_claimed_after_the_follower_closed_starts_no_follow(logged: Logged) -> None:
+    """The log-follow leases' loop may claim a partition after the follower has closed (its loop
+    ends last when the watcher stops): that claim starts no follow, whose reader would find the
+    follower's threads gone and die unheard ("cannot schedule new futures after shutdown")."""
+    run = logged.run("claimed-late")
+    async with logged.following() as follow:
+        follow.add(run)
+        await until(lambda: len(follow.follower.following) == 2, 20.0)
+    follower = follow.follower
+    assert follower.following == frozenset()
+    partition = follower.partition(run.job)
+    await follower.let_go(partition)
+    follower.hold(partition)
+    assert follower.following == frozenset()
+    await asyncio.sleep(0.2)
+    assert follower.following == frozenset()
