@@ -394,6 +394,8 @@ class RuleEngine:
         for rule in self._rules:
             current = run.firing.get(rule.id)
             detection = found.get(rule.id)
+            if detection is None and current is None:
+                continue  # neither holds nor held: nothing to explain away (most rules, most events)
             because = explanation(rule, active, self._rules)
             if detection is not None and because is None:
                 change = self._fire(run, rule, detection, now)

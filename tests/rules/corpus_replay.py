@@ -23,6 +23,7 @@ and in a run that fails, where only the catch-all ``failed`` may.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -110,6 +111,13 @@ def _rule(value: object, entry_id: str) -> RuleId:
 
 def load(directory: Path = CORPUS) -> list[Entry]:
     """Every entry of every corpus file in ``directory`` (not its subfolders), in file order."""
+    return list(_parsed(directory.resolve()))
+
+
+@functools.cache
+def _parsed(directory: Path) -> tuple[Entry, ...]:
+    """:func:`load`'s entries, parsed once per session: the corpus's YAML costs about a second a
+    load, and several modules load the same folders."""
     entries: list[Entry] = []
     for path in sorted(directory.glob("*.yaml")):
         for raw in yaml.safe_load(path.read_text()) or ():
@@ -130,7 +138,7 @@ def load(directory: Path = CORPUS) -> list[Entry]:
                     near=tuple(_rule(r, item["id"]) for r in item.get("near") or ()),
                 )
             )
-    return entries
+    return tuple(entries)
 
 
 def _lines(text: str) -> tuple[str, ...]:
@@ -225,8 +233,10 @@ class ReplayOutcome:
         return frozenset(f.rule for f in self.firing)
 
 
+@functools.cache
 def run(entry: Entry, *, succeed: bool = False) -> ReplayOutcome:
-    """Replay ``entry`` through a fresh engine."""
+    """Replay ``entry`` through a fresh engine; once per session for each entry and ending (the
+    outcome is immutable, and several modules assert different things about the same replay)."""
     engine = RuleEngine()
     changes = replay(engine, events_for(entry, succeed=succeed), at(2))
     return ReplayOutcome(tuple(changes), tuple(engine.firing()))

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import pytest
 from nats.js import JetStreamContext
 
-from consumers.rules import CONSUMER, RuleEngine, RulesService, WarmStart, run_ticker
+from consumers.rules import CONSUMER, RuleEngine, RulesMetrics, RulesService, WarmStart, run_ticker
 from consumers.rules import durable as rules_durable
 from controller.bus.consuming import consuming
 from controller.bus.publishing import MSG_ID, Publisher
@@ -33,6 +33,8 @@ from watchers.recording import read_observations
 
 OOM = "Worker 2 failed: out of memory (limit 16Gi)"
 GPU_OOM = "Rank 18 on worker-2 failed: CUDA out of memory"
+OUTAGE_RETRY_S = 1.0
+"""How long a publish keeps retrying in the outage test: long enough to retry, short to wait out."""
 
 
 @dataclass
@@ -251,7 +253,14 @@ async def test_failure_published_while_no_consumer_runs_is_not_lost_nor_repeated
 async def test_findings_that_cannot_be_published_wait_and_the_batch_is_retried(stage: Stage) -> None:
     story = observations("mpijob-worker-oomkilled.jsonl")
     clock = ScenarioClock(story[-1].observed_at)
-    _, service = rules_durable(stage.topology, stage.settings.rules, stage.js, stage.metrics, clock)
+    service = RulesService(
+        RuleEngine(stage.settings.rules),
+        stage.js,
+        stage.topology,
+        RulesMetrics.on(stage.metrics.registry),
+        clock,
+        publish_retry_s=OUTAGE_RETRY_S,  # not the 20 s default: the test would wait it out
+    )
     await stage.js.delete_stream(stage.topology.stream("findings"))  # nothing takes findings: a NATS outage
 
     with pytest.raises(RetryableError, match="1 finding changes not published"):

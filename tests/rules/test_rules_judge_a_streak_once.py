@@ -8,6 +8,7 @@ judges the run once, at the last one's time; where runs alternate, every event i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
 
@@ -18,12 +19,13 @@ from consumers.rules.catalog import CATALOG
 from consumers.rules.rule import Context, Detection
 from consumers.rules.state import RunState
 from controller.contract.events import BusEvent
-from controller.testing.events import at, job, ref, replay, running, terminated, worker
-from tests.rules.corpus_replay import events_for, load
+from controller.contract.findings import Finding
+from controller.testing.events import at, job, ref, running, terminated, worker
+from tests.rules.corpus_replay import events_for, load, run
 
 
-def _verdict(engine: RuleEngine) -> list[tuple[str, str]]:
-    return sorted((f.rule, f.root_cause) for f in engine.firing())
+def _verdict(firing: Iterable[Finding]) -> list[tuple[str, str]]:
+    return sorted((f.rule, f.root_cause) for f in firing)
 
 
 def _at_their_time(events: list[BusEvent]) -> list[tuple[BusEvent, datetime]]:
@@ -34,13 +36,12 @@ def _at_their_time(events: list[BusEvent]) -> list[tuple[BusEvent, datetime]]:
 def test_every_corpus_run_gets_the_same_verdict_judged_per_streak(succeed: bool) -> None:
     differing = []
     for entry in load():
-        events = events_for(entry, succeed=succeed)
-        one_by_one, batched = RuleEngine(), RuleEngine()
-        replay(one_by_one, events, at(2))
-        batched.observe_all(_at_their_time(events))
+        one_by_one = _verdict(run(entry, succeed=succeed).firing)  # the replay, event by event
+        batched = RuleEngine()
+        batched.observe_all(_at_their_time(events_for(entry, succeed=succeed)))
         batched.tick(at(2))
-        if _verdict(batched) != _verdict(one_by_one):
-            differing.append((entry.id, _verdict(one_by_one), _verdict(batched)))
+        if _verdict(batched.firing()) != one_by_one:
+            differing.append((entry.id, one_by_one, _verdict(batched.firing())))
 
     assert differing == []
 
