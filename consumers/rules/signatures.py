@@ -696,6 +696,19 @@ DISKS: tuple[Signature, ...] = (
         ),
     ),
     Signature("edquot", "", "disk quota exceeded", re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT")),
+    # Ray's object store spilling to a disk its raylet reports full: the raylet's file-system monitor
+    # (``file_system_monitor.cc:105: /tmp/ray/session_… is over 95% full, available space: …``), a failure
+    # only where a spill then broke (:data:`_RAY_SPILLING` after it), and Ray's own error for an object it
+    # could not create or spill (``ray.exceptions.OutOfDiskError: Local disk is full``)
+    Signature(
+        "ray-spill",
+        "Ray",
+        "Ray's object store could not spill to its node's disk: the raylet found it full",
+        re.compile(
+            r"file_system_monitor\.cc:\d{1,6}:\s{0,4}\S{1,300} is over \d{1,3}% full"
+            r"|OutOfDiskError\b[^\n]{0,40}?Local disk is full"
+        ),
+    ),
     Signature(
         "torch-write",
         "PyTorch",
@@ -738,7 +751,15 @@ def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         and not _WATCH_LIMIT.search(hit.line)
         and not _mention(hit)
         and not handled(lines, hit.index)
+        and not (_RAY_FULL.search(hit.line) and not any(map(_RAY_SPILLING.search, lines[hit.index + 1 :])))
     )
+
+
+_RAY_FULL = re.compile(r"file_system_monitor\.cc:\d")
+_RAY_SPILLING = re.compile(r"\bspill_objects(?:_handler)?\b|external_storage\.py\b")
+"""A traceback through Ray's spilling (``ray._raylet.spill_objects_handler``, ``external_storage.py``):
+the raylet's warning that its disk is full, followed by it, is the spill that failed; alone it is a
+warning the run may outlive."""
 
 
 def _mention(hit: Hit) -> bool:

@@ -198,6 +198,10 @@ _HELP_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
 _HELP_HEADLINE = re.compile(
     r"\b(?:mpirun|mpiexec|orterun|prterun) has exited due to process rank \d"
     r"|\bAn MPI communication peer process has unexpectedly disconnected\b"
+    # the init failures' (PMIx's, Open MPI's runtime, ORTE's, OPAL's), ``your parallel process is likely to
+    # abort`` after it
+    r"|\bIt looks like (?:pmix_init|MPI runtime init|orte_init|opal_init|ompi_rte_init|MPI_INIT) failed "
+    r"for some reason\b"
 )
 """The opening sentence of an Open MPI help text, where the log lost its dashed lines (a CI's timestamped
 copy, a paste of the text alone): the lines under it, to the next blank line, are the program's too."""
@@ -349,12 +353,16 @@ def is_mention(line: str, start: int, end: int | None = None) -> bool:
     fragmentation``) is no mention."""
     if is_hint(line[:start]) or _COUNT_BEFORE.match(line[:start]) is not None:
         return True
-    if end is not None and _EXPLAINED.search(line[end:]) is not None:
+    if end is not None and _EXPLAINED.search(line[end:]) is not None and not _CAUSED.search(line[:start]):
         return True
     name = _NAME_AT.match(line, start)
     return name is not None and _COUNT_AFTER.match(line[name.end() :]) is not None
 
 
+_CAUSED = re.compile(r"\b(?:causing|caused|causes) (?:an? |the )?[\"'`]$")
+"""What happened named as the cause of the quoted error (``Logs fill up disk space causing a "No space
+left on device" error``): the error is reported, not named (a hint before it, ``may cause``, still makes
+a mention)."""
 _NAME_AT = re.compile(r"[\w.]{1,120}")
 """The word (an error's name) that starts where a failure was found, when its end is not given."""
 
@@ -471,7 +479,7 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (  # MindSpore's dynamic memory pool on its device (Ascend NPU or GPU): the request over the pool's
         # total (``… and plus alloc size : N is more than total mem size : M.``), its ``Out of Memory!!!``
         # report, or a kernel's output it could not place
-        "device memory out (MindSpore's dynamic memory pool on the NPU / GPU)",
+        "NPU / GPU out of memory (MindSpore's dynamic memory pool)",
         re.compile(
             r"mem_dynamic_allocator\.cc:\d{1,6}\] [^\n]{0,300}?is more than total mem size"
             r"|Out of Memory!!! Request memory size: \d"
@@ -486,7 +494,7 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     (  # Sophgo's bmlib on its TPU's global memory (``bm_alloc_gmem failed, dev_id = 0, size = 0x…``)
-        "TPU device memory out (Sophgo bmlib could not allocate global memory)",
+        "TPU out of memory (Sophgo bmlib could not allocate its global memory)",
         re.compile(r"\bbm_(?:alloc_gmem|malloc_device_(?:byte|dword)\w{0,20}) failed\b"),
     ),
     (  # Habana's Gaudi bridge: its device memory allocator, or SynapseAI's workspace for a graph
@@ -500,7 +508,7 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (  # AWS Neuron's runtime (NRT) on a NeuronCore's memory: any nrt_ call with NRT_RESOURCE, status 4
         # (``nrt_tensor_allocate status=4 message="Allocation Failure"``)
-        "Neuron device memory out (AWS Neuron runtime: NRT_RESOURCE)",
+        "NeuronCore out of memory (AWS Neuron runtime: NRT_RESOURCE)",
         re.compile(r"\bnrt_\w{1,60} status=4 message=\"Allocation Failure\""),
     ),
 )
