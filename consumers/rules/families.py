@@ -248,6 +248,8 @@ LIBRARIES: tuple[Library, ...] = (
             r"|(?:ORTE|OPAL|OMPI)_ERROR_LOG\b|OpenFabrics \(openib\)|btl_openib\w{0,40}"
             # its help text on a peer lost, opening without its dashed lines (its PML / BTL's words)
             r"|\bAn MPI communication peer process\b"
+            # its runtime's init failing, in its help text's opening sentence (``orte_init``, ``opal_init``)
+            r"|\b(?:orte|opal|ompi_rte)_init\b"
         ),
     ),
     Library(
@@ -1031,9 +1033,9 @@ def words(library: Library, verb: Verb, text: str) -> str:
         )
     if verb == "resource" and RUNTIME_INIT.search(text):
         return (
-            "the ranks' MPI runtime could not initialise its PMIx wiring (the PMIx library srun's mpi/pmix "
-            "plugin or Open MPI loads, or its security plugin such as munge, missing or refused), so they "
-            "never connected"
+            "the ranks' MPI runtime could not initialise its process-manager wiring (PMIx: the library "
+            "srun's mpi/pmix plugin or Open MPI loads, or its security plugin such as munge, missing or "
+            "refused), so they never connected"
         )
     if verb == "lost" and library.key == "prrte" and _TO_SERVER.search(text):
         return _SPECIFIC[("pmix", "lost")]  # prun's or a client's link to its PMIx server, not a lifeline
