@@ -124,6 +124,15 @@ _FAMILIES: list[tuple[str, RuleId, str, str, str]] = [
         "could not initialise",
         "srun --mpi=list",
     ),
+    (  # torch_npu's watchdog over HCCL: HCCL's steps, not NCCL's
+        "[rank0]:[E1203 10:11:12.000000 compiler_depend.ts:560] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkHCCL(SeqNum=88, OpType=ALLGATHER, Timeout(ms)=600000) ran for 600117 milliseconds "
+        "before timing out.",
+        "mpi-comm",
+        "pytorch",
+        "HCCL, under torch_npu",
+        "HCCL_EXEC_TIMEOUT",
+    ),
     # a child process dead of a signal
     (
         "subprocess.CalledProcessError: Command '['python', 'worker.py']' died with <Signals.SIGSEGV: 11>.",
@@ -218,6 +227,7 @@ _FAMILIES: list[tuple[str, RuleId, str, str, str]] = [
         "gaudi-collective-call",
         "ompi-orte-init",
         "slurm-pmix-plugin",
+        "hccl-watchdog-steps",
         "subprocess-died-with-sigsegv",
         "spawn-sigsegv",
         "spawn-sigabrt",
