@@ -286,41 +286,45 @@ def test_a_batch_queue_holding_the_job_for_its_quota_is_quota_judged_by_the_outc
     assert succeeded.rules == frozenset()
 
 
-@pytest.mark.parametrize(
-    ("text", "stack"),
-    [
-        (
-            '  return "ncclRemoteError: A call failed possibly due to a network error or a remote process";',
-            "nccl",
-        ),
-        ("    case ncclUnhandledCudaError:", "nccl"),
-        ("test_description='Test that ENOSPC on the journal is reported'", "other"),
-        ("Subject: [PATCH 2/3] btl/tcp: report ECONNREFUSED with the peer's address", "openmpi"),
-        ("HCCL_CONNECT_TIMEOUT sets how long HCCL waits for a socket before a timeout is reported", "other"),
-        ("If you see `TERM_MEMLIMIT: job killed after reaching LSF memory usage limit`, raise -M.", "linux"),
-        ("Set MS_ALLOC_CONF to avoid `Out of Memory!!! Request memory size` on small NPUs.", "other"),
-        ('If you see "It looks like pmix_init failed for some reason", start munged first.', "openmpi"),
-        (
-            "(raylet) file_system_monitor.cc:111: /tmp/ray/session_latest is over 95% full, available "
-            "space: 7340032; capacity: 268435456. Object creation will fail if spilling is required.",
-            "other",
-        ),
-        ('Too many trial logs may cause a "No space left on device" error.', "other"),
-        ("Launching with --start-timeout 300 to avoid `Timed out waiting for tasks to start`.", "horovod"),
-    ],
-    ids=[
-        "source-return",
-        "source-case",
-        "test-description",
-        "patch-subject",
-        "setting-explained",
-        "lsf-advice",
-        "mindspore-advice",
-        "pmix-advice",
-        "raylet-warning-alone",
-        "enospc-may-cause",
-        "horovod-advice",
-    ],
-)
-def test_a_familys_words_named_without_its_failure_stay_quiet(text: str, stack: str) -> None:
+# a family's words named, not reported: source, a test's description, a patch's subject, a setting
+# explained, advice, the raylet's warning alone, a hypothetical
+_QUIET: dict[str, tuple[str, str]] = {
+    "source-return": (
+        '  return "ncclRemoteError: A call failed possibly due to a network error or a remote process";',
+        "nccl",
+    ),
+    "source-case": ("    case ncclUnhandledCudaError:", "nccl"),
+    "test-description": ("test_description='Test that ENOSPC on the journal is reported'", "other"),
+    "patch-subject": ("Subject: [PATCH 2/3] btl/tcp: report ECONNREFUSED with the peer's address", "openmpi"),
+    "setting-explained": (
+        "HCCL_CONNECT_TIMEOUT sets how long HCCL waits for a socket before a timeout is reported",
+        "other",
+    ),
+    "lsf-advice": (
+        "If you see `TERM_MEMLIMIT: job killed after reaching LSF memory usage limit`, raise -M.",
+        "linux",
+    ),
+    "mindspore-advice": (
+        "Set MS_ALLOC_CONF to avoid `Out of Memory!!! Request memory size` on small NPUs.",
+        "other",
+    ),
+    "pmix-advice": (
+        'If you see "It looks like pmix_init failed for some reason", start munged first.',
+        "openmpi",
+    ),
+    "raylet-warning-alone": (
+        "(raylet) file_system_monitor.cc:111: /tmp/ray/session_latest is over 95% full, available "
+        "space: 7340032; capacity: 268435456. Object creation will fail if spilling is required.",
+        "other",
+    ),
+    "enospc-may-cause": ('Too many trial logs may cause a "No space left on device" error.', "other"),
+    "horovod-advice": (
+        "Launching with --start-timeout 300 to avoid `Timed out waiting for tasks to start`.",
+        "horovod",
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "stack"), list(_QUIET.values()), ids=list(_QUIET))
+def test_the_thirteenth_sets_families_named_without_their_failure_stay_quiet(text: str, stack: str) -> None:
     stays_quiet(text, stack=stack)
