@@ -271,18 +271,10 @@ def fires_alone(
     return finding
 
 
-def fires_saying(
-    text: str,
-    rule: RuleId,
-    said: str,
-    step: str,
-    *,
-    stack: str = "other",
-    where: str = "log",
-    reason: str | None = None,
-) -> Finding:
-    """:func:`fires_alone`, its root cause saying ``said`` and a step of its remediation ``step``."""
-    finding = fires_alone(text, rule, stack=stack, where=where, reason=reason)
+def fires_saying(text: str, rule: RuleId, said: str, step: str, **how: str) -> Finding:
+    """:func:`fires_alone` (``how``: its stack, where, reason), its root cause saying ``said`` and a step of
+    its remediation ``step``."""
+    finding = fires_alone(text, rule, **how)
     assert said in finding.root_cause, finding.root_cause
     assert any(step in s for s in finding.remediation), finding.remediation
     return finding
