@@ -11,7 +11,9 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    help texts, the help blocks between dashed lines) and its OFI MTL (``mtl_ofi.h:NN:``), Charm++
    (``Called CmiAbort``, ``OFI::Lrts…``), oneCCL (``|CCL_ERROR| file.cpp:NN func:``, its transport
    ``atl_ofi…``), HCCL (``[ERROR] HCCL(pid,name):``, ``hccl_*.cc:NN``, ``HcclAllreduce``, CANN's
-   communication error codes ``EI0006``), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
+   communication error codes ``EI0006``, torch_npu's ``ProcessGroupHCCL`` and ``ERR02200``), HCCL on
+   Habana Gaudi (``habana_frameworks``' process group, its ``hcl``; a C++ error attributed by c10's
+   ``Exception raised from … at <path>`` after it), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
    ``[mpiexec@host]``), Intel MPI
    (``MPIDI_OFI_…``, ``MPI startup()``, its bootstrap ``bstrap\\…``, ``bstrap_proxy``), MPICH's
    ch4 device (``src/mpid/…``, ``MPIR_…``) and its PMI client (``[cli_N]: aborting job:``),

@@ -20,7 +20,8 @@ at most (the first signature of the family that matches), in log order:
   DataLoader workers filling ``/dev/shm``. NCCL's own ``/dev/shm`` failures belong to
   :func:`transport_failures`;
 - :func:`kernel_oom` (``oom``) — the kernel's OOM killer (cgroup or whole node), and
-  Slurm's and Talos's account of it, printed into a log or a node Event;
+  Slurm's and Talos's account of it, printed into a log or a node Event; a batch scheduler (PBS,
+  LSF, Grid Engine) killing the job for the memory it was granted;
 - :data:`QUOTA_REFUSAL` (``quota``) — the API server's quota refusal as a program printed it.
 
 Like every pattern of the package, these start with a literal and use bounded quantifiers.
