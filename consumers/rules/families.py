@@ -171,8 +171,8 @@ LIBRARIES: tuple[Library, ...] = (
             r"|\[FUNC:\w{0,80}Hccl\w{0,80}\]"
             r"|Communication_Error_\w{1,40}"
             # torch_npu's process group raising HCCL's error (``HCCL error in: …ProcessGroupHCCL.cpp:64``,
-            # ``ERR02200 DIST call hccl api failed``), HCCP's (its per-NPU process) error codes (``EJ0001``)
-            r"|\bProcessGroupHCCL\b|\bHCCL error in: |\bE[IJ]\d{4}: |\bDIST call hccl api failed"
+            # ``ERR02200 DIST call hccl api failed``), HCCP's (its per-NPU process) error codes (``EJ0001:``)
+            r"|\bProcessGroupHCCL\b|\bHCCL error in: |\bEJ\d{4}: |\bDIST call hccl api failed"
         ),
     ),
     Library(
