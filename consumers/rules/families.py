@@ -11,7 +11,9 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    help texts, the help blocks between dashed lines) and its OFI MTL (``mtl_ofi.h:NN:``), Charm++
    (``Called CmiAbort``, ``OFI::Lrts…``), oneCCL (``|CCL_ERROR| file.cpp:NN func:``, its transport
    ``atl_ofi…``), HCCL (``[ERROR] HCCL(pid,name):``, ``hccl_*.cc:NN``, ``HcclAllreduce``, CANN's
-   communication error codes ``EI0006``), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
+   communication error codes ``EI0006``, torch_npu's ``ProcessGroupHCCL`` and ``ERR02200``), HCCL on
+   Habana Gaudi (``habana_frameworks``' process group, its ``hcl``; a C++ error attributed by c10's
+   ``Exception raised from … at <path>`` after it), MPICH's Hydra (``[proxy:0:0@host] HYDU_…``,
    ``[mpiexec@host]``), Intel MPI
    (``MPIDI_OFI_…``, ``MPI startup()``, its bootstrap ``bstrap\\…``, ``bstrap_proxy``), MPICH's
    ch4 device (``src/mpid/…``, ``MPIR_…``) and its PMI client (``[cli_N]: aborting job:``),
@@ -168,6 +170,19 @@ LIBRARIES: tuple[Library, ...] = (
             r"|The error from device\(chipId:\d{1,4}, dieId:\d{1,4}\), serial number is \d{1,10}, hccl "
             r"|\[FUNC:\w{0,80}Hccl\w{0,80}\]"
             r"|Communication_Error_\w{1,40}"
+            # torch_npu's process group raising HCCL's error (``HCCL error in: …ProcessGroupHCCL.cpp:64``,
+            # ``ERR02200 DIST call hccl api failed``), HCCP's (its per-NPU process) error codes (``EJ0001:``)
+            r"|\bProcessGroupHCCL\b|\bHCCL error in: |\bEJ\d{4}: |\bDIST call hccl api failed"
+        ),
+    ),
+    Library(
+        "gaudi",
+        "HCCL (Habana Gaudi's collectives, under habana_frameworks)",
+        # the Gaudi bridge's process group (``habana_frameworks/torch/distributed/hccl/
+        # process_group_hccl_base.cpp``), its collectives library ``hcl`` (``repos/hcl/src/…``)
+        re.compile(
+            r"habana_frameworks[/.]torch[/.]distributed|process_group_hccl\w{0,20}\.cpp:\d"
+            r"|/hcl/src/[\w/]{1,120}\.cpp:\d|HCCL demo error\b"
         ),
     ),
     Library(
@@ -206,6 +221,7 @@ LIBRARIES: tuple[Library, ...] = (
         "PMIx",
         re.compile(
             r"PMIX ERROR|PMIx Error:|PMIx_\w{1,40}|PMIX_ERR_\w{1,40}|pmix_\w{1,40}\.c|PMIX_\w{1,40}_SERVER\b"
+            r"|\bpmix_init\b"
         ),
     ),
     Library(
@@ -234,6 +250,8 @@ LIBRARIES: tuple[Library, ...] = (
             r"|(?:ORTE|OPAL|OMPI)_ERROR_LOG\b|OpenFabrics \(openib\)|btl_openib\w{0,40}"
             # its help text on a peer lost, opening without its dashed lines (its PML / BTL's words)
             r"|\bAn MPI communication peer process\b"
+            # its runtime's init failing, in its help text's opening sentence (``orte_init``, ``opal_init``)
+            r"|\b(?:orte|opal|ompi_rte)_init\b"
         ),
     ),
     Library(
@@ -398,6 +416,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # Open MPI's help text for a transport component (btl, mtl, pml) it could not load, before
             # MPI_INIT fails
             r"|[Aa] requested component was not found, or was unable to be opened"
+            # a rank's runtime failing to initialise (PMIx, Open MPI's RTE: :data:`RUNTIME_INIT`), or
+            # HCCL's per-NPU process (HCCP) failing to start
+            r"|It looks like (?:pmix_init|MPI runtime init|orte_init|opal_init|ompi_rte_init) failed\b"
+            r"|\bpmi/pmix: can ?not load PMIx library\b|[Cc]annot create context for mpi/\w{1,20}"
+            r"|[Ff]ailed to initiali[sz]e the HCCP process\b"
         ),
     ),
     (
@@ -493,6 +516,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|Collective ops is aborted"
             # a collective of XGBoost's rabit (``utils.h:NN: Allreduce failed``) or another library's
             r"|\b(?:All[Rr]educe|All[Gg]ather|Broadcast|Reduce[Ss]catter) failed\b"
+            # Habana's process group on an HCCL collective that failed (``Collective call returned error``)
+            r"|[Cc]ollective call returned (?:an )?error\b"
         ),
     ),
     (
@@ -514,7 +539,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
     (
         "backend",
         # raised (``torch.distributed.DistBackendError: …``, Ray's ``RayTaskError(DistBackendError): …``)
-        re.compile(r"\bDistBackendError\)?:"),
+        # torch_npu's own code for an HCCL call that failed (``ERR02200 DIST call hccl api failed``)
+        re.compile(r"\bDistBackendError\)?:|\bDIST call hccl api failed\b"),
     ),
 )
 """In order of preference: the first verb found in a message is what it says (a failed completion last:
@@ -540,6 +566,12 @@ STARTUP_BARRIER = re.compile(
 )
 """The start-up barrier of the JAX / TensorFlow coordination service, where every task registers: its
 failure is a missed rendezvous (:mod:`consumers.rules.rendezvous`), not the mesh breaking later."""
+HOROVOD_START = re.compile(
+    r"Timed out waiting for (?P<activity>[\w ]{1,60}?)\. Please check connectivity between servers"
+)
+"""Horovod's driver (``horovodrun``, Horovod on Ray or Spark) giving up on its tasks registering with it
+(``Timed out waiting for tasks to start. Please check connectivity between servers. You may need to
+increase the --start-timeout parameter …``): the tasks never met the driver."""
 C10D_STORE = re.compile(
     r"The client socket has (?:timed out after|failed to connect to any network address)"
     r"|TCP client failed to connect/validate|connect\(\) timed out\. Original timeout"
@@ -570,6 +602,7 @@ _CONTINUED_LINES = 4
 _MESSAGE_CHARS = 1200
 _FRAME_LIBRARIES: tuple[tuple[str, str], ...] = (
     (r"/deepspeed/launcher/|/accelerate/commands/", "launcher"),
+    (r"/habana_frameworks/torch/distributed/", "gaudi"),
     (r"/torch/distributed/", "torch"),
     (r"/horovod/", "horovod"),
     (r"/xgboost/", "xgboost"),
@@ -712,14 +745,25 @@ def _raised_in(raw: tuple[str, ...], index: int, text: str) -> Library | None:
     """The library a Python exception closing a traceback was raised in (its innermost frame's
     package), where its message names none: DeepSpeed's runner raising ``RuntimeError: … was not
     reachable via ssh``."""
+    if index + 1 < len(raw) and (c10 := _C10_RAISED.search(raw[index + 1])) is not None:
+        return _library_of_path(c10["path"])  # a C++ exception, c10's account of where it was raised after
     if _EXCEPTION.match(text) is None:
         return None
     for line in reversed(raw[max(0, index - _TRACEBACK_LINES) : index]):
         frame = _FRAME_FILE.match(line)
         if frame is not None:
-            key = next((key for pattern, key in _FRAME_PATTERNS if pattern.search(frame.group("path"))), None)
-            return next((lib for lib in LIBRARIES if lib.key == key), None)
+            return _library_of_path(frame.group("path"))
     return None
+
+
+def _library_of_path(path: str) -> Library | None:
+    key = next((key for pattern, key in _FRAME_PATTERNS if pattern.search(path)), None)
+    return next((lib for lib in LIBRARIES if lib.key == key), None)
+
+
+_C10_RAISED = re.compile(r"\bException raised from \w{1,80}(?:\(\))? at (?P<path>/[^\s:]{1,300}):\d")
+"""c10's line under a C++ exception's message: the source that raised it (``Exception raised from
+operator() at …/habana_frameworks/torch/distributed/hccl/process_group_hccl_base.cpp:286``)."""
 
 
 def _trail(raw: tuple[str, ...], index: int) -> Verb | None:
@@ -944,6 +988,10 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "the provider it asks for (FI_PROVIDER, CCL_ATL_TRANSPORT) or the devices it needs are not in the pod",
     ("hccl", "timed-out"): "HCCL timed out waiting on another NPU's rank (a socket it waited for was not "
     "connected or sent nothing in time): that rank is stuck, died, or its NPU network is unreachable",
+    ("hccl", "backend"): "torch_npu's process group got an error from an HCCL call (ERR02200: the HCCL "
+    "communicator failed to set up or to run a collective)",
+    ("gaudi", "aborted"): "an HCCL collective on Habana Gaudi returned an error: a peer rank died or the "
+    "Gaudi links between them failed",
     ("hccl", "resource"): "HCCL could not set up its transport to another NPU's rank (the link to it could "
     "not be created): that rank failed first (its own log shows why), or the NPU network between them is "
     "down",
@@ -960,6 +1008,20 @@ _PMI_INIT = re.compile(
 )
 
 
+RUNTIME_INIT = re.compile(
+    r"It looks like (?:pmix_init|MPI runtime init|orte_init|opal_init|ompi_rte_init) failed\b"
+    r"|\bpmi/pmix: can ?not load PMIx library\b|[Cc]annot create context for mpi/pmix"
+)
+"""A rank's runtime failing to initialise its PMIx wiring: Open MPI's help text (``It looks like MPI
+runtime init failed for some reason``, ``pmix_init`` under a container runtime's hook), Slurm's mpi/pmix
+plugin unable to load the PMIx library."""
+_RUNTIME_STEPS = (
+    "PMIx: srun --mpi=list names the PMIx plugins this Slurm has; launch with one that matches the PMIx "
+    "Open MPI was built against (--mpi=pmix_v4 / pmix_v5), or through mpirun; a psec failure (munge) needs "
+    "munged running and reachable in the container, or PMIX_MCA_psec=native.",
+)
+
+
 def words(library: Library, verb: Verb, text: str) -> str:
     """What ``library`` saying ``verb`` means, in plain words."""
     specific = _SPECIFIC.get((library.key, verb))
@@ -967,10 +1029,16 @@ def words(library: Library, verb: Verb, text: str) -> str:
         return "the parameter server is UNAVAILABLE: its pod is gone or its Service is wrong"
     if verb in ("resource", "spawn") and _PMI_INIT.search(text):
         return (
-            "the ranks could not start their PMI client (the process manager's wiring of the job: Open MPI "
+            "the ranks could not start their PMI client (the process manager's wiring of the job: Open "
+            "MPI direct-launched by srun without the PMI support Slurm offers, or a PMI library missing), so "
+            "they never connected"
         )
-        "direct-launched by srun without the PMI support Slurm offers, or a PMI library missing), so they "
-        "never connected"
+    if verb == "resource" and RUNTIME_INIT.search(text):
+        return (
+            "the ranks' MPI runtime could not initialise its process-manager wiring (PMIx: the library "
+            "srun's mpi/pmix plugin or Open MPI loads, or its security plugin such as munge, missing or "
+            "refused), so they never connected"
+        )
     if verb == "lost" and library.key == "prrte" and _TO_SERVER.search(text):
         return _SPECIFIC[("pmix", "lost")]  # prun's or a client's link to its PMIx server, not a lifeline
     return specific or _VERB_WORDS[verb]
@@ -1067,6 +1135,9 @@ _LIBRARY_STEPS: dict[str, str] = {
     "raise HCCL_CONNECT_TIMEOUT (120 s by default) where ranks start far apart, HCCL_EXEC_TIMEOUT for long "
     "steps; check each NPU's link and TLS state with hccn_tool -i <device> -link -g / -tls -g, and that "
     "HCCL_IF_IP / HCCL_SOCKET_IFNAME name the pod's interface.",
+    "gaudi": "HCCL on Gaudi: set ENABLE_CONSOLE=true and LOG_LEVEL_ALL=3 to see hcl's own error; check with "
+    "hl-smi that every Gaudi's external ports are up and HCCL_SOCKET_IFNAME names the pods' interface; the "
+    "first failing rank's log says more.",
     "oneccl": "oneCCL: run fi_info in the pod to list the libfabric providers it has; set FI_PROVIDER to one "
     "of them (tcp where no RDMA device is mounted, shm within a node), or CCL_ATL_TRANSPORT=mpi; check "
     "CCL_LOG_LEVEL=info's account of the provider it chose.",
@@ -1113,4 +1184,5 @@ def remediation(hit: Hit) -> tuple[str, ...]:
     key, name = library_key(hit), verb(hit)
     steps = _VERB_STEPS.get(name, ()) if name is not None else ()
     own = _LIBRARY_STEPS.get(key or "")
-    return ((own,) if own else ()) + steps
+    init = _RUNTIME_STEPS if name == "resource" and RUNTIME_INIT.search(hit.line) else ()
+    return init + ((own,) if own else ()) + steps

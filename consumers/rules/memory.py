@@ -60,7 +60,7 @@ _SIGKILL_EXIT = 137
 NODE_OOM_WINDOW_S = 300.0
 """How far apart a node's OOM Event and a pod's failure may be and still be one story."""
 
-OomWhere = Literal["limit", "node"]
+OomWhere = Literal["limit", "node", "scheduler"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class OomKill:
     evidence: tuple[Evidence, ...]
     where: OomWhere = "limit"
     victim: str | None = None
+    """The process the kernel killed, or for ``scheduler`` the batch scheduler that killed the job."""
 
 
 def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
@@ -92,8 +93,12 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
     exit_fact = container_fact(pod, first.container, f"{first.field}.exitCode", first.exit_code)
     hits = kernel_oom(pod_text(pod))
     if hits:
+        facts = (exit_fact, *log_facts(pod, [h.line for h in hits]))
+        scheduler = next((_SCHEDULERS[k] for h in hits for k, _ in h.groups if k in _SCHEDULERS), None)
+        if scheduler is not None:  # the job's grant, not the kernel: the scheduler is who killed it
+            return OomKill(pod, first, facts, "scheduler", scheduler)
         where: OomWhere = "limit" if any(_in_a_cgroup(h) for h in hits) else "node"
-        return OomKill(pod, first, (exit_fact, *log_facts(pod, [h.line for h in hits])), where, _victim(hits))
+        return OomKill(pod, first, facts, where, _victim(hits))
     own = [e for e in state.events_about(pod) if e.reason in OOM_EVENT_REASONS and _near(e, first, pod)]
     if own:  # the pod's cgroup ran out and the kernel killed one of its processes: the program died of it
         victim = next((m.group("victim") for e in own if (m := _VICTIM.search(e.message))), None)
@@ -103,6 +108,10 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
         victim = next((m.group("victim") for e in events if (m := _VICTIM.search(e.message))), None)
         return OomKill(pod, first, (exit_fact, *(event_fact(e) for e in events)), "node", victim)
     return None
+
+
+_SCHEDULERS = {"pbs": "PBS", "pbs_server": "the PBS server", "lsf": "LSF", "sge": "Grid Engine"}
+"""The batch scheduler a ``scheduler`` hit names, by the group its wording matched."""
 
 
 def _in_a_cgroup(hit: Hit) -> bool:
@@ -233,11 +242,23 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
         f"{also([k.pod for k in kills[1:]])}",
         evidence=tuple(dict.fromkeys(evidence)),
         key=tuple(f"{k.pod.uid}/{k.termination.container.name}" for k in kills),
+        remediation=_SCHEDULER_STEPS if first.where == "scheduler" else None,
     )
+
+
+_SCHEDULER_STEPS = (
+    "Ask the batch scheduler for more memory for the job: PBS/TORQUE -l mem= (and vmem / pvmem where "
+    'the site enforces them), LSF -M with -R "rusage[mem=…]", Grid Engine -l h_vmem= (per slot).',
+    "Read the job's peak use from the scheduler (qstat -fx / tracejob, bjobs -l / bhist -l, qacct -j) "
+    "and size the request above it, or lower per-rank memory: batch size, data-loader workers.",
+    "Where the pod has its own memory limit too, keep it at or above the scheduler's grant.",
+)
 
 
 def _detail(state: RunState, kill: OomKill) -> str:
     victim = f"the kernel killed {kill.victim}" if kill.victim else None
+    if kill.where == "scheduler":
+        return f" — {kill.victim} killed the job for using more memory than it was granted"
     if kill.where == "node":
         node = f"node {kill.pod.node}" if kill.pod.node else "its node"
         return f" — {node} ran out of memory" + (f" ({victim})" if victim else "")

@@ -346,6 +346,8 @@ def _transport_remediation(hit: Hit) -> tuple[str, ...]:
         return family_remediation(hit)
     if is_shared_memory(hit):
         return _SHM_STEPS
+    if hit.group("ccl") == "H":  # torch_npu's watchdog over HCCL: the stall is HCCL's, on Ascend NPUs
+        return _HCCL_PEER_STEPS
     if is_peer_symptom(hit):
         return _PEER_STEPS
     if hit.name in (
@@ -471,6 +473,14 @@ _PEER_STEPS = (
     "stacks (py-spy dump) or set TORCH_NCCL_TRACE_BUFFER_SIZE and NCCL_DEBUG=INFO to see where.",
     "A slow step that is not a hang (a long checkpoint, an evaluation on one rank) needs a longer "
     "timeout: torch.distributed.init_process_group(timeout=…).",
+)
+_HCCL_PEER_STEPS = (
+    _PEER_STEPS[0],
+    "If no rank failed, one hung or the ranks diverged: dump the stacks (py-spy dump) and read each "
+    "rank's plog (ASCEND_GLOBAL_LOG_LEVEL=1, ~/ascend/log) for the HCCL op it waits in.",
+    "A slow step that is not a hang needs a longer timeout: HCCL_EXEC_TIMEOUT (the device's wait on a "
+    "task) and init_process_group(timeout=…) (the watchdog's), together; HCCL_CONNECT_TIMEOUT where ranks "
+    "start far apart.",
 )
 _FABRIC_STEPS = (
     "Check the InfiniBand / RoCE fabric of the nodes involved (ibstat, ibv_devinfo, link errors): "

@@ -75,6 +75,14 @@ _SCHEDULER = re.compile(  # a scheduler plugin's or extender's filter reason nam
     r"nodes are available: (?:[^\n]{0,400}?[,:] )?\d{1,6} (?P<reason>[A-Z]\w{0,40}Quota\w{0,40})"
     r"|rejected in PreFilter because ElasticQuota (?P<name>[^\s]{1,253}) is more than (?P<bound>Max|Min)"
 )
+_QUEUE = re.compile(
+    r"couldn't assign flavors to pod set (?P<podset>[\w.-]{1,63}): (?P<why>[^\n;]{1,300})"
+    r"|(?P<volcano>queue resource quota insufficient)"
+)
+"""A batch queue holding the job for its quota: Kueue not admitting a workload's pod set in any flavor of
+its ClusterQueue (``couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in
+flavor a100, 4 more needed``, ``resource cpu unavailable in ClusterQueue``), Volcano's queue without room
+for the PodGroup (``queue resource quota insufficient``)."""
 _CLOUD = re.compile(
     r"Quota '(?P<metric>[A-Z][A-Z0-9_]{1,60})' exceeded\.\s{0,4}Limit: (?P<limit>[\d.]{1,20})"
     r"(?: (?:in region|globally)(?: (?P<region>[\w-]{1,40}))?)?"
@@ -177,6 +185,14 @@ def refusal(event: K8sEventObserved) -> Refusal | None:
             f"{match.group('bound')}"
         )
         return Refusal(event, pod, problem, "scheduler", reason or name)
+    if (match := _QUEUE.search(message)) is not None:
+        if match["podset"]:
+            why = match["why"].strip().rstrip(".")
+            podset = match["podset"]
+            problem = f"Kueue could not fit pod set {podset} in any flavor of its ClusterQueue: {why}"
+            return Refusal(event, pod, problem, "queue", "kueue")
+        problem = "Volcano's queue has no room left in its quota (capability) for the job's PodGroup"
+        return Refusal(event, pod, problem, "queue", "volcano")
     if (match := _CLOUD.search(message)) is not None:
         where = f" in region {match['region']}" if match["region"] else ""
         problem = (
@@ -282,7 +298,10 @@ def _detect_quota(state: RunState, ctx: Context) -> Detection | None:
         others = f" (and {len(problems) - 1} other refusal{'s' if len(problems) > 2 else ''})"
     refused_s = ctx.age(event_time(refusals[0].event))
     verdict = state.phase == "Failed" or refused_s >= ctx.thresholds.live_silence_s
-    if verdict:
+    if latest.kind == "queue":
+        held = "still waiting" if not verdict else "never admitted"
+        sentence = f"The job's queue held it, {held}: {problems[-1]}{others}"
+    elif verdict:
         sentence = f"Kubernetes refused to create {what}: {problems[-1]}{others}"
     else:
         sentence = (
@@ -305,6 +324,8 @@ def _remediation(latest: Refusal) -> tuple[str, ...]:
         return _SCHEDULER_STEPS
     if latest.kind == "cloud":
         return _CLOUD_STEPS
+    if latest.kind == "queue":
+        return _KUEUE_STEPS if latest.name == "kueue" else _VOLCANO_STEPS
     return _steps(latest.kind, latest.name)
 
 
@@ -344,6 +365,19 @@ _GOOGLE_ML_STEPS = (
     "quotas of a new project start at 0.",
     "Or submit the job where there is room: another region or accelerator type, fewer replicas or fewer "
     "accelerators per replica.",
+)
+_KUEUE_STEPS = (
+    "See what the ClusterQueue has and lends: kubectl describe clusterqueue <cq> (each flavor's "
+    "nominalQuota, what is used and borrowed) and kubectl -n {namespace} describe workload for the job's.",
+    "Ask for what a flavor can hold (fewer GPUs or workers, a resource the flavors cover), raise the "
+    "flavor's nominalQuota or let the ClusterQueue borrow from its cohort; a resource no flavor lists is "
+    "never admitted.",
+)
+_VOLCANO_STEPS = (
+    "See the queue's capability and what it has allocated: kubectl get queue <queue> -o yaml, and kubectl "
+    "-n {namespace} describe podgroup for the job's minResources.",
+    "Ask for less (minAvailable, fewer or smaller workers), wait for the queue's other jobs, or raise the "
+    "queue's capability (deserved with the capacity plugin).",
 )
 _LIMIT_RANGE_STEPS = (
     "See the namespace's bounds: kubectl -n {namespace} describe limitrange",

@@ -61,6 +61,7 @@ from consumers.rules.rendezvouslines import (
     CONNECTION_ERROR,
     ELASTIC,
     ETCD,
+    HOROVOD_START,
     HTTP_STORE,
     RENDEZVOUS_SIGNS,
     RETRY_SPENT,
@@ -87,6 +88,8 @@ class Miss:
     lines: tuple[str, ...]
     bind: bool = False
     """The store itself could not listen on its port (not the others failing to reach it)."""
+    steps: tuple[str, ...] | None = None
+    """The steps of the launcher whose rendezvous it is, where it is not torch's."""
 
 
 def _miss(pod: PodState) -> Miss | None:
@@ -99,6 +102,7 @@ def _miss(pod: PodState) -> Miss | None:
     if not said:
         return None
     text = "\n".join(said)
+    steps: tuple[str, ...] | None = None
     if (m := STORE_WAIT.search(text)) is not None:
         joined = f"only {m['joined']} of {m['expected']} joined"
         waited = f"waited {m['after']}s" if m["after"] else "waited"
@@ -114,7 +118,8 @@ def _miss(pod: PodState) -> Miss | None:
         after = int(m["after"]) // 1000 if m["unit"] == "ms" else int(m["after"])
         what = f"could not reach the c10d store at {m['host']}:{m['port']} within {after}s"
     elif (m := STORE_CLIENT.search(text) or CLIENT_FAILED.search(text)) is not None:
-        what = f"could not reach the c10d store at {m['host']}:{m['port']}"
+        why = f" ({reason.rstrip('. ')})" if (reason := m.groupdict().get("reason")) else ""
+        what = f"could not reach the c10d store at {m['host']}:{m['port']}{why}"
     elif (m := CONNECT_TIMEOUT.search(text)) is not None:
         what = f"could not reach the c10d store within {int(m['ms']) // 1000}s"
     elif (m := STORE_GET.search(text)) is not None:
@@ -147,12 +152,15 @@ def _miss(pod: PodState) -> Miss | None:
             else "found its rendezvous's state in etcd gone or never written (etcd's key not found: the "
             "rendezvous of this --rdzv-id was closed, expired or removed)"
         )
+    elif (m := HOROVOD_START.search(text)) is not None:
+        what = f"waited in Horovod's driver for {m['activity']} and timed out: its tasks never registered"
+        steps = _HOROVOD_STEPS
     elif BARRIER.search(text) is not None:
         what = "timed out in the process group's store barrier"
     else:
         what = "could not register all tasks with the coordination service (JAX / TensorFlow) at start-up"
     bind = what.startswith("could not start the c10d store")
-    return Miss(pod, what, tuple(dict.fromkeys(said))[:6], bind)
+    return Miss(pod, what, tuple(dict.fromkeys(said))[:6], bind, steps)
 
 
 def _said(line: str) -> bool:
@@ -180,7 +188,13 @@ def _recovered(lines: tuple[str, ...], index: int) -> bool:
     if spent is not None and int(spent["after"]) >= int(spent["timeout"]):
         return False  # its whole timeout waited out before the retry: no retry is left
     after = lines[index + 1 : index + 1 + HANDLED_WITHIN]
+    if after and _RAISED.match(after[0]):
+        return False  # the exception the retried call raised follows: the retries ended in it
     return handled(lines, index) or any(_CONNECTED.search(line) for line in after)
+
+
+_RAISED = re.compile(r"^\s{0,8}(?:\[rank\d{1,7}\]: ?)?Exception raised from \w{1,80} at ")
+"""c10's account of the C++ exception just raised (``Exception raised from recvBytes at …``)."""
 
 
 def _detect_rendezvous(state: RunState, ctx: Context) -> Detection | None:
@@ -193,8 +207,18 @@ def _detect_rendezvous(state: RunState, ctx: Context) -> Detection | None:
         f"{also([m.pod for m in misses[1:]])}",
         evidence=tuple(e for m in misses for e in log_facts(m.pod, m.lines)),
         key=tuple(f"{m.pod.uid}/{m.what}" for m in misses),
-        remediation=_BIND_STEPS if first.bind else None,
+        remediation=_BIND_STEPS if first.bind else first.steps,
     )
+
+
+_HOROVOD_STEPS = (
+    "Horovod's driver waits --start-timeout (HOROVOD_START_TIMEOUT, 30 s by default) for every task to "
+    "register: check every worker pod (or Ray actor) started, and raise the timeout where they start "
+    "slowly (image pulls, scheduling).",
+    "The tasks register with the driver over the network: the driver's host and port must be reachable "
+    "from every worker (NetworkPolicies; HOROVOD_GLOO_IFACE / --network-interface naming the pods' "
+    "interface).",
+)
 
 
 _BIND_STEPS = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from consumers.rules.families import STARTUP_BARRIER
+from consumers.rules.families import HOROVOD_START, STARTUP_BARRIER
 
 __all__ = [
     "ADDRESS_IN_USE",
@@ -18,6 +18,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "ELASTIC",
     "ETCD",
+    "HOROVOD_START",
     "HTTP_STORE",
     "RENDEZVOUS_SIGNS",
     "RETRY_SPENT",
@@ -40,8 +41,11 @@ CLIENT_FAILED = re.compile(
 )
 STORE_CLIENT = re.compile(
     r"TCP client failed to connect/validate to host (?P<host>[\w.:\[\]-]{1,253}?):(?P<port>\d{1,5})"
-    r" - timed out"
+    r" - (?:timed out|retrying \(try=\d{1,4}, [^)\n]{0,120}\): (?P<reason>[A-Z][^\n]{0,120}))"
 )
+"""The c10d store's client (``TCPStore.cpp``) failing to reach the store: timed out, or a retry
+announced with the reason of the attempt that failed (``- retrying (try=6, timeout=1800000ms,
+delay=5241ms): Connection reset by peer``), which a raised exception right after ends."""
 CONNECT_TIMEOUT = re.compile(r"connect\(\) timed out\. Original timeout was (?P<ms>\d{1,10}) ms")
 STORE_WAIT = re.compile(
     r"DistStoreError: (?:Timed out after (?P<after>\d{1,7}) seconds waiting for (?:clients|workers)\. )?"
@@ -107,6 +111,6 @@ found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
-    STORE_INPUT,
+    STORE_INPUT, HOROVOD_START,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

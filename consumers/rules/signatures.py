@@ -20,7 +20,8 @@ at most (the first signature of the family that matches), in log order:
   DataLoader workers filling ``/dev/shm``. NCCL's own ``/dev/shm`` failures belong to
   :func:`transport_failures`;
 - :func:`kernel_oom` (``oom``) — the kernel's OOM killer (cgroup or whole node), and
-  Slurm's and Talos's account of it, printed into a log or a node Event;
+  Slurm's and Talos's account of it, printed into a log or a node Event; a batch scheduler (PBS,
+  LSF, Grid Engine) killing the job for the memory it was granted;
 - :data:`QUOTA_REFUSAL` (``quota``) — the API server's quota refusal as a program printed it.
 
 Like every pattern of the package, these start with a literal and use bounded quantifiers.
@@ -230,6 +231,16 @@ TRANSPORTS: tuple[Signature, ...] = (
         "a system call failed (ncclSystemError: sockets, shared memory or another OS resource)",
         re.compile(r"unhandled system error|ncclSystemError"),
     ),
+    # NCCL's own error class for a CUDA call of its own that failed (``ncclUnhandledCudaError``, printed
+    # ``unhandled cuda error`` by torch's c10d, PaddlePaddle's ``ExternalError: Nccl error, unhandled cuda
+    # error (at …collective_helper.cc:…)``, Horovod's): the communicator's failure, as NCCL's other errors
+    # are; a GPU's fault its ``Last error:`` names (illegal address, ECC) is ``gpu-error``'s instead
+    Signature(
+        "nccl-cuda",
+        "NCCL",
+        "a CUDA call inside NCCL failed (ncclUnhandledCudaError)",
+        re.compile(r"unhandled cuda error|ncclUnhandledCudaError"),
+    ),
     Signature(
         "nccl-timeout",
         "NCCL",
@@ -284,7 +295,9 @@ def transport_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     hits = [
         h
         for h in _scan(tail, TRANSPORTS)
-        if not (h.name == "nccl-ofi" and fell_back(tail, h.index)) and not went_on(lines, h.index)
+        if not (h.name == "nccl-ofi" and fell_back(tail, h.index))
+        and not (h.name == "nccl-cuda" and (gpu_errors(tail) or gpu_oom_lines(tail)))
+        and not went_on(lines, h.index)
     ]
     if _nccl_at_work(tail):
         hits.extend(
@@ -431,6 +444,20 @@ CRASHES: tuple[Signature, ...] = (
         "",
         re.compile(r"exits with return code = -(?P<signal>11)\b"),
     ),
+    # Python's subprocess on a child dead of the signal, minus the signal in its exit status
+    # (``CalledProcessError: Command '…' returned non-zero exit status -11``, since 3.6 ``died with
+    # <Signals.SIGSEGV: 11>``), and torch.multiprocessing's spawn (``process 1 terminated with signal
+    # SIGSEGV``)
+    Signature(
+        "child-signal",
+        "Python",
+        "",
+        re.compile(
+            r"CalledProcessError: Command [^\n]{0,400}?(?:returned non-zero exit status -(?P<signal>11)\b"
+            r"|died with <Signals\.(?P<kind>SIGSEGV|SIGBUS): \d{1,2}>)"
+            r"|\bprocess \d{1,7} terminated with signal (?P<kind2>SIGSEGV|SIGBUS)\b"
+        ),
+    ),
     Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
         "dataloader",
         "PyTorch DataLoader",
@@ -571,7 +598,12 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "ROCm",
         "a GPU kernel accessed memory it does not own (ROCm's memory access fault), usually a bug in a "
         "kernel or an extension",
-        re.compile(r"Memory access fault by GPU node-\d{1,4}\b"),
+        # the node as ROCm prints it, or emphasised where a page or an issue kept the line (``**node-2**``);
+        # HSA's status for it where a runtime raised it instead
+        re.compile(
+            r"Memory access fault by GPU (?:\*\*|`|_)?node-\d{1,4}\b"
+            r"|HSA_STATUS_ERROR_MEMORY_(?:APERTURE_VIOLATION|FAULT)\b"
+        ),
     ),
     Signature(
         "misaligned",
@@ -593,12 +625,6 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "the NVIDIA driver",
         "the NVIDIA driver says the GPU must be reset before it can be used again (NV_ERR_RESET_REQUIRED)",
         re.compile(r"NVRM: [^\n]{0,300}?\bNV_ERR_RESET_REQUIRED\b"),
-    ),
-    Signature(
-        "nccl-cuda",
-        "NCCL",
-        "a CUDA call inside NCCL failed (unhandled cuda error)",
-        re.compile(r"unhandled cuda error"),
     ),
 )
 
@@ -629,18 +655,7 @@ def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         and not is_hint(hit.line)
         and not handled(lines, hit.index)
         and not (hit.name == "xid" and _NONFATAL.search(hit.line))
-        and not (hit.name == "nccl-cuda" and any(_CUDA_CALL_REFUSED.search(line) for line in lines))
     )
-
-
-_CUDA_CALL_REFUSED = re.compile(
-    r"Cuda failure (?:\d{1,4} )?'(?:invalid argument|invalid value|invalid device ordinal"
-    r"|operation not (?:supported|permitted)[^'\n]{0,60})'"
-)
-"""NCCL's ``Last error:`` naming a CUDA call the runtime refused for its arguments or the setup (``Cuda
-failure 1 'invalid argument'``, 101 ``invalid device ordinal``, 801 ``operation not supported``): NCCL's
-own call failed, no fault of the GPU — its ``unhandled cuda error`` is then the communicator's
-(``mpi-comm``), as NCCL's other errors are."""
 
 
 _NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
@@ -682,6 +697,19 @@ DISKS: tuple[Signature, ...] = (
         ),
     ),
     Signature("edquot", "", "disk quota exceeded", re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT")),
+    # Ray's object store spilling to a disk its raylet reports full: the raylet's file-system monitor
+    # (``file_system_monitor.cc:105: /tmp/ray/session_… is over 95% full, available space: …``), a failure
+    # only where a spill then broke (:data:`_RAY_SPILLING` after it), and Ray's own error for an object it
+    # could not create or spill (``ray.exceptions.OutOfDiskError: Local disk is full``)
+    Signature(
+        "ray-spill",
+        "Ray",
+        "Ray's object store could not spill to its node's disk: the raylet found it full",
+        re.compile(
+            r"file_system_monitor\.cc:\d{1,6}:\s{0,4}\S{1,300} is over \d{1,3}% full"
+            r"|OutOfDiskError\b[^\n]{0,40}?Local disk is full"
+        ),
+    ),
     Signature(
         "torch-write",
         "PyTorch",
@@ -724,7 +752,15 @@ def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         and not _WATCH_LIMIT.search(hit.line)
         and not _mention(hit)
         and not handled(lines, hit.index)
+        and not (_RAY_FULL.search(hit.line) and not any(map(_RAY_SPILLING.search, lines[hit.index + 1 :])))
     )
+
+
+_RAY_FULL = re.compile(r"file_system_monitor\.cc:\d")
+_RAY_SPILLING = re.compile(r"\bspill_objects(?:_handler)?\b|external_storage\.py\b")
+"""A traceback through Ray's spilling (``ray._raylet.spill_objects_handler``, ``external_storage.py``):
+the raylet's warning that its disk is full, followed by it, is the spill that failed; alone it is a
+warning the run may outlive."""
 
 
 def _mention(hit: Hit) -> bool:
@@ -839,6 +875,22 @@ KERNEL_OOM: tuple[Signature, ...] = (
         re.compile(
             r"\[talos\] (?:OOM controller triggered"
             r"|Sending SIGKILL to cgroup\b[^\n]{0,200}?OOMController)"
+        ),
+    ),
+    # a batch scheduler killing the job for the memory it was granted: PBS Pro's and TORQUE's MOM
+    # (``=>> PBS: job killed: mem 38427376kb exceeded limit 33554432kb``, ``vmem``, ``pvmem``, ``mem job
+    # total … kb exceeded limit``; the server's ``Job exceeded a memory resource limit (vmem, pvmem, etc.).
+    # Job was aborted`` mail), LSF's exit reason (``TERM_MEMLIMIT: job killed after reaching LSF memory
+    # usage limit.``), Grid Engine's execd (``job 4211 exceeds job hard limit "h_vmem" of queue …``)
+    Signature(
+        "scheduler",
+        "the batch scheduler",
+        "the batch scheduler killed the job for using more memory than it was granted",
+        re.compile(
+            r"PBS: job killed: (?P<pbs>p?v?mem)(?: job total)? \d{1,20} ?[kKmMgG]?[bB]? exceeded limit"
+            r"|Job exceeded a memory resource limit \((?P<pbs_server>vmem)"
+            r"|(?P<lsf>TERM_MEMLIMIT): job killed after reaching LSF memory usage limit"
+            r"|(?P<sge>exceeds job hard limit \"h_vmem)\""
         ),
     ),
 )

@@ -118,6 +118,25 @@ unless it is a built-in one (``MemoryError``): a library's class named bare is a
 title) or a person's word, not what the run printed."""
 
 
+_WRITTEN = re.compile(
+    r"^\s{0,8}(?:[|>]\s{0,4})?(?:"
+    # source code giving an error's text: a C/C++/Go/Python statement returning or raising a literal, a
+    # ``case`` of a switch over error codes (c10d's table of NCCL's error strings, pasted from a diff view)
+    r"(?:return|case|throw|raise) [^\n]{0,300}?[;:]\s{0,4}\|?\s{0,4}$"
+    # a test's description assigned as a shell or Python variable (``test_description='… ENOSPC …'``)
+    r"|\w{1,60}_description\s{0,2}=\s{0,2}[\"']"
+    # a patch's mail header naming what it changes (``Subject: [PATCH] Provide ETIMEDOUT as …``)
+    r"|Subject: \[PATCH\b"
+    # a setting explained by its name, as documentation does (``HCCL_EXEC_TIMEOUT sets how long an hccl task
+    # may wait before …``, ``NCCL_TIMEOUT controls the …``)
+    r"|[A-Z][A-Z0-9]{1,20}_[A-Z0-9_]{1,60} (?:sets|controls|defines|specifies|determines) "
+    r"(?:how|the|whether|when)\b"
+    r")"
+)
+"""A line written, not printed: source code returning or raising an error's text, a test's description,
+a patch's subject, a setting explained by its name. A program's output is none of these."""
+
+
 def _named_bare(text: str) -> bool:
     """Whether ``text`` is a library's exception class named alone (:data:`_BARE_CLASS`)."""
     match = _BARE_CLASS.match(text)
@@ -179,6 +198,10 @@ _HELP_DASHES = re.compile(r"^-{20,200}\s{0,8}$")
 _HELP_HEADLINE = re.compile(
     r"\b(?:mpirun|mpiexec|orterun|prterun) has exited due to process rank \d"
     r"|\bAn MPI communication peer process has unexpectedly disconnected\b"
+    # the init failures' (PMIx's, Open MPI's runtime, ORTE's, OPAL's), ``your parallel process is likely to
+    # abort`` after it
+    r"|\bIt looks like (?:pmix_init|MPI runtime init|orte_init|opal_init|ompi_rte_init|MPI_INIT) failed "
+    r"for some reason\b"
 )
 """The opening sentence of an Open MPI help text, where the log lost its dashed lines (a CI's timestamped
 copy, a paste of the text alone): the lines under it, to the next blank line, are the program's too."""
@@ -208,7 +231,7 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
         if examples:
             told.add(i)
             continue
-        if not in_help and (_TITLE.match(text) or _named_bare(text)):
+        if not in_help and (_TITLE.match(text) or _named_bare(text) or _WRITTEN.match(text)):
             told.add(i)
             continue
         if in_help or headed or _PRINTED.search(text):
@@ -330,12 +353,16 @@ def is_mention(line: str, start: int, end: int | None = None) -> bool:
     fragmentation``) is no mention."""
     if is_hint(line[:start]) or _COUNT_BEFORE.match(line[:start]) is not None:
         return True
-    if end is not None and _EXPLAINED.search(line[end:]) is not None:
+    if end is not None and _EXPLAINED.search(line[end:]) is not None and not _CAUSED.search(line[:start]):
         return True
     name = _NAME_AT.match(line, start)
     return name is not None and _COUNT_AFTER.match(line[name.end() :]) is not None
 
 
+_CAUSED = re.compile(r"\b(?:causing|caused|causes) (?:an? |the )?[\"'`]$")
+"""What happened named as the cause of the quoted error (``Logs fill up disk space causing a "No space
+left on device" error``): the error is reported, not named (a hint before it, ``may cause``, still makes
+a mention)."""
 _NAME_AT = re.compile(r"[\w.]{1,120}")
 """The word (an error's name) that starts where a failure was found, when its end is not given."""
 
@@ -448,6 +475,41 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "GPU out of memory (NCCL could not allocate its buffers)",
         re.compile(r"NCCL WARN Cuda failure 'out of memory'"),
+    ),
+    (  # MindSpore's dynamic memory pool on its device (Ascend NPU or GPU): the request over the pool's
+        # total (``… and plus alloc size : N is more than total mem size : M.``), its ``Out of Memory!!!``
+        # report, or a kernel's output it could not place
+        "NPU / GPU out of memory (MindSpore's dynamic memory pool)",
+        re.compile(
+            r"mem_dynamic_allocator\.cc:\d{1,6}\] [^\n]{0,300}?is more than total mem size"
+            r"|Out of Memory!!! Request memory size: \d"
+            r"|Device\(id:\d{1,3}\) memory isn't enough and alloc failed"
+        ),
+    ),
+    (  # CANN's graph engine and runtime on Ascend: the device allocator's rtMalloc refused, or GE's error
+        # code for it (``Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE``)
+        "NPU out of memory (Ascend CANN: rtMalloc failed)",
+        re.compile(
+            r"Memory_Allocation_Failure\(EL0004\)|Call rtMalloc fail(?:ed)?\b|rtMalloc execute failed"
+        ),
+    ),
+    (  # Sophgo's bmlib on its TPU's global memory (``bm_alloc_gmem failed, dev_id = 0, size = 0x…``)
+        "TPU out of memory (Sophgo bmlib could not allocate its global memory)",
+        re.compile(r"\bbm_(?:alloc_gmem|malloc_device_(?:byte|dword)\w{0,20}) failed\b"),
+    ),
+    (  # Habana's Gaudi bridge: its device memory allocator, or SynapseAI's workspace for a graph
+        # (``FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::…``, ``MODULE:SYNHELPER workspace
+        # Allocation of size ::N failed!``)
+        "HPU out of memory (Habana Gaudi's device memory)",
+        re.compile(
+            r"MODULE:(?:PT_DEVMEM|SYNHELPER)\b[^\n]{0,80}?Allocation "
+            r"(?:failed for size|of size ::?\d{1,20} failed)"
+        ),
+    ),
+    (  # AWS Neuron's runtime (NRT) on a NeuronCore's memory: any nrt_ call with NRT_RESOURCE, status 4
+        # (``nrt_tensor_allocate status=4 message="Allocation Failure"``)
+        "NeuronCore out of memory (AWS Neuron runtime: NRT_RESOURCE)",
+        re.compile(r"\bnrt_\w{1,60} status=4 message=\"Allocation Failure\""),
     ),
 )
 
@@ -780,6 +842,19 @@ _RAY_ACTOR_DIED = re.compile(
 )
 """Ray on an actor whose worker process died (a Ray Train worker: ``class_name: RayTrainWorker``)."""
 _RAY_WORKER = re.compile(r"class_name: (?P<name>\w{1,80})")
+_SPAWN_EXIT = re.compile(
+    r"\bprocess (?P<proc>\d{1,7}) terminated with "
+    r"(?:signal (?P<signal>SIG(?:ABRT|KILL|TERM|INT|FPE|ILL|HUP|PIPE|QUIT|TRAP|USR[12]))\b"
+    r"|exit code (?P<code>-?\d{1,10}))"
+)
+"""torch.multiprocessing's spawn on a process it started that ended (``ProcessExitedException: process 0
+terminated with signal SIGABRT``, ``… with exit code 1``); one dead of SIGSEGV or SIGBUS is a crash's."""
+_PADDLE_ABORT = re.compile(
+    r"ABORT!!! Out of all (?P<of>\d{1,7}) trainers, the trainer process with rank=\[?(?P<rank>\d{1,7})"
+    r"[\d, ]{0,200}\]? was aborted"
+)
+"""PaddlePaddle's launcher (paddle.distributed.launch) on the trainers it watched that ended with an error:
+it kills the rest and names the first."""
 RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("abort", _ABORT_OMPI, True),
     ("abort", _ABORT_MPICH, True),
@@ -800,6 +875,8 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("srun", _SRUN_TASK, True),
     ("lightning", _LIGHTNING_CHILD, True),
     ("ray", _RAY_ACTOR_DIED, False),
+    ("spawn", _SPAWN_EXIT, True),
+    ("paddle", _PADDLE_ABORT, True),
 )
 """The headlines :func:`rank_failures` starts from, named, and whether the wording always means the
 job is ending: mpirun and MPICH's process managers print theirs as they take every rank down;
@@ -914,11 +991,29 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         worker = next((m["name"] for text in after[:3] if (m := _RAY_WORKER.search(text))), "an actor")
         detail = f"(Ray's {worker} actor died unexpectedly: its worker process ended)"
         return RankFailure(None, "exited", None, None, None, (line,), launcher="Ray", detail=detail)
+    if (failure := _spawned_failure(line)) is not None:
+        return failure
     if (match := _DEEPSPEED_EXIT.search(line)) is not None and (status := int(match.group("code"))) != 0:
         local = _search_int(_LOCAL_RANK_ARG, line, "local")
         if status < 0:
             return RankFailure(None, "killed", None, str(-status), None, (line,), local, "DeepSpeed")
         return RankFailure(None, "exited", status, None, None, (line,), local, "DeepSpeed")
+    return None
+
+
+def _spawned_failure(line: str) -> RankFailure | None:
+    """A process a Python launcher spawned that ended: torch.multiprocessing's spawn, PaddlePaddle's."""
+    if (match := _SPAWN_EXIT.search(line)) is not None:
+        proc, name = int(match["proc"]), match["signal"]
+        if name is None:
+            return RankFailure(
+                proc, "exited", int(match["code"]), None, None, (line,), launcher="torch spawn"
+            )
+        how: RankHow = "aborted" if name == "SIGABRT" else "killed"
+        return RankFailure(proc, how, None, name, None, (line,), launcher="torch spawn")
+    if (match := _PADDLE_ABORT.search(line)) is not None:
+        detail = f"PaddlePaddle's launcher found trainers of {match['of']} aborted and stopped the rest"
+        return RankFailure(int(match["rank"]), "aborted", None, None, None, (line,), None, "Paddle", detail)
     return None
 
 

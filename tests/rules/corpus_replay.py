@@ -281,6 +281,15 @@ def fires_alone(
     return finding
 
 
+def fires_saying(text: str, rule: RuleId, said: str, step: str, **how: str) -> Finding:
+    """:func:`fires_alone` (``how``: its stack, where, reason), its root cause saying ``said`` and a step of
+    its remediation ``step``."""
+    finding = fires_alone(text, rule, **how)
+    assert said in finding.root_cause, finding.root_cause
+    assert any(step in s for s in finding.remediation), finding.remediation
+    return finding
+
+
 def stays_quiet(text: str, *, stack: str = "other") -> None:
     """``text`` fires nothing in a run that succeeds, and only the catch-all in one that fails."""
     assert replayed(text, None, stack=stack, succeed=True).rules == set()
