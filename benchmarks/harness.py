@@ -227,6 +227,10 @@ class CpuMeter:
         spent = {name: sum(alive(pid) for pid in pids) for name, pids in self.pids.items()}
         return {**spent, "postgres": postgres_cpu_s(self.datadir), "this_process": time.process_time()}
 
+    def since(self, before: Mapping[str, float]) -> dict[str, float]:
+        """CPU seconds by group from ``before`` (an earlier :meth:`read`) until now."""
+        return {name: now - before[name] for name, now in self.read().items()}
+
     @staticmethod
     def per(before: Mapping[str, float], after: Mapping[str, float], units: int) -> dict[str, float]:
         """Milliseconds of CPU per unit of work, by group, between ``before`` and ``after``."""
@@ -247,6 +251,10 @@ class Bench:
     nats_url: str
     pids: dict[str, list[int]] = field(default_factory=dict)
     data_dir: Path = Path()
+
+    def nats_pid(self) -> int:
+        """The embedded nats-server's pid (the ``nats.pid`` it writes in its data directory)."""
+        return int((self.data_dir / "nats" / "nats.pid").read_text().strip())
 
     async def transactions(self) -> int:
         """Transactions PostgreSQL committed so far in the benchmark's database."""

@@ -14,8 +14,15 @@ default, as the base deploys it), and the watcher pipeline in this one:
 In the same run, the same objects go through :mod:`benchmarks.reference` (publish → JetStream →
 fetch → one upsert per batch → ack, the least a pipeline can do here), in turns with the
 project (``--rounds``, fresh objects each round); ``ratio`` is the project's median throughput
-over the reference's, ``ratio_per_round`` each round's. Prints one JSON document and writes it to
-``benchmarks/results/ingest.json``.
+over the reference's, ``ratio_per_round`` each round's.
+
+Each side's CPU over its measured window (from ``/proc``, :class:`benchmarks.harness.CpuMeter`),
+in µs per event by component: ``this_process`` (the watcher pipeline; the reference's publisher),
+``consumers`` (the history consumer processes; the reference's consumer), ``nats`` (the embedded
+nats-server) and ``postgres`` (the embedded postmaster and its children), and their ``total``;
+``cpu_ratio`` is the median over rounds of the project's total over the reference's,
+``cpu_us_per_event`` the medians by component and their ratios.
+Prints one JSON document and writes it to ``benchmarks/results/ingest.json``.
 Target (docs/architecture.md): ≥ 2,000 events/s floor, ≥ 7,000/s goal.
 """
 
@@ -26,10 +33,12 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from benchmarks.harness import Bench, pipeline_services, report
+from benchmarks.harness import Bench, CpuMeter, pipeline_services, report
 from benchmarks.reference import payloads, reference_throughput
 from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import NatsSettings
@@ -70,19 +79,55 @@ def watcher_pipeline(env: Bench) -> Pipeline:
     return Pipeline(versioned(env.nc, env.topology, NatsSettings(), env.metrics).publish, env.metrics, 30)
 
 
-async def throughput(env: Bench, events: list[Observation]) -> dict[str, float]:
+async def throughput(env: Bench, events: list[Observation], meter: CpuMeter) -> dict[str, Any]:
+    """Feed ``events`` as the watchers do; events/s until all are committed, and ``meter``'s CPU
+    seconds meanwhile (``cpu_s``)."""
     pipeline = watcher_pipeline(env)
+    cpu = meter.read()
     start = time.perf_counter()
     for i in range(0, len(events), MAX_BATCH):  # as the watcher's publish loop hands them over
         await pipeline.feed(events[i : i + MAX_BATCH])
     published = time.perf_counter()
     await wait_until_consumed(env.js, env.topology.stream("jobs"), env.topology.durable(HISTORY_DURABLE), 300)
     done = time.perf_counter()
+    spent = meter.since(cpu)
     return {
         "events": len(events),
         "seconds": round(done - start, 3),
         "events_per_s": round(len(events) / (done - start)),
         "publish_events_per_s": round(len(events) / (published - start)),
+        "cpu_s": spent,
+    }
+
+
+def cpu_per_event(side: Mapping[str, Any]) -> dict[str, float]:
+    """A side's CPU µs per event by component, and their ``total``."""
+    spent: dict[str, float] = side["cpu_s"]
+    micros = {name: seconds * 1e6 / side["events"] for name, seconds in spent.items()}
+    return {name: round(us, 1) for name, us in (micros | {"total": sum(micros.values())}).items()}
+
+
+def cpu_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per round and as medians: CPU µs per event of each side by component, project / reference."""
+    for r in rounds:
+        r["cpu_us_per_event"] = {side: cpu_per_event(r[side]) for side in ("project", "reference")}
+        ours, theirs = r["cpu_us_per_event"]["project"], r["cpu_us_per_event"]["reference"]
+        r["cpu_ratio"] = round(ours["total"] / theirs["total"], 2)
+    medians = {
+        side: {
+            name: round(statistics.median(r["cpu_us_per_event"][side][name] for r in rounds), 1)
+            for name in rounds[0]["cpu_us_per_event"][side]
+        }
+        for side in ("project", "reference")
+    }
+    ratio_by = {
+        name: round(us / medians["reference"][name], 2) if medians["reference"][name] else None
+        for name, us in medians["project"].items()
+    }
+    return {
+        "cpu_ratio": round(statistics.median(r["cpu_ratio"] for r in rounds), 2),
+        "cpu_ratio_per_round": [r["cpu_ratio"] for r in rounds],
+        "cpu_us_per_event": medians | {"ratio": ratio_by},
     }
 
 
@@ -149,11 +194,13 @@ async def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mpijc-bench-") as tmp:
         async with pipeline_services(Path(tmp), ("history",) * args.history) as env:
+            groups = {"nats": [env.nats_pid()]}
+            meter = CpuMeter({**groups, "consumers": env.pids["history"]}, env.data_dir / "postgres")
             rounds = []
             for _ in range(args.rounds):  # in turns, so a noisy stretch of the machine hits both
                 events = workload(args.jobs, args.updates)
-                project = await throughput(env, events)
-                reference = await reference_throughput(env, payloads(o.object for o in events))
+                project = await throughput(env, events, meter)
+                reference = await reference_throughput(env, payloads(o.object for o in events), groups)
                 rounds.append({"project": project, "reference": reference})
             ours = statistics.median(r["project"]["events_per_s"] for r in rounds)
             theirs = statistics.median(r["reference"]["events_per_s"] for r in rounds)
@@ -167,6 +214,7 @@ async def main() -> None:
                 "reference_events_per_s": theirs,
                 "ratio": round(ours / theirs, 2),
                 "ratio_per_round": [round(ratio, 2) for ratio in ratios],
+                **cpu_summary(rounds),
                 "rounds": rounds,
                 "latency": await latency(env, workload(max(1, args.rate * 5 // 81), 9), args.rate),
                 "target_events_per_s": {"floor": 2000, "goal": 7000},

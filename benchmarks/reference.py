@@ -10,7 +10,9 @@ so the noise of a shared machine cancels out of the ratio:
   runs in its own: a durable pull consumer with ``AckPolicy.ALL``, ``fetch`` of 500, one
   ``INSERT … ON CONFLICT (uid) DO UPDATE`` ``executemany`` into a table of its own with raw
   asyncpg in one transaction, commit, then one ack of the batch's last message;
-- the time from the first publish until the durable has nothing pending or unacknowledged.
+- the time from the first publish until the durable has nothing pending or unacknowledged, and
+  the CPU seconds spent meanwhile by this process, the consumer process, and the groups the
+  caller names (nats-server, PostgreSQL: :class:`benchmarks.harness.CpuMeter`).
 
 No parsing, no normalizing, no history of states: what is left is the bus, the database and
 the process boundary, the cost any design pays.
@@ -27,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +38,7 @@ import nats
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
-from benchmarks.harness import Bench
+from benchmarks.harness import Bench, CpuMeter
 from controller.bus.streams import wait_until_consumed
 from controller.cli.embedded import die_with_this_process
 
@@ -94,8 +96,12 @@ async def consume(nats_url: str, database_url: str) -> None:
         await msgs[-1].ack()  # AckPolicy.ALL: the whole batch
 
 
-async def reference_throughput(env: Bench, sent: list[Payload]) -> dict[str, float]:
-    """Publish ``sent`` through the reference pipeline; events/s until all of it is committed."""
+async def reference_throughput(
+    env: Bench, sent: list[Payload], groups: Mapping[str, Sequence[int]]
+) -> dict[str, Any]:
+    """Publish ``sent`` through the reference pipeline; events/s until all of it is committed, and
+    the CPU seconds (``cpu_s``) of this process, the consumer process (``consumers``), ``groups``
+    and PostgreSQL meanwhile."""
     await env.js.add_stream(StreamConfig(name=STREAM, subjects=[SUBJECT], storage=StorageType.FILE))
     await env.js.add_consumer(
         STREAM, ConsumerConfig(durable_name=DURABLE, ack_policy=AckPolicy.ALL, max_ack_pending=20_000)
@@ -117,6 +123,8 @@ async def reference_throughput(env: Bench, sent: list[Payload]) -> dict[str, flo
         assert consumer.stdout is not None
         await asyncio.to_thread(consumer.stdout.readline)  # "ready"
         js = env.nc.jetstream(publish_async_max_pending=len(sent) + 1)
+        meter = CpuMeter({**groups, "consumers": [consumer.pid]}, env.data_dir / "postgres")
+        cpu = meter.read()
         start = time.perf_counter()
         for payload in sent:
             await js.publish_async(SUBJECT, payload.body, headers={"Nats-Msg-Id": payload.msg_id})
@@ -124,6 +132,7 @@ async def reference_throughput(env: Bench, sent: list[Payload]) -> dict[str, flo
         published = time.perf_counter()
         await wait_until_consumed(env.js, STREAM, DURABLE, 300)
         done = time.perf_counter()
+        spent = meter.since(cpu)
     finally:
         consumer.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -133,6 +142,7 @@ async def reference_throughput(env: Bench, sent: list[Payload]) -> dict[str, flo
         "seconds": round(done - start, 3),
         "events_per_s": round(len(sent) / (done - start)),
         "publish_events_per_s": round(len(sent) / (published - start)),
+        "cpu_s": spent,
     }
 
 

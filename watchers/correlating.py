@@ -82,6 +82,10 @@ class Correlator:
     pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)
     nodes: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # node → pod keys on it
     pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)  # pod key → its node
+    run_pods: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
+    """(node, run uid) → the keys of that run's pods on the node: whether a pod is its run's first
+    on a node is found among them, not among every pod on the node."""
+    pod_runs: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # → (node, run uid)
     node_health: NodeHealth = field(default_factory=NodeHealth)
     dropped: int = 0
     _held: dict[tuple[str, ...], list[_Held]] = field(default_factory=dict)  # by what they wait for
@@ -156,6 +160,7 @@ class Correlator:
         if self.pods.get(key) == job:
             del self.pods[key]
             self._off_node(key, node)
+            self._run_on(key, "", job)
 
     def _on_node(self, key: tuple[str, str], node: str) -> None:
         """Index pod ``key`` under ``node`` only (a recreated pod may land elsewhere); constant
@@ -166,6 +171,18 @@ class Correlator:
         if node:
             self.nodes.setdefault(node, set()).add(key)
             self.pod_nodes[key] = node
+
+    def _run_on(self, key: tuple[str, str], node: str, job: JobRef) -> None:
+        """Index pod ``key`` of run ``job`` under (``node``, its uid) only (none for no node)."""
+        before = self.pod_runs.pop(key, None)
+        if before is not None:
+            keys = self.run_pods[before]
+            keys.discard(key)
+            if not keys:
+                del self.run_pods[before]
+        if node:
+            self.run_pods.setdefault((node, job.uid), set()).add(key)
+            self.pod_runs[key] = (node, job.uid)
 
     def _off_node(self, key: tuple[str, str], node: str) -> None:
         if self.pod_nodes.get(key) == node:
@@ -204,6 +221,7 @@ class Correlator:
             landed = bool(node) and observation.change != "DELETED" and not self._runs_on(node, job, pod_key)
             self.pods[pod_key] = job
             self._on_node(pod_key, node)
+            self._run_on(pod_key, node, job)
             if observation.change == "DELETED":
                 self._later(lambda: self._forget_pod(pod_key, job, node))
             told = self._conditions(node, self.node_health.landed(node), observation, job) if landed else []
@@ -245,7 +263,7 @@ class Correlator:
 
     def _runs_on(self, node: str, job: JobRef, but: tuple[str, str]) -> bool:
         """Whether another pod of run ``job`` than ``but`` is on ``node`` already."""
-        return any(key != but and self.pods.get(key) == job for key in self.nodes.get(node, ()))
+        return any(key != but and self.pods.get(key) == job for key in self.run_pods.get((node, job.uid), ()))
 
     def _node(self, observation: Observation) -> list[BusEvent]:
         """The changes of a Node's conditions, for each run with a pod on it."""

@@ -123,3 +123,26 @@ def test_a_node_is_let_go_when_its_last_watched_pod_is_gone() -> None:
     clock.now = 31
     correlator.expire()
     assert correlator.node_health.kept == {}
+
+
+def test_a_run_is_told_on_landing_only_when_none_of_its_pods_is_on_the_node_already() -> None:
+    clock = ManualClock()
+    correlator = Correlator(pending_ttl_s=30, clock=clock)
+    one = k.mpijob("one", workers=2)
+    observe(correlator, "job", one)
+    first, second = k.pod(one, "worker", 0, node="gpu-1"), k.pod(one, "worker", 1, node="gpu-2")
+    observe(correlator, "pod", first)
+    observe(correlator, "pod", second)
+    two = _run_on(correlator, "two", ["gpu-1"])  # keeps gpu-1 watched throughout
+    observe(correlator, "node", k.node("gpu-1", DEADLOCK), "MODIFIED")
+    moved = k.pod(one, "worker", 1, node="gpu-1")
+
+    assert observe(correlator, "pod", moved, "MODIFIED") == []  # its run has a pod there already
+
+    observe(correlator, "pod", first, "DELETED")
+    observe(correlator, "pod", moved, "DELETED")
+    clock.now = 31
+    correlator.expire()
+    assert set(correlator.run_pods) == {("gpu-1", two["metadata"]["uid"])}  # forgotten pods leave no trace
+    landed = observe(correlator, "pod", k.pod(one, "worker", 0, node="gpu-1"))
+    assert [(e.reason, e.job.uid) for e in landed] == [("KernelDeadlock", one["metadata"]["uid"])]
