@@ -14,19 +14,30 @@ password), and an ``env`` entry whose name and value read as a secret to the sam
 Bounded: the YAML text is cut at a line boundary to at most
 :data:`~controller.contract.events.MAX_MANIFEST_BYTES`, and a cut one ends with
 :data:`~controller.contract.events.MANIFEST_TRUNCATED` and the whole size.
+
+Written once per submission: a job's status changes with every pod's, and PyYAML's writer is
+pure Python (about 1.5 ms a job), so the text of what was submitted is kept
+(:class:`_Written`, keyed by a digest of the submission's JSON, at most :data:`CACHE_BYTES`) and
+a status change costs a JSON encoding and a digest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
 from controller.contract.events import MANIFEST_TRUNCATED, MAX_MANIFEST_BYTES
 from controller.contract.redaction import REDACTED, redact, scrub
 
-__all__ = ["manifest"]
+__all__ = ["CACHE_BYTES", "manifest"]
+
+CACHE_BYTES: Final = 4 * 1024 * 1024
+"""The most manifest text kept written (the texts of the most recently seen submissions)."""
 
 _KEPT_METADATA = ("name", "namespace", "labels", "annotations")
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -59,6 +70,32 @@ def _cut(text: str) -> str:
     return f"{head}{MANIFEST_TRUNCATED} ({size} bytes in all)\n"
 
 
+class _Written:
+    """The texts of the most recently written submissions, by digest, least recently used first
+    out once they hold more than ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._size = 0
+        self._texts: OrderedDict[bytes, str] = OrderedDict()
+
+    def get(self, key: bytes) -> str | None:
+        text = self._texts.get(key)
+        if text is not None:
+            self._texts.move_to_end(key)
+        return text
+
+    def put(self, key: bytes, text: str) -> None:
+        self._texts[key] = text
+        self._size += len(text)
+        while self._size > self._limit and len(self._texts) > 1:
+            _, dropped = self._texts.popitem(last=False)
+            self._size -= len(dropped)
+
+
+_WRITTEN = _Written(CACHE_BYTES)
+
+
 def manifest(obj: Mapping[str, Any]) -> str:
     """The job ``obj`` as submitted, in YAML, redacted and bounded (see the module docstring)."""
     meta = obj.get("metadata") or {}
@@ -74,5 +111,16 @@ def manifest(obj: Mapping[str, Any]) -> str:
         "metadata": kept,
         "spec": obj.get("spec") or {},
     }
-    text = yaml.safe_dump(_clean(submitted), sort_keys=False, allow_unicode=True, width=120)
-    return _cut(text)
+    try:
+        key = hashlib.blake2b(json.dumps(submitted, separators=(",", ":")).encode(), digest_size=16).digest()
+    except (TypeError, ValueError):  # not JSON's values (never from the API server): written anew
+        return _written(submitted)
+    text = _WRITTEN.get(key)
+    if text is None:
+        text = _written(submitted)
+        _WRITTEN.put(key, text)
+    return text
+
+
+def _written(submitted: Mapping[str, Any]) -> str:
+    return _cut(yaml.safe_dump(_clean(submitted), sort_keys=False, allow_unicode=True, width=120))

@@ -9,10 +9,12 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 import yaml
 
 from controller.contract.events import MANIFEST_TRUNCATED, MAX_MANIFEST_BYTES, manifest_truncated
 from controller.testing import objects as k
+from watchers import manifests
 from watchers.manifests import manifest
 from watchers.normalizing import normalize_job
 
@@ -72,3 +74,41 @@ def test_a_huge_spec_is_cut_at_a_line_with_a_closing_line_saying_so() -> None:
     assert last.startswith(MANIFEST_TRUNCATED) and "bytes in all" in last
     assert kept[-1].strip().startswith(("- name: VAR_", "value: "))  # whole lines only
     normalize_job(job, "MODIFIED", datetime(2026, 11, 20, 10, 1, tzinfo=UTC))  # within the message's bound
+
+
+def test_a_submission_is_written_once_whatever_its_status_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's status changes with every pod's; its manifest is written once per submission (the
+    YAML writer is pure Python), and again as soon as what was submitted changes."""
+    writes: list[object] = []
+    dump = yaml.safe_dump
+
+    def counted(data: object, **options: Any) -> str:
+        writes.append(data)
+        return dump(data, **options)
+
+    monkeypatch.setattr(manifests.yaml, "safe_dump", counted)
+    job = _submitted()
+    job["spec"]["runPolicy"] = {"backoffLimit": 7}  # this test's own submission: not written before
+    first = manifest(job)
+    for second in range(10):
+        job = copy.deepcopy(job)
+        job["metadata"]["resourceVersion"] = str(1000 + second)
+        job["status"] = {
+            "conditions": [{"type": "Running", "lastTransitionTime": f"2026-11-20T10:00:{second:02}Z"}]
+        }
+        assert manifest(job) == first
+    assert len(writes) == 1
+    job["spec"]["runPolicy"] = {"backoffLimit": 8}
+    changed = manifest(job)
+    assert len(writes) == 2 and "backoffLimit: 8" in changed and changed != first
+    job["metadata"]["labels"] = {"team": "b"}
+    assert "team: b" in manifest(job) and len(writes) == 3
+
+
+def test_what_is_kept_written_stays_within_its_bound() -> None:
+    written = manifests._Written(limit=10_000)
+    for n in range(100):
+        written.put(n.to_bytes(4, "big"), "x" * 1_000)
+    assert written.get((99).to_bytes(4, "big")) is not None
+    assert written.get((0).to_bytes(4, "big")) is None
+    assert sum(written.get(n.to_bytes(4, "big")) is not None for n in range(100)) == 10
