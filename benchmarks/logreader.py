@@ -43,7 +43,9 @@ async def main(args: argparse.Namespace) -> None:
 
     async def read() -> None:
         async for stored in parsed_batches(
-            read_raw(js, topology, args.namespace, args.job, args.uid, follow=True, wait_s=0.2)
+            read_raw(
+                js, topology, topology.run_logs(args.namespace, args.job, args.uid), follow=True, wait_s=0.2
+            )
         ):
             following.set()
             if stored is None:

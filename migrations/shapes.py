@@ -1,4 +1,5 @@
-"""What several revisions write alike: column types, a check constraint's swap, the runtime role.
+"""What several revisions write alike: column types, a table's columns in rows, a check constraint's
+swap, the runtime role.
 
 Revisions import it as ``controller.store.migrations.shapes``. A revision is history: what is
 here may grow, but what a revision already uses must keep the schema it made.
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import context, op
@@ -18,6 +20,36 @@ JSONB = postgresql.JSONB(astext_type=sa.Text())
 """A ``jsonb`` column's type."""
 TS = sa.DateTime(timezone=True)
 """A ``timestamp with time zone`` column's type."""
+
+_TYPES: dict[str, Callable[[], Any]] = {
+    "text": sa.Text,
+    "int": sa.Integer,
+    "bigint": sa.BigInteger,
+    "float": sa.Float,
+    "bool": sa.Boolean,
+    "jsonb": lambda: JSONB,
+    "ts": lambda: TS,
+}
+_ROW = re.compile(r"(\w+) +(?:varchar\((\d+)\)|(\w+)) +(key|null|not null)(?: +(serial|no serial))?")
+
+
+def columns(rows: str) -> list[sa.Column[Any]]:
+    """The columns a table's ``rows`` declare, one a line: a name, a type (``varchar(N)``, ``text``,
+    ``int``, ``bigint``, ``float``, ``bool``, ``jsonb``, ``ts``), then ``null``, ``not null`` or ``key``
+    (the primary key), and ``serial`` or ``no serial`` where the revision says autoincrement."""
+    found: list[sa.Column[Any]] = []
+    for row in rows.strip().splitlines():
+        match = _ROW.fullmatch(row.strip())
+        if match is None:
+            raise ValueError(f"not a column: {row!r}")
+        name, length, kind, null, serial = match.groups()
+        type_ = sa.String(length=int(length)) if length else _TYPES[kind]()
+        said: dict[str, bool] = {"primary_key": True} if null == "key" else {"nullable": null == "null"}
+        if serial:
+            said["autoincrement"] = serial == "serial"
+        found.append(sa.Column(name, type_, **said))
+    return found
+
 
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_$]{0,62}$")
 

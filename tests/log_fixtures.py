@@ -162,7 +162,9 @@ async def stored(nc: NATS, topology: Topology, job: JobRef, pod: str | None = No
     js = nc.jetstream()
     return [
         stored.batch
-        async for stored in parsed_batches(read_raw(js, topology, job.namespace, job.name, job.uid, pod=pod))
+        async for stored in parsed_batches(
+            read_raw(js, topology, topology.run_logs(job.namespace, job.name, job.uid, pod))
+        )
         if stored is not None
     ]
 

@@ -26,7 +26,7 @@ from controller.testing.notify import (
     ManualClock,
     api_client,
     consumer_running,
-    notify_running,
+    dispatcher_running,
     publish_findings,
     publish_jobs,
     subscribe,
@@ -44,10 +44,15 @@ class Notifying(Stage):
         """An HTTP client of the API (``options``: those of :func:`api_client`)."""
         return api_client(self.settings, self.engine, self.metrics, **options)
 
-    def running(self, **options: Any) -> contextlib.AbstractAsyncContextManager[Dispatcher]:
-        """The notify consumer and its dispatcher, as one process runs them (``options``: those of
-        :func:`notify_running`: a clock, a mailer, a resolver)."""
-        return notify_running(self.settings, self.topology, self.js, self.engine, self.metrics, **options)
+    @contextlib.asynccontextmanager
+    async def running(self, **options: Any) -> AsyncIterator[Dispatcher]:
+        """The notify consumer and a dispatcher beside it that it wakes, as one process runs them
+        (``options``: those of :func:`dispatcher_running`: a clock, a mailer, a resolver)."""
+        async with (
+            dispatcher_running(self.settings, self.engine, self.metrics, **options) as dispatcher,
+            self.consuming(clock=options.get("clock"), wake=dispatcher.wake),
+        ):
+            yield dispatcher
 
     def consuming(self, **options: Any) -> contextlib.AbstractAsyncContextManager[None]:
         """The notify consumer alone (``options``: those of :func:`consumer_running`)."""

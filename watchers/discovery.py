@@ -17,11 +17,11 @@ plural) waits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from controller.contract.clock import pause
 from controller.kube.errors import APIError
 from controller.kube.resources import Resource
 
@@ -67,5 +67,4 @@ async def follow_served(
                 told.add(resource)
                 log.info("%s is not served (CRD not installed); asking again every %gs", resource, interval_s)
         if waiting:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval_s)
+            await pause(stop, interval_s)

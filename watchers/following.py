@@ -56,6 +56,7 @@ from controller.bus.logstore import StoredEnd, SupersededError, publish_after, s
 from controller.bus.publishing import Bursts
 from controller.contract.backoff import Backoff
 from controller.contract.cancelling import cancel_and_wait
+from controller.contract.clock import pause
 from controller.contract.errors import RetryableError
 from controller.contract.events import JobRef, PodObserved
 from controller.contract.kinds import PodOwner, speaks_for_run
@@ -312,8 +313,7 @@ class LogFollower:
         try:
             while not stop.is_set():
                 self.schedule()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=SCHEDULE_S)
+                await pause(stop, SCHEDULE_S)
         finally:
             await cancel_and_wait([settling])
             await self.close()
@@ -324,8 +324,7 @@ class LogFollower:
         (:class:`~controller.bus.logshares.LogShares`); beside the schedule, which a bus slow to
         answer must not hold up. The bus away, what was stored stays noted for the next time."""
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=SCHEDULE_S)
+            await pause(stop, SCHEDULE_S)
             try:
                 evicted = await self.shares.settle()
             except Exception as exc:

@@ -22,13 +22,12 @@ lease durations; only the short renew period is real waiting.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from controller.contract.clock import Clock, utcnow
+from controller.contract.clock import Clock, pause, utcnow
 from controller.contract.settings import LeaderSettings
 from controller.kube.errors import APIConflictError, APIError, APINotFoundError
 from controller.kube.resources import LEASES, Lease, LeaseSpec
@@ -89,8 +88,7 @@ class LeaderElector:
                 if await self._lead(on_started_leading, stop):
                     return
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.renew_period_s)
+            await pause(stop, self.settings.renew_period_s)
 
     async def _lead(self, on_started_leading: Callable[[], Awaitable[None]], stop: asyncio.Event) -> bool:
         """Lead until leadership is lost (False) or the work ends or ``stop`` is set (True)."""

@@ -10,7 +10,6 @@ probes, the usage readings), counted the same way.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import logging
 import time
@@ -20,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from controller.bus.publishing import Publisher
+from controller.contract.clock import pause
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent
 from controller.contract.settings import Settings
@@ -159,8 +159,7 @@ async def publish_every(
     fails is logged and the next one tries again; what the bus did not store within its retries
     is counted and dropped, and the next read covers the same span again."""
     while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        await pause(stop, interval_s)
         if stop.is_set():
             return
         try:

@@ -21,7 +21,6 @@ the runs that went quiet from what the leader published.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -32,6 +31,7 @@ from typing import IO, Any, Literal
 from controller.bus.client import NATS
 from controller.bus.positions import read_positions, save_positions
 from controller.bus.publishing import Publisher
+from controller.contract.clock import pause
 from controller.contract.events import BusEvent, Change, LogProbed
 from controller.contract.kinds import JobKind, speaks_for_run
 from controller.contract.redaction import scrub_lines
@@ -360,8 +360,7 @@ async def run_watchers(
         while not stop.is_set():
             if queue.empty() and urgent.empty() and not unwatched.pending:
                 arrived.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(arrived.wait(), timeout=1.0)
+                await pause(arrived, 1.0)
                 if queue.empty() and urgent.empty() and not unwatched.pending:
                     await pipeline.feed(())
                     await save_positions_if_published()

@@ -18,7 +18,6 @@ Appends take the chain's advisory lock, so replicas are safe (they take turns).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -36,7 +35,7 @@ from controller.contract.audit import (
     lifecycle_record,
     parse_audit_record,
 )
-from controller.contract.clock import Clock
+from controller.contract.clock import Clock, pause
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, JobObserved, parse_event
 from controller.contract.settings import AuditSettings
@@ -187,8 +186,7 @@ async def run_corroboration(
             _report(decided)
         except UNAVAILABLE as exc:
             log.warning("audit: corroboration failed, trying again: %s", exc)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), settings.corroboration_interval_s)
+        await pause(stop, settings.corroboration_interval_s)
 
 
 async def run_retention(
@@ -202,5 +200,4 @@ async def run_retention(
             await purge_once(engine, settings.retention_days, RETENTION_ACTOR, clock())
         except Exception:
             log.exception("audit retention purge failed; trying again in %.0fs", settings.purge_interval_s)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=settings.purge_interval_s)
+        await pause(stop, settings.purge_interval_s)

@@ -45,7 +45,7 @@ from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.contract.backoff import Backoff
-from controller.contract.clock import Clock, utcnow
+from controller.contract.clock import Clock, pause, utcnow
 from controller.contract.credentials import tls_context
 from controller.contract.settings import AuditSettings
 from controller.metrics import MetricGroup
@@ -411,11 +411,6 @@ async def drain(
     return total
 
 
-async def _pause(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-
-
 async def run_exporter(
     engine: AsyncEngine,
     sink: Sink,
@@ -436,12 +431,12 @@ async def run_exporter(
                 metrics.failures.labels(sink.name).inc()
                 delay = backoff.next_delay()
                 log.warning("export to %s failed, retrying in %.1fs: %s", sink.name, delay, exc)
-                await _pause(stop, delay)
+                await pause(stop, delay)
                 continue
             backoff.reset()
             metrics.exported.labels(sink.name).inc(shipped)
             if shipped < settings.export_batch_size:
-                await _pause(stop, settings.export_poll_s)
+                await pause(stop, settings.export_poll_s)
     finally:
         await sink.close()
 

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from consumers.notify.alerting import payload
 from consumers.notify.metrics import AlertmanagerMetrics
-from controller.contract.clock import Clock, first_of, utcnow
+from controller.contract.clock import Clock, first_of, pause, utcnow
 from controller.contract.credentials import bearer_header, tls_context
 from controller.contract.settings import AlertmanagerSettings
 from controller.store import alerts, wakeups
@@ -137,8 +137,7 @@ class AlertmanagerPusher:
                 delay = min(s.retry_max_s, s.retry_initial_s * 2 ** (failures - 1))
                 delay *= self._rng.uniform(0.8, 1.2)
                 log.warning("alertmanager %s: %s; retrying in %.1f s (try %d)", url, exc, delay, failures)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
+                await pause(stop, delay)
                 continue
             failures = 0
             if sent is not None:
@@ -212,5 +211,4 @@ class AlertmanagerPusher:
                 self._metrics.alerts.labels("resolving").set(resolving)
             except UNAVAILABLE as exc:
                 log.warning("alertmanager sink: cannot count alerts: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval)
+            await pause(stop, interval)

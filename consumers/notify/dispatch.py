@@ -31,7 +31,6 @@ and the job's later emails are not held behind it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -48,7 +47,7 @@ from consumers.notify.sending import Attempt, EndpointTransports, RetrySchedule,
 from consumers.wiring import Role, Wiring
 from controller.contract import cloudevents
 from controller.contract.cancelling import stop_within
-from controller.contract.clock import Clock, utcnow
+from controller.contract.clock import Clock, pause, utcnow
 from controller.contract.egress import EgressPolicy, Resolver, system_resolver
 from controller.contract.notifications import parse_payload
 from controller.contract.settings import NotifySettings
@@ -165,8 +164,7 @@ class Dispatcher:
                     log.warning("notify dispatcher: cannot claim deliveries: %s", exc)
             self._full = room <= 0 or claimed >= room
             if claimed < room or room <= 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), s.poll_interval_s)
+                await pause(self._wakeup, s.poll_interval_s)
 
     async def _claim(self, room: int, sender: WebhookSender) -> int:
         s = self._settings
@@ -412,8 +410,7 @@ class Dispatcher:
                     self._wakeup.set()
             except UNAVAILABLE as exc:
                 log.warning("notify dispatcher: housekeeping failed: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), s.queue_depth_interval_s)
+            await pause(stop, s.queue_depth_interval_s)
 
 
 async def attach(wiring: Wiring) -> Role:

@@ -68,29 +68,7 @@ from consumers.rules.stragglers import STRAGGLER
 from consumers.rules.usage import GPU_IDLE, MEMORY_NEAR_LIMIT
 from controller.contract.findings import RuleId
 
-POD_CAUSES: frozenset[RuleId] = frozenset(
-    {
-        "oom",
-        "gpu-oom",
-        "gpu-error",
-        "gpu-fault",
-        "segfault",
-        "disk-full",
-        "quota",
-        "image-pull",
-        "unschedulable",
-        "crashloop",
-        "evicted",
-        "node-lost",
-        "node-degraded",
-    }
-)
-CAUSES: frozenset[RuleId] = POD_CAUSES | {"rendezvous", "mpi-comm", "mpi-abort"}
-STALLS: frozenset[RuleId] = frozenset(
-    {"failure-propagation", "restarting", "hang-init", "hang-pending", "hang-progress"}
-)
-
-CATALOG: tuple[Rule, ...] = (
+_POD_RULES: tuple[Rule, ...] = (
     OOM,
     GPU_OOM,
     GPU_FAULT,
@@ -104,6 +82,16 @@ CATALOG: tuple[Rule, ...] = (
     replace(EVICTED, explained_by=frozenset({"disk-full"})),
     NODE_LOST,
     replace(NODE_DEGRADED, explained_by=frozenset({"node-lost", "evicted"})),
+)
+"""The rules of a pod's own cause, first in the catalog."""
+POD_CAUSES: frozenset[RuleId] = frozenset(rule.id for rule in _POD_RULES)
+CAUSES: frozenset[RuleId] = POD_CAUSES | {"rendezvous", "mpi-comm", "mpi-abort"}
+STALLS: frozenset[RuleId] = frozenset(
+    {"failure-propagation", "restarting", "hang-init", "hang-pending", "hang-progress"}
+)
+
+CATALOG: tuple[Rule, ...] = (
+    *_POD_RULES,
     replace(RENDEZVOUS, explained_by=POD_CAUSES),
     replace(MPI_COMM, explained_by=POD_CAUSES | {"rendezvous"}),
     replace(MPI_ABORT, explained_by=POD_CAUSES | {"rendezvous", "mpi-comm"}),

@@ -52,7 +52,6 @@ Run partitioned, one service per partition (:mod:`consumers.rules.replica`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -70,7 +69,7 @@ from controller.bus.client import JetStreamContext, Msg
 from controller.bus.consuming import Durable
 from controller.bus.publishing import PUBLISH_RETRY_S, Publisher
 from controller.bus.reading import last_sequence, read_stream
-from controller.contract.clock import Clock
+from controller.contract.clock import Clock, pause
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, job_of, parse_event
 from controller.contract.findings import Finding, parse_finding
@@ -402,8 +401,7 @@ async def run_ticker(
     """Tick at once (or, ``at_once`` False, after ``interval_s``: a warm start has just ticked),
     then every ``interval_s``, until ``stop`` is set."""
     if not at_once:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
+        await pause(stop, interval_s)
     while not stop.is_set():
         try:
             await service.tick()
@@ -411,8 +409,7 @@ async def run_ticker(
             log.warning("rules tick: %s", exc)
         except Exception:  # one bad run must not stop the time-based rules for all
             log.exception("rules tick failed")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
+        await pause(stop, interval_s)
 
 
 def durable(

@@ -6,7 +6,8 @@ these functions only, so the state's layout is known in one place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -17,37 +18,30 @@ from controller.api.ratelimit import ClientLimiter
 from controller.metrics import PipelineMetrics
 
 
-def engine_of(request: Request) -> AsyncEngine:
-    """The history store's engine."""
-    engine: AsyncEngine = request.app.state.engine
-    return engine
+def _on_state(name: str, doc: str) -> Callable[[Request], Any]:
+    """The function that reads ``app.state.<name>`` of a request's application, named ``<name>_of``."""
+
+    def of(request: Request) -> Any:
+        return getattr(request.app.state, name)
+
+    of.__name__ = of.__qualname__ = f"{name}_of"
+    of.__doc__ = doc
+    return of
 
 
-def metrics_of(request: Request) -> PipelineMetrics:
-    """The process's metrics (served on ``/metrics``)."""
-    metrics: PipelineMetrics = request.app.state.metrics
-    return metrics
-
-
-def reviewer_of(request: Request) -> AccessReviewer:
-    """Who answers "whose token is this", "may they read (update jobs in) that namespace"."""
-    reviewer: AccessReviewer = request.app.state.reviewer
-    return reviewer
-
-
-def review_limit_of(request: Request) -> int:
-    """Access decisions one request may ask for beyond the reviewer's cache."""
-    limit: int = request.app.state.review_limit
-    return limit
-
-
-def collectors_of(request: Request) -> Sequence[ScrapeCollector]:
-    """Collectors to refresh before ``/metrics`` renders."""
-    collectors: Sequence[ScrapeCollector] = request.app.state.collectors
-    return collectors
-
-
-def limiter_of(request: Request) -> ClientLimiter:
-    """The per-client rate limits every authentication goes through."""
-    limiter: ClientLimiter = request.app.state.limiter
-    return limiter
+engine_of: Callable[[Request], AsyncEngine] = _on_state("engine", "The history store's engine.")
+metrics_of: Callable[[Request], PipelineMetrics] = _on_state(
+    "metrics", "The process's metrics (served on ``/metrics``)."
+)
+reviewer_of: Callable[[Request], AccessReviewer] = _on_state(
+    "reviewer", 'Who answers "whose token is this", "may they read (update jobs in) that namespace".'
+)
+review_limit_of: Callable[[Request], int] = _on_state(
+    "review_limit", "Access decisions one request may ask for beyond the reviewer's cache."
+)
+collectors_of: Callable[[Request], Sequence[ScrapeCollector]] = _on_state(
+    "collectors", "Collectors to refresh before ``/metrics`` renders."
+)
+limiter_of: Callable[[Request], ClientLimiter] = _on_state(
+    "limiter", "The per-client rate limits every authentication goes through."
+)

@@ -452,7 +452,9 @@ async def _page(
     ends = (
         None
         if stretch is not None
-        else await subject_ends(logs.js, logs.topology, run.namespace, run.name, run.uid, pod=pod)
+        else await subject_ends(
+            logs.js, logs.topology, logs.topology.run_logs(run.namespace, run.name, run.uid, pod)
+        )
     )
     reached: dict[str, int] = {}
     pulls = _ahead(_batches(logs, run, pod, chosen.since, follow=False, start_seq=start_seq))
@@ -573,10 +575,7 @@ def _batches(
     return read_raw(
         logs.js,
         logs.topology,
-        run.namespace,
-        run.name,
-        run.uid,
-        pod=pod,
+        logs.topology.run_logs(run.namespace, run.name, run.uid, pod),
         start=start,
         start_seq=start_seq,
         follow=follow,

@@ -26,7 +26,6 @@ a subscription is suspended (or resumed) once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -34,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.api.access import AccessReviewer, Principal, ReviewUnavailableError
 from controller.api.creators import creator_of, lost_access
-from controller.contract.clock import Clock, utcnow
+from controller.contract.clock import Clock, pause, utcnow
 from controller.store import outbox, subscriptions
 from controller.store.engine import UNAVAILABLE
 
@@ -77,8 +76,7 @@ class CreatorRecheck:
                 log.warning("subscription re-check: the database did not answer: %s", exc)
             except Exception:  # the API goes on serving; the next round tries again
                 log.exception("subscription re-check: the round failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self._interval_s)
+            await pause(stop, self._interval_s)
 
     async def round(self) -> Rechecked:
         """Ask about every creator once; suspend and resume what their answers say."""

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from controller.bus.leases import Leases
+from controller.contract.clock import pause
 
 __all__ = ["PartitionHolder"]
 
@@ -61,9 +62,7 @@ class PartitionHolder:
         down); then hand every partition back. Cancelled, it hands nothing back: a crash, the
         leases expire and the other replicas take the partitions over."""
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.heartbeat_s)
-            if stop.is_set():
+            if await pause(stop, self.heartbeat_s):
                 break
             if check is not None:
                 check()
@@ -131,9 +130,7 @@ class PartitionHolder:
 
         async def renew() -> None:
             while not finished.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(finished.wait(), self.heartbeat_s)
-                if finished.is_set():
+                if await pause(finished, self.heartbeat_s):
                     return
                 try:
                     await leases.heartbeat()

@@ -195,21 +195,19 @@ class Raw:
 async def read_raw(
     js: JetStreamContext,
     topology: Topology,
-    namespace: str,
-    job: str,
-    run_uid: str,
+    subjects: str,
     *,
-    pod: str | None = None,
     start: datetime | None = None,
     start_seq: int | None = None,
     follow: bool = False,
     wait_s: float = 1.0,
 ) -> AsyncGenerator[list[Raw] | None, None]:
-    """The batches of one run (of one of its pods) in the order they were stored, unparsed, a pull
-    (up to 16) at a time: from those stored at ``start`` on, or from stream sequence
-    ``start_seq`` on (neither: all of them). Without ``follow`` the read ends with the last
-    batch stored when it began; with it, it goes on, yielding ``None`` after each ``wait_s``
-    without news (a stream's heartbeat). The caller parses (off its event loop if it wishes)."""
+    """The batches of one run (of one of its pods: ``subjects``, :meth:`Topology.run_logs`) in the
+    order they were stored, unparsed, a pull (up to 16) at a time: from those stored at ``start``
+    on, or from stream sequence ``start_seq`` on (neither: all of them). Without ``follow`` the
+    read ends with the last batch stored when it began; with it, it goes on, yielding ``None``
+    after each ``wait_s`` without news (a stream's heartbeat). The caller parses (off its event
+    loop if it wishes)."""
     if start_seq is not None:
         deliver, start = DeliverPolicy.BY_START_SEQUENCE, None
     else:
@@ -217,7 +215,7 @@ async def read_raw(
     async with _ephemeral(
         js,
         topology,
-        topology.run_logs(namespace, job, run_uid, pod),
+        subjects,
         ConsumerConfig(deliver_policy=deliver, opt_start_time=start, opt_start_seq=start_seq),
     ) as (sub, info):
         if not follow and not info.num_pending:
@@ -274,22 +272,15 @@ async def _ephemeral(
             await js.delete_consumer(topology.stream("logs"), info.name)
 
 
-async def subject_ends(
-    js: JetStreamContext,
-    topology: Topology,
-    namespace: str,
-    job: str,
-    run_uid: str,
-    *,
-    pod: str | None = None,
-) -> dict[str, int]:
+async def subject_ends(js: JetStreamContext, topology: Topology, subjects: str) -> dict[str, int]:
     """The stream sequence of the last batch on each container subject of one run (of one of its
-    pods): its messages' headers only, the last of each subject, through one ephemeral consumer."""
+    pods: ``subjects``, :meth:`Topology.run_logs`): its messages' headers only, the last of each
+    subject, through one ephemeral consumer."""
     ends: dict[str, int] = {}
     async with _ephemeral(
         js,
         topology,
-        topology.run_logs(namespace, job, run_uid, pod),
+        subjects,
         ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, headers_only=True),
     ) as (sub, info):
         left = info.num_pending or 0

@@ -53,6 +53,7 @@ from nats.js.errors import NotFoundError
 
 from controller.bus.answering import until_answered
 from controller.bus.serverconfig import PULL_MAX_BYTES
+from controller.contract.clock import pause
 
 __all__ = ["PullError", "Puller"]
 
@@ -200,18 +201,14 @@ class Puller:
             return
         status, description = ended
         if description in _BUSY:  # other replicas' requests take what is there: ours comes next
-            await self._pause(self._busy_s)
+            await pause(self._interrupted, self._busy_s)
         elif status == "408" or description == _COMPLETED:  # the request ran its course: ask again
             self._backoff = self._busy_s
         elif status in _AGAIN or description == _LEADER_CHANGE:  # the server is not ready yet
-            await self._pause(self._backoff)
+            await pause(self._interrupted, self._backoff)
             self._backoff = min(self._backoff * 2, self._wait_s)
         else:
             raise PullError(f"{self.stream}/{self.durable}: {status} {description}".strip())
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._interrupted.wait(), seconds)
 
     async def _receive(self, msg: Msg) -> None:
         headers = msg.headers

@@ -51,6 +51,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from controller.cli.embedded.processes import die_with_this_process
 from controller.contract.backoff import Backoff
+from controller.contract.clock import pause
 from controller.contract.settings import UpSettings
 from controller.metrics import MetricGroup
 
@@ -134,13 +135,6 @@ async def _stop(child: Child, process: asyncio.subprocess.Process, grace_s: floa
         await process.wait()
 
 
-async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
-    """Wait ``seconds`` unless ``stop`` is set first; whether it was."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
-    return stop.is_set()
-
-
 async def _keep_running(
     child: Child, env: Mapping[str, str], stop: asyncio.Event, policy: UpSettings, metrics: UpMetrics
 ) -> None:
@@ -192,7 +186,7 @@ async def _keep_running(
             why,
         )
         restarted = True
-        if await _stopped_within(stop, delay):
+        if await pause(stop, delay):
             return
 
 

@@ -12,14 +12,10 @@ import asyncio
 import inspect
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from controller.client.aio import AsyncClient
-from controller.client.connection import NoticeCallback
-from controller.client.refs import RunRef
 from controller.contract.runs import LogEntry
-from controller.contract.settings import ClientSettings
 
 __all__ = ["Client"]
 
@@ -29,6 +25,20 @@ P = ParamSpec("P")
 
 async def _next(iterator: AsyncIterator[T]) -> T:
     return await anext(iterator)
+
+
+def _arguments_of(
+    source: Callable[Concatenate[AsyncClient, P], object],
+) -> Callable[[Callable[Concatenate[Client, ...], T]], Callable[Concatenate[Client, P], T]]:
+    """A method of :class:`Client` that passes its arguments on to :class:`AsyncClient`'s ``source``:
+    it takes the very arguments, as type checkers and ``help()`` see them, and returns its own."""
+
+    def taking(method: Callable[Concatenate[Client, ...], T]) -> Callable[Concatenate[Client, P], T]:
+        returns = inspect.signature(method).return_annotation
+        method.__signature__ = inspect.signature(source).replace(return_annotation=returns)  # type: ignore[attr-defined]
+        return method
+
+    return taking
 
 
 def _blocking(
@@ -52,26 +62,9 @@ class Client:
     """Reads of the API, blocking: ``with Client() as api: api.runs(...)``. Arguments, settings,
     methods and errors are :class:`~controller.client.aio.AsyncClient`'s; ``logs`` is an iterator."""
 
-    def __init__(
-        self,
-        api_url: str | None = None,
-        *,
-        token: str | None = None,
-        token_file: str | None = None,
-        ca_file: str | None = None,
-        insecure_http: bool | None = None,
-        settings: ClientSettings | None = None,
-        timeout_s: float = 30.0,
-    ) -> None:
-        self._async = AsyncClient(
-            api_url,
-            token=token,
-            token_file=token_file,
-            ca_file=ca_file,
-            insecure_http=insecure_http,
-            settings=settings,
-            timeout_s=timeout_s,
-        )
+    @_arguments_of(AsyncClient.__init__)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._async = AsyncClient(*args, **kwargs)
         self.settings = self._async.settings
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mpijc-client", daemon=True)
@@ -107,29 +100,10 @@ class Client:
     compare = _blocking(AsyncClient.compare)
     wait = _blocking(AsyncClient.wait, " (``on_event`` is told each event on the client's thread)")
 
-    def logs(
-        self,
-        ref: str | RunRef,
-        *,
-        grep: str | None = None,
-        ignore_case: bool = False,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-        follow: bool = False,
-        on_stored: Callable[[int], None] | None = None,
-        notice: NoticeCallback | None = None,
-    ) -> Iterator[LogEntry]:
+    @_arguments_of(AsyncClient.logs)
+    def logs(self, *args: Any, **kwargs: Any) -> Iterator[LogEntry]:
         """:meth:`AsyncClient.logs`, as an iterator (stop iterating to stop following)."""
-        lines = self._async.logs(
-            ref,
-            grep=grep,
-            ignore_case=ignore_case,
-            since=since,
-            until=until,
-            follow=follow,
-            on_stored=on_stored,
-            notice=notice,
-        )
+        lines = self._async.logs(*args, **kwargs)
         try:
             while True:
                 try:

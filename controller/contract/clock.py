@@ -2,17 +2,19 @@
 
 Two meanings, two names: a :data:`Clock` tells the time of day (timestamps, thresholds,
 retention), a :data:`Monotonic` measures intervals (caches, timeouts) and never jumps.
-:func:`first_of` waits for whichever of several events comes first (a stop, a wake-up).
+:func:`first_of` waits for whichever of several events comes first (a stop, a wake-up);
+:func:`pause` waits a while unless an event (a stop) comes first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-__all__ = ["Clock", "Monotonic", "first_of", "monotonic", "utcnow"]
+__all__ = ["Clock", "Monotonic", "first_of", "monotonic", "pause", "utcnow"]
 
 Clock = Callable[[], datetime]
 """The time of day, timezone-aware UTC."""
@@ -36,3 +38,10 @@ async def first_of(*events: asyncio.Event) -> None:
     finally:
         for waiter in waiters:
             waiter.cancel()
+
+
+async def pause(event: asyncio.Event, seconds: float) -> bool:
+    """Wait ``seconds`` unless ``event`` (a stop) is set first; whether it is set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+    return event.is_set()

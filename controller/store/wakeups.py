@@ -11,7 +11,6 @@ readers still poll now and then, since one sent while no connection listened is 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from controller.contract.clock import first_of
+from controller.contract.clock import first_of, pause
 from controller.store.engine import UNAVAILABLE
 
 log = logging.getLogger(__name__)
@@ -55,8 +54,7 @@ async def listen(
         if listening is not None:
             listening.clear()
         if not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RECONNECT_S)
+            await pause(stop, RECONNECT_S)
 
 
 async def _listen_once(

@@ -110,44 +110,28 @@ def job(
 # ---------------------------------------------------------------- containers
 
 
+def _container(state: str, name: str, restarts: int, **fields: object) -> ContainerState:
+    return ContainerState(name=name, restart_count=restarts, state=state, **fields)
+
+
 def running(name: str = "worker", *, ready: bool = True, restarts: int = 0, **last: object) -> ContainerState:
     """A running container; ``last_reason=…, last_exit_code=…`` describe its previous run."""
-    return ContainerState(
-        name=name,
-        ready=ready,
-        restart_count=restarts,
-        state="running",
-        started_at=T0,
-        **last,
-    )
+    return _container("running", name, restarts, ready=ready, started_at=T0, **last)
 
 
 def waiting(
     reason: str, message: str | None = None, *, name: str = "worker", restarts: int = 0, **last: object
 ) -> ContainerState:
     """A waiting container (``ContainerCreating``, ``ImagePullBackOff``, ``CrashLoopBackOff``, …)."""
-    return ContainerState(
-        name=name,
-        restart_count=restarts,
-        state="waiting",
-        reason=reason,
-        message=message,
-        **last,
-    )
+    return _container("waiting", name, restarts, reason=reason, message=message, **last)
 
 
 def terminated(
     reason: str, exit_code: int, *, name: str = "worker", message: str | None = None, restarts: int = 0
 ) -> ContainerState:
     """A terminated container."""
-    return ContainerState(
-        name=name,
-        restart_count=restarts,
-        state="terminated",
-        reason=reason,
-        exit_code=exit_code,
-        message=message,
-        finished_at=T0,
+    return _container(
+        "terminated", name, restarts, reason=reason, exit_code=exit_code, message=message, finished_at=T0
     )
 
 

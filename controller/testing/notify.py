@@ -81,26 +81,6 @@ class ManualClock:
 
 
 @contextlib.asynccontextmanager
-async def notify_running(
-    settings: Settings,
-    topology: Topology,
-    js: JetStreamContext,
-    engine: AsyncEngine,
-    metrics: PipelineMetrics,
-    *,
-    clock: Callable[[], datetime] | None = None,
-    mailer: Mailer | None = None,
-    resolver: Resolver = system_resolver,
-) -> AsyncIterator[Dispatcher]:
-    """The notify consumer and a dispatcher beside it that it wakes, as one process runs them."""
-    async with (
-        dispatcher_running(settings, engine, metrics, clock=clock, mailer=mailer, resolver=resolver) as d,
-        consumer_running(settings, topology, js, engine, metrics, clock=clock, wake=d.wake),
-    ):
-        yield d
-
-
-@contextlib.asynccontextmanager
 async def consumer_running(
     settings: Settings,
     topology: Topology,

@@ -2,7 +2,7 @@
 
 import sqlalchemy as sa
 from alembic import op
-from controller.store.migrations.shapes import JSONB, TS
+from controller.store.migrations.shapes import columns
 
 revision: str = "0003"
 down_revision: str | None = "0002"
@@ -11,54 +11,58 @@ down_revision: str | None = "0002"
 def upgrade() -> None:
     op.create_table(
         "subscriptions",
-        sa.Column("id", sa.String(length=40), nullable=False),
-        sa.Column("channel", sa.String(length=16), nullable=False),
-        sa.Column("state", sa.String(length=16), nullable=False),
-        sa.Column("namespace", sa.String(length=253), nullable=True),
-        sa.Column("job_name", sa.String(length=253), nullable=True),
-        sa.Column("label_selector", sa.Text(), nullable=True),
-        sa.Column("event_types", JSONB, nullable=False),
-        sa.Column("rules", JSONB, nullable=False),
-        sa.Column("severities", JSONB, nullable=False),
-        sa.Column("url", sa.Text(), nullable=True),
-        sa.Column("recipients", JSONB, nullable=False),
-        sa.Column("secret", sa.Text(), nullable=True),
-        sa.Column("previous_secret", sa.Text(), nullable=True),
-        sa.Column("previous_secret_until", TS, nullable=True),
-        sa.Column("one_shot", sa.Boolean(), nullable=False),
-        sa.Column("expires_at", TS, nullable=True),
-        sa.Column("fired_at", TS, nullable=True),
-        sa.Column("description", sa.Text(), nullable=False),
-        sa.Column("created_by", sa.String(length=253), nullable=False),
-        sa.Column("created_at", TS, nullable=False),
-        sa.Column("updated_at", TS, nullable=False),
-        sa.Column("failing_since", TS, nullable=True),
-        sa.Column("disabled_at", TS, nullable=True),
-        sa.Column("disabled_reason", sa.Text(), nullable=True),
+        *columns("""
+        id                     varchar(40)   not null
+        channel                varchar(16)   not null
+        state                  varchar(16)   not null
+        namespace              varchar(253)  null
+        job_name               varchar(253)  null
+        label_selector         text          null
+        event_types            jsonb         not null
+        rules                  jsonb         not null
+        severities             jsonb         not null
+        url                    text          null
+        recipients             jsonb         not null
+        secret                 text          null
+        previous_secret        text          null
+        previous_secret_until  ts            null
+        one_shot               bool          not null
+        expires_at             ts            null
+        fired_at               ts            null
+        description            text          not null
+        created_by             varchar(253)  not null
+        created_at             ts            not null
+        updated_at             ts            not null
+        failing_since          ts            null
+        disabled_at            ts            null
+        disabled_reason        text          null
+        """),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_subscriptions_state_ns", "subscriptions", ["state", "namespace"], unique=False)
     op.create_table(
         "deliveries",
-        sa.Column("seq", sa.BigInteger(), autoincrement=True, nullable=False),
-        sa.Column("id", sa.String(length=40), nullable=False),
-        sa.Column("subscription_id", sa.String(length=40), nullable=False),
-        sa.Column("channel", sa.String(length=16), nullable=False),
-        sa.Column("event_type", sa.String(length=32), nullable=False),
-        sa.Column("order_key", sa.Text(), nullable=False),
-        sa.Column("namespace", sa.String(length=253), nullable=False),
-        sa.Column("job_name", sa.String(length=253), nullable=False),
-        sa.Column("job_uid", sa.String(length=64), nullable=False),
-        sa.Column("body", sa.Text(), nullable=False),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("next_attempt_at", TS, nullable=False),
-        sa.Column("event_at", TS, nullable=False),
-        sa.Column("created_at", TS, nullable=False),
-        sa.Column("finished_at", TS, nullable=True),
-        sa.Column("last_status_code", sa.Integer(), nullable=True),
-        sa.Column("last_error", sa.Text(), nullable=True),
-        sa.Column("last_latency_ms", sa.Float(), nullable=True),
+        *columns("""
+        seq               bigint        not null serial
+        id                varchar(40)   not null
+        subscription_id   varchar(40)   not null
+        channel           varchar(16)   not null
+        event_type        varchar(32)   not null
+        order_key         text          not null
+        namespace         varchar(253)  not null
+        job_name          varchar(253)  not null
+        job_uid           varchar(64)   not null
+        body              text          not null
+        status            varchar(16)   not null
+        attempts          int           not null
+        next_attempt_at   ts            not null
+        event_at          ts            not null
+        created_at        ts            not null
+        finished_at       ts            null
+        last_status_code  int           null
+        last_error        text          null
+        last_latency_ms   float         null
+        """),
         sa.ForeignKeyConstraint(["subscription_id"], ["subscriptions.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("seq"),
         sa.UniqueConstraint("id"),
@@ -80,14 +84,16 @@ def upgrade() -> None:
     op.create_index("ix_deliveries_sub_seq", "deliveries", ["subscription_id", "seq"], unique=False)
     op.create_table(
         "delivery_attempts",
-        sa.Column("id", sa.BigInteger(), autoincrement=True, nullable=False),
-        sa.Column("delivery_seq", sa.BigInteger(), nullable=False),
-        sa.Column("attempt", sa.Integer(), nullable=False),
-        sa.Column("at", TS, nullable=False),
-        sa.Column("outcome", sa.String(length=16), nullable=False),
-        sa.Column("status_code", sa.Integer(), nullable=True),
-        sa.Column("latency_ms", sa.Float(), nullable=False),
-        sa.Column("error", sa.Text(), nullable=True),
+        *columns("""
+        id            bigint       not null serial
+        delivery_seq  bigint       not null
+        attempt       int          not null
+        at            ts           not null
+        outcome       varchar(16)  not null
+        status_code   int          null
+        latency_ms    float        not null
+        error         text         null
+        """),
         sa.ForeignKeyConstraint(["delivery_seq"], ["deliveries.seq"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )
@@ -96,11 +102,13 @@ def upgrade() -> None:
     )
     op.create_table(
         "subscription_notices",
-        sa.Column("id", sa.BigInteger(), autoincrement=True, nullable=False),
-        sa.Column("subscription_id", sa.String(length=40), nullable=False),
-        sa.Column("kind", sa.String(length=32), nullable=False),
-        sa.Column("message", sa.Text(), nullable=False),
-        sa.Column("at", TS, nullable=False),
+        *columns("""
+        id               bigint       not null serial
+        subscription_id  varchar(40)  not null
+        kind             varchar(32)  not null
+        message          text         not null
+        at               ts           not null
+        """),
         sa.ForeignKeyConstraint(["subscription_id"], ["subscriptions.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )
@@ -112,21 +120,25 @@ def upgrade() -> None:
     )
     op.create_table(
         "notify_jobs",
-        sa.Column("uid", sa.String(length=64), nullable=False),
-        sa.Column("namespace", sa.String(length=253), nullable=False),
-        sa.Column("name", sa.String(length=253), nullable=False),
-        sa.Column("kind", sa.String(length=16), nullable=False),
-        sa.Column("phase", sa.String(length=16), nullable=False),
-        sa.Column("labels", JSONB, nullable=False),
-        sa.Column("resource_version", sa.BigInteger(), nullable=False),
-        sa.Column("deleted", sa.Boolean(), nullable=False),
+        *columns("""
+        uid               varchar(64)   not null
+        namespace         varchar(253)  not null
+        name              varchar(253)  not null
+        kind              varchar(16)   not null
+        phase             varchar(16)   not null
+        labels            jsonb         not null
+        resource_version  bigint        not null
+        deleted           bool          not null
+        """),
         sa.PrimaryKeyConstraint("uid"),
     )
     op.create_table(
         "notify_findings",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("revision", sa.Integer(), nullable=False),
+        *columns("""
+        id        varchar(64)  not null
+        status    varchar(16)  not null
+        revision  int          not null
+        """),
         sa.PrimaryKeyConstraint("id"),
     )
 

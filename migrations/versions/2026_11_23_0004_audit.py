@@ -9,7 +9,7 @@ UPDATE stays refused even then. See ``docs/audit.md``.
 
 import sqlalchemy as sa
 from alembic import op
-from controller.store.migrations.shapes import JSONB, TS
+from controller.store.migrations.shapes import columns
 
 revision: str = "0004"
 down_revision: str | None = "0003"
@@ -31,20 +31,22 @@ $$
 def upgrade() -> None:
     op.create_table(
         "audit_records",
-        sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("event_id", sa.String(length=255), nullable=False),
-        sa.Column("recorded_at", TS, nullable=False),
-        sa.Column("at", TS, nullable=False),
-        sa.Column("namespace", sa.String(length=253), nullable=True),
-        sa.Column("source", sa.String(length=16), nullable=False),
-        sa.Column("verb", sa.String(length=16), nullable=False),
-        sa.Column("kind", sa.String(length=64), nullable=True),
-        sa.Column("name", sa.String(length=253), nullable=True),
-        sa.Column("object_uid", sa.String(length=64), nullable=True),
-        sa.Column("username", sa.Text(), nullable=True),
-        sa.Column("record", JSONB, nullable=False),
-        sa.Column("prev_hash", sa.String(length=64), nullable=False),
-        sa.Column("hash", sa.String(length=64), nullable=False),
+        *columns("""
+        seq          bigint        not null no serial
+        event_id     varchar(255)  not null
+        recorded_at  ts            not null
+        at           ts            not null
+        namespace    varchar(253)  null
+        source       varchar(16)   not null
+        verb         varchar(16)   not null
+        kind         varchar(64)   null
+        name         varchar(253)  null
+        object_uid   varchar(64)   null
+        username     text          null
+        record       jsonb         not null
+        prev_hash    varchar(64)   not null
+        hash         varchar(64)   not null
+        """),
         sa.PrimaryKeyConstraint("seq"),
         sa.UniqueConstraint("event_id"),
     )
@@ -53,10 +55,12 @@ def upgrade() -> None:
     op.create_index("ix_audit_records_object_uid", "audit_records", ["object_uid"], unique=False)
     op.create_table(
         "audit_export_cursors",
-        sa.Column("sink", sa.String(length=512), nullable=False),
-        sa.Column("last_seq", sa.BigInteger(), nullable=False),
-        sa.Column("exported", sa.BigInteger(), nullable=False),
-        sa.Column("updated_at", TS, nullable=False),
+        *columns("""
+        sink        varchar(512)  not null
+        last_seq    bigint        not null
+        exported    bigint        not null
+        updated_at  ts            not null
+        """),
         sa.PrimaryKeyConstraint("sink"),
     )
     op.execute(APPEND_ONLY)

@@ -11,7 +11,7 @@ The runtime role may read and add verdicts, never change or remove them.
 
 import sqlalchemy as sa
 from alembic import op
-from controller.store.migrations.shapes import TS, separate_role
+from controller.store.migrations.shapes import columns, separate_role
 
 revision: str = "0007"
 down_revision: str | None = "0006"
@@ -20,23 +20,27 @@ down_revision: str | None = "0006"
 def upgrade() -> None:
     op.create_table(
         "watch_changes",
-        sa.Column("uid", sa.String(64), nullable=False),
-        sa.Column("resource_version", sa.String(64), nullable=False),
-        sa.Column("change", sa.String(16), nullable=False),
-        sa.Column("namespace", sa.String(253), nullable=False),
-        sa.Column("kind", sa.String(64), nullable=False),
-        sa.Column("name", sa.String(253), nullable=False),
-        sa.Column("observed_at", TS, nullable=False),
+        *columns("""
+        uid               varchar(64)   not null
+        resource_version  varchar(64)   not null
+        change            varchar(16)   not null
+        namespace         varchar(253)  not null
+        kind              varchar(64)   not null
+        name              varchar(253)  not null
+        observed_at       ts            not null
+        """),
         sa.PrimaryKeyConstraint("uid", "resource_version", "change"),
     )
     op.create_index("ix_watch_changes_object", "watch_changes", ["namespace", "kind", "name", "observed_at"])
     op.create_table(
         "admission_corroborations",
         # no foreign key to audit_records: refusing a TRUNCATE there stays the trigger's job
-        sa.Column("audit_seq", sa.BigInteger, nullable=False),
-        sa.Column("status", sa.String(16), nullable=False),
-        sa.Column("observed_at", TS, nullable=True),
-        sa.Column("decided_at", TS, nullable=False),
+        *columns("""
+        audit_seq    bigint       not null
+        status       varchar(16)  not null
+        observed_at  ts           null
+        decided_at   ts           not null
+        """),
         sa.PrimaryKeyConstraint("audit_seq"),
         sa.CheckConstraint("status IN ('verified', 'unmatched')", name="ck_admission_corroborations_status"),
     )

@@ -10,7 +10,7 @@ commit in ``change`` order and a pusher reads "what changed after N" without mis
 
 import sqlalchemy as sa
 from alembic import op
-from controller.store.migrations.shapes import JSONB, TS
+from controller.store.migrations.shapes import JSONB, TS, columns
 
 revision: str = "0011"
 down_revision: str | None = "0010"
@@ -22,12 +22,14 @@ def upgrade() -> None:
     op.execute("CREATE SEQUENCE notify_alerts_change")
     op.create_table(
         "notify_alerts",
-        sa.Column("finding_id", sa.String(64), primary_key=True),
-        sa.Column("labels", JSONB, nullable=False),
-        sa.Column("annotations", JSONB, nullable=False),
-        sa.Column("generator_url", sa.Text(), nullable=False),
-        sa.Column("starts_at", TS, nullable=False),
-        sa.Column("ends_at", TS, nullable=True),
+        *columns("""
+        finding_id     varchar(64)  key
+        labels         jsonb        not null
+        annotations    jsonb        not null
+        generator_url  text         not null
+        starts_at      ts           not null
+        ends_at        ts           null
+        """),
         sa.Column("resolved_to", JSONB, server_default=sa.text("'[]'::jsonb"), nullable=False),
         sa.Column("updated_at", TS, nullable=False),
         sa.Column(

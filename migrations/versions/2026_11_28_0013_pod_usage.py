@@ -5,9 +5,8 @@ limit, CPU against the request, and the curves of the last reading), refreshed w
 runs and final once read over its whole life; kept after the pod is deleted.
 """
 
-import sqlalchemy as sa
 from alembic import op
-from controller.store.migrations.shapes import JSONB, TS
+from controller.store.migrations.shapes import columns
 
 revision: str = "0013"
 down_revision: str | None = "0012"
@@ -16,24 +15,26 @@ down_revision: str | None = "0012"
 def upgrade() -> None:
     op.create_table(
         "pod_usage",
-        sa.Column("pod_uid", sa.String(64), primary_key=True),
-        sa.Column("run_uid", sa.String(64), nullable=False),
-        sa.Column("namespace", sa.String(253), nullable=False),
-        sa.Column("name", sa.String(253), nullable=False),
-        sa.Column("role", sa.String(16), nullable=False),
-        sa.Column("index", sa.Integer(), nullable=True),
-        sa.Column("since", TS, nullable=False),
-        sa.Column("until", TS, nullable=False),
-        sa.Column("final", sa.Boolean(), nullable=False),
-        sa.Column("gpus", JSONB, nullable=True),
-        sa.Column("gpu_util_curve", JSONB, nullable=False),
-        sa.Column("memory_max_bytes", sa.Float(), nullable=True),
-        sa.Column("memory_limit_bytes", sa.Float(), nullable=True),
-        sa.Column("memory_curve", JSONB, nullable=False),
-        sa.Column("cpu_mean_cores", sa.Float(), nullable=True),
-        sa.Column("cpu_max_cores", sa.Float(), nullable=True),
-        sa.Column("cpu_requested_cores", sa.Float(), nullable=True),
-        sa.Column("observed_at", TS, nullable=False),
+        *columns("""
+        pod_uid              varchar(64)   key
+        run_uid              varchar(64)   not null
+        namespace            varchar(253)  not null
+        name                 varchar(253)  not null
+        role                 varchar(16)   not null
+        index                int           null
+        since                ts            not null
+        until                ts            not null
+        final                bool          not null
+        gpus                 jsonb         null
+        gpu_util_curve       jsonb         not null
+        memory_max_bytes     float         null
+        memory_limit_bytes   float         null
+        memory_curve         jsonb         not null
+        cpu_mean_cores       float         null
+        cpu_max_cores        float         null
+        cpu_requested_cores  float         null
+        observed_at          ts            not null
+        """),
     )
     op.create_index("ix_pod_usage_run_uid", "pod_usage", ["run_uid"])
 

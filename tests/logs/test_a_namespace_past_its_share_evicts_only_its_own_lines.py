@@ -37,7 +37,9 @@ def _batch(namespace: str, n: int, text: str) -> LogBatch:
 async def _texts(js: JetStreamContext, topology: Topology, namespace: str) -> list[str]:
     return [
         line.text
-        async for stored in parsed_batches(read_raw(js, topology, namespace, "train", f"uid-{namespace}"))
+        async for stored in parsed_batches(
+            read_raw(js, topology, topology.run_logs(namespace, "train", f"uid-{namespace}"))
+        )
         if stored is not None
         for line in stored.batch.lines
     ]

@@ -207,7 +207,9 @@ async def test_a_batch_is_stored_only_right_after_the_last_one_its_follower_know
     end = await stored_end(js, topology, "team-a", "j", "u", "p", "c")
     assert end.position.ts == 3
     assert [
-        s.batch.lines[0].text async for s in parsed_batches(read_raw(js, topology, "team-a", "j", "u")) if s
+        s.batch.lines[0].text
+        async for s in parsed_batches(read_raw(js, topology, topology.run_logs("team-a", "j", "u")))
+        if s
     ] == [
         "a",
         "b",

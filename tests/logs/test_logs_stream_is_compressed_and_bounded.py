@@ -67,14 +67,16 @@ async def test_a_containers_last_batch_says_where_its_log_stands(
     nowhere = await stored_position(js, topology, "team-a", "llm.v2", "uid-2", "llm.v2-launcher", "main")
     assert nowhere == LogPosition()
     read = [
-        s async for s in parsed_batches(read_raw(js, topology, "team-a", "llm.v2", "uid-1")) if s is not None
+        s
+        async for s in parsed_batches(read_raw(js, topology, topology.run_logs("team-a", "llm.v2", "uid-1")))
+        if s is not None
     ]
     assert [s.batch.lines[0].text for s in read] == ["a", "b", "c"]
     assert [s.seq for s in read] == [1, 2, 3]
     of_pod = [
         b.batch
         async for b in parsed_batches(
-            read_raw(js, topology, "team-a", "llm.v2", "uid-1", pod="llm.v2-worker-0")
+            read_raw(js, topology, topology.run_logs("team-a", "llm.v2", "uid-1", "llm.v2-worker-0"))
         )
         if b is not None
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import pytest
 
@@ -205,76 +206,48 @@ GPU_OOM_TAIL = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
     "capacity of 79.15 GiB of which 1.12 GiB is free."
 )
-POD_CAUSES: dict[str, tuple[str, Callable[[], PodObserved], str]] = {  # built after the run: newer
-    "oom": (
-        "oom",
-        lambda: replica(
-            "Worker",
-            1,
-            phase="Failed",
-            ready=False,
-            containers=(terminated("OOMKilled", 137, name="pytorch"),),
-            observed_at=at(1),
-        ),
-        "Worker-1",
+
+
+def _failed(kind: str, index: int, **overrides: Any) -> Callable[[], PodObserved]:
+    """A replica that failed a second into the run, not ready (built after the run: newer)."""
+    return lambda: replica(
+        kind, index, **{"phase": "Failed", "ready": False, "observed_at": at(1), **overrides}
+    )
+
+
+POD_CAUSES: dict[str, Callable[[], PodObserved]] = {
+    "oom": _failed("Worker", 1, containers=(terminated("OOMKilled", 137, name="pytorch"),)),
+    "gpu-oom": _failed(
+        "Worker", 0, containers=(terminated("Error", 1, name="pytorch"),), log_tail=(GPU_OOM_TAIL,)
     ),
-    "gpu-oom": (
-        "gpu-oom",
-        lambda: replica(
-            "Worker",
-            0,
-            phase="Failed",
-            ready=False,
-            containers=(terminated("Error", 1, name="pytorch"),),
-            log_tail=(GPU_OOM_TAIL,),
-            observed_at=at(1),
-        ),
-        "Worker-0",
+    "evicted": _failed(
+        "PS",
+        0,
+        containers=(terminated("ContainerStatusUnknown", 137, name="tensorflow"),),
+        reason="Evicted",
+        message="The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki.",
     ),
-    "evicted": (
-        "evicted",
-        lambda: replica(
-            "PS",
-            0,
-            phase="Failed",
-            ready=False,
-            containers=(terminated("ContainerStatusUnknown", 137, name="tensorflow"),),
-            reason="Evicted",
-            message="The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki.",
-            observed_at=at(1),
-        ),
-        "PS-0",
+    "node-lost": _failed(
+        "Chief",
+        0,
+        phase="Unknown",
+        reason="NodeLost",
+        message="Node gpu-node-0 which was running pod bert-chief-0 is unresponsive",
     ),
-    "node-lost": (
-        "node-lost",
-        lambda: replica(
-            "Chief",
-            0,
-            phase="Unknown",
-            ready=False,
-            reason="NodeLost",
-            message="Node gpu-node-0 which was running pod bert-chief-0 is unresponsive",
-            observed_at=at(1),
-        ),
-        "Chief-0",
-    ),
-    "crashloop": (
-        "crashloop",
-        lambda: replica(
-            "Master",
-            0,
-            ready=False,
-            containers=(waiting("CrashLoopBackOff", restarts=5, last_reason="Error", last_exit_code=1),),
-            observed_at=at(3),
-        ),
-        "Master-0",
+    "crashloop": lambda: replica(
+        "Master",
+        0,
+        ready=False,
+        containers=(waiting("CrashLoopBackOff", restarts=5, last_reason="Error", last_exit_code=1),),
+        observed_at=at(3),
     ),
 }
+"""Each pod cause (the rule it fires) and the replica that fails of it."""
 
 
-@pytest.mark.parametrize("rule, failing, named", POD_CAUSES.values(), ids=POD_CAUSES.keys())
+@pytest.mark.parametrize("rule, failing", POD_CAUSES.items(), ids=POD_CAUSES.keys())
 def test_every_pod_cause_names_the_replica_of_a_launcherless_job(
-    rule: str, failing: Callable[[], PodObserved], named: str
+    rule: str, failing: Callable[[], PodObserved]
 ) -> None:
     engine = RuleEngine()
     run = torch_run()
@@ -283,6 +256,7 @@ def test_every_pod_cause_names_the_replica_of_a_launcherless_job(
     replay(engine, [*run, failed], failed.observed_at)
 
     causes = {f.rule: f for f in engine.firing()}
+    named = f"{failed.replica}-{failed.index}"
     assert rule in causes, {r: f.root_cause for r, f in causes.items()}
     assert causes[rule].root_cause.startswith(named), causes[rule].root_cause
     assert causes[rule].job.kind == "PyTorchJob"

@@ -11,11 +11,12 @@ until the process restarts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 from collections.abc import Callable
 from pathlib import Path
+
+from controller.contract.clock import pause
 
 __all__ = ["CertificateReloader", "UnreadableCertificate"]
 
@@ -105,6 +106,5 @@ class CertificateReloader:
     async def run(self, stop: asyncio.Event, interval_s: float) -> None:
         """Check every ``interval_s`` until ``stop`` is set."""
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval_s)
+            await pause(stop, interval_s)
             self.reload_if_changed()

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from controller.contract.audit import AuditRecord
 from controller.contract.backoff import Backoff
-from controller.contract.clock import first_of
+from controller.contract.clock import first_of, pause
 from watchers.admission.metrics import AdmissionMetrics
 from watchers.admission.spool import Spool
 
@@ -106,8 +105,7 @@ class RecordPublisher:
             except Exception as exc:
                 self._waiting.set()
                 log.info("audit records still not publishable: %s", exc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=backoff.next_delay())
+                await pause(stop, backoff.next_delay())
                 continue
             backoff.reset()
             if more:
