@@ -49,12 +49,11 @@ imports: $(STAMP)
 # module builds once. `.venv/bin/pytest tests/...` runs a few tests on one process.
 # Every worker collects the whole suite: pytest may keep the test modules it rewrote (for its
 # assertions) in __pycache__, where a PYTHONDONTWRITEBYTECODE in the environment would have it
-# rewrite them all in each worker on every run. One process by default: on 3 workers (the `slow`
-# group on one of them; pytest 9.2 silently dropped every group: pyproject.toml pins below it) the
-# suite takes 10.5 minutes instead of about 20 on a 2-core machine, but the API-outage drill still
-# misses its catch-all findings there now and then (benchmarks/README.md, "The test suite");
-# `make test PYTEST_WORKERS=3` runs on 3 workers.
-PYTEST_WORKERS ?= 0
+# rewrite them all in each worker on every run. 3 workers by default (the `slow` group on one of
+# them; pytest 9.2 silently dropped every group: pyproject.toml pins below it): the suite takes
+# about 10.5 minutes instead of about 20 on a 2-core machine (benchmarks/README.md, "The test
+# suite"); `make test PYTEST_WORKERS=0` runs it on one process.
+PYTEST_WORKERS ?= 3
 
 pytest: bytecode browser
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
