@@ -66,8 +66,13 @@ EPHEMERAL_EVICTION = re.compile(
     r"\\?\"?(?P<limit>[\w.]{1,20})"
     r"|Usage of EmptyDir volume \\?\"?(?P<volume>[\w.-]{1,253})\\?\"? exceeds the limit "
     r"\\?\"?(?P<size>[\w.]{1,20})"
+    r"|The node had condition: \[(?P<pressure>DiskPressure)\]"
+    r"|Attempting to reclaim (?P<reclaim>ephemeral-storage|inodes|nodefs|imagefs)\b"
 )
-"""The kubelet's eviction manager evicting a pod for ephemeral storage, in each of its wordings."""
+"""The kubelet's eviction manager evicting a pod for ephemeral storage, in each of its wordings; its
+admission refusing a pod on a node under ``DiskPressure`` (``Evicted: Pod The node had condition:
+[DiskPressure].``), and its ``EvictionThresholdMet`` event as it starts reclaiming the disk (``Attempting to
+reclaim ephemeral-storage``)."""
 
 
 def kubelet_reason(event: K8sEventObserved) -> str | None:
@@ -212,6 +217,13 @@ def _storage_reason(match: re.Match[str]) -> str:
         return (
             "the node was low on ephemeral storage (its disk, where containers' writable layers, logs "
             "and emptyDir volumes live), and the pod used more of it than it requested"
+        )
+    if match["pressure"]:
+        return "its node had DiskPressure (its disk nearly full), so the kubelet would not run the pod there"
+    if match["reclaim"]:
+        return (
+            f"its node's disk crossed the kubelet's eviction threshold (EvictionThresholdMet: attempting to "
+            f"reclaim {match['reclaim']}), and the kubelet evicts pods to free it"
         )
     if match["pod"]:
         return f"its ephemeral local storage exceeded its containers' total limit ({quantity})"
