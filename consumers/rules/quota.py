@@ -46,7 +46,7 @@ from decimal import Decimal
 
 from consumers.rules.facts import pod_text
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
-from consumers.rules.signatures import GOOGLE_ML_QUOTA, QUOTA_REFUSAL
+from consumers.rules.signatures import GOOGLE_ML_QUOTA, PRINTED_REFUSAL, QUOTA_REFUSAL
 from consumers.rules.state import PodState, RunState, event_time
 from consumers.rules.tails import is_mention
 from consumers.rules.wording import clock_time, listing, who
@@ -232,14 +232,6 @@ def _quota_said(message: str) -> tuple[str, str, str] | None:
     return None
 
 
-_PRINTED = re.compile(
-    r"is forbidden: \[?(?:maximum|minimum) [\w./-]{1,64} usage per "
-    r"|queue resource quota insufficient|couldn't assign flavors to pod set "
-)
-"""A refusal other than a ResourceQuota's printed by a program of the run or pasted from a listing: a
-LimitRange's bounds relayed in an API error's body (``pods "x" is forbidden: [maximum memory usage per Pod
-is 8Gi, but limit is 9663676416., …]``), a batch queue's (Volcano's, Kueue's) as ``kubectl describe``
-lists its events."""
 _CONTINUED = re.compile(r"^\s{2,40}\S")
 
 
@@ -253,7 +245,7 @@ def _quoted(state: RunState) -> Detection | None:
         for i, line in enumerate(lines):
             if (cloud := GOOGLE_ML_QUOTA.search(line)) is not None and not is_mention(line, cloud.start()):
                 return _google_ml(pod, line, cloud)
-            quoted = QUOTA_REFUSAL.search(line) or _PRINTED.search(line)
+            quoted = QUOTA_REFUSAL.search(line) or PRINTED_REFUSAL.search(line)
             if quoted is None or is_mention(line, quoted.start()):
                 continue
             wrapped = list(itertools.takewhile(_CONTINUED.match, lines[i + 1 : i + 4]))

@@ -919,6 +919,14 @@ QUOTA_REFUSAL = re.compile(
 )
 """The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
 spawner's 403 body, a pipeline step's message): the object it refused, and the refusal."""
+PRINTED_REFUSAL = re.compile(
+    r"is forbidden: \[?(?:maximum|minimum) [\w./-]{1,64} usage per "
+    r"|queue resource quota insufficient|couldn't assign flavors to pod set "
+)
+"""A refusal other than a ResourceQuota's printed by a program of the run or pasted from a listing: a
+LimitRange's bounds relayed in an API error's body (``pods "x" is forbidden: [maximum memory usage per Pod
+is 8Gi, but limit is 9663676416., …]``), a batch queue's (Volcano's, Kueue's) as ``kubectl describe``
+lists its events."""
 GOOGLE_ML_QUOTA = re.compile(
     r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
     r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "

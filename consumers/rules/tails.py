@@ -804,6 +804,8 @@ _ELASTIC_API = re.compile(
 )
 """The agent's line in each of torch's log formats: ``…api:failed``, ``…api: [ERROR] failed``, and
 glog's ``E0213 … torch/distributed/elastic/multiprocessing/api.py:869] failed``."""
+_RECORD_RANK = re.compile(r"^\s{0,8}rank\s{0,10}: \d{1,7} \(local_rank: \d{1,7}\)")
+"""torch elastic's failure record's rank field, where a log cut its ``Root Cause`` header off."""
 _ELASTIC_RANK = re.compile(r"rank\s{0,10}: (?P<rank>\d{1,7}) \(local_rank: (?P<local>\d{1,7})\)")
 _ELASTIC_EXITCODE = re.compile(r"exitcode\s{0,10}: (?P<code>-?\d{1,10})")
 _ELASTIC_HOST = re.compile(r"host\s{0,10}: (?P<host>\S{1,253})")
@@ -894,6 +896,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("elastic", _ELASTIC_ROOT, False),
     ("elastic", _ELASTIC_CHILD, False),
     ("elastic", _ELASTIC_API, False),
+    ("elastic", _RECORD_RANK, False),
     ("deepspeed", _DEEPSPEED_EXIT, False),
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
@@ -1079,9 +1082,6 @@ def _collective_abort(match: re.Match[str], line: str, after: Sequence[str]) -> 
                 return RankFailure(rank, "killed", None, status.group("signal"), host, (line, status_line))
             return RankFailure(rank, "exited", int(status.group("code")), None, host, (line, status_line))
     return RankFailure(rank, "exited", None, None, host, (line,))
-
-
-_RECORD_RANK = re.compile(r"^\s{0,8}rank\s{0,10}: \d{1,7} \(local_rank: \d{1,7}\)")
 
 
 def _elastic_records(lines: Sequence[str]) -> list[tuple[str, Sequence[str]]]:
