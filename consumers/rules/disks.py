@@ -142,6 +142,26 @@ def as_seen(state: RunState, ctx: Context, sentence: str, first: datetime) -> tu
     return f"{sentence} (at {clock_time(first)}; the job is still running)", True
 
 
+def told_by_events(
+    state: RunState,
+    ctx: Context,
+    sentence: str,
+    events: list[K8sEventObserved],
+    key: tuple[str, ...],
+    remediation: tuple[str, ...] | None = None,
+) -> Detection:
+    """The finding ``sentence`` tells from ``events`` (the earliest first, at least one), judged as
+    :func:`as_seen` says, with the first six as its evidence."""
+    told, tentative = as_seen(state, ctx, sentence, event_time(events[0]))
+    return Detection(
+        root_cause=told,
+        evidence=tuple(event_fact(e) for e in events[:6]),
+        key=key,
+        remediation=remediation,
+        tentative=tentative,
+    )
+
+
 def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
     """The kubelet could not start a pod of the run because the node's disk is full."""
     events = sorted(
@@ -161,19 +181,12 @@ def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
         "FailedAttachVolume": "attach a volume",
         "Failed": "pull or start a container's image",
     }.get(reason, "create the pod's sandbox or container")
-    sentence, tentative = as_seen(
-        state,
-        ctx,
+    sentence = (
         f"The kubelet could not {what} for {first.involved.kind.lower()}/{first.involved.name}: "
-        f"no space left on device on the node ({reason})",
-        event_time(first),
+        f"no space left on device on the node ({reason})"
     )
-    return Detection(
-        root_cause=sentence,
-        evidence=tuple(event_fact(e) for e in events[:6]),
-        key=("kubelet", reason, first.involved.name),
-        remediation=_NODE_DISK_STEPS,
-        tentative=tentative,
+    return told_by_events(
+        state, ctx, sentence, events, ("kubelet", reason, first.involved.name), _NODE_DISK_STEPS
     )
 
 

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from consumers.rules.disks import as_seen
+from consumers.rules.disks import told_by_events
 from consumers.rules.facts import (
     ContainerEnd,
     memory_limit,
@@ -214,19 +214,11 @@ def _listed_oom_killed(state: RunState, ctx: Context) -> Detection | None:
     code = _EXIT_CODE_LISTED.search(first.message)
     exit_code = f", exit code {code['code']}" if code is not None else ""
     subject = f"{first.involved.kind.lower()}/{first.involved.name}"
-    sentence, tentative = as_seen(
-        state,
-        ctx,
+    sentence = (
         f"A container of {subject} was OOMKilled{exit_code}: it went over its memory limit and the kernel "
-        f"killed it (as kubectl lists it)",
-        event_time(first),
+        f"killed it (as kubectl lists it)"
     )
-    return Detection(
-        root_cause=sentence,
-        evidence=tuple(event_fact(e) for e in events[:6]),
-        key=("listed-oom", subject),
-        tentative=tentative,
-    )
+    return told_by_events(state, ctx, sentence, events, ("listed-oom", subject))
 
 
 def _evicted_for_memory(state: RunState, ctx: Context) -> Detection | None:
@@ -251,16 +243,8 @@ def _evicted_for_memory(state: RunState, ctx: Context) -> Detection | None:
         asked = "none" if match["request"] == "0" else match["request"]
         used = f"; container {match['container']} used {match['using']}, more than it requested ({asked})"
     subject = f"{first.involved.kind.lower()}/{first.involved.name}"
-    sentence, tentative = as_seen(
-        state, ctx, f"The kubelet evicted {subject}: its node was low on memory{used}", event_time(first)
-    )
-    return Detection(
-        root_cause=sentence,
-        evidence=tuple(event_fact(e) for e in events[:6]),
-        key=("evicted-memory", subject),
-        remediation=_EVICTED_STEPS,
-        tentative=tentative,
-    )
+    sentence = f"The kubelet evicted {subject}: its node was low on memory{used}"
+    return told_by_events(state, ctx, sentence, events, ("evicted-memory", subject), _EVICTED_STEPS)
 
 
 def _detect_oom(state: RunState, ctx: Context) -> Detection | None:

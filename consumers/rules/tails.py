@@ -804,6 +804,7 @@ _ELASTIC_API = re.compile(
 )
 """The agent's line in each of torch's log formats: ``…api:failed``, ``…api: [ERROR] failed``, and
 glog's ``E0213 … torch/distributed/elastic/multiprocessing/api.py:869] failed``."""
+_RECORD_ERROR_FILE = re.compile(r"^\s{0,8}error_file\s{0,4}: ")
 _RECORD_RANK = re.compile(r"^\s{0,8}rank\s{0,10}: \d{1,7} \(local_rank: \d{1,7}\)")
 """torch elastic's failure record's rank field, where a log cut its ``Root Cause`` header off."""
 _ELASTIC_RANK = re.compile(r"rank\s{0,10}: (?P<rank>\d{1,7}) \(local_rank: (?P<local>\d{1,7})\)")
@@ -896,7 +897,6 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("elastic", _ELASTIC_ROOT, False),
     ("elastic", _ELASTIC_CHILD, False),
     ("elastic", _ELASTIC_API, False),
-    ("elastic", _RECORD_RANK, False),
     ("deepspeed", _DEEPSPEED_EXIT, False),
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
@@ -1087,7 +1087,8 @@ def _collective_abort(match: re.Match[str], line: str, after: Sequence[str]) -> 
 def _elastic_records(lines: Sequence[str]) -> list[tuple[str, Sequence[str]]]:
     """torch elastic's failure records, each as (headline, the lines read with it): under their ``Root
     Cause`` header, or where a log cut the header off, its ``rank : N (local_rank: M)`` field with the
-    ``exitcode :`` field after it (no other program prints that pair) and the fields around them."""
+    ``exitcode :`` and ``error_file:`` fields after it (the record whole, as no other program prints it)
+    and the fields around them."""
     records = [
         (line, lines[i + 1 : i + 1 + _CONTEXT_LINES])
         for i, line in enumerate(lines)
@@ -1098,7 +1099,9 @@ def _elastic_records(lines: Sequence[str]) -> list[tuple[str, Sequence[str]]]:
     return [
         (line, lines[max(0, i - 3) : i + 3])
         for i, line in enumerate(lines[:-1])
-        if _RECORD_RANK.match(line) and _ELASTIC_EXITCODE.search(lines[i + 1])
+        if _RECORD_RANK.match(line)
+        and _ELASTIC_EXITCODE.search(lines[i + 1])
+        and any(map(_RECORD_ERROR_FILE.match, lines[i + 2 : i + 4]))
     ]
 
 
