@@ -66,8 +66,13 @@ EPHEMERAL_EVICTION = re.compile(
     r"\\?\"?(?P<limit>[\w.]{1,20})"
     r"|Usage of EmptyDir volume \\?\"?(?P<volume>[\w.-]{1,253})\\?\"? exceeds the limit "
     r"\\?\"?(?P<size>[\w.]{1,20})"
+    r"|The node had condition: \[(?P<pressure>DiskPressure)\]"
+    r"|Attempting to reclaim (?P<reclaim>ephemeral-storage|inodes|nodefs|imagefs)\b"
 )
-"""The kubelet's eviction manager evicting a pod for ephemeral storage, in each of its wordings."""
+"""The kubelet's eviction manager evicting a pod for ephemeral storage, in each of its wordings; its
+admission refusing a pod on a node under ``DiskPressure`` (``Evicted: Pod The node had condition:
+[DiskPressure].``), and its ``EvictionThresholdMet`` event as it starts reclaiming the disk (``Attempting to
+reclaim ephemeral-storage``)."""
 
 
 def kubelet_reason(event: K8sEventObserved) -> str | None:
@@ -137,6 +142,26 @@ def as_seen(state: RunState, ctx: Context, sentence: str, first: datetime) -> tu
     return f"{sentence} (at {clock_time(first)}; the job is still running)", True
 
 
+def told_by_events(
+    state: RunState,
+    ctx: Context,
+    sentence: str,
+    events: list[K8sEventObserved],
+    key: tuple[str, ...],
+    remediation: tuple[str, ...] | None = None,
+) -> Detection:
+    """The finding ``sentence`` tells from ``events`` (the earliest first, at least one), judged as
+    :func:`as_seen` says, with the first six as its evidence."""
+    told, tentative = as_seen(state, ctx, sentence, event_time(events[0]))
+    return Detection(
+        root_cause=told,
+        evidence=tuple(event_fact(e) for e in events[:6]),
+        key=key,
+        remediation=remediation,
+        tentative=tentative,
+    )
+
+
 def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
     """The kubelet could not start a pod of the run because the node's disk is full."""
     events = sorted(
@@ -156,19 +181,12 @@ def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
         "FailedAttachVolume": "attach a volume",
         "Failed": "pull or start a container's image",
     }.get(reason, "create the pod's sandbox or container")
-    sentence, tentative = as_seen(
-        state,
-        ctx,
+    sentence = (
         f"The kubelet could not {what} for {first.involved.kind.lower()}/{first.involved.name}: "
-        f"no space left on device on the node ({reason})",
-        event_time(first),
+        f"no space left on device on the node ({reason})"
     )
-    return Detection(
-        root_cause=sentence,
-        evidence=tuple(event_fact(e) for e in events[:6]),
-        key=("kubelet", reason, first.involved.name),
-        remediation=_NODE_DISK_STEPS,
-        tentative=tentative,
+    return told_by_events(
+        state, ctx, sentence, events, ("kubelet", reason, first.involved.name), _NODE_DISK_STEPS
     )
 
 
@@ -212,6 +230,13 @@ def _storage_reason(match: re.Match[str]) -> str:
         return (
             "the node was low on ephemeral storage (its disk, where containers' writable layers, logs "
             "and emptyDir volumes live), and the pod used more of it than it requested"
+        )
+    if match["pressure"]:
+        return "its node had DiskPressure (its disk nearly full), so the kubelet would not run the pod there"
+    if match["reclaim"]:
+        return (
+            f"its node's disk crossed the kubelet's eviction threshold (EvictionThresholdMet: attempting to "
+            f"reclaim {match['reclaim']}), and the kubelet evicts pods to free it"
         )
     if match["pod"]:
         return f"its ephemeral local storage exceeded its containers' total limit ({quantity})"

@@ -127,6 +127,9 @@ LIBRARIES: tuple[Library, ...] = (
             r"|Finalize|Progress)"
             r"\w{0,20}|ncclProxy\w{0,30}|bootstrap(?:Net|Root|Connect|Accept)\w{0,20}"
             r"|^Last error:|Proxy Call to rank \d"
+            # its socket address, a host with its port in angle brackets (``Connect to 10.1.2.3<47713>
+            # failed : …``, ``ncclSocketToString``), however the line is prefixed
+            r"|\b(?:[Cc]onnect|[Aa]ccept|[Ss]end|[Rr]ecv) (?:to|from) \[?[\w.:-]{1,120}\]?<\d{1,5}> failed\b"
         ),
     ),
     Library(
@@ -156,7 +159,8 @@ LIBRARIES: tuple[Library, ...] = (
         "oneccl",
         "oneCCL (Intel's collectives, under torch's xccl/ccl backend)",
         # its log prefix ``|CCL_ERROR| file.cpp:NN func:``, its transport layer's ``atl_ofi…`` / ``atl_mpi…``
-        re.compile(r"\|CCL_(?:ERROR|FATAL|WARN)\||\batl_(?:ofi|mpi)\w{0,40}"),
+        # and its exceptions raised into Python (``RuntimeError: oneCCL: exec.cpp:134 start_workers: …``)
+        re.compile(r"\|CCL_(?:ERROR|FATAL|WARN)\||\batl_(?:ofi|mpi)\w{0,40}|\boneCCL: \w{1,40}\.cpp:\d"),
     ),
     Library(
         "hccl",
@@ -371,6 +375,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Ee]rror (?:launching|spawning|starting|setting up the (?:bootstrap|boostrap))"
             r"|[Rr]ejected (?:the )?credentials|[Aa]uthentication (?:failed|failure)"
             r"|ssh\b[^\n]{1,300}?returned non-zero exit status 255\b|ssh exited with exit code 255\b"
+            # a library's own threads that would not start (oneCCL's workers: ``error while creating worker
+            # thread #0 pthread_create returns 22``, ``failed to start worker # 0``)
+            r"|[Ee]rror (?:while )?creating (?:worker|progress|service) thread\b|[Ff]ailed to start worker\b"
         ),
     ),
     (
@@ -421,6 +428,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|It looks like (?:pmix_init|MPI runtime init|orte_init|opal_init|ompi_rte_init) failed\b"
             r"|\bpmi/pmix: can ?not load PMIx library\b|[Cc]annot create context for mpi/\w{1,20}"
             r"|[Ff]ailed to initiali[sz]e the HCCP process\b"
+            # a communicator's initialisation from its root's id returning an error (HCCL's
+            # ``HcclCommInitRootInfo failed``, ``HcclCommInitClusterInfo fail, error:2``)
+            r"|\bHcclCommInit\w{0,30} fail(?:ed)?\b"
         ),
     ),
     (
@@ -984,6 +994,11 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "connection to the others broke (the tracker's log names the worker)",
     ("ompi-ofi", "completion"): "Open MPI's OFI MTL got an error completing a transfer through libfabric "
     "and aborted the job: a peer died, or the provider (EFA: the security group, the devices) dropped it",
+    (
+        "oneccl",
+        "spawn",
+    ): "oneCCL could not start its worker threads (pthread_create failed; EINVAL, 22, where "
+    "CCL_WORKER_AFFINITY pins them to cores the pod's cpuset does not hold, or more workers than its CPUs)",
     ("oneccl", "resource"): "oneCCL's transport (its ATL over libfabric) could not open a network provider: "
     "the provider it asks for (FI_PROVIDER, CCL_ATL_TRANSPORT) or the devices it needs are not in the pod",
     ("hccl", "timed-out"): "HCCL timed out waiting on another NPU's rank (a socket it waited for was not "
@@ -1140,7 +1155,9 @@ _LIBRARY_STEPS: dict[str, str] = {
     "first failing rank's log says more.",
     "oneccl": "oneCCL: run fi_info in the pod to list the libfabric providers it has; set FI_PROVIDER to one "
     "of them (tcp where no RDMA device is mounted, shm within a node), or CCL_ATL_TRANSPORT=mpi; check "
-    "CCL_LOG_LEVEL=info's account of the provider it chose.",
+    "CCL_LOG_LEVEL=info's account of the provider it chose; where its worker threads would not start "
+    "(pthread_create), set CCL_WORKER_AFFINITY and CCL_WORKER_COUNT to cores the pod's cpuset holds "
+    "(cat /sys/fs/cgroup/cpuset.cpus.effective).",
     "slurm": "Slurm: check the slurmd of the node srun names runs and answers (scontrol ping, scontrol "
     "show node), that munge keys match across nodes, and that the nodes reach each other on slurmd's port "
     "(SlurmdPort, 6818).",

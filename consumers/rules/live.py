@@ -45,6 +45,7 @@ from consumers.rules.signatures import (
     GOOGLE_ML_QUOTA,
     GPU_ERRORS,
     KERNEL_OOM,
+    PRINTED_REFUSAL,
     QUOTA_REFUSAL,
     TRANSPORTS,
 )
@@ -114,6 +115,7 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign(f"oom/{s.name}", s.pattern) for s in KERNEL_OOM]
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
     signs += [Sign("quota/refusal", QUOTA_REFUSAL), Sign("quota/google-ml", GOOGLE_ML_QUOTA)]
+    signs += [Sign("quota/printed", PRINTED_REFUSAL)]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
     signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
     signs += [Sign("hang/elastic-timer", ELASTIC_TIMER)]

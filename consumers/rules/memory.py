@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from consumers.rules.disks import as_seen
+from consumers.rules.disks import told_by_events
 from consumers.rules.facts import (
     ContainerEnd,
     memory_limit,
@@ -110,7 +110,13 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
     return None
 
 
-_SCHEDULERS = {"pbs": "PBS", "pbs_server": "the PBS server", "lsf": "LSF", "sge": "Grid Engine"}
+_SCHEDULERS = {
+    "pbs": "PBS",
+    "pbs_server": "the PBS server",
+    "lsf": "LSF",
+    "sge": "Grid Engine",
+    "slurm": "Slurm's accounting",
+}
 """The batch scheduler a ``scheduler`` hit names, by the group its wording matched."""
 
 
@@ -184,6 +190,37 @@ since 1.21 ``Threshold quantity: 100Mi, available: 51200Ki. Container x was usin
 where a kubectl listing wrapped it anywhere."""
 
 
+LISTED_OOM_KILLED = re.compile(
+    r"(?m)^\s{0,12}Reason:\s{1,12}OOMKilled\s{0,4}$"
+    r"|^\s{0,8}[a-z0-9][\w.-]{0,252}\s{2,16}\d{1,3}/\d{1,3}\s{2,16}OOMKilled\s{2,16}\d{1,7}\b"
+)
+"""A container's end as kubectl shows it, where a listing reached the watcher as an Event's message (a
+``kubectl describe pod`` block's ``Last State: Terminated`` / ``Reason: OOMKilled``, or ``kubectl get
+pods``' STATUS column ``OOMKilled`` with its READY and RESTARTS columns around it): the kubelet's own
+``OOMKilled``, read as text."""
+_EXIT_CODE_LISTED = re.compile(r"(?m)^\s{0,12}Exit Code:\s{1,12}(?P<code>\d{1,3})\s{0,4}$")
+
+
+def _listed_oom_killed(state: RunState, ctx: Context) -> Detection | None:
+    """A container of the run OOMKilled as a kubectl listing read as an Event's message shows it, judged
+    as :func:`~consumers.rules.disks.as_seen` says."""
+    events = sorted(
+        (e for e in state.events.values() if e.reason == "" and LISTED_OOM_KILLED.search(e.message)),
+        key=event_time,
+    )
+    if not events:
+        return None
+    first = events[0]
+    code = _EXIT_CODE_LISTED.search(first.message)
+    exit_code = f", exit code {code['code']}" if code is not None else ""
+    subject = f"{first.involved.kind.lower()}/{first.involved.name}"
+    sentence = (
+        f"A container of {subject} was OOMKilled{exit_code}: it went over its memory limit and the kernel "
+        f"killed it (as kubectl lists it)"
+    )
+    return told_by_events(state, ctx, sentence, events, ("listed-oom", subject))
+
+
 def _evicted_for_memory(state: RunState, ctx: Context) -> Detection | None:
     """The kubelet evicted a pod of the run for its node's memory, by its ``Evicted`` Event (or a listing,
     ``describe`` output or status read as an Event's message): the host's memory, judged as
@@ -206,22 +243,16 @@ def _evicted_for_memory(state: RunState, ctx: Context) -> Detection | None:
         asked = "none" if match["request"] == "0" else match["request"]
         used = f"; container {match['container']} used {match['using']}, more than it requested ({asked})"
     subject = f"{first.involved.kind.lower()}/{first.involved.name}"
-    sentence, tentative = as_seen(
-        state, ctx, f"The kubelet evicted {subject}: its node was low on memory{used}", event_time(first)
-    )
-    return Detection(
-        root_cause=sentence,
-        evidence=tuple(event_fact(e) for e in events[:6]),
-        key=("evicted-memory", subject),
-        remediation=_EVICTED_STEPS,
-        tentative=tentative,
-    )
+    sentence = f"The kubelet evicted {subject}: its node was low on memory{used}"
+    return told_by_events(state, ctx, sentence, events, ("evicted-memory", subject), _EVICTED_STEPS)
 
 
 def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
     kills = [k for pod in state.current_pods() if (k := oom_kill(state, pod, ctx)) is not None]
     if not kills:
-        return None if state.phase == "Succeeded" else _evicted_for_memory(state, ctx)
+        if state.phase == "Succeeded":  # the kubelet's words are judged by the run's outcome
+            return None
+        return _evicted_for_memory(state, ctx) or _listed_oom_killed(state, ctx)
     first = kills[0]
     evidence: list[Evidence] = []
     for kill in kills:
@@ -248,8 +279,10 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
 
 _SCHEDULER_STEPS = (
     "Ask the batch scheduler for more memory for the job: PBS/TORQUE -l mem= (and vmem / pvmem where "
-    'the site enforces them), LSF -M with -R "rusage[mem=…]", Grid Engine -l h_vmem= (per slot).',
-    "Read the job's peak use from the scheduler (qstat -fx / tracejob, bjobs -l / bhist -l, qacct -j) "
+    'the site enforces them), LSF -M with -R "rusage[mem=…]", Grid Engine -l h_vmem= (per slot), Slurm '
+    "--mem= or --mem-per-cpu=.",
+    "Read the job's peak use from the scheduler (qstat -fx / tracejob, bjobs -l / bhist -l, qacct -j, "
+    "sacct -j <job> -o JobID,MaxRSS,ReqMem) "
     "and size the request above it, or lower per-rank memory: batch size, data-loader workers.",
     "Where the pod has its own memory limit too, keep it at or above the scheduler's grant.",
 )

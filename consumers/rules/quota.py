@@ -38,6 +38,7 @@ project …``), with the cloud project's steps.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,7 +46,7 @@ from decimal import Decimal
 
 from consumers.rules.facts import pod_text
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
-from consumers.rules.signatures import GOOGLE_ML_QUOTA, QUOTA_REFUSAL
+from consumers.rules.signatures import GOOGLE_ML_QUOTA, PRINTED_REFUSAL, QUOTA_REFUSAL
 from consumers.rules.state import PodState, RunState, event_time
 from consumers.rules.tails import is_mention
 from consumers.rules.wording import clock_time, listing, who
@@ -164,18 +165,23 @@ def _must_specify(match: re.Match[str]) -> str:
 
 def refusal(event: K8sEventObserved) -> Refusal | None:
     """The quota or LimitRange refusal an Event reports, if it reports one."""
-    message = event.message
+    said = refused(event.message)
+    return Refusal(event, *said) if said is not None else None
+
+
+def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
+    """(pod, problem, kind, name) of the quota or LimitRange refusal ``message`` words, if it words one."""
     pod_match = _POD.search(message)
     pod = pod_match.group("pod") if pod_match is not None else None
     if (said := _quota_said(message)) is not None:
-        return Refusal(event, pod, *said)
+        return (pod, *said)
     if (match := _OLD_QUOTA.search(message)) is not None:
         problem = (
             f"the {_word_before(message, match.start())} quota is exhausted "
             f"(requested {match.group('requested').rstrip('.')}, "
             f"used {match.group('used')} of {match.group('limited')})"
         )
-        return Refusal(event, pod, problem, "exceeded", None)
+        return (pod, problem, "exceeded", None)
     if (match := _SCHEDULER.search(message)) is not None:
         reason, name = match.group("reason"), match.group("name")
         problem = (
@@ -184,22 +190,22 @@ def refusal(event: K8sEventObserved) -> Refusal | None:
             else f"the scheduler left it pending: ElasticQuota {name} would go over its "
             f"{match.group('bound')}"
         )
-        return Refusal(event, pod, problem, "scheduler", reason or name)
+        return (pod, problem, "scheduler", reason or name)
     if (match := _QUEUE.search(message)) is not None:
         if match["podset"]:
             why = match["why"].strip().rstrip(".")
             podset = match["podset"]
             problem = f"Kueue could not fit pod set {podset} in any flavor of its ClusterQueue: {why}"
-            return Refusal(event, pod, problem, "queue", "kueue")
+            return (pod, problem, "queue", "kueue")
         problem = "Volcano's queue has no room left in its quota (capability) for the job's PodGroup"
-        return Refusal(event, pod, problem, "queue", "volcano")
+        return (pod, problem, "queue", "volcano")
     if (match := _CLOUD.search(message)) is not None:
         where = f" in region {match['region']}" if match["region"] else ""
         problem = (
             f"the cloud project's quota {match['metric']} is used up (limit {match['limit']}{where}): "
             f"the cloud refused what the cluster asked it for"
         )
-        return Refusal(event, pod, problem, "cloud", match["metric"])
+        return (pod, problem, "cloud", match["metric"])
     bounds = [
         f"at {'most' if m.group('bound') == 'maximum' else 'least'} "
         f"{m.group('allowed')} {m.group('resource')} "
@@ -213,9 +219,7 @@ def refusal(event: K8sEventObserved) -> Refusal | None:
         for m in _LIMIT_RATIO.finditer(message)
     )
     if bounds:
-        return Refusal(
-            event, pod, f"the namespace's LimitRange allows {'; '.join(bounds)}", "limit-range", None
-        )
+        return (pod, f"the namespace's LimitRange allows {'; '.join(bounds)}", "limit-range", None)
     return None
 
 
@@ -228,30 +232,43 @@ def _quota_said(message: str) -> tuple[str, str, str] | None:
     return None
 
 
+_CONTINUED = re.compile(r"^\s{2,40}\S")
+
+
 def _quoted(state: RunState) -> Detection | None:
     """A refusal a pod of the run printed in its output (the run's own controller or spawner could not
     create what it asked for), read like a failure's account: only from a pod that failed, or a line the
-    live reader saw and the run has not yet judged."""
+    live reader saw and the run has not yet judged. A message wrapped over indented lines (a YAML
+    status's ``reason:``) is read whole."""
     for pod in state.current_pods():
-        for line in pod_text(pod):
+        lines = pod_text(pod)
+        for i, line in enumerate(lines):
             if (cloud := GOOGLE_ML_QUOTA.search(line)) is not None and not is_mention(line, cloud.start()):
                 return _google_ml(pod, line, cloud)
-            quoted = QUOTA_REFUSAL.search(line)
+            quoted = QUOTA_REFUSAL.search(line) or PRINTED_REFUSAL.search(line)
             if quoted is None or is_mention(line, quoted.start()):
                 continue
-            said = _quota_said(line[quoted.start() :])
+            wrapped = list(itertools.takewhile(_CONTINUED.match, lines[i + 1 : i + 4]))
+            said = refused(" ".join((line, *(w.strip() for w in wrapped))))
             if said is None:
                 continue
-            problem, kind, name = said
+            pod_name, problem, kind, name = said
             what = "an object of the job"
-            if quoted.group("object") is not None:
+            if quoted.re is QUOTA_REFUSAL and quoted.group("object") is not None:
                 noun = quoted.group("kind").removesuffix("s")
                 what = f"{'pod' if noun == 'pod' else noun} {quoted.group('object')}"
+            elif pod_name is not None:
+                what = f"pod {pod_name}"
+            told = (
+                f"The job's queue held it: {problem}"
+                if kind == "queue"
+                else f"Kubernetes refused to create {what}: {problem}"
+            )
             return Detection(
-                root_cause=f"Kubernetes refused to create {what}: {problem} ({who(pod)} printed the refusal)",
-                evidence=tuple(log_facts(pod, [line])),
+                root_cause=f"{told} ({who(pod)} printed the refusal)",
+                evidence=tuple(log_facts(pod, [line, *wrapped])),
                 key=("log", f"{kind}:{name}", pod.uid),
-                remediation=_steps(kind, name),
+                remediation=_remediation(kind, name),
             )
     return None
 
@@ -312,21 +329,21 @@ def _detect_quota(state: RunState, ctx: Context) -> Detection | None:
         root_cause=sentence,
         evidence=tuple(dict.fromkeys(event_fact(r.event) for r in refusals[-5:])),
         key=tuple(dict.fromkeys(f"{r.kind}:{r.name or ''}" for r in refusals)),
-        remediation=_remediation(latest),
+        remediation=_remediation(latest.kind, latest.name),
         tentative=not verdict,
     )
 
 
-def _remediation(latest: Refusal) -> tuple[str, ...]:
-    if latest.kind == "limit-range":
+def _remediation(kind: str, name: str | None) -> tuple[str, ...]:
+    if kind == "limit-range":
         return _LIMIT_RANGE_STEPS
-    if latest.kind == "scheduler":
+    if kind == "scheduler":
         return _SCHEDULER_STEPS
-    if latest.kind == "cloud":
+    if kind == "cloud":
         return _CLOUD_STEPS
-    if latest.kind == "queue":
-        return _KUEUE_STEPS if latest.name == "kueue" else _VOLCANO_STEPS
-    return _steps(latest.kind, latest.name)
+    if kind == "queue":
+        return _KUEUE_STEPS if name == "kueue" else _VOLCANO_STEPS
+    return _steps(kind, name)
 
 
 def _steps(kind: str, name: str | None) -> tuple[str, ...]:

@@ -61,6 +61,7 @@ from consumers.rules.rendezvouslines import (
     CONNECTION_ERROR,
     ELASTIC,
     ETCD,
+    ETCD_DIAL,
     HOROVOD_START,
     HTTP_STORE,
     RENDEZVOUS_SIGNS,
@@ -70,6 +71,7 @@ from consumers.rules.rendezvouslines import (
     STORE_FRAME,
     STORE_GET,
     STORE_INPUT,
+    STORE_POLL,
     STORE_TIMEOUT,
     STORE_WAIT,
 )
@@ -103,7 +105,9 @@ def _miss(pod: PodState) -> Miss | None:
         return None
     text = "\n".join(said)
     steps: tuple[str, ...] | None = None
-    if (m := STORE_WAIT.search(text)) is not None:
+    if (lost := _lost_store(text)) is not None:
+        what, steps = lost
+    elif (m := STORE_WAIT.search(text)) is not None:
         joined = f"only {m['joined']} of {m['expected']} joined"
         waited = f"waited {m['after']}s" if m["after"] else "waited"
         what = f"{waited} for the others at its c10d store and {joined}"
@@ -163,6 +167,25 @@ def _miss(pod: PodState) -> Miss | None:
     return Miss(pod, what, tuple(dict.fromkeys(said))[:6], bind, steps)
 
 
+def _lost_store(text: str) -> tuple[str, tuple[str, ...] | None] | None:
+    """What a rank said of the store it lost or never reached, where it is the c10d socket's poll or a
+    job's etcd: its sentence, and its steps where they are not torch's."""
+    if (m := STORE_POLL.search(text)) is not None:
+        reason = m["reason"].rstrip(". ")
+        return (
+            f"lost its connection to the c10d store while waiting for its answer (polling the socket "
+            f"failed: {reason})",
+            None,
+        )
+    if (m := ETCD_DIAL.search(text)) is not None:
+        at = f"{m['host']}:{m['port']}" if m["host"] else f"port {m['port']}"
+        return (
+            f"could not reach the etcd its trainers and parameter servers register in ({at}: {m['reason']})",
+            _ETCD_STEPS,
+        )
+    return None
+
+
 def _said(line: str) -> bool:
     return any(
         (m := p.search(line)) is not None and not is_mention(line, m.start()) for p in RENDEZVOUS_SIGNS
@@ -211,6 +234,12 @@ def _detect_rendezvous(state: RunState, ctx: Context) -> Detection | None:
     )
 
 
+_ETCD_STEPS = (
+    "Check the etcd endpoint the job's processes are given (PaddlePaddle's etcd endpoints, --rdzv-endpoint "
+    "for torch's etcd backend): from a pod, etcdctl --endpoints=<host>:2379 endpoint health.",
+    "Start etcd (its Service and pod) before the job's servers and trainers, and let the NetworkPolicies "
+    "of the namespace allow port 2379 from them: kubectl -n {namespace} get networkpolicy",
+)
 _HOROVOD_STEPS = (
     "Horovod's driver waits --start-timeout (HOROVOD_START_TIMEOUT, 30 s by default) for every task to "
     "register: check every worker pod (or Ray actor) started, and raise the timeout where they start "

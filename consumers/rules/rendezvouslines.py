@@ -18,6 +18,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "ELASTIC",
     "ETCD",
+    "ETCD_DIAL",
     "HOROVOD_START",
     "HTTP_STORE",
     "RENDEZVOUS_SIGNS",
@@ -27,6 +28,7 @@ __all__ = [
     "STORE_FRAME",
     "STORE_GET",
     "STORE_INPUT",
+    "STORE_POLL",
     "STORE_TIMEOUT",
     "STORE_WAIT",
 ]
@@ -96,6 +98,19 @@ HTTP_STORE = re.compile(
 """Horovod's Gloo workers giving up on the launcher's HTTP rendezvous store (``horovodrun --gloo``,
 Horovod in Spark or Ray): ``E …/horovod/common/gloo/http_store.cc:96] HTTP GET request failed too many
 times, aborting.``"""
+STORE_POLL = re.compile(
+    r"While waitForInput, poo?lFD failed with \((?:errno|system error): \d{1,6} - (?P<reason>[^)\n]{1,80})\)"
+)
+"""The c10d store's client socket (``socket.cpp``) polling for the store's answer and the poll itself
+failing (``[c10d] While waitForInput, poolFD failed with (errno: 0 - Success).``, its misspelling of
+``pollFD`` kept): the connection to the store broke while the rank waited on it."""
+ETCD_DIAL = re.compile(
+    r"connect(?:ing)? to etcd(?: error| failed)?: dial tcp (?P<host>[\w.\[\]:-]{0,253}?):(?P<port>\d{1,5}): "
+    r"(?:getsockopt: |connect: )?(?P<reason>connection refused|i/o timeout|no route to host)"
+)
+"""A Go program of the job (PaddlePaddle's parameter server and master on PaddleCloud / EDL) unable to
+reach the etcd its trainers and servers register and find each other in (``connect to etcd error: dial
+tcp :2379: getsockopt: connection refused``): the job's rendezvous is that etcd."""
 CONNECTION_ERROR = re.compile(r"RendezvousConnectionError\b")
 """torch elastic's error for a rendezvous backend it could not reach: raised (``… The connection to
 the C10d store has failed``) or named by the keep-alive heartbeat that failed with it."""
@@ -111,6 +126,6 @@ found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
-    STORE_INPUT, HOROVOD_START,
+    STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

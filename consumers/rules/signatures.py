@@ -344,7 +344,10 @@ CRASHES: tuple[Signature, ...] = (
             r"(?P<kind>Segmentation fault|Bus error)"
         ),
     ),
-    Signature("shell", "", "", re.compile(r"(?P<kind>Segmentation fault|Bus error) \(core dumped\)")),
+    # (either, with its words set in markdown emphasis where a thread pasted it: ``**Segmentation fault**``)
+    Signature(
+        "shell", "", "", re.compile(r"(?P<kind>Segmentation fault|Bus error)(?:\*\*)? {1,8}\(core dumped\)")
+    ),
     Signature(
         "mpirun-signal",
         "",
@@ -422,7 +425,10 @@ CRASHES: tuple[Signature, ...] = (
         "shell-job",
         "",
         "",
-        re.compile(r": line \d{1,7}: {1,4}\d{1,10} (?P<kind>Segmentation fault|Bus error)(?: {2}|\s{0,4}$)"),
+        re.compile(
+            r": line \d{1,7}: {1,4}\d{1,10} (?:\*\*)?(?P<kind>Segmentation fault|Bus error)(?:\*\*)?"
+            r"(?: {2}|\s{0,4}$)"
+        ),
     ),
     # torch elastic's agent on a worker process that died of a signal: the exit code is minus the
     # signal, SIGSEGV's 11 (``failed (exitcode: -11) local_rank: 0``, the Root Cause block's
@@ -881,7 +887,9 @@ KERNEL_OOM: tuple[Signature, ...] = (
     # (``=>> PBS: job killed: mem 38427376kb exceeded limit 33554432kb``, ``vmem``, ``pvmem``, ``mem job
     # total … kb exceeded limit``; the server's ``Job exceeded a memory resource limit (vmem, pvmem, etc.).
     # Job was aborted`` mail), LSF's exit reason (``TERM_MEMLIMIT: job killed after reaching LSF memory
-    # usage limit.``), Grid Engine's execd (``job 4211 exceeds job hard limit "h_vmem" of queue …``)
+    # usage limit.``), Grid Engine's execd (``job 4211 exceeds job hard limit "h_vmem" of queue …``),
+    # Slurm's accounting poll before cgroups enforced memory (slurmstepd's ``Job 7 exceeded memory limit
+    # (N > M), being killed``, ``Step 7.0 exceeded …``: OverMemoryKill sampled the job over its --mem)
     Signature(
         "scheduler",
         "the batch scheduler",
@@ -891,6 +899,7 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"|Job exceeded a memory resource limit \((?P<pbs_server>vmem)"
             r"|(?P<lsf>TERM_MEMLIMIT): job killed after reaching LSF memory usage limit"
             r"|(?P<sge>exceeds job hard limit \"h_vmem)\""
+            r"|(?P<slurm>exceeded memory limit) \(\d{1,20} > \d{1,20}\), being killed"
         ),
     ),
 )
@@ -910,6 +919,14 @@ QUOTA_REFUSAL = re.compile(
 )
 """The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
 spawner's 403 body, a pipeline step's message): the object it refused, and the refusal."""
+PRINTED_REFUSAL = re.compile(
+    r"is forbidden: \[?(?:maximum|minimum) [\w./-]{1,64} usage per "
+    r"|queue resource quota insufficient|couldn't assign flavors to pod set "
+)
+"""A refusal other than a ResourceQuota's printed by a program of the run or pasted from a listing: a
+LimitRange's bounds relayed in an API error's body (``pods "x" is forbidden: [maximum memory usage per Pod
+is 8Gi, but limit is 9663676416., …]``), a batch queue's (Volcano's, Kueue's) as ``kubectl describe``
+lists its events."""
 GOOGLE_ML_QUOTA = re.compile(
     r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
     r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "

@@ -85,6 +85,14 @@ _DISCOURSE = re.compile(
     r"|(?:may|might|can|could|will) (?:output|print|show|report|see|get|hit|happen|occur)\b"
     r"|(?:a|the) (?:message|error|line|output) (?:like|such as)\b|such as|covering)\b"
     r"|(?:^|[.!?] )(?:Observed|Seeing|Saw|Noticed|Getting)\b|\b(?:e\.g|i\.e)\."
+    # a document's account of an error or its symptoms in the generic present: what it is (``The
+    # RendezvousTimeoutError occurs when …``, ``This typically indicates …``), when programs hit it
+    # (``Applications … intermittently fail with …, especially during …``, ``Typical impact includes``)
+    r"|\b(?:occurs|happens|arises|is raised|is thrown) (?:when|if|whenever)\b"
+    r"|\b(?:typically|usually|often|generally) (?:indicates?|means|points to)\b"
+    r"|\b(?:intermittently|occasionally|sometimes|typically|frequently) (?:fail|crash|abort|error)s? "
+    r"(?:with|on)\b"
+    r"|\b[Tt]ypical (?:impact|symptoms?|causes?)\b|\bespecially (?:during|when|if|on|after)\b"
 )
 """The register of a page or a comment that explains an error: someone addressed or speaking, an
 explanation (``means``, ``is caused by``, ``for example``), reported speech (``Observed …``), a
@@ -127,6 +135,10 @@ _WRITTEN = re.compile(
     r"|\w{1,60}_description\s{0,2}=\s{0,2}[\"']"
     # a patch's mail header naming what it changes (``Subject: [PATCH] Provide ETIMEDOUT as …``)
     r"|Subject: \[PATCH\b"
+    # a class defined, as source or a documentation page's view of it shows it (``[docs]class
+    # RendezvousTimeoutError(RendezvousError):``), and a docstring opening under it (``"""Raised when …``)
+    r"|(?:\[(?:docs|source)\]\s{0,2})?class [A-Za-z_]\w{0,80}(?:\([^)\n]{0,200}\))?:\s{0,4}$"
+    r"|\"{3}|'{3}"
     # a setting explained by its name, as documentation does (``HCCL_EXEC_TIMEOUT sets how long an hccl task
     # may wait before …``, ``NCCL_TIMEOUT controls the …``)
     r"|[A-Z][A-Z0-9]{1,20}_[A-Z0-9_]{1,60} (?:sets|controls|defines|specifies|determines) "
@@ -134,7 +146,8 @@ _WRITTEN = re.compile(
     r")"
 )
 """A line written, not printed: source code returning or raising an error's text, a test's description,
-a patch's subject, a setting explained by its name. A program's output is none of these."""
+a patch's subject, a setting explained by its name, a class defined and its docstring. A program's output
+is none of these."""
 
 
 def _named_bare(text: str) -> bool:
@@ -170,13 +183,17 @@ _REPORTED_QUOTED = re.compile(
     # a report where no hint makes it a hypothetical (``may lead to``)
     r"|\b(?:leads|led|lead) to (?P<s>`{1,3})(?P<quote4>[^`\n]{4,300})(?P=s)"
     r"|\b(?:results|resulted) in (?P<t>`{1,3})(?P<quote5>[^`\n]{4,300})(?P=t)"
+    # the run named as raising what is quoted after (``… and it raise an error "RuntimeError: …"``, ``it
+    # threw an exception `…` ``)
+    r"|\b(?:raise[sd]?|thr(?:ew|ows?)) (?:an? |the |this )?(?:error|exception)s?:? "
+    r"(?P<u>`{1,3}|\")(?P<quote6>[^\"`\n]{4,300})(?P=u)"
 )
 """A person's report quoting the run's line in quotes or code (``I run into an uninformative exit
 "exits with return code = -9"``, ``In the end, `exits with return code = -11` is prompted.``, ``the
-kernel log showed `…` ``, ``a larger batch leads to `…` ``)."""
+kernel log showed `…` ``, ``a larger batch leads to `…` ``, ``it raise an error "…"``)."""
 
 
-_QUOTES = ("quote", "quote2", "quote3", "quote4", "quote5")
+_QUOTES = ("quote", "quote2", "quote3", "quote4", "quote5", "quote6")
 
 
 def reported(line: str) -> str | None:
@@ -755,6 +772,13 @@ _ERROR_IN = re.compile(r"\*\*\* An error occurred in (?P<call>MPI_\w{1,40})")
 _STARS_ABORT = re.compile(
     r"\*\*\* (?:Your MPI job will now abort|An error occurred in MPI_|MPI_ERRORS_ARE_FATAL)"
 )
+_ERRORS_ARE_FATAL = re.compile(r"\*\*\* MPI_ERRORS_ARE_FATAL \(processes in this communicator will now abort")
+_REPORTED_BY = re.compile(r"\*\*\* reported by process \[\d{1,12},(?P<rank>\d{1,7})\]")
+_ERROR_CLASS = re.compile(r"\*\*\* (?P<error>MPI_ERR_[A-Z_]{1,30}: [^\n]{1,120}?)\s{0,4}$")
+"""Open MPI's default error handler at work: an MPI call returned an error class (``*** An error occurred in
+MPI_Comm_rank`` / ``*** reported by process [jobid,rank]`` / ``*** MPI_ERR_COMM: invalid communicator``)
+and ``MPI_ERRORS_ARE_FATAL`` aborts the communicator's processes: the rank's own call failed, no peer or
+transport said why first."""
 _SIGNALED_OMPI = re.compile(
     r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) exited on signal "
     r"(?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?"
@@ -780,6 +804,9 @@ _ELASTIC_API = re.compile(
 )
 """The agent's line in each of torch's log formats: ``…api:failed``, ``…api: [ERROR] failed``, and
 glog's ``E0213 … torch/distributed/elastic/multiprocessing/api.py:869] failed``."""
+_RECORD_ERROR_FILE = re.compile(r"^\s{0,8}error_file\s{0,4}: ")
+_RECORD_RANK = re.compile(r"^\s{0,8}rank\s{0,10}: \d{1,7} \(local_rank: \d{1,7}\)")
+"""torch elastic's failure record's rank field, where a log cut its ``Root Cause`` header off."""
 _ELASTIC_RANK = re.compile(r"rank\s{0,10}: (?P<rank>\d{1,7}) \(local_rank: (?P<local>\d{1,7})\)")
 _ELASTIC_EXITCODE = re.compile(r"exitcode\s{0,10}: (?P<code>-?\d{1,10})")
 _ELASTIC_HOST = re.compile(r"host\s{0,10}: (?P<host>\S{1,253})")
@@ -861,6 +888,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("abort", _ABORT_INTEL, True),
     ("abort", _ABORT_NOTE, True),
     ("local-abort", _LOCAL_ABORT_OMPI, True),
+    ("errors-are-fatal", _ERROR_IN, True),
     ("signaled", _SIGNALED_OMPI, True),
     ("nonzero", _NONZERO_OMPI, True),
     ("bad-termination", _BAD_TERMINATION, True),
@@ -922,6 +950,23 @@ def rank_failures(tail: tuple[str, ...]) -> tuple[RankFailure, ...]:
     return tuple(sorted(found, key=lambda f: (f.how != "aborted", f.rank is None and f.local_rank is None)))
 
 
+def _errors_are_fatal(match: re.Match[str], after: Sequence[str]) -> RankFailure | None:
+    """The rank whose MPI call (``match``) returned an error class that ``MPI_ERRORS_ARE_FATAL`` then
+    aborted on, from the block's lines ``after`` it (not a local abort's: :data:`_LOCAL_ABORT_OMPI`)."""
+    block = after[:6]
+    if not any(map(_ERRORS_ARE_FATAL.search, block)) or any(map(_LOCAL_ABORT_OMPI.search, block)):
+        return None
+    by = next((m for x in block if (m := _REPORTED_BY.search(x)) is not None), None)
+    error = next((m["error"] for x in block if (m := _ERROR_CLASS.search(x)) is not None), "an error")
+    detail = (
+        f"{match['call']} returned {error}, and the default error handler (MPI_ERRORS_ARE_FATAL) aborted "
+        f"the communicator's processes"
+    )
+    lines = (match.string, *(x for x in block if _STARS_ABORT.search(x) or _ERROR_CLASS.search(x)))
+    rank = int(by["rank"]) if by is not None else None
+    return RankFailure(rank, "aborted", None, None, None, lines, launcher="Open MPI", detail=detail)
+
+
 def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | None:
     """A failed rank announced on ``line``; details come from the lines ``after`` it, and
     the rank's host from anywhere in the tail (Open MPI prints it in a later block)."""
@@ -937,6 +982,10 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         return RankFailure(rank, "aborted", int(match.group("code")), None, host, (line,))
     if _ABORT_NOTE.search(line) and _ABORT_OMPI.search(whole) is None:
         return RankFailure(None, "aborted", None, None, None, (line,), launcher="Open MPI")
+    if (match := _ERROR_IN.search(line)) is not None and (
+        fatal := _errors_are_fatal(match, after)
+    ) is not None:
+        return fatal
     if (match := _LOCAL_ABORT_OMPI.search(line)) is not None:
         lines = tuple(x for x in (line, *after[:4]) if _LOCAL_ABORT_OMPI.search(x) or _STARS_ABORT.search(x))
         call = match.group("call") or match.group("call2") or _search_str(_ERROR_IN, whole, "call")
@@ -1035,14 +1084,33 @@ def _collective_abort(match: re.Match[str], line: str, after: Sequence[str]) -> 
     return RankFailure(rank, "exited", None, None, host, (line,))
 
 
+def _elastic_records(lines: Sequence[str]) -> list[tuple[str, Sequence[str]]]:
+    """torch elastic's failure records, each as (headline, the lines read with it): under their ``Root
+    Cause`` header, or where a log cut the header off, its ``rank : N (local_rank: M)`` field with the
+    ``exitcode :`` and ``error_file:`` fields after it (the record whole, as no other program prints it)
+    and the fields around them."""
+    records = [
+        (line, lines[i + 1 : i + 1 + _CONTEXT_LINES])
+        for i, line in enumerate(lines)
+        if _ELASTIC_ROOT.search(line)
+    ]
+    if records:
+        return records
+    return [
+        (line, lines[max(0, i - 3) : i + 3])
+        for i, line in enumerate(lines[:-1])
+        if _RECORD_RANK.match(line)
+        and _ELASTIC_EXITCODE.search(lines[i + 1])
+        and any(map(_RECORD_ERROR_FILE.match, lines[i + 2 : i + 4]))
+    ]
+
+
 def _elastic_failures(lines: Sequence[str]) -> list[RankFailure]:
-    """torch elastic (torchrun): the ``Root Cause`` block of ``ChildFailedError``, else the
-    agent's ``failed (exitcode: 1) local_rank: 0`` line, else the bare ``ChildFailedError``."""
+    """torch elastic (torchrun): the ``Root Cause`` block of ``ChildFailedError`` (or its record's fields
+    where the header was cut off), else the agent's ``failed (exitcode: 1) local_rank: 0`` line, else the
+    bare ``ChildFailedError``."""
     found: list[RankFailure] = []
-    for i, line in enumerate(lines):
-        if _ELASTIC_ROOT.search(line) is None:
-            continue
-        block = lines[i + 1 : i + 1 + _CONTEXT_LINES]
+    for line, block in _elastic_records(lines):
         text = " ".join(block)
         rank = _ELASTIC_RANK.search(text)
         code = _search_int(_ELASTIC_EXITCODE, text, "code")
