@@ -23,7 +23,7 @@ from pathlib import Path
 
 from nats.aio.msg import Msg
 
-from benchmarks.harness import Bench, pipeline_services, report
+from benchmarks.harness import Bench, pipeline_services, report, running_mpijobs
 from controller.bus.publishing import Publisher
 from controller.bus.streams import wait_until_consumed
 from controller.contract.findings import parse_finding
@@ -35,25 +35,9 @@ from watchers.pipeline import Pipeline
 
 def running_jobs(count: int) -> tuple[list[Observation], list[k.Obj]]:
     """``count`` running 4-worker MPIJobs, and worker 2 of each (the one that will be killed)."""
-    now = datetime.now(UTC)
-    observations: list[Observation] = []
-    victims: list[k.Obj] = []
-    for n in range(count):
-        job = k.with_conditions(
-            k.mpijob(f"job-{n}", workers=4), ("Running", "MPIJobRunning", "2026-11-20T10:00:20Z")
-        )
-        observations.append(Observation("job", "ADDED", job, now))
-        for role, index in [("launcher", None), *(("worker", i) for i in range(4))]:
-            pod = k.with_container_state(
-                k.pod(job, role, index, node=f"node-{n}"),
-                {"running": {"startedAt": "2026-11-20T10:00:20Z"}},
-                phase="Running",
-                ready=True,
-            )
-            observations.append(Observation("pod", "ADDED", pod, now))
-            if index == 2:
-                victims.append(pod)
-    return observations, victims
+    started = "2026-11-20T10:00:20Z"
+    observations, pods = running_mpijobs(count, "job", "team-a", started, {"running": {"startedAt": started}})
+    return observations, pods[3::5]  # each job's launcher, workers 0 to 3
 
 
 def oom_killed(pod: k.Obj) -> Observation:

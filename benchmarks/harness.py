@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import copy
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -45,8 +47,10 @@ from controller.contract.subjects import (
 from controller.metrics import PipelineMetrics
 from controller.store import migrate
 from controller.store.engine import make_engine
+from controller.testing import objects as k
 from controller.testing.ports import free_port
 from controller.testing.prometheus import Prometheus, UsageExporter, prometheus_binary
+from watchers.correlating import Observation
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -386,3 +390,25 @@ def report(name: str, result: dict[str, Any]) -> None:
     text = json.dumps(result, indent=2) + "\n"
     (RESULTS / f"{name}.json").write_text(text)
     print(text, end="")
+
+
+def running_mpijobs(
+    count: int, prefix: str, namespace: str, since: str, running: Mapping[str, Any]
+) -> tuple[list[Observation], list[k.Obj]]:
+    """``count`` 4-worker MPIJobs (``<prefix>-<n>`` in ``namespace``) Running since ``since``, each on
+    a node of its own with its launcher and workers ready (``running``: their containers' state), as
+    the watch reports them on start; and their pods, each job's launcher then workers 0 to 3."""
+    now = datetime.now(UTC)
+    observations: list[Observation] = []
+    pods: list[k.Obj] = []
+    for n in range(count):
+        job = k.with_conditions(
+            k.mpijob(f"{prefix}-{n}", namespace=namespace), ("Running", "MPIJobRunning", since)
+        )
+        observations.append(Observation("job", "ADDED", job, now))
+        for role, index in [("launcher", None), *(("worker", i) for i in range(4))]:
+            pod = k.pod(job, role, index, node=f"node-{n}")
+            pod = k.with_container_state(pod, copy.deepcopy(dict(running)), phase="Running", ready=True)
+            observations.append(Observation("pod", "ADDED", pod, now))
+            pods.append(pod)
+    return observations, pods

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import Bench, CpuMeter, pipeline_services, report
-from benchmarks.reference import payloads, reference_throughput
+from benchmarks.reference import payloads, reference_throughput, side_report
 from controller.bus.streams import wait_until_consumed
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import HISTORY_DURABLE
@@ -91,13 +91,7 @@ async def throughput(env: Bench, events: list[Observation], meter: CpuMeter) -> 
     await wait_until_consumed(env.js, env.topology.stream("jobs"), env.topology.durable(HISTORY_DURABLE), 300)
     done = time.perf_counter()
     spent = meter.since(cpu)
-    return {
-        "events": len(events),
-        "seconds": round(done - start, 3),
-        "events_per_s": round(len(events) / (done - start)),
-        "publish_events_per_s": round(len(events) / (published - start)),
-        "cpu_s": spent,
-    }
+    return side_report(len(events), start, published, done, spent)
 
 
 def cpu_per_event(side: Mapping[str, Any]) -> dict[str, float]:

@@ -70,7 +70,7 @@ import aiohttp
 import httpx
 from sqlalchemy import text
 
-from benchmarks.harness import Bench, CpuMeter, pipeline_services, report
+from benchmarks.harness import Bench, CpuMeter, pipeline_services, report, running_mpijobs
 from controller.bus.publishing import Publisher
 from controller.contract.cloudevents import FORMATS, TYPE_PREFIX
 from controller.contract.events import JobObserved, JobRef
@@ -409,21 +409,7 @@ def job_transitions(prefix: str, count: int) -> list[list[k.Obj]]:
 
 def running_pods(jobs: int) -> tuple[list[Observation], list[k.Obj]]:
     """Background: ``jobs`` running MPIJobs nobody subscribed to, and their launcher and worker pods."""
-    now = datetime.now(UTC)
-    setup: list[Observation] = []
-    pods: list[k.Obj] = []
-    for n in range(jobs):
-        job = k.with_conditions(
-            k.mpijob(f"noise-{n}", namespace="noise"), ("Running", "MPIJobRunning", "2026-11-23T10:00:20Z")
-        )
-        setup.append(Observation("job", "ADDED", job, now))
-        for role, index in [("launcher", None), *(("worker", i) for i in range(4))]:
-            pod = k.with_container_state(
-                k.pod(job, role, index, node=f"node-{n}"), {"running": {}}, phase="Running", ready=True
-            )
-            setup.append(Observation("pod", "ADDED", pod, now))
-            pods.append(pod)
-    return setup, pods
+    return running_mpijobs(jobs, "noise", "noise", "2026-11-23T10:00:20Z", {"running": {}})
 
 
 async def watched(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -99,7 +100,7 @@ def _series(data: Any) -> list[Series]:
     return found
 
 
-class PrometheusReader:
+class PrometheusReader(AbstractAsyncContextManager["PrometheusReader"]):
     """Queries one Prometheus (``async with PrometheusReader(settings) as reader``).
 
     ``observe`` is told the outcome and seconds of every request (metrics); ``transport``
@@ -123,9 +124,6 @@ class PrometheusReader:
             headers={"user-agent": USER_AGENT},
             transport=transport,
         )
-
-    async def __aenter__(self) -> PrometheusReader:
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()

@@ -171,10 +171,14 @@ class Trend(_Out):
 
 # --------------------------------------------------------------------------- subscriptions
 
-_DEPRECATED_NEXT = (
-    "Deprecated alias kept for existing clients: the same position as `next_cursor`, for the "
-    "deprecated `{param}` parameter. Use `next_cursor` and `cursor`."
-)
+
+def _deprecated_next(param: str) -> Any:
+    """A page's ``next``: the same position as ``next_cursor``, for the deprecated ``param``."""
+    return Field(
+        description="Deprecated alias kept for existing clients: the same position as `next_cursor`, "
+        f"for the deprecated `{param}` parameter. Use `next_cursor` and `cursor`.",
+        json_schema_extra={"deprecated": True},
+    )
 
 
 class Notice(_Out):
@@ -239,9 +243,7 @@ class SubscriptionDetail(Subscription):
 class SubscriptionPage(Page[Subscription]):
     """Subscriptions the caller may read, by id."""
 
-    next: str | None = Field(
-        description=_DEPRECATED_NEXT.format(param="after"), json_schema_extra={"deprecated": True}
-    )
+    next: str | None = _deprecated_next("after")
 
 
 class RotatedSecret(_Out):
@@ -298,9 +300,7 @@ class Delivery(_Out):
 class DeliveryPage(Page[Delivery]):
     """A subscription's deliveries, newest first."""
 
-    next: int | None = Field(
-        description=_DEPRECATED_NEXT.format(param="before"), json_schema_extra={"deprecated": True}
-    )
+    next: int | None = _deprecated_next("before")
 
 
 # --------------------------------------------------------------------------- audit

@@ -41,7 +41,7 @@ from controller.api.auth import Principal, may_read, may_subscribe, may_update, 
 from controller.api.creators import creator_of, lost_access
 from controller.api.deps import engine_of
 from controller.api.limits import DEFAULT_QUOTAS, SubscriptionQuotas
-from controller.api.paging import MAX_SEQ, Cursor, Keyset, Limit, by_sequence, page_of
+from controller.api.paging import MAX_SEQ, Cursor, K, Keyset, Limit, by_sequence, page_of
 from controller.api.params import NamespaceQuery, errors
 from controller.api.routing import Caller, api_router, listed_namespaces
 from controller.api.subscription_input import (
@@ -97,6 +97,21 @@ async def _authorize(request: Request, principal: Principal, namespace: str | No
 
 def _no_subscription(subscription_id: str) -> HTTPException:
     return HTTPException(404, f"no subscription with id {subscription_id!r}")
+
+
+_DEPRECATED_PAGE = "Deprecated (use `cursor`): the `next` of the page before."
+After = Annotated[str | None, Query(max_length=MAX_ID, deprecated=True, description=_DEPRECATED_PAGE)]
+"""What ``cursor`` replaced in listing subscriptions: the id the page before ended at."""
+Before = Annotated[int | None, Query(ge=1, le=MAX_SEQ, deprecated=True, description=_DEPRECATED_PAGE)]
+"""What ``cursor`` replaced in listing deliveries: the sequence the page before ended at."""
+
+
+def _position(keyset: Keyset[K], cursor: str | None, name: str, deprecated: K | None) -> K | None:
+    """Where a page starts: ``cursor`` read by ``keyset``, else the deprecated parameter ``name``;
+    400 when both are given."""
+    if cursor is not None and deprecated is not None:
+        raise HTTPException(400, f"pass cursor, or the deprecated {name}, not both")
+    return keyset.decode(cursor) if cursor is not None else deprecated
 
 
 def _no_delivery(delivery_id: str) -> HTTPException:
@@ -190,22 +205,13 @@ class _NotificationsApi:
         channel: Channel | None = None,
         state: SubscriptionState | None = None,
         cursor: Cursor = None,
-        after: Annotated[
-            str | None,
-            Query(
-                max_length=MAX_ID,
-                deprecated=True,
-                description="Deprecated (use `cursor`): the `next` of the page before.",
-            ),
-        ] = None,
+        after: After = None,
         limit: Limit = 50,
     ) -> models.SubscriptionPage:
         """Subscriptions the caller may see, by id; page with ``cursor=<next_cursor>``."""
-        if cursor is not None and after is not None:
-            raise HTTPException(400, "pass cursor, or the deprecated after, not both")
+        position = _position(SUBSCRIPTIONS, cursor, "after", after)
         if after is not None and not SUBSCRIPTION_ID.fullmatch(after):
             raise unprocessable(f"after {after!r} is not a subscription id (the 'next' of the page before)")
-        position = SUBSCRIPTIONS.decode(cursor) if cursor is not None else after
         visible = await listed_namespaces(request, principal, namespace)
         async with engine_of(request).connect() as conn:
             rows = await subscriptions.list_subscriptions(
@@ -319,21 +325,11 @@ class _NotificationsApi:
         principal: Caller,
         status: DeliveryStatus | None = None,
         cursor: Cursor = None,
-        before: Annotated[
-            int | None,
-            Query(
-                ge=1,
-                le=MAX_SEQ,
-                deprecated=True,
-                description="Deprecated (use `cursor`): the `next` of the page before.",
-            ),
-        ] = None,
+        before: Before = None,
         limit: Limit = 50,
     ) -> models.DeliveryPage:
         """The delivery log, newest first: status, attempts with status codes and latencies."""
-        if cursor is not None and before is not None:
-            raise HTTPException(400, "pass cursor, or the deprecated before, not both")
-        position = DELIVERIES.decode(cursor) if cursor is not None else before
+        position = _position(DELIVERIES, cursor, "before", before)
         sub = await self._readable(request, principal, subscription_id)
         async with engine_of(request).connect() as conn:
             rows = await outbox.list_deliveries(conn, sub.id, status=status, before=position, limit=limit + 1)

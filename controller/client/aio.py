@@ -10,6 +10,7 @@ A run is named by its uid, by ``"NAMESPACE/JOB"`` (the newest attempt) or ``"NAM
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -69,7 +70,7 @@ def _ref(ref: str | RunRef) -> RunRef:
         raise UsageError(f"{ref!r} is not a run: UID, NAMESPACE/JOB or NAMESPACE/JOB@N") from None
 
 
-class AsyncClient:
+class AsyncClient(AbstractAsyncContextManager["AsyncClient"]):
     """Reads of the API for a notebook, a pipeline or a command: ``async with AsyncClient() as api``.
 
     Settings are the commands' (``MPIJC_CLIENT__API_URL``, ``…__TOKEN``, ``…__TOKEN_FILE``,
@@ -99,9 +100,6 @@ class AsyncClient:
         self.settings = settings_with(settings if settings is not None else client_settings(), overrides)
         self.connection = Connection(self.settings, timeout_s=timeout_s)
         """The door every request goes through (JSON reads, event streams)."""
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()

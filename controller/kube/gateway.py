@@ -41,7 +41,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypedDict, Unpack, cast
 
 import urllib3
 from kubernetes import client, config
@@ -140,6 +140,14 @@ class ListPage:
     items: builtins.list[RawObject]
     resource_version: str
     continue_token: str | None = None
+
+
+class _Sent(TypedDict, total=False):
+    """What a request sends beside its method and path, as :meth:`KubeGateway.request` takes it."""
+
+    query: Query | None
+    body: object
+    read_timeout_s: float
 
 
 def _from_api_exception(exc: ApiException) -> APIError:
@@ -257,16 +265,8 @@ class KubeGateway:
             raise unavailable(what, exc) from exc
         return cast(urllib3.BaseHTTPResponse, response.response)
 
-    def _json(
-        self,
-        method: Method,
-        path: str,
-        *,
-        query: Query | None = None,
-        body: object = None,
-        read_timeout_s: float = READ_TIMEOUT_S,
-    ) -> Any:
-        response = self.request(method, path, query=query, body=body, read_timeout_s=read_timeout_s)
+    def _json(self, method: Method, path: str, **sent: Unpack[_Sent]) -> Any:
+        response = self.request(method, path, **sent)
         try:
             return json.loads(response.data)
         except (urllib3.exceptions.HTTPError, OSError) as exc:

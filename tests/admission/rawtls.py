@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -91,21 +91,23 @@ class RawClient:
 
     async def closed(self, within_s: float = GUARD_S) -> bool:
         """Whether the server closes the connection (EOF or reset) within ``within_s``."""
-        try:
-            async with asyncio.timeout(within_s):
-                while await self.reader.read(65536):
-                    pass
-        except TimeoutError:
-            return False
-        except (ConnectionError, ssl.SSLError):
-            pass
-        return True
+
+        async def to_the_end() -> None:
+            while await self.reader.read(65536):
+                pass
+
+        return not await self._outlasts(to_the_end(), within_s)
 
     async def still_open(self) -> bool:
         """Whether the connection is open with nothing to read (looked at for a moment)."""
+        return await self._outlasts(self.reader.read(1), 0.2)
+
+    @staticmethod
+    async def _outlasts(read: Awaitable[object], within_s: float) -> bool:
+        """Whether ``read`` is still waiting after ``within_s`` (a reset ends it as its end does)."""
         try:
-            async with asyncio.timeout(0.2):
-                await self.reader.read(1)
+            async with asyncio.timeout(within_s):
+                await read
         except TimeoutError:
             return True
         except (ConnectionError, ssl.SSLError):

@@ -6,7 +6,7 @@ batch's JSON written from its container's head made once is the model's own. Rea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 from nats.js import JetStreamContext
@@ -46,22 +46,38 @@ def packed(topology: Topology, container: str, ts: int) -> PackedBatch:
     return PackedBatch(batch, lines, 1, PackedBatch.prefix_of(batch), subject)
 
 
-@pytest.fixture
-def bursts_seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The size of each burst :func:`publishing.publish` is handed."""
-    seen: list[int] = []
+Results = list[PubAck | BaseException]
+Publish = Callable[[Answered], Awaitable[Results]]
+"""The burst in hand published, each result told to the ``answered`` given."""
+Step = Callable[[Sequence[Outgoing], Answered, Publish], Awaitable[Results]]
+
+
+def around_publish(monkeypatch: pytest.MonkeyPatch, step: Step) -> None:
+    """Runs ``step`` in place of each :func:`publishing.publish`: it is handed the burst, the
+    caller's ``answered`` and a call that publishes the burst with the ``answered`` it chooses."""
     publish = publishing.publish
 
-    async def counted(
+    async def around(
         js: JetStreamContext,
         messages: Sequence[Outgoing],
         ack_timeout_s: float = 5.0,
         answered: Answered = None,
-    ) -> list[PubAck | BaseException]:
-        seen.append(len(messages))
-        return await publish(js, messages, ack_timeout_s, answered)
+    ) -> Results:
+        return await step(messages, answered, lambda told: publish(js, messages, ack_timeout_s, told))
 
-    monkeypatch.setattr(publishing, "publish", counted)
+    monkeypatch.setattr(publishing, "publish", around)
+
+
+@pytest.fixture
+def bursts_seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of each burst :func:`publishing.publish` is handed."""
+    seen: list[int] = []
+
+    async def counted(messages: Sequence[Outgoing], answered: Answered, publish: Publish) -> Results:
+        seen.append(len(messages))
+        return await publish(answered)
+
+    around_publish(monkeypatch, counted)
     return seen
 
 
@@ -112,14 +128,8 @@ async def test_a_message_whose_first_try_failed_is_published_again_alone(
     js: JetStreamContext, topology: Topology, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tries: list[list[str]] = []
-    publish = publishing.publish
 
-    async def second_lost(
-        js: JetStreamContext,
-        messages: Sequence[Outgoing],
-        ack_timeout_s: float = 5.0,
-        answered: Answered = None,
-    ) -> list[PubAck | BaseException]:
+    async def second_lost(messages: Sequence[Outgoing], answered: Answered, publish: Publish) -> Results:
         tries.append([message.subject.rsplit(".", 1)[-1] for message in messages])
         first = len(tries) == 1
 
@@ -127,12 +137,12 @@ async def test_a_message_whose_first_try_failed_is_published_again_alone(
             if answered is not None and not (first and index == 1):
                 answered(index, result)
 
-        results = await publish(js, messages, ack_timeout_s, told)
+        results = await publish(told)
         if first:
             results[1] = TimeoutError("no ack")  # as an ack lost with a killed server
         return results
 
-    monkeypatch.setattr(publishing, "publish", second_lost)
+    around_publish(monkeypatch, second_lost)
     retry_s = settings.nats.publish_retry_s
     bursts = Bursts(js, retry_s)
     seqs = await asyncio.gather(

@@ -2,6 +2,21 @@
 // Everything here improves a page that already reads without it.
 "use strict";
 
+// A call that, ms later, fetches this page afresh and hands the parsed page to use; calls made
+// meanwhile are that one.
+function freshPageLater(ms, use) {
+  let pending = null;
+  return () => {
+    if (pending) return;
+    pending = setTimeout(async () => {
+      pending = null;
+      const answer = await fetch(location.href, { credentials: "same-origin" });
+      if (!answer.ok) return;
+      use(new DOMParser().parseFromString(await answer.text(), "text/html"));
+    }, ms);
+  };
+}
+
 // The job list: the same query as the page, asked of the JSON route every 5 s; phases updated in place.
 function liveList(table) {
   const refresh = async () => {
@@ -20,39 +35,23 @@ function liveList(table) {
     } catch (err) { /* offline for a moment: the next round tries again */ }
   };
   // a run that just failed gets its sentence from the server-rendered page
-  let reasons = null;
-  const refreshReasons = () => {
-    if (reasons) return;
-    reasons = setTimeout(async () => {
-      reasons = null;
-      const answer = await fetch(location.href, { credentials: "same-origin" });
-      if (!answer.ok) return;
-      const fresh = new DOMParser().parseFromString(await answer.text(), "text/html");
-      for (const row of fresh.querySelectorAll("#runs tr[data-uid]")) {
-        const mine = table.querySelector(`tr[data-uid="${CSS.escape(row.dataset.uid)}"] .why`);
-        if (mine) mine.textContent = row.querySelector(".why").textContent;
-      }
-    }, 500);
-  };
+  const refreshReasons = freshPageLater(500, (fresh) => {
+    for (const row of fresh.querySelectorAll("#runs tr[data-uid]")) {
+      const mine = table.querySelector(`tr[data-uid="${CSS.escape(row.dataset.uid)}"] .why`);
+      if (mine) mine.textContent = row.querySelector(".why").textContent;
+    }
+  });
   setInterval(refresh, 5000);
 }
 
 // A run's page: its event stream says when something changed; the live parts are fetched anew.
 function liveRun(root) {
-  let pending = null;
-  const swap = () => {
-    if (pending) return;
-    pending = setTimeout(async () => {
-      pending = null;
-      const answer = await fetch(location.href, { credentials: "same-origin" });
-      if (!answer.ok) return;
-      const fresh = new DOMParser().parseFromString(await answer.text(), "text/html");
-      for (const part of document.querySelectorAll("[data-live][id]")) {
-        const next = fresh.getElementById(part.id);
-        if (next) part.replaceWith(next);
-      }
-    }, 200);
-  };
+  const swap = freshPageLater(200, (fresh) => {
+    for (const part of document.querySelectorAll("[data-live][id]")) {
+      const next = fresh.getElementById(part.id);
+      if (next) part.replaceWith(next);
+    }
+  });
   const stream = new EventSource(root.dataset.events);
   for (const kind of ["phase", "finding", "end", "deleted"]) stream.addEventListener(kind, swap);
   stream.addEventListener("end", () => stream.close());
