@@ -427,6 +427,15 @@ def sql(url: str, *statements: str) -> list[tuple[object, ...]]:
     return asyncio.run(run())
 
 
+def _answers(url: str) -> bool:
+    """Whether the PostgreSQL at ``url`` answers a query (its port opens while it is still
+    starting up: "the database system is starting up")."""
+    try:
+        return sql(url, "SELECT 1") == [(1,)]
+    except (OSError, asyncpg.exceptions.CannotConnectNowError):
+        return False
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
@@ -446,7 +455,12 @@ def test_a_second_process_takes_the_servers_over_when_their_owner_stops_them_and
     try:
         assert not any(alive(pid) for pid in first), "the owner stopped its servers"
         eventually(
-            lambda: _port_open(ports[0]) and _port_open(ports[1]) and bool(processes_of(tmp_path)),
+            lambda: (
+                _port_open(ports[0])
+                and _port_open(ports[1])
+                and bool(processes_of(tmp_path))
+                and _answers(guest.database_url)
+            ),
             STARTUP_S,
             lambda: f"not taken over: {processes_of(tmp_path)}",
         )

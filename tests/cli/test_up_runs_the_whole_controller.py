@@ -151,9 +151,16 @@ async def started_children(process: subprocess.Popen[bytes], count: int) -> dict
 
 
 async def test_up_runs_the_consumer_roles_in_two_processes_and_each_other_part_in_its_own(up: Up) -> None:
-    children = await started_children(up.process, PARTS)
-    commands = sorted(cmd.split("controller.cli ", 1)[1].strip() for cmd in children.values())
-    assert commands == sorted(["api", "watch", SHARED, BACKGROUND, "consume --only dispatch"])
+    expected = sorted(["api", "watch", SHARED, BACKGROUND, "consume --only dispatch"])
+
+    def commands() -> list[str]:
+        children = children_of(up.process.pid)
+        return sorted(cmd.split("controller.cli ", 1)[1].strip() for cmd in children.values())
+
+    # the parts start one after another (the API first) and one may be restarting: wait for the set
+    await until(lambda: commands() == expected, STARTUP_S, what=commands, interval_s=0.1)
+    await asyncio.sleep(1)
+    assert commands() == expected  # and they stay
 
 
 def nice_of(pid: int) -> int:
