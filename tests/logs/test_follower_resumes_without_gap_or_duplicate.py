@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from controller.contract.logs import since_time
-from controller.testing.simcluster import SimCluster
+from controller.testing.simcluster import RecordedRequest, SimCluster
 from controller.testing.waits import until
 from tests.log_fixtures import Following, Logged, Run
 
@@ -35,6 +35,14 @@ class Printing:
     container: str
     follow: Following
     has: Callable[[int], Awaitable[bool]]
+
+    def follows(self) -> list[RecordedRequest]:
+        """The ``follow=true`` requests for the container's log so far."""
+        return [
+            r
+            for r in self.sim.requests
+            if r.path.endswith(f"/{self.pod}/log") and r.query.get("follow") == "true"
+        ]
 
     def append(self, first: int, last: int, at_ns: int) -> None:
         """The container prints steps ``first`` to ``last`` - 1, stamped ``at_ns``."""
@@ -95,9 +103,13 @@ async def test_a_restarted_follower_resumes_from_the_bus_without_gap_or_duplicat
 async def test_a_stream_ended_while_the_container_runs_is_followed_again(logged: Logged) -> None:
     async with printed_and_followed(logged, "proxied", 3) as p:
         logged.sim.end_log_follows()  # a clean end, as a load balancer closing a long request
+        # followed again before the next lines are printed: printed at once, they could still go
+        # out on the ending stream, and the reopening be counted after they are stored
+        await until(lambda: len(p.follows()) == 2, 10.0, p.follows)
+        assert p.follows()[1].query.get("sinceTime") == since_time(T)
+        assert p.follow.metrics.sample("mpijc_log_reopened_total", reason="ended") >= 1
         p.append(3, 6, at_ns=T + 1)
         await until(lambda: p.has(6), 10.0)
-        assert p.follow.metrics.sample("mpijc_log_reopened_total", reason="ended") >= 1
     assert await logged.texts(p.run.job) == [f"step {i} loss 0.{i}" for i in range(6)]
 
 
