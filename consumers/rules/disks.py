@@ -130,6 +130,7 @@ def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
         root_cause=f"{subject} failed: {detail}{also(others)}",
         evidence=evidence,
         key=(hit.name, *(p.uid for p, _ in found)),
+        remediation=(*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS) if hit.name == "image-gc" else None,
     )
 
 
@@ -259,6 +260,13 @@ _NODE_DISK_STEPS = (
     "condition: kubectl describe node <node>.",
     "Free it (unused images: crictl rmi --prune) or give the pods' ephemeral storage requests so the "
     "scheduler places them where there is room.",
+)
+_IMAGE_GC_STEPS = (
+    "The kubelet deletes unused images when the node's image filesystem passes "
+    "--image-gc-high-threshold (85%) and could not free enough: the rest of the disk is images in use, "
+    "containers' writable layers, logs and emptyDir volumes. The admins can see what holds it on the node "
+    "(crictl images, crictl ps -a, du -sh /var/lib/containerd /var/lib/kubelet /var/log/pods) and give the "
+    "node a larger disk or a separate image filesystem.",
 )
 _SHM_STEPS = (
     "Mount a memory-backed emptyDir at /dev/shm in the pod template — volumes: [{{name: dshm, "

@@ -133,6 +133,15 @@ LIBRARIES: tuple[Library, ...] = (
         ),
     ),
     Library(
+        "nvshmem",
+        "NVSHMEM (the GPU-initiated communication under DeepEP and other MoE kernels)",
+        # its sources' paths in its error lines (``…/src/host/init/init.cu:NN: non-zero status: 7 …``,
+        # ``src/modules/transport/ibgda/ibgda.cpp``) and its own names
+        re.compile(
+            r"\bnvshmemi?_\w{1,40}|\bNVSHMEM\b|/src/(?:host|modules)/(?:init|transport)/[\w/]{0,60}\.(?:cu|cpp):"
+        ),
+    ),
+    Library(
         "efa",
         "libfabric's EFA provider",
         re.compile(
@@ -197,7 +206,30 @@ LIBRARIES: tuple[Library, ...] = (
     Library(
         "charm",
         "Charm++ (its Converse machine layer: OFI, UCX, verbs)",
-        re.compile(r"\bLrts[A-Z]\w{0,40}|Called CmiAbort\b|\bCmiAbort\b|charmrun\b|Charm\+\+"),
+        # its launcher's own prefix too (``Charmrun> Error 255 returned from remote shell``, ``Charmrun:
+        # error on request socket-- …``)
+        re.compile(r"\bLrts[A-Z]\w{0,40}|Called CmiAbort\b|\bCmiAbort\b|charmrun\b|Charmrun[>:] |Charm\+\+"),
+    ),
+    Library(
+        "gasnet",
+        "GASNet (the communication layer of Chapel, UPC++ and Legion)",
+        # its fatal error's prefix and a conduit's functions and sources (``*** FATAL ERROR (proc 0): in
+        # gasnetc_ofi_init() at …/ofi-conduit/gasnet_ofi.c:NN: …``)
+        re.compile(r"\bgasnetc?_\w{1,40}|\b\w{2,10}-conduit/|\*\*\* FATAL ERROR \(proc \d{1,7}\)|GASNet\b"),
+    ),
+    Library(
+        "shmem",
+        "Sandia OpenSHMEM (alone or under Intel SHMEM)",
+        # its log's ``[0003] ERROR: init.c:NN: shmem_internal_…`` and its OFI transport's sources
+        re.compile(
+            r"\bshmem_internal_\w{1,40}|\bshmem_transport_\w{1,40}|\btransport_(?:ofi|ucx|portals4)\.c:\d"
+        ),
+    ),
+    Library(
+        "mercury",
+        "Mercury (the RPC layer of DAOS and Mochi services, its NA plugins)",
+        # its log's ``# NA -- Error -- …/na_ofi.c:NN`` / ``# HG -- Error --`` and its NA plugin's functions
+        re.compile(r"# (?:NA|HG|HG_Util) -- (?:Error|Warning) -- |\bna_(?:ofi|ucx|sm|bmi)_\w{1,40}"),
     ),
     Library(
         "libfabric",
@@ -235,6 +267,13 @@ LIBRARIES: tuple[Library, ...] = (
             r"prterun\b|prted\b|PR{1,2}TE\b|prte_\w{1,40}|PRTE_ERROR_LOG\b|\[prte-[\w.-]{1,80}@\d"
             r"|\bprun(?:\.c:\d|\b)|PRUN: "
         ),
+    ),
+    Library(
+        "msmpi",
+        "MS-MPI (Microsoft MPI, its smpd process manager)",
+        # its process manager and the RPC its mpiexec starts it with (``… unable to connect to the smpd
+        # service on host:8677``, ``Failed RpcCliStartMgr``), its name
+        re.compile(r"\bsmpd\b|\bRpcCli\w{1,40}|\bMS-?MPI\b|\bmsmpi\w{0,20}|Microsoft MPI"),
     ),
     Library(
         "hydra",
@@ -314,6 +353,16 @@ LIBRARIES: tuple[Library, ...] = (
         re.compile(r"[Cc]oordination ?[Ss]ervice|tsl/distributed_runtime|coordination_service"),
     ),
     Library(
+        "paddle",
+        "PaddlePaddle's parameter server (its trainers' RPC clients)",
+        # its RPC clients' sources in glog's prefix: the fluid gRPC / bRPC client (``grpc_client.cc:NN]``,
+        # ``brpc_client.cc``), v1's ParameterClient2 over its LightNetwork sockets
+        re.compile(
+            r"\b(?:grpc|brpc)_client\.cc:\d{1,6}\]|\bLightNetwork\.cpp:\d|\bParameterClient2\.cpp:\d"
+            r"|\bparameter_(?:send|recv|prefetch)\.cc:\d"
+        ),
+    ),
+    Library(
         "grpc",
         "gRPC",
         re.compile(
@@ -378,6 +427,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # a library's own threads that would not start (oneCCL's workers: ``error while creating worker
             # thread #0 pthread_create returns 22``, ``failed to start worker # 0``)
             r"|[Ee]rror (?:while )?creating (?:worker|progress|service) thread\b|[Ff]ailed to start worker\b"
+            # a launcher's remote shell failing on a host, and its retries spent (charmrun's ``Error 255
+            # returned from remote shell (host:0)``, ``Too many reconnection attempts; bailing out``)
+            r"|[Ee]rror \d{1,3} returned from remote shell\b|[Tt]oo many reconnection attempts\b"
         ),
     ),
     (
@@ -431,6 +483,15 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # a communicator's initialisation from its root's id returning an error (HCCL's
             # ``HcclCommInitRootInfo failed``, ``HcclCommInitClusterInfo fail, error:2``)
             r"|\bHcclCommInit\w{0,30} fail(?:ed)?\b"
+            # a libfabric object a library could not open, in its own words (GASNet's ofi-conduit:
+            # ``fi_endpoint for rdma failed: -22(Invalid argument)``, ``fi_domain failed: -61(…)``), the
+            # call's return code after it; not MPICH's error stack (``OFI fi_fabric failed (ofi_init.c:…)``),
+            # whose own signature says more
+            r"|\bfi_(?:fabric|domain|endpoint|av_open|cq_open|cntr_open|ep_bind|enable)(?: for [\w ]{1,30}?)?"
+            r" failed: -?\d"
+            # a library's transport layer that would not start at all (Sandia OpenSHMEM's ``Transport init
+            # failed (-38)``, NVSHMEM's ``Unable to initialize any transports``)
+            r"|[Tt]ransport init failed\b|[Uu]nable to initiali[sz]e any transports?\b"
         ),
     ),
     (
@@ -488,6 +549,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Pp]roxy [Cc]all to rank \d{1,7} failed|\b[Bb]ind(?:\(\))? failed\b"
             # Slurm's error strings for an RPC to a node's slurmd that could not be made
             r"|[Cc]ommunication connection failure|slurm_\w{1,40}: [Tt]ransport endpoint is not connected"
+            # gRPC core's status detail for a channel that never connected (``grpc error:Connect Failed``),
+            # NVSHMEM's endpoints to its peers (``connect EPS failed``, ``nvshmem setup connections failed``)
+            r"|\bConnect Failed\b|\bconnect EPS failed\b|\bsetup connections failed\b"
         ),
     ),
     (
@@ -544,6 +608,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # libfabric's error entry in its own words (``err: Input/output error (5) prov_errno: …``), and
             # a provider that could not even report it (EFA's ``Unable to write to EQ``)
             r"|\berr: [\w /-]{1,60} \(\d{1,4}\) prov_errno: |[Uu]nable to write to EQ\b"
+            # a completion's error entry as a library relays it (Mercury's NA OFI plugin: ``fi_cq_readerr got
+            # err: 5(Input/output error), prov_errno: …``)
+            r"|\bfi_cq_readerr(?:\(\))? got err: -?\d"
         ),
     ),
     (
@@ -603,6 +670,9 @@ _ANY_TRAIL = re.compile(r"NCCL INFO [\w/.]{1,80}\.cc:\d{1,6} -> \d")
 _DASHES = re.compile(r"^-{20,200}\s{0,8}$")
 _INDENTED = re.compile(r"^(?:\t| {2,16})\S")
 _FRAME = re.compile(r"^\s{0,16}(?:File \"|at |#\d{1,3} )")
+_PE_CONTINUED = re.compile(r"^\[\d{4}\] {6,10}\S")
+"""Sandia OpenSHMEM's message under its ``[0003] ERROR: init.c:NN: function`` line: the PE's tag, then the
+message indented (``[0003]        Transport init failed (-38)``)."""
 _WRAPPED = re.compile(r"[a-z,]$")
 _LOWER_START = re.compile(r"^[a-z]{1,20}[ ,]")
 """A sentence wrapped mid-way: the line ends inside it and the next carries on in lower case (a help
@@ -627,13 +697,16 @@ LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     *((name, pattern) for name, pattern in VERBS if name != "stalled"),
     ("help-block", _DASHES),
     ("continued", re.compile(r"(?:NCCL WARN |Last error)[^\n]{0,400}:\s{0,4}$")),
+    # Sandia OpenSHMEM's error header, its message on the PE-tagged line under it (:data:`_PE_CONTINUED`)
+    ("pe-error", re.compile(r"^\[\d{4}\] ERROR: \w{1,60}\.c:\d{1,6}: ")),
     (
         "raised-in",
         re.compile(r"File \"[^\"]{0,300}?(?:" + "|".join(path for path, _ in _FRAME_LIBRARIES) + ")"),
     ),
 )
 """What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
-a help block, a message whose reason follows on the next line, a traceback frame in a library's
+a help block, a message whose reason follows on the next line (NCCL's ``Last error:``, Sandia OpenSHMEM's
+``[PE] ERROR: file.c:NN: function`` header), a traceback frame in a library's
 package (the exception after it is that library's). Not a stall report: seen live, it is
 the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's error
 trail (INFO lines): it is read from the failure-time tail."""
@@ -700,6 +773,7 @@ def _continues(previous: str, line: str) -> bool:
     return (
         previous.endswith(":")
         or _INDENTED.match(line) is not None
+        or _PE_CONTINUED.match(line) is not None
         or (_WRAPPED.search(previous) is not None and _LOWER_START.match(line) is not None)
     )
 
@@ -1012,6 +1086,35 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "down",
     ("ucx", "timed-out"): "UCX timed out on its endpoint to another rank (the transport got no "
     "acknowledgement): the peer's process is gone, or the fabric between the nodes drops its packets",
+    ("charm", "spawn"): "charmrun could not start the program on a host through its remote shell (ssh "
+    "exited 255 there: the host is unknown, its sshd is not listening, or the key was refused), and gave "
+    "up after its reconnection attempts",
+    ("charm", "lost"): "charmrun lost its connection to a node program (its request socket closed): that "
+    "process died or could not reach charmrun back on its port",
+    ("gasnet", "resource"): "GASNet's ofi-conduit could not open a libfabric object it needs (an endpoint, "
+    "a domain): the provider GASNet chose (GASNET_OFI_PROVIDER / FI_PROVIDER) does not support what it "
+    "asks, or its devices are missing in the pod",
+    ("shmem", "resource"): "Sandia OpenSHMEM (under Intel SHMEM) could not initialise its OFI transport: "
+    "the provider it asks for (SHMEM_OFI_PROVIDER, cxi / verbs / tcp) is missing in the pod, or it could "
+    "not register the symmetric heap with it",
+    ("mercury", "completion"): "Mercury's NA OFI plugin got an error completing a transfer (fi_cq_readerr): "
+    "the peer's process died, or the provider (verbs, tcp, cxi) dropped the transfer",
+    ("msmpi", "connect"): "MS-MPI could not reach the smpd service (its process manager) on a host: smpd "
+    "is not running there, or the host's firewall blocks its port (8677)",
+    (
+        "nvshmem",
+        "resource",
+    ): "NVSHMEM could not initialise any remote transport (IBGDA, IBRC, UCX, libfabric): "
+    "the RDMA devices, GPUDirect RDMA (nvidia_peermem / dma-buf) or the transport's libraries are missing "
+    "in the pod",
+    ("nvshmem", "connect"): "NVSHMEM could not connect its endpoints to the other PEs (its IBGDA / IBRC "
+    "queue pairs did not reach ready-to-receive): the InfiniBand port, its GID index or the peer's "
+    "address is wrong, or the fabric between the nodes is down",
+    ("paddle", "connect"): "a PaddlePaddle trainer could not connect to a parameter server (pserver) "
+    "endpoint: the pserver's pod is not running or not listening yet, or the endpoint it was given is "
+    "wrong",
+    ("paddle", "refused"): "a PaddlePaddle trainer's connection to a parameter server (pserver) was refused: "
+    "the pserver is not listening on that endpoint (not started yet, or died)",
     ("charm", "completion"): "Charm++'s OFI machine layer could not send to another process (a libfabric "
     "call failed) and aborted: the provider or its devices are missing in the pod, or a peer is gone",
 }
@@ -1139,7 +1242,28 @@ _LIBRARY_STEPS: dict[str, str] = {
     "ompi-ofi": "Open MPI's OFI MTL: set FI_LOG_LEVEL=warn and --mca mtl_ofi_verbose 100 to see the "
     "provider and the peer; FI_PROVIDER (or --mca mtl_ofi_provider_include) must name one the pods have.",
     "charm": "Charm++: rerun with FI_LOG_LEVEL=warn (its OFI layer) and check charmrun / the launcher "
-    "reaches every host; a build for another fabric (ucx, verbs, netlrts) avoids a missing provider.",
+    "reaches every host (charmrun ++verbose shows each remote shell it starts, ssh unless ++remote-shell "
+    "says, and the nodelist's hosts must accept it); a build for another fabric (ucx, verbs, netlrts) "
+    "avoids a missing provider.",
+    "gasnet": "GASNet: rerun with GASNET_VERBOSEENV=1 and FI_LOG_LEVEL=warn to see the conduit's settings "
+    "and the provider; set GASNET_OFI_PROVIDER (or FI_PROVIDER) to one fi_info lists in the pod, or build "
+    "Chapel / UPC++ for another conduit (ibv, udp, smp).",
+    "shmem": "OpenSHMEM: run fi_info in the pod and set SHMEM_OFI_PROVIDER to a provider it lists; "
+    "SHMEM_DEBUG=1 with FI_LOG_LEVEL=warn shows the one it tried; under Intel SHMEM the provider must "
+    "support its GPU memory (HMEM), else set ISHMEM_ENABLE_GPU_IPC=0 or lower SHMEM_SYMMETRIC_SIZE.",
+    "mercury": "Mercury: set HG_LOG_LEVEL=debug (HG_LOG_SUBSYS=na) and FI_LOG_LEVEL=warn to see the "
+    "peer and the provider; the NA protocol (ofi+tcp, ofi+verbs, ofi+cxi) must name a provider the pods "
+    "have, and the peer service must still run.",
+    "msmpi": "MS-MPI: check smpd runs on every host (smpd -d, or the MsMpiLaunchSvc service) with the same "
+    "port (-port, 8677 by default) and that the firewall lets mpiexec and smpd through; mpiexec -d 3 "
+    "shows the host it could not reach.",
+    "nvshmem": "NVSHMEM: set NVSHMEM_DEBUG=INFO to see the transports it tried; the pods need their RDMA "
+    "devices, GPUDirect RDMA (nvidia_peermem or dma-buf) and, for IBGDA, NVSHMEM_IBGDA_* support in the "
+    "driver; NVSHMEM_REMOTE_TRANSPORT (ibrc, ucx, libfabric) and NVSHMEM_HCA_LIST / "
+    "NVSHMEM_IB_GID_INDEX must match the nodes' fabric.",
+    "paddle": "PaddlePaddle: check each pserver endpoint the trainers get (PADDLE_PSERVERS_IP_PORT_LIST, "
+    "--pservers) is a pserver pod's Service and port, and that the pservers listen before the trainers "
+    "send (GLOG_v=3 logs each RPC).",
     "prrte": "PRRTE: rerun with --prtemca plm_base_verbose 5 to see which host's daemon failed.",
     "mvapich": "MVAPICH: check mpispawn can start on every host (ssh) and MV2_* settings match the fabric.",
     "psm2": "PSM2: check the pod has the Omni-Path device (/dev/hfi1_*) and its link is active (opainfo); "

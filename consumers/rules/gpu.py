@@ -57,6 +57,8 @@ def _detect_gpu_error(state: RunState, ctx: Context) -> Detection | None:
     else:
         sentence = f"{subject} failed: {words}{also(others)}"
         remediation = _KERNEL_STEPS
+    own = _OWN_STEPS.get(hit.name)
+    remediation = (own, *remediation) if own else remediation
     return Detection(
         root_cause=sentence,
         evidence=tuple(evidence),
@@ -79,6 +81,24 @@ _KERNEL_STEPS = (
     "If the error moves between nodes or comes with Xid or ECC messages, suspect the hardware: "
     "kubectl -n {namespace} get pods -o wide | grep {job} shows the nodes.",
 )
+
+_OWN_STEPS: dict[str, str] = {
+    "amdgpu-page-fault": "AMD GPU: rerun with AMD_SERIALIZE_KERNEL=3 and HIP_LAUNCH_BLOCKING=1 so the "
+    "faulting kernel is the one that reports it; the fault's address and process (dmesg | grep amdgpu on "
+    "the node) name the buffer, and a kernel built for another gfx target (HSA_OVERRIDE_GFX_VERSION) "
+    "faults this way too.",
+    "amdgpu-ring-timeout": "AMD GPU: the driver reset the GPU after a job hung on its ring (dmesg | grep "
+    "amdgpu on the node shows the ring and the process); rerun with AMD_SERIALIZE_KERNEL=3 to find the "
+    "kernel, check rocm-smi for the GPU's state, and if it recurs on the node whatever runs, cordon it.",
+    "xpu-device-lost": "Intel GPU: check the node's kernel log for the i915 / xe driver's GPU hang and "
+    "reset (dmesg | grep -iE 'i915|xe.*(hang|reset)') and the GPU's health with xpu-smi diag -d <id>; "
+    "ZE_ENABLE_VALIDATION_LAYER=1 finds a kernel that hangs it.",
+    "ascend-core-error": "Ascend NPU: the error's operator and its dump (ASCEND_GLOBAL_LOG_LEVEL=1, "
+    "plog under ~/ascend/log) name the kernel; build it for this chip (its SoC version, e.g. Ascend310P "
+    "vs 910B) and check its inputs are aligned as the core needs (UB addresses).",
+}
+"""The first step for a GPU error of a stack other than CUDA's, in that stack's tools."""
+
 
 GPU_ERROR = Rule(
     id="gpu-error",

@@ -44,7 +44,7 @@ from consumers.rules.nodes import eviction
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
-from consumers.rules.tails import GpuOom, gpu_oom_lines, rank_failures
+from consumers.rules.tails import MPS_OOM, GpuOom, gpu_oom_lines, rank_failures
 from consumers.rules.usage import memory_curve_fact
 from consumers.rules.wording import also, host_label, rank_subject, who
 from controller.contract.events import K8sEventObserved
@@ -73,6 +73,8 @@ class OomKill:
     where: OomWhere = "limit"
     victim: str | None = None
     """The process the kernel killed, or for ``scheduler`` the batch scheduler that killed the job."""
+    killer: str = "the kernel"
+    """Who killed the victim: the kernel's OOM killer, or a userspace one (systemd-oomd)."""
 
 
 def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
@@ -98,6 +100,10 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
         if scheduler is not None:  # the job's grant, not the kernel: the scheduler is who killed it
             return OomKill(pod, first, facts, "scheduler", scheduler)
         where: OomWhere = "limit" if any(_in_a_cgroup(h) for h in hits) else "node"
+        if (oomd := next((h for h in hits if h.name == "systemd-oomd"), None)) is not None:
+            unit, pid = oomd.group("unit"), oomd.group("victim")
+            killed = f"cgroup {unit}" if unit else f"process {pid}"
+            return OomKill(pod, first, facts, "node", killed, "systemd-oomd")
         return OomKill(pod, first, facts, where, _victim(hits))
     own = [e for e in state.events_about(pod) if e.reason in OOM_EVENT_REASONS and _near(e, first, pod)]
     if own:  # the pod's cgroup ran out and the kernel killed one of its processes: the program died of it
@@ -116,6 +122,7 @@ _SCHEDULERS = {
     "lsf": "LSF",
     "sge": "Grid Engine",
     "slurm": "Slurm's accounting",
+    "moab": "Moab (TORQUE's scheduler)",
 }
 """The batch scheduler a ``scheduler`` hit names, by the group its wording matched."""
 
@@ -273,15 +280,28 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
         f"{also([k.pod for k in kills[1:]])}",
         evidence=tuple(dict.fromkeys(evidence)),
         key=tuple(f"{k.pod.uid}/{k.termination.container.name}" for k in kills),
-        remediation=_SCHEDULER_STEPS if first.where == "scheduler" else None,
+        remediation=_SCHEDULER_STEPS
+        if first.where == "scheduler"
+        else (_OOMD_STEPS if first.killer == "systemd-oomd" else None),
     )
+
+
+_OOMD_STEPS = (
+    "systemd-oomd killed the cgroup for its memory pressure (or swap use), not for a limit: on the node, "
+    "oomctl lists the cgroups it watches and their limits (ManagedOOMMemoryPressure= / "
+    "ManagedOOMMemoryPressureLimit= of the slice's unit, ManagedOOMSwap=).",
+    "Lower the job's memory use or give it a node with more memory; on a Kubernetes node the kubelet's "
+    "eviction is the memory policy, so the admins can exclude the kubelet's slices from systemd-oomd "
+    "(ManagedOOMMemoryPressure=auto) or disable it.",
+)
 
 
 _SCHEDULER_STEPS = (
     "Ask the batch scheduler for more memory for the job: PBS/TORQUE -l mem= (and vmem / pvmem where "
     'the site enforces them), LSF -M with -R "rusage[mem=…]", Grid Engine -l h_vmem= (per slot), Slurm '
     "--mem= or --mem-per-cpu=.",
-    "Read the job's peak use from the scheduler (qstat -fx / tracejob, bjobs -l / bhist -l, qacct -j, "
+    "Read the job's peak use from the scheduler (qstat -fx / tracejob, checkjob -v under Moab, bjobs -l / "
+    "bhist -l, qacct -j, "
     "sacct -j <job> -o JobID,MaxRSS,ReqMem) "
     "and size the request above it, or lower per-rank memory: batch size, data-loader workers.",
     "Where the pod has its own memory limit too, keep it at or above the scheduler's grant.",
@@ -289,7 +309,7 @@ _SCHEDULER_STEPS = (
 
 
 def _detail(state: RunState, kill: OomKill) -> str:
-    victim = f"the kernel killed {kill.victim}" if kill.victim else None
+    victim = f"{kill.killer} killed {kill.victim}" if kill.victim else None
     if kill.where == "scheduler":
         return f" — {kill.victim} killed the job for using more memory than it was granted"
     if kill.where == "node":
@@ -313,11 +333,22 @@ def _detect_gpu_oom(state: RunState, ctx: Context) -> Detection | None:
     subject = gpu_oom_subject(state, pod, hits[0])
     others = other_workers(found)
     evidence = tuple(e for p, h in found for e in log_facts(p, dict.fromkeys(hit.line for hit in h)))
+    own = _OWN_OOM_STEPS.get(hits[0].what)
     return Detection(
         root_cause=f"{subject} failed: {hits[0].what}{also(others)}",
         evidence=evidence,
         key=(subject, *(p.uid for p, _ in found)),
+        remediation=(own, *GPU_OOM.remediation) if own else None,
     )
+
+
+_OWN_OOM_STEPS: dict[str, str] = {
+    MPS_OOM: "MPS: the GPU shares the Mac's unified memory and PyTorch stops at its high watermark (the "
+    "'max allowed' of the message); lower the batch size or the sequence length, free tensors between "
+    "steps (torch.mps.empty_cache()), or raise the limit with PYTORCH_MPS_HIGH_WATERMARK_RATIO (below "
+    "1.0; 0.0 removes it and may freeze the machine).",
+}
+"""The first step for a backend whose memory is not a discrete GPU's."""
 
 
 OOM = Rule(

@@ -423,7 +423,30 @@ def _detect_abort(state: RunState, ctx: Context) -> Detection | None:
             pod.uid,
             error.line if error is not None else "",
         ),
+        remediation=_abort_steps(first),
     )
+
+
+def _abort_steps(failure: RankFailure) -> tuple[str, ...] | None:
+    """The launcher's own step before the rule's, where the launcher that ended the rank has tools of its
+    own (``None``: the rule's steps)."""
+    own = _LAUNCHER_STEPS.get(failure.launcher or "")
+    return (*own, *MPI_ABORT.remediation) if own else None
+
+
+_LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
+    "MPT": (
+        "MPT: the rank it names called MPI_Abort, or left (returned from main, called exit) without "
+        "MPI_Finalize; its own output above MPT's stack traceback says why. Set MPI_COREDUMP=FIRST and "
+        "MPI_SIGTRAP to keep its state, MPI_CHECK_ARGS=1 to have MPT check each call's arguments.",
+    ),
+    "Charm++": (
+        "Charm++: the Reason line under 'Called CmiAbort' is the program's CkAbort or Charm++'s own check; "
+        "the processor's stack traceback under it shows the call. Rerun with +bt_gdb or a debug build "
+        "(-g, charmc -debug) to see the frames, and check the program's inputs at that call.",
+    ),
+}
+"""The first step for a rank a launcher with its own tools ended, before the rule's general steps."""
 
 
 _NETWORK_STEPS = (

@@ -92,6 +92,21 @@ _CLOUD = re.compile(
 'CPUS' exceeded. Limit: 24.0 in region us-central1.``) refusing what the cluster asked it for on the
 run's behalf — a volume provisioned for its claim, a node added for its pods: the project's quota, not
 the namespace's."""
+_UNENFORCED = re.compile(
+    r"[Uu]nable to \w{1,20} [^\n]{1,80}? at this time because there was an error enforcing quota"
+    r"|status unknown for quota: (?P<name>[^,\s]{1,253})"
+)
+"""The quota admission refusing what it could not evaluate against the namespace's ResourceQuota: its
+error reading or updating the quota (``Unable to CREATE pods at this time because there was an error
+enforcing quota``), a quota whose usage the controller has not computed yet (``status unknown for quota:
+compute-resources, resources: pods``)."""
+_GATEKEEPER = re.compile(
+    r"admission webhook \\?\"validation\.gatekeeper\.sh\\?\" denied the request: "
+    r"\[(?:denied by )?(?P<constraint>[\w.-]{1,253})\] (?P<why>[^\n\[]{1,300})"
+)
+"""OPA Gatekeeper's validating webhook refusing an object one of its constraints forbids: ``admission
+webhook "validation.gatekeeper.sh" denied the request: [constraint] message`` (before v3.4 ``[denied by
+constraint]``), one bracketed constraint per violation."""
 _POD = re.compile(r"[Pp]ods? \\?\"(?P<pod>[^\"\\]{1,253})\\?\" is forbidden")
 
 
@@ -199,6 +214,18 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
             return (pod, problem, "queue", "kueue")
         problem = "Volcano's queue has no room left in its quota (capability) for the job's PodGroup"
         return (pod, problem, "queue", "volcano")
+    if (match := _UNENFORCED.search(message)) is not None:
+        quota = f" {match['name']}" if match["name"] else ""
+        problem = (
+            f"the quota admission could not evaluate the namespace's ResourceQuota{quota} (its usage not "
+            f"computed yet, or an error updating it), so it refused what it could not count"
+        )
+        return (pod, problem, "unenforced", match["name"])
+    if (match := _GATEKEEPER.search(message)) is not None:
+        constraints = list(dict.fromkeys(m["constraint"] for m in _GATEKEEPER_MORE.finditer(message)))
+        why = match["why"].strip().rstrip(",.")
+        problem = f"Gatekeeper's constraint {', '.join(constraints)} forbids it ({why})"
+        return (pod, problem, "policy", constraints[0])
     if (match := _CLOUD.search(message)) is not None:
         where = f" in region {match['region']}" if match["region"] else ""
         problem = (
@@ -221,6 +248,9 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
     if bounds:
         return (pod, f"the namespace's LimitRange allows {'; '.join(bounds)}", "limit-range", None)
     return None
+
+
+_GATEKEEPER_MORE = re.compile(r"\[(?:denied by )?(?P<constraint>[\w.-]{1,253})\] ")
 
 
 def _quota_said(message: str) -> tuple[str, str, str] | None:
@@ -341,6 +371,10 @@ def _remediation(kind: str, name: str | None) -> tuple[str, ...]:
         return _SCHEDULER_STEPS
     if kind == "cloud":
         return _CLOUD_STEPS
+    if kind == "unenforced":
+        return _UNENFORCED_STEPS
+    if kind == "policy":
+        return _GATEKEEPER_STEPS
     if kind == "queue":
         return _KUEUE_STEPS if name == "kueue" else _VOLCANO_STEPS
     return _steps(kind, name)
@@ -395,6 +429,20 @@ _VOLCANO_STEPS = (
     "-n {namespace} describe podgroup for the job's minResources.",
     "Ask for less (minAvailable, fewer or smaller workers), wait for the queue's other jobs, or raise the "
     "queue's capability (deserved with the capacity plugin).",
+)
+_UNENFORCED_STEPS = (
+    "See whether the namespace's quotas have been counted: kubectl -n {namespace} describe resourcequota "
+    "(a quota without its Used column is not computed yet: the kube-controller-manager's resourcequota "
+    "controller must run and reach the API server).",
+    "Once the quota shows its use, resubmit the job (or let the operator retry the pods); if the error "
+    "stays, the API server's log names the quota it could not update.",
+)
+_GATEKEEPER_STEPS = (
+    "See the constraint that refused it and what it asks: kubectl get constraints, then kubectl get "
+    "<kind> <constraint> -o yaml (its parameters and match).",
+    "Set what it requires on every container of every role (launcher and worker templates, init "
+    "containers and sidecars too: here resources.limits), or ask the cluster admins for an exemption "
+    "(the constraint's excludedNamespaces, Gatekeeper's Config).",
 )
 _LIMIT_RANGE_STEPS = (
     "See the namespace's bounds: kubectl -n {namespace} describe limitrange",

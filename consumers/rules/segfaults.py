@@ -85,9 +85,23 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
             " in MXNet's native library (libmxnet; its handler printed the [bt] frames after it)",
             "mxnet",
         )
+    if first.name == "r":
+        where, kind = _in_r(tail, first.index), "r"
     subject = _crash_subject(state, pod, tail, hits)
     sentence = f"{subject} crashed with {what}{where}"
     return sentence, log_facts(pod, dict.fromkeys(h.line for h in hits[:6])), kind
+
+
+_R_CAUSE = re.compile(
+    r"^\s{0,8}address (?P<address>0x[0-9a-fA-F]{1,16}|\(nil\)), cause '(?P<cause>[^'\n]{1,80})'"
+)
+
+
+def _in_r(tail: tuple[str, ...], index: int) -> str:
+    """`` in R's process …``: R's handler caught the signal; its next line says at what address and why."""
+    cause = next((m for line in bounded(tail)[index + 1 : index + 3] if (m := _R_CAUSE.match(line))), None)
+    said = f" at {cause['address']}: {cause['cause']}" if cause is not None else ""
+    return f" in R's process (R's handler caught it{said}; a package's compiled code, as a rule)"
 
 
 _MXNET_FRAME = re.compile(r"\[bt\] \(\d{1,3}\) [^\n]{0,300}?\blibmxnet\.(?:so|dylib)\b")
@@ -130,7 +144,7 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
         root_cause=sentence + also(others),
         evidence=tuple(e for _, (_, facts, _) in found for e in facts),
         key=(kind, *(p.uid for p, _ in found)),
-        remediation={"bus": _BUS_STEPS, "mxnet": _MXNET_STEPS}.get(kind),
+        remediation={"bus": _BUS_STEPS, "mxnet": _MXNET_STEPS, "r": _R_STEPS}.get(kind),
     )
 
 
@@ -148,6 +162,14 @@ _BUS_STEPS = (
     "/dev/shm in the pod template (the container default is 64 MiB) and size the memory limit for it.",
     "Otherwise a memory-mapped file shrank or its disk filled up while in use: check the volumes.",
     *_SEGV_STEPS[:1],
+)
+_R_STEPS = (
+    "Read R's traceback under the crash in the log (kubectl -n {namespace} logs <pod> --previous): its "
+    "first frames name the package function whose compiled code (.Call / .C / Rcpp) crashed.",
+    "Reinstall that package from source against this R and its system libraries (a binary built for "
+    "another R or libc crashes this way), then run the script with R -d gdb or R -d valgrind to find "
+    "the access.",
+    *_SEGV_STEPS[2:],
 )
 _MXNET_STEPS = (
     "Read MXNet's [bt] frames in the log: the first one after the C library's signal frame is where it "

@@ -334,6 +334,9 @@ CRASHES: tuple[Signature, ...] = (
         # strsignal()'s wording: ``Segmentation fault`` (glibc), ``Segmentation fault: 11`` (macOS)
         re.compile(r"Signal: (?P<kind>Segmentation fault|Bus error)(?:: \d{1,2})? \((?P<signal>\d{1,3})\)"),
     ),
+    # R's own handler for the signal (``*** caught segfault ***`` / ``*** caught bus error ***``, then
+    # ``address 0x…, cause 'memory not mapped'`` and R's traceback)
+    Signature("r", "R", "", re.compile(r"\*\*\* caught (?P<kind>segfault|bus error) \*\*\*")),
     Signature(
         "python",
         "Python",
@@ -623,6 +626,47 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "a GPU kernel crashed (unspecified launch failure)",
         re.compile(r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure"),
     ),
+    # the amdgpu kernel driver on a GPU's memory hub taking a page fault for a process (``amdgpu
+    # 0000:03:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:3 pasid:32769, …``, ``[mmhub]
+    # no-retry page fault``): a kernel touched an address its process never mapped on the GPU
+    Signature(
+        "amdgpu-page-fault",
+        "the amdgpu driver",
+        "the amdgpu driver reported a GPU page fault: a kernel accessed GPU memory its process had not "
+        "mapped, usually a bug in a kernel or an extension (a wrong index or a freed buffer)",
+        re.compile(r"\[(?:gfxhub|mmhub)\d?\] (?:retry |no-retry )?page fault \(src_id:\d"),
+    ),
+    # the amdgpu driver's scheduler giving up on a job of a ring (``[drm:amdgpu_job_timedout [amdgpu]] *ERROR*
+    # ring sdma0 timeout, signaled seq=…, emitted seq=…``) before it resets the GPU; not a timeout it
+    # recovered from in place (``ring comp_1.0.0 timeout, but soft recovered``)
+    Signature(
+        "amdgpu-ring-timeout",
+        "the amdgpu driver",
+        "the amdgpu driver found a job on a GPU ring that never finished (a hung GPU) and reset the GPU",
+        re.compile(r"\bring [\w.]{1,30} timeout, signaled seq=\d"),
+    ),
+    # Intel's GPU stack (Level Zero, and SYCL's Unified Runtime over it) reporting the device lost, as IPEX
+    # and torch.xpu raise it (``Native API failed. Native API returns: 20 (UR_RESULT_ERROR_DEVICE_LOST)``,
+    # ``ZE_RESULT_ERROR_DEVICE_LOST``)
+    Signature(
+        "xpu-device-lost",
+        "Intel's Level Zero",
+        "the Intel GPU was lost (Level Zero's DEVICE_LOST: the GPU hung or was reset under the job, by the "
+        "driver's hang check or a hardware fault)",
+        re.compile(r"\b(?:UR_RESULT|ZE_RESULT|PI)_ERROR_DEVICE_LOST\b"),
+    ),
+    # CANN's runtime on an Ascend NPU's core that faulted running a kernel (``The error from device(2), serial
+    # number is 17, there is an aicore error, core id is 5, error code = …``; its vector core's ``aivec``)
+    Signature(
+        "ascend-core-error",
+        "CANN",
+        "an Ascend NPU's AI core faulted running a kernel (CANN's aicore / aivec error: an illegal "
+        "instruction or address in an operator, usually a bug in the operator or a build for another chip)",
+        re.compile(
+            r"The error from device\((?:chipId:)?\d{1,4}(?:, dieId:\d{1,4})?\), serial number is \d{1,10}, "
+            r"there is an? (?:aicore|aivec|aic|aiv) error\b"
+        ),
+    ),
     # the driver's status for a GPU it can no longer use until it is reset, as its asserts and its GSP
     # firmware's RPCs print it (``NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required
     # [NV_ERR_RESET_REQUIRED] (0x00000062) returned from …``)
@@ -638,7 +682,7 @@ GPU_ERRORS: tuple[Signature, ...] = (
 def gpu_error_words(hit: Hit) -> tuple[str, bool]:
     """What a GPU error means in plain words, and whether it points at the hardware."""
     if hit.name != "xid":
-        hardware = hit.name in ("off-bus", "gpu-lost", "ecc", "nvlink", "reset-required")
+        hardware = hit.name in ("off-bus", "gpu-lost", "ecc", "nvlink", "reset-required", "xpu-device-lost")
         return hit.signature.what, hardware
     xid = int(hit.group("xid") or 0)
     previous = hit.group("previous")
@@ -700,6 +744,21 @@ DISKS: tuple[Signature, ...] = (
         re.compile(
             r"The node was low on resource: (?:ephemeral-storage|inodes)\. "
             r"(?:Threshold quantity|Container [\w.-]{1,253} was using)"
+        ),
+    ),
+    # the kubelet's image garbage collector unable to bring the node's disk under its high threshold, in
+    # its event (``FreeDiskSpaceFailed`` / ``ImageGCFailed``) or its own log line, in the wording of each
+    # version (``Attempted to free N bytes, but only found M bytes eligible to free``, before 1.28 ``Wanted
+    # to free N bytes, but freed M bytes``); not its first attempt before the stats are ready (``Image
+    # garbage collection failed once. Stats initialization may not have completed yet``)
+    Signature(
+        "image-gc",
+        "the kubelet",
+        "the kubelet could not free its node's disk: image garbage collection found too few unused images "
+        "to delete, so the disk stays over its threshold",
+        re.compile(
+            r"[Ff]ailed to garbage collect required amount of images\. (?:Attempted|Wanted) to free "
+            r"\d{1,20} bytes, but (?:only found|freed) \d{1,20} bytes"
         ),
     ),
     Signature("edquot", "", "disk quota exceeded", re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT")),
@@ -883,11 +942,25 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"|Sending SIGKILL to cgroup\b[^\n]{0,200}?OOMController)"
         ),
     ),
+    # systemd-oomd, systemd's userspace OOM killer: a cgroup whose memory pressure (PSI) or swap use stayed
+    # over its unit's limit is killed whole (``Killed /user.slice/…/x.scope due to memory pressure for … being
+    # 62.15% > 50.00% for > 20s with reclaim activity``, ``… due to memory used (…) / total (…) and swap used
+    # …``; older versions' ``oomd attempting to kill 1234 with KILL``)
+    Signature(
+        "systemd-oomd",
+        "systemd-oomd",
+        "the node's memory came under pressure and systemd-oomd killed a cgroup of the job's",
+        re.compile(
+            r"systemd-oomd(?:\[\d{1,10}\])?: (?:oomd attempting to kill (?P<victim>\d{1,10}) with \w{2,10}"
+            r"|Killed (?P<unit>/[^\s]{1,300}) due to (?:memory pressure|memory used|swap used)\b)"
+        ),
+    ),
     # a batch scheduler killing the job for the memory it was granted: PBS Pro's and TORQUE's MOM
     # (``=>> PBS: job killed: mem 38427376kb exceeded limit 33554432kb``, ``vmem``, ``pvmem``, ``mem job
     # total … kb exceeded limit``; the server's ``Job exceeded a memory resource limit (vmem, pvmem, etc.).
     # Job was aborted`` mail), LSF's exit reason (``TERM_MEMLIMIT: job killed after reaching LSF memory
-    # usage limit.``), Grid Engine's execd (``job 4211 exceeds job hard limit "h_vmem" of queue …``),
+    # usage limit.``), Grid Engine's execd (``job 4211 exceeds job hard limit "h_vmem" of queue …``), Moab's
+    # resource-limit policy over TORQUE (``exceeded MEM usage hard limit (N > M)``),
     # Slurm's accounting poll before cgroups enforced memory (slurmstepd's ``Job 7 exceeded memory limit
     # (N > M), being killed``, ``Step 7.0 exceeded …``: OverMemoryKill sampled the job over its --mem)
     Signature(
@@ -900,6 +973,9 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"|(?P<lsf>TERM_MEMLIMIT): job killed after reaching LSF memory usage limit"
             r"|(?P<sge>exceeds job hard limit \"h_vmem)\""
             r"|(?P<slurm>exceeded memory limit) \(\d{1,20} > \d{1,20}\), being killed"
+            # Moab's policy on TORQUE's jobs (``job 4211 exceeded MEM usage hard limit (2048 > 1024)``, its
+            # ``SWAP``), the resource limit it cancels them for
+            r"|(?P<moab>exceeded (?:MEM|SWAP) usage hard limit) \(\d{1,20} > \d{1,20}\)"
         ),
     ),
 )
@@ -922,11 +998,18 @@ spawner's 403 body, a pipeline step's message): the object it refused, and the r
 PRINTED_REFUSAL = re.compile(
     r"is forbidden: \[?(?:maximum|minimum) [\w./-]{1,64} usage per "
     r"|queue resource quota insufficient|couldn't assign flavors to pod set "
+    r"|is forbidden: (?:[Uu]nable to \w{1,20} [^\n]{1,80}? at this time because there was an error "
+    r"enforcing quota"
+    r"|status unknown for quota: )"
+    r"|admission webhook \\?\"validation\.gatekeeper\.sh\\?\" denied the request: \["
 )
 """A refusal other than a ResourceQuota's printed by a program of the run or pasted from a listing: a
 LimitRange's bounds relayed in an API error's body (``pods "x" is forbidden: [maximum memory usage per Pod
 is 8Gi, but limit is 9663676416., …]``), a batch queue's (Volcano's, Kueue's) as ``kubectl describe``
-lists its events."""
+lists its events; the quota admission unable to evaluate the namespace's quota (``Unable to CREATE pods at
+this time because there was an error enforcing quota``, ``status unknown for quota: q``); Gatekeeper's
+admission webhook refusing a pod its constraints forbid (``admission webhook "validation.gatekeeper.sh"
+denied the request: [constraint] …``)."""
 GOOGLE_ML_QUOTA = re.compile(
     r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
     r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "

@@ -427,8 +427,15 @@ def handled(lines: Sequence[str], index: int) -> bool:
 
 # ------------------------------------------------------------------ GPU memory
 
+MPS_OOM = "GPU out of memory (PyTorch's MPS backend on Apple silicon)"
 # (what ran out, in the user's words; the wording of the stack that says it)
 GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (  # PyTorch's MPS backend on Apple silicon, over its watermark of the unified memory (``MPS backend out
+        # of memory (MPS allocated: 1.2 GB, other allocations: …, max allowed: …). Tried to allocate …``);
+        # first, as newer releases raise it as torch.OutOfMemoryError
+        MPS_OOM,
+        re.compile(r"\bMPS backend out of memory \(MPS allocated: \d"),
+    ),
     (
         "CUDA out of memory",
         re.compile(
@@ -436,7 +443,11 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
         ),
     ),
-    ("GPU out of memory (ROCm: HIP out of memory)", re.compile(r"HIP out of memory|hipErrorOutOfMemory")),
+    (  # ROCm's wordings: PyTorch's, HIP's error name, and HIP's driver status as TensorFlow's and XLA's
+        # stream executor relay it (``failed to allocate 1.2G (… bytes) from device: HIP_ERROR_OutOfMemory``)
+        "GPU out of memory (ROCm: HIP out of memory)",
+        re.compile(r"HIP out of memory|hipErrorOutOfMemory|\bHIP_ERROR_OutOfMemory\b"),
+    ),
     (  # PyTorch's caching allocator on another accelerator: Intel's XPU (IPEX, torch.xpu), Ascend's NPU
         "accelerator out of memory (PyTorch's XPU / NPU allocator)",
         re.compile(r"\b(?:XPU|NPU) out of memory\. Tried to allocate\b"),
@@ -882,6 +893,24 @@ _PADDLE_ABORT = re.compile(
 )
 """PaddlePaddle's launcher (paddle.distributed.launch) on the trainers it watched that ended with an error:
 it kills the rest and names the first."""
+_MPT_RANK = re.compile(
+    r"MPT ERROR: (?:MPI_COMM_WORLD )?[Rr]ank:? ?(?P<rank>\d{1,7})(?:\(g:\d{1,7}\))? "
+    r"(?:(?P<unfinalized>has terminated without calling MPI_Finalize\(\))"
+    r"|is aborting with error code (?P<code>-?\d{1,10}))"
+)
+"""HPE's (SGI's) MPT on a rank that ended the job: it left without ``MPI_Finalize`` (``MPT ERROR:
+MPI_COMM_WORLD rank 3 has terminated without calling MPI_Finalize()``, then ``aborting job``) or called
+``MPI_Abort`` (``MPT ERROR: Rank 3(g:3) is aborting with error code 2.``)."""
+_CMI_ABORT = re.compile(
+    r"-{3,20} (?:Partition \d{1,7} )?Processor (?P<rank>\d{1,7}) Exiting: Called CmiAbort -{3,20}"
+)
+_CMI_REASON = re.compile(r"^\s{0,8}Reason: (?P<reason>[^\n]{1,200}?)\s{0,4}$")
+"""Charm++'s converse layer on a processor (a PE) that called ``CmiAbort`` (the program's ``CkAbort`` or
+Charm++'s own checks): ``------------- Processor 3 Exiting: Called CmiAbort ------------`` (with its
+partition where the job has several), then ``Reason: …``. A reason its machine layer wrote
+(``OFI::LrtsInit::fi_tsend error``, a UCX or verbs call) is the transport's failure, a communication
+failure's to read."""
+_MACHINE_LAYER = re.compile(r"\bLrts\w{0,40}|\b(?:OFI|UCX|PAMI)::|\bibv_\w{1,40}|\b(?:fi|ucp|uct)_\w{1,30}")
 RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("abort", _ABORT_OMPI, True),
     ("abort", _ABORT_MPICH, True),
@@ -905,6 +934,8 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("ray", _RAY_ACTOR_DIED, False),
     ("spawn", _SPAWN_EXIT, True),
     ("paddle", _PADDLE_ABORT, True),
+    ("mpt", _MPT_RANK, True),
+    ("charm", _CMI_ABORT, True),
 )
 """The headlines :func:`rank_failures` starts from, named, and whether the wording always means the
 job is ending: mpirun and MPICH's process managers print theirs as they take every rank down;
@@ -1042,6 +1073,8 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         return RankFailure(None, "exited", None, None, None, (line,), launcher="Ray", detail=detail)
     if (failure := _spawned_failure(line)) is not None:
         return failure
+    if (failure := _launcher_abort(line, after)) is not None:
+        return failure
     if (match := _DEEPSPEED_EXIT.search(line)) is not None and (status := int(match.group("code"))) != 0:
         local = _search_int(_LOCAL_RANK_ARG, line, "local")
         if status < 0:
@@ -1063,6 +1096,31 @@ def _spawned_failure(line: str) -> RankFailure | None:
     if (match := _PADDLE_ABORT.search(line)) is not None:
         detail = f"PaddlePaddle's launcher found trainers of {match['of']} aborted and stopped the rest"
         return RankFailure(int(match["rank"]), "aborted", None, None, None, (line,), None, "Paddle", detail)
+    return None
+
+
+def _launcher_abort(line: str, after: Sequence[str]) -> RankFailure | None:
+    """A rank an MPI or a runtime of its own ended the job for: HPE's MPT, Charm++'s ``CmiAbort``."""
+    if (match := _MPT_RANK.search(line)) is not None:
+        rank = int(match["rank"])
+        if match["unfinalized"]:
+            detail = "without calling MPI_Finalize, and MPT aborted the job"
+            return RankFailure(
+                rank, "exited", None, None, None, (line, *after[:1]), launcher="MPT", detail=detail
+            )
+        detail = "it called MPI_Abort, and MPT ended the job"
+        return RankFailure(
+            rank, "aborted", int(match["code"]), None, None, (line,), launcher="MPT", detail=detail
+        )
+    if (match := _CMI_ABORT.search(line)) is not None:
+        reason = next((m["reason"] for x in after[:2] if (m := _CMI_REASON.match(x)) is not None), None)
+        if reason is not None and _MACHINE_LAYER.search(reason):
+            return None
+        detail = "Charm++'s CmiAbort ended its processor" + (f" ({reason})" if reason else "")
+        lines = (line, *(x for x in after[:2] if _CMI_REASON.match(x)))
+        return RankFailure(
+            int(match["rank"]), "aborted", None, None, None, lines, launcher="Charm++", detail=detail
+        )
     return None
 
 
