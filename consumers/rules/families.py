@@ -1001,9 +1001,6 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     ("psm2", "aborted"): "PSM (PSM2 on Omni-Path, PSM3 on Ethernet) failed one of its own assertions on a "
     "transfer between ranks and aborted the rank: a message's length did not match its request, as a rule "
     "a PSM bug in its shared-memory (ptl_am) or NIC path, or ranks running different PSM builds",
-    ("ompi", "lost"): "Open MPI's runtime lost its out-of-band connection to a daemon (ORTE's or ORCM's "
-    "oob_tcp between the nodes' daemons): that node or pod died, or the network or a firewall cut the "
-    "daemons' port",
     (
         "grpc",
         "unreachable",
@@ -1184,6 +1181,14 @@ _RUNTIME_STEPS = (
 )
 
 
+_OOB = re.compile(r"\bmca_oob_\w{1,40}|\boob_tcp\w{0,40}|\bORCM\b|\borcmd?\b")
+"""Open MPI's runtime between its daemons (ORTE's and ORCM's out-of-band messaging), not its ranks' BTL."""
+_OOB_LOST = (
+    "Open MPI's runtime lost its out-of-band connection to a daemon (ORTE's or ORCM's oob_tcp between the "
+    "nodes' daemons): that node or pod died, or the network or a firewall cut the daemons' port"
+)
+
+
 def words(library: Library, verb: Verb, text: str) -> str:
     """What ``library`` saying ``verb`` means, in plain words."""
     specific = _SPECIFIC.get((library.key, verb))
@@ -1201,6 +1206,8 @@ def words(library: Library, verb: Verb, text: str) -> str:
             "srun's mpi/pmix plugin or Open MPI loads, or its security plugin such as munge, missing or "
             "refused), so they never connected"
         )
+    if verb == "lost" and library.key == "ompi" and _OOB.search(text):
+        return _OOB_LOST
     if verb == "lost" and library.key == "prrte" and _TO_SERVER.search(text):
         return _SPECIFIC[("pmix", "lost")]  # prun's or a client's link to its PMIx server, not a lifeline
     return specific or _VERB_WORDS[verb]
