@@ -66,13 +66,14 @@ EPHEMERAL_EVICTION = re.compile(
     r"\\?\"?(?P<limit>[\w.]{1,20})"
     r"|Usage of EmptyDir volume \\?\"?(?P<volume>[\w.-]{1,253})\\?\"? exceeds the limit "
     r"\\?\"?(?P<size>[\w.]{1,20})"
-    r"|The node had condition: \[(?P<pressure>DiskPressure)\]"
+    r"|The node (?:had condition|was low on resource): \[(?:\w{1,30}, ?){0,3}(?P<pressure>DiskPressure)\b"
     r"|Attempting to reclaim (?P<reclaim>ephemeral-storage|inodes|nodefs|imagefs)\b"
 )
 """The kubelet's eviction manager evicting a pod for ephemeral storage, in each of its wordings; its
 admission refusing a pod on a node under ``DiskPressure`` (``Evicted: Pod The node had condition:
-[DiskPressure].``), and its ``EvictionThresholdMet`` event as it starts reclaiming the disk (``Attempting to
-reclaim ephemeral-storage``)."""
+[DiskPressure].``, older kubelets' ``The node was low on resource: [DiskPressure].``), and its
+``EvictionThresholdMet`` event as it starts reclaiming the disk (``Attempting to reclaim
+ephemeral-storage``)."""
 
 
 def kubelet_reason(event: K8sEventObserved) -> str | None:

@@ -148,6 +148,9 @@ LIBRARIES: tuple[Library, ...] = (
             r"libfabric:\d{1,10}:\d{1,20}:[\w-]{0,40}:efa:|efa_rdm_\w{1,60}|efa_\w{1,40}\(\)|EFA device"
             # the provider's source named where it failed (``prov/efa/src/rxr/rxr.h:1343``)
             r"|\bprov/efa/src/[\w/]{1,80}\.[ch]:\d"
+            # the kernel's EFA driver in dmesg, its ib_device's name (``infiniband efa_0: Failed to process
+            # command DEREG_MR (opcode 8) comp_status 7 err -22``)
+            r"|\binfiniband efa_\d{1,3}: "
         ),
     ),
     Library(
@@ -247,10 +250,22 @@ LIBRARIES: tuple[Library, ...] = (
             r"|ucp_\w{1,40}\.c:\d|uct_\w{1,40}\.c:\d|ucs_\w{1,40}\.c:\d"
             # a transport's fatal error without UCX's tag (``ud_ep.c:263  Fatal: UD endpoint …``)
             r"|\b(?:ud|rc|dc)_\w{1,30}\.c:\d{1,5} {1,4}Fatal: "
+            # its test tools' tag (io_demo: ``[UCX] …``, ``[UCX-connection #1 host:port] …``) and its
+            # status codes by name (``UCS_ERR_CONNECTION_RESET``); not ucs_status_string()'s words alone
+            # (``Connection reset by remote peer``), which ucx-py relays in exceptions an asyncio task may
+            # never raise
+            r"|\[UCX(?:-connection #\d{1,6} [^\]\n]{1,80})?\] |\bUCS_ERR_[A-Z_]{2,40}\b"
         ),
     ),
     Library(
-        "psm2", "PSM2 (Omni-Path)", re.compile(r"PSM[23]\b|psm[23]_\w{1,40}|\bhfi1?_\w{1,40}|hfi unit\b")
+        "psm2",
+        "PSM2 / PSM3 (Omni-Path, Intel Ethernet)",
+        re.compile(
+            r"PSM[23]\b|psm[23]_\w{1,40}|\bhfi1?_\w{1,40}|hfi unit\b"
+            # its sources' paths in its assertions (``Assertion failure at psm3/ptl_am/ptl.c:NN: …``, PSM2's
+            # ``ptl_ips/ips_proto.c``)
+            r"|\bpsm[23]?/[\w/]{1,80}\.c:\d|\bptl_(?:am|ips|self)/\w{1,40}\.c:\d"
+        ),
     ),
     Library(
         "pmix",
@@ -295,6 +310,9 @@ LIBRARIES: tuple[Library, ...] = (
             r"|\bAn MPI communication peer process\b"
             # its runtime's init failing, in its help text's opening sentence (``orte_init``, ``opal_init``)
             r"|\b(?:orte|opal|ompi_rte)_init\b"
+            # ORCM, the resilient cluster manager built on ORTE (its daemons' ``orcmd``, its help text's
+            # ``ORCM has detected failure of an orcm daemon``)
+            r"|\bORCM\b|\borcmd?\b"
         ),
     ),
     Library(
@@ -443,8 +461,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
         "alloc",
         re.compile(
             r"(?:[Ff]ailed to|[Uu]nable to|[Cc]ould(?:n't| not)|[Cc]annot) (?:register|allocate|pin)"
-            r" (?:memory|an? (?:buffer|MR|region)|MR\b)"
+            r" (?:memory|an? (?:buffer|MR|(?:memory )?region)|MRs?\b|mr\b)"
             r"|ibv_reg_mr\b|fi_mr_reg\b|RLIMIT_MEMLOCK\b|[Ll]ocked memory"
+            # an RDMA driver's admin command registering a region failing on the device (the EFA driver's
+            # ``Failed to process command REG_MR (opcode 7) comp_status 1 err -12``)
+            r"|[Ff]ailed to process command REG_MR\b"
         ),
     ),
     (
@@ -453,7 +474,7 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"(?:[Cc]ould(?:n't| not)|[Cc]an't|[Uu]nable to) (?:open|create|init(?:ialize)?|bind) "
             r"(?:an? |the )?"
             r"(?:AV|EP|CQ|QP|MR|address vector|endpoint|domain|fabric|completion queue|queue pair"
-            r"|protection domain|hfi unit|context|HCA|device)\b"
+            r"|protection domain|hfi unit|nic unit|context|HCA|device)\b"
             r"|[Cc]hannel initiali[sz]ation failed|Fatal error in P?MPI_Init(?:_thread)?:"
             # NCCL's (RCCL's) p2p transport sharing device memory between the local ranks
             r"|(?:cuda|hip)Ipc(?:Get|Open)(?:Mem|Event)Handle\w{0,10}(?:\(\))? failed"
@@ -572,6 +593,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|LIFELINE LOST\b|[Ll]ifeline (?:to \S{1,80} )?lost\b|[Cc]onnection to lifeline \S{1,80} lost\b"
             r"|LOST[_-]CONNECTION(?:[_-]TO[_-](?:SERVER|CLIENT|PEER))?\b"
             r"|assert \(!closed\) failed"
+            # Open MPI's out-of-band TCP messaging between its daemons finding a peer's connection broken
+            # (``mca_oob_tcp_peer_send_handler: invalid connection state (6) on socket 47``), a runtime
+            # detecting one of its daemons failed (ORCM's ``has detected failure of an orcm daemon``)
+            r"|\binvalid connection state \(\d{1,2}\)"
+            r"|[Hh]as detected (?:the )?failure of an? (?:\w{1,10} )?daemon\b"
         ),
     ),
     (
@@ -592,6 +618,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|\b(?:All[Rr]educe|All[Gg]ather|Broadcast|Reduce[Ss]catter) failed\b"
             # Habana's process group on an HCCL collective that failed (``Collective call returned error``)
             r"|[Cc]ollective call returned (?:an )?error\b"
+            # a transport library's internal assertion, its source file and the condition (PSM2 / PSM3's
+            # ``Assertion failure at psm3/ptl_am/ptl.c:NN: cond``)
+            r"|\bAssertion failure at [\w/]{1,80}\.c:\d{1,6}: "
         ),
     ),
     (
@@ -953,13 +982,25 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     ): "a collective stalled: Horovod's stall inspector found it submitted by only some ranks (the ranks "
     "it names as missing, or all but the ready ones, stopped, hang or run a different sequence of "
     "collectives)",
-    ("efa", "alloc"): "the EFA provider could not register memory: the pods need an unlimited memlock limit "
-    "(IPC_LOCK) and huge pages",
+    ("efa", "alloc"): "EFA could not register memory (the provider's fi_mr_reg, or the kernel driver's "
+    "REG_MR command on the device, err -12 its ENOMEM): the pods need an unlimited memlock limit (IPC_LOCK) "
+    "and huge pages, and the processes on the device must stay within its memory registrations",
     (
         "libfabric",
         "alloc",
     ): "the libfabric provider could not register memory: raise the memlock limit (IPC_LOCK)",
     ("ucx", "alloc"): "UCX could not register memory for RDMA: raise the memlock limit (IPC_LOCK)",
+    (
+        "ucx",
+        "reset",
+    ): "UCX's connection to another process was reset by that peer (UCS_ERR_CONNECTION_RESET): "
+    "the peer's process exited or closed its endpoint, or the network between the pods dropped the "
+    "connection",
+    ("ucx", "unreachable"): "UCX could not reach another process (UCS_ERR_UNREACHABLE): no transport in "
+    "UCX_TLS / UCX_NET_DEVICES reaches the peer's node, or the peer's address is wrong",
+    ("psm2", "aborted"): "PSM (PSM2 on Omni-Path, PSM3 on Ethernet) failed one of its own assertions on a "
+    "transfer between ranks and aborted the rank: a message's length did not match its request, as a rule "
+    "a PSM bug in its shared-memory (ptl_am) or NIC path, or ranks running different PSM builds",
     (
         "grpc",
         "unreachable",
@@ -1140,6 +1181,14 @@ _RUNTIME_STEPS = (
 )
 
 
+_OOB = re.compile(r"\bmca_oob_\w{1,40}|\boob_tcp\w{0,40}|\bORCM\b|\borcmd?\b")
+"""Open MPI's runtime between its daemons (ORTE's and ORCM's out-of-band messaging), not its ranks' BTL."""
+_OOB_LOST = (
+    "Open MPI's runtime lost its out-of-band connection to a daemon (ORTE's or ORCM's oob_tcp between the "
+    "nodes' daemons): that node or pod died, or the network or a firewall cut the daemons' port"
+)
+
+
 def words(library: Library, verb: Verb, text: str) -> str:
     """What ``library`` saying ``verb`` means, in plain words."""
     specific = _SPECIFIC.get((library.key, verb))
@@ -1157,6 +1206,8 @@ def words(library: Library, verb: Verb, text: str) -> str:
             "srun's mpi/pmix plugin or Open MPI loads, or its security plugin such as munge, missing or "
             "refused), so they never connected"
         )
+    if verb == "lost" and library.key == "ompi" and _OOB.search(text):
+        return _OOB_LOST
     if verb == "lost" and library.key == "prrte" and _TO_SERVER.search(text):
         return _SPECIFIC[("pmix", "lost")]  # prun's or a client's link to its PMIx server, not a lifeline
     return specific or _VERB_WORDS[verb]
@@ -1236,9 +1287,8 @@ _LIBRARY_STEPS: dict[str, str] = {
     "addresses it uses; a peer with no address has usually exited.",
     "hydra": "Hydra: check hydra_pmi_proxy and the program exist on every worker, and ssh from the launcher "
     "works (mpiexec -verbose shows the launch command).",
-    "ompi": "Open MPI: rerun with --mca plm_base_verbose 5 (launch) or --mca btl_base_verbose 100 "
-    "(TCP) to see "
-    "which host failed.",
+    "ompi": "Open MPI: rerun with --mca plm_base_verbose 5 (launch), --mca btl_base_verbose 100 (TCP) or "
+    "--mca oob_base_verbose 10 (its daemons' out-of-band TCP, ORTE's and ORCM's) to see which host failed.",
     "ompi-ofi": "Open MPI's OFI MTL: set FI_LOG_LEVEL=warn and --mca mtl_ofi_verbose 100 to see the "
     "provider and the peer; FI_PROVIDER (or --mca mtl_ofi_provider_include) must name one the pods have.",
     "charm": "Charm++: rerun with FI_LOG_LEVEL=warn (its OFI layer) and check charmrun / the launcher "
@@ -1266,7 +1316,9 @@ _LIBRARY_STEPS: dict[str, str] = {
     "send (GLOG_v=3 logs each RPC).",
     "prrte": "PRRTE: rerun with --prtemca plm_base_verbose 5 to see which host's daemon failed.",
     "mvapich": "MVAPICH: check mpispawn can start on every host (ssh) and MV2_* settings match the fabric.",
-    "psm2": "PSM2: check the pod has the Omni-Path device (/dev/hfi1_*) and its link is active (opainfo); "
+    "psm2": "PSM2 / PSM3: on an assertion, rerun with PSM3_DEVICES=self,nic (PSM2_DEVICES=self,hfi) to "
+    "leave out its shared-memory path, or FI_PROVIDER=tcp to leave PSM out, and report the PSM version; "
+    "check the pod has the Omni-Path device (/dev/hfi1_*) and its link is active (opainfo); "
     "PSM2_DEVICES / FI_PROVIDER must match what the node has.",
     "xla": "XLA: a clique waits for every local device's thread; the rank that never arrived stopped, hangs "
     "or runs a different program (check each process runs the same step).",

@@ -128,9 +128,11 @@ _SCHEDULERS = {
 
 
 def _in_a_cgroup(hit: Hit) -> bool:
-    """The kill was a memory cgroup's: its own line, Slurm's step, or ``mem_cgroup_out_of_memory`` in a
-    call trace."""
-    return hit.name in ("cgroup", "slurm") or (hit.name == "trace" and "mem_cgroup" in hit.line)
+    """The kill was a memory cgroup's: its own line, Slurm's step, the kubelet's ``OOMKilled`` as kubectl
+    lists it, or ``mem_cgroup_out_of_memory`` in a call trace."""
+    return hit.name in ("cgroup", "slurm", "listed-oomkilled") or (
+        hit.name == "trace" and "mem_cgroup" in hit.line
+    )
 
 
 def _victim(hits: tuple[Hit, ...]) -> str | None:

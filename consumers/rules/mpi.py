@@ -440,6 +440,12 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "MPI_Finalize; its own output above MPT's stack traceback says why. Set MPI_COREDUMP=FIRST and "
         "MPI_SIGTRAP to keep its state, MPI_CHECK_ARGS=1 to have MPT check each call's arguments.",
     ),
+    "horovodrun": (
+        "horovodrun (its Gloo launcher): the rank's own output above 'Process N exit with status code' says "
+        "why it ended; a code over 128 is a signal (137: SIGKILL, from the kernel's OOM killer or the "
+        "kubelet as a rule: kubectl -n {namespace} describe pod <pod> shows the container's last state). "
+        "Rerun with horovodrun --verbose and HOROVOD_LOG_LEVEL=debug to see each rank's command.",
+    ),
     "Charm++": (
         "Charm++: the Reason line under 'Called CmiAbort' is the program's CkAbort or Charm++'s own check; "
         "the processor's stack traceback under it shows the call. Rerun with +bt_gdb or a debug build "

@@ -137,7 +137,7 @@ def _miss(pod: PodState) -> Miss | None:
             f"got nothing"
         )
     elif (m := STORE_TIMEOUT.search(text)) is not None:
-        error = m[0].removesuffix(", keys: ")
+        error = m[0].removesuffix(", keys: ").rstrip()
         what = f"timed out waiting on the c10d store ({error}): a rank never wrote its key"
     elif HTTP_STORE.search(text) is not None:
         what = (

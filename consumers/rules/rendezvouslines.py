@@ -75,9 +75,13 @@ STORE_GET = re.compile(
 """A rank creating its NCCL communicator, failing to get the communicator's unique id from the c10d store
 (rank 0 publishes it there, the others wait on the key): the store, not NCCL's transport, failed — a rank
 that never reached the collective, or a store the others could not keep reaching."""
-STORE_TIMEOUT = re.compile(r"DistStoreError: (?:Socket Timeout\b|wait timeout after \d{1,10}m?s, keys: )")
+STORE_TIMEOUT = re.compile(
+    r"DistStoreError: (?:Socket Timeout\b|[Ww]ait timeout\b(?: after \d{1,10}m?s(?:, keys: )?)?)"
+)
 """The c10d store's client timing out on a wait or a get (a key another rank never wrote, a store it
-stopped reaching), raised as the store's own error class: no count, no address."""
+stopped reaching), raised as the store's own error class: no count, no address. In each store's wording
+(TCPStore's ``wait timeout after 600000ms, keys: [...]``, its socket's ``Socket Timeout``, HashStore's and
+older releases' bare ``Wait timeout``), with the keys or without them (a title, a one-line report)."""
 STORE_INPUT = re.compile(
     r"waitForInput: socket SocketImpl\([^\n]{0,200}?remote=\[?(?P<host>[\w.:-]{1,253}?)\]?"
     r":(?P<port>\d{1,5})\)"
@@ -115,7 +119,10 @@ CONNECTION_ERROR = re.compile(r"RendezvousConnectionError\b")
 """torch elastic's error for a rendezvous backend it could not reach: raised (``… The connection to
 the C10d store has failed``) or named by the keep-alive heartbeat that failed with it."""
 ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed|State)Error)\b")
-BARRIER = re.compile(r"Timed out initializing process group in store based barrier")
+BARRIER = re.compile(r"[Tt]imed out initializing process group in store[ -]based barrier")
+"""``_store_based_barrier``'s timeout (``Timed out initializing process group in store based barrier on rank
+N, for key: store_based_barrier_key:1 (world_size=…, num_workers_joined=…, timeout=…)``), a report's lower
+case or hyphen kept."""
 ETCD = re.compile(
     r"etcd\.(?P<error>EtcdKeyNotFound|EtcdConnectionFailed|EtcdWatchTimedOut)\b"
     r"|Key not found : (?P<key>/torch(?:elastic|/elastic)/[\w/.-]{0,200})"

@@ -87,6 +87,8 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
         )
     if first.name == "r":
         where, kind = _in_r(tail, first.index), "r"
+    if first.name == "sanitizer":
+        where, kind = _by_sanitizer(tail, first), "sanitizer"
     subject = _crash_subject(state, pod, tail, hits)
     sentence = f"{subject} crashed with {what}{where}"
     return sentence, log_facts(pod, dict.fromkeys(h.line for h in hits[:6])), kind
@@ -102,6 +104,30 @@ def _in_r(tail: tuple[str, ...], index: int) -> str:
     cause = next((m for line in bounded(tail)[index + 1 : index + 3] if (m := _R_CAUSE.match(line))), None)
     said = f" at {cause['address']}: {cause['cause']}" if cause is not None else ""
     return f" in R's process (R's handler caught it{said}; a package's compiled code, as a rule)"
+
+
+_SANITIZER_ACCESS = re.compile(r"The signal is caused by a (?P<access>READ|WRITE|UNKNOWN) memory access")
+_SANITIZER_FRAME = re.compile(r"^\s{0,8}#0 0x[0-9a-fA-F]{1,16} in (?P<func>[^\s(]{1,200})")
+_SANITIZER_ZERO_PAGE = re.compile(r"Hint: address points to the zero page")
+
+
+def _by_sanitizer(tail: tuple[str, ...], hit: Hit) -> str:
+    """`` (AddressSanitizer caught it …)``: the sanitizer's report under its ``SEGV on unknown address``
+    line says the access, whether it was a null pointer's, and its ``#0`` frame where."""
+    lines = bounded(tail)
+    # its report's own sentences, which the readers take for prose, read as it printed them
+    after = tail[len(tail) - len(lines) :][hit.index + 1 : hit.index + 12]
+    access = next((m["access"].lower() for line in after if (m := _SANITIZER_ACCESS.search(line))), None)
+    frame = next((m["func"] for line in after if (m := _SANITIZER_FRAME.match(line))), None)
+    said = [f"a {access} memory access"] if access and access != "unknown" else []
+    if any(_SANITIZER_ZERO_PAGE.search(line) for line in after):
+        said.append("a null pointer's")
+    if frame:
+        said.append(f"in {frame}()")
+    how = f": {', '.join(said)}" if said else ""
+    if hit.group("overflow"):
+        how = f": a stack overflow{', ' + ', '.join(said) if said else ''}"
+    return f" ({hit.group('tool')} caught it{how}; its report's #0 frame is where)"
 
 
 _MXNET_FRAME = re.compile(r"\[bt\] \(\d{1,3}\) [^\n]{0,300}?\blibmxnet\.(?:so|dylib)\b")
@@ -144,7 +170,12 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
         root_cause=sentence + also(others),
         evidence=tuple(e for _, (_, facts, _) in found for e in facts),
         key=(kind, *(p.uid for p, _ in found)),
-        remediation={"bus": _BUS_STEPS, "mxnet": _MXNET_STEPS, "r": _R_STEPS}.get(kind),
+        remediation={
+            "bus": _BUS_STEPS,
+            "mxnet": _MXNET_STEPS,
+            "r": _R_STEPS,
+            "sanitizer": _SANITIZER_STEPS,
+        }.get(kind),
     )
 
 
@@ -169,6 +200,15 @@ _R_STEPS = (
     "Reinstall that package from source against this R and its system libraries (a binary built for "
     "another R or libc crashes this way), then run the script with R -d gdb or R -d valgrind to find "
     "the access.",
+    *_SEGV_STEPS[2:],
+)
+_SANITIZER_STEPS = (
+    "Read the sanitizer's report in the log (kubectl -n {namespace} logs <pod> --previous): its #0 frame is "
+    "the access that crashed, 'The signal is caused by a READ / WRITE memory access' says which, and a "
+    "zero-page address is a null pointer.",
+    "Symbolize it if the frames are bare addresses (ASAN_SYMBOLIZER_PATH to llvm-symbolizer, "
+    "ASAN_OPTIONS=symbolize=1:fast_unwind_on_fatal=0), and fix the access in that code; the image is a "
+    "sanitizer build, so the same crash without it is the same bug.",
     *_SEGV_STEPS[2:],
 )
 _MXNET_STEPS = (

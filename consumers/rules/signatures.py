@@ -337,14 +337,29 @@ CRASHES: tuple[Signature, ...] = (
     # R's own handler for the signal (``*** caught segfault ***`` / ``*** caught bus error ***``, then
     # ``address 0x…, cause 'memory not mapped'`` and R's traceback)
     Signature("r", "R", "", re.compile(r"\*\*\* caught (?P<kind>segfault|bus error) \*\*\*")),
+    # a sanitizer's report of the signal it caught (compiler-rt's ``==PID==ERROR: AddressSanitizer: SEGV on
+    # unknown address 0x… (pc … bp … sp … T0)``, ``BUS on unknown address``, ThreadSanitizer's,
+    # MemorySanitizer's, UBSan's and HWASan's in the same words; a stack overflow is its SIGSEGV too), not
+    # its ``AddressSanitizer:DEADLYSIGNAL`` header alone, which it prints for SIGFPE and SIGILL as well
+    Signature(
+        "sanitizer",
+        "a sanitizer",
+        "",
+        re.compile(
+            r"(?P<tool>(?:HWAddress|Address|Thread|Memory|UndefinedBehavior)Sanitizer): "
+            r"(?:(?P<kind>SEGV|BUS) on unknown address\b|(?P<overflow>stack-overflow) on address\b)"
+        ),
+    ),
     Signature(
         "python",
         "Python",
         "",
-        # mpirun tags each write of faulthandler's, so its tag may come again inside the line
+        # mpirun tags each write of faulthandler's, so its tag may come again inside the line; since Python
+        # 3.9 the function that raised it comes first (``Fatal Python error: func: …``), and an extension's
+        # own handler names itself (pygame's ``Fatal Python error: (pygame parachute) Segmentation Fault``)
         re.compile(
-            r"Fatal Python error: (?:\[\d{1,7},\d{1,7}\]<std(?:err|out)>:)?"
-            r"(?P<kind>Segmentation fault|Bus error)"
+            r"Fatal Python error: (?:\[\d{1,7},\d{1,7}\]<std(?:err|out)>:)?(?:\w{1,60}: )?"
+            r"(?:\([\w .-]{1,40}\) )?(?P<kind>Segmentation [Ff]ault|Bus [Ee]rror)"
         ),
     ),
     # (either, with its words set in markdown emphasis where a thread pasted it: ``**Segmentation fault**``)
@@ -746,6 +761,16 @@ DISKS: tuple[Signature, ...] = (
             r"(?:Threshold quantity|Container [\w.-]{1,253} was using)"
         ),
     ),
+    # the kubelet's eviction manager and its admission naming the node's DiskPressure, relayed into a log
+    # (a ``kubectl describe`` or ``get events`` pasted, a CI runner's status): ``The node had condition:
+    # [DiskPressure].`` (a pod refused or evicted from a node under it), older kubelets' ``The node was low
+    # on resource: [DiskPressure].``, the condition among others in its list
+    Signature(
+        "disk-pressure",
+        "the kubelet",
+        "the kubelet evicted or refused the pod: its node had DiskPressure (its disk nearly full)",
+        re.compile(r"The node (?:had condition|was low on resource): \[(?:\w{1,30}, ?){0,3}DiskPressure\b"),
+    ),
     # the kubelet's image garbage collector unable to bring the node's disk under its high threshold, in
     # its event (``FreeDiskSpaceFailed`` / ``ImageGCFailed``) or its own log line, in the wording of each
     # version (``Attempted to free N bytes, but only found M bytes eligible to free``, before 1.28 ``Wanted
@@ -941,6 +966,17 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"\[talos\] (?:OOM controller triggered"
             r"|Sending SIGKILL to cgroup\b[^\n]{0,200}?OOMController)"
         ),
+    ),
+    # the kubelet's own ``OOMKilled`` as ``kubectl describe pod`` lists a container's end (``State:
+    # Terminated`` / ``Last State: Terminated``, then ``Reason: OOMKilled``) or its status as YAML (``reason:
+    # OOMKilled``), printed into a log: the reason alone on its line, whatever the exit code under it (0
+    # where the kernel killed a process of the container other than its first one)
+    Signature(
+        "listed-oomkilled",
+        "the kubelet",
+        "a process of the container went over its memory limit and the kernel killed it (the kubelet's "
+        "OOMKilled, as kubectl lists it)",
+        re.compile(r"^\s{0,16}[Rr]eason:\s{1,12}OOMKilled\s{0,4}$"),
     ),
     # systemd-oomd, systemd's userspace OOM killer: a cgroup whose memory pressure (PSI) or swap use stayed
     # over its unit's limit is killed whole (``Killed /user.slice/…/x.scope due to memory pressure for … being

@@ -297,8 +297,16 @@ def _added(lines: tuple[str, ...]) -> set[int]:
 
 
 def _explains(text: str) -> bool:
-    """Whether markup marks a line as a document's: an explained list item, or inline code and words."""
+    """Whether markup marks a line as a document's: an explained list item, or inline code and words (not
+    a line that is one code span whole, a program's line pasted as inline code)."""
+    if _WHOLE_SPAN.match(text) is not None:
+        return False
     return _EXPLAINED_ITEM.search(text) is not None or ("`" in text and len(text.split()) >= 6)
+
+
+_WHOLE_SPAN = re.compile(r"^\s{0,8}`[^`\n]{1,400}`\s{0,4}$")
+"""A line that is one inline code span from its first character to its last (a ``kubectl describe`` event
+row pasted between backticks): what a program printed, quoted whole, with no words of the writer's."""
 
 
 # ------------------------------------------------------------------ output tags
@@ -832,6 +840,12 @@ _DEEPSPEED_EXIT = re.compile(r"(?:\] |\b)exits with return code = (?P<code>-?\d{
 """DeepSpeed's launcher on the rank that ended its group: ``[launch.py:N:sigkill_handler] [cmd…] exits with
 return code = -9``, or the same words quoted alone, its only wording of that sentence."""
 _LOCAL_RANK_ARG = re.compile(r"--local_rank=(?P<local>\d{1,7})")
+_HOROVOD_GLOO_EXIT = re.compile(
+    r"^\s{0,8}Process (?P<rank>\d{1,7}) exit with status code (?P<code>-?\d{1,10})\."
+)
+"""``horovodrun``'s Gloo launcher (``horovod/runner/gloo_run.py``) on a rank whose command ended non-zero,
+before it stops the others and raises its ``Horovod detected that one or more processes exited``:
+``Process 3 exit with status code 1.``, a signal's death as 128 + its number (``… code 137.``)."""
 
 _ERRORCODE = re.compile(r"(?:with errorcode|Errorcode:)\s{0,10}(?P<code>-?\d{1,10})")
 _RANK_NODE = re.compile(
@@ -927,6 +941,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("elastic", _ELASTIC_CHILD, False),
     ("elastic", _ELASTIC_API, False),
     ("deepspeed", _DEEPSPEED_EXIT, False),
+    ("horovod-gloo", _HOROVOD_GLOO_EXIT, True),
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
     ("srun", _SRUN_TASK, True),
@@ -1084,7 +1099,8 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
 
 
 def _spawned_failure(line: str) -> RankFailure | None:
-    """A process a Python launcher spawned that ended: torch.multiprocessing's spawn, PaddlePaddle's."""
+    """A process a Python launcher spawned that ended: torch.multiprocessing's spawn, horovodrun's Gloo
+    launcher, PaddlePaddle's."""
     if (match := _SPAWN_EXIT.search(line)) is not None:
         proc, name = int(match["proc"]), match["signal"]
         if name is None:
@@ -1093,6 +1109,11 @@ def _spawned_failure(line: str) -> RankFailure | None:
             )
         how: RankHow = "aborted" if name == "SIGABRT" else "killed"
         return RankFailure(proc, how, None, name, None, (line,), launcher="torch spawn")
+    if (match := _HOROVOD_GLOO_EXIT.search(line)) is not None and (code := int(match["code"])) != 0:
+        rank = int(match["rank"])
+        if 128 < code < 160:  # its shell's status: 128 + the signal that ended the rank
+            return RankFailure(rank, "killed", None, str(code - 128), None, (line,), launcher="horovodrun")
+        return RankFailure(rank, "exited", code, None, None, (line,), launcher="horovodrun")
     if (match := _PADDLE_ABORT.search(line)) is not None:
         detail = f"PaddlePaddle's launcher found trainers of {match['of']} aborted and stopped the rest"
         return RankFailure(int(match["rank"]), "aborted", None, None, None, (line,), None, "Paddle", detail)
