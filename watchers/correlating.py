@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from controller.contract.clock import Monotonic
 from controller.contract.events import BusEvent, Change, JobRef
-from controller.contract.kinds import JobKind, kind_named
+from controller.contract.kinds import JobKind, PodOwner, kind_named
 from watchers.nodes import ConditionSeen, NodeHealth, condition_event
 from watchers.normalizing import (
     involved_object,
@@ -197,10 +197,7 @@ class Correlator:
     def _later(self, forget: Callable[[], None]) -> None:
         self._forget.append((self.clock() + self.pending_ttl_s, forget))
 
-    def _pod_job(self, obj: Mapping[str, Any]) -> JobRef | None:
-        owner = pod_owner(obj)
-        if owner is None:
-            return None
+    def _pod_job(self, obj: Mapping[str, Any], owner: PodOwner) -> JobRef | None:
         for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
             if ref.get("kind") == owner["kind"] and ref.get("uid") in self.jobs_by_uid:
                 return self.jobs_by_uid[ref["uid"]]
@@ -210,9 +207,10 @@ class Correlator:
     def _place(self, observation: Observation) -> list[BusEvent] | None:
         obj = observation.object
         if observation.kind == "pod":
-            if pod_owner(obj) is None:
+            owner = pod_owner(obj)
+            if owner is None:
                 return []  # not a launcher or worker: someone else's pod
-            job = self._pod_job(obj)
+            job = self._pod_job(obj, owner)
             if job is None:
                 return None
             meta = obj.get("metadata") or {}
@@ -228,7 +226,9 @@ class Correlator:
             if self.unchanged(observation):
                 return told
             return [
-                normalize_pod(obj, observation.change, job, observation.observed_at, observation.log_tail),
+                normalize_pod(
+                    obj, observation.change, job, observation.observed_at, observation.log_tail, owner=owner
+                ),
                 *told,
             ]
         involved = involved_object(obj)

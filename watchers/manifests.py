@@ -19,6 +19,12 @@ Written once per submission: a job's status changes with every pod's, and PyYAML
 pure Python (about 1.5 ms a job), so the text of what was submitted is kept
 (:class:`_Written`, keyed by a digest of the submission's JSON, at most :data:`CACHE_BYTES`) and
 a status change costs a JSON encoding and a digest.
+
+Written by libyaml where that gives PyYAML's own text: where every string is printable ASCII
+and every key a short non-empty one (:func:`_libyaml_writes_the_same`). libyaml quotes
+multi-line, escaped and non-ASCII strings, and keys of 128 characters or empty ones, otherwise
+than PyYAML (at other columns, as ``? key``), which Compare would show as a change between runs
+stored before and after; those manifests are written by PyYAML's pure-Python writer.
 """
 
 from __future__ import annotations
@@ -122,5 +128,39 @@ def manifest(obj: Mapping[str, Any]) -> str:
     return text
 
 
+_OPTIONS: Final[dict[str, Any]] = {"sort_keys": False, "allow_unicode": True, "width": 120}
+_LIBYAML: Final = getattr(yaml, "CSafeDumper", None)
+"""PyYAML's safe writer with libyaml's emitter, ``None`` where PyYAML was built without it."""
+_LONGEST_KEY: Final = 100
+"""The longest key :func:`_libyaml_writes_the_same` accepts (either writer turns one of 128 or
+more characters into a ``? key``, at a different length)."""
+
+
+def _printable_ascii(text: str) -> bool:
+    return text.isascii() and text.isprintable()
+
+
+def _libyaml_writes_the_same(value: Any) -> bool:
+    """Whether libyaml writes ``value`` as PyYAML's pure-Python writer does: every string
+    printable ASCII (no line break, no tab, no escape), every key a non-empty one of at most
+    :data:`_LONGEST_KEY` characters."""
+    if isinstance(value, str):
+        return _printable_ascii(value)
+    if isinstance(value, list):
+        return all(_libyaml_writes_the_same(item) for item in value)
+    if isinstance(value, dict):
+        return all(
+            isinstance(key, str)
+            and 0 < len(key) <= _LONGEST_KEY
+            and _printable_ascii(key)
+            and _libyaml_writes_the_same(item)
+            for key, item in value.items()
+        )
+    return value is None or isinstance(value, bool | int | float)
+
+
 def _written(submitted: Mapping[str, Any]) -> str:
-    return _cut(yaml.safe_dump(_clean(submitted), sort_keys=False, allow_unicode=True, width=120))
+    clean = _clean(submitted)
+    if _LIBYAML is not None and _libyaml_writes_the_same(clean):
+        return _cut(yaml.dump(clean, Dumper=_LIBYAML, **_OPTIONS))
+    return _cut(yaml.safe_dump(clean, **_OPTIONS))

@@ -292,11 +292,17 @@ def _state(status: Mapping[str, Any], init: bool) -> ContainerState:
 
 
 def normalize_pod(
-    obj: Mapping[str, Any], change: Change, job: JobRef, observed_at: datetime, log_tail: tuple[str, ...] = ()
+    obj: Mapping[str, Any],
+    change: Change,
+    job: JobRef,
+    observed_at: datetime,
+    log_tail: tuple[str, ...] = (),
+    owner: PodOwner | None = None,
 ) -> PodObserved:
-    """A launcher, worker or other replica pod of ``job`` as a :class:`PodObserved`."""
+    """A launcher, worker or other replica pod of ``job`` as a :class:`PodObserved` (``owner``:
+    :func:`pod_owner` of it, where the caller has it already)."""
     meta = _meta(obj)
-    owner = pod_owner(obj)
+    owner = owner or pod_owner(obj)
     if owner is None:
         raise MalformedObject(f"pod {meta['name']} carries no training job's labels")
     status = obj.get("status") or {}

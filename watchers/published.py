@@ -322,19 +322,26 @@ class PublishedVersions:
         bucket, each start's load and the watcher's memory with every pod the cluster ever
         deleted. Its key is purged in the background (a purge is a request; awaited here it held
         the publish loop back and observations queued up); its last value says ``DELETED``, so a
-        purge lost with the process is done by the next load."""
+        purge lost with the process is done by the next load.
+
+        Only the newest of several versions of one object in ``events`` is written (one revision
+        is kept: the older ones would be stored and replaced at once); a pod's states handed
+        over in one batch cost the pipeline and the server one put."""
+        newest: dict[str, BusEvent] = {}
+        for event in events:
+            if event.type not in _UNREMEMBERED:
+                newest[_key(event)] = event
         gone: list[tuple[str, bytes]] = []
         try:
-            for event in events:
-                if event.type not in _UNREMEMBERED:
-                    key, value = _key(event), _value(event).encode()
-                    await self._bucket.put(key, value)
-                    self._legacy.discard(key)
-                    if event.change == "DELETED":
-                        self._known.pop(key, None)
-                        gone.append((key, value))
-                    else:
-                        self._known[key] = _version(event)
+            for key, event in newest.items():
+                value = _value(event).encode()
+                await self._bucket.put(key, value)
+                self._legacy.discard(key)
+                if event.change == "DELETED":
+                    self._known.pop(key, None)
+                    gone.append((key, value))
+                else:
+                    self._known[key] = _version(event)
         except NatsError as exc:  # the client's buffer is full while it reconnects: known next time
             log.warning("published versions not recorded: %r", exc)
         self._bucket.forget_later(gone)

@@ -6,11 +6,14 @@ closing line saying so."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from controller.contract.events import MANIFEST_TRUNCATED, MAX_MANIFEST_BYTES, manifest_truncated
 from controller.testing import objects as k
@@ -78,15 +81,18 @@ def test_a_huge_spec_is_cut_at_a_line_with_a_closing_line_saying_so() -> None:
 
 def test_a_submission_is_written_once_whatever_its_status_does(monkeypatch: pytest.MonkeyPatch) -> None:
     """A job's status changes with every pod's; its manifest is written once per submission (the
-    YAML writer is pure Python), and again as soon as what was submitted changes."""
+    YAML writers cost a millisecond or so), and again as soon as what was submitted changes."""
     writes: list[object] = []
-    dump = yaml.safe_dump
 
-    def counted(data: object, **options: Any) -> str:
-        writes.append(data)
-        return dump(data, **options)
+    def counting(dump: Callable[..., str]) -> Callable[..., str]:
+        def counted(data: object, **options: Any) -> str:
+            writes.append(data)
+            return dump(data, **options)
 
-    monkeypatch.setattr(manifests.yaml, "safe_dump", counted)
+        return counted
+
+    for writer in ("safe_dump", "dump"):  # PyYAML's own writer, or libyaml's where it writes the same
+        monkeypatch.setattr(manifests.yaml, writer, counting(getattr(yaml, writer)))
     job = _submitted()
     job["spec"]["runPolicy"] = {"backoffLimit": 7}  # this test's own submission: not written before
     first = manifest(job)
@@ -112,3 +118,43 @@ def test_what_is_kept_written_stays_within_its_bound() -> None:
     assert written.get((99).to_bytes(4, "big")) is not None
     assert written.get((0).to_bytes(4, "big")) is None
     assert sum(written.get(n.to_bytes(4, "big")) is not None for n in range(100)) == 10
+
+
+_PRINTABLE_ASCII = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=300)
+_SPEC = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _PRINTABLE_ASCII
+    | st.text(max_size=300),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=130)
+            | st.text(max_size=20),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@given(_SPEC)
+@example({"": 1})  # libyaml writes these otherwise: an empty key,
+@example({"k" * 123: 1})  # a long one,
+@example({"args": ["a\tb " * 50]})  # a long string it quotes
+@example({"args": ["set -e\n" + "echo 'ü' && python train.py --lr 0.1\n" * 3]})
+@settings(max_examples=300, deadline=None)
+def test_the_text_is_pyyamls_whichever_writer_writes_it(spec: Any) -> None:
+    """libyaml writes what it writes as PyYAML's pure-Python writer does; the rest is PyYAML's:
+    a manifest stored before reads the same as one stored after, and Compare shows no change."""
+    submitted = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "pi"},
+        "spec": spec,
+    }
+    pure = yaml.safe_dump(manifests._clean(submitted), sort_keys=False, allow_unicode=True, width=120)
+    assert manifests._written(submitted) == manifests._cut(pure)
