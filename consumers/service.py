@@ -32,7 +32,7 @@ from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
 
-if TYPE_CHECKING:  # the Kubernetes client (a quarter of a second of CPU) only for the roles that ask
+if TYPE_CHECKING:  # the Kubernetes client (0.2 s of CPU) only for the roles that ask
     from controller.kube.gateway import KubeGateway
 
 log = logging.getLogger(__name__)

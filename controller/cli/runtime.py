@@ -38,7 +38,7 @@ from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import Heartbeat, PipelineMetrics, serve_metrics
 
-# SQLAlchemy and alembic (0.3-0.45 s of CPU) are imported by the commands that use the database
+# SQLAlchemy and alembic (0.3 s of CPU) are imported by the commands that use the database
 # only: the watcher's start needs neither
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine

@@ -101,7 +101,7 @@ def test_the_notify_consumer_runs_where_aiohttp_is_kept_out() -> None:
 
 
 def test_the_watcher_loads_no_database_client() -> None:
-    """``watch`` reaches NATS and Kubernetes only: SQLAlchemy and alembic (0.3 to 0.45 s of CPU) stay
+    """``watch`` reaches NATS and Kubernetes only: SQLAlchemy and alembic (0.3 s of CPU) stay
     out of its start, which every restart of ``up`` pays before a failure can be seen."""
     loaded = _loaded_after(
         "from controller.cli import commands; commands.without_websocket_transport(); "
@@ -114,7 +114,7 @@ def test_the_watcher_loads_no_database_client() -> None:
 
 def test_history_and_rules_load_no_kubernetes_client() -> None:
     """The consumer roles on a failure's path write to the database and the bus only: the
-    Kubernetes client (a quarter of a second of CPU) is imported by a role that asks for it."""
+    Kubernetes client (0.2 s of CPU) is imported by a role that asks for it."""
     loaded = _loaded_after(
         "from controller.cli import commands; commands.without_websocket_transport(); "
         "import importlib, controller.cli.runtime, consumers.service; from consumers.registry import CONSUMERS; "
