@@ -191,7 +191,7 @@ async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -
             )
         await migrate.upgrade_async(url, single_role=True)
         return
-    head = migrate.head_revision()
+    head = migrate.HEAD
     deadline = asyncio.get_running_loop().time() + settings.startup_timeout_s
     while True:  # the migrate Job may be running right now: wait for it, within the startup timeout
         async with engine.connect() as conn:

@@ -123,3 +123,16 @@ def test_history_and_rules_load_no_kubernetes_client() -> None:
 
     assert {"consumers.history", "consumers.rules.consumer"} <= loaded
     assert loaded.isdisjoint({"kubernetes", "controller.kube.gateway"}), sorted(loaded & {"kubernetes"})
+
+
+def test_a_process_that_does_not_migrate_loads_no_alembic() -> None:
+    """The API and the consumers (``MPIJC_DATABASE__MIGRATE=false`` under ``up`` and in the
+    Deployments) check the schema's revision against ``migrate.HEAD``: alembic (0.1 s of CPU)
+    is loaded by what migrates."""
+    loaded = _loaded_after(
+        "from controller.cli import commands; commands.without_websocket_transport(); "
+        "import controller.cli.runtime, consumers.service; from controller.store import migrate; migrate.HEAD"
+    )
+
+    assert "controller.store.migrate" in loaded
+    assert "alembic" not in loaded
