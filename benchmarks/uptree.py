@@ -187,10 +187,14 @@ class TreeMemory:
                 continue
             by_part[name] = max(by_part[name], peak)
             python += peak if name != "nats" else 0.0
+        cpu_by_part: dict[str, float] = defaultdict(float)
+        for pid, spent in list(self._cpu.items()):
+            cpu_by_part[self.parts.get(pid, "?")] += spent
         return {
             **{name: round(peak, 1) for name, peak in sorted(by_part.items())},
             "python_sum_of_peaks": round(python, 1),
             "python_sampled_peak": round(self._sampled_peak, 1),
             "python_cpu_s": round(sum(self._cpu.values()), 1),
+            **{f"python_cpu_s.{name}": round(spent, 2) for name, spent in sorted(cpu_by_part.items())},
             "postgres_pss_peak": round(self._postgres_peak, 1),
         }

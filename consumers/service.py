@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -30,8 +30,10 @@ from controller.bus.consuming import open_durables, run_durable
 from controller.bus.streams import connect, disconnect
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
-from controller.kube.gateway import KubeGateway
 from controller.metrics import PipelineMetrics
+
+if TYPE_CHECKING:  # the Kubernetes client (0.2 s of CPU) only for the roles that ask
+    from controller.kube.gateway import KubeGateway
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ async def run_consumers(
                 nc.jetstream(),
                 engine,
                 metrics,
-                kube or (lambda: KubeGateway.from_settings(settings.kube)),
+                kube or (lambda: _gateway(settings)),
             )
             for name in roles:
                 role = await CONSUMERS[name].attach(wiring)
@@ -109,3 +111,11 @@ async def _until_stopped_or_failed(stop: asyncio.Event, loops: list[asyncio.Task
                     raise RuntimeError(f"consumer loop {task.get_name()} failed: {failure!r}") from failure
     finally:
         stopping.cancel()
+
+
+def _gateway(settings: Settings) -> KubeGateway:
+    """The Kubernetes gateway of ``settings``, its client imported now: only the roles that write to
+    Kubernetes ask (``k8s-events``)."""
+    from controller.kube.gateway import KubeGateway
+
+    return KubeGateway.from_settings(settings.kube)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -22,8 +22,10 @@ from controller.bus.consuming import Durable
 from controller.contract.clock import Clock, utcnow
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.kube.gateway import KubeGateway
 from controller.metrics import PipelineMetrics
+
+if TYPE_CHECKING:  # imported by the roles that ask for it (Wiring.kube)
+    from controller.kube.gateway import KubeGateway
 
 __all__ = ["Attach", "Background", "Role", "Wiring"]
 

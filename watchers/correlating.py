@@ -38,6 +38,7 @@ from controller.contract.kinds import JobKind, PodOwner, kind_named
 from watchers.nodes import ConditionSeen, NodeHealth, condition_event
 from watchers.normalizing import (
     involved_object,
+    job_ref,
     normalize_event,
     normalize_job,
     normalize_pod,
@@ -75,8 +76,9 @@ class Correlator:
     pending_ttl_s: float
     clock: Monotonic
     unchanged: Callable[[Observation], bool] = lambda observation: False
-    """Whether a pod or event observation says nothing new (already published at this version):
-    it is placed — the index learns the pod — but no event is built for it."""
+    """Whether a job, pod or event observation says nothing new (already published at this
+    version): it is placed — the index learns the run or the pod — but no event is built for it
+    (a job's manifest is not written)."""
     jobs: dict[tuple[str, JobKind, str], JobRef] = field(default_factory=dict)
     jobs_by_uid: dict[str, JobRef] = field(default_factory=dict)
     pods: dict[tuple[str, str], JobRef] = field(default_factory=dict)
@@ -127,14 +129,19 @@ class Correlator:
         return sum(len(waiting) for waiting in self._held.values())
 
     def _job(self, observation: Observation) -> list[BusEvent]:
-        event = normalize_job(observation.object, observation.change, observation.observed_at)
-        ref = event.ref
+        """The job's event (none if unchanged: only its run is learnt) and what waited for it."""
+        if self.unchanged(observation):
+            event, ref = None, job_ref(observation.object)
+        else:
+            event = normalize_job(observation.object, observation.change, observation.observed_at)
+            ref = event.ref
         key = (ref.namespace, ref.kind, ref.name)
         self.jobs[key] = ref
         self.jobs_by_uid[ref.uid] = ref
         if observation.change == "DELETED":
             self._later(lambda: self._forget_job(key, ref))
-        return [event, *self._release(("job", *key)), *self._release(("batch", ref.namespace))]
+        released = [*self._release(("job", *key)), *self._release(("batch", ref.namespace))]
+        return released if event is None else [event, *released]
 
     def _release(self, key: tuple[str, ...]) -> list[BusEvent]:
         """Place what waited for ``key``: a new job frees its pods and events, a new pod its events."""

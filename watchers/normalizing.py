@@ -228,12 +228,30 @@ def _spec_summary(kind: KindSpec, spec: Mapping[str, Any]) -> JobSpecSummary:
     return _replica_spec(spec, kind.replica_specs)
 
 
-def normalize_job(obj: Mapping[str, Any], change: Change, observed_at: datetime) -> JobObserved:
-    """A job of any kind of :data:`~controller.contract.kinds.KINDS` as a :class:`JobObserved`."""
-    meta = _meta(obj)
+def _job_kind(obj: Mapping[str, Any]) -> KindSpec:
     kind = kind_named(obj.get("kind"))
     if kind is None:
         raise MalformedObject(f"unknown job kind {obj.get('kind')!r}")
+    return kind
+
+
+def job_ref(obj: Mapping[str, Any]) -> JobRef:
+    """Which run the job ``obj`` is, and nothing else of it: what the correlator needs of a job
+    already published at its version (a restart's list of every job), without writing its
+    manifest or building the observation that would not be published."""
+    meta = _meta(obj)
+    return JobRef(
+        uid=meta["uid"],
+        kind=_job_kind(obj).kind,
+        namespace=meta.get("namespace", "default"),
+        name=meta["name"],
+    )
+
+
+def normalize_job(obj: Mapping[str, Any], change: Change, observed_at: datetime) -> JobObserved:
+    """A job of any kind of :data:`~controller.contract.kinds.KINDS` as a :class:`JobObserved`."""
+    meta = _meta(obj)
+    kind = _job_kind(obj)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     conditions = _conditions(status)

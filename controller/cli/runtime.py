@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from controller.bus.client import NATS, JetStreamContext
 from controller.bus.publishing import Publisher
@@ -38,12 +37,12 @@ from controller.contract.errors import StartupError
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import Heartbeat, PipelineMetrics, serve_metrics
-from controller.store import migrate
-from controller.store.engine import make_engine, ping
-from controller.store.roles import role_powers
-from controller.store.timing import observe_db_writes
 
+# SQLAlchemy and alembic (0.3 s of CPU) are imported by the commands that use the database
+# only: the watcher's start needs neither
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     from controller.kube.gateway import KubeGateway
     from watchers.admission.certificates import CertificateReloader
 
@@ -136,6 +135,8 @@ def _where(url: str) -> str:
 
 
 async def _reach_database(url: str, settings: Settings, variable: str, *, owner: bool = False) -> AsyncEngine:
+    from controller.store.engine import make_engine, ping
+
     engine = make_engine(url, settings.database.pool_size)
     try:
         async with asyncio.timeout(settings.startup_timeout_s):
@@ -170,6 +171,8 @@ async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -
     """Migrate as the owner (``owner_url``; else, single-role mode, as ``url``: always for the embedded
     PostgreSQL, elsewhere only with ``single_role``, else a one-line refusal), or with
     ``MPIJC_DATABASE__MIGRATE=false`` only check that someone did: a one-line error if not."""
+    from controller.store import migrate
+
     database = settings.database
     if database.migrate:
         if database.owner_url is not None:
@@ -188,7 +191,7 @@ async def _migrate_or_check(engine: AsyncEngine, url: str, settings: Settings) -
             )
         await migrate.upgrade_async(url, single_role=True)
         return
-    head = migrate.head_revision()
+    head = migrate.HEAD
     deadline = asyncio.get_running_loop().time() + settings.startup_timeout_s
     while True:  # the migrate Job may be running right now: wait for it, within the startup timeout
         async with engine.connect() as conn:
@@ -222,6 +225,8 @@ async def _check_runtime_role(engine: AsyncEngine, settings: Settings) -> None:
     """Refuse a ``MPIJC_DATABASE__URL`` whose role owns the tables or is a superuser: the
     processes would then hold the power to rewrite the audit chain. Single-role mode
     (``MPIJC_DATABASE__SINGLE_ROLE``) is the explicit way to run so, and gets a warning."""
+    from controller.store.roles import role_powers
+
     async with engine.connect() as conn:
         powers = await role_powers(conn)
     if not powers.can_alter_schema:
@@ -317,6 +322,8 @@ async def runtime(
                 _reach_bus(rt.nats_url, settings, name, nats_variable, declare_as) if bus else None,
             )
             if rt._engine is not None:
+                from controller.store.timing import observe_db_writes
+
                 observe_db_writes(rt._engine, rt.metrics)
             yield rt
         finally:
@@ -340,7 +347,7 @@ async def _reach_both(
     failure = next((r for r in (engine, nc) if isinstance(r, BaseException)), None)
     if failure is None:
         return engine, nc
-    if isinstance(engine, AsyncEngine):
+    if engine is not None and not isinstance(engine, BaseException):
         await engine.dispose()
     if isinstance(nc, NATS):
         await nc.close()

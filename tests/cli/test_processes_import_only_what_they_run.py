@@ -98,3 +98,41 @@ def test_the_notify_consumer_runs_where_aiohttp_is_kept_out() -> None:
 
     assert "consumers.notify.consumer" in loaded
     assert "consumers.notify.dispatch" not in loaded
+
+
+def test_the_watcher_loads_no_database_client() -> None:
+    """``watch`` reaches NATS and Kubernetes only: SQLAlchemy and alembic (0.3 s of CPU) stay
+    out of its start, which every restart of ``up`` pays before a failure can be seen."""
+    loaded = _loaded_after(
+        "from controller.cli import commands; commands.without_websocket_transport(); "
+        "import controller.cli.runtime, watchers.service"
+    )
+
+    assert "watchers.service" in loaded
+    assert loaded.isdisjoint({"sqlalchemy", "alembic", "asyncpg"}), sorted(loaded & {"sqlalchemy", "alembic"})
+
+
+def test_history_and_rules_load_no_kubernetes_client() -> None:
+    """The consumer roles on a failure's path write to the database and the bus only: the
+    Kubernetes client (0.2 s of CPU) is imported by a role that asks for it."""
+    loaded = _loaded_after(
+        "from controller.cli import commands; commands.without_websocket_transport(); "
+        "import importlib, controller.cli.runtime, consumers.service; from consumers.registry import CONSUMERS; "
+        "[importlib.import_module(CONSUMERS[role].module) for role in ('history', 'rules')]"
+    )
+
+    assert {"consumers.history", "consumers.rules.consumer"} <= loaded
+    assert loaded.isdisjoint({"kubernetes", "controller.kube.gateway"}), sorted(loaded & {"kubernetes"})
+
+
+def test_a_process_that_does_not_migrate_loads_no_alembic() -> None:
+    """The API and the consumers (``MPIJC_DATABASE__MIGRATE=false`` under ``up`` and in the
+    Deployments) check the schema's revision against ``migrate.HEAD``: alembic (0.1 s of CPU)
+    is loaded by what migrates."""
+    loaded = _loaded_after(
+        "from controller.cli import commands; commands.without_websocket_transport(); "
+        "import controller.cli.runtime, consumers.service; from controller.store import migrate; migrate.HEAD"
+    )
+
+    assert "controller.store.migrate" in loaded
+    assert "alembic" not in loaded

@@ -23,6 +23,12 @@ def test_single_head() -> None:
     assert len(script.get_heads()) == 1
 
 
+def test_the_head_a_process_checks_is_the_migrations_head() -> None:
+    """A process that does not migrate checks the database against ``migrate.HEAD`` (without
+    alembic): a new migration must move it."""
+    assert migrate.head_revision() == migrate.HEAD
+
+
 async def test_models_and_migrations_agree(engine: AsyncEngine) -> None:
     def diff(conn: Connection) -> list[object]:
         return list(compare_metadata(MigrationContext.configure(conn), Base.metadata))
