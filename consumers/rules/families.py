@@ -862,6 +862,8 @@ def _raised_in(raw: tuple[str, ...], index: int, text: str) -> Library | None:
         return _library_of_path(c10["path"])  # a C++ exception, c10's account of where it was raised after
     if _EXCEPTION.match(text) is None:
         return None
+    if index > 0 and _PROCESS_GROUP_CALL.search(raw[index - 1]) is not None:
+        return _library_of_path("/torch/distributed/")  # the innermost frame's source: a process group's call
     for line in reversed(raw[max(0, index - _TRACEBACK_LINES) : index]):
         frame = _FRAME_FILE.match(line)
         if frame is not None:
@@ -874,6 +876,14 @@ def _library_of_path(path: str) -> Library | None:
     return next((lib for lib in LIBRARIES if lib.key == key), None)
 
 
+_PROCESS_GROUP_CALL = re.compile(
+    r"\bdefault_pg\.\w|\b_set_sequence_number_for_group\("
+    r"|\b(?:dist|torch\.distributed|c10d)\.(?:all_reduce|all_gather\w{0,20}|broadcast\w{0,20}|barrier"
+    r"|reduce_scatter\w{0,20}|all_to_all\w{0,10}|send|recv|isend|irecv|monitored_barrier)\("
+)
+"""The source line of a traceback's innermost frame calling torch.distributed's process group
+(``default_pg._set_sequence_number_for_group()``, ``dist.all_reduce(t)``), where the frame's own
+``File`` line was cut: the exception under it is torch's."""
 _C10_RAISED = re.compile(r"\bException raised from \w{1,80}(?:\(\))? at (?P<path>/[^\s:]{1,300}):\d")
 """c10's line under a C++ exception's message: the source that raised it (``Exception raised from
 operator() at …/habana_frameworks/torch/distributed/hccl/process_group_hccl_base.cpp:286``)."""
