@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import fires_saying, stays_quiet
+from tests.rules.corpus_replay import Entry, fires_saying, run_live, stays_quiet
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
 Row = tuple[str, str, str, str]
@@ -253,3 +253,32 @@ _QUIET: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize(("text", "stack"), list(_QUIET.values()), ids=list(_QUIET))
 def test_a_familys_words_named_not_reported_stay_quiet(text: str, stack: str) -> None:
     stays_quiet(text, stack=stack)
+
+
+# seen live, before the pod ends: the frame kept with the exception under it, wherever its path is written
+_LIVE: dict[str, tuple[str, RuleId, str]] = {
+    # a Windows path the ``torch/distributed`` frame pattern does not read: the frame's source line is kept
+    # (pytorch/pytorch distributed_c10d.py _new_process_group_helper)
+    "gloo-process-group-windows-path-connection-refused": (
+        '  File "D:\\envs\\py39\\lib\\site-packages\\torch\\distributed\\distributed_c10d.py", line 887, in '
+        "_new_process_group_helper\n"
+        "    pg = ProcessGroupGloo(prefix_store, group_rank, group_size, timeout=timeout)\n"
+        "RuntimeError: Connection refused",
+        "rendezvous",
+        "gloo",
+    ),
+    # a process group's call with its File line cut (pytorch/pytorch distributed_c10d.py broadcast)
+    "dist-broadcast-source-line-connection-reset": (
+        "    dist.broadcast(params, src=0)\nRuntimeError: Connection reset by peer",
+        "mpi-comm",
+        "pytorch",
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "rule", "stack"), list(_LIVE.values()), ids=list(_LIVE))
+def test_a_familys_other_wording_seen_live_is_found_before_the_pod_ends(
+    text: str, rule: RuleId, stack: str
+) -> None:
+    entry = Entry(id="t", file="t", stack=stack, where="log", reason=None, expect=rule, text=text)
+    assert rule in run_live(entry, end=False).rules
