@@ -722,6 +722,15 @@ _FRAME_LIBRARIES: tuple[tuple[str, str], ...] = (
 _FRAME_PATTERNS = tuple((re.compile(path), key) for path, key in _FRAME_LIBRARIES)
 
 
+_PROCESS_GROUP_CALL = re.compile(
+    r"\bdefault_pg\.\w|\b_set_sequence_number_for_group\("
+    r"|\b(?:dist|torch\.distributed|c10d)\.(?:all_reduce|all_gather\w{0,20}|broadcast\w{0,20}|barrier"
+    r"|reduce_scatter\w{0,20}|all_to_all\w{0,10}|send|recv|isend|irecv|monitored_barrier)\("
+)
+"""The source line of a traceback's innermost frame calling torch.distributed's process group
+(``default_pg._set_sequence_number_for_group()``, ``dist.all_reduce(t)``), where the frame's own
+``File`` line was cut: the exception under it is torch's."""
+
 LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     *((name, pattern) for name, pattern in VERBS if name != "stalled"),
     ("help-block", _DASHES),
@@ -732,13 +741,14 @@ LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "raised-in",
         re.compile(r"File \"[^\"]{0,300}?(?:" + "|".join(path for path, _ in _FRAME_LIBRARIES) + ")"),
     ),
+    ("process-group-call", _PROCESS_GROUP_CALL),
 )
 """What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
 a help block, a message whose reason follows on the next line (NCCL's ``Last error:``, Sandia OpenSHMEM's
-``[PE] ERROR: file.c:NN: function`` header), a traceback frame in a library's
-package (the exception after it is that library's). Not a stall report: seen live, it is
-the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's error
-trail (INFO lines): it is read from the failure-time tail."""
+``[PE] ERROR: file.c:NN: function`` header), a traceback frame in a library's package or a process
+group's call as its source line (the exception after it is that library's). Not a stall report: seen
+live, it is the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's
+error trail (INFO lines): it is read from the failure-time tail."""
 
 
 def library_of(text: str) -> Library | None:
@@ -862,6 +872,8 @@ def _raised_in(raw: tuple[str, ...], index: int, text: str) -> Library | None:
         return _library_of_path(c10["path"])  # a C++ exception, c10's account of where it was raised after
     if _EXCEPTION.match(text) is None:
         return None
+    if index > 0 and _PROCESS_GROUP_CALL.search(raw[index - 1]) is not None:
+        return _library_of_path("/torch/distributed/")  # the innermost frame's source: a process group's call
     for line in reversed(raw[max(0, index - _TRACEBACK_LINES) : index]):
         frame = _FRAME_FILE.match(line)
         if frame is not None:

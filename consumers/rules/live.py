@@ -38,7 +38,7 @@ import re2
 
 from consumers.rules.families import LIVE_SIGNS
 from consumers.rules.progress import last_steps
-from consumers.rules.rendezvouslines import RENDEZVOUS_SIGNS
+from consumers.rules.rendezvouslines import INIT_FRAME, RENDEZVOUS_SIGNS
 from consumers.rules.signatures import (
     CRASHES,
     DISKS,
@@ -114,6 +114,8 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign(f"disk-full/{s.name}", s.pattern) for s in DISKS]
     signs += [Sign(f"oom/{s.name}", s.pattern) for s in KERNEL_OOM]
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
+    # a frame where the processes meet: a bare connection failure raised under it is a missed rendezvous
+    signs += [Sign("rendezvous/init-frame", INIT_FRAME)]
     signs += [Sign("quota/refusal", QUOTA_REFUSAL), Sign("quota/google-ml", GOOGLE_ML_QUOTA)]
     signs += [Sign("quota/printed", PRINTED_REFUSAL)]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]

@@ -44,7 +44,7 @@ from consumers.rules.nodes import eviction
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
-from consumers.rules.tails import MPS_OOM, GpuOom, gpu_oom_lines, rank_failures
+from consumers.rules.tails import CUPY_OOM, MPS_OOM, GpuOom, gpu_oom_lines, rank_failures
 from consumers.rules.usage import memory_curve_fact
 from consumers.rules.wording import also, host_label, rank_subject, who
 from controller.contract.events import K8sEventObserved
@@ -104,6 +104,8 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
             unit, pid = oomd.group("unit"), oomd.group("victim")
             killed = f"cgroup {unit}" if unit else f"process {pid}"
             return OomKill(pod, first, facts, "node", killed, "systemd-oomd")
+        if any(h.name == "ray" for h in hits):  # Ray's raylet killed workers before the kernel had to
+            return OomKill(pod, first, facts, "node", "workers (tasks / actors)", _RAY_MONITOR)
         return OomKill(pod, first, facts, where, _victim(hits))
     own = [e for e in state.events_about(pod) if e.reason in OOM_EVENT_REASONS and _near(e, first, pod)]
     if own:  # the pod's cgroup ran out and the kernel killed one of its processes: the program died of it
@@ -284,8 +286,19 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
         key=tuple(f"{k.pod.uid}/{k.termination.container.name}" for k in kills),
         remediation=_SCHEDULER_STEPS
         if first.where == "scheduler"
-        else (_OOMD_STEPS if first.killer == "systemd-oomd" else None),
+        else {"systemd-oomd": _OOMD_STEPS, _RAY_MONITOR: _RAY_STEPS}.get(first.killer),
     )
+
+
+_RAY_MONITOR = "Ray's memory monitor"
+_RAY_STEPS = (
+    "Ray's memory monitor (in each node's raylet) killed workers when the node's memory use passed its "
+    "threshold (RAY_memory_usage_threshold, 0.95 of the node by default), before the kernel's OOM killer: "
+    "the raylet's log names the tasks or actors it killed (ray logs raylet.out).",
+    "Run fewer tasks per node (ask for more CPUs or memory per task: num_cpus=, memory=) or give the "
+    "Ray pods more memory; RAY_memory_monitor_refresh_ms=0 turns the monitor off, leaving the kernel and "
+    "the pod's limit to kill instead.",
+)
 
 
 _OOMD_STEPS = (
@@ -349,8 +362,12 @@ _OWN_OOM_STEPS: dict[str, str] = {
     "'max allowed' of the message); lower the batch size or the sequence length, free tensors between "
     "steps (torch.mps.empty_cache()), or raise the limit with PYTORCH_MPS_HIGH_WATERMARK_RATIO (below "
     "1.0; 0.0 removes it and may freeze the machine).",
+    CUPY_OOM: "CuPy: its memory pool keeps the blocks it freed for reuse, so 'allocated so far' counts them "
+    "too; lower the batch size, free the pool between phases "
+    "(cupy.get_default_memory_pool().free_all_blocks()), and check set_limit / CUPY_GPU_MEMORY_LIMIT is "
+    "not below what the model needs (Chainer: its arrays are CuPy's).",
 }
-"""The first step for a backend whose memory is not a discrete GPU's."""
+"""The first step for a backend whose memory is not a discrete GPU's, or an allocator's own."""
 
 
 OOM = Rule(

@@ -446,6 +446,12 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "kubelet as a rule: kubectl -n {namespace} describe pod <pod> shows the container's last state). "
         "Rerun with horovodrun --verbose and HOROVOD_LOG_LEVEL=debug to see each rank's command.",
     ),
+    "PALS": (
+        "PALS (HPE Cray's mpiexec): the first rank it says died from a signal or exited non-zero is the "
+        "cause, the later ones (signal 15, SIGTERM) were ended by PALS after it; that rank's own output "
+        "above says why (signal 9: the OOM killer or the kubelet, 6: the program's abort, 11: a crash). "
+        "Rerun with mpiexec --label (--line-buffer) to tag each line with its rank.",
+    ),
     "Charm++": (
         "Charm++: the Reason line under 'Called CmiAbort' is the program's CkAbort or Charm++'s own check; "
         "the processor's stack traceback under it shows the call. Rerun with +bt_gdb or a debug build "

@@ -54,7 +54,7 @@ from controller.contract.events import K8sEventObserved
 from controller.contract.quantities import quantity as parse_quantity
 
 _EXCEEDED = re.compile(
-    r"exceed(?:ed|s) quota: (?P<name>[^,\s]{1,253}),\s{1,4}requested: (?P<requested>\S{1,500}?),\s{1,4}"
+    r"[Ee]xceed(?:ed|s) quota: (?P<name>[^,\s]{1,253}),\s{1,4}requested: (?P<requested>\S{1,500}?),\s{1,4}"
     r"used: (?P<used>\S{1,500}?),\s{1,4}limited: (?P<limited>[^\s\"\\]{1,500})"
 )
 """The quota admission's refusal, its fields apart wherever a listing wrapped it (after a comma), up to
@@ -66,11 +66,16 @@ _OLD_QUOTA = re.compile(  # the resource is the word before the match
 )
 _LIMIT_RANGE = re.compile(
     r"(?P<bound>maximum|minimum) (?P<resource>[\w./-]{1,64}) usage per (?P<scope>Container|Pod) is "
-    r"(?P<allowed>[^,\s]{1,64}), but (?P<which>request|limit) is (?P<value>[^,\s\]]{1,64})"
+    r"(?P<allowed>[^,\s]{1,64}?)(?:, but (?P<which>request|limit) is (?P<value>[^,\s\]]{1,64})"
+    r"|\.\s{1,2}No (?P<unset>request|limit) is specified)"
 )
+"""A LimitRange's bound on a container's or a pod's request or limit, in each of the admission's wordings:
+the value over (or under) it, or none given where the range requires one (``maximum cpu usage per
+Container is 2.  No limit is specified``)."""
 _LIMIT_RATIO = re.compile(  # the resource is the word before the match
     r" max limit to request ratio per (?P<scope>Container|Pod) is "
-    r"(?P<allowed>[^,\s]{1,64}), but provided ratio is (?P<value>[^,\s\]]{1,64})"
+    r"(?P<allowed>[^,\s]{1,64}), but (?:provided ratio is (?P<value>[^,\s\]]{1,64})"
+    r"|(?P<unset>no request is specified or request is 0))"
 )
 _SCHEDULER = re.compile(  # a scheduler plugin's or extender's filter reason naming a quota
     r"nodes are available: (?:[^\n]{0,400}?[,:] )?\d{1,6} (?P<reason>[A-Z]\w{0,40}Quota\w{0,40})"
@@ -236,13 +241,14 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
     bounds = [
         f"at {'most' if m.group('bound') == 'maximum' else 'least'} "
         f"{m.group('allowed')} {m.group('resource')} "
-        f"per {m.group('scope')}, but the {m.group('which')} is {m.group('value').rstrip('.')}"
+        f"per {m.group('scope')}, but "
+        + (f"no {m['unset']} is set" if m["unset"] else f"the {m['which']} is {m['value'].rstrip('.')}")
         for m in _LIMIT_RANGE.finditer(message)
     ]
     bounds.extend(
         f"a {_word_before(message, m.start())} limit/request ratio of at most {m.group('allowed')} "
-        f"per {m.group('scope')}, "
-        f"but it is {m.group('value').rstrip('.')}"
+        f"per {m.group('scope')}, but "
+        + ("no request is set" if m["unset"] else f"it is {m['value'].rstrip('.')}")
         for m in _LIMIT_RATIO.finditer(message)
     )
     if bounds:

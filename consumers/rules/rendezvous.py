@@ -57,6 +57,7 @@ from consumers.rules.rendezvouslines import (
     BARRIER,
     CLIENT_FAILED,
     CLIENT_TIMEOUT,
+    CONNECT_RAISED,
     CONNECT_TIMEOUT,
     CONNECTION_ERROR,
     ELASTIC,
@@ -64,6 +65,7 @@ from consumers.rules.rendezvouslines import (
     ETCD_DIAL,
     HOROVOD_START,
     HTTP_STORE,
+    INIT_FRAME,
     RENDEZVOUS_SIGNS,
     RETRY_SPENT,
     STORE_BIND,
@@ -99,7 +101,7 @@ def _miss(pod: PodState) -> Miss | None:
     said = [
         line
         for i, line in enumerate(lines)
-        if (_said(line) or _store_bind(lines, i)) and not _recovered(lines, i)
+        if (_said(line) or _store_bind(lines, i) or _init_connect(lines, i)) and not _recovered(lines, i)
     ]
     if not said:
         return None
@@ -139,6 +141,11 @@ def _miss(pod: PodState) -> Miss | None:
     elif (m := STORE_TIMEOUT.search(text)) is not None:
         error = m[0].removesuffix(", keys: ").rstrip()
         what = f"timed out waiting on the c10d store ({error}): a rank never wrote its key"
+    elif (m := next((m for line in said if (m := CONNECT_RAISED.match(line))), None)) is not None:
+        what = (
+            f"could not connect to the others while the process group was set up ({m['error']}, raised "
+            f"under init_process_group's store or Gloo's mesh)"
+        )
     elif HTTP_STORE.search(text) is not None:
         what = (
             "could not reach the launcher's HTTP rendezvous store (Horovod's Gloo: its requests failed too "
@@ -198,6 +205,14 @@ def _store_bind(lines: tuple[str, ...], index: int) -> bool:
     if (m := ADDRESS_IN_USE.search(line)) is None or is_mention(line, m.start()):
         return False
     return any(STORE_FRAME.search(before) for before in lines[max(0, index - _FRAMES) : index])
+
+
+def _init_connect(lines: tuple[str, ...], index: int) -> bool:
+    """Whether ``lines[index]`` raises a bare connection failure under a frame where the processes meet
+    (:data:`INIT_FRAME`): older torch's ``RuntimeError: Connection timed out`` under ``TCPStore(``."""
+    if CONNECT_RAISED.match(lines[index]) is None:
+        return False
+    return any(INIT_FRAME.search(before) for before in lines[max(0, index - _FRAMES) : index])
 
 
 _FRAMES = 6

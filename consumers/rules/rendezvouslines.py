@@ -15,12 +15,14 @@ __all__ = [
     "CLIENT_FAILED",
     "CLIENT_TIMEOUT",
     "CONNECTION_ERROR",
+    "CONNECT_RAISED",
     "CONNECT_TIMEOUT",
     "ELASTIC",
     "ETCD",
     "ETCD_DIAL",
     "HOROVOD_START",
     "HTTP_STORE",
+    "INIT_FRAME",
     "RENDEZVOUS_SIGNS",
     "RETRY_SPENT",
     "STORE_BIND",
@@ -67,6 +69,21 @@ ADDRESS_IN_USE = re.compile(r"[Aa]ddress already in use|EADDRINUSE\b")
 STORE_FRAME = re.compile(r"TCPStore\(|_create_c10d_store|_create_tcp_store|c10d_rendezvous_backend")
 """A traceback frame creating the c10d store: an ``Address already in use`` raised under it (older
 torch's bare ``RuntimeError: Address already in use``) is the store failing to bind."""
+INIT_FRAME = re.compile(
+    r"TCPStore\(|_create_c10d_store|_create_tcp_store|c10d_rendezvous_backend"
+    r"|_(?:env|tcp|file)_rendezvous_handler\b|\bProcessGroupGloo\("
+)
+"""A traceback frame where the processes meet: the c10d store created, one of ``init_process_group``'s
+rendezvous handlers (``env://``, ``tcp://``, ``file://``), or Gloo's process group built (it connects its
+full mesh through the store as it is constructed)."""
+CONNECT_RAISED = re.compile(
+    r"^\s{0,8}(?:[\w.]{0,80}\.)?(?:RuntimeError|DistNetworkError|DistStoreError|TimeoutError"
+    r"|Connection(?:Refused)?Error): (?:\[[^\]\n]{1,120}\] ?)?"
+    r"(?P<error>Connection (?:timed out|refused)|Socket Timeout|No route to host|Network is unreachable)\b"
+)
+"""A connection that never came, raised bare with no address (older torch's ``RuntimeError: Connection
+timed out``, Gloo's ``RuntimeError: Socket Timeout``): under a frame of :data:`INIT_FRAME`, the processes
+never met. Not a connection reset: one made, then lost, is the mesh's (``mpi-comm``)."""
 STORE_GET = re.compile(
     r"is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(?P<root>\d{1,7})\] via c10d "
     r"key-value store by key '[^'\n]{1,120}', but store->get\('[^'\n]{1,120}'\) got error: "

@@ -600,15 +600,21 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "CUDA",
         "illegal memory access: a GPU kernel read or wrote memory it does not own, usually a bug "
         "in a kernel or an extension (wrong index or shape), sometimes failing hardware",
+        # the driver API's name (``CUDA_ERROR_ILLEGAL_ADDRESS``), the runtime's (``cudaErrorIllegalAddress``)
+        # and .NET's ManagedCuda enum's (``CUResult.ErrorIllegalAddress``), as each binding raises it
         re.compile(
             r"illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress"
+            r"|\bErrorIllegalAddress\b"
         ),
     ),
     Signature(
         "illegal-instruction",
         "CUDA",
         "a GPU kernel executed an illegal instruction (a kernel built for another GPU, or a bug)",
-        re.compile(r"illegal instruction was encountered|CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+        re.compile(
+            r"illegal instruction was encountered|CUDA_ERROR_ILLEGAL_INSTRUCTION"
+            r"|\b(?:cuda)?ErrorIllegalInstruction\b"
+        ),
     ),
     Signature(  # ROCm's runtime (ROCr) on an AMD GPU: a queue's hardware exception, a page fault
         "rocm-hw-exception",
@@ -633,13 +639,16 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "misaligned",
         "CUDA",
         "a GPU kernel made a misaligned memory access (a bug in a kernel)",
-        re.compile(r"misaligned address|CUDA_ERROR_MISALIGNED_ADDRESS"),
+        re.compile(r"misaligned address|CUDA_ERROR_MISALIGNED_ADDRESS|\b(?:cuda)?ErrorMisalignedAddress\b"),
     ),
     Signature(
         "launch-failure",
         "CUDA",
         "a GPU kernel crashed (unspecified launch failure)",
-        re.compile(r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure"),
+        re.compile(
+            r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure"
+            r"|\bErrorLaunchFailed\b"
+        ),
     ),
     # the amdgpu kernel driver on a GPU's memory hub taking a page fault for a process (``amdgpu
     # 0000:03:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:3 pasid:32769, …``, ``[mmhub]
@@ -934,13 +943,26 @@ KERNEL_OOM: tuple[Signature, ...] = (
         re.compile(
             r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)"
             r"|(?:Task|Actor|Worker) was killed due to the node running low on memory"
+            # the advice the raylet prints with each kill, which a log may keep alone (its ``(raylet)``
+            # tag, a driver's copy): the documentation on the OOM it names, the kill threshold to adjust
+            r"|Refer to the documentation on how to address the out of memory issue\b"
+            r"|To adjust the kill threshold, set the environment variable `?RAY_memory_usage_threshold\b"
         ),
     ),
     Signature(
         "slurm",
         "Slurm",
         "the job step's memory cgroup ran out and the OOM killer killed a process",
-        re.compile(r"Detected \d{1,7} oom[-_]kill event|task \d{1,7}: Out Of Memory"),
+        # also the state Slurm gives a job or a step whose cgroup counted an OOM kill, in a row of sacct's
+        # listing, its State column of any width (``OUT_OF_MEMORY``, cut to ``OUT_OF_ME+`` at its default 10,
+        # ``OUT_OF_+`` at 8) before the ExitCode column (``0:125``), or where scontrol and seff show the
+        # job (``JobState=OUT_OF_MEMORY Reason=…`` opening its line, ``State: OUT_OF_MEMORY (exit code 0)``);
+        # not the state named in a page or a sentence
+        re.compile(
+            r"Detected \d{1,7} oom[-_]kill event|task \d{1,7}: Out Of Memory"
+            r"|\sOUT_OF_(?:MEMORY|(?:M|ME|MEM|MEMO|MEMOR)?\+)\s{1,20}-?\d{1,3}:\d{1,3}\b"
+            r"|^\s{0,8}JobState=OUT_OF_MEMORY Reason=|^\s{0,8}State: OUT_OF_MEMORY \(exit code \d"
+        ),
     ),
     # mm/oom_kill.c's line on the victim, where its ``Out of memory:`` prefix is not on the line (a
     # kernel that prints it apart, a log that kept only this line): only the OOM killer reports a kill
@@ -1027,12 +1049,14 @@ def kernel_oom(tail: tuple[str, ...]) -> tuple[Hit, ...]:
 
 QUOTA_REFUSAL = re.compile(
     r"(?:\b(?P<kind>[a-z]{2,60}) \\?\"(?P<object>[^\"\\]{1,253})\\?\" )?"
-    r"is forbidden: (?:exceeded|failed) quota: "
+    r"is forbidden: (?:[Ee]xceeded|[Ff]ailed) quota: "
 )
 """The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
-spawner's 403 body, a pipeline step's message): the object it refused, and the refusal."""
+spawner's 403 body, a pipeline step's message): the object it refused, and the refusal (capitalised where
+OpenShift's older quota admission wrote it: ``Exceeded quota: object-counts, …``)."""
 PRINTED_REFUSAL = re.compile(
-    r"is forbidden: \[?(?:maximum|minimum) [\w./-]{1,64} usage per "
+    r"is forbidden: \[?(?:(?:maximum|minimum) [\w./-]{1,64} usage per "
+    r"|[\w./-]{1,64} max limit to request ratio per (?:Container|Pod) is )"
     r"|queue resource quota insufficient|couldn't assign flavors to pod set "
     r"|is forbidden: (?:[Uu]nable to \w{1,20} [^\n]{1,80}? at this time because there was an error "
     r"enforcing quota"
@@ -1041,7 +1065,8 @@ PRINTED_REFUSAL = re.compile(
 )
 """A refusal other than a ResourceQuota's printed by a program of the run or pasted from a listing: a
 LimitRange's bounds relayed in an API error's body (``pods "x" is forbidden: [maximum memory usage per Pod
-is 8Gi, but limit is 9663676416., …]``), a batch queue's (Volcano's, Kueue's) as ``kubectl describe``
+is 8Gi, but limit is 9663676416., …]``, its ratio's ``cpu max limit to request ratio per Container is 4, but
+provided ratio is 10.000000``), a batch queue's (Volcano's, Kueue's) as ``kubectl describe``
 lists its events; the quota admission unable to evaluate the namespace's quota (``Unable to CREATE pods at
 this time because there was an error enforcing quota``, ``status unknown for quota: q``); Gatekeeper's
 admission webhook refusing a pod its constraints forbid (``admission webhook "validation.gatekeeper.sh"

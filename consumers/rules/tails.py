@@ -67,14 +67,15 @@ def bounded(tail: tuple[str, ...]) -> tuple[str, ...]:
 # ------------------------------------------------------------------ prose
 
 _PRINTED = re.compile(
-    r"^\s{0,8}(?:\[|<|\(pid=|\{|\d{1,4}[-/:.]\d|[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:|[EWIFD]\d{4} "
+    r"^\s{0,8}(?:\[|<|\(pid=|\((?:raylet|gcs_server|autoscaler|monitor)(?:, ip=[\w.:]{1,45})?\) "
+    r"|\([\w.]{1,80} pid=\d|\{|\d{1,4}[-/:.]\d|[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:|[EWIFD]\d{4} "
     r"|[\w.-]{1,60}:\d{1,10}:|[\w.-]{1,40}: |(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception|Warning)\b"
     r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b|(?:CUDA|HIP|NCCL|cuDNN|cuBLAS) error: )"
     r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
-``program: ``, an exception's class, a GPU library's ``CUDA error: ``) or a source location
-(``file.c:NN``)."""
+Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
+exception's class, a GPU library's ``CUDA error: ``) or a source location (``file.c:NN``)."""
 _DISCOURSE = re.compile(
     r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
     r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
@@ -93,6 +94,11 @@ _DISCOURSE = re.compile(
     r"|\b(?:intermittently|occasionally|sometimes|typically|frequently) (?:fail|crash|abort|error)s? "
     r"(?:with|on)\b"
     r"|\b[Tt]ypical (?:impact|symptoms?|causes?)\b|\bespecially (?:during|when|if|on|after)\b"
+    # how often an error comes, said of it in the generic present (``ENOSPC is a rather infrequent event``,
+    # ``OOM kills are rare``, ``this rarely happens``): a design note's judgement, not a report
+    r"|\b(?:is|are) (?:an? )?(?:rather |very |quite |fairly |relatively |extremely )?"
+    r"(?:rare|infrequent|uncommon|unusual|frequent)\b"
+    r"|\b(?:rarely|seldom) (?:happens|occurs|comes up|fails)\b"
 )
 """The register of a page or a comment that explains an error: someone addressed or speaking, an
 explanation (``means``, ``is caused by``, ``for example``), reported speech (``Observed …``), a
@@ -187,13 +193,19 @@ _REPORTED_QUOTED = re.compile(
     # threw an exception `…` ``)
     r"|\b(?:raise[sd]?|thr(?:ew|ows?)) (?:an? |the |this )?(?:error|exception)s?:? "
     r"(?P<u>`{1,3}|\")(?P<quote6>[^\"`\n]{4,300})(?P=u)"
+    # what the run hit told as there being, or someone having, an issue of the quoted words (``there is an
+    # issue of "…"``, ``we had the problem "…"``, ``I got this error: "…"``), in the present or the past;
+    # not a condition (``if there is …``)
+    r"|\b(?<![Ii]f )(?<![Ww]hen )(?<![Ww]henever )(?<![Uu]nless )"
+    r"(?:there (?:is|was)|(?:I|we) (?:have|had|hit|got|get|see|saw)) (?:an? |the |this )"
+    r"(?:issue|problem|error|failure)(?: of| saying)?:? (?P<v>`{1,3}|\")(?P<quote7>[^\"`\n]{4,600})(?P=v)"
 )
 """A person's report quoting the run's line in quotes or code (``I run into an uninformative exit
 "exits with return code = -9"``, ``In the end, `exits with return code = -11` is prompted.``, ``the
 kernel log showed `…` ``, ``a larger batch leads to `…` ``, ``it raise an error "…"``)."""
 
 
-_QUOTES = ("quote", "quote2", "quote3", "quote4", "quote5", "quote6")
+_QUOTES = ("quote", "quote2", "quote3", "quote4", "quote5", "quote6", "quote7")
 
 
 def reported(line: str) -> str | None:
@@ -437,6 +449,8 @@ def handled(lines: Sequence[str], index: int) -> bool:
 
 MPS_OOM = "GPU out of memory (PyTorch's MPS backend on Apple silicon)"
 # (what ran out, in the user's words; the wording of the stack that says it)
+CUPY_OOM = "GPU out of memory (CuPy's memory pool could not allocate the array)"
+"""What CuPy's allocator running out is said as (Chainer's arrays and CuPy's own)."""
 GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (  # PyTorch's MPS backend on Apple silicon, over its watermark of the unified memory (``MPS backend out
         # of memory (MPS allocated: 1.2 GB, other allocations: …, max allowed: …). Tried to allocate …``);
@@ -465,6 +479,15 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"cudaMalloc(?: retry)? failed: out of memory"),
     ),
     ("GPU out of memory (TensorFlow: OOM when allocating tensor)", re.compile(r"OOM when allocating tensor")),
+    (  # CuPy's memory pool (Chainer's arrays are CuPy's) giving up on a request in its OutOfMemoryError's
+        # words, each release's: ``Out of memory allocating 1,024 bytes (allocated so far: 4,096 bytes[, limit
+        # set to: N bytes]).``, CuPy 4 and older's ``out of memory to allocate N bytes (total M bytes)``
+        CUPY_OOM,
+        re.compile(
+            r"[Oo]ut of memory allocating [\d,]{1,30} bytes \(allocated so far: [\d,]{1,30} bytes\b"
+            r"|[Oo]ut of memory to allocate \d{1,20} bytes \(total \d{1,20} bytes\)"
+        ),
+    ),
     (  # PaddlePaddle's allocator, raised as its ResourceExhaustedError (``Out of memory error on GPU 0.
         # Cannot allocate 98.000244MB memory on GPU 0, … available memory is only 0.000000B.``)
         "GPU out of memory (PaddlePaddle: ResourceExhaustedError)",
@@ -635,13 +658,14 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
 _REMOTE_DAEMON = re.compile(r"Remote daemon\s{0,10}:\s{0,10}\S{1,100} on node (?P<host>\S{1,253})")
 _RUNNING_AT = re.compile(r"RUNNING AT (?P<host>\S{1,253})")
 _BAD_TERMINATION_RANK = re.compile(r"RANK \d{1,7} PID \d{1,10} RUNNING AT")
-# one line of an MPICH / Intel MPI error stack: ``MPID_nem_tcp_connpoll(1845): Communication error …``
-_STACK_LINE = re.compile(r"^\s{0,8}\w{1,80}\(\d{1,6}\)\.{0,80}:\s?(?P<detail>.{0,300})$")
+# one line of an MPICH / Intel MPI error stack: ``MPID_nem_tcp_connpoll(1845): Communication error …``, or
+# MPICH's frame for an error created without its function's name (``(unknown)(): connection failure``)
+_STACK_LINE = re.compile(r"^\s{0,8}(?:\w{1,80}\(\d{1,6}\)|\(unknown\)\(\))\.{0,80}:\s?(?P<detail>.{0,300})$")
 _STACK_UNINFORMATIVE = re.compile(r"^(?:fail failed|\S{1,80}\(.{0,300}\) failed)?$")
 # an error stack that says the failure was in talking to other ranks (sockets, nemesis, OFI)
 _STACK_COMM = re.compile(
     r"MPID_nem_|MPIDI_CH3I_|MPIDI_OFI_|\bOFI\b|[Cc]ommunication error|socket"
-    r"|[Cc]onnection (?:refused|reset|closed)"
+    r"|[Cc]onnection (?:refused|reset|closed|failure)"
 )
 _KNOWN_CLASSES = ("Other MPI error", "Unknown error class")
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -846,6 +870,13 @@ _HOROVOD_GLOO_EXIT = re.compile(
 """``horovodrun``'s Gloo launcher (``horovod/runner/gloo_run.py``) on a rank whose command ended non-zero,
 before it stops the others and raises its ``Horovod detected that one or more processes exited``:
 ``Process 3 exit with status code 1.``, a signal's death as 128 + its number (``… code 137.``)."""
+_PALS_RANK = re.compile(
+    r"^\s{0,8}(?:\[[^\]\n]{1,60}\] ?)?(?P<host>[\w.-]{1,253}): rank (?P<rank>\d{1,7}) "
+    r"(?:died from signal (?P<signal>\d{1,3})\b|exited with code (?P<code>-?\d{1,10})\b)"
+)
+"""HPE's PALS (Cray's ``mpiexec`` / ``aprun`` on PBS, palsd on each node) on a rank that ended: ``nid001234:
+rank 7 died from signal 9`` (``… and dumped core`` where it left one), ``x1000c0s1b0n0: rank 3 exited with
+code 1``, its node's name first."""
 
 _ERRORCODE = re.compile(r"(?:with errorcode|Errorcode:)\s{0,10}(?P<code>-?\d{1,10})")
 _RANK_NODE = re.compile(
@@ -942,6 +973,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("elastic", _ELASTIC_API, False),
     ("deepspeed", _DEEPSPEED_EXIT, False),
     ("horovod-gloo", _HOROVOD_GLOO_EXIT, True),
+    ("pals", _PALS_RANK, True),
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
     ("srun", _SRUN_TASK, True),
@@ -1099,8 +1131,8 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
 
 
 def _spawned_failure(line: str) -> RankFailure | None:
-    """A process a Python launcher spawned that ended: torch.multiprocessing's spawn, horovodrun's Gloo
-    launcher, PaddlePaddle's."""
+    """A process a launcher spawned that ended: torch.multiprocessing's spawn, horovodrun's Gloo launcher,
+    HPE's PALS, PaddlePaddle's."""
     if (match := _SPAWN_EXIT.search(line)) is not None:
         proc, name = int(match["proc"]), match["signal"]
         if name is None:
@@ -1114,6 +1146,12 @@ def _spawned_failure(line: str) -> RankFailure | None:
         if 128 < code < 160:  # its shell's status: 128 + the signal that ended the rank
             return RankFailure(rank, "killed", None, str(code - 128), None, (line,), launcher="horovodrun")
         return RankFailure(rank, "exited", code, None, None, (line,), launcher="horovodrun")
+    if (match := _PALS_RANK.search(line)) is not None and match["code"] != "0":
+        rank, host = int(match["rank"]), match["host"]
+        if match["signal"] is not None:
+            ended: RankHow = "aborted" if match["signal"] == "6" else "killed"
+            return RankFailure(rank, ended, None, match["signal"], host, (line,), launcher="PALS")
+        return RankFailure(rank, "exited", int(match["code"]), None, host, (line,), launcher="PALS")
     if (match := _PADDLE_ABORT.search(line)) is not None:
         detail = f"PaddlePaddle's launcher found trainers of {match['of']} aborted and stopped the rest"
         return RankFailure(int(match["rank"]), "aborted", None, None, None, (line,), None, "Paddle", detail)
