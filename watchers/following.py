@@ -80,8 +80,9 @@ FollowKey = tuple[str, str]
 SCHEDULE_S = 1.0
 """How often the followed set is brought to what should be followed."""
 PARK_BELOW = 8192
-"""Bytes of a read below which its pump parks until a take asks for more (:class:`_Pump`): a
-trickle of lines as they are printed; a larger read, a backlog, is read on at once."""
+"""Bytes of a read below which its pump parks until a take asks for more (:class:`_Pump`), if
+the read ended where the server's last write did: a trickle of lines as they are printed; a
+larger read, or one that cut a chunk, is a backlog, read on at once."""
 PARK_S = 0.5
 """The longest a pump stays parked: a batch's worth, or the end of the stream, ends a longer
 linger at most this late."""
@@ -91,6 +92,11 @@ class Follow(Protocol):
     """One followed log (:class:`controller.kube.gateway.LogFollow`)."""
 
     def read(self, size: int = ...) -> bytes: ...
+
+    def caught_up(self) -> bool:
+        """Whether the last read ended where the server's last write did (a backlog still
+        arriving is not)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -514,15 +520,15 @@ class _Pump:
     """Reads one follow on an executor thread, into a buffer the event loop takes from.
 
     A take lingers first (until ``not_before``), then takes what the buffer holds, or asks for
-    a read and waits for it. After a short read (below ``PARK_BELOW``: lines as they are printed)
-    the thread parks until a take asks (at most ``PARK_S``): what arrives while a follow's last
-    batch waits for its ack or lingers stays on the connection, and the one read the next take
-    asks for hands it all over (every chunk that arrived,
-    :class:`~controller.kube.streams.ChunkedBody`): one wake-up of the thread and of the loop per
-    batch, not one per chunk the container printed. A longer read (a backlog) is followed by the
-    next at once; once the buffer holds ``limit`` bytes the thread waits for the loop before it
-    reads more (the kubelet's side then waits for us): it holds at most ``limit`` and one read,
-    and a take lingering goes at once."""
+    a read and waits for it. After a short read that ended where the server's last write did
+    (below ``PARK_BELOW``, whole chunks: lines as they are printed) the thread parks until a
+    take asks (at most ``PARK_S``): what arrives while a follow's last batch waits for its ack
+    or lingers stays on the connection, and the one read the next take asks for hands it all
+    over (every chunk that arrived, :class:`~controller.kube.streams.ChunkedBody`): one wake-up
+    of the thread and of the loop per batch, not one per chunk the container printed. Any other
+    read (a backlog) is followed by the next at once; once the buffer holds ``limit`` bytes the
+    thread waits for the loop before it reads more (the kubelet's side then waits for us): it
+    holds at most ``limit`` and one read, and a take lingering goes at once."""
 
     def __init__(self, follow: Follow, executor: ThreadPoolExecutor, limit: int) -> None:
         self._follow = follow
@@ -558,7 +564,7 @@ class _Pump:
                     self._loop.call_soon_threadsafe(self._ready.set)
                 if full:  # a batch's worth: a take lingering goes now
                     self._loop.call_soon_threadsafe(self._full.set)
-                elif len(chunk) < PARK_BELOW:
+                elif len(chunk) < PARK_BELOW and self._follow.caught_up():
                     self._park()
         except BaseException as exc:  # handed to the loop, raised by take()
             error = exc

@@ -203,6 +203,12 @@ class ChunkedBody:
                 return data
         return b""
 
+    @property
+    def caught_up(self) -> bool:
+        """Whether the reads so far ended where a chunk did: what the server wrote was all read
+        (lines as a container prints them), not a chunk a read cut (a backlog still arriving)."""
+        return not (self._left or self._skip or self._header)
+
     def _decode(self, wire: bytes) -> bytes:
         """The chunks' data in ``wire``, the framing kept track of across reads."""
         if self._header:
@@ -294,6 +300,11 @@ class LogFollow(_LongRequest):
         if not data:
             response.close()
         return data
+
+    def caught_up(self) -> bool:
+        """Whether the last read ended where a chunk did (:attr:`ChunkedBody.caught_up`); False
+        where the body is not read by chunks."""
+        return self._body is not None and self._body.caught_up
 
     def close(self) -> None:
         """Stop following: safe from any thread, any number of times; the response is closed here

@@ -63,6 +63,9 @@ class _OneRead:
         self.closed.wait()
         return b""
 
+    def caught_up(self) -> bool:
+        return True
+
     def close(self) -> None:
         self.closed.set()
 
@@ -83,11 +86,13 @@ class _Trickle:
     printed since the last (as a connection's read hands over every chunk that arrived), waiting
     for one when there is none."""
 
-    def __init__(self) -> None:
+    def __init__(self, whole: bool = True) -> None:
         self.printed: list[bytes] = []
         self.cond = threading.Condition()
         self.reads = 0
         self.closed = False
+        self.whole = whole
+        """Each read ends where a write did (False: a backlog the reads cut)."""
 
     def print(self, line: bytes) -> None:
         with self.cond:
@@ -101,6 +106,9 @@ class _Trickle:
             self.reads += 1
             lines, self.printed = self.printed, []
             return b"".join(lines)
+
+    def caught_up(self) -> bool:
+        return self.whole
 
     def close(self) -> None:
         with self.cond:
@@ -127,5 +135,24 @@ async def test_lines_printed_while_a_take_lingers_are_read_once_when_it_asks(
                 await asyncio.sleep(0.02)  # time a thread reading would take to read it
             assert await asyncio.wait_for(take, 10.0) == b"".join(lines[1:])
             assert follow.reads == 2  # one read for the five lines, when the take asked
+        finally:
+            pump.close()
+
+
+async def test_a_backlog_is_read_on_while_a_take_lingers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(following, "PARK_S", 60.0)  # a parked thread would not read until asked
+    follow = _Trickle(whole=False)
+    lines = [b"2026-11-26T06:34:01.%09dZ step %d\n" % (i, i) for i in range(6)]
+    with ThreadPoolExecutor(1) as executor:
+        pump = following._Pump(follow, executor, 4096)
+        try:
+            follow.print(lines[0])
+            assert await asyncio.wait_for(pump.take(), 10.0) == lines[0]
+            loop = asyncio.get_running_loop()
+            take = asyncio.ensure_future(pump.take(loop.time() + 60.0))
+            for n, line in enumerate(lines[1:], start=2):  # each read as it arrives
+                follow.print(line)
+                await until(lambda n=n: follow.reads == n, 10.0)
+            take.cancel()
         finally:
             pump.close()

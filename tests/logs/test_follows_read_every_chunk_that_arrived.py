@@ -85,6 +85,14 @@ def test_any_chunks_cut_anywhere_are_the_body_byte_for_byte(
     assert source.reads <= len(pieces)  # nothing read past the last chunk
 
 
+def test_a_read_that_cut_a_chunk_or_its_framing_is_not_caught_up() -> None:
+    body = ChunkedBody(_Wire([b"5\r\nhel", b"lo\r", b"\n3\r\nab\n\r\n", b"4", b"\r\nxyz\n\r\n"]))
+    assert (body.read(65536), body.caught_up) == (b"hel", False)  # in a chunk's data
+    assert (body.read(65536), body.caught_up) == (b"lo", False)  # its CRLF half read
+    assert (body.read(65536), body.caught_up) == (b"ab\n", True)  # chunks whole
+    assert (body.read(65536), body.caught_up) == (b"xyz\n", True)  # a size line cut, then whole
+
+
 def test_a_connection_closed_before_the_last_chunk_is_an_incomplete_read() -> None:
     body = ChunkedBody(_Wire([b"5\r\nhel"]))
     assert body.read(65536) == b"hel"
