@@ -19,7 +19,8 @@ Embedded PostgreSQL and NATS.
   a process of its own) and read by :mod:`benchmarks.logreader` (following the run on ``LOGS``
   as ``follow=true`` of the API does, in a process of its own): written → stored and written →
   read p50/p99/max; this process's CPU and RSS, which now hold the follower alone, and its RSS
-  per follow.
+  per follow; of that CPU, the event loop's (its thread's clock) per batch stored and the
+  reading threads'.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -227,11 +229,30 @@ async def _ask(process: asyncio.subprocess.Process, command: str | None = None) 
     return json.loads(await process.stdout.readline())
 
 
+def _threads_cpu_s() -> tuple[float, float]:
+    """CPU seconds of this process's main thread (the event loop) and of all its other threads
+    (the follows' readers), each by its own thread clock."""
+    loop = others = 0.0
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        with contextlib.suppress(OSError, ProcessLookupError):  # a thread that ended meanwhile
+            spent = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            if thread is threading.main_thread():
+                loop += spent
+            else:
+                others += spent
+    return loop, others
+
+
 async def live(bench: Bench, pods: int, rate: int, seconds: float, linger_s: float) -> dict[str, Any]:
     """``rate`` lines/s over ``pods`` followed containers, written by :mod:`benchmarks.logwriter`
     and read back on ``LOGS`` as ``follow=true`` of the API reads them by
     :mod:`benchmarks.logreader`, each in a process of its own: written → stored and written →
-    read p50/p99, and this process's CPU and RSS (the follower and its NATS client alone)."""
+    read p50/p99, this process's CPU and RSS (the follower and its NATS client alone), the
+    event loop's CPU per batch stored and the reading threads' CPU."""
+    stream = bench.topology.stream("logs")
+    batches = (await bench.js.stream_info(stream)).state.messages
     writer = await _process("benchmarks.logwriter", "--pods", str(pods))
     reader: asyncio.subprocess.Process | None = None
     try:
@@ -253,6 +274,7 @@ async def live(bench: Bench, pods: int, rate: int, seconds: float, linger_s: flo
             await until(all_open, 60.0, interval_s=0.2)  # every follow's request answered
             rss_following = rss_mib(os.getpid())
             cpu, writer_cpu, start = cpu_s(os.getpid()), cpu_s(writer.pid), time.perf_counter()
+            threads = _threads_cpu_s()
             answer = asyncio.ensure_future(_ask(writer, f"write {rate} {seconds}"))
             peak = rss_following
             while not answer.done():
@@ -263,11 +285,13 @@ async def live(bench: Bench, pods: int, rate: int, seconds: float, linger_s: flo
             writer_cpu = cpu_s(writer.pid) - writer_cpu
             seen = await _ask(reader, f"seen {written}")
             cpu = cpu_s(os.getpid()) - cpu
+            loop_cpu, readers_cpu = (b - a for a, b in zip(threads, _threads_cpu_s(), strict=True))
     finally:
         for process in (writer, reader):
             if process is not None and process.stdin is not None:
                 process.stdin.close()
                 await process.wait()
+    batches = (await bench.js.stream_info(stream)).state.messages - batches
     return {
         "pods": pods,
         "lines_written": written,
@@ -275,6 +299,10 @@ async def live(bench: Bench, pods: int, rate: int, seconds: float, linger_s: flo
         **seen,
         "follower_cpu_s_per_s": round(cpu / wrote_s, 2),
         "follower_cpu_s_per_100k_lines": round(cpu / written * 1e5, 2),
+        "batches_per_100k_lines": round(batches / written * 1e5),
+        "loop_cpu_us_per_batch": round(loop_cpu / max(batches, 1) * 1e6, 1),
+        "loop_cpu_s_per_100k_lines": round(loop_cpu / written * 1e5, 2),
+        "readers_cpu_s_per_100k_lines": round(readers_cpu / written * 1e5, 2),
         "writer_cpu_s_per_s": round(writer_cpu / wrote_s, 2),
         "rss_mib": {"before": rss_before, "following": rss_following, "peak": peak},
         "kib_per_follow": round((rss_following - rss_before) * 1024 / pods, 1),

@@ -29,13 +29,15 @@ schedule: a namespace past it has its own oldest lines evicted
 (:class:`~controller.bus.logshares.LogShares`).
 
 Threads: one blocking read per follow, on an executor of ``max_follows`` threads, into a buffer
-the follow takes from as one chunk (:class:`_Pump`): the event loop is woken by a read only
-when a take waits for one, not once per read. A container's lines go out at once when its last
-batch went out ``linger_s`` ago or more, or was a whole batch's worth (a backlog), else when
-that much has passed (or a batch's worth has arrived): a quiet container's line is stored as
-soon as it is read, a chatty one's in at most one batch per ``linger_s``, and a follow under
-load publishes bigger batches, not more. What the follows publish in one turn of the loop goes out as one
-burst (:class:`~controller.bus.publishing.Bursts`), each batch still on its own condition.
+the follow takes from as one chunk (:class:`_Pump`): a container printing line by line is read
+once per batch, when its take asks (every chunk that arrived meanwhile at once), not once per
+line, and the event loop is woken by a read only when a take waits for one. A container's lines
+go out at once when its last batch went out ``linger_s`` ago or more, or was a whole batch's
+worth (a backlog), else when that much has passed (or a batch's worth has arrived): a quiet
+container's line is stored as soon as it is read, a chatty one's in at most one batch per
+``linger_s``, and a follow under load publishes bigger batches, not more. What the follows
+publish in one turn of the loop goes out as one burst
+(:class:`~controller.bus.publishing.Bursts`), each batch still on its own condition.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -76,12 +79,24 @@ FollowKey = tuple[str, str]
 """(pod uid, container name)."""
 SCHEDULE_S = 1.0
 """How often the followed set is brought to what should be followed."""
+PARK_BELOW = 8192
+"""Bytes of a read below which its pump parks until a take asks for more (:class:`_Pump`), if
+the read ended where the server's last write did: a trickle of lines as they are printed; a
+larger read, or one that cut a chunk, is a backlog, read on at once."""
+PARK_S = 0.5
+"""The longest a pump stays parked: a batch's worth, or the end of the stream, ends a longer
+linger at most this late."""
 
 
 class Follow(Protocol):
     """One followed log (:class:`controller.kube.gateway.LogFollow`)."""
 
     def read(self, size: int = ...) -> bytes: ...
+
+    def caught_up(self) -> bool:
+        """Whether the last read ended where the server's last write did (a backlog still
+        arriving is not)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -504,12 +519,16 @@ class _Stored:
 class _Pump:
     """Reads one follow on an executor thread, into a buffer the event loop takes from.
 
-    The loop is woken only when a take waits for bytes (the buffer was empty when it looked),
-    not once per read nor per batch: while a follow's last batch waits for its ack or lingers,
-    what arrives meanwhile is taken after it without waking the loop (one batch, one publish,
-    however many reads). Once the buffer holds ``limit`` bytes the
+    A take lingers first (until ``not_before``), then takes what the buffer holds, or asks for
+    a read and waits for it. After a short read that ended where the server's last write did
+    (below ``PARK_BELOW``, whole chunks: lines as they are printed) the thread parks until a
+    take asks (at most ``PARK_S``): what arrives while a follow's last batch waits for its ack
+    or lingers stays on the connection, and the one read the next take asks for hands it all
+    over (every chunk that arrived, :class:`~controller.kube.streams.ChunkedBody`): one wake-up
+    of the thread and of the loop per batch, not one per chunk the container printed. Any other
+    read (a backlog) is followed by the next at once; once the buffer holds ``limit`` bytes the
     thread waits for the loop before it reads more (the kubelet's side then waits for us): it
-    holds at most ``limit`` and one read."""
+    holds at most ``limit`` and one read, and a take lingering goes at once."""
 
     def __init__(self, follow: Follow, executor: ThreadPoolExecutor, limit: int) -> None:
         self._follow = follow
@@ -545,6 +564,8 @@ class _Pump:
                     self._loop.call_soon_threadsafe(self._ready.set)
                 if full:  # a batch's worth: a take lingering goes now
                     self._loop.call_soon_threadsafe(self._full.set)
+                elif len(chunk) < PARK_BELOW and self._follow.caught_up():
+                    self._park()
         except BaseException as exc:  # handed to the loop, raised by take()
             error = exc
         with self._lock:
@@ -553,22 +574,30 @@ class _Pump:
             self._loop.call_soon_threadsafe(self._ready.set)
             self._loop.call_soon_threadsafe(self._full.set)  # the end does not linger
 
+    def _park(self) -> None:
+        """After a short read: wait until a take asks for a read (or :meth:`close`), at most ``PARK_S``."""
+        with self._lock:
+            deadline = time.monotonic() + PARK_S
+            while not (self._waiting or self._closed) and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(left)
+
     async def take(self, not_before: float = 0.0) -> bytes:
-        """All that was read since the last take, waiting for some and, unless the buffer is full,
-        until the loop's time ``not_before``; ``b""`` at the end of the log; the read's error
-        where the stream broke (after what was read before it)."""
+        """All that was read since the last take, unless the buffer is full after waiting until
+        the loop's time ``not_before``, and waiting for a read if it holds nothing; ``b""`` at the
+        end of the log; the read's error where the stream broke (after what was read before it)."""
         while True:
-            with self._lock:
-                if wait := not (self._chunks or self._ended):  # the next read wakes this take
-                    self._waiting = True
-                    self._ready.clear()
-            if wait:
-                await self._ready.wait()
             self._full.clear()
             if (delay := not_before - self._loop.time()) > 0 and self._size < self._limit:
                 timer = self._loop.call_later(delay, self._full.set)
                 await self._full.wait()
                 timer.cancel()
+            with self._lock:
+                if wait := not (self._chunks or self._ended):  # the next read wakes this take
+                    self._waiting = True
+                    self._ready.clear()
+                    self._lock.notify()  # a parked thread reads now
+            if wait:
+                await self._ready.wait()
             with self._lock:
                 chunks, self._chunks, self._size = self._chunks, [], 0
                 ended, error = self._ended, self._error

@@ -10,6 +10,7 @@ matching :class:`~controller.kube.errors.APIError`, a broken connection as
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import threading
 from collections.abc import Iterator
@@ -20,7 +21,15 @@ import urllib3
 from controller.kube.errors import error_from_status, unavailable
 from controller.kube.resources import RawStatus, RawWatchEvent, Resource
 
-__all__ = ["FOLLOW_READ_TIMEOUT_S", "LogFollow", "Query", "Requester", "WatchStream"]
+__all__ = [
+    "FOLLOW_READ_TIMEOUT_S",
+    "Buffered",
+    "ChunkedBody",
+    "LogFollow",
+    "Query",
+    "Requester",
+    "WatchStream",
+]
 
 Query = list[tuple[str, str]]
 
@@ -150,6 +159,110 @@ FOLLOW_READ_TIMEOUT_S = 300.0
 it stood): a quiet container costs one request per five minutes, a dead connection no longer."""
 
 
+_MAX_CHUNK_HEADER = 4096
+"""Bytes a chunk's size line (with extensions) may take, as ``http.client`` bounds it (65,536)
+for a whole line: a peer sending more is not speaking HTTP."""
+
+
+class Buffered(Protocol):
+    """A connection's read buffer (``io.BufferedReader``): what it holds, or one read of the socket."""
+
+    def read1(self, size: int = ..., /) -> bytes: ...
+
+
+class ChunkedBody:
+    """A chunked response body read off its connection's buffer: each :meth:`read` hands over
+    the data of every chunk that has arrived, across chunk boundaries, in one read of the
+    socket (or of what the connection's buffer already holds).
+
+    ``http.client`` (under urllib3's ``read1``) returns at most one chunk per call and reads each
+    size line with its own ``readline``: a followed log arrives a line or a few per chunk, so
+    that was a dozen Python calls per line on the reading thread. Here the framing of all the
+    chunks of one read is decoded at once. ``b""`` after the last chunk (its trailers, if any,
+    are not read: the connection is not reused); a connection closed before it is
+    :class:`http.client.IncompleteRead`."""
+
+    def __init__(self, raw: Buffered) -> None:
+        self._raw = raw
+        self._left = 0
+        """Data bytes of the current chunk not read yet."""
+        self._skip = 0
+        """Bytes of the CRLF that ends the current chunk's data not read yet."""
+        self._header = b""
+        """The start of a size line cut by the end of a read."""
+        self._done = False
+
+    def read(self, size: int) -> bytes:
+        """The data that has arrived (at most ``size`` bytes of the wire read), waiting for some;
+        ``b""`` at the end of the body."""
+        while not self._done:
+            wire = self._raw.read1(size)
+            if not wire:
+                raise http.client.IncompleteRead(b"")
+            if data := self._decode(wire):
+                return data
+        return b""
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the reads so far ended where a chunk did: what the server wrote was all read
+        (lines as a container prints them), not a chunk a read cut (a backlog still arriving)."""
+        return not (self._left or self._skip or self._header)
+
+    def _decode(self, wire: bytes) -> bytes:
+        """The chunks' data in ``wire``, the framing kept track of across reads."""
+        if self._header:
+            wire, self._header = self._header + wire, b""
+        end = len(wire)
+        at = 0
+        parts: list[bytes] = []
+        while at < end:
+            if self._left:
+                taken = min(self._left, end - at)
+                parts.append(wire[at : at + taken])
+                at += taken
+                self._left -= taken
+                if not self._left:
+                    self._skip = 2
+                continue
+            if self._skip:
+                skipped = min(self._skip, end - at)
+                at += skipped
+                self._skip -= skipped
+                continue
+            line_end = wire.find(b"\r\n", at, at + _MAX_CHUNK_HEADER)
+            if line_end < 0:
+                if end - at >= _MAX_CHUNK_HEADER:
+                    raise http.client.LineTooLong("chunk size")
+                self._header = wire[at:]
+                break
+            try:
+                self._left = int(wire[at:line_end].split(b";", 1)[0], 16)
+            except ValueError:
+                raise http.client.IncompleteRead(b"") from None
+            at = line_end + 2
+            if not self._left:  # the last chunk: the body ends
+                self._done = True
+                break
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def chunked_body(response: urllib3.BaseHTTPResponse) -> ChunkedBody | None:
+    """The body of a chunked, uncompressed ``response`` none of which was read yet, read off its
+    connection's buffer (:class:`ChunkedBody`); None for any other (read by ``read1``)."""
+    inner = getattr(response, "_fp", None)  # urllib3's http.client response: its fp is the socket's buffer
+    if not (
+        isinstance(inner, http.client.HTTPResponse)
+        and inner.chunked
+        and inner.chunk_left is None
+        and inner.fp is not None
+        and response.headers.get("content-encoding", "identity").lower() == "identity"
+        and response.tell() == 0
+    ):
+        return None
+    return ChunkedBody(inner.fp)
+
+
 class LogFollow(_LongRequest):
     """One followed container log (``follow=true&timestamps=true``): :meth:`read` what has arrived
     in one thread, :meth:`close` from any other.
@@ -161,17 +274,22 @@ class LogFollow(_LongRequest):
     def __init__(self, gateway: Requester, path: str, query: Query, read_timeout_s: float) -> None:
         super().__init__(gateway, path, query, read_timeout_s, "text/plain")
         self._reading = False
+        self._body: ChunkedBody | None = None
 
     def read(self, size: int = _READ_SIZE) -> bytes:
-        """The bytes that have arrived (at most ``size``), waiting for some; ``b""`` at the end."""
-        response = self._response or self._open()
+        """The bytes that have arrived (at most ``size`` read off the connection: every chunk
+        it holds, :class:`ChunkedBody`), waiting for some; ``b""`` at the end."""
+        response = self._response
+        if response is None:
+            response = self._open()
+            self._body = None if response is None else chunked_body(response)
         with self._lock:
             if response is None or self._closed:
                 return b""
             self._reading = True
         try:
-            data = response.read1(size)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            data = response.read1(size) if self._body is None else self._body.read(size)
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             response.close()
             if self._closed:
                 return b""
@@ -182,6 +300,11 @@ class LogFollow(_LongRequest):
         if not data:
             response.close()
         return data
+
+    def caught_up(self) -> bool:
+        """Whether the last read ended where a chunk did (:attr:`ChunkedBody.caught_up`); False
+        where the body is not read by chunks."""
+        return self._body is not None and self._body.caught_up
 
     def close(self) -> None:
         """Stop following: safe from any thread, any number of times; the response is closed here

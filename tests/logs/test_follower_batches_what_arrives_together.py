@@ -9,6 +9,8 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from controller.contract.settings import LogSettings
 from controller.testing.waits import until
 from tests.log_fixtures import Logged, stored
@@ -61,6 +63,9 @@ class _OneRead:
         self.closed.wait()
         return b""
 
+    def caught_up(self) -> bool:
+        return True
+
     def close(self) -> None:
         self.closed.set()
 
@@ -72,5 +77,82 @@ async def test_what_a_pump_read_before_its_first_take_is_taken_without_more_read
         try:
             await asyncio.to_thread(follow.handed.wait, 10.0)  # read before any take waited for it
             assert await asyncio.wait_for(pump.take(), 10.0) == b"2026-11-26T06:34:01.000000000Z early\n"
+        finally:
+            pump.close()
+
+
+class _Trickle:
+    """A followed log that a container prints into line by line: each read hands over every line
+    printed since the last (as a connection's read hands over every chunk that arrived), waiting
+    for one when there is none."""
+
+    def __init__(self, whole: bool = True) -> None:
+        self.printed: list[bytes] = []
+        self.cond = threading.Condition()
+        self.reads = 0
+        self.closed = False
+        self.whole = whole
+        """Each read ends where a write did (False: a backlog the reads cut)."""
+
+    def print(self, line: bytes) -> None:
+        with self.cond:
+            self.printed.append(line)
+            self.cond.notify()
+
+    def read(self, size: int = 0) -> bytes:
+        with self.cond:
+            while not (self.printed or self.closed):
+                self.cond.wait()
+            self.reads += 1
+            lines, self.printed = self.printed, []
+            return b"".join(lines)
+
+    def caught_up(self) -> bool:
+        return self.whole
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+
+
+async def test_lines_printed_while_a_take_lingers_are_read_once_when_it_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(following, "PARK_S", 60.0)  # parked until asked, however slow the box
+    follow = _Trickle()
+    lines = [b"2026-11-26T06:34:01.%09dZ step %d\n" % (i, i) for i in range(6)]
+    with ThreadPoolExecutor(1) as executor:
+        pump = following._Pump(follow, executor, 4096)
+        try:
+            follow.print(lines[0])
+            assert await asyncio.wait_for(pump.take(), 10.0) == lines[0]
+            assert follow.reads == 1
+            loop = asyncio.get_running_loop()
+            take = asyncio.ensure_future(pump.take(loop.time() + 0.5))
+            for line in lines[1:]:  # while the take lingers and the thread is parked
+                follow.print(line)
+                await asyncio.sleep(0.02)  # time a thread reading would take to read it
+            assert await asyncio.wait_for(take, 10.0) == b"".join(lines[1:])
+            assert follow.reads == 2  # one read for the five lines, when the take asked
+        finally:
+            pump.close()
+
+
+async def test_a_backlog_is_read_on_while_a_take_lingers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(following, "PARK_S", 60.0)  # a parked thread would not read until asked
+    follow = _Trickle(whole=False)
+    lines = [b"2026-11-26T06:34:01.%09dZ step %d\n" % (i, i) for i in range(6)]
+    with ThreadPoolExecutor(1) as executor:
+        pump = following._Pump(follow, executor, 4096)
+        try:
+            follow.print(lines[0])
+            assert await asyncio.wait_for(pump.take(), 10.0) == lines[0]
+            loop = asyncio.get_running_loop()
+            take = asyncio.ensure_future(pump.take(loop.time() + 60.0))
+            for n, line in enumerate(lines[1:], start=2):  # each read as it arrives
+                follow.print(line)
+                await until(lambda n=n: follow.reads == n, 10.0)
+            take.cancel()
         finally:
             pump.close()
