@@ -279,7 +279,10 @@ TRANSPORTS: tuple[Signature, ...] = (
         "nccl-watchdog",
         "NCCL",
         "the NCCL watchdog saw a collective fail or time out",
-        re.compile(r"detected by watchdog"),
+        # its own words, or c10d's line as the watchdog takes the process down after it (``Some NCCL
+        # operations have failed or timed out. … we are taking the entire process down.``): the watchdog's
+        # aftermath, a peer's symptom, not a timeout of c10d's own
+        re.compile(r"detected by watchdog|Some NCCL operations have failed or timed out\b"),
     ),
     Signature(
         "horovod-shutdown",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import fires_saying, stays_quiet
+from tests.rules.corpus_replay import Entry, fires_saying, run_live, stays_quiet
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
 Row = tuple[str, str, str, str]
@@ -120,6 +120,17 @@ _MPI_COMM: dict[str, Row] = {
         "Gloo could not connect",
         "NetworkPolicies",
         "gloo",
+    ),
+    # torch's watchdog over NCCL, then c10d's line as it takes the process down: the watchdog's line is the
+    # verdict, its aftermath no timeout of c10d's own (pytorch/pytorch ProcessGroupNCCL.cpp)
+    "nccl-watchdog-then-taking-the-process-down": (
+        "[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=12, OpType=BROADCAST, Timeout(ms)=600000) ran for 600412 milliseconds before timing out.\n"
+        "[rank2]:[E ProcessGroupNCCL.cpp:577] [Rank 2] Some NCCL operations have failed or timed out. Due to the "
+        "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+        "collective BROADCAST timed out after 10m",
+        "",
+        "pytorch",
     ),
     "gloo-connection-rejected-chinese": (
         "GLOO 连接被拒绝",
@@ -226,3 +237,12 @@ _QUIET: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize(("text", "stack"), list(_QUIET.values()), ids=list(_QUIET))
 def test_a_familys_words_named_not_reported_stay_quiet(text: str, stack: str) -> None:
     stays_quiet(text, stack=stack)
+
+
+def test_the_watchdogs_aftermath_seen_live_leaves_the_watchdogs_verdict_once() -> None:
+    """c10d's line after the watchdog's, seen live, does not turn the verdict into a timeout of its own."""
+    text = _MPI_COMM["nccl-watchdog-then-taking-the-process-down"][0]
+    entry = Entry(id="t", file="t", stack="pytorch", where="log", reason=None, expect="mpi-comm", text=text)
+    firing = [f for f in run_live(entry).changes if f.status == "firing" and f.rule == "mpi-comm"]
+    assert len(firing) == 1
+    assert "timed out after 10m" in firing[0].root_cause
