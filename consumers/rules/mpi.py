@@ -352,7 +352,7 @@ def _transport_remediation(hit: Hit) -> tuple[str, ...]:
         return _PEER_STEPS
     if hit.name in (
         "nccl-ib", "nccl-ibv", "ucx-retry", "ib-completion", "openib-cq", "ibv-wc", "ucx-diag", "ucx-error",
-        "ompi-ucx",
+        "ompi-ucx", "ibv-create-qp",
     ):  # fmt: skip
         return _FABRIC_STEPS
     if hit.name in ("nccl-ofi", "libfabric-cq"):

@@ -75,6 +75,7 @@ from consumers.rules.rendezvouslines import (
     STORE_INPUT,
     STORE_POLL,
     STORE_TIMEOUT,
+    STORE_TITLED,
     STORE_WAIT,
 )
 from consumers.rules.rule import Context, Detection, Rule, log_facts
@@ -122,7 +123,8 @@ def _miss(pod: PodState) -> Miss | None:
         )
     elif (m := CLIENT_TIMEOUT.search(text)) is not None:
         after = int(m["after"]) // 1000 if m["unit"] == "ms" else int(m["after"])
-        what = f"could not reach the c10d store at {m['host']}:{m['port']} within {after}s"
+        at = f" at {m['host']}:{m['port']}" if m["host"] else ""
+        what = f"could not reach the c10d store{at} within {after}s"
     elif (m := STORE_CLIENT.search(text) or CLIENT_FAILED.search(text)) is not None:
         why = f" ({reason.rstrip('. ')})" if (reason := m.groupdict().get("reason")) else ""
         what = f"could not reach the c10d store at {m['host']}:{m['port']}{why}"
@@ -151,11 +153,8 @@ def _miss(pod: PodState) -> Miss | None:
             "could not reach the launcher's HTTP rendezvous store (Horovod's Gloo: its requests failed too "
             "many times)"
         )
-    elif CONNECTION_ERROR.search(text) is not None:
-        what = "could not connect to the c10d store of the rendezvous"
-    elif (m := ELASTIC.search(text)) is not None:
-        closed = m["error"] == "RendezvousClosedError"
-        what = "found the rendezvous closed" if closed else "timed out waiting at the rendezvous"
+    elif (named := _named_error(text)) is not None:
+        what = named
     elif (m := ETCD.search(text)) is not None:
         what = (
             "could not reach the etcd server of its rendezvous (--rdzv-endpoint)"
@@ -190,6 +189,19 @@ def _lost_store(text: str) -> tuple[str, tuple[str, ...] | None] | None:
             f"could not reach the etcd its trainers and parameter servers register in ({at}: {m['reason']})",
             _ETCD_STEPS,
         )
+    return None
+
+
+def _named_error(text: str) -> str | None:
+    """What an error class of torch's rendezvous named in ``text`` says, with no more said than its name:
+    the c10d store's named with a count or the run that hit it, elastic's handler's errors."""
+    if STORE_TITLED.search(text) is not None:
+        return "failed at the c10d store: not every rank joined it (torch.distributed's store error)"
+    if CONNECTION_ERROR.search(text) is not None:
+        return "could not connect to the c10d store of the rendezvous"
+    if (m := ELASTIC.search(text)) is not None:
+        closed = m["error"] == "RendezvousClosedError"
+        return "found the rendezvous closed" if closed else "timed out waiting at the rendezvous"
     return None
 
 

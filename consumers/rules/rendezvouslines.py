@@ -32,13 +32,24 @@ __all__ = [
     "STORE_INPUT",
     "STORE_POLL",
     "STORE_TIMEOUT",
+    "STORE_TITLED",
     "STORE_WAIT",
 ]
 
 CLIENT_TIMEOUT = re.compile(
-    r"The client socket has timed out after (?P<after>\d{1,10})(?P<unit>ms|s)? while trying to connect to "
-    r"\(?(?P<host>[\w.:\[\]-]{1,253}?)(?:, | |:)(?P<port>\d{1,5})\)?"
+    r"The client socket has timed out after (?P<after>\d{1,10})(?P<unit>ms|s)? while trying to connect to"
+    r"(?: \(?(?P<host>[\w.:\[\]-]{1,253}?)(?:, | |:)(?P<port>\d{1,5})\)?)?"
 )
+"""The c10d store's client giving up on reaching the store, with its address or where a title, a quote or a
+redacted paste cut or hid it (``… while trying to connect to (MASTER_ADDR, PORT)``)."""
+STORE_TITLED = re.compile(
+    r"\bDist(?:Store|Network)Error\b[^\n]{0,60}?"
+    r"(?:\b\d{1,7} ?/ ?\d{1,7} (?:clients|workers)\b"
+    r"| (?:when|while) (?:using|running|training|launching|starting|scaling|initiali[sz]ing)\b)"
+)
+"""The c10d store's error class named as what a run hit, with the count of clients that joined or the
+run that hit it (``DistStoreError, 3/4 clients``, ``DistNetworkError while launching on 2 nodes``): a
+thread's title naming torch.distributed's store error under the run's conditions."""
 CLIENT_FAILED = re.compile(
     r"The client socket has failed to connect to any network address of "
     r"\((?P<host>[\w.:\[\]-]{1,253}?), (?P<port>\d{1,5})\)"
@@ -150,6 +161,6 @@ found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
-    STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL,
+    STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

@@ -9,7 +9,8 @@ Hydra's ``BAD TERMINATION`` block by its ``EXIT CODE: 139`` or ``EXIT STRING: Se
 unless a communication failure printed before it is the first cause),
 the kernel's ``segfault at … ip …``, a PyTorch DataLoader worker killed by SIGSEGV, the signal's
 words alone on a line (MXNet's handler's ``Segmentation fault: 11`` before its ``[bt]`` frames, macOS's
-shell) or bash's report of a script's command that died of it (``line 207: 10558 Segmentation fault``)
+shell) or bash's report of a script's command that died of it (``line 207: 10558 Segmentation fault``),
+the Intel Fortran runtime's ``forrtl: severe (174): SIGSEGV`` (its traceback table's first named routine)
 — or from the container's own exit code 139
 (SIGSEGV) or 135 (SIGBUS). The sentence names the rank and, when a backtrace follows, the
 function it crashed in. mpirun's abort summary that follows is this crash (the catalog lets
@@ -85,6 +86,8 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
             " in MXNet's native library (libmxnet; its handler printed the [bt] frames after it)",
             "mxnet",
         )
+    if first.name == "forrtl":
+        where, kind = _in_fortran(tail, first.index), "fortran"
     if first.name == "r":
         where, kind = _in_r(tail, first.index), "r"
     if first.name == "sanitizer":
@@ -92,6 +95,25 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
     subject = _crash_subject(state, pod, tail, hits)
     sentence = f"{subject} crashed with {what}{where}"
     return sentence, log_facts(pod, dict.fromkeys(h.line for h in hits[:6])), kind
+
+
+_FORTRAN_TABLE = re.compile(r"^\s{0,8}Image {2,30}PC {2,30}Routine {2,30}Line {2,30}Source\s{0,4}$")
+_FORTRAN_ROW = re.compile(
+    r"^\s{0,8}(?P<image>\S{1,200}) {1,30}[0-9A-Fa-f]{8,16} {1,30}(?P<routine>\S{1,200}) {1,30}"
+    r"(?P<line>\d{1,7}|Unknown) {1,30}(?P<source>\S{1,200})\s{0,4}$"
+)
+
+
+def _in_fortran(tail: tuple[str, ...], index: int) -> str:
+    """`` in a Fortran program (the Intel Fortran runtime's forrtl …)``: the first row of its traceback
+    table under the error that names a routine says where, when the program was built with ``-traceback``."""
+    after = bounded(tail)[index + 1 : index + 12]
+    rows = [m for line in after if (m := _FORTRAN_ROW.match(line)) and not _FORTRAN_TABLE.match(line)]
+    named = next((m for m in rows if m["routine"] != "Unknown"), None)
+    if named is not None:
+        at = f" at {named['source']}:{named['line']}" if named["line"] != "Unknown" else ""
+        return f" in {named['routine']}{at} (the Intel Fortran runtime's forrtl severe error 174)"
+    return " in a Fortran program (the Intel Fortran runtime's forrtl severe error 174; no routine named)"
 
 
 _R_CAUSE = re.compile(
@@ -175,6 +197,7 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
             "mxnet": _MXNET_STEPS,
             "r": _R_STEPS,
             "sanitizer": _SANITIZER_STEPS,
+            "fortran": _FORTRAN_STEPS,
         }.get(kind),
     )
 
@@ -209,6 +232,14 @@ _SANITIZER_STEPS = (
     "Symbolize it if the frames are bare addresses (ASAN_SYMBOLIZER_PATH to llvm-symbolizer, "
     "ASAN_OPTIONS=symbolize=1:fast_unwind_on_fatal=0), and fix the access in that code; the image is a "
     "sanitizer build, so the same crash without it is the same bug.",
+    *_SEGV_STEPS[2:],
+)
+_FORTRAN_STEPS = (
+    "Intel Fortran's SIGSEGV is most often its stack overflowing with automatic and temporary arrays: "
+    "raise the stack limit in the container's command (ulimit -s unlimited, and OMP_STACKSIZE for OpenMP "
+    "threads) or rebuild with -heap-arrays.",
+    "Rebuild with -g -traceback (and -check bounds to catch an out-of-range index) so the forrtl table's "
+    "Image / PC / Routine / Line / Source rows name the routine and line instead of Unknown.",
     *_SEGV_STEPS[2:],
 )
 _MXNET_STEPS = (

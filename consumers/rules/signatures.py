@@ -146,7 +146,18 @@ TRANSPORTS: tuple[Signature, ...] = (
         "ucx-retry",
         "UCX over InfiniBand / RoCE",
         "InfiniBand transport retries ran out: the peer or the link stopped answering",
-        re.compile(r"[Tt]ransport retry count(?:er)? exceeded(?: on (?P<device>\S{1,60}))?"),
+        # ibv_wc_status_str()'s words, or the same words without ``count`` as UCX's users retell them
+        re.compile(r"[Tt]ransport retry (?:count(?:er)? )?exceeded(?: on (?P<device>\S{1,60}))?"),
+    ),
+    # rdma-core's providers failing to create a queue pair in the kernel (mlx5's ``create qp: failed on
+    # ibv_cmd_create_qp with 12``, its extended call's ``ibv_cmd_create_qp_ex2``): no connection to a peer
+    # can be made without one
+    Signature(
+        "ibv-create-qp",
+        "InfiniBand verbs (rdma-core)",
+        "the InfiniBand verbs provider could not create a queue pair (ibv_cmd_create_qp failed), so no "
+        "connection to another rank could be made",
+        re.compile(r"create (?:qp|QP): failed on ibv_cmd_create_qp(?:_ex2?)? with (?P<errno>\d{1,4})"),
     ),
     Signature(
         "ib-completion",
@@ -197,6 +208,17 @@ TRANSPORTS: tuple[Signature, ...] = (
         "Gloo",
         "Gloo could not connect all ranks (connectFullMesh failed)",
         re.compile(r"Gloo connectFullMesh failed"),
+    ),
+    # Gloo named with its connection failing, in any language a thread's title or a person tells it in
+    # (``Gloo connect failed``, ``gloo: connection refused``, ``gloo 连接被拒绝``)
+    Signature(
+        "gloo-connect",
+        "Gloo",
+        "a TCP connection between ranks failed (Gloo could not connect to a peer)",
+        re.compile(
+            r"\b(?:gloo|Gloo|GLOO)(?:[^A-Za-z\n][^\n]{0,40}?)?"
+            r"(?:[Cc]onnection refused|[Cc]onnect(?:ion)? failed|连接失败|连接被拒绝|拒绝连接)"
+        ),
     ),
     Signature(
         "gloo-pair",
@@ -257,7 +279,10 @@ TRANSPORTS: tuple[Signature, ...] = (
         "nccl-watchdog",
         "NCCL",
         "the NCCL watchdog saw a collective fail or time out",
-        re.compile(r"detected by watchdog"),
+        # its own words, or c10d's line as the watchdog takes the process down after it (``Some NCCL
+        # operations have failed or timed out. … we are taking the entire process down.``): the watchdog's
+        # aftermath, a peer's symptom, not a timeout of c10d's own
+        re.compile(r"detected by watchdog|Some NCCL operations have failed or timed out\b"),
     ),
     Signature(
         "horovod-shutdown",
@@ -482,6 +507,14 @@ CRASHES: tuple[Signature, ...] = (
             r"|\bprocess \d{1,7} terminated with signal (?P<kind2>SIGSEGV|SIGBUS)\b"
         ),
     ),
+    # the Intel Fortran runtime's severe error for the signal (``forrtl: severe (174): SIGSEGV, segmentation
+    # fault occurred``, before its ``Image  PC  Routine  Line  Source`` traceback table)
+    Signature(
+        "forrtl",
+        "the Intel Fortran runtime",
+        "",
+        re.compile(r"forrtl: severe \(174\): (?P<kind>SIGSEGV), segmentation fault occurred"),
+    ),
     Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
         "dataloader",
         "PyTorch DataLoader",
@@ -551,6 +584,8 @@ def crash_frame(tail: tuple[str, ...], index: int) -> str | None:
 
 # --------------------------------------------------------------------- GPUs
 
+_CUDA_GDB = r"(?:CUDA Exception: |CUDA_EXCEPTION_\d{1,2}, )"
+"""cuda-gdb's report of an exception the GPU raised, or the signal it stops the thread with for it."""
 GPU_ERRORS: tuple[Signature, ...] = (
     Signature(
         "xid",
@@ -605,6 +640,9 @@ GPU_ERRORS: tuple[Signature, ...] = (
         re.compile(
             r"illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress"
             r"|\bErrorIllegalAddress\b"
+            # cuda-gdb stopping on the exception the GPU raised, by its scope (a lane, a warp, the device),
+            # in its report or as the signal it stops the thread with (``signal CUDA_EXCEPTION_14, …``)
+            rf"|{_CUDA_GDB}(?:Lane|Warp|Device) (?:Illegal|Out-of-range) Address\b"
         ),
     ),
     Signature(
@@ -613,6 +651,7 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "a GPU kernel executed an illegal instruction (a kernel built for another GPU, or a bug)",
         re.compile(
             r"illegal instruction was encountered|CUDA_ERROR_ILLEGAL_INSTRUCTION"
+            rf"|{_CUDA_GDB}Warp Illegal Instruction\b"
             r"|\b(?:cuda)?ErrorIllegalInstruction\b"
         ),
     ),
@@ -639,7 +678,10 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "misaligned",
         "CUDA",
         "a GPU kernel made a misaligned memory access (a bug in a kernel)",
-        re.compile(r"misaligned address|CUDA_ERROR_MISALIGNED_ADDRESS|\b(?:cuda)?ErrorMisalignedAddress\b"),
+        re.compile(
+            r"misaligned address|CUDA_ERROR_MISALIGNED_ADDRESS|\b(?:cuda)?ErrorMisalignedAddress\b"
+            rf"|{_CUDA_GDB}(?:Lane|Warp) Misaligned Address\b"
+        ),
     ),
     Signature(
         "launch-failure",
@@ -962,6 +1004,29 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"Detected \d{1,7} oom[-_]kill event|task \d{1,7}: Out Of Memory"
             r"|\sOUT_OF_(?:MEMORY|(?:M|ME|MEM|MEMO|MEMOR)?\+)\s{1,20}-?\d{1,3}:\d{1,3}\b"
             r"|^\s{0,8}JobState=OUT_OF_MEMORY Reason=|^\s{0,8}State: OUT_OF_MEMORY \(exit code \d"
+        ),
+    ),
+    # the kubelet's eviction for the node's memory relayed into a log (a pod's status message read with
+    # kubectl or oc, a CI runner's report): its threshold or the container it found over its request
+    Signature(
+        "evicted-memory",
+        "the kubelet",
+        "the kubelet evicted the pod: the node was low on memory",
+        re.compile(
+            r"The node was low on resource: memory\. "
+            r"(?:Threshold quantity: \w|Container [\w.-]{1,253} was using \w)"
+        ),
+    ),
+    # a process refused memory by the kernel (ENOMEM), as Python raises it (``OSError: [Errno 12] Cannot
+    # allocate memory`` from fork() or mmap()) and the Intel Fortran runtime ends a program for it
+    # (``forrtl: severe (41): insufficient virtual memory``): the node's or the job's memory was spent
+    Signature(
+        "enomem",
+        "the kernel",
+        "the kernel refused the process memory (ENOMEM): the node's or the job's memory was used up",
+        re.compile(
+            r"(?:OSError|MemoryError|BlockingIOError): \[Errno 12\] Cannot allocate memory"
+            r"|forrtl: severe \(41\): insufficient virtual memory"
         ),
     ),
     # mm/oom_kill.c's line on the victim, where its ``Out of memory:`` prefix is not on the line (a

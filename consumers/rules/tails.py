@@ -199,13 +199,25 @@ _REPORTED_QUOTED = re.compile(
     r"|\b(?<![Ii]f )(?<![Ww]hen )(?<![Ww]henever )(?<![Uu]nless )"
     r"(?:there (?:is|was)|(?:I|we) (?:have|had|hit|got|get|see|saw)) (?:an? |the |this )"
     r"(?:issue|problem|error|failure)(?: of| saying)?:? (?P<v>`{1,3}|\")(?P<quote7>[^\"`\n]{4,600})(?P=v)"
+    # the writer's own experience of it, the quote in code or quotes, single ones too (``I'm getting
+    # `…` when``, ``we keep seeing '…'``, ``I faced a strange error "…"``, ``I always encounter the problem
+    # of '…'``), not after a condition
+    r"|\b(?<![Ii]f )(?<![Ww]hen )(?:I|[Ww]e)(?:'m|'re| am| are)? (?:always |still |keep |repeatedly )?"
+    r"(?:got|get|getting|faced?|facing|encounter(?:ed|ing)?|hit|receive[ds]?|receiving|see|saw|seeing) "
+    r"(?:(?:an?|the|this|a weird|a strange|an odd) (?:issue|problem|error|exception|failure)(?: of)?:? )?"
+    r"(?P<w>`{1,3}|\"|')(?P<quote8>[^\"`'\n]{4,600})(?P=w)"
+    # a message said to say it (``there exists an error which says "…"``, ``a message that reads `…` ``)
+    r"|\b(?:error|message|exception|failure) (?:which|that) (?:says|said|reads|read) "
+    r"(?P<x>`{1,3}|\")(?P<quote9>[^\"`\n]{4,600})(?P=x)"
+    # the same report in Chinese: met (遇到), with the error in full-width quotes (``遇到“…”的问题``)
+    r"|遇到\s{0,2}[\u201c「](?P<quote10>[^\u201d」\n]{4,600})[\u201d」]"
 )
 """A person's report quoting the run's line in quotes or code (``I run into an uninformative exit
 "exits with return code = -9"``, ``In the end, `exits with return code = -11` is prompted.``, ``the
 kernel log showed `…` ``, ``a larger batch leads to `…` ``, ``it raise an error "…"``)."""
 
 
-_QUOTES = ("quote", "quote2", "quote3", "quote4", "quote5", "quote6", "quote7")
+_QUOTES = ("quote", "quote2", "quote3", "quote4", "quote5", "quote6", "quote7", "quote8", "quote9", "quote10")
 
 
 def reported(line: str) -> str | None:
@@ -468,7 +480,12 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (  # ROCm's wordings: PyTorch's, HIP's error name, and HIP's driver status as TensorFlow's and XLA's
         # stream executor relay it (``failed to allocate 1.2G (… bytes) from device: HIP_ERROR_OutOfMemory``)
         "GPU out of memory (ROCm: HIP out of memory)",
-        re.compile(r"HIP out of memory|hipErrorOutOfMemory|\bHIP_ERROR_OutOfMemory\b"),
+        # HIP's status by number where a stream executor prints it (``hipError_t(1002)``,
+        # hipErrorMemoryAllocation in ROCm's first releases; ``hipError_t(2)``, hipErrorOutOfMemory since)
+        re.compile(
+            r"HIP out of memory|hipErrorOutOfMemory|\bHIP_ERROR_OutOfMemory\b|hipErrorMemoryAllocation"
+            r"|failed to allocate [^\n]{1,80} from device: hipError_t\((?:1002|2)\)"
+        ),
     ),
     (  # PyTorch's caching allocator on another accelerator: Intel's XPU (IPEX, torch.xpu), Ascend's NPU
         "accelerator out of memory (PyTorch's XPU / NPU allocator)",
@@ -808,6 +825,13 @@ itself, with no communicator to abort through mpirun."""
 _ABORT_MPICH = re.compile(
     r"application called MPI_Abort\([^,]{1,100}, (?P<code>-?\d{1,10})\) - process (?P<rank>\d{1,7})"
 )
+_INTERNAL_ABORT_MPICH = re.compile(r"^\s{0,8}(?:\[\d{1,7}\] ?)?internal ABORT - process (?P<rank>\d{1,7})\b")
+"""MPICH's device ending the job for an error of its own, not the program's ``MPI_Abort`` (``MPID_Abort``
+called by a failed assertion, ``Assertion failed in file … at line N: …``, or a fatal error in a call's
+error handler): ``internal ABORT - process 3``."""
+_ASSERTION_MPICH = re.compile(
+    r"Assertion failed in file (?P<file>[\w/.-]{1,200}) at line (?P<line>\d{1,7}): "
+)
 _ABORT_INTEL = re.compile(
     r"Abort\((?P<code>-?\d{1,10})\) on node \d{1,7} \(rank (?P<rank>\d{1,7}) in comm \d{1,10}\)"
 )
@@ -960,6 +984,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("abort", _ABORT_OMPI, True),
     ("abort", _ABORT_MPICH, True),
     ("abort", _ABORT_INTEL, True),
+    ("internal-abort", _INTERNAL_ABORT_MPICH, True),
     ("abort", _ABORT_NOTE, True),
     ("local-abort", _LOCAL_ABORT_OMPI, True),
     ("errors-are-fatal", _ERROR_IN, True),
@@ -1120,7 +1145,7 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         return RankFailure(None, "exited", None, None, None, (line,), launcher="Ray", detail=detail)
     if (failure := _spawned_failure(line)) is not None:
         return failure
-    if (failure := _launcher_abort(line, after)) is not None:
+    if (failure := _launcher_abort(line, after, whole)) is not None:
         return failure
     if (match := _DEEPSPEED_EXIT.search(line)) is not None and (status := int(match.group("code"))) != 0:
         local = _search_int(_LOCAL_RANK_ARG, line, "local")
@@ -1158,8 +1183,14 @@ def _spawned_failure(line: str) -> RankFailure | None:
     return None
 
 
-def _launcher_abort(line: str, after: Sequence[str]) -> RankFailure | None:
-    """A rank an MPI or a runtime of its own ended the job for: HPE's MPT, Charm++'s ``CmiAbort``."""
+def _launcher_abort(line: str, after: Sequence[str], whole: str) -> RankFailure | None:
+    """A rank an MPI or a runtime of its own ended the job for: HPE's MPT, Charm++'s ``CmiAbort``, MPICH's
+    internal abort (the assertion that failed before it, from anywhere in the tail ``whole``)."""
+    if (match := _INTERNAL_ABORT_MPICH.search(line)) is not None:
+        asserted = _ASSERTION_MPICH.search(whole)
+        where = f" (an assertion failed in {asserted['file']} at line {asserted['line']})" if asserted else ""
+        detail = f"MPICH aborted the job itself{where}, not the program's MPI_Abort"
+        return RankFailure(int(match["rank"]), "aborted", None, None, None, (line,), None, "MPICH", detail)
     if (match := _MPT_RANK.search(line)) is not None:
         rank = int(match["rank"])
         if match["unfinalized"]:
