@@ -44,7 +44,17 @@ from consumers.rules.nodes import eviction
 from consumers.rules.rule import Context, Detection, Rule, container_fact, event_fact, log_facts, pod_fact
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
-from consumers.rules.tails import CUPY_OOM, MPS_OOM, GpuOom, gpu_oom_lines, rank_failures
+from consumers.rules.tails import (
+    CUPY_OOM,
+    MIOPEN_OOM,
+    MPS_OOM,
+    PADDLE_BADALLOC_OOM,
+    ROCCLR_OOM,
+    THEANO_OOM,
+    GpuOom,
+    gpu_oom_lines,
+    rank_failures,
+)
 from consumers.rules.usage import memory_curve_fact
 from consumers.rules.wording import also, host_label, rank_subject, who
 from controller.contract.events import K8sEventObserved
@@ -125,6 +135,7 @@ _SCHEDULERS = {
     "sge": "Grid Engine",
     "slurm": "Slurm's accounting",
     "moab": "Moab (TORQUE's scheduler)",
+    "flux": "Flux's job shell (its oom plugin on the job's memory cgroup)",
 }
 """The batch scheduler a ``scheduler`` hit names, by the group its wording matched."""
 
@@ -314,10 +325,11 @@ _OOMD_STEPS = (
 _SCHEDULER_STEPS = (
     "Ask the batch scheduler for more memory for the job: PBS/TORQUE -l mem= (and vmem / pvmem where "
     'the site enforces them), LSF -M with -R "rusage[mem=…]", Grid Engine -l h_vmem= (per slot), Slurm '
-    "--mem= or --mem-per-cpu=.",
+    "--mem= or --mem-per-cpu=, Flux the cores or nodes whose memory the job's cgroup is given "
+    "(flux run / flux batch -c / -N: its memory.max follows the resources it holds).",
     "Read the job's peak use from the scheduler (qstat -fx / tracejob, checkjob -v under Moab, bjobs -l / "
     "bhist -l, qacct -j, "
-    "sacct -j <job> -o JobID,MaxRSS,ReqMem) "
+    "sacct -j <job> -o JobID,MaxRSS,ReqMem, Flux's memory.peak line after its oom report) "
     "and size the request above it, or lower per-rank memory: batch size, data-loader workers.",
     "Where the pod has its own memory limit too, keep it at or above the scheduler's grant.",
 )
@@ -366,6 +378,18 @@ _OWN_OOM_STEPS: dict[str, str] = {
     "too; lower the batch size, free the pool between phases "
     "(cupy.get_default_memory_pool().free_all_blocks()), and check set_limit / CUPY_GPU_MEMORY_LIMIT is "
     "not below what the model needs (Chainer: its arrays are CuPy's).",
+    ROCCLR_OOM: "ROCm: the line after 'Allocation failed' gives required / free / total device memory; lower "
+    "the batch size, check rocm-smi --showmeminfo vram for another process on the GPU, and on an APU or a "
+    "card with little VRAM raise its carve-out (HSA_XNACK and the BIOS UMA size) or run on a larger GPU.",
+    MIOPEN_OOM: "MIOpen: its convolutions ask for workspace buffers on top of the model; lower the batch "
+    "size, "
+    "or limit the workspace it searches with (MIOPEN_FIND_MODE=FAST / torch.backends.cudnn.benchmark=False).",
+    PADDLE_BADALLOC_OOM: "PaddlePaddle: lower the batch size, and set FLAGS_fraction_of_gpu_memory_to_use or "
+    "FLAGS_allocator_strategy=auto_growth so another process's share of the GPU is left free "
+    "(nvidia-smi shows who holds it).",
+    THEANO_OOM: "Theano: lower the batch size, or let it keep a pool it grows "
+    "(THEANO_FLAGS=gpuarray.preallocate "
+    "or lib.cnmem below 1.0) instead of a fixed share another process may already hold.",
 }
 """The first step for a backend whose memory is not a discrete GPU's, or an allocator's own."""
 

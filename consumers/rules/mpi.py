@@ -346,6 +346,8 @@ def _transport_remediation(hit: Hit) -> tuple[str, ...]:
         return family_remediation(hit)
     if is_shared_memory(hit):
         return _SHM_STEPS
+    if (own := _OWN_TRANSPORT_STEPS.get(hit.name)) is not None:
+        return own
     if hit.group("ccl") == "H":  # torch_npu's watchdog over HCCL: the stall is HCCL's, on Ascend NPUs
         return _HCCL_PEER_STEPS
     if is_peer_symptom(hit):
@@ -492,6 +494,30 @@ _COMM_REMEDIATION: dict[CommKind, tuple[str, ...]] = {
         "Start the launcher only once workers are ready: spec.launcherCreationPolicy: WaitForWorkersReady.",
     ),
 }
+_OWN_TRANSPORT_STEPS: dict[str, tuple[str, ...]] = {
+    "horovod-mismatch": (
+        "Horovod's coordinator names what differs between the ranks (device, data type, shape or operation): "
+        "every rank must submit the same collectives on the same tensors in the same order.",
+        "Look for code that runs on some ranks only (a branch on the rank, a tensor left on the CPU on one "
+        "rank, mixed precision on part of them), and set HOROVOD_LOG_LEVEL=debug to see each rank's "
+        "requests.",
+    ),
+    "ompi-shmem-mmap": (
+        "Open MPI's shared-memory segment lives in its session directory: give it room and a writable, local "
+        "file system (mount a memory-backed emptyDir at /dev/shm or /tmp, or point "
+        "OMPI_MCA_orte_tmpdir_base / PRTE_MCA_prte_tmpdir_base at one).",
+        "Or choose where the segment goes with OMPI_MCA_shmem_mmap_backing_file_base_dir=/dev/shm, and check "
+        "the directory's space: kubectl -n {namespace} exec <worker pod> -- df -h /dev/shm /tmp.",
+    ),
+    "slurm-pmix": (
+        "Slurm's mpi/pmix plugin talks between the nodes' slurmstepd processes: check their network and "
+        "the plugin's settings (SLURM_PMIX_DIRECT_CONN, SLURM_PMIX_DIRECT_CONN_UCX, SLURM_PMIX_TIMEOUT) "
+        "and the slurmd logs of the nodes the fence names.",
+        "Make sure the MPI was built against the same PMIx as Slurm's mpi/pmix (srun --mpi=list), or launch "
+        "with another --mpi plugin to confirm.",
+    ),
+}
+"""A transport family's own steps, where its library says what to change."""
 _SHM_STEPS = (
     "Mount a memory-backed emptyDir at /dev/shm in every worker template — volumes: "
     "[{{name: dshm, emptyDir: {{medium: Memory, sizeLimit: 16Gi}}}}], volumeMounts: "

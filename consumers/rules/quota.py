@@ -84,6 +84,11 @@ _SCHEDULER = re.compile(  # a scheduler plugin's or extender's filter reason nam
 _QUEUE = re.compile(
     r"couldn't assign flavors to pod set (?P<podset>[\w.-]{1,63}): (?P<why>[^\n;]{1,300})"
     r"|(?P<volcano>queue resource quota insufficient)"
+    # Kueue's reasons on their own (a condition's message, a title): its flavor assigner's quota, or its
+    # cohort's borrowing limit
+    r"|(?P<kueue>insufficient (?:unused )?quota for [\w./-]{1,64} in flavor [\w.-]{1,63}"
+    r"|SecondPassFailed\b[^\n]{0,60}?insufficient (?:unused )?quota\b"
+    r"|borrowing limit for [\w./-]{1,64} in flavor [\w.-]{1,63} exceeded)"
 )
 """A batch queue holding the job for its quota: Kueue not admitting a workload's pod set in any flavor of
 its ClusterQueue (``couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in
@@ -97,6 +102,13 @@ _CLOUD = re.compile(
 'CPUS' exceeded. Limit: 24.0 in region us-central1.``) refusing what the cluster asked it for on the
 run's behalf — a volume provisioned for its claim, a node added for its pods: the project's quota, not
 the namespace's."""
+_PLATFORM = re.compile(
+    r"cannot (?P<verb>create|update) (?P<what>[\w.-]{1,63}), because (?P<scope>project|per-user|per-team) "
+    r"(?P<limit>[\w.=/-]{1,120}) limit of (?P<count>\d{1,9}) would be exceeded"
+)
+"""vCluster Platform's quota admission refusing an object its project's quotas (for the project, or per user
+or team) would go over (``cannot create virtualclusterinstance, because project virtualclusterinstances
+limit of 5 would be exceeded``)."""
 _UNENFORCED = re.compile(
     r"[Uu]nable to \w{1,20} [^\n]{1,80}? at this time because there was an error enforcing quota"
     r"|status unknown for quota: (?P<name>[^,\s]{1,253})"
@@ -217,8 +229,20 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
             podset = match["podset"]
             problem = f"Kueue could not fit pod set {podset} in any flavor of its ClusterQueue: {why}"
             return (pod, problem, "queue", "kueue")
+        if match["kueue"]:
+            problem = f"Kueue could not admit the workload in its ClusterQueue: {match['kueue']}"
+            return (pod, problem, "queue", "kueue")
         problem = "Volcano's queue has no room left in its quota (capability) for the job's PodGroup"
         return (pod, problem, "queue", "volcano")
+    if (match := _PLATFORM.search(message)) is not None:
+        scope = {"project": "the project's", "per-user": "its per-user", "per-team": "its per-team"}[
+            match["scope"]
+        ]
+        problem = (
+            f"vCluster Platform refused to {match['verb']} {match['what']}: {scope} {match['limit']} "
+            f"limit of {match['count']} would be exceeded"
+        )
+        return (pod, problem, "platform", match["limit"])
     if (match := _UNENFORCED.search(message)) is not None:
         quota = f" {match['name']}" if match["name"] else ""
         problem = (
@@ -381,6 +405,8 @@ def _remediation(kind: str, name: str | None) -> tuple[str, ...]:
         return _UNENFORCED_STEPS
     if kind == "policy":
         return _GATEKEEPER_STEPS
+    if kind == "platform":
+        return _PLATFORM_STEPS
     if kind == "queue":
         return _KUEUE_STEPS if name == "kueue" else _VOLCANO_STEPS
     return _steps(kind, name)
@@ -449,6 +475,13 @@ _GATEKEEPER_STEPS = (
     "Set what it requires on every container of every role (launcher and worker templates, init "
     "containers and sidecars too: here resources.limits), or ask the cluster admins for an exemption "
     "(the constraint's excludedNamespaces, Gatekeeper's Config).",
+)
+_PLATFORM_STEPS = (
+    "The quota is vCluster Platform's, set on the project (its spec.quotas: project, per-user, per-team), "
+    "not a namespace's ResourceQuota: see it with kubectl get project <project> -o yaml or in the "
+    "platform's UI, and what counts against it (its instances, active or all).",
+    "Delete or sleep instances the project no longer needs, or ask the platform's admins to raise the "
+    "limit the refusal names.",
 )
 _LIMIT_RANGE_STEPS = (
     "See the namespace's bounds: kubectl -n {namespace} describe limitrange",

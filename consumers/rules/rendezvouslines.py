@@ -72,6 +72,10 @@ STORE_BIND = re.compile(
     r"The server socket has failed to (?:listen on any local network address"
     r"|bind to \[?(?P<host>[\w.:*-]{0,253}?)\]?:(?P<port>\d{1,5}))"
     r"|TCPStore\b[^\n]{0,200}?(?:EADDRINUSE|[Aa]ddress already in use)"
+    # THD, torch.distributed before c10d (up to torch 0.4): the master's socket raised from its own sources
+    # (``RuntimeError: Address already in use at …/torch/lib/THD/process_group/General.cpp:17``, its
+    # DataChannelTCP's and ChannelUtils')
+    r"|[Aa]ddress already in use at \S{0,200}/THD/\S{1,200}\.cpp:\d"
 )
 """The c10d store's server (on the master, rank 0) unable to listen on its port: the rendezvous's store
 never started (``DistNetworkError: The server socket has failed to listen on any local network

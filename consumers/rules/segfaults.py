@@ -90,6 +90,10 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
         where, kind = _in_fortran(tail, first.index), "fortran"
     if first.name == "r":
         where, kind = _in_r(tail, first.index), "r"
+    if first.name == "julia":
+        where, kind = _in_julia(tail, first.index), "julia"
+    if first.name == "petsc":
+        where, kind = " in a PETSc program (PETSc's signal handler caught it)", "petsc"
     if first.name == "sanitizer":
         where, kind = _by_sanitizer(tail, first), "sanitizer"
     subject = _crash_subject(state, pod, tail, hits)
@@ -114,6 +118,22 @@ def _in_fortran(tail: tuple[str, ...], index: int) -> str:
         at = f" at {named['source']}:{named['line']}" if named["line"] != "Unknown" else ""
         return f" in {named['routine']}{at} (the Intel Fortran runtime's forrtl severe error 174)"
     return " in a Fortran program (the Intel Fortran runtime's forrtl severe error 174; no routine named)"
+
+
+_JULIA_AT = re.compile(
+    r"in expression starting at (?P<file>\S{1,300}?):(?P<line>\d{1,7})\b"
+    r"|while loading (?P<old>[^,\n]{1,300}), in expression starting on line (?P<oldline>\d{1,7})"
+)
+
+
+def _in_julia(tail: tuple[str, ...], index: int) -> str:
+    """`` in Julia code at file.jl:N``: the top-level expression Julia's handler says it was running
+    (``in expression starting at …`` under the signal, or its older ``while loading …`` line)."""
+    for line in bounded(tail)[index : index + 40]:
+        if (m := _JULIA_AT.search(line)) is not None:
+            file, at = (m["file"], m["line"]) if m["file"] else (m["old"], m["oldline"])
+            return f" in Julia code at {file}:{at} (Julia's signal handler; the expression it was running)"
+    return " in a Julia program (Julia's signal handler caught it)"
 
 
 _R_CAUSE = re.compile(
@@ -198,6 +218,8 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
             "r": _R_STEPS,
             "sanitizer": _SANITIZER_STEPS,
             "fortran": _FORTRAN_STEPS,
+            "julia": _JULIA_STEPS,
+            "petsc": _PETSC_STEPS,
         }.get(kind),
     )
 
@@ -240,6 +262,23 @@ _FORTRAN_STEPS = (
     "threads) or rebuild with -heap-arrays.",
     "Rebuild with -g -traceback (and -check bounds to catch an out-of-range index) so the forrtl table's "
     "Image / PC / Routine / Line / Source rows name the routine and line instead of Unknown.",
+    *_SEGV_STEPS[2:],
+)
+_JULIA_STEPS = (
+    "Read Julia's backtrace under 'signal (11)' in the log (kubectl -n {namespace} logs <pod> --previous): "
+    "its first frame in a native library (libmpi, libucs, a ccall'd .so) is where it crashed.",
+    "Under MPI.jl a crash at MPI.Init or in the first MPI call is most often MPI.jl's binary not matching "
+    "the MPI the job launches with: point MPIPreferences at the image's MPI "
+    "(MPIPreferences.use_system_binary()) "
+    'and rebuild the project; with UCX and Julia threads set UCX_ERROR_SIGNALS="" so UCX leaves Julia\'s '
+    "own signals alone.",
+    *_SEGV_STEPS[2:],
+)
+_PETSC_STEPS = (
+    "Rerun with PETSc's own options to find the access: -on_error_attach_debugger or -start_in_debugger "
+    "(noxterm in a container), or under valgrind with -malloc 0, as PETSc's message suggests.",
+    "Build PETSc with --with-debugging=1 so its error stack names the function (the PETSC ERROR lines), "
+    "and check that the program and PETSc were built against the same MPI and compiler.",
     *_SEGV_STEPS[2:],
 )
 _MXNET_STEPS = (

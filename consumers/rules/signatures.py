@@ -209,6 +209,44 @@ TRANSPORTS: tuple[Signature, ...] = (
         "Gloo could not connect all ranks (connectFullMesh failed)",
         re.compile(r"Gloo connectFullMesh failed"),
     ),
+    # Horovod's coordinator finding the ranks' requests for one tensor at odds (horovod/common/controller.cc:
+    # ``Mismatched ALLGATHER CPU/GPU device selection: One rank specified device CPU, but another rank …``,
+    # ``Mismatched data types: One rank had type float32, but another rank had type float16.``, ``Mismatched
+    # MPI operations: One rank did an allreduce, but another rank did a broadcast``)
+    Signature(
+        "horovod-mismatch",
+        "Horovod",
+        "the ranks asked Horovod for the same tensor with different requests (device, data type, shape or "
+        "operation), so its coordinator refused the collective",
+        re.compile(
+            r"Mismatched (?:[A-Z_]{3,20} CPU/GPU device selection|data types|MPI operations"
+            r"|[A-Za-z_]{3,20} tensor shapes|[A-Z_]{3,20} (?:prescale|postscale) factors?)[^\n]{0,10}?: "
+            r"One rank (?:specified|had|did|sent)\b"
+        ),
+    ),
+    # Open MPI's shared-memory segment (opal's shmem mmap component) that could not be created for the
+    # ranks on a node: its backing file's directory (the session directory in /tmp or /dev/shm) full,
+    # not writable or on a file system it refuses
+    Signature(
+        "ompi-shmem-mmap",
+        "Open MPI (its shmem mmap component)",
+        "Open MPI could not create its shared-memory segment for the ranks on a node (shmem: mmap)",
+        re.compile(
+            r"shmem: mmap: an error occurred while determining whether or not \S{1,400} could be created"
+        ),
+    ),
+    # Slurm's mpi/pmix plugin (slurmstepd's PMIx server for srun --mpi=pmix) on its collective between the
+    # nodes failing: PMIx's error handler called with a status, its fence's ring or tree state dumped
+    Signature(
+        "slurm-pmix",
+        "Slurm's mpi/pmix plugin",
+        "Slurm's PMIx server (mpi/pmix) failed in its collective between the nodes (PMIx fence), so the "
+        "ranks could not exchange their addresses",
+        re.compile(
+            r"\bmpi/pmix(?:_v\d)?: ERROR: (?:Error handler invoked: status = -\d{1,5}\b"
+            r"|[^\n]{0,80}?\bCOLL_FENCE_(?:RING|TREE) state\b)"
+        ),
+    ),
     # Gloo named with its connection failing, in any language a thread's title or a person tells it in
     # (``Gloo connect failed``, ``gloo: connection refused``, ``gloo 连接被拒绝``)
     Signature(
@@ -358,6 +396,27 @@ CRASHES: tuple[Signature, ...] = (
         "",
         # strsignal()'s wording: ``Segmentation fault`` (glibc), ``Segmentation fault: 11`` (macOS)
         re.compile(r"Signal: (?P<kind>Segmentation fault|Bus error)(?:: \d{1,2})? \((?P<signal>\d{1,3})\)"),
+    ),
+    # Julia's own handler for the signal: ``signal (11): Segmentation fault`` (``signal (11.1)`` with the
+    # siginfo code since 1.6, under ``[pid]`` since 1.7, ``signal (7): Bus error``), before its backtrace and
+    # the ``in expression starting at file.jl:N`` (older: ``while loading …, in expression starting on
+    # line N``)
+    Signature(
+        "julia",
+        "Julia",
+        "",
+        re.compile(
+            r"(?:^|\[\d{1,10}\] |\s)signal \((?P<signal>11|7)(?:\.\d{1,3})?\): "
+            r"(?P<kind>Segmentation fault|Bus error)"
+        ),
+    ),
+    # PETSc's signal handler (``[0]PETSC ERROR: Caught signal number 11 SEGV: Segmentation Violation, probably
+    # memory access out of range``; ``Caught signal number 7 BUS: Bus Error, possibly illegal memory access``)
+    Signature(
+        "petsc",
+        "PETSc",
+        "",
+        re.compile(r"PETSC ERROR: Caught signal number (?P<signal>11|7) (?P<kind>SEGV|BUS): "),
     ),
     # R's own handler for the signal (``*** caught segfault ***`` / ``*** caught bus error ***``, then
     # ``address 0x…, cause 'memory not mapped'`` and R's traceback)
@@ -670,7 +729,8 @@ GPU_ERRORS: tuple[Signature, ...] = (
         # the node as ROCm prints it, or emphasised where a page or an issue kept the line (``**node-2**``);
         # HSA's status for it where a runtime raised it instead
         re.compile(
-            r"Memory access fault by GPU (?:\*\*|`|_)?node-\d{1,4}\b"
+            # (``Fault`` capitalised where MIGraphX's users and pages retell it)
+            r"Memory access [Ff]ault by GPU (?:\*\*|`|_)?node-\d{1,4}\b"
             r"|HSA_STATUS_ERROR_MEMORY_(?:APERTURE_VIOLATION|FAULT)\b"
         ),
     ),
@@ -810,6 +870,10 @@ DISKS: tuple[Signature, ...] = (
         re.compile(
             r"The node was low on resource: (?:ephemeral-storage|inodes)\. "
             r"(?:Threshold quantity|Container [\w.-]{1,253} was using)"
+            # or the message alone where it ends, as a pod's status message or an event's line shows it
+            # (``"message": "The node was low on resource: ephemeral-storage. "``, ``[Warning] The node was
+            # low on resource: inodes.``)
+            r"|The node was low on resource: (?:ephemeral-storage|inodes)\.\s{0,4}(?:[\"'`,]|$)"
         ),
     ),
     # the kubelet's eviction manager and its admission naming the node's DiskPressure, relayed into a log
@@ -1029,6 +1093,30 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"|forrtl: severe \(41\): insufficient virtual memory"
         ),
     ),
+    # c10's CPU allocator refused its memory (``DefaultCPUAllocator: can't allocate memory: you tried to
+    # allocate
+    # N bytes. Error code 12 (Cannot allocate memory)`` from posix_memalign on Linux; ``not enough memory`` on
+    # Windows): a tensor on the host did not fit the container's or the node's memory
+    Signature(
+        "cpu-allocator",
+        "PyTorch (c10's DefaultCPUAllocator)",
+        "PyTorch could not allocate a tensor in host memory (DefaultCPUAllocator): the container's or the "
+        "node's memory was used up",
+        re.compile(
+            r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate \d"
+        ),
+    ),
+    # Flux's job shell's oom plugin on the job's memory cgroup (``flux-shell[0]: ERROR: oom: Memory cgroup out
+    # of memory: killed 3 tasks on node12.``, then its ``memory.peak`` / ``memory.max``)
+    Signature(
+        "flux-oom",
+        "Flux (its job shell's oom plugin)",
+        "the job's memory cgroup ran out and the kernel killed a task (Flux's job shell reported it)",
+        re.compile(
+            r"\b(?P<flux>flux-shell)\[\d{1,6}\]: (?:ERROR|FATAL): oom: Memory cgroup out of memory: "
+            r"killed \d{1,6} tasks?\b"
+        ),
+    ),
     # mm/oom_kill.c's line on the victim, where its ``Out of memory:`` prefix is not on the line (a
     # kernel that prints it apart, a log that kept only this line): only the OOM killer reports a kill
     # with the victim's ``total-vm:`` (``Killed process 1312 (java) total-vm:…``, ``Killed process
@@ -1114,7 +1202,7 @@ def kernel_oom(tail: tuple[str, ...]) -> tuple[Hit, ...]:
 
 QUOTA_REFUSAL = re.compile(
     r"(?:\b(?P<kind>[a-z]{2,60}) \\?\"(?P<object>[^\"\\]{1,253})\\?\" )?"
-    r"is forbidden: (?:[Ee]xceeded|[Ff]ailed) quota: "
+    r"is forbidden: (?:[Ee]xceeded|[Ff]ailed) quota:(?: |$)"
 )
 """The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
 spawner's 403 body, a pipeline step's message): the object it refused, and the refusal (capitalised where
@@ -1123,6 +1211,13 @@ PRINTED_REFUSAL = re.compile(
     r"is forbidden: \[?(?:(?:maximum|minimum) [\w./-]{1,64} usage per "
     r"|[\w./-]{1,64} max limit to request ratio per (?:Container|Pod) is )"
     r"|queue resource quota insufficient|couldn't assign flavors to pod set "
+    # Kueue's own reasons for not admitting a workload, where they stand without the pod set's prefix
+    r"|\binsufficient (?:unused )?quota for [\w./-]{1,64} in flavor "
+    r"|\bSecondPassFailed\b[^\n]{0,60}?insufficient (?:unused )?quota\b"
+    r"|\bborrowing limit for [\w./-]{1,64} in flavor [\w.-]{1,63} exceeded"
+    # vCluster Platform's quota admission (``Forbidden: cannot create spaceinstance, because per-user
+    # spaceinstances.active limit of 2 would be exceeded``)
+    r"|Forbidden: cannot (?:create|update) [\w.-]{1,63}, because "
     r"|is forbidden: (?:[Uu]nable to \w{1,20} [^\n]{1,80}? at this time because there was an error "
     r"enforcing quota"
     r"|status unknown for quota: )"

@@ -165,6 +165,10 @@ def _named_bare(text: str) -> bool:
 _REPORTED = re.compile(
     r"\b(?:gave|gives|threw|throws|raised|raises|printed|prints|showed|shows|got|get|getting) (?:me |us )?"
     r"(?:an? |the |this )?(?:error|exception)(?: message)?: (?P<quote>\S[^\n]{4,300})$"
+    # the report's own label before the line it pastes (``Error info: [pid] signal (11): …``, ``Error
+    # message: …``), not after a condition or advice
+    r"|(?<![Ii]f )(?<![Ww]hen )\b(?:[Ee]rror|[Cc]rash) (?:info|message|output|log): {1,4}"
+    r"(?P<quote2>\S[^\n]{4,300})$"
 )
 """A person's report of what a program printed, quoting it at the end of the sentence (``… would not
 save the file and gave me an error: [Errno 28] No space left on device``)."""
@@ -463,6 +467,11 @@ MPS_OOM = "GPU out of memory (PyTorch's MPS backend on Apple silicon)"
 # (what ran out, in the user's words; the wording of the stack that says it)
 CUPY_OOM = "GPU out of memory (CuPy's memory pool could not allocate the array)"
 """What CuPy's allocator running out is said as (Chainer's arrays and CuPy's own)."""
+ROCCLR_OOM = "GPU out of memory (ROCm's runtime, ROCclr: its device memory allocation failed)"
+"""What ROCm's common runtime (HIP's and OpenCL's ROCclr, its AMD_LOG_LEVEL lines) running out is said as."""
+MIOPEN_OOM = "GPU out of memory (MIOpen could not allocate its buffer)"
+PADDLE_BADALLOC_OOM = "GPU out of memory (PaddlePaddle's allocator threw BadAlloc)"
+THEANO_OOM = "GPU out of memory (Theano could not allocate device memory)"
 GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (  # PyTorch's MPS backend on Apple silicon, over its watermark of the unified memory (``MPS backend out
         # of memory (MPS allocated: 1.2 GB, other allocations: …, max allowed: …). Tried to allocate …``);
@@ -486,6 +495,32 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"HIP out of memory|hipErrorOutOfMemory|\bHIP_ERROR_OutOfMemory\b|hipErrorMemoryAllocation"
             r"|failed to allocate [^\n]{1,80} from device: hipError_t\((?:1002|2)\)"
         ),
+    ),
+    (  # ROCm's common runtime (ROCclr, under HIP and OpenCL) with AMD_LOG_LEVEL set: its device memory
+        # allocation failing (``Video memory allocation failed!`` in memory.cpp, hip_memory.cpp's ``Allocation
+        # failed : Device memory : required :N | free :M | total :T``)
+        ROCCLR_OOM,
+        re.compile(
+            r"\] Video memory allocation failed!|\bAllocation failed : Device memory : required ?: ?\d"
+        ),
+    ),
+    (  # MIOpen's handle unable to allocate a buffer on the device (handlehip.cpp's ``Memory not available to
+        # allocate buffer: N``), under its ``MIOpen Error:`` prefix or on its own line
+        MIOPEN_OOM,
+        re.compile(r"\bMemory not available to allocate buffer: \d"),
+    ),
+    (  # PaddlePaddle's allocator throwing its BadAlloc out of C++ (``terminate called after throwing an
+        # instance of 'paddle::memory::allocation::BadAlloc'``), or named with what it says
+        PADDLE_BADALLOC_OOM,
+        re.compile(
+            r"instance of '?paddle::memory::allocation::BadAlloc\b"
+            r"|paddle::memory::allocation::BadAlloc(?:: |[^\n]{0,20}Out of memory)"
+        ),
+    ),
+    (  # Theano's GPU back ends (cuda_ndarray's ``Error allocating N bytes of device memory (out of
+        # memory).``, libgpuarray's the same; CNMeM's pool status)
+        THEANO_OOM,
+        re.compile(r"\bdevice memory \(out of memory\)|\bCNMEM_STATUS_OUT_OF_MEMORY\b"),
     ),
     (  # PyTorch's caching allocator on another accelerator: Intel's XPU (IPEX, torch.xpu), Ascend's NPU
         "accelerator out of memory (PyTorch's XPU / NPU allocator)",
@@ -835,6 +870,11 @@ _ASSERTION_MPICH = re.compile(
 _ABORT_INTEL = re.compile(
     r"Abort\((?P<code>-?\d{1,10})\) on node \d{1,7} \(rank (?P<rank>\d{1,7}) in comm \d{1,10}\)"
 )
+_ABORT_PEERS_OMPI = re.compile(
+    r"^\s{0,8}\[[^\]\n]{1,120}\] \[\[\d{1,10},\d{1,10}\],(?P<rank>\d{1,7})\] called abort_peers\s{0,4}$"
+)
+"""Open MPI's runtime on a process that aborts the others of its job (ompi_rte_abort_peers, from
+MPI_Abort or the fatal error handler): ``[host:pid] [[jobid,1],rank] called abort_peers``."""
 _ERROR_IN = re.compile(r"\*\*\* An error occurred in (?P<call>MPI_\w{1,40})")
 _STARS_ABORT = re.compile(
     r"\*\*\* (?:Your MPI job will now abort|An error occurred in MPI_|MPI_ERRORS_ARE_FATAL)"
@@ -1070,6 +1110,27 @@ def _errors_are_fatal(match: re.Match[str], after: Sequence[str]) -> RankFailure
     return RankFailure(rank, "aborted", None, None, None, lines, launcher="Open MPI", detail=detail)
 
 
+def _fatal_in_ompi(line: str, after: Sequence[str], whole: str) -> RankFailure | None:
+    """Open MPI's process aborting the others (``called abort_peers``), or its fatal error handler's block."""
+    if (match := _ABORT_PEERS_OMPI.search(line)) is not None:
+        return _aborted_peers(match, whole)
+    if (match := _ERROR_IN.search(line)) is not None:
+        return _errors_are_fatal(match, after)
+    return None
+
+
+def _aborted_peers(match: re.Match[str], whole: str) -> RankFailure:
+    """The rank whose process aborted the job's others (Open MPI's ``called abort_peers``), with the MPI call
+    whose error the fatal handler reported, where the tail names it."""
+    detail = "Open MPI's runtime aborted the job's other processes for it (abort_peers)"
+    call = _search_str(_ERROR_IN, whole, "call")
+    if call is not None:
+        detail = f"{call} failed and {detail}"
+    return RankFailure(
+        int(match["rank"]), "aborted", None, None, None, (match.string,), launcher="Open MPI", detail=detail
+    )
+
+
 def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | None:
     """A failed rank announced on ``line``; details come from the lines ``after`` it, and
     the rank's host from anywhere in the tail (Open MPI prints it in a later block)."""
@@ -1085,9 +1146,7 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         return RankFailure(rank, "aborted", int(match.group("code")), None, host, (line,))
     if _ABORT_NOTE.search(line) and _ABORT_OMPI.search(whole) is None:
         return RankFailure(None, "aborted", None, None, None, (line,), launcher="Open MPI")
-    if (match := _ERROR_IN.search(line)) is not None and (
-        fatal := _errors_are_fatal(match, after)
-    ) is not None:
+    if (fatal := _fatal_in_ompi(line, after, whole)) is not None:
         return fatal
     if (match := _LOCAL_ABORT_OMPI.search(line)) is not None:
         lines = tuple(x for x in (line, *after[:4]) if _LOCAL_ABORT_OMPI.search(x) or _STARS_ABORT.search(x))
