@@ -93,6 +93,10 @@ _OWN_STEPS: dict[str, str] = {
     "xpu-device-lost": "Intel GPU: check the node's kernel log for the i915 / xe driver's GPU hang and "
     "reset (dmesg | grep -iE 'i915|xe.*(hang|reset)') and the GPU's health with xpu-smi diag -d <id>; "
     "ZE_ENABLE_VALIDATION_LAYER=1 finds a kernel that hangs it.",
+    "no-driver": "NVIDIA driver: on the node, lsmod | grep nvidia and dmesg | grep -i nvrm show whether "
+    "the module loaded (a kernel updated without it, Secure Boot refusing it); in the pod, check the "
+    "NVIDIA device plugin or GPU operator gave it the GPU (nvidia.com/gpu in its limits) and the driver's "
+    "libraries.",
     "ascend-core-error": "Ascend NPU: the error's operator and its dump (ASCEND_GLOBAL_LOG_LEVEL=1, "
     "plog under ~/ascend/log) name the kernel; build it for this chip (its SoC version, e.g. Ascend310P "
     "vs 910B) and check its inputs are aligned as the core needs (UB addresses).",

@@ -509,6 +509,21 @@ _OWN_TRANSPORT_STEPS: dict[str, tuple[str, ...]] = {
         "Or choose where the segment goes with OMPI_MCA_shmem_mmap_backing_file_base_dir=/dev/shm, and check "
         "the directory's space: kubectl -n {namespace} exec <worker pod> -- df -h /dev/shm /tmp.",
     ),
+    "mpi-truncate": (
+        "Every rank must call the collective with the same count and datatype, and a receive must post a "
+        "buffer as large as the message sent to it: compare the ranks' counts (MPI_Get_count on a "
+        "status shows what arrived).",
+        "Look for code that sizes a buffer from rank-local data (a partition, a split communicator), and run "
+        "with MPICH's MPIR_CVAR_ERROR_CHECKING or Open MPI's --mca mpi_param_check 1 to name the call.",
+    ),
+    "pmi-simple": (
+        "Start every rank with the mpiexec of the MPI the program was built with (mpichversion / "
+        "mpiexec --version): a PMI-1 client under another process manager, or run without one, cannot write "
+        "to PMI_fd.",
+        "Check that mpiexec (Hydra's proxies) still runs on each worker while the ranks start, and that "
+        "PMI_FD, PMI_RANK and PMI_SIZE reach the ranks (a wrapper that closes file descriptors or a Python "
+        "launcher that imports mpi4py first breaks it).",
+    ),
     "slurm-pmix": (
         "Slurm's mpi/pmix plugin talks between the nodes' slurmstepd processes: check their network and "
         "the plugin's settings (SLURM_PMIX_DIRECT_CONN, SLURM_PMIX_DIRECT_CONN_UCX, SLURM_PMIX_TIMEOUT) "

@@ -74,6 +74,8 @@ from consumers.rules.rendezvouslines import (
     STORE_GET,
     STORE_INPUT,
     STORE_POLL,
+    STORE_RESET,
+    STORE_SETUP,
     STORE_TIMEOUT,
     STORE_TITLED,
     STORE_WAIT,
@@ -102,7 +104,8 @@ def _miss(pod: PodState) -> Miss | None:
     said = [
         line
         for i, line in enumerate(lines)
-        if (_said(line) or _store_bind(lines, i) or _init_connect(lines, i)) and not _recovered(lines, i)
+        if (_said(line) or _store_bind(lines, i) or _init_connect(lines, i) or _store_reset(lines, i))
+        and not _recovered(lines, i)
     ]
     if not said:
         return None
@@ -147,6 +150,11 @@ def _miss(pod: PodState) -> Miss | None:
         what = (
             f"could not connect to the others while the process group was set up ({m['error']}, raised "
             f"under init_process_group's store or Gloo's mesh)"
+        )
+    elif STORE_RESET.search(text) is not None:
+        what = (
+            "had its connection to the c10d store reset while the store was being set up (its server on the "
+            "master closed it: rank 0 gone, or more clients at once than its listen backlog holds)"
         )
     elif HTTP_STORE.search(text) is not None:
         what = (
@@ -225,6 +233,15 @@ def _init_connect(lines: tuple[str, ...], index: int) -> bool:
     if CONNECT_RAISED.match(lines[index]) is None:
         return False
     return any(INIT_FRAME.search(before) for before in lines[max(0, index - _FRAMES) : index])
+
+
+def _store_reset(lines: tuple[str, ...], index: int) -> bool:
+    """Whether ``lines[index]`` says a connection was reset, raised under a frame that creates or first awaits
+    the c10d store (:data:`STORE_SETUP`, on its line or above it): a reset later in training is the mesh's."""
+    line = lines[index]
+    if (m := STORE_RESET.search(line)) is None or is_mention(line, m.start()):
+        return False
+    return any(STORE_SETUP.search(before) for before in lines[max(0, index - _FRAMES) : index + 1])
 
 
 _FRAMES = 6

@@ -31,6 +31,8 @@ __all__ = [
     "STORE_GET",
     "STORE_INPUT",
     "STORE_POLL",
+    "STORE_RESET",
+    "STORE_SETUP",
     "STORE_TIMEOUT",
     "STORE_TITLED",
     "STORE_WAIT",
@@ -99,6 +101,16 @@ CONNECT_RAISED = re.compile(
 """A connection that never came, raised bare with no address (older torch's ``RuntimeError: Connection
 timed out``, Gloo's ``RuntimeError: Socket Timeout``): under a frame of :data:`INIT_FRAME`, the processes
 never met. Not a connection reset: one made, then lost, is the mesh's (``mpi-comm``)."""
+STORE_RESET = re.compile(r"Connection reset by peer")
+"""A connection the store's server reset: raised under :data:`STORE_SETUP` (the store being created, its
+workers counted, the process group's first barrier on it), torch's store client treats it as it treats a
+refused connection (``socket.cpp`` retries a connect on ``ECONNRESET``): the processes never met."""
+STORE_SETUP = re.compile(
+    r"TCPStore\(|_create_c10d_store|_create_tcp_store|c10d_rendezvous_backend"
+    r"|\b_?[Ww]ait_?[Ff]or_?[Ww]orkers\b|_store_based_barrier\b"
+)
+"""A frame where the c10d store is created or first awaited: its constructor, the rendezvous handler creating
+it, ``TCPStore::waitForWorkers`` (``wait_for_workers=True``), ``init_process_group``'s store-based barrier."""
 STORE_GET = re.compile(
     r"is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(?P<root>\d{1,7})\] via c10d "
     r"key-value store by key '[^'\n]{1,120}', but store->get\('[^'\n]{1,120}'\) got error: "

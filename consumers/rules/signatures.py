@@ -235,6 +235,36 @@ TRANSPORTS: tuple[Signature, ...] = (
             r"shmem: mmap: an error occurred while determining whether or not \S{1,400} could be created"
         ),
     ),
+    # a message longer than the buffer posted for it (the MPI standard's error class MPI_ERR_TRUNCATE): Open
+    # MPI's fatal handler ``*** MPI_ERR_TRUNCATE: message truncated``, MPICH's error stack ``Message from rank
+    # 0 and tag 7 truncated; 64 bytes received but buffer size is 32`` (src/mpi/errhan/errnames.txt)
+    Signature(
+        "mpi-truncate",
+        "MPI (a message truncated)",
+        "a rank received a message longer than the buffer it posted for it (MPI_ERR_TRUNCATE): the ranks "
+        "disagree on the size, count or type of a message or collective",
+        re.compile(
+            r"\*\*\* MPI_ERR_TRUNCATE: message truncated"
+            r"|\bMessage from rank \d{1,7} and tag -?\d{1,10} truncated; \d{1,20} bytes received "
+            r"but buffer size is"
+        ),
+    ),
+    # MPICH's simple PMI client (src/pmi/simple/simple_pmiutil.c), a rank unable to talk to its process
+    # manager over the PMI_FD socket Hydra (or another PMI-1 server) handed it: ``[cli_3]: write_line
+    # error; fd=9 buf=:cmd=get_appnum`` with its ``system msg for write_line failure : …``, ``Unable to
+    # write to PMI_fd``
+    Signature(
+        "pmi-simple",
+        "MPICH's PMI client",
+        "a rank could not talk to its process manager over PMI (the PMI_FD socket): the rank was started "
+        "outside mpiexec, or its process manager is gone or is another MPI's",
+        # PMI-1's commands of a rank meeting the others, not ``cmd=abort`` (the client failing to pass on a
+        # rank's own abort, which is the cause)
+        re.compile(
+            r"\bwrite_line error; fd=-?\d{1,6} buf=:cmd=(?:init|get|put|barrier_in|finalize|kvs)"
+            r"|\bUnable to write to PMI_fd\b"
+        ),
+    ),
     # Slurm's mpi/pmix plugin (slurmstepd's PMIx server for srun --mpi=pmix) on its collective between the
     # nodes failing: PMIx's error handler called with a status, its fence's ring or tree state dumped
     Signature(
@@ -574,6 +604,38 @@ CRASHES: tuple[Signature, ...] = (
         "",
         re.compile(r"forrtl: severe \(174\): (?P<kind>SIGSEGV), segmentation fault occurred"),
     ),
+    # glibc's psiginfo (and the handlers that call it, backward-cpp's among them): the signal's name, then the
+    # kernel's si_code in words and the faulting address, ``(nil)`` for NULL (``Segmentation fault (Invalid
+    # permissions for mapped object [0x7f3c2a000000])``, ``Bus error (Nonexistent physical address [0x…])``)
+    Signature(
+        "psiginfo",
+        "",
+        "",
+        re.compile(
+            r"\b(?:(?P<kind>Bus error) \((?:Invalid address alignment|Nonexistent physical address"
+            r"|Object-specific hardware error)|Segmentation fault \((?:Address not mapped to object"
+            r"|Invalid permissions for mapped object))(?: \[(?:0x[0-9a-fA-F]{1,16}|\(nil\))\])?\)"
+        ),
+    ),
+    # an IDE's run console on the process it started (JetBrains': ``Process finished with exit code 139
+    # (interrupted by signal 11: SIGSEGV)``; on macOS SIGBUS is signal 10, exit code 138)
+    Signature(
+        "ide-exit",
+        "",
+        "",
+        re.compile(
+            r"Process finished with exit code 1(?:39|35|38) \(interrupted by signal "
+            r"(?:11: SIGSEGV|(?:7|10): SIG(?P<kind>BUS))\)"
+        ),
+    ),
+    # the usual hand-written handler of a native module (``fprintf(stderr, "Error: signal %d:\n", sig)``
+    # then glibc's backtrace_symbols_fd, whose frames follow): the line alone, as the handler writes it
+    Signature(
+        "backtrace-handler",
+        "",
+        "",
+        re.compile(r"^\s{0,8}Error: signal 11:\s{0,4}$"),
+    ),
     Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
         "dataloader",
         "PyTorch DataLoader",
@@ -667,6 +729,16 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "the GPU is lost and no longer answers (hardware or driver fault)",
         re.compile(r"GPU is lost|Unable to determine the device handle for GPU"),
     ),
+    # nvidia-smi (NVML) with no driver to talk to: the kernel module not loaded, or not matching the
+    # user-space libraries (``NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA
+    # driver. Make sure that the latest NVIDIA driver is installed and running.``)
+    Signature(
+        "no-driver",
+        "nvidia-smi",
+        "nvidia-smi could not reach the NVIDIA driver: its kernel module is not loaded on the node, or the "
+        "device plugin did not give the container the GPU and its driver",
+        re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
+    ),
     Signature(
         "ecc",
         "CUDA",
@@ -685,8 +757,8 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "an assertion failed inside a GPU kernel (device-side assert), typically an index or a "
         "class label out of range",
         re.compile(
-            r"device-side assert triggered|\.cu:\d{1,6}: \w{1,200}: block: \[\d{1,6},\d{1,6},\d{1,6}\], "
-            r"thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion"
+            r"device-side assert triggered|\.(?:cu|cuh|h|hpp):\d{1,6}: (?:\w{1,200}: )?"
+            r"block: \[\d{1,6},\d{1,6},\d{1,6}\], thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion"
         ),
     ),
     Signature(
@@ -849,6 +921,8 @@ SHM_DATALOADER = Signature(
     re.compile(
         r"unable to write to file </torch_\w{1,100}>"
         r"|bus error encountered in worker\. This might be caused by insufficient shared memory"
+        # the DataLoader's handler of its worker's death (torch/csrc/DataLoader.cpp, SIGBUS)
+        r"|is killed by signal: Bus error\. It is possible that dataloader's workers are out of shared memory"
     ),
 )
 DISKS: tuple[Signature, ...] = (

@@ -71,7 +71,7 @@ _PRINTED = re.compile(
     r"|\([\w.]{1,80} pid=\d|\{|\d{1,4}[-/:.]\d|[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:|[EWIFD]\d{4} "
     r"|[\w.-]{1,60}:\d{1,10}:|[\w.-]{1,40}: |(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception|Warning)\b"
     r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b|(?:CUDA|HIP|NCCL|cuDNN|cuBLAS) error: )"
-    r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
+    r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
@@ -373,13 +373,15 @@ _HINT = re.compile(
     r"|\b(?:[Pp]reviously|used to) (?:crash|fail|die|abort)\w{0,2} with\b"
     r"|\b(?:just|only|simply) (?:says|prints|reports)\b"
     r"|\b(?:[Cc]atch(?:es|ing)|[Rr]ecover(?:s|ing) from|[Hh]andl(?:es|ing)) (?:the |an? |any )?[`'\"]?$"
+    r"|\b(?:[Rr]un|[Uu]se|[Ff]ollow|[Aa]pply) this(?: (?:runbook|playbook|procedure|page|guide|check))? "
+    r"(?:when|if|whenever)\b"
 )
 
 
 def is_hint(line: str) -> bool:
     """Whether ``line`` advises about a failure rather than reports one: a help text, a tip, a
     configuration echo set *to avoid* it, a helper saying it *will warn on* it, a handler that *catches*
-    it."""
+    it, a runbook's instruction for when it happens (``Use this playbook when …``)."""
     return _HINT.search(line) is not None
 
 
@@ -776,7 +778,7 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
 def _died_of_signal(block: Sequence[str]) -> int | None:
     """The signal Hydra's ``BAD TERMINATION`` block says its process died of: ``KILLED BY SIGNAL: N``,
     an ``EXIT CODE`` of 128 + N (the shell's encoding: 139 is SIGSEGV, 134 SIGABRT, 137 SIGKILL) or of 9
-    (Hydra's own, SIGKILL's number), or an
+    or 15 (Hydra's own, SIGKILL's and SIGTERM's numbers), or an
     ``EXIT STRING`` naming the signal (``Segmentation fault: 11 (signal 11)``)."""
     text = " ".join(block[:_CONTEXT_LINES])
     if (killed := _KILLED_BY.search(text)) is not None:
@@ -784,7 +786,7 @@ def _died_of_signal(block: Sequence[str]) -> int | None:
     if (named := _EXIT_STRING_SIGNAL.search(text)) is not None:
         return int(named.group("signal"))
     code = _search_int(_EXIT_STATUS, text, "code")
-    if code == _SIGKILL:  # Hydra's own encoding of a process a signal ended: the signal's number
+    if code in _KILLING:  # Hydra's own encoding of a process a signal ended: the signal's number
         return code
     return code - _SIGNALED if code is not None and _SIGNALED < code < _SIGNALED + 32 else None
 
@@ -794,6 +796,10 @@ _SIGNALED = 128
 _SIGKILL = 9
 """Hydra writes the number of the signal that ended a process as its ``EXIT CODE`` (``EXIT CODE: 11`` beside
 ``EXIT STRING: Segmentation fault: 11 (signal 11)``): 9, SIGKILL, is the one no program exits with."""
+_SIGTERM = 15
+"""Hydra's ``EXIT CODE: 15``: SIGTERM's number, the signal a process manager, the kubelet or a CI runner ends
+a process with (``KILLED BY SIGNAL: 15`` in other versions); a program's own exit status is rarely 15."""
+_KILLING = frozenset({_SIGKILL, _SIGTERM})
 _EXIT_STRING_SIGNAL = re.compile(r"EXIT STRING: [^\n(]{1,80}\(signal (?P<signal>\d{1,2})\)")
 
 
@@ -886,6 +892,9 @@ _ERROR_CLASS = re.compile(r"\*\*\* (?P<error>MPI_ERR_[A-Z_]{1,30}: [^\n]{1,120}?
 MPI_Comm_rank`` / ``*** reported by process [jobid,rank]`` / ``*** MPI_ERR_COMM: invalid communicator``)
 and ``MPI_ERRORS_ARE_FATAL`` aborts the communicator's processes: the rank's own call failed, no peer or
 transport said why first."""
+_COMMUNICATION_CLASS = re.compile(r"\*\*\* MPI_ERR_TRUNCATE: ")
+"""An error class that reports a message between ranks failing (longer than the buffer posted for it), not
+the rank's own misuse of a call: the fatal handler's abort after it is the communication's consequence."""
 _SIGNALED_OMPI = re.compile(
     r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) exited on signal "
     r"(?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?"
@@ -1099,6 +1108,8 @@ def _errors_are_fatal(match: re.Match[str], after: Sequence[str]) -> RankFailure
     block = after[:6]
     if not any(map(_ERRORS_ARE_FATAL.search, block)) or any(map(_LOCAL_ABORT_OMPI.search, block)):
         return None
+    if any(map(_COMMUNICATION_CLASS.search, block)):
+        return None  # the message itself failed between the ranks: mpi-comm's
     by = next((m for x in block if (m := _REPORTED_BY.search(x)) is not None), None)
     error = next((m["error"] for x in block if (m := _ERROR_CLASS.search(x)) is not None), "an error")
     detail = (

@@ -110,9 +110,11 @@ MESH = {
         "address vector",
     ),
     "torch-exception-raised-in-its-package": (
+        # a collective's frame: the same reset under the store's creation is the rendezvous's (torch's store
+        # client retries a connect on a reset as on a refusal: ``… - retrying (try=N, …): Connection reset``)
         'Traceback (most recent call last):\n  File "/usr/lib/python3/site-packages/torch/distributed/'
-        'rendezvous.py", line 189, in _create_c10d_store\n    return TCPStore(\nRuntimeError: Connection reset '
-        "by peer",
+        'distributed_c10d.py", line 2050, in all_reduce\n    work = group.allreduce([tensor], opts)\n'
+        "RuntimeError: Connection reset by peer",
         "torch",
         "reset",
         "reset",
