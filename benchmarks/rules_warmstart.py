@@ -4,8 +4,9 @@
 memory, so a third hold a firing finding) are folded into an engine and written as the snapshot
 writes them; then, ``--rounds`` times, each key is read back (:func:`_run_from_json`), the runs
 are restored into an empty engine and ticked once, as :meth:`RulesService.warm_start` does
-after the load (the bucket's round trips are not in it: ``benchmarks.up_restart`` measures
-them). CPU seconds of the calling thread, the median of the rounds (the least over the pairs):
+after the load, the garbage collector paced as the processes pace it (the bucket's round trips
+are not in it: ``benchmarks.up_restart`` measures them). CPU seconds of the calling thread,
+the median of the rounds (the least over the pairs):
 
 - ``load_cpu_s``: the keys read back;
 - ``warm_cpu_s``: read back, restored and ticked.
@@ -36,6 +37,7 @@ from typing import Any
 from consumers.rules import RuleEngine
 from consumers.rules.engine import HeldRun
 from consumers.rules.snapshot import _run_from_json, _run_to_json
+from controller.cli.collecting import pace_collector
 from controller.testing.events import at, job, launcher, ref, terminated, worker
 
 ROOT = str(Path(__file__).resolve().parent.parent)
@@ -68,7 +70,9 @@ def _cpu(work: Callable[[], object], rounds: int) -> float:
 
 
 def measure(runs: int, rounds: int) -> dict[str, Any]:
-    """The warm start's CPU for ``runs`` runs with the code on the path."""
+    """The warm start's CPU for ``runs`` runs with the code on the path, the collector paced as
+    in the consumer processes."""
+    pace_collector()
     payloads = _payloads(runs)
 
     def load() -> list[tuple[str, HeldRun]]:
