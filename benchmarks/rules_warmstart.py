@@ -5,7 +5,7 @@ memory, so a third hold a firing finding) are folded into an engine and written 
 writes them; then, ``--rounds`` times, each key is read back (:func:`_run_from_json`), the runs
 are restored into an empty engine and ticked once, as :meth:`RulesService.warm_start` does
 after the load, the garbage collector paced as the processes pace it (the bucket's round trips
-are not in it: ``benchmarks.up_restart`` measures them). CPU seconds of the calling thread,
+are not in it; ``benchmarks.coldstart --up`` logs a whole warm start). CPU seconds of the calling thread,
 the median of the rounds (the least over the pairs):
 
 - ``load_cpu_s``: the keys read back;
