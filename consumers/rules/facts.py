@@ -117,15 +117,11 @@ def pod_text(pod: PodState) -> tuple[str, ...]:
     if pod.exited_cleanly:
         return ()
     tail = pod.log_tail
-    if any(c.state == "terminated" and c.message for c in pod.containers):
+    # asked of every pod by most rules on every evaluation: one pass over the containers
+    messages = [c.message for c in pod.containers if c.state == "terminated" and c.message]
+    if messages:
         logged = set(tail)
-        tail += tuple(
-            line
-            for c in pod.containers
-            if c.state == "terminated" and c.message
-            for line in c.message.splitlines()
-            if line not in logged
-        )
+        tail += tuple(line for message in messages for line in message.splitlines() if line not in logged)
     if not pod.live_text:
         return tail
     told = set(tail)

@@ -196,8 +196,13 @@ class PodState:
         not a failure."""
         if self.phase == "Succeeded":
             return True
-        main = [c for c in self.containers if not c.init]
-        return bool(main) and all(c.state == "terminated" and c.exit_code == 0 for c in main)
+        main = False  # one pass, no list: every rule asks it of every pod on every evaluation
+        for c in self.containers:
+            if not c.init:
+                if c.state != "terminated" or c.exit_code != 0:
+                    return False
+                main = True
+        return main
 
     @property
     def errored(self) -> bool:

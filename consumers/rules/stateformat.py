@@ -5,12 +5,59 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Required
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
 
 from consumers.rules.state import LiveLine, LiveStatus, PodState, RunState
 from controller.contract.events import JobObserved, JobRef, K8sEventObserved, LogMark, PodObserved, PodUsage
 
-__all__ = ["run_state_from_dict", "run_state_to_dict"]
+__all__ = ["RunStateData", "run_state_from_data", "run_state_from_dict", "run_state_to_dict"]
+
+
+class _LiveData(TypedDict, total=False):
+    mark: Required[LogMark]
+    status: object
+
+
+class _PodData(TypedDict, total=False):
+    """A pod as :func:`run_state_to_dict` writes it, its observation a model (times stay text)."""
+
+    observed: Required[PodObserved]
+    changed_at: object
+    deleted: object
+    log_tail: list[str]
+    log_changed_at: object
+    log_from_failure: object
+    failed_since: object
+    live: list[_LiveData]
+    rank_output: list[Any]
+    progress: list[Any]
+    live_text: list[str]
+    live_pending: list[str]
+
+
+class RunStateData(TypedDict, total=False):
+    """A run's state as :func:`run_state_to_dict` writes it, with its bus events validated: what a
+    :class:`~pydantic.TypeAdapter` over it reads from JSON in one pass (:mod:`consumers.rules.snapshot`)."""
+
+    ref: Required[JobRef]
+    job: JobObserved | None
+    phase_since: object
+    finished_since: object
+    deleted: object
+    pods: list[_PodData]
+    events: list[K8sEventObserved]
+    last_pod_change_at: object
+    last_log_at: object
+    log_feed: object
+    mesh_wait_since: object
+    live_output_at: object
+    usage: list[PodUsage]
+
+
+_STATE_DATA: TypeAdapter[RunStateData] = TypeAdapter(RunStateData)
 
 
 def _when(value: datetime | None) -> str | None:
@@ -67,9 +114,15 @@ def _status(value: object) -> LiveStatus:
 
 def run_state_from_dict(data: dict[str, Any]) -> RunState:
     """The :class:`RunState` :func:`run_state_to_dict` wrote."""
+    return run_state_from_data(_STATE_DATA.validate_python(data))
+
+
+def run_state_from_data(data: RunStateData) -> RunState:
+    """The :class:`RunState` of ``data`` (validated as :class:`RunStateData`)."""
+    job = data.get("job")
     state = RunState(
-        ref=JobRef.model_validate(data["ref"]),
-        job=JobObserved.model_validate(data["job"]) if data.get("job") is not None else None,
+        ref=data["ref"],
+        job=job,
         phase_since=_parse_when(data.get("phase_since")),
         finished_since=_parse_when(data.get("finished_since")),
         deleted=bool(data.get("deleted")),
@@ -80,7 +133,7 @@ def run_state_from_dict(data: dict[str, Any]) -> RunState:
         live_output_at=_parse_when(data.get("live_output_at")),
     )
     for raw in data.get("pods", ()):
-        observed = PodObserved.model_validate(raw["observed"])
+        observed = raw["observed"]
         state.pods[observed.uid] = PodState(
             observed=observed,
             changed_at=_parse_when(raw.get("changed_at")) or observed.observed_at,
@@ -89,10 +142,7 @@ def run_state_from_dict(data: dict[str, Any]) -> RunState:
             log_changed_at=_parse_when(raw.get("log_changed_at")),
             log_from_failure=bool(raw.get("log_from_failure")),
             failed_since=_parse_when(raw.get("failed_since")),
-            live=[
-                LiveLine(LogMark.model_validate(line["mark"]), _status(line.get("status")))
-                for line in raw.get("live", ())
-            ],
+            live=[LiveLine(line["mark"], _status(line.get("status"))) for line in raw.get("live", ())],
             rank_output={
                 rank: at for rank, when in raw.get("rank_output", ()) if (at := _parse_when(when)) is not None
             },
@@ -103,10 +153,8 @@ def run_state_from_dict(data: dict[str, Any]) -> RunState:
             live_text=tuple(raw.get("live_text", ())),
             live_pending=tuple(raw.get("live_pending", ())),
         )
-    for raw in data.get("events", ()):
-        event = K8sEventObserved.model_validate(raw)
+    for event in data.get("events", ()):
         state.events[event.uid] = event
-    for raw in data.get("usage", ()):
-        usage = PodUsage.model_validate(raw)
+    for usage in data.get("usage", ()):
         state.usage[usage.uid] = usage
     return state

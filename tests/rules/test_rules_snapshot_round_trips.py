@@ -4,7 +4,10 @@ its firing findings and its revision counters."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
+
+import pytest
 
 from consumers.rules import RuleEngine
 from consumers.rules.engine import HeldRun
@@ -48,3 +51,21 @@ def test_a_run_read_back_keeps_its_findings_and_revisions() -> None:
     assert back.firing == run.firing and [f.rule for f in back.firing.values()] == ["oom"]
     assert back.keys == run.keys and back.revisions == run.revisions
     assert isinstance(back, HeldRun)
+
+
+def test_a_key_whose_events_do_not_validate_is_refused() -> None:
+    run = _engine().held[JOB_UID]
+    data = json.loads(_run_to_json(run))
+    data["state"]["pods"][0]["observed"]["phase"] = "Exploded"  # not a pod phase
+
+    with pytest.raises(ValueError, match="phase"):
+        _run_from_json(json.dumps(data).encode())
+
+
+def test_a_key_whose_finding_does_not_validate_is_refused() -> None:
+    run = _engine().held[JOB_UID]
+    data = json.loads(_run_to_json(run))
+    del data["firing"]["oom"]["severity"]
+
+    with pytest.raises(ValueError, match="severity"):
+        _run_from_json(json.dumps(data).encode())
