@@ -24,10 +24,12 @@ and in a run that fails, where only the catch-all ``failed`` may.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast, get_args
 
+import pytest
 import yaml
 
 from consumers.rules import RuleEngine
@@ -288,6 +290,22 @@ def fires_saying(text: str, rule: RuleId, said: str, step: str, **how: str) -> F
     assert said in finding.root_cause, finding.root_cause
     assert any(step in s for s in finding.remediation), finding.remediation
     return finding
+
+
+Wording = tuple[str, str, str, str]
+"""Another wording of a family: the text, what the root cause says, a step of the remediation,
+and the stack it is replayed as."""
+
+WORDING_ARGS = ("rule", "text", "said", "step", "stack")
+"""The arguments of a test over :func:`wordings`."""
+
+
+def wordings(tables: Mapping[RuleId, Mapping[str, Wording]]) -> list[pytest.ParameterSet]:
+    """One test case per wording of each rule's table, named by its key: the arguments of
+    :data:`WORDING_ARGS`, for :func:`fires_saying`."""
+    return [
+        pytest.param(rule, *row, id=name) for rule, table in tables.items() for name, row in table.items()
+    ]
 
 
 def stays_quiet(text: str, *, stack: str = "other") -> None:

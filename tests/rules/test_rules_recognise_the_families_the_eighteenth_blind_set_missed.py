@@ -16,12 +16,19 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import Entry, fires_saying, run_live, stays_quiet
+from tests.rules.corpus_replay import (
+    WORDING_ARGS,
+    Entry,
+    Wording,
+    fires_saying,
+    run_live,
+    stays_quiet,
+    wordings,
+)
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
-Row = tuple[str, str, str, str]
 
-_GPU_OOM: dict[str, Row] = {
+_GPU_OOM: dict[str, Wording] = {
     # TensorFlow's ROCm stream executor with HIP's later status number, hipErrorOutOfMemory (ROCm/HIP
     # hip_runtime_api.h's hipError_t; tensorflow-upstream's rocm_driver.cc)
     "tf-rocm-driver-hip-error-2": (
@@ -33,7 +40,7 @@ _GPU_OOM: dict[str, Row] = {
     ),
 }
 
-_GPU_ERROR: dict[str, Row] = {
+_GPU_ERROR: dict[str, Wording] = {
     # cuda-gdb stopping on a lane's illegal address (CUDA-GDB user manual, its exception table)
     "cuda-gdb-lane-illegal-address": (
         "CUDA Exception: Lane Illegal Address\nThe exception was triggered at PC 0x555555a8c3d0",
@@ -50,7 +57,7 @@ _GPU_ERROR: dict[str, Row] = {
     ),
 }
 
-_SEGFAULT: dict[str, Row] = {
+_SEGFAULT: dict[str, Wording] = {
     # ifort's runtime with a -traceback build: its table's first named routine (Intel Fortran compiler
     # documentation, run-time error 174 and the traceback's Image / PC / Routine / Line / Source columns)
     "forrtl-174-traceback-named-routine": (
@@ -72,7 +79,7 @@ _SEGFAULT: dict[str, Row] = {
     ),
 }
 
-_RENDEZVOUS: dict[str, Row] = {
+_RENDEZVOUS: dict[str, Wording] = {
     # the c10d store's client with its address redacted by the paste (pytorch/pytorch torch/csrc/distributed
     # /c10d/socket.cpp's client timeout)
     "client-socket-timeout-address-redacted": (
@@ -98,7 +105,7 @@ _RENDEZVOUS: dict[str, Row] = {
     ),
 }
 
-_MPI_COMM: dict[str, Row] = {
+_MPI_COMM: dict[str, Wording] = {
     # rdma-core's mlx5 provider creating an extended queue pair (linux-rdma/rdma-core providers/mlx5
     # verbs.c's ``create qp: failed on ibv_cmd_create_qp with %d``, its _ex2 call)
     "mlx5-create-qp-ex2-failed": (
@@ -140,7 +147,7 @@ _MPI_COMM: dict[str, Row] = {
     ),
 }
 
-_MPI_ABORT: dict[str, Row] = {
+_MPI_ABORT: dict[str, Wording] = {
     # MPICH's device aborting after its own assertion, under -prepend-rank (pmodels/mpich
     # src/mpid/ch3/src/mpid_abort.c ``internal ABORT - process %d``, MPIR_Assert_fail's line)
     "mpich-assertion-internal-abort-prepended": (
@@ -152,7 +159,7 @@ _MPI_ABORT: dict[str, Row] = {
     ),
 }
 
-_OOM: dict[str, Row] = {
+_OOM: dict[str, Wording] = {
     # Python's subprocess forking with no memory left (CPython's _posixsubprocess, errno 12)
     "python-fork-errno-12": (
         '  File "/usr/lib/python3.10/subprocess.py", line 1847, in _execute_child\n'
@@ -180,7 +187,7 @@ _OOM: dict[str, Row] = {
     ),
 }
 
-_DISK_FULL: dict[str, Row] = {
+_DISK_FULL: dict[str, Wording] = {
     # a person's first-person report quoting CPython's OSError in code (errno 28, ENOSPC)
     "we-keep-getting-errno-28-backticked": (
         "We keep getting `OSError: [Errno 28] No space left on device` while the checkpoint is written.",
@@ -191,22 +198,20 @@ _DISK_FULL: dict[str, Row] = {
 }
 
 
-def _rows(rule: RuleId, table: dict[str, Row]) -> list[pytest.ParameterSet]:
-    return [pytest.param(rule, *row, id=name) for name, row in table.items()]
-
-
 @pytest.mark.parametrize(
-    ("rule", "text", "said", "step", "stack"),
-    [
-        *_rows("gpu-oom", _GPU_OOM),
-        *_rows("gpu-error", _GPU_ERROR),
-        *_rows("segfault", _SEGFAULT),
-        *_rows("rendezvous", _RENDEZVOUS),
-        *_rows("mpi-comm", _MPI_COMM),
-        *_rows("mpi-abort", _MPI_ABORT),
-        *_rows("oom", _OOM),
-        *_rows("disk-full", _DISK_FULL),
-    ],
+    WORDING_ARGS,
+    wordings(
+        {
+            "gpu-oom": _GPU_OOM,
+            "gpu-error": _GPU_ERROR,
+            "segfault": _SEGFAULT,
+            "rendezvous": _RENDEZVOUS,
+            "mpi-comm": _MPI_COMM,
+            "mpi-abort": _MPI_ABORT,
+            "oom": _OOM,
+            "disk-full": _DISK_FULL,
+        }
+    ),
 )
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str

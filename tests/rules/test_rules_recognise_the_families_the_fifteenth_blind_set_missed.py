@@ -17,12 +17,11 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import fires_saying, stays_quiet
+from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, stays_quiet, wordings
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
-Row = tuple[str, str, str, str]
 
-_MPI_COMM: dict[str, Row] = {
+_MPI_COMM: dict[str, Wording] = {
     # GASNet's ofi-conduit, its GASNETC_OFI_CHECK_RET on another libfabric object (GASNet ofi-conduit
     # gasnet_ofi.c, as chapel-lang/chapel vendors it)
     "gasnet-ofi-domain": (
@@ -89,7 +88,7 @@ _MPI_COMM: dict[str, Row] = {
     ),
 }
 
-_MPI_ABORT: dict[str, Row] = {
+_MPI_ABORT: dict[str, Wording] = {
     # HPE MPT on a rank that called MPI_Abort (HPE MPT user guide's error messages)
     "mpt-rank-aborting": (
         "MPT ERROR: Rank 12(g:12) is aborting with error code 2.",
@@ -107,7 +106,7 @@ _MPI_ABORT: dict[str, Row] = {
     ),
 }
 
-_GPU_ERROR: dict[str, Row] = {
+_GPU_ERROR: dict[str, Wording] = {
     # the amdgpu driver's page fault with retry on a GFX9 hub (Linux drivers/gpu/drm/amd/amdgpu gmc_v9_0.c)
     "amdgpu-retry-page-fault": (
         "amdgpu 0000:03:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:8 pasid:32774, for "
@@ -140,7 +139,7 @@ _GPU_ERROR: dict[str, Row] = {
     ),
 }
 
-_GPU_OOM: dict[str, Row] = {
+_GPU_OOM: dict[str, Wording] = {
     # PyTorch's MPS allocator in GiB, as newer releases print it (pytorch/pytorch aten/src/ATen/mps
     # MPSAllocator.mm)
     "mps-out-of-memory-gib": (
@@ -160,7 +159,7 @@ _GPU_OOM: dict[str, Row] = {
     ),
 }
 
-_OOM: dict[str, Row] = {
+_OOM: dict[str, Wording] = {
     # Moab's resource-limit policy on swap (Moab's RESOURCELIMITPOLICY: MEM, SWAP)
     "moab-swap-hard-limit": (
         "job 88231 exceeded SWAP usage hard limit (8192 > 4096)",
@@ -179,7 +178,7 @@ _OOM: dict[str, Row] = {
     ),
 }
 
-_DISK_FULL: dict[str, Row] = {
+_DISK_FULL: dict[str, Wording] = {
     # the kubelet's own log on its image GC failing again, structured, in the older wording
     # (kubernetes/kubernetes pkg/kubelet/kubelet.go, images/image_gc_manager.go)
     "kubelet-image-gc-failed-in-a-row": (
@@ -192,7 +191,7 @@ _DISK_FULL: dict[str, Row] = {
     ),
 }
 
-_QUOTA: dict[str, Row] = {
+_QUOTA: dict[str, Wording] = {
     # the quota admission refusing a pod it cannot count, as newer API servers print the resource
     # (kubernetes/kubernetes plugin/pkg/admission/resourcequota)
     "quota-admission-error-enforcing": (
@@ -221,7 +220,7 @@ _QUOTA: dict[str, Row] = {
     ),
 }
 
-_SEGFAULT: dict[str, Row] = {
+_SEGFAULT: dict[str, Wording] = {
     # R's handler on SIGBUS (wch1/r-source src/main/main.c, sigactionSegv)
     "r-caught-bus-error": (
         " *** caught bus error ***\naddress 0x7f3a1c000000, cause 'non-existent physical address'",
@@ -232,22 +231,20 @@ _SEGFAULT: dict[str, Row] = {
 }
 
 
-def _rows(rule: RuleId, table: dict[str, Row]) -> list[pytest.ParameterSet]:
-    return [pytest.param(rule, *row, id=name) for name, row in table.items()]
-
-
 @pytest.mark.parametrize(
-    ("rule", "text", "said", "step", "stack"),
-    [
-        *_rows("mpi-comm", _MPI_COMM),
-        *_rows("mpi-abort", _MPI_ABORT),
-        *_rows("gpu-error", _GPU_ERROR),
-        *_rows("gpu-oom", _GPU_OOM),
-        *_rows("oom", _OOM),
-        *_rows("disk-full", _DISK_FULL),
-        *_rows("quota", _QUOTA),
-        *_rows("segfault", _SEGFAULT),
-    ],
+    WORDING_ARGS,
+    wordings(
+        {
+            "mpi-comm": _MPI_COMM,
+            "mpi-abort": _MPI_ABORT,
+            "gpu-error": _GPU_ERROR,
+            "gpu-oom": _GPU_OOM,
+            "oom": _OOM,
+            "disk-full": _DISK_FULL,
+            "quota": _QUOTA,
+            "segfault": _SEGFAULT,
+        }
+    ),
 )
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str

@@ -14,12 +14,11 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import fires_saying, stays_quiet
+from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, stays_quiet, wordings
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
-Row = tuple[str, str, str, str]
 
-_SEGFAULT: dict[str, Row] = {
+_SEGFAULT: dict[str, Wording] = {
     # Julia 1.7+ with its pid and the siginfo code, the expression's file and line (JuliaLang/julia
     # src/signals-unix.c's jl_critical_error)
     "julia-signal-11-2-in-expression-starting-at": (
@@ -48,7 +47,7 @@ _SEGFAULT: dict[str, Row] = {
     ),
 }
 
-_GPU_OOM: dict[str, Row] = {
+_GPU_OOM: dict[str, Wording] = {
     # ROCclr's hip_memory.cpp with AMD_LOG_LEVEL=1 (ROCm/clr rocclr and hipamd sources)
     "rocclr-allocation-failed-device-memory": (
         ":1:hip_memory.cpp           :512 : 1234567890 us: 88 : [tid:0x7f00aa] Allocation failed : Device "
@@ -80,7 +79,7 @@ _GPU_OOM: dict[str, Row] = {
     ),
 }
 
-_OOM: dict[str, Row] = {
+_OOM: dict[str, Wording] = {
     # c10's allocator on Windows (pytorch/pytorch c10/core/impl/alloc_cpu.cpp)
     "default-cpu-allocator-not-enough-memory": (
         "RuntimeError: [enforce fail at ..\\c10\\core\\impl\\alloc_cpu.cpp:72] data. DefaultCPUAllocator: not "
@@ -98,7 +97,7 @@ _OOM: dict[str, Row] = {
     ),
 }
 
-_DISK_FULL: dict[str, Row] = {
+_DISK_FULL: dict[str, Wording] = {
     # the kubelet's eviction on inodes as a pod's status message (kubernetes/kubernetes pkg/kubelet/eviction)
     "kubelet-eviction-inodes-status-message": (
         '  message: "The node was low on resource: inodes. "\n  reason: Evicted',
@@ -108,7 +107,7 @@ _DISK_FULL: dict[str, Row] = {
     ),
 }
 
-_QUOTA: dict[str, Row] = {
+_QUOTA: dict[str, Wording] = {
     # the quota admission's refusal in a ReplicaSet's condition wrapped by kubectl's YAML (kubernetes/
     # kubernetes plugin/pkg/admission/resourcequota)
     "replicaset-condition-exceeded-quota-wrapped": (
@@ -138,7 +137,7 @@ _QUOTA: dict[str, Row] = {
     ),
 }
 
-_RENDEZVOUS: dict[str, Row] = {
+_RENDEZVOUS: dict[str, Wording] = {
     # THD's TCP data channel (pytorch/pytorch torch/lib/THD/base/data_channels/DataChannelTCP.cpp, torch 0.3)
     "thd-data-channel-tcp-address-in-use": (
         "RuntimeError: Address already in use at /opt/pytorch/torch/lib/THD/base/ChannelUtils.cpp:231",
@@ -148,7 +147,7 @@ _RENDEZVOUS: dict[str, Row] = {
     ),
 }
 
-_MPI_COMM: dict[str, Row] = {
+_MPI_COMM: dict[str, Wording] = {
     # Horovod's coordinator on ranks sending different data types (horovod/horovod horovod/common/controller.cc)
     "horovod-mismatched-data-types": (
         "[0]<stderr>:horovod.common.exceptions.HorovodInternalError: Mismatched data types: One rank had type "
@@ -175,7 +174,7 @@ _MPI_COMM: dict[str, Row] = {
     ),
 }
 
-_MPI_ABORT: dict[str, Row] = {
+_MPI_ABORT: dict[str, Wording] = {
     # Open MPI's runtime aborting the job's other processes from the fatal handler (open-mpi/ompi
     # ompi/runtime/ompi_mpi_abort.c)
     "ompi-called-abort-peers-after-allreduce": (
@@ -186,7 +185,7 @@ _MPI_ABORT: dict[str, Row] = {
     ),
 }
 
-_GPU_ERROR: dict[str, Row] = {
+_GPU_ERROR: dict[str, Wording] = {
     # ROCm's runtime's fault retold with a capital F (ROCm/ROCR-Runtime's message as MIGraphX's users quote it)
     "rocm-memory-access-fault-capitalised": (
         "Memory access Fault by GPU node-3 (Agent handle: 0x55d0a1b2c3d0) on address 0x7f2a00000000. Reason: "
@@ -198,23 +197,21 @@ _GPU_ERROR: dict[str, Row] = {
 }
 
 
-def _rows(rule: RuleId, table: dict[str, Row]) -> list[pytest.ParameterSet]:
-    return [pytest.param(rule, *row, id=name) for name, row in table.items()]
-
-
 @pytest.mark.parametrize(
-    ("rule", "text", "said", "step", "stack"),
-    [
-        *_rows("segfault", _SEGFAULT),
-        *_rows("gpu-oom", _GPU_OOM),
-        *_rows("oom", _OOM),
-        *_rows("disk-full", _DISK_FULL),
-        *_rows("quota", _QUOTA),
-        *_rows("rendezvous", _RENDEZVOUS),
-        *_rows("mpi-comm", _MPI_COMM),
-        *_rows("mpi-abort", _MPI_ABORT),
-        *_rows("gpu-error", _GPU_ERROR),
-    ],
+    WORDING_ARGS,
+    wordings(
+        {
+            "segfault": _SEGFAULT,
+            "gpu-oom": _GPU_OOM,
+            "oom": _OOM,
+            "disk-full": _DISK_FULL,
+            "quota": _QUOTA,
+            "rendezvous": _RENDEZVOUS,
+            "mpi-comm": _MPI_COMM,
+            "mpi-abort": _MPI_ABORT,
+            "gpu-error": _GPU_ERROR,
+        }
+    ),
 )
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str

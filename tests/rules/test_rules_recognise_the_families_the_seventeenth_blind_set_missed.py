@@ -16,12 +16,19 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import Entry, fires_saying, run_live, stays_quiet
+from tests.rules.corpus_replay import (
+    WORDING_ARGS,
+    Entry,
+    Wording,
+    fires_saying,
+    run_live,
+    stays_quiet,
+    wordings,
+)
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
-Row = tuple[str, str, str, str]
 
-_GPU_OOM: dict[str, Row] = {
+_GPU_OOM: dict[str, Wording] = {
     # CuPy's OutOfMemoryError with a pool limit set (cupy/cupy cupy/cuda/memory.pyx, its message with
     # ``limit set to``)
     "cupy-out-of-memory-allocating-limit-set": (
@@ -41,7 +48,7 @@ _GPU_OOM: dict[str, Row] = {
     ),
 }
 
-_GPU_ERROR: dict[str, Row] = {
+_GPU_ERROR: dict[str, Wording] = {
     # .NET's ManagedCuda raising the driver API's result by its enum name (kunzmi/managedCuda CUResult)
     "managedcuda-error-launch-failed": (
         "ManagedCuda.CudaException: ErrorLaunchFailed: An exception occurred on the device while executing "
@@ -65,7 +72,7 @@ _GPU_ERROR: dict[str, Row] = {
     ),
 }
 
-_RENDEZVOUS: dict[str, Row] = {
+_RENDEZVOUS: dict[str, Wording] = {
     # init_process_group's tcp:// handler creating its store, refused (pytorch/pytorch
     # torch/distributed/rendezvous.py _tcp_rendezvous_handler, an older release's bare error)
     "tcp-rendezvous-handler-connection-refused": (
@@ -90,7 +97,7 @@ _RENDEZVOUS: dict[str, Row] = {
     ),
 }
 
-_MPI_COMM: dict[str, Row] = {
+_MPI_COMM: dict[str, Wording] = {
     # a collective's source line above the bare error, its File line cut by the paste (pytorch/pytorch
     # torch/distributed/distributed_c10d.py all_reduce)
     "dist-all-reduce-connection-reset": (
@@ -111,7 +118,7 @@ _MPI_COMM: dict[str, Row] = {
     ),
 }
 
-_MPI_ABORT: dict[str, Row] = {
+_MPI_ABORT: dict[str, Wording] = {
     # HPE's PALS on a rank killed by SIGKILL, the core it left (HPE Cray PALS mpiexec's rank report)
     "pals-rank-died-from-signal-9-dumped-core": (
         "nid004211: rank 17 died from signal 9 and dumped core",
@@ -137,7 +144,7 @@ _MPI_ABORT: dict[str, Row] = {
     ),
 }
 
-_OOM: dict[str, Row] = {
+_OOM: dict[str, Wording] = {
     # sacct's listing with its State column widened (SchedMD slurm sacct --format State%14)
     "sacct-state-full-width": (
         "       JobID      State ExitCode\n"
@@ -172,7 +179,7 @@ _OOM: dict[str, Row] = {
     ),
 }
 
-_QUOTA: dict[str, Row] = {
+_QUOTA: dict[str, Wording] = {
     # the LimitRange admission's ratio on a container with no request (kubernetes/kubernetes
     # plugin/pkg/admission/limitranger)
     "limitrange-ratio-no-request": (
@@ -201,21 +208,19 @@ _QUOTA: dict[str, Row] = {
 }
 
 
-def _rows(rule: RuleId, table: dict[str, Row]) -> list[pytest.ParameterSet]:
-    return [pytest.param(rule, *row, id=name) for name, row in table.items()]
-
-
 @pytest.mark.parametrize(
-    ("rule", "text", "said", "step", "stack"),
-    [
-        *_rows("gpu-oom", _GPU_OOM),
-        *_rows("gpu-error", _GPU_ERROR),
-        *_rows("rendezvous", _RENDEZVOUS),
-        *_rows("mpi-comm", _MPI_COMM),
-        *_rows("mpi-abort", _MPI_ABORT),
-        *_rows("oom", _OOM),
-        *_rows("quota", _QUOTA),
-    ],
+    WORDING_ARGS,
+    wordings(
+        {
+            "gpu-oom": _GPU_OOM,
+            "gpu-error": _GPU_ERROR,
+            "rendezvous": _RENDEZVOUS,
+            "mpi-comm": _MPI_COMM,
+            "mpi-abort": _MPI_ABORT,
+            "oom": _OOM,
+            "quota": _QUOTA,
+        }
+    ),
 )
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str

@@ -16,12 +16,11 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import fires_saying, replayed, stays_quiet
+from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, replayed, stays_quiet, wordings
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
-Row = tuple[str, str, str, str]
 
-_MPI_COMM: dict[str, Row] = {
+_MPI_COMM: dict[str, Wording] = {
     # libfabric's EFA provider unable to register a region with the device (ofiwg/libfabric prov/efa
     # efa_mr.c, its FI_WARN format)
     "efa-provider-unable-to-register-mr": (
@@ -67,7 +66,7 @@ _MPI_COMM: dict[str, Row] = {
     ),
 }
 
-_MPI_ABORT: dict[str, Row] = {
+_MPI_ABORT: dict[str, Wording] = {
     # horovodrun's Gloo launcher on a rank that exited 1 (horovod/horovod horovod/runner/gloo_run.py)
     "horovodrun-gloo-exit-1": (
         "Process 3 exit with status code 1.",
@@ -84,7 +83,7 @@ _MPI_ABORT: dict[str, Row] = {
     ),
 }
 
-_RENDEZVOUS: dict[str, Row] = {
+_RENDEZVOUS: dict[str, Wording] = {
     # the store's wait timing out in HashStore's and older releases' wording (pytorch/pytorch
     # torch/csrc/distributed/c10d HashStore.cpp)
     "hashstore-wait-timeout-capitalised": (
@@ -104,7 +103,7 @@ _RENDEZVOUS: dict[str, Row] = {
     ),
 }
 
-_SEGFAULT: dict[str, Row] = {
+_SEGFAULT: dict[str, Wording] = {
     # ThreadSanitizer's deadly-signal report, a null pointer's write (llvm/llvm-project compiler-rt
     # sanitizer_common ReportDeadlySignal)
     "tsan-segv-null-write": (
@@ -151,7 +150,7 @@ _SEGFAULT: dict[str, Row] = {
     ),
 }
 
-_OOM: dict[str, Row] = {
+_OOM: dict[str, Wording] = {
     # a container's status as ``kubectl get pod -o yaml`` prints it, pasted into a job's log (the Kubernetes
     # API's ContainerStateTerminated)
     "status-yaml-last-state-reason-oomkilled": (
@@ -166,7 +165,7 @@ _OOM: dict[str, Row] = {
     ),
 }
 
-_DISK_FULL: dict[str, Row] = {
+_DISK_FULL: dict[str, Wording] = {
     # older kubelets' eviction message naming the node condition (kubernetes/kubernetes pkg/kubelet/eviction
     # before 1.9), in a pod's status pasted into a log
     "status-message-low-on-resource-diskpressure": (
@@ -186,20 +185,18 @@ _DISK_FULL: dict[str, Row] = {
 }
 
 
-def _rows(rule: RuleId, table: dict[str, Row]) -> list[pytest.ParameterSet]:
-    return [pytest.param(rule, *row, id=name) for name, row in table.items()]
-
-
 @pytest.mark.parametrize(
-    ("rule", "text", "said", "step", "stack"),
-    [
-        *_rows("mpi-comm", _MPI_COMM),
-        *_rows("mpi-abort", _MPI_ABORT),
-        *_rows("rendezvous", _RENDEZVOUS),
-        *_rows("segfault", _SEGFAULT),
-        *_rows("oom", _OOM),
-        *_rows("disk-full", _DISK_FULL),
-    ],
+    WORDING_ARGS,
+    wordings(
+        {
+            "mpi-comm": _MPI_COMM,
+            "mpi-abort": _MPI_ABORT,
+            "rendezvous": _RENDEZVOUS,
+            "segfault": _SEGFAULT,
+            "oom": _OOM,
+            "disk-full": _DISK_FULL,
+        }
+    ),
 )
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str

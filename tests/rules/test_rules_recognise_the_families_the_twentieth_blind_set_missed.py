@@ -14,12 +14,11 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import fires_saying, rules_fired, stays_quiet
+from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, rules_fired, stays_quiet, wordings
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
-Row = tuple[str, str, str, str]
 
-_SEGFAULT: dict[str, Row] = {
+_SEGFAULT: dict[str, Wording] = {
     # glibc's psiginfo on a write to a read-only mapping (glibc signal/psiginfo.c, psiginfo-define.h)
     "psiginfo-invalid-permissions": (
         "Segmentation fault (Invalid permissions for mapped object [0x7f3c2a000000])",
@@ -50,7 +49,7 @@ _SEGFAULT: dict[str, Row] = {
     ),
 }
 
-_DISK_FULL: dict[str, Row] = {
+_DISK_FULL: dict[str, Wording] = {
     # the DataLoader's handler of its worker's SIGBUS, raised in the main process's traceback (pytorch/pytorch
     # torch/csrc/DataLoader.cpp)
     "dataloader-killed-by-bus-error-in-traceback": (
@@ -64,7 +63,7 @@ _DISK_FULL: dict[str, Row] = {
     ),
 }
 
-_GPU_ERROR: dict[str, Row] = {
+_GPU_ERROR: dict[str, Wording] = {
     # nvidia-smi in a container whose node has no driver loaded (NVIDIA's driver README, "nvidia-smi")
     "nvidia-smi-no-driver-in-pod": (
         "+ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
@@ -83,7 +82,7 @@ _GPU_ERROR: dict[str, Row] = {
     ),
 }
 
-_MPI_COMM: dict[str, Row] = {
+_MPI_COMM: dict[str, Wording] = {
     # MPICH's simple PMI client on a broken PMI_FD socket (pmodels/mpich src/pmi/simple/simple_pmiutil.c)
     "pmi-simple-write-line-get-appnum-broken-pipe": (
         "[cli_3]: write_line error; fd=9 buf=:cmd=get_appnum\n:\nsystem msg for write_line failure : Broken pipe",
@@ -103,7 +102,7 @@ _MPI_COMM: dict[str, Row] = {
     ),
 }
 
-_MPI_ABORT: dict[str, Row] = {
+_MPI_ABORT: dict[str, Wording] = {
     # Hydra's banner on a process a CI runner's or the kubelet's SIGTERM ended (pmodels/mpich
     # src/pm/hydra ui/mpich/utils.c)
     "hydra-bad-termination-exit-code-15": (
@@ -117,7 +116,7 @@ _MPI_ABORT: dict[str, Row] = {
     ),
 }
 
-_RENDEZVOUS: dict[str, Row] = {
+_RENDEZVOUS: dict[str, Wording] = {
     # the store created by init_process_group's env:// handler (pytorch/pytorch torch/distributed/rendezvous.py)
     "create-c10d-store-connection-reset": (
         '  File "/opt/conda/lib/python3.11/site-packages/torch/distributed/rendezvous.py", line 189, in '
@@ -137,20 +136,18 @@ _RENDEZVOUS: dict[str, Row] = {
 }
 
 
-def _rows(rule: RuleId, table: dict[str, Row]) -> list[pytest.ParameterSet]:
-    return [pytest.param(rule, *row, id=name) for name, row in table.items()]
-
-
 @pytest.mark.parametrize(
-    ("rule", "text", "said", "step", "stack"),
-    [
-        *_rows("segfault", _SEGFAULT),
-        *_rows("disk-full", _DISK_FULL),
-        *_rows("gpu-error", _GPU_ERROR),
-        *_rows("mpi-comm", _MPI_COMM),
-        *_rows("mpi-abort", _MPI_ABORT),
-        *_rows("rendezvous", _RENDEZVOUS),
-    ],
+    WORDING_ARGS,
+    wordings(
+        {
+            "segfault": _SEGFAULT,
+            "disk-full": _DISK_FULL,
+            "gpu-error": _GPU_ERROR,
+            "mpi-comm": _MPI_COMM,
+            "mpi-abort": _MPI_ABORT,
+            "rendezvous": _RENDEZVOUS,
+        }
+    ),
 )
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str
