@@ -93,8 +93,10 @@ async def test_retry_after_is_honoured(
 
 
 async def test_a_dead_letter_is_redelivered_under_the_same_id(notifying: Notifying) -> None:
-    async with notifying.serving() as (rx, api):
-        rx.script("fixed-later", Reply(400))
+    async with notifying.serving(request_timeout_s=10.0, lease_s=30.0) as (rx, api):
+        # the redelivery is answered 3 s late: it is still pending when it is asked for again (a
+        # receiver answering at once could settle it between the two requests)
+        rx.script("fixed-later", Reply(400), Reply(200, delay_s=3.0))
         sub = await subscribe(api, rx, "fixed-later", event_types=["job.created"])
         await notifying.publish(job("Pending", change="ADDED"))
         (dead,) = await settled_log(api, sub["id"], 1)
