@@ -6,7 +6,9 @@ real NATS."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -116,43 +118,46 @@ class _Trickle:
             self.cond.notify()
 
 
-async def test_lines_printed_while_a_take_lingers_are_read_once_when_it_asks(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(following, "PARK_S", 60.0)  # parked until asked, however slow the box
-    follow = _Trickle()
-    lines = [b"2026-11-26T06:34:01.%09dZ step %d\n" % (i, i) for i in range(6)]
+LINES = [b"2026-11-26T06:34:01.%09dZ step %d\n" % (i, i) for i in range(6)]
+
+
+@contextlib.asynccontextmanager
+async def _first_line_taken(follow: _Trickle) -> AsyncIterator[following._Pump]:
+    """A pump over ``follow`` (its thread parked until asked, however slow the box), the first
+    of :data:`LINES` printed and taken; closed on the way out."""
     with ThreadPoolExecutor(1) as executor:
         pump = following._Pump(follow, executor, 4096)
         try:
-            follow.print(lines[0])
-            assert await asyncio.wait_for(pump.take(), 10.0) == lines[0]
-            assert follow.reads == 1
-            loop = asyncio.get_running_loop()
-            take = asyncio.ensure_future(pump.take(loop.time() + 0.5))
-            for line in lines[1:]:  # while the take lingers and the thread is parked
-                follow.print(line)
-                await asyncio.sleep(0.02)  # time a thread reading would take to read it
-            assert await asyncio.wait_for(take, 10.0) == b"".join(lines[1:])
-            assert follow.reads == 2  # one read for the five lines, when the take asked
+            follow.print(LINES[0])
+            assert await asyncio.wait_for(pump.take(), 10.0) == LINES[0]
+            yield pump
         finally:
             pump.close()
+
+
+async def test_lines_printed_while_a_take_lingers_are_read_once_when_it_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(following, "PARK_S", 60.0)
+    follow = _Trickle()
+    async with _first_line_taken(follow) as pump:
+        assert follow.reads == 1
+        loop = asyncio.get_running_loop()
+        take = asyncio.ensure_future(pump.take(loop.time() + 0.5))
+        for line in LINES[1:]:  # while the take lingers and the thread is parked
+            follow.print(line)
+            await asyncio.sleep(0.02)  # time a thread reading would take to read it
+        assert await asyncio.wait_for(take, 10.0) == b"".join(LINES[1:])
+        assert follow.reads == 2  # one read for the five lines, when the take asked
 
 
 async def test_a_backlog_is_read_on_while_a_take_lingers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(following, "PARK_S", 60.0)  # a parked thread would not read until asked
     follow = _Trickle(whole=False)
-    lines = [b"2026-11-26T06:34:01.%09dZ step %d\n" % (i, i) for i in range(6)]
-    with ThreadPoolExecutor(1) as executor:
-        pump = following._Pump(follow, executor, 4096)
-        try:
-            follow.print(lines[0])
-            assert await asyncio.wait_for(pump.take(), 10.0) == lines[0]
-            loop = asyncio.get_running_loop()
-            take = asyncio.ensure_future(pump.take(loop.time() + 60.0))
-            for n, line in enumerate(lines[1:], start=2):  # each read as it arrives
-                follow.print(line)
-                await until(lambda n=n: follow.reads == n, 10.0)
-            take.cancel()
-        finally:
-            pump.close()
+    async with _first_line_taken(follow) as pump:
+        loop = asyncio.get_running_loop()
+        take = asyncio.ensure_future(pump.take(loop.time() + 60.0))
+        for n, line in enumerate(LINES[1:], start=2):  # each read as it arrives
+            follow.print(line)
+            await until(lambda n=n: follow.reads == n, 10.0)
+        take.cancel()
