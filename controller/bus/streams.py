@@ -267,13 +267,20 @@ async def wait_until_consumed(
 ) -> None:
     """Block until a durable consumer has acknowledged everything in its stream.
 
+    Everything: each message its filter takes that the stream held when the durable was first
+    seen here, and whatever came since. The server signals a consumer of a new message after it
+    has acknowledged the publish, so a consumer asked right after a publish can show nothing
+    pending; the durable's delivered sequence must therefore reach the stream's last message of
+    its filter as well, not only its pending counts fall to zero.
+
     A consumer split into partitions (the rules: durables ``<durable>_p<n>``,
     :meth:`Topology.partition_durable`) has consumed everything when each of its partitions has;
     until the first of them is declared, it has not."""
     deadline = asyncio.get_running_loop().time() + timeout_s
+    targets: dict[str, int] = {}
     while True:
         try:
-            names, waiting = await _waiting(js, stream, durable)
+            names, waiting = await _waiting(js, stream, durable, targets)
         except Exception as exc:
             if not is_unanswered(exc):  # a stream leader being elected: ask again
                 raise
@@ -285,14 +292,35 @@ async def wait_until_consumed(
         await asyncio.sleep(0.05)
 
 
-async def _waiting(js: JetStreamContext, stream: str, durable: str) -> tuple[list[str], str]:
-    """The durables (or partitions) of ``durable``, and what the first with work left still has."""
+async def _waiting(
+    js: JetStreamContext, stream: str, durable: str, targets: dict[str, int]
+) -> tuple[list[str], str]:
+    """The durables (or partitions) of ``durable``, and what the first with work left still has.
+
+    ``targets``: the stream sequence each durable must have delivered, read the first time it is
+    seen (its filter's last message then) and kept across calls."""
     names = await _durables(js, stream, durable)
     for name in names:
         info = await js.consumer_info(stream, name)
-        if info.num_pending or info.num_ack_pending:
-            return names, f"{name} still has {info.num_pending} pending, {info.num_ack_pending} unacked"
+        if name not in targets:
+            targets[name] = await _last_taken(js, stream, info.config.filter_subject)
+        delivered = info.delivered.stream_seq or 0
+        if info.num_pending or info.num_ack_pending or delivered < targets[name]:
+            return names, (
+                f"{name} still has {info.num_pending} pending, {info.num_ack_pending} unacked,"
+                f" delivered up to {delivered} of {targets[name]}"
+            )
     return names, ""
+
+
+async def _last_taken(js: JetStreamContext, stream: str, subject: str | None) -> int:
+    """The stream sequence of the last message on ``subject`` (the whole stream when None), 0 if none."""
+    if not subject:
+        return (await js.stream_info(stream)).state.last_seq
+    try:
+        return (await js.get_last_msg(stream, subject)).seq or 0
+    except NotFoundError:
+        return 0
 
 
 async def _durables(js: JetStreamContext, stream: str, durable: str) -> list[str]:
