@@ -97,6 +97,13 @@ _OWN_STEPS: dict[str, str] = {
     "the module loaded (a kernel updated without it, Secure Boot refusing it); in the pod, check the "
     "NVIDIA device plugin or GPU operator gave it the GPU (nvidia.com/gpu in its limits) and the driver's "
     "libraries.",
+    "rocm-queue-abort": "AMD GPU: rerun with AMD_SERIALIZE_KERNEL=3 and HIP_LAUNCH_BLOCKING=1 so the "
+    "kernel that faulted is the one that reports it; check the build targets the GPU's gfx version "
+    "(rocminfo | grep gfx against the wheel's or PYTORCH_ROCM_ARCH, no HSA_OVERRIDE_GFX_VERSION), and "
+    "dmesg | grep amdgpu on the node for a fault or a reset.",
+    "tpu-core-halted": "TPU: the HLO the error names (its fusion, its computation) is where the core "
+    "stopped; rerun with the program's shapes and dtypes checked on CPU, a newer libtpu / jax / torch_xla, "
+    "and if it recurs on one TPU VM whatever runs, recreate it (gcloud compute tpus tpu-vm).",
     "ascend-core-error": "Ascend NPU: the error's operator and its dump (ASCEND_GLOBAL_LOG_LEVEL=1, "
     "plog under ~/ascend/log) name the kernel; build it for this chip (its SoC version, e.g. Ascend310P "
     "vs 910B) and check its inputs are aligned as the core needs (UB addresses).",
