@@ -112,9 +112,14 @@ _EXPLAINED_ITEM = re.compile(r" [\u2014\u2013] |^\s{0,8}(?:[-*•]|\d{1,2}[.)]) 
 _EXAMPLES = re.compile(
     r"(?:\b(?:[Yy]ou|[Oo]ne) (?:will|would|may|might|can|could|['\u2019]ll) see\b"
     r"|\b[Ff]or (?:example|instance)\b|\be\.g\.|\bsuch as\b|\blike this\b|\blooks? like\b"
-    r"|\b[Ee]xamples?\b|\b[Tt]ypical\b)[^\n]{0,200}:\s{0,4}$"
+    r"|\b[Ee]xamples?\b|\b[Tt]ypical\b|\b(?:the|this) (?:following )?(?:form|format)\b)[^\n]{0,200}:\s{0,4}$"
+    # a document saying where and how a program writes a message, the message's format under it (``On
+    # Linux, XIDs are written to the kernel log as`` then a code block)
+    r"|\b(?:is|are) (?:written|printed|logged|reported|shown|formatted|emitted) (?:to|in|into|on|by) "
+    r"[^\n]{1,120}? as\s{0,4}$"
 )
-"""A sentence that introduces examples: the lines under it are quoted, not printed by the run."""
+"""A sentence that introduces examples or a format: the lines under it are quoted, not printed by the
+run."""
 _TITLE = re.compile(
     r"^\s{0,8}(?:\[[\w/ .-]{1,40}\]:? {1,2})?"
     r"(?:[Hh]ow (?:to|do I|can I) (?:fix|solve|handle|avoid|resolve|debug)\b"
@@ -139,6 +144,10 @@ _WRITTEN = re.compile(
     # source code giving an error's text: a C/C++/Go/Python statement returning or raising a literal, a
     # ``case`` of a switch over error codes (c10d's table of NCCL's error strings, pasted from a diff view)
     r"(?:return|case|throw|raise) [^\n]{0,300}?[;:]\s{0,4}\|?\s{0,4}$"
+    # C/C++ source commented out (``//   if (ne < 0) {``, ``// printf("ibv_poll_cq() failed …");``), and a
+    # print statement giving an error's text as its format (``fprintf(stderr, "… failed: %d\n", ne);``)
+    r"|//\s{0,16}(?:if \(|while \(|for \(|return\b|[A-Za-z_][\w.>-]{0,80}\()"
+    r"|(?:f|s|sn|v|vf)?printf\s{0,2}\((?:\s{0,4}std(?:err|out),)?\s{0,4}\"[^\n]{0,300}?%"
     # a test's description assigned as a shell or Python variable (``test_description='… ENOSPC …'``)
     r"|\w{1,60}_description\s{0,2}=\s{0,2}[\"']"
     # a patch's mail header naming what it changes (``Subject: [PATCH] Provide ETIMEDOUT as …``)
@@ -153,7 +162,8 @@ _WRITTEN = re.compile(
     r"(?:how|the|whether|when)\b"
     r")"
 )
-"""A line written, not printed: source code returning or raising an error's text, a test's description,
+"""A line written, not printed: source code returning, raising or printing an error's text (or commented
+out), a test's description,
 a patch's subject, a setting explained by its name, a class defined and its docstring. A program's output
 is none of these."""
 
@@ -165,7 +175,8 @@ def _named_bare(text: str) -> bool:
 
 
 _REPORTED = re.compile(
-    r"\b(?:gave|gives|threw|throws|raised|raises|printed|prints|showed|shows|got|get|getting) (?:me |us )?"
+    r"\b(?:gave|gives|threw|throws|raised|raises|printed|prints|showed|shows|got|get|getting"
+    r"|fails with|failed with) (?:me |us )?"
     r"(?:an? |the |this )?(?:error|exception)(?: message)?: (?P<quote>\S[^\n]{4,300})$"
     # the report's own label before the line it pastes (``Error info: [pid] signal (11): …``, ``Error
     # message: …``), not after a condition or advice
@@ -173,7 +184,8 @@ _REPORTED = re.compile(
     r"(?P<quote2>\S[^\n]{4,300})$"
 )
 """A person's report of what a program printed, quoting it at the end of the sentence (``… would not
-save the file and gave me an error: [Errno 28] No space left on device``)."""
+save the file and gave me an error: [Errno 28] No space left on device``, ``the controller fails with error:
+`…` ``)."""
 
 
 _REPORTED_NAMED = re.compile(

@@ -5,7 +5,9 @@ and cargo on a child dead of the signal (``segfault``); ROCm's runtime aborting 
 core halted (``gpu-error``); a Vulkan back end refused device memory and PyTorch over its memory fraction
 (``gpu-oom``); Dask's nanny, YARN's NodeManager, containerd's TaskOOM event, the JVM's heap and the C++
 runtime's std::bad_alloc (``oom``); Slurm's step daemon ending a step for a failed task, TACC's ibrun and
-MPICH's PMI client aborting the job (``mpi-abort``).
+MPICH's PMI client aborting the job (``mpi-abort``). Each near-miss names a family's words without reporting
+its failure: a person's question quoting a queue's refusal, a document showing a message's format under the
+sentence that says where it is written, source code printing an error's text or commented out.
 """
 
 from __future__ import annotations
@@ -169,8 +171,33 @@ def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     fires_saying(text, rule, said, step, stack=stack)
 
 
-# a family's words named, not reported
+# a family's words named, not reported: a person's question about a queue's refusal, a format shown in a
+# document, source code printing an error's text or commented out
 _QUIET: dict[str, tuple[str, str]] = {
+    # a person's question quoting Kueue's reason for not admitting a workload
+    "question-quoting-kueue-insufficient-quota": (
+        'Why does my workload show "insufficient quota for nvidia.com/gpu in flavor a100" when I haven\'t used '
+        "the cluster queue yet?",
+        "kubernetes",
+    ),
+    # a document showing the driver's Xid line as the format it is logged in
+    "doc-xid-logged-by-driver-as-code-block": (
+        "Each Xid is logged by the NVIDIA driver in the system log as\n```\n"
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n```",
+        "cuda",
+    ),
+    # the same for the kernel's line on a segfault
+    "doc-kernel-segfault-line-written-to-console-as": (
+        "Kernel oops messages are written to the console as\n```\n[ 4120.331] python3[2210]: segfault at 0 "
+        "ip 00007f2c1a2b3c4d sp 00007ffd0e1f2a30 error 4 in libtorch.so\n```",
+        "other",
+    ),
+    # NCCL's IB transport's warning on a failed completion, commented out in its source (net_ib.cc's WARN)
+    "source-commented-out-ib-completion-warn": (
+        '  // WARN("NET/IB : Got completion with error %d, opcode %d, len %d, vendor err %d", wc.status, '
+        "wc.opcode, wc.byte_len, wc.vendor_err);",
+        "nccl",
+    ),
     # a step cancelled by a person or its time limit: no task failed
     "slurm-step-cancelled-by-time-limit": (
         "slurmstepd: error: *** STEP 88.0 ON cn7 CANCELLED AT 2025-01-02T03:04:05 DUE TO TIME LIMIT ***",
