@@ -5,7 +5,9 @@ and cargo on a child dead of the signal (``segfault``); ROCm's runtime aborting 
 core halted (``gpu-error``); a Vulkan back end refused device memory and PyTorch over its memory fraction
 (``gpu-oom``); Dask's nanny, YARN's NodeManager, containerd's TaskOOM event, the JVM's heap and the C++
 runtime's std::bad_alloc (``oom``); Slurm's step daemon ending a step for a failed task, TACC's ibrun and
-MPICH's PMI client aborting the job (``mpi-abort``). Each near-miss names a family's words without reporting
+MPICH's PMI client aborting the job (``mpi-abort``); torch.distributed.rpc's TensorPipe agent, Julia's
+Distributed and MPICH2's smpd (``mpi-comm``); Horovod's timeout check, Julia's cluster managers and the
+c10d store barrier given up (``rendezvous``); an older kubelet's ``FailedSync`` (``disk-full``). Each near-miss names a family's words without reporting
 its failure: a person's question quoting a queue's refusal, a document showing a message's format under the
 sentence that says where it is written, source code printing an error's text or commented out.
 """
@@ -153,6 +155,70 @@ _MPI_ABORT: dict[str, Wording] = {
 }
 
 
+_MPI_COMM: dict[str, Wording] = {
+    # torch.distributed.rpc's TensorPipe agent reading a request from a peer that went (c10's warning prefix,
+    # torch/csrc/distributed/rpc/tensorpipe_agent.cpp; TensorPipe's libuv transport)
+    "tensorpipe-agent-reading-request-econnreset": (
+        "[W tensorpipe_agent.cpp:726] RPC agent for worker0 encountered error when reading incoming request "
+        "from worker2: ECONNRESET: connection reset by peer (this error originated at "
+        "tensorpipe/transport/uv/connection_impl.cc:132)",
+        "TensorPipe agent",
+        "TP_SOCKET_IFNAME",
+        "pytorch",
+    ),
+    # Julia's Distributed on a worker its peer gave up waiting for (Distributed's cluster.jl, wait_for_conn)
+    "julia-peer-didnt-connect-within-seconds": (
+        "      From worker 3:    peer 2 didn't connect to 3 within 59.99 seconds\n"
+        "      From worker 3:    Stacktrace:\n      From worker 3:      [1] wait_for_conn",
+        "Julia's Distributed",
+        "JULIA_WORKER_TIMEOUT",
+        "other",
+    ),
+    # MPICH2's smpd on Windows having tried every address of another host (its sock layer)
+    "mpich2-smpd-connect-on-sock-other-host": (
+        "C:\\jobs>mpiexec -hosts 2 node01 node02 solver.exe\n"
+        "Connect on sock (host=node02, port=8676) failed, exhaused all end points",
+        "smpd",
+        "smpd -d",
+        "mpich",
+    ),
+}
+
+_RENDEZVOUS: dict[str, Wording] = {
+    # Horovod on Spark: its driver's timeout check, where the traceback lost the message under it
+    # (horovod/spark/runner.py, horovod/runner/common/util/timeout.py)
+    "horovod-spark-check-time-out-frame": (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/conda/lib/python3.8/site-packages/horovod/runner/common/service/driver_service.py", '
+        "line 166, in wait_for_initial_registration\n"
+        "    timeout.check_time_out_for('Spark tasks to start')",
+        "Spark tasks to start",
+        "--start-timeout",
+        "horovod",
+    ),
+    # Julia's addprocs reading a worker's address that never came (Distributed's managers.jl)
+    "julia-addprocs-timed-out-reading-host-port": (
+        "ERROR: LoadError: TaskFailedException\n"
+        "    nested task error: Timed out waiting to read host:port string from worker.",
+        "Julia workers",
+        "JULIA_WORKER_TIMEOUT",
+        "other",
+    ),
+    # the store barrier's progress line in its later wording, then init_process_group raising from the
+    # launcher's script
+    "store-barrier-waiting-then-init-process-group-raised": (
+        "Waiting in store based barrier to initialize process group for rank: 3, key: store_based_barrier_key:1 "
+        "(world_size=8, num_workers_joined=5, timeout=0:30:00)\n"
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/main.py", line 41, in setup\n'
+        '    torch.distributed.init_process_group(backend="nccl", init_method="env://")',
+        "store barrier",
+        "MASTER_ADDR",
+        "pytorch",
+    ),
+}
+
+
 @pytest.mark.parametrize(
     WORDING_ARGS,
     wordings(
@@ -162,6 +228,8 @@ _MPI_ABORT: dict[str, Wording] = {
             "gpu-oom": _GPU_OOM,
             "oom": _OOM,
             "mpi-abort": _MPI_ABORT,
+            "mpi-comm": _MPI_COMM,
+            "rendezvous": _RENDEZVOUS,
         }
     ),
 )
@@ -171,7 +239,20 @@ def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     fires_saying(text, rule, said, step, stack=stack)
 
 
-# a family's words named, not reported: a person's question about a queue's refusal, a format shown in a
+def test_the_kubelets_older_failed_sync_on_a_full_disk_is_its_own() -> None:
+    """An older kubelet's ``FailedSync`` on an image it could not pull onto a full disk, listed with its reason
+    as a column (the watcher's event without a reason): the kubelet could not pull the image."""
+    text = (
+        "  3m  3m  1  {kubelet node-3}  Warning  FailedSync  Error syncing pod, skipping: failed to "
+        '"StartContainer" for "trainer" with ErrImagePull: "write /var/lib/docker/tmp/GetImageBlob1: no space '
+        'left on device"'
+    )
+    fires_saying(
+        text, "disk-full", "pull or start a container's image", "", stack="kubernetes", where="event"
+    )
+
+
+# a family's words named, not reported: the store barrier's progress with no raise after it, a person's question about a queue's refusal, a format shown in a
 # document, source code printing an error's text or commented out
 _QUIET: dict[str, tuple[str, str]] = {
     # a person's question quoting Kueue's reason for not admitting a workload
@@ -197,6 +278,16 @@ _QUIET: dict[str, tuple[str, str]] = {
         '  // WARN("NET/IB : Got completion with error %d, opcode %d, len %d, vendor err %d", wc.status, '
         "wc.opcode, wc.byte_len, wc.vendor_err);",
         "nccl",
+    ),
+    # the store barrier still waiting, then completing: the ranks met
+    "store-barrier-waiting-then-completed": (
+        "Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
+        "(world_size=2, worker_count=1, timeout=0:30:00)\n"
+        "Rank 0: Completed store-based barrier for key:store_based_barrier_key:1 with 2 nodes.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/main.py", line 12, in <module>\n'
+        '    torch.distributed.init_process_group(backend="gloo")',
+        "pytorch",
     ),
     # a step cancelled by a person or its time limit: no task failed
     "slurm-step-cancelled-by-time-limit": (
