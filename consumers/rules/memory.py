@@ -394,7 +394,10 @@ _KILLER_STEPS: dict[str, tuple[str, ...]] = {
 def _detail(state: RunState, kill: OomKill) -> str:
     victim = f"{kill.killer} killed {kill.victim}" if kill.victim else None
     if kill.where == "scheduler":
-        return f" — {kill.victim} killed the job for using more memory than it was granted"
+        killed = (
+            "a container (a Spark executor or a task)" if kill.victim == _SCHEDULERS["yarn"] else "the job"
+        )
+        return f" — {kill.victim} killed {killed} for using more memory than it was granted"
     if kill.where == "runtime":
         return f" — {kill.victim}"
     if kill.where == "node":

@@ -1032,7 +1032,7 @@ FAILURE``)."""
 _IBRUN_EXIT = re.compile(r"\bTACC: {1,2}MPI job exited with code: (?P<code>[1-9]\d{0,2})\b")
 """TACC's ibrun (the MPI launcher of its clusters, over MVAPICH's or Intel MPI's) on the job it started that
 ended non-zero (``TACC: MPI job exited with code: 1``)."""
-_PMI_ABORT = re.compile(r"^\s{0,8}In: PMI_Abort\((?P<code>-?\d{1,10}), (?P<detail>[^\n]{1,200}?)\s{0,4}$")
+_PMI_ABORT = re.compile(r"^\s{0,8}In: PMI_Abort\(-?\d{1,10}, (?P<detail>[^\n]{1,200}?)\s{0,4}$")
 """MPICH's (MPICH2's) simple PMI client on the abort it passes to the process manager, with the error that
 caused it (``In: PMI_Abort(1, Fatal error in PMPI_Comm_rank: Invalid communicator, error stack:``)."""
 _LIGHTNING_CHILD = re.compile(
@@ -1292,7 +1292,8 @@ def _step_failure(line: str) -> RankFailure | None:
     if (match := _PMI_ABORT.match(line)) is not None:
         why = match["detail"].removesuffix(", error stack:").rstrip(", ")
         detail = f"MPICH's PMI client aborted the job: {why}"
-        return RankFailure(None, "aborted", int(match["code"]), None, None, (line,), None, "MPICH", detail)
+        # its first argument is MPICH's error code for the failure, not a process's exit status
+        return RankFailure(None, "aborted", None, None, None, (line,), None, "MPICH", detail)
     return None
 
 
