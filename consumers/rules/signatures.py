@@ -791,7 +791,9 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "ROCm",
         "the GPU raised a hardware exception (ROCm's runtime: a GPU hang, a kernel that never finished, or a "
         "device fault)",
-        re.compile(r"HW Exception by GPU node-\d{1,4}\b"),
+        # and the queue's callback aborting on HSA's status for it (``Callback: Queue 0x… aborting with
+        # error : HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception.``)
+        re.compile(r"HW Exception by GPU node-\d{1,4}\b|\bHSA_STATUS_ERROR_EXCEPTION\b"),
     ),
     Signature(
         "rocm-memory-fault",
@@ -823,6 +825,63 @@ GPU_ERRORS: tuple[Signature, ...] = (
             r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure"
             r"|\bErrorLaunchFailed\b"
         ),
+    ),
+    # the rest of CUDA's catalog of a kernel that failed on the device (cudaGetErrorString's texts in the
+    # runtime, cuGetErrorName's CUresult names in the driver, and HIP's hipError names after them): the
+    # kernel's call stack failing, a jump to an invalid address, a kernel the watchdog ended
+    Signature(
+        "hardware-stack",
+        "CUDA",
+        "a GPU kernel's call stack failed (hardware stack error: deep recursion or large local arrays "
+        "overflowing it, or a kernel that corrupted it)",
+        re.compile(
+            r"hardware stack error|CUDA_ERROR_HARDWARE_STACK_ERROR|\b(?:cuda|hip)ErrorHardwareStackError\b"
+        ),
+    ),
+    Signature(
+        "invalid-pc",
+        "CUDA",
+        "a GPU kernel jumped to an invalid program counter (a corrupted kernel image or a bug in a kernel)",
+        re.compile(r"invalid program counter|CUDA_ERROR_INVALID_PC\b|\b(?:cuda|hip)ErrorInvalidPc\b"),
+    ),
+    Signature(
+        "launch-timeout",
+        "CUDA",
+        "a GPU kernel ran longer than the driver's watchdog allows and was terminated (a hung or runaway "
+        "kernel)",
+        re.compile(
+            r"the launch timed out and was terminated|CUDA_ERROR_LAUNCH_TIMEOUT\b"
+            r"|\b(?:cudaErrorLaunchTimeout|hipErrorLaunchTimeOut)\b"
+        ),
+    ),
+    # the devices the runtime found (or failed to): none visible to the process (cudaErrorNoDevice,
+    # hipErrorNoDevice), or all of them held by another process or failed (cudaErrorDevicesUnavailable)
+    Signature(
+        "no-device",
+        "CUDA",
+        "the process saw no usable GPU (no CUDA-capable device): the device plugin gave the container none, "
+        "CUDA_VISIBLE_DEVICES hides them, or the driver lost the GPU",
+        re.compile(
+            r"no CUDA-capable device is detected|CUDA_ERROR_NO_DEVICE\b|\bcudaErrorNoDevice\b"
+            r"|no ROCm-capable device is detected|\bhipErrorNoDevice\b"
+        ),
+    ),
+    Signature(
+        "devices-unavailable",
+        "CUDA",
+        "the GPU was busy or unavailable: another process holds it in exclusive-process compute mode, or the "
+        "driver has it in a failed state",
+        re.compile(
+            r"CUDA-capable device\(s\) is/are busy or unavailable|CUDA_ERROR_DEVICE_UNAVAILABLE\b"
+            r"|\bcudaErrorDevicesUnavailable\b"
+        ),
+    ),
+    Signature(
+        "cuda-unknown",
+        "CUDA",
+        "the CUDA driver returned an unknown error (cudaErrorUnknown), as a rule a fault of the GPU or its "
+        "driver rather than of the program",
+        re.compile(r"\bCUDA error: unknown error\b|\bCUDA_ERROR_UNKNOWN\b|\bcudaErrorUnknown\b"),
     ),
     # the amdgpu kernel driver on a GPU's memory hub taking a page fault for a process (``amdgpu
     # 0000:03:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:3 pasid:32769, …``, ``[mmhub]
@@ -903,7 +962,14 @@ def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         and not is_hint(hit.line)
         and not handled(lines, hit.index)
         and not (hit.name == "xid" and _NONFATAL.search(hit.line))
+        and not (hit.name in _DEVICE_FOUND and _WARNED.search(hit.line))
     )
+
+
+_DEVICE_FOUND = frozenset({"no-device", "devices-unavailable", "cuda-unknown"})
+_WARNED = re.compile(r"\bUserWarning\b|CUDA initialization: ")
+"""A framework's warning on the devices it found (torch's ``UserWarning: CUDA initialization: … Error 100: no
+CUDA-capable device is detected``): the program goes on without the GPU, so it is no failure of one."""
 
 
 _NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
