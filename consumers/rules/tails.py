@@ -481,14 +481,8 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         MPS_OOM,
         re.compile(r"\bMPS backend out of memory \(MPS allocated: \d"),
     ),
-    (
-        "CUDA out of memory",
-        re.compile(
-            r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory"
-            r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
-        ),
-    ),
-    (  # ROCm's wordings: PyTorch's, HIP's error name, and HIP's driver status as TensorFlow's and XLA's
+    (  # ROCm's wordings, before CUDA's (PyTorch on ROCm raises torch.OutOfMemoryError too, ``HIP out of
+        # memory`` after it): PyTorch's, HIP's error name, and HIP's driver status as TensorFlow's and XLA's
         # stream executor relay it (``failed to allocate 1.2G (… bytes) from device: HIP_ERROR_OutOfMemory``)
         "GPU out of memory (ROCm: HIP out of memory)",
         # HIP's status by number where a stream executor prints it (``hipError_t(1002)``,
