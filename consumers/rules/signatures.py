@@ -628,6 +628,19 @@ CRASHES: tuple[Signature, ...] = (
             r"(?:11: SIGSEGV|(?:7|10): SIG(?P<kind>BUS))\)"
         ),
     ),
+    # Rust's report of a child that a signal ended (std's ExitStatus: ``signal: 11 (SIGSEGV) (core dumped)``),
+    # and Cargo's around it for the program it ran (``process didn't exit successfully: `target/…` (signal:
+    # 11, SIGSEGV: invalid memory reference)``)
+    Signature(
+        "rust-exit",
+        "",
+        "",
+        re.compile(
+            r"process didn't exit successfully: `[^`\n]{1,300}` \(signal: "
+            r"(?:11, SIGSEGV|7, SIG(?P<kind>BUS)): "
+            r"|\bsignal: (?:11 \(SIGSEGV\)|7 \(SIG(?P<kind2>BUS)\)) \(core dumped\)"
+        ),
+    ),
     # the usual hand-written handler of a native module (``fprintf(stderr, "Error: signal %d:\n", sig)``
     # then glibc's backtrace_symbols_fd, whose frames follow): the line alone, as the handler writes it
     Signature(
