@@ -1054,7 +1054,17 @@ DISKS: tuple[Signature, ...] = (
             r"\d{1,20} bytes, but (?:only found|freed) \d{1,20} bytes"
         ),
     ),
-    Signature("edquot", "", "disk quota exceeded", re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT")),
+    # strerror(EDQUOT) in each C library's and runtime's words: glibc's ``Disk quota exceeded``, Go's syscall
+    # table in lower case, Rust's io::ErrorKind name, musl's ``Quota exceeded`` after the file it names
+    Signature(
+        "edquot",
+        "",
+        "disk quota exceeded",
+        re.compile(
+            r"[Dd]isk quota exceeded|\[Errno 122\]|EDQUOT|\bFilesystemQuotaExceeded\b"
+            r"|/[^\s:]{1,300}'?: Quota exceeded\s{0,4}$"
+        ),
+    ),
     # Ray's object store spilling to a disk its raylet reports full: the raylet's file-system monitor
     # (``file_system_monitor.cc:105: /tmp/ray/session_… is over 95% full, available space: …``), a failure
     # only where a spill then broke (:data:`_RAY_SPILLING` after it), and Ray's own error for an object it
