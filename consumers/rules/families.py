@@ -513,6 +513,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # a library's transport layer that would not start at all (Sandia OpenSHMEM's ``Transport init
             # failed (-38)``, NVSHMEM's ``Unable to initialize any transports``)
             r"|[Tt]ransport init failed\b|[Uu]nable to initiali[sz]e any transports?\b"
+            # NCCL's bootstrap finding no network interface to use (``Bootstrap : no socket interface found``,
+            # bootstrap.cc; NCCL_SOCKET_IFNAME naming none the pod has)
+            r"|[Nn]o socket interface found\b"
         ),
     ),
     (
@@ -556,6 +559,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # HCCL's (``Getting socket times out``, ``wait socket establish timeout``, ``task timeout
             # occurred``) and UCX's (``transport error: Endpoint timeout``)
             r"|[Tt]imes out\b|\b(?:establish|task|[Ee]ndpoint) timeout\b|[Uu]nhandled timeout\b"
+            # Open MPI's openib help text on the InfiniBand retry count (help-mpi-btl-openib.txt)
+            r"|[Rr]etry count between two MPI processes has been\s{1,4}exceeded"
         ),
     ),
     (
@@ -598,6 +603,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # detecting one of its daemons failed (ORCM's ``has detected failure of an orcm daemon``)
             r"|\binvalid connection state \(\d{1,2}\)"
             r"|[Hh]as detected (?:the )?failure of an? (?:\w{1,10} )?daemon\b"
+            # NCCL's proxy service thread closing a peer's connection on an operation that failed (``[Service
+            # thread] Error encountered progressing operation=Connect, res=3, closing connection``, proxy.cc),
+            # and its IB transport's port going down under it (``Got async event : port error``, net_ib.cc)
+            r"|[Ee]rror encountered progressing operation=\w{1,30}"
+            r"|[Gg]ot async event ?: (?:port error|local catastrophic error|device fatal)"
         ),
     ),
     (
@@ -1201,6 +1211,11 @@ _OOB_LOST = (
 )
 
 
+_NO_INTERFACE = re.compile(r"[Nn]o socket interface found")
+_PORT_DOWN = re.compile(r"[Gg]ot async event ?: (?:port error|local catastrophic error|device fatal)")
+_PROXY_CLOSED = re.compile(r"[Ee]rror encountered progressing operation=")
+
+
 def words(library: Library, verb: Verb, text: str) -> str:
     """What ``library`` saying ``verb`` means, in plain words."""
     specific = _SPECIFIC.get((library.key, verb))
@@ -1217,6 +1232,21 @@ def words(library: Library, verb: Verb, text: str) -> str:
             "the ranks' MPI runtime could not initialise its process-manager wiring (PMIx: the library "
             "srun's mpi/pmix plugin or Open MPI loads, or its security plugin such as munge, missing or "
             "refused), so they never connected"
+        )
+    if library.key == "nccl" and verb == "resource" and _NO_INTERFACE.search(text):
+        return (
+            "NCCL's bootstrap found no network interface to use: NCCL_SOCKET_IFNAME (or its default) names "
+            "none the pod has"
+        )
+    if library.key == "nccl" and verb == "lost" and _PORT_DOWN.search(text):
+        return (
+            "an InfiniBand port went down under NCCL (its HCA reported a port error): the link to the peers "
+            "broke"
+        )
+    if library.key == "nccl" and verb == "lost" and _PROXY_CLOSED.search(text):
+        return (
+            "NCCL's proxy service thread closed a peer's connection after an operation on it failed (the "
+            "peer died, or its network path broke)"
         )
     if verb == "lost" and library.key == "ompi" and _OOB.search(text):
         return _OOB_LOST

@@ -354,7 +354,7 @@ def _transport_remediation(hit: Hit) -> tuple[str, ...]:
         return _PEER_STEPS
     if hit.name in (
         "nccl-ib", "nccl-ibv", "ucx-retry", "ib-completion", "openib-cq", "ibv-wc", "ucx-diag", "ucx-error",
-        "ompi-ucx", "ibv-create-qp",
+        "ompi-ucx", "ibv-create-qp", "verbs-retry",
     ):  # fmt: skip
         return _FABRIC_STEPS
     if hit.name in ("nccl-ofi", "libfabric-cq"):
@@ -515,6 +515,14 @@ _OWN_TRANSPORT_STEPS: dict[str, tuple[str, ...]] = {
         "status shows what arrived).",
         "Look for code that sizes a buffer from rank-local data (a partition, a split communicator), and run "
         "with MPICH's MPIR_CVAR_ERROR_CHECKING or Open MPI's --mca mpi_param_check 1 to name the call.",
+    ),
+    "mpi-proc-failed": (
+        "A process of the communicator failed first: the rank the error names (or the first rank whose own "
+        "output stops) died or lost its node; its log, and kubectl -n {namespace} describe pod on its worker "
+        "(Last State, OOMKilled, the node's Events), say why.",
+        "A program built for fault tolerance (ULFM: MPIX_Comm_shrink, MPIX_Comm_agree) must set an error "
+        "handler other than MPI_ERRORS_ARE_FATAL on the communicator to recover; otherwise resubmit from the "
+        "last checkpoint once the cause is fixed.",
     ),
     "pmi-simple": (
         "Start every rank with the mpiexec of the MPI the program was built with (mpichversion / "

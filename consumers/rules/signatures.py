@@ -142,6 +142,18 @@ TRANSPORTS: tuple[Signature, ...] = (
         "the libfabric / EFA network plugin failed",
         re.compile(r"NCCL WARN NET/OFI (?P<detail>.{1,200})"),
     ),
+    # the same status (ibv_wc_status_str()'s words) in libfabric's verbs provider's log line
+    # (``libfabric:pid:time::verbs:cq:vrb_poll_cq():NN<warn> Work completion status: transport retry counter
+    # exceeded (12)``, prov/verbs/src/verbs_cq.c): libfabric's, not UCX's
+    Signature(
+        "verbs-retry",
+        "libfabric's verbs provider (InfiniBand / RoCE)",
+        "InfiniBand transport retries ran out: the peer or the link stopped answering",
+        re.compile(
+            r"libfabric:\d{1,10}:\d{1,20}:[\w-]{0,40}:verbs:[^\n]{0,300}?"
+            r"[Tt]ransport retry (?:count(?:er)? )?exceeded"
+        ),
+    ),
     Signature(
         "ucx-retry",
         "UCX over InfiniBand / RoCE",
@@ -247,6 +259,19 @@ TRANSPORTS: tuple[Signature, ...] = (
             r"\*\*\* MPI_ERR_TRUNCATE: message truncated"
             r"|\bMessage from rank \d{1,7} and tag -?\d{1,10} truncated; \d{1,20} bytes received "
             r"but buffer size is"
+        ),
+    ),
+    # a process of the communicator failed (the MPI 4.x fault tolerance's error classes, ULFM's): Open MPI's
+    # fatal handler ``*** MPI_ERR_PROC_FAILED: Process Failure`` (ompi/errhandler/errcode.c), the
+    # communicator revoked after it, MPICH's ``MPIX_ERR_PROC_FAILED`` (src/mpi/errhan/errnames.txt)
+    Signature(
+        "mpi-proc-failed",
+        "MPI (a process of the communicator failed)",
+        "a process of the communicator failed (MPI_ERR_PROC_FAILED, or MPI_ERR_REVOKED on the communicator "
+        "revoked after it): a rank died or its node became unreachable, and the others' calls with it failed",
+        re.compile(
+            r"\*\*\* MPI_ERR_(?:PROC_FAILED(?:_PENDING)?|REVOKED): "
+            r"|\bMPIX_ERR_(?:PROC_FAILED(?:_PENDING)?|REVOKED)\b"
         ),
     ),
     # MPICH's simple PMI client (src/pmi/simple/simple_pmiutil.c), a rank unable to talk to its process

@@ -492,6 +492,13 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|failed to allocate [^\n]{1,80} from device: hipError_t\((?:1002|2)\)"
         ),
     ),
+    (
+        "CUDA out of memory",
+        re.compile(
+            r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory"
+            r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
+        ),
+    ),
     (  # ROCm's common runtime (ROCclr, under HIP and OpenCL) with AMD_LOG_LEVEL set: its device memory
         # allocation failing (``Video memory allocation failed!`` in memory.cpp, hip_memory.cpp's ``Allocation
         # failed : Device memory : required :N | free :M | total :T``)
@@ -886,7 +893,7 @@ _ERROR_CLASS = re.compile(r"\*\*\* (?P<error>MPI_ERR_[A-Z_]{1,30}: [^\n]{1,120}?
 MPI_Comm_rank`` / ``*** reported by process [jobid,rank]`` / ``*** MPI_ERR_COMM: invalid communicator``)
 and ``MPI_ERRORS_ARE_FATAL`` aborts the communicator's processes: the rank's own call failed, no peer or
 transport said why first."""
-_COMMUNICATION_CLASS = re.compile(r"\*\*\* MPI_ERR_TRUNCATE: ")
+_COMMUNICATION_CLASS = re.compile(r"\*\*\* MPI_ERR_(?:TRUNCATE|PROC_FAILED(?:_PENDING)?|REVOKED): ")
 """An error class that reports a message between ranks failing (longer than the buffer posted for it), not
 the rank's own misuse of a call: the fatal handler's abort after it is the communication's consequence."""
 _SIGNALED_OMPI = re.compile(
