@@ -586,9 +586,24 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"CUBLAS_STATUS_ALLOC_FAILED"),
     ),
     ("GPU out of memory (cuDNN could not allocate its workspace)", re.compile(r"CUDNN_STATUS_ALLOC_FAILED")),
+    # the other CUDA math libraries' status for the same (cufft.h's CUFFT_ALLOC_FAILED, cusolver_common.h's
+    # and cusparse.h's *_STATUS_ALLOC_FAILED), and ROCm's MIOpen (miopen.h's miopenStatusAllocFailed)
+    (
+        "GPU out of memory (a CUDA math library, cuFFT / cuSOLVER / cuSPARSE, could not allocate its "
+        "workspace)",
+        re.compile(
+            r"\bCUFFT_ALLOC_FAILED\b|\bCUSOLVER_STATUS_ALLOC_FAILED\b|\bCUSPARSE_STATUS_ALLOC_FAILED\b"
+        ),
+    ),
+    (
+        "GPU out of memory (MIOpen could not allocate its workspace)",
+        re.compile(r"\bmiopenStatusAllocFailed\b"),
+    ),
+    # NCCL's CUDACHECK in its WARN line, or in the ``Last error:`` PyTorch relays under ncclUnhandledCudaError
+    # (``Last error:`` then ``Cuda failure 'out of memory'``, NCCL src/include/checks.h)
     (
         "GPU out of memory (NCCL could not allocate its buffers)",
-        re.compile(r"NCCL WARN Cuda failure 'out of memory'"),
+        re.compile(r"NCCL WARN Cuda failure 'out of memory'|^Cuda failure 'out of memory'"),
     ),
     (  # MindSpore's dynamic memory pool on its device (Ascend NPU or GPU): the request over the pool's
         # total (``… and plus alloc size : N is more than total mem size : M.``), its ``Out of Memory!!!``
