@@ -666,6 +666,14 @@ CRASHES: tuple[Signature, ...] = (
             r"|\bsignal: (?:11 \(SIGSEGV\)|7 \(SIG(?P<kind2>BUS)\)) \(core dumped\)"
         ),
     ),
+    # zsh's report of a job a signal ended, in its own lower-case words (``zsh: segmentation fault (core
+    # dumped)  python train.py``, ``zsh: bus error  ./solver``; Src/signames2.awk, jobs.c)
+    Signature(
+        "zsh",
+        "",
+        "",
+        re.compile(r"^zsh: (?:segmentation fault|(?P<kind>bus error))(?: \(core dumped\))? {1,4}\S"),
+    ),
     # the usual hand-written handler of a native module (``fprintf(stderr, "Error: signal %d:\n", sig)``
     # then glibc's backtrace_symbols_fd, whose frames follow): the line alone, as the handler writes it
     Signature(
