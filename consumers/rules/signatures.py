@@ -1289,6 +1289,18 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"|forrtl: severe \(41\): insufficient virtual memory"
         ),
     ),
+    # the Go runtime unable to get memory from the OS for its heap (``fatal error: runtime: out of memory``,
+    # src/runtime/malloc.go's throw; ``runtime: out of memory: cannot allocate N-byte block (M in use)``
+    # before it): the container's memory limit or the node's memory was reached
+    Signature(
+        "go-runtime",
+        "the Go runtime",
+        "the Go runtime could not get memory for its heap (runtime: out of memory): the container's or the "
+        "node's memory was used up",
+        re.compile(
+            r"^fatal error: runtime: out of memory\s{0,4}$|runtime: out of memory: cannot allocate \d"
+        ),
+    ),
     # c10's CPU allocator refused its memory (``DefaultCPUAllocator: can't allocate memory: you tried to
     # allocate
     # N bytes. Error code 12 (Cannot allocate memory)`` from posix_memalign on Linux; ``not enough memory`` on
