@@ -524,6 +524,13 @@ _OWN_TRANSPORT_STEPS: dict[str, tuple[str, ...]] = {
         "handler other than MPI_ERRORS_ARE_FATAL on the communicator to recover; otherwise resubmit from the "
         "last checkpoint once the cause is fixed.",
     ),
+    "nccl-truncate": (
+        "Every rank must call the same collectives in the same order with the same tensor sizes and dtypes: "
+        "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL (it checks each collective's shapes across ranks) and "
+        "NCCL_DEBUG=INFO to name the operation.",
+        "Look for code that sizes a tensor from rank-local data (an uneven last batch, a variable-length "
+        "sequence) before an all_reduce / all_gather, or a send / recv pair whose sizes differ.",
+    ),
     "pmi-simple": (
         "Start every rank with the mpiexec of the MPI the program was built with (mpichversion / "
         "mpiexec --version): a PMI-1 client under another process manager, or run without one, cannot write "

@@ -274,6 +274,16 @@ TRANSPORTS: tuple[Signature, ...] = (
             r"|\bMPIX_ERR_(?:PROC_FAILED(?:_PENDING)?|REVOKED)\b"
         ),
     ),
+    # NCCL receiving a message of another size than the one it posted (``NCCL WARN Message truncated :
+    # received 1024 bytes instead of 256``, src/transport/net.cc, src/proxy.cc): the ranks disagree on a
+    # collective
+    Signature(
+        "nccl-truncate",
+        "NCCL",
+        "a rank received a message of another size than it expected (NCCL's Message truncated): the ranks "
+        "disagree on the size, count or type of a collective or a send / recv",
+        re.compile(r"NCCL WARN Message truncated : received \d{1,20} bytes instead of \d"),
+    ),
     # MPICH's simple PMI client (src/pmi/simple/simple_pmiutil.c), a rank unable to talk to its process
     # manager over the PMI_FD socket Hydra (or another PMI-1 server) handed it: ``[cli_3]: write_line
     # error; fd=9 buf=:cmd=get_appnum`` with its ``system msg for write_line failure : …``, ``Unable to
