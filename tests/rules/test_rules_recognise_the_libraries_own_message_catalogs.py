@@ -3,8 +3,8 @@
 Each table is one library's catalog: the message as the library formats it (its log prefix, its error's
 name and its text), from the library's source file named above the table, and the rule its failure
 belongs to: CUDA's runtime and driver errors (memory exhaustion ``gpu-oom``, device faults ``gpu-error``),
-HIP's and ROCr's, NCCL's WARN lines and results, RCCL's, Open MPI's error classes and help texts, MPICH's
-error stack and Hydra's, UCX's status strings, libfabric's, PMIx's, Gloo's, torch.distributed's, Horovod's,
+the CUDA math libraries' allocation failures, HIP's, ROCr's and MIOpen's, NCCL's WARN lines and results,
+RCCL's, Open MPI's error classes and help texts, MPICH's error stack, Hydra's, MVAPICH's, UCX's status strings, libfabric's, PMIx's, Gloo's, torch.distributed's, Horovod's,
 the kernel's OOM killer across versions, the C library's signal words as shells and runtimes print them,
 each C library's and runtime's ENOSPC / EDQUOT, and the Kubernetes Events for evictions, OOM kills, quotas
 and LimitRanges. A row's sentence and remediation are its library's (what the finding says, a step it
@@ -284,6 +284,75 @@ _CUDA_DRIVER: dict[str, tuple[RuleId, Wording]] = {
     ),
 }
 
+# the CUDA math libraries' status names for an allocation that failed: cuFFT include/cufft.h (cufftResult),
+# cuSOLVER cusolver_common.h, cuSPARSE cusparse.h, cuBLAS cublas_api.h, cuDNN cudnn.h (cudnnStatus_t), as
+# PyTorch raises them (aten/src/ATen/cuda/Exceptions.h); NCCL src/include/checks.h (CUDACHECK's Cuda
+# failure) under ncclUnhandledCudaError
+_CUDA_LIBRARIES: dict[str, tuple[RuleId, Wording]] = {
+    "cufft-alloc-failed": (
+        "gpu-oom",
+        (
+            "RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED",
+            "GPU out of memory (a CUDA math library, cuFFT / cuSOLVER /",
+            "Lower the per-GPU batch size, or use gradient",
+            "pytorch",
+        ),
+    ),
+    "cusolver-alloc-failed": (
+        "gpu-oom",
+        (
+            (
+                "RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling "
+                "`cusolverDnCreate(handle)`"
+            ),
+            "GPU out of memory (a CUDA math library, cuFFT / cuSOLVER /",
+            "Lower the per-GPU batch size, or use gradient",
+            "pytorch",
+        ),
+    ),
+    "cusparse-alloc-failed": (
+        "gpu-oom",
+        (
+            "RuntimeError: CUDA error: CUSPARSE_STATUS_ALLOC_FAILED when calling `cusparseCreate(handle)`",
+            "GPU out of memory (a CUDA math library, cuFFT / cuSOLVER /",
+            "Lower the per-GPU batch size, or use gradient",
+            "pytorch",
+        ),
+    ),
+    "cublas-alloc-failed": (
+        "gpu-oom",
+        (
+            "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+            "GPU out of memory (cuBLAS could not allocate its workspace)",
+            "Lower the per-GPU batch size, or use gradient",
+            "pytorch",
+        ),
+    ),
+    "cudnn-alloc-failed": (
+        "gpu-oom",
+        (
+            "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+            "GPU out of memory (cuDNN could not allocate its workspace)",
+            "Lower the per-GPU batch size, or use gradient",
+            "pytorch",
+        ),
+    ),
+    "nccl-unhandled-cuda-oom": (
+        "gpu-oom",
+        (
+            (
+                "torch.distributed.DistBackendError: NCCL error in: "
+                "../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error (run "
+                "with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\nncclUnhandledCudaError: "
+                "Call to CUDA function failed.\nLast error:\nCuda failure 'out of memory'"
+            ),
+            "GPU out of memory (NCCL could not allocate its buffers)",
+            "Lower the per-GPU batch size, or use gradient",
+            "pytorch",
+        ),
+    ),
+}
+
 # HIP include/hip/hip_runtime_api.h (hipError_t, hipGetErrorString) as PyTorch raises it; ROCclr
 # device/rocm/rocdevice.cpp (a queue's error callback); ROCr runtime/hsa-runtime/core/runtime/runtime.cpp
 # (its memory access fault) and inc/hsa.h (hsa_status_t)
@@ -360,6 +429,33 @@ _HIP: dict[str, tuple[RuleId, Wording]] = {
             "a GPU kernel accessed memory it does not own (ROCm's memory",
             "Rerun with CUDA_LAUNCH_BLOCKING=1 so the error",
             "other",
+        ),
+    ),
+    "hip-illegal-address-name": (
+        "gpu-error",
+        (
+            "HIP error: hipErrorIllegalAddress (an illegal memory access was encountered) at kernel.hip:55",
+            "illegal memory access: a GPU kernel read or wrote memory it",
+            "Rerun with CUDA_LAUNCH_BLOCKING=1 so the error",
+            "other",
+        ),
+    ),
+    "hip-launch-failure": (
+        "gpu-error",
+        (
+            "RuntimeError: HIP error: unspecified launch failure",
+            "a GPU kernel crashed (unspecified launch failure)",
+            "Rerun with CUDA_LAUNCH_BLOCKING=1 so the error",
+            "pytorch",
+        ),
+    ),
+    "miopen-alloc-failed": (
+        "gpu-oom",
+        (
+            "MIOpen(HIP): Error [Allocate] miopenStatusAllocFailed\nRuntimeError: miopenStatusAllocFailed",
+            "GPU out of memory (MIOpen could not allocate its workspace)",
+            "Lower the per-GPU batch size, or use gradient",
+            "pytorch",
         ),
     ),
 }
@@ -503,6 +599,81 @@ _NCCL: dict[str, tuple[RuleId, Wording]] = {
         (
             "gpu-node-1:4711:4801 [0] NCCL WARN NET/IB : mlx5_1:1 Got async event : port error",
             "an InfiniBand port went down under NCCL (its HCA reported a",
+            "NCCL: set NCCL_DEBUG=INFO and",
+            "pytorch",
+        ),
+    ),
+    "warn-proxy-failed-execute": (
+        "mpi-comm",
+        (
+            (
+                "gpu-node-1:4711:4799 [3] NCCL WARN [Proxy Service 3] Failed to execute "
+                "operation Connect from rank 3, retcode 3"
+            ),
+            "NCCL's proxy service thread closed a peer's connection",
+            "NCCL: set NCCL_DEBUG=INFO and",
+            "pytorch",
+        ),
+    ),
+    "warn-ibv-create-qp": (
+        "mpi-comm",
+        (
+            (
+                "gpu-node-1:4711:4799 [3] NCCL WARN Call to ibv_create_qp failed with error "
+                "Cannot allocate memory"
+            ),
+            "ibv_create_qp",
+            "Check the InfiniBand / RoCE fabric of the nodes",
+            "pytorch",
+        ),
+    ),
+    "warn-message-truncated": (
+        "mpi-comm",
+        (
+            "gpu-node-1:4711:4799 [3] NCCL WARN Message truncated : received 1024 bytes instead of 256",
+            "a rank received a message of another size than it expected",
+            "Every rank must call the same collectives in",
+            "pytorch",
+        ),
+    ),
+    "warn-ib-open-device": (
+        "mpi-comm",
+        (
+            "gpu-node-1:4711:4711 [0] NCCL WARN NET/IB : Unable to open device mlx5_0",
+            "NCCL's InfiniBand transport could not open an RDMA device",
+            "NCCL: set NCCL_DEBUG=INFO and",
+            "pytorch",
+        ),
+    ),
+    "warn-socket-connect-timeout": (
+        "mpi-comm",
+        (
+            (
+                "gpu-node-1:4711:4711 [0] NCCL WARN socketStartConnect: Connect to "
+                "10.0.0.3<52311> failed : Connection timed out"
+            ),
+            "a connection or an exchange with another rank timed out",
+            "NCCL: set NCCL_DEBUG=INFO and",
+            "pytorch",
+        ),
+    ),
+    "warn-bootstrap-closed": (
+        "mpi-comm",
+        (
+            (
+                "gpu-node-1:4711:4711 [0] NCCL WARN Bootstrap : Connection closed by remote peer "
+                "10.0.0.3<48123>"
+            ),
+            "lost a peer: the other side closed the connection or died",
+            "NCCL: set NCCL_DEBUG=INFO and",
+            "pytorch",
+        ),
+    ),
+    "warn-rem-allocator": (
+        "mpi-comm",
+        (
+            "gpu-node-1:4711:4799 [3] NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 67)",
+            "could not allocate or register memory for its transport",
             "NCCL: set NCCL_DEBUG=INFO and",
             "pytorch",
         ),
@@ -687,6 +858,48 @@ _OPEN_MPI: dict[str, tuple[RuleId, Wording]] = {
             "openmpi",
         ),
     ),
+    "oob-tcp-unable-complete": (
+        "mpi-comm",
+        (
+            (
+                "--------------------------------------------------------------------------\nA "
+                "process or daemon was unable to complete a TCP connection\nto another process:\n  "
+                "Local host:    gpu-node-1\n  Remote host:   gpu-node-2\nThis is usually caused by "
+                "a firewall on the remote host. Please\ncheck that any firewall (e.g., iptables) "
+                "has been disabled and\ntry again.\n-----------------------------------------------"
+                "---------------------------"
+            ),
+            "Open MPI's TCP transport (btl_tcp) could not establish a",
+            "Open MPI: rerun with --mca plm_base_verbose 5",
+            "openmpi",
+        ),
+    ),
+    "btl-tcp-readv-reset": (
+        "mpi-comm",
+        (
+            (
+                "[gpu-node-1][[45120,1],3][btl_tcp_frag.c:241:mca_btl_tcp_frag_recv] "
+                "mca_btl_tcp_frag_recv: readv failed: Connection reset by peer (104)"
+            ),
+            "a TCP connection to another rank failed (the peer process",
+            "Check that NetworkPolicies in team-a allow all",
+            "openmpi",
+        ),
+    ),
+    "mpirun-noticed-sigkill": (
+        "mpi-abort",
+        (
+            (
+                "--------------------------------------------------------------------------\nmpiru"
+                "n noticed that process rank 1 with PID 4711 on node gpu-node-1 exited on signal "
+                "15 (Terminated).\n---------------------------------------------------------------"
+                "-----------"
+            ),
+            "Rank 1 on worker-1 was killed by signal 15 (Terminated)",
+            "Read the failing rank's own error above the",
+            "openmpi",
+        ),
+    ),
 }
 
 # MPICH src/mpi/errhan/errnames.txt (its error stack's texts),
@@ -753,6 +966,34 @@ _MPICH: dict[str, tuple[RuleId, Wording]] = {
             "mpich",
         ),
     ),
+    "ch4-ofi-addr-notavail": (
+        "mpi-comm",
+        (
+            (
+                "Assertion failed in file src/mpid/ch4/netmod/ofi/ofi_impl.h at line 262: "
+                "FI_ADDR_NOTAVAIL\n/usr/lib/libmpi.so.12(MPL_backtrace_show+0x39) [0x7f]"
+            ),
+            "MPICH's OFI netmod had no address for a peer",
+            "MPICH (ch4): set FI_LOG_LEVEL=warn and",
+            "mpich",
+        ),
+    ),
+}
+
+# MVAPICH src/pm/mpirun/mpirun_rsh.c (its child handler waiting for mpispawn)
+_MVAPICH: dict[str, tuple[RuleId, Wording]] = {
+    "mpirun-rsh-unable-launch": (
+        "mpi-comm",
+        (
+            (
+                "[gpu-node-0:mpirun_rsh][child_handler] Error in init phase, aborting! (1/2 "
+                "mpispawn connections)"
+            ),
+            "mpirun_rsh / mpispawn could not start the ranks on a host",
+            "MVAPICH: check mpispawn can start on every host",
+            "mvapich",
+        ),
+    ),
 }
 
 # MPICH src/pm/hydra lib/utils/sock.c (HYDU_sock_connect, HYDU_sock_write), pm/pmiserv/pmip.c, pmiserv_cb.c
@@ -782,6 +1023,18 @@ _HYDRA: dict[str, tuple[RuleId, Wording]] = {
             "lost a Hydra proxy (Bad file descriptor); check",
             "Check that NetworkPolicies in team-a let the",
             "mpich",
+        ),
+    ),
+    "bstrap-proxy-unable-run": (
+        "mpi-comm",
+        (
+            (
+                "[mpiexec@gpu-node-0] Error: Unable to run bstrap_proxy on gpu-node-2 (pid 4711, "
+                "exit code 65280)"
+            ),
+            "Intel MPI's Hydra could not start its bootstrap proxy on a",
+            "Intel MPI: set I_MPI_DEBUG=5 and",
+            "intel-mpi",
         ),
     ),
 }
@@ -852,6 +1105,42 @@ _UCX: dict[str, tuple[RuleId, Wording]] = {
             "ucx",
         ),
     ),
+    "endpoint-not-connected": (
+        "mpi-comm",
+        (
+            (
+                "[1732867262.287512] [gpu-node-1:4711 :0]   ucp_worker.c:1783 UCX  ERROR   "
+                "failed to connect to 10.0.0.3:43211: Endpoint is not connected"
+            ),
+            "could not establish a connection with another rank (or its",
+            "UCX: set UCX_LOG_LEVEL=info and check",
+            "ucx",
+        ),
+    ),
+    "remote-access-error": (
+        "mpi-comm",
+        (
+            (
+                "[1732867262.287512] [gpu-node-1:4711 :0]     rc_mlx5.inl:399  UCX  ERROR   "
+                "mlx5_0:1/IB: RC unexpected completion on QP 0x1a2b: Remote access error"
+            ),
+            "a UCX transport error: mlx5_0:1/IB: RC unexpected",
+            "Check the InfiniBand / RoCE fabric of the nodes",
+            "ucx",
+        ),
+    ),
+    "rejected": (
+        "mpi-comm",
+        (
+            (
+                "[1732867262.287512] [gpu-node-1:4711 :0]   wireup_cm.c:1143 UCX  ERROR   "
+                "connection request failed on listener 0x55d0 with status Connection rejected"
+            ),
+            "a UCX transport error: connection request failed on",
+            "Check the InfiniBand / RoCE fabric of the nodes",
+            "ucx",
+        ),
+    ),
 }
 
 # libfabric src/log.c (its libfabric:pid:time:prefix:prov:subsys:func():line<level> prefix),
@@ -892,6 +1181,31 @@ _LIBFABRIC: dict[str, tuple[RuleId, Wording]] = {
             "libfabric",
         ),
     ),
+    "efa-rnr": (
+        "mpi-comm",
+        (
+            (
+                "libfabric:4711:1732867262::efa:cq:efa_rdm_pke_handle_tx_error():559<warn> Error "
+                "writing to EFA device. err: 15, message: Receiver not ready, peer 10.0.0.3 "
+                "(efa_rdm_pke_handle_tx_error)"
+            ),
+            "the EFA provider reported a failed transfer with a peer",
+            "EFA: the security group of the nodes must allow",
+            "libfabric",
+        ),
+    ),
+    "efa-handshake-timeout": (
+        "mpi-comm",
+        (
+            (
+                "libfabric:4711:1732867262::efa:ep_ctrl:efa_rdm_ep_trigger_handshake():423<warn> "
+                "Unable to complete handshake with peer 10.0.0.3: Connection timed out"
+            ),
+            "the EFA provider timed out reaching a peer: the security",
+            "EFA: the security group of the nodes must allow",
+            "libfabric",
+        ),
+    ),
 }
 
 # OpenPMIx src/util/pmix_error.c (PMIx_Error_string's names) printed by PMIX_ERROR_LOG
@@ -914,6 +1228,15 @@ _PMIX: dict[str, tuple[RuleId, Wording]] = {
                 "client/pmix_client.c at line 231"
             ),
             "PMIx lost its connection to the PMIx server (the node's",
+            "PMIx: the node's daemon (prted / orted) is its",
+            "openmpi",
+        ),
+    ),
+    "error-timeout": (
+        "mpi-comm",
+        (
+            "[gpu-node-1:04711] PMIX ERROR: TIMEOUT in file base/bfrop_base_unpack.c at line 750",
+            "a connection or an exchange with another rank timed out",
             "PMIx: the node's daemon (prted / orted) is its",
             "openmpi",
         ),
@@ -1055,6 +1378,55 @@ _TORCH: dict[str, tuple[RuleId, Wording]] = {
             "pytorch",
         ),
     ),
+    "pgnccl-heartbeat-timeout": (
+        "mpi-comm",
+        (
+            (
+                "[rank0]:[E1129 08:01:02.123456 4711 "
+                "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1413] [PG 0 (default_pg) Rank "
+                "0] Heartbeat monitor timed out! Process will be terminated after dumping debug "
+                "info. workMetaList_.size()=1"
+            ),
+            "a connection or an exchange with another rank timed out",
+            "torch.distributed: check MASTER_ADDR /",
+            "pytorch",
+        ),
+    ),
+    "store-connection-reset-later": (
+        "mpi-comm",
+        (
+            (
+                "[E1129 08:01:02.123456 4711 torch/csrc/distributed/c10d/TCPStore.cpp:273] "
+                "[c10d] recvValue failed on SocketImpl(fd=31, addr=[10.0.0.4]:51234, "
+                "remote=[10.0.0.2]:29500): Connection reset by peer"
+            ),
+            "a connection to another rank was reset: the peer process",
+            "torch.distributed: check MASTER_ADDR /",
+            "pytorch",
+        ),
+    ),
+    "elastic-rdzv-closed": (
+        "rendezvous",
+        (
+            "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+            "Worker 0 found the rendezvous closed: the processes never",
+            "Check that the master replica (rank 0) is",
+            "pytorch",
+        ),
+    ),
+    "dist-network-error-connect": (
+        "rendezvous",
+        (
+            (
+                "torch.distributed.DistNetworkError: The client socket has failed to connect to "
+                "any network address of (gpu-node-0, 29500). The client socket has failed to "
+                "connect to [gpu-node-0]:29500 (errno: 111 - Connection refused)."
+            ),
+            "Worker 0 could not reach the c10d store at",
+            "Check that the master replica (rank 0) is",
+            "pytorch",
+        ),
+    ),
 }
 
 # Horovod horovod/common/stall_inspector.cc, horovod/common/exceptions.py
@@ -1158,6 +1530,34 @@ _KERNEL: dict[str, tuple[RuleId, Wording]] = {
             "pytorch",
         ),
     ),
+    "global-oom-constraint-none": (
+        "oom",
+        (
+            (
+                "[1234567.890100] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,me"
+                "ms_allowed=0-1,global_oom,task_memcg=/kubepods.slice/kubepods-burstable.slice/ku"
+                "bepods-burstable-podab12.slice/cri-containerd-ab12.scope,task=python,pid=4711,ui"
+                "d=0\n[1234567.890200] Out of memory: Killed process 4711 (python) "
+                "total-vm:83886080kB, anon-rss:66060288kB, file-rss:0kB, shmem-rss:0kB, UID:0 "
+                "pgtables:131072kB oom_score_adj:999"
+            ),
+            "out of memory — node gpu-node-0 ran out of memory (the",
+            "Raise the memory limit of the role that failed",
+            "pytorch",
+        ),
+    ),
+    "oom-reaper": (
+        "oom",
+        (
+            (
+                "[1234567.990100] oom_reaper: reaped process 4711 (python), now anon-rss:0kB, "
+                "file-rss:0kB, shmem-rss:0kB"
+            ),
+            "out of memory — node gpu-node-0 ran out of memory (the",
+            "Raise the memory limit of the role that failed",
+            "pytorch",
+        ),
+    ),
 }
 
 # glibc string/strsignal.c and sysdeps/generic/siglist.h (the signal's words) as bash's jobs.c reports a job
@@ -1193,6 +1593,36 @@ _GLIBC: dict[str, tuple[RuleId, Wording]] = {
             "pytorch",
         ),
     ),
+    "zsh-segfault": (
+        "segfault",
+        (
+            "zsh: segmentation fault (core dumped)  python train.py",
+            "Worker 0 crashed with a segmentation fault (SIGSEGV)",
+            "Read the backtrace after the signal in the log",
+            "other",
+        ),
+    ),
+    "zsh-bus-error": (
+        "segfault",
+        (
+            "zsh: bus error  ./solver",
+            "Worker 0 crashed with a bus error (SIGBUS)",
+            "A bus error usually means shared memory ran",
+            "other",
+        ),
+    ),
+    "faulthandler-bus": (
+        "segfault",
+        (
+            (
+                "Fatal Python error: Bus error\n\nThread 0x00007f3c2a0b1740 (most recent call "
+                'first):\n  File "/opt/app/data.py", line 41 in load'
+            ),
+            "Worker 0 crashed with a bus error (SIGBUS) in load",
+            "A bus error usually means shared memory ran",
+            "pytorch",
+        ),
+    ),
 }
 
 # Go src/runtime/panic.go and signal_unix.go (a nil dereference's panic and its signal line)
@@ -1206,6 +1636,15 @@ _GO: dict[str, tuple[RuleId, Wording]] = {
             ),
             "Worker 0 crashed with a segmentation fault (SIGSEGV)",
             "Read the backtrace after the signal in the log",
+            "other",
+        ),
+    ),
+    "go-runtime-out-of-memory": (
+        "oom",
+        (
+            "fatal error: runtime: out of memory\n\nruntime stack:\nruntime.throw({0x1a2b3c, 0x16})",
+            "out of memory — node gpu-node-0 ran out of memory",
+            "Raise the memory limit of the role that failed",
             "other",
         ),
     ),
@@ -1342,6 +1781,41 @@ _ERRNO: dict[str, tuple[RuleId, Wording]] = {
             "other",
         ),
     ),
+    "hdf5-enospc": (
+        "disk-full",
+        (
+            (
+                "HDF5-DIAG: Error detected in HDF5 (1.12.2) thread 0:\n  #000: H5Dio.c line 291 "
+                "in H5Dwrite(): can't write data\n    major: Dataset\n    minor: Write failed\n  "
+                "#005: H5FDsec2.c line 851 in H5FD__sec2_write(): file write failed: time = Sun "
+                "Nov 29 08:01:02 2026\n, filename = '/ckpt/out.h5', file descriptor = 5, errno = "
+                "28, error message = 'No space left on device', buf = 0x7f, total write size = "
+                "1048576, bytes this sub-write = 1048576, bytes actually written = "
+                "18446744073709551615, offset = 0"
+            ),
+            "no space left on device",
+            "See which filesystem is full: kubectl -n team-a",
+            "other",
+        ),
+    ),
+    "tar-enospc": (
+        "disk-full",
+        (
+            "tar: data/shard-0042.bin: Cannot write: No space left on device",
+            "no space left on device",
+            "See which filesystem is full: kubectl -n team-a",
+            "other",
+        ),
+    ),
+    "dd-edquot": (
+        "disk-full",
+        (
+            "dd: error writing '/home/team-a/blob': Disk quota exceeded",
+            "disk quota exceeded",
+            "See which filesystem is full: kubectl -n team-a",
+            "other",
+        ),
+    ),
 }
 
 # Kubernetes pkg/kubelet/eviction/helpers.go (the eviction's messages), plugin/pkg/admission/resourcequota
@@ -1444,18 +1918,52 @@ _KUBERNETES: dict[str, tuple[RuleId, str, str, str, str]] = {
         "Kubernetes refused to create pod llm-node-0: the",
         "See the namespace's bounds: kubectl -n team-a",
     ),
+    "quota-gpu": (
+        "quota",
+        "FailedCreate",
+        (
+            'Error creating: pods "llm-node-1" is forbidden: exceeded quota: gpu-quota, '
+            "requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=8, limited: "
+            "requests.nvidia.com/gpu=8"
+        ),
+        "Kubernetes refused to create pod llm-node-1: ResourceQuota",
+        "See the quota and what uses it: kubectl -n",
+    ),
+    "limitrange-ratio": (
+        "quota",
+        "FailedCreate",
+        (
+            'Error creating: pods "llm-node-0" is forbidden: memory max limit to request '
+            "ratio per Container is 2, but provided ratio is 4.000000"
+        ),
+        "Kubernetes refused to create pod llm-node-0: the",
+        "See the namespace's bounds: kubectl -n team-a",
+    ),
+    "oomkilling-old": (
+        "oom",
+        "OOMKilling",
+        (
+            "Memory cgroup out of memory: Kill process 4711 (python) score 1000 or sacrifice "
+            "child\nKilled process 4711 (python) total-vm:83886080kB, anon-rss:66060288kB, "
+            "file-rss:0kB"
+        ),
+        "out of memory — node gpu-node-0 ran out of memory (the",
+        "Raise the memory limit of the role that failed",
+    ),
 }
 
 
 _LIBRARIES: dict[str, dict[str, tuple[RuleId, Wording]]] = {
     "cuda": _CUDA_RUNTIME,
     "cuda-driver": _CUDA_DRIVER,
+    "cuda-libs": _CUDA_LIBRARIES,
     "hip": _HIP,
     "nccl": _NCCL,
     "rccl": _RCCL,
     "ompi": _OPEN_MPI,
     "mpich": _MPICH,
     "hydra": _HYDRA,
+    "mvapich": _MVAPICH,
     "ucx": _UCX,
     "libfabric": _LIBFABRIC,
     "pmix": _PMIX,
@@ -1591,6 +2099,65 @@ _QUIET: dict[str, tuple[str, str]] = {
     ),
     # rocm-smi's temperature line
     "hip-rocm-smi-ok": ("GPU[0]          : Temperature (Sensor edge) (C): 35.0", "pytorch"),
+    # NCCL src/misc/socket.cc: a connect it retries
+    "nccl-warn-connect-retry": (
+        "gpu-node-1:4711:4711 [0] NCCL WARN Call to connect returned Connection timed out, retrying",
+        "pytorch",
+    ),
+    # NCCL src/transport/net_ib.cc: the IB devices it uses
+    "nccl-info-ib-device": (
+        "gpu-node-1:4711:4711 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.2<0>",
+        "pytorch",
+    ),
+    # NCCL src/transport.cc: a channel's route
+    "nccl-info-channel": (
+        "gpu-node-1:4711:4790 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read",
+        "pytorch",
+    ),
+    # UCX src/ucp/core/ucp_context.c: its version, at INFO
+    "ucx-info-config": (
+        "[1732867262.287512] [gpu-node-1:4711 :0]     ucp_context.c:2127 UCX  INFO  Version 1.16.0 (loaded from /usr/lib/libucp.so.0)",
+        "ucx",
+    ),
+    # PyTorch ProcessGroupNCCL.cpp: its options, at INFO
+    "torch-pgnccl-init-info": (
+        "[I1129 08:01:02.123456 4711 torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:852] [PG 0 Rank 0] ProcessGroupNCCL initialization options: size: 16, global rank: 0, TIMEOUT(ms): 600000",
+        "pytorch",
+    ),
+    # PyTorch torch/distributed/elastic/agent/server/api.py: a rendezvous completed
+    "torch-elastic-restart-info": (
+        "[2026-11-29 08:01:02,123] torch.distributed.elastic.agent.server.api: [INFO] [default] Rendezvous complete for workers. Result:",
+        "pytorch",
+    ),
+    # Linux mm/oom_kill.c's task dump header alone (no kill)
+    "kernel-memcg-stats-header": ("Tasks state (memory values in pages):", "pytorch"),
+    # nvidia-smi -q's ECC counters, all zero
+    "cuda-nvidia-smi-ecc-zero": (
+        "        Volatile\n            SRAM Correctable              : 0\n            SRAM Uncorrectable            : 0\n            DRAM Correctable              : 0\n            DRAM Uncorrectable            : 0",
+        "cuda",
+    ),
+    # kubectl describe resourcequota's row, under its limit
+    "k8s-quota-ok-describe": ("requests.nvidia.com/gpu  8     16", "pytorch"),
+    # Open MPI opal/mca/base/mca_base_components_register.c at verbose
+    "ompi-mca-param-echo": (
+        "[gpu-node-0:04711] mca: base: components_register: registering framework btl components",
+        "openmpi",
+    ),
+    # libfabric prov/efa/src/efa_device.c at info
+    "libfabric-efa-info-device": (
+        "libfabric:4711:1732867262::efa:core:efa_device_construct():88<info> Opened EFA device rdmap16s27",
+        "libfabric",
+    ),
+    # quota(1)'s report, under its limit
+    "errno-quota-cli-report": (
+        "Disk quotas for user team-a (uid 1001):\n     Filesystem  blocks   quota   limit   grace   files   quota   limit   grace\n      /dev/sdb1  912000  1000000 1100000            120       0       0",
+        "other",
+    ),
+    # dcgmi health's report, healthy
+    "gpu-dcgm-healthy": (
+        "Health Monitor Report\n+----------------------------+---------------------------------------------------------+\n| Overall Health: Healthy",
+        "cuda",
+    ),
 }
 
 
