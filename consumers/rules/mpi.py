@@ -525,11 +525,12 @@ _OWN_TRANSPORT_STEPS: dict[str, tuple[str, ...]] = {
         "last checkpoint once the cause is fixed.",
     ),
     "nccl-truncate": (
-        "Every rank must call the same collectives in the same order with the same tensor sizes and dtypes: "
-        "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL (it checks each collective's shapes across ranks) and "
-        "NCCL_DEBUG=INFO to name the operation.",
-        "Look for code that sizes a tensor from rank-local data (an uneven last batch, a variable-length "
-        "sequence) before an all_reduce / all_gather, or a send / recv pair whose sizes differ.",
+        "Check every rank runs the same image and NCCL (NCCL_DEBUG=INFO prints each rank's NCCL version) "
+        "with the same NCCL_* settings: kubectl -n {namespace} get pods -o jsonpath='{{..image}}' | grep "
+        "{job}",
+        "A leftover process of an earlier run (or another job on the node) may be connecting to this run's "
+        "ports: check for other pods of {namespace} on the same nodes, and give each run its own "
+        "MASTER_PORT.",
     ),
     "pmi-simple": (
         "Start every rank with the mpiexec of the MPI the program was built with (mpichversion / "

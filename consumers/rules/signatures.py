@@ -274,14 +274,15 @@ TRANSPORTS: tuple[Signature, ...] = (
             r"|\bMPIX_ERR_(?:PROC_FAILED(?:_PENDING)?|REVOKED)\b"
         ),
     ),
-    # NCCL receiving a message of another size than the one it posted (``NCCL WARN Message truncated :
-    # received 1024 bytes instead of 256``, src/transport/net.cc, src/proxy.cc): the ranks disagree on a
-    # collective
+    # NCCL's bootstrap and socket transport receiving a longer message than the one it posted (``NCCL WARN
+    # Message truncated : received 1024 bytes instead of 256``: bootstrap.cc's bootstrapNetRecv,
+    # transport/net_socket.cc): the peer at the other end does not speak the same exchange
     Signature(
         "nccl-truncate",
         "NCCL",
-        "a rank received a message of another size than it expected (NCCL's Message truncated): the ranks "
-        "disagree on the size, count or type of a collective or a send / recv",
+        "NCCL received a longer message than it expected from a peer (Message truncated, in its bootstrap or "
+        "socket exchange): the ranks run different NCCL versions or settings, or a process of another run "
+        "reached this one's port",
         re.compile(r"NCCL WARN Message truncated : received \d{1,20} bytes instead of \d"),
     ),
     # MPICH's simple PMI client (src/pmi/simple/simple_pmiutil.c), a rank unable to talk to its process

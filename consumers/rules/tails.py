@@ -909,8 +909,9 @@ MPI_Comm_rank`` / ``*** reported by process [jobid,rank]`` / ``*** MPI_ERR_COMM:
 and ``MPI_ERRORS_ARE_FATAL`` aborts the communicator's processes: the rank's own call failed, no peer or
 transport said why first."""
 _COMMUNICATION_CLASS = re.compile(r"\*\*\* MPI_ERR_(?:TRUNCATE|PROC_FAILED(?:_PENDING)?|REVOKED): ")
-"""An error class that reports a message between ranks failing (longer than the buffer posted for it), not
-the rank's own misuse of a call: the fatal handler's abort after it is the communication's consequence."""
+"""An error class that reports a message between ranks failing (longer than the buffer posted for it) or a
+peer lost (MPI 4's MPI_ERR_PROC_FAILED, and MPI_ERR_REVOKED on the communicator revoked after it), not the
+rank's own misuse of a call: the fatal handler's abort after it is the communication's consequence."""
 _SIGNALED_OMPI = re.compile(
     r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) exited on signal "
     r"(?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?"
