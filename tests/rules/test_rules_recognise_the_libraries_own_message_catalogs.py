@@ -631,8 +631,8 @@ _NCCL: dict[str, tuple[RuleId, Wording]] = {
         "mpi-comm",
         (
             "gpu-node-1:4711:4799 [3] NCCL WARN Message truncated : received 1024 bytes instead of 256",
-            "a rank received a message of another size than it expected",
-            "Every rank must call the same collectives in",
+            "NCCL received a longer message than it expected from a peer",
+            "Check every rank runs the same image and NCCL",
             "pytorch",
         ),
     ),
@@ -674,6 +674,21 @@ _NCCL: dict[str, tuple[RuleId, Wording]] = {
         (
             "gpu-node-1:4711:4799 [3] NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 67)",
             "could not allocate or register memory for its transport",
+            "NCCL: set NCCL_DEBUG=INFO and",
+            "pytorch",
+        ),
+    ),
+    "torch-internal-no-interface": (
+        "mpi-comm",
+        (
+            (
+                "[rank0]: torch.distributed.DistBackendError: NCCL error in: "
+                "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:2027, internal error - "
+                "please report this issue to the NCCL developers, NCCL version 2.21.5\n[rank0]: "
+                "ncclInternalError: Internal check failed.\n[rank0]: Last error:\n[rank0]: "
+                "Bootstrap : no socket interface found"
+            ),
+            "NCCL's bootstrap found no network interface to use",
             "NCCL: set NCCL_DEBUG=INFO and",
             "pytorch",
         ),
@@ -897,6 +912,22 @@ _OPEN_MPI: dict[str, tuple[RuleId, Wording]] = {
             ),
             "Rank 1 on worker-1 was killed by signal 15 (Terminated)",
             "Read the failing rank's own error above the",
+            "openmpi",
+        ),
+    ),
+    "err-revoked-v5-short-fatal": (
+        "mpi-comm",
+        (
+            (
+                "[gpu-node-1:00000] *** An error occurred in MPI_Comm_dup\n[gpu-node-1:00000] *** "
+                "reported by process [3045457921,0]\n[gpu-node-1:00000] *** on communicator "
+                "MPI_COMM_WORLD\n[gpu-node-1:00000] *** MPI_ERR_REVOKED: Communication Object "
+                "Revoked\n[gpu-node-1:00000] *** MPI_ERRORS_ARE_FATAL (processes in this "
+                "communicator will now abort,\n[gpu-node-1:00000] ***    and MPI will try to "
+                "terminate your MPI job as well)"
+            ),
+            "a process of the communicator failed (MPI_ERR_PROC_FAILED",
+            "A process of the communicator failed first: the",
             "openmpi",
         ),
     ),
