@@ -784,7 +784,7 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "gpu-lost",
         "NVIDIA driver",
         "the GPU is lost and no longer answers (hardware or driver fault)",
-        re.compile(r"GPU is lost|Unable to determine the device handle for GPU"),
+        re.compile(r"GPU is lost|Unable to determine the device handle for GPU|\bNVML_ERROR_GPU_IS_LOST\b"),
     ),
     # nvidia-smi (NVML) with no driver to talk to: the kernel module not loaded, or not matching the
     # user-space libraries (``NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA
@@ -886,6 +886,16 @@ GPU_ERRORS: tuple[Signature, ...] = (
     # the rest of CUDA's catalog of a kernel that failed on the device (cudaGetErrorString's texts in the
     # runtime, cuGetErrorName's CUresult names in the driver, and HIP's hipError names after them): the
     # kernel's call stack failing, a jump to an invalid address, a kernel the watchdog ended
+    Signature(
+        "address-space",
+        "CUDA",
+        "a GPU kernel used an address in a memory space the operation does not support (a generic address "
+        "passed where global or shared memory was expected: a bug in a kernel)",
+        re.compile(
+            r"operation not supported on global/shared address space|CUDA_ERROR_INVALID_ADDRESS_SPACE\b"
+            r"|\bcudaErrorInvalidAddressSpace\b"
+        ),
+    ),
     Signature(
         "hardware-stack",
         "CUDA",
