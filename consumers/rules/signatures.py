@@ -510,6 +510,8 @@ CRASHES: tuple[Signature, ...] = (
         re.compile(
             r"Fatal Python error: (?:\[\d{1,7},\d{1,7}\]<std(?:err|out)>:)?(?:\w{1,60}: )?"
             r"(?:\([\w .-]{1,40}\) )?(?P<kind>Segmentation [Ff]ault|Bus [Ee]rror)"
+            # its handler on Windows, where the access violation is SIGSEGV's (faulthandler.c's table)
+            r"|^Windows fatal exception: access violation\b"
         ),
     ),
     # (either, with its words set in markdown emphasis where a thread pasted it: ``**Segmentation fault**``)
@@ -554,7 +556,8 @@ CRASHES: tuple[Signature, ...] = (
         "",
         "",
         re.compile(
-            r"\bSIG(?P<kind>SEGV|BUS)(?: \(@| \(0x[0-9a-f]{1,4}\)|: segmentation violation| received)"
+            r"\bSIG(?P<kind>SEGV|BUS)(?: \(@| \(0x[0-9a-f]{1,4}\)|: segmentation violation|: bus error code="
+            r"| received)"
             r"|[Ss]ignal \d{1,2} \(SIG(?P<kind2>SEGV|BUS)\)"
         ),
     ),
