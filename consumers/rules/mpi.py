@@ -448,6 +448,11 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "kubelet as a rule: kubectl -n {namespace} describe pod <pod> shows the container's last state). "
         "Rerun with horovodrun --verbose and HOROVOD_LOG_LEVEL=debug to see each rank's command.",
     ),
+    "MVAPICH": (
+        "MVAPICH (mpirun_rsh and its mpispawn on each host): the rank its child handler names ended first; "
+        "its own output above says why (a signal 9: the OOM killer or the kubelet, 11: a crash). Rerun with "
+        "MV2_DEBUG_SHOW_BACKTRACE=1 (and MV2_DEBUG_CORESIZE=unlimited) to have the rank print its stack.",
+    ),
     "PALS": (
         "PALS (HPE Cray's mpiexec): the first rank it says died from a signal or exited non-zero is the "
         "cause, the later ones (signal 15, SIGTERM) were ended by PALS after it; that rank's own output "

@@ -960,6 +960,13 @@ _HOROVOD_GLOO_EXIT = re.compile(
 """``horovodrun``'s Gloo launcher (``horovod/runner/gloo_run.py``) on a rank whose command ended non-zero,
 before it stops the others and raises its ``Horovod detected that one or more processes exited``:
 ``Process 3 exit with status code 1.``, a signal's death as 128 + its number (``… code 137.``)."""
+_MVAPICH_CHILD = re.compile(
+    r"\[(?P<host>[\w.-]{1,253}):mpispawn_\d{1,7}\]\[child_handler\] MPI process \(rank: (?P<rank>\d{1,7}), "
+    r"pid: \d{1,10}\) (?:exited with status (?P<code>-?\d{1,10})|terminated with signal (?P<signal>\d{1,3}))"
+)
+"""MVAPICH's mpispawn (one per host, under mpirun_rsh) on a rank it started that ended (its child handler,
+src/pm/mpirun/mpispawn.c): ``[n1:mpispawn_0][child_handler] MPI process (rank: 3, pid: 4711) exited with
+status 1``, ``… terminated with signal 9 -> abort job``."""
 _PALS_RANK = re.compile(
     r"^\s{0,8}(?:\[[^\]\n]{1,60}\] ?)?(?P<host>[\w.-]{1,253}): rank (?P<rank>\d{1,7}) "
     r"(?:died from signal (?P<signal>\d{1,3})\b|exited with code (?P<code>-?\d{1,10})\b)"
@@ -1065,6 +1072,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("deepspeed", _DEEPSPEED_EXIT, False),
     ("horovod-gloo", _HOROVOD_GLOO_EXIT, True),
     ("pals", _PALS_RANK, True),
+    ("mvapich", _MVAPICH_CHILD, True),
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
     ("srun", _SRUN_TASK, True),
@@ -1258,6 +1266,12 @@ def _spawned_failure(line: str) -> RankFailure | None:
         if 128 < code < 160:  # its shell's status: 128 + the signal that ended the rank
             return RankFailure(rank, "killed", None, str(code - 128), None, (line,), launcher="horovodrun")
         return RankFailure(rank, "exited", code, None, None, (line,), launcher="horovodrun")
+    if (match := _MVAPICH_CHILD.search(line)) is not None and match["code"] != "0":
+        rank, host = int(match["rank"]), match["host"]
+        if match["signal"] is not None:
+            spawned: RankHow = "aborted" if match["signal"] == "6" else "killed"
+            return RankFailure(rank, spawned, None, match["signal"], host, (line,), launcher="MVAPICH")
+        return RankFailure(rank, "exited", int(match["code"]), None, host, (line,), launcher="MVAPICH")
     if (match := _PALS_RANK.search(line)) is not None and match["code"] != "0":
         rank, host = int(match["rank"]), match["host"]
         if match["signal"] is not None:
