@@ -156,6 +156,15 @@ _CUDA_RUNTIME: dict[str, tuple[RuleId, Wording]] = {
             "pytorch",
         ),
     ),
+    "runtime-invalid-address-space": (
+        "gpu-error",
+        (
+            "RuntimeError: CUDA error: operation not supported on global/shared address space",
+            "a GPU kernel used an address in a memory space the",
+            "Rerun with CUDA_LAUNCH_BLOCKING=1 so the error",
+            "pytorch",
+        ),
+    ),
 }
 
 # the CUDA driver's CUresult names (CUDA include/cuda.h, cuGetErrorName) as bindings raise them: CuPy
@@ -931,6 +940,49 @@ _OPEN_MPI: dict[str, tuple[RuleId, Wording]] = {
             "openmpi",
         ),
     ),
+    "primary-job-nonzero": (
+        "mpi-abort",
+        (
+            (
+                "-------------------------------------------------------\nPrimary job  terminated "
+                "normally, but 1 process returned\na non-zero exit code. Per user-direction, the "
+                "job has been aborted.\n-------------------------------------------------------"
+            ),
+            "A rank exited with a non-zero code and mpirun aborted the",
+            "Read the failing rank's own error above the",
+            "openmpi",
+        ),
+    ),
+    "mpirun-detected-nonzero": (
+        "mpi-abort",
+        (
+            (
+                "--------------------------------------------------------------------------\nmpiru"
+                "n detected that one or more processes exited with non-zero status, thus "
+                "causing\nthe job to be terminated. The first process to do so was:\n\n  Process "
+                "name: [[45120,1],3]\n  Exit code:    "
+                "1\n--------------------------------------------------------------------------"
+            ),
+            "Rank 3 on worker-0 exited with code 1",
+            "Read the failing rank's own error above the",
+            "openmpi",
+        ),
+    ),
+    "prterun-detected-nonzero": (
+        "mpi-abort",
+        (
+            (
+                "--------------------------------------------------------------------------\nprter"
+                "un detected that one or more processes exited with non-zero status,\nthus "
+                "causing the job to be terminated. The first process to do so was:\n\n   Process "
+                "name: [prterun-gpu-node-0-4711@1,3]\n   Exit code:    "
+                "1\n--------------------------------------------------------------------------"
+            ),
+            "Rank 3 on worker-0 exited with code 1",
+            "Read the failing rank's own error above the",
+            "openmpi",
+        ),
+    ),
 }
 
 # MPICH src/mpi/errhan/errnames.txt (its error stack's texts),
@@ -1009,9 +1061,22 @@ _MPICH: dict[str, tuple[RuleId, Wording]] = {
             "mpich",
         ),
     ),
+    "abort-mpi-abort": (
+        "mpi-abort",
+        (
+            (
+                "Abort(1) on node 3 (rank 3 in comm 0): application called "
+                "MPI_Abort(MPI_COMM_WORLD, 1) - process 3"
+            ),
+            "Rank 3 on worker-0 aborted (exit 1)",
+            "Read the failing rank's own error above the",
+            "mpich",
+        ),
+    ),
 }
 
-# MVAPICH src/pm/mpirun/mpirun_rsh.c (its child handler waiting for mpispawn)
+# MVAPICH src/pm/mpirun/mpirun_rsh.c (its child handler waiting for mpispawn) and mpispawn.c (its child
+# handler on a rank that ended)
 _MVAPICH: dict[str, tuple[RuleId, Wording]] = {
     "mpirun-rsh-unable-launch": (
         "mpi-comm",
@@ -1022,6 +1087,15 @@ _MVAPICH: dict[str, tuple[RuleId, Wording]] = {
             ),
             "mpirun_rsh / mpispawn could not start the ranks on a host",
             "MVAPICH: check mpispawn can start on every host",
+            "mvapich",
+        ),
+    ),
+    "mpispawn-child-exited": (
+        "mpi-abort",
+        (
+            "[gpu-node-1:mpispawn_0][child_handler] MPI process (rank: 3, pid: 4711) exited with status 1",
+            "Rank 3 on worker-1 exited with code 1",
+            "MVAPICH (mpirun_rsh and its mpispawn on each",
             "mvapich",
         ),
     ),
@@ -1458,6 +1532,37 @@ _TORCH: dict[str, tuple[RuleId, Wording]] = {
             "pytorch",
         ),
     ),
+    "elastic-child-failed": (
+        "mpi-abort",
+        (
+            (
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
+                "\n============================================================\ntrain.py "
+                "FAILED\n------------------------------------------------------------\nFailures:\n  "
+                "<NO_OTHER_FAILURES>\n------------------------------------------------------------"
+                "\nRoot Cause (first observed failure):\n[0]:\n  time      : 2026-11-29_08:01:02\n  "
+                "host      : gpu-node-1\n  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: "
+                "4711)\n  error_file: <N/A>\n  traceback : To enable traceback see: "
+                "https://pytorch.org/docs/stable/elastic/errors.html\n============================"
+                "================================"
+            ),
+            "Rank 3 on worker-1 exited with code 1",
+            "Read the failing rank's own error above the",
+            "pytorch",
+        ),
+    ),
+    "rdzv-connection-error": (
+        "rendezvous",
+        (
+            (
+                "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+                "connection to the C10d store has failed. See inner exception for details."
+            ),
+            "Worker 0 could not connect to the c10d store of the",
+            "Check that the master replica (rank 0) is",
+            "pytorch",
+        ),
+    ),
 }
 
 # Horovod horovod/common/stall_inspector.cc, horovod/common/exceptions.py
@@ -1487,6 +1592,15 @@ _HOROVOD: dict[str, tuple[RuleId, Wording]] = {
             ),
             "a collective stalled: Horovod's stall inspector found it",
             "Horovod: the first failing rank's error is",
+            "horovod",
+        ),
+    ),
+    "horovodrun-process-exit": (
+        "mpi-abort",
+        (
+            "Process 3 exit with status code 1.\nTerminating remaining workers after failure of Process 3.",
+            "Rank 3 on worker-0 exited with code 1",
+            "horovodrun (its Gloo launcher): the rank's own",
             "horovod",
         ),
     ),
@@ -1589,10 +1703,24 @@ _KERNEL: dict[str, tuple[RuleId, Wording]] = {
             "pytorch",
         ),
     ),
+    "oom-v6-global": (
+        "oom",
+        (
+            (
+                "[1234567.890200] Out of memory: Killed process 4711 (python) "
+                "total-vm:83886080kB, anon-rss:66060288kB, file-rss:0kB, shmem-rss:0kB, UID:0 "
+                "pgtables:131072kB oom_score_adj:0"
+            ),
+            "out of memory — node gpu-node-0 ran out of memory (the",
+            "Raise the memory limit of the role that failed",
+            "pytorch",
+        ),
+    ),
 }
 
-# glibc string/strsignal.c and sysdeps/generic/siglist.h (the signal's words) as bash's jobs.c reports a job
-# ended by one; CPython Python/faulthandler.c
+# glibc string/strsignal.c and sysdeps/generic/siglist.h (the signal's words) as bash's jobs.c, zsh and srun
+# report a job or task ended by one; CPython Python/faulthandler.c (its fatal signal handler, and on Windows
+# its access violation)
 _GLIBC: dict[str, tuple[RuleId, Wording]] = {
     "bash-segfault-core": (
         "segfault",
@@ -1654,6 +1782,113 @@ _GLIBC: dict[str, tuple[RuleId, Wording]] = {
             "pytorch",
         ),
     ),
+    "srun-task-segfault": (
+        "segfault",
+        (
+            "srun: error: gpu-node-1: task 3: Segmentation fault (core dumped)",
+            "Worker 0 crashed with a segmentation fault (SIGSEGV)",
+            "Read the backtrace after the signal in the log",
+            "other",
+        ),
+    ),
+    "faulthandler-windows-access-violation": (
+        "segfault",
+        (
+            (
+                "Windows fatal exception: access violation\n\nThread 0x00001a2c (most recent call "
+                'first):\n  File "C:\\\\app\\\\train.py", line 88 in step'
+            ),
+            "Worker 0 crashed with a segmentation fault (SIGSEGV) in",
+            "Read the backtrace after the signal in the log",
+            "pytorch",
+        ),
+    ),
+}
+
+# NVML nvml.h (nvmlReturn_t's NVML_ERROR_GPU_IS_LOST) and nvidia-smi's report of a device it cannot get a
+# handle for; the NVIDIA driver's Xid in the kernel log (NVRM: Xid)
+_NVML: dict[str, tuple[RuleId, Wording]] = {
+    "nvml-gpu-is-lost": (
+        "gpu-error",
+        (
+            "Failed to initialize NVML: GPU access blocked by the operating system\nNVML_ERROR_GPU_IS_LOST",
+            "GPU hardware error on node gpu-node-0 — the GPU is lost and",
+            "Take the node out of service and report it to",
+            "cuda",
+        ),
+    ),
+    "nvidia-smi-device-handle-unknown": (
+        "gpu-error",
+        (
+            "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error",
+            "GPU hardware error on node gpu-node-0 — the GPU is lost and",
+            "Take the node out of service and report it to",
+            "cuda",
+        ),
+    ),
+    "xid-79": (
+        "gpu-error",
+        (
+            "[1234567.890123] NVRM: Xid (PCI:0000:3b:00): 79, pid=4711, GPU has fallen off the bus.",
+            "GPU hardware error on node gpu-node-0 — Xid 79: the GPU has",
+            "Take the node out of service and report it to",
+            "cuda",
+        ),
+    ),
+}
+
+# JAX jax/_src/distributed.py over XLA's coordination service
+# (xla/tsl/distributed_runtime/coordination/coordination_service.cc: its start-up barrier
+# PjRT_Client_Connect)
+_JAX: dict[str, tuple[RuleId, Wording]] = {
+    "barrier-pjrt-connect": (
+        "rendezvous",
+        (
+            (
+                "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. "
+                "Barrier_id: PjRT_Client_Connect. Timed out task "
+                "names:\n/job:jax_worker/replica:0/task:1"
+            ),
+            "Worker 0 could not register all tasks with the coordination",
+            "Check that the master replica (rank 0) is",
+            "jax",
+        ),
+    ),
+}
+
+# the API server's quota refusal (plugin/pkg/admission/resourcequota) as its clients print it: kubectl's
+# Error from server (Forbidden) (staging/src/k8s.io/kubectl/pkg/cmd/util/helpers.go), the Python client's
+# ApiException (kubernetes/client/exceptions.py)
+_KUBERNETES_CLIENTS: dict[str, tuple[RuleId, Wording]] = {
+    "kubectl-forbidden-quota": (
+        "quota",
+        (
+            (
+                'Error from server (Forbidden): error when creating "trainjob.yaml": pods '
+                '"llm-node-0" is forbidden: exceeded quota: compute-resources, requested: '
+                "requests.cpu=32, used: requests.cpu=64, limited: requests.cpu=64"
+            ),
+            "Kubernetes refused to create pod llm-node-0: ResourceQuota",
+            "See the quota and what uses it: kubectl -n",
+            "other",
+        ),
+    ),
+    "python-client-forbidden": (
+        "quota",
+        (
+            (
+                "kubernetes.client.exceptions.ApiException: (403)\nReason: Forbidden\nHTTP "
+                'response body: {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failur'
+                'e","message":"pods \\"llm-node-0\\" is forbidden: exceeded quota: gpu-quota, '
+                "requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=8, limited: "
+                'requests.nvidia.com/gpu=8","reason":"Forbidden","details":{"name":"llm-node-0","'
+                'kind":"pods"},"code":403}'
+            ),
+            "Kubernetes refused to create pod llm-node-0: ResourceQuota",
+            "See the quota and what uses it: kubectl -n",
+            "other",
+        ),
+    ),
 }
 
 # Go src/runtime/panic.go and signal_unix.go (a nil dereference's panic and its signal line)
@@ -1676,6 +1911,18 @@ _GO: dict[str, tuple[RuleId, Wording]] = {
             "fatal error: runtime: out of memory\n\nruntime stack:\nruntime.throw({0x1a2b3c, 0x16})",
             "out of memory — node gpu-node-0 ran out of memory",
             "Raise the memory limit of the role that failed",
+            "other",
+        ),
+    ),
+    "go-unexpected-fault-bus": (
+        "segfault",
+        (
+            (
+                "unexpected fault address 0x7f3c2a000000\nfatal error: fault\n[signal SIGBUS: bus "
+                "error code=0x2 addr=0x7f3c2a000000 pc=0x46a1b2]"
+            ),
+            "Worker 0 crashed with a bus error (SIGBUS)",
+            "A bus error usually means shared memory ran",
             "other",
         ),
     ),
@@ -1847,6 +2094,27 @@ _ERRNO: dict[str, tuple[RuleId, Wording]] = {
             "other",
         ),
     ),
+    "python-enospc-shm": (
+        "disk-full",
+        (
+            "OSError: [Errno 28] No space left on device: '/dev/shm/psm_4711'",
+            "no space left on device (/dev/shm/psm_4711)",
+            "See which filesystem is full: kubectl -n team-a",
+            "pytorch",
+        ),
+    ),
+    "java-quota": (
+        "disk-full",
+        (
+            (
+                "java.io.IOException: Disk quota exceeded\n\tat "
+                "java.base/java.io.FileOutputStream.writeBytes(Native Method)"
+            ),
+            "disk quota exceeded",
+            "See which filesystem is full: kubectl -n team-a",
+            "other",
+        ),
+    ),
 }
 
 # Kubernetes pkg/kubelet/eviction/helpers.go (the eviction's messages), plugin/pkg/admission/resourcequota
@@ -1981,6 +2249,16 @@ _KUBERNETES: dict[str, tuple[RuleId, str, str, str, str]] = {
         "out of memory — node gpu-node-0 ran out of memory (the",
         "Raise the memory limit of the role that failed",
     ),
+    "quota-object-count": (
+        "quota",
+        "FailedCreate",
+        (
+            'Error creating: pods "llm-node-3" is forbidden: exceeded quota: object-counts, '
+            "requested: count/pods=1, used: count/pods=20, limited: count/pods=20"
+        ),
+        "Kubernetes refused to create pod llm-node-3: ResourceQuota",
+        "See the quota and what uses it: kubectl -n",
+    ),
 }
 
 
@@ -2003,6 +2281,9 @@ _LIBRARIES: dict[str, dict[str, tuple[RuleId, Wording]]] = {
     "horovod": _HOROVOD,
     "kernel": _KERNEL,
     "glibc": _GLIBC,
+    "nvml": _NVML,
+    "jax": _JAX,
+    "k8s-clients": _KUBERNETES_CLIENTS,
     "go": _GO,
     "java": _JAVA,
     "rust": _RUST,
@@ -2188,6 +2469,31 @@ _QUIET: dict[str, tuple[str, str]] = {
     "gpu-dcgm-healthy": (
         "Health Monitor Report\n+----------------------------+---------------------------------------------------------+\n| Overall Health: Healthy",
         "cuda",
+    ),
+    # MPI_Abort named in advice (no rank aborted)
+    "mpich-abort-message-in-help": (
+        "To abort all processes, call MPI_Abort(MPI_COMM_WORLD, errorcode).",
+        "mpich",
+    ),
+    # PyTorch torch/distributed/elastic/agent/server/api.py: a restart it makes, at WARNING
+    "torch-elastic-restart": (
+        "[2026-11-29 08:01:02,123] torch.distributed.elastic.agent.server.api: [WARNING] Restarting worker group (restart 1/3)",
+        "pytorch",
+    ),
+    # JAX jax/_src/distributed.py: connecting, at INFO
+    "jax-initialize-info": (
+        "I1129 08:01:02.123456 4711 distributed.py:105] Connecting to JAX distributed service on gpu-node-0:1234",
+        "jax",
+    ),
+    # a ResourceQuota's manifest echoed
+    "k8s-quota-yaml": (
+        'apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: gpu-quota\nspec:\n  hard:\n    requests.nvidia.com/gpu: "8"',
+        "other",
+    ),
+    # a handler for the signals installed (no crash)
+    "glibc-sigsegv-handler-install": (
+        "Installed handler for SIGSEGV and SIGBUS (backtrace on crash)",
+        "other",
     ),
 }
 
