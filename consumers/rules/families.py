@@ -465,6 +465,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # a library's own threads that would not start (oneCCL's workers: ``error while creating worker
             # thread #0 pthread_create returns 22``, ``failed to start worker # 0``)
             r"|[Ee]rror (?:while )?creating (?:worker|progress|service) thread\b|[Ff]ailed to start worker\b"
+            # MVAPICH's mpirun_rsh giving up before its mpispawn processes all connected back (``Error in init
+            # phase, aborting! (1/2 mpispawn connections)``)
+            r"|[Ee]rror in init phase, aborting\b"
             # a launcher's remote shell failing on a host, and its retries spent (charmrun's ``Error 255
             # returned from remote shell (host:0)``, ``Too many reconnection attempts; bailing out``)
             r"|[Ee]rror \d{1,3} returned from remote shell\b|[Tt]oo many reconnection attempts\b"
@@ -483,6 +486,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"(?:[Ff]ailed to|[Uu]nable to|[Cc]ould(?:n't| not)|[Cc]annot) (?:register|allocate|pin)"
             r" (?:memory|an? (?:buffer|MR|(?:memory )?region)|MRs?\b|mr\b)"
             r"|ibv_reg_mr\b|fi_mr_reg\b|RLIMIT_MEMLOCK\b|[Ll]ocked memory"
+            # NCCL's proxy allocating a buffer for a peer's connection (``[Rem Allocator] Allocation failed``)
+            r"|\[Rem Allocator\] Allocation failed\b"
             # an RDMA driver's admin command registering a region failing on the device (the EFA driver's
             # ``Failed to process command REG_MR (opcode 7) comp_status 1 err -12``)
             r"|[Ff]ailed to process command REG_MR\b"
@@ -533,6 +538,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # a library's transport layer that would not start at all (Sandia OpenSHMEM's ``Transport init
             # failed (-38)``, NVSHMEM's ``Unable to initialize any transports``)
             r"|[Tt]ransport init failed\b|[Uu]nable to initiali[sz]e any transports?\b"
+            # NCCL's bootstrap finding no network interface to use (``Bootstrap : no socket interface found``,
+            # bootstrap.cc; NCCL_SOCKET_IFNAME naming none the pod has)
+            r"|[Nn]o socket interface found\b"
         ),
     ),
     (
@@ -576,6 +584,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # HCCL's (``Getting socket times out``, ``wait socket establish timeout``, ``task timeout
             # occurred``) and UCX's (``transport error: Endpoint timeout``)
             r"|[Tt]imes out\b|\b(?:establish|task|[Ee]ndpoint) timeout\b|[Uu]nhandled timeout\b"
+            # Open MPI's openib help text on the InfiniBand retry count (help-mpi-btl-openib.txt)
+            r"|[Rr]etry count between two MPI processes has been\s{1,4}exceeded"
+            # PMIx's status by name in its error log (``PMIX ERROR: TIMEOUT in file …``), and its constant
+            r"|PMIX ERROR: TIMEOUT\b|\bPMIX_ERR_TIMEOUT\b"
         ),
     ),
     (
@@ -624,6 +636,11 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # detecting one of its daemons failed (ORCM's ``has detected failure of an orcm daemon``)
             r"|\binvalid connection state \(\d{1,2}\)"
             r"|[Hh]as detected (?:the )?failure of an? (?:\w{1,10} )?daemon\b"
+            # NCCL's proxy service thread closing a peer's connection on an operation that failed (``[Service
+            # thread] Error encountered progressing operation=Connect, res=3, closing connection``, proxy.cc),
+            # and its IB transport's port going down under it (``Got async event : port error``, net_ib.cc)
+            r"|[Ee]rror encountered progressing operation=\w{1,30}"
+            r"|[Gg]ot async event ?: (?:port error|local catastrophic error|device fatal)"
         ),
     ),
     (
@@ -879,7 +896,7 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
                 or went_on(raw, index)
             ):
                 continue
-            said = found[0]
+            said = "lost" if library.key == "nccl" and _PROXY_CLOSED.search(text) else found[0]
         rank = output_rank(raw[index])
         signature = Signature(
             f"family-{library.key}-{said}", library.name, words(library, said, text), library.format
@@ -1241,6 +1258,17 @@ _OOB_LOST = (
 )
 
 
+_NO_INTERFACE = re.compile(r"[Nn]o socket interface found")
+_PORT_DOWN = re.compile(r"[Gg]ot async event ?: (?:port error|local catastrophic error|device fatal)")
+_PROXY_CLOSED = re.compile(
+    r"[Ee]rror encountered progressing operation=|\[Proxy Service \d{1,7}\] Failed to execute operation"
+)
+"""NCCL's proxy service thread failing an operation for a peer (proxy.cc): a connection lost, whatever verb
+its words hold (``Failed to execute`` is no launch)."""
+_NCCL_IPC = re.compile(r"Ipc\w{0,20}Handle|IPC handle")
+_NCCL_IB_DEVICE = re.compile(r"NET/IB ?: ?Unable to open device|ibv_open_device")
+
+
 def words(library: Library, verb: Verb, text: str) -> str:
     """What ``library`` saying ``verb`` means, in plain words."""
     specific = _SPECIFIC.get((library.key, verb))
@@ -1257,6 +1285,28 @@ def words(library: Library, verb: Verb, text: str) -> str:
             "the ranks' MPI runtime could not initialise its process-manager wiring (PMIx: the library "
             "srun's mpi/pmix plugin or Open MPI loads, or its security plugin such as munge, missing or "
             "refused), so they never connected"
+        )
+    if library.key == "nccl" and verb == "resource" and _NCCL_IB_DEVICE.search(text):
+        return (
+            "NCCL's InfiniBand transport could not open an RDMA device: the pod lacks the device (its RDMA "
+            "device plugin's resource) or its driver, or NCCL_IB_HCA names one the node does not have"
+        )
+    if library.key == "nccl" and verb == "resource" and _NO_INTERFACE.search(text):
+        return (
+            "NCCL's bootstrap found no network interface to use: NCCL_SOCKET_IFNAME (or its default) names "
+            "none the pod has"
+        )
+    if library.key == "nccl" and verb == "resource" and not _NCCL_IPC.search(text):
+        return _VERB_WORDS[verb]
+    if library.key == "nccl" and verb == "lost" and _PORT_DOWN.search(text):
+        return (
+            "an InfiniBand port went down under NCCL (its HCA reported a port error): the link to the peers "
+            "broke"
+        )
+    if library.key == "nccl" and verb == "lost" and _PROXY_CLOSED.search(text):
+        return (
+            "NCCL's proxy service thread closed a peer's connection after an operation on it failed (the "
+            "peer died, or its network path broke)"
         )
     if verb == "lost" and library.key == "ompi" and _OOB.search(text):
         return _OOB_LOST

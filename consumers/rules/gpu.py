@@ -104,6 +104,22 @@ _OWN_STEPS: dict[str, str] = {
     "tpu-core-halted": "TPU: the HLO the error names (its fusion, its computation) is where the core "
     "stopped; rerun with the program's shapes and dtypes checked on CPU, a newer libtpu / jax / torch_xla, "
     "and if it recurs on one TPU VM whatever runs, recreate it (gcloud compute tpus tpu-vm).",
+    "no-device": "No GPU visible: check the pod asked for one (nvidia.com/gpu or amd.com/gpu in its "
+    "limits) and got it (kubectl -n {namespace} exec <pod> -- nvidia-smi -L), that CUDA_VISIBLE_DEVICES "
+    "(HIP_VISIBLE_DEVICES) is not empty or wrong, and that the node's driver sees the GPU (nvidia-smi on the "
+    "node; dmesg for an Xid or a GPU fallen off the bus).",
+    "devices-unavailable": "GPU busy or unavailable: nvidia-smi -q -d COMPUTE on the node shows its compute "
+    "mode (Exclusive_Process lets one process hold it) and nvidia-smi the processes on it; two containers "
+    "given the same GPU, or a leftover process, hold it. If none does, the GPU is in a failed state: cordon "
+    "the node.",
+    "cuda-unknown": "cudaErrorUnknown: look for an Xid or a GPU fallen off the bus on the node at that time "
+    "(dmesg | grep -i nvrm, kubectl describe node <node>); if the node shows one, cordon it.",
+    "launch-timeout": "Kernel watchdog: a GPU that also drives a display kills kernels after a few "
+    "seconds; on a compute GPU the kernel hung. Rerun with CUDA_LAUNCH_BLOCKING=1 to name it, and check its "
+    "loop bounds.",
+    "hardware-stack": "Kernel stack: a kernel's recursion or large local arrays overflow its stack; raise "
+    "it (cudaDeviceSetLimit(cudaLimitStackSize, …)) or move the arrays to shared or global memory, and run "
+    "compute-sanitizer to find the kernel.",
     "ascend-core-error": "Ascend NPU: the error's operator and its dump (ASCEND_GLOBAL_LOG_LEVEL=1, "
     "plog under ~/ascend/log) name the kernel; build it for this chip (its SoC version, e.g. Ascend310P "
     "vs 910B) and check its inputs are aligned as the core needs (UB addresses).",

@@ -354,7 +354,7 @@ def _transport_remediation(hit: Hit) -> tuple[str, ...]:
         return _PEER_STEPS
     if hit.name in (
         "nccl-ib", "nccl-ibv", "ucx-retry", "ib-completion", "openib-cq", "ibv-wc", "ucx-diag", "ucx-error",
-        "ompi-ucx", "ibv-create-qp",
+        "ompi-ucx", "ibv-create-qp", "verbs-retry",
     ):  # fmt: skip
         return _FABRIC_STEPS
     if hit.name in ("nccl-ofi", "libfabric-cq"):
@@ -448,6 +448,11 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "kubelet as a rule: kubectl -n {namespace} describe pod <pod> shows the container's last state). "
         "Rerun with horovodrun --verbose and HOROVOD_LOG_LEVEL=debug to see each rank's command.",
     ),
+    "MVAPICH": (
+        "MVAPICH (mpirun_rsh and its mpispawn on each host): the rank its child handler names ended first; "
+        "its own output above says why (a signal 9: the OOM killer or the kubelet, 11: a crash). Rerun with "
+        "MV2_DEBUG_SHOW_BACKTRACE=1 (and MV2_DEBUG_CORESIZE=unlimited) to have the rank print its stack.",
+    ),
     "PALS": (
         "PALS (HPE Cray's mpiexec): the first rank it says died from a signal or exited non-zero is the "
         "cause, the later ones (signal 15, SIGTERM) were ended by PALS after it; that rank's own output "
@@ -526,6 +531,22 @@ _OWN_TRANSPORT_STEPS: dict[str, tuple[str, ...]] = {
         "status shows what arrived).",
         "Look for code that sizes a buffer from rank-local data (a partition, a split communicator), and run "
         "with MPICH's MPIR_CVAR_ERROR_CHECKING or Open MPI's --mca mpi_param_check 1 to name the call.",
+    ),
+    "mpi-proc-failed": (
+        "A process of the communicator failed first: the rank the error names (or the first rank whose own "
+        "output stops) died or lost its node; its log, and kubectl -n {namespace} describe pod on its worker "
+        "(Last State, OOMKilled, the node's Events), say why.",
+        "A program built for fault tolerance (ULFM: MPIX_Comm_shrink, MPIX_Comm_agree) must set an error "
+        "handler other than MPI_ERRORS_ARE_FATAL on the communicator to recover; otherwise resubmit from the "
+        "last checkpoint once the cause is fixed.",
+    ),
+    "nccl-truncate": (
+        "Check every rank runs the same image and NCCL (NCCL_DEBUG=INFO prints each rank's NCCL version) "
+        "with the same NCCL_* settings: kubectl -n {namespace} get pods -o jsonpath='{{..image}}' | grep "
+        "{job}",
+        "A leftover process of an earlier run (or another job on the node) may be connecting to this run's "
+        "ports: check for other pods of {namespace} on the same nodes, and give each run its own "
+        "MASTER_PORT.",
     ),
     "pmi-simple": (
         "Start every rank with the mpiexec of the MPI the program was built with (mpichversion / "

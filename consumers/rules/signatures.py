@@ -142,6 +142,18 @@ TRANSPORTS: tuple[Signature, ...] = (
         "the libfabric / EFA network plugin failed",
         re.compile(r"NCCL WARN NET/OFI (?P<detail>.{1,200})"),
     ),
+    # the same status (ibv_wc_status_str()'s words) in libfabric's verbs provider's log line
+    # (``libfabric:pid:time::verbs:cq:vrb_poll_cq():NN<warn> Work completion status: transport retry counter
+    # exceeded (12)``, prov/verbs/src/verbs_cq.c): libfabric's, not UCX's
+    Signature(
+        "verbs-retry",
+        "libfabric's verbs provider (InfiniBand / RoCE)",
+        "InfiniBand transport retries ran out: the peer or the link stopped answering",
+        re.compile(
+            r"libfabric:\d{1,10}:\d{1,20}:[\w-]{0,40}:verbs:[^\n]{0,300}?"
+            r"[Tt]ransport retry (?:count(?:er)? )?exceeded"
+        ),
+    ),
     Signature(
         "ucx-retry",
         "UCX over InfiniBand / RoCE",
@@ -248,6 +260,30 @@ TRANSPORTS: tuple[Signature, ...] = (
             r"|\bMessage from rank \d{1,7} and tag -?\d{1,10} truncated; \d{1,20} bytes received "
             r"but buffer size is"
         ),
+    ),
+    # a process of the communicator failed (the MPI 4.x fault tolerance's error classes, ULFM's): Open MPI's
+    # fatal handler ``*** MPI_ERR_PROC_FAILED: Process Failure`` (ompi/errhandler/errcode.c), the
+    # communicator revoked after it, MPICH's ``MPIX_ERR_PROC_FAILED`` (src/mpi/errhan/errnames.txt)
+    Signature(
+        "mpi-proc-failed",
+        "MPI (a process of the communicator failed)",
+        "a process of the communicator failed (MPI_ERR_PROC_FAILED, or MPI_ERR_REVOKED on the communicator "
+        "revoked after it): a rank died or its node became unreachable, and the others' calls with it failed",
+        re.compile(
+            r"\*\*\* MPI_ERR_(?:PROC_FAILED(?:_PENDING)?|REVOKED): "
+            r"|\bMPIX_ERR_(?:PROC_FAILED(?:_PENDING)?|REVOKED)\b"
+        ),
+    ),
+    # NCCL's bootstrap and socket transport receiving a longer message than the one it posted (``NCCL WARN
+    # Message truncated : received 1024 bytes instead of 256``: bootstrap.cc's bootstrapNetRecv,
+    # transport/net_socket.cc): the peer at the other end does not speak the same exchange
+    Signature(
+        "nccl-truncate",
+        "NCCL",
+        "NCCL received a longer message than it expected from a peer (Message truncated, in its bootstrap or "
+        "socket exchange): the ranks run different NCCL versions or settings, or a process of another run "
+        "reached this one's port",
+        re.compile(r"NCCL WARN Message truncated : received \d{1,20} bytes instead of \d"),
     ),
     # MPICH's simple PMI client (src/pmi/simple/simple_pmiutil.c), a rank unable to talk to its process
     # manager over the PMI_FD socket Hydra (or another PMI-1 server) handed it: ``[cli_3]: write_line
@@ -474,6 +510,8 @@ CRASHES: tuple[Signature, ...] = (
         re.compile(
             r"Fatal Python error: (?:\[\d{1,7},\d{1,7}\]<std(?:err|out)>:)?(?:\w{1,60}: )?"
             r"(?:\([\w .-]{1,40}\) )?(?P<kind>Segmentation [Ff]ault|Bus [Ee]rror)"
+            # its handler on Windows, where the access violation is SIGSEGV's (faulthandler.c's table)
+            r"|^Windows fatal exception: access violation\b"
         ),
     ),
     # (either, with its words set in markdown emphasis where a thread pasted it: ``**Segmentation fault**``)
@@ -518,7 +556,8 @@ CRASHES: tuple[Signature, ...] = (
         "",
         "",
         re.compile(
-            r"\bSIG(?P<kind>SEGV|BUS)(?: \(@| \(0x[0-9a-f]{1,4}\)|: segmentation violation| received)"
+            r"\bSIG(?P<kind>SEGV|BUS)(?: \(@| \(0x[0-9a-f]{1,4}\)|: segmentation violation|: bus error code="
+            r"| received)"
             r"|[Ss]ignal \d{1,2} \(SIG(?P<kind2>SEGV|BUS)\)"
         ),
     ),
@@ -628,14 +667,26 @@ CRASHES: tuple[Signature, ...] = (
             r"(?:11: SIGSEGV|(?:7|10): SIG(?P<kind>BUS))\)"
         ),
     ),
-    # Rust's std on a child's exit status (``signal: 11 (SIGSEGV)``, ``(core dumped)`` after it) and cargo's
-    # account of a test or run binary dead of it (``process didn't exit successfully: `…` (signal: 11,
-    # SIGSEGV: invalid memory reference)``; SIGBUS's ``(signal: 7, SIGBUS: access to undefined memory)``)
+    # Rust's report of a child that a signal ended (std's ExitStatus: ``signal: 11 (SIGSEGV) (core dumped)``,
+    # with or without the core; SIGBUS's 10 on macOS), and Cargo's around it for the program it ran
+    # (``process didn't exit successfully: `target/…` (signal: 11, SIGSEGV: invalid memory reference)``)
     Signature(
-        "rust-exit-status",
+        "rust-exit",
         "",
         "",
-        re.compile(r"\bsignal: (?:11,? \(?SIGSEGV\b|(?:7|10),? \(?SIG(?P<kind>BUS)\b)"),
+        re.compile(
+            r"process didn't exit successfully: `[^`\n]{1,300}` \(signal: "
+            r"(?:11, SIGSEGV|7, SIG(?P<kind>BUS)): "
+            r"|\bsignal: (?:11 \(SIGSEGV\)|(?:7|10) \(SIG(?P<kind2>BUS)\))"
+        ),
+    ),
+    # zsh's report of a job a signal ended, in its own lower-case words (``zsh: segmentation fault (core
+    # dumped)  python train.py``, ``zsh: bus error  ./solver``; Src/signames2.awk, jobs.c)
+    Signature(
+        "zsh",
+        "",
+        "",
+        re.compile(r"^zsh: (?:segmentation fault|(?P<kind>bus error))(?: \(core dumped\))? {1,4}\S"),
     ),
     # the usual hand-written handler of a native module (``fprintf(stderr, "Error: signal %d:\n", sig)``
     # then glibc's backtrace_symbols_fd, whose frames follow): the line alone, as the handler writes it
@@ -736,7 +787,7 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "gpu-lost",
         "NVIDIA driver",
         "the GPU is lost and no longer answers (hardware or driver fault)",
-        re.compile(r"GPU is lost|Unable to determine the device handle for GPU"),
+        re.compile(r"GPU is lost|Unable to determine the device handle for GPU|\bNVML_ERROR_GPU_IS_LOST\b"),
     ),
     # nvidia-smi (NVML) with no driver to talk to: the kernel module not loaded, or not matching the
     # user-space libraries (``NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA
@@ -800,7 +851,9 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "ROCm",
         "the GPU raised a hardware exception (ROCm's runtime: a GPU hang, a kernel that never finished, or a "
         "device fault)",
-        re.compile(r"HW Exception by GPU node-\d{1,4}\b"),
+        # and the queue's callback aborting on HSA's status for it (``Callback: Queue 0x… aborting with
+        # error : HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception.``)
+        re.compile(r"HW Exception by GPU node-\d{1,4}\b|\bHSA_STATUS_ERROR_EXCEPTION\b"),
     ),
     Signature(
         "rocm-memory-fault",
@@ -832,6 +885,73 @@ GPU_ERRORS: tuple[Signature, ...] = (
             r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure"
             r"|\bErrorLaunchFailed\b"
         ),
+    ),
+    # the rest of CUDA's catalog of a kernel that failed on the device (cudaGetErrorString's texts in the
+    # runtime, cuGetErrorName's CUresult names in the driver, and HIP's hipError names after them): the
+    # kernel's call stack failing, a jump to an invalid address, a kernel the watchdog ended
+    Signature(
+        "address-space",
+        "CUDA",
+        "a GPU kernel used an address in a memory space the operation does not support (a generic address "
+        "passed where global or shared memory was expected: a bug in a kernel)",
+        re.compile(
+            r"operation not supported on global/shared address space|CUDA_ERROR_INVALID_ADDRESS_SPACE\b"
+            r"|\bcudaErrorInvalidAddressSpace\b"
+        ),
+    ),
+    Signature(
+        "hardware-stack",
+        "CUDA",
+        "a GPU kernel's call stack failed (hardware stack error: deep recursion or large local arrays "
+        "overflowing it, or a kernel that corrupted it)",
+        re.compile(
+            r"hardware stack error|CUDA_ERROR_HARDWARE_STACK_ERROR|\b(?:cuda|hip)ErrorHardwareStackError\b"
+        ),
+    ),
+    Signature(
+        "invalid-pc",
+        "CUDA",
+        "a GPU kernel jumped to an invalid program counter (a corrupted kernel image or a bug in a kernel)",
+        re.compile(r"invalid program counter|CUDA_ERROR_INVALID_PC\b|\b(?:cuda|hip)ErrorInvalidPc\b"),
+    ),
+    Signature(
+        "launch-timeout",
+        "CUDA",
+        "a GPU kernel ran longer than the driver's watchdog allows and was terminated (a hung or runaway "
+        "kernel)",
+        re.compile(
+            r"the launch timed out and was terminated|CUDA_ERROR_LAUNCH_TIMEOUT\b"
+            r"|\b(?:cudaErrorLaunchTimeout|hipErrorLaunchTimeOut)\b"
+        ),
+    ),
+    # the devices the runtime found (or failed to): none visible to the process (cudaErrorNoDevice,
+    # hipErrorNoDevice), or all of them held by another process or failed (cudaErrorDevicesUnavailable)
+    Signature(
+        "no-device",
+        "CUDA",
+        "the process saw no usable GPU (no CUDA-capable device): the device plugin gave the container none, "
+        "CUDA_VISIBLE_DEVICES hides them, or the driver lost the GPU",
+        re.compile(
+            r"no CUDA-capable device is detected|CUDA_ERROR_NO_DEVICE\b|\bcudaErrorNoDevice\b"
+            r"|no ROCm-capable device is detected|\bhipErrorNoDevice\b"
+        ),
+    ),
+    Signature(
+        "devices-unavailable",
+        "CUDA",
+        "the GPU was busy or unavailable: another process holds it in exclusive-process compute mode, or the "
+        "driver has it in a failed state",
+        re.compile(
+            r"CUDA-capable device\(s\) is/are busy or unavailable|CUDA_ERROR_DEVICE_UNAVAILABLE\b"
+            r"|\bcudaErrorDevicesUnavailable\b"
+        ),
+    ),
+    Signature(
+        "cuda-unknown",
+        "CUDA",
+        "the CUDA driver returned an unknown error (cudaErrorUnknown), as a rule a fault of the GPU or its "
+        "driver rather than of the program",
+        re.compile(r"\bCUDA error: unknown error\b|\bCUDA_ERROR_UNKNOWN\b|\bcudaErrorUnknown\b"),
     ),
     # the amdgpu kernel driver on a GPU's memory hub taking a page fault for a process (``amdgpu
     # 0000:03:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:3 pasid:32769, …``, ``[mmhub]
@@ -941,7 +1061,14 @@ def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         and not is_hint(hit.line)
         and not handled(lines, hit.index)
         and not (hit.name == "xid" and _NONFATAL.search(hit.line))
+        and not (hit.name in _DEVICE_FOUND and _WARNED.search(hit.line))
     )
+
+
+_DEVICE_FOUND = frozenset({"no-device", "devices-unavailable", "cuda-unknown"})
+_WARNED = re.compile(r"\bUserWarning\b|CUDA initialization: ")
+"""A framework's warning on the devices it found (torch's ``UserWarning: CUDA initialization: … Error 100: no
+CUDA-capable device is detected``): the program goes on without the GPU, so it is no failure of one."""
 
 
 _NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
@@ -1013,7 +1140,17 @@ DISKS: tuple[Signature, ...] = (
             r"\d{1,20} bytes, but (?:only found|freed) \d{1,20} bytes"
         ),
     ),
-    Signature("edquot", "", "disk quota exceeded", re.compile(r"Disk quota exceeded|\[Errno 122\]|EDQUOT")),
+    # strerror(EDQUOT) in each C library's and runtime's words: glibc's ``Disk quota exceeded``, Go's syscall
+    # table in lower case, Rust's io::ErrorKind name, musl's ``Quota exceeded`` after the file it names
+    Signature(
+        "edquot",
+        "",
+        "disk quota exceeded",
+        re.compile(
+            r"[Dd]isk quota exceeded|\[Errno 122\]|EDQUOT|\bFilesystemQuotaExceeded\b"
+            r"|/[^\s:]{1,300}'?: Quota exceeded\s{0,4}$"
+        ),
+    ),
     # Ray's object store spilling to a disk its raylet reports full: the raylet's file-system monitor
     # (``file_system_monitor.cc:105: /tmp/ray/session_… is over 95% full, available space: …``), a failure
     # only where a spill then broke (:data:`_RAY_SPILLING` after it), and Ray's own error for an object it
@@ -1203,6 +1340,18 @@ KERNEL_OOM: tuple[Signature, ...] = (
         re.compile(
             r"(?:OSError|MemoryError|BlockingIOError): \[Errno 12\] Cannot allocate memory"
             r"|forrtl: severe \(41\): insufficient virtual memory"
+        ),
+    ),
+    # the Go runtime unable to get memory from the OS for its heap (``fatal error: runtime: out of memory``,
+    # src/runtime/malloc.go's throw; ``runtime: out of memory: cannot allocate N-byte block (M in use)``
+    # before it): the container's memory limit or the node's memory was reached
+    Signature(
+        "go-runtime",
+        "the Go runtime",
+        "the Go runtime could not get memory for its heap (runtime: out of memory): the container's or the "
+        "node's memory was used up",
+        re.compile(
+            r"^fatal error: runtime: out of memory\s{0,4}$|runtime: out of memory: cannot allocate \d"
         ),
     ),
     # c10's CPU allocator refused its memory (``DefaultCPUAllocator: can't allocate memory: you tried to

@@ -499,14 +499,8 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         MPS_OOM,
         re.compile(r"\bMPS backend out of memory \(MPS allocated: \d"),
     ),
-    (
-        "CUDA out of memory",
-        re.compile(
-            r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory"
-            r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
-        ),
-    ),
-    (  # ROCm's wordings: PyTorch's, HIP's error name, and HIP's driver status as TensorFlow's and XLA's
+    (  # ROCm's wordings, before CUDA's (PyTorch on ROCm raises torch.OutOfMemoryError too, ``HIP out of
+        # memory`` after it): PyTorch's, HIP's error name, and HIP's driver status as TensorFlow's and XLA's
         # stream executor relay it (``failed to allocate 1.2G (… bytes) from device: HIP_ERROR_OutOfMemory``)
         "GPU out of memory (ROCm: HIP out of memory)",
         # HIP's status by number where a stream executor prints it (``hipError_t(1002)``,
@@ -514,6 +508,13 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"HIP out of memory|hipErrorOutOfMemory|\bHIP_ERROR_OutOfMemory\b|hipErrorMemoryAllocation"
             r"|failed to allocate [^\n]{1,80} from device: hipError_t\((?:1002|2)\)"
+        ),
+    ),
+    (
+        "CUDA out of memory",
+        re.compile(
+            r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory"
+            r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
         ),
     ),
     (  # ROCm's common runtime (ROCclr, under HIP and OpenCL) with AMD_LOG_LEVEL set: its device memory
@@ -615,9 +616,24 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"CUBLAS_STATUS_ALLOC_FAILED"),
     ),
     ("GPU out of memory (cuDNN could not allocate its workspace)", re.compile(r"CUDNN_STATUS_ALLOC_FAILED")),
+    # the other CUDA math libraries' status for the same (cufft.h's CUFFT_ALLOC_FAILED, cusolver_common.h's
+    # and cusparse.h's *_STATUS_ALLOC_FAILED), and ROCm's MIOpen (miopen.h's miopenStatusAllocFailed)
+    (
+        "GPU out of memory (a CUDA math library, cuFFT / cuSOLVER / cuSPARSE, could not allocate its "
+        "workspace)",
+        re.compile(
+            r"\bCUFFT_ALLOC_FAILED\b|\bCUSOLVER_STATUS_ALLOC_FAILED\b|\bCUSPARSE_STATUS_ALLOC_FAILED\b"
+        ),
+    ),
+    (
+        "GPU out of memory (MIOpen could not allocate its workspace)",
+        re.compile(r"\bmiopenStatusAllocFailed\b"),
+    ),
+    # NCCL's CUDACHECK in its WARN line, or in the ``Last error:`` PyTorch relays under ncclUnhandledCudaError
+    # (``Last error:`` then ``Cuda failure 'out of memory'``, NCCL src/include/checks.h)
     (
         "GPU out of memory (NCCL could not allocate its buffers)",
-        re.compile(r"NCCL WARN Cuda failure 'out of memory'"),
+        re.compile(r"NCCL WARN Cuda failure 'out of memory'|^Cuda failure 'out of memory'"),
     ),
     (  # MindSpore's dynamic memory pool on its device (Ascend NPU or GPU): the request over the pool's
         # total (``… and plus alloc size : N is more than total mem size : M.``), its ``Out of Memory!!!``
@@ -922,9 +938,10 @@ _ERROR_CLASS = re.compile(r"\*\*\* (?P<error>MPI_ERR_[A-Z_]{1,30}: [^\n]{1,120}?
 MPI_Comm_rank`` / ``*** reported by process [jobid,rank]`` / ``*** MPI_ERR_COMM: invalid communicator``)
 and ``MPI_ERRORS_ARE_FATAL`` aborts the communicator's processes: the rank's own call failed, no peer or
 transport said why first."""
-_COMMUNICATION_CLASS = re.compile(r"\*\*\* MPI_ERR_TRUNCATE: ")
-"""An error class that reports a message between ranks failing (longer than the buffer posted for it), not
-the rank's own misuse of a call: the fatal handler's abort after it is the communication's consequence."""
+_COMMUNICATION_CLASS = re.compile(r"\*\*\* MPI_ERR_(?:TRUNCATE|PROC_FAILED(?:_PENDING)?|REVOKED): ")
+"""An error class that reports a message between ranks failing (longer than the buffer posted for it) or a
+peer lost (MPI 4's MPI_ERR_PROC_FAILED, and MPI_ERR_REVOKED on the communicator revoked after it), not the
+rank's own misuse of a call: the fatal handler's abort after it is the communication's consequence."""
 _SIGNALED_OMPI = re.compile(
     r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) exited on signal "
     r"(?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?"
@@ -973,6 +990,13 @@ _HOROVOD_GLOO_EXIT = re.compile(
 """``horovodrun``'s Gloo launcher (``horovod/runner/gloo_run.py``) on a rank whose command ended non-zero,
 before it stops the others and raises its ``Horovod detected that one or more processes exited``:
 ``Process 3 exit with status code 1.``, a signal's death as 128 + its number (``… code 137.``)."""
+_MVAPICH_CHILD = re.compile(
+    r"\[(?P<host>[\w.-]{1,253}):mpispawn_\d{1,7}\]\[child_handler\] MPI process \(rank: (?P<rank>\d{1,7}), "
+    r"pid: \d{1,10}\) (?:exited with status (?P<code>-?\d{1,10})|terminated with signal (?P<signal>\d{1,3}))"
+)
+"""MVAPICH's mpispawn (one per host, under mpirun_rsh) on a rank it started that ended (its child handler,
+src/pm/mpirun/mpispawn.c): ``[n1:mpispawn_0][child_handler] MPI process (rank: 3, pid: 4711) exited with
+status 1``, ``… terminated with signal 9 -> abort job``."""
 _PALS_RANK = re.compile(
     r"^\s{0,8}(?:\[[^\]\n]{1,60}\] ?)?(?P<host>[\w.-]{1,253}): rank (?P<rank>\d{1,7}) "
     r"(?:died from signal (?P<signal>\d{1,3})\b|exited with code (?P<code>-?\d{1,10})\b)"
@@ -1095,6 +1119,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("deepspeed", _DEEPSPEED_EXIT, False),
     ("horovod-gloo", _HOROVOD_GLOO_EXIT, True),
     ("pals", _PALS_RANK, True),
+    ("mvapich", _MVAPICH_CHILD, True),
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
     ("srun", _SRUN_TASK, True),
@@ -1313,6 +1338,12 @@ def _spawned_failure(line: str) -> RankFailure | None:
         if 128 < code < 160:  # its shell's status: 128 + the signal that ended the rank
             return RankFailure(rank, "killed", None, str(code - 128), None, (line,), launcher="horovodrun")
         return RankFailure(rank, "exited", code, None, None, (line,), launcher="horovodrun")
+    if (match := _MVAPICH_CHILD.search(line)) is not None and match["code"] != "0":
+        rank, host = int(match["rank"]), match["host"]
+        if match["signal"] is not None:
+            spawned: RankHow = "aborted" if match["signal"] == "6" else "killed"
+            return RankFailure(rank, spawned, None, match["signal"], host, (line,), launcher="MVAPICH")
+        return RankFailure(rank, "exited", int(match["code"]), None, host, (line,), launcher="MVAPICH")
     if (match := _PALS_RANK.search(line)) is not None and match["code"] != "0":
         rank, host = int(match["rank"]), match["host"]
         if match["signal"] is not None:
