@@ -1201,9 +1201,9 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "not register the symmetric heap with it",
     ("mercury", "completion"): "Mercury's NA OFI plugin got an error completing a transfer (fi_cq_readerr): "
     "the peer's process died, or the provider (verbs, tcp, cxi) dropped the transfer",
-    ("msmpi", "connect"): "MS-MPI (or MPICH2 on Windows) could not reach the smpd service (its process "
-    "manager) on a host: smpd is not running there, or the host's firewall blocks its port (8677, or the "
-    "one smpd -port set)",
+    ("msmpi", "connect"): "MS-MPI could not reach the smpd service (its process manager; MPICH2's on "
+    "Windows, which MS-MPI's comes from) on a host: smpd is not running there, or the host's firewall blocks "
+    "its port (8677, or the one smpd -port set)",
     ("tensorpipe", "reset"): "torch.distributed.rpc's TensorPipe agent had its connection to a peer reset "
     "(an RPC's request or response failed): the worker at the other end died or restarted",
     ("tensorpipe", "lost"): "torch.distributed.rpc's TensorPipe agent lost its connection to a peer: the "
