@@ -139,7 +139,7 @@ def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
         root_cause=f"{subject} failed: {detail}{also(others)}",
         evidence=evidence,
         key=(hit.name, *(p.uid for p, _ in found)),
-        remediation=(*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS) if hit.name == "image-gc" else None,
+        remediation=_LOG_STEPS.get(hit.name),
     )
 
 
@@ -280,6 +280,19 @@ _IMAGE_GC_STEPS = (
     "(crictl images, crictl ps -a, du -sh /var/lib/containerd /var/lib/kubelet /var/log/pods) and give the "
     "node a larger disk or a separate image filesystem.",
 )
+_SQLITE_STEPS = (
+    "SQLite found no room for its database or its journal (SQLITE_FULL): the volume holding the .db file, "
+    "or the temporary directory its journal and sorts use (SQLITE_TMPDIR, /var/tmp, /tmp), is full — check "
+    "it with df -h in the container.",
+    "Put the database on a PersistentVolumeClaim with room for it and its journal (a write can briefly "
+    "need the database's size again), and check PRAGMA max_page_count is not the limit it hit.",
+)
+_LOG_STEPS: dict[str, tuple[str, ...]] = {
+    "image-gc": (*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS),
+    "evicted-storage-limit": _EPHEMERAL_STEPS,
+    "sqlite-full": _SQLITE_STEPS,
+}
+"""The steps of a log line's library where they are its own, by its signature."""
 _SHM_STEPS = (
     "Mount a memory-backed emptyDir at /dev/shm in the pod template — volumes: [{{name: dshm, "
     "emptyDir: {{medium: Memory, sizeLimit: 8Gi}}}}], volumeMounts: [{{name: dshm, mountPath: /dev/shm}}] "
