@@ -880,6 +880,15 @@ _RAY: dict[str, tuple[RuleId, Wording]] = {
             "other",
         ),
     ),
+    "ray-actor-died": (
+        "mpi-abort",
+        (
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n\tclass_name: TrainWorker\nThe actor is dead because its node has died. Node Id: 71e7878eb13c",
+            "Ray's TrainWorker actor died unexpectedly",
+            "Read the failing rank's own error above the abort",
+            "other",
+        ),
+    ),
 }
 
 # Dask distributed/nanny.py and distributed/worker_memory.py (the nanny's restart over the memory budget)
@@ -1002,6 +1011,47 @@ _ASCEND: dict[str, tuple[RuleId, Wording]] = {
             "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity; 58.12 GiB already allocated; 1.20 GiB free; 59.00 GiB reserved in total by PyTorch)",
             "failed: accelerator out of memory (PyTorch's XPU / NPU alloc",
             "Lower the per-GPU batch size, or use gradient",
+            "other",
+        ),
+    ),
+}
+
+# Huawei's HCCL under torch_npu (CANN's error codes EI0002 / EI0006, its ``[ERROR] HCCL(pid,name):`` prefix)
+# and HCCL on Habana Gaudi (habana_frameworks' process_group_hccl.cpp)
+_HCCL: dict[str, tuple[RuleId, Wording]] = {
+    "hccl-notify-timeout": (
+        "mpi-comm",
+        (
+            "[ERROR] HCCL(4711,python):2026-11-29-08:01:02.123.456 [hccl_communicator.cc:190] [HcclCommunicator][ExecOp]errNo[0x0000000005000006] notify wait timeout",
+            "HCCL timed out waiting on another NPU's rank",
+            "HCCL: find the rank that did not arrive",
+            "other",
+        ),
+    ),
+    "hccl-ei0002": (
+        "mpi-comm",
+        (
+            "[ERROR] HCCL(4711,python):2026-11-29-08:01:02.123.456 [task_exception_handler.cc:712] EI0002: The wait execution of the Notify register times out. Reason: The Notify register has not received the Notify record from remote rank [3].",
+            "HCCL timed out waiting on another NPU's rank",
+            "HCCL: find the rank that did not arrive",
+            "other",
+        ),
+    ),
+    "hccl-ei0006": (
+        "mpi-comm",
+        (
+            "[ERROR] HCCL(4711,python):2026-11-29-08:01:02.123.456 [transport_manager.cc:123] EI0006: Getting socket times out. Reason: 1. The remote does not initiate a connect request.",
+            "HCCL timed out waiting on another NPU's rank",
+            "HCCL: find the rank that did not arrive",
+            "other",
+        ),
+    ),
+    "habana-hccl": (
+        "mpi-comm",
+        (
+            "RuntimeError: Collective call Allreduce failed!! hcclCommInitRank failed with error hcclSystemError\nException raised from allreduce at /npu-stack/pytorch-integration/python_packages/habana_frameworks/torch/distributed/hccl/process_group_hccl.cpp:544",
+            "an HCCL collective on Habana Gaudi returned an error",
+            "HCCL on Gaudi: set ENABLE_CONSOLE=true",
             "other",
         ),
     ),
@@ -1276,6 +1326,7 @@ _SOURCES: dict[str, dict[str, tuple[RuleId, Wording]]] = {
     "paddle": _PADDLE,
     "oneccl": _ONECCL,
     "ascend": _ASCEND,
+    "hccl": _HCCL,
     "tpu": _TPU,
     "launchers": _LAUNCHERS,
     "sqlite": _SQLITE,
@@ -1371,6 +1422,11 @@ def test_the_catalogs_reach_every_rule_but_the_gpu_errors() -> None:
 # the same sources' lines that report no failure of these rules: INFO, a limit the run went on after, advice,
 # a listing of pods that ended well
 _QUIET: dict[str, tuple[str, str]] = {
+    # advice naming HCCL's notify wait timeout
+    "hccl-advice": (
+        "Set HCCL_EXEC_TIMEOUT higher if you see notify wait timeout on a slow first step.",
+        "other",
+    ),
     # Slurm src/slurmd/slurmstepd/req.c: a step cancelled at its time limit (no failure of these rules)
     "slurm-time-limit": (
         "slurmstepd: error: *** STEP 4711.0 ON gpu-node-1 CANCELLED AT 2026-11-29T08:01:02 DUE TO TIME LIMIT ***",
