@@ -123,9 +123,10 @@ _API_HEADER = re.compile(
     r"^\s{0,8}(?:exception|class) (?:[A-Za-z_]\w{0,60}\.){1,12}[A-Za-z_]\w{0,80}(?:\([^\n]{0,300}\))?"
     r"\s{0,2}[#\u00b6]?\s{0,4}$"
     # its entry of a function, its annotated signature and return type
-    # (``espnet2.….is_out_of_memory_error(exc: BaseException) → bool``): a page's, not a program's (a
-    # traceback's source line says ``def`` and ends in ``:``)
-    r"|^\s{0,8}(?:[A-Za-z_]\w{0,60}\.){1,12}[A-Za-z_]\w{0,80}\([^\n]{0,300}\)\s{0,2}(?:\u2192|->)\s{0,2}"
+    # (``espnet2.….is_out_of_memory_error(exc: BaseException) → bool``, spaced around its arrow): a
+    # page's, not a program's (a traceback's source line says ``def`` and ends in ``:``; C++'s ``a.b(x)->c``
+    # is unspaced)
+    r"|^\s{0,8}(?:[A-Za-z_]\w{0,60}\.){1,12}[A-Za-z_]\w{0,80}\([^\n]{0,300}\) {1,2}(?:\u2192|->) {1,2}"
     r"[\w.\[\], |]{1,120}\s{0,2}[#\u00b6]?\s{0,4}$"
 )
 """The header of an API reference's entry (an exception class, a function), as documentation renders it: every

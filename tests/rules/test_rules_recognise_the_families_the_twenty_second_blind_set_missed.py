@@ -142,6 +142,15 @@ def test_a_worker_crash_the_loop_did_not_go_on_past_is_still_a_segfault() -> Non
     assert rules_fired(text, "segfault", stack="pytorch") == {"segfault"}
 
 
+def test_a_source_line_with_an_unspaced_arrow_is_no_reference_entry() -> None:
+    """C++'s ``a.b(x)->c`` above a failure (a sanitizer's or a compiler's quoted line) opens no documentation:
+    only a reference's signature spaced around its arrow does."""
+    text = (
+        "    ctx.stream(0)->synchronize\nRuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    assert rules_fired(text, "gpu-error", stack="pytorch") == {"gpu-error"}
+
+
 def test_the_bare_class_with_no_rank_killed_after_it_stays_the_meshs() -> None:
     """MPICH's generic class named alone, no process manager reporting a rank a signal ended, is still read as
     the rank's MPI call failing (mpi-comm)."""
