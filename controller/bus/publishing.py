@@ -397,7 +397,8 @@ class Publisher:
         """An observation as it goes out."""
         return Outgoing(
             self.topology.job_event(event),
-            event.model_dump_json(exclude_defaults=False).encode(),
+            # the bytes of event.model_dump_json(), without its wrapper's keywords and a str between
+            type(event).__pydantic_serializer__.to_json(event),
             events.message_id(event),
         )
 
