@@ -92,6 +92,14 @@ def parse_time(value: Any) -> datetime | None:
         return None
     if not isinstance(value, str):
         raise MalformedObject(f"not a timestamp: {value!r}")
+    return _parsed_time(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_time(value: str) -> datetime:
+    """:func:`parse_time` of a string, kept (a datetime is immutable): a pod's creation and
+    start times, its conditions' and its containers', come again with every version of it.
+    What does not parse raises each time (nothing is kept)."""
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:

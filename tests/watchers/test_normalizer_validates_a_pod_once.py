@@ -101,7 +101,13 @@ TEXT = st.one_of(
     st.integers(),  # not text: refused by both
 )
 NUMBER = st.one_of(st.none(), st.integers(-300, 300), st.sampled_from(["1", "x", 1.5, True]))
-TIME = st.one_of(st.none(), st.just("2026-11-20T10:00:20Z"), st.just("2026-11-20T10:00:20.123456Z"))
+TIME = st.one_of(
+    st.none(),
+    st.just("2026-11-20T10:00:20Z"),
+    st.just("2026-11-20T10:00:20.123456Z"),
+    st.just("2026-11-20T10:00:20"),  # no zone: UTC
+    st.just("yesterday"),  # refused by both
+)
 DETAIL = st.fixed_dictionaries(
     {},
     optional={
