@@ -44,13 +44,21 @@ from controller.contract.events import K8sEventObserved
 from controller.contract.findings import Evidence
 
 KUBELET_REASONS = frozenset(
-    {"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox", "FailedCreatePodContainer", "Failed"}
+    {
+        "FailedMount",
+        "FailedAttachVolume",
+        "FailedCreatePodSandBox",
+        "FailedCreatePodContainer",
+        "Failed",
+        "FailedSync",
+    }
 )
 """The reasons of the kubelet's Warning events about a pod it could not start (its volumes, its
-sandbox, its containers, its image)."""
+sandbox, its containers, its image; older kubelets' ``FailedSync``, ``Error syncing pod, skipping: failed
+to "StartContainer" … with ErrImagePull: …``, for any of them)."""
 
 _KUBELET_SAID = re.compile(
-    r"\b(?P<reason>FailedMount|FailedAttachVolume|FailedCreatePodSandBox|FailedCreatePodContainer)\b"
+    r"\b(?P<reason>FailedMount|FailedAttachVolume|FailedCreatePodSandBox|FailedCreatePodContainer|FailedSync)\b"
     r"|(?P<mount>MountVolume\.(?:SetUp|MountDevice|WaitForAttach) failed|AttachVolume\.Attach failed)"
     r"|(?P<sandbox>Failed to create pod sandbox)"
 )
@@ -182,6 +190,9 @@ def _kubelet_disk_full(state: RunState, ctx: Context) -> Detection | None:
         "FailedMount": "set up a volume",
         "FailedAttachVolume": "attach a volume",
         "Failed": "pull or start a container's image",
+        "FailedSync": "pull or start a container's image"
+        if "ErrImagePull" in first.message or "register layer" in first.message
+        else "start the pod",
     }.get(reason, "create the pod's sandbox or container")
     sentence = (
         f"The kubelet could not {what} for {first.involved.kind.lower()}/{first.involved.name}: "

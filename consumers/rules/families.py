@@ -285,10 +285,15 @@ LIBRARIES: tuple[Library, ...] = (
     ),
     Library(
         "msmpi",
-        "MS-MPI (Microsoft MPI, its smpd process manager)",
+        "MS-MPI (Microsoft MPI) or MPICH2 on Windows, their smpd process manager",
         # its process manager and the RPC its mpiexec starts it with (``… unable to connect to the smpd
         # service on host:8677``, ``Failed RpcCliStartMgr``), its name
-        re.compile(r"\bsmpd\b|\bRpcCli\w{1,40}|\bMS-?MPI\b|\bmsmpi\w{0,20}|Microsoft MPI"),
+        # and MPICH2's smpd on Windows, which MS-MPI's comes from: its sock layer's connect (``Connect on sock
+        # (host=h, port=8676) failed, exhaused all end points``, ``sock error: Error = -1``)
+        re.compile(
+            r"\bsmpd\b|\bRpcCli\w{1,40}|\bMS-?MPI\b|\bmsmpi\w{0,20}|Microsoft MPI"
+            r"|\bConnect on sock \(host=|^\s{0,8}sock error: Error = -?\d"
+        ),
     ),
     Library(
         "hydra",
@@ -394,6 +399,21 @@ LIBRARIES: tuple[Library, ...] = (
         re.compile(
             r"RayTaskError\((?:DistBackendError|DistNetworkError|DistError)\)|ray\.train\.\w{1,40}Error"
         ),
+    ),
+    Library(
+        "tensorpipe",
+        "torch.distributed.rpc's TensorPipe agent",
+        # its agent's source in c10's warning prefix (``[W tensorpipe_agent.cpp:916] RPC agent for 3
+        # encountered error …``), where TensorPipe's own transport says the error came from
+        # (``this error originated at tensorpipe/transport/shm/connection_impl.cc:187``)
+        re.compile(r"\btensorpipe_agent\.cpp:\d|\btensorpipe/(?:transport|channel|core)/|RPC agent for \d"),
+    ),
+    Library(
+        "julia",
+        "Julia's Distributed (its workers' all-to-all TCP connections)",
+        # a worker's output relayed by the master (``From worker 6:``), Distributed's sources in a stack
+        # trace (``Distributed/src/cluster.jl:200``), its connection setup (``wait_for_conn``)
+        re.compile(r"^\s{0,16}From worker \d{1,7}:|\bDistributed/src/\w{1,40}\.jl:\d|\bwait_for_conn\b"),
     ),
     Library(
         "torch",
@@ -585,6 +605,12 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # gRPC core's status detail for a channel that never connected (``grpc error:Connect Failed``),
             # NVSHMEM's endpoints to its peers (``connect EPS failed``, ``nvshmem setup connections failed``)
             r"|\bConnect Failed\b|\bconnect EPS failed\b|\bsetup connections failed\b"
+            # Julia's Distributed on a worker its peer never connected to (``peer 6 has not connected to 7``,
+            # ``peer 3 didn't connect to 1 within 60.0 seconds``)
+            r"|\bpeer \d{1,7} (?:has not|didn't) connect(?:ed)? to \d"
+            # MPICH2's smpd sock layer having tried every address of a host (``Connect on sock (host=h,
+            # port=8676) failed, exhaused all end points``)
+            r"|\bConnect on sock \([^)\n]{1,300}\) failed\b"
             # a library giving up binding or connecting its socket after its own retries (BytePS's ps-lite
             # van: ``zmq_van.h:NN: Reached max retry for bind: Address already in use. errno = 98``)
             r"|[Rr]eached (?:the )?max(?:imum)? retr(?:y|ies) (?:for|to|on) (?:bind|connect)\b"
@@ -681,11 +707,13 @@ _NOT_A_FAILURE = (
     re.compile(
         r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]]{0,60}(?:socket|TCPStore)"
     ),
-    re.compile(r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|[Cc]onnected to"),
+    re.compile(
+        r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|(?<!not )[Cc]onnected to"
+    ),
     re.compile(r"^\s{0,16}except [\w.(), ]{1,200}:"),
 )
 """A retry, an INFO / DEBUG line or a c10d warning, a Python warning, a success, a handler's ``except …:``
-(a traceback's source line or a code listing)."""
+(a traceback's source line or a code listing); not a peer that has *not* connected to another."""
 _RETRY = _NOT_A_FAILURE[0]
 _HANDLED_WITHIN = 3
 """A failure followed within this many messages by the same library saying it retries is handled."""
@@ -697,10 +725,14 @@ STARTUP_BARRIER = re.compile(
 failure is a missed rendezvous (:mod:`consumers.rules.rendezvous`), not the mesh breaking later."""
 HOROVOD_START = re.compile(
     r"Timed out waiting for (?P<activity>[\w ]{1,60}?)\. Please check connectivity between servers"
+    # the frame of its timeout's check, where a traceback kept it and lost the message under it
+    # (``timeout.check_time_out_for('tasks to start')``)
+    r"|\bcheck_time_out_for\('(?P<activity2>[\w ]{1,60}?)'\)"
 )
 """Horovod's driver (``horovodrun``, Horovod on Ray or Spark) giving up on its tasks registering with it
 (``Timed out waiting for tasks to start. Please check connectivity between servers. You may need to
-increase the --start-timeout parameter …``): the tasks never met the driver."""
+increase the --start-timeout parameter …``, or the frame of its check where a traceback lost the message):
+the tasks never met the driver."""
 C10D_STORE = re.compile(
     r"The client socket has (?:timed out after|failed to connect to any network address)"
     r"|TCP client failed to connect/validate|connect\(\) timed out\. Original timeout"
@@ -1175,8 +1207,16 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "not register the symmetric heap with it",
     ("mercury", "completion"): "Mercury's NA OFI plugin got an error completing a transfer (fi_cq_readerr): "
     "the peer's process died, or the provider (verbs, tcp, cxi) dropped the transfer",
-    ("msmpi", "connect"): "MS-MPI could not reach the smpd service (its process manager) on a host: smpd "
-    "is not running there, or the host's firewall blocks its port (8677)",
+    ("msmpi", "connect"): "MS-MPI could not reach the smpd service (its process manager; MPICH2's on "
+    "Windows, which MS-MPI's comes from) on a host: smpd is not running there, or the host's firewall blocks "
+    "its port (8677, or the one smpd -port set)",
+    ("tensorpipe", "reset"): "torch.distributed.rpc's TensorPipe agent had its connection to a peer reset "
+    "(an RPC's request or response failed): the worker at the other end died or restarted",
+    ("tensorpipe", "lost"): "torch.distributed.rpc's TensorPipe agent lost its connection to a peer: the "
+    "worker at the other end died or restarted",
+    ("julia", "connect"): "Julia's Distributed workers could not connect to each other (its all-to-all TCP "
+    "connections between workers): a worker's address is not reachable from the others, or it died "
+    "starting",
     (
         "nvshmem",
         "resource",
@@ -1391,6 +1431,14 @@ _LIBRARY_STEPS: dict[str, str] = {
     "mercury": "Mercury: set HG_LOG_LEVEL=debug (HG_LOG_SUBSYS=na) and FI_LOG_LEVEL=warn to see the "
     "peer and the provider; the NA protocol (ofi+tcp, ofi+verbs, ofi+cxi) must name a provider the pods "
     "have, and the peer service must still run.",
+    "tensorpipe": "torch.distributed.rpc (TensorPipe): the agent the warning names ('to N') is the peer that "
+    "went; its own log says why. Set TP_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the pods' interface, "
+    "raise rpc_timeout in TensorPipeRpcBackendOptions where peers are slow, and keep every worker alive "
+    "until rpc.shutdown() returns on all.",
+    "julia": "Julia's Distributed: every worker connects to every other (addprocs' default topology); "
+    "check each worker's host name resolves and its port is reachable from the others (bind_to= in "
+    "addprocs, no NetworkPolicy in between), or use topology=:master_worker if workers need not talk; "
+    "JULIA_WORKER_TIMEOUT raises how long they wait.",
     "msmpi": "MS-MPI: check smpd runs on every host (smpd -d, or the MsMpiLaunchSvc service) with the same "
     "port (-port, 8677 by default) and that the firewall lets mpiexec and smpd through; mpiexec -d 3 "
     "shows the host it could not reach.",

@@ -97,6 +97,13 @@ _OWN_STEPS: dict[str, str] = {
     "the module loaded (a kernel updated without it, Secure Boot refusing it); in the pod, check the "
     "NVIDIA device plugin or GPU operator gave it the GPU (nvidia.com/gpu in its limits) and the driver's "
     "libraries.",
+    "rocm-queue-abort": "AMD GPU: rerun with AMD_SERIALIZE_KERNEL=3 and HIP_LAUNCH_BLOCKING=1 so the "
+    "kernel that faulted is the one that reports it; check the build targets the GPU's gfx version "
+    "(rocminfo | grep gfx against the wheel's or PYTORCH_ROCM_ARCH, no HSA_OVERRIDE_GFX_VERSION), and "
+    "dmesg | grep amdgpu on the node for a fault or a reset.",
+    "tpu-core-halted": "TPU: the HLO the error names (its fusion, its computation) is where the core "
+    "stopped; rerun with the program's shapes and dtypes checked on CPU, a newer libtpu / jax / torch_xla, "
+    "and if it recurs on one TPU VM whatever runs, recreate it (gcloud compute tpus tpu-vm).",
     "no-device": "No GPU visible: check the pod asked for one (nvidia.com/gpu or amd.com/gpu in its "
     "limits) and got it (kubectl -n {namespace} exec <pod> -- nvidia-smi -L), that CUDA_VISIBLE_DEVICES "
     "(HIP_VISIBLE_DEVICES) is not empty or wrong, and that the node's driver sees the GPU (nvidia-smi on the "

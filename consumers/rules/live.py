@@ -38,7 +38,7 @@ import re2
 
 from consumers.rules.families import LIVE_SIGNS
 from consumers.rules.progress import last_steps
-from consumers.rules.rendezvouslines import INIT_FRAME, RENDEZVOUS_SIGNS
+from consumers.rules.rendezvouslines import BARRIER_RAISED, BARRIER_WAIT, INIT_FRAME, RENDEZVOUS_SIGNS
 from consumers.rules.signatures import (
     CRASHES,
     DISKS,
@@ -125,6 +125,11 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
     # a frame where the processes meet: a bare connection failure raised under it is a missed rendezvous
     signs += [Sign("rendezvous/init-frame", INIT_FRAME)]
+    # the store barrier's progress line and the frame that raised after it: together, the barrier given up
+    signs += [
+        Sign("rendezvous/barrier-wait", BARRIER_WAIT),
+        Sign("rendezvous/barrier-raised", BARRIER_RAISED),
+    ]
     signs += [Sign("quota/refusal", QUOTA_REFUSAL), Sign("quota/google-ml", GOOGLE_ML_QUOTA)]
     signs += [Sign("quota/printed", PRINTED_REFUSAL)]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]

@@ -47,11 +47,13 @@ from consumers.rules.state import PodState, RunState, event_time
 from consumers.rules.tails import (
     CAFFE_OOM,
     CUPY_OOM,
+    FRACTION_OOM,
     MIOPEN_OOM,
     MPS_OOM,
     PADDLE_BADALLOC_OOM,
     ROCCLR_OOM,
     THEANO_OOM,
+    VULKAN_OOM,
     GpuOom,
     gpu_oom_lines,
     rank_failures,
@@ -71,7 +73,7 @@ _SIGKILL_EXIT = 137
 NODE_OOM_WINDOW_S = 300.0
 """How far apart a node's OOM Event and a pod's failure may be and still be one story."""
 
-OomWhere = Literal["limit", "node", "scheduler"]
+OomWhere = Literal["limit", "node", "scheduler", "runtime"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,11 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
             unit, pid = oomd.group("unit"), oomd.group("victim")
             killed = f"cgroup {unit}" if unit else f"process {pid}"
             return OomKill(pod, first, facts, "node", killed, "systemd-oomd")
+        if any(h.name == "dask-nanny" for h in hits):
+            return OomKill(pod, first, facts, "limit", "the worker over its memory budget", _DASK_NANNY)
+        if all(h.name in _RUNTIMES for h in hits):  # no kill: the program's runtime refused it memory
+            refused = hits[0].signature
+            return OomKill(pod, first, facts, "runtime", refused.what, refused.library)
         if any(h.name == "ray" for h in hits):  # Ray's raylet killed workers before the kernel had to
             return OomKill(pod, first, facts, "node", "workers (tasks / actors)", _RAY_MONITOR)
         return OomKill(pod, first, facts, where, _victim(hits))
@@ -136,6 +143,7 @@ _SCHEDULERS = {
     "sge": "Grid Engine",
     "slurm": "Slurm's accounting",
     "moab": "Moab (TORQUE's scheduler)",
+    "yarn": "YARN's NodeManager",
     "flux": "Flux's job shell (its oom plugin on the job's memory cgroup)",
 }
 """The batch scheduler a ``scheduler`` hit names, by the group its wording matched."""
@@ -144,7 +152,7 @@ _SCHEDULERS = {
 def _in_a_cgroup(hit: Hit) -> bool:
     """The kill was a memory cgroup's: its own line, Slurm's step, the kubelet's ``OOMKilled`` as kubectl
     lists it, or ``mem_cgroup_out_of_memory`` in a call trace."""
-    return hit.name in ("cgroup", "slurm", "listed-oomkilled") or (
+    return hit.name in ("cgroup", "slurm", "listed-oomkilled", "containerd-oom") or (
         hit.name == "trace" and "mem_cgroup" in hit.line
     )
 
@@ -296,10 +304,15 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
         f"{also([k.pod for k in kills[1:]])}",
         evidence=tuple(dict.fromkeys(evidence)),
         key=tuple(f"{k.pod.uid}/{k.termination.container.name}" for k in kills),
-        remediation=_SCHEDULER_STEPS
-        if first.where == "scheduler"
-        else {"systemd-oomd": _OOMD_STEPS, _RAY_MONITOR: _RAY_STEPS}.get(first.killer),
+        remediation=_remediation(first),
     )
+
+
+def _remediation(kill: OomKill) -> tuple[str, ...] | None:
+    """The steps of who killed the job, where it is not the kernel on the pod's limit or its node."""
+    if kill.where == "scheduler":
+        return _YARN_STEPS if kill.victim == _SCHEDULERS["yarn"] else _SCHEDULER_STEPS
+    return _KILLER_STEPS.get(kill.killer)
 
 
 _RAY_MONITOR = "Ray's memory monitor"
@@ -336,10 +349,58 @@ _SCHEDULER_STEPS = (
 )
 
 
+_DASK_NANNY = "Dask's nanny"
+_DASK_STEPS = (
+    "Dask's nanny restarted the worker when its memory passed distributed.worker.memory.terminate (95% of "
+    "its memory_limit by default): give each worker more (dask worker --memory-limit, or fewer workers / "
+    "threads per pod with the pod's memory limit raised to match), or split the work into smaller "
+    "partitions (repartition, smaller chunks).",
+    "Watch the workers' memory on the dashboard's Workers page while it runs; unmanaged memory that keeps "
+    "growing is a leak or a library's cache, spilled memory the data itself.",
+)
+_JVM_STEPS = (
+    "The JVM's heap (-Xmx) is smaller than the task needs: for Spark raise spark.executor.memory (and "
+    "spark.driver.memory for the driver), for Hadoop mapreduce.map.java.opts / mapreduce.reduce.java.opts, "
+    "keeping the container's or the pod's memory above the heap plus its overhead.",
+    "Or let each task hold less: more partitions (spark.sql.shuffle.partitions, repartition), fewer cores "
+    "per executor, no collect() of a large result to the driver.",
+)
+_BAD_ALLOC_STEPS = (
+    "The program's allocation threw std::bad_alloc: the container's or the node's memory (or the process's "
+    "ulimit -v) was smaller than it asked for; give the pod a larger memory limit, or run the case on fewer "
+    "ranks' worth of data per process.",
+    "Check the size it asked for is sane: a negative or huge size from a bad input also throws it "
+    "(gdb -ex 'catch throw' shows the call).",
+)
+_YARN_STEPS = (
+    "YARN's NodeManager killed the container for the memory it was granted: for Spark raise "
+    "spark.executor.memoryOverhead (spark.yarn.executor.memoryOverhead before Spark 2.3) or "
+    "spark.executor.memory, for MapReduce mapreduce.map.memory.mb / mapreduce.reduce.memory.mb.",
+    "Where it counts virtual memory ('virtual memory used'), the cluster admins can raise "
+    "yarn.nodemanager.vmem-pmem-ratio or turn yarn.nodemanager.vmem-check-enabled off; the NodeManager's "
+    "log names the container it killed.",
+)
+_RUNTIMES = frozenset({"jvm-heap", "bad-alloc"})
+"""Hits of a runtime that refused the program memory of its own (not a kill)."""
+_KILLER_STEPS: dict[str, tuple[str, ...]] = {
+    "systemd-oomd": _OOMD_STEPS,
+    _RAY_MONITOR: _RAY_STEPS,
+    _DASK_NANNY: _DASK_STEPS,
+    "the JVM": _JVM_STEPS,
+    "the C++ runtime": _BAD_ALLOC_STEPS,
+}
+"""The steps of a killer other than the kernel, by its name."""
+
+
 def _detail(state: RunState, kill: OomKill) -> str:
     victim = f"{kill.killer} killed {kill.victim}" if kill.victim else None
     if kill.where == "scheduler":
-        return f" — {kill.victim} killed the job for using more memory than it was granted"
+        killed = (
+            "a container (a Spark executor or a task)" if kill.victim == _SCHEDULERS["yarn"] else "the job"
+        )
+        return f" — {kill.victim} killed {killed} for using more memory than it was granted"
+    if kill.where == "runtime":
+        return f" — {kill.victim}"
     if kill.where == "node":
         node = f"node {kill.pod.node}" if kill.pod.node else "its node"
         return f" — {node} ran out of memory" + (f" ({victim})" if victim else "")
@@ -391,6 +452,13 @@ _OWN_OOM_STEPS: dict[str, str] = {
     CAFFE_OOM: "Caffe: lower batch_size in the data layers of the net's prototxt (train and test) and raise "
     "the solver's iter_size to keep the effective batch; with several GPUs (-gpu all) each one holds the "
     "whole net, so check nvidia-smi for another process on them.",
+    VULKAN_OOM: "Vulkan: the back end asks the driver for device-local memory block by block; offload fewer "
+    "layers to the GPU (llama.cpp's -ngl / --n-gpu-layers), lower the context or batch size, and check "
+    "vulkaninfo's memory heaps for the card's device-local size (an integrated GPU's is what the BIOS "
+    "gives it).",
+    FRACTION_OOM: "PyTorch's memory fraction: the process was capped below the GPU's size "
+    "(torch.cuda.set_per_process_memory_fraction, a UI's reserve or --gpu-only setting); raise the "
+    "fraction or remove the cap, or lower the batch size to fit it ('Device limit' in the message).",
     THEANO_OOM: "Theano: lower the batch size, or let it keep a pool it grows "
     "(THEANO_FLAGS=gpuarray.preallocate "
     "or lib.cnmem below 1.0) instead of a fixed share another process may already hold.",

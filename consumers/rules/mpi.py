@@ -459,6 +459,17 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "above says why (signal 9: the OOM killer or the kubelet, 6: the program's abort, 11: a crash). "
         "Rerun with mpiexec --label (--line-buffer) to tag each line with its rank.",
     ),
+    "Slurm": (
+        "Slurm: the first task srun reports (srun: error: <node>: task N: Exited / Aborted) is the one that "
+        "failed, the Terminated ones were ended after it; that task's own output says why. sacct -j <job> "
+        "-o JobID,State,ExitCode,NodeList shows each step's end, and srun --kill-on-bad-exit=0 lets the "
+        "others finish while you debug.",
+    ),
+    "ibrun": (
+        "ibrun (TACC): the code is the first failed rank's; its own output above 'TACC: MPI job exited' says "
+        "why (ibrun's own usage errors print there too). Rerun the same command in an idev session to see "
+        "it, with the launcher's options checked against 'ibrun --help' on that system.",
+    ),
     "Charm++": (
         "Charm++: the Reason line under 'Called CmiAbort' is the program's CkAbort or Charm++'s own check; "
         "the processor's stack traceback under it shows the call. Rerun with +bt_gdb or a debug build "

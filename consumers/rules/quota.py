@@ -48,7 +48,7 @@ from consumers.rules.facts import pod_text
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
 from consumers.rules.signatures import GOOGLE_ML_QUOTA, PRINTED_REFUSAL, QUOTA_REFUSAL
 from consumers.rules.state import PodState, RunState, event_time
-from consumers.rules.tails import is_mention
+from consumers.rules.tails import bounded, is_mention
 from consumers.rules.wording import clock_time, listing, who
 from controller.contract.events import K8sEventObserved
 from controller.contract.quantities import quantity as parse_quantity
@@ -301,7 +301,7 @@ def _quoted(state: RunState) -> Detection | None:
     live reader saw and the run has not yet judged. A message wrapped over indented lines (a YAML
     status's ``reason:``) is read whole."""
     for pod in state.current_pods():
-        lines = pod_text(pod)
+        lines = bounded(pod_text(pod))
         for i, line in enumerate(lines):
             if (cloud := GOOGLE_ML_QUOTA.search(line)) is not None and not is_mention(line, cloud.start()):
                 return _google_ml(pod, line, cloud)

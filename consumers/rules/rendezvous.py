@@ -55,6 +55,9 @@ from consumers.rules.facts import pod_text
 from consumers.rules.rendezvouslines import (
     ADDRESS_IN_USE,
     BARRIER,
+    BARRIER_DONE,
+    BARRIER_RAISED,
+    BARRIER_WAIT,
     CLIENT_FAILED,
     CLIENT_TIMEOUT,
     CONNECT_RAISED,
@@ -66,6 +69,7 @@ from consumers.rules.rendezvouslines import (
     HOROVOD_START,
     HTTP_STORE,
     INIT_FRAME,
+    JULIA_MANAGER,
     RENDEZVOUS_SIGNS,
     RETRY_SPENT,
     STORE_BIND,
@@ -104,7 +108,13 @@ def _miss(pod: PodState) -> Miss | None:
     said = [
         line
         for i, line in enumerate(lines)
-        if (_said(line) or _store_bind(lines, i) or _init_connect(lines, i) or _store_reset(lines, i))
+        if (
+            _said(line)
+            or _store_bind(lines, i)
+            or _init_connect(lines, i)
+            or _store_reset(lines, i)
+            or _barrier_gave_up(lines, i)
+        )
         and not _recovered(lines, i)
     ]
     if not said:
@@ -170,15 +180,42 @@ def _miss(pod: PodState) -> Miss | None:
             else "found its rendezvous's state in etcd gone or never written (etcd's key not found: the "
             "rendezvous of this --rdzv-id was closed, expired or removed)"
         )
-    elif (m := HOROVOD_START.search(text)) is not None:
-        what = f"waited in Horovod's driver for {m['activity']} and timed out: its tasks never registered"
-        steps = _HOROVOD_STEPS
+    elif (launched := _launcher_miss(text)) is not None:
+        what, steps = launched
     elif BARRIER.search(text) is not None:
         what = "timed out in the process group's store barrier"
     else:
         what = "could not register all tasks with the coordination service (JAX / TensorFlow) at start-up"
     bind = what.startswith("could not start the c10d store")
     return Miss(pod, what, tuple(dict.fromkeys(said))[:6], bind, steps)
+
+
+def _launcher_miss(text: str) -> tuple[str, tuple[str, ...] | None] | None:
+    """What a launcher's own rendezvous said it missed (Horovod's driver, Julia's cluster managers) or the
+    process group's store barrier given up: its sentence, and its steps where they are not torch's."""
+    if (m := HOROVOD_START.search(text)) is not None:
+        activity = m["activity"] or m["activity2"]
+        return (
+            f"waited in Horovod's driver for {activity} and timed out: its tasks never registered",
+            _HOROVOD_STEPS,
+        )
+    if JULIA_MANAGER.search(text) is not None:
+        return (
+            "launched Julia workers that never connected back to its cluster manager (addprocs timed out)",
+            _JULIA_STEPS,
+        )
+    if (m := BARRIER_WAIT.search(text)) is not None:
+        joined = f"{m['count']} counted of world_size {m['world']}"
+        extra = (
+            ": more than the world size, so another run's ranks share its store and key (MASTER_PORT)"
+            if int(m["count"]) > int(m["world"])
+            else ""
+        )
+        return (
+            f"waited in the process group's store barrier ({joined}) until init_process_group raised{extra}",
+            None,
+        )
+    return None
 
 
 def _lost_store(text: str) -> tuple[str, tuple[str, ...] | None] | None:
@@ -235,6 +272,17 @@ def _init_connect(lines: tuple[str, ...], index: int) -> bool:
     return any(INIT_FRAME.search(before) for before in lines[max(0, index - _FRAMES) : index])
 
 
+def _barrier_gave_up(lines: tuple[str, ...], index: int) -> bool:
+    """Whether ``lines[index]`` is the store barrier's progress line (:data:`BARRIER_WAIT`) and a traceback
+    through ``init_process_group`` follows it with no barrier completed: the barrier gave up, even where
+    the tail lost the timeout's own message."""
+    if BARRIER_WAIT.search(lines[index]) is None or any(BARRIER_DONE.search(line) for line in lines):
+        return False
+    after = lines[index + 1 :]
+    raised = next((j for j, line in enumerate(after) if line.startswith("Traceback (most recent call")), None)
+    return raised is not None and any(BARRIER_RAISED.search(line) for line in after[raised:])
+
+
 def _store_reset(lines: tuple[str, ...], index: int) -> bool:
     """Whether ``lines[index]`` says a connection was reset, raised under a frame that creates or first awaits
     the c10d store (:data:`STORE_SETUP`, on its line or above it): a reset later in training is the mesh's."""
@@ -283,6 +331,13 @@ _ETCD_STEPS = (
     "for torch's etcd backend): from a pod, etcdctl --endpoints=<host>:2379 endpoint health.",
     "Start etcd (its Service and pod) before the job's servers and trainers, and let the NetworkPolicies "
     "of the namespace allow port 2379 from them: kubectl -n {namespace} get networkpolicy",
+)
+_JULIA_STEPS = (
+    "Julia's cluster manager waited for the workers it launched to connect back and none did in time: "
+    "check each worker starts (its own output, julia found at the same path on every host), and raise "
+    "JULIA_WORKER_TIMEOUT (60 s by default) where they start slowly.",
+    "The workers connect to the manager's address and port: check the manager's host name resolves from "
+    "the workers (bind_to= / --bind-to) and no NetworkPolicy or firewall blocks the port it listens on.",
 )
 _HOROVOD_STEPS = (
     "Horovod's driver waits --start-timeout (HOROVOD_START_TIMEOUT, 30 s by default) for every task to "

@@ -12,6 +12,9 @@ from consumers.rules.families import HOROVOD_START, STARTUP_BARRIER
 __all__ = [
     "ADDRESS_IN_USE",
     "BARRIER",
+    "BARRIER_DONE",
+    "BARRIER_RAISED",
+    "BARRIER_WAIT",
     "CLIENT_FAILED",
     "CLIENT_TIMEOUT",
     "CONNECTION_ERROR",
@@ -23,6 +26,7 @@ __all__ = [
     "HOROVOD_START",
     "HTTP_STORE",
     "INIT_FRAME",
+    "JULIA_MANAGER",
     "RENDEZVOUS_SIGNS",
     "RETRY_SPENT",
     "STORE_BIND",
@@ -170,6 +174,23 @@ BARRIER = re.compile(r"[Tt]imed out initializing process group in store[ -]based
 """``_store_based_barrier``'s timeout (``Timed out initializing process group in store based barrier on rank
 N, for key: store_based_barrier_key:1 (world_size=…, num_workers_joined=…, timeout=…)``), a report's lower
 case or hyphen kept."""
+BARRIER_WAIT = re.compile(
+    r"Waiting in store based barrier to initialize process group for rank: \d{1,7}, key: [^\n]{1,120}? "
+    r"\(world_size=(?P<world>\d{1,7}), (?:worker_count|num_workers_joined)=(?P<count>\d{1,7})"
+)
+"""``_store_based_barrier``'s progress line while it waits for every rank to add itself to the store's key
+(``Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1
+(world_size=4, worker_count=2, timeout=0:30:00)``): alone, the ranks may still be joining; followed by a
+traceback through ``init_process_group`` (:data:`BARRIER_RAISED`), the barrier gave up."""
+BARRIER_RAISED = re.compile(r"\binit_process_group\(|\b_store_based_barrier\(")
+BARRIER_DONE = re.compile(r"[Cc]ompleted store-based barrier for key\b")
+JULIA_MANAGER = re.compile(
+    r"Timeout -- the workers did not connect to the manager|\bthe workers did not connect to the manager\b"
+    r"|Timed out waiting to read host:port string from worker\b"
+)
+"""Julia's cluster managers giving up on the workers they launched: MPIClusterManagers' (MPI.jl's) manager
+(``Timeout -- the workers did not connect to the manager``), Distributed's ``addprocs`` reading each
+worker's address (``Timed out waiting to read host:port string from worker.``): the workers never met it."""
 ETCD = re.compile(
     r"etcd\.(?P<error>EtcdKeyNotFound|EtcdConnectionFailed|EtcdWatchTimedOut)\b"
     r"|Key not found : (?P<key>/torch(?:elastic|/elastic)/[\w/.-]{0,200})"
@@ -180,6 +201,6 @@ found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
-    STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED,
+    STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

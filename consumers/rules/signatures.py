@@ -667,9 +667,9 @@ CRASHES: tuple[Signature, ...] = (
             r"(?:11: SIGSEGV|(?:7|10): SIG(?P<kind>BUS))\)"
         ),
     ),
-    # Rust's report of a child that a signal ended (std's ExitStatus: ``signal: 11 (SIGSEGV) (core dumped)``),
-    # and Cargo's around it for the program it ran (``process didn't exit successfully: `target/…` (signal:
-    # 11, SIGSEGV: invalid memory reference)``)
+    # Rust's report of a child that a signal ended (std's ExitStatus: ``signal: 11 (SIGSEGV) (core dumped)``,
+    # with or without the core; SIGBUS's 10 on macOS), and Cargo's around it for the program it ran
+    # (``process didn't exit successfully: `target/…` (signal: 11, SIGSEGV: invalid memory reference)``)
     Signature(
         "rust-exit",
         "",
@@ -677,7 +677,7 @@ CRASHES: tuple[Signature, ...] = (
         re.compile(
             r"process didn't exit successfully: `[^`\n]{1,300}` \(signal: "
             r"(?:11, SIGSEGV|7, SIG(?P<kind>BUS)): "
-            r"|\bsignal: (?:11 \(SIGSEGV\)|7 \(SIG(?P<kind2>BUS)\)) \(core dumped\)"
+            r"|\bsignal: (?:11 \(SIGSEGV\)|(?:7|10) \(SIG(?P<kind2>BUS)\))"
         ),
     ),
     # zsh's report of a job a signal ended, in its own lower-case words (``zsh: segmentation fault (core
@@ -993,6 +993,35 @@ GPU_ERRORS: tuple[Signature, ...] = (
         re.compile(
             r"The error from device\((?:chipId:)?\d{1,4}(?:, dieId:\d{1,4})?\), serial number is \d{1,10}, "
             r"there is an? (?:aicore|aivec|aic|aiv) error\b"
+        ),
+    ),
+    # ROCm's runtime (ROCclr's rocdevice.cpp) on a hardware queue the GPU aborted, with HSA's status for why
+    # (``Callback: Queue 0x7f… aborting with error : HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted
+    # in a hardware exception. code: 0x1016``; newer releases ``Aborting``,
+    # ``HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION``);
+    # named by its status, not the queue's own resources running out (``HSA_STATUS_ERROR_OUT_OF_RESOURCES``)
+    Signature(
+        "rocm-queue-abort",
+        "ROCm",
+        "the AMD GPU aborted a kernel's hardware queue (ROCm's runtime: a hardware exception, an illegal "
+        "instruction or a trap in a kernel, usually a bug in a kernel or a build for another gfx target)",
+        re.compile(
+            r"Callback: Queue 0x[0-9a-fA-F]{1,16} [Aa]borting with error : "
+            r"HSA_STATUS_ERROR_(?:EXCEPTION|ILLEGAL_INSTRUCTION)\b"
+        ),
+    ),
+    # a TPU core that stopped mid-program, as TensorFlow's TPU runtime, PJRT under torch_xla and JAX raise it
+    # (``Core halted unexpectedly: INTERNAL: Accelerator device halted prematurely, perhaps due to an
+    # on-device check-failure``, ``Core halted unexpectedly: No error message available …``, libtpu's
+    # ``RuntimeUnexpectedCoreHalt``)
+    Signature(
+        "tpu-core-halted",
+        "the TPU runtime",
+        "a TPU core halted in the middle of the program (the TPU runtime: an on-device check failed, or the "
+        "chip faulted)",
+        re.compile(
+            r"\bCore halted unexpectedly:|Accelerator device halted prematurely\b"
+            r"|\bRuntimeUnexpectedCoreHalt\b"
         ),
     ),
     # the driver's status for a GPU it can no longer use until it is reset, as its asserts and its GSP
@@ -1346,6 +1375,41 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate \d"
         ),
     ),
+    # Dask's nanny restarting the worker it watches once the worker's memory passed the share of its
+    # memory_limit it may use (distributed.worker.memory.terminate, 95% by default): ``Worker exceeded 95%
+    # memory budget. Restarting``, newer releases ``Worker tcp://10.0.0.5:40123 (pid=4120) exceeded 95%
+    # memory budget. Restarting...``
+    Signature(
+        "dask-nanny",
+        "Dask's nanny",
+        "the Dask worker went over its memory budget and its nanny restarted it",
+        re.compile(r"\bexceeded \d{1,3}% memory budget\. Restarting"),
+    ),
+    # containerd's CRI plugin on the kernel's OOM kill in a container's cgroup, the event it publishes before
+    # the kubelet reads it (``TaskOOM event container_id:"…"``, older releases ``TaskOOM event
+    # &TaskOOM{ContainerID:…,}``)
+    Signature(
+        "containerd-oom",
+        "containerd",
+        "the container's memory cgroup ran out and the kernel killed a process (containerd's TaskOOM event)",
+        re.compile(r"\bTaskOOM event (?:container_id:|&TaskOOM\{ContainerID:)"),
+    ),
+    # a runtime refusing the program memory of its own: the JVM's heap at its -Xmx
+    # (``java.lang.OutOfMemoryError: Java heap space``, ``GC overhead limit exceeded``: a Spark executor's, a
+    # Hadoop task's), and the C++ runtime ending a program whose allocation threw (``terminate called after
+    # throwing an instance of 'std::bad_alloc'``)
+    Signature(
+        "jvm-heap",
+        "the JVM",
+        "the JVM's heap was used up (java.lang.OutOfMemoryError)",
+        re.compile(r"\bjava\.lang\.OutOfMemoryError: (?:Java heap space|GC overhead limit exceeded)\b"),
+    ),
+    Signature(
+        "bad-alloc",
+        "the C++ runtime",
+        "the program could not allocate memory and the C++ runtime ended it (std::bad_alloc)",
+        re.compile(r"\bterminate called after throwing an instance of 'std::bad_alloc'"),
+    ),
     # Flux's job shell's oom plugin on the job's memory cgroup (``flux-shell[0]: ERROR: oom: Memory cgroup out
     # of memory: killed 3 tasks on node12.``, then its ``memory.peak`` / ``memory.max``)
     Signature(
@@ -1427,6 +1491,13 @@ KERNEL_OOM: tuple[Signature, ...] = (
             # Moab's policy on TORQUE's jobs (``job 4211 exceeded MEM usage hard limit (2048 > 1024)``, its
             # ``SWAP``), the resource limit it cancels them for
             r"|(?P<moab>exceeded (?:MEM|SWAP) usage hard limit) \(\d{1,20} > \d{1,20}\)"
+            # YARN's NodeManager on a container over the memory it was granted (Spark's ``Container killed by
+            # YARN for exceeding memory limits. 7.2 GB of 4 GB physical memory used``, Hadoop's ``Container
+            # [pid=…,containerID=…] is running beyond physical memory limits``, Hadoop 3's ``is running 5184B
+            # beyond the 'PHYSICAL' memory limit``)
+            r"|(?P<yarn>Container killed by YARN for exceeding (?:physical |virtual )?memory limits"
+            r"|is running (?:\d{1,20}B )?beyond (?:(?:physical|virtual) memory limits"
+            r"|the '(?:PHYSICAL|VIRTUAL)' memory limit))"
         ),
     ),
 )

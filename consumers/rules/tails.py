@@ -70,12 +70,14 @@ _PRINTED = re.compile(
     r"^\s{0,8}(?:\[|<|\(pid=|\((?:raylet|gcs_server|autoscaler|monitor)(?:, ip=[\w.:]{1,45})?\) "
     r"|\([\w.]{1,80} pid=\d|\{|\d{1,4}[-/:.]\d|[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:|[EWIFD]\d{4} "
     r"|[\w.-]{1,60}:\d{1,10}:|[\w.-]{1,40}: |(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception|Warning)\b"
-    r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b|(?:CUDA|HIP|NCCL|cuDNN|cuBLAS) error: )"
+    r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b|(?:CUDA|HIP|NCCL|cuDNN|cuBLAS) error: "
+    r"|process didn't exit successfully: `)"
     r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
-exception's class, a GPU library's ``CUDA error: ``) or a source location (``file.c:NN``)."""
+exception's class, a GPU library's ``CUDA error: ``, cargo's ``process didn't exit successfully: `…` ``
+under its ``Caused by:``) or a source location (``file.c:NN``)."""
 _DISCOURSE = re.compile(
     r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
     r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
@@ -114,9 +116,14 @@ _EXAMPLES = re.compile(
     r"(?:see|get|receive|hit|run into)\b"
     r"|\b(?:[Ee]xpected|[Ss]ample|[Ee]xample) output\b"
     r"|\b[Ff]or (?:example|instance)\b|\be\.g\.|\bsuch as\b|\blike this\b|\blooks? like\b"
-    r"|\b[Ee]xamples?\b|\b[Tt]ypical\b)[^\n]{0,200}:\s{0,4}$"
+    r"|\b[Ee]xamples?\b|\b[Tt]ypical\b|\b(?:the|this) (?:following )?(?:form|format)\b)[^\n]{0,200}:\s{0,4}$"
+    # a document saying where and how a program writes a message, the message's format under it (``On
+    # Linux, XIDs are written to the kernel log as`` then a code block)
+    r"|\b(?:is|are) (?:written|printed|logged|reported|shown|formatted|emitted) (?:to|in|into|on|by) "
+    r"[^\n]{1,120}? as\s{0,4}$"
 )
-"""A sentence that introduces examples: the lines under it are quoted, not printed by the run."""
+"""A sentence that introduces examples or a format: the lines under it are quoted, not printed by the
+run."""
 _API_HEADER = re.compile(
     # Sphinx's entry of an exception or a class (``exception cuda.core.CUDAOutOfMemoryError#``, ``class
     # torch.cuda.OutOfMemoryError``), its module's path before the name, its permalink after it
@@ -166,6 +173,10 @@ _WRITTEN = re.compile(
     # source code giving an error's text: a C/C++/Go/Python statement returning or raising a literal, a
     # ``case`` of a switch over error codes (c10d's table of NCCL's error strings, pasted from a diff view)
     r"(?:return|case|throw|raise) [^\n]{0,300}?[;:]\s{0,4}\|?\s{0,4}$"
+    # C/C++ source commented out (``//   if (ne < 0) {``, ``// printf("ibv_poll_cq() failed …");``), and a
+    # print statement giving an error's text as its format (``fprintf(stderr, "… failed: %d\n", ne);``)
+    r"|//\s{0,16}(?:if \(|while \(|for \(|return\b|[A-Za-z_][\w.>-]{0,80}\()"
+    r"|(?:f|s|sn|v|vf)?printf\s{0,2}\((?:\s{0,4}std(?:err|out),)?\s{0,4}\"[^\n]{0,300}?%"
     # a test's description assigned as a shell or Python variable (``test_description='… ENOSPC …'``)
     r"|\w{1,60}_description\s{0,2}=\s{0,2}[\"']"
     # a patch's mail header naming what it changes (``Subject: [PATCH] Provide ETIMEDOUT as …``)
@@ -180,7 +191,8 @@ _WRITTEN = re.compile(
     r"(?:how|the|whether|when)\b"
     r")"
 )
-"""A line written, not printed: source code returning or raising an error's text, a test's description,
+"""A line written, not printed: source code returning, raising or printing an error's text (or commented
+out), a test's description,
 a patch's subject, a setting explained by its name, a class defined and its docstring. A program's output
 is none of these."""
 
@@ -192,7 +204,8 @@ def _named_bare(text: str) -> bool:
 
 
 _REPORTED = re.compile(
-    r"\b(?:gave|gives|threw|throws|raised|raises|printed|prints|showed|shows|got|get|getting) (?:me |us )?"
+    r"\b(?:gave|gives|threw|throws|raised|raises|printed|prints|showed|shows|got|get|getting"
+    r"|fails with|failed with) (?:me |us )?"
     r"(?:an? |the |this )?(?:error|exception)(?: message)?: (?P<quote>\S[^\n]{4,300})$"
     # the report's own label before the line it pastes (``Error info: [pid] signal (11): …``, ``Error
     # message: …``), not after a condition or advice
@@ -200,7 +213,8 @@ _REPORTED = re.compile(
     r"(?P<quote2>\S[^\n]{4,300})$"
 )
 """A person's report of what a program printed, quoting it at the end of the sentence (``… would not
-save the file and gave me an error: [Errno 28] No space left on device``)."""
+save the file and gave me an error: [Errno 28] No space left on device``, ``the controller fails with error:
+`…` ``)."""
 
 
 _REPORTED_NAMED = re.compile(
@@ -547,6 +561,10 @@ PADDLE_BADALLOC_OOM = "GPU out of memory (PaddlePaddle's allocator threw BadAllo
 THEANO_OOM = "GPU out of memory (Theano could not allocate device memory)"
 CAFFE_OOM = "GPU out of memory (Caffe's CUDA_CHECK: a CUDA call returned cudaErrorMemoryAllocation)"
 """What Caffe's (and its forks') glog check on a CUDA call's status says when the call ran out of memory."""
+VULKAN_OOM = "GPU out of memory (Vulkan: the device memory allocation failed, ErrorOutOfDeviceMemory)"
+"""What a Vulkan back end (ggml's, llama.cpp's, ncnn's) refused device memory is said as."""
+FRACTION_OOM = "GPU out of memory (PyTorch: over the memory fraction the process was allowed)"
+"""What PyTorch's caching allocator refusing a block over ``set_per_process_memory_fraction`` is said as."""
 GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (  # PyTorch's MPS backend on Apple silicon, over its watermark of the unified memory (``MPS backend out
         # of memory (MPS allocated: 1.2 GB, other allocations: …, max allowed: …). Tried to allocate …``);
@@ -609,6 +627,18 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (  # PyTorch's caching allocator on another accelerator: Intel's XPU (IPEX, torch.xpu), Ascend's NPU
         "accelerator out of memory (PyTorch's XPU / NPU allocator)",
         re.compile(r"\b(?:XPU|NPU) out of memory\. Tried to allocate\b"),
+    ),
+    (  # PyTorch's caching allocator over the fraction of the device the process was allowed
+        # (torch.cuda.set_per_process_memory_fraction: ``Allocation on device 0 would exceed allowed memory.
+        # (out of memory)`` then its ``Currently allocated`` / ``Device limit`` table)
+        FRACTION_OOM,
+        re.compile(r"\bAllocation on device \d{1,3} would exceed allowed memory\. \(out of memory\)"),
+    ),
+    (  # Vulkan's result for a device memory allocation it could not make, as ggml's Vulkan back end
+        # (llama.cpp, whisper.cpp) and other Vulkan compute back ends raise it (``vk::Device::allocateMemory:
+        # ErrorOutOfDeviceMemory``, the C name ``VK_ERROR_OUT_OF_DEVICE_MEMORY``)
+        VULKAN_OOM,
+        re.compile(r"\bErrorOutOfDeviceMemory\b|\bVK_ERROR_OUT_OF_DEVICE_MEMORY\b"),
     ),
     (  # MXNet's storage managers (pooled, naive) giving up on cudaMalloc, after a retry or not
         "GPU out of memory (MXNet: cudaMalloc failed)",
@@ -1099,6 +1129,23 @@ _SRUN_TASK = re.compile(
 )
 """Slurm's srun on a task of the step that aborted (SIGABRT, ``Aborted (core dumped)``) or exited non-zero;
 srun's ``Terminated`` lines after it are the step's cleanup, its ``Segmentation fault`` a segfault's."""
+_SLURM_STEP_FAILED = re.compile(
+    r"\*\*\* (?:STEP|JOB) \d{1,12}(?:\.\d{1,6})? ON (?P<host>[\w.-]{1,253}) CANCELLED AT \S{1,40} "
+    r"DUE TO TASK FAILURE \*\*\*"
+    r"|Terminating (?:job step |StepId=)\d{1,12}\.\d{1,6}; task (?P<task>\d{1,7}) "
+    r"exit code (?P<code>\d{1,3}) exited without notification"
+)
+"""Slurm's step daemon ending a step because one of its tasks failed: the step cancelled for it (``*** STEP
+5.0 ON node7 CANCELLED AT 2025-01-02T03:04:05 DUE TO TASK FAILURE ***``, srun's --kill-on-bad-exit), or a
+task that exited non-zero without telling it (``Terminating job step 5.0; task 0 exit code 1 exited without
+notification``); not a step cancelled by a person, its time limit or the OOM killer (no ``DUE TO TASK
+FAILURE``)."""
+_IBRUN_EXIT = re.compile(r"\bTACC: {1,2}MPI job exited with code: (?P<code>[1-9]\d{0,2})\b")
+"""TACC's ibrun (the MPI launcher of its clusters, over MVAPICH's or Intel MPI's) on the job it started that
+ended non-zero (``TACC: MPI job exited with code: 1``)."""
+_PMI_ABORT = re.compile(r"^\s{0,8}In: PMI_Abort\(-?\d{1,10}, (?P<detail>[^\n]{1,200}?)\s{0,4}$")
+"""MPICH's (MPICH2's) simple PMI client on the abort it passes to the process manager, with the error that
+caused it (``In: PMI_Abort(1, Fatal error in PMPI_Comm_rank: Invalid communicator, error stack:``)."""
 _LIGHTNING_CHILD = re.compile(
     r"Child process with PID (?P<pid>\d{1,10}) terminated with code (?P<code>-?\d{1,10})\. "
     r"Forcefully terminating all other processes"
@@ -1163,6 +1210,9 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
     ("srun", _SRUN_TASK, True),
+    ("slurm-step", _SLURM_STEP_FAILED, True),
+    ("ibrun", _IBRUN_EXIT, True),
+    ("pmi-abort", _PMI_ABORT, True),
     ("lightning", _LIGHTNING_CHILD, True),
     ("ray", _RAY_ACTOR_DIED, False),
     ("spawn", _SPAWN_EXIT, True),
@@ -1325,7 +1375,7 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         worker = next((m["name"] for text in after[:3] if (m := _RAY_WORKER.search(text))), "an actor")
         detail = f"(Ray's {worker} actor died unexpectedly: its worker process ended)"
         return RankFailure(None, "exited", None, None, None, (line,), launcher="Ray", detail=detail)
-    if (failure := _spawned_failure(line)) is not None:
+    if (failure := _spawned_failure(line) or _step_failure(line)) is not None:
         return failure
     if (failure := _launcher_abort(line, after, whole)) is not None:
         return failure
@@ -1334,6 +1384,28 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         if status < 0:
             return RankFailure(None, "killed", None, str(-status), None, (line,), local, "DeepSpeed")
         return RankFailure(None, "exited", status, None, None, (line,), local, "DeepSpeed")
+    return None
+
+
+def _step_failure(line: str) -> RankFailure | None:
+    """A job a launcher or a process manager ended for a task that failed: Slurm's step daemon, TACC's ibrun,
+    MPICH's PMI client."""
+    if (match := _SLURM_STEP_FAILED.search(line)) is not None:
+        if match["task"] is not None:
+            return RankFailure(
+                int(match["task"]), "exited", int(match["code"]), None, None, (line,), launcher="Slurm"
+            )
+        detail = "and Slurm cancelled the step for it (a task failed; srun --kill-on-bad-exit)"
+        return RankFailure(
+            None, "exited", None, None, match["host"], (line,), launcher="Slurm", detail=detail
+        )
+    if (match := _IBRUN_EXIT.search(line)) is not None:
+        return RankFailure(None, "exited", int(match["code"]), None, None, (line,), launcher="ibrun")
+    if (match := _PMI_ABORT.match(line)) is not None:
+        why = match["detail"].removesuffix(", error stack:").rstrip(", ")
+        detail = f"MPICH's PMI client aborted the job: {why}"
+        # its first argument is MPICH's error code for the failure, not a process's exit status
+        return RankFailure(None, "aborted", None, None, None, (line,), None, "MPICH", detail)
     return None
 
 
