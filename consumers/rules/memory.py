@@ -45,6 +45,7 @@ from consumers.rules.rule import Context, Detection, Rule, container_fact, event
 from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
 from consumers.rules.tails import (
+    CAFFE_OOM,
     CUPY_OOM,
     FRACTION_OOM,
     MIOPEN_OOM,
@@ -537,6 +538,9 @@ _OWN_OOM_STEPS: dict[str, str] = {
     PADDLE_BADALLOC_OOM: "PaddlePaddle: lower the batch size, and set FLAGS_fraction_of_gpu_memory_to_use or "
     "FLAGS_allocator_strategy=auto_growth so another process's share of the GPU is left free "
     "(nvidia-smi shows who holds it).",
+    CAFFE_OOM: "Caffe: lower batch_size in the data layers of the net's prototxt (train and test) and raise "
+    "the solver's iter_size to keep the effective batch; with several GPUs (-gpu all) each one holds the "
+    "whole net, so check nvidia-smi for another process on them.",
     VULKAN_OOM: "Vulkan: the back end asks the driver for device-local memory block by block; offload fewer "
     "layers to the GPU (llama.cpp's -ngl / --n-gpu-layers), lower the context or batch size, and check "
     "vulkaninfo's memory heaps for the card's device-local size (an integrated GPU's is what the BIOS "
