@@ -33,7 +33,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1042215.0. Some of your processes may have been killed by the cgroup out-of-memory handler.",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "other",
         ),
     ),
@@ -42,7 +42,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "slurmstepd: error: Detected 2 oom-kill event(s) in step 14037828.batch cgroup. Some of your processes may have been killed by the cgroup out-of-memory handler.",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "other",
         ),
     ),
@@ -51,7 +51,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "srun: error: gpu-node-1: task 13: Out Of Memory",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "other",
         ),
     ),
@@ -60,7 +60,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "srun: error: gpu-node-1: task 3: Killed\nslurmstepd: error: Detected 1 oom-kill event(s) in StepId=4711.0. Some of your processes may have been killed by the cgroup out-of-memory handler.",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "other",
         ),
     ),
@@ -68,8 +68,8 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "slurmstepd: error: Job 4711 exceeded memory limit (33554432 > 33554432), being killed",
-            "failed: out of memory — Slurm's accounting killed the job fo",
-            "Ask the batch scheduler for more memory for t",
+            "failed: out of memory — Slurm's accounting killed the job",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -77,8 +77,8 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "slurmstepd: error: Step 4711.0 exceeded memory limit (16777216 > 16384000), being killed",
-            "failed: out of memory — Slurm's accounting killed the job fo",
-            "Ask the batch scheduler for more memory for t",
+            "failed: out of memory — Slurm's accounting killed the job",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -86,8 +86,8 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "slurmstepd: error: StepId=4711.0 exceeded virtual memory limit (68719476736 > 34359738368), being killed",
-            "failed: out of memory — Slurm's accounting killed the job fo",
-            "Ask the batch scheduler for more memory for t",
+            "failed: out of memory — Slurm's accounting killed the job",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -96,7 +96,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "4711.0           python OUT_OF_ME+    0:125 ",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "other",
         ),
     ),
@@ -105,7 +105,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "srun: error: gpu-node-1: task 3: Segmentation fault (core dumped)",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -113,7 +113,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         "segfault",
         (
             "srun: error: gpu-node-1: task 3: Segmentation fault",
-            "crashed with a segmentation fault (SIGSEGV) (Slurm's srun re",
+            "crashed with a segmentation fault (SIGSEGV) (Slurm's srun",
             "The launcher only saw the task end: read the",
             "other",
         ),
@@ -122,8 +122,8 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         "segfault",
         (
             "srun: error: gpu-node-1: task 3: Bus error",
-            "crashed with a bus error (SIGBUS) (Slurm's srun reported tas",
-            "A bus error usually means shared memory ran o",
+            "crashed with a bus error (SIGBUS) (Slurm's srun reported",
+            "A bus error usually means shared memory ran",
             "other",
         ),
     ),
@@ -132,7 +132,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "srun: error: gpu-node-1: tasks 0-3: Aborted (core dumped)",
             "aborted: srun reported task 0 Aborted (SIGABRT)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "mpich",
         ),
     ),
@@ -141,7 +141,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "srun: error: gpu-node-1: task 2: Exited with exit code 1\nsrun: Terminating StepId=4711.0\nslurmstepd: error: *** STEP 4711.0 ON gpu-node-1 CANCELLED AT 2026-11-29T08:01:02 ***\nApplication 4711 task 2 called MPI_Abort(MPI_COMM_WORLD, 1)",
             "exited with code 1",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "mpich",
         ),
     ),
@@ -150,7 +150,7 @@ _SLURM: dict[str, tuple[RuleId, Wording]] = {
         (
             "application called MPI_Abort(MPI_COMM_WORLD, 1) - process 2\nsrun: error: gpu-node-1: task 2: Exited with exit code 1",
             "aborted (exit 1)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "mpich",
         ),
     ),
@@ -172,8 +172,8 @@ _PBS: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "=>> PBS: job killed: mem 33554432kb exceeded limit 16777216kb",
-            "failed: out of memory — PBS killed the job for using more me",
-            "Ask the batch scheduler for more memory for t",
+            "failed: out of memory — PBS killed the job for using more",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -181,8 +181,8 @@ _PBS: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "=>> PBS: job killed: vmem 68719476736b exceeded limit 34359738368b",
-            "failed: out of memory — PBS killed the job for using more me",
-            "Ask the batch scheduler for more memory for t",
+            "failed: out of memory — PBS killed the job for using more",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -190,8 +190,8 @@ _PBS: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "PBS: job killed: mem job total 4323312 kb exceeded limit 3145728 kb",
-            "failed: out of memory — PBS killed the job for using more me",
-            "Ask the batch scheduler for more memory for t",
+            "failed: out of memory — PBS killed the job for using more",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -204,8 +204,8 @@ _LSF: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.\nExited with exit code 137.",
-            "failed: out of memory — LSF killed the job for using more me",
-            "Ask the batch scheduler for more memory for t",
+            "failed: out of memory — LSF killed the job for using more",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -213,8 +213,8 @@ _LSF: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "TERM_SWAP: job killed after reaching LSF swap usage limit.\nExited with exit code 137.",
-            "failed: out of memory — LSF killed the job for using more me",
-            "Ask the batch scheduler for more memory for t",
+            "failed: out of memory — LSF killed the job for using more",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -227,7 +227,7 @@ _GRID_ENGINE: dict[str, tuple[RuleId, Wording]] = {
         (
             'job 4711.1 exceeds job hard limit "h_vmem" of queue "gpu.q@gpu-node-1" (36045729792.00000 > limit:34359738368.00000) - sending SIGKILL',
             "failed: out of memory — Grid Engine killed the job for using",
-            "Ask the batch scheduler for more memory for t",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -240,7 +240,7 @@ _FLUX: dict[str, tuple[RuleId, Wording]] = {
         (
             "flux-job: task(s) exited with exit code 137\nflux-shell[0]: ERROR: oom: Memory cgroup out of memory: killed 1 task on gpu-node-1.",
             "failed: out of memory — Flux's job shell (its oom plugin on",
-            "Ask the batch scheduler for more memory for t",
+            "Ask the batch scheduler for more memory for",
             "other",
         ),
     ),
@@ -258,7 +258,7 @@ _FLUX: dict[str, tuple[RuleId, Wording]] = {
         (
             "flux-shell[1]: FATAL: task 3: Segmentation fault (core dumped)",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -271,8 +271,8 @@ _CRAY: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "[NID 00012] 2026-11-29 08:01:02 Apid 4711: OOM killer terminated this process.\nApplication 4711 exit signals: Killed",
-            "failed: out of memory — node gpu-node-0 ran out of memory (C",
-            "ALPS placed more memory on the compute node t",
+            "failed: out of memory — node gpu-node-0 ran out of memory",
+            "ALPS placed more memory on the compute node",
             "other",
         ),
     ),
@@ -281,7 +281,7 @@ _CRAY: dict[str, tuple[RuleId, Wording]] = {
         (
             "_pmiu_daemon(SIGCHLD): [NID 00012] [c0-0c0s3n0] [Sun Nov 29 08:01:02 2026] PE RANK 3 exit signal Segmentation fault",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -290,7 +290,7 @@ _CRAY: dict[str, tuple[RuleId, Wording]] = {
         (
             "x1000c0s0b0n0.hsn.cm.polaris.alcf.anl.gov: rank 3 died from signal 11 and dumped core",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -299,7 +299,7 @@ _CRAY: dict[str, tuple[RuleId, Wording]] = {
         (
             "x1000c0s0b0n0: rank 3 exited with code 1\nMPICH ERROR [Rank 3] [job id 4711] [Sun Nov 29 08:01:02 2026] [x1000c0s0b0n0] - Abort(1) (rank 3 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 1) - process 3",
             "aborted (exit 1)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "mpich",
         ),
     ),
@@ -307,8 +307,8 @@ _CRAY: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "x1000c0s0b0n0: rank 3 died from signal 9\nx1000c0s0b0n0 kernel: Out of memory: Killed process 4711 (python) total-vm:98765432kB, anon-rss:87654321kB",
-            "failed: out of memory — node gpu-node-0 ran out of memory (t",
-            "Raise the memory limit of the role that faile",
+            "failed: out of memory — node gpu-node-0 ran out of memory",
+            "Raise the memory limit of the role that",
             "other",
         ),
     ),
@@ -321,7 +321,7 @@ _JSM: dict[str, tuple[RuleId, Wording]] = {
         (
             "Error: Remote JSM server is not responding on host gpu-node-1\nJob 4711: rank 3 exited with signal 11 (Segmentation fault)",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -330,7 +330,7 @@ _JSM: dict[str, tuple[RuleId, Wording]] = {
         (
             "[gpu-node-1:4711] *** Process received signal ***\n[gpu-node-1:4711] Signal: Segmentation fault (11)\n[gpu-node-1:4711] Signal code: Address not mapped (1)",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -343,7 +343,7 @@ _INTEL_MPI: dict[str, tuple[RuleId, Wording]] = {
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 3 PID 4711 RUNNING AT gpu-node-1\n=   KILLED BY SIGNAL: 11 (Segmentation fault)\n===================================================================================",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "intel-mpi",
         ),
     ),
@@ -351,8 +351,8 @@ _INTEL_MPI: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 3 PID 4711 RUNNING AT gpu-node-1\n=   KILLED BY SIGNAL: 9 (Killed)\n===================================================================================\nOut of memory: Killed process 4711 (python)",
-            "failed: out of memory — node cpu-node-0 ran out of memory (t",
-            "Raise the memory limit of the role that faile",
+            "failed: out of memory — node cpu-node-0 ran out of memory",
+            "Raise the memory limit of the role that",
             "intel-mpi",
         ),
     ),
@@ -361,7 +361,7 @@ _INTEL_MPI: dict[str, tuple[RuleId, Wording]] = {
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 3 PID 4711 RUNNING AT gpu-node-1\n=   EXIT STATUS: 1\n===================================================================================",
             "exited with code 1",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "intel-mpi",
         ),
     ),
@@ -370,7 +370,7 @@ _INTEL_MPI: dict[str, tuple[RuleId, Wording]] = {
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 3 PID 4711 RUNNING AT gpu-node-1\n=   KILLED BY SIGNAL: 7 (Bus error)\n===================================================================================",
             "crashed with a bus error (SIGBUS)",
-            "A bus error usually means shared memory ran o",
+            "A bus error usually means shared memory ran",
             "intel-mpi",
         ),
     ),
@@ -384,7 +384,7 @@ _MPICH_BANNER: dict[str, tuple[RuleId, Wording]] = {
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 4711 RUNNING AT gpu-node-1\n=   EXIT CODE: 134\n=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n===================================================================================\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Aborted (signal 6)",
             "was killed by signal 6 (SIGABRT)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "mpich",
         ),
     ),
@@ -393,7 +393,7 @@ _MPICH_BANNER: dict[str, tuple[RuleId, Wording]] = {
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 4711 RUNNING AT gpu-node-1\n=   EXIT CODE: 135\n=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n===================================================================================\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)",
             "crashed with a bus error (SIGBUS)",
-            "A bus error usually means shared memory ran o",
+            "A bus error usually means shared memory ran",
             "mpich",
         ),
     ),
@@ -402,7 +402,7 @@ _MPICH_BANNER: dict[str, tuple[RuleId, Wording]] = {
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 4711 RUNNING AT gpu-node-1\n=   EXIT CODE: 139\n=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n===================================================================================\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault (signal 11)",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "mpich",
         ),
     ),
@@ -411,7 +411,7 @@ _MPICH_BANNER: dict[str, tuple[RuleId, Wording]] = {
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 3 PID 4711 RUNNING AT gpu-node-1\n=   KILLED BY SIGNAL: 9 (Killed)\n===================================================================================",
             "was killed by signal 9 (Killed)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "mpich",
         ),
     ),
@@ -420,7 +420,7 @@ _MPICH_BANNER: dict[str, tuple[RuleId, Wording]] = {
         (
             "===================================================================================\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 3 PID 4711 RUNNING AT gpu-node-1\n=   KILLED BY SIGNAL: 6 (Aborted)\n===================================================================================",
             "was killed by signal 6 (Aborted)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "mpich",
         ),
     ),
@@ -436,7 +436,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "--------------------------------------------------------------------------\nmpirun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 11 (Segmentation fault).\n--------------------------------------------------------------------------",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "openmpi",
         ),
     ),
@@ -445,7 +445,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "mpirun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 7 (Bus error).",
             "crashed with a bus error (SIGBUS)",
-            "A bus error usually means shared memory ran o",
+            "A bus error usually means shared memory ran",
             "openmpi",
         ),
     ),
@@ -454,7 +454,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "mpirun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 6 (Aborted).",
             "was killed by signal 6 (Aborted)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "openmpi",
         ),
     ),
@@ -463,7 +463,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "mpirun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 8 (Floating point exception).",
             "was killed by signal 8 (Floating point exception)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "openmpi",
         ),
     ),
@@ -472,7 +472,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "mpirun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 4 (Illegal instruction).",
             "was killed by signal 4 (Illegal instruction)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "openmpi",
         ),
     ),
@@ -481,7 +481,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "mpirun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 15 (Terminated).",
             "was killed by signal 15 (Terminated)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "openmpi",
         ),
     ),
@@ -490,7 +490,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "mpirun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 9 (Killed).",
             "was killed by signal 9 (Killed)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "openmpi",
         ),
     ),
@@ -498,8 +498,8 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "mpirun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 9 (Killed).\nOut of memory: Killed process 4711 (python) total-vm:98765432kB, anon-rss:87654321kB",
-            "failed: out of memory — node cpu-node-0 ran out of memory (t",
-            "Raise the memory limit of the role that faile",
+            "failed: out of memory — node cpu-node-0 ran out of memory",
+            "Raise the memory limit of the role that",
             "openmpi",
         ),
     ),
@@ -508,7 +508,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "prterun noticed that process rank 3 with PID 4711 on node gpu-node-1 exited on signal 11 (Segmentation fault).",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "openmpi",
         ),
     ),
@@ -516,8 +516,8 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         "mpi-abort",
         (
             "--------------------------------------------------------------------------\nmpirun has exited due to process rank 3 with PID 4711 on\nnode gpu-node-1 exiting improperly. There are three reasons this could occur:\n--------------------------------------------------------------------------",
-            "exited improperly (without MPI_Finalize, or by an abort mpir",
-            "Read the failing rank's own error above the a",
+            "exited improperly (without MPI_Finalize, or by an abort",
+            "Read the failing rank's own error above the",
             "openmpi",
         ),
     ),
@@ -526,7 +526,7 @@ _OPEN_MPI_NOTICED: dict[str, tuple[RuleId, Wording]] = {
         (
             "Primary job  terminated normally, but 1 process returned\na non-zero exit code. Per user-direction, the job has been aborted.\n-------------------------------------------------------\n--------------------------------------------------------------------------\nmpirun detected that one or more processes exited with non-zero status, thus causing\nthe job to be terminated. The first process to do so was:\n\n  Process name: [[4711,1],3]\n  Exit code:    1\n--------------------------------------------------------------------------",
             "exited with code 1",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "openmpi",
         ),
     ),
@@ -538,7 +538,7 @@ _OPENFOAM: dict[str, tuple[RuleId, Wording]] = {
         "segfault",
         (
             "#0  Foam::error::printStack(Foam::Ostream&) at ??:?\n#1  Foam::sigSegv::sigHandler(int) at ??:?\n#2  ? in /lib/x86_64-linux-gnu/libc.so.6\n#3  Foam::fvMatrix<double>::solve() at ??:?",
-            "crashed with a segmentation fault (SIGSEGV) in an OpenFOAM s",
+            "crashed with a segmentation fault (SIGSEGV) in an OpenFOAM",
             "Read OpenFOAM's printStack frames under Foam:",
             "other",
         ),
@@ -552,8 +552,8 @@ _FORTRAN: dict[str, tuple[RuleId, Wording]] = {
         "segfault",
         (
             "forrtl: severe (174): SIGSEGV, segmentation fault occurred\nImage              PC                Routine            Line        Source\nsolver             0000000000412345  Unknown               Unknown  Unknown",
-            "crashed with a segmentation fault (SIGSEGV) in a Fortran pro",
-            "Intel Fortran's SIGSEGV is most often its sta",
+            "crashed with a segmentation fault (SIGSEGV) in a Fortran",
+            "Intel Fortran's SIGSEGV is most often its",
             "other",
         ),
     ),
@@ -562,7 +562,7 @@ _FORTRAN: dict[str, tuple[RuleId, Wording]] = {
         (
             "forrtl: severe (41): insufficient virtual memory",
             "failed: out of memory — node gpu-node-0 ran out of memory",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "other",
         ),
     ),
@@ -589,7 +589,7 @@ _FORTRAN: dict[str, tuple[RuleId, Wording]] = {
         (
             "Program received signal SIGSEGV: Segmentation fault - invalid memory reference.\n\nBacktrace for this error:\n#0  0x7f1e2a in ???\n#1  0x401234 in solve_ at solver.f90:88",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -597,8 +597,8 @@ _FORTRAN: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "Operating system error: Cannot allocate memory\nAllocation would exceed memory limit\nError termination. Backtrace:",
-            "failed: out of memory — an ALLOCATE of the Fortran program c",
-            "An ALLOCATE asked for more memory than the pr",
+            "failed: out of memory — an ALLOCATE of the Fortran program",
+            "An ALLOCATE asked for more memory than the",
             "other",
         ),
     ),
@@ -652,7 +652,7 @@ _R: dict[str, tuple[RuleId, Wording]] = {
         "segfault",
         (
             " *** caught bus error ***\naddress 0x7f1e2a000000, cause 'non-existent physical address'",
-            "crashed with a bus error (SIGBUS) in R's process (R's handle",
+            "crashed with a bus error (SIGBUS) in R's process (R's",
             "Read R's traceback under the crash in the log",
             "other",
         ),
@@ -661,7 +661,7 @@ _R: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "Error: cannot allocate vector of size 12.5 Gb\nExecution halted",
-            "failed: out of memory — R could not allocate a vector (canno",
+            "failed: out of memory — R could not allocate a vector",
             "R could not allocate the vector it names (its",
             "other",
         ),
@@ -676,7 +676,7 @@ _JVM: dict[str, tuple[RuleId, Wording]] = {
         (
             "#\n# A fatal error has been detected by the Java Runtime Environment:\n#\n#  SIGSEGV (0xb) at pc=0x00007f1e2a3b4c5d, pid=4711, tid=4712\n#\n# JRE version: OpenJDK Runtime Environment (17.0.9+9)",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -685,7 +685,7 @@ _JVM: dict[str, tuple[RuleId, Wording]] = {
         (
             "#\n# There is insufficient memory for the Java Runtime Environment to continue.\n# Native memory allocation (mmap) failed to map 2147483648 bytes for committing reserved memory.",
             "failed: out of memory — the JVM could not get native memory",
-            "The JVM asked the OS for native memory (its m",
+            "The JVM asked the OS for native memory (its",
             "other",
         ),
     ),
@@ -693,8 +693,8 @@ _JVM: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             'Exception in thread "main" java.lang.OutOfMemoryError: GC overhead limit exceeded',
-            "failed: out of memory — the JVM's heap was used up (java.lan",
-            "The JVM's heap (-Xmx) is smaller than the tas",
+            "failed: out of memory — the JVM's heap was used up",
+            "The JVM's heap (-Xmx) is smaller than the",
             "other",
         ),
     ),
@@ -703,7 +703,7 @@ _JVM: dict[str, tuple[RuleId, Wording]] = {
         (
             "java.lang.OutOfMemoryError: Direct buffer memory",
             "failed: out of memory — the JVM used up the memory it keeps",
-            "The JVM ran out of the memory it keeps off it",
+            "The JVM ran out of the memory it keeps off",
             "other",
         ),
     ),
@@ -712,7 +712,7 @@ _JVM: dict[str, tuple[RuleId, Wording]] = {
         (
             "java.lang.OutOfMemoryError: Metaspace",
             "failed: out of memory — the JVM used up the memory it keeps",
-            "The JVM ran out of the memory it keeps off it",
+            "The JVM ran out of the memory it keeps off",
             "other",
         ),
     ),
@@ -734,8 +734,8 @@ _DOTNET: dict[str, tuple[RuleId, Wording]] = {
         "segfault",
         (
             "Fatal error. System.AccessViolationException: Attempted to read or write protected memory. This is often an indication that other memory is corrupt.",
-            "crashed with a segmentation fault (SIGSEGV) in native code u",
-            "The .NET runtime ended the process for an acc",
+            "crashed with a segmentation fault (SIGSEGV) in native code",
+            "The .NET runtime ended the process for an",
             "other",
         ),
     ),
@@ -757,8 +757,8 @@ _NODE: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory\n 1: 0xb7b3e0 node::Abort() [node]",
-            "failed: out of memory — Node's V8 heap reached its limit (Ja",
-            "Node's heap is capped below the container's m",
+            "failed: out of memory — Node's V8 heap reached its limit",
+            "Node's heap is capped below the container's",
             "other",
         ),
     ),
@@ -766,8 +766,8 @@ _NODE: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "FATAL ERROR: CALL_AND_RETRY_LAST Allocation failed - JavaScript heap out of memory",
-            "failed: out of memory — Node's V8 heap reached its limit (Ja",
-            "Node's heap is capped below the container's m",
+            "failed: out of memory — Node's V8 heap reached its limit",
+            "Node's heap is capped below the container's",
             "other",
         ),
     ),
@@ -789,8 +789,8 @@ _PYTHON: dict[str, tuple[RuleId, Wording]] = {
         "segfault",
         (
             'Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f1e2a3b4740 (most recent call first):\n  File "/workspace/train.py", line 42 in forward',
-            "crashed with a segmentation fault (SIGSEGV) in forward (/wor",
-            "Read the backtrace after the signal in the lo",
+            "crashed with a segmentation fault (SIGSEGV) in forward",
+            "Read the backtrace after the signal in the",
             "pytorch",
         ),
     ),
@@ -799,7 +799,7 @@ _PYTHON: dict[str, tuple[RuleId, Wording]] = {
         (
             'Fatal Python error: Bus error\n\nThread 0x00007f1e2a3b4740 (most recent call first):\n  File "/workspace/data.py", line 88 in __getitem__',
             "crashed with a bus error (SIGBUS) in __getitem__ (/workspace",
-            "A bus error usually means shared memory ran o",
+            "A bus error usually means shared memory ran",
             "pytorch",
         ),
     ),
@@ -808,7 +808,7 @@ _PYTHON: dict[str, tuple[RuleId, Wording]] = {
         (
             'Fatal Python error: Aborted\n\nCurrent thread 0x00007f1e2a3b4740 (most recent call first):\n  File "/usr/lib/python3/dist-packages/mpi4py/__init__.py", line 1 in Abort\napplication called MPI_Abort(MPI_COMM_WORLD, 1) - process 0',
             "aborted (exit 1)",
-            "Read the failing rank's own error above the a",
+            "Read the failing rank's own error above the",
             "mpich",
         ),
     ),
@@ -816,7 +816,7 @@ _PYTHON: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             'Traceback (most recent call last):\n  File "/workspace/train.py", line 42, in <module>\n    buf = np.empty((1 << 40,), dtype=np.float32)\nnumpy.core._exceptions._ArrayMemoryError: Unable to allocate 4.00 TiB for an array with shape (1099511627776,) and data type float32',
-            "failed: out of memory — NumPy could not allocate an array (U",
+            "failed: out of memory — NumPy could not allocate an array",
             "NumPy could not allocate the array it names (",
             "pytorch",
         ),
@@ -830,7 +830,7 @@ _RAY: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\nMemory on the node (IP: 10.0.62.231, ID: e5d953ef03e5) where the task (task ID: 43534, name=train_step, pid=4711, memory used=24.44GB) was running was 29.73GB / 31.13GB (0.955121), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: 6f2ec5c8b0d5) because it was the most recently scheduled task.",
-            "failed: out of memory — node gpu-node-0 ran out of memory (R",
+            "failed: out of memory — node gpu-node-0 ran out of memory",
             "Ray's memory monitor (in each node's raylet)",
             "other",
         ),
@@ -839,7 +839,7 @@ _RAY: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n\tclass_name: TrainWorker\n\tactor_id: 4f48435abed4c32e8891fa7f0d000000\n\tpid: 4711\nexit_type = NODE_OUT_OF_MEMORY,\nexit_detail = Task was killed due to the node running low on memory.",
-            "failed: out of memory — node gpu-node-0 ran out of memory (R",
+            "failed: out of memory — node gpu-node-0 ran out of memory",
             "Ray's memory monitor (in each node's raylet)",
             "other",
         ),
@@ -848,7 +848,7 @@ _RAY: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "(raylet) [2026-11-29 08:01:02,123 E 4711 4711] (raylet) node_manager.cc:3007: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 71e7878eb13c, IP: 10.15.3.158) over the last time period.",
-            "failed: out of memory — node gpu-node-0 ran out of memory (R",
+            "failed: out of memory — node gpu-node-0 ran out of memory",
             "Ray's memory monitor (in each node's raylet)",
             "other",
         ),
@@ -857,7 +857,7 @@ _RAY: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "ray.exceptions.NodeDiedError: Task failed because the node died. Node 71e7878eb13c, IP 10.15.3.158 was killed.\n(raylet) node_manager.cc:3007: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 71e7878eb13c, IP: 10.15.3.158) over the last time period.",
-            "failed: out of memory — node gpu-node-0 ran out of memory (R",
+            "failed: out of memory — node gpu-node-0 ran out of memory",
             "Ray's memory monitor (in each node's raylet)",
             "other",
         ),
@@ -867,7 +867,7 @@ _RAY: dict[str, tuple[RuleId, Wording]] = {
         (
             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n\tclass_name: TrainWorker\nThe actor's worker process died with a fatal signal: SIGSEGV (Segmentation fault)\n*** SIGSEGV received at time=1732867262 on cpu 3 ***",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "other",
         ),
     ),
@@ -875,7 +875,7 @@ _RAY: dict[str, tuple[RuleId, Wording]] = {
         "disk-full",
         (
             "ray.exceptions.OutOfDiskError: Local disk is full\nThe object cannot be created because the local disk's utilization exceeds the predefined threshold (0.95).",
-            "failed: Ray's object store could not spill to its node's dis",
+            "failed: Ray's object store could not spill to its node's",
             "See which filesystem is full: kubectl -n team",
             "other",
         ),
@@ -897,8 +897,8 @@ _DASK: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "distributed.nanny.memory - WARNING - Worker tcp://10.0.0.5:40123 (pid=4711) exceeded 95% memory budget. Restarting...",
-            "failed: out of memory (limit 16Gi; Dask's nanny killed the w",
-            "Dask's nanny restarted the worker when its me",
+            "failed: out of memory (limit 16Gi; Dask's nanny killed the",
+            "Dask's nanny restarted the worker when its",
             "other",
         ),
     ),
@@ -906,8 +906,8 @@ _DASK: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "distributed.nanny.memory - WARNING - Worker tcp://10.0.0.5:40123 (pid=4711) exceeded 95% memory budget. Restarting...\ndistributed.nanny - WARNING - Restarting worker\ndistributed.scheduler.KilledWorker: Attempted to run task ('train-step', 3) on 3 different workers, but all those workers died while running it.",
-            "failed: out of memory (limit 16Gi; Dask's nanny killed the w",
-            "Dask's nanny restarted the worker when its me",
+            "failed: out of memory (limit 16Gi; Dask's nanny killed the",
+            "Dask's nanny restarted the worker when its",
             "other",
         ),
     ),
@@ -921,8 +921,8 @@ _SPARK: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "ExecutorLostFailure (executor 7 exited caused by one of the running tasks) Reason: Container killed by YARN for exceeding memory limits. 12.1 GB of 12 GB physical memory used. Consider boosting spark.yarn.executor.memoryOverhead.",
-            "failed: out of memory — YARN's NodeManager killed a containe",
-            "YARN's NodeManager killed the container for t",
+            "failed: out of memory — YARN's NodeManager killed a",
+            "YARN's NodeManager killed the container for",
             "other",
         ),
     ),
@@ -930,8 +930,8 @@ _SPARK: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "ExecutorLostFailure (executor 7 exited caused by one of the running tasks) Reason: The executor with id 7 exited with exit code 137(SIGKILL, possible container OOM).",
-            "failed: out of memory (limit 16Gi; Spark on Kubernetes kille",
-            "Spark's executor pod went over its memory lim",
+            "failed: out of memory (limit 16Gi; Spark on Kubernetes",
+            "Spark's executor pod went over its memory",
             "other",
         ),
     ),
@@ -939,8 +939,8 @@ _SPARK: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "ERROR Executor: Exception in task 3.0 in stage 7.0 (TID 42)\njava.lang.OutOfMemoryError: Java heap space",
-            "failed: out of memory — the JVM's heap was used up (java.lan",
-            "The JVM's heap (-Xmx) is smaller than the tas",
+            "failed: out of memory — the JVM's heap was used up",
+            "The JVM's heap (-Xmx) is smaller than the",
             "other",
         ),
     ),
@@ -957,8 +957,8 @@ _SPARK: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "Container [pid=4711,containerID=container_1732867262_0001_01_000007] is running 1288490188B beyond the 'PHYSICAL' memory limit. Current usage: 13.2 GB of 12 GB physical memory used; 15.0 GB of 25.2 GB virtual memory used. Killing container.",
-            "failed: out of memory — YARN's NodeManager killed a containe",
-            "YARN's NodeManager killed the container for t",
+            "failed: out of memory — YARN's NodeManager killed a",
+            "YARN's NodeManager killed the container for",
             "other",
         ),
     ),
@@ -970,7 +970,7 @@ _PS_LITE: dict[str, tuple[RuleId, Wording]] = {
         "mpi-comm",
         (
             "[08:01:02] 3rdparty/ps-lite/src/zmq_van.h:356: Check failed: (rc) != (-1) errno: Connection reset by peer",
-            ": communication failure (ps-lite (the parameter server of MX",
+            ": communication failure (ps-lite (the parameter server of",
             "ps-lite: DMLC_PS_ROOT_URI / DMLC_PS_ROOT_PORT",
             "other",
         ),
@@ -983,7 +983,7 @@ _PADDLE: dict[str, tuple[RuleId, Wording]] = {
         "gpu-oom",
         (
             "ResourceExhaustedError: \n\nOut of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, 14.750000GB memory has been allocated and available memory is only 256.000000MB.\n\nPlease check whether there is any other process using GPU 0.",
-            "failed: GPU out of memory (PaddlePaddle: ResourceExhaustedEr",
+            "failed: GPU out of memory (PaddlePaddle",
             "Lower the per-GPU batch size, or use gradient",
             "other",
         ),
@@ -997,7 +997,7 @@ _ONECCL: dict[str, tuple[RuleId, Wording]] = {
         (
             "2026:11:29-08:01:02:(4711) |CCL_ERROR| atl_ofi.cpp:1090 atl_ofi_wait: OFI poll failed, error Input/output error(5)",
             ": communication failure (oneCCL (Intel's collectives, under",
-            "oneCCL: run fi_info in the pod to list the li",
+            "oneCCL: run fi_info in the pod to list the",
             "other",
         ),
     ),
@@ -1009,7 +1009,7 @@ _ASCEND: dict[str, tuple[RuleId, Wording]] = {
         "gpu-oom",
         (
             "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity; 58.12 GiB already allocated; 1.20 GiB free; 59.00 GiB reserved in total by PyTorch)",
-            "failed: accelerator out of memory (PyTorch's XPU / NPU alloc",
+            "failed: accelerator out of memory (PyTorch's XPU / NPU",
             "Lower the per-GPU batch size, or use gradient",
             "other",
         ),
@@ -1087,8 +1087,8 @@ _LAUNCHERS: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "[2026-11-29 08:01:02,123] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 4711\n[2026-11-29 08:01:02,123] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=3'] exits with return code = -9\nOut of memory: Killed process 4711 (python)",
-            "failed: out of memory — node gpu-node-0 ran out of memory (t",
-            "Raise the memory limit of the role that faile",
+            "failed: out of memory — node gpu-node-0 ran out of memory",
+            "Raise the memory limit of the role that",
             "deepspeed",
         ),
     ),
@@ -1097,7 +1097,7 @@ _LAUNCHERS: dict[str, tuple[RuleId, Wording]] = {
         (
             "[2026-11-29 08:01:02,123] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=3'] exits with return code = -11",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "deepspeed",
         ),
     ),
@@ -1106,7 +1106,7 @@ _LAUNCHERS: dict[str, tuple[RuleId, Wording]] = {
         (
             "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 3 (pid: 4711) of binary: /usr/bin/python\nsubprocess.CalledProcessError: Command '['accelerate', 'launch', 'train.py']' died with <Signals.SIGSEGV: 11>.",
             "crashed with a segmentation fault (SIGSEGV)",
-            "Read the backtrace after the signal in the lo",
+            "Read the backtrace after the signal in the",
             "pytorch",
         ),
     ),
@@ -1115,7 +1115,7 @@ _LAUNCHERS: dict[str, tuple[RuleId, Wording]] = {
         (
             "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 3 (pid: 4711) of binary: /usr/bin/python\nkernel: Memory cgroup out of memory: Killed process 4711 (python)",
             "failed: out of memory (limit 16Gi; the kernel killed python)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "pytorch",
         ),
     ),
@@ -1123,8 +1123,8 @@ _LAUNCHERS: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 4711 closing signal SIGTERM\ntorch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 0 (pid: 4711) of binary: /usr/bin/python\nOut of memory: Killed process 4711 (python) total-vm:98765432kB, anon-rss:87654321kB",
-            "failed: out of memory — node gpu-node-0 ran out of memory (t",
-            "Raise the memory limit of the role that faile",
+            "failed: out of memory — node gpu-node-0 ran out of memory",
+            "Raise the memory limit of the role that",
             "pytorch",
         ),
     ),
@@ -1234,7 +1234,7 @@ _KUBECTL: dict[str, tuple[RuleId, Wording]] = {
         (
             "NAME                 READY   STATUS      RESTARTS      AGE\ntrain-worker-0       0/1     OOMKilled   3 (42s ago)   12m\ntrain-launcher       1/1     Running     0             12m",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "kubernetes",
         ),
     ),
@@ -1243,7 +1243,7 @@ _KUBECTL: dict[str, tuple[RuleId, Wording]] = {
         (
             "train-worker-1   0/1   OOMKilled   0          3m",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "kubernetes",
         ),
     ),
@@ -1252,7 +1252,7 @@ _KUBECTL: dict[str, tuple[RuleId, Wording]] = {
         (
             "    State:          Waiting\n      Reason:       CrashLoopBackOff\n    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137\n      Started:      Sun, 29 Nov 2026 08:01:02 +0000\n      Finished:     Sun, 29 Nov 2026 08:11:02 +0000",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "kubernetes",
         ),
     ),
@@ -1261,7 +1261,7 @@ _KUBECTL: dict[str, tuple[RuleId, Wording]] = {
         (
             "    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137",
             "failed: out of memory (limit 16Gi)",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "kubernetes",
         ),
     ),
@@ -1275,7 +1275,7 @@ _KUBELET_RELAYED: dict[str, tuple[RuleId, Wording]] = {
         (
             "The node was low on resource: memory. Threshold quantity: 100Mi, available: 41236Ki. Container trainer was using 30512340Ki, request is 8Gi, has larger consumption of memory.",
             "failed: out of memory — node gpu-node-0 ran out of memory",
-            "Raise the memory limit of the role that faile",
+            "Raise the memory limit of the role that",
             "kubernetes",
         ),
     ),
@@ -1283,7 +1283,7 @@ _KUBELET_RELAYED: dict[str, tuple[RuleId, Wording]] = {
         "disk-full",
         (
             "The node was low on resource: ephemeral-storage. Threshold quantity: 10%, available: 1523412Ki. Container trainer was using 96Gi, request is 0, has larger consumption of ephemeral-storage.",
-            "failed: the kubelet evicted the pod: the node was low on eph",
+            "failed: the kubelet evicted the pod: the node was low on",
             "See which filesystem is full: kubectl -n team",
             "kubernetes",
         ),
@@ -1292,8 +1292,8 @@ _KUBELET_RELAYED: dict[str, tuple[RuleId, Wording]] = {
         "quota",
         (
             'Error creating: pods "train-worker-3" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8',
-            ": ResourceQuota gpu-quota is exhausted for requests.nvidia.c",
-            "See the quota and what uses it: kubectl -n te",
+            ": ResourceQuota gpu-quota is exhausted for",
+            "See the quota and what uses it: kubectl -n",
             "kubernetes",
         ),
     ),
