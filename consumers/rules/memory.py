@@ -123,7 +123,8 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
             refused = hits[0].signature
             return OomKill(pod, first, facts, "runtime", refused.what, refused.library)
         if (told := next((h for h in hits if h.name in _TOLD_BY), None)) is not None:
-            return OomKill(pod, first, facts, where, _TOLD_BY[told.name], told.signature.library)
+            teller, told_of = _TOLD_BY[told.name]
+            return OomKill(pod, first, facts, where, told_of, teller)
         if any(h.name == "ray" for h in hits):  # Ray's raylet killed workers before the kernel had to
             return OomKill(pod, first, facts, "node", "workers (tasks / actors)", _RAY_MONITOR)
         return OomKill(pod, first, facts, where, _victim(hits))
@@ -387,12 +388,14 @@ _YARN_STEPS = (
     "yarn.nodemanager.vmem-pmem-ratio or turn yarn.nodemanager.vmem-check-enabled off; the NodeManager's "
     "log names the container it killed.",
 )
+_ALPS = "the kernel's OOM killer (as Cray ALPS reported it)"
+_SPARK_K8S = "the kernel (as Spark's Kubernetes backend reported it: exit code 137, SIGKILL)"
 _TOLD_BY = {
-    "alps-oom": "a rank of the application (its OOM killer, as ALPS's apsys reported it)",
-    "spark-k8s-oom": "an executor's container (exit code 137, SIGKILL: its pod's memory limit)",
+    "alps-oom": (_ALPS, "a rank of the application"),
+    "spark-k8s-oom": (_SPARK_K8S, "an executor's container at its memory limit"),
 }
-"""A launcher or a framework telling of the kernel's kill (Cray ALPS, Spark's Kubernetes backend): what it
-says was killed, the killer named as the one that told."""
+"""A launcher or a framework telling of the kernel's kill (Cray ALPS, Spark's Kubernetes backend): the
+killer, named with the one that told of it, and what it says was killed."""
 _ALPS_STEPS = (
     "ALPS placed more memory on the compute node than it has: run fewer PEs per node (aprun -N, or -S per "
     "NUMA node) or more threads per PE (-d), so each node holds less of the problem.",
@@ -475,8 +478,8 @@ _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     ".NET": _DOTNET_OOM_STEPS,
     "NumPy": _NUMPY_STEPS,
     "the GNU Fortran runtime": _GFORTRAN_STEPS,
-    "Cray ALPS": _ALPS_STEPS,
-    "Spark on Kubernetes": _SPARK_K8S_STEPS,
+    _ALPS: _ALPS_STEPS,
+    _SPARK_K8S: _SPARK_K8S_STEPS,
 }
 """The steps of a killer other than the kernel, by its name."""
 

@@ -271,7 +271,7 @@ _CRAY: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "[NID 00012] 2026-11-29 08:01:02 Apid 4711: OOM killer terminated this process.\nApplication 4711 exit signals: Killed",
-            "failed: out of memory — node gpu-node-0 ran out of memory",
+            "the kernel's OOM killer (as Cray ALPS reported it) killed a rank",
             "ALPS placed more memory on the compute node",
             "other",
         ),
@@ -930,7 +930,7 @@ _SPARK: dict[str, tuple[RuleId, Wording]] = {
         "oom",
         (
             "ExecutorLostFailure (executor 7 exited caused by one of the running tasks) Reason: The executor with id 7 exited with exit code 137(SIGKILL, possible container OOM).",
-            "failed: out of memory (limit 16Gi; Spark on Kubernetes",
+            "the kernel (as Spark's Kubernetes backend reported it: exit code 137, SIGKILL)",
             "Spark's executor pod went over its memory",
             "other",
         ),
