@@ -470,6 +470,19 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "why (ibrun's own usage errors print there too). Rerun the same command in an idev session to see "
         "it, with the launcher's options checked against 'ibrun --help' on that system.",
     ),
+    "OpenFOAM": (
+        "OpenFOAM: a FOAM FATAL ERROR's message says what the solver refused (a parallel run on one "
+        "processor: mpirun -np must equal numberOfSubdomains in system/decomposeParDict, after "
+        "decomposePar, and the solver needs -parallel); a sigFpe stack is the solution diverging: check "
+        "the Courant number and deltaT before it, the mesh (checkMesh) and the boundary conditions, and "
+        "rerun with FOAM_SIGFPE=false only to see where NaNs appear.",
+    ),
+    "Fujitsu MPI": (
+        "Fujitsu MPI (plexec under pjsub): the rank it names called MPI_Abort; that rank's own output says "
+        "why (mpiexec -std-proc <file> writes each rank's output to its own file), and the PLE message "
+        "number is explained in the job operation software's messages manual. pjstat -H shows the job's "
+        "end and its exit code.",
+    ),
     "Charm++": (
         "Charm++: the Reason line under 'Called CmiAbort' is the program's CkAbort or Charm++'s own check; "
         "the processor's stack traceback under it shows the call. Rerun with +bt_gdb or a debug build "
