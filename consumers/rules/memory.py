@@ -223,7 +223,7 @@ where a kubectl listing wrapped it anywhere."""
 
 LISTED_OOM_KILLED = re.compile(
     r"(?m)^\s{0,12}Reason:\s{1,12}OOMKilled\s{0,4}$"
-    r"|^\s{0,8}[a-z0-9][\w.-]{0,252}\s{1,16}\d{1,3}/\d{1,3}\s{1,16}OOMKilled\s{1,16}\d{1,7}\b"
+    r"|^\s{0,8}(?:pods?/)?[a-z0-9][\w.-]{0,252}\s{1,16}\d{1,3}/\d{1,3}\s{1,16}OOMKilled\s{1,16}\d{1,7}\b"
 )
 """A container's end as kubectl shows it, where a listing reached the watcher as an Event's message (a
 ``kubectl describe pod`` block's ``Last State: Terminated`` / ``Reason: OOMKilled``, or ``kubectl get
@@ -233,9 +233,10 @@ _EXIT_CODE_LISTED = re.compile(r"(?m)^\s{0,12}Exit Code:\s{1,12}(?P<code>\d{1,3}
 
 
 LISTED_OOM_EVENT = re.compile(
-    r"\b(?P<reason>OOMKilling|SystemOOM|CgroupOOM)\b:? {1,16}"
+    r"\b(?P<reason>OOMKilling|SystemOOM|CgroupOOM)\b:?(?: {1,16}(?:node|pod)/[\w.-]{1,253})? {1,16}"
     r"(?:Memory cgroup out of memory: Kill(?:ed)? process \d{1,10} \((?P<victim>[^)\n]{1,64})\)"
-    r"|System OOM encountered|Cgroup OOM encountered|Out of memory: Kill(?:ed)? process \d)"
+    r"|(?:System|Cgroup) OOM encountered(?:, victim process: (?P<victim2>[\w.-]{1,64}))?"
+    r"|Out of memory: Kill(?:ed)? process \d{1,10} \((?P<victim3>[^)\n]{1,64})\))"
 )
 """The OOM killer's Event where it reached the watcher without its reason, listed with it as a column
 (``1 OOMKilling: Memory cgroup out of memory: Kill process 605624 (pause) score 0 or sacrifice child``):
@@ -254,7 +255,7 @@ def _listed_oom_event(state: RunState, ctx: Context) -> Detection | None:
     match = LISTED_OOM_EVENT.search(events[0].message)
     if match is None:
         return None
-    victim = match["victim"]
+    victim = match["victim"] or match["victim2"] or match["victim3"]
     if victim == "pause":
         killed = (
             "killed the pod's pause container (its sandbox): the pod's memory cgroup as a whole was out of "

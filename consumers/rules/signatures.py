@@ -648,6 +648,9 @@ CRASHES: tuple[Signature, ...] = (
         "",
         re.compile(r"forrtl: severe \(174\): (?P<kind>SIGSEGV), segmentation fault occurred"),
     ),
+    # OpenFOAM's own SIGSEGV handler printing the solver's stack (``#1  Foam::sigSegv::sigHandler(int) at
+    # ??:?``, under each processor's ``[N]`` in a parallel run), before it raises the signal again
+    Signature("foam", "OpenFOAM", "", re.compile(r"\bFoam::sigSegv::sigHandler\(int\)")),
     # glibc's psiginfo (and the handlers that call it, backward-cpp's among them): the signal's name, then the
     # kernel's si_code in words and the faulting address, ``(nil)`` for NULL (``Segmentation fault (Invalid
     # permissions for mapped object [0x7f3c2a000000])``, ``Bus error (Nonexistent physical address [0x…])``)
@@ -1466,7 +1469,7 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "OOMKilled, as kubectl lists it)",
         re.compile(
             r"^\s{0,16}[Rr]eason:\s{1,12}OOMKilled\s{0,4}$"
-            r"|^\s{0,8}[a-z0-9][\w.-]{0,252}\s{1,16}\d{1,3}/\d{1,3}\s{1,16}OOMKilled\s{1,16}\d{1,7}\b"
+            r"|^\s{0,8}(?:pods?/)?[a-z0-9][\w.-]{0,252}\s{1,16}\d{1,3}/\d{1,3}\s{1,16}OOMKilled\s{1,16}\d{1,7}\b"
         ),
     ),
     # systemd-oomd, systemd's userspace OOM killer: a cgroup whose memory pressure (PSI) or swap use stayed

@@ -153,6 +153,9 @@ _WRITTEN = re.compile(
     r"|(?:f|s|sn|v|vf)?printf\s{0,2}\((?:\s{0,4}std(?:err|out),)?\s{0,4}\"[^\n]{0,300}?%"
     # a test's description assigned as a shell or Python variable (``test_description='… ENOSPC …'``)
     r"|\w{1,60}_description\s{0,2}=\s{0,2}[\"']"
+    # a reference table's row in markdown: an error code's or class's name in its first cell, the row closed
+    # by its pipe (``| SQLITE_FULL | 13 | database or disk is full |``)
+    r"|`?(?:[A-Z][A-Z0-9]{1,20}_[A-Z0-9_]{1,40}|[A-Z]\w{1,80}(?:Error|Exception))`?\s{0,4}\|[^\n]{1,400}\|\s{0,4}$"
     # a patch's mail header naming what it changes (``Subject: [PATCH] Provide ETIMEDOUT as …``)
     r"|Subject: \[PATCH\b"
     # a class defined, as source or a documentation page's view of it shows it (``[docs]class
@@ -233,7 +236,8 @@ _REPORTED_QUOTED = re.compile(
     # the error named as what came about, quoted between the word and its verb (``However, error "…"
     # happens.``, ``the exception `…` occurred``, ``error '…' shows up``), in the past or the present; not the
     # generic account of when it does (``… happens when …``)
-    r"|\b(?:error|exception|failure|problem|issue) (?P<y>`{1,3}|\"|')(?P<quote11>[^\"`'\n]{4,600})(?P=y) "
+    r"|(?<![Ii]f )(?<![Ii]f the )(?<![Ii]f an )(?<![Ww]hen )(?<![Ww]hen the )(?<![Ww]hen an )"
+    r"\b(?:error|exception|failure|problem|issue) (?P<y>`{1,3}|\"|')(?P<quote11>[^\"`'\n]{4,600})(?P=y) "
     r"(?:happens|happened|occurs|occurred|appears|appeared|shows up|showed up|comes up|came up|pops up"
     r"|popped up|is raised|was raised|is thrown|was thrown)\b(?! (?:when|if|whenever)\b)"
     # the same report in Chinese: met (遇到), with the error in full-width quotes (``遇到“…”的问题``)
@@ -1092,11 +1096,33 @@ exception trapped, FOAM_SIGFPE), or its error class aborting after a ``FOAM FATA
 aborting``, ``FOAM parallel run aborting``, then ``Foam::error::abort()`` and MPI_Abort). Its SIGSEGV
 handler is a segfault's."""
 _FOAM_FATAL = re.compile(
-    r"FOAM FATAL (?:IO )?ERROR:?\s{0,40}(?:\(openfoam-\d{1,6}\)\s{0,20})?"
-    r"(?P<message>\S[^\n]{0,200}?)(?:\s{3,}|$)"
+    r"FOAM FATAL (?:IO )?ERROR:?\s{0,40}(?:\(openfoam-\d{1,6}\)\s{0,20})?(?:\[\d{1,7}\]\s{1,4})?"
+    r"(?P<message>\S[^\n]{0,200}?)(?:\s{3,}|\s{1,4}\[\d{1,7}\]|$)"
 )
 """OpenFOAM's fatal error and the first words of its message (the tail's lines joined by spaces: an indented
 line after it ends them)."""
+_FORTRAN_SIGNAL = re.compile(
+    r"^\s{0,8}(?:\[\d{1,7}\]\s{0,4})?Program received signal (?P<signal>SIGFPE|SIGILL|SIGABRT): "
+    r"(?P<what>[^\n.]{1,120})"
+)
+"""GNU Fortran's runtime on a signal of the program's own code (libgfortran's backtrace handler: ``Program
+received signal SIGFPE: Floating-point exception - erroneous arithmetic operation.`` then ``Backtrace for
+this error:``); its SIGSEGV and SIGBUS are a crash's."""
+_ALPS_RANK = re.compile(
+    r"\[NID (?P<nid>\d{1,7})\][^\n]{0,200}? PE RANK (?P<rank>\d{1,7}) exit signal "
+    r"(?P<signal>Aborted|Floating point exception|Illegal instruction|Killed|Trace/breakpoint trap)\b"
+    r"|^\s{0,8}Application \d{1,12} exit codes: (?P<code>[1-9]\d{0,2})\b"
+)
+"""Cray's ALPS (aprun, its PMI daemon) on a rank of the application that ended: ``_pmiu_daemon(SIGCHLD): [NID
+00012] [c0-0c0s3n0] [date] PE RANK 5 exit signal Aborted`` (a crash's signals are a segfault's), and aprun's
+summary of the codes its processes ended with (``Application 4412345 exit codes: 134``)."""
+_ALPS_SIGNALS = {
+    "Aborted": 6,
+    "Floating point exception": 8,
+    "Illegal instruction": 4,
+    "Killed": 9,
+    "Trace/breakpoint trap": 5,
+}
 _FUJITSU_ABORT = re.compile(
     r"\bPLE \d{4} plexec One of MPI processes was aborted\.\s{0,2}\(rank=(?P<rank>\d{1,7})\)"
     r"(?:\(nid=(?P<nid>0x[0-9a-fA-F]{1,16})\))?"
@@ -1187,6 +1213,8 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("srun", _SRUN_TASK, True),
     ("openfoam", _FOAM_ABORT, True),
     ("fujitsu", _FUJITSU_ABORT, True),
+    ("gfortran", _FORTRAN_SIGNAL, True),
+    ("alps", _ALPS_RANK, True),
     ("slurm-step", _SLURM_STEP_FAILED, True),
     ("ibrun", _IBRUN_EXIT, True),
     ("pmi-abort", _PMI_ABORT, True),
@@ -1388,6 +1416,17 @@ def _runtime_abort(line: str, after: Sequence[str], whole: str) -> RankFailure |
         fatal = _foam_fatal(whole)
         detail = "OpenFOAM's FOAM FATAL ERROR aborted it" + (f": {fatal}" if fatal else "")
         return RankFailure(rank, "aborted", None, None, None, (line,), launcher="OpenFOAM", detail=detail)
+    if (match := _FORTRAN_SIGNAL.search(line)) is not None:
+        detail = f"GNU Fortran's runtime caught {match['signal']} ({match['what'].strip()})"
+        return RankFailure(
+            output_rank(line), "aborted", None, None, None, (line,), launcher="gfortran", detail=detail
+        )
+    if (match := _ALPS_RANK.search(line)) is not None:
+        if match["code"] is not None:
+            return RankFailure(None, "exited", int(match["code"]), None, None, (line,), launcher="ALPS")
+        number = str(_ALPS_SIGNALS[match["signal"]])
+        host = f"nid{match['nid']}"
+        return RankFailure(int(match["rank"]), "killed", None, number, host, (line,), launcher="ALPS")
     if (match := _FUJITSU_ABORT.search(line)) is not None:
         detail = "Fujitsu MPI's plexec reported it called MPI_Abort" + (
             f" (node {match['nid']})" if match["nid"] else ""
