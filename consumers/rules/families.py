@@ -249,7 +249,7 @@ LIBRARIES: tuple[Library, ...] = (
             r"UCX {1,3}(?:ERROR|WARN|DIAG|Fatal|FATAL)\b"
             r"|ucp_\w{1,40}\.c:\d|uct_\w{1,40}\.c:\d|ucs_\w{1,40}\.c:\d"
             # a transport's fatal error without UCX's tag (``ud_ep.c:263  Fatal: UD endpoint …``)
-            r"|\b(?:ud|rc|dc)_\w{1,30}\.c:\d{1,5} {1,4}Fatal: "
+            r"|\b(?:ud|rc|dc)_\w{1,30}\.c:\d{1,5} {1,4}(?:Fatal|FATAL): "
             # its test tools' tag (io_demo: ``[UCX] …``, ``[UCX-connection #1 host:port] …``) and its
             # status codes by name (``UCS_ERR_CONNECTION_RESET``); not ucs_status_string()'s words alone
             # (``Connection reset by remote peer``), which ucx-py relays in exceptions an asyncio task may
@@ -616,6 +616,12 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # MPICH2's smpd sock layer having tried every address of a host (``Connect on sock (host=h,
             # port=8676) failed, exhaused all end points``)
             r"|\bConnect on sock \([^)\n]{1,300}\) failed\b"
+            # a library giving up binding or connecting its socket after its own retries (BytePS's ps-lite
+            # van: ``zmq_van.h:NN: Reached max retry for bind: Address already in use. errno = 98``)
+            r"|[Rr]eached (?:the )?max(?:imum)? retr(?:y|ies) (?:for|to|on) (?:bind|connect)\b"
+            # a connect to an address that failed, the address between (ps-lite's van: ``connect to
+            # tcp://10.0.4.2:9000 failed: No such device``)
+            r"|\bconnect to (?:tcp|ipc|inproc)://[\w.:\[\]-]{1,200} failed\b"
             # a queue pair that could not be moved to its connected state (ready to receive / send) with the
             # peer's address: ``ibv_modify_qp failed``, and NVSHMEM's error macro on its InfiniBand
             # transports'
@@ -1320,11 +1326,30 @@ def words(library: Library, verb: Verb, text: str) -> str:
             "NCCL's proxy service thread closed a peer's connection after an operation on it failed (the "
             "peer died, or its network path broke)"
         )
+    if library.key == "pslite" and verb == "connect" and _IN_USE.search(text):
+        return (
+            "ps-lite's van (the parameter server's transport, under MXNet / BytePS) could not bind its port, "
+            "its retries spent: the address is already in use (an earlier scheduler or server still running "
+            "in the pod, or another pod on the node's host network holding DMLC_PS_ROOT_PORT)"
+        )
+    if library.key == "ucx" and verb == "completion" and (status := _WC_STATUS.search(text)) is not None:
+        said = status["status"].strip().rstrip(".")
+        return (
+            f"UCX's InfiniBand transport got a work request back completed with an error ({said}): the queue "
+            f"pair to a peer broke — the peer died, its link or port went down, or a buffer's memory "
+            f"registration no longer covered the transfer"
+        )
     if verb == "lost" and library.key == "ompi" and _OOB.search(text):
         return _OOB_LOST
     if verb == "lost" and library.key == "prrte" and _TO_SERVER.search(text):
         return _SPECIFIC[("pmix", "lost")]  # prun's or a client's link to its PMIx server, not a lifeline
     return specific or _VERB_WORDS[verb]
+
+
+_IN_USE = re.compile(r"[Aa]ddress already in use|EADDRINUSE\b|errno = 98\b")
+_WC_STATUS = re.compile(r"completion with error: (?P<status>[\w -]{3,60})")
+"""The status of a work completion that failed, as UCX's verbs transports (``rc_verbs_iface.c``: ``send
+completion with error: local protection error``, ibv_wc_status_str's words) print it."""
 
 
 _VERB_STEPS: dict[Verb, tuple[str, ...]] = {
@@ -1500,4 +1525,14 @@ def remediation(hit: Hit) -> tuple[str, ...]:
     steps = _VERB_STEPS.get(name, ()) if name is not None else ()
     own = _LIBRARY_STEPS.get(key or "")
     init = _RUNTIME_STEPS if name == "resource" and RUNTIME_INIT.search(hit.line) else ()
+    if key == "pslite" and name == "connect" and _IN_USE.search(hit.line):
+        steps = _PSLITE_BIND_STEPS
     return init + ((own,) if own else ()) + steps
+
+
+_PSLITE_BIND_STEPS = (
+    "Find what holds the port on that pod or node: kubectl -n {namespace} exec <pod> -- ss -ltnp (a "
+    "scheduler or server of an earlier attempt still running, or another job's pod on the node's host "
+    "network).",
+    "Give the scheduler a port nothing else uses (DMLC_PS_ROOT_PORT), and start one scheduler per job.",
+)

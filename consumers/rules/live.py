@@ -91,6 +91,12 @@ ELASTIC_TIMER = re.compile(
 ``expires(after=…)`` scope ran out: it names the process (``Reaping worker_pid=[4242]. Expired timers:
 ['train_step']``), not its rank."""
 
+_MPICH_ERROR_ABORT = re.compile(
+    r"Abort\(-?\d{1,10}\)(?: on node \d{1,7})? \(rank \d{1,7} in comm \d{1,10}\): Fatal error in \w{1,60}: "
+    r"(?:Other MPI error|Unknown error class)\s{0,4}$"
+)
+"""MPICH's (and Intel MPI's, Cray MPICH's) abort on the error of an MPI call, its generic class alone with no
+error stack after it: the process is going down, and nothing it says is read as more than its abort."""
 _FATAL_TRANSPORTS = frozenset({"nccl-timeout", "nccl-watchdog", "horovod-shutdown"})
 
 
@@ -106,6 +112,9 @@ class Sign:
 def _catalog() -> tuple[Sign, ...]:
     signs: list[Sign] = [Sign("gpu-oom/oom", pattern) for _, pattern in GPU_OOM_SIGNS]
     signs += [Sign(f"mpi-comm/{s.name}", s.pattern, s.name in _FATAL_TRANSPORTS) for s in TRANSPORTS]
+    # MPICH's abort on a call's error, its class alone (``Abort(15) on node 3 (rank 3 in comm 0): Fatal error
+    # in internal_Wait: Other MPI error``): the process is going down, whichever rule reads it at the end
+    signs += [Sign("mpi-comm/mpi-error-abort", _MPICH_ERROR_ABORT, True)]
     signs += [Sign(f"mpi-comm/{kind}", pattern) for kind, pattern in COMM_SIGNS]
     signs += [Sign(f"mpi-comm/family-{name}", pattern) for name, pattern in LIVE_SIGNS]
     signs += [Sign(f"mpi-abort/{name}", pattern, fatal) for name, pattern, fatal in RANK_FAILURE_SIGNS]

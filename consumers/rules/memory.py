@@ -471,10 +471,6 @@ def _detect_gpu_oom(state: RunState, ctx: Context) -> Detection | None:
 
 
 _OWN_OOM_STEPS: dict[str, str] = {
-    CAFFE_OOM: "Caffe: every net it builds and every solver's history lives on the GPU, per process; lower "
-    "batch_size in the data layer of the train and test prototxt (the test net is allocated too), and with "
-    "several processes per node (CaffeOnSpark's executors, mpirun) give each its own GPU (-devices, "
-    "CUDA_VISIBLE_DEVICES).",
     MPS_OOM: "MPS: the GPU shares the Mac's unified memory and PyTorch stops at its high watermark (the "
     "'max allowed' of the message); lower the batch size or the sequence length, free tensors between "
     "steps (torch.mps.empty_cache()), or raise the limit with PYTORCH_MPS_HIGH_WATERMARK_RATIO (below "
@@ -492,6 +488,10 @@ _OWN_OOM_STEPS: dict[str, str] = {
     PADDLE_BADALLOC_OOM: "PaddlePaddle: lower the batch size, and set FLAGS_fraction_of_gpu_memory_to_use or "
     "FLAGS_allocator_strategy=auto_growth so another process's share of the GPU is left free "
     "(nvidia-smi shows who holds it).",
+    CAFFE_OOM: "Caffe: lower batch_size in the data layers of the net's prototxt (train and test) and raise "
+    "the solver's iter_size to keep the effective batch; with several GPUs (-gpu all) each one holds the "
+    "whole net, so check nvidia-smi for another process on them; with several processes per node "
+    "(CaffeOnSpark's executors, mpirun) give each its own GPU (-devices, CUDA_VISIBLE_DEVICES).",
     VULKAN_OOM: "Vulkan: the back end asks the driver for device-local memory block by block; offload fewer "
     "layers to the GPU (llama.cpp's -ngl / --n-gpu-layers), lower the context or batch size, and check "
     "vulkaninfo's memory heaps for the card's device-local size (an integrated GPU's is what the BIOS "

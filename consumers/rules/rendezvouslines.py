@@ -104,11 +104,14 @@ full mesh through the store as it is constructed)."""
 CONNECT_RAISED = re.compile(
     r"^\s{0,8}(?:[\w.]{0,80}\.)?(?:RuntimeError|DistNetworkError|DistStoreError|TimeoutError"
     r"|Connection(?:Refused)?Error): (?:\[[^\]\n]{1,120}\] ?)?"
-    r"(?P<error>Connection (?:timed out|refused)|Socket Timeout|No route to host|Network is unreachable)\b"
+    r"(?P<error>Connection (?:timed out|refused)|Socket Timeout|No route to host|Network is unreachable"
+    # torch 1.x's tcputil::connect giving up on its own deadline (``RuntimeError: connect() timed out.``)
+    r"|connect\(\) timed out)"
 )
 """A connection that never came, raised bare with no address (older torch's ``RuntimeError: Connection
-timed out``, Gloo's ``RuntimeError: Socket Timeout``): under a frame of :data:`INIT_FRAME`, the processes
-never met. Not a connection reset: one made, then lost, is the mesh's (``mpi-comm``)."""
+timed out`` or ``connect() timed out.``, Gloo's ``RuntimeError: Socket Timeout``): under a frame of
+:data:`INIT_FRAME`, the processes never met. Not a connection reset: one made, then lost, is the mesh's
+(``mpi-comm``)."""
 STORE_RESET = re.compile(r"Connection reset by peer")
 """A connection the store's server reset: raised under :data:`STORE_SETUP` (the store being created, its
 workers counted, the process group's first barrier on it), torch's store client treats it as it treats a

@@ -743,8 +743,9 @@ def _bus_error(hit: Hit) -> bool:
 @lru_cache(maxsize=512)
 def native_crashes(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     """Segmentation faults and bus errors (unless NCCL's ``/dev/shm`` explains the bus error; not a
-    tip naming one)."""
-    hits = tuple(h for h in _scan(tail, CRASHES) if not _mention(h))
+    tip naming one, nor a crash the run went on past: a worker's, its loop's counter passing on after it)."""
+    lines = bounded(tail)
+    hits = tuple(h for h in _scan(tail, CRASHES) if not _mention(h) and not went_on(lines, h.index))
     if _nccl_at_work(tail):
         hits = tuple(h for h in hits if not _bus_error(h))
     return hits
@@ -1320,6 +1321,13 @@ KERNEL_OOM: tuple[Signature, ...] = (
             # tag, a driver's copy): the documentation on the OOM it names, the kill threshold to adjust
             r"|Refer to the documentation on how to address the out of memory issue\b"
             r"|To adjust the kill threshold, set the environment variable `?RAY_memory_usage_threshold\b"
+            # the raylet's own line on the kill, in each release's words: Ray 2.0's ``System memory low at
+            # node with IP …, exceeds threshold 0.95, killing latest task with name …``, later ones' ``Memory
+            # on the node (IP: …) where the task … was running was 29.97GB / 30.89GB (0.970247), which exceeds
+            # the memory usage threshold of 0.95. Ray killed this worker``
+            r"|exceeds threshold 0?\.\d{1,6}, killing (?:the )?(?:latest|newest|most recent) "
+            r"(?:task|worker)\b"
+            r"|exceeds the memory usage threshold of 0?\.\d{1,6}\. Ray killed this worker\b"
         ),
     ),
     Signature(

@@ -110,7 +110,11 @@ _MARKUP = re.compile(r"`[^`]{1,120}`|\*\*[^*]{1,120}\*\*|^\s{0,8}#{1,6} \S|^\s{0
 _EXPLAINED_ITEM = re.compile(r" [\u2014\u2013] |^\s{0,8}(?:[-*•]|\d{1,2}[.)]) [^:]{1,60}: [A-Za-z]")
 """A list item that explains a term (``- Xid 79: GPU fallen off the bus — …``)."""
 _EXAMPLES = re.compile(
-    r"(?:\b(?:[Yy]ou|[Oo]ne) (?:will|would|may|might|can|could|['\u2019]ll) see\b"
+    # what a reader will see, or get, if they do it (``You will get error if you exceed the limit:``, a page
+    # demonstrating a command and the error it prints), or the output a page expects (``Expected output:``)
+    r"(?:\b(?:[Yy]ou|[Oo]ne) (?:will|would|may|might|can|could|['\u2019]ll) "
+    r"(?:see|get|receive|hit|run into)\b"
+    r"|\b(?:[Ee]xpected|[Ss]ample|[Ee]xample) output\b"
     r"|\b[Ff]or (?:example|instance)\b|\be\.g\.|\bsuch as\b|\blike this\b|\blooks? like\b"
     r"|\b[Ee]xamples?\b|\b[Tt]ypical\b|\b(?:the|this) (?:following )?(?:form|format)\b"
     # a change's account of what a message would show before it and will show after it (``Previously, the
@@ -123,6 +127,31 @@ _EXAMPLES = re.compile(
 )
 """A sentence that introduces examples or a format: the lines under it are quoted, not printed by the
 run."""
+_API_HEADER = re.compile(
+    # Sphinx's entry of an exception or a class (``exception cuda.core.CUDAOutOfMemoryError#``, ``class
+    # torch.cuda.OutOfMemoryError``), its module's path before the name, its permalink after it
+    r"^\s{0,8}(?:exception|class) (?:[A-Za-z_]\w{0,60}\.){1,12}[A-Za-z_]\w{0,80}(?:\([^\n]{0,300}\))?"
+    r"\s{0,2}[#\u00b6]?\s{0,4}$"
+    # its entry of a function, its annotated signature and return type
+    # (``espnet2.….is_out_of_memory_error(exc: BaseException) → bool``, spaced around its arrow): a
+    # page's, not a program's (a traceback's source line says ``def`` and ends in ``:``; C++'s ``a.b(x)->c``
+    # is unspaced)
+    r"|^\s{0,8}(?:[A-Za-z_]\w{0,60}\.){1,12}[A-Za-z_]\w{0,80}\([^\n]{0,300}\) {1,2}(?:\u2192|->) {1,2}"
+    r"[\w.\[\], |]{1,120}\s{0,2}[#\u00b6]?\s{0,4}$"
+)
+"""The header of an API reference's entry (an exception class, a function), as documentation renders it: every
+line under it is its documentation (what raises it, what it returns), however alarming its words."""
+_GUIDE_SECTION = re.compile(
+    r"^\s{0,8}(?:#{1,6} {1,2})?(?:\*\*)?"
+    r"(?:When to [Uu]se(?: (?:it|this|this skill|this guide|[Tt]his [Ss]kill))?"
+    r"|(?:Common |Typical )?[Ss]ymptoms|Use (?:it|this) when|Common (?:errors|failures|problems|issues)"
+    r"|Signs|Triggers)(?:\*\*)?\s{0,2}:?\s{0,4}$"
+)
+"""A guide's section heading that lists the failures it is for (``When to Use``, ``Symptoms``): its list items
+name failures, they report none."""
+_LIST_ITEM = re.compile(r"^\s{0,8}(?:[-*\u2022\u25aa\u25e6]|\d{1,2}[.)]) {1,4}\S")
+
+
 _TITLE = re.compile(
     r"^\s{0,8}(?:\[[\w/ .-]{1,40}\]:? {1,2})?"
     r"(?:[Hh]ow (?:to|do I|can I) (?:fix|solve|handle|avoid|resolve|debug)\b"
@@ -287,13 +316,27 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
     """The lines that are prose about an error, not a program's message: documentation, a help page,
     an answer or a comment — written in a person's register (:data:`_DISCOURSE`) or a document's
     markup (:data:`_MARKUP`) with no program's format (:data:`_PRINTED`), and the example lines a
-    sentence introduces (``You will see it from almost any program that writes:``) up to the next
-    blank line. Open MPI's help texts between dashed lines (or under their opening sentence, to a blank
+    sentence introduces (``You will see it from almost any program that writes:``, ``You will get error
+    if …:``, ``Expected output:``) up to the next blank line; an API reference's entry (:data:`_API_HEADER`)
+    and everything under it; a guide's section listing the failures it is for (:data:`_GUIDE_SECTION`) and
+    its list items. Open MPI's help texts between dashed lines (or under their opening sentence, to a blank
     line: :data:`_HELP_HEADLINE`) are a program's, however they read."""
     told: set[int] = set()
     in_help = False
-    examples = headed = False
+    examples = headed = documented = listed = False
     for i, text in enumerate(lines):
+        if documented or _API_HEADER.match(text):
+            told.add(i)  # an API reference's entry and its documentation under it, to the end
+            documented = True
+            continue
+        if _GUIDE_SECTION.match(text):
+            told.add(i)
+            listed = True
+            continue
+        if listed and (not text.strip() or _LIST_ITEM.match(text)):
+            told.add(i)  # a guide's list of the failures it is for
+            continue
+        listed = False
         if _HELP_DASHES.match(text):
             in_help = not in_help
             examples = False
@@ -489,10 +532,38 @@ _RESULTS_ROW = re.compile(
 a hex dump's ``00000000 00000000``)."""
 
 
+_COUNTER = re.compile(
+    r"\b(?P<word>[Ee]poch|EPOCH|[Ss]tep|STEP|[Ii]teration|ITERATION|[Ii]ter|ITER)\b:?\s{0,3}[=#]?\s{0,3}"
+    r"(?P<n>\d{1,12})\b(?!\s{0,2}/)"
+)
+"""A training loop's counter on a progress line (``Train Epoch: 1516 [5%]``, ``epoch 3 step 200``), not a
+total (``Epoch 3/10``'s second number; the first is read only where no ``/`` follows it)."""
+
+
+def _counters(line: str) -> dict[str, int]:
+    return {m["word"].lower(): int(m["n"]) for m in _COUNTER.finditer(line)}
+
+
+def _advanced(lines: Sequence[str], index: int) -> bool:
+    """Whether a counter of the training loop printed after ``lines[index]`` passed the one printed before it
+    (``Train Epoch: 1515`` above the error, ``Train Epoch: 1516`` below): the loop went on past the error."""
+    before: dict[str, int] = {}
+    for line in lines[max(0, index - _CONTEXT_LINES) : index + 1]:
+        before.update(_counters(line))
+    if not before:
+        return False
+    return any(
+        word in before and n > before[word]
+        for line in lines[index + 1 : index + 1 + _CONTEXT_LINES]
+        for word, n in _counters(line).items()
+    )
+
+
 def went_on(lines: Sequence[str], index: int) -> bool:
-    """Whether the run went on past the error on ``lines[index]`` to print its results: a row of
-    numbers after it (a transport the library gave up for another, then the benchmark's table)."""
-    return any(_RESULTS_ROW.match(line) for line in lines[index + 1 :])
+    """Whether the run went on past the error on ``lines[index]``: to print its results (a row of numbers
+    after it: a transport the library gave up for another, then the benchmark's table), or to train on (a
+    counter of its loop, an epoch or a step, passing the one printed before the error)."""
+    return any(_RESULTS_ROW.match(line) for line in lines[index + 1 :]) or _advanced(lines, index)
 
 
 def handled(lines: Sequence[str], index: int) -> bool:
@@ -519,7 +590,7 @@ MIOPEN_OOM = "GPU out of memory (MIOpen could not allocate its buffer)"
 PADDLE_BADALLOC_OOM = "GPU out of memory (PaddlePaddle's allocator threw BadAlloc)"
 THEANO_OOM = "GPU out of memory (Theano could not allocate device memory)"
 CAFFE_OOM = "GPU out of memory (Caffe's CUDA_CHECK: a CUDA call returned cudaErrorMemoryAllocation)"
-"""What glog's CHECK of a CUDA call failing with code 2 (Caffe's CUDA_CHECK) is said as."""
+"""What Caffe's (and its forks') glog check on a CUDA call's status says when the call ran out of memory."""
 VULKAN_OOM = "GPU out of memory (Vulkan: the device memory allocation failed, ErrorOutOfDeviceMemory)"
 """What a Vulkan back end (ggml's, llama.cpp's, ncnn's) refused device memory is said as."""
 FRACTION_OOM = "GPU out of memory (PyTorch: over the memory fraction the process was allowed)"
@@ -574,6 +645,14 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         # memory).``, libgpuarray's the same; CNMeM's pool status)
         THEANO_OOM,
         re.compile(r"\bdevice memory \(out of memory\)|\bCNMEM_STATUS_OUT_OF_MEMORY\b"),
+    ),
+    (  # a glog CHECK on a CUDA call's status, as Caffe's CUDA_CHECK writes it (``Check failed: error ==
+        # cudaSuccess (2 vs. 0)  out of memory``, syncedmem.cpp, math_functions.cu, common.cpp; its forks' the
+        # same): status 2 is cudaErrorMemoryAllocation, cudaGetErrorString's words after it
+        CAFFE_OOM,
+        re.compile(
+            r"Check failed: \(?\w{1,40}\)? ?== ?\(?cudaSuccess\)? \(2 vs\. 0\)\s{0,4}:?\s{0,4}out of memory\b"
+        ),
     ),
     (  # PyTorch's caching allocator on another accelerator: Intel's XPU (IPEX, torch.xpu), Ascend's NPU
         "accelerator out of memory (PyTorch's XPU / NPU allocator)",
@@ -642,12 +721,6 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Error allocating device buffer: Attempting to "
         ),
-    ),
-    (  # glog's CHECK of a CUDA runtime call, as Caffe's CUDA_CHECK macro (and its forks: CaffeOnSpark,
-        # Caffe2's older CUDA_CHECK) writes it: ``Check failed: error == cudaSuccess (2 vs. 0)  out of
-        # memory``, 2 being cudaErrorMemoryAllocation, the error's string after it
-        CAFFE_OOM,
-        re.compile(r"Check failed: (?:error|status|err|result|ret) == cudaSuccess \(2 vs\. 0\)"),
     ),
     (
         "GPU out of memory (cuBLAS could not allocate its workspace)",
@@ -887,6 +960,10 @@ _KILLING = frozenset({_SIGKILL, _SIGTERM})
 _EXIT_STRING_SIGNAL = re.compile(r"EXIT STRING: [^\n(]{1,80}\(signal (?P<signal>\d{1,2})\)")
 
 
+_PROCESS_DIED = re.compile(r": rank \d{1,7} died from signal \d{1,3}\b")
+"""HPE PALS reporting a rank a signal ended (``host: rank 7 died from signal 15``)."""
+
+
 def _host_before(line: str, start: int) -> str | None:
     """The host of ``user@host: Permission denied (publickey…``, read back from the message."""
     before = line[max(0, start - 320) : start]
@@ -907,6 +984,8 @@ def _error_stack(headline: str, after: Sequence[str], *, known: bool = True) -> 
         frames.append(line)
     if not known and not any(_STACK_COMM.search(line) for line in (headline, *frames)):
         return None
+    if not frames and _PROCESS_DIED.search(" ".join(after)):
+        return None  # the class alone, then the process manager reports the rank killed: an abort
     details = [
         m.group("detail").strip()
         for line in frames

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
@@ -136,7 +137,13 @@ class _Acks:
         self._batches[number] = batch
         reply = f"{self._inbox}{number}."
         try:
-            for index, message in enumerate(messages):
+            commands = _commands(self._nc, messages, reply)
+            if commands is not None:
+                try:
+                    await self._hand_over(commands, messages)
+                except Exception as exc:  # not handed to the client: none is sent (a retry repeats their ids)
+                    batch.refuse(0, exc)
+            for index, message in enumerate(messages if commands is None else ()):
                 headers = _headers(message)
                 try:
                     await self._nc.publish(message.subject, message.payload, f"{reply}{index}", headers)
@@ -150,6 +157,16 @@ class _Acks:
             del self._batches[number]
         return batch.outcomes(ack_timeout_s)
 
+    async def _hand_over(self, commands: bytes, messages: Sequence[Outgoing]) -> None:
+        """Give the client ``commands`` (:func:`_commands` of ``messages``) as its own publishes
+        of them would have: pending, counted, and the flusher asked to write them."""
+        nc = self._nc
+        nc.stats["out_msgs"] += len(messages)
+        nc.stats["out_bytes"] += sum(len(message.payload) for message in messages)
+        await nc._send_command(commands)
+        if nc._flush_queue is not None and nc._flush_queue.empty():
+            await nc._flush_pending()
+
     async def _subscribe(self) -> None:
         async with self._subscribing:
             if not self._subscribed:
@@ -161,6 +178,49 @@ class _Acks:
         batch = self._batches.get(int(number)) if number.isdigit() and index.isdigit() else None
         if batch is not None:  # else answered after its time was up: retried under the same id
             batch.settle(int(index), _outcome(msg))
+
+
+_SPACE = re.compile(r"\s")
+_HEADERS_START = b"NATS/1.0\r\n"
+
+
+def _commands(nc: NATS, messages: Sequence[Outgoing], reply: str) -> bytes | None:
+    """``messages`` as the protocol commands nats-py's ``publish`` writes for each (``HPUB``
+    with its headers, ``PUB`` without), message ``i`` answering to ``<reply><i>``, in one run:
+    the client's checks, command and flush request once per batch instead of once per message
+    (a third of the watcher's publishing CPU). ``None`` where its publish would not simply take
+    them: not connected (it buffers, or refuses), draining, a payload over its limit, or a
+    subject or id with a space or line break (which it refuses or rewrites); those are
+    published one by one as before."""
+    if not nc.is_connected or nc.is_draining_pubs:
+        return None
+    limit = nc._max_payload
+    if any(len(message.payload) > limit for message in messages):
+        return None
+    texts = [(message.subject, message.msg_id or "") for message in messages]
+    if _SPACE.search("".join(subject + msg_id for subject, msg_id in texts)) or not all(
+        subject for subject, _ in texts
+    ):
+        return None
+    parts: list[bytes] = []
+    for index, message in enumerate(messages):
+        headers = _headers(message)
+        if headers is None:
+            parts.append(f"PUB {message.subject} {reply}{index} {len(message.payload)}\r\n".encode())
+            parts.append(message.payload)
+            parts.append(b"\r\n")
+            continue
+        head = (
+            _HEADERS_START
+            + "".join(f"{key}: {value}\r\n" for key, value in headers.items()).encode()
+            + b"\r\n"
+        )
+        total = len(head) + len(message.payload)
+        parts.append(f"HPUB {message.subject} {reply}{index} {len(head)} {total}\r\n".encode())
+        parts.append(head)
+        parts.append(message.payload)
+        parts.append(b"\r\n")
+    return b"".join(parts)
 
 
 def _headers(message: Outgoing) -> dict[str, str] | None:
@@ -397,7 +457,8 @@ class Publisher:
         """An observation as it goes out."""
         return Outgoing(
             self.topology.job_event(event),
-            event.model_dump_json(exclude_defaults=False).encode(),
+            # the bytes of event.model_dump_json(), without its wrapper's keywords and a str between
+            type(event).__pydantic_serializer__.to_json(event),
             events.message_id(event),
         )
 

@@ -197,50 +197,67 @@ def _pod_state_row(event: PodObserved, containers: str) -> Row:
     }
 
 
-def _container_timeline(event: PodObserved, container: ContainerState) -> Row | None:
-    who = f"{_pod_label(event)} container {container.name}"
+def _container_timeline(event: PodObserved, container: ContainerState, seen: set[str]) -> Row | None:
     key = f"pod:{event.uid}:{container.name}:{container.restart_count}"
     if container.state == "terminated":
+        key = f"{key}:terminated"
+        if key in seen:
+            return None
+        seen.add(key)
         how = container.reason or "terminated"
         code = f" (exit {container.exit_code})" if container.exit_code is not None else ""
         return _timeline(
             event.job.uid,
             container.finished_at or event.observed_at,
             "pod",
-            f"{who} terminated: {how}{code}",
+            f"{_pod_label(event)} container {container.name} terminated: {how}{code}",
             container,
-            f"{key}:terminated",
+            key,
         )
     if container.state == "waiting" and container.reason not in {
         None,
         "ContainerCreating",
         "PodInitializing",
     }:
+        key = f"{key}:waiting:{container.reason}"
+        if key in seen:
+            return None
+        seen.add(key)
         return _timeline(
             event.job.uid,
             event.observed_at,
             "pod",
-            f"{who} waiting: {container.reason}",
+            f"{_pod_label(event)} container {container.name} waiting: {container.reason}",
             container,
-            f"{key}:waiting:{container.reason}",
+            key,
         )
     return None
 
 
-def _pod_timeline(event: PodObserved) -> list[Row]:
-    where = f" on {event.node}" if event.node else ""
-    reason = f" ({event.reason})" if event.reason else ""
-    rows = [
-        _timeline(
-            event.job.uid,
-            event.observed_at,
-            "pod",
-            f"{_pod_label(event)} pod {event.name} {event.phase}{reason}{where}",
-            {"pod": event.name, "phase": event.phase, "reason": event.reason, "node": event.node},
-            f"pod:{event.uid}:phase:{event.phase}",
+def _pod_timeline(event: PodObserved, seen: set[str]) -> list[Row]:
+    """The timeline rows of a pod observation whose keys are not in ``seen`` (the keys of the
+    batch so far, to which theirs are added): of one key, :func:`_unique_timeline` keeps the
+    batch's first row, so the later ones (most of a pod's observations: its phase unchanged)
+    are not built."""
+    rows: list[Row] = []
+    key = f"pod:{event.uid}:phase:{event.phase}"
+    if key not in seen:
+        seen.add(key)
+        where = f" on {event.node}" if event.node else ""
+        reason = f" ({event.reason})" if event.reason else ""
+        rows.append(
+            _timeline(
+                event.job.uid,
+                event.observed_at,
+                "pod",
+                f"{_pod_label(event)} pod {event.name} {event.phase}{reason}{where}",
+                {"pod": event.name, "phase": event.phase, "reason": event.reason, "node": event.node},
+                key,
+            )
         )
-    ]
-    if event.change == "DELETED":
+    key = f"pod:{event.uid}:deleted"
+    if event.change == "DELETED" and key not in seen:
+        seen.add(key)
         rows.append(
             _timeline(
                 event.job.uid,
@@ -248,10 +265,10 @@ def _pod_timeline(event: PodObserved) -> list[Row]:
                 "pod",
                 f"{_pod_label(event)} pod {event.name} deleted",
                 {"pod": event.name},
-                f"pod:{event.uid}:deleted",
+                key,
             )
         )
-    rows.extend(row for c in event.containers if (row := _container_timeline(event, c)) is not None)
+    rows.extend(row for c in event.containers if (row := _container_timeline(event, c, seen)) is not None)
     return rows
 
 
@@ -412,7 +429,8 @@ async def apply_events(conn: AsyncConnection, events: Sequence[BusEvent]) -> Non
             lambda row: (row["pod_uid"], row["resource_version"]),
         )
         await _POD_STATES.execute(conn, states)
-        timeline += [row for pod in pods for row in _pod_timeline(pod)]
+        seen: set[str] = set()  # pod keys: distinct from the jobs' and the Kubernetes events'
+        timeline += [row for pod in pods for row in _pod_timeline(pod, seen)]
     if k8s_events:
         await _K8S_EVENTS.execute(conn, [_k8s_event_row(e) for e in _latest(k8s_events)])
         timeline += [_k8s_event_timeline(e) for e in k8s_events]
