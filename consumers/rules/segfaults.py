@@ -92,6 +92,8 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
         where, kind = _in_r(tail, first.index), "r"
     if first.name == "julia":
         where, kind = _in_julia(tail, first.index), "julia"
+    if first.name == "foam":
+        where, kind = " in an OpenFOAM solver (its sigSegv handler printed the stack)", "foam"
     if first.name == "petsc":
         where, kind = " in a PETSc program (PETSc's signal handler caught it)", "petsc"
     if first.name == "sanitizer":
@@ -220,6 +222,7 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
             "fortran": _FORTRAN_STEPS,
             "julia": _JULIA_STEPS,
             "petsc": _PETSC_STEPS,
+            "foam": _FOAM_STEPS,
         }.get(kind),
     )
 
@@ -279,6 +282,14 @@ _PETSC_STEPS = (
     "(noxterm in a container), or under valgrind with -malloc 0, as PETSc's message suggests.",
     "Build PETSc with --with-debugging=1 so its error stack names the function (the PETSC ERROR lines), "
     "and check that the program and PETSc were built against the same MPI and compiler.",
+    *_SEGV_STEPS[2:],
+)
+_FOAM_STEPS = (
+    "Read the frames after Foam::sigSegv::sigHandler in the log: the first one of the solver or its "
+    "libraries is where it crashed (build with WM_COMPILE_OPTION=Debug for file and line, or run the case "
+    "with -debug-switch / under gdb on one processor).",
+    "A crash right after a mesh or field change is often a case the solver cannot read: run checkMesh, "
+    "and check a custom library (libs (...) in system/controlDict) was built against the same OpenFOAM.",
     *_SEGV_STEPS[2:],
 )
 _MXNET_STEPS = (
