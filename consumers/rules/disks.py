@@ -139,7 +139,7 @@ def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:
         root_cause=f"{subject} failed: {detail}{also(others)}",
         evidence=evidence,
         key=(hit.name, *(p.uid for p, _ in found)),
-        remediation=_LOG_STEPS.get(hit.name),
+        remediation=_OWN_STEPS.get(hit.name),
     )
 
 
@@ -281,24 +281,26 @@ _IMAGE_GC_STEPS = (
     "node a larger disk or a separate image filesystem.",
 )
 _SQLITE_STEPS = (
-    "SQLite found no room for its database or its journal (SQLITE_FULL): the volume holding the .db file, "
-    "or the temporary directory its journal and sorts use (SQLITE_TMPDIR, /var/tmp, /tmp), is full — check "
-    "it with df -h in the container.",
-    "Put the database on a PersistentVolumeClaim with room for it and its journal (a write can briefly "
-    "need the database's size again), and check PRAGMA max_page_count is not the limit it hit.",
+    "SQLite could not grow its database file: find the file the program writes (an experiment tracker's "
+    "store, a job queue's, a cache's: its path is in the program's settings) and check the filesystem under "
+    "it: kubectl -n {namespace} exec <pod> -- df -h <its directory>; a database on the container's writable "
+    "layer or /tmp counts against the node's ephemeral storage.",
+    "Put the database on a volume sized for it (a PersistentVolumeClaim), and check the program sets no "
+    "PRAGMA max_page_count below what it needs (SQLite says the same words when that cap is reached).",
 )
-_LOG_STEPS: dict[str, tuple[str, ...]] = {
-    "image-gc": (*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS),
-    "evicted-storage-limit": _EPHEMERAL_STEPS,
-    "sqlite-full": _SQLITE_STEPS,
-}
-"""The steps of a log line's library where they are its own, by its signature."""
 _SHM_STEPS = (
     "Mount a memory-backed emptyDir at /dev/shm in the pod template — volumes: [{{name: dshm, "
     "emptyDir: {{medium: Memory, sizeLimit: 8Gi}}}}], volumeMounts: [{{name: dshm, mountPath: /dev/shm}}] "
     "— and raise the memory limit by its size (it is RAM).",
     "Or pass fewer or smaller batches through it: lower DataLoader num_workers / prefetch_factor.",
 )
+
+_OWN_STEPS: dict[str, tuple[str, ...]] = {
+    "image-gc": (*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS),
+    "sqlite-full": _SQLITE_STEPS,
+    "evicted-storage-limit": _EPHEMERAL_STEPS,
+}
+"""The steps of a writer with its own remedy, instead of the rule's general ones."""
 
 DISK_FULL = Rule(
     id="disk-full",

@@ -327,6 +327,9 @@ LIBRARIES: tuple[Library, ...] = (
             r"\[HOROVOD|horovod[./_]|Horovod\b|horovodrun\b"
             r"|Horovod(?:Allreduce|Allgather|Broadcast|Alltoall|ReduceScatter|Reducescatter|Join|Barrier)_"
             r"|One or more tensors were submitted to be"
+            # its stall inspector's list header, the ranks and their tensors under it (stall_inspector.cc:
+            # ``Missing ranks:`` then ``0: [broadcast_object_fn.sz]``), whatever tag a launcher put before it
+            r"|Missing ranks:(?:\s{0,4}$|[^\n]{0,80}?\b\d{1,7}: \[)"
         ),
     ),
     Library("gloo", "Gloo", re.compile(r"gloo/|Gloo\b|ProcessGroupGloo")),
@@ -518,6 +521,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|\bPMII_singinit: execv failed\b"
             # HCCL (CANN's EI0009) unable to set up its transport to another NPU's rank
             r"|[Tt]ransport init error\b"
+            # a verbs call creating a queue pair or its resources failing by name (``ibv_create_qp failed``)
+            r"|\bibv_(?:create|alloc|open|query)_\w{1,20} failed\b"
             # Open MPI's help text for a transport component (btl, mtl, pml) it could not load, before
             # MPI_INIT fails
             r"|[Aa] requested component was not found, or was unable to be opened"
@@ -619,6 +624,13 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # a connect to an address that failed, the address between (ps-lite's van: ``connect to
             # tcp://10.0.4.2:9000 failed: No such device``)
             r"|\bconnect to (?:tcp|ipc|inproc)://[\w.:\[\]-]{1,200} failed\b"
+            # a queue pair that could not be moved to its connected state (ready to receive / send) with the
+            # peer's address: ``ibv_modify_qp failed``, and NVSHMEM's error macro on its InfiniBand
+            # transports'
+            # endpoint calls (``…/transport/ibrc/ibrc.cpp:1433: non-zero status: 7``, its message on other
+            # lines)
+            r"|\bibv_modify_qp failed\b"
+            r"|/transport/(?:ibrc|ibgda|ibdevx)/\w{1,60}\.cpp:\d{1,6}: non-zero status: -?\d{1,4}"
         ),
     ),
     (

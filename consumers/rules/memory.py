@@ -231,13 +231,50 @@ where a kubectl listing wrapped it anywhere."""
 
 LISTED_OOM_KILLED = re.compile(
     r"(?m)^\s{0,12}Reason:\s{1,12}OOMKilled\s{0,4}$"
-    r"|^\s{0,8}[a-z0-9][\w.-]{0,252}\s{2,16}\d{1,3}/\d{1,3}\s{2,16}OOMKilled\s{2,16}\d{1,7}\b"
+    r"|^\s{0,8}(?:pods?/)?[a-z0-9][\w.-]{0,252}\s{1,16}\d{1,3}/\d{1,3}\s{1,16}OOMKilled\s{1,16}\d{1,7}\b"
 )
 """A container's end as kubectl shows it, where a listing reached the watcher as an Event's message (a
 ``kubectl describe pod`` block's ``Last State: Terminated`` / ``Reason: OOMKilled``, or ``kubectl get
 pods``' STATUS column ``OOMKilled`` with its READY and RESTARTS columns around it): the kubelet's own
 ``OOMKilled``, read as text."""
 _EXIT_CODE_LISTED = re.compile(r"(?m)^\s{0,12}Exit Code:\s{1,12}(?P<code>\d{1,3})\s{0,4}$")
+
+
+LISTED_OOM_EVENT = re.compile(
+    r"\b(?P<reason>OOMKilling|SystemOOM|CgroupOOM)\b:?(?: {1,16}(?:node|pod)/[\w.-]{1,253})? {1,16}"
+    r"(?:Memory cgroup out of memory: Kill(?:ed)? process \d{1,10} \((?P<victim>[^)\n]{1,64})\)"
+    r"|(?:System|Cgroup) OOM encountered(?:, victim process: (?P<victim2>[\w.-]{1,64}))?"
+    r"|Out of memory: Kill(?:ed)? process \d{1,10} \((?P<victim3>[^)\n]{1,64})\))"
+)
+"""The OOM killer's Event where it reached the watcher without its reason, listed with it as a column
+(``1 OOMKilling: Memory cgroup out of memory: Kill process 605624 (pause) score 0 or sacrifice child``):
+node-problem-detector's ``OOMKilling``, the kubelet's ``SystemOOM`` and ``CgroupOOM``."""
+
+
+def _listed_oom_event(state: RunState, ctx: Context) -> Detection | None:
+    """The kernel's OOM killer as an Event listing without its reason tells it (:data:`LISTED_OOM_EVENT`),
+    judged as :func:`~consumers.rules.disks.as_seen` says."""
+    events = sorted(
+        (e for e in state.events.values() if e.reason == "" and LISTED_OOM_EVENT.search(e.message)),
+        key=event_time,
+    )
+    if not events:
+        return None
+    match = LISTED_OOM_EVENT.search(events[0].message)
+    if match is None:
+        return None
+    victim = match["victim"] or match["victim2"] or match["victim3"]
+    if victim == "pause":
+        killed = (
+            "killed the pod's pause container (its sandbox): the pod's memory cgroup as a whole was out of "
+            "memory"
+        )
+    elif victim:
+        killed = f"killed {victim} in a memory cgroup that was out of memory"
+    else:
+        killed = "killed a process: memory ran out"
+    sentence = f"The kernel's OOM killer {killed} (as its {match['reason']} event, listed, says)"
+    return told_by_events(state, ctx, sentence, events, ("listed-oom-event", match["reason"]))
 
 
 def _listed_oom_killed(state: RunState, ctx: Context) -> Detection | None:
@@ -291,7 +328,9 @@ def _detect_oom(state: RunState, ctx: Context) -> Detection | None:
     if not kills:
         if state.phase == "Succeeded":  # the kubelet's words are judged by the run's outcome
             return None
-        return _evicted_for_memory(state, ctx) or _listed_oom_killed(state, ctx)
+        return (
+            _evicted_for_memory(state, ctx) or _listed_oom_killed(state, ctx) or _listed_oom_event(state, ctx)
+        )
     first = kills[0]
     evidence: list[Evidence] = []
     for kill in kills:
@@ -543,7 +582,8 @@ _OWN_OOM_STEPS: dict[str, str] = {
     "(nvidia-smi shows who holds it).",
     CAFFE_OOM: "Caffe: lower batch_size in the data layers of the net's prototxt (train and test) and raise "
     "the solver's iter_size to keep the effective batch; with several GPUs (-gpu all) each one holds the "
-    "whole net, so check nvidia-smi for another process on them.",
+    "whole net, so check nvidia-smi for another process on them; with several processes per node "
+    "(CaffeOnSpark's executors, mpirun) give each its own GPU (-devices, CUDA_VISIBLE_DEVICES).",
     VULKAN_OOM: "Vulkan: the back end asks the driver for device-local memory block by block; offload fewer "
     "layers to the GPU (llama.cpp's -ngl / --n-gpu-layers), lower the context or batch size, and check "
     "vulkaninfo's memory heaps for the card's device-local size (an integrated GPU's is what the BIOS "

@@ -470,6 +470,30 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "why (ibrun's own usage errors print there too). Rerun the same command in an idev session to see "
         "it, with the launcher's options checked against 'ibrun --help' on that system.",
     ),
+    "OpenFOAM": (
+        "OpenFOAM: a FOAM FATAL ERROR's message says what the solver refused (a parallel run on one "
+        "processor: mpirun -np must equal numberOfSubdomains in system/decomposeParDict, after "
+        "decomposePar, and the solver needs -parallel); a sigFpe stack is the solution diverging: check "
+        "the Courant number and deltaT before it, the mesh (checkMesh) and the boundary conditions, and "
+        "rerun with FOAM_SIGFPE=false only to see where NaNs appear.",
+    ),
+    "ALPS": (
+        "ALPS (Cray's aprun): the first PE RANK it says exited on a signal is the cause (6: the program's "
+        "abort, 8: a floating-point exception, 9: the OOM killer or a kill), and 'exit codes' over 128 are "
+        "128 plus the signal; that rank's own output above says why. Rerun with aprun -e ATP_ENABLED=1 "
+        "(module load atp) to have ATP print every rank's stack.",
+    ),
+    "gfortran": (
+        "GNU Fortran: the 'Backtrace for this error' under the signal names the routine when the program is "
+        "built with -g -fbacktrace; build with -ffpe-trap=invalid,zero,overflow to stop at the first bad "
+        "operation, and check the inputs (a division by zero, an overflow) of that routine.",
+    ),
+    "Fujitsu MPI": (
+        "Fujitsu MPI (plexec under pjsub): the rank it names called MPI_Abort; that rank's own output says "
+        "why (mpiexec -std-proc <file> writes each rank's output to its own file), and the PLE message "
+        "number is explained in the job operation software's messages manual. pjstat -H shows the job's "
+        "end and its exit code.",
+    ),
     "Charm++": (
         "Charm++: the Reason line under 'Called CmiAbort' is the program's CkAbort or Charm++'s own check; "
         "the processor's stack traceback under it shows the call. Rerun with +bt_gdb or a debug build "

@@ -83,6 +83,7 @@ from consumers.rules.rendezvouslines import (
     STORE_TIMEOUT,
     STORE_TITLED,
     STORE_WAIT,
+    STORE_WAITED,
 )
 from consumers.rules.rule import Context, Detection, Rule, log_facts
 from consumers.rules.state import PodState, RunState
@@ -127,6 +128,8 @@ def _miss(pod: PodState) -> Miss | None:
         joined = f"only {m['joined']} of {m['expected']} joined"
         waited = f"waited {m['after']}s" if m["after"] else "waited"
         what = f"{waited} for the others at its c10d store and {joined}"
+    elif (m := STORE_WAITED.search(text)) is not None:
+        what = f"waited {m['after']}s for the others at its c10d store and not all joined"
     elif STORE_BIND.search(text) is not None or ADDRESS_IN_USE.search(text) is not None:
         port = next((m["port"] for m in STORE_BIND.finditer(text) if m["port"]), None)
         on = f"port {port}" if port else "its port"

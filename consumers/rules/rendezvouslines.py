@@ -40,6 +40,7 @@ __all__ = [
     "STORE_TIMEOUT",
     "STORE_TITLED",
     "STORE_WAIT",
+    "STORE_WAITED",
 ]
 
 CLIENT_TIMEOUT = re.compile(
@@ -74,6 +75,9 @@ STORE_WAIT = re.compile(
 )
 """The store's count of the clients that joined, after its timeout or on its own (``DistStoreError:
 16/32 clients joined``)."""
+STORE_WAITED = re.compile(r"\bTimed out after (?P<after>\d{1,7}) seconds waiting for (?:clients|workers)\b")
+"""The store's own timeout waiting for its clients where the count after it is cut off (a title, a one-line
+report: ``Timed out after 901 seconds waiting for clients``, TCPStore's waitForWorkers)."""
 STORE_BIND = re.compile(
     r"The server socket has failed to (?:listen on any local network address"
     r"|bind to \[?(?P<host>[\w.:*-]{0,253}?)\]?:(?P<port>\d{1,5}))"
@@ -201,6 +205,6 @@ found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
-    STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER,
+    STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER, STORE_WAITED,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

@@ -92,6 +92,8 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
         where, kind = _in_r(tail, first.index), "r"
     if first.name == "julia":
         where, kind = _in_julia(tail, first.index), "julia"
+    if first.name == "foam":
+        where, kind = " in an OpenFOAM solver (its sigSegv handler printed the stack)", "foam"
     if first.name == "petsc":
         where, kind = " in a PETSc program (PETSc's signal handler caught it)", "petsc"
     if first.name == "sanitizer":
@@ -100,8 +102,6 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
         task = f"task {first.group('task')} on {first.group('host')}" if first.group("task") else "a task"
         where = f"{where} ({first.signature.library} reported {task} ended by the signal)"
         kind = kind if bus else "launcher"
-    if first.name == "openfoam":
-        where, kind = f"{where} in an OpenFOAM solver (its sigSegv handler printed the stack)", "openfoam"
     if first.name == "dotnet-access-violation":
         where, kind = f"{where} in native code under the .NET runtime (AccessViolationException)", "dotnet"
     subject = _crash_subject(state, pod, tail, hits)
@@ -229,8 +229,8 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
             "julia": _JULIA_STEPS,
             "petsc": _PETSC_STEPS,
             "launcher": _LAUNCHER_STEPS,
-            "openfoam": _OPENFOAM_STEPS,
             "dotnet": _DOTNET_STEPS,
+            "foam": _FOAM_STEPS,
         }.get(kind),
     )
 
@@ -302,19 +302,19 @@ _LAUNCHER_STEPS = (
     "the frame that crashed.",
     *_SEGV_STEPS[1:],
 )
-_OPENFOAM_STEPS = (
-    "Read OpenFOAM's printStack frames under Foam::sigSegv::sigHandler: the first Foam:: frame after it "
-    "is where the solver crashed (a Debug build, WM_COMPILE_OPTION=Debug, gives file and line).",
-    "A solver crashing this way is most often a bad mesh or a diverging case: run checkMesh, lower deltaT "
-    "or maxCo, and check the boundary conditions; with a custom library, rebuild it against this "
-    "OpenFOAM and MPI.",
-    *_SEGV_STEPS[2:],
-)
 _DOTNET_STEPS = (
     "The .NET runtime ended the process for an access violation in native code (a P/Invoke, a native "
     "library it loads): the stack after AccessViolationException names the managed call into it.",
     "Check that the native library matches the image's architecture and C library, and collect a dump "
     "(DOTNET_DbgEnableMiniDump=1) to open with dotnet-dump analyze.",
+    *_SEGV_STEPS[2:],
+)
+_FOAM_STEPS = (
+    "Read the frames after Foam::sigSegv::sigHandler in the log: the first one of the solver or its "
+    "libraries is where it crashed (build with WM_COMPILE_OPTION=Debug for file and line, or run the case "
+    "with -debug-switch / under gdb on one processor).",
+    "A crash right after a mesh or field change is often a case the solver cannot read: run checkMesh, "
+    "and check a custom library (libs (...) in system/controlDict) was built against the same OpenFOAM.",
     *_SEGV_STEPS[2:],
 )
 _MXNET_STEPS = (

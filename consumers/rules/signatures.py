@@ -525,6 +525,11 @@ CRASHES: tuple[Signature, ...] = (
         re.compile(
             r"(?:exited on\s{1,4}|^\s{0,4})signal (?P<signal>11|7) "
             r"\((?P<kind>Segmentation fault|Bus error)\)"
+            # mpirun's account of the rank itself (``mpirun noticed that process rank 5 with PID 6637 on node
+            # n7 exited on signal 11``, older ORTE's ``with OID``): signal 11 is SIGSEGV whatever words follow
+            # (a name in lower case, on the next line where the log wrapped it, or none)
+            r"|\bnoticed that process rank \d{1,7} with (?:PID|OID) \d{1,10} on\s{1,10}node \S{1,253} "
+            r"exited on signal 11\b"
         ),
     ),
     Signature(
@@ -654,15 +659,6 @@ CRASHES: tuple[Signature, ...] = (
         "",
         re.compile(r"\bflux-job: task\(s\) (?P<kind>Segmentation fault|Bus error)\b"),
     ),
-    # OpenFOAM's own handler for the signal (src/OSspecific/POSIX/signals/sigSegv.C: sigHandler calls
-    # error::printStack, whose frames name it: ``#1  Foam::sigSegv::sigHandler(int) at ??:?``); its sigFpe
-    # (a floating-point exception) is no segmentation fault
-    Signature(
-        "openfoam",
-        "OpenFOAM",
-        "",
-        re.compile(r"\bFoam::sigSegv::sigHandler\(int\)"),
-    ),
     # the .NET runtime ending a process whose native code faulted: an access violation (SIGSEGV on Linux)
     # it cannot let managed code catch (src/coreclr/vm/excep.cpp: ``Fatal error.
     # System.AccessViolationException: Attempted to read or write protected memory.``)
@@ -683,6 +679,9 @@ CRASHES: tuple[Signature, ...] = (
         "",
         re.compile(r"forrtl: severe \(174\): (?P<kind>SIGSEGV), segmentation fault occurred"),
     ),
+    # OpenFOAM's own SIGSEGV handler printing the solver's stack (``#1  Foam::sigSegv::sigHandler(int) at
+    # ??:?``, under each processor's ``[N]`` in a parallel run), before it raises the signal again
+    Signature("foam", "OpenFOAM", "", re.compile(r"\bFoam::sigSegv::sigHandler\(int\)")),
     # glibc's psiginfo (and the handlers that call it, backward-cpp's among them): the signal's name, then the
     # kernel's si_code in words and the faulting address, ``(nil)`` for NULL (``Segmentation fault (Invalid
     # permissions for mapped object [0x7f3c2a000000])``, ``Bus error (Nonexistent physical address [0x…])``)
@@ -1169,15 +1168,6 @@ DISKS: tuple[Signature, ...] = (
             r"|Usage of EmptyDir volume \\?\"?[\w.-]{1,253}\\?\"? exceeds the limit \\?\"?\d"
         ),
     ),
-    # SQLite's SQLITE_FULL (src/main.c's sqlite3ErrStr: ``database or disk is full``), as its shell, Python's
-    # sqlite3 (``sqlite3.OperationalError: database or disk is full``) and the libraries over it raise it:
-    # a write to the database or its journal found no room (or the database at max_page_count)
-    Signature(
-        "sqlite-full",
-        "SQLite",
-        "SQLite could not write its database or journal: the disk under it is full (SQLITE_FULL)",
-        re.compile(r"\bdatabase or disk is full\b"),
-    ),
     # the kubelet's eviction manager and its admission naming the node's DiskPressure, relayed into a log
     # (a ``kubectl describe`` or ``get events`` pasted, a CI runner's status): ``The node had condition:
     # [DiskPressure].`` (a pod refused or evicted from a node under it), older kubelets' ``The node was low
@@ -1226,6 +1216,16 @@ DISKS: tuple[Signature, ...] = (
             r"file_system_monitor\.cc:\d{1,6}:\s{0,4}\S{1,300} is over \d{1,3}% full"
             r"|OutOfDiskError\b[^\n]{0,40}?Local disk is full"
         ),
+    ),
+    # SQLite's SQLITE_FULL (13) in its own words (sqlite3ErrStr: ``database or disk is full``), as each
+    # binding raises it: Python's ``sqlite3.OperationalError``, SQLAlchemy's wrapper of it, Go's and Node's
+    # drivers; a database file (an experiment tracker's, a job queue's) that could not grow on a full disk or
+    # past its max_page_count
+    Signature(
+        "sqlite-full",
+        "SQLite",
+        "a SQLite database could not grow: its disk is full (SQLITE_FULL, database or disk is full)",
+        re.compile(r"\bdatabase or disk is full\b"),
     ),
     Signature(
         "torch-write",
@@ -1606,13 +1606,18 @@ KERNEL_OOM: tuple[Signature, ...] = (
     # the kubelet's own ``OOMKilled`` as ``kubectl describe pod`` lists a container's end (``State:
     # Terminated`` / ``Last State: Terminated``, then ``Reason: OOMKilled``) or its status as YAML (``reason:
     # OOMKilled``), printed into a log: the reason alone on its line, whatever the exit code under it (0
-    # where the kernel killed a process of the container other than its first one)
+    # where the kernel killed a process of the container other than its first one), or ``kubectl get pods``'
+    # STATUS column (``memory-demo   0/1   OOMKilled   2   33s``, between its READY and RESTARTS columns,
+    # however the copy spaced them)
     Signature(
         "listed-oomkilled",
         "the kubelet",
         "a process of the container went over its memory limit and the kernel killed it (the kubelet's "
         "OOMKilled, as kubectl lists it)",
-        re.compile(r"^\s{0,16}[Rr]eason:\s{1,12}OOMKilled\s{0,4}$"),
+        re.compile(
+            r"^\s{0,16}[Rr]eason:\s{1,12}OOMKilled\s{0,4}$"
+            r"|^\s{0,8}(?:pods?/)?[a-z0-9][\w.-]{0,252}\s{1,16}\d{1,3}/\d{1,3}\s{1,16}OOMKilled\s{1,16}\d{1,7}\b"
+        ),
     ),
     # systemd-oomd, systemd's userspace OOM killer: a cgroup whose memory pressure (PSI) or swap use stayed
     # over its unit's limit is killed whole (``Killed /user.slice/…/x.scope due to memory pressure for … being

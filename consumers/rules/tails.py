@@ -116,7 +116,10 @@ _EXAMPLES = re.compile(
     r"(?:see|get|receive|hit|run into)\b"
     r"|\b(?:[Ee]xpected|[Ss]ample|[Ee]xample) output\b"
     r"|\b[Ff]or (?:example|instance)\b|\be\.g\.|\bsuch as\b|\blike this\b|\blooks? like\b"
-    r"|\b[Ee]xamples?\b|\b[Tt]ypical\b|\b(?:the|this) (?:following )?(?:form|format)\b)[^\n]{0,200}:\s{0,4}$"
+    r"|\b[Ee]xamples?\b|\b[Tt]ypical\b|\b(?:the|this) (?:following )?(?:form|format)\b"
+    # a change's account of what a message would show before it and will show after it (``Previously, the
+    # error message would show:``, ``Now it will show:``)
+    r"|\b(?:would|will|should|now) (?:show|print|read|display|say|look like)\b)[^\n]{0,200}:\s{0,4}$"
     # a document saying where and how a program writes a message, the message's format under it (``On
     # Linux, XIDs are written to the kernel log as`` then a code block)
     r"|\b(?:is|are) (?:written|printed|logged|reported|shown|formatted|emitted) (?:to|in|into|on|by) "
@@ -179,6 +182,9 @@ _WRITTEN = re.compile(
     r"|(?:f|s|sn|v|vf)?printf\s{0,2}\((?:\s{0,4}std(?:err|out),)?\s{0,4}\"[^\n]{0,300}?%"
     # a test's description assigned as a shell or Python variable (``test_description='… ENOSPC …'``)
     r"|\w{1,60}_description\s{0,2}=\s{0,2}[\"']"
+    # a reference table's row in markdown: an error code's or class's name in its first cell, the row closed
+    # by its pipe (``| SQLITE_FULL | 13 | database or disk is full |``)
+    r"|`?(?:[A-Z][A-Z0-9]{1,20}_[A-Z0-9_]{1,40}|[A-Z]\w{1,80}(?:Error|Exception))`?\s{0,4}\|[^\n]{1,400}\|\s{0,4}$"
     # a patch's mail header naming what it changes (``Subject: [PATCH] Provide ETIMEDOUT as …``)
     r"|Subject: \[PATCH\b"
     # a class defined, as source or a documentation page's view of it shows it (``[docs]class
@@ -256,6 +262,13 @@ _REPORTED_QUOTED = re.compile(
     # a message said to say it (``there exists an error which says "…"``, ``a message that reads `…` ``)
     r"|\b(?:error|message|exception|failure) (?:which|that) (?:says|said|reads|read) "
     r"(?P<x>`{1,3}|\")(?P<quote9>[^\"`\n]{4,600})(?P=x)"
+    # the error named as what came about, quoted between the word and its verb (``However, error "…"
+    # happens.``, ``the exception `…` occurred``, ``error '…' shows up``), in the past or the present; not the
+    # generic account of when it does (``… happens when …``)
+    r"|(?<![Ii]f )(?<![Ii]f the )(?<![Ii]f an )(?<![Ww]hen )(?<![Ww]hen the )(?<![Ww]hen an )"
+    r"\b(?:error|exception|failure|problem|issue) (?P<y>`{1,3}|\"|')(?P<quote11>[^\"`'\n]{4,600})(?P=y) "
+    r"(?:happens|happened|occurs|occurred|appears|appeared|shows up|showed up|comes up|came up|pops up"
+    r"|popped up|is raised|was raised|is thrown|was thrown)\b(?! (?:when|if|whenever)\b)"
     # the same report in Chinese: met (遇到), with the error in full-width quotes (``遇到“…”的问题``)
     r"|遇到\s{0,2}[\u201c「](?P<quote10>[^\u201d」\n]{4,600})[\u201d」]"
 )
@@ -264,7 +277,10 @@ _REPORTED_QUOTED = re.compile(
 kernel log showed `…` ``, ``a larger batch leads to `…` ``, ``it raise an error "…"``)."""
 
 
-_QUOTES = ("quote", "quote2", "quote3", "quote4", "quote5", "quote6", "quote7", "quote8", "quote9", "quote10")
+_QUOTES = (
+    "quote", "quote2", "quote3", "quote4", "quote5", "quote6", "quote7", "quote8", "quote9", "quote10",
+    "quote11",
+)  # fmt: skip
 
 
 def reported(line: str) -> str | None:
@@ -456,6 +472,15 @@ _COUNT_AFTER = re.compile(r"^[\"'`]?s?\s{0,4}(?:[:=|]|\bx\b)\s{0,4}\d{1,9}\s{0,4
 0 |``)."""
 
 
+_ROW_START = re.compile(r"^\s{0,8}(?:\|\s{0,4})?[\"'`*]{0,2}$")
+"""A table row's start, up to its first cell (a markdown pipe or none)."""
+_MEANING_AFTER = re.compile(
+    r"^[\"'`*]{0,2}\s{0,4}\|\s{0,4}(?!\d)[A-Za-z(][\w'(),-]{0,40}(?: [\w'(),.-]{1,40}){3}"
+)
+"""An error's name in a table row's first cell, what it means in the next: a cell of words after the pipe
+(``RendezvousConnectionError | One or more nodes fail to connect to …``): a reference table's, not a log's."""
+
+
 def is_mention(line: str, start: int, end: int | None = None) -> bool:
     """Whether the failure words found at ``line[start:end]`` are only named: by advice before them
     (``to avoid 'CUDA out of memory'``, ``will warn on 'No space left on device'``), as the subject
@@ -468,7 +493,12 @@ def is_mention(line: str, start: int, end: int | None = None) -> bool:
     if end is not None and _EXPLAINED.search(line[end:]) is not None and not _CAUSED.search(line[:start]):
         return True
     name = _NAME_AT.match(line, start)
-    return name is not None and _COUNT_AFTER.match(line[name.end() :]) is not None
+    if name is None:
+        return False
+    after = line[name.end() :]
+    if _ROW_START.match(line[:start]) is not None and _MEANING_AFTER.match(after) is not None:
+        return True  # a table of error names and their meanings
+    return _COUNT_AFTER.match(after) is not None
 
 
 _CAUSED = re.compile(r"\b(?:causing|caused|causes) (?:an? |the )?[\"'`]$")
@@ -1030,7 +1060,8 @@ _COMMUNICATION_CLASS = re.compile(r"\*\*\* MPI_ERR_(?:TRUNCATE|PROC_FAILED(?:_PE
 peer lost (MPI 4's MPI_ERR_PROC_FAILED, and MPI_ERR_REVOKED on the communicator revoked after it), not the
 rank's own misuse of a call: the fatal handler's abort after it is the communication's consequence."""
 _SIGNALED_OMPI = re.compile(
-    r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) exited on signal "
+    r"process rank (?P<rank>\d{1,7}) with (?:PID|OID) \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) "
+    r"exited on signal "
     r"(?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?"
 )
 _NONZERO_OMPI = re.compile(r"exited with non-zero status")
@@ -1094,7 +1125,7 @@ code 1``, its node's name first."""
 
 _ERRORCODE = re.compile(r"(?:with errorcode|Errorcode:)\s{0,10}(?P<code>-?\d{1,10})")
 _RANK_NODE = re.compile(
-    r"process rank (?P<rank>\d{1,7}) with PID \d{1,10} on\s{1,10}node (?P<host>[^\s,]{1,253})"
+    r"process rank (?P<rank>\d{1,7}) with (?:PID|OID) \d{1,10} on\s{1,10}node (?P<host>[^\s,]{1,253})"
 )
 _PROCESS_NAME = re.compile(
     r"Process name:\s{0,10}(?:\[(?:\[\d{1,10},\d{1,10}\]|[^\],]{0,100}),(?P<rank>\d{1,7})\]\]?"
@@ -1125,10 +1156,59 @@ _IMPROPER_WORDS = {
 }
 _SRUN_TASK = re.compile(
     r"srun: error: (?P<host>[\w.-]{1,253}): tasks? (?P<task>\d{1,7})[\d,-]{0,200}: "
-    r"(?:(?P<aborted>Aborted)|Exited with exit code (?P<code>\d{1,3}))"
+    r"(?:(?P<aborted>Aborted)|Exited with exit code (?P<code>\d{1,3})"
+    r"|(?P<signal>Floating point exception|Illegal instruction|Trace/breakpoint trap))"
 )
-"""Slurm's srun on a task of the step that aborted (SIGABRT, ``Aborted (core dumped)``) or exited non-zero;
-srun's ``Terminated`` lines after it are the step's cleanup, its ``Segmentation fault`` a segfault's."""
+"""Slurm's srun on a task of the step that aborted (SIGABRT, ``Aborted (core dumped)``), exited non-zero, or
+ended by a signal of its own code (a floating-point exception, an illegal instruction, a trap: srun names the
+signal as strsignal() does); srun's ``Terminated`` lines after it are the step's cleanup, its ``Segmentation
+fault`` a segfault's."""
+_SRUN_SIGNALS = {"Floating point exception": 8, "Illegal instruction": 4, "Trace/breakpoint trap": 5}
+"""The signal number of each of srun's words for the signal that ended a task."""
+_FOAM_ABORT = re.compile(
+    r"^\s{0,8}(?:\[\d{1,7}\]\s{0,4})?(?:#\d{1,3}\s{1,4})?Foam::(?P<handler>sigFpe)::sigHandler\(int\)"
+    r"|^\s{0,8}(?:\[\d{1,7}\]\s{0,4})?FOAM (?:parallel run )?aborting\b"
+)
+"""OpenFOAM's runtime ending a solver: its SIGFPE handler printing the stack (``#1
+Foam::sigFpe::sigHandler(int)``, under each processor's ``[N]`` in a parallel run: a floating-point
+exception trapped, FOAM_SIGFPE), or its error class aborting after a ``FOAM FATAL ERROR`` (``FOAM
+aborting``, ``FOAM parallel run aborting``, then ``Foam::error::abort()`` and MPI_Abort). Its SIGSEGV
+handler is a segfault's."""
+_FOAM_FATAL = re.compile(
+    r"FOAM FATAL (?:IO )?ERROR:?\s{0,40}(?:\(openfoam-\d{1,6}\)\s{0,20})?(?:\[\d{1,7}\]\s{1,4})?"
+    r"(?P<message>\S[^\n]{0,200}?)(?:\s{3,}|\s{1,4}\[\d{1,7}\]|$)"
+)
+"""OpenFOAM's fatal error and the first words of its message (the tail's lines joined by spaces: an indented
+line after it ends them)."""
+_FORTRAN_SIGNAL = re.compile(
+    r"^\s{0,8}(?:\[\d{1,7}\]\s{0,4})?Program received signal (?P<signal>SIGFPE|SIGILL|SIGABRT): "
+    r"(?P<what>[^\n.]{1,120})"
+)
+"""GNU Fortran's runtime on a signal of the program's own code (libgfortran's backtrace handler: ``Program
+received signal SIGFPE: Floating-point exception - erroneous arithmetic operation.`` then ``Backtrace for
+this error:``); its SIGSEGV and SIGBUS are a crash's."""
+_ALPS_RANK = re.compile(
+    r"\[NID (?P<nid>\d{1,7})\][^\n]{0,200}? PE RANK (?P<rank>\d{1,7}) exit signal "
+    r"(?P<signal>Aborted|Floating point exception|Illegal instruction|Killed|Trace/breakpoint trap)\b"
+    r"|^\s{0,8}Application \d{1,12} exit codes: (?P<code>[1-9]\d{0,2})\b"
+)
+"""Cray's ALPS (aprun, its PMI daemon) on a rank of the application that ended: ``_pmiu_daemon(SIGCHLD): [NID
+00012] [c0-0c0s3n0] [date] PE RANK 5 exit signal Aborted`` (a crash's signals are a segfault's), and aprun's
+summary of the codes its processes ended with (``Application 4412345 exit codes: 134``)."""
+_ALPS_SIGNALS = {
+    "Aborted": 6,
+    "Floating point exception": 8,
+    "Illegal instruction": 4,
+    "Killed": 9,
+    "Trace/breakpoint trap": 5,
+}
+_FUJITSU_ABORT = re.compile(
+    r"\bPLE \d{4} plexec One of MPI processes was aborted\.\s{0,2}\(rank=(?P<rank>\d{1,7})\)"
+    r"(?:\(nid=(?P<nid>0x[0-9a-fA-F]{1,16})\))?"
+)
+"""Fujitsu MPI's process manager (plexec, under the job operation software's pjsub on Fugaku / PRIMEHPC
+FX) on a rank that called MPI_Abort: ``[WARN] PLE 0608 plexec One of MPI processes was aborted.(rank=0)
+(nid=0xff33000e)(CODE=…)``."""
 _SLURM_STEP_FAILED = re.compile(
     r"\*\*\* (?:STEP|JOB) \d{1,12}(?:\.\d{1,6})? ON (?P<host>[\w.-]{1,253}) CANCELLED AT \S{1,40} "
     r"DUE TO TASK FAILURE \*\*\*"
@@ -1210,6 +1290,10 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
     ("srun", _SRUN_TASK, True),
+    ("openfoam", _FOAM_ABORT, True),
+    ("fujitsu", _FUJITSU_ABORT, True),
+    ("gfortran", _FORTRAN_SIGNAL, True),
+    ("alps", _ALPS_RANK, True),
     ("slurm-step", _SLURM_STEP_FAILED, True),
     ("ibrun", _IBRUN_EXIT, True),
     ("pmi-abort", _PMI_ABORT, True),
@@ -1362,19 +1446,15 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
             int(match["rank"]), "exited", None, None, match["host"], lines, launcher="Open MPI", detail=detail
         )
     if (match := _SRUN_TASK.search(line)) is not None:
-        task = int(match["task"])
-        if match["aborted"]:
-            detail = f"srun reported task {task} Aborted (SIGABRT)"
-            return RankFailure(
-                task, "aborted", None, None, match["host"], (line,), launcher="srun", detail=detail
-            )
-        return RankFailure(task, "exited", int(match["code"]), None, match["host"], (line,), launcher="srun")
+        return _srun_failure(match, line)
     if (match := _LIGHTNING_CHILD.search(line)) is not None:
         return RankFailure(None, "exited", int(match["code"]), None, None, (line,), launcher="Lightning")
     if _RAY_ACTOR_DIED.search(line):
         worker = next((m["name"] for text in after[:3] if (m := _RAY_WORKER.search(text))), "an actor")
         detail = f"(Ray's {worker} actor died unexpectedly: its worker process ended)"
         return RankFailure(None, "exited", None, None, None, (line,), launcher="Ray", detail=detail)
+    if (failure := _runtime_abort(line, after, whole)) is not None:
+        return failure
     if (failure := _spawned_failure(line) or _step_failure(line)) is not None:
         return failure
     if (failure := _launcher_abort(line, after, whole)) is not None:
@@ -1385,6 +1465,61 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
             return RankFailure(None, "killed", None, str(-status), None, (line,), local, "DeepSpeed")
         return RankFailure(None, "exited", status, None, None, (line,), local, "DeepSpeed")
     return None
+
+
+def _srun_failure(match: re.Match[str], line: str) -> RankFailure:
+    """The task srun reports on ``line``: aborted, ended by a signal of its own code, or exited non-zero."""
+    task = int(match["task"])
+    if match["signal"]:
+        number = _SRUN_SIGNALS[match["signal"]]
+        return RankFailure(task, "killed", None, str(number), match["host"], (line,), launcher="srun")
+    if match["aborted"]:
+        detail = f"srun reported task {task} Aborted (SIGABRT)"
+        return RankFailure(
+            task, "aborted", None, None, match["host"], (line,), launcher="srun", detail=detail
+        )
+    return RankFailure(task, "exited", int(match["code"]), None, match["host"], (line,), launcher="srun")
+
+
+def _runtime_abort(line: str, after: Sequence[str], whole: str) -> RankFailure | None:
+    """A rank a runtime of its own ended: OpenFOAM's SIGFPE handler or its fatal error's abort, Fujitsu MPI's
+    plexec on a rank that called MPI_Abort."""
+    if (match := _FOAM_ABORT.search(line)) is not None:
+        rank = output_rank(line)
+        if match["handler"]:
+            detail = (
+                "OpenFOAM's sigFpe handler trapped a floating-point exception (a division by zero, an "
+                "overflow or a NaN: the solution diverged)"
+            )
+            return RankFailure(rank, "aborted", None, None, None, (line,), launcher="OpenFOAM", detail=detail)
+        fatal = _foam_fatal(whole)
+        detail = "OpenFOAM's FOAM FATAL ERROR aborted it" + (f": {fatal}" if fatal else "")
+        return RankFailure(rank, "aborted", None, None, None, (line,), launcher="OpenFOAM", detail=detail)
+    if (match := _FORTRAN_SIGNAL.search(line)) is not None:
+        detail = f"GNU Fortran's runtime caught {match['signal']} ({match['what'].strip()})"
+        return RankFailure(
+            output_rank(line), "aborted", None, None, None, (line,), launcher="gfortran", detail=detail
+        )
+    if (match := _ALPS_RANK.search(line)) is not None:
+        if match["code"] is not None:
+            return RankFailure(None, "exited", int(match["code"]), None, None, (line,), launcher="ALPS")
+        number = str(_ALPS_SIGNALS[match["signal"]])
+        host = f"nid{match['nid']}"
+        return RankFailure(int(match["rank"]), "killed", None, number, host, (line,), launcher="ALPS")
+    if (match := _FUJITSU_ABORT.search(line)) is not None:
+        detail = "Fujitsu MPI's plexec reported it called MPI_Abort" + (
+            f" (node {match['nid']})" if match["nid"] else ""
+        )
+        return RankFailure(
+            int(match["rank"]), "aborted", None, None, None, (line,), launcher="Fujitsu MPI", detail=detail
+        )
+    return None
+
+
+def _foam_fatal(whole: str) -> str | None:
+    """The first words of OpenFOAM's FOAM FATAL ERROR's message, where the tail holds it."""
+    match = _FOAM_FATAL.search(whole)
+    return match["message"].strip() if match is not None else None
 
 
 def _step_failure(line: str) -> RankFailure | None:

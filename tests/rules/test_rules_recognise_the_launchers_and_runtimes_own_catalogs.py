@@ -539,7 +539,7 @@ _OPENFOAM: dict[str, tuple[RuleId, Wording]] = {
         (
             "#0  Foam::error::printStack(Foam::Ostream&) at ??:?\n#1  Foam::sigSegv::sigHandler(int) at ??:?\n#2  ? in /lib/x86_64-linux-gnu/libc.so.6\n#3  Foam::fvMatrix<double>::solve() at ??:?",
             "crashed with a segmentation fault (SIGSEGV) in an OpenFOAM",
-            "Read OpenFOAM's printStack frames under Foam:",
+            "Read the frames after Foam::sigSegv::sigHandler",
             "other",
         ),
     ),
@@ -1146,8 +1146,8 @@ _SQLITE: dict[str, tuple[RuleId, Wording]] = {
         "disk-full",
         (
             "sqlite3.OperationalError: database or disk is full",
-            "failed: SQLite could not write its database or journal: the",
-            "SQLite found no room for its database or its",
+            "a SQLite database could not grow: its disk is full",
+            "SQLite could not grow its database file",
             "other",
         ),
     ),
@@ -1155,8 +1155,8 @@ _SQLITE: dict[str, tuple[RuleId, Wording]] = {
         "disk-full",
         (
             "Error: stepping, database or disk is full (13)",
-            "failed: SQLite could not write its database or journal: the",
-            "SQLite found no room for its database or its",
+            "a SQLite database could not grow: its disk is full",
+            "SQLite could not grow its database file",
             "other",
         ),
     ),
