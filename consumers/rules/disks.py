@@ -298,6 +298,7 @@ _SHM_STEPS = (
 _OWN_STEPS: dict[str, tuple[str, ...]] = {
     "image-gc": (*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS),
     "sqlite-full": _SQLITE_STEPS,
+    "evicted-storage-limit": _EPHEMERAL_STEPS,
 }
 """The steps of a writer with its own remedy, instead of the rule's general ones."""
 

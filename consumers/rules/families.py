@@ -589,6 +589,8 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # HCCL's (``Getting socket times out``, ``wait socket establish timeout``, ``task timeout
             # occurred``) and UCX's (``transport error: Endpoint timeout``)
             r"|[Tt]imes out\b|\b(?:establish|task|[Ee]ndpoint) timeout\b|[Uu]nhandled timeout\b"
+            # CANN's runtime under HCCL on a notify another NPU never set (EI0002's ``notify wait timeout``)
+            r"|\b[Nn]otify wait timeout\b"
             # Open MPI's openib help text on the InfiniBand retry count (help-mpi-btl-openib.txt)
             r"|[Rr]etry count between two MPI processes has been\s{1,4}exceeded"
             # PMIx's status by name in its error log (``PMIX ERROR: TIMEOUT in file …``), and its constant

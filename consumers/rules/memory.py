@@ -122,6 +122,9 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
         if all(h.name in _RUNTIMES for h in hits):  # no kill: the program's runtime refused it memory
             refused = hits[0].signature
             return OomKill(pod, first, facts, "runtime", refused.what, refused.library)
+        if (told := next((h for h in hits if h.name in _TOLD_BY), None)) is not None:
+            teller, told_of = _TOLD_BY[told.name]
+            return OomKill(pod, first, facts, where, told_of, teller)
         if any(h.name == "ray" for h in hits):  # Ray's raylet killed workers before the kernel had to
             return OomKill(pod, first, facts, "node", "workers (tasks / actors)", _RAY_MONITOR)
         return OomKill(pod, first, facts, where, _victim(hits))
@@ -152,9 +155,14 @@ _SCHEDULERS = {
 def _in_a_cgroup(hit: Hit) -> bool:
     """The kill was a memory cgroup's: its own line, Slurm's step, the kubelet's ``OOMKilled`` as kubectl
     lists it, or ``mem_cgroup_out_of_memory`` in a call trace."""
-    return hit.name in ("cgroup", "slurm", "listed-oomkilled", "containerd-oom") or (
-        hit.name == "trace" and "mem_cgroup" in hit.line
-    )
+    return hit.name in (
+        "cgroup",
+        "slurm",
+        "listed-oomkilled",
+        "listed-oomkilled-row",
+        "containerd-oom",
+        "spark-k8s-oom",
+    ) or (hit.name == "trace" and "mem_cgroup" in hit.line)
 
 
 def _victim(hits: tuple[Hit, ...]) -> str | None:
@@ -419,7 +427,81 @@ _YARN_STEPS = (
     "yarn.nodemanager.vmem-pmem-ratio or turn yarn.nodemanager.vmem-check-enabled off; the NodeManager's "
     "log names the container it killed.",
 )
-_RUNTIMES = frozenset({"jvm-heap", "bad-alloc"})
+_ALPS = "the kernel's OOM killer (as Cray ALPS reported it)"
+_SPARK_K8S = "the kernel (as Spark's Kubernetes backend reported it: exit code 137, SIGKILL)"
+_TOLD_BY = {
+    "alps-oom": (_ALPS, "a rank of the application"),
+    "spark-k8s-oom": (_SPARK_K8S, "an executor's container at its memory limit"),
+}
+"""A launcher or a framework telling of the kernel's kill (Cray ALPS, Spark's Kubernetes backend): the
+killer, named with the one that told of it, and what it says was killed."""
+_ALPS_STEPS = (
+    "ALPS placed more memory on the compute node than it has: run fewer PEs per node (aprun -N, or -S per "
+    "NUMA node) or more threads per PE (-d), so each node holds less of the problem.",
+    "Read the node's memory use of the application (apstat / the job's RUR report) and lower per-rank "
+    "memory, or ask for the nodes with more memory.",
+)
+_SPARK_K8S_STEPS = (
+    "Spark's executor pod went over its memory limit (the JVM heap plus its overhead): raise "
+    "spark.executor.memoryOverhead (or spark.kubernetes.memoryOverheadFactor), or spark.executor.memory "
+    "with the limit above it.",
+    "Or let each task hold less: more partitions (spark.sql.shuffle.partitions), fewer cores per executor; "
+    "kubectl -n {namespace} describe pod <executor pod> shows its Last State: OOMKilled.",
+)
+_JVM_NATIVE_STEPS = (
+    "The JVM asked the OS for native memory (its metaspace, thread stacks, direct buffers, the code cache) "
+    "and the container had none left: the heap (-Xmx) plus that overhead is over the pod's memory limit; "
+    "lower -Xmx or -XX:MaxRAMPercentage, or raise the limit (spark.executor.memoryOverhead for Spark).",
+    "Read the hs_err_pid<N>.log the JVM wrote in its working directory: its 'Native memory allocation' line "
+    "says what it could not map.",
+)
+_JVM_OFFHEAP_STEPS = (
+    "The JVM ran out of the memory it keeps off its heap: for Metaspace (classes loaded) raise "
+    "-XX:MaxMetaspaceSize or look for a class-loader leak; for Direct buffer memory (NIO, Netty, Spark's "
+    "shuffle) raise -XX:MaxDirectMemorySize (spark.executor.memoryOverhead / spark.memory.offHeap.size "
+    "for Spark).",
+    "Keep the pod's memory limit above the heap plus these off-heap limits, or the kernel kills the JVM "
+    "instead.",
+)
+_JULIA_STEPS = (
+    "Julia's allocator could not get memory for an array: give the pod a larger memory limit, or hold less "
+    "at once (process the data in chunks, views instead of copies, GC.gc() between large steps).",
+    "Under MPI each rank holds its own copy: run fewer ranks per pod, or distribute the array "
+    "(DistributedArrays, MPI's own scatter).",
+)
+_R_ALLOC_STEPS = (
+    "R could not allocate the vector it names (its size after 'of size'): give the pod a larger memory "
+    "limit, or read and process the data in chunks (data.table::fread with select, arrow's datasets).",
+    "Remove large objects you no longer need (rm() then gc()), and under parallel / future keep the workers "
+    "from each copying the whole data.",
+)
+_V8_STEPS = (
+    "Node's heap is capped below the container's memory: raise it with --max-old-space-size=<MiB> "
+    "(NODE_OPTIONS), keeping it under the pod's memory limit, or raise the limit.",
+    "If it keeps growing, take a heap snapshot (node --heapsnapshot-near-heap-limit=1) to find what holds "
+    "the memory.",
+)
+_DOTNET_OOM_STEPS = (
+    "The .NET runtime could not allocate: give the pod a larger memory limit, and check the GC sees it "
+    "(DOTNET_GCHeapHardLimit / GCHeapHardLimitPercent, server GC's heaps per core).",
+    "A dump (dotnet-dump collect, or DOTNET_DbgEnableMiniDump=1 on the crash) shows what holds the memory.",
+)
+_NUMPY_STEPS = (
+    "NumPy could not allocate the array it names (its size and shape after 'Unable to allocate'): check the "
+    "shape is what you meant (a broadcast or an outer product gone wrong asks for terabytes).",
+    "Otherwise hold less at once: memory-map the data (np.memmap, np.load(mmap_mode='r')), a smaller dtype, "
+    "or chunks; or give the pod a larger memory limit.",
+)
+_GFORTRAN_STEPS = (
+    "An ALLOCATE asked for more memory than the process could get: give the pod a larger memory limit, or "
+    "run more ranks over the same domain so each allocates less.",
+    "Check the size it computed (a dimension read from a bad input, an integer overflow in the extent); "
+    "build with -fcheck=all -g -fbacktrace so the runtime names the line.",
+)
+_RUNTIMES = frozenset(
+    {"jvm-heap", "bad-alloc", "jvm-native", "jvm-offheap", "julia-oom", "r-alloc", "v8-heap", "dotnet-oom"}
+    | {"numpy-alloc", "gfortran-alloc"}
+)
 """Hits of a runtime that refused the program memory of its own (not a kill)."""
 _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     "systemd-oomd": _OOMD_STEPS,
@@ -427,6 +509,16 @@ _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     _DASK_NANNY: _DASK_STEPS,
     "the JVM": _JVM_STEPS,
     "the C++ runtime": _BAD_ALLOC_STEPS,
+    "the JVM (native memory)": _JVM_NATIVE_STEPS,
+    "the JVM (off its heap)": _JVM_OFFHEAP_STEPS,
+    "Julia": _JULIA_STEPS,
+    "R": _R_ALLOC_STEPS,
+    "Node.js (V8's heap)": _V8_STEPS,
+    ".NET": _DOTNET_OOM_STEPS,
+    "NumPy": _NUMPY_STEPS,
+    "the GNU Fortran runtime": _GFORTRAN_STEPS,
+    _ALPS: _ALPS_STEPS,
+    _SPARK_K8S: _SPARK_K8S_STEPS,
 }
 """The steps of a killer other than the kernel, by its name."""
 

@@ -102,6 +102,13 @@ _CLOUD = re.compile(
 'CPUS' exceeded. Limit: 24.0 in region us-central1.``) refusing what the cluster asked it for on the
 run's behalf — a volume provisioned for its claim, a node added for its pods: the project's quota, not
 the namespace's."""
+_SCALE_UP_QUOTA = re.compile(
+    r"Node scale up in zones? (?P<zones>[\w, -]{1,200}?) associated with this pod failed: "
+    r"(?P<cloud>GCE) quota exceeded\b"
+)
+"""GKE's cluster autoscaler unable to add the node the pod waits for because the project's Compute Engine
+quota is used up (its visibility event ``FailedScaleUp``: ``Node scale up in zones us-central1-a associated
+with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled.``)."""
 _PLATFORM = re.compile(
     r"cannot (?P<verb>create|update) (?P<what>[\w.-]{1,63}), because (?P<scope>project|per-user|per-team) "
     r"(?P<limit>[\w.=/-]{1,120}) limit of (?P<count>\d{1,9}) would be exceeded"
@@ -262,6 +269,12 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
             f"the cloud refused what the cluster asked it for"
         )
         return (pod, problem, "cloud", match["metric"])
+    if (match := _SCALE_UP_QUOTA.search(message)) is not None:
+        problem = (
+            f"GKE's cluster autoscaler could not add a node in {match['zones']}: the project's Compute "
+            f"Engine quota is used up (GCE quota exceeded)"
+        )
+        return (pod, problem, "cloud", None)
     bounds = [
         f"at {'most' if m.group('bound') == 'maximum' else 'least'} "
         f"{m.group('allowed')} {m.group('resource')} "

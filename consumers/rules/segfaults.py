@@ -98,6 +98,12 @@ def _from_log(state: RunState, pod: PodState) -> tuple[str, tuple[Evidence, ...]
         where, kind = " in a PETSc program (PETSc's signal handler caught it)", "petsc"
     if first.name == "sanitizer":
         where, kind = _by_sanitizer(tail, first), "sanitizer"
+    if first.name in _LAUNCHED:
+        task = f"task {first.group('task')} on {first.group('host')}" if first.group("task") else "a task"
+        where = f"{where} ({first.signature.library} reported {task} ended by the signal)"
+        kind = kind if bus else "launcher"
+    if first.name == "dotnet-access-violation":
+        where, kind = f"{where} in native code under the .NET runtime (AccessViolationException)", "dotnet"
     subject = _crash_subject(state, pod, tail, hits)
     sentence = f"{subject} crashed with {what}{where}"
     return sentence, log_facts(pod, dict.fromkeys(h.line for h in hits[:6])), kind
@@ -222,6 +228,8 @@ def _detect_segfault(state: RunState, ctx: Context) -> Detection | None:
             "fortran": _FORTRAN_STEPS,
             "julia": _JULIA_STEPS,
             "petsc": _PETSC_STEPS,
+            "launcher": _LAUNCHER_STEPS,
+            "dotnet": _DOTNET_STEPS,
             "foam": _FOAM_STEPS,
         }.get(kind),
     )
@@ -282,6 +290,23 @@ _PETSC_STEPS = (
     "(noxterm in a container), or under valgrind with -malloc 0, as PETSc's message suggests.",
     "Build PETSc with --with-debugging=1 so its error stack names the function (the PETSC ERROR lines), "
     "and check that the program and PETSc were built against the same MPI and compiler.",
+    *_SEGV_STEPS[2:],
+)
+_LAUNCHED = frozenset({"srun-signal", "flux-signal"})
+"""A launcher's own line on a task a signal ended (srun's, flux-job's): it names the task, not the code."""
+_LAUNCHER_STEPS = (
+    "The launcher only saw the task end: read the task's own output above its line for the backtrace "
+    "(kubectl -n {namespace} logs <pod> --previous), or get a core: ulimit -c unlimited in the batch "
+    "script (srun --core-file / Flux's job shell passes the limit on to its tasks).",
+    "Rerun the failing task alone under gdb (srun --pty -n1 gdb --args …, flux run -n1 gdb --args …) to see "
+    "the frame that crashed.",
+    *_SEGV_STEPS[1:],
+)
+_DOTNET_STEPS = (
+    "The .NET runtime ended the process for an access violation in native code (a P/Invoke, a native "
+    "library it loads): the stack after AccessViolationException names the managed call into it.",
+    "Check that the native library matches the image's architecture and C library, and collect a dump "
+    "(DOTNET_DbgEnableMiniDump=1) to open with dotnet-dump analyze.",
     *_SEGV_STEPS[2:],
 )
 _FOAM_STEPS = (

@@ -640,6 +640,37 @@ CRASHES: tuple[Signature, ...] = (
             r"|\bprocess \d{1,7} terminated with signal (?P<kind2>SIGSEGV|SIGBUS)\b"
         ),
     ),
+    # a launcher's or a scheduler's account of a task a signal ended, in strsignal()'s words: Slurm's srun
+    # (src/srun/srun_job.c / step_launch.c: ``srun: error: node12: task 3: Segmentation fault``, without
+    # the ``(core dumped)`` its other releases add), Flux's flux-job (src/cmd/job/attach.c: ``flux-job:
+    # task(s) Segmentation fault``, the job shell's 128+signal in words)
+    Signature(
+        "srun-signal",
+        "Slurm's srun",
+        "",
+        re.compile(
+            r"srun: error: (?P<host>[\w.-]{1,253}): tasks? (?P<task>\d{1,7})[\d,-]{0,200}: "
+            r"(?P<kind>Segmentation fault|Bus error)\s{0,4}$"
+        ),
+    ),
+    Signature(
+        "flux-signal",
+        "Flux's flux-job",
+        "",
+        re.compile(r"\bflux-job: task\(s\) (?P<kind>Segmentation fault|Bus error)\b"),
+    ),
+    # the .NET runtime ending a process whose native code faulted: an access violation (SIGSEGV on Linux)
+    # it cannot let managed code catch (src/coreclr/vm/excep.cpp: ``Fatal error.
+    # System.AccessViolationException: Attempted to read or write protected memory.``)
+    Signature(
+        "dotnet-access-violation",
+        ".NET",
+        "",
+        re.compile(
+            r"(?:Fatal error\.|Unhandled [Ee]xception\.) System\.AccessViolationException: "
+            r"Attempted to read or write protected memory"
+        ),
+    ),
     # the Intel Fortran runtime's severe error for the signal (``forrtl: severe (174): SIGSEGV, segmentation
     # fault occurred``, before its ``Image  PC  Routine  Line  Source`` traceback table)
     Signature(
@@ -1124,6 +1155,19 @@ DISKS: tuple[Signature, ...] = (
             r"|The node was low on resource: (?:ephemeral-storage|inodes)\.\s{0,4}(?:[\"'`,]|$)"
         ),
     ),
+    # the kubelet's eviction of a pod over its own ephemeral-storage limits (pkg/kubelet/eviction/helpers.go's
+    # podEphemeralStorageMessageFmt, containerEphemeralStorageMessageFmt, emptyDirMessageFmt), relayed into
+    # a log as a client or a pod's status message shows it
+    Signature(
+        "evicted-storage-limit",
+        "the kubelet",
+        "the kubelet evicted the pod: it wrote more to its ephemeral storage than its limit allows",
+        re.compile(
+            r"Pod ephemeral local storage usage exceeds the total limit of containers \d"
+            r"|Container [\w.-]{1,253} exceeded its local ephemeral storage limit \\?\"?\d"
+            r"|Usage of EmptyDir volume \\?\"?[\w.-]{1,253}\\?\"? exceeds the limit \\?\"?\d"
+        ),
+    ),
     # the kubelet's eviction manager and its admission naming the node's DiskPressure, relayed into a log
     # (a ``kubectl describe`` or ``get events`` pasted, a CI runner's status): ``The node had condition:
     # [DiskPressure].`` (a pod refused or evicted from a node under it), older kubelets' ``The node was low
@@ -1422,6 +1466,73 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "the JVM's heap was used up (java.lang.OutOfMemoryError)",
         re.compile(r"\bjava\.lang\.OutOfMemoryError: (?:Java heap space|GC overhead limit exceeded)\b"),
     ),
+    # the JVM's limits off its heap (hotspot's metaspace.cpp / java.nio.Bits: ``java.lang.OutOfMemoryError:
+    # Metaspace``, ``Compressed class space``, ``Direct buffer memory``): -XX:MaxMetaspaceSize,
+    # -XX:MaxDirectMemorySize, not -Xmx
+    Signature(
+        "jvm-offheap",
+        "the JVM (off its heap)",
+        "the JVM used up the memory it keeps off its heap (its Metaspace or direct buffers: "
+        "java.lang.OutOfMemoryError)",
+        re.compile(
+            r"\bjava\.lang\.OutOfMemoryError: (?:Metaspace|Compressed class space|Direct buffer memory)\b"
+        ),
+    ),
+    # the JVM unable to get native memory of the OS for itself (hotspot's os_linux.cpp / vmError.cpp head of
+    # hs_err: ``# There is insufficient memory for the Java Runtime Environment to continue.``, then
+    # ``# Native memory allocation (mmap) failed to map N bytes …``): the container's memory, not the heap
+    Signature(
+        "jvm-native",
+        "the JVM (native memory)",
+        "the JVM could not get native memory of the OS for itself (hs_err's 'insufficient memory for the "
+        "Java Runtime Environment')",
+        re.compile(r"There is insufficient memory for the Java Runtime Environment to continue\b"),
+    ),
+    # Julia's allocator refusing an array (src/gc.c's jl_throw(jl_memory_exception): ``ERROR:
+    # OutOfMemoryError()``, ``LoadError: OutOfMemoryError()`` when a script loads), R's (src/main/memory.c:
+    # ``Error: cannot allocate vector of size 12.5 Gb``), Node's V8 heap at its limit (src/api/api.cc's
+    # FatalProcessOutOfMemory through node's OOMErrorHandler: ``FATAL ERROR: Reached heap limit Allocation
+    # failed - JavaScript heap out of memory``, older ``CALL_AND_RETRY_LAST Allocation failed``), .NET's
+    # (``System.OutOfMemoryException`` unhandled), NumPy's (numpy/core/_exceptions.py: ``_ArrayMemoryError:
+    # Unable to allocate 4.00 TiB for an array with shape …``) and the GNU Fortran runtime's ALLOCATE
+    # (libgfortran/runtime/memory.c: ``Allocation would exceed memory limit``)
+    Signature(
+        "julia-oom",
+        "Julia",
+        "Julia could not allocate memory for an array (OutOfMemoryError)",
+        re.compile(r"^\s{0,8}(?:ERROR: )?(?:LoadError: )?OutOfMemoryError\(\)\s{0,4}$"),
+    ),
+    Signature(
+        "r-alloc",
+        "R",
+        "R could not allocate a vector (cannot allocate vector of size …)",
+        re.compile(r"^\s{0,8}(?:Error(?: in [^\n]{1,200})?: |Error: )?cannot allocate vector of size \d"),
+    ),
+    Signature(
+        "v8-heap",
+        "Node.js (V8's heap)",
+        "Node's V8 heap reached its limit (JavaScript heap out of memory)",
+        re.compile(r"FATAL ERROR: [\w ]{1,60}Allocation failed - JavaScript heap out of memory"),
+    ),
+    Signature(
+        "dotnet-oom",
+        ".NET",
+        "the .NET runtime could not allocate memory (System.OutOfMemoryException unhandled)",
+        re.compile(r"(?:Unhandled [Ee]xception\.|Fatal error\.) System\.OutOfMemoryException\b"),
+    ),
+    Signature(
+        "numpy-alloc",
+        "NumPy",
+        "NumPy could not allocate an array (Unable to allocate …)",
+        re.compile(r"\b_ArrayMemoryError: Unable to allocate \d"),
+    ),
+    Signature(
+        "gfortran-alloc",
+        "the GNU Fortran runtime",
+        "an ALLOCATE of the Fortran program could not get its memory (libgfortran: Allocation would exceed "
+        "memory limit)",
+        re.compile(r"^\s{0,8}Allocation would exceed memory limit\s{0,4}$"),
+    ),
     Signature(
         "bad-alloc",
         "the C++ runtime",
@@ -1463,6 +1574,34 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"\[talos\] (?:OOM controller triggered"
             r"|Sending SIGKILL to cgroup\b[^\n]{0,200}?OOMController)"
         ),
+    ),
+    # Cray ALPS's apsys / aprun on a node's OOM kill of the application it placed (``[NID 00012] 2026-11-29
+    # 08:01:02 Apid 4711: OOM killer terminated this process.``)
+    Signature(
+        "alps-oom",
+        "Cray ALPS",
+        "the compute node ran out of memory and the kernel's OOM killer killed a rank (ALPS reported it)",
+        re.compile(r"\bApid \d{1,12}:? OOM killer terminated this process\b"),
+    ),
+    # Spark's Kubernetes scheduler backend on an executor pod that ended with 137
+    # (ExecutorPodsLifecycleManager: ``The executor with id 7 exited with exit code 137(SIGKILL, possible
+    # container OOM).``)
+    Signature(
+        "spark-k8s-oom",
+        "Spark on Kubernetes",
+        "a Spark executor's container was killed (SIGKILL, exit code 137: over its memory limit)",
+        re.compile(
+            r"The executor with id \d{1,9} exited with exit code 137\s?\(SIGKILL, possible container OOM\)"
+        ),
+    ),
+    # ``kubectl get pods``'s STATUS column on a container the kernel killed in its memory cgroup (NAME, READY,
+    # STATUS, RESTARTS: ``train-worker-0   0/1   OOMKilled   3 (42s ago)   12m``)
+    Signature(
+        "listed-oomkilled-row",
+        "the kubelet",
+        "a process of the container went over its memory limit and the kernel killed it (the kubelet's "
+        "OOMKilled, as kubectl get pods lists it)",
+        re.compile(r"^[a-z0-9][\w.-]{0,252}\s{1,20}\d{1,3}/\d{1,3}\s{1,20}OOMKilled\s{1,20}\d"),
     ),
     # the kubelet's own ``OOMKilled`` as ``kubectl describe pod`` lists a container's end (``State:
     # Terminated`` / ``Last State: Terminated``, then ``Reason: OOMKilled``) or its status as YAML (``reason:
@@ -1508,9 +1647,10 @@ KERNEL_OOM: tuple[Signature, ...] = (
         re.compile(
             r"PBS: job killed: (?P<pbs>p?v?mem)(?: job total)? \d{1,20} ?[kKmMgG]?[bB]? exceeded limit"
             r"|Job exceeded a memory resource limit \((?P<pbs_server>vmem)"
-            r"|(?P<lsf>TERM_MEMLIMIT): job killed after reaching LSF memory usage limit"
+            r"|(?P<lsf>TERM_MEMLIMIT|TERM_SWAP): job killed after reaching LSF (?:memory|swap) usage limit"
             r"|(?P<sge>exceeds job hard limit \"h_vmem)\""
-            r"|(?P<slurm>exceeded memory limit) \(\d{1,20} > \d{1,20}\), being killed"
+            r"|(?P<slurm>exceeded (?:virtual )?memory limit) \(\d{1,20} ?> ?\d{1,20}\), "
+            r"(?:being killed|cancelling it)"
             # Moab's policy on TORQUE's jobs (``job 4211 exceeded MEM usage hard limit (2048 > 1024)``, its
             # ``SWAP``), the resource limit it cancels them for
             r"|(?P<moab>exceeded (?:MEM|SWAP) usage hard limit) \(\d{1,20} > \d{1,20}\)"
