@@ -103,8 +103,10 @@ rendezvous handlers (``env://``, ``tcp://``, ``file://``), or Gloo's process gro
 full mesh through the store as it is constructed)."""
 CONNECT_RAISED = re.compile(
     r"^\s{0,8}(?:[\w.]{0,80}\.)?(?:RuntimeError|DistNetworkError|DistStoreError|TimeoutError"
-    r"|Connection(?:Refused)?Error): (?:\[[^\]\n]{1,120}\] ?)?"
+    r"|Connection(?:Refused)?Error|ValueError|socket\.gaierror): (?:\[[^\]\n]{1,120}\] ?)?"
     r"(?P<error>Connection (?:timed out|refused)|Socket Timeout|No route to host|Network is unreachable"
+    # the store's host name not resolved (torch 1.x's tcputil raised ``ValueError: host not found: …``)
+    r"|host not found: [\w ]{1,60}|Name or service not known|Temporary failure in name resolution"
     # torch 1.x's tcputil::connect giving up on its own deadline (``RuntimeError: connect() timed out.``)
     r"|connect\(\) timed out)"
 )

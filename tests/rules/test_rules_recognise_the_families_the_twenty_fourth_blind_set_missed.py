@@ -1,0 +1,63 @@
+"""The families the blind set of 2026-11-30p showed missing, and its false alarms, in other wordings than its own.
+
+Each failure is a wording of its family written apart from the set's lines, one table per kind: the c10d
+store's client under ``init_process_group``'s ``env://`` handler unable to resolve its host (``rendezvous``,
+not the mesh). Each near-miss names a family's words without reporting its failure: ProcessGroupNCCL's
+heartbeat monitor noting, as the job shuts down, that it could not read or write its dump flag in the store.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.contract.findings import RuleId
+from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, stays_quiet, wordings
+
+# id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
+
+_RENDEZVOUS: dict[str, Wording] = {
+    # torch 1.x's tcputil resolving MASTER_ADDR for the store's client (getaddrinfo's EAI_AGAIN words)
+    "env-rendezvous-tcpstore-host-not-found-temporary-failure": (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/conda/lib/python3.6/site-packages/torch/distributed/distributed_c10d.py", line 280, in '
+        "init_process_group\n"
+        "    store, rank, world_size = next(rendezvous(url))\n"
+        '  File "/opt/conda/lib/python3.6/site-packages/torch/distributed/rendezvous.py", line 120, in '
+        "_env_rendezvous_handler\n"
+        "    store = TCPStore(master_addr, master_port, start_daemon)\n"
+        "ValueError: host not found: Temporary failure in name resolution",
+        "host not found: Temporary failure in name resolution",
+        "MASTER_ADDR",
+        "pytorch",
+    ),
+}
+
+
+@pytest.mark.parametrize(WORDING_ARGS, wordings({"rendezvous": _RENDEZVOUS}))
+def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
+    rule: RuleId, text: str, said: str, step: str, stack: str
+) -> None:
+    fires_saying(text, rule, said, step, stack=stack)
+
+
+# a family's words named, not reported
+_QUIET: dict[str, tuple[str, str]] = {
+    # the heartbeat monitor's note on its dump flag, the store's server gone first (another rank, another reason)
+    "heartbeat-should-dump-flag-connection-reset": (
+        "[rank0]:[W1105 10:00:01.000000000 ProcessGroupNCCL.cpp:1481] [PG ID 0 PG GUID 0 Rank 0] Failed to "
+        'check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), with error: '
+        "Connection reset by peer",
+        "pytorch",
+    ),
+    # a newer torch's wording of the same note
+    "heartbeat-exception-dump-flag-global-store": (
+        "[rank7]:[E1105 10:00:02.000000000 ProcessGroupNCCL.cpp:1540] [PG ID 0 PG GUID 0(default_pg) Rank 7] "
+        "Failed to get exception dump flag from the global store.Connection reset by peer",
+        "pytorch",
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "stack"), list(_QUIET.values()), ids=list(_QUIET))
+def test_a_familys_words_named_not_reported_stay_quiet(text: str, stack: str) -> None:
+    stays_quiet(text, stack=stack)
