@@ -494,6 +494,19 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "number is explained in the job operation software's messages manual. pjstat -H shows the job's "
         "end and its exit code.",
     ),
+    "glibc": (
+        "glibc: its malloc aborted the rank when it found the heap corrupted (a write past an array's end, a "
+        "double free, a buffer freed while MPI or a library still used it); the free() is where it was "
+        "found, not where it was written. Rerun that rank with MALLOC_CHECK_=3 (or under valgrind, or "
+        "built with -fsanitize=address) to stop at the bad write, and check the buffer sizes passed to MPI "
+        "calls.",
+    ),
+    "DeepSpeed": (
+        "DeepSpeed's launcher: the subprocess that ended first is the cause, the ones it then killed are "
+        "not; look above 'Killing subprocess' for that rank's traceback or 'exits with return code' (-9: "
+        "the OOM killer or the kubelet, as a rule). Rerun with the deepspeed launcher's "
+        "--enable_each_rank_log to keep each rank's output apart.",
+    ),
     "Charm++": (
         "Charm++: the Reason line under 'Called CmiAbort' is the program's CkAbort or Charm++'s own check; "
         "the processor's stack traceback under it shows the call. Rerun with +bt_gdb or a debug build "

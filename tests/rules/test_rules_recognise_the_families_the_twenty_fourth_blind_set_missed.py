@@ -33,7 +33,35 @@ _RENDEZVOUS: dict[str, Wording] = {
 }
 
 
-@pytest.mark.parametrize(WORDING_ARGS, wordings({"rendezvous": _RENDEZVOUS}))
+_MPI_ABORT: dict[str, Wording] = {
+    # glibc's malloc on a freed chunk whose neighbour it found overwritten, then Open MPI's signal handler
+    "glibc-double-free-or-corruption-then-open-mpi-signal-6": (
+        "double free or corruption (!prev)\n[gpu-7:12001] *** Process received signal ***\n"
+        "[gpu-7:12001] Signal: Aborted (6)\n[gpu-7:12001] Signal code:  (-6)",
+        "glibc's malloc found the heap corrupted (double free or corruption (!prev))",
+        "MALLOC_CHECK_",
+        "openmpi",
+    ),
+    # older glibc's banner around the check, the shell's account of the abort after it
+    "glibc-detected-munmap-chunk-then-aborted-core-dumped": (
+        "*** glibc detected *** ./solver: munmap_chunk(): invalid pointer: 0x0000000001a2b3c0 ***\n"
+        "Aborted (core dumped)",
+        "munmap_chunk(): invalid pointer",
+        "-fsanitize=address",
+        "other",
+    ),
+    # DeepSpeed's launcher (launcher/launch.py) killing what it started, at a newer release's line
+    "deepspeed-launch-sigkill-handler-killing-subprocess": (
+        "[2024-03-02 10:11:12,345] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 4711\n"
+        "[2024-03-02 10:11:12,346] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 4712",
+        "DeepSpeed's launcher killed the subprocesses it started",
+        "--enable_each_rank_log",
+        "deepspeed",
+    ),
+}
+
+
+@pytest.mark.parametrize(WORDING_ARGS, wordings({"rendezvous": _RENDEZVOUS, "mpi-abort": _MPI_ABORT}))
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str
 ) -> None:
@@ -48,6 +76,11 @@ _QUIET: dict[str, tuple[str, str]] = {
         'check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), with error: '
         "Connection reset by peer",
         "pytorch",
+    ),
+    # glibc's heap check named with no abort after it (a person's account of what they saw)
+    "glibc-free-invalid-pointer-no-abort-after": (
+        "we sometimes see free(): invalid pointer printed on exit, but the job completes",
+        "other",
     ),
     # a newer torch's wording of the same note
     "heartbeat-exception-dump-flag-global-store": (
