@@ -47,6 +47,7 @@ from consumers.rules.signatures import (
     KERNEL_OOM,
     PRINTED_REFUSAL,
     QUOTA_REFUSAL,
+    SAGEMAKER_LIMIT,
     TRANSPORTS,
 )
 from consumers.rules.tails import (
@@ -131,7 +132,7 @@ def _catalog() -> tuple[Sign, ...]:
         Sign("rendezvous/barrier-raised", BARRIER_RAISED),
     ]
     signs += [Sign("quota/refusal", QUOTA_REFUSAL), Sign("quota/google-ml", GOOGLE_ML_QUOTA)]
-    signs += [Sign("quota/printed", PRINTED_REFUSAL)]
+    signs += [Sign("quota/printed", PRINTED_REFUSAL), Sign("quota/sagemaker", SAGEMAKER_LIMIT)]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
     signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
     signs += [Sign("hang/elastic-timer", ELASTIC_TIMER)]

@@ -1705,6 +1705,22 @@ lists its events; the quota admission unable to evaluate the namespace's quota (
 this time because there was an error enforcing quota``, ``status unknown for quota: q``); Gatekeeper's
 admission webhook refusing a pod its constraints forbid (``admission webhook "validation.gatekeeper.sh"
 denied the request: [constraint] …``)."""
+SAGEMAKER_LIMIT = re.compile(
+    r"\(ResourceLimitExceeded\) when calling the (?P<operation>\w{1,60}) operation: "
+    r"The account-level service limit"
+)
+"""Amazon SageMaker refusing a job the run submitted for the AWS account's limit of an instance type
+(boto's ``ResourceLimitExceeded: An error occurred (ResourceLimitExceeded) when calling the
+CreateTrainingJob operation: The account-level service limit 'ml.p3.8xlarge for training job usage' is 2
+Instances, with current utilization of 2 Instances and a request delta of 1 Instances.``, as the SageMaker
+SDK or a pipeline's step relays it)."""
+SAGEMAKER_DETAIL = re.compile(
+    r"The account-level service limit (?:for )?(?P<limit>'[^']{1,160}'|[\w./:-]{1,160}) is (?P<cap>\d{1,7}) "
+    r"Instances?, "
+    r"with current utilization of (?P<used>\d{1,7}) Instances?(?: and a request delta of (?P<delta>\d{1,7}))?"
+)
+"""The limit's name, cap, use and the job's request in SageMaker's refusal (its lines joined: a wrapped
+message is read whole)."""
 GOOGLE_ML_QUOTA = re.compile(
     r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
     r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "

@@ -61,7 +61,33 @@ _MPI_ABORT: dict[str, Wording] = {
 }
 
 
-@pytest.mark.parametrize(WORDING_ARGS, wordings({"rendezvous": _RENDEZVOUS, "mpi-abort": _MPI_ABORT}))
+_QUOTA: dict[str, Wording] = {
+    # boto's error class as botocore's error factory names it, a tuning job's operation, the newer closing words
+    "sagemaker-tuning-job-resource-limit-exceeded": (
+        "botocore.errorfactory.ResourceLimitExceeded: An error occurred (ResourceLimitExceeded) when calling "
+        "the CreateHyperParameterTuningJob operation: The account-level service limit 'ml.g5.12xlarge for "
+        "training job usage' is 4 Instances, with current utilization of 4 Instances and a request delta of 2 "
+        "Instances. Please use AWS Service Quotas to request an increase for this quota.",
+        "'ml.g5.12xlarge for training job usage' is 4 instances with 4 in use, and it asked for 2 more",
+        "Service Quotas",
+        "other",
+    ),
+    # the same refusal wrapped by a pipeline's step at its console's width, the limit's name cut by the wrap
+    "sagemaker-refusal-wrapped-limit-name": (
+        "RuntimeError: step 'trainer' failed: An error occurred (ResourceLimitExceeded) when calling the "
+        "CreateTrainingJob operation: The account-level service limit 'ml.p4d.24xlarge\n"
+        "for training job usage' is 1 Instances, with current utilization of 1 Instances and a request\n"
+        "delta of 1 Instances.",
+        "'ml.p4d.24xlarge for training job usage' is 1 instances",
+        "instance_count",
+        "other",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    WORDING_ARGS, wordings({"rendezvous": _RENDEZVOUS, "mpi-abort": _MPI_ABORT, "quota": _QUOTA})
+)
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str
 ) -> None:
