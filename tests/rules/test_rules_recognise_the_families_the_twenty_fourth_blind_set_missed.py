@@ -30,6 +30,31 @@ _RENDEZVOUS: dict[str, Wording] = {
         "MASTER_ADDR",
         "pytorch",
     ),
+    # the env:// handler on another variable it reads, raised through torch.distributed.rpc's init_rpc
+    "env-rendezvous-master-port-expected-but-not-set": (
+        '  File "/usr/lib/python3/site-packages/torch/distributed/rpc/__init__.py", line 190, in init_rpc\n'
+        "    store, _, _ = next(rendezvous_iterator)\n"
+        "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable "
+        "MASTER_PORT expected, but not set",
+        "found MASTER_PORT unset",
+        "init_method='tcp://",
+        "pytorch",
+    ),
+    # the store's client validating its connection in the constructor (TCPStore::ping) and reset, on Linux
+    "tcpstore-ping-reset-in-constructor-linux-frames": (
+        "[W1105 10:00:01.000000000 TCPStore.cpp:142] [c10d] recvValue failed on SocketImpl(fd=9, "
+        "addr=[trainer-worker-1]:41234, remote=[trainer-master-0]:29500): Connection reset by peer\n"
+        "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:670 (most recent call "
+        "first):\n"
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f00 in libc10.so)\n"
+        "frame #1: <unknown function> + 0x5d2c0 (0x7f01 in libtorch_cpu.so)\n"
+        "frame #2: c10d::TCPStore::ping() + 0x1a0 (0x7f02 in libtorch_cpu.so)\n"
+        "frame #3: c10d::TCPStore::TCPStore(std::string, c10d::TCPStoreOptions const&) + 0x3c4 (0x7f03 in "
+        "libtorch_cpu.so)",
+        "had its connection to the c10d store reset while the store was being set up",
+        "MASTER_ADDR",
+        "pytorch",
+    ),
 }
 
 
@@ -96,6 +121,15 @@ def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
 
 # a family's words named, not reported
 _QUIET: dict[str, tuple[str, str]] = {
+    # a reset under c10's frames of a store already set up (a get during training): the mesh's or nothing here
+    "tcpstore-reset-in-get-not-constructor": (
+        "[W1105 10:00:01.000000000 TCPStore.cpp:142] [c10d] recvValue failed on SocketImpl(fd=9): Connection "
+        "reset by peer\n"
+        "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:670 (most recent call "
+        "first):\n"
+        "frame #2: c10d::TCPStore::doGet(std::string const&) + 0x33 (0x7f02 in libtorch_cpu.so)",
+        "pytorch",
+    ),
     # the heartbeat monitor's note on its dump flag, the store's server gone first (another rank, another reason)
     "heartbeat-should-dump-flag-connection-reset": (
         "[rank0]:[W1105 10:00:01.000000000 ProcessGroupNCCL.cpp:1481] [PG ID 0 PG GUID 0 Rank 0] Failed to "
