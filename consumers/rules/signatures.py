@@ -76,17 +76,36 @@ class Hit:
 
 def _scan(tail: tuple[str, ...], family: tuple[Signature, ...]) -> tuple[Hit, ...]:
     found: list[Hit] = []
-    for i, line in enumerate(bounded(tail)):
+    lines = bounded(tail)
+    for i, line in enumerate(lines):
         for signature in family:
-            match = signature.pattern.search(line)
+            text, match = line, signature.pattern.search(line)
+            if match is None and (whole := _wrapped(lines, i)) is not None:
+                # a message a console wrapped at its width, read whole: only a match across the break counts
+                across = signature.pattern.search(whole)
+                if across is not None and across.end() > len(line):
+                    text, match = whole, across
             if match is not None:
                 groups = tuple((k, v) for k, v in match.groupdict().items() if v is not None)
-                rank = output_rank(line)
+                rank = output_rank(text)
                 found.append(
-                    Hit(signature, line, i, rank if rank is not None else message_rank(line), groups)
+                    Hit(signature, text, i, rank if rank is not None else message_rank(text), groups)
                 )
                 break
     return tuple(found)
+
+
+_CONSOLE_WIDTH = 80
+"""The width a console (a terminal, a pasted log) wraps a long message at, cutting a word where it falls."""
+
+
+def _wrapped(lines: tuple[str, ...], index: int) -> str | None:
+    """``lines[index]`` and the next line joined, where the line fills the console's width exactly and the
+    next carries it on (not indented: not a frame or a block of its own); else ``None``."""
+    if len(lines[index]) != _CONSOLE_WIDTH or index + 1 >= len(lines):
+        return None
+    after = lines[index + 1]
+    return lines[index] + after if after[:1].strip() else None
 
 
 _MESSAGE_RANK = re.compile(r"\[(?:PG [^\]]{0,60}? )?Rank (\d{1,7})\]")

@@ -110,8 +110,22 @@ _QUOTA: dict[str, Wording] = {
 }
 
 
+_OOM: dict[str, Wording] = {
+    # a Spark executor's JVM out of heap, its message cut at the console's 80 columns inside the class's name
+    "jvm-heap-space-wrapped-at-80-columns-inside-the-class": (
+        'Exception in thread "Executor task launch worker for task 3" java.lang.OutOfMemo\n'
+        "ryError: Java heap space\n"
+        "        at java.util.Arrays.copyOf(Arrays.java:3236)",
+        "the JVM's heap was used up",
+        "",
+        "other",
+    ),
+}
+
+
 @pytest.mark.parametrize(
-    WORDING_ARGS, wordings({"rendezvous": _RENDEZVOUS, "mpi-abort": _MPI_ABORT, "quota": _QUOTA})
+    WORDING_ARGS,
+    wordings({"rendezvous": _RENDEZVOUS, "mpi-abort": _MPI_ABORT, "quota": _QUOTA, "oom": _OOM}),
 )
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str
