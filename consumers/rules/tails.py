@@ -808,7 +808,32 @@ def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
         ):
             what = match[0]
             found.append(GpuOom(line, output_rank(line), what))
+        elif match is None and (thrown := _cuda_thrown_oom(lines, i)) is not None and not handled(lines, i):
+            found.append(GpuOom(line, output_rank(line), thrown))
     return tuple(found)
+
+
+_CUDA_THROWN = re.compile(
+    r"terminate called after throwing an instance of "
+    r"'(?P<type>[\w:]{0,80}?(?:CUDA|[Cc]uda)[\w:]{0,80})'\s{0,4}\n"
+    r"\s{0,8}what\(\):\s{1,4}(?P<what>[^\n]{0,300}?)\s{0,4}(?:\n\s{0,8})?(?:error: )?out of memory\s{0,4}$"
+)
+"""A C++ exception a CUDA wrapper threw and nothing caught, its message CUDA's string for
+``cudaErrorMemoryAllocation`` (``terminate called after throwing an instance of 'CUDA::error'`` / ``what():
+…/mallocMC/…/SimpleCudaMalloc_impl.hpp(42):`` / ``error: out of memory``): an allocator library's
+``cudaMalloc`` got no memory."""
+
+
+def _cuda_thrown_oom(lines: Sequence[str], index: int) -> str | None:
+    """What ran out, where ``lines[index]`` ends the message of a CUDA wrapper's uncaught exception with
+    ``out of memory`` (:data:`_CUDA_THROWN`)."""
+    if not lines[index].rstrip().endswith("out of memory"):
+        return None
+    match = _CUDA_THROWN.search("\n".join(lines[max(0, index - 2) : index + 1]))
+    if match is None:
+        return None
+    by = "mallocMC's pool" if "mallocMC" in match["what"] else f"a library's {match['type']}"
+    return f"GPU out of memory ({by} could not get device memory: CUDA's out of memory, thrown uncaught)"
 
 
 # ------------------------------------------------------------ communication

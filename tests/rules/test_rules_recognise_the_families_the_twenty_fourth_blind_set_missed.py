@@ -110,6 +110,17 @@ _QUOTA: dict[str, Wording] = {
 }
 
 
+_GPU_OOM: dict[str, Wording] = {
+    # a CUDA wrapper's exception type in a namespace of its own, CUDA's words at the end of its what() line
+    "cuda-wrapper-exception-what-ends-out-of-memory": (
+        "terminate called after throwing an instance of 'cuda_api::cuda_error'\n"
+        "  what():  cudaMalloc(&ptr, 4294967296) at device_buffer.cu:88: out of memory\n"
+        "Aborted (core dumped)",
+        "a library's cuda_api::cuda_error could not get device memory",
+        "",
+        "other",
+    ),
+}
 _OOM: dict[str, Wording] = {
     # a Spark executor's JVM out of heap, its message cut at the console's 80 columns inside the class's name
     "jvm-heap-space-wrapped-at-80-columns-inside-the-class": (
@@ -125,7 +136,15 @@ _OOM: dict[str, Wording] = {
 
 @pytest.mark.parametrize(
     WORDING_ARGS,
-    wordings({"rendezvous": _RENDEZVOUS, "mpi-abort": _MPI_ABORT, "quota": _QUOTA, "oom": _OOM}),
+    wordings(
+        {
+            "rendezvous": _RENDEZVOUS,
+            "mpi-abort": _MPI_ABORT,
+            "quota": _QUOTA,
+            "oom": _OOM,
+            "gpu-oom": _GPU_OOM,
+        }
+    ),
 )
 def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
     rule: RuleId, text: str, said: str, step: str, stack: str
