@@ -945,6 +945,15 @@ GPU_ERRORS: tuple[Signature, ...] = (
             r"|\bErrorLaunchFailed\b"
         ),
     ),
+    # cuBLAS on a routine whose GPU kernel failed to run (cublasStatus_t 13): PyTorch's ``CUDA error:
+    # CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( … )` ``, CNTK's ``CUBLAS failure 13:
+    # CUBLAS_STATUS_EXECUTION_FAILED ; GPU=1 ; hostname=… ; expr=cublas_gemm(…)``
+    Signature(
+        "cublas-execution",
+        "cuBLAS",
+        "a cuBLAS routine's GPU kernel failed to run (CUBLAS_STATUS_EXECUTION_FAILED)",
+        re.compile(r"\bCUBLAS_STATUS_EXECUTION_FAILED\b|\bCUBLAS failure 13\b"),
+    ),
     # the rest of CUDA's catalog of a kernel that failed on the device (cudaGetErrorString's texts in the
     # runtime, cuGetErrorName's CUresult names in the driver, and HIP's hipError names after them): the
     # kernel's call stack failing, a jump to an invalid address, a kernel the watchdog ended

@@ -110,6 +110,16 @@ _QUOTA: dict[str, Wording] = {
 }
 
 
+_GPU_ERROR: dict[str, Wording] = {
+    # PyTorch's check of a cuBLAS call (aten/src/ATen/cuda/CUDABlas.cpp's TORCH_CUDABLAS_CHECK)
+    "pytorch-cublas-status-execution-failed-sgemm": (
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, "
+        "opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+        "CUBLAS_STATUS_EXECUTION_FAILED",
+        "CUDA_LAUNCH_BLOCKING=1",
+        "pytorch",
+    ),
+}
 _GPU_OOM: dict[str, Wording] = {
     # a CUDA wrapper's exception type in a namespace of its own, CUDA's words at the end of its what() line
     "cuda-wrapper-exception-what-ends-out-of-memory": (
@@ -143,6 +153,7 @@ _OOM: dict[str, Wording] = {
             "quota": _QUOTA,
             "oom": _OOM,
             "gpu-oom": _GPU_OOM,
+            "gpu-error": _GPU_ERROR,
         }
     ),
 )
