@@ -1133,6 +1133,20 @@ _DEEPSPEED_KILLING = re.compile(
 """DeepSpeed's per-node launcher (``deepspeed/launcher/launch.py``) in its ``sigkill_handler``, killing every
 subprocess it started (``[launch.py:131:sigkill_handler] Killing subprocess 250621``): one of its ranks ended
 with an error, or the launcher itself was signalled, and it takes the node's others down before it exits."""
+_INTERRUPTED = re.compile(r"(?:^|\s)KeyboardInterrupt\b|\bMain process received SIGINT\b")
+"""A person's interrupt (Ctrl-C: Python's ``KeyboardInterrupt``, DeepSpeed's ``Main process received
+SIGINT``): the launcher killing its subprocesses after it is the run stopped on purpose, no rank's failure."""
+_INTERRUPT_WITHIN = 600
+"""How many characters before the launcher's first kill an interrupt is looked for."""
+
+
+def _interrupted_before(line: str, whole: str) -> bool:
+    """Whether a person's interrupt (:data:`_INTERRUPTED`) comes just before ``line`` in the tail
+    ``whole``."""
+    at = whole.find(line)
+    return at > 0 and _INTERRUPTED.search(whole[max(0, at - _INTERRUPT_WITHIN) : at]) is not None
+
+
 _GLIBC_HEAP = re.compile(
     r"^\s{0,8}(?:\*\*\* (?:glibc detected|Error in) \*\*\* [^:\n]{1,200}: )?"
     r"(?P<check>(?:free|malloc|realloc)\(\): [a-z][\w .()-]{2,60}?"
@@ -1564,7 +1578,7 @@ def _runtime_abort(line: str, after: Sequence[str], whole: str) -> RankFailure |
         return RankFailure(
             output_rank(line), "aborted", None, None, None, lines, launcher="glibc", detail=detail
         )
-    if (match := _DEEPSPEED_KILLING.search(line)) is not None:
+    if (match := _DEEPSPEED_KILLING.search(line)) is not None and not _interrupted_before(line, whole):
         detail = (
             "DeepSpeed's launcher killed the subprocesses it started (its sigkill_handler: a rank of the "
             "node ended with an error, or the launcher was signalled)"

@@ -165,6 +165,12 @@ def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
 
 # a family's words named, not reported
 _QUIET: dict[str, tuple[str, str]] = {
+    # DeepSpeed's launcher killing its subprocesses after a person's Ctrl-C: the run stopped on purpose
+    "deepspeed-launcher-main-process-received-sigint-killing-subprocess": (
+        "[2024-03-02 10:11:10,001] [INFO] [launch.py:319:sigkill_handler] Main process received SIGINT, exiting\n"
+        "[2024-03-02 10:11:10,002] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 4711",
+        "deepspeed",
+    ),
     # a reset under c10's frames of a store already set up (a get during training): the mesh's or nothing here
     "tcpstore-reset-in-get-not-constructor": (
         "[W1105 10:00:01.000000000 TCPStore.cpp:142] [c10d] recvValue failed on SocketImpl(fd=9): Connection "
