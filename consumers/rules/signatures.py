@@ -278,7 +278,44 @@ TRANSPORTS: tuple[Signature, ...] = (
             r"\*\*\* MPI_ERR_TRUNCATE: message truncated"
             r"|\bMessage from rank \d{1,7} and tag -?\d{1,10} truncated; \d{1,20} bytes received "
             r"but buffer size is"
+            # MPICH's ch3 unpacking an unexpected message into the buffer posted (its error stack's last
+            # frame, ``MPIDI_CH3U_Request_unpack_uebuf(599): Message truncated; 1536 bytes received but
+            # buffer size is 1024``)
+            r"|\bMessage truncated; \d{1,20} bytes received but buffer size is \d"
         ),
+    ),
+    # perftest's bandwidth and latency tools (ib_write_bw, ib_read_bw, ib_send_bw …) on a work completion
+    # that failed (``Completion with error at client`` / ``Failed status 4: wr_id 0 syndrom 0x51``: the
+    # ibv_wc_status and the HCA's vendor syndrome)
+    Signature(
+        "perftest-completion",
+        "perftest (ib_write_bw and the InfiniBand benchmarks)",
+        "an InfiniBand work completion failed in perftest's test",
+        re.compile(r"\bFailed status (?P<status>\d{1,3}): wr_id \d{1,20} syndrom e?0x[0-9a-fA-F]{1,4}"),
+    ),
+    # the mlx5 driver (the kernel's, for ConnectX HCAs) on an error event of a completion queue (``mlx5_core
+    # 0000:02:00.0: mlx5_eq_int:556:(pid 0): CQ error on CQN 0x40a, syndrom 0x1``: 0x1 an overrun, 0x2 an
+    # access violation), as libfabric's or a verbs program's queue fails with it
+    Signature(
+        "mlx5-cq-error",
+        "the mlx5 driver (ConnectX InfiniBand / RoCE)",
+        "the HCA reported an error event on a completion queue (a CQ error: the queue overran or was "
+        "misused, and the program using it lost its completions)",
+        re.compile(
+            r"\bmlx5_core [0-9a-fA-F:.]{1,20}: mlx5_eq_int:\d{1,6}:\(pid \d{1,10}\): CQ error on CQN "
+            r"0x[0-9a-fA-F]{1,8}, syndrome? (?P<syndrome>0x[0-9a-fA-F]{1,4})"
+        ),
+    ),
+    # IBM Spectrum MPI's PAMI reading another rank's buffer by cross-memory attach (CMA, process_vm_readv) in
+    # its shared-memory device and getting nothing (``CMAShaddr.h:164: size_t
+    # PAMI::Device::Shmem::CMAShaddr::read_impl(…): Assertion `cbytes > 0' failed.``, errno 1 before it)
+    Signature(
+        "pami-cma",
+        "IBM Spectrum MPI (PAMI)",
+        "PAMI could not read another rank's memory by cross-memory attach (CMA: process_vm_readv refused, "
+        "as between ranks without ptrace permission on each other, in a container) and its shared-memory "
+        "device asserted",
+        re.compile(r"\bPAMI::Device::Shmem::CMAShaddr::read_impl\("),
     ),
     # a process of the communicator failed (the MPI 4.x fault tolerance's error classes, ULFM's): Open MPI's
     # fatal handler ``*** MPI_ERR_PROC_FAILED: Process Failure`` (ompi/errhandler/errcode.c), the

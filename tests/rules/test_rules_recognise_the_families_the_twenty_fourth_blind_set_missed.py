@@ -110,6 +110,42 @@ _QUOTA: dict[str, Wording] = {
 }
 
 
+_MPI_COMM: dict[str, Wording] = {
+    # MPICH's ch3 under a plain MPI program's point-to-point receive, its error stack's last frame
+    "mpich-ch3-recv-message-truncated-unpack-uebuf": (
+        "Fatal error in MPI_Recv: Message truncated, error stack:\n"
+        "MPI_Recv(200)......................: MPI_Recv(buf=0x7ffd1c, count=10, MPI_INT, src=0, tag=5, "
+        "MPI_COMM_WORLD, status=0x7ffd2c) failed\n"
+        "MPIDI_CH3U_Request_unpack_uebuf(618): Message truncated; 80 bytes received but buffer size is 40",
+        "MPI_ERR_TRUNCATE",
+        "MPI_Get_count",
+        "mpich",
+    ),
+    # perftest's ib_read_bw on the server side, retries exceeded (ibv_wc_status 12)
+    "perftest-ib-read-bw-failed-status-12-at-server": (
+        "Completion with error at server\n Failed status 12: wr_id 0 syndrom 0x81\nscnt=128, ccnt=0",
+        "an InfiniBand work completion failed in perftest's test",
+        "ibstat",
+        "infiniband",
+    ),
+    # the mlx5 driver's event with the syndrome spelt out and another device's address
+    "mlx5-eq-int-cq-error-syndrome-access-violation": (
+        "[ 8812.123456] mlx5_core 0000:81:00.1: mlx5_eq_int:611:(pid 1234): CQ error on CQN 0x2c8, syndrome "
+        "0x2",
+        "the HCA reported an error event on a completion queue",
+        "dmesg | grep mlx5",
+        "infiniband",
+    ),
+    # PAMI's CMA read asserting in another program, the assertion on one line
+    "spectrum-pami-cma-read-impl-assertion-one-line": (
+        "a.out: /opt/ibm/spectrum_mpi/pami/components/devices/shmem/shaddr/CMAShaddr.h:164: size_t "
+        "PAMI::Device::Shmem::CMAShaddr::read_impl(PAMI::Memregion*, size_t, PAMI::Memregion*, size_t, "
+        "size_t, bool*): Assertion `cbytes > 0' failed.",
+        "PAMI could not read another rank's memory by cross-memory attach",
+        "PAMI_DISABLE_CMA=1",
+        "other",
+    ),
+}
 _GPU_ERROR: dict[str, Wording] = {
     # PyTorch's check of a cuBLAS call (aten/src/ATen/cuda/CUDABlas.cpp's TORCH_CUDABLAS_CHECK)
     "pytorch-cublas-status-execution-failed-sgemm": (
@@ -154,6 +190,7 @@ _OOM: dict[str, Wording] = {
             "oom": _OOM,
             "gpu-oom": _GPU_OOM,
             "gpu-error": _GPU_ERROR,
+            "mpi-comm": _MPI_COMM,
         }
     ),
 )
