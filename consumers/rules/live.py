@@ -52,6 +52,7 @@ from consumers.rules.signatures import (
 )
 from consumers.rules.tails import (
     COMM_SIGNS,
+    CUDA_THROWN_HEAD,
     GPU_OOM_SIGNS,
     MAX_LINE_CHARS,
     RANK_FAILURE_SIGNS,
@@ -112,6 +113,8 @@ class Sign:
 
 def _catalog() -> tuple[Sign, ...]:
     signs: list[Sign] = [Sign("gpu-oom/oom", pattern) for _, pattern in GPU_OOM_SIGNS]
+    # a CUDA wrapper's uncaught exception: its message, on the lines kept after it, may say out of memory
+    signs += [Sign("gpu-oom/cuda-thrown", CUDA_THROWN_HEAD)]
     signs += [Sign(f"mpi-comm/{s.name}", s.pattern, s.name in _FATAL_TRANSPORTS) for s in TRANSPORTS]
     # MPICH's abort on a call's error, its class alone (``Abort(15) on node 3 (rank 3 in comm 0): Fatal error
     # in internal_Wait: Other MPI error``): the process is going down, whichever rule reads it at the end

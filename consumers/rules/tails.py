@@ -813,6 +813,11 @@ def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
     return tuple(found)
 
 
+CUDA_THROWN_HEAD = re.compile(
+    r"terminate called after throwing an instance of '[\w:]{0,80}?(?:CUDA|[Cc]uda)[\w:]{0,80}'"
+)
+"""The first line of a CUDA wrapper's uncaught exception (:data:`_CUDA_THROWN`): the live reader keeps it with
+the lines after it, where its message says what ran out."""
 _CUDA_THROWN = re.compile(
     r"terminate called after throwing an instance of "
     r"'(?P<type>[\w:]{0,80}?(?:CUDA|[Cc]uda)[\w:]{0,80})'\s{0,4}\n"
