@@ -1,9 +1,17 @@
 """The families the blind set of 2026-11-30p showed missing, and its false alarms, in other wordings than its own.
 
 Each failure is a wording of its family written apart from the set's lines, one table per kind: the c10d
-store's client under ``init_process_group``'s ``env://`` handler unable to resolve its host (``rendezvous``,
-not the mesh). Each near-miss names a family's words without reporting its failure: ProcessGroupNCCL's
-heartbeat monitor noting, as the job shuts down, that it could not read or write its dump flag in the store.
+store's client under ``init_process_group``'s ``env://`` handler unable to resolve its host, the handler
+finding one of its variables unset, a reset in the store's constructor named by c10's C++ frames
+(``rendezvous``, not the mesh); glibc's heap check ending the rank with SIGABRT and DeepSpeed's launcher
+killing its subprocesses (``mpi-abort``); Amazon SageMaker's ``ResourceLimitExceeded`` (``quota``); the JVM's
+``OutOfMemoryError`` wrapped at a console's 80 columns (``oom``); a CUDA wrapper's uncaught exception ending in
+``out of memory`` (``gpu-oom``); cuBLAS's ``CUBLAS_STATUS_EXECUTION_FAILED`` (``gpu-error``); MPICH ch3's
+message truncated, perftest's failed completion, the mlx5 driver's CQ error and Spectrum MPI's PAMI CMA
+assertion (``mpi-comm``). Each near-miss names a family's words without reporting its failure:
+ProcessGroupNCCL's heartbeat monitor noting, as the job shuts down, that it could not read or write its dump
+flag in the store; DeepSpeed's launcher killing its subprocesses after a person's interrupt; a reset under a
+store already set up; glibc's heap check named with no abort after it.
 """
 
 from __future__ import annotations
