@@ -725,9 +725,17 @@ _NOT_A_FAILURE = (
         r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|(?<!not )[Cc]onnected to"
     ),
     re.compile(r"^\s{0,16}except [\w.(), ]{1,200}:"),
+    # ProcessGroupNCCL's heartbeat monitor failing to read or write its dump flag in the store as the job
+    # shuts down (``Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down
+    # too early)``): a monitor's note, the store gone first, no mesh failing
+    re.compile(
+        r"\bFailed to check the \"should dump\" flag on TCPStore|TCPStore server has shut down too early"
+        r"|\bFailed to get exception dump flag from the global store|\bFailed to set dump signal in tcpstore"
+    ),
 )
 """A retry, an INFO / DEBUG line or a c10d warning, a Python warning, a success, a handler's ``except …:``
-(a traceback's source line or a code listing); not a peer that has *not* connected to another."""
+(a traceback's source line or a code listing), the heartbeat monitor's note on its dump flag; not a peer that
+has *not* connected to another."""
 _RETRY = _NOT_A_FAILURE[0]
 _HANDLED_WITHIN = 3
 """A failure followed within this many messages by the same library saying it retries is handled."""

@@ -83,6 +83,10 @@ _KERNEL_STEPS = (
 )
 
 _OWN_STEPS: dict[str, str] = {
+    "cublas-execution": "cuBLAS: rerun with CUDA_LAUNCH_BLOCKING=1 so the kernel that failed reports at its "
+    "own call (an earlier kernel's fault often surfaces at the next cuBLAS call); check the shapes and "
+    "leading dimensions (lda, ldb, ldc) the GEMM is given, and that the cuBLAS the program loads was built "
+    "for this GPU's architecture and the driver's CUDA version.",
     "amdgpu-page-fault": "AMD GPU: rerun with AMD_SERIALIZE_KERNEL=3 and HIP_LAUNCH_BLOCKING=1 so the "
     "faulting kernel is the one that reports it; the fault's address and process (dmesg | grep amdgpu on "
     "the node) name the buffer, and a kernel built for another gfx target (HSA_OVERRIDE_GFX_VERSION) "

@@ -47,10 +47,12 @@ from consumers.rules.signatures import (
     KERNEL_OOM,
     PRINTED_REFUSAL,
     QUOTA_REFUSAL,
+    SAGEMAKER_LIMIT,
     TRANSPORTS,
 )
 from consumers.rules.tails import (
     COMM_SIGNS,
+    CUDA_THROWN_HEAD,
     GPU_OOM_SIGNS,
     MAX_LINE_CHARS,
     RANK_FAILURE_SIGNS,
@@ -111,6 +113,8 @@ class Sign:
 
 def _catalog() -> tuple[Sign, ...]:
     signs: list[Sign] = [Sign("gpu-oom/oom", pattern) for _, pattern in GPU_OOM_SIGNS]
+    # a CUDA wrapper's uncaught exception: its message, on the lines kept after it, may say out of memory
+    signs += [Sign("gpu-oom/cuda-thrown", CUDA_THROWN_HEAD)]
     signs += [Sign(f"mpi-comm/{s.name}", s.pattern, s.name in _FATAL_TRANSPORTS) for s in TRANSPORTS]
     # MPICH's abort on a call's error, its class alone (``Abort(15) on node 3 (rank 3 in comm 0): Fatal error
     # in internal_Wait: Other MPI error``): the process is going down, whichever rule reads it at the end
@@ -131,7 +135,7 @@ def _catalog() -> tuple[Sign, ...]:
         Sign("rendezvous/barrier-raised", BARRIER_RAISED),
     ]
     signs += [Sign("quota/refusal", QUOTA_REFUSAL), Sign("quota/google-ml", GOOGLE_ML_QUOTA)]
-    signs += [Sign("quota/printed", PRINTED_REFUSAL)]
+    signs += [Sign("quota/printed", PRINTED_REFUSAL), Sign("quota/sagemaker", SAGEMAKER_LIMIT)]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
     signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
     signs += [Sign("hang/elastic-timer", ELASTIC_TIMER)]

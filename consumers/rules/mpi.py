@@ -494,6 +494,19 @@ _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
         "number is explained in the job operation software's messages manual. pjstat -H shows the job's "
         "end and its exit code.",
     ),
+    "glibc": (
+        "glibc: its malloc aborted the rank when it found the heap corrupted (a write past an array's end, a "
+        "double free, a buffer freed while MPI or a library still used it); the free() is where it was "
+        "found, not where it was written. Rerun that rank with MALLOC_CHECK_=3 (or under valgrind, or "
+        "built with -fsanitize=address) to stop at the bad write, and check the buffer sizes passed to MPI "
+        "calls.",
+    ),
+    "DeepSpeed": (
+        "DeepSpeed's launcher: the subprocess that ended first is the cause, the ones it then killed are "
+        "not; look above 'Killing subprocess' for that rank's traceback or 'exits with return code' (-9: "
+        "the OOM killer or the kubelet, as a rule). Rerun with the deepspeed launcher's "
+        "--enable_each_rank_log to keep each rank's output apart.",
+    ),
     "Charm++": (
         "Charm++: the Reason line under 'Called CmiAbort' is the program's CkAbort or Charm++'s own check; "
         "the processor's stack traceback under it shows the call. Rerun with +bt_gdb or a debug build "
@@ -535,6 +548,28 @@ _COMM_REMEDIATION: dict[CommKind, tuple[str, ...]] = {
     ),
 }
 _OWN_TRANSPORT_STEPS: dict[str, tuple[str, ...]] = {
+    "perftest-completion": (
+        "perftest: the status is ibv_wc_status's number (4: a local protection error, a memory region the "
+        "HCA may not use; 5: flushed; 12: retries exceeded, the peer or link gone) and the syndrome the "
+        "HCA's own code; rerun both ends with the same options (-d <device> -i <port> -x <GID index> for "
+        "RoCE) and check the ports with ibstat / ibv_devinfo on each node.",
+        "Check the link and the HCA: its counters (perfquery, ethtool -S for RoCE), the node's kernel log "
+        "(dmesg | grep mlx5), and the same test between other nodes to find the one that fails.",
+    ),
+    "mlx5-cq-error": (
+        "mlx5: a CQ error event means the HCA could not write a completion (syndrome 0x1: the queue "
+        "overran, the program polled too slowly or sized it too small; 0x2: an access violation); see "
+        "which process owns the queue (the program using the fabric) and its own error.",
+        "Check the node's HCA and driver: dmesg | grep mlx5 for other events, the firmware and MLNX_OFED / "
+        "rdma-core versions (ibv_devinfo), and whether the errors follow the node (cordon it) or the "
+        "program (its completion queue sizes: FI_VERBS_* / UCX_RC_* tx and rx queue lengths).",
+    ),
+    "pami-cma": (
+        "Spectrum MPI (PAMI): cross-memory attach needs the ranks on a node to be allowed to read each "
+        "other's memory (ptrace permission: one user, kernel.yama.ptrace_scope=0, no container boundary "
+        "between them); in containers run the node's ranks in one, or turn CMA off with "
+        "PAMI_DISABLE_CMA=1.",
+    ),
     "horovod-mismatch": (
         "Horovod's coordinator names what differs between the ranks (device, data type, shape or operation): "
         "every rank must submit the same collectives on the same tensors in the same order.",

@@ -46,7 +46,13 @@ from decimal import Decimal
 
 from consumers.rules.facts import pod_text
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
-from consumers.rules.signatures import GOOGLE_ML_QUOTA, PRINTED_REFUSAL, QUOTA_REFUSAL
+from consumers.rules.signatures import (
+    GOOGLE_ML_QUOTA,
+    PRINTED_REFUSAL,
+    QUOTA_REFUSAL,
+    SAGEMAKER_DETAIL,
+    SAGEMAKER_LIMIT,
+)
 from consumers.rules.state import PodState, RunState, event_time
 from consumers.rules.tails import bounded, is_mention
 from consumers.rules.wording import clock_time, listing, who
@@ -318,6 +324,8 @@ def _quoted(state: RunState) -> Detection | None:
         for i, line in enumerate(lines):
             if (cloud := GOOGLE_ML_QUOTA.search(line)) is not None and not is_mention(line, cloud.start()):
                 return _google_ml(pod, line, cloud)
+            if (aws := SAGEMAKER_LIMIT.search(line)) is not None and not is_mention(line, aws.start()):
+                return _sagemaker(pod, lines[i : i + 3], aws)
             quoted = QUOTA_REFUSAL.search(line) or PRINTED_REFUSAL.search(line)
             if quoted is None or is_mention(line, quoted.start()):
                 continue
@@ -360,6 +368,26 @@ def _google_ml(pod: PodState, line: str, match: re.Match[str]) -> Detection:
         evidence=tuple(log_facts(pod, [line])),
         key=("google-ml", match["metric"] or match["accelerator"], pod.uid),
         remediation=_GOOGLE_ML_STEPS,
+    )
+
+
+def _sagemaker(pod: PodState, lines: tuple[str, ...], match: re.Match[str]) -> Detection:
+    """Amazon SageMaker refused the job the run submitted, for the AWS account's limit of an instance type;
+    its message read whole where it was wrapped over the next lines."""
+    detail = SAGEMAKER_DETAIL.search(" ".join(line.strip() for line in lines))
+    refused = f"Amazon SageMaker refused the job ({match['operation']}): the AWS account's limit"
+    if detail is None:
+        problem = f"{refused} of that instance type is used up"
+        name = match["operation"]
+    else:
+        name = detail["limit"].strip("'")
+        asked = f", and it asked for {detail['delta']} more" if detail["delta"] else ""
+        problem = f"{refused} '{name}' is {detail['cap']} instances with {detail['used']} in use{asked}"
+    return Detection(
+        root_cause=f"{problem} ({who(pod)} printed the refusal)",
+        evidence=tuple(log_facts(pod, list(lines[:1]))),
+        key=("sagemaker", name, pod.uid),
+        remediation=_SAGEMAKER_STEPS,
     )
 
 
@@ -461,6 +489,13 @@ _GOOGLE_ML_STEPS = (
     "quotas of a new project start at 0.",
     "Or submit the job where there is room: another region or accelerator type, fewer replicas or fewer "
     "accelerators per replica.",
+)
+_SAGEMAKER_STEPS = (
+    "The limit is the AWS account's, per region: find it under Service Quotas, Amazon SageMaker (the name "
+    "the refusal gives, '<instance type> for training job usage') and request an increase; a new account's "
+    "GPU instance limits start at 0.",
+    "Or ask for what has room: another instance type, fewer instances (instance_count), or wait for the "
+    "account's other training jobs to end (the current utilization counts them).",
 )
 _KUEUE_STEPS = (
     "See what the ClusterQueue has and lends: kubectl describe clusterqueue <cq> (each flavor's "

@@ -64,6 +64,7 @@ from consumers.rules.rendezvouslines import (
     CONNECT_TIMEOUT,
     CONNECTION_ERROR,
     ELASTIC,
+    ENV_UNSET,
     ETCD,
     ETCD_DIAL,
     HOROVOD_START,
@@ -223,7 +224,14 @@ def _launcher_miss(text: str) -> tuple[str, tuple[str, ...] | None] | None:
 
 def _lost_store(text: str) -> tuple[str, tuple[str, ...] | None] | None:
     """What a rank said of the store it lost or never reached, where it is the c10d socket's poll or a
-    job's etcd: its sentence, and its steps where they are not torch's."""
+    job's etcd, or of the store's address it never had (env:// with a variable unset): its sentence, and its
+    steps where they are not torch's."""
+    if (m := ENV_UNSET.search(text)) is not None:
+        return (
+            f"found {m['var']} unset, which init_process_group's env:// rendezvous reads the others' meeting "
+            f"place from",
+            _ENV_STEPS,
+        )
     if (m := STORE_POLL.search(text)) is not None:
         reason = m["reason"].rstrip(". ")
         return (
@@ -288,11 +296,25 @@ def _barrier_gave_up(lines: tuple[str, ...], index: int) -> bool:
 
 def _store_reset(lines: tuple[str, ...], index: int) -> bool:
     """Whether ``lines[index]`` says a connection was reset, raised under a frame that creates or first awaits
-    the c10d store (:data:`STORE_SETUP`, on its line or above it): a reset later in training is the mesh's."""
+    the c10d store (:data:`STORE_SETUP`, on its line or above it, or in c10's C++ frames listed under it after
+    ``Exception raised from``: ``c10d::TCPStore::ping()`` in ``c10d::TCPStore::TCPStore(…)``): a reset later
+    in training is the mesh's."""
     line = lines[index]
     if (m := STORE_RESET.search(line)) is None or is_mention(line, m.start()):
         return False
-    return any(STORE_SETUP.search(before) for before in lines[max(0, index - _FRAMES) : index + 1])
+    if any(STORE_SETUP.search(before) for before in lines[max(0, index - _FRAMES) : index + 1]):
+        return True
+    after = lines[index + 1 : index + 2 + _CPP_FRAMES]
+    return (
+        bool(after)
+        and _RAISED.match(after[0]) is not None
+        and any(_CPP_FRAME.match(frame) and STORE_SETUP.search(frame) for frame in after[1:])
+    )
+
+
+_CPP_FRAMES = 8
+"""How far under c10's ``Exception raised from`` line its frames are read."""
+_CPP_FRAME = re.compile(r"^\s{0,8}(?:\[rank\d{1,7}\]: ?)?frame #\d{1,3}: ")
 
 
 _FRAMES = 6
@@ -352,6 +374,13 @@ _HOROVOD_STEPS = (
 )
 
 
+_ENV_STEPS = (
+    "init_process_group's env:// rendezvous reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE from each "
+    "process's environment: a PyTorchJob's operator and torchrun set them for the processes they start, a "
+    "script started by hand, by mpirun or by a plain Job must set them itself.",
+    "Or pass the meeting place explicitly: init_method='tcp://<rank 0 host>:<port>' with rank and world_size "
+    "(torch.distributed.rpc's init_rpc takes the same through its rpc_backend_options).",
+)
 _BIND_STEPS = (
     "The master's c10d store could not listen on MASTER_PORT (--rdzv-endpoint's port): find what holds it "
     "on that pod or node: kubectl -n {namespace} exec <master pod> -- ss -ltnp (a leftover torchrun of an "

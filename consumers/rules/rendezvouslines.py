@@ -21,6 +21,7 @@ __all__ = [
     "CONNECT_RAISED",
     "CONNECT_TIMEOUT",
     "ELASTIC",
+    "ENV_UNSET",
     "ETCD",
     "ETCD_DIAL",
     "HOROVOD_START",
@@ -103,8 +104,10 @@ rendezvous handlers (``env://``, ``tcp://``, ``file://``), or Gloo's process gro
 full mesh through the store as it is constructed)."""
 CONNECT_RAISED = re.compile(
     r"^\s{0,8}(?:[\w.]{0,80}\.)?(?:RuntimeError|DistNetworkError|DistStoreError|TimeoutError"
-    r"|Connection(?:Refused)?Error): (?:\[[^\]\n]{1,120}\] ?)?"
+    r"|Connection(?:Refused)?Error|ValueError|socket\.gaierror): (?:\[[^\]\n]{1,120}\] ?)?"
     r"(?P<error>Connection (?:timed out|refused)|Socket Timeout|No route to host|Network is unreachable"
+    # the store's host name not resolved (torch 1.x's tcputil raised ``ValueError: host not found: …``)
+    r"|host not found: [\w ]{1,60}|Name or service not known|Temporary failure in name resolution"
     # torch 1.x's tcputil::connect giving up on its own deadline (``RuntimeError: connect() timed out.``)
     r"|connect\(\) timed out)"
 )
@@ -202,9 +205,18 @@ ETCD = re.compile(
 """torch elastic's etcd rendezvous backend (``etcd`` / ``etcd-v2``): python-etcd's errors, raised from
 it, for an etcd it could not reach or a rendezvous key that is gone (``etcd.EtcdKeyNotFound: Key not
 found : /torchelastic/p2p/run_…/rdzv/active_version``)."""
+ENV_UNSET = re.compile(
+    r"Error initializing torch\.distributed using env:// rendezvous: environment variable "
+    r"(?P<var>[A-Z_]{2,40}) expected, but not set"
+)
+"""``init_process_group``'s ``env://`` handler (the default init method, and torch.distributed.rpc's)
+finding a variable it reads the rendezvous from unset (``ValueError: Error initializing torch.distributed
+using env:// rendezvous: environment variable MASTER_ADDR expected, but not set``): the process never looked
+for the others."""
 RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
     STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER, STORE_WAITED,
+    ENV_UNSET,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

@@ -76,17 +76,36 @@ class Hit:
 
 def _scan(tail: tuple[str, ...], family: tuple[Signature, ...]) -> tuple[Hit, ...]:
     found: list[Hit] = []
-    for i, line in enumerate(bounded(tail)):
+    lines = bounded(tail)
+    for i, line in enumerate(lines):
         for signature in family:
-            match = signature.pattern.search(line)
+            text, match = line, signature.pattern.search(line)
+            if match is None and (whole := _wrapped(lines, i)) is not None:
+                # a message a console wrapped at its width, read whole: only a match across the break counts
+                across = signature.pattern.search(whole)
+                if across is not None and across.end() > len(line):
+                    text, match = whole, across
             if match is not None:
                 groups = tuple((k, v) for k, v in match.groupdict().items() if v is not None)
-                rank = output_rank(line)
+                rank = output_rank(text)
                 found.append(
-                    Hit(signature, line, i, rank if rank is not None else message_rank(line), groups)
+                    Hit(signature, text, i, rank if rank is not None else message_rank(text), groups)
                 )
                 break
     return tuple(found)
+
+
+_CONSOLE_WIDTH = 80
+"""The width a console (a terminal, a pasted log) wraps a long message at, cutting a word where it falls."""
+
+
+def _wrapped(lines: tuple[str, ...], index: int) -> str | None:
+    """``lines[index]`` and the next line joined, where the line fills the console's width exactly and the
+    next carries it on (not indented: not a frame or a block of its own); else ``None``."""
+    if len(lines[index]) != _CONSOLE_WIDTH or index + 1 >= len(lines):
+        return None
+    after = lines[index + 1]
+    return lines[index] + after if after[:1].strip() else None
 
 
 _MESSAGE_RANK = re.compile(r"\[(?:PG [^\]]{0,60}? )?Rank (\d{1,7})\]")
@@ -259,7 +278,44 @@ TRANSPORTS: tuple[Signature, ...] = (
             r"\*\*\* MPI_ERR_TRUNCATE: message truncated"
             r"|\bMessage from rank \d{1,7} and tag -?\d{1,10} truncated; \d{1,20} bytes received "
             r"but buffer size is"
+            # MPICH's ch3 unpacking an unexpected message into the buffer posted (its error stack's last
+            # frame, ``MPIDI_CH3U_Request_unpack_uebuf(599): Message truncated; 1536 bytes received but
+            # buffer size is 1024``)
+            r"|\bMessage truncated; \d{1,20} bytes received but buffer size is \d"
         ),
+    ),
+    # perftest's bandwidth and latency tools (ib_write_bw, ib_read_bw, ib_send_bw …) on a work completion
+    # that failed (``Completion with error at client`` / ``Failed status 4: wr_id 0 syndrom 0x51``: the
+    # ibv_wc_status and the HCA's vendor syndrome)
+    Signature(
+        "perftest-completion",
+        "perftest (ib_write_bw and the InfiniBand benchmarks)",
+        "an InfiniBand work completion failed in perftest's test",
+        re.compile(r"\bFailed status (?P<status>\d{1,3}): wr_id \d{1,20} syndrom e?0x[0-9a-fA-F]{1,4}"),
+    ),
+    # the mlx5 driver (the kernel's, for ConnectX HCAs) on an error event of a completion queue (``mlx5_core
+    # 0000:02:00.0: mlx5_eq_int:556:(pid 0): CQ error on CQN 0x40a, syndrom 0x1``: 0x1 an overrun, 0x2 an
+    # access violation), as libfabric's or a verbs program's queue fails with it
+    Signature(
+        "mlx5-cq-error",
+        "the mlx5 driver (ConnectX InfiniBand / RoCE)",
+        "the HCA reported an error event on a completion queue (a CQ error: the queue overran or was "
+        "misused, and the program using it lost its completions)",
+        re.compile(
+            r"\bmlx5_core [0-9a-fA-F:.]{1,20}: mlx5_eq_int:\d{1,6}:\(pid \d{1,10}\): CQ error on CQN "
+            r"0x[0-9a-fA-F]{1,8}, syndrome? (?P<syndrome>0x[0-9a-fA-F]{1,4})"
+        ),
+    ),
+    # IBM Spectrum MPI's PAMI reading another rank's buffer by cross-memory attach (CMA, process_vm_readv) in
+    # its shared-memory device and getting nothing (``CMAShaddr.h:164: size_t
+    # PAMI::Device::Shmem::CMAShaddr::read_impl(…): Assertion `cbytes > 0' failed.``, errno 1 before it)
+    Signature(
+        "pami-cma",
+        "IBM Spectrum MPI (PAMI)",
+        "PAMI could not read another rank's memory by cross-memory attach (CMA: process_vm_readv refused, "
+        "as between ranks without ptrace permission on each other, in a container) and its shared-memory "
+        "device asserted",
+        re.compile(r"\bPAMI::Device::Shmem::CMAShaddr::read_impl\("),
     ),
     # a process of the communicator failed (the MPI 4.x fault tolerance's error classes, ULFM's): Open MPI's
     # fatal handler ``*** MPI_ERR_PROC_FAILED: Process Failure`` (ompi/errhandler/errcode.c), the
@@ -925,6 +981,15 @@ GPU_ERRORS: tuple[Signature, ...] = (
             r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure"
             r"|\bErrorLaunchFailed\b"
         ),
+    ),
+    # cuBLAS on a routine whose GPU kernel failed to run (cublasStatus_t 13): PyTorch's ``CUDA error:
+    # CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( … )` ``, CNTK's ``CUBLAS failure 13:
+    # CUBLAS_STATUS_EXECUTION_FAILED ; GPU=1 ; hostname=… ; expr=cublas_gemm(…)``
+    Signature(
+        "cublas-execution",
+        "cuBLAS",
+        "a cuBLAS routine's GPU kernel failed to run (CUBLAS_STATUS_EXECUTION_FAILED)",
+        re.compile(r"\bCUBLAS_STATUS_EXECUTION_FAILED\b|\bCUBLAS failure 13\b"),
     ),
     # the rest of CUDA's catalog of a kernel that failed on the device (cudaGetErrorString's texts in the
     # runtime, cuGetErrorName's CUresult names in the driver, and HIP's hipError names after them): the
@@ -1705,6 +1770,22 @@ lists its events; the quota admission unable to evaluate the namespace's quota (
 this time because there was an error enforcing quota``, ``status unknown for quota: q``); Gatekeeper's
 admission webhook refusing a pod its constraints forbid (``admission webhook "validation.gatekeeper.sh"
 denied the request: [constraint] …``)."""
+SAGEMAKER_LIMIT = re.compile(
+    r"\(ResourceLimitExceeded\) when calling the (?P<operation>\w{1,60}) operation: "
+    r"The account-level service limit"
+)
+"""Amazon SageMaker refusing a job the run submitted for the AWS account's limit of an instance type
+(boto's ``ResourceLimitExceeded: An error occurred (ResourceLimitExceeded) when calling the
+CreateTrainingJob operation: The account-level service limit 'ml.p3.8xlarge for training job usage' is 2
+Instances, with current utilization of 2 Instances and a request delta of 1 Instances.``, as the SageMaker
+SDK or a pipeline's step relays it)."""
+SAGEMAKER_DETAIL = re.compile(
+    r"The account-level service limit (?:for )?(?P<limit>'[^']{1,160}'|[\w./:-]{1,160}) is (?P<cap>\d{1,7}) "
+    r"Instances?, "
+    r"with current utilization of (?P<used>\d{1,7}) Instances?(?: and a request delta of (?P<delta>\d{1,7}))?"
+)
+"""The limit's name, cap, use and the job's request in SageMaker's refusal (its lines joined: a wrapped
+message is read whole)."""
 GOOGLE_ML_QUOTA = re.compile(
     r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
     r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "

@@ -808,7 +808,37 @@ def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
         ):
             what = match[0]
             found.append(GpuOom(line, output_rank(line), what))
+        elif match is None and (thrown := _cuda_thrown_oom(lines, i)) is not None and not handled(lines, i):
+            found.append(GpuOom(line, output_rank(line), thrown))
     return tuple(found)
+
+
+CUDA_THROWN_HEAD = re.compile(
+    r"terminate called after throwing an instance of '[\w:]{0,80}?(?:CUDA|[Cc]uda)[\w:]{0,80}'"
+)
+"""The first line of a CUDA wrapper's uncaught exception (:data:`_CUDA_THROWN`): the live reader keeps it with
+the lines after it, where its message says what ran out."""
+_CUDA_THROWN = re.compile(
+    r"terminate called after throwing an instance of "
+    r"'(?P<type>[\w:]{0,80}?(?:CUDA|[Cc]uda)[\w:]{0,80})'\s{0,4}\n"
+    r"\s{0,8}what\(\):\s{1,4}(?P<what>[^\n]{0,300}?)\s{0,4}(?:\n\s{0,8})?(?:error: )?out of memory\s{0,4}$"
+)
+"""A C++ exception a CUDA wrapper threw and nothing caught, its message CUDA's string for
+``cudaErrorMemoryAllocation`` (``terminate called after throwing an instance of 'CUDA::error'`` / ``what():
+…/mallocMC/…/SimpleCudaMalloc_impl.hpp(42):`` / ``error: out of memory``): an allocator library's
+``cudaMalloc`` got no memory."""
+
+
+def _cuda_thrown_oom(lines: Sequence[str], index: int) -> str | None:
+    """What ran out, where ``lines[index]`` ends the message of a CUDA wrapper's uncaught exception with
+    ``out of memory`` (:data:`_CUDA_THROWN`)."""
+    if not lines[index].rstrip().endswith("out of memory"):
+        return None
+    match = _CUDA_THROWN.search("\n".join(lines[max(0, index - 2) : index + 1]))
+    if match is None:
+        return None
+    by = "mallocMC's pool" if "mallocMC" in match["what"] else f"a library's {match['type']}"
+    return f"GPU out of memory ({by} could not get device memory: CUDA's out of memory, thrown uncaught)"
 
 
 # ------------------------------------------------------------ communication
@@ -1102,6 +1132,40 @@ _DEEPSPEED_EXIT = re.compile(r"(?:\] |\b)exits with return code = (?P<code>-?\d{
 """DeepSpeed's launcher on the rank that ended its group: ``[launch.py:N:sigkill_handler] [cmd…] exits with
 return code = -9``, or the same words quoted alone, its only wording of that sentence."""
 _LOCAL_RANK_ARG = re.compile(r"--local_rank=(?P<local>\d{1,7})")
+_DEEPSPEED_KILLING = re.compile(
+    r"\[launch\.py:\d{1,6}:sigkill_handler\] Killing subprocess (?P<pid>\d{1,10})\b"
+)
+"""DeepSpeed's per-node launcher (``deepspeed/launcher/launch.py``) in its ``sigkill_handler``, killing every
+subprocess it started (``[launch.py:131:sigkill_handler] Killing subprocess 250621``): one of its ranks ended
+with an error, or the launcher itself was signalled, and it takes the node's others down before it exits."""
+_INTERRUPTED = re.compile(r"(?:^|\s)KeyboardInterrupt\b|\bMain process received SIGINT\b")
+"""A person's interrupt (Ctrl-C: Python's ``KeyboardInterrupt``, DeepSpeed's ``Main process received
+SIGINT``): the launcher killing its subprocesses after it is the run stopped on purpose, no rank's failure."""
+_INTERRUPT_WITHIN = 600
+"""How many characters before the launcher's first kill an interrupt is looked for."""
+
+
+def _interrupted_before(line: str, whole: str) -> bool:
+    """Whether a person's interrupt (:data:`_INTERRUPTED`) comes just before ``line`` in the tail
+    ``whole``."""
+    at = whole.find(line)
+    return at > 0 and _INTERRUPTED.search(whole[max(0, at - _INTERRUPT_WITHIN) : at]) is not None
+
+
+_GLIBC_HEAP = re.compile(
+    r"^\s{0,8}(?:\*\*\* (?:glibc detected|Error in) \*\*\* [^:\n]{1,200}: )?"
+    r"(?P<check>(?:free|malloc|realloc)\(\): [a-z][\w .()-]{2,60}?"
+    r"|double free or corruption(?: \(!?\w{1,12}\))?"
+    r"|munmap_chunk\(\): invalid pointer|corrupted size vs\. prev_size|corrupted double-linked list)"
+    r"(?::| \*\*\*|\s{0,4}$)"
+)
+"""glibc's malloc finding its heap corrupted (``free(): invalid next size (normal)``, ``double free or
+corruption (out)``, ``malloc(): corrupted top size``, older glibc's ``*** glibc detected *** a.out: …``):
+it calls abort(), so the rank ends on SIGABRT (:data:`_ABORTED_AFTER`); a crash after it is a segfault's."""
+_ABORTED_AFTER = re.compile(r"Signal: Aborted \(6\)|^\s{0,8}Aborted(?: \(core dumped\))?\s{0,4}$")
+"""The SIGABRT glibc's heap check ends the rank with: Open MPI's signal handler (``Signal: Aborted (6)``) or
+the shell's ``Aborted (core dumped)``."""
+_HEAP_ABORT_WITHIN = 6
 _HOROVOD_GLOO_EXIT = re.compile(
     r"^\s{0,8}Process (?P<rank>\d{1,7}) exit with status code (?P<code>-?\d{1,10})\."
 )
@@ -1284,6 +1348,8 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("elastic", _ELASTIC_CHILD, False),
     ("elastic", _ELASTIC_API, False),
     ("deepspeed", _DEEPSPEED_EXIT, False),
+    ("deepspeed-kill", _DEEPSPEED_KILLING, False),
+    ("glibc-heap", _GLIBC_HEAP, True),
     ("horovod-gloo", _HOROVOD_GLOO_EXIT, True),
     ("pals", _PALS_RANK, True),
     ("mvapich", _MVAPICH_CHILD, True),
@@ -1506,6 +1572,23 @@ def _runtime_abort(line: str, after: Sequence[str], whole: str) -> RankFailure |
         number = str(_ALPS_SIGNALS[match["signal"]])
         host = f"nid{match['nid']}"
         return RankFailure(int(match["rank"]), "killed", None, number, host, (line,), launcher="ALPS")
+    if (match := _GLIBC_HEAP.search(line)) is not None and any(
+        _ABORTED_AFTER.search(later) for later in after[:_HEAP_ABORT_WITHIN]
+    ):
+        detail = (
+            f"glibc's malloc found the heap corrupted ({match['check'].strip()}) and aborted the process "
+            f"(SIGABRT)"
+        )
+        lines = (line, *[x for x in after[:_HEAP_ABORT_WITHIN] if _ABORTED_AFTER.search(x)][:1])
+        return RankFailure(
+            output_rank(line), "aborted", None, None, None, lines, launcher="glibc", detail=detail
+        )
+    if (match := _DEEPSPEED_KILLING.search(line)) is not None and not _interrupted_before(line, whole):
+        detail = (
+            "DeepSpeed's launcher killed the subprocesses it started (its sigkill_handler: a rank of the "
+            "node ended with an error, or the launcher was signalled)"
+        )
+        return RankFailure(None, "aborted", None, None, None, (line,), launcher="DeepSpeed", detail=detail)
     if (match := _FUJITSU_ABORT.search(line)) is not None:
         detail = "Fujitsu MPI's plexec reported it called MPI_Abort" + (
             f" (node {match['nid']})" if match["nid"] else ""
