@@ -188,12 +188,20 @@ async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
 
 async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
     from controller.cli.runtime import metrics_server, run_consumers, runtime, stop_on_signals
+    from controller.contract.phases import process_age
 
     only: Sequence[str] = args.only or ()
     # on the embedded NATS the roles connect as their own identities; this connection only
     # checks the streams, as the one role's identity when there is one
     identity = only[0] if len(only) == 1 else "admin"
+    entered = process_age()  # the interpreter, the CLI's imports and the settings
     async with runtime(settings, "mpijc-consumers", identity=identity) as rt, metrics_server(rt):
+        logging.getLogger(__name__).info(
+            "consume %s: command entered at +%.3fs of the process, database and bus reached at +%.3fs",
+            ", ".join(only) or "every role",
+            entered,
+            process_age(),
+        )
         await run_consumers(rt, stop_on_signals(), only=only)
     return 0
 
