@@ -17,6 +17,7 @@ transition it implies, and findings are handed out one at a time); ``dispatch`` 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from consumers.wiring import Wiring
 from controller.bus.client import NATS
 from controller.bus.consuming import open_durables, run_durable
 from controller.bus.streams import connect, disconnect
+from controller.contract.phases import Phases, process_age
 from controller.contract.settings import NatsSettings, Settings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -62,10 +64,13 @@ async def run_consumers(
     groups = [(settings.nats, names)] if nats_for is None else [(nats_for(name), [name]) for name in names]
     connections: list[NATS] = []
     loops: list[asyncio.Task[None]] = []
+    log.info("consumers %s: starting at +%.3fs of the process", ", ".join(names), process_age())
+    phases = Phases()
     try:
         for nats, roles in groups:
             nc = await connect(nats_url, "mpijc-consumers", nats)
             connections.append(nc)
+            phases.mark(f"connect {'+'.join(roles)}")
             wiring = Wiring(
                 settings,
                 topology,
@@ -76,14 +81,18 @@ async def run_consumers(
                 kube or (lambda: _gateway(settings)),
             )
             for name in roles:
+                importlib.import_module(CONSUMERS[name].module)
+                phases.mark(f"import {name}")
                 role = await CONSUMERS[name].attach(wiring)
+                phases.mark(f"attach {name}")
                 loops += [asyncio.create_task(loop(stop), name=name) for loop in role.background]
                 durables = await open_durables(
                     nc, topology, settings.consumer, role.durables, metrics, settings.nats.publish_retry_s
                 )
+                phases.mark(f"open durables {name}")
                 for opened in durables:
                     loops.append(asyncio.create_task(run_durable(opened, stop), name=opened.puller.durable))
-        log.info("consumers running: %s", ", ".join(names))
+        log.info("consumers running: %s (%s)", ", ".join(names), phases)
         if started:
             started.set()
         await _until_stopped_or_failed(stop, loops)

@@ -40,6 +40,7 @@ from controller.bus.streams import ack_floor, remove_durable
 from controller.contract.cancelling import stop_within
 from controller.contract.clock import Clock
 from controller.contract.events import BusEvent, parse_event
+from controller.contract.phases import Phases
 from controller.contract.settings import ConsumerSettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -114,7 +115,9 @@ class RulesReplica:
 
     async def start(self) -> None:
         """Open the buckets, retire the unpartitioned durable, claim a first share."""
+        phases = Phases()
         self._state = await state_bucket(self._js, self._topology, self._replicas)
+        phases.mark("state bucket")
         leases = Leases(
             await lease_bucket(
                 self._js,
@@ -127,11 +130,15 @@ class RulesReplica:
             self.partitions,
             "rules",
         )
+        phases.mark("lease bucket")
         self._holder = PartitionHolder(leases, self.heartbeat_s, self._run_partition, self._stopped)
         old = self._topology.durable(CONSUMER)  # the single-replica durable of earlier versions
         if await remove_durable(self._js, self._topology.stream("jobs"), old):
             log.info("rules: removed the unpartitioned durable %s", old)
+        phases.mark("old durable")
         await self.rebalance()
+        phases.mark("claim and start")
+        log.info("rules replica %s started: %s", self.replica, phases)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Renew and rebalance until ``stop``; then hand every partition back."""
@@ -179,9 +186,11 @@ class RulesReplica:
             publish_retry_s=self._publish_retry_s,
         )
         durable = self._topology.partition_durable(CONSUMER, partition)
+        phases = Phases()
         # None, a new partition: everything before now is old news
         live_after = await ack_floor(self._js, self._topology.stream("jobs"), durable)
-        warm = await service.warm_start(live_after=live_after)
+        phases.mark("ack floor")
+        warm = await service.warm_start(live_after=live_after, phases=phases)
         self.warm_starts.append(warm)
         pulled, urgent = await open_durables(
             self._nc,
@@ -191,6 +200,8 @@ class RulesReplica:
             self._metrics,
             self._publish_retry_s,
         )
+        phases.mark("open durables")
+        log.info("rules partition %d pulling: %s", partition, phases)
         stop = asyncio.Event()
         tasks = [
             asyncio.create_task(run_durable(pulled, stop), name=f"rules-p{partition}"),

@@ -73,6 +73,7 @@ from controller.contract.clock import Clock, pause
 from controller.contract.errors import RetryableError
 from controller.contract.events import BusEvent, job_of, parse_event
 from controller.contract.findings import Finding, parse_finding
+from controller.contract.phases import Phases
 from controller.contract.subjects import RULES_DURABLE, StreamFamily, Topology
 from controller.metrics import PipelineMetrics
 
@@ -214,7 +215,9 @@ class RulesService:
             await self._save()
             return stored
 
-    async def warm_start(self, batch: int = REPLAY_BATCH, live_after: int | None = None) -> WarmStart:
+    async def warm_start(
+        self, batch: int = REPLAY_BATCH, live_after: int | None = None, phases: Phases | None = None
+    ) -> WarmStart:
         """Rebuild the engine (from the snapshot, then the JOBS stream after it), then publish
         only what the bus lacks.
 
@@ -224,27 +227,35 @@ class RulesService:
         with the revisions the previous holder gave it (duplicates collapse on ``Nats-Msg-Id``);
         ``None`` replays everything silently (then reconciling catches up, as on a first start).
 
-        Call before the durable subscriber starts (see the module docstring)."""
+        Call before the durable subscriber starts (see the module docstring). ``phases``: each
+        step's time is marked there (:mod:`controller.contract.phases`)."""
         started = time.monotonic()
+        phases = phases if phases is not None else Phases()
         async with self._lock:
             held = Snapshot(0, 0, None)
             if self._snapshots is not None:
-                held = await self._snapshots.load(self.engine)
+                held = await self._snapshots.load(self.engine, phases)
                 if held.newest is not None:
                     self._clock.advance(held.newest)
             # the bus up to the snapshot's findings sequence: the snapshot's firing findings
             # (it is written only once all its changes are on the bus)
             on_bus = {finding.id: finding for finding in self.engine.firing()}
             upto = await self._last_sequence("jobs")
+            phases.mark("jobs' last sequence")
             live = upto if live_after is None else max(live_after, held.sequence)
             replayed, skipped, caught_up = await self._replay(held.sequence + 1, upto, batch, live)
+            phases.mark("replay")
             if self._outbox:
                 await self._flush()  # on the bus before it is compared with the bus
+                phases.mark("flush")
             now = self._clock()
             ticked = self.engine.tick(now)  # the present, compared with the bus below
+            phases.mark("tick")
             published, seen = await self._published(batch, held.findings_sequence)
+            phases.mark("read findings")
             self._findings_seen = max(self._findings_seen, seen)
             owed = self.engine.reconcile(on_bus | published, now)
+            phases.mark("reconcile")
             self._outbox.extend(owed)
             self.folded = max(upto, held.sequence)
             # what changed since the snapshot: the runs replayed (marked as they were folded),
@@ -253,7 +264,9 @@ class RulesService:
             self._dirty.update(f.job.uid for f in (*ticked, *owed, *published.values()))
             try:
                 await self._flush()
+                phases.mark("flush")
                 await self._save()
+                phases.mark("save")
             except RetryableError as exc:
                 log.warning("warm start: %s; they go out with the first batch or tick", exc)
         report = WarmStart(

@@ -41,6 +41,7 @@ from controller.bus.client import JetStreamContext, KeyValue, NatsError
 from controller.bus.keyspace import has_key, read_prefix, write
 from controller.bus.keyspace import state_bucket as open_state_bucket
 from controller.contract.findings import Finding, RuleId
+from controller.contract.phases import Phases
 from controller.contract.subjects import Topology
 
 log = logging.getLogger(__name__)
@@ -129,16 +130,21 @@ class SnapshotStore:
     def _run_key(self, uid: str) -> str:
         return f"{self._prefix}.run.{uid}"
 
-    async def load(self, engine: RuleEngine) -> Snapshot:
-        """Fill an empty ``engine`` with the partition's runs; returns what the snapshot covers."""
+    async def load(self, engine: RuleEngine, phases: Phases | None = None) -> Snapshot:
+        """Fill an empty ``engine`` with the partition's runs; returns what the snapshot covers.
+        ``phases``: the read and the restore are marked there."""
+        phases = phases if phases is not None else Phases()
         runs: list[tuple[str, HeldRun]] = []
         meta: dict[str, Any] = {}
         tombstones: tuple[str, ...] = ()
         # without a meta key there is no snapshot to load (it is written last), and no watch
         # whose end of an empty partition takes a wait
         if not await has_key(self._kv, f"{self._prefix}.meta"):
+            phases.mark("snapshot meta")
             return Snapshot(0, 0, None)
+        phases.mark("snapshot meta")
         read = await read_prefix(self._kv, self._prefix)
+        phases.mark("snapshot read")
         markers = read.markers  # deleted keys of earlier versions, which left markers
         for key, value in read.values:
             if key == f"{self._prefix}.meta":
@@ -150,11 +156,13 @@ class SnapshotStore:
                     runs.append((key.rsplit(".", 1)[-1], _run_from_json(value)))
                 except (ValueError, KeyError, TypeError) as exc:
                     log.warning("rules snapshot: unreadable run %s skipped: %s", key, exc)
+        phases.mark("snapshot parse")
         await self._remove(markers)
         if meta.get("format") != SNAPSHOT_FORMAT:
             return Snapshot(0, 0, None)  # none yet (or of another format): a full replay
         runs.sort(key=lambda item: item[1].touched_at)
         engine.restore(runs, tombstones)
+        phases.mark("snapshot restore")
         self._saved = {uid for uid, _ in runs}
         self._tombstones = tombstones
         newest = meta.get("newest")

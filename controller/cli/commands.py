@@ -87,24 +87,7 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     from controller.cli.runtime import runtime, served_metrics, stop_on_signals
     from controller.cli.supervisor import BACKGROUND_NICE, Child, UpMetrics, supervise
 
-    roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
-    others = {"MPIJC_METRICS__PORT": "0"}  # one process serves the fixed metrics port: the API
-    parts: list[tuple[str, tuple[str, ...], dict[str, str], tuple[str, ...]]] = [
-        ("api", ("api",), {}, ("api",)),  # first: reads are answered while the others start (.supervisor)
-        ("watchers", ("watch",), others, ("watchers",)),
-        *(
-            ("+".join(group), ("consume", *(a for role in group for a in ("--only", role))), others, group)
-            for group in (
-                tuple(role for role in roles if role in FAILURE_PATH),
-                tuple(role for role in roles if role not in FAILURE_PATH),
-            )
-            if group
-        ),
-        *(  # more dispatchers use more cores (MPIJC_UP__DISPATCHERS): they share the outbox by leased claims
-            (f"dispatch-{n}", ("consume", "--only", "dispatch"), others, ("dispatch",))
-            for n in range(2, settings.up.dispatchers + 1)
-        ),
-    ]
+    parts = up_parts(settings)
     _cluster_or_stop(settings)
     claim(settings)  # a cluster's data from now on: the demo no longer removes this data directory
     stop = stop_on_signals()  # before the services start, so a SIGTERM meanwhile stops them cleanly
@@ -134,6 +117,38 @@ async def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
                 for name, args, more, identities in parts
             ]
             return await supervise(children, env, stop, settings.up, metrics)
+
+
+Part = tuple[str, tuple[str, ...], dict[str, str], tuple[str, ...]]
+"""One part of ``up``: its name, its command line, its environment, the NATS identities it uses."""
+
+
+def up_parts(settings: Settings) -> list[Part]:
+    """The parts of ``up``, in the order they start (:func:`~controller.cli.supervisor.supervise`:
+    the parts after the API once it answers). The process of the roles on a failure's path
+    (history, rules) starts first, beside the API: its imports and the rules' warm start are the
+    longest wait of a restart before a failure is readable (``benchmarks/README.md``, "``up``'s
+    start, phase by phase"), and it is no relist of the cluster to slow the API's answer (the
+    watchers start once the API answers)."""
+    roles = [name for name in CONSUMERS if name != "k8s-events" or settings.actions.emit_k8s_events]
+    others = {"MPIJC_METRICS__PORT": "0"}  # one process serves the fixed metrics port: the API
+    failure_path, background = (
+        tuple(role for role in roles if (role in FAILURE_PATH) == on_path) for on_path in (True, False)
+    )
+
+    def consume(group: tuple[str, ...]) -> Part:
+        return ("+".join(group), ("consume", *(a for role in group for a in ("--only", role))), others, group)
+
+    return [
+        consume(failure_path),  # beside the API, not after it
+        ("api", ("api",), {}, ("api",)),  # reads are answered while the others start (.supervisor)
+        ("watchers", ("watch",), others, ("watchers",)),
+        *((consume(background),) if background else ()),
+        *(  # more dispatchers use more cores (MPIJC_UP__DISPATCHERS): they share the outbox by leased claims
+            (f"dispatch-{n}", ("consume", "--only", "dispatch"), others, ("dispatch",))
+            for n in range(2, settings.up.dispatchers + 1)
+        ),
+    ]
 
 
 FAILURE_PATH = frozenset({"watchers", "rules", "history", "api"})
@@ -173,12 +188,20 @@ async def cmd_watch(settings: Settings, _: argparse.Namespace) -> int:
 
 async def cmd_consume(settings: Settings, args: argparse.Namespace) -> int:
     from controller.cli.runtime import metrics_server, run_consumers, runtime, stop_on_signals
+    from controller.contract.phases import process_age
 
     only: Sequence[str] = args.only or ()
     # on the embedded NATS the roles connect as their own identities; this connection only
     # checks the streams, as the one role's identity when there is one
     identity = only[0] if len(only) == 1 else "admin"
+    entered = process_age()  # the interpreter, the CLI's imports and the settings
     async with runtime(settings, "mpijc-consumers", identity=identity) as rt, metrics_server(rt):
+        logging.getLogger(__name__).info(
+            "consume %s: command entered at +%.3fs of the process, database and bus reached at +%.3fs",
+            ", ".join(only) or "every role",
+            entered,
+            process_age(),
+        )
         await run_consumers(rt, stop_on_signals(), only=only)
     return 0
 

@@ -21,15 +21,17 @@ a row failed at once, so the cause is in the log and the part comes back on its 
 cause is fixed. Every restart counts in ``mpijc_up_restarts_total{part}`` (a part of several
 roles is named by them: ``history+rules``), served by ``up`` on ``MPIJC_METRICS__UP_PORT``.
 
-The API is started first and the other parts once it answers (:attr:`Child.serves`): a
-restart on a small machine answers reads in about the time one process takes to start, not
-the time all take to start together (the watchers started beside the API made its answer
-wait two to three times as long on a loaded 2-core box: ``benchmarks/README.md``, "``up`` as
-users run it"). The process of the roles off a failure's path to the API (audit, notify,
-dispatch, k8s-events) runs at a lower CPU priority (:attr:`Child.nice`, :data:`BACKGROUND_NICE`):
-when the parts compete for the CPU — a start, a restart's relist and warm starts on a small
-machine — the watchers, rules, history and API get it first, and on an idle machine nothing
-changes.
+The API is started first, beside it only the process of history and rules, and the other parts
+once it answers (:attr:`Child.serves`): a restart on a small machine answers reads in about the
+time one process takes to start, not the time all take to start together (the watchers started
+beside the API made its answer wait two to three times as long on a loaded 2-core box:
+``benchmarks/README.md``, "``up`` as users run it"), and history and rules, the last part a
+failure waits for, do not wait for the API's answer before their imports and warm start
+(``benchmarks/README.md``, "``up``'s start, phase by phase"). The process of the roles off a
+failure's path to the API (audit, notify, dispatch, k8s-events) runs at a lower CPU priority
+(:attr:`Child.nice`, :data:`BACKGROUND_NICE`): when the parts compete for the CPU — a start, a
+restart's relist and warm starts on a small machine — the watchers, rules, history and API get
+it first, and on an idle machine nothing changes.
 
 SIGINT/SIGTERM stops them all: SIGTERM, then SIGKILL after ``MPIJC_UP__STOP_GRACE_S``; ``up``
 then exits 0. Children are asked by the kernel to stop if ``up`` dies without a chance to stop

@@ -12,5 +12,6 @@ database, web or Kubernetes client.
 - settings and policy: ``settings``, ``thresholds``, ``access`` (who a caller is),
   ``egress`` (the SSRF guard), ``credentials`` (CA files and token files of outbound clients),
   ``redaction``;
-- mechanics every room uses: ``clock``, ``backoff``, ``cancelling``, ``errors``.
+- mechanics every room uses: ``clock``, ``backoff``, ``cancelling``, ``errors``, ``phases``
+  (where a start's time goes, in its log line).
 """

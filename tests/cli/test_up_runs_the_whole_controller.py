@@ -138,7 +138,7 @@ def alive(pids: Iterable[int]) -> list[int]:
 
 
 async def started_children(process: subprocess.Popen[bytes], count: int) -> dict[int, str]:
-    """Once ``up`` runs ``count`` children (it starts the API first, the others once it answers)."""
+    """Once ``up`` runs ``count`` children (history+rules and the API first, the others once it answers)."""
 
     def started() -> bool:
         assert process.poll() is None, "up exited early"
@@ -157,7 +157,7 @@ async def test_up_runs_the_consumer_roles_in_two_processes_and_each_other_part_i
         children = children_of(up.process.pid)
         return sorted(cmd.split("controller.cli ", 1)[1].strip() for cmd in children.values())
 
-    # the parts start one after another (the API first) and one may be restarting: wait for the set
+    # the parts start one after another (history+rules and the API first) and one may be restarting: wait for the set
     await until(lambda: commands() == expected, STARTUP_S, what=commands, interval_s=0.1)
     await asyncio.sleep(1)
     assert commands() == expected  # and they stay

@@ -16,6 +16,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from consumers.rules import RulesService, WarmStart
+from controller.contract.phases import Phases
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
 from tests.rules.replicas import replica, running
@@ -31,9 +32,11 @@ async def test_partitions_warming_up_longer_than_their_lease_are_kept(
     settings.consumer.rules_lease_ttl_s = 1.5  # renewed every 0.5 s
     warm_start = RulesService.warm_start
 
-    async def slow(self: RulesService, live_after: int | None = None) -> WarmStart:
+    async def slow(
+        self: RulesService, live_after: int | None = None, phases: Phases | None = None
+    ) -> WarmStart:
         await asyncio.sleep(3.0)  # twice the lease
-        return await warm_start(self, live_after=live_after)
+        return await warm_start(self, live_after=live_after, phases=phases)
 
     monkeypatch.setattr(RulesService, "warm_start", slow)
     rules = replica(settings, topology, nats_client, "slow")
@@ -59,9 +62,11 @@ async def test_a_renewal_under_way_when_the_warm_start_ends_is_not_lost(
     applied, all_warm, answered = asyncio.Event(), asyncio.Event(), asyncio.Event()
     warmed: list[WarmStart] = []
 
-    async def warming(self: RulesService, live_after: int | None = None) -> WarmStart:
+    async def warming(
+        self: RulesService, live_after: int | None = None, phases: Phases | None = None
+    ) -> WarmStart:
         await applied.wait()  # ends right after a renewal reached the server
-        warmed.append(await warm_start(self, live_after=live_after))
+        warmed.append(await warm_start(self, live_after=live_after, phases=phases))
         if len(warmed) == settings.consumer.rules_partitions:
             all_warm.set()
         return warmed[-1]
