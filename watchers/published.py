@@ -204,7 +204,7 @@ class PublishedVersions:
                 identities[key] = identity
             elif key.partition(".")[0] in _IDENTITIES:
                 self._legacy.add(key)
-        await self._bucket.forget(gone)
+        self._bucket.forget_read(gone)  # in the background: the load waits for no purge
         if self._legacy:
             recovered = await self._recover_jobs(identities)
             log.info(

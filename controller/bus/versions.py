@@ -90,6 +90,7 @@ class PublishedBucket:
         self._gone: list[tuple[str, bytes]] = []
         """Keys of deleted objects (and their last values), to be purged from the bucket."""
         self._forgetting: asyncio.Task[None] | None = None
+        self._purging: set[asyncio.Task[None]] = set()
 
     async def read(self, settings: NatsSettings) -> list[tuple[str, str, bool]]:
         """Create the bucket if needed and read it whole: ``(key, value, deleted)`` of every key
@@ -160,6 +161,15 @@ class PublishedBucket:
         self._gone.extend(gone)
         if self._gone and (self._forgetting is None or self._forgetting.done()):
             self._forgetting = asyncio.create_task(self._forget_gone())
+
+    def forget_read(self, keys: list[str]) -> None:
+        """Purge ``keys``, read from the bucket (so stored already), in the background: one purge
+        request per key, thousands after a day of deleted runs, had held a restart's load (and the
+        watcher's first publish) back for half a minute when the server was slow to answer them."""
+        if keys:
+            task = asyncio.create_task(self.forget(keys))
+            self._purging.add(task)
+            task.add_done_callback(self._purging.discard)
 
     async def _forget_gone(self) -> None:
         """Purge the keys of deleted objects until none is left to purge.

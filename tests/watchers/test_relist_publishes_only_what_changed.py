@@ -146,4 +146,36 @@ async def test_deleted_objects_leave_the_bucket(
     await kv.put("pod.removed-long-ago", b"42:MODIFIED")
     await kv.delete("pod.removed-long-ago")
     assert await PublishedVersions(nats_client, topology).load(settings.nats) == len(left)
-    assert await object_keys(js, topology.bucket(BUCKET), POSITIONS) == left
+    await until(only_what_exists, 10, lambda: "the keys of deleted objects were never purged")
+
+
+async def test_a_load_waits_for_no_purge_of_deleted_objects(
+    settings: Settings, topology: Topology, js: JetStreamContext, nats_client: NATS
+) -> None:
+    """The keys of objects deleted while no watcher ran are purged beside the load, not before it
+    ends: one purge request each, thousands of them held a restart's first publish back."""
+    await ensure_streams(js, topology, settings.nats)
+    versions = PublishedVersions(nats_client, topology)
+    await versions.load(settings.nats)  # the bucket created
+    kv = await js.key_value(topology.bucket(BUCKET))
+    await kv.put("pod.kept", b"7:MODIFIED")
+    for i in range(20):
+        await kv.put(f"pod.deleted-{i}", b"40:DELETED")
+    release, purging = asyncio.Event(), asyncio.Event()
+    purge = versions._bucket.forget
+
+    async def slow_purge(keys: list[str]) -> None:  # a server slow to answer each purge
+        purging.set()
+        await release.wait()
+        await purge(keys)
+
+    versions._bucket.forget = slow_purge  # type: ignore[method-assign]
+    assert await asyncio.wait_for(versions.load(settings.nats), 10) == 1
+    await asyncio.wait_for(purging.wait(), 10)  # the purge was asked for, and the load did not wait
+    assert len(await object_keys(js, topology.bucket(BUCKET), POSITIONS)) == 21
+    release.set()
+
+    async def purged() -> bool:
+        return await object_keys(js, topology.bucket(BUCKET), POSITIONS) == {"pod.kept"}
+
+    await until(purged, 10, lambda: "the keys of deleted objects were never purged")
