@@ -50,7 +50,7 @@ from watchers.positions import WatchPositions, position_name
 from watchers.published import VersionedPublisher, versioned
 from watchers.recording import object_kind, write_record
 from watchers.sharing import SharedFollower
-from watchers.tails import LogTails, PodHandover, Tails
+from watchers.tails import READ_THREADS, LogTails, PodHandover, Tails
 from watchers.usage import reading_usage
 from watchers.watching import ChangeSink, Listed, WatchChange, watch_resource
 
@@ -60,9 +60,9 @@ is taken whole and its watch starts at once (an OOM kill during the relist is se
 after it is published); bounded so that a long NATS outage stops the watches instead of
 exhausting memory."""
 
-TAIL_READS_IN_FLIGHT = 16
-"""Log tails read side by side, each for another pod (the threads of the default executor bound
-it further)."""
+TAIL_READS_IN_FLIGHT = READ_THREADS
+"""Log tails read side by side, each for another pod, one a thread of their own
+(:data:`watchers.tails.READ_THREADS`)."""
 
 POSITIONS_SAVE_S = 1.0
 """How often, at most, the watches' positions are stored (a plain publish per watch that moved)."""

@@ -20,14 +20,23 @@ answered (one node's kubelet unreachable fails only its pods' reads) ends that. 
 :class:`PodHandover` reads the tails of several pods side by side (a job whose sixteen workers
 fail together costs one read's time, not sixteen), while each pod's changes still go on in the
 order they were watched.
+
+The reads run in threads of their own (``READ_THREADS``), not in the event loop's default
+executor: that one (``min(32, cores + 4)`` threads, 6 on two cores) also reads every watch's
+list page by page, holding a thread for a whole list, and a restart lists a dozen resources
+beside their resumed watches at once; a failure's tail queued behind them, and its pod behind it,
+until those lists ended (issue 40: the kills after a restart reached the bus with the end of the
+17,000 pods' list).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,6 +50,9 @@ from watchers.normalizing import error_terminated
 __all__ = ["LateTails", "LogTails", "PodHandover", "TailReader", "Tails"]
 
 log = logging.getLogger(__name__)
+
+READ_THREADS = 16
+"""Threads reading log tails (:class:`PodHandover` has as many reads in flight in the watcher)."""
 
 Tails = dict[str, tuple[str, ...]]
 """Log tail lines by container name."""
@@ -99,6 +111,8 @@ class LogTails:
         self._retrying: dict[str, _Retry] = {}
         self._struggling = False
         """The last read was refused as unavailable."""
+        self._threads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="log-tail")
+        """The reads' own threads (see the module): started as reads need them."""
 
     @property
     def retrying(self) -> int:
@@ -159,6 +173,7 @@ class LogTails:
         await cancel_and_wait(tasks)
         await asyncio.gather(*tasks, return_exceptions=True)
         self._retrying.clear()
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
     # -- in the background ----------------------------------------------------------------------
 
@@ -229,13 +244,16 @@ class LogTails:
     async def _read(self, pod: Mapping[str, Any], container: str) -> tuple[str, ...]:
         meta = pod.get("metadata") or {}
         try:
-            lines = await asyncio.to_thread(
-                self._gateway.read_log_tail,
-                str(meta.get("namespace")),
-                str(meta.get("name")),
-                container,
-                self._settings.log_tail_lines,
-                self._settings.log_tail_bytes,
+            lines = await asyncio.get_running_loop().run_in_executor(
+                self._threads,
+                functools.partial(
+                    self._gateway.read_log_tail,
+                    str(meta.get("namespace")),
+                    str(meta.get("name")),
+                    container,
+                    self._settings.log_tail_lines,
+                    self._settings.log_tail_bytes,
+                ),
             )
         except APIUnavailableError:
             self._struggling = True
