@@ -18,6 +18,7 @@ import pytest
 
 from controller.contract.findings import RuleId
 from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, stays_quiet
+from tests.rules.corpus_score import TEXT_RULES
 
 # id: (rule, (text, what the root cause says, what a step of the remediation says, the replay's stack))
 
@@ -2320,17 +2321,7 @@ def test_every_catalog_row_is_told_apart() -> None:
     """The rows cover every rule the catalogs reach, each row under one id."""
     rules = {rule for table in _LIBRARIES.values() for rule, _ in table.values()}
     rules |= {row[0] for row in _KUBERNETES.values()}
-    assert rules == {
-        "oom",
-        "gpu-oom",
-        "gpu-error",
-        "segfault",
-        "disk-full",
-        "quota",
-        "rendezvous",
-        "mpi-comm",
-        "mpi-abort",
-    }
+    assert rules == set(TEXT_RULES)
 
 
 # the same catalogs' lines that report no failure: INFO, a retry, a warning the run goes on after, advice
