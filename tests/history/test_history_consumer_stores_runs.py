@@ -85,8 +85,12 @@ async def test_redelivered_batches_write_nothing_twice(stage: Stage) -> None:
             subjects=[stage.topology.wildcard("jobs")],
             duplicate_window=0.1,
         )
-        await asyncio.sleep(0.2)
-        again = await stage.feed(story)
+        again = 0
+        for _ in range(100):  # the server forgets the ids on its own timer once the window is over
+            await asyncio.sleep(0.1)
+            again += await stage.feed(story)  # what it still remembers is refused again, harmlessly
+            if again >= len(story):
+                break
         await stage.consumed()
     assert again == len(story)
     assert await counts(stage.engine) == before
