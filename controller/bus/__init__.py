@@ -4,8 +4,9 @@ Roles name the client's types from ``client`` and reach the bus through these mo
 
 - connecting and declaring: ``streams`` (connect, declare and align streams and durables),
   ``server`` and ``serverconfig`` (the nats-server program and its configuration file);
-- writing: ``publishing`` (deduplicated, retried publishes), ``logstore`` and ``logshares``
-  (the ``LOGS`` stream as a store of followed lines, each namespace's share of it);
+- writing: ``publishing`` (deduplicated, retried publishes), ``handing`` (a batch's publishes or
+  acks handed to the client in one write), ``logstore`` and ``logshares`` (the ``LOGS`` stream as
+  a store of followed lines, each namespace's share of it);
 - reading: ``consuming`` (durable batch consumers), ``pulling`` (their pull requests),
   ``settling`` (ack, retry, dead-letter), ``reading`` (a stream read without acks),
   ``listening`` (a core subscription, messages parsed as bus events), ``backlog`` (streams'

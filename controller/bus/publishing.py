@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
@@ -34,6 +33,7 @@ from nats.js.api import PubAck
 from nats.js.errors import APIError, NoStreamResponseError
 from pydantic_core import from_json
 
+from controller.bus.handing import hand_over, sendable, takes_at_once
 from controller.contract import audit, events, findings
 from controller.contract.audit import AuditRecord
 from controller.contract.backoff import Backoff
@@ -140,7 +140,8 @@ class _Acks:
             commands = _commands(self._nc, messages, reply)
             if commands is not None:
                 try:
-                    await self._hand_over(commands, messages)
+                    payload = sum(len(message.payload) for message in messages)
+                    await hand_over(self._nc, commands, len(messages), payload)
                 except Exception as exc:  # not handed to the client: none is sent (a retry repeats their ids)
                     batch.refuse(0, exc)
             for index, message in enumerate(messages if commands is None else ()):
@@ -157,16 +158,6 @@ class _Acks:
             del self._batches[number]
         return batch.outcomes(ack_timeout_s)
 
-    async def _hand_over(self, commands: bytes, messages: Sequence[Outgoing]) -> None:
-        """Give the client ``commands`` (:func:`_commands` of ``messages``) as its own publishes
-        of them would have: pending, counted, and the flusher asked to write them."""
-        nc = self._nc
-        nc.stats["out_msgs"] += len(messages)
-        nc.stats["out_bytes"] += sum(len(message.payload) for message in messages)
-        await nc._send_command(commands)
-        if nc._flush_queue is not None and nc._flush_queue.empty():
-            await nc._flush_pending()
-
     async def _subscribe(self) -> None:
         async with self._subscribing:
             if not self._subscribed:
@@ -180,7 +171,6 @@ class _Acks:
             batch.settle(int(index), _outcome(msg))
 
 
-_SPACE = re.compile(r"\s")
 _HEADERS_START = b"NATS/1.0\r\n"
 
 
@@ -192,14 +182,10 @@ def _commands(nc: NATS, messages: Sequence[Outgoing], reply: str) -> bytes | Non
     them: not connected (it buffers, or refuses), draining, a payload over its limit, or a
     subject or id with a space or line break (which it refuses or rewrites); those are
     published one by one as before."""
-    if not nc.is_connected or nc.is_draining_pubs:
+    if not takes_at_once(nc) or any(len(message.payload) > nc._max_payload for message in messages):
         return None
-    limit = nc._max_payload
-    if any(len(message.payload) > limit for message in messages):
-        return None
-    texts = [(message.subject, message.msg_id or "") for message in messages]
-    if _SPACE.search("".join(subject + msg_id for subject, msg_id in texts)) or not all(
-        subject for subject, _ in texts
+    if not sendable(message.subject for message in messages) or not sendable(
+        message.msg_id for message in messages if message.msg_id
     ):
         return None
     parts: list[bytes] = []

@@ -15,7 +15,6 @@ a decoder and an apply function; the mapping from failure kind to ack action liv
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from controller.bus.handing import hand_over, sendable, takes_at_once
 from controller.bus.publishing import PUBLISH_RETRY_S, Outgoing, publish_stored
 from controller.contract.errors import RetryableError
 from controller.contract.events import DeadLetter
@@ -175,37 +175,29 @@ def lane_config(settings: ConsumerSettings, subject: str) -> ConsumerConfig:
     )
 
 
-_WHITESPACE = re.compile(r"\s")
-
-
 async def ack_all(msgs: Sequence[Msg]) -> None:
     """Acknowledge each of ``msgs``, one ``+ACK`` each as :meth:`Msg.ack` sends it (never an
     ``AckAll``: replicas sharing a durable hold each other's messages), handed to the client in
     one write instead of one publish per message (its checks, its command and its flush request:
-    about 1.5 µs a message, a batch's 500 of them per commit). Where one is not a JetStream
-    message or is acknowledged already, the client would not take them at once (closed,
-    draining, reconnecting: it buffers or refuses each) or a reply subject is not one it would
-    send, each goes through :meth:`Msg.ack` as before, which acknowledges or raises as it did."""
+    about 1.5 µs a message, a batch's 500 of them per commit; :mod:`controller.bus.handing`).
+    Where one is not a JetStream message or is acknowledged already, the client would not take
+    them at once (closed, draining, reconnecting: it buffers or refuses each) or a reply subject
+    is not one it would send, each goes through :meth:`Msg.ack` as before, which acknowledges or
+    raises as it did."""
     if not msgs:
         return
     nc = msgs[0]._client
     replies = [msg.reply for msg in msgs]
     if (
-        not all(replies)  # not JetStream's
+        not sendable(replies)  # not JetStream's, or not sent as it is
         or any(msg._ackd for msg in msgs)
-        or not nc.is_connected
-        or nc.is_draining_pubs
+        or not takes_at_once(nc)
         or any(msg._client is not nc for msg in msgs)
-        or _WHITESPACE.search("".join(replies))
     ):
         for msg in msgs:
             await msg.ack()
         return
     # nats-py's own PUB command for an empty payload and no reply subject (protocol.command.pub_cmd)
-    command = "".join([f"PUB {reply}  0\r\n\r\n" for reply in replies]).encode()
-    nc.stats["out_msgs"] += len(msgs)
-    await nc._send_command(command)
-    if nc._flush_queue is not None and nc._flush_queue.empty():
-        await nc._flush_pending()
+    await hand_over(nc, "".join([f"PUB {reply}  0\r\n\r\n" for reply in replies]).encode(), len(msgs), 0)
     for msg in msgs:
         msg._ackd = True
