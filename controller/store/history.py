@@ -197,52 +197,47 @@ def _pod_state_row(event: PodObserved, containers: str) -> Row:
     }
 
 
+def _first(key: str, seen: set[str]) -> bool:
+    """Whether ``key`` is new to the batch's timeline keys ``seen`` (which it joins): of one key,
+    :func:`_unique_timeline` keeps the batch's first row, so a later one need not be built."""
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
+
+
 def _container_timeline(event: PodObserved, container: ContainerState, seen: set[str]) -> Row | None:
     key = f"pod:{event.uid}:{container.name}:{container.restart_count}"
     if container.state == "terminated":
         key = f"{key}:terminated"
-        if key in seen:
+        if not _first(key, seen):
             return None
-        seen.add(key)
+        who = f"{_pod_label(event)} container {container.name}"
         how = container.reason or "terminated"
         code = f" (exit {container.exit_code})" if container.exit_code is not None else ""
-        return _timeline(
-            event.job.uid,
-            container.finished_at or event.observed_at,
-            "pod",
-            f"{_pod_label(event)} container {container.name} terminated: {how}{code}",
-            container,
-            key,
-        )
+        at = container.finished_at or event.observed_at
+        return _timeline(event.job.uid, at, "pod", f"{who} terminated: {how}{code}", container, key)
     if container.state == "waiting" and container.reason not in {
         None,
         "ContainerCreating",
         "PodInitializing",
     }:
         key = f"{key}:waiting:{container.reason}"
-        if key in seen:
+        if not _first(key, seen):
             return None
-        seen.add(key)
+        who = f"{_pod_label(event)} container {container.name}"
         return _timeline(
-            event.job.uid,
-            event.observed_at,
-            "pod",
-            f"{_pod_label(event)} container {container.name} waiting: {container.reason}",
-            container,
-            key,
+            event.job.uid, event.observed_at, "pod", f"{who} waiting: {container.reason}", container, key
         )
     return None
 
 
 def _pod_timeline(event: PodObserved, seen: set[str]) -> list[Row]:
-    """The timeline rows of a pod observation whose keys are not in ``seen`` (the keys of the
-    batch so far, to which theirs are added): of one key, :func:`_unique_timeline` keeps the
-    batch's first row, so the later ones (most of a pod's observations: its phase unchanged)
-    are not built."""
+    """The timeline rows of a pod observation whose keys are new to the batch (:func:`_first`:
+    most of a pod's observations leave its phase unchanged, and their rows are not built)."""
     rows: list[Row] = []
     key = f"pod:{event.uid}:phase:{event.phase}"
-    if key not in seen:
-        seen.add(key)
+    if _first(key, seen):
         where = f" on {event.node}" if event.node else ""
         reason = f" ({event.reason})" if event.reason else ""
         rows.append(
@@ -256,8 +251,7 @@ def _pod_timeline(event: PodObserved, seen: set[str]) -> list[Row]:
             )
         )
     key = f"pod:{event.uid}:deleted"
-    if event.change == "DELETED" and key not in seen:
-        seen.add(key)
+    if event.change == "DELETED" and _first(key, seen):
         rows.append(
             _timeline(
                 event.job.uid,
