@@ -308,6 +308,20 @@ def wordings(tables: Mapping[RuleId, Mapping[str, Wording]]) -> list[pytest.Para
     ]
 
 
+Catalog = Mapping[str, tuple[RuleId, Wording]]
+"""A library's own messages: by key, the rule each is and its :data:`Wording`."""
+
+
+def catalog_rows(catalogs: Mapping[str, Catalog]) -> list[pytest.ParameterSet]:
+    """One test case per message of each library's catalog, named ``<library>-<key>``: the
+    arguments of :data:`WORDING_ARGS`, for :func:`fires_saying`."""
+    return [
+        pytest.param(rule, *row, id=f"{library}-{key}")
+        for library, catalog in catalogs.items()
+        for key, (rule, row) in catalog.items()
+    ]
+
+
 def stays_quiet(text: str, *, stack: str = "other") -> None:
     """``text`` fires nothing in a run that succeeds, and only the catch-all in one that fails."""
     assert replayed(text, None, stack=stack, succeed=True).rules == set()

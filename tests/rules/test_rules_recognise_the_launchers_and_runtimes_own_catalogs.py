@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, stays_quiet
+from tests.rules.corpus_replay import WORDING_ARGS, Wording, catalog_rows, fires_saying, stays_quiet
 
 # name: (rule, (text, what the root cause says, what a step of the remediation says, the replay's stack))
 
@@ -1337,15 +1337,7 @@ _SOURCES: dict[str, dict[str, tuple[RuleId, Wording]]] = {
 }
 
 
-def _catalog_rows() -> list[pytest.ParameterSet]:
-    return [
-        pytest.param(rule, *row, id=f"{source}-{key}")
-        for source, table in _SOURCES.items()
-        for key, (rule, row) in table.items()
-    ]
-
-
-@pytest.mark.parametrize(WORDING_ARGS, _catalog_rows())
+@pytest.mark.parametrize(WORDING_ARGS, catalog_rows(_SOURCES))
 def test_a_launchers_or_runtimes_own_message_is_its_familys_with_its_words(
     rule: RuleId, text: str, said: str, step: str, stack: str
 ) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from controller.contract.findings import RuleId
-from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, stays_quiet
+from tests.rules.corpus_replay import WORDING_ARGS, Wording, catalog_rows, fires_saying, stays_quiet
 from tests.rules.corpus_score import TEXT_RULES
 
 # id: (rule, (text, what the root cause says, what a step of the remediation says, the replay's stack))
@@ -2292,15 +2292,7 @@ _LIBRARIES: dict[str, dict[str, tuple[RuleId, Wording]]] = {
 }
 
 
-def _catalog_rows() -> list[pytest.ParameterSet]:
-    return [
-        pytest.param(rule, *row, id=f"{library}-{key}")
-        for library, table in _LIBRARIES.items()
-        for key, (rule, row) in table.items()
-    ]
-
-
-@pytest.mark.parametrize(WORDING_ARGS, _catalog_rows())
+@pytest.mark.parametrize(WORDING_ARGS, catalog_rows(_LIBRARIES))
 def test_a_librarys_own_message_is_its_familys_with_its_words(
     rule: RuleId, text: str, said: str, step: str, stack: str
 ) -> None:
