@@ -78,9 +78,10 @@ def _scan(tail: tuple[str, ...], family: tuple[Signature, ...]) -> tuple[Hit, ..
     found: list[Hit] = []
     lines = bounded(tail)
     for i, line in enumerate(lines):
+        whole = _wrapped(lines, i)  # once per line, not once per signature that missed it
         for signature in family:
             text, match = line, signature.pattern.search(line)
-            if match is None and (whole := _wrapped(lines, i)) is not None:
+            if match is None and whole is not None:
                 # a message a console wrapped at its width, read whole: only a match across the break counts
                 across = signature.pattern.search(whole)
                 if across is not None and across.end() > len(line):
