@@ -290,20 +290,19 @@ class RuleEngine:
         # Only the (run, rule) pairs with a finding held or on the bus can change. An id is a
         # uuid5 of the pair, and computing it for every rule of every run held was most of a
         # warm start's reconcile (600 runs x the catalog): the bus's findings are found by their
-        # run and rule instead, each id checked against them.
-        listed: dict[str, set[RuleId]] = {}
+        # run and rule instead, each id checked against them once.
+        listed: dict[str, dict[RuleId, Finding]] = {}
         for key, finding in published.items():
             if finding_id(finding.job.uid, finding.rule) == key:
-                listed.setdefault(finding.job.uid, set()).add(finding.rule)
+                listed.setdefault(finding.job.uid, {})[finding.rule] = finding
         for run in self._runs.values():
-            uid = run.state.ref.uid
-            of_run = listed.get(uid, set())
+            of_run = listed.get(run.state.ref.uid, {})
             if not run.firing and not of_run:
                 continue
             for rule in self._rules:
                 if rule.id not in of_run and rule.id not in run.firing:
                     continue
-                last = published.get(finding_id(uid, rule.id)) if rule.id in of_run else None
+                last = of_run.get(rule.id)
                 if last is not None and last.revision > run.revisions.get(rule.id, 0):
                     run.revisions[rule.id] = last.revision
                 current = run.firing.get(rule.id)
