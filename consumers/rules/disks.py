@@ -68,7 +68,8 @@ the volume manager's ``MountVolume.SetUp failed``."""
 
 
 EPHEMERAL_EVICTION = re.compile(
-    r"The node was low on resource: (?P<node>ephemeral-storage|inodes)\b"
+    # (nodefs: the kubelet's name for the node's root filesystem before ephemeral-storage)
+    r"The node was low on resource: (?P<node>ephemeral-storage|inodes|nodefs)\b"
     r"|Pod ephemeral local storage usage exceeds the total limit of containers (?P<pod>[\w.]{1,20})"
     r"|Container (?P<container>[\w.-]{1,253}) exceeded its local ephemeral storage limit "
     r"\\?\"?(?P<limit>[\w.]{1,20})"
@@ -295,10 +296,17 @@ _SHM_STEPS = (
     "Or pass fewer or smaller batches through it: lower DataLoader num_workers / prefetch_factor.",
 )
 
+_AZUREML_DISK_STEPS = (
+    "Azure ML: the job's data and outputs filled the compute node's local disk; read inputs as a mounted "
+    "datastore (ro_mount) instead of a download, write outputs and checkpoints to a mounted output "
+    "(rw_mount) rather than the node's disk, and delete what the job no longer needs as it runs.",
+    "Or run on a VM size with a larger temporary disk (its SKU's temp storage).",
+)
 _OWN_STEPS: dict[str, tuple[str, ...]] = {
     "image-gc": (*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS),
     "sqlite-full": _SQLITE_STEPS,
     "evicted-storage-limit": _EPHEMERAL_STEPS,
+    "azureml-disk": _AZUREML_DISK_STEPS,
 }
 """The steps of a writer with its own remedy, instead of the rule's general ones."""
 

@@ -127,6 +127,8 @@ LIBRARIES: tuple[Library, ...] = (
             r"|Finalize|Progress)"
             r"\w{0,20}|ncclProxy\w{0,30}|bootstrap(?:Net|Root|Connect|Accept)\w{0,20}"
             r"|^Last error:|Proxy Call to rank \d"
+            # PyTorch's ProcessGroupNCCL naming its communicator (``NCCL communicator was aborted on rank 2``)
+            r"|\bNCCL communicator\b"
             # its socket address, a host with its port in angle brackets (``Connect to 10.1.2.3<47713>
             # failed : …``, ``ncclSocketToString``), however the line is prefixed
             r"|\b(?:[Cc]onnect|[Aa]ccept|[Ss]end|[Rr]ecv) (?:to|from) \[?[\w.:-]{1,120}\]?<\d{1,5}> failed\b"
@@ -218,7 +220,11 @@ LIBRARIES: tuple[Library, ...] = (
         "GASNet (the communication layer of Chapel, UPC++ and Legion)",
         # its fatal error's prefix and a conduit's functions and sources (``*** FATAL ERROR (proc 0): in
         # gasnetc_ofi_init() at …/ofi-conduit/gasnet_ofi.c:NN: …``)
-        re.compile(r"\bgasnetc?_\w{1,40}|\b\w{2,10}-conduit/|\*\*\* FATAL ERROR \(proc \d{1,7}\)|GASNet\b"),
+        # (``*** GASNET ERROR(Node 1): …`` from its udp-conduit's spawner)
+        re.compile(
+            r"\bgasnetc?_\w{1,40}|\b\w{2,10}-conduit/|\*\*\* FATAL ERROR \(proc \d{1,7}\)|GASNet\b"
+            r"|\*\*\* GASNET ERROR\b"
+        ),
     ),
     Library(
         "shmem",
@@ -309,7 +315,7 @@ LIBRARIES: tuple[Library, ...] = (
         "ompi",
         "Open MPI",
         re.compile(
-            r"mpirun\b|ORTE\b|orted\b|mca_\w{1,60}|Open MPI|opal_\w{1,40}|ompi_\w{1,40}"
+            r"mpirun\b|ORTE\b|\borted\b|mca_\w{1,60}|Open MPI|opal_\w{1,40}|ompi_\w{1,40}"
             r"|(?:ORTE|OPAL|OMPI)_ERROR_LOG\b|OpenFabrics \(openib\)|btl_openib\w{0,40}"
             # its help text on a peer lost, opening without its dashed lines (its PML / BTL's words)
             r"|\bAn MPI communication peer process\b"
@@ -1194,6 +1200,8 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "other's device memory (separate containers without hostIPC, or GPUs not visible to both)",
     ("mpich", "resource"): "MPI_Init failed in the MPICH-family library (MPICH, MVAPICH2): its channel to "
     "the other ranks (the PMI process manager or the network device) could not be set up",
+    ("nccl", "aborted"): "PyTorch tore down NCCL's communicator after a collective on it failed or timed "
+    "out (its watchdog's abort): a peer rank died, hung or lost its network path first",
     ("xgboost", "aborted"): "XGBoost's collective (rabit) failed an allreduce: a worker died or its "
     "connection to the others broke (the tracker's log names the worker)",
     ("ompi-ofi", "completion"): "Open MPI's OFI MTL got an error completing a transfer through libfabric "

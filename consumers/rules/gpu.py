@@ -83,6 +83,20 @@ _KERNEL_STEPS = (
 )
 
 _OWN_STEPS: dict[str, str] = {
+    "cudnn-execution": "cuDNN: rerun with CUDA_LAUNCH_BLOCKING=1 so the kernel that failed is the one that "
+    "reports (an earlier kernel's fault often surfaces at the next cuDNN call), and try without the "
+    "autotuned algorithm (torch.backends.cudnn.benchmark=False, TF_CUDNN_USE_AUTOTUNE=0); check that the "
+    "cuDNN the program loads matches its CUDA and the node's driver.",
+    "no-accelerator": "No accelerator visible: check the pod asked for one (amd.com/gpu, habana.ai/gaudi "
+    "in its limits) and got it (rocm-smi / hl-smi in the pod), that HIP_VISIBLE_DEVICES / "
+    "HABANA_VISIBLE_DEVICES is not empty or wrong, and that the node's driver sees the device (dmesg on "
+    "the node).",
+    "driver-too-old": "Driver: nvidia-smi on the node shows the driver's CUDA version; run an image built "
+    "for a CUDA no newer than that (or with the CUDA forward-compatibility package), or move the job to a "
+    "node pool with a newer driver.",
+    "no-kernel-image": "Architecture: the build's targets (TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH, nvcc's "
+    "-gencode, a wheel's CUDA or ROCm variant) must include this GPU's (nvidia-smi --query-gpu=compute_cap, "
+    "rocminfo | grep gfx); rebuild the extension or install the wheel made for it.",
     "cublas-execution": "cuBLAS: rerun with CUDA_LAUNCH_BLOCKING=1 so the kernel that failed reports at its "
     "own call (an earlier kernel's fault often surfaces at the next cuBLAS call); check the shapes and "
     "leading dimensions (lda, ldb, ldc) the GEMM is given, and that the cuBLAS the program loads was built "

@@ -48,10 +48,12 @@ from consumers.rules.tails import (
     CAFFE_OOM,
     CUPY_OOM,
     FRACTION_OOM,
+    LEVEL_ZERO_OOM,
     MIOPEN_OOM,
     MPS_OOM,
     PADDLE_BADALLOC_OOM,
     ROCCLR_OOM,
+    TF_INIT_OOM,
     THEANO_OOM,
     VULKAN_OOM,
     GpuOom,
@@ -162,6 +164,7 @@ def _in_a_cgroup(hit: Hit) -> bool:
         "listed-oomkilled-row",
         "containerd-oom",
         "spark-k8s-oom",
+        "batch-oom",
     ) or (hit.name == "trace" and "mem_cgroup" in hit.line)
 
 
@@ -222,6 +225,8 @@ MEMORY_EVICTION = re.compile(
     r"The node was low on resource: memory\.(?: Threshold quantity: [^\n]{0,120}?)?"
     r"(?:\s{1,4}Container (?P<container>[\w.-]{1,253}) was using (?P<using>\w{1,30}),\s{1,8}"
     r"(?:which\s{0,2}e\s{0,2}xceeds its request of|request is) (?P<request>[\w.]{1,30}?)[.,])?"
+    # admission on a node under MemoryPressure (``The node had condition: [MemoryPressure].``)
+    r"|The node (?:had condition|was low on resource): \[(?:\w{1,30}, ?){0,3}MemoryPressure\b"
 )
 """The kubelet's eviction manager evicting a pod because its node ran short of memory, with the container
 it found over its request (``… Container x was using 35505620Ki, which exceeds its request of 12Gi.``, or
@@ -429,12 +434,29 @@ _YARN_STEPS = (
 )
 _ALPS = "the kernel's OOM killer (as Cray ALPS reported it)"
 _SPARK_K8S = "the kernel (as Spark's Kubernetes backend reported it: exit code 137, SIGKILL)"
+_AWS_BATCH = "the kernel (as AWS Batch reported it: OutOfMemoryError)"
+_VERTEX = "the kernel (as Vertex AI reported it: the replica ran out of memory)"
 _TOLD_BY = {
+    "batch-oom": (_AWS_BATCH, "the job's container at the memory its job definition gave it"),
+    "vertex-oom": (_VERTEX, "a replica of the training job at its machine's memory"),
     "alps-oom": (_ALPS, "a rank of the application"),
     "spark-k8s-oom": (_SPARK_K8S, "an executor's container at its memory limit"),
 }
 """A launcher or a framework telling of the kernel's kill (Cray ALPS, Spark's Kubernetes backend): the
 killer, named with the one that told of it, and what it says was killed."""
+_AWS_BATCH_STEPS = (
+    "AWS Batch: raise the job definition's memory (resourceRequirements MEMORY, or containerOverrides at "
+    "submit), below what the instance type leaves for containers; the job's CloudWatch log stream shows how "
+    "far it got.",
+    "Or lower the job's memory use (batch size, data-loader workers), or choose a compute environment with "
+    "larger instances.",
+)
+_VERTEX_STEPS = (
+    "Vertex AI: give the worker pool a machine type with more memory (workerPoolSpecs machineSpec."
+    "machineType, a highmem one), or split the work over more replicas.",
+    "Or lower each replica's memory use (batch size, data-loader workers, prefetching); the job's logs in "
+    "Cloud Logging show the replica's last lines before the kill.",
+)
 _ALPS_STEPS = (
     "ALPS placed more memory on the compute node than it has: run fewer PEs per node (aprun -N, or -S per "
     "NUMA node) or more threads per PE (-d), so each node holds less of the problem.",
@@ -519,6 +541,8 @@ _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     "the GNU Fortran runtime": _GFORTRAN_STEPS,
     _ALPS: _ALPS_STEPS,
     _SPARK_K8S: _SPARK_K8S_STEPS,
+    _AWS_BATCH: _AWS_BATCH_STEPS,
+    _VERTEX: _VERTEX_STEPS,
 }
 """The steps of a killer other than the kernel, by its name."""
 
@@ -591,6 +615,12 @@ _OWN_OOM_STEPS: dict[str, str] = {
     FRACTION_OOM: "PyTorch's memory fraction: the process was capped below the GPU's size "
     "(torch.cuda.set_per_process_memory_fraction, a UI's reserve or --gpu-only setting); raise the "
     "fraction or remove the cap, or lower the batch size to fit it ('Device limit' in the message).",
+    LEVEL_ZERO_OOM: "Intel GPU: lower the batch size, check xpu-smi (or sycl-ls) for another process on the "
+    "device, and free the cache between phases (torch.xpu.empty_cache()); with IPEX, its version must match "
+    "torch's and the driver's.",
+    TF_INIT_OOM: "TensorFlow: another process (or another rank on the same GPU) already holds its memory: "
+    "nvidia-smi on the node shows who; give each process its own GPU (CUDA_VISIBLE_DEVICES) and let "
+    "TensorFlow grow its share (allow_growth / per_process_gpu_memory_fraction).",
     THEANO_OOM: "Theano: lower the batch size, or let it keep a pool it grows "
     "(THEANO_FLAGS=gpuarray.preallocate "
     "or lib.cnmem below 1.0) instead of a fixed share another process may already hold.",

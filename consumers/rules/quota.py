@@ -108,6 +108,27 @@ _CLOUD = re.compile(
 'CPUS' exceeded. Limit: 24.0 in region us-central1.``) refusing what the cluster asked it for on the
 run's behalf — a volume provisioned for its claim, a node added for its pods: the project's quota, not
 the namespace's."""
+_AZURE = re.compile(
+    r"Operation results in exceeding quota limits of (?P<family>[\w ]{1,80}?)\. Maximum allowed: "
+    r"(?P<limit>\d{1,9}), Current in use: (?P<used>\d{1,9}), Additional requested: (?P<asked>\d{1,9})"
+    r"|results in exceeding approved (?P<approved>\w{1,80}) Cores quota\. Additional details - "
+    r"[^\n]{0,200}?Current Limit: (?P<cap>\d{1,9}), Current Usage: (?P<usage>\d{1,9}), "
+    r"Additional Required: (?P<required>\d{1,9})"
+)
+"""Azure refusing the cores a cluster or a training job asked for, for the subscription's quota: Azure
+ML's compute resize (``Resize operation failed … Operation results in exceeding quota limits of Core.
+Maximum allowed: 24, Current in use: 24, Additional requested: 24.``), the Compute provider's (AKS's node
+pools, a VM scale set: ``Operation could not be completed as it results in exceeding approved
+standardNCADSA100v4Family Cores quota. Additional details - … Current Limit: 24, Current Usage: 0,
+Additional Required: 96, …``)."""
+_EC2_VCPU = re.compile(
+    r"VcpuLimitExceeded: You have requested more vCPU capacity than your current vCPU limit of "
+    r"(?P<limit>\d{1,9}) allows for the instance bucket"
+)
+"""EC2 refusing the instance a node provisioner (Karpenter, the cluster autoscaler, a managed node group)
+launched for the run, for the account's vCPU limit of that instance family (``VcpuLimitExceeded: You have
+requested more vCPU capacity than your current vCPU limit of 32 allows for the instance bucket that the
+specified instance type belongs to.``)."""
 _SCALE_UP_QUOTA = re.compile(
     r"Node scale up in zones? (?P<zones>[\w, -]{1,200}?) associated with this pod failed: "
     r"(?P<cloud>GCE) quota exceeded\b"
@@ -275,6 +296,22 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
             f"the cloud refused what the cluster asked it for"
         )
         return (pod, problem, "cloud", match["metric"])
+    if (match := _AZURE.search(message)) is not None:
+        if match["family"]:
+            family, cap, used, asked = match["family"], match["limit"], match["used"], match["asked"]
+        else:
+            family, cap, used, asked = match["approved"], match["cap"], match["usage"], match["required"]
+        problem = (
+            f"Azure refused the cores asked for: the subscription's {family} quota allows {cap}, "
+            f"{used} in use and {asked} more requested"
+        )
+        return (pod, problem, "azure", family)
+    if (match := _EC2_VCPU.search(message)) is not None:
+        problem = (
+            f"EC2 refused the instance launched for it: the AWS account's vCPU limit of {match['limit']} "
+            f"for that instance family is used up (VcpuLimitExceeded)"
+        )
+        return (pod, problem, "ec2", None)
     if (match := _SCALE_UP_QUOTA.search(message)) is not None:
         problem = (
             f"GKE's cluster autoscaler could not add a node in {match['zones']}: the project's Compute "
@@ -299,6 +336,8 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
     return None
 
 
+_CLOUDS = frozenset({"cloud", "azure", "ec2"})
+"""The refusals a cloud made, not Kubernetes: a program that printed one tells of the cloud's answer."""
 _GATEKEEPER_MORE = re.compile(r"\[(?:denied by )?(?P<constraint>[\w.-]{1,253})\] ")
 
 
@@ -343,6 +382,8 @@ def _quoted(state: RunState) -> Detection | None:
             told = (
                 f"The job's queue held it: {problem}"
                 if kind == "queue"
+                else problem[0].upper() + problem[1:]
+                if kind in _CLOUDS
                 else f"Kubernetes refused to create {what}: {problem}"
             )
             return Detection(
@@ -442,6 +483,10 @@ def _remediation(kind: str, name: str | None) -> tuple[str, ...]:
         return _SCHEDULER_STEPS
     if kind == "cloud":
         return _CLOUD_STEPS
+    if kind == "azure":
+        return _AZURE_STEPS
+    if kind == "ec2":
+        return _EC2_STEPS
     if kind == "unenforced":
         return _UNENFORCED_STEPS
     if kind == "policy":
@@ -482,6 +527,19 @@ _CLOUD_STEPS = (
     "or CLI (gcloud compute regions describe <region>) and ask the provider for more.",
     "Or ask for less of it (smaller or fewer volumes, fewer nodes), or use a storage class or region whose "
     "quota has room.",
+)
+_AZURE_STEPS = (
+    "The quota is the Azure subscription's, per region and VM family: see its use with az vm list-usage "
+    "--location <region> (or Azure ML's Quotas page) and request an increase for the family the refusal "
+    "names; GPU families of a new subscription start at 0.",
+    "Or ask for less of it: fewer or smaller nodes (the compute cluster's max nodes, the node pool's count), "
+    "or a VM family or region whose quota has room.",
+)
+_EC2_STEPS = (
+    "The limit is the AWS account's, per region and instance family: find it under Service Quotas, Amazon "
+    "EC2 (Running On-Demand P / G instances, or the Spot one) and request an increase.",
+    "Or let the provisioner choose another family with room (Karpenter's NodePool requirements, the node "
+    "group's instance types), or run fewer or smaller nodes.",
 )
 _GOOGLE_ML_STEPS = (
     "The quota is the Google Cloud project's, per region: find the metric the refusal names on the "

@@ -429,8 +429,10 @@ TRANSPORTS: tuple[Signature, ...] = (
         "NCCL",
         "a collective timed out: a peer rank stopped taking part",
         re.compile(
-            # torch's watchdog over NCCL (``WorkNCCL``), or torch_npu's over HCCL on Ascend (``WorkHCCL``)
-            r"Watchdog caught collective operation timeout: Work(?P<ccl>[NH])CCL\((?P<work>.{0,300}?)"
+            # torch's watchdog over NCCL (``WorkNCCL``), or torch_npu's over HCCL on Ascend (``WorkHCCL``);
+            # the rank's own wait under NCCL_BLOCKING_WAIT in PyTorch 1.7-1.10 (``[Rank 3] Caught …``)
+            r"(?:Watchdog caught|\] Caught) collective operation timeout: "
+            r"Work(?P<ccl>[NH])CCL\((?P<work>.{0,300}?)"
             # or a terminal wrapped the line inside the work's fields (before ``Timeout(ms)=``)
             # (a title may cut it after the count: ``ran for 1800834 m``)
             r"(?:\) ran for (?P<ms>\d{1,12})(?: m| ?$)|,\s{0,4}$)"
@@ -992,6 +994,14 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "a cuBLAS routine's GPU kernel failed to run (CUBLAS_STATUS_EXECUTION_FAILED)",
         re.compile(r"\bCUBLAS_STATUS_EXECUTION_FAILED\b|\bCUBLAS failure 13\b"),
     ),
+    # cuDNN on a routine whose GPU kernel failed to run (cudnnStatus_t 8): PyTorch's ``cuDNN error:
+    # CUDNN_STATUS_EXECUTION_FAILED``, TensorFlow 1.x's stream executor (cuda_dnn.cc) logging the status alone
+    Signature(
+        "cudnn-execution",
+        "cuDNN",
+        "a cuDNN routine's GPU kernel failed to run (CUDNN_STATUS_EXECUTION_FAILED)",
+        re.compile(r"\bCUDNN_STATUS_EXECUTION_FAILED\b"),
+    ),
     # the rest of CUDA's catalog of a kernel that failed on the device (cudaGetErrorString's texts in the
     # runtime, cuGetErrorName's CUresult names in the driver, and HIP's hipError names after them): the
     # kernel's call stack failing, a jump to an invalid address, a kernel the watchdog ended
@@ -1042,6 +1052,40 @@ GPU_ERRORS: tuple[Signature, ...] = (
             r"|no ROCm-capable device is detected|\bhipErrorNoDevice\b"
         ),
     ),
+    # the other accelerators' runtimes finding none: rocBLAS's Tensile host with no AMD GPU
+    # (``rocBLAS error: Could not initialize Tensile host: No devices found``), Habana's SynapseAI acquiring
+    # a Gaudi (``synStatus=8 [Device not found] Device acquire failed.``)
+    Signature(
+        "no-accelerator",
+        "ROCm / SynapseAI",
+        "the process saw no usable accelerator: the device plugin gave the container none (amd.com/gpu, "
+        "habana.ai/gaudi), the visible-devices variable hides them, or the driver lost the device",
+        re.compile(
+            r"Could not initialize Tensile host: No devices found"
+            r"|synStatus=8 \[Device not found\]"
+        ),
+    ),
+    # the program's build against what the node offers: a CUDA runtime newer than the node's driver
+    # (cudaErrorInsufficientDriver, PyTorch 1.x's THC ``cuda runtime error (35)``), a binary with no code for
+    # the GPU's architecture (cudaErrorNoKernelImageForDevice, HIP's hipErrorNoBinaryForGpu)
+    Signature(
+        "driver-too-old",
+        "CUDA",
+        "the CUDA runtime the program was built with needs a newer driver than the node's "
+        "(cudaErrorInsufficientDriver)",
+        re.compile(
+            r"CUDA driver version is insufficient for CUDA runtime version|\bcudaErrorInsufficientDriver\b"
+        ),
+    ),
+    Signature(
+        "no-kernel-image",
+        "CUDA / HIP",
+        "the program's GPU code was not built for this GPU's architecture (no kernel image for the device)",
+        re.compile(
+            r"no kernel image is available for execution on the device|\bcudaErrorNoKernelImageForDevice\b"
+            r"|\bhipErrorNoBinaryForGpu\b"
+        ),
+    ),
     Signature(
         "devices-unavailable",
         "CUDA",
@@ -1057,7 +1101,11 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "CUDA",
         "the CUDA driver returned an unknown error (cudaErrorUnknown), as a rule a fault of the GPU or its "
         "driver rather than of the program",
-        re.compile(r"\bCUDA error: unknown error\b|\bCUDA_ERROR_UNKNOWN\b|\bcudaErrorUnknown\b"),
+        re.compile(
+            r"\bCUDA error: unknown error\b|\bCUDA_ERROR_UNKNOWN\b|\bcudaErrorUnknown\b"
+            # PyTorch 1.x's THC check on it (``cuda runtime error (30) : unknown error at …``)
+            r"|\bcuda runtime error \(30\) : unknown error\b"
+        ),
     ),
     # the amdgpu kernel driver on a GPU's memory hub taking a page fault for a process (``amdgpu
     # 0000:03:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:3 pasid:32769, …``, ``[mmhub]
@@ -1171,7 +1219,9 @@ def gpu_errors(tail: tuple[str, ...]) -> tuple[Hit, ...]:
     )
 
 
-_DEVICE_FOUND = frozenset({"no-device", "devices-unavailable", "cuda-unknown"})
+_DEVICE_FOUND = frozenset(
+    {"no-device", "no-accelerator", "devices-unavailable", "cuda-unknown", "driver-too-old"}
+)
 _WARNED = re.compile(r"\bUserWarning\b|CUDA initialization: ")
 """A framework's warning on the devices it found (torch's ``UserWarning: CUDA initialization: … Error 100: no
 CUDA-capable device is detected``): the program goes on without the GPU, so it is no failure of one."""
@@ -1203,6 +1253,14 @@ DISKS: tuple[Signature, ...] = (
         "",
         "no space left on device",
         re.compile(r"[Nn]o space left on device|\[Errno 28\]|ENOSPC|StorageFull"),  # Go: lower case
+    ),
+    # Azure ML's error code for the job's node running out of disk (``DiskFullError: Disk full while running
+    # job. Please consider reducing amount of data accessed, or upgrading VM SKU with higher memory.``)
+    Signature(
+        "azureml-disk",
+        "Azure ML",
+        "Azure ML's compute node ran out of disk while running the job (DiskFullError)",
+        re.compile(r"DiskFullError: Disk full while running job\b"),
     ),
     # the kubelet's eviction for the node's disk, relayed into a log by the client that ran the pod (a CI
     # runner's ``pod … is disrupted: reason "TerminationByKubelet", message "The node was low on
@@ -1660,6 +1718,21 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"The executor with id \d{1,9} exited with exit code 137\s?\(SIGKILL, possible container OOM\)"
         ),
     ),
+    # a managed training service's status reason for the job's container killed at its memory: AWS Batch's
+    # (ECS's ``OutOfMemoryError: Container killed due to memory usage``), Vertex AI's replica
+    # (``The replica workerpool0-0 ran out of memory and exited with a non-zero status of 9(SIGKILL).``)
+    Signature(
+        "batch-oom",
+        "AWS Batch",
+        "ECS killed the job's container at the memory its job definition gave it",
+        re.compile(r"OutOfMemoryError: Container killed due to memory usage"),
+    ),
+    Signature(
+        "vertex-oom",
+        "Vertex AI",
+        "a replica of the training job ran out of memory and was killed",
+        re.compile(r"The replica [\w-]{1,80} ran out of memory and exited with a non-zero status"),
+    ),
     # ``kubectl get pods``'s STATUS column on a container the kernel killed in its memory cgroup (NAME, READY,
     # STATUS, RESTARTS: ``train-worker-0   0/1   OOMKilled   3 (42s ago)   12m``)
     Signature(
@@ -1762,6 +1835,14 @@ PRINTED_REFUSAL = re.compile(
     r"enforcing quota"
     r"|status unknown for quota: )"
     r"|admission webhook \\?\"validation\.gatekeeper\.sh\\?\" denied the request: \["
+    # a cloud's own quota as the provisioner or the SDK that asked it printed it: Compute Engine's
+    # (``Quota 'NVIDIA_A100_GPUS' exceeded.  Limit: 16.0 in region us-central1.``), Azure's cores
+    # (``Operation results in exceeding quota limits of Core. …``, ``… exceeding approved … Cores quota``),
+    # EC2's vCPU limit (``VcpuLimitExceeded: You have requested more vCPU capacity …``)
+    r"|\bQuota '[A-Z][A-Z0-9_]{1,60}' exceeded\.\s{0,4}Limit: \d"
+    r"|\bOperation results in exceeding quota limits of "
+    r"|\bresults in exceeding approved \w{1,80} Cores quota\b"
+    r"|\bVcpuLimitExceeded: You have requested more vCPU capacity\b"
 )
 """A refusal other than a ResourceQuota's printed by a program of the run or pasted from a listing: a
 LimitRange's bounds relayed in an API error's body (``pods "x" is forbidden: [maximum memory usage per Pod

@@ -71,13 +71,14 @@ _PRINTED = re.compile(
     r"|\([\w.]{1,80} pid=\d|\{|\d{1,4}[-/:.]\d|[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:|[EWIFD]\d{4} "
     r"|[\w.-]{1,60}:\d{1,10}:|[\w.-]{1,40}: |(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception|Warning)\b"
     r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b|(?:CUDA|HIP|NCCL|cuDNN|cuBLAS) error: "
-    r"|process didn't exit successfully: `)"
+    r"|process didn't exit successfully: `|The replica [\w-]{1,80} (?:ran out of memory|exited with) )"
     r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
 exception's class, a GPU library's ``CUDA error: ``, cargo's ``process didn't exit successfully: `…` ``
-under its ``Caused by:``) or a source location (``file.c:NN``)."""
+under its ``Caused by:``, Vertex AI's job error on a replica, which goes on to address the reader: ``The
+replica workerpool0-0 ran out of memory … please check the logs``) or a source location (``file.c:NN``)."""
 _DISCOURSE = re.compile(
     r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
     r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
@@ -595,6 +596,9 @@ VULKAN_OOM = "GPU out of memory (Vulkan: the device memory allocation failed, Er
 """What a Vulkan back end (ggml's, llama.cpp's, ncnn's) refused device memory is said as."""
 FRACTION_OOM = "GPU out of memory (PyTorch: over the memory fraction the process was allowed)"
 """What PyTorch's caching allocator refusing a block over ``set_per_process_memory_fraction`` is said as."""
+LEVEL_ZERO_OOM = "Intel GPU out of memory (Level Zero / SYCL: the device allocation was refused)"
+TF_INIT_OOM = "GPU out of memory (TensorFlow could not create its CUDA context: the GPU's memory was taken)"
+"""What TensorFlow 1.x's CUDA context failing on a GPU another process fills is said as."""
 GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (  # PyTorch's MPS backend on Apple silicon, over its watermark of the unified memory (``MPS backend out
         # of memory (MPS allocated: 1.2 GB, other allocations: …, max allowed: …). Tried to allocate …``);
@@ -613,11 +617,34 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|failed to allocate [^\n]{1,80} from device: hipError_t\((?:1002|2)\)"
         ),
     ),
+    (  # PyTorch's caching allocator on another accelerator: Intel's XPU (IPEX, torch.xpu), Ascend's NPU;
+        # before CUDA's, as newer releases raise it as torch.OutOfMemoryError too
+        "accelerator out of memory (PyTorch's XPU / NPU allocator)",
+        re.compile(r"\b(?:XPU|NPU) out of memory\. Tried to allocate\b"),
+    ),
+    (  # Intel's GPU runtimes below PyTorch: Level Zero's and the unified runtime's status for a device
+        # allocation refused (``level_zero backend failed with error: 70000004
+        # (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)``),
+        # and SYCL's plugin interface on IPEX (``Native API returns: -5 (PI_ERROR_OUT_OF_RESOURCES)``)
+        LEVEL_ZERO_OOM,
+        re.compile(
+            r"\b(?:UR|ZE)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"
+            r"|Native API returns: -5 \(PI_ERROR_OUT_OF_RESOURCES\)"
+        ),
+    ),
+    (  # TensorFlow 1.x creating its CUDA context on a GPU whose memory another process holds
+        TF_INIT_OOM,
+        re.compile(r"CUDA runtime implicit initialization on GPU:\d{1,3} failed\. Status: out of memory"),
+    ),
     (
         "CUDA out of memory",
         re.compile(
             r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory"
             r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
+            # PyTorch 0.4-1.x's THC checks (``cuda runtime error (2) : out of memory at …``,
+            # ``THCudaCheck FAIL file=… line=… error=2 : out of memory``)
+            r"|\bcuda runtime error \(2\) : out of memory\b"
+            r"|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory"
         ),
     ),
     (  # ROCm's common runtime (ROCclr, under HIP and OpenCL) with AMD_LOG_LEVEL set: its device memory
@@ -653,10 +680,6 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"Check failed: \(?\w{1,40}\)? ?== ?\(?cudaSuccess\)? \(2 vs\. 0\)\s{0,4}:?\s{0,4}out of memory\b"
         ),
-    ),
-    (  # PyTorch's caching allocator on another accelerator: Intel's XPU (IPEX, torch.xpu), Ascend's NPU
-        "accelerator out of memory (PyTorch's XPU / NPU allocator)",
-        re.compile(r"\b(?:XPU|NPU) out of memory\. Tried to allocate\b"),
     ),
     (  # PyTorch's caching allocator over the fraction of the device the process was allowed
         # (torch.cuda.set_per_process_memory_fraction: ``Allocation on device 0 would exceed allowed memory.
@@ -775,6 +798,11 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"MODULE:(?:PT_DEVMEM|SYNHELPER)\b[^\n]{0,80}?Allocation "
             r"(?:failed for size|of size ::?\d{1,20} failed)"
         ),
+    ),
+    (  # AWS Neuron's driver layer (TDRV) under its runtime refusing a device allocation (``ERROR
+        # TDRV:dmem_alloc_internal   Failed to alloc DEVICE memory: 67108864``)
+        "NeuronCore out of memory (AWS Neuron's driver layer, TDRV, could not allocate device memory)",
+        re.compile(r"\bTDRV:\w{1,60}\s{1,60}Failed to alloc DEVICE memory\b"),
     ),
     (  # AWS Neuron's runtime (NRT) on a NeuronCore's memory: any nrt_ call with NRT_RESOURCE, status 4
         # (``nrt_tensor_allocate status=4 message="Allocation Failure"``)

@@ -322,10 +322,11 @@ def catalog_rows(catalogs: Mapping[str, Catalog]) -> list[pytest.ParameterSet]:
     ]
 
 
-def stays_quiet(text: str, *, stack: str = "other") -> None:
-    """``text`` fires nothing in a run that succeeds, and only the catch-all in one that fails."""
-    assert replayed(text, None, stack=stack, succeed=True).rules == set()
-    assert replayed(text, None, stack=stack).rules <= {"failed"}
+def stays_quiet(text: str, *, stack: str = "other", where: str = "log", reason: str | None = None) -> None:
+    """``text`` (a log's, or an Event's with its ``reason``) fires nothing in a run that succeeds, and only
+    the catch-all in one that fails."""
+    assert replayed(text, None, stack=stack, where=where, reason=reason, succeed=True).rules == set()
+    assert replayed(text, None, stack=stack, where=where, reason=reason).rules <= {"failed"}
 
 
 def live_events_for(entry: Entry, *, succeed: bool = False, end: bool = True) -> list[BusEvent]:
