@@ -718,8 +718,10 @@ a verb above says more where a message holds both)."""
 # What makes a line no failure, whatever words it holds.
 _NOT_A_FAILURE = (
     re.compile(r"(?<!maybe )[Rr]etrying|[Ww]ill retry|[Rr]etry (?:\d|connect|in\b|after)|[Tt]rying again"),
+    # (a c10d warning's source file under the whole build path where torch printed it so: Windows builds'
+    # ``[W C:\cb\pytorch_1000000000000\work\torch\csrc\distributed\c10d\socket.cpp:601]``)
     re.compile(
-        r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]]{0,60}(?:socket|TCPStore)"
+        r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]\n]{0,240}(?:socket|TCPStore)"
     ),
     re.compile(
         r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|(?<!not )[Cc]onnected to"

@@ -1334,6 +1334,7 @@ def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         if not _NOT_DISK.search(hit.line)
         and not _WATCH_LIMIT.search(hit.line)
         and not _mention(hit)
+        and not _quoted_eviction(hit)
         and not handled(lines, hit.index)
         and not (_RAY_FULL.search(hit.line) and not any(map(_RAY_SPILLING.search, lines[hit.index + 1 :])))
     )
@@ -1349,6 +1350,22 @@ warning the run may outlive."""
 def _mention(hit: Hit) -> bool:
     match = hit.signature.pattern.search(hit.line)
     return match is not None and is_mention(hit.line, match.start(), match.end())
+
+
+_QUOTED_IN_PROSE = re.compile(r"(?:\b[A-Za-z]{1,30}\b,? ){3,}[\"'\u201c`]$")
+
+
+def quoted_in_prose(text: str, start: int) -> bool:
+    """Whether the words found at ``text[start]`` open a quote at the end of a sentence's words on their line
+    (``A healthy pod got evicted with the reason "The node was low on resource: …``): a person's account or
+    a page quoting the kubelet, not its message as a listing's column, a field's ``Message:`` or a relayed
+    status's ``…", message "…`` shows it."""
+    return _QUOTED_IN_PROSE.search(text[text.rfind("\n", 0, start) + 1 : start]) is not None
+
+
+def _quoted_eviction(hit: Hit) -> bool:
+    match = hit.signature.pattern.search(hit.line) if hit.name == "evicted-storage" else None
+    return match is not None and quoted_in_prose(hit.line, match.start())
 
 
 def is_dataloader_shm(hit: Hit) -> bool:
