@@ -584,8 +584,9 @@ CRASHES: tuple[Signature, ...] = (
             r"\((?P<kind>Segmentation fault|Bus error)\)"
             # mpirun's account of the rank itself (``mpirun noticed that process rank 5 with PID 6637 on node
             # n7 exited on signal 11``, older ORTE's ``with OID``): signal 11 is SIGSEGV whatever words follow
-            # (a name in lower case, on the next line where the log wrapped it, or none)
-            r"|\bnoticed that process rank \d{1,7} with (?:PID|OID) \d{1,10} on\s{1,10}node \S{1,253} "
+            # (a name in lower case, on the next line where the log wrapped it, or none), the node's name
+            # empty where the daemon never learnt it (``… on node exited on signal 11``)
+            r"|\bnoticed that process rank \d{1,7} with (?:PID|OID) \d{1,10} on\s{1,10}node (?:\S{1,253} )?"
             r"exited on signal 11\b"
         ),
     ),
@@ -791,6 +792,29 @@ CRASHES: tuple[Signature, ...] = (
         "",
         "",
         re.compile(r"^\s{0,8}Error: signal 11:\s{0,4}$"),
+    ),
+    # gdb's account of the signal that ended the program, read from its core file or seen live (gdb/infrun.c,
+    # gdb/corelow.c: ``Program terminated with signal SIGSEGV, Segmentation fault.``, older releases the
+    # signal's number, ``Program terminated with signal 11, Segmentation fault.``; ``Program received signal
+    # SIGBUS, Bus error.`` where it stopped the program on it), at the start of its line
+    Signature(
+        "gdb",
+        "gdb",
+        "",
+        re.compile(
+            r"^\s{0,8}Program (?:terminated with|received) signal (?:11|7|10|SIGSEGV|SIGBUS), "
+            r"(?P<kind>Segmentation fault|Bus error)\."
+        ),
+    ),
+    # c10's (formerly Caffe2's) fatal signal handler, which PyTorch installs on Linux: the signal's name and
+    # number, the process and the thread, then c10's backtrace, for each of the process's threads
+    # (c10/util/signal_handler.cpp, FatalSignalHandler::stacktraceSignalHandler: ``SIGSEGV(11), PID: 4711,
+    # Thread 4712:``), at the start of its line
+    Signature(
+        "c10-fatal-signal",
+        "PyTorch's (c10's) fatal signal handler",
+        "",
+        re.compile(r"^\s{0,8}SIG(?P<kind>SEGV|BUS)\((?P<signal>11|7)\), PID: \d{1,10}, Thread \d{1,10}:"),
     ),
     Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
         "dataloader",
