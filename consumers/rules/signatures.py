@@ -938,7 +938,9 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "an assertion failed inside a GPU kernel (device-side assert), typically an index or a "
         "class label out of range",
         re.compile(
-            r"device-side assert triggered|\.(?:cu|cuh|h|hpp):\d{1,6}: (?:\w{1,200}: )?"
+            # the kernel's function as the compiler names it: a plain name, a functor's ``operator()``, a
+            # template's whole signature with its spaces (``void indexSelectLargeIndex<float, long, …>(…)``)
+            r"device-side assert triggered|\.(?:cu|cuh|h|hpp):\d{1,6}: (?:[^\n]{1,600}?: )?"
             r"block: \[\d{1,6},\d{1,6},\d{1,6}\], thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion"
         ),
     ),

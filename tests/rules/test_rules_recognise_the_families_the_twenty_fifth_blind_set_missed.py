@@ -89,12 +89,35 @@ _MPI_ABORT: dict[str, Wording] = {
 }
 
 
+_GPU_ERROR: dict[str, Wording] = {
+    # a template kernel's whole signature, spaces and parentheses in it (ATen's Indexing.cu)
+    "device-assert-template-kernel-signature": (
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1141: void indexSelectLargeIndex<c10::Half, long, "
+        "unsigned int, 2, 2, -2, true>(cuda::detail::TensorInfo<T, IndexType>, cuda::detail::TensorInfo<T, "
+        "IndexType>, cuda::detail::TensorInfo<long, IndexType>, int, int, IndexType, IndexType, long): block: "
+        "[204,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+        "device-side assert",
+        "CUDA_LAUNCH_BLOCKING=1",
+        "pytorch",
+    ),
+    # a functor's operator() in another kernel (ATen's ScatterGatherKernel.cu), its condition quoted
+    "device-assert-functor-operator-scatter-gather": (
+        "/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:367: operator(): block: [12,0,0], "
+        'thread: [5,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.',
+        "device-side assert",
+        "indices and labels are in range",
+        "pytorch",
+    ),
+}
+
+
 @pytest.mark.parametrize(
     WORDING_ARGS,
     wordings(
         {
             "segfault": _SEGFAULT,
             "mpi-abort": _MPI_ABORT,
+            "gpu-error": _GPU_ERROR,
         }
     ),
 )
@@ -134,6 +157,11 @@ _QUIET: dict[str, tuple[str, str]] = {
     # c10's handler's signals listed in prose
     "c10-handler-signals-listed": (
         "c10 installs its fatal handler for SIGSEGV(11), SIGBUS(7), SIGILL(4), SIGFPE(8) and SIGABRT(6) on Linux",
+        "pytorch",
+    ),
+    # an index out of bounds checked on the CPU, no kernel's assertion
+    "cpu-index-out-of-bounds": (
+        "IndexError: index 12 is out of bounds for dimension 0 with size 10",
         "pytorch",
     ),
 }
