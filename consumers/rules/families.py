@@ -669,6 +669,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"[Ww]aiting for (?:the )?remainder of ranks|\[(?:missing|ready) ranks: \d"
             r"|[Ss]talled (?:ops|ranks):|[Mm]issing ranks:|[Ss]tall (?:detected|inspector)"
             r"|for \d{1,9} (?:seconds|ms) and may be stuck\b|not all of them arrived on time"
+            # Horovod's stall warning by its opening words, where a title or a wrapped log cut the rest
+            # (horovod/common/stall_inspector.cc: ``One or more tensors were submitted to be reduced,
+            # gathered or broadcasted by subset of ranks and are waiting for remainder of ranks …``)
+            r"|One or more tensors were submitted to be reduced\b"
         ),
     ),
     (

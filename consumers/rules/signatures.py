@@ -342,6 +342,22 @@ TRANSPORTS: tuple[Signature, ...] = (
         "reached this one's port",
         re.compile(r"NCCL WARN Message truncated : received \d{1,20} bytes instead of \d"),
     ),
+    # NCCL's bootstrap root (the rank holding the unique id's listening socket; RCCL's and MSCCL++'s bootstrap
+    # alike, bootstrap.cc's bootstrapRoot) refusing a check-in: a second process claiming a rank already in,
+    # or processes that disagree on the number of ranks (``NCCL WARN Bootstrap Root : rank 3 of 8 ranks has
+    # already checked in``, ``… mismatch in rank count from procs 8 : 4``, newer releases' ``mismatch in
+    # info from procs, nranks …``); not its progress note (``… rank 3 of 8 ranks checked in``)
+    Signature(
+        "nccl-bootstrap-root",
+        "NCCL's bootstrap",
+        "NCCL's bootstrap root refused a rank's check-in (a rank already checked in, or ranks that disagree "
+        "on how many there are): two processes were given the same rank or world size differs between them, "
+        "or two runs share one unique id's address (MASTER_ADDR / MASTER_PORT)",
+        re.compile(
+            r"\bBootstrap Root : (?:rank \d{1,7} of \d{1,7} ranks has already checked in"
+            r"|mismatch in (?:rank count|info) from procs\b)"
+        ),
+    ),
     # MPICH's simple PMI client (src/pmi/simple/simple_pmiutil.c), a rank unable to talk to its process
     # manager over the PMI_FD socket Hydra (or another PMI-1 server) handed it: ``[cli_3]: write_line
     # error; fd=9 buf=:cmd=get_appnum`` with its ``system msg for write_line failure : …``, ``Unable to

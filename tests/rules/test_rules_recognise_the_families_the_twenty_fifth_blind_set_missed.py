@@ -111,6 +111,43 @@ _GPU_ERROR: dict[str, Wording] = {
 }
 
 
+_MPI_COMM: dict[str, Wording] = {
+    # NCCL's bootstrap root on processes that disagree on the number of ranks
+    "nccl-bootstrap-root-mismatch-in-rank-count": (
+        "worker-0:311:402 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.4<0>\n"
+        "worker-0:311:419 [0] bootstrap.cc:234 NCCL WARN Bootstrap Root : mismatch in rank count from procs "
+        "16 : 8",
+        "NCCL's bootstrap root refused a rank's check-in",
+        "RANK / LOCAL_RANK / WORLD_SIZE",
+        "nccl",
+    ),
+    # RCCL's build of the same bootstrap, its source under the package's long path
+    "rccl-bootstrap-root-rank-already-checked-in": (
+        "node3:5120:5190 [0] /long_pathname_so_that_rpms_can_package_the_debug_info/src/extlibs/rccl/build/"
+        "hipify/src/bootstrap.cc:148 NCCL WARN Bootstrap Root : rank 5 of 16 ranks has already checked in",
+        "two processes were given the same rank",
+        "MASTER_PORT",
+        "nccl",
+    ),
+    # Horovod's stall warning whole, under its log's tag
+    "horovod-stall-warning-whole-tagged": (
+        "[2019-05-01 10:00:00.000000: W horovod/common/operations.cc:588] One or more tensors were submitted to "
+        "be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more "
+        "than 60 seconds.",
+        "Horovod's stall inspector",
+        "HOROVOD_LOG_LEVEL=debug",
+        "horovod",
+    ),
+    # a title cut earlier, after its first verb
+    "horovod-stall-warning-title-cut-after-reduced": (
+        "Training hangs after epoch 1: One or more tensors were submitted to be reduced",
+        "a collective stalled",
+        "HOROVOD_LOG_LEVEL=debug",
+        "horovod",
+    ),
+}
+
+
 @pytest.mark.parametrize(
     WORDING_ARGS,
     wordings(
@@ -118,6 +155,7 @@ _GPU_ERROR: dict[str, Wording] = {
             "segfault": _SEGFAULT,
             "mpi-abort": _MPI_ABORT,
             "gpu-error": _GPU_ERROR,
+            "mpi-comm": _MPI_COMM,
         }
     ),
 )
@@ -149,6 +187,11 @@ _QUIET: dict[str, tuple[str, str]] = {
         'Threshold quantity: 10%." The app was fine.',
         "kubernetes",
     ),
+    # another library's bootstrap noting a check-in as it should (FlagCX's INFO line)
+    "flagcx-bootstrap-root-rank-checked-in-info": (
+        "node0:100:100 [0] FLAGCX INFO Bootstrap Root : rank 3 of 8 ranks checked in",
+        "other",
+    ),
     # gdb on a signal a person sent
     "gdb-program-terminated-with-sigint": (
         "Program terminated with signal SIGINT, Interrupt.\n#0  0x00007ffff7e9a1b4 in __GI___poll ()",
@@ -163,6 +206,12 @@ _QUIET: dict[str, tuple[str, str]] = {
     "cpu-index-out-of-bounds": (
         "IndexError: index 12 is out of bounds for dimension 0 with size 10",
         "pytorch",
+    ),
+    # Horovod's stall check described
+    "horovod-stall-check-described": (
+        "HOROVOD_STALL_CHECK_TIME_SECONDS sets how long tensors submitted to be reduced by some ranks wait "
+        "before Horovod warns",
+        "horovod",
     ),
 }
 
