@@ -148,6 +148,40 @@ _MPI_COMM: dict[str, Wording] = {
 }
 
 
+_RENDEZVOUS: dict[str, Wording] = {
+    # torch elastic's etcd backend (etcd_rendezvous_backend.py), raised
+    "elastic-etcd-backend-connection-failed": (
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to etcd has "
+        "failed. See inner exception for details.",
+        "could not connect to the etcd server of its rendezvous",
+        "--rdzv-endpoint",
+        "pytorch",
+    ),
+    # the c10d backend's message alone, relayed by a platform's job status
+    "elastic-c10d-store-connection-failed-in-a-job-status": (
+        "Job status: FAILED (The connection to the C10d store has failed. See inner exception for details.)",
+        "could not connect to the c10d store of the rendezvous",
+        "MASTER_ADDR",
+        "pytorch",
+    ),
+    # the barrier's error as torch 2.x raises it, whole
+    "store-barrier-dist-store-error-whole": (
+        "torch.distributed.DistStoreError: Timed out initializing process group in store based barrier on rank "
+        "3, for key: store_based_barrier_key:1 (world_size=4, num_workers_joined=3, timeout=0:30:00)",
+        "timed out in the process group's store barrier",
+        "MASTER_ADDR",
+        "pytorch",
+    ),
+    # the error raised, a title going on in its own words
+    "store-barrier-runtime-error-title-own-words": (
+        "RuntimeError: Timed out initializing process group when training on 4 nodes with torchrun",
+        "timed out in the process group's store barrier",
+        "--rdzv-endpoint",
+        "pytorch",
+    ),
+}
+
+
 @pytest.mark.parametrize(
     WORDING_ARGS,
     wordings(
@@ -156,6 +190,7 @@ _MPI_COMM: dict[str, Wording] = {
             "mpi-abort": _MPI_ABORT,
             "gpu-error": _GPU_ERROR,
             "mpi-comm": _MPI_COMM,
+            "rendezvous": _RENDEZVOUS,
         }
     ),
 )
@@ -212,6 +247,17 @@ _QUIET: dict[str, tuple[str, str]] = {
         "HOROVOD_STALL_CHECK_TIME_SECONDS sets how long tensors submitted to be reduced by some ranks wait "
         "before Horovod warns",
         "horovod",
+    ),
+    # torch elastic's docstring of its connection error, without the class
+    "elastic-connection-error-docstring": (
+        "Raised when the connection to a rendezvous backend has failed.",
+        "pytorch",
+    ),
+    # the barrier's timeout described, not raised
+    "store-barrier-timeout-described": (
+        "init_process_group raises an error when it timed out initializing process group; raise its timeout for "
+        "slow file systems",
+        "pytorch",
     ),
 }
 
