@@ -1719,6 +1719,20 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"The executor with id \d{1,9} exited with exit code 137\s?\(SIGKILL, possible container OOM\)"
         ),
     ),
+    # OpenPAI's exit reason for a task's container killed over the memory it requested (its job exit spec,
+    # src/job-exit-spec/config/job-exit-spec.yaml: CONTAINER_OOM_KILLED_BY_DOCKER, ``Container killed by
+    # docker due to it exceeded the request memory``, ``User Container …`` in its Kubernetes releases; on
+    # YARN, ``Container killed by YARN due to its PAI Runtime exceeded the request physical memory``): the
+    # container's memory cgroup, and OpenPAI telling of it
+    Signature(
+        "openpai-oom",
+        "OpenPAI",
+        "a task's container was killed for using more memory than it requested",
+        re.compile(
+            r"\b(?:User )?Container killed by (?:docker|YARN) due to (?:it|its PAI Runtime) exceeded the "
+            r"request (?:physical |virtual )?memory\b"
+        ),
+    ),
     # ``kubectl get pods``'s STATUS column on a container the kernel killed in its memory cgroup (NAME, READY,
     # STATUS, RESTARTS: ``train-worker-0   0/1   OOMKilled   3 (42s ago)   12m``)
     Signature(

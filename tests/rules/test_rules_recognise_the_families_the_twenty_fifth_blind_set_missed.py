@@ -182,6 +182,28 @@ _RENDEZVOUS: dict[str, Wording] = {
 }
 
 
+_OOM: dict[str, Wording] = {
+    # OpenPAI's YARN release: the exit phrase's fields as its REST server lists them, no "User"
+    "openpai-container-oom-killed-by-docker-exit-fields": (
+        "exitCode: 196\n"
+        "exitPhrase: CONTAINER_OOM_KILLED_BY_DOCKER\n"
+        "exitType: USER_FAILURE\n"
+        "exitDiagnostics: Container killed by docker due to it exceeded the request memory",
+        "as OpenPAI's exit reason reported it",
+        "memoryMB",
+        "other",
+    ),
+    # its runtime over the physical memory YARN granted
+    "openpai-runtime-exceeded-request-physical-memory": (
+        "Exit Code: -7122\n"
+        "Exit Reason: Container killed by YARN due to its PAI Runtime exceeded the request physical memory",
+        "over the memory it requested",
+        "instances",
+        "other",
+    ),
+}
+
+
 @pytest.mark.parametrize(
     WORDING_ARGS,
     wordings(
@@ -191,6 +213,7 @@ _RENDEZVOUS: dict[str, Wording] = {
             "gpu-error": _GPU_ERROR,
             "mpi-comm": _MPI_COMM,
             "rendezvous": _RENDEZVOUS,
+            "oom": _OOM,
         }
     ),
 )
@@ -258,6 +281,11 @@ _QUIET: dict[str, tuple[str, str]] = {
         "init_process_group raises an error when it timed out initializing process group; raise its timeout for "
         "slow file systems",
         "pytorch",
+    ),
+    # OpenPAI's exit code explained
+    "openpai-exit-code-explained": (
+        "Exit code 196 means the container used more memory than it requested; raise memoryMB",
+        "other",
     ),
 }
 
