@@ -1394,7 +1394,9 @@ def _mention(hit: Hit) -> bool:
     return match is not None and is_mention(hit.line, match.start(), match.end())
 
 
-_QUOTED_IN_PROSE = re.compile(r"(?:\b[A-Za-z]{1,30}\b,? ){3,}[\"'\u201c`]$")
+_QUOTED_IN_PROSE = re.compile(r"\b[A-Za-z]{1,30},? [A-Za-z]{1,30},? [A-Za-z]{1,30} [\"'\u201c`]$")
+"""Three words of a sentence, then the quote that opens where the words found start (bounded: linear to
+search)."""
 
 
 def quoted_in_prose(text: str, start: int) -> bool:
