@@ -37,7 +37,7 @@ from datetime import datetime
 
 from consumers.rules.facts import other_workers, pod_text, pods_with_hits
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts, pod_fact
-from consumers.rules.signatures import disk_full, disk_write, is_dataloader_shm
+from consumers.rules.signatures import disk_full, disk_write, is_dataloader_shm, quoted_in_prose
 from consumers.rules.state import RunState, event_time
 from consumers.rules.wording import also, clock_time, rank_subject, who
 from controller.contract.events import K8sEventObserved
@@ -105,8 +105,10 @@ def kubelet_reason(event: K8sEventObserved) -> str | None:
 def is_eviction(event: K8sEventObserved) -> bool:
     """Whether ``event`` is the eviction manager's for ephemeral storage: an ``Evicted`` event, or one
     without a reason (a listing, ``describe`` output or a status read as its message) whose words are
-    the eviction manager's alone."""
-    return event.reason in ("Evicted", "") and EPHEMERAL_EVICTION.search(event.message) is not None
+    the eviction manager's alone, not quoted in a sentence of prose."""
+    if event.reason not in ("Evicted", "") or (match := EPHEMERAL_EVICTION.search(event.message)) is None:
+        return False
+    return event.reason == "Evicted" or not quoted_in_prose(event.message, match.start())
 
 
 def _detect_disk_full(state: RunState, ctx: Context) -> Detection | None:

@@ -675,6 +675,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"[Ww]aiting for (?:the )?remainder of ranks|\[(?:missing|ready) ranks: \d"
             r"|[Ss]talled (?:ops|ranks):|[Mm]issing ranks:|[Ss]tall (?:detected|inspector)"
             r"|for \d{1,9} (?:seconds|ms) and may be stuck\b|not all of them arrived on time"
+            # Horovod's stall warning by its opening words, where a title or a wrapped log cut the rest
+            # (horovod/common/stall_inspector.cc: ``One or more tensors were submitted to be reduced,
+            # gathered or broadcasted by subset of ranks and are waiting for remainder of ranks …``)
+            r"|One or more tensors were submitted to be reduced\b"
         ),
     ),
     (
@@ -724,8 +728,10 @@ a verb above says more where a message holds both)."""
 # What makes a line no failure, whatever words it holds.
 _NOT_A_FAILURE = (
     re.compile(r"(?<!maybe )[Rr]etrying|[Ww]ill retry|[Rr]etry (?:\d|connect|in\b|after)|[Tt]rying again"),
+    # (a c10d warning's source file under the whole build path where torch printed it so: Windows builds'
+    # ``[W C:\cb\pytorch_1000000000000\work\torch\csrc\distributed\c10d\socket.cpp:601]``)
     re.compile(
-        r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]]{0,60}(?:socket|TCPStore)"
+        r"NCCL INFO |UCX {1,3}INFO|<(?:info|debug|trace)>|\[W(?:\d{3,4}| )[^\]\n]{0,240}(?:socket|TCPStore)"
     ),
     re.compile(
         r"UserWarning|FutureWarning|DeprecationWarning|[Ss]ucceeded|[Rr]econnected|(?<!not )[Cc]onnected to"

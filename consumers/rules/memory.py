@@ -165,6 +165,7 @@ def _in_a_cgroup(hit: Hit) -> bool:
         "containerd-oom",
         "spark-k8s-oom",
         "batch-oom",
+        "openpai-oom",
     ) or (hit.name == "trace" and "mem_cgroup" in hit.line)
 
 
@@ -436,11 +437,13 @@ _ALPS = "the kernel's OOM killer (as Cray ALPS reported it)"
 _SPARK_K8S = "the kernel (as Spark's Kubernetes backend reported it: exit code 137, SIGKILL)"
 _AWS_BATCH = "the kernel (as AWS Batch reported it: OutOfMemoryError)"
 _VERTEX = "the kernel (as Vertex AI reported it: the replica ran out of memory)"
+_OPENPAI = "the container's runtime (docker, or YARN's NodeManager, as OpenPAI's exit reason reported it)"
 _TOLD_BY = {
     "batch-oom": (_AWS_BATCH, "the job's container at the memory its job definition gave it"),
     "vertex-oom": (_VERTEX, "a replica of the training job at its machine's memory"),
     "alps-oom": (_ALPS, "a rank of the application"),
     "spark-k8s-oom": (_SPARK_K8S, "an executor's container at its memory limit"),
+    "openpai-oom": (_OPENPAI, "a task's container over the memory it requested"),
 }
 """A launcher or a framework telling of the kernel's kill (Cray ALPS, Spark's Kubernetes backend): the
 killer, named with the one that told of it, and what it says was killed."""
@@ -469,6 +472,13 @@ _SPARK_K8S_STEPS = (
     "with the limit above it.",
     "Or let each task hold less: more partitions (spark.sql.shuffle.partitions), fewer cores per executor; "
     "kubectl -n {namespace} describe pod <executor pod> shows its Last State: OOMKilled.",
+)
+_OPENPAI_STEPS = (
+    "OpenPAI's task used more memory than its taskRole requested: raise resourcePerInstance's memoryMB in "
+    "the job's protocol (within the virtual cluster's share), or lower what each task holds (batch size, "
+    "data-loader workers, a dataset read in chunks).",
+    "Or split the work over more task instances (a larger instances count), so each holds less; the job's "
+    "page in OpenPAI's web portal shows each task's memory over time.",
 )
 _JVM_NATIVE_STEPS = (
     "The JVM asked the OS for native memory (its metaspace, thread stacks, direct buffers, the code cache) "
@@ -540,6 +550,7 @@ _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     "NumPy": _NUMPY_STEPS,
     "the GNU Fortran runtime": _GFORTRAN_STEPS,
     _ALPS: _ALPS_STEPS,
+    _OPENPAI: _OPENPAI_STEPS,
     _SPARK_K8S: _SPARK_K8S_STEPS,
     _AWS_BATCH: _AWS_BATCH_STEPS,
     _VERTEX: _VERTEX_STEPS,

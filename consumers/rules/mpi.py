@@ -607,6 +607,14 @@ _OWN_TRANSPORT_STEPS: dict[str, tuple[str, ...]] = {
         "ports: check for other pods of {namespace} on the same nodes, and give each run its own "
         "MASTER_PORT.",
     ),
+    "nccl-bootstrap-root": (
+        "Check that each process gets its own rank and the same world size (RANK / LOCAL_RANK / WORLD_SIZE, "
+        "or the launcher's --nproc_per_node and --nnodes on every node): a process started twice, or two "
+        "launchers on one node, check in as the same rank.",
+        "Give each run its own MASTER_PORT (and unique id): a leftover process of an earlier run, or another "
+        "job on the node, may be checking in at this run's bootstrap root; kubectl -n {namespace} get pods "
+        "-o wide | grep {job} shows what shares its nodes.",
+    ),
     "pmi-simple": (
         "Start every rank with the mpiexec of the MPI the program was built with (mpichversion / "
         "mpiexec --version): a PMI-1 client under another process manager, or run without one, cannot write "

@@ -254,6 +254,8 @@ def _named_error(text: str) -> str | None:
     if STORE_TITLED.search(text) is not None:
         return "failed at the c10d store: not every rank joined it (torch.distributed's store error)"
     if CONNECTION_ERROR.search(text) is not None:
+        if any(m["backend"] == "etcd" for m in CONNECTION_ERROR.finditer(text)):
+            return "could not connect to the etcd server of its rendezvous (--rdzv-endpoint)"
         return "could not connect to the c10d store of the rendezvous"
     if (m := ELASTIC.search(text)) is not None:
         closed = m["error"] == "RendezvousClosedError"

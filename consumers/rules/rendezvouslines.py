@@ -173,14 +173,24 @@ ETCD_DIAL = re.compile(
 """A Go program of the job (PaddlePaddle's parameter server and master on PaddleCloud / EDL) unable to
 reach the etcd its trainers and servers register and find each other in (``connect to etcd error: dial
 tcp :2379: getsockopt: connection refused``): the job's rendezvous is that etcd."""
-CONNECTION_ERROR = re.compile(r"RendezvousConnectionError\b")
+CONNECTION_ERROR = re.compile(
+    r"RendezvousConnectionError\b|\bThe connection to (?P<backend>the C10d store|etcd) has failed\b"
+)
 """torch elastic's error for a rendezvous backend it could not reach: raised (``… The connection to
-the C10d store has failed``) or named by the keep-alive heartbeat that failed with it."""
+the C10d store has failed``) or named by the keep-alive heartbeat that failed with it; or its message alone,
+where a launcher built on torch elastic (ColossalAI's, a platform's job status) relays it without the class
+(torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py: ``The connection to the C10d store has
+failed. See inner exception for details.``; etcd_rendezvous_backend.py: ``The connection to etcd has
+failed. …``)."""
 ELASTIC = re.compile(r"(?P<error>Rendezvous(?:Timeout|Closed|State)Error)\b")
-BARRIER = re.compile(r"[Tt]imed out initializing process group in store[ -]based barrier")
+BARRIER = re.compile(
+    r"[Tt]imed out initializing process group in store[ -]based barrier"
+    r"|\b(?:RuntimeError|DistStoreError): Timed out initializing process group\b"
+)
 """``_store_based_barrier``'s timeout (``Timed out initializing process group in store based barrier on rank
 N, for key: store_based_barrier_key:1 (world_size=…, num_workers_joined=…, timeout=…)``), a report's lower
-case or hyphen kept."""
+case or hyphen kept; or the error it raises (``RuntimeError``, ``DistStoreError`` since torch 2.0) where a
+title cut its words after ``process group`` or went on in its own."""
 BARRIER_WAIT = re.compile(
     r"Waiting in store based barrier to initialize process group for rank: \d{1,7}, key: [^\n]{1,120}? "
     r"\(world_size=(?P<world>\d{1,7}), (?:worker_count|num_workers_joined)=(?P<count>\d{1,7})"

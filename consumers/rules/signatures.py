@@ -342,6 +342,22 @@ TRANSPORTS: tuple[Signature, ...] = (
         "reached this one's port",
         re.compile(r"NCCL WARN Message truncated : received \d{1,20} bytes instead of \d"),
     ),
+    # NCCL's bootstrap root (the rank holding the unique id's listening socket; RCCL's and MSCCL++'s bootstrap
+    # alike, bootstrap.cc's bootstrapRoot) refusing a check-in: a second process claiming a rank already in,
+    # or processes that disagree on the number of ranks (``NCCL WARN Bootstrap Root : rank 3 of 8 ranks has
+    # already checked in``, ``… mismatch in rank count from procs 8 : 4``, newer releases' ``mismatch in
+    # info from procs, nranks …``); not its progress note (``… rank 3 of 8 ranks checked in``)
+    Signature(
+        "nccl-bootstrap-root",
+        "NCCL's bootstrap",
+        "NCCL's bootstrap root refused a rank's check-in (a rank already checked in, or ranks that disagree "
+        "on how many there are): two processes were given the same rank or world size differs between them, "
+        "or two runs share one unique id's address (MASTER_ADDR / MASTER_PORT)",
+        re.compile(
+            r"\bBootstrap Root : (?:rank \d{1,7} of \d{1,7} ranks has already checked in"
+            r"|mismatch in (?:rank count|info) from procs\b)"
+        ),
+    ),
     # MPICH's simple PMI client (src/pmi/simple/simple_pmiutil.c), a rank unable to talk to its process
     # manager over the PMI_FD socket Hydra (or another PMI-1 server) handed it: ``[cli_3]: write_line
     # error; fd=9 buf=:cmd=get_appnum`` with its ``system msg for write_line failure : …``, ``Unable to
@@ -586,8 +602,9 @@ CRASHES: tuple[Signature, ...] = (
             r"\((?P<kind>Segmentation fault|Bus error)\)"
             # mpirun's account of the rank itself (``mpirun noticed that process rank 5 with PID 6637 on node
             # n7 exited on signal 11``, older ORTE's ``with OID``): signal 11 is SIGSEGV whatever words follow
-            # (a name in lower case, on the next line where the log wrapped it, or none)
-            r"|\bnoticed that process rank \d{1,7} with (?:PID|OID) \d{1,10} on\s{1,10}node \S{1,253} "
+            # (a name in lower case, on the next line where the log wrapped it, or none), the node's name
+            # empty where the daemon never learnt it (``… on node exited on signal 11``)
+            r"|\bnoticed that process rank \d{1,7} with (?:PID|OID) \d{1,10} on\s{1,10}node (?:\S{1,253} )?"
             r"exited on signal 11\b"
         ),
     ),
@@ -794,6 +811,29 @@ CRASHES: tuple[Signature, ...] = (
         "",
         re.compile(r"^\s{0,8}Error: signal 11:\s{0,4}$"),
     ),
+    # gdb's account of the signal that ended the program, read from its core file or seen live (gdb/infrun.c,
+    # gdb/corelow.c: ``Program terminated with signal SIGSEGV, Segmentation fault.``, older releases the
+    # signal's number, ``Program terminated with signal 11, Segmentation fault.``; ``Program received signal
+    # SIGBUS, Bus error.`` where it stopped the program on it), at the start of its line
+    Signature(
+        "gdb",
+        "gdb",
+        "",
+        re.compile(
+            r"^\s{0,8}Program (?:terminated with|received) signal (?:11|7|10|SIGSEGV|SIGBUS), "
+            r"(?P<kind>Segmentation fault|Bus error)\."
+        ),
+    ),
+    # c10's (formerly Caffe2's) fatal signal handler, which PyTorch installs on Linux: the signal's name and
+    # number, the process and the thread, then c10's backtrace, for each of the process's threads
+    # (c10/util/signal_handler.cpp, FatalSignalHandler::stacktraceSignalHandler: ``SIGSEGV(11), PID: 4711,
+    # Thread 4712:``), at the start of its line
+    Signature(
+        "c10-fatal-signal",
+        "PyTorch's (c10's) fatal signal handler",
+        "",
+        re.compile(r"^\s{0,8}SIG(?P<kind>SEGV|BUS)\((?P<signal>11|7)\), PID: \d{1,10}, Thread \d{1,10}:"),
+    ),
     Signature(  # a DataLoader worker process died of SIGSEGV (its bus errors are /dev/shm: disk-full)
         "dataloader",
         "PyTorch DataLoader",
@@ -916,7 +956,9 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "an assertion failed inside a GPU kernel (device-side assert), typically an index or a "
         "class label out of range",
         re.compile(
-            r"device-side assert triggered|\.(?:cu|cuh|h|hpp):\d{1,6}: (?:\w{1,200}: )?"
+            # the kernel's function as the compiler names it: a plain name, a functor's ``operator()``, a
+            # template's whole signature with its spaces (``void indexSelectLargeIndex<float, long, …>(…)``)
+            r"device-side assert triggered|\.(?:cu|cuh|h|hpp):\d{1,6}: (?:[^\n]{1,600}?: )?"
             r"block: \[\d{1,6},\d{1,6},\d{1,6}\], thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion"
         ),
     ),
@@ -1392,6 +1434,7 @@ def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         if not _NOT_DISK.search(hit.line)
         and not _WATCH_LIMIT.search(hit.line)
         and not _mention(hit)
+        and not _quoted_eviction(hit)
         and not handled(lines, hit.index)
         and not (_RAY_FULL.search(hit.line) and not any(map(_RAY_SPILLING.search, lines[hit.index + 1 :])))
     )
@@ -1407,6 +1450,24 @@ warning the run may outlive."""
 def _mention(hit: Hit) -> bool:
     match = hit.signature.pattern.search(hit.line)
     return match is not None and is_mention(hit.line, match.start(), match.end())
+
+
+_QUOTED_IN_PROSE = re.compile(r"\b[A-Za-z]{1,30},? [A-Za-z]{1,30},? [A-Za-z]{1,30} [\"'\u201c`]$")
+"""Three words of a sentence, then the quote that opens where the words found start (bounded: linear to
+search)."""
+
+
+def quoted_in_prose(text: str, start: int) -> bool:
+    """Whether the words found at ``text[start]`` open a quote at the end of a sentence's words on their line
+    (``A healthy pod got evicted with the reason "The node was low on resource: …``): a person's account or
+    a page quoting the kubelet, not its message as a listing's column, a field's ``Message:`` or a relayed
+    status's ``…", message "…`` shows it."""
+    return _QUOTED_IN_PROSE.search(text[text.rfind("\n", 0, start) + 1 : start]) is not None
+
+
+def _quoted_eviction(hit: Hit) -> bool:
+    match = hit.signature.pattern.search(hit.line) if hit.name == "evicted-storage" else None
+    return match is not None and quoted_in_prose(hit.line, match.start())
 
 
 def is_dataloader_shm(hit: Hit) -> bool:
@@ -1732,6 +1793,20 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "Vertex AI",
         "a replica of the training job ran out of memory and was killed",
         re.compile(r"The replica [\w-]{1,80} ran out of memory and exited with a non-zero status"),
+    ),
+    # OpenPAI's exit reason for a task's container killed over the memory it requested (its job exit spec,
+    # src/job-exit-spec/config/job-exit-spec.yaml: CONTAINER_OOM_KILLED_BY_DOCKER, ``Container killed by
+    # docker due to it exceeded the request memory``, ``User Container …`` in its Kubernetes releases; on
+    # YARN, ``Container killed by YARN due to its PAI Runtime exceeded the request physical memory``): the
+    # container's memory cgroup, and OpenPAI telling of it
+    Signature(
+        "openpai-oom",
+        "OpenPAI",
+        "a task's container was killed for using more memory than it requested",
+        re.compile(
+            r"\b(?:User )?Container killed by (?:docker|YARN) due to (?:it|its PAI Runtime) exceeded the "
+            r"request (?:physical |virtual )?memory\b"
+        ),
     ),
     # ``kubectl get pods``'s STATUS column on a container the kernel killed in its memory cgroup (NAME, READY,
     # STATUS, RESTARTS: ``train-worker-0   0/1   OOMKilled   3 (42s ago)   12m``)

@@ -1118,10 +1118,14 @@ _COMMUNICATION_CLASS = re.compile(r"\*\*\* MPI_ERR_(?:TRUNCATE|PROC_FAILED(?:_PE
 peer lost (MPI 4's MPI_ERR_PROC_FAILED, and MPI_ERR_REVOKED on the communicator revoked after it), not the
 rank's own misuse of a call: the fatal handler's abort after it is the communication's consequence."""
 _SIGNALED_OMPI = re.compile(
-    r"process rank (?P<rank>\d{1,7}) with (?:PID|OID) \d{1,10} on\s{1,10}node (?P<host>\S{1,253}) "
+    r"process rank (?P<rank>\d{1,7}) with (?:PID|OID) \d{1,10} on\s{1,10}node (?:(?P<host>\S{1,253}) )?"
     r"exited on signal "
     r"(?P<signal>\d{1,3})(?: \((?P<name>[^)]{1,40})\))?"
 )
+"""Open MPI's mpirun on a rank a signal ended (``mpirun noticed that process rank 5 with PID 6637 on node n7
+exited on signal 6 (Aborted).``, orte/mca/errmgr's help text; its node's name empty where the daemon never
+learnt it, ``… on node exited on signal 4 …``): a signal of the rank's own code (SIGABRT, SIGILL, SIGFPE) is
+an abort's, a crash's (SIGSEGV, SIGBUS) a segfault's."""
 _NONZERO_OMPI = re.compile(r"exited with non-zero status")
 _PRIMARY_JOB = re.compile(r"Primary job {1,4}terminated normally, but \d{1,7} process(?:es)? returned")
 _BAD_TERMINATION = re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")
