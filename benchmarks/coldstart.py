@@ -5,7 +5,8 @@ in place before the controller starts. The controller runs as deployed, one proc
 (``watch``, ``consume --only history``, ``consume --only rules``, ``api``) on embedded PostgreSQL
 and NATS. Every failure latency is measured twice: ``bus``, until the finding is on the FINDINGS
 stream, and ``api``, until it is readable through the API (``GET /api/v1/runs/{uid}/findings``
-lists it, polled every 50 ms), which is what a user waits for. Printed:
+lists it, polled every 50 ms), which is what a user waits for; and ``jobs``, until the
+OOM-killed pod is on the JOBS stream (the watcher's part of the wait). Printed:
 
 - ``relist``: messages the relist put on the JOBS stream, and at what rate;
 - ``caught_up_s``: from the start until the history and every rules partition have consumed
@@ -77,6 +78,7 @@ from benchmarks.uptree import TreeMemory, kill_everything, start_up, until_answe
 from controller.bus.streams import credentials, ensure_streams
 from controller.bus.versions import BUCKET
 from controller.cli.embedded import EmbeddedServices, die_with_this_process
+from controller.contract.events import PodObserved, parse_event
 from controller.contract.findings import parse_finding
 from controller.contract.settings import ConsumerSettings, NatsSettings
 from controller.contract.subjects import HISTORY_DURABLE, RULES_DURABLE, Topology
@@ -243,15 +245,23 @@ class UpController(Controller):
 
 
 class Findings:
-    """Arrival time of the first firing ``oom`` finding of each job, from FINDINGS."""
+    """Arrival time of the first firing ``oom`` finding of each job, from FINDINGS; and of its
+    first OOM-killed pod on JOBS (``failed``: the watcher's part of the wait)."""
 
     def __init__(self) -> None:
         self.arrived: dict[str, float] = {}
+        self.failed: dict[str, float] = {}
 
     async def on(self, msg: Msg) -> None:
         finding = parse_finding(msg.data)
         if finding.rule == "oom" and finding.status == "firing":
             self.arrived.setdefault(finding.job.name, time.monotonic())
+
+    async def on_urgent(self, msg: Msg) -> None:
+        """A failure signal on JOBS (``jobs.<ns>.<job>.urgent``): an OOM-killed pod's is noted."""
+        event = parse_event(msg.data)
+        if isinstance(event, PodObserved) and any(c.reason == "OOMKilled" for c in event.containers):
+            self.failed.setdefault(event.job.name, time.monotonic())
 
 
 class ApiFindings:
@@ -363,7 +373,10 @@ class Installation:
         """Wait for the ``oom`` finding of every kill on the bus and through the API; their latencies."""
         through_api = asyncio.create_task(self.api.watch(list(injected)))
         await until(lambda: all(n in self.findings.arrived for n in injected), 120, interval_s=0.05)
+        failed = self.findings.failed
+        on_jobs = {"jobs": percentiles(injected, failed)} if all(n in failed for n in injected) else {}
         return {
+            **on_jobs,
             "bus": percentiles(injected, self.findings.arrived),
             "api": percentiles(injected, await through_api),
         }
@@ -602,6 +615,8 @@ async def measure(
                 await ensure_streams(js, topology, NatsSettings())
                 findings = Findings()
                 await nc.subscribe(topology.wildcard("findings"), cb=findings.on)
+                urgent = topology.job_observations().removesuffix(".job") + ".urgent"
+                await nc.subscribe(urgent, cb=findings.on_urgent)
                 env = environment(services, workdir, ports, sim, topology, up)
                 if up:
                     services.close()

@@ -7,6 +7,14 @@ Jobs, pods and events come from independent watches, so a worker pod or a
 workload, an event about some Deployment) and is dropped and counted. Deleted jobs and pods
 stay in the index for the same grace period, so late events about them still find their run.
 
+After a restart the index starts from the jobs published before it (:meth:`Correlator.seed`,
+from the ``published`` bucket): a pod of such a job that fails at once is placed at once, not
+after the list of every job beside the resumed watch. What the watches say wins: a job observed
+replaces a seeded one of its name, a pod whose ``ownerReferences`` name its job's uid goes to that
+uid only (held until it is known, never placed by name on another), and a seeded job that the
+first complete list (or the resumed watch, :meth:`Correlator.settle`) did not bring again is
+forgotten after the same grace period as a deleted one: it was deleted while no watcher ran.
+
 Two kinds of Events are about neither a job nor a pod, yet explain a run:
 
 - Events about a **Node** (``SystemOOM``, ``OOMKilling``: the kernel's OOM killer) reach every
@@ -25,9 +33,10 @@ Two kinds of Events are about neither a job nor a pod, yet explain a run:
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -90,6 +99,10 @@ class Correlator:
     pod_runs: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # → (node, run uid)
     node_health: NodeHealth = field(default_factory=NodeHealth)
     dropped: int = 0
+    _seeded: dict[str, JobRef] = field(default_factory=dict)
+    """Uid → run of the seeded jobs no list or watch has given yet."""
+    _settled: set[tuple[JobKind, str | None]] = field(default_factory=set)
+    """(job kind, namespace or ``None``: all) whose first complete list (or resumed watch) ended."""
     _held: dict[tuple[str, ...], list[_Held]] = field(default_factory=dict)  # by what they wait for
     _forget: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
 
@@ -124,6 +137,42 @@ class Correlator:
         self.node_health.expire(now)
         return len(expired)
 
+    def seed(self, jobs: Iterable[JobRef]) -> list[BusEvent]:
+        """Index ``jobs`` (those published before this start) until the watches say otherwise;
+        returns what waited for them. A job already observed keeps what its observation said, and
+        a seeded job of a kind and namespace already :meth:`settle` d is forgotten after the grace
+        period unless observed meanwhile."""
+        released: list[BusEvent] = []
+        for ref in jobs:
+            key = (ref.namespace, ref.kind, ref.name)
+            if ref.uid in self.jobs_by_uid or key in self.jobs:
+                continue
+            self.jobs[key] = ref
+            self.jobs_by_uid[ref.uid] = ref
+            self._seeded[ref.uid] = ref
+            if self._is_settled(ref):
+                self._later(functools.partial(self._unseed, ref))
+            released += [*self._release(("job", *key)), *self._release(("batch", ref.namespace))]
+        return released
+
+    def settle(self, kinds: Collection[JobKind], namespace: str | None) -> None:
+        """The first complete list of the jobs of ``kinds`` in ``namespace`` (``None``: all) was
+        handed on, or their resumed watch tells what was deleted meanwhile itself: a seeded job
+        of them not observed within the grace period was deleted while no watcher ran."""
+        self._settled.update((kind, namespace) for kind in kinds)
+        for ref in list(self._seeded.values()):
+            if self._is_settled(ref):
+                self._later(functools.partial(self._unseed, ref))
+
+    def _is_settled(self, ref: JobRef) -> bool:
+        return (ref.kind, None) in self._settled or (ref.kind, ref.namespace) in self._settled
+
+    def _unseed(self, ref: JobRef) -> None:
+        """Forget seeded ``ref`` unless a list or watch gave it meanwhile."""
+        if self._seeded.get(ref.uid) == ref:
+            del self._seeded[ref.uid]
+            self._forget_job((ref.namespace, ref.kind, ref.name), ref)
+
     @property
     def held(self) -> int:
         return sum(len(waiting) for waiting in self._held.values())
@@ -138,6 +187,7 @@ class Correlator:
         key = (ref.namespace, ref.kind, ref.name)
         self.jobs[key] = ref
         self.jobs_by_uid[ref.uid] = ref
+        self._seeded.pop(ref.uid, None)
         if observation.change == "DELETED":
             self._later(lambda: self._forget_job(key, ref))
         released = [*self._release(("job", *key)), *self._release(("batch", ref.namespace))]
@@ -205,11 +255,15 @@ class Correlator:
         self._forget.append((self.clock() + self.pending_ttl_s, forget))
 
     def _pod_job(self, obj: Mapping[str, Any], owner: PodOwner) -> JobRef | None:
-        for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-            if ref.get("kind") == owner["kind"] and ref.get("uid") in self.jobs_by_uid:
-                return self.jobs_by_uid[ref["uid"]]
-        namespace = (obj.get("metadata") or {}).get("namespace", "default")
-        return self.jobs.get((namespace, owner["kind"], owner["name"]))
+        """The run of a pod: the job its ``ownerReferences`` name by uid, once known (never
+        another of that name); without such a reference (a launcher a batch Job owns), the job of
+        its name."""
+        meta = obj.get("metadata") or {}
+        refs = meta.get("ownerReferences") or ()
+        owners = [ref["uid"] for ref in refs if ref.get("kind") == owner["kind"] and ref.get("uid")]
+        if owners:
+            return next((self.jobs_by_uid[uid] for uid in owners if uid in self.jobs_by_uid), None)
+        return self.jobs.get((meta.get("namespace", "default"), owner["kind"], owner["name"]))
 
     def _place(self, observation: Observation) -> list[BusEvent] | None:
         obj = observation.object

@@ -17,10 +17,11 @@ covers it (``<job kind>/<namespace>``: an MPIJob's pods are listed apart from a 
 its identity as JSON, what a deletion of it says besides uid and version (a job's kind,
 namespace, name, phase, labels and times; a pod's job, name, namespace, role, index, phase,
 node and creation time). A start keeps them as read and parses the identities of the objects
-that are gone only. The identity is what lets a start publish the deletion of an object
-deleted while no watcher was running (:meth:`PublishedVersions.gone`): a relist has no earlier
-list to compare with, only this bucket. Kubernetes Events carry none: an Event expiring says
-nothing about a run.
+that are gone, and of the jobs (kind, namespace and name: the correlator knows every run
+published before at once, :meth:`PublishedVersions.jobs`). The identity is what lets a start
+publish the deletion of an object deleted while no watcher was running
+(:meth:`PublishedVersions.gone`): a relist has no earlier list to compare with, only this
+bucket. Kubernetes Events carry none: an Event expiring says nothing about a run.
 
 A value an earlier version wrote (no identity) still counts as a version, and is rewritten
 with the identity the next time a relist sees its object (:meth:`VersionedPublisher.publish`).
@@ -50,6 +51,7 @@ from controller.bus.versions import PublishedBucket, watch_bucket
 from controller.contract.events import (
     BusEvent,
     JobObserved,
+    JobRef,
     PodObserved,
     parse_event,
     resource_version_in,
@@ -180,6 +182,8 @@ class PublishedVersions:
         :meth:`gone` sorted them."""
         self._legacy: set[str] = set()
         """Keys of jobs and pods whose value an earlier version wrote, without identity."""
+        self._jobs: dict[str, str] = {}
+        """Uid → identity JSON, as loaded, of the jobs published before this start (:meth:`jobs`)."""
 
     async def load(self, settings: NatsSettings) -> int:
         """Create the bucket if needed and read it whole; returns how many objects it holds.
@@ -214,7 +218,31 @@ class PublishedVersions:
                 len(self._legacy),
                 recovered,
             )
+        self._jobs = {
+            key.partition(".")[2]: text.partition("\n")[2]
+            for key, text in identities.items()
+            if key.startswith("job.")
+        }
         return len(self._known)
+
+    def jobs(self) -> list[JobRef]:
+        """The runs of the jobs published before this start and not deleted since, as far as this
+        start's load knew them: what lets the correlator place a pod of one at once after a restart,
+        before any list of the jobs ended (:meth:`watchers.correlating.Correlator.seed`). Read once:
+        a second call returns none. An identity that does not parse is logged and skipped."""
+        jobs, self._jobs = self._jobs, {}
+        refs: list[JobRef] = []
+        for uid, identity in jobs.items():
+            try:
+                fields = json.loads(identity)
+                refs.append(
+                    JobRef.model_validate(
+                        {"uid": uid, **{name: fields.get(name) for name in ("kind", "namespace", "name")}}
+                    )
+                )
+            except (ValueError, TypeError, AttributeError) as exc:  # ValidationError is a ValueError
+                log.warning("published identity of job %s does not parse; not indexed: %s", uid, exc)
+        return refs
 
     async def _recover_jobs(self, identities: dict[str, str]) -> int:
         """Identities of jobs whose value an earlier version wrote, from the last observation of

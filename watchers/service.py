@@ -291,6 +291,19 @@ class UnwatchedDeletions:
             task.cancel()
 
 
+def _settling(correlator: Correlator, listed: Listed) -> Listed:
+    """``listed``, after the correlator's jobs seeded from what was published before are settled
+    by the first complete list of their kind (or its resumed watch)."""
+
+    async def settle(resource: Resource, namespace: str | None, uids: frozenset[str] | None) -> None:
+        what, kinds = UnwatchedDeletions.covers(resource)
+        if what == "job":
+            correlator.settle(kinds, namespace)
+        await listed(resource, namespace, uids)
+
+    return settle
+
+
 def _probes(
     gateway: KubeGateway,
     correlator: Correlator,
@@ -356,7 +369,11 @@ async def run_watchers(
 
     async def publish_loop() -> None:
         """Batches of up to MAX_BATCH, failure signals first: an OOM kill seen during a relist of
-        thousands of pods goes out with the next batch, not after the relist."""
+        thousands of pods goes out with the next batch, not after the relist. The first waits for
+        the published versions (as its publish would), and the correlator starts from the jobs
+        they hold: a pod of one is placed before the list of the jobs beside their resumed watch
+        ends."""
+        await pipeline.feed((), pipeline.correlator.seed((await changes.loaded()).jobs()))
         while not stop.is_set():
             if queue.empty() and urgent.empty() and not unwatched.pending:
                 arrived.clear()
@@ -383,7 +400,7 @@ async def run_watchers(
             publish_loop(),
             *(start() for start in probes),
             metrics=watch_metrics,
-            listed=unwatched.listed,
+            listed=_settling(pipeline.correlator, unwatched.listed),
             positions=positions,
         )
 
