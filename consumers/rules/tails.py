@@ -165,6 +165,32 @@ _TITLE = re.compile(
 )
 """A title that names an error as its topic (``[tune] "No space left on device" should be handled``,
 ``How to fix …``, ``Handle …Error``), however it is prefixed: a thread's, not a program's line."""
+_DESCRIBED = re.compile(
+    r"^\s{0,8}(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception)\b(?:"
+    # a reference page's sentence on the class, in a language written without spaces (``…Error 表示 …``,
+    # ``…Error は …``), or in English (``RendezvousConnectionError indicates that …``): Python prints the
+    # class with a colon and its message, or alone
+    r"\s{0,4}[\u3040-\u30ff\u4e00-\u9fff]"
+    r"| (?:means|indicates|signals|denotes|is raised|is thrown|occurs|happens)\b"
+    # a page's opening sentence with the error's message as its subject (``torch.cuda.OutOfMemoryError: CUDA
+    # out of memory is one of those errors that lies to you``, ``… is an error that …``)
+    r"|[^\n]{0,200}? (?:is|are) (?:one of (?:those|the)\b"
+    r"|an? (?:[\w-]{1,30} ){0,3}(?:error|exception|failure)s? (?:that|which|you)\b))"
+)
+"""An exception's class, or its message after it, as the subject of a sentence that describes it: a page's
+account of the error, whatever program's format its first words have."""
+_SURMISED = re.compile(
+    r"^\s{0,8}(?:It (?:looks|seems) (?:like|as if|as though)|It seems(?: that)?|It appears(?: that)?"
+    r"|Apparently|Presumably|My guess is)\b[^\n`]{0,300}`"
+)
+"""A writer's surmise about what a program does on an error, the error quoted in inline code after it (``It
+looks like tensorflow makes the training script exit with 0 on an `Connection reset by peer` ``, ``It seems as
+though some `MPI_Aborts` … don't return a non-zero exit code``): a pull request's or a comment's theory, not a
+report of a run (Open MPI's own ``It looks like MPI_INIT failed …`` quotes no code)."""
+_QUOTED_LOCATION = re.compile(r"`[\w/\\.-]{1,200}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|go|rs|java):\d{1,6}`")
+"""A source file and line alone in inline code (``in `gloo/transport/tcp/pair.cc:563` ``): the writer's
+pointer to where a message comes from, not the program's format (a message quoted whole with its location
+stays one)."""
 _BARE_CLASS = re.compile(r"^\s{0,8}(?P<name>[A-Z][A-Za-z]{1,80}(?:Error|Exception))\s{0,8}$")
 """A line that is an exception class's name alone, unqualified, with no message. Python prints a raised
 exception's class qualified by its module (``torch.distributed.elastic.rendezvous.api.…Error: …``)
@@ -350,10 +376,16 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
         if examples:
             told.add(i)
             continue
-        if not in_help and (_TITLE.match(text) or _named_bare(text) or _WRITTEN.match(text)):
+        if not in_help and (
+            _TITLE.match(text)
+            or _named_bare(text)
+            or _WRITTEN.match(text)
+            or _DESCRIBED.match(text)
+            or _SURMISED.match(text)
+        ):
             told.add(i)
             continue
-        if in_help or headed or _PRINTED.search(text):
+        if in_help or headed or _printed(text):
             continue
         markup = _MARKUP.search(text)
         introduces = _EXAMPLES.search(text) is not None
@@ -396,6 +428,16 @@ def _added(lines: tuple[str, ...]) -> set[int]:
     if len(written) < 2 or not all(_ADDED.match(lines[i]) for i in written):
         return set()
     return set(written)
+
+
+def _printed(text: str) -> bool:
+    """Whether ``text`` has a program's format (:data:`_PRINTED`) besides a source location a sentence quotes
+    alone (:data:`_QUOTED_LOCATION`; a line that is one code span whole is a program's line pasted)."""
+    if _PRINTED.search(text) is None:
+        return False
+    return (
+        _WHOLE_SPAN.match(text) is not None or _PRINTED.search(_QUOTED_LOCATION.sub("``", text)) is not None
+    )
 
 
 def _explains(text: str) -> bool:
@@ -812,6 +854,29 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+_ALLOCATION_NOTED = re.compile(r": I [\w/\\.:-]{1,300}_driver\.cc:\d{1,6}\] failed to allocate ")
+"""TensorFlow's (and XLA's) stream executor noting at level I that a device allocation failed (its
+cuda_driver.cc's or rocm_driver.cc's ``failed to allocate 7.81G (… bytes) from device:
+CUDA_ERROR_OUT_OF_MEMORY``): its allocator tries a smaller size next; the same line at level E is the
+failure."""
+_INFO_LINE = re.compile(r": I [\w/\\.:-]{1,300}\.(?:cc|h|py):\d{1,6}\] ")
+"""A line TensorFlow logs at level I (``… I tensorflow/…/dso_loader.cc:44] Successfully opened dynamic
+library …``)."""
+
+
+def _allocator_went_on(lines: Sequence[str], index: int) -> bool:
+    """Whether the stream executor's allocation failure noted at level I on ``lines[index]``
+    (:data:`_ALLOCATION_NOTED`) was followed by TensorFlow going on: the next line that is not another such
+    note is one it logs at level I (loading a library, creating a device) — it got memory and went on."""
+    if _ALLOCATION_NOTED.search(lines[index]) is None:
+        return False
+    for line in lines[index + 1 : index + 1 + _CONTEXT_LINES]:
+        if not line.strip() or _ALLOCATION_NOTED.search(line):
+            continue
+        return _INFO_LINE.search(line) is not None
+    return False
+
+
 @dataclass(frozen=True)
 class GpuOom:
     """One out-of-GPU-memory line, the rank that printed it if tagged, and what said it."""
@@ -833,6 +898,7 @@ def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
             match is not None
             and not is_mention(line, match[1].start(), match[1].end())
             and not handled(lines, i)
+            and not _allocator_went_on(lines, i)
         ):
             what = match[0]
             found.append(GpuOom(line, output_rank(line), what))
