@@ -119,6 +119,9 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
             unit, pid = oomd.group("unit"), oomd.group("victim")
             killed = f"cgroup {unit}" if unit else f"process {pid}"
             return OomKill(pod, first, facts, "node", killed, "systemd-oomd")
+        if early := [h for h in hits if h.name == "earlyoom"]:
+            victim = next((f'process "{v}"' for h in early if (v := h.group("victim")) is not None), None)
+            return OomKill(pod, first, facts, "node", victim or "a process", _EARLYOOM)
         if any(h.name == "dask-nanny" for h in hits):
             return OomKill(pod, first, facts, "limit", "the worker over its memory budget", _DASK_NANNY)
         if all(h.name in _RUNTIMES for h in hits):  # no kill: the program's runtime refused it memory
@@ -402,6 +405,16 @@ _SCHEDULER_STEPS = (
 )
 
 
+_EARLYOOM = "earlyoom (a userspace OOM killer on the node)"
+_EARLYOOM_STEPS = (
+    "earlyoom killed the process when the node's available memory (and free swap) fell to its minimum "
+    "(-m / -s, 10% by default), before the kernel's OOM killer would have: the job, or what shares its "
+    "node, used the node's memory; lower what each process holds (batch size, data-loader workers, a "
+    "dataset read in chunks) or give the job a node with more memory.",
+    "On the node, journalctl -u earlyoom lists what it killed and why; its --avoid / --prefer regexes (or "
+    "lower -m / -s) decide whom it picks, and the pod's memory limit should keep the job under the node's "
+    "share so the kubelet, not earlyoom, acts first.",
+)
 _DASK_NANNY = "Dask's nanny"
 _DASK_STEPS = (
     "Dask's nanny restarted the worker when its memory passed distributed.worker.memory.terminate (95% of "
@@ -537,6 +550,7 @@ _RUNTIMES = frozenset(
 """Hits of a runtime that refused the program memory of its own (not a kill)."""
 _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     "systemd-oomd": _OOMD_STEPS,
+    _EARLYOOM: _EARLYOOM_STEPS,
     _RAY_MONITOR: _RAY_STEPS,
     _DASK_NANNY: _DASK_STEPS,
     "the JVM": _JVM_STEPS,

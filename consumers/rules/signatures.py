@@ -1846,6 +1846,23 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"|Killed (?P<unit>/[^\s]{1,300}) due to (?:memory pressure|memory used|swap used)\b)"
         ),
     ),
+    # earlyoom, a userspace OOM killer run on the node, killing the process with the most badness when the
+    # available memory (and swap) fell to its minimum: its kill (kill.c: ``sending SIGTERM to process 29410
+    # uid 1000 "python": badness 1264, VmRSS 23964 MiB``; ``… to process N "name": …`` before uids were
+    # printed; SIGKILL past its second limit), its verdict before it (``low memory! at or below SIGTERM
+    # limits: mem 10.00%, swap 10.00%``), and its first releases' (main.c: ``Out of memory! avail: 138 MiB
+    # < min: 786 MiB``, then the process it killed)
+    Signature(
+        "earlyoom",
+        "earlyoom",
+        "the node's available memory fell to earlyoom's minimum and earlyoom killed a process",
+        re.compile(
+            r"\bsending SIG(?:TERM|KILL) to process \d{1,10}(?: uid \d{1,10})? "
+            r"\"(?P<victim>[^\"\n]{1,64})\": badness -?\d"
+            r"|\blow memory! at or below SIG(?:TERM|KILL) limits: "
+            r"|\bOut of memory! avail: \d{1,12} MiB < min: \d{1,12} MiB"
+        ),
+    ),
     # a batch scheduler killing the job for the memory it was granted: PBS Pro's and TORQUE's MOM
     # (``=>> PBS: job killed: mem 38427376kb exceeded limit 33554432kb``, ``vmem``, ``pvmem``, ``mem job
     # total … kb exceeded limit``; the server's ``Job exceeded a memory resource limit (vmem, pvmem, etc.).

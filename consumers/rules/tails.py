@@ -939,7 +939,7 @@ def _cuda_thrown_oom(lines: Sequence[str], index: int) -> str | None:
 
 CommKind = Literal[
     "refused", "timed-out", "no-route", "unresolved", "ssh-closed", "publickey", "host-key", "hydra",
-    "hydra-proxy", "hydra-write", "daemon-lost", "daemon-start", "daemon-failed", "mpi-error",
+    "hydra-proxy", "hydra-write", "hydra-launch", "daemon-lost", "daemon-start", "daemon-failed", "mpi-error",
     "bad-termination",
 ]  # fmt: skip
 
@@ -973,7 +973,17 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
     ),
     ("hydra-proxy", re.compile(r"connection to proxy \d{1,7} at host (?P<host>\S{1,253}) failed")),
     ("hydra-write", re.compile(r"HYDU_sock_write \([^)]{0,200}\): write error \((?P<detail>[^)]{1,80})\)")),
+    # Hydra's proxy (pmip_cb.c's launch_procs) or mpiexec launching its proxies (the bootstrap's
+    # launch_procs) failing to create a process: ``[proxy:0:0@host] launch_procs (…pmip_cb.c:751): create
+    # process returned error``, the function and its file on lines of their own where a console wrapped it
+    ("hydra-launch", re.compile(r"(?:^|\): ?)create process returned error\b")),
     ("daemon-lost", re.compile(r"(?:ORTE|PR{1,2}TE) has lost communication with (?:a )?remote daemon")),
+    # the runtime's out-of-band TCP channel giving up on reaching a daemon (Open MPI's oob/tcp, PRRTE's,
+    # oob_tcp_connection.c: ``prte_tcp_peer_try_connect: 10.0.0.2:49717 retries exceeded``)
+    (
+        "daemon-lost",
+        re.compile(r"\b(?:mca_oob|orte|prte|prrte|pmix)_tcp_peer_try_connect: \S{1,300} retries exceeded\b"),
+    ),
     ("daemon-start", re.compile(r"(?:ORTE|PR{1,2}TE) was unable to reliably start one or more daemons")),
     ("daemon-failed", re.compile(r"An? (?:ORTE|PR{1,2}TE) daemon has unexpectedly failed after launch")),
     (
@@ -988,8 +998,20 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
         "mpi-error",
         re.compile(r"MPID_nem_\w{1,40}\(\d{1,6}\)\.{0,80}: ?(?P<detail>Communication error[^\n]{0,200})"),
     ),
+    # a frame of an MPICH error stack whose socket failed under it (the TCP netmod's or the sock channel's
+    # errors: ``recv_cmd_pkt(701)....: read from socket failed - nread=0``, ``write to socket failed``,
+    # ``socket closed``), the headline cut from the tail
+    (
+        "mpi-error",
+        re.compile(
+            r"^\s{0,8}\w{1,80}\(\d{1,6}\)\.{0,80}: ?"
+            r"(?P<detail>(?:read from|write to) socket failed\b[^\n]{0,200}|socket closed\b)"
+        ),
+    ),
     ("bad-termination", re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")),
 )
+_HYDRA_HOST = re.compile(r"\[(?:proxy:\d{1,7}:\d{1,7}|mpiexec)@(?P<host>[^\]\s]{1,253})\]")
+"""The host a Hydra process names itself by (``[proxy:0:0@node3]``, ``[mpiexec@launcher]``)."""
 _REMOTE_DAEMON = re.compile(r"Remote daemon\s{0,10}:\s{0,10}\S{1,100} on node (?P<host>\S{1,253})")
 _RUNNING_AT = re.compile(r"RUNNING AT (?P<host>\S{1,253})")
 _BAD_TERMINATION_RANK = re.compile(r"RANK \d{1,7} PID \d{1,10} RUNNING AT")
@@ -1039,6 +1061,10 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
         return CommFailure(kind, _host_before(tail[i], match.start()), (tail[i],))
     if kind == "hydra-write":
         return CommFailure(kind, None, (tail[i],), match.group("detail"))
+    if kind == "hydra-launch":
+        near = tail[max(0, i - 2) : i + 1]
+        host = next((m["host"] for line in reversed(near) if (m := _HYDRA_HOST.search(line))), None)
+        return CommFailure(kind, host, tuple(near))
     if kind == "mpi-error":
         if match.groupdict().get("detail") is not None:
             return CommFailure(kind, None, (tail[i],), match.group("detail").strip())

@@ -16,7 +16,136 @@ from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, stays
 
 # id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
 
-_TABLES: dict[RuleId, dict[str, Wording]] = {}
+_MPI_COMM: dict[str, Wording] = {
+    # mpiexec's bootstrap failing to create the process that starts a proxy (Hydra's
+    # tools/bootstrap/external/external_common_launch.c)
+    "hydra-mpiexec-bootstrap-create-process-returned-error": (
+        "[mpiexec@launcher-0] HYDT_bscd_common_launch_procs (tools/bootstrap/external/external_common_launch.c"
+        ":296): create process returned error\n"
+        "[mpiexec@launcher-0] HYD_pmci_launch_procs (pm/pmiserv/pmiserv_pmci.c:181): launcher returned error",
+        "Hydra on launcher-0 could not create the processes it launches",
+        "path and permissions",
+        "mpich",
+    ),
+    # a newer MPICH's proxy on one line (pm/pmiserv/pmip_cb.c)
+    "hydra-proxy-launch-procs-one-line": (
+        "[proxy:0:1@trainer-worker-1] launch_procs (pm/pmiserv/pmip_cb.c:699): create process returned error\n"
+        "[proxy:0:1@trainer-worker-1] HYD_pmcd_pmip_control_cmd_cb (pm/pmiserv/pmip_cb.c:893): launch_procs "
+        "returned error",
+        "Hydra on trainer-worker-1 could not create the processes it launches",
+        "path and permissions",
+        "mpich",
+    ),
+    # Open MPI 4's out-of-band TCP channel (orte/mca/oob/tcp) giving up on a daemon's address
+    "orte-oob-tcp-peer-try-connect-retries-exceeded": (
+        "[node-a:01234] [[41872,0],0] orte_tcp_peer_try_connect: 10.4.0.17:1024 retries exceeded",
+        "lost a remote MPI daemon",
+        "NetworkPolicies",
+        "openmpi",
+    ),
+    # PRRTE's on an IPv6 address
+    "prrte-oob-tcp-peer-try-connect-retries-exceeded-ipv6": (
+        "[host-b:7710] [prterun-host-b-7710@0,1] prte_tcp_peer_try_connect: [fd00::12]:40211 retries exceeded",
+        "lost a remote MPI daemon",
+        "NetworkPolicies",
+        "openmpi",
+    ),
+    # MPICH's TCP netmod failing a write, the headline cut (nemesis netmod tcp)
+    "mpich-nemesis-tcp-write-to-socket-failed": (
+        "MPIDI_CH3I_Progress(176)..........: \n"
+        "MPID_nem_tcp_send_queued(150).....: write to socket failed - Bad file descriptor",
+        "write to socket failed - Bad file descriptor",
+        "NetworkPolicies",
+        "mpich",
+    ),
+    # MPICH's frame where the peer closed the socket
+    "mpich-frame-socket-closed": (
+        "MPIDI_CH3I_Progress(176)..........: \nstate_commrdy_handler(1017).......: socket closed",
+        "socket closed",
+        "NetworkPolicies",
+        "mpich",
+    ),
+}
+
+
+_RENDEZVOUS: dict[str, Wording] = {
+    # Gloo's own FileStore (gloo/rendezvous/file_store.cc), thrown uncaught as its IoException
+    "gloo-file-store-wait-timeout-io-exception": (
+        "terminate called after throwing an instance of 'gloo::IoException'\n"
+        '  what():  [/opt/gloo/gloo/rendezvous/file_store.cc:132] Wait timeout for key(s): ["rank_1"]',
+        "timed out waiting on Gloo's rendezvous store",
+        "MASTER_ADDR",
+        "gloo",
+    ),
+    # Horovod's in-memory store, built on Gloo's store interface (horovod/common/gloo/memory_store.cc)
+    "horovod-memory-store-wait-timeout": (
+        "  what():  [/tmp/pip-req-build/horovod/common/gloo/memory_store.cc:59] Wait timeout for key(s): "
+        "[rank_3]",
+        "timed out waiting on Gloo's rendezvous store",
+        "MASTER_ADDR",
+        "horovod",
+    ),
+    # an older Horovod's HTTP store, without the seconds (http_store.cc)
+    "horovod-http-store-wait-timeout-older": (
+        "  what():  [/usr/local/lib/python3.8/dist-packages/horovod/common/gloo/http_store.cc:52] Wait timeout "
+        "for key(s): 3",
+        "the launcher's HTTP rendezvous store (Horovod's Gloo)",
+        "HOROVOD_GLOO_TIMEOUT_SECONDS",
+        "horovod",
+    ),
+    # PaddlePaddle's HDFS store for its Gloo wrapper, through its enforce
+    "paddle-hdfs-store-wait-timeout": (
+        "paddle.fluid.core_avx.EnforceNotMet: Wait timeout for key(s): trainer_1 at "
+        "[/paddle/paddle/fluid/framework/fleet/gloo_wrapper.cc:105]",
+        "timed out waiting on Gloo's rendezvous store",
+        "MASTER_ADDR",
+        "other",
+    ),
+    # torch 1.x's TCPStore raising its bare wait timeout under init_process_group's tcp:// handler
+    "torch-1x-tcpstore-bare-wait-timeout": (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 9, in <module>\n'
+        '    dist.init_process_group("gloo", init_method="tcp://10.0.0.1:23456", rank=1, world_size=4)\n'
+        '  File "/usr/lib/python3.7/site-packages/torch/distributed/rendezvous.py", line 95, in '
+        "_tcp_rendezvous_handler\n"
+        "    store = TCPStore(result.hostname, result.port, world_size, start_daemon)\n"
+        "RuntimeError: Wait timeout",
+        "timed out waiting on the store while the process group was set up",
+        "MASTER_ADDR",
+        "pytorch",
+    ),
+}
+
+
+_OOM: dict[str, Wording] = {
+    # earlyoom past its SIGKILL limit, its verdict then its kill (kill.c)
+    "earlyoom-sigkill-limits": (
+        "Nov 29 09:00:01 gpu-node-3 earlyoom[812]: low memory! at or below SIGKILL limits: mem  4.00%, swap  "
+        "4.00%\n"
+        'Nov 29 09:00:01 gpu-node-3 earlyoom[812]: sending SIGKILL to process 4711 uid 0 "python3": badness '
+        "912, VmRSS 61234 MiB",
+        'earlyoom (a userspace OOM killer on the node) killed process "python3"',
+        "journalctl -u earlyoom",
+        "linux",
+    ),
+    # an earlier release's kill, before it printed the uid
+    "earlyoom-sigterm-without-uid": (
+        'earlyoom[1001]: sending SIGTERM to process 2202 "torchrun": badness 870, VmRSS 20480 MiB',
+        'killed process "torchrun"',
+        "--avoid / --prefer",
+        "linux",
+    ),
+    # its first releases, the kill's line in its own words after
+    "earlyoom-first-release-out-of-memory": (
+        "Out of memory! avail: 512 MiB < min: 1600 MiB\nKilling process 5120 python",
+        "earlyoom (a userspace OOM killer on the node)",
+        "journalctl -u earlyoom",
+        "linux",
+    ),
+}
+
+
+_TABLES: dict[RuleId, dict[str, Wording]] = {"mpi-comm": _MPI_COMM, "rendezvous": _RENDEZVOUS, "oom": _OOM}
 
 
 @pytest.mark.parametrize(WORDING_ARGS, wordings(_TABLES))
@@ -71,6 +200,36 @@ _QUIET: dict[str, tuple[str, str]] = {
         "The segmentation fault handler lives in `c10/util/signal_handler.cpp:130` and only prints a "
         "backtrace when enabled.",
         "pytorch",
+    ),
+    # a proxy's normal attempt to reach a daemon, retries not yet spent (PRRTE's verbose output)
+    "oob-tcp-attempting-to-connect": (
+        "[host-b:7710] [prterun-host-b-7710@0,1] prte_tcp_peer_try_connect: attempting to connect to proc "
+        "[prterun-host-b-7710@0,0] on 10.0.0.2:49717 - 0 retries",
+        "openmpi",
+    ),
+    # MPICH's error name explained
+    "mpich-read-from-socket-failed-explained": (
+        "The read from socket failed - nread=0 error means the peer rank closed its connection first.",
+        "mpich",
+    ),
+    # Hydra's error explained
+    "hydra-create-process-explained": (
+        "create process returned error means the proxy could not execvp the program you gave mpiexec.",
+        "mpich",
+    ),
+    # earlyoom's start-up summary and its periodic report
+    "earlyoom-startup-and-report": (
+        "earlyoom v1.7\nmem total: 64000 MiB, swap total:    0 MiB\n"
+        "sending SIGTERM when mem <= 10.00% and swap <= 10.00%,\n"
+        "        SIGKILL when mem <=  5.00% and swap <=  5.00%\n"
+        "mem avail: 30211 of 64000 MiB (47.20%), swap free:    0 of    0 MiB ( 0.00%)",
+        "linux",
+    ),
+    # Gloo's wait timeout explained in a guide
+    "gloo-wait-timeout-explained": (
+        "Gloo raises `Wait timeout for key(s): …` when a rank never writes its key; raise "
+        "HOROVOD_GLOO_TIMEOUT_SECONDS for slow starts.",
+        "horovod",
     ),
 }
 
