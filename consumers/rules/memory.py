@@ -52,6 +52,7 @@ from consumers.rules.tails import (
     MIOPEN_OOM,
     MPS_OOM,
     PADDLE_BADALLOC_OOM,
+    PADDLE_RESERVE_OOM,
     ROCCLR_OOM,
     TF_INIT_OOM,
     THEANO_OOM,
@@ -643,6 +644,10 @@ _OWN_OOM_STEPS: dict[str, str] = {
     LEVEL_ZERO_OOM: "Intel GPU: lower the batch size, check xpu-smi (or sycl-ls) for another process on the "
     "device, and free the cache between phases (torch.xpu.empty_cache()); with IPEX, its version must match "
     "torch's and the driver's.",
+    PADDLE_RESERVE_OOM: "PaddlePaddle reserves FLAGS_fraction_of_gpu_memory_to_use of the GPU at start and "
+    "found less free: another process (or another trainer on the same GPU) holds the rest, nvidia-smi on "
+    "the node shows who; give each trainer its own GPU (CUDA_VISIBLE_DEVICES, FLAGS_selected_gpus), lower "
+    "the fraction, or set FLAGS_allocator_strategy=auto_growth to reserve as it goes.",
     TF_INIT_OOM: "TensorFlow: another process (or another rank on the same GPU) already holds its memory: "
     "nvidia-smi on the node shows who; give each process its own GPU (CUDA_VISIBLE_DEVICES) and let "
     "TensorFlow grow its share (allow_growth / per_process_gpu_memory_fraction).",

@@ -631,6 +631,10 @@ ROCCLR_OOM = "GPU out of memory (ROCm's runtime, ROCclr: its device memory alloc
 """What ROCm's common runtime (HIP's and OpenCL's ROCclr, its AMD_LOG_LEVEL lines) running out is said as."""
 MIOPEN_OOM = "GPU out of memory (MIOpen could not allocate its buffer)"
 PADDLE_BADALLOC_OOM = "GPU out of memory (PaddlePaddle's allocator threw BadAlloc)"
+PADDLE_RESERVE_OOM = (
+    "GPU out of memory (PaddlePaddle: the GPU's free memory is less than the share it reserves, "
+    "FLAGS_fraction_of_gpu_memory_to_use; another process holds the rest)"
+)
 THEANO_OOM = "GPU out of memory (Theano could not allocate device memory)"
 CAFFE_OOM = "GPU out of memory (Caffe's CUDA_CHECK: a CUDA call returned cudaErrorMemoryAllocation)"
 """What Caffe's (and its forks') glog check on a CUDA call's status says when the call ran out of memory."""
@@ -708,6 +712,16 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"instance of '?paddle::memory::allocation::BadAlloc\b"
             r"|paddle::memory::allocation::BadAlloc(?:: |[^\n]{0,20}Out of memory)"
+        ),
+    ),
+    (  # PaddlePaddle Fluid's enforce that the chunk it reserves fits the GPU's free memory (gpu_info.cc's
+        # PADDLE_ENFORCE_LE(allocating, available): ``enforce allocating <= available failed, 10513462067 >
+        # 1369702144``; its 1.x wording ``Expected allocating <= available, but received allocating:N >
+        # available:M. Insufficient GPU memory to allocation.``)
+        PADDLE_RESERVE_OOM,
+        re.compile(
+            r"\benforce allocating <= available failed, \d{1,20} > \d{1,20}"
+            r"|\bExpected allocating <= available, but received allocating:\d{1,20} > available:\d{1,20}"
         ),
     ),
     (  # Theano's GPU back ends (cuda_ndarray's ``Error allocating N bytes of device memory (out of
@@ -943,6 +957,14 @@ CommKind = Literal[
     "bad-termination",
 ]  # fmt: skip
 
+_SOCKET_FRAME = re.compile(
+    r"^\s{0,8}\w{1,80}\(\d{1,6}\)\.{0,80}: ?"
+    r"(?P<detail>(?:read from|write to) socket failed\b[^\n]{0,200}|socket closed\b)"
+)
+"""A frame of an MPICH error stack whose socket failed under it, read alone where the tail cut the
+stack's headline (under one, the headline's failure reads the stack)."""
+_HEADLINE = re.compile(r"Fatal error in \w{1,60}:")
+
 # The first pattern that matches a line names its kind: specific wordings come first.
 COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
     ("refused", re.compile(r"ssh: connect to host (?P<host>\S{1,253}) port \d{1,5}: Connection refused")),
@@ -1001,13 +1023,7 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
     # a frame of an MPICH error stack whose socket failed under it (the TCP netmod's or the sock channel's
     # errors: ``recv_cmd_pkt(701)....: read from socket failed - nread=0``, ``write to socket failed``,
     # ``socket closed``), the headline cut from the tail
-    (
-        "mpi-error",
-        re.compile(
-            r"^\s{0,8}\w{1,80}\(\d{1,6}\)\.{0,80}: ?"
-            r"(?P<detail>(?:read from|write to) socket failed\b[^\n]{0,200}|socket closed\b)"
-        ),
-    ),
+    ("mpi-error", _SOCKET_FRAME),
     ("bad-termination", re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")),
 )
 _HYDRA_HOST = re.compile(r"\[(?:proxy:\d{1,7}:\d{1,7}|mpiexec)@(?P<host>[^\]\s]{1,253})\]")
@@ -1066,6 +1082,8 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
         host = next((m["host"] for line in reversed(near) if (m := _HYDRA_HOST.search(line))), None)
         return CommFailure(kind, host, tuple(near))
     if kind == "mpi-error":
+        if match.re is _SOCKET_FRAME and any(map(_HEADLINE.search, tail[max(0, i - _CONTEXT_LINES) : i])):
+            return None  # a frame of the stack a headline above it already reads
         if match.groupdict().get("detail") is not None:
             return CommFailure(kind, None, (tail[i],), match.group("detail").strip())
         known = match.group("class") or (after[0].strip() if after else "")  # the class may wrap
@@ -1437,6 +1455,17 @@ _PADDLE_ABORT = re.compile(
 )
 """PaddlePaddle's launcher (paddle.distributed.launch) on the trainers it watched that ended with an error:
 it kills the rest and names the first."""
+_PADDLE_CONTAINER = re.compile(
+    r"\bContainer rank (?P<rank>\d{1,7}) status failed cmd \[[^\n]{0,600}?\] code (?P<code>-?\d{1,10})\b"
+)
+"""PaddlePaddle 2.x's launcher (paddle.distributed.launch's controller, its container's summary in
+launch/job/container.py: ``Container rank 0 status failed cmd ['python', '-u', 'train.py'] code 1 log
+log/workerlog.0``) on a trainer whose process ended with an error: it stops the pod's others; a negative code
+is the signal that ended it (Python's Popen)."""
+_OMPI_HANDLER_ABORT = re.compile(r"\[(?P<host>[\w.-]{1,253}):\d{1,10}\] Signal: Aborted \(6\)")
+"""Open MPI's own signal handler in a rank (opal/util/stacktrace.c, after ``*** Process received signal ***``)
+reporting SIGABRT: an assertion or abort() in the rank's code or a library under it (``[node1:4711] Signal:
+Aborted (6)``, then ``Signal code:`` and the backtrace)."""
 _MPT_RANK = re.compile(
     r"MPT ERROR: (?:MPI_COMM_WORLD )?[Rr]ank:? ?(?P<rank>\d{1,7})(?:\(g:\d{1,7}\))? "
     r"(?:(?P<unfinalized>has terminated without calling MPI_Finalize\(\))"
@@ -1491,6 +1520,8 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("ray", _RAY_ACTOR_DIED, False),
     ("spawn", _SPAWN_EXIT, True),
     ("paddle", _PADDLE_ABORT, True),
+    ("paddle", _PADDLE_CONTAINER, True),
+    ("ompi-handler", _OMPI_HANDLER_ABORT, True),
     ("mpt", _MPT_RANK, True),
     ("charm", _CMI_ABORT, True),
 )
@@ -1782,6 +1813,19 @@ def _spawned_failure(line: str) -> RankFailure | None:
     if (match := _PADDLE_ABORT.search(line)) is not None:
         detail = f"PaddlePaddle's launcher found trainers of {match['of']} aborted and stopped the rest"
         return RankFailure(int(match["rank"]), "aborted", None, None, None, (line,), None, "Paddle", detail)
+    if (match := _PADDLE_CONTAINER.search(line)) is not None and (code := int(match["code"])) != 0:
+        rank = int(match["rank"])
+        if code < 0:  # Popen's return code: the signal that ended the trainer
+            by: RankHow = "aborted" if code == -6 else "killed"
+            return RankFailure(rank, by, None, str(-code), None, (line,), launcher="PaddlePaddle's launcher")
+        return RankFailure(rank, "exited", code, None, None, (line,), launcher="PaddlePaddle's launcher")
+    if (match := _OMPI_HANDLER_ABORT.search(line)) is not None:
+        detail = (
+            "Open MPI's signal handler in the rank reported SIGABRT: an assertion or abort() in its code or "
+            "a library under it (the backtrace below names which)"
+        )
+        host = match["host"]
+        return RankFailure(output_rank(line), "aborted", None, "6", host, (line,), None, "Open MPI", detail)
     return None
 
 

@@ -1,6 +1,11 @@
 """The families the blind set of 2026-11-30r showed missing, and its false alarms, in other wordings than its own.
 
-Each failure is a wording of its family written apart from the set's lines, one table per kind. Each near-miss
+Each failure is a wording of its family written apart from the set's lines, one table per kind: Hydra failing
+to create a process, the runtime's out-of-band TCP channel giving up on a daemon and an MPICH stack's socket
+frame (``mpi-comm``); a Gloo store's wait timeout and torch 1.x's bare one (``rendezvous``); earlyoom's kill
+(``oom``); zsh's job table on a signal (``segfault``); PaddlePaddle's launcher on a failed container and Open
+MPI's handler on SIGABRT (``mpi-abort``); DeepSpeed's GEMM wrapper printing cuBLAS's status 13 (``gpu-error``);
+PaddlePaddle's enforce that its reserve fits the GPU (``gpu-oom``). Each near-miss
 names a family's words without reporting its failure: an exception's class or message as the subject of a page's
 sentence about it (in English or in a language written without spaces), a writer's surmise about what a program
 does on an error quoted in inline code, a source file and line quoted alone in a sentence, and TensorFlow's
@@ -145,7 +150,87 @@ _OOM: dict[str, Wording] = {
 }
 
 
-_TABLES: dict[RuleId, dict[str, Wording]] = {"mpi-comm": _MPI_COMM, "rendezvous": _RENDEZVOUS, "oom": _OOM}
+_SEGFAULT: dict[str, Wording] = {
+    # zsh's job table on a bus error, the job the current one (jobs.c's printjob)
+    "zsh-job-table-bus-error-core-dumped": (
+        "[2]  + 4242 bus error (core dumped)  ./solver -i in.dat",
+        "crashed with a bus error (SIGBUS)",
+        "/dev/shm",
+        "linux",
+    ),
+    # the same table on a segmentation fault with a core, the job's number not a rank
+    "zsh-job-table-segmentation-fault-core-dumped": (
+        "[1]    9121 segmentation fault (core dumped)  python -m train --cfg a.yaml",
+        "Worker 0 crashed with a segmentation fault (SIGSEGV)",
+        "Read the backtrace",
+        "pytorch",
+    ),
+}
+
+
+_MPI_ABORT: dict[str, Wording] = {
+    # PaddlePaddle's launcher on a trainer a signal ended (Popen's negative code)
+    "paddle-launch-container-failed-signal-9": (
+        "LAUNCH ERROR 2024-03-02 10:11:12,001 Container failed !!!\n"
+        "Container rank 3 status failed cmd ['python', '-u', '-m', 'paddle_train', '--config', 'x.yaml'] "
+        "code -9 log log/workerlog.3",
+        "Rank 3 on worker-0 was killed by signal 9 (SIGKILL)",
+        "Read the failing rank's own error",
+        "other",
+    ),
+    # the same launcher on a trainer that exited with an error of its own
+    "paddle-launch-container-failed-code-2": (
+        "Container rank 1 status failed cmd ['/usr/bin/python3', 'train.py'] code 2 log log/workerlog.1",
+        "Rank 1 on worker-0 exited with code 2",
+        "Read the failing rank's own error",
+        "other",
+    ),
+    # Open MPI's signal handler on SIGABRT in a rank on another node, glibc's frames after it
+    "ompi-signal-handler-aborted-6": (
+        "[gpu-node-7:20311] *** Process received signal ***\n"
+        "[gpu-node-7:20311] Signal: Aborted (6)\n"
+        "[gpu-node-7:20311] Signal code:  (-6)\n"
+        "[gpu-node-7:20311] [ 0] /lib/x86_64-linux-gnu/libc.so.6(+0x42520)[0x7f1e]",
+        "A rank on gpu-node-7 aborted: Open MPI's signal handler in the rank reported SIGABRT",
+        "Read the failing rank's own error",
+        "openmpi",
+    ),
+}
+
+
+_GPU_ERROR: dict[str, Wording] = {
+    # DeepSpeed's GEMM wrapper on another shape (its inference kernels print the same)
+    "deepspeed-gemm-kernel-execution-error-13": (
+        "!!!! kernel execution error. (m: 1024, n: 2048, k: 1024, error: 13)",
+        "a cuBLAS routine's GPU kernel failed to run (CUBLAS_STATUS_EXECUTION_FAILED)",
+        "CUDA_LAUNCH_BLOCKING=1",
+        "deepspeed",
+    ),
+}
+
+
+_GPU_OOM: dict[str, Wording] = {
+    # PaddlePaddle 1.x's wording of the same enforce, with its message
+    "paddle-1x-expected-allocating-le-available": (
+        "paddle.fluid.core_avx.EnforceNotMet: Enforce failed. Expected allocating <= available, but received "
+        "allocating:8589934592 > available:2147483648.\n"
+        "Insufficient GPU memory to allocation. at [/paddle/paddle/fluid/platform/gpu_info.cc:262]",
+        "the GPU's free memory is less than the share it reserves",
+        "FLAGS_fraction_of_gpu_memory_to_use",
+        "other",
+    ),
+}
+
+
+_TABLES: dict[RuleId, dict[str, Wording]] = {
+    "mpi-comm": _MPI_COMM,
+    "rendezvous": _RENDEZVOUS,
+    "oom": _OOM,
+    "segfault": _SEGFAULT,
+    "mpi-abort": _MPI_ABORT,
+    "gpu-error": _GPU_ERROR,
+    "gpu-oom": _GPU_OOM,
+}
 
 
 @pytest.mark.parametrize(WORDING_ARGS, wordings(_TABLES))
@@ -230,6 +315,32 @@ _QUIET: dict[str, tuple[str, str]] = {
         "Gloo raises `Wait timeout for key(s): …` when a rank never writes its key; raise "
         "HOROVOD_GLOO_TIMEOUT_SECONDS for slow starts.",
         "horovod",
+    ),
+    # zsh's job table on a job that finished or was stopped
+    "zsh-job-table-done-and-suspended": (
+        "[1]  - 9121 done       python train.py\n[2]  + 9180 suspended  vim notes.md",
+        "linux",
+    ),
+    # PaddlePaddle's launcher listing a container still running
+    "paddle-launch-container-running": (
+        "Container rank 0 status running cmd ['python', '-u', 'train.py'] code -1 log log/workerlog.0",
+        "other",
+    ),
+    # Open MPI's handler on SIGABRT described in a page
+    "ompi-handler-aborted-described": (
+        "When a rank calls abort(), Open MPI's handler prints Signal: Aborted (6) followed by a backtrace.",
+        "openmpi",
+    ),
+    # DeepSpeed's GEMM wrapper's message explained
+    "deepspeed-kernel-execution-error-explained": (
+        "The kernel execution error (error: 13) that DeepSpeed prints means cuBLAS returned "
+        "CUBLAS_STATUS_EXECUTION_FAILED.",
+        "deepspeed",
+    ),
+    # PaddlePaddle's enforce explained
+    "paddle-allocating-le-available-explained": (
+        "If you see allocating <= available failed, lower FLAGS_fraction_of_gpu_memory_to_use.",
+        "other",
     ),
 }
 
