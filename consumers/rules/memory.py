@@ -52,6 +52,7 @@ from consumers.rules.tails import (
     MIOPEN_OOM,
     MPS_OOM,
     PADDLE_BADALLOC_OOM,
+    PADDLE_RESERVE_OOM,
     ROCCLR_OOM,
     TF_INIT_OOM,
     THEANO_OOM,
@@ -119,6 +120,9 @@ def oom_kill(state: RunState, pod: PodState, ctx: Context) -> OomKill | None:
             unit, pid = oomd.group("unit"), oomd.group("victim")
             killed = f"cgroup {unit}" if unit else f"process {pid}"
             return OomKill(pod, first, facts, "node", killed, "systemd-oomd")
+        if early := [h for h in hits if h.name == "earlyoom"]:
+            victim = next((f'process "{v}"' for h in early if (v := h.group("victim")) is not None), None)
+            return OomKill(pod, first, facts, "node", victim or "a process", _EARLYOOM)
         if any(h.name == "dask-nanny" for h in hits):
             return OomKill(pod, first, facts, "limit", "the worker over its memory budget", _DASK_NANNY)
         if all(h.name in _RUNTIMES for h in hits):  # no kill: the program's runtime refused it memory
@@ -402,6 +406,16 @@ _SCHEDULER_STEPS = (
 )
 
 
+_EARLYOOM = "earlyoom (a userspace OOM killer on the node)"
+_EARLYOOM_STEPS = (
+    "earlyoom killed the process when the node's available memory (and free swap) fell to its minimum "
+    "(-m / -s, 10% by default), before the kernel's OOM killer would have: the job, or what shares its "
+    "node, used the node's memory; lower what each process holds (batch size, data-loader workers, a "
+    "dataset read in chunks) or give the job a node with more memory.",
+    "On the node, journalctl -u earlyoom lists what it killed and why; its --avoid / --prefer regexes (or "
+    "lower -m / -s) decide whom it picks, and the pod's memory limit should keep the job under the node's "
+    "share so the kubelet, not earlyoom, acts first.",
+)
 _DASK_NANNY = "Dask's nanny"
 _DASK_STEPS = (
     "Dask's nanny restarted the worker when its memory passed distributed.worker.memory.terminate (95% of "
@@ -537,6 +551,7 @@ _RUNTIMES = frozenset(
 """Hits of a runtime that refused the program memory of its own (not a kill)."""
 _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     "systemd-oomd": _OOMD_STEPS,
+    _EARLYOOM: _EARLYOOM_STEPS,
     _RAY_MONITOR: _RAY_STEPS,
     _DASK_NANNY: _DASK_STEPS,
     "the JVM": _JVM_STEPS,
@@ -629,6 +644,10 @@ _OWN_OOM_STEPS: dict[str, str] = {
     LEVEL_ZERO_OOM: "Intel GPU: lower the batch size, check xpu-smi (or sycl-ls) for another process on the "
     "device, and free the cache between phases (torch.xpu.empty_cache()); with IPEX, its version must match "
     "torch's and the driver's.",
+    PADDLE_RESERVE_OOM: "PaddlePaddle reserves FLAGS_fraction_of_gpu_memory_to_use of the GPU at start and "
+    "found less free: another process (or another trainer on the same GPU) holds the rest, nvidia-smi on "
+    "the node shows who; give each trainer its own GPU (CUDA_VISIBLE_DEVICES, FLAGS_selected_gpus), lower "
+    "the fraction, or set FLAGS_allocator_strategy=auto_growth to reserve as it goes.",
     TF_INIT_OOM: "TensorFlow: another process (or another rank on the same GPU) already holds its memory: "
     "nvidia-smi on the node shows who; give each process its own GPU (CUDA_VISIBLE_DEVICES) and let "
     "TensorFlow grow its share (allow_growth / per_process_gpu_memory_fraction).",

@@ -92,6 +92,10 @@ _PROBLEMS: dict[CommKind, tuple[str, str]] = {
     "hydra": ("cannot connect to {hosts}", "cannot connect to a worker"),
     "hydra-proxy": ("lost the Hydra proxy on {hosts}", "lost a Hydra proxy"),
     "hydra-write": ("lost the Hydra proxy on {hosts}", "lost a Hydra proxy"),
+    "hydra-launch": (
+        "Hydra on {hosts} could not create the processes it launches",
+        "Hydra could not create the processes it launches",
+    ),
     "daemon-lost": ("lost the MPI daemon on {hosts}", "lost a remote MPI daemon"),
     "daemon-start": ("MPI daemons did not start on {hosts}", "MPI daemons did not start on the workers"),
     "daemon-failed": (
@@ -109,6 +113,8 @@ _HINTS: dict[CommKind, str] = {
     "host-key": "the launcher's ssh checks host keys it has no known_hosts for: set StrictHostKeyChecking no "
     "and UserKnownHostsFile /dev/null in the image's ssh_config",
     "unresolved": "check that the worker pods are running and the job's headless Service exists",
+    "hydra-launch": "check the program's path and permissions on that host (the line above it in the log "
+    "names execvp's error) and, for mpiexec's own launch, the launcher's ssh (or rsh) to it",
 }
 
 _LEVEL_SHM, _LEVEL_SSH, _LEVEL_FABRIC, _LEVEL_FAMILY, _LEVEL_MPI, _LEVEL_FAMILY_PEER, _LEVEL_PEER = range(7)
@@ -524,6 +530,15 @@ _NETWORK_STEPS = (
     "Start the launcher only once workers are ready: spec.launcherCreationPolicy: WaitForWorkersReady.",
 )
 _COMM_REMEDIATION: dict[CommKind, tuple[str, ...]] = {
+    "hydra-launch": (
+        "Hydra could not create a process it launches (the ranks, on a proxy; the proxies, on mpiexec): the "
+        "line before 'create process returned error' names execvp's error — a program or interpreter not in "
+        "the worker image or not on its PATH, a file without execute permission, or a fork the pod's pids "
+        "limit refused.",
+        "Check the program's path and permissions on that host: kubectl -n {namespace} exec <worker pod> -- "
+        "which <program>; launcher and workers should run the same image, and for mpiexec's own launch its "
+        "ssh (-launcher ssh) must reach each worker.",
+    ),
     "publickey": (
         "Check the SSH Secret the operator created for the job (kubectl -n {namespace} get secret "
         "{job}-ssh) is mounted in both launcher and workers with mode 0600.",

@@ -67,6 +67,7 @@ from consumers.rules.rendezvouslines import (
     ENV_UNSET,
     ETCD,
     ETCD_DIAL,
+    GLOO_STORE_WAIT,
     HOROVOD_START,
     HTTP_STORE,
     INIT_FRAME,
@@ -157,9 +158,8 @@ def _miss(pod: PodState) -> Miss | None:
             f"waited {int(m['ms']) // 1000}s for the c10d store at {m['host']}:{m['port']} to answer and "
             f"got nothing"
         )
-    elif (m := STORE_TIMEOUT.search(text)) is not None:
-        error = m[0].removesuffix(", keys: ").rstrip()
-        what = f"timed out waiting on the c10d store ({error}): a rank never wrote its key"
+    elif (outwaited := _waited_out(text, said)) is not None:
+        what, steps = outwaited
     elif (m := next((m for line in said if (m := CONNECT_RAISED.match(line))), None)) is not None:
         what = (
             f"could not connect to the others while the process group was set up ({m['error']}, raised "
@@ -192,6 +192,31 @@ def _miss(pod: PodState) -> Miss | None:
         what = "could not register all tasks with the coordination service (JAX / TensorFlow) at start-up"
     bind = what.startswith("could not start the c10d store")
     return Miss(pod, what, tuple(dict.fromkeys(said))[:6], bind, steps)
+
+
+def _waited_out(text: str, said: list[str]) -> tuple[str, tuple[str, ...] | None] | None:
+    """What a rank said of a store of Gloo's rendezvous it waited out (:data:`GLOO_STORE_WAIT`; Horovod's
+    HTTP store with its own steps), or of torch 1.x's store raising a bare ``Wait timeout`` while the process
+    group was set up, or of the c10d store's own timeout (:data:`STORE_TIMEOUT`): its sentence, and its steps
+    where they are not torch's."""
+    if (m := STORE_TIMEOUT.search(text)) is not None:
+        error = m[0].removesuffix(", keys: ").rstrip()
+        return f"timed out waiting on the c10d store ({error}): a rank never wrote its key", None
+    if GLOO_STORE_WAIT.search(text) is not None:
+        if "http_store" in text or "HOROVOD_GLOO" in text:
+            return (
+                "timed out waiting on the launcher's HTTP rendezvous store (Horovod's Gloo): a rank never "
+                "wrote its key",
+                _HOROVOD_GLOO_STEPS,
+            )
+        return "timed out waiting on Gloo's rendezvous store: a rank never wrote its key", None
+    if any((m := CONNECT_RAISED.match(line)) is not None and m["error"].startswith("Wait") for line in said):
+        return (
+            "timed out waiting on the store while the process group was set up (Wait timeout, raised under "
+            "init_process_group's store or Gloo's mesh): a rank never wrote its key",
+            None,
+        )
+    return None
 
 
 def _launcher_miss(text: str) -> tuple[str, tuple[str, ...] | None] | None:
@@ -373,6 +398,15 @@ _HOROVOD_STEPS = (
     "The tasks register with the driver over the network: the driver's host and port must be reachable "
     "from every worker (NetworkPolicies; HOROVOD_GLOO_IFACE / --network-interface naming the pods' "
     "interface).",
+)
+
+
+_HOROVOD_GLOO_STEPS = (
+    "Horovod's Gloo workers wait HOROVOD_GLOO_TIMEOUT_SECONDS (30 s by default) at the launcher's HTTP store "
+    "for every rank's key: check every worker pod (or Ray actor) started and reached hvd.init(), and raise "
+    "the timeout where they start slowly (image pulls, scheduling, data loading before init).",
+    "The workers reach the store at the launcher's address and port: it must be reachable from every worker "
+    "(NetworkPolicies; HOROVOD_GLOO_IFACE / --network-interface naming the pods' interface).",
 )
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "ENV_UNSET",
     "ETCD",
     "ETCD_DIAL",
+    "GLOO_STORE_WAIT",
     "HOROVOD_START",
     "HTTP_STORE",
     "INIT_FRAME",
@@ -109,7 +110,9 @@ CONNECT_RAISED = re.compile(
     # the store's host name not resolved (torch 1.x's tcputil raised ``ValueError: host not found: …``)
     r"|host not found: [\w ]{1,60}|Name or service not known|Temporary failure in name resolution"
     # torch 1.x's tcputil::connect giving up on its own deadline (``RuntimeError: connect() timed out.``)
-    r"|connect\(\) timed out)"
+    r"|connect\(\) timed out"
+    # torch 1.x's stores giving up on a key (FileStore's and TCPStore's wait: ``RuntimeError: Wait timeout``)
+    r"|Wait timeout\s{0,4}$)"
 )
 """A connection that never came, raised bare with no address (older torch's ``RuntimeError: Connection
 timed out`` or ``connect() timed out.``, Gloo's ``RuntimeError: Socket Timeout``): under a frame of
@@ -160,6 +163,12 @@ HTTP_STORE = re.compile(
 """Horovod's Gloo workers giving up on the launcher's HTTP rendezvous store (``horovodrun --gloo``,
 Horovod in Spark or Ray): ``E …/horovod/common/gloo/http_store.cc:96] HTTP GET request failed too many
 times, aborting.``"""
+GLOO_STORE_WAIT = re.compile(r"\bWait timeout (?:after \d{1,10} seconds )?for key\(s\): ")
+"""A store of Gloo's rendezvous giving up on a key another rank never wrote: Gloo's own stores
+(gloo/rendezvous/file_store.cc, hash_store.cc, redis_store.cc: ``Wait timeout for key(s): [...]``), the stores
+built on its interface (Horovod's MemoryStore; PaddlePaddle's HdfsStore), and Horovod's HTTP store
+(horovod/common/gloo/http_store.cc: ``Wait timeout after 30 seconds for key(s): 0. You may want to increase
+the timeout via HOROVOD_GLOO_TIMEOUT_SECONDS``): the ranks never all met."""
 STORE_POLL = re.compile(
     r"While waitForInput, poo?lFD failed with \((?:errno|system error): \d{1,6} - (?P<reason>[^)\n]{1,80})\)"
 )
@@ -227,6 +236,6 @@ RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
     STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER, STORE_WAITED,
-    ENV_UNSET,
+    ENV_UNSET, GLOO_STORE_WAIT,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

@@ -74,6 +74,11 @@ class Hit:
         return next((value for key, value in self.groups if key == name), None)
 
 
+_JOB_NUMBERED = frozenset({"zsh"})
+"""Signatures whose line opens with a shell's job number in brackets (zsh's ``[1]    83815 segmentation
+fault``): no rank's output tag."""
+
+
 def _scan(tail: tuple[str, ...], family: tuple[Signature, ...]) -> tuple[Hit, ...]:
     found: list[Hit] = []
     lines = bounded(tail)
@@ -88,7 +93,7 @@ def _scan(tail: tuple[str, ...], family: tuple[Signature, ...]) -> tuple[Hit, ..
                     text, match = whole, across
             if match is not None:
                 groups = tuple((k, v) for k, v in match.groupdict().items() if v is not None)
-                rank = output_rank(text)
+                rank = None if signature.name in _JOB_NUMBERED else output_rank(text)
                 found.append(
                     Hit(signature, text, i, rank if rank is not None else message_rank(text), groups)
                 )
@@ -796,12 +801,17 @@ CRASHES: tuple[Signature, ...] = (
         ),
     ),
     # zsh's report of a job a signal ended, in its own lower-case words (``zsh: segmentation fault (core
-    # dumped)  python train.py``, ``zsh: bus error  ./solver``; Src/signames2.awk, jobs.c)
+    # dumped)  python train.py``, ``zsh: bus error  ./solver``; Src/signames2.awk, jobs.c), or as its job
+    # table prints it, the job's number and its pid first (jobs.c's printjob on a job's notification:
+    # ``[1]    83815 segmentation fault  python train.py``, ``[2]  + 4242 bus error (core dumped)  ./solver``)
     Signature(
         "zsh",
         "",
         "",
-        re.compile(r"^zsh: (?:segmentation fault|(?P<kind>bus error))(?: \(core dumped\))? {1,4}\S"),
+        re.compile(
+            r"^(?:zsh: |\[\d{1,4}\] {1,8}[+-]? {0,8}\d{1,10} )(?:segmentation fault|(?P<kind>bus error))"
+            r"(?: \(core dumped\))? {1,4}\S"
+        ),
     ),
     # the usual hand-written handler of a native module (``fprintf(stderr, "Error: signal %d:\n", sig)``
     # then glibc's backtrace_symbols_fd, whose frames follow): the line alone, as the handler writes it
@@ -1029,12 +1039,17 @@ GPU_ERRORS: tuple[Signature, ...] = (
     ),
     # cuBLAS on a routine whose GPU kernel failed to run (cublasStatus_t 13): PyTorch's ``CUDA error:
     # CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( … )` ``, CNTK's ``CUBLAS failure 13:
-    # CUBLAS_STATUS_EXECUTION_FAILED ; GPU=1 ; hostname=… ; expr=cublas_gemm(…)``
+    # CUBLAS_STATUS_EXECUTION_FAILED ; GPU=1 ; hostname=… ; expr=cublas_gemm(…)``; DeepSpeed's GEMM wrappers
+    # printing the status by its number (csrc/transformer/cublas_wrappers.cu and its inference kernels'
+    # copy: ``!!!! kernel execution error. (m: 384, n: 384, k: 64, error: 13)``, batched GEMMs alike)
     Signature(
         "cublas-execution",
         "cuBLAS",
         "a cuBLAS routine's GPU kernel failed to run (CUBLAS_STATUS_EXECUTION_FAILED)",
-        re.compile(r"\bCUBLAS_STATUS_EXECUTION_FAILED\b|\bCUBLAS failure 13\b"),
+        re.compile(
+            r"\bCUBLAS_STATUS_EXECUTION_FAILED\b|\bCUBLAS failure 13\b"
+            r"|!!!! kernel execution error\. \([^)\n]{0,120}\berror: 13\)"
+        ),
     ),
     # cuDNN on a routine whose GPU kernel failed to run (cudnnStatus_t 8): PyTorch's ``cuDNN error:
     # CUDNN_STATUS_EXECUTION_FAILED``, TensorFlow 1.x's stream executor (cuda_dnn.cc) logging the status alone
@@ -1844,6 +1859,23 @@ KERNEL_OOM: tuple[Signature, ...] = (
         re.compile(
             r"systemd-oomd(?:\[\d{1,10}\])?: (?:oomd attempting to kill (?P<victim>\d{1,10}) with \w{2,10}"
             r"|Killed (?P<unit>/[^\s]{1,300}) due to (?:memory pressure|memory used|swap used)\b)"
+        ),
+    ),
+    # earlyoom, a userspace OOM killer run on the node, killing the process with the most badness when the
+    # available memory (and swap) fell to its minimum: its kill (kill.c: ``sending SIGTERM to process 29410
+    # uid 1000 "python": badness 1264, VmRSS 23964 MiB``; ``… to process N "name": …`` before uids were
+    # printed; SIGKILL past its second limit), its verdict before it (``low memory! at or below SIGTERM
+    # limits: mem 10.00%, swap 10.00%``), and its first releases' (main.c: ``Out of memory! avail: 138 MiB
+    # < min: 786 MiB``, then the process it killed)
+    Signature(
+        "earlyoom",
+        "earlyoom",
+        "the node's available memory fell to earlyoom's minimum and earlyoom killed a process",
+        re.compile(
+            r"\bsending SIG(?:TERM|KILL) to process \d{1,10}(?: uid \d{1,10})? "
+            r"\"(?P<victim>[^\"\n]{1,64})\": badness -?\d"
+            r"|\blow memory! at or below SIG(?:TERM|KILL) limits: "
+            r"|\bOut of memory! avail: \d{1,12} MiB < min: \d{1,12} MiB"
         ),
     ),
     # a batch scheduler killing the job for the memory it was granted: PBS Pro's and TORQUE's MOM

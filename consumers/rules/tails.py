@@ -165,6 +165,32 @@ _TITLE = re.compile(
 )
 """A title that names an error as its topic (``[tune] "No space left on device" should be handled``,
 ``How to fix …``, ``Handle …Error``), however it is prefixed: a thread's, not a program's line."""
+_DESCRIBED = re.compile(
+    r"^\s{0,8}(?:[\w.]{1,120}\.)?[A-Z]\w{0,80}(?:Error|Exception)\b(?:"
+    # a reference page's sentence on the class, in a language written without spaces (``…Error 表示 …``,
+    # ``…Error は …``), or in English (``RendezvousConnectionError indicates that …``): Python prints the
+    # class with a colon and its message, or alone
+    r"\s{0,4}[\u3040-\u30ff\u4e00-\u9fff]"
+    r"| (?:means|indicates|signals|denotes|is raised|is thrown|occurs|happens)\b"
+    # a page's opening sentence with the error's message as its subject (``torch.cuda.OutOfMemoryError: CUDA
+    # out of memory is one of those errors that lies to you``, ``… is an error that …``)
+    r"|[^\n]{0,200}? (?:is|are) (?:one of (?:those|the)\b"
+    r"|an? (?:[\w-]{1,30} ){0,3}(?:error|exception|failure)s? (?:that|which|you)\b))"
+)
+"""An exception's class, or its message after it, as the subject of a sentence that describes it: a page's
+account of the error, whatever program's format its first words have."""
+_SURMISED = re.compile(
+    r"^\s{0,8}(?:It (?:looks|seems) (?:like|as if|as though)|It seems(?: that)?|It appears(?: that)?"
+    r"|Apparently|Presumably|My guess is)\b[^\n`]{0,300}`"
+)
+"""A writer's surmise about what a program does on an error, the error quoted in inline code after it (``It
+looks like tensorflow makes the training script exit with 0 on an `Connection reset by peer` ``, ``It seems as
+though some `MPI_Aborts` … don't return a non-zero exit code``): a pull request's or a comment's theory, not a
+report of a run (Open MPI's own ``It looks like MPI_INIT failed …`` quotes no code)."""
+_QUOTED_LOCATION = re.compile(r"`[\w/\\.-]{1,200}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|go|rs|java):\d{1,6}`")
+"""A source file and line alone in inline code (``in `gloo/transport/tcp/pair.cc:563` ``): the writer's
+pointer to where a message comes from, not the program's format (a message quoted whole with its location
+stays one)."""
 _BARE_CLASS = re.compile(r"^\s{0,8}(?P<name>[A-Z][A-Za-z]{1,80}(?:Error|Exception))\s{0,8}$")
 """A line that is an exception class's name alone, unqualified, with no message. Python prints a raised
 exception's class qualified by its module (``torch.distributed.elastic.rendezvous.api.…Error: …``)
@@ -350,10 +376,16 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
         if examples:
             told.add(i)
             continue
-        if not in_help and (_TITLE.match(text) or _named_bare(text) or _WRITTEN.match(text)):
+        if not in_help and (
+            _TITLE.match(text)
+            or _named_bare(text)
+            or _WRITTEN.match(text)
+            or _DESCRIBED.match(text)
+            or _SURMISED.match(text)
+        ):
             told.add(i)
             continue
-        if in_help or headed or _PRINTED.search(text):
+        if in_help or headed or _printed(text):
             continue
         markup = _MARKUP.search(text)
         introduces = _EXAMPLES.search(text) is not None
@@ -396,6 +428,16 @@ def _added(lines: tuple[str, ...]) -> set[int]:
     if len(written) < 2 or not all(_ADDED.match(lines[i]) for i in written):
         return set()
     return set(written)
+
+
+def _printed(text: str) -> bool:
+    """Whether ``text`` has a program's format (:data:`_PRINTED`) besides a source location a sentence quotes
+    alone (:data:`_QUOTED_LOCATION`; a line that is one code span whole is a program's line pasted)."""
+    if _PRINTED.search(text) is None:
+        return False
+    return (
+        _WHOLE_SPAN.match(text) is not None or _PRINTED.search(_QUOTED_LOCATION.sub("``", text)) is not None
+    )
 
 
 def _explains(text: str) -> bool:
@@ -589,6 +631,10 @@ ROCCLR_OOM = "GPU out of memory (ROCm's runtime, ROCclr: its device memory alloc
 """What ROCm's common runtime (HIP's and OpenCL's ROCclr, its AMD_LOG_LEVEL lines) running out is said as."""
 MIOPEN_OOM = "GPU out of memory (MIOpen could not allocate its buffer)"
 PADDLE_BADALLOC_OOM = "GPU out of memory (PaddlePaddle's allocator threw BadAlloc)"
+PADDLE_RESERVE_OOM = (
+    "GPU out of memory (PaddlePaddle: the GPU's free memory is less than the share it reserves, "
+    "FLAGS_fraction_of_gpu_memory_to_use; another process holds the rest)"
+)
 THEANO_OOM = "GPU out of memory (Theano could not allocate device memory)"
 CAFFE_OOM = "GPU out of memory (Caffe's CUDA_CHECK: a CUDA call returned cudaErrorMemoryAllocation)"
 """What Caffe's (and its forks') glog check on a CUDA call's status says when the call ran out of memory."""
@@ -666,6 +712,16 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"instance of '?paddle::memory::allocation::BadAlloc\b"
             r"|paddle::memory::allocation::BadAlloc(?:: |[^\n]{0,20}Out of memory)"
+        ),
+    ),
+    (  # PaddlePaddle Fluid's enforce that the chunk it reserves fits the GPU's free memory (gpu_info.cc's
+        # PADDLE_ENFORCE_LE(allocating, available): ``enforce allocating <= available failed, 10513462067 >
+        # 1369702144``; its 1.x wording ``Expected allocating <= available, but received allocating:N >
+        # available:M. Insufficient GPU memory to allocation.``)
+        PADDLE_RESERVE_OOM,
+        re.compile(
+            r"\benforce allocating <= available failed, \d{1,20} > \d{1,20}"
+            r"|\bExpected allocating <= available, but received allocating:\d{1,20} > available:\d{1,20}"
         ),
     ),
     (  # Theano's GPU back ends (cuda_ndarray's ``Error allocating N bytes of device memory (out of
@@ -812,6 +868,29 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+_ALLOCATION_NOTED = re.compile(r": I [\w/\\.:-]{1,300}_driver\.cc:\d{1,6}\] failed to allocate ")
+"""TensorFlow's (and XLA's) stream executor noting at level I that a device allocation failed (its
+cuda_driver.cc's or rocm_driver.cc's ``failed to allocate 7.81G (… bytes) from device:
+CUDA_ERROR_OUT_OF_MEMORY``): its allocator tries a smaller size next; the same line at level E is the
+failure."""
+_INFO_LINE = re.compile(r": I [\w/\\.:-]{1,300}\.(?:cc|h|py):\d{1,6}\] ")
+"""A line TensorFlow logs at level I (``… I tensorflow/…/dso_loader.cc:44] Successfully opened dynamic
+library …``)."""
+
+
+def _allocator_went_on(lines: Sequence[str], index: int) -> bool:
+    """Whether the stream executor's allocation failure noted at level I on ``lines[index]``
+    (:data:`_ALLOCATION_NOTED`) was followed by TensorFlow going on: the next line that is not another such
+    note is one it logs at level I (loading a library, creating a device) — it got memory and went on."""
+    if _ALLOCATION_NOTED.search(lines[index]) is None:
+        return False
+    for line in lines[index + 1 : index + 1 + _CONTEXT_LINES]:
+        if not line.strip() or _ALLOCATION_NOTED.search(line):
+            continue
+        return _INFO_LINE.search(line) is not None
+    return False
+
+
 @dataclass(frozen=True)
 class GpuOom:
     """One out-of-GPU-memory line, the rank that printed it if tagged, and what said it."""
@@ -833,6 +912,7 @@ def gpu_oom_lines(tail: tuple[str, ...]) -> tuple[GpuOom, ...]:
             match is not None
             and not is_mention(line, match[1].start(), match[1].end())
             and not handled(lines, i)
+            and not _allocator_went_on(lines, i)
         ):
             what = match[0]
             found.append(GpuOom(line, output_rank(line), what))
@@ -873,9 +953,17 @@ def _cuda_thrown_oom(lines: Sequence[str], index: int) -> str | None:
 
 CommKind = Literal[
     "refused", "timed-out", "no-route", "unresolved", "ssh-closed", "publickey", "host-key", "hydra",
-    "hydra-proxy", "hydra-write", "daemon-lost", "daemon-start", "daemon-failed", "mpi-error",
+    "hydra-proxy", "hydra-write", "hydra-launch", "daemon-lost", "daemon-start", "daemon-failed", "mpi-error",
     "bad-termination",
 ]  # fmt: skip
+
+_SOCKET_FRAME = re.compile(
+    r"^\s{0,8}\w{1,80}\(\d{1,6}\)\.{0,80}: ?"
+    r"(?P<detail>(?:read from|write to) socket failed\b[^\n]{0,200}|socket closed\b)"
+)
+"""A frame of an MPICH error stack whose socket failed under it, read alone where the tail cut the
+stack's headline (under one, the headline's failure reads the stack)."""
+_HEADLINE = re.compile(r"Fatal error in \w{1,60}:")
 
 # The first pattern that matches a line names its kind: specific wordings come first.
 COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
@@ -907,7 +995,17 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
     ),
     ("hydra-proxy", re.compile(r"connection to proxy \d{1,7} at host (?P<host>\S{1,253}) failed")),
     ("hydra-write", re.compile(r"HYDU_sock_write \([^)]{0,200}\): write error \((?P<detail>[^)]{1,80})\)")),
+    # Hydra's proxy (pmip_cb.c's launch_procs) or mpiexec launching its proxies (the bootstrap's
+    # launch_procs) failing to create a process: ``[proxy:0:0@host] launch_procs (…pmip_cb.c:751): create
+    # process returned error``, the function and its file on lines of their own where a console wrapped it
+    ("hydra-launch", re.compile(r"(?:^|\): ?)create process returned error\b")),
     ("daemon-lost", re.compile(r"(?:ORTE|PR{1,2}TE) has lost communication with (?:a )?remote daemon")),
+    # the runtime's out-of-band TCP channel giving up on reaching a daemon (Open MPI's oob/tcp, PRRTE's,
+    # oob_tcp_connection.c: ``prte_tcp_peer_try_connect: 10.0.0.2:49717 retries exceeded``)
+    (
+        "daemon-lost",
+        re.compile(r"\b(?:mca_oob|orte|prte|prrte|pmix)_tcp_peer_try_connect: \S{1,300} retries exceeded\b"),
+    ),
     ("daemon-start", re.compile(r"(?:ORTE|PR{1,2}TE) was unable to reliably start one or more daemons")),
     ("daemon-failed", re.compile(r"An? (?:ORTE|PR{1,2}TE) daemon has unexpectedly failed after launch")),
     (
@@ -922,8 +1020,14 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
         "mpi-error",
         re.compile(r"MPID_nem_\w{1,40}\(\d{1,6}\)\.{0,80}: ?(?P<detail>Communication error[^\n]{0,200})"),
     ),
+    # a frame of an MPICH error stack whose socket failed under it (the TCP netmod's or the sock channel's
+    # errors: ``recv_cmd_pkt(701)....: read from socket failed - nread=0``, ``write to socket failed``,
+    # ``socket closed``), the headline cut from the tail
+    ("mpi-error", _SOCKET_FRAME),
     ("bad-termination", re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")),
 )
+_HYDRA_HOST = re.compile(r"\[(?:proxy:\d{1,7}:\d{1,7}|mpiexec)@(?P<host>[^\]\s]{1,253})\]")
+"""The host a Hydra process names itself by (``[proxy:0:0@node3]``, ``[mpiexec@launcher]``)."""
 _REMOTE_DAEMON = re.compile(r"Remote daemon\s{0,10}:\s{0,10}\S{1,100} on node (?P<host>\S{1,253})")
 _RUNNING_AT = re.compile(r"RUNNING AT (?P<host>\S{1,253})")
 _BAD_TERMINATION_RANK = re.compile(r"RANK \d{1,7} PID \d{1,10} RUNNING AT")
@@ -973,7 +1077,13 @@ def _comm_failure(kind: CommKind, match: re.Match[str], tail: Sequence[str], i: 
         return CommFailure(kind, _host_before(tail[i], match.start()), (tail[i],))
     if kind == "hydra-write":
         return CommFailure(kind, None, (tail[i],), match.group("detail"))
+    if kind == "hydra-launch":
+        near = tail[max(0, i - 2) : i + 1]
+        host = next((m["host"] for line in reversed(near) if (m := _HYDRA_HOST.search(line))), None)
+        return CommFailure(kind, host, tuple(near))
     if kind == "mpi-error":
+        if match.re is _SOCKET_FRAME and any(map(_HEADLINE.search, tail[max(0, i - _CONTEXT_LINES) : i])):
+            return None  # a frame of the stack a headline above it already reads
         if match.groupdict().get("detail") is not None:
             return CommFailure(kind, None, (tail[i],), match.group("detail").strip())
         known = match.group("class") or (after[0].strip() if after else "")  # the class may wrap
@@ -1345,6 +1455,17 @@ _PADDLE_ABORT = re.compile(
 )
 """PaddlePaddle's launcher (paddle.distributed.launch) on the trainers it watched that ended with an error:
 it kills the rest and names the first."""
+_PADDLE_CONTAINER = re.compile(
+    r"\bContainer rank (?P<rank>\d{1,7}) status failed cmd \[[^\n]{0,600}?\] code (?P<code>-?\d{1,10})\b"
+)
+"""PaddlePaddle 2.x's launcher (paddle.distributed.launch's controller, its container's summary in
+launch/job/container.py: ``Container rank 0 status failed cmd ['python', '-u', 'train.py'] code 1 log
+log/workerlog.0``) on a trainer whose process ended with an error: it stops the pod's others; a negative code
+is the signal that ended it (Python's Popen)."""
+_OMPI_HANDLER_ABORT = re.compile(r"\[(?P<host>[\w.-]{1,253}):\d{1,10}\] Signal: Aborted \(6\)")
+"""Open MPI's own signal handler in a rank (opal/util/stacktrace.c, after ``*** Process received signal ***``)
+reporting SIGABRT: an assertion or abort() in the rank's code or a library under it (``[node1:4711] Signal:
+Aborted (6)``, then ``Signal code:`` and the backtrace)."""
 _MPT_RANK = re.compile(
     r"MPT ERROR: (?:MPI_COMM_WORLD )?[Rr]ank:? ?(?P<rank>\d{1,7})(?:\(g:\d{1,7}\))? "
     r"(?:(?P<unfinalized>has terminated without calling MPI_Finalize\(\))"
@@ -1399,6 +1520,8 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("ray", _RAY_ACTOR_DIED, False),
     ("spawn", _SPAWN_EXIT, True),
     ("paddle", _PADDLE_ABORT, True),
+    ("paddle", _PADDLE_CONTAINER, True),
+    ("ompi-handler", _OMPI_HANDLER_ABORT, True),
     ("mpt", _MPT_RANK, True),
     ("charm", _CMI_ABORT, True),
 )
@@ -1690,6 +1813,19 @@ def _spawned_failure(line: str) -> RankFailure | None:
     if (match := _PADDLE_ABORT.search(line)) is not None:
         detail = f"PaddlePaddle's launcher found trainers of {match['of']} aborted and stopped the rest"
         return RankFailure(int(match["rank"]), "aborted", None, None, None, (line,), None, "Paddle", detail)
+    if (match := _PADDLE_CONTAINER.search(line)) is not None and (code := int(match["code"])) != 0:
+        rank = int(match["rank"])
+        if code < 0:  # Popen's return code: the signal that ended the trainer
+            by: RankHow = "aborted" if code == -6 else "killed"
+            return RankFailure(rank, by, None, str(-code), None, (line,), launcher="PaddlePaddle's launcher")
+        return RankFailure(rank, "exited", code, None, None, (line,), launcher="PaddlePaddle's launcher")
+    if (match := _OMPI_HANDLER_ABORT.search(line)) is not None:
+        detail = (
+            "Open MPI's signal handler in the rank reported SIGABRT: an assertion or abort() in its code or "
+            "a library under it (the backtrace below names which)"
+        )
+        host = match["host"]
+        return RankFailure(output_rank(line), "aborted", None, "6", host, (line,), None, "Open MPI", detail)
     return None
 
 
