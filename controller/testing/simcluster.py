@@ -130,13 +130,16 @@ class SimStatusError(Exception):
         self.retry_after_s = retry_after_s
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Failure:
     """A failure queued by :meth:`SimCluster.fail_next`."""
 
     body: RawStatus
     match: str | None
     retry_after_s: int | None
+    left: int
+    """How many more requests it answers: one entry for the whole count, so a request it does not
+    match costs one comparison however many were queued."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +247,7 @@ class SimCluster:
         self._dropped_upto: dict[
             GVP, int
         ] = {}  # newest compacted change per type: a live watch behind it expires
-        self._failures: list[_Failure] = []
+        self._failures: list[_Failure] = []  # in the order queued, each with its count left
         self._outage: _Outage | None = None
         self._logs: dict[tuple[str, str, str], list[_LogEntry]] = {}
         self._previous_logs: dict[tuple[str, str, str], list[_LogEntry]] = {}  # restart_container()
@@ -386,11 +389,16 @@ class SimCluster:
     ) -> None:
         """Answer the next ``count`` requests (whose path+query has ``match``, if given) with ``code``,
         with a ``Retry-After: retry_after_s`` header if given."""
+        if count <= 0:
+            return
         failure = _Failure(
-            status(code, _REASONS.get(code, "Failure"), f"injected failure {code}"), match, retry_after_s
+            status(code, _REASONS.get(code, "Failure"), f"injected failure {code}"),
+            match,
+            retry_after_s,
+            count,
         )
         with self._cond:
-            self._failures.extend([failure] * count)
+            self._failures.append(failure)
 
     def outage(self, *, retry_after_s: int | None = None, for_s: float | None = None) -> None:
         """Answer every new request 503 ServiceUnavailable (``Retry-After: retry_after_s`` if given)
@@ -673,7 +681,9 @@ class SimCluster:
                 return SimStatusError(body, outage.retry_after_s)
             for i, failure in enumerate(self._failures):
                 if failure.match is None or failure.match in target:
-                    del self._failures[i]
+                    failure.left -= 1
+                    if not failure.left:
+                        del self._failures[i]
                     return SimStatusError(failure.body, failure.retry_after_s)
         return None
 

@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from controller.contract.selectors import SelectorError, parse_selector
-from controller.kube.errors import APIConflictError, APIError, APIGoneError, APIUnavailableError
+from controller.kube.errors import (
+    APIConflictError,
+    APIError,
+    APIGoneError,
+    APINotFoundError,
+    APIUnavailableError,
+)
 from controller.kube.gateway import KubeGateway
 from controller.kube.resources import EVENTS, LEASES, MPI_PODS, MPIJOBS, PODS, Lease, RawWatchEvent
 from controller.testing import objects as k
@@ -276,6 +282,27 @@ def test_injected_failures_answer_with_a_status_and_then_stop(sim: SimCluster, g
         "code": 503,
     }
     assert gateway.list(MPIJOBS, None) == ([], "0")
+
+
+def test_injected_failures_answer_their_count_in_the_order_queued(
+    sim: SimCluster, gateway: KubeGateway
+) -> None:
+    """A count is kept as one entry: a failure queued for ever (a test's "never answers") costs a
+    request it does not match nothing, and each queue answers exactly its count."""
+    sim.fail_next(10**12, 503, match="/leases/")  # for ever: one entry, not a list of that length
+    sim.fail_next(2, 500, match="mpijobs")
+    for _ in range(3):
+        with pytest.raises(APIUnavailableError):
+            gateway.get_lease("mpijc", "watchers")
+    with pytest.raises(APIError) as first:
+        gateway.list(MPIJOBS, None)
+    with pytest.raises(APIError) as second:
+        gateway.list(MPIJOBS, None)
+    assert first.value.status == second.value.status == 500
+    assert gateway.list(MPIJOBS, None) == ([], "0")  # the count of two spent
+    sim.clear_failures()
+    with pytest.raises(APINotFoundError):  # answered again: there is no such lease
+        gateway.get_lease("mpijc", "watchers")
 
 
 @pytest.mark.parametrize(
