@@ -12,18 +12,15 @@ from collections.abc import Awaitable, Callable
 import pytest
 from nats.js import JetStreamContext
 
-from controller.bus.streams import connect, ensure_streams
+from controller.bus.streams import ensure_streams
 from controller.contract.events import BusEvent, JobObserved, PodObserved
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from controller.kube.gateway import KubeGateway
-from controller.metrics import PipelineMetrics
 from controller.testing import objects as k
 from controller.testing.simcluster import RecordedRequest, SimCluster
 from controller.testing.waits import until
 from tests.watchers.test_relist_publishes_deletions_made_while_down import published
-from tests.watchers.test_relist_publishes_only_what_changed import watch_until_quiet
-from watchers.service import run_watchers
+from tests.watchers.test_relist_publishes_only_what_changed import watch_until_quiet, watchers_running
 
 JOBS_LIST = "mpijobs?limit="
 """What the path of a list of MPIJobs (not their watch) has."""
@@ -71,19 +68,10 @@ async def run_until(
     condition: Callable[[], Awaitable[bool]],
 ) -> None:
     """Run the watchers: ``meanwhile`` once they started, then until ``condition`` holds."""
-    assert settings.nats.url
-    metrics, stop = PipelineMetrics(), asyncio.Event()
-    nc = await connect(settings.nats.url, "tests-watchers")
-    with KubeGateway.for_url(sim.url) as gateway:
-        task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
-        try:
-            await meanwhile()
-            await until(condition, 20, lambda: "the watchers never got there")
-            await asyncio.sleep(0.5)  # and nothing more arrives
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 10)
-            await nc.drain()
+    async with watchers_running(settings, sim, topology):
+        await meanwhile()
+        await until(condition, 20, lambda: "the watchers never got there")
+        await asyncio.sleep(0.5)  # and nothing more arrives
 
 
 @pytest.mark.parametrize("compacted", [False, True], ids=["watch-resumed", "position-compacted"])

@@ -5,7 +5,8 @@ a JetStream key-value bucket, not in memory."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
@@ -29,6 +30,25 @@ async def jobs_stream_size(js: JetStreamContext, topology: Topology) -> int:
     return (await js.stream_info(topology.stream("jobs"))).state.messages
 
 
+@contextlib.asynccontextmanager
+async def watchers_running(
+    settings: Settings, sim: SimCluster, topology: Topology
+) -> AsyncIterator[PipelineMetrics]:
+    """The watchers of ``sim`` running on their own NATS connection (as the watcher process has
+    its own) while the block runs, then stopped: they end within 10 s and their connection drains."""
+    assert settings.nats.url
+    metrics, stop = PipelineMetrics(), asyncio.Event()
+    nc = await connect(settings.nats.url, "tests-watchers")
+    with KubeGateway.for_url(sim.url) as gateway:
+        task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
+        try:
+            yield metrics
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+            await nc.drain()
+
+
 async def watch_until_quiet(
     settings: Settings,
     sim: SimCluster,
@@ -40,28 +60,19 @@ async def watch_until_quiet(
 ) -> PipelineMetrics:
     """Run the watchers until the JOBS stream holds ``expected`` messages (and ``also`` holds),
     then stop them; ``meanwhile`` changes the cluster once they watch."""
-    assert settings.nats.url
-    metrics, stop = PipelineMetrics(), asyncio.Event()
-    nc = await connect(settings.nats.url, "tests-watchers")  # as the watcher process has its own
-    with KubeGateway.for_url(sim.url) as gateway:
-        task = asyncio.create_task(run_watchers(settings, gateway, nc, topology, metrics, stop))
-        try:
-            await until(
-                lambda: sum(sim.open_watches().values()) == len(WATCHED), 10, lambda: str(sim.open_watches())
-            )
-            meanwhile()
+    async with watchers_running(settings, sim, topology) as metrics:
+        await until(
+            lambda: sum(sim.open_watches().values()) == len(WATCHED), 10, lambda: str(sim.open_watches())
+        )
+        meanwhile()
 
-            async def settled() -> bool:
-                return await jobs_stream_size(js, topology) >= expected
+        async def settled() -> bool:
+            return await jobs_stream_size(js, topology) >= expected
 
-            await until(settled, 15, lambda: f"stream never reached {expected} messages")
-            if also is not None:
-                await until(also, 15, lambda: "the watchers never got there")
-            await asyncio.sleep(0.5)  # and nothing more arrives
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 10)
-            await nc.drain()
+        await until(settled, 15, lambda: f"stream never reached {expected} messages")
+        if also is not None:
+            await until(also, 15, lambda: "the watchers never got there")
+        await asyncio.sleep(0.5)  # and nothing more arrives
     return metrics
 
 
