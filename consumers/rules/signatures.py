@@ -1162,6 +1162,10 @@ GPU_ERRORS: tuple[Signature, ...] = (
             r"\bCUDA error: unknown error\b|\bCUDA_ERROR_UNKNOWN\b|\bcudaErrorUnknown\b"
             # PyTorch 1.x's THC check on it (``cuda runtime error (30) : unknown error at …``)
             r"|\bcuda runtime error \(30\) : unknown error\b"
+            # NCCL's CUDACHECK on it (src/include/checks.h: ``Cuda failure %d '%s'``, the code before 2.12
+            # not printed), in its WARN line or in the ``Last error:`` torch relays under
+            # ncclUnhandledCudaError
+            r"|\bCuda failure (?:999 )?'unknown error'"
         ),
     ),
     # the amdgpu kernel driver on a GPU's memory hub taking a page fault for a process (``amdgpu

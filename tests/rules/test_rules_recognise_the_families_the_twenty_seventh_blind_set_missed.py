@@ -1,0 +1,153 @@
+"""The families the blind set of 2026-11-30s showed missing, and its false alarms, in other wordings than its own.
+
+Each near-miss names a family's words without reporting its failure: a page's example introduced by a sentence
+(in English, a feature request's ``surfaces as``, a change's ``it logs a … message``, or in a language written
+without spaces: ``例如``, ``包括``), the example standing a blank line below it or in a code fence; a page's
+annotated example (``← 128 + 9``); a code comment saying what the next line will raise; a post-mortem's
+summary and its list; a sentence in a language written without spaces quoting the message as a noun; and a
+writer's sentence quoting a program's line in inline code inside it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rules.corpus_replay import fires_saying, stays_quiet
+
+# id: (text, the replay's stack)
+
+_QUIET: dict[str, tuple[str, str]] = {
+    # a feature request's account of how an error shows, its example fenced a blank line below
+    "manifests-as-then-a-fenced-example": (
+        "Today a lost peer manifests as:\n"
+        "\n"
+        "```\n"
+        "RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: NCCL error: "
+        "remote process exited or there was a network error\n"
+        "```",
+        "pytorch",
+    ),
+    # a change's account of what a program logs in general, the example fenced
+    "it-prints-a-message-then-a-fenced-example": (
+        "With this patch the writer prints a short warning instead of a stack trace:\n"
+        "\n"
+        "```\n"
+        "OSError: [Errno 28] No space left on device: '/scratch/ckpt/step_100.pt'\n"
+        "```",
+        "pytorch",
+    ),
+    # a Chinese page's 'for example' with the example a blank line below
+    "chinese-for-example-a-blank-line-above-the-example": (
+        "训练大模型时显存不够会报错,比如:\n"
+        "\n"
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB (GPU 1; 23.65 GiB total "
+        "capacity; 22.90 GiB already allocated)\n"
+        "\n"
+        "可以通过减小 batch size 解决。",
+        "pytorch",
+    ),
+    # a Japanese page's 'for example' with a full-width colon
+    "japanese-for-example-full-width-colon": (
+        "ノード間の通信が切れると、例えば次のようなエラーになります\uff1a\n"
+        "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<45678> with error 12, opcode 0, len 0, vendor err "
+        "129",
+        "nccl",
+    ),
+    # a Chinese title quoting the message as a noun inside it
+    "chinese-title-quoting-the-message": (
+        '如何排查 "No space left on device" 导致的训练中断',
+        "other",
+    ),
+    # an errors page's annotated example of a pod's state
+    "annotated-describe-output": (
+        "$ kubectl get pod trainer-0 -o yaml\n"
+        "      terminated:\n"
+        "        exitCode: 137        \u2190 SIGKILL from the kernel\n"
+        "        reason: OOMKilled",
+        "kubernetes",
+    ),
+    # a reproduction's comment on what the next call should throw
+    "a-comment-says-what-the-next-line-should-throw": (
+        "// this call should throw: CUDA error: an illegal memory access was encountered\n"
+        "launch_bad_kernel<<<1, 1>>>(nullptr);",
+        "pytorch",
+    ),
+    # a post-mortem's timeline of an incident, its items naming the errors
+    "a-timeline-of-an-incident": (
+        "Timeline of the outage:\n"
+        "- 02:14 the scratch volume filled up and writes failed with ENOSPC\n"
+        "- 02:30 jobs started failing with OOMKilled as the page cache grew",
+        "other",
+    ),
+    # an answer quoting the program's line in inline code inside its sentence
+    "an-answer-quoting-a-warning-inline": (
+        "Everyone on this cluster sees the `NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5000> with error 12, opcode 0, len 0, "
+        "vendor err 129` line, so I "
+        "would not worry about it.",
+        "nccl",
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "stack"), list(_QUIET.values()), ids=list(_QUIET))
+def test_an_example_a_page_explains_or_quotes_stays_quiet(text: str, stack: str) -> None:
+    stays_quiet(text, stack=stack)
+
+
+def test_a_report_pasting_its_error_a_blank_line_below_still_counts() -> None:
+    # the writer's own run, introduced by no example's sentence
+    text = (
+        "Training crashed after 3 epochs with this:\n"
+        "\n"
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB (GPU 0; 39.59 GiB total "
+        "capacity; 38.10 GiB already allocated; 512.00 MiB free; 38.50 GiB reserved in total by PyTorch)"
+    )
+    fires_saying(text, "gpu-oom", "out of memory", "batch", stack="pytorch")
+
+
+def test_a_report_quoting_its_error_in_inline_code_still_counts() -> None:
+    # a report's verb before the quote: the run's line
+    text = "After two hours I got this error: `RuntimeError: CUDA error: an illegal memory access was encountered`"
+    fires_saying(text, "gpu-error", "illegal memory access", "compute-sanitizer", stack="pytorch")
+
+
+def test_a_code_fence_no_sentence_introduces_still_counts() -> None:
+    text = (
+        "```\n"
+        "[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 79.15 "
+        "GiB total capacity; 77.00 GiB already allocated)\n"
+        "```"
+    )
+    fires_saying(text, "gpu-oom", "out of memory", "batch", stack="pytorch")
+
+
+# NCCL's CUDACHECK on cudaErrorUnknown (src/include/checks.h: ``Cuda failure %d '%s'``; before 2.12 without the
+# code): the GPU's or its driver's fault, gpu-error's as CUDA's own ``unknown error`` is, not the communicator's
+_CUDA_UNKNOWN_IN_NCCL: dict[str, str] = {
+    "nccl-warn-line-with-the-code": (
+        "gpu-3:4121:4190 [2] enqueue.cc:215 NCCL WARN Cuda failure 999 'unknown error'"
+    ),
+    "nccl-warn-line-before-2-12": "trainer-1:88:120 [0] init.cc:1032 NCCL WARN Cuda failure 'unknown error'",
+    "horovod-relaying-the-last-error": (
+        "horovod.common.exceptions.HorovodInternalError: ncclCommInitRank failed: unhandled cuda error\n"
+        "Last error:\n"
+        "Cuda failure 'unknown error'"
+    ),
+}
+
+
+@pytest.mark.parametrize("text", list(_CUDA_UNKNOWN_IN_NCCL.values()), ids=list(_CUDA_UNKNOWN_IN_NCCL))
+def test_nccls_check_on_cudas_unknown_error_is_the_gpus(text: str) -> None:
+    fires_saying(text, "gpu-error", "cudaErrorUnknown", "Xid", stack="nccl")
+
+
+def test_nccls_check_on_a_programs_cuda_error_stays_the_communicators() -> None:
+    # an invalid argument is the program's (or NCCL's) call, not the GPU's fault
+    text = (
+        "[rank2]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda "
+        "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
+        "[rank2]: ncclUnhandledCudaError: Call to CUDA function failed.\n"
+        "[rank2]: Last error:\n"
+        "[rank2]: Cuda failure 1 'invalid argument'"
+    )
+    fires_saying(text, "mpi-comm", "ncclUnhandledCudaError", "NCCL_DEBUG", stack="nccl")
