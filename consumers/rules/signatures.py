@@ -1535,6 +1535,19 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "the container's memory cgroup reached its limit and the kernel killed a process",
         re.compile(r"Task in (?P<cgroup>/\S{0,400}) killed as a result of limit of /"),
     ),
+    # the kernel's memcg OOM report (mm/memcontrol.c, mem_cgroup_print_oom_meminfo: ``memory: usage %llukB,
+    # limit %llukB, failcnt %lu``), printed only when the OOM killer runs for a cgroup: its usage equal to its
+    # own limit is that cgroup's OOM, whatever lines of the report the tail kept (a usage under the limit is a
+    # parent's, told elsewhere)
+    Signature(
+        "memcg-usage-at-limit",
+        "the kernel (cgroup)",
+        "the container's memory cgroup reached its limit (the kernel's OOM report shows its usage at the "
+        "limit)",
+        re.compile(
+            r"(?:^|[\s:\]])memory: usage (?P<usage>\d{1,20})kB, limit (?P<limit>\d{1,20})kB, failcnt \d"
+        ),
+    ),
     Signature(
         "reaper",
         "the kernel",
@@ -1918,15 +1931,19 @@ KERNEL_OOM: tuple[Signature, ...] = (
 
 @lru_cache(maxsize=512)
 def kernel_oom(tail: tuple[str, ...]) -> tuple[Hit, ...]:
-    """The kernel's OOM killer at work, as the kernel, the kubelet or Slurm print it."""
-    return _scan(tail, KERNEL_OOM)
+    """The kernel's OOM killer at work, as the kernel, the kubelet or Slurm print it (a memcg report's
+    counters only where the usage is at the limit)."""
+    return tuple(h for h in _scan(tail, KERNEL_OOM) if h.group("usage") == h.group("limit"))
 
 
 # -------------------------------------------------------------- quota, printed
 
 QUOTA_REFUSAL = re.compile(
     r"(?:\b(?P<kind>[a-z]{2,60}) \\?\"(?P<object>[^\"\\]{1,253})\\?\" )?"
-    r"is forbidden: (?:[Ee]xceeded|[Ff]ailed) quota:(?: |$)"
+    r"is forbidden: (?:(?:[Ee]xceeded|[Ff]ailed) quota:(?: |$)"
+    # Kubernetes 1.0's quota admission on an object count (plugin/pkg/admission/resourcequota/admission.go:
+    # ``Limited to %s %s``, the hard count and the resource), as OpenShift 3's first releases relayed it
+    r"|Limited to \d{1,9} [a-z]{2,60}\b)"
 )
 """The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
 spawner's 403 body, a pipeline step's message): the object it refused, and the refusal (capitalised where

@@ -73,12 +73,19 @@ _PRINTED = re.compile(
     r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b|(?:CUDA|HIP|NCCL|cuDNN|cuBLAS) error: "
     r"|process didn't exit successfully: `|The replica [\w-]{1,80} (?:ran out of memory|exited with) )"
     r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
+    # logfmt, as Go's logrus and go-kit write it (``time="2020-04-21T17:02:40Z" level=info msg="…"``, ``ts=…
+    # level=error msg=…``): a controller's line, whatever its message's words
+    r"|^\s{0,8}(?:time|ts)=\"?\d{4}-\d\d|\blevel=(?:trace|debug|info|warn|warning|error|fatal|panic) msg="
+    # a C runtime's banner between spaced asterisks (glibc's ``*** Error in `python3': …: 0x… ***``, Open
+    # MPI's ``*** Process received signal ***``), not Markdown's emphasis, which has no space inside it
+    r"|^\s{0,8}\*\*\* [^*\n]{1,300} \*\*\*"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
 exception's class, a GPU library's ``CUDA error: ``, cargo's ``process didn't exit successfully: `…` ``
 under its ``Caused by:``, Vertex AI's job error on a replica, which goes on to address the reader: ``The
-replica workerpool0-0 ran out of memory … please check the logs``) or a source location (``file.c:NN``)."""
+replica workerpool0-0 ran out of memory … please check the logs``, logfmt's fields) or a source location
+(``file.c:NN``)."""
 _DISCOURSE = re.compile(
     r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
     r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
@@ -1358,7 +1365,10 @@ def _interrupted_before(line: str, whole: str) -> bool:
 
 
 _GLIBC_HEAP = re.compile(
-    r"^\s{0,8}(?:\*\*\* (?:glibc detected|Error in) \*\*\* [^:\n]{1,200}: )?"
+    r"^\s{0,8}(?:\*\*\* (?:glibc detected|Error in) \*\*\* [^:\n]{1,200}: "
+    # glibc 2.18-2.25's malloc_printerr through __libc_message (``*** Error in `python3': munmap_chunk():
+    # invalid pointer: 0x… ***``)
+    r"|\*\*\* Error in `[^'\n]{1,200}': )?"
     r"(?P<check>(?:free|malloc|realloc)\(\): [a-z][\w .()-]{2,60}?"
     r"|double free or corruption(?: \(!?\w{1,12}\))?"
     r"|munmap_chunk\(\): invalid pointer|corrupted size vs\. prev_size|corrupted double-linked list)"
@@ -1367,9 +1377,13 @@ _GLIBC_HEAP = re.compile(
 """glibc's malloc finding its heap corrupted (``free(): invalid next size (normal)``, ``double free or
 corruption (out)``, ``malloc(): corrupted top size``, older glibc's ``*** glibc detected *** a.out: …``):
 it calls abort(), so the rank ends on SIGABRT (:data:`_ABORTED_AFTER`); a crash after it is a segfault's."""
-_ABORTED_AFTER = re.compile(r"Signal: Aborted \(6\)|^\s{0,8}Aborted(?: \(core dumped\))?\s{0,4}$")
-"""The SIGABRT glibc's heap check ends the rank with: Open MPI's signal handler (``Signal: Aborted (6)``) or
-the shell's ``Aborted (core dumped)``."""
+_ABORTED_AFTER = re.compile(
+    r"Signal: Aborted \(6\)|^\s{0,8}Aborted(?: \(core dumped\))?\s{0,4}$"
+    r"|^\s{0,8}={7} (?:Backtrace|Memory map): ={8,9}\s{0,4}$"
+)
+"""The SIGABRT glibc's heap check ends the rank with: Open MPI's signal handler (``Signal: Aborted (6)``),
+the shell's ``Aborted (core dumped)``, or glibc's own dump before it aborts (sysdeps/posix/libc_fatal.c,
+__libc_message: ``======= Backtrace: =========``, ``======= Memory map: ========``)."""
 _HEAP_ABORT_WITHIN = 6
 _HOROVOD_GLOO_EXIT = re.compile(
     r"^\s{0,8}Process (?P<rank>\d{1,7}) exit with status code (?P<code>-?\d{1,10})\."

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.rules.corpus_replay import fires_saying, stays_quiet
+from controller.contract.findings import RuleId
+from tests.rules.corpus_replay import WORDING_ARGS, Wording, fires_saying, stays_quiet, wordings
 
 # id: (text, the replay's stack)
 
@@ -151,3 +152,87 @@ def test_nccls_check_on_a_programs_cuda_error_stays_the_communicators() -> None:
         "[rank2]: Cuda failure 1 'invalid argument'"
     )
     fires_saying(text, "mpi-comm", "ncclUnhandledCudaError", "NCCL_DEBUG", stack="nccl")
+
+
+# id: (text, what the root cause says, what a step of the remediation says, the replay's stack)
+
+_QUOTA: dict[str, Wording] = {
+    # a Go controller's logfmt line (logrus: time=… level=… msg=…) quoting the quota admission, a word of
+    # a person's register in a name (``my-job``) inside it
+    "logrus-controller-failed-quota": (
+        'time="2024-02-01T08:00:00Z" level=error msg="reconcile failed" error="pods \\"my-job-worker-0\\" is '
+        'forbidden: failed quota: compute: must specify limits.cpu" job=my-job',
+        "ResourceQuota compute requires limits.cpu",
+        "resources.limits",
+        "kubernetes",
+    ),
+    # Kubernetes 1.0's quota admission on a count of objects (plugin/pkg/admission/resourcequota/admission.go:
+    # ``Limited to %s %s``), relayed by a client at glog's level E
+    "kubernetes-1-0-object-count": (
+        'E0102 03:04:05.000001    4711 job_controller.go:120] pods "train-worker-2" is forbidden: Limited to '
+        "10 pods",
+        "allows at most 10 pods",
+        "describe resourcequota",
+        "kubernetes",
+    ),
+}
+
+
+_OOM: dict[str, Wording] = {
+    # the kernel's memcg OOM report (mm/memcontrol.c, mem_cgroup_print_oom_meminfo), its usage at its limit
+    "memcg-report-usage-at-limit": (
+        "Mar  3 10:11:12 gpu-node-7 kernel: memory: usage 8388608kB, limit 8388608kB, failcnt 2077\n"
+        "Mar  3 10:11:12 gpu-node-7 kernel: memory+swap: usage 8388608kB, limit 9007199254740988kB, failcnt 0",
+        "out of memory (limit",
+        "resources.limits.memory",
+        "linux",
+    ),
+}
+
+
+_MPI_ABORT: dict[str, Wording] = {
+    # glibc 2.18-2.25's malloc_printerr (``*** Error in `prog': …: 0x… ***``), then its own backtrace before
+    # it aborts (sysdeps/posix/libc_fatal.c)
+    "glibc-error-in-double-free-then-its-backtrace": (
+        "*** Error in `/usr/bin/python': double free or corruption (fasttop): 0x00007f1c2c001230 ***\n"
+        "======= Backtrace: =========\n"
+        "/lib/x86_64-linux-gnu/libc.so.6(+0x777e5)[0x7f1c5e8a77e5]",
+        "double free or corruption (fasttop)",
+        "glibc",
+        "mpich",
+    ),
+}
+
+
+_TABLES: dict[RuleId, dict[str, Wording]] = {"quota": _QUOTA, "oom": _OOM, "mpi-abort": _MPI_ABORT}
+
+
+@pytest.mark.parametrize(WORDING_ARGS, wordings(_TABLES))
+def test_a_familys_other_wording_is_its_own_with_its_librarys_words(
+    rule: RuleId, text: str, said: str, step: str, stack: str
+) -> None:
+    fires_saying(text, rule, said, step, stack=stack)
+
+
+_NEAR: dict[str, tuple[str, str]] = {
+    # a memcg report's counters under the limit: a parent's OOM, told by its own lines, or none
+    "memcg-report-usage-under-limit": (
+        "Mar  3 10:11:12 gpu-node-7 kernel: memory: usage 4194304kB, limit 8388608kB, failcnt 0",
+        "linux",
+    ),
+    # glibc's heap check with no abort after it in the tail
+    "glibc-error-in-without-its-abort": (
+        "*** Error in `/usr/bin/python': free(): invalid pointer: 0x00007f1c2c001230 ***\nepoch 3 done",
+        "other",
+    ),
+    # a quota's count in a sentence, not the admission's refusal
+    "limited-to-pods-in-a-sentence": (
+        "Each namespace is limited to 10 pods by its ResourceQuota.",
+        "kubernetes",
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "stack"), list(_NEAR.values()), ids=list(_NEAR))
+def test_a_familys_near_miss_stays_quiet(text: str, stack: str) -> None:
+    stays_quiet(text, stack=stack)
