@@ -1168,6 +1168,17 @@ GPU_ERRORS: tuple[Signature, ...] = (
             r"|\bCuda failure (?:999 )?'unknown error'"
         ),
     ),
+    # Intel's compute runtime (NEO, under Level Zero and OpenCL:
+    # shared/source/os_interface/linux/drm_neo.cpp) reading the i915 / xe driver's fault info of a context
+    # the driver banned: ``Segmentation fault from GPU at 0x…, ctx_id: 1 (CCS) type: 0 (NotPresent), level: 0
+    # (PTE), access: 0 (Read), banned: 1, aborting.``
+    Signature(
+        "intel-gpu-page-fault",
+        "Intel's compute runtime (Level Zero)",
+        "the GPU faulted on an address its context had not mapped and the driver banned the context: usually "
+        "a bug in a kernel or an extension (a wrong index or a freed buffer)",
+        re.compile(r"\bSegmentation fault from GPU at 0x[0-9a-fA-F]{1,16}, ctx_id: \d{1,10}\b"),
+    ),
     # the amdgpu kernel driver on a GPU's memory hub taking a page fault for a process (``amdgpu
     # 0000:03:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:3 pasid:32769, …``, ``[mmhub]
     # no-retry page fault``): a kernel touched an address its process never mapped on the GPU

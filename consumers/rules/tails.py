@@ -1076,6 +1076,16 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
         "daemon-lost",
         re.compile(r"\b(?:mca_oob|orte|prte|prrte|pmix)_tcp_peer_try_connect: \S{1,300} retries exceeded\b"),
     ),
+    # ORTE's (and PRRTE's) state machine, logged at its verbosity, moving a daemon to a state of lost
+    # communication (orte/mca/state/base/state_base_fns.c: ``ACTIVATE PROC [[j,0],0] STATE NO PATH TO TARGET
+    # AT base/rml_base_frame.c:234``; the names from orte_proc_state_to_str): the OOB found no route to it
+    (
+        "daemon-lost",
+        re.compile(
+            r"\bACTIVATE PROC \[\[\d{1,10},\d{1,10}\],\d{1,10}\] STATE "
+            r"(?:NO PATH TO TARGET|UNABLE TO SEND MSG|COMMUNICATION FAILURE|LIFELINE LOST|HEARTBEAT FAILED)\b"
+        ),
+    ),
     ("daemon-start", re.compile(r"(?:ORTE|PR{1,2}TE) was unable to reliably start one or more daemons")),
     ("daemon-failed", re.compile(r"An? (?:ORTE|PR{1,2}TE) daemon has unexpectedly failed after launch")),
     (

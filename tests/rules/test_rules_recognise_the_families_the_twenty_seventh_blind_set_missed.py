@@ -1,5 +1,12 @@
 """The families the blind set of 2026-11-30s showed missing, and its false alarms, in other wordings than its own.
 
+Each failure is a wording of its family written apart from the set's lines: Kubernetes 1.0's quota admission on
+an object count and a controller's logfmt line quoting a refusal (``quota``); the kernel's memcg report at its
+limit (``oom``); glibc 2.18-2.25's heap check with its own backtrace (``mpi-abort``); a Ray node failing to join
+its head and XGBoost4J-Spark's tracker not starting (``rendezvous``); NCCL's proxy client polling, DeepEP's
+kernels timing out, rabit's finalize and ORTE's state machine losing a daemon (``mpi-comm``); Intel's compute
+runtime on a banned context's GPU page fault and NCCL's check on CUDA's unknown error (``gpu-error``).
+
 Each near-miss names a family's words without reporting its failure: a page's example introduced by a sentence
 (in English, a feature request's ``surfaces as``, a change's ``it logs a … message``, or in a language written
 without spaces: ``例如``, ``包括``), the example standing a blank line below it or in a code fence; a page's
@@ -204,7 +211,91 @@ _MPI_ABORT: dict[str, Wording] = {
 }
 
 
-_TABLES: dict[RuleId, dict[str, Wording]] = {"quota": _QUOTA, "oom": _OOM, "mpi-abort": _MPI_ABORT}
+_RENDEZVOUS: dict[str, Wording] = {
+    # Ray's GCS client giving up after its retries (src/ray/gcs/gcs_client/gcs_client.cc), at level E
+    "ray-gcs-client-cluster-id": (
+        "[2024-05-01 10:00:00,000 E 77 77] gcs_client.cc:190: Failed to get cluster ID from GCS server: "
+        "TimedOut: Timed out while waiting for GCS to become available.",
+        "could not join the Ray cluster's head",
+        "RAY_raylet_start_wait_time_s",
+        "other",
+    ),
+    # the Python driver's own connection given up (python/ray/_private: ``Failed to connect to GCS at
+    # address=…. Last exception: …``)
+    "ray-driver-connect-given-up": (
+        "AssertionError: Failed to connect to GCS at address=ray-head.team-a.svc:6379. Last exception: "
+        "RpcError: failed to connect to all addresses",
+        "could not join the Ray cluster's head",
+        "head service",
+        "other",
+    ),
+    # XGBoost4J-Spark's tracker, logged by its RabitTracker without the exception
+    "xgboost4j-spark-tracker-fault": (
+        "24/03/02 11:00:00 ERROR RabitTracker: FAULT: Failed to start tracker",
+        "could not start XGBoost's Rabit tracker",
+        "spark.driver.host",
+        "other",
+    ),
+}
+
+
+_MPI_COMM: dict[str, Wording] = {
+    # NCCL's proxy client (src/proxy.cc, ncclPollProxyResponse) under Open MPI's output tag, its WARN prefix
+    # lost
+    "nccl-proxy-poll-under-an-output-tag": (
+        "[1,3]<stderr>:Socket recv failed while polling for opId=0x7f33a8c10e20",
+        "communication failure (NCCL)",
+        "NCCL_DEBUG",
+        "nccl",
+    ),
+    # DeepEP's intranode kernel timing out on its combine receivers (csrc/kernels/intranode.cu)
+    "deepep-intranode-combine-receivers": (
+        "DeepEP timeout for combine receivers, rank 5, responsible_channel = 3, tokens remained: 128",
+        "communication failure (DeepEP",
+        "NVSHMEM_DEBUG",
+        "other",
+    ),
+    # rabit's RabitFinalize failing (c_api.cc), raised by XGBoost4J under Spark's task
+    "xgboost4j-rabit-finalize-failed": (
+        "Caused by: ml.dmlc.xgboost4j.java.XGBoostError: Failed to shutdown RABIT worker.\n"
+        "\tat ml.dmlc.xgboost4j.java.XGBoostJNI.checkCall(XGBoostJNI.java:48)",
+        "communication failure (XGBoost",
+        "tracker",
+        "other",
+    ),
+    # ORTE's state machine at its verbosity, a daemon's lifeline to the HNP lost
+    "orte-state-lifeline-lost": (
+        "[node-2:01811] [[4411,0],2] ACTIVATE PROC [[4411,0],0] STATE LIFELINE LOST AT "
+        "base/oob_base_stubs.c:112",
+        "lost a remote MPI daemon",
+        "NetworkPolicies",
+        "openmpi",
+    ),
+}
+
+
+_GPU_ERROR: dict[str, Wording] = {
+    # Intel's compute runtime (NEO, drm_neo.cpp) on a banned context's page fault, a write to a PDE
+    "intel-neo-gpu-page-fault-banned": (
+        "Segmentation fault from GPU at 0x0000000000001000, ctx_id: 3 (CCS) type: 1 (NotPresent), level: 1 "
+        "(PDE), access: 1 (Write), banned: 1, aborting.\n"
+        "Abort was called at 274 line in file:\n"
+        "../../neo/shared/source/os_interface/linux/drm_neo.cpp",
+        "the GPU faulted on an address",
+        "compute-sanitizer",
+        "other",
+    ),
+}
+
+
+_TABLES: dict[RuleId, dict[str, Wording]] = {
+    "quota": _QUOTA,
+    "oom": _OOM,
+    "mpi-abort": _MPI_ABORT,
+    "rendezvous": _RENDEZVOUS,
+    "mpi-comm": _MPI_COMM,
+    "gpu-error": _GPU_ERROR,
+}
 
 
 @pytest.mark.parametrize(WORDING_ARGS, wordings(_TABLES))
@@ -225,6 +316,19 @@ _NEAR: dict[str, tuple[str, str]] = {
         "*** Error in `/usr/bin/python': free(): invalid pointer: 0x00007f1c2c001230 ***\nepoch 3 done",
         "other",
     ),
+    # Ray's GCS client warning while it still retries, then nothing more: no verdict
+    "ray-gcs-client-retrying": (
+        "[2024-05-01 10:00:00,000 W 77 77] gcs_rpc_client.h:151: Failed to connect to GCS at address "
+        "10.0.0.5:6379 within 5 seconds.",
+        "other",
+    ),
+    # ORTE's state machine moving a daemon to an ordinary state
+    "orte-state-running": (
+        "[node-2:01811] [[4411,0],0] ACTIVATE PROC [[4411,1],3] STATE RUNNING AT base/odls_base_default_fns.c:1052",
+        "openmpi",
+    ),
+    # DeepEP's own start-up report
+    "deepep-buffer-created": ("DeepEP dispatch buffer created: 4 channels, 1024 tokens per rank", "other"),
     # a quota's count in a sentence, not the admission's refusal
     "limited-to-pods-in-a-sentence": (
         "Each namespace is limited to 10 pods by its ResourceQuota.",
