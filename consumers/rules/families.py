@@ -132,7 +132,19 @@ LIBRARIES: tuple[Library, ...] = (
             # its socket address, a host with its port in angle brackets (``Connect to 10.1.2.3<47713>
             # failed : …``, ``ncclSocketToString``), however the line is prefixed
             r"|\b(?:[Cc]onnect|[Aa]ccept|[Ss]end|[Rr]ecv) (?:to|from) \[?[\w.:-]{1,120}\]?<\d{1,5}> failed\b"
+            # its proxy client polling the proxy thread for an operation's answer (src/proxy.cc,
+            # ncclPollProxyResponse: ``Socket recv failed while polling for opId=0x…``), where a launcher's
+            # host prefix, or torch's ``Last error:``, replaced its WARN prefix
+            r"|\bwhile polling for opId=0x"
         ),
+    ),
+    Library(
+        "deepep",
+        "DeepEP (the expert-parallel dispatch and combine kernels, over NVSHMEM and NVLink)",
+        # its kernels' own timeouts, printed from the device (csrc/kernels/internode.cu, intranode.cu:
+        # ``DeepEP dispatch forwarder timeout (RDMA meta), channel: …``, ``DeepEP timeout for combine
+        # receivers, rank …``)
+        re.compile(r"^\s{0,8}DeepEP (?:dispatch|combine|timeout|notify)\b"),
     ),
     Library(
         "nvshmem",
@@ -601,6 +613,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Rr]etry count between two MPI processes has been\s{1,4}exceeded"
             # PMIx's status by name in its error log (``PMIX ERROR: TIMEOUT in file …``), and its constant
             r"|PMIX ERROR: TIMEOUT\b|\bPMIX_ERR_TIMEOUT\b"
+            # a communication kernel's roles waiting on their peers' data (DeepEP's ``forwarder timeout``,
+            # ``NVL receiver timeout``, ``timeout for dispatch senders``)
+            r"|\b(?:forwarder|receiver|sender|coordinator)s? timeout\b"
+            r"|\btimeout for (?:dispatch|combine) (?:senders|receivers|forwarders)\b"
         ),
     ),
     (
@@ -667,6 +683,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # and its IB transport's port going down under it (``Got async event : port error``, net_ib.cc)
             r"|[Ee]rror encountered progressing operation=\w{1,30}"
             r"|[Gg]ot async event ?: (?:port error|local catastrophic error|device fatal)"
+            # XGBoost's rabit finalizing a worker that could no longer tell its tracker and peers it is done
+            # (rabit's c_api.cc, RabitFinalize: ``Failed to shutdown RABIT worker.``, raised by XGBoost4J as
+            # its XGBoostError)
+            r"|\bFailed to shutdown RABIT worker\b"
         ),
     ),
     (
@@ -1478,6 +1498,9 @@ _LIBRARY_STEPS: dict[str, str] = {
     "msmpi": "MS-MPI: check smpd runs on every host (smpd -d, or the MsMpiLaunchSvc service) with the same "
     "port (-port, 8677 by default) and that the firewall lets mpiexec and smpd through; mpiexec -d 3 "
     "shows the host it could not reach.",
+    "deepep": "DeepEP: a dispatch or combine kernel waited past its timeout for its peers' tokens — a rank "
+    "that stopped (its own log shows why) or the RDMA / NVLink path between them: check every rank reached "
+    "the same layer, the pods' RDMA devices and GPUDirect RDMA, and NVSHMEM_DEBUG=INFO for its transport.",
     "nvshmem": "NVSHMEM: set NVSHMEM_DEBUG=INFO to see the transports it tried; the pods need their RDMA "
     "devices, GPUDirect RDMA (nvidia_peermem or dma-buf) and, for IBGDA, NVSHMEM_IBGDA_* support in the "
     "driver; NVSHMEM_REMOTE_TRANSPORT (ibrc, ucx, libfabric) and NVSHMEM_HCA_LIST / "

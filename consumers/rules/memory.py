@@ -160,9 +160,10 @@ _SCHEDULERS = {
 
 def _in_a_cgroup(hit: Hit) -> bool:
     """The kill was a memory cgroup's: its own line, Slurm's step, the kubelet's ``OOMKilled`` as kubectl
-    lists it, or ``mem_cgroup_out_of_memory`` in a call trace."""
+    lists it, the memcg report's usage at its limit, or ``mem_cgroup_out_of_memory`` in a call trace."""
     return hit.name in (
         "cgroup",
+        "memcg-usage-at-limit",
         "slurm",
         "listed-oomkilled",
         "listed-oomkilled-row",

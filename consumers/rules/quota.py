@@ -65,11 +65,16 @@ _EXCEEDED = re.compile(
 )
 """The quota admission's refusal, its fields apart wherever a listing wrapped it (after a comma), up to
 the end of the message where a JSON body quotes it (``…limited: requests.storage=12Gi\\",\\"reason…``)."""
-_MUST_SPECIFY = re.compile(r"[Ff]ailed quota: (?P<name>[^:]{1,253}): must specify (?P<what>[^\n]{1,500})")
+_MUST_SPECIFY = re.compile(r"[Ff]ailed quota: (?P<name>[^:]{1,253}): must specify (?P<what>[^\n\"\\]{1,500})")
+"""The quota needing requests or limits the pod does not set, up to the end of the message where a log's
+quoted field holds it (logfmt's ``msg="… must specify requests.cpu" namespace=…``)."""
 _OLD_QUOTA = re.compile(  # the resource is the word before the match
     r" quota is (?P<limited>[^,\s]{1,64}), current usage is (?P<used>[^,\s]{1,64}), "
     r"requesting (?P<requested>[^\s]{1,64})"
 )
+_OBJECT_COUNT = re.compile(r"is forbidden: Limited to (?P<limited>\d{1,9}) (?P<resource>[a-z]{2,60})\b")
+"""Kubernetes 1.0's quota admission on a count of objects (plugin/pkg/admission/resourcequota/admission.go,
+``Limited to 3 pods``): the namespace's quota holds no more of them; it names no quota."""
 _LIMIT_RANGE = re.compile(
     r"(?P<bound>maximum|minimum) (?P<resource>[\w./-]{1,64}) usage per (?P<scope>Container|Pod) is "
     r"(?P<allowed>[^,\s]{1,64}?)(?:, but (?P<which>request|limit) is (?P<value>[^,\s\]]{1,64})"
@@ -241,6 +246,11 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
     pod = pod_match.group("pod") if pod_match is not None else None
     if (said := _quota_said(message)) is not None:
         return (pod, *said)
+    if (match := _OBJECT_COUNT.search(message)) is not None:
+        problem = (
+            f"the namespace's quota allows at most {match['limited']} {match['resource']} and that many exist"
+        )
+        return (pod, problem, "exceeded", None)
     if (match := _OLD_QUOTA.search(message)) is not None:
         problem = (
             f"the {_word_before(message, match.start())} quota is exhausted "

@@ -72,6 +72,7 @@ from consumers.rules.rendezvouslines import (
     HTTP_STORE,
     INIT_FRAME,
     JULIA_MANAGER,
+    RAY_JOIN,
     RENDEZVOUS_SIGNS,
     RETRY_SPENT,
     STORE_BIND,
@@ -86,6 +87,7 @@ from consumers.rules.rendezvouslines import (
     STORE_TITLED,
     STORE_WAIT,
     STORE_WAITED,
+    XGBOOST_TRACKER,
 )
 from consumers.rules.rule import Context, Detection, Rule, log_facts
 from consumers.rules.state import PodState, RunState
@@ -228,6 +230,10 @@ def _launcher_miss(text: str) -> tuple[str, tuple[str, ...] | None] | None:
             f"waited in Horovod's driver for {activity} and timed out: its tasks never registered",
             _HOROVOD_STEPS,
         )
+    if RAY_JOIN.search(text) is not None:
+        return "could not join the Ray cluster's head (its GCS did not answer in time)", _RAY_STEPS
+    if XGBOOST_TRACKER.search(text) is not None:
+        return "could not start XGBoost's Rabit tracker, where its workers meet", _XGBOOST_STEPS
     if JULIA_MANAGER.search(text) is not None:
         return (
             "launched Julia workers that never connected back to its cluster manager (addprocs timed out)",
@@ -401,6 +407,21 @@ _HOROVOD_STEPS = (
 )
 
 
+_RAY_STEPS = (
+    "A Ray node joins its cluster at the head's GCS address (ray start --address=<head>:6379, the "
+    "RayCluster's head service): check the head pod is running and its GCS listening, and that the "
+    "address the worker was given is the head's (not empty, not 127.0.0.1 on another pod).",
+    "The GCS port (6379 by default) and the node manager's ports must be reachable from every worker "
+    "(NetworkPolicies); where the head starts slowly, raise RAY_raylet_start_wait_time_s or start the "
+    "workers after it.",
+)
+_XGBOOST_STEPS = (
+    "XGBoost4J-Spark starts a Rabit tracker on the driver for its workers to meet at: check the driver's "
+    "log for why it could not (its port, its host's address: xgboost's tracker_conf / "
+    "spark.driver.host), and that the driver can bind it.",
+    "The executors connect to the tracker on the driver's host: its port must be reachable from every "
+    "executor (NetworkPolicies, the Spark driver's service).",
+)
 _HOROVOD_GLOO_STEPS = (
     "Horovod's Gloo workers wait HOROVOD_GLOO_TIMEOUT_SECONDS (30 s by default) at the launcher's HTTP store "
     "for every rank's key: check every worker pod (or Ray actor) started and reached hvd.init(), and raise "

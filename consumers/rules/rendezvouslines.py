@@ -29,6 +29,7 @@ __all__ = [
     "HTTP_STORE",
     "INIT_FRAME",
     "JULIA_MANAGER",
+    "RAY_JOIN",
     "RENDEZVOUS_SIGNS",
     "RETRY_SPENT",
     "STORE_BIND",
@@ -43,6 +44,7 @@ __all__ = [
     "STORE_TITLED",
     "STORE_WAIT",
     "STORE_WAITED",
+    "XGBOOST_TRACKER",
 ]
 
 CLIENT_TIMEOUT = re.compile(
@@ -217,6 +219,21 @@ JULIA_MANAGER = re.compile(
 """Julia's cluster managers giving up on the workers they launched: MPIClusterManagers' (MPI.jl's) manager
 (``Timeout -- the workers did not connect to the manager``), Distributed's ``addprocs`` reading each
 worker's address (``Timed out waiting to read host:port string from worker.``): the workers never met it."""
+RAY_JOIN = re.compile(
+    r"\bFailed to get cluster ID from GCS server\b|\bTimed out while waiting for GCS to become available\b"
+    r"|\bThe node registration may not be complete yet before the timeout\b"
+    r"|\bFailed to connect to GCS at address=\S{1,300}\. Last exception\b"
+)
+"""A Ray node failing to join its cluster's head (its GCS), after its retries: the GCS client's verdict
+(src/ray/gcs/gcs_client/gcs_client.cc: ``Failed to get cluster ID from GCS server: TimedOut: Timed out while
+waiting for GCS to become available.``), the node's own registration timing out (python/ray/_private/node.py:
+``Failed to get node info … The node registration may not be complete yet before the timeout``), the
+driver's connection given up (``Failed to connect to GCS at address=…. Last exception: …``). The client's
+warning while it retries (``Failed to connect to GCS at address … within 5 seconds.``) is no verdict."""
+XGBOOST_TRACKER = re.compile(r"\bFAULT: [Ff]ailed to start tracker\b")
+"""XGBoost4J-Spark unable to start the Rabit tracker its workers meet at (ml/dmlc/xgboost4j/scala/spark/
+XGBoost.scala's ``require(…, "FAULT: Failed to start tracker")``, the tracker's own ``FAULT: failed to start
+tracker process``): the workers had nowhere to meet."""
 ETCD = re.compile(
     r"etcd\.(?P<error>EtcdKeyNotFound|EtcdConnectionFailed|EtcdWatchTimedOut)\b"
     r"|Key not found : (?P<key>/torch(?:elastic|/elastic)/[\w/.-]{0,200})"
@@ -236,6 +253,6 @@ RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
     STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER, STORE_WAITED,
-    ENV_UNSET, GLOO_STORE_WAIT,
+    ENV_UNSET, GLOO_STORE_WAIT, RAY_JOIN, XGBOOST_TRACKER,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

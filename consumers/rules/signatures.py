@@ -1162,7 +1162,22 @@ GPU_ERRORS: tuple[Signature, ...] = (
             r"\bCUDA error: unknown error\b|\bCUDA_ERROR_UNKNOWN\b|\bcudaErrorUnknown\b"
             # PyTorch 1.x's THC check on it (``cuda runtime error (30) : unknown error at …``)
             r"|\bcuda runtime error \(30\) : unknown error\b"
+            # NCCL's CUDACHECK on it (src/include/checks.h: ``Cuda failure %d '%s'``, the code before 2.12
+            # not printed), in its WARN line or in the ``Last error:`` torch relays under
+            # ncclUnhandledCudaError
+            r"|\bCuda failure (?:999 )?'unknown error'"
         ),
+    ),
+    # Intel's compute runtime (NEO, under Level Zero and OpenCL:
+    # shared/source/os_interface/linux/drm_neo.cpp) reading the i915 / xe driver's fault info of a context
+    # the driver banned: ``Segmentation fault from GPU at 0x…, ctx_id: 1 (CCS) type: 0 (NotPresent), level: 0
+    # (PTE), access: 0 (Read), banned: 1, aborting.``
+    Signature(
+        "intel-gpu-page-fault",
+        "Intel's compute runtime (Level Zero)",
+        "the GPU faulted on an address its context had not mapped and the driver banned the context: usually "
+        "a bug in a kernel or an extension (a wrong index or a freed buffer)",
+        re.compile(r"\bSegmentation fault from GPU at 0x[0-9a-fA-F]{1,16}, ctx_id: \d{1,10}\b"),
     ),
     # the amdgpu kernel driver on a GPU's memory hub taking a page fault for a process (``amdgpu
     # 0000:03:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:3 pasid:32769, …``, ``[mmhub]
@@ -1530,6 +1545,19 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "the kernel (cgroup)",
         "the container's memory cgroup reached its limit and the kernel killed a process",
         re.compile(r"Task in (?P<cgroup>/\S{0,400}) killed as a result of limit of /"),
+    ),
+    # the kernel's memcg OOM report (mm/memcontrol.c, mem_cgroup_print_oom_meminfo: ``memory: usage %llukB,
+    # limit %llukB, failcnt %lu``), printed only when the OOM killer runs for a cgroup: its usage equal to its
+    # own limit is that cgroup's OOM, whatever lines of the report the tail kept (a usage under the limit is a
+    # parent's, told elsewhere)
+    Signature(
+        "memcg-usage-at-limit",
+        "the kernel (cgroup)",
+        "the container's memory cgroup reached its limit (the kernel's OOM report shows its usage at the "
+        "limit)",
+        re.compile(
+            r"(?:^|[\s:\]])memory: usage (?P<usage>\d{1,20})kB, limit (?P<limit>\d{1,20})kB, failcnt \d"
+        ),
     ),
     Signature(
         "reaper",
@@ -1914,15 +1942,19 @@ KERNEL_OOM: tuple[Signature, ...] = (
 
 @lru_cache(maxsize=512)
 def kernel_oom(tail: tuple[str, ...]) -> tuple[Hit, ...]:
-    """The kernel's OOM killer at work, as the kernel, the kubelet or Slurm print it."""
-    return _scan(tail, KERNEL_OOM)
+    """The kernel's OOM killer at work, as the kernel, the kubelet or Slurm print it (a memcg report's
+    counters only where the usage is at the limit)."""
+    return tuple(h for h in _scan(tail, KERNEL_OOM) if h.group("usage") == h.group("limit"))
 
 
 # -------------------------------------------------------------- quota, printed
 
 QUOTA_REFUSAL = re.compile(
     r"(?:\b(?P<kind>[a-z]{2,60}) \\?\"(?P<object>[^\"\\]{1,253})\\?\" )?"
-    r"is forbidden: (?:[Ee]xceeded|[Ff]ailed) quota:(?: |$)"
+    r"is forbidden: (?:(?:[Ee]xceeded|[Ff]ailed) quota:(?: |$)"
+    # Kubernetes 1.0's quota admission on an object count (plugin/pkg/admission/resourcequota/admission.go:
+    # ``Limited to %s %s``, the hard count and the resource), as OpenShift 3's first releases relayed it
+    r"|Limited to \d{1,9} [a-z]{2,60}\b)"
 )
 """The API server's quota refusal as a program quoted it in its output (a controller's reconcile error, a
 spawner's 403 body, a pipeline step's message): the object it refused, and the refusal (capitalised where

@@ -73,12 +73,19 @@ _PRINTED = re.compile(
     r"|(?:ERROR|WARN(?:ING)?|INFO|FATAL|CRITICAL|DEBUG)\b|(?:CUDA|HIP|NCCL|cuDNN|cuBLAS) error: "
     r"|process didn't exit successfully: `|The replica [\w-]{1,80} (?:ran out of memory|exited with) )"
     r"|\b[\w/.-]{1,120}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|go|rs|java):\d{1,6}\b|\bNCCL (?:WARN|INFO)\b"
+    # logfmt, as Go's logrus and go-kit write it (``time="2020-04-21T17:02:40Z" level=info msg="…"``, ``ts=…
+    # level=error msg=…``): a controller's line, whatever its message's words
+    r"|^\s{0,8}(?:time|ts)=\"?\d{4}-\d\d|\blevel=(?:trace|debug|info|warn|warning|error|fatal|panic) msg="
+    # a C runtime's banner between spaced asterisks (glibc's ``*** Error in `python3': …: 0x… ***``, Open
+    # MPI's ``*** Process received signal ***``), not Markdown's emphasis, which has no space inside it
+    r"|^\s{0,8}\*\*\* [^*\n]{1,300} \*\*\*"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
 exception's class, a GPU library's ``CUDA error: ``, cargo's ``process didn't exit successfully: `…` ``
 under its ``Caused by:``, Vertex AI's job error on a replica, which goes on to address the reader: ``The
-replica workerpool0-0 ran out of memory … please check the logs``) or a source location (``file.c:NN``)."""
+replica workerpool0-0 ran out of memory … please check the logs``, logfmt's fields) or a source location
+(``file.c:NN``)."""
 _DISCOURSE = re.compile(
     r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
     r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
@@ -102,6 +109,9 @@ _DISCOURSE = re.compile(
     r"|\b(?:is|are) (?:an? )?(?:rather |very |quite |fairly |relatively |extremely )?"
     r"(?:rare|infrequent|uncommon|unusual|frequent)\b"
     r"|\b(?:rarely|seldom) (?:happens|occurs|comes up|fails)\b"
+    # what code is about to raise, said before it runs (``# This line will raise: …``, ``this call should
+    # throw …``): a reproduction's comment, not the run's output
+    r"|\b(?:will|would|should|is (?:going|expected) to) (?:raise|throw)\b"
 )
 """The register of a page or a comment that explains an error: someone addressed or speaking, an
 explanation (``means``, ``is caused by``, ``for example``), reported speech (``Observed …``), a
@@ -120,7 +130,16 @@ _EXAMPLES = re.compile(
     r"|\b[Ee]xamples?\b|\b[Tt]ypical\b|\b(?:the|this) (?:following )?(?:form|format)\b"
     # a change's account of what a message would show before it and will show after it (``Previously, the
     # error message would show:``, ``Now it will show:``)
-    r"|\b(?:would|will|should|now) (?:show|print|read|display|say|look like)\b)[^\n]{0,200}:\s{0,4}$"
+    r"|\b(?:would|will|should|now) (?:show|print|read|display|say|look like)\b"
+    # how an error shows to the user (``A recv timeout currently surfaces as:``, ``… manifests as:``), and
+    # what a program does in general, an indefinite message (``It logs a concise message instead of a
+    # traceback:``): a feature request's or a change's account, the example under it
+    r"|\b(?:surfaces?|manifests?(?: itself)?|shows? up|presents? itself) as\b"
+    r"|\b(?:logs|prints|emits|displays|outputs|raises) an? (?:[\w,-]{1,30} ){0,4}(?:message|error|warning)\b"
+    r")[^\n]{0,200}:\s{0,4}$"
+    # the same sentence in a language written without spaces, a full-width colon or not
+    # (``典型错误信息包括:``, ``例えば:``): for example, such as, typical, as follows, includes
+    r"|(?:例如|比如|譬如|例えば|典型|如下|以下|包括|类似|類似)[^\n]{0,200}[:\uff1a]\s{0,4}$"
     # a document saying where and how a program writes a message, the message's format under it (``On
     # Linux, XIDs are written to the kernel log as`` then a code block)
     r"|\b(?:is|are) (?:written|printed|logged|reported|shown|formatted|emitted) (?:to|in|into|on|by) "
@@ -151,6 +170,24 @@ _GUIDE_SECTION = re.compile(
 """A guide's section heading that lists the failures it is for (``When to Use``, ``Symptoms``): its list items
 name failures, they report none."""
 _LIST_ITEM = re.compile(r"^\s{0,8}(?:[-*\u2022\u25aa\u25e6]|\d{1,2}[.)]) {1,4}\S")
+_SUMMARY = re.compile(
+    r"^\s{0,8}(?:#{1,6} {1,2})?(?:\*\*)?(?:Summari[sz]ing|(?:In |A )?[Ss]ummary(?: of)?|Recap(?:ping)?"
+    r"|Timeline(?: of)?|Post-?mortem(?: of)?|Retrospective(?: of)?)\b[^\n]{0,200}:(?:\*\*)?\s{0,4}$"
+)
+"""A post-mortem's or a summary's heading (``Summarizing the ENOSPC aftermath on Friday:``, ``Timeline:``):
+the list under it recounts an incident after the fact, its items report nothing the run printed."""
+_FENCE = re.compile(r"^\s{0,8}(?:```|~~~)")
+"""A Markdown code fence, opening or closing a block."""
+_ANNOTATED = re.compile(r"\S {1,40}(?:\u2190|\u27f5|<--) {0,4}\S")
+"""A writer's annotation on a line of output (``Exit Code: 137   ← 128 + 9``): the block it is in is a page's
+annotated example, not the run's output."""
+_CJK_QUOTING = re.compile(
+    r"[\u3040-\u30ff\u4e00-\u9fff][^\n\"\u201c\u300c]{0,200}[\"\u201c\u300c][^\"\u201d\u300d\n]{1,300}"
+    r"[\"\u201d\u300d][^\n\u3040-\u30ff\u4e00-\u9fff]{0,8}[\u3040-\u30ff\u4e00-\u9fff]"
+)
+"""A sentence in a language written without spaces quoting an error's message as a noun inside it, words
+before and after the quote (``解决训练时的 "CUDA out of memory" 错误``): a page's title or its account, not a
+program's line (a report quoting it last, ``遇到“…”``, is read by :func:`reported`)."""
 
 
 _TITLE = re.compile(
@@ -191,6 +228,10 @@ _QUOTED_LOCATION = re.compile(r"`[\w/\\.-]{1,200}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|g
 """A source file and line alone in inline code (``in `gloo/transport/tcp/pair.cc:563` ``): the writer's
 pointer to where a message comes from, not the program's format (a message quoted whole with its location
 stays one)."""
+_SENTENCE_SPAN = re.compile(r"^\s{0,8}[A-Za-z][\w',]{0,30} [^`\n]{0,200}`[^`\n]{1,400}` ")
+"""A sentence's words, then inline code inside it, then more words: the code is quoted, not the line's
+format."""
+_INLINE_SPAN = re.compile(r"`[^`\n]{1,400}`")
 _BARE_CLASS = re.compile(r"^\s{0,8}(?P<name>[A-Z][A-Za-z]{1,80}(?:Error|Exception))\s{0,8}$")
 """A line that is an exception class's name alone, unqualified, with no message. Python prints a raised
 exception's class qualified by its module (``torch.distributed.elastic.rendezvous.api.…Error: …``)
@@ -348,15 +389,24 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
     and everything under it; a guide's section listing the failures it is for (:data:`_GUIDE_SECTION`) and
     its list items. Open MPI's help texts between dashed lines (or under their opening sentence, to a blank
     line: :data:`_HELP_HEADLINE`) are a program's, however they read."""
-    told: set[int] = set()
+    told: set[int] = _annotated(lines)
     in_help = False
-    examples = headed = documented = listed = False
+    examples = headed = documented = listed = fenced = introduced = False
     for i, text in enumerate(lines):
+        if fenced:
+            told.add(i)  # an example in a code fence under the sentence that introduces it, to its close
+            fenced = _FENCE.match(text) is None
+            examples = fenced
+            continue
+        if examples and _FENCE.match(text):
+            told.add(i)
+            fenced = True
+            continue
         if documented or _API_HEADER.match(text):
             told.add(i)  # an API reference's entry and its documentation under it, to the end
             documented = True
             continue
-        if _GUIDE_SECTION.match(text):
+        if _GUIDE_SECTION.match(text) or _SUMMARY.match(text):
             told.add(i)
             listed = True
             continue
@@ -369,12 +419,15 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
             examples = False
             continue
         if not text.strip():
-            examples = headed = False
+            # the introducing sentence's example may stand one blank line below it
+            examples = examples and introduced
+            headed = introduced = False
             continue
         if _HELP_HEADLINE.search(text):
             headed = True
         if examples:
             told.add(i)
+            introduced = False
             continue
         if not in_help and (
             _TITLE.match(text)
@@ -382,6 +435,7 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
             or _WRITTEN.match(text)
             or _DESCRIBED.match(text)
             or _SURMISED.match(text)
+            or _CJK_QUOTING.search(text)
         ):
             told.add(i)
             continue
@@ -391,8 +445,20 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
         introduces = _EXAMPLES.search(text) is not None
         if introduces or _DISCOURSE.search(text) or (markup is not None and _explains(text)):
             told.add(i)
-            examples = introduces
+            examples = introduced = introduces
     return frozenset(told | _diff(lines))
+
+
+def _annotated(lines: tuple[str, ...]) -> set[int]:
+    """The lines of every block (lines between blank ones) where one line carries a writer's annotation
+    (:data:`_ANNOTATED`): a page's annotated example."""
+    told: set[int] = set()
+    start = 0
+    for end in [*(i for i, text in enumerate(lines) if not text.strip()), len(lines)]:
+        if any(_ANNOTATED.search(lines[i]) for i in range(start, end)):
+            told.update(range(start, end))
+        start = end + 1
+    return told
 
 
 _DIFF_LINE = re.compile(r"^[-+](?=[A-Za-z\[])")
@@ -435,9 +501,13 @@ def _printed(text: str) -> bool:
     alone (:data:`_QUOTED_LOCATION`; a line that is one code span whole is a program's line pasted)."""
     if _PRINTED.search(text) is None:
         return False
-    return (
-        _WHOLE_SPAN.match(text) is not None or _PRINTED.search(_QUOTED_LOCATION.sub("``", text)) is not None
-    )
+    if _WHOLE_SPAN.match(text) is not None:
+        return True
+    if _SENTENCE_SPAN.match(text) is not None:
+        # a program's words quoted in inline code inside a sentence (``I see the `NCCL WARN …` happening
+        # …``): the sentence's format is the writer's
+        return _PRINTED.search(_INLINE_SPAN.sub("``", text)) is not None
+    return _PRINTED.search(_QUOTED_LOCATION.sub("``", text)) is not None
 
 
 def _explains(text: str) -> bool:
@@ -1006,6 +1076,16 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
         "daemon-lost",
         re.compile(r"\b(?:mca_oob|orte|prte|prrte|pmix)_tcp_peer_try_connect: \S{1,300} retries exceeded\b"),
     ),
+    # ORTE's (and PRRTE's) state machine, logged at its verbosity, moving a daemon to a state of lost
+    # communication (orte/mca/state/base/state_base_fns.c: ``ACTIVATE PROC [[j,0],0] STATE NO PATH TO TARGET
+    # AT base/rml_base_frame.c:234``; the names from orte_proc_state_to_str): the OOB found no route to it
+    (
+        "daemon-lost",
+        re.compile(
+            r"\bACTIVATE PROC \[\[\d{1,10},\d{1,10}\],\d{1,10}\] STATE "
+            r"(?:NO PATH TO TARGET|UNABLE TO SEND MSG|COMMUNICATION FAILURE|LIFELINE LOST|HEARTBEAT FAILED)\b"
+        ),
+    ),
     ("daemon-start", re.compile(r"(?:ORTE|PR{1,2}TE) was unable to reliably start one or more daemons")),
     ("daemon-failed", re.compile(r"An? (?:ORTE|PR{1,2}TE) daemon has unexpectedly failed after launch")),
     (
@@ -1295,7 +1375,10 @@ def _interrupted_before(line: str, whole: str) -> bool:
 
 
 _GLIBC_HEAP = re.compile(
-    r"^\s{0,8}(?:\*\*\* (?:glibc detected|Error in) \*\*\* [^:\n]{1,200}: )?"
+    r"^\s{0,8}(?:\*\*\* (?:glibc detected|Error in) \*\*\* [^:\n]{1,200}: "
+    # glibc 2.18-2.25's malloc_printerr through __libc_message (``*** Error in `python3': munmap_chunk():
+    # invalid pointer: 0x… ***``)
+    r"|\*\*\* Error in `[^'\n]{1,200}': )?"
     r"(?P<check>(?:free|malloc|realloc)\(\): [a-z][\w .()-]{2,60}?"
     r"|double free or corruption(?: \(!?\w{1,12}\))?"
     r"|munmap_chunk\(\): invalid pointer|corrupted size vs\. prev_size|corrupted double-linked list)"
@@ -1304,9 +1387,13 @@ _GLIBC_HEAP = re.compile(
 """glibc's malloc finding its heap corrupted (``free(): invalid next size (normal)``, ``double free or
 corruption (out)``, ``malloc(): corrupted top size``, older glibc's ``*** glibc detected *** a.out: …``):
 it calls abort(), so the rank ends on SIGABRT (:data:`_ABORTED_AFTER`); a crash after it is a segfault's."""
-_ABORTED_AFTER = re.compile(r"Signal: Aborted \(6\)|^\s{0,8}Aborted(?: \(core dumped\))?\s{0,4}$")
-"""The SIGABRT glibc's heap check ends the rank with: Open MPI's signal handler (``Signal: Aborted (6)``) or
-the shell's ``Aborted (core dumped)``."""
+_ABORTED_AFTER = re.compile(
+    r"Signal: Aborted \(6\)|^\s{0,8}Aborted(?: \(core dumped\))?\s{0,4}$"
+    r"|^\s{0,8}={7} (?:Backtrace|Memory map): ={8,9}\s{0,4}$"
+)
+"""The SIGABRT glibc's heap check ends the rank with: Open MPI's signal handler (``Signal: Aborted (6)``),
+the shell's ``Aborted (core dumped)``, or glibc's own dump before it aborts (sysdeps/posix/libc_fatal.c,
+__libc_message: ``======= Backtrace: =========``, ``======= Memory map: ========``)."""
 _HEAP_ABORT_WITHIN = 6
 _HOROVOD_GLOO_EXIT = re.compile(
     r"^\s{0,8}Process (?P<rank>\d{1,7}) exit with status code (?P<code>-?\d{1,10})\."
