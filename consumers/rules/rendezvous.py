@@ -120,6 +120,7 @@ def _miss(pod: PodState) -> Miss | None:
             _said(line)
             or _store_bind(lines, i)
             or _server_bind(lines, i)
+            or _session_waited(lines, i)
             or _init_connect(lines, i)
             or _store_reset(lines, i)
             or _barrier_gave_up(lines, i)
@@ -349,6 +350,14 @@ def _server_bind(lines: tuple[str, ...], index: int) -> bool:
     if (m := ADDRESS_IN_USE.search(line)) is None or is_mention(line, m.start()):
         return False
     return any(SERVER_FRAME.search(before) for before in lines[max(0, index - _FRAMES) : index])
+
+
+def _session_waited(lines: tuple[str, ...], index: int) -> bool:
+    """Whether ``lines[index]`` is TensorFlow's master still waiting for a task (:data:`TF_SESSION`) and it
+    said so more than once in the tail: one report is its ordinary wait while the tasks start."""
+    if TF_SESSION.search(lines[index]) is None:
+        return False
+    return sum(1 for line in lines if TF_SESSION.search(line)) > 1
 
 
 def _init_connect(lines: tuple[str, ...], index: int) -> bool:

@@ -244,7 +244,8 @@ TF_SESSION = re.compile(
 """TensorFlow's master (tensorflow/core/distributed_runtime/master.cc, its DeviceFinder) waiting, every ten
 seconds, for a task of its cluster to answer before it can create the session (``CreateSession still waiting
 for response from worker: /job:ps/replica:0/task:0``): the task never started its server, or cannot be
-reached at the address the cluster spec gives it; the tail ending on it is the session never created."""
+reached at the address the cluster spec gives it. One such line is the master's ordinary report while its
+tasks start; the tail ending on two or more is the session never created."""
 SERVER_BIND = re.compile(
     r"\bNo address added out of total \d{1,4} resolved\b[^\n]{0,1000}?[Aa]ddress already in use"
     r"|\bCould not start gRPC server\b"
@@ -276,6 +277,6 @@ RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
     STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER, STORE_WAITED,
-    ENV_UNSET, GLOO_STORE_WAIT, RAY_JOIN, XGBOOST_TRACKER, TF_SESSION, SERVER_BIND,
+    ENV_UNSET, GLOO_STORE_WAIT, RAY_JOIN, XGBOOST_TRACKER, SERVER_BIND,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

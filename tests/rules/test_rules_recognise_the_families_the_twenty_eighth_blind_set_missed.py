@@ -192,9 +192,11 @@ _OOM: dict[str, Wording] = {
 
 
 _RENDEZVOUS: dict[str, Wording] = {
-    # TensorFlow's master at glog's level I, a worker task missing
+    # TensorFlow's master at glog's level I, a worker task missing through two of its ten-second rounds
     "tf-master-createsession-worker-task": (
         "2019-01-01 00:00:10.000000: I tensorflow/core/distributed_runtime/master.cc:267] CreateSession still "
+        "waiting for response from worker: /job:worker/replica:0/task:3\n"
+        "2019-01-01 00:00:20.000000: I tensorflow/core/distributed_runtime/master.cc:267] CreateSession still "
         "waiting for response from worker: /job:worker/replica:0/task:3",
         "/job:worker/replica:0/task:3 never answered",
         "TF_CONFIG",
@@ -290,6 +292,14 @@ _NEAR: dict[str, tuple[str, str]] = {
     "xgboost4j-tracker-ends-with-zero": (
         "19/02/03 10:11:12 INFO XGBoostSpark: Rabit returns with exit code 0",
         "other",
+    ),
+    # TensorFlow's master waiting once while its tasks start (the catalog's ordinary line, then the session)
+    "tf-master-waits-once-then-runs": (
+        "2019-01-01 00:00:10.000000: I tensorflow/core/distributed_runtime/master.cc:267] CreateSession still "
+        "waiting for response from worker: /job:ps/replica:0/task:1\n"
+        "2019-01-01 00:00:14.000000: I tensorflow/core/distributed_runtime/master_session.cc:1161] Start master "
+        "session 3a1b2c with config:",
+        "tensorflow",
     ),
     # a sentence on the counters, no watchdog's line
     "nccl-counters-in-a-sentence": (
