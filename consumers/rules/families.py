@@ -870,6 +870,8 @@ LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     *((name, pattern) for name, pattern in VERBS if name != "stalled"),
     ("help-block", _DASHES),
     ("continued", re.compile(r"(?:NCCL WARN |Last error)[^\n]{0,400}:\s{0,4}$")),
+    # charmrun's error on a node, its reason on the next line after a colon or two dashes (charmrun.C)
+    ("charmrun-continued", re.compile(r"Charmrun[>:] [^\n]{0,400}[^\s-](?::|--)\s{0,4}$")),
     # Sandia OpenSHMEM's error header, its message on the PE-tagged line under it (:data:`_PE_CONTINUED`)
     ("pe-error", re.compile(r"^\[\d{4}\] ERROR: \w{1,60}\.c:\d{1,6}: ")),
     (
@@ -879,7 +881,8 @@ LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("process-group-call", _PROCESS_GROUP_CALL),
 )
 """What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
-a help block, a message whose reason follows on the next line (NCCL's ``Last error:``, Sandia OpenSHMEM's
+a help block, a message whose reason follows on the next line (NCCL's ``Last error:``, charmrun's ``error
+attaching to node 'n1':`` or ``… node 0 'n1'--``, Sandia OpenSHMEM's
 ``[PE] ERROR: file.c:NN: function`` header), a traceback frame in a library's package or a process
 group's call as its source line (the exception after it is that library's). Not a stall report: seen
 live, it is the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's
