@@ -366,6 +366,16 @@ LIBRARIES: tuple[Library, ...] = (
             r"ps-lite|ps::(?:Van|Postoffice|KVWorker|KVServer)|\b(?:zmq_|ibverbs_|rdma_)?van\.(?:cc|h):\d|DMLC_PS_\w{1,30}"
         ),
     ),
+    # Dask's distributed (its scheduler, workers and nanny), by its loggers' format (``distributed.scheduler -
+    # CRITICAL - …``, ``distributed.worker - ERROR - …``) and its comm layer's error
+    Library(
+        "dask",
+        "Dask distributed",
+        re.compile(
+            r"^\s{0,8}(?:\S{1,40} )?distributed\.[\w.]{1,60} - (?:CRITICAL|ERROR|WARNING|INFO) - "
+            r"|\bdistributed\.comm\.\w{1,20}\.CommClosedError\b"
+        ),
+    ),
     Library(
         "xla",
         "XLA's collectives (under JAX / TensorFlow)",
@@ -617,6 +627,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # ``NVL receiver timeout``, ``timeout for dispatch senders``)
             r"|\b(?:forwarder|receiver|sender|coordinator)s? timeout\b"
             r"|\btimeout for (?:dispatch|combine) (?:senders|receivers|forwarders)\b"
+            # a launcher waiting for a process it started to call back (charmrun.C: ``Timeout waiting for
+            # node-program to connect``)
+            r"|\b[Tt]imeout waiting for [\w -]{1,40} to (?:connect|respond|answer|start)\b"
         ),
     ),
     (
@@ -629,6 +642,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             r"|[Cc]onnect(?:ion)? (?:failed|error)\b|connect\(\) failed"
             r"|accept\(\) failed|[Ss]ocket (?:Connect|Accept|Bind|Listen) Error\b|connect to \(failed\)"
             r"|[Pp]roxy [Cc]all to rank \d{1,7} failed|\b[Bb]ind(?:\(\))? failed\b"
+            # a socket bound to its local address before it connects, the bind failing (Open MPI's TCP BTL,
+            # btl_tcp_endpoint.c's start_connect: ``bind on local address (10.0.0.1:0) failed: Address already
+            # in use (98)``, its ephemeral ports spent)
+            r"|\b[Bb]ind (?:on|to) (?:the )?local (?:address|port) \([^)\n]{1,300}\) failed\b"
             # Slurm's error strings for an RPC to a node's slurmd that could not be made
             r"|[Cc]ommunication connection failure|slurm_\w{1,40}: [Tt]ransport endpoint is not connected"
             # gRPC core's status detail for a channel that never connected (``grpc error:Connect Failed``),
@@ -687,6 +704,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # (rabit's c_api.cc, RabitFinalize: ``Failed to shutdown RABIT worker.``, raised by XGBoost4J as
             # its XGBoostError)
             r"|\bFailed to shutdown RABIT worker\b"
+            # Dask's comm layer on a connection already closed (distributed/scheduler.py: ``Tried writing to
+            # closed comm: {'op': 'lost-data', …}``; ``CommClosedError``)
+            r"|\b(?:writing to|reading from|read from|write to) (?:a )?closed comm\b|\bCommClosedError\b"
         ),
     ),
     (
@@ -813,6 +833,12 @@ _PE_CONTINUED = re.compile(r"^\[\d{4}\] {6,10}\S")
 message indented (``[0003]        Transport init failed (-38)``)."""
 _WRAPPED = re.compile(r"[a-z,]$")
 _LOWER_START = re.compile(r"^[a-z]{1,20}[ ,]")
+_DASHED_END = re.compile(r"[^\s-]--$")
+"""A message whose reason its program prints on the next line after two dashes (charmrun.C: ``Charmrun> error
+on request socket to node 0 '127.0.0.1'--`` then ``Socket closed before recv.``)."""
+_REASON_START = re.compile(r"^: [A-Za-z]")
+"""A message's reason on a line of its own, its colon first (``: Address already in use (98)`` under Open
+MPI's ``bind on local address (…) failed``): a paste broke the line before the colon."""
 """A sentence wrapped mid-way: the line ends inside it and the next carries on in lower case (a help
 text whose dashed lines were cut off)."""
 _BLOCK_LINES = 30
@@ -844,6 +870,8 @@ LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     *((name, pattern) for name, pattern in VERBS if name != "stalled"),
     ("help-block", _DASHES),
     ("continued", re.compile(r"(?:NCCL WARN |Last error)[^\n]{0,400}:\s{0,4}$")),
+    # charmrun's error on a node, its reason on the next line after a colon or two dashes (charmrun.C)
+    ("charmrun-continued", re.compile(r"Charmrun[>:] [^\n]{0,400}[^\s-](?::|--)\s{0,4}$")),
     # Sandia OpenSHMEM's error header, its message on the PE-tagged line under it (:data:`_PE_CONTINUED`)
     ("pe-error", re.compile(r"^\[\d{4}\] ERROR: \w{1,60}\.c:\d{1,6}: ")),
     (
@@ -853,7 +881,8 @@ LIVE_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("process-group-call", _PROCESS_GROUP_CALL),
 )
 """What the live reader keeps a line for (with the lines after it): a verb of the mesh, the start of
-a help block, a message whose reason follows on the next line (NCCL's ``Last error:``, Sandia OpenSHMEM's
+a help block, a message whose reason follows on the next line (NCCL's ``Last error:``, charmrun's ``error
+attaching to node 'n1':`` or ``… node 0 'n1'--``, Sandia OpenSHMEM's
 ``[PE] ERROR: file.c:NN: function`` header), a traceback frame in a library's package or a process
 group's call as its source line (the exception after it is that library's). Not a stall report: seen
 live, it is the hang's (``hang/horovod-stall``); only the failure-time tail makes it a cause. Nor NCCL's
@@ -923,6 +952,8 @@ def _continues(previous: str, line: str) -> bool:
         or _INDENTED.match(line) is not None
         or _PE_CONTINUED.match(line) is not None
         or (_WRAPPED.search(previous) is not None and _LOWER_START.match(line) is not None)
+        or _REASON_START.match(line) is not None
+        or _DASHED_END.search(previous) is not None
     )
 
 
@@ -1204,6 +1235,9 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "daemon or its node died, or the launcher's tool (prun) lost the DVM",
     ("prrte", "unreachable"): "PRRTE's PMIx server or a daemon could not be reached (UNREACHABLE): prun / "
     "prterun lost the DVM, or a node's daemon is not running or a firewall cut it",
+    ("dask", "lost"): "Dask's scheduler or a worker found its comm to a peer closed (it tried writing to or "
+    "reading from it): that worker died (its nanny restarted it, out of memory, or its pod ended) or its "
+    "network path broke, and the keys it held were lost",
     ("pslite", "connect"): "ps-lite's van (the parameter server's transport, under MXNet / BytePS) could "
     "not bind or connect its port: the port is in use, or the scheduler's address is not reachable from "
     "every pod",
@@ -1253,6 +1287,9 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     ("charm", "spawn"): "charmrun could not start the program on a host through its remote shell (ssh "
     "exited 255 there: the host is unknown, its sshd is not listening, or the key was refused), and gave "
     "up after its reconnection attempts",
+    ("charm", "timed-out"): "charmrun timed out waiting for a node program to connect back to it: the "
+    "program never started on that host, died before it connected, or its connection back to charmrun's port "
+    "was blocked",
     ("charm", "lost"): "charmrun lost its connection to a node program (its request socket closed): that "
     "process died or could not reach charmrun back on its port",
     ("gasnet", "resource"): "GASNet's ofi-conduit could not open a libfabric object it needs (an endpoint, "
@@ -1376,6 +1413,14 @@ def words(library: Library, verb: Verb, text: str) -> str:
             "its retries spent: the address is already in use (an earlier scheduler or server still running "
             "in the pod, or another pod on the node's host network holding DMLC_PS_ROOT_PORT)"
         )
+    if library.key == "ompi" and verb == "connect" and _LOCAL_BIND.search(text):
+        why = (
+            ": the address was already in use (the node's ephemeral ports spent, its connections lingering "
+            "in TIME_WAIT, or a port range another process holds)"
+            if _IN_USE.search(text)
+            else ""
+        )
+        return f"Open MPI's TCP transport (btl_tcp) could not bind the local socket it connects from{why}"
     if library.key == "ucx" and verb == "completion" and (status := _WC_STATUS.search(text)) is not None:
         said = status["status"].strip().rstrip(".")
         return (
@@ -1391,6 +1436,7 @@ def words(library: Library, verb: Verb, text: str) -> str:
 
 
 _IN_USE = re.compile(r"[Aa]ddress already in use|EADDRINUSE\b|errno = 98\b")
+_LOCAL_BIND = re.compile(r"\b[Bb]ind (?:on|to) (?:the )?local (?:address|port) \(")
 _WC_STATUS = re.compile(r"completion with error: (?P<status>[\w -]{3,60})")
 """The status of a work completion that failed, as UCX's verbs transports (``rc_verbs_iface.c``: ``send
 completion with error: local protection error``, ibv_wc_status_str's words) print it."""
@@ -1550,6 +1596,9 @@ _LIBRARY_STEPS: dict[str, str] = {
     "launcher": "DeepSpeed / Accelerate: check the hostfile names the worker pods and ssh / pdsh "
     "reaches them.",
     "nccl": "NCCL: set NCCL_DEBUG=INFO and NCCL_SOCKET_IFNAME=eth0 to see and pin the interface it uses.",
+    "dask": "Dask: read the scheduler's log for the worker it lost and that worker's own log (or its "
+    "nanny's) for why it went: a memory restart (distributed.worker.memory.terminate), a killed pod; raise "
+    "distributed.comm.timeouts.connect / tcp where the network is slow.",
     "pslite": "ps-lite: DMLC_PS_ROOT_URI / DMLC_PS_ROOT_PORT must name the scheduler's Service and port, "
     "DMLC_NODE_HOST / DMLC_INTERFACE the pod's own address and interface; PS_VERBOSE=2 logs each "
     "connection.",
@@ -1574,9 +1623,18 @@ def remediation(hit: Hit) -> tuple[str, ...]:
     init = _RUNTIME_STEPS if name == "resource" and RUNTIME_INIT.search(hit.line) else ()
     if key == "pslite" and name == "connect" and _IN_USE.search(hit.line):
         steps = _PSLITE_BIND_STEPS
+    if key == "ompi" and name == "connect" and _LOCAL_BIND.search(hit.line):
+        steps = _OMPI_BIND_STEPS
     return init + ((own,) if own else ()) + steps
 
 
+_OMPI_BIND_STEPS = (
+    "See how many sockets the node holds (ss -s; ss -tan state time-wait | wc -l): thousands of ranks' TCP "
+    "connections can spend its ephemeral ports; widen net.ipv4.ip_local_port_range or let it reuse them "
+    "(net.ipv4.tcp_tw_reuse=1).",
+    "Give btl_tcp a port range of its own (--mca btl_tcp_port_min_v4 / btl_tcp_port_range_v4) nothing else "
+    "on the node uses, or carry the job over a transport that opens no socket per peer (UCX: --mca pml ucx).",
+)
 _PSLITE_BIND_STEPS = (
     "Find what holds the port on that pod or node: kubectl -n {namespace} exec <pod> -- ss -ltnp (a "
     "scheduler or server of an earlier attempt still running, or another job's pod on the node's host "

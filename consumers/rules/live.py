@@ -38,7 +38,14 @@ import re2
 
 from consumers.rules.families import LIVE_SIGNS
 from consumers.rules.progress import last_steps
-from consumers.rules.rendezvouslines import BARRIER_RAISED, BARRIER_WAIT, INIT_FRAME, RENDEZVOUS_SIGNS
+from consumers.rules.rendezvouslines import (
+    BARRIER_RAISED,
+    BARRIER_WAIT,
+    INIT_FRAME,
+    RENDEZVOUS_SIGNS,
+    SERVER_FRAME,
+    TF_SESSION,
+)
 from consumers.rules.signatures import (
     CRASHES,
     DISKS,
@@ -129,6 +136,9 @@ def _catalog() -> tuple[Sign, ...]:
     signs += [Sign("rendezvous/missed", pattern) for pattern in RENDEZVOUS_SIGNS]
     # a frame where the processes meet: a bare connection failure raised under it is a missed rendezvous
     signs += [Sign("rendezvous/init-frame", INIT_FRAME)]
+    # torchft's lighthouse started (its bind raised under it), and TensorFlow's master waiting for a task: the
+    # rule reads them from the lines kept (the master's wait only where it repeats)
+    signs += [Sign("rendezvous/server-frame", SERVER_FRAME), Sign("rendezvous/tf-session", TF_SESSION)]
     # the store barrier's progress line and the frame that raised after it: together, the barrier given up
     signs += [
         Sign("rendezvous/barrier-wait", BARRIER_WAIT),

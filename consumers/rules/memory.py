@@ -453,7 +453,11 @@ _SPARK_K8S = "the kernel (as Spark's Kubernetes backend reported it: exit code 1
 _AWS_BATCH = "the kernel (as AWS Batch reported it: OutOfMemoryError)"
 _VERTEX = "the kernel (as Vertex AI reported it: the replica ran out of memory)"
 _OPENPAI = "the container's runtime (docker, or YARN's NodeManager, as OpenPAI's exit reason reported it)"
+_SYSTEMD = "the kernel's OOM killer (as systemd reported it for the unit)"
+_HECC = "the kernel (as the PBS epilogue of NASA's HECC systems reported it: the node rebooted)"
 _TOLD_BY = {
+    "systemd-oom-kill": (_SYSTEMD, "a process of a systemd unit (its slice, service or scope)"),
+    "hecc-oom": (_HECC, "the job's processes on a node that ran out of memory"),
     "batch-oom": (_AWS_BATCH, "the job's container at the memory its job definition gave it"),
     "vertex-oom": (_VERTEX, "a replica of the training job at its machine's memory"),
     "alps-oom": (_ALPS, "a rank of the application"),
@@ -468,6 +472,20 @@ _AWS_BATCH_STEPS = (
     "far it got.",
     "Or lower the job's memory use (batch size, data-loader workers), or choose a compute environment with "
     "larger instances.",
+)
+_SYSTEMD_STEPS = (
+    "systemd saw the kernel kill a process in the unit's cgroup (its memory.events oom_kill count rose): "
+    "systemctl status <unit> and journalctl -k around that time name the process and whether the unit's "
+    "own MemoryMax= or the whole node ran out.",
+    "Raise the unit's MemoryMax= / MemoryHigh= (or its slice's) or lower what it holds; a service's "
+    "OOMPolicy= (stop, continue, kill) decides whether the unit goes on after the kill.",
+)
+_HECC_STEPS = (
+    "The node ran out of memory, so NASA's HECC rebooted it and PBS ended the job: run fewer MPI processes "
+    "per node (mpiprocs= in the select statement, leaving cores idle) or ask for a node model with more "
+    "memory per core.",
+    "Read each rank's peak memory (qstat -fx's resources_used.mem, or the job's epilogue) and lower "
+    "per-rank memory: the domain split over more nodes, smaller buffers.",
 )
 _VERTEX_STEPS = (
     "Vertex AI: give the worker pool a machine type with more memory (workerPoolSpecs machineSpec."
@@ -570,6 +588,8 @@ _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     _SPARK_K8S: _SPARK_K8S_STEPS,
     _AWS_BATCH: _AWS_BATCH_STEPS,
     _VERTEX: _VERTEX_STEPS,
+    _SYSTEMD: _SYSTEMD_STEPS,
+    _HECC: _HECC_STEPS,
 }
 """The steps of a killer other than the kernel, by its name."""
 

@@ -443,6 +443,12 @@ def _abort_steps(failure: RankFailure) -> tuple[str, ...] | None:
 
 
 _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
+    "XGBoost4J-Spark": (
+        "XGBoost4J-Spark: the tracker's exit code only says a worker failed; the failed Spark task's own log "
+        "(the Spark UI's failed stage, its executor's stderr) holds the worker's error. Each worker is a "
+        "Spark task that must run at once with the others: num_workers no more than the executors' task "
+        "slots (spark.task.cpus = nthread), or the training waits and fails.",
+    ),
     "MPT": (
         "MPT: the rank it names called MPI_Abort, or left (returned from main, called exit) without "
         "MPI_Finalize; its own output above MPT's stack traceback says why. Set MPI_COREDUMP=FIRST and "

@@ -75,6 +75,8 @@ from consumers.rules.rendezvouslines import (
     RAY_JOIN,
     RENDEZVOUS_SIGNS,
     RETRY_SPENT,
+    SERVER_BIND,
+    SERVER_FRAME,
     STORE_BIND,
     STORE_CLIENT,
     STORE_FRAME,
@@ -87,6 +89,7 @@ from consumers.rules.rendezvouslines import (
     STORE_TITLED,
     STORE_WAIT,
     STORE_WAITED,
+    TF_SESSION,
     XGBOOST_TRACKER,
 )
 from consumers.rules.rule import Context, Detection, Rule, log_facts
@@ -116,6 +119,8 @@ def _miss(pod: PodState) -> Miss | None:
         if (
             _said(line)
             or _store_bind(lines, i)
+            or _server_bind(lines, i)
+            or _session_waited(lines, i)
             or _init_connect(lines, i)
             or _store_reset(lines, i)
             or _barrier_gave_up(lines, i)
@@ -134,7 +139,9 @@ def _miss(pod: PodState) -> Miss | None:
         what = f"{waited} for the others at its c10d store and {joined}"
     elif (m := STORE_WAITED.search(text)) is not None:
         what = f"waited {m['after']}s for the others at its c10d store and not all joined"
-    elif STORE_BIND.search(text) is not None or ADDRESS_IN_USE.search(text) is not None:
+    elif STORE_BIND.search(text) is not None or (
+        ADDRESS_IN_USE.search(text) is not None and _server_taken(text, lines) is None
+    ):
         port = next((m["port"] for m in STORE_BIND.finditer(text) if m["port"]), None)
         on = f"port {port}" if port else "its port"
         what = (
@@ -186,7 +193,7 @@ def _miss(pod: PodState) -> Miss | None:
             else "found its rendezvous's state in etcd gone or never written (etcd's key not found: the "
             "rendezvous of this --rdzv-id was closed, expired or removed)"
         )
-    elif (launched := _launcher_miss(text)) is not None:
+    elif (launched := _launcher_miss(text, lines)) is not None:
         what, steps = launched
     elif BARRIER.search(text) is not None:
         what = "timed out in the process group's store barrier"
@@ -221,7 +228,7 @@ def _waited_out(text: str, said: list[str]) -> tuple[str, tuple[str, ...] | None
     return None
 
 
-def _launcher_miss(text: str) -> tuple[str, tuple[str, ...] | None] | None:
+def _launcher_miss(text: str, lines: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None] | None:
     """What a launcher's own rendezvous said it missed (Horovod's driver, Julia's cluster managers) or the
     process group's store barrier given up: its sentence, and its steps where they are not torch's."""
     if (m := HOROVOD_START.search(text)) is not None:
@@ -232,6 +239,14 @@ def _launcher_miss(text: str) -> tuple[str, tuple[str, ...] | None] | None:
         )
     if RAY_JOIN.search(text) is not None:
         return "could not join the Ray cluster's head (its GCS did not answer in time)", _RAY_STEPS
+    if (taken := _server_taken(text, lines)) is not None:
+        return taken
+    if (m := TF_SESSION.search(text)) is not None:
+        tasks = sorted({t["task"] for t in TF_SESSION.finditer(text)})
+        return (
+            f"waited for TensorFlow's master to create its session: {', '.join(tasks[:4])} never answered",
+            _TF_SESSION_STEPS,
+        )
     if XGBOOST_TRACKER.search(text) is not None:
         return "could not start XGBoost's Rabit tracker, where its workers meet", _XGBOOST_STEPS
     if JULIA_MANAGER.search(text) is not None:
@@ -249,6 +264,26 @@ def _launcher_miss(text: str) -> tuple[str, tuple[str, ...] | None] | None:
         return (
             f"waited in the process group's store barrier ({joined}) until init_process_group raised{extra}",
             None,
+        )
+    return None
+
+
+def _server_taken(text: str, lines: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
+    """What a rank said of a server its peers meet at, other than the c10d store, unable to bind its port
+    (a gRPC server of TensorFlow's, torchft's lighthouse): its sentence and its steps."""
+    if SERVER_BIND.search(text) is not None:
+        port = _BOUND_PORT.search(text)
+        on = f"port {port['port'] or port['port2']}" if port else "its port"
+        return (
+            f"could not start the gRPC server its cluster's tasks meet at (TensorFlow's tf.train.Server or "
+            f"its coordination service): {on} was already in use",
+            _GRPC_BIND_STEPS,
+        )
+    if ADDRESS_IN_USE.search(text) is not None and any(map(SERVER_FRAME.search, lines)):
+        return (
+            "could not start torchft's lighthouse, where its replica groups meet for each quorum: its port "
+            "was already in use",
+            _LIGHTHOUSE_STEPS,
         )
     return None
 
@@ -306,6 +341,23 @@ def _store_bind(lines: tuple[str, ...], index: int) -> bool:
     if (m := ADDRESS_IN_USE.search(line)) is None or is_mention(line, m.start()):
         return False
     return any(STORE_FRAME.search(before) for before in lines[max(0, index - _FRAMES) : index])
+
+
+def _server_bind(lines: tuple[str, ...], index: int) -> bool:
+    """Whether ``lines[index]`` raises ``Address already in use`` under a frame starting torchft's lighthouse
+    (:data:`SERVER_FRAME`)."""
+    line = lines[index]
+    if (m := ADDRESS_IN_USE.search(line)) is None or is_mention(line, m.start()):
+        return False
+    return any(SERVER_FRAME.search(before) for before in lines[max(0, index - _FRAMES) : index])
+
+
+def _session_waited(lines: tuple[str, ...], index: int) -> bool:
+    """Whether ``lines[index]`` is TensorFlow's master still waiting for a task (:data:`TF_SESSION`) and it
+    said so more than once in the tail: one report is its ordinary wait while the tasks start."""
+    if TF_SESSION.search(lines[index]) is None:
+        return False
+    return sum(1 for line in lines if TF_SESSION.search(line)) > 1
 
 
 def _init_connect(lines: tuple[str, ...], index: int) -> bool:
@@ -414,6 +466,29 @@ _RAY_STEPS = (
     "The GCS port (6379 by default) and the node manager's ports must be reachable from every worker "
     "(NetworkPolicies); where the head starts slowly, raise RAY_raylet_start_wait_time_s or start the "
     "workers after it.",
+)
+_BOUND_PORT = re.compile(
+    r"\"target_address\":\"[^\"]{0,200}:(?P<port>\d{1,5})\"|resolved on \S{0,200}:(?P<port2>\d{1,5})"
+)
+_TF_SESSION_STEPS = (
+    "TensorFlow's master waits for every task of its cluster spec before it creates the session: check the "
+    "task it names is running and started its server (tf.train.Server / tf.distribute.Server), and that "
+    "the host:port its entry in TF_CONFIG (or --ps_hosts / --worker_hosts) gives resolves to that pod and "
+    "is open (its headless Service, NetworkPolicies).",
+    "A task that exited or was never scheduled leaves the others waiting for ever; a device_filters entry in "
+    "the session's ConfigProto stops a worker waiting for the other workers it does not use.",
+)
+_GRPC_BIND_STEPS = (
+    "Find what holds the port on that pod or node (kubectl -n {namespace} exec <pod> -- ss -ltnp): a server "
+    "of an earlier attempt still running, another task given the same host:port in the cluster spec, or "
+    "another job's pod on the node's host network.",
+    "Each task's server must bind the port its own entry in TF_CONFIG (or the cluster spec) names: give "
+    "every task a port nothing else on its host uses.",
+)
+_LIGHTHOUSE_STEPS = (
+    "torchft's lighthouse binds its --bind address (port 29510 by default): find what holds it (ss -ltnp; a "
+    "lighthouse of an earlier run still running), or start it on a free port and point the replica groups' "
+    "TORCHFT_LIGHTHOUSE at that one.",
 )
 _XGBOOST_STEPS = (
     "XGBoost4J-Spark starts a Rabit tracker on the driver for its workers to meet at: check the driver's "

@@ -32,6 +32,8 @@ __all__ = [
     "RAY_JOIN",
     "RENDEZVOUS_SIGNS",
     "RETRY_SPENT",
+    "SERVER_BIND",
+    "SERVER_FRAME",
     "STORE_BIND",
     "STORE_CLIENT",
     "STORE_FRAME",
@@ -44,6 +46,7 @@ __all__ = [
     "STORE_TITLED",
     "STORE_WAIT",
     "STORE_WAITED",
+    "TF_SESSION",
     "XGBOOST_TRACKER",
 ]
 
@@ -234,6 +237,27 @@ XGBOOST_TRACKER = re.compile(r"\bFAULT: [Ff]ailed to start tracker\b")
 """XGBoost4J-Spark unable to start the Rabit tracker its workers meet at (ml/dmlc/xgboost4j/scala/spark/
 XGBoost.scala's ``require(…, "FAULT: Failed to start tracker")``, the tracker's own ``FAULT: failed to start
 tracker process``): the workers had nowhere to meet."""
+TF_SESSION = re.compile(
+    r"CreateSession still waiting for response from worker: "
+    r"(?P<task>/job:[\w-]{1,60}/replica:\d{1,6}/task:\d{1,6})"
+)
+"""TensorFlow's master (tensorflow/core/distributed_runtime/master.cc, its DeviceFinder) waiting, every ten
+seconds, for a task of its cluster to answer before it can create the session (``CreateSession still waiting
+for response from worker: /job:ps/replica:0/task:0``): the task never started its server, or cannot be
+reached at the address the cluster spec gives it. One such line is the master's ordinary report while its
+tasks start; the tail ending on two or more is the session never created."""
+SERVER_BIND = re.compile(
+    r"\bNo address added out of total \d{1,4} resolved\b[^\n]{0,1000}?[Aa]ddress already in use"
+    r"|\bCould not start gRPC server\b"
+)
+"""A gRPC server where the tasks meet unable to bind its port: gRPC core's error (its JSON,
+``{"description":"No address added out of total 1 resolved", … "os_error":"Address already in
+use","syscall":"bind"}``, or its
+newer ``UNKNOWN:No address added out of total 1 resolved on [::]:2222 …``) as TensorFlow's tf.train.Server
+or a coordination service starts it, and TensorFlow 2's own ``Could not start gRPC server``."""
+SERVER_FRAME = re.compile(r"\blighthouse_main\b|\bLighthouseServer\(")
+"""A traceback frame starting torchft's lighthouse, the server its replica groups meet at for each quorum:
+an ``Address already in use (os error 98)`` (Rust's io::Error) raised under it is its port taken."""
 ETCD = re.compile(
     r"etcd\.(?P<error>EtcdKeyNotFound|EtcdConnectionFailed|EtcdWatchTimedOut)\b"
     r"|Key not found : (?P<key>/torch(?:elastic|/elastic)/[\w/.-]{0,200})"
@@ -253,6 +277,6 @@ RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
     STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER, STORE_WAITED,
-    ENV_UNSET, GLOO_STORE_WAIT, RAY_JOIN, XGBOOST_TRACKER,
+    ENV_UNSET, GLOO_STORE_WAIT, RAY_JOIN, XGBOOST_TRACKER, SERVER_BIND,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

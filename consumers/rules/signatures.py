@@ -465,8 +465,13 @@ TRANSPORTS: tuple[Signature, ...] = (
         "the NCCL watchdog saw a collective fail or time out",
         # its own words, or c10d's line as the watchdog takes the process down after it (``Some NCCL
         # operations have failed or timed out. … we are taking the entire process down.``): the watchdog's
-        # aftermath, a peer's symptom, not a timeout of c10d's own
-        re.compile(r"detected by watchdog|Some NCCL operations have failed or timed out\b"),
+        # aftermath, a peer's symptom, not a timeout of c10d's own; and its counters where they stand alone
+        # (torch 2.3 on, ProcessGroupNCCL.cpp's watchdogHandler: ``[PG 0 Rank 2] Timeout at NCCL work: 2, last
+        # enqueued NCCL work: 2, last completed NCCL work: 1.``), the timeout's own line cut from the tail
+        re.compile(
+            r"detected by watchdog|Some NCCL operations have failed or timed out\b"
+            r"|\bTimeout at NCCL work: \d{1,19}, last enqueued NCCL work: -?\d"
+        ),
     ),
     Signature(
         "horovod-shutdown",
@@ -1445,6 +1450,11 @@ _NOT_DISK = re.compile(r"NCCL WARN|shared memory segment|/dev/shm/nccl")
 _WATCH_LIMIT = re.compile(
     r"[Ff]ile watchers|inotify|\bwatch\b[^\n]{0,40}ENOSPC|ENOSPC[^\n]{0,80}(?:\bwatch\b|syscall: 'watch')"
 )
+# … or "no entry left in a kernel table": System V IPC's shmget / semget / msgget past SHMMNI, SHMALL,
+# SEMMNI, SEMMNS or MSGMNI (GDK's ``shmget failed: error 28 (No space left on device)``, PostgreSQL's ``could
+# not create semaphores: No space left on device``), epoll_ctl past max_user_watches, mq_open past
+# queues_max: a limit of the kernel's, no disk's …
+_KERNEL_TABLE = re.compile(r"\b(?:shmget|semget|msgget|epoll_ctl|mq_open)\b|\bcould not create semaphores\b")
 # … and a write error the program says it handled (retried, ignored, fell back) did not end it
 # (:func:`~consumers.rules.tails.handled`).
 _WRITING_CHECKPOINT = re.compile(
@@ -1463,6 +1473,7 @@ def disk_full(tail: tuple[str, ...]) -> tuple[Hit, ...]:
         for hit in _scan(tail, DISKS)
         if not _NOT_DISK.search(hit.line)
         and not _WATCH_LIMIT.search(hit.line)
+        and not _KERNEL_TABLE.search(hit.line)
         and not _mention(hit)
         and not _quoted_eviction(hit)
         and not handled(lines, hit.index)
@@ -1858,14 +1869,14 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "the kubelet",
         "a process of the container went over its memory limit and the kernel killed it (the kubelet's "
         "OOMKilled, as kubectl get pods lists it)",
-        re.compile(r"^[a-z0-9][\w.-]{0,252}\s{1,20}\d{1,3}/\d{1,3}\s{1,20}OOMKilled\s{1,20}\d"),
+        re.compile(r"^[a-z0-9][\w.-]{0,252}\s{1,120}\d{1,3}/\d{1,3}\s{1,20}OOMKilled\s{1,20}\d"),
     ),
     # the kubelet's own ``OOMKilled`` as ``kubectl describe pod`` lists a container's end (``State:
     # Terminated`` / ``Last State: Terminated``, then ``Reason: OOMKilled``) or its status as YAML (``reason:
     # OOMKilled``), printed into a log: the reason alone on its line, whatever the exit code under it (0
     # where the kernel killed a process of the container other than its first one), or ``kubectl get pods``'
     # STATUS column (``memory-demo   0/1   OOMKilled   2   33s``, between its READY and RESTARTS columns,
-    # however the copy spaced them)
+    # however the copy spaced them: kubectl pads the NAME column to the listing's longest name)
     Signature(
         "listed-oomkilled",
         "the kubelet",
@@ -1873,7 +1884,7 @@ KERNEL_OOM: tuple[Signature, ...] = (
         "OOMKilled, as kubectl lists it)",
         re.compile(
             r"^\s{0,16}[Rr]eason:\s{1,12}OOMKilled\s{0,4}$"
-            r"|^\s{0,8}(?:pods?/)?[a-z0-9][\w.-]{0,252}\s{1,16}\d{1,3}/\d{1,3}\s{1,16}OOMKilled\s{1,16}\d{1,7}\b"
+            r"|^\s{0,8}(?:pods?/)?[a-z0-9][\w.-]{0,252}\s{1,120}\d{1,3}/\d{1,3}\s{1,16}OOMKilled\s{1,16}\d{1,7}\b"
         ),
     ),
     # systemd-oomd, systemd's userspace OOM killer: a cgroup whose memory pressure (PSI) or swap use stayed
@@ -1887,6 +1898,30 @@ KERNEL_OOM: tuple[Signature, ...] = (
         re.compile(
             r"systemd-oomd(?:\[\d{1,10}\])?: (?:oomd attempting to kill (?P<victim>\d{1,10}) with \w{2,10}"
             r"|Killed (?P<unit>/[^\s]{1,300}) due to (?:memory pressure|memory used|swap used)\b)"
+        ),
+    ),
+    # systemd (PID 1) on a unit whose process the kernel's OOM killer killed, read from the unit's cgroup's
+    # memory.events (src/core/unit.c, unit_check_oom: ``user@1021.service: A process of this unit has been
+    # killed by the OOM killer.``; a service's result after it, ``Failed with result 'oom-kill'.``)
+    Signature(
+        "systemd-oom-kill",
+        "systemd",
+        "the kernel's OOM killer killed a process of a systemd unit (systemd reported it)",
+        re.compile(
+            r"(?P<unit>[\w@:.\\-]{1,200}\.(?:service|scope|slice|socket|mount)): "
+            r"(?:A process of this unit has been killed by the OOM killer\b|Failed with result 'oom-kill')"
+        ),
+    ),
+    # the PBS epilogue of NASA's HECC systems (Pleiades, Aitken, Electra) on a job whose node ran out of
+    # memory and rebooted (``Your Pleiades job 1234.pbspl1.nas.nasa.gov terminated due to one or more nodes
+    # running out of memory. Node r515i2n3 ran out of memory and rebooted; …``), however the mail wrapped it
+    Signature(
+        "hecc-oom",
+        "NASA HECC's PBS",
+        "a node of the job ran out of memory and rebooted (NASA HECC's PBS epilogue reported it)",
+        re.compile(
+            r"\bjob [\w.\[\]-]{1,80} terminated due to one or more nodes running out of memory\b"
+            r"|\bnodes running out of memory\. Node [\w-]{1,60} ran out of memory\b"
         ),
     ),
     # earlyoom, a userspace OOM killer run on the node, killing the process with the most badness when the

@@ -79,6 +79,12 @@ _PRINTED = re.compile(
     # a C runtime's banner between spaced asterisks (glibc's ``*** Error in `python3': …: 0x… ***``, Open
     # MPI's ``*** Process received signal ***``), not Markdown's emphasis, which has no space inside it
     r"|^\s{0,8}\*\*\* [^*\n]{1,300} \*\*\*"
+    # a batch scheduler's mail to the job's owner, naming its job by id (the PBS epilogue of NASA's HECC:
+    # ``Your Pleiades job 1234.pbspl1.nas.nasa.gov terminated due to …``): the scheduler's words, no person's
+    r"|^\W{0,2}Your (?:[\w-]{1,40} )?job \d{1,12}(?:\.[\w.-]{1,200})? "
+    # a Kubernetes object's condition as YAML lists it (``kubectl get … -o yaml``: ``- message: '…'``, ``-
+    # lastTransitionTime: …``, ``- type: Ready``), the API server's fields, no Markdown list item
+    r"|^\s{0,16}- (?:message|reason|type|status|lastTransitionTime|lastProbeTime|lastUpdateTime): "
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
@@ -86,6 +92,13 @@ exception's class, a GPU library's ``CUDA error: ``, cargo's ``process didn't ex
 under its ``Caused by:``, Vertex AI's job error on a replica, which goes on to address the reader: ``The
 replica workerpool0-0 ran out of memory … please check the logs``, logfmt's fields) or a source location
 (``file.c:NN``)."""
+_EXPECTED = (
+    r"^\s{0,8}(?:#{1,6} {1,2}|[-*] {1,4})?(?:\*\*)?(?:Expected|Desired|Intended)"
+    r"(?: (?:behaviou?r|results?|outcome|value|state))?(?:\*\*)?\s{0,2}(?::|\*\*|$)"
+)
+"""What should happen, not what did: a bug report's expected-behaviour field (``**Expected:** the pod reports
+`OOMKilled` ``, ``### Expected behavior``, ``Expected result:``) or a test's expected value (``Expected: exit
+code 137``) — what it quotes is no report."""
 _DISCOURSE = re.compile(
     r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
     r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
@@ -112,6 +125,7 @@ _DISCOURSE = re.compile(
     # what code is about to raise, said before it runs (``# This line will raise: …``, ``this call should
     # throw …``): a reproduction's comment, not the run's output
     r"|\b(?:will|would|should|is (?:going|expected) to) (?:raise|throw)\b"
+    rf"|{_EXPECTED}"
 )
 """The register of a page or a comment that explains an error: someone addressed or speaking, an
 explanation (``means``, ``is caused by``, ``for example``), reported speech (``Observed …``), a
@@ -561,6 +575,7 @@ _HINT = re.compile(
     r"|\b(?:[Cc]atch(?:es|ing)|[Rr]ecover(?:s|ing) from|[Hh]andl(?:es|ing)) (?:the |an? |any )?[`'\"]?$"
     r"|\b(?:[Rr]un|[Uu]se|[Ff]ollow|[Aa]pply) this(?: (?:runbook|playbook|procedure|page|guide|check))? "
     r"(?:when|if|whenever)\b"
+    rf"|{_EXPECTED}"
 )
 
 
@@ -846,10 +861,14 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     (  # XLA's status, absl-style (``RESOURCE_EXHAUSTED:``) or TensorFlow's older ``Resource exhausted:``,
+        # or the Python class TensorFlow raises it as (``tf.errors.ResourceExhaustedError``, its repr
+        # ``<ResourceExhaustedError: Failed to allocate request for 64.00MiB (67108864B) on device ordinal
+        # 0>``),
         # followed by what its allocator (BFC, PjRt's stream executor) says ran out
         "GPU out of memory (JAX/XLA: RESOURCE_EXHAUSTED)",
         re.compile(
-            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Out of memory|Failed to allocate request for"
+            r"(?:RESOURCE_EXHAUSTED|Resource exhausted|ResourceExhaustedError): "
+            r"(?:Out of memory|Failed to allocate request for"
             r"|Ran out of memory|OOM when allocating|Attempting to (?:reserve|allocate) )"
             # a replica's execution on its device (XLA's local client, PjRt) ran out: the message
             # may wrap after ``Out``
@@ -1093,6 +1112,16 @@ COMM_SIGNS: tuple[tuple[CommKind, re.Pattern[str]], ...] = (
         re.compile(
             r"Fatal error in (?P<call>\w{1,60}):(?: (?P<class>Other MPI error|Unknown error class"
             r"|[^,\n]{1,100}, error stack:)|\s{0,4}$)"
+        ),
+    ),
+    # the same error stack raised to Python by mpi4py (its MPI_Error_string under ``mpi4py.MPI.Exception:
+    # Other MPI error, error stack:``, then the stack's frames: ``PMPI_Send(157)...: MPI_Send(…) failed``), no
+    # ``Fatal error in`` headline: the error handler returned it to the caller
+    (
+        "mpi-error",
+        re.compile(
+            r"\bmpi4py\.MPI\.Exception: (?:(?P<class>Other MPI error|Unknown error class)|[^,\n]{1,100}), "
+            r"error stack:"
         ),
     ),
     # a frame of MPICH's TCP netmod (nemesis) naming the failure, with or without the headline
@@ -1549,6 +1578,12 @@ _PADDLE_CONTAINER = re.compile(
 launch/job/container.py: ``Container rank 0 status failed cmd ['python', '-u', 'train.py'] code 1 log
 log/workerlog.0``) on a trainer whose process ended with an error: it stops the pod's others; a negative code
 is the signal that ended it (Python's Popen)."""
+_XGBOOST4J_EXIT = re.compile(
+    r"\b(?:Rabit returns|Tracker Process ends) with exit code (?P<code>-?\d{1,10})\b"
+)
+"""XGBoost4J-Spark's driver on its Rabit tracker, ended when a worker (a Spark task) failed (XGBoost.scala:
+``XGBoostSpark: Rabit returns with exit code 1``, RabitTracker's ``Tracker Process ends with exit code 1``),
+after which it fails the training (``XGBoostError: XGBoostModel training failed``); 0 is the tracker done."""
 _OMPI_HANDLER_ABORT = re.compile(r"\[(?P<host>[\w.-]{1,253}):\d{1,10}\] Signal: Aborted \(6\)")
 """Open MPI's own signal handler in a rank (opal/util/stacktrace.c, after ``*** Process received signal ***``)
 reporting SIGABRT: an assertion or abort() in the rank's code or a library under it (``[node1:4711] Signal:
@@ -1608,6 +1643,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("spawn", _SPAWN_EXIT, True),
     ("paddle", _PADDLE_ABORT, True),
     ("paddle", _PADDLE_CONTAINER, True),
+    ("xgboost4j", _XGBOOST4J_EXIT, True),
     ("ompi-handler", _OMPI_HANDLER_ABORT, True),
     ("mpt", _MPT_RANK, True),
     ("charm", _CMI_ABORT, True),
@@ -1906,6 +1942,12 @@ def _spawned_failure(line: str) -> RankFailure | None:
             by: RankHow = "aborted" if code == -6 else "killed"
             return RankFailure(rank, by, None, str(-code), None, (line,), launcher="PaddlePaddle's launcher")
         return RankFailure(rank, "exited", code, None, None, (line,), launcher="PaddlePaddle's launcher")
+    if (match := _XGBOOST4J_EXIT.search(line)) is not None and (code := int(match["code"])) != 0:
+        detail = (
+            f"with code {code} under XGBoost4J-Spark's Rabit tracker (a worker, a Spark task, failed and the "
+            f"driver failed the training)"
+        )
+        return RankFailure(None, "exited", None, None, None, (line,), None, "XGBoost4J-Spark", detail)
     if (match := _OMPI_HANDLER_ABORT.search(line)) is not None:
         detail = (
             "Open MPI's signal handler in the rank reported SIGABRT: an assertion or abort() in its code or "
