@@ -1364,6 +1364,26 @@ _TOPO_EXCHANGE = re.compile(
 connects to a server on the root's host to share the rank table."""
 _PMIX_GLUE = re.compile(r"\b(?:ext|pmix)\dx_client\.c\b")
 """Open MPI's PMIx client component (ext2x, pmix3x, …): an error there is the rank's own PMIx client."""
+_TOLD_BY_ITS_WORDS: tuple[tuple[str, Verb | None, re.Pattern[str], str], ...] = (
+    (
+        "hccl",
+        None,
+        _TOPO_EXCHANGE,
+        "HCCL's topology exchange did not complete as the communicator started: the ranks could not all "
+        "connect to the exchange server on the root rank's host (HCCL_IF_IP, its port 60000 and up) in "
+        "time — a rank never started or died first, or that address is unreachable between the pods",
+    ),
+    (
+        "pmix",
+        "unreachable",
+        _PMIX_GLUE,
+        "a rank's PMIx client (Open MPI's OPAL component for it) could not reach a PMIx server as the rank "
+        "started: it was launched by srun without --mpi=pmix, or by hand, or against a PMIx the launcher's "
+        "does not match",
+    ),
+)
+"""A library's message whose words say where in it the failure was (any verb, or the one named): its own
+sentence, before the verb's."""
 _PMI_INIT = re.compile(
     r"\bPMI2?_Init failed\b|\bPMI2? init failed\b|was not built with SLURM's PMI support\b"
 )
@@ -1413,18 +1433,16 @@ def words(library: Library, verb: Verb, text: str) -> str:
             "MPI direct-launched by srun without the PMI support Slurm offers, or a PMI library missing), so "
             "they never connected"
         )
-    if library.key == "hccl" and _TOPO_EXCHANGE.search(text):
-        return (
-            "HCCL's topology exchange did not complete as the communicator started: the ranks could not all "
-            "connect to the exchange server on the root rank's host (HCCL_IF_IP, its port 60000 and up) in "
-            "time — a rank never started or died first, or that address is unreachable between the pods"
-        )
-    if library.key == "pmix" and verb == "unreachable" and _PMIX_GLUE.search(text):
-        return (
-            "a rank's PMIx client (Open MPI's OPAL component for it) could not reach a PMIx server as the "
-            "rank started: it was launched by srun without --mpi=pmix, or by hand, or against a PMIx the "
-            "launcher's does not match"
-        )
+    told = next(
+        (
+            w
+            for key, v, p, w in _TOLD_BY_ITS_WORDS
+            if key == library.key and v in (None, verb) and p.search(text)
+        ),
+        None,
+    )
+    if told is not None:
+        return told
     if verb == "resource" and RUNTIME_INIT.search(text):
         return (
             "the ranks' MPI runtime could not initialise its process-manager wiring (PMIx: the library "
