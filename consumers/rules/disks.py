@@ -304,7 +304,14 @@ _AZUREML_DISK_STEPS = (
     "(rw_mount) rather than the node's disk, and delete what the job no longer needs as it runs.",
     "Or run on a VM size with a larger temporary disk (its SKU's temp storage).",
 )
+_HF_SPACE_STORAGE_STEPS = (
+    "Hugging Face Spaces: the Space's disk is its hardware's (50 GB on the free CPU tier) and is not kept "
+    "across restarts; download models and datasets to the persistent storage (/data, with HF_HOME pointing "
+    "there) or stream them, delete what the app no longer needs, and restart the Space.",
+    "Or give the Space more: a hardware tier or a persistent storage tier in its Settings.",
+)
 _OWN_STEPS: dict[str, tuple[str, ...]] = {
+    "hf-space-storage": _HF_SPACE_STORAGE_STEPS,
     "image-gc": (*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS),
     "sqlite-full": _SQLITE_STEPS,
     "evicted-storage-limit": _EPHEMERAL_STEPS,

@@ -17,13 +17,15 @@ catch-all. This module reads a line in two independent parts, and a match of bot
    ``[mpiexec@host]``), Intel MPI
    (``MPIDI_OFI_…``, ``MPI startup()``, its bootstrap ``bstrap\\…``, ``bstrap_proxy``), MPICH's
    ch4 device (``src/mpid/…``, ``MPIR_…``) and its PMI client (``[cli_N]: aborting job:``),
-   MVAPICH (``mpispawn``, ``mpirun_rsh``), PMIx (``PMIX ERROR:``, ``PMIx Error:``) and PRRTE's ``prun``, UCX
+   MVAPICH (``mpispawn``, ``mpirun_rsh``), PMIx (``PMIX ERROR:``, ``PMIx Error:``, Open MPI's PMIx client
+   components ``ext2x_client.c`` / ``pmix3x_client.c``) and PRRTE's ``prun``, UCX
    (``[ts] [host:pid:tid] ucp_*.c:NN UCX ERROR``, ``UCX Fatal:``, a transport's ``ud_ep.c:NN  Fatal:``,
    ``src/ucs/debug/log.c``), libfabric (``libfabric:pid:time:prefix:prov:subsys:func():line<warn>``,
    ``src/log.c``, ``FI_…`` constants, aws-ofi-nccl's ``NET/OFI``) with its EFA, verbs and tcp
-   providers, Gloo (``gloo/…``), gRPC (``StatusCode.…``, ``grpc_status:14`` and gRPC core's JSON
-   error string ``"grpc_status":14``), XGBoost's collective (``rabit``, ``src/collective/…``,
-   ``[xgboost.…]``, its result chain ``[tracker.cc:NN|time]``),
+   providers, HPX's libfabric parcelport (``parcelport/libfabric/fabric_error.hpp``), Gloo (``gloo/…``),
+   gRPC (``StatusCode.…``, ``grpc_status:14`` and gRPC core's JSON error string ``"grpc_status":14``),
+   XGBoost's collective (``rabit``, ``src/collective/…``, ``[xgboost.…]``, its result chain
+   ``[tracker.cc:NN|time]``),
    Horovod (its op names ``HorovodAllreduce_…`` and its stall report), ps-lite's van (MXNet's and
    BytePS's parameter server: ``van.cc:NN``, ``zmq_van.h``), Ray Train re-raising a worker's
    ``DistBackendError`` (``RayTaskError(DistBackendError)``), Slurm's ``srun`` and step daemons
@@ -253,6 +255,14 @@ LIBRARIES: tuple[Library, ...] = (
         re.compile(r"# (?:NA|HG|HG_Util) -- (?:Error|Warning) -- |\bna_(?:ofi|ucx|sm|bmi)_\w{1,40}"),
     ),
     Library(
+        "hpx",
+        "HPX's libfabric parcelport",
+        # its controller's errors thrown as a fabric_error (plugins/parcelport/libfabric/fabric_error.hpp),
+        # whose message names that header and line after the call that failed (``Failed to get fabric info :
+        # No data available …/parcelport/libfabric/fabric_error.hpp 31``)
+        re.compile(r"\bparcelport/libfabric/\w{1,60}\.hpp\b|\bparcelport_libfabric\b"),
+    ),
+    Library(
         "libfabric",
         "libfabric",
         re.compile(
@@ -291,6 +301,9 @@ LIBRARIES: tuple[Library, ...] = (
         re.compile(
             r"PMIX ERROR|PMIx Error:|PMIx_\w{1,40}|PMIX_ERR_\w{1,40}|pmix_\w{1,40}\.c|PMIX_\w{1,40}_SERVER\b"
             r"|\bpmix_init\b"
+            # Open MPI's OPAL components that are its PMIx client (ext2x, ext3x, pmix3x, pmix4x) in OPAL's
+            # error log (``OPAL ERROR: Unreachable in file ext2x_client.c at line 109``)
+            r"|\b(?:ext|pmix)\dx_\w{1,30}\.c\b"
         ),
     ),
     Library(
@@ -571,6 +584,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # a library's transport layer that would not start at all (Sandia OpenSHMEM's ``Transport init
             # failed (-38)``, NVSHMEM's ``Unable to initialize any transports``)
             r"|[Tt]ransport init failed\b|[Uu]nable to initiali[sz]e any transports?\b"
+            # a library's fi_getinfo finding no provider for its hints, or the objects after it, in its
+            # own words (HPX's libfabric parcelport: ``Failed to get fabric info : No data available``,
+            # ``Failed to get fi_fabric``, ``Failed to get fi_passive_ep``)
+            r"|[Ff]ailed to get (?:fabric info|fi_(?:fabric|domain|passive_ep|endpoint|av_open|cq_open))\b"
             # NCCL's bootstrap finding no network interface to use (``Bootstrap : no socket interface found``,
             # bootstrap.cc; NCCL_SOCKET_IFNAME naming none the pod has)
             r"|[Nn]o socket interface found\b"
@@ -617,6 +634,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # HCCL's (``Getting socket times out``, ``wait socket establish timeout``, ``task timeout
             # occurred``) and UCX's (``transport error: Endpoint timeout``)
             r"|[Tt]imes out\b|\b(?:establish|task|[Ee]ndpoint) timeout\b|[Uu]nhandled timeout\b"
+            # HCCL's topology exchange at a communicator's start, its server waiting for every rank and its
+            # agents for the server (``topo exchange server get socket timeout! timeout[720 s]``, ``topo
+            # exchange agent get socket timeout!``)
+            r"|\bget socket timeout\b"
             # CANN's runtime under HCCL on a notify another NPU never set (EI0002's ``notify wait timeout``)
             r"|\b[Nn]otify wait timeout\b"
             # Open MPI's openib help text on the InfiniBand retry count (help-mpi-btl-openib.txt)
@@ -651,6 +672,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # gRPC core's status detail for a channel that never connected (``grpc error:Connect Failed``),
             # NVSHMEM's endpoints to its peers (``connect EPS failed``, ``nvshmem setup connections failed``)
             r"|\bConnect Failed\b|\bconnect EPS failed\b|\bsetup connections failed\b"
+            # HCCL's topology exchange agent on the server it could not reach (``TopoExchangeAgent: connect
+            # server[127.10.0.1 : 60000] failed``)
+            r"|\bconnect server ?\[[^\]\n]{1,80}\] failed\b"
             # Julia's Distributed on a worker its peer never connected to (``peer 6 has not connected to 7``,
             # ``peer 3 didn't connect to 1 within 60.0 seconds``)
             r"|\bpeer \d{1,7} (?:has not|didn't) connect(?:ed)? to \d"
@@ -1273,6 +1297,9 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "CCL_WORKER_AFFINITY pins them to cores the pod's cpuset does not hold, or more workers than its CPUs)",
     ("oneccl", "resource"): "oneCCL's transport (its ATL over libfabric) could not open a network provider: "
     "the provider it asks for (FI_PROVIDER, CCL_ATL_TRANSPORT) or the devices it needs are not in the pod",
+    ("hpx", "resource"): "HPX's libfabric parcelport could not set up its transport: fi_getinfo found no "
+    "libfabric provider matching what it asks (the provider it was built for, or its devices, are missing in "
+    "the pod), so the localities never connected",
     ("hccl", "timed-out"): "HCCL timed out waiting on another NPU's rank (a socket it waited for was not "
     "connected or sent nothing in time): that rank is stuck, died, or its NPU network is unreachable",
     ("hccl", "backend"): "torch_npu's process group got an error from an HCCL call (ERR02200: the HCCL "
@@ -1330,6 +1357,33 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
 
 
 _TO_SERVER = re.compile(r"LOST[_-]CONNECTION[_-]TO[_-]SERVER")
+_TOPO_EXCHANGE = re.compile(
+    r"\btopo(?:info)?_?exchange_(?:server|agent)\.cc|\btopo exchange (?:server|agent)\b"
+)
+"""HCCL's topology exchange (topoinfo_exchange_server.cc / _agent.cc): at a communicator's start every rank
+connects to a server on the root's host to share the rank table."""
+_PMIX_GLUE = re.compile(r"\b(?:ext|pmix)\dx_client\.c\b")
+"""Open MPI's PMIx client component (ext2x, pmix3x, …): an error there is the rank's own PMIx client."""
+_TOLD_BY_ITS_WORDS: tuple[tuple[str, Verb | None, re.Pattern[str], str], ...] = (
+    (
+        "hccl",
+        None,
+        _TOPO_EXCHANGE,
+        "HCCL's topology exchange did not complete as the communicator started: the ranks could not all "
+        "connect to the exchange server on the root rank's host (HCCL_IF_IP, its port 60000 and up) in "
+        "time — a rank never started or died first, or that address is unreachable between the pods",
+    ),
+    (
+        "pmix",
+        "unreachable",
+        _PMIX_GLUE,
+        "a rank's PMIx client (Open MPI's OPAL component for it) could not reach a PMIx server as the rank "
+        "started: it was launched by srun without --mpi=pmix, or by hand, or against a PMIx the launcher's "
+        "does not match",
+    ),
+)
+"""A library's message whose words say where in it the failure was (any verb, or the one named): its own
+sentence, before the verb's."""
 _PMI_INIT = re.compile(
     r"\bPMI2?_Init failed\b|\bPMI2? init failed\b|was not built with SLURM's PMI support\b"
 )
@@ -1379,6 +1433,16 @@ def words(library: Library, verb: Verb, text: str) -> str:
             "MPI direct-launched by srun without the PMI support Slurm offers, or a PMI library missing), so "
             "they never connected"
         )
+    told = next(
+        (
+            w
+            for key, v, p, w in _TOLD_BY_ITS_WORDS
+            if key == library.key and v in (None, verb) and p.search(text)
+        ),
+        None,
+    )
+    if told is not None:
+        return told
     if verb == "resource" and RUNTIME_INIT.search(text):
         return (
             "the ranks' MPI runtime could not initialise its process-manager wiring (PMIx: the library "
@@ -1509,6 +1573,10 @@ _LIBRARY_STEPS: dict[str, str] = {
     "fabric the pods get.",
     "ucx": "UCX: set UCX_LOG_LEVEL=info and check UCX_NET_DEVICES / UCX_TLS name devices present on "
     "every node.",
+    "hpx": "HPX's libfabric parcelport: fi_getinfo found no provider for what it asks (No data available): "
+    "check the provider HPX was built for (HPX_PARCELPORT_LIBFABRIC_PROVIDER: verbs, gni, cxi, tcp) is on "
+    "the node and in the pod (fi_info -p <provider>), that FI_PROVIDER does not name another, or run it with "
+    "--hpx:ini=hpx.parcel.libfabric.enable=0 to fall back to the TCP parcelport.",
     "pmix": "PMIx: the node's daemon (prted / orted) is its PMIx server; check the launcher log for "
     "the daemon that "
     "failed to start or died.",

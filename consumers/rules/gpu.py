@@ -135,6 +135,10 @@ _OWN_STEPS: dict[str, str] = {
     "launch-timeout": "Kernel watchdog: a GPU that also drives a display kills kernels after a few "
     "seconds; on a compute GPU the kernel hung. Rerun with CUDA_LAUNCH_BLOCKING=1 to name it, and check its "
     "loop bounds.",
+    "invalid-configuration": "Launch configuration: rerun with CUDA_LAUNCH_BLOCKING=1 so the kernel that "
+    "failed reports at its own launch; its block size, dynamic shared memory or grid must fit the GPU's "
+    "limits (maxThreadsPerBlock, sharedMemPerBlock, maxGridSize in deviceQuery), so check the input shape or "
+    "batch that sized it, or a build of the library for this GPU.",
     "hardware-stack": "Kernel stack: a kernel's recursion or large local arrays overflow its stack; raise "
     "it (cudaDeviceSetLimit(cudaLimitStackSize, …)) or move the arrays to shared or global memory, and run "
     "compute-sanitizer to find the kernel.",

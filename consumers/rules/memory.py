@@ -171,6 +171,8 @@ def _in_a_cgroup(hit: Hit) -> bool:
         "spark-k8s-oom",
         "batch-oom",
         "openpai-oom",
+        "openvz-oom",
+        "hf-space-oom",
     ) or (hit.name == "trace" and "mem_cgroup" in hit.line)
 
 
@@ -455,7 +457,11 @@ _VERTEX = "the kernel (as Vertex AI reported it: the replica ran out of memory)"
 _OPENPAI = "the container's runtime (docker, or YARN's NodeManager, as OpenPAI's exit reason reported it)"
 _SYSTEMD = "the kernel's OOM killer (as systemd reported it for the unit)"
 _HECC = "the kernel (as the PBS epilogue of NASA's HECC systems reported it: the node rebooted)"
+_OPENVZ = "the kernel's OOM killer (as OpenVZ reported it for the container's user beancounter)"
+_HF_SPACE = "Hugging Face Spaces"
 _TOLD_BY = {
+    "openvz-oom": (_OPENVZ, "a process of the container"),
+    "hf-space-oom": (_HF_SPACE, "the Space's container at its hardware's memory"),
     "systemd-oom-kill": (_SYSTEMD, "a process of a systemd unit (its slice, service or scope)"),
     "hecc-oom": (_HECC, "the job's processes on a node that ran out of memory"),
     "batch-oom": (_AWS_BATCH, "the job's container at the memory its job definition gave it"),
@@ -472,6 +478,18 @@ _AWS_BATCH_STEPS = (
     "far it got.",
     "Or lower the job's memory use (batch size, data-loader workers), or choose a compute environment with "
     "larger instances.",
+)
+_OPENVZ_STEPS = (
+    "OpenVZ: the container (its UB, the number in 'Out of memory in UB N') used the memory its beancounters "
+    "allow; on the host, cat /proc/user_beancounters shows the one whose failcnt rose (physpages, "
+    "privvmpages, oomguarpages), and vzctl set <CTID> --ram … --swap … --save raises it.",
+    "Or lower what the container's processes hold (the killed one's vm and rss are in the line).",
+)
+_HF_SPACE_STEPS = (
+    "Hugging Face Spaces: the Space used more memory than its hardware has (16 GB on the free CPU tier); "
+    "load less at once (a smaller or quantized model, low_cpu_mem_usage=True, fewer workers or a smaller "
+    "batch) or choose a larger hardware tier in the Space's Settings, then restart it.",
+    "The Space's Logs tab (Container) shows how far it got before the limit.",
 )
 _SYSTEMD_STEPS = (
     "systemd saw the kernel kill a process in the unit's cgroup (its memory.events oom_kill count rose): "
@@ -589,6 +607,8 @@ _KILLER_STEPS: dict[str, tuple[str, ...]] = {
     _AWS_BATCH: _AWS_BATCH_STEPS,
     _VERTEX: _VERTEX_STEPS,
     _SYSTEMD: _SYSTEMD_STEPS,
+    _OPENVZ: _OPENVZ_STEPS,
+    _HF_SPACE: _HF_SPACE_STEPS,
     _HECC: _HECC_STEPS,
 }
 """The steps of a killer other than the kernel, by its name."""

@@ -927,7 +927,8 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "NVIDIA driver",
         "",
         re.compile(
-            r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f:.]{1,20})\): (?P<xid>\d{1,4})"
+            # (older drivers print the address without ``PCI:``: ``NVRM: Xid (0000:01:00): 13, 0005 …``)
+            r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]{1,20})\): (?P<xid>\d{1,4})"
             r"(?:.{0,200}?caused by previous Xid (?P<previous>\d{1,4}))?"
         ),
     ),
@@ -1091,6 +1092,18 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "CUDA",
         "a GPU kernel jumped to an invalid program counter (a corrupted kernel image or a bug in a kernel)",
         re.compile(r"invalid program counter|CUDA_ERROR_INVALID_PC\b|\b(?:cuda|hip)ErrorInvalidPc\b"),
+    ),
+    # a kernel launched with a shape the GPU cannot run (cudaErrorInvalidConfiguration, 9: more threads per
+    # block, shared memory or grid dimensions than it allows), by its runtime text or its names, as CUDA's
+    # checks print it: PyTorch's ``CUDA error: invalid configuration argument``, ggml's CUDA_CHECK on its own
+    # line (``CUDA error 9 at ggml-cuda.cu:6863: invalid configuration argument``), HIP's
+    # hipErrorInvalidConfiguration
+    Signature(
+        "invalid-configuration",
+        "CUDA",
+        "a GPU kernel was launched with a configuration the GPU cannot run (more threads per block, shared "
+        "memory or grid blocks than it allows: a shape too large for the kernel, or a bug in its launch)",
+        re.compile(r"invalid configuration argument|\b(?:cuda|hip)ErrorInvalidConfiguration\b"),
     ),
     Signature(
         "launch-timeout",
@@ -1427,6 +1440,14 @@ DISKS: tuple[Signature, ...] = (
         "SQLite",
         "a SQLite database could not grow: its disk is full (SQLITE_FULL, database or disk is full)",
         re.compile(r"\bdatabase or disk is full\b"),
+    ),
+    # Hugging Face Spaces' runtime status on a Space evicted for writing past its hardware's disk (``Space
+    # evicted, storage limit exceeded (50G)``, after ``Runtime error`` on the Space's page)
+    Signature(
+        "hf-space-storage",
+        "Hugging Face Spaces",
+        "the Space was evicted: it wrote more to its disk than its hardware's storage allows",
+        re.compile(r"\bSpace evicted, storage limit exceeded \(\d{1,6}(?:\.\d{1,3})? ?(?:[KMGT]i?B?)\)"),
     ),
     Signature(
         "torch-write",
@@ -1940,6 +1961,29 @@ KERNEL_OOM: tuple[Signature, ...] = (
             r"|\blow memory! at or below SIG(?:TERM|KILL) limits: "
             r"|\bOut of memory! avail: \d{1,12} MiB < min: \d{1,12} MiB"
         ),
+    ),
+    # OpenVZ's kernel (its RHEL-based vzkernel) killing a process of a container over its user beancounter's
+    # memory (mm/oom_kill.c with beancounters: ``Out of memory in UB 191: OOM killed process 27293 (html2text)
+    # score 0 vm:3075332kB, rss:1818104kB, swap:993020kB``; 2.6.18's ``OOM killed process python (pid=812,
+    # ve=101) exited, free=…``): the container's own limit, as a memory cgroup's is
+    Signature(
+        "openvz-oom",
+        "OpenVZ",
+        "a container's memory (its OpenVZ user beancounter) ran out and the kernel killed a process",
+        re.compile(
+            r"\bOut of memory in UB (?P<ub>\d{1,10}): OOM killed process (?P<pid>\d{1,10}) "
+            r"\((?P<victim>[^)\n]{1,64})\)"
+            r"|\bOOM killed process (?P<victim2>[^\s(]{1,64}) \(pid=\d{1,10}, ve=\d{1,10}\) exited\b"
+        ),
+    ),
+    # Hugging Face Spaces' runtime status on a Space whose container went over its hardware's memory (the
+    # Space page's ``Runtime error`` then ``Memory limit exceeded (16Gi)``, the quantity as the platform
+    # writes it: ``14Gi``, ``16.0G``), alone on its line
+    Signature(
+        "hf-space-oom",
+        "Hugging Face Spaces",
+        "the Space's container went over its hardware's memory and was stopped",
+        re.compile(r"^\s{0,8}Memory limit exceeded \(\d{1,6}(?:\.\d{1,3})? ?(?:[KMGT]i?B?)\)\s{0,4}$"),
     ),
     # a batch scheduler killing the job for the memory it was granted: PBS Pro's and TORQUE's MOM
     # (``=>> PBS: job killed: mem 38427376kb exceeded limit 33554432kb``, ``vmem``, ``pvmem``, ``mem job

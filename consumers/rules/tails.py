@@ -99,6 +99,13 @@ _EXPECTED = (
 """What should happen, not what did: a bug report's expected-behaviour field (``**Expected:** the pod reports
 `OOMKilled` ``, ``### Expected behavior``, ``Expected result:``) or a test's expected value (``Expected: exit
 code 137``) — what it quotes is no report."""
+_LOOK_FOR = (
+    r"(?:^|[.!?;] )\s{0,8}(?:[-*\u2022] {1,4}|\d{1,2}[.)] {1,4})?(?:Check|Look|Search|Grep|Scan)"
+    r"(?: (?:in|at|through))?(?: (?:the|your|its|each|every|all|a))?(?: [\w./'\u2019-]{1,40}){0,3}? for\b"
+)
+"""A troubleshooting step telling the reader what to look for (``Check the logs for CUDA out of memory or
+similar messages``, ``Look in the node's dmesg for …``, ``Search the launcher output for …``), an imperative
+opening its sentence: what to search, not what was found."""
 _DISCOURSE = re.compile(
     r"\bI(?:'m|'ve|'d)?\b(?![/.-])"
     r"|\b(?:[Ww]e|[Ww]e're|[Oo]ur|[Mm]y|[Yy]ou|[Yy]ou['\u2019](?:re|ll|ve|d)|[Yy]our)\b"
@@ -125,7 +132,7 @@ _DISCOURSE = re.compile(
     # what code is about to raise, said before it runs (``# This line will raise: …``, ``this call should
     # throw …``): a reproduction's comment, not the run's output
     r"|\b(?:will|would|should|is (?:going|expected) to) (?:raise|throw)\b"
-    rf"|{_EXPECTED}"
+    rf"|{_LOOK_FOR}|{_EXPECTED}"
 )
 """The register of a page or a comment that explains an error: someone addressed or speaking, an
 explanation (``means``, ``is caused by``, ``for example``), reported speech (``Observed …``), a
@@ -150,7 +157,14 @@ _EXAMPLES = re.compile(
     # traceback:``): a feature request's or a change's account, the example under it
     r"|\b(?:surfaces?|manifests?(?: itself)?|shows? up|presents? itself) as\b"
     r"|\b(?:logs|prints|emits|displays|outputs|raises) an? (?:[\w,-]{1,30} ){0,4}(?:message|error|warning)\b"
+    # what a failure looks like, in the plural (``Attempts to create a Pod fail with messages like:``)
+    r"|\b(?:messages|errors|warnings|lines|output) like\b"
     r")[^\n]{0,200}:\s{0,4}$"
+    # a writer's account of failures that come now and then, the message they show standing under it, no colon
+    # after it (``We see occasional (random) CI failures with the message``): the recurring failure's example,
+    # as the generic account of one (``… intermittently fail with …``) is a page's
+    r"|\b(?:occasional|intermittent|sporadic|random|flaky)\b[^\n]{0,120}?\bwith (?:the|this|an?) "
+    r"(?:following )?(?:error )?(?:message|error|output)\s{0,4}$"
     # the same sentence in a language written without spaces, a full-width colon or not
     # (``典型错误信息包括:``, ``例えば:``): for example, such as, typical, as follows, includes
     r"|(?:例如|比如|譬如|例えば|典型|如下|以下|包括|类似|類似)[^\n]{0,200}[:\uff1a]\s{0,4}$"
@@ -179,10 +193,11 @@ _GUIDE_SECTION = re.compile(
     r"^\s{0,8}(?:#{1,6} {1,2})?(?:\*\*)?"
     r"(?:When to [Uu]se(?: (?:it|this|this skill|this guide|[Tt]his [Ss]kill))?"
     r"|(?:Common |Typical )?[Ss]ymptoms|Use (?:it|this) when|Common (?:errors|failures|problems|issues)"
-    r"|Signs|Triggers)(?:\*\*)?\s{0,2}:?\s{0,4}$"
+    r"|Signs|Triggers)(?:\*\*)?\s{0,2}:?\s{0,2}[\u00b6#]?\s{0,4}$"
 )
-"""A guide's section heading that lists the failures it is for (``When to Use``, ``Symptoms``): its list items
-name failures, they report none."""
+"""A guide's section heading that lists the failures it is for (``When to Use``, ``Symptoms``, with the
+permalink sign a rendered page puts after it: ``Common Symptoms¶``): its list items name failures, they report
+none, nor do the examples an item introduces (``- Validation Errors: … fail with messages like:``)."""
 _LIST_ITEM = re.compile(r"^\s{0,8}(?:[-*\u2022\u25aa\u25e6]|\d{1,2}[.)]) {1,4}\S")
 _SUMMARY = re.compile(
     r"^\s{0,8}(?:#{1,6} {1,2})?(?:\*\*)?(?:Summari[sz]ing|(?:In |A )?[Ss]ummary(?: of)?|Recap(?:ping)?"
@@ -230,6 +245,17 @@ _DESCRIBED = re.compile(
 )
 """An exception's class, or its message after it, as the subject of a sentence that describes it: a page's
 account of the error, whatever program's format its first words have."""
+_EXPLAINS_ABOVE = re.compile(
+    r"^\s{0,8}(?:This|The above|That) (?:error|exception|message|failure)(?: message)? "
+    r"(?:usually |typically |often |generally )?"
+    r"(?:means|indicates|is (?:usually |typically |often )?(?:caused by|due to)|occurs when|is raised when"
+    r"|is thrown when)\b"
+    r"|^\s{0,8}(?:该|此|这个|这类|上述|以上)(?:报错|错误|异常|故障)(?:信息)?"
+    r"(?:为|是|表示|说明|意味着|通常|一般|由于|是由|的原因)"
+)
+"""An answer's first words explaining the error the lines above it quote (a FAQ's question
+``训练时报“…”``, then ``该报错为HCCL通讯时间超时…``; ``This error means …``): the block it ends is the page's
+question and answer, the quoted error its example."""
 _SURMISED = re.compile(
     r"^\s{0,8}(?:It (?:looks|seems) (?:like|as if|as though)|It seems(?: that)?|It appears(?: that)?"
     r"|Apparently|Presumably|My guess is)\b[^\n`]{0,300}`"
@@ -299,6 +325,11 @@ _REPORTED = re.compile(
     # message: …``), not after a condition or advice
     r"|(?<![Ii]f )(?<![Ww]hen )\b(?:[Ee]rror|[Cc]rash) (?:info|message|output|log): {1,4}"
     r"(?P<quote2>\S[^\n]{4,300})$"
+    # the writer's own run, what it printed pasted after a colon at the end of the sentence (``… and then
+    # click 'load', I get: ……Segmentation fault (core dumped)``, ``we got: …``): the first person, not the
+    # reader's (``you get:`` is a page's example)
+    r"|\b(?:I|[Ww]e) (?:get|got|see|saw|am getting|keep getting|still get|then get)(?: this| the following)?"
+    r"(?: output| error)?: {1,4}(?P<quote12>\S[^\n]{4,600})$"
 )
 """A person's report of what a program printed, quoting it at the end of the sentence (``… would not
 save the file and gave me an error: [Errno 28] No space left on device``, ``the controller fails with error:
@@ -361,7 +392,7 @@ kernel log showed `…` ``, ``a larger batch leads to `…` ``, ``it raise an er
 
 _QUOTES = (
     "quote", "quote2", "quote3", "quote4", "quote5", "quote6", "quote7", "quote8", "quote9", "quote10",
-    "quote11",
+    "quote11", "quote12",
 )  # fmt: skip
 
 
@@ -401,9 +432,11 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
     sentence introduces (``You will see it from almost any program that writes:``, ``You will get error
     if …:``, ``Expected output:``) up to the next blank line; an API reference's entry (:data:`_API_HEADER`)
     and everything under it; a guide's section listing the failures it is for (:data:`_GUIDE_SECTION`) and
-    its list items. Open MPI's help texts between dashed lines (or under their opening sentence, to a blank
-    line: :data:`_HELP_HEADLINE`) are a program's, however they read."""
-    told: set[int] = _annotated(lines)
+    its list items; a FAQ's question down to the answer that explains it (:data:`_EXPLAINS_ABOVE`); a
+    troubleshooting step's words on what to look for (:data:`_LOOK_FOR`). Open MPI's help texts between
+    dashed lines (or under their opening sentence, to a blank line: :data:`_HELP_HEADLINE`) are a program's,
+    however they read."""
+    told: set[int] = _annotated(lines) | _answered(lines)
     in_help = False
     examples = headed = documented = listed = fenced = introduced = False
     for i, text in enumerate(lines):
@@ -425,7 +458,8 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
             listed = True
             continue
         if listed and (not text.strip() or _LIST_ITEM.match(text)):
-            told.add(i)  # a guide's list of the failures it is for
+            told.add(i)  # a guide's list of the failures it is for, and the examples an item introduces
+            examples = introduced = _EXAMPLES.search(text) is not None
             continue
         listed = False
         if _HELP_DASHES.match(text):
@@ -461,6 +495,19 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
             told.add(i)
             examples = introduced = introduces
     return frozenset(told | _diff(lines))
+
+
+def _answered(lines: tuple[str, ...]) -> set[int]:
+    """The lines of every block (lines between blank ones) down to a line that explains the error quoted above
+    it (:data:`_EXPLAINS_ABOVE`): a FAQ's question and its answer."""
+    told: set[int] = set()
+    start = 0
+    for i, text in enumerate(lines):
+        if not text.strip():
+            start = i + 1
+        elif _EXPLAINS_ABOVE.match(text):
+            told.update(range(start, i + 1))
+    return told
 
 
 def _annotated(lines: tuple[str, ...]) -> set[int]:
@@ -575,7 +622,7 @@ _HINT = re.compile(
     r"|\b(?:[Cc]atch(?:es|ing)|[Rr]ecover(?:s|ing) from|[Hh]andl(?:es|ing)) (?:the |an? |any )?[`'\"]?$"
     r"|\b(?:[Rr]un|[Uu]se|[Ff]ollow|[Aa]pply) this(?: (?:runbook|playbook|procedure|page|guide|check))? "
     r"(?:when|if|whenever)\b"
-    rf"|{_EXPECTED}"
+    rf"|{_LOOK_FOR}|{_EXPECTED}"
 )
 
 
@@ -884,10 +931,13 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     (  # the TPU runtime at run time: a device buffer that does not fit the HBM left (``Error allocating
-        # device buffer: Attempting to allocate 15.65G. That was not possible. There are 11.08G free.``)
+        # device buffer: Attempting to allocate 15.65G. That was not possible. There are 11.08G free.``), or
+        # one allocation larger than the whole memory space (``Allocation (size=107374182400) would exceed
+        # memory (size=17179869184) :: #allocation7 [shape = …, space=hbm, …]``)
         "TPU out of memory (its runtime could not allocate a device buffer in HBM)",
         re.compile(
-            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Error allocating device buffer: Attempting to "
+            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Error allocating device buffer: Attempting to "
+            r"|Allocation \(size=\d{1,20}\) would exceed memory \(size=\d)"
         ),
     ),
     (

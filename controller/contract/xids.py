@@ -177,8 +177,9 @@ class XidLine:
         return xid(self.previous if self.previous is not None else self.code)
 
 
+# (older drivers print the address without ``PCI:``: ``NVRM: Xid (0000:01:00): 13, 0005 …``)
 _XID_LINE = re.compile(
-    r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f:.]{1,20})\): (?P<code>\d{1,4})"
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]{1,20})\): (?P<code>\d{1,4})"
     r"(?:, pid=(?P<pid>\d{1,10}))?"
     r"(?:.{0,200}?caused by previous Xid (?P<previous>\d{1,4}))?"
 )
