@@ -124,7 +124,10 @@ class PartitionHolder:
         """``work`` (warm starts: seconds on a big cluster), renewing every lease held meanwhile;
         a warm start longer than the lease TTL lost the partitions it was starting, and the
         replica started them all over again. A renewal in flight when the work ends is finished,
-        not cancelled: cancelled, its new revision would be unknown and the next renewal fail."""
+        not cancelled: cancelled, its new revision would be unknown and the next renewal fail.
+        Each renewal is only writes, sent together (the member key and every lease), and no
+        count of the members: on a loop busy with warm starts each request waits its turns, and
+        one after the other with the count (a watch of the bucket) they outlasted the lease."""
         finished = asyncio.Event()
         leases = self.leases
 
@@ -132,12 +135,12 @@ class PartitionHolder:
             while not finished.is_set():
                 if await pause(finished, self.heartbeat_s):
                     return
-                try:
-                    await leases.heartbeat()
-                    for partition in leases.held:
-                        await leases.renew(partition)
-                except Exception as exc:  # NATS restarting: the next heartbeat tries again
-                    log.warning("replica %s: renewing leases while starting: %r", leases.replica, exc)
+                renewed = await asyncio.gather(
+                    leases.alive(), *(leases.renew(p) for p in leases.held), return_exceptions=True
+                )
+                failed = [outcome for outcome in renewed if isinstance(outcome, Exception)]
+                if failed:  # NATS restarting: the next heartbeat tries again
+                    log.warning("replica %s: renewing leases while starting: %r", leases.replica, failed[0])
 
         renewer = asyncio.create_task(renew())
         try:
