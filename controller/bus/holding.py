@@ -81,13 +81,23 @@ class PartitionHolder:
                 await self.leases.leave()
 
     async def rebalance(self) -> None:
-        """Say we are alive, keep our leases, give up the surplus, claim our share."""
+        """Say we are alive, keep our leases, give up the surplus, claim our share. The heartbeat
+        and the renewals are sent together: one after the other, on a loaded replica's busy loop,
+        they had outlasted the lease (``benchmarks/README.md``, issue 40)."""
         async with self._turn:
             leases = self.leases
-            share = await leases.heartbeat()
-            for partition in sorted(self._running):
-                if not await leases.renew(partition):
+            running = sorted(self._running)
+            counted, *renewed = await asyncio.gather(
+                leases.heartbeat(), *(leases.renew(p) for p in running), return_exceptions=True
+            )
+            for partition, kept in zip(running, renewed, strict=True):
+                if kept is False:  # someone else's now (an unanswered renewal is tried again)
                     await self._drop(partition, release=False)
+            for answer in (counted, *renewed):
+                if isinstance(answer, BaseException):
+                    raise answer
+            assert isinstance(counted, int)  # not an exception: raised above
+            share = counted
             for partition in sorted(self._running, reverse=True)[: max(len(self._running) - share, 0)]:
                 await self._drop(partition, release=True)
             first = zlib.crc32(leases.replica.encode()) % leases.partitions
