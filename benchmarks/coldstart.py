@@ -39,7 +39,8 @@ and ``up`` started again, the API's answer and the same OOM batches as after the
 (``python_sum_of_peaks``), the highest sum of their resident memory sampled every 0.25 s
 (``python_sampled_peak``), and nats-server and PostgreSQL (proportional set size: its backends
 share their buffers) apart; ``python_cpu_s``: the CPU seconds the Python processes used from the
-phase's start of ``up`` until its last figures, in all and per part (``python_cpu_s.watcher`` …).
+phase's start of ``up`` until its last figures, in all and per part (``python_cpu_s.watcher`` …),
+and nats-server's (``nats_cpu_s``).
 ``--logs`` keeps ``up.log`` (every part writes there) and ``parts.json`` (pid → part); the
 1-minute load is printed at the start and the end.
 

@@ -132,7 +132,8 @@ class TreeMemory:
     (an upper bound: they need not peak at once), the highest sum of their resident memory at
     one sample, nats-server's peak, and PostgreSQL's highest proportional set size summed over
     its processes (its backends share their buffers: resident memory would count them once
-    per backend); and the CPU seconds the Python processes used, each at its last sample."""
+    per backend); and the CPU seconds the Python processes and nats-server used, each at its
+    last sample."""
 
     def __init__(self, up: int, data_dir: Path, interval_s: float = 0.25) -> None:
         self.up, self.data_dir, self.interval_s = up, data_dir, interval_s
@@ -159,6 +160,7 @@ class TreeMemory:
                     self._peaks[pid] = max(self._peaks.get(pid, 0.0), peak_rss_mib(pid))
                     if self.parts.get(pid, "nats") != "nats":
                         total += rss_mib(pid)
+                    if pid in self.parts:
                         self._cpu[pid] = cpu_s(pid)
             self._sampled_peak = max(self._sampled_peak, total)
 
@@ -190,11 +192,13 @@ class TreeMemory:
         cpu_by_part: dict[str, float] = defaultdict(float)
         for pid, spent in list(self._cpu.items()):
             cpu_by_part[self.parts.get(pid, "?")] += spent
+        nats_cpu = cpu_by_part.pop("nats", 0.0)
         return {
             **{name: round(peak, 1) for name, peak in sorted(by_part.items())},
             "python_sum_of_peaks": round(python, 1),
             "python_sampled_peak": round(self._sampled_peak, 1),
-            "python_cpu_s": round(sum(self._cpu.values()), 1),
+            "python_cpu_s": round(sum(cpu_by_part.values()), 1),
             **{f"python_cpu_s.{name}": round(spent, 2) for name, spent in sorted(cpu_by_part.items())},
+            "nats_cpu_s": round(nats_cpu, 2),
             "postgres_pss_peak": round(self._postgres_peak, 1),
         }

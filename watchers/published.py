@@ -58,6 +58,7 @@ from controller.contract.events import (
     version_of,
 )
 from controller.contract.kubeflow import JobKind
+from controller.contract.phases import Phases
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 from controller.metrics import PipelineMetrics
@@ -185,11 +186,13 @@ class PublishedVersions:
         self._jobs: dict[str, str] = {}
         """Uid → identity JSON, as loaded, of the jobs published before this start (:meth:`jobs`)."""
 
-    async def load(self, settings: NatsSettings) -> int:
+    async def load(self, settings: NatsSettings, phases: Phases | None = None) -> int:
         """Create the bucket if needed and read it whole; returns how many objects it holds.
 
-        Read again from the start if asked again (a read the cluster cut short)."""
-        entries = await self._bucket.read(settings)
+        Read again from the start if asked again (a read the cluster cut short). ``phases``: each
+        step's time is marked there (:mod:`controller.contract.phases`)."""
+        phases = phases if phases is not None else Phases()
+        entries = await self._bucket.read(settings, phases)
         self._known.clear()
         self._legacy.clear()
         identities: dict[str, str] = {}
@@ -209,6 +212,7 @@ class PublishedVersions:
             elif key.partition(".")[0] in _IDENTITIES:
                 self._legacy.add(key)
         self._bucket.forget_read(gone)  # in the background: the load waits for no purge
+        phases.mark(f"sorted ({len(gone)} deleted)")
         if self._legacy:
             recovered = await self._recover_jobs(identities)
             log.info(
@@ -432,8 +436,11 @@ def versioned(
     versions = PublishedVersions(nc, topology)
 
     async def load() -> None:
-        started = asyncio.get_running_loop().time()
-        held = await until_answered(lambda: versions.load(settings), "published versions", missing=True)
-        log.info("%d published versions loaded in %.2fs", held, asyncio.get_running_loop().time() - started)
+        started, phases = asyncio.get_running_loop().time(), Phases()
+        held = await until_answered(
+            lambda: versions.load(settings, phases), "published versions", missing=True
+        )
+        seconds = asyncio.get_running_loop().time() - started
+        log.info("%d published versions loaded in %.2fs (%s)", held, seconds, phases)
 
     return VersionedPublisher(publisher, versions, metrics, asyncio.ensure_future(load()))

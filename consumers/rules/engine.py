@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
@@ -267,13 +267,19 @@ class RuleEngine:
 
     def tick(self, now: datetime) -> list[Finding]:
         """Re-evaluate every live run at ``now`` and forget runs finished long enough ago."""
-        changes: list[Finding] = []
+        return [change for changes in self.ticking(now) for change in changes]
+
+    def ticking(self, now: datetime) -> Iterator[list[Finding]]:
+        """:meth:`tick`, run by run: the changes of each run held when it starts, once it is
+        re-evaluated or forgotten (so that a caller may let other work run in between)."""
         for uid, run in list(self._runs.items()):
             if self._stale(run, now):
                 self._forget(uid, tombstone=run.state.finished)
+                yield []
             elif not run.state.finished or self._awaiting_verdict(run):
-                changes.extend(self._evaluate(run, now))
-        return changes
+                yield self._evaluate(run, now)
+            else:
+                yield []
 
     def reconcile(self, published: Mapping[str, Finding], now: datetime) -> list[Finding]:
         """Line up with what the bus last said about each finding of the runs held.

@@ -75,6 +75,7 @@ from controller.contract.events import BusEvent, job_of, parse_event
 from controller.contract.findings import Finding, parse_finding
 from controller.contract.phases import Phases
 from controller.contract.subjects import RULES_DURABLE, StreamFamily, Topology
+from controller.contract.turns import Turns
 from controller.metrics import PipelineMetrics
 
 __all__ = [
@@ -207,7 +208,7 @@ class RulesService:
     async def tick(self) -> int:
         """Re-evaluate the live runs at the clock's ``now`` and publish what changed."""
         async with self._lock:
-            changes = self.engine.tick(self._clock())
+            changes = await self._tick(self._clock())
             self._dirty.update(f.job.uid for f in changes)
             self._outbox.extend(changes)
             stored = await self._flush()
@@ -249,7 +250,7 @@ class RulesService:
                 await self._flush()  # on the bus before it is compared with the bus
                 phases.mark("flush")
             now = self._clock()
-            ticked = self.engine.tick(now)  # the present, compared with the bus below
+            ticked = await self._tick(now)  # the present, compared with the bus below
             phases.mark("tick")
             published, seen = await self._published(batch, held.findings_sequence)
             phases.mark("read findings")
@@ -299,6 +300,17 @@ class RulesService:
         return report
 
     # ----------------------------------------------------------------- private
+
+    async def _tick(self, now: datetime) -> list[Finding]:
+        """:meth:`RuleEngine.tick` in turns (under the lock: nothing else reads the engine
+        meanwhile), so that the leases are renewed and the other partitions go on beside a tick
+        of hundreds of runs on a loaded machine."""
+        changes: list[Finding] = []
+        turns = Turns()
+        for of_run in self.engine.ticking(now):
+            changes += of_run
+            await turns.take()
+        return changes
 
     async def _save(self) -> None:
         """Write the snapshot, if there is a store and every computed change is on the bus."""
@@ -356,7 +368,9 @@ class RulesService:
         the others are dropped (already published). Returns (events, skipped, events after ``live``)."""
         replayed = skipped = caught_up = 0
         last_tick: datetime | None = None
+        turns = Turns()  # a fetch brings a thousand events, folded one after the other
         async for msg in self._read("jobs", upto, batch, start):
+            await turns.take()
             if not self.owns(msg.subject):
                 continue
             try:
@@ -376,7 +390,7 @@ class RulesService:
             if last_tick is None:
                 last_tick = now
             elif now - last_tick >= timedelta(seconds=REPLAY_TICK_S):
-                self.engine.tick(now)
+                await self._tick(now)
                 last_tick = now
             self.engine.observe(event, now)
             replayed += 1
@@ -389,7 +403,9 @@ class RulesService:
         sequence read up to."""
         published: dict[str, Finding] = {}
         upto = await self._last_sequence("findings")
+        turns = Turns()
         async for msg in self._read("findings", upto, batch, after + 1):
+            await turns.take()
             try:
                 finding = parse_finding(msg.data)
             except ValidationError:

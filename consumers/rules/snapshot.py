@@ -43,6 +43,7 @@ from controller.bus.keyspace import state_bucket as open_state_bucket
 from controller.contract.findings import Finding, RuleId
 from controller.contract.phases import Phases
 from controller.contract.subjects import Topology
+from controller.contract.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,9 @@ class SnapshotStore:
         read = await read_prefix(self._kv, self._prefix)
         phases.mark("snapshot read")
         markers = read.markers  # deleted keys of earlier versions, which left markers
+        turns = Turns()  # hundreds of runs, a millisecond or more each: the leases renewed between
         for key, value in read.values:
+            await turns.take()
             if key == f"{self._prefix}.meta":
                 meta = json.loads(value)
             elif key == f"{self._prefix}.tombstones":

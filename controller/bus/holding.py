@@ -81,13 +81,23 @@ class PartitionHolder:
                 await self.leases.leave()
 
     async def rebalance(self) -> None:
-        """Say we are alive, keep our leases, give up the surplus, claim our share."""
+        """Say we are alive, keep our leases, give up the surplus, claim our share. The heartbeat
+        and the renewals are sent together: one after the other, on a loaded replica's busy loop,
+        they had outlasted the lease (``benchmarks/README.md``, issue 40)."""
         async with self._turn:
             leases = self.leases
-            share = await leases.heartbeat()
-            for partition in sorted(self._running):
-                if not await leases.renew(partition):
+            running = sorted(self._running)
+            counted, *renewed = await asyncio.gather(
+                leases.heartbeat(), *(leases.renew(p) for p in running), return_exceptions=True
+            )
+            for partition, kept in zip(running, renewed, strict=True):
+                if kept is False:  # someone else's now (an unanswered renewal is tried again)
                     await self._drop(partition, release=False)
+            for answer in (counted, *renewed):
+                if isinstance(answer, BaseException):
+                    raise answer
+            assert isinstance(counted, int)  # not an exception: raised above
+            share = counted
             for partition in sorted(self._running, reverse=True)[: max(len(self._running) - share, 0)]:
                 await self._drop(partition, release=True)
             first = zlib.crc32(leases.replica.encode()) % leases.partitions
@@ -124,7 +134,10 @@ class PartitionHolder:
         """``work`` (warm starts: seconds on a big cluster), renewing every lease held meanwhile;
         a warm start longer than the lease TTL lost the partitions it was starting, and the
         replica started them all over again. A renewal in flight when the work ends is finished,
-        not cancelled: cancelled, its new revision would be unknown and the next renewal fail."""
+        not cancelled: cancelled, its new revision would be unknown and the next renewal fail.
+        Each renewal is only writes, sent together (the member key and every lease), and no
+        count of the members: on a loop busy with warm starts each request waits its turns, and
+        one after the other with the count (a watch of the bucket) they outlasted the lease."""
         finished = asyncio.Event()
         leases = self.leases
 
@@ -132,12 +145,12 @@ class PartitionHolder:
             while not finished.is_set():
                 if await pause(finished, self.heartbeat_s):
                     return
-                try:
-                    await leases.heartbeat()
-                    for partition in leases.held:
-                        await leases.renew(partition)
-                except Exception as exc:  # NATS restarting: the next heartbeat tries again
-                    log.warning("replica %s: renewing leases while starting: %r", leases.replica, exc)
+                renewed = await asyncio.gather(
+                    leases.alive(), *(leases.renew(p) for p in leases.held), return_exceptions=True
+                )
+                failed = [outcome for outcome in renewed if isinstance(outcome, Exception)]
+                if failed:  # NATS restarting: the next heartbeat tries again
+                    log.warning("replica %s: renewing leases while starting: %r", leases.replica, failed[0])
 
         renewer = asyncio.create_task(renew())
         try:

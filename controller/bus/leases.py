@@ -82,9 +82,13 @@ class Leases:
         """Partitions this replica holds a lease on, as far as it knows."""
         return sorted(self._revisions)
 
+    async def alive(self) -> None:
+        """Say this replica is alive (one write: no count of the members)."""
+        await self._kv.put(f"member.{self.replica}", b"1")
+
     async def heartbeat(self) -> int:
         """Say this replica is alive; returns its fair share of the partitions."""
-        await self._kv.put(f"member.{self.replica}", b"1")
+        await self.alive()
         try:
             members = sum(1 for key in await self._kv.keys() if key.startswith("member."))
         except NoKeysError:

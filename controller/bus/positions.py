@@ -14,6 +14,7 @@ versions and JetStream's duplicate window absorb. A position too old for the API
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection, Mapping
 
@@ -33,21 +34,37 @@ log = logging.getLogger(__name__)
 async def read_positions(
     nc: NATS, topology: Topology, settings: NatsSettings, names: Collection[str]
 ) -> dict[str, str]:
-    """The stored position of each watch in ``names`` that has one. A bucket out of reach is
-    logged and reads as none: the watches then list first."""
-    positions: dict[str, str] = {}
+    """The stored position of each watch in ``names`` that has one, the keys asked for all at
+    once: one after the other, a dozen requests on a watcher's loop busy with its start (the
+    published versions' load, the log followers learning every pod) held every watch's resume
+    back by seconds on a loaded box (``benchmarks/README.md``, issue 40). A bucket out of reach
+    is logged and reads as none, a key out of reach as its own: those watches then list first."""
     try:
         kv = await open_published(nc.jetstream(), topology, settings)
-        for name in names:
-            try:
-                entry = await kv.get(POSITIONS + name)
-            except (KeyNotFoundError, KeyDeletedError):
-                continue
-            if entry.value:
-                positions[name] = entry.value.decode()
     except (NatsError, TimeoutError) as exc:
         log.warning("watch positions not read, listing first: %r", exc)
         return {}
+
+    async def position(name: str) -> str | None:
+        try:
+            entry = await kv.get(POSITIONS + name)
+        except (KeyNotFoundError, KeyDeletedError):
+            return None
+        return entry.value.decode() if entry.value else None
+
+    read = await asyncio.gather(*(position(name) for name in names), return_exceptions=True)
+    positions: dict[str, str] = {}
+    unread: list[BaseException] = []
+    for name, outcome in zip(names, read, strict=True):
+        if isinstance(outcome, NatsError | TimeoutError):
+            unread.append(outcome)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        elif outcome is not None:
+            positions[name] = outcome
+    if unread:
+        count = f"{len(unread)} of {len(names)}"
+        log.warning("%s watch positions not read, those watches list first: %r", count, unread[0])
     return positions
 
 

@@ -29,6 +29,7 @@ from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from controller.bus.answering import until_answered
 from controller.bus.buckets import forget, open_bucket
+from controller.contract.phases import Phases
 from controller.contract.settings import NatsSettings
 from controller.contract.subjects import Topology
 
@@ -92,17 +93,21 @@ class PublishedBucket:
         self._forgetting: asyncio.Task[None] | None = None
         self._purging: set[asyncio.Task[None]] = set()
 
-    async def read(self, settings: NatsSettings) -> list[tuple[str, str, bool]]:
+    async def read(self, settings: NatsSettings, phases: Phases | None = None) -> list[tuple[str, str, bool]]:
         """Create the bucket if needed and read it whole: ``(key, value, deleted)`` of every key
-        but the watch positions, ``deleted`` where its last operation removed it."""
+        but the watch positions, ``deleted`` where its last operation removed it. ``phases``: each
+        step's time is marked there (:mod:`controller.contract.phases`)."""
+        phases = phases if phases is not None else Phases()
         self._kv = await open_published(self._js, self._topology, settings)
+        phases.mark("open bucket")
         stream = f"KV_{self._bucket}"
         info = await until_answered(lambda: self._js.stream_info(stream), stream, missing=True)
+        phases.mark(f"stream info ({info.state.messages} messages)")
         if not info.state.messages:
             return []
         prefix = f"$KV.{self._bucket}."
         entries: list[tuple[str, str, bool]] = []
-        for msg in await self._last_per_subject(stream, f"{prefix}>"):
+        for msg in await self._last_per_subject(stream, f"{prefix}>", phases):
             key = msg.subject.removeprefix(prefix)
             if key.startswith(POSITIONS):
                 continue  # where a watch stood, not an object
@@ -115,18 +120,23 @@ class PublishedBucket:
         for msg in await self._last_per_subject(stream, subject):
             yield msg.data
 
-    async def _last_per_subject(self, stream: str, subject: str) -> list[Msg]:
+    async def _last_per_subject(self, stream: str, subject: str, phases: Phases | None = None) -> list[Msg]:
         """The last message of each subject matching ``subject`` in ``stream``, pushed by an
         ordered consumer: the server streams them under flow control. (Pulled in batches, a busy
         event loop took them a few at a time, one request each: 17,400 requests for 18,000
         versions at a restart.) Taken by a callback, not ``next_msg``: that costs a task, a
         ``wait_for`` and a uuid per message, most of the load's CPU. Ends when the last one
         came, or when none came for ``SILENCE_S``."""
+        phases = phases if phases is not None else Phases()
         msgs: list[Msg] = []
         done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        first: list[float] = []
 
         async def take(msg: Msg) -> None:
             msgs.append(msg)
+            if not first:
+                first.append(loop.time())
             if msg.metadata.num_pending == 0:
                 done.set()
 
@@ -138,6 +148,8 @@ class PublishedBucket:
             deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
             inactive_threshold=30.0,
         )
+        subscribed = loop.time()
+        phases.mark("subscribe")
         try:
             taken = -1
             while not done.is_set() and taken < len(msgs):  # until the last, or a silence
@@ -145,6 +157,8 @@ class PublishedBucket:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(SILENCE_S):
                         await done.wait()
+            after = f", the first after {first[0] - subscribed:.3f}s" if first else ""
+            phases.mark(f"{len(msgs)} messages{after}{'' if done.is_set() else ', ended by a silence'}")
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()

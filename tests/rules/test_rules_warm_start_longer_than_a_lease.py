@@ -3,23 +3,30 @@
 On a big cluster a partition's warm start (its snapshot: hundreds of runs, and the findings on
 the bus) took 4 s, most of the 6 s lease: the leases expired before the replica's first
 renewal, it lost its partitions and warm-started them all over again, and findings waited.
-Leases are now renewed while partitions warm up.
+Leases are now renewed while partitions warm up — and the warm start's CPU (the snapshot's
+parse, the replay, the tick) is done in turns, so that the renewals are not held back behind
+seconds of it on a loaded machine either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from datetime import datetime
 
 import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from consumers.rules import RulesService, WarmStart
+from consumers.rules import RuleEngine, RulesService, WarmStart
+from consumers.rules.engine import HeldRun
+from controller.bus.publishing import Publisher
+from controller.contract.findings import Finding
 from controller.contract.phases import Phases
 from controller.contract.settings import Settings
 from controller.contract.subjects import Topology
-from tests.rules.replicas import replica, running
+from tests.rules.replicas import drop_buckets, replica, running, story
 
 
 async def test_partitions_warming_up_longer_than_their_lease_are_kept(
@@ -88,3 +95,40 @@ async def test_a_renewal_under_way_when_the_warm_start_ends_is_not_lost(
         assert answered.is_set()
         assert sorted(rules.claimed) == list(range(settings.consumer.rules_partitions))
     assert "lost the lease" not in caplog.text
+
+
+async def test_a_warm_start_busy_longer_than_a_lease_keeps_its_partitions(
+    settings: Settings,
+    topology: Topology,
+    nats_client: NATS,
+    js: JetStreamContext,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Not a wait but CPU: judging each run takes the loop (a loaded machine's milliseconds, made
+    longer here), and each partition's replay alone judges runs for longer than the lease. Done
+    in one go, the renewals waited behind it and the leases expired: the replica lost the
+    partitions it was warm-starting and started them again."""
+    settings.consumer.rules_lease_ttl_s = 1.5  # renewed every 0.5 s
+    events = [e for k in range(200) for e in story(k, 0, oom=False)]  # 200 runs, 1,200 events
+    assert await Publisher(js, topology).publish(events) == len(events)
+    evaluate = RuleEngine._evaluate
+
+    def busy(self: RuleEngine, run: HeldRun, now: datetime) -> list[Finding]:
+        time.sleep(0.005)  # CPU, as the loop sees it: nothing else runs meanwhile
+        return evaluate(self, run, now)
+
+    monkeypatch.setattr(RuleEngine, "_evaluate", busy)
+    try:
+        rules = replica(settings, topology, nats_client, "busy")
+        async with running(rules):
+            # each partition replays about 600 events, 3 s of judging against a 1.5 s lease
+            assert sorted(rules.claimed) == list(range(settings.consumer.rules_partitions))
+            assert sum(w.replayed for w in rules.warm_starts) == len(events)
+            monkeypatch.undo()  # the live ticks of 200 runs as cheap as they are
+            await asyncio.sleep(1.5)  # a few heartbeats on: nothing was lost and started again
+            assert sorted(rules.claimed) == list(range(settings.consumer.rules_partitions))
+            assert len(rules.warm_starts) == settings.consumer.rules_partitions
+        assert "lost the lease" not in caplog.text
+    finally:
+        await drop_buckets(js, topology)
