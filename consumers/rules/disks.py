@@ -310,7 +310,14 @@ _HF_SPACE_STORAGE_STEPS = (
     "there) or stream them, delete what the app no longer needs, and restart the Space.",
     "Or give the Space more: a hardware tier or a persistent storage tier in its Settings.",
 )
+_PBS_JOBFS_STEPS = (
+    "PBS on NCI Gadi: the job's node-local disk ($PBS_JOBFS) is what it asked for with -l jobfs= (100 MB "
+    "by default); request more (up to the node's, about 400 GB on most queues), or point large temporary "
+    "files (TMPDIR, a framework's cache) at /scratch instead.",
+    "qstat -f <job> (resources_used.jobfs) or the job's Resource Usage summary shows how much it wrote.",
+)
 _OWN_STEPS: dict[str, tuple[str, ...]] = {
+    "pbs-jobfs": _PBS_JOBFS_STEPS,
     "hf-space-storage": _HF_SPACE_STORAGE_STEPS,
     "image-gc": (*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS),
     "sqlite-full": _SQLITE_STEPS,

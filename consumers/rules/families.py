@@ -72,8 +72,10 @@ a failure that the same library says, within the next messages, it retries (NCCL
 …``) or an explanation right after it makes a mention (:func:`~consumers.rules.tails.is_mention`);
 an Open MPI help text's advice after the failure does not. NCCL's network plugin failing before
 NCCL names the network it uses is a fallback, not a failure. The start-up barrier of the JAX /
-TensorFlow coordination service (:data:`STARTUP_BARRIER`) and the c10d store's client failing to
-reach rank 0's store (:data:`C10D_STORE`) are a missed rendezvous, left to
+TensorFlow coordination service (:data:`STARTUP_BARRIER`), the c10d store's client failing to
+reach rank 0's store (:data:`C10D_STORE`), a Julia worker the master never connected to
+(:data:`JULIA_MASTER_WAIT`) and a Dask client or worker that never reached its scheduler
+(:data:`DASK_SCHEDULER`) are a missed rendezvous, left to
 :mod:`consumers.rules.rendezvous`.
 
 Like every pattern of the package, these start with a literal and use bounded quantifiers.
@@ -445,6 +447,30 @@ LIBRARIES: tuple[Library, ...] = (
         ),
     ),
     Library(
+        "ray-gcs",
+        "Ray's GCS (its view of the cluster's nodes)",
+        # the GCS's verdict on a node, as a driver's or a worker's log relays it (``The node with node id:
+        # 0fc1… and ip: 172.31.57.35 has been marked dead because the detector has missed too many
+        # heartbeats from it.``, Ray 0.x's ``The node with client ID 1ead… has been marked dead because the
+        # monitor …``), and its node manager's and health check's sources
+        re.compile(
+            r"\bThe node with (?:client ID|node id:?) [0-9a-f]{16,64}\b"
+            r"|\bgcs_(?:node|health_check)_manager\.cc:\d"
+        ),
+    ),
+    Library(
+        "ascend-rt",
+        "Ascend CANN's runtime (an NPU stream's tasks, HCCL's collectives among them)",
+        # its error codes of the runtime class (``EE1002: … Stream synchronize timeout``), its calls
+        # (``rtDeviceSynchronize``, ``rtStreamSynchronize``), torch_npu's stream under it
+        # (``NPUStream.cpp:409]``) and the ACL error it returns for a sync that timed out (``error code is
+        # 507046``)
+        re.compile(
+            r"\bEE1\d{3}: |\brt(?:Device|Stream)Synchronize\w{0,20}\b|\bNPUStream\.cpp:\d"
+            r"|\berror code is 5070(?:46|07)\b"
+        ),
+    ),
+    Library(
         "tensorpipe",
         "torch.distributed.rpc's TensorPipe agent",
         # its agent's source in c10's warning prefix (``[W tensorpipe_agent.cpp:916] RPC agent for 3
@@ -634,6 +660,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # HCCL's (``Getting socket times out``, ``wait socket establish timeout``, ``task timeout
             # occurred``) and UCX's (``transport error: Endpoint timeout``)
             r"|[Tt]imes out\b|\b(?:establish|task|[Ee]ndpoint) timeout\b|[Uu]nhandled timeout\b"
+            # CANN's runtime on a stream whose tasks (an NPU's collectives among them) never finished
+            # (``Stream synchronize timeout``, ``reason=[stream sync timeout]``)
+            r"|\b[Ss]tream sync(?:hronize)? timeout\b"
             # HCCL's topology exchange at a communicator's start, its server waiting for every rank and its
             # agents for the server (``topo exchange server get socket timeout! timeout[720 s]``, ``topo
             # exchange agent get socket timeout!``)
@@ -731,6 +760,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # Dask's comm layer on a connection already closed (distributed/scheduler.py: ``Tried writing to
             # closed comm: {'op': 'lost-data', …}``; ``CommClosedError``)
             r"|\b(?:writing to|reading from|read from|write to) (?:a )?closed comm\b|\bCommClosedError\b"
+            # Ray's GCS on a node whose raylet stopped answering (``has been marked dead because the detector
+            # has missed too many heartbeats from it``)
+            r"|\bhas been marked dead because the (?:monitor|detector) has missed too many heartbeats\b"
         ),
     ),
     (
@@ -831,6 +863,21 @@ HOROVOD_START = re.compile(
 (``Timed out waiting for tasks to start. Please check connectivity between servers. You may need to
 increase the --start-timeout parameter …``, or the frame of its check where a traceback lost the message):
 the tasks never met the driver."""
+JULIA_MASTER_WAIT = re.compile(
+    r"\bMaster process \(id 1\) could not connect within \d{1,6}(?:\.\d{1,3})? seconds"
+)
+"""A Julia worker that ``addprocs`` launched waiting for the master to connect to it and giving up
+(Distributed's cluster.jl, ``check_master_connect``: ``Master process (id 1) could not connect within 60.0
+seconds.`` then ``exiting.``, relayed as ``From worker N:``): the master and its workers never met, a missed
+rendezvous (:mod:`consumers.rules.rendezvous`), not the workers' mesh breaking later."""
+DASK_SCHEDULER = re.compile(
+    r"\bTimed out (?:trying to connect to|during handshake while connecting to) "
+    r"'?(?:tcp|tls|ucx)://[^\s']{1,200}:8786'? after \d"
+)
+"""A Dask client or worker giving up on reaching the scheduler at its port (distributed/comm/core.py's
+``connect``: ``OSError: Timed out trying to connect to 'tcp://172.17.0.2:8786' after 10 s``, its handshake's
+``Timed out during handshake while connecting to …``; 8786 is the scheduler's): they never met it, a missed
+rendezvous (:mod:`consumers.rules.rendezvous`), not a connection between workers lost later."""
 C10D_STORE = re.compile(
     r"The client socket has (?:timed out after|failed to connect to any network address)"
     r"|TCP client failed to connect/validate|connect\(\) timed out\. Original timeout"
@@ -997,6 +1044,8 @@ def family_failures(tail: tuple[str, ...]) -> tuple[Hit, ...]:
             any(p.search(text) for p in _NOT_A_FAILURE)
             or STARTUP_BARRIER.search(text)
             or C10D_STORE.search(text)
+            or JULIA_MASTER_WAIT.search(text)
+            or DASK_SCHEDULER.search(text)
         ):
             continue
         else:
@@ -1026,6 +1075,16 @@ _NET_PLUGIN = re.compile(r"NET/OFI|NET/Plugin|nccl_net_ofi|libnccl-net")
 _EXCEPTION = re.compile(r"^\s{0,8}[A-Za-z_][\w.]{0,120}(?:Error|Exception): ")
 _FRAME_FILE = re.compile(r"^\s{0,16}File \"(?P<path>[^\"]{1,300})\", line \d")
 _TRACEBACK_LINES = 12
+_JULIA_ERROR = re.compile(r"^\s{0,16}(?:ERROR: |nested task error: )?[A-Z]\w{1,40}(?:Error|Exception): ")
+"""A Julia exception as its REPL or a failed task shows it (``ERROR: IOError: …``, a TaskFailedException's
+``nested task error: IOError: connect: connection refused (ECONNREFUSED)``), its stack trace below it."""
+_JULIA_DISTRIBUTED_FRAME = re.compile(
+    r"^\s{0,16}(?:\[\d{1,3}\] (?:worker_from_id|connect_to_peer|connect_w2w|create_worker|send_msg\w{0,10})\("
+    r"|@ Distributed )"
+)
+"""A frame of that trace in Distributed's own code: Julia 1.6 and later give its module on the line under the
+call (``@ Distributed …/Distributed/src/cluster.jl:1082``), and the calls that connect one worker to another
+(``[1] worker_from_id(pg::Distributed.ProcessGroup, i::Int64)``)."""
 
 
 def _raised_in(raw: tuple[str, ...], index: int, text: str) -> Library | None:
@@ -1034,6 +1093,10 @@ def _raised_in(raw: tuple[str, ...], index: int, text: str) -> Library | None:
     reachable via ssh``."""
     if index + 1 < len(raw) and (c10 := _C10_RAISED.search(raw[index + 1])) is not None:
         return _library_of_path(c10["path"])  # a C++ exception, c10's account of where it was raised after
+    if _JULIA_ERROR.match(text) is not None and any(
+        _JULIA_DISTRIBUTED_FRAME.search(line) for line in raw[index + 1 : index + 1 + _TRACEBACK_LINES]
+    ):
+        return next(lib for lib in LIBRARIES if lib.key == "julia")  # Julia prints its stack trace below
     if _EXCEPTION.match(text) is None:
         return None
     if index > 0 and _PROCESS_GROUP_CALL.search(raw[index - 1]) is not None:
@@ -1300,6 +1363,12 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     ("hpx", "resource"): "HPX's libfabric parcelport could not set up its transport: fi_getinfo found no "
     "libfabric provider matching what it asks (the provider it was built for, or its devices, are missing in "
     "the pod), so the localities never connected",
+    ("ray-gcs", "lost"): "Ray's GCS marked a node of the cluster dead: its raylet stopped answering the "
+    "heartbeats (it crashed, was killed — often for memory — or its pod or network went away), and the tasks "
+    "and actors on it were lost",
+    ("ascend-rt", "timed-out"): "an NPU's stream did not finish its tasks within the runtime's timeout "
+    "(CANN's stream synchronize): in a job of several NPUs, a collective waiting for a rank that never came "
+    "(it is stuck or died) or for an NPU network that does not carry its traffic",
     ("hccl", "timed-out"): "HCCL timed out waiting on another NPU's rank (a socket it waited for was not "
     "connected or sent nothing in time): that rank is stuck, died, or its NPU network is unreachable",
     ("hccl", "backend"): "torch_npu's process group got an error from an HCCL call (ERR02200: the HCCL "
@@ -1337,6 +1406,9 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     ("julia", "connect"): "Julia's Distributed workers could not connect to each other (its all-to-all TCP "
     "connections between workers): a worker's address is not reachable from the others, or it died "
     "starting",
+    ("julia", "refused"): "a Julia worker's connection to another worker was refused (Distributed's "
+    "all-to-all TCP connections, made as a worker first calls another): nothing listened at the address that "
+    "worker gave, so it had died or bound an address the others cannot reach",
     (
         "nvshmem",
         "resource",
@@ -1605,6 +1677,14 @@ _LIBRARY_STEPS: dict[str, str] = {
     "went; its own log says why. Set TP_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the pods' interface, "
     "raise rpc_timeout in TensorPipeRpcBackendOptions where peers are slow, and keep every worker alive "
     "until rpc.shutdown() returns on all.",
+    "ray-gcs": "Ray: the dead node's raylet log (/tmp/ray/session_latest/logs/raylet.out on that node, or "
+    "its pod's log) says why it stopped; ray status and ray list nodes show the cluster's nodes, and "
+    "health_check_period_ms / health_check_failure_threshold (RAY_health_check_*) set how long the GCS "
+    "waits.",
+    "ascend-rt": "Ascend: the device's plog (~/ascend/log, ASCEND_GLOBAL_LOG_LEVEL=1) names the task the "
+    "stream waited on; for a collective, find the rank that did not arrive, check the NPU network "
+    "(hccn_tool -i N -link -g, -net_health -g) and raise HCCL_EXEC_TIMEOUT / HCCL_CONNECT_TIMEOUT where "
+    "ranks are slow.",
     "julia": "Julia's Distributed: every worker connects to every other (addprocs' default topology); "
     "check each worker's host name resolves and its port is reachable from the others (bind_to= in "
     "addprocs, no NetworkPolicy in between), or use topology=:master_worker if workers need not talk; "

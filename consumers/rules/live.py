@@ -47,6 +47,7 @@ from consumers.rules.rendezvouslines import (
     TF_SESSION,
 )
 from consumers.rules.signatures import (
+    AZUREML_QUOTA,
     CRASHES,
     DISKS,
     GOOGLE_ML_QUOTA,
@@ -146,6 +147,7 @@ def _catalog() -> tuple[Sign, ...]:
     ]
     signs += [Sign("quota/refusal", QUOTA_REFUSAL), Sign("quota/google-ml", GOOGLE_ML_QUOTA)]
     signs += [Sign("quota/printed", PRINTED_REFUSAL), Sign("quota/sagemaker", SAGEMAKER_LIMIT)]
+    signs += [Sign("quota/azureml", AZUREML_QUOTA)]
     signs += [Sign("hang/nccl-counters", NCCL_COUNTERS), Sign("hang/horovod-stall", HOROVOD_STALL)]
     signs += [Sign("hang/monitored-barrier", MONITORED_BARRIER), Sign("hang/watchdog-stuck", WATCHDOG_STUCK)]
     signs += [Sign("hang/elastic-timer", ELASTIC_TIMER)]

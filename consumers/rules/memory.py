@@ -46,8 +46,10 @@ from consumers.rules.signatures import Hit, kernel_oom
 from consumers.rules.state import PodState, RunState, event_time
 from consumers.rules.tails import (
     CAFFE_OOM,
+    CHECKED_CALL_OOM,
     CUPY_OOM,
     FRACTION_OOM,
+    JULIA_GPU_OOM,
     LEVEL_ZERO_OOM,
     MIOPEN_OOM,
     MPS_OOM,
@@ -154,6 +156,7 @@ _SCHEDULERS = {
     "moab": "Moab (TORQUE's scheduler)",
     "yarn": "YARN's NodeManager",
     "flux": "Flux's job shell (its oom plugin on the job's memory cgroup)",
+    "condor": "HTCondor",
 }
 """The batch scheduler a ``scheduler`` hit names, by the group its wording matched."""
 
@@ -400,7 +403,9 @@ _SCHEDULER_STEPS = (
     "Ask the batch scheduler for more memory for the job: PBS/TORQUE -l mem= (and vmem / pvmem where "
     'the site enforces them), LSF -M with -R "rusage[mem=…]", Grid Engine -l h_vmem= (per slot), Slurm '
     "--mem= or --mem-per-cpu=, Flux the cores or nodes whose memory the job's cgroup is given "
-    "(flux run / flux batch -c / -N: its memory.max follows the resources it holds).",
+    "(flux run / flux batch -c / -N: its memory.max follows the resources it holds), HTCondor "
+    "request_memory in the submit file (condor_q -hold shows the reason; condor_qedit the request and "
+    "condor_release the job).",
     "Read the job's peak use from the scheduler (qstat -fx / tracejob, checkjob -v under Moab, bjobs -l / "
     "bhist -l, qacct -j, "
     "sacct -j <job> -o JobID,MaxRSS,ReqMem, Flux's memory.peak line after its oom report) "
@@ -692,6 +697,13 @@ _OWN_OOM_STEPS: dict[str, str] = {
     TF_INIT_OOM: "TensorFlow: another process (or another rank on the same GPU) already holds its memory: "
     "nvidia-smi on the node shows who; give each process its own GPU (CUDA_VISIBLE_DEVICES) and let "
     "TensorFlow grow its share (allow_growth / per_process_gpu_memory_fraction).",
+    JULIA_GPU_OOM: "Julia (CUDA.jl, Knet): the memory pool keeps freed arrays until the GC runs; lower the "
+    "batch size, free large arrays as soon as they are done (CUDA.unsafe_free!, then GC.gc(); "
+    "CUDA.reclaim()), check CUDA.memory_status() for what the pool holds, and JULIA_CUDA_HARD_MEMORY_LIMIT / "
+    "JULIA_CUDA_SOFT_MEMORY_LIMIT are not below what the model needs.",
+    CHECKED_CALL_OOM: "A library's CUDA call ran out (XGBoost's GPU hist, thrust): lower what it holds at "
+    "once (XGBoost: max_bin, max_depth, the rows per worker — more workers, or QuantileDMatrix / external "
+    "memory), and check nvidia-smi for another process on the GPU.",
     THEANO_OOM: "Theano: lower the batch size, or let it keep a pool it grows "
     "(THEANO_FLAGS=gpuarray.preallocate "
     "or lib.cnmem below 1.0) instead of a fixed share another process may already hold.",

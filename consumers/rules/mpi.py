@@ -443,6 +443,13 @@ def _abort_steps(failure: RankFailure) -> tuple[str, ...] | None:
 
 
 _LAUNCHER_STEPS: dict[str, tuple[str, ...]] = {
+    "Julia's Distributed": (
+        "Julia's Distributed: a worker's process ended (the master printed 'Worker N terminated.'); its own "
+        "output ('From worker N:' lines, or its pod's log) says why — an error outside a remote call, the "
+        "kernel's OOM killer (kubectl -n {namespace} describe pod <pod>), or a signal. A pmap over it then "
+        "fails with ProcessExitedException: pmap(...; retry_delays=ExponentialBackOff(n=3), "
+        "on_error=...) retries elsewhere, and addprocs adds a worker back.",
+    ),
     "XGBoost4J-Spark": (
         "XGBoost4J-Spark: the tracker's exit code only says a worker failed; the failed Spark task's own log "
         "(the Spark UI's failed stage, its executor's stderr) holds the worker's error. Each worker is a "

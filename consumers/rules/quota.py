@@ -47,6 +47,8 @@ from decimal import Decimal
 from consumers.rules.facts import pod_text
 from consumers.rules.rule import Context, Detection, Rule, event_fact, log_facts
 from consumers.rules.signatures import (
+    AZUREML_DETAIL,
+    AZUREML_QUOTA,
     GOOGLE_ML_QUOTA,
     PRINTED_REFUSAL,
     QUOTA_REFUSAL,
@@ -375,6 +377,8 @@ def _quoted(state: RunState) -> Detection | None:
                 return _google_ml(pod, line, cloud)
             if (aws := SAGEMAKER_LIMIT.search(line)) is not None and not is_mention(line, aws.start()):
                 return _sagemaker(pod, lines[i : i + 3], aws)
+            if (azure := AZUREML_QUOTA.search(line)) is not None and not is_mention(line, azure.start()):
+                return _azureml(pod, line, azure)
             quoted = QUOTA_REFUSAL.search(line) or PRINTED_REFUSAL.search(line)
             if quoted is None or is_mention(line, quoted.start()):
                 continue
@@ -419,6 +423,34 @@ def _google_ml(pod: PodState, line: str, match: re.Match[str]) -> Detection:
         evidence=tuple(log_facts(pod, [line])),
         key=("google-ml", match["metric"] or match["accelerator"], pod.uid),
         remediation=_GOOGLE_ML_STEPS,
+    )
+
+
+def _azureml(pod: PodState, line: str, match: re.Match[str]) -> Detection:
+    """Azure Machine Learning (or Batch AI) refused the job or its compute, for the subscription's quota."""
+    counts = {k: v for m in AZUREML_DETAIL.finditer(line) for k, v in m.groupdict().items() if v}
+    if "family" in counts:
+        name = f"{counts['family']} vCPU"
+        problem = f"the subscription's {name} quota is {counts['limit']}"
+        if "vcpus" in counts:
+            problem += f" and the job's nodes map to {counts['vcpus']} vCPUs"
+    elif match["what"]:
+        name = match["what"]
+        problem = f"not enough {name} quota"
+        if "cap" in counts:
+            problem += f" ({counts['asked']} more requested, {counts['used']} in use of {counts['cap']})"
+    else:
+        provider = counts.get("provider") or match["code"]
+        name = provider
+        problem = f"the subscription's quota of {provider} is reached"
+        if "allowed" in counts:
+            problem += f" (maximum {counts['allowed']}, {counts['in_use']} in use)"
+    return Detection(
+        root_cause=f"Azure Machine Learning refused the job's compute: {problem} "
+        f"({who(pod)} printed the refusal)",
+        evidence=tuple(log_facts(pod, [line])),
+        key=("azureml", name, pod.uid),
+        remediation=_AZUREML_STEPS,
     )
 
 
@@ -544,6 +576,14 @@ _AZURE_STEPS = (
     "names; GPU families of a new subscription start at 0.",
     "Or ask for less of it: fewer or smaller nodes (the compute cluster's max nodes, the node pool's count), "
     "or a VM family or region whose quota has room.",
+)
+_AZUREML_STEPS = (
+    "The quota is the Azure subscription's, per region: vCPUs per VM family and in total, and the number "
+    "of compute clusters a workspace may hold; see them on Azure ML studio's Quota page (or az ml compute "
+    "list-usage, az vm list-usage --location <region>) and request an increase for the family or resource "
+    "the refusal names; GPU families of a new subscription start at 0.",
+    "Or ask for less: fewer nodes (the job's instance_count / node_count, the cluster's max_instances), a "
+    "VM size of a family with room, or delete idle compute clusters and instances that hold the quota.",
 )
 _EC2_STEPS = (
     "The limit is the AWS account's, per region and instance family: find it under Service Quotas, Amazon "

@@ -63,6 +63,7 @@ from consumers.rules.rendezvouslines import (
     CONNECT_RAISED,
     CONNECT_TIMEOUT,
     CONNECTION_ERROR,
+    DASK_SCHEDULER,
     ELASTIC,
     ENV_UNSET,
     ETCD,
@@ -72,6 +73,7 @@ from consumers.rules.rendezvouslines import (
     HTTP_STORE,
     INIT_FRAME,
     JULIA_MANAGER,
+    JULIA_MASTER_WAIT,
     RAY_JOIN,
     RENDEZVOUS_SIGNS,
     RETRY_SPENT,
@@ -253,6 +255,14 @@ def _launcher_miss(text: str, lines: tuple[str, ...]) -> tuple[str, tuple[str, .
         return (
             "launched Julia workers that never connected back to its cluster manager (addprocs timed out)",
             _JULIA_STEPS,
+        )
+    if DASK_SCHEDULER.search(text) is not None:
+        return "could not reach Dask's scheduler (its port 8786) in time", _DASK_STEPS
+    if JULIA_MASTER_WAIT.search(text) is not None:
+        return (
+            "launched Julia workers that the master never connected to in time (each waited "
+            "JULIA_WORKER_TIMEOUT for it, then exited)",
+            _JULIA_MASTER_STEPS,
         )
     if (m := BARRIER_WAIT.search(text)) is not None:
         joined = f"{m['count']} counted of world_size {m['world']}"
@@ -448,6 +458,21 @@ _JULIA_STEPS = (
     "JULIA_WORKER_TIMEOUT (60 s by default) where they start slowly.",
     "The workers connect to the manager's address and port: check the manager's host name resolves from "
     "the workers (bind_to= / --bind-to) and no NetworkPolicy or firewall blocks the port it listens on.",
+)
+_DASK_STEPS = (
+    "Dask: the client and every worker connect to the scheduler's address (tcp://<host>:8786); check the "
+    "scheduler's pod is Running and listening (its log's 'Scheduler at: tcp://…'), that the address given "
+    "to Client() / dask worker resolves from the pods (its Service, not 127.0.0.1 or a container's own IP), "
+    "and that no NetworkPolicy blocks 8786.",
+    "Where the scheduler starts after them, raise distributed.comm.timeouts.connect "
+    "(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT) or start the scheduler first.",
+)
+_JULIA_MASTER_STEPS = (
+    "Julia's Distributed: each worker addprocs launched printed its address and waited for the master to "
+    "connect to it; none came in time. Check the master reaches each worker's host and port (the worker's "
+    "host name resolves from the master's pod, bind_to= / --bind-to names an address the master can "
+    "route to, no NetworkPolicy or firewall blocks the workers' ports), and raise JULIA_WORKER_TIMEOUT "
+    "(60 s by default) where the master is slow to get to every worker (hundreds of them, a busy scheduler).",
 )
 _HOROVOD_STEPS = (
     "Horovod's driver waits --start-timeout (HOROVOD_START_TIMEOUT, 30 s by default) for every task to "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from consumers.rules.families import HOROVOD_START, STARTUP_BARRIER
+from consumers.rules.families import DASK_SCHEDULER, HOROVOD_START, JULIA_MASTER_WAIT, STARTUP_BARRIER
 
 __all__ = [
     "ADDRESS_IN_USE",
@@ -20,6 +20,7 @@ __all__ = [
     "CONNECTION_ERROR",
     "CONNECT_RAISED",
     "CONNECT_TIMEOUT",
+    "DASK_SCHEDULER",
     "ELASTIC",
     "ENV_UNSET",
     "ETCD",
@@ -29,6 +30,7 @@ __all__ = [
     "HTTP_STORE",
     "INIT_FRAME",
     "JULIA_MANAGER",
+    "JULIA_MASTER_WAIT",
     "RAY_JOIN",
     "RENDEZVOUS_SIGNS",
     "RETRY_SPENT",
@@ -277,6 +279,7 @@ RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CLIENT_TIMEOUT, CLIENT_FAILED, STORE_CLIENT, CONNECT_TIMEOUT, STORE_WAIT, STORE_BIND,
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
     STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER, STORE_WAITED,
-    ENV_UNSET, GLOO_STORE_WAIT, RAY_JOIN, XGBOOST_TRACKER, SERVER_BIND,
+    ENV_UNSET, GLOO_STORE_WAIT, RAY_JOIN, XGBOOST_TRACKER, SERVER_BIND, JULIA_MASTER_WAIT,
+    DASK_SCHEDULER,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

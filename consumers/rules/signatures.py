@@ -281,7 +281,9 @@ TRANSPORTS: tuple[Signature, ...] = (
         "a rank received a message longer than the buffer it posted for it (MPI_ERR_TRUNCATE): the ranks "
         "disagree on the size, count or type of a message or collective",
         re.compile(
-            r"\*\*\* MPI_ERR_TRUNCATE: message truncated"
+            # (its error string as MPI_Error_string gives it, after Open MPI's ``***``, mpi4py's
+            # ``mpi4py.MPI.Exception: `` or a C++ wrapper's ``MPI Error 15: ``)
+            r"\bMPI_ERR_TRUNCATE: message truncated"
             r"|\bMessage from rank \d{1,7} and tag -?\d{1,10} truncated; \d{1,20} bytes received "
             r"but buffer size is"
             # MPICH's ch3 unpacking an unexpected message into the buffer posted (its error stack's last
@@ -560,6 +562,15 @@ CRASHES: tuple[Signature, ...] = (
             r"(?:^|\[\d{1,10}\] |\s)signal \((?P<signal>11|7)(?:\.\d{1,3})?\): "
             r"(?P<kind>Segmentation fault|Bus error)"
         ),
+    ),
+    # Charm++'s converse layer on a processor (a PE) that caught the signal (its KillOnAllSigs:
+    # ``------------- Processor 0 Exiting: Caught Signal ------------`` then ``Reason: segmentation
+    # violation``, ``Reason: bus error``), the reason on its own line under the banner
+    Signature(
+        "charm",
+        "Charm++",
+        "",
+        re.compile(r"^\s{0,8}Reason: (?P<kind>segmentation violation|bus error)\s{0,4}$"),
     ),
     # PETSc's signal handler (``[0]PETSC ERROR: Caught signal number 11 SEGV: Segmentation Violation, probably
     # memory access out of range``; ``Caught signal number 7 BUS: Bus Error, possibly illegal memory access``)
@@ -1205,7 +1216,13 @@ GPU_ERRORS: tuple[Signature, ...] = (
         "the amdgpu driver",
         "the amdgpu driver reported a GPU page fault: a kernel accessed GPU memory its process had not "
         "mapped, usually a bug in a kernel or an extension (a wrong index or a freed buffer)",
-        re.compile(r"\[(?:gfxhub|mmhub)\d?\] (?:retry |no-retry )?page fault \(src_id:\d"),
+        re.compile(
+            r"\[(?:gfxhub|mmhub)\d?\] (?:retry |no-retry )?page fault \(src_id:\d"
+            # the same fault's status register, where the log kept the lines under the first (``amdgpu:
+            # GCVM_L2_PROTECTION_FAULT_STATUS:0x00801031`` on gfx10 and later, ``VM_L2_…`` before,
+            # ``MMVM_L2_…`` for the memory hub)
+            r"|\bamdgpu: (?:GC|MM)?VM_L2_PROTECTION_FAULT_STATUS:0x[0-9a-fA-F]{1,8}"
+        ),
     ),
     # the amdgpu driver's scheduler giving up on a job of a ring (``[drm:amdgpu_job_timedout [amdgpu]] *ERROR*
     # ring sdma0 timeout, signaled seq=…, emitted seq=…``) before it resets the GPU; not a timeout it
@@ -1343,6 +1360,15 @@ DISKS: tuple[Signature, ...] = (
         "",
         "no space left on device",
         re.compile(r"[Nn]o space left on device|\[Errno 28\]|ENOSPC|StorageFull"),  # Go: lower case
+    ),
+    # NCI Gadi's PBS killing a job over the node-local disk it requested (its jobfs: ``Job 143560526.gadi-pbs
+    # killed due to exceeding jobfs quota. Quota: 15.0GB, Used: 15.0GB, Host: gadi-cpu-spr-0578``)
+    Signature(
+        "pbs-jobfs",
+        "PBS (NCI Gadi's jobfs)",
+        "the batch scheduler killed the job for writing more to its node-local disk (jobfs) than it "
+        "requested",
+        re.compile(r"\bkilled due to exceeding jobfs quota\. Quota: \d"),
     ),
     # Azure ML's error code for the job's node running out of disk (``DiskFullError: Disk full while running
     # job. Please consider reducing amount of data accessed, or upgrading VM SKU with higher memory.``)
@@ -2007,6 +2033,12 @@ KERNEL_OOM: tuple[Signature, ...] = (
             # Moab's policy on TORQUE's jobs (``job 4211 exceeded MEM usage hard limit (2048 > 1024)``, its
             # ``SWAP``), the resource limit it cancels them for
             r"|(?P<moab>exceeded (?:MEM|SWAP) usage hard limit) \(\d{1,20} > \d{1,20}\)"
+            # HTCondor holding a job over its memory: a pool's periodic hold policy (condor_q -hold's
+            # reason: ``Job in status 2 put on hold by SYSTEM_PERIODIC_HOLD due to memory usage 3000000.``,
+            # a job's own periodic_hold the same way), the starter's enforced limit (``Job has gone over
+            # memory limit of 2048 megabytes.``, ``… over cgroup memory limit of …``)
+            r"|(?P<condor>put on hold by (?:SYSTEM_)?PERIODIC_HOLD due to memory usage \d"
+            r"|Job has gone over (?:cgroup )?memory limit of \d{1,12} megabytes)"
             # YARN's NodeManager on a container over the memory it was granted (Spark's ``Container killed by
             # YARN for exceeding memory limits. 7.2 GB of 4 GB physical memory used``, Hadoop's ``Container
             # [pid=…,containerID=…] is running beyond physical memory limits``, Hadoop 3's ``is running 5184B
@@ -2086,6 +2118,33 @@ SAGEMAKER_DETAIL = re.compile(
 )
 """The limit's name, cap, use and the job's request in SageMaker's refusal (its lines joined: a wrapped
 message is read whole)."""
+_AZURE_VCPU_QUOTA = (
+    r"\bThe specified subscription has a (?P<family>[\w ]{1,80}?) vCPU quota of (?P<limit>\d{1,9})\b"
+)
+AZUREML_QUOTA = re.compile(
+    r"\bOutOfQuota: Not enough (?P<what>[\w ]{1,40}?) quota\b"
+    rf"|{_AZURE_VCPU_QUOTA}"
+    r"|\b(?P<code>JobNodeCountExceedsCoreQuota|ClusterQuotaReached|ClusterCoreQuotaReached)\b"
+    r"|\bOperation results in exceeding quota limits of (?P<provider>Microsoft\.\w{1,40}(?:/\w{1,40})?)"
+)
+"""Azure Machine Learning (and Batch AI before it) refusing a job or its compute for the Azure
+subscription's quota, as the SDK, the CLI or the studio relays it: the cluster's cores
+(``OutOfQuota: Not enough cluster CPU quota. The amount of additional CPU quota requested is 8, …``), a VM
+family's vCPUs for the job's nodes (``JobNodeCountExceedsCoreQuota, The specified subscription has a
+Standard DSv2 family vCPU quota of 2 …``, ``… has a total vCPU quota of 4 and cannot accomodate …``), the
+resource provider's count of clusters (``ClusterQuotaReached : Operation results in exceeding quota limits
+of Microsoft.BatchAI/clusters. Maximum allowed: 0, …``)."""
+AZUREML_DETAIL = re.compile(
+    r"additional (?P<what>\w{1,20}) quota requested is (?P<asked>\d{1,9}), and you are currently using "
+    r"(?P<used>\d{1,9})\. Your amount of maximum quota is (?P<cap>\d{1,9})"
+    r"|\bmaps to (?P<vcpus>\d{1,9}) vCPUs\b"
+    r"|\bMaximum allowed: (?P<allowed>\d{1,9}), Current in use: (?P<in_use>\d{1,9})"
+    r"|\bquota limits of (?P<provider>Microsoft\.\w{1,40}(?:/\w{1,40})?)"
+    rf"|{_AZURE_VCPU_QUOTA}"
+)
+"""What the Azure ML refusal counts, where it says: the quota requested, used and its maximum; the vCPUs the
+job's nodes map to; the provider's maximum and what is in use, and the provider's resource it counts; the
+VM family's vCPU quota."""
 GOOGLE_ML_QUOTA = re.compile(
     r"The following quota metrics exceed quota limits: (?P<metric>[a-z][\w.-]{1,80}/[\w./-]{1,120}\w)"
     r"|Quota failure for project (?P<project>[\w.:-]{1,120})\. The request for (?P<count>\d{1,6}) "

@@ -85,6 +85,10 @@ _PRINTED = re.compile(
     # a Kubernetes object's condition as YAML lists it (``kubectl get … -o yaml``: ``- message: '…'``, ``-
     # lastTransitionTime: …``, ``- type: Ready``), the API server's fields, no Markdown list item
     r"|^\s{0,16}- (?:message|reason|type|status|lastTransitionTime|lastProbeTime|lastUpdateTime): "
+    # Azure Machine Learning's job service relaying its error by code (``Job submission to AzureML Compute
+    # encountered an Exception with status code JobNodeCountExceedsCoreQuota, The specified subscription
+    # …``), the service's words even where they go on to address the reader
+    r"|\bwith status code (?:JobNodeCountExceedsCoreQuota|ClusterCoreQuotaReached|OutOfQuota)\b"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
@@ -159,6 +163,12 @@ _EXAMPLES = re.compile(
     r"|\b(?:logs|prints|emits|displays|outputs|raises) an? (?:[\w,-]{1,30} ){0,4}(?:message|error|warning)\b"
     # what a failure looks like, in the plural (``Attempts to create a Pod fail with messages like:``)
     r"|\b(?:messages|errors|warnings|lines|output) like\b"
+    # a page's demonstration, the output of the code it shows above (``Here is the resulting error
+    # message:``, ``The resulting traceback is:``, ``This produces the following error:``), not a writer's
+    # own run (``I get:``)
+    r"|\b(?:[Hh]ere is|[Tt]his is|[Bb]elow is) the resulting\b"
+    r"|^\s{0,8}[Tt]he resulting (?:error|output|message|traceback|exception)\b"
+    r"|\b(?:[Tt]his|[Ww]hich|[Ii]t) (?:produces|yields|gives) the following\b"
     r")[^\n]{0,200}:\s{0,4}$"
     # a writer's account of failures that come now and then, the message they show standing under it, no colon
     # after it (``We see occasional (random) CI failures with the message``): the recurring failure's example,
@@ -772,6 +782,11 @@ CAFFE_OOM = "GPU out of memory (Caffe's CUDA_CHECK: a CUDA call returned cudaErr
 """What Caffe's (and its forks') glog check on a CUDA call's status says when the call ran out of memory."""
 VULKAN_OOM = "GPU out of memory (Vulkan: the device memory allocation failed, ErrorOutOfDeviceMemory)"
 """What a Vulkan back end (ggml's, llama.cpp's, ncnn's) refused device memory is said as."""
+JULIA_GPU_OOM = "GPU out of memory (Julia: CUDA.jl's OutOfGPUMemoryError, or Knet's allocator)"
+"""What Julia's GPU packages running out of device memory is said as."""
+CHECKED_CALL_OOM = "GPU out of memory (a CUDA call a library checked, XGBoost's safe_cuda or thrust's)"
+"""What a library's check of a CUDA call (its file and line, then the runtime's ``out of memory``) is said
+as."""
 FRACTION_OOM = "GPU out of memory (PyTorch: over the memory fraction the process was allowed)"
 """What PyTorch's caching allocator refusing a block over ``set_per_process_memory_fraction`` is said as."""
 LEVEL_ZERO_OOM = "Intel GPU out of memory (Level Zero / SYCL: the device allocation was refused)"
@@ -824,6 +839,22 @@ GPU_OOM_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|\bcuda runtime error \(2\) : out of memory\b"
             r"|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory"
         ),
+    ),
+    (  # Julia's GPU packages: CUDA.jl's OutOfGPUMemoryError (its showerror: ``Out of GPU memory trying to
+        # allocate 1.5 GiB``, then ``Effective GPU memory usage: …``), CUDA.jl's driver error for
+        # ERROR_OUT_OF_MEMORY and Knet's allocator (``ERROR: Out of GPU memory``, ``ERROR: Out of gpu memory``
+        # alone on the line Julia's REPL or a script's LoadError shows)
+        JULIA_GPU_OOM,
+        re.compile(
+            r"\bOut of GPU memory trying to allocate \d"
+            r"|^\s{0,8}(?:ERROR: (?:LoadError: )?)?Out of [Gg][Pp][Uu] memory\s{0,4}$"
+        ),
+    ),
+    (  # a CUDA call checked by a library that prints its file and line before the runtime's words: XGBoost's
+        # and dmlc's safe_cuda (``CUDA error: …/device_helpers.cuh(386): out of memory``), thrust's and CUB's
+        # checks the same way (``file.cu(120): out of memory``)
+        CHECKED_CALL_OOM,
+        re.compile(r"[\w/.-]{1,300}\.(?:cuh|cu|cc|cpp|h|hpp)\(\d{1,6}\): out of memory\b"),
     ),
     (  # ROCm's common runtime (ROCclr, under HIP and OpenCL) with AMD_LOG_LEVEL set: its device memory
         # allocation failing (``Video memory allocation failed!`` in memory.cpp, hip_memory.cpp's ``Allocation
@@ -1634,6 +1665,14 @@ _XGBOOST4J_EXIT = re.compile(
 """XGBoost4J-Spark's driver on its Rabit tracker, ended when a worker (a Spark task) failed (XGBoost.scala:
 ``XGBoostSpark: Rabit returns with exit code 1``, RabitTracker's ``Tracker Process ends with exit code 1``),
 after which it fails the training (``XGBoostError: XGBoostModel training failed``); 0 is the tracker done."""
+_JULIA_WORKER_GONE = re.compile(
+    r"^\s{0,8}Worker (?P<worker>\d{1,7}) terminated\.\s{0,4}$"
+    r"|\bProcessExitedException\((?P<worker2>\d{1,7})?\)"
+)
+"""Julia's Distributed on a worker process that ended under it: the master's message handler on the
+worker's connection closing (process_messages.jl: ``Worker 2 terminated.``), and the exception a call to
+that worker then raises (``ERROR: ProcessExitedException(2)``, ``ProcessExitedException()`` before Julia
+1.5), which ``pmap`` and ``@everywhere`` pass on."""
 _OMPI_HANDLER_ABORT = re.compile(r"\[(?P<host>[\w.-]{1,253}):\d{1,10}\] Signal: Aborted \(6\)")
 """Open MPI's own signal handler in a rank (opal/util/stacktrace.c, after ``*** Process received signal ***``)
 reporting SIGABRT: an assertion or abort() in the rank's code or a library under it (``[node1:4711] Signal:
@@ -1695,6 +1734,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("paddle", _PADDLE_CONTAINER, True),
     ("xgboost4j", _XGBOOST4J_EXIT, True),
     ("ompi-handler", _OMPI_HANDLER_ABORT, True),
+    ("julia", _JULIA_WORKER_GONE, True),
     ("mpt", _MPT_RANK, True),
     ("charm", _CMI_ABORT, True),
 )
@@ -1998,6 +2038,15 @@ def _spawned_failure(line: str) -> RankFailure | None:
             f"driver failed the training)"
         )
         return RankFailure(None, "exited", None, None, None, (line,), None, "XGBoost4J-Spark", detail)
+    if (match := _JULIA_WORKER_GONE.search(line)) is not None:
+        worker = match["worker"] or match["worker2"]
+        raised = ", and a call on it raised ProcessExitedException" if match["worker"] is None else ""
+        lost = f"worker {worker}" if worker else "a worker"
+        detail = f"(Julia's Distributed lost {lost}: its process ended{raised})"
+        julia_rank = int(worker) if worker else None
+        return RankFailure(
+            julia_rank, "exited", None, None, None, (line,), None, "Julia's Distributed", detail
+        )
     if (match := _OMPI_HANDLER_ABORT.search(line)) is not None:
         detail = (
             "Open MPI's signal handler in the rank reported SIGABRT: an assertion or abort() in its code or "
