@@ -13,5 +13,6 @@ database, web or Kubernetes client.
   ``egress`` (the SSRF guard), ``credentials`` (CA files and token files of outbound clients),
   ``redaction``;
 - mechanics every room uses: ``clock``, ``backoff``, ``cancelling``, ``errors``, ``phases``
-  (where a start's time goes, in its log line).
+  (where a start's time goes, in its log line), ``turns`` (long CPU work handing the event loop
+  over every few milliseconds).
 """
