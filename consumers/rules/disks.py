@@ -316,7 +316,15 @@ _PBS_JOBFS_STEPS = (
     "files (TMPDIR, a framework's cache) at /scratch instead.",
     "qstat -f <job> (resources_used.jobfs) or the job's Resource Usage summary shows how much it wrote.",
 )
+_WINDOWS_DISK_STEPS = (
+    "Windows: the drive the program wrote to is full (ERROR_DISK_FULL, os error 112); the path in the "
+    "message names it (a download cache under %LOCALAPPDATA% sits on C:). Free it (Disk Cleanup, delete "
+    "old models or caches), or point the program's download or cache directory at a drive with room.",
+    "On a Windows node of a cluster, the container's writable layer and emptyDir volumes sit on the node's "
+    "disk: give the pod ephemeral-storage requests, or write to a volume sized for the data.",
+)
 _OWN_STEPS: dict[str, tuple[str, ...]] = {
+    "windows-disk-full": _WINDOWS_DISK_STEPS,
     "pbs-jobfs": _PBS_JOBFS_STEPS,
     "hf-space-storage": _HF_SPACE_STORAGE_STEPS,
     "image-gc": (*_IMAGE_GC_STEPS, *_NODE_DISK_STEPS),

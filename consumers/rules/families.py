@@ -193,6 +193,13 @@ LIBRARIES: tuple[Library, ...] = (
         re.compile(r"\|CCL_(?:ERROR|FATAL|WARN)\||\batl_(?:ofi|mpi)\w{0,40}|\boneCCL: \w{1,40}\.cpp:\d"),
     ),
     Library(
+        "mlx-ring",
+        "MLX's ring backend (mlx.distributed over TCP sockets between neighbouring ranks)",
+        # its messages' tag (mlx/distributed/ring/ring.cpp: ``[ring] Receiving from socket 51 failed with
+        # errno 14``, ``[ring] Couldn't connect (error: 111)``, ``[ring] Too many send/recv errors.``)
+        re.compile(r"^\s{0,8}\[ring\] [A-Z]"),
+    ),
+    Library(
         "hccl",
         "HCCL (Ascend's collectives, under torch_npu)",
         # ``[ERROR] HCCL(pid,name):``, its sources ``hccl_*.cc``, its ops ``HcclAllreduce``, CANN's error
@@ -617,6 +624,13 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # NCCL's bootstrap finding no network interface to use (``Bootstrap : no socket interface found``,
             # bootstrap.cc; NCCL_SOCKET_IFNAME naming none the pod has)
             r"|[Nn]o socket interface found\b"
+            # a transport layer that would not start, in oneCCL's words (``init_transport: EXCEPTION:
+            # failed to initialize ATL``), and libfabric's provider query returning none (oneCCL's
+            # ``fi_getinfo error: ret -61, providers 0``)
+            r"|[Ff]ailed to initiali[sz]e ATL\b|\bfi_getinfo (?:error: ret|failed)\b"
+            # NCCL's network named by NCCL_NET that no plugin or built-in provides (net.cc: ``Error: network
+            # AWS Libfabric not found.``)
+            r"|\bError: network [\w ./-]{1,40}? not found\."
         ),
     ),
     (
@@ -722,6 +736,9 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # endpoint calls (``…/transport/ibrc/ibrc.cpp:1433: non-zero status: 7``, its message on other
             # lines)
             r"|\bibv_modify_qp failed\b"
+            # MLX's ring backend opening its sockets to its neighbours (``Couldn't bind socket (error: 98)``,
+            # ``Couldn't listen (error: 98)``, ``Accept failed (error: 24)``)
+            r"|\b(?:Couldn't (?:bind socket|listen)|Accept failed) \(error: \d"
             r"|/transport/(?:ibrc|ibgda|ibdevx)/\w{1,60}\.cpp:\d{1,6}: non-zero status: -?\d{1,4}"
         ),
     ),
@@ -763,6 +780,10 @@ VERBS: tuple[tuple[Verb, re.Pattern[str]], ...] = (
             # Ray's GCS on a node whose raylet stopped answering (``has been marked dead because the detector
             # has missed too many heartbeats from it``)
             r"|\bhas been marked dead because the (?:monitor|detector) has missed too many heartbeats\b"
+            # MLX's ring backend, its socket to a neighbour failing a send or receive (``Receiving from
+            # socket 51 failed with errno 14``, ``Sending to socket 3 failed with errno 22``), then giving up
+            r"|\b(?:Receiving from|Sending to) socket \d{1,6} failed with errno \d"
+            r"|\bToo many send/recv errors\b"
         ),
     ),
     (
@@ -1360,6 +1381,12 @@ _SPECIFIC: dict[tuple[str, Verb], str] = {
     "CCL_WORKER_AFFINITY pins them to cores the pod's cpuset does not hold, or more workers than its CPUs)",
     ("oneccl", "resource"): "oneCCL's transport (its ATL over libfabric) could not open a network provider: "
     "the provider it asks for (FI_PROVIDER, CCL_ATL_TRANSPORT) or the devices it needs are not in the pod",
+    ("mlx-ring", "lost"): "MLX's ring backend failed sends or receives on its TCP socket to a neighbouring "
+    "rank (the errno it printed: 104/32 the neighbour gone or its connection reset; 14 EFAULT or 22 EINVAL "
+    "a buffer the kernel refused, a fault of that MLX version's transfer): the ring's collective could not "
+    "go on",
+    ("mlx-ring", "connect"): "MLX's ring backend could not open its sockets to its neighbouring ranks (the "
+    "address of the hostfile not reachable, or its port taken or refused)",
     ("hpx", "resource"): "HPX's libfabric parcelport could not set up its transport: fi_getinfo found no "
     "libfabric provider matching what it asks (the provider it was built for, or its devices, are missing in "
     "the pod), so the localities never connected",
@@ -1437,6 +1464,14 @@ connects to a server on the root's host to share the rank table."""
 _PMIX_GLUE = re.compile(r"\b(?:ext|pmix)\dx_client\.c\b")
 """Open MPI's PMIx client component (ext2x, pmix3x, …): an error there is the rank's own PMIx client."""
 _TOLD_BY_ITS_WORDS: tuple[tuple[str, Verb | None, re.Pattern[str], str], ...] = (
+    (
+        "nccl",
+        "resource",
+        re.compile(r"\bError: network [\w ./-]{1,40}? not found\."),
+        "NCCL could not find the network NCCL_NET names: no net plugin providing it loaded (AWS Libfabric is "
+        "aws-ofi-nccl's, its libnccl-net*.so not on LD_LIBRARY_PATH or not in the image), so no communicator "
+        "could be made",
+    ),
     (
         "hccl",
         None,
@@ -1722,6 +1757,10 @@ _LIBRARY_STEPS: dict[str, str] = {
     "CCL_LOG_LEVEL=info's account of the provider it chose; where its worker threads would not start "
     "(pthread_create), set CCL_WORKER_AFFINITY and CCL_WORKER_COUNT to cores the pod's cpuset holds "
     "(cat /sys/fs/cgroup/cpuset.cpus.effective).",
+    "mlx-ring": "MLX's ring: every rank connects to the next one's address in the hostfile (mlx.launch "
+    "--hosts / MLX_HOSTFILE); check those addresses reach each other on their ports, run with "
+    "MLX_RING_VERBOSE=1 to see each connection, and where sends fail with EFAULT or EINVAL on healthy links, "
+    "try another MLX release (a fault of its transfer, not the network).",
     "slurm": "Slurm: check the slurmd of the node srun names runs and answers (scontrol ping, scontrol "
     "show node), that munge keys match across nodes, and that the nodes reach each other on slurmd's port "
     "(SlurmdPort, 6818).",

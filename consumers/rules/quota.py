@@ -77,6 +77,13 @@ _OLD_QUOTA = re.compile(  # the resource is the word before the match
 _OBJECT_COUNT = re.compile(r"is forbidden: Limited to (?P<limited>\d{1,9}) (?P<resource>[a-z]{2,60})\b")
 """Kubernetes 1.0's quota admission on a count of objects (plugin/pkg/admission/resourcequota/admission.go,
 ``Limited to 3 pods``): the namespace's quota holds no more of them; it names no quota."""
+_OLD_LIMIT_RANGE = re.compile(
+    r"is forbidden: Limited to (?P<allowed>\d[\w.]{0,20}) (?P<resource>cpu|memory)"
+    r"(?:, but (?P<why>[^\n\"\\]{1,200}?))?\s{0,4}(?:$|[\"\\])"
+)
+"""Kubernetes 1.0's LimitRanger (OpenShift 3.0's) bounding a pod's cpu or memory, its one wording (``Pod
+"ruby-example-2-deploy" is forbidden: Limited to 512Mi memory, but pod has no specified memory limit``): a
+quantity and its resource, where the quota's count of objects has a bare number (:data:`_OBJECT_COUNT`)."""
 _LIMIT_RANGE = re.compile(
     r"(?P<bound>maximum|minimum) (?P<resource>[\w./-]{1,64}) usage per (?P<scope>Container|Pod) is "
     r"(?P<allowed>[^,\s]{1,64}?)(?:, but (?P<which>request|limit) is (?P<value>[^,\s\]]{1,64})"
@@ -248,6 +255,10 @@ def refused(message: str) -> tuple[str | None, str, str, str | None] | None:
     pod = pod_match.group("pod") if pod_match is not None else None
     if (said := _quota_said(message)) is not None:
         return (pod, *said)
+    if (match := _OLD_LIMIT_RANGE.search(message)) is not None:
+        why = f", but {match['why'].rstrip('.')}" if match["why"] else ""
+        problem = f"the namespace's LimitRange allows at most {match['allowed']} {match['resource']}{why}"
+        return (pod, problem, "limit-range", None)
     if (match := _OBJECT_COUNT.search(message)) is not None:
         problem = (
             f"the namespace's quota allows at most {match['limited']} {match['resource']} and that many exist"

@@ -69,6 +69,7 @@ from consumers.rules.rendezvouslines import (
     ETCD,
     ETCD_DIAL,
     GLOO_STORE_WAIT,
+    HIVEMIND_BOOTSTRAP,
     HOROVOD_START,
     HTTP_STORE,
     INIT_FRAME,
@@ -258,6 +259,12 @@ def _launcher_miss(text: str, lines: tuple[str, ...]) -> tuple[str, tuple[str, .
         )
     if DASK_SCHEDULER.search(text) is not None:
         return "could not reach Dask's scheduler (its port 8786) in time", _DASK_STEPS
+    if HIVEMIND_BOOTSTRAP.search(text) is not None:
+        return (
+            "could not join its hivemind swarm: none of the DHT's initial peers answered, or its libp2p "
+            "daemon (p2pd) did not start and reach them",
+            _HIVEMIND_STEPS,
+        )
     if JULIA_MASTER_WAIT.search(text) is not None:
         return (
             "launched Julia workers that the master never connected to in time (each waited "
@@ -466,6 +473,14 @@ _DASK_STEPS = (
     "and that no NetworkPolicy blocks 8786.",
     "Where the scheduler starts after them, raise distributed.comm.timeouts.connect "
     "(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT) or start the scheduler first.",
+)
+_HIVEMIND_STEPS = (
+    "hivemind: each peer joins the swarm through the multiaddrs of its initial_peers (/ip4/<ip>/tcp/<port>/"
+    "p2p/<id>); check they are the announced address and port of a peer that is running (its "
+    "host_maddrs / announce_maddrs, the public address behind NAT), and that its port is open between the "
+    "pods or hosts (a Service or hostPort, no NetworkPolicy or firewall dropping it).",
+    "Where the daemon is only slow to start (a loaded or small host), raise its startup_timeout; "
+    "ensure_bootstrap_success=False lets the first peer of a new swarm start alone.",
 )
 _JULIA_MASTER_STEPS = (
     "Julia's Distributed: each worker addprocs launched printed its address and waited for the master to "

@@ -26,6 +26,7 @@ __all__ = [
     "ETCD",
     "ETCD_DIAL",
     "GLOO_STORE_WAIT",
+    "HIVEMIND_BOOTSTRAP",
     "HOROVOD_START",
     "HTTP_STORE",
     "INIT_FRAME",
@@ -235,6 +236,16 @@ waiting for GCS to become available.``), the node's own registration timing out 
 ``Failed to get node info … The node registration may not be complete yet before the timeout``), the
 driver's connection given up (``Failed to connect to GCS at address=…. Last exception: …``). The client's
 warning while it retries (``Failed to connect to GCS at address … within 5 seconds.``) is no verdict."""
+HIVEMIND_BOOTSTRAP = re.compile(
+    r"\bDHTNode bootstrap failed: none of the initial_peers responded to a ping\b"
+    r"|\bP2PDaemonError: Daemon failed to start\b|\bfailed to connect to bootstrap peers\b"
+)
+"""hivemind's peers never meeting their swarm: its DHT node's bootstrap with none of ``initial_peers``
+answering (hivemind/dht/node.py: ``RuntimeError: DHTNode bootstrap failed: none of the initial_peers
+responded to a ping. (set ensure_bootstrap_success=False to ignore)``), its libp2p daemon (p2pd) not up in
+time or exiting on its first line (hivemind/p2p/p2p_daemon.py: ``P2PDaemonError: Daemon failed to start in
+15.0 seconds``, ``Daemon failed to start: … failed to connect to bootstrap peers``, go-libp2p-daemon's own
+words): the swarm's rendezvous, not a connection between its peers lost later."""
 XGBOOST_TRACKER = re.compile(r"\bFAULT: [Ff]ailed to start tracker\b")
 """XGBoost4J-Spark unable to start the Rabit tracker its workers meet at (ml/dmlc/xgboost4j/scala/spark/
 XGBoost.scala's ``require(…, "FAULT: Failed to start tracker")``, the tracker's own ``FAULT: failed to start
@@ -280,6 +291,6 @@ RENDEZVOUS_SIGNS: tuple[re.Pattern[str], ...] = (
     CONNECTION_ERROR, ELASTIC, ETCD, BARRIER, STARTUP_BARRIER, STORE_GET, STORE_TIMEOUT, HTTP_STORE,
     STORE_INPUT, HOROVOD_START, STORE_POLL, ETCD_DIAL, STORE_TITLED, JULIA_MANAGER, STORE_WAITED,
     ENV_UNSET, GLOO_STORE_WAIT, RAY_JOIN, XGBOOST_TRACKER, SERVER_BIND, JULIA_MASTER_WAIT,
-    DASK_SCHEDULER,
+    DASK_SCHEDULER, HIVEMIND_BOOTSTRAP,
 )  # fmt: skip
 """Every wording of a missed rendezvous (the live reader's catalog lists them)."""

@@ -1361,6 +1361,18 @@ DISKS: tuple[Signature, ...] = (
         "no space left on device",
         re.compile(r"[Nn]o space left on device|\[Errno 28\]|ENOSPC|StorageFull"),  # Go: lower case
     ),
+    # Windows' ERROR_DISK_FULL (112) and ERROR_HANDLE_DISK_FULL (39) as its system message gives them: Rust's
+    # io::Error (``There is not enough space on the disk. (os error 112)``), Python's ``[WinError 112]``,
+    # .NET's IOException (``There is not enough space on the disk. : 'C:\…'``)
+    Signature(
+        "windows-disk-full",
+        "Windows",
+        "the Windows disk the program wrote to was full (ERROR_DISK_FULL)",
+        re.compile(
+            r"There is not enough space on the disk\b|\bERROR_(?:HANDLE_)?DISK_FULL\b"
+            r"|\[WinError (?:112|39)\]|\bThe disk is full\.? ?\(os error 39\)"
+        ),
+    ),
     # NCI Gadi's PBS killing a job over the node-local disk it requested (its jobfs: ``Job 143560526.gadi-pbs
     # killed due to exceeding jobfs quota. Quota: 15.0GB, Used: 15.0GB, Host: gadi-cpu-spr-0578``)
     Signature(

@@ -66,6 +66,13 @@ def bounded(tail: tuple[str, ...]) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------ prose
 
+_RUST_UNWRAP = re.compile(
+    r"\bcalled `(?:Result|Option)::(?:unwrap|expect|unwrap_err|expect_err)\(\)` on (?:an? )?`(?:Err|Ok|None)`"
+)
+"""Rust's panic on an unwrapped error (core's ``unwrap_failed``: ``called `Result::unwrap()` on an `Err`
+value: DriverError(…)``, ``called `Option::unwrap()` on a `None` value``) under the runtime's ``thread '…'
+panicked at …``: backticks of its own, not a writer's inline code (what cudarc, candle, burn or mistral.rs
+panic with)."""
 _PRINTED = re.compile(
     r"^\s{0,8}(?:\[|<|\(pid=|\((?:raylet|gcs_server|autoscaler|monitor)(?:, ip=[\w.:]{1,45})?\) "
     r"|\([\w.]{1,80} pid=\d|\{|\d{1,4}[-/:.]\d|[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:|[EWIFD]\d{4} "
@@ -89,12 +96,14 @@ _PRINTED = re.compile(
     # encountered an Exception with status code JobNodeCountExceedsCoreQuota, The specified subscription
     # …``), the service's words even where they go on to address the reader
     r"|\bwith status code (?:JobNodeCountExceedsCoreQuota|ClusterCoreQuotaReached|OutOfQuota)\b"
+    rf"|{_RUST_UNWRAP.pattern}"
 )
 """A program's format: a prefix (a bracket, a timestamp, syslog's or glog's date, a level, ``host:pid:``,
 Ray's tag of the process whose line it relays: ``(raylet)``, ``(RayTrainWorker pid=N)``; ``program: ``, an
 exception's class, a GPU library's ``CUDA error: ``, cargo's ``process didn't exit successfully: `…` ``
-under its ``Caused by:``, Vertex AI's job error on a replica, which goes on to address the reader: ``The
-replica workerpool0-0 ran out of memory … please check the logs``, logfmt's fields) or a source location
+under its ``Caused by:``, Rust's panic on an unwrapped ``Err`` (``called `Result::unwrap()` on an `Err`
+value:``), Vertex AI's job error on a replica, which goes on to address the reader: ``The replica
+workerpool0-0 ran out of memory … please check the logs``, logfmt's fields) or a source location
 (``file.c:NN``)."""
 _EXPECTED = (
     r"^\s{0,8}(?:#{1,6} {1,2}|[-*] {1,4})?(?:\*\*)?(?:Expected|Desired|Intended)"
@@ -274,6 +283,14 @@ _SURMISED = re.compile(
 looks like tensorflow makes the training script exit with 0 on an `Connection reset by peer` ``, ``It seems as
 though some `MPI_Aborts` … don't return a non-zero exit code``): a pull request's or a comment's theory, not a
 report of a run (Open MPI's own ``It looks like MPI_INIT failed …`` quotes no code)."""
+_NOTED = re.compile(
+    r"^\s{0,8}(?:[>*_]{1,3} ?)?(?:Note|NOTE|Tip|TIP|Hint|Caution)(?:[*_]{1,2})?:(?:[*_]{1,2})? {1,3}"
+    r"(?:[Ii]f|[Ww]hen(?:ever)?|[Ii]n case|[Uu]nless|[Oo]nce)\b[^\n]{0,200}?"
+    r"\b(?:will|would|may|might|can|could)(?: (?:also|then|still))? \w"
+)
+"""A document's note on what a program does under a condition (``Note: if there are no partitions active,
+gc-monitor will core dump: `Segmentation fault (core dumped)` ``, ``Tip: when the disk fills up, pip may
+print …``): an admonition's hypothetical, its ``Note:`` no program's ``name: `` prefix."""
 _QUOTED_LOCATION = re.compile(r"`[\w/\\.-]{1,200}\.(?:c|cc|cpp|cu|cuh|h|hpp|py|go|rs|java):\d{1,6}`")
 """A source file and line alone in inline code (``in `gloo/transport/tcp/pair.cc:563` ``): the writer's
 pointer to where a message comes from, not the program's format (a message quoted whole with its location
@@ -493,6 +510,7 @@ def prose(lines: tuple[str, ...]) -> frozenset[int]:
             or _WRITTEN.match(text)
             or _DESCRIBED.match(text)
             or _SURMISED.match(text)
+            or _NOTED.match(text)
             or _CJK_QUOTING.search(text)
         ):
             told.add(i)
@@ -572,7 +590,7 @@ def _printed(text: str) -> bool:
     alone (:data:`_QUOTED_LOCATION`; a line that is one code span whole is a program's line pasted)."""
     if _PRINTED.search(text) is None:
         return False
-    if _WHOLE_SPAN.match(text) is not None:
+    if _WHOLE_SPAN.match(text) is not None or _RUST_UNWRAP.search(text) is not None:
         return True
     if _SENTENCE_SPAN.match(text) is not None:
         # a program's words quoted in inline code inside a sentence (``I see the `NCCL WARN …` happening
@@ -1396,6 +1414,11 @@ _ASSERTION_MPICH = re.compile(
 )
 _ABORT_INTEL = re.compile(
     r"Abort\((?P<code>-?\d{1,10})\) on node \d{1,7} \(rank (?P<rank>\d{1,7}) in comm \d{1,10}\)"
+    # MPICH's MPID_Abort before the world communicator is set up, with no ``on node N``, on a check of its
+    # device's own, named by its function (Cray MPICH's ``Abort(-1) (rank 0 in comm 0): MPIDI_CRAY_init:
+    # GPU_SUPPORT_ENABLED is requested, but GTL library is not linked``), not a call's error stack (``Fatal
+    # error in PMPI_Init: …``, a communication failure's to read)
+    r"|Abort\((?P<code2>-?\d{1,10})\) \(rank (?P<rank2>\d{1,7}) in comm \d{1,10}\): MPI[DR]\w{0,60}: "
 )
 _ABORT_PEERS_OMPI = re.compile(
     r"^\s{0,8}\[[^\]\n]{1,120}\] \[\[\d{1,10},\d{1,10}\],(?P<rank>\d{1,7})\] called abort_peers\s{0,4}$"
@@ -1566,6 +1589,16 @@ _SRUN_TASK = re.compile(
 ended by a signal of its own code (a floating-point exception, an illegal instruction, a trap: srun names the
 signal as strsignal() does); srun's ``Terminated`` lines after it are the step's cleanup, its ``Segmentation
 fault`` a segfault's."""
+_SHELL_ABORTED = re.compile(
+    r"^\s{0,8}\S{1,300}: line \d{1,6}: {1,4}(?P<pid>\d{1,10}) Aborted(?: {1,30}\(core dumped\))?"
+    r"(?: {1,30}(?P<command>\S[^\n]{0,200}?))?\s{0,4}$"
+)
+"""A shell running a job's script on a command SIGABRT ended (bash's job report: ``/var/spool/slurmd/
+job32394/slurm_script: line 21: 199992 Aborted (core dumped) ./jobreport print report``, ``/bin/sh: line 1:
+4711 Aborted ./solver``): the program aborted itself (an uncaught C++ exception's ``terminate called …`` /
+``what():``, a failed assert); a cause said above it (a CUDA error, std::bad_alloc) is read first."""
+_WHAT = re.compile(r"\bwhat\(\): {1,4}(?P<what>\S(?:[^\n ]| (?! |\S{1,300}: line \d)){0,200})")
+"""The C++ runtime's account of the uncaught exception it aborts on (``  what():  locale::facet::…``)."""
 _SRUN_SIGNALS = {"Floating point exception": 8, "Illegal instruction": 4, "Trace/breakpoint trap": 5}
 """The signal number of each of srun's words for the signal that ended a task."""
 _FOAM_ABORT = re.compile(
@@ -1720,6 +1753,7 @@ RANK_FAILURE_SIGNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("lammps", _LAMMPS_ABORT, False),
     ("improper", _IMPROPER_OMPI, True),
     ("srun", _SRUN_TASK, True),
+    ("shell-abort", _SHELL_ABORTED, True),
     ("openfoam", _FOAM_ABORT, True),
     ("fujitsu", _FUJITSU_ABORT, True),
     ("gfortran", _FORTRAN_SIGNAL, True),
@@ -1832,9 +1866,7 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         host = _host_of(rank, _RANK_NODE, whole)
         return RankFailure(rank, "aborted", code, None, host, _lines(line, after, _ERRORCODE))
     if (match := _ABORT_MPICH.search(line) or _ABORT_INTEL.search(line)) is not None:
-        rank = int(match.group("rank"))
-        host = _host_of(rank, _RANK_AT, whole)
-        return RankFailure(rank, "aborted", int(match.group("code")), None, host, (line,))
+        return _mpich_abort(match, line, whole)
     if _ABORT_NOTE.search(line) and _ABORT_OMPI.search(whole) is None:
         return RankFailure(None, "aborted", None, None, None, (line,), launcher="Open MPI")
     if (fatal := _fatal_in_ompi(line, after, whole)) is not None:
@@ -1881,6 +1913,8 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
         )
     if (match := _SRUN_TASK.search(line)) is not None:
         return _srun_failure(match, line)
+    if (match := _SHELL_ABORTED.search(line)) is not None:
+        return _shell_abort(match, line, whole)
     if (match := _LIGHTNING_CHILD.search(line)) is not None:
         return RankFailure(None, "exited", int(match["code"]), None, None, (line,), launcher="Lightning")
     if _RAY_ACTOR_DIED.search(line):
@@ -1899,6 +1933,30 @@ def _rank_failure(line: str, after: Sequence[str], whole: str) -> RankFailure | 
             return RankFailure(None, "killed", None, str(-status), None, (line,), local, "DeepSpeed")
         return RankFailure(None, "exited", status, None, None, (line,), local, "DeepSpeed")
     return None
+
+
+def _mpich_abort(match: re.Match[str], line: str, whole: str) -> RankFailure:
+    """The rank MPICH's MPID_Abort names on ``line`` (the program's MPI_Abort, or its device's own check
+    before the world communicator was set up, whose words are the detail)."""
+    groups = match.groupdict()
+    rank = int(groups["rank"] or groups["rank2"])
+    host = _host_of(rank, _RANK_AT, whole)
+    if groups.get("rank2") is None:
+        return RankFailure(rank, "aborted", int(groups["code"]), None, host, (line,))
+    said = f"{match.group().split(': ')[1]}: {line[match.end() :].strip()}"
+    detail = f"MPICH's device aborted it as MPI started ({said})"
+    return RankFailure(
+        rank, "aborted", int(groups["code2"]), None, host, (line,), launcher="MPICH", detail=detail
+    )
+
+
+def _shell_abort(match: re.Match[str], line: str, whole: str) -> RankFailure:
+    """The command the shell reports SIGABRT ended on ``line``, with the C++ runtime's ``what():`` before."""
+    command = match["command"] or f"process {match['pid']}"
+    what = m["what"] if (m := _WHAT.search(whole)) is not None else None
+    why = f", after the uncaught C++ exception what(): {what}" if what else ""
+    detail = f"the shell reported {command} Aborted (SIGABRT){why}"
+    return RankFailure(None, "aborted", None, None, None, (line,), launcher="the shell", detail=detail)
 
 
 def _srun_failure(match: re.Match[str], line: str) -> RankFailure:
