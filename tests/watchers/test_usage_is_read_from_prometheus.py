@@ -42,7 +42,12 @@ async def _serve_a_run(served: Served, seconds: int = 7) -> None:
     exporter.cpu("team-a", "pi-worker-0", 6.0)
     await served.prometheus.scraped('DCGM_FI_DEV_GPU_UTIL{exported_pod="pi-worker-2"}')
     for second in range(seconds):  # worker 1: 13.0 GiB rising to 16.0 GiB
-        exporter.memory("team-a", "pi-worker-1", (13.0 + 3.0 * second / (seconds - 1)) * GIB)
+        working_set = (13.0 + 3.0 * second / (seconds - 1)) * GIB
+        exporter.memory("team-a", "pi-worker-1", working_set)
+        # each step held until Prometheus has scraped it, however late a loaded box lets it scrape
+        await served.prometheus.scraped(
+            f'container_memory_working_set_bytes{{namespace="team-a",pod="pi-worker-1"}} >= {working_set}'
+        )
         await asyncio.sleep(1.0)
 
 
