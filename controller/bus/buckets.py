@@ -30,8 +30,9 @@ async def open_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
     """The bucket ``config.bucket``, created with ``config`` if it does not exist yet.
 
     Asked again while the cluster cannot answer (:func:`controller.bus.answering.until_answered`);
-    a bucket it creates is returned once the cluster knows it: a replicated stream created a
-    moment ago is not yet known to every server, which would answer the next read ``404``."""
+    a bucket it creates is returned once the cluster knows it and its stream has a leader: a
+    replicated stream created a moment ago is not yet known to every server, which would answer
+    the next read ``404``, and until its leader is elected a put meets no responders."""
 
     async def bind_or_create() -> tuple[KeyValue, bool]:
         try:
@@ -42,8 +43,16 @@ async def open_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
     what = f"bucket {config.bucket}"
     kv, created = await until_answered(bind_or_create, what)
     if created:
-        await until_answered(lambda: js.stream_info(f"KV_{config.bucket}"), what, missing=True)
+        await until_answered(lambda: _led(js, f"KV_{config.bucket}"), what, missing=True)
     return kv
+
+
+async def _led(js: JetStreamContext, stream: str) -> None:
+    """Return once ``stream`` has a leader (a server outside a cluster reports no cluster and leads
+    its streams itself)."""
+    cluster = (await js.stream_info(stream)).cluster
+    if cluster is not None and not cluster.leader:
+        raise TimeoutError(f"stream {stream} has no leader yet")
 
 
 async def forget(kv: KeyValue, keys: Iterable[str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, StreamConfig
-from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError, ServiceUnavailableError
 
 from controller.bus.answering import until_answered
 from controller.bus.buckets import open_bucket
@@ -130,3 +131,31 @@ async def test_a_durable_is_bound_and_pulled_while_its_stream_leader_is_elected(
         await puller.close()
 
     assert pulled == list(range(20))
+
+
+class _ElectingBucket:
+    """A JetStream context where the bucket does not exist yet, and its new stream reports a cluster
+    without a leader ``unled`` times before its leader is elected."""
+
+    def __init__(self, unled: int) -> None:
+        self.unled, self.asked = unled, 0
+        self.bucket = object()
+
+    async def key_value(self, bucket: str) -> object:
+        raise BucketNotFoundError()
+
+    async def create_key_value(self, config: KeyValueConfig) -> object:
+        return self.bucket
+
+    async def stream_info(self, stream: str) -> SimpleNamespace:
+        self.asked += 1
+        leader = None if self.asked <= self.unled else "nats-1"
+        return SimpleNamespace(cluster=SimpleNamespace(leader=leader, name="c"))
+
+
+async def test_a_bucket_just_created_is_returned_once_its_stream_has_a_leader() -> None:
+    js = _ElectingBucket(unled=2)
+
+    opened = await open_bucket(js, KeyValueConfig(bucket="electing", replicas=3))  # type: ignore[arg-type]
+
+    assert opened is js.bucket and js.asked == 3  # asked until the leader was there, not once more
