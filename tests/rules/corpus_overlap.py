@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.rules.corpus_replay import CORPUS, HELD_OUT
+from tests.rules.corpus_replay import CORPUS, HELD_OUT, UNEXPLAINED, load
 from tests.rules.corpus_score import thread
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -84,10 +84,9 @@ def shingles(text: str) -> Iterator[tuple[str, ...]]:
 
 
 def _corpus_texts() -> Iterator[str]:
-    files = [*CORPUS.glob("*.yaml"), *HELD_OUT.glob("*.yaml"), *(CORPUS / "unexplained").glob("*.yaml")]
-    for path in files:
-        for entry in yaml.safe_load(path.read_text()) or []:
-            yield str(entry.get("text", ""))
+    for directory in (CORPUS, HELD_OUT, UNEXPLAINED):
+        for entry in load(directory):
+            yield entry.text
 
 
 def known() -> Known:
